@@ -1,0 +1,41 @@
+# Thin wrapper over CMake. `make run` and `make test` install what is missing (apt-get,
+# through scripts/setup.sh), configure, build, then run the demo or the whole suite.
+BUILD       ?= build
+BUILD_TYPE  ?= Release
+CMAKE_FLAGS ?=
+JOBS        ?= $(shell nproc 2>/dev/null || echo 2)
+CTEST_FLAGS ?= --output-on-failure -j$(JOBS)
+
+.PHONY: all setup configure build run test asan bench format clean
+
+all: build
+
+setup:
+	@bash scripts/setup.sh
+
+configure: setup
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS) >/dev/null
+
+build: configure
+	@cmake --build $(BUILD) -j$(JOBS)
+
+run: build
+	./$(BUILD)/llmsys demo
+
+test: build
+	cd $(BUILD) && ctest $(CTEST_FLAGS)
+
+# The suite under AddressSanitizer + UndefinedBehaviorSanitizer, in its own build tree.
+asan:
+	$(MAKE) test BUILD=build-asan BUILD_TYPE=Debug CMAKE_FLAGS="-DLLMSYS_SANITIZE=ON $(CMAKE_FLAGS)"
+
+# Every benchmark in bench/; each prints a table and writes bench-out/<name>.json.
+bench: build
+	@mkdir -p bench-out
+	@for b in $(BUILD)/bench_*; do echo "== $$b"; $$b --out bench-out/$$(basename $$b).json || exit 1; done
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf build build-asan bench-out demo-out

@@ -1,0 +1,208 @@
+/*
+ * core.h - the shared substrate of llmsys: status codes, logging, RNG, memory,
+ * files, JSON, timing and progress bars.
+ *
+ * Error model (after libuv): every function that can fail returns 0 (LS_OK) or a
+ * negative LS_E* code, and records a one-line human message for the calling
+ * thread, readable with ls_errmsg(). Library code never calls exit(); only
+ * src/cli/ turns a status into an exit code. Typical use:
+ *
+ *     if (ls_file_read(path, &buf, &len) != LS_OK) {
+ *         fprintf(stderr, "llmsys: %s\n", ls_errmsg());
+ *         return 1;
+ *     }
+ *
+ * Errors are raised with ls_err(), which formats the message and returns the code:
+ *
+ *     if (n <= 0) return ls_err(LS_EINVAL, "%s: steps must be > 0, got %d", path, n);
+ */
+#ifndef LLMSYS_CORE_H
+#define LLMSYS_CORE_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- status codes */
+
+/* X(name, value, description). Values are only ever appended. */
+#define LS_ERRNO_MAP(X)                                              \
+    X(OK, 0, "success")                                              \
+    X(EINVAL, -1, "invalid argument")                                \
+    X(ENOMEM, -2, "out of memory")                                   \
+    X(EIO, -3, "input/output error")                                 \
+    X(EFORMAT, -4, "malformed or foreign file format")               \
+    X(ECHECKSUM, -5, "checksum mismatch")                            \
+    X(ENOTFOUND, -6, "not found")                                    \
+    X(ERANGE, -7, "value out of range")                              \
+    X(ETIMEDOUT, -8, "timed out")                                    \
+    X(EMPI, -9, "MPI error")                                         \
+    X(ENET, -10, "network or messaging error")                       \
+    X(EINFEASIBLE, -11, "no feasible solution")                      \
+    X(EUNSUPPORTED, -12, "unsupported")                              \
+    X(ESTATE, -13, "invalid state")                                  \
+    X(EBUSY, -14, "resource busy or budget exhausted")               \
+    X(EPEER, -15, "peer process failed")
+
+typedef enum {
+#define LS_X_ENUM(name, val, desc) LS_##name = val,
+    LS_ERRNO_MAP(LS_X_ENUM)
+#undef LS_X_ENUM
+} ls_status;
+
+/* Records a formatted message for this thread and returns code (for `return ls_err(...)`). */
+int ls_err(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int ls_verr(int code, const char *fmt, va_list ap);
+/* Prefixes the current message with "prefix: " and returns code (adds context on the way up). */
+int ls_err_wrap(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The last message recorded on this thread ("" if none). Valid until the next ls_err. */
+const char *ls_errmsg(void);
+/* Static description and symbolic name ("EINVAL") of a status code. */
+const char *ls_strerror(int code);
+const char *ls_err_name(int code);
+
+/* Conditions that "cannot happen": checked in release builds too; aborts with file:line. */
+#define LS_ASSERT(cond)                                                        \
+    do {                                                                       \
+        if (!(cond)) ls_panic(__FILE__, __LINE__, "assertion failed: " #cond); \
+    } while (0)
+_Noreturn void ls_panic(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Propagates a failing status: LS_TRY(ls_file_read(...)); */
+#define LS_TRY(expr)              \
+    do {                          \
+        int ls_try_rc_ = (expr);  \
+        if (ls_try_rc_ < 0) return ls_try_rc_; \
+    } while (0)
+
+/* ---------------------------------------------------------------- logging */
+
+typedef enum { LS_LOG_DEBUG = 0, LS_LOG_INFO = 1, LS_LOG_WARN = 2, LS_LOG_ERROR = 3, LS_LOG_OFF = 4 } ls_log_level;
+
+/* Level defaults to INFO, or LLMSYS_LOG=debug|info|warn|error|off from the environment. */
+void ls_log_set_level(ls_log_level level);
+ls_log_level ls_log_get_level(void);
+/* Writes "[llmsys LEVEL] message" to stderr when level passes the threshold. Thread-safe. */
+void ls_log(ls_log_level level, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+#define LS_DEBUG(...) ls_log(LS_LOG_DEBUG, __FILE__, __LINE__, __VA_ARGS__)
+#define LS_INFO(...) ls_log(LS_LOG_INFO, __FILE__, __LINE__, __VA_ARGS__)
+#define LS_WARN(...) ls_log(LS_LOG_WARN, __FILE__, __LINE__, __VA_ARGS__)
+#define LS_ERROR(...) ls_log(LS_LOG_ERROR, __FILE__, __LINE__, __VA_ARGS__)
+
+/* ---------------------------------------------------------------- RNG */
+
+/* xoshiro256** seeded through splitmix64. Deterministic across platforms.
+ * ls_rng_split derives an independent stream (per rank, per worker) from a parent
+ * without advancing it: split(r, 3) is the same stream every time. */
+typedef struct {
+    uint64_t s[4];
+} ls_rng;
+
+void ls_rng_seed(ls_rng *r, uint64_t seed);
+ls_rng ls_rng_split(const ls_rng *r, uint64_t stream);
+uint64_t ls_rng_u64(ls_rng *r);
+/* Uniform in [0, n); n > 0. Unbiased (rejection). */
+uint64_t ls_rng_below(ls_rng *r, uint64_t n);
+/* Uniform float in [0, 1). */
+float ls_rng_uniform(ls_rng *r);
+double ls_rng_uniform_f64(ls_rng *r);
+/* Standard normal (Box-Muller). */
+float ls_rng_normal(ls_rng *r);
+/* Fisher-Yates shuffle of n ints. */
+void ls_rng_shuffle_int(ls_rng *r, int *a, size_t n);
+
+/* ---------------------------------------------------------------- memory */
+
+/* Aligned allocation (align: power of two >= sizeof(void*)). NULL on failure
+ * (size 0 returns a valid pointer). Free with ls_aligned_free. */
+void *ls_aligned_alloc(size_t align, size_t size);
+/* Same, zero-filled. */
+void *ls_aligned_calloc(size_t align, size_t size);
+void ls_aligned_free(void *p);
+
+/* ---------------------------------------------------------------- files */
+
+/* Reads a whole file; *data is NUL-terminated (not counted in *len), owned by the caller
+ * (free()). Errors name the path. */
+int ls_file_read(const char *path, char **data, size_t *len);
+/* Writes atomically: temp file in the same directory, fsync, rename. On failure the
+ * destination is untouched and the temp file removed. */
+int ls_file_write_atomic(const char *path, const void *data, size_t len);
+/* Atomic writer for streamed output: open returns a FILE* on "<path>.tmp.<pid>";
+ * commit fsyncs, closes and renames; abort closes and removes. */
+typedef struct {
+    void *fp; /* FILE* */
+    char *path;
+    char *tmp;
+} ls_atomic_file;
+int ls_atomic_open(ls_atomic_file *af, const char *path);
+int ls_atomic_commit(ls_atomic_file *af);
+void ls_atomic_abort(ls_atomic_file *af);
+/* 1 if path exists and is a regular file / directory. */
+int ls_is_file(const char *path);
+int ls_is_dir(const char *path);
+/* mkdir -p. */
+int ls_mkdirs(const char *path);
+
+/* ---------------------------------------------------------------- JSON (cJSON) */
+
+struct cJSON;
+/* Parses a JSON file; errors name the file and the byte offset of the syntax error. */
+int ls_json_read_file(const char *path, struct cJSON **out);
+/* Parses a string; what names the source in error messages. */
+int ls_json_parse(const char *text, size_t len, const char *what, struct cJSON **out);
+/* Pretty-prints and writes atomically. */
+int ls_json_write_file(const char *path, const struct cJSON *j);
+/* Typed getters with defaults: missing key -> def; wrong type -> LS_EINVAL with message. */
+int ls_json_get_int(const struct cJSON *obj, const char *key, int def, int *out);
+int ls_json_get_double(const struct cJSON *obj, const char *key, double def, double *out);
+int ls_json_get_string(const struct cJSON *obj, const char *key, const char *def, const char **out);
+
+/* ---------------------------------------------------------------- timing */
+
+/* Monotonic seconds. */
+double ls_now(void);
+/* Wall-clock seconds since the epoch. */
+double ls_wall_time(void);
+void ls_sleep_ms(int ms);
+
+/* ---------------------------------------------------------------- progress bar */
+
+/* A one-line progress bar redrawn in place on a TTY (stderr); silent when stderr is not
+ * a TTY or LLMSYS_PROGRESS=0, so logs and CI output stay clean. */
+typedef struct {
+    char label[32];
+    int64_t total;
+    int64_t done;
+    double t0, last_draw;
+    int enabled;
+    int width;
+} ls_progress;
+
+void ls_progress_start(ls_progress *p, const char *label, int64_t total);
+/* Updates to `done` of total; fmt (may be NULL) adds a status such as "loss 2.31". */
+void ls_progress_update(ls_progress *p, int64_t done, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void ls_progress_end(ls_progress *p);
+
+/* ---------------------------------------------------------------- misc */
+
+/* Number of CPU cores available to this process. */
+int ls_num_cores(void);
+/* Human-readable byte count into buf ("12.3 MiB"). Returns buf. */
+const char *ls_fmt_bytes(double bytes, char *buf, size_t n);
+/* Resident set size of this process in bytes (from /proc/self/statm), 0 if unknown. */
+size_t ls_rss_bytes(void);
+/* 64-bit xxHash (XXH3) of a buffer, used for every checksum on disk and on the wire. */
+uint64_t ls_hash64(const void *data, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LLMSYS_CORE_H */

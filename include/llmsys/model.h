@@ -1,0 +1,148 @@
+/*
+ * model.h - the llmsys core model: a small GPT-style decoder trained, evaluated and
+ * sampled in C (after llm.c's train_gpt2.c).
+ *
+ * Architecture: byte-level vocabulary (256 bytes + BOS/EOS/PAD), learned absolute
+ * position embeddings, n_layer pre-LayerNorm blocks of causal multi-head attention
+ * and a GELU (tanh) MLP, a final LayerNorm, and an LM head TIED to the token
+ * embedding (logits = h · wteᵀ).
+ *
+ * Parameters live in one allocation; tensors point into it. Names and shapes (the
+ * same names appear in checkpoints; Linear weights are (out, in) as in PyTorch,
+ * y = x·Wᵀ + b):
+ *
+ *   wte (V, C)  wpe (n_ctx, C)
+ *   h.{l}.ln1.w (C)  h.{l}.ln1.b (C)
+ *   h.{l}.attn.qkv.w (3C, C)  h.{l}.attn.qkv.b (3C)     q, k, v stacked in that order
+ *   h.{l}.attn.proj.w (C, C)  h.{l}.attn.proj.b (C)
+ *   h.{l}.ln2.w (C)  h.{l}.ln2.b (C)
+ *   h.{l}.mlp.fc.w (F, C)  h.{l}.mlp.fc.b (F)
+ *   h.{l}.mlp.proj.w (C, F)  h.{l}.mlp.proj.b (C)
+ *   lnf.w (C)  lnf.b (C)
+ *
+ * Training step:
+ *
+ *     ls_model_zero_grad(m);
+ *     float loss = ls_model_forward(m, tokens, targets, B, T);
+ *     ls_model_backward(m);
+ *     ls_model_adamw_step(m, &opt, step);
+ */
+#ifndef LLMSYS_MODEL_H
+#define LLMSYS_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "llmsys/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+    LS_TOK_BOS = 256,
+    LS_TOK_EOS = 257,
+    LS_TOK_PAD = 258,
+    LS_VOCAB = 259, /* 256 bytes + 3 specials */
+};
+
+typedef struct {
+    int vocab;   /* LS_VOCAB */
+    int n_ctx;   /* maximum sequence length */
+    int n_layer;
+    int n_head;
+    int d_model; /* C; divisible by n_head */
+    int d_ff;    /* F; usually 4C */
+} ls_model_config;
+
+/* Named configs: "tiny" (<= 0.5 M params, tests) and "small" (5-10 M params, demo). */
+int ls_model_config_named(const char *name, ls_model_config *cfg);
+/* Checks ranges and divisibility; message names the bad field. */
+int ls_model_config_validate(const ls_model_config *cfg);
+/* Total parameter count for a config. */
+size_t ls_model_config_num_params(const ls_model_config *cfg);
+/* Config <-> compact JSON string (stored in checkpoint metadata as "llmsys.config").
+ * to_json returns a malloc'd string (caller frees). */
+char *ls_model_config_to_json(const ls_model_config *cfg);
+int ls_model_config_from_json(const char *json, ls_model_config *cfg);
+
+typedef struct ls_model ls_model;
+
+/* Allocates parameters, gradients and AdamW state, and initialises weights from seed
+ * (GPT-2 init: N(0, 0.02), residual projections scaled by 1/sqrt(2·n_layer)).
+ * Activations are sized lazily by the first forward for its (B, T). */
+int ls_model_init(ls_model **out, const ls_model_config *cfg, uint64_t seed);
+void ls_model_free(ls_model *m);
+const ls_model_config *ls_model_cfg(const ls_model *m);
+
+/* Parameter access (checkpoints, quantization, gradient all-reduce). */
+typedef struct {
+    const char *name;
+    float *data;
+    float *grad;
+    float *adam_m, *adam_v;
+    int ndim;
+    int64_t shape[2];
+    size_t numel;
+} ls_param;
+
+int ls_model_num_tensors(const ls_model *m);
+ls_param ls_model_tensor(ls_model *m, int i);
+/* The flat buffers (num_params floats each), in tensor order. */
+size_t ls_model_num_params(const ls_model *m);
+float *ls_model_params(ls_model *m);
+float *ls_model_grads(ls_model *m);
+float *ls_model_adam_m(ls_model *m);
+float *ls_model_adam_v(ls_model *m);
+
+/* Forward over tokens (B, T) with T <= n_ctx. With targets (B, T) returns the mean
+ * cross-entropy over targets != -1 (and keeps what backward needs); without targets
+ * returns 0. Logits (B, T, V) stay readable until the next forward. Returns NAN and sets
+ * the error on invalid input (token out of range, T > n_ctx). */
+float ls_model_forward(ls_model *m, const int *tokens, const int *targets, int B, int T);
+const float *ls_model_logits(const ls_model *m);
+void ls_model_zero_grad(ls_model *m);
+/* Accumulates d(mean loss)/d(params) into the gradients; requires a forward with targets. */
+void ls_model_backward(ls_model *m);
+
+/* AdamW with decoupled weight decay on 2-D weights only (not biases, LayerNorm, wpe? see
+ * docs/model.md), global gradient-norm clipping, linear warmup then cosine decay to
+ * min_lr_frac·lr. */
+typedef struct {
+    float lr;
+    float beta1, beta2, eps;
+    float weight_decay;
+    float grad_clip;  /* <= 0 disables clipping */
+    int warmup_steps;
+    int total_steps;
+    float min_lr_frac;
+} ls_adamw_config;
+
+ls_adamw_config ls_adamw_defaults(void);
+float ls_lr_at(const ls_adamw_config *c, int step);
+float ls_model_grad_norm(ls_model *m);
+/* One update for step (0-based). Returns the pre-clip gradient norm. */
+float ls_model_adamw_step(ls_model *m, const ls_adamw_config *c, int step);
+
+/* Sampling: temperature 0 is greedy; top_k 0 and top_p 1 disable those filters. */
+typedef struct {
+    float temperature;
+    int top_k;
+    float top_p;
+} ls_sample_config;
+
+/* Picks a token from logits (V) under s using rng. */
+int ls_sample_logits(const float *logits, int V, const ls_sample_config *s, ls_rng *rng);
+/* Autoregressive generation with a KV cache: feeds prompt (n_prompt >= 1 tokens), then
+ * samples up to n_new tokens into out, stopping early after EOS or at n_ctx.
+ * *n_out receives the count generated. */
+int ls_model_generate(ls_model *m, const int *prompt, int n_prompt, int n_new, const ls_sample_config *s,
+                      ls_rng *rng, int *out, int *n_out);
+
+/* Threads used by attention and elementwise loops (OpenMP); 0 = all cores. */
+void ls_model_set_threads(int n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LLMSYS_MODEL_H */

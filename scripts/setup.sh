@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what llmsys needs to build, test and run, from Debian packages.
+# Idempotent: when every package is present it does nothing (no apt-get call at all).
+set -euo pipefail
+
+pkgs=(
+  build-essential cmake pkg-config
+  libopenblas-dev            # cblas_sgemm for every matmul
+  libopenmpi-dev openmpi-bin # data-parallel ranks
+  libzmq3-dev                # messaging between services (serve, loader)
+  libcjson-dev               # JSON configs, reports, wire messages
+  libmicrohttpd-dev          # HTTP APIs (serve, victim serve)
+  libxxhash-dev              # checksums of checkpoints and wire frames
+  coinor-libcbc-dev          # exact ILP for the planner
+  dataset-fashion-mnist      # victim/attack data for the steal module (gzip idx)
+  zlib1g-dev                 # reads the gzipped idx files
+)
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "setup: installing ${missing[*]}" >&2
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,141 @@
+/* args.c - option parsing shared by every llmsys command. */
+#include "cli/args.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void ls_strlist_free(ls_strlist *l) {
+    free(l->v);
+    l->v = NULL;
+    l->n = 0;
+}
+
+void ls_args_usage(const char *prog, const char *summary, const ls_arg *spec, int n) {
+    printf("usage: llmsys %s [options]\n", prog);
+    if (summary) printf("\n%s\n", summary);
+    printf("\noptions:\n");
+    for (int i = 0; i < n; i++) {
+        char left[64];
+        snprintf(left, sizeof left, "--%s%s%s%s", spec[i].name, spec[i].metavar ? " " : "",
+                 spec[i].metavar ? spec[i].metavar : "", spec[i].kind == LS_ARG_STR_LIST ? "..." : "");
+        printf("  %-26s %s%s\n", left, spec[i].help ? spec[i].help : "", spec[i].required ? " (required)" : "");
+    }
+    printf("  %-26s %s\n", "--help", "show this help and exit");
+}
+
+static int parse_value(const char *prog, const ls_arg *a, const char *val) {
+    char *end;
+    errno = 0;
+    switch (a->kind) {
+    case LS_ARG_INT: {
+        long v = strtol(val, &end, 10);
+        if (*val == '\0' || *end || errno || v < -2147483647L || v > 2147483647L) {
+            fprintf(stderr, "llmsys %s: --%s expects an integer, got '%s'\n", prog, a->name, val);
+            return LS_ARGS_USAGE;
+        }
+        *(int *)a->dst = (int)v;
+        return LS_ARGS_OK;
+    }
+    case LS_ARG_I64: {
+        long long v = strtoll(val, &end, 10);
+        if (*val == '\0' || *end || errno) {
+            fprintf(stderr, "llmsys %s: --%s expects an integer, got '%s'\n", prog, a->name, val);
+            return LS_ARGS_USAGE;
+        }
+        *(int64_t *)a->dst = (int64_t)v;
+        return LS_ARGS_OK;
+    }
+    case LS_ARG_FLOAT: {
+        double v = strtod(val, &end);
+        if (*val == '\0' || *end || errno || !isfinite(v)) {
+            fprintf(stderr, "llmsys %s: --%s expects a number, got '%s'\n", prog, a->name, val);
+            return LS_ARGS_USAGE;
+        }
+        *(double *)a->dst = v;
+        return LS_ARGS_OK;
+    }
+    case LS_ARG_STR:
+        *(const char **)a->dst = val;
+        return LS_ARGS_OK;
+    case LS_ARG_STR_LIST: {
+        ls_strlist *l = a->dst;
+        const char **nv = realloc(l->v, sizeof *nv * (size_t)(l->n + 1));
+        if (!nv) {
+            fprintf(stderr, "llmsys %s: out of memory\n", prog);
+            return LS_ARGS_USAGE;
+        }
+        l->v = nv;
+        l->v[l->n++] = val;
+        return LS_ARGS_OK;
+    }
+    case LS_ARG_FLAG: break;
+    }
+    return LS_ARGS_USAGE;
+}
+
+int ls_args_parse(const char *prog, const char *summary, const ls_arg *spec, int n, int argc, char **argv,
+                  const char **pos, int max_pos, int *npos) {
+    unsigned char seen[256] = {0};
+    if (npos) *npos = 0;
+    if (n > 256) n = 256;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
+            ls_args_usage(prog, summary, spec, n);
+            return LS_ARGS_HELP;
+        }
+        if (strncmp(arg, "--", 2) != 0 || arg[2] == '\0') {
+            if (pos && npos && *npos < max_pos) {
+                pos[(*npos)++] = arg;
+                continue;
+            }
+            fprintf(stderr, "llmsys %s: unexpected argument '%s' (see --help)\n", prog, arg);
+            return LS_ARGS_USAGE;
+        }
+        const char *name = arg + 2, *eq = strchr(name, '=');
+        size_t nl = eq ? (size_t)(eq - name) : strlen(name);
+        int k = -1;
+        for (int j = 0; j < n; j++)
+            if (strlen(spec[j].name) == nl && !strncmp(spec[j].name, name, nl)) k = j;
+        if (k < 0) {
+            fprintf(stderr, "llmsys %s: unknown option '--%.*s' (see --help)\n", prog, (int)nl, name);
+            return LS_ARGS_USAGE;
+        }
+        const ls_arg *a = &spec[k];
+        seen[k] = 1;
+        if (a->kind == LS_ARG_FLAG) {
+            if (eq) {
+                fprintf(stderr, "llmsys %s: --%s takes no value\n", prog, a->name);
+                return LS_ARGS_USAGE;
+            }
+            *(int *)a->dst = 1;
+            continue;
+        }
+        if (eq) {
+            int rc = parse_value(prog, a, eq + 1);
+            if (rc) return rc;
+        } else {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "llmsys %s: --%s needs a value (%s)\n", prog, a->name, a->metavar ? a->metavar : "VALUE");
+                return LS_ARGS_USAGE;
+            }
+            int rc = parse_value(prog, a, argv[++i]);
+            if (rc) return rc;
+            /* a list takes every following value up to the next option */
+            while (a->kind == LS_ARG_STR_LIST && i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) {
+                rc = parse_value(prog, a, argv[++i]);
+                if (rc) return rc;
+            }
+        }
+    }
+    for (int j = 0; j < n; j++) {
+        if (spec[j].required && !seen[j]) {
+            fprintf(stderr, "llmsys %s: missing required option --%s (see --help)\n", prog, spec[j].name);
+            return LS_ARGS_USAGE;
+        }
+    }
+    return LS_ARGS_OK;
+}

@@ -1,0 +1,46 @@
+/* args.h - the one option parser every llmsys command uses: --help, typed values,
+ * clear usage errors (exit code 2 is the caller's job). */
+#ifndef LLMSYS_CLI_ARGS_H
+#define LLMSYS_CLI_ARGS_H
+
+#include <stdint.h>
+
+typedef enum {
+    LS_ARG_FLAG,     /* int*: set to 1 when present */
+    LS_ARG_INT,      /* int* */
+    LS_ARG_I64,      /* int64_t* */
+    LS_ARG_FLOAT,    /* double* */
+    LS_ARG_STR,      /* const char**: points into argv */
+    LS_ARG_STR_LIST, /* ls_strlist*: one or more values up to the next --option (or repeated) */
+} ls_arg_kind;
+
+typedef struct {
+    int n;
+    const char **v; /* malloc'd array of pointers into argv; free with ls_strlist_free */
+} ls_strlist;
+
+typedef struct {
+    const char *name;    /* "steps" for --steps */
+    ls_arg_kind kind;
+    void *dst;
+    const char *metavar; /* "N", "PATH", ... (NULL for flags) */
+    const char *help;
+    int required;
+} ls_arg;
+
+enum { LS_ARGS_OK = 0, LS_ARGS_HELP = 1, LS_ARGS_USAGE = 2 };
+
+/* Parses argv[0..argc) (argv[0] is the command name) against spec (n entries). Values use
+ * "--name V" or "--name=V". Positional arguments are allowed only when pos != NULL, and are
+ * collected there (max_pos at most). On --help prints usage to stdout and returns
+ * LS_ARGS_HELP; on a bad flag or value prints one line to stderr and returns
+ * LS_ARGS_USAGE. */
+int ls_args_parse(const char *prog, const char *summary, const ls_arg *spec, int n, int argc, char **argv,
+                  const char **pos, int max_pos, int *npos);
+void ls_args_usage(const char *prog, const char *summary, const ls_arg *spec, int n);
+void ls_strlist_free(ls_strlist *l);
+
+/* Exit code of a parse result: HELP -> 0, USAGE -> 2. */
+#define LS_ARGS_EXIT(rc) ((rc) == LS_ARGS_HELP ? 0 : 2)
+
+#endif

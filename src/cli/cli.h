@@ -1,0 +1,46 @@
+/* cli.h - the commands and demo scenarios of the llmsys binary. Each command parses its
+ * own arguments (cli/args.h), calls library modules, and returns the process exit code:
+ * 0 success, 1 runtime error, 2 usage error. Only src/cli/ prints errors and exits. */
+#ifndef LLMSYS_CLI_H
+#define LLMSYS_CLI_H
+
+/* Prints "llmsys: <message>" for the thread's last library error to stderr; returns 1. */
+int ls_cli_fail(void);
+
+/* commands: cmd_train.c */
+int cmd_train(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+int cmd_generate(int argc, char **argv);
+/* cmd_serve.c */
+int cmd_quantize(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
+int cmd_profile(int argc, char **argv);
+/* cmd_plan.c */
+int cmd_plan(int argc, char **argv);
+/* cmd_loader.c */
+int cmd_loader(int argc, char **argv);
+/* cmd_steal.c */
+int cmd_victim(int argc, char **argv);
+int cmd_steal(int argc, char **argv);
+/* demo.c */
+int cmd_demo(int argc, char **argv);
+
+/* Demo scenarios: each runs one system end to end under workdir (a fresh directory it may
+ * fill), prints a short human summary to stdout, and returns an exit code. quick != 0 asks
+ * for a reduced run (used by the test suite). */
+typedef struct {
+    const char *workdir;
+    int quick;
+} ls_demo_ctx;
+
+int demo_core(const ls_demo_ctx *ctx);   /* cmd_train.c */
+int demo_serve(const ls_demo_ctx *ctx);  /* cmd_serve.c */
+int demo_plan(const ls_demo_ctx *ctx);   /* cmd_plan.c */
+int demo_loader(const ls_demo_ctx *ctx); /* cmd_loader.c */
+int demo_steal(const ls_demo_ctx *ctx);  /* cmd_steal.c */
+
+/* Path of the running llmsys binary (for commands that re-launch themselves: mpirun,
+ * stage workers). */
+const char *ls_cli_self(void);
+
+#endif

@@ -1,0 +1,115 @@
+/* error.c - per-thread error messages, status names, panics and leveled logging. */
+#include "llmsys/core.h"
+
+#include <execinfo.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static _Thread_local char errbuf[1024];
+
+int ls_verr(int code, const char *fmt, va_list ap) {
+    vsnprintf(errbuf, sizeof errbuf, fmt, ap);
+    return code;
+}
+
+int ls_err(int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    ls_verr(code, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+int ls_err_wrap(int code, const char *fmt, ...) {
+    char prefix[512], old[sizeof errbuf];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    memcpy(old, errbuf, sizeof old);
+    const char *rest = old[0] ? old : ls_strerror(code);
+    size_t pl = strlen(prefix);
+    /* truncation is fine here: messages are one line for humans */
+    memcpy(errbuf, prefix, pl);
+    memcpy(errbuf + pl, ": ", 3);
+    snprintf(errbuf + pl + 2, sizeof errbuf - pl - 2, "%.*s", (int)(sizeof errbuf - pl - 3), rest);
+    return code;
+}
+
+const char *ls_errmsg(void) { return errbuf; }
+
+const char *ls_strerror(int code) {
+    switch (code) {
+#define LS_X_STR(name, val, desc) \
+    case val: return desc;
+        LS_ERRNO_MAP(LS_X_STR)
+#undef LS_X_STR
+    }
+    return "unknown error";
+}
+
+const char *ls_err_name(int code) {
+    switch (code) {
+#define LS_X_NAME(name, val, desc) \
+    case val: return #name;
+        LS_ERRNO_MAP(LS_X_NAME)
+#undef LS_X_NAME
+    }
+    return "EUNKNOWN";
+}
+
+_Noreturn void ls_panic(const char *file, int line, const char *fmt, ...) {
+    va_list ap;
+    fprintf(stderr, "llmsys: panic at %s:%d: ", file, line);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    void *frames[32];
+    int n = backtrace(frames, 32);
+    backtrace_symbols_fd(frames, n, 2);
+    abort();
+}
+
+/* ---------------------------------------------------------------- logging */
+
+static int log_level = -1; /* -1: not yet read from the environment */
+static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static ls_log_level level_from_env(void) {
+    const char *s = getenv("LLMSYS_LOG");
+    if (!s) return LS_LOG_INFO;
+    if (!strcasecmp(s, "debug")) return LS_LOG_DEBUG;
+    if (!strcasecmp(s, "warn")) return LS_LOG_WARN;
+    if (!strcasecmp(s, "error")) return LS_LOG_ERROR;
+    if (!strcasecmp(s, "off")) return LS_LOG_OFF;
+    return LS_LOG_INFO;
+}
+
+void ls_log_set_level(ls_log_level level) { __atomic_store_n(&log_level, (int)level, __ATOMIC_RELAXED); }
+
+ls_log_level ls_log_get_level(void) {
+    int l = __atomic_load_n(&log_level, __ATOMIC_RELAXED);
+    if (l < 0) {
+        l = (int)level_from_env();
+        __atomic_store_n(&log_level, l, __ATOMIC_RELAXED);
+    }
+    return (ls_log_level)l;
+}
+
+void ls_log(ls_log_level level, const char *file, int line, const char *fmt, ...) {
+    static const char *names[] = {"debug", "info", "warn", "error"};
+    if (level < ls_log_get_level() || level >= LS_LOG_OFF) return;
+    va_list ap;
+    pthread_mutex_lock(&log_mu);
+    if (level == LS_LOG_DEBUG) fprintf(stderr, "[llmsys %s %s:%d] ", names[level], file, line);
+    else fprintf(stderr, "[llmsys %s] ", names[level]);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    pthread_mutex_unlock(&log_mu);
+}

@@ -1,0 +1,70 @@
+/* json.c - cJSON helpers: file I/O with clear errors and typed getters. */
+#include "llmsys/core.h"
+
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+int ls_json_parse(const char *text, size_t len, const char *what, cJSON **out) {
+    const char *end = NULL;
+    *out = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    if (!*out) {
+        size_t off = end ? (size_t)(end - text) : 0;
+        return ls_err(LS_EFORMAT, "%s: invalid JSON near byte %zu", what, off);
+    }
+    return LS_OK;
+}
+
+int ls_json_read_file(const char *path, cJSON **out) {
+    char *buf;
+    size_t len;
+    *out = NULL;
+    LS_TRY(ls_file_read(path, &buf, &len));
+    int rc = ls_json_parse(buf, len, path, out);
+    free(buf);
+    return rc;
+}
+
+int ls_json_write_file(const char *path, const cJSON *j) {
+    char *s = cJSON_Print(j);
+    if (!s) return ls_err(LS_ENOMEM, "%s: cannot serialize JSON", path);
+    size_t n = strlen(s);
+    s[n] = '\n'; /* cJSON_Print's buffer holds the NUL here; the newline replaces it */
+    int rc = ls_file_write_atomic(path, s, n + 1);
+    free(s);
+    return rc;
+}
+
+int ls_json_get_int(const cJSON *obj, const char *key, int def, int *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!v) {
+        *out = def;
+        return LS_OK;
+    }
+    if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int)v->valuedouble)
+        return ls_err(LS_EINVAL, "'%s' must be an integer", key);
+    *out = (int)v->valuedouble;
+    return LS_OK;
+}
+
+int ls_json_get_double(const cJSON *obj, const char *key, double def, double *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!v) {
+        *out = def;
+        return LS_OK;
+    }
+    if (!cJSON_IsNumber(v)) return ls_err(LS_EINVAL, "'%s' must be a number", key);
+    *out = v->valuedouble;
+    return LS_OK;
+}
+
+int ls_json_get_string(const cJSON *obj, const char *key, const char *def, const char **out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!v) {
+        *out = def;
+        return LS_OK;
+    }
+    if (!cJSON_IsString(v)) return ls_err(LS_EINVAL, "'%s' must be a string", key);
+    *out = v->valuestring;
+    return LS_OK;
+}

@@ -1,0 +1,105 @@
+/* test_core.c - status messages, RNG determinism and splitting, atomic files, JSON. */
+#include <cjson/cJSON.h>
+#include <unistd.h>
+
+#include "llmsys/core.h"
+#include "test.h"
+
+static void test_errors(void) {
+    int rc = ls_err(LS_EINVAL, "steps must be > 0, got %d", -3);
+    CHECK_EQ_INT(rc, LS_EINVAL);
+    CHECK(strcmp(ls_errmsg(), "steps must be > 0, got -3") == 0);
+    ls_err_wrap(rc, "config");
+    CHECK(strcmp(ls_errmsg(), "config: steps must be > 0, got -3") == 0);
+    CHECK(strcmp(ls_err_name(LS_ECHECKSUM), "ECHECKSUM") == 0);
+    CHECK(strcmp(ls_strerror(LS_OK), "success") == 0);
+}
+
+static void test_rng(void) {
+    ls_rng a, b;
+    ls_rng_seed(&a, 42);
+    ls_rng_seed(&b, 42);
+    for (int i = 0; i < 100; i++) CHECK(ls_rng_u64(&a) == ls_rng_u64(&b));
+    ls_rng c1 = ls_rng_split(&a, 1), c1b = ls_rng_split(&a, 1), c2 = ls_rng_split(&a, 2);
+    uint64_t x = ls_rng_u64(&c1);
+    CHECK(x == ls_rng_u64(&c1b));
+    CHECK(x != ls_rng_u64(&c2));
+    /* uniform mean and normal moments within 5 standard errors */
+    double s = 0, s2 = 0;
+    int n = 200000;
+    for (int i = 0; i < n; i++) s += ls_rng_uniform(&a);
+    CHECK_NEAR(s / n, 0.5, 5 * sqrt(1.0 / 12 / n));
+    s = 0;
+    for (int i = 0; i < n; i++) {
+        double z = ls_rng_normal(&a);
+        s += z;
+        s2 += z * z;
+    }
+    CHECK_NEAR(s / n, 0.0, 5 / sqrt(n));
+    CHECK_NEAR(s2 / n, 1.0, 5 * sqrt(2.0 / n));
+    int counts[7] = {0};
+    for (int i = 0; i < 70000; i++) counts[ls_rng_below(&a, 7)]++;
+    for (int i = 0; i < 7; i++) CHECK_NEAR(counts[i], 10000, 500);
+}
+
+static void test_files(void) {
+    char dir[] = "/tmp/llmsys-test-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char path[256];
+    snprintf(path, sizeof path, "%s/a/b/x.txt", dir);
+    char sub[256];
+    snprintf(sub, sizeof sub, "%s/a/b", dir);
+    CHECK(ls_mkdirs(sub) == LS_OK);
+    CHECK(ls_file_write_atomic(path, "hello", 5) == LS_OK);
+    char *data;
+    size_t len;
+    CHECK(ls_file_read(path, &data, &len) == LS_OK);
+    CHECK(len == 5 && memcmp(data, "hello", 5) == 0 && data[5] == '\0');
+    free(data);
+    /* a failed atomic write leaves the old content */
+    ls_atomic_file af;
+    CHECK(ls_atomic_open(&af, path) == LS_OK);
+    fputs("partial", af.fp);
+    ls_atomic_abort(&af);
+    CHECK(ls_file_read(path, &data, &len) == LS_OK && len == 5);
+    free(data);
+    CHECK(ls_file_read("/nonexistent/llmsys", &data, &len) == LS_ENOTFOUND);
+    CHECK(strstr(ls_errmsg(), "/nonexistent/llmsys") != NULL);
+
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(j, "steps", 12);
+    cJSON_AddStringToObject(j, "name", "tiny");
+    snprintf(path, sizeof path, "%s/r.json", dir);
+    CHECK(ls_json_write_file(path, j) == LS_OK);
+    cJSON_Delete(j);
+    CHECK(ls_json_read_file(path, &j) == LS_OK);
+    int steps;
+    const char *name;
+    CHECK(ls_json_get_int(j, "steps", 0, &steps) == LS_OK && steps == 12);
+    CHECK(ls_json_get_string(j, "name", NULL, &name) == LS_OK && !strcmp(name, "tiny"));
+    CHECK(ls_json_get_int(j, "name", 0, &steps) == LS_EINVAL);
+    cJSON_Delete(j);
+    CHECK(ls_file_write_atomic(path, "{\"a\": [1, 2", 11) == LS_OK);
+    CHECK(ls_json_read_file(path, &j) == LS_EFORMAT);
+    CHECK(strstr(ls_errmsg(), "r.json") != NULL);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+}
+
+static void test_alloc(void) {
+    float *p = ls_aligned_calloc(64, 1000 * sizeof(float));
+    CHECK(p && ((uintptr_t)p % 64) == 0 && p[999] == 0.0f);
+    ls_aligned_free(p);
+    char buf[32];
+    CHECK(strcmp(ls_fmt_bytes(1536, buf, sizeof buf), "1.5 KiB") == 0);
+    CHECK(ls_rss_bytes() > 0);
+}
+
+int main(void) {
+    RUN(test_errors);
+    RUN(test_rng);
+    RUN(test_files);
+    RUN(test_alloc);
+    return TEST_RESULT();
+}

@@ -1,0 +1,73 @@
+/* test.h - the llmsys test harness: each tests/<module>/test_*.c is one ctest case (a
+ * process with a timeout). CHECK failures print file:line and values and make main fail.
+ *
+ *     static void test_roundtrip(void) { CHECK(x == 1); CHECK_NEAR(a, b, 1e-6); }
+ *     int main(void) { RUN(test_roundtrip); return TEST_RESULT(); }
+ */
+#ifndef LLMSYS_TEST_H
+#define LLMSYS_TEST_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int test_failures_ = 0, test_checks_ = 0, test_ran_ = 0;
+
+#define CHECK(cond)                                                                  \
+    do {                                                                             \
+        test_checks_++;                                                              \
+        if (!(cond)) {                                                               \
+            fprintf(stderr, "  FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);        \
+            test_failures_++;                                                        \
+        }                                                                            \
+    } while (0)
+
+#define CHECK_MSG(cond, ...)                                                         \
+    do {                                                                             \
+        test_checks_++;                                                              \
+        if (!(cond)) {                                                               \
+            fprintf(stderr, "  FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);        \
+            fprintf(stderr, __VA_ARGS__);                                            \
+            fputc('\n', stderr);                                                     \
+            test_failures_++;                                                        \
+        }                                                                            \
+    } while (0)
+
+/* |a-b| <= tol, printing both values when it fails. */
+#define CHECK_NEAR(a, b, tol)                                                                      \
+    do {                                                                                           \
+        double ca_ = (double)(a), cb_ = (double)(b), ct_ = (double)(tol);                          \
+        test_checks_++;                                                                            \
+        if (!(fabs(ca_ - cb_) <= ct_)) {                                                           \
+            fprintf(stderr, "  FAIL %s:%d: %s = %.9g vs %s = %.9g (|diff| %.3g > tol %.3g)\n",     \
+                    __FILE__, __LINE__, #a, ca_, #b, cb_, fabs(ca_ - cb_), ct_);                   \
+            test_failures_++;                                                                      \
+        }                                                                                          \
+    } while (0)
+
+#define CHECK_EQ_INT(a, b)                                                                   \
+    do {                                                                                     \
+        long long ca_ = (long long)(a), cb_ = (long long)(b);                                \
+        test_checks_++;                                                                      \
+        if (ca_ != cb_) {                                                                    \
+            fprintf(stderr, "  FAIL %s:%d: %s = %lld, expected %s = %lld\n", __FILE__, __LINE__, \
+                    #a, ca_, #b, cb_);                                                       \
+            test_failures_++;                                                                \
+        }                                                                                    \
+    } while (0)
+
+#define RUN(fn)                                                              \
+    do {                                                                     \
+        int before_ = test_failures_;                                        \
+        fn();                                                                \
+        test_ran_++;                                                         \
+        fprintf(stderr, "%s %s\n", test_failures_ == before_ ? "ok  " : "FAIL", #fn); \
+    } while (0)
+
+#define TEST_RESULT()                                                                         \
+    (fprintf(stderr, "%d test functions, %d checks, %d failed\n", test_ran_, test_checks_,   \
+             test_failures_),                                                                 \
+     test_failures_ ? 1 : 0)
+
+#endif
