@@ -2,6 +2,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -94,6 +95,8 @@ static int relaunch_under_mpirun(int ranks, int argc, char **argv) {
     av[n++] = np;
     if (getuid() == 0) av[n++] = "--allow-run-as-root";
     av[n++] = "--oversubscribe";
+    /* our ranks report their own errors (one line); mpirun's banners would bury it */
+    av[n++] = "-q";
     /* binding every rank to one core would serialise their OpenMP threads */
     av[n++] = "--bind-to";
     av[n++] = "none";
@@ -122,6 +125,9 @@ static int relaunch_under_mpirun(int ranks, int argc, char **argv) {
 }
 
 /* ---------------------------------------------------------------- train */
+
+#define UNSET INT_MIN
+#define UNSET64 INT64_MIN
 
 typedef struct {
     const char *config, *out, *resume, *report;
@@ -187,10 +193,26 @@ static cJSON *train_report(const train_opts *o, train_ctx *c, int64_t start, con
     return j;
 }
 
+/* Fails before any work when the checkpoint could not be written where asked. */
+static int check_out_path(const char *path) {
+    if (ls_is_dir(path)) return ls_err(LS_EINVAL, "--out %s is a directory", path);
+    char *dup = strdup(path);
+    if (!dup) return ls_err(LS_ENOMEM, "out of memory");
+    char *slash = strrchr(dup, '/');
+    const char *parent = slash ? (slash == dup ? "/" : (*slash = '\0', dup)) : ".";
+    int rc = LS_OK;
+    if (!ls_is_dir(parent)) rc = ls_err(LS_ENOTFOUND, "--out %s: directory %s does not exist", path, parent);
+    else if (access(parent, W_OK) != 0) rc = ls_err(LS_EIO, "--out %s: directory %s is not writable", path, parent);
+    free(dup);
+    return rc;
+}
+
 static int train_run(const train_opts *o, train_ctx *c) {
     ls_dist *d = c->d;
     int rank = ls_dist_rank(d), N = ls_dist_size(d);
-    int rc = data_load(&o->data, &c->corpus);
+    int rc = rank == 0 ? check_out_path(o->out) : LS_OK;
+    if (ls_dist_agree(d, rc, NULL) < 0) return collective_fail(d, rc);
+    rc = data_load(&o->data, &c->corpus);
     if (ls_dist_agree(d, rc, NULL) < 0) return collective_fail(d, rc);
 
     if (o->resume) {
@@ -200,13 +222,13 @@ static int train_run(const train_opts *o, train_ctx *c) {
         ls_model_config_named(o->config, &mc); /* checked while parsing */
         ls_train_config tc = ls_train_defaults();
         tc.batch = o->batch;
-        tc.seq = o->seq > 0 ? o->seq : mc.n_ctx;
+        tc.seq = o->seq != UNSET ? o->seq : mc.n_ctx;
         tc.steps = o->steps;
         tc.seed = (uint64_t)o->seed;
-        if (o->lr > 0) tc.opt.lr = (float)o->lr;
-        if (o->weight_decay >= 0) tc.opt.weight_decay = (float)o->weight_decay;
-        if (o->grad_clip >= 0) tc.opt.grad_clip = (float)o->grad_clip;
-        tc.opt.warmup_steps = o->warmup >= 0 ? o->warmup : o->steps / 10;
+        if (!isnan(o->lr)) tc.opt.lr = (float)o->lr;
+        if (!isnan(o->weight_decay)) tc.opt.weight_decay = (float)o->weight_decay;
+        if (!isnan(o->grad_clip)) tc.opt.grad_clip = (float)o->grad_clip;
+        tc.opt.warmup_steps = o->warmup != UNSET ? o->warmup : o->steps / 10;
         rc = ls_trainer_init(&c->t, &mc, &tc, d);
     }
     if (rc == LS_OK) {
@@ -278,8 +300,9 @@ static int train_run(const train_opts *o, train_ctx *c) {
 }
 
 int cmd_train(int argc, char **argv) {
-    train_opts o = {.config = NULL, .steps = -1, .batch = -1, .seq = -1, .warmup = -1, .ranks = 1, .seed = -1,
-                    .lr = -1, .weight_decay = -1, .grad_clip = -1, .threads = 0};
+    /* "not given" sentinels: a value the parser can never produce for real input */
+    train_opts o = {.config = NULL, .steps = UNSET, .batch = UNSET, .seq = UNSET, .warmup = UNSET, .ranks = 1,
+                    .seed = UNSET64, .lr = NAN, .weight_decay = NAN, .grad_clip = NAN, .threads = 0};
     o.data.heldout = 0.05;
     ls_arg spec[] = {
         {"config", LS_ARG_STR, &o.config, "NAME", "model config: tiny or small (default small)"},
@@ -314,31 +337,31 @@ int cmd_train(int argc, char **argv) {
         return LS_ARGS_EXIT(prc);
     }
     int rc = 0;
-    ls_model_config mc;
+    ls_model_config mc = {0};
+    int given_run_setting = o.config || o.batch != UNSET || o.seq != UNSET || !isnan(o.lr) || o.warmup != UNSET ||
+                            o.seed != UNSET64 || !isnan(o.weight_decay) || !isnan(o.grad_clip);
     if (o.data.paths.n == 0) rc = usage_err("train", "missing --data PATH... (see --help)");
-    else if (!o.resume && o.steps == -1) rc = usage_err("train", "missing --steps N (see --help)");
-    else if (o.steps != -1 && o.steps < 1) rc = usage_err("train", "--steps must be >= 1, got %d", o.steps);
-    else if (o.resume && (o.config || o.batch != -1 || o.seq != -1 || o.lr != -1 || o.warmup != -1 || o.seed != -1 ||
-                          o.weight_decay != -1 || o.grad_clip != -1))
+    else if (!o.resume && o.steps == UNSET) rc = usage_err("train", "missing --steps N (see --help)");
+    else if (o.steps != UNSET && o.steps < 1) rc = usage_err("train", "--steps must be >= 1, got %d", o.steps);
+    else if (o.resume && given_run_setting)
         rc = usage_err("train", "--resume continues the saved run: --config, --batch, --seq, --lr, --warmup, "
                                 "--seed, --weight-decay and --grad-clip come from the checkpoint");
     else if (!o.resume && ls_model_config_named(o.config ? o.config : "small", &mc) < 0)
         rc = usage_err("train", "%s", ls_errmsg());
-    else if (o.batch == 0 || o.batch < -1) rc = usage_err("train", "--batch must be >= 1, got %d", o.batch);
-    else if (o.seq == 0 || o.seq < -1 || (!o.resume && o.seq > mc.n_ctx))
-        rc = usage_err("train", "--seq must be in [1, %d] for this config, got %d", o.resume ? 8192 : mc.n_ctx, o.seq);
-    else if (o.lr != -1 && !(o.lr > 0 && o.lr < 10)) rc = usage_err("train", "--lr must be in (0, 10), got %g", o.lr);
-    else if (o.warmup < -1) rc = usage_err("train", "--warmup must be >= 0");
-    else if (o.weight_decay < -1 || (o.weight_decay < 0 && o.weight_decay != -1))
-        rc = usage_err("train", "--weight-decay must be >= 0");
-    else if (o.grad_clip < 0 && o.grad_clip != -1) rc = usage_err("train", "--grad-clip must be >= 0");
-    else if (o.seed < -1) rc = usage_err("train", "--seed must be >= 0");
+    else if (o.batch != UNSET && o.batch < 1) rc = usage_err("train", "--batch must be >= 1, got %d", o.batch);
+    else if (o.seq != UNSET && (o.seq < 1 || o.seq > mc.n_ctx))
+        rc = usage_err("train", "--seq must be in [1, %d] for this config, got %d", mc.n_ctx, o.seq);
+    else if (!isnan(o.lr) && !(o.lr > 0 && o.lr < 10)) rc = usage_err("train", "--lr must be in (0, 10), got %g", o.lr);
+    else if (o.warmup != UNSET && o.warmup < 0) rc = usage_err("train", "--warmup must be >= 0, got %d", o.warmup);
+    else if (!isnan(o.weight_decay) && o.weight_decay < 0) rc = usage_err("train", "--weight-decay must be >= 0");
+    else if (!isnan(o.grad_clip) && o.grad_clip < 0) rc = usage_err("train", "--grad-clip must be >= 0");
+    else if (o.seed != UNSET64 && o.seed < 0) rc = usage_err("train", "--seed must be >= 0");
     else if (o.ranks < 1 || o.ranks > 1024) rc = usage_err("train", "--ranks must be in [1, 1024], got %d", o.ranks);
-    else if (o.batch > 0 && o.batch % o.ranks != 0)
+    else if (o.batch != UNSET && o.batch % o.ranks != 0)
         rc = usage_err("train", "--batch %d does not split evenly over %d ranks", o.batch, o.ranks);
     else if (o.save_every < 0 || o.stop_at < 0 || o.log_every < 0 || o.threads < 0)
         rc = usage_err("train", "--save-every, --stop-at, --log-every and --threads must be >= 0");
-    else if (o.stop_at > 0 && o.steps > 0 && o.stop_at > o.steps)
+    else if (o.stop_at > 0 && o.steps != UNSET && o.stop_at > o.steps)
         rc = usage_err("train", "--stop-at %d is beyond --steps %d", o.stop_at, o.steps);
     else rc = data_opts_check("train", &o.data);
     if (rc) {
@@ -346,9 +369,9 @@ int cmd_train(int argc, char **argv) {
         return rc;
     }
     if (!o.config) o.config = "small";
-    if (o.batch == -1) o.batch = 8;
-    if (o.seed == -1) o.seed = 1;
-    if (o.resume && o.steps == -1) o.steps = 0; /* keep the saved schedule */
+    if (o.batch == UNSET) o.batch = 8;
+    if (o.seed == UNSET64) o.seed = 1;
+    if (o.steps == UNSET) o.steps = 0; /* with --resume: keep the saved schedule */
 
     /* --ranks N outside mpirun: hand over to mpirun, which starts N copies of us */
     const char *ws = getenv("OMPI_COMM_WORLD_SIZE");
@@ -732,14 +755,16 @@ int demo_core(const ls_demo_ctx *ctx) {
     printf("model: %s config, %zu parameters; global batch %d x %d tokens; %.0f s budget\n", quick ? "tiny" : "small",
            ls_model_num_params(ls_trainer_model(t)), tc.batch, tc.seq, budget_s);
     fflush(stdout);
-    int calib = 3, steps = 1000000, max_points = 1 << 20;
+    /* The schedule length comes from the measured step time: first after a few steps
+     * (the first ones pay for allocation), then refined once at a quarter of the budget. */
+    int calib = 6, steps = 1000000, max_points = 1 << 20, refined = 0;
     float *losses = malloc((size_t)max_points * sizeof *losses);
     if (!losses) {
         rc = ls_err(LS_ENOMEM, "out of memory");
         goto fail;
     }
     ls_progress pb;
-    double t0 = ls_now();
+    double t0 = ls_now(), t_warm = 0;
     int nl = 0, next_log = 0;
     ls_progress_start(&pb, "core", 0);
     for (int s = 0; s < steps; s++) {
@@ -748,15 +773,22 @@ int demo_core(const ls_demo_ctx *ctx) {
         if (rc < 0) break;
         losses[nl++] = loss;
         double el = ls_now() - t0;
-        if (s + 1 == calib) {
-            steps = (int)(budget_s / (el / calib));
-            if (steps < calib + 10) steps = calib + 10;
-            if (steps > max_points) steps = max_points;
-            ls_trainer_set_steps(t, steps);
-            pb.total = steps;
-            printf("calibrated: %.3f s/step -> %d steps\n", el / calib, steps);
-            next_log = steps / 8;
-            fflush(stdout);
+        if (s + 1 == 2) t_warm = el;
+        if (s + 1 == calib || (!refined && s + 1 > calib && el > budget_s / 4)) {
+            double per = (el - t_warm) / (s + 1 - 2);
+            int want = (int)((budget_s - t_warm) / per) + 2;
+            if (want < s + 10) want = s + 10;
+            if (want > max_points) want = max_points;
+            if (s + 1 > calib) refined = 1;
+            if (want != steps) {
+                steps = want;
+                ls_trainer_set_steps(t, steps);
+                pb.total = steps;
+                if (pb.enabled) fputs("\r\033[K", stderr);
+                printf("%s: %.3f s/step -> %d steps\n", refined ? "re-calibrated" : "calibrated", per, steps);
+                fflush(stdout);
+            }
+            if (!refined) next_log = steps / 8;
         }
         double tps = (double)(s + 1) * tc.batch * tc.seq / (el > 0 ? el : 1e-9);
         ls_progress_update(&pb, s + 1, "loss %.4f  %.0f tok/s", loss, tps);
