@@ -207,7 +207,7 @@ typedef struct {
 
 /* Evaluates m on n tokens in non-overlapping windows of T (<= n_ctx), B windows per
  * forward; targets that are BOS (always after EOS) are not counted. max_tokens > 0 caps
- * the work. */
+ * the work at about that many tokens, in windows spread evenly over the whole text. */
 int ls_eval_tokens(ls_model *m, const uint16_t *tokens, size_t n, int T, int B, size_t max_tokens,
                    ls_eval_result *r);
 

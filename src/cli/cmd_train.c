@@ -738,7 +738,7 @@ int demo_core(const ls_demo_ctx *ctx) {
     ls_model_config mc;
     ls_model_config_named(quick ? "tiny" : "small", &mc);
     ls_train_config tc = ls_train_defaults();
-    tc.batch = quick ? 8 : 16;
+    tc.batch = 8;
     tc.seq = mc.n_ctx;
     tc.steps = 1000000;
     tc.seed = 1;
@@ -816,7 +816,7 @@ int demo_core(const ls_demo_ctx *ctx) {
     if (rc == LS_OK) {
         size_t n;
         const uint16_t *ho = ls_corpus_tokens(c, LS_SPLIT_HELDOUT, &n);
-        rc = ls_eval_tokens(m, ho, n, mc.n_ctx, 8, quick ? 16384 : 131072, &ev);
+        rc = ls_eval_tokens(m, ho, n, mc.n_ctx, 8, quick ? 8192 : 32768, &ev);
     }
     int out[400], got = 0;
     const char *prompt = "This program is free software";
