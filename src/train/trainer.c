@@ -52,6 +52,11 @@ char *ls_train_config_to_json(const ls_train_config *c) {
     cJSON_AddNumberToObject(j, "steps", c->steps);
     cJSON_AddStringToObject(j, "seed", seed);
     cJSON_AddNumberToObject(j, "shards", c->shards);
+    if (c->data_hash) {
+        char dh[32];
+        snprintf(dh, sizeof dh, "%016" PRIx64, c->data_hash);
+        cJSON_AddStringToObject(j, "data_hash", dh);
+    }
     cJSON_AddNumberToObject(j, "lr", c->opt.lr);
     cJSON_AddNumberToObject(j, "beta1", c->opt.beta1);
     cJSON_AddNumberToObject(j, "beta2", c->opt.beta2);
@@ -88,6 +93,14 @@ int ls_train_config_from_json(const char *json, ls_train_config *c) {
         unsigned long long v = strtoull(seed, &end, 10);
         if (!*seed || *end) rc = ls_err(LS_EFORMAT, "llmsys.train: bad seed '%s'", seed);
         else c->seed = v;
+    }
+    const char *dh = NULL;
+    if (rc == LS_OK) rc = ls_json_get_string(j, "data_hash", NULL, &dh);
+    if (rc == LS_OK && dh) {
+        char *end;
+        unsigned long long v = strtoull(dh, &end, 16);
+        if (!*dh || *end) rc = ls_err(LS_EFORMAT, "llmsys.train: bad data_hash '%s'", dh);
+        else c->data_hash = v;
     }
     if (rc == LS_OK) rc = get_float(j, "lr", &c->opt.lr);
     if (rc == LS_OK) rc = get_float(j, "beta1", &c->opt.beta1);
@@ -206,6 +219,8 @@ int ls_trainer_set_shards(ls_trainer *t, int shards) {
     t->tc.shards = shards;
     return LS_OK;
 }
+
+void ls_trainer_set_data_hash(ls_trainer *t, uint64_t h) { t->tc.data_hash = h; }
 
 int ls_trainer_step(ls_trainer *t, ls_batch_source *src, float *loss, float *grad_norm) {
     int N = ls_dist_size(t->d), r = ls_dist_rank(t->d), T = t->tc.seq;
