@@ -159,8 +159,9 @@ int ls_model_kv_reset(ls_model *m);
 const float *ls_model_kv_step(ls_model *m, int token);
 int ls_model_kv_pos(const ls_model *m);
 
-/* Threads used by attention and elementwise loops (OpenMP) and by OpenBLAS; 0 = all
- * cores. Process-wide (both libraries keep it globally). */
+/* Threads used by the model (OpenMP: matmul row blocks, attention heads, elementwise
+ * loops; OpenBLAS runs single-threaded inside them); 0 = all cores. Sets OpenMP's
+ * default for the calling thread. */
 void ls_model_set_threads(int n);
 
 #ifdef __cplusplus

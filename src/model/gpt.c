@@ -191,8 +191,7 @@ int ls_model_find_tensor(const ls_model *m, const char *name) {
 
 void ls_model_set_threads(int n) {
     if (n <= 0) n = ls_num_cores();
-    omp_set_num_threads(n);
-    openblas_set_num_threads(n);
+    omp_set_num_threads(n); /* OpenBLAS runs single-threaded inside the model's OpenMP blocks */
 }
 
 /* ---------------------------------------------------------------- activations */

@@ -6,6 +6,7 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
 /* Channel block for column reductions (bias / LayerNorm parameter gradients): a thread
@@ -20,6 +21,34 @@ int ls_blas_threads_push_single(void) {
 
 void ls_blas_threads_pop(int saved) {
     if (saved != 1) openblas_set_num_threads(saved);
+}
+
+/* C (M,N) = alpha·op(A)·op(B) + beta·C, row-major, with the M rows of C split across the
+ * OpenMP threads and each block computed by a single-threaded sgemm. One threading
+ * runtime for the whole model: OpenBLAS's own pthreads pool and OpenMP's spinning
+ * workers would otherwise fight over the cores (measured 4x slower on 2 cores). Every
+ * element of C is reduced over K in the same order whatever the split. */
+static void sgemm_rows(enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha,
+                       const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+    int saved = ls_blas_threads_push_single();
+    int nt = omp_get_max_threads();
+    /* blocks of whole 16-row panels; tiny products stay on one thread */
+    int nblk = (int)(((long)M * N * K) < (1L << 18) ? 1 : nt);
+    if (nblk > (M + 15) / 16) nblk = (M + 15) / 16;
+    if (nblk <= 1) {
+        cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    } else {
+        int panels = (M + 15) / 16;
+#pragma omp parallel for schedule(static) num_threads(nblk)
+        for (int k = 0; k < nblk; k++) {
+            int r0 = (int)((long)panels * k / nblk) * 16, r1 = (int)((long)panels * (k + 1) / nblk) * 16;
+            if (r1 > M) r1 = M;
+            if (r1 <= r0) continue;
+            const float *a = ta == CblasNoTrans ? A + (size_t)r0 * lda : A + r0;
+            cblas_sgemm(CblasRowMajor, ta, tb, r1 - r0, N, K, alpha, a, lda, B, ldb, beta, C + (size_t)r0 * ldc, ldc);
+        }
+    }
+    ls_blas_threads_pop(saved);
 }
 
 /* ---------------------------------------------------------------- encoder */
@@ -142,15 +171,15 @@ void ls_matmul_forward(float *out, const float *inp, const float *w, const float
         }
         beta = 1.0f;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, IC, 1.0f, inp, IC, w, IC, beta, out, OC);
+    sgemm_rows(CblasNoTrans, CblasTrans, N, OC, IC, 1.0f, inp, IC, w, IC, beta, out, OC);
 }
 
 void ls_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
                         int N, int IC, int OC) {
     // dinp (N,IC) += dout (N,OC) · w (OC,IC)
-    if (dinp) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, IC, OC, 1.0f, dout, OC, w, IC, 1.0f, dinp, IC);
+    if (dinp) sgemm_rows(CblasNoTrans, CblasNoTrans, N, IC, OC, 1.0f, dout, OC, w, IC, 1.0f, dinp, IC);
     // dw (OC,IC) += doutᵀ (OC,N) · inp (N,IC)
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dw, IC);
+    sgemm_rows(CblasTrans, CblasNoTrans, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dw, IC);
     if (dbias) {
         int nblk = (OC + CBLK - 1) / CBLK;
 #pragma omp parallel for schedule(static)
