@@ -282,12 +282,80 @@ static void test_generate_limits(void) {
     ls_model_free(m);
 }
 
+static void test_lr_schedule(void) {
+    ls_adamw_config c = ls_adamw_defaults();
+    c.lr = 1.0f;
+    c.warmup_steps = 4;
+    c.total_steps = 14;
+    c.min_lr_frac = 0.1f;
+    CHECK_NEAR(ls_lr_at(&c, 0), 0.25, 1e-7);
+    CHECK_NEAR(ls_lr_at(&c, 3), 1.0, 1e-7);
+    CHECK_NEAR(ls_lr_at(&c, 4), 1.0, 1e-7);                     /* cosine starts at the peak */
+    CHECK_NEAR(ls_lr_at(&c, 9), 0.1 + 0.9 * 0.5, 1e-6);         /* halfway */
+    CHECK_NEAR(ls_lr_at(&c, 14), 0.1, 1e-7);                    /* floor at the end */
+    CHECK_NEAR(ls_lr_at(&c, 100), 0.1, 1e-7);                   /* and after */
+    for (int s = 4; s < 14; s++) CHECK(ls_lr_at(&c, s + 1) <= ls_lr_at(&c, s)); /* monotone decay */
+    c.total_steps = 0;
+    CHECK_NEAR(ls_lr_at(&c, 50), 1.0, 1e-7); /* no horizon: constant after warmup */
+}
+
+/* AdamW against a scalar float64 re-implementation: bias correction, decay on 2-D tensors
+ * only, clipping by the global norm. */
+static void test_adamw(void) {
+    ls_model *m = tiny(3);
+    size_t n = ls_model_num_params(m);
+    double *w = malloc(n * sizeof(double)), *mm = calloc(n, sizeof(double)), *vv = calloc(n, sizeof(double));
+    unsigned char *decay = malloc(n);
+    for (int i = 0; i < ls_model_num_tensors(m); i++) {
+        ls_param p = ls_model_tensor(m, i);
+        memset(decay + (p.data - ls_model_params(m)), p.ndim == 2, p.numel);
+    }
+    for (size_t i = 0; i < n; i++) w[i] = ls_model_params(m)[i];
+    ls_adamw_config c = ls_adamw_defaults();
+    c.lr = 0.01f;
+    c.weight_decay = 0.5f;
+    c.grad_clip = 2.0f;
+    c.warmup_steps = 2;
+    c.total_steps = 5;
+    ls_rng r;
+    ls_rng_seed(&r, 8);
+    for (int step = 0; step < 4; step++) {
+        float *g = ls_model_grads(m);
+        double gs = step % 2 ? 0.001 : 0.1; /* clipped on even steps only */
+        double ss = 0;
+        for (size_t i = 0; i < n; i++) {
+            g[i] = (float)(gs * ls_rng_normal(&r));
+            ss += (double)g[i] * g[i];
+        }
+        double norm = sqrt(ss), scale = norm > c.grad_clip ? c.grad_clip / norm : 1.0;
+        CHECK((step % 2 == 0) == (norm > c.grad_clip));
+        float got = ls_model_adamw_step(m, &c, step);
+        CHECK_NEAR(got, norm, 1e-5 * norm);
+        double lr = ls_lr_at(&c, step), t = step + 1;
+        double maxd = 0;
+        for (size_t i = 0; i < n; i++) {
+            double gi = g[i] * scale;
+            mm[i] = c.beta1 * mm[i] + (1 - c.beta1) * gi;
+            vv[i] = c.beta2 * vv[i] + (1 - c.beta2) * gi * gi;
+            double mh = mm[i] / (1 - pow(c.beta1, t)), vh = vv[i] / (1 - pow(c.beta2, t));
+            w[i] -= lr * (mh / (sqrt(vh) + c.eps) + (decay[i] ? c.weight_decay * w[i] : 0.0));
+            maxd = fmax(maxd, fabs(w[i] - ls_model_params(m)[i]));
+        }
+        fprintf(stderr, "  step %d: lr %.4f norm %.4f, max |param - float64 ref| %.3g\n", step, lr, norm, maxd);
+        CHECK(maxd < 1e-6);
+    }
+    free(w), free(mm), free(vv), free(decay);
+    ls_model_free(m);
+}
+
 int main(void) {
     ls_model_set_threads(2);
     RUN(test_config);
     RUN(test_kv_matches_forward);
     RUN(test_bad_input);
     RUN(test_overfit);
+    RUN(test_lr_schedule);
+    RUN(test_adamw);
     RUN(test_determinism);
     RUN(test_sampling);
     RUN(test_generate_limits);
