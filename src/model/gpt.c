@@ -322,21 +322,21 @@ float ls_model_forward(ls_model *m, const int *tokens, const int *targets, int B
         layer_acts *a = &m->layers[l];
         PROF(layernorm, ls_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, residual, P(m, LI(l, LT_LN1W)), P(m, LI(l, LT_LN1B)),
                              (int)N, C));                                                             // (N,C)
-        PROF(matmul, ls_matmul_forward(a->qkv, a->ln1, P(m, LI(l, LT_QKVW)), P(m, LI(l, LT_QKVB)), (int)N, C, 3 * C, 0)); // (N,3C)
+        PROF(matmul, ls_matmul_forward(a->qkv, a->ln1, P(m, LI(l, LT_QKVW)), P(m, LI(l, LT_QKVB)), NULL, (int)N, C, 3 * C)); // (N,3C)
         PROF(attention, ls_attention_forward(a->atty, a->att, a->qkv, B, T, C, NH));                                  // (N,C)
-        PROF(memory, memcpy(a->res2, residual, N * C * sizeof(float)));
-        PROF(matmul, ls_matmul_forward(a->res2, a->atty, P(m, LI(l, LT_PROJW)), P(m, LI(l, LT_PROJB)), (int)N, C, C, 1)); // (N,C)
+        PROF(matmul, ls_matmul_forward(a->res2, a->atty, P(m, LI(l, LT_PROJW)), P(m, LI(l, LT_PROJB)), residual, (int)N, C,
+                                       C)); // (N,C) = residual + attention branch
         PROF(layernorm, ls_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, P(m, LI(l, LT_LN2W)), P(m, LI(l, LT_LN2B)),
                              (int)N, C));
-        PROF(matmul, ls_matmul_forward(a->fch, a->ln2, P(m, LI(l, LT_FCW)), P(m, LI(l, LT_FCB)), (int)N, C, F, 0)); // (N,F)
+        PROF(matmul, ls_matmul_forward(a->fch, a->ln2, P(m, LI(l, LT_FCW)), P(m, LI(l, LT_FCB)), NULL, (int)N, C, F)); // (N,F)
         PROF(gelu, ls_gelu_forward(a->fch_gelu, a->fch, (int)(N * F)));
-        PROF(memory, memcpy(a->res3, a->res2, N * C * sizeof(float)));
-        PROF(matmul, ls_matmul_forward(a->res3, a->fch_gelu, P(m, LI(l, LT_FCPW)), P(m, LI(l, LT_FCPB)), (int)N, F, C, 1)); // (N,C)
+        PROF(matmul, ls_matmul_forward(a->res3, a->fch_gelu, P(m, LI(l, LT_FCPW)), P(m, LI(l, LT_FCPB)), a->res2, (int)N, F,
+                                       C)); // (N,C) = res2 + MLP branch
         residual = a->res3;
     }
     int tl = 2 + L * LT_COUNT;
     PROF(layernorm, ls_layernorm_forward(m->lnf, m->lnf_mean, m->lnf_rstd, residual, P(m, tl), P(m, tl + 1), (int)N, C));
-    PROF(matmul, ls_matmul_forward(m->logits, m->lnf, P(m, 0), NULL, (int)N, C, V, 0)); // (N,V), tied head
+    PROF(matmul, ls_matmul_forward(m->logits, m->lnf, P(m, 0), NULL, NULL, (int)N, C, V)); // (N,V), tied head
     if (!targets) return 0.0f;
     float loss = 0.0f;
     PROF(xent, loss = ls_softmax_xent_forward(m->probs, m->losses, m->logits, targets, (int)N, V, &m->n_valid));
@@ -443,7 +443,7 @@ const float *ls_model_kv_step(ls_model *m, int token) {
     float scale = 1.0f / sqrtf((float)hs);
     for (int l = 0; l < L; l++) {
         ls_layernorm_forward(m->dec_ln, mean, rstd, x, P(m, LI(l, LT_LN1W)), P(m, LI(l, LT_LN1B)), 1, C);
-        ls_matmul_forward(m->dec_qkv, m->dec_ln, P(m, LI(l, LT_QKVW)), P(m, LI(l, LT_QKVB)), 1, C, 3 * C, 0);
+        ls_matmul_forward(m->dec_qkv, m->dec_ln, P(m, LI(l, LT_QKVW)), P(m, LI(l, LT_QKVB)), NULL, 1, C, 3 * C);
         float *kc = m->kv_k + (size_t)l * c->n_ctx * C, *vc = m->kv_v + (size_t)l * c->n_ctx * C;
         memcpy(kc + (size_t)t * C, m->dec_qkv + C, C * sizeof(float));
         memcpy(vc + (size_t)t * C, m->dec_qkv + 2 * C, C * sizeof(float));
@@ -473,15 +473,15 @@ const float *ls_model_kv_step(ls_model *m, int token) {
                 for (int i = 0; i < hs; i++) y[i] += p * v[i];
             }
         }
-        ls_matmul_forward(x, m->dec_atty, P(m, LI(l, LT_PROJW)), P(m, LI(l, LT_PROJB)), 1, C, C, 1);
+        ls_matmul_forward(x, m->dec_atty, P(m, LI(l, LT_PROJW)), P(m, LI(l, LT_PROJB)), x, 1, C, C);
         ls_layernorm_forward(m->dec_ln, mean, rstd, x, P(m, LI(l, LT_LN2W)), P(m, LI(l, LT_LN2B)), 1, C);
-        ls_matmul_forward(m->dec_fch, m->dec_ln, P(m, LI(l, LT_FCW)), P(m, LI(l, LT_FCB)), 1, C, F, 0);
+        ls_matmul_forward(m->dec_fch, m->dec_ln, P(m, LI(l, LT_FCW)), P(m, LI(l, LT_FCB)), NULL, 1, C, F);
         ls_gelu_forward(m->dec_fch + F, m->dec_fch, F);
-        ls_matmul_forward(x, m->dec_fch + F, P(m, LI(l, LT_FCPW)), P(m, LI(l, LT_FCPB)), 1, F, C, 1);
+        ls_matmul_forward(x, m->dec_fch + F, P(m, LI(l, LT_FCPW)), P(m, LI(l, LT_FCPB)), x, 1, F, C);
     }
     int tl = 2 + L * LT_COUNT;
     ls_layernorm_forward(m->dec_ln, mean, rstd, x, P(m, tl), P(m, tl + 1), 1, C);
-    ls_matmul_forward(m->dec_logits, m->dec_ln, P(m, 0), NULL, 1, C, V, 0);
+    ls_matmul_forward(m->dec_logits, m->dec_ln, P(m, 0), NULL, NULL, 1, C, V);
     m->kv_pos = t + 1;
     return m->dec_logits;
 }

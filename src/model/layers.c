@@ -26,28 +26,38 @@ void ls_blas_threads_pop(int saved) {
 
 /* One threading runtime for the whole model: OpenBLAS's own pthreads pool and OpenMP's
  * spinning workers would otherwise fight over the cores (measured 4x slower on 2 cores),
- * so the M rows of C are split across OpenMP threads, one single-threaded sgemm each. */
+ * so the M rows of C are split across OpenMP threads, one single-threaded sgemm each.
+ * The split depends only on the shape and the thread count (deterministic results). */
+static int gemm_parts(int M, int N, int K) {
+    int parts = ((long)M * N * K) < (1L << 18) ? 1 : omp_get_max_threads(); /* tiny: one thread */
+    int panels = (M + 15) / 16;                                               /* whole 16-row panels */
+    return parts > panels ? (panels > 0 ? panels : 1) : parts;
+}
+
+static void part_rows(int k, int parts, int M, int *r0, int *r1) {
+    int panels = (M + 15) / 16;
+    *r0 = (int)((long)panels * k / parts) * 16;
+    *r1 = (int)((long)panels * (k + 1) / parts) * 16;
+    if (*r1 > M) *r1 = M;
+    if (*r0 > M) *r0 = M;
+}
+
+static void gemm_part(int k, int parts, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha,
+                      const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+    int r0, r1;
+    part_rows(k, parts, M, &r0, &r1);
+    if (r1 <= r0) return;
+    const float *a = ta == CblasNoTrans ? A + (size_t)r0 * lda : A + r0;
+    cblas_sgemm(CblasRowMajor, ta, tb, r1 - r0, N, K, alpha, a, lda, B, ldb, beta, C + (size_t)r0 * ldc, ldc);
+}
+
 void ls_sgemm_rows(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
                    int ldb, float beta, float *C, int ldc) {
     enum CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
     int saved = ls_blas_threads_push_single();
-    int nt = omp_get_max_threads();
-    /* blocks of whole 16-row panels; tiny products stay on one thread */
-    int nblk = (int)(((long)M * N * K) < (1L << 18) ? 1 : nt);
-    if (nblk > (M + 15) / 16) nblk = (M + 15) / 16;
-    if (nblk <= 1) {
-        cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    } else {
-        int panels = (M + 15) / 16;
-#pragma omp parallel for schedule(static) num_threads(nblk)
-        for (int k = 0; k < nblk; k++) {
-            int r0 = (int)((long)panels * k / nblk) * 16, r1 = (int)((long)panels * (k + 1) / nblk) * 16;
-            if (r1 > M) r1 = M;
-            if (r1 <= r0) continue;
-            const float *a = ta == CblasNoTrans ? A + (size_t)r0 * lda : A + r0;
-            cblas_sgemm(CblasRowMajor, ta, tb, r1 - r0, N, K, alpha, a, lda, B, ldb, beta, C + (size_t)r0 * ldc, ldc);
-        }
-    }
+    int parts = gemm_parts(M, N, K);
+#pragma omp parallel for schedule(static) num_threads(parts) if (parts > 1)
+    for (int k = 0; k < parts; k++) gemm_part(k, parts, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     ls_blas_threads_pop(saved);
 }
 
@@ -67,21 +77,24 @@ void ls_encoder_backward(float *dwte, float *dwpe, const float *dout, const int 
     // dwte (V,C), dwpe (maxT,C), dout (B,T,C). Rows of dwte are hit by repeated tokens, so
     // threads split the channels instead of the positions.
     int nblk = (C + CBLK - 1) / CBLK;
-#pragma omp parallel for schedule(static)
-    for (int blk = 0; blk < nblk; blk++) {
-        int c0 = blk * CBLK, c1 = c0 + CBLK < C ? c0 + CBLK : C;
-        for (int n = 0; n < B * T; n++) {
-            const float *d = dout + (size_t)n * C;
-            float *g = dwte + (size_t)tokens[n] * C;
-            for (int c = c0; c < c1; c++) g[c] += d[c];
+#pragma omp parallel
+    {
+#pragma omp for schedule(static) nowait
+        for (int blk = 0; blk < nblk; blk++) {
+            int c0 = blk * CBLK, c1 = c0 + CBLK < C ? c0 + CBLK : C;
+            for (int n = 0; n < B * T; n++) {
+                const float *d = dout + (size_t)n * C;
+                float *g = dwte + (size_t)tokens[n] * C;
+                for (int c = c0; c < c1; c++) g[c] += d[c];
+            }
         }
-    }
-#pragma omp parallel for schedule(static)
-    for (int t = 0; t < T; t++) {
-        float *g = dwpe + (size_t)t * C;
-        for (int b = 0; b < B; b++) {
-            const float *d = dout + ((size_t)b * T + t) * C;
-            for (int c = 0; c < C; c++) g[c] += d[c];
+#pragma omp for schedule(static) nowait
+        for (int t = 0; t < T; t++) {
+            float *g = dwpe + (size_t)t * C;
+            for (int b = 0; b < B; b++) {
+                const float *d = dout + ((size_t)b * T + t) * C;
+                for (int c = 0; c < C; c++) g[c] += d[c];
+            }
         }
     }
 }
@@ -115,74 +128,93 @@ void ls_layernorm_forward(float *out, float *mean, float *rstd, const float *inp
 
 void ls_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
                            const float *mean, const float *rstd, int N, int C) {
-    // dinp (N,C) += ..., dw (C) += Σ dout·norm, db (C) += Σ dout
-#pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
-        const float *x = inp + (size_t)n * C, *d = dout + (size_t)n * C;
-        float m = mean[n], s = rstd[n];
-        float dmean = 0.0f, dnorm_norm = 0.0f;
-        for (int c = 0; c < C; c++) {
-            float norm = (x[c] - m) * s, dn = d[c] * w[c];
-            dmean += dn;
-            dnorm_norm += dn * norm;
-        }
-        dmean /= (float)C;
-        dnorm_norm /= (float)C;
-        float *di = dinp + (size_t)n * C;
-        for (int c = 0; c < C; c++) {
-            float norm = (x[c] - m) * s, dn = d[c] * w[c];
-            di[c] += (dn - dmean - norm * dnorm_norm) * s;
-        }
-    }
+    // dinp (N,C) += ..., dw (C) += Σ dout·norm, db (C) += Σ dout. Rows and channel blocks
+    // write disjoint outputs, so both loops share one parallel region without a barrier.
     int nblk = (C + CBLK - 1) / CBLK;
-#pragma omp parallel for schedule(static)
-    for (int blk = 0; blk < nblk; blk++) {
-        int c0 = blk * CBLK, c1 = c0 + CBLK < C ? c0 + CBLK : C;
-        float gw[CBLK] = {0}, gb[CBLK] = {0};
+#pragma omp parallel
+    {
+#pragma omp for schedule(static) nowait
         for (int n = 0; n < N; n++) {
             const float *x = inp + (size_t)n * C, *d = dout + (size_t)n * C;
             float m = mean[n], s = rstd[n];
-            for (int c = c0; c < c1; c++) {
-                gw[c - c0] += d[c] * (x[c] - m) * s;
-                gb[c - c0] += d[c];
+            float dmean = 0.0f, dnorm_norm = 0.0f;
+            for (int c = 0; c < C; c++) {
+                float norm = (x[c] - m) * s, dn = d[c] * w[c];
+                dmean += dn;
+                dnorm_norm += dn * norm;
+            }
+            dmean /= (float)C;
+            dnorm_norm /= (float)C;
+            float *di = dinp + (size_t)n * C;
+            for (int c = 0; c < C; c++) {
+                float norm = (x[c] - m) * s, dn = d[c] * w[c];
+                di[c] += (dn - dmean - norm * dnorm_norm) * s;
             }
         }
-        for (int c = c0; c < c1; c++) {
-            dw[c] += gw[c - c0];
-            db[c] += gb[c - c0];
+#pragma omp for schedule(static) nowait
+        for (int blk = 0; blk < nblk; blk++) {
+            int c0 = blk * CBLK, c1 = c0 + CBLK < C ? c0 + CBLK : C;
+            float gw[CBLK] = {0}, gb[CBLK] = {0};
+            for (int n = 0; n < N; n++) {
+                const float *x = inp + (size_t)n * C, *d = dout + (size_t)n * C;
+                float m = mean[n], s = rstd[n];
+                for (int c = c0; c < c1; c++) {
+                    gw[c - c0] += d[c] * (x[c] - m) * s;
+                    gb[c - c0] += d[c];
+                }
+            }
+            for (int c = c0; c < c1; c++) {
+                dw[c] += gw[c - c0];
+                db[c] += gb[c - c0];
+            }
         }
     }
 }
 
 /* ---------------------------------------------------------------- matmul */
 
-void ls_matmul_forward(float *out, const float *inp, const float *w, const float *bias, int N, int IC, int OC,
-                       int accumulate) {
-    // out (N,OC) (+)= inp (N,IC) · wᵀ (IC,OC) + bias (OC)
-    float beta = accumulate ? 1.0f : 0.0f;
-    if (bias) {
-#pragma omp parallel for schedule(static)
-        for (int n = 0; n < N; n++) {
+void ls_matmul_forward(float *out, const float *inp, const float *w, const float *bias, const float *residual, int N,
+                       int IC, int OC) {
+    // out (N,OC) = [residual (N,OC)] + inp (N,IC) · wᵀ (IC,OC) + [bias (OC)]; each thread
+    // initialises and multiplies its own block of rows (one parallel region).
+    float beta = bias || residual ? 1.0f : 0.0f;
+    int parts = gemm_parts(N, OC, IC);
+    int saved = ls_blas_threads_push_single();
+#pragma omp parallel for schedule(static) num_threads(parts) if (parts > 1)
+    for (int k = 0; k < parts; k++) {
+        int r0, r1;
+        part_rows(k, parts, N, &r0, &r1);
+        for (int n = r0; n < r1 && beta != 0.0f; n++) {
             float *o = out + (size_t)n * OC;
-            if (accumulate)
-                for (int c = 0; c < OC; c++) o[c] += bias[c];
-            else
+            const float *r = residual ? residual + (size_t)n * OC : NULL;
+            if (r && bias)
+                for (int c = 0; c < OC; c++) o[c] = r[c] + bias[c];
+            else if (bias)
                 for (int c = 0; c < OC; c++) o[c] = bias[c];
+            else if (r != o)
+                memcpy(o, r, (size_t)OC * sizeof(float));
         }
-        beta = 1.0f;
+        gemm_part(k, parts, CblasNoTrans, CblasTrans, N, OC, IC, 1.0f, inp, IC, w, IC, beta, out, OC);
     }
-    ls_sgemm_rows(0, 1, N, OC, IC, 1.0f, inp, IC, w, IC, beta, out, OC);
+    ls_blas_threads_pop(saved);
 }
 
 void ls_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
                         int N, int IC, int OC) {
-    // dinp (N,IC) += dout (N,OC) · w (OC,IC)
-    if (dinp) ls_sgemm_rows(0, 0, N, IC, OC, 1.0f, dout, OC, w, IC, 1.0f, dinp, IC);
-    // dw (OC,IC) += doutᵀ (OC,N) · inp (N,IC)
-    ls_sgemm_rows(1, 0, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dw, IC);
-    if (dbias) {
-        int nblk = (OC + CBLK - 1) / CBLK;
-#pragma omp parallel for schedule(static)
+    // dinp (N,IC) += dout (N,OC) · w (OC,IC); dw (OC,IC) += doutᵀ (OC,N) · inp (N,IC);
+    // dbias (OC) += column sums. Three independent pieces in one parallel region.
+    int pa = dinp ? gemm_parts(N, IC, OC) : 0, pb = gemm_parts(OC, IC, N);
+    int nblk = dbias ? (OC + CBLK - 1) / CBLK : 0;
+    int saved = ls_blas_threads_push_single();
+#pragma omp parallel
+    {
+#pragma omp for schedule(static) nowait
+        for (int k = 0; k < pa; k++)
+            gemm_part(k, pa, CblasNoTrans, CblasNoTrans, N, IC, OC, 1.0f, dout, OC, w, IC, 1.0f, dinp, IC);
+#pragma omp for schedule(static) nowait
+        for (int k = 0; k < pb; k++)
+            gemm_part(k, pb, CblasTrans, CblasNoTrans, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dw, IC);
+#pragma omp for schedule(static) nowait
         for (int blk = 0; blk < nblk; blk++) {
             int c0 = blk * CBLK, c1 = c0 + CBLK < OC ? c0 + CBLK : OC;
             float g[CBLK] = {0};
@@ -193,6 +225,7 @@ void ls_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
             for (int c = c0; c < c1; c++) dbias[c] += g[c - c0];
         }
     }
+    ls_blas_threads_pop(saved);
 }
 
 /* ---------------------------------------------------------------- attention */
