@@ -61,6 +61,60 @@ void ls_sgemm_rows(int trans_a, int trans_b, int M, int N, int K, float alpha, c
     ls_blas_threads_pop(saved);
 }
 
+/* ---------------------------------------------------------------- fast math */
+
+/* expf for -87 <= x <= 0 without a libm call, so softmax and GELU loops vectorise: x = n·ln2 + r with
+ * |r| <= ln2/2 (Cody-Waite split of ln2), e^r by its degree-7 Taylor polynomial
+ * (truncation < 2e-9 relative), 2^n built in the exponent bits. About 1 ulp. */
+static inline float exp_small(float x) {
+    float t = x * 1.4426950408889634f;
+    float fn = (t + 12582912.0f) - 12582912.0f; /* round to nearest (1.5·2^23 trick) */
+    float r = (x - fn * 0.693145751953125f) - fn * 1.428606765330187e-06f;
+    float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.6666667e-1f + r * (4.1666668e-2f + r * (8.3333338e-3f +
+                                           r * (1.3888889e-3f + r * 1.9841270e-4f))))));
+    int32_t bits = ((int32_t)fn + 127) << 23;
+    float sc;
+    memcpy(&sc, &bits, sizeof sc);
+    return p * sc;
+}
+
+/* e^x for any x <= 0 (0 below -87, where expf underflows anyway); branch-free. */
+static inline float exp_neg(float x) {
+    float in = (float)(x > -87.0f);
+    return in * exp_small(x * in);
+}
+
+/* In-place softmax over row[0..n) and zeros over row[n..T): vectorised passes (max, exp,
+ * sum, scale); the reductions' order is fixed by the compiler, so results are stable.
+ * Returns log Σ exp(row - max) + max, the log-sum-exp of the input. */
+static float softmax_row(float *restrict row, int n, int T) {
+    float mx = row[0];
+#pragma omp simd reduction(max : mx)
+    for (int j = 1; j < n; j++) mx = row[j] > mx ? row[j] : mx;
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int j = 0; j < n; j++) {
+        float e = exp_neg(row[j] - mx);
+        row[j] = e;
+        sum += e;
+    }
+    float inv = 1.0f / sum;
+#pragma omp simd
+    for (int j = 0; j < n; j++) row[j] *= inv;
+    for (int j = n; j < T; j++) row[j] = 0.0f;
+    return logf(sum) + mx;
+}
+
+/* Softmax backward in place: d = p ⊙ (d - Σ p·d) over [0..n), zero over [n..T). */
+static void softmax_bwd_row(float *restrict d, const float *restrict p, int n, int T) {
+    float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+    for (int j = 0; j < n; j++) dot += p[j] * d[j];
+#pragma omp simd
+    for (int j = 0; j < n; j++) d[j] = p[j] * (d[j] - dot);
+    for (int j = n; j < T; j++) d[j] = 0.0f;
+}
+
 /* ---------------------------------------------------------------- encoder */
 
 void ls_encoder_forward(float *out, const int *tokens, const float *wte, const float *wpe, int B, int T, int C) {
@@ -243,19 +297,7 @@ void ls_attention_forward(float *out, float *att, const float *qkv, int B, int T
         const float *k = q + C, *v = q + 2 * C;
         float *P = att + (size_t)bh * T * T;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q, C3, k, C3, 0.0f, P, T);
-        for (int t = 0; t < T; t++) {
-            float *row = P + (size_t)t * T;
-            float mx = row[0];
-            for (int j = 1; j <= t; j++) mx = row[j] > mx ? row[j] : mx;
-            float sum = 0.0f;
-            for (int j = 0; j <= t; j++) {
-                row[j] = expf(row[j] - mx);
-                sum += row[j];
-            }
-            float inv = 1.0f / sum;
-            for (int j = 0; j <= t; j++) row[j] *= inv;
-            for (int j = t + 1; j < T; j++) row[j] = 0.0f;
-        }
+        for (int t = 0; t < T; t++) softmax_row(P + (size_t)t * T, t + 1, T); /* causal: keys 0..t */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, P, T, v, C3, 0.0f,
                     out + (size_t)b * T * C + (size_t)h * hs, C);
     }
@@ -281,14 +323,7 @@ void ls_attention_backward(float *dqkv, float *scratch, const float *dout, const
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, dy, C, v, C3, 0.0f, dS, T);
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, P, T, dy, C, 1.0f, dv, C3);
         // softmax backward: dS = P ⊙ (dP - Σ_j P·dP), zero above the diagonal
-        for (int t = 0; t < T; t++) {
-            const float *p = P + (size_t)t * T;
-            float *d = dS + (size_t)t * T;
-            float dot = 0.0f;
-            for (int j = 0; j <= t; j++) dot += p[j] * d[j];
-            for (int j = 0; j <= t; j++) d[j] = p[j] * (d[j] - dot);
-            for (int j = t + 1; j < T; j++) d[j] = 0.0f;
-        }
+        for (int t = 0; t < T; t++) softmax_bwd_row(dS + (size_t)t * T, P + (size_t)t * T, t + 1, T);
         // dQ += scale · dS · K ; dK += scale · dSᵀ · Q
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, scale, dS, T, k, C3, 1.0f, dq, C3);
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, scale, dS, T, q, C3, 1.0f, dk, C3);
@@ -299,21 +334,6 @@ void ls_attention_backward(float *dqkv, float *scratch, const float *dout, const
 /* ---------------------------------------------------------------- gelu */
 
 #define GELU_S 0.7978845608028654f /* sqrt(2/pi) */
-
-/* expf for -20 <= x <= 0 without a libm call, so the GELU loops vectorise: x = n·ln2 + r with
- * |r| <= ln2/2 (Cody-Waite split of ln2), e^r by its degree-7 Taylor polynomial
- * (truncation < 2e-9 relative), 2^n built in the exponent bits. About 1 ulp. */
-static inline float exp_small(float x) {
-    float t = x * 1.4426950408889634f;
-    float fn = (t + 12582912.0f) - 12582912.0f; /* round to nearest (1.5·2^23 trick) */
-    float r = (x - fn * 0.693145751953125f) - fn * 1.428606765330187e-06f;
-    float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.6666667e-1f + r * (4.1666668e-2f + r * (8.3333338e-3f +
-                                           r * (1.3888889e-3f + r * 1.9841270e-4f))))));
-    int32_t bits = ((int32_t)fn + 127) << 23;
-    float sc;
-    memcpy(&sc, &bits, sizeof sc);
-    return p * sc;
-}
 
 /* tanh(u) = sign(u)·(1 - e)/(1 + e), e = exp(-2|u|); 1 for |u| >= 9 where tanh is 1 in
  * float. Absolute error ~1e-7. Branch-free (a 0/1 mask instead of a clamp: GCC will not
@@ -374,18 +394,11 @@ float ls_softmax_xent_forward(float *probs, float *losses, const float *logits, 
     for (int n = 0; n < N; n++) {
         const float *l = logits + (size_t)n * V;
         float *p = probs + (size_t)n * V;
-        float mx = l[0];
-        for (int i = 1; i < V; i++) mx = l[i] > mx ? l[i] : mx;
-        float sum = 0.0f;
-        for (int i = 0; i < V; i++) {
-            p[i] = expf(l[i] - mx);
-            sum += p[i];
-        }
-        float inv = 1.0f / sum;
-        for (int i = 0; i < V; i++) p[i] *= inv;
+        memcpy(p, l, (size_t)V * sizeof(float));
+        float lse = softmax_row(p, V, V);
         int t = targets ? targets[n] : -1;
         /* -log softmax from the logits (log-sum-exp), exact even where p underflows */
-        losses[n] = t >= 0 ? logf(sum) + mx - l[t] : 0.0f;
+        losses[n] = t >= 0 ? lse - l[t] : 0.0f;
     }
     double total = 0.0;
     int cnt = 0;
