@@ -439,6 +439,7 @@ const float *ls_model_kv_step(ls_model *m, int token) {
         return NULL;
     }
     float *x = m->dec_x, *mean = m->dec_mean, *rstd = m->dec_mean + 1;
+    int saved = ls_blas_threads_push_single(); /* one row: threads would only add overhead */
     ls_encoder_forward(x, &token, P(m, 0), P(m, 1) + (size_t)t * C, 1, 1, C);
     float scale = 1.0f / sqrtf((float)hs);
     for (int l = 0; l < L; l++) {
@@ -447,31 +448,23 @@ const float *ls_model_kv_step(ls_model *m, int token) {
         float *kc = m->kv_k + (size_t)l * c->n_ctx * C, *vc = m->kv_v + (size_t)l * c->n_ctx * C;
         memcpy(kc + (size_t)t * C, m->dec_qkv + C, C * sizeof(float));
         memcpy(vc + (size_t)t * C, m->dec_qkv + 2 * C, C * sizeof(float));
-        /* one query row against the t+1 cached keys, per head */
+        /* one query row against the t+1 cached keys, per head: s = q·Kᵀ/√hs and y = p·V,
+         * both cblas_sgemm with M = 1 straight from the strided cache */
         for (int h = 0; h < NH; h++) {
             const float *q = m->dec_qkv + h * hs;
             float *s = m->dec_att + (size_t)h * c->n_ctx;
-            float mx = -INFINITY;
-            for (int j = 0; j <= t; j++) {
-                const float *k = kc + (size_t)j * C + h * hs;
-                float d = 0.0f;
-                for (int i = 0; i < hs; i++) d += q[i] * k[i];
-                s[j] = d * scale;
-                mx = s[j] > mx ? s[j] : mx;
-            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, 1, t + 1, hs, scale, q, hs, kc + h * hs, C, 0.0f, s, t + 1);
+            float mx = s[0];
+            for (int j = 1; j <= t; j++) mx = s[j] > mx ? s[j] : mx;
             float sum = 0.0f;
             for (int j = 0; j <= t; j++) {
                 s[j] = expf(s[j] - mx);
                 sum += s[j];
             }
             float inv = 1.0f / sum;
-            float *y = m->dec_atty + h * hs;
-            for (int i = 0; i < hs; i++) y[i] = 0.0f;
-            for (int j = 0; j <= t; j++) {
-                const float *v = vc + (size_t)j * C + h * hs;
-                float p = s[j] * inv;
-                for (int i = 0; i < hs; i++) y[i] += p * v[i];
-            }
+            for (int j = 0; j <= t; j++) s[j] *= inv;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 1, hs, t + 1, 1.0f, s, t + 1, vc + h * hs, C, 0.0f,
+                        m->dec_atty + h * hs, hs);
         }
         ls_matmul_forward(x, m->dec_atty, P(m, LI(l, LT_PROJW)), P(m, LI(l, LT_PROJB)), x, 1, C, C);
         ls_layernorm_forward(m->dec_ln, mean, rstd, x, P(m, LI(l, LT_LN2W)), P(m, LI(l, LT_LN2B)), 1, C);
@@ -482,6 +475,7 @@ const float *ls_model_kv_step(ls_model *m, int token) {
     int tl = 2 + L * LT_COUNT;
     ls_layernorm_forward(m->dec_ln, mean, rstd, x, P(m, tl), P(m, tl + 1), 1, C);
     ls_matmul_forward(m->dec_logits, m->dec_ln, P(m, 0), NULL, NULL, 1, C, V);
+    ls_blas_threads_pop(saved);
     m->kv_pos = t + 1;
     return m->dec_logits;
 }

@@ -119,7 +119,7 @@ static void softmax_bwd_row(float *restrict d, const float *restrict p, int n, i
 
 void ls_encoder_forward(float *out, const int *tokens, const float *wte, const float *wpe, int B, int T, int C) {
     // out (B,T,C), tokens (B,T), wte (V,C), wpe (maxT,C)
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (B * T > 1)
     for (int n = 0; n < B * T; n++) {
         const float *e = wte + (size_t)tokens[n] * C, *p = wpe + (size_t)(n % T) * C;
         float *o = out + (size_t)n * C;
@@ -160,7 +160,7 @@ void ls_encoder_backward(float *dwte, float *dwpe, const float *dout, const int 
 void ls_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
                           int N, int C) {
     // out (N,C), mean (N), rstd (N), inp (N,C), w (C), b (C)
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N > 1)
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C;
         float m = 0.0f;
@@ -369,7 +369,7 @@ static void gelu_bwd_chunk(float *restrict dinp, const float *restrict inp, cons
 
 void ls_gelu_forward(float *out, const float *inp, int N) {
     int nch = (N + EW_CHUNK - 1) / EW_CHUNK;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (nch > 1)
     for (int k = 0; k < nch; k++) {
         int i0 = k * EW_CHUNK, n = N - i0 < EW_CHUNK ? N - i0 : EW_CHUNK;
         gelu_fwd_chunk(out + i0, inp + i0, n);
@@ -378,7 +378,7 @@ void ls_gelu_forward(float *out, const float *inp, int N) {
 
 void ls_gelu_backward(float *dinp, const float *inp, const float *dout, int N) {
     int nch = (N + EW_CHUNK - 1) / EW_CHUNK;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (nch > 1)
     for (int k = 0; k < nch; k++) {
         int i0 = k * EW_CHUNK, n = N - i0 < EW_CHUNK ? N - i0 : EW_CHUNK;
         gelu_bwd_chunk(dinp + i0, inp + i0, dout + i0, n);
@@ -390,7 +390,7 @@ void ls_gelu_backward(float *dinp, const float *inp, const float *dout, int N) {
 float ls_softmax_xent_forward(float *probs, float *losses, const float *logits, const int *targets, int N, int V,
                               int *n_valid) {
     // probs (N,V), losses (N), logits (N,V), targets (N) with -1 = ignore
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N > 1)
     for (int n = 0; n < N; n++) {
         const float *l = logits + (size_t)n * V;
         float *p = probs + (size_t)n * V;
@@ -413,7 +413,7 @@ float ls_softmax_xent_forward(float *probs, float *losses, const float *logits, 
 }
 
 void ls_softmax_xent_backward(float *dlogits, const float *probs, const int *targets, float dloss, int N, int V) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N > 1)
     for (int n = 0; n < N; n++) {
         int t = targets[n];
         if (t < 0) continue;
