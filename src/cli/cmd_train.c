@@ -117,6 +117,8 @@ static int relaunch_under_mpirun(int ranks, int argc, char **argv) {
     snprintf(thr, sizeof thr, "%d", per < 1 ? 1 : per);
     setenv("OMP_NUM_THREADS", thr, 0);
     setenv("OPENBLAS_NUM_THREADS", thr, 0);
+    /* ranks share the cores: spinning OpenMP workers would steal them from each other */
+    setenv("OMP_WAIT_POLICY", "passive", 0);
     fflush(NULL);
     execvp("mpirun", av);
     int rc = ls_err(LS_ENOTFOUND, "cannot run mpirun for --ranks %d: %s (install openmpi-bin)", ranks, strerror(errno));
