@@ -153,11 +153,12 @@ static void train_ctx_free(train_ctx *c) {
     ls_corpus_free(c->corpus);
 }
 
-/* Reports a collective failure once: the lowest failing rank prints. */
+/* Reports a collective failure once: the lowest rank that failed by itself (not merely
+ * because a peer did, LS_EPEER) prints its message. */
 static int collective_fail(ls_dist *d, int rc) {
     int bad = -1;
-    ls_dist_agree(d, rc, &bad);
-    if (bad == ls_dist_rank(d) || bad < 0) {
+    ls_dist_agree(d, rc == LS_EPEER ? LS_OK : rc, &bad);
+    if (bad == ls_dist_rank(d) || (bad < 0 && ls_dist_rank(d) == 0)) {
         if (ls_dist_size(d) > 1) fprintf(stderr, "llmsys: rank %d: %s\n", ls_dist_rank(d), ls_errmsg());
         else ls_cli_fail();
     }
