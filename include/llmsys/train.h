@@ -187,6 +187,15 @@ int ls_trainer_step(ls_trainer *t, ls_batch_source *src, float *loss, float *gra
 /* Collective: rank 0 writes the checkpoint (with optimizer state); every rank gets the status. */
 int ls_trainer_save(ls_trainer *t, const char *path);
 int64_t ls_trainer_step_index(const ls_trainer *t);
+/* Where this rank's step time went, summed over the steps run by this trainer. */
+typedef struct {
+    int64_t steps;
+    double data_s;    /* batch source fill */
+    double compute_s; /* forward + backward */
+    double comm_s;    /* gradient all-reduce (0 on one rank) */
+    double update_s;  /* AdamW */
+} ls_train_timing;
+void ls_trainer_timing(const ls_trainer *t, ls_train_timing *out);
 ls_model *ls_trainer_model(ls_trainer *t);
 const ls_train_config *ls_trainer_config(const ls_trainer *t);
 /* Changes the schedule length (e.g. after timing the first steps); must exceed the

@@ -190,6 +190,15 @@ static cJSON *train_report(const train_opts *o, train_ctx *c, int64_t start, con
     cJSON_AddNumberToObject(j, "tokens", (double)nl * tc->batch * tc->seq);
     cJSON_AddNumberToObject(j, "tokens_per_s", tok_s);
     cJSON_AddNumberToObject(j, "wall_s", wall);
+    ls_train_timing tm;
+    ls_trainer_timing(c->t, &tm);
+    cJSON *tj = cJSON_AddObjectToObject(j, "rank0_time_s");
+    if (tj) {
+        cJSON_AddNumberToObject(tj, "data", tm.data_s);
+        cJSON_AddNumberToObject(tj, "forward_backward", tm.compute_s);
+        cJSON_AddNumberToObject(tj, "allreduce", tm.comm_s);
+        cJSON_AddNumberToObject(tj, "adamw", tm.update_s);
+    }
     cJSON_AddNumberToObject(j, "train_bytes", (double)ls_corpus_num_bytes(c->corpus, LS_SPLIT_TRAIN));
     cJSON_AddStringToObject(j, "out", o->out);
     if (o->resume) cJSON_AddStringToObject(j, "resumed_from", o->resume);

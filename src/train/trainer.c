@@ -124,6 +124,7 @@ struct ls_trainer {
     int rows; /* this rank's share of the global batch */
     int *tokens, *targets;
     float *red; /* all-reduce buffer: gradients, then [loss, failure flag] */
+    ls_train_timing timing;
 };
 
 static int trainer_alloc(ls_trainer *t) {
@@ -204,6 +205,7 @@ void ls_trainer_free(ls_trainer *t) {
 }
 
 int64_t ls_trainer_step_index(const ls_trainer *t) { return t->step; }
+void ls_trainer_timing(const ls_trainer *t, ls_train_timing *out) { *out = t->timing; }
 ls_model *ls_trainer_model(ls_trainer *t) { return t->m; }
 const ls_train_config *ls_trainer_config(const ls_trainer *t) { return &t->tc; }
 
@@ -225,13 +227,16 @@ void ls_trainer_set_data_hash(ls_trainer *t, uint64_t h) { t->tc.data_hash = h; 
 int ls_trainer_step(ls_trainer *t, ls_batch_source *src, float *loss, float *grad_norm) {
     int N = ls_dist_size(t->d), r = ls_dist_rank(t->d), T = t->tc.seq;
     float l = NAN;
+    double t0 = ls_now();
     int rc = src->fill(src, t->step, r * t->rows, t->rows, T, t->tokens, t->targets);
+    double t1 = ls_now();
     ls_model_zero_grad(t->m);
     if (rc == LS_OK) {
         l = ls_model_forward(t->m, t->tokens, t->targets, t->rows, T);
         if (isnan(l)) rc = ls_err_wrap(LS_EINVAL, "step %" PRId64, t->step);
         else ls_model_backward(t->m);
     }
+    double t2 = ls_now();
     if (N > 1) {
         /* one all-reduce carries the gradients, the loss and a failure flag, so a failing
          * rank stops every rank at the same step instead of leaving them blocked */
@@ -249,7 +254,14 @@ int ls_trainer_step(ls_trainer *t, ls_batch_source *src, float *loss, float *gra
     } else if (rc < 0) {
         return rc;
     }
+    double t3 = ls_now();
     float gn = ls_model_adamw_step(t->m, &t->tc.opt, (int)t->step);
+    double t4 = ls_now();
+    t->timing.steps++;
+    t->timing.data_s += t1 - t0;
+    t->timing.compute_s += t2 - t1;
+    t->timing.comm_s += t3 - t2;
+    t->timing.update_s += t4 - t3;
     t->step++;
     if (loss) *loss = l;
     if (grad_norm) *grad_norm = gn;
