@@ -307,7 +307,8 @@ int main(int argc, char **argv) {
         }
     }
     printf("\nspeedup: tokens/s relative to the first row, same global batch, same cores in total;\n"
-           "max|dp|: largest parameter difference after the same steps (float summation order only).\n");
+           "max|dp|: largest parameter difference after the same steps (float summation order only);\n"
+           "allreduce+wait: the all-reduce including the wait for the slowest rank.\n");
     if (out) {
         cJSON *j = cJSON_CreateObject();
         cJSON_AddStringToObject(j, "bench", "train");
