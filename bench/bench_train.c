@@ -255,7 +255,7 @@ int main(int argc, char **argv) {
     if (o.seq == 0) o.seq = mc.n_ctx;
     printf("bench_train: %s (%zu params), global batch %d x %d tokens, %d timed steps, %d cores, load average %.2f\n\n",
            o.config, ls_model_config_num_params(&mc), o.batch, o.seq, o.steps, ls_num_cores(), load);
-    printf("%6s %8s %9s %10s %8s %9s %12s %11s %8s %14s\n", "ranks", "threads", "step s", "tokens/s", "speedup",
+    printf("%6s %8s %9s %10s %8s %9s %14s %7s %8s %14s\n", "ranks", "threads", "step s", "tokens/s", "speedup",
            "fwd+bwd s", "allreduce+wait", "share", "adamw s", "max|dp| vs 1");
     cJSON *jr = cJSON_CreateArray();
     bench_result base = {0};
@@ -286,7 +286,7 @@ int main(int argc, char **argv) {
         }
         double diff = strcmp(base_params, par_path) ? max_param_diff(base_params, par_path) : 0;
         double share = r.comm_s / r.step_s;
-        printf("%6d %8d %9.3f %10.0f %7.2fx %9.3f %12.4f %10.1f%% %8.3f %14.2g\n", r.ranks, r.threads, r.step_s,
+        printf("%6d %8d %9.3f %10.0f %7.2fx %9.3f %14.4f %6.1f%% %8.3f %14.2g\n", r.ranks, r.threads, r.step_s,
                r.tokens_s, r.tokens_s / base.tokens_s, r.compute_s, r.comm_s, 100 * share, r.update_s, diff);
         cJSON *e = cJSON_CreateObject();
         if (e) {
