@@ -339,8 +339,8 @@ int cmd_train(int argc, char **argv) {
         {"seq", LS_ARG_INT, &o.seq, "T", "tokens per sequence (default: the model's context)"},
         {"lr", LS_ARG_FLOAT, &o.lr, "LR", "peak learning rate (default 1e-3)"},
         {"warmup", LS_ARG_INT, &o.warmup, "N", "linear warmup steps (default steps/10)"},
-        {"weight-decay", LS_ARG_FLOAT, &o.weight_decay, "W", "AdamW weight decay on 2-D weights"},
-        {"grad-clip", LS_ARG_FLOAT, &o.grad_clip, "C", "clip the global gradient norm to C (0: off)"},
+        {"weight-decay", LS_ARG_FLOAT, &o.weight_decay, "W", "AdamW weight decay on 2-D weights (default 0.1)"},
+        {"grad-clip", LS_ARG_FLOAT, &o.grad_clip, "C", "clip the global gradient norm to C (default 1; 0: off)"},
         {"seed", LS_ARG_I64, &o.seed, "S", "seed of model init and data sampling (default 1)"},
         {"ranks", LS_ARG_INT, &o.ranks, "N", "data-parallel ranks: re-launches under mpirun -np N"},
         {"save-every", LS_ARG_INT, &o.save_every, "N", "also checkpoint to --out every N steps"},
@@ -382,8 +382,9 @@ int cmd_train(int argc, char **argv) {
     else if (!isnan(o.grad_clip) && o.grad_clip < 0) rc = usage_err("train", "--grad-clip must be >= 0");
     else if (o.seed != UNSET64 && o.seed < 0) rc = usage_err("train", "--seed must be >= 0");
     else if (o.ranks < 1 || o.ranks > 1024) rc = usage_err("train", "--ranks must be in [1, 1024], got %d", o.ranks);
-    else if (o.batch != UNSET && o.batch % o.ranks != 0)
-        rc = usage_err("train", "--batch %d does not split evenly over %d ranks", o.batch, o.ranks);
+    else if (!o.resume && (o.batch != UNSET ? o.batch : 8) % o.ranks != 0)
+        rc = usage_err("train", "--batch %d does not split evenly over %d ranks", o.batch != UNSET ? o.batch : 8,
+                       o.ranks);
     else if (o.save_every < 0 || o.stop_at < 0 || o.log_every < 0 || o.threads < 0)
         rc = usage_err("train", "--save-every, --stop-at, --log-every and --threads must be >= 0");
     else if (o.stop_at > 0 && o.steps != UNSET && o.stop_at > o.steps)
