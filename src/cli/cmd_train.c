@@ -803,7 +803,7 @@ int demo_core(const ls_demo_ctx *ctx) {
         if (s + 1 == calib || (!refined && s + 1 > calib && el > budget_s / 4)) {
             double per = (el - t_warm) / (s + 1 - 2);
             int want = (int)((budget_s - t_warm) / per) + 2;
-            if (want < s + 10) want = s + 10;
+            if (want < s + 4) want = s + 4;
             if (want > max_points) want = max_points;
             if (s + 1 > calib) refined = 1;
             if (want != steps) {
