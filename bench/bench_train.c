@@ -300,7 +300,7 @@ int main(int argc, char **argv) {
             cJSON_AddNumberToObject(e, "allreduce_share", share);
             cJSON_AddNumberToObject(e, "adamw_s", r.update_s);
             cJSON_AddNumberToObject(e, "data_s", r.data_s);
-            cJSON_AddNumberToObject(e, "allreduce_gbps", r.comm_s > 0 ? 4.0 * ls_model_config_num_params(&mc) / r.comm_s / 1e9 : 0);
+            cJSON_AddNumberToObject(e, "allreduce_gbps", r.ranks > 1 && r.comm_s > 0 ? 4.0 * ls_model_config_num_params(&mc) / r.comm_s / 1e9 : 0);
             cJSON_AddNumberToObject(e, "max_param_diff_vs_first", diff);
             cJSON_AddNumberToObject(e, "final_loss", r.loss);
             cJSON_AddItemToArray(jr, e);
