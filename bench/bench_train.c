@@ -41,7 +41,8 @@ static ls_corpus *bench_corpus(void) {
     ls_rng r;
     ls_rng_seed(&r, 5);
     size_t k = 0;
-    while (k < n) k += (size_t)sprintf(s + k, "%d + %d = ?\n", (int)ls_rng_below(&r, 1000), (int)ls_rng_below(&r, 1000));
+    while (k < n)
+        k += (size_t)sprintf(s + k, "%d + %d = ?\n", (int)ls_rng_below(&r, 1000), (int)ls_rng_below(&r, 1000));
     const char *docs[1] = {s};
     size_t lens[1] = {n};
     if (ls_corpus_from_docs(&c, "generated", docs, lens, 1, NULL) != LS_OK) c = NULL;
@@ -199,7 +200,8 @@ static double max_param_diff(const char *a, const char *b) {
 }
 
 static int usage(void) {
-    fprintf(stderr, "usage: bench_train [--config NAME] [--batch B] [--seq T] [--steps N] [--ranks 1,2] [--out FILE]\n");
+    fprintf(stderr,
+            "usage: bench_train [--config NAME] [--batch B] [--seq T] [--steps N] [--ranks 1,2] [--out FILE]\n");
     return 2;
 }
 
@@ -220,15 +222,24 @@ int main(int argc, char **argv) {
             continue;
         }
         if (i + 1 >= argc) return usage();
-        if (!strcmp(a, "--config")) o.config = argv[++i];
-        else if (!strcmp(a, "--batch")) o.batch = atoi(argv[++i]);
-        else if (!strcmp(a, "--seq")) o.seq = atoi(argv[++i]);
-        else if (!strcmp(a, "--steps")) o.steps = atoi(argv[++i]);
-        else if (!strcmp(a, "--ranks")) ranks = argv[++i];
-        else if (!strcmp(a, "--out")) out = argv[++i];
-        else if (!strcmp(a, "--result")) result = argv[++i];
-        else if (!strcmp(a, "--params")) params = argv[++i];
-        else return usage();
+        if (!strcmp(a, "--config"))
+            o.config = argv[++i];
+        else if (!strcmp(a, "--batch"))
+            o.batch = atoi(argv[++i]);
+        else if (!strcmp(a, "--seq"))
+            o.seq = atoi(argv[++i]);
+        else if (!strcmp(a, "--steps"))
+            o.steps = atoi(argv[++i]);
+        else if (!strcmp(a, "--ranks"))
+            ranks = argv[++i];
+        else if (!strcmp(a, "--out"))
+            out = argv[++i];
+        else if (!strcmp(a, "--result"))
+            result = argv[++i];
+        else if (!strcmp(a, "--params"))
+            params = argv[++i];
+        else
+            return usage();
     }
     if (o.batch < 1 || o.steps < 1 || o.seq < 0) return usage();
     if (worker) {
@@ -300,7 +311,9 @@ int main(int argc, char **argv) {
             cJSON_AddNumberToObject(e, "allreduce_share", share);
             cJSON_AddNumberToObject(e, "adamw_s", r.update_s);
             cJSON_AddNumberToObject(e, "data_s", r.data_s);
-            cJSON_AddNumberToObject(e, "allreduce_gbps", r.ranks > 1 && r.comm_s > 0 ? 4.0 * ls_model_config_num_params(&mc) / r.comm_s / 1e9 : 0);
+            cJSON_AddNumberToObject(e, "allreduce_gbps",
+                                    r.ranks > 1 && r.comm_s > 0 ? 4.0 * ls_model_config_num_params(&mc) / r.comm_s / 1e9
+                                                                : 0);
             cJSON_AddNumberToObject(e, "max_param_diff_vs_first", diff);
             cJSON_AddNumberToObject(e, "final_loss", r.loss);
             cJSON_AddItemToArray(jr, e);

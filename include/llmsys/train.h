@@ -42,11 +42,11 @@ extern "C" {
 /* ---------------------------------------------------------------- training settings */
 
 typedef struct {
-    int batch;        /* global batch: sequences per step, summed over ranks */
-    int seq;          /* tokens per sequence (T <= n_ctx) */
-    int steps;        /* total optimizer steps of the run (length of the lr schedule) */
-    uint64_t seed;    /* model init and data sampling */
-    int shards;       /* data shards; 0 = chosen by ls_batch_source_corpus */
+    int batch;          /* global batch: sequences per step, summed over ranks */
+    int seq;            /* tokens per sequence (T <= n_ctx) */
+    int steps;          /* total optimizer steps of the run (length of the lr schedule) */
+    uint64_t seed;      /* model init and data sampling */
+    int shards;         /* data shards; 0 = chosen by ls_batch_source_corpus */
     uint64_t data_hash; /* fingerprint of the training data (ls_corpus_hash), 0 = unknown */
     ls_adamw_config opt;
 } ls_train_config;
@@ -210,18 +210,17 @@ void ls_trainer_set_data_hash(ls_trainer *t, uint64_t h);
 /* ---------------------------------------------------------------- evaluation */
 
 typedef struct {
-    double loss;        /* mean cross-entropy, nats per predicted token */
+    double loss;          /* mean cross-entropy, nats per predicted token */
     double bits_per_byte; /* total bits over text bytes predicted */
-    double perplexity;  /* exp(loss) */
-    size_t tokens;      /* predicted tokens */
-    size_t bytes;       /* of which text bytes */
+    double perplexity;    /* exp(loss) */
+    size_t tokens;        /* predicted tokens */
+    size_t bytes;         /* of which text bytes */
 } ls_eval_result;
 
 /* Evaluates m on n tokens in non-overlapping windows of T (<= n_ctx), B windows per
  * forward; targets that are BOS (always after EOS) are not counted. max_tokens > 0 caps
  * the work at about that many tokens, in windows spread evenly over the whole text. */
-int ls_eval_tokens(ls_model *m, const uint16_t *tokens, size_t n, int T, int B, size_t max_tokens,
-                   ls_eval_result *r);
+int ls_eval_tokens(ls_model *m, const uint16_t *tokens, size_t n, int T, int B, size_t max_tokens, ls_eval_result *r);
 
 #ifdef __cplusplus
 }

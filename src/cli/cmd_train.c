@@ -41,7 +41,8 @@ typedef struct {
 } data_opts;
 
 static int data_opts_check(const char *cmd, const data_opts *d) {
-    if (!(d->heldout > 0 && d->heldout <= 0.5)) return usage_err(cmd, "--heldout must be in (0, 0.5], got %g", d->heldout);
+    if (!(d->heldout > 0 && d->heldout <= 0.5))
+        return usage_err(cmd, "--heldout must be in (0, 0.5], got %g", d->heldout);
     if (d->max_bytes < 0) return usage_err(cmd, "--max-bytes must be >= 0");
     return 0;
 }
@@ -159,14 +160,16 @@ static int collective_fail(ls_dist *d, int rc) {
     int bad = -1;
     ls_dist_agree(d, rc == LS_EPEER ? LS_OK : rc, &bad);
     if (bad == ls_dist_rank(d) || (bad < 0 && ls_dist_rank(d) == 0)) {
-        if (ls_dist_size(d) > 1) fprintf(stderr, "llmsys: rank %d: %s\n", ls_dist_rank(d), ls_errmsg());
-        else ls_cli_fail();
+        if (ls_dist_size(d) > 1)
+            fprintf(stderr, "llmsys: rank %d: %s\n", ls_dist_rank(d), ls_errmsg());
+        else
+            ls_cli_fail();
     }
     return 1;
 }
 
-static cJSON *train_report(const train_opts *o, train_ctx *c, int64_t start, const float *losses, int nl,
-                           double wall, double tok_s) {
+static cJSON *train_report(const train_opts *o, train_ctx *c, int64_t start, const float *losses, int nl, double wall,
+                           double tok_s) {
     const ls_train_config *tc = ls_trainer_config(c->t);
     ls_model *m = ls_trainer_model(c->t);
     cJSON *j = cJSON_CreateObject();
@@ -231,8 +234,10 @@ static int check_out_path(const char *path) {
     char *slash = strrchr(dup, '/');
     const char *parent = slash ? (slash == dup ? "/" : (*slash = '\0', dup)) : ".";
     int rc = LS_OK;
-    if (!ls_is_dir(parent)) rc = ls_err(LS_ENOTFOUND, "--out %s: directory %s does not exist", path, parent);
-    else if (access(parent, W_OK) != 0) rc = ls_err(LS_EIO, "--out %s: directory %s is not writable", path, parent);
+    if (!ls_is_dir(parent))
+        rc = ls_err(LS_ENOTFOUND, "--out %s: directory %s does not exist", path, parent);
+    else if (access(parent, W_OK) != 0)
+        rc = ls_err(LS_EIO, "--out %s: directory %s is not writable", path, parent);
     free(dup);
     return rc;
 }
@@ -326,8 +331,17 @@ static int train_run(const train_opts *o, train_ctx *c) {
 
 int cmd_train(int argc, char **argv) {
     /* "not given" sentinels: a value the parser can never produce for real input */
-    train_opts o = {.config = NULL, .steps = UNSET, .batch = UNSET, .seq = UNSET, .warmup = UNSET, .ranks = 1,
-                    .seed = UNSET64, .lr = NAN, .weight_decay = NAN, .grad_clip = NAN, .threads = 0};
+    train_opts o = {.config = NULL,
+                    .steps = UNSET,
+                    .batch = UNSET,
+                    .seq = UNSET,
+                    .warmup = UNSET,
+                    .ranks = 1,
+                    .seed = UNSET64,
+                    .lr = NAN,
+                    .weight_decay = NAN,
+                    .grad_clip = NAN,
+                    .threads = 0};
     o.data.heldout = 0.05;
     ls_arg spec[] = {
         {"config", LS_ARG_STR, &o.config, "NAME", "model config: tiny or small (default small)"},
@@ -365,23 +379,33 @@ int cmd_train(int argc, char **argv) {
     ls_model_config mc = {0};
     int given_run_setting = o.config || o.batch != UNSET || o.seq != UNSET || !isnan(o.lr) || o.warmup != UNSET ||
                             o.seed != UNSET64 || !isnan(o.weight_decay) || !isnan(o.grad_clip);
-    if (o.data.paths.n == 0) rc = usage_err("train", "missing --data PATH... (see --help)");
-    else if (!o.resume && o.steps == UNSET) rc = usage_err("train", "missing --steps N (see --help)");
-    else if (o.steps != UNSET && o.steps < 1) rc = usage_err("train", "--steps must be >= 1, got %d", o.steps);
+    if (o.data.paths.n == 0)
+        rc = usage_err("train", "missing --data PATH... (see --help)");
+    else if (!o.resume && o.steps == UNSET)
+        rc = usage_err("train", "missing --steps N (see --help)");
+    else if (o.steps != UNSET && o.steps < 1)
+        rc = usage_err("train", "--steps must be >= 1, got %d", o.steps);
     else if (o.resume && given_run_setting)
         rc = usage_err("train", "--resume continues the saved run: --config, --batch, --seq, --lr, --warmup, "
                                 "--seed, --weight-decay and --grad-clip come from the checkpoint");
     else if (!o.resume && ls_model_config_named(o.config ? o.config : "small", &mc) < 0)
         rc = usage_err("train", "%s", ls_errmsg());
-    else if (o.batch != UNSET && o.batch < 1) rc = usage_err("train", "--batch must be >= 1, got %d", o.batch);
+    else if (o.batch != UNSET && o.batch < 1)
+        rc = usage_err("train", "--batch must be >= 1, got %d", o.batch);
     else if (o.seq != UNSET && (o.seq < 1 || o.seq > mc.n_ctx))
         rc = usage_err("train", "--seq must be in [1, %d] for this config, got %d", mc.n_ctx, o.seq);
-    else if (!isnan(o.lr) && !(o.lr > 0 && o.lr < 10)) rc = usage_err("train", "--lr must be in (0, 10), got %g", o.lr);
-    else if (o.warmup != UNSET && o.warmup < 0) rc = usage_err("train", "--warmup must be >= 0, got %d", o.warmup);
-    else if (!isnan(o.weight_decay) && o.weight_decay < 0) rc = usage_err("train", "--weight-decay must be >= 0");
-    else if (!isnan(o.grad_clip) && o.grad_clip < 0) rc = usage_err("train", "--grad-clip must be >= 0");
-    else if (o.seed != UNSET64 && o.seed < 0) rc = usage_err("train", "--seed must be >= 0");
-    else if (o.ranks < 1 || o.ranks > 1024) rc = usage_err("train", "--ranks must be in [1, 1024], got %d", o.ranks);
+    else if (!isnan(o.lr) && !(o.lr > 0 && o.lr < 10))
+        rc = usage_err("train", "--lr must be in (0, 10), got %g", o.lr);
+    else if (o.warmup != UNSET && o.warmup < 0)
+        rc = usage_err("train", "--warmup must be >= 0, got %d", o.warmup);
+    else if (!isnan(o.weight_decay) && o.weight_decay < 0)
+        rc = usage_err("train", "--weight-decay must be >= 0");
+    else if (!isnan(o.grad_clip) && o.grad_clip < 0)
+        rc = usage_err("train", "--grad-clip must be >= 0");
+    else if (o.seed != UNSET64 && o.seed < 0)
+        rc = usage_err("train", "--seed must be >= 0");
+    else if (o.ranks < 1 || o.ranks > 1024)
+        rc = usage_err("train", "--ranks must be in [1, 1024], got %d", o.ranks);
     else if (!o.resume && (o.batch != UNSET ? o.batch : 8) % o.ranks != 0)
         rc = usage_err("train", "--batch %d does not split evenly over %d ranks", o.batch != UNSET ? o.batch : 8,
                        o.ranks);
@@ -389,7 +413,8 @@ int cmd_train(int argc, char **argv) {
         rc = usage_err("train", "--save-every, --stop-at, --log-every and --threads must be >= 0");
     else if (o.stop_at > 0 && o.steps != UNSET && o.stop_at > o.steps)
         rc = usage_err("train", "--stop-at %d is beyond --steps %d", o.stop_at, o.steps);
-    else rc = data_opts_check("train", &o.data);
+    else
+        rc = data_opts_check("train", &o.data);
     if (rc) {
         ls_strlist_free(&o.data.paths);
         return rc;
@@ -426,10 +451,14 @@ int cmd_train(int argc, char **argv) {
 /* ---------------------------------------------------------------- eval */
 
 static int parse_split(const char *s, ls_split *out) {
-    if (!strcmp(s, "heldout")) *out = LS_SPLIT_HELDOUT;
-    else if (!strcmp(s, "train")) *out = LS_SPLIT_TRAIN;
-    else if (!strcmp(s, "all")) *out = LS_SPLIT_ALL;
-    else return -1;
+    if (!strcmp(s, "heldout"))
+        *out = LS_SPLIT_HELDOUT;
+    else if (!strcmp(s, "train"))
+        *out = LS_SPLIT_TRAIN;
+    else if (!strcmp(s, "all"))
+        *out = LS_SPLIT_ALL;
+    else
+        return -1;
     return 0;
 }
 
@@ -464,7 +493,8 @@ int cmd_eval(int argc, char **argv) {
         rc = usage_err("eval", "--split must be heldout, train or all, got '%s'", split_name);
     else if (seq < 0 || batch < 1 || max_tokens < 0 || threads < 0)
         rc = usage_err("eval", "--seq, --max-tokens and --threads must be >= 0, --batch >= 1");
-    else rc = data_opts_check("eval", &data);
+    else
+        rc = data_opts_check("eval", &data);
     if (rc) {
         ls_strlist_free(&data.paths);
         return rc;
@@ -523,8 +553,8 @@ static void put_tokens(FILE *f, const int *t, int n) {
 /* Samples n_new tokens after prompt (BOS + bytes). When the context fills, generation
  * continues from the last half context, so any length can be produced. *got counts the
  * tokens in out (cap n_new); stops after EOS. */
-static int generate_text(ls_model *m, const char *prompt, int n_new, const ls_sample_config *s, ls_rng *rng,
-                         int *out, int *got) {
+static int generate_text(ls_model *m, const char *prompt, int n_new, const ls_sample_config *s, ls_rng *rng, int *out,
+                         int *got) {
     int ctx = ls_model_cfg(m)->n_ctx;
     size_t plen = strlen(prompt);
     int *win = malloc((size_t)ctx * sizeof(int));
@@ -580,7 +610,8 @@ int cmd_generate(int argc, char **argv) {
     int prc = ls_args_parse("generate", "Samples text from a checkpoint: the prompt, then its continuation.", spec,
                             (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
     if (prc) return LS_ARGS_EXIT(prc);
-    if (tokens < 1 || tokens > 1000000) return usage_err("generate", "--tokens must be in [1, 1000000], got %d", tokens);
+    if (tokens < 1 || tokens > 1000000)
+        return usage_err("generate", "--tokens must be in [1, 1000000], got %d", tokens);
     if (!(temperature >= 0 && temperature <= 100)) return usage_err("generate", "--temperature must be in [0, 100]");
     if (top_k < 0) return usage_err("generate", "--top-k must be >= 0");
     if (!(top_p > 0 && top_p <= 1)) return usage_err("generate", "--top-p must be in (0, 1]");
@@ -714,10 +745,14 @@ static void print_sample(const char *prefix, const int *t, int n) {
     printf("%s", prefix);
     for (int i = 0; i < n; i++) {
         int c = t[i];
-        if (c == '\n') printf("\n%s", prefix);
-        else if (c >= 32 && c < 127) putchar(c);
-        else if (c >= 128 && c < 256) putchar(c); /* UTF-8 continuation of a character */
-        else if (c < 256) putchar(' ');
+        if (c == '\n')
+            printf("\n%s", prefix);
+        else if (c >= 32 && c < 127)
+            putchar(c);
+        else if (c >= 128 && c < 256)
+            putchar(c); /* UTF-8 continuation of a character */
+        else if (c < 256)
+            putchar(' ');
     }
     putchar('\n');
 }

@@ -91,16 +91,20 @@ int ls_train_config_from_json(const char *json, ls_train_config *c) {
     if (rc == LS_OK && seed) {
         char *end;
         unsigned long long v = strtoull(seed, &end, 10);
-        if (!*seed || *end) rc = ls_err(LS_EFORMAT, "llmsys.train: bad seed '%s'", seed);
-        else c->seed = v;
+        if (!*seed || *end)
+            rc = ls_err(LS_EFORMAT, "llmsys.train: bad seed '%s'", seed);
+        else
+            c->seed = v;
     }
     const char *dh = NULL;
     if (rc == LS_OK) rc = ls_json_get_string(j, "data_hash", NULL, &dh);
     if (rc == LS_OK && dh) {
         char *end;
         unsigned long long v = strtoull(dh, &end, 16);
-        if (!*dh || *end) rc = ls_err(LS_EFORMAT, "llmsys.train: bad data_hash '%s'", dh);
-        else c->data_hash = v;
+        if (!*dh || *end)
+            rc = ls_err(LS_EFORMAT, "llmsys.train: bad data_hash '%s'", dh);
+        else
+            c->data_hash = v;
     }
     if (rc == LS_OK) rc = get_float(j, "lr", &c->opt.lr);
     if (rc == LS_OK) rc = get_float(j, "beta1", &c->opt.beta1);
@@ -233,8 +237,10 @@ int ls_trainer_step(ls_trainer *t, ls_batch_source *src, float *loss, float *gra
     ls_model_zero_grad(t->m);
     if (rc == LS_OK) {
         l = ls_model_forward(t->m, t->tokens, t->targets, t->rows, T);
-        if (isnan(l)) rc = ls_err_wrap(LS_EINVAL, "step %" PRId64, t->step);
-        else ls_model_backward(t->m);
+        if (isnan(l))
+            rc = ls_err_wrap(LS_EINVAL, "step %" PRId64, t->step);
+        else
+            ls_model_backward(t->m);
     }
     double t2 = ls_now();
     if (N > 1) {
@@ -246,7 +252,8 @@ int ls_trainer_step(ls_trainer *t, ls_batch_source *src, float *loss, float *gra
         t->red[np + 1] = rc == LS_OK ? 0.0f : 1.0f;
         int mrc = ls_dist_allreduce_sum(t->d, t->red, np + 2);
         if (mrc < 0) return mrc;
-        if (t->red[np + 1] != 0.0f) return rc < 0 ? rc : ls_err(LS_EPEER, "another rank failed at step %" PRId64, t->step);
+        if (t->red[np + 1] != 0.0f)
+            return rc < 0 ? rc : ls_err(LS_EPEER, "another rank failed at step %" PRId64, t->step);
         /* mean of the ranks' mean gradients: every rank has the same number of targets */
         float *g = ls_model_grads(t->m), inv = 1.0f / (float)N;
         for (size_t i = 0; i < np; i++) g[i] = t->red[i] * inv;
@@ -280,15 +287,16 @@ int ls_trainer_save(ls_trainer *t, const char *path) {
 
 /* ---------------------------------------------------------------- evaluation */
 
-int ls_eval_tokens(ls_model *m, const uint16_t *tokens, size_t n, int T, int B, size_t max_tokens,
-                   ls_eval_result *r) {
+int ls_eval_tokens(ls_model *m, const uint16_t *tokens, size_t n, int T, int B, size_t max_tokens, ls_eval_result *r) {
     memset(r, 0, sizeof *r);
-    if (T < 1 || T > ls_model_cfg(m)->n_ctx) return ls_err(LS_EINVAL, "eval seq %d outside [1, %d]", T, ls_model_cfg(m)->n_ctx);
+    if (T < 1 || T > ls_model_cfg(m)->n_ctx)
+        return ls_err(LS_EINVAL, "eval seq %d outside [1, %d]", T, ls_model_cfg(m)->n_ctx);
     if (B < 1) return ls_err(LS_EINVAL, "eval batch must be >= 1");
     size_t avail = n > 0 ? (n - 1) / (size_t)T : 0, windows = avail;
     if (avail == 0) return ls_err(LS_EINVAL, "too little data to evaluate: %zu tokens, need at least %d", n, T + 1);
     /* a cap takes windows evenly spread over the whole text, not its beginning */
-    if (max_tokens > 0 && max_tokens / (size_t)T < avail) windows = max_tokens / (size_t)T > 0 ? max_tokens / (size_t)T : 1;
+    if (max_tokens > 0 && max_tokens / (size_t)T < avail)
+        windows = max_tokens / (size_t)T > 0 ? max_tokens / (size_t)T : 1;
     int *tok = malloc((size_t)B * (size_t)T * sizeof(int)), *tgt = malloc((size_t)B * (size_t)T * sizeof(int));
     if (!tok || !tgt) {
         free(tok);

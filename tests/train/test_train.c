@@ -17,8 +17,9 @@ static ls_corpus *load_corpus(void) {
     ls_corpus *c = NULL;
     const char *lic[1] = {"/usr/share/common-licenses"};
     if (ls_is_dir(lic[0]) && ls_corpus_load(&c, lic, 1, NULL) == LS_OK) return c;
-    static const char *w[] = {"the", "software", "is", "provided", "as", "is", "without", "warranty", "of", "any",
-                              "kind", "you", "may", "copy", "and", "distribute", "verbatim", "copies", "this", "license"};
+    static const char *w[] = {"the",      "software",   "is",       "provided", "as",   "is",     "without",
+                              "warranty", "of",         "any",      "kind",     "you",  "may",    "copy",
+                              "and",      "distribute", "verbatim", "copies",   "this", "license"};
     size_t n = 200000;
     char *s = malloc(n + 32);
     ls_rng r;
