@@ -10,6 +10,13 @@
 #include <stdint.h>
 #include <string.h>
 
+/* A parallel region costs microseconds even on an idle machine, and far more on a busy
+ * one (a barrier waits for a descheduled thread): loops with less work than this many
+ * elements run on the calling thread. Depends only on sizes, so results stay
+ * deterministic. */
+#define PAR_MIN_WORK 65536L
+#define PAR_WORTH(work) ((work) >= PAR_MIN_WORK)
+
 /* Channel block for column reductions (bias / LayerNorm parameter gradients): a thread
  * owns CBLK consecutive channels and sums over all rows in row order. */
 #define CBLK 32
@@ -29,7 +36,7 @@ void ls_blas_threads_pop(int saved) {
  * so the M rows of C are split across OpenMP threads, one single-threaded sgemm each.
  * The split depends only on the shape and the thread count (deterministic results). */
 static int gemm_parts(int M, int N, int K) {
-    int parts = ((long)M * N * K) < (1L << 18) ? 1 : omp_get_max_threads(); /* tiny: one thread */
+    int parts = ((long)M * N * K) < (1L << 22) ? 1 : omp_get_max_threads(); /* < ~100 µs: one thread */
     int panels = (M + 15) / 16;                                               /* whole 16-row panels */
     return parts > panels ? (panels > 0 ? panels : 1) : parts;
 }
@@ -119,7 +126,7 @@ static void softmax_bwd_row(float *restrict d, const float *restrict p, int n, i
 
 void ls_encoder_forward(float *out, const int *tokens, const float *wte, const float *wpe, int B, int T, int C) {
     // out (B,T,C), tokens (B,T), wte (V,C), wpe (maxT,C)
-#pragma omp parallel for schedule(static) if (B * T > 1)
+#pragma omp parallel for schedule(static) if (PAR_WORTH((long)B * T * C))
     for (int n = 0; n < B * T; n++) {
         const float *e = wte + (size_t)tokens[n] * C, *p = wpe + (size_t)(n % T) * C;
         float *o = out + (size_t)n * C;
@@ -131,7 +138,7 @@ void ls_encoder_backward(float *dwte, float *dwpe, const float *dout, const int 
     // dwte (V,C), dwpe (maxT,C), dout (B,T,C). Rows of dwte are hit by repeated tokens, so
     // threads split the channels instead of the positions.
     int nblk = (C + CBLK - 1) / CBLK;
-#pragma omp parallel
+#pragma omp parallel if (PAR_WORTH((long)B * T * C))
     {
 #pragma omp for schedule(static) nowait
         for (int blk = 0; blk < nblk; blk++) {
@@ -160,7 +167,7 @@ void ls_encoder_backward(float *dwte, float *dwpe, const float *dout, const int 
 void ls_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
                           int N, int C) {
     // out (N,C), mean (N), rstd (N), inp (N,C), w (C), b (C)
-#pragma omp parallel for schedule(static) if (N > 1)
+#pragma omp parallel for schedule(static) if (PAR_WORTH((long)N * C))
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C;
         float m = 0.0f;
@@ -185,7 +192,7 @@ void ls_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
     // dinp (N,C) += ..., dw (C) += Σ dout·norm, db (C) += Σ dout. Rows and channel blocks
     // write disjoint outputs, so both loops share one parallel region without a barrier.
     int nblk = (C + CBLK - 1) / CBLK;
-#pragma omp parallel
+#pragma omp parallel if (PAR_WORTH((long)N * C))
     {
 #pragma omp for schedule(static) nowait
         for (int n = 0; n < N; n++) {
@@ -260,7 +267,7 @@ void ls_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
     int pa = dinp ? gemm_parts(N, IC, OC) : 0, pb = gemm_parts(OC, IC, N);
     int nblk = dbias ? (OC + CBLK - 1) / CBLK : 0;
     int saved = ls_blas_threads_push_single();
-#pragma omp parallel
+#pragma omp parallel if (pa > 1 || pb > 1 || PAR_WORTH((long)N * OC))
     {
 #pragma omp for schedule(static) nowait
         for (int k = 0; k < pa; k++)
@@ -290,7 +297,7 @@ void ls_attention_forward(float *out, float *att, const float *qkv, int B, int T
     int hs = C / NH, C3 = 3 * C;
     float scale = 1.0f / sqrtf((float)hs);
     int saved = ls_blas_threads_push_single();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (PAR_WORTH((long)B * NH * T * T * (C / NH) / 16))
     for (int bh = 0; bh < B * NH; bh++) {
         int b = bh / NH, h = bh % NH;
         const float *q = qkv + (size_t)b * T * C3 + (size_t)h * hs;
@@ -310,7 +317,7 @@ void ls_attention_backward(float *dqkv, float *scratch, const float *dout, const
     int hs = C / NH, C3 = 3 * C;
     float scale = 1.0f / sqrtf((float)hs);
     int saved = ls_blas_threads_push_single();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (PAR_WORTH((long)B * NH * T * T * (C / NH) / 16))
     for (int bh = 0; bh < B * NH; bh++) {
         int b = bh / NH, h = bh % NH;
         size_t qo = (size_t)b * T * C3 + (size_t)h * hs;
@@ -369,7 +376,7 @@ static void gelu_bwd_chunk(float *restrict dinp, const float *restrict inp, cons
 
 void ls_gelu_forward(float *out, const float *inp, int N) {
     int nch = (N + EW_CHUNK - 1) / EW_CHUNK;
-#pragma omp parallel for schedule(static) if (nch > 1)
+#pragma omp parallel for schedule(static) if (PAR_WORTH(N))
     for (int k = 0; k < nch; k++) {
         int i0 = k * EW_CHUNK, n = N - i0 < EW_CHUNK ? N - i0 : EW_CHUNK;
         gelu_fwd_chunk(out + i0, inp + i0, n);
@@ -378,7 +385,7 @@ void ls_gelu_forward(float *out, const float *inp, int N) {
 
 void ls_gelu_backward(float *dinp, const float *inp, const float *dout, int N) {
     int nch = (N + EW_CHUNK - 1) / EW_CHUNK;
-#pragma omp parallel for schedule(static) if (nch > 1)
+#pragma omp parallel for schedule(static) if (PAR_WORTH(N))
     for (int k = 0; k < nch; k++) {
         int i0 = k * EW_CHUNK, n = N - i0 < EW_CHUNK ? N - i0 : EW_CHUNK;
         gelu_bwd_chunk(dinp + i0, inp + i0, dout + i0, n);
@@ -390,7 +397,7 @@ void ls_gelu_backward(float *dinp, const float *inp, const float *dout, int N) {
 float ls_softmax_xent_forward(float *probs, float *losses, const float *logits, const int *targets, int N, int V,
                               int *n_valid) {
     // probs (N,V), losses (N), logits (N,V), targets (N) with -1 = ignore
-#pragma omp parallel for schedule(static) if (N > 1)
+#pragma omp parallel for schedule(static) if (PAR_WORTH((long)N * V))
     for (int n = 0; n < N; n++) {
         const float *l = logits + (size_t)n * V;
         float *p = probs + (size_t)n * V;
@@ -413,7 +420,7 @@ float ls_softmax_xent_forward(float *probs, float *losses, const float *logits, 
 }
 
 void ls_softmax_xent_backward(float *dlogits, const float *probs, const int *targets, float dloss, int N, int V) {
-#pragma omp parallel for schedule(static) if (N > 1)
+#pragma omp parallel for schedule(static) if (PAR_WORTH((long)N * V))
     for (int n = 0; n < N; n++) {
         int t = targets[n];
         if (t < 0) continue;
