@@ -171,9 +171,11 @@ void ls_layernorm_forward(float *out, float *mean, float *rstd, const float *inp
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C;
         float m = 0.0f;
+#pragma omp simd reduction(+ : m)
         for (int c = 0; c < C; c++) m += x[c];
         m /= (float)C;
         float v = 0.0f;
+#pragma omp simd reduction(+ : v)
         for (int c = 0; c < C; c++) {
             float d = x[c] - m;
             v += d * d;
@@ -199,6 +201,7 @@ void ls_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
             const float *x = inp + (size_t)n * C, *d = dout + (size_t)n * C;
             float m = mean[n], s = rstd[n];
             float dmean = 0.0f, dnorm_norm = 0.0f;
+#pragma omp simd reduction(+ : dmean, dnorm_norm)
             for (int c = 0; c < C; c++) {
                 float norm = (x[c] - m) * s, dn = d[c] * w[c];
                 dmean += dn;
