@@ -79,7 +79,7 @@ static inline float exp_small(float x) {
     float r = (x - fn * 0.693145751953125f) - fn * 1.428606765330187e-06f;
     float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.6666667e-1f + r * (4.1666668e-2f + r * (8.3333338e-3f +
                                            r * (1.3888889e-3f + r * 1.9841270e-4f))))));
-    int32_t bits = ((int32_t)fn + 127) << 23;
+    uint32_t bits = (uint32_t)((int32_t)fn + 127) << 23; /* fn >= -126 for x >= -87 */
     float sc;
     memcpy(&sc, &bits, sizeof sc);
     return p * sc;
