@@ -377,6 +377,16 @@ static void gelu_bwd_chunk(float *restrict dinp, const float *restrict inp, cons
     }
 }
 
+static void gelu_bwd_inplace_chunk(float *restrict d, const float *restrict inp, int n) {
+#pragma omp simd
+    for (int i = 0; i < n; i++) {
+        float x = inp[i];
+        float th = tanh_fast(GELU_S * (x + 0.044715f * x * x * x));
+        float sech2 = 1.0f - th * th;
+        d[i] *= 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_S * (1.0f + 3.0f * 0.044715f * x * x);
+    }
+}
+
 void ls_gelu_forward(float *out, const float *inp, int N) {
     int nch = (N + EW_CHUNK - 1) / EW_CHUNK;
 #pragma omp parallel for schedule(static) if (PAR_WORTH(N))
@@ -392,6 +402,15 @@ void ls_gelu_backward(float *dinp, const float *inp, const float *dout, int N) {
     for (int k = 0; k < nch; k++) {
         int i0 = k * EW_CHUNK, n = N - i0 < EW_CHUNK ? N - i0 : EW_CHUNK;
         gelu_bwd_chunk(dinp + i0, inp + i0, dout + i0, n);
+    }
+}
+
+void ls_gelu_backward_inplace(float *d, const float *inp, int N) {
+    int nch = (N + EW_CHUNK - 1) / EW_CHUNK;
+#pragma omp parallel for schedule(static) if (PAR_WORTH(N))
+    for (int k = 0; k < nch; k++) {
+        int i0 = k * EW_CHUNK, n = N - i0 < EW_CHUNK ? N - i0 : EW_CHUNK;
+        gelu_bwd_inplace_chunk(d + i0, inp + i0, n);
     }
 }
 
