@@ -124,6 +124,64 @@ void ls_plan_free(ls_plan *p);
 /* Writes a plan file (atomic). */
 int ls_plan_write(const char *path, const ls_plan *p);
 
+
+/* ---------------------------------------------------------------- pipeline workers */
+
+typedef struct {
+    const char *model;
+    int stage;                  /* index in the pipeline */
+    int layer_begin, layer_end; /* held layers */
+    const int *bits;            /* per held layer, or NULL */
+    int group, max_seqs, nthreads;
+    const char *in_addr;  /* ZeroMQ endpoint this stage binds (PULL) */
+    const char *out_addr; /* endpoint of the next stage or the front (PUSH connects) */
+} ls_worker_opts;
+
+/* Runs one stage until a shutdown message arrives (what `llmsys serve --worker` does).
+ * Returns an error only for setup failures (load, bind); bad messages are reported
+ * downstream as error messages and the loop goes on. */
+int ls_serve_worker_run(const ls_worker_opts *o);
+
+/* Reads a checkpoint's config and per-layer bits (32 for an fp32 checkpoint) without
+ * loading weights into an engine. *bits is malloc'd (n_layer entries); group may be NULL. */
+int ls_ckpt_info(const char *path, ls_model_config *cfg, int **bits, int *group);
+
+/* ---------------------------------------------------------------- server */
+
+typedef struct ls_server ls_server;
+
+typedef struct {
+    const char *model;      /* checkpoint (fp32 or quantized) */
+    const ls_plan *plan;    /* NULL: one stage, the checkpoint's own bits */
+    const char *self;       /* llmsys binary, launched as `serve --worker` per stage */
+    const char *host;       /* HTTP bind address (default 127.0.0.1) */
+    int port;               /* 0: any free port (see ls_server_port) */
+    int max_seqs;           /* sequences decoded concurrently = KV slots (default 16) */
+    size_t max_body;        /* largest accepted request body (default 64 KiB) */
+    int nthreads;           /* kernel threads per stage (default 1) */
+    double step_timeout_s;  /* a micro-batch not back after this fails (default 60) */
+    const char *model_name; /* reported in responses (default: the checkpoint path) */
+    int mb_prefill, mb_decode; /* without a plan (defaults 2 and 8) */
+} ls_server_opts;
+
+ls_server_opts ls_server_defaults(void);
+/* Starts the stage workers, waits until every stage has loaded its layers, then starts the
+ * scheduler and the HTTP daemon. On failure everything started is stopped again. */
+int ls_server_start(ls_server **out, const ls_server_opts *o);
+int ls_server_port(const ls_server *s);
+int ls_server_num_stages(const ls_server *s);
+/* Process id of a stage worker (for tests and /health), or -1. */
+int ls_server_stage_pid(const ls_server *s, int stage);
+/* Stops HTTP and the scheduler, shuts the workers down (killing stragglers), frees s. */
+void ls_server_stop(ls_server *s);
+
+/* ---------------------------------------------------------------- HTTP client */
+
+/* One blocking HTTP/1.1 request to host:port (for the demo, benchmarks and tests).
+ * *resp is the malloc'd body (NUL-terminated), *status the HTTP status. */
+int ls_http_request(const char *host, int port, const char *method, const char *path, const char *body,
+                    double timeout_s, int *status, char **resp);
+
 #ifdef __cplusplus
 }
 #endif

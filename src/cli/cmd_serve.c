@@ -1,16 +1,263 @@
 /* cmd_serve.c - `llmsys quantize`, `serve`, `profile` and the serve demo scenario. */
+#include <cjson/cJSON.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "llmsys/core.h"
+#include "llmsys/serve.h"
 
-static int todo(const char *what) {
-    fprintf(stderr, "llmsys %s: not built yet\n", what);
+/* Parses "4,4,8" into a malloc'd array; returns the count or -1. */
+static int parse_int_list(const char *s, int **out) {
+    int cap = 16, n = 0;
+    int *v = malloc(sizeof(int) * cap);
+    if (!v) return -1;
+    while (s && *s) {
+        char *end;
+        long x = strtol(s, &end, 10);
+        if (end == s) {
+            free(v);
+            return -1;
+        }
+        if (n == cap) {
+            int *nv = realloc(v, sizeof(int) * (cap *= 2));
+            if (!nv) {
+                free(v);
+                return -1;
+            }
+            v = nv;
+        }
+        v[n++] = (int)x;
+        s = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',') {
+            free(v);
+            return -1;
+        }
+    }
+    *out = v;
+    return n;
+}
+
+/* ---------------------------------------------------------------- quantize */
+
+int cmd_quantize(int argc, char **argv) {
+    const char *model = NULL, *out = NULL, *bits_map = NULL, *eval = NULL, *report = NULL;
+    int bits = 0, group = 64;
+    int64_t eval_bytes = 0;
+    ls_arg spec[] = {
+        {"model", LS_ARG_STR, &model, "PATH", "fp32 checkpoint to quantize", 1},
+        {"out", LS_ARG_STR, &out, "PATH", "quantized checkpoint to write", 1},
+        {"bits", LS_ARG_INT, &bits, "B", "one width for every layer: 16, 8, 4 or 3"},
+        {"bits-map", LS_ARG_STR, &bits_map, "FILE", "per-layer widths: JSON {\"bits\":[..]} or a list of integers"},
+        {"group", LS_ARG_INT, &group, "G", "columns per quantization group: 32, 64, 128, 256 (default 64)"},
+        {"eval", LS_ARG_STR, &eval, "TEXT", "also report held-out bits/byte on this text, fp32 vs quantized"},
+        {"eval-bytes", LS_ARG_I64, &eval_bytes, "N", "evaluate at most N bytes of TEXT (default all)"},
+        {"report", LS_ARG_STR, &report, "FILE", "write a JSON summary"},
+    };
+    int rc = ls_args_parse("quantize", "Quantizes a checkpoint, each layer at its own bit width (group-wise RTN).", spec,
+                           (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
+    if (rc) return LS_ARGS_EXIT(rc);
+    if ((bits != 0) == (bits_map != NULL)) {
+        fprintf(stderr, "llmsys quantize: give exactly one of --bits B or --bits-map FILE\n");
+        return 2;
+    }
+    if (bits && bits != 16 && bits != 8 && bits != 4 && bits != 3) {
+        fprintf(stderr, "llmsys quantize: --bits must be 16, 8, 4 or 3, got %d\n", bits);
+        return 2;
+    }
+    if (!ls_quant_group_valid(group)) {
+        fprintf(stderr, "llmsys quantize: --group must be 32, 64, 128 or 256, got %d\n", group);
+        return 2;
+    }
+    ls_model_config cfg;
+    int *fbits = NULL, *map = NULL, n = 0;
+    if (ls_ckpt_info(model, &cfg, &fbits, NULL) != LS_OK) return ls_cli_fail();
+    free(fbits);
+    if (bits_map) {
+        if (ls_quant_read_bits_map(bits_map, &map, &n) != LS_OK) return ls_cli_fail();
+    } else {
+        n = cfg.n_layer;
+        map = malloc(sizeof(int) * n);
+        if (!map) return 1;
+        for (int l = 0; l < n; l++) map[l] = bits;
+    }
+    double t0 = ls_now();
+    if (ls_quant_checkpoint(model, map, n, group, out) != LS_OK) {
+        free(map);
+        return ls_cli_fail();
+    }
+    double tq = ls_now() - t0;
+    ls_engine *e;
+    if (ls_engine_open(&e, out, NULL) != LS_OK) {
+        free(map);
+        return ls_cli_fail();
+    }
+    size_t qbytes = ls_engine_weight_bytes(e);
+    printf("quantized %s -> %s in %.2f s: %d layers, group %d, bits [", model, out, tq, n, group);
+    for (int l = 0; l < n; l++) printf("%s%d", l ? "," : "", map[l]);
+    printf("], layer weights %.2f MiB (fp32 %.2f MiB)\n", qbytes / 1048576.0,
+           (double)cfg.n_layer * (4.0 * cfg.d_model * cfg.d_model + 2.0 * cfg.d_model * cfg.d_ff) * 4 / 1048576.0);
+    double bpb_q = 0, bpb_f = 0;
+    int erc = LS_OK;
+    if (eval) {
+        ls_engine *ef;
+        erc = ls_engine_eval_text(e, eval, (size_t)eval_bytes, &bpb_q);
+        if (erc == LS_OK) erc = ls_engine_open(&ef, model, NULL);
+        if (erc == LS_OK) {
+            erc = ls_engine_eval_text(ef, eval, (size_t)eval_bytes, &bpb_f);
+            ls_engine_free(ef);
+        }
+        if (erc == LS_OK)
+            printf("held-out bits/byte on %s: fp32 %.4f, quantized %.4f (%+.4f)\n", eval, bpb_f, bpb_q, bpb_q - bpb_f);
+    }
+    ls_engine_free(e);
+    if (erc != LS_OK) {
+        free(map);
+        return ls_cli_fail();
+    }
+    if (report) {
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "model", model);
+        cJSON_AddStringToObject(j, "out", out);
+        cJSON_AddNumberToObject(j, "group", group);
+        cJSON_AddItemToObject(j, "bits", cJSON_CreateIntArray(map, n));
+        cJSON_AddNumberToObject(j, "weight_bytes", (double)qbytes);
+        cJSON_AddNumberToObject(j, "seconds", tq);
+        if (eval) {
+            cJSON_AddNumberToObject(j, "bpb_fp32", bpb_f);
+            cJSON_AddNumberToObject(j, "bpb_quantized", bpb_q);
+        }
+        int wrc = ls_json_write_file(report, j);
+        cJSON_Delete(j);
+        if (wrc != LS_OK) {
+            free(map);
+            return ls_cli_fail();
+        }
+    }
+    free(map);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- serve */
+
+static int run_worker(const char *model, int stage, const char *layers, const char *bits_s, int group, int max_seqs,
+                      int threads, const char *in, const char *out) {
+    int lb, le, *bits = NULL;
+    if (!layers || sscanf(layers, "%d:%d", &lb, &le) != 2 || !in || !out) {
+        fprintf(stderr, "llmsys serve --worker: needs --layers B:E, --in and --out\n");
+        return 2;
+    }
+    if (bits_s && *bits_s && parse_int_list(bits_s, &bits) != le - lb) {
+        fprintf(stderr, "llmsys serve --worker: --bits must list %d widths\n", le - lb);
+        free(bits);
+        return 2;
+    }
+    ls_worker_opts o = {model, stage, lb, le, bits, group, max_seqs, threads, in, out};
+    int rc = ls_serve_worker_run(&o);
+    free(bits);
+    if (rc != LS_OK) {
+        fprintf(stderr, "llmsys: stage %d: %s\n", stage, ls_errmsg());
+        return 1;
+    }
+    return 0;
+}
+
+int cmd_serve(int argc, char **argv) {
+    const char *model = NULL, *plan_path = NULL, *host = "127.0.0.1", *port_file = NULL, *name = NULL;
+    const char *w_layers = NULL, *w_bits = NULL, *w_in = NULL, *w_out = NULL;
+    int port = 8080, max_seqs = 16, threads = 1, worker = 0, stage = 0, group = 64, mbp = 2, mbd = 8;
+    int64_t max_body = 64 * 1024;
+    ls_arg spec[] = {
+        {"model", LS_ARG_STR, &model, "PATH", "checkpoint to serve (fp32 or quantized)", 1},
+        {"plan", LS_ARG_STR, &plan_path, "FILE", "pipeline plan (docs/plan-format.md); default one stage"},
+        {"port", LS_ARG_INT, &port, "P", "HTTP port (default 8080; 0 picks a free one)"},
+        {"host", LS_ARG_STR, &host, "ADDR", "HTTP bind address (default 127.0.0.1)"},
+        {"port-file", LS_ARG_STR, &port_file, "FILE", "write the bound port here once serving"},
+        {"max-seqs", LS_ARG_INT, &max_seqs, "N", "concurrent sequences / KV slots per stage (default 16)"},
+        {"threads", LS_ARG_INT, &threads, "N", "kernel threads per stage (default 1)"},
+        {"max-body", LS_ARG_I64, &max_body, "BYTES", "largest request body (default 65536)"},
+        {"prefill-mb", LS_ARG_INT, &mbp, "N", "prefill micro-batch without a plan (default 2)"},
+        {"decode-mb", LS_ARG_INT, &mbd, "N", "decode micro-batch without a plan (default 8)"},
+        {"name", LS_ARG_STR, &name, "NAME", "model name in responses"},
+        {"worker", LS_ARG_FLAG, &worker, NULL, "(internal) run one pipeline stage"},
+        {"stage", LS_ARG_INT, &stage, "I", "(worker) stage index"},
+        {"layers", LS_ARG_STR, &w_layers, "B:E", "(worker) layer range"},
+        {"bits", LS_ARG_STR, &w_bits, "LIST", "(worker) bits per layer"},
+        {"group", LS_ARG_INT, &group, "G", "(worker) group size for on-load quantization"},
+        {"in", LS_ARG_STR, &w_in, "ENDPOINT", "(worker) ZeroMQ endpoint to bind"},
+        {"out", LS_ARG_STR, &w_out, "ENDPOINT", "(worker) ZeroMQ endpoint of the next stage"},
+    };
+    int rc = ls_args_parse("serve", "Serves a model over HTTP (OpenAI-style /v1/completions), pipeline-parallel by plan.",
+                           spec, (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
+    if (rc) return LS_ARGS_EXIT(rc);
+    if (worker) return run_worker(model, stage, w_layers, w_bits, group, max_seqs, threads, w_in, w_out);
+    if (port < 0 || port > 65535 || max_seqs < 1 || max_seqs > 4096 || threads < 1 || max_body < 16 || mbp < 1 || mbd < 1) {
+        fprintf(stderr, "llmsys serve: --port in [0, 65535], --max-seqs in [1, 4096], --threads/--prefill-mb/--decode-mb >= 1, --max-body >= 16\n");
+        return 2;
+    }
+    ls_model_config cfg;
+    int *bits = NULL;
+    if (ls_ckpt_info(model, &cfg, &bits, NULL) != LS_OK) return ls_cli_fail();
+    free(bits);
+    ls_plan plan;
+    int have_plan = 0;
+    if (plan_path) {
+        if (ls_plan_read(plan_path, cfg.n_layer, &plan) != LS_OK) return ls_cli_fail();
+        have_plan = 1;
+    }
+    /* block the stop signals in every thread; the main thread waits for them below */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    ls_server_opts o = ls_server_defaults();
+    o.model = model;
+    o.plan = have_plan ? &plan : NULL;
+    o.self = ls_cli_self();
+    o.host = host;
+    o.port = port;
+    o.max_seqs = max_seqs;
+    o.nthreads = threads;
+    o.max_body = (size_t)max_body;
+    o.mb_prefill = mbp;
+    o.mb_decode = mbd;
+    o.model_name = name;
+    ls_server *s;
+    rc = ls_server_start(&s, &o);
+    if (have_plan) ls_plan_free(&plan);
+    if (rc != LS_OK) return ls_cli_fail();
+    printf("llmsys serve: %s on http://%s:%d with %d stage(s) (POST /v1/completions, GET /health, GET /metrics)\n", model,
+           host, ls_server_port(s), ls_server_num_stages(s));
+    fflush(stdout);
+    if (port_file) {
+        char buf[32];
+        int n = snprintf(buf, sizeof buf, "%d\n", ls_server_port(s));
+        if (ls_file_write_atomic(port_file, buf, (size_t)n) != LS_OK) {
+            ls_server_stop(s);
+            return ls_cli_fail();
+        }
+    }
+    int sig = 0;
+    sigwait(&set, &sig);
+    printf("llmsys serve: signal %d, shutting down\n", sig);
+    ls_server_stop(s);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- profile */
+
+int cmd_profile(int argc, char **argv) {
+    fprintf(stderr, "llmsys profile: not built yet\n");
     return 1;
 }
 
-int cmd_quantize(int argc, char **argv) { return todo("quantize"); }
-int cmd_serve(int argc, char **argv) { return todo("serve"); }
-int cmd_profile(int argc, char **argv) { return todo("profile"); }
-int demo_serve(const ls_demo_ctx *ctx) { return todo("demo serve"); }
+int demo_serve(const ls_demo_ctx *ctx) {
+    fprintf(stderr, "llmsys demo serve: not built yet\n");
+    return 1;
+}

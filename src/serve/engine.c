@@ -497,3 +497,22 @@ int ls_engine_eval_text(ls_engine *e, const char *path, size_t max_bytes, double
     if (rc == LS_OK) *bpb = sum / (double)count / log(2.0);
     return rc;
 }
+
+int ls_ckpt_info(const char *path, ls_model_config *cfg, int **bits, int *group) {
+    ls_st_file *f;
+    *bits = NULL;
+    LS_TRY(ls_st_open(path, &f));
+    int g = 64, rc = read_config(f, cfg);
+    if (rc == LS_OK) {
+        *bits = malloc(sizeof(int) * cfg->n_layer);
+        rc = *bits ? read_quant_meta(f, cfg->n_layer, &g, *bits) : ls_err(LS_ENOMEM, "out of memory");
+    }
+    ls_st_close(f);
+    if (rc) {
+        free(*bits);
+        *bits = NULL;
+    } else if (group) {
+        *group = g;
+    }
+    return rc;
+}
