@@ -871,6 +871,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (cs->too_big) {
             char m[128];
             snprintf(m, sizeof m, "request body exceeds the limit of %zu bytes", s->o.max_body);
+            pthread_mutex_lock(&s->mu);
+            s->m_rejected++;
+            pthread_mutex_unlock(&s->mu);
             return send_error(c, 413, "invalid_request_error", m);
         }
         return handle_completion(s, c, cs);

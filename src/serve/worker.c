@@ -48,6 +48,9 @@ int ls_serve_worker_run(const ls_worker_opts *o) {
     if (zmq_bind(in, o->in_addr) != 0) { rc = ls_err(LS_ENET, "%s: bind %s: %s", what, o->in_addr, zmq_strerror(zmq_errno())); goto done; }
     if (zmq_connect(out, o->out_addr) != 0) { rc = ls_err(LS_ENET, "%s: connect %s: %s", what, o->out_addr, zmq_strerror(zmq_errno())); goto done; }
     double busy = 0.0;
+    /* test hook: slows every micro-batch so tests can kill a stage mid-request */
+    const char *delay_env = getenv("LLMSYS_SERVE_STAGE_DELAY_MS");
+    int delay_ms = delay_env ? atoi(delay_env) : 0;
     float *outbuf = NULL;
     size_t outcap = 0;
     for (;;) {
@@ -90,6 +93,7 @@ int ls_serve_worker_run(const ls_worker_opts *o) {
             if (stop) break;
             continue;
         }
+        if (delay_ms > 0) ls_sleep_ms(delay_ms);
         double t0 = ls_now();
         int nseq = (int)h.nseq;
         size_t seq_bytes = (size_t)nseq * sizeof(ls_engine_seq);

@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "llmsys/model.h"
 #include "llmsys/safetensors.h"
