@@ -27,6 +27,7 @@
 
 #include "llmsys/model.h"
 #include "llmsys/quant.h"
+#include "llmsys/train.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -89,9 +90,13 @@ int ls_engine_score(ls_engine *e, const int *tokens, int n, float *nll);
 /* Greedy generation in slot 0: prefill the prompt in one call, then one token per step;
  * stops after EOS, n_new tokens or a full context. */
 int ls_engine_generate(ls_engine *e, const int *prompt, int n_prompt, int n_new, int *out, int *n_out);
-/* Bits per byte of a text file under an engine: windows of n_ctx bytes, every byte after
- * the first of each window predicted. max_bytes > 0 limits the text read. */
-int ls_engine_eval_text(ls_engine *e, const char *path, size_t max_bytes, double *bpb);
+/* Whole-model engines only: the same evaluation as ls_eval_tokens (train.h) - windows of
+ * T tokens, BOS targets not counted, bits per text byte - but through this engine's
+ * (quantized) kernels. This is what `llmsys eval` calls for a quantized checkpoint. */
+int ls_engine_eval_tokens(ls_engine *e, const uint16_t *tokens, size_t n, int T, size_t max_tokens,
+                          ls_eval_result *r);
+/* 1 if the checkpoint at path is quantized ("llmsys.quant" metadata), 0 if not, < 0 on error. */
+int ls_ckpt_is_quantized(const char *path);
 
 /* ---------------------------------------------------------------- plan file */
 

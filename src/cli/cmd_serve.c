@@ -11,6 +11,7 @@
 #include "cli/cli.h"
 #include "llmsys/core.h"
 #include "llmsys/serve.h"
+#include "llmsys/train.h"
 
 /* Parses "4,4,8" into a malloc'd array; returns the count or -1. */
 static int parse_int_list(const char *s, int **out) {
@@ -45,23 +46,65 @@ static int parse_int_list(const char *s, int **out) {
 
 /* ---------------------------------------------------------------- quantize */
 
+/* Held-out bits/byte of the fp32 checkpoint (the training module's evaluator) and of an
+ * engine over the same split and windows. */
+static int eval_pair(const char *fp32_path, ls_engine *e, const ls_strlist *paths, double heldout, size_t max_tokens,
+                     double *bpb_f, double *bpb_q) {
+    ls_corpus_opts co = ls_corpus_defaults();
+    co.heldout_frac = heldout;
+    ls_corpus *c;
+    LS_TRY(ls_corpus_load(&c, paths->v, paths->n, &co));
+    size_t n;
+    const uint16_t *tok = ls_corpus_tokens(c, LS_SPLIT_HELDOUT, &n);
+    int T = ls_engine_config(e)->n_ctx;
+    ls_eval_result rf, rq;
+    ls_model *m = NULL;
+    int rc = ls_engine_eval_tokens(e, tok, n, T, max_tokens, &rq);
+    if (rc == LS_OK && bpb_f) rc = ls_ckpt_load(fp32_path, LS_CKPT_WEIGHTS, &m, NULL);
+    if (rc == LS_OK && bpb_f) rc = ls_eval_tokens(m, tok, n, T, 8, max_tokens, &rf);
+    if (m) ls_model_free(m);
+    ls_corpus_free(c);
+    if (rc == LS_OK) {
+        if (bpb_f) *bpb_f = rf.bits_per_byte;
+        *bpb_q = rq.bits_per_byte;
+    }
+    return rc;
+}
+
+static int quantize_main(const char *model, const char *out, const char *bits_map, int bits, int group,
+                         const ls_strlist *evalp, double heldout, int64_t eval_tokens, const char *report);
+
 int cmd_quantize(int argc, char **argv) {
-    const char *model = NULL, *out = NULL, *bits_map = NULL, *eval = NULL, *report = NULL;
+    const char *model = NULL, *out = NULL, *bits_map = NULL, *report = NULL;
+    ls_strlist eval = {0};
     int bits = 0, group = 64;
-    int64_t eval_bytes = 0;
+    int64_t eval_tokens = 0;
+    double heldout = 0.05;
     ls_arg spec[] = {
         {"model", LS_ARG_STR, &model, "PATH", "fp32 checkpoint to quantize", 1},
         {"out", LS_ARG_STR, &out, "PATH", "quantized checkpoint to write", 1},
         {"bits", LS_ARG_INT, &bits, "B", "one width for every layer: 16, 8, 4 or 3"},
         {"bits-map", LS_ARG_STR, &bits_map, "FILE", "per-layer widths: JSON {\"bits\":[..]} or a list of integers"},
         {"group", LS_ARG_INT, &group, "G", "columns per quantization group: 32, 64, 128, 256 (default 64)"},
-        {"eval", LS_ARG_STR, &eval, "TEXT", "also report held-out bits/byte on this text, fp32 vs quantized"},
-        {"eval-bytes", LS_ARG_I64, &eval_bytes, "N", "evaluate at most N bytes of TEXT (default all)"},
+        {"eval", LS_ARG_STR_LIST, &eval, "PATH", "also report held-out bits/byte on this corpus, fp32 vs quantized"},
+        {"heldout", LS_ARG_FLOAT, &heldout, "FRAC", "held-out share of the corpus, as in training (default 0.05)"},
+        {"eval-tokens", LS_ARG_I64, &eval_tokens, "N", "evaluate at most N tokens (default all)"},
         {"report", LS_ARG_STR, &report, "FILE", "write a JSON summary"},
     };
     int rc = ls_args_parse("quantize", "Quantizes a checkpoint, each layer at its own bit width (group-wise RTN).", spec,
                            (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
-    if (rc) return LS_ARGS_EXIT(rc);
+    if (rc) {
+        ls_strlist_free(&eval);
+        return LS_ARGS_EXIT(rc);
+    }
+    rc = quantize_main(model, out, bits_map, bits, group, &eval, heldout, eval_tokens, report);
+    ls_strlist_free(&eval);
+    return rc;
+}
+
+static int quantize_main(const char *model, const char *out, const char *bits_map, int bits, int group,
+                         const ls_strlist *evalp, double heldout, int64_t eval_tokens, const char *report) {
+    const ls_strlist eval = *evalp;
     if ((bits != 0) == (bits_map != NULL)) {
         fprintf(stderr, "llmsys quantize: give exactly one of --bits B or --bits-map FILE\n");
         return 2;
@@ -104,16 +147,10 @@ int cmd_quantize(int argc, char **argv) {
            (double)cfg.n_layer * (4.0 * cfg.d_model * cfg.d_model + 2.0 * cfg.d_model * cfg.d_ff) * 4 / 1048576.0);
     double bpb_q = 0, bpb_f = 0;
     int erc = LS_OK;
-    if (eval) {
-        ls_engine *ef;
-        erc = ls_engine_eval_text(e, eval, (size_t)eval_bytes, &bpb_q);
-        if (erc == LS_OK) erc = ls_engine_open(&ef, model, NULL);
-        if (erc == LS_OK) {
-            erc = ls_engine_eval_text(ef, eval, (size_t)eval_bytes, &bpb_f);
-            ls_engine_free(ef);
-        }
+    if (eval.n) {
+        erc = eval_pair(model, e, &eval, heldout, (size_t)eval_tokens, &bpb_f, &bpb_q);
         if (erc == LS_OK)
-            printf("held-out bits/byte on %s: fp32 %.4f, quantized %.4f (%+.4f)\n", eval, bpb_f, bpb_q, bpb_q - bpb_f);
+            printf("held-out bits/byte: fp32 %.4f, quantized %.4f (%+.4f)\n", bpb_f, bpb_q, bpb_q - bpb_f);
     }
     ls_engine_free(e);
     if (erc != LS_OK) {
@@ -128,7 +165,7 @@ int cmd_quantize(int argc, char **argv) {
         cJSON_AddItemToObject(j, "bits", cJSON_CreateIntArray(map, n));
         cJSON_AddNumberToObject(j, "weight_bytes", (double)qbytes);
         cJSON_AddNumberToObject(j, "seconds", tq);
-        if (eval) {
+        if (eval.n) {
             cJSON_AddNumberToObject(j, "bpb_fp32", bpb_f);
             cJSON_AddNumberToObject(j, "bpb_quantized", bpb_q);
         }

@@ -426,24 +426,29 @@ static int require_whole(const ls_engine *e, const char *what) {
     return LS_OK;
 }
 
-int ls_engine_score(ls_engine *e, const int *tokens, int n, float *nll) {
-    LS_TRY(require_whole(e, "score"));
-    if (n < 2 || n > e->cfg.n_ctx) return ls_err(LS_EINVAL, "score: %d tokens (need 2..%d)", n, e->cfg.n_ctx);
+/* nll[k] = -log p(tok[k+1] | tok[..k]) for k < T over the T inputs tok[0..T). */
+static int score_window(ls_engine *e, const int *tok, int T, float *nll) {
     int V = e->cfg.vocab;
-    float *lg = malloc(sizeof(float) * (size_t)n * V);
+    float *lg = malloc(sizeof(float) * (size_t)T * V);
     if (!lg) return ls_err(LS_ENOMEM, "score: out of memory");
-    ls_engine_seq s = {0, 0, n};
-    int rc = ls_engine_forward(e, &s, 1, tokens, NULL, lg, 1);
-    for (int t = 0; rc == LS_OK && t < n - 1; t++) {
+    ls_engine_seq s = {0, 0, T};
+    int rc = ls_engine_forward(e, &s, 1, tok, NULL, lg, 1);
+    for (int t = 0; rc == LS_OK && t < T; t++) {
         const float *r = lg + (size_t)t * V;
         float mx = r[0];
         for (int v = 1; v < V; v++) mx = r[v] > mx ? r[v] : mx;
         double sum = 0.0;
         for (int v = 0; v < V; v++) sum += exp((double)(r[v] - mx));
-        nll[t] = (float)(log(sum) + mx - r[tokens[t + 1]]);
+        nll[t] = (float)(log(sum) + mx - r[tok[t + 1]]);
     }
     free(lg);
     return rc;
+}
+
+int ls_engine_score(ls_engine *e, const int *tokens, int n, float *nll) {
+    LS_TRY(require_whole(e, "score"));
+    if (n < 2 || n > e->cfg.n_ctx) return ls_err(LS_EINVAL, "score: %d tokens (need 2..%d)", n, e->cfg.n_ctx);
+    return score_window(e, tokens, n - 1, nll);
 }
 
 int ls_engine_generate(ls_engine *e, const int *prompt, int n_prompt, int n_new, int *out, int *n_out) {
@@ -469,33 +474,45 @@ int ls_engine_generate(ls_engine *e, const int *prompt, int n_prompt, int n_new,
     return rc;
 }
 
-int ls_engine_eval_text(ls_engine *e, const char *path, size_t max_bytes, double *bpb) {
+int ls_engine_eval_tokens(ls_engine *e, const uint16_t *tokens, size_t n, int T, size_t max_tokens, ls_eval_result *r) {
+    memset(r, 0, sizeof *r);
     LS_TRY(require_whole(e, "eval"));
-    char *text;
-    size_t len;
-    LS_TRY(ls_file_read(path, &text, &len));
-    if (max_bytes > 0 && len > max_bytes) len = max_bytes;
-    int T = e->cfg.n_ctx;
-    if (len < 2) {
-        free(text);
-        return ls_err(LS_EINVAL, "%s: too short to evaluate (%zu bytes)", path, len);
-    }
-    int *tok = malloc(sizeof(int) * T);
-    float *nll = malloc(sizeof(float) * T);
+    if (T < 1 || T > e->cfg.n_ctx) return ls_err(LS_EINVAL, "eval seq %d outside [1, %d]", T, e->cfg.n_ctx);
+    if (max_tokens > 0 && max_tokens + 1 < n) n = max_tokens + 1;
+    size_t windows = n > 0 ? (n - 1) / (size_t)T : 0;
+    if (windows == 0) return ls_err(LS_EINVAL, "too little data to evaluate: %zu tokens, need at least %d", n, T + 1);
+    int *tok = malloc(sizeof(int) * (size_t)(T + 1));
+    float *nll = malloc(sizeof(float) * (size_t)T);
     double sum = 0.0;
-    size_t count = 0;
     int rc = tok && nll ? LS_OK : ls_err(LS_ENOMEM, "eval: out of memory");
-    for (size_t at = 0; rc == LS_OK && at + 1 < len; at += (size_t)T) {
-        int n = (int)(len - at < (size_t)T ? len - at : (size_t)T);
-        if (n < 2) break;
-        for (int i = 0; i < n; i++) tok[i] = (unsigned char)text[at + i];
-        rc = ls_engine_score(e, tok, n, nll);
-        for (int i = 0; rc == LS_OK && i < n - 1; i++) sum += nll[i];
-        count += (size_t)(n - 1);
+    for (size_t w = 0; rc == LS_OK && w < windows; w++) {
+        /* window w predicts tokens[wT+1 .. wT+T]: score T+1 tokens would exceed the context,
+         * so run the T inputs and read each position's log-prob of the next token */
+        for (int k = 0; k <= T; k++) tok[k] = tokens[w * (size_t)T + (size_t)k];
+        rc = score_window(e, tok, T, nll);
+        for (int k = 0; rc == LS_OK && k < T; k++) {
+            int y = tok[k + 1];
+            if (y == LS_TOK_BOS) continue; /* BOS always follows EOS: no information */
+            sum += nll[k];
+            r->tokens++;
+            if (y < 256) r->bytes++;
+        }
     }
-    free(tok), free(nll), free(text);
-    if (rc == LS_OK) *bpb = sum / (double)count / log(2.0);
-    return rc;
+    free(tok), free(nll);
+    LS_TRY(rc);
+    if (r->tokens == 0 || r->bytes == 0) return ls_err(LS_EINVAL, "no text to evaluate");
+    r->loss = sum / (double)r->tokens;
+    r->bits_per_byte = sum / log(2.0) / (double)r->bytes;
+    r->perplexity = exp(r->loss);
+    return LS_OK;
+}
+
+int ls_ckpt_is_quantized(const char *path) {
+    ls_st_file *f;
+    LS_TRY(ls_st_open(path, &f));
+    int q = ls_st_meta(f, "llmsys.quant") != NULL;
+    ls_st_close(f);
+    return q;
 }
 
 int ls_ckpt_info(const char *path, ls_model_config *cfg, int **bits, int *group) {

@@ -624,13 +624,14 @@ static int parse_completion(ls_server *s, const char *body, size_t len, req *r, 
     int T = s->cfg.n_ctx;
     if (!cJSON_IsObject(j)) { snprintf(err, en, "request body must be a JSON object"); goto out; }
     if (cJSON_IsString(p)) {
+        /* a text prompt is a document start: BOS then its bytes, as in training */
         size_t n = strlen(p->valuestring);
-        r->n_prompt = n ? (int)(n > (size_t)T ? (size_t)T : n) : 1;
-        if (n >= (size_t)T) { snprintf(err, en, "prompt of %zu bytes is too long (context is %d tokens)", n, T); goto out; }
+        if (n + 1 >= (size_t)T) { snprintf(err, en, "prompt of %zu bytes is too long (context is %d tokens)", n, T); goto out; }
+        r->n_prompt = (int)n + 1;
         r->prompt = malloc(sizeof(int) * (size_t)r->n_prompt);
         if (!r->prompt) { snprintf(err, en, "out of memory"); goto out; }
-        if (!n) r->prompt[0] = LS_TOK_BOS;
-        for (size_t i = 0; i < n; i++) r->prompt[i] = (unsigned char)p->valuestring[i];
+        r->prompt[0] = LS_TOK_BOS;
+        for (size_t i = 0; i < n; i++) r->prompt[i + 1] = (unsigned char)p->valuestring[i];
     } else if (cJSON_IsArray(p) && cJSON_GetArraySize(p) > 0) {
         int n = cJSON_GetArraySize(p);
         if (n >= T) { snprintf(err, en, "prompt of %d tokens is too long (context is %d tokens)", n, T); goto out; }

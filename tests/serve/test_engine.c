@@ -136,6 +136,42 @@ static void test_qckpt_and_stages(void) {
     ls_engine_free(eq), ls_engine_free(el), ls_engine_free(a), ls_engine_free(b);
 }
 
+/* eval through the engine (fp32 weights) == the training module's evaluator */
+static void test_eval_matches_train(void) {
+    const char *docs[2] = {"the quick brown fox jumps over the lazy dog. the end of one document.",
+                           "a second, shorter document: 0123456789 and some more words to fill it up well."};
+    size_t lens[2] = {strlen(docs[0]), strlen(docs[1])};
+    ls_corpus_opts co = ls_corpus_defaults();
+    co.heldout_frac = 0.5;
+    ls_corpus *c;
+    CHECK(ls_corpus_from_docs(&c, "docs", docs, lens, 2, &co) == LS_OK);
+    size_t n;
+    const uint16_t *tok = ls_corpus_tokens(c, LS_SPLIT_ALL, &n);
+    ls_model *m;
+    CHECK(ls_ckpt_load(ckpt, LS_CKPT_WEIGHTS, &m, NULL) == LS_OK);
+    ls_eval_result rf, re, r4;
+    CHECK(ls_eval_tokens(m, tok, n, 16, 4, 0, &rf) == LS_OK);
+    int b32[8] = {32, 32, 32, 32}, b4[8] = {4, 4, 4, 4};
+    ls_engine_opts o = ls_engine_defaults();
+    o.bits = b32;
+    ls_engine *e, *e4;
+    CHECK(ls_engine_open(&e, ckpt, &o) == LS_OK);
+    o.bits = b4;
+    CHECK(ls_engine_open(&e4, ckpt, &o) == LS_OK);
+    CHECK(ls_engine_eval_tokens(e, tok, n, 16, 0, &re) == LS_OK);
+    CHECK(ls_engine_eval_tokens(e4, tok, n, 16, 0, &r4) == LS_OK);
+    CHECK_EQ_INT(re.tokens, rf.tokens);
+    CHECK_EQ_INT(re.bytes, rf.bytes);
+    CHECK_NEAR(re.bits_per_byte, rf.bits_per_byte, 1e-4);
+    fprintf(stderr, "  bits/byte: ls_eval_tokens %.5f, engine fp32 %.5f, engine 4-bit %.5f\n", rf.bits_per_byte,
+            re.bits_per_byte, r4.bits_per_byte);
+    CHECK(fabs(r4.bits_per_byte - rf.bits_per_byte) > 1e-6); /* quantization changes something */
+    CHECK_EQ_INT(ls_ckpt_is_quantized(ckpt), 0);
+    ls_engine_free(e), ls_engine_free(e4);
+    ls_model_free(m);
+    ls_corpus_free(c);
+}
+
 int main(void) {
     cfg = (ls_model_config){.vocab = LS_VOCAB, .n_ctx = 32, .n_layer = 4, .n_head = 4, .d_model = 64, .d_ff = 160};
     snprintf(ckpt, sizeof ckpt, "/tmp/llmsys_test_engine_%d.safetensors", (int)getpid());
@@ -143,6 +179,7 @@ int main(void) {
     RUN(test_vs_model);
     RUN(test_decode_batch);
     RUN(test_qckpt_and_stages);
+    RUN(test_eval_matches_train);
     unlink(ckpt);
     unlink(qckpt);
     return TEST_RESULT();
