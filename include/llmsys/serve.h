@@ -180,6 +180,23 @@ int ls_server_stage_pid(const ls_server *s, int stage);
 /* Stops HTTP and the scheduler, shuts the workers down (killing stragglers), frees s. */
 void ls_server_stop(ls_server *s);
 
+/* ---------------------------------------------------------------- profiler */
+
+typedef struct {
+    const int *bits, *batches, *seqs, *ctxs; /* grids */
+    int n_bits, n_batches, n_seqs, n_ctxs;
+    int reps;     /* timings per point; the minimum is kept */
+    int nthreads; /* kernel threads */
+} ls_profile_opts;
+
+ls_profile_opts ls_profile_defaults(void);
+/* Measures one layer of the fp32 checkpoint at each bit width over the grid, the head, and
+ * the local ZeroMQ link; *out is the profile JSON of FORMATS.md (caller deletes). */
+struct cJSON;
+int ls_profile_run(const char *model, const ls_profile_opts *o, struct cJSON **out);
+/* One-way latency and bandwidth between two local processes over ZeroMQ ipc. */
+int ls_profile_link(double *latency_s, double *bandwidth_Bps);
+
 /* ---------------------------------------------------------------- HTTP client */
 
 /* One blocking HTTP/1.1 request to host:port (for the demo, benchmarks and tests).

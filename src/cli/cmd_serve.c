@@ -290,8 +290,62 @@ int cmd_serve(int argc, char **argv) {
 /* ---------------------------------------------------------------- profile */
 
 int cmd_profile(int argc, char **argv) {
-    fprintf(stderr, "llmsys profile: not built yet\n");
-    return 1;
+    const char *model = NULL, *out = NULL, *bits_s = "16,8,4,3", *batch_s = "1,2,4,8", *seq_s = "16,32,64",
+               *ctx_s = "16,64,128";
+    int reps = 3, threads = 1;
+    ls_arg spec[] = {
+        {"model", LS_ARG_STR, &model, "PATH", "fp32 checkpoint whose layer shapes are profiled", 1},
+        {"out", LS_ARG_STR, &out, "FILE", "device profile to write (JSON, docs/plan-format.md)", 1},
+        {"bits", LS_ARG_STR, &bits_s, "LIST", "bit widths (default 16,8,4,3)"},
+        {"batches", LS_ARG_STR, &batch_s, "LIST", "micro-batch sizes (default 1,2,4,8)"},
+        {"seqs", LS_ARG_STR, &seq_s, "LIST", "prefill lengths (default 16,32,64)"},
+        {"ctxs", LS_ARG_STR, &ctx_s, "LIST", "decode context lengths (default 16,64,128)"},
+        {"reps", LS_ARG_INT, &reps, "N", "timings per point, minimum kept (default 3)"},
+        {"threads", LS_ARG_INT, &threads, "N", "kernel threads (default 1, as one serve stage)"},
+    };
+    int rc = ls_args_parse("profile", "Measures per-layer prefill/decode latency per bit width for the planner.", spec,
+                           (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
+    if (rc) return LS_ARGS_EXIT(rc);
+    int *lists[4] = {NULL, NULL, NULL, NULL}, counts[4];
+    const char *srcs[4] = {bits_s, batch_s, seq_s, ctx_s}, *names[4] = {"--bits", "--batches", "--seqs", "--ctxs"};
+    for (int i = 0; i < 4; i++) {
+        counts[i] = parse_int_list(srcs[i], &lists[i]);
+        int ok = counts[i] > 0;
+        for (int k = 0; ok && k < counts[i]; k++)
+            ok = i == 0 ? (lists[i][k] == 16 || lists[i][k] == 8 || lists[i][k] == 4 || lists[i][k] == 3) : lists[i][k] >= 1;
+        if (!ok) {
+            fprintf(stderr, "llmsys profile: %s must be a comma-separated list of %s\n", names[i],
+                    i == 0 ? "widths in {16, 8, 4, 3}" : "positive integers");
+            for (int k = 0; k < 4; k++) free(lists[k]);
+            return 2;
+        }
+    }
+    if (reps < 1 || threads < 1) {
+        fprintf(stderr, "llmsys profile: --reps and --threads must be >= 1\n");
+        for (int k = 0; k < 4; k++) free(lists[k]);
+        return 2;
+    }
+    ls_profile_opts o = ls_profile_defaults();
+    o.bits = lists[0], o.n_bits = counts[0];
+    o.batches = lists[1], o.n_batches = counts[1];
+    o.seqs = lists[2], o.n_seqs = counts[2];
+    o.ctxs = lists[3], o.n_ctxs = counts[3];
+    o.reps = reps, o.nthreads = threads;
+    cJSON *j = NULL;
+    double t0 = ls_now();
+    rc = ls_profile_run(model, &o, &j);
+    for (int k = 0; k < 4; k++) free(lists[k]);
+    if (rc != LS_OK) return ls_cli_fail();
+    rc = ls_json_write_file(out, j);
+    if (rc == LS_OK) {
+        cJSON *lk = cJSON_GetObjectItem(j, "link");
+        printf("profile of %s written to %s in %.1f s: %d prefill and %d decode points; link %.1f us, %.2f GB/s\n", model, out,
+               ls_now() - t0, cJSON_GetArraySize(cJSON_GetObjectItem(j, "prefill")),
+               cJSON_GetArraySize(cJSON_GetObjectItem(j, "decode")), cJSON_GetObjectItem(lk, "latency_s")->valuedouble * 1e6,
+               cJSON_GetObjectItem(lk, "bandwidth_Bps")->valuedouble / 1e9);
+    }
+    cJSON_Delete(j);
+    return rc == LS_OK ? 0 : ls_cli_fail();
 }
 
 int demo_serve(const ls_demo_ctx *ctx) {
