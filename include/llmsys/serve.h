@@ -204,6 +204,18 @@ int ls_profile_link(double *latency_s, double *bandwidth_Bps);
 int ls_http_request(const char *host, int port, const char *method, const char *path, const char *body,
                     double timeout_s, int *status, char **resp);
 
+typedef struct {
+    int ok, failed, tokens;
+    double seconds, tokens_per_s;
+    double mean_latency_s; /* per request */
+    double mean_tpot_s;    /* request latency / its completion tokens, averaged */
+} ls_load_result;
+
+/* Sends n_requests greedy completions (max_tokens each, prompts round-robin) from
+ * `concurrency` client threads and measures throughput and time per output token. */
+int ls_http_load(const char *host, int port, const char *const *prompts, int n_prompts, int concurrency, int n_requests,
+                 int max_tokens, ls_load_result *res);
+
 #ifdef __cplusplus
 }
 #endif
