@@ -52,7 +52,7 @@ typedef struct {
 
 /* Builds and solves the MIP for one candidate. cutoff: only solutions below it matter. */
 static int solve_one(const ls_plan_problem *p, const int *order, int mb_pre, int mb_dec, double limit_s,
-                     double cutoff, ilp_result *res) {
+                     double cutoff, const ls_plan *start, ilp_result *res) {
     const ls_plan_arch *a = p->arch;
     const ls_plan_cluster *cl = p->cl;
     int L = a->n_layer, N = cl->n_dev, n = p->wl.gen;
@@ -111,7 +111,9 @@ static int solve_one(const ls_plan_problem *p, const int *order, int mb_pre, int
                 if (!(p->bits_mask & (1 << k)) || !isfinite(lp[j][k]) || !isfinite(ld[j][k])) continue;
                 if (lw[k] + kv + baseM[j] > cl->dev[order[j]].usable_bytes) continue;
                 double c = lp[j][k] + p->theta * p->omega[i * NB + k];
-                Cbc_addCol(m, "", 0, 1, c, 1, 0, NULL, NULL);
+                char nm[48];
+                snprintf(nm, sizeof nm, "z_%d_%d_%d", i, j, k); /* CBC maps MIP starts by name */
+                Cbc_addCol(m, nm, 0, 1, c, 1, 0, NULL, NULL);
                 ZC(&zm, i, j, k) = ncol++;
             }
     int cPmax = ncol++, cR = ncol++;
@@ -187,6 +189,33 @@ static int solve_one(const ls_plan_problem *p, const int *order, int mb_pre, int
                 for (int k = 0; k < NB; k++)
                     if (ZC(&zm, i, j, k) >= 0 && (rc = row_add(&r, ZC(&zm, i, j, k), p->omega[i * NB + k]))) goto done;
         Cbc_addRow(m, "", r.n, r.idx, r.val, 'L', p->qmax);
+    }
+    /* warm start from a plan of the same candidate (the DP's), when it has one */
+    int same = start && start->n_stage == N && start->mb_prefill == mb_pre && start->mb_decode == mb_dec;
+    for (int j = 0; same && j < N; j++) same = start->dev[j] == order[j];
+    if (same) {
+        int *idx = malloc(sizeof(int) * (size_t)ncol);
+        double *val = malloc(sizeof(double) * (size_t)ncol);
+        if (idx && val) {
+            int cnt = 0, ok = 1;
+            for (int j = 0; j < N; j++)
+                for (int i = start->begin[j]; i < start->begin[j + 1]; i++) {
+                    int col = ZC(&zm, i, j, ls_plan_bits_index(start->bits[i]));
+                    if (col < 0) ok = 0;
+                    else idx[cnt] = col, val[cnt++] = 1;
+                }
+            double maxP = 0, maxD = 0, sumD = 0;
+            for (int j = 0; j < N; j++) {
+                maxP = start->stage_prefill_s[j] > maxP ? start->stage_prefill_s[j] : maxP;
+                maxD = start->stage_decode_s[j] > maxD ? start->stage_decode_s[j] : maxD;
+                sumD += start->stage_decode_s[j];
+            }
+            idx[cnt] = cPmax, val[cnt++] = maxP;
+            idx[cnt] = cR, val[cnt++] = md * maxD > sumD ? md * maxD : sumD;
+            if (ok) Cbc_setMIPStartI(m, cnt, idx, val);
+        }
+        free(idx);
+        free(val);
     }
     Cbc_setMaximumSeconds(m, limit_s > 0.05 ? limit_s : 0.05);
     Cbc_setAllowableFractionGap(m, 1e-6);
@@ -271,7 +300,8 @@ int plan_ilp(const ls_plan_problem *p, ls_plan *out) {
     /* visit candidates best first (a cheap screening by the DP; each MIP is still exact) */
     int ncr = 0;
     ls_plan tmp;
-    if (plan_splitquant(p, &tmp, 1, co, cm, &ncr) != LS_OK || ncr != nc) {
+    int have_start = plan_splitquant(p, &tmp, 1, co, cm, &ncr) == LS_OK;
+    if (!have_start || ncr != nc) {
         for (int o = 0, t = 0; o < n_orders; o++)
             for (int q = 0; q < n_mb; q++, t++) co[t] = o, cm[t] = q;
     }
@@ -292,7 +322,7 @@ int plan_ilp(const ls_plan_problem *p, ls_plan *out) {
         }
         double lim = left / (nc - t) * (t == 0 ? 2.0 : 1.0);
         if (lim > left) lim = left;
-        rc = solve_one(p, orders[co[t]], mbs[cm[t]][0], mbs[cm[t]][1], lim, best, res);
+        rc = solve_one(p, orders[co[t]], mbs[cm[t]][0], mbs[cm[t]][1], lim, best, have_start ? &tmp : NULL, res);
         if (rc == LS_EINFEASIBLE) {
             rc = LS_OK;
             visited++;

@@ -97,7 +97,7 @@ typedef struct {
     int n, cap;
 } label_pool;
 
-enum { K_LABELS = 6 };
+enum { K_LABELS = 4 };
 
 typedef struct {
     int idx[K_LABELS];
@@ -224,6 +224,7 @@ static int dp_run(dp_ctx *c, double tau, label_pool *lp, label_set *sets, ls_pla
     SET(0, 0).idx[0] = rid;
     SET(0, 0).n = 1;
     const double *om = c->p->omega;
+    double slack = c->p->qmax - c->qtail[0] + 1e-12;
     double delta[LS_PLAN_MAX_LAYER], prefix[LS_PLAN_MAX_LAYER + 1];
     for (int a = 0; a < L; a++) {
         int jlo = 0, jhi = N - 1;
@@ -236,11 +237,25 @@ static int dp_run(dp_ctx *c, double tau, label_pool *lp, label_set *sets, ls_pla
         if (!any) continue;
         for (int lo = 0; lo < NB; lo++) {
             if (!(c->p->bits_mask & (1 << lo))) continue;
-            for (int hi = lo; hi < NB; hi++) {
-                if (!(c->p->bits_mask & (1 << hi))) continue;
+            /* a stage mixes at most two adjacent allowed widths (or uses one) */
+            int next = lo + 1;
+            while (next < NB && !(c->p->bits_mask & (1 << next))) next++;
+            /* one width alone is the c_hi = 0 option of the pair with the next width */
+            for (int hi = next < NB ? next : lo; hi < NB; hi = NB) {
                 int nd = 0;
                 double qlo = 0;
-                for (int b = a + 1; b <= L; b++) {
+                /* longest stage any position could hold at lo within memory and tau */
+                int kmax = 0;
+                for (int j = jlo; j <= jhi; j++) {
+                    double km = floor((c->cap[j] - c->baseM[j]) / (c->kv + c->lw[lo]));
+                    if (c->ld[j][lo] > 0 && isfinite(tau)) {
+                        double kd = floor((tau - c->baseD[j]) / c->ld[j][lo]);
+                        if (kd < km) km = kd;
+                    }
+                    if (km > kmax) kmax = km > L ? L : (int)km;
+                }
+                int bend = a + kmax < L ? a + kmax : L;
+                for (int b = a + 1; b <= bend; b++) {
                     /* insert delta of layer b-1 keeping delta sorted descending */
                     double dl = om[(b - 1) * NB + lo] - om[(b - 1) * NB + hi];
                     int pos = nd;
@@ -289,6 +304,8 @@ static int dp_run(dp_ctx *c, double tau, label_pool *lp, label_set *sets, ls_pla
                             double P = c->baseP[j] + (k - ch) * c->lp[j][lo] + ch * c->lp[j][hi];
                             double D = d0 + ch * (c->ld[j][hi] - c->ld[j][lo]);
                             double q = qlo - prefix[ch];
+                            /* quality spent beyond the best widths cannot exceed the slack */
+                            if (q - (c->qtail[a] - c->qtail[b]) > slack) continue;
                             label_set *src = &SET(j, a);
                             for (int s = 0; s < src->n; s++) {
                                 const label *pl = &lp->pool[src->idx[s]];
@@ -375,8 +392,8 @@ static int dp_candidate(dp_ctx *c, label_pool *lp, label_set *sets, ls_plan *bes
     for (int j = 0; j < local.n_stage; j++)
         if (local.stage_decode_s[j] > tau0) tau0 = local.stage_decode_s[j];
     double best_tau = tau0, tau = tau0;
-    int steps = coarse ? 8 : 28;
-    double ratio = coarse ? 0.88 : 0.965;
+    int steps = coarse ? 2 : 12;
+    double ratio = coarse ? 0.8 : 0.95;
     for (int s = 0; s < steps; s++) {
         tau *= ratio;
         int f = 0;
@@ -387,7 +404,7 @@ static int dp_candidate(dp_ctx *c, label_pool *lp, label_set *sets, ls_plan *bes
     }
     if (!coarse) {
         /* refine: the tight threshold of the best plan, and a few steps either side */
-        for (double r = 0.99; r >= 0.94; r -= 0.01) {
+        for (double r = 0.99; r >= 0.975; r -= 0.01) {
             int f = 0;
             LS_TRY(dp_run(c, best_tau * r, lp, sets, &local, &f));
             LS_TRY(dp_run(c, best_tau / r, lp, sets, &local, &f));
@@ -448,7 +465,8 @@ int plan_splitquant(const ls_plan_problem *p, ls_plan *out, int rank_only, int *
             x->order = o;
             x->mb = m;
             dp_setup(c, p, orders[o], mbs[m][0], mbs[m][1]);
-            c->incumbent = INFINITY;
+            /* prune by the best plan so far, except when the ILP wants every candidate ranked */
+            c->incumbent = rank_only ? INFINITY : best.objective * (1 + 1e-12);
             ls_plan one;
             memset(&one, 0, sizeof one);
             one.objective = INFINITY;
@@ -466,7 +484,7 @@ int plan_splitquant(const ls_plan_problem *p, ls_plan *out, int rank_only, int *
         *n_cand_out = nc;
     }
     /* refinement of the most promising candidates */
-    int n_refine = nc < 3 ? nc : 3;
+    int n_refine = nc < 2 ? nc : 2;
     for (int i = 0; i < n_refine && isfinite(cs[i].obj); i++) {
         dp_setup(c, p, orders[cs[i].order], mbs[cs[i].mb][0], mbs[cs[i].mb][1]);
         c->incumbent = best.objective * (1 + 1e-12);
