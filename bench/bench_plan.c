@@ -63,7 +63,7 @@ int main(int argc, char **argv) {
             continue;
         }
         ls_plan_problem *pb = malloc(sizeof *pb);
-        ls_plan *pl = malloc(sizeof *pl);
+        ls_plan_result *pl = malloc(sizeof *pl);
         res_t r[NA];
         memset(r, 0, sizeof r);
         ls_plan_workload wl = {cl->batch ? cl->batch : 32, cl->prompt ? cl->prompt : 512, cl->gen ? cl->gen : 100};

@@ -16,8 +16,8 @@
  *     ls_plan_problem pb; ls_plan_problem_init(&pb, &arch, cl, (ls_plan_workload){32, 512, 100});
  *     ls_plan_quality_default(&arch, pb.omega);          // or _from_checkpoint / _from_file
  *     ls_plan_problem_set_quality(&pb, (ls_plan_qtarget){LS_PLAN_Q_BITS, 4});
- *     ls_plan plan; ls_plan_solve(&pb, LS_PLAN_ALGO_SPLITQUANT, &plan);
- *     ls_plan_write(&pb, &plan, "plan.json");
+ *     ls_plan_result plan; ls_plan_solve(&pb, LS_PLAN_ALGO_SPLITQUANT, &plan);
+ *     ls_plan_result_write(&pb, &plan, "plan.json");
  *
  * The objective (seconds for one batch; throughput = batch*gen / time):
  *   T = sum_j P_j + (m_p - 1) max_j P_j + (gen - 1) max(sum_j D_j, m_d max_j D_j) + theta * Q
@@ -235,7 +235,7 @@ typedef struct {
     double ilp_gap;     /* relative gap (ILP), 0 when proven optimal */
     int ilp_optimal;    /* every ILP subproblem proven optimal */
     int n_candidates;   /* outer (order, micro-batch) candidates examined */
-} ls_plan;
+} ls_plan_result;
 
 /* Fills defaults: quality none, all bits allowed, ILP time limit 10 s. omega gets the
  * default profile of arch. */
@@ -250,24 +250,24 @@ int ls_plan_problem_validate(const ls_plan_problem *p);
  * contiguous stages, allowed bits, memory within every device's budget, quality target.
  * LS_EINVAL for a malformed plan, LS_EINFEASIBLE (message names the device and GB over)
  * when memory or quality is violated; predicted fields are filled either way. */
-int ls_plan_evaluate(const ls_plan_problem *p, ls_plan *plan);
+int ls_plan_evaluate(const ls_plan_problem *p, ls_plan_result *plan);
 
 /* Solves with algo. LS_EINFEASIBLE with a message saying what is missing (GB short on
  * which devices, or the best reachable quality). */
-int ls_plan_solve(const ls_plan_problem *p, ls_plan_algo algo, ls_plan *out);
+int ls_plan_solve(const ls_plan_problem *p, ls_plan_algo algo, ls_plan_result *out);
 
 /* ---------------------------------------------------------------- output */
 
 /* Plan file (FORMATS.md "llmsys-plan" v1) with the predicted fields. */
-int ls_plan_write(const ls_plan_problem *p, const ls_plan *plan, const char *path);
+int ls_plan_result_write(const ls_plan_problem *p, const ls_plan_result *plan, const char *path);
 /* The plan as a cJSON object (caller deletes); report adds per-device memory, quality,
  * solve time, vLLM export. */
-struct cJSON *ls_plan_to_json(const ls_plan_problem *p, const ls_plan *plan, int report);
+struct cJSON *ls_plan_to_json(const ls_plan_problem *p, const ls_plan_result *plan, int report);
 /* Reads a plan file back (stages, bits, micro-batches); device names are matched against
  * the cluster in stage order. */
-int ls_plan_read(const char *path, const ls_plan_problem *p, ls_plan *out);
+int ls_plan_result_read(const char *path, const ls_plan_problem *p, ls_plan_result *out);
 /* vLLM launch arguments: "--pipeline-parallel-size N" and VLLM_PP_LAYER_PARTITION. */
-int ls_plan_export_vllm(const ls_plan_problem *p, const ls_plan *plan, const char *path);
+int ls_plan_export_vllm(const ls_plan_problem *p, const ls_plan_result *plan, const char *path);
 
 #ifdef __cplusplus
 }

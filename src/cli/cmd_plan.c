@@ -36,7 +36,7 @@ static int load_indicator(ls_plan_problem *pb, const char *how, const char *mode
     return ls_plan_quality_from_file(how, pb->arch, pb->omega);
 }
 
-static void print_plan(const ls_plan_problem *pb, const ls_plan *pl) {
+static void print_plan(const ls_plan_problem *pb, const ls_plan_result *pl) {
     printf("plan (%s) for %s on %s, batch %d, prompt %d, gen %d:\n", ls_plan_algo_name(pl->algo), pb->arch->name,
            pb->cl->name, pb->wl.batch, pb->wl.prompt, pb->wl.gen);
     printf("  %-5s %-12s %-9s %-22s %9s %9s %9s\n", "stage", "device", "layers", "bits (3/4/8/16)", "mem GB",
@@ -156,7 +156,7 @@ static int plan_serve(int argc, char **argv) {
         free(pb);
         goto done;
     }
-    ls_plan *pl = malloc(sizeof *pl);
+    ls_plan_result *pl = malloc(sizeof *pl);
     if (!pl) {
         free(pb);
         ret = 1;
@@ -167,7 +167,7 @@ static int plan_serve(int argc, char **argv) {
         ret = ls_cli_fail();
     } else {
         if (!quiet) print_plan(pb, pl);
-        if (out && (rc = ls_plan_write(pb, pl, out))) ret = ls_cli_fail();
+        if (out && (rc = ls_plan_result_write(pb, pl, out))) ret = ls_cli_fail();
         if (!ret && report) {
             cJSON *j = ls_plan_to_json(pb, pl, 1);
             rc = j ? ls_json_write_file(report, j) : ls_err(LS_ENOMEM, "report");
@@ -276,7 +276,7 @@ static int demo_case(ls_plan_catalog *cat, const char *cluster, const char *mode
     }
     ls_plan_workload wl = {cl->batch ? cl->batch : 32, cl->prompt ? cl->prompt : 512, cl->gen ? cl->gen : 100};
     ls_plan_problem *pb = malloc(sizeof *pb);
-    ls_plan *pl = malloc(sizeof *pl * LS_PLAN_ALGO_COUNT);
+    ls_plan_result *pl = malloc(sizeof *pl * LS_PLAN_ALGO_COUNT);
     int ret = 0;
     if (!pb || !pl || ls_plan_problem_init(pb, &arch, cl, wl)) {
         ret = 1;
@@ -297,7 +297,7 @@ static int demo_case(ls_plan_catalog *cat, const char *cluster, const char *mode
                             LS_PLAN_ALGO_ILP};
     for (int t = 0; t < 5; t++) {
         ls_plan_algo al = order[t];
-        ls_plan *x = &pl[al];
+        ls_plan_result *x = &pl[al];
         int rc = al == LS_PLAN_ALGO_UNIFORM ? 0 : ls_plan_solve(pb, al, x);
         if (rc) {
             printf("  %-10s %s\n", ls_plan_algo_name(al), ls_errmsg());

@@ -409,7 +409,7 @@ int ls_plan_problem_validate(const ls_plan_problem *p) {
 
 /* ---------------------------------------------------------------- evaluation */
 
-int ls_plan_evaluate(const ls_plan_problem *p, ls_plan *pl) {
+int ls_plan_evaluate(const ls_plan_problem *p, ls_plan_result *pl) {
     const ls_plan_arch *a = p->arch;
     const ls_plan_cluster *cl = p->cl;
     const ls_plan_workload *w = &p->wl;

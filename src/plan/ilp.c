@@ -47,12 +47,12 @@ typedef struct {
     double bound;    /* proven lower bound */
     int optimal;     /* proven optimal or proven no better than the cutoff */
     int has_sol;
-    ls_plan plan;
+    ls_plan_result plan;
 } ilp_result;
 
 /* Builds and solves the MIP for one candidate. cutoff: only solutions below it matter. */
 static int solve_one(const ls_plan_problem *p, const int *order, int mb_pre, int mb_dec, double limit_s,
-                     double cutoff, const ls_plan *start, ilp_result *res) {
+                     double cutoff, const ls_plan_result *start, ilp_result *res) {
     const ls_plan_arch *a = p->arch;
     const ls_plan_cluster *cl = p->cl;
     int L = a->n_layer, N = cl->n_dev, n = p->wl.gen;
@@ -231,7 +231,7 @@ static int solve_one(const ls_plan_problem *p, const int *order, int mb_pre, int
     }
     const double *x = Cbc_bestSolution(m);
     if (x && !Cbc_isProvenInfeasible(m)) {
-        ls_plan *pl = &res->plan;
+        ls_plan_result *pl = &res->plan;
         memset(pl, 0, sizeof *pl);
         pl->n_stage = N;
         pl->mb_prefill = mb_pre;
@@ -281,7 +281,7 @@ done:
     return rc;
 }
 
-int plan_ilp(const ls_plan_problem *p, ls_plan *out) {
+int plan_ilp(const ls_plan_problem *p, ls_plan_result *out) {
     enum { MAX_ORDERS = 24 };
     int L = p->arch->n_layer, N = p->cl->n_dev;
     if (N > L) return ls_err(LS_EINFEASIBLE, "%d devices but only %d layers", N, L);
@@ -299,7 +299,7 @@ int plan_ilp(const ls_plan_problem *p, ls_plan *out) {
     }
     /* visit candidates best first (a cheap screening by the DP; each MIP is still exact) */
     int ncr = 0;
-    ls_plan tmp;
+    ls_plan_result tmp;
     int have_start = plan_splitquant(p, &tmp, 1, co, cm, &ncr) == LS_OK;
     if (!have_start || ncr != nc) {
         for (int o = 0, t = 0; o < n_orders; o++)

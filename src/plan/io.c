@@ -10,7 +10,7 @@
 #include "llmsys/plan.h"
 
 /* vLLM's per-stage layer counts "a,b,c". */
-static void partition_str(const ls_plan *pl, char *buf, size_t n) {
+static void partition_str(const ls_plan_result *pl, char *buf, size_t n) {
     buf[0] = 0;
     for (int j = 0; j < pl->n_stage; j++) {
         size_t l = strlen(buf);
@@ -18,7 +18,7 @@ static void partition_str(const ls_plan *pl, char *buf, size_t n) {
     }
 }
 
-cJSON *ls_plan_to_json(const ls_plan_problem *p, const ls_plan *pl, int report) {
+cJSON *ls_plan_to_json(const ls_plan_problem *p, const ls_plan_result *pl, int report) {
     const ls_plan_cluster *cl = p->cl;
     cJSON *j = cJSON_CreateObject();
     if (!j) return NULL;
@@ -95,7 +95,7 @@ cJSON *ls_plan_to_json(const ls_plan_problem *p, const ls_plan *pl, int report) 
     return j;
 }
 
-int ls_plan_write(const ls_plan_problem *p, const ls_plan *pl, const char *path) {
+int ls_plan_result_write(const ls_plan_problem *p, const ls_plan_result *pl, const char *path) {
     cJSON *j = ls_plan_to_json(p, pl, 0);
     if (!j) return ls_err(LS_ENOMEM, "plan JSON");
     int rc = ls_json_write_file(path, j);
@@ -103,7 +103,7 @@ int ls_plan_write(const ls_plan_problem *p, const ls_plan *pl, const char *path)
     return rc;
 }
 
-int ls_plan_export_vllm(const ls_plan_problem *p, const ls_plan *pl, const char *path) {
+int ls_plan_export_vllm(const ls_plan_problem *p, const ls_plan_result *pl, const char *path) {
     char part[4 * LS_PLAN_MAX_DEV + 8];
     partition_str(pl, part, sizeof part);
     size_t cap = 4096 + (size_t)p->arch->n_layer * 64;
@@ -125,7 +125,7 @@ int ls_plan_export_vllm(const ls_plan_problem *p, const ls_plan *pl, const char 
     return rc;
 }
 
-int ls_plan_read(const char *path, const ls_plan_problem *p, ls_plan *out) {
+int ls_plan_result_read(const char *path, const ls_plan_problem *p, ls_plan_result *out) {
     cJSON *j;
     LS_TRY(ls_json_read_file(path, &j));
     memset(out, 0, sizeof *out);

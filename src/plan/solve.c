@@ -213,7 +213,7 @@ static void dp_setup(dp_ctx *c, const ls_plan_problem *p, const int *order, int 
  * the order holds one stage of >= 1 layer. A stage [a, b) on position j mixes two bit
  * widths lo < hi (or one): as many layers at hi as memory and tau allow (best quality),
  * or none. Writes the best complete plan into best when it beats best->objective. */
-static int dp_run(dp_ctx *c, double tau, label_pool *lp, label_set *sets, ls_plan *best, int *found) {
+static int dp_run(dp_ctx *c, double tau, label_pool *lp, label_set *sets, ls_plan_result *best, int *found) {
     int L = c->L, N = c->N;
     lp->n = 0;
     for (int i = 0; i < (N + 1) * (L + 1); i++) sets[i].n = 0;
@@ -340,7 +340,7 @@ static int dp_run(dp_ctx *c, double tau, label_pool *lp, label_set *sets, ls_pla
     }
     if (bi < 0) return LS_OK;
     /* rebuild the plan */
-    ls_plan pl;
+    ls_plan_result pl;
     memset(&pl, 0, sizeof pl);
     pl.n_stage = N;
     pl.mb_prefill = c->mb_pre;
@@ -381,8 +381,8 @@ static int dp_run(dp_ctx *c, double tau, label_pool *lp, label_set *sets, ls_pla
 
 /* Runs the DP for one candidate over a descending grid of decode thresholds, then refines
  * around the best. Returns the best objective found (INFINITY when none). */
-static int dp_candidate(dp_ctx *c, label_pool *lp, label_set *sets, ls_plan *best, int *found, int coarse) {
-    ls_plan local;
+static int dp_candidate(dp_ctx *c, label_pool *lp, label_set *sets, ls_plan_result *best, int *found, int coarse) {
+    ls_plan_result local;
     memset(&local, 0, sizeof local);
     local.objective = INFINITY;
     int lf = 0;
@@ -427,7 +427,7 @@ static int cmp_cand(const void *x, const void *y) {
     return a < b ? -1 : a > b;
 }
 
-int plan_splitquant(const ls_plan_problem *p, ls_plan *out, int rank_only, int *cand_order, int *cand_mb,
+int plan_splitquant(const ls_plan_problem *p, ls_plan_result *out, int rank_only, int *cand_order, int *cand_mb,
                     int *n_cand_out) {
     enum { MAX_ORDERS = 24 };
     int(*orders)[LS_PLAN_MAX_DEV] = malloc(sizeof(int[LS_PLAN_MAX_DEV]) * MAX_ORDERS);
@@ -454,7 +454,7 @@ int plan_splitquant(const ls_plan_problem *p, ls_plan *out, int rank_only, int *
         rc = ls_err(LS_ENOMEM, "planner");
         goto done;
     }
-    ls_plan best;
+    ls_plan_result best;
     memset(&best, 0, sizeof best);
     best.objective = INFINITY;
     int found = 0;
@@ -467,7 +467,7 @@ int plan_splitquant(const ls_plan_problem *p, ls_plan *out, int rank_only, int *
             dp_setup(c, p, orders[o], mbs[m][0], mbs[m][1]);
             /* prune by the best plan so far, except when the ILP wants every candidate ranked */
             c->incumbent = rank_only ? INFINITY : best.objective * (1 + 1e-12);
-            ls_plan one;
+            ls_plan_result one;
             memset(&one, 0, sizeof one);
             one.objective = INFINITY;
             int f = 0;
@@ -509,7 +509,7 @@ done:
 
 /* Evaluates a fixed partition for every uniform bit width from high to low; keeps the first
  * that fits memory (and, unless ignore_q, the quality target). */
-static int try_uniform_bits(const ls_plan_problem *p, ls_plan *pl, int ignore_q) {
+static int try_uniform_bits(const ls_plan_problem *p, ls_plan_result *pl, int ignore_q) {
     for (int k = NB - 1; k >= 0; k--) {
         if (!(p->bits_mask & (1 << k))) continue;
         for (int i = 0; i < p->arch->n_layer; i++) pl->bits[i] = (unsigned char)ls_plan_bits[k];
@@ -525,10 +525,10 @@ static int try_uniform_bits(const ls_plan_problem *p, ls_plan *pl, int ignore_q)
     return LS_EINFEASIBLE;
 }
 
-static int plan_uniform(const ls_plan_problem *p, ls_plan *out) {
+static int plan_uniform(const ls_plan_problem *p, ls_plan_result *out) {
     int L = p->arch->n_layer, N = p->cl->n_dev;
     if (N > L) return ls_err(LS_EINFEASIBLE, "%d devices but only %d layers", N, L);
-    ls_plan pl;
+    ls_plan_result pl;
     memset(&pl, 0, sizeof pl);
     pl.n_stage = N;
     pl.mb_prefill = pl.mb_decode = (p->wl.batch + N - 1) / N;
@@ -543,8 +543,8 @@ static int plan_uniform(const ls_plan_problem *p, ls_plan *out) {
 
 /* PipeEdge: the best partition and device order at one bit width (the DP restricted to a
  * single width), one micro-batch size for both phases. */
-static int plan_pipeedge(const ls_plan_problem *p, ls_plan *out) {
-    ls_plan best;
+static int plan_pipeedge(const ls_plan_problem *p, ls_plan_result *out) {
+    ls_plan_result best;
     int found = 0;
     memset(&best, 0, sizeof best);
     best.objective = INFINITY;
@@ -553,7 +553,7 @@ static int plan_pipeedge(const ls_plan_problem *p, ls_plan *out) {
         ls_plan_problem q = *p;
         q.bits_mask = 1 << k;
         q.fix_mb = 1;
-        ls_plan pl;
+        ls_plan_result pl;
         int rc = plan_splitquant(&q, &pl, 0, NULL, NULL, NULL);
         if (rc == LS_EINFEASIBLE) continue;
         if (rc) return rc;
@@ -567,10 +567,10 @@ static int plan_pipeedge(const ls_plan_problem *p, ls_plan *out) {
 
 /* AdaBits: layers split in proportion to usable memory, then on every device the highest
  * bits its memory allows (two adjacent widths mixed to fill it); quality is not consulted. */
-static int plan_adabits(const ls_plan_problem *p, ls_plan *out) {
+static int plan_adabits(const ls_plan_problem *p, ls_plan_result *out) {
     int L = p->arch->n_layer, N = p->cl->n_dev;
     if (N > L) return ls_err(LS_EINFEASIBLE, "%d devices but only %d layers", N, L);
-    ls_plan pl;
+    ls_plan_result pl;
     memset(&pl, 0, sizeof pl);
     pl.n_stage = N;
     pl.mb_prefill = pl.mb_decode = (p->wl.batch + N - 1) / N;
@@ -617,7 +617,7 @@ static int plan_adabits(const ls_plan_problem *p, ls_plan *out) {
 
 /* ---------------------------------------------------------------- exhaustive (tests) */
 
-static int brute_rec(const ls_plan_problem *p, ls_plan *pl, int j, int i, ls_plan *best, int *found) {
+static int brute_rec(const ls_plan_problem *p, ls_plan_result *pl, int j, int i, ls_plan_result *best, int *found) {
     int L = p->arch->n_layer, N = p->cl->n_dev;
     if (j == N) {
         if (i != L) return LS_OK;
@@ -646,7 +646,7 @@ static int brute_rec(const ls_plan_problem *p, ls_plan *pl, int j, int i, ls_pla
     return LS_OK;
 }
 
-static int plan_brute(const ls_plan_problem *p, ls_plan *out) {
+static int plan_brute(const ls_plan_problem *p, ls_plan_result *out) {
     int L = p->arch->n_layer, N = p->cl->n_dev;
     if (L > 8 || N > 4) return ls_err(LS_EINVAL, "brute force is for tiny problems (<= 8 layers, <= 4 devices)");
     if (N > L) return LS_EINFEASIBLE;
@@ -654,7 +654,7 @@ static int plan_brute(const ls_plan_problem *p, ls_plan *out) {
     int orders[MAX_ORDERS][LS_PLAN_MAX_DEV], mbs[64][2], n_orders, n_mb;
     plan_orders(p->cl, MAX_ORDERS, orders, &n_orders);
     plan_microbatches(p, N, mbs, &n_mb);
-    ls_plan best, pl;
+    ls_plan_result best, pl;
     memset(&best, 0, sizeof best);
     best.objective = INFINITY;
     int found = 0;
@@ -713,7 +713,7 @@ static int explain_infeasible(const ls_plan_problem *p) {
         ls_plan_problem q = *p;
         q.qmax = INFINITY;
         q.theta = 1e9;
-        ls_plan pl;
+        ls_plan_result pl;
         if (plan_splitquant(&q, &pl, 0, NULL, NULL, NULL) == LS_OK)
             return ls_err(LS_EINFEASIBLE,
                           "quality target unreachable: at most %.4g allowed, the best plan that fits memory reaches "
@@ -726,7 +726,7 @@ static int explain_infeasible(const ls_plan_problem *p) {
                   a->name, cl->name);
 }
 
-int ls_plan_solve(const ls_plan_problem *p, ls_plan_algo algo, ls_plan *out) {
+int ls_plan_solve(const ls_plan_problem *p, ls_plan_algo algo, ls_plan_result *out) {
     LS_TRY(ls_plan_problem_validate(p));
     memset(out, 0, sizeof *out);
     double t0 = ls_now();

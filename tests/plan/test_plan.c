@@ -88,7 +88,7 @@ static void test_terms_one_layer(void) {
 
 /* ---------------------------------------------------------------- validity */
 
-static void check_valid(const ls_plan_problem *pb, const ls_plan *pl, const char *what) {
+static void check_valid(const ls_plan_problem *pb, const ls_plan_result *pl, const char *what) {
     int L = pb->arch->n_layer;
     int seen[LS_PLAN_MAX_LAYER] = {0};
     CHECK_MSG(pl->begin[0] == 0 && pl->begin[pl->n_stage] == L, "%s: coverage", what);
@@ -110,7 +110,7 @@ static void check_valid(const ls_plan_problem *pb, const ls_plan *pl, const char
         int n0 = pb->cl->dev[pl->dev[s - 1]].node, n1 = pb->cl->dev[pl->dev[s]].node, n2 = pb->cl->dev[pl->dev[s + 1]].node;
         CHECK_MSG(!(n0 == n2 && n1 != n0), "%s: node split in the pipeline", what);
     }
-    ls_plan copy = *pl;
+    ls_plan_result copy = *pl;
     CHECK_MSG(ls_plan_evaluate(pb, &copy) == LS_OK, "%s: evaluate: %s", what, ls_errmsg());
     CHECK_NEAR(copy.objective, pl->objective, 1e-9 * pl->objective);
 }
@@ -123,7 +123,7 @@ static void test_plans_valid(void) {
         CHECK(ls_plan_cluster_load(cat, clusters[c], &cl) == LS_OK);
         CHECK(ls_plan_catalog_model(cat, cl->model, &a) == LS_OK);
         ls_plan_problem *pb = malloc(sizeof *pb);
-        ls_plan *pl = malloc(sizeof *pl);
+        ls_plan_result *pl = malloc(sizeof *pl);
         CHECK(ls_plan_problem_init(pb, &a, cl, (ls_plan_workload){cl->batch, cl->prompt, cl->gen}) == LS_OK);
         CHECK(ls_plan_problem_set_quality(pb, (ls_plan_qtarget){LS_PLAN_Q_BITS, 4}) == LS_OK);
         double sq = 0, pe = 0;
@@ -165,7 +165,7 @@ static void brute_case(const char *cluster_json, ls_plan_arch a, ls_plan_workloa
     CHECK(ls_plan_cluster_load(cat, path, &cl) == LS_OK);
     if (!cl) return;
     ls_plan_problem *pb = malloc(sizeof *pb);
-    ls_plan *bf = malloc(sizeof *bf), *il = malloc(sizeof *il), *sq = malloc(sizeof *sq);
+    ls_plan_result *bf = malloc(sizeof *bf), *il = malloc(sizeof *il), *sq = malloc(sizeof *sq);
     CHECK(ls_plan_problem_init(pb, &a, cl, w) == LS_OK);
     CHECK(ls_plan_problem_set_quality(pb, q) == LS_OK);
     pb->time_limit_s = 20;
@@ -333,14 +333,14 @@ static void test_plan_file_roundtrip(void) {
     CHECK(ls_plan_cluster_load(cat, "llmpq-2", &cl) == LS_OK);
     CHECK(ls_plan_catalog_model(cat, "opt-30b", &a) == LS_OK);
     ls_plan_problem *pb = malloc(sizeof *pb);
-    ls_plan *pl = malloc(sizeof *pl), *back = malloc(sizeof *back);
+    ls_plan_result *pl = malloc(sizeof *pl), *back = malloc(sizeof *back);
     CHECK(ls_plan_problem_init(pb, &a, cl, (ls_plan_workload){32, 512, 100}) == LS_OK);
     CHECK(ls_plan_solve(pb, LS_PLAN_ALGO_SPLITQUANT, pl) == LS_OK);
     char path[512], vl[512];
     tmp_path(path, sizeof path, "plan.json");
     tmp_path(vl, sizeof vl, "vllm.sh");
-    CHECK(ls_plan_write(pb, pl, path) == LS_OK);
-    CHECK_MSG(ls_plan_read(path, pb, back) == LS_OK, "%s", ls_errmsg());
+    CHECK(ls_plan_result_write(pb, pl, path) == LS_OK);
+    CHECK_MSG(ls_plan_result_read(path, pb, back) == LS_OK, "%s", ls_errmsg());
     CHECK_EQ_INT(back->n_stage, pl->n_stage);
     for (int i = 0; i < 48; i++) CHECK_EQ_INT(back->bits[i], pl->bits[i]);
     CHECK_NEAR(back->objective, pl->objective, 1e-12 * pl->objective);
@@ -390,7 +390,7 @@ static void test_bad_input(void) {
     CHECK(ls_plan_cluster_load(cat, "llmpq-8", &cl) == LS_OK);
     CHECK(ls_plan_catalog_model(cat, "opt-30b", &a) == LS_OK);
     ls_plan_problem *pb = malloc(sizeof *pb);
-    ls_plan *pl = malloc(sizeof *pl);
+    ls_plan_result *pl = malloc(sizeof *pl);
     CHECK(ls_plan_problem_init(pb, &a, cl, (ls_plan_workload){-3, 512, 100}) == LS_OK);
     CHECK(ls_plan_solve(pb, LS_PLAN_ALGO_SPLITQUANT, pl) == LS_EINVAL);
     pb->wl = (ls_plan_workload){32, 4000, 100};
