@@ -193,7 +193,8 @@ static int solve_one(const ls_plan_problem *p, const int *order, int mb_pre, int
     /* warm start from a plan of the same candidate (the DP's), when it has one */
     int same = start && start->n_stage == N && start->mb_prefill == mb_pre && start->mb_decode == mb_dec;
     for (int j = 0; same && j < N; j++) same = start->dev[j] == order[j];
-    if (same) {
+    /* CBC's MIP-start repair can stall on the large (> 8 device) models: warm start small ones */
+    if (same && N <= 8) {
         int *idx = malloc(sizeof(int) * (size_t)ncol);
         double *val = malloc(sizeof(double) * (size_t)ncol);
         if (idx && val) {
