@@ -52,7 +52,7 @@ struct ls_model {
     float *encoded, *lnf, *lnf_mean, *lnf_rstd, *logits, *probs, *losses;
     layer_acts *layers;
     /* backward scratch */
-    float *dres, *dln, *dqkv, *datty, *dfch, *dfch_gelu, *datt, *dlogits;
+    float *dres, *dln, *dqkv, *datty, *dfch_gelu, *datt, *dlogits;
     int *tokens, *targets;
     int has_targets, n_valid;
 
@@ -208,7 +208,7 @@ static int ensure_acts(ls_model *m, int B, int T) {
     size_t L = (size_t)m->cfg.n_layer, A = (size_t)B * m->cfg.n_head * T * T;
     size_t per_layer = N * C + 2 * N + 3 * N * C + A + N * C + N * C + N * C + 2 * N + 2 * N * F + N * C;
     size_t need = N * C + L * per_layer + N * C + 2 * N + 2 * N * V + N /* forward */
-                  + N * C + N * C + 3 * N * C + N * C + 2 * N * F + A + N * V; /* backward */
+                  + N * C + N * C + 3 * N * C + N * C + N * F + A + N * V; /* backward */
     if (!m->layers) {
         m->layers = calloc(L, sizeof *m->layers);
         if (!m->layers) return ls_err(LS_ENOMEM, "model: out of memory");
@@ -259,7 +259,6 @@ static int ensure_acts(ls_model *m, int B, int T) {
     TAKE(m->dln, N * C);
     TAKE(m->dqkv, 3 * N * C);
     TAKE(m->datty, N * C);
-    TAKE(m->dfch, N * F);
     TAKE(m->dfch_gelu, N * F);
     TAKE(m->datt, A);
     TAKE(m->dlogits, N * V);
@@ -372,10 +371,9 @@ int ls_model_backward_checked(ls_model *m) {
         PROF(memory, memset(m->dfch_gelu, 0, N * F * sizeof(float)));
         PROF(matmul, ls_matmul_backward(m->dfch_gelu, G(m, LI(l, LT_FCPW)), G(m, LI(l, LT_FCPB)), m->dres, a->fch_gelu,
                            P(m, LI(l, LT_FCPW)), (int)N, F, C));
-        PROF(memory, memset(m->dfch, 0, N * F * sizeof(float)));
-        PROF(gelu, ls_gelu_backward(m->dfch, a->fch, m->dfch_gelu, (int)(N * F)));
+        PROF(gelu, ls_gelu_backward_inplace(m->dfch_gelu, a->fch, (int)(N * F))); /* now d(loss)/d(fch) */
         PROF(memory, memset(m->dln, 0, N * C * sizeof(float)));
-        PROF(matmul, ls_matmul_backward(m->dln, G(m, LI(l, LT_FCW)), G(m, LI(l, LT_FCB)), m->dfch, a->ln2, P(m, LI(l, LT_FCW)),
+        PROF(matmul, ls_matmul_backward(m->dln, G(m, LI(l, LT_FCW)), G(m, LI(l, LT_FCB)), m->dfch_gelu, a->ln2, P(m, LI(l, LT_FCW)),
                            (int)N, C, F));
         PROF(layernorm, ls_layernorm_backward(m->dres, G(m, LI(l, LT_LN2W)), G(m, LI(l, LT_LN2B)), m->dln, a->res2,
                               P(m, LI(l, LT_LN2W)), a->ln2_mean, a->ln2_rstd, (int)N, C));

@@ -10,6 +10,13 @@
 #include <stdint.h>
 #include <string.h>
 
+/* A parallel region costs microseconds even on an idle machine, and far more on a busy
+ * one (a barrier waits for a descheduled thread): loops with less work than this many
+ * elements run on the calling thread. Depends only on sizes, so results stay
+ * deterministic. */
+#define PAR_MIN_WORK 65536L
+#define PAR_WORTH(work) ((work) >= PAR_MIN_WORK)
+
 /* Channel block for column reductions (bias / LayerNorm parameter gradients): a thread
  * owns CBLK consecutive channels and sums over all rows in row order. */
 #define CBLK 32
@@ -29,7 +36,7 @@ void ls_blas_threads_pop(int saved) {
  * so the M rows of C are split across OpenMP threads, one single-threaded sgemm each.
  * The split depends only on the shape and the thread count (deterministic results). */
 static int gemm_parts(int M, int N, int K) {
-    int parts = ((long)M * N * K) < (1L << 18) ? 1 : omp_get_max_threads(); /* tiny: one thread */
+    int parts = ((long)M * N * K) < (1L << 22) ? 1 : omp_get_max_threads(); /* < ~100 µs: one thread */
     int panels = (M + 15) / 16;                                               /* whole 16-row panels */
     return parts > panels ? (panels > 0 ? panels : 1) : parts;
 }
@@ -72,7 +79,7 @@ static inline float exp_small(float x) {
     float r = (x - fn * 0.693145751953125f) - fn * 1.428606765330187e-06f;
     float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.6666667e-1f + r * (4.1666668e-2f + r * (8.3333338e-3f +
                                            r * (1.3888889e-3f + r * 1.9841270e-4f))))));
-    int32_t bits = ((int32_t)fn + 127) << 23;
+    uint32_t bits = (uint32_t)((int32_t)fn + 127) << 23; /* fn >= -126 for x >= -87 */
     float sc;
     memcpy(&sc, &bits, sizeof sc);
     return p * sc;
@@ -119,7 +126,7 @@ static void softmax_bwd_row(float *restrict d, const float *restrict p, int n, i
 
 void ls_encoder_forward(float *out, const int *tokens, const float *wte, const float *wpe, int B, int T, int C) {
     // out (B,T,C), tokens (B,T), wte (V,C), wpe (maxT,C)
-#pragma omp parallel for schedule(static) if (B * T > 1)
+#pragma omp parallel for schedule(static) if (PAR_WORTH((long)B * T * C))
     for (int n = 0; n < B * T; n++) {
         const float *e = wte + (size_t)tokens[n] * C, *p = wpe + (size_t)(n % T) * C;
         float *o = out + (size_t)n * C;
@@ -131,7 +138,7 @@ void ls_encoder_backward(float *dwte, float *dwpe, const float *dout, const int 
     // dwte (V,C), dwpe (maxT,C), dout (B,T,C). Rows of dwte are hit by repeated tokens, so
     // threads split the channels instead of the positions.
     int nblk = (C + CBLK - 1) / CBLK;
-#pragma omp parallel
+#pragma omp parallel if (PAR_WORTH((long)B * T * C))
     {
 #pragma omp for schedule(static) nowait
         for (int blk = 0; blk < nblk; blk++) {
@@ -160,13 +167,15 @@ void ls_encoder_backward(float *dwte, float *dwpe, const float *dout, const int 
 void ls_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
                           int N, int C) {
     // out (N,C), mean (N), rstd (N), inp (N,C), w (C), b (C)
-#pragma omp parallel for schedule(static) if (N > 1)
+#pragma omp parallel for schedule(static) if (PAR_WORTH((long)N * C))
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C;
         float m = 0.0f;
+#pragma omp simd reduction(+ : m)
         for (int c = 0; c < C; c++) m += x[c];
         m /= (float)C;
         float v = 0.0f;
+#pragma omp simd reduction(+ : v)
         for (int c = 0; c < C; c++) {
             float d = x[c] - m;
             v += d * d;
@@ -185,13 +194,14 @@ void ls_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
     // dinp (N,C) += ..., dw (C) += Σ dout·norm, db (C) += Σ dout. Rows and channel blocks
     // write disjoint outputs, so both loops share one parallel region without a barrier.
     int nblk = (C + CBLK - 1) / CBLK;
-#pragma omp parallel
+#pragma omp parallel if (PAR_WORTH((long)N * C))
     {
 #pragma omp for schedule(static) nowait
         for (int n = 0; n < N; n++) {
             const float *x = inp + (size_t)n * C, *d = dout + (size_t)n * C;
             float m = mean[n], s = rstd[n];
             float dmean = 0.0f, dnorm_norm = 0.0f;
+#pragma omp simd reduction(+ : dmean, dnorm_norm)
             for (int c = 0; c < C; c++) {
                 float norm = (x[c] - m) * s, dn = d[c] * w[c];
                 dmean += dn;
@@ -260,7 +270,7 @@ void ls_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
     int pa = dinp ? gemm_parts(N, IC, OC) : 0, pb = gemm_parts(OC, IC, N);
     int nblk = dbias ? (OC + CBLK - 1) / CBLK : 0;
     int saved = ls_blas_threads_push_single();
-#pragma omp parallel
+#pragma omp parallel if (pa > 1 || pb > 1 || PAR_WORTH((long)N * OC))
     {
 #pragma omp for schedule(static) nowait
         for (int k = 0; k < pa; k++)
@@ -290,7 +300,7 @@ void ls_attention_forward(float *out, float *att, const float *qkv, int B, int T
     int hs = C / NH, C3 = 3 * C;
     float scale = 1.0f / sqrtf((float)hs);
     int saved = ls_blas_threads_push_single();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (PAR_WORTH((long)B * NH * T * T * (C / NH) / 16))
     for (int bh = 0; bh < B * NH; bh++) {
         int b = bh / NH, h = bh % NH;
         const float *q = qkv + (size_t)b * T * C3 + (size_t)h * hs;
@@ -310,7 +320,7 @@ void ls_attention_backward(float *dqkv, float *scratch, const float *dout, const
     int hs = C / NH, C3 = 3 * C;
     float scale = 1.0f / sqrtf((float)hs);
     int saved = ls_blas_threads_push_single();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (PAR_WORTH((long)B * NH * T * T * (C / NH) / 16))
     for (int bh = 0; bh < B * NH; bh++) {
         int b = bh / NH, h = bh % NH;
         size_t qo = (size_t)b * T * C3 + (size_t)h * hs;
@@ -367,9 +377,19 @@ static void gelu_bwd_chunk(float *restrict dinp, const float *restrict inp, cons
     }
 }
 
+static void gelu_bwd_inplace_chunk(float *restrict d, const float *restrict inp, int n) {
+#pragma omp simd
+    for (int i = 0; i < n; i++) {
+        float x = inp[i];
+        float th = tanh_fast(GELU_S * (x + 0.044715f * x * x * x));
+        float sech2 = 1.0f - th * th;
+        d[i] *= 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_S * (1.0f + 3.0f * 0.044715f * x * x);
+    }
+}
+
 void ls_gelu_forward(float *out, const float *inp, int N) {
     int nch = (N + EW_CHUNK - 1) / EW_CHUNK;
-#pragma omp parallel for schedule(static) if (nch > 1)
+#pragma omp parallel for schedule(static) if (PAR_WORTH(N))
     for (int k = 0; k < nch; k++) {
         int i0 = k * EW_CHUNK, n = N - i0 < EW_CHUNK ? N - i0 : EW_CHUNK;
         gelu_fwd_chunk(out + i0, inp + i0, n);
@@ -378,10 +398,19 @@ void ls_gelu_forward(float *out, const float *inp, int N) {
 
 void ls_gelu_backward(float *dinp, const float *inp, const float *dout, int N) {
     int nch = (N + EW_CHUNK - 1) / EW_CHUNK;
-#pragma omp parallel for schedule(static) if (nch > 1)
+#pragma omp parallel for schedule(static) if (PAR_WORTH(N))
     for (int k = 0; k < nch; k++) {
         int i0 = k * EW_CHUNK, n = N - i0 < EW_CHUNK ? N - i0 : EW_CHUNK;
         gelu_bwd_chunk(dinp + i0, inp + i0, dout + i0, n);
+    }
+}
+
+void ls_gelu_backward_inplace(float *d, const float *inp, int N) {
+    int nch = (N + EW_CHUNK - 1) / EW_CHUNK;
+#pragma omp parallel for schedule(static) if (PAR_WORTH(N))
+    for (int k = 0; k < nch; k++) {
+        int i0 = k * EW_CHUNK, n = N - i0 < EW_CHUNK ? N - i0 : EW_CHUNK;
+        gelu_bwd_inplace_chunk(d + i0, inp + i0, n);
     }
 }
 
@@ -390,7 +419,7 @@ void ls_gelu_backward(float *dinp, const float *inp, const float *dout, int N) {
 float ls_softmax_xent_forward(float *probs, float *losses, const float *logits, const int *targets, int N, int V,
                               int *n_valid) {
     // probs (N,V), losses (N), logits (N,V), targets (N) with -1 = ignore
-#pragma omp parallel for schedule(static) if (N > 1)
+#pragma omp parallel for schedule(static) if (PAR_WORTH((long)N * V))
     for (int n = 0; n < N; n++) {
         const float *l = logits + (size_t)n * V;
         float *p = probs + (size_t)n * V;
@@ -413,7 +442,7 @@ float ls_softmax_xent_forward(float *probs, float *losses, const float *logits, 
 }
 
 void ls_softmax_xent_backward(float *dlogits, const float *probs, const int *targets, float dloss, int N, int V) {
-#pragma omp parallel for schedule(static) if (N > 1)
+#pragma omp parallel for schedule(static) if (PAR_WORTH((long)N * V))
     for (int n = 0; n < N; n++) {
         int t = targets[n];
         if (t < 0) continue;

@@ -226,6 +226,12 @@ static void test_gelu(void) {
     ls_gelu_backward(dinp, g.inp, dout, N);
     probe p = {ge_fwd, &g, g.out, dout, N};
     check_input("gelu.inp", &p, g.inp, dinp, N);
+    /* the in-place variant gives the same numbers */
+    float *dip = malloc((size_t)N * sizeof(float));
+    memcpy(dip, dout, (size_t)N * sizeof(float));
+    ls_gelu_backward_inplace(dip, g.inp, N);
+    for (int i = 0; i < N; i++) CHECK_NEAR(dip[i], dinp[i], 1e-6 * (1 + fabs(dinp[i])));
+    free(dip);
     ge_fwd(&g);
     double maxd = 0;
     for (int i = 0; i < N; i++) {
