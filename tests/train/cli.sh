@@ -51,6 +51,7 @@ expect 1 "$o" "binary data" -- "$BIN" train --config tiny --data "$T/binary.dat"
 expect 1 "$o" "no data" -- "$BIN" train --config tiny --data "$T/empty.txt" --steps 5 --out "$o"
 expect 1 "$o" "too little training data" -- "$BIN" train --config tiny --data "$T/corpus.txt" --max-bytes 40 --steps 5 --out "$o"
 expect 1 "$o" "is a directory" -- "$BIN" "${tr_args[@]}" --steps 2 --out "$T"
+expect 1 "$o" "directory /nonexistent/dir does not exist" -- "$BIN" "${tr_args[@]}" --steps 2 --out "$o" --report /nonexistent/dir/r.json
 "$BIN" train --help > /dev/null || fail "train --help"
 
 # determinism: two runs, same seed -> the same loss sequence and the same checkpoint
