@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,6 +129,12 @@ static int relaunch_under_mpirun(int ranks, int argc, char **argv) {
 }
 
 /* ---------------------------------------------------------------- train */
+
+/* SIGINT/SIGTERM during `train`: finish the current step, save, exit 130. A signal can
+ * only reach the process through a global; it is the CLI's only one. */
+static volatile sig_atomic_t train_stop_signal = 0;
+
+static void on_stop_signal(int sig) { train_stop_signal = sig; }
 
 #define UNSET INT_MIN
 #define UNSET64 INT64_MIN
@@ -296,16 +303,20 @@ static int train_run(const train_opts *o, train_ctx *c) {
     if (rank != 0) pb.enabled = 0;
     double t0 = ls_now();
     int nl = 0;
+    int stopped = 0;
     for (int64_t s = start; s < end; s++) {
         float loss, gn;
         rc = ls_trainer_step(c->t, c->src, &loss, &gn);
         if (rc < 0) break;
+        /* ranks agree on a stop request, so all save at the same step */
+        if (ls_dist_agree(d, train_stop_signal ? LS_EBUSY : LS_OK, NULL) < 0) stopped = 1;
         losses[nl++] = loss;
         double el = ls_now() - t0, tps = (double)nl * tc->batch * tc->seq / (el > 0 ? el : 1e-9);
         ls_progress_update(&pb, nl, "loss %.4f  %.0f tok/s", loss, tps);
         if (rank == 0 && !pb.enabled && (nl % log_every == 0 || s == end - 1 || nl == 1))
             fprintf(stderr, "step %" PRId64 "/%d  loss %.4f  lr %.2e  grad-norm %.3f  %.0f tok/s\n", s + 1, tc->steps,
                     loss, ls_lr_at(&tc->opt, (int)s), gn, tps);
+        if (stopped) break;
         if (o->save_every > 0 && (s + 1) % o->save_every == 0 && s + 1 < end) {
             rc = ls_trainer_save(c->t, o->out);
             if (rc < 0) break;
@@ -331,6 +342,12 @@ static int train_run(const train_opts *o, train_ctx *c) {
     }
     free(losses);
     if (ls_dist_agree(d, rc, NULL) < 0) return collective_fail(d, rc);
+    if (stopped) {
+        if (rank == 0)
+            fprintf(stderr, "llmsys: interrupted: saved step %" PRId64 " to %s; continue with --resume %s\n",
+                    ls_trainer_step_index(c->t), o->out, o->out);
+        return 130;
+    }
     return 0;
 }
 
@@ -446,7 +463,16 @@ int cmd_train(int argc, char **argv) {
         return ls_cli_fail();
     }
     set_threads(o.threads, c.d);
+    struct sigaction sa, old_int, old_term;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    train_stop_signal = 0;
     rc = train_run(&o, &c);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
     train_ctx_free(&c);
     ls_dist_free(c.d);
     ls_strlist_free(&o.data.paths);

@@ -77,6 +77,24 @@ l2=$(tr -d ' \n\t' < "$T/h2.json" | grep -o '"losses":\[[^]]*\]' | sed 's/.*\[//
 expect 2 "$o" "come from the checkpoint" -- "$BIN" train --data "$T/corpus.txt" --resume "$T/h.st" --batch 8 --out "$o"
 expect 1 "$o" "not an llmsys checkpoint\|malformed\|safetensors\|header" -- "$BIN" train --data "$T/corpus.txt" --resume "$T/corpus.txt" --out "$o"
 
+# SIGTERM mid-run: the current step finishes, the checkpoint is saved, exit 130, and the
+# run continues from there with --resume
+timeout -s KILL 60 "$BIN" "${tr_args[@]}" --steps 100000 --log-every 1 --out "$T/sig.st" > /dev/null 2> "$T/sig.err" &
+pid=$!
+for _ in $(seq 1 300); do grep -q '^step 3/' "$T/sig.err" && break; sleep 0.1; done
+kill -TERM "$pid" 2> /dev/null
+wait "$pid"
+rc=$?
+[ "$rc" -eq 130 ] || { fail "SIGTERM: exit $rc, want 130"; cat "$T/sig.err"; }
+k=$(grep -o 'interrupted: saved step [0-9]*' "$T/sig.err" | grep -o '[0-9]*$')
+if [ -n "$k" ] && [ -s "$T/sig.st" ]; then
+  "$BIN" train --data "$T/corpus.txt" --threads 1 --resume "$T/sig.st" --stop-at $((k + 2)) --out "$T/sig2.st" 2>&1 |
+    grep -q "trained steps $k..$((k + 2)) of 100000" || fail "resume after SIGTERM"
+else
+  fail "SIGTERM: no checkpoint or message"
+  cat "$T/sig.err"
+fi
+
 # eval: numbers on the held-out split; bad input
 "$BIN" eval --threads 1 --model "$T/a.st" --data "$T/corpus.txt" --report "$T/e.json" > "$T/eval.txt" 2>&1 || fail "eval"
 grep -q "bits/byte" "$T/eval.txt" || fail "eval prints no bits/byte"
