@@ -821,7 +821,8 @@ int demo_core(const ls_demo_ctx *ctx) {
     free(paths);
     if (rc < 0) return ls_cli_fail();
     double h_held = ls_corpus_unigram_entropy(c, LS_SPLIT_HELDOUT);
-    printf("corpus: %d documents (license texts, C headers), %zu train / %zu held-out bytes, unigram entropy %.3f "
+    printf("corpus: %d documents (license texts, C headers), %zu train / %zu held-out bytes, held-out unigram entropy "
+           "%.3f "
            "bits/byte\n",
            ls_corpus_num_docs(c), ls_corpus_num_bytes(c, LS_SPLIT_TRAIN), ls_corpus_num_bytes(c, LS_SPLIT_HELDOUT),
            h_held);
@@ -880,16 +881,16 @@ int demo_core(const ls_demo_ctx *ctx) {
                 printf("%s: %.3f s/step -> %d steps\n", refined ? "re-calibrated" : "calibrated", per, steps);
                 fflush(stdout);
             }
-            if (!refined) next_log = steps / 8;
+            if (!refined) next_log = s + 1 + (steps / 8 > 0 ? steps / 8 : 1);
         }
         double tps = (double)(s + 1) * tc.batch * tc.seq / (el > 0 ? el : 1e-9);
         ls_progress_update(&pb, s + 1, "loss %.4f  %.0f tok/s", loss, tps);
-        if (s + 1 == next_log || s + 1 == steps) {
+        if ((next_log > 0 && s + 1 >= next_log) || s + 1 == steps) {
             if (pb.enabled) fputs("\r\033[K", stderr);
             printf("  step %5d/%d  loss %.4f  (%.2f bits/byte)  %6.0f tok/s  %5.1f s\n", s + 1, steps, loss,
                    loss / log(2.0), tps, el);
             fflush(stdout);
-            next_log += steps / 8 > 0 ? steps / 8 : 1;
+            next_log = s + 1 + (steps / 8 > 0 ? steps / 8 : 1);
         }
     }
     ls_progress_end(&pb);
@@ -938,7 +939,7 @@ int demo_core(const ls_demo_ctx *ctx) {
     printf("  %-34s %.3f -> %.3f (mean of first/last %d steps)\n", "train loss (nats/token)", first, last, avg);
     printf("  %-34s %.3f bits/byte over %zu bytes\n", "held-out", ev.bits_per_byte, ev.bytes);
     printf("  %-34s %.3f bits/byte -> %s\n", "held-out unigram entropy", h_held,
-           below ? "model is clearly better than any byte-frequency model" : "model is NOT below it");
+           below ? "below it: the model uses context" : "model is NOT below it");
     printf("  %-34s %.3f\n", "held-out perplexity (per token)", ev.perplexity);
     printf("\nsample (temperature 0.7, top-k 40, top-p 0.95):\n");
     int pt[256], npt = 0;
