@@ -327,8 +327,8 @@ float ls_model_forward(ls_model *m, const int *tokens, const int *targets, int B
                                        C)); // (N,C) = residual + attention branch
         PROF(layernorm, ls_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, P(m, LI(l, LT_LN2W)), P(m, LI(l, LT_LN2B)),
                              (int)N, C));
-        PROF(matmul, ls_matmul_forward(a->fch, a->ln2, P(m, LI(l, LT_FCW)), P(m, LI(l, LT_FCB)), NULL, (int)N, C, F)); // (N,F)
-        PROF(gelu, ls_gelu_forward(a->fch_gelu, a->fch, (int)(N * F)));
+        /* fc + GELU fused: (N,F) pre-activation kept for backward, (N,F) activation */
+        PROF(matmul, ls_matmul_gelu_forward(a->fch, a->fch_gelu, a->ln2, P(m, LI(l, LT_FCW)), P(m, LI(l, LT_FCB)), (int)N, C, F));
         PROF(matmul, ls_matmul_forward(a->res3, a->fch_gelu, P(m, LI(l, LT_FCPW)), P(m, LI(l, LT_FCPB)), a->res2, (int)N, F,
                                        C)); // (N,C) = res2 + MLP branch
         residual = a->res3;
@@ -368,10 +368,9 @@ int ls_model_backward_checked(ls_model *m) {
         layer_acts *a = &m->layers[l];
         const float *residual = l == 0 ? m->encoded : m->layers[l - 1].res3;
         /* dres is d(loss)/d(res3) == d/d(res2 through the skip) and d/d(mlp output) */
-        PROF(memory, memset(m->dfch_gelu, 0, N * F * sizeof(float)));
-        PROF(matmul, ls_matmul_backward(m->dfch_gelu, G(m, LI(l, LT_FCPW)), G(m, LI(l, LT_FCPB)), m->dres, a->fch_gelu,
-                           P(m, LI(l, LT_FCPW)), (int)N, F, C));
-        PROF(gelu, ls_gelu_backward_inplace(m->dfch_gelu, a->fch, (int)(N * F))); /* now d(loss)/d(fch) */
+        /* mlp.proj backward fused with GELU's: dfch_gelu = d(loss)/d(fch), overwritten */
+        PROF(matmul, ls_matmul_gelu_backward(m->dfch_gelu, G(m, LI(l, LT_FCPW)), G(m, LI(l, LT_FCPB)), m->dres, a->fch_gelu,
+                                             P(m, LI(l, LT_FCPW)), a->fch, (int)N, F, C));
         PROF(memory, memset(m->dln, 0, N * C * sizeof(float)));
         PROF(matmul, ls_matmul_backward(m->dln, G(m, LI(l, LT_FCW)), G(m, LI(l, LT_FCB)), m->dfch_gelu, a->ln2, P(m, LI(l, LT_FCW)),
                            (int)N, C, F));

@@ -414,6 +414,72 @@ void ls_gelu_backward_inplace(float *d, const float *inp, int N) {
     }
 }
 
+/* ---------------------------------------------------------------- fused matmul + GELU */
+
+/* GELU over rows [r0, r1) of an (N, OC) matrix, in EW_CHUNK pieces. */
+static void gelu_rows_fwd(float *out, const float *pre, int r0, int r1, int OC) {
+    long i0 = (long)r0 * OC, i1 = (long)r1 * OC;
+    for (long i = i0; i < i1; i += EW_CHUNK) gelu_fwd_chunk(out + i, pre + i, (int)(i1 - i < EW_CHUNK ? i1 - i : EW_CHUNK));
+}
+
+static void gelu_rows_bwd(float *d, const float *pre, int r0, int r1, int IC) {
+    long i0 = (long)r0 * IC, i1 = (long)r1 * IC;
+    for (long i = i0; i < i1; i += EW_CHUNK) gelu_bwd_inplace_chunk(d + i, pre + i, (int)(i1 - i < EW_CHUNK ? i1 - i : EW_CHUNK));
+}
+
+void ls_matmul_gelu_forward(float *pre, float *out, const float *inp, const float *w, const float *bias, int N, int IC,
+                            int OC) {
+    // pre (N,OC) = inp·wᵀ + bias; out (N,OC) = gelu(pre). Each thread applies GELU to its
+    // block of rows right after its sgemm, while the block is still in cache.
+    int parts = gemm_parts(N, OC, IC);
+    if (parts == 1 && PAR_WORTH((long)N * OC)) parts = omp_get_max_threads() < N ? omp_get_max_threads() : N;
+    int saved = ls_blas_threads_push_single();
+#pragma omp parallel for schedule(static) num_threads(parts) if (parts > 1)
+    for (int k = 0; k < parts; k++) {
+        int r0, r1;
+        part_rows(k, parts, N, &r0, &r1);
+        for (int n = r0; n < r1 && bias; n++) memcpy(pre + (size_t)n * OC, bias, (size_t)OC * sizeof(float));
+        gemm_part(k, parts, CblasNoTrans, CblasTrans, N, OC, IC, 1.0f, inp, IC, w, IC, bias ? 1.0f : 0.0f, pre, OC);
+        gelu_rows_fwd(out, pre, r0, r1, OC);
+    }
+    ls_blas_threads_pop(saved);
+}
+
+void ls_matmul_gelu_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
+                             const float *gelu_pre, int N, int IC, int OC) {
+    // For y = gelu_out (N,IC) · wᵀ + b where gelu_out = gelu(gelu_pre): dinp (N,IC) is
+    // OVERWRITTEN with d(loss)/d(gelu_pre) = (dout·w) ⊙ gelu'(gelu_pre) (no memset needed);
+    // dw (OC,IC) += doutᵀ·inp and dbias (OC) += column sums accumulate as usual.
+    int pa = gemm_parts(N, IC, OC), pb = gemm_parts(OC, IC, N);
+    if (pa == 1 && PAR_WORTH((long)N * IC)) pa = omp_get_max_threads() < N ? omp_get_max_threads() : N;
+    int nblk = dbias ? (OC + CBLK - 1) / CBLK : 0;
+    int saved = ls_blas_threads_push_single();
+#pragma omp parallel if (pa > 1 || pb > 1 || PAR_WORTH((long)N * OC))
+    {
+#pragma omp for schedule(static) nowait
+        for (int k = 0; k < pa; k++) {
+            int r0, r1;
+            part_rows(k, pa, N, &r0, &r1);
+            gemm_part(k, pa, CblasNoTrans, CblasNoTrans, N, IC, OC, 1.0f, dout, OC, w, IC, 0.0f, dinp, IC);
+            gelu_rows_bwd(dinp, gelu_pre, r0, r1, IC);
+        }
+#pragma omp for schedule(static) nowait
+        for (int k = 0; k < pb; k++)
+            gemm_part(k, pb, CblasTrans, CblasNoTrans, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dw, IC);
+#pragma omp for schedule(static) nowait
+        for (int blk = 0; blk < nblk; blk++) {
+            int c0 = blk * CBLK, c1 = c0 + CBLK < OC ? c0 + CBLK : OC;
+            float g[CBLK] = {0};
+            for (int n = 0; n < N; n++) {
+                const float *d = dout + (size_t)n * OC;
+                for (int c = c0; c < c1; c++) g[c - c0] += d[c];
+            }
+            for (int c = c0; c < c1; c++) dbias[c] += g[c - c0];
+        }
+    }
+    ls_blas_threads_pop(saved);
+}
+
 /* ---------------------------------------------------------------- softmax + cross-entropy */
 
 float ls_softmax_xent_forward(float *probs, float *losses, const float *logits, const int *targets, int N, int V,

@@ -46,6 +46,18 @@ void ls_gelu_backward(float *dinp, const float *inp, const float *dout, int N);
  * memory streams over (N, 4C)). */
 void ls_gelu_backward_inplace(float *d, const float *inp, int N);
 
+/* Fused fc + GELU, the MLP's first half: pre (N,OC) = inp·wᵀ + bias, out = gelu(pre), each
+ * thread finishing its rows while they are in cache. Equal (up to the sgemm row split) to
+ * ls_matmul_forward followed by ls_gelu_forward. */
+void ls_matmul_gelu_forward(float *pre, float *out, const float *inp, const float *w, const float *bias, int N, int IC,
+                            int OC);
+/* Backward of a Linear layer whose input is gelu(gelu_pre) (the MLP's second half):
+ * dinp (N,IC) is OVERWRITTEN with (dout·w) ⊙ gelu'(gelu_pre), the gradient with respect
+ * to gelu_pre; dw and dbias accumulate. Equal (up to the sgemm row split) to zeroing dinp,
+ * then ls_matmul_backward, then ls_gelu_backward_inplace. */
+void ls_matmul_gelu_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
+                             const float *gelu_pre, int N, int IC, int OC);
+
 /* Row-wise softmax of logits (N,V) into probs and per-row loss -log p[target]
  * (0 where target == -1). Returns the mean loss over valid targets and stores their
  * count (0 valid targets -> loss 0). */
