@@ -119,7 +119,7 @@ typedef struct {
     double matmul;    /* dense Linear layers (sgemm, bias, residual, and GELU fused into the MLP), LM head */
     double attention; /* fused attention: per-head sgemm products + causal softmax */
     double layernorm, gelu, encoder, xent; /* gelu: only unfused calls (none in training) */
-    double memory; /* zeroing of gradient scratch, residual copies */
+    double memory; /* zeroing of gradient scratch, copies of the batch */
 } ls_model_prof;
 void ls_model_profile_enable(ls_model *m, int on);
 ls_model_prof ls_model_profile_get(const ls_model *m);

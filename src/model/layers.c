@@ -37,7 +37,7 @@ void ls_blas_threads_pop(int saved) {
  * The split depends only on the shape and the thread count (deterministic results). */
 static int gemm_parts(int M, int N, int K) {
     int parts = ((long)M * N * K) < (1L << 22) ? 1 : omp_get_max_threads(); /* < ~100 µs: one thread */
-    int panels = (M + 15) / 16;                                               /* whole 16-row panels */
+    int panels = (M + 15) / 16;                                             /* whole 16-row panels */
     return parts > panels ? (panels > 0 ? panels : 1) : parts;
 }
 
@@ -49,8 +49,8 @@ static void part_rows(int k, int parts, int M, int *r0, int *r1) {
     if (*r0 > M) *r0 = M;
 }
 
-static void gemm_part(int k, int parts, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha,
-                      const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+static void gemm_part(int k, int parts, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int M, int N, int K,
+                      float alpha, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
     int r0, r1;
     part_rows(k, parts, M, &r0, &r1);
     if (r1 <= r0) return;
@@ -77,8 +77,11 @@ static inline float exp_small(float x) {
     float t = x * 1.4426950408889634f;
     float fn = (t + 12582912.0f) - 12582912.0f; /* round to nearest (1.5·2^23 trick) */
     float r = (x - fn * 0.693145751953125f) - fn * 1.428606765330187e-06f;
-    float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.6666667e-1f + r * (4.1666668e-2f + r * (8.3333338e-3f +
-                                           r * (1.3888889e-3f + r * 1.9841270e-4f))))));
+    float p =
+        1.0f +
+        r * (1.0f +
+             r * (0.5f + r * (1.6666667e-1f +
+                              r * (4.1666668e-2f + r * (8.3333338e-3f + r * (1.3888889e-3f + r * 1.9841270e-4f))))));
     uint32_t bits = (uint32_t)((int32_t)fn + 127) << 23; /* fn >= -126 for x >= -87 */
     float sc;
     memcpy(&sc, &bits, sizeof sc);
@@ -164,8 +167,8 @@ void ls_encoder_backward(float *dwte, float *dwpe, const float *dout, const int 
 
 #define LN_EPS 1e-5f
 
-void ls_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
-                          int N, int C) {
+void ls_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b, int N,
+                          int C) {
     // out (N,C), mean (N), rstd (N), inp (N,C), w (C), b (C)
 #pragma omp parallel for schedule(static) if (PAR_WORTH((long)N * C))
     for (int n = 0; n < N; n++) {
@@ -419,12 +422,14 @@ void ls_gelu_backward_inplace(float *d, const float *inp, int N) {
 /* GELU over rows [r0, r1) of an (N, OC) matrix, in EW_CHUNK pieces. */
 static void gelu_rows_fwd(float *out, const float *pre, int r0, int r1, int OC) {
     long i0 = (long)r0 * OC, i1 = (long)r1 * OC;
-    for (long i = i0; i < i1; i += EW_CHUNK) gelu_fwd_chunk(out + i, pre + i, (int)(i1 - i < EW_CHUNK ? i1 - i : EW_CHUNK));
+    for (long i = i0; i < i1; i += EW_CHUNK)
+        gelu_fwd_chunk(out + i, pre + i, (int)(i1 - i < EW_CHUNK ? i1 - i : EW_CHUNK));
 }
 
 static void gelu_rows_bwd(float *d, const float *pre, int r0, int r1, int IC) {
     long i0 = (long)r0 * IC, i1 = (long)r1 * IC;
-    for (long i = i0; i < i1; i += EW_CHUNK) gelu_bwd_inplace_chunk(d + i, pre + i, (int)(i1 - i < EW_CHUNK ? i1 - i : EW_CHUNK));
+    for (long i = i0; i < i1; i += EW_CHUNK)
+        gelu_bwd_inplace_chunk(d + i, pre + i, (int)(i1 - i < EW_CHUNK ? i1 - i : EW_CHUNK));
 }
 
 void ls_matmul_gelu_forward(float *pre, float *out, const float *inp, const float *w, const float *bias, int N, int IC,

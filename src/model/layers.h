@@ -15,8 +15,8 @@ void ls_encoder_forward(float *out, const int *tokens, const float *wte, const f
 void ls_encoder_backward(float *dwte, float *dwpe, const float *dout, const int *tokens, int B, int T, int C);
 
 /* out (N,C) = (inp - mean)·rstd·w + b per row; saves mean, rstd (N) for backward. */
-void ls_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
-                          int N, int C);
+void ls_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b, int N,
+                          int C);
 void ls_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
                            const float *mean, const float *rstd, int N, int C);
 

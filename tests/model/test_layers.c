@@ -2,8 +2,8 @@
  * output is reduced to a scalar L = Σ r·out with fixed random r (in double), every input
  * element x is perturbed by ±eps, and (L(x+eps) - L(x-eps)) / 2eps is compared with the
  * analytical gradient from the layer's backward (called with dout = r). */
-#include "model/layers.h"
 #include "llmsys/core.h"
+#include "model/layers.h"
 #include "test.h"
 
 #define EPS 1e-2f
@@ -121,7 +121,8 @@ static void test_layernorm(void) {
     }
     fprintf(stderr, "  forward vs float64: max |diff| %.3g\n", maxd);
     CHECK(maxd < 1e-5);
-    free(l.out), free(l.mean), free(l.rstd), free(l.inp), free(l.w), free(l.b), free(dout), free(dinp), free(dw), free(db);
+    free(l.out), free(l.mean), free(l.rstd), free(l.inp), free(l.w), free(l.b), free(dout), free(dinp), free(dw),
+        free(db);
 }
 
 /* ---------------------------------------------------------------- matmul */
@@ -138,7 +139,8 @@ static void test_matmul(void) {
     ls_rng_seed(&r, 3);
     int N = 7, IC = 9, OC = 35;
     for (int acc = 0; acc <= 1; acc++) {
-        mm_ctx m = {zeros(N * OC), rnd(&r, N * IC, 1), rnd(&r, OC * IC, 1), rnd(&r, OC, 1), rnd(&r, N * OC, 1), N, IC, OC, acc};
+        mm_ctx m = {
+            zeros(N * OC), rnd(&r, N * IC, 1), rnd(&r, OC * IC, 1), rnd(&r, OC, 1), rnd(&r, N * OC, 1), N, IC, OC, acc};
         float *dout = rnd(&r, N * OC, 1), *dinp = zeros(N * IC), *dw = zeros(OC * IC), *db = zeros(OC);
         ls_matmul_backward(dinp, dw, db, dout, m.inp, m.w, N, IC, OC);
         probe p = {mm_fwd, &m, m.out, dout, N * OC};
@@ -155,7 +157,7 @@ static void test_matmul(void) {
                 maxd = fmax(maxd, fabs(y - m.out[n * OC + o]));
             }
         fprintf(stderr, "  forward vs float64: max |diff| %.3g\n", maxd);
-    CHECK(maxd < 1e-5);
+        CHECK(maxd < 1e-5);
         free(m.out), free(m.inp), free(m.w), free(m.b), free(m.base), free(dout), free(dinp), free(dw), free(db);
     }
 }
@@ -190,7 +192,8 @@ static void test_attention(void) {
                 for (int j = 0; j <= t; j++) {
                     double d = 0;
                     for (int i = 0; i < hs; i++)
-                        d += (double)a.qkv[(b * T + t) * 3 * C + h * hs + i] * a.qkv[(b * T + j) * 3 * C + C + h * hs + i];
+                        d += (double)a.qkv[(b * T + t) * 3 * C + h * hs + i] *
+                             a.qkv[(b * T + j) * 3 * C + C + h * hs + i];
                     s[j] = d / sqrt(hs);
                     mx = fmax(mx, s[j]);
                 }
@@ -306,8 +309,8 @@ static void test_fused_mlp(void) {
         for (int i = 0; i < OC2; i++) e3 = fmax(e3, fabs(db[i] - db2[i]));
         fprintf(stderr, "  fused vs unfused (N=%d): fwd %.2g %.2g, bwd %.2g %.2g %.2g\n", N, d1, d2, e1, e2, e3);
         CHECK(e1 < 1e-5 && e2 < 1e-4 && e3 < 1e-4);
-        free(x), free(w), free(b), free(pre), free(act), free(pre2), free(act2), free(w2), free(dy), free(dpre), free(dw),
-            free(db), free(dpre2), free(dw2), free(db2);
+        free(x), free(w), free(b), free(pre), free(act), free(pre2), free(act2), free(w2), free(dy), free(dpre),
+            free(dw), free(db), free(dpre2), free(dw2), free(db2);
     }
 }
 
