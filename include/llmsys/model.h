@@ -116,10 +116,10 @@ int ls_model_backward_checked(ls_model *m);
 /* Wall time of forward+backward by layer kind, summed while profiling is on (for the
  * benchmark; off by default). enable resets the sums. */
 typedef struct {
-    double matmul;    /* dense Linear layers (sgemm + bias), including the LM head */
+    double matmul;    /* dense Linear layers (sgemm, bias, residual, and GELU fused into the MLP), LM head */
     double attention; /* fused attention: per-head sgemm products + causal softmax */
-    double layernorm, gelu, encoder, xent;
-    double memory; /* zeroing of gradient scratch, residual copies */
+    double layernorm, gelu, encoder, xent; /* gelu: only unfused calls (none in training) */
+    double memory; /* zeroing of gradient scratch, copies of the batch */
 } ls_model_prof;
 void ls_model_profile_enable(ls_model *m, int on);
 ls_model_prof ls_model_profile_get(const ls_model *m);

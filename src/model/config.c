@@ -15,8 +15,8 @@ int ls_model_config_named(const char *name, ls_model_config *cfg) {
     if (strcmp(name, "tiny") == 0) {
         *cfg = (ls_model_config){.vocab = LS_VOCAB, .n_ctx = 64, .n_layer = 2, .n_head = 4, .d_model = 64, .d_ff = 256};
     } else if (strcmp(name, "small") == 0) {
-        *cfg = (ls_model_config){
-            .vocab = LS_VOCAB, .n_ctx = 128, .n_layer = 7, .n_head = 8, .d_model = 256, .d_ff = 1024};
+        *cfg =
+            (ls_model_config){.vocab = LS_VOCAB, .n_ctx = 128, .n_layer = 7, .n_head = 8, .d_model = 256, .d_ff = 1024};
     } else {
         return ls_err(LS_EINVAL, "unknown model config '%s' (known: tiny, small)", name);
     }
@@ -26,7 +26,8 @@ int ls_model_config_named(const char *name, ls_model_config *cfg) {
 int ls_model_config_validate(const ls_model_config *c) {
     if (!c) return ls_err(LS_EINVAL, "model config is NULL");
     if (c->vocab != LS_VOCAB) return ls_err(LS_EINVAL, "config: vocab must be %d, got %d", LS_VOCAB, c->vocab);
-    if (c->n_ctx < 1 || c->n_ctx > 8192) return ls_err(LS_EINVAL, "config: n_ctx must be in [1, 8192], got %d", c->n_ctx);
+    if (c->n_ctx < 1 || c->n_ctx > 8192)
+        return ls_err(LS_EINVAL, "config: n_ctx must be in [1, 8192], got %d", c->n_ctx);
     if (c->n_layer < 1 || c->n_layer > 256)
         return ls_err(LS_EINVAL, "config: n_layer must be in [1, 256], got %d", c->n_layer);
     if (c->d_model < 1 || c->d_model > 16384)
@@ -45,19 +46,20 @@ int ls_model_config_validate(const ls_model_config *c) {
 size_t ls_model_config_num_params(const ls_model_config *c) {
     size_t V = (size_t)c->vocab, T = (size_t)c->n_ctx, L = (size_t)c->n_layer, C = (size_t)c->d_model,
            F = (size_t)c->d_ff;
-    size_t per_layer = 2 * C                 /* ln1 */
-                       + 3 * C * C + 3 * C   /* qkv */
-                       + C * C + C           /* attn proj */
-                       + 2 * C               /* ln2 */
-                       + F * C + F           /* fc */
-                       + C * F + C;          /* mlp proj */
+    size_t per_layer = 2 * C               /* ln1 */
+                       + 3 * C * C + 3 * C /* qkv */
+                       + C * C + C         /* attn proj */
+                       + 2 * C             /* ln2 */
+                       + F * C + F         /* fc */
+                       + C * F + C;        /* mlp proj */
     return V * C + T * C + L * per_layer + 2 * C;
 }
 
 char *ls_model_config_to_json(const ls_model_config *c) {
     char buf[256];
-    int n = snprintf(buf, sizeof buf, "{\"vocab\":%d,\"n_ctx\":%d,\"n_layer\":%d,\"n_head\":%d,\"d_model\":%d,\"d_ff\":%d}",
-                     c->vocab, c->n_ctx, c->n_layer, c->n_head, c->d_model, c->d_ff);
+    int n =
+        snprintf(buf, sizeof buf, "{\"vocab\":%d,\"n_ctx\":%d,\"n_layer\":%d,\"n_head\":%d,\"d_model\":%d,\"d_ff\":%d}",
+                 c->vocab, c->n_ctx, c->n_layer, c->n_head, c->d_model, c->d_ff);
     if (n < 0 || (size_t)n >= sizeof buf) return NULL;
     return strdup(buf);
 }
@@ -92,7 +94,8 @@ int ls_model_config_from_json(const char *json, ls_model_config *cfg) {
             goto out;
         }
     }
-    ls_model_config c = {.vocab = vals[0], .n_ctx = vals[1], .n_layer = vals[2], .n_head = vals[3], .d_model = vals[4], .d_ff = vals[5]};
+    ls_model_config c = {
+        .vocab = vals[0], .n_ctx = vals[1], .n_layer = vals[2], .n_head = vals[3], .d_model = vals[4], .d_ff = vals[5]};
     rc = ls_model_config_validate(&c);
     if (rc == LS_OK) *cfg = c;
 out:

@@ -5,9 +5,9 @@
  * mixed precision, activation recomputation, untied heads. */
 #include "llmsys/model.h"
 
+#include <cblas.h>
 #include <math.h>
 #include <omp.h>
-#include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,9 +15,23 @@
 #include "model/layers.h"
 
 /* Per-layer tensors in checkpoint order; tensor index = 2 + l*LT_COUNT + k. */
-enum { LT_LN1W, LT_LN1B, LT_QKVW, LT_QKVB, LT_PROJW, LT_PROJB, LT_LN2W, LT_LN2B, LT_FCW, LT_FCB, LT_FCPW, LT_FCPB, LT_COUNT };
-static const char *layer_suffix[LT_COUNT] = {"ln1.w",    "ln1.b",  "attn.qkv.w", "attn.qkv.b", "attn.proj.w", "attn.proj.b",
-                                             "ln2.w",    "ln2.b",  "mlp.fc.w",   "mlp.fc.b",   "mlp.proj.w",  "mlp.proj.b"};
+enum {
+    LT_LN1W,
+    LT_LN1B,
+    LT_QKVW,
+    LT_QKVB,
+    LT_PROJW,
+    LT_PROJB,
+    LT_LN2W,
+    LT_LN2B,
+    LT_FCW,
+    LT_FCB,
+    LT_FCPW,
+    LT_FCPB,
+    LT_COUNT
+};
+static const char *layer_suffix[LT_COUNT] = {"ln1.w", "ln1.b", "attn.qkv.w", "attn.qkv.b", "attn.proj.w", "attn.proj.b",
+                                             "ln2.w", "ln2.b", "mlp.fc.w",   "mlp.fc.b",   "mlp.proj.w",  "mlp.proj.b"};
 
 typedef struct {
     char name[40];
@@ -101,8 +115,8 @@ int ls_model_init(ls_model **out, const ls_model_config *cfg, uint64_t seed) {
     add_tensor(m, &idx, &off, "wpe", 2, cfg->n_ctx, C);
     for (int l = 0; l < L; l++) {
         char nm[40];
-        const int64_t shapes[LT_COUNT][3] = {{1, C, 0},     {1, C, 0}, {2, 3 * C, C}, {1, 3 * C, 0}, {2, C, C}, {1, C, 0},
-                                             {1, C, 0},     {1, C, 0}, {2, F, C},     {1, F, 0},     {2, C, F}, {1, C, 0}};
+        const int64_t shapes[LT_COUNT][3] = {{1, C, 0}, {1, C, 0}, {2, 3 * C, C}, {1, 3 * C, 0}, {2, C, C}, {1, C, 0},
+                                             {1, C, 0}, {1, C, 0}, {2, F, C},     {1, F, 0},     {2, C, F}, {1, C, 0}};
         for (int k = 0; k < LT_COUNT; k++) {
             snprintf(nm, sizeof nm, "h.%d.%s", l, layer_suffix[k]);
             add_tensor(m, &idx, &off, nm, (int)shapes[k][0], shapes[k][1], shapes[k][2]);
@@ -122,7 +136,8 @@ int ls_model_init(ls_model **out, const ls_model_config *cfg, uint64_t seed) {
     if (!m->params || !m->grads || !m->adam_m || !m->adam_v) {
         ls_model_free(m);
         char b[32];
-        return ls_err(LS_ENOMEM, "model: cannot allocate %s of parameters", ls_fmt_bytes(4.0 * (double)bytes, b, sizeof b));
+        return ls_err(LS_ENOMEM, "model: cannot allocate %s of parameters",
+                      ls_fmt_bytes(4.0 * (double)bytes, b, sizeof b));
     }
 
     /* GPT-2 init: N(0, 0.02) for weights and embeddings, residual projections scaled by
@@ -207,7 +222,7 @@ static int ensure_acts(ls_model *m, int B, int T) {
     size_t N = (size_t)B * T, C = (size_t)m->cfg.d_model, F = (size_t)m->cfg.d_ff, V = (size_t)m->cfg.vocab;
     size_t L = (size_t)m->cfg.n_layer, A = (size_t)B * m->cfg.n_head * T * T;
     size_t per_layer = N * C + 2 * N + 3 * N * C + A + N * C + N * C + N * C + 2 * N + 2 * N * F + N * C;
-    size_t need = N * C + L * per_layer + N * C + 2 * N + 2 * N * V + N /* forward */
+    size_t need = N * C + L * per_layer + N * C + 2 * N + 2 * N * V + N    /* forward */
                   + N * C + N * C + 3 * N * C + N * C + N * F + A + N * V; /* backward */
     if (!m->layers) {
         m->layers = calloc(L, sizeof *m->layers);
@@ -279,15 +294,15 @@ void ls_model_profile_enable(ls_model *m, int on) {
 ls_model_prof ls_model_profile_get(const ls_model *m) { return m->prof; }
 
 /* Runs stmt, adding its wall time to m->prof.field when profiling is on. */
-#define PROF(field, stmt)                        \
-    do {                                         \
-        if (m->prof_on) {                        \
-            double prof_t0_ = ls_now();          \
-            stmt;                                \
-            m->prof.field += ls_now() - prof_t0_; \
-        } else {                                 \
-            stmt;                                \
-        }                                        \
+#define PROF(field, stmt)                                                                                              \
+    do {                                                                                                               \
+        if (m->prof_on) {                                                                                              \
+            double prof_t0_ = ls_now();                                                                                \
+            stmt;                                                                                                      \
+            m->prof.field += ls_now() - prof_t0_;                                                                      \
+        } else {                                                                                                       \
+            stmt;                                                                                                      \
+        }                                                                                                              \
     } while (0)
 
 /* ---------------------------------------------------------------- forward / backward */
@@ -319,22 +334,27 @@ float ls_model_forward(ls_model *m, const int *tokens, const int *targets, int B
     const float *residual = m->encoded;
     for (int l = 0; l < L; l++) {
         layer_acts *a = &m->layers[l];
-        PROF(layernorm, ls_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, residual, P(m, LI(l, LT_LN1W)), P(m, LI(l, LT_LN1B)),
-                             (int)N, C));                                                             // (N,C)
-        PROF(matmul, ls_matmul_forward(a->qkv, a->ln1, P(m, LI(l, LT_QKVW)), P(m, LI(l, LT_QKVB)), NULL, (int)N, C, 3 * C)); // (N,3C)
-        PROF(attention, ls_attention_forward(a->atty, a->att, a->qkv, B, T, C, NH));                                  // (N,C)
-        PROF(matmul, ls_matmul_forward(a->res2, a->atty, P(m, LI(l, LT_PROJW)), P(m, LI(l, LT_PROJB)), residual, (int)N, C,
-                                       C)); // (N,C) = residual + attention branch
-        PROF(layernorm, ls_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, P(m, LI(l, LT_LN2W)), P(m, LI(l, LT_LN2B)),
-                             (int)N, C));
-        PROF(matmul, ls_matmul_forward(a->fch, a->ln2, P(m, LI(l, LT_FCW)), P(m, LI(l, LT_FCB)), NULL, (int)N, C, F)); // (N,F)
-        PROF(gelu, ls_gelu_forward(a->fch_gelu, a->fch, (int)(N * F)));
-        PROF(matmul, ls_matmul_forward(a->res3, a->fch_gelu, P(m, LI(l, LT_FCPW)), P(m, LI(l, LT_FCPB)), a->res2, (int)N, F,
-                                       C)); // (N,C) = res2 + MLP branch
+        PROF(layernorm, ls_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, residual, P(m, LI(l, LT_LN1W)),
+                                             P(m, LI(l, LT_LN1B)), (int)N, C)); // (N,C)
+        PROF(matmul, ls_matmul_forward(a->qkv, a->ln1, P(m, LI(l, LT_QKVW)), P(m, LI(l, LT_QKVB)), NULL, (int)N, C,
+                                       3 * C));                                      // (N,3C)
+        PROF(attention, ls_attention_forward(a->atty, a->att, a->qkv, B, T, C, NH)); // (N,C)
+        PROF(matmul,
+             ls_matmul_forward(a->res2, a->atty, P(m, LI(l, LT_PROJW)), P(m, LI(l, LT_PROJB)), residual, (int)N, C,
+                               C)); // (N,C) = residual + attention branch
+        PROF(layernorm, ls_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, P(m, LI(l, LT_LN2W)),
+                                             P(m, LI(l, LT_LN2B)), (int)N, C));
+        /* fc + GELU fused: (N,F) pre-activation kept for backward, (N,F) activation */
+        PROF(matmul, ls_matmul_gelu_forward(a->fch, a->fch_gelu, a->ln2, P(m, LI(l, LT_FCW)), P(m, LI(l, LT_FCB)),
+                                            (int)N, C, F));
+        PROF(matmul,
+             ls_matmul_forward(a->res3, a->fch_gelu, P(m, LI(l, LT_FCPW)), P(m, LI(l, LT_FCPB)), a->res2, (int)N, F,
+                               C)); // (N,C) = res2 + MLP branch
         residual = a->res3;
     }
     int tl = 2 + L * LT_COUNT;
-    PROF(layernorm, ls_layernorm_forward(m->lnf, m->lnf_mean, m->lnf_rstd, residual, P(m, tl), P(m, tl + 1), (int)N, C));
+    PROF(layernorm,
+         ls_layernorm_forward(m->lnf, m->lnf_mean, m->lnf_rstd, residual, P(m, tl), P(m, tl + 1), (int)N, C));
     PROF(matmul, ls_matmul_forward(m->logits, m->lnf, P(m, 0), NULL, NULL, (int)N, C, V)); // (N,V), tied head
     if (!targets) return 0.0f;
     float loss = 0.0f;
@@ -362,32 +382,32 @@ int ls_model_backward_checked(ls_model *m) {
     PROF(matmul, ls_matmul_backward(m->dln, G(m, 0), NULL, m->dlogits, m->lnf, P(m, 0), (int)N, C, V));
     PROF(memory, memset(m->dres, 0, N * C * sizeof(float)));
     const float *last = L > 0 ? m->layers[L - 1].res3 : m->encoded;
-    PROF(layernorm, ls_layernorm_backward(m->dres, G(m, tl), G(m, tl + 1), m->dln, last, P(m, tl), m->lnf_mean, m->lnf_rstd, (int)N, C));
+    PROF(layernorm, ls_layernorm_backward(m->dres, G(m, tl), G(m, tl + 1), m->dln, last, P(m, tl), m->lnf_mean,
+                                          m->lnf_rstd, (int)N, C));
 
     for (int l = L - 1; l >= 0; l--) {
         layer_acts *a = &m->layers[l];
         const float *residual = l == 0 ? m->encoded : m->layers[l - 1].res3;
         /* dres is d(loss)/d(res3) == d/d(res2 through the skip) and d/d(mlp output) */
-        PROF(memory, memset(m->dfch_gelu, 0, N * F * sizeof(float)));
-        PROF(matmul, ls_matmul_backward(m->dfch_gelu, G(m, LI(l, LT_FCPW)), G(m, LI(l, LT_FCPB)), m->dres, a->fch_gelu,
-                           P(m, LI(l, LT_FCPW)), (int)N, F, C));
-        PROF(gelu, ls_gelu_backward_inplace(m->dfch_gelu, a->fch, (int)(N * F))); /* now d(loss)/d(fch) */
+        /* mlp.proj backward fused with GELU's: dfch_gelu = d(loss)/d(fch), overwritten */
+        PROF(matmul, ls_matmul_gelu_backward(m->dfch_gelu, G(m, LI(l, LT_FCPW)), G(m, LI(l, LT_FCPB)), m->dres,
+                                             a->fch_gelu, P(m, LI(l, LT_FCPW)), a->fch, (int)N, F, C));
         PROF(memory, memset(m->dln, 0, N * C * sizeof(float)));
-        PROF(matmul, ls_matmul_backward(m->dln, G(m, LI(l, LT_FCW)), G(m, LI(l, LT_FCB)), m->dfch_gelu, a->ln2, P(m, LI(l, LT_FCW)),
-                           (int)N, C, F));
+        PROF(matmul, ls_matmul_backward(m->dln, G(m, LI(l, LT_FCW)), G(m, LI(l, LT_FCB)), m->dfch_gelu, a->ln2,
+                                        P(m, LI(l, LT_FCW)), (int)N, C, F));
         PROF(layernorm, ls_layernorm_backward(m->dres, G(m, LI(l, LT_LN2W)), G(m, LI(l, LT_LN2B)), m->dln, a->res2,
-                              P(m, LI(l, LT_LN2W)), a->ln2_mean, a->ln2_rstd, (int)N, C));
+                                              P(m, LI(l, LT_LN2W)), a->ln2_mean, a->ln2_rstd, (int)N, C));
         /* now dres = d(loss)/d(res2) */
         PROF(memory, memset(m->datty, 0, N * C * sizeof(float)));
         PROF(matmul, ls_matmul_backward(m->datty, G(m, LI(l, LT_PROJW)), G(m, LI(l, LT_PROJB)), m->dres, a->atty,
-                           P(m, LI(l, LT_PROJW)), (int)N, C, C));
+                                        P(m, LI(l, LT_PROJW)), (int)N, C, C));
         PROF(memory, memset(m->dqkv, 0, 3 * N * C * sizeof(float)));
         PROF(attention, ls_attention_backward(m->dqkv, m->datt, m->datty, a->qkv, a->att, B, T, C, NH));
         PROF(memory, memset(m->dln, 0, N * C * sizeof(float)));
-        PROF(matmul, ls_matmul_backward(m->dln, G(m, LI(l, LT_QKVW)), G(m, LI(l, LT_QKVB)), m->dqkv, a->ln1, P(m, LI(l, LT_QKVW)),
-                           (int)N, C, 3 * C));
+        PROF(matmul, ls_matmul_backward(m->dln, G(m, LI(l, LT_QKVW)), G(m, LI(l, LT_QKVB)), m->dqkv, a->ln1,
+                                        P(m, LI(l, LT_QKVW)), (int)N, C, 3 * C));
         PROF(layernorm, ls_layernorm_backward(m->dres, G(m, LI(l, LT_LN1W)), G(m, LI(l, LT_LN1B)), m->dln, residual,
-                              P(m, LI(l, LT_LN1W)), a->ln1_mean, a->ln1_rstd, (int)N, C));
+                                              P(m, LI(l, LT_LN1W)), a->ln1_mean, a->ln1_rstd, (int)N, C));
         /* now dres = d(loss)/d(residual into layer l) */
     }
     PROF(encoder, ls_encoder_backward(G(m, 0), G(m, 1), m->dres, m->tokens, B, T, C));
@@ -402,7 +422,8 @@ int ls_model_kv_reset(ls_model *m) {
     const ls_model_config *c = &m->cfg;
     if (!m->kv) {
         size_t C = (size_t)c->d_model, L = (size_t)c->n_layer, T = (size_t)c->n_ctx;
-        size_t need = 2 * L * T * C + C + C + 3 * C + C + 2 * (size_t)c->d_ff + (size_t)c->n_head * T + (size_t)c->vocab + 2;
+        size_t need =
+            2 * L * T * C + C + C + 3 * C + C + 2 * (size_t)c->d_ff + (size_t)c->n_head * T + (size_t)c->vocab + 2;
         m->kv = ls_aligned_alloc(64, need * sizeof(float));
         if (!m->kv) return ls_err(LS_ENOMEM, "model: cannot allocate the KV cache");
         float *p = m->kv;
@@ -451,7 +472,8 @@ const float *ls_model_kv_step(ls_model *m, int token) {
         for (int h = 0; h < NH; h++) {
             const float *q = m->dec_qkv + h * hs;
             float *s = m->dec_att + (size_t)h * c->n_ctx;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, 1, t + 1, hs, scale, q, hs, kc + h * hs, C, 0.0f, s, t + 1);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, 1, t + 1, hs, scale, q, hs, kc + h * hs, C, 0.0f, s,
+                        t + 1);
             float mx = s[0];
             for (int j = 1; j <= t; j++) mx = s[j] > mx ? s[j] : mx;
             float sum = 0.0f;

@@ -37,7 +37,7 @@ void ls_blas_threads_pop(int saved) {
  * The split depends only on the shape and the thread count (deterministic results). */
 static int gemm_parts(int M, int N, int K) {
     int parts = ((long)M * N * K) < (1L << 22) ? 1 : omp_get_max_threads(); /* < ~100 µs: one thread */
-    int panels = (M + 15) / 16;                                               /* whole 16-row panels */
+    int panels = (M + 15) / 16;                                             /* whole 16-row panels */
     return parts > panels ? (panels > 0 ? panels : 1) : parts;
 }
 
@@ -49,8 +49,8 @@ static void part_rows(int k, int parts, int M, int *r0, int *r1) {
     if (*r0 > M) *r0 = M;
 }
 
-static void gemm_part(int k, int parts, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha,
-                      const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+static void gemm_part(int k, int parts, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int M, int N, int K,
+                      float alpha, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
     int r0, r1;
     part_rows(k, parts, M, &r0, &r1);
     if (r1 <= r0) return;
@@ -77,8 +77,11 @@ static inline float exp_small(float x) {
     float t = x * 1.4426950408889634f;
     float fn = (t + 12582912.0f) - 12582912.0f; /* round to nearest (1.5·2^23 trick) */
     float r = (x - fn * 0.693145751953125f) - fn * 1.428606765330187e-06f;
-    float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.6666667e-1f + r * (4.1666668e-2f + r * (8.3333338e-3f +
-                                           r * (1.3888889e-3f + r * 1.9841270e-4f))))));
+    float p =
+        1.0f +
+        r * (1.0f +
+             r * (0.5f + r * (1.6666667e-1f +
+                              r * (4.1666668e-2f + r * (8.3333338e-3f + r * (1.3888889e-3f + r * 1.9841270e-4f))))));
     uint32_t bits = (uint32_t)((int32_t)fn + 127) << 23; /* fn >= -126 for x >= -87 */
     float sc;
     memcpy(&sc, &bits, sizeof sc);
@@ -164,8 +167,8 @@ void ls_encoder_backward(float *dwte, float *dwpe, const float *dout, const int 
 
 #define LN_EPS 1e-5f
 
-void ls_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
-                          int N, int C) {
+void ls_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b, int N,
+                          int C) {
     // out (N,C), mean (N), rstd (N), inp (N,C), w (C), b (C)
 #pragma omp parallel for schedule(static) if (PAR_WORTH((long)N * C))
     for (int n = 0; n < N; n++) {
@@ -412,6 +415,74 @@ void ls_gelu_backward_inplace(float *d, const float *inp, int N) {
         int i0 = k * EW_CHUNK, n = N - i0 < EW_CHUNK ? N - i0 : EW_CHUNK;
         gelu_bwd_inplace_chunk(d + i0, inp + i0, n);
     }
+}
+
+/* ---------------------------------------------------------------- fused matmul + GELU */
+
+/* GELU over rows [r0, r1) of an (N, OC) matrix, in EW_CHUNK pieces. */
+static void gelu_rows_fwd(float *out, const float *pre, int r0, int r1, int OC) {
+    long i0 = (long)r0 * OC, i1 = (long)r1 * OC;
+    for (long i = i0; i < i1; i += EW_CHUNK)
+        gelu_fwd_chunk(out + i, pre + i, (int)(i1 - i < EW_CHUNK ? i1 - i : EW_CHUNK));
+}
+
+static void gelu_rows_bwd(float *d, const float *pre, int r0, int r1, int IC) {
+    long i0 = (long)r0 * IC, i1 = (long)r1 * IC;
+    for (long i = i0; i < i1; i += EW_CHUNK)
+        gelu_bwd_inplace_chunk(d + i, pre + i, (int)(i1 - i < EW_CHUNK ? i1 - i : EW_CHUNK));
+}
+
+void ls_matmul_gelu_forward(float *pre, float *out, const float *inp, const float *w, const float *bias, int N, int IC,
+                            int OC) {
+    // pre (N,OC) = inp·wᵀ + bias; out (N,OC) = gelu(pre). Each thread applies GELU to its
+    // block of rows right after its sgemm, while the block is still in cache.
+    int parts = gemm_parts(N, OC, IC);
+    if (parts == 1 && PAR_WORTH((long)N * OC)) parts = omp_get_max_threads() < N ? omp_get_max_threads() : N;
+    int saved = ls_blas_threads_push_single();
+#pragma omp parallel for schedule(static) num_threads(parts) if (parts > 1)
+    for (int k = 0; k < parts; k++) {
+        int r0, r1;
+        part_rows(k, parts, N, &r0, &r1);
+        for (int n = r0; n < r1 && bias; n++) memcpy(pre + (size_t)n * OC, bias, (size_t)OC * sizeof(float));
+        gemm_part(k, parts, CblasNoTrans, CblasTrans, N, OC, IC, 1.0f, inp, IC, w, IC, bias ? 1.0f : 0.0f, pre, OC);
+        gelu_rows_fwd(out, pre, r0, r1, OC);
+    }
+    ls_blas_threads_pop(saved);
+}
+
+void ls_matmul_gelu_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
+                             const float *gelu_pre, int N, int IC, int OC) {
+    // For y = gelu_out (N,IC) · wᵀ + b where gelu_out = gelu(gelu_pre): dinp (N,IC) is
+    // OVERWRITTEN with d(loss)/d(gelu_pre) = (dout·w) ⊙ gelu'(gelu_pre) (no memset needed);
+    // dw (OC,IC) += doutᵀ·inp and dbias (OC) += column sums accumulate as usual.
+    int pa = gemm_parts(N, IC, OC), pb = gemm_parts(OC, IC, N);
+    if (pa == 1 && PAR_WORTH((long)N * IC)) pa = omp_get_max_threads() < N ? omp_get_max_threads() : N;
+    int nblk = dbias ? (OC + CBLK - 1) / CBLK : 0;
+    int saved = ls_blas_threads_push_single();
+#pragma omp parallel if (pa > 1 || pb > 1 || PAR_WORTH((long)N * OC))
+    {
+#pragma omp for schedule(static) nowait
+        for (int k = 0; k < pa; k++) {
+            int r0, r1;
+            part_rows(k, pa, N, &r0, &r1);
+            gemm_part(k, pa, CblasNoTrans, CblasNoTrans, N, IC, OC, 1.0f, dout, OC, w, IC, 0.0f, dinp, IC);
+            gelu_rows_bwd(dinp, gelu_pre, r0, r1, IC);
+        }
+#pragma omp for schedule(static) nowait
+        for (int k = 0; k < pb; k++)
+            gemm_part(k, pb, CblasTrans, CblasNoTrans, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dw, IC);
+#pragma omp for schedule(static) nowait
+        for (int blk = 0; blk < nblk; blk++) {
+            int c0 = blk * CBLK, c1 = c0 + CBLK < OC ? c0 + CBLK : OC;
+            float g[CBLK] = {0};
+            for (int n = 0; n < N; n++) {
+                const float *d = dout + (size_t)n * OC;
+                for (int c = c0; c < c1; c++) g[c - c0] += d[c];
+            }
+            for (int c = c0; c < c1; c++) dbias[c] += g[c - c0];
+        }
+    }
+    ls_blas_threads_pop(saved);
 }
 
 /* ---------------------------------------------------------------- softmax + cross-entropy */

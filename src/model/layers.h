@@ -15,8 +15,8 @@ void ls_encoder_forward(float *out, const int *tokens, const float *wte, const f
 void ls_encoder_backward(float *dwte, float *dwpe, const float *dout, const int *tokens, int B, int T, int C);
 
 /* out (N,C) = (inp - mean)·rstd·w + b per row; saves mean, rstd (N) for backward. */
-void ls_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
-                          int N, int C);
+void ls_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b, int N,
+                          int C);
 void ls_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
                            const float *mean, const float *rstd, int N, int C);
 
@@ -45,6 +45,18 @@ void ls_gelu_backward(float *dinp, const float *inp, const float *dout, int N);
  * exception to accumulate-semantics; saves the model a buffer, a memset and two of five
  * memory streams over (N, 4C)). */
 void ls_gelu_backward_inplace(float *d, const float *inp, int N);
+
+/* Fused fc + GELU, the MLP's first half: pre (N,OC) = inp·wᵀ + bias, out = gelu(pre), each
+ * thread finishing its rows while they are in cache. Equal (up to the sgemm row split) to
+ * ls_matmul_forward followed by ls_gelu_forward. */
+void ls_matmul_gelu_forward(float *pre, float *out, const float *inp, const float *w, const float *bias, int N, int IC,
+                            int OC);
+/* Backward of a Linear layer whose input is gelu(gelu_pre) (the MLP's second half):
+ * dinp (N,IC) is OVERWRITTEN with (dout·w) ⊙ gelu'(gelu_pre), the gradient with respect
+ * to gelu_pre; dw and dbias accumulate. Equal (up to the sgemm row split) to zeroing dinp,
+ * then ls_matmul_backward, then ls_gelu_backward_inplace. */
+void ls_matmul_gelu_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
+                             const float *gelu_pre, int N, int IC, int OC);
 
 /* Row-wise softmax of logits (N,V) into probs and per-row loss -log p[target]
  * (0 where target == -1). Returns the mean loss over valid targets and stores their

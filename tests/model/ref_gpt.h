@@ -39,9 +39,9 @@ static double ref_gpt_forward(const ls_model_config *cfg, const double *params, 
     size_t per_layer = 2 * C + 3 * C * C + 3 * C + C * C + C + 2 * C + (size_t)F * C + F + (size_t)C * F + C;
     const double *lnfw = p + L * per_layer, *lnfb = lnfw + C;
     int N = B * T;
-    double *x = malloc(sizeof(double) * N * C), *h = malloc(sizeof(double) * C), *qkv = malloc(sizeof(double) * N * 3 * C),
-           *y = malloc(sizeof(double) * C), *f = malloc(sizeof(double) * F), *a = malloc(sizeof(double) * N * C),
-           *s = malloc(sizeof(double) * T), *lg = malloc(sizeof(double) * V);
+    double *x = malloc(sizeof(double) * N * C), *h = malloc(sizeof(double) * C),
+           *qkv = malloc(sizeof(double) * N * 3 * C), *y = malloc(sizeof(double) * C), *f = malloc(sizeof(double) * F),
+           *a = malloc(sizeof(double) * N * C), *s = malloc(sizeof(double) * T), *lg = malloc(sizeof(double) * V);
     for (int n = 0; n < N; n++)
         for (int c = 0; c < C; c++) x[n * C + c] = wte[(size_t)tok[n] * C + c] + wpe[(size_t)(n % T) * C + c];
     for (int l = 0; l < L; l++) {
@@ -68,7 +68,8 @@ static double ref_gpt_forward(const ls_model_config *cfg, const double *params, 
                     for (int j = 0; j <= t; j++) sum += (s[j] = exp(s[j] - mx));
                     for (int i = 0; i < hs; i++) {
                         double acc = 0;
-                        for (int j = 0; j <= t; j++) acc += s[j] / sum * qkv[(size_t)(b * T + j) * 3 * C + 2 * C + hd * hs + i];
+                        for (int j = 0; j <= t; j++)
+                            acc += s[j] / sum * qkv[(size_t)(b * T + j) * 3 * C + 2 * C + hd * hs + i];
                         a[(b * T + t) * C + hd * hs + i] = acc;
                     }
                 }

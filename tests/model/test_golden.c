@@ -9,7 +9,7 @@
 /* Tolerances (float32 C vs float64 torch): */
 #define LOGIT_ATOL 2e-5 /* logits are O(1) */
 #define LOSS_ATOL 1e-5
-#define GRAD_RTOL 1e-4  /* per tensor: max |err| <= GRAD_RTOL·max|grad| + GRAD_ATOL */
+#define GRAD_RTOL 1e-4 /* per tensor: max |err| <= GRAD_RTOL·max|grad| + GRAD_ATOL */
 #define GRAD_ATOL 1e-7
 
 static uint64_t splitmix64(uint64_t z) {
@@ -99,7 +99,8 @@ static void test_golden(void) {
                   GRAD_RTOL * gmax + GRAD_ATOL);
         CHECK_MSG(gmax > 0, "%s: golden gradient is all zero", nm);
     }
-    fprintf(stderr, "  worst gradient error relative to the tensor's max |grad|: %.3g (tol %.0e)\n", worst_rel, GRAD_RTOL);
+    fprintf(stderr, "  worst gradient error relative to the tensor's max |grad|: %.3g (tol %.0e)\n", worst_rel,
+            GRAD_RTOL);
     ls_model_free(m);
     ls_st_close(f);
 }

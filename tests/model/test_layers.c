@@ -2,8 +2,8 @@
  * output is reduced to a scalar L = Σ r·out with fixed random r (in double), every input
  * element x is perturbed by ±eps, and (L(x+eps) - L(x-eps)) / 2eps is compared with the
  * analytical gradient from the layer's backward (called with dout = r). */
-#include "model/layers.h"
 #include "llmsys/core.h"
+#include "model/layers.h"
 #include "test.h"
 
 #define EPS 1e-2f
@@ -121,7 +121,8 @@ static void test_layernorm(void) {
     }
     fprintf(stderr, "  forward vs float64: max |diff| %.3g\n", maxd);
     CHECK(maxd < 1e-5);
-    free(l.out), free(l.mean), free(l.rstd), free(l.inp), free(l.w), free(l.b), free(dout), free(dinp), free(dw), free(db);
+    free(l.out), free(l.mean), free(l.rstd), free(l.inp), free(l.w), free(l.b), free(dout), free(dinp), free(dw),
+        free(db);
 }
 
 /* ---------------------------------------------------------------- matmul */
@@ -138,7 +139,8 @@ static void test_matmul(void) {
     ls_rng_seed(&r, 3);
     int N = 7, IC = 9, OC = 35;
     for (int acc = 0; acc <= 1; acc++) {
-        mm_ctx m = {zeros(N * OC), rnd(&r, N * IC, 1), rnd(&r, OC * IC, 1), rnd(&r, OC, 1), rnd(&r, N * OC, 1), N, IC, OC, acc};
+        mm_ctx m = {
+            zeros(N * OC), rnd(&r, N * IC, 1), rnd(&r, OC * IC, 1), rnd(&r, OC, 1), rnd(&r, N * OC, 1), N, IC, OC, acc};
         float *dout = rnd(&r, N * OC, 1), *dinp = zeros(N * IC), *dw = zeros(OC * IC), *db = zeros(OC);
         ls_matmul_backward(dinp, dw, db, dout, m.inp, m.w, N, IC, OC);
         probe p = {mm_fwd, &m, m.out, dout, N * OC};
@@ -155,7 +157,7 @@ static void test_matmul(void) {
                 maxd = fmax(maxd, fabs(y - m.out[n * OC + o]));
             }
         fprintf(stderr, "  forward vs float64: max |diff| %.3g\n", maxd);
-    CHECK(maxd < 1e-5);
+        CHECK(maxd < 1e-5);
         free(m.out), free(m.inp), free(m.w), free(m.b), free(m.base), free(dout), free(dinp), free(dw), free(db);
     }
 }
@@ -190,7 +192,8 @@ static void test_attention(void) {
                 for (int j = 0; j <= t; j++) {
                     double d = 0;
                     for (int i = 0; i < hs; i++)
-                        d += (double)a.qkv[(b * T + t) * 3 * C + h * hs + i] * a.qkv[(b * T + j) * 3 * C + C + h * hs + i];
+                        d += (double)a.qkv[(b * T + t) * 3 * C + h * hs + i] *
+                             a.qkv[(b * T + j) * 3 * C + C + h * hs + i];
                     s[j] = d / sqrt(hs);
                     mx = fmax(mx, s[j]);
                 }
@@ -277,6 +280,40 @@ static void test_softmax_xent(void) {
     free(x.probs), free(x.losses), free(x.logits), free(dl);
 }
 
+/* The fused fc+GELU forward and mlp.proj+GELU backward against the unfused layers. */
+static void test_fused_mlp(void) {
+    ls_rng r;
+    ls_rng_seed(&r, 7);
+    int N = 40, IC = 24, OC = 72; /* small: serial paths; then N = 1200: threaded paths */
+    for (int big = 0; big <= 1; big++) {
+        if (big) N = 1200; /* large enough for the threaded paths */
+        float *x = rnd(&r, N * IC, 1), *w = rnd(&r, OC * IC, 0.3f), *b = rnd(&r, OC, 0.3f);
+        float *pre = zeros(N * OC), *act = zeros(N * OC), *pre2 = zeros(N * OC), *act2 = zeros(N * OC);
+        ls_matmul_gelu_forward(pre, act, x, w, b, N, IC, OC);
+        ls_matmul_forward(pre2, x, w, b, NULL, N, IC, OC);
+        ls_gelu_forward(act2, pre2, N * OC);
+        double d1 = 0, d2 = 0;
+        for (int i = 0; i < N * OC; i++) d1 = fmax(d1, fabs(pre[i] - pre2[i])), d2 = fmax(d2, fabs(act[i] - act2[i]));
+        CHECK(d1 < 1e-5 && d2 < 1e-5);
+        /* backward of y = act·w2ᵀ + b2 (w2: (IC2=OC) -> OC2) */
+        int OC2 = 20;
+        float *w2 = rnd(&r, OC2 * OC, 0.3f), *dy = rnd(&r, N * OC2, 1);
+        float *dpre = rnd(&r, N * OC, 5), *dw = zeros(OC2 * OC), *db = zeros(OC2); /* garbage: must be overwritten */
+        float *dpre2 = zeros(N * OC), *dw2 = zeros(OC2 * OC), *db2 = zeros(OC2);
+        ls_matmul_gelu_backward(dpre, dw, db, dy, act, w2, pre, N, OC, OC2);
+        ls_matmul_backward(dpre2, dw2, db2, dy, act, w2, N, OC, OC2);
+        ls_gelu_backward_inplace(dpre2, pre, N * OC);
+        double e1 = 0, e2 = 0, e3 = 0;
+        for (int i = 0; i < N * OC; i++) e1 = fmax(e1, fabs(dpre[i] - dpre2[i]));
+        for (int i = 0; i < OC2 * OC; i++) e2 = fmax(e2, fabs(dw[i] - dw2[i]));
+        for (int i = 0; i < OC2; i++) e3 = fmax(e3, fabs(db[i] - db2[i]));
+        fprintf(stderr, "  fused vs unfused (N=%d): fwd %.2g %.2g, bwd %.2g %.2g %.2g\n", N, d1, d2, e1, e2, e3);
+        CHECK(e1 < 1e-5 && e2 < 1e-4 && e3 < 1e-4);
+        free(x), free(w), free(b), free(pre), free(act), free(pre2), free(act2), free(w2), free(dy), free(dpre),
+            free(dw), free(db), free(dpre2), free(dw2), free(db2);
+    }
+}
+
 int main(void) {
     RUN(test_encoder);
     RUN(test_layernorm);
@@ -284,5 +321,6 @@ int main(void) {
     RUN(test_attention);
     RUN(test_gelu);
     RUN(test_softmax_xent);
+    RUN(test_fused_mlp);
     return TEST_RESULT();
 }

@@ -29,13 +29,15 @@ static void test_config(void) {
     CHECK(ls_model_config_from_json(j, &r) == LS_OK);
     CHECK(memcmp(&r, &s, sizeof r) == 0);
     free(j);
-    CHECK(ls_model_config_from_json("{\"vocab\":259,\"n_ctx\":8,\"n_layer\":1,\"n_head\":3,\"d_model\":8,\"d_ff\":8}", &r) ==
-          LS_EINVAL);
+    CHECK(ls_model_config_from_json("{\"vocab\":259,\"n_ctx\":8,\"n_layer\":1,\"n_head\":3,\"d_model\":8,\"d_ff\":8}",
+                                    &r) == LS_EINVAL);
     CHECK(strstr(ls_errmsg(), "divisible") != NULL);
-    CHECK(ls_model_config_from_json("{\"vocab\":259,\"n_ctx\":8,\"n_layer\":1,\"n_head\":2,\"d_model\":8}", &r) == LS_EFORMAT);
+    CHECK(ls_model_config_from_json("{\"vocab\":259,\"n_ctx\":8,\"n_layer\":1,\"n_head\":2,\"d_model\":8}", &r) ==
+          LS_EFORMAT);
     CHECK(strstr(ls_errmsg(), "d_ff") != NULL);
-    CHECK(ls_model_config_from_json("{\"vocab\":259,\"n_ctx\":8,\"n_layer\":1,\"n_head\":2,\"d_model\":8,\"d_ff\":8,\"x\":1}",
-                                    &r) == LS_EFORMAT);
+    CHECK(ls_model_config_from_json(
+              "{\"vocab\":259,\"n_ctx\":8,\"n_layer\":1,\"n_head\":2,\"d_model\":8,\"d_ff\":8,\"x\":1}", &r) ==
+          LS_EFORMAT);
     CHECK(ls_model_config_from_json("[1,2]", &r) == LS_EFORMAT);
     CHECK(ls_model_config_from_json("{\"vocab\":259,", &r) == LS_EFORMAT);
     ls_model_config bad = t;
@@ -162,8 +164,8 @@ static void test_overfit(void) {
         last = loss;
     }
     fprintf(stderr, "  overfit: loss %.4f -> %.4f\n", first, last);
-    CHECK(first > 5.0f);    /* ~ln(259) = 5.56 at init */
-    CHECK(last < 0.1f);     /* memorised */
+    CHECK(first > 5.0f); /* ~ln(259) = 5.56 at init */
+    CHECK(last < 0.1f);  /* memorised */
     /* greedy generation continues the string */
     int prompt[3] = {'h', 'e', 'l'}, out[16], n = 0;
     ls_sample_config sc = {0.0f, 0, 1.0f};
@@ -270,8 +272,8 @@ static void test_sampling(void) {
     }
     for (int i = 0; i < V; i++) {
         double sd = sqrt(n * p[i] * (1 - p[i]));
-        CHECK_MSG(fabs(cnt[i] - n * p[i]) <= 4 * sd + (p[i] == 0 ? 0 : 1), "token %d: %d draws, expected %.1f", i, cnt[i],
-                  n * p[i]);
+        CHECK_MSG(fabs(cnt[i] - n * p[i]) <= 4 * sd + (p[i] == 0 ? 0 : 1), "token %d: %d draws, expected %.1f", i,
+                  cnt[i], n * p[i]);
     }
     /* bad configs */
     ls_sample_config bad1 = {-1.0f, 0, 1.0f}, bad2 = {1.0f, -2, 1.0f}, bad3 = {1.0f, 0, 0.0f};
@@ -303,7 +305,8 @@ static void test_generate_limits(void) {
     CHECK(ls_model_generate(m, prompt, 65, 3, &g, &r1, out, &n) == LS_EINVAL);
     CHECK(ls_model_generate(m, prompt, 0, 3, &g, &r1, out, &n) == LS_EINVAL);
     /* EOS: make the final LayerNorm output point at wte[EOS] */
-    ls_param lnfw = ls_model_tensor(m, ls_model_find_tensor(m, "lnf.w")), lnfb = ls_model_tensor(m, ls_model_find_tensor(m, "lnf.b"));
+    ls_param lnfw = ls_model_tensor(m, ls_model_find_tensor(m, "lnf.w")),
+             lnfb = ls_model_tensor(m, ls_model_find_tensor(m, "lnf.b"));
     for (int c = 0; c < C; c++) {
         lnfw.data[c] = 0.0f;
         lnfb.data[c] = wte.data[(size_t)LS_TOK_EOS * C + c] * 100.0f;
@@ -322,10 +325,10 @@ static void test_lr_schedule(void) {
     c.min_lr_frac = 0.1f;
     CHECK_NEAR(ls_lr_at(&c, 0), 0.25, 1e-7);
     CHECK_NEAR(ls_lr_at(&c, 3), 1.0, 1e-7);
-    CHECK_NEAR(ls_lr_at(&c, 4), 1.0, 1e-7);                     /* cosine starts at the peak */
-    CHECK_NEAR(ls_lr_at(&c, 9), 0.1 + 0.9 * 0.5, 1e-6);         /* halfway */
-    CHECK_NEAR(ls_lr_at(&c, 14), 0.1, 1e-7);                    /* floor at the end */
-    CHECK_NEAR(ls_lr_at(&c, 100), 0.1, 1e-7);                   /* and after */
+    CHECK_NEAR(ls_lr_at(&c, 4), 1.0, 1e-7);                                     /* cosine starts at the peak */
+    CHECK_NEAR(ls_lr_at(&c, 9), 0.1 + 0.9 * 0.5, 1e-6);                         /* halfway */
+    CHECK_NEAR(ls_lr_at(&c, 14), 0.1, 1e-7);                                    /* floor at the end */
+    CHECK_NEAR(ls_lr_at(&c, 100), 0.1, 1e-7);                                   /* and after */
     for (int s = 4; s < 14; s++) CHECK(ls_lr_at(&c, s + 1) <= ls_lr_at(&c, s)); /* monotone decay */
     c.total_steps = 0;
     CHECK_NEAR(ls_lr_at(&c, 50), 1.0, 1e-7); /* no horizon: constant after warmup */
