@@ -180,9 +180,10 @@ int ls_trainer_init(ls_trainer **out, const ls_model_config *mcfg, const ls_trai
 int ls_trainer_resume(ls_trainer **out, const char *path, int steps, ls_dist *d);
 void ls_trainer_free(ls_trainer *t);
 /* One optimizer step on the global batch: this rank's rows from src, forward, backward,
- * all-reduce of gradients and loss, clipped AdamW update. *loss: global mean loss before
- * the update; grad_norm (may be NULL): pre-clip norm. Collective: a failure on any rank
- * fails the step on every rank. */
+ * all-reduce of gradients and loss weighted by each rank's count of targets (!= -1), so
+ * the update is the mean over all targets of the global batch on any rank count; clipped
+ * AdamW update. *loss: global mean loss before the update; grad_norm (may be NULL):
+ * pre-clip norm. Collective: a failure on any rank fails the step on every rank. */
 int ls_trainer_step(ls_trainer *t, ls_batch_source *src, float *loss, float *grad_norm);
 /* Collective: rank 0 writes the checkpoint (with optimizer state); every rank gets the status. */
 int ls_trainer_save(ls_trainer *t, const char *path);

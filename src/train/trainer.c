@@ -127,7 +127,7 @@ struct ls_trainer {
     int64_t step;
     int rows; /* this rank's share of the global batch */
     int *tokens, *targets;
-    float *red; /* all-reduce buffer: gradients, then [loss, failure flag] */
+    float *red; /* all-reduce buffer: gradients, then [loss, failure flag, target count] */
     ls_train_timing timing;
 };
 
@@ -142,7 +142,7 @@ static int trainer_alloc(ls_trainer *t) {
     size_t nt = (size_t)t->rows * (size_t)t->tc.seq;
     t->tokens = malloc(nt * sizeof(int));
     t->targets = malloc(nt * sizeof(int));
-    t->red = N > 1 ? ls_aligned_alloc(64, (ls_model_num_params(t->m) + 2) * sizeof(float)) : NULL;
+    t->red = N > 1 ? ls_aligned_alloc(64, (ls_model_num_params(t->m) + 3) * sizeof(float)) : NULL;
     if (!t->tokens || !t->targets || (N > 1 && !t->red)) return ls_err(LS_ENOMEM, "out of memory for the batch");
     return LS_OK;
 }
@@ -235,7 +235,12 @@ int ls_trainer_step(ls_trainer *t, ls_batch_source *src, float *loss, float *gra
     int rc = src->fill(src, t->step, r * t->rows, t->rows, T, t->tokens, t->targets);
     double t1 = ls_now();
     ls_model_zero_grad(t->m);
-    if (rc == LS_OK) {
+    /* targets counted: a source may mask some (-1), so ranks can hold different counts */
+    size_t cnt = 0, nt = (size_t)t->rows * (size_t)T;
+    for (size_t i = 0; rc == LS_OK && i < nt; i++) cnt += t->targets[i] >= 0;
+    if (rc == LS_OK && cnt == 0 && N == 1)
+        rc = ls_err(LS_EINVAL, "step %" PRId64 ": the batch has no targets", t->step);
+    if (rc == LS_OK && cnt > 0) {
         l = ls_model_forward(t->m, t->tokens, t->targets, t->rows, T);
         if (isnan(l))
             rc = ls_err_wrap(LS_EINVAL, "step %" PRId64, t->step);
@@ -244,20 +249,26 @@ int ls_trainer_step(ls_trainer *t, ls_batch_source *src, float *loss, float *gra
     }
     double t2 = ls_now();
     if (N > 1) {
-        /* one all-reduce carries the gradients, the loss and a failure flag, so a failing
-         * rank stops every rank at the same step instead of leaving them blocked */
+        /* One all-reduce carries the count-weighted gradients, the loss, a failure flag and
+         * the target count, so a failing rank stops every rank at the same step instead of
+         * leaving them blocked, and the result is the mean over every target of the global
+         * batch, as one rank would compute it. */
         size_t np = ls_model_num_params(t->m);
-        memcpy(t->red, ls_model_grads(t->m), np * sizeof(float));
-        t->red[np] = rc == LS_OK ? l : 0.0f;
+        const float *g = ls_model_grads(t->m);
+        float w = rc == LS_OK ? (float)cnt : 0.0f;
+        for (size_t i = 0; i < np; i++) t->red[i] = w > 0 ? g[i] * w : 0.0f;
+        t->red[np] = w > 0 ? l * w : 0.0f;
         t->red[np + 1] = rc == LS_OK ? 0.0f : 1.0f;
-        int mrc = ls_dist_allreduce_sum(t->d, t->red, np + 2);
+        t->red[np + 2] = w;
+        int mrc = ls_dist_allreduce_sum(t->d, t->red, np + 3);
         if (mrc < 0) return mrc;
         if (t->red[np + 1] != 0.0f)
             return rc < 0 ? rc : ls_err(LS_EPEER, "another rank failed at step %" PRId64, t->step);
-        /* mean of the ranks' mean gradients: every rank has the same number of targets */
-        float *g = ls_model_grads(t->m), inv = 1.0f / (float)N;
-        for (size_t i = 0; i < np; i++) g[i] = t->red[i] * inv;
-        l = t->red[np] * inv;
+        float total = t->red[np + 2];
+        if (total <= 0) return ls_err(LS_EINVAL, "step %" PRId64 ": the global batch has no targets", t->step);
+        float *gw = ls_model_grads(t->m);
+        for (size_t i = 0; i < np; i++) gw[i] = t->red[i] / total;
+        l = t->red[np] / total;
     } else if (rc < 0) {
         return rc;
     }

@@ -5,6 +5,7 @@
 set -u
 BIN=$1
 CMP=$2
+MASK=$3
 T=$(mktemp -d /tmp/llmsys-trainmpi-XXXXXX)
 trap 'rm -rf "$T"' EXIT
 fails=0
@@ -33,6 +34,11 @@ grep -q '"ranks":[[:space:]]*2' "$T/two.json" || fail "report of the 2-rank run 
 l1=$(tr -d ' \n\t' < "$T/one.json" | grep -o '"final_loss":[0-9.]*' | cut -c14-19)
 l2=$(tr -d ' \n\t' < "$T/two.json" | grep -o '"final_loss":[0-9.]*' | cut -c14-19)
 [ -n "$l1" ] && [ "$l1" = "$l2" ] || fail "final losses differ: $l1 vs $l2"
+
+# unequal target counts per rank (masked targets): the all-reduce weights ranks by count
+timeout 60 "$MASK" "$T/m1.st" > /dev/null 2> "$T/err" || { fail "mask, 1 rank"; cat "$T/err"; }
+timeout 60 mpirun -q -np 2 "${root[@]}" --oversubscribe --bind-to none "$MASK" "$T/m2.st" > /dev/null 2> "$T/err" || { fail "mask, 2 ranks"; cat "$T/err"; }
+"$CMP" "$T/m1.st" "$T/m2.st" "$TOL" || fail "masked targets: 1 rank vs 2 ranks"
 
 # a resumed 2-rank run ends where the uninterrupted 2-rank run did
 timeout 60 "$BIN" "${args[@]}" --ranks 2 --stop-at 3 --out "$T/half.st" > /dev/null 2>&1 || fail "2 ranks, stop at 3"
