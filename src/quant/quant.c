@@ -264,16 +264,30 @@ void ls_qmat_matmul_rows(const ls_qmat *q, const float *X, int M, float *Y, int 
         for (int m = 0; m < M; m++) memcpy(pad + (size_t)m * q->cols_pad, X + (size_t)m * q->cols, (size_t)q->cols * 4);
         Xp = pad;
     }
+    float *xsum = NULL;
+    if (q->min) {
+        /* Σx per group, shared by every W row (the offset term of asymmetric formats) */
+        xsum = malloc(sizeof(float) * (size_t)M * q->ngroups);
+        LS_ASSERT(xsum);
+        for (int m = 0; m < M; m++)
+            for (int g = 0; g < q->ngroups; g++) {
+                const float *x = Xp + (size_t)m * q->cols_pad + (size_t)g * q->group;
+                float s = 0.0f;
+                for (int k = 0; k < q->group; k++) s += x[k];
+                xsum[(size_t)m * q->ngroups + g] = s;
+            }
+    }
     if (nthreads <= 1 || q->rows < 64) {
-        ls_quant_rows_avx2(q, 0, q->rows, Xp, M, Y);
+        ls_quant_rows_avx2(q, 0, q->rows, Xp, M, Y, xsum);
     } else {
         int nchunk = nthreads * 4;
 #pragma omp parallel for num_threads(nthreads) schedule(dynamic, 1)
         for (int ch = 0; ch < nchunk; ch++) {
             int r0 = (int)((int64_t)q->rows * ch / nchunk), r1 = (int)((int64_t)q->rows * (ch + 1) / nchunk);
-            if (r1 > r0) ls_quant_rows_avx2(q, r0, r1, Xp, M, Y);
+            if (r1 > r0) ls_quant_rows_avx2(q, r0, r1, Xp, M, Y, xsum);
         }
     }
+    free(xsum);
     ls_aligned_free(pad);
 }
 
