@@ -421,9 +421,18 @@ static void *scheduler_main(void *arg) {
             zmq_msg_t msg;
             zmq_msg_init(&msg);
             if (zmq_msg_recv(&msg, s->from_last, ZMQ_DONTWAIT) >= 0) {
+                /* ZeroMQ gives no alignment guarantee: read the logits from an aligned copy */
+                size_t len = zmq_msg_size(&msg);
+                char *copy = malloc(len ? len : 1);
                 pthread_mutex_lock(&s->mu);
-                handle_result(s, zmq_msg_data(&msg), zmq_msg_size(&msg));
+                if (copy) {
+                    memcpy(copy, zmq_msg_data(&msg), len);
+                    handle_result(s, copy, len);
+                } else {
+                    fail_all(s, "out of memory for a pipeline result");
+                }
                 pthread_mutex_unlock(&s->mu);
+                free(copy);
             }
             zmq_msg_close(&msg);
         }
