@@ -197,7 +197,7 @@ TARGET static inline __attribute__((always_inline)) __m256i unpack_q(int bits, c
  * scaled by the weight group's scale into the row accumulator. */
 TARGET static inline __attribute__((always_inline)) void row_tile_i8(const ls_qmat *q, int BITS, int r, const int8_t *XQ,
                                                                       const float *XS, int ldx, int NT, float *Y, int ldy,
-                                                                      const float *xsum) {
+                                                                      const float *xsum, const float *xqsum) {
     const uint8_t *row = q->data + (size_t)r * q->row_bytes;
     int bpg = q->group / 32, ng = q->ngroups, nb = q->cols_pad / 32;
     const float *sc = q->scale + (size_t)r * ng, *mn = q->min ? q->min + (size_t)r * ng : NULL;
@@ -209,13 +209,13 @@ TARGET static inline __attribute__((always_inline)) void row_tile_i8(const ls_qm
         __m256 ag[4];
         for (int t = 0; t < NT; t++) ag[t] = _mm256_setzero_ps();
         for (int b = g * bpg; b < (g + 1) * bpg; b++) {
-            /* 4/3-bit codes are centred (q - 8, q - 4) so rounding x errs on the small
-             * distance of w from its group's mid-range, not from its minimum */
+            /* 8 bits: signed codes (|q| times sign-adjusted x). 4/3 bits: unsigned codes
+             * straight into maddubs; the centring (q - c) is applied per group below */
             __m256i qv = unpack_q(BITS, row, b);
-            if (BITS != 8) qv = _mm256_sub_epi8(qv, _mm256_set1_epi8(BITS == 4 ? 8 : 4));
-            __m256i qa = _mm256_abs_epi8(qv);
+            __m256i qa = BITS == 8 ? _mm256_abs_epi8(qv) : qv;
             for (int t = 0; t < NT; t++) {
-                __m256i xv = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(XQ + (size_t)t * ldx + (size_t)b * 32)), qv);
+                __m256i xv = _mm256_loadu_si256((const __m256i *)(XQ + (size_t)t * ldx + (size_t)b * 32));
+                if (BITS == 8) xv = _mm256_sign_epi8(xv, qv);
                 __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(qa, xv), ones);
                 ag[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(XS[(size_t)t * nb + b]), ag[t]);
             }
@@ -223,7 +223,12 @@ TARGET static inline __attribute__((always_inline)) void row_tile_i8(const ls_qm
         __m256 sv = _mm256_set1_ps(sc[g]);
         for (int t = 0; t < NT; t++) {
             acc[t] = _mm256_fmadd_ps(sv, ag[t], acc[t]);
-            if (mn) extra[t] += (mn[g] + (float)(BITS == 4 ? 8 : 4) * sc[g]) * xsum[(size_t)t * ng + g];
+            /* Σ s(q-c)x̂ + (m+cs)Σx = Σ s·q·x̂ + m·Σx + c·s·(Σx - Σx̂): same value as the
+             * centred form, with the centring folded into per-group sums of x and x̂ */
+            if (mn) {
+                size_t gi = (size_t)t * ng + g;
+                extra[t] += mn[g] * xsum[gi] + (float)(BITS == 4 ? 8 : 4) * sc[g] * (xsum[gi] - xqsum[gi]);
+            }
         }
     }
     for (int t = 0; t < NT; t++) {
@@ -236,20 +241,20 @@ TARGET static inline __attribute__((always_inline)) void row_tile_i8(const ls_qm
 
 TARGET static inline __attribute__((always_inline)) void rows_i8(const ls_qmat *q, int BITS, int r0, int r1,
                                                                   const int8_t *XQ, const float *XS, int M, float *Y,
-                                                                  const float *xsum) {
+                                                                  const float *xsum, const float *xqsum) {
     int ldx = q->cols_pad, ldy = q->rows, ng = q->ngroups, nb = q->cols_pad / 32;
     for (int r = r0; r < r1; r++) {
         int m = 0;
         for (; m + 4 <= M; m += 4)
             row_tile_i8(q, BITS, r, XQ + (size_t)m * ldx, XS + (size_t)m * nb, ldx, 4, Y + (size_t)m * ldy, ldy,
-                        xsum ? xsum + (size_t)m * ng : NULL);
-        const float *xs = xsum ? xsum + (size_t)m * ng : NULL;
+                        xsum ? xsum + (size_t)m * ng : NULL, xqsum ? xqsum + (size_t)m * ng : NULL);
+        const float *xs = xsum ? xsum + (size_t)m * ng : NULL, *xqs = xqsum ? xqsum + (size_t)m * ng : NULL;
         const int8_t *xq = XQ + (size_t)m * ldx;
         const float *xsc = XS + (size_t)m * nb;
         switch (M - m) {
-        case 3: row_tile_i8(q, BITS, r, xq, xsc, ldx, 3, Y + (size_t)m * ldy, ldy, xs); break;
-        case 2: row_tile_i8(q, BITS, r, xq, xsc, ldx, 2, Y + (size_t)m * ldy, ldy, xs); break;
-        case 1: row_tile_i8(q, BITS, r, xq, xsc, ldx, 1, Y + (size_t)m * ldy, ldy, xs); break;
+        case 3: row_tile_i8(q, BITS, r, xq, xsc, ldx, 3, Y + (size_t)m * ldy, ldy, xs, xqs); break;
+        case 2: row_tile_i8(q, BITS, r, xq, xsc, ldx, 2, Y + (size_t)m * ldy, ldy, xs, xqs); break;
+        case 1: row_tile_i8(q, BITS, r, xq, xsc, ldx, 1, Y + (size_t)m * ldy, ldy, xs, xqs); break;
         default: break;
         }
     }
@@ -278,13 +283,13 @@ TARGET static inline __attribute__((always_inline)) void rows_fmt(const ls_qmat 
 }
 
 TARGET void ls_quant_rows_avx2(const ls_qmat *q, int r0, int r1, const float *Xpad, int M, float *Y, const float *xsum,
-                               const int8_t *xq, const float *xs) {
+                               const int8_t *xq, const float *xs, const float *xqsum) {
     switch (q->bits) {
     case 32: rows_fmt(q, 32, r0, r1, Xpad, M, Y, xsum); break;
     case 16: rows_fmt(q, 16, r0, r1, Xpad, M, Y, xsum); break;
-    case 8: rows_i8(q, 8, r0, r1, xq, xs, M, Y, xsum); break;
-    case 4: rows_i8(q, 4, r0, r1, xq, xs, M, Y, xsum); break;
-    default: rows_i8(q, 3, r0, r1, xq, xs, M, Y, xsum); break;
+    case 8: rows_i8(q, 8, r0, r1, xq, xs, M, Y, xsum, xqsum); break;
+    case 4: rows_i8(q, 4, r0, r1, xq, xs, M, Y, xsum, xqsum); break;
+    default: rows_i8(q, 3, r0, r1, xq, xs, M, Y, xsum, xqsum); break;
     }
 }
 

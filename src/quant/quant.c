@@ -309,7 +309,7 @@ void ls_qmat_matmul_rows(const ls_qmat *q, const float *X, int M, float *Y, int 
         for (int m = 0; m < M; m++) memcpy(pad + (size_t)m * q->cols_pad, X + (size_t)m * q->cols, (size_t)q->cols * 4);
         Xp = pad;
     }
-    float *xsum = NULL, *xs = NULL;
+    float *xsum = NULL, *xs = NULL, *xqsum = NULL;
     int8_t *xq = NULL;
     if (q->min) {
         /* Σx per group, shared by every W row (the offset term of asymmetric formats) */
@@ -329,23 +329,40 @@ void ls_qmat_matmul_rows(const ls_qmat *q, const float *X, int M, float *Y, int 
         xs = malloc(sizeof(float) * (size_t)M * (q->cols_pad / 32));
         LS_ASSERT(xq && xs);
         ls_quant_x_i8(Xp, M, q->cols_pad, q->cols_pad, xq, xs);
+        if (q->min) {
+            /* per-group sums of the rounded activations, for the kernels' centring term */
+            int bpg = q->group / 32, nb = q->cols_pad / 32;
+            xqsum = malloc(sizeof(float) * (size_t)M * q->ngroups);
+            LS_ASSERT(xqsum);
+            for (int m = 0; m < M; m++)
+                for (int g = 0; g < q->ngroups; g++) {
+                    float s = 0.0f;
+                    for (int b = g * bpg; b < (g + 1) * bpg; b++) {
+                        int32_t is = 0;
+                        for (int k = 0; k < 32; k++) is += xq[(size_t)m * q->cols_pad + (size_t)b * 32 + k];
+                        s += (float)is * xs[(size_t)m * nb + b];
+                    }
+                    xqsum[(size_t)m * q->ngroups + g] = s;
+                }
+        }
         if (!fast) {
             rows_i8_ref(q, xq, xs, xsum, M, Y);
             goto done;
         }
     }
     if (nthreads <= 1 || q->rows < 64) {
-        ls_quant_rows_avx2(q, 0, q->rows, Xp, M, Y, xsum, xq, xs);
+        ls_quant_rows_avx2(q, 0, q->rows, Xp, M, Y, xsum, xq, xs, xqsum);
     } else {
         int nchunk = nthreads * 4;
 #pragma omp parallel for num_threads(nthreads) schedule(dynamic, 1)
         for (int ch = 0; ch < nchunk; ch++) {
             int r0 = (int)((int64_t)q->rows * ch / nchunk), r1 = (int)((int64_t)q->rows * (ch + 1) / nchunk);
-            if (r1 > r0) ls_quant_rows_avx2(q, r0, r1, Xp, M, Y, xsum, xq, xs);
+            if (r1 > r0) ls_quant_rows_avx2(q, r0, r1, Xp, M, Y, xsum, xq, xs, xqsum);
         }
     }
 done:
     free(xsum);
+    free(xqsum);
     free(xs);
     ls_aligned_free(xq);
     ls_aligned_free(pad);
