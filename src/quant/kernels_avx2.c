@@ -206,8 +206,10 @@ TARGET static inline __attribute__((always_inline)) void row_tile_i8(const ls_qm
     float extra[4] = {0, 0, 0, 0};
     for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
     for (int g = 0; g < ng; g++) {
-        __m256 ag[4];
-        for (int t = 0; t < NT; t++) ag[t] = _mm256_setzero_ps();
+        /* two accumulators per row, alternating blocks: one FMA chain would cap a row at
+         * one block per FMA latency (4 cycles), below memory speed */
+        __m256 ag[4][2];
+        for (int t = 0; t < NT; t++) ag[t][0] = ag[t][1] = _mm256_setzero_ps();
         for (int b = g * bpg; b < (g + 1) * bpg; b++) {
             /* 8 bits: signed codes (|q| times sign-adjusted x). 4/3 bits: unsigned codes
              * straight into maddubs; the centring (q - c) is applied per group below */
@@ -217,18 +219,32 @@ TARGET static inline __attribute__((always_inline)) void row_tile_i8(const ls_qm
                 __m256i xv = _mm256_loadu_si256((const __m256i *)(XQ + (size_t)t * ldx + (size_t)b * 32));
                 if (BITS == 8) xv = _mm256_sign_epi8(xv, qv);
                 __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(qa, xv), ones);
-                ag[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(XS[(size_t)t * nb + b]), ag[t]);
+                ag[t][b & 1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(XS[(size_t)t * nb + b]), ag[t][b & 1]);
             }
         }
         __m256 sv = _mm256_set1_ps(sc[g]);
         for (int t = 0; t < NT; t++) {
-            acc[t] = _mm256_fmadd_ps(sv, ag[t], acc[t]);
-            /* Σ s(q-c)x̂ + (m+cs)Σx = Σ s·q·x̂ + m·Σx + c·s·(Σx - Σx̂): same value as the
-             * centred form, with the centring folded into per-group sums of x and x̂ */
-            if (mn) {
-                size_t gi = (size_t)t * ng + g;
-                extra[t] += mn[g] * xsum[gi] + (float)(BITS == 4 ? 8 : 4) * sc[g] * (xsum[gi] - xqsum[gi]);
-            }
+            acc[t] = _mm256_fmadd_ps(sv, _mm256_add_ps(ag[t][0], ag[t][1]), acc[t]);
+        }
+    }
+    /* Σ s(q-c)x̂ + (m+cs)Σx = Σ s·q·x̂ + m·Σx + c·s·(Σx - Σx̂): the centring and offset
+     * terms are two dot products over the row's groups, done here in one vector pass */
+    if (mn) {
+        float c = (float)(BITS == 4 ? 8 : 4);
+        for (int t = 0; t < NT; t++) {
+            const float *xsm = xsum + (size_t)t * ng, *dx = xqsum + (size_t)t * ng;
+            __m256 e = _mm256_setzero_ps();
+            int g = 0;
+            for (; g + 8 <= ng; g += 8)
+                e = _mm256_fmadd_ps(_mm256_loadu_ps(mn + g), _mm256_loadu_ps(xsm + g),
+                                    _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(c), _mm256_loadu_ps(sc + g)),
+                                                    _mm256_loadu_ps(dx + g), e));
+            float tail = 0.0f;
+            for (; g < ng; g++) tail += mn[g] * xsm[g] + c * sc[g] * dx[g];
+            __m128 v = _mm_add_ps(_mm256_castps256_ps128(e), _mm256_extractf128_ps(e, 1));
+            v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+            v = _mm_add_ss(v, _mm_movehdup_ps(v));
+            extra[t] = _mm_cvtss_f32(v) + tail;
         }
     }
     for (int t = 0; t < NT; t++) {

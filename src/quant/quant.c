@@ -342,7 +342,8 @@ void ls_qmat_matmul_rows(const ls_qmat *q, const float *X, int M, float *Y, int 
                         for (int k = 0; k < 32; k++) is += xq[(size_t)m * q->cols_pad + (size_t)b * 32 + k];
                         s += (float)is * xs[(size_t)m * nb + b];
                     }
-                    xqsum[(size_t)m * q->ngroups + g] = s;
+                    /* what the kernels need is Σx - Σx̂, the rounding error per group */
+                    xqsum[(size_t)m * q->ngroups + g] = xsum[(size_t)m * q->ngroups + g] - s;
                 }
         }
         if (!fast) {
