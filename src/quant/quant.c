@@ -310,7 +310,8 @@ void ls_qmat_matmul_rows(const ls_qmat *q, const float *X, int M, float *Y, int 
         Xp = pad;
     }
     float *xsum = NULL, *xs = NULL, *xqsum = NULL;
-    int8_t *xq = NULL;
+    int8_t *xq = NULL, *xp = NULL;
+    float *xsv = NULL;
     if (q->min) {
         /* Σx per group, shared by every W row (the offset term of asymmetric formats) */
         xsum = malloc(sizeof(float) * (size_t)M * q->ngroups);
@@ -350,15 +351,24 @@ void ls_qmat_matmul_rows(const ls_qmat *q, const float *X, int M, float *Y, int 
             rows_i8_ref(q, xq, xs, xsum, M, Y);
             goto done;
         }
+        int np = (q->cols_pad / 32 + 1) / 2;
+        xp = ls_aligned_alloc(32, (size_t)M * np * 64);
+        xsv = ls_aligned_alloc(32, sizeof(float) * (size_t)M * np * 8);
+        LS_ASSERT(xp && xsv);
+        ls_quant_x_pairs(q->bits, xq, xs, M, q->cols_pad, xp, xsv);
     }
+    ls_quant_act act = {xp, xsv, xsum, xqsum};
     if (nthreads <= 1 || q->rows < 64) {
-        ls_quant_rows_avx2(q, 0, q->rows, Xp, M, Y, xsum, xq, xs, xqsum);
+        ls_quant_rows_avx2(q, 0, q->rows, Xp, M, Y, &act);
     } else {
-        int nchunk = nthreads * 4;
+        /* rows split over threads in chunks of whole 4-row blocks; each output is computed
+         * by one thread the same way whatever the split (no cross-thread reduction) */
+        int nchunk = nthreads * 4, nblk = (q->rows + 3) / 4;
 #pragma omp parallel for num_threads(nthreads) schedule(dynamic, 1)
         for (int ch = 0; ch < nchunk; ch++) {
-            int r0 = (int)((int64_t)q->rows * ch / nchunk), r1 = (int)((int64_t)q->rows * (ch + 1) / nchunk);
-            if (r1 > r0) ls_quant_rows_avx2(q, r0, r1, Xp, M, Y, xsum, xq, xs, xqsum);
+            int r0 = 4 * (int)((int64_t)nblk * ch / nchunk), r1 = 4 * (int)((int64_t)nblk * (ch + 1) / nchunk);
+            if (r1 > q->rows) r1 = q->rows;
+            if (r1 > r0) ls_quant_rows_avx2(q, r0, r1, Xp, M, Y, &act);
         }
     }
 done:
@@ -366,6 +376,8 @@ done:
     free(xqsum);
     free(xs);
     ls_aligned_free(xq);
+    ls_aligned_free(xp);
+    ls_aligned_free(xsv);
     ls_aligned_free(pad);
 }
 
