@@ -12,6 +12,8 @@
 #include "quant/quant_internal.h"
 
 #define TARGET __attribute__((target("avx2,fma,f16c")))
+/* tiles keep arrays of vectors in registers only when their loops are fully unrolled */
+#define LS_UNROLL _Pragma("GCC unroll 4")
 
 int ls_quant_cpu_fast(void) {
     __builtin_cpu_init();
@@ -83,36 +85,347 @@ TARGET static inline float hsum(__m256 a[4]) {
     return _mm_cvtss_f32(v);
 }
 
-/* One W row against NT X rows; NT is a compile-time constant at each call site. */
-TARGET static inline __attribute__((always_inline)) void row_tile(const ls_qmat *q, int r, const float *X, int ldx,
-                                                                   int NT, float *Y, int ldy) {
-    const uint8_t *row = q->data + (size_t)r * q->row_bytes;
-    __m256 acc[4][4];
-    for (int t = 0; t < NT; t++)
-        for (int j = 0; j < 4; j++) acc[t][j] = _mm256_setzero_ps();
-    int nb = q->cols_pad / 32;
-    for (int b = 0; b < nb; b++) {
-        __m256 w[4];
-        load_block(q, row, r, b, w);
-        for (int t = 0; t < NT; t++) {
-            const float *x = X + (size_t)t * ldx + (size_t)b * 32;
-            for (int j = 0; j < 4; j++) acc[t][j] = _mm256_fmadd_ps(w[j], _mm256_loadu_ps(x + 8 * j), acc[t][j]);
+/* Raw quantized values (no scale or offset) of 32-value block b, as floats. */
+TARGET static inline __attribute__((always_inline)) void load_q(int bits, const uint8_t *row, int b, __m256 w[4]) {
+    if (bits == 8) {
+        const uint8_t *p = row + (size_t)b * 32;
+        for (int j = 0; j < 4; j++)
+            w[j] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p + 8 * j))));
+    } else if (bits == 4) {
+        const uint8_t *p = row + (size_t)b * 16;
+        __m256i m15 = _mm256_set1_epi32(15);
+        __m256i v0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
+        __m256i v1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + 8)));
+        w[0] = _mm256_cvtepi32_ps(_mm256_and_si256(v0, m15));
+        w[1] = _mm256_cvtepi32_ps(_mm256_and_si256(v1, m15));
+        w[2] = _mm256_cvtepi32_ps(_mm256_srli_epi32(v0, 4));
+        w[3] = _mm256_cvtepi32_ps(_mm256_srli_epi32(v1, 4));
+    } else {
+        const uint8_t *p = row + (size_t)b * 12;
+        uint32_t hw;
+        memcpy(&hw, p + 8, 4);
+        __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
+        __m256i hi = _mm256_set1_epi32((int)hw);
+        __m256i three = _mm256_set1_epi32(3), one = _mm256_set1_epi32(1);
+        __m256i sh = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        for (int j = 0; j < 4; j++) {
+            __m256i l = _mm256_and_si256(_mm256_srli_epi32(lo, 2 * j), three);
+            __m256i h = _mm256_and_si256(_mm256_srlv_epi32(hi, _mm256_add_epi32(sh, _mm256_set1_epi32(8 * j))), one);
+            h = _mm256_slli_epi32(h, 2);
+            w[j] = _mm256_cvtepi32_ps(_mm256_or_si256(l, h));
         }
     }
-    for (int t = 0; t < NT; t++) Y[(size_t)t * ldy + r] = hsum(acc[t]);
 }
 
-TARGET void ls_quant_rows_avx2(const ls_qmat *q, int r0, int r1, const float *Xpad, int M, float *Y) {
-    int ldx = q->cols_pad, ldy = q->rows;
+/* One W row against NT X rows; NT is a compile-time constant at each call site. Float
+ * formats: four accumulators striped over each block. Quantized formats: per group,
+ * Σ q·x in four striped accumulators, folded ((a0+a1)+(a2+a3)) and scaled into one
+ * accumulator; the offset term min·Σx uses the precomputed group sums xsum. */
+TARGET static inline __attribute__((always_inline)) void row_tile(const ls_qmat *q, int BITS, int r, const float *X,
+                                                                   int ldx, int NT, float *Y, int ldy, const float *xsum) {
+    const uint8_t *row = q->data + (size_t)r * q->row_bytes;
+    int nb = q->cols_pad / 32;
+    if (BITS >= 16) {
+        __m256 acc[4][4];
+        for (int t = 0; t < NT; t++)
+            for (int j = 0; j < 4; j++) acc[t][j] = _mm256_setzero_ps();
+        for (int b = 0; b < nb; b++) {
+            __m256 w[4];
+            load_block(q, row, r, b, w);
+            for (int t = 0; t < NT; t++) {
+                const float *x = X + (size_t)t * ldx + (size_t)b * 32;
+                for (int j = 0; j < 4; j++) acc[t][j] = _mm256_fmadd_ps(w[j], _mm256_loadu_ps(x + 8 * j), acc[t][j]);
+            }
+        }
+        for (int t = 0; t < NT; t++) Y[(size_t)t * ldy + r] = hsum(acc[t]);
+        return;
+    }
+    int bpg = q->group / 32, ng = q->ngroups;
+    const float *sc = q->scale + (size_t)r * ng, *mn = q->min ? q->min + (size_t)r * ng : NULL;
+    __m256 acc[4];
+    float extra[4] = {0, 0, 0, 0};
+    for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
+    for (int g = 0; g < ng; g++) {
+        __m256 ag[4][4];
+        for (int t = 0; t < NT; t++)
+            for (int j = 0; j < 4; j++) ag[t][j] = _mm256_setzero_ps();
+        for (int b = g * bpg; b < (g + 1) * bpg; b++) {
+            __m256 w[4];
+            load_q(BITS, row, b, w);
+            for (int t = 0; t < NT; t++) {
+                const float *x = X + (size_t)t * ldx + (size_t)b * 32;
+                for (int j = 0; j < 4; j++) ag[t][j] = _mm256_fmadd_ps(w[j], _mm256_loadu_ps(x + 8 * j), ag[t][j]);
+            }
+        }
+        __m256 sv = _mm256_set1_ps(sc[g]);
+        for (int t = 0; t < NT; t++) {
+            __m256 f = _mm256_add_ps(_mm256_add_ps(ag[t][0], ag[t][1]), _mm256_add_ps(ag[t][2], ag[t][3]));
+            acc[t] = _mm256_fmadd_ps(sv, f, acc[t]);
+            if (mn) extra[t] += mn[g] * xsum[(size_t)t * ng + g];
+        }
+    }
+    for (int t = 0; t < NT; t++) {
+        __m128 v = _mm_add_ps(_mm256_castps256_ps128(acc[t]), _mm256_extractf128_ps(acc[t], 1));
+        v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+        v = _mm_add_ss(v, _mm_movehdup_ps(v));
+        Y[(size_t)t * ldy + r] = _mm_cvtss_f32(v) + extra[t];
+    }
+}
+
+/* 32 quantized values of block b as bytes: int8 for 8 bits, 0..15 / 0..7 for 4 / 3 bits. */
+TARGET static inline __attribute__((always_inline)) __m256i unpack_q(int bits, const uint8_t *row, int b) {
+    if (bits == 8) return _mm256_loadu_si256((const __m256i *)(row + (size_t)b * 32));
+    if (bits == 4) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(row + (size_t)b * 16)), m = _mm_set1_epi8(15);
+        return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
+    }
+    const uint8_t *p = row + (size_t)b * 12;
+    int64_t lo8;
+    uint32_t hw;
+    memcpy(&lo8, p, 8);
+    memcpy(&hw, p + 8, 4);
+    /* byte k: bits 2(k/8).. of byte k%8, then bit k of hw as bit 2 */
+    __m256i l = _mm256_srlv_epi64(_mm256_set1_epi64x(lo8), _mm256_setr_epi64x(0, 2, 4, 6));
+    l = _mm256_and_si256(l, _mm256_set1_epi8(3));
+    __m256i h = _mm256_shuffle_epi8(_mm256_set1_epi32((int)hw), _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                                                                2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+    __m256i bitm = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    h = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bitm), bitm), _mm256_set1_epi8(4));
+    return _mm256_or_si256(l, h);
+}
+
+/* Activations in the pair kernels' layout; see quant_internal.h. Plain C: runs once per
+ * call, O(M·cols), while the kernels stream rows·cols weights. */
+void ls_quant_x_pairs(int bits, const int8_t *xq, const float *xs, int M, int cols_pad, int8_t *xp, float *xsv) {
+    int nb = cols_pad / 32, np = (nb + 1) / 2;
+    for (int m = 0; m < M; m++) {
+        const int8_t *x = xq + (size_t)m * cols_pad;
+        const float *s = xs + (size_t)m * nb;
+        int8_t *o = xp + (size_t)m * np * 64;
+        float *v = xsv + (size_t)m * np * 8;
+        for (int p = 0; p < np; p++) {
+            int b = 2 * p, two = b + 1 < nb;
+            float s0 = s[b], s1 = two ? s[b + 1] : 0.0f;
+            if (bits == 4) {
+                /* [b 0..15 | b+1 0..15] [b 16..31 | b+1 16..31]: what the low and high
+                 * nibbles of 32 packed bytes (blocks b, b+1) hold */
+                for (int k = 0; k < 16; k++) {
+                    o[64 * p + k] = x[32 * b + k];
+                    o[64 * p + 32 + k] = x[32 * b + 16 + k];
+                    o[64 * p + 16 + k] = two ? x[32 * b + 32 + k] : 0;
+                    o[64 * p + 48 + k] = two ? x[32 * b + 48 + k] : 0;
+                }
+                for (int k = 0; k < 8; k++) v[8 * p + k] = k < 4 ? s0 : s1;
+            } else {
+                for (int k = 0; k < 64; k++) o[64 * p + k] = k < 32 || two ? x[32 * b + k] : 0;
+                /* lanes of hadd(block b, block b+1) */
+                for (int k = 0; k < 8; k++) v[8 * p + k] = (k & 2) ? s1 : s0;
+            }
+        }
+    }
+}
+
+/* Σ q·x̂ of one pair of blocks (b = 2·pr, b+1) of one W row against one X row, as 8 int32
+ * lanes in the order of the row's xsv: 4 bits: lanes 0-3 block b, 4-7 block b+1 (the two
+ * nibble halves' int16 sums are added before widening: |sum| <= 4·15·127 fits);
+ * 8/3 bits: hadd of the two blocks' sums. TAIL: block b+1 does not exist (odd count).
+ * WQ holds the row's pair codes from pair_codes (8 bits: |q| and q for the sign trick). */
+typedef struct {
+    __m256i a, b, c, d;
+} codes4;
+
+TARGET static inline __attribute__((always_inline)) codes4 pair_codes(int BITS, int TAIL, const uint8_t *row, int pr) {
+    codes4 w;
+    if (BITS == 4) {
+        const uint8_t *p = row + (size_t)pr * 32;
+        __m256i v = TAIL ? _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)p)) : _mm256_loadu_si256((const __m256i *)p);
+        __m256i m = _mm256_set1_epi8(15);
+        w.a = _mm256_and_si256(v, m);
+        w.b = _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
+        w.c = w.d = w.a;
+    } else if (BITS == 8) {
+        const uint8_t *p = row + (size_t)pr * 64;
+        w.c = _mm256_loadu_si256((const __m256i *)p);
+        w.d = TAIL ? _mm256_setzero_si256() : _mm256_loadu_si256((const __m256i *)(p + 32));
+        w.a = _mm256_abs_epi8(w.c);
+        w.b = _mm256_abs_epi8(w.d);
+    } else {
+        w.a = unpack_q(3, row, 2 * pr);
+        w.b = TAIL ? _mm256_setzero_si256() : unpack_q(3, row, 2 * pr + 1);
+        w.c = w.d = w.a;
+    }
+    return w;
+}
+
+TARGET static inline __attribute__((always_inline)) __m256i pair_dot(int BITS, codes4 w, __m256i x0, __m256i x1) {
+    __m256i ones = _mm256_set1_epi16(1);
+    if (BITS == 4)
+        return _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(w.a, x0), _mm256_maddubs_epi16(w.b, x1)), ones);
+    if (BITS == 8) {
+        /* |q| · (x with q's sign): maddubs wants its first operand unsigned */
+        __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(w.a, _mm256_sign_epi8(x0, w.c)), ones);
+        __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(w.b, _mm256_sign_epi8(x1, w.d)), ones);
+        return _mm256_hadd_epi32(p0, p1);
+    }
+    __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(w.a, x0), ones);
+    __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(w.b, x1), ones);
+    return _mm256_hadd_epi32(p0, p1);
+}
+
+/* Integer formats: RB W rows (r, r+1, ...) against NT int8 X rows. Each output is
+ * reduced the same way whatever RB and NT (so the result does not depend on batch
+ * composition, row blocking or the thread split): per pair of 32-blocks
+ *     acc += float(Σ q·x̂ lanes) · (xs lanes · weight-group scale lanes)
+ * in one 8-lane accumulator, then a fixed horizontal sum plus the offset terms. RB rows
+ * at once share the activation loads and give the prefetchers RB streams. */
+TARGET static inline __attribute__((always_inline)) void tile_i8(const ls_qmat *q, int BITS, int RB, int NT, int r,
+                                                                 const ls_quant_act *a, int m, float *Y) {
+    int nb = q->cols_pad / 32, np = (nb + 1) / 2, bpg = q->group / 32, ng = q->ngroups, ldy = q->rows;
+    const uint8_t *row[4];
+    const float *sc[4];
+    const int8_t *xp[4];
+    const float *xv[4];
+    __m256 acc[4][4];
+    LS_UNROLL
+    for (int i = 0; i < RB; i++) {
+        row[i] = q->data + (size_t)(r + i) * q->row_bytes;
+        sc[i] = q->scale + (size_t)(r + i) * ng;
+        LS_UNROLL
+        for (int t = 0; t < NT; t++) acc[i][t] = _mm256_setzero_ps();
+    }
+    LS_UNROLL
+    for (int t = 0; t < NT; t++) {
+        xp[t] = a->xp + (size_t)(m + t) * np * 64;
+        xv[t] = a->xsv + (size_t)(m + t) * np * 8;
+    }
+#define LS_PAIR_STEP(TAIL, PR, SGV)                                                                           \
+    do {                                                                                                      \
+        __m256i x0[4], x1[4];                                                                                 \
+        __m256 xs_[4];                                                                                        \
+        LS_UNROLL                                                                                             \
+        for (int t = 0; t < NT; t++) {                                                                        \
+            x0[t] = _mm256_loadu_si256((const __m256i *)(xp[t] + (size_t)(PR) * 64));                        \
+            x1[t] = _mm256_loadu_si256((const __m256i *)(xp[t] + (size_t)(PR) * 64 + 32));                   \
+            xs_[t] = _mm256_loadu_ps(xv[t] + (size_t)(PR) * 8);                                               \
+        }                                                                                                     \
+        LS_UNROLL                                                                                             \
+        for (int i = 0; i < RB; i++) {                                                                        \
+            codes4 w = pair_codes(BITS, TAIL, row[i], PR);                                                    \
+            LS_UNROLL                                                                                         \
+            for (int t = 0; t < NT; t++)                                                                      \
+                acc[i][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pair_dot(BITS, w, x0[t], x1[t])),              \
+                                            _mm256_mul_ps(xs_[t], SGV[i]), acc[i][t]);                       \
+        }                                                                                                     \
+    } while (0)
+    __m256 sg[4];
+    if (bpg >= 2) {
+        /* whole pairs per weight group: one broadcast scale per group */
+        int ppg = bpg / 2;
+        for (int g = 0; g < ng; g++) {
+            LS_UNROLL
+            for (int i = 0; i < RB; i++) sg[i] = _mm256_broadcast_ss(sc[i] + g);
+            for (int k = 0; k < ppg; k++) LS_PAIR_STEP(0, g * ppg + k, sg);
+        }
+    } else {
+        /* group 32: the two blocks of a pair have their own scales, laid out like xsv */
+        for (int pr = 0; pr < nb / 2; pr++) {
+            LS_UNROLL
+            for (int i = 0; i < RB; i++)
+                sg[i] = _mm256_blend_ps(_mm256_broadcast_ss(sc[i] + 2 * pr), _mm256_broadcast_ss(sc[i] + 2 * pr + 1),
+                                        BITS == 4 ? 0xf0 : 0xcc);
+            LS_PAIR_STEP(0, pr, sg);
+        }
+        if (nb & 1) {
+            LS_UNROLL
+            for (int i = 0; i < RB; i++) sg[i] = _mm256_broadcast_ss(sc[i] + nb - 1);
+            LS_PAIR_STEP(1, nb / 2, sg);
+        }
+    }
+#undef LS_PAIR_STEP
+    /* Σ s(q-c)x̂ + (m+cs)Σx = Σ s·q·x̂ + m·Σx + c·s·(Σx - Σx̂): the centring and offset
+     * terms are two dot products over the row's groups, done here in one vector pass */
+    LS_UNROLL
+    for (int i = 0; i < RB; i++) {
+        const float *mn = q->min ? q->min + (size_t)(r + i) * ng : NULL;
+        LS_UNROLL
+        for (int t = 0; t < NT; t++) {
+            float extra = 0.0f;
+            if (mn) {
+                float c = (float)(BITS == 4 ? 8 : 4);
+                const float *xsm = a->xsum + (size_t)(m + t) * ng, *dx = a->xqsum + (size_t)(m + t) * ng;
+                __m256 e = _mm256_setzero_ps();
+                int g = 0;
+                for (; g + 8 <= ng; g += 8)
+                    e = _mm256_fmadd_ps(_mm256_loadu_ps(mn + g), _mm256_loadu_ps(xsm + g),
+                                        _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(c), _mm256_loadu_ps(sc[i] + g)),
+                                                        _mm256_loadu_ps(dx + g), e));
+                float tail = 0.0f;
+                for (; g < ng; g++) tail += mn[g] * xsm[g] + c * sc[i][g] * dx[g];
+                __m128 v = _mm_add_ps(_mm256_castps256_ps128(e), _mm256_extractf128_ps(e, 1));
+                v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+                v = _mm_add_ss(v, _mm_movehdup_ps(v));
+                extra = _mm_cvtss_f32(v) + tail;
+            }
+            __m128 v = _mm_add_ps(_mm256_castps256_ps128(acc[i][t]), _mm256_extractf128_ps(acc[i][t], 1));
+            v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+            v = _mm_add_ss(v, _mm_movehdup_ps(v));
+            Y[(size_t)(m + t) * ldy + r + i] = _mm_cvtss_f32(v) + extra;
+        }
+    }
+}
+
+/* Rows [r0, r1) of an integer format. One X row (decode of one sequence): 4 W rows at a
+ * time. Several: 2 W rows × 2 X rows, the W rows' bytes reused from L1 for every X pair. */
+TARGET static inline __attribute__((always_inline)) void rows_i8(const ls_qmat *q, int BITS, int r0, int r1,
+                                                                  const ls_quant_act *a, int M, float *Y) {
+    int r = r0;
+    if (M == 1) {
+        for (; r + 4 <= r1; r += 4) tile_i8(q, BITS, 4, 1, r, a, 0, Y);
+        for (; r < r1; r++) tile_i8(q, BITS, 1, 1, r, a, 0, Y);
+        return;
+    }
+    for (; r + 2 <= r1; r += 2) {
+        int m = 0;
+        for (; m + 2 <= M; m += 2) tile_i8(q, BITS, 2, 2, r, a, m, Y);
+        if (m < M) tile_i8(q, BITS, 2, 1, r, a, m, Y);
+    }
+    if (r < r1) {
+        int m = 0;
+        for (; m + 2 <= M; m += 2) tile_i8(q, BITS, 1, 2, r, a, m, Y);
+        if (m < M) tile_i8(q, BITS, 1, 1, r, a, m, Y);
+    }
+}
+
+/* All rows [r0, r1) of one format; BITS is a constant in each instantiation below. */
+TARGET static inline __attribute__((always_inline)) void rows_fmt(const ls_qmat *q, int BITS, int r0, int r1,
+                                                                   const float *Xpad, int M, float *Y, const float *xsum) {
+    int ldx = q->cols_pad, ldy = q->rows, ng = q->ngroups;
+    /* quantized formats hold 2 rows of group accumulators in registers, float formats 4 */
     for (int r = r0; r < r1; r++) {
         int m = 0;
-        for (; m + 4 <= M; m += 4) row_tile(q, r, Xpad + (size_t)m * ldx, ldx, 4, Y + (size_t)m * ldy, ldy);
+        if (BITS >= 16)
+            for (; m + 4 <= M; m += 4) row_tile(q, BITS, r, Xpad + (size_t)m * ldx, ldx, 4, Y + (size_t)m * ldy, ldy, NULL);
+        else
+            for (; m + 2 <= M; m += 2)
+                row_tile(q, BITS, r, Xpad + (size_t)m * ldx, ldx, 2, Y + (size_t)m * ldy, ldy, xsum ? xsum + (size_t)m * ng : NULL);
+        const float *xs = xsum ? xsum + (size_t)m * ng : NULL;
         switch (M - m) {
-        case 3: row_tile(q, r, Xpad + (size_t)m * ldx, ldx, 3, Y + (size_t)m * ldy, ldy); break;
-        case 2: row_tile(q, r, Xpad + (size_t)m * ldx, ldx, 2, Y + (size_t)m * ldy, ldy); break;
-        case 1: row_tile(q, r, Xpad + (size_t)m * ldx, ldx, 1, Y + (size_t)m * ldy, ldy); break;
+        case 3: row_tile(q, BITS, r, Xpad + (size_t)m * ldx, ldx, 3, Y + (size_t)m * ldy, ldy, xs); break;
+        case 2: row_tile(q, BITS, r, Xpad + (size_t)m * ldx, ldx, 2, Y + (size_t)m * ldy, ldy, xs); break;
+        case 1: row_tile(q, BITS, r, Xpad + (size_t)m * ldx, ldx, 1, Y + (size_t)m * ldy, ldy, xs); break;
         default: break;
         }
+    }
+}
+
+TARGET void ls_quant_rows_avx2(const ls_qmat *q, int r0, int r1, const float *Xpad, int M, float *Y,
+                               const ls_quant_act *a) {
+    switch (q->bits) {
+    case 32: rows_fmt(q, 32, r0, r1, Xpad, M, Y, NULL); break;
+    case 16: rows_fmt(q, 16, r0, r1, Xpad, M, Y, NULL); break;
+    case 8: rows_i8(q, 8, r0, r1, a, M, Y); break;
+    case 4: rows_i8(q, 4, r0, r1, a, M, Y); break;
+    default: rows_i8(q, 3, r0, r1, a, M, Y); break;
     }
 }
 

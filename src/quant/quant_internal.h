@@ -3,12 +3,35 @@
 #ifndef LLMSYS_QUANT_INTERNAL_H
 #define LLMSYS_QUANT_INTERNAL_H
 
+#include <stdint.h>
+
 #include "llmsys/quant.h"
 
 /* 1 if the CPU has AVX2, FMA and F16C (ignores LLMSYS_NO_SIMD). */
 int ls_quant_cpu_fast(void);
-/* Y[m*rows + r] for r in [r0, r1), m in [0, M): X rows padded to cols_pad. AVX2 only. */
-void ls_quant_rows_avx2(const ls_qmat *q, int r0, int r1, const float *Xpad, int M, float *Y);
+/* Activations prepared once per call for the integer (8/4/3-bit) fast kernels, which
+ * work on pairs of 32-value blocks (np = ceil(cols_pad/64) pairs per X row):
+ *   xp    M × np × 64 int8: X quantized per 32-block (ls_quant_x_i8), rearranged by
+ *         ls_quant_x_pairs to match how the kernel unpacks a pair of weight blocks;
+ *   xsv   M × np × 8 floats: each block's x scale, in the lanes where that block's sums land;
+ *   xsum  M × ngroups: Σx per group (4/3 bits, offset term), else NULL;
+ *   xqsum M × ngroups: Σx - Σx̂ per group, the int8 rounding error (4/3 bits), else NULL. */
+typedef struct {
+    const int8_t *xp;
+    const float *xsv;
+    const float *xsum, *xqsum;
+} ls_quant_act;
+
+/* Y[m*rows + r] for r in [r0, r1), m in [0, M). 32/16 bits: X rows padded to cols_pad in
+ * Xpad; 8/4/3 bits: the prepared activations a. Every output is computed the same way
+ * whatever r0, r1 and M. AVX2 only. */
+void ls_quant_rows_avx2(const ls_qmat *q, int r0, int r1, const float *Xpad, int M, float *Y, const ls_quant_act *a);
+/* Rearranges int8 activations xq (M × cols_pad, natural order) and their block scales xs
+ * (M × cols_pad/32) into the pair layout of ls_quant_act for a bits-bit matrix. */
+void ls_quant_x_pairs(int bits, const int8_t *xq, const float *xs, int M, int cols_pad, int8_t *xp, float *xsv);
+/* Activations to int8 per 32-value block: xs = absmax/127 per block (M × cols_pad/32), xq
+ * (M × cols_pad) = round(x/xs); columns past cols are 0. */
+void ls_quant_x_i8(const float *X, int M, int cols, int cols_pad, int8_t *xq, float *xs);
 /* Dequantizes row r into out[cols_pad] (same values as the reference). AVX2 only. */
 void ls_quant_dequant_row_avx2(const ls_qmat *q, int r, float *out);
 
