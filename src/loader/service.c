@@ -238,6 +238,13 @@ static int all_fetched(const ls_loader_server *s, int64_t step) {
     return 1;
 }
 
+/* The oldest step some rank still needs: the window can slide up to it. */
+static int64_t first_unfetched(const ls_loader_server *s) {
+    int64_t l = s->lo;
+    while (l < s->hi && all_fetched(s, l)) l++;
+    return l;
+}
+
 static void *builder_main(void *arg) {
     ls_loader_server *s = arg;
     pthread_mutex_lock(&s->mu);
@@ -445,9 +452,9 @@ static void handle_batch(ls_loader_server *s, zmq_msg_t *env, size_t n_env, int6
         snprintf(msg, sizeof msg, "step %lld is too far behind: the service holds steps [%lld, %lld); restart it from a saved state to replay",
                  (long long)step, (long long)s->lo, (long long)s->hi);
         reply_error(s, env, n_env, MSG_BATCH, LS_ERANGE, msg);
-    } else if (step >= s->lo + s->W) {
-        snprintf(msg, sizeof msg, "step %lld is too far ahead: the service holds steps [%lld, %lld) and builds up to %lld until every rank fetches step %lld",
-                 (long long)step, (long long)s->lo, (long long)s->hi, (long long)(s->lo + s->W - 1), (long long)s->lo);
+    } else if (step >= first_unfetched(s) + s->W) {
+        snprintf(msg, sizeof msg, "step %lld is too far ahead: the service holds steps [%lld, %lld) and builds up to step %lld until every rank has fetched step %lld",
+                 (long long)step, (long long)s->lo, (long long)s->hi, (long long)(first_unfetched(s) + s->W - 1), (long long)first_unfetched(s));
         reply_error(s, env, n_env, MSG_BATCH, LS_ERANGE, msg);
     } else if (step < s->hi) {
         reply_batch(s, env, n_env, step, rank);
