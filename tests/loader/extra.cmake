@@ -1,0 +1,6 @@
+# Loader tests that run the CLI: the demo scenario (quick) and a shell test of the service
+# (serve, fetch, kill -9, restart from the saved state, control messages, bad input).
+add_test(NAME loader.demo_quick
+         COMMAND $<TARGET_FILE:llmsys> demo --quick --workdir ${CMAKE_BINARY_DIR}/test-loader-demo loader)
+add_test(NAME loader.cli COMMAND ${CMAKE_SOURCE_DIR}/tests/loader/cli.sh $<TARGET_FILE:llmsys>)
+set_tests_properties(loader.demo_quick loader.cli PROPERTIES TIMEOUT 60 LABELS loader)
