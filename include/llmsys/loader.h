@@ -257,6 +257,15 @@ int ls_loader_client_control(ls_loader_client *c, const char *json, char **reply
 int ls_loader_client_shutdown(ls_loader_client *c);
 void ls_loader_client_close(ls_loader_client *c);
 
+/* A training batch source (llmsys/train.h) that fetches rank's batch for each step from
+ * the service at endpoint: rows are copied into the trainer's (rows, T) batch, padding
+ * and segment ends get target -1. Fails on a step whose rows do not fit. */
+struct ls_batch_source;
+int ls_loader_batch_source(struct ls_batch_source **out, const char *endpoint, int rank, int timeout_ms);
+/* Writes the loader state after the last fetched step (what `loader serve --resume`
+ * takes) atomically to path; *step (may be NULL) gets the step it resumes at. */
+int ls_loader_batch_source_save_state(struct ls_batch_source *s, const char *path, int64_t *step);
+
 /* Serialisation of a batch (the wire payload; exposed for tests). */
 int ls_loader_batch_encode(const ls_loader_batch *b, uint8_t **buf, size_t *len);
 int ls_loader_batch_decode(const uint8_t *buf, size_t len, ls_loader_batch *out);

@@ -16,6 +16,7 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "llmsys/core.h"
+#include "llmsys/loader.h"
 #include "llmsys/model.h"
 #include "llmsys/train.h"
 
@@ -130,7 +131,7 @@ static int relaunch_under_mpirun(int ranks, int argc, char **argv) {
 #define UNSET64 INT64_MIN
 
 typedef struct {
-    const char *config, *out, *resume, *report;
+    const char *config, *out, *resume, *report, *loader;
     data_opts data;
     int steps, batch, seq, warmup, ranks, save_every, stop_at, log_every, threads;
     int64_t seed;
@@ -187,7 +188,8 @@ static cJSON *train_report(const train_opts *o, train_ctx *c, int64_t start, con
     cJSON_AddNumberToObject(j, "tokens", (double)nl * tc->batch * tc->seq);
     cJSON_AddNumberToObject(j, "tokens_per_s", tok_s);
     cJSON_AddNumberToObject(j, "wall_s", wall);
-    cJSON_AddNumberToObject(j, "train_bytes", (double)ls_corpus_num_bytes(c->corpus, LS_SPLIT_TRAIN));
+    if (c->corpus) cJSON_AddNumberToObject(j, "train_bytes", (double)ls_corpus_num_bytes(c->corpus, LS_SPLIT_TRAIN));
+    if (o->loader) cJSON_AddStringToObject(j, "loader", o->loader);
     cJSON_AddStringToObject(j, "out", o->out);
     if (o->resume) cJSON_AddStringToObject(j, "resumed_from", o->resume);
     return j;
@@ -207,12 +209,21 @@ static int check_out_path(const char *path) {
     return rc;
 }
 
+/* With --loader, the loader's resume state is saved beside each checkpoint, as
+ * <out>.loader-state: `llmsys loader serve --resume` restarts the service from it. */
+static int save_loader_state(const train_opts *o, train_ctx *c, int rank) {
+    if (!o->loader || rank != 0) return LS_OK;
+    char p[4096];
+    snprintf(p, sizeof p, "%s.loader-state", o->out);
+    return ls_loader_batch_source_save_state(c->src, p, NULL);
+}
+
 static int train_run(const train_opts *o, train_ctx *c) {
     ls_dist *d = c->d;
     int rank = ls_dist_rank(d), N = ls_dist_size(d);
     int rc = rank == 0 ? check_out_path(o->out) : LS_OK;
     if (ls_dist_agree(d, rc, NULL) < 0) return collective_fail(d, rc);
-    rc = data_load(&o->data, &c->corpus);
+    if (!o->loader) rc = data_load(&o->data, &c->corpus);
     if (ls_dist_agree(d, rc, NULL) < 0) return collective_fail(d, rc);
 
     if (o->resume) {
@@ -233,9 +244,15 @@ static int train_run(const train_opts *o, train_ctx *c) {
     }
     if (rc == LS_OK) {
         ls_train_config tc = *ls_trainer_config(c->t);
-        rc = ls_batch_source_corpus(&c->src, c->corpus, &tc, N);
-        /* the shard count chosen for a fresh run is part of the run's settings */
-        if (rc == LS_OK) rc = ls_trainer_set_shards(c->t, tc.shards);
+        if (o->loader) {
+            /* each rank fetches its own cost-balanced share of every step from the service */
+            rc = ls_loader_batch_source(&c->src, o->loader, rank, 60000);
+            if (rc == LS_OK) rc = ls_trainer_set_shards(c->t, N);
+        } else {
+            rc = ls_batch_source_corpus(&c->src, c->corpus, &tc, N);
+            /* the shard count chosen for a fresh run is part of the run's settings */
+            if (rc == LS_OK) rc = ls_trainer_set_shards(c->t, tc.shards);
+        }
     }
     if (ls_dist_agree(d, rc, NULL) < 0) return collective_fail(d, rc);
 
@@ -244,7 +261,10 @@ static int train_run(const train_opts *o, train_ctx *c) {
     if (o->stop_at > 0 && o->stop_at < end) end = o->stop_at;
     if (start >= end && rank == 0) LS_WARN("%s is already at step %" PRId64 ": nothing to train", o->resume, start);
     ls_model *m = ls_trainer_model(c->t);
-    if (rank == 0) {
+    if (rank == 0 && !c->corpus) {
+        LS_INFO("train: %zu params, %d rank(s), batch %d x seq %d, steps %" PRId64 "..%" PRId64 " of %d, data from the loader service %s",
+                ls_model_num_params(m), N, tc->batch, tc->seq, start, end, tc->steps, o->loader);
+    } else if (rank == 0) {
         char b[32];
         LS_INFO("train: %zu params (%s), %d rank(s), global batch %d x seq %d, steps %" PRId64 "..%" PRId64
                 " of %d, %zu train / %zu held-out bytes from %d docs, %d shards",
@@ -273,6 +293,7 @@ static int train_run(const train_opts *o, train_ctx *c) {
                     loss, ls_lr_at(&tc->opt, (int)s), gn, tps);
         if (o->save_every > 0 && (s + 1) % o->save_every == 0 && s + 1 < end) {
             rc = ls_trainer_save(c->t, o->out);
+            if (rc == LS_OK) rc = save_loader_state(o, c, rank);
             if (rc < 0) break;
         }
     }
@@ -283,6 +304,7 @@ static int train_run(const train_opts *o, train_ctx *c) {
         return collective_fail(d, rc);
     }
     rc = ls_trainer_save(c->t, o->out);
+    if (rc == LS_OK && nl > 0) rc = save_loader_state(o, c, rank);
     if (rc < 0) {
         free(losses);
         return collective_fail(d, rc);
@@ -307,6 +329,7 @@ int cmd_train(int argc, char **argv) {
     ls_arg spec[] = {
         {"config", LS_ARG_STR, &o.config, "NAME", "model config: tiny or small (default small)"},
         {"data", LS_ARG_STR_LIST, &o.data.paths, "PATH", "text files or directories (recursive)"},
+        {"loader", LS_ARG_STR, &o.loader, "URL", "fetch each step's batch from `llmsys loader serve` at tcp://host:port instead of --data"},
         {"steps", LS_ARG_INT, &o.steps, "N", "total optimizer steps of the run (the lr schedule length)"},
         {"out", LS_ARG_STR, &o.out, "FILE", "checkpoint to write (.safetensors, atomic)", 1},
         {"resume", LS_ARG_STR, &o.resume, "CKPT", "continue the run saved in CKPT exactly"},
@@ -340,7 +363,8 @@ int cmd_train(int argc, char **argv) {
     ls_model_config mc = {0};
     int given_run_setting = o.config || o.batch != UNSET || o.seq != UNSET || !isnan(o.lr) || o.warmup != UNSET ||
                             o.seed != UNSET64 || !isnan(o.weight_decay) || !isnan(o.grad_clip);
-    if (o.data.paths.n == 0) rc = usage_err("train", "missing --data PATH... (see --help)");
+    if (o.data.paths.n == 0 && !o.loader) rc = usage_err("train", "missing --data PATH... or --loader URL (see --help)");
+    else if (o.data.paths.n > 0 && o.loader) rc = usage_err("train", "give --data or --loader, not both");
     else if (!o.resume && o.steps == UNSET) rc = usage_err("train", "missing --steps N (see --help)");
     else if (o.steps != UNSET && o.steps < 1) rc = usage_err("train", "--steps must be >= 1, got %d", o.steps);
     else if (o.resume && given_run_setting)

@@ -90,4 +90,22 @@ diff "$T/ref1" "$T/b1" > /dev/null || fail "rank 1 batches differ after kill/res
 printf 'garbage' > "$T/bad.state"
 "$LLMSYS" loader serve --mix "$T/mix.json" --ranks 2 --port 0 --resume "$T/bad.state" 2> "$T/err"; [ $? -eq 1 ] || fail "bad state accepted"
 grep -q "loader state" "$T/err" || fail "bad state message"
+
+# llmsys train --loader: 2 steps from the service, the loader state saved beside the
+# checkpoint, service restarted from it, training resumed to step 4
+cat > "$T/mixt.json" <<JSON
+{"n_ctx": 32, "tokens_per_rank": 96, "seed": 2, "sources": [{"name": "docs", "path": "docs", "split": "blank"}]}
+JSON
+cp "$T/mixt.json" "$T/mix.json"
+start
+A="tcp://127.0.0.1:$PORT"
+"$LLMSYS" train --config tiny --loader "$A" --seq 32 --batch 6 --steps 4 --stop-at 2 --out "$T/m.safetensors" > "$T/train.log" 2>&1 || fail "train --loader: $(tail -3 "$T/train.log")"
+[ -s "$T/m.safetensors.loader-state" ] || fail "no loader state beside the checkpoint"
+"$LLMSYS" loader control --addr "$A" --shutdown > /dev/null
+wait "${PIDS[-1]}"
+start --resume "$T/m.safetensors.loader-state"
+A="tcp://127.0.0.1:$PORT"
+"$LLMSYS" train --loader "$A" --resume "$T/m.safetensors" --out "$T/m.safetensors" > "$T/train.log" 2>&1 || fail "resumed train --loader: $(tail -3 "$T/train.log")"
+grep -q "trained steps 2..4" "$T/train.log" || fail "resume did not continue at step 2: $(tail -2 "$T/train.log")"
+"$LLMSYS" train --config tiny --loader "$A" --data "$T/docs" --steps 1 --out "$T/x.safetensors" 2>/dev/null; [ $? -eq 2 ] || fail "--data with --loader"
 echo "loader cli: ok"
