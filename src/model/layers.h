@@ -50,6 +50,13 @@ float ls_softmax_xent_forward(float *probs, float *losses, const float *logits, 
 /* dlogits (N,V) += (probs - onehot(target)) · dloss for rows with a valid target. */
 void ls_softmax_xent_backward(float *dlogits, const float *probs, const int *targets, float dloss, int N, int V);
 
+/* C (M,N) = alpha·op(A)·op(B) + beta·C (row-major cblas_sgemm; trans_* != 0 transposes)
+ * with the rows of C split over the OpenMP threads, each block one single-threaded
+ * sgemm. Every matmul of the model goes through here (attention calls cblas_sgemm
+ * directly, one head per thread). */
+void ls_sgemm_rows(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                   int ldb, float beta, float *C, int ldc);
+
 /* Limits OpenBLAS to one thread (for sgemm calls inside OpenMP loops) and returns the
  * previous count for ls_blas_threads_pop. */
 int ls_blas_threads_push_single(void);
