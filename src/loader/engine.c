@@ -36,9 +36,10 @@ typedef struct {
     int qcap, qhead, qn;
     pthread_t th;
     int th_on, stop, err;
+    int prod_wait, cons_wait; /* who sleeps: wake-ups are sent only to a sleeper */
     char errmsg[256];
     pthread_mutex_t mu;
-    pthread_cond_t cv;
+    pthread_cond_t prod_cv, cons_cv;
     ls_rng base;
 } srcl;
 
@@ -94,7 +95,11 @@ static void *producer_main(void *arg) {
     srcl *l = arg;
     pthread_mutex_lock(&l->mu);
     for (;;) {
-        while (!l->stop && !l->err && l->qn == l->qcap) pthread_cond_wait(&l->cv, &l->mu);
+        while (!l->stop && !l->err && l->qn == l->qcap) {
+            l->prod_wait = 1;
+            pthread_cond_wait(&l->prod_cv, &l->mu);
+            l->prod_wait = 0;
+        }
         if (l->stop || l->err) break;
         pthread_mutex_unlock(&l->mu);
         qdoc qd;
@@ -107,8 +112,9 @@ static void *producer_main(void *arg) {
             l->q[(l->qhead + l->qn) % l->qcap] = qd;
             l->qn++;
         }
-        pthread_cond_broadcast(&l->cv);
+        if (l->cons_wait) pthread_cond_signal(&l->cons_cv);
     }
+    if (l->cons_wait) pthread_cond_signal(&l->cons_cv);
     pthread_mutex_unlock(&l->mu);
     return NULL;
 }
@@ -122,7 +128,7 @@ static void producer_stop(srcl *l) {
     if (!l->th_on) return;
     pthread_mutex_lock(&l->mu);
     l->stop = 1;
-    pthread_cond_broadcast(&l->cv);
+    pthread_cond_broadcast(&l->prod_cv);
     pthread_mutex_unlock(&l->mu);
     pthread_join(l->th, NULL);
     l->th_on = 0;
@@ -140,7 +146,9 @@ static int take(srcl *l, int threaded, int max, uint16_t *dst, ls_loader_seg *se
     pthread_mutex_lock(&l->mu);
     while (l->qn == 0 && !l->err) {
         if (threaded) {
-            pthread_cond_wait(&l->cv, &l->mu);
+            l->cons_wait = 1;
+            pthread_cond_wait(&l->cons_cv, &l->mu);
+            l->cons_wait = 0;
         } else {
             qdoc qd;
             int rc = produce(l, &qd);
@@ -174,7 +182,8 @@ static int take(srcl *l, int threaded, int max, uint16_t *dst, ls_loader_seg *se
         l->qn--;
         l->off = 0;
         if (++l->pos == l->ndocs) l->pos = 0, l->epoch++;
-        pthread_cond_broadcast(&l->cv);
+        /* wake the reader only once half the queue is free: it then refills in a burst */
+        if (l->prod_wait && l->qn <= l->qcap / 2) pthread_cond_signal(&l->prod_cv);
     }
     pthread_mutex_unlock(&l->mu);
     return LS_OK;
@@ -228,7 +237,8 @@ int ls_loader_open(ls_loader **out, const ls_loader_mix *mix, int n_ranks, const
         l->base = base;
         ls_src_reader_init(&l->rd);
         pthread_mutex_init(&l->mu, NULL);
-        pthread_cond_init(&l->cv, NULL);
+        pthread_cond_init(&l->prod_cv, NULL);
+        pthread_cond_init(&l->cons_cv, NULL);
         rc = ls_src_open(&l->src, &mix->src[i], mix->strict);
         if (rc < 0) break;
         l->ndocs = ls_src_ndocs(l->src);
@@ -258,7 +268,8 @@ void ls_loader_close(ls_loader *ld) {
         ls_src_reader_free(&l->rd);
         ls_src_close(l->src);
         pthread_mutex_destroy(&l->mu);
-        pthread_cond_destroy(&l->cv);
+        pthread_cond_destroy(&l->prod_cv);
+        pthread_cond_destroy(&l->cons_cv);
     }
     free(ld->s);
     free(ld);
@@ -481,7 +492,8 @@ int ls_loader_next_step(ls_loader *ld, ls_loader_step **out) {
     st->cost_a = m->cost_a;
     st->cost_b = m->cost_b;
     st->tok_buf = malloc((size_t)G * sizeof *st->tok_buf);
-    st->items = malloc((size_t)G * sizeof *st->items);
+    int items_cap = 1024; /* grown on demand: a step of G tokens rarely has G items */
+    st->items = malloc((size_t)items_cap * sizeof *st->items);
     st->rank_cost = calloc((size_t)R, sizeof *st->rank_cost);
     st->source_tokens = calloc((size_t)n, sizeof *st->source_tokens);
     st->weights = calloc((size_t)n, sizeof *st->weights);
@@ -504,6 +516,15 @@ int ls_loader_next_step(ls_loader *ld, ls_loader_step **out) {
         for (int k = 0; k < n; k++)
             if (st->weights[k] > 0 && (best < 0 || ld->s[k].deficit > ld->s[best].deficit)) best = k;
         int max = G - filled < m->n_ctx ? (int)(G - filled) : m->n_ctx;
+        if (st->n_items == items_cap) {
+            ls_loader_seg *grown = realloc(st->items, (size_t)items_cap * 2 * sizeof *grown);
+            if (!grown) {
+                rc = ls_err(LS_ENOMEM, "out of memory");
+                break;
+            }
+            st->items = grown;
+            items_cap *= 2;
+        }
         ls_loader_seg *seg = &st->items[st->n_items];
         rc = take(&ld->s[best], ld->threads, max, st->tok_buf + filled, seg);
         if (rc < 0) break;

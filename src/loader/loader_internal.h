@@ -9,10 +9,8 @@
 
 typedef struct ls_src ls_src;
 
-/* Per-thread reading context: scratch buffers and a cached open file. */
+/* Per-thread reading context: scratch buffers. */
 typedef struct {
-    int fd;
-    int file;
     char *buf;
     size_t cap;
     uint16_t *tok;

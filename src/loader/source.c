@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -27,10 +28,19 @@ typedef struct {
     uint64_t off;
 } doc_ref;
 
+/* Files are mapped read-only once, at open: a document is then read with one copy out of
+ * the page cache and no system call (in a VM each pread costs microseconds). Sources must
+ * not be truncated while in use. */
+typedef struct {
+    const char *p;
+    size_t len;
+} file_map;
+
 struct ls_src {
     ls_loader_source_spec spec;
     int nfiles;
     char **files;
+    file_map *maps;
     uint32_t ndocs;
     doc_ref *docs;       /* text / jsonl */
     uint64_t *tok_index; /* tokens: ndocs + 1 offsets */
@@ -173,6 +183,22 @@ static int index_jsonl(ls_src *s, uint32_t f, const char *buf, size_t len, int s
     return LS_OK;
 }
 
+static int map_file(ls_src *s, int f) {
+    int fd = open(s->files[f], O_RDONLY);
+    if (fd < 0) return ls_err(LS_EIO, "%s: %s", s->files[f], strerror(errno));
+    struct stat st;
+    int rc = fstat(fd, &st) != 0 ? ls_err(LS_EIO, "%s: %s", s->files[f], strerror(errno)) : LS_OK;
+    s->maps[f].p = NULL;
+    s->maps[f].len = rc == LS_OK ? (size_t)st.st_size : 0;
+    if (rc == LS_OK && st.st_size > 0) {
+        void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m == MAP_FAILED) rc = ls_err(LS_EIO, "%s: cannot map: %s", s->files[f], strerror(errno));
+        else s->maps[f].p = m;
+    }
+    close(fd);
+    return rc;
+}
+
 /* ---------------------------------------------------------------- .lstok */
 
 typedef struct {
@@ -182,70 +208,36 @@ typedef struct {
 } tok_header;
 _Static_assert(sizeof(tok_header) == TOK_HEADER, "lstok header is 64 bytes");
 
-static int read_full(int fd, void *buf, size_t n, uint64_t off, const char *path) {
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = pread(fd, (char *)buf + got, n - got, (off_t)(off + got));
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) return ls_err(LS_EIO, "%s: read failed: %s", path, strerror(errno));
-        if (r == 0) return ls_err(LS_EFORMAT, "%s: truncated (wanted %zu bytes at %llu)", path, n, (unsigned long long)off);
-        got += (size_t)r;
-    }
-    return LS_OK;
-}
 
 static int open_tokens(ls_src *s) {
     const char *path = s->files[0];
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return ls_err(LS_EIO, "%s: %s", path, strerror(errno));
-    struct stat st;
+    LS_TRY(map_file(s, 0));
+    const char *base = s->maps[0].p;
+    size_t size = s->maps[0].len;
     tok_header h;
-    int rc = fstat(fd, &st) != 0 ? ls_err(LS_EIO, "%s: %s", path, strerror(errno)) : LS_OK;
-    if (rc == LS_OK && (size_t)st.st_size < sizeof h) rc = ls_err(LS_EFORMAT, "%s: too short for a .lstok header", path);
-    if (rc == LS_OK) rc = read_full(fd, &h, sizeof h, 0, path);
-    if (rc == LS_OK && memcmp(h.magic, TOK_MAGIC, 8) != 0) rc = ls_err(LS_EFORMAT, "%s: not a .lstok file (bad magic)", path);
-    if (rc == LS_OK && h.version != TOK_VERSION) rc = ls_err(LS_EFORMAT, "%s: unsupported .lstok version %u", path, h.version);
-    if (rc == LS_OK && ls_hash64(&h, offsetof(tok_header, hdr_hash)) != h.hdr_hash) rc = ls_err(LS_ECHECKSUM, "%s: header checksum mismatch", path);
-    if (rc == LS_OK && (h.token_bytes != 2 || h.n_docs == 0 || h.n_docs >= UINT32_MAX ||
-                        h.index_off != TOK_HEADER + 2 * h.n_tokens ||
-                        (uint64_t)st.st_size != h.index_off + 8 * (h.n_docs + 1)))
-        rc = ls_err(LS_EFORMAT, "%s: inconsistent .lstok sizes (%llu docs, %llu tokens, %lld bytes)", path,
-                    (unsigned long long)h.n_docs, (unsigned long long)h.n_tokens, (long long)st.st_size);
-    if (rc == LS_OK) {
-        s->tok_index = malloc((h.n_docs + 1) * sizeof *s->tok_index);
-        if (!s->tok_index) rc = ls_err(LS_ENOMEM, "out of memory");
-    }
-    if (rc == LS_OK) rc = read_full(fd, s->tok_index, (h.n_docs + 1) * 8, h.index_off, path);
-    if (rc == LS_OK && ls_hash64(s->tok_index, (h.n_docs + 1) * 8) != h.idx_hash) rc = ls_err(LS_ECHECKSUM, "%s: index checksum mismatch", path);
-    for (uint64_t i = 0; rc == LS_OK && i < h.n_docs; i++)
+    if (size < sizeof h) return ls_err(LS_EFORMAT, "%s: too short for a .lstok header", path);
+    memcpy(&h, base, sizeof h);
+    if (memcmp(h.magic, TOK_MAGIC, 8) != 0) return ls_err(LS_EFORMAT, "%s: not a .lstok file (bad magic)", path);
+    if (h.version != TOK_VERSION) return ls_err(LS_EFORMAT, "%s: unsupported .lstok version %u", path, h.version);
+    if (ls_hash64(&h, offsetof(tok_header, hdr_hash)) != h.hdr_hash) return ls_err(LS_ECHECKSUM, "%s: header checksum mismatch", path);
+    if (h.token_bytes != 2 || h.n_docs == 0 || h.n_docs >= UINT32_MAX || h.n_tokens > size ||
+        h.index_off != TOK_HEADER + 2 * h.n_tokens || (uint64_t)size != h.index_off + 8 * (h.n_docs + 1))
+        return ls_err(LS_EFORMAT, "%s: inconsistent .lstok sizes (%llu docs, %llu tokens, %zu bytes)", path,
+                      (unsigned long long)h.n_docs, (unsigned long long)h.n_tokens, size);
+    s->tok_index = malloc((h.n_docs + 1) * sizeof *s->tok_index);
+    if (!s->tok_index) return ls_err(LS_ENOMEM, "out of memory");
+    memcpy(s->tok_index, base + h.index_off, (h.n_docs + 1) * 8);
+    if (ls_hash64(s->tok_index, (h.n_docs + 1) * 8) != h.idx_hash) return ls_err(LS_ECHECKSUM, "%s: index checksum mismatch", path);
+    for (uint64_t i = 0; i < h.n_docs; i++)
         if (s->tok_index[i] >= s->tok_index[i + 1] || s->tok_index[i + 1] - s->tok_index[i] > MAX_DOC_BYTES)
-            rc = ls_err(LS_EFORMAT, "%s: index entry %llu is not increasing or too long", path, (unsigned long long)i);
-    if (rc == LS_OK && (s->tok_index[0] != 0 || s->tok_index[h.n_docs] != h.n_tokens)) rc = ls_err(LS_EFORMAT, "%s: index does not span the tokens", path);
-    /* Token checksum and range, streamed in 1 MiB pieces. */
-    if (rc == LS_OK) {
-        XXH3_state_t *xs = XXH3_createState();
-        uint16_t *buf = malloc(1 << 20);
-        if (!xs || !buf) rc = ls_err(LS_ENOMEM, "out of memory");
-        if (xs) XXH3_64bits_reset(xs);
-        for (uint64_t done = 0; rc == LS_OK && done < h.n_tokens;) {
-            uint64_t n = h.n_tokens - done < (1 << 19) ? h.n_tokens - done : (1 << 19);
-            rc = read_full(fd, buf, n * 2, TOK_HEADER + done * 2, path);
-            if (rc != LS_OK) break;
-            for (uint64_t i = 0; i < n; i++)
-                if (buf[i] >= LS_VOCAB) {
-                    rc = ls_err(LS_EFORMAT, "%s: token %llu out of range (%u)", path, (unsigned long long)(done + i), buf[i]);
-                    break;
-                }
-            XXH3_64bits_update(xs, buf, n * 2);
-            done += n;
-        }
-        if (rc == LS_OK && XXH3_64bits_digest(xs) != h.tok_hash) rc = ls_err(LS_ECHECKSUM, "%s: token checksum mismatch", path);
-        XXH3_freeState(xs);
-        free(buf);
-    }
-    close(fd);
-    if (rc == LS_OK) s->ndocs = (uint32_t)h.n_docs;
-    return rc;
+            return ls_err(LS_EFORMAT, "%s: index entry %llu is not increasing or too long", path, (unsigned long long)i);
+    if (s->tok_index[0] != 0 || s->tok_index[h.n_docs] != h.n_tokens) return ls_err(LS_EFORMAT, "%s: index does not span the tokens", path);
+    if (ls_hash64(base + TOK_HEADER, h.n_tokens * 2) != h.tok_hash) return ls_err(LS_ECHECKSUM, "%s: token checksum mismatch", path);
+    const uint16_t *tok = (const uint16_t *)(const void *)(base + TOK_HEADER);
+    for (uint64_t i = 0; i < h.n_tokens; i++)
+        if (tok[i] >= LS_VOCAB) return ls_err(LS_EFORMAT, "%s: token %llu out of range (%u)", path, (unsigned long long)i, tok[i]);
+    s->ndocs = (uint32_t)h.n_docs;
+    return LS_OK;
 }
 
 /* ---------------------------------------------------------------- open / close */
@@ -265,16 +257,20 @@ int ls_src_open(ls_src **out, const ls_loader_source_spec *spec, int strict) {
     } else {
         rc = add_file(s, spec->path);
     }
+    if (rc == LS_OK) {
+        s->maps = calloc((size_t)(s->nfiles ? s->nfiles : 1), sizeof *s->maps);
+        if (!s->maps) rc = ls_err(LS_ENOMEM, "out of memory");
+    }
     if (rc == LS_OK && spec->type == LS_SRC_TOKENS) {
         rc = open_tokens(s);
     } else {
         for (int f = 0; rc == LS_OK && f < s->nfiles; f++) {
-            char *buf;
-            size_t len;
-            rc = ls_file_read(s->files[f], &buf, &len);
+            rc = map_file(s, f);
             if (rc != LS_OK) break;
+            const char *buf = s->maps[f].p;
+            size_t len = s->maps[f].len;
+            if (len == 0) continue;
             rc = spec->type == LS_SRC_JSONL ? index_jsonl(s, (uint32_t)f, buf, len, strict) : index_text(s, (uint32_t)f, buf, len);
-            free(buf);
         }
         if (rc == LS_OK && s->skipped > MAX_WARNINGS)
             LS_WARN("source '%s': %lld malformed lines skipped in all", spec->name, (long long)s->skipped);
@@ -292,6 +288,9 @@ int ls_src_open(ls_src **out, const ls_loader_source_spec *spec, int strict) {
 
 void ls_src_close(ls_src *s) {
     if (!s) return;
+    for (int i = 0; s->maps && i < s->nfiles; i++)
+        if (s->maps[i].p) munmap((void *)s->maps[i].p, s->maps[i].len);
+    free(s->maps);
     for (int i = 0; i < s->nfiles; i++) free(s->files[i]);
     free(s->files);
     free(s->docs);
@@ -303,17 +302,16 @@ uint32_t ls_src_ndocs(const ls_src *s) { return s->ndocs; }
 int64_t ls_src_skipped(const ls_src *s) { return s->skipped; }
 
 size_t ls_src_state_bytes(const ls_src *s) {
-    size_t b = sizeof *s + s->cap * sizeof(doc_ref) + (s->tok_index ? (s->ndocs + 1) * 8 : 0);
+    size_t b = sizeof *s + s->cap * sizeof(doc_ref) + (s->tok_index ? (s->ndocs + 1) * 8 : 0) + (size_t)s->nfiles * sizeof(file_map);
     for (int i = 0; i < s->nfiles; i++) b += strlen(s->files[i]) + 1 + sizeof(char *);
     return b;
 }
 
 /* ---------------------------------------------------------------- reading */
 
-void ls_src_reader_init(ls_src_reader *r) { memset(r, 0, sizeof *r), r->fd = -1, r->file = -1; }
+void ls_src_reader_init(ls_src_reader *r) { memset(r, 0, sizeof *r); }
 
 void ls_src_reader_free(ls_src_reader *r) {
-    if (r->fd >= 0) close(r->fd);
     free(r->buf);
     free(r->tok);
     ls_src_reader_init(r);
@@ -333,34 +331,21 @@ static int reserve(ls_src_reader *r, size_t bytes, size_t toks) {
     return LS_OK;
 }
 
-static int reader_fd(const ls_src *s, ls_src_reader *r, int file) {
-    if (r->file == file) return LS_OK;
-    if (r->fd >= 0) close(r->fd);
-    r->fd = open(s->files[file], O_RDONLY);
-    r->file = r->fd >= 0 ? file : -1;
-    if (r->fd < 0) return ls_err(LS_EIO, "%s: %s", s->files[file], strerror(errno));
-    return LS_OK;
-}
-
 int ls_src_read_doc(const ls_src *s, ls_src_reader *r, uint32_t doc, int *len) {
     if (doc >= s->ndocs) return ls_err(LS_ERANGE, "source '%s': document %u out of range", s->spec.name, doc);
     if (s->spec.type == LS_SRC_TOKENS) {
         uint64_t a = s->tok_index[doc], n = s->tok_index[doc + 1] - a;
         LS_TRY(reserve(r, 0, n));
-        LS_TRY(reader_fd(s, r, 0));
-        LS_TRY(read_full(r->fd, r->tok, n * 2, TOK_HEADER + a * 2, s->files[0]));
+        memcpy(r->tok, s->maps[0].p + TOK_HEADER + a * 2, n * 2);
         *len = (int)n;
         return LS_OK;
     }
     const doc_ref *d = &s->docs[doc];
-    LS_TRY(reserve(r, (size_t)d->len + 1, (size_t)d->len + 1));
-    LS_TRY(reader_fd(s, r, (int)d->file));
-    LS_TRY(read_full(r->fd, r->buf, d->len, d->off, s->files[d->file]));
-    const unsigned char *text = (const unsigned char *)r->buf;
+    const unsigned char *text = (const unsigned char *)s->maps[d->file].p + d->off;
     size_t n = d->len;
     cJSON *j = NULL;
     if (s->spec.type == LS_SRC_JSONL) {
-        j = cJSON_ParseWithLength(r->buf, d->len);
+        j = cJSON_ParseWithLength((const char *)text, d->len);
         const cJSON *v = j ? jsonl_text(j, s->spec.field) : NULL;
         if (!v) {
             cJSON_Delete(j);
@@ -369,6 +354,7 @@ int ls_src_read_doc(const ls_src *s, ls_src_reader *r, uint32_t doc, int *len) {
         text = (const unsigned char *)v->valuestring;
         n = strlen(v->valuestring); /* a JSON string is never longer than its line */
     }
+    LS_TRY(reserve(r, 0, n + 1));
     /* Byte-level tokenization: one token per byte, EOS closes the document. */
     for (size_t i = 0; i < n; i++) r->tok[i] = text[i];
     r->tok[n] = LS_TOK_EOS;
