@@ -167,11 +167,13 @@ static int parse_mix(const cJSON *j, const char *base, ls_loader_mix *mix) {
         return ls_err(LS_EINVAL, "micro_batches must be in [1, 1024], got %d", mix->micro_batches);
     if (seed < 0 || seed != floor(seed)) return ls_err(LS_EINVAL, "seed must be an integer >= 0");
     mix->seed = (uint64_t)seed;
-    /* Defaults: a = 1, b = 6·d_model with d_model = 256 (the "small" model): the ratio of
-     * per-token linear FLOPs to per-token-pair attention FLOPs, as in verl's 7B
-     * calibration 24576·L + L² = 6·4096·L + L² (REFERENCES.md §2); see docs/loader.md. */
+    /* Defaults a = 1, b = 950: the "small" GPT's forward+backward time per row measured
+     * against row length (bench_loader --calibrate-only: t = 1.29e-3·L + 1.36e-6·L² s,
+     * b/a = 950, docs/loader.md). The FLOP count alone gives b/a = 6·d_model = 1536 (as
+     * verl's 24576·L + L² = 6·4096·L + L² for a 7B model, REFERENCES.md §2); attention
+     * runs below GEMM speed, so measured pairs cost more and b/a is lower. */
     mix->cost_a = 1.0;
-    mix->cost_b = 1536.0;
+    mix->cost_b = 950.0;
     const cJSON *cost = cJSON_GetObjectItemCaseSensitive(j, "cost");
     if (cost) {
         LS_TRY(ls_json_get_double(cost, "a", mix->cost_a, &mix->cost_a));
