@@ -83,7 +83,7 @@ static uint64_t batch_hash(const ls_loader_batch *b) {
     return ls_hash64(v, sizeof v);
 }
 
-enum { STEPS = 14, CUT = 6, CHANGE = 9 };
+enum { STEPS = 14, CUT = 6, CHANGE = 9, RESET = 12 };
 static uint64_t ref[STEPS][R];
 
 /* The uninterrupted in-process run (inline reading), with the weight change at CHANGE. */
@@ -93,6 +93,7 @@ static void reference(const ls_loader_mix *mix) {
     CHECK_EQ_INT(ls_loader_open(&ld, mix, R, &o), 0);
     double w[2] = {0.1, 0.9};
     CHECK_EQ_INT(ls_loader_set_weights(ld, w, CHANGE), 0);
+    CHECK_EQ_INT(ls_loader_set_weights(ld, NULL, RESET), 0);
     for (int s = 0; s < STEPS; s++) {
         ls_loader_step *st;
         CHECK_EQ_INT(ls_loader_next_step(ld, &st), 0);
@@ -128,6 +129,9 @@ static void test_service(void) {
     CHECK(ls_loader_client_control(c[0], "not json", NULL) < 0);
     CHECK_EQ_INT(ls_loader_client_control(c[0], "{\"weights\": {\"long\": 0.1, \"short\": 0.9}, \"step\": 9}", &reply), 0);
     CHECK(reply && strstr(reply, "\"from_step\":9"));
+    free(reply);
+    reply = NULL;
+    CHECK_EQ_INT(ls_loader_client_control(c[0], "{\"weights\": null, \"step\": 12}", &reply), 0); /* back to the schedule */
     free(reply);
     CHECK_EQ_INT(ls_loader_client_control(c[0], NULL, &reply), 0); /* info */
     CHECK(reply && strstr(reply, "\"ranks\":3"));
@@ -171,7 +175,7 @@ static void test_service(void) {
     kill_child();
 
     /* Restart from the state saved with step CUT-1 (as a trainer checkpoint would). The
-     * weight change pending for step 9 is part of that state. */
+     * weight changes pending for steps 9 and 12 are part of that state. */
     port = start_server(&mix, blob, blen);
     CHECK(port > 0);
     snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
