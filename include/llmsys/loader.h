@@ -120,6 +120,7 @@ static inline double ls_loader_cost(double a, double b, int len) { return a * (d
  * slices of about equal weight[i] (token count; weight may be NULL = unit). Returns
  * LS_ENOMEM/LS_EINVAL on failure. */
 int ls_balance_partition(ls_balance_algo algo, const double *cost, const int *weight, int n, int k, int *part);
+/* (KK falls back to LPT when n·k exceeds 2^26, to bound its O(n·k) memory.) */
 /* Optimal partition by exhaustive search (tests; n <= 12, k <= 4). Returns the optimum. */
 double ls_balance_brute_force(const double *cost, int n, int k, int *part);
 /* max/mean of the k part sums of part (1 = perfect; mean 0 -> 1). */

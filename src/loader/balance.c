@@ -179,7 +179,11 @@ int ls_balance_partition(ls_balance_algo algo, const double *cost, const int *we
     switch (algo) {
     case LS_BALANCE_NAIVE: return naive(cost, weight, n, k, part);
     case LS_BALANCE_LPT: return lpt(cost, n, k, part);
-    case LS_BALANCE_KK: return karmarkar_karp(cost, n, k, part);
+    case LS_BALANCE_KK:
+        /* KK keeps k sums per item (O(n·k) memory); past 64 M entries LPT, within 4/3 of
+         * the optimum, takes over rather than exhausting memory. */
+        if ((size_t)n * (size_t)k > ((size_t)1 << 26)) return lpt(cost, n, k, part);
+        return karmarkar_karp(cost, n, k, part);
     }
     return ls_err(LS_EINVAL, "balance: unknown algorithm %d", (int)algo);
 }
