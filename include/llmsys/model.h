@@ -124,9 +124,9 @@ typedef struct {
 void ls_model_profile_enable(ls_model *m, int on);
 ls_model_prof ls_model_profile_get(const ls_model *m);
 
-/* AdamW with decoupled weight decay on 2-D weights only (not biases, LayerNorm, wpe? see
- * docs/model.md), global gradient-norm clipping, linear warmup then cosine decay to
- * min_lr_frac·lr. */
+/* AdamW with decoupled weight decay on every 2-D tensor (wte, wpe and the Linear weights;
+ * never biases or LayerNorm parameters), global gradient-norm clipping, linear warmup
+ * then cosine decay to min_lr_frac·lr (see docs/model.md). */
 typedef struct {
     float lr;
     float beta1, beta2, eps;

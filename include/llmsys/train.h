@@ -42,11 +42,12 @@ extern "C" {
 /* ---------------------------------------------------------------- training settings */
 
 typedef struct {
-    int batch;        /* global batch: sequences per step, summed over ranks */
-    int seq;          /* tokens per sequence (T <= n_ctx) */
-    int steps;        /* total optimizer steps of the run (length of the lr schedule) */
-    uint64_t seed;    /* model init and data sampling */
-    int shards;       /* data shards; 0 = chosen by ls_batch_source_corpus */
+    int batch;          /* global batch: sequences per step, summed over ranks */
+    int seq;            /* tokens per sequence (T <= n_ctx) */
+    int steps;          /* total optimizer steps of the run (length of the lr schedule) */
+    uint64_t seed;      /* model init and data sampling */
+    int shards;         /* data shards; 0 = chosen by ls_batch_source_corpus */
+    uint64_t data_hash; /* fingerprint of the training data (ls_corpus_hash), 0 = unknown */
     ls_adamw_config opt;
 } ls_train_config;
 
@@ -186,6 +187,15 @@ int ls_trainer_step(ls_trainer *t, ls_batch_source *src, float *loss, float *gra
 /* Collective: rank 0 writes the checkpoint (with optimizer state); every rank gets the status. */
 int ls_trainer_save(ls_trainer *t, const char *path);
 int64_t ls_trainer_step_index(const ls_trainer *t);
+/* Where this rank's step time went, summed over the steps run by this trainer. */
+typedef struct {
+    int64_t steps;
+    double data_s;    /* batch source fill */
+    double compute_s; /* forward + backward */
+    double comm_s;    /* gradient all-reduce (0 on one rank) */
+    double update_s;  /* AdamW */
+} ls_train_timing;
+void ls_trainer_timing(const ls_trainer *t, ls_train_timing *out);
 ls_model *ls_trainer_model(ls_trainer *t);
 const ls_train_config *ls_trainer_config(const ls_trainer *t);
 /* Changes the schedule length (e.g. after timing the first steps); must exceed the
@@ -194,22 +204,23 @@ int ls_trainer_set_steps(ls_trainer *t, int steps);
 /* Records the data shard count chosen by the batch source (saved with the run's settings
  * so a resume samples the same shards). */
 int ls_trainer_set_shards(ls_trainer *t, int shards);
+/* Records the fingerprint of the training data (saved, compared on resume). */
+void ls_trainer_set_data_hash(ls_trainer *t, uint64_t h);
 
 /* ---------------------------------------------------------------- evaluation */
 
 typedef struct {
-    double loss;        /* mean cross-entropy, nats per predicted token */
+    double loss;          /* mean cross-entropy, nats per predicted token */
     double bits_per_byte; /* total bits over text bytes predicted */
-    double perplexity;  /* exp(loss) */
-    size_t tokens;      /* predicted tokens */
-    size_t bytes;       /* of which text bytes */
+    double perplexity;    /* exp(loss) */
+    size_t tokens;        /* predicted tokens */
+    size_t bytes;         /* of which text bytes */
 } ls_eval_result;
 
 /* Evaluates m on n tokens in non-overlapping windows of T (<= n_ctx), B windows per
  * forward; targets that are BOS (always after EOS) are not counted. max_tokens > 0 caps
- * the work. */
-int ls_eval_tokens(ls_model *m, const uint16_t *tokens, size_t n, int T, int B, size_t max_tokens,
-                   ls_eval_result *r);
+ * the work at about that many tokens, in windows spread evenly over the whole text. */
+int ls_eval_tokens(ls_model *m, const uint16_t *tokens, size_t n, int T, int B, size_t max_tokens, ls_eval_result *r);
 
 #ifdef __cplusplus
 }

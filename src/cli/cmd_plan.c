@@ -1,14 +1,343 @@
-/* cmd_plan.c - `llmsys plan` and the plan demo scenario. */
+/* cmd_plan.c - `llmsys plan` (serve planner, catalogs, indicators) and the plan demo
+ * scenario. */
+#include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "llmsys/core.h"
+#include "llmsys/plan.h"
 
-static int todo(const char *what) {
-    fprintf(stderr, "llmsys %s: not built yet\n", what);
-    return 1;
+/* Errors in what the user gave (names, files, numbers) are usage errors: exit 2. */
+static int fail_input(void) {
+    ls_cli_fail();
+    return 2;
 }
 
-int cmd_plan(int argc, char **argv) { return todo("plan"); }
-int demo_plan(const ls_demo_ctx *ctx) { return todo("demo plan"); }
+static int is_input_error(int rc) {
+    return rc == LS_EINVAL || rc == LS_ENOTFOUND || rc == LS_EFORMAT || rc == LS_ERANGE || rc == LS_ECHECKSUM;
+}
+
+/* Loads the indicator chosen by --indicator into pb->omega. */
+static int load_indicator(ls_plan_problem *pb, const char *how, const char *model_arg) {
+    if (!how || !strcmp(how, "default")) {
+        if (ls_is_file(model_arg)) return ls_plan_quality_from_checkpoint(model_arg, pb->arch, pb->omega);
+        return ls_plan_quality_default(pb->arch, pb->omega);
+    }
+    if (!strcmp(how, "variance") || !strcmp(how, "measured")) {
+        if (!ls_is_file(model_arg))
+            return ls_err(LS_EINVAL, "--indicator %s needs --model to be an llmsys checkpoint path", how);
+        return !strcmp(how, "variance") ? ls_plan_quality_from_checkpoint(model_arg, pb->arch, pb->omega)
+                                        : ls_plan_quality_measured(model_arg, pb->arch, pb->omega);
+    }
+    return ls_plan_quality_from_file(how, pb->arch, pb->omega);
+}
+
+static void print_plan(const ls_plan_problem *pb, const ls_plan_result *pl) {
+    printf("plan (%s) for %s on %s, batch %d, prompt %d, gen %d:\n", ls_plan_algo_name(pl->algo), pb->arch->name,
+           pb->cl->name, pb->wl.batch, pb->wl.prompt, pb->wl.gen);
+    printf("  %-5s %-12s %-9s %-22s %9s %9s %9s\n", "stage", "device", "layers", "bits (3/4/8/16)", "mem GB",
+           "free GB", "decode ms");
+    for (int s = 0; s < pl->n_stage; s++) {
+        int cnt[LS_PLAN_NBITS] = {0};
+        for (int i = pl->begin[s]; i < pl->begin[s + 1]; i++) cnt[ls_plan_bits_index(pl->bits[i])]++;
+        char lay[24], bits[32];
+        snprintf(lay, sizeof lay, "%d-%d", pl->begin[s], pl->begin[s + 1] - 1);
+        snprintf(bits, sizeof bits, "%d/%d/%d/%d", cnt[0], cnt[1], cnt[2], cnt[3]);
+        printf("  %-5d %-12s %-9s %-22s %9.2f %9.2f %9.2f\n", s, pb->cl->dev[pl->dev[s]].name, lay, bits,
+               pl->stage_mem[s] / 1e9, (pl->stage_usable[s] - pl->stage_mem[s]) / 1e9, pl->stage_decode_s[s] * 1e3);
+    }
+    printf("  micro-batch prefill %d, decode %d\n", pl->mb_prefill, pl->mb_decode);
+    printf("  predicted (modelled): %.1f tok/s, prefill %.3f s, decode %.3f s, quality indicator %.4g\n",
+           pl->throughput_tok_s, pl->prefill_s, pl->decode_s, pl->quality);
+    if (pl->algo == LS_PLAN_ALGO_ILP)
+        printf("  ILP: %s, gap %.3g%%, %d candidates\n", pl->ilp_optimal ? "optimal" : "time limit", pl->ilp_gap * 100,
+               pl->n_candidates);
+    printf("  solved in %.1f ms\n", pl->solve_s * 1e3);
+}
+
+static int plan_serve(int argc, char **argv) {
+    const char *model = NULL, *cluster = NULL, *quality = "bits:4", *algo = "splitquant", *out = NULL, *report = NULL;
+    const char *indicator = NULL, *vllm = NULL, *data = NULL, *bits = NULL;
+    int batch = -1, prompt = -1, gen = -1, quiet = 0;
+    double tlimit = 10;
+    ls_arg spec[] = {
+        {"model", LS_ARG_STR, &model, "M", "catalog model (opt-30b, llama-2-70b, ...) or llmsys checkpoint path (default: the cluster file's)"},
+        {"cluster", LS_ARG_STR, &cluster, "C", "cluster JSON file or catalog name (llmpq-2, mixed-64, ...)", 1},
+        {"batch", LS_ARG_INT, &batch, "B", "sequences in the batch (default: cluster file's, else 32)"},
+        {"prompt", LS_ARG_INT, &prompt, "S", "prompt tokens (default: cluster file's, else 512)"},
+        {"gen", LS_ARG_INT, &gen, "N", "generated tokens (default: cluster file's, else 100)"},
+        {"quality", LS_ARG_STR, &quality, "Q", "bits:B (no worse than all layers at B bits; default bits:4), max:X (total indicator), theta:X (trade-off weight, s per unit), none"},
+        {"indicator", LS_ARG_STR, &indicator, "I", "default | variance | measured (checkpoint models) | FILE (llmsys-indicator JSON)"},
+        {"algo", LS_ARG_STR, &algo, "A", "splitquant (default) | ilp | uniform | pipeedge | adabits"},
+        {"bits", LS_ARG_STR, &bits, "LIST", "allowed bit widths, e.g. 4,8,16 (default 3,4,8,16)"},
+        {"time-limit", LS_ARG_FLOAT, &tlimit, "S", "ILP time limit in seconds over all candidates (default 10)"},
+        {"out", LS_ARG_STR, &out, "FILE", "write the plan (llmsys-plan v1)"},
+        {"report", LS_ARG_STR, &report, "FILE", "write the plan with per-device memory, solve time and vLLM export"},
+        {"export-vllm", LS_ARG_STR, &vllm, "FILE", "write vLLM launch lines and the per-layer quantization map"},
+        {"data", LS_ARG_STR, &data, "DIR", "catalog directory (default $LLMSYS_DATA or the source tree's data/)"},
+        {"quiet", LS_ARG_FLAG, &quiet, NULL, "print nothing on success"},
+    };
+    int rc = ls_args_parse("plan serve", "Plans stages, per-layer bits and micro-batches for serving a model on a cluster.",
+                           spec, (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
+    if (rc) return LS_ARGS_EXIT(rc);
+    int a = ls_plan_algo_parse(algo);
+    if (a < 0 || a == LS_PLAN_ALGO_BRUTE) {
+        fprintf(stderr, "llmsys plan serve: unknown --algo '%s' (splitquant, ilp, uniform, pipeedge, adabits)\n", algo);
+        return 2;
+    }
+    if (!(tlimit > 0) || tlimit > 3600) {
+        fprintf(stderr, "llmsys plan serve: --time-limit must be in (0, 3600] seconds\n");
+        return 2;
+    }
+    ls_plan_qtarget qt;
+    if (ls_plan_qtarget_parse(quality, &qt)) return fail_input();
+    ls_plan_catalog *cat = NULL;
+    ls_plan_cluster *cl = NULL;
+    int ret = 0;
+    if ((rc = ls_plan_catalog_load(data, &cat))) return fail_input();
+    if ((rc = ls_plan_cluster_load(cat, cluster, &cl))) {
+        ret = fail_input();
+        goto done;
+    }
+    if (!model) model = cl->model[0] ? cl->model : NULL;
+    if (!model) {
+        fprintf(stderr, "llmsys plan serve: --model is required (cluster %s names no model)\n", cl->name);
+        ret = 2;
+        goto done;
+    }
+    ls_plan_arch arch;
+    if ((rc = ls_plan_resolve_model(cat, model, &arch))) {
+        ret = fail_input();
+        goto done;
+    }
+    ls_plan_workload wl = {batch >= 0 ? batch : (cl->batch ? cl->batch : 32),
+                           prompt >= 0 ? prompt : (cl->prompt ? cl->prompt : 512),
+                           gen >= 0 ? gen : (cl->gen ? cl->gen : 100)};
+    if (batch == 0 || prompt == 0 || gen == 0 || batch < -1 || prompt < -1 || gen < -1) {
+        fprintf(stderr, "llmsys plan serve: --batch, --prompt and --gen must be positive\n");
+        ret = 2;
+        goto done;
+    }
+    ls_plan_problem *pb = malloc(sizeof *pb);
+    if (!pb) {
+        ret = 1;
+        goto done;
+    }
+    if ((rc = ls_plan_problem_init(pb, &arch, cl, wl)) || (rc = ls_plan_problem_validate(pb)) ||
+        (rc = load_indicator(pb, indicator, model))) {
+        ret = is_input_error(rc) ? fail_input() : ls_cli_fail();
+        free(pb);
+        goto done;
+    }
+    if (bits) {
+        pb->bits_mask = 0;
+        char tmp[64];
+        snprintf(tmp, sizeof tmp, "%s", bits);
+        for (char *t = strtok(tmp, ","); t; t = strtok(NULL, ",")) {
+            char *end;
+            long b = strtol(t, &end, 10);
+            int k = *end ? -1 : ls_plan_bits_index((int)b);
+            if (k < 0) {
+                fprintf(stderr, "llmsys plan serve: --bits: '%s' is not one of 3, 4, 8, 16\n", t);
+                free(pb);
+                ret = 2;
+                goto done;
+            }
+            pb->bits_mask |= 1 << k;
+        }
+    }
+    pb->time_limit_s = tlimit;
+    if ((rc = ls_plan_problem_set_quality(pb, qt))) {
+        ret = fail_input();
+        free(pb);
+        goto done;
+    }
+    ls_plan_result *pl = malloc(sizeof *pl);
+    if (!pl) {
+        free(pb);
+        ret = 1;
+        goto done;
+    }
+    rc = ls_plan_solve(pb, (ls_plan_algo)a, pl);
+    if (rc) {
+        ret = ls_cli_fail();
+    } else {
+        if (!quiet) print_plan(pb, pl);
+        if (out && (rc = ls_plan_result_write(pb, pl, out))) ret = ls_cli_fail();
+        if (!ret && report) {
+            cJSON *j = ls_plan_to_json(pb, pl, 1);
+            rc = j ? ls_json_write_file(report, j) : ls_err(LS_ENOMEM, "report");
+            cJSON_Delete(j);
+            if (rc) ret = ls_cli_fail();
+        }
+        if (!ret && vllm && (rc = ls_plan_export_vllm(pb, pl, vllm))) ret = ls_cli_fail();
+    }
+    free(pl);
+    free(pb);
+done:
+    ls_plan_cluster_free(cl);
+    ls_plan_catalog_free(cat);
+    return ret;
+}
+
+static int plan_list(int argc, char **argv) {
+    const char *data = NULL;
+    ls_arg spec[] = {{"data", LS_ARG_STR, &data, "DIR", "catalog directory"}};
+    int rc = ls_args_parse("plan list", "Lists the catalog: GPUs, models, clusters.", spec, 1, argc, argv, NULL, 0, NULL);
+    if (rc) return LS_ARGS_EXIT(rc);
+    ls_plan_catalog *cat;
+    if (ls_plan_catalog_load(data, &cat)) return fail_input();
+    printf("catalog %s\nmodels:", ls_plan_catalog_dir(cat));
+    for (int i = 0; i < ls_plan_catalog_num_models(cat); i++) printf(" %s", ls_plan_catalog_model_name(cat, i));
+    char **names;
+    int n;
+    printf("\nclusters:\n");
+    if (ls_plan_catalog_clusters(cat, &names, &n) == LS_OK) {
+        for (int i = 0; i < n; i++) {
+            ls_plan_cluster *cl;
+            if (ls_plan_cluster_load(cat, names[i], &cl) == LS_OK) {
+                printf("  %-10s %3d devices  %s\n", names[i], cl->n_dev, cl->model);
+                ls_plan_cluster_free(cl);
+            }
+        }
+        ls_plan_names_free(names, n);
+    }
+    ls_plan_gpu g;
+    ls_plan_catalog_gpu(cat, "T4", &g);
+    ls_plan_catalog_free(cat);
+    return 0;
+}
+
+static int plan_indicator(int argc, char **argv) {
+    const char *model = NULL, *out = NULL, *how = "variance", *data = NULL;
+    ls_arg spec[] = {
+        {"model", LS_ARG_STR, &model, "PATH", "llmsys checkpoint (or a catalog name for the default profile)", 1},
+        {"method", LS_ARG_STR, &how, "M", "variance (LLM-PQ, default) | measured | default"},
+        {"out", LS_ARG_STR, &out, "FILE", "write the indicator (llmsys-indicator JSON)", 1},
+        {"data", LS_ARG_STR, &data, "DIR", "catalog directory"},
+    };
+    int rc = ls_args_parse("plan indicator", "Computes the per-layer, per-bit quality indicator of a model.", spec, 4,
+                           argc, argv, NULL, 0, NULL);
+    if (rc) return LS_ARGS_EXIT(rc);
+    ls_plan_catalog *cat;
+    if (ls_plan_catalog_load(data, &cat)) return fail_input();
+    ls_plan_arch arch;
+    double *om = malloc(sizeof(double) * LS_PLAN_MAX_LAYER * LS_PLAN_NBITS);
+    int ret = 0;
+    if (!om) {
+        ls_plan_catalog_free(cat);
+        return 1;
+    }
+    if ((rc = ls_plan_resolve_model(cat, model, &arch))) {
+        ret = fail_input();
+    } else {
+        if (!strcmp(how, "default")) rc = ls_plan_quality_default(&arch, om);
+        else if (!strcmp(how, "variance")) rc = ls_plan_quality_from_checkpoint(model, &arch, om);
+        else if (!strcmp(how, "measured")) rc = ls_plan_quality_measured(model, &arch, om);
+        else rc = ls_err(LS_EINVAL, "--method '%s': variance, measured or default", how);
+        if (!rc) rc = ls_plan_quality_write(out, &arch, om);
+        if (rc) ret = is_input_error(rc) ? fail_input() : ls_cli_fail();
+        else printf("indicator of %s (%d layers, %s) written to %s\n", arch.name, arch.n_layer, how, out);
+    }
+    free(om);
+    ls_plan_catalog_free(cat);
+    return ret;
+}
+
+int cmd_plan(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        FILE *f = argc < 2 ? stderr : stdout;
+        fprintf(f, "usage: llmsys plan SUBCOMMAND [options]\n\n"
+                   "  serve      plan stages, per-layer bits and micro-batches (LLM-PQ / SplitQuant)\n"
+                   "  indicator  per-layer quality indicator of a checkpoint\n"
+                   "  list       the GPU / model / cluster catalogs\n");
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "serve")) return plan_serve(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "list")) return plan_list(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "indicator")) return plan_indicator(argc - 1, argv + 1);
+    fprintf(stderr, "llmsys plan: unknown subcommand '%s' (serve, indicator, list)\n", argv[1]);
+    return 2;
+}
+
+/* ---------------------------------------------------------------- demo */
+
+static int demo_case(ls_plan_catalog *cat, const char *cluster, const char *model, int quick) {
+    ls_plan_cluster *cl;
+    ls_plan_arch arch;
+    if (ls_plan_cluster_load(cat, cluster, &cl)) return ls_cli_fail();
+    if (ls_plan_catalog_model(cat, model, &arch)) {
+        ls_plan_cluster_free(cl);
+        return ls_cli_fail();
+    }
+    ls_plan_workload wl = {cl->batch ? cl->batch : 32, cl->prompt ? cl->prompt : 512, cl->gen ? cl->gen : 100};
+    ls_plan_problem *pb = malloc(sizeof *pb);
+    ls_plan_result *pl = malloc(sizeof *pl * LS_PLAN_ALGO_COUNT);
+    int ret = 0;
+    if (!pb || !pl || ls_plan_problem_init(pb, &arch, cl, wl)) {
+        ret = 1;
+        goto done;
+    }
+    /* the quality target every algorithm must meet: that of the uniform baseline */
+    if (ls_plan_solve(pb, LS_PLAN_ALGO_UNIFORM, &pl[LS_PLAN_ALGO_UNIFORM])) {
+        ret = ls_cli_fail();
+        goto done;
+    }
+    pb->qmax = pl[LS_PLAN_ALGO_UNIFORM].quality * (1 + 1e-9);
+    pb->time_limit_s = quick ? 1.0 : 8.0;
+    printf("\n%s on %s (%d GPUs), batch %d, prompt %d, gen %d; quality target: no worse than uniform (%.3g)\n",
+           arch.name, cl->name, cl->n_dev, wl.batch, wl.prompt, wl.gen, pb->qmax);
+    printf("  %-10s %10s %8s %9s %9s %8s %9s  %s\n", "algo", "tok/s", "vs unif", "prefill s", "decode s", "quality",
+           "solve ms", "stages (device:layers@bits)");
+    ls_plan_algo order[] = {LS_PLAN_ALGO_UNIFORM, LS_PLAN_ALGO_ADABITS, LS_PLAN_ALGO_PIPEEDGE, LS_PLAN_ALGO_SPLITQUANT,
+                            LS_PLAN_ALGO_ILP};
+    for (int t = 0; t < 5; t++) {
+        ls_plan_algo al = order[t];
+        ls_plan_result *x = &pl[al];
+        int rc = al == LS_PLAN_ALGO_UNIFORM ? 0 : ls_plan_solve(pb, al, x);
+        if (rc) {
+            printf("  %-10s %s\n", ls_plan_algo_name(al), ls_errmsg());
+            continue;
+        }
+        char st[256] = "";
+        for (int s = 0; s < x->n_stage && strlen(st) < 200; s++) {
+            int hi = 0, lo = 99;
+            for (int i = x->begin[s]; i < x->begin[s + 1]; i++) {
+                hi = x->bits[i] > hi ? x->bits[i] : hi;
+                lo = x->bits[i] < lo ? x->bits[i] : lo;
+            }
+            size_t l = strlen(st);
+            if (lo == hi)
+                snprintf(st + l, sizeof st - l, "%s%s:%d@%d", s ? " " : "", cl->dev[x->dev[s]].name,
+                         x->begin[s + 1] - x->begin[s], hi);
+            else
+                snprintf(st + l, sizeof st - l, "%s%s:%d@%d-%d", s ? " " : "", cl->dev[x->dev[s]].name,
+                         x->begin[s + 1] - x->begin[s], lo, hi);
+        }
+        printf("  %-10s %10.1f %7.2fx %9.2f %9.2f %8.3g %9.1f  %s\n", ls_plan_algo_name(al), x->throughput_tok_s,
+               x->throughput_tok_s / pl[LS_PLAN_ALGO_UNIFORM].throughput_tok_s, x->prefill_s, x->decode_s, x->quality,
+               x->solve_s * 1e3, st);
+        if (al == LS_PLAN_ALGO_ILP)
+            printf("  %-10s ILP %s (gap %.2g%%)\n", "", x->ilp_optimal ? "proven optimal" : "hit its time limit",
+                   x->ilp_gap * 100);
+    }
+done:
+    free(pb);
+    free(pl);
+    ls_plan_cluster_free(cl);
+    return ret;
+}
+
+int demo_plan(const ls_demo_ctx *ctx) {
+    ls_plan_catalog *cat;
+    if (ls_plan_catalog_load(NULL, &cat)) return ls_cli_fail();
+    printf("All throughputs are modelled from datasheet figures (data/gpus.json), not measured.\n");
+    int rc = demo_case(cat, "llmpq-2", "opt-30b", ctx->quick);
+    if (!rc) rc = demo_case(cat, "demo-70b", "llama-2-70b", ctx->quick);
+    ls_plan_catalog_free(cat);
+    return rc;
+}

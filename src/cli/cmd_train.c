@@ -42,7 +42,8 @@ typedef struct {
 } data_opts;
 
 static int data_opts_check(const char *cmd, const data_opts *d) {
-    if (!(d->heldout > 0 && d->heldout <= 0.5)) return usage_err(cmd, "--heldout must be in (0, 0.5], got %g", d->heldout);
+    if (!(d->heldout > 0 && d->heldout <= 0.5))
+        return usage_err(cmd, "--heldout must be in (0, 0.5], got %g", d->heldout);
     if (d->max_bytes < 0) return usage_err(cmd, "--max-bytes must be >= 0");
     return 0;
 }
@@ -118,6 +119,8 @@ static int relaunch_under_mpirun(int ranks, int argc, char **argv) {
     snprintf(thr, sizeof thr, "%d", per < 1 ? 1 : per);
     setenv("OMP_NUM_THREADS", thr, 0);
     setenv("OPENBLAS_NUM_THREADS", thr, 0);
+    /* ranks share the cores: spinning OpenMP workers would steal them from each other */
+    setenv("OMP_WAIT_POLICY", "passive", 0);
     fflush(NULL);
     execvp("mpirun", av);
     int rc = ls_err(LS_ENOTFOUND, "cannot run mpirun for --ranks %d: %s (install openmpi-bin)", ranks, strerror(errno));
@@ -152,19 +155,22 @@ static void train_ctx_free(train_ctx *c) {
     ls_corpus_free(c->corpus);
 }
 
-/* Reports a collective failure once: the lowest failing rank prints. */
+/* Reports a collective failure once: the lowest rank that failed by itself (not merely
+ * because a peer did, LS_EPEER) prints its message. */
 static int collective_fail(ls_dist *d, int rc) {
     int bad = -1;
-    ls_dist_agree(d, rc, &bad);
-    if (bad == ls_dist_rank(d) || bad < 0) {
-        if (ls_dist_size(d) > 1) fprintf(stderr, "llmsys: rank %d: %s\n", ls_dist_rank(d), ls_errmsg());
-        else ls_cli_fail();
+    ls_dist_agree(d, rc == LS_EPEER ? LS_OK : rc, &bad);
+    if (bad == ls_dist_rank(d) || (bad < 0 && ls_dist_rank(d) == 0)) {
+        if (ls_dist_size(d) > 1)
+            fprintf(stderr, "llmsys: rank %d: %s\n", ls_dist_rank(d), ls_errmsg());
+        else
+            ls_cli_fail();
     }
     return 1;
 }
 
-static cJSON *train_report(const train_opts *o, train_ctx *c, int64_t start, const float *losses, int nl,
-                           double wall, double tok_s) {
+static cJSON *train_report(const train_opts *o, train_ctx *c, int64_t start, const float *losses, int nl, double wall,
+                           double tok_s) {
     const ls_train_config *tc = ls_trainer_config(c->t);
     ls_model *m = ls_trainer_model(c->t);
     cJSON *j = cJSON_CreateObject();
@@ -188,11 +194,54 @@ static cJSON *train_report(const train_opts *o, train_ctx *c, int64_t start, con
     cJSON_AddNumberToObject(j, "tokens", (double)nl * tc->batch * tc->seq);
     cJSON_AddNumberToObject(j, "tokens_per_s", tok_s);
     cJSON_AddNumberToObject(j, "wall_s", wall);
+    ls_train_timing tm;
+    ls_trainer_timing(c->t, &tm);
+    cJSON *tj = cJSON_AddObjectToObject(j, "rank0_time_s");
+    if (tj) {
+        cJSON_AddNumberToObject(tj, "data", tm.data_s);
+        cJSON_AddNumberToObject(tj, "forward_backward", tm.compute_s);
+        cJSON_AddNumberToObject(tj, "allreduce", tm.comm_s);
+        cJSON_AddNumberToObject(tj, "adamw", tm.update_s);
+    }
     if (c->corpus) cJSON_AddNumberToObject(j, "train_bytes", (double)ls_corpus_num_bytes(c->corpus, LS_SPLIT_TRAIN));
     if (o->loader) cJSON_AddStringToObject(j, "loader", o->loader);
     cJSON_AddStringToObject(j, "out", o->out);
     if (o->resume) cJSON_AddStringToObject(j, "resumed_from", o->resume);
     return j;
+}
+
+/* The data side of a run. The loop only sees an ls_batch_source; another kind of source
+ * (a remote loader) adds its option and a branch in these two functions. */
+static int data_open(const train_opts *o, train_ctx *c) {
+    return o->loader ? LS_OK : data_load(&o->data, &c->corpus); /* the loader service owns its sources */
+}
+
+static int data_source(const train_opts *o, train_ctx *c, int ranks) {
+    if (o->loader) {
+        /* each rank fetches its own cost-balanced share of every step from the service */
+        LS_TRY(ls_loader_batch_source(&c->src, o->loader, ls_dist_rank(c->d), 60000));
+        return ls_trainer_set_shards(c->t, ranks);
+    }
+    ls_train_config tc = *ls_trainer_config(c->t);
+    uint64_t h = ls_corpus_hash(c->corpus);
+    if (o->resume && tc.data_hash && tc.data_hash != h && ls_dist_rank(c->d) == 0)
+        LS_WARN("%s was trained on other data (fingerprint %016llx, now %016llx): the resumed run will not "
+                "match an uninterrupted one",
+                o->resume, (unsigned long long)tc.data_hash, (unsigned long long)h);
+    LS_TRY(ls_batch_source_corpus(&c->src, c->corpus, &tc, ranks));
+    /* the shard count and data fingerprint of a fresh run are part of its saved settings */
+    LS_TRY(ls_trainer_set_shards(c->t, tc.shards));
+    if (!o->resume) ls_trainer_set_data_hash(c->t, h);
+    return LS_OK;
+}
+
+/* With --loader, the loader's resume state is saved beside each checkpoint, as
+ * <out>.loader-state: `llmsys loader serve --resume` restarts the service from it. */
+static int data_save(const train_opts *o, train_ctx *c) {
+    if (!o->loader || ls_dist_rank(c->d) != 0) return LS_OK;
+    char p[4096];
+    snprintf(p, sizeof p, "%s.loader-state", o->out);
+    return ls_loader_batch_source_save_state(c->src, p, NULL);
 }
 
 /* Fails before any work when the checkpoint could not be written where asked. */
@@ -203,19 +252,12 @@ static int check_out_path(const char *path) {
     char *slash = strrchr(dup, '/');
     const char *parent = slash ? (slash == dup ? "/" : (*slash = '\0', dup)) : ".";
     int rc = LS_OK;
-    if (!ls_is_dir(parent)) rc = ls_err(LS_ENOTFOUND, "--out %s: directory %s does not exist", path, parent);
-    else if (access(parent, W_OK) != 0) rc = ls_err(LS_EIO, "--out %s: directory %s is not writable", path, parent);
+    if (!ls_is_dir(parent))
+        rc = ls_err(LS_ENOTFOUND, "--out %s: directory %s does not exist", path, parent);
+    else if (access(parent, W_OK) != 0)
+        rc = ls_err(LS_EIO, "--out %s: directory %s is not writable", path, parent);
     free(dup);
     return rc;
-}
-
-/* With --loader, the loader's resume state is saved beside each checkpoint, as
- * <out>.loader-state: `llmsys loader serve --resume` restarts the service from it. */
-static int save_loader_state(const train_opts *o, train_ctx *c, int rank) {
-    if (!o->loader || rank != 0) return LS_OK;
-    char p[4096];
-    snprintf(p, sizeof p, "%s.loader-state", o->out);
-    return ls_loader_batch_source_save_state(c->src, p, NULL);
 }
 
 static int train_run(const train_opts *o, train_ctx *c) {
@@ -223,7 +265,7 @@ static int train_run(const train_opts *o, train_ctx *c) {
     int rank = ls_dist_rank(d), N = ls_dist_size(d);
     int rc = rank == 0 ? check_out_path(o->out) : LS_OK;
     if (ls_dist_agree(d, rc, NULL) < 0) return collective_fail(d, rc);
-    if (!o->loader) rc = data_load(&o->data, &c->corpus);
+    rc = data_open(o, c);
     if (ls_dist_agree(d, rc, NULL) < 0) return collective_fail(d, rc);
 
     if (o->resume) {
@@ -242,18 +284,7 @@ static int train_run(const train_opts *o, train_ctx *c) {
         tc.opt.warmup_steps = o->warmup != UNSET ? o->warmup : o->steps / 10;
         rc = ls_trainer_init(&c->t, &mc, &tc, d);
     }
-    if (rc == LS_OK) {
-        ls_train_config tc = *ls_trainer_config(c->t);
-        if (o->loader) {
-            /* each rank fetches its own cost-balanced share of every step from the service */
-            rc = ls_loader_batch_source(&c->src, o->loader, rank, 60000);
-            if (rc == LS_OK) rc = ls_trainer_set_shards(c->t, N);
-        } else {
-            rc = ls_batch_source_corpus(&c->src, c->corpus, &tc, N);
-            /* the shard count chosen for a fresh run is part of the run's settings */
-            if (rc == LS_OK) rc = ls_trainer_set_shards(c->t, tc.shards);
-        }
-    }
+    if (rc == LS_OK) rc = data_source(o, c, N);
     if (ls_dist_agree(d, rc, NULL) < 0) return collective_fail(d, rc);
 
     const ls_train_config *tc = ls_trainer_config(c->t);
@@ -293,7 +324,7 @@ static int train_run(const train_opts *o, train_ctx *c) {
                     loss, ls_lr_at(&tc->opt, (int)s), gn, tps);
         if (o->save_every > 0 && (s + 1) % o->save_every == 0 && s + 1 < end) {
             rc = ls_trainer_save(c->t, o->out);
-            if (rc == LS_OK) rc = save_loader_state(o, c, rank);
+            if (rc == LS_OK) rc = data_save(o, c);
             if (rc < 0) break;
         }
     }
@@ -304,7 +335,7 @@ static int train_run(const train_opts *o, train_ctx *c) {
         return collective_fail(d, rc);
     }
     rc = ls_trainer_save(c->t, o->out);
-    if (rc == LS_OK && nl > 0) rc = save_loader_state(o, c, rank);
+    if (rc == LS_OK && nl > 0) rc = data_save(o, c);
     if (rc < 0) {
         free(losses);
         return collective_fail(d, rc);
@@ -323,8 +354,17 @@ static int train_run(const train_opts *o, train_ctx *c) {
 
 int cmd_train(int argc, char **argv) {
     /* "not given" sentinels: a value the parser can never produce for real input */
-    train_opts o = {.config = NULL, .steps = UNSET, .batch = UNSET, .seq = UNSET, .warmup = UNSET, .ranks = 1,
-                    .seed = UNSET64, .lr = NAN, .weight_decay = NAN, .grad_clip = NAN, .threads = 0};
+    train_opts o = {.config = NULL,
+                    .steps = UNSET,
+                    .batch = UNSET,
+                    .seq = UNSET,
+                    .warmup = UNSET,
+                    .ranks = 1,
+                    .seed = UNSET64,
+                    .lr = NAN,
+                    .weight_decay = NAN,
+                    .grad_clip = NAN,
+                    .threads = 0};
     o.data.heldout = 0.05;
     ls_arg spec[] = {
         {"config", LS_ARG_STR, &o.config, "NAME", "model config: tiny or small (default small)"},
@@ -337,8 +377,8 @@ int cmd_train(int argc, char **argv) {
         {"seq", LS_ARG_INT, &o.seq, "T", "tokens per sequence (default: the model's context)"},
         {"lr", LS_ARG_FLOAT, &o.lr, "LR", "peak learning rate (default 1e-3)"},
         {"warmup", LS_ARG_INT, &o.warmup, "N", "linear warmup steps (default steps/10)"},
-        {"weight-decay", LS_ARG_FLOAT, &o.weight_decay, "W", "AdamW weight decay on 2-D weights"},
-        {"grad-clip", LS_ARG_FLOAT, &o.grad_clip, "C", "clip the global gradient norm to C (0: off)"},
+        {"weight-decay", LS_ARG_FLOAT, &o.weight_decay, "W", "AdamW weight decay on 2-D weights (default 0.1)"},
+        {"grad-clip", LS_ARG_FLOAT, &o.grad_clip, "C", "clip the global gradient norm to C (default 1; 0: off)"},
         {"seed", LS_ARG_I64, &o.seed, "S", "seed of model init and data sampling (default 1)"},
         {"ranks", LS_ARG_INT, &o.ranks, "N", "data-parallel ranks: re-launches under mpirun -np N"},
         {"save-every", LS_ARG_INT, &o.save_every, "N", "also checkpoint to --out every N steps"},
@@ -363,31 +403,44 @@ int cmd_train(int argc, char **argv) {
     ls_model_config mc = {0};
     int given_run_setting = o.config || o.batch != UNSET || o.seq != UNSET || !isnan(o.lr) || o.warmup != UNSET ||
                             o.seed != UNSET64 || !isnan(o.weight_decay) || !isnan(o.grad_clip);
-    if (o.data.paths.n == 0 && !o.loader) rc = usage_err("train", "missing --data PATH... or --loader URL (see --help)");
-    else if (o.data.paths.n > 0 && o.loader) rc = usage_err("train", "give --data or --loader, not both");
-    else if (!o.resume && o.steps == UNSET) rc = usage_err("train", "missing --steps N (see --help)");
-    else if (o.steps != UNSET && o.steps < 1) rc = usage_err("train", "--steps must be >= 1, got %d", o.steps);
+    if (o.data.paths.n == 0 && !o.loader)
+        rc = usage_err("train", "missing --data PATH... or --loader URL (see --help)");
+    else if (o.data.paths.n > 0 && o.loader)
+        rc = usage_err("train", "give --data or --loader, not both");
+    else if (!o.resume && o.steps == UNSET)
+        rc = usage_err("train", "missing --steps N (see --help)");
+    else if (o.steps != UNSET && o.steps < 1)
+        rc = usage_err("train", "--steps must be >= 1, got %d", o.steps);
     else if (o.resume && given_run_setting)
         rc = usage_err("train", "--resume continues the saved run: --config, --batch, --seq, --lr, --warmup, "
                                 "--seed, --weight-decay and --grad-clip come from the checkpoint");
     else if (!o.resume && ls_model_config_named(o.config ? o.config : "small", &mc) < 0)
         rc = usage_err("train", "%s", ls_errmsg());
-    else if (o.batch != UNSET && o.batch < 1) rc = usage_err("train", "--batch must be >= 1, got %d", o.batch);
+    else if (o.batch != UNSET && o.batch < 1)
+        rc = usage_err("train", "--batch must be >= 1, got %d", o.batch);
     else if (o.seq != UNSET && (o.seq < 1 || o.seq > mc.n_ctx))
         rc = usage_err("train", "--seq must be in [1, %d] for this config, got %d", mc.n_ctx, o.seq);
-    else if (!isnan(o.lr) && !(o.lr > 0 && o.lr < 10)) rc = usage_err("train", "--lr must be in (0, 10), got %g", o.lr);
-    else if (o.warmup != UNSET && o.warmup < 0) rc = usage_err("train", "--warmup must be >= 0, got %d", o.warmup);
-    else if (!isnan(o.weight_decay) && o.weight_decay < 0) rc = usage_err("train", "--weight-decay must be >= 0");
-    else if (!isnan(o.grad_clip) && o.grad_clip < 0) rc = usage_err("train", "--grad-clip must be >= 0");
-    else if (o.seed != UNSET64 && o.seed < 0) rc = usage_err("train", "--seed must be >= 0");
-    else if (o.ranks < 1 || o.ranks > 1024) rc = usage_err("train", "--ranks must be in [1, 1024], got %d", o.ranks);
-    else if (o.batch != UNSET && o.batch % o.ranks != 0)
-        rc = usage_err("train", "--batch %d does not split evenly over %d ranks", o.batch, o.ranks);
+    else if (!isnan(o.lr) && !(o.lr > 0 && o.lr < 10))
+        rc = usage_err("train", "--lr must be in (0, 10), got %g", o.lr);
+    else if (o.warmup != UNSET && o.warmup < 0)
+        rc = usage_err("train", "--warmup must be >= 0, got %d", o.warmup);
+    else if (!isnan(o.weight_decay) && o.weight_decay < 0)
+        rc = usage_err("train", "--weight-decay must be >= 0");
+    else if (!isnan(o.grad_clip) && o.grad_clip < 0)
+        rc = usage_err("train", "--grad-clip must be >= 0");
+    else if (o.seed != UNSET64 && o.seed < 0)
+        rc = usage_err("train", "--seed must be >= 0");
+    else if (o.ranks < 1 || o.ranks > 1024)
+        rc = usage_err("train", "--ranks must be in [1, 1024], got %d", o.ranks);
+    else if (!o.resume && (o.batch != UNSET ? o.batch : 8) % o.ranks != 0)
+        rc = usage_err("train", "--batch %d does not split evenly over %d ranks", o.batch != UNSET ? o.batch : 8,
+                       o.ranks);
     else if (o.save_every < 0 || o.stop_at < 0 || o.log_every < 0 || o.threads < 0)
         rc = usage_err("train", "--save-every, --stop-at, --log-every and --threads must be >= 0");
     else if (o.stop_at > 0 && o.steps != UNSET && o.stop_at > o.steps)
         rc = usage_err("train", "--stop-at %d is beyond --steps %d", o.stop_at, o.steps);
-    else rc = data_opts_check("train", &o.data);
+    else
+        rc = data_opts_check("train", &o.data);
     if (rc) {
         ls_strlist_free(&o.data.paths);
         return rc;
@@ -424,10 +477,14 @@ int cmd_train(int argc, char **argv) {
 /* ---------------------------------------------------------------- eval */
 
 static int parse_split(const char *s, ls_split *out) {
-    if (!strcmp(s, "heldout")) *out = LS_SPLIT_HELDOUT;
-    else if (!strcmp(s, "train")) *out = LS_SPLIT_TRAIN;
-    else if (!strcmp(s, "all")) *out = LS_SPLIT_ALL;
-    else return -1;
+    if (!strcmp(s, "heldout"))
+        *out = LS_SPLIT_HELDOUT;
+    else if (!strcmp(s, "train"))
+        *out = LS_SPLIT_TRAIN;
+    else if (!strcmp(s, "all"))
+        *out = LS_SPLIT_ALL;
+    else
+        return -1;
     return 0;
 }
 
@@ -462,7 +519,8 @@ int cmd_eval(int argc, char **argv) {
         rc = usage_err("eval", "--split must be heldout, train or all, got '%s'", split_name);
     else if (seq < 0 || batch < 1 || max_tokens < 0 || threads < 0)
         rc = usage_err("eval", "--seq, --max-tokens and --threads must be >= 0, --batch >= 1");
-    else rc = data_opts_check("eval", &data);
+    else
+        rc = data_opts_check("eval", &data);
     if (rc) {
         ls_strlist_free(&data.paths);
         return rc;
@@ -521,8 +579,8 @@ static void put_tokens(FILE *f, const int *t, int n) {
 /* Samples n_new tokens after prompt (BOS + bytes). When the context fills, generation
  * continues from the last half context, so any length can be produced. *got counts the
  * tokens in out (cap n_new); stops after EOS. */
-static int generate_text(ls_model *m, const char *prompt, int n_new, const ls_sample_config *s, ls_rng *rng,
-                         int *out, int *got) {
+static int generate_text(ls_model *m, const char *prompt, int n_new, const ls_sample_config *s, ls_rng *rng, int *out,
+                         int *got) {
     int ctx = ls_model_cfg(m)->n_ctx;
     size_t plen = strlen(prompt);
     int *win = malloc((size_t)ctx * sizeof(int));
@@ -578,7 +636,8 @@ int cmd_generate(int argc, char **argv) {
     int prc = ls_args_parse("generate", "Samples text from a checkpoint: the prompt, then its continuation.", spec,
                             (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
     if (prc) return LS_ARGS_EXIT(prc);
-    if (tokens < 1 || tokens > 1000000) return usage_err("generate", "--tokens must be in [1, 1000000], got %d", tokens);
+    if (tokens < 1 || tokens > 1000000)
+        return usage_err("generate", "--tokens must be in [1, 1000000], got %d", tokens);
     if (!(temperature >= 0 && temperature <= 100)) return usage_err("generate", "--temperature must be in [0, 100]");
     if (top_k < 0) return usage_err("generate", "--top-k must be >= 0");
     if (!(top_p > 0 && top_p <= 1)) return usage_err("generate", "--top-p must be in (0, 1]");
@@ -712,10 +771,14 @@ static void print_sample(const char *prefix, const int *t, int n) {
     printf("%s", prefix);
     for (int i = 0; i < n; i++) {
         int c = t[i];
-        if (c == '\n') printf("\n%s", prefix);
-        else if (c >= 32 && c < 127) putchar(c);
-        else if (c >= 128 && c < 256) putchar(c); /* UTF-8 continuation of a character */
-        else if (c < 256) putchar(' ');
+        if (c == '\n')
+            printf("\n%s", prefix);
+        else if (c >= 32 && c < 127)
+            putchar(c);
+        else if (c >= 128 && c < 256)
+            putchar(c); /* UTF-8 continuation of a character */
+        else if (c < 256)
+            putchar(' ');
     }
     putchar('\n');
 }
@@ -762,7 +825,7 @@ int demo_core(const ls_demo_ctx *ctx) {
     ls_model_config mc;
     ls_model_config_named(quick ? "tiny" : "small", &mc);
     ls_train_config tc = ls_train_defaults();
-    tc.batch = quick ? 8 : 16;
+    tc.batch = 8;
     tc.seq = mc.n_ctx;
     tc.steps = 1000000;
     tc.seed = 1;
@@ -801,7 +864,7 @@ int demo_core(const ls_demo_ctx *ctx) {
         if (s + 1 == calib || (!refined && s + 1 > calib && el > budget_s / 4)) {
             double per = (el - t_warm) / (s + 1 - 2);
             int want = (int)((budget_s - t_warm) / per) + 2;
-            if (want < s + 10) want = s + 10;
+            if (want < s + 4) want = s + 4;
             if (want > max_points) want = max_points;
             if (s + 1 > calib) refined = 1;
             if (want != steps) {
@@ -840,7 +903,7 @@ int demo_core(const ls_demo_ctx *ctx) {
     if (rc == LS_OK) {
         size_t n;
         const uint16_t *ho = ls_corpus_tokens(c, LS_SPLIT_HELDOUT, &n);
-        rc = ls_eval_tokens(m, ho, n, mc.n_ctx, 8, quick ? 16384 : 131072, &ev);
+        rc = ls_eval_tokens(m, ho, n, mc.n_ctx, 8, quick ? 8192 : 32768, &ev);
     }
     int out[400], got = 0;
     const char *prompt = "This program is free software";

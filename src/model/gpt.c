@@ -52,7 +52,7 @@ struct ls_model {
     float *encoded, *lnf, *lnf_mean, *lnf_rstd, *logits, *probs, *losses;
     layer_acts *layers;
     /* backward scratch */
-    float *dres, *dln, *dqkv, *datty, *dfch, *dfch_gelu, *datt, *dlogits;
+    float *dres, *dln, *dqkv, *datty, *dfch_gelu, *datt, *dlogits;
     int *tokens, *targets;
     int has_targets, n_valid;
 
@@ -208,7 +208,7 @@ static int ensure_acts(ls_model *m, int B, int T) {
     size_t L = (size_t)m->cfg.n_layer, A = (size_t)B * m->cfg.n_head * T * T;
     size_t per_layer = N * C + 2 * N + 3 * N * C + A + N * C + N * C + N * C + 2 * N + 2 * N * F + N * C;
     size_t need = N * C + L * per_layer + N * C + 2 * N + 2 * N * V + N /* forward */
-                  + N * C + N * C + 3 * N * C + N * C + 2 * N * F + A + N * V; /* backward */
+                  + N * C + N * C + 3 * N * C + N * C + N * F + A + N * V; /* backward */
     if (!m->layers) {
         m->layers = calloc(L, sizeof *m->layers);
         if (!m->layers) return ls_err(LS_ENOMEM, "model: out of memory");
@@ -259,7 +259,6 @@ static int ensure_acts(ls_model *m, int B, int T) {
     TAKE(m->dln, N * C);
     TAKE(m->dqkv, 3 * N * C);
     TAKE(m->datty, N * C);
-    TAKE(m->dfch, N * F);
     TAKE(m->dfch_gelu, N * F);
     TAKE(m->datt, A);
     TAKE(m->dlogits, N * V);
@@ -322,21 +321,21 @@ float ls_model_forward(ls_model *m, const int *tokens, const int *targets, int B
         layer_acts *a = &m->layers[l];
         PROF(layernorm, ls_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, residual, P(m, LI(l, LT_LN1W)), P(m, LI(l, LT_LN1B)),
                              (int)N, C));                                                             // (N,C)
-        PROF(matmul, ls_matmul_forward(a->qkv, a->ln1, P(m, LI(l, LT_QKVW)), P(m, LI(l, LT_QKVB)), (int)N, C, 3 * C, 0)); // (N,3C)
+        PROF(matmul, ls_matmul_forward(a->qkv, a->ln1, P(m, LI(l, LT_QKVW)), P(m, LI(l, LT_QKVB)), NULL, (int)N, C, 3 * C)); // (N,3C)
         PROF(attention, ls_attention_forward(a->atty, a->att, a->qkv, B, T, C, NH));                                  // (N,C)
-        PROF(memory, memcpy(a->res2, residual, N * C * sizeof(float)));
-        PROF(matmul, ls_matmul_forward(a->res2, a->atty, P(m, LI(l, LT_PROJW)), P(m, LI(l, LT_PROJB)), (int)N, C, C, 1)); // (N,C)
+        PROF(matmul, ls_matmul_forward(a->res2, a->atty, P(m, LI(l, LT_PROJW)), P(m, LI(l, LT_PROJB)), residual, (int)N, C,
+                                       C)); // (N,C) = residual + attention branch
         PROF(layernorm, ls_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, P(m, LI(l, LT_LN2W)), P(m, LI(l, LT_LN2B)),
                              (int)N, C));
-        PROF(matmul, ls_matmul_forward(a->fch, a->ln2, P(m, LI(l, LT_FCW)), P(m, LI(l, LT_FCB)), (int)N, C, F, 0)); // (N,F)
+        PROF(matmul, ls_matmul_forward(a->fch, a->ln2, P(m, LI(l, LT_FCW)), P(m, LI(l, LT_FCB)), NULL, (int)N, C, F)); // (N,F)
         PROF(gelu, ls_gelu_forward(a->fch_gelu, a->fch, (int)(N * F)));
-        PROF(memory, memcpy(a->res3, a->res2, N * C * sizeof(float)));
-        PROF(matmul, ls_matmul_forward(a->res3, a->fch_gelu, P(m, LI(l, LT_FCPW)), P(m, LI(l, LT_FCPB)), (int)N, F, C, 1)); // (N,C)
+        PROF(matmul, ls_matmul_forward(a->res3, a->fch_gelu, P(m, LI(l, LT_FCPW)), P(m, LI(l, LT_FCPB)), a->res2, (int)N, F,
+                                       C)); // (N,C) = res2 + MLP branch
         residual = a->res3;
     }
     int tl = 2 + L * LT_COUNT;
     PROF(layernorm, ls_layernorm_forward(m->lnf, m->lnf_mean, m->lnf_rstd, residual, P(m, tl), P(m, tl + 1), (int)N, C));
-    PROF(matmul, ls_matmul_forward(m->logits, m->lnf, P(m, 0), NULL, (int)N, C, V, 0)); // (N,V), tied head
+    PROF(matmul, ls_matmul_forward(m->logits, m->lnf, P(m, 0), NULL, NULL, (int)N, C, V)); // (N,V), tied head
     if (!targets) return 0.0f;
     float loss = 0.0f;
     PROF(xent, loss = ls_softmax_xent_forward(m->probs, m->losses, m->logits, targets, (int)N, V, &m->n_valid));
@@ -372,10 +371,9 @@ int ls_model_backward_checked(ls_model *m) {
         PROF(memory, memset(m->dfch_gelu, 0, N * F * sizeof(float)));
         PROF(matmul, ls_matmul_backward(m->dfch_gelu, G(m, LI(l, LT_FCPW)), G(m, LI(l, LT_FCPB)), m->dres, a->fch_gelu,
                            P(m, LI(l, LT_FCPW)), (int)N, F, C));
-        PROF(memory, memset(m->dfch, 0, N * F * sizeof(float)));
-        PROF(gelu, ls_gelu_backward(m->dfch, a->fch, m->dfch_gelu, (int)(N * F)));
+        PROF(gelu, ls_gelu_backward_inplace(m->dfch_gelu, a->fch, (int)(N * F))); /* now d(loss)/d(fch) */
         PROF(memory, memset(m->dln, 0, N * C * sizeof(float)));
-        PROF(matmul, ls_matmul_backward(m->dln, G(m, LI(l, LT_FCW)), G(m, LI(l, LT_FCB)), m->dfch, a->ln2, P(m, LI(l, LT_FCW)),
+        PROF(matmul, ls_matmul_backward(m->dln, G(m, LI(l, LT_FCW)), G(m, LI(l, LT_FCB)), m->dfch_gelu, a->ln2, P(m, LI(l, LT_FCW)),
                            (int)N, C, F));
         PROF(layernorm, ls_layernorm_backward(m->dres, G(m, LI(l, LT_LN2W)), G(m, LI(l, LT_LN2B)), m->dln, a->res2,
                               P(m, LI(l, LT_LN2W)), a->ln2_mean, a->ln2_rstd, (int)N, C));
@@ -439,49 +437,43 @@ const float *ls_model_kv_step(ls_model *m, int token) {
         return NULL;
     }
     float *x = m->dec_x, *mean = m->dec_mean, *rstd = m->dec_mean + 1;
+    int saved = ls_blas_threads_push_single(); /* one row: threads would only add overhead */
     ls_encoder_forward(x, &token, P(m, 0), P(m, 1) + (size_t)t * C, 1, 1, C);
     float scale = 1.0f / sqrtf((float)hs);
     for (int l = 0; l < L; l++) {
         ls_layernorm_forward(m->dec_ln, mean, rstd, x, P(m, LI(l, LT_LN1W)), P(m, LI(l, LT_LN1B)), 1, C);
-        ls_matmul_forward(m->dec_qkv, m->dec_ln, P(m, LI(l, LT_QKVW)), P(m, LI(l, LT_QKVB)), 1, C, 3 * C, 0);
+        ls_matmul_forward(m->dec_qkv, m->dec_ln, P(m, LI(l, LT_QKVW)), P(m, LI(l, LT_QKVB)), NULL, 1, C, 3 * C);
         float *kc = m->kv_k + (size_t)l * c->n_ctx * C, *vc = m->kv_v + (size_t)l * c->n_ctx * C;
         memcpy(kc + (size_t)t * C, m->dec_qkv + C, C * sizeof(float));
         memcpy(vc + (size_t)t * C, m->dec_qkv + 2 * C, C * sizeof(float));
-        /* one query row against the t+1 cached keys, per head */
+        /* one query row against the t+1 cached keys, per head: s = q·Kᵀ/√hs and y = p·V,
+         * both cblas_sgemm with M = 1 straight from the strided cache */
         for (int h = 0; h < NH; h++) {
             const float *q = m->dec_qkv + h * hs;
             float *s = m->dec_att + (size_t)h * c->n_ctx;
-            float mx = -INFINITY;
-            for (int j = 0; j <= t; j++) {
-                const float *k = kc + (size_t)j * C + h * hs;
-                float d = 0.0f;
-                for (int i = 0; i < hs; i++) d += q[i] * k[i];
-                s[j] = d * scale;
-                mx = s[j] > mx ? s[j] : mx;
-            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, 1, t + 1, hs, scale, q, hs, kc + h * hs, C, 0.0f, s, t + 1);
+            float mx = s[0];
+            for (int j = 1; j <= t; j++) mx = s[j] > mx ? s[j] : mx;
             float sum = 0.0f;
             for (int j = 0; j <= t; j++) {
                 s[j] = expf(s[j] - mx);
                 sum += s[j];
             }
             float inv = 1.0f / sum;
-            float *y = m->dec_atty + h * hs;
-            for (int i = 0; i < hs; i++) y[i] = 0.0f;
-            for (int j = 0; j <= t; j++) {
-                const float *v = vc + (size_t)j * C + h * hs;
-                float p = s[j] * inv;
-                for (int i = 0; i < hs; i++) y[i] += p * v[i];
-            }
+            for (int j = 0; j <= t; j++) s[j] *= inv;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 1, hs, t + 1, 1.0f, s, t + 1, vc + h * hs, C, 0.0f,
+                        m->dec_atty + h * hs, hs);
         }
-        ls_matmul_forward(x, m->dec_atty, P(m, LI(l, LT_PROJW)), P(m, LI(l, LT_PROJB)), 1, C, C, 1);
+        ls_matmul_forward(x, m->dec_atty, P(m, LI(l, LT_PROJW)), P(m, LI(l, LT_PROJB)), x, 1, C, C);
         ls_layernorm_forward(m->dec_ln, mean, rstd, x, P(m, LI(l, LT_LN2W)), P(m, LI(l, LT_LN2B)), 1, C);
-        ls_matmul_forward(m->dec_fch, m->dec_ln, P(m, LI(l, LT_FCW)), P(m, LI(l, LT_FCB)), 1, C, F, 0);
+        ls_matmul_forward(m->dec_fch, m->dec_ln, P(m, LI(l, LT_FCW)), P(m, LI(l, LT_FCB)), NULL, 1, C, F);
         ls_gelu_forward(m->dec_fch + F, m->dec_fch, F);
-        ls_matmul_forward(x, m->dec_fch + F, P(m, LI(l, LT_FCPW)), P(m, LI(l, LT_FCPB)), 1, F, C, 1);
+        ls_matmul_forward(x, m->dec_fch + F, P(m, LI(l, LT_FCPW)), P(m, LI(l, LT_FCPB)), x, 1, F, C);
     }
     int tl = 2 + L * LT_COUNT;
     ls_layernorm_forward(m->dec_ln, mean, rstd, x, P(m, tl), P(m, tl + 1), 1, C);
-    ls_matmul_forward(m->dec_logits, m->dec_ln, P(m, 0), NULL, 1, C, V, 0);
+    ls_matmul_forward(m->dec_logits, m->dec_ln, P(m, 0), NULL, NULL, 1, C, V);
+    ls_blas_threads_pop(saved);
     m->kv_pos = t + 1;
     return m->dec_logits;
 }

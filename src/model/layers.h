@@ -20,12 +20,12 @@ void ls_layernorm_forward(float *out, float *mean, float *rstd, const float *inp
 void ls_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
                            const float *mean, const float *rstd, int N, int C);
 
-/* out (N,OC) = inp (N,IC) · wᵀ (w is (OC,IC)) + bias (OC; may be NULL). With
- * accumulate != 0 the result is added to what out holds: this is the residual layer,
- * fused (out = residual + x·Wᵀ + b); its backward is the identity, so the model passes
- * the residual stream's gradient through unchanged. */
-void ls_matmul_forward(float *out, const float *inp, const float *w, const float *bias, int N, int IC, int OC,
-                       int accumulate);
+/* out (N,OC) = residual (N,OC) + inp (N,IC) · wᵀ + bias (OC), w is (OC,IC); bias and
+ * residual may be NULL, residual may be out itself. The residual operand is the residual
+ * layer, fused: its backward is the identity, so the model passes the residual stream's
+ * gradient through unchanged. */
+void ls_matmul_forward(float *out, const float *inp, const float *w, const float *bias, const float *residual, int N,
+                       int IC, int OC);
 /* dinp (N,IC) += dout·w; dw (OC,IC) += doutᵀ·inp; dbias (OC) += column sums of dout.
  * dinp may be NULL (not needed). */
 void ls_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
@@ -41,6 +41,10 @@ void ls_attention_backward(float *dqkv, float *scratch, const float *dout, const
 /* GELU, tanh approximation: out (N) = 0.5·x·(1 + tanh(√(2/π)(x + 0.044715x³))). */
 void ls_gelu_forward(float *out, const float *inp, int N);
 void ls_gelu_backward(float *dinp, const float *inp, const float *dout, int N);
+/* d (N) *= gelu'(inp): the backward in place, overwriting the upstream gradient (the one
+ * exception to accumulate-semantics; saves the model a buffer, a memset and two of five
+ * memory streams over (N, 4C)). */
+void ls_gelu_backward_inplace(float *d, const float *inp, int N);
 
 /* Row-wise softmax of logits (N,V) into probs and per-row loss -log p[target]
  * (0 where target == -1). Returns the mean loss over valid targets and stores their

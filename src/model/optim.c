@@ -41,7 +41,7 @@ float ls_model_grad_norm(ls_model *m) {
         for (size_t i = 0; i < n; i++) total += (double)g[i] * g[i];
         return (float)sqrt(total);
     }
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= (1u << 18))
     for (long k = 0; k < nchunk; k++) {
         size_t i0 = (size_t)k * NORM_CHUNK, i1 = i0 + NORM_CHUNK < n ? i0 + NORM_CHUNK : n;
         double s = 0.0;
@@ -100,7 +100,7 @@ float ls_model_adamw_step(ls_model *m, const ls_adamw_config *c, int step) {
         }
     }
     if (cwd) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (nchunk >= 16)
         for (long q = 0; q < nchunk; q++) {
             float wd = cwd[q];
             for (size_t j = c0[q]; j < c1[q]; j++) {

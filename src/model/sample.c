@@ -25,13 +25,18 @@ static int argmax(const float *l, int V) {
     return best;
 }
 
-int ls_sample_probs(const float *logits, int V, const ls_sample_config *s, float *probs) {
+static int check_config(int V, const ls_sample_config *s) {
     if (V < 1) return ls_err(LS_EINVAL, "sample: vocabulary size must be >= 1");
     if (!(s->temperature >= 0.0f) || !isfinite(s->temperature))
         return ls_err(LS_EINVAL, "sample: temperature must be a finite value >= 0, got %g", (double)s->temperature);
     if (s->top_k < 0) return ls_err(LS_EINVAL, "sample: top_k must be >= 0, got %d", s->top_k);
     if (!(s->top_p > 0.0f && s->top_p <= 1.0f))
         return ls_err(LS_EINVAL, "sample: top_p must be in (0, 1], got %g", (double)s->top_p);
+    return LS_OK;
+}
+
+int ls_sample_probs(const float *logits, int V, const ls_sample_config *s, float *probs) {
+    LS_TRY(check_config(V, s));
     for (int i = 0; i < V; i++) probs[i] = 0.0f;
     if (s->temperature == 0.0f) {
         probs[argmax(logits, V)] = 1.0f;
@@ -65,7 +70,8 @@ int ls_sample_probs(const float *logits, int V, const ls_sample_config *s, float
 }
 
 int ls_sample_logits(const float *logits, int V, const ls_sample_config *s, ls_rng *rng) {
-    if (s->temperature == 0.0f && V >= 1) return argmax(logits, V);
+    LS_TRY(check_config(V, s));
+    if (s->temperature == 0.0f) return argmax(logits, V); /* greedy: no draw, rng untouched */
     float *p = malloc((size_t)(V > 0 ? V : 1) * sizeof *p);
     if (!p) return ls_err(LS_ENOMEM, "sample: out of memory");
     int rc = ls_sample_probs(logits, V, s, p);

@@ -79,8 +79,10 @@ static int add_file(builder *b, const char *path, int explicit_path, int *added)
     LS_TRY(ls_file_read(path, &data, &len));
     int rc = LS_OK;
     if (looks_binary((const unsigned char *)data, len)) {
-        if (explicit_path) rc = ls_err(LS_EFORMAT, "%s: binary data (NUL or control bytes), expected text", path);
-        else LS_DEBUG("%s: skipped (binary)", path);
+        if (explicit_path)
+            rc = ls_err(LS_EFORMAT, "%s: binary data (NUL or control bytes), expected text", path);
+        else
+            LS_DEBUG("%s: skipped (binary)", path);
     } else {
         rc = builder_add(b, (const unsigned char *)data, len);
         if (rc == LS_OK && len > 0) (*added)++;
@@ -120,7 +122,7 @@ static int add_dir(builder *b, const char *dir, int depth, int *added) {
         n++;
     }
     closedir(d);
-    if (rc == LS_OK) qsort(names, n, sizeof *names, cmp_str);
+    if (rc == LS_OK && n > 1) qsort(names, n, sizeof *names, cmp_str);
     for (size_t i = 0; rc == LS_OK && i < n && b->bytes < b->max_bytes; i++) {
         size_t len = strlen(dir) + strlen(names[i]) + 2;
         char *p = malloc(len);
@@ -131,7 +133,8 @@ static int add_dir(builder *b, const char *dir, int depth, int *added) {
         snprintf(p, len, "%s/%s", dir, names[i]);
         struct stat st;
         if (lstat(p, &st) == 0) {
-            if (S_ISDIR(st.st_mode)) rc = add_dir(b, p, depth + 1, added);
+            if (S_ISDIR(st.st_mode))
+                rc = add_dir(b, p, depth + 1, added);
             else if (S_ISREG(st.st_mode)) {
                 rc = add_file(b, p, 0, added);
                 /* an unreadable file inside a tree is skipped, not fatal */
@@ -320,8 +323,7 @@ int ls_batch_source_corpus(ls_batch_source **out, const ls_corpus *c, ls_train_c
                       "more ranks (%d) than data shards (%d): the training split holds %zu tokens, %zu windows of "
                       "seq+1 = %d; use fewer ranks or more data",
                       ranks, (int)(windows < (size_t)G ? windows : (size_t)G), n, windows, T + 1);
-    if (S % ranks != 0)
-        return ls_err(LS_EINVAL, "%d data shards cannot be split evenly over %d ranks", S, ranks);
+    if (S % ranks != 0) return ls_err(LS_EINVAL, "%d data shards cannot be split evenly over %d ranks", S, ranks);
     ls_batch_source *s = calloc(1, sizeof *s);
     corpus_src *cs = calloc(1, sizeof *cs);
     if (!s || !cs) {

@@ -21,10 +21,10 @@ static int mpi_fail(int rc, const char *what) {
     return ls_err(LS_EMPI, "%s failed: %s", what, msg);
 }
 
-#define MPI_CHECK(call)                                \
-    do {                                               \
-        int mpi_rc_ = (call);                          \
-        if (mpi_rc_ != MPI_SUCCESS) return mpi_fail(mpi_rc_, #call); \
+#define MPI_CHECK(call)                                                                                                \
+    do {                                                                                                               \
+        int mpi_rc_ = (call);                                                                                          \
+        if (mpi_rc_ != MPI_SUCCESS) return mpi_fail(mpi_rc_, #call);                                                   \
     } while (0)
 
 static int env_int(const char *name, int def) {

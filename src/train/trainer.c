@@ -52,6 +52,11 @@ char *ls_train_config_to_json(const ls_train_config *c) {
     cJSON_AddNumberToObject(j, "steps", c->steps);
     cJSON_AddStringToObject(j, "seed", seed);
     cJSON_AddNumberToObject(j, "shards", c->shards);
+    if (c->data_hash) {
+        char dh[32];
+        snprintf(dh, sizeof dh, "%016" PRIx64, c->data_hash);
+        cJSON_AddStringToObject(j, "data_hash", dh);
+    }
     cJSON_AddNumberToObject(j, "lr", c->opt.lr);
     cJSON_AddNumberToObject(j, "beta1", c->opt.beta1);
     cJSON_AddNumberToObject(j, "beta2", c->opt.beta2);
@@ -86,8 +91,20 @@ int ls_train_config_from_json(const char *json, ls_train_config *c) {
     if (rc == LS_OK && seed) {
         char *end;
         unsigned long long v = strtoull(seed, &end, 10);
-        if (!*seed || *end) rc = ls_err(LS_EFORMAT, "llmsys.train: bad seed '%s'", seed);
-        else c->seed = v;
+        if (!*seed || *end)
+            rc = ls_err(LS_EFORMAT, "llmsys.train: bad seed '%s'", seed);
+        else
+            c->seed = v;
+    }
+    const char *dh = NULL;
+    if (rc == LS_OK) rc = ls_json_get_string(j, "data_hash", NULL, &dh);
+    if (rc == LS_OK && dh) {
+        char *end;
+        unsigned long long v = strtoull(dh, &end, 16);
+        if (!*dh || *end)
+            rc = ls_err(LS_EFORMAT, "llmsys.train: bad data_hash '%s'", dh);
+        else
+            c->data_hash = v;
     }
     if (rc == LS_OK) rc = get_float(j, "lr", &c->opt.lr);
     if (rc == LS_OK) rc = get_float(j, "beta1", &c->opt.beta1);
@@ -111,6 +128,7 @@ struct ls_trainer {
     int rows; /* this rank's share of the global batch */
     int *tokens, *targets;
     float *red; /* all-reduce buffer: gradients, then [loss, failure flag] */
+    ls_train_timing timing;
 };
 
 static int trainer_alloc(ls_trainer *t) {
@@ -191,6 +209,7 @@ void ls_trainer_free(ls_trainer *t) {
 }
 
 int64_t ls_trainer_step_index(const ls_trainer *t) { return t->step; }
+void ls_trainer_timing(const ls_trainer *t, ls_train_timing *out) { *out = t->timing; }
 ls_model *ls_trainer_model(ls_trainer *t) { return t->m; }
 const ls_train_config *ls_trainer_config(const ls_trainer *t) { return &t->tc; }
 
@@ -207,16 +226,23 @@ int ls_trainer_set_shards(ls_trainer *t, int shards) {
     return LS_OK;
 }
 
+void ls_trainer_set_data_hash(ls_trainer *t, uint64_t h) { t->tc.data_hash = h; }
+
 int ls_trainer_step(ls_trainer *t, ls_batch_source *src, float *loss, float *grad_norm) {
     int N = ls_dist_size(t->d), r = ls_dist_rank(t->d), T = t->tc.seq;
     float l = NAN;
+    double t0 = ls_now();
     int rc = src->fill(src, t->step, r * t->rows, t->rows, T, t->tokens, t->targets);
+    double t1 = ls_now();
     ls_model_zero_grad(t->m);
     if (rc == LS_OK) {
         l = ls_model_forward(t->m, t->tokens, t->targets, t->rows, T);
-        if (isnan(l)) rc = ls_err_wrap(LS_EINVAL, "step %" PRId64, t->step);
-        else ls_model_backward(t->m);
+        if (isnan(l))
+            rc = ls_err_wrap(LS_EINVAL, "step %" PRId64, t->step);
+        else
+            ls_model_backward(t->m);
     }
+    double t2 = ls_now();
     if (N > 1) {
         /* one all-reduce carries the gradients, the loss and a failure flag, so a failing
          * rank stops every rank at the same step instead of leaving them blocked */
@@ -226,7 +252,8 @@ int ls_trainer_step(ls_trainer *t, ls_batch_source *src, float *loss, float *gra
         t->red[np + 1] = rc == LS_OK ? 0.0f : 1.0f;
         int mrc = ls_dist_allreduce_sum(t->d, t->red, np + 2);
         if (mrc < 0) return mrc;
-        if (t->red[np + 1] != 0.0f) return rc < 0 ? rc : ls_err(LS_EPEER, "another rank failed at step %" PRId64, t->step);
+        if (t->red[np + 1] != 0.0f)
+            return rc < 0 ? rc : ls_err(LS_EPEER, "another rank failed at step %" PRId64, t->step);
         /* mean of the ranks' mean gradients: every rank has the same number of targets */
         float *g = ls_model_grads(t->m), inv = 1.0f / (float)N;
         for (size_t i = 0; i < np; i++) g[i] = t->red[i] * inv;
@@ -234,7 +261,14 @@ int ls_trainer_step(ls_trainer *t, ls_batch_source *src, float *loss, float *gra
     } else if (rc < 0) {
         return rc;
     }
+    double t3 = ls_now();
     float gn = ls_model_adamw_step(t->m, &t->tc.opt, (int)t->step);
+    double t4 = ls_now();
+    t->timing.steps++;
+    t->timing.data_s += t1 - t0;
+    t->timing.compute_s += t2 - t1;
+    t->timing.comm_s += t3 - t2;
+    t->timing.update_s += t4 - t3;
     t->step++;
     if (loss) *loss = l;
     if (grad_norm) *grad_norm = gn;
@@ -253,14 +287,16 @@ int ls_trainer_save(ls_trainer *t, const char *path) {
 
 /* ---------------------------------------------------------------- evaluation */
 
-int ls_eval_tokens(ls_model *m, const uint16_t *tokens, size_t n, int T, int B, size_t max_tokens,
-                   ls_eval_result *r) {
+int ls_eval_tokens(ls_model *m, const uint16_t *tokens, size_t n, int T, int B, size_t max_tokens, ls_eval_result *r) {
     memset(r, 0, sizeof *r);
-    if (T < 1 || T > ls_model_cfg(m)->n_ctx) return ls_err(LS_EINVAL, "eval seq %d outside [1, %d]", T, ls_model_cfg(m)->n_ctx);
+    if (T < 1 || T > ls_model_cfg(m)->n_ctx)
+        return ls_err(LS_EINVAL, "eval seq %d outside [1, %d]", T, ls_model_cfg(m)->n_ctx);
     if (B < 1) return ls_err(LS_EINVAL, "eval batch must be >= 1");
-    if (max_tokens > 0 && max_tokens + 1 < n) n = max_tokens + 1;
-    size_t windows = n > 0 ? (n - 1) / (size_t)T : 0;
-    if (windows == 0) return ls_err(LS_EINVAL, "too little data to evaluate: %zu tokens, need at least %d", n, T + 1);
+    size_t avail = n > 0 ? (n - 1) / (size_t)T : 0, windows = avail;
+    if (avail == 0) return ls_err(LS_EINVAL, "too little data to evaluate: %zu tokens, need at least %d", n, T + 1);
+    /* a cap takes windows evenly spread over the whole text, not its beginning */
+    if (max_tokens > 0 && max_tokens / (size_t)T < avail)
+        windows = max_tokens / (size_t)T > 0 ? max_tokens / (size_t)T : 1;
     int *tok = malloc((size_t)B * (size_t)T * sizeof(int)), *tgt = malloc((size_t)B * (size_t)T * sizeof(int));
     if (!tok || !tgt) {
         free(tok);
@@ -274,7 +310,7 @@ int ls_eval_tokens(ls_model *m, const uint16_t *tokens, size_t n, int T, int B, 
         size_t counted = 0;
         for (int i = 0; i < b; i++)
             for (int k = 0; k < T; k++) {
-                size_t p = (w + (size_t)i) * (size_t)T + (size_t)k;
+                size_t p = ((w + (size_t)i) * avail / windows) * (size_t)T + (size_t)k;
                 tok[i * T + k] = tokens[p];
                 int y = tokens[p + 1];
                 /* BOS always follows EOS: predicting it carries no information about the text */

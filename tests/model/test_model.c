@@ -105,6 +105,38 @@ static void test_bad_input(void) {
     ls_model_free(m);
 }
 
+/* Activations regrow and shrink with (B, T): results never depend on earlier shapes;
+ * per-position losses sum to the mean loss times the valid count. */
+static void test_shapes_and_losses(void) {
+    ls_model *a = tiny(4), *b = tiny(4);
+    int tok[200], tgt[200];
+    make_batch(tok, tgt, 3, 60, 12);
+    ls_model_forward(a, tok, tgt, 2, 16);
+    ls_model_forward(a, tok, tgt, 3, 60);
+    tgt[2] = -1;
+    float la = ls_model_forward(a, tok, tgt, 1, 5);
+    float lb = ls_model_forward(b, tok, tgt, 1, 5);
+    CHECK(la == lb);
+    CHECK(memcmp(ls_model_logits(a), ls_model_logits(b), 5 * LS_VOCAB * sizeof(float)) == 0);
+    const float *pl = ls_model_losses(a);
+    CHECK(pl != NULL);
+    if (pl) {
+        double sum = 0;
+        for (int i = 0; i < 5; i++) sum += pl[i];
+        CHECK(pl[2] == 0.0f);
+        CHECK_NEAR(sum, 4.0 * la, 1e-5);
+    }
+    ls_model_forward(a, tok, NULL, 1, 5);
+    CHECK(ls_model_losses(a) == NULL);
+    for (int i = 0; i < 5; i++) tgt[i] = -1; /* no valid target: loss 0, zero gradient */
+    ls_model_zero_grad(a);
+    CHECK(ls_model_forward(a, tok, tgt, 1, 5) == 0.0f);
+    CHECK(ls_model_backward_checked(a) == LS_OK);
+    CHECK(ls_model_grad_norm(a) == 0.0f);
+    ls_model_free(a);
+    ls_model_free(b);
+}
+
 /* Overfit: a tiny model learns a short repeated string. */
 static void test_overfit(void) {
     ls_model *m = tiny(42);
@@ -353,6 +385,7 @@ int main(void) {
     RUN(test_config);
     RUN(test_kv_matches_forward);
     RUN(test_bad_input);
+    RUN(test_shapes_and_losses);
     RUN(test_overfit);
     RUN(test_lr_schedule);
     RUN(test_adamw);

@@ -178,7 +178,8 @@ static void test_bad_files(void) {
     /* a config that fails validation, and one that does not match the model loaded into */
     CHECK(ls_st_writer_init(&w) == LS_OK);
     CHECK(ls_st_writer_meta(w, "llmsys.config",
-                            "{\"vocab\":259,\"n_ctx\":64,\"n_layer\":2,\"n_head\":5,\"d_model\":64,\"d_ff\":256}") == LS_OK);
+                            "{\"vocab\":259,\"n_ctx\":64,\"n_layer\":2,\"n_head\":5,\"d_model\":64,\"d_ff\":256}") ==
+          LS_OK);
     CHECK(ls_st_writer_add(w, "x", LS_DT_F32, 1, sh, x) == LS_OK);
     CHECK(ls_st_writer_write(w, bad) == LS_OK);
     ls_st_writer_free(w);

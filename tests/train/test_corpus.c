@@ -17,8 +17,9 @@ static void put(const char *name, const void *data, size_t n, char *path, size_t
 
 /* Deterministic pseudo-English text of about n bytes. */
 static char *make_text(size_t n, uint64_t seed) {
-    static const char *words[] = {"the", "model", "learns", "to", "predict", "next", "byte", "of", "text", "and",
-                                  "a", "license", "grants", "you", "rights", "under", "terms", "copy", "free", "software"};
+    static const char *words[] = {"the",    "model", "learns", "to",   "predict", "next",    "byte",
+                                  "of",     "text",  "and",    "a",    "license", "grants",  "you",
+                                  "rights", "under", "terms",  "copy", "free",    "software"};
     char *s = malloc(n + 32);
     ls_rng r;
     ls_rng_seed(&r, seed);

@@ -17,8 +17,9 @@ static ls_corpus *load_corpus(void) {
     ls_corpus *c = NULL;
     const char *lic[1] = {"/usr/share/common-licenses"};
     if (ls_is_dir(lic[0]) && ls_corpus_load(&c, lic, 1, NULL) == LS_OK) return c;
-    static const char *w[] = {"the", "software", "is", "provided", "as", "is", "without", "warranty", "of", "any",
-                              "kind", "you", "may", "copy", "and", "distribute", "verbatim", "copies", "this", "license"};
+    static const char *w[] = {"the",      "software",   "is",       "provided", "as",   "is",     "without",
+                              "warranty", "of",         "any",      "kind",     "you",  "may",    "copy",
+                              "and",      "distribute", "verbatim", "copies",   "this", "license"};
     size_t n = 200000;
     char *s = malloc(n + 32);
     ls_rng r;
@@ -132,8 +133,10 @@ static void test_train_config_json(void) {
     a.seed = 0xFFFFFFFFFFFFFFF1ull;
     a.shards = 6;
     a.opt.weight_decay = 0.01f;
+    a.data_hash = 0x8000000000000001ull;
     char *j = ls_train_config_to_json(&a);
     CHECK(j && ls_train_config_from_json(j, &b) == LS_OK);
+    CHECK(b.data_hash == a.data_hash);
     CHECK(b.seed == a.seed && b.steps == 77 && b.shards == 6 && b.batch == a.batch && b.seq == a.seq);
     CHECK(b.opt.lr == a.opt.lr && b.opt.weight_decay == a.opt.weight_decay && b.opt.beta2 == a.opt.beta2);
     free(j);

@@ -1,0 +1,145 @@
+/* bench_plan.c - every planner on every catalog cluster: predicted (modelled) throughput,
+ * ratios to the uniform and PipeEdge baselines measured in the same run, objective gap
+ * to the exact ILP, and solve time. Usage: bench_plan [--out FILE] [--ilp-limit S]
+ * [--only NAME]. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llmsys/core.h"
+#include "llmsys/plan.h"
+
+typedef struct {
+    int ok;
+    double tput, obj, solve_s, gap, quality;
+    int optimal;
+} res_t;
+
+int main(int argc, char **argv) {
+    const char *out = NULL, *only = NULL;
+    double ilp_limit = 6.0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
+        else if (!strcmp(argv[i], "--ilp-limit") && i + 1 < argc) ilp_limit = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+        else {
+            fprintf(stderr, "usage: bench_plan [--out FILE] [--ilp-limit S] [--only CLUSTER]\n");
+            return 2;
+        }
+    }
+    ls_plan_catalog *cat;
+    if (ls_plan_catalog_load(NULL, &cat)) {
+        fprintf(stderr, "bench_plan: %s\n", ls_errmsg());
+        return 1;
+    }
+    char **names;
+    int n;
+    if (ls_plan_catalog_clusters(cat, &names, &n)) {
+        fprintf(stderr, "bench_plan: %s\n", ls_errmsg());
+        return 1;
+    }
+    const ls_plan_algo algos[] = {LS_PLAN_ALGO_UNIFORM, LS_PLAN_ALGO_ADABITS, LS_PLAN_ALGO_PIPEEDGE,
+                                  LS_PLAN_ALGO_SPLITQUANT, LS_PLAN_ALGO_ILP};
+    enum { NA = 5 };
+    cJSON *jr = cJSON_CreateObject(), *rows = cJSON_AddArrayToObject(jr, "cases");
+    cJSON_AddStringToObject(jr, "bench", "plan");
+    cJSON_AddStringToObject(jr, "note", "throughputs are modelled from datasheet figures, solve times measured here");
+    printf("Planner benchmark: throughput is MODELLED (tok/s from data/gpus.json figures); solve times measured.\n");
+    printf("Quality target of every algorithm: no worse than the uniform baseline's indicator.\n\n");
+    printf("%-10s %4s %-12s %9s %9s %9s %9s %9s %7s %7s %9s %9s %9s\n", "cluster", "gpus", "model", "uniform",
+           "adabits", "pipeedge", "splitq", "ilp", "sq/uni", "sq/pe", "gap%", "sq ms", "ilp s");
+    double sum_ratio = 0, max_gap = 0, max_ms8 = 0, max_ms64 = 0;
+    int n_llmpq = 0, n_opt = 0, failures = 0;
+    double t_start = ls_now();
+    for (int c = 0; c < n; c++) {
+        if (only && strcmp(only, names[c])) continue;
+        ls_plan_cluster *cl;
+        ls_plan_arch arch;
+        if (ls_plan_cluster_load(cat, names[c], &cl) || ls_plan_catalog_model(cat, cl->model, &arch)) {
+            fprintf(stderr, "bench_plan: %s: %s\n", names[c], ls_errmsg());
+            failures++;
+            continue;
+        }
+        ls_plan_problem *pb = malloc(sizeof *pb);
+        ls_plan_result *pl = malloc(sizeof *pl);
+        res_t r[NA];
+        memset(r, 0, sizeof r);
+        ls_plan_workload wl = {cl->batch ? cl->batch : 32, cl->prompt ? cl->prompt : 512, cl->gen ? cl->gen : 100};
+        ls_plan_problem_init(pb, &arch, cl, wl);
+        pb->time_limit_s = ilp_limit;
+        for (int t = 0; t < NA; t++) {
+            /* when even the uniform split does not fit, the target is "no worse than all at 4 bits" */
+            if (t == 1 && !r[0].ok) ls_plan_problem_set_quality(pb, (ls_plan_qtarget){LS_PLAN_Q_BITS, 4});
+            int rc = ls_plan_solve(pb, algos[t], pl);
+            if (rc) {
+                fprintf(stderr, "  %s %s: %s\n", names[c], ls_plan_algo_name(algos[t]), ls_errmsg());
+                continue;
+            }
+            r[t] = (res_t){1, pl->throughput_tok_s, pl->objective, pl->solve_s, pl->ilp_gap, pl->quality, pl->ilp_optimal};
+            /* everyone else must match the uniform plan's quality */
+            if (algos[t] == LS_PLAN_ALGO_UNIFORM) pb->qmax = pl->quality * (1 + 1e-9);
+        }
+        res_t *u = &r[0], *pe = &r[2], *sq = &r[3], *ilp = &r[4];
+        double ru = u->ok && sq->ok ? sq->tput / u->tput : NAN, rp = pe->ok && sq->ok ? sq->tput / pe->tput : NAN;
+        double gap = sq->ok && ilp->ok ? (sq->obj - ilp->obj) / ilp->obj : NAN;
+        printf("%-10s %4d %-12s", names[c], cl->n_dev, arch.name);
+        for (int t = 0; t < NA; t++) r[t].ok ? printf(" %9.1f", r[t].tput) : printf(" %9s", "-");
+        printf(" %6.2fx %6.2fx %8.3f%s %9.2f %9.2f\n", ru, rp, gap * 100, ilp->ok ? (ilp->optimal ? "*" : " ") : " ",
+               sq->solve_s * 1e3, ilp->solve_s);
+        if (!strncmp(names[c], "llmpq-", 6) && isfinite(ru)) sum_ratio += ru, n_llmpq++;
+        if (ilp->ok && ilp->optimal && isfinite(gap)) {
+            n_opt++;
+            if (gap > max_gap) max_gap = gap;
+        }
+        if (cl->n_dev <= 8 && sq->solve_s * 1e3 > max_ms8) max_ms8 = sq->solve_s * 1e3;
+        if (cl->n_dev > 8 && sq->solve_s * 1e3 > max_ms64) max_ms64 = sq->solve_s * 1e3;
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "cluster", names[c]);
+        cJSON_AddStringToObject(o, "model", arch.name);
+        cJSON_AddNumberToObject(o, "gpus", cl->n_dev);
+        for (int t = 0; t < NA; t++) {
+            cJSON *a = cJSON_AddObjectToObject(o, ls_plan_algo_name(algos[t]));
+            cJSON_AddBoolToObject(a, "ok", r[t].ok);
+            if (!r[t].ok) continue;
+            cJSON_AddNumberToObject(a, "throughput_tok_s", r[t].tput);
+            cJSON_AddNumberToObject(a, "objective_s", r[t].obj);
+            cJSON_AddNumberToObject(a, "quality", r[t].quality);
+            cJSON_AddNumberToObject(a, "solve_s", r[t].solve_s);
+            if (algos[t] == LS_PLAN_ALGO_ILP) {
+                cJSON_AddBoolToObject(a, "optimal", r[t].optimal);
+                cJSON_AddNumberToObject(a, "gap", r[t].gap);
+            }
+        }
+        if (isfinite(ru)) cJSON_AddNumberToObject(o, "splitquant_over_uniform", ru);
+        if (isfinite(rp)) cJSON_AddNumberToObject(o, "splitquant_over_pipeedge", rp);
+        if (isfinite(gap)) cJSON_AddNumberToObject(o, "splitquant_gap_to_ilp", gap);
+        cJSON_AddItemToArray(rows, o);
+        free(pb);
+        free(pl);
+        ls_plan_cluster_free(cl);
+    }
+    double mean = n_llmpq ? sum_ratio / n_llmpq : NAN;
+    printf("\n(* = ILP proven optimal; gap = splitquant objective over the ILP's, positive = worse)\n");
+    printf("mean splitquant/uniform over the LLM-PQ cases: %.2fx (goal >= 1.6x)\n", mean);
+    printf("max gap to ILP where ILP optimal (%d cases): %.3f%% (goal <= 1%%)\n", n_opt, max_gap * 100);
+    printf("max splitquant solve time: %.1f ms on <= 8 GPUs (goal 100 ms), %.1f ms on 16-64 GPUs (goal 2000 ms)\n",
+           max_ms8, max_ms64);
+    printf("bench wall time %.1f s\n", ls_now() - t_start);
+    cJSON *s = cJSON_AddObjectToObject(jr, "summary");
+    cJSON_AddNumberToObject(s, "mean_splitquant_over_uniform_llmpq", mean);
+    cJSON_AddNumberToObject(s, "max_gap_to_optimal_ilp", max_gap);
+    cJSON_AddNumberToObject(s, "ilp_optimal_cases", n_opt);
+    cJSON_AddNumberToObject(s, "max_solve_ms_le8", max_ms8);
+    cJSON_AddNumberToObject(s, "max_solve_ms_gt8", max_ms64);
+    cJSON_AddNumberToObject(s, "ilp_limit_s", ilp_limit);
+    if (out && ls_json_write_file(out, jr)) {
+        fprintf(stderr, "bench_plan: %s\n", ls_errmsg());
+        failures++;
+    }
+    cJSON_Delete(jr);
+    ls_plan_names_free(names, n);
+    ls_plan_catalog_free(cat);
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,275 @@
+/*
+ * plan.h - heterogeneous serving planner: choose the pipeline stages, the bit width of
+ * every layer and the prefill / decode micro-batch sizes for a model on a cluster of
+ * unequal GPUs, maximising throughput under a quality target.
+ *
+ * After LLM-PQ (Zhao et al., PPoPP'24) and SplitQuant (CLUSTER'25); see
+ * shared/REFERENCES.md section 3 and docs/plan.md for the formulation, every cost term
+ * and the catalogs under data/.
+ *
+ * Typical use:
+ *
+ *     ls_plan_catalog *cat;
+ *     ls_plan_catalog_load(NULL, &cat);                 // data/gpus.json, data/models.json
+ *     ls_plan_arch arch;  ls_plan_catalog_model(cat, "opt-30b", &arch);
+ *     ls_plan_cluster *cl; ls_plan_cluster_load(cat, "llmpq-2", &cl);
+ *     ls_plan_problem pb; ls_plan_problem_init(&pb, &arch, cl, (ls_plan_workload){32, 512, 100});
+ *     ls_plan_quality_default(&arch, pb.omega);          // or _from_checkpoint / _from_file
+ *     ls_plan_problem_set_quality(&pb, (ls_plan_qtarget){LS_PLAN_Q_BITS, 4});
+ *     ls_plan_result plan; ls_plan_solve(&pb, LS_PLAN_ALGO_SPLITQUANT, &plan);
+ *     ls_plan_result_write(&pb, &plan, "plan.json");
+ *
+ * The objective (seconds for one batch; throughput = batch*gen / time):
+ *   T = sum_j P_j + (m_p - 1) max_j P_j + (gen - 1) max(sum_j D_j, m_d max_j D_j) + theta * Q
+ * with P_j / D_j the prefill / decode time of stage j for one micro-batch (layers, head
+ * and the send to the next stage), m_p = ceil(B / b_pre), m_d = ceil(B / b_dec), Q the
+ * total quality indicator. All algorithms optimise the same T and are evaluated by the
+ * same ls_plan_evaluate().
+ */
+#ifndef LLMSYS_PLAN_H
+#define LLMSYS_PLAN_H
+
+#include <stddef.h>
+
+#include "llmsys/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+    LS_PLAN_NBITS = 4,       /* bit widths: 3, 4, 8, 16 */
+    LS_PLAN_MAX_DEV = 128,   /* devices in one cluster */
+    LS_PLAN_MAX_LAYER = 256, /* transformer layers in one model */
+    LS_PLAN_NAME = 64,
+};
+
+/* The bit widths, index 0..3. */
+extern const int ls_plan_bits[LS_PLAN_NBITS];
+/* Index of a bit width in ls_plan_bits, -1 when not allowed. */
+int ls_plan_bits_index(int bits);
+
+/* ---------------------------------------------------------------- catalogs */
+
+typedef struct {
+    char name[LS_PLAN_NAME];
+    double mem_bytes;   /* capacity */
+    double bw_Bps;      /* memory bandwidth */
+    double fp16_flops;  /* dense fp16 tensor throughput */
+    double int8_ops;    /* dense int8 tensor throughput; 0 = no int8 tensor cores */
+    double link_Bps;    /* device-to-device bandwidth inside a node */
+} ls_plan_gpu;
+
+typedef struct {
+    char name[LS_PLAN_NAME];
+    int n_layer, d_model, n_head, n_kv_head, d_ff, vocab, n_ctx;
+    int gated;     /* SwiGLU MLP: three d_model x d_ff matrices */
+    int tied;      /* LM head shares the token embedding */
+    int pos_embed; /* learned position table (n_ctx x d_model) */
+} ls_plan_arch;
+
+typedef struct ls_plan_catalog ls_plan_catalog;
+
+/* Loads data_dir/gpus.json and data_dir/models.json. data_dir NULL: $LLMSYS_DATA, else
+ * <source dir>/data. Errors name the file and the bad entry. */
+int ls_plan_catalog_load(const char *data_dir, ls_plan_catalog **out);
+void ls_plan_catalog_free(ls_plan_catalog *c);
+const char *ls_plan_catalog_dir(const ls_plan_catalog *c);
+/* Case-insensitive lookups (name or alias). LS_ENOTFOUND lists the known names. */
+int ls_plan_catalog_gpu(const ls_plan_catalog *c, const char *name, ls_plan_gpu *out);
+int ls_plan_catalog_model(const ls_plan_catalog *c, const char *name, ls_plan_arch *out);
+int ls_plan_catalog_num_models(const ls_plan_catalog *c);
+const char *ls_plan_catalog_model_name(const ls_plan_catalog *c, int i);
+/* Model from a catalog name or an llmsys safetensors checkpoint path (llmsys.config). */
+int ls_plan_resolve_model(const ls_plan_catalog *c, const char *name_or_path, ls_plan_arch *out);
+/* Checks ranges (layers 1..LS_PLAN_MAX_LAYER, divisibility of heads, ...). */
+int ls_plan_arch_validate(const ls_plan_arch *a);
+
+/* ---------------------------------------------------------------- cost model */
+
+/* A cost model fitted from a `llmsys profile` device file (docs/plan-format.md):
+ * per bit width, prefill layer time = c0 + c1*b*s + c2*b*s^2, decode layer time =
+ * c0 + c1*b + c2*b*ctx (least squares over the rows); head and link likewise. */
+typedef struct {
+    char device[LS_PLAN_NAME];
+    int threads;
+    int has_bits[LS_PLAN_NBITS];
+    double pre[LS_PLAN_NBITS][3], dec[LS_PLAN_NBITS][3];
+    double head_pre[3], head_dec[2];
+    double link_lat_s, link_Bps;
+    int n_layer, d_model; /* of the profiled model: checked against the planned one */
+} ls_plan_profile;
+
+/* Reads and fits a profile file; errors name the file and the bad row. */
+int ls_plan_profile_load(const char *path, ls_plan_profile *out);
+
+typedef struct {
+    char name[LS_PLAN_NAME]; /* catalog GPU name or "cpu:..." for profiled devices */
+    ls_plan_gpu gpu;
+    int node;
+    int prof; /* index into cluster->prof, -1 = analytical model from gpu figures */
+    double usable_bytes; /* memory the planner may fill */
+} ls_plan_device;
+
+typedef struct {
+    char name[LS_PLAN_NAME];
+    char model[LS_PLAN_NAME]; /* default model named by the file ("" if none) */
+    int batch, prompt, gen;   /* default workload (0 if none) */
+    int n_dev, n_node;
+    ls_plan_device dev[LS_PLAN_MAX_DEV];
+    int node_kind[LS_PLAN_MAX_DEV]; /* nodes with equal kind are interchangeable */
+    double inter_Bps, inter_lat_s;
+    int n_prof;
+    ls_plan_profile prof[8];
+} ls_plan_cluster;
+
+/* Loads a cluster from a JSON file or a catalog name (data/clusters/<name>.json). */
+int ls_plan_cluster_load(const ls_plan_catalog *c, const char *name_or_path, ls_plan_cluster **out);
+void ls_plan_cluster_free(ls_plan_cluster *cl);
+/* Names of the catalog clusters (sorted); *names is malloc'd strings, free with
+ * ls_plan_names_free. */
+int ls_plan_catalog_clusters(const ls_plan_catalog *c, char ***names, int *n);
+void ls_plan_names_free(char **names, int n);
+
+typedef struct {
+    int batch;  /* B: sequences in the batch */
+    int prompt; /* s: prompt tokens */
+    int gen;    /* n: generated tokens */
+} ls_plan_workload;
+
+/* Memory terms (bytes). Weights of one transformer layer at bits (group-quantized
+ * formats carry their fp16 scales); KV cache of one layer for the whole batch at
+ * context prompt+gen; embedding (first stage) and LM head + final norm (last stage);
+ * activation workspace for one micro-batch. */
+double ls_plan_layer_params(const ls_plan_arch *a);
+double ls_plan_layer_weight_bytes(const ls_plan_arch *a, int bits);
+double ls_plan_layer_kv_bytes(const ls_plan_arch *a, const ls_plan_workload *w);
+double ls_plan_embed_bytes(const ls_plan_arch *a);
+double ls_plan_head_bytes(const ls_plan_arch *a);
+double ls_plan_workspace_bytes(const ls_plan_arch *a, const ls_plan_workload *w, int mb_pre, int mb_dec);
+/* LLM-PQ's usable memory: 0.95 * capacity - 1.93 GB. */
+double ls_plan_usable_bytes(double capacity);
+
+/* Time terms (seconds) on device dev of cl: one layer's prefill of mb sequences of seq
+ * tokens, one layer's decode step of mb sequences at context ctx, the head's, and a
+ * transfer of bytes from device a to device b. */
+double ls_plan_layer_prefill_s(const ls_plan_arch *a, const ls_plan_cluster *cl, int dev, int bits, int mb, int seq);
+double ls_plan_layer_decode_s(const ls_plan_arch *a, const ls_plan_cluster *cl, int dev, int bits, int mb, double ctx);
+double ls_plan_head_prefill_s(const ls_plan_arch *a, const ls_plan_cluster *cl, int dev, int mb, int seq);
+double ls_plan_head_decode_s(const ls_plan_arch *a, const ls_plan_cluster *cl, int dev, int mb);
+double ls_plan_link_s(const ls_plan_cluster *cl, int from, int to, double bytes);
+
+/* ---------------------------------------------------------------- quality */
+
+typedef enum {
+    LS_PLAN_Q_NONE = 0, /* no quality term */
+    LS_PLAN_Q_THETA,    /* objective += theta * total indicator */
+    LS_PLAN_Q_MAX,      /* total indicator <= value */
+    LS_PLAN_Q_BITS,     /* total indicator <= that of all layers at `value` bits */
+} ls_plan_qkind;
+
+typedef struct {
+    ls_plan_qkind kind;
+    double value;
+} ls_plan_qtarget;
+
+/* Parses "theta:X", "max:X", "bits:B" or "none". */
+int ls_plan_qtarget_parse(const char *s, ls_plan_qtarget *out);
+
+/* omega[i*4 + k]: indicator of layer i at ls_plan_bits[k], normalised so that all layers
+ * at 4 bits sum to 1. Default profile (no weights): s_i * g(b), documented in
+ * docs/plan.md. */
+int ls_plan_quality_default(const ls_plan_arch *a, double *omega);
+/* Variance-based indicator (LLM-PQ) from an llmsys checkpoint: per linear
+ * s_w^2 * sum Var(x), input variances propagated from the weights (docs/plan.md). */
+int ls_plan_quality_from_checkpoint(const char *path, const ls_plan_arch *a, double *omega);
+/* Measured-loss variant: per layer, mean squared output error of each linear when its
+ * weights are round-trip quantized at each bit width, on random unit inputs scaled by
+ * the LayerNorm gains. */
+int ls_plan_quality_measured(const char *path, const ls_plan_arch *a, double *omega);
+/* User file {"format":"llmsys-indicator","version":1,"omega":[[w3,w4,w8,w16],...]}. */
+int ls_plan_quality_from_file(const char *path, const ls_plan_arch *a, double *omega);
+int ls_plan_quality_write(const char *path, const ls_plan_arch *a, const double *omega);
+
+/* ---------------------------------------------------------------- problem and plan */
+
+typedef struct {
+    const ls_plan_arch *arch;
+    const ls_plan_cluster *cl;
+    ls_plan_workload wl;
+    double omega[LS_PLAN_MAX_LAYER * LS_PLAN_NBITS];
+    double theta;      /* seconds per indicator unit in the objective */
+    double qmax;       /* max total indicator (INFINITY: none) */
+    int bits_mask;     /* allowed bit widths, bit k = ls_plan_bits[k] */
+    double time_limit_s; /* ILP: total time limit */
+    int fix_mb;        /* baselines: b_pre = b_dec = ceil(B / n_dev) */
+} ls_plan_problem;
+
+typedef enum {
+    LS_PLAN_ALGO_SPLITQUANT = 0,
+    LS_PLAN_ALGO_ILP,
+    LS_PLAN_ALGO_UNIFORM,
+    LS_PLAN_ALGO_PIPEEDGE,
+    LS_PLAN_ALGO_ADABITS,
+    LS_PLAN_ALGO_BRUTE, /* exhaustive, tiny problems only (tests) */
+    LS_PLAN_ALGO_COUNT
+} ls_plan_algo;
+
+const char *ls_plan_algo_name(ls_plan_algo a);
+/* -1 when unknown. */
+int ls_plan_algo_parse(const char *s);
+
+typedef struct {
+    int n_stage;
+    int dev[LS_PLAN_MAX_DEV];       /* device index of each stage, pipeline order */
+    int begin[LS_PLAN_MAX_DEV + 1]; /* stage j holds layers [begin[j], begin[j+1]) */
+    unsigned char bits[LS_PLAN_MAX_LAYER];
+    int mb_prefill, mb_decode;
+    /* filled by ls_plan_evaluate */
+    double stage_prefill_s[LS_PLAN_MAX_DEV], stage_decode_s[LS_PLAN_MAX_DEV];
+    double stage_mem[LS_PLAN_MAX_DEV], stage_usable[LS_PLAN_MAX_DEV];
+    double prefill_s, decode_s, total_s, throughput_tok_s, quality, objective;
+    /* filled by the solver */
+    ls_plan_algo algo;
+    double solve_s;
+    double ilp_gap;     /* relative gap (ILP), 0 when proven optimal */
+    int ilp_optimal;    /* every ILP subproblem proven optimal */
+    int n_candidates;   /* outer (order, micro-batch) candidates examined */
+} ls_plan_result;
+
+/* Fills defaults: quality none, all bits allowed, ILP time limit 10 s. omega gets the
+ * default profile of arch. */
+int ls_plan_problem_init(ls_plan_problem *p, const ls_plan_arch *a, const ls_plan_cluster *cl,
+                         ls_plan_workload wl);
+/* Applies a quality target (sets theta / qmax). LS_EINFEASIBLE when bits:B is not allowed. */
+int ls_plan_problem_set_quality(ls_plan_problem *p, ls_plan_qtarget q);
+/* Checks workload numbers (positive, within the model context) and cluster size. */
+int ls_plan_problem_validate(const ls_plan_problem *p);
+
+/* Computes every predicted field of plan and checks validity: each layer exactly once,
+ * contiguous stages, allowed bits, memory within every device's budget, quality target.
+ * LS_EINVAL for a malformed plan, LS_EINFEASIBLE (message names the device and GB over)
+ * when memory or quality is violated; predicted fields are filled either way. */
+int ls_plan_evaluate(const ls_plan_problem *p, ls_plan_result *plan);
+
+/* Solves with algo. LS_EINFEASIBLE with a message saying what is missing (GB short on
+ * which devices, or the best reachable quality). */
+int ls_plan_solve(const ls_plan_problem *p, ls_plan_algo algo, ls_plan_result *out);
+
+/* ---------------------------------------------------------------- output */
+
+/* Plan file (FORMATS.md "llmsys-plan" v1) with the predicted fields. */
+int ls_plan_result_write(const ls_plan_problem *p, const ls_plan_result *plan, const char *path);
+/* The plan as a cJSON object (caller deletes); report adds per-device memory, quality,
+ * solve time, vLLM export. */
+struct cJSON *ls_plan_to_json(const ls_plan_problem *p, const ls_plan_result *plan, int report);
+/* Reads a plan file back (stages, bits, micro-batches); device names are matched against
+ * the cluster in stage order. */
+int ls_plan_result_read(const char *path, const ls_plan_problem *p, ls_plan_result *out);
+/* vLLM launch arguments: "--pipeline-parallel-size N" and VLLM_PP_LAYER_PARTITION. */
+int ls_plan_export_vllm(const ls_plan_problem *p, const ls_plan_result *plan, const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LLMSYS_PLAN_H */

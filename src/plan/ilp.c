@@ -1,0 +1,358 @@
+/* ilp.c - the exact LLM-PQ mixed-integer programme for one (device order, micro-batch)
+ * candidate, solved with COIN-OR CBC through its C interface; the outer loop visits every
+ * candidate under a total time limit and reports the optimality gap. */
+#include <coin/Cbc_C_Interface.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llmsys/plan.h"
+#include "plan/internal.h"
+
+#define NB LS_PLAN_NBITS
+
+typedef struct {
+    int *col; /* z[i][j][k] -> column or -1 */
+    int L, N;
+} zmap;
+
+#define ZC(m, i, j, k) ((m)->col[((i) * (m)->N + (j)) * NB + (k)])
+
+typedef struct {
+    int n;
+    int cap;
+    int *idx;
+    double *val;
+} row_t;
+
+static int row_add(row_t *r, int idx, double v) {
+    if (r->n == r->cap) {
+        int nc = r->cap ? r->cap * 2 : 64;
+        int *ni = realloc(r->idx, sizeof(int) * (size_t)nc);
+        if (!ni) return ls_err(LS_ENOMEM, "ILP row");
+        r->idx = ni;
+        double *nv = realloc(r->val, sizeof(double) * (size_t)nc);
+        if (!nv) return ls_err(LS_ENOMEM, "ILP row");
+        r->val = nv;
+        r->cap = nc;
+    }
+    r->idx[r->n] = idx;
+    r->val[r->n++] = v;
+    return LS_OK;
+}
+
+typedef struct {
+    double obj;      /* best objective found (INFINITY if none) */
+    double bound;    /* proven lower bound */
+    int optimal;     /* proven optimal or proven no better than the cutoff */
+    int has_sol;
+    ls_plan_result plan;
+} ilp_result;
+
+/* Builds and solves the MIP for one candidate. cutoff: only solutions below it matter. */
+static int solve_one(const ls_plan_problem *p, const int *order, int mb_pre, int mb_dec, double limit_s,
+                     double cutoff, const ls_plan_result *start, ilp_result *res) {
+    const ls_plan_arch *a = p->arch;
+    const ls_plan_cluster *cl = p->cl;
+    int L = a->n_layer, N = cl->n_dev, n = p->wl.gen;
+    int mp = (p->wl.batch + mb_pre - 1) / mb_pre, md = (p->wl.batch + mb_dec - 1) / mb_dec;
+    double ctx = p->wl.prompt + p->wl.gen / 2.0;
+    double kv = ls_plan_layer_kv_bytes(a, &p->wl), ws = ls_plan_workspace_bytes(a, &p->wl, mb_pre, mb_dec);
+    double act = cl->dev[order[0]].prof >= 0 ? 4.0 : 2.0;
+    memset(res, 0, sizeof *res);
+    res->obj = INFINITY;
+    res->bound = -INFINITY;
+
+    double(*lp)[NB] = malloc(sizeof(double[NB]) * (size_t)N), (*ld)[NB] = malloc(sizeof(double[NB]) * (size_t)N);
+    double *baseP = malloc(sizeof(double) * (size_t)N), *baseD = malloc(sizeof(double) * (size_t)N);
+    double *baseM = malloc(sizeof(double) * (size_t)N), lw[NB];
+    zmap zm = {malloc(sizeof(int) * (size_t)L * N * NB), L, N};
+    row_t r = {0};
+    Cbc_Model *m = NULL;
+    int rc = LS_OK;
+    if (!lp || !ld || !baseP || !baseD || !baseM || !zm.col) {
+        rc = ls_err(LS_ENOMEM, "ILP");
+        goto done;
+    }
+    for (int k = 0; k < NB; k++) lw[k] = ls_plan_layer_weight_bytes(a, ls_plan_bits[k]);
+    double sumBaseP = 0, sumBaseD = 0;
+    for (int j = 0; j < N; j++) {
+        int d = order[j];
+        for (int k = 0; k < NB; k++) {
+            lp[j][k] = ls_plan_layer_prefill_s(a, cl, d, ls_plan_bits[k], mb_pre, p->wl.prompt);
+            ld[j][k] = ls_plan_layer_decode_s(a, cl, d, ls_plan_bits[k], mb_dec, ctx);
+        }
+        baseM[j] = ws + (j == 0 ? ls_plan_embed_bytes(a) : 0);
+        if (j == N - 1) {
+            baseM[j] += (N == 1 && a->tied) ? 2.0 * a->d_model * 2.0 : ls_plan_head_bytes(a);
+            baseP[j] = ls_plan_head_prefill_s(a, cl, d, mb_pre, p->wl.prompt);
+            baseD[j] = ls_plan_head_decode_s(a, cl, d, mb_dec);
+        } else {
+            baseP[j] = ls_plan_link_s(cl, d, order[j + 1], (double)mb_pre * p->wl.prompt * a->d_model * act);
+            baseD[j] = ls_plan_link_s(cl, d, order[j + 1], (double)mb_dec * a->d_model * act);
+        }
+        sumBaseP += baseP[j];
+        sumBaseD += baseD[j];
+    }
+    m = Cbc_newModel();
+    if (!m) {
+        rc = ls_err(LS_ENOMEM, "CBC model");
+        goto done;
+    }
+    Cbc_setLogLevel(m, 0);
+    int ncol = 0;
+    for (int i = 0; i < L; i++)
+        for (int j = 0; j < N; j++)
+            for (int k = 0; k < NB; k++) {
+                ZC(&zm, i, j, k) = -1;
+                /* position j can hold layer i only if j <= i and the later layers fill the rest */
+                if (j > i || N - 1 - j > L - 1 - i) continue;
+                if (!(p->bits_mask & (1 << k)) || !isfinite(lp[j][k]) || !isfinite(ld[j][k])) continue;
+                if (lw[k] + kv + baseM[j] > cl->dev[order[j]].usable_bytes) continue;
+                double c = lp[j][k] + p->theta * p->omega[i * NB + k];
+                char nm[48];
+                snprintf(nm, sizeof nm, "z_%d_%d_%d", i, j, k); /* CBC maps MIP starts by name */
+                Cbc_addCol(m, nm, 0, 1, c, 1, 0, NULL, NULL);
+                ZC(&zm, i, j, k) = ncol++;
+            }
+    int cPmax = ncol++, cR = ncol++;
+    Cbc_addCol(m, "Pmax", 0, 1e9, mp - 1, 0, 0, NULL, NULL);
+    Cbc_addCol(m, "R", 0, 1e9, n - 1, 0, 0, NULL, NULL);
+    /* (1) every layer exactly once */
+    for (int i = 0; i < L; i++) {
+        r.n = 0;
+        for (int j = 0; j < N; j++)
+            for (int k = 0; k < NB; k++)
+                if (ZC(&zm, i, j, k) >= 0 && (rc = row_add(&r, ZC(&zm, i, j, k), 1))) goto done;
+        if (r.n == 0) {
+            rc = LS_EINFEASIBLE;
+            goto done;
+        }
+        Cbc_addRow(m, "", r.n, r.idx, r.val, 'E', 1);
+    }
+    /* (2) contiguous stages in device order: position of layer i+1 >= position of layer i */
+    for (int i = 0; i + 1 < L; i++)
+        for (int j = 0; j + 1 < N; j++) {
+            r.n = 0;
+            for (int jj = 0; jj <= j; jj++)
+                for (int k = 0; k < NB; k++) {
+                    if (ZC(&zm, i, jj, k) >= 0 && (rc = row_add(&r, ZC(&zm, i, jj, k), 1))) goto done;
+                    if (ZC(&zm, i + 1, jj, k) >= 0 && (rc = row_add(&r, ZC(&zm, i + 1, jj, k), -1))) goto done;
+                }
+            if (r.n) Cbc_addRow(m, "", r.n, r.idx, r.val, 'G', 0);
+        }
+    for (int j = 0; j < N; j++) {
+        /* (3) every device holds a stage; (4) memory in GB */
+        r.n = 0;
+        for (int i = 0; i < L; i++)
+            for (int k = 0; k < NB; k++)
+                if (ZC(&zm, i, j, k) >= 0 && (rc = row_add(&r, ZC(&zm, i, j, k), 1))) goto done;
+        if (r.n == 0) {
+            rc = LS_EINFEASIBLE;
+            goto done;
+        }
+        Cbc_addRow(m, "", r.n, r.idx, r.val, 'G', 1);
+        r.n = 0;
+        for (int i = 0; i < L; i++)
+            for (int k = 0; k < NB; k++)
+                if (ZC(&zm, i, j, k) >= 0 && (rc = row_add(&r, ZC(&zm, i, j, k), (lw[k] + kv) / 1e9))) goto done;
+        Cbc_addRow(m, "", r.n, r.idx, r.val, 'L', (cl->dev[order[j]].usable_bytes - baseM[j]) / 1e9);
+        /* (5) Pmax >= P_j */
+        r.n = 0;
+        if ((rc = row_add(&r, cPmax, 1))) goto done;
+        for (int i = 0; i < L; i++)
+            for (int k = 0; k < NB; k++)
+                if (ZC(&zm, i, j, k) >= 0 && (rc = row_add(&r, ZC(&zm, i, j, k), -lp[j][k]))) goto done;
+        Cbc_addRow(m, "", r.n, r.idx, r.val, 'G', baseP[j]);
+        /* (6) R >= m_d * D_j */
+        r.n = 0;
+        if ((rc = row_add(&r, cR, 1))) goto done;
+        for (int i = 0; i < L; i++)
+            for (int k = 0; k < NB; k++)
+                if (ZC(&zm, i, j, k) >= 0 && (rc = row_add(&r, ZC(&zm, i, j, k), -md * ld[j][k]))) goto done;
+        Cbc_addRow(m, "", r.n, r.idx, r.val, 'G', md * baseD[j]);
+    }
+    /* (6') R >= sum_j D_j */
+    r.n = 0;
+    if ((rc = row_add(&r, cR, 1))) goto done;
+    for (int i = 0; i < L; i++)
+        for (int j = 0; j < N; j++)
+            for (int k = 0; k < NB; k++)
+                if (ZC(&zm, i, j, k) >= 0 && (rc = row_add(&r, ZC(&zm, i, j, k), -ld[j][k]))) goto done;
+    Cbc_addRow(m, "", r.n, r.idx, r.val, 'G', sumBaseD);
+    /* (7) quality target */
+    if (isfinite(p->qmax)) {
+        r.n = 0;
+        for (int i = 0; i < L; i++)
+            for (int j = 0; j < N; j++)
+                for (int k = 0; k < NB; k++)
+                    if (ZC(&zm, i, j, k) >= 0 && (rc = row_add(&r, ZC(&zm, i, j, k), p->omega[i * NB + k]))) goto done;
+        Cbc_addRow(m, "", r.n, r.idx, r.val, 'L', p->qmax);
+    }
+    /* warm start from a plan of the same candidate (the DP's), when it has one */
+    int same = start && start->n_stage == N && start->mb_prefill == mb_pre && start->mb_decode == mb_dec;
+    for (int j = 0; same && j < N; j++) same = start->dev[j] == order[j];
+    /* CBC's MIP-start repair can stall on the large (> 8 device) models: warm start small ones */
+    if (same && N <= 8) {
+        int *idx = malloc(sizeof(int) * (size_t)ncol);
+        double *val = malloc(sizeof(double) * (size_t)ncol);
+        if (idx && val) {
+            int cnt = 0, ok = 1;
+            for (int j = 0; j < N; j++)
+                for (int i = start->begin[j]; i < start->begin[j + 1]; i++) {
+                    int col = ZC(&zm, i, j, ls_plan_bits_index(start->bits[i]));
+                    if (col < 0) ok = 0;
+                    else idx[cnt] = col, val[cnt++] = 1;
+                }
+            double maxP = 0, maxD = 0, sumD = 0;
+            for (int j = 0; j < N; j++) {
+                maxP = start->stage_prefill_s[j] > maxP ? start->stage_prefill_s[j] : maxP;
+                maxD = start->stage_decode_s[j] > maxD ? start->stage_decode_s[j] : maxD;
+                sumD += start->stage_decode_s[j];
+            }
+            idx[cnt] = cPmax, val[cnt++] = maxP;
+            idx[cnt] = cR, val[cnt++] = md * maxD > sumD ? md * maxD : sumD;
+            if (ok) Cbc_setMIPStartI(m, cnt, idx, val);
+        }
+        free(idx);
+        free(val);
+    }
+    Cbc_setMaximumSeconds(m, limit_s > 0.05 ? limit_s : 0.05);
+    Cbc_setAllowableFractionGap(m, 1e-6);
+    if (isfinite(cutoff)) Cbc_setCutoff(m, cutoff - sumBaseP);
+    Cbc_solve(m);
+    double off = sumBaseP;
+    if (Cbc_isProvenOptimal(m)) {
+        res->optimal = 1;
+    } else if (Cbc_isProvenInfeasible(m)) {
+        /* infeasible, or nothing below the cutoff: proven either way */
+        res->optimal = 1;
+        res->bound = isfinite(cutoff) ? cutoff : INFINITY;
+    }
+    const double *x = Cbc_bestSolution(m);
+    if (x && !Cbc_isProvenInfeasible(m)) {
+        ls_plan_result *pl = &res->plan;
+        memset(pl, 0, sizeof *pl);
+        pl->n_stage = N;
+        pl->mb_prefill = mb_pre;
+        pl->mb_decode = mb_dec;
+        int pos[LS_PLAN_MAX_LAYER];
+        int ok = 1;
+        for (int i = 0; i < L; i++) {
+            pos[i] = -1;
+            for (int j = 0; j < N; j++)
+                for (int k = 0; k < NB; k++)
+                    if (ZC(&zm, i, j, k) >= 0 && x[ZC(&zm, i, j, k)] > 0.5) {
+                        pos[i] = j;
+                        pl->bits[i] = (unsigned char)ls_plan_bits[k];
+                    }
+            if (pos[i] < 0 || (i > 0 && pos[i] < pos[i - 1])) ok = 0;
+        }
+        if (ok) {
+            for (int j = 0; j < N; j++) pl->dev[j] = order[j];
+            pl->begin[0] = 0;
+            for (int j = 1; j < N; j++) {
+                int b = 0;
+                while (b < L && pos[b] < j) b++;
+                pl->begin[j] = b;
+            }
+            pl->begin[N] = L;
+            if (ls_plan_evaluate(p, pl) == LS_OK) {
+                res->has_sol = 1;
+                res->obj = pl->objective;
+            }
+        }
+        double bp = Cbc_getBestPossibleObjValue(m) + off;
+        if (res->optimal) bp = res->obj;
+        res->bound = bp;
+    } else if (!res->optimal) {
+        res->bound = Cbc_getBestPossibleObjValue(m) + off;
+    }
+done:
+    if (m) Cbc_deleteModel(m);
+    free(lp);
+    free(ld);
+    free(baseP);
+    free(baseD);
+    free(baseM);
+    free(zm.col);
+    free(r.idx);
+    free(r.val);
+    return rc;
+}
+
+int plan_ilp(const ls_plan_problem *p, ls_plan_result *out) {
+    enum { MAX_ORDERS = 24 };
+    int L = p->arch->n_layer, N = p->cl->n_dev;
+    if (N > L) return ls_err(LS_EINFEASIBLE, "%d devices but only %d layers", N, L);
+    int(*orders)[LS_PLAN_MAX_DEV] = malloc(sizeof(int[LS_PLAN_MAX_DEV]) * MAX_ORDERS);
+    int mbs[64][2], n_orders, n_mb;
+    if (!orders) return ls_err(LS_ENOMEM, "ILP");
+    plan_orders(p->cl, MAX_ORDERS, orders, &n_orders);
+    plan_microbatches(p, N, mbs, &n_mb);
+    int nc = n_orders * n_mb;
+    int *co = malloc(sizeof(int) * (size_t)nc), *cm = malloc(sizeof(int) * (size_t)nc);
+    int rc = LS_OK;
+    if (!co || !cm) {
+        rc = ls_err(LS_ENOMEM, "ILP");
+        goto done;
+    }
+    /* visit candidates best first (a cheap screening by the DP; each MIP is still exact) */
+    int ncr = 0;
+    ls_plan_result tmp;
+    int have_start = plan_splitquant(p, &tmp, 1, co, cm, &ncr) == LS_OK;
+    if (!have_start || ncr != nc) {
+        for (int o = 0, t = 0; o < n_orders; o++)
+            for (int q = 0; q < n_mb; q++, t++) co[t] = o, cm[t] = q;
+    }
+    double t0 = ls_now(), best = INFINITY, lb = INFINITY;
+    int all_opt = 1, found = 0, visited = 0;
+    ilp_result *res = malloc(sizeof *res);
+    if (!res) {
+        rc = ls_err(LS_ENOMEM, "ILP");
+        goto done;
+    }
+    for (int t = 0; t < nc; t++) {
+        double left = p->time_limit_s - (ls_now() - t0);
+        if (left <= 0.02) {
+            /* unvisited candidates: no bound, the gap stays open */
+            all_opt = 0;
+            lb = -INFINITY;
+            break;
+        }
+        double lim = left / (nc - t) * (t == 0 ? 2.0 : 1.0);
+        if (lim > left) lim = left;
+        rc = solve_one(p, orders[co[t]], mbs[cm[t]][0], mbs[cm[t]][1], lim, best, have_start ? &tmp : NULL, res);
+        if (rc == LS_EINFEASIBLE) {
+            rc = LS_OK;
+            visited++;
+            continue;
+        }
+        if (rc) break;
+        visited++;
+        if (res->has_sol && res->obj < best) {
+            best = res->obj;
+            *out = res->plan;
+            found = 1;
+        }
+        if (!res->optimal) all_opt = 0;
+        double b = res->optimal ? (res->has_sol ? res->obj : INFINITY) : res->bound;
+        if (b < lb) lb = b;
+    }
+    free(res);
+    if (rc) goto done;
+    if (!found) {
+        rc = all_opt ? LS_EINFEASIBLE : ls_err(LS_ETIMEDOUT, "ILP found no plan within %.1f s", p->time_limit_s);
+        goto done;
+    }
+    if (lb > best) lb = best;
+    out->ilp_optimal = all_opt;
+    out->ilp_gap = all_opt ? 0 : (isfinite(lb) ? (best - lb) / best : 1.0);
+    out->n_candidates = visited;
+done:
+    free(orders);
+    free(co);
+    free(cm);
+    return rc;
+}

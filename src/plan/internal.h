@@ -1,0 +1,18 @@
+/* internal.h - shared between the planner's source files (not a public API). */
+#ifndef LLMSYS_PLAN_INTERNAL_H
+#define LLMSYS_PLAN_INTERNAL_H
+
+#include "llmsys/plan.h"
+
+/* Device orders of a cluster (node kinds permuted, nodes of a kind together). */
+int plan_orders(const ls_plan_cluster *cl, int max_orders, int (*orders)[LS_PLAN_MAX_DEV], int *n_orders);
+/* (prefill, decode) micro-batch candidates. */
+int plan_microbatches(const ls_plan_problem *p, int n_dev, int (*mb)[2], int *n);
+/* The splitquant DP. With rank_only the candidates (order index, micro-batch index) are
+ * also returned best first by their screening objective. */
+int plan_splitquant(const ls_plan_problem *p, ls_plan_result *out, int rank_only, int *cand_order, int *cand_mb,
+                    int *n_cand);
+/* The LLM-PQ MIP with CBC (ilp.c). */
+int plan_ilp(const ls_plan_problem *p, ls_plan_result *out);
+
+#endif

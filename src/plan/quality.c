@@ -1,0 +1,238 @@
+/* quality.c - per-layer, per-bit-width quality indicators: the documented default
+ * profile, LLM-PQ's variance indicator and a quantization-error variant computed from an
+ * llmsys checkpoint, and user indicator files. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llmsys/plan.h"
+#include "llmsys/safetensors.h"
+
+#define NB LS_PLAN_NBITS
+
+/* Squared quantization step of a b-bit grid relative to the weight range, the g(b) of
+ * the variance indicator: s_w = range / (2^(b-1) - 1). */
+static double step2(int bits) {
+    double q = ldexp(1.0, bits - 1) - 1.0;
+    return 1.0 / (q * q);
+}
+
+/* Scales omega so that all layers at 4 bits sum to 1 (a unit the user can reason with). */
+static int normalise(const ls_plan_arch *a, double *omega) {
+    double s = 0;
+    int k4 = ls_plan_bits_index(4);
+    for (int i = 0; i < a->n_layer; i++) s += omega[i * NB + k4];
+    if (!(s > 0) || !isfinite(s)) return ls_err(LS_EINVAL, "quality indicator of %s is zero or not finite", a->name);
+    for (int i = 0; i < a->n_layer * NB; i++) omega[i] /= s;
+    return LS_OK;
+}
+
+int ls_plan_quality_default(const ls_plan_arch *a, double *omega) {
+    int L = a->n_layer;
+    for (int i = 0; i < L; i++) {
+        /* first layers are the most sensitive to quantization, the last ones somewhat more
+         * than the middle (docs/plan.md "Default indicator profile") */
+        double s = 1.0 + 1.5 * exp(-i / 1.5) + 0.5 * exp(-(L - 1 - i) / 1.5);
+        for (int k = 0; k < NB; k++) omega[i * NB + k] = s * step2(ls_plan_bits[k]);
+    }
+    return normalise(a, omega);
+}
+
+/* ---------------------------------------------------------------- from a checkpoint */
+
+typedef struct {
+    const float *w;
+    int out, in;
+    double *var_in; /* variance of each input feature (in) */
+} linear_t;
+
+static int get_tensor(ls_st_file *f, const char *name, int ndim, int64_t d0, int64_t d1, const float **out) {
+    int64_t shape[2] = {d0, d1};
+    const ls_st_tensor *t;
+    LS_TRY(ls_st_expect(f, name, LS_DT_F32, ndim, shape, &t));
+    *out = (const float *)t->data;
+    return LS_OK;
+}
+
+/* Variance of W x per output row given independent inputs of variance var_in. */
+static void propagate(const float *w, int out, int in, const double *var_in, double *var_out) {
+    for (int c = 0; c < out; c++) {
+        double s = 0;
+        for (int k = 0; k < in; k++) s += (double)w[(size_t)c * in + k] * w[(size_t)c * in + k] * var_in[k];
+        var_out[c] = s;
+    }
+}
+
+/* LLM-PQ variance term of one linear for every bit width: s_w^2 * sum Var(x). */
+static void variance_term(const linear_t *l, double *acc) {
+    double range = 0, sv = 0;
+    for (int c = 0; c < l->out; c++) {
+        float lo = INFINITY, hi = -INFINITY;
+        for (int k = 0; k < l->in; k++) {
+            float v = l->w[(size_t)c * l->in + k];
+            lo = v < lo ? v : lo;
+            hi = v > hi ? v : hi;
+        }
+        if (hi - lo > range) range = hi - lo;
+    }
+    for (int k = 0; k < l->in; k++) sv += l->var_in[k];
+    for (int b = 0; b < NB; b++) acc[b] += range * range * step2(ls_plan_bits[b]) * sv;
+}
+
+/* Expected squared output error of one linear when its weights are round-tripped through
+ * b-bit asymmetric min-max quantization (groups of 128 inputs per row; fp16 for 16):
+ * E|dW x|^2 = sum_{c,k} dW[c,k]^2 Var(x_k). */
+static void error_term(const linear_t *l, double *acc) {
+    enum { G = 128 };
+    for (int b = 0; b < NB; b++) {
+        int bits = ls_plan_bits[b];
+        double levels = ldexp(1.0, bits) - 1.0, e = 0;
+        for (int c = 0; c < l->out; c++) {
+            const float *row = l->w + (size_t)c * l->in;
+            for (int g0 = 0; g0 < l->in; g0 += G) {
+                int g1 = g0 + G < l->in ? g0 + G : l->in;
+                float lo = INFINITY, hi = -INFINITY;
+                for (int k = g0; k < g1; k++) {
+                    lo = row[k] < lo ? row[k] : lo;
+                    hi = row[k] > hi ? row[k] : hi;
+                }
+                double scale = (hi - lo) / levels;
+                for (int k = g0; k < g1; k++) {
+                    double d;
+                    if (bits == 16) {
+                        /* fp16 keeps 11 significant bits: uniform rounding error */
+                        double ulp = ldexp(fabs(row[k]), -11);
+                        d = ulp / sqrt(12.0);
+                    } else if (scale > 0) {
+                        double q = nearbyint((row[k] - lo) / scale);
+                        d = row[k] - (q * scale + lo);
+                    } else {
+                        d = 0;
+                    }
+                    e += d * d * l->var_in[k];
+                }
+            }
+        }
+        acc[b] += e;
+    }
+}
+
+/* Walks every layer's four linears with input variances propagated from the weights:
+ * after a LayerNorm Var(x_k) = gain_k^2; the attention output mixes values, so
+ * Var = Var(W_v x); the MLP's second linear sees GELU(W_fc x), Var ~ 0.425 Var(W_fc x)
+ * (GELU of a zero-mean Gaussian). */
+static int checkpoint_indicator(const char *path, const ls_plan_arch *a, double *omega, int measured) {
+    ls_st_file *f;
+    LS_TRY(ls_st_open(path, &f));
+    int C = a->d_model, F = a->d_ff, rc = LS_OK;
+    double *v_ln = malloc(sizeof(double) * (size_t)C), *v_att = malloc(sizeof(double) * (size_t)C);
+    double *v_mlp = malloc(sizeof(double) * (size_t)F);
+    if (!v_ln || !v_att || !v_mlp) {
+        rc = ls_err(LS_ENOMEM, "indicator buffers");
+        goto done;
+    }
+    for (int l = 0; l < a->n_layer && rc == LS_OK; l++) {
+        char n[96];
+        const float *ln1, *qkv, *proj, *ln2, *fc, *mproj;
+        snprintf(n, sizeof n, "h.%d.ln1.w", l);
+        if ((rc = get_tensor(f, n, 1, C, 0, &ln1))) break;
+        snprintf(n, sizeof n, "h.%d.attn.qkv.w", l);
+        if ((rc = get_tensor(f, n, 2, 3 * (int64_t)C, C, &qkv))) break;
+        snprintf(n, sizeof n, "h.%d.attn.proj.w", l);
+        if ((rc = get_tensor(f, n, 2, C, C, &proj))) break;
+        snprintf(n, sizeof n, "h.%d.ln2.w", l);
+        if ((rc = get_tensor(f, n, 1, C, 0, &ln2))) break;
+        snprintf(n, sizeof n, "h.%d.mlp.fc.w", l);
+        if ((rc = get_tensor(f, n, 2, F, C, &fc))) break;
+        snprintf(n, sizeof n, "h.%d.mlp.proj.w", l);
+        if ((rc = get_tensor(f, n, 2, C, F, &mproj))) break;
+        double acc[NB] = {0};
+        for (int k = 0; k < C; k++) v_ln[k] = (double)ln1[k] * ln1[k];
+        linear_t lin = {qkv, 3 * C, C, v_ln};
+        measured ? error_term(&lin, acc) : variance_term(&lin, acc);
+        propagate(qkv + (size_t)2 * C * C, C, C, v_ln, v_att); /* the V rows */
+        lin = (linear_t){proj, C, C, v_att};
+        measured ? error_term(&lin, acc) : variance_term(&lin, acc);
+        for (int k = 0; k < C; k++) v_ln[k] = (double)ln2[k] * ln2[k];
+        lin = (linear_t){fc, F, C, v_ln};
+        measured ? error_term(&lin, acc) : variance_term(&lin, acc);
+        propagate(fc, F, C, v_ln, v_mlp);
+        for (int k = 0; k < F; k++) v_mlp[k] *= 0.425;
+        lin = (linear_t){mproj, C, F, v_mlp};
+        measured ? error_term(&lin, acc) : variance_term(&lin, acc);
+        for (int b = 0; b < NB; b++) omega[l * NB + b] = acc[b];
+    }
+    if (rc == LS_OK) rc = normalise(a, omega);
+done:
+    free(v_ln);
+    free(v_att);
+    free(v_mlp);
+    ls_st_close(f);
+    return rc;
+}
+
+int ls_plan_quality_from_checkpoint(const char *path, const ls_plan_arch *a, double *omega) {
+    return checkpoint_indicator(path, a, omega, 0);
+}
+
+int ls_plan_quality_measured(const char *path, const ls_plan_arch *a, double *omega) {
+    return checkpoint_indicator(path, a, omega, 1);
+}
+
+/* ---------------------------------------------------------------- files */
+
+int ls_plan_quality_from_file(const char *path, const ls_plan_arch *a, double *omega) {
+    cJSON *j;
+    LS_TRY(ls_json_read_file(path, &j));
+    int rc = LS_OK;
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(j, "format");
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "version");
+    const cJSON *om = cJSON_GetObjectItemCaseSensitive(j, "omega");
+    if (!cJSON_IsString(f) || strcmp(f->valuestring, "llmsys-indicator") || !cJSON_IsNumber(v) || v->valueint != 1) {
+        rc = ls_err(LS_EFORMAT, "%s: not an llmsys-indicator version 1 file", path);
+    } else if (!cJSON_IsArray(om) || cJSON_GetArraySize(om) != a->n_layer) {
+        rc = ls_err(LS_EFORMAT, "%s: \"omega\" must list %d layers for %s", path, a->n_layer, a->name);
+    } else {
+        int i = 0;
+        const cJSON *row;
+        cJSON_ArrayForEach(row, om) {
+            if (!cJSON_IsArray(row) || cJSON_GetArraySize(row) != NB) {
+                rc = ls_err(LS_EFORMAT, "%s: omega[%d] must hold 4 numbers (bits 3, 4, 8, 16)", path, i);
+                break;
+            }
+            for (int k = 0; k < NB; k++) {
+                const cJSON *x = cJSON_GetArrayItem(row, k);
+                if (!cJSON_IsNumber(x) || !(x->valuedouble >= 0) || !isfinite(x->valuedouble)) {
+                    rc = ls_err(LS_EFORMAT, "%s: omega[%d][%d] must be a finite number >= 0", path, i, k);
+                    break;
+                }
+                omega[i * NB + k] = x->valuedouble;
+            }
+            if (rc) break;
+            i++;
+        }
+    }
+    cJSON_Delete(j);
+    if (rc == LS_OK) rc = normalise(a, omega);
+    return rc;
+}
+
+int ls_plan_quality_write(const char *path, const ls_plan_arch *a, const double *omega) {
+    cJSON *j = cJSON_CreateObject();
+    if (!j) return ls_err(LS_ENOMEM, "indicator JSON");
+    cJSON_AddStringToObject(j, "format", "llmsys-indicator");
+    cJSON_AddNumberToObject(j, "version", 1);
+    cJSON_AddStringToObject(j, "model", a->name);
+    cJSON *bits = cJSON_AddArrayToObject(j, "bits");
+    for (int k = 0; k < NB; k++) cJSON_AddItemToArray(bits, cJSON_CreateNumber(ls_plan_bits[k]));
+    cJSON *om = cJSON_AddArrayToObject(j, "omega");
+    for (int i = 0; i < a->n_layer; i++) {
+        cJSON *row = cJSON_CreateDoubleArray(omega + i * NB, NB);
+        cJSON_AddItemToArray(om, row);
+    }
+    int rc = ls_json_write_file(path, j);
+    cJSON_Delete(j);
+    return rc;
+}

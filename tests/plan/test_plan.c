@@ -1,0 +1,432 @@
+/* test_plan.c - the serving planner: cost and memory terms against hand-computed values,
+ * plan validity for every algorithm, ILP and splitquant against brute force, indicators,
+ * profiles, plan files and bad input. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "llmsys/plan.h"
+#include "llmsys/safetensors.h"
+#include "test.h"
+
+static char tmpdir[256];
+
+static void tmp_path(char *buf, size_t n, const char *name) { snprintf(buf, n, "%s/%s", tmpdir, name); }
+
+static void write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    if (!f) abort();
+    fputs(text, f);
+    fclose(f);
+}
+
+static ls_plan_catalog *cat;
+
+static ls_plan_arch test_arch(void) {
+    ls_plan_arch a;
+    memset(&a, 0, sizeof a);
+    snprintf(a.name, sizeof a.name, "test-1k");
+    a.n_layer = 4;
+    a.d_model = 1024;
+    a.n_head = 8;
+    a.n_kv_head = 8;
+    a.d_ff = 4096;
+    a.vocab = 1000;
+    a.n_ctx = 4096;
+    a.tied = 1;
+    return a;
+}
+
+/* ---------------------------------------------------------------- terms */
+
+static void test_terms_one_layer(void) {
+    ls_plan_arch a = test_arch();
+    /* params: qkv 1024*3072 + proj 1024*1024 + fc/proj 2*1024*4096 */
+    double n = 1024.0 * 3072 + 1024.0 * 1024 + 2.0 * 1024 * 4096;
+    CHECK_NEAR(ls_plan_layer_params(&a), 12582912.0, 0);
+    CHECK_NEAR(n, 12582912.0, 0);
+    CHECK_NEAR(ls_plan_layer_weight_bytes(&a, 16), 25165824.0 + 12288, 0);
+    CHECK_NEAR(ls_plan_layer_weight_bytes(&a, 4), 6291456.0 + 196608 + 12288, 0);
+    CHECK_NEAR(ls_plan_layer_weight_bytes(&a, 3), 4718592.0 + 196608 + 12288, 0);
+    ls_plan_workload w = {8, 512, 100};
+    CHECK_NEAR(ls_plan_layer_kv_bytes(&a, &w), 2.0 * 8 * 612 * 1024 * 2, 0);
+    CHECK_NEAR(ls_plan_usable_bytes(16e9), 13.27e9, 1);
+    CHECK_NEAR(ls_plan_embed_bytes(&a), 1000.0 * 1024 * 2, 0);
+
+    /* times on a one-T4 cluster, every term written out */
+    ls_plan_cluster *cl = calloc(1, sizeof *cl);
+    cl->n_dev = 2;
+    cl->n_node = 2;
+    cl->inter_Bps = 12.5e9;
+    cl->inter_lat_s = 20e-6;
+    CHECK(ls_plan_catalog_gpu(cat, "t4", &cl->dev[0].gpu) == LS_OK);
+    cl->dev[0].prof = -1;
+    cl->dev[1] = cl->dev[0];
+    cl->dev[1].node = 1;
+    double f16 = 65e12 * 0.55, bw = 320e9 * 0.8;
+    double pre16 = 2.0 * 4 * 512 * n / f16 + 2.0 * 4 * 512 * 512 * 1024 / f16 + (25165824.0 + 12288) / bw + 30e-6;
+    CHECK_NEAR(ls_plan_layer_prefill_s(&a, cl, 0, 16, 4, 512), pre16, 1e-12);
+    /* 8 bits on T4: W8A8 on the int8 tensor cores, no dequantization */
+    double w8 = n + (1024 + 2048 + 8192) * 2.0 + 12288;
+    double pre8 = 2.0 * 4 * 512 * n / (130e12 * 0.55) + 2.0 * 4 * 512 * 512 * 1024 / f16 + w8 / bw + 30e-6;
+    CHECK_NEAR(ls_plan_layer_prefill_s(&a, cl, 0, 8, 4, 512), pre8, 1e-12);
+    double ctx = 562;
+    double w4 = 6291456.0 + 196608 + 12288;
+    double dec4 = (w4 + 4 * ctx * 2 * 1024 * 2.0) / bw + 2.0 * 4 * n / f16 + 4.0 * 4 * ctx * 1024 / f16 +
+                  n * 4 / (65e12 / 8) + 30e-6;
+    CHECK_NEAR(ls_plan_layer_decode_s(&a, cl, 0, 4, 4, ctx), dec4, 1e-12);
+    CHECK_NEAR(ls_plan_link_s(cl, 0, 1, 1e6), 20e-6 + 1e6 / 12.5e9, 1e-15);
+    cl->dev[1].node = 0;
+    CHECK_NEAR(ls_plan_link_s(cl, 0, 1, 1e6), 10e-6 + 1e6 / 12e9, 1e-15);
+    /* decode is memory-bound: fewer bits are faster, prefill is not */
+    CHECK(ls_plan_layer_decode_s(&a, cl, 0, 4, 1, ctx) < ls_plan_layer_decode_s(&a, cl, 0, 16, 1, ctx));
+    free(cl);
+}
+
+/* ---------------------------------------------------------------- validity */
+
+static void check_valid(const ls_plan_problem *pb, const ls_plan_result *pl, const char *what) {
+    int L = pb->arch->n_layer;
+    int seen[LS_PLAN_MAX_LAYER] = {0};
+    CHECK_MSG(pl->begin[0] == 0 && pl->begin[pl->n_stage] == L, "%s: coverage", what);
+    for (int s = 0; s < pl->n_stage; s++) {
+        CHECK_MSG(pl->begin[s + 1] > pl->begin[s], "%s: stage %d empty", what, s);
+        for (int i = pl->begin[s]; i < pl->begin[s + 1]; i++) seen[i]++;
+        CHECK_MSG(pl->stage_mem[s] <= pb->cl->dev[pl->dev[s]].usable_bytes, "%s: stage %d memory %.3g > %.3g", what, s,
+                  pl->stage_mem[s], pb->cl->dev[pl->dev[s]].usable_bytes);
+        for (int t = 0; t < s; t++) CHECK_MSG(pl->dev[t] != pl->dev[s], "%s: device repeated", what);
+    }
+    for (int i = 0; i < L; i++) {
+        CHECK_MSG(seen[i] == 1, "%s: layer %d held %d times", what, i, seen[i]);
+        int k = ls_plan_bits_index(pl->bits[i]);
+        CHECK_MSG(k >= 0 && (pb->bits_mask & (1 << k)), "%s: layer %d bits %d", what, i, pl->bits[i]);
+    }
+    CHECK_MSG(pl->quality <= pb->qmax, "%s: quality %.4g > %.4g", what, pl->quality, pb->qmax);
+    /* devices of one node stay adjacent in the pipeline */
+    for (int s = 1; s + 1 < pl->n_stage; s++) {
+        int n0 = pb->cl->dev[pl->dev[s - 1]].node, n1 = pb->cl->dev[pl->dev[s]].node, n2 = pb->cl->dev[pl->dev[s + 1]].node;
+        CHECK_MSG(!(n0 == n2 && n1 != n0), "%s: node split in the pipeline", what);
+    }
+    ls_plan_result copy = *pl;
+    CHECK_MSG(ls_plan_evaluate(pb, &copy) == LS_OK, "%s: evaluate: %s", what, ls_errmsg());
+    CHECK_NEAR(copy.objective, pl->objective, 1e-9 * pl->objective);
+}
+
+static void test_plans_valid(void) {
+    const char *clusters[] = {"llmpq-2", "llmpq-4", "llmpq-10", "demo-70b", "mixed-32b"};
+    for (int c = 0; c < 5; c++) {
+        ls_plan_cluster *cl;
+        ls_plan_arch a;
+        CHECK(ls_plan_cluster_load(cat, clusters[c], &cl) == LS_OK);
+        CHECK(ls_plan_catalog_model(cat, cl->model, &a) == LS_OK);
+        ls_plan_problem *pb = malloc(sizeof *pb);
+        ls_plan_result *pl = malloc(sizeof *pl);
+        CHECK(ls_plan_problem_init(pb, &a, cl, (ls_plan_workload){cl->batch, cl->prompt, cl->gen}) == LS_OK);
+        CHECK(ls_plan_problem_set_quality(pb, (ls_plan_qtarget){LS_PLAN_Q_BITS, 4}) == LS_OK);
+        double sq = 0, pe = 0;
+        for (int al = LS_PLAN_ALGO_SPLITQUANT; al <= LS_PLAN_ALGO_ADABITS; al++) {
+            if (al == LS_PLAN_ALGO_ILP && cl->n_dev > 4) continue;
+            pb->time_limit_s = 2;
+            int rc = ls_plan_solve(pb, (ls_plan_algo)al, pl);
+            if (rc == LS_EINFEASIBLE && (al == LS_PLAN_ALGO_UNIFORM || al == LS_PLAN_ALGO_ADABITS)) continue;
+            CHECK_MSG(rc == LS_OK, "%s %s: %s", clusters[c], ls_plan_algo_name((ls_plan_algo)al), ls_errmsg());
+            if (rc) continue;
+            char what[64];
+            snprintf(what, sizeof what, "%s/%s", clusters[c], ls_plan_algo_name((ls_plan_algo)al));
+            if (al == LS_PLAN_ALGO_ADABITS || al == LS_PLAN_ALGO_UNIFORM) {
+                /* baselines ignore the quality target by definition */
+                ls_plan_problem q = *pb;
+                q.qmax = INFINITY;
+                check_valid(&q, pl, what);
+            } else {
+                check_valid(pb, pl, what);
+            }
+            if (al == LS_PLAN_ALGO_SPLITQUANT) sq = pl->objective;
+            if (al == LS_PLAN_ALGO_PIPEEDGE) pe = pl->objective;
+        }
+        /* PipeEdge's space (one width, one micro-batch) is inside splitquant's */
+        CHECK_MSG(sq <= pe * 1.02, "%s: splitquant %.4g worse than pipeedge %.4g", clusters[c], sq, pe);
+        free(pb);
+        free(pl);
+        ls_plan_cluster_free(cl);
+    }
+}
+
+/* ---------------------------------------------------------------- brute force */
+
+static void brute_case(const char *cluster_json, ls_plan_arch a, ls_plan_workload w, ls_plan_qtarget q) {
+    char path[512];
+    tmp_path(path, sizeof path, "tiny-cluster.json");
+    write_text(path, cluster_json);
+    ls_plan_cluster *cl;
+    CHECK(ls_plan_cluster_load(cat, path, &cl) == LS_OK);
+    if (!cl) return;
+    ls_plan_problem *pb = malloc(sizeof *pb);
+    ls_plan_result *bf = malloc(sizeof *bf), *il = malloc(sizeof *il), *sq = malloc(sizeof *sq);
+    CHECK(ls_plan_problem_init(pb, &a, cl, w) == LS_OK);
+    CHECK(ls_plan_problem_set_quality(pb, q) == LS_OK);
+    pb->time_limit_s = 20;
+    int rb = ls_plan_solve(pb, LS_PLAN_ALGO_BRUTE, bf);
+    int ri = ls_plan_solve(pb, LS_PLAN_ALGO_ILP, il);
+    int rs = ls_plan_solve(pb, LS_PLAN_ALGO_SPLITQUANT, sq);
+    CHECK_MSG(rb == LS_OK && ri == LS_OK && rs == LS_OK, "brute %d ilp %d sq %d: %s", rb, ri, rs, ls_errmsg());
+    if (rb == LS_OK && ri == LS_OK && rs == LS_OK) {
+        CHECK(il->ilp_optimal);
+        CHECK_NEAR(il->objective, bf->objective, 1e-6 * bf->objective);
+        CHECK_MSG(sq->objective <= bf->objective * 1.01, "splitquant %.6g vs optimum %.6g", sq->objective, bf->objective);
+        CHECK(sq->objective >= bf->objective * (1 - 1e-9));
+        /* the brute force must have used mixed precision for the case to mean something */
+        int mixed = 0;
+        for (int i = 1; i < a.n_layer; i++) mixed |= bf->bits[i] != bf->bits[0];
+        fprintf(stderr, "  brute %.6g s, ilp %.6g s, splitquant %.6g s, mixed bits %d\n", bf->objective, il->objective,
+                sq->objective, mixed);
+    }
+    free(pb);
+    free(bf);
+    free(il);
+    free(sq);
+    ls_plan_cluster_free(cl);
+}
+
+static void test_agree_brute_force(void) {
+    /* 4 layers of a 70B-sized block on three small unequal GPUs: memory binds, so the
+     * optimum mixes bit widths and uneven stages */
+    ls_plan_arch a = test_arch();
+    a.d_model = 8192;
+    a.n_head = 64;
+    a.n_kv_head = 64;
+    a.d_ff = 28672;
+    a.vocab = 32000;
+    const char *c3 = "{\"format\":\"llmsys-cluster\",\"version\":1,\"name\":\"tiny3\",\"nodes\":["
+                     "{\"gpu\":\"T4\",\"count\":1},{\"gpu\":\"V100-16G\",\"count\":1},{\"gpu\":\"P100-12G\",\"count\":1}]}";
+    brute_case(c3, a, (ls_plan_workload){96, 1024, 64}, (ls_plan_qtarget){LS_PLAN_Q_BITS, 8});
+    brute_case(c3, a, (ls_plan_workload){96, 1024, 64}, (ls_plan_qtarget){LS_PLAN_Q_THETA, 2.0});
+    a.n_layer = 6;
+    const char *c2 = "{\"format\":\"llmsys-cluster\",\"version\":1,\"name\":\"tiny2\",\"nodes\":["
+                     "{\"gpu\":\"T4\",\"count\":1},{\"gpu\":\"A10\",\"count\":1}]}";
+    brute_case(c2, a, (ls_plan_workload){64, 1024, 32}, (ls_plan_qtarget){LS_PLAN_Q_BITS, 4});
+}
+
+/* ---------------------------------------------------------------- indicators */
+
+static void write_checkpoint(const char *path, int L, int C, int F, uint64_t seed) {
+    ls_st_writer *w;
+    LS_ASSERT(ls_st_writer_init(&w) == LS_OK);
+    ls_rng r;
+    ls_rng_seed(&r, seed);
+    float *bufs[8 * 8];
+    int nb = 0;
+    char names[8 * 8][64];
+    for (int l = 0; l < L; l++) {
+        const char *nm[6] = {"ln1.w", "attn.qkv.w", "attn.proj.w", "ln2.w", "mlp.fc.w", "mlp.proj.w"};
+        int64_t sh[6][2] = {{C, 0}, {3 * C, C}, {C, C}, {C, 0}, {F, C}, {C, F}};
+        for (int t = 0; t < 6; t++) {
+            int64_t n = sh[t][0] * (sh[t][1] ? sh[t][1] : 1);
+            float *b = malloc(sizeof(float) * (size_t)n);
+            /* later layers get larger weights, so the indicator must rank them higher */
+            for (int64_t i = 0; i < n; i++)
+                b[i] = sh[t][1] ? 0.02f * (1 + l) * ls_rng_normal(&r) : 1.0f + 0.1f * ls_rng_normal(&r);
+            snprintf(names[nb], 64, "h.%d.%s", l, nm[t]);
+            LS_ASSERT(ls_st_writer_add(w, names[nb], LS_DT_F32, sh[t][1] ? 2 : 1, sh[t], b) == LS_OK);
+            bufs[nb++] = b;
+        }
+    }
+    char cfg[256];
+    snprintf(cfg, sizeof cfg, "{\"vocab\":259,\"n_ctx\":64,\"n_layer\":%d,\"n_head\":4,\"d_model\":%d,\"d_ff\":%d}", L, C,
+             F);
+    LS_ASSERT(ls_st_writer_meta(w, "llmsys.config", cfg) == LS_OK);
+    LS_ASSERT(ls_st_writer_write(w, path) == LS_OK);
+    ls_st_writer_free(w);
+    for (int i = 0; i < nb; i++) free(bufs[i]);
+}
+
+static void test_indicators(void) {
+    char ck[512], ind[512];
+    tmp_path(ck, sizeof ck, "ck.safetensors");
+    tmp_path(ind, sizeof ind, "ind.json");
+    write_checkpoint(ck, 3, 32, 128, 7);
+    ls_plan_arch a;
+    CHECK(ls_plan_resolve_model(cat, ck, &a) == LS_OK);
+    CHECK_EQ_INT(a.n_layer, 3);
+    CHECK_EQ_INT(a.d_model, 32);
+    double om[3 * 4], om2[3 * 4], ms[3 * 4];
+    CHECK(ls_plan_quality_from_checkpoint(ck, &a, om) == LS_OK);
+    CHECK(ls_plan_quality_measured(ck, &a, ms) == LS_OK);
+    double s4 = 0;
+    for (int i = 0; i < 3; i++) {
+        s4 += om[i * 4 + 1];
+        /* variance indicator: s_w^2 scales as 1/(2^(b-1)-1)^2 exactly */
+        CHECK_NEAR(om[i * 4 + 0] / om[i * 4 + 1], 49.0 / 9.0, 1e-9);
+        CHECK_NEAR(om[i * 4 + 2] / om[i * 4 + 1], 49.0 / (127.0 * 127.0), 1e-9);
+        for (int k = 0; k + 1 < 4; k++) CHECK(ms[i * 4 + k] > ms[i * 4 + k + 1]);
+        /* measured error: one more bit roughly quarters the squared error */
+        CHECK(ms[i * 4 + 1] / ms[i * 4 + 2] > 50 && ms[i * 4 + 1] / ms[i * 4 + 2] < 1000);
+        if (i) CHECK(om[i * 4 + 1] > om[(i - 1) * 4 + 1]);
+        if (i) CHECK(ms[i * 4 + 1] > ms[(i - 1) * 4 + 1]);
+    }
+    CHECK_NEAR(s4, 1.0, 1e-12);
+    CHECK(ls_plan_quality_write(ind, &a, om) == LS_OK);
+    CHECK(ls_plan_quality_from_file(ind, &a, om2) == LS_OK);
+    for (int i = 0; i < 12; i++) CHECK_NEAR(om2[i], om[i], 1e-12 * om[i] + 1e-300);
+    /* default profile: first layer most sensitive, normalised */
+    ls_plan_arch o;
+    CHECK(ls_plan_catalog_model(cat, "OPT-30B", &o) == LS_OK);
+    double *d = malloc(sizeof(double) * 48 * 4), t = 0;
+    CHECK(ls_plan_quality_default(&o, d) == LS_OK);
+    for (int i = 0; i < 48; i++) t += d[i * 4 + 1];
+    CHECK_NEAR(t, 1.0, 1e-12);
+    CHECK(d[0 * 4 + 1] > d[24 * 4 + 1] && d[47 * 4 + 1] > d[24 * 4 + 1]);
+    free(d);
+}
+
+/* ---------------------------------------------------------------- profiles and files */
+
+static void test_profile_fit(void) {
+    char path[512];
+    tmp_path(path, sizeof path, "prof.json");
+    /* rows generated from known coefficients; the fit must recover them */
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "format", "llmsys-profile");
+    cJSON_AddNumberToObject(j, "version", 1);
+    cJSON_AddStringToObject(j, "device", "cpu:test");
+    cJSON *pre = cJSON_AddArrayToObject(j, "prefill"), *dec = cJSON_AddArrayToObject(j, "decode");
+    int bits[2] = {8, 16};
+    for (int bi = 0; bi < 2; bi++)
+        for (int b = 1; b <= 4; b *= 2)
+            for (int s = 16; s <= 64; s *= 2) {
+                cJSON *r = cJSON_CreateObject();
+                double bs = (double)b * s;
+                cJSON_AddNumberToObject(r, "bits", bits[bi]);
+                cJSON_AddNumberToObject(r, "batch", b);
+                cJSON_AddNumberToObject(r, "seq", s);
+                cJSON_AddNumberToObject(r, "seconds", 1e-4 * (bi + 1) + 2e-6 * bs + 3e-9 * bs * s);
+                cJSON_AddItemToArray(pre, r);
+                r = cJSON_CreateObject();
+                cJSON_AddNumberToObject(r, "bits", bits[bi]);
+                cJSON_AddNumberToObject(r, "batch", b);
+                cJSON_AddNumberToObject(r, "ctx", s);
+                cJSON_AddNumberToObject(r, "seconds", 5e-5 + 1e-5 * b + 4e-8 * b * s);
+                cJSON_AddItemToArray(dec, r);
+            }
+    cJSON *link = cJSON_AddObjectToObject(j, "link");
+    cJSON_AddNumberToObject(link, "latency_s", 1e-4);
+    cJSON_AddNumberToObject(link, "bandwidth_Bps", 1e9);
+    CHECK(ls_json_write_file(path, j) == LS_OK);
+    cJSON_Delete(j);
+    ls_plan_profile p;
+    CHECK_MSG(ls_plan_profile_load(path, &p) == LS_OK, "%s", ls_errmsg());
+    CHECK(p.has_bits[2] && p.has_bits[3] && !p.has_bits[0]);
+    CHECK_NEAR(p.pre[3][0], 2e-4, 1e-10);
+    CHECK_NEAR(p.pre[3][1], 2e-6, 1e-12);
+    CHECK_NEAR(p.pre[3][2], 3e-9, 1e-14);
+    CHECK_NEAR(p.dec[2][1], 1e-5, 1e-11);
+    CHECK_NEAR(p.dec[2][2], 4e-8, 1e-13);
+    CHECK_NEAR(p.link_Bps, 1e9, 0);
+}
+
+static void test_plan_file_roundtrip(void) {
+    ls_plan_cluster *cl;
+    ls_plan_arch a;
+    CHECK(ls_plan_cluster_load(cat, "llmpq-2", &cl) == LS_OK);
+    CHECK(ls_plan_catalog_model(cat, "opt-30b", &a) == LS_OK);
+    ls_plan_problem *pb = malloc(sizeof *pb);
+    ls_plan_result *pl = malloc(sizeof *pl), *back = malloc(sizeof *back);
+    CHECK(ls_plan_problem_init(pb, &a, cl, (ls_plan_workload){32, 512, 100}) == LS_OK);
+    CHECK(ls_plan_solve(pb, LS_PLAN_ALGO_SPLITQUANT, pl) == LS_OK);
+    char path[512], vl[512];
+    tmp_path(path, sizeof path, "plan.json");
+    tmp_path(vl, sizeof vl, "vllm.sh");
+    CHECK(ls_plan_result_write(pb, pl, path) == LS_OK);
+    CHECK_MSG(ls_plan_result_read(path, pb, back) == LS_OK, "%s", ls_errmsg());
+    CHECK_EQ_INT(back->n_stage, pl->n_stage);
+    for (int i = 0; i < 48; i++) CHECK_EQ_INT(back->bits[i], pl->bits[i]);
+    CHECK_NEAR(back->objective, pl->objective, 1e-12 * pl->objective);
+    CHECK(ls_plan_export_vllm(pb, pl, vl) == LS_OK);
+    char *txt;
+    size_t n;
+    CHECK(ls_file_read(vl, &txt, &n) == LS_OK);
+    char want[128];
+    snprintf(want, sizeof want, "--pipeline-parallel-size %d", pl->n_stage);
+    CHECK(strstr(txt, want) != NULL && strstr(txt, "VLLM_PP_LAYER_PARTITION=") != NULL);
+    free(txt);
+    free(pb);
+    free(pl);
+    free(back);
+    ls_plan_cluster_free(cl);
+}
+
+/* ---------------------------------------------------------------- bad input */
+
+static void test_bad_input(void) {
+    ls_plan_gpu g;
+    ls_plan_arch a;
+    CHECK(ls_plan_catalog_gpu(cat, "Z80", &g) == LS_ENOTFOUND);
+    CHECK(strstr(ls_errmsg(), "T4-16G") != NULL); /* lists the known names */
+    CHECK(ls_plan_catalog_model(cat, "gpt-5", &a) == LS_ENOTFOUND);
+    CHECK(strstr(ls_errmsg(), "opt-30b") != NULL);
+    CHECK(ls_plan_catalog_model(cat, "Qwen2.5-72B", &a) == LS_OK);
+    char path[512];
+    tmp_path(path, sizeof path, "bad.json");
+    ls_plan_cluster *cl = NULL;
+    write_text(path, "{\"format\":\"llmsys-cluster\",\"version\":1,\"nodes\":[]}");
+    CHECK(ls_plan_cluster_load(cat, path, &cl) == LS_EINVAL && cl == NULL);
+    write_text(path, "{\"format\":\"llmsys-cluster\",\"version\":1,\"nodes\":[{\"gpu\":\"T4\",\"count\":0}]}");
+    CHECK(ls_plan_cluster_load(cat, path, &cl) == LS_EINVAL);
+    write_text(path, "{\"format\":\"llmsys-cluster\",\"version\":1,\"nodes\":[{\"gpu\":\"T4\",\"count\":-2}]}");
+    CHECK(ls_plan_cluster_load(cat, path, &cl) == LS_EFORMAT);
+    write_text(path, "{\"format\":\"llmsys-cluster\",\"version\":1,\"nodes\":[{\"gpu\":\"H200\",\"count\":2}]}");
+    CHECK(ls_plan_cluster_load(cat, path, &cl) == LS_ENOTFOUND);
+    write_text(path, "{\"format\":\"llmsys-cluster\", \"nodes\": [");
+    CHECK(ls_plan_cluster_load(cat, path, &cl) == LS_EFORMAT);
+    CHECK(ls_plan_cluster_load(cat, "no-such-cluster", &cl) == LS_ENOTFOUND);
+    ls_plan_qtarget q;
+    CHECK(ls_plan_qtarget_parse("bits:5", &q) == LS_EINVAL);
+    CHECK(ls_plan_qtarget_parse("max:-1", &q) == LS_EINVAL);
+    CHECK(ls_plan_qtarget_parse("theta:1e-3", &q) == LS_OK && q.kind == LS_PLAN_Q_THETA);
+    /* workload numbers */
+    CHECK(ls_plan_cluster_load(cat, "llmpq-8", &cl) == LS_OK);
+    CHECK(ls_plan_catalog_model(cat, "opt-30b", &a) == LS_OK);
+    ls_plan_problem *pb = malloc(sizeof *pb);
+    ls_plan_result *pl = malloc(sizeof *pl);
+    CHECK(ls_plan_problem_init(pb, &a, cl, (ls_plan_workload){-3, 512, 100}) == LS_OK);
+    CHECK(ls_plan_solve(pb, LS_PLAN_ALGO_SPLITQUANT, pl) == LS_EINVAL);
+    pb->wl = (ls_plan_workload){32, 4000, 100};
+    CHECK(ls_plan_solve(pb, LS_PLAN_ALGO_SPLITQUANT, pl) == LS_EINVAL); /* beyond n_ctx 2048 */
+    /* does not fit: the message says how many GB short */
+    CHECK(ls_plan_catalog_model(cat, "bloom-176b", &a) == LS_OK);
+    pb->wl = (ls_plan_workload){32, 512, 100};
+    CHECK(ls_plan_solve(pb, LS_PLAN_ALGO_SPLITQUANT, pl) == LS_EINFEASIBLE);
+    CHECK_MSG(strstr(ls_errmsg(), "GB short") != NULL, "%s", ls_errmsg());
+    /* quality unreachable: 16 bits everywhere on 4 T4s for OPT-30B */
+    CHECK(ls_plan_catalog_model(cat, "opt-30b", &a) == LS_OK);
+    CHECK(ls_plan_problem_set_quality(pb, (ls_plan_qtarget){LS_PLAN_Q_BITS, 16}) == LS_OK);
+    CHECK(ls_plan_solve(pb, LS_PLAN_ALGO_SPLITQUANT, pl) == LS_EINFEASIBLE);
+    CHECK_MSG(strstr(ls_errmsg(), "quality target unreachable") != NULL, "%s", ls_errmsg());
+    free(pb);
+    free(pl);
+    ls_plan_cluster_free(cl);
+}
+
+int main(void) {
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/llmsys-plan-test-%d", (int)getpid());
+    LS_ASSERT(ls_mkdirs(tmpdir) == LS_OK);
+    if (ls_plan_catalog_load(NULL, &cat) != LS_OK) {
+        fprintf(stderr, "catalog: %s\n", ls_errmsg());
+        return 1;
+    }
+    RUN(test_terms_one_layer);
+    RUN(test_plans_valid);
+    RUN(test_agree_brute_force);
+    RUN(test_indicators);
+    RUN(test_profile_fit);
+    RUN(test_plan_file_roundtrip);
+    RUN(test_bad_input);
+    ls_plan_catalog_free(cat);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    return TEST_RESULT();
+}
