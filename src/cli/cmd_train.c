@@ -244,18 +244,18 @@ static int data_save(const train_opts *o, train_ctx *c) {
     return ls_loader_batch_source_save_state(c->src, p, NULL);
 }
 
-/* Fails before any work when the checkpoint could not be written where asked. */
-static int check_out_path(const char *path) {
-    if (ls_is_dir(path)) return ls_err(LS_EINVAL, "--out %s is a directory", path);
+/* Fails before any work when an output (--out, --report) could not be written where asked. */
+static int check_out_path(const char *flag, const char *path) {
+    if (ls_is_dir(path)) return ls_err(LS_EINVAL, "--%s %s is a directory", flag, path);
     char *dup = strdup(path);
     if (!dup) return ls_err(LS_ENOMEM, "out of memory");
     char *slash = strrchr(dup, '/');
     const char *parent = slash ? (slash == dup ? "/" : (*slash = '\0', dup)) : ".";
     int rc = LS_OK;
     if (!ls_is_dir(parent))
-        rc = ls_err(LS_ENOTFOUND, "--out %s: directory %s does not exist", path, parent);
+        rc = ls_err(LS_ENOTFOUND, "--%s %s: directory %s does not exist", flag, path, parent);
     else if (access(parent, W_OK) != 0)
-        rc = ls_err(LS_EIO, "--out %s: directory %s is not writable", path, parent);
+        rc = ls_err(LS_EIO, "--%s %s: directory %s is not writable", flag, path, parent);
     free(dup);
     return rc;
 }
@@ -263,7 +263,8 @@ static int check_out_path(const char *path) {
 static int train_run(const train_opts *o, train_ctx *c) {
     ls_dist *d = c->d;
     int rank = ls_dist_rank(d), N = ls_dist_size(d);
-    int rc = rank == 0 ? check_out_path(o->out) : LS_OK;
+    int rc = rank == 0 ? check_out_path("out", o->out) : LS_OK;
+    if (rc == LS_OK && rank == 0 && o->report) rc = check_out_path("report", o->report);
     if (ls_dist_agree(d, rc, NULL) < 0) return collective_fail(d, rc);
     rc = data_open(o, c);
     if (ls_dist_agree(d, rc, NULL) < 0) return collective_fail(d, rc);
@@ -305,7 +306,11 @@ static int train_run(const train_opts *o, train_ctx *c) {
     }
     int nsteps = (int)(end > start ? end - start : 0);
     float *losses = calloc((size_t)nsteps + 1, sizeof *losses);
-    if (!losses) return collective_fail(d, ls_err(LS_ENOMEM, "out of memory"));
+    rc = losses ? LS_OK : ls_err(LS_ENOMEM, "out of memory");
+    if (ls_dist_agree(d, rc, NULL) < 0) {
+        free(losses);
+        return collective_fail(d, rc);
+    }
     int log_every = o->log_every > 0 ? o->log_every : (nsteps >= 10 ? nsteps / 10 : 1);
     ls_progress pb;
     ls_progress_start(&pb, "train", nsteps);

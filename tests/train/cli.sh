@@ -51,6 +51,7 @@ expect 1 "$o" "binary data" -- "$BIN" train --config tiny --data "$T/binary.dat"
 expect 1 "$o" "no data" -- "$BIN" train --config tiny --data "$T/empty.txt" --steps 5 --out "$o"
 expect 1 "$o" "too little training data" -- "$BIN" train --config tiny --data "$T/corpus.txt" --max-bytes 40 --steps 5 --out "$o"
 expect 1 "$o" "is a directory" -- "$BIN" "${tr_args[@]}" --steps 2 --out "$T"
+expect 1 "$o" "directory /nonexistent/dir does not exist" -- "$BIN" "${tr_args[@]}" --steps 2 --out "$o" --report /nonexistent/dir/r.json
 "$BIN" train --help > /dev/null || fail "train --help"
 
 # determinism: two runs, same seed -> the same loss sequence and the same checkpoint
@@ -77,7 +78,7 @@ expect 2 "$o" "come from the checkpoint" -- "$BIN" train --data "$T/corpus.txt" 
 expect 1 "$o" "not an llmsys checkpoint\|malformed\|safetensors\|header" -- "$BIN" train --data "$T/corpus.txt" --resume "$T/corpus.txt" --out "$o"
 
 # eval: numbers on the held-out split; bad input
-"$BIN" eval --model "$T/a.st" --data "$T/corpus.txt" --report "$T/e.json" > "$T/eval.txt" 2>&1 || fail "eval"
+"$BIN" eval --threads 1 --model "$T/a.st" --data "$T/corpus.txt" --report "$T/e.json" > "$T/eval.txt" 2>&1 || fail "eval"
 grep -q "bits/byte" "$T/eval.txt" || fail "eval prints no bits/byte"
 grep -q '"perplexity"' "$T/e.json" || fail "eval report lacks perplexity"
 expect 2 "$T/e2.json" "--split must be" -- "$BIN" eval --model "$T/a.st" --data "$T/corpus.txt" --split dev --report "$T/e2.json"
@@ -86,12 +87,12 @@ head -c 5000 "$T/a.st" > "$T/trunc.st"
 expect 1 "$T/e2.json" "trunc.st" -- "$BIN" eval --model "$T/trunc.st" --data "$T/corpus.txt" --report "$T/e2.json"
 
 # generate: greedy is deterministic and continues the prompt; bad values are usage errors
-g1=$("$BIN" generate --model "$T/a.st" --prompt "line 1" --tokens 150 --temperature 0 2> /dev/null) || fail "generate"
-g2=$("$BIN" generate --model "$T/a.st" --prompt "line 1" --tokens 150 --temperature 0 --seed 9 2> /dev/null)
+g1=$("$BIN" generate --threads 1 --model "$T/a.st" --prompt "line 1" --tokens 150 --temperature 0 2> /dev/null) || fail "generate"
+g2=$("$BIN" generate --threads 1 --model "$T/a.st" --prompt "line 1" --tokens 150 --temperature 0 --seed 9 2> /dev/null)
 [ "$g1" = "$g2" ] || fail "greedy generation differs between seeds"
 case "$g1" in "line 1"*) ;; *) fail "generate does not start with the prompt: $g1" ;; esac
-s1=$("$BIN" generate --model "$T/a.st" --tokens 100 --top-k 5 --top-p 0.9 --seed 3 2> /dev/null) || fail "sample"
-s2=$("$BIN" generate --model "$T/a.st" --tokens 100 --top-k 5 --top-p 0.9 --seed 3 2> /dev/null)
+s1=$("$BIN" generate --threads 1 --model "$T/a.st" --tokens 100 --top-k 5 --top-p 0.9 --seed 3 2> /dev/null) || fail "sample"
+s2=$("$BIN" generate --threads 1 --model "$T/a.st" --tokens 100 --top-k 5 --top-p 0.9 --seed 3 2> /dev/null)
 [ "$s1" = "$s2" ] || fail "sampling with one seed is not reproducible"
 expect 2 "$o" "--top-p must be" -- "$BIN" generate --model "$T/a.st" --top-p 0
 expect 2 "$o" "--temperature must be" -- "$BIN" generate --model "$T/a.st" --temperature -1
