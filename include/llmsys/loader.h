@@ -260,9 +260,10 @@ void ls_loader_client_close(ls_loader_client *c);
 
 /* A training batch source (llmsys/train.h) that fetches rank's batch for each step from
  * the service at endpoint: rows are copied into the trainer's (rows, T) batch, padding
- * and segment ends get target -1. Fails on a step whose rows do not fit. */
+ * and segment ends get target -1. Fails at open when the service serves another number
+ * of ranks than n_ranks, and on a step whose rows do not fit. */
 struct ls_batch_source;
-int ls_loader_batch_source(struct ls_batch_source **out, const char *endpoint, int rank, int timeout_ms);
+int ls_loader_batch_source(struct ls_batch_source **out, const char *endpoint, int rank, int n_ranks, int timeout_ms);
 /* Writes the loader state after the last fetched step (what `loader serve --resume`
  * takes) atomically to path; *step (may be NULL) gets the step it resumes at. */
 int ls_loader_batch_source_save_state(struct ls_batch_source *s, const char *path, int64_t *step);

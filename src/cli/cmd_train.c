@@ -219,7 +219,7 @@ static int data_open(const train_opts *o, train_ctx *c) {
 static int data_source(const train_opts *o, train_ctx *c, int ranks) {
     if (o->loader) {
         /* each rank fetches its own cost-balanced share of every step from the service */
-        LS_TRY(ls_loader_batch_source(&c->src, o->loader, ls_dist_rank(c->d), 60000));
+        LS_TRY(ls_loader_batch_source(&c->src, o->loader, ls_dist_rank(c->d), ranks, 10000));
         return ls_trainer_set_shards(c->t, ranks);
     }
     ls_train_config tc = *ls_trainer_config(c->t);

@@ -65,7 +65,7 @@ static void svc_destroy(ls_batch_source *s) {
     s->ctx = NULL; /* ls_batch_source_free frees s itself */
 }
 
-int ls_loader_batch_source(struct ls_batch_source **out, const char *endpoint, int rank, int timeout_ms) {
+int ls_loader_batch_source(struct ls_batch_source **out, const char *endpoint, int rank, int n_ranks, int timeout_ms) {
     *out = NULL;
     ls_batch_source *s = calloc(1, sizeof *s);
     svc_src *x = calloc(1, sizeof *x);
@@ -75,7 +75,19 @@ int ls_loader_batch_source(struct ls_batch_source **out, const char *endpoint, i
         return ls_err(LS_ENOMEM, "out of memory");
     }
     int rc = ls_loader_client_open(&x->c, endpoint, rank, timeout_ms, 2);
+    /* A run with other rank counts than the service would stall its window: refuse early. */
+    char *info = NULL;
+    if (rc == LS_OK) rc = ls_loader_client_control(x->c, NULL, &info);
+    if (rc == LS_OK) {
+        const char *p = strstr(info, "\"ranks\":");
+        int served = p ? atoi(p + 8) : -1;
+        if (served != n_ranks)
+            rc = ls_err(LS_EINVAL, "the loader service at %s serves %d ranks but this run has %d: start it with --ranks %d", endpoint,
+                        served, n_ranks, n_ranks);
+    }
+    free(info);
     if (rc < 0) {
+        ls_loader_client_close(x->c);
         free(s);
         free(x);
         return rc;

@@ -43,9 +43,9 @@ echo '{"sources": [{"name": "a", "path": "missing-dir"}]}' > "$T/miss.json"
 grep -q "missing-dir" "$T/err" || fail "missing source message"
 "$LLMSYS" loader serve --mix "$T/mix.json" 2>/dev/null; [ $? -eq 2 ] || fail "usage error exit code"
 
-start() { # start [--resume FILE]: launches a server on a free port, sets PORT
+start() { # start [--resume FILE]: launches a server for $RANKS (default 2) ranks on a free port, sets PORT
     rm -f "$T/port"
-    "$LLMSYS" loader serve --mix "$T/mix.json" --ranks 2 --port 0 --port-file "$T/port" --prefetch 2 --history 2 "$@" > "$T/serve.log" 2>&1 &
+    "$LLMSYS" loader serve --mix "$T/mix.json" --ranks "${RANKS:-2}" --port 0 --port-file "$T/port" --prefetch 2 --history 2 "$@" > "$T/serve.log" 2>&1 &
     PIDS+=($!)
     for _ in $(seq 1 100); do [ -s "$T/port" ] && break; sleep 0.05; done
     [ -s "$T/port" ] || fail "server did not start: $(cat "$T/serve.log")"
@@ -97,6 +97,13 @@ cat > "$T/mixt.json" <<JSON
 {"n_ctx": 32, "tokens_per_rank": 96, "seed": 2, "sources": [{"name": "docs", "path": "docs", "split": "blank"}]}
 JSON
 cp "$T/mixt.json" "$T/mix.json"
+start   # 2 ranks: a 1-rank run is refused before training
+A="tcp://127.0.0.1:$PORT"
+"$LLMSYS" train --config tiny --loader "$A" --seq 32 --batch 6 --steps 4 --out "$T/y.safetensors" 2> "$T/err"; [ $? -eq 1 ] || fail "rank mismatch accepted"
+grep -q "serves 2 ranks but this run has 1" "$T/err" || fail "rank mismatch message: $(cat "$T/err")"
+"$LLMSYS" loader control --addr "$A" --shutdown > /dev/null
+wait "${PIDS[-1]}"
+RANKS=1
 start
 A="tcp://127.0.0.1:$PORT"
 "$LLMSYS" train --config tiny --loader "$A" --seq 32 --batch 6 --steps 4 --stop-at 2 --out "$T/m.safetensors" > "$T/train.log" 2>&1 || fail "train --loader: $(tail -3 "$T/train.log")"
