@@ -501,9 +501,8 @@ int ls_loader_next_step(ls_loader *ld, ls_loader_step **out) {
         ls_loader_step_free(st);
         return ls_err(LS_ENOMEM, "out of memory");
     }
-    /* The step is built on a copy of the cursors' step counter and pending list; on a
-     * read error the loader is left mid-step, which the caller reports (sources cannot be
-     * rewound without a state blob). */
+    /* On a read error the loader is left mid-step and the caller reports it: the sources
+     * cannot be rewound except from a state blob (ls_loader_set_state). */
     weights_for_step(ld, st->weights);
     for (int k = 0; k < n; k++)
         if (st->weights[k] <= 0) ld->s[k].deficit = 0; /* a muted source keeps no stale credit */

@@ -480,7 +480,7 @@ static void handle_batch(ls_loader_server *s, zmq_msg_t *env, size_t n_env, int6
 static int control(ls_loader_server *s, const uint8_t *payload, size_t len, char *reply, size_t cap) {
     cJSON *j;
     LS_TRY(ls_json_parse((const char *)payload, len, "control message", &j));
-    int rc = LS_OK, n = s->mix->n_sources;
+    int rc = LS_OK;
     double w[LS_LOADER_MAX_SOURCES] = {0}, step = -1;
     const cJSON *jw = cJSON_GetObjectItemCaseSensitive(j, "weights");
     if (!cJSON_IsObject(j) || !jw) rc = ls_err(LS_EINVAL, "control message: expected {\"weights\": {...} | null, \"step\": N}");
@@ -505,20 +505,29 @@ static int control(ls_loader_server *s, const uint8_t *payload, size_t len, char
         pthread_mutex_unlock(&s->ldmu);
     }
     cJSON_Delete(j);
-    (void)n;
     if (rc == LS_OK) snprintf(reply, cap, "{\"ok\":true,\"from_step\":%lld}", (long long)from);
     return rc;
 }
 
 static void info(ls_loader_server *s, char *buf, size_t cap) {
+    cJSON *o = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(o, "sources");
     pthread_mutex_lock(&s->mu);
-    int o = snprintf(buf, cap, "{\"ranks\":%d,\"n_ctx\":%d,\"tokens_per_rank\":%d,\"lo\":%lld,\"hi\":%lld,\"window\":%d,\"sources\":[",
-                     s->R, s->mix->n_ctx, s->mix->tokens_per_rank, (long long)s->lo, (long long)s->hi, s->W);
+    cJSON_AddNumberToObject(o, "ranks", s->R);
+    cJSON_AddNumberToObject(o, "n_ctx", s->mix->n_ctx);
+    cJSON_AddNumberToObject(o, "tokens_per_rank", s->mix->tokens_per_rank);
+    cJSON_AddNumberToObject(o, "lo", (double)s->lo);
+    cJSON_AddNumberToObject(o, "hi", (double)s->hi);
+    cJSON_AddNumberToObject(o, "window", s->W);
     pthread_mutex_unlock(&s->mu);
-    for (int i = 0; i < s->mix->n_sources && o > 0 && (size_t)o < cap; i++)
-        o += snprintf(buf + o, cap - (size_t)o, "%s{\"name\":\"%s\",\"docs\":%lld,\"skipped\":%lld}", i ? "," : "",
-                      s->mix->src[i].name, (long long)ls_loader_source_docs(s->ld, i), (long long)ls_loader_source_skipped(s->ld, i));
-    if (o > 0 && (size_t)o < cap) snprintf(buf + o, cap - (size_t)o, "]}");
+    for (int i = 0; i < s->mix->n_sources; i++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "name", s->mix->src[i].name);
+        cJSON_AddNumberToObject(e, "docs", (double)ls_loader_source_docs(s->ld, i));
+        cJSON_AddNumberToObject(e, "skipped", (double)ls_loader_source_skipped(s->ld, i));
+        cJSON_AddItemToArray(arr, e);
+    }
+    if (!cJSON_PrintPreallocated(o, buf, (int)cap, 0)) snprintf(buf, cap, "{\"ranks\":%d}", s->R);
+    cJSON_Delete(o);
 }
 
 static void handle(ls_loader_server *s, zmq_msg_t *env, size_t n_env, zmq_msg_t *body) {
