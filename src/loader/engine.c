@@ -83,9 +83,10 @@ static int produce(srcl *l, qdoc *qd) {
     uint32_t doc = l->perm[l->ppos];
     int len;
     LS_TRY(ls_src_read_doc(l->src, &l->rd, doc, &len));
-    uint16_t *t = malloc((size_t)len * sizeof *t);
-    if (!t) return ls_err(LS_ENOMEM, "out of memory");
-    memcpy(t, l->rd.tok, (size_t)len * sizeof *t);
+    /* The reader's buffer moves into the queue (no copy); the next read allocates anew. */
+    uint16_t *t = l->rd.tok;
+    l->rd.tok = NULL;
+    l->rd.tok_cap = 0;
     *qd = (qdoc){(uint32_t)l->pepoch, (uint32_t)l->ppos, doc, len, t};
     if (++l->ppos == l->ndocs) l->ppos = 0, l->pepoch++;
     return LS_OK;
@@ -628,7 +629,12 @@ int ls_loader_step_batch(const ls_loader_step *st, int rank, ls_loader_batch *ou
             for (int b = 0; b < M; b++)
                 for (int r = 0; r < rows; r++)
                     if (mb[r] == b) newrow[r] = r2, out->row_micro[r2++] = b;
-            for (int i = 0; i < rows * T; i++) out->tokens[i] = LS_TOK_PAD, out->doc_ids[i] = -1;
+            /* Segments fill each row from column 0; only the tail after them is padding. */
+            for (int r = 0; r < rows; r++)
+                for (int t = fill[r]; t < T; t++) {
+                    out->tokens[(size_t)newrow[r] * T + t] = LS_TOK_PAD;
+                    out->doc_ids[(size_t)newrow[r] * T + t] = -1;
+                }
             int *nseg = calloc((size_t)(rows ? rows : 1), sizeof *nseg);
             if (!nseg) rc = ls_err(LS_ENOMEM, "out of memory");
             for (int k = 0; k < cnt && rc == LS_OK; k++) {
