@@ -85,10 +85,12 @@ static double read_bandwidth(const char *dirs[], int ndirs, int files, size_t *t
 
 static int mix_for(const char *dirs[], int n, int n_ctx, int tokens_per_rank, ls_loader_mix *mix) {
     char js[8192];
-    int o = snprintf(js, sizeof js, "{\"n_ctx\": %d, \"tokens_per_rank\": %d, \"micro_batches\": 2, \"sources\": [", n_ctx, tokens_per_rank);
+    int o = snprintf(js, sizeof js, "{\"n_ctx\": %d, \"tokens_per_rank\": %d, \"micro_batches\": 2, \"sources\": [",
+                     n_ctx, tokens_per_rank);
     for (int i = 0; i < n; i++)
-        o += snprintf(js + o, sizeof js - (size_t)o, "%s{\"name\": \"s%d\", \"path\": \"%s\", \"split\": \"blank\", \"weight\": %d}",
-                      i ? "," : "", i, dirs[i], 1 + i % 3);
+        o += snprintf(js + o, sizeof js - (size_t)o,
+                      "%s{\"name\": \"s%d\", \"path\": \"%s\", \"split\": \"blank\", \"weight\": %d}", i ? "," : "", i,
+                      dirs[i], 1 + i % 3);
     snprintf(js + o, sizeof js - (size_t)o, "]}");
     return ls_loader_mix_parse(js, NULL, mix);
 }
@@ -158,10 +160,12 @@ static int bench_throughput(cJSON *out, int quick, int mb) {
     printf("\n1. throughput (%s of text in %d sources, n_ctx 1024, %d ranks x 8192 tokens, %d steps = one pass)\n",
            ls_fmt_bytes((double)total, b1, sizeof b1), NS, R, steps);
     printf("   %-44s %12.1f MB/s\n", "raw sequential read (page cache)", bw / 1e6);
-    printf("   %-44s %12.1f Mtok/s  %5.1f%% of raw  (inline %.1f, threads %.1f)\n", "loader: steps (read+tokenize+mix+balance)",
-           best_steps / 1e6, 100 * best_steps / bw, best[0][0] / 1e6, best[1][0] / 1e6);
+    printf("   %-44s %12.1f Mtok/s  %5.1f%% of raw  (inline %.1f, threads %.1f)\n",
+           "loader: steps (read+tokenize+mix+balance)", best_steps / 1e6, 100 * best_steps / bw, best[0][0] / 1e6,
+           best[1][0] / 1e6);
     printf("   %-44s %12.1f Mtok/s  %5.1f%% of raw  (inline %.1f, threads %.1f; goal >= 50%%)\n",
-           "loader: steps + every rank's batch laid out", best_all / 1e6, 100 * best_all / bw, best[0][1] / 1e6, best[1][1] / 1e6);
+           "loader: steps + every rank's batch laid out", best_all / 1e6, 100 * best_all / bw, best[0][1] / 1e6,
+           best[1][1] / 1e6);
     printf("   %-44s %12.2f s (one-off index scan)\n", "open (index every document)", t_open);
     cJSON *j = cJSON_AddObjectToObject(out, "throughput");
     cJSON_AddNumberToObject(j, "bytes", (double)total);
@@ -214,7 +218,8 @@ static void bench_balance(cJSON *out, int quick) {
     free(cost);
     free(len);
     free(part);
-    printf("\n2. balance: log-normal lengths (median ~400, sigma 2.0, up to 200k), n_ctx %d, %d ranks x %d tokens,\n", n_ctx, R, per_rank);
+    printf("\n2. balance: log-normal lengths (median ~400, sigma 2.0, up to 200k), n_ctx %d, %d ranks x %d tokens,\n",
+           n_ctx, R, per_rank);
     printf("   cost %g·L² + %g·L per segment, %d steps: per-rank cost max/mean\n", a, b, steps);
     printf("   %-8s %10s %10s\n", "", "mean", "worst");
     const char *nm[3] = {"naive", "lpt", "kk"};
@@ -284,10 +289,13 @@ static int bench_memory(cJSON *out, int quick) {
     ls_loader_mix_free(&per);
     if (c.rss < 0 || p.rss < 0) return ls_err(LS_EIO, "memory measurement child failed");
     char b1[32], b2[32], b3[32], b4[32];
-    printf("\n3. memory: %d sources x %d ranks (documents indexed from %d files, read-ahead 64 docs per source)\n", NS, R, 2 * NS);
+    printf("\n3. memory: %d sources x %d ranks (documents indexed from %d files, read-ahead 64 docs per source)\n", NS,
+           R, 2 * NS);
     printf("   %-28s %14s %14s\n", "", "RSS growth", "state bytes");
-    printf("   %-28s %14s %14s\n", "one central loader", ls_fmt_bytes(c.rss, b1, sizeof b1), ls_fmt_bytes(c.acct, b2, sizeof b2));
-    printf("   %-28s %14s %14s\n", "per-rank loaders (sum)", ls_fmt_bytes(p.rss, b3, sizeof b3), ls_fmt_bytes(p.acct, b4, sizeof b4));
+    printf("   %-28s %14s %14s\n", "one central loader", ls_fmt_bytes(c.rss, b1, sizeof b1),
+           ls_fmt_bytes(c.acct, b2, sizeof b2));
+    printf("   %-28s %14s %14s\n", "per-rank loaders (sum)", ls_fmt_bytes(p.rss, b3, sizeof b3),
+           ls_fmt_bytes(p.acct, b4, sizeof b4));
     printf("   %-28s %13.1fx %13.1fx  (goal >= 10x)\n", "per-rank / central", p.rss / c.rss, p.acct / c.acct);
     cJSON *j = cJSON_AddObjectToObject(out, "memory");
     cJSON_AddNumberToObject(j, "sources", NS);
@@ -317,7 +325,8 @@ static int bench_calibrate(cJSON *out) {
      * because the model sizes its activations for the last (B, T) it saw; the minimum of
      * the block is kept. */
     ls_model_set_threads(1);
-    printf("\n4. cost model calibration: small GPT (d_model %d, %d layers), batch 1, forward+backward, 1 thread, min of %d\n",
+    printf("\n4. cost model calibration: small GPT (d_model %d, %d layers), batch 1, forward+backward, 1 thread, min "
+           "of %d\n",
            c.d_model, c.n_layer, reps);
     int *tok = malloc(2048 * sizeof *tok), *tg = malloc(2048 * sizeof *tg);
     if (!tok || !tg) {
@@ -352,8 +361,8 @@ static int bench_calibrate(cJSON *out) {
     }
     double A = (n * sxy - sx * sy) / (n * sxx - sx * sx), B = (sy - A * sx) / n;
     double ratio = A > 0 ? B / A : INFINITY;
-    printf("   fit: t = %.3g·L + %.3g·L²  ->  b/a = %.0f (FLOP count with full-square attention: 6·d_model = %d)\n", B, A, ratio,
-           6 * c.d_model);
+    printf("   fit: t = %.3g·L + %.3g·L²  ->  b/a = %.0f (FLOP count with full-square attention: 6·d_model = %d)\n", B,
+           A, ratio, 6 * c.d_model);
     double coef[3] = {0, B, A};
     cJSON *j = cJSON_AddObjectToObject(out, "calibration");
     cJSON_AddNumberToObject(j, "c0", coef[0]);
@@ -367,11 +376,16 @@ int main(int argc, char **argv) {
     const char *out_path = NULL;
     int quick = 0, calibrate = 0, mb = 64, only_cal = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--out") && i + 1 < argc) out_path = argv[++i];
-        else if (!strcmp(argv[i], "--quick")) quick = 1;
-        else if (!strcmp(argv[i], "--calibrate")) calibrate = 1;
-        else if (!strcmp(argv[i], "--calibrate-only")) calibrate = only_cal = 1;
-        else if (!strcmp(argv[i], "--mb") && i + 1 < argc) mb = atoi(argv[++i]);
+        if (!strcmp(argv[i], "--out") && i + 1 < argc)
+            out_path = argv[++i];
+        else if (!strcmp(argv[i], "--quick"))
+            quick = 1;
+        else if (!strcmp(argv[i], "--calibrate"))
+            calibrate = 1;
+        else if (!strcmp(argv[i], "--calibrate-only"))
+            calibrate = only_cal = 1;
+        else if (!strcmp(argv[i], "--mb") && i + 1 < argc)
+            mb = atoi(argv[++i]);
         else {
             fprintf(stderr, "usage: bench_loader [--quick] [--mb N] [--calibrate | --calibrate-only] [--out FILE]\n");
             return 2;

@@ -82,12 +82,12 @@ typedef struct {
 typedef struct {
     int n_sources;
     ls_loader_source_spec src[LS_LOADER_MAX_SOURCES];
-    int n_points; /* 0: the sources' static weights throughout */
+    int n_points;                  /* 0: the sources' static weights throughout */
     ls_loader_sched_point *points; /* sorted by step */
-    int n_ctx;           /* row length = longest segment (default 512) */
-    int tokens_per_rank; /* global batch = tokens_per_rank · ranks tokens per step */
-    int micro_batches;   /* per rank (rows are spread over them by cost) */
-    double cost_a, cost_b; /* cost(L) = a·L² + b·L per segment */
+    int n_ctx;                     /* row length = longest segment (default 512) */
+    int tokens_per_rank;           /* global batch = tokens_per_rank · ranks tokens per step */
+    int micro_batches;             /* per rank (rows are spread over them by cost) */
+    double cost_a, cost_b;         /* cost(L) = a·L² + b·L per segment */
     ls_balance_algo balance;
     uint64_t seed;
     int strict; /* malformed JSON lines: error instead of skip-and-warn */
@@ -142,7 +142,7 @@ int ls_loader_tokenize(const ls_loader_source_spec *spec, int strict, const char
 typedef struct ls_loader ls_loader;
 
 typedef struct {
-    int threads;   /* 1: one prefetching thread per source loader; 0: read inline */
+    int threads;    /* 1: one prefetching thread per source loader; 0: read inline */
     int queue_docs; /* documents each source loader keeps read ahead (default 64) */
 } ls_loader_opts;
 
@@ -169,9 +169,9 @@ typedef struct {
     int64_t *source_tokens; /* n_sources: tokens drawn from each source this step */
     double *weights;        /* n_sources: normalised weights used for this step */
     double cost_a, cost_b;
-    uint8_t *state_after;   /* loader state at the start of step+1 (resume blob) */
+    uint8_t *state_after; /* loader state at the start of step+1 (resume blob) */
     size_t state_len;
-    uint16_t *tok_buf;      /* backing store of item_tokens */
+    uint16_t *tok_buf; /* backing store of item_tokens */
 } ls_loader_step;
 
 /* One rank's share of a step, laid out for a trainer. Owned by the caller. */
@@ -183,9 +183,9 @@ typedef struct {
     int32_t *row_micro; /* (n_rows): micro-batch of each row (balanced by cost) */
     int n_segs;
     ls_loader_seg *segs;
-    double cost;        /* Σ a·L² + b·L over the rank's segments */
-    int64_t n_tokens;   /* real (non-pad) tokens */
-    uint8_t *state;     /* resume blob for step+1 (what a checkpoint after this step saves) */
+    double cost;      /* Σ a·L² + b·L over the rank's segments */
+    int64_t n_tokens; /* real (non-pad) tokens */
+    uint8_t *state;   /* resume blob for step+1 (what a checkpoint after this step saves) */
     size_t state_len;
 } ls_loader_batch;
 
@@ -234,8 +234,8 @@ typedef struct {
 
 /* Binds tcp://<bind>:port (port 0 picks a free one; see ls_loader_server_port) and starts
  * the constructor thread. state (may be NULL) resumes from a blob. */
-int ls_loader_server_open(ls_loader_server **out, const ls_loader_mix *mix, int n_ranks, const char *bind,
-                          int port, const ls_loader_serve_opts *opts, const uint8_t *state, size_t state_len);
+int ls_loader_server_open(ls_loader_server **out, const ls_loader_mix *mix, int n_ranks, const char *bind, int port,
+                          const ls_loader_serve_opts *opts, const uint8_t *state, size_t state_len);
 int ls_loader_server_port(const ls_loader_server *srv);
 /* Serves requests until a shutdown request or ls_loader_server_stop (from any thread). */
 int ls_loader_server_run(ls_loader_server *srv);

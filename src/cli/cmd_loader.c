@@ -38,7 +38,8 @@ static int loader_serve(int argc, char **argv) {
         {"history", LS_ARG_INT, &history, "N", "fetched steps kept for retried requests (default 4)"},
         {"port-file", LS_ARG_STR, &port_file, "FILE", "write the bound port here once serving"},
     };
-    int rc = ls_args_parse("loader serve", "Runs the source loaders and the data constructor; trainers fetch batches over ZeroMQ.",
+    int rc = ls_args_parse("loader serve",
+                           "Runs the source loaders and the data constructor; trainers fetch batches over ZeroMQ.",
                            spec, 8, argc, argv, NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
     if (ranks < 1 || prefetch < 1 || history < 1) {
@@ -97,7 +98,8 @@ static int loader_fetch(int argc, char **argv) {
         {"timeout-ms", LS_ARG_INT, &timeout, "MS", "per-attempt timeout (default 10000)"},
         {"state-out", LS_ARG_STR, &state_out, "FILE", "save the resume state after the last step fetched"},
     };
-    int rc = ls_args_parse("loader fetch", "Fetches batches from a loader service and prints one line per step (debugging, tests).",
+    int rc = ls_args_parse("loader fetch",
+                           "Fetches batches from a loader service and prints one line per step (debugging, tests).",
                            spec, 6, argc, argv, NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
     ls_loader_client *c;
@@ -108,9 +110,10 @@ static int loader_fetch(int argc, char **argv) {
             ls_loader_client_close(c);
             return ls_cli_fail();
         }
-        uint64_t h[2] = {ls_hash64(b.tokens, (size_t)b.n_rows * b.n_ctx * 4), ls_hash64(b.segs, (size_t)b.n_segs * sizeof *b.segs)};
-        printf("step %lld rank %d rows %d segments %d tokens %lld cost %.4g hash %016llx\n", (long long)b.step, b.rank, b.n_rows,
-               b.n_segs, (long long)b.n_tokens, b.cost, (unsigned long long)ls_hash64(h, sizeof h));
+        uint64_t h[2] = {ls_hash64(b.tokens, (size_t)b.n_rows * b.n_ctx * 4),
+                         ls_hash64(b.segs, (size_t)b.n_segs * sizeof *b.segs)};
+        printf("step %lld rank %d rows %d segments %d tokens %lld cost %.4g hash %016llx\n", (long long)b.step, b.rank,
+               b.n_rows, b.n_segs, (long long)b.n_tokens, b.cost, (unsigned long long)ls_hash64(h, sizeof h));
         if (i == count - 1 && state_out && ls_file_write_atomic(state_out, b.state, b.state_len) != LS_OK) {
             ls_loader_batch_free(&b);
             ls_loader_client_close(c);
@@ -128,14 +131,15 @@ static int loader_control(int argc, char **argv) {
     int64_t step = -1;
     ls_arg spec[] = {
         {"addr", LS_ARG_STR, &addr, "URL", "service endpoint, tcp://host:port", 1},
-        {"weights", LS_ARG_STR, &weights, "JSON", "new weights, e.g. '{\"prose\":0.5,\"math\":0.5}' (unnamed sources get 0)"},
+        {"weights", LS_ARG_STR, &weights, "JSON",
+         "new weights, e.g. '{\"prose\":0.5,\"math\":0.5}' (unnamed sources get 0)"},
         {"step", LS_ARG_I64, &step, "S", "first step the weights apply to (default: the next step built)"},
         {"schedule", LS_ARG_FLAG, &reset, NULL, "return to the mix config's schedule"},
         {"info", LS_ARG_FLAG, &info, NULL, "print the service's window and sources"},
         {"shutdown", LS_ARG_FLAG, &shutdown, NULL, "stop the service"},
     };
-    int rc = ls_args_parse("loader control", "Changes mixing weights of a running service, or queries / stops it.", spec, 6,
-                           argc, argv, NULL, 0, NULL);
+    int rc = ls_args_parse("loader control", "Changes mixing weights of a running service, or queries / stops it.",
+                           spec, 6, argc, argv, NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
     if (!!weights + info + shutdown + reset != 1) {
         fprintf(stderr, "llmsys loader control: give exactly one of --weights, --schedule, --info, --shutdown\n");
@@ -144,11 +148,15 @@ static int loader_control(int argc, char **argv) {
     ls_loader_client *c;
     if (ls_loader_client_open(&c, addr, 0, 10000, 1) != LS_OK) return ls_cli_fail();
     char *reply = NULL, msg[4096];
-    if (shutdown) rc = ls_loader_client_shutdown(c);
-    else if (info) rc = ls_loader_client_control(c, NULL, &reply);
+    if (shutdown)
+        rc = ls_loader_client_shutdown(c);
+    else if (info)
+        rc = ls_loader_client_control(c, NULL, &reply);
     else {
-        if (step >= 0) snprintf(msg, sizeof msg, "{\"weights\": %s, \"step\": %lld}", reset ? "null" : weights, (long long)step);
-        else snprintf(msg, sizeof msg, "{\"weights\": %s}", reset ? "null" : weights);
+        if (step >= 0)
+            snprintf(msg, sizeof msg, "{\"weights\": %s, \"step\": %lld}", reset ? "null" : weights, (long long)step);
+        else
+            snprintf(msg, sizeof msg, "{\"weights\": %s}", reset ? "null" : weights);
         rc = ls_loader_client_control(c, msg, &reply);
     }
     ls_loader_client_close(c);
@@ -171,8 +179,9 @@ static int loader_tokenize(int argc, char **argv) {
         {"split", LS_ARG_STR, &split, "S", "text: file (default) or blank (blank-line blocks)"},
         {"strict", LS_ARG_FLAG, &strict, NULL, "malformed JSON lines are an error, not skipped"},
     };
-    int rc = ls_args_parse("loader tokenize", "Writes a pre-tokenized .lstok file (tokens + document index, checksummed).", spec, 6,
-                           argc, argv, NULL, 0, NULL);
+    int rc =
+        ls_args_parse("loader tokenize", "Writes a pre-tokenized .lstok file (tokens + document index, checksummed).",
+                      spec, 6, argc, argv, NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
     char js[4096];
     cJSON *o = cJSON_CreateObject(), *srcs = cJSON_AddArrayToObject(o, "sources"), *s = cJSON_CreateObject();
@@ -196,7 +205,8 @@ static int loader_tokenize(int argc, char **argv) {
     rc = ls_loader_tokenize(&mix.src[0], strict, out, &nd, &nt);
     ls_loader_mix_free(&mix);
     if (rc != LS_OK) return ls_cli_fail();
-    printf("llmsys loader: wrote %s: %lld documents, %lld tokens (%.2f s)\n", out, (long long)nd, (long long)nt, ls_now() - t0);
+    printf("llmsys loader: wrote %s: %lld documents, %lld tokens (%.2f s)\n", out, (long long)nd, (long long)nt,
+           ls_now() - t0);
     return 0;
 }
 
@@ -257,7 +267,8 @@ static int run_stats(const ls_loader_mix *mix, int R, int steps, stats *out) {
             out->tokens[k] += st->source_tokens[k];
             out->target[k] += st->weights[k] * (double)G;
             if (s < steps / 5) out->early[k] += st->source_tokens[k], out->early_t[k] += st->weights[k] * (double)G;
-            if (s >= steps - steps / 5) out->late[k] += st->source_tokens[k], out->late_t[k] += st->weights[k] * (double)G;
+            if (s >= steps - steps / 5)
+                out->late[k] += st->source_tokens[k], out->late_t[k] += st->weights[k] * (double)G;
         }
         ls_loader_step_free(st);
         ls_progress_update(&pg, s + 1, NULL);
@@ -283,12 +294,14 @@ static void print_stats(const ls_loader_mix *mix, const stats *s) {
     int n = s->n, e = s->steps / 5;
     printf("\n%-10s %12s %8s %8s   %-17s %-17s\n", "source", "tokens", "share", "target", "first fifth", "last fifth");
     for (int k = 0; k < n; k++)
-        printf("%-10s %12lld %7.2f%% %7.2f%%   %6.2f%% / %6.2f%%  %6.2f%% / %6.2f%%\n", mix->src[k].name, (long long)s->tokens[k],
-               100 * share(s->tokens, n, k), 100 * share_d(s->target, n, k), 100 * share(s->early, n, k),
-               100 * share_d(s->early_t, n, k), 100 * share(s->late, n, k), 100 * share_d(s->late_t, n, k));
-    printf("(shares are of tokens; 'first/last fifth' = steps [0, %d) and [%d, %d), drawn / target)\n", e, s->steps - e, s->steps);
-    printf("\nper-rank cost max/mean over %d steps, %d ranks, cost(L) = %g·L² + %g·L per segment\n", s->steps, s->R, mix->cost_a,
-           mix->cost_b);
+        printf("%-10s %12lld %7.2f%% %7.2f%%   %6.2f%% / %6.2f%%  %6.2f%% / %6.2f%%\n", mix->src[k].name,
+               (long long)s->tokens[k], 100 * share(s->tokens, n, k), 100 * share_d(s->target, n, k),
+               100 * share(s->early, n, k), 100 * share_d(s->early_t, n, k), 100 * share(s->late, n, k),
+               100 * share_d(s->late_t, n, k));
+    printf("(shares are of tokens; 'first/last fifth' = steps [0, %d) and [%d, %d), drawn / target)\n", e, s->steps - e,
+           s->steps);
+    printf("\nper-rank cost max/mean over %d steps, %d ranks, cost(L) = %g·L² + %g·L per segment\n", s->steps, s->R,
+           mix->cost_a, mix->cost_b);
     printf("%-8s %10s %10s\n", "balance", "mean", "worst");
     const char *names[3] = {"naive", "lpt", "kk"};
     for (int a = 0; a < 3; a++) printf("%-8s %10.4f %10.4f\n", names[a], s->imb_sum[a] / s->steps, s->imb_max[a]);
@@ -306,15 +319,24 @@ static int write_svg(const char *path, const stats *s, const char *bal_name) {
         ymax = s->cost_bal[i] > ymax ? s->cost_bal[i] : ymax;
     }
     ymax = ymax > 0 ? ymax * 1.05 : 1;
-    static const char *colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"sans-serif\" font-size=\"12\">\n", W, H);
+    static const char *colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
+                                   "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
+    fprintf(f,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"sans-serif\" "
+            "font-size=\"12\">\n",
+            W, H);
     fprintf(f, "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n", W, H);
-    fprintf(f, "<text x=\"%d\" y=\"20\" font-size=\"14\">Per-rank cost per step (a·L² + b·L summed over each rank's segments), %d ranks</text>\n", 60, s->R);
+    fprintf(f,
+            "<text x=\"%d\" y=\"20\" font-size=\"14\">Per-rank cost per step (a·L² + b·L summed over each rank's "
+            "segments), %d ranks</text>\n",
+            60, s->R);
     for (int p = 0; p < 2; p++) {
         const double *c = p == 0 ? s->cost_naive : s->cost_bal;
         double imb = p == 0 ? s->imb_sum[0] / s->steps : s->imb_sum[strcmp(bal_name, "lpt") ? 2 : 1] / s->steps;
-        fprintf(f, "<text x=\"%d\" y=\"%d\">%s: mean max/mean %.3f</text>\n", X0[p], Y0 - 8, p == 0 ? "naive (sequential slices)" : bal_name, imb);
-        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#444\"/>\n", X0[p], Y0, PW, PH);
+        fprintf(f, "<text x=\"%d\" y=\"%d\">%s: mean max/mean %.3f</text>\n", X0[p], Y0 - 8,
+                p == 0 ? "naive (sequential slices)" : bal_name, imb);
+        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#444\"/>\n", X0[p], Y0,
+                PW, PH);
         for (int t = 0; t <= 4; t++) {
             double v = ymax * t / 4;
             int y = Y0 + PH - (int)(PH * t / 4);
@@ -343,7 +365,8 @@ static int write_svg(const char *path, const stats *s, const char *bal_name) {
 }
 
 static int write_report(const char *path, const ls_loader_mix *mix, const stats *s) {
-    cJSON *o = cJSON_CreateObject(), *src = cJSON_AddArrayToObject(o, "sources"), *bal = cJSON_AddObjectToObject(o, "imbalance");
+    cJSON *o = cJSON_CreateObject(), *src = cJSON_AddArrayToObject(o, "sources"),
+          *bal = cJSON_AddObjectToObject(o, "imbalance");
     cJSON_AddNumberToObject(o, "steps", s->steps);
     cJSON_AddNumberToObject(o, "ranks", s->R);
     cJSON_AddNumberToObject(o, "seconds", s->seconds);
@@ -376,7 +399,8 @@ static int loader_stats(int argc, char **argv) {
         {"svg", LS_ARG_STR, &svg, "FILE", "write a chart of per-rank cost per step, naive vs balanced"},
         {"report", LS_ARG_STR, &report, "FILE", "write a JSON summary"},
     };
-    int rc = ls_args_parse("loader stats", "Builds N steps in-process: token shares vs targets, per-rank cost imbalance per algorithm.",
+    int rc = ls_args_parse("loader stats",
+                           "Builds N steps in-process: token shares vs targets, per-rank cost imbalance per algorithm.",
                            spec, 5, argc, argv, NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
     if (ranks < 1 || steps < 1) {
@@ -414,7 +438,8 @@ int cmd_loader(int argc, char **argv) {
     };
     int n = (int)(sizeof subs / sizeof subs[0]);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        printf("usage: llmsys loader <command> [options]\n\nMulti-source data loading with mixing and cost balancing (OVERLORD).\n\ncommands:\n");
+        printf("usage: llmsys loader <command> [options]\n\nMulti-source data loading with mixing and cost balancing "
+               "(OVERLORD).\n\ncommands:\n");
         for (int i = 0; i < n; i++) printf("  %-10s %s\n", subs[i].name, subs[i].help);
         return argc < 2 ? 2 : 0;
     }
@@ -503,7 +528,8 @@ static int gen_demo_data(const char *base, int quick) {
     snprintf(q, sizeof q, "%s/data/math.lstok", base);
     int64_t nd, nt;
     LS_TRY(ls_loader_tokenize(&sp, 1, q, &nd, &nt));
-    printf("  math:  %lld generated sums, pre-tokenized into data/math.lstok (%lld tokens)\n", (long long)nd, (long long)nt);
+    printf("  math:  %lld generated sums, pre-tokenized into data/math.lstok (%lld tokens)\n", (long long)nd,
+           (long long)nt);
     return LS_OK;
 }
 
@@ -536,7 +562,9 @@ static int demo_service(const ls_loader_mix *mix, int R) {
     int rc = LS_OK;
     for (int r = 0; r < R && rc == LS_OK; r++) rc = ls_loader_client_open(&c[r], ep, r, 10000, 2);
     char *reply = NULL;
-    if (rc == LS_OK) rc = ls_loader_client_control(c[0], "{\"weights\": {\"prose\": 0.2, \"code\": 0.1, \"math\": 0.7}, \"step\": 5}", &reply);
+    if (rc == LS_OK)
+        rc = ls_loader_client_control(
+            c[0], "{\"weights\": {\"prose\": 0.2, \"code\": 0.1, \"math\": 0.7}, \"step\": 5}", &reply);
     free(reply);
     printf("%-5s", "step");
     for (int r = 0; r < R; r++) printf("   rank %d: rows tokens     cost", r);
@@ -557,8 +585,10 @@ static int demo_service(const ls_loader_mix *mix, int R) {
         }
         if (rc == LS_OK) printf("   %9.1f%%\n", all ? 100.0 * (double)math / (double)all : 0);
     }
-    if (rc == LS_OK) rc = ls_loader_client_shutdown(c[0]);
-    else ls_loader_server_stop(srv);
+    if (rc == LS_OK)
+        rc = ls_loader_client_shutdown(c[0]);
+    else
+        ls_loader_server_stop(srv);
     for (int r = 0; r < R; r++) ls_loader_client_close(c[r]);
     pthread_join(tid, NULL);
     ls_loader_server_close(srv);
@@ -578,13 +608,15 @@ int demo_loader(const ls_demo_ctx *ctx) {
     ls_loader_mix mix;
     if (ls_loader_mix_load(cfg, &mix) != LS_OK) return ls_cli_fail();
     const int R = 4, steps = 200;
-    printf("mix %s: %d sources, n_ctx %d, %d tokens per rank per step, curriculum math 10%% -> 50%% over steps 40..160\n",
-           "examples/mix-demo.json", mix.n_sources, mix.n_ctx, mix.tokens_per_rank);
+    printf(
+        "mix %s: %d sources, n_ctx %d, %d tokens per rank per step, curriculum math 10%% -> 50%% over steps 40..160\n",
+        "examples/mix-demo.json", mix.n_sources, mix.n_ctx, mix.tokens_per_rank);
     stats s;
     int rc = run_stats(&mix, R, steps, &s);
     if (rc == LS_OK) {
         print_stats(&mix, &s);
-        printf("(%d steps, %.0f k tokens/s in-process)\n", steps, (double)steps * R * mix.tokens_per_rank / s.seconds / 1e3);
+        printf("(%d steps, %.0f k tokens/s in-process)\n", steps,
+               (double)steps * R * mix.tokens_per_rank / s.seconds / 1e3);
         char svg[1100];
         snprintf(svg, sizeof svg, "%s/loader-balance.svg", base);
         rc = write_svg(svg, &s, "kk");

@@ -62,12 +62,14 @@ typedef struct {
     int k;
     double *sum; /* [state * k + j] */
     int *head, *tail;
-    int *next;   /* item -> next item in its subset, -1 ends */
-    int *heap;   /* state ids, max-heap on spread */
+    int *next; /* item -> next item in its subset, -1 ends */
+    int *heap; /* state ids, max-heap on spread */
     int nheap;
 } kk_ctx;
 
-static double kk_spread(const kk_ctx *c, int s) { return c->sum[(size_t)s * c->k] - c->sum[(size_t)s * c->k + c->k - 1]; }
+static double kk_spread(const kk_ctx *c, int s) {
+    return c->sum[(size_t)s * c->k] - c->sum[(size_t)s * c->k + c->k - 1];
+}
 
 static int kk_before(const kk_ctx *c, int a, int b) {
     double x = kk_spread(c, a), y = kk_spread(c, b);
@@ -145,8 +147,10 @@ static int karmarkar_karp(const double *cost, int n, int k, int *part) {
             size_t x = A + j, y = B + (k - 1 - j);
             kk_sub s = {c.sum[x] + c.sum[y], c.head[x], c.tail[x]};
             if (c.head[y] >= 0) {
-                if (s.head < 0) s.head = c.head[y];
-                else c.next[s.tail] = c.head[y];
+                if (s.head < 0)
+                    s.head = c.head[y];
+                else
+                    c.next[s.tail] = c.head[y];
                 s.tail = c.tail[y];
             }
             tmp[j] = s;
@@ -177,8 +181,10 @@ done:
 int ls_balance_partition(ls_balance_algo algo, const double *cost, const int *weight, int n, int k, int *part) {
     if (n < 0 || k < 1) return ls_err(LS_EINVAL, "balance: need n >= 0 items and k >= 1 parts (n=%d, k=%d)", n, k);
     switch (algo) {
-    case LS_BALANCE_NAIVE: return naive(cost, weight, n, k, part);
-    case LS_BALANCE_LPT: return lpt(cost, n, k, part);
+    case LS_BALANCE_NAIVE:
+        return naive(cost, weight, n, k, part);
+    case LS_BALANCE_LPT:
+        return lpt(cost, n, k, part);
     case LS_BALANCE_KK:
         /* KK keeps k sums per item (O(n·k) memory); past 64 M entries LPT, within 4/3 of
          * the optimum, takes over rather than exhausting memory. */

@@ -137,7 +137,8 @@ static void producer_stop(srcl *l) {
 }
 
 static int producer_start(srcl *l) {
-    if (pthread_create(&l->th, NULL, producer_main, l) != 0) return ls_err(LS_ENOMEM, "cannot start source loader thread");
+    if (pthread_create(&l->th, NULL, producer_main, l) != 0)
+        return ls_err(LS_ENOMEM, "cannot start source loader thread");
     l->th_on = 1;
     return LS_OK;
 }
@@ -170,7 +171,8 @@ static int take(srcl *l, int threaded, int max, uint16_t *dst, ls_loader_seg *se
     LS_ASSERT(h->epoch == (uint32_t)l->epoch && h->pos == (uint32_t)l->pos);
     if (l->off >= (uint64_t)h->len) { /* only a doctored state blob gets here */
         pthread_mutex_unlock(&l->mu);
-        return ls_err(LS_EFORMAT, "loader state: offset %llu beyond document %u of source %d", (unsigned long long)l->off, h->doc, l->idx);
+        return ls_err(LS_EFORMAT, "loader state: offset %llu beyond document %u of source %d",
+                      (unsigned long long)l->off, h->doc, l->idx);
     }
     int n = h->len - (int)l->off;
     if (n > max) n = max;
@@ -205,8 +207,9 @@ static int reposition(ls_loader *ld, srcl *l, uint64_t epoch, uint64_t pos, uint
 
 static uint64_t mix_signature(const ls_loader *ld) {
     const ls_loader_mix *m = ld->mix;
-    uint64_t v[6 + 2 * LS_LOADER_MAX_SOURCES] = {m->seed, (uint64_t)m->n_ctx, (uint64_t)m->tokens_per_rank,
-                                                 (uint64_t)ld->n_ranks, (uint64_t)m->n_sources, STATE_VERSION};
+    uint64_t v[6 + 2 * LS_LOADER_MAX_SOURCES] = {
+        m->seed,      (uint64_t)m->n_ctx, (uint64_t)m->tokens_per_rank, (uint64_t)ld->n_ranks, (uint64_t)m->n_sources,
+        STATE_VERSION};
     for (int i = 0; i < m->n_sources; i++) {
         v[6 + 2 * i] = ls_hash64(m->src[i].name, strlen(m->src[i].name));
         v[7 + 2 * i] = ld->s[i].ndocs;
@@ -284,7 +287,8 @@ size_t ls_loader_state_bytes(const ls_loader *ld) {
     size_t b = sizeof *ld;
     for (int i = 0; i < ld->mix->n_sources; i++) {
         srcl *l = &ld->s[i];
-        b += sizeof *l + ls_src_state_bytes(l->src) + (size_t)l->ndocs * sizeof *l->perm + (size_t)l->qcap * sizeof *l->q;
+        b += sizeof *l + ls_src_state_bytes(l->src) + (size_t)l->ndocs * sizeof *l->perm +
+             (size_t)l->qcap * sizeof *l->q;
         b += l->rd.cap + l->rd.tok_cap * sizeof *l->rd.tok;
         pthread_mutex_lock(&l->mu);
         for (int k = 0; k < l->qn; k++) b += (size_t)l->q[(l->qhead + k) % l->qcap].len * sizeof(uint16_t);
@@ -299,8 +303,8 @@ int ls_loader_set_weights(ls_loader *ld, const double *w, int64_t at) {
     int n = ld->mix->n_sources;
     if (at < 0) at = ld->step;
     if (at < ld->step)
-        return ls_err(LS_ESTATE, "weights cannot change at step %lld: steps up to %lld are already built", (long long)at,
-                      (long long)ld->step - 1);
+        return ls_err(LS_ESTATE, "weights cannot change at step %lld: steps up to %lld are already built",
+                      (long long)at, (long long)ld->step - 1);
     if (w) LS_TRY(ls_loader_weights_check(w, n, "new weights"));
     if (ld->n_pending == MAX_PENDING) return ls_err(LS_EBUSY, "too many pending weight changes (%d)", MAX_PENDING);
     /* Keep the list sorted by step; a later change at the same step wins (stable insert). */
@@ -326,8 +330,10 @@ static void weights_for_step(ls_loader *ld, double *w) {
         memmove(&ld->pending[0], &ld->pending[1], (size_t)(ld->n_pending - 1) * sizeof ld->pending[0]);
         ld->n_pending--;
     }
-    if (ld->override_on) memcpy(w, ld->override_w, (size_t)ld->mix->n_sources * sizeof *w);
-    else ls_loader_mix_weights_at(ld->mix, ld->step, w);
+    if (ld->override_on)
+        memcpy(w, ld->override_w, (size_t)ld->mix->n_sources * sizeof *w);
+    else
+        ls_loader_mix_weights_at(ld->mix, ld->step, w);
 }
 
 /* ---------------------------------------------------------------- state blob */
@@ -397,7 +403,8 @@ static void get(rbuf *b, void *v, size_t n) {
 
 int ls_loader_set_state(ls_loader *ld, const uint8_t *blob, size_t len) {
     int n = ld->mix->n_sources;
-    if (len < 40 || memcmp(blob, STATE_MAGIC, 8) != 0) return ls_err(LS_EFORMAT, "loader state: not a loader state blob (bad magic)");
+    if (len < 40 || memcmp(blob, STATE_MAGIC, 8) != 0)
+        return ls_err(LS_EFORMAT, "loader state: not a loader state blob (bad magic)");
     uint64_t h;
     memcpy(&h, blob + len - 8, 8);
     if (ls_hash64(blob, len - 8) != h) return ls_err(LS_ECHECKSUM, "loader state: checksum mismatch (corrupt blob)");
@@ -411,7 +418,8 @@ int ls_loader_set_state(ls_loader *ld, const uint8_t *blob, size_t len) {
     get(&b, &sig, 8);
     if (ver != STATE_VERSION) return ls_err(LS_EFORMAT, "loader state: unsupported version %u", ver);
     if (ns != (uint32_t)n || sig != ld->sig)
-        return ls_err(LS_EINVAL, "loader state: saved for another mix (sources, documents, seed, n_ctx, batch or ranks differ)");
+        return ls_err(LS_EINVAL,
+                      "loader state: saved for another mix (sources, documents, seed, n_ctx, batch or ranks differ)");
     uint64_t cur[LS_LOADER_MAX_SOURCES][3];
     double def[LS_LOADER_MAX_SOURCES];
     for (int i = 0; i < n; i++) {
@@ -621,7 +629,8 @@ int ls_loader_step_batch(const ls_loader_step *st, int rank, ls_loader_batch *ou
     if (rc == LS_OK) {
         /* Rows to micro-batches by LPT on row cost; then rows are renumbered so that each
          * micro-batch's rows are contiguous. */
-        int M = st->micro_batches, *mb = malloc((size_t)(rows ? rows : 1) * sizeof *mb), *newrow = malloc((size_t)(rows ? rows : 1) * sizeof *newrow);
+        int M = st->micro_batches, *mb = malloc((size_t)(rows ? rows : 1) * sizeof *mb),
+            *newrow = malloc((size_t)(rows ? rows : 1) * sizeof *newrow);
         if (!mb || !newrow) rc = ls_err(LS_ENOMEM, "out of memory");
         if (rc == LS_OK) rc = ls_balance_partition(LS_BALANCE_LPT, rcost, NULL, rows, M, mb);
         if (rc == LS_OK) {
@@ -641,7 +650,8 @@ int ls_loader_step_batch(const ls_loader_step *st, int rank, ls_loader_batch *ou
                 ls_loader_seg *sg = &out->segs[k];
                 sg->row = newrow[sg->row];
                 const uint16_t *src = st->item_tokens[o[k].i];
-                int32_t *dt = out->tokens + (size_t)sg->row * T + sg->col, *dd = out->doc_ids + (size_t)sg->row * T + sg->col;
+                int32_t *dt = out->tokens + (size_t)sg->row * T + sg->col,
+                        *dd = out->doc_ids + (size_t)sg->row * T + sg->col;
                 int id = nseg[sg->row]++;
                 for (int t = 0; t < sg->len; t++) dt[t] = src[t], dd[t] = id;
             }

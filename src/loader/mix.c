@@ -9,18 +9,25 @@
 
 const char *ls_balance_algo_name(ls_balance_algo a) {
     switch (a) {
-    case LS_BALANCE_NAIVE: return "naive";
-    case LS_BALANCE_LPT: return "lpt";
-    case LS_BALANCE_KK: return "kk";
+    case LS_BALANCE_NAIVE:
+        return "naive";
+    case LS_BALANCE_LPT:
+        return "lpt";
+    case LS_BALANCE_KK:
+        return "kk";
     }
     return "?";
 }
 
 int ls_balance_algo_parse(const char *s, ls_balance_algo *out) {
-    if (!strcmp(s, "naive")) *out = LS_BALANCE_NAIVE;
-    else if (!strcmp(s, "lpt")) *out = LS_BALANCE_LPT;
-    else if (!strcmp(s, "kk")) *out = LS_BALANCE_KK;
-    else return ls_err(LS_EINVAL, "unknown balancing algorithm '%s' (naive, lpt, kk)", s);
+    if (!strcmp(s, "naive"))
+        *out = LS_BALANCE_NAIVE;
+    else if (!strcmp(s, "lpt"))
+        *out = LS_BALANCE_LPT;
+    else if (!strcmp(s, "kk"))
+        *out = LS_BALANCE_KK;
+    else
+        return ls_err(LS_EINVAL, "unknown balancing algorithm '%s' (naive, lpt, kk)", s);
     return LS_OK;
 }
 
@@ -83,13 +90,20 @@ static int parse_source(const cJSON *js, const char *base, int idx, ls_loader_so
     if (ls_json_get_string(js, "type", "text", &type) || ls_json_get_string(js, "path", NULL, &path) ||
         ls_json_get_string(js, "field", "text", &field) || ls_json_get_string(js, "split", "file", &split))
         return ls_err_wrap(LS_EINVAL, "source '%s'", name);
-    if (!strcmp(type, "text")) s->type = LS_SRC_TEXT;
-    else if (!strcmp(type, "jsonl")) s->type = LS_SRC_JSONL;
-    else if (!strcmp(type, "tokens")) s->type = LS_SRC_TOKENS;
-    else return ls_err(LS_EINVAL, "source '%s': unknown type '%s' (text, jsonl, tokens)", name, type);
-    if (!strcmp(split, "file")) s->split = LS_SPLIT_FILE;
-    else if (!strcmp(split, "blank")) s->split = LS_SPLIT_BLANK;
-    else return ls_err(LS_EINVAL, "source '%s': unknown split '%s' (file, blank)", name, split);
+    if (!strcmp(type, "text"))
+        s->type = LS_SRC_TEXT;
+    else if (!strcmp(type, "jsonl"))
+        s->type = LS_SRC_JSONL;
+    else if (!strcmp(type, "tokens"))
+        s->type = LS_SRC_TOKENS;
+    else
+        return ls_err(LS_EINVAL, "source '%s': unknown type '%s' (text, jsonl, tokens)", name, type);
+    if (!strcmp(split, "file"))
+        s->split = LS_SPLIT_FILE;
+    else if (!strcmp(split, "blank"))
+        s->split = LS_SPLIT_BLANK;
+    else
+        return ls_err(LS_EINVAL, "source '%s': unknown split '%s' (file, blank)", name, split);
     if (!path || !*path) return ls_err(LS_EINVAL, "source '%s': missing \"path\"", name);
     s->path = resolve_path(base, path);
     s->field = dup_str(field);
@@ -160,7 +174,8 @@ static int parse_mix(const cJSON *j, const char *base, ls_loader_mix *mix) {
     LS_TRY(ls_balance_algo_parse(balance, &mix->balance));
     const cJSON *strict = cJSON_GetObjectItemCaseSensitive(j, "strict");
     mix->strict = cJSON_IsTrue(strict);
-    if (mix->n_ctx < 2 || mix->n_ctx > 65536) return ls_err(LS_EINVAL, "n_ctx must be in [2, 65536], got %d", mix->n_ctx);
+    if (mix->n_ctx < 2 || mix->n_ctx > 65536)
+        return ls_err(LS_EINVAL, "n_ctx must be in [2, 65536], got %d", mix->n_ctx);
     if (mix->tokens_per_rank < 1 || mix->tokens_per_rank > (1 << 26))
         return ls_err(LS_EINVAL, "tokens_per_rank must be in [1, 2^26], got %d", mix->tokens_per_rank);
     if (mix->micro_batches < 1 || mix->micro_batches > 1024)
@@ -225,8 +240,10 @@ int ls_loader_mix_load(const char *path, ls_loader_mix *mix) {
         return ls_err(LS_ENOMEM, "out of memory");
     }
     char *slash = strrchr(base, '/');
-    if (slash) *slash = '\0';
-    else base[0] = '\0';
+    if (slash)
+        *slash = '\0';
+    else
+        base[0] = '\0';
     cJSON *j;
     int rc = ls_json_parse(text, len, path, &j);
     if (rc == LS_OK) {

@@ -49,12 +49,14 @@ typedef struct {
 } batch_hdr;
 
 static size_t batch_size(const batch_hdr *h) {
-    return sizeof *h + (size_t)h->n_rows * h->n_ctx * 2 + (size_t)h->n_rows * 4 + (size_t)h->n_segs * 7 * 4 + h->state_len;
+    return sizeof *h + (size_t)h->n_rows * h->n_ctx * 2 + (size_t)h->n_rows * 4 + (size_t)h->n_segs * 7 * 4 +
+           h->state_len;
 }
 
 int ls_loader_batch_encode(const ls_loader_batch *b, uint8_t **buf, size_t *len) {
-    batch_hdr h = {{0}, b->step, b->rank, b->n_ranks, b->n_ctx, b->n_rows, b->micro_batches, b->n_segs,
-                   (uint32_t)b->state_len, 0, b->cost, b->n_tokens};
+    batch_hdr h = {
+        {0}, b->step, b->rank,    b->n_ranks, b->n_ctx, b->n_rows, b->micro_batches, b->n_segs, (uint32_t)b->state_len,
+        0,   b->cost, b->n_tokens};
     memcpy(h.magic, BATCH_MAGIC, 8);
     size_t n = batch_size(&h);
     uint8_t *p = malloc(n);
@@ -71,7 +73,8 @@ int ls_loader_batch_encode(const ls_loader_batch *b, uint8_t **buf, size_t *len)
     }
     for (int s = 0; s < b->n_segs; s++) {
         const ls_loader_seg *g = &b->segs[s];
-        uint32_t v[7] = {(uint32_t)g->source, (uint32_t)g->row, (uint32_t)g->col, (uint32_t)g->len, g->epoch, g->doc, g->doc_off};
+        uint32_t v[7] = {(uint32_t)g->source, (uint32_t)g->row, (uint32_t)g->col, (uint32_t)g->len, g->epoch, g->doc,
+                         g->doc_off};
         memcpy(q, v, sizeof v), q += sizeof v;
     }
     memcpy(q, b->state, b->state_len);
@@ -86,11 +89,11 @@ int ls_loader_batch_decode(const uint8_t *buf, size_t len, ls_loader_batch *out)
     if (len < sizeof h) return ls_err(LS_EFORMAT, "batch: message too short (%zu bytes)", len);
     memcpy(&h, buf, sizeof h);
     if (memcmp(h.magic, BATCH_MAGIC, 8) != 0) return ls_err(LS_EFORMAT, "batch: bad magic");
-    if (h.n_ctx < 1 || h.n_ctx > 65536 || h.n_rows < 0 || h.n_rows > (1 << 24) || h.n_segs < 0 || h.n_segs > (1 << 26) ||
-        h.micro_batches < 1 || h.n_ranks < 1 || h.rank < 0 || h.rank >= h.n_ranks || h.state_len > (1u << 20) ||
-        (int64_t)h.n_rows * h.n_ctx > (1 << 28) || batch_size(&h) != len)
-        return ls_err(LS_EFORMAT, "batch: inconsistent header (rows %d, n_ctx %d, segments %d, %zu bytes)", h.n_rows, h.n_ctx,
-                      h.n_segs, len);
+    if (h.n_ctx < 1 || h.n_ctx > 65536 || h.n_rows < 0 || h.n_rows > (1 << 24) || h.n_segs < 0 ||
+        h.n_segs > (1 << 26) || h.micro_batches < 1 || h.n_ranks < 1 || h.rank < 0 || h.rank >= h.n_ranks ||
+        h.state_len > (1u << 20) || (int64_t)h.n_rows * h.n_ctx > (1 << 28) || batch_size(&h) != len)
+        return ls_err(LS_EFORMAT, "batch: inconsistent header (rows %d, n_ctx %d, segments %d, %zu bytes)", h.n_rows,
+                      h.n_ctx, h.n_segs, len);
     size_t ntok = (size_t)h.n_rows * h.n_ctx;
     out->tokens = malloc((ntok ? ntok : 1) * sizeof *out->tokens);
     out->doc_ids = malloc((ntok ? ntok : 1) * sizeof *out->doc_ids);
@@ -114,7 +117,8 @@ int ls_loader_batch_decode(const uint8_t *buf, size_t len, ls_loader_batch *out)
     for (int r = 0; rc == LS_OK && r < h.n_rows; r++) {
         uint32_t m;
         memcpy(&m, q + 4 * (size_t)r, 4);
-        if (m >= (uint32_t)h.micro_batches) rc = ls_err(LS_EFORMAT, "batch: row %d in micro-batch %u of %d", r, m, h.micro_batches);
+        if (m >= (uint32_t)h.micro_batches)
+            rc = ls_err(LS_EFORMAT, "batch: row %d in micro-batch %u of %d", r, m, h.micro_batches);
         out->row_micro[r] = (int32_t)m;
     }
     q += (size_t)h.n_rows * 4;
@@ -191,7 +195,8 @@ static int frame_rep(int type, int status, const void *payload, size_t plen, uin
 /* Validates magic, version, length and checksum of a frame; points *payload into it. */
 static int frame_check(const uint8_t *p, size_t n, const char *magic, size_t hdr_size, uint32_t len_field,
                        const uint8_t **payload) {
-    if (n < hdr_size + 8 || memcmp(p, magic, 4) != 0) return ls_err(LS_EFORMAT, "not a loader message (bad magic or size)");
+    if (n < hdr_size + 8 || memcmp(p, magic, 4) != 0)
+        return ls_err(LS_EFORMAT, "not a loader message (bad magic or size)");
     uint16_t ver;
     memcpy(&ver, p + 4, 2);
     if (ver != WIRE_VERSION) return ls_err(LS_EFORMAT, "unsupported loader wire version %u", ver);
@@ -346,8 +351,10 @@ int ls_loader_server_open(ls_loader_server **out, const ls_loader_mix *mix, int 
     if (rc == LS_OK) {
         int zero = 0;
         zmq_setsockopt(s->sock, ZMQ_LINGER, &zero, sizeof zero);
-        if (port) snprintf(ep, sizeof ep, "tcp://%s:%d", bind ? bind : "127.0.0.1", port);
-        else snprintf(ep, sizeof ep, "tcp://%s:*", bind ? bind : "127.0.0.1");
+        if (port)
+            snprintf(ep, sizeof ep, "tcp://%s:%d", bind ? bind : "127.0.0.1", port);
+        else
+            snprintf(ep, sizeof ep, "tcp://%s:*", bind ? bind : "127.0.0.1");
         if (zmq_bind(s->sock, ep) != 0) rc = ls_err(LS_ENET, "cannot bind %s: %s", ep, zmq_strerror(zmq_errno()));
     }
     if (rc == LS_OK) {
@@ -356,15 +363,18 @@ int ls_loader_server_open(ls_loader_server **out, const ls_loader_mix *mix, int 
         const char *colon;
         if (zmq_getsockopt(s->sock, ZMQ_LAST_ENDPOINT, last, &n) != 0 || !(colon = strrchr(last, ':')))
             rc = ls_err(LS_ENET, "zmq: cannot read the bound endpoint");
-        else s->port = atoi(colon + 1);
+        else
+            s->port = atoi(colon + 1);
         char wake[64];
         snprintf(wake, sizeof wake, "inproc://ls-loader-wake-%p", (void *)s);
         if (rc == LS_OK && (zmq_bind(s->wake_rx, wake) != 0 || zmq_connect(s->wake_tx, wake) != 0))
             rc = ls_err(LS_ENET, "zmq inproc: %s", zmq_strerror(zmq_errno()));
     }
     if (rc == LS_OK) {
-        if (pthread_create(&s->builder, NULL, builder_main, s) != 0) rc = ls_err(LS_ENOMEM, "cannot start the constructor thread");
-        else s->builder_on = 1;
+        if (pthread_create(&s->builder, NULL, builder_main, s) != 0)
+            rc = ls_err(LS_ENOMEM, "cannot start the constructor thread");
+        else
+            s->builder_on = 1;
     }
     if (rc < 0) {
         ls_loader_server_close(s);
@@ -449,12 +459,17 @@ static void handle_batch(ls_loader_server *s, zmq_msg_t *env, size_t n_env, int6
         snprintf(msg, sizeof msg, "the constructor failed: %s", s->build_msg);
         reply_error(s, env, n_env, MSG_BATCH, s->build_err, msg);
     } else if (step < s->lo) {
-        snprintf(msg, sizeof msg, "step %lld is too far behind: the service holds steps [%lld, %lld); restart it from a saved state to replay",
+        snprintf(msg, sizeof msg,
+                 "step %lld is too far behind: the service holds steps [%lld, %lld); restart it from a saved state to "
+                 "replay",
                  (long long)step, (long long)s->lo, (long long)s->hi);
         reply_error(s, env, n_env, MSG_BATCH, LS_ERANGE, msg);
     } else if (step >= first_unfetched(s) + s->W) {
-        snprintf(msg, sizeof msg, "step %lld is too far ahead: the service holds steps [%lld, %lld) and builds up to step %lld until every rank has fetched step %lld",
-                 (long long)step, (long long)s->lo, (long long)s->hi, (long long)(first_unfetched(s) + s->W - 1), (long long)first_unfetched(s));
+        snprintf(msg, sizeof msg,
+                 "step %lld is too far ahead: the service holds steps [%lld, %lld) and builds up to step %lld until "
+                 "every rank has fetched step %lld",
+                 (long long)step, (long long)s->lo, (long long)s->hi, (long long)(first_unfetched(s) + s->W - 1),
+                 (long long)first_unfetched(s));
         reply_error(s, env, n_env, MSG_BATCH, LS_ERANGE, msg);
     } else if (step < s->hi) {
         reply_batch(s, env, n_env, step, rank);
@@ -483,18 +498,23 @@ static int control(ls_loader_server *s, const uint8_t *payload, size_t len, char
     int rc = LS_OK;
     double w[LS_LOADER_MAX_SOURCES] = {0}, step = -1;
     const cJSON *jw = cJSON_GetObjectItemCaseSensitive(j, "weights");
-    if (!cJSON_IsObject(j) || !jw) rc = ls_err(LS_EINVAL, "control message: expected {\"weights\": {...} | null, \"step\": N}");
+    if (!cJSON_IsObject(j) || !jw)
+        rc = ls_err(LS_EINVAL, "control message: expected {\"weights\": {...} | null, \"step\": N}");
     if (rc == LS_OK) rc = ls_json_get_double(j, "step", -1, &step);
-    if (rc == LS_OK && (step != floor(step) || step < -1)) rc = ls_err(LS_EINVAL, "control message: \"step\" must be an integer >= 0");
+    if (rc == LS_OK && (step != floor(step) || step < -1))
+        rc = ls_err(LS_EINVAL, "control message: \"step\" must be an integer >= 0");
     if (rc == LS_OK && !cJSON_IsNull(jw)) {
         if (!cJSON_IsObject(jw)) rc = ls_err(LS_EINVAL, "control message: \"weights\" must be an object or null");
         const cJSON *e;
         cJSON_ArrayForEach(e, jw) {
             if (rc < 0) break;
             int k = ls_loader_mix_find(s->mix, e->string);
-            if (k < 0) rc = ls_err(LS_EINVAL, "control message: unknown source '%s'", e->string);
-            else if (!cJSON_IsNumber(e)) rc = ls_err(LS_EINVAL, "control message: weight of '%s' is not a number", e->string);
-            else w[k] = e->valuedouble;
+            if (k < 0)
+                rc = ls_err(LS_EINVAL, "control message: unknown source '%s'", e->string);
+            else if (!cJSON_IsNumber(e))
+                rc = ls_err(LS_EINVAL, "control message: weight of '%s' is not a number", e->string);
+            else
+                w[k] = e->valuedouble;
         }
     }
     int64_t from = -1;
@@ -543,7 +563,9 @@ static void handle(ls_loader_server *s, zmq_msg_t *env, size_t n_env, zmq_msg_t 
     }
     char buf[4096];
     switch (h.type) {
-    case MSG_BATCH: handle_batch(s, env, n_env, h.step, h.rank); return;
+    case MSG_BATCH:
+        handle_batch(s, env, n_env, h.step, h.rank);
+        return;
     case MSG_CONTROL:
         if (control(s, payload, h.len, buf, sizeof buf) < 0) {
             LS_WARN("loader service: control message refused: %s", ls_errmsg());
@@ -561,7 +583,8 @@ static void handle(ls_loader_server *s, zmq_msg_t *env, size_t n_env, zmq_msg_t 
         send_reply(s, env, n_env, MSG_SHUTDOWN, LS_OK, "{\"ok\":true}", 11);
         atomic_store(&s->stop, 1);
         return;
-    default: reply_error(s, env, n_env, (int)h.type, LS_EINVAL, "unknown request type");
+    default:
+        reply_error(s, env, n_env, (int)h.type, LS_EINVAL, "unknown request type");
     }
 }
 
@@ -591,8 +614,10 @@ int ls_loader_server_run(ls_loader_server *s) {
                 break;
             }
             more = zmq_msg_more(&m);
-            if (nf < MAX_ENVELOPE + 1) fr[nf++] = m;
-            else zmq_msg_close(&m), overflow = 1;
+            if (nf < MAX_ENVELOPE + 1)
+                fr[nf++] = m;
+            else
+                zmq_msg_close(&m), overflow = 1;
         }
         if (nf < 2 || overflow) {
             for (size_t k = 0; k < nf; k++) zmq_msg_close(&fr[k]);
@@ -620,7 +645,8 @@ static int client_connect(ls_loader_client *c) {
     zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof zero);
     zmq_setsockopt(c->sock, ZMQ_RCVTIMEO, &c->timeout_ms, sizeof c->timeout_ms);
     zmq_setsockopt(c->sock, ZMQ_SNDTIMEO, &c->timeout_ms, sizeof c->timeout_ms);
-    if (zmq_connect(c->sock, c->endpoint) != 0) return ls_err(LS_ENET, "cannot connect to %s: %s", c->endpoint, zmq_strerror(zmq_errno()));
+    if (zmq_connect(c->sock, c->endpoint) != 0)
+        return ls_err(LS_ENET, "cannot connect to %s: %s", c->endpoint, zmq_strerror(zmq_errno()));
     return LS_OK;
 }
 
@@ -674,7 +700,8 @@ static int roundtrip(ls_loader_client *c, int type, int64_t step, const void *pl
         zmq_msg_init(&m);
         if (zmq_msg_recv(&m, c->sock, 0) < 0) {
             zmq_msg_close(&m);
-            rc = ls_err(LS_ETIMEDOUT, "loader service %s: no answer within %d ms (%d attempts)", c->endpoint, c->timeout_ms, attempt + 1);
+            rc = ls_err(LS_ETIMEDOUT, "loader service %s: no answer within %d ms (%d attempts)", c->endpoint,
+                        c->timeout_ms, attempt + 1);
             continue;
         }
         const uint8_t *p = zmq_msg_data(&m), *body;
@@ -685,7 +712,8 @@ static int roundtrip(ls_loader_client *c, int type, int64_t step, const void *pl
         rc = frame_check(p, n, REP_MAGIC, sizeof h, h.len, &body);
         if (rc == LS_OK) {
             *payload = malloc(h.len + 1);
-            if (!*payload) rc = ls_err(LS_ENOMEM, "out of memory");
+            if (!*payload)
+                rc = ls_err(LS_ENOMEM, "out of memory");
             else {
                 memcpy(*payload, body, h.len);
                 (*payload)[h.len] = 0;
@@ -715,8 +743,8 @@ int ls_loader_client_batch(ls_loader_client *c, int64_t step, ls_loader_batch *o
     free(p);
     if (rc == LS_OK && (out->step != step || out->rank != c->rank)) {
         ls_loader_batch_free(out);
-        rc = ls_err(LS_EFORMAT, "loader service answered for step %lld rank %d, asked step %lld rank %d", (long long)out->step,
-                    out->rank, (long long)step, c->rank);
+        rc = ls_err(LS_EFORMAT, "loader service answered for step %lld rank %d, asked step %lld rank %d",
+                    (long long)out->step, out->rank, (long long)step, c->rank);
     }
     return rc;
 }
@@ -731,8 +759,10 @@ static int simple(ls_loader_client *c, int type, const char *json, char **reply)
         free(p);
         return rc;
     }
-    if (reply) *reply = (char *)p;
-    else free(p);
+    if (reply)
+        *reply = (char *)p;
+    else
+        free(p);
     return LS_OK;
 }
 

@@ -95,9 +95,12 @@ static int list_dir(ls_src *s, const char *dir, int depth) {
     if (rc == LS_OK) qsort(names, (size_t)n, sizeof *names, cmp_str);
     for (int i = 0; i < n && rc == LS_OK; i++) {
         struct stat st;
-        if (stat(names[i], &st) != 0) rc = ls_err(LS_EIO, "%s: %s", names[i], strerror(errno));
-        else if (S_ISDIR(st.st_mode)) rc = list_dir(s, names[i], depth + 1);
-        else if (S_ISREG(st.st_mode)) rc = add_file(s, names[i]);
+        if (stat(names[i], &st) != 0)
+            rc = ls_err(LS_EIO, "%s: %s", names[i], strerror(errno));
+        else if (S_ISDIR(st.st_mode))
+            rc = list_dir(s, names[i], depth + 1);
+        else if (S_ISREG(st.st_mode))
+            rc = add_file(s, names[i]);
     }
     for (int i = 0; i < n; i++) free(names[i]);
     free(names);
@@ -105,7 +108,9 @@ static int list_dir(ls_src *s, const char *dir, int depth) {
 }
 
 static int add_doc(ls_src *s, uint32_t file, uint64_t off, size_t len) {
-    if (len > MAX_DOC_BYTES) return ls_err(LS_EINVAL, "%s: document at byte %llu is larger than %u bytes", s->files[file], (unsigned long long)off, MAX_DOC_BYTES);
+    if (len > MAX_DOC_BYTES)
+        return ls_err(LS_EINVAL, "%s: document at byte %llu is larger than %u bytes", s->files[file],
+                      (unsigned long long)off, MAX_DOC_BYTES);
     if (s->ndocs == UINT32_MAX - 1) return ls_err(LS_ERANGE, "source '%s': too many documents", s->spec.name);
     if (s->ndocs == s->cap) {
         size_t nc = s->cap ? s->cap * 2 : 1024;
@@ -127,7 +132,8 @@ static int is_blank_line(const char *p, const char *end) {
 static int index_text(ls_src *s, uint32_t f, const char *buf, size_t len) {
     if (s->spec.split == LS_SPLIT_FILE) {
         int any = 0; /* whitespace-only files are not documents */
-        for (size_t i = 0; i < len && !any; i++) any = buf[i] != ' ' && buf[i] != '\n' && buf[i] != '\t' && buf[i] != '\r';
+        for (size_t i = 0; i < len && !any; i++)
+            any = buf[i] != ' ' && buf[i] != '\n' && buf[i] != '\t' && buf[i] != '\r';
         return any ? add_doc(s, f, 0, len) : LS_OK;
     }
     /* Blank-line blocks: a document runs from its first non-blank line to the end of its
@@ -169,10 +175,11 @@ static int index_jsonl(ls_src *s, uint32_t f, const char *buf, size_t len, int s
             cJSON_Delete(j);
             if (why) {
                 if (strict)
-                    return ls_err(LS_EFORMAT, "%s:%d: %s%s%s", s->files[f], line, why,
-                                  j ? " " : "", j ? s->spec.field : "");
+                    return ls_err(LS_EFORMAT, "%s:%d: %s%s%s", s->files[f], line, why, j ? " " : "",
+                                  j ? s->spec.field : "");
                 if (s->skipped < MAX_WARNINGS)
-                    LS_WARN("%s:%d: %s%s%s, line skipped", s->files[f], line, why, j ? " " : "", j ? s->spec.field : "");
+                    LS_WARN("%s:%d: %s%s%s, line skipped", s->files[f], line, why, j ? " " : "",
+                            j ? s->spec.field : "");
                 s->skipped++;
             } else {
                 LS_TRY(add_doc(s, f, (uint64_t)(p - buf), (size_t)(eol - p)));
@@ -192,8 +199,10 @@ static int map_file(ls_src *s, int f) {
     s->maps[f].len = rc == LS_OK ? (size_t)st.st_size : 0;
     if (rc == LS_OK && st.st_size > 0) {
         void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (m == MAP_FAILED) rc = ls_err(LS_EIO, "%s: cannot map: %s", s->files[f], strerror(errno));
-        else s->maps[f].p = m;
+        if (m == MAP_FAILED)
+            rc = ls_err(LS_EIO, "%s: cannot map: %s", s->files[f], strerror(errno));
+        else
+            s->maps[f].p = m;
     }
     close(fd);
     return rc;
@@ -208,7 +217,6 @@ typedef struct {
 } tok_header;
 _Static_assert(sizeof(tok_header) == TOK_HEADER, "lstok header is 64 bytes");
 
-
 static int open_tokens(ls_src *s) {
     const char *path = s->files[0];
     LS_TRY(map_file(s, 0));
@@ -219,7 +227,8 @@ static int open_tokens(ls_src *s) {
     memcpy(&h, base, sizeof h);
     if (memcmp(h.magic, TOK_MAGIC, 8) != 0) return ls_err(LS_EFORMAT, "%s: not a .lstok file (bad magic)", path);
     if (h.version != TOK_VERSION) return ls_err(LS_EFORMAT, "%s: unsupported .lstok version %u", path, h.version);
-    if (ls_hash64(&h, offsetof(tok_header, hdr_hash)) != h.hdr_hash) return ls_err(LS_ECHECKSUM, "%s: header checksum mismatch", path);
+    if (ls_hash64(&h, offsetof(tok_header, hdr_hash)) != h.hdr_hash)
+        return ls_err(LS_ECHECKSUM, "%s: header checksum mismatch", path);
     if (h.token_bytes != 2 || h.n_docs == 0 || h.n_docs >= UINT32_MAX || h.n_tokens > size ||
         h.index_off != TOK_HEADER + 2 * h.n_tokens || (uint64_t)size != h.index_off + 8 * (h.n_docs + 1))
         return ls_err(LS_EFORMAT, "%s: inconsistent .lstok sizes (%llu docs, %llu tokens, %zu bytes)", path,
@@ -227,15 +236,20 @@ static int open_tokens(ls_src *s) {
     s->tok_index = malloc((h.n_docs + 1) * sizeof *s->tok_index);
     if (!s->tok_index) return ls_err(LS_ENOMEM, "out of memory");
     memcpy(s->tok_index, base + h.index_off, (h.n_docs + 1) * 8);
-    if (ls_hash64(s->tok_index, (h.n_docs + 1) * 8) != h.idx_hash) return ls_err(LS_ECHECKSUM, "%s: index checksum mismatch", path);
+    if (ls_hash64(s->tok_index, (h.n_docs + 1) * 8) != h.idx_hash)
+        return ls_err(LS_ECHECKSUM, "%s: index checksum mismatch", path);
     for (uint64_t i = 0; i < h.n_docs; i++)
         if (s->tok_index[i] >= s->tok_index[i + 1] || s->tok_index[i + 1] - s->tok_index[i] > MAX_DOC_BYTES)
-            return ls_err(LS_EFORMAT, "%s: index entry %llu is not increasing or too long", path, (unsigned long long)i);
-    if (s->tok_index[0] != 0 || s->tok_index[h.n_docs] != h.n_tokens) return ls_err(LS_EFORMAT, "%s: index does not span the tokens", path);
-    if (ls_hash64(base + TOK_HEADER, h.n_tokens * 2) != h.tok_hash) return ls_err(LS_ECHECKSUM, "%s: token checksum mismatch", path);
+            return ls_err(LS_EFORMAT, "%s: index entry %llu is not increasing or too long", path,
+                          (unsigned long long)i);
+    if (s->tok_index[0] != 0 || s->tok_index[h.n_docs] != h.n_tokens)
+        return ls_err(LS_EFORMAT, "%s: index does not span the tokens", path);
+    if (ls_hash64(base + TOK_HEADER, h.n_tokens * 2) != h.tok_hash)
+        return ls_err(LS_ECHECKSUM, "%s: token checksum mismatch", path);
     const uint16_t *tok = (const uint16_t *)(const void *)(base + TOK_HEADER);
     for (uint64_t i = 0; i < h.n_tokens; i++)
-        if (tok[i] >= LS_VOCAB) return ls_err(LS_EFORMAT, "%s: token %llu out of range (%u)", path, (unsigned long long)i, tok[i]);
+        if (tok[i] >= LS_VOCAB)
+            return ls_err(LS_EFORMAT, "%s: token %llu out of range (%u)", path, (unsigned long long)i, tok[i]);
     s->ndocs = (uint32_t)h.n_docs;
     return LS_OK;
 }
@@ -270,7 +284,8 @@ int ls_src_open(ls_src **out, const ls_loader_source_spec *spec, int strict) {
             const char *buf = s->maps[f].p;
             size_t len = s->maps[f].len;
             if (len == 0) continue;
-            rc = spec->type == LS_SRC_JSONL ? index_jsonl(s, (uint32_t)f, buf, len, strict) : index_text(s, (uint32_t)f, buf, len);
+            rc = spec->type == LS_SRC_JSONL ? index_jsonl(s, (uint32_t)f, buf, len, strict)
+                                            : index_text(s, (uint32_t)f, buf, len);
         }
         if (rc == LS_OK && s->skipped > MAX_WARNINGS)
             LS_WARN("source '%s': %lld malformed lines skipped in all", spec->name, (long long)s->skipped);
@@ -302,7 +317,8 @@ uint32_t ls_src_ndocs(const ls_src *s) { return s->ndocs; }
 int64_t ls_src_skipped(const ls_src *s) { return s->skipped; }
 
 size_t ls_src_state_bytes(const ls_src *s) {
-    size_t b = sizeof *s + s->cap * sizeof(doc_ref) + (s->tok_index ? (s->ndocs + 1) * 8 : 0) + (size_t)s->nfiles * sizeof(file_map);
+    size_t b = sizeof *s + s->cap * sizeof(doc_ref) + (s->tok_index ? (s->ndocs + 1) * 8 : 0) +
+               (size_t)s->nfiles * sizeof(file_map);
     for (int i = 0; i < s->nfiles; i++) b += strlen(s->files[i]) + 1 + sizeof(char *);
     return b;
 }
@@ -349,7 +365,8 @@ int ls_src_read_doc(const ls_src *s, ls_src_reader *r, uint32_t doc, int *len) {
         const cJSON *v = j ? jsonl_text(j, s->spec.field) : NULL;
         if (!v) {
             cJSON_Delete(j);
-            return ls_err(LS_EFORMAT, "%s: document at byte %llu changed since indexing", s->files[d->file], (unsigned long long)d->off);
+            return ls_err(LS_EFORMAT, "%s: document at byte %llu changed since indexing", s->files[d->file],
+                          (unsigned long long)d->off);
         }
         text = (const unsigned char *)v->valuestring;
         n = strlen(v->valuestring); /* a JSON string is never longer than its line */
@@ -406,8 +423,10 @@ int ls_loader_tokenize(const ls_loader_source_spec *spec, int strict, const char
             fwrite(&h, sizeof h, 1, af.fp) != 1)
             rc = ls_err(LS_EIO, "%s: write failed", out_path);
     }
-    if (rc == LS_OK) rc = ls_atomic_commit(&af);
-    else if (opened) ls_atomic_abort(&af);
+    if (rc == LS_OK)
+        rc = ls_atomic_commit(&af);
+    else if (opened)
+        ls_atomic_abort(&af);
     if (rc == LS_OK) {
         if (n_docs) *n_docs = s->ndocs;
         if (n_tokens) *n_tokens = (int64_t)total;

@@ -26,10 +26,14 @@ static int svc_fill(ls_batch_source *s, int64_t step, int row0, int rows, int T,
     LS_TRY(ls_loader_client_batch(x->c, step, &b));
     int rc = LS_OK;
     if (b.n_ctx > T)
-        rc = ls_err(LS_EINVAL, "the loader's rows hold %d tokens but the trainer's sequences only %d: set --seq %d or the mix's n_ctx <= %d",
+        rc = ls_err(LS_EINVAL,
+                    "the loader's rows hold %d tokens but the trainer's sequences only %d: set --seq %d or the mix's "
+                    "n_ctx <= %d",
                     b.n_ctx, T, b.n_ctx, T);
     else if (b.n_rows > rows)
-        rc = ls_err(LS_EINVAL, "step %lld: the loader packed rank %d's share into %d rows but the trainer holds %d per rank: raise --batch or lower the mix's tokens_per_rank",
+        rc = ls_err(LS_EINVAL,
+                    "step %lld: the loader packed rank %d's share into %d rows but the trainer holds %d per rank: "
+                    "raise --batch or lower the mix's tokens_per_rank",
                     (long long)step, x->rank, b.n_rows, rows);
     if (rc == LS_OK) {
         for (int i = 0; i < rows * T; i++) tokens[i] = LS_TOK_PAD, targets[i] = -1;
@@ -42,7 +46,8 @@ static int svc_fill(ls_batch_source *s, int64_t step, int row0, int rows, int T,
             }
         }
         uint8_t *st = malloc(b.state_len);
-        if (!st) rc = ls_err(LS_ENOMEM, "out of memory");
+        if (!st)
+            rc = ls_err(LS_ENOMEM, "out of memory");
         else {
             memcpy(st, b.state, b.state_len);
             free(x->state);
@@ -82,8 +87,9 @@ int ls_loader_batch_source(struct ls_batch_source **out, const char *endpoint, i
         const char *p = strstr(info, "\"ranks\":");
         int served = p ? atoi(p + 8) : -1;
         if (served != n_ranks)
-            rc = ls_err(LS_EINVAL, "the loader service at %s serves %d ranks but this run has %d: start it with --ranks %d", endpoint,
-                        served, n_ranks, n_ranks);
+            rc = ls_err(LS_EINVAL,
+                        "the loader service at %s serves %d ranks but this run has %d: start it with --ranks %d",
+                        endpoint, served, n_ranks, n_ranks);
     }
     free(info);
     if (rc < 0) {

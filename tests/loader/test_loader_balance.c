@@ -74,7 +74,8 @@ static void test_vs_brute_force(void) {
         sum_kk += kk;
         cases++;
     }
-    fprintf(stderr, "  300 cases: worst LPT/OPT %.3f, worst KK/OPT %.3f, mean KK/OPT %.4f\n", worst_lpt, worst_kk, sum_kk / cases);
+    fprintf(stderr, "  300 cases: worst LPT/OPT %.3f, worst KK/OPT %.3f, mean KK/OPT %.4f\n", worst_lpt, worst_kk,
+            sum_kk / cases);
     CHECK(sum_kk / cases < 1.05);
 }
 

@@ -73,9 +73,9 @@ static void test_sources_and_config(void) {
     ls_loader *ld;
     ls_loader_opts o = {0, 8};
     CHECK_EQ_INT(ls_loader_open(&ld, &mix, 2, &o), 0);
-    CHECK_EQ_INT(ls_loader_source_docs(ld, 0), 60);   /* 3 files x 20 paragraphs */
-    CHECK_EQ_INT(ls_loader_source_docs(ld, 1), 12);   /* empty.h is not a document */
-    CHECK_EQ_INT(ls_loader_source_docs(ld, 2), 150);  /* two malformed lines skipped */
+    CHECK_EQ_INT(ls_loader_source_docs(ld, 0), 60);  /* 3 files x 20 paragraphs */
+    CHECK_EQ_INT(ls_loader_source_docs(ld, 1), 12);  /* empty.h is not a document */
+    CHECK_EQ_INT(ls_loader_source_docs(ld, 2), 150); /* two malformed lines skipped */
     CHECK_EQ_INT(ls_loader_source_skipped(ld, 2), 2);
     CHECK(ls_loader_state_bytes(ld) > 0);
     ls_loader_close(ld);
@@ -91,7 +91,9 @@ static void test_sources_and_config(void) {
     CHECK_EQ_INT(ls_loader_tokenize(&mix.src[1], 0, tok, &nd, &nt), 0);
     CHECK_EQ_INT(nd, 12);
     char js[1024];
-    snprintf(js, sizeof js, "{\"n_ctx\": 64, \"sources\": [{\"name\": \"a\", \"path\": \"code\"}, {\"name\": \"b\", \"type\": \"tokens\", \"path\": \"code.lstok\"}]}");
+    snprintf(js, sizeof js,
+             "{\"n_ctx\": 64, \"sources\": [{\"name\": \"a\", \"path\": \"code\"}, {\"name\": \"b\", \"type\": "
+             "\"tokens\", \"path\": \"code.lstok\"}]}");
     ls_loader_mix m2;
     CHECK_EQ_INT(ls_loader_mix_parse(js, dir, &m2), 0);
     CHECK_EQ_INT(ls_loader_open(&ld, &m2, 1, &o), 0);
@@ -118,8 +120,10 @@ static void test_bad_configs(void) {
         "{\"sources\": [{\"name\": \"a\", \"path\": \"code\", \"weight\": -1}]}",
         "{\"sources\": [{\"name\": \"a\", \"path\": \"code\", \"weight\": 0}]}",
         "{\"sources\": [{\"name\": \"a\", \"path\": \"code\", \"weight\": 1e999}]}",
-        "{\"sources\": [{\"name\": \"a\", \"path\": \"code\"}], \"schedule\": [{\"step\": 0, \"weights\": {\"zz\": 1}}]}",
-        "{\"sources\": [{\"name\": \"a\", \"path\": \"code\"}], \"schedule\": [{\"step\": 0, \"weights\": {\"a\": 0}}]}",
+        "{\"sources\": [{\"name\": \"a\", \"path\": \"code\"}], \"schedule\": [{\"step\": 0, \"weights\": {\"zz\": "
+        "1}}]}",
+        "{\"sources\": [{\"name\": \"a\", \"path\": \"code\"}], \"schedule\": [{\"step\": 0, \"weights\": {\"a\": "
+        "0}}]}",
         "{\"sources\": [{\"name\": \"a\", \"path\": \"code\"}, {\"name\": \"a\", \"path\": \"code\"}]}",
         "{\"sources\": [{\"name\": \"a\", \"path\": \"code\", \"type\": \"parquet\"}]}",
         "{\"sources\": []}",
@@ -141,7 +145,9 @@ static void test_bad_configs(void) {
     CHECK(strstr(ls_errmsg(), "nope") != NULL);
     ls_loader_mix_free(&m);
     write_file("empty.txt", "\n\n   \n");
-    CHECK_EQ_INT(ls_loader_mix_parse("{\"sources\": [{\"name\": \"e\", \"path\": \"empty.txt\", \"split\": \"blank\"}]}", dir, &m), 0);
+    CHECK_EQ_INT(ls_loader_mix_parse(
+                     "{\"sources\": [{\"name\": \"e\", \"path\": \"empty.txt\", \"split\": \"blank\"}]}", dir, &m),
+                 0);
     CHECK(ls_loader_open(&ld, &m, 1, NULL) == LS_EINVAL);
     CHECK(strstr(ls_errmsg(), "no documents") != NULL);
     ls_loader_mix_free(&m);
@@ -150,7 +156,8 @@ static void test_bad_configs(void) {
 static void test_schedule(void) {
     ls_loader_mix m;
     const char *js = "{\"sources\": [{\"name\": \"a\", \"path\": \"code\"}, {\"name\": \"b\", \"path\": \"code\"}],"
-                     " \"schedule\": [{\"step\": 100, \"weights\": {\"a\": 3, \"b\": 1}}, {\"step\": 0, \"weights\": {\"a\": 1, \"b\": 1}}]}";
+                     " \"schedule\": [{\"step\": 100, \"weights\": {\"a\": 3, \"b\": 1}}, {\"step\": 0, \"weights\": "
+                     "{\"a\": 1, \"b\": 1}}]}";
     CHECK_EQ_INT(ls_loader_mix_parse(js, dir, &m), 0);
     double w[2];
     ls_loader_mix_weights_at(&m, 0, w);
@@ -169,7 +176,8 @@ static uint64_t step_hash(const ls_loader_step *st) {
     for (int r = 0; r < st->n_ranks; r++) {
         ls_loader_batch b;
         CHECK_EQ_INT(ls_loader_step_batch(st, r, &b), 0);
-        uint64_t v[4] = {h, ls_hash64(b.tokens, (size_t)b.n_rows * b.n_ctx * 4), ls_hash64(b.doc_ids, (size_t)b.n_rows * b.n_ctx * 4),
+        uint64_t v[4] = {h, ls_hash64(b.tokens, (size_t)b.n_rows * b.n_ctx * 4),
+                         ls_hash64(b.doc_ids, (size_t)b.n_rows * b.n_ctx * 4),
                          ls_hash64(b.segs, (size_t)b.n_segs * sizeof *b.segs)};
         h = ls_hash64(v, sizeof v);
         ls_loader_batch_free(&b);
@@ -190,8 +198,10 @@ static void cover(coverage *c, const ls_loader_step *st) {
         if (g->epoch >= 4) continue;
         int64_t *no = &c->next_off[g->source][g->epoch][g->doc];
         if ((int64_t)g->doc_off != *no) {
-            if ((int64_t)g->doc_off < *no) c->overlap++;
-            else c->gap++;
+            if ((int64_t)g->doc_off < *no)
+                c->overlap++;
+            else
+                c->gap++;
         }
         *no = g->doc_off + g->len;
         c->covered[g->source][g->epoch][g->doc] += g->len;
@@ -232,7 +242,9 @@ static void test_mixing_and_resume(void) {
         ls_loader_step_free(st);
     }
     CHECK(tight);
-    for (int k = 0; k < 3; k++) CHECK_MSG(fabs(tot[k] - tgt[k]) <= mix.n_ctx, "source %d: %lld tokens vs target %.1f", k, (long long)tot[k], tgt[k]);
+    for (int k = 0; k < 3; k++)
+        CHECK_MSG(fabs(tot[k] - tgt[k]) <= mix.n_ctx, "source %d: %lld tokens vs target %.1f", k, (long long)tot[k],
+                  tgt[k]);
     /* No token served twice or skipped within a document, and every epoch-0 document of a
      * source that wrapped was served entirely. */
     CHECK_EQ_INT(cov.overlap, 0);
@@ -306,7 +318,9 @@ static void test_epochs(void) {
     for (int k = 0; k < 3; k++)
         for (int d = 0; d < (int)ls_loader_source_docs(ld, k); d++)
             if (doclen[k][d] == 0 || cov.covered[k][0][d] != doclen[k][d]) {
-                if (full) fprintf(stderr, "  source %d doc %d: covered %lld of %lld\n", k, d, (long long)cov.covered[k][0][d], (long long)doclen[k][d]);
+                if (full)
+                    fprintf(stderr, "  source %d doc %d: covered %lld of %lld\n", k, d, (long long)cov.covered[k][0][d],
+                            (long long)doclen[k][d]);
                 full = 0;
             }
     CHECK(full);

@@ -44,7 +44,8 @@ static void make_data(void) {
         CHECK_EQ_INT(ls_file_write_atomic(p, buf, (size_t)n), 0);
     }
     int o = 0;
-    for (int i = 0; i < 60; i++) o += snprintf(buf + o, sizeof buf - (size_t)o, "{\"text\": \"%d*%d=%d\"}\n", i, i, i * i);
+    for (int i = 0; i < 60; i++)
+        o += snprintf(buf + o, sizeof buf - (size_t)o, "{\"text\": \"%d*%d=%d\"}\n", i, i, i * i);
     snprintf(p, sizeof p, "%s/short.jsonl", dir);
     CHECK_EQ_INT(ls_file_write_atomic(p, buf, (size_t)o), 0);
 }
@@ -59,8 +60,10 @@ static int start_server(const ls_loader_mix *mix, const uint8_t *state, size_t l
         ls_loader_serve_opts o = {2, 2, 1};
         ls_loader_server *srv;
         int port = -1;
-        if (ls_loader_server_open(&srv, mix, R, "127.0.0.1", 0, &o, state, len) == 0) port = ls_loader_server_port(srv);
-        else fprintf(stderr, "server: %s\n", ls_errmsg());
+        if (ls_loader_server_open(&srv, mix, R, "127.0.0.1", 0, &o, state, len) == 0)
+            port = ls_loader_server_port(srv);
+        else
+            fprintf(stderr, "server: %s\n", ls_errmsg());
         if (write(fd[1], &port, sizeof port) != (ssize_t)sizeof port) _exit(1);
         close(fd[1]);
         if (port < 0) _exit(1);
@@ -78,7 +81,8 @@ static int start_server(const ls_loader_mix *mix, const uint8_t *state, size_t l
 static uint64_t batch_hash(const ls_loader_batch *b) {
     /* The state blob is left out: steps the service built before a control message
      * arrived do not carry that message's pending change (the batches are the same). */
-    uint64_t v[3] = {ls_hash64(b->tokens, (size_t)b->n_rows * b->n_ctx * 4), ls_hash64(b->doc_ids, (size_t)b->n_rows * b->n_ctx * 4),
+    uint64_t v[3] = {ls_hash64(b->tokens, (size_t)b->n_rows * b->n_ctx * 4),
+                     ls_hash64(b->doc_ids, (size_t)b->n_rows * b->n_ctx * 4),
                      ls_hash64(b->segs, (size_t)b->n_segs * sizeof *b->segs)};
     return ls_hash64(v, sizeof v);
 }
@@ -127,11 +131,13 @@ static void test_service(void) {
     CHECK(ls_loader_client_control(c[0], "{\"weights\": {\"long\": -1, \"short\": 1}}", NULL) < 0);
     CHECK(ls_loader_client_control(c[0], "{\"weights\": {\"long\": 0, \"short\": 0}}", NULL) < 0);
     CHECK(ls_loader_client_control(c[0], "not json", NULL) < 0);
-    CHECK_EQ_INT(ls_loader_client_control(c[0], "{\"weights\": {\"long\": 0.1, \"short\": 0.9}, \"step\": 9}", &reply), 0);
+    CHECK_EQ_INT(ls_loader_client_control(c[0], "{\"weights\": {\"long\": 0.1, \"short\": 0.9}, \"step\": 9}", &reply),
+                 0);
     CHECK(reply && strstr(reply, "\"from_step\":9"));
     free(reply);
     reply = NULL;
-    CHECK_EQ_INT(ls_loader_client_control(c[0], "{\"weights\": null, \"step\": 12}", &reply), 0); /* back to the schedule */
+    CHECK_EQ_INT(ls_loader_client_control(c[0], "{\"weights\": null, \"step\": 12}", &reply),
+                 0); /* back to the schedule */
     free(reply);
     CHECK_EQ_INT(ls_loader_client_control(c[0], NULL, &reply), 0); /* info */
     CHECK(reply && strstr(reply, "\"ranks\":3"));
