@@ -294,7 +294,8 @@ static int train_run(const train_opts *o, train_ctx *c) {
     if (start >= end && rank == 0) LS_WARN("%s is already at step %" PRId64 ": nothing to train", o->resume, start);
     ls_model *m = ls_trainer_model(c->t);
     if (rank == 0 && !c->corpus) {
-        LS_INFO("train: %zu params, %d rank(s), batch %d x seq %d, steps %" PRId64 "..%" PRId64 " of %d, data from the loader service %s",
+        LS_INFO("train: %zu params, %d rank(s), batch %d x seq %d, steps %" PRId64 "..%" PRId64
+                " of %d, data from the loader service %s",
                 ls_model_num_params(m), N, tc->batch, tc->seq, start, end, tc->steps, o->loader);
     } else if (rank == 0) {
         char b[32];
@@ -374,7 +375,8 @@ int cmd_train(int argc, char **argv) {
     ls_arg spec[] = {
         {"config", LS_ARG_STR, &o.config, "NAME", "model config: tiny or small (default small)"},
         {"data", LS_ARG_STR_LIST, &o.data.paths, "PATH", "text files or directories (recursive)"},
-        {"loader", LS_ARG_STR, &o.loader, "URL", "fetch each step's batch from `llmsys loader serve` at tcp://host:port instead of --data"},
+        {"loader", LS_ARG_STR, &o.loader, "URL",
+         "fetch each step's batch from `llmsys loader serve` at tcp://host:port instead of --data"},
         {"steps", LS_ARG_INT, &o.steps, "N", "total optimizer steps of the run (the lr schedule length)"},
         {"out", LS_ARG_STR, &o.out, "FILE", "checkpoint to write (.safetensors, atomic)", 1},
         {"resume", LS_ARG_STR, &o.resume, "CKPT", "continue the run saved in CKPT exactly"},
