@@ -17,6 +17,7 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "llmsys/core.h"
+#include "llmsys/loader.h"
 #include "llmsys/model.h"
 #include "llmsys/train.h"
 
@@ -140,7 +141,7 @@ static void on_stop_signal(int sig) { train_stop_signal = sig; }
 #define UNSET64 INT64_MIN
 
 typedef struct {
-    const char *config, *out, *resume, *report;
+    const char *config, *out, *resume, *report, *loader;
     data_opts data;
     int steps, batch, seq, warmup, ranks, save_every, stop_at, log_every, threads;
     int64_t seed;
@@ -209,7 +210,8 @@ static cJSON *train_report(const train_opts *o, train_ctx *c, int64_t start, con
         cJSON_AddNumberToObject(tj, "allreduce", tm.comm_s);
         cJSON_AddNumberToObject(tj, "adamw", tm.update_s);
     }
-    cJSON_AddNumberToObject(j, "train_bytes", (double)ls_corpus_num_bytes(c->corpus, LS_SPLIT_TRAIN));
+    if (c->corpus) cJSON_AddNumberToObject(j, "train_bytes", (double)ls_corpus_num_bytes(c->corpus, LS_SPLIT_TRAIN));
+    if (o->loader) cJSON_AddStringToObject(j, "loader", o->loader);
     cJSON_AddStringToObject(j, "out", o->out);
     if (o->resume) cJSON_AddStringToObject(j, "resumed_from", o->resume);
     return j;
@@ -217,9 +219,16 @@ static cJSON *train_report(const train_opts *o, train_ctx *c, int64_t start, con
 
 /* The data side of a run. The loop only sees an ls_batch_source; another kind of source
  * (a remote loader) adds its option and a branch in these two functions. */
-static int data_open(const train_opts *o, train_ctx *c) { return data_load(&o->data, &c->corpus); }
+static int data_open(const train_opts *o, train_ctx *c) {
+    return o->loader ? LS_OK : data_load(&o->data, &c->corpus); /* the loader service owns its sources */
+}
 
 static int data_source(const train_opts *o, train_ctx *c, int ranks) {
+    if (o->loader) {
+        /* each rank fetches its own cost-balanced share of every step from the service */
+        LS_TRY(ls_loader_batch_source(&c->src, o->loader, ls_dist_rank(c->d), ranks, 10000));
+        return ls_trainer_set_shards(c->t, ranks);
+    }
     ls_train_config tc = *ls_trainer_config(c->t);
     uint64_t h = ls_corpus_hash(c->corpus);
     if (o->resume && tc.data_hash && tc.data_hash != h && ls_dist_rank(c->d) == 0)
@@ -231,6 +240,15 @@ static int data_source(const train_opts *o, train_ctx *c, int ranks) {
     LS_TRY(ls_trainer_set_shards(c->t, tc.shards));
     if (!o->resume) ls_trainer_set_data_hash(c->t, h);
     return LS_OK;
+}
+
+/* With --loader, the loader's resume state is saved beside each checkpoint, as
+ * <out>.loader-state: `llmsys loader serve --resume` restarts the service from it. */
+static int data_save(const train_opts *o, train_ctx *c) {
+    if (!o->loader || ls_dist_rank(c->d) != 0) return LS_OK;
+    char p[4096];
+    snprintf(p, sizeof p, "%s.loader-state", o->out);
+    return ls_loader_batch_source_save_state(c->src, p, NULL);
 }
 
 /* Fails before any work when an output (--out, --report) could not be written where asked. */
@@ -282,7 +300,11 @@ static int train_run(const train_opts *o, train_ctx *c) {
     if (o->stop_at > 0 && o->stop_at < end) end = o->stop_at;
     if (start >= end && rank == 0) LS_WARN("%s is already at step %" PRId64 ": nothing to train", o->resume, start);
     ls_model *m = ls_trainer_model(c->t);
-    if (rank == 0) {
+    if (rank == 0 && !c->corpus) {
+        LS_INFO("train: %zu params, %d rank(s), batch %d x seq %d, steps %" PRId64 "..%" PRId64
+                " of %d, data from the loader service %s",
+                ls_model_num_params(m), N, tc->batch, tc->seq, start, end, tc->steps, o->loader);
+    } else if (rank == 0) {
         char b[32];
         LS_INFO("train: %zu params (%s), %d rank(s), global batch %d x seq %d, steps %" PRId64 "..%" PRId64
                 " of %d, %zu train / %zu held-out bytes from %d docs, %d shards",
@@ -319,6 +341,7 @@ static int train_run(const train_opts *o, train_ctx *c) {
         if (stopped) break;
         if (o->save_every > 0 && (s + 1) % o->save_every == 0 && s + 1 < end) {
             rc = ls_trainer_save(c->t, o->out);
+            if (rc == LS_OK) rc = data_save(o, c);
             if (rc < 0) break;
         }
     }
@@ -329,6 +352,7 @@ static int train_run(const train_opts *o, train_ctx *c) {
         return collective_fail(d, rc);
     }
     rc = ls_trainer_save(c->t, o->out);
+    if (rc == LS_OK && nl > 0) rc = data_save(o, c);
     if (rc < 0) {
         free(losses);
         return collective_fail(d, rc);
@@ -368,6 +392,8 @@ int cmd_train(int argc, char **argv) {
     ls_arg spec[] = {
         {"config", LS_ARG_STR, &o.config, "NAME", "model config: tiny or small (default small)"},
         {"data", LS_ARG_STR_LIST, &o.data.paths, "PATH", "text files or directories (recursive)"},
+        {"loader", LS_ARG_STR, &o.loader, "URL",
+         "fetch each step's batch from `llmsys loader serve` at tcp://host:port instead of --data"},
         {"steps", LS_ARG_INT, &o.steps, "N", "total optimizer steps of the run (the lr schedule length)"},
         {"out", LS_ARG_STR, &o.out, "FILE", "checkpoint to write (.safetensors, atomic)", 1},
         {"resume", LS_ARG_STR, &o.resume, "CKPT", "continue the run saved in CKPT exactly"},
@@ -401,8 +427,10 @@ int cmd_train(int argc, char **argv) {
     ls_model_config mc = {0};
     int given_run_setting = o.config || o.batch != UNSET || o.seq != UNSET || !isnan(o.lr) || o.warmup != UNSET ||
                             o.seed != UNSET64 || !isnan(o.weight_decay) || !isnan(o.grad_clip);
-    if (o.data.paths.n == 0)
-        rc = usage_err("train", "missing --data PATH... (see --help)");
+    if (o.data.paths.n == 0 && !o.loader)
+        rc = usage_err("train", "missing --data PATH... or --loader URL (see --help)");
+    else if (o.data.paths.n > 0 && o.loader)
+        rc = usage_err("train", "give --data or --loader, not both");
     else if (!o.resume && o.steps == UNSET)
         rc = usage_err("train", "missing --steps N (see --help)");
     else if (o.steps != UNSET && o.steps < 1)

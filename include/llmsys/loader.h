@@ -1,0 +1,278 @@
+/*
+ * loader.h - multi-source data loading for llmsys training, after OVERLORD
+ * (MegaScale-Data, arXiv 2504.09844; see docs/loader.md and REFERENCES.md §2).
+ *
+ * Roles. One *source loader* per source owns that source's access state once (its files,
+ * the document index, the shuffle order and the epoch) instead of every data-parallel rank
+ * holding a copy. One *data constructor* draws documents from the sources by the mixing
+ * weights of the current step (largest-deficit selection, as Megatron blends), builds the
+ * step's global batch, and splits it across R ranks so that the largest per-rank cost
+ * cost(L) = a·L² + b·L is as small as possible (Karmarkar–Karp or greedy LPT). A service
+ * (`llmsys loader serve`) runs both and answers "batch for step s, rank r" over ZeroMQ.
+ *
+ *     ls_loader_mix mix;                       // parsed mix config (sources, schedule, ...)
+ *     ls_loader_mix_load("mix.json", &mix);
+ *     ls_loader *ld;
+ *     ls_loader_open(&ld, &mix, 4, NULL);      // 4 ranks, default options
+ *     ls_loader_step *st;
+ *     ls_loader_next_step(ld, &st);            // builds step 0
+ *     ls_loader_batch b;
+ *     ls_loader_step_batch(st, 2, &b);         // rank 2's rows, doc ids, resume state
+ *     ...
+ *     ls_loader_batch_free(&b); ls_loader_step_free(st); ls_loader_close(ld);
+ *     ls_loader_mix_free(&mix);
+ *
+ * Tokens: bytes 0..255 plus LS_TOK_EOS (257) closing each document; rows are padded
+ * with LS_TOK_PAD (258) (see llmsys/model.h). Documents longer than n_ctx are read in
+ * segments of at most n_ctx tokens; a segment never crosses a row, so attention can be
+ * masked per segment with the per-token doc ids of a batch.
+ *
+ * Determinism: every step is a pure function of the mix config, the seed and the loader
+ * state at the start of that step (a small blob, ls_loader_get_state), so a service
+ * restarted from a saved blob serves byte-identical batches from that step on.
+ */
+#ifndef LLMSYS_LOADER_H
+#define LLMSYS_LOADER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "llmsys/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- mix config */
+
+typedef enum {
+    LS_SRC_TEXT = 0,   /* a file or a directory of files (recursive, sorted) */
+    LS_SRC_JSONL = 1,  /* JSON Lines; the document is the string under `field` */
+    LS_SRC_TOKENS = 2, /* pre-tokenized .lstok file (ls_loader_tokenize) */
+} ls_loader_src_type;
+
+typedef enum {
+    LS_SPLIT_FILE = 0,  /* one document per file */
+    LS_SPLIT_BLANK = 1, /* one document per blank-line-separated block */
+} ls_loader_split;
+
+typedef enum {
+    LS_BALANCE_NAIVE = 0, /* each rank takes its own sequential slice (equal tokens) */
+    LS_BALANCE_LPT = 1,   /* greedy longest-processing-time first */
+    LS_BALANCE_KK = 2,    /* Karmarkar–Karp largest differencing (multiway) */
+} ls_balance_algo;
+
+#define LS_LOADER_MAX_SOURCES 64
+#define LS_LOADER_NAME_MAX 48
+
+typedef struct {
+    char name[LS_LOADER_NAME_MAX];
+    ls_loader_src_type type;
+    char *path;  /* resolved against the config file's directory; owned */
+    char *field; /* JSONL text field (default "text"); owned */
+    ls_loader_split split;
+    double weight; /* static weight when there is no schedule */
+} ls_loader_source_spec;
+
+typedef struct {
+    int64_t step;
+    double *w; /* n_sources weights (>= 0, finite, not all zero); owned */
+} ls_loader_sched_point;
+
+typedef struct {
+    int n_sources;
+    ls_loader_source_spec src[LS_LOADER_MAX_SOURCES];
+    int n_points;                  /* 0: the sources' static weights throughout */
+    ls_loader_sched_point *points; /* sorted by step */
+    int n_ctx;                     /* row length = longest segment (default 512) */
+    int tokens_per_rank;           /* global batch = tokens_per_rank · ranks tokens per step */
+    int micro_batches;             /* per rank (rows are spread over them by cost) */
+    double cost_a, cost_b;         /* cost(L) = a·L² + b·L per segment */
+    ls_balance_algo balance;
+    uint64_t seed;
+    int strict; /* malformed JSON lines: error instead of skip-and-warn */
+} ls_loader_mix;
+
+/* Parses and validates a mix config file (format in docs/loader.md). Errors name the file
+ * and the offending key, source or schedule point. mix is owned by the caller
+ * (ls_loader_mix_free) and valid only on success. */
+int ls_loader_mix_load(const char *path, ls_loader_mix *mix);
+/* Same from a JSON string; relative source paths resolve against base_dir (may be NULL). */
+int ls_loader_mix_parse(const char *json, const char *base_dir, ls_loader_mix *mix);
+void ls_loader_mix_free(ls_loader_mix *mix);
+/* Checks a weight vector: finite, >= 0, sum > 0. what names it in the message. */
+int ls_loader_weights_check(const double *w, int n, const char *what);
+/* Normalised weights (sum 1) of the schedule at step: piecewise linear between points,
+ * constant before the first and after the last. */
+void ls_loader_mix_weights_at(const ls_loader_mix *mix, int64_t step, double *w);
+/* Index of a source by name, or -1. */
+int ls_loader_mix_find(const ls_loader_mix *mix, const char *name);
+const char *ls_balance_algo_name(ls_balance_algo a);
+int ls_balance_algo_parse(const char *s, ls_balance_algo *out);
+
+/* ---------------------------------------------------------------- balancing */
+
+/* cost(L) = a·L² + b·L. */
+static inline double ls_loader_cost(double a, double b, int len) { return a * (double)len * len + b * (double)len; }
+
+/* Partitions n items (cost[i] >= 0, in draw order) into k parts minimising the largest
+ * part sum; writes part[i] in [0, k). NAIVE splits the draw order into k contiguous
+ * slices of about equal weight[i] (token count; weight may be NULL = unit). Returns
+ * LS_ENOMEM/LS_EINVAL on failure. */
+int ls_balance_partition(ls_balance_algo algo, const double *cost, const int *weight, int n, int k, int *part);
+/* (KK falls back to LPT when n·k exceeds 2^26, to bound its O(n·k) memory.) */
+/* Optimal partition by exhaustive search (tests; n <= 12, k <= 4). Returns the optimum. */
+double ls_balance_brute_force(const double *cost, int n, int k, int *part);
+/* max/mean of the k part sums of part (1 = perfect; mean 0 -> 1). */
+double ls_balance_imbalance(const double *cost, const int *part, int n, int k, double *max_out);
+
+/* ---------------------------------------------------------------- token files */
+
+/* .lstok: pre-tokenized documents. Little-endian:
+ *   header (64 B): magic "LSTOKv01", u32 version (1), u32 token bytes (2), u64 n_docs,
+ *   u64 n_tokens, u64 index offset, u64 xxh3(tokens), u64 xxh3(index), u64 xxh3(header[0..56))
+ *   tokens: n_tokens u16 from byte 64;  index: n_docs+1 u64 token offsets (0 .. n_tokens).
+ * Writes every document of the source described by spec (EOS-terminated) in index order,
+ * atomically. *n_docs / *n_tokens (may be NULL) receive the counts. */
+int ls_loader_tokenize(const ls_loader_source_spec *spec, int strict, const char *out_path, int64_t *n_docs,
+                       int64_t *n_tokens);
+
+/* ---------------------------------------------------------------- the loader engine */
+
+typedef struct ls_loader ls_loader;
+
+typedef struct {
+    int threads;    /* 1: one prefetching thread per source loader; 0: read inline */
+    int queue_docs; /* documents each source loader keeps read ahead (default 64) */
+} ls_loader_opts;
+
+/* One piece of a document placed in a batch. */
+typedef struct {
+    int source;       /* index into mix->src */
+    int row, col;     /* where it sits in the rank's rows (batch only) */
+    int len;          /* tokens */
+    uint32_t epoch;   /* source epoch it was drawn in */
+    uint32_t doc;     /* document index within the source (index order, not shuffled) */
+    uint32_t doc_off; /* first token's offset within the document */
+} ls_loader_seg;
+
+/* A built step: the global batch and its split across ranks. Owned by the caller. */
+typedef struct {
+    int64_t step;
+    int n_ranks, n_ctx, micro_batches, n_sources;
+    int n_items;
+    ls_loader_seg *items;   /* draw order */
+    uint16_t **item_tokens; /* item i's tokens (items[i].len) */
+    double *item_cost;
+    int *part;              /* rank of item i under the mix's balancing algorithm */
+    double *rank_cost;      /* n_ranks */
+    int64_t *source_tokens; /* n_sources: tokens drawn from each source this step */
+    double *weights;        /* n_sources: normalised weights used for this step */
+    double cost_a, cost_b;
+    uint8_t *state_after; /* loader state at the start of step+1 (resume blob) */
+    size_t state_len;
+    uint16_t *tok_buf; /* backing store of item_tokens */
+} ls_loader_step;
+
+/* One rank's share of a step, laid out for a trainer. Owned by the caller. */
+typedef struct {
+    int64_t step;
+    int rank, n_ranks, n_ctx, n_rows, micro_batches;
+    int32_t *tokens;    /* (n_rows, n_ctx); LS_TOK_PAD after the last segment of a row */
+    int32_t *doc_ids;   /* (n_rows, n_ctx): segment index within its row, -1 on padding */
+    int32_t *row_micro; /* (n_rows): micro-batch of each row (balanced by cost) */
+    int n_segs;
+    ls_loader_seg *segs;
+    double cost;      /* Σ a·L² + b·L over the rank's segments */
+    int64_t n_tokens; /* real (non-pad) tokens */
+    uint8_t *state;   /* resume blob for step+1 (what a checkpoint after this step saves) */
+    size_t state_len;
+} ls_loader_batch;
+
+/* Opens the source loaders of mix (indexing every source: missing/unreadable files, empty
+ * sources and malformed lines are reported here) for n_ranks ranks. mix must outlive the
+ * loader. opts may be NULL (threads on, queue 64). */
+int ls_loader_open(ls_loader **out, const ls_loader_mix *mix, int n_ranks, const ls_loader_opts *opts);
+void ls_loader_close(ls_loader *ld);
+/* Builds the next step (all ranks) and advances the state. */
+int ls_loader_next_step(ls_loader *ld, ls_loader_step **out);
+void ls_loader_step_free(ls_loader_step *st);
+/* Re-partitions a built step with another algorithm (stats); part/rank_cost replaced. */
+int ls_loader_step_rebalance(ls_loader_step *st, ls_balance_algo algo);
+/* Lays out rank r's items into rows (first-fit decreasing) and micro-batches (LPT). */
+int ls_loader_step_batch(const ls_loader_step *st, int rank, ls_loader_batch *out);
+void ls_loader_batch_free(ls_loader_batch *b);
+
+/* The step the next ls_loader_next_step builds. */
+int64_t ls_loader_step_index(const ls_loader *ld);
+/* Loader state at the start of the next step: malloc'd blob (caller frees), with magic,
+ * version and checksum; a few dozen bytes per source. */
+int ls_loader_get_state(const ls_loader *ld, uint8_t **blob, size_t *len);
+/* Restores a blob from ls_loader_get_state / a batch (same mix, same sources). Rejects a
+ * foreign, corrupt or mismatched blob with a clear error and leaves the loader unchanged. */
+int ls_loader_set_state(ls_loader *ld, const uint8_t *blob, size_t len);
+/* Replaces the schedule's weights from step `at` on (at < 0: the next step built) with w
+ * (n_sources entries, checked; NULL returns to the schedule). Steps already built are
+ * never changed: at < ls_loader_step_index is LS_ESTATE. Part of the state. */
+int ls_loader_set_weights(ls_loader *ld, const double *w, int64_t at);
+/* Documents per source and malformed lines skipped while indexing. */
+int64_t ls_loader_source_docs(const ls_loader *ld, int s);
+int64_t ls_loader_source_skipped(const ls_loader *ld, int s);
+/* Bytes of per-source access state held (index, shuffle order, read-ahead queues,
+ * buffers): what a per-rank design would replicate R times. */
+size_t ls_loader_state_bytes(const ls_loader *ld);
+
+/* ---------------------------------------------------------------- service */
+
+typedef struct ls_loader_server ls_loader_server;
+
+typedef struct {
+    int prefetch; /* steps built ahead of the furthest request (default 4) */
+    int history;  /* fully-fetched steps kept for retries (default 4) */
+    int threads;  /* source loader threads (default 1) */
+} ls_loader_serve_opts;
+
+/* Binds tcp://<bind>:port (port 0 picks a free one; see ls_loader_server_port) and starts
+ * the constructor thread. state (may be NULL) resumes from a blob. */
+int ls_loader_server_open(ls_loader_server **out, const ls_loader_mix *mix, int n_ranks, const char *bind, int port,
+                          const ls_loader_serve_opts *opts, const uint8_t *state, size_t state_len);
+int ls_loader_server_port(const ls_loader_server *srv);
+/* Serves requests until a shutdown request or ls_loader_server_stop (from any thread). */
+int ls_loader_server_run(ls_loader_server *srv);
+void ls_loader_server_stop(ls_loader_server *srv);
+void ls_loader_server_close(ls_loader_server *srv);
+
+typedef struct ls_loader_client ls_loader_client;
+
+/* Connects to endpoint ("tcp://host:port") as rank. timeout_ms bounds one attempt; a
+ * timed-out request is resent (same step: the service answers it idempotently) up to
+ * `retries` times before LS_ETIMEDOUT. */
+int ls_loader_client_open(ls_loader_client **out, const char *endpoint, int rank, int timeout_ms, int retries);
+/* Fetches rank's batch for step (waits while the service builds it). Service-side errors
+ * (step evicted or too far ahead, bad rank) come back as their status with the message. */
+int ls_loader_client_batch(ls_loader_client *c, int64_t step, ls_loader_batch *out);
+/* Sends a control message (JSON, e.g. {"weights":{"prose":0.5,"math":0.5},"step":120});
+ * *reply (may be NULL) receives the service's JSON answer (caller frees). */
+int ls_loader_client_control(ls_loader_client *c, const char *json, char **reply);
+/* Asks the service to exit cleanly. */
+int ls_loader_client_shutdown(ls_loader_client *c);
+void ls_loader_client_close(ls_loader_client *c);
+
+/* A training batch source (llmsys/train.h) that fetches rank's batch for each step from
+ * the service at endpoint: rows are copied into the trainer's (rows, T) batch, padding
+ * and segment ends get target -1. Fails at open when the service serves another number
+ * of ranks than n_ranks, and on a step whose rows do not fit. */
+struct ls_batch_source;
+int ls_loader_batch_source(struct ls_batch_source **out, const char *endpoint, int rank, int n_ranks, int timeout_ms);
+/* Writes the loader state after the last fetched step (what `loader serve --resume`
+ * takes) atomically to path; *step (may be NULL) gets the step it resumes at. */
+int ls_loader_batch_source_save_state(struct ls_batch_source *s, const char *path, int64_t *step);
+
+/* Serialisation of a batch (the wire payload; exposed for tests). */
+int ls_loader_batch_encode(const ls_loader_batch *b, uint8_t **buf, size_t *len);
+int ls_loader_batch_decode(const uint8_t *buf, size_t len, ls_loader_batch *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LLMSYS_LOADER_H */

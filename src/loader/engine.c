@@ -1,0 +1,680 @@
+/* engine.c - the data constructor: source loaders with read-ahead threads, per-step mixing
+ * by largest deficit, the global batch and its cost-balanced split across ranks, and the
+ * resume state. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llmsys/model.h"
+#include "loader/loader_internal.h"
+
+#define STATE_MAGIC "LSLDSTv1"
+#define STATE_VERSION 1u
+#define MAX_PENDING 16
+
+typedef struct {
+    uint32_t epoch, pos, doc;
+    int len;
+    uint16_t *tok;
+} qdoc;
+
+/* One source loader: the only copy of this source's access state. The consumer cursor
+ * (epoch, pos, off) is what a resume needs; the producer runs ahead filling the queue. */
+typedef struct {
+    ls_src *src;
+    int idx;
+    uint32_t ndocs;
+    uint64_t epoch, pos, off; /* consumed: document perm[pos] of epoch, token off within it */
+    double deficit;           /* target tokens minus drawn tokens (mixing) */
+    uint64_t pepoch, ppos;    /* produced up to here */
+    uint32_t *perm;
+    uint64_t perm_epoch;
+    int perm_valid;
+    ls_src_reader rd;
+    qdoc *q;
+    int qcap, qhead, qn;
+    pthread_t th;
+    int th_on, stop, err;
+    int prod_wait, cons_wait; /* who sleeps: wake-ups are sent only to a sleeper */
+    char errmsg[256];
+    pthread_mutex_t mu;
+    pthread_cond_t prod_cv, cons_cv;
+    ls_rng base;
+} srcl;
+
+typedef struct {
+    int64_t at;
+    int clear;
+    double w[LS_LOADER_MAX_SOURCES];
+} pending_w;
+
+struct ls_loader {
+    const ls_loader_mix *mix;
+    int n_ranks, threads;
+    int64_t step;
+    srcl *s;
+    int override_on;
+    double override_w[LS_LOADER_MAX_SOURCES];
+    int n_pending;
+    pending_w pending[MAX_PENDING];
+    uint64_t sig;
+};
+
+/* ---------------------------------------------------------------- source loaders */
+
+static void make_perm(srcl *l, uint64_t epoch) {
+    /* Each (source, epoch) has its own stream, so an order is reproducible from the state. */
+    ls_rng r = ls_rng_split(&l->base, ((uint64_t)l->idx << 40) ^ epoch);
+    for (uint32_t i = 0; i < l->ndocs; i++) l->perm[i] = i;
+    for (uint32_t i = l->ndocs; i > 1; i--) {
+        uint32_t j = (uint32_t)ls_rng_below(&r, i);
+        uint32_t t = l->perm[i - 1];
+        l->perm[i - 1] = l->perm[j];
+        l->perm[j] = t;
+    }
+    l->perm_epoch = epoch;
+    l->perm_valid = 1;
+}
+
+/* Reads the producer's next document into qd (no locks held). */
+static int produce(srcl *l, qdoc *qd) {
+    if (!l->perm_valid || l->perm_epoch != l->pepoch) make_perm(l, l->pepoch);
+    uint32_t doc = l->perm[l->ppos];
+    int len;
+    LS_TRY(ls_src_read_doc(l->src, &l->rd, doc, &len));
+    /* The reader's buffer moves into the queue (no copy); the next read allocates anew. */
+    uint16_t *t = l->rd.tok;
+    l->rd.tok = NULL;
+    l->rd.tok_cap = 0;
+    *qd = (qdoc){(uint32_t)l->pepoch, (uint32_t)l->ppos, doc, len, t};
+    if (++l->ppos == l->ndocs) l->ppos = 0, l->pepoch++;
+    return LS_OK;
+}
+
+static void *producer_main(void *arg) {
+    srcl *l = arg;
+    pthread_mutex_lock(&l->mu);
+    for (;;) {
+        while (!l->stop && !l->err && l->qn == l->qcap) {
+            l->prod_wait = 1;
+            pthread_cond_wait(&l->prod_cv, &l->mu);
+            l->prod_wait = 0;
+        }
+        if (l->stop || l->err) break;
+        pthread_mutex_unlock(&l->mu);
+        qdoc qd;
+        int rc = produce(l, &qd);
+        pthread_mutex_lock(&l->mu);
+        if (rc < 0) {
+            snprintf(l->errmsg, sizeof l->errmsg, "%s", ls_errmsg());
+            l->err = rc;
+        } else {
+            l->q[(l->qhead + l->qn) % l->qcap] = qd;
+            l->qn++;
+        }
+        if (l->cons_wait) pthread_cond_signal(&l->cons_cv);
+    }
+    if (l->cons_wait) pthread_cond_signal(&l->cons_cv);
+    pthread_mutex_unlock(&l->mu);
+    return NULL;
+}
+
+static void queue_clear(srcl *l) {
+    for (int i = 0; i < l->qn; i++) free(l->q[(l->qhead + i) % l->qcap].tok);
+    l->qhead = l->qn = 0;
+}
+
+static void producer_stop(srcl *l) {
+    if (!l->th_on) return;
+    pthread_mutex_lock(&l->mu);
+    l->stop = 1;
+    pthread_cond_broadcast(&l->prod_cv);
+    pthread_mutex_unlock(&l->mu);
+    pthread_join(l->th, NULL);
+    l->th_on = 0;
+    l->stop = 0;
+}
+
+static int producer_start(srcl *l) {
+    if (pthread_create(&l->th, NULL, producer_main, l) != 0)
+        return ls_err(LS_ENOMEM, "cannot start source loader thread");
+    l->th_on = 1;
+    return LS_OK;
+}
+
+/* Takes up to max tokens of the current document into dst; fills seg. */
+static int take(srcl *l, int threaded, int max, uint16_t *dst, ls_loader_seg *seg) {
+    pthread_mutex_lock(&l->mu);
+    while (l->qn == 0 && !l->err) {
+        if (threaded) {
+            l->cons_wait = 1;
+            pthread_cond_wait(&l->cons_cv, &l->mu);
+            l->cons_wait = 0;
+        } else {
+            qdoc qd;
+            int rc = produce(l, &qd);
+            if (rc < 0) {
+                pthread_mutex_unlock(&l->mu);
+                return rc;
+            }
+            l->q[l->qhead] = qd;
+            l->qn = 1;
+        }
+    }
+    if (l->err) {
+        int rc = ls_err(l->err, "%s", l->errmsg);
+        pthread_mutex_unlock(&l->mu);
+        return rc;
+    }
+    qdoc *h = &l->q[l->qhead];
+    LS_ASSERT(h->epoch == (uint32_t)l->epoch && h->pos == (uint32_t)l->pos);
+    if (l->off >= (uint64_t)h->len) { /* only a doctored state blob gets here */
+        pthread_mutex_unlock(&l->mu);
+        return ls_err(LS_EFORMAT, "loader state: offset %llu beyond document %u of source %d",
+                      (unsigned long long)l->off, h->doc, l->idx);
+    }
+    int n = h->len - (int)l->off;
+    if (n > max) n = max;
+    memcpy(dst, h->tok + l->off, (size_t)n * sizeof *dst);
+    *seg = (ls_loader_seg){l->idx, -1, -1, n, h->epoch, h->doc, (uint32_t)l->off};
+    l->off += (uint64_t)n;
+    if (l->off == (uint64_t)h->len) {
+        free(h->tok);
+        l->qhead = (l->qhead + 1) % l->qcap;
+        l->qn--;
+        l->off = 0;
+        if (++l->pos == l->ndocs) l->pos = 0, l->epoch++;
+        /* wake the reader only once half the queue is free: it then refills in a burst */
+        if (l->prod_wait && l->qn <= l->qcap / 2) pthread_cond_signal(&l->prod_cv);
+    }
+    pthread_mutex_unlock(&l->mu);
+    return LS_OK;
+}
+
+/* Moves a source loader to a consumed cursor (resume): drops the read-ahead. */
+static int reposition(ls_loader *ld, srcl *l, uint64_t epoch, uint64_t pos, uint64_t off) {
+    producer_stop(l);
+    queue_clear(l);
+    l->epoch = l->pepoch = epoch;
+    l->pos = l->ppos = pos;
+    l->off = off;
+    l->err = 0;
+    return ld->threads ? producer_start(l) : LS_OK;
+}
+
+/* ---------------------------------------------------------------- open / close */
+
+static uint64_t mix_signature(const ls_loader *ld) {
+    const ls_loader_mix *m = ld->mix;
+    uint64_t v[6 + 2 * LS_LOADER_MAX_SOURCES] = {
+        m->seed,      (uint64_t)m->n_ctx, (uint64_t)m->tokens_per_rank, (uint64_t)ld->n_ranks, (uint64_t)m->n_sources,
+        STATE_VERSION};
+    for (int i = 0; i < m->n_sources; i++) {
+        v[6 + 2 * i] = ls_hash64(m->src[i].name, strlen(m->src[i].name));
+        v[7 + 2 * i] = ld->s[i].ndocs;
+    }
+    return ls_hash64(v, sizeof v);
+}
+
+int ls_loader_open(ls_loader **out, const ls_loader_mix *mix, int n_ranks, const ls_loader_opts *opts) {
+    *out = NULL;
+    if (n_ranks < 1 || n_ranks > 4096) return ls_err(LS_EINVAL, "ranks must be in [1, 4096], got %d", n_ranks);
+    if ((int64_t)mix->tokens_per_rank * n_ranks > (1 << 28)) return ls_err(LS_EINVAL, "global batch too large");
+    ls_loader *ld = calloc(1, sizeof *ld);
+    if (!ld) return ls_err(LS_ENOMEM, "out of memory");
+    ld->mix = mix;
+    ld->n_ranks = n_ranks;
+    ld->threads = opts ? opts->threads : 1;
+    int qcap = opts && opts->queue_docs > 0 ? opts->queue_docs : 64;
+    ld->s = calloc((size_t)mix->n_sources, sizeof *ld->s);
+    if (!ld->s) {
+        free(ld);
+        return ls_err(LS_ENOMEM, "out of memory");
+    }
+    ls_rng base;
+    ls_rng_seed(&base, mix->seed);
+    int rc = LS_OK;
+    for (int i = 0; i < mix->n_sources && rc == LS_OK; i++) {
+        srcl *l = &ld->s[i];
+        l->idx = i;
+        l->base = base;
+        ls_src_reader_init(&l->rd);
+        pthread_mutex_init(&l->mu, NULL);
+        pthread_cond_init(&l->prod_cv, NULL);
+        pthread_cond_init(&l->cons_cv, NULL);
+        rc = ls_src_open(&l->src, &mix->src[i], mix->strict);
+        if (rc < 0) break;
+        l->ndocs = ls_src_ndocs(l->src);
+        l->qcap = qcap;
+        l->perm = malloc((size_t)l->ndocs * sizeof *l->perm);
+        l->q = calloc((size_t)qcap, sizeof *l->q);
+        if (!l->perm || !l->q) rc = ls_err(LS_ENOMEM, "out of memory");
+    }
+    for (int i = 0; i < mix->n_sources && rc == LS_OK && ld->threads; i++) rc = producer_start(&ld->s[i]);
+    if (rc < 0) {
+        ls_loader_close(ld);
+        return rc;
+    }
+    ld->sig = mix_signature(ld);
+    *out = ld;
+    return LS_OK;
+}
+
+void ls_loader_close(ls_loader *ld) {
+    if (!ld) return;
+    for (int i = 0; i < ld->mix->n_sources; i++) {
+        srcl *l = &ld->s[i];
+        producer_stop(l);
+        if (l->q) queue_clear(l);
+        free(l->q);
+        free(l->perm);
+        ls_src_reader_free(&l->rd);
+        ls_src_close(l->src);
+        pthread_mutex_destroy(&l->mu);
+        pthread_cond_destroy(&l->prod_cv);
+        pthread_cond_destroy(&l->cons_cv);
+    }
+    free(ld->s);
+    free(ld);
+}
+
+int64_t ls_loader_step_index(const ls_loader *ld) { return ld->step; }
+int64_t ls_loader_source_docs(const ls_loader *ld, int s) { return ld->s[s].ndocs; }
+int64_t ls_loader_source_skipped(const ls_loader *ld, int s) { return ls_src_skipped(ld->s[s].src); }
+
+size_t ls_loader_state_bytes(const ls_loader *ld) {
+    size_t b = sizeof *ld;
+    for (int i = 0; i < ld->mix->n_sources; i++) {
+        srcl *l = &ld->s[i];
+        b += sizeof *l + ls_src_state_bytes(l->src) + (size_t)l->ndocs * sizeof *l->perm +
+             (size_t)l->qcap * sizeof *l->q;
+        b += l->rd.cap + l->rd.tok_cap * sizeof *l->rd.tok;
+        pthread_mutex_lock(&l->mu);
+        for (int k = 0; k < l->qn; k++) b += (size_t)l->q[(l->qhead + k) % l->qcap].len * sizeof(uint16_t);
+        pthread_mutex_unlock(&l->mu);
+    }
+    return b;
+}
+
+/* ---------------------------------------------------------------- weights */
+
+int ls_loader_set_weights(ls_loader *ld, const double *w, int64_t at) {
+    int n = ld->mix->n_sources;
+    if (at < 0) at = ld->step;
+    if (at < ld->step)
+        return ls_err(LS_ESTATE, "weights cannot change at step %lld: steps up to %lld are already built",
+                      (long long)at, (long long)ld->step - 1);
+    if (w) LS_TRY(ls_loader_weights_check(w, n, "new weights"));
+    if (ld->n_pending == MAX_PENDING) return ls_err(LS_EBUSY, "too many pending weight changes (%d)", MAX_PENDING);
+    /* Keep the list sorted by step; a later change at the same step wins (stable insert). */
+    int k = ld->n_pending;
+    while (k > 0 && ld->pending[k - 1].at > at) {
+        ld->pending[k] = ld->pending[k - 1];
+        k--;
+    }
+    pending_w *p = &ld->pending[k];
+    p->at = at;
+    p->clear = w == NULL;
+    double s = 0;
+    for (int i = 0; w && i < n; i++) s += w[i];
+    for (int i = 0; i < n; i++) p->w[i] = w ? w[i] / s : 0;
+    ld->n_pending++;
+    return LS_OK;
+}
+
+static void weights_for_step(ls_loader *ld, double *w) {
+    while (ld->n_pending > 0 && ld->pending[0].at <= ld->step) {
+        ld->override_on = !ld->pending[0].clear;
+        memcpy(ld->override_w, ld->pending[0].w, sizeof ld->override_w);
+        memmove(&ld->pending[0], &ld->pending[1], (size_t)(ld->n_pending - 1) * sizeof ld->pending[0]);
+        ld->n_pending--;
+    }
+    if (ld->override_on)
+        memcpy(w, ld->override_w, (size_t)ld->mix->n_sources * sizeof *w);
+    else
+        ls_loader_mix_weights_at(ld->mix, ld->step, w);
+}
+
+/* ---------------------------------------------------------------- state blob */
+
+typedef struct {
+    uint8_t *p;
+    size_t n, cap;
+} wbuf;
+
+static void put(wbuf *b, const void *v, size_t n) {
+    if (b->n + n <= b->cap) memcpy(b->p + b->n, v, n);
+    b->n += n;
+}
+
+static size_t write_state(const ls_loader *ld, uint8_t *dst, size_t cap) {
+    wbuf b = {dst, 0, cap};
+    uint32_t u32;
+    int n = ld->mix->n_sources;
+    put(&b, STATE_MAGIC, 8);
+    u32 = STATE_VERSION, put(&b, &u32, 4);
+    u32 = (uint32_t)n, put(&b, &u32, 4);
+    put(&b, &ld->step, 8);
+    put(&b, &ld->sig, 8);
+    for (int i = 0; i < n; i++) {
+        const srcl *l = &ld->s[i];
+        put(&b, &l->epoch, 8);
+        put(&b, &l->pos, 8);
+        put(&b, &l->off, 8);
+        put(&b, &l->deficit, 8);
+    }
+    u32 = (uint32_t)ld->override_on, put(&b, &u32, 4);
+    u32 = (uint32_t)ld->n_pending, put(&b, &u32, 4);
+    put(&b, ld->override_w, (size_t)n * 8);
+    for (int k = 0; k < ld->n_pending; k++) {
+        put(&b, &ld->pending[k].at, 8);
+        u32 = (uint32_t)ld->pending[k].clear, put(&b, &u32, 4);
+        put(&b, ld->pending[k].w, (size_t)n * 8);
+    }
+    uint64_t h = b.n <= cap ? ls_hash64(dst, b.n) : 0;
+    put(&b, &h, 8);
+    return b.n;
+}
+
+int ls_loader_get_state(const ls_loader *ld, uint8_t **blob, size_t *len) {
+    size_t n = write_state(ld, NULL, 0);
+    *blob = malloc(n);
+    if (!*blob) return ls_err(LS_ENOMEM, "out of memory");
+    *len = write_state(ld, *blob, n);
+    return LS_OK;
+}
+
+typedef struct {
+    const uint8_t *p;
+    size_t n, at;
+    int bad;
+} rbuf;
+
+static void get(rbuf *b, void *v, size_t n) {
+    if (b->at + n > b->n) {
+        b->bad = 1;
+        memset(v, 0, n);
+        return;
+    }
+    memcpy(v, b->p + b->at, n);
+    b->at += n;
+}
+
+int ls_loader_set_state(ls_loader *ld, const uint8_t *blob, size_t len) {
+    int n = ld->mix->n_sources;
+    if (len < 40 || memcmp(blob, STATE_MAGIC, 8) != 0)
+        return ls_err(LS_EFORMAT, "loader state: not a loader state blob (bad magic)");
+    uint64_t h;
+    memcpy(&h, blob + len - 8, 8);
+    if (ls_hash64(blob, len - 8) != h) return ls_err(LS_ECHECKSUM, "loader state: checksum mismatch (corrupt blob)");
+    rbuf b = {blob, len - 8, 8, 0};
+    uint32_t ver, ns, ovr, np;
+    int64_t step;
+    uint64_t sig;
+    get(&b, &ver, 4);
+    get(&b, &ns, 4);
+    get(&b, &step, 8);
+    get(&b, &sig, 8);
+    if (ver != STATE_VERSION) return ls_err(LS_EFORMAT, "loader state: unsupported version %u", ver);
+    if (ns != (uint32_t)n || sig != ld->sig)
+        return ls_err(LS_EINVAL,
+                      "loader state: saved for another mix (sources, documents, seed, n_ctx, batch or ranks differ)");
+    uint64_t cur[LS_LOADER_MAX_SOURCES][3];
+    double def[LS_LOADER_MAX_SOURCES];
+    for (int i = 0; i < n; i++) {
+        get(&b, &cur[i][0], 8);
+        get(&b, &cur[i][1], 8);
+        get(&b, &cur[i][2], 8);
+        get(&b, &def[i], 8);
+    }
+    get(&b, &ovr, 4);
+    get(&b, &np, 4);
+    double ow[LS_LOADER_MAX_SOURCES] = {0};
+    get(&b, ow, (size_t)n * 8);
+    if (np > MAX_PENDING) b.bad = 1;
+    pending_w pend[MAX_PENDING];
+    memset(pend, 0, sizeof pend);
+    for (uint32_t k = 0; k < np && !b.bad; k++) {
+        uint32_t c;
+        get(&b, &pend[k].at, 8);
+        get(&b, &c, 4);
+        pend[k].clear = (int)c;
+        get(&b, pend[k].w, (size_t)n * 8);
+    }
+    if (b.bad || b.at != b.n || step < 0) return ls_err(LS_EFORMAT, "loader state: truncated or inconsistent blob");
+    for (int i = 0; i < n; i++)
+        if (cur[i][1] >= ld->s[i].ndocs) return ls_err(LS_EFORMAT, "loader state: source %d position out of range", i);
+    for (int i = 0; i < n; i++) LS_TRY(reposition(ld, &ld->s[i], cur[i][0], cur[i][1], 0));
+    ld->step = step;
+    ld->override_on = (int)ovr;
+    memcpy(ld->override_w, ow, sizeof ow);
+    ld->n_pending = (int)np;
+    memcpy(ld->pending, pend, sizeof pend);
+    for (int i = 0; i < n; i++) {
+        ld->s[i].off = cur[i][2];
+        ld->s[i].deficit = def[i];
+    }
+    return LS_OK;
+}
+
+/* ---------------------------------------------------------------- steps */
+
+void ls_loader_step_free(ls_loader_step *st) {
+    if (!st) return;
+    free(st->items);
+    free(st->item_tokens);
+    free(st->item_cost);
+    free(st->part);
+    free(st->rank_cost);
+    free(st->source_tokens);
+    free(st->weights);
+    free(st->state_after);
+    free(st->tok_buf);
+    free(st);
+}
+
+int ls_loader_step_rebalance(ls_loader_step *st, ls_balance_algo algo) {
+    int *len = malloc((size_t)(st->n_items ? st->n_items : 1) * sizeof *len);
+    if (!len) return ls_err(LS_ENOMEM, "out of memory");
+    for (int i = 0; i < st->n_items; i++) len[i] = st->items[i].len;
+    int rc = ls_balance_partition(algo, st->item_cost, len, st->n_items, st->n_ranks, st->part);
+    free(len);
+    LS_TRY(rc);
+    memset(st->rank_cost, 0, (size_t)st->n_ranks * sizeof *st->rank_cost);
+    for (int i = 0; i < st->n_items; i++) st->rank_cost[st->part[i]] += st->item_cost[i];
+    return LS_OK;
+}
+
+int ls_loader_next_step(ls_loader *ld, ls_loader_step **out) {
+    *out = NULL;
+    const ls_loader_mix *m = ld->mix;
+    int n = m->n_sources, R = ld->n_ranks;
+    int64_t G = (int64_t)m->tokens_per_rank * R;
+    ls_loader_step *st = calloc(1, sizeof *st);
+    if (!st) return ls_err(LS_ENOMEM, "out of memory");
+    st->step = ld->step;
+    st->n_ranks = R;
+    st->n_ctx = m->n_ctx;
+    st->micro_batches = m->micro_batches;
+    st->n_sources = n;
+    st->cost_a = m->cost_a;
+    st->cost_b = m->cost_b;
+    st->tok_buf = malloc((size_t)G * sizeof *st->tok_buf);
+    int items_cap = 1024; /* grown on demand: a step of G tokens rarely has G items */
+    st->items = malloc((size_t)items_cap * sizeof *st->items);
+    st->rank_cost = calloc((size_t)R, sizeof *st->rank_cost);
+    st->source_tokens = calloc((size_t)n, sizeof *st->source_tokens);
+    st->weights = calloc((size_t)n, sizeof *st->weights);
+    if (!st->tok_buf || !st->items || !st->rank_cost || !st->source_tokens || !st->weights) {
+        ls_loader_step_free(st);
+        return ls_err(LS_ENOMEM, "out of memory");
+    }
+    /* On a read error the loader is left mid-step and the caller reports it: the sources
+     * cannot be rewound except from a state blob (ls_loader_set_state). */
+    weights_for_step(ld, st->weights);
+    for (int k = 0; k < n; k++)
+        if (st->weights[k] <= 0) ld->s[k].deficit = 0; /* a muted source keeps no stale credit */
+    int64_t filled = 0;
+    int rc = LS_OK;
+    while (filled < G) {
+        /* Largest deficit first (Megatron's largest sampling error, over tokens): after
+         * every draw each source's drawn tokens are within one segment of its target. */
+        int best = -1;
+        for (int k = 0; k < n; k++)
+            if (st->weights[k] > 0 && (best < 0 || ld->s[k].deficit > ld->s[best].deficit)) best = k;
+        int max = G - filled < m->n_ctx ? (int)(G - filled) : m->n_ctx;
+        if (st->n_items == items_cap) {
+            ls_loader_seg *grown = realloc(st->items, (size_t)items_cap * 2 * sizeof *grown);
+            if (!grown) {
+                rc = ls_err(LS_ENOMEM, "out of memory");
+                break;
+            }
+            st->items = grown;
+            items_cap *= 2;
+        }
+        ls_loader_seg *seg = &st->items[st->n_items];
+        rc = take(&ld->s[best], ld->threads, max, st->tok_buf + filled, seg);
+        if (rc < 0) break;
+        for (int k = 0; k < n; k++)
+            if (st->weights[k] > 0) ld->s[k].deficit += st->weights[k] * seg->len;
+        ld->s[best].deficit -= seg->len;
+        st->source_tokens[best] += seg->len;
+        filled += seg->len;
+        st->n_items++;
+    }
+    if (rc == LS_OK) {
+        st->item_tokens = malloc((size_t)st->n_items * sizeof *st->item_tokens);
+        st->item_cost = malloc((size_t)st->n_items * sizeof *st->item_cost);
+        st->part = malloc((size_t)st->n_items * sizeof *st->part);
+        if (!st->item_tokens || !st->item_cost || !st->part) rc = ls_err(LS_ENOMEM, "out of memory");
+    }
+    if (rc == LS_OK) {
+        size_t off = 0;
+        for (int i = 0; i < st->n_items; i++) {
+            st->item_tokens[i] = st->tok_buf + off;
+            off += (size_t)st->items[i].len;
+            st->item_cost[i] = ls_loader_cost(m->cost_a, m->cost_b, st->items[i].len);
+        }
+        rc = ls_loader_step_rebalance(st, m->balance);
+    }
+    if (rc == LS_OK) {
+        ld->step++;
+        rc = ls_loader_get_state(ld, &st->state_after, &st->state_len);
+    }
+    if (rc < 0) {
+        ls_loader_step_free(st);
+        return rc;
+    }
+    *out = st;
+    return LS_OK;
+}
+
+/* ---------------------------------------------------------------- one rank's batch */
+
+void ls_loader_batch_free(ls_loader_batch *b) {
+    free(b->tokens);
+    free(b->doc_ids);
+    free(b->row_micro);
+    free(b->segs);
+    free(b->state);
+    memset(b, 0, sizeof *b);
+}
+
+typedef struct {
+    int len, i;
+} len_idx;
+
+static int cmp_len_desc(const void *a, const void *b) {
+    const len_idx *x = a, *y = b;
+    if (x->len != y->len) return y->len - x->len;
+    return x->i - y->i;
+}
+
+int ls_loader_step_batch(const ls_loader_step *st, int rank, ls_loader_batch *out) {
+    memset(out, 0, sizeof *out);
+    if (rank < 0 || rank >= st->n_ranks) return ls_err(LS_EINVAL, "rank %d out of range [0, %d)", rank, st->n_ranks);
+    int T = st->n_ctx, cnt = 0;
+    for (int i = 0; i < st->n_items; i++) cnt += st->part[i] == rank;
+    len_idx *o = malloc((size_t)(cnt ? cnt : 1) * sizeof *o);
+    int *fill = malloc((size_t)(cnt ? cnt : 1) * sizeof *fill); /* rows <= items */
+    double *rcost = calloc((size_t)(cnt ? cnt : 1), sizeof *rcost);
+    out->segs = malloc((size_t)(cnt ? cnt : 1) * sizeof *out->segs);
+    int rc = (!o || !fill || !rcost || !out->segs) ? ls_err(LS_ENOMEM, "out of memory") : LS_OK;
+    int rows = 0;
+    if (rc == LS_OK) {
+        for (int i = 0, k = 0; i < st->n_items; i++)
+            if (st->part[i] == rank) o[k++] = (len_idx){st->items[i].len, i};
+        /* First-fit decreasing into rows of T tokens: segments never straddle rows. */
+        qsort(o, (size_t)cnt, sizeof *o, cmp_len_desc);
+        for (int k = 0; k < cnt; k++) {
+            int r = 0;
+            while (r < rows && fill[r] + o[k].len > T) r++;
+            if (r == rows) fill[rows++] = 0;
+            ls_loader_seg sg = st->items[o[k].i];
+            sg.row = r;
+            sg.col = fill[r];
+            fill[r] += sg.len;
+            rcost[r] += st->item_cost[o[k].i];
+            out->segs[k] = sg;
+            out->cost += st->item_cost[o[k].i];
+            out->n_tokens += sg.len;
+        }
+        out->tokens = malloc((size_t)(rows ? rows : 1) * T * sizeof *out->tokens);
+        out->doc_ids = malloc((size_t)(rows ? rows : 1) * T * sizeof *out->doc_ids);
+        out->row_micro = malloc((size_t)(rows ? rows : 1) * sizeof *out->row_micro);
+        out->state = malloc(st->state_len);
+        if (!out->tokens || !out->doc_ids || !out->row_micro || !out->state) rc = ls_err(LS_ENOMEM, "out of memory");
+    }
+    if (rc == LS_OK) {
+        /* Rows to micro-batches by LPT on row cost; then rows are renumbered so that each
+         * micro-batch's rows are contiguous. */
+        int M = st->micro_batches, *mb = malloc((size_t)(rows ? rows : 1) * sizeof *mb),
+            *newrow = malloc((size_t)(rows ? rows : 1) * sizeof *newrow);
+        if (!mb || !newrow) rc = ls_err(LS_ENOMEM, "out of memory");
+        if (rc == LS_OK) rc = ls_balance_partition(LS_BALANCE_LPT, rcost, NULL, rows, M, mb);
+        if (rc == LS_OK) {
+            int r2 = 0;
+            for (int b = 0; b < M; b++)
+                for (int r = 0; r < rows; r++)
+                    if (mb[r] == b) newrow[r] = r2, out->row_micro[r2++] = b;
+            /* Segments fill each row from column 0; only the tail after them is padding. */
+            for (int r = 0; r < rows; r++)
+                for (int t = fill[r]; t < T; t++) {
+                    out->tokens[(size_t)newrow[r] * T + t] = LS_TOK_PAD;
+                    out->doc_ids[(size_t)newrow[r] * T + t] = -1;
+                }
+            int *nseg = calloc((size_t)(rows ? rows : 1), sizeof *nseg);
+            if (!nseg) rc = ls_err(LS_ENOMEM, "out of memory");
+            for (int k = 0; k < cnt && rc == LS_OK; k++) {
+                ls_loader_seg *sg = &out->segs[k];
+                sg->row = newrow[sg->row];
+                const uint16_t *src = st->item_tokens[o[k].i];
+                int32_t *dt = out->tokens + (size_t)sg->row * T + sg->col,
+                        *dd = out->doc_ids + (size_t)sg->row * T + sg->col;
+                int id = nseg[sg->row]++;
+                for (int t = 0; t < sg->len; t++) dt[t] = src[t], dd[t] = id;
+            }
+            free(nseg);
+        }
+        free(mb);
+        free(newrow);
+    }
+    free(o);
+    free(fill);
+    free(rcost);
+    if (rc < 0) {
+        ls_loader_batch_free(out);
+        return rc;
+    }
+    out->step = st->step;
+    out->rank = rank;
+    out->n_ranks = st->n_ranks;
+    out->n_ctx = T;
+    out->n_rows = rows;
+    out->micro_batches = st->micro_batches;
+    out->n_segs = cnt;
+    memcpy(out->state, st->state_after, st->state_len);
+    out->state_len = st->state_len;
+    return LS_OK;
+}

@@ -1,0 +1,34 @@
+/* loader_internal.h - what the loader's files share: the source loader (document index and
+ * reading) used by the engine and the tokenizer. */
+#ifndef LLMSYS_LOADER_INTERNAL_H
+#define LLMSYS_LOADER_INTERNAL_H
+
+#include <stdint.h>
+
+#include "llmsys/loader.h"
+
+typedef struct ls_src ls_src;
+
+/* Per-thread reading context: scratch buffers. */
+typedef struct {
+    char *buf;
+    size_t cap;
+    uint16_t *tok;
+    size_t tok_cap;
+} ls_src_reader;
+
+/* Indexes a source (every file, every document; malformed JSON lines skipped with a
+ * file:line warning, or an error when strict). Fails on missing/unreadable files and on a
+ * source with no documents. */
+int ls_src_open(ls_src **out, const ls_loader_source_spec *spec, int strict);
+void ls_src_close(ls_src *s);
+uint32_t ls_src_ndocs(const ls_src *s);
+int64_t ls_src_skipped(const ls_src *s);
+size_t ls_src_state_bytes(const ls_src *s);
+
+void ls_src_reader_init(ls_src_reader *r);
+void ls_src_reader_free(ls_src_reader *r);
+/* Reads document doc as EOS-terminated tokens into r->tok; *len gets the count. */
+int ls_src_read_doc(const ls_src *s, ls_src_reader *r, uint32_t doc, int *len);
+
+#endif

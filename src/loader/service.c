@@ -1,0 +1,772 @@
+/* service.c - the loader service over ZeroMQ: a ROUTER front end, a constructor thread
+ * building steps ahead into a bounded window, idempotent batch requests, control messages,
+ * and the client API trainers use. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "llmsys/model.h"
+#include "loader/loader_internal.h"
+
+#define REQ_MAGIC "LSLQ"
+#define REP_MAGIC "LSLR"
+#define WIRE_VERSION 1
+#define BATCH_MAGIC "LSBATv01"
+#define MAX_PARKED 4096
+#define MAX_ENVELOPE 4
+
+enum { MSG_BATCH = 1, MSG_CONTROL = 2, MSG_INFO = 3, MSG_SHUTDOWN = 4 };
+
+typedef struct {
+    char magic[4];
+    uint16_t version, type;
+    int64_t step;
+    int32_t rank;
+    uint32_t len;
+} req_hdr;
+
+typedef struct {
+    char magic[4];
+    uint16_t version, type;
+    int32_t status;
+    uint32_t len;
+} rep_hdr;
+
+/* ---------------------------------------------------------------- batch encoding */
+
+typedef struct {
+    char magic[8];
+    int64_t step;
+    int32_t rank, n_ranks, n_ctx, n_rows, micro_batches, n_segs;
+    uint32_t state_len, pad;
+    double cost;
+    int64_t n_tokens;
+} batch_hdr;
+
+static size_t batch_size(const batch_hdr *h) {
+    return sizeof *h + (size_t)h->n_rows * h->n_ctx * 2 + (size_t)h->n_rows * 4 + (size_t)h->n_segs * 7 * 4 +
+           h->state_len;
+}
+
+int ls_loader_batch_encode(const ls_loader_batch *b, uint8_t **buf, size_t *len) {
+    batch_hdr h = {
+        {0}, b->step, b->rank,    b->n_ranks, b->n_ctx, b->n_rows, b->micro_batches, b->n_segs, (uint32_t)b->state_len,
+        0,   b->cost, b->n_tokens};
+    memcpy(h.magic, BATCH_MAGIC, 8);
+    size_t n = batch_size(&h);
+    uint8_t *p = malloc(n);
+    if (!p) return ls_err(LS_ENOMEM, "out of memory");
+    uint8_t *q = p;
+    memcpy(q, &h, sizeof h), q += sizeof h;
+    for (size_t i = 0; i < (size_t)b->n_rows * b->n_ctx; i++) {
+        uint16_t t = (uint16_t)b->tokens[i];
+        memcpy(q, &t, 2), q += 2;
+    }
+    for (int r = 0; r < b->n_rows; r++) {
+        uint32_t m = (uint32_t)b->row_micro[r];
+        memcpy(q, &m, 4), q += 4;
+    }
+    for (int s = 0; s < b->n_segs; s++) {
+        const ls_loader_seg *g = &b->segs[s];
+        uint32_t v[7] = {(uint32_t)g->source, (uint32_t)g->row, (uint32_t)g->col, (uint32_t)g->len, g->epoch, g->doc,
+                         g->doc_off};
+        memcpy(q, v, sizeof v), q += sizeof v;
+    }
+    memcpy(q, b->state, b->state_len);
+    *buf = p;
+    *len = n;
+    return LS_OK;
+}
+
+int ls_loader_batch_decode(const uint8_t *buf, size_t len, ls_loader_batch *out) {
+    memset(out, 0, sizeof *out);
+    batch_hdr h;
+    if (len < sizeof h) return ls_err(LS_EFORMAT, "batch: message too short (%zu bytes)", len);
+    memcpy(&h, buf, sizeof h);
+    if (memcmp(h.magic, BATCH_MAGIC, 8) != 0) return ls_err(LS_EFORMAT, "batch: bad magic");
+    if (h.n_ctx < 1 || h.n_ctx > 65536 || h.n_rows < 0 || h.n_rows > (1 << 24) || h.n_segs < 0 ||
+        h.n_segs > (1 << 26) || h.micro_batches < 1 || h.n_ranks < 1 || h.rank < 0 || h.rank >= h.n_ranks ||
+        h.state_len > (1u << 20) || (int64_t)h.n_rows * h.n_ctx > (1 << 28) || batch_size(&h) != len)
+        return ls_err(LS_EFORMAT, "batch: inconsistent header (rows %d, n_ctx %d, segments %d, %zu bytes)", h.n_rows,
+                      h.n_ctx, h.n_segs, len);
+    size_t ntok = (size_t)h.n_rows * h.n_ctx;
+    out->tokens = malloc((ntok ? ntok : 1) * sizeof *out->tokens);
+    out->doc_ids = malloc((ntok ? ntok : 1) * sizeof *out->doc_ids);
+    out->row_micro = malloc((size_t)(h.n_rows ? h.n_rows : 1) * sizeof *out->row_micro);
+    out->segs = malloc((size_t)(h.n_segs ? h.n_segs : 1) * sizeof *out->segs);
+    out->state = malloc(h.state_len ? h.state_len : 1);
+    int *fill = calloc((size_t)(h.n_rows ? h.n_rows : 1), sizeof *fill);
+    int *nseg = calloc((size_t)(h.n_rows ? h.n_rows : 1), sizeof *nseg);
+    int rc = (!out->tokens || !out->doc_ids || !out->row_micro || !out->segs || !out->state || !fill || !nseg)
+                 ? ls_err(LS_ENOMEM, "out of memory")
+                 : LS_OK;
+    const uint8_t *q = buf + sizeof h;
+    for (size_t i = 0; rc == LS_OK && i < ntok; i++) {
+        uint16_t t;
+        memcpy(&t, q + 2 * i, 2);
+        if (t >= LS_VOCAB) rc = ls_err(LS_EFORMAT, "batch: token %u out of range", t);
+        out->tokens[i] = t;
+        out->doc_ids[i] = -1;
+    }
+    q += ntok * 2;
+    for (int r = 0; rc == LS_OK && r < h.n_rows; r++) {
+        uint32_t m;
+        memcpy(&m, q + 4 * (size_t)r, 4);
+        if (m >= (uint32_t)h.micro_batches)
+            rc = ls_err(LS_EFORMAT, "batch: row %d in micro-batch %u of %d", r, m, h.micro_batches);
+        out->row_micro[r] = (int32_t)m;
+    }
+    q += (size_t)h.n_rows * 4;
+    int64_t ntokens = 0;
+    for (int s = 0; rc == LS_OK && s < h.n_segs; s++) {
+        uint32_t v[7];
+        memcpy(v, q + (size_t)s * sizeof v, sizeof v);
+        ls_loader_seg g = {(int)v[0], (int)v[1], (int)v[2], (int)v[3], v[4], v[5], v[6]};
+        /* Segments of a row are packed from column 0 in order: anything else is corrupt. */
+        if (v[0] >= LS_LOADER_MAX_SOURCES || v[1] >= (uint32_t)h.n_rows || v[3] == 0 || v[3] > (uint32_t)h.n_ctx ||
+            g.col != fill[g.row] || g.col + g.len > h.n_ctx) {
+            rc = ls_err(LS_EFORMAT, "batch: segment %d out of place", s);
+            break;
+        }
+        fill[g.row] += g.len;
+        int id = nseg[g.row]++;
+        for (int t = 0; t < g.len; t++) out->doc_ids[(size_t)g.row * h.n_ctx + g.col + t] = id;
+        out->segs[s] = g;
+        ntokens += g.len;
+    }
+    q += (size_t)h.n_segs * 28;
+    if (rc == LS_OK && ntokens != h.n_tokens) rc = ls_err(LS_EFORMAT, "batch: token count mismatch");
+    if (rc == LS_OK) {
+        memcpy(out->state, q, h.state_len);
+        out->step = h.step;
+        out->rank = h.rank;
+        out->n_ranks = h.n_ranks;
+        out->n_ctx = h.n_ctx;
+        out->n_rows = h.n_rows;
+        out->micro_batches = h.micro_batches;
+        out->n_segs = h.n_segs;
+        out->state_len = h.state_len;
+        out->cost = h.cost;
+        out->n_tokens = h.n_tokens;
+    }
+    free(fill);
+    free(nseg);
+    if (rc < 0) ls_loader_batch_free(out);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- frames */
+
+static int frame_req(int type, int64_t step, int rank, const void *payload, size_t plen, uint8_t **out, size_t *olen) {
+    req_hdr h = {{0}, WIRE_VERSION, (uint16_t)type, step, rank, (uint32_t)plen};
+    memcpy(h.magic, REQ_MAGIC, 4);
+    size_t n = sizeof h + plen + 8;
+    uint8_t *p = malloc(n);
+    if (!p) return ls_err(LS_ENOMEM, "out of memory");
+    memcpy(p, &h, sizeof h);
+    if (plen) memcpy(p + sizeof h, payload, plen);
+    uint64_t c = ls_hash64(p, sizeof h + plen);
+    memcpy(p + sizeof h + plen, &c, 8);
+    *out = p;
+    *olen = n;
+    return LS_OK;
+}
+
+static int frame_rep(int type, int status, const void *payload, size_t plen, uint8_t **out, size_t *olen) {
+    rep_hdr h = {{0}, WIRE_VERSION, (uint16_t)type, status, (uint32_t)plen};
+    memcpy(h.magic, REP_MAGIC, 4);
+    size_t n = sizeof h + plen + 8;
+    uint8_t *p = malloc(n);
+    if (!p) return ls_err(LS_ENOMEM, "out of memory");
+    memcpy(p, &h, sizeof h);
+    if (plen) memcpy(p + sizeof h, payload, plen);
+    uint64_t c = ls_hash64(p, sizeof h + plen);
+    memcpy(p + sizeof h + plen, &c, 8);
+    *out = p;
+    *olen = n;
+    return LS_OK;
+}
+
+/* Validates magic, version, length and checksum of a frame; points *payload into it. */
+static int frame_check(const uint8_t *p, size_t n, const char *magic, size_t hdr_size, uint32_t len_field,
+                       const uint8_t **payload) {
+    if (n < hdr_size + 8 || memcmp(p, magic, 4) != 0)
+        return ls_err(LS_EFORMAT, "not a loader message (bad magic or size)");
+    uint16_t ver;
+    memcpy(&ver, p + 4, 2);
+    if (ver != WIRE_VERSION) return ls_err(LS_EFORMAT, "unsupported loader wire version %u", ver);
+    if ((size_t)len_field != n - hdr_size - 8) return ls_err(LS_EFORMAT, "loader message length mismatch");
+    uint64_t c;
+    memcpy(&c, p + n - 8, 8);
+    if (ls_hash64(p, n - 8) != c) return ls_err(LS_ECHECKSUM, "loader message checksum mismatch");
+    *payload = p + hdr_size;
+    return LS_OK;
+}
+
+/* ---------------------------------------------------------------- server */
+
+typedef struct {
+    size_t n_env;
+    zmq_msg_t env[MAX_ENVELOPE];
+    int64_t step;
+    int rank;
+} parked_req;
+
+struct ls_loader_server {
+    const ls_loader_mix *mix;
+    int R, W, prefetch, port;
+    ls_loader *ld;
+    void *zctx, *sock, *wake_rx, *wake_tx;
+    pthread_t builder;
+    int builder_on;
+    pthread_mutex_t mu, ldmu;
+    pthread_cond_t cv;
+    int64_t lo, hi, front;
+    ls_loader_step **ring;
+    uint8_t *fetched; /* [slot * R + rank] */
+    atomic_int stop;
+    int build_err;
+    char build_msg[256];
+    parked_req *parked;
+    int n_parked;
+};
+
+static int all_fetched(const ls_loader_server *s, int64_t step) {
+    const uint8_t *f = s->fetched + (size_t)(step % s->W) * s->R;
+    for (int r = 0; r < s->R; r++)
+        if (!f[r]) return 0;
+    return 1;
+}
+
+/* The oldest step some rank still needs: the window can slide up to it. */
+static int64_t first_unfetched(const ls_loader_server *s) {
+    int64_t l = s->lo;
+    while (l < s->hi && all_fetched(s, l)) l++;
+    return l;
+}
+
+static void *builder_main(void *arg) {
+    ls_loader_server *s = arg;
+    pthread_mutex_lock(&s->mu);
+    while (!atomic_load(&s->stop)) {
+        int can = !s->build_err && s->hi < s->front + s->prefetch;
+        if (can && s->hi - s->lo == s->W) {
+            /* The window is full: the oldest step leaves only once every rank has it. */
+            if (all_fetched(s, s->lo)) {
+                ls_loader_step_free(s->ring[s->lo % s->W]);
+                s->ring[s->lo % s->W] = NULL;
+                s->lo++;
+            } else {
+                can = 0;
+            }
+        }
+        if (!can) {
+            pthread_cond_wait(&s->cv, &s->mu);
+            continue;
+        }
+        pthread_mutex_unlock(&s->mu);
+        ls_loader_step *st = NULL;
+        pthread_mutex_lock(&s->ldmu);
+        int rc = ls_loader_next_step(s->ld, &st);
+        pthread_mutex_unlock(&s->ldmu);
+        pthread_mutex_lock(&s->mu);
+        if (rc < 0) {
+            s->build_err = rc;
+            snprintf(s->build_msg, sizeof s->build_msg, "%s", ls_errmsg());
+        } else {
+            size_t slot = (size_t)(s->hi % s->W);
+            s->ring[slot] = st;
+            memset(s->fetched + slot * s->R, 0, (size_t)s->R);
+            s->hi++;
+        }
+        zmq_send(s->wake_tx, "w", 1, ZMQ_DONTWAIT); /* wakes the front end to answer parked requests */
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+void ls_loader_server_close(ls_loader_server *s) {
+    if (!s) return;
+    if (s->builder_on) {
+        pthread_mutex_lock(&s->mu);
+        atomic_store(&s->stop, 1);
+        pthread_cond_broadcast(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+        pthread_join(s->builder, NULL);
+    }
+    for (int i = 0; i < s->n_parked; i++)
+        for (size_t k = 0; k < s->parked[i].n_env; k++) zmq_msg_close(&s->parked[i].env[k]);
+    free(s->parked);
+    if (s->ring)
+        for (int i = 0; i < s->W; i++) ls_loader_step_free(s->ring[i]);
+    free(s->ring);
+    free(s->fetched);
+    if (s->sock) zmq_close(s->sock);
+    if (s->wake_rx) zmq_close(s->wake_rx);
+    if (s->wake_tx) zmq_close(s->wake_tx);
+    if (s->zctx) zmq_ctx_term(s->zctx);
+    ls_loader_close(s->ld);
+    pthread_mutex_destroy(&s->mu);
+    pthread_mutex_destroy(&s->ldmu);
+    pthread_cond_destroy(&s->cv);
+    free(s);
+}
+
+int ls_loader_server_open(ls_loader_server **out, const ls_loader_mix *mix, int n_ranks, const char *bind, int port,
+                          const ls_loader_serve_opts *opts, const uint8_t *state, size_t state_len) {
+    *out = NULL;
+    if (port < 0 || port > 65535) return ls_err(LS_EINVAL, "port must be in [0, 65535], got %d", port);
+    ls_loader_server *s = calloc(1, sizeof *s);
+    if (!s) return ls_err(LS_ENOMEM, "out of memory");
+    s->mix = mix;
+    s->R = n_ranks;
+    s->prefetch = opts && opts->prefetch > 0 ? opts->prefetch : 4;
+    s->W = s->prefetch + (opts && opts->history > 0 ? opts->history : 4);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_mutex_init(&s->ldmu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    ls_loader_opts lo = {opts ? opts->threads : 1, 0};
+    int rc = ls_loader_open(&s->ld, mix, n_ranks, &lo);
+    if (rc == LS_OK && state) rc = ls_loader_set_state(s->ld, state, state_len);
+    if (rc == LS_OK) {
+        s->lo = s->hi = s->front = ls_loader_step_index(s->ld);
+        s->ring = calloc((size_t)s->W, sizeof *s->ring);
+        s->fetched = calloc((size_t)s->W * n_ranks, 1);
+        s->parked = calloc(MAX_PARKED, sizeof *s->parked);
+        if (!s->ring || !s->fetched || !s->parked) rc = ls_err(LS_ENOMEM, "out of memory");
+    }
+    char ep[256];
+    if (rc == LS_OK) {
+        s->zctx = zmq_ctx_new();
+        s->sock = s->zctx ? zmq_socket(s->zctx, ZMQ_ROUTER) : NULL;
+        s->wake_rx = s->zctx ? zmq_socket(s->zctx, ZMQ_PAIR) : NULL;
+        s->wake_tx = s->zctx ? zmq_socket(s->zctx, ZMQ_PAIR) : NULL;
+        if (!s->sock || !s->wake_rx || !s->wake_tx) rc = ls_err(LS_ENET, "zmq: %s", zmq_strerror(zmq_errno()));
+    }
+    if (rc == LS_OK) {
+        int zero = 0;
+        zmq_setsockopt(s->sock, ZMQ_LINGER, &zero, sizeof zero);
+        if (port)
+            snprintf(ep, sizeof ep, "tcp://%s:%d", bind ? bind : "127.0.0.1", port);
+        else
+            snprintf(ep, sizeof ep, "tcp://%s:*", bind ? bind : "127.0.0.1");
+        if (zmq_bind(s->sock, ep) != 0) rc = ls_err(LS_ENET, "cannot bind %s: %s", ep, zmq_strerror(zmq_errno()));
+    }
+    if (rc == LS_OK) {
+        char last[256];
+        size_t n = sizeof last;
+        const char *colon;
+        if (zmq_getsockopt(s->sock, ZMQ_LAST_ENDPOINT, last, &n) != 0 || !(colon = strrchr(last, ':')))
+            rc = ls_err(LS_ENET, "zmq: cannot read the bound endpoint");
+        else
+            s->port = atoi(colon + 1);
+        char wake[64];
+        snprintf(wake, sizeof wake, "inproc://ls-loader-wake-%p", (void *)s);
+        if (rc == LS_OK && (zmq_bind(s->wake_rx, wake) != 0 || zmq_connect(s->wake_tx, wake) != 0))
+            rc = ls_err(LS_ENET, "zmq inproc: %s", zmq_strerror(zmq_errno()));
+    }
+    if (rc == LS_OK) {
+        if (pthread_create(&s->builder, NULL, builder_main, s) != 0)
+            rc = ls_err(LS_ENOMEM, "cannot start the constructor thread");
+        else
+            s->builder_on = 1;
+    }
+    if (rc < 0) {
+        ls_loader_server_close(s);
+        return rc;
+    }
+    *out = s;
+    return LS_OK;
+}
+
+int ls_loader_server_port(const ls_loader_server *s) { return s->port; }
+void ls_loader_server_stop(ls_loader_server *s) { atomic_store(&s->stop, 1); }
+
+/* Sends envelope frames (consumed) then one body frame. */
+static void send_reply(ls_loader_server *s, zmq_msg_t *env, size_t n_env, int type, int status, const void *payload,
+                       size_t plen) {
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    if (frame_rep(type, status, payload, plen, &buf, &len) < 0) {
+        for (size_t k = 0; k < n_env; k++) zmq_msg_close(&env[k]);
+        return;
+    }
+    for (size_t k = 0; k < n_env; k++) {
+        zmq_msg_send(&env[k], s->sock, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+        zmq_msg_close(&env[k]);
+    }
+    zmq_send(s->sock, buf, len, ZMQ_DONTWAIT); /* a vanished peer is not our error */
+    free(buf);
+}
+
+static void reply_error(ls_loader_server *s, zmq_msg_t *env, size_t n_env, int type, int status, const char *msg) {
+    send_reply(s, env, n_env, type, status, msg, strlen(msg));
+}
+
+/* Answers one batch request for a built step (s->mu held). */
+static void reply_batch(ls_loader_server *s, zmq_msg_t *env, size_t n_env, int64_t step, int rank) {
+    ls_loader_batch b;
+    uint8_t *enc = NULL;
+    size_t len = 0;
+    int rc = ls_loader_step_batch(s->ring[step % s->W], rank, &b);
+    if (rc == LS_OK) {
+        rc = ls_loader_batch_encode(&b, &enc, &len);
+        ls_loader_batch_free(&b);
+    }
+    if (rc < 0) {
+        reply_error(s, env, n_env, MSG_BATCH, rc, ls_errmsg());
+        return;
+    }
+    s->fetched[(size_t)(step % s->W) * s->R + rank] = 1;
+    send_reply(s, env, n_env, MSG_BATCH, LS_OK, enc, len);
+    free(enc);
+    pthread_cond_broadcast(&s->cv); /* eviction may now be possible */
+}
+
+static void answer_parked(ls_loader_server *s) {
+    pthread_mutex_lock(&s->mu);
+    int k = 0;
+    for (int i = 0; i < s->n_parked; i++) {
+        parked_req *p = &s->parked[i];
+        if (s->build_err) {
+            char msg[320];
+            snprintf(msg, sizeof msg, "the constructor failed: %s", s->build_msg);
+            reply_error(s, p->env, p->n_env, MSG_BATCH, s->build_err, msg);
+        } else if (p->step < s->hi) {
+            reply_batch(s, p->env, p->n_env, p->step, p->rank);
+        } else {
+            s->parked[k++] = *p;
+        }
+    }
+    s->n_parked = k;
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void handle_batch(ls_loader_server *s, zmq_msg_t *env, size_t n_env, int64_t step, int rank) {
+    char msg[400];
+    if (rank < 0 || rank >= s->R) {
+        snprintf(msg, sizeof msg, "rank %d out of range: the service serves %d ranks", rank, s->R);
+        reply_error(s, env, n_env, MSG_BATCH, LS_EINVAL, msg);
+        return;
+    }
+    pthread_mutex_lock(&s->mu);
+    if (s->build_err) {
+        snprintf(msg, sizeof msg, "the constructor failed: %s", s->build_msg);
+        reply_error(s, env, n_env, MSG_BATCH, s->build_err, msg);
+    } else if (step < s->lo) {
+        snprintf(msg, sizeof msg,
+                 "step %lld is too far behind: the service holds steps [%lld, %lld); restart it from a saved state to "
+                 "replay",
+                 (long long)step, (long long)s->lo, (long long)s->hi);
+        reply_error(s, env, n_env, MSG_BATCH, LS_ERANGE, msg);
+    } else if (step >= first_unfetched(s) + s->W) {
+        snprintf(msg, sizeof msg,
+                 "step %lld is too far ahead: the service holds steps [%lld, %lld) and builds up to step %lld until "
+                 "every rank has fetched step %lld",
+                 (long long)step, (long long)s->lo, (long long)s->hi, (long long)(first_unfetched(s) + s->W - 1),
+                 (long long)first_unfetched(s));
+        reply_error(s, env, n_env, MSG_BATCH, LS_ERANGE, msg);
+    } else if (step < s->hi) {
+        reply_batch(s, env, n_env, step, rank);
+    } else if (s->n_parked == MAX_PARKED) {
+        reply_error(s, env, n_env, MSG_BATCH, LS_EBUSY, "too many waiting requests");
+    } else {
+        parked_req *p = &s->parked[s->n_parked++];
+        p->n_env = n_env;
+        for (size_t k = 0; k < n_env; k++) {
+            zmq_msg_init(&p->env[k]);
+            zmq_msg_move(&p->env[k], &env[k]);
+            zmq_msg_close(&env[k]);
+        }
+        p->step = step;
+        p->rank = rank;
+        if (step + 1 > s->front) s->front = step + 1;
+        pthread_cond_broadcast(&s->cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* {"weights": {"name": w, ...} | null, "step": k}: unnamed sources get weight 0. */
+static int control(ls_loader_server *s, const uint8_t *payload, size_t len, char *reply, size_t cap) {
+    cJSON *j;
+    LS_TRY(ls_json_parse((const char *)payload, len, "control message", &j));
+    int rc = LS_OK;
+    double w[LS_LOADER_MAX_SOURCES] = {0}, step = -1;
+    const cJSON *jw = cJSON_GetObjectItemCaseSensitive(j, "weights");
+    if (!cJSON_IsObject(j) || !jw)
+        rc = ls_err(LS_EINVAL, "control message: expected {\"weights\": {...} | null, \"step\": N}");
+    if (rc == LS_OK) rc = ls_json_get_double(j, "step", -1, &step);
+    if (rc == LS_OK && (step != floor(step) || step < -1))
+        rc = ls_err(LS_EINVAL, "control message: \"step\" must be an integer >= 0");
+    if (rc == LS_OK && !cJSON_IsNull(jw)) {
+        if (!cJSON_IsObject(jw)) rc = ls_err(LS_EINVAL, "control message: \"weights\" must be an object or null");
+        const cJSON *e;
+        cJSON_ArrayForEach(e, jw) {
+            if (rc < 0) break;
+            int k = ls_loader_mix_find(s->mix, e->string);
+            if (k < 0)
+                rc = ls_err(LS_EINVAL, "control message: unknown source '%s'", e->string);
+            else if (!cJSON_IsNumber(e))
+                rc = ls_err(LS_EINVAL, "control message: weight of '%s' is not a number", e->string);
+            else
+                w[k] = e->valuedouble;
+        }
+    }
+    int64_t from = -1;
+    if (rc == LS_OK) {
+        pthread_mutex_lock(&s->ldmu);
+        from = step >= 0 ? (int64_t)step : ls_loader_step_index(s->ld);
+        rc = ls_loader_set_weights(s->ld, cJSON_IsNull(jw) ? NULL : w, from);
+        pthread_mutex_unlock(&s->ldmu);
+    }
+    cJSON_Delete(j);
+    if (rc == LS_OK) snprintf(reply, cap, "{\"ok\":true,\"from_step\":%lld}", (long long)from);
+    return rc;
+}
+
+static void info(ls_loader_server *s, char *buf, size_t cap) {
+    cJSON *o = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(o, "sources");
+    pthread_mutex_lock(&s->mu);
+    cJSON_AddNumberToObject(o, "ranks", s->R);
+    cJSON_AddNumberToObject(o, "n_ctx", s->mix->n_ctx);
+    cJSON_AddNumberToObject(o, "tokens_per_rank", s->mix->tokens_per_rank);
+    cJSON_AddNumberToObject(o, "lo", (double)s->lo);
+    cJSON_AddNumberToObject(o, "hi", (double)s->hi);
+    cJSON_AddNumberToObject(o, "window", s->W);
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 0; i < s->mix->n_sources; i++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "name", s->mix->src[i].name);
+        cJSON_AddNumberToObject(e, "docs", (double)ls_loader_source_docs(s->ld, i));
+        cJSON_AddNumberToObject(e, "skipped", (double)ls_loader_source_skipped(s->ld, i));
+        cJSON_AddItemToArray(arr, e);
+    }
+    if (!cJSON_PrintPreallocated(o, buf, (int)cap, 0)) snprintf(buf, cap, "{\"ranks\":%d}", s->R);
+    cJSON_Delete(o);
+}
+
+static void handle(ls_loader_server *s, zmq_msg_t *env, size_t n_env, zmq_msg_t *body) {
+    const uint8_t *p = zmq_msg_data(body), *payload;
+    size_t n = zmq_msg_size(body);
+    req_hdr h;
+    memset(&h, 0, sizeof h);
+    if (n >= sizeof h) memcpy(&h, p, sizeof h);
+    if (frame_check(p, n, REQ_MAGIC, sizeof h, h.len, &payload) < 0) {
+        LS_WARN("loader service: rejected a request: %s", ls_errmsg());
+        reply_error(s, env, n_env, 0, LS_EFORMAT, ls_errmsg());
+        return;
+    }
+    char buf[4096];
+    switch (h.type) {
+    case MSG_BATCH:
+        handle_batch(s, env, n_env, h.step, h.rank);
+        return;
+    case MSG_CONTROL:
+        if (control(s, payload, h.len, buf, sizeof buf) < 0) {
+            LS_WARN("loader service: control message refused: %s", ls_errmsg());
+            reply_error(s, env, n_env, MSG_CONTROL, LS_EINVAL, ls_errmsg());
+        } else {
+            LS_INFO("loader service: %s", buf);
+            send_reply(s, env, n_env, MSG_CONTROL, LS_OK, buf, strlen(buf));
+        }
+        return;
+    case MSG_INFO:
+        info(s, buf, sizeof buf);
+        send_reply(s, env, n_env, MSG_INFO, LS_OK, buf, strlen(buf));
+        return;
+    case MSG_SHUTDOWN:
+        send_reply(s, env, n_env, MSG_SHUTDOWN, LS_OK, "{\"ok\":true}", 11);
+        atomic_store(&s->stop, 1);
+        return;
+    default:
+        reply_error(s, env, n_env, (int)h.type, LS_EINVAL, "unknown request type");
+    }
+}
+
+int ls_loader_server_run(ls_loader_server *s) {
+    while (!atomic_load(&s->stop)) {
+        zmq_pollitem_t items[2] = {{s->sock, 0, ZMQ_POLLIN, 0}, {s->wake_rx, 0, ZMQ_POLLIN, 0}};
+        if (zmq_poll(items, 2, 100) < 0) {
+            if (zmq_errno() == EINTR) continue;
+            return ls_err(LS_ENET, "zmq_poll: %s", zmq_strerror(zmq_errno()));
+        }
+        if (items[1].revents & ZMQ_POLLIN) {
+            char c[16];
+            while (zmq_recv(s->wake_rx, c, sizeof c, ZMQ_DONTWAIT) >= 0) {
+            }
+            answer_parked(s);
+        }
+        if (!(items[0].revents & ZMQ_POLLIN)) continue;
+        /* One message per loop turn: envelope frames then the body (last frame). */
+        zmq_msg_t fr[MAX_ENVELOPE + 1];
+        size_t nf = 0;
+        int more = 1, overflow = 0;
+        while (more) {
+            zmq_msg_t m;
+            zmq_msg_init(&m);
+            if (zmq_msg_recv(&m, s->sock, 0) < 0) {
+                zmq_msg_close(&m);
+                break;
+            }
+            more = zmq_msg_more(&m);
+            if (nf < MAX_ENVELOPE + 1)
+                fr[nf++] = m;
+            else
+                zmq_msg_close(&m), overflow = 1;
+        }
+        if (nf < 2 || overflow) {
+            for (size_t k = 0; k < nf; k++) zmq_msg_close(&fr[k]);
+            continue;
+        }
+        handle(s, fr, nf - 1, &fr[nf - 1]);
+        zmq_msg_close(&fr[nf - 1]);
+    }
+    return LS_OK;
+}
+
+/* ---------------------------------------------------------------- client */
+
+struct ls_loader_client {
+    void *zctx, *sock;
+    char *endpoint;
+    int rank, timeout_ms, retries;
+};
+
+static int client_connect(ls_loader_client *c) {
+    if (c->sock) zmq_close(c->sock);
+    c->sock = zmq_socket(c->zctx, ZMQ_REQ);
+    if (!c->sock) return ls_err(LS_ENET, "zmq: %s", zmq_strerror(zmq_errno()));
+    int zero = 0;
+    zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(c->sock, ZMQ_RCVTIMEO, &c->timeout_ms, sizeof c->timeout_ms);
+    zmq_setsockopt(c->sock, ZMQ_SNDTIMEO, &c->timeout_ms, sizeof c->timeout_ms);
+    if (zmq_connect(c->sock, c->endpoint) != 0)
+        return ls_err(LS_ENET, "cannot connect to %s: %s", c->endpoint, zmq_strerror(zmq_errno()));
+    return LS_OK;
+}
+
+int ls_loader_client_open(ls_loader_client **out, const char *endpoint, int rank, int timeout_ms, int retries) {
+    *out = NULL;
+    if (strncmp(endpoint, "tcp://", 6) != 0 && strncmp(endpoint, "ipc://", 6) != 0)
+        return ls_err(LS_EINVAL, "loader endpoint must look like tcp://host:port, got '%s'", endpoint);
+    ls_loader_client *c = calloc(1, sizeof *c);
+    if (!c) return ls_err(LS_ENOMEM, "out of memory");
+    c->endpoint = malloc(strlen(endpoint) + 1);
+    c->zctx = zmq_ctx_new();
+    c->rank = rank;
+    c->timeout_ms = timeout_ms > 0 ? timeout_ms : 30000;
+    c->retries = retries >= 0 ? retries : 2;
+    int rc = (!c->endpoint || !c->zctx) ? ls_err(LS_ENOMEM, "out of memory") : LS_OK;
+    if (rc == LS_OK) {
+        strcpy(c->endpoint, endpoint);
+        rc = client_connect(c);
+    }
+    if (rc < 0) {
+        ls_loader_client_close(c);
+        return rc;
+    }
+    *out = c;
+    return LS_OK;
+}
+
+void ls_loader_client_close(ls_loader_client *c) {
+    if (!c) return;
+    if (c->sock) zmq_close(c->sock);
+    if (c->zctx) zmq_ctx_term(c->zctx);
+    free(c->endpoint);
+    free(c);
+}
+
+/* Lazy-pirate request: on a timeout the REQ socket is replaced and the same request
+ * resent; the service answers duplicates identically. *payload is malloc'd. */
+static int roundtrip(ls_loader_client *c, int type, int64_t step, const void *pl, size_t plen, uint8_t **payload,
+                     size_t *len, int *status) {
+    uint8_t *req = NULL;
+    size_t rlen = 0;
+    LS_TRY(frame_req(type, step, c->rank, pl, plen, &req, &rlen));
+    int rc = LS_ETIMEDOUT;
+    for (int attempt = 0; attempt <= c->retries; attempt++) {
+        if (attempt > 0 && (rc = client_connect(c)) < 0) break;
+        if (zmq_send(c->sock, req, rlen, 0) < 0) {
+            rc = ls_err(LS_ETIMEDOUT, "loader service %s: send timed out", c->endpoint);
+            continue;
+        }
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        if (zmq_msg_recv(&m, c->sock, 0) < 0) {
+            zmq_msg_close(&m);
+            rc = ls_err(LS_ETIMEDOUT, "loader service %s: no answer within %d ms (%d attempts)", c->endpoint,
+                        c->timeout_ms, attempt + 1);
+            continue;
+        }
+        const uint8_t *p = zmq_msg_data(&m), *body;
+        size_t n = zmq_msg_size(&m);
+        rep_hdr h;
+        memset(&h, 0, sizeof h);
+        if (n >= sizeof h) memcpy(&h, p, sizeof h);
+        rc = frame_check(p, n, REP_MAGIC, sizeof h, h.len, &body);
+        if (rc == LS_OK) {
+            *payload = malloc(h.len + 1);
+            if (!*payload)
+                rc = ls_err(LS_ENOMEM, "out of memory");
+            else {
+                memcpy(*payload, body, h.len);
+                (*payload)[h.len] = 0;
+                *len = h.len;
+                *status = h.status;
+            }
+        }
+        zmq_msg_close(&m);
+        break;
+    }
+    free(req);
+    return rc;
+}
+
+static int service_error(int status, const uint8_t *msg) {
+    int code = status < 0 && status >= LS_EPEER ? status : LS_EPEER;
+    return ls_err(code, "loader service: %s", (const char *)msg);
+}
+
+int ls_loader_client_batch(ls_loader_client *c, int64_t step, ls_loader_batch *out) {
+    memset(out, 0, sizeof *out);
+    uint8_t *p = NULL;
+    size_t n;
+    int status;
+    LS_TRY(roundtrip(c, MSG_BATCH, step, NULL, 0, &p, &n, &status));
+    int rc = status < 0 ? service_error(status, p) : ls_loader_batch_decode(p, n, out);
+    free(p);
+    if (rc == LS_OK && (out->step != step || out->rank != c->rank)) {
+        ls_loader_batch_free(out);
+        rc = ls_err(LS_EFORMAT, "loader service answered for step %lld rank %d, asked step %lld rank %d",
+                    (long long)out->step, out->rank, (long long)step, c->rank);
+    }
+    return rc;
+}
+
+static int simple(ls_loader_client *c, int type, const char *json, char **reply) {
+    uint8_t *p = NULL;
+    size_t n;
+    int status;
+    LS_TRY(roundtrip(c, type, 0, json, json ? strlen(json) : 0, &p, &n, &status));
+    if (status < 0) {
+        int rc = service_error(status, p);
+        free(p);
+        return rc;
+    }
+    if (reply)
+        *reply = (char *)p;
+    else
+        free(p);
+    return LS_OK;
+}
+
+int ls_loader_client_control(ls_loader_client *c, const char *json, char **reply) {
+    return simple(c, json ? MSG_CONTROL : MSG_INFO, json, reply);
+}
+int ls_loader_client_shutdown(ls_loader_client *c) { return simple(c, MSG_SHUTDOWN, NULL, NULL); }

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# cli.sh - `llmsys loader` end to end: tokenize, stats, serve on a free port, fetch,
+# kill -9 mid-run, restart from the saved state (same batches), control messages and bad
+# input. Every server started here is killed on exit, even on failure.
+set -u
+LLMSYS=$1
+T=$(mktemp -d /tmp/llmsys-loader-cli.XXXXXX)
+PIDS=()
+cleanup() {
+    for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+    rm -rf "$T"
+}
+trap cleanup EXIT
+[ -n "${LS_DEBUG_CLI:-}" ] && set -x
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+mkdir -p "$T/docs"
+for i in $(seq 1 12); do head -c $((i * 300)) /usr/share/common-licenses/GPL-3 > "$T/docs/d$i.txt"; done
+for i in $(seq 1 80); do echo "{\"text\": \"$i + $i = $((i + i))\"}"; done > "$T/math.jsonl"
+echo 'this is not json' >> "$T/math.jsonl"
+
+# tokenize: malformed line skipped with a warning; --strict makes it an error naming file:line
+"$LLMSYS" loader tokenize --in "$T/math.jsonl" --type jsonl --out "$T/math.lstok" 2> "$T/warn" || fail "tokenize"
+grep -q "math.jsonl:81" "$T/warn" || fail "no file:line warning: $(cat "$T/warn")"
+"$LLMSYS" loader tokenize --in "$T/math.jsonl" --type jsonl --strict --out "$T/x.lstok" 2> "$T/err" && fail "--strict accepted a bad line"
+grep -q "math.jsonl:81" "$T/err" || fail "strict error lacks file:line"
+[ -e "$T/x.lstok" ] && fail "half-written output left behind"
+
+cat > "$T/mix.json" <<JSON
+{"n_ctx": 64, "tokens_per_rank": 256, "micro_batches": 2, "seed": 3,
+ "sources": [{"name": "docs", "path": "docs"}, {"name": "math", "type": "tokens", "path": "math.lstok"}],
+ "schedule": [{"step": 0, "weights": {"docs": 0.8, "math": 0.2}}, {"step": 10, "weights": {"docs": 0.2, "math": 0.8}}]}
+JSON
+"$LLMSYS" loader stats --mix "$T/mix.json" --ranks 4 --steps 20 --svg "$T/c.svg" --report "$T/r.json" > "$T/stats" || fail "stats"
+grep -q "kk" "$T/stats" && grep -q "<svg" "$T/c.svg" && grep -q '"imbalance"' "$T/r.json" || fail "stats output"
+
+# bad input: clear one-line errors, exit 1 (runtime) or 2 (usage)
+echo '{"sources": [{"name": "a", "path": "docs", "weight": -1}]}' > "$T/neg.json"
+"$LLMSYS" loader stats --mix "$T/neg.json" --ranks 2 2> "$T/err"; [ $? -eq 1 ] || fail "negative weight"
+grep -q "weight must be finite and >= 0, got -1" "$T/err" || fail "negative weight message: $(cat "$T/err")"
+echo '{"sources": [{"name": "a", "path": "missing-dir"}]}' > "$T/miss.json"
+"$LLMSYS" loader stats --mix "$T/miss.json" --ranks 2 2> "$T/err"; [ $? -eq 1 ] || fail "missing source"
+grep -q "missing-dir" "$T/err" || fail "missing source message"
+"$LLMSYS" loader serve --mix "$T/mix.json" 2>/dev/null; [ $? -eq 2 ] || fail "usage error exit code"
+
+start() { # start [--resume FILE]: launches a server for $RANKS (default 2) ranks on a free port, sets PORT
+    rm -f "$T/port"
+    "$LLMSYS" loader serve --mix "$T/mix.json" --ranks "${RANKS:-2}" --port 0 --port-file "$T/port" --prefetch 2 --history 2 "$@" > "$T/serve.log" 2>&1 &
+    PIDS+=($!)
+    for _ in $(seq 1 100); do [ -s "$T/port" ] && break; sleep 0.05; done
+    [ -s "$T/port" ] || fail "server did not start: $(cat "$T/serve.log")"
+    PORT=$(cat "$T/port")
+}
+
+# uninterrupted run: steps 0..11 for both ranks
+start
+A="tcp://127.0.0.1:$PORT"
+# (ranks advance together, as synchronous trainers do: the service holds a bounded window)
+for s in $(seq 0 11); do
+    "$LLMSYS" loader fetch --addr "$A" --rank 0 --step "$s" >> "$T/ref0" || fail "fetch"
+    "$LLMSYS" loader fetch --addr "$A" --rank 1 --step "$s" >> "$T/ref1" || fail "fetch"
+done
+"$LLMSYS" loader control --addr "$A" --shutdown > /dev/null || fail "shutdown"
+wait "${PIDS[-1]}" || fail "server exit status"
+
+# interrupted: fetch 0..4, save the state with step 4, kill -9, restart, fetch 5..11
+start
+A="tcp://127.0.0.1:$PORT"
+for s in $(seq 0 4); do
+    "$LLMSYS" loader fetch --addr "$A" --rank 1 --step "$s" >> "$T/b1" || fail "fetch"
+    "$LLMSYS" loader fetch --addr "$A" --rank 0 --step "$s" --state-out "$T/state" >> "$T/b0" || fail "fetch"
+done
+# bad requests do not kill the service
+"$LLMSYS" loader control --addr "$A" --weights '{"nosuch": 1}' 2> "$T/err"; [ $? -eq 1 ] || fail "unknown source accepted"
+grep -q "unknown source 'nosuch'" "$T/err" || fail "unknown source message"
+"$LLMSYS" loader control --addr "$A" --weights '{"docs": 0, "math": 0}' 2> /dev/null && fail "all-zero weights accepted"
+"$LLMSYS" loader fetch --addr "$A" --rank 0 --step 500 2> "$T/err"; grep -q "too far ahead" "$T/err" || fail "far ahead"
+"$LLMSYS" loader fetch --addr "$A" --rank 5 --step 0 2> "$T/err"; grep -q "rank 5 out of range" "$T/err" || fail "bad rank"
+"$LLMSYS" loader control --addr "$A" --info | grep -q '"ranks":2' || fail "info after bad requests"
+kill -9 "${PIDS[-1]}"; wait "${PIDS[-1]}" 2>/dev/null
+start --resume "$T/state"
+A="tcp://127.0.0.1:$PORT"
+for s in $(seq 5 11); do
+    "$LLMSYS" loader fetch --addr "$A" --rank 0 --step "$s" >> "$T/b0" || fail "fetch after restart"
+    "$LLMSYS" loader fetch --addr "$A" --rank 1 --step "$s" >> "$T/b1" || fail "fetch after restart"
+done
+diff "$T/ref0" "$T/b0" > /dev/null || fail "rank 0 batches differ after kill/restart"
+diff "$T/ref1" "$T/b1" > /dev/null || fail "rank 1 batches differ after kill/restart"
+# a corrupt state blob is refused at start
+printf 'garbage' > "$T/bad.state"
+"$LLMSYS" loader serve --mix "$T/mix.json" --ranks 2 --port 0 --resume "$T/bad.state" 2> "$T/err"; [ $? -eq 1 ] || fail "bad state accepted"
+grep -q "loader state" "$T/err" || fail "bad state message"
+
+# llmsys train --loader: 2 steps from the service, the loader state saved beside the
+# checkpoint, service restarted from it, training resumed to step 4
+cat > "$T/mixt.json" <<JSON
+{"n_ctx": 32, "tokens_per_rank": 96, "seed": 2, "sources": [{"name": "docs", "path": "docs", "split": "blank"}]}
+JSON
+cp "$T/mixt.json" "$T/mix.json"
+start   # 2 ranks: a 1-rank run is refused before training
+A="tcp://127.0.0.1:$PORT"
+"$LLMSYS" train --config tiny --loader "$A" --seq 32 --batch 6 --steps 4 --out "$T/y.safetensors" 2> "$T/err"; [ $? -eq 1 ] || fail "rank mismatch accepted"
+grep -q "serves 2 ranks but this run has 1" "$T/err" || fail "rank mismatch message: $(cat "$T/err")"
+"$LLMSYS" loader control --addr "$A" --shutdown > /dev/null
+wait "${PIDS[-1]}"
+RANKS=1
+start
+A="tcp://127.0.0.1:$PORT"
+"$LLMSYS" train --config tiny --loader "$A" --seq 32 --batch 6 --steps 4 --stop-at 2 --out "$T/m.safetensors" > "$T/train.log" 2>&1 || fail "train --loader: $(tail -3 "$T/train.log")"
+[ -s "$T/m.safetensors.loader-state" ] || fail "no loader state beside the checkpoint"
+"$LLMSYS" loader control --addr "$A" --shutdown > /dev/null
+wait "${PIDS[-1]}"
+start --resume "$T/m.safetensors.loader-state"
+A="tcp://127.0.0.1:$PORT"
+"$LLMSYS" train --loader "$A" --resume "$T/m.safetensors" --out "$T/m.safetensors" > "$T/train.log" 2>&1 || fail "resumed train --loader: $(tail -3 "$T/train.log")"
+grep -q "trained steps 2..4" "$T/train.log" || fail "resume did not continue at step 2: $(tail -2 "$T/train.log")"
+"$LLMSYS" train --config tiny --loader "$A" --data "$T/docs" --steps 1 --out "$T/x.safetensors" 2>/dev/null; [ $? -eq 2 ] || fail "--data with --loader"
+echo "loader cli: ok"

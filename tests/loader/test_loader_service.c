@@ -1,0 +1,224 @@
+/* test_loader_service.c - the ZeroMQ service: round trip against the in-process loader,
+ * idempotent retries, control messages, bad requests, and kill -9 / restart from a saved
+ * state. Servers run in forked children that are always killed and reaped. */
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "llmsys/loader.h"
+#include "test.h"
+
+static char dir[256];
+static pid_t child = -1;
+
+static void kill_child(void) {
+    if (child > 0) {
+        kill(child, SIGKILL);
+        waitpid(child, NULL, 0);
+        child = -1;
+    }
+}
+
+static void on_alarm(int sig) {
+    (void)sig;
+    if (child > 0) kill(child, SIGKILL);
+    _exit(3);
+}
+
+static const char *MIX =
+    "{\"n_ctx\": 32, \"tokens_per_rank\": 96, \"micro_batches\": 2, \"seed\": 9,"
+    " \"sources\": [{\"name\": \"long\", \"path\": \"long\", \"weight\": 0.6},"
+    "              {\"name\": \"short\", \"type\": \"jsonl\", \"path\": \"short.jsonl\", \"weight\": 0.4}]}";
+enum { R = 3 };
+
+static void make_data(void) {
+    char p[512], buf[4096];
+    snprintf(p, sizeof p, "%s/long", dir);
+    CHECK_EQ_INT(ls_mkdirs(p), 0);
+    for (int f = 0; f < 8; f++) {
+        int n = 40 + 97 * f;
+        for (int i = 0; i < n; i++) buf[i] = (char)('a' + (i * 7 + f) % 26);
+        snprintf(p, sizeof p, "%s/long/f%d.txt", dir, f);
+        CHECK_EQ_INT(ls_file_write_atomic(p, buf, (size_t)n), 0);
+    }
+    int o = 0;
+    for (int i = 0; i < 60; i++)
+        o += snprintf(buf + o, sizeof buf - (size_t)o, "{\"text\": \"%d*%d=%d\"}\n", i, i, i * i);
+    snprintf(p, sizeof p, "%s/short.jsonl", dir);
+    CHECK_EQ_INT(ls_file_write_atomic(p, buf, (size_t)o), 0);
+}
+
+/* Forks a server (optionally resuming from a blob); returns its port. */
+static int start_server(const ls_loader_mix *mix, const uint8_t *state, size_t len) {
+    int fd[2];
+    if (pipe(fd) != 0) return -1;
+    child = fork();
+    if (child == 0) {
+        close(fd[0]);
+        ls_loader_serve_opts o = {2, 2, 1};
+        ls_loader_server *srv;
+        int port = -1;
+        if (ls_loader_server_open(&srv, mix, R, "127.0.0.1", 0, &o, state, len) == 0)
+            port = ls_loader_server_port(srv);
+        else
+            fprintf(stderr, "server: %s\n", ls_errmsg());
+        if (write(fd[1], &port, sizeof port) != (ssize_t)sizeof port) _exit(1);
+        close(fd[1]);
+        if (port < 0) _exit(1);
+        int rc = ls_loader_server_run(srv);
+        ls_loader_server_close(srv);
+        _exit(rc == 0 ? 0 : 1);
+    }
+    close(fd[1]);
+    int port = -1;
+    if (read(fd[0], &port, sizeof port) != (ssize_t)sizeof port) port = -1;
+    close(fd[0]);
+    return port;
+}
+
+static uint64_t batch_hash(const ls_loader_batch *b) {
+    /* The state blob is left out: steps the service built before a control message
+     * arrived do not carry that message's pending change (the batches are the same). */
+    uint64_t v[3] = {ls_hash64(b->tokens, (size_t)b->n_rows * b->n_ctx * 4),
+                     ls_hash64(b->doc_ids, (size_t)b->n_rows * b->n_ctx * 4),
+                     ls_hash64(b->segs, (size_t)b->n_segs * sizeof *b->segs)};
+    return ls_hash64(v, sizeof v);
+}
+
+enum { STEPS = 14, CUT = 6, CHANGE = 9, RESET = 12 };
+static uint64_t ref[STEPS][R];
+
+/* The uninterrupted in-process run (inline reading), with the weight change at CHANGE. */
+static void reference(const ls_loader_mix *mix) {
+    ls_loader *ld;
+    ls_loader_opts o = {0, 4};
+    CHECK_EQ_INT(ls_loader_open(&ld, mix, R, &o), 0);
+    double w[2] = {0.1, 0.9};
+    CHECK_EQ_INT(ls_loader_set_weights(ld, w, CHANGE), 0);
+    CHECK_EQ_INT(ls_loader_set_weights(ld, NULL, RESET), 0);
+    for (int s = 0; s < STEPS; s++) {
+        ls_loader_step *st;
+        CHECK_EQ_INT(ls_loader_next_step(ld, &st), 0);
+        for (int r = 0; r < R; r++) {
+            ls_loader_batch b;
+            CHECK_EQ_INT(ls_loader_step_batch(st, r, &b), 0);
+            ref[s][r] = batch_hash(&b);
+            ls_loader_batch_free(&b);
+        }
+        ls_loader_step_free(st);
+    }
+    ls_loader_close(ld);
+}
+
+static void test_service(void) {
+    ls_loader_mix mix;
+    CHECK_EQ_INT(ls_loader_mix_parse(MIX, dir, &mix), 0);
+    reference(&mix);
+    int port = start_server(&mix, NULL, 0);
+    CHECK(port > 0);
+    if (port <= 0) return;
+    char ep[64];
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
+    ls_loader_client *c[R];
+    for (int r = 0; r < R; r++) CHECK_EQ_INT(ls_loader_client_open(&c[r], ep, r, 5000, 1), 0);
+
+    /* Bad control messages are refused with a reason; the service keeps running. */
+    char *reply = NULL;
+    CHECK(ls_loader_client_control(c[0], "{\"weights\": {\"nosuch\": 1}}", NULL) < 0);
+    CHECK_MSG(strstr(ls_errmsg(), "unknown source 'nosuch'") != NULL, "%s", ls_errmsg());
+    CHECK(ls_loader_client_control(c[0], "{\"weights\": {\"long\": -1, \"short\": 1}}", NULL) < 0);
+    CHECK(ls_loader_client_control(c[0], "{\"weights\": {\"long\": 0, \"short\": 0}}", NULL) < 0);
+    CHECK(ls_loader_client_control(c[0], "not json", NULL) < 0);
+    CHECK_EQ_INT(ls_loader_client_control(c[0], "{\"weights\": {\"long\": 0.1, \"short\": 0.9}, \"step\": 9}", &reply),
+                 0);
+    CHECK(reply && strstr(reply, "\"from_step\":9"));
+    free(reply);
+    reply = NULL;
+    CHECK_EQ_INT(ls_loader_client_control(c[0], "{\"weights\": null, \"step\": 12}", &reply),
+                 0); /* back to the schedule */
+    free(reply);
+    CHECK_EQ_INT(ls_loader_client_control(c[0], NULL, &reply), 0); /* info */
+    CHECK(reply && strstr(reply, "\"ranks\":3"));
+    free(reply);
+
+    uint8_t *blob = NULL;
+    size_t blen = 0;
+    for (int s = 0; s < CUT; s++)
+        for (int r = 0; r < R; r++) {
+            ls_loader_batch b;
+            CHECK_EQ_INT(ls_loader_client_batch(c[r], s, &b), 0);
+            CHECK_MSG(batch_hash(&b) == ref[s][r], "step %d rank %d differs from the in-process loader", s, r);
+            if (s == CUT - 1 && r == 0) {
+                blob = malloc(b.state_len);
+                memcpy(blob, b.state, b.state_len);
+                blen = b.state_len;
+            }
+            ls_loader_batch_free(&b);
+        }
+    /* A duplicate (retried) request gets the same batch. */
+    ls_loader_batch b;
+    CHECK_EQ_INT(ls_loader_client_batch(c[1], CUT - 1, &b), 0);
+    CHECK(batch_hash(&b) == ref[CUT - 1][1]);
+    ls_loader_batch_free(&b);
+    /* Far ahead, far behind (evicted after the window moved on), bad rank. */
+    CHECK(ls_loader_client_batch(c[0], 1000, &b) == LS_ERANGE);
+    CHECK_MSG(strstr(ls_errmsg(), "too far ahead") != NULL, "%s", ls_errmsg());
+    CHECK(ls_loader_client_batch(c[0], 0, &b) == LS_ERANGE);
+    CHECK_MSG(strstr(ls_errmsg(), "too far behind") != NULL, "%s", ls_errmsg());
+    ls_loader_client *bad;
+    CHECK_EQ_INT(ls_loader_client_open(&bad, ep, 7, 5000, 0), 0);
+    CHECK(ls_loader_client_batch(bad, CUT, &b) == LS_EINVAL);
+    ls_loader_client_close(bad);
+    /* Still serving, one more step, then the service dies mid-run. */
+    for (int r = 0; r < R; r++) {
+        CHECK_EQ_INT(ls_loader_client_batch(c[r], CUT, &b), 0);
+        CHECK(batch_hash(&b) == ref[CUT][r]);
+        ls_loader_batch_free(&b);
+    }
+    for (int r = 0; r < R; r++) ls_loader_client_close(c[r]);
+    kill_child();
+
+    /* Restart from the state saved with step CUT-1 (as a trainer checkpoint would). The
+     * weight changes pending for steps 9 and 12 are part of that state. */
+    port = start_server(&mix, blob, blen);
+    CHECK(port > 0);
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
+    for (int r = 0; r < R; r++) CHECK_EQ_INT(ls_loader_client_open(&c[r], ep, r, 5000, 1), 0);
+    for (int s = CUT; s < STEPS; s++)
+        for (int r = 0; r < R; r++) {
+            CHECK_EQ_INT(ls_loader_client_batch(c[r], s, &b), 0);
+            CHECK_MSG(batch_hash(&b) == ref[s][r], "step %d rank %d differs after restart", s, r);
+            ls_loader_batch_free(&b);
+        }
+    CHECK_EQ_INT(ls_loader_client_shutdown(c[0]), 0);
+    for (int r = 0; r < R; r++) ls_loader_client_close(c[r]);
+    int status = -1;
+    if (child > 0 && waitpid(child, &status, 0) == child) child = -1;
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    free(blob);
+    ls_loader_mix_free(&mix);
+
+    /* A client with nobody listening times out cleanly after its retries. */
+    ls_loader_client *lone;
+    CHECK_EQ_INT(ls_loader_client_open(&lone, ep, 0, 200, 1), 0);
+    CHECK(ls_loader_client_batch(lone, 0, &b) == LS_ETIMEDOUT);
+    ls_loader_client_close(lone);
+}
+
+int main(void) {
+    snprintf(dir, sizeof dir, "/tmp/llmsys-loader-svc-%d", (int)getpid());
+    CHECK_EQ_INT(ls_mkdirs(dir), 0);
+    ls_log_set_level(LS_LOG_ERROR);
+    signal(SIGALRM, on_alarm);
+    alarm(60);
+    atexit(kill_child);
+    make_data();
+    RUN(test_service);
+    kill_child();
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    return TEST_RESULT();
+}
