@@ -19,6 +19,7 @@
 #include "llmsys/core.h"
 #include "llmsys/loader.h"
 #include "llmsys/model.h"
+#include "llmsys/serve.h"
 #include "llmsys/train.h"
 
 /* ---------------------------------------------------------------- shared helpers */
@@ -560,16 +561,21 @@ int cmd_eval(int argc, char **argv) {
     }
     ls_model_set_threads(threads);
     ls_model *m = NULL;
+    ls_engine *qe = NULL; /* quantized checkpoints run on the serve engine */
     ls_corpus *c = NULL;
     ls_eval_result r;
-    rc = ls_ckpt_load(model, LS_CKPT_WEIGHTS, &m, NULL);
+    int quantized = ls_ckpt_is_quantized(model);
+    rc = quantized == 1  ? ls_engine_open(&qe, model, NULL)
+         : quantized < 0 ? quantized
+                         : ls_ckpt_load(model, LS_CKPT_WEIGHTS, &m, NULL);
     if (rc == LS_OK) rc = data_load(&data, &c);
     if (rc == LS_OK) {
         size_t n;
         const uint16_t *tok = ls_corpus_tokens(c, split, &n);
-        int T = seq > 0 ? seq : ls_model_cfg(m)->n_ctx;
+        int T = seq > 0 ? seq : (qe ? ls_engine_config(qe) : ls_model_cfg(m))->n_ctx;
         double t0 = ls_now();
-        rc = ls_eval_tokens(m, tok, n, T, batch, (size_t)max_tokens, &r);
+        rc = qe ? ls_engine_eval_tokens(qe, tok, n, T, (size_t)max_tokens, &r)
+                : ls_eval_tokens(m, tok, n, T, batch, (size_t)max_tokens, &r);
         if (rc < 0) rc = ls_err_wrap(rc, "%s split", split_name);
         if (rc == LS_OK) {
             double el = ls_now() - t0, h = ls_corpus_unigram_entropy(c, split);
@@ -596,6 +602,7 @@ int cmd_eval(int argc, char **argv) {
         }
     }
     if (m) ls_model_free(m);
+    if (qe) ls_engine_free(qe);
     ls_corpus_free(c);
     ls_strlist_free(&data.paths);
     return rc < 0 ? ls_cli_fail() : 0;
