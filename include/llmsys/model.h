@@ -94,6 +94,8 @@ float *ls_model_params(ls_model *m);
 float *ls_model_grads(ls_model *m);
 float *ls_model_adam_m(ls_model *m);
 float *ls_model_adam_v(ls_model *m);
+/* Index of the tensor with this name, or -1. */
+int ls_model_find_tensor(const ls_model *m, const char *name);
 
 /* Forward over tokens (B, T) with T <= n_ctx. With targets (B, T) returns the mean
  * cross-entropy over targets != -1 (and keeps what backward needs); without targets
@@ -101,9 +103,15 @@ float *ls_model_adam_v(ls_model *m);
  * the error on invalid input (token out of range, T > n_ctx). */
 float ls_model_forward(ls_model *m, const int *tokens, const int *targets, int B, int T);
 const float *ls_model_logits(const ls_model *m);
+/* Per-position losses (B, T) of the last forward with targets: -log p(target), 0 where
+ * the target is -1 (for eval: sum them for total nats). NULL if the last forward had none. */
+const float *ls_model_losses(const ls_model *m);
 void ls_model_zero_grad(ls_model *m);
-/* Accumulates d(mean loss)/d(params) into the gradients; requires a forward with targets. */
+/* Accumulates d(mean loss)/d(params) into the gradients; requires a forward with targets
+ * (otherwise records an error and leaves the gradients unchanged). */
 void ls_model_backward(ls_model *m);
+/* Same, returning LS_ESTATE when the last forward had no targets. */
+int ls_model_backward_checked(ls_model *m);
 
 /* AdamW with decoupled weight decay on 2-D weights only (not biases, LayerNorm, wpe? see
  * docs/model.md), global gradient-norm clipping, linear warmup then cosine decay to
@@ -131,15 +139,28 @@ typedef struct {
     float top_p;
 } ls_sample_config;
 
-/* Picks a token from logits (V) under s using rng. */
+/* Picks a token from logits (V) under s using rng; a negative status on a bad config. */
 int ls_sample_logits(const float *logits, int V, const ls_sample_config *s, ls_rng *rng);
+/* The distribution ls_sample_logits draws from: probs (V) is zero outside the kept set
+ * (top-k, then the smallest top-p prefix by probability; ties by lower index) and sums
+ * to 1 over it. Returns the kept count (1 for greedy) or a negative status. */
+int ls_sample_probs(const float *logits, int V, const ls_sample_config *s, float *probs);
 /* Autoregressive generation with a KV cache: feeds prompt (n_prompt >= 1 tokens), then
  * samples up to n_new tokens into out, stopping early after EOS or at n_ctx.
  * *n_out receives the count generated. */
 int ls_model_generate(ls_model *m, const int *prompt, int n_prompt, int n_new, const ls_sample_config *s,
                       ls_rng *rng, int *out, int *n_out);
 
-/* Threads used by attention and elementwise loops (OpenMP); 0 = all cores. */
+/* Incremental decoding (batch 1) with the model's own KV cache, as used by generate:
+ * reset empties the cache; step feeds one token at the next position and returns its
+ * logits (V), valid until the next step, or NULL (error set) on a bad token or a full
+ * context. kv_pos is the number of tokens in the cache. Not thread-safe per model. */
+int ls_model_kv_reset(ls_model *m);
+const float *ls_model_kv_step(ls_model *m, int token);
+int ls_model_kv_pos(const ls_model *m);
+
+/* Threads used by attention and elementwise loops (OpenMP) and by OpenBLAS; 0 = all
+ * cores. Process-wide (both libraries keep it globally). */
 void ls_model_set_threads(int n);
 
 #ifdef __cplusplus

@@ -1,0 +1,101 @@
+/*
+ * quant.h - group-wise weight quantization (16/8/4/3 bits) and the matrix kernels that
+ * run on quantized weights: mat-vec for decode, mat-mat for prefill (after LLM-PQ and
+ * SplitQuant, REFERENCES.md §3: every layer at its own bit width).
+ *
+ * A weight matrix W (rows = out, cols = in; y = x·Wᵀ as in model.h) is stored as an
+ * ls_qmat in one of five formats:
+ *
+ *   bits 32  F32 as is (reference / "no quantization")
+ *   bits 16  IEEE fp16 storage, computed in fp32
+ *   bits 8   int8 symmetric per group: w = scale·q, q in [-127, 127]
+ *   bits 4   uint4 asymmetric per group: w = scale·q + min, q in [0, 15]
+ *   bits 3   uint3 asymmetric per group: w = scale·q + min, q in [0, 7]
+ *
+ * Groups are `group` consecutive input columns of one row (group ∈ {32, 64, 128, 256}).
+ * Rows are padded to a whole number of groups (cols_pad); padding holds zeros and the
+ * kernels pad x with zeros, so any cols works. Packed layout per 32-value block:
+ *   8 bits: 32 bytes, value i in byte i (int8)
+ *   4 bits: 16 bytes, byte j holds value j (low nibble) and j+16 (high nibble)
+ *   3 bits: 12 bytes, bytes 0..7 hold the low 2 bits (byte j: values j, j+8, j+16, j+24
+ *           at bit 0, 2, 4, 6), bytes 8..11 a little-endian word whose bit i is bit 2 of
+ *           value i.
+ * Quantization is round-to-nearest; |w - dequant(w)| <= scale/2 (+ float rounding).
+ *
+ *     ls_qmat q;
+ *     ls_qmat_quantize(&q, w, rows, cols, 4, 64);       // from fp32
+ *     ls_qmat_matvec(&q, x, y);                         // y[rows] = W·x, fastest kernel
+ *     ls_qmat_free(&q);
+ *
+ * Every kernel exists as a scalar reference (LS_QIMPL_REF) and an AVX2/FMA/F16C path
+ * (LS_QIMPL_FAST) selected at run time; LLMSYS_NO_SIMD=1 in the environment forces the
+ * reference. The fast path computes each output with a fixed reduction order that does
+ * not depend on how many rows are batched together, so batched decode is bit-identical
+ * to one-at-a-time decode.
+ */
+#ifndef LLMSYS_QUANT_H
+#define LLMSYS_QUANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { LS_QIMPL_AUTO = 0, LS_QIMPL_REF = 1, LS_QIMPL_FAST = 2 } ls_qimpl;
+
+typedef struct {
+    int bits;          /* 32, 16, 8, 4, 3 */
+    int rows, cols;    /* logical shape (out, in) */
+    int group;         /* columns per group (8/4/3 bits) */
+    int cols_pad;      /* cols rounded up to a multiple of group (32 for 32/16 bits) */
+    int ngroups;       /* cols_pad / group */
+    size_t row_bytes;  /* bytes of packed data per row */
+    uint8_t *data;     /* rows * row_bytes, 32-byte aligned, owned */
+    float *scale;      /* rows * ngroups (8/4/3 bits), owned */
+    float *min;        /* rows * ngroups (4/3 bits), owned */
+} ls_qmat;
+
+/* 1 if bits is a storage format (32, 16, 8, 4, 3). */
+int ls_quant_bits_valid(int bits);
+/* 1 if group is a supported group size (32, 64, 128, 256). */
+int ls_quant_group_valid(int group);
+/* Bytes per row of packed data for a format. */
+size_t ls_quant_row_bytes(int bits, int cols_pad);
+/* 1 when the AVX2/FMA/F16C path can run here and LLMSYS_NO_SIMD is not set. */
+int ls_quant_have_fast(void);
+/* "avx2+fma+f16c" or "scalar": what LS_QIMPL_AUTO uses. */
+const char *ls_quant_impl_name(void);
+
+/* fp16 <-> fp32, round to nearest even (scalar, no F16C needed). */
+uint16_t ls_f32_to_f16(float f);
+float ls_f16_to_f32(uint16_t h);
+
+/* Quantizes a row-major fp32 matrix (rows, cols) into q (allocated here). Errors:
+ * LS_EINVAL for unsupported bits/group/shape, LS_ENOMEM. */
+int ls_qmat_quantize(ls_qmat *q, const float *w, int rows, int cols, int bits, int group);
+/* Allocates an empty matrix of the format (data zeroed), for loading packed data. */
+int ls_qmat_alloc(ls_qmat *q, int rows, int cols, int bits, int group);
+void ls_qmat_free(ls_qmat *q);
+/* Reconstructs row r into out[cols] (reference dequantization). */
+void ls_qmat_dequant_row(const ls_qmat *q, int r, float *out);
+/* Bytes of weight storage (packed data + scales + mins). */
+size_t ls_qmat_bytes(const ls_qmat *q);
+
+/* y[rows] = W·x, x has cols entries. */
+void ls_qmat_matvec(const ls_qmat *q, const float *x, float *y);
+void ls_qmat_matvec_impl(const ls_qmat *q, const float *x, float *y, ls_qimpl impl);
+/* Y (M, rows) = X (M, cols) · Wᵀ, row-major, every output row computed exactly like
+ * ls_qmat_matvec of that X row (decode batches: weights streamed once for M rows).
+ * nthreads > 1 splits W's rows over OpenMP threads. */
+void ls_qmat_matmul_rows(const ls_qmat *q, const float *X, int M, float *Y, int nthreads, ls_qimpl impl);
+/* Prefill GEMM: Y (M, rows) = X (M, cols) · Wᵀ via tiles of W dequantized to fp32 (AVX2
+ * when available) and OpenBLAS sgemm. Each X row's result does not depend on M beyond
+ * what sgemm guarantees; the reference impl is a scalar triple loop. */
+void ls_qmat_matmul(const ls_qmat *q, const float *X, int M, float *Y, ls_qimpl impl);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LLMSYS_QUANT_H */

@@ -1,0 +1,217 @@
+/*
+ * train.h - training the core model (model.h): text corpora as byte tokens, batch
+ * sources, safetensors checkpoints with optimizer state, MPI data parallelism
+ * (after Horovod / PyTorch DDP: all-reduce of the flat gradient buffer each step) and
+ * the training loop with exact resume.
+ *
+ * A run, in one process or under mpirun:
+ *
+ *     ls_dist *d;            ls_dist_init(&d);                   // MPI only under mpirun
+ *     ls_corpus *c;          ls_corpus_load(&c, paths, n, NULL);
+ *     ls_train_config tc = ls_train_defaults();  tc.steps = 200;
+ *     ls_trainer *t;         ls_trainer_init(&t, &model_cfg, &tc, d);
+ *     ls_batch_source *src;  ls_batch_source_corpus(&src, c, &tc, ls_dist_size(d));
+ *     for (...) ls_trainer_step(t, src, &loss, NULL);
+ *     ls_trainer_save(t, "ckpt.safetensors");                   // rank 0 writes
+ *
+ * Determinism. The rows of the global batch of step s are a pure function of (seed, s,
+ * row index); rank r of N computes rows [r·G/N, (r+1)·G/N). So the same seed gives
+ * the same loss sequence, a resumed run sees exactly the batches the uninterrupted run
+ * would have seen, and N ranks see the same global batch as one rank.
+ *
+ * Checkpoint format (safetensors, see safetensors.h): one F32 tensor per parameter under
+ * its model.h name; optionally "opt.m.<name>" and "opt.v.<name>" (AdamW moments);
+ * __metadata__: "llmsys.config" (ls_model_config_to_json), "llmsys.step" (steps done),
+ * "llmsys.ckpt" = "1" (format version), "llmsys.train" (ls_train_config JSON, present when
+ * written by a training run), plus the writer's "format" and "llmsys.xxh3" checksum.
+ */
+#ifndef LLMSYS_TRAIN_H
+#define LLMSYS_TRAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "llmsys/core.h"
+#include "llmsys/model.h"
+#include "llmsys/safetensors.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- training settings */
+
+typedef struct {
+    int batch;        /* global batch: sequences per step, summed over ranks */
+    int seq;          /* tokens per sequence (T <= n_ctx) */
+    int steps;        /* total optimizer steps of the run (length of the lr schedule) */
+    uint64_t seed;    /* model init and data sampling */
+    int shards;       /* data shards; 0 = chosen by ls_batch_source_corpus */
+    ls_adamw_config opt;
+} ls_train_config;
+
+/* batch 8, seq 128, steps 100, seed 1, AdamW defaults with warmup = steps/10 (set by init). */
+ls_train_config ls_train_defaults(void);
+/* Checks ranges (batch, seq, steps > 0, lr > 0, ...); the message names the field. */
+int ls_train_config_validate(const ls_train_config *c);
+/* Compact JSON (malloc'd, caller frees) and back; from_json fills every field it finds. */
+char *ls_train_config_to_json(const ls_train_config *c);
+int ls_train_config_from_json(const char *json, ls_train_config *c);
+
+/* ---------------------------------------------------------------- checkpoints */
+
+enum {
+    LS_CKPT_WEIGHTS = 0,  /* parameters only; opt.* tensors are ignored */
+    LS_CKPT_WITH_OPT = 1, /* also the AdamW moments (required on load) */
+};
+
+typedef struct {
+    int64_t step;     /* optimizer steps completed */
+    char *train_json; /* "llmsys.train" metadata (malloc'd), NULL when absent */
+} ls_ckpt_state;
+
+/* Writes m atomically (temp file, fsync, rename) with step and, when train_json != NULL,
+ * the training settings; flags LS_CKPT_WITH_OPT adds the optimizer moments. On failure
+ * path is untouched. */
+int ls_ckpt_save(const char *path, ls_model *m, int64_t step, const char *train_json, int flags);
+/* Opens path and checks it is an llmsys checkpoint; *cfg receives its validated model
+ * config. *f stays open for direct tensor access (ls_st_find); close with ls_st_close.
+ * Errors name the file and the problem (not safetensors, foreign, corrupt, bad config). */
+int ls_ckpt_open(const char *path, ls_st_file **f, ls_model_config *cfg);
+/* Loads path into a new model (*out; free with ls_model_free). Every parameter tensor
+ * must be present as F32 with its model.h shape (and the opt.* tensors with
+ * LS_CKPT_WITH_OPT); st (may be NULL) receives step and training settings. */
+int ls_ckpt_load(const char *path, int flags, ls_model **out, ls_ckpt_state *st);
+/* Same into an existing model whose config must equal the file's. */
+int ls_ckpt_load_into(const char *path, ls_model *m, int flags, ls_ckpt_state *st);
+void ls_ckpt_state_free(ls_ckpt_state *st);
+
+/* ---------------------------------------------------------------- text corpus */
+
+/* Files and directories (searched recursively, in sorted order) read as bytes; each file
+ * is one document, tokenised as BOS <bytes> EOS. The token stream is cut into blocks
+ * and every k-th block (k = round(1/heldout_frac)) is held out, so the split depends only
+ * on the data. Empty data, binary files named explicitly (NUL bytes or > 5% control
+ * bytes) and directories without text are errors; binary files met inside directories
+ * are skipped. */
+typedef struct ls_corpus ls_corpus;
+
+typedef struct {
+    double heldout_frac; /* share held out, (0, 0.5]; default 0.05 */
+    size_t max_bytes;    /* stop after this many bytes of text; default 256 MiB */
+} ls_corpus_opts;
+
+typedef enum { LS_SPLIT_TRAIN = 0, LS_SPLIT_HELDOUT = 1, LS_SPLIT_ALL = 2 } ls_split;
+
+ls_corpus_opts ls_corpus_defaults(void);
+/* o may be NULL (defaults). Errors name the offending path. */
+int ls_corpus_load(ls_corpus **out, const char *const *paths, int n, const ls_corpus_opts *o);
+/* Same from in-memory documents (tests, generated text); what names them in messages. */
+int ls_corpus_from_docs(ls_corpus **out, const char *what, const char *const *docs, const size_t *lens, int n,
+                        const ls_corpus_opts *o);
+void ls_corpus_free(ls_corpus *c);
+/* Tokens of a split (bytes 0..255, LS_TOK_BOS, LS_TOK_EOS); *n receives the count. */
+const uint16_t *ls_corpus_tokens(const ls_corpus *c, ls_split s, size_t *n);
+int ls_corpus_num_docs(const ls_corpus *c);
+/* Bytes of text (excluding specials) in a split. */
+size_t ls_corpus_num_bytes(const ls_corpus *c, ls_split s);
+/* Entropy in bits/byte of the byte distribution of a split: what the best context-free
+ * (unigram) byte model achieves on it. */
+double ls_corpus_unigram_entropy(const ls_corpus *c, ls_split s);
+/* XXH3 fingerprint of all tokens (recorded in checkpoints; a resume on other data warns). */
+uint64_t ls_corpus_hash(const ls_corpus *c);
+
+/* ---------------------------------------------------------------- batch sources */
+
+/* Where training batches come from. fill() writes rows [row0, row0 + rows) of the global
+ * batch of step `step` (rows x T tokens and next-token targets; target -1 is ignored).
+ * For exact resume and rank-count independence fill must be a pure function of
+ * (step, row); a source that cannot be replayed (a remote loader) says so in `exact`. */
+typedef struct ls_batch_source {
+    const char *name;
+    int exact;
+    int (*fill)(struct ls_batch_source *s, int64_t step, int row0, int rows, int T, int *tokens, int *targets);
+    void (*destroy)(struct ls_batch_source *s);
+    void *ctx;
+} ls_batch_source;
+
+/* Samples windows of T+1 tokens from the training split of c (borrowed; must outlive the
+ * source). The split is cut into S contiguous shards, S = tc->shards or, when 0,
+ * min(global batch, windows that fit) rounded down to a multiple of ranks; row j of a
+ * step reads only shard floor(j·S/G), so rank r touches a disjoint set of shards. The
+ * start of row j at step s comes from an RNG stream split from (seed, s·G + j). Errors:
+ * too little data for one window, or more ranks than shards. tc->shards receives S. */
+int ls_batch_source_corpus(ls_batch_source **out, const ls_corpus *c, ls_train_config *tc, int ranks);
+void ls_batch_source_free(ls_batch_source *s);
+
+/* ---------------------------------------------------------------- distribution (MPI) */
+
+/* One process, or one rank of an mpirun job: MPI is initialised only when the process
+ * was started by mpirun (OMPI_COMM_WORLD_SIZE / PMI_SIZE in the environment), so plain
+ * runs never touch MPI. */
+typedef struct ls_dist ls_dist;
+
+int ls_dist_init(ls_dist **out);
+/* Finalises MPI when this handle initialised it. */
+void ls_dist_free(ls_dist *d);
+int ls_dist_rank(const ls_dist *d);
+int ls_dist_size(const ls_dist *d);
+/* Ranks of this job on this host (for sharing cores between them). */
+int ls_dist_local_size(const ls_dist *d);
+/* In-place sum over ranks (no-op on one rank). */
+int ls_dist_allreduce_sum(ls_dist *d, float *buf, size_t n);
+/* Collective status agreement: every rank passes its status and gets the lowest
+ * (most negative) one back; *first_bad receives the lowest rank that failed (-1 when
+ * none), so exactly one rank reports the error. */
+int ls_dist_agree(ls_dist *d, int rc, int *first_bad);
+/* Copies n bytes from rank 0 to every rank. */
+int ls_dist_bcast(ls_dist *d, void *buf, size_t n);
+
+/* ---------------------------------------------------------------- training loop */
+
+typedef struct ls_trainer ls_trainer;
+
+/* A fresh model from mcfg initialised from tc->seed. tc is copied (validated; warmup 0
+ * becomes steps/10). d is borrowed (may be NULL: one process). */
+int ls_trainer_init(ls_trainer **out, const ls_model_config *mcfg, const ls_train_config *tc, ls_dist *d);
+/* Replaces the model, optimizer state, step and settings with those of a checkpoint
+ * written by ls_trainer_save; the schedule length becomes `steps` when > 0. */
+int ls_trainer_resume(ls_trainer **out, const char *path, int steps, ls_dist *d);
+void ls_trainer_free(ls_trainer *t);
+/* One optimizer step on the global batch: this rank's rows from src, forward, backward,
+ * all-reduce of gradients and loss, clipped AdamW update. *loss: global mean loss before
+ * the update; grad_norm (may be NULL): pre-clip norm. Collective: a failure on any rank
+ * fails the step on every rank. */
+int ls_trainer_step(ls_trainer *t, ls_batch_source *src, float *loss, float *grad_norm);
+/* Collective: rank 0 writes the checkpoint (with optimizer state); every rank gets the status. */
+int ls_trainer_save(ls_trainer *t, const char *path);
+int64_t ls_trainer_step_index(const ls_trainer *t);
+ls_model *ls_trainer_model(ls_trainer *t);
+const ls_train_config *ls_trainer_config(const ls_trainer *t);
+/* Changes the schedule length (e.g. after timing the first steps); must exceed the
+ * steps done. */
+int ls_trainer_set_steps(ls_trainer *t, int steps);
+/* Records the data shard count chosen by the batch source (saved with the run's settings
+ * so a resume samples the same shards). */
+int ls_trainer_set_shards(ls_trainer *t, int shards);
+
+/* ---------------------------------------------------------------- evaluation */
+
+typedef struct {
+    double loss;        /* mean cross-entropy, nats per predicted token */
+    double bits_per_byte; /* total bits over text bytes predicted */
+    double perplexity;  /* exp(loss) */
+    size_t tokens;      /* predicted tokens */
+    size_t bytes;       /* of which text bytes */
+} ls_eval_result;
+
+/* Evaluates m on n tokens in non-overlapping windows of T (<= n_ctx), B windows per
+ * forward; targets that are BOS (always after EOS) are not counted. max_tokens > 0 caps
+ * the work. */
+int ls_eval_tokens(ls_model *m, const uint16_t *tokens, size_t n, int T, int B, size_t max_tokens,
+                   ls_eval_result *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LLMSYS_TRAIN_H */

@@ -1,0 +1,487 @@
+/* gpt.c - the GPT model: parameter layout and init, the training forward/backward over
+ * (B,T) batches built from layers.c, and incremental decoding with a KV cache.
+ *
+ * Goal: a model you can read top to bottom (after llm.c's train_gpt2.c). Non-goals:
+ * mixed precision, activation recomputation, untied heads. */
+#include "llmsys/model.h"
+
+#include <math.h>
+#include <omp.h>
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/layers.h"
+
+/* Per-layer tensors in checkpoint order; tensor index = 2 + l*LT_COUNT + k. */
+enum { LT_LN1W, LT_LN1B, LT_QKVW, LT_QKVB, LT_PROJW, LT_PROJB, LT_LN2W, LT_LN2B, LT_FCW, LT_FCB, LT_FCPW, LT_FCPB, LT_COUNT };
+static const char *layer_suffix[LT_COUNT] = {"ln1.w",    "ln1.b",  "attn.qkv.w", "attn.qkv.b", "attn.proj.w", "attn.proj.b",
+                                             "ln2.w",    "ln2.b",  "mlp.fc.w",   "mlp.fc.b",   "mlp.proj.w",  "mlp.proj.b"};
+
+typedef struct {
+    char name[40];
+    int ndim;
+    int64_t shape[2];
+    size_t offset, numel;
+} tensor_info;
+
+/* Activations of one forward, all views into one allocation sized for (B, T). */
+typedef struct {
+    float *ln1, *ln1_mean, *ln1_rstd; /* (N,C) (N) (N) */
+    float *qkv;                       /* (N,3C) */
+    float *att;                       /* (B,NH,T,T) softmax probabilities */
+    float *atty;                      /* (N,C) attention output before the projection */
+    float *res2;                      /* (N,C) residual after attention */
+    float *ln2, *ln2_mean, *ln2_rstd; /* (N,C) (N) (N) */
+    float *fch, *fch_gelu;            /* (N,F) (N,F) */
+    float *res3;                      /* (N,C) residual after the MLP */
+} layer_acts;
+
+struct ls_model {
+    ls_model_config cfg;
+    int n_tensors;
+    tensor_info *tensors;
+    size_t n_params;
+    float *params, *grads, *adam_m, *adam_v;
+
+    /* activations (lazily sized by forward) */
+    float *acts;
+    size_t acts_cap; /* floats */
+    int B, T;
+    float *encoded, *lnf, *lnf_mean, *lnf_rstd, *logits, *probs, *losses;
+    layer_acts *layers;
+    /* backward scratch */
+    float *dres, *dln, *dqkv, *datty, *dfch, *dfch_gelu, *datt, *dlogits;
+    int *tokens, *targets;
+    int has_targets, n_valid;
+
+    /* KV cache for incremental decoding (batch 1), allocated on first use */
+    float *kv;
+    int kv_pos;
+    float *kv_k, *kv_v; /* (L, n_ctx, C) each */
+    float *dec_x, *dec_ln, *dec_qkv, *dec_atty, *dec_fch, *dec_att, *dec_logits, *dec_mean;
+};
+
+static float *P(ls_model *m, int i) { return m->params + m->tensors[i].offset; }
+static float *G(ls_model *m, int i) { return m->grads + m->tensors[i].offset; }
+static int LI(int l, int k) { return 2 + l * LT_COUNT + k; }
+
+static void add_tensor(ls_model *m, int *idx, size_t *off, const char *name, int ndim, int64_t d0, int64_t d1) {
+    tensor_info *t = &m->tensors[(*idx)++];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->ndim = ndim;
+    t->shape[0] = d0;
+    t->shape[1] = ndim == 2 ? d1 : 0;
+    t->numel = (size_t)d0 * (size_t)(ndim == 2 ? d1 : 1);
+    t->offset = *off;
+    *off += t->numel;
+}
+
+int ls_model_init(ls_model **out, const ls_model_config *cfg, uint64_t seed) {
+    *out = NULL;
+    LS_TRY(ls_model_config_validate(cfg));
+    ls_model *m = calloc(1, sizeof *m);
+    if (!m) return ls_err(LS_ENOMEM, "model: out of memory");
+    m->cfg = *cfg;
+    int V = cfg->vocab, C = cfg->d_model, F = cfg->d_ff, L = cfg->n_layer;
+    m->n_tensors = 2 + L * LT_COUNT + 2;
+    m->tensors = calloc((size_t)m->n_tensors, sizeof *m->tensors);
+    if (!m->tensors) {
+        free(m);
+        return ls_err(LS_ENOMEM, "model: out of memory");
+    }
+    int idx = 0;
+    size_t off = 0;
+    add_tensor(m, &idx, &off, "wte", 2, V, C);
+    add_tensor(m, &idx, &off, "wpe", 2, cfg->n_ctx, C);
+    for (int l = 0; l < L; l++) {
+        char nm[40];
+        const int64_t shapes[LT_COUNT][3] = {{1, C, 0},     {1, C, 0}, {2, 3 * C, C}, {1, 3 * C, 0}, {2, C, C}, {1, C, 0},
+                                             {1, C, 0},     {1, C, 0}, {2, F, C},     {1, F, 0},     {2, C, F}, {1, C, 0}};
+        for (int k = 0; k < LT_COUNT; k++) {
+            snprintf(nm, sizeof nm, "h.%d.%s", l, layer_suffix[k]);
+            add_tensor(m, &idx, &off, nm, (int)shapes[k][0], shapes[k][1], shapes[k][2]);
+        }
+    }
+    add_tensor(m, &idx, &off, "lnf.w", 1, C, 0);
+    add_tensor(m, &idx, &off, "lnf.b", 1, C, 0);
+    LS_ASSERT(idx == m->n_tensors && off == ls_model_config_num_params(cfg));
+    m->n_params = off;
+
+    /* params, grads, adam m, adam v: one allocation each */
+    size_t bytes = m->n_params * sizeof(float);
+    m->params = ls_aligned_calloc(64, bytes);
+    m->grads = ls_aligned_calloc(64, bytes);
+    m->adam_m = ls_aligned_calloc(64, bytes);
+    m->adam_v = ls_aligned_calloc(64, bytes);
+    if (!m->params || !m->grads || !m->adam_m || !m->adam_v) {
+        ls_model_free(m);
+        char b[32];
+        return ls_err(LS_ENOMEM, "model: cannot allocate %s of parameters", ls_fmt_bytes(4.0 * (double)bytes, b, sizeof b));
+    }
+
+    /* GPT-2 init: N(0, 0.02) for weights and embeddings, residual projections scaled by
+     * 1/sqrt(2L) (they add into the residual stream twice per layer), zero biases,
+     * LayerNorm gain 1. Filled in tensor order from one stream: reproducible by seed. */
+    ls_rng rng;
+    ls_rng_seed(&rng, seed);
+    float resid_std = 0.02f / sqrtf(2.0f * (float)L);
+    for (int i = 0; i < m->n_tensors; i++) {
+        tensor_info *t = &m->tensors[i];
+        float *p = m->params + t->offset;
+        const char *nm = t->name;
+        int is_ln_w = strstr(nm, "ln1.w") || strstr(nm, "ln2.w") || strcmp(nm, "lnf.w") == 0;
+        if (is_ln_w) {
+            for (size_t j = 0; j < t->numel; j++) p[j] = 1.0f;
+        } else if (t->ndim == 2) {
+            int is_resid = strstr(nm, "attn.proj.w") || strstr(nm, "mlp.proj.w");
+            float sd = is_resid ? resid_std : 0.02f;
+            for (size_t j = 0; j < t->numel; j++) p[j] = sd * ls_rng_normal(&rng);
+        } /* biases and LayerNorm shifts stay 0 */
+    }
+    *out = m;
+    return LS_OK;
+}
+
+void ls_model_free(ls_model *m) {
+    if (!m) return;
+    ls_aligned_free(m->params);
+    ls_aligned_free(m->grads);
+    ls_aligned_free(m->adam_m);
+    ls_aligned_free(m->adam_v);
+    ls_aligned_free(m->acts);
+    ls_aligned_free(m->kv);
+    free(m->layers);
+    free(m->tokens);
+    free(m->targets);
+    free(m->tensors);
+    free(m);
+}
+
+const ls_model_config *ls_model_cfg(const ls_model *m) { return &m->cfg; }
+int ls_model_num_tensors(const ls_model *m) { return m->n_tensors; }
+size_t ls_model_num_params(const ls_model *m) { return m->n_params; }
+float *ls_model_params(ls_model *m) { return m->params; }
+float *ls_model_grads(ls_model *m) { return m->grads; }
+float *ls_model_adam_m(ls_model *m) { return m->adam_m; }
+float *ls_model_adam_v(ls_model *m) { return m->adam_v; }
+
+ls_param ls_model_tensor(ls_model *m, int i) {
+    ls_param p = {0};
+    if (i < 0 || i >= m->n_tensors) return p;
+    tensor_info *t = &m->tensors[i];
+    p.name = t->name;
+    p.data = m->params + t->offset;
+    p.grad = m->grads + t->offset;
+    p.adam_m = m->adam_m + t->offset;
+    p.adam_v = m->adam_v + t->offset;
+    p.ndim = t->ndim;
+    p.shape[0] = t->shape[0];
+    p.shape[1] = t->shape[1];
+    p.numel = t->numel;
+    return p;
+}
+
+int ls_model_find_tensor(const ls_model *m, const char *name) {
+    for (int i = 0; i < m->n_tensors; i++)
+        if (strcmp(m->tensors[i].name, name) == 0) return i;
+    return -1;
+}
+
+void ls_model_set_threads(int n) {
+    if (n <= 0) n = ls_num_cores();
+    omp_set_num_threads(n);
+    openblas_set_num_threads(n);
+}
+
+/* ---------------------------------------------------------------- activations */
+
+/* Carves the activation and backward buffers for (B, T) out of one allocation, growing
+ * it when this shape needs more than any before. */
+static int ensure_acts(ls_model *m, int B, int T) {
+    if (m->B == B && m->T == T && m->acts) return LS_OK;
+    size_t N = (size_t)B * T, C = (size_t)m->cfg.d_model, F = (size_t)m->cfg.d_ff, V = (size_t)m->cfg.vocab;
+    size_t L = (size_t)m->cfg.n_layer, A = (size_t)B * m->cfg.n_head * T * T;
+    size_t per_layer = N * C + 2 * N + 3 * N * C + A + N * C + N * C + N * C + 2 * N + 2 * N * F + N * C;
+    size_t need = N * C + L * per_layer + N * C + 2 * N + 2 * N * V + N /* forward */
+                  + N * C + N * C + 3 * N * C + N * C + 2 * N * F + A + N * V; /* backward */
+    if (!m->layers) {
+        m->layers = calloc(L, sizeof *m->layers);
+        if (!m->layers) return ls_err(LS_ENOMEM, "model: out of memory");
+    }
+    if (need > m->acts_cap) {
+        ls_aligned_free(m->acts);
+        m->acts = ls_aligned_alloc(64, need * sizeof(float));
+        if (!m->acts) {
+            m->acts_cap = 0;
+            m->B = m->T = 0;
+            char b[32];
+            return ls_err(LS_ENOMEM, "model: cannot allocate %s of activations for B=%d T=%d",
+                          ls_fmt_bytes(4.0 * (double)need, b, sizeof b), B, T);
+        }
+        m->acts_cap = need;
+    }
+    free(m->tokens);
+    free(m->targets);
+    m->tokens = malloc(N * sizeof(int));
+    m->targets = malloc(N * sizeof(int));
+    if (!m->tokens || !m->targets) return ls_err(LS_ENOMEM, "model: out of memory");
+    float *p = m->acts;
+#define TAKE(ptr, n) (ptr = p, p += (n))
+    TAKE(m->encoded, N * C);
+    for (size_t l = 0; l < L; l++) {
+        layer_acts *a = &m->layers[l];
+        TAKE(a->ln1, N * C);
+        TAKE(a->ln1_mean, N);
+        TAKE(a->ln1_rstd, N);
+        TAKE(a->qkv, 3 * N * C);
+        TAKE(a->att, A);
+        TAKE(a->atty, N * C);
+        TAKE(a->res2, N * C);
+        TAKE(a->ln2, N * C);
+        TAKE(a->ln2_mean, N);
+        TAKE(a->ln2_rstd, N);
+        TAKE(a->fch, N * F);
+        TAKE(a->fch_gelu, N * F);
+        TAKE(a->res3, N * C);
+    }
+    TAKE(m->lnf, N * C);
+    TAKE(m->lnf_mean, N);
+    TAKE(m->lnf_rstd, N);
+    TAKE(m->logits, N * V);
+    TAKE(m->probs, N * V);
+    TAKE(m->losses, N);
+    TAKE(m->dres, N * C);
+    TAKE(m->dln, N * C);
+    TAKE(m->dqkv, 3 * N * C);
+    TAKE(m->datty, N * C);
+    TAKE(m->dfch, N * F);
+    TAKE(m->dfch_gelu, N * F);
+    TAKE(m->datt, A);
+    TAKE(m->dlogits, N * V);
+#undef TAKE
+    LS_ASSERT((size_t)(p - m->acts) == need);
+    m->B = B;
+    m->T = T;
+    return LS_OK;
+}
+
+/* ---------------------------------------------------------------- forward / backward */
+
+float ls_model_forward(ls_model *m, const int *tokens, const int *targets, int B, int T) {
+    const ls_model_config *c = &m->cfg;
+    int V = c->vocab, C = c->d_model, F = c->d_ff, NH = c->n_head, L = c->n_layer;
+    m->has_targets = 0;
+    if (B < 1 || T < 1 || T > c->n_ctx) {
+        ls_err(LS_EINVAL, "model forward: need B >= 1 and 1 <= T <= n_ctx=%d, got B=%d T=%d", c->n_ctx, B, T);
+        return NAN;
+    }
+    size_t N = (size_t)B * T;
+    for (size_t i = 0; i < N; i++) {
+        if (tokens[i] < 0 || tokens[i] >= V) {
+            ls_err(LS_ERANGE, "model forward: token %d at position %zu is outside [0, %d)", tokens[i], i, V);
+            return NAN;
+        }
+        if (targets && (targets[i] < -1 || targets[i] >= V)) {
+            ls_err(LS_ERANGE, "model forward: target %d at position %zu is outside [-1, %d)", targets[i], i, V);
+            return NAN;
+        }
+    }
+    if (ensure_acts(m, B, T) != LS_OK) return NAN;
+    memcpy(m->tokens, tokens, N * sizeof(int));
+    if (targets) memcpy(m->targets, targets, N * sizeof(int));
+
+    ls_encoder_forward(m->encoded, tokens, P(m, 0), P(m, 1), B, T, C); // (B,T,C)
+    const float *residual = m->encoded;
+    for (int l = 0; l < L; l++) {
+        layer_acts *a = &m->layers[l];
+        ls_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, residual, P(m, LI(l, LT_LN1W)), P(m, LI(l, LT_LN1B)),
+                             (int)N, C);                                                             // (N,C)
+        ls_matmul_forward(a->qkv, a->ln1, P(m, LI(l, LT_QKVW)), P(m, LI(l, LT_QKVB)), (int)N, C, 3 * C, 0); // (N,3C)
+        ls_attention_forward(a->atty, a->att, a->qkv, B, T, C, NH);                                  // (N,C)
+        memcpy(a->res2, residual, N * C * sizeof(float));
+        ls_matmul_forward(a->res2, a->atty, P(m, LI(l, LT_PROJW)), P(m, LI(l, LT_PROJB)), (int)N, C, C, 1); // (N,C)
+        ls_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, P(m, LI(l, LT_LN2W)), P(m, LI(l, LT_LN2B)),
+                             (int)N, C);
+        ls_matmul_forward(a->fch, a->ln2, P(m, LI(l, LT_FCW)), P(m, LI(l, LT_FCB)), (int)N, C, F, 0); // (N,F)
+        ls_gelu_forward(a->fch_gelu, a->fch, (int)(N * F));
+        memcpy(a->res3, a->res2, N * C * sizeof(float));
+        ls_matmul_forward(a->res3, a->fch_gelu, P(m, LI(l, LT_FCPW)), P(m, LI(l, LT_FCPB)), (int)N, F, C, 1); // (N,C)
+        residual = a->res3;
+    }
+    int tl = 2 + L * LT_COUNT;
+    ls_layernorm_forward(m->lnf, m->lnf_mean, m->lnf_rstd, residual, P(m, tl), P(m, tl + 1), (int)N, C);
+    ls_matmul_forward(m->logits, m->lnf, P(m, 0), NULL, (int)N, C, V, 0); // (N,V), tied head
+    if (!targets) return 0.0f;
+    float loss = ls_softmax_xent_forward(m->probs, m->losses, m->logits, targets, (int)N, V, &m->n_valid);
+    m->has_targets = 1;
+    return loss;
+}
+
+const float *ls_model_logits(const ls_model *m) { return m->logits; }
+const float *ls_model_losses(const ls_model *m) { return m->has_targets ? m->losses : NULL; }
+
+void ls_model_zero_grad(ls_model *m) { memset(m->grads, 0, m->n_params * sizeof(float)); }
+
+int ls_model_backward_checked(ls_model *m) {
+    if (!m->has_targets) return ls_err(LS_ESTATE, "model backward: needs a forward with targets first");
+    const ls_model_config *c = &m->cfg;
+    int B = m->B, T = m->T, V = c->vocab, C = c->d_model, F = c->d_ff, NH = c->n_head, L = c->n_layer;
+    size_t N = (size_t)B * T;
+    if (m->n_valid == 0) return LS_OK; /* loss 0 over no targets: zero gradient */
+    int tl = 2 + L * LT_COUNT;
+
+    memset(m->dlogits, 0, N * V * sizeof(float));
+    ls_softmax_xent_backward(m->dlogits, m->probs, m->targets, 1.0f / (float)m->n_valid, (int)N, V);
+    memset(m->dln, 0, N * C * sizeof(float));
+    ls_matmul_backward(m->dln, G(m, 0), NULL, m->dlogits, m->lnf, P(m, 0), (int)N, C, V);
+    memset(m->dres, 0, N * C * sizeof(float));
+    const float *last = L > 0 ? m->layers[L - 1].res3 : m->encoded;
+    ls_layernorm_backward(m->dres, G(m, tl), G(m, tl + 1), m->dln, last, P(m, tl), m->lnf_mean, m->lnf_rstd, (int)N, C);
+
+    for (int l = L - 1; l >= 0; l--) {
+        layer_acts *a = &m->layers[l];
+        const float *residual = l == 0 ? m->encoded : m->layers[l - 1].res3;
+        /* dres is d(loss)/d(res3) == d/d(res2 through the skip) and d/d(mlp output) */
+        memset(m->dfch_gelu, 0, N * F * sizeof(float));
+        ls_matmul_backward(m->dfch_gelu, G(m, LI(l, LT_FCPW)), G(m, LI(l, LT_FCPB)), m->dres, a->fch_gelu,
+                           P(m, LI(l, LT_FCPW)), (int)N, F, C);
+        memset(m->dfch, 0, N * F * sizeof(float));
+        ls_gelu_backward(m->dfch, a->fch, m->dfch_gelu, (int)(N * F));
+        memset(m->dln, 0, N * C * sizeof(float));
+        ls_matmul_backward(m->dln, G(m, LI(l, LT_FCW)), G(m, LI(l, LT_FCB)), m->dfch, a->ln2, P(m, LI(l, LT_FCW)),
+                           (int)N, C, F);
+        ls_layernorm_backward(m->dres, G(m, LI(l, LT_LN2W)), G(m, LI(l, LT_LN2B)), m->dln, a->res2,
+                              P(m, LI(l, LT_LN2W)), a->ln2_mean, a->ln2_rstd, (int)N, C);
+        /* now dres = d(loss)/d(res2) */
+        memset(m->datty, 0, N * C * sizeof(float));
+        ls_matmul_backward(m->datty, G(m, LI(l, LT_PROJW)), G(m, LI(l, LT_PROJB)), m->dres, a->atty,
+                           P(m, LI(l, LT_PROJW)), (int)N, C, C);
+        memset(m->dqkv, 0, 3 * N * C * sizeof(float));
+        ls_attention_backward(m->dqkv, m->datt, m->datty, a->qkv, a->att, B, T, C, NH);
+        memset(m->dln, 0, N * C * sizeof(float));
+        ls_matmul_backward(m->dln, G(m, LI(l, LT_QKVW)), G(m, LI(l, LT_QKVB)), m->dqkv, a->ln1, P(m, LI(l, LT_QKVW)),
+                           (int)N, C, 3 * C);
+        ls_layernorm_backward(m->dres, G(m, LI(l, LT_LN1W)), G(m, LI(l, LT_LN1B)), m->dln, residual,
+                              P(m, LI(l, LT_LN1W)), a->ln1_mean, a->ln1_rstd, (int)N, C);
+        /* now dres = d(loss)/d(residual into layer l) */
+    }
+    ls_encoder_backward(G(m, 0), G(m, 1), m->dres, m->tokens, B, T, C);
+    return LS_OK;
+}
+
+void ls_model_backward(ls_model *m) { (void)ls_model_backward_checked(m); }
+
+/* ---------------------------------------------------------------- KV-cache decoding */
+
+int ls_model_kv_reset(ls_model *m) {
+    const ls_model_config *c = &m->cfg;
+    if (!m->kv) {
+        size_t C = (size_t)c->d_model, L = (size_t)c->n_layer, T = (size_t)c->n_ctx;
+        size_t need = 2 * L * T * C + C + C + 3 * C + C + (size_t)c->d_ff + (size_t)c->n_head * T + (size_t)c->vocab + 2;
+        m->kv = ls_aligned_alloc(64, need * sizeof(float));
+        if (!m->kv) return ls_err(LS_ENOMEM, "model: cannot allocate the KV cache");
+        float *p = m->kv;
+        m->kv_k = p, p += L * T * C;
+        m->kv_v = p, p += L * T * C;
+        m->dec_x = p, p += C;
+        m->dec_ln = p, p += C;
+        m->dec_qkv = p, p += 3 * C;
+        m->dec_atty = p, p += C;
+        m->dec_fch = p, p += (size_t)c->d_ff;
+        m->dec_att = p, p += (size_t)c->n_head * T;
+        m->dec_logits = p, p += (size_t)c->vocab;
+        m->dec_mean = p, p += 2;
+    }
+    m->kv_pos = 0;
+    return LS_OK;
+}
+
+int ls_model_kv_pos(const ls_model *m) { return m->kv ? m->kv_pos : 0; }
+
+const float *ls_model_kv_step(ls_model *m, int token) {
+    const ls_model_config *c = &m->cfg;
+    int V = c->vocab, C = c->d_model, F = c->d_ff, NH = c->n_head, L = c->n_layer, hs = C / NH;
+    if (!m->kv && ls_model_kv_reset(m) != LS_OK) return NULL;
+    if (token < 0 || token >= V) {
+        ls_err(LS_ERANGE, "model decode: token %d outside [0, %d)", token, V);
+        return NULL;
+    }
+    int t = m->kv_pos;
+    if (t >= c->n_ctx) {
+        ls_err(LS_ERANGE, "model decode: context full (n_ctx=%d)", c->n_ctx);
+        return NULL;
+    }
+    float *x = m->dec_x, *mean = m->dec_mean, *rstd = m->dec_mean + 1;
+    ls_encoder_forward(x, &token, P(m, 0), P(m, 1) + (size_t)t * C, 1, 1, C);
+    float scale = 1.0f / sqrtf((float)hs);
+    for (int l = 0; l < L; l++) {
+        ls_layernorm_forward(m->dec_ln, mean, rstd, x, P(m, LI(l, LT_LN1W)), P(m, LI(l, LT_LN1B)), 1, C);
+        ls_matmul_forward(m->dec_qkv, m->dec_ln, P(m, LI(l, LT_QKVW)), P(m, LI(l, LT_QKVB)), 1, C, 3 * C, 0);
+        float *kc = m->kv_k + (size_t)l * c->n_ctx * C, *vc = m->kv_v + (size_t)l * c->n_ctx * C;
+        memcpy(kc + (size_t)t * C, m->dec_qkv + C, C * sizeof(float));
+        memcpy(vc + (size_t)t * C, m->dec_qkv + 2 * C, C * sizeof(float));
+        /* one query row against the t+1 cached keys, per head */
+        for (int h = 0; h < NH; h++) {
+            const float *q = m->dec_qkv + h * hs;
+            float *s = m->dec_att + (size_t)h * c->n_ctx;
+            float mx = -INFINITY;
+            for (int j = 0; j <= t; j++) {
+                const float *k = kc + (size_t)j * C + h * hs;
+                float d = 0.0f;
+                for (int i = 0; i < hs; i++) d += q[i] * k[i];
+                s[j] = d * scale;
+                mx = s[j] > mx ? s[j] : mx;
+            }
+            float sum = 0.0f;
+            for (int j = 0; j <= t; j++) {
+                s[j] = expf(s[j] - mx);
+                sum += s[j];
+            }
+            float inv = 1.0f / sum;
+            float *y = m->dec_atty + h * hs;
+            for (int i = 0; i < hs; i++) y[i] = 0.0f;
+            for (int j = 0; j <= t; j++) {
+                const float *v = vc + (size_t)j * C + h * hs;
+                float p = s[j] * inv;
+                for (int i = 0; i < hs; i++) y[i] += p * v[i];
+            }
+        }
+        ls_matmul_forward(x, m->dec_atty, P(m, LI(l, LT_PROJW)), P(m, LI(l, LT_PROJB)), 1, C, C, 1);
+        ls_layernorm_forward(m->dec_ln, mean, rstd, x, P(m, LI(l, LT_LN2W)), P(m, LI(l, LT_LN2B)), 1, C);
+        ls_matmul_forward(m->dec_fch, m->dec_ln, P(m, LI(l, LT_FCW)), P(m, LI(l, LT_FCB)), 1, C, F, 0);
+        ls_gelu_forward(m->dec_fch, m->dec_fch, F);
+        ls_matmul_forward(x, m->dec_fch, P(m, LI(l, LT_FCPW)), P(m, LI(l, LT_FCPB)), 1, F, C, 1);
+    }
+    int tl = 2 + L * LT_COUNT;
+    ls_layernorm_forward(m->dec_ln, mean, rstd, x, P(m, tl), P(m, tl + 1), 1, C);
+    ls_matmul_forward(m->dec_logits, m->dec_ln, P(m, 0), NULL, 1, C, V, 0);
+    m->kv_pos = t + 1;
+    return m->dec_logits;
+}
+
+int ls_model_generate(ls_model *m, const int *prompt, int n_prompt, int n_new, const ls_sample_config *s, ls_rng *rng,
+                      int *out, int *n_out) {
+    *n_out = 0;
+    const ls_model_config *c = &m->cfg;
+    if (n_prompt < 1) return ls_err(LS_EINVAL, "generate: the prompt needs at least one token");
+    if (n_prompt > c->n_ctx)
+        return ls_err(LS_EINVAL, "generate: prompt of %d tokens exceeds the context (n_ctx=%d)", n_prompt, c->n_ctx);
+    if (n_new < 0) return ls_err(LS_EINVAL, "generate: n_new must be >= 0, got %d", n_new);
+    LS_TRY(ls_model_kv_reset(m));
+    const float *logits = NULL;
+    for (int i = 0; i < n_prompt; i++) {
+        logits = ls_model_kv_step(m, prompt[i]);
+        if (!logits) return ls_err_wrap(LS_EINVAL, "generate: prompt token %d", i);
+    }
+    for (int i = 0; i < n_new; i++) {
+        int tok = ls_sample_logits(logits, c->vocab, s, rng);
+        if (tok < 0) return tok;
+        out[(*n_out)++] = tok;
+        if (tok == LS_TOK_EOS || m->kv_pos >= c->n_ctx || i == n_new - 1) break;
+        logits = ls_model_kv_step(m, tok);
+        if (!logits) return ls_err_wrap(LS_EINVAL, "generate");
+    }
+    return LS_OK;
+}

@@ -1,0 +1,327 @@
+/* quant.c - group-wise quantization formats, packing, dequantization and the scalar
+ * reference kernels; the AVX2 fast paths live in kernels_avx2.c. */
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llmsys/core.h"
+#include "llmsys/quant.h"
+#include "quant/quant_internal.h"
+
+int ls_quant_bits_valid(int bits) { return bits == 32 || bits == 16 || bits == 8 || bits == 4 || bits == 3; }
+
+int ls_quant_group_valid(int group) { return group == 32 || group == 64 || group == 128 || group == 256; }
+
+size_t ls_quant_row_bytes(int bits, int cols_pad) {
+    switch (bits) {
+    case 32: return (size_t)cols_pad * 4;
+    case 16: return (size_t)cols_pad * 2;
+    case 8: return (size_t)cols_pad;
+    case 4: return (size_t)cols_pad / 2;
+    case 3: return (size_t)cols_pad / 32 * 12;
+    default: return 0;
+    }
+}
+
+int ls_quant_have_fast(void) {
+    const char *e = getenv("LLMSYS_NO_SIMD");
+    if (e && *e && strcmp(e, "0") != 0) return 0;
+    return ls_quant_cpu_fast();
+}
+
+const char *ls_quant_impl_name(void) { return ls_quant_have_fast() ? "avx2+fma+f16c" : "scalar"; }
+
+/* ---------------------------------------------------------------- fp16 */
+
+uint16_t ls_f32_to_f16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000u;
+    uint32_t ax = x & 0x7fffffffu;
+    if (ax >= 0x7f800000u) return (uint16_t)(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u : 0)); /* inf/nan */
+    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* rounds to >= 65520: overflow */
+    if (ax < 0x38800000u) {
+        /* subnormal half (or zero): value = m * 2^-24; round to nearest even */
+        if (ax < 0x33000000u) return (uint16_t)sign; /* < 2^-25: rounds to 0 */
+        uint32_t e = ax >> 23, m = (ax & 0x7fffffu) | 0x800000u;
+        int shift = (int)(126 - e); /* value = m·2^(e-150), half subnormal step 2^-24 */
+        uint32_t q = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (q & 1))) q++;
+        return (uint16_t)(sign | q);
+    }
+    uint32_t e = (ax >> 23) - 127 + 15, m = ax & 0x7fffffu;
+    uint32_t h = (e << 10) | (m >> 13), rem = m & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) h++; /* carry into exponent is correct */
+    return (uint16_t)(sign | h);
+}
+
+float ls_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ffu, x;
+    if (e == 0) {
+        float v = ldexpf((float)m, -24);
+        return sign ? -v : v;
+    }
+    if (e == 31) x = sign | 0x7f800000u | (m << 13);
+    else x = sign | ((e - 15 + 127) << 23) | (m << 13);
+    float f;
+    memcpy(&f, &x, 4);
+    return f;
+}
+
+/* ---------------------------------------------------------------- layout */
+
+int ls_qmat_alloc(ls_qmat *q, int rows, int cols, int bits, int group) {
+    memset(q, 0, sizeof *q);
+    if (!ls_quant_bits_valid(bits)) return ls_err(LS_EINVAL, "unsupported bit width %d (use 16, 8, 4 or 3)", bits);
+    if (bits <= 8 && !ls_quant_group_valid(group))
+        return ls_err(LS_EINVAL, "unsupported group size %d (use 32, 64, 128 or 256)", group);
+    if (rows <= 0 || cols <= 0) return ls_err(LS_EINVAL, "bad matrix shape (%d, %d)", rows, cols);
+    if (bits > 8) group = 32;
+    q->bits = bits;
+    q->rows = rows;
+    q->cols = cols;
+    q->group = group;
+    q->cols_pad = (cols + group - 1) / group * group;
+    q->ngroups = q->cols_pad / group;
+    q->row_bytes = ls_quant_row_bytes(bits, q->cols_pad);
+    q->data = ls_aligned_calloc(32, q->row_bytes * (size_t)rows);
+    if (!q->data) return ls_err(LS_ENOMEM, "quantized matrix: out of memory");
+    if (bits <= 8) {
+        q->scale = calloc((size_t)rows * q->ngroups, sizeof(float));
+        if (bits < 8) q->min = calloc((size_t)rows * q->ngroups, sizeof(float));
+        if (!q->scale || (bits < 8 && !q->min)) {
+            ls_qmat_free(q);
+            return ls_err(LS_ENOMEM, "quantized matrix: out of memory");
+        }
+    }
+    return LS_OK;
+}
+
+void ls_qmat_free(ls_qmat *q) {
+    if (!q) return;
+    ls_aligned_free(q->data);
+    free(q->scale);
+    free(q->min);
+    memset(q, 0, sizeof *q);
+}
+
+size_t ls_qmat_bytes(const ls_qmat *q) {
+    size_t n = q->row_bytes * (size_t)q->rows;
+    if (q->scale) n += (size_t)q->rows * q->ngroups * 4;
+    if (q->min) n += (size_t)q->rows * q->ngroups * 4;
+    return n;
+}
+
+/* Stores quantized value v (already in range) at index i of a row of packed data. */
+static void put_q(uint8_t *row, int bits, int i, int v) {
+    int blk = i / 32, k = i % 32;
+    if (bits == 8) {
+        row[i] = (uint8_t)(int8_t)v;
+    } else if (bits == 4) {
+        uint8_t *b = row + blk * 16;
+        if (k < 16) b[k] = (uint8_t)((b[k] & 0xf0) | v);
+        else b[k - 16] = (uint8_t)((b[k - 16] & 0x0f) | (v << 4));
+    } else { /* 3 */
+        uint8_t *b = row + blk * 12;
+        int j = k % 8, sh = 2 * (k / 8);
+        b[j] = (uint8_t)((b[j] & ~(3 << sh)) | ((v & 3) << sh));
+        if (v & 4) b[8 + k / 8] |= (uint8_t)(1u << (k % 8));
+        else b[8 + k / 8] &= (uint8_t)~(1u << (k % 8));
+    }
+}
+
+static int get_q(const uint8_t *row, int bits, int i) {
+    int blk = i / 32, k = i % 32;
+    if (bits == 8) return (int8_t)row[i];
+    if (bits == 4) {
+        const uint8_t *b = row + blk * 16;
+        return k < 16 ? (b[k] & 15) : (b[k - 16] >> 4);
+    }
+    const uint8_t *b = row + blk * 12;
+    int lo = (b[k % 8] >> (2 * (k / 8))) & 3;
+    int hi = (b[8 + k / 8] >> (k % 8)) & 1;
+    return lo | (hi << 2);
+}
+
+int ls_qmat_quantize(ls_qmat *q, const float *w, int rows, int cols, int bits, int group) {
+    LS_TRY(ls_qmat_alloc(q, rows, cols, bits, group));
+    for (int r = 0; r < rows; r++) {
+        const float *wr = w + (size_t)r * cols;
+        uint8_t *row = q->data + (size_t)r * q->row_bytes;
+        if (bits == 32) {
+            memcpy(row, wr, (size_t)cols * 4);
+            continue;
+        }
+        if (bits == 16) {
+            uint16_t *h = (uint16_t *)row;
+            for (int c = 0; c < cols; c++) h[c] = ls_f32_to_f16(wr[c]);
+            continue;
+        }
+        for (int g = 0; g < q->ngroups; g++) {
+            int c0 = g * q->group, c1 = c0 + q->group < cols ? c0 + q->group : cols;
+            float *sc = &q->scale[(size_t)r * q->ngroups + g];
+            if (c0 >= cols) { /* pure padding group */
+                *sc = 0.0f;
+                if (q->min) q->min[(size_t)r * q->ngroups + g] = 0.0f;
+                continue;
+            }
+            if (bits == 8) {
+                float amax = 0.0f;
+                for (int c = c0; c < c1; c++) amax = fmaxf(amax, fabsf(wr[c]));
+                float s = amax / 127.0f, inv = s > 0 ? 1.0f / s : 0.0f;
+                *sc = s;
+                for (int c = c0; c < c1; c++) {
+                    int v = (int)lrintf(wr[c] * inv);
+                    put_q(row, 8, c, v < -127 ? -127 : v > 127 ? 127 : v);
+                }
+            } else {
+                float lo = wr[c0], hi = wr[c0];
+                for (int c = c0; c < c1; c++) {
+                    lo = fminf(lo, wr[c]);
+                    hi = fmaxf(hi, wr[c]);
+                }
+                int qmax = (1 << bits) - 1;
+                float s = (hi - lo) / (float)qmax, inv = s > 0 ? 1.0f / s : 0.0f;
+                *sc = s;
+                q->min[(size_t)r * q->ngroups + g] = lo;
+                for (int c = c0; c < c1; c++) {
+                    int v = (int)lrintf((wr[c] - lo) * inv);
+                    put_q(row, bits, c, v < 0 ? 0 : v > qmax ? qmax : v);
+                }
+                /* padding columns of a ragged last group: q = 0 (x is zero there anyway) */
+            }
+        }
+    }
+    return LS_OK;
+}
+
+/* Dequantizes one padded row (cols_pad values) exactly as the fast kernels do. */
+static void dequant_row_pad(const ls_qmat *q, int r, float *out) {
+    const uint8_t *row = q->data + (size_t)r * q->row_bytes;
+    if (q->bits == 32) {
+        memcpy(out, row, (size_t)q->cols * 4);
+        for (int c = q->cols; c < q->cols_pad; c++) out[c] = 0.0f;
+        return;
+    }
+    if (q->bits == 16) {
+        const uint16_t *h = (const uint16_t *)row;
+        for (int c = 0; c < q->cols_pad; c++) out[c] = ls_f16_to_f32(h[c]);
+        return;
+    }
+    for (int c = 0; c < q->cols_pad; c++) {
+        int g = c / q->group;
+        float s = q->scale[(size_t)r * q->ngroups + g];
+        int v = get_q(row, q->bits, c);
+        if (q->bits == 8) out[c] = s * (float)v;
+        else out[c] = fmaf((float)v, s, q->min[(size_t)r * q->ngroups + g]);
+    }
+}
+
+void ls_qmat_dequant_row(const ls_qmat *q, int r, float *out) {
+    float *tmp = malloc((size_t)q->cols_pad * sizeof(float));
+    LS_ASSERT(tmp);
+    dequant_row_pad(q, r, tmp);
+    memcpy(out, tmp, (size_t)q->cols * sizeof(float));
+    free(tmp);
+}
+
+/* ---------------------------------------------------------------- reference kernels */
+
+static void matmul_ref(const ls_qmat *q, const float *X, int M, float *Y) {
+    float *w = malloc((size_t)q->cols_pad * sizeof(float));
+    LS_ASSERT(w);
+    for (int r = 0; r < q->rows; r++) {
+        dequant_row_pad(q, r, w);
+        for (int m = 0; m < M; m++) {
+            const float *x = X + (size_t)m * q->cols;
+            double acc = 0.0;
+            for (int c = 0; c < q->cols; c++) acc += (double)w[c] * (double)x[c];
+            Y[(size_t)m * q->rows + r] = (float)acc;
+        }
+    }
+    free(w);
+}
+
+static int use_fast(ls_qimpl impl) {
+    if (impl == LS_QIMPL_REF) return 0;
+    if (impl == LS_QIMPL_FAST) return ls_quant_cpu_fast();
+    return ls_quant_have_fast();
+}
+
+void ls_qmat_matmul_rows(const ls_qmat *q, const float *X, int M, float *Y, int nthreads, ls_qimpl impl) {
+    if (M <= 0) return;
+    if (!use_fast(impl)) {
+        matmul_ref(q, X, M, Y);
+        return;
+    }
+    /* the fast kernels read whole 32-value blocks: pad X rows with zeros when ragged */
+    const float *Xp = X;
+    float *pad = NULL;
+    if (q->cols_pad != q->cols) {
+        pad = ls_aligned_calloc(32, (size_t)M * q->cols_pad * sizeof(float));
+        LS_ASSERT(pad);
+        for (int m = 0; m < M; m++) memcpy(pad + (size_t)m * q->cols_pad, X + (size_t)m * q->cols, (size_t)q->cols * 4);
+        Xp = pad;
+    }
+    float *xsum = NULL;
+    if (q->min) {
+        /* Σx per group, shared by every W row (the offset term of asymmetric formats) */
+        xsum = malloc(sizeof(float) * (size_t)M * q->ngroups);
+        LS_ASSERT(xsum);
+        for (int m = 0; m < M; m++)
+            for (int g = 0; g < q->ngroups; g++) {
+                const float *x = Xp + (size_t)m * q->cols_pad + (size_t)g * q->group;
+                float s = 0.0f;
+                for (int k = 0; k < q->group; k++) s += x[k];
+                xsum[(size_t)m * q->ngroups + g] = s;
+            }
+    }
+    if (nthreads <= 1 || q->rows < 64) {
+        ls_quant_rows_avx2(q, 0, q->rows, Xp, M, Y, xsum);
+    } else {
+        int nchunk = nthreads * 4;
+#pragma omp parallel for num_threads(nthreads) schedule(dynamic, 1)
+        for (int ch = 0; ch < nchunk; ch++) {
+            int r0 = (int)((int64_t)q->rows * ch / nchunk), r1 = (int)((int64_t)q->rows * (ch + 1) / nchunk);
+            if (r1 > r0) ls_quant_rows_avx2(q, r0, r1, Xp, M, Y, xsum);
+        }
+    }
+    free(xsum);
+    ls_aligned_free(pad);
+}
+
+void ls_qmat_matvec_impl(const ls_qmat *q, const float *x, float *y, ls_qimpl impl) {
+    ls_qmat_matmul_rows(q, x, 1, y, 1, impl);
+}
+
+void ls_qmat_matvec(const ls_qmat *q, const float *x, float *y) { ls_qmat_matmul_rows(q, x, 1, y, 1, LS_QIMPL_AUTO); }
+
+enum { TILE_ROWS = 64 };
+
+void ls_qmat_matmul(const ls_qmat *q, const float *X, int M, float *Y, ls_qimpl impl) {
+    if (M <= 0) return;
+    int fast = use_fast(impl);
+    if (impl == LS_QIMPL_REF) {
+        matmul_ref(q, X, M, Y);
+        return;
+    }
+    if (q->bits == 32) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, q->rows, q->cols, 1.0f, X, q->cols,
+                    (const float *)q->data, (int)(q->row_bytes / 4), 0.0f, Y, q->rows);
+        return;
+    }
+    /* dequantize TILE_ROWS rows of W at a time into an L2-resident buffer, then sgemm */
+    float *buf = ls_aligned_alloc(32, (size_t)TILE_ROWS * q->cols_pad * sizeof(float));
+    LS_ASSERT(buf);
+    for (int r0 = 0; r0 < q->rows; r0 += TILE_ROWS) {
+        int nr = q->rows - r0 < TILE_ROWS ? q->rows - r0 : TILE_ROWS;
+        for (int r = 0; r < nr; r++) {
+            if (fast) ls_quant_dequant_row_avx2(q, r0 + r, buf + (size_t)r * q->cols_pad);
+            else dequant_row_pad(q, r0 + r, buf + (size_t)r * q->cols_pad);
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, nr, q->cols, 1.0f, X, q->cols, buf, q->cols_pad, 0.0f,
+                    Y + r0, q->rows);
+    }
+    ls_aligned_free(buf);
+}

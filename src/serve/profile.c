@@ -1,0 +1,275 @@
+/* profile.c - measures on this machine what the planner's cost model consumes: one
+ * layer's prefill and decode latency per bit width over a grid of batch sizes and
+ * context lengths, the embedding/head cost, and a local ZeroMQ link (docs/plan-format.md). */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "llmsys/serve.h"
+
+ls_profile_opts ls_profile_defaults(void) {
+    ls_profile_opts o = {0};
+    static const int bits[4] = {16, 8, 4, 3}, batches[4] = {1, 2, 4, 8}, seqs[3] = {16, 32, 64}, ctxs[3] = {16, 64, 128};
+    o.bits = bits, o.n_bits = 4;
+    o.batches = batches, o.n_batches = 4;
+    o.seqs = seqs, o.n_seqs = 3;
+    o.ctxs = ctxs, o.n_ctxs = 3;
+    o.reps = 3;
+    o.nthreads = 1;
+    return o;
+}
+
+/* Echo server for the link measurement: a forked child with its own ZeroMQ context. */
+static void echo_child(const char *in, const char *out) {
+    void *ctx = zmq_ctx_new(), *pull = zmq_socket(ctx, ZMQ_PULL), *push = zmq_socket(ctx, ZMQ_PUSH);
+    if (zmq_bind(pull, in) != 0 || zmq_connect(push, out) != 0) _exit(1);
+    for (;;) {
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        if (zmq_msg_recv(&m, pull, 0) < 0) break;
+        size_t n = zmq_msg_size(&m);
+        zmq_msg_send(&m, push, 0);
+        if (n == 1) break;
+    }
+    zmq_close(pull);
+    zmq_close(push);
+    zmq_ctx_term(ctx);
+    _exit(0);
+}
+
+int ls_profile_link(double *latency_s, double *bandwidth_Bps) {
+    char dir[] = "/tmp/llmsys-link-XXXXXX", a[128], b[128];
+    if (!mkdtemp(dir)) return ls_err(LS_EIO, "mkdtemp failed");
+    snprintf(a, sizeof a, "ipc://%s/a", dir);
+    snprintf(b, sizeof b, "ipc://%s/b", dir);
+    pid_t pid = fork();
+    if (pid < 0) return ls_err(LS_EIO, "fork failed");
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        echo_child(a, b);
+    }
+    void *ctx = zmq_ctx_new(), *push = zmq_socket(ctx, ZMQ_PUSH), *pull = zmq_socket(ctx, ZMQ_PULL);
+    int rc = LS_OK, zero = 0, tmo = 5000;
+    zmq_setsockopt(push, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(pull, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
+    if (zmq_bind(pull, b) != 0 || zmq_connect(push, a) != 0) rc = ls_err(LS_ENET, "link: %s", zmq_strerror(zmq_errno()));
+    size_t big = 4u << 20;
+    char *buf = calloc(1, big);
+    double rtt_small = 0, rtt_big = 0;
+    for (int pass = 0; rc == LS_OK && pass < 2; pass++) {
+        size_t sz = pass == 0 ? 64 : big;
+        int iters = pass == 0 ? 200 : 12;
+        double best = 1e30;
+        for (int i = 0; i < iters + 2 && rc == LS_OK; i++) {
+            double t0 = ls_now();
+            if (zmq_send(push, buf, sz, 0) < 0 || zmq_recv(pull, buf, big, 0) < 0) {
+                rc = ls_err(LS_ENET, "link: echo failed: %s", zmq_strerror(zmq_errno()));
+                break;
+            }
+            double dt = ls_now() - t0;
+            if (i >= 2 && dt < best) best = dt; /* the first round trips set up the connection */
+        }
+        if (pass == 0) rtt_small = best;
+        else rtt_big = best;
+    }
+    zmq_send(push, "x", 1, 0);
+    int st;
+    for (int i = 0; i < 100 && waitpid(pid, &st, WNOHANG) != pid; i++) {
+        if (i == 99) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+        }
+        ls_sleep_ms(10);
+    }
+    zmq_close(push);
+    zmq_close(pull);
+    zmq_ctx_term(ctx);
+    free(buf);
+    char pa[160];
+    snprintf(pa, sizeof pa, "%s/a", dir);
+    unlink(pa);
+    snprintf(pa, sizeof pa, "%s/b", dir);
+    unlink(pa);
+    rmdir(dir);
+    if (rc == LS_OK) {
+        *latency_s = rtt_small / 2;
+        double d = rtt_big - rtt_small;
+        *bandwidth_Bps = d > 0 ? 2.0 * (double)big / d : 0.0;
+    }
+    return rc;
+}
+
+static double time_min(double *ts, int n) {
+    double m = ts[0];
+    for (int i = 1; i < n; i++) m = ts[i] < m ? ts[i] : m;
+    return m;
+}
+
+static void cpu_name(char *out, size_t n) {
+    snprintf(out, n, "cpu:unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "model name", 10)) {
+            char *c = strchr(line, ':');
+            if (c) {
+                c++;
+                while (*c == ' ') c++;
+                c[strcspn(c, "\n")] = '\0';
+                snprintf(out, n, "cpu:%s", c);
+            }
+            break;
+        }
+    fclose(f);
+}
+
+int ls_profile_run(const char *model, const ls_profile_opts *o, struct cJSON **out) {
+    *out = NULL;
+    ls_model_config cfg;
+    int *fbits = NULL;
+    LS_TRY(ls_ckpt_info(model, &cfg, &fbits, NULL));
+    int quant = 0;
+    for (int l = 0; l < cfg.n_layer; l++) quant |= fbits[l] != 32;
+    free(fbits);
+    if (quant) return ls_err(LS_EINVAL, "%s: profile needs the fp32 checkpoint (it quantizes one layer to each width)", model);
+    double lat = 0, bw = 0;
+    LS_TRY(ls_profile_link(&lat, &bw));
+    cJSON *j = cJSON_CreateObject();
+    char dev[300];
+    cpu_name(dev, sizeof dev);
+    cJSON_AddStringToObject(j, "format", "llmsys-profile");
+    cJSON_AddNumberToObject(j, "version", 1);
+    cJSON_AddStringToObject(j, "device", dev);
+    cJSON_AddNumberToObject(j, "threads", o->nthreads);
+    cJSON *m = cJSON_AddObjectToObject(j, "model");
+    cJSON_AddNumberToObject(m, "vocab", cfg.vocab);
+    cJSON_AddNumberToObject(m, "n_ctx", cfg.n_ctx);
+    cJSON_AddNumberToObject(m, "n_layer", cfg.n_layer);
+    cJSON_AddNumberToObject(m, "n_head", cfg.n_head);
+    cJSON_AddNumberToObject(m, "d_model", cfg.d_model);
+    cJSON_AddNumberToObject(m, "d_ff", cfg.d_ff);
+    cJSON *pre = cJSON_AddArrayToObject(j, "prefill"), *dec = cJSON_AddArrayToObject(j, "decode");
+    int maxb = 1;
+    for (int i = 0; i < o->n_batches; i++) maxb = o->batches[i] > maxb ? o->batches[i] : maxb;
+    /* a middle layer (neither embedding nor head) when the model has one */
+    int layer = cfg.n_layer >= 3 ? 1 : 0, C = cfg.d_model;
+    int rc = LS_OK;
+    size_t maxtok = (size_t)maxb * cfg.n_ctx;
+    float *act = malloc(sizeof(float) * maxtok * C), *outb = malloc(sizeof(float) * maxtok * (C > cfg.vocab ? C : cfg.vocab));
+    int *tok = malloc(sizeof(int) * maxtok);
+    ls_engine_seq *seqs = malloc(sizeof(ls_engine_seq) * maxb);
+    double *ts = malloc(sizeof(double) * (o->reps > 0 ? o->reps : 1));
+    if (!act || !outb || !tok || !seqs || !ts) rc = ls_err(LS_ENOMEM, "profile: out of memory");
+    ls_rng rng;
+    ls_rng_seed(&rng, 1);
+    for (size_t i = 0; rc == LS_OK && i < maxtok * C; i++) act[i] = ls_rng_normal(&rng);
+    for (size_t i = 0; rc == LS_OK && i < maxtok; i++) tok[i] = (int)ls_rng_below(&rng, 256);
+    int total = o->n_bits * o->n_batches * (o->n_seqs + o->n_ctxs), done = 0;
+    ls_progress pg;
+    ls_progress_start(&pg, "profile", total);
+    for (int bi = 0; rc == LS_OK && bi < o->n_bits; bi++) {
+        ls_engine_opts eo = ls_engine_defaults();
+        int b = o->bits[bi];
+        eo.layer_begin = layer, eo.layer_end = layer + 1, eo.bits = &b, eo.max_seqs = maxb, eo.nthreads = o->nthreads;
+        ls_engine *e;
+        if ((rc = ls_engine_open(&e, model, &eo))) break;
+        for (int k = 0; rc == LS_OK && k < o->n_batches; k++) {
+            int B = o->batches[k];
+            for (int q = 0; rc == LS_OK && q < o->n_seqs; q++) {
+                int S = o->seqs[q];
+                if (S > cfg.n_ctx) { done++; continue; }
+                for (int i = 0; i < B; i++) seqs[i] = (ls_engine_seq){i, 0, S};
+                for (int r = 0; rc == LS_OK && r < o->reps; r++) {
+                    double t0 = ls_now();
+                    rc = ls_engine_forward(e, seqs, B, layer == 0 ? tok : NULL, layer == 0 ? NULL : act, outb, 0);
+                    ts[r] = ls_now() - t0;
+                }
+                cJSON *row = cJSON_CreateObject();
+                cJSON_AddNumberToObject(row, "bits", b);
+                cJSON_AddNumberToObject(row, "batch", B);
+                cJSON_AddNumberToObject(row, "seq", S);
+                cJSON_AddNumberToObject(row, "seconds", time_min(ts, o->reps));
+                cJSON_AddItemToArray(pre, row);
+                ls_progress_update(&pg, ++done, "%d-bit prefill b=%d s=%d", b, B, S);
+            }
+            for (int q = 0; rc == LS_OK && q < o->n_ctxs; q++) {
+                int X = o->ctxs[q] < cfg.n_ctx ? o->ctxs[q] : cfg.n_ctx - 1;
+                for (int i = 0; i < B; i++) seqs[i] = (ls_engine_seq){i, X, 1};
+                for (int r = 0; rc == LS_OK && r < o->reps; r++) {
+                    double t0 = ls_now();
+                    rc = ls_engine_forward(e, seqs, B, layer == 0 ? tok : NULL, layer == 0 ? NULL : act, outb, 0);
+                    ts[r] = ls_now() - t0;
+                }
+                cJSON *row = cJSON_CreateObject();
+                cJSON_AddNumberToObject(row, "bits", b);
+                cJSON_AddNumberToObject(row, "batch", B);
+                cJSON_AddNumberToObject(row, "ctx", X);
+                cJSON_AddNumberToObject(row, "seconds", time_min(ts, o->reps));
+                cJSON_AddItemToArray(dec, row);
+                ls_progress_update(&pg, ++done, "%d-bit decode b=%d ctx=%d", b, B, X);
+            }
+        }
+        ls_engine_free(e);
+    }
+    ls_progress_end(&pg);
+    /* head: embedding gather for every token, then final LayerNorm and the tied LM head on
+     * each sequence's last token through the same row kernel the last stage runs */
+    if (rc == LS_OK) {
+        int V = cfg.vocab;
+        float *wte = malloc(sizeof(float) * (size_t)V * C);
+        ls_qmat head = {0};
+        if (!wte) rc = ls_err(LS_ENOMEM, "profile: out of memory");
+        for (size_t i = 0; rc == LS_OK && i < (size_t)V * C; i++) wte[i] = 0.02f * ls_rng_normal(&rng);
+        if (rc == LS_OK) rc = ls_qmat_quantize(&head, wte, V, C, 32, 32);
+        cJSON *h = cJSON_AddObjectToObject(j, "head"), *hp = cJSON_AddArrayToObject(h, "prefill"),
+              *hd = cJSON_AddArrayToObject(h, "decode");
+        for (int k = 0; rc == LS_OK && k < o->n_batches; k++) {
+            int B = o->batches[k];
+            for (int q = -1; q < o->n_seqs; q++) {
+                int S = q < 0 ? 1 : o->seqs[q];
+                if (S > cfg.n_ctx) continue;
+                for (int r = 0; r < o->reps; r++) {
+                    double t0 = ls_now();
+                    for (int i = 0; i < B * S; i++)
+                        memcpy(act + (size_t)i * C, wte + (size_t)tok[i] * C, sizeof(float) * C);
+                    for (int i = 0; i < B; i++) { /* LayerNorm of each last token */
+                        float *x = act + ((size_t)i * S + (size_t)(S - 1)) * C, mu = 0, var = 0;
+                        for (int c = 0; c < C; c++) mu += x[c];
+                        mu /= (float)C;
+                        for (int c = 0; c < C; c++) var += (x[c] - mu) * (x[c] - mu);
+                        float rs = 1.0f / sqrtf(var / (float)C + 1e-5f);
+                        for (int c = 0; c < C; c++) outb[(size_t)i * C + c] = (x[c] - mu) * rs;
+                    }
+                    ls_qmat_matmul_rows(&head, outb, B, act, o->nthreads, LS_QIMPL_AUTO);
+                    ts[r] = ls_now() - t0;
+                }
+                cJSON *row = cJSON_CreateObject();
+                cJSON_AddNumberToObject(row, "batch", B);
+                if (q >= 0) cJSON_AddNumberToObject(row, "seq", S);
+                cJSON_AddNumberToObject(row, "seconds", time_min(ts, o->reps));
+                cJSON_AddItemToArray(q < 0 ? hd : hp, row);
+            }
+        }
+        ls_qmat_free(&head);
+        free(wte);
+    }
+    cJSON *lk = cJSON_AddObjectToObject(j, "link");
+    cJSON_AddNumberToObject(lk, "latency_s", lat);
+    cJSON_AddNumberToObject(lk, "bandwidth_Bps", bw);
+    cJSON_AddStringToObject(lk, "transport", "zeromq ipc (push/pull), as serve uses");
+    free(act), free(outb), free(tok), free(seqs), free(ts);
+    if (rc) {
+        cJSON_Delete(j);
+        return rc;
+    }
+    *out = j;
+    return LS_OK;
+}

@@ -1,0 +1,176 @@
+/* qckpt.c - writing quantized checkpoints (per-layer bits, packed groups) and reading
+ * bits-map files for `llmsys quantize`. */
+#include <cjson/cJSON.h>
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llmsys/safetensors.h"
+#include "llmsys/serve.h"
+
+int ls_quant_read_bits_map(const char *path, int **bits, int *n) {
+    char *text;
+    size_t len;
+    *bits = NULL;
+    *n = 0;
+    LS_TRY(ls_file_read(path, &text, &len));
+    int cap = 64, cnt = 0, rc = LS_OK;
+    int *b = malloc(sizeof(int) * cap);
+    if (!b) {
+        free(text);
+        return ls_err(LS_ENOMEM, "out of memory");
+    }
+    const char *p = text;
+    while (*p && isspace((unsigned char)*p)) p++;
+    if (*p == '{' || *p == '[') {
+        cJSON *j;
+        if ((rc = ls_json_parse(text, len, path, &j)) == LS_OK) {
+            cJSON *arr = cJSON_IsArray(j) ? j : cJSON_GetObjectItemCaseSensitive(j, "bits");
+            if (!cJSON_IsArray(arr)) rc = ls_err(LS_EFORMAT, "%s: expected {\"bits\": [...]} or a list of integers", path);
+            cJSON *it;
+            cJSON_ArrayForEach(it, arr) {
+                if (rc) break;
+                if (!cJSON_IsNumber(it)) { rc = ls_err(LS_EFORMAT, "%s: bits[%d] is not a number", path, cnt); break; }
+                if (cnt == cap) { int *nb = realloc(b, sizeof(int) * (cap *= 2)); if (!nb) { rc = ls_err(LS_ENOMEM, "out of memory"); break; } b = nb; }
+                b[cnt++] = it->valueint;
+            }
+            cJSON_Delete(j);
+        }
+    } else {
+        while (rc == LS_OK && *p) {
+            if (isspace((unsigned char)*p) || *p == ',') { p++; continue; }
+            char *end;
+            long v = strtol(p, &end, 10);
+            if (end == p) { rc = ls_err(LS_EFORMAT, "%s: unexpected '%c' in bits map", path, *p); break; }
+            if (cnt == cap) { int *nb = realloc(b, sizeof(int) * (cap *= 2)); if (!nb) { rc = ls_err(LS_ENOMEM, "out of memory"); break; } b = nb; }
+            b[cnt++] = (int)v;
+            p = end;
+        }
+    }
+    free(text);
+    for (int i = 0; rc == LS_OK && i < cnt; i++)
+        if (b[i] != 3 && b[i] != 4 && b[i] != 8 && b[i] != 16 && b[i] != 32)
+            rc = ls_err(LS_EINVAL, "%s: layer %d has unsupported bit width %d (use 3, 4, 8 or 16)", path, i, b[i]);
+    if (rc == LS_OK && cnt == 0) rc = ls_err(LS_EFORMAT, "%s: empty bits map", path);
+    if (rc) {
+        free(b);
+        return rc;
+    }
+    *bits = b;
+    *n = cnt;
+    return LS_OK;
+}
+
+static int is_linear_weight(const char *name, int *layer) {
+    static const char *const sfx[4] = {"attn.qkv.w", "attn.proj.w", "mlp.fc.w", "mlp.proj.w"};
+    int l, off = 0;
+    if (sscanf(name, "h.%d.%n", &l, &off) != 1 || off == 0) return 0;
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(name + off, sfx[i])) {
+            *layer = l;
+            return 1;
+        }
+    return 0;
+}
+
+int ls_quant_checkpoint(const char *in_path, const int *bits, int n_layer, int group, const char *out_path) {
+    ls_st_file *f;
+    LS_TRY(ls_st_open(in_path, &f));
+    ls_model_config cfg;
+    const char *cj = ls_st_meta(f, "llmsys.config");
+    int rc = LS_OK;
+    if (!cj || ls_model_config_from_json(cj, &cfg) != LS_OK) {
+        rc = ls_err(LS_EFORMAT, "%s: no valid \"llmsys.config\" metadata (not an llmsys checkpoint)", in_path);
+        ls_st_close(f);
+        return rc;
+    }
+    if (ls_st_meta(f, "llmsys.quant")) {
+        ls_st_close(f);
+        return ls_err(LS_EINVAL, "%s: already quantized; quantize from the fp32 checkpoint", in_path);
+    }
+    if (n_layer != cfg.n_layer) {
+        ls_st_close(f);
+        return ls_err(LS_EINVAL, "bits map has %d entries but %s has %d layers", n_layer, in_path, cfg.n_layer);
+    }
+    if (!ls_quant_group_valid(group)) {
+        ls_st_close(f);
+        return ls_err(LS_EINVAL, "unsupported group size %d (use 32, 64, 128 or 256)", group);
+    }
+    for (int l = 0; l < n_layer; l++)
+        if (!ls_quant_bits_valid(bits[l])) {
+            ls_st_close(f);
+            return ls_err(LS_EINVAL, "layer %d: unsupported bit width %d (use 3, 4, 8 or 16)", l, bits[l]);
+        }
+    int nt = ls_st_count(f);
+    ls_qmat *qm = calloc((size_t)nt, sizeof(ls_qmat));
+    char **names = calloc((size_t)nt * 3, sizeof(char *));
+    float **tmpf = calloc((size_t)nt, sizeof(float *));
+    ls_st_writer *w = NULL;
+    if (!qm || !names || !tmpf) { rc = ls_err(LS_ENOMEM, "out of memory"); goto done; }
+    if ((rc = ls_st_writer_init(&w))) goto done;
+    for (int i = 0; i < nt && rc == LS_OK; i++) {
+        const ls_st_tensor *t = ls_st_get(f, i);
+        int l;
+        if (!strncmp(t->name, "opt.", 4)) continue; /* optimizer state is not served */
+        if (!is_linear_weight(t->name, &l) || bits[l] == 32) {
+            rc = ls_st_writer_add(w, t->name, t->dtype, t->ndim, t->shape, t->data);
+            continue;
+        }
+        if (t->dtype != LS_DT_F32 || t->ndim != 2 || l < 0 || l >= n_layer) {
+            rc = ls_err(LS_EFORMAT, "%s: %s must be a 2-D F32 tensor of a layer < %d", in_path, t->name, n_layer);
+            break;
+        }
+        int rows = (int)t->shape[0], cols = (int)t->shape[1];
+        if ((rc = ls_qmat_quantize(&qm[i], t->data, rows, cols, bits[l], group))) break;
+        if (bits[l] == 16) {
+            /* F16 under the plain name, unpadded */
+            uint16_t *h = malloc((size_t)rows * cols * 2);
+            if (!h) { rc = ls_err(LS_ENOMEM, "out of memory"); break; }
+            for (int r = 0; r < rows; r++) memcpy(h + (size_t)r * cols, qm[i].data + (size_t)r * qm[i].row_bytes, (size_t)cols * 2);
+            tmpf[i] = (float *)h;
+            rc = ls_st_writer_add(w, t->name, LS_DT_F16, 2, t->shape, h);
+            continue;
+        }
+        const char *sfx[3] = {".q", ".scale", ".min"};
+        for (int k = 0; k < 3; k++) {
+            names[3 * i + k] = malloc(strlen(t->name) + 8);
+            if (!names[3 * i + k]) { rc = ls_err(LS_ENOMEM, "out of memory"); break; }
+            sprintf(names[3 * i + k], "%s%s", t->name, sfx[k]);
+        }
+        if (rc) break;
+        int64_t qs[2] = {rows, (int64_t)qm[i].row_bytes}, ss[2] = {rows, qm[i].ngroups};
+        if ((rc = ls_st_writer_add(w, names[3 * i], LS_DT_U8, 2, qs, qm[i].data))) break;
+        if ((rc = ls_st_writer_add(w, names[3 * i + 1], LS_DT_F32, 2, ss, qm[i].scale))) break;
+        if (qm[i].min) rc = ls_st_writer_add(w, names[3 * i + 2], LS_DT_F32, 2, ss, qm[i].min);
+    }
+    if (rc == LS_OK) {
+        /* keep the source's metadata (config, step) and add the quantization map */
+        static const char *const keep[] = {"llmsys.config", "llmsys.step", "llmsys.name"};
+        for (size_t k = 0; k < sizeof keep / sizeof keep[0] && rc == LS_OK; k++) {
+            const char *v = ls_st_meta(f, keep[k]);
+            if (v) rc = ls_st_writer_meta(w, keep[k], v);
+        }
+        size_t cap = 64 + (size_t)n_layer * 4;
+        char *qj = malloc(cap);
+        if (!qj) rc = ls_err(LS_ENOMEM, "out of memory");
+        if (rc == LS_OK) {
+            int o = snprintf(qj, cap, "{\"version\":1,\"group\":%d,\"bits\":[", group);
+            for (int l = 0; l < n_layer; l++) o += snprintf(qj + o, cap - o, "%s%d", l ? "," : "", bits[l]);
+            snprintf(qj + o, cap - o, "]}");
+            rc = ls_st_writer_meta(w, "llmsys.quant", qj);
+        }
+        free(qj);
+    }
+    if (rc == LS_OK) rc = ls_st_writer_write(w, out_path);
+done:
+    ls_st_writer_free(w);
+    for (int i = 0; qm && i < nt; i++) {
+        ls_qmat_free(&qm[i]);
+        if (names) free(names[3 * i]), free(names[3 * i + 1]), free(names[3 * i + 2]);
+        if (tmpf) free(tmpf[i]);
+    }
+    free(qm), free(names), free(tmpf);
+    ls_st_close(f);
+    return rc;
+}

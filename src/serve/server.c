@@ -1,0 +1,1033 @@
+/* server.c - the serving front: launches one worker process per plan stage, schedules
+ * requests with continuous batching (prefill and decode as separate micro-batch phases,
+ * one micro-batch in flight per stage) over the ZeroMQ ring, samples tokens, and answers
+ * OpenAI-style HTTP requests (libmicrohttpd). */
+#include <cjson/cJSON.h>
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <netinet/in.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "llmsys/serve.h"
+#include "serve/wire.h"
+
+enum { RQ_QUEUED = 0, RQ_ACTIVE = 1, RQ_DONE = 2, RQ_FAILED = 3 };
+
+typedef struct req {
+    int id;
+    int *prompt, n_prompt;
+    int max_tokens, stream;
+    ls_sample_config sc;
+    ls_rng rng;
+    int *out, n_out;
+    int state, slot, pos, prefilled, in_flight, cancelled;
+    char finish[16], error[256];
+    int refs;
+    double t_submit, t_first, t_done;
+    pthread_cond_t cv;
+    struct req *next;
+} req;
+
+typedef struct {
+    uint32_t id;
+    int n, prefill;
+    double t_sent;
+    req **r;
+} inflight_mb;
+
+struct ls_server {
+    ls_server_opts o;
+    char model[1024], name[256], self[1024], host[64];
+    ls_plan plan;
+    ls_model_config cfg;
+    int ns;
+    pid_t pids[LS_PLAN_MAX_STAGES];
+    int alive[LS_PLAN_MAX_STAGES];
+    char death[LS_PLAN_MAX_STAGES][160];
+    char addr[LS_PLAN_MAX_STAGES + 1][300];
+    char tmpdir[128];
+    void *zctx, *to_first, *from_last;
+    pthread_t sched;
+    int sched_started, running;
+    pthread_mutex_t mu;
+    req *qhead, *qtail;
+    int qlen;
+    req **slots;
+    int n_active, next_id;
+    inflight_mb *mbs;
+    int n_inflight, depth, last_prefill, rr;
+    uint32_t next_mb;
+    /* metrics (under mu) */
+    uint64_t m_requests, m_failed, m_rejected, m_tokens, m_prompt_tokens, m_mb_prefill, m_mb_decode;
+    double busy[LS_PLAN_MAX_STAGES], t_start;
+    char degraded[256];
+    struct MHD_Daemon *httpd;
+    int port;
+};
+
+ls_server_opts ls_server_defaults(void) {
+    ls_server_opts o = {0};
+    o.host = "127.0.0.1";
+    o.max_seqs = 16;
+    o.max_body = 64 * 1024;
+    o.nthreads = 1;
+    o.step_timeout_s = 60;
+    o.mb_prefill = 2;
+    o.mb_decode = 8;
+    return o;
+}
+
+int ls_server_port(const ls_server *s) { return s->port; }
+int ls_server_num_stages(const ls_server *s) { return s->ns; }
+int ls_server_stage_pid(const ls_server *s, int i) { return i >= 0 && i < s->ns ? (int)s->pids[i] : -1; }
+
+/* ---------------------------------------------------------------- requests */
+
+static void req_unref(req *r) {
+    /* caller holds the server mutex */
+    if (--r->refs > 0) return;
+    pthread_cond_destroy(&r->cv);
+    free(r->prompt);
+    free(r->out);
+    free(r);
+}
+
+static void release_slot(ls_server *s, req *r) {
+    if (r->slot >= 0) {
+        s->slots[r->slot] = NULL;
+        s->n_active--;
+        r->slot = -1;
+    }
+}
+
+/* Ends a request (done or failed), wakes its HTTP thread, drops the scheduler's ref. */
+static void req_finish(ls_server *s, req *r, int state, const char *finish, const char *err) {
+    if (r->state >= RQ_DONE) return;
+    r->state = state;
+    r->t_done = ls_now();
+    snprintf(r->finish, sizeof r->finish, "%s", finish ? finish : "");
+    if (err) snprintf(r->error, sizeof r->error, "%s", err);
+    if (state == RQ_FAILED) s->m_failed++;
+    release_slot(s, r);
+    pthread_cond_broadcast(&r->cv);
+    req_unref(r);
+}
+
+/* Fails every queued, active and in-flight request with msg (pipeline broken). */
+static void fail_all(ls_server *s, const char *msg) {
+    for (int i = 0; i < s->n_inflight; i++) free(s->mbs[i].r);
+    s->n_inflight = 0;
+    for (int i = 0; i < s->o.max_seqs; i++)
+        if (s->slots[i]) {
+            s->slots[i]->in_flight = 0;
+            req_finish(s, s->slots[i], RQ_FAILED, NULL, msg);
+        }
+    while (s->qhead) {
+        req *r = s->qhead;
+        s->qhead = r->next;
+        req_finish(s, r, RQ_FAILED, NULL, msg);
+    }
+    s->qtail = NULL;
+    s->qlen = 0;
+}
+
+/* ---------------------------------------------------------------- workers */
+
+static int spawn_worker(ls_server *s, int i) {
+    const ls_plan_stage *st = &s->plan.stages[i];
+    char stage[16], layers[32], group[16], seqs[16], thr[16], bits[1024] = "";
+    snprintf(stage, sizeof stage, "%d", i);
+    snprintf(layers, sizeof layers, "%d:%d", st->layer_begin, st->layer_end);
+    snprintf(group, sizeof group, "%d", 64);
+    snprintf(seqs, sizeof seqs, "%d", s->o.max_seqs);
+    snprintf(thr, sizeof thr, "%d", s->o.nthreads);
+    for (int k = 0, o = 0; k < st->layer_end - st->layer_begin; k++)
+        o += snprintf(bits + o, sizeof bits - (size_t)o, "%s%d", k ? "," : "", st->bits[k]);
+    const char *argv[] = {s->self, "serve", "--worker", "--model", s->model, "--stage", stage, "--layers", layers,
+                          "--bits", bits, "--group", group, "--max-seqs", seqs, "--threads", thr,
+                          "--in", s->addr[i], "--out", s->addr[i + 1], NULL};
+    pid_t pid = fork();
+    if (pid < 0) return ls_err(LS_EIO, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        /* a worker never outlives its front, even when the front is killed */
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL); /* the front may block signals for sigwait */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() == 1) _exit(1);
+        setenv("OPENBLAS_NUM_THREADS", thr, 1);
+        setenv("OMP_NUM_THREADS", thr, 1);
+        execv(s->self, (char *const *)argv);
+        fprintf(stderr, "llmsys: exec %s: %s\n", s->self, strerror(errno));
+        _exit(127);
+    }
+    s->pids[i] = pid;
+    s->alive[i] = 1;
+    return LS_OK;
+}
+
+/* Reaps dead workers; returns 1 if one died since the last call (msg describes it). */
+static int check_workers(ls_server *s, char *msg, size_t n) {
+    int died = 0;
+    for (int i = 0; i < s->ns; i++) {
+        if (!s->alive[i]) continue;
+        int st;
+        pid_t r = waitpid(s->pids[i], &st, WNOHANG);
+        if (r == s->pids[i]) {
+            s->alive[i] = 0;
+            if (WIFSIGNALED(st))
+                snprintf(s->death[i], sizeof s->death[i], "killed by signal %d", WTERMSIG(st));
+            else
+                snprintf(s->death[i], sizeof s->death[i], "exited with status %d", WEXITSTATUS(st));
+            snprintf(msg, n, "pipeline stage %d (layers [%d, %d), pid %d) %s", i, s->plan.stages[i].layer_begin,
+                     s->plan.stages[i].layer_end, (int)s->pids[i], s->death[i]);
+            died = 1;
+        }
+    }
+    return died;
+}
+
+static void stop_workers(ls_server *s) {
+    /* polite shutdown through the ring first, then SIGTERM/SIGKILL what is left */
+    if (s->to_first) {
+        ls_wire_hdr h = {0};
+        h.magic = LS_WIRE_MAGIC, h.version = LS_WIRE_VERSION, h.type = LS_MSG_SHUTDOWN, h.stage = -1;
+        ls_wire_seal(&h, sizeof h);
+        zmq_send(s->to_first, &h, sizeof h, ZMQ_DONTWAIT);
+    }
+    double t0 = ls_now();
+    for (;;) {
+        int left = 0;
+        for (int i = 0; i < s->ns; i++)
+            if (s->alive[i]) {
+                int st;
+                if (waitpid(s->pids[i], &st, WNOHANG) == s->pids[i]) s->alive[i] = 0;
+                else left++;
+            }
+        if (!left) break;
+        if (ls_now() - t0 > 2.0) {
+            for (int i = 0; i < s->ns; i++)
+                if (s->alive[i]) {
+                    kill(s->pids[i], SIGKILL);
+                    waitpid(s->pids[i], NULL, 0);
+                    s->alive[i] = 0;
+                }
+            break;
+        }
+        ls_sleep_ms(10);
+    }
+}
+
+/* ---------------------------------------------------------------- scheduling */
+
+static int send_mb(ls_server *s, req **rs, int n, int prefill) {
+    size_t ntok = 0;
+    for (int i = 0; i < n; i++) ntok += prefill ? (size_t)rs[i]->n_prompt : 1;
+    size_t len = sizeof(ls_wire_hdr) + (size_t)n * sizeof(ls_engine_seq) + ntok * sizeof(int32_t);
+    char *buf = malloc(len);
+    req **copy = malloc(sizeof(req *) * n);
+    if (!buf || !copy) {
+        free(buf), free(copy);
+        return ls_err(LS_ENOMEM, "out of memory");
+    }
+    ls_wire_hdr h = {0};
+    h.magic = LS_WIRE_MAGIC, h.version = LS_WIRE_VERSION, h.type = LS_MSG_FORWARD;
+    h.mb_id = ++s->next_mb, h.nseq = (uint32_t)n, h.ntok = (uint32_t)ntok, h.stage = -1;
+    h.payload_bytes = len - sizeof h;
+    memcpy(buf, &h, sizeof h);
+    ls_engine_seq *seqs = (ls_engine_seq *)(buf + sizeof h);
+    int32_t *tok = (int32_t *)(seqs + n);
+    for (int i = 0; i < n; i++) {
+        req *r = rs[i];
+        if (prefill) {
+            seqs[i] = (ls_engine_seq){r->slot, 0, r->n_prompt};
+            for (int k = 0; k < r->n_prompt; k++) *tok++ = r->prompt[k];
+        } else {
+            seqs[i] = (ls_engine_seq){r->slot, r->pos, 1};
+            *tok++ = r->out[r->n_out - 1];
+        }
+        r->in_flight = 1;
+        copy[i] = r;
+    }
+    ls_wire_seal(buf, len);
+    int rc = zmq_send(s->to_first, buf, len, 0) < 0 ? ls_err(LS_ENET, "send to stage 0: %s", zmq_strerror(zmq_errno())) : LS_OK;
+    free(buf);
+    if (rc) {
+        for (int i = 0; i < n; i++) copy[i]->in_flight = 0;
+        free(copy);
+        return rc;
+    }
+    inflight_mb *m = &s->mbs[s->n_inflight++];
+    m->id = h.mb_id, m->n = n, m->prefill = prefill, m->t_sent = ls_now(), m->r = copy;
+    if (prefill) s->m_mb_prefill++;
+    else s->m_mb_decode++;
+    return LS_OK;
+}
+
+/* Forms and sends the next micro-batch; 0 when nothing is ready. Prefill and decode
+ * alternate when both are waiting so neither starves. */
+static int schedule_one(ls_server *s) {
+    int M = s->o.max_seqs, np = 0, nd = 0;
+    req **pre = malloc(sizeof(req *) * M), **dec = malloc(sizeof(req *) * M);
+    LS_ASSERT(pre && dec);
+    for (int k = 0; k < M; k++) {
+        req *r = s->slots[(s->rr + k) % M];
+        if (!r || r->in_flight || r->state != RQ_ACTIVE) continue;
+        if (!r->prefilled) {
+            if (np < s->plan.mb_prefill) pre[np++] = r;
+        } else if (nd < s->plan.mb_decode) {
+            dec[nd++] = r;
+        }
+    }
+    int sent = 0;
+    int use_prefill = np > 0 && (nd == 0 || !s->last_prefill);
+    if (np || nd) {
+        int rc = use_prefill ? send_mb(s, pre, np, 1) : send_mb(s, dec, nd, 0);
+        if (rc == LS_OK) {
+            sent = 1;
+            s->last_prefill = use_prefill;
+            s->rr = (s->rr + 1) % M;
+        } else {
+            LS_ERROR("scheduler: %s", ls_errmsg());
+        }
+    }
+    free(pre), free(dec);
+    return sent;
+}
+
+static void handle_result(ls_server *s, const char *data, size_t len) {
+    if (ls_wire_check(data, len, "result") != LS_OK) {
+        /* cannot trust which micro-batch it was: the pipeline state is unknown */
+        char m[300];
+        snprintf(m, sizeof m, "pipeline returned a corrupt message: %s", ls_errmsg());
+        fail_all(s, m);
+        return;
+    }
+    ls_wire_hdr h;
+    memcpy(&h, data, sizeof h);
+    for (int i = 0; i < s->ns && i < LS_PLAN_MAX_STAGES; i++)
+        if (h.busy_s[i] > s->busy[i]) s->busy[i] = h.busy_s[i];
+    if (h.type == LS_MSG_PING || h.type == LS_MSG_SHUTDOWN) return;
+    int k = 0;
+    while (k < s->n_inflight && s->mbs[k].id != h.mb_id) k++;
+    if (k == s->n_inflight) {
+        LS_WARN("scheduler: result for unknown micro-batch %u dropped", h.mb_id);
+        return;
+    }
+    inflight_mb m = s->mbs[k];
+    s->mbs[k] = s->mbs[--s->n_inflight];
+    int V = s->cfg.vocab;
+    size_t need = (size_t)m.n * sizeof(ls_engine_seq) + (size_t)m.n * V * sizeof(float);
+    if (h.type == LS_MSG_ERROR || h.type != LS_MSG_RESULT || h.nseq != (uint32_t)m.n || h.payload_bytes != need) {
+        char err[300];
+        if (h.type == LS_MSG_ERROR) snprintf(err, sizeof err, "%.*s", (int)h.payload_bytes, data + sizeof h);
+        else snprintf(err, sizeof err, "pipeline returned a malformed result");
+        for (int i = 0; i < m.n; i++) {
+            m.r[i]->in_flight = 0;
+            req_finish(s, m.r[i], RQ_FAILED, NULL, err);
+        }
+        free(m.r);
+        return;
+    }
+    const float *logits = (const float *)(data + sizeof h + (size_t)m.n * sizeof(ls_engine_seq));
+    for (int i = 0; i < m.n; i++) {
+        req *r = m.r[i];
+        r->in_flight = 0;
+        if (r->state != RQ_ACTIVE) continue;
+        if (r->cancelled) {
+            req_finish(s, r, RQ_DONE, "cancelled", NULL);
+            continue;
+        }
+        if (m.prefill) {
+            r->prefilled = 1;
+            r->pos = r->n_prompt;
+            r->t_first = ls_now();
+        } else {
+            r->pos++;
+        }
+        const float *lg = logits + (size_t)i * V;
+        int tok;
+        if (r->sc.temperature <= 0.0f) {
+            tok = 0;
+            for (int v = 1; v < V; v++) tok = lg[v] > lg[tok] ? v : tok;
+        } else {
+            tok = ls_sample_logits(lg, V, &r->sc, &r->rng);
+            if (tok < 0) tok = LS_TOK_EOS;
+        }
+        r->out[r->n_out++] = tok;
+        s->m_tokens++;
+        pthread_cond_broadcast(&r->cv);
+        if (tok == LS_TOK_EOS) req_finish(s, r, RQ_DONE, "stop", NULL);
+        else if (r->n_out >= r->max_tokens || r->pos >= s->cfg.n_ctx) req_finish(s, r, RQ_DONE, "length", NULL);
+    }
+    free(m.r);
+}
+
+static void *scheduler_main(void *arg) {
+    ls_server *s = arg;
+    double last_check = 0;
+    while (__atomic_load_n(&s->running, __ATOMIC_ACQUIRE)) {
+        pthread_mutex_lock(&s->mu);
+        double now = ls_now();
+        if (now - last_check > 0.02) {
+            char msg[256];
+            last_check = now;
+            if (check_workers(s, msg, sizeof msg)) {
+                snprintf(s->degraded, sizeof s->degraded, "%s", msg);
+                LS_ERROR("%s; failing in-flight requests", msg);
+                fail_all(s, msg);
+            }
+            for (int i = 0; i < s->n_inflight; i++)
+                if (now - s->mbs[i].t_sent > s->o.step_timeout_s) {
+                    snprintf(msg, sizeof msg, "pipeline did not return a micro-batch within %.0f s", s->o.step_timeout_s);
+                    fail_all(s, msg);
+                    break;
+                }
+        }
+        /* admit queued requests into free KV slots */
+        while (s->qhead && s->n_active < s->o.max_seqs) {
+            req *r = s->qhead;
+            s->qhead = r->next;
+            if (!s->qhead) s->qtail = NULL;
+            s->qlen--;
+            int slot = 0;
+            while (s->slots[slot]) slot++;
+            s->slots[slot] = r;
+            r->slot = slot;
+            r->state = RQ_ACTIVE;
+            s->n_active++;
+        }
+        /* cancelled requests that are not in the pipeline leave now */
+        for (int i = 0; i < s->o.max_seqs; i++)
+            if (s->slots[i] && s->slots[i]->cancelled && !s->slots[i]->in_flight)
+                req_finish(s, s->slots[i], RQ_DONE, "cancelled", NULL);
+        while (!s->degraded[0] && s->n_inflight < s->depth && schedule_one(s)) {
+        }
+        int inflight = s->n_inflight;
+        pthread_mutex_unlock(&s->mu);
+
+        zmq_pollitem_t it = {s->from_last, 0, ZMQ_POLLIN, 0};
+        int pr = zmq_poll(&it, 1, inflight ? 5 : 2);
+        if (pr > 0 && (it.revents & ZMQ_POLLIN)) {
+            zmq_msg_t msg;
+            zmq_msg_init(&msg);
+            if (zmq_msg_recv(&msg, s->from_last, ZMQ_DONTWAIT) >= 0) {
+                pthread_mutex_lock(&s->mu);
+                handle_result(s, zmq_msg_data(&msg), zmq_msg_size(&msg));
+                pthread_mutex_unlock(&s->mu);
+            }
+            zmq_msg_close(&msg);
+        }
+    }
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- HTTP */
+
+typedef struct {
+    char *body;
+    size_t len, cap;
+    int too_big;
+} conn_state;
+
+typedef struct {
+    ls_server *s;
+    req *r;
+    int sent;     /* tokens already streamed */
+    int finished; /* 1: final event sent, 2: [DONE] sent */
+    char id[32];
+} stream_state;
+
+static enum MHD_Result send_text(struct MHD_Connection *c, int status, const char *ctype, const char *text) {
+    struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_MUST_COPY);
+    if (!resp) return MHD_NO;
+    MHD_add_response_header(resp, "Content-Type", ctype);
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+static enum MHD_Result send_error(struct MHD_Connection *c, int status, const char *type, const char *msg) {
+    cJSON *j = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(j, "error");
+    cJSON_AddStringToObject(e, "message", msg);
+    cJSON_AddStringToObject(e, "type", type);
+    cJSON_AddNumberToObject(e, "code", status);
+    char *t = cJSON_PrintUnformatted(j);
+    enum MHD_Result r = send_text(c, status, "application/json", t ? t : "{}");
+    free(t);
+    cJSON_Delete(j);
+    return r;
+}
+
+/* Length of the longest prefix of b[0..n) that ends on a UTF-8 character boundary
+ * (a trailing incomplete sequence waits for more bytes unless final). */
+static int utf8_ready(const unsigned char *b, int n, int final) {
+    if (final) return n;
+    int i = n - 1, back = 0;
+    while (i >= 0 && back < 3 && (b[i] & 0xC0) == 0x80) i--, back++;
+    if (i < 0) return n;
+    int need = b[i] >= 0xF0 ? 4 : b[i] >= 0xE0 ? 3 : b[i] >= 0xC0 ? 2 : 1;
+    return n - i < need ? i : n;
+}
+
+/* Tokens [a, b) as text: bytes only (specials dropped); invalid UTF-8 becomes U+FFFD so
+ * the JSON stays valid. Returns a malloc'd NUL-terminated string. */
+static char *tokens_text(const int *t, int a, int b) {
+    char *s = malloc((size_t)(b - a) * 3 + 1);
+    LS_ASSERT(s);
+    int n = 0;
+    unsigned char raw[4];
+    for (int i = a; i < b;) {
+        if (t[i] > 255) { i++; continue; }
+        unsigned char c = (unsigned char)t[i];
+        int need = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+        int ok = need > 0 && i + need <= b;
+        for (int k = 1; ok && k < need; k++) ok = t[i + k] <= 255 && (t[i + k] & 0xC0) == 0x80;
+        if (!ok) {
+            memcpy(s + n, "\xEF\xBF\xBD", 3);
+            n += 3;
+            i++;
+            continue;
+        }
+        for (int k = 0; k < need; k++) raw[k] = (unsigned char)t[i + k];
+        memcpy(s + n, raw, (size_t)need);
+        n += need;
+        i += need;
+    }
+    s[n] = '\0';
+    return s;
+}
+
+static int bytes_ready(const req *r, int from, int final) {
+    unsigned char b[4096];
+    int n = 0;
+    for (int i = from; i < r->n_out && n < (int)sizeof b; i++) b[n++] = r->out[i] > 255 ? 'x' : (unsigned char)r->out[i];
+    return from + utf8_ready(b, n, final);
+}
+
+static char *completion_json(ls_server *s, req *r, const char *id) {
+    cJSON *j = cJSON_CreateObject(), *ch = cJSON_AddArrayToObject(j, "choices"), *c0 = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "id", id);
+    cJSON_AddStringToObject(j, "object", "text_completion");
+    cJSON_AddNumberToObject(j, "created", (double)(long)ls_wall_time());
+    cJSON_AddStringToObject(j, "model", s->name);
+    char *text = tokens_text(r->out, 0, r->n_out);
+    cJSON_AddStringToObject(c0, "text", text);
+    free(text);
+    cJSON_AddNumberToObject(c0, "index", 0);
+    cJSON_AddStringToObject(c0, "finish_reason", r->finish);
+    cJSON_AddItemToObject(c0, "tokens", cJSON_CreateIntArray(r->out, r->n_out));
+    cJSON_AddItemToArray(ch, c0);
+    cJSON *u = cJSON_AddObjectToObject(j, "usage");
+    cJSON_AddNumberToObject(u, "prompt_tokens", r->n_prompt);
+    cJSON_AddNumberToObject(u, "completion_tokens", r->n_out);
+    cJSON_AddNumberToObject(u, "total_tokens", r->n_prompt + r->n_out);
+    char *out = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    return out;
+}
+
+static ssize_t stream_cb(void *cls, uint64_t pos, char *buf, size_t max) {
+    stream_state *st = cls;
+    ls_server *s = st->s;
+    req *r = st->r;
+    if (st->finished == 2) return MHD_CONTENT_READER_END_OF_STREAM;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        int final = r->state >= RQ_DONE;
+        int upto = bytes_ready(r, st->sent, final);
+        if (upto > st->sent || final || !__atomic_load_n(&s->running, __ATOMIC_ACQUIRE)) break;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 200 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&r->cv, &s->mu, &ts);
+    }
+    int final = r->state >= RQ_DONE, running = __atomic_load_n(&s->running, __ATOMIC_ACQUIRE);
+    int upto = bytes_ready(r, st->sent, final);
+    ssize_t n = 0;
+    cJSON *j = NULL;
+    if (upto > st->sent || (final && st->finished == 0 && r->state == RQ_DONE)) {
+        j = cJSON_CreateObject();
+        cJSON *ch = cJSON_AddArrayToObject(j, "choices"), *c0 = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "id", st->id);
+        cJSON_AddStringToObject(j, "object", "text_completion");
+        cJSON_AddStringToObject(j, "model", s->name);
+        char *text = tokens_text(r->out, st->sent, upto);
+        cJSON_AddStringToObject(c0, "text", text);
+        free(text);
+        cJSON_AddNumberToObject(c0, "index", 0);
+        cJSON_AddItemToObject(c0, "tokens", cJSON_CreateIntArray(r->out + st->sent, upto - st->sent));
+        if (final && upto == r->n_out) {
+            cJSON_AddStringToObject(c0, "finish_reason", r->finish);
+            st->finished = 1;
+        } else {
+            cJSON_AddNullToObject(c0, "finish_reason");
+        }
+        cJSON_AddItemToArray(ch, c0);
+        st->sent = upto;
+    } else if (final && r->state == RQ_FAILED && st->finished == 0) {
+        j = cJSON_CreateObject();
+        cJSON *e = cJSON_AddObjectToObject(j, "error");
+        cJSON_AddStringToObject(e, "message", r->error);
+        cJSON_AddStringToObject(e, "type", "server_error");
+        st->finished = 1;
+    } else if ((final && st->finished == 1) || !running) {
+        st->finished = 2;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (j) {
+        char *t = cJSON_PrintUnformatted(j);
+        cJSON_Delete(j);
+        n = snprintf(buf, max, "data: %s\n\n", t ? t : "{}");
+        free(t);
+        if ((size_t)n >= max) n = (ssize_t)max - 1; /* cannot happen with a 64 KiB block; keep bounded */
+    } else if (st->finished == 2) {
+        n = snprintf(buf, max, "data: [DONE]\n\n");
+    }
+    return n;
+}
+
+static void stream_free(void *cls) {
+    stream_state *st = cls;
+    pthread_mutex_lock(&st->s->mu);
+    if (st->r->state < RQ_DONE) st->r->cancelled = 1; /* client went away */
+    req_unref(st->r);
+    pthread_mutex_unlock(&st->s->mu);
+    free(st);
+}
+
+/* Parses and validates a completion request into r (prompt, limits, sampling). */
+static int parse_completion(ls_server *s, const char *body, size_t len, req *r, char *err, size_t en) {
+    cJSON *j = cJSON_ParseWithLength(body, len);
+    if (!j) {
+        snprintf(err, en, "request body is not valid JSON");
+        return 0;
+    }
+    int ok = 0;
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "prompt");
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(j, "max_tokens");
+    const cJSON *te = cJSON_GetObjectItemCaseSensitive(j, "temperature");
+    const cJSON *tp = cJSON_GetObjectItemCaseSensitive(j, "top_p");
+    const cJSON *sm = cJSON_GetObjectItemCaseSensitive(j, "stream");
+    const cJSON *sd = cJSON_GetObjectItemCaseSensitive(j, "seed");
+    const cJSON *nn = cJSON_GetObjectItemCaseSensitive(j, "n");
+    int T = s->cfg.n_ctx;
+    if (!cJSON_IsObject(j)) { snprintf(err, en, "request body must be a JSON object"); goto out; }
+    if (cJSON_IsString(p)) {
+        /* a text prompt is a document start: BOS then its bytes, as in training */
+        size_t n = strlen(p->valuestring);
+        if (n + 1 >= (size_t)T) { snprintf(err, en, "prompt of %zu bytes is too long (context is %d tokens)", n, T); goto out; }
+        r->n_prompt = (int)n + 1;
+        r->prompt = malloc(sizeof(int) * (size_t)r->n_prompt);
+        if (!r->prompt) { snprintf(err, en, "out of memory"); goto out; }
+        r->prompt[0] = LS_TOK_BOS;
+        for (size_t i = 0; i < n; i++) r->prompt[i + 1] = (unsigned char)p->valuestring[i];
+    } else if (cJSON_IsArray(p) && cJSON_GetArraySize(p) > 0) {
+        int n = cJSON_GetArraySize(p);
+        if (n >= T) { snprintf(err, en, "prompt of %d tokens is too long (context is %d tokens)", n, T); goto out; }
+        r->prompt = malloc(sizeof(int) * (size_t)n);
+        if (!r->prompt) { snprintf(err, en, "out of memory"); goto out; }
+        r->n_prompt = n;
+        for (int i = 0; i < n; i++) {
+            const cJSON *e = cJSON_GetArrayItem(p, i);
+            if (!cJSON_IsNumber(e) || e->valuedouble != (int)e->valuedouble || e->valueint < 0 || e->valueint >= s->cfg.vocab) {
+                snprintf(err, en, "prompt[%d] is not a token id in [0, %d)", i, s->cfg.vocab);
+                goto out;
+            }
+            r->prompt[i] = e->valueint;
+        }
+    } else {
+        snprintf(err, en, "\"prompt\" is required: a string or a non-empty array of token ids");
+        goto out;
+    }
+    r->max_tokens = 16;
+    if (mt) {
+        if (!cJSON_IsNumber(mt) || mt->valuedouble != (int)mt->valuedouble || mt->valueint < 1 || mt->valueint > T) {
+            snprintf(err, en, "\"max_tokens\" must be an integer in [1, %d]", T);
+            goto out;
+        }
+        r->max_tokens = mt->valueint;
+    }
+    r->sc.temperature = 1.0f;
+    r->sc.top_p = 1.0f;
+    r->sc.top_k = 0;
+    if (te) {
+        if (!cJSON_IsNumber(te) || te->valuedouble < 0 || te->valuedouble > 10) {
+            snprintf(err, en, "\"temperature\" must be a number in [0, 10]");
+            goto out;
+        }
+        r->sc.temperature = (float)te->valuedouble;
+    }
+    if (tp) {
+        if (!cJSON_IsNumber(tp) || !(tp->valuedouble > 0) || tp->valuedouble > 1) {
+            snprintf(err, en, "\"top_p\" must be a number in (0, 1]");
+            goto out;
+        }
+        r->sc.top_p = (float)tp->valuedouble;
+    }
+    if (sm && !cJSON_IsBool(sm)) { snprintf(err, en, "\"stream\" must be true or false"); goto out; }
+    r->stream = sm && cJSON_IsTrue(sm);
+    if (nn && (!cJSON_IsNumber(nn) || nn->valueint != 1)) { snprintf(err, en, "only \"n\": 1 is supported"); goto out; }
+    if (sd && !cJSON_IsNumber(sd)) { snprintf(err, en, "\"seed\" must be an integer"); goto out; }
+    ls_rng_seed(&r->rng, sd ? (uint64_t)sd->valuedouble : (uint64_t)r->id * 0x9E3779B97F4A7C15ull + 1);
+    ok = 1;
+out:
+    cJSON_Delete(j);
+    return ok;
+}
+
+static enum MHD_Result handle_completion(ls_server *s, struct MHD_Connection *c, conn_state *cs) {
+    req *r = calloc(1, sizeof *r);
+    if (!r) return send_error(c, 500, "server_error", "out of memory");
+    char err[256];
+    pthread_mutex_lock(&s->mu);
+    r->id = ++s->next_id;
+    pthread_mutex_unlock(&s->mu);
+    if (!parse_completion(s, cs->body ? cs->body : "", cs->len, r, err, sizeof err)) {
+        free(r->prompt);
+        free(r);
+        pthread_mutex_lock(&s->mu);
+        s->m_rejected++;
+        pthread_mutex_unlock(&s->mu);
+        return send_error(c, 400, "invalid_request_error", err);
+    }
+    r->out = malloc(sizeof(int) * (size_t)r->max_tokens);
+    if (!r->out) {
+        free(r->prompt);
+        free(r);
+        return send_error(c, 500, "server_error", "out of memory");
+    }
+    pthread_cond_init(&r->cv, NULL);
+    r->slot = -1;
+    r->refs = 2; /* this HTTP thread + the scheduler */
+    r->t_submit = ls_now();
+    pthread_mutex_lock(&s->mu);
+    if (s->degraded[0]) {
+        char m[400];
+        snprintf(m, sizeof m, "service unavailable: %s", s->degraded);
+        s->m_rejected++;
+        r->refs = 1;
+        req_unref(r);
+        pthread_mutex_unlock(&s->mu);
+        return send_error(c, 503, "server_error", m);
+    }
+    s->m_requests++;
+    s->m_prompt_tokens += (uint64_t)r->n_prompt;
+    if (s->qtail) s->qtail->next = r;
+    else s->qhead = r;
+    s->qtail = r;
+    s->qlen++;
+    char id[32];
+    snprintf(id, sizeof id, "cmpl-%d", r->id);
+    if (r->stream) {
+        pthread_mutex_unlock(&s->mu);
+        stream_state *st = calloc(1, sizeof *st);
+        if (!st) {
+            pthread_mutex_lock(&s->mu);
+            r->cancelled = 1;
+            req_unref(r);
+            pthread_mutex_unlock(&s->mu);
+            return send_error(c, 500, "server_error", "out of memory");
+        }
+        st->s = s;
+        st->r = r;
+        snprintf(st->id, sizeof st->id, "%s", id);
+        struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, stream_cb, st, stream_free);
+        if (!resp) {
+            stream_free(st);
+            return MHD_NO;
+        }
+        MHD_add_response_header(resp, "Content-Type", "text/event-stream");
+        MHD_add_response_header(resp, "Cache-Control", "no-cache");
+        enum MHD_Result ret = MHD_queue_response(c, 200, resp);
+        MHD_destroy_response(resp);
+        return ret;
+    }
+    while (r->state < RQ_DONE) pthread_cond_wait(&r->cv, &s->mu);
+    char *text = r->state == RQ_DONE ? completion_json(s, r, id) : NULL;
+    char errm[300];
+    snprintf(errm, sizeof errm, "%s", r->error);
+    int failed = r->state == RQ_FAILED;
+    req_unref(r);
+    pthread_mutex_unlock(&s->mu);
+    if (failed) return send_error(c, 503, "server_error", errm);
+    enum MHD_Result ret = text ? send_text(c, 200, "application/json", text) : send_error(c, 500, "server_error", "out of memory");
+    free(text);
+    return ret;
+}
+
+static enum MHD_Result handle_health(ls_server *s, struct MHD_Connection *c) {
+    cJSON *j = cJSON_CreateObject(), *arr;
+    pthread_mutex_lock(&s->mu);
+    int ok = !s->degraded[0];
+    cJSON_AddStringToObject(j, "status", ok ? "ok" : "degraded");
+    if (!ok) cJSON_AddStringToObject(j, "error", s->degraded);
+    cJSON_AddStringToObject(j, "model", s->name);
+    arr = cJSON_AddArrayToObject(j, "stages");
+    cJSON *dead = cJSON_CreateArray();
+    for (int i = 0; i < s->ns; i++) {
+        const ls_plan_stage *st = &s->plan.stages[i];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "stage", i);
+        cJSON_AddStringToObject(o, "device", st->device);
+        int rg[2] = {st->layer_begin, st->layer_end};
+        cJSON_AddItemToObject(o, "layers", cJSON_CreateIntArray(rg, 2));
+        cJSON_AddItemToObject(o, "bits", cJSON_CreateIntArray(st->bits, st->layer_end - st->layer_begin));
+        cJSON_AddNumberToObject(o, "pid", (double)s->pids[i]);
+        cJSON_AddBoolToObject(o, "alive", s->alive[i]);
+        if (!s->alive[i]) {
+            cJSON_AddStringToObject(o, "exit", s->death[i]);
+            cJSON_AddItemToArray(dead, cJSON_CreateNumber(i));
+        }
+        cJSON_AddItemToArray(arr, o);
+    }
+    cJSON_AddItemToObject(j, "dead_stages", dead);
+    cJSON_AddNumberToObject(j, "queue_depth", s->qlen);
+    cJSON_AddNumberToObject(j, "active_sequences", s->n_active);
+    pthread_mutex_unlock(&s->mu);
+    char *t = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    enum MHD_Result r = send_text(c, ok ? 200 : 503, "application/json", t ? t : "{}");
+    free(t);
+    return r;
+}
+
+static enum MHD_Result handle_metrics(ls_server *s, struct MHD_Connection *c) {
+    size_t cap = 4096 + (size_t)s->ns * 256;
+    char *b = malloc(cap);
+    if (!b) return MHD_NO;
+    int n = 0;
+    pthread_mutex_lock(&s->mu);
+#define M(...) n += snprintf(b + n, cap - (size_t)n, __VA_ARGS__)
+    M("# HELP llmsys_requests_total Completion requests accepted.\n# TYPE llmsys_requests_total counter\n");
+    M("llmsys_requests_total %llu\n", (unsigned long long)s->m_requests);
+    M("# HELP llmsys_requests_failed_total Accepted requests that failed (pipeline errors).\n# TYPE llmsys_requests_failed_total counter\n");
+    M("llmsys_requests_failed_total %llu\n", (unsigned long long)s->m_failed);
+    M("# HELP llmsys_requests_rejected_total Requests refused with a 4xx/503 before scheduling.\n# TYPE llmsys_requests_rejected_total counter\n");
+    M("llmsys_requests_rejected_total %llu\n", (unsigned long long)s->m_rejected);
+    M("# HELP llmsys_generated_tokens_total Tokens generated.\n# TYPE llmsys_generated_tokens_total counter\n");
+    M("llmsys_generated_tokens_total %llu\n", (unsigned long long)s->m_tokens);
+    M("# HELP llmsys_prompt_tokens_total Prompt tokens prefilled.\n# TYPE llmsys_prompt_tokens_total counter\n");
+    M("llmsys_prompt_tokens_total %llu\n", (unsigned long long)s->m_prompt_tokens);
+    M("# HELP llmsys_queue_depth Requests waiting for a KV slot.\n# TYPE llmsys_queue_depth gauge\nllmsys_queue_depth %d\n", s->qlen);
+    M("# HELP llmsys_active_sequences Sequences holding a KV slot.\n# TYPE llmsys_active_sequences gauge\nllmsys_active_sequences %d\n", s->n_active);
+    M("# HELP llmsys_inflight_micro_batches Micro-batches inside the pipeline.\n# TYPE llmsys_inflight_micro_batches gauge\nllmsys_inflight_micro_batches %d\n", s->n_inflight);
+    M("# HELP llmsys_micro_batches_total Micro-batches sent, by phase.\n# TYPE llmsys_micro_batches_total counter\n");
+    M("llmsys_micro_batches_total{phase=\"prefill\"} %llu\nllmsys_micro_batches_total{phase=\"decode\"} %llu\n",
+      (unsigned long long)s->m_mb_prefill, (unsigned long long)s->m_mb_decode);
+    M("# HELP llmsys_stage_busy_seconds_total Seconds each stage spent computing.\n# TYPE llmsys_stage_busy_seconds_total counter\n");
+    for (int i = 0; i < s->ns; i++) M("llmsys_stage_busy_seconds_total{stage=\"%d\"} %.6f\n", i, s->busy[i]);
+    M("# HELP llmsys_stage_up Whether each stage process is alive.\n# TYPE llmsys_stage_up gauge\n");
+    for (int i = 0; i < s->ns; i++) M("llmsys_stage_up{stage=\"%d\"} %d\n", i, s->alive[i]);
+    M("# HELP llmsys_uptime_seconds Seconds since the server started.\n# TYPE llmsys_uptime_seconds gauge\nllmsys_uptime_seconds %.3f\n",
+      ls_now() - s->t_start);
+#undef M
+    pthread_mutex_unlock(&s->mu);
+    enum MHD_Result r = send_text(c, 200, "text/plain; version=0.0.4", b);
+    free(b);
+    return r;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload, size_t *upload_size, void **con_cls) {
+    ls_server *s = cls;
+    if (!*con_cls) {
+        conn_state *cs = calloc(1, sizeof *cs);
+        if (!cs) return MHD_NO;
+        *con_cls = cs;
+        return MHD_YES;
+    }
+    conn_state *cs = *con_cls;
+    if (*upload_size) {
+        /* accumulate the body; past the limit keep reading but drop it (answer 413 at the end) */
+        if (!cs->too_big && cs->len + *upload_size > s->o.max_body) {
+            cs->too_big = 1;
+        } else if (!cs->too_big) {
+            if (cs->len + *upload_size + 1 > cs->cap) {
+                size_t nc = (cs->len + *upload_size + 1) * 2;
+                char *nb = realloc(cs->body, nc);
+                if (!nb) return MHD_NO;
+                cs->body = nb, cs->cap = nc;
+            }
+            memcpy(cs->body + cs->len, upload, *upload_size);
+            cs->len += *upload_size;
+            cs->body[cs->len] = '\0';
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    int is_get = !strcmp(method, "GET"), is_post = !strcmp(method, "POST");
+    if (!strcmp(url, "/v1/completions")) {
+        if (!is_post) return send_error(c, 405, "invalid_request_error", "use POST for /v1/completions");
+        if (cs->too_big) {
+            char m[128];
+            snprintf(m, sizeof m, "request body exceeds the limit of %zu bytes", s->o.max_body);
+            pthread_mutex_lock(&s->mu);
+            s->m_rejected++;
+            pthread_mutex_unlock(&s->mu);
+            return send_error(c, 413, "invalid_request_error", m);
+        }
+        return handle_completion(s, c, cs);
+    }
+    if (!strcmp(url, "/health")) return is_get ? handle_health(s, c) : send_error(c, 405, "invalid_request_error", "use GET");
+    if (!strcmp(url, "/metrics")) return is_get ? handle_metrics(s, c) : send_error(c, 405, "invalid_request_error", "use GET");
+    return send_error(c, 404, "invalid_request_error", "unknown path (try POST /v1/completions, GET /health, GET /metrics)");
+}
+
+static void on_complete(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
+    conn_state *cs = *con_cls;
+    if (cs) {
+        free(cs->body);
+        free(cs);
+        *con_cls = NULL;
+    }
+}
+
+/* ---------------------------------------------------------------- start / stop */
+
+static int wait_ready(ls_server *s, double timeout) {
+    ls_wire_hdr h = {0};
+    h.magic = LS_WIRE_MAGIC, h.version = LS_WIRE_VERSION, h.type = LS_MSG_PING, h.stage = -1;
+    ls_wire_seal(&h, sizeof h);
+    if (zmq_send(s->to_first, &h, sizeof h, 0) < 0) return ls_err(LS_ENET, "ping stage 0: %s", zmq_strerror(zmq_errno()));
+    double t0 = ls_now();
+    while (ls_now() - t0 < timeout) {
+        char msg[256];
+        if (check_workers(s, msg, sizeof msg)) return ls_err(LS_EPEER, "%s while loading (see its message above)", msg);
+        zmq_pollitem_t it = {s->from_last, 0, ZMQ_POLLIN, 0};
+        if (zmq_poll(&it, 1, 50) > 0) {
+            char buf[sizeof(ls_wire_hdr) + 64];
+            int n = zmq_recv(s->from_last, buf, sizeof buf, 0);
+            if (n >= (int)sizeof(ls_wire_hdr) && ls_wire_check(buf, (size_t)n, "ping") == LS_OK) return LS_OK;
+        }
+    }
+    return ls_err(LS_ETIMEDOUT, "pipeline stages not ready after %.0f s", timeout);
+}
+
+void ls_server_stop(ls_server *s) {
+    if (!s) return;
+    __atomic_store_n(&s->running, 0, __ATOMIC_RELEASE);
+    if (s->httpd) MHD_stop_daemon(s->httpd);
+    if (s->sched_started) pthread_join(s->sched, NULL);
+    pthread_mutex_lock(&s->mu);
+    if (s->slots) fail_all(s, "server shutting down");
+    pthread_mutex_unlock(&s->mu);
+    stop_workers(s);
+    if (s->to_first) zmq_close(s->to_first);
+    if (s->from_last) zmq_close(s->from_last);
+    if (s->zctx) zmq_ctx_term(s->zctx);
+    if (s->tmpdir[0]) {
+        for (int i = 0; i <= s->ns; i++)
+            if (!strncmp(s->addr[i], "ipc://", 6)) unlink(s->addr[i] + 6);
+        rmdir(s->tmpdir);
+    }
+    ls_plan_free(&s->plan);
+    free(s->slots);
+    free(s->mbs);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+int ls_server_start(ls_server **out, const ls_server_opts *opts) {
+    *out = NULL;
+    ls_server *s = calloc(1, sizeof *s);
+    if (!s) return ls_err(LS_ENOMEM, "out of memory");
+    pthread_mutex_init(&s->mu, NULL);
+    s->o = *opts;
+    ls_server_opts d = ls_server_defaults();
+    if (!s->o.host) s->o.host = d.host;
+    if (s->o.max_seqs <= 0) s->o.max_seqs = d.max_seqs;
+    if (!s->o.max_body) s->o.max_body = d.max_body;
+    if (s->o.nthreads <= 0) s->o.nthreads = 1;
+    if (s->o.step_timeout_s <= 0) s->o.step_timeout_s = d.step_timeout_s;
+    if (s->o.mb_prefill <= 0) s->o.mb_prefill = d.mb_prefill;
+    if (s->o.mb_decode <= 0) s->o.mb_decode = d.mb_decode;
+    int rc = LS_OK, *bits = NULL;
+    if (!opts->model || !opts->self) { rc = ls_err(LS_EINVAL, "server: model and self are required"); goto fail; }
+    snprintf(s->model, sizeof s->model, "%s", opts->model);
+    snprintf(s->self, sizeof s->self, "%s", opts->self);
+    snprintf(s->host, sizeof s->host, "%s", s->o.host);
+    snprintf(s->name, sizeof s->name, "%s", opts->model_name ? opts->model_name : opts->model);
+    if ((rc = ls_ckpt_info(s->model, &s->cfg, &bits, NULL))) goto fail;
+    if (opts->plan) {
+        const ls_plan *p = opts->plan;
+        if (p->n_layer != s->cfg.n_layer) {
+            rc = ls_err(LS_EINVAL, "plan is for a model with %d layers, but %s has %d", p->n_layer, s->model, s->cfg.n_layer);
+            goto fail;
+        }
+        s->plan = *p;
+        for (int i = 0; i < p->n_stages; i++) {
+            int nl = p->stages[i].layer_end - p->stages[i].layer_begin;
+            s->plan.stages[i].bits = malloc(sizeof(int) * nl);
+            if (!s->plan.stages[i].bits) { s->plan.n_stages = i; rc = ls_err(LS_ENOMEM, "out of memory"); goto fail; }
+            memcpy(s->plan.stages[i].bits, p->stages[i].bits, sizeof(int) * nl);
+        }
+    } else if ((rc = ls_plan_single(&s->plan, s->cfg.n_layer, bits, s->o.mb_prefill, s->o.mb_decode))) {
+        goto fail;
+    }
+    s->ns = s->plan.n_stages;
+    s->depth = s->ns;
+    s->slots = calloc((size_t)s->o.max_seqs, sizeof(req *));
+    s->mbs = calloc((size_t)s->depth + 1, sizeof(inflight_mb));
+    if (!s->slots || !s->mbs) { rc = ls_err(LS_ENOMEM, "out of memory"); goto fail; }
+    snprintf(s->tmpdir, sizeof s->tmpdir, "/tmp/llmsys-serve-XXXXXX");
+    if (!mkdtemp(s->tmpdir)) {
+        s->tmpdir[0] = '\0';
+        rc = ls_err(LS_EIO, "mkdtemp: %s", strerror(errno));
+        goto fail;
+    }
+    for (int i = 0; i < s->ns; i++) {
+        if (s->plan.stages[i].address[0]) snprintf(s->addr[i], sizeof s->addr[i], "%s", s->plan.stages[i].address);
+        else snprintf(s->addr[i], sizeof s->addr[i], "ipc://%s/stage%d", s->tmpdir, i);
+    }
+    snprintf(s->addr[s->ns], sizeof s->addr[s->ns], "ipc://%s/front", s->tmpdir);
+    s->zctx = zmq_ctx_new();
+    s->to_first = s->zctx ? zmq_socket(s->zctx, ZMQ_PUSH) : NULL;
+    s->from_last = s->zctx ? zmq_socket(s->zctx, ZMQ_PULL) : NULL;
+    if (!s->to_first || !s->from_last) { rc = ls_err(LS_ENET, "zmq: %s", zmq_strerror(zmq_errno())); goto fail; }
+    int zero = 0;
+    zmq_setsockopt(s->to_first, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(s->from_last, ZMQ_LINGER, &zero, sizeof zero);
+    if (zmq_bind(s->from_last, s->addr[s->ns]) != 0) { rc = ls_err(LS_ENET, "bind %s: %s", s->addr[s->ns], zmq_strerror(zmq_errno())); goto fail; }
+    if (zmq_connect(s->to_first, s->addr[0]) != 0) { rc = ls_err(LS_ENET, "connect %s: %s", s->addr[0], zmq_strerror(zmq_errno())); goto fail; }
+    for (int i = 0; i < s->ns; i++)
+        if ((rc = spawn_worker(s, i))) goto fail;
+    if ((rc = wait_ready(s, 120.0))) goto fail;
+    s->t_start = ls_now();
+    __atomic_store_n(&s->running, 1, __ATOMIC_RELEASE);
+    if (pthread_create(&s->sched, NULL, scheduler_main, s) != 0) { rc = ls_err(LS_EIO, "cannot start the scheduler thread"); goto fail; }
+    s->sched_started = 1;
+    struct sockaddr_in sa = {0};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)s->o.port);
+    if (inet_pton(AF_INET, s->host, &sa.sin_addr) != 1) { rc = ls_err(LS_EINVAL, "bad HTTP bind address '%s'", s->host); goto fail; }
+    s->httpd = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG,
+                                (uint16_t)s->o.port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, &sa,
+                                MHD_OPTION_NOTIFY_COMPLETED, on_complete, s, MHD_OPTION_CONNECTION_TIMEOUT, 120u,
+                                MHD_OPTION_END);
+    if (!s->httpd) { rc = ls_err(LS_ENET, "cannot listen on %s:%d (port in use?)", s->host, s->o.port); goto fail; }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->httpd, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = di ? di->port : s->o.port;
+    free(bits);
+    *out = s;
+    return LS_OK;
+fail:
+    free(bits);
+    {
+        char keep[512];
+        snprintf(keep, sizeof keep, "%s", ls_errmsg());
+        ls_server_stop(s);
+        ls_err(rc, "%s", keep);
+    }
+    return rc;
+}

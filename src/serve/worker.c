@@ -1,0 +1,155 @@
+/* worker.c - one pipeline stage process: holds its layers and their KV caches, receives
+ * micro-batches from the previous stage over ZeroMQ, runs them, passes activations (or
+ * logits, from the last stage) on. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "llmsys/serve.h"
+#include "serve/wire.h"
+
+/* Sends a message with a NUL-terminated error text for micro-batch mb_id downstream. */
+static int send_error(void *out, const ls_wire_hdr *in, int stage, const char *text) {
+    size_t tl = strlen(text) + 1, len = sizeof(ls_wire_hdr) + tl;
+    char *buf = malloc(len);
+    if (!buf) return ls_err(LS_ENOMEM, "out of memory");
+    ls_wire_hdr h = *in;
+    h.type = LS_MSG_ERROR;
+    h.stage = stage;
+    h.payload_bytes = tl;
+    memcpy(buf, &h, sizeof h);
+    memcpy(buf + sizeof h, text, tl);
+    ls_wire_seal(buf, len);
+    int rc = zmq_send(out, buf, len, 0) < 0 ? ls_err(LS_ENET, "stage %d: send: %s", stage, zmq_strerror(zmq_errno())) : LS_OK;
+    free(buf);
+    return rc;
+}
+
+int ls_serve_worker_run(const ls_worker_opts *o) {
+    ls_engine_opts eo = ls_engine_defaults();
+    eo.layer_begin = o->layer_begin;
+    eo.layer_end = o->layer_end;
+    eo.bits = o->bits;
+    eo.group = o->group;
+    eo.max_seqs = o->max_seqs;
+    eo.nthreads = o->nthreads;
+    ls_engine *e;
+    LS_TRY(ls_engine_open(&e, o->model, &eo));
+    const ls_model_config *cfg = ls_engine_config(e);
+    int last = o->layer_end == cfg->n_layer || o->layer_end <= 0;
+    void *ctx = zmq_ctx_new(), *in = ctx ? zmq_socket(ctx, ZMQ_PULL) : NULL, *out = ctx ? zmq_socket(ctx, ZMQ_PUSH) : NULL;
+    int rc = LS_OK, zero = 0;
+    char what[64];
+    snprintf(what, sizeof what, "stage %d", o->stage);
+    if (!in || !out) { rc = ls_err(LS_ENET, "%s: zmq: %s", what, zmq_strerror(zmq_errno())); goto done; }
+    zmq_setsockopt(in, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(out, ZMQ_LINGER, &zero, sizeof zero);
+    if (zmq_bind(in, o->in_addr) != 0) { rc = ls_err(LS_ENET, "%s: bind %s: %s", what, o->in_addr, zmq_strerror(zmq_errno())); goto done; }
+    if (zmq_connect(out, o->out_addr) != 0) { rc = ls_err(LS_ENET, "%s: connect %s: %s", what, o->out_addr, zmq_strerror(zmq_errno())); goto done; }
+    double busy = 0.0;
+    /* test hook: slows every micro-batch so tests can kill a stage mid-request */
+    const char *delay_env = getenv("LLMSYS_SERVE_STAGE_DELAY_MS");
+    int delay_ms = delay_env ? atoi(delay_env) : 0;
+    float *outbuf = NULL;
+    size_t outcap = 0;
+    for (;;) {
+        zmq_msg_t msg;
+        zmq_msg_init(&msg);
+        if (zmq_msg_recv(&msg, in, 0) < 0) {
+            zmq_msg_close(&msg);
+            if (zmq_errno() == EINTR) continue;
+            rc = ls_err(LS_ENET, "%s: recv: %s", what, zmq_strerror(zmq_errno()));
+            break;
+        }
+        const char *data = zmq_msg_data(&msg);
+        size_t len = zmq_msg_size(&msg);
+        if (ls_wire_check(data, len, what) != LS_OK) {
+            LS_ERROR("%s: dropping a bad message: %s", what, ls_errmsg());
+            if (len >= sizeof(ls_wire_hdr)) {
+                ls_wire_hdr h;
+                memcpy(&h, data, sizeof h);
+                h.payload_bytes = 0;
+                send_error(out, &h, o->stage, ls_errmsg());
+            }
+            zmq_msg_close(&msg);
+            continue;
+        }
+        ls_wire_hdr h;
+        memcpy(&h, data, sizeof h);
+        if (h.type != LS_MSG_FORWARD) {
+            /* ping, errors and shutdown travel the ring unchanged (re-sealed with our busy time) */
+            int stop = h.type == LS_MSG_SHUTDOWN;
+            char *copy = malloc(len);
+            if (copy) {
+                memcpy(copy, data, len);
+                ls_wire_hdr *ch = (ls_wire_hdr *)copy;
+                if (o->stage < LS_PLAN_MAX_STAGES) ch->busy_s[o->stage] = busy;
+                ls_wire_seal(copy, len);
+                zmq_send(out, copy, len, 0);
+                free(copy);
+            }
+            zmq_msg_close(&msg);
+            if (stop) break;
+            continue;
+        }
+        if (delay_ms > 0) ls_sleep_ms(delay_ms);
+        double t0 = ls_now();
+        int nseq = (int)h.nseq;
+        size_t seq_bytes = (size_t)nseq * sizeof(ls_engine_seq);
+        const ls_engine_seq *seqs = (const ls_engine_seq *)(data + sizeof h);
+        const void *body = data + sizeof h + seq_bytes;
+        size_t ntok = 0;
+        int bad = nseq < 1 || seq_bytes > h.payload_bytes;
+        for (int i = 0; !bad && i < nseq; i++) ntok += (size_t)(seqs[i].n > 0 ? seqs[i].n : 0);
+        size_t want = o->layer_begin == 0 ? ntok * sizeof(int32_t) : ntok * cfg->d_model * sizeof(float);
+        if (bad || ntok != h.ntok || h.payload_bytes != seq_bytes + want) {
+            send_error(out, &h, o->stage, "malformed micro-batch (sequence table and payload disagree)");
+            zmq_msg_close(&msg);
+            continue;
+        }
+        size_t nout = ls_engine_out_floats(e, seqs, nseq, 0);
+        if (nout > outcap) {
+            free(outbuf);
+            outbuf = malloc(nout * sizeof(float));
+            outcap = outbuf ? nout : 0;
+        }
+        int frc = outbuf ? ls_engine_forward(e, seqs, nseq, o->layer_begin == 0 ? (const int *)body : NULL,
+                                             o->layer_begin == 0 ? NULL : (const float *)body, outbuf, 0)
+                         : ls_err(LS_ENOMEM, "out of memory");
+        busy += ls_now() - t0;
+        if (frc != LS_OK) {
+            char m[512];
+            snprintf(m, sizeof m, "stage %d: %s", o->stage, ls_errmsg());
+            send_error(out, &h, o->stage, m);
+            zmq_msg_close(&msg);
+            continue;
+        }
+        size_t len2 = sizeof h + seq_bytes + nout * sizeof(float);
+        char *buf = malloc(len2);
+        if (!buf) {
+            send_error(out, &h, o->stage, "out of memory");
+            zmq_msg_close(&msg);
+            continue;
+        }
+        ls_wire_hdr oh = h;
+        oh.type = last ? LS_MSG_RESULT : LS_MSG_FORWARD;
+        oh.stage = o->stage;
+        oh.payload_bytes = seq_bytes + nout * sizeof(float);
+        if (o->stage < LS_PLAN_MAX_STAGES) oh.busy_s[o->stage] = busy;
+        memcpy(buf, &oh, sizeof oh);
+        memcpy(buf + sizeof oh, seqs, seq_bytes);
+        memcpy(buf + sizeof oh + seq_bytes, outbuf, nout * sizeof(float));
+        zmq_msg_close(&msg);
+        ls_wire_seal(buf, len2);
+        if (zmq_send(out, buf, len2, 0) < 0) LS_ERROR("%s: send: %s", what, zmq_strerror(zmq_errno()));
+        free(buf);
+    }
+    free(outbuf);
+done:
+    if (in) zmq_close(in);
+    if (out) zmq_close(out);
+    if (ctx) zmq_ctx_term(ctx);
+    ls_engine_free(e);
+    return rc;
+}

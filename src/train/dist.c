@@ -1,0 +1,112 @@
+/* dist.c - data-parallel ranks over MPI: initialised only under mpirun, so a plain run
+ * is one process that never touches MPI. */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mpi.h>
+
+#include "llmsys/train.h"
+
+struct ls_dist {
+    int rank, size, local_size;
+    int owns_mpi; /* this handle called MPI_Init */
+    MPI_Comm comm;
+};
+
+static int mpi_fail(int rc, const char *what) {
+    char msg[MPI_MAX_ERROR_STRING] = "";
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    return ls_err(LS_EMPI, "%s failed: %s", what, msg);
+}
+
+#define MPI_CHECK(call)                                \
+    do {                                               \
+        int mpi_rc_ = (call);                          \
+        if (mpi_rc_ != MPI_SUCCESS) return mpi_fail(mpi_rc_, #call); \
+    } while (0)
+
+static int env_int(const char *name, int def) {
+    const char *v = getenv(name);
+    if (!v || !*v) return def;
+    char *end;
+    long x = strtol(v, &end, 10);
+    return *end || x < 1 || x > INT_MAX ? def : (int)x;
+}
+
+int ls_dist_init(ls_dist **out) {
+    ls_dist *d = calloc(1, sizeof *d);
+    if (!d) return ls_err(LS_ENOMEM, "out of memory");
+    d->size = d->local_size = 1;
+    d->comm = MPI_COMM_NULL;
+    int launched = getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK");
+    if (launched) {
+        int inited = 0, rc;
+        MPI_Initialized(&inited);
+        if (!inited) {
+            if ((rc = MPI_Init(NULL, NULL)) != MPI_SUCCESS) {
+                free(d);
+                return mpi_fail(rc, "MPI_Init");
+            }
+            d->owns_mpi = 1;
+        }
+        /* errors come back as codes (turned into messages) instead of aborting the job */
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+        if ((rc = MPI_Comm_dup(MPI_COMM_WORLD, &d->comm)) != MPI_SUCCESS) {
+            ls_dist_free(d);
+            return mpi_fail(rc, "MPI_Comm_dup");
+        }
+        MPI_Comm_rank(d->comm, &d->rank);
+        MPI_Comm_size(d->comm, &d->size);
+        d->local_size = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", d->size);
+    }
+    *out = d;
+    return LS_OK;
+}
+
+void ls_dist_free(ls_dist *d) {
+    if (!d) return;
+    if (d->comm != MPI_COMM_NULL) MPI_Comm_free(&d->comm);
+    if (d->owns_mpi) {
+        int fin = 0;
+        MPI_Finalized(&fin);
+        if (!fin) MPI_Finalize();
+    }
+    free(d);
+}
+
+int ls_dist_rank(const ls_dist *d) { return d ? d->rank : 0; }
+int ls_dist_size(const ls_dist *d) { return d ? d->size : 1; }
+int ls_dist_local_size(const ls_dist *d) { return d ? d->local_size : 1; }
+
+int ls_dist_allreduce_sum(ls_dist *d, float *buf, size_t n) {
+    if (!d || d->size == 1) return LS_OK;
+    /* MPI counts are int: reduce in chunks */
+    for (size_t off = 0; off < n;) {
+        int cnt = n - off > (size_t)(INT_MAX / 2) ? INT_MAX / 2 : (int)(n - off);
+        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf + off, cnt, MPI_FLOAT, MPI_SUM, d->comm));
+        off += (size_t)cnt;
+    }
+    return LS_OK;
+}
+
+int ls_dist_agree(ls_dist *d, int rc, int *first_bad) {
+    if (!d || d->size == 1) {
+        if (first_bad) *first_bad = rc < 0 ? 0 : -1;
+        return rc;
+    }
+    int in[2] = {rc < 0 ? rc : 0, rc < 0 ? d->rank : INT_MAX}, worst, bad;
+    MPI_CHECK(MPI_Allreduce(&in[0], &worst, 1, MPI_INT, MPI_MIN, d->comm));
+    MPI_CHECK(MPI_Allreduce(&in[1], &bad, 1, MPI_INT, MPI_MIN, d->comm));
+    if (first_bad) *first_bad = bad == INT_MAX ? -1 : bad;
+    if (worst < 0 && rc >= 0) return ls_err(LS_EPEER, "rank %d failed", bad);
+    return worst < 0 ? rc : LS_OK;
+}
+
+int ls_dist_bcast(ls_dist *d, void *buf, size_t n) {
+    if (!d || d->size == 1) return LS_OK;
+    if (n > INT_MAX) return ls_err(LS_ERANGE, "broadcast of %zu bytes is too large", n);
+    MPI_CHECK(MPI_Bcast(buf, (int)n, MPI_BYTE, 0, d->comm));
+    return LS_OK;
+}

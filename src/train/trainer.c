@@ -1,0 +1,302 @@
+/* trainer.c - the data-parallel training loop (one step = rows of this rank, forward,
+ * backward, gradient all-reduce, AdamW), exact resume, and held-out evaluation. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "llmsys/train.h"
+
+/* ---------------------------------------------------------------- settings */
+
+ls_train_config ls_train_defaults(void) {
+    ls_train_config c;
+    memset(&c, 0, sizeof c);
+    c.batch = 8;
+    c.seq = 128;
+    c.steps = 100;
+    c.seed = 1;
+    c.shards = 0;
+    c.opt = ls_adamw_defaults();
+    c.opt.warmup_steps = 0; /* steps/10 at init */
+    return c;
+}
+
+int ls_train_config_validate(const ls_train_config *c) {
+    if (c->batch < 1) return ls_err(LS_EINVAL, "batch must be >= 1, got %d", c->batch);
+    if (c->seq < 1) return ls_err(LS_EINVAL, "seq must be >= 1, got %d", c->seq);
+    if (c->steps < 1) return ls_err(LS_EINVAL, "steps must be >= 1, got %d", c->steps);
+    if (c->shards < 0) return ls_err(LS_EINVAL, "shards must be >= 0, got %d", c->shards);
+    const ls_adamw_config *o = &c->opt;
+    if (!(o->lr > 0 && o->lr < 10)) return ls_err(LS_EINVAL, "lr must be in (0, 10), got %g", o->lr);
+    if (!(o->beta1 >= 0 && o->beta1 < 1) || !(o->beta2 >= 0 && o->beta2 < 1))
+        return ls_err(LS_EINVAL, "AdamW betas must be in [0, 1)");
+    if (!(o->eps > 0)) return ls_err(LS_EINVAL, "AdamW eps must be > 0");
+    if (!(o->weight_decay >= 0)) return ls_err(LS_EINVAL, "weight decay must be >= 0, got %g", o->weight_decay);
+    if (!isfinite(o->grad_clip)) return ls_err(LS_EINVAL, "grad clip must be finite");
+    if (o->warmup_steps < 0) return ls_err(LS_EINVAL, "warmup must be >= 0, got %d", o->warmup_steps);
+    if (!(o->min_lr_frac >= 0 && o->min_lr_frac <= 1)) return ls_err(LS_EINVAL, "min lr fraction must be in [0, 1]");
+    return LS_OK;
+}
+
+char *ls_train_config_to_json(const ls_train_config *c) {
+    cJSON *j = cJSON_CreateObject();
+    if (!j) return NULL;
+    char seed[32];
+    snprintf(seed, sizeof seed, "%" PRIu64, c->seed); /* a string: JSON numbers lose 64-bit precision */
+    cJSON_AddNumberToObject(j, "batch", c->batch);
+    cJSON_AddNumberToObject(j, "seq", c->seq);
+    cJSON_AddNumberToObject(j, "steps", c->steps);
+    cJSON_AddStringToObject(j, "seed", seed);
+    cJSON_AddNumberToObject(j, "shards", c->shards);
+    cJSON_AddNumberToObject(j, "lr", c->opt.lr);
+    cJSON_AddNumberToObject(j, "beta1", c->opt.beta1);
+    cJSON_AddNumberToObject(j, "beta2", c->opt.beta2);
+    cJSON_AddNumberToObject(j, "eps", c->opt.eps);
+    cJSON_AddNumberToObject(j, "weight_decay", c->opt.weight_decay);
+    cJSON_AddNumberToObject(j, "grad_clip", c->opt.grad_clip);
+    cJSON_AddNumberToObject(j, "warmup_steps", c->opt.warmup_steps);
+    cJSON_AddNumberToObject(j, "min_lr_frac", c->opt.min_lr_frac);
+    char *s = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    return s;
+}
+
+static int get_float(const cJSON *j, const char *key, float *v) {
+    double d = *v;
+    LS_TRY(ls_json_get_double(j, key, d, &d));
+    *v = (float)d; /* values were written from floats, so the round trip is exact */
+    return LS_OK;
+}
+
+int ls_train_config_from_json(const char *json, ls_train_config *c) {
+    cJSON *j;
+    LS_TRY(ls_json_parse(json, strlen(json), "llmsys.train", &j));
+    int rc = LS_OK;
+    const char *seed = NULL;
+    if (!cJSON_IsObject(j)) rc = ls_err(LS_EFORMAT, "llmsys.train: not a JSON object");
+    if (rc == LS_OK) rc = ls_json_get_int(j, "batch", c->batch, &c->batch);
+    if (rc == LS_OK) rc = ls_json_get_int(j, "seq", c->seq, &c->seq);
+    if (rc == LS_OK) rc = ls_json_get_int(j, "steps", c->steps, &c->steps);
+    if (rc == LS_OK) rc = ls_json_get_int(j, "shards", c->shards, &c->shards);
+    if (rc == LS_OK) rc = ls_json_get_string(j, "seed", NULL, &seed);
+    if (rc == LS_OK && seed) {
+        char *end;
+        unsigned long long v = strtoull(seed, &end, 10);
+        if (!*seed || *end) rc = ls_err(LS_EFORMAT, "llmsys.train: bad seed '%s'", seed);
+        else c->seed = v;
+    }
+    if (rc == LS_OK) rc = get_float(j, "lr", &c->opt.lr);
+    if (rc == LS_OK) rc = get_float(j, "beta1", &c->opt.beta1);
+    if (rc == LS_OK) rc = get_float(j, "beta2", &c->opt.beta2);
+    if (rc == LS_OK) rc = get_float(j, "eps", &c->opt.eps);
+    if (rc == LS_OK) rc = get_float(j, "weight_decay", &c->opt.weight_decay);
+    if (rc == LS_OK) rc = get_float(j, "grad_clip", &c->opt.grad_clip);
+    if (rc == LS_OK) rc = ls_json_get_int(j, "warmup_steps", c->opt.warmup_steps, &c->opt.warmup_steps);
+    if (rc == LS_OK) rc = get_float(j, "min_lr_frac", &c->opt.min_lr_frac);
+    cJSON_Delete(j);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- trainer */
+
+struct ls_trainer {
+    ls_model *m;
+    ls_train_config tc;
+    ls_dist *d;
+    int64_t step;
+    int rows; /* this rank's share of the global batch */
+    int *tokens, *targets;
+    float *red; /* all-reduce buffer: gradients, then [loss, failure flag] */
+};
+
+static int trainer_alloc(ls_trainer *t) {
+    int N = ls_dist_size(t->d);
+    if (t->tc.batch % N != 0)
+        return ls_err(LS_EINVAL, "global batch %d does not split evenly over %d ranks", t->tc.batch, N);
+    if (t->tc.seq > ls_model_cfg(t->m)->n_ctx)
+        return ls_err(LS_EINVAL, "seq %d exceeds the model's context %d", t->tc.seq, ls_model_cfg(t->m)->n_ctx);
+    if (t->tc.steps > 0 && t->tc.opt.total_steps <= 0) t->tc.opt.total_steps = t->tc.steps;
+    t->rows = t->tc.batch / N;
+    size_t nt = (size_t)t->rows * (size_t)t->tc.seq;
+    t->tokens = malloc(nt * sizeof(int));
+    t->targets = malloc(nt * sizeof(int));
+    t->red = N > 1 ? ls_aligned_alloc(64, (ls_model_num_params(t->m) + 2) * sizeof(float)) : NULL;
+    if (!t->tokens || !t->targets || (N > 1 && !t->red)) return ls_err(LS_ENOMEM, "out of memory for the batch");
+    return LS_OK;
+}
+
+int ls_trainer_init(ls_trainer **out, const ls_model_config *mcfg, const ls_train_config *tc, ls_dist *d) {
+    LS_TRY(ls_model_config_validate(mcfg));
+    LS_TRY(ls_train_config_validate(tc));
+    ls_trainer *t = calloc(1, sizeof *t);
+    if (!t) return ls_err(LS_ENOMEM, "out of memory");
+    t->tc = *tc;
+    t->d = d;
+    if (t->tc.opt.warmup_steps == 0) t->tc.opt.warmup_steps = t->tc.steps / 10;
+    t->tc.opt.total_steps = t->tc.steps;
+    int rc = ls_model_init(&t->m, mcfg, tc->seed);
+    if (rc == LS_OK) rc = trainer_alloc(t);
+    if (rc < 0) {
+        ls_trainer_free(t);
+        return rc;
+    }
+    *out = t;
+    return LS_OK;
+}
+
+int ls_trainer_resume(ls_trainer **out, const char *path, int steps, ls_dist *d) {
+    ls_trainer *t = calloc(1, sizeof *t);
+    if (!t) return ls_err(LS_ENOMEM, "out of memory");
+    t->d = d;
+    t->tc = ls_train_defaults();
+    ls_ckpt_state st = {0};
+    int rc = ls_ckpt_load(path, LS_CKPT_WITH_OPT, &t->m, &st);
+    if (rc == LS_OK && !st.train_json)
+        rc = ls_err(LS_EFORMAT, "%s: no training state (llmsys.train); it was not written by a training run", path);
+    if (rc == LS_OK) {
+        rc = ls_train_config_from_json(st.train_json, &t->tc);
+        if (rc < 0) rc = ls_err_wrap(rc, "%s", path);
+    }
+    if (rc == LS_OK) {
+        t->step = st.step;
+        if (steps > 0) t->tc.steps = steps;
+        t->tc.opt.total_steps = t->tc.steps;
+        rc = ls_train_config_validate(&t->tc);
+        if (rc < 0) rc = ls_err_wrap(rc, "%s", path);
+    }
+    if (rc == LS_OK && t->step > t->tc.steps)
+        rc = ls_err(LS_EINVAL, "%s: already at step %" PRId64 ", beyond the requested %d steps", path, t->step,
+                    t->tc.steps);
+    if (rc == LS_OK) rc = trainer_alloc(t);
+    ls_ckpt_state_free(&st);
+    if (rc < 0) {
+        ls_trainer_free(t);
+        return rc;
+    }
+    *out = t;
+    return LS_OK;
+}
+
+void ls_trainer_free(ls_trainer *t) {
+    if (!t) return;
+    if (t->m) ls_model_free(t->m);
+    free(t->tokens);
+    free(t->targets);
+    ls_aligned_free(t->red);
+    free(t);
+}
+
+int64_t ls_trainer_step_index(const ls_trainer *t) { return t->step; }
+ls_model *ls_trainer_model(ls_trainer *t) { return t->m; }
+const ls_train_config *ls_trainer_config(const ls_trainer *t) { return &t->tc; }
+
+int ls_trainer_set_steps(ls_trainer *t, int steps) {
+    if (steps <= t->step) return ls_err(LS_EINVAL, "steps %d must exceed the %" PRId64 " done", steps, t->step);
+    t->tc.steps = steps;
+    t->tc.opt.total_steps = steps;
+    return LS_OK;
+}
+
+int ls_trainer_set_shards(ls_trainer *t, int shards) {
+    if (shards < 1) return ls_err(LS_EINVAL, "shards must be >= 1, got %d", shards);
+    t->tc.shards = shards;
+    return LS_OK;
+}
+
+int ls_trainer_step(ls_trainer *t, ls_batch_source *src, float *loss, float *grad_norm) {
+    int N = ls_dist_size(t->d), r = ls_dist_rank(t->d), T = t->tc.seq;
+    float l = NAN;
+    int rc = src->fill(src, t->step, r * t->rows, t->rows, T, t->tokens, t->targets);
+    ls_model_zero_grad(t->m);
+    if (rc == LS_OK) {
+        l = ls_model_forward(t->m, t->tokens, t->targets, t->rows, T);
+        if (isnan(l)) rc = ls_err_wrap(LS_EINVAL, "step %" PRId64, t->step);
+        else ls_model_backward(t->m);
+    }
+    if (N > 1) {
+        /* one all-reduce carries the gradients, the loss and a failure flag, so a failing
+         * rank stops every rank at the same step instead of leaving them blocked */
+        size_t np = ls_model_num_params(t->m);
+        memcpy(t->red, ls_model_grads(t->m), np * sizeof(float));
+        t->red[np] = rc == LS_OK ? l : 0.0f;
+        t->red[np + 1] = rc == LS_OK ? 0.0f : 1.0f;
+        int mrc = ls_dist_allreduce_sum(t->d, t->red, np + 2);
+        if (mrc < 0) return mrc;
+        if (t->red[np + 1] != 0.0f) return rc < 0 ? rc : ls_err(LS_EPEER, "another rank failed at step %" PRId64, t->step);
+        /* mean of the ranks' mean gradients: every rank has the same number of targets */
+        float *g = ls_model_grads(t->m), inv = 1.0f / (float)N;
+        for (size_t i = 0; i < np; i++) g[i] = t->red[i] * inv;
+        l = t->red[np] * inv;
+    } else if (rc < 0) {
+        return rc;
+    }
+    float gn = ls_model_adamw_step(t->m, &t->tc.opt, (int)t->step);
+    t->step++;
+    if (loss) *loss = l;
+    if (grad_norm) *grad_norm = gn;
+    return LS_OK;
+}
+
+int ls_trainer_save(ls_trainer *t, const char *path) {
+    int rc = LS_OK;
+    if (ls_dist_rank(t->d) == 0) {
+        char *tj = ls_train_config_to_json(&t->tc);
+        rc = tj ? ls_ckpt_save(path, t->m, t->step, tj, LS_CKPT_WITH_OPT) : ls_err(LS_ENOMEM, "out of memory");
+        free(tj);
+    }
+    return ls_dist_agree(t->d, rc, NULL);
+}
+
+/* ---------------------------------------------------------------- evaluation */
+
+int ls_eval_tokens(ls_model *m, const uint16_t *tokens, size_t n, int T, int B, size_t max_tokens,
+                   ls_eval_result *r) {
+    memset(r, 0, sizeof *r);
+    if (T < 1 || T > ls_model_cfg(m)->n_ctx) return ls_err(LS_EINVAL, "eval seq %d outside [1, %d]", T, ls_model_cfg(m)->n_ctx);
+    if (B < 1) return ls_err(LS_EINVAL, "eval batch must be >= 1");
+    if (max_tokens > 0 && max_tokens + 1 < n) n = max_tokens + 1;
+    size_t windows = n > 0 ? (n - 1) / (size_t)T : 0;
+    if (windows == 0) return ls_err(LS_EINVAL, "too little data to evaluate: %zu tokens, need at least %d", n, T + 1);
+    int *tok = malloc((size_t)B * (size_t)T * sizeof(int)), *tgt = malloc((size_t)B * (size_t)T * sizeof(int));
+    if (!tok || !tgt) {
+        free(tok);
+        free(tgt);
+        return ls_err(LS_ENOMEM, "out of memory");
+    }
+    double sum = 0;
+    int rc = LS_OK;
+    for (size_t w = 0; w < windows && rc == LS_OK; w += (size_t)B) {
+        int b = windows - w < (size_t)B ? (int)(windows - w) : B;
+        size_t counted = 0;
+        for (int i = 0; i < b; i++)
+            for (int k = 0; k < T; k++) {
+                size_t p = (w + (size_t)i) * (size_t)T + (size_t)k;
+                tok[i * T + k] = tokens[p];
+                int y = tokens[p + 1];
+                /* BOS always follows EOS: predicting it carries no information about the text */
+                tgt[i * T + k] = y == LS_TOK_BOS ? -1 : y;
+                if (y != LS_TOK_BOS) counted++;
+                if (y < 256) r->bytes++;
+            }
+        if (counted == 0) continue;
+        float l = ls_model_forward(m, tok, tgt, b, T);
+        if (isnan(l)) {
+            rc = ls_err_wrap(LS_EINVAL, "evaluation");
+            break;
+        }
+        sum += (double)l * (double)counted;
+        r->tokens += counted;
+    }
+    free(tok);
+    free(tgt);
+    LS_TRY(rc);
+    if (r->tokens == 0 || r->bytes == 0) return ls_err(LS_EINVAL, "no text to evaluate");
+    r->loss = sum / (double)r->tokens;
+    r->bits_per_byte = sum / log(2.0) / (double)r->bytes;
+    r->perplexity = exp(r->loss);
+    return LS_OK;
+}

@@ -1,0 +1,145 @@
+/* test_quant.c - quantization formats and kernels: dequantization error within half a
+ * step, fast (AVX2) vs scalar reference on random ragged shapes, batch invariance. */
+#include "llmsys/core.h"
+#include "llmsys/quant.h"
+#include "test.h"
+
+static void fill(ls_rng *rng, float *a, size_t n, float sd) {
+    for (size_t i = 0; i < n; i++) {
+        a[i] = sd * ls_rng_normal(rng);
+        if (ls_rng_below(rng, 97) == 0) a[i] *= 8.0f; /* outliers stretch some groups */
+    }
+}
+
+static void test_f16(void) {
+    CHECK_EQ_INT(ls_f32_to_f16(1.0f), 0x3c00);
+    CHECK_EQ_INT(ls_f32_to_f16(-2.0f), 0xc000);
+    CHECK_EQ_INT(ls_f32_to_f16(65504.0f), 0x7bff);
+    CHECK_EQ_INT(ls_f32_to_f16(1e6f), 0x7c00);
+    CHECK_EQ_INT(ls_f32_to_f16(5.9604645e-8f), 0x0001);
+    CHECK_NEAR(ls_f16_to_f32(0x3555), 0.333251953125, 0);
+    ls_rng rng;
+    ls_rng_seed(&rng, 7);
+    for (int i = 0; i < 20000; i++) {
+        float f = ls_rng_normal(&rng) * (i % 2 ? 1e-3f : 10.0f);
+        float g = ls_f16_to_f32(ls_f32_to_f16(f));
+        double tol = fabs(f) * (1.0 / 2048) + 3e-8; /* half ulp relative, or subnormal step */
+        if (fabs(f - g) > tol) {
+            CHECK_NEAR(g, f, tol);
+            break;
+        }
+    }
+}
+
+static void test_dequant_error(void) {
+    ls_rng rng;
+    ls_rng_seed(&rng, 11);
+    const int bits_list[] = {32, 16, 8, 4, 3};
+    const int groups[] = {32, 64, 128};
+    for (int bi = 0; bi < 5; bi++)
+        for (int gi = 0; gi < 3; gi++) {
+            int rows = 1 + (int)ls_rng_below(&rng, 9), cols = 1 + (int)ls_rng_below(&rng, 300);
+            float *w = malloc(sizeof(float) * rows * cols), *d = malloc(sizeof(float) * cols);
+            fill(&rng, w, (size_t)rows * cols, 0.05f);
+            ls_qmat q;
+            CHECK(ls_qmat_quantize(&q, w, rows, cols, bits_list[bi], groups[gi]) == LS_OK);
+            int bad = 0;
+            for (int r = 0; r < rows && !bad; r++) {
+                ls_qmat_dequant_row(&q, r, d);
+                for (int c = 0; c < cols && !bad; c++) {
+                    double wv = w[(size_t)r * cols + c], tol;
+                    if (q.bits == 32) tol = 0;
+                    else if (q.bits == 16) tol = fabs(wv) / 2048 + 3e-8;
+                    else tol = q.scale[(size_t)r * q.ngroups + c / q.group] * 0.5 * (1 + 1e-5) + 1e-7;
+                    if (fabs(d[c] - wv) > tol) {
+                        fprintf(stderr, "  bits %d group %d shape (%d,%d) at (%d,%d):\n", q.bits, q.group, rows, cols, r, c);
+                        CHECK_NEAR(d[c], wv, tol);
+                        bad = 1;
+                    }
+                }
+            }
+            ls_qmat_free(&q);
+            free(w);
+            free(d);
+        }
+}
+
+/* Fast vs reference: |fast - ref| <= 2e-6·Σ|w||x| + 1e-7 for every output. */
+static void test_kernels(void) {
+    if (!ls_quant_have_fast()) {
+        fprintf(stderr, "  (no AVX2/FMA/F16C here or LLMSYS_NO_SIMD set: fast path not tested)\n");
+        return;
+    }
+    ls_rng rng;
+    ls_rng_seed(&rng, 12345);
+    const int bits_list[] = {32, 16, 8, 4, 3};
+    for (int iter = 0; iter < 40; iter++) {
+        int bits = bits_list[iter % 5], group = 32 << ls_rng_below(&rng, 3);
+        int rows = 1 + (int)ls_rng_below(&rng, 90), cols = 1 + (int)ls_rng_below(&rng, 400), M = 1 + (int)ls_rng_below(&rng, 7);
+        if (iter < 5) cols = 256; /* aligned shapes too */
+        float *w = malloc(sizeof(float) * rows * cols), *X = malloc(sizeof(float) * M * cols);
+        float *yr = malloc(sizeof(float) * M * rows), *yf = malloc(sizeof(float) * M * rows);
+        float *yg = malloc(sizeof(float) * M * rows), *y1 = malloc(sizeof(float) * rows);
+        float *yt = malloc(sizeof(float) * M * rows), *d = malloc(sizeof(float) * cols);
+        fill(&rng, w, (size_t)rows * cols, 0.05f);
+        fill(&rng, X, (size_t)M * cols, 1.0f);
+        ls_qmat q;
+        CHECK(ls_qmat_quantize(&q, w, rows, cols, bits, group) == LS_OK);
+        ls_qmat_matmul_rows(&q, X, M, yr, 1, LS_QIMPL_REF);
+        ls_qmat_matmul_rows(&q, X, M, yf, 1, LS_QIMPL_FAST);
+        ls_qmat_matmul_rows(&q, X, M, yt, 2, LS_QIMPL_FAST);
+        ls_qmat_matmul(&q, X, M, yg, LS_QIMPL_FAST);
+        int bad = 0;
+        for (int r = 0; r < rows && !bad; r++) {
+            ls_qmat_dequant_row(&q, r, d);
+            for (int m = 0; m < M && !bad; m++) {
+                double mag = 0;
+                for (int c = 0; c < cols; c++) mag += fabs(d[c] * X[(size_t)m * cols + c]);
+                double tol = 2e-6 * mag + 1e-7;
+                double ref = yr[(size_t)m * rows + r];
+                if (fabs(yf[(size_t)m * rows + r] - ref) > tol || fabs(yg[(size_t)m * rows + r] - ref) > tol) {
+                    fprintf(stderr, "  bits %d group %d shape (%d,%d) M %d at row %d, x %d:\n", bits, group, rows, cols, M, r, m);
+                    CHECK_NEAR(yf[(size_t)m * rows + r], ref, tol);
+                    CHECK_NEAR(yg[(size_t)m * rows + r], ref, tol);
+                    bad = 1;
+                }
+            }
+        }
+        /* batch invariance: each batched row bit-identical to a lone mat-vec, threads too */
+        for (int m = 0; m < M && !bad; m++) {
+            ls_qmat_matvec_impl(&q, X + (size_t)m * cols, y1, LS_QIMPL_FAST);
+            if (memcmp(y1, yf + (size_t)m * rows, sizeof(float) * rows) != 0 ||
+                memcmp(yt + (size_t)m * rows, yf + (size_t)m * rows, sizeof(float) * rows) != 0) {
+                CHECK_MSG(0, "bits %d shape (%d,%d): batched row %d differs from mat-vec", bits, rows, cols, m);
+                bad = 1;
+            }
+        }
+        ls_qmat_free(&q);
+        free(w), free(X), free(yr), free(yf), free(yg), free(y1), free(yt), free(d);
+    }
+}
+
+static void test_bad_args(void) {
+    ls_qmat q;
+    float w[4] = {1, 2, 3, 4};
+    CHECK(ls_qmat_quantize(&q, w, 2, 2, 5, 64) == LS_EINVAL);
+    CHECK(strstr(ls_errmsg(), "bit width 5") != NULL);
+    CHECK(ls_qmat_quantize(&q, w, 2, 2, 4, 48) == LS_EINVAL);
+    CHECK(ls_qmat_quantize(&q, w, 0, 2, 4, 64) == LS_EINVAL);
+    /* constant groups quantize exactly */
+    float c[64];
+    for (int i = 0; i < 64; i++) c[i] = 0.25f;
+    CHECK(ls_qmat_quantize(&q, c, 1, 64, 3, 64) == LS_OK);
+    float d[64];
+    ls_qmat_dequant_row(&q, 0, d);
+    CHECK_NEAR(d[13], 0.25, 0);
+    ls_qmat_free(&q);
+}
+
+int main(void) {
+    RUN(test_f16);
+    RUN(test_dequant_error);
+    RUN(test_kernels);
+    RUN(test_bad_args);
+    return TEST_RESULT();
+}

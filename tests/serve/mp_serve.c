@@ -1,0 +1,304 @@
+/* mp_serve.c - multi-process serving test (run by ctest with the llmsys binary as argv[1]):
+ * a 2-stage mixed-bits pipeline must return greedy tokens identical to single-process
+ * generation, under concurrency and streaming; bad requests get 4xx and the server keeps
+ * serving; a stage killed mid-request fails that request clearly and shows in /health.
+ * Every child is killed on the way out, even on failure. */
+#include <pthread.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ckpt_util.h"
+#include "llmsys/serve.h"
+#include "test.h"
+
+static const char *llmsys_bin;
+static char dir[128], ckpt[256], plan_path[256], port_path[256];
+static pid_t server_pid = -1;
+static int port;
+static ls_model_config cfg;
+static const int BITS[4] = {4, 8, 3, 16};
+
+#define NPROMPT 6
+#define NNEW 20
+static int prompts[NPROMPT][8];
+static int plen[NPROMPT];
+static int ref_out[NPROMPT][NNEW], ref_n[NPROMPT];
+
+static void cleanup(void) {
+    if (server_pid > 0) {
+        kill(server_pid, SIGKILL);
+        waitpid(server_pid, NULL, 0);
+        server_pid = -1;
+    }
+}
+
+static pid_t spawn(char *const argv[], const char *delay) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (delay) setenv("LLMSYS_SERVE_STAGE_DELAY_MS", delay, 1);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+static int run_status(char *const argv[]) {
+    pid_t pid = spawn(argv, NULL);
+    int st;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int start_server(const char *delay) {
+    unlink(port_path);
+    char *argv[] = {(char *)llmsys_bin, "serve", "--model", ckpt, "--plan", plan_path, "--port", "0", "--port-file",
+                    port_path, "--max-seqs", "8", NULL};
+    server_pid = spawn(argv, delay);
+    for (int i = 0; i < 300; i++) {
+        char *t;
+        size_t n;
+        if (ls_is_file(port_path) && ls_file_read(port_path, &t, &n) == LS_OK) {
+            port = atoi(t);
+            free(t);
+            return port > 0 ? 0 : -1;
+        }
+        int st;
+        if (waitpid(server_pid, &st, WNOHANG) == server_pid) {
+            server_pid = -1;
+            return -1;
+        }
+        ls_sleep_ms(100);
+    }
+    return -1;
+}
+
+static void stop_server(void) {
+    if (server_pid <= 0) return;
+    kill(server_pid, SIGTERM);
+    for (int i = 0; i < 100; i++) {
+        int st;
+        if (waitpid(server_pid, &st, WNOHANG) == server_pid) {
+            CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "server exit status %d", st);
+            server_pid = -1;
+            return;
+        }
+        ls_sleep_ms(50);
+    }
+    CHECK_MSG(0, "server did not stop within 5 s of SIGTERM");
+    cleanup();
+}
+
+static int http(const char *method, const char *path, const char *body, int *status, char **resp) {
+    return ls_http_request("127.0.0.1", port, method, path, body, 30.0, status, resp);
+}
+
+static char *completion_body(int i, int stream) {
+    char *b = malloc(512);
+    int n = snprintf(b, 512, "{\"prompt\":[");
+    for (int k = 0; k < plen[i]; k++) n += snprintf(b + n, 512 - n, "%s%d", k ? "," : "", prompts[i][k]);
+    snprintf(b + n, 512 - n, "],\"max_tokens\":%d,\"temperature\":0%s}", NNEW, stream ? ",\"stream\":true" : "");
+    return b;
+}
+
+/* Collects "tokens" arrays of a completion (or every SSE event) in order. */
+static int collect_tokens(const char *resp, int *out, int max) {
+    int n = 0;
+    const char *p = resp;
+    while ((p = strstr(p, "\"tokens\":[")) != NULL) {
+        p += 10;
+        while (*p && *p != ']') {
+            char *end;
+            long v = strtol(p, &end, 10);
+            if (end == p) break;
+            if (n < max) out[n] = (int)v;
+            n++;
+            p = *end == ',' ? end + 1 : end;
+        }
+    }
+    return n;
+}
+
+static void make_reference(void) {
+    ls_engine_opts o = ls_engine_defaults();
+    o.bits = BITS;
+    ls_engine *e;
+    CHECK(ls_engine_open(&e, ckpt, &o) == LS_OK);
+    for (int i = 0; i < NPROMPT; i++) {
+        plen[i] = 1 + i % 7;
+        for (int k = 0; k < plen[i]; k++) prompts[i][k] = (i * 31 + k * 7 + 65) % 256;
+        CHECK(ls_engine_generate(e, prompts[i], plen[i], NNEW, ref_out[i], &ref_n[i]) == LS_OK);
+    }
+    ls_engine_free(e);
+}
+
+typedef struct {
+    int i, stream, status, n, out[NNEW + 4];
+} job;
+
+static void *client(void *arg) {
+    job *j = arg;
+    char *body = completion_body(j->i, j->stream), *resp = NULL;
+    if (http("POST", "/v1/completions", body, &j->status, &resp) == LS_OK) {
+        j->n = collect_tokens(resp, j->out, NNEW + 4);
+        if (j->stream && !strstr(resp, "data: [DONE]")) j->status = -2;
+    } else {
+        j->status = -1;
+    }
+    free(body);
+    free(resp);
+    return NULL;
+}
+
+static void test_identical_greedy(void) {
+    /* every prompt twice at once (plain and streamed): 12 concurrent requests over 8 KV slots */
+    job jobs[2 * NPROMPT];
+    pthread_t th[2 * NPROMPT];
+    for (int k = 0; k < 2 * NPROMPT; k++) {
+        jobs[k] = (job){.i = k % NPROMPT, .stream = k >= NPROMPT};
+        pthread_create(&th[k], NULL, client, &jobs[k]);
+    }
+    for (int k = 0; k < 2 * NPROMPT; k++) pthread_join(th[k], NULL);
+    for (int k = 0; k < 2 * NPROMPT; k++) {
+        int i = jobs[k].i;
+        CHECK_EQ_INT(jobs[k].status, 200);
+        CHECK_EQ_INT(jobs[k].n, ref_n[i]);
+        CHECK_MSG(jobs[k].n == ref_n[i] && !memcmp(jobs[k].out, ref_out[i], sizeof(int) * ref_n[i]),
+                  "request %d (prompt %d, stream %d): pipelined tokens differ from single-process greedy", k, i, jobs[k].stream);
+    }
+}
+
+static void expect_status(const char *method, const char *path, const char *body, int want, const char *needle) {
+    int st = 0;
+    char *resp = NULL;
+    CHECK(http(method, path, body, &st, &resp) == LS_OK);
+    CHECK_MSG(st == want, "%s %s: status %d, expected %d (%s)", method, path, st, want, resp ? resp : "");
+    if (needle) CHECK_MSG(resp && strstr(resp, needle), "%s %s: '%s' lacks '%s'", method, path, resp ? resp : "", needle);
+    free(resp);
+}
+
+static void test_bad_requests(void) {
+    char *big = malloc(100 * 1024);
+    memset(big, ' ', 100 * 1024 - 1);
+    big[0] = '{';
+    big[100 * 1024 - 2] = '}';
+    big[100 * 1024 - 1] = '\0';
+    expect_status("POST", "/v1/completions", big, 413, "exceeds");
+    free(big);
+    expect_status("POST", "/v1/completions", "{\"prompt\": \"abc\"", 400, "not valid JSON");
+    expect_status("POST", "/v1/completions", "[1,2]", 400, "JSON object");
+    expect_status("POST", "/v1/completions", "{\"max_tokens\":3}", 400, "is required");
+    expect_status("POST", "/v1/completions", "{\"prompt\":\"hi\",\"max_tokens\":-3}", 400, "max_tokens");
+    expect_status("POST", "/v1/completions", "{\"prompt\":\"hi\",\"max_tokens\":1.5}", 400, "max_tokens");
+    expect_status("POST", "/v1/completions", "{\"prompt\":\"hi\",\"temperature\":\"hot\"}", 400, "temperature");
+    expect_status("POST", "/v1/completions", "{\"prompt\":\"hi\",\"top_p\":0}", 400, "top_p");
+    expect_status("POST", "/v1/completions", "{\"prompt\":\"hi\",\"stream\":1}", 400, "stream");
+    expect_status("POST", "/v1/completions", "{\"prompt\":[1,999]}", 400, "token id");
+    char longp[200];
+    memset(longp, 0, sizeof longp);
+    snprintf(longp, sizeof longp, "{\"prompt\":\"");
+    memset(longp + 11, 'a', 80);
+    strcat(longp, "\"}");
+    expect_status("POST", "/v1/completions", longp, 400, "too long");
+    expect_status("GET", "/v1/completions", NULL, 405, "POST");
+    expect_status("GET", "/nope", NULL, 404, "unknown path");
+    /* still serving, sampled completions too */
+    expect_status("POST", "/v1/completions", "{\"prompt\":\"The \",\"max_tokens\":5,\"temperature\":0.8,\"top_p\":0.9,\"seed\":3}", 200,
+                  "\"completion_tokens\":");
+    expect_status("GET", "/health", NULL, 200, "\"status\":\"ok\"");
+    expect_status("GET", "/metrics", NULL, 200, "llmsys_requests_rejected_total 11\n");
+    int st;
+    char *m = NULL;
+    CHECK(http("GET", "/metrics", NULL, &st, &m) == LS_OK);
+    CHECK(m && strstr(m, "llmsys_stage_busy_seconds_total{stage=\"1\"}") && strstr(m, "llmsys_queue_depth 0"));
+    free(m);
+}
+
+static void *long_request(void *arg) {
+    job *j = arg;
+    char *resp = NULL;
+    j->status = -1;
+    if (http("POST", "/v1/completions", "{\"prompt\":\"abc\",\"max_tokens\":50,\"temperature\":0}", &j->status, &resp) == LS_OK) {
+        j->n = resp && strstr(resp, "stage 1") && strstr(resp, "killed by signal 9");
+        if (!j->n) fprintf(stderr, "  failed request said: %s\n", resp ? resp : "(nothing)");
+    }
+    free(resp);
+    return NULL;
+}
+
+static void test_stage_death(void) {
+    CHECK(start_server("20") == 0);
+    job j = {0};
+    pthread_t th;
+    pthread_create(&th, NULL, long_request, &j);
+    ls_sleep_ms(400); /* 50 tokens at >= 20 ms per step: well inside the request */
+    char *h = NULL;
+    int st;
+    CHECK(http("GET", "/health", NULL, &st, &h) == LS_OK);
+    const char *p = h ? strstr(h, "\"stage\":1") : NULL;
+    p = p ? strstr(p, "\"pid\":") : NULL;
+    int pid = p ? atoi(p + 6) : 0;
+    free(h);
+    CHECK(pid > 0);
+    if (pid > 0) kill(pid, SIGKILL);
+    pthread_join(th, NULL);
+    CHECK_EQ_INT(j.status, 503);
+    CHECK_MSG(j.n == 1, "the failed request names the dead stage");
+    expect_status("GET", "/health", NULL, 503, "\"dead_stages\":[1]");
+    expect_status("POST", "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":2}", 503, "stage 1");
+    expect_status("GET", "/metrics", NULL, 200, "llmsys_stage_up{stage=\"1\"} 0");
+    stop_server();
+}
+
+static void test_cli_refusals(void) {
+    /* plan for another model and unsupported bits are refused before anything starts */
+    const char *bad = "/tmp/llmsys_mp_badplan.json";
+    FILE *f = fopen(bad, "w");
+    fprintf(f, "{\"format\":\"llmsys-plan\",\"version\":1,\"model\":{\"name\":\"x\",\"n_layer\":6},"
+               "\"stages\":[{\"layers\":[0,6],\"bits\":[4,4,4,4,4,4]}]}");
+    fclose(f);
+    char *a1[] = {(char *)llmsys_bin, "serve", "--model", ckpt, "--plan", (char *)bad, "--port", "0", NULL};
+    CHECK_EQ_INT(run_status(a1), 1);
+    char *a2[] = {(char *)llmsys_bin, "quantize", "--model", ckpt, "--bits", "5", "--out", "/tmp/llmsys_mp_x.safetensors", NULL};
+    CHECK_EQ_INT(run_status(a2), 2);
+    char *a3[] = {(char *)llmsys_bin, "quantize", "--model", ckpt, "--out", "/tmp/llmsys_mp_x.safetensors", NULL};
+    CHECK_EQ_INT(run_status(a3), 2);
+    unlink(bad);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: mp_serve PATH/TO/llmsys\n");
+        return 2;
+    }
+    llmsys_bin = argv[1];
+    atexit(cleanup);
+    snprintf(dir, sizeof dir, "/tmp/llmsys_mp_serve_%d", (int)getpid());
+    ls_mkdirs(dir);
+    snprintf(ckpt, sizeof ckpt, "%s/m.safetensors", dir);
+    snprintf(plan_path, sizeof plan_path, "%s/plan.json", dir);
+    snprintf(port_path, sizeof port_path, "%s/port", dir);
+    cfg = (ls_model_config){.vocab = LS_VOCAB, .n_ctx = 64, .n_layer = 4, .n_head = 4, .d_model = 64, .d_ff = 256};
+    ls_model *m = make_model(&cfg, 5, 3.0f);
+    CHECK(m && write_model_ckpt(m, ckpt) == 0);
+    ls_model_free(m);
+    FILE *f = fopen(plan_path, "w");
+    fprintf(f, "{\"format\":\"llmsys-plan\",\"version\":1,\"model\":{\"name\":\"test\",\"n_layer\":4},"
+               "\"stages\":[{\"device\":\"cpu\",\"layers\":[0,2],\"bits\":[4,8]},{\"device\":\"cpu\",\"layers\":[2,4],\"bits\":[3,16]}],"
+               "\"micro_batch\":{\"prefill\":2,\"decode\":3}}");
+    fclose(f);
+    make_reference();
+    if (start_server(NULL) != 0) {
+        CHECK_MSG(0, "server did not start");
+        return TEST_RESULT();
+    }
+    RUN(test_identical_greedy);
+    RUN(test_bad_requests);
+    stop_server();
+    RUN(test_stage_death);
+    RUN(test_cli_refusals);
+    unlink(ckpt), unlink(plan_path), unlink(port_path), rmdir(dir);
+    return TEST_RESULT();
+}

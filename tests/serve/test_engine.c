@@ -1,0 +1,186 @@
+/* test_engine.c - the inference engine against ls_model_forward (fp32 and fp16 weights),
+ * decode vs prefill, batch invariance, stage splits, quantized checkpoints round trip. */
+#include <string.h>
+#include <unistd.h>
+
+#include "ckpt_util.h"
+#include "llmsys/serve.h"
+#include "test.h"
+
+static ls_model_config cfg;
+static char ckpt[256], qckpt[256];
+
+static float max_abs_diff(const float *a, const float *b, size_t n) {
+    float m = 0;
+    for (size_t i = 0; i < n; i++) m = fmaxf(m, fabsf(a[i] - b[i]));
+    return m;
+}
+
+static void run_all(ls_engine *e, const int *tok, int T, float *out) {
+    ls_engine_seq s = {0, 0, T};
+    CHECK(ls_engine_forward(e, &s, 1, tok, NULL, out, 1) == LS_OK);
+}
+
+static void test_vs_model(void) {
+    ls_model *m = make_model(&cfg, 42, 3.0f);
+    CHECK(m != NULL);
+    CHECK(write_model_ckpt(m, ckpt) == 0);
+    int T = 24, V = cfg.vocab, tok[24];
+    for (int i = 0; i < T; i++) tok[i] = (i * 37 + 11) % 256;
+    ls_model_forward(m, tok, NULL, 1, T);
+    const float *ref = ls_model_logits(m);
+    float *out = malloc(sizeof(float) * T * V);
+    const int bl[2] = {32, 16};
+    const double tol[2] = {2e-4, 2e-2};
+    for (int k = 0; k < 2; k++) {
+        int bits[8];
+        for (int l = 0; l < cfg.n_layer; l++) bits[l] = bl[k];
+        ls_engine_opts o = ls_engine_defaults();
+        o.bits = bits;
+        ls_engine *e;
+        CHECK(ls_engine_open(&e, ckpt, &o) == LS_OK);
+        run_all(e, tok, T, out);
+        float d = max_abs_diff(out, ref, (size_t)T * V);
+        float mag = 0;
+        for (int i = 0; i < T * V; i++) mag = fmaxf(mag, fabsf(ref[i]));
+        fprintf(stderr, "  bits %d: max |logit diff| %.3g (max |logit| %.3g, tol %.3g)\n", bl[k], d, mag, tol[k]);
+        CHECK_NEAR(d, 0, tol[k]);
+        ls_engine_free(e);
+    }
+    free(out);
+    ls_model_free(m);
+}
+
+/* prefill all-logits vs one-token decode steps; two sequences decoded together vs alone */
+static void test_decode_batch(void) {
+    ls_engine_opts o = ls_engine_defaults();
+    int bits[8] = {4, 8, 3, 16};
+    o.bits = bits;
+    ls_engine *e;
+    CHECK(ls_engine_open(&e, ckpt, &o) == LS_OK);
+    int T = 16, V = cfg.vocab, tok[16], tok2[16];
+    for (int i = 0; i < T; i++) tok[i] = (i * 53 + 7) % 259, tok2[i] = (i * 17 + 3) % 256;
+    float *all = malloc(sizeof(float) * T * V), *step = malloc(sizeof(float) * T * V);
+    float *pair = malloc(sizeof(float) * 2 * V), *solo = malloc(sizeof(float) * 2 * V);
+    run_all(e, tok, T, all);
+    for (int t = 0; t < T; t++) {
+        ls_engine_seq s = {1, t, 1};
+        CHECK(ls_engine_forward(e, &s, 1, &tok[t], NULL, step + (size_t)t * V, 0) == LS_OK);
+    }
+    CHECK_NEAR(max_abs_diff(all, step, (size_t)T * V), 0, 1e-4);
+    /* prefill 8 of each in two slots, then decode both together vs separately */
+    ls_engine_seq pre[2] = {{2, 0, 8}, {3, 0, 8}};
+    int ptok[16];
+    memcpy(ptok, tok, 8 * sizeof(int));
+    memcpy(ptok + 8, tok2, 8 * sizeof(int));
+    CHECK(ls_engine_forward(e, pre, 2, ptok, NULL, pair, 0) == LS_OK);
+    ls_engine_seq s1 = {4, 0, 8};
+    CHECK(ls_engine_forward(e, &s1, 1, tok2, NULL, solo, 0) == LS_OK);
+    CHECK(memcmp(solo, pair + V, sizeof(float) * V) == 0);
+    for (int t = 8; t < 12; t++) {
+        ls_engine_seq d2[2] = {{2, t, 1}, {3, t, 1}};
+        int dt[2] = {tok[t], tok2[t]};
+        CHECK(ls_engine_forward(e, d2, 2, dt, NULL, pair, 0) == LS_OK);
+        ls_engine_seq d1 = {4, t, 1};
+        CHECK(ls_engine_forward(e, &d1, 1, &tok2[t], NULL, solo, 0) == LS_OK);
+        CHECK(memcmp(solo, pair + V, sizeof(float) * V) == 0);
+    }
+    free(all), free(step), free(pair), free(solo);
+    ls_engine_free(e);
+}
+
+/* quantized checkpoint == quantize on load; 2 stages == whole model; bad opens */
+static void test_qckpt_and_stages(void) {
+    int bits[8] = {4, 8, 3, 16};
+    CHECK(ls_quant_checkpoint(ckpt, bits, cfg.n_layer, 64, qckpt) == LS_OK);
+    ls_engine_opts o = ls_engine_defaults();
+    ls_engine *eq, *el, *a, *b;
+    CHECK(ls_engine_open(&eq, qckpt, &o) == LS_OK);
+    for (int l = 0; l < cfg.n_layer; l++) CHECK_EQ_INT(ls_engine_layer_bits(eq, l), bits[l]);
+    o.bits = bits;
+    CHECK(ls_engine_open(&el, ckpt, &o) == LS_OK);
+    int T = 12, V = cfg.vocab, C = cfg.d_model, tok[12];
+    for (int i = 0; i < T; i++) tok[i] = (i * 29 + 5) % 256;
+    float *x = malloc(sizeof(float) * T * V), *y = malloc(sizeof(float) * T * V), *h = malloc(sizeof(float) * T * C);
+    run_all(eq, tok, T, x);
+    run_all(el, tok, T, y);
+    CHECK(memcmp(x, y, sizeof(float) * T * V) == 0);
+    ls_engine_opts oa = ls_engine_defaults(), ob = ls_engine_defaults();
+    oa.layer_end = 1;
+    ob.layer_begin = 1;
+    CHECK(ls_engine_open(&a, qckpt, &oa) == LS_OK);
+    CHECK(ls_engine_open(&b, qckpt, &ob) == LS_OK);
+    ls_engine_seq s = {0, 0, T};
+    CHECK(ls_engine_forward(a, &s, 1, tok, NULL, h, 1) == LS_OK);
+    CHECK(ls_engine_forward(b, &s, 1, NULL, h, y, 1) == LS_OK);
+    CHECK(memcmp(x, y, sizeof(float) * T * V) == 0);
+    /* refusals */
+    int other[8] = {8, 8, 8, 8};
+    ls_engine *bad;
+    o.bits = other;
+    CHECK(ls_engine_open(&bad, qckpt, &o) == LS_EINVAL);
+    CHECK(strstr(ls_errmsg(), "stored at 4 bits") != NULL);
+    ls_engine_opts orng = ls_engine_defaults();
+    orng.layer_begin = 1, orng.layer_end = 9;
+    CHECK(ls_engine_open(&bad, qckpt, &orng) == LS_EINVAL);
+    int five[8] = {5, 5, 5, 5};
+    CHECK(ls_quant_checkpoint(ckpt, five, cfg.n_layer, 64, qckpt) == LS_EINVAL);
+    CHECK(ls_quant_checkpoint(ckpt, bits, cfg.n_layer - 1, 64, qckpt) == LS_EINVAL);
+    /* greedy generation agrees between the quantized file and quantize-on-load */
+    int o1[20], o2[20], n1, n2;
+    CHECK(ls_engine_generate(eq, tok, 4, 20, o1, &n1) == LS_OK);
+    CHECK(ls_engine_generate(el, tok, 4, 20, o2, &n2) == LS_OK);
+    CHECK_EQ_INT(n1, n2);
+    CHECK(memcmp(o1, o2, sizeof(int) * n1) == 0);
+    free(x), free(y), free(h);
+    ls_engine_free(eq), ls_engine_free(el), ls_engine_free(a), ls_engine_free(b);
+}
+
+/* eval through the engine (fp32 weights) == the training module's evaluator */
+static void test_eval_matches_train(void) {
+    const char *docs[2] = {"the quick brown fox jumps over the lazy dog. the end of one document.",
+                           "a second, shorter document: 0123456789 and some more words to fill it up well."};
+    size_t lens[2] = {strlen(docs[0]), strlen(docs[1])};
+    ls_corpus_opts co = ls_corpus_defaults();
+    co.heldout_frac = 0.5;
+    ls_corpus *c;
+    CHECK(ls_corpus_from_docs(&c, "docs", docs, lens, 2, &co) == LS_OK);
+    size_t n;
+    const uint16_t *tok = ls_corpus_tokens(c, LS_SPLIT_ALL, &n);
+    ls_model *m;
+    CHECK(ls_ckpt_load(ckpt, LS_CKPT_WEIGHTS, &m, NULL) == LS_OK);
+    ls_eval_result rf, re, r4;
+    CHECK(ls_eval_tokens(m, tok, n, 16, 4, 0, &rf) == LS_OK);
+    int b32[8] = {32, 32, 32, 32}, b4[8] = {4, 4, 4, 4};
+    ls_engine_opts o = ls_engine_defaults();
+    o.bits = b32;
+    ls_engine *e, *e4;
+    CHECK(ls_engine_open(&e, ckpt, &o) == LS_OK);
+    o.bits = b4;
+    CHECK(ls_engine_open(&e4, ckpt, &o) == LS_OK);
+    CHECK(ls_engine_eval_tokens(e, tok, n, 16, 0, &re) == LS_OK);
+    CHECK(ls_engine_eval_tokens(e4, tok, n, 16, 0, &r4) == LS_OK);
+    CHECK_EQ_INT(re.tokens, rf.tokens);
+    CHECK_EQ_INT(re.bytes, rf.bytes);
+    CHECK_NEAR(re.bits_per_byte, rf.bits_per_byte, 1e-4);
+    fprintf(stderr, "  bits/byte: ls_eval_tokens %.5f, engine fp32 %.5f, engine 4-bit %.5f\n", rf.bits_per_byte,
+            re.bits_per_byte, r4.bits_per_byte);
+    CHECK(fabs(r4.bits_per_byte - rf.bits_per_byte) > 1e-6); /* quantization changes something */
+    CHECK_EQ_INT(ls_ckpt_is_quantized(ckpt), 0);
+    ls_engine_free(e), ls_engine_free(e4);
+    ls_model_free(m);
+    ls_corpus_free(c);
+}
+
+int main(void) {
+    cfg = (ls_model_config){.vocab = LS_VOCAB, .n_ctx = 32, .n_layer = 4, .n_head = 4, .d_model = 64, .d_ff = 160};
+    snprintf(ckpt, sizeof ckpt, "/tmp/llmsys_test_engine_%d.safetensors", (int)getpid());
+    snprintf(qckpt, sizeof qckpt, "/tmp/llmsys_test_engine_q_%d.safetensors", (int)getpid());
+    RUN(test_vs_model);
+    RUN(test_decode_batch);
+    RUN(test_qckpt_and_stages);
+    RUN(test_eval_matches_train);
+    unlink(ckpt);
+    unlink(qckpt);
+    return TEST_RESULT();
+}

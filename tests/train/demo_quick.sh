@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# demo_quick.sh - `llmsys demo --quick core`: trains the tiny model for a few seconds on
+# local text, saves, reloads, evaluates and samples; the checkpoint is a valid model.
+set -u
+BIN=$1
+T=$(mktemp -d /tmp/llmsys-demo-core-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+timeout 100 "$BIN" demo --quick --workdir "$T" core > "$T/out.txt" 2> "$T/err.txt" || { fail "demo exit $?"; cat "$T/err.txt"; }
+cat "$T/out.txt"
+for pat in "calibrated:" "held-out unigram entropy" "bits/byte" "sample" "=== demo core: ok"; do
+  grep -q "$pat" "$T/out.txt" || fail "output lacks '$pat'"
+done
+[ -s "$T/core/model.safetensors" ] || fail "no checkpoint at core/model.safetensors"
+"$BIN" generate --model "$T/core/model.safetensors" --tokens 20 > /dev/null 2>&1 || fail "checkpoint does not load"
+if [ "$fails" -ne 0 ]; then echo "train.demo_quick: $fails failure(s)"; exit 1; fi
+echo "train.demo_quick: ok"
