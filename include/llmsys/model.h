@@ -113,6 +113,17 @@ void ls_model_backward(ls_model *m);
 /* Same, returning LS_ESTATE when the last forward had no targets. */
 int ls_model_backward_checked(ls_model *m);
 
+/* Wall time of forward+backward by layer kind, summed while profiling is on (for the
+ * benchmark; off by default). enable resets the sums. */
+typedef struct {
+    double matmul;    /* dense Linear layers (sgemm + bias), including the LM head */
+    double attention; /* fused attention: per-head sgemm products + causal softmax */
+    double layernorm, gelu, encoder, xent;
+    double memory; /* zeroing of gradient scratch, residual copies */
+} ls_model_prof;
+void ls_model_profile_enable(ls_model *m, int on);
+ls_model_prof ls_model_profile_get(const ls_model *m);
+
 /* AdamW with decoupled weight decay on 2-D weights only (not biases, LayerNorm, wpe? see
  * docs/model.md), global gradient-norm clipping, linear warmup then cosine decay to
  * min_lr_frac·lr. */
@@ -159,8 +170,9 @@ int ls_model_kv_reset(ls_model *m);
 const float *ls_model_kv_step(ls_model *m, int token);
 int ls_model_kv_pos(const ls_model *m);
 
-/* Threads used by attention and elementwise loops (OpenMP) and by OpenBLAS; 0 = all
- * cores. Process-wide (both libraries keep it globally). */
+/* Threads used by the model (OpenMP: matmul row blocks, attention heads, elementwise
+ * loops; OpenBLAS runs single-threaded inside them); 0 = all cores. Sets OpenMP's
+ * default for the calling thread. */
 void ls_model_set_threads(int n);
 
 #ifdef __cplusplus

@@ -47,6 +47,7 @@ typedef struct {
     int steps;        /* total optimizer steps of the run (length of the lr schedule) */
     uint64_t seed;    /* model init and data sampling */
     int shards;       /* data shards; 0 = chosen by ls_batch_source_corpus */
+    uint64_t data_hash; /* fingerprint of the training data (ls_corpus_hash), 0 = unknown */
     ls_adamw_config opt;
 } ls_train_config;
 
@@ -194,6 +195,8 @@ int ls_trainer_set_steps(ls_trainer *t, int steps);
 /* Records the data shard count chosen by the batch source (saved with the run's settings
  * so a resume samples the same shards). */
 int ls_trainer_set_shards(ls_trainer *t, int shards);
+/* Records the fingerprint of the training data (saved, compared on resume). */
+void ls_trainer_set_data_hash(ls_trainer *t, uint64_t h);
 
 /* ---------------------------------------------------------------- evaluation */
 
@@ -207,7 +210,7 @@ typedef struct {
 
 /* Evaluates m on n tokens in non-overlapping windows of T (<= n_ctx), B windows per
  * forward; targets that are BOS (always after EOS) are not counted. max_tokens > 0 caps
- * the work. */
+ * the work at about that many tokens, in windows spread evenly over the whole text. */
 int ls_eval_tokens(ls_model *m, const uint16_t *tokens, size_t n, int T, int B, size_t max_tokens,
                    ls_eval_result *r);
 

@@ -193,6 +193,24 @@ static cJSON *train_report(const train_opts *o, train_ctx *c, int64_t start, con
     return j;
 }
 
+/* The data side of a run. The loop only sees an ls_batch_source; another kind of source
+ * (a remote loader) adds its option and a branch in these two functions. */
+static int data_open(const train_opts *o, train_ctx *c) { return data_load(&o->data, &c->corpus); }
+
+static int data_source(const train_opts *o, train_ctx *c, int ranks) {
+    ls_train_config tc = *ls_trainer_config(c->t);
+    uint64_t h = ls_corpus_hash(c->corpus);
+    if (o->resume && tc.data_hash && tc.data_hash != h && ls_dist_rank(c->d) == 0)
+        LS_WARN("%s was trained on other data (fingerprint %016llx, now %016llx): the resumed run will not "
+                "match an uninterrupted one",
+                o->resume, (unsigned long long)tc.data_hash, (unsigned long long)h);
+    LS_TRY(ls_batch_source_corpus(&c->src, c->corpus, &tc, ranks));
+    /* the shard count and data fingerprint of a fresh run are part of its saved settings */
+    LS_TRY(ls_trainer_set_shards(c->t, tc.shards));
+    if (!o->resume) ls_trainer_set_data_hash(c->t, h);
+    return LS_OK;
+}
+
 /* Fails before any work when the checkpoint could not be written where asked. */
 static int check_out_path(const char *path) {
     if (ls_is_dir(path)) return ls_err(LS_EINVAL, "--out %s is a directory", path);
@@ -212,7 +230,7 @@ static int train_run(const train_opts *o, train_ctx *c) {
     int rank = ls_dist_rank(d), N = ls_dist_size(d);
     int rc = rank == 0 ? check_out_path(o->out) : LS_OK;
     if (ls_dist_agree(d, rc, NULL) < 0) return collective_fail(d, rc);
-    rc = data_load(&o->data, &c->corpus);
+    rc = data_open(o, c);
     if (ls_dist_agree(d, rc, NULL) < 0) return collective_fail(d, rc);
 
     if (o->resume) {
@@ -231,12 +249,7 @@ static int train_run(const train_opts *o, train_ctx *c) {
         tc.opt.warmup_steps = o->warmup != UNSET ? o->warmup : o->steps / 10;
         rc = ls_trainer_init(&c->t, &mc, &tc, d);
     }
-    if (rc == LS_OK) {
-        ls_train_config tc = *ls_trainer_config(c->t);
-        rc = ls_batch_source_corpus(&c->src, c->corpus, &tc, N);
-        /* the shard count chosen for a fresh run is part of the run's settings */
-        if (rc == LS_OK) rc = ls_trainer_set_shards(c->t, tc.shards);
-    }
+    if (rc == LS_OK) rc = data_source(o, c, N);
     if (ls_dist_agree(d, rc, NULL) < 0) return collective_fail(d, rc);
 
     const ls_train_config *tc = ls_trainer_config(c->t);
@@ -738,7 +751,7 @@ int demo_core(const ls_demo_ctx *ctx) {
     ls_model_config mc;
     ls_model_config_named(quick ? "tiny" : "small", &mc);
     ls_train_config tc = ls_train_defaults();
-    tc.batch = quick ? 8 : 16;
+    tc.batch = 8;
     tc.seq = mc.n_ctx;
     tc.steps = 1000000;
     tc.seed = 1;
@@ -816,7 +829,7 @@ int demo_core(const ls_demo_ctx *ctx) {
     if (rc == LS_OK) {
         size_t n;
         const uint16_t *ho = ls_corpus_tokens(c, LS_SPLIT_HELDOUT, &n);
-        rc = ls_eval_tokens(m, ho, n, mc.n_ctx, 8, quick ? 16384 : 131072, &ev);
+        rc = ls_eval_tokens(m, ho, n, mc.n_ctx, 8, quick ? 8192 : 32768, &ev);
     }
     int out[400], got = 0;
     const char *prompt = "This program is free software";

@@ -56,6 +56,10 @@ struct ls_model {
     int *tokens, *targets;
     int has_targets, n_valid;
 
+    /* wall-time profile of forward/backward by layer kind (bench) */
+    int prof_on;
+    ls_model_prof prof;
+
     /* KV cache for incremental decoding (batch 1), allocated on first use */
     float *kv;
     int kv_pos;
@@ -191,8 +195,7 @@ int ls_model_find_tensor(const ls_model *m, const char *name) {
 
 void ls_model_set_threads(int n) {
     if (n <= 0) n = ls_num_cores();
-    omp_set_num_threads(n);
-    openblas_set_num_threads(n);
+    omp_set_num_threads(n); /* OpenBLAS runs single-threaded inside the model's OpenMP blocks */
 }
 
 /* ---------------------------------------------------------------- activations */
@@ -267,6 +270,27 @@ static int ensure_acts(ls_model *m, int B, int T) {
     return LS_OK;
 }
 
+/* ---------------------------------------------------------------- profiling */
+
+void ls_model_profile_enable(ls_model *m, int on) {
+    m->prof_on = on;
+    memset(&m->prof, 0, sizeof m->prof);
+}
+
+ls_model_prof ls_model_profile_get(const ls_model *m) { return m->prof; }
+
+/* Runs stmt, adding its wall time to m->prof.field when profiling is on. */
+#define PROF(field, stmt)                        \
+    do {                                         \
+        if (m->prof_on) {                        \
+            double prof_t0_ = ls_now();          \
+            stmt;                                \
+            m->prof.field += ls_now() - prof_t0_; \
+        } else {                                 \
+            stmt;                                \
+        }                                        \
+    } while (0)
+
 /* ---------------------------------------------------------------- forward / backward */
 
 float ls_model_forward(ls_model *m, const int *tokens, const int *targets, int B, int T) {
@@ -289,32 +313,33 @@ float ls_model_forward(ls_model *m, const int *tokens, const int *targets, int B
         }
     }
     if (ensure_acts(m, B, T) != LS_OK) return NAN;
-    memcpy(m->tokens, tokens, N * sizeof(int));
-    if (targets) memcpy(m->targets, targets, N * sizeof(int));
+    PROF(memory, memcpy(m->tokens, tokens, N * sizeof(int)));
+    if (targets) PROF(memory, memcpy(m->targets, targets, N * sizeof(int)));
 
-    ls_encoder_forward(m->encoded, tokens, P(m, 0), P(m, 1), B, T, C); // (B,T,C)
+    PROF(encoder, ls_encoder_forward(m->encoded, tokens, P(m, 0), P(m, 1), B, T, C)); // (B,T,C)
     const float *residual = m->encoded;
     for (int l = 0; l < L; l++) {
         layer_acts *a = &m->layers[l];
-        ls_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, residual, P(m, LI(l, LT_LN1W)), P(m, LI(l, LT_LN1B)),
-                             (int)N, C);                                                             // (N,C)
-        ls_matmul_forward(a->qkv, a->ln1, P(m, LI(l, LT_QKVW)), P(m, LI(l, LT_QKVB)), (int)N, C, 3 * C, 0); // (N,3C)
-        ls_attention_forward(a->atty, a->att, a->qkv, B, T, C, NH);                                  // (N,C)
-        memcpy(a->res2, residual, N * C * sizeof(float));
-        ls_matmul_forward(a->res2, a->atty, P(m, LI(l, LT_PROJW)), P(m, LI(l, LT_PROJB)), (int)N, C, C, 1); // (N,C)
-        ls_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, P(m, LI(l, LT_LN2W)), P(m, LI(l, LT_LN2B)),
-                             (int)N, C);
-        ls_matmul_forward(a->fch, a->ln2, P(m, LI(l, LT_FCW)), P(m, LI(l, LT_FCB)), (int)N, C, F, 0); // (N,F)
-        ls_gelu_forward(a->fch_gelu, a->fch, (int)(N * F));
-        memcpy(a->res3, a->res2, N * C * sizeof(float));
-        ls_matmul_forward(a->res3, a->fch_gelu, P(m, LI(l, LT_FCPW)), P(m, LI(l, LT_FCPB)), (int)N, F, C, 1); // (N,C)
+        PROF(layernorm, ls_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, residual, P(m, LI(l, LT_LN1W)), P(m, LI(l, LT_LN1B)),
+                             (int)N, C));                                                             // (N,C)
+        PROF(matmul, ls_matmul_forward(a->qkv, a->ln1, P(m, LI(l, LT_QKVW)), P(m, LI(l, LT_QKVB)), NULL, (int)N, C, 3 * C)); // (N,3C)
+        PROF(attention, ls_attention_forward(a->atty, a->att, a->qkv, B, T, C, NH));                                  // (N,C)
+        PROF(matmul, ls_matmul_forward(a->res2, a->atty, P(m, LI(l, LT_PROJW)), P(m, LI(l, LT_PROJB)), residual, (int)N, C,
+                                       C)); // (N,C) = residual + attention branch
+        PROF(layernorm, ls_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, P(m, LI(l, LT_LN2W)), P(m, LI(l, LT_LN2B)),
+                             (int)N, C));
+        PROF(matmul, ls_matmul_forward(a->fch, a->ln2, P(m, LI(l, LT_FCW)), P(m, LI(l, LT_FCB)), NULL, (int)N, C, F)); // (N,F)
+        PROF(gelu, ls_gelu_forward(a->fch_gelu, a->fch, (int)(N * F)));
+        PROF(matmul, ls_matmul_forward(a->res3, a->fch_gelu, P(m, LI(l, LT_FCPW)), P(m, LI(l, LT_FCPB)), a->res2, (int)N, F,
+                                       C)); // (N,C) = res2 + MLP branch
         residual = a->res3;
     }
     int tl = 2 + L * LT_COUNT;
-    ls_layernorm_forward(m->lnf, m->lnf_mean, m->lnf_rstd, residual, P(m, tl), P(m, tl + 1), (int)N, C);
-    ls_matmul_forward(m->logits, m->lnf, P(m, 0), NULL, (int)N, C, V, 0); // (N,V), tied head
+    PROF(layernorm, ls_layernorm_forward(m->lnf, m->lnf_mean, m->lnf_rstd, residual, P(m, tl), P(m, tl + 1), (int)N, C));
+    PROF(matmul, ls_matmul_forward(m->logits, m->lnf, P(m, 0), NULL, NULL, (int)N, C, V)); // (N,V), tied head
     if (!targets) return 0.0f;
-    float loss = ls_softmax_xent_forward(m->probs, m->losses, m->logits, targets, (int)N, V, &m->n_valid);
+    float loss = 0.0f;
+    PROF(xent, loss = ls_softmax_xent_forward(m->probs, m->losses, m->logits, targets, (int)N, V, &m->n_valid));
     m->has_targets = 1;
     return loss;
 }
@@ -322,7 +347,7 @@ float ls_model_forward(ls_model *m, const int *tokens, const int *targets, int B
 const float *ls_model_logits(const ls_model *m) { return m->logits; }
 const float *ls_model_losses(const ls_model *m) { return m->has_targets ? m->losses : NULL; }
 
-void ls_model_zero_grad(ls_model *m) { memset(m->grads, 0, m->n_params * sizeof(float)); }
+void ls_model_zero_grad(ls_model *m) { PROF(memory, memset(m->grads, 0, m->n_params * sizeof(float))); }
 
 int ls_model_backward_checked(ls_model *m) {
     if (!m->has_targets) return ls_err(LS_ESTATE, "model backward: needs a forward with targets first");
@@ -332,42 +357,42 @@ int ls_model_backward_checked(ls_model *m) {
     if (m->n_valid == 0) return LS_OK; /* loss 0 over no targets: zero gradient */
     int tl = 2 + L * LT_COUNT;
 
-    memset(m->dlogits, 0, N * V * sizeof(float));
-    ls_softmax_xent_backward(m->dlogits, m->probs, m->targets, 1.0f / (float)m->n_valid, (int)N, V);
-    memset(m->dln, 0, N * C * sizeof(float));
-    ls_matmul_backward(m->dln, G(m, 0), NULL, m->dlogits, m->lnf, P(m, 0), (int)N, C, V);
-    memset(m->dres, 0, N * C * sizeof(float));
+    PROF(memory, memset(m->dlogits, 0, N * V * sizeof(float)));
+    PROF(xent, ls_softmax_xent_backward(m->dlogits, m->probs, m->targets, 1.0f / (float)m->n_valid, (int)N, V));
+    PROF(memory, memset(m->dln, 0, N * C * sizeof(float)));
+    PROF(matmul, ls_matmul_backward(m->dln, G(m, 0), NULL, m->dlogits, m->lnf, P(m, 0), (int)N, C, V));
+    PROF(memory, memset(m->dres, 0, N * C * sizeof(float)));
     const float *last = L > 0 ? m->layers[L - 1].res3 : m->encoded;
-    ls_layernorm_backward(m->dres, G(m, tl), G(m, tl + 1), m->dln, last, P(m, tl), m->lnf_mean, m->lnf_rstd, (int)N, C);
+    PROF(layernorm, ls_layernorm_backward(m->dres, G(m, tl), G(m, tl + 1), m->dln, last, P(m, tl), m->lnf_mean, m->lnf_rstd, (int)N, C));
 
     for (int l = L - 1; l >= 0; l--) {
         layer_acts *a = &m->layers[l];
         const float *residual = l == 0 ? m->encoded : m->layers[l - 1].res3;
         /* dres is d(loss)/d(res3) == d/d(res2 through the skip) and d/d(mlp output) */
-        memset(m->dfch_gelu, 0, N * F * sizeof(float));
-        ls_matmul_backward(m->dfch_gelu, G(m, LI(l, LT_FCPW)), G(m, LI(l, LT_FCPB)), m->dres, a->fch_gelu,
-                           P(m, LI(l, LT_FCPW)), (int)N, F, C);
-        memset(m->dfch, 0, N * F * sizeof(float));
-        ls_gelu_backward(m->dfch, a->fch, m->dfch_gelu, (int)(N * F));
-        memset(m->dln, 0, N * C * sizeof(float));
-        ls_matmul_backward(m->dln, G(m, LI(l, LT_FCW)), G(m, LI(l, LT_FCB)), m->dfch, a->ln2, P(m, LI(l, LT_FCW)),
-                           (int)N, C, F);
-        ls_layernorm_backward(m->dres, G(m, LI(l, LT_LN2W)), G(m, LI(l, LT_LN2B)), m->dln, a->res2,
-                              P(m, LI(l, LT_LN2W)), a->ln2_mean, a->ln2_rstd, (int)N, C);
+        PROF(memory, memset(m->dfch_gelu, 0, N * F * sizeof(float)));
+        PROF(matmul, ls_matmul_backward(m->dfch_gelu, G(m, LI(l, LT_FCPW)), G(m, LI(l, LT_FCPB)), m->dres, a->fch_gelu,
+                           P(m, LI(l, LT_FCPW)), (int)N, F, C));
+        PROF(memory, memset(m->dfch, 0, N * F * sizeof(float)));
+        PROF(gelu, ls_gelu_backward(m->dfch, a->fch, m->dfch_gelu, (int)(N * F)));
+        PROF(memory, memset(m->dln, 0, N * C * sizeof(float)));
+        PROF(matmul, ls_matmul_backward(m->dln, G(m, LI(l, LT_FCW)), G(m, LI(l, LT_FCB)), m->dfch, a->ln2, P(m, LI(l, LT_FCW)),
+                           (int)N, C, F));
+        PROF(layernorm, ls_layernorm_backward(m->dres, G(m, LI(l, LT_LN2W)), G(m, LI(l, LT_LN2B)), m->dln, a->res2,
+                              P(m, LI(l, LT_LN2W)), a->ln2_mean, a->ln2_rstd, (int)N, C));
         /* now dres = d(loss)/d(res2) */
-        memset(m->datty, 0, N * C * sizeof(float));
-        ls_matmul_backward(m->datty, G(m, LI(l, LT_PROJW)), G(m, LI(l, LT_PROJB)), m->dres, a->atty,
-                           P(m, LI(l, LT_PROJW)), (int)N, C, C);
-        memset(m->dqkv, 0, 3 * N * C * sizeof(float));
-        ls_attention_backward(m->dqkv, m->datt, m->datty, a->qkv, a->att, B, T, C, NH);
-        memset(m->dln, 0, N * C * sizeof(float));
-        ls_matmul_backward(m->dln, G(m, LI(l, LT_QKVW)), G(m, LI(l, LT_QKVB)), m->dqkv, a->ln1, P(m, LI(l, LT_QKVW)),
-                           (int)N, C, 3 * C);
-        ls_layernorm_backward(m->dres, G(m, LI(l, LT_LN1W)), G(m, LI(l, LT_LN1B)), m->dln, residual,
-                              P(m, LI(l, LT_LN1W)), a->ln1_mean, a->ln1_rstd, (int)N, C);
+        PROF(memory, memset(m->datty, 0, N * C * sizeof(float)));
+        PROF(matmul, ls_matmul_backward(m->datty, G(m, LI(l, LT_PROJW)), G(m, LI(l, LT_PROJB)), m->dres, a->atty,
+                           P(m, LI(l, LT_PROJW)), (int)N, C, C));
+        PROF(memory, memset(m->dqkv, 0, 3 * N * C * sizeof(float)));
+        PROF(attention, ls_attention_backward(m->dqkv, m->datt, m->datty, a->qkv, a->att, B, T, C, NH));
+        PROF(memory, memset(m->dln, 0, N * C * sizeof(float)));
+        PROF(matmul, ls_matmul_backward(m->dln, G(m, LI(l, LT_QKVW)), G(m, LI(l, LT_QKVB)), m->dqkv, a->ln1, P(m, LI(l, LT_QKVW)),
+                           (int)N, C, 3 * C));
+        PROF(layernorm, ls_layernorm_backward(m->dres, G(m, LI(l, LT_LN1W)), G(m, LI(l, LT_LN1B)), m->dln, residual,
+                              P(m, LI(l, LT_LN1W)), a->ln1_mean, a->ln1_rstd, (int)N, C));
         /* now dres = d(loss)/d(residual into layer l) */
     }
-    ls_encoder_backward(G(m, 0), G(m, 1), m->dres, m->tokens, B, T, C);
+    PROF(encoder, ls_encoder_backward(G(m, 0), G(m, 1), m->dres, m->tokens, B, T, C));
     return LS_OK;
 }
 
@@ -379,7 +404,7 @@ int ls_model_kv_reset(ls_model *m) {
     const ls_model_config *c = &m->cfg;
     if (!m->kv) {
         size_t C = (size_t)c->d_model, L = (size_t)c->n_layer, T = (size_t)c->n_ctx;
-        size_t need = 2 * L * T * C + C + C + 3 * C + C + (size_t)c->d_ff + (size_t)c->n_head * T + (size_t)c->vocab + 2;
+        size_t need = 2 * L * T * C + C + C + 3 * C + C + 2 * (size_t)c->d_ff + (size_t)c->n_head * T + (size_t)c->vocab + 2;
         m->kv = ls_aligned_alloc(64, need * sizeof(float));
         if (!m->kv) return ls_err(LS_ENOMEM, "model: cannot allocate the KV cache");
         float *p = m->kv;
@@ -389,7 +414,7 @@ int ls_model_kv_reset(ls_model *m) {
         m->dec_ln = p, p += C;
         m->dec_qkv = p, p += 3 * C;
         m->dec_atty = p, p += C;
-        m->dec_fch = p, p += (size_t)c->d_ff;
+        m->dec_fch = p, p += 2 * (size_t)c->d_ff; /* pre- and post-GELU */
         m->dec_att = p, p += (size_t)c->n_head * T;
         m->dec_logits = p, p += (size_t)c->vocab;
         m->dec_mean = p, p += 2;
@@ -418,7 +443,7 @@ const float *ls_model_kv_step(ls_model *m, int token) {
     float scale = 1.0f / sqrtf((float)hs);
     for (int l = 0; l < L; l++) {
         ls_layernorm_forward(m->dec_ln, mean, rstd, x, P(m, LI(l, LT_LN1W)), P(m, LI(l, LT_LN1B)), 1, C);
-        ls_matmul_forward(m->dec_qkv, m->dec_ln, P(m, LI(l, LT_QKVW)), P(m, LI(l, LT_QKVB)), 1, C, 3 * C, 0);
+        ls_matmul_forward(m->dec_qkv, m->dec_ln, P(m, LI(l, LT_QKVW)), P(m, LI(l, LT_QKVB)), NULL, 1, C, 3 * C);
         float *kc = m->kv_k + (size_t)l * c->n_ctx * C, *vc = m->kv_v + (size_t)l * c->n_ctx * C;
         memcpy(kc + (size_t)t * C, m->dec_qkv + C, C * sizeof(float));
         memcpy(vc + (size_t)t * C, m->dec_qkv + 2 * C, C * sizeof(float));
@@ -448,15 +473,15 @@ const float *ls_model_kv_step(ls_model *m, int token) {
                 for (int i = 0; i < hs; i++) y[i] += p * v[i];
             }
         }
-        ls_matmul_forward(x, m->dec_atty, P(m, LI(l, LT_PROJW)), P(m, LI(l, LT_PROJB)), 1, C, C, 1);
+        ls_matmul_forward(x, m->dec_atty, P(m, LI(l, LT_PROJW)), P(m, LI(l, LT_PROJB)), x, 1, C, C);
         ls_layernorm_forward(m->dec_ln, mean, rstd, x, P(m, LI(l, LT_LN2W)), P(m, LI(l, LT_LN2B)), 1, C);
-        ls_matmul_forward(m->dec_fch, m->dec_ln, P(m, LI(l, LT_FCW)), P(m, LI(l, LT_FCB)), 1, C, F, 0);
-        ls_gelu_forward(m->dec_fch, m->dec_fch, F);
-        ls_matmul_forward(x, m->dec_fch, P(m, LI(l, LT_FCPW)), P(m, LI(l, LT_FCPB)), 1, F, C, 1);
+        ls_matmul_forward(m->dec_fch, m->dec_ln, P(m, LI(l, LT_FCW)), P(m, LI(l, LT_FCB)), NULL, 1, C, F);
+        ls_gelu_forward(m->dec_fch + F, m->dec_fch, F);
+        ls_matmul_forward(x, m->dec_fch + F, P(m, LI(l, LT_FCPW)), P(m, LI(l, LT_FCPB)), x, 1, F, C);
     }
     int tl = 2 + L * LT_COUNT;
     ls_layernorm_forward(m->dec_ln, mean, rstd, x, P(m, tl), P(m, tl + 1), 1, C);
-    ls_matmul_forward(m->dec_logits, m->dec_ln, P(m, 0), NULL, 1, C, V, 0);
+    ls_matmul_forward(m->dec_logits, m->dec_ln, P(m, 0), NULL, NULL, 1, C, V);
     m->kv_pos = t + 1;
     return m->dec_logits;
 }

@@ -20,12 +20,12 @@ void ls_layernorm_forward(float *out, float *mean, float *rstd, const float *inp
 void ls_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
                            const float *mean, const float *rstd, int N, int C);
 
-/* out (N,OC) = inp (N,IC) · wᵀ (w is (OC,IC)) + bias (OC; may be NULL). With
- * accumulate != 0 the result is added to what out holds: this is the residual layer,
- * fused (out = residual + x·Wᵀ + b); its backward is the identity, so the model passes
- * the residual stream's gradient through unchanged. */
-void ls_matmul_forward(float *out, const float *inp, const float *w, const float *bias, int N, int IC, int OC,
-                       int accumulate);
+/* out (N,OC) = residual (N,OC) + inp (N,IC) · wᵀ + bias (OC), w is (OC,IC); bias and
+ * residual may be NULL, residual may be out itself. The residual operand is the residual
+ * layer, fused: its backward is the identity, so the model passes the residual stream's
+ * gradient through unchanged. */
+void ls_matmul_forward(float *out, const float *inp, const float *w, const float *bias, const float *residual, int N,
+                       int IC, int OC);
 /* dinp (N,IC) += dout·w; dw (OC,IC) += doutᵀ·inp; dbias (OC) += column sums of dout.
  * dinp may be NULL (not needed). */
 void ls_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
@@ -49,6 +49,13 @@ float ls_softmax_xent_forward(float *probs, float *losses, const float *logits, 
                               int *n_valid);
 /* dlogits (N,V) += (probs - onehot(target)) · dloss for rows with a valid target. */
 void ls_softmax_xent_backward(float *dlogits, const float *probs, const int *targets, float dloss, int N, int V);
+
+/* C (M,N) = alpha·op(A)·op(B) + beta·C (row-major cblas_sgemm; trans_* != 0 transposes)
+ * with the rows of C split over the OpenMP threads, each block one single-threaded
+ * sgemm. Every matmul of the model goes through here (attention calls cblas_sgemm
+ * directly, one head per thread). */
+void ls_sgemm_rows(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                   int ldb, float beta, float *C, int ldc);
 
 /* Limits OpenBLAS to one thread (for sgemm calls inside OpenMP loops) and returns the
  * previous count for ls_blas_threads_pop. */

@@ -3,6 +3,7 @@
 #include "llmsys/model.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 ls_adamw_config ls_adamw_defaults(void) {
@@ -53,7 +54,10 @@ float ls_model_grad_norm(ls_model *m) {
 }
 
 /* Weight decay applies to every 2-D tensor (wte, wpe and the four Linear weights per
- * layer, as in GPT-2/nanoGPT) and never to biases or LayerNorm parameters. */
+ * layer, as in GPT-2/nanoGPT) and never to biases or LayerNorm parameters. The update
+ * runs as one parallel loop over fixed chunks of the flat buffers (one barrier per step,
+ * not one per tensor). */
+#define ADAM_CHUNK 16384
 float ls_model_adamw_step(ls_model *m, const ls_adamw_config *c, int step) {
     float norm = ls_model_grad_norm(m);
     float gscale = 1.0f;
@@ -62,22 +66,53 @@ float ls_model_adamw_step(ls_model *m, const ls_adamw_config *c, int step) {
     float lr = ls_lr_at(c, step);
     int t = step + 1;
     float bc1 = 1.0f - powf(c->beta1, (float)t), bc2 = 1.0f - powf(c->beta2, (float)t);
+    float b1 = c->beta1, b2 = c->beta2, eps = c->eps;
+    float *w = ls_model_params(m), *gr = ls_model_grads(m), *am = ls_model_adam_m(m), *av = ls_model_adam_v(m);
+    /* chunk list: (start, end, decay) never crossing a tensor boundary */
     int nt = ls_model_num_tensors(m);
+    long nchunk = 0;
+    for (int i = 0; i < nt; i++) nchunk += (long)((ls_model_tensor(m, i).numel + ADAM_CHUNK - 1) / ADAM_CHUNK);
+    size_t *c0 = malloc((size_t)nchunk * sizeof *c0), *c1 = malloc((size_t)nchunk * sizeof *c1);
+    float *cwd = malloc((size_t)nchunk * sizeof *cwd);
+    if (!c0 || !c1 || !cwd) { /* one chunk per tensor, serially */
+        free(c0), free(c1), free(cwd);
+        c0 = c1 = NULL;
+        cwd = NULL;
+    }
+    long k = 0;
     for (int i = 0; i < nt; i++) {
         ls_param p = ls_model_tensor(m, i);
-        float wd = p.ndim == 2 ? c->weight_decay : 0.0f;
-        float b1 = c->beta1, b2 = c->beta2, eps = c->eps;
-        long n = (long)p.numel;
-#pragma omp parallel for schedule(static)
-        for (long j = 0; j < n; j++) {
-            float g = p.grad[j] * gscale;
-            float mm = b1 * p.adam_m[j] + (1.0f - b1) * g;
-            float vv = b2 * p.adam_v[j] + (1.0f - b2) * g * g;
-            p.adam_m[j] = mm;
-            p.adam_v[j] = vv;
-            float mhat = mm / bc1, vhat = vv / bc2;
-            p.data[j] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * p.data[j]);
+        size_t off = (size_t)(p.data - w);
+        for (size_t j = 0; j < p.numel; j += ADAM_CHUNK) {
+            size_t e = j + ADAM_CHUNK < p.numel ? j + ADAM_CHUNK : p.numel;
+            float wd = p.ndim == 2 ? c->weight_decay : 0.0f;
+            if (cwd) {
+                c0[k] = off + j, c1[k] = off + e, cwd[k] = wd;
+            } else {
+                for (size_t q = off + j; q < off + e; q++) {
+                    float g = gr[q] * gscale;
+                    am[q] = b1 * am[q] + (1.0f - b1) * g;
+                    av[q] = b2 * av[q] + (1.0f - b2) * g * g;
+                    w[q] -= lr * ((am[q] / bc1) / (sqrtf(av[q] / bc2) + eps) + wd * w[q]);
+                }
+            }
+            k++;
         }
     }
+    if (cwd) {
+#pragma omp parallel for schedule(static)
+        for (long q = 0; q < nchunk; q++) {
+            float wd = cwd[q];
+            for (size_t j = c0[q]; j < c1[q]; j++) {
+                float g = gr[j] * gscale;
+                float mm = b1 * am[j] + (1.0f - b1) * g;
+                float vv = b2 * av[j] + (1.0f - b2) * g * g;
+                am[j] = mm;
+                av[j] = vv;
+                w[j] -= lr * ((mm / bc1) / (sqrtf(vv / bc2) + eps) + wd * w[j]);
+            }
+        }
+    }
+    free(c0), free(c1), free(cwd);
     return norm;
 }

@@ -120,7 +120,7 @@ static int add_dir(builder *b, const char *dir, int depth, int *added) {
         n++;
     }
     closedir(d);
-    if (rc == LS_OK) qsort(names, n, sizeof *names, cmp_str);
+    if (rc == LS_OK && n > 1) qsort(names, n, sizeof *names, cmp_str);
     for (size_t i = 0; rc == LS_OK && i < n && b->bytes < b->max_bytes; i++) {
         size_t len = strlen(dir) + strlen(names[i]) + 2;
         char *p = malloc(len);

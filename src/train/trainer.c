@@ -52,6 +52,11 @@ char *ls_train_config_to_json(const ls_train_config *c) {
     cJSON_AddNumberToObject(j, "steps", c->steps);
     cJSON_AddStringToObject(j, "seed", seed);
     cJSON_AddNumberToObject(j, "shards", c->shards);
+    if (c->data_hash) {
+        char dh[32];
+        snprintf(dh, sizeof dh, "%016" PRIx64, c->data_hash);
+        cJSON_AddStringToObject(j, "data_hash", dh);
+    }
     cJSON_AddNumberToObject(j, "lr", c->opt.lr);
     cJSON_AddNumberToObject(j, "beta1", c->opt.beta1);
     cJSON_AddNumberToObject(j, "beta2", c->opt.beta2);
@@ -88,6 +93,14 @@ int ls_train_config_from_json(const char *json, ls_train_config *c) {
         unsigned long long v = strtoull(seed, &end, 10);
         if (!*seed || *end) rc = ls_err(LS_EFORMAT, "llmsys.train: bad seed '%s'", seed);
         else c->seed = v;
+    }
+    const char *dh = NULL;
+    if (rc == LS_OK) rc = ls_json_get_string(j, "data_hash", NULL, &dh);
+    if (rc == LS_OK && dh) {
+        char *end;
+        unsigned long long v = strtoull(dh, &end, 16);
+        if (!*dh || *end) rc = ls_err(LS_EFORMAT, "llmsys.train: bad data_hash '%s'", dh);
+        else c->data_hash = v;
     }
     if (rc == LS_OK) rc = get_float(j, "lr", &c->opt.lr);
     if (rc == LS_OK) rc = get_float(j, "beta1", &c->opt.beta1);
@@ -207,6 +220,8 @@ int ls_trainer_set_shards(ls_trainer *t, int shards) {
     return LS_OK;
 }
 
+void ls_trainer_set_data_hash(ls_trainer *t, uint64_t h) { t->tc.data_hash = h; }
+
 int ls_trainer_step(ls_trainer *t, ls_batch_source *src, float *loss, float *grad_norm) {
     int N = ls_dist_size(t->d), r = ls_dist_rank(t->d), T = t->tc.seq;
     float l = NAN;
@@ -258,9 +273,10 @@ int ls_eval_tokens(ls_model *m, const uint16_t *tokens, size_t n, int T, int B, 
     memset(r, 0, sizeof *r);
     if (T < 1 || T > ls_model_cfg(m)->n_ctx) return ls_err(LS_EINVAL, "eval seq %d outside [1, %d]", T, ls_model_cfg(m)->n_ctx);
     if (B < 1) return ls_err(LS_EINVAL, "eval batch must be >= 1");
-    if (max_tokens > 0 && max_tokens + 1 < n) n = max_tokens + 1;
-    size_t windows = n > 0 ? (n - 1) / (size_t)T : 0;
-    if (windows == 0) return ls_err(LS_EINVAL, "too little data to evaluate: %zu tokens, need at least %d", n, T + 1);
+    size_t avail = n > 0 ? (n - 1) / (size_t)T : 0, windows = avail;
+    if (avail == 0) return ls_err(LS_EINVAL, "too little data to evaluate: %zu tokens, need at least %d", n, T + 1);
+    /* a cap takes windows evenly spread over the whole text, not its beginning */
+    if (max_tokens > 0 && max_tokens / (size_t)T < avail) windows = max_tokens / (size_t)T > 0 ? max_tokens / (size_t)T : 1;
     int *tok = malloc((size_t)B * (size_t)T * sizeof(int)), *tgt = malloc((size_t)B * (size_t)T * sizeof(int));
     if (!tok || !tgt) {
         free(tok);
@@ -274,7 +290,7 @@ int ls_eval_tokens(ls_model *m, const uint16_t *tokens, size_t n, int T, int B, 
         size_t counted = 0;
         for (int i = 0; i < b; i++)
             for (int k = 0; k < T; k++) {
-                size_t p = (w + (size_t)i) * (size_t)T + (size_t)k;
+                size_t p = ((w + (size_t)i) * avail / windows) * (size_t)T + (size_t)k;
                 tok[i * T + k] = tokens[p];
                 int y = tokens[p + 1];
                 /* BOS always follows EOS: predicting it carries no information about the text */

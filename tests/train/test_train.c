@@ -132,8 +132,10 @@ static void test_train_config_json(void) {
     a.seed = 0xFFFFFFFFFFFFFFF1ull;
     a.shards = 6;
     a.opt.weight_decay = 0.01f;
+    a.data_hash = 0x8000000000000001ull;
     char *j = ls_train_config_to_json(&a);
     CHECK(j && ls_train_config_from_json(j, &b) == LS_OK);
+    CHECK(b.data_hash == a.data_hash);
     CHECK(b.seed == a.seed && b.steps == 77 && b.shards == 6 && b.batch == a.batch && b.seq == a.seq);
     CHECK(b.opt.lr == a.opt.lr && b.opt.weight_decay == a.opt.weight_decay && b.opt.beta2 == a.opt.beta2);
     free(j);

@@ -1,0 +1,281 @@
+/*
+ * steal.h - model-extraction audit: victims behind an HTTP prediction API, a black-box
+ * attack that builds a DNN replica from label (or probability) answers only, its
+ * evaluation, and a PRADA-style detector in the victim server.
+ *
+ * After ML-Stealer (REFERENCES.md section 6): synthetic data generation + replica DNN
+ * training with no access to the victim's data or type; the published metric is label
+ * agreement between replica and victim on held-out natural test data. Peers whose ideas the
+ * attack uses: Papernot et al. 2017 (Jacobian-based augmentation x + lambda*sign(grad)),
+ * Tramer et al. 2016 (adaptive retraining for label-only APIs), ActiveThief (selection by
+ * replica uncertainty). Defence: PRADA (Juuti et al. 2019), Shapiro-Wilk W over the
+ * growing set of minimum distances between a client's queries.
+ *
+ * Typical audit, all over HTTP:
+ *
+ *     ls_steal_data tr, te;
+ *     ls_steal_dataset_open("fmnist", 20000, &tr, &te);           // or a CSV path
+ *     ls_victim *v; ls_victim_opts vo; ls_victim_opts_default(&vo, LS_VICTIM_MLP);
+ *     ls_victim_train(&vo, &tr, &v);
+ *     ls_victim_server *srv; ls_victim_server_opts so; ls_victim_server_opts_default(&so);
+ *     ls_victim_server_start(v, &so, &srv);                       // port 0: any free port
+ *     ls_steal_client *cl; ls_steal_client_init("http://127.0.0.1:PORT/predict", "key", 10, &cl);
+ *     ls_steal_opts ao; ls_steal_opts_default(&ao); ... shape, range, classes, budget ...
+ *     ls_replica *r; ls_steal_result res; ls_steal_run(&ao, ls_steal_client_oracle(cl), &r, &res);
+ *
+ * Every function returns LS_OK or a negative ls_status with a message (core.h).
+ */
+#ifndef LLMSYS_STEAL_H
+#define LLMSYS_STEAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct cJSON;
+
+/* ---------------------------------------------------------------- datasets */
+
+/* A labelled table: n rows of d features (row-major floats), labels in [0, k). Inputs are
+ * normalised to [lo, hi] (the victim API's declared input range). c*h*w == d gives the
+ * declared input shape (c = h = 1, w = d for tables). */
+typedef struct {
+    int64_t n;
+    int d, k;
+    int c, h, w;
+    float lo, hi;
+    float *x;   /* n*d, owned */
+    int32_t *y; /* n, owned */
+    char name[64];
+} ls_steal_data;
+
+/* Allocates n x d (zeroed), shape (1,1,d), range [0,1]. */
+int ls_steal_data_alloc(ls_steal_data *d, int64_t n, int dim, int k);
+void ls_steal_data_free(ls_steal_data *d);
+/* Reads a gzipped (or plain) idx image file (magic 0x00000803, uint8, dims n x h x w) and
+ * its idx label file (0x00000801); pixels scaled to [0,1]. At most max_n rows (0 = all).
+ * Errors name the file and what is wrong (magic, dims, truncation, label/image mismatch). */
+int ls_steal_idx_load(const char *images_path, const char *labels_path, int64_t max_n, ls_steal_data *out);
+/* Reads a numeric CSV: features then a label column; an optional header line (detected
+ * when its fields are not numbers). Labels (any numbers) are remapped to 0..k-1 in sorted
+ * order. Features are kept raw (use ls_steal_data_normalize). */
+int ls_steal_csv_load(const char *path, ls_steal_data *out);
+/* Writes features and label as CSV with a header (f0,...,label). Atomic. */
+int ls_steal_csv_write(const char *path, const ls_steal_data *d);
+/* Deterministic shuffled split: test gets round(test_frac * n) rows. */
+int ls_steal_data_split(const ls_steal_data *all, double test_frac, uint64_t seed, ls_steal_data *train,
+                        ls_steal_data *test);
+/* Random subset of n rows (all rows when n >= src->n), deterministic in seed. */
+int ls_steal_data_subset(const ls_steal_data *src, int64_t n, uint64_t seed, ls_steal_data *out);
+/* Per-feature min-max scaling to [lo, hi] with the train set's statistics; test (may be NULL)
+ * is scaled with the same statistics and clipped into range. */
+void ls_steal_data_normalize(ls_steal_data *train, ls_steal_data *test, float lo, float hi);
+/* Reproducible synthetic tables (so the benchmark needs no download):
+ *   "blobs": make_classification-style - k classes, each a mixture of 2 Gaussian clusters at
+ *            random hypercube vertices in 'inf' informative dims, plus linear combinations
+ *            (redundant) and noise dims, 3% label noise.
+ *   "rings": nonlinear - k classes by the quantiles of the radius of a Gaussian point
+ *            (make_gaussian_quantiles-style), plus noise dims.
+ * Features are raw; normalise after splitting. */
+int ls_steal_make_table(const char *kind, int64_t n, int d, int k, uint64_t seed, ls_steal_data *out);
+/* Opens a dataset by spec and splits it into train/test, normalised to [0,1]:
+ *   "fmnist" or "fmnist:DIR": Debian's Fashion-MNIST idx files (train 60k / test 10k);
+ *   "blobs" / "rings": the built-in synthetic tables (reproducible, seed fixed);
+ *   any other string: a CSV path (80/20 split with a fixed seed).
+ * max_train > 0 caps the train rows (a deterministic subset); test is always the full test
+ * split. */
+int ls_steal_dataset_open(const char *spec, int64_t max_train, ls_steal_data *train, ls_steal_data *test);
+
+/* ---------------------------------------------------------------- victims */
+
+typedef enum {
+    LS_VICTIM_LOGREG = 0,
+    LS_VICTIM_SVM,
+    LS_VICTIM_TREE,
+    LS_VICTIM_FOREST,
+    LS_VICTIM_KNN,
+    LS_VICTIM_NB,
+    LS_VICTIM_MLP,
+    LS_VICTIM_COUNT
+} ls_victim_type;
+
+/* "logreg", "svm", ... and back (-1 when unknown). */
+const char *ls_victim_type_name(int type);
+int ls_victim_type_parse(const char *s);
+
+typedef struct {
+    int type;
+    uint64_t seed;
+    int epochs;        /* logreg/svm/mlp passes over the data */
+    int max_depth;     /* tree/forest */
+    int min_leaf;      /* tree/forest: fewest rows in a leaf */
+    int trees;         /* forest */
+    int knn_k;         /* knn neighbours */
+    int64_t knn_ref;   /* knn: reference rows kept (subsampled for prediction speed) */
+    int hidden;        /* mlp hidden width */
+    int verbose;       /* progress bar */
+} ls_victim_opts;
+
+typedef struct ls_victim ls_victim;
+
+void ls_victim_opts_default(ls_victim_opts *o, int type);
+/* Trains a victim on train (rows in [lo,hi]); *out is owned by the caller. */
+int ls_victim_train(const ls_victim_opts *o, const ls_steal_data *train, ls_victim **out);
+void ls_victim_free(ls_victim *v);
+/* Class probabilities (n*k; rows sum to 1). Reentrant: safe from several threads. */
+int ls_victim_predict_proba(const ls_victim *v, const float *x, int64_t n, float *proba);
+/* Arg-max labels. */
+int ls_victim_predict(const ls_victim *v, const float *x, int64_t n, int32_t *labels);
+/* Fraction of rows of d whose predicted label equals d->y. */
+int ls_victim_accuracy(const ls_victim *v, const ls_steal_data *d, double *acc);
+int ls_victim_kind(const ls_victim *v);
+/* Input dim, classes, declared range and shape. */
+void ls_victim_info(const ls_victim *v, int *d, int *k, float *lo, float *hi, int shape[3]);
+/* victim.bin: magic "LSVICTIM", version, type, dims, payload, XXH3 checksum. Atomic write;
+ * load validates everything and names the file on error. */
+int ls_victim_save(const ls_victim *v, const char *path);
+int ls_victim_load(const char *path, ls_victim **out);
+
+/* ---------------------------------------------------------------- PRADA detector */
+
+/* Shapiro-Wilk W of x[0..n) (3 <= n <= 5000), coefficients by Royston's (1992, AS R94)
+ * approximation; *pval (may be NULL) from Royston's normalising transform. */
+int ls_shapiro_wilk(const double *x, int n, double *w, double *pval);
+
+typedef enum { LS_PRADA_OFF = 0, LS_PRADA_LOG, LS_PRADA_THROTTLE, LS_PRADA_REFUSE } ls_prada_mode;
+const char *ls_prada_mode_name(int mode);
+int ls_prada_mode_parse(const char *s);
+
+typedef struct {
+    double delta;   /* flag when W < delta */
+    int min_dists;  /* need this many distances before testing */
+    int window;     /* test the latest window distances (<= 5000) */
+    int max_set;    /* cap on the growing set per class (oldest evicted) */
+} ls_prada_opts;
+
+typedef struct ls_prada ls_prada;
+void ls_prada_opts_default(ls_prada_opts *o);
+int ls_prada_init(const ls_prada_opts *o, int d, int k, ls_prada **out);
+void ls_prada_free(ls_prada *p);
+/* Feeds n queries with their predicted labels. Returns 1 when the client is (now or was
+ * before) flagged, 0 if not, negative on error. Tests W once per call (per request). */
+int ls_prada_observe(ls_prada *p, const float *x, const int32_t *labels, int n);
+/* Queries seen, queries seen when first flagged (-1 never), latest W (1 before testing). */
+void ls_prada_state(const ls_prada *p, int64_t *queries, int64_t *flagged_at, double *last_w);
+
+/* ---------------------------------------------------------------- the prediction API */
+
+typedef struct {
+    int port;             /* 0: any free port (see ls_victim_server_port) */
+    int output_proba;     /* 1: answer probabilities, 0: labels only */
+    int64_t budget;       /* per-client query budget (inputs), <= 0 unlimited */
+    double rate_qps;      /* per-client token bucket refill, inputs per second, <= 0 unlimited */
+    double burst;         /* token bucket size (inputs) */
+    int max_batch;        /* inputs per request */
+    size_t max_body;      /* bytes per request */
+    const char *log_path; /* query log (JSON lines), NULL none */
+    int prada_mode;       /* ls_prada_mode */
+    ls_prada_opts prada;
+    double throttle_s;    /* THROTTLE: delay per request of a flagged client */
+    const char *admin_key;/* X-API-Key exempt from budget, rate and detector (auditor), NULL none */
+} ls_victim_server_opts;
+
+typedef struct ls_victim_server ls_victim_server;
+
+void ls_victim_server_opts_default(ls_victim_server_opts *o);
+/* Starts serving v (borrowed; must outlive the server) on 127.0.0.1 and all interfaces:
+ *   POST /predict  {"inputs": [[...], ...]} -> {"labels": [...]} or {"probs": [[...]], "labels": [...]}
+ *   GET  /info     {"input_shape":[c,h,w], "input_range":[lo,hi], "classes":k, "output":"label|proba"}
+ *   GET  /stats    per-client queries, budget left, PRADA W and flag
+ * Bad requests get a 4xx JSON {"error": "..."}; the server keeps serving. */
+int ls_victim_server_start(const ls_victim *v, const ls_victim_server_opts *o, ls_victim_server **out);
+int ls_victim_server_port(const ls_victim_server *s);
+/* Stats of one client (by API key or address): -1 values when unknown. */
+int ls_victim_server_client(ls_victim_server *s, const char *client, int64_t *queries, int64_t *flagged_at,
+                            double *last_w);
+/* The whole /stats object (caller frees with cJSON_Delete). */
+struct cJSON *ls_victim_server_stats(ls_victim_server *s);
+void ls_victim_server_stop(ls_victim_server *s);
+
+/* ---------------------------------------------------------------- the attacker's side */
+
+/* An oracle answers n inputs with labels (always) and probabilities (proba non-NULL and the
+ * API gives them: *got_proba = 1). Returns LS_OK or a negative status with a message. */
+typedef struct {
+    void *ctx;
+    int (*query)(void *ctx, const float *x, int n, int32_t *labels, float *proba, int *got_proba);
+} ls_steal_oracle;
+
+typedef struct ls_steal_client ls_steal_client;
+/* HTTP/1.1 client over plain sockets for URL "http://host:port/path". api_key (may be NULL)
+ * goes in X-API-Key. timeout_s bounds connect, send and each receive. d and k: the expected
+ * input width and class count (answers with another class count are an error). */
+int ls_steal_client_init(const char *url, const char *api_key, double timeout_s, int d, int k,
+                         ls_steal_client **out);
+void ls_steal_client_free(ls_steal_client *c);
+int ls_steal_client_query(ls_steal_client *c, const float *x, int n, int32_t *labels, float *proba,
+                          int *got_proba);
+/* GET of another path on the same host (e.g. "/stats"); *body owned by caller. */
+int ls_steal_client_get(ls_steal_client *c, const char *path, int *status, char **body);
+ls_steal_oracle ls_steal_client_oracle(ls_steal_client *c);
+/* Requests sent, inputs answered. */
+void ls_steal_client_counts(const ls_steal_client *c, int64_t *requests, int64_t *inputs);
+
+/* A replica: an MLP d -> h1 -> h2 -> k (ReLU), saved as safetensors (fc{i}.w (out,in),
+ * fc{i}.b, metadata "llmsys.steal" = JSON with shape, range, classes). */
+typedef struct ls_replica ls_replica;
+int ls_replica_save(const ls_replica *r, const char *path, const char *meta_json);
+int ls_replica_load(const char *path, ls_replica **out);
+void ls_replica_free(ls_replica *r);
+int ls_replica_predict(const ls_replica *r, const float *x, int64_t n, int32_t *labels);
+void ls_replica_info(const ls_replica *r, int *d, int *k);
+
+typedef enum {
+    LS_STEAL_SYNTH = 0, /* our synthetic generation (seeds, Jacobian, boundary, active) */
+    LS_STEAL_RANDOM,    /* baseline: uniform random inputs in range */
+    LS_STEAL_NATURAL,   /* upper reference: real samples (opts.natural) labelled by the victim */
+} ls_steal_strategy;
+
+typedef struct {
+    int c, h, w;        /* declared input shape */
+    float lo, hi;       /* declared input range */
+    int k;              /* classes */
+    int64_t budget;     /* queries, never exceeded */
+    int strategy;       /* ls_steal_strategy */
+    const ls_steal_data *natural; /* LS_STEAL_NATURAL only */
+    uint64_t seed;
+    int batch;          /* inputs per HTTP request */
+    int hidden1, hidden2;
+    int final_epochs;   /* epochs of the last replica fit */
+    int use_proba;      /* use probabilities when the API gives them */
+    int verbose;        /* progress bar */
+} ls_steal_opts;
+
+typedef struct {
+    int64_t queries;      /* answered queries spent */
+    int rounds;
+    int used_proba;
+    int stopped_early;    /* the oracle failed; replica trained on what was gathered */
+    char error[256];      /* the oracle's message when stopped_early */
+    double seconds;
+    int64_t class_count[64]; /* answered labels per class (first 64 classes) */
+} ls_steal_result;
+
+void ls_steal_opts_default(ls_steal_opts *o);
+/* Runs the attack against oracle; *out (the replica) is set whenever at least one answer
+ * was gathered, even when the oracle fails midway (then res->stopped_early = 1 and the
+ * return is LS_OK); fails only when nothing could be learned. Never sends more than
+ * o->budget inputs. */
+int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **out, ls_steal_result *res);
+
+/* Agreement of replica and victim labels (vlabels) on test, and replica accuracy on test->y. */
+int ls_steal_agreement(const ls_replica *r, const ls_steal_data *test, const int32_t *vlabels, double *agreement,
+                       double *accuracy);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LLMSYS_STEAL_H */

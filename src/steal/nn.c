@@ -1,0 +1,239 @@
+/* nn.c - a small dense ReLU MLP with softmax cross-entropy on soft targets and Adam; the
+ * victim "mlp" and the attacker's replica. Every matmul is one cblas_sgemm. */
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llmsys/core.h"
+#include "steal/internal.h"
+
+int ls_mlp_init(ls_mlp *m, int nl, const int *sizes, uint64_t seed) {
+    memset(m, 0, sizeof *m);
+    if (nl < 1 || nl > MLP_MAX_LAYERS) return ls_err(LS_EINVAL, "mlp: %d layers (1..%d)", nl, MLP_MAX_LAYERS);
+    m->nl = nl;
+    int64_t np = 0;
+    for (int l = 0; l <= nl; l++) {
+        if (sizes[l] <= 0 || sizes[l] > (1 << 20)) return ls_err(LS_EINVAL, "mlp: layer size %d", sizes[l]);
+        m->sizes[l] = sizes[l];
+    }
+    for (int l = 0; l < nl; l++) np += (int64_t)sizes[l + 1] * sizes[l] + sizes[l + 1];
+    m->np = np;
+    m->p = ls_aligned_calloc(64, sizeof(float) * (size_t)np);
+    m->g = ls_aligned_calloc(64, sizeof(float) * (size_t)np);
+    m->m = ls_aligned_calloc(64, sizeof(float) * (size_t)np);
+    m->v = ls_aligned_calloc(64, sizeof(float) * (size_t)np);
+    if (!m->p || !m->g || !m->m || !m->v) {
+        ls_mlp_free(m);
+        return ls_err(LS_ENOMEM, "mlp: out of memory for %lld params", (long long)np);
+    }
+    ls_rng r;
+    ls_rng_seed(&r, seed);
+    int64_t off = 0;
+    for (int l = 0; l < nl; l++) {
+        int in = sizes[l], out = sizes[l + 1];
+        m->W[l] = m->p + off;
+        m->gW[l] = m->g + off;
+        off += (int64_t)in * out;
+        m->b[l] = m->p + off;
+        m->gb[l] = m->g + off;
+        off += out;
+        /* He initialisation for ReLU layers. */
+        float s = sqrtf(2.0f / (float)in);
+        for (int64_t i = 0; i < (int64_t)in * out; i++) m->W[l][i] = s * ls_rng_normal(&r);
+    }
+    return LS_OK;
+}
+
+void ls_mlp_free(ls_mlp *m) {
+    ls_aligned_free(m->p);
+    ls_aligned_free(m->g);
+    ls_aligned_free(m->m);
+    ls_aligned_free(m->v);
+    memset(m, 0, sizeof *m);
+}
+
+void ls_softmax_rows(float *z, int64_t n, int k) {
+    for (int64_t i = 0; i < n; i++) {
+        float *r = z + i * k, mx = r[0], s = 0;
+        for (int j = 1; j < k; j++) mx = r[j] > mx ? r[j] : mx;
+        for (int j = 0; j < k; j++) {
+            r[j] = expf(r[j] - mx);
+            s += r[j];
+        }
+        for (int j = 0; j < k; j++) r[j] /= s;
+    }
+}
+
+/* Forward pass of n rows; acts[l] (n x sizes[l]) holds each layer's input (acts[0] = x),
+ * acts[nl] the logits. Hidden activations are post-ReLU. */
+static void forward(const ls_mlp *m, const float *x, int n, float **acts) {
+    acts[0] = (float *)x;
+    for (int l = 0; l < m->nl; l++) {
+        int in = m->sizes[l], out = m->sizes[l + 1];
+        float *y = acts[l + 1];
+        for (int i = 0; i < n; i++) memcpy(y + (size_t)i * out, m->b[l], sizeof(float) * (size_t)out);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out, in, 1.0f, acts[l], in, m->W[l], in, 1.0f, y, out);
+        if (l < m->nl - 1)
+            for (size_t i = 0; i < (size_t)n * out; i++) y[i] = y[i] > 0 ? y[i] : 0;
+    }
+}
+
+/* Backward from dlogits (n x k, overwritten as scratch); accumulates parameter grads when
+ * grads != 0, and writes the input gradient to dx when non-NULL. */
+static void backward(ls_mlp *m, int n, float **acts, float *dlogits, float **scratch, float *dx, int grads) {
+    float *dy = dlogits;
+    for (int l = m->nl - 1; l >= 0; l--) {
+        int in = m->sizes[l], out = m->sizes[l + 1];
+        if (grads) {
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, n, 1.0f, dy, out, acts[l], in, 1.0f, m->gW[l], in);
+            for (int i = 0; i < n; i++)
+                for (int j = 0; j < out; j++) m->gb[l][j] += dy[(size_t)i * out + j];
+        }
+        if (l == 0 && !dx) break;
+        float *dprev = l == 0 ? dx : scratch[l];
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, in, out, 1.0f, dy, out, m->W[l], in, 0.0f, dprev, in);
+        if (l > 0)
+            for (size_t i = 0; i < (size_t)n * in; i++)
+                if (acts[l][i] <= 0) dprev[i] = 0;
+        dy = dprev;
+    }
+}
+
+/* Workspace for a batch of up to n rows: activations and backward scratch per layer. */
+typedef struct {
+    float *buf;
+    float *acts[MLP_MAX_LAYERS + 1];
+    float *scratch[MLP_MAX_LAYERS + 1];
+    float *dlog;
+} workspace;
+
+static int ws_init(workspace *w, const ls_mlp *m, int n) {
+    memset(w, 0, sizeof *w);
+    size_t tot = 0;
+    for (int l = 1; l <= m->nl; l++) tot += 2 * (size_t)n * m->sizes[l];
+    tot += (size_t)n * m->sizes[m->nl];
+    w->buf = malloc(sizeof(float) * tot);
+    if (!w->buf) return ls_err(LS_ENOMEM, "mlp: out of memory for workspace");
+    float *p = w->buf;
+    for (int l = 1; l <= m->nl; l++) {
+        w->acts[l] = p;
+        p += (size_t)n * m->sizes[l];
+        w->scratch[l] = p;
+        p += (size_t)n * m->sizes[l];
+    }
+    w->dlog = p;
+    return LS_OK;
+}
+
+int ls_mlp_logits(const ls_mlp *m, const float *x, int64_t n, float *logits) {
+    enum { CH = 512 };
+    workspace w;
+    LS_TRY(ws_init(&w, m, CH));
+    int d = m->sizes[0], k = m->sizes[m->nl];
+    for (int64_t i = 0; i < n; i += CH) {
+        int b = (int)(n - i < CH ? n - i : CH);
+        forward(m, x + i * d, b, w.acts);
+        memcpy(logits + i * k, w.acts[m->nl], sizeof(float) * (size_t)b * k);
+    }
+    free(w.buf);
+    return LS_OK;
+}
+
+int ls_mlp_input_grad(const ls_mlp *m, const float *x, int n, const float *dlogits, float *dx) {
+    workspace w;
+    LS_TRY(ws_init(&w, m, n));
+    int k = m->sizes[m->nl];
+    forward(m, x, n, w.acts);
+    memcpy(w.dlog, dlogits, sizeof(float) * (size_t)n * k);
+    backward((ls_mlp *)m, n, w.acts, w.dlog, w.scratch, dx, 0);
+    free(w.buf);
+    return LS_OK;
+}
+
+int ls_mlp_fit(ls_mlp *m, const float *x, const float *targets, const float *weights, int64_t n,
+               const ls_mlp_fit_opts *o, double *loss) {
+    if (n <= 0) return ls_err(LS_EINVAL, "mlp: no training rows");
+    int d = m->sizes[0], k = m->sizes[m->nl];
+    int bs = o->batch > 0 ? o->batch : 128;
+    if (bs > n) bs = (int)n;
+    workspace w;
+    LS_TRY(ws_init(&w, m, bs));
+    float *xb = malloc(sizeof(float) * (size_t)bs * d);
+    int *perm = malloc(sizeof(int) * (size_t)n);
+    if (!xb || !perm) {
+        free(w.buf);
+        free(xb);
+        free(perm);
+        return ls_err(LS_ENOMEM, "mlp: out of memory");
+    }
+    for (int64_t i = 0; i < n; i++) perm[i] = (int)i;
+    ls_rng r;
+    ls_rng_seed(&r, o->seed);
+    ls_progress pg;
+    int64_t steps_per_epoch = (n + bs - 1) / bs, total = steps_per_epoch * o->epochs, t = 0;
+    if (o->verbose) ls_progress_start(&pg, o->label ? o->label : "train", total);
+    const float b1 = 0.9f, b2 = 0.999f, eps = 1e-8f;
+    double ep_loss = 0;
+    for (int ep = 0; ep < o->epochs; ep++) {
+        ls_rng_shuffle_int(&r, perm, (size_t)n);
+        ep_loss = 0;
+        double wsum = 0;
+        for (int64_t s = 0; s < n; s += bs) {
+            int b = (int)(n - s < bs ? n - s : bs);
+            for (int i = 0; i < b; i++) {
+                const float *src = x + (int64_t)perm[s + i] * d;
+                float *dst = xb + (size_t)i * d;
+                if (o->input_noise > 0) {
+                    for (int j = 0; j < d; j++) {
+                        float v = src[j] + o->input_noise * ls_rng_normal(&r);
+                        dst[j] = v < o->lo ? o->lo : v > o->hi ? o->hi : v;
+                    }
+                } else {
+                    memcpy(dst, src, sizeof(float) * (size_t)d);
+                }
+            }
+            forward(m, xb, b, w.acts);
+            float *z = w.acts[m->nl];
+            double bw = 0;
+            for (int i = 0; i < b; i++) bw += weights ? weights[perm[s + i]] : 1.0;
+            for (int i = 0; i < b; i++) {
+                float *zi = z + (size_t)i * k, *dl = w.dlog + (size_t)i * k;
+                const float *ti = targets + (int64_t)perm[s + i] * k;
+                float wi = weights ? weights[perm[s + i]] : 1.0f;
+                float mx = zi[0], sum = 0;
+                for (int j = 1; j < k; j++) mx = zi[j] > mx ? zi[j] : mx;
+                for (int j = 0; j < k; j++) sum += expf(zi[j] - mx);
+                float lse = mx + logf(sum);
+                for (int j = 0; j < k; j++) {
+                    float pj = expf(zi[j] - lse);
+                    if (ti[j] > 0) ep_loss += wi * ti[j] * (lse - zi[j]);
+                    dl[j] = (float)(wi * (pj - ti[j]) / bw);
+                }
+            }
+            wsum += bw;
+            memset(m->g, 0, sizeof(float) * (size_t)m->np);
+            backward(m, b, w.acts, w.dlog, w.scratch, NULL, 1);
+            /* Adam with decoupled weight decay; lr decays linearly over this call. */
+            double frac = total > 1 ? (double)t / (double)(total - 1) : 1.0;
+            float lr = o->lr * (float)(1.0 - (1.0 - o->lr_end_frac) * frac);
+            m->step++;
+            float c1 = 1.0f - powf(b1, (float)m->step), c2 = 1.0f - powf(b2, (float)m->step);
+            for (int64_t i = 0; i < m->np; i++) {
+                float gi = m->g[i];
+                m->m[i] = b1 * m->m[i] + (1 - b1) * gi;
+                m->v[i] = b2 * m->v[i] + (1 - b2) * gi * gi;
+                m->p[i] -= lr * ((m->m[i] / c1) / (sqrtf(m->v[i] / c2) + eps) + o->wd * m->p[i]);
+            }
+            t++;
+            if (o->verbose) ls_progress_update(&pg, t, "loss %.3f", wsum > 0 ? ep_loss / wsum : 0.0);
+        }
+        if (wsum > 0) ep_loss /= wsum;
+    }
+    if (o->verbose) ls_progress_end(&pg);
+    if (loss) *loss = ep_loss;
+    free(w.buf);
+    free(xb);
+    free(perm);
+    return LS_OK;
+}
