@@ -5,11 +5,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "llmsys/core.h"
+#include "llmsys/model.h"
 #include "llmsys/plan.h"
+#include "llmsys/serve.h"
+#include "llmsys/train.h"
 
 /* Errors in what the user gave (names, files, numbers) are usage errors: exit 2. */
 static int fail_input(void) {
@@ -248,19 +255,444 @@ static int plan_indicator(int argc, char **argv) {
     return ret;
 }
 
+/* ---------------------------------------------------------------- validate (closing the loop) */
+
+/* `llmsys plan validate`: profiles this machine's CPU with `llmsys profile`'s measurement,
+ * builds a virtual cluster of identical profiled CPU stages, plans the model on it, serves
+ * each plan with the real multi-process pipeline (`llmsys serve`'s server) behind HTTP,
+ * drives it with the planned workload (batch B requests of prompt S tokens, N generated
+ * each, all submitted at once) and compares measured with predicted throughput. Also
+ * compares per-stage busy seconds and micro-batch counts, which says which term is off. */
+
+typedef struct {
+    double seconds, tok_s;
+    int tokens;
+    double busy[LS_PLAN_MAX_STAGES];
+    double mb_prefill, mb_decode;
+} vrun;
+
+/* An fp32 checkpoint with a named config and random (GPT-2 init) weights. The EOS row
+ * of the tied embedding is zeroed: its logit is then 0 while the largest of the other
+ * 258 is positive, so greedy generation never stops early and every request yields
+ * exactly the planned number of tokens. */
+static int validate_make_ckpt(const char *config, uint64_t seed, const char *path) {
+    ls_model_config cfg;
+    LS_TRY(ls_model_config_named(config, &cfg));
+    ls_model *m;
+    LS_TRY(ls_model_init(&m, &cfg, seed));
+    int t = ls_model_find_tensor(m, "wte");
+    if (t < 0) {
+        ls_model_free(m);
+        return ls_err(LS_ESTATE, "model has no wte tensor");
+    }
+    ls_param p = ls_model_tensor(m, t);
+    memset(p.data + (size_t)LS_TOK_EOS * cfg.d_model, 0, sizeof(float) * (size_t)cfg.d_model);
+    int rc = ls_ckpt_save(path, m, 0, NULL, 0);
+    ls_model_free(m);
+    return rc;
+}
+
+/* Sorted unique positive ints of v (n entries), clipped to [1, hi]; returns the count. */
+static int uniq_grid(int *v, int n, int hi) {
+    for (int i = 0; i < n; i++) v[i] = v[i] < 1 ? 1 : (v[i] > hi ? hi : v[i]);
+    for (int i = 1; i < n; i++)
+        for (int k = i; k > 0 && v[k] < v[k - 1]; k--) {
+            int t = v[k];
+            v[k] = v[k - 1], v[k - 1] = t;
+        }
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (!m || v[i] != v[m - 1]) v[m++] = v[i];
+    return m;
+}
+
+/* Profiles the checkpoint over a grid that brackets the workload. */
+static int validate_profile(const char *ckpt, const ls_plan_workload *wl, int n_ctx, int threads, int reps,
+                            int colocate, const char *out) {
+    int batches[8] = {1, 2, 4, 8, wl->batch, (wl->batch + 1) / 2}, nb;
+    int seqs[4] = {wl->prompt / 2, wl->prompt, wl->prompt * 2}, ns;
+    int ctxs[4] = {wl->prompt, wl->prompt + wl->gen / 2, wl->prompt + wl->gen - 1}, nc;
+    nb = uniq_grid(batches, 6, wl->batch);
+    ns = uniq_grid(seqs, 3, n_ctx);
+    nc = uniq_grid(ctxs, 3, n_ctx - 1);
+    static const int bits[4] = {16, 8, 4, 3};
+    ls_profile_opts o = ls_profile_defaults();
+    o.bits = bits, o.n_bits = 4;
+    o.batches = batches, o.n_batches = nb;
+    o.seqs = seqs, o.n_seqs = ns;
+    o.ctxs = ctxs, o.n_ctxs = nc;
+    o.reps = reps, o.nthreads = threads;
+    /* The stages of the virtual cluster share this host: while one stage computes, the
+     * others do too. So the profile is measured co-located: `colocate` forked children
+     * run the same measurement in a loop until the parent's profile is done. */
+    pid_t kids[LS_PLAN_MAX_STAGES];
+    int nk = 0;
+    for (; nk < colocate && nk < LS_PLAN_MAX_STAGES; nk++) {
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid < 0) break;
+        if (pid == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            if (!freopen("/dev/null", "w", stderr)) _exit(1); /* no second progress bar */
+            for (;;) {
+                cJSON *x = NULL;
+                if (ls_profile_run(ckpt, &o, &x) != LS_OK) _exit(1);
+                cJSON_Delete(x);
+            }
+        }
+        kids[nk] = pid;
+    }
+    cJSON *j = NULL;
+    int rc = ls_profile_run(ckpt, &o, &j);
+    for (int k = 0; k < nk; k++) {
+        kill(kids[k], SIGKILL);
+        waitpid(kids[k], NULL, 0);
+    }
+    if (rc == LS_OK) {
+        cJSON_AddNumberToObject(j, "colocated_stages", nk + 1);
+        rc = ls_json_write_file(out, j);
+    }
+    cJSON_Delete(j);
+    return rc;
+}
+
+/* Reads the counters validate compares from /metrics. */
+static int scrape_metrics(int port, int ns, vrun *r) {
+    int st;
+    char *body = NULL;
+    LS_TRY(ls_http_request("127.0.0.1", port, "GET", "/metrics", NULL, 10, &st, &body));
+    if (st != 200) {
+        free(body);
+        return ls_err(LS_EPEER, "/metrics returned status %d", st);
+    }
+    for (char *line = strtok(body, "\n"); line; line = strtok(NULL, "\n")) {
+        int stage;
+        double v;
+        if (sscanf(line, "llmsys_stage_busy_seconds_total{stage=\"%d\"} %lf", &stage, &v) == 2 && stage >= 0 &&
+            stage < ns)
+            r->busy[stage] = v;
+        else if (sscanf(line, "llmsys_micro_batches_total{phase=\"prefill\"} %lf", &v) == 1)
+            r->mb_prefill = v;
+        else if (sscanf(line, "llmsys_micro_batches_total{phase=\"decode\"} %lf", &v) == 1)
+            r->mb_decode = v;
+    }
+    free(body);
+    return LS_OK;
+}
+
+/* Serves plan_path and times `runs` batches of the workload (after one warm-up batch). */
+static int validate_measure(const char *ckpt, const char *plan_path, int n_layer, const ls_plan_workload *wl,
+                            int threads, int runs, vrun *res) {
+    ls_plan sp;
+    LS_TRY(ls_plan_read(plan_path, n_layer, &sp));
+    /* B distinct prompts of exactly S tokens (BOS + S-1 bytes) */
+    static const char text[] = "the planner predicts what the pipeline measures; ";
+    char **prompts = calloc((size_t)wl->batch, sizeof(char *));
+    int rc = prompts ? LS_OK : ls_err(LS_ENOMEM, "out of memory");
+    for (int i = 0; rc == LS_OK && i < wl->batch; i++) {
+        prompts[i] = malloc((size_t)wl->prompt);
+        if (!prompts[i]) {
+            rc = ls_err(LS_ENOMEM, "out of memory");
+            break;
+        }
+        for (int k = 0; k < wl->prompt - 1; k++) prompts[i][k] = text[(i * 7 + k) % (sizeof text - 1)];
+        prompts[i][wl->prompt - 1] = '\0';
+    }
+    ls_server *s = NULL;
+    if (rc == LS_OK) {
+        ls_server_opts o = ls_server_defaults();
+        o.model = ckpt;
+        o.plan = &sp;
+        o.self = ls_cli_self();
+        o.port = 0;
+        o.max_seqs = wl->batch;
+        o.nthreads = threads;
+        rc = ls_server_start(&s, &o);
+    }
+    int port = s ? ls_server_port(s) : 0;
+    for (int r = -1; rc == LS_OK && r < runs; r++) {
+        vrun before = {0}, after = {0};
+        ls_load_result lr;
+        rc = scrape_metrics(port, sp.n_stages, &before);
+        if (rc == LS_OK)
+            rc = ls_http_load("127.0.0.1", port, (const char *const *)prompts, wl->batch, wl->batch, wl->batch, wl->gen,
+                              &lr);
+        if (rc == LS_OK) rc = scrape_metrics(port, sp.n_stages, &after);
+        if (rc == LS_OK && lr.tokens != wl->batch * wl->gen)
+            LS_WARN("run %d generated %d tokens, not %d (a request stopped at EOS)", r, lr.tokens, wl->batch * wl->gen);
+        if (rc == LS_OK && r >= 0) {
+            vrun *x = &res[r];
+            x->seconds = lr.seconds, x->tokens = lr.tokens, x->tok_s = lr.tokens_per_s;
+            for (int i = 0; i < sp.n_stages; i++) x->busy[i] = after.busy[i] - before.busy[i];
+            x->mb_prefill = after.mb_prefill - before.mb_prefill;
+            x->mb_decode = after.mb_decode - before.mb_decode;
+        }
+    }
+    if (s) ls_server_stop(s);
+    for (int i = 0; prompts && i < wl->batch; i++) free(prompts[i]);
+    free(prompts);
+    ls_plan_free(&sp);
+    return rc;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int plan_validate(int argc, char **argv) {
+    const char *model = NULL, *config = "small", *workdir = NULL, *profile = NULL, *report = NULL, *quality = "bits:8";
+    const char *algos = "splitquant,uniform";
+    int stages = 2, batch = 8, prompt = 32, gen = 32, threads = 1, runs = 5, reps = 5, alone = 0;
+    double mem_gb = 2.0;
+    ls_arg spec[] = {
+        {"model", LS_ARG_STR, &model, "CKPT", "fp32 llmsys checkpoint (default: a random one of --config, EOS suppressed)"},
+        {"config", LS_ARG_STR, &config, "NAME", "config of the random checkpoint: tiny or small (default small)"},
+        {"stages", LS_ARG_INT, &stages, "N", "CPU stages in the virtual cluster (default 2)"},
+        {"batch", LS_ARG_INT, &batch, "B", "requests submitted together (default 8)"},
+        {"prompt", LS_ARG_INT, &prompt, "S", "prompt tokens per request (default 32)"},
+        {"gen", LS_ARG_INT, &gen, "N", "generated tokens per request (default 32)"},
+        {"quality", LS_ARG_STR, &quality, "Q", "quality target as for plan serve (default bits:8)"},
+        {"algos", LS_ARG_STR, &algos, "LIST", "planners whose plans are served (default splitquant,uniform)"},
+        {"threads", LS_ARG_INT, &threads, "N", "kernel threads per stage (default 1)"},
+        {"runs", LS_ARG_INT, &runs, "R", "timed batches per plan after one warm-up (default 5)"},
+        {"reps", LS_ARG_INT, &reps, "R", "profile repetitions per point (default 5)"},
+        {"memory-gb", LS_ARG_FLOAT, &mem_gb, "GB", "memory each CPU stage offers the planner (default 2)"},
+        {"profile", LS_ARG_STR, &profile, "FILE", "reuse this device profile instead of measuring one"},
+        {"profile-alone", LS_ARG_FLAG, &alone, NULL, "profile one stage alone (default: co-located with the other stages' load)"},
+        {"workdir", LS_ARG_STR, &workdir, "DIR", "where checkpoint, profile, cluster and plans go (default: a new /tmp dir)"},
+        {"report", LS_ARG_STR, &report, "FILE", "JSON summary: predicted vs measured per plan and stage"},
+    };
+    int rc = ls_args_parse("plan validate",
+                           "Plans a model on a virtual cluster of profiled CPU stages, serves the plan with llmsys serve "
+                           "and compares measured with predicted throughput.",
+                           spec, (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
+    if (rc) return LS_ARGS_EXIT(rc);
+    if (stages < 1 || stages > LS_PLAN_MAX_STAGES || batch < 1 || batch > 256 || prompt < 2 || gen < 1 ||
+        threads < 1 || threads > 64 || runs < 1 || runs > 100 || reps < 1 || reps > 100 || !(mem_gb > 0)) {
+        fprintf(stderr, "llmsys plan validate: --stages in [1, %d], --batch in [1, 256], --prompt >= 2, --gen >= 1, "
+                        "--threads in [1, 64], --runs/--reps in [1, 100], --memory-gb > 0\n",
+                LS_PLAN_MAX_STAGES);
+        return 2;
+    }
+    ls_plan_qtarget qt;
+    if (ls_plan_qtarget_parse(quality, &qt)) return fail_input();
+    int algo_list[LS_PLAN_ALGO_COUNT], n_algo = 0;
+    {
+        char tmp[128];
+        snprintf(tmp, sizeof tmp, "%s", algos);
+        for (char *t = strtok(tmp, ","); t; t = strtok(NULL, ",")) {
+            int a = ls_plan_algo_parse(t);
+            if (a < 0 || a == LS_PLAN_ALGO_BRUTE || n_algo == LS_PLAN_ALGO_COUNT) {
+                fprintf(stderr, "llmsys plan validate: --algos: '%s' is not splitquant, ilp, uniform, pipeedge or adabits\n", t);
+                return 2;
+            }
+            algo_list[n_algo++] = a;
+        }
+        if (!n_algo) {
+            fprintf(stderr, "llmsys plan validate: --algos is empty\n");
+            return 2;
+        }
+    }
+    char dir[1024], ckpt[1200], prof[1200], clpath[1200], path[1300];
+    if (workdir) {
+        snprintf(dir, sizeof dir, "%s", workdir);
+        if (ls_mkdirs(dir)) return ls_cli_fail();
+    } else {
+        snprintf(dir, sizeof dir, "/tmp/llmsys-validate-XXXXXX");
+        if (!mkdtemp(dir)) {
+            fprintf(stderr, "llmsys: mkdtemp %s failed\n", dir);
+            return 1;
+        }
+    }
+    /* 1. the model */
+    if (model) {
+        snprintf(ckpt, sizeof ckpt, "%s", model);
+    } else {
+        snprintf(ckpt, sizeof ckpt, "%s/model.safetensors", dir);
+        if ((rc = validate_make_ckpt(config, 1, ckpt))) return is_input_error(rc) ? fail_input() : ls_cli_fail();
+    }
+    ls_model_config mc;
+    int *fbits = NULL;
+    if ((rc = ls_ckpt_info(ckpt, &mc, &fbits, NULL))) return fail_input();
+    free(fbits);
+    if (prompt + gen > mc.n_ctx) {
+        fprintf(stderr, "llmsys plan validate: prompt + gen = %d exceeds the model context %d\n", prompt + gen, mc.n_ctx);
+        return 2;
+    }
+    ls_plan_workload wl = {batch, prompt, gen};
+    printf("closing the loop in %s: %s (%d layers, d_model %d), %d CPU stages x %d thread(s), batch %d, prompt %d, gen %d\n",
+           dir, ckpt, mc.n_layer, mc.d_model, stages, threads, batch, prompt, gen);
+    /* 2. the device profile (same machine, measured now unless given) */
+    double t0 = ls_now();
+    if (profile) {
+        snprintf(prof, sizeof prof, "%s", profile);
+    } else {
+        snprintf(prof, sizeof prof, "%s/profile.json", dir);
+        if ((rc = validate_profile(ckpt, &wl, mc.n_ctx, threads, reps, alone ? 0 : stages - 1, prof))) return ls_cli_fail();
+        printf("profile: %s (%.1f s)\n", prof, ls_now() - t0);
+    }
+    /* 3. the virtual cluster: `stages` identical profiled CPU devices */
+    snprintf(clpath, sizeof clpath, "%s/cluster.json", dir);
+    {
+        cJSON *j = cJSON_CreateObject(), *nodes = cJSON_AddArrayToObject(j, "nodes"), *n = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "format", "llmsys-cluster");
+        cJSON_AddNumberToObject(j, "version", 1);
+        cJSON_AddStringToObject(j, "name", "cpu-virtual");
+        cJSON_AddStringToObject(n, "profile", prof);
+        cJSON_AddNumberToObject(n, "count", stages);
+        cJSON_AddNumberToObject(n, "memory_GB", mem_gb);
+        cJSON_AddItemToArray(nodes, n);
+        rc = ls_json_write_file(clpath, j);
+        cJSON_Delete(j);
+        if (rc) return ls_cli_fail();
+    }
+    ls_plan_catalog *cat = NULL;
+    ls_plan_cluster *cl = NULL;
+    ls_plan_problem *pb = malloc(sizeof *pb);
+    ls_plan_result *pl = malloc(sizeof *pl * (size_t)n_algo);
+    vrun *meas = calloc((size_t)n_algo * (size_t)runs, sizeof *meas);
+    cJSON *rep = cJSON_CreateObject(), *rplans = cJSON_AddArrayToObject(rep, "plans");
+    int ret = 0;
+    ls_plan_arch arch;
+    if (!pb || !pl || !meas || !rep) {
+        ret = 1;
+        goto done;
+    }
+    if ((rc = ls_plan_catalog_load(NULL, &cat)) || (rc = ls_plan_cluster_load(cat, clpath, &cl)) ||
+        (rc = ls_plan_resolve_model(cat, ckpt, &arch)) || (rc = ls_plan_problem_init(pb, &arch, cl, wl)) ||
+        (rc = ls_plan_problem_validate(pb)) || (rc = ls_plan_quality_from_checkpoint(ckpt, &arch, pb->omega)) ||
+        (rc = ls_plan_problem_set_quality(pb, qt))) {
+        ret = is_input_error(rc) ? fail_input() : ls_cli_fail();
+        goto done;
+    }
+    printf("\n  %-10s %-28s %5s %10s %10s %8s %8s\n", "plan", "stages (layers@bits)", "mb", "predicted", "measured",
+           "error", "spread");
+    for (int a = 0; a < n_algo; a++) {
+        ls_plan_result *x = &pl[a];
+        if ((rc = ls_plan_solve(pb, (ls_plan_algo)algo_list[a], x))) {
+            ret = ls_cli_fail();
+            goto done;
+        }
+        snprintf(path, sizeof path, "%s/plan-%s.json", dir, ls_plan_algo_name(x->algo));
+        if ((rc = ls_plan_result_write(pb, x, path))) {
+            ret = ls_cli_fail();
+            goto done;
+        }
+        vrun *m = meas + (size_t)a * runs;
+        if ((rc = validate_measure(ckpt, path, mc.n_layer, &wl, threads, runs, m))) {
+            ret = ls_cli_fail();
+            goto done;
+        }
+        double tps[100], med, lo, hi;
+        for (int r = 0; r < runs; r++) tps[r] = m[r].tok_s;
+        qsort(tps, (size_t)runs, sizeof(double), cmp_double);
+        med = runs % 2 ? tps[runs / 2] : 0.5 * (tps[runs / 2 - 1] + tps[runs / 2]);
+        lo = tps[0], hi = tps[runs - 1];
+        double err = (med - x->throughput_tok_s) / x->throughput_tok_s;
+        char st[64] = "";
+        for (int s = 0; s < x->n_stage && strlen(st) < 48; s++) {
+            size_t l = strlen(st);
+            int b0 = x->bits[x->begin[s]], mixed = 0;
+            for (int i = x->begin[s]; i < x->begin[s + 1]; i++) mixed |= x->bits[i] != b0;
+            snprintf(st + l, sizeof st - l, "%s%d@%s%d", s ? " " : "", x->begin[s + 1] - x->begin[s], mixed ? "~" : "",
+                     b0);
+        }
+        char mbs[16];
+        snprintf(mbs, sizeof mbs, "%d/%d", x->mb_prefill, x->mb_decode);
+        printf("  %-10s %-28s %5s %8.1f/s %8.1f/s %+7.1f%% %7.1f%%\n", ls_plan_algo_name(x->algo), st, mbs,
+               x->throughput_tok_s, med, err * 100, (hi - lo) / med * 100);
+        /* where the time goes: predicted vs measured busy seconds per stage, micro-batch counts */
+        int mp = (batch + x->mb_prefill - 1) / x->mb_prefill, md = (batch + x->mb_decode - 1) / x->mb_decode;
+        cJSON *o = cJSON_CreateObject(), *ost = cJSON_AddArrayToObject(o, "stages");
+        cJSON_AddStringToObject(o, "algo", ls_plan_algo_name(x->algo));
+        cJSON_AddStringToObject(o, "plan", path);
+        cJSON_AddNumberToObject(o, "predicted_tok_s", x->throughput_tok_s);
+        cJSON_AddNumberToObject(o, "predicted_s", x->total_s);
+        cJSON_AddNumberToObject(o, "measured_tok_s", med);
+        cJSON_AddNumberToObject(o, "measured_min_tok_s", lo);
+        cJSON_AddNumberToObject(o, "measured_max_tok_s", hi);
+        cJSON_AddNumberToObject(o, "error", err);
+        cJSON_AddNumberToObject(o, "predicted_mb_prefill", mp);
+        cJSON_AddNumberToObject(o, "predicted_mb_decode", (double)md * (gen - 1));
+        cJSON_AddNumberToObject(o, "measured_mb_prefill", m[0].mb_prefill);
+        cJSON_AddNumberToObject(o, "measured_mb_decode", m[0].mb_decode);
+        cJSON *rs = cJSON_AddArrayToObject(o, "runs");
+        for (int r = 0; r < runs; r++) {
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddNumberToObject(e, "seconds", m[r].seconds);
+            cJSON_AddNumberToObject(e, "tokens", m[r].tokens);
+            cJSON_AddNumberToObject(e, "tok_s", m[r].tok_s);
+            cJSON_AddItemToArray(rs, e);
+        }
+        printf("  %-10s micro-batches prefill %g (model %d), decode %g (model %d); busy s per stage:", "",
+               m[0].mb_prefill, mp, m[0].mb_decode, md * (gen - 1));
+        for (int s = 0; s < x->n_stage; s++) {
+            /* compute only: the stage's layers (and head), without the send to the next stage */
+            int d = x->dev[s];
+            double lp = 0, ld = 0;
+            if (s + 1 < x->n_stage) {
+                lp = ls_plan_link_s(cl, d, x->dev[s + 1], (double)x->mb_prefill * prompt * arch.d_model * 4.0);
+                ld = ls_plan_link_s(cl, d, x->dev[s + 1], (double)x->mb_decode * arch.d_model * 4.0);
+            }
+            double pred = mp * (x->stage_prefill_s[s] - lp) + (double)(gen - 1) * md * (x->stage_decode_s[s] - ld);
+            double mb = 0;
+            for (int r = 0; r < runs; r++) mb += m[r].busy[s] / runs;
+            printf(" %.3f (model %.3f)", mb, pred);
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddNumberToObject(e, "predicted_busy_s", pred);
+            cJSON_AddNumberToObject(e, "measured_busy_s", mb);
+            cJSON_AddItemToArray(ost, e);
+        }
+        double mean_s = 0, busy = 0;
+        for (int r = 0; r < runs; r++) {
+            mean_s += m[r].seconds / runs;
+            for (int s = 0; s < x->n_stage; s++) busy += m[r].busy[s] / runs;
+        }
+        /* stage overlap: summed busy time over wall time (1 = the stages never computed at
+         * the same time, n_stage = always all at once) */
+        printf("; batch %.3f s (model %.3f); stage overlap %.2f\n", mean_s, x->total_s, busy / mean_s);
+        cJSON_AddNumberToObject(o, "measured_batch_s", mean_s);
+        cJSON_AddNumberToObject(o, "stage_overlap", busy / mean_s);
+        cJSON_AddItemToArray(rplans, o);
+    }
+    if (report) {
+        cJSON_AddStringToObject(rep, "workdir", dir);
+        cJSON_AddStringToObject(rep, "model", ckpt);
+        cJSON_AddNumberToObject(rep, "stages", stages);
+        cJSON_AddNumberToObject(rep, "threads", threads);
+        cJSON *w = cJSON_AddObjectToObject(rep, "workload");
+        cJSON_AddNumberToObject(w, "batch", batch);
+        cJSON_AddNumberToObject(w, "prompt", prompt);
+        cJSON_AddNumberToObject(w, "gen", gen);
+        cJSON_AddNumberToObject(rep, "runs", runs);
+        if ((rc = ls_json_write_file(report, rep))) ret = ls_cli_fail();
+    }
+done:
+    cJSON_Delete(rep);
+    free(meas);
+    free(pl);
+    free(pb);
+    ls_plan_cluster_free(cl);
+    ls_plan_catalog_free(cat);
+    return ret;
+}
+
 int cmd_plan(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         FILE *f = argc < 2 ? stderr : stdout;
         fprintf(f, "usage: llmsys plan SUBCOMMAND [options]\n\n"
                    "  serve      plan stages, per-layer bits and micro-batches (LLM-PQ / SplitQuant)\n"
                    "  indicator  per-layer quality indicator of a checkpoint\n"
+                   "  validate   plan on profiled CPU stages, serve the plan, compare measured with predicted\n"
                    "  list       the GPU / model / cluster catalogs\n");
         return argc < 2 ? 2 : 0;
     }
     if (!strcmp(argv[1], "serve")) return plan_serve(argc - 1, argv + 1);
     if (!strcmp(argv[1], "list")) return plan_list(argc - 1, argv + 1);
     if (!strcmp(argv[1], "indicator")) return plan_indicator(argc - 1, argv + 1);
-    fprintf(stderr, "llmsys plan: unknown subcommand '%s' (serve, indicator, list)\n", argv[1]);
+    if (!strcmp(argv[1], "validate")) return plan_validate(argc - 1, argv + 1);
+    fprintf(stderr, "llmsys plan: unknown subcommand '%s' (serve, indicator, list, validate)\n", argv[1]);
     return 2;
 }
 
