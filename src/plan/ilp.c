@@ -193,8 +193,8 @@ static int solve_one(const ls_plan_problem *p, const int *order, int mb_pre, int
     /* warm start from a plan of the same candidate (the DP's), when it has one */
     int same = start && start->n_stage == N && start->mb_prefill == mb_pre && start->mb_decode == mb_dec;
     for (int j = 0; same && j < N; j++) same = start->dev[j] == order[j];
-    /* CBC's MIP-start repair can stall on the large (> 8 device) models: warm start small ones */
-    if (same && N <= 8) {
+    /* CBC's MIP-start repair stalled on the 24-64 device models: warm start up to 16 devices */
+    if (same && N <= 16) {
         int *idx = malloc(sizeof(int) * (size_t)ncol);
         double *val = malloc(sizeof(double) * (size_t)ncol);
         if (idx && val) {
@@ -301,7 +301,7 @@ int plan_ilp(const ls_plan_problem *p, ls_plan_result *out) {
     /* visit candidates best first (a cheap screening by the DP; each MIP is still exact) */
     int ncr = 0;
     ls_plan_result tmp;
-    int have_start = plan_splitquant(p, &tmp, 1, co, cm, &ncr) == LS_OK;
+    int have_start = plan_splitquant(p, &tmp, 1, co, cm, &ncr, INFINITY) == LS_OK;
     if (!have_start || ncr != nc) {
         for (int o = 0, t = 0; o < n_orders; o++)
             for (int q = 0; q < n_mb; q++, t++) co[t] = o, cm[t] = q;

@@ -155,6 +155,43 @@ static void test_plans_valid(void) {
     }
 }
 
+/* On every catalog cluster, at the uniform plan's quality (bits:4 where the even split does
+ * not fit), splitquant is at least as good as every baseline that meets that target. */
+static void test_never_worse_than_baselines(void) {
+    char **names;
+    int n;
+    CHECK(ls_plan_catalog_clusters(cat, &names, &n) == LS_OK);
+    CHECK(n >= 15);
+    ls_plan_problem *pb = malloc(sizeof *pb);
+    ls_plan_result *pl = malloc(sizeof *pl * 4);
+    for (int c = 0; c < n; c++) {
+        ls_plan_cluster *cl;
+        ls_plan_arch a;
+        CHECK(ls_plan_cluster_load(cat, names[c], &cl) == LS_OK);
+        CHECK(ls_plan_catalog_model(cat, cl->model, &a) == LS_OK);
+        CHECK(ls_plan_problem_init(pb, &a, cl, (ls_plan_workload){cl->batch, cl->prompt, cl->gen}) == LS_OK);
+        if (ls_plan_solve(pb, LS_PLAN_ALGO_UNIFORM, &pl[0]) == LS_OK) {
+            pb->qmax = pl[0].quality * (1 + 1e-9);
+        } else {
+            CHECK(ls_plan_problem_set_quality(pb, (ls_plan_qtarget){LS_PLAN_Q_BITS, 4}) == LS_OK);
+            pl[0].objective = INFINITY;
+        }
+        int ra = ls_plan_solve(pb, LS_PLAN_ALGO_ADABITS, &pl[1]);
+        int rp = ls_plan_solve(pb, LS_PLAN_ALGO_PIPEEDGE, &pl[2]);
+        int rs = ls_plan_solve(pb, LS_PLAN_ALGO_SPLITQUANT, &pl[3]);
+        CHECK_MSG(rs == LS_OK, "%s: splitquant: %s", names[c], ls_errmsg());
+        if (ra != LS_OK || pl[1].quality > pb->qmax) pl[1].objective = INFINITY;
+        if (rp != LS_OK) pl[2].objective = INFINITY;
+        for (int t = 0; rs == LS_OK && t < 3; t++)
+            CHECK_MSG(pl[3].objective <= pl[t].objective * (1 + 1e-9), "%s: splitquant %.6g worse than %s %.6g",
+                      names[c], pl[3].objective, t == 0 ? "uniform" : t == 1 ? "adabits" : "pipeedge", pl[t].objective);
+        ls_plan_cluster_free(cl);
+    }
+    free(pb);
+    free(pl);
+    ls_plan_names_free(names, n);
+}
+
 /* ---------------------------------------------------------------- brute force */
 
 static void brute_case(const char *cluster_json, ls_plan_arch a, ls_plan_workload w, ls_plan_qtarget q) {
@@ -419,6 +456,7 @@ int main(void) {
     }
     RUN(test_terms_one_layer);
     RUN(test_plans_valid);
+    RUN(test_never_worse_than_baselines);
     RUN(test_agree_brute_force);
     RUN(test_indicators);
     RUN(test_profile_fit);
