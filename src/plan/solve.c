@@ -741,7 +741,7 @@ static int plan_brute(const ls_plan_problem *p, ls_plan_result *out) {
 /* ---------------------------------------------------------------- dispatch */
 
 /* Explains an infeasible request: memory short at the lowest bits, or the best quality. */
-static int explain_infeasible(const ls_plan_problem *p) {
+static int explain_infeasible(const ls_plan_problem *p, ls_plan_algo algo) {
     const ls_plan_arch *a = p->arch;
     const ls_plan_cluster *cl = p->cl;
     int L = a->n_layer, N = cl->n_dev;
@@ -778,16 +778,16 @@ static int explain_infeasible(const ls_plan_problem *p) {
         q.qmax = INFINITY;
         q.theta = 1e9;
         ls_plan_result pl;
-        if (plan_splitquant(&q, &pl, 0, NULL, NULL, NULL, INFINITY) == LS_OK)
+        if (plan_splitquant(&q, &pl, 0, NULL, NULL, NULL, INFINITY) == LS_OK && pl.quality > p->qmax)
             return ls_err(LS_EINFEASIBLE,
                           "quality target unreachable: at most %.4g allowed, the best plan that fits memory reaches "
                           "%.4g (add memory or relax --quality)",
                           p->qmax, pl.quality);
     }
     return ls_err(LS_EINFEASIBLE,
-                  "no plan fits %s on %s: some stage always exceeds a device's memory (try a smaller --batch or "
-                  "more devices)",
-                  a->name, cl->name);
+                  "no %s plan fits %s on %s: some stage of its split exceeds a device's memory (try another --algo, "
+                  "a smaller --batch or more devices)",
+                  ls_plan_algo_name(algo), a->name, cl->name);
 }
 
 int ls_plan_solve(const ls_plan_problem *p, ls_plan_algo algo, ls_plan_result *out) {
@@ -806,7 +806,7 @@ int ls_plan_solve(const ls_plan_problem *p, ls_plan_algo algo, ls_plan_result *o
     }
     if (rc == LS_EINFEASIBLE) {
         int keep = strstr(ls_errmsg(), "devices but") != NULL;
-        return keep ? rc : explain_infeasible(p);
+        return keep ? rc : explain_infeasible(p, algo);
     }
     if (rc) return rc;
     out->algo = algo;
