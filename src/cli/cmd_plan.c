@@ -9,6 +9,7 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zmq.h>
 
 #include "cli/args.h"
 #include "cli/cli.h"
@@ -356,6 +357,142 @@ static int validate_profile(const char *ckpt, const ls_plan_workload *wl, int n_
     return rc;
 }
 
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Parallel CPU capacity this host offers right now: n processes each run the same fixed
+ * floating-point loop; capacity = n * (time of one alone) / (slowest of n together).
+ * n on an idle n-core host, about 1 when the n stages must share one core's worth. */
+static double spin_once(void) {
+    double t0 = ls_now();
+    volatile double x = 0;
+    for (long i = 0; i < 40000000; i++) x += 1e-9 * (double)i;
+    return ls_now() - t0;
+}
+
+static double host_capacity(int n) {
+    double alone = spin_once(), worst = 0;
+    int fds[LS_PLAN_MAX_STAGES][2];
+    pid_t kids[LS_PLAN_MAX_STAGES];
+    int nk = 0;
+    for (; nk < n && nk < LS_PLAN_MAX_STAGES; nk++) {
+        if (pipe(fds[nk])) break;
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid < 0) {
+            close(fds[nk][0]), close(fds[nk][1]);
+            break;
+        }
+        if (pid == 0) {
+            double t = spin_once();
+            ssize_t w = write(fds[nk][1], &t, sizeof t);
+            _exit(w == (ssize_t)sizeof t ? 0 : 1);
+        }
+        close(fds[nk][1]);
+        kids[nk] = pid;
+    }
+    for (int k = 0; k < nk; k++) {
+        double t = 0;
+        if (read(fds[k][0], &t, sizeof t) == (ssize_t)sizeof t && t > worst) worst = t;
+        close(fds[k][0]);
+        waitpid(kids[k], NULL, 0);
+    }
+    return worst > 0 && nk == n ? n * alone / worst : NAN;
+}
+
+/* One-way latency of a small ZeroMQ ipc message between two processes that sleep in
+ * their receive between messages, as serve's front and stages do between micro-batches:
+ * the median over rounds spaced by gap_s (the profile's link figure is the minimum of
+ * back-to-back round trips, which a loaded host rarely delivers). */
+static double idle_hop_latency(int rounds, double gap_s) {
+    char dir[] = "/tmp/llmsys-hop-XXXXXX", a[96], b[96];
+    if (!mkdtemp(dir)) return NAN;
+    snprintf(a, sizeof a, "ipc://%s/a", dir);
+    snprintf(b, sizeof b, "ipc://%s/b", dir);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        rmdir(dir);
+        return NAN;
+    }
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        void *ctx = zmq_ctx_new(), *in = zmq_socket(ctx, ZMQ_PULL), *out = zmq_socket(ctx, ZMQ_PUSH);
+        if (zmq_bind(in, a) || zmq_connect(out, b)) _exit(1);
+        char m[64];
+        for (;;) {
+            int n = zmq_recv(in, m, sizeof m, 0);
+            if (n < 0 || zmq_send(out, m, (size_t)n, 0) < 0 || n == 1) break;
+        }
+        _exit(0);
+    }
+    void *ctx = zmq_ctx_new(), *out = zmq_socket(ctx, ZMQ_PUSH), *in = zmq_socket(ctx, ZMQ_PULL);
+    int zero = 0, tmo = 2000;
+    zmq_setsockopt(out, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(in, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
+    double *t = malloc(sizeof(double) * (size_t)rounds), res = NAN;
+    int n = 0;
+    char m[64] = {0};
+    if (t && !zmq_bind(in, b) && !zmq_connect(out, a)) {
+        for (int r = 0; r < rounds + 5; r++) {
+            ls_sleep_ms((int)(gap_s * 1e3));
+            double t0 = ls_now();
+            if (zmq_send(out, m, sizeof m, 0) < 0 || zmq_recv(in, m, sizeof m, 0) < 0) break;
+            if (r >= 5) t[n++] = (ls_now() - t0) / 2; /* the first rounds connect */
+        }
+        if (n == rounds) {
+            qsort(t, (size_t)n, sizeof(double), cmp_double);
+            res = t[n / 2];
+        }
+    }
+    zmq_send(out, "x", 1, ZMQ_DONTWAIT);
+    ls_sleep_ms(20);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    zmq_close(out);
+    zmq_close(in);
+    zmq_ctx_term(ctx);
+    free(t);
+    char f[128];
+    snprintf(f, sizeof f, "%s/a", dir);
+    unlink(f);
+    snprintf(f, sizeof f, "%s/b", dir);
+    unlink(f);
+    rmdir(dir);
+    return res;
+}
+
+/* The planner's prediction made host-aware with two figures measured before serving:
+ * every hop of serve's ring (front -> stage 0 -> ... -> last stage -> front) costs the
+ * idle-hop latency h instead of the profile's link latency, the front being one more
+ * station in the ring; and the stages cannot compute faster together than the host's
+ * parallel capacity C allows. Returns the batch time (seconds). */
+static double host_aware_batch_s(const ls_plan_problem *pb, const ls_plan_result *x, double h, double cap) {
+    const ls_plan_cluster *cl = pb->cl;
+    int S = x->n_stage, B = pb->wl.batch, n = pb->wl.gen, C = pb->arch->d_model;
+    int mp = (B + x->mb_prefill - 1) / x->mb_prefill, md = (B + x->mb_decode - 1) / x->mb_decode;
+    double sP = h, mP = h, sD = h, mD = h, work = 0; /* the front's hop as a station */
+    for (int j = 0; j < S; j++) {
+        double lp = 0, ld = 0;
+        if (j + 1 < S) {
+            lp = ls_plan_link_s(cl, x->dev[j], x->dev[j + 1], (double)x->mb_prefill * pb->wl.prompt * C * 4.0);
+            ld = ls_plan_link_s(cl, x->dev[j], x->dev[j + 1], (double)x->mb_decode * C * 4.0);
+        }
+        double P = x->stage_prefill_s[j] - lp, D = x->stage_decode_s[j] - ld;
+        work += mp * P + (double)(n - 1) * md * D;
+        P += h, D += h;
+        sP += P, sD += D;
+        mP = P > mP ? P : mP;
+        mD = D > mD ? D : mD;
+    }
+    double round = md * mD > sD ? md * mD : sD;
+    double t = sP + (mp - 1) * mP + (double)(n - 1) * round;
+    if (isfinite(cap) && cap > 0 && work / cap > t) t = work / cap;
+    return t;
+}
+
 /* Reads the counters validate compares from /metrics. */
 static int scrape_metrics(int port, int ns, vrun *r) {
     int st;
@@ -433,11 +570,6 @@ static int validate_measure(const char *ckpt, const char *plan_path, int n_layer
     free(prompts);
     ls_plan_free(&sp);
     return rc;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 static int plan_validate(int argc, char **argv) {
@@ -532,6 +664,15 @@ static int plan_validate(int argc, char **argv) {
         if ((rc = validate_profile(ckpt, &wl, mc.n_ctx, threads, reps, alone ? 0 : stages - 1, prof))) return ls_cli_fail();
         printf("profile: %s (%.1f s)\n", prof, ls_now() - t0);
     }
+    int colocated = 0;
+    {
+        cJSON *pj = NULL;
+        if (ls_json_read_file(prof, &pj) == LS_OK) {
+            const cJSON *cs = cJSON_GetObjectItemCaseSensitive(pj, "colocated_stages");
+            colocated = cJSON_IsNumber(cs) && cs->valueint > 1;
+        }
+        cJSON_Delete(pj);
+    }
     /* 3. the virtual cluster: `stages` identical profiled CPU devices */
     snprintf(clpath, sizeof clpath, "%s/cluster.json", dir);
     {
@@ -566,8 +707,14 @@ static int plan_validate(int argc, char **argv) {
         ret = is_input_error(rc) ? fail_input() : ls_cli_fail();
         goto done;
     }
-    printf("\n  %-10s %-28s %5s %10s %10s %8s %8s\n", "plan", "stages (layers@bits)", "mb", "predicted", "measured",
-           "error", "spread");
+    double cap = host_capacity(stages), hop = idle_hop_latency(40, 0.005);
+    printf("host: parallel capacity for %d stage processes %.2f cores (1 = one process alone); idle ZeroMQ hop "
+           "%.0f us median (profile link: %.0f us)\n",
+           stages, cap, hop * 1e6, cl->prof[0].link_lat_s * 1e6);
+    if (isfinite(cap)) cJSON_AddNumberToObject(rep, "host_capacity_cores", cap);
+    if (isfinite(hop)) cJSON_AddNumberToObject(rep, "idle_hop_s", hop);
+    printf("\n  %-10s %-22s %5s %10s %10s %8s %10s %8s %7s\n", "plan", "stages (layers@bits)", "mb", "predicted",
+           "measured", "error", "host-aware", "error", "spread");
     for (int a = 0; a < n_algo; a++) {
         ls_plan_result *x = &pl[a];
         if ((rc = ls_plan_solve(pb, (ls_plan_algo)algo_list[a], x))) {
@@ -600,8 +747,12 @@ static int plan_validate(int argc, char **argv) {
         }
         char mbs[16];
         snprintf(mbs, sizeof mbs, "%d/%d", x->mb_prefill, x->mb_decode);
-        printf("  %-10s %-28s %5s %8.1f/s %8.1f/s %+7.1f%% %7.1f%%\n", ls_plan_algo_name(x->algo), st, mbs,
-               x->throughput_tok_s, med, err * 100, (hi - lo) / med * 100);
+        /* a co-located profile already carries the sharing slowdown: no capacity bound then */
+        double ha = isfinite(hop) ? (double)batch * gen / host_aware_batch_s(pb, x, hop, colocated ? INFINITY : cap)
+                                  : NAN;
+        double herr = (med - ha) / ha;
+        printf("  %-10s %-22s %5s %8.1f/s %8.1f/s %+7.1f%% %8.1f/s %+7.1f%% %6.1f%%\n", ls_plan_algo_name(x->algo), st,
+               mbs, x->throughput_tok_s, med, err * 100, ha, herr * 100, (hi - lo) / med * 100);
         /* where the time goes: predicted vs measured busy seconds per stage, micro-batch counts */
         int mp = (batch + x->mb_prefill - 1) / x->mb_prefill, md = (batch + x->mb_decode - 1) / x->mb_decode;
         cJSON *o = cJSON_CreateObject(), *ost = cJSON_AddArrayToObject(o, "stages");
@@ -613,6 +764,10 @@ static int plan_validate(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "measured_min_tok_s", lo);
         cJSON_AddNumberToObject(o, "measured_max_tok_s", hi);
         cJSON_AddNumberToObject(o, "error", err);
+        if (isfinite(ha)) {
+            cJSON_AddNumberToObject(o, "host_aware_tok_s", ha);
+            cJSON_AddNumberToObject(o, "host_aware_error", herr);
+        }
         cJSON_AddNumberToObject(o, "predicted_mb_prefill", mp);
         cJSON_AddNumberToObject(o, "predicted_mb_decode", (double)md * (gen - 1));
         cJSON_AddNumberToObject(o, "measured_mb_prefill", m[0].mb_prefill);
