@@ -466,7 +466,7 @@ int demo_serve(const ls_demo_ctx *ctx) {
     int L = cfg.n_layer;
     size_t ntok;
     const uint16_t *held = ls_corpus_tokens(c, LS_SPLIT_HELDOUT, &ntok);
-    size_t cap = quick ? 1500 : 12000;
+    size_t cap = quick ? 1500 : 8000;
     /* 1. quality: held-out bits/byte per bits map (engine eval == `llmsys eval`) */
     static const demo_map maps[] = {{"fp32", 0, 32},   {"16 uniform", 0, 16}, {"8 uniform", 0, 8},
                                     {"4 uniform", 0, 4}, {"3 uniform", 0, 3},  {"8 ends, 4 middle", 1, 0},

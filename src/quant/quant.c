@@ -249,9 +249,54 @@ static int use_fast(ls_qimpl impl) {
     return ls_quant_have_fast();
 }
 
+void ls_quant_x_i8(const float *X, int M, int cols, int cols_pad, int8_t *xq, float *xs) {
+    int nb = cols_pad / 32;
+    for (int m = 0; m < M; m++)
+        for (int b = 0; b < nb; b++) {
+            const float *x = X + (size_t)m * cols + (size_t)b * 32;
+            int n = cols - b * 32 < 32 ? cols - b * 32 : 32;
+            float amax = 0.0f;
+            for (int k = 0; k < n; k++) amax = fmaxf(amax, fabsf(x[k]));
+            float sc = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
+            int8_t *o = xq + (size_t)m * cols_pad + (size_t)b * 32;
+            for (int k = 0; k < 32; k++) {
+                int v = k < n ? (int)lrintf(x[k] * inv) : 0;
+                o[k] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
+            }
+            xs[(size_t)m * nb + b] = sc;
+        }
+}
+
+/* Scalar reference of the int8-activation decode kernel: the same products in the same
+ * grouping (Σ q·xq exact in integers per block, scaled per block, then per group). */
+static void rows_i8_ref(const ls_qmat *q, const int8_t *xq, const float *xs, const float *xsum, int M, float *Y) {
+    int nb = q->cols_pad / 32, bpg = q->group / 32;
+    for (int r = 0; r < q->rows; r++) {
+        const uint8_t *row = q->data + (size_t)r * q->row_bytes;
+        for (int m = 0; m < M; m++) {
+            float acc = 0.0f, extra = 0.0f;
+            for (int g = 0; g < q->ngroups; g++) {
+                float ag = 0.0f;
+                for (int b = g * bpg; b < (g + 1) * bpg; b++) {
+                    int32_t is = 0, ctr = q->bits == 8 ? 0 : 1 << (q->bits - 1); /* centred codes */
+                    for (int k = 0; k < 32; k++)
+                        is += (get_q(row, q->bits, b * 32 + k) - ctr) * xq[(size_t)m * q->cols_pad + (size_t)b * 32 + k];
+                    ag += (float)is * xs[(size_t)m * nb + b];
+                }
+                float sg = q->scale[(size_t)r * q->ngroups + g];
+                acc += sg * ag;
+                if (q->min)
+                    extra += (q->min[(size_t)r * q->ngroups + g] + (float)(1 << (q->bits - 1)) * sg) * xsum[(size_t)m * q->ngroups + g];
+            }
+            Y[(size_t)m * q->rows + r] = acc + extra;
+        }
+    }
+}
+
 void ls_qmat_matmul_rows(const ls_qmat *q, const float *X, int M, float *Y, int nthreads, ls_qimpl impl) {
     if (M <= 0) return;
-    if (!use_fast(impl)) {
+    int fast = use_fast(impl);
+    if (q->bits >= 16 && !fast) {
         matmul_ref(q, X, M, Y);
         return;
     }
@@ -264,7 +309,8 @@ void ls_qmat_matmul_rows(const ls_qmat *q, const float *X, int M, float *Y, int 
         for (int m = 0; m < M; m++) memcpy(pad + (size_t)m * q->cols_pad, X + (size_t)m * q->cols, (size_t)q->cols * 4);
         Xp = pad;
     }
-    float *xsum = NULL;
+    float *xsum = NULL, *xs = NULL, *xqsum = NULL;
+    int8_t *xq = NULL;
     if (q->min) {
         /* Σx per group, shared by every W row (the offset term of asymmetric formats) */
         xsum = malloc(sizeof(float) * (size_t)M * q->ngroups);
@@ -277,17 +323,49 @@ void ls_qmat_matmul_rows(const ls_qmat *q, const float *X, int M, float *Y, int 
                 xsum[(size_t)m * q->ngroups + g] = s;
             }
     }
+    if (q->bits <= 8) {
+        /* integer formats: activations to int8 per 32-block, products in integers */
+        xq = ls_aligned_alloc(32, (size_t)M * q->cols_pad);
+        xs = malloc(sizeof(float) * (size_t)M * (q->cols_pad / 32));
+        LS_ASSERT(xq && xs);
+        ls_quant_x_i8(Xp, M, q->cols_pad, q->cols_pad, xq, xs);
+        if (q->min) {
+            /* per-group sums of the rounded activations, for the kernels' centring term */
+            int bpg = q->group / 32, nb = q->cols_pad / 32;
+            xqsum = malloc(sizeof(float) * (size_t)M * q->ngroups);
+            LS_ASSERT(xqsum);
+            for (int m = 0; m < M; m++)
+                for (int g = 0; g < q->ngroups; g++) {
+                    float s = 0.0f;
+                    for (int b = g * bpg; b < (g + 1) * bpg; b++) {
+                        int32_t is = 0;
+                        for (int k = 0; k < 32; k++) is += xq[(size_t)m * q->cols_pad + (size_t)b * 32 + k];
+                        s += (float)is * xs[(size_t)m * nb + b];
+                    }
+                    /* what the kernels need is Σx - Σx̂, the rounding error per group */
+                    xqsum[(size_t)m * q->ngroups + g] = xsum[(size_t)m * q->ngroups + g] - s;
+                }
+        }
+        if (!fast) {
+            rows_i8_ref(q, xq, xs, xsum, M, Y);
+            goto done;
+        }
+    }
     if (nthreads <= 1 || q->rows < 64) {
-        ls_quant_rows_avx2(q, 0, q->rows, Xp, M, Y, xsum);
+        ls_quant_rows_avx2(q, 0, q->rows, Xp, M, Y, xsum, xq, xs, xqsum);
     } else {
         int nchunk = nthreads * 4;
 #pragma omp parallel for num_threads(nthreads) schedule(dynamic, 1)
         for (int ch = 0; ch < nchunk; ch++) {
             int r0 = (int)((int64_t)q->rows * ch / nchunk), r1 = (int)((int64_t)q->rows * (ch + 1) / nchunk);
-            if (r1 > r0) ls_quant_rows_avx2(q, r0, r1, Xp, M, Y, xsum);
+            if (r1 > r0) ls_quant_rows_avx2(q, r0, r1, Xp, M, Y, xsum, xq, xs, xqsum);
         }
     }
+done:
     free(xsum);
+    free(xqsum);
+    free(xs);
+    ls_aligned_free(xq);
     ls_aligned_free(pad);
 }
 

@@ -57,7 +57,7 @@ struct ls_server {
     char tmpdir[128];
     void *zctx, *to_first, *from_last;
     pthread_t sched;
-    int sched_started, running;
+    int sched_started, running, stopping;
     pthread_mutex_t mu;
     req *qhead, *qtail;
     int qlen;
@@ -421,9 +421,18 @@ static void *scheduler_main(void *arg) {
             zmq_msg_t msg;
             zmq_msg_init(&msg);
             if (zmq_msg_recv(&msg, s->from_last, ZMQ_DONTWAIT) >= 0) {
+                /* ZeroMQ gives no alignment guarantee: read the logits from an aligned copy */
+                size_t len = zmq_msg_size(&msg);
+                char *copy = malloc(len ? len : 1);
                 pthread_mutex_lock(&s->mu);
-                handle_result(s, zmq_msg_data(&msg), zmq_msg_size(&msg));
+                if (copy) {
+                    memcpy(copy, zmq_msg_data(&msg), len);
+                    handle_result(s, copy, len);
+                } else {
+                    fail_all(s, "out of memory for a pipeline result");
+                }
                 pthread_mutex_unlock(&s->mu);
+                free(copy);
             }
             zmq_msg_close(&msg);
         }
@@ -712,9 +721,9 @@ static enum MHD_Result handle_completion(ls_server *s, struct MHD_Connection *c,
     r->refs = 2; /* this HTTP thread + the scheduler */
     r->t_submit = ls_now();
     pthread_mutex_lock(&s->mu);
-    if (s->degraded[0]) {
+    if (s->degraded[0] || s->stopping) {
         char m[400];
-        snprintf(m, sizeof m, "service unavailable: %s", s->degraded);
+        snprintf(m, sizeof m, "service unavailable: %s", s->stopping ? "server shutting down" : s->degraded);
         s->m_rejected++;
         r->refs = 1;
         req_unref(r);
@@ -916,12 +925,15 @@ static int wait_ready(ls_server *s, double timeout) {
 
 void ls_server_stop(ls_server *s) {
     if (!s) return;
+    /* scheduler first, then fail what is left (waking the HTTP threads that wait on it)
+     * and refuse new requests, and only then join the HTTP threads */
     __atomic_store_n(&s->running, 0, __ATOMIC_RELEASE);
-    if (s->httpd) MHD_stop_daemon(s->httpd);
     if (s->sched_started) pthread_join(s->sched, NULL);
     pthread_mutex_lock(&s->mu);
+    s->stopping = 1;
     if (s->slots) fail_all(s, "server shutting down");
     pthread_mutex_unlock(&s->mu);
+    if (s->httpd) MHD_stop_daemon(s->httpd);
     stop_workers(s);
     if (s->to_first) zmq_close(s->to_first);
     if (s->from_last) zmq_close(s->from_last);

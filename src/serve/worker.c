@@ -52,7 +52,8 @@ int ls_serve_worker_run(const ls_worker_opts *o) {
     const char *delay_env = getenv("LLMSYS_SERVE_STAGE_DELAY_MS");
     int delay_ms = delay_env ? atoi(delay_env) : 0;
     float *outbuf = NULL;
-    size_t outcap = 0;
+    size_t outcap = 0, incap = 0;
+    char *inbuf = NULL;
     for (;;) {
         zmq_msg_t msg;
         zmq_msg_init(&msg);
@@ -62,8 +63,20 @@ int ls_serve_worker_run(const ls_worker_opts *o) {
             rc = ls_err(LS_ENET, "%s: recv: %s", what, zmq_strerror(zmq_errno()));
             break;
         }
-        const char *data = zmq_msg_data(&msg);
+        /* ZeroMQ gives no alignment guarantee: work on an aligned copy */
         size_t len = zmq_msg_size(&msg);
+        if (len > incap) {
+            free(inbuf);
+            incap = len;
+            inbuf = malloc(incap);
+            if (!inbuf) {
+                rc = ls_err(LS_ENOMEM, "%s: out of memory for a %zu-byte message", what, len);
+                zmq_msg_close(&msg);
+                break;
+            }
+        }
+        memcpy(inbuf, zmq_msg_data(&msg), len);
+        const char *data = inbuf;
         if (ls_wire_check(data, len, what) != LS_OK) {
             LS_ERROR("%s: dropping a bad message: %s", what, ls_errmsg());
             if (len >= sizeof(ls_wire_hdr)) {
@@ -146,6 +159,7 @@ int ls_serve_worker_run(const ls_worker_opts *o) {
         free(buf);
     }
     free(outbuf);
+    free(inbuf);
 done:
     if (in) zmq_close(in);
     if (out) zmq_close(out);

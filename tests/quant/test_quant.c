@@ -64,7 +64,10 @@ static void test_dequant_error(void) {
         }
 }
 
-/* Fast vs reference: |fast - ref| <= 2e-6·Σ|w||x| + 1e-7 for every output. */
+/* Decode kernels (fast vs scalar reference, same arithmetic): |fast - ref| <= 2e-6·Σ|w||x|
+ * + 1e-7. Prefill GEMM vs the exact product, same tolerance. For 8/4/3 bits the decode
+ * kernels quantize activations to int8 per 32-block: within Σ|w - mid|·absmax/254 of exact
+ * (mid = the group's mid-range for the centred 4/3-bit codes, 0 for 8 bits). */
 static void test_kernels(void) {
     if (!ls_quant_have_fast()) {
         fprintf(stderr, "  (no AVX2/FMA/F16C here or LLMSYS_NO_SIMD set: fast path not tested)\n");
@@ -93,14 +96,30 @@ static void test_kernels(void) {
         for (int r = 0; r < rows && !bad; r++) {
             ls_qmat_dequant_row(&q, r, d);
             for (int m = 0; m < M && !bad; m++) {
-                double mag = 0;
-                for (int c = 0; c < cols; c++) mag += fabs(d[c] * X[(size_t)m * cols + c]);
-                double tol = 2e-6 * mag + 1e-7;
-                double ref = yr[(size_t)m * rows + r];
-                if (fabs(yf[(size_t)m * rows + r] - ref) > tol || fabs(yg[(size_t)m * rows + r] - ref) > tol) {
+                /* exact float product, its magnitude, and the bound on int8-activation error:
+                 * each x is rounded to a multiple of its block's absmax/127, off by <= half */
+                const float *x = X + (size_t)m * cols;
+                double mag = 0, exact = 0, aq = 0;
+                for (int c0 = 0; c0 < cols; c0 += 32) {
+                    double amax = 0;
+                    for (int c = c0; c < cols && c < c0 + 32; c++) amax = fmax(amax, fabs(x[c]));
+                    for (int c = c0; c < cols && c < c0 + 32; c++) {
+                        mag += fabs(d[c] * x[c]);
+                        exact += (double)d[c] * x[c];
+                        /* asymmetric codes are centred: the error scales with |w - group mid-range| */
+                        double mid = q.min ? q.min[(size_t)r * q.ngroups + c / q.group] +
+                                                 (1 << (bits - 1)) * q.scale[(size_t)r * q.ngroups + c / q.group]
+                                           : 0.0;
+                        aq += fabs(d[c] - mid) * amax / 127.0 * 0.5;
+                    }
+                }
+                double tol = 2e-6 * mag + 1e-7, tol_aq = bits <= 8 ? aq * 1.001 + tol : tol;
+                double ref = yr[(size_t)m * rows + r], f = yf[(size_t)m * rows + r], g = yg[(size_t)m * rows + r];
+                if (fabs(f - ref) > tol || fabs(g - exact) > tol || fabs(ref - exact) > tol_aq) {
                     fprintf(stderr, "  bits %d group %d shape (%d,%d) M %d at row %d, x %d:\n", bits, group, rows, cols, M, r, m);
-                    CHECK_NEAR(yf[(size_t)m * rows + r], ref, tol);
-                    CHECK_NEAR(yg[(size_t)m * rows + r], ref, tol);
+                    CHECK_NEAR(f, ref, tol);         /* fast decode kernel vs its scalar reference */
+                    CHECK_NEAR(g, exact, tol);       /* prefill GEMM vs exact product */
+                    CHECK_NEAR(ref, exact, tol_aq);  /* int8 activations within their rounding bound */
                     bad = 1;
                 }
             }
