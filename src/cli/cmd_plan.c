@@ -517,15 +517,20 @@ static int scrape_metrics(int port, int ns, vrun *r) {
     return LS_OK;
 }
 
-/* Serves plan_path and times `runs` batches of the workload (after one warm-up batch). */
-static int validate_measure(const char *ckpt, const char *plan_path, int n_layer, const ls_plan_workload *wl,
-                            int threads, int runs, vrun *res) {
-    ls_plan sp;
-    LS_TRY(ls_plan_read(plan_path, n_layer, &sp));
+/* Serves every plan of plan_paths at once (their idle workers sleep in their receive) and
+ * times `runs` rounds of one batch per plan after a warm-up round, the plans alternating,
+ * so that every plan meets the same load of this shared host. res[a * runs + r]. */
+static int validate_measure(const char *ckpt, char (*plan_paths)[1300], int n_plans, int n_layer,
+                            const ls_plan_workload *wl, int threads, int runs, vrun *res) {
+    ls_plan *sp = calloc((size_t)n_plans, sizeof *sp);
+    ls_server **sv = calloc((size_t)n_plans, sizeof *sv);
+    char **prompts = calloc((size_t)wl->batch, sizeof(char *));
+    int rc = sp && sv && prompts ? LS_OK : ls_err(LS_ENOMEM, "out of memory");
+    int n_read = 0;
+    for (; rc == LS_OK && n_read < n_plans; n_read++)
+        if ((rc = ls_plan_read(plan_paths[n_read], n_layer, &sp[n_read]))) break;
     /* B distinct prompts of exactly S tokens (BOS + S-1 bytes) */
     static const char text[] = "the planner predicts what the pipeline measures; ";
-    char **prompts = calloc((size_t)wl->batch, sizeof(char *));
-    int rc = prompts ? LS_OK : ls_err(LS_ENOMEM, "out of memory");
     for (int i = 0; rc == LS_OK && i < wl->batch; i++) {
         prompts[i] = malloc((size_t)wl->prompt);
         if (!prompts[i]) {
@@ -535,40 +540,44 @@ static int validate_measure(const char *ckpt, const char *plan_path, int n_layer
         for (int k = 0; k < wl->prompt - 1; k++) prompts[i][k] = text[(i * 7 + k) % (sizeof text - 1)];
         prompts[i][wl->prompt - 1] = '\0';
     }
-    ls_server *s = NULL;
-    if (rc == LS_OK) {
+    for (int a = 0; rc == LS_OK && a < n_plans; a++) {
         ls_server_opts o = ls_server_defaults();
         o.model = ckpt;
-        o.plan = &sp;
+        o.plan = &sp[a];
         o.self = ls_cli_self();
         o.port = 0;
         o.max_seqs = wl->batch;
         o.nthreads = threads;
-        rc = ls_server_start(&s, &o);
+        rc = ls_server_start(&sv[a], &o);
     }
-    int port = s ? ls_server_port(s) : 0;
-    for (int r = -1; rc == LS_OK && r < runs; r++) {
-        vrun before = {0}, after = {0};
-        ls_load_result lr;
-        rc = scrape_metrics(port, sp.n_stages, &before);
-        if (rc == LS_OK)
-            rc = ls_http_load("127.0.0.1", port, (const char *const *)prompts, wl->batch, wl->batch, wl->batch, wl->gen,
-                              &lr);
-        if (rc == LS_OK) rc = scrape_metrics(port, sp.n_stages, &after);
-        if (rc == LS_OK && lr.tokens != wl->batch * wl->gen)
-            LS_WARN("run %d generated %d tokens, not %d (a request stopped at EOS)", r, lr.tokens, wl->batch * wl->gen);
-        if (rc == LS_OK && r >= 0) {
-            vrun *x = &res[r];
-            x->seconds = lr.seconds, x->tokens = lr.tokens, x->tok_s = lr.tokens_per_s;
-            for (int i = 0; i < sp.n_stages; i++) x->busy[i] = after.busy[i] - before.busy[i];
-            x->mb_prefill = after.mb_prefill - before.mb_prefill;
-            x->mb_decode = after.mb_decode - before.mb_decode;
+    for (int r = -1; rc == LS_OK && r < runs; r++)
+        for (int a = 0; rc == LS_OK && a < n_plans; a++) {
+            int port = ls_server_port(sv[a]);
+            vrun before = {0}, after = {0};
+            ls_load_result lr;
+            rc = scrape_metrics(port, sp[a].n_stages, &before);
+            if (rc == LS_OK)
+                rc = ls_http_load("127.0.0.1", port, (const char *const *)prompts, wl->batch, wl->batch, wl->batch,
+                                  wl->gen, &lr);
+            if (rc == LS_OK) rc = scrape_metrics(port, sp[a].n_stages, &after);
+            if (rc == LS_OK && lr.tokens != wl->batch * wl->gen)
+                LS_WARN("run %d generated %d tokens, not %d (a request stopped at EOS)", r, lr.tokens,
+                        wl->batch * wl->gen);
+            if (rc == LS_OK && r >= 0) {
+                vrun *x = &res[(size_t)a * runs + r];
+                x->seconds = lr.seconds, x->tokens = lr.tokens, x->tok_s = lr.tokens_per_s;
+                for (int i = 0; i < sp[a].n_stages; i++) x->busy[i] = after.busy[i] - before.busy[i];
+                x->mb_prefill = after.mb_prefill - before.mb_prefill;
+                x->mb_decode = after.mb_decode - before.mb_decode;
+            }
         }
-    }
-    if (s) ls_server_stop(s);
+    for (int a = 0; sv && a < n_plans; a++)
+        if (sv[a]) ls_server_stop(sv[a]);
     for (int i = 0; prompts && i < wl->batch; i++) free(prompts[i]);
+    for (int a = 0; sp && a < n_read; a++) ls_plan_free(&sp[a]);
     free(prompts);
-    ls_plan_free(&sp);
+    free(sv);
+    free(sp);
     return rc;
 }
 
@@ -626,7 +635,7 @@ static int plan_validate(int argc, char **argv) {
             return 2;
         }
     }
-    char dir[1024], ckpt[1200], prof[1200], clpath[1200], path[1300];
+    char dir[1024], ckpt[1200], prof[1200], clpath[1200], paths[LS_PLAN_ALGO_COUNT][1300];
     if (workdir) {
         snprintf(dir, sizeof dir, "%s", workdir);
         if (ls_mkdirs(dir)) return ls_cli_fail();
@@ -716,21 +725,24 @@ static int plan_validate(int argc, char **argv) {
     printf("\n  %-10s %-22s %5s %10s %10s %8s %10s %8s %7s\n", "plan", "stages (layers@bits)", "mb", "predicted",
            "measured", "error", "host-aware", "error", "spread");
     for (int a = 0; a < n_algo; a++) {
+        if ((rc = ls_plan_solve(pb, (ls_plan_algo)algo_list[a], &pl[a]))) {
+            ret = ls_cli_fail();
+            goto done;
+        }
+        snprintf(paths[a], sizeof paths[a], "%s/plan-%s.json", dir, ls_plan_algo_name(pl[a].algo));
+        if ((rc = ls_plan_result_write(pb, &pl[a], paths[a]))) {
+            ret = ls_cli_fail();
+            goto done;
+        }
+    }
+    if ((rc = validate_measure(ckpt, paths, n_algo, mc.n_layer, &wl, threads, runs, meas))) {
+        ret = ls_cli_fail();
+        goto done;
+    }
+    for (int a = 0; a < n_algo; a++) {
         ls_plan_result *x = &pl[a];
-        if ((rc = ls_plan_solve(pb, (ls_plan_algo)algo_list[a], x))) {
-            ret = ls_cli_fail();
-            goto done;
-        }
-        snprintf(path, sizeof path, "%s/plan-%s.json", dir, ls_plan_algo_name(x->algo));
-        if ((rc = ls_plan_result_write(pb, x, path))) {
-            ret = ls_cli_fail();
-            goto done;
-        }
+        const char *path = paths[a];
         vrun *m = meas + (size_t)a * runs;
-        if ((rc = validate_measure(ckpt, path, mc.n_layer, &wl, threads, runs, m))) {
-            ret = ls_cli_fail();
-            goto done;
-        }
         double tps[100], med, lo, hi;
         for (int r = 0; r < runs; r++) tps[r] = m[r].tok_s;
         qsort(tps, (size_t)runs, sizeof(double), cmp_double);
@@ -810,6 +822,22 @@ static int plan_validate(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "measured_batch_s", mean_s);
         cJSON_AddNumberToObject(o, "stage_overlap", busy / mean_s);
         cJSON_AddItemToArray(rplans, o);
+    }
+    /* the planner's decision, checked with both plans under the same load: predicted and
+     * measured throughput of each plan relative to the first (paired by round) */
+    for (int a = 1; a < n_algo; a++) {
+        double rr[100];
+        for (int r = 0; r < runs; r++) rr[r] = meas[r].tok_s / meas[(size_t)a * runs + r].tok_s;
+        qsort(rr, (size_t)runs, sizeof(double), cmp_double);
+        double mr = runs % 2 ? rr[runs / 2] : 0.5 * (rr[runs / 2 - 1] + rr[runs / 2]);
+        double pr = pl[0].throughput_tok_s / pl[a].throughput_tok_s;
+        printf("  %s / %s: predicted %.2fx, measured %.2fx (median of per-round ratios, range %.2f-%.2f)\n",
+               ls_plan_algo_name(pl[0].algo), ls_plan_algo_name(pl[a].algo), pr, mr, rr[0], rr[runs - 1]);
+        cJSON *o = cJSON_GetArrayItem(rplans, a);
+        if (o) {
+            cJSON_AddNumberToObject(o, "predicted_ratio_first_over_this", pr);
+            cJSON_AddNumberToObject(o, "measured_ratio_first_over_this", mr);
+        }
     }
     if (report) {
         cJSON_AddStringToObject(rep, "workdir", dir);
