@@ -23,9 +23,12 @@ int main(int argc, char **argv) {
     const char *out = NULL, *only = NULL;
     double ilp_limit = 6.0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
-        else if (!strcmp(argv[i], "--ilp-limit") && i + 1 < argc) ilp_limit = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+        if (!strcmp(argv[i], "--out") && i + 1 < argc)
+            out = argv[++i];
+        else if (!strcmp(argv[i], "--ilp-limit") && i + 1 < argc)
+            ilp_limit = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc)
+            only = argv[++i];
         else {
             fprintf(stderr, "usage: bench_plan [--out FILE] [--ilp-limit S] [--only CLUSTER]\n");
             return 2;
@@ -83,7 +86,8 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "  %s %s: %s\n", names[c], ls_plan_algo_name(algos[t]), ls_errmsg());
                 continue;
             }
-            r[t] = (res_t){1, pl->throughput_tok_s, pl->objective, pl->solve_s, pl->ilp_gap, pl->quality, pl->ilp_optimal, cpu};
+            r[t] = (res_t){1,           pl->throughput_tok_s, pl->objective,   pl->solve_s,
+                           pl->ilp_gap, pl->quality,          pl->ilp_optimal, cpu};
             /* everyone else must match the uniform plan's quality */
             if (algos[t] == LS_PLAN_ALGO_UNIFORM) pb->qmax = pl->quality * (1 + 1e-9);
         }
@@ -92,8 +96,8 @@ int main(int argc, char **argv) {
         double gap = sq->ok && ilp->ok ? (sq->obj - ilp->obj) / ilp->obj : NAN;
         printf("%-10s %4d %-12s", names[c], cl->n_dev, arch.name);
         for (int t = 0; t < NA; t++) r[t].ok ? printf(" %9.1f", r[t].tput) : printf(" %9s", "-");
-        printf(" %6.2fx %6.2fx %8.3f%s %9.2f %9.2f %9.2f\n", ru, rp, gap * 100, ilp->ok ? (ilp->optimal ? "*" : " ") : " ",
-               sq->solve_s * 1e3, sq->cpu_s * 1e3, ilp->solve_s);
+        printf(" %6.2fx %6.2fx %8.3f%s %9.2f %9.2f %9.2f\n", ru, rp, gap * 100,
+               ilp->ok ? (ilp->optimal ? "*" : " ") : " ", sq->solve_s * 1e3, sq->cpu_s * 1e3, ilp->solve_s);
         /* splitquant must never lose to a baseline that meets the same target */
         for (int t = 0; t < 3; t++)
             if (sq->ok && r[t].ok && r[t].quality <= pb->qmax && r[t].obj < sq->obj * (1 - 1e-9)) {

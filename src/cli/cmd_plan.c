@@ -2,10 +2,10 @@
  * scenario. */
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -47,8 +47,8 @@ static int load_indicator(ls_plan_problem *pb, const char *how, const char *mode
 static void print_plan(const ls_plan_problem *pb, const ls_plan_result *pl) {
     printf("plan (%s) for %s on %s, batch %d, prompt %d, gen %d:\n", ls_plan_algo_name(pl->algo), pb->arch->name,
            pb->cl->name, pb->wl.batch, pb->wl.prompt, pb->wl.gen);
-    printf("  %-5s %-12s %-9s %-22s %9s %9s %9s\n", "stage", "device", "layers", "bits (3/4/8/16)", "mem GB",
-           "free GB", "decode ms");
+    printf("  %-5s %-12s %-9s %-22s %9s %9s %9s\n", "stage", "device", "layers", "bits (3/4/8/16)", "mem GB", "free GB",
+           "decode ms");
     for (int s = 0; s < pl->n_stage; s++) {
         int cnt[LS_PLAN_NBITS] = {0};
         for (int i = pl->begin[s]; i < pl->begin[s + 1]; i++) cnt[ls_plan_bits_index(pl->bits[i])]++;
@@ -73,13 +73,17 @@ static int plan_serve(int argc, char **argv) {
     int batch = -1, prompt = -1, gen = -1, quiet = 0;
     double tlimit = 10;
     ls_arg spec[] = {
-        {"model", LS_ARG_STR, &model, "M", "catalog model (opt-30b, llama-2-70b, ...) or llmsys checkpoint path (default: the cluster file's)"},
+        {"model", LS_ARG_STR, &model, "M",
+         "catalog model (opt-30b, llama-2-70b, ...) or llmsys checkpoint path (default: the cluster file's)"},
         {"cluster", LS_ARG_STR, &cluster, "C", "cluster JSON file or catalog name (llmpq-2, mixed-64, ...)", 1},
         {"batch", LS_ARG_INT, &batch, "B", "sequences in the batch (default: cluster file's, else 32)"},
         {"prompt", LS_ARG_INT, &prompt, "S", "prompt tokens (default: cluster file's, else 512)"},
         {"gen", LS_ARG_INT, &gen, "N", "generated tokens (default: cluster file's, else 100)"},
-        {"quality", LS_ARG_STR, &quality, "Q", "bits:B (no worse than all layers at B bits; default bits:4), max:X (total indicator), theta:X (trade-off weight, s per unit), none"},
-        {"indicator", LS_ARG_STR, &indicator, "I", "default | variance | measured (checkpoint models) | FILE (llmsys-indicator JSON)"},
+        {"quality", LS_ARG_STR, &quality, "Q",
+         "bits:B (no worse than all layers at B bits; default bits:4), max:X (total indicator), theta:X (trade-off "
+         "weight, s per unit), none"},
+        {"indicator", LS_ARG_STR, &indicator, "I",
+         "default | variance | measured (checkpoint models) | FILE (llmsys-indicator JSON)"},
         {"algo", LS_ARG_STR, &algo, "A", "splitquant (default) | ilp | uniform | pipeedge | adabits"},
         {"bits", LS_ARG_STR, &bits, "LIST", "allowed bit widths, e.g. 4,8,16 (default 3,4,8,16)"},
         {"time-limit", LS_ARG_FLOAT, &tlimit, "S", "ILP time limit in seconds over all candidates (default 10)"},
@@ -89,8 +93,9 @@ static int plan_serve(int argc, char **argv) {
         {"data", LS_ARG_STR, &data, "DIR", "catalog directory (default $LLMSYS_DATA or the source tree's data/)"},
         {"quiet", LS_ARG_FLAG, &quiet, NULL, "print nothing on success"},
     };
-    int rc = ls_args_parse("plan serve", "Plans stages, per-layer bits and micro-batches for serving a model on a cluster.",
-                           spec, (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
+    int rc =
+        ls_args_parse("plan serve", "Plans stages, per-layer bits and micro-batches for serving a model on a cluster.",
+                      spec, (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
     int a = ls_plan_algo_parse(algo);
     if (a < 0 || a == LS_PLAN_ALGO_BRUTE) {
@@ -195,7 +200,8 @@ done:
 static int plan_list(int argc, char **argv) {
     const char *data = NULL;
     ls_arg spec[] = {{"data", LS_ARG_STR, &data, "DIR", "catalog directory"}};
-    int rc = ls_args_parse("plan list", "Lists the catalog: GPUs, models, clusters.", spec, 1, argc, argv, NULL, 0, NULL);
+    int rc =
+        ls_args_parse("plan list", "Lists the catalog: GPUs, models, clusters.", spec, 1, argc, argv, NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
     ls_plan_catalog *cat;
     if (ls_plan_catalog_load(data, &cat)) return fail_input();
@@ -243,13 +249,19 @@ static int plan_indicator(int argc, char **argv) {
     if ((rc = ls_plan_resolve_model(cat, model, &arch))) {
         ret = fail_input();
     } else {
-        if (!strcmp(how, "default")) rc = ls_plan_quality_default(&arch, om);
-        else if (!strcmp(how, "variance")) rc = ls_plan_quality_from_checkpoint(model, &arch, om);
-        else if (!strcmp(how, "measured")) rc = ls_plan_quality_measured(model, &arch, om);
-        else rc = ls_err(LS_EINVAL, "--method '%s': variance, measured or default", how);
+        if (!strcmp(how, "default"))
+            rc = ls_plan_quality_default(&arch, om);
+        else if (!strcmp(how, "variance"))
+            rc = ls_plan_quality_from_checkpoint(model, &arch, om);
+        else if (!strcmp(how, "measured"))
+            rc = ls_plan_quality_measured(model, &arch, om);
+        else
+            rc = ls_err(LS_EINVAL, "--method '%s': variance, measured or default", how);
         if (!rc) rc = ls_plan_quality_write(out, &arch, om);
-        if (rc) ret = is_input_error(rc) ? fail_input() : ls_cli_fail();
-        else printf("indicator of %s (%d layers, %s) written to %s\n", arch.name, arch.n_layer, how, out);
+        if (rc)
+            ret = is_input_error(rc) ? fail_input() : ls_cli_fail();
+        else
+            printf("indicator of %s (%d layers, %s) written to %s\n", arch.name, arch.n_layer, how, out);
     }
     free(om);
     ls_plan_catalog_free(cat);
@@ -587,7 +599,8 @@ static int plan_validate(int argc, char **argv) {
     int stages = 2, batch = 8, prompt = 32, gen = 32, threads = 1, runs = 5, reps = 5, alone = 0;
     double mem_gb = 2.0;
     ls_arg spec[] = {
-        {"model", LS_ARG_STR, &model, "CKPT", "fp32 llmsys checkpoint (default: a random one of --config, EOS suppressed)"},
+        {"model", LS_ARG_STR, &model, "CKPT",
+         "fp32 llmsys checkpoint (default: a random one of --config, EOS suppressed)"},
         {"config", LS_ARG_STR, &config, "NAME", "config of the random checkpoint: tiny or small (default small)"},
         {"stages", LS_ARG_INT, &stages, "N", "CPU stages in the virtual cluster (default 2)"},
         {"batch", LS_ARG_INT, &batch, "B", "requests submitted together (default 8)"},
@@ -600,19 +613,23 @@ static int plan_validate(int argc, char **argv) {
         {"reps", LS_ARG_INT, &reps, "R", "profile repetitions per point (default 5)"},
         {"memory-gb", LS_ARG_FLOAT, &mem_gb, "GB", "memory each CPU stage offers the planner (default 2)"},
         {"profile", LS_ARG_STR, &profile, "FILE", "reuse this device profile instead of measuring one"},
-        {"profile-alone", LS_ARG_FLAG, &alone, NULL, "profile one stage alone (default: co-located with the other stages' load)"},
-        {"workdir", LS_ARG_STR, &workdir, "DIR", "where checkpoint, profile, cluster and plans go (default: a new /tmp dir)"},
+        {"profile-alone", LS_ARG_FLAG, &alone, NULL,
+         "profile one stage alone (default: co-located with the other stages' load)"},
+        {"workdir", LS_ARG_STR, &workdir, "DIR",
+         "where checkpoint, profile, cluster and plans go (default: a new /tmp dir)"},
         {"report", LS_ARG_STR, &report, "FILE", "JSON summary: predicted vs measured per plan and stage"},
     };
-    int rc = ls_args_parse("plan validate",
-                           "Plans a model on a virtual cluster of profiled CPU stages, serves the plan with llmsys serve "
-                           "and compares measured with predicted throughput.",
-                           spec, (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
+    int rc =
+        ls_args_parse("plan validate",
+                      "Plans a model on a virtual cluster of profiled CPU stages, serves the plan with llmsys serve "
+                      "and compares measured with predicted throughput.",
+                      spec, (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
-    if (stages < 1 || stages > LS_PLAN_MAX_STAGES || batch < 1 || batch > 256 || prompt < 2 || gen < 1 ||
-        threads < 1 || threads > 64 || runs < 1 || runs > 100 || reps < 1 || reps > 100 || !(mem_gb > 0)) {
-        fprintf(stderr, "llmsys plan validate: --stages in [1, %d], --batch in [1, 256], --prompt >= 2, --gen >= 1, "
-                        "--threads in [1, 64], --runs/--reps in [1, 100], --memory-gb > 0\n",
+    if (stages < 1 || stages > LS_PLAN_MAX_STAGES || batch < 1 || batch > 256 || prompt < 2 || gen < 1 || threads < 1 ||
+        threads > 64 || runs < 1 || runs > 100 || reps < 1 || reps > 100 || !(mem_gb > 0)) {
+        fprintf(stderr,
+                "llmsys plan validate: --stages in [1, %d], --batch in [1, 256], --prompt >= 2, --gen >= 1, "
+                "--threads in [1, 64], --runs/--reps in [1, 100], --memory-gb > 0\n",
                 LS_PLAN_MAX_STAGES);
         return 2;
     }
@@ -625,7 +642,9 @@ static int plan_validate(int argc, char **argv) {
         for (char *t = strtok(tmp, ","); t; t = strtok(NULL, ",")) {
             int a = ls_plan_algo_parse(t);
             if (a < 0 || a == LS_PLAN_ALGO_BRUTE || n_algo == LS_PLAN_ALGO_COUNT) {
-                fprintf(stderr, "llmsys plan validate: --algos: '%s' is not splitquant, ilp, uniform, pipeedge or adabits\n", t);
+                fprintf(stderr,
+                        "llmsys plan validate: --algos: '%s' is not splitquant, ilp, uniform, pipeedge or adabits\n",
+                        t);
                 return 2;
             }
             algo_list[n_algo++] = a;
@@ -658,11 +677,13 @@ static int plan_validate(int argc, char **argv) {
     if ((rc = ls_ckpt_info(ckpt, &mc, &fbits, NULL))) return fail_input();
     free(fbits);
     if (prompt + gen > mc.n_ctx) {
-        fprintf(stderr, "llmsys plan validate: prompt + gen = %d exceeds the model context %d\n", prompt + gen, mc.n_ctx);
+        fprintf(stderr, "llmsys plan validate: prompt + gen = %d exceeds the model context %d\n", prompt + gen,
+                mc.n_ctx);
         return 2;
     }
     ls_plan_workload wl = {batch, prompt, gen};
-    printf("closing the loop in %s: %s (%d layers, d_model %d), %d CPU stages x %d thread(s), batch %d, prompt %d, gen %d\n",
+    printf("closing the loop in %s: %s (%d layers, d_model %d), %d CPU stages x %d thread(s), batch %d, prompt %d, gen "
+           "%d\n",
            dir, ckpt, mc.n_layer, mc.d_model, stages, threads, batch, prompt, gen);
     /* 2. the device profile (same machine, measured now unless given) */
     double t0 = ls_now();
@@ -670,7 +691,8 @@ static int plan_validate(int argc, char **argv) {
         snprintf(prof, sizeof prof, "%s", profile);
     } else {
         snprintf(prof, sizeof prof, "%s/profile.json", dir);
-        if ((rc = validate_profile(ckpt, &wl, mc.n_ctx, threads, reps, alone ? 0 : stages - 1, prof))) return ls_cli_fail();
+        if ((rc = validate_profile(ckpt, &wl, mc.n_ctx, threads, reps, alone ? 0 : stages - 1, prof)))
+            return ls_cli_fail();
         printf("profile: %s (%.1f s)\n", prof, ls_now() - t0);
     }
     int colocated = 0;
@@ -760,8 +782,8 @@ static int plan_validate(int argc, char **argv) {
         char mbs[16];
         snprintf(mbs, sizeof mbs, "%d/%d", x->mb_prefill, x->mb_decode);
         /* a co-located profile already carries the sharing slowdown: no capacity bound then */
-        double ha = isfinite(hop) ? (double)batch * gen / host_aware_batch_s(pb, x, hop, colocated ? INFINITY : cap)
-                                  : NAN;
+        double ha =
+            isfinite(hop) ? (double)batch * gen / host_aware_batch_s(pb, x, hop, colocated ? INFINITY : cap) : NAN;
         double herr = (med - ha) / ha;
         printf("  %-10s %-22s %5s %8.1f/s %8.1f/s %+7.1f%% %8.1f/s %+7.1f%% %6.1f%%\n", ls_plan_algo_name(x->algo), st,
                mbs, x->throughput_tok_s, med, err * 100, ha, herr * 100, (hi - lo) / med * 100);

@@ -43,16 +43,16 @@ static int row_add(row_t *r, int idx, double v) {
 }
 
 typedef struct {
-    double obj;      /* best objective found (INFINITY if none) */
-    double bound;    /* proven lower bound */
-    int optimal;     /* proven optimal or proven no better than the cutoff */
+    double obj;   /* best objective found (INFINITY if none) */
+    double bound; /* proven lower bound */
+    int optimal;  /* proven optimal or proven no better than the cutoff */
     int has_sol;
     ls_plan_result plan;
 } ilp_result;
 
 /* Builds and solves the MIP for one candidate. cutoff: only solutions below it matter. */
-static int solve_one(const ls_plan_problem *p, const int *order, int mb_pre, int mb_dec, double limit_s,
-                     double cutoff, const ls_plan_result *start, ilp_result *res) {
+static int solve_one(const ls_plan_problem *p, const int *order, int mb_pre, int mb_dec, double limit_s, double cutoff,
+                     const ls_plan_result *start, ilp_result *res) {
     const ls_plan_arch *a = p->arch;
     const ls_plan_cluster *cl = p->cl;
     int L = a->n_layer, N = cl->n_dev, n = p->wl.gen;
@@ -202,8 +202,10 @@ static int solve_one(const ls_plan_problem *p, const int *order, int mb_pre, int
             for (int j = 0; j < N; j++)
                 for (int i = start->begin[j]; i < start->begin[j + 1]; i++) {
                     int col = ZC(&zm, i, j, ls_plan_bits_index(start->bits[i]));
-                    if (col < 0) ok = 0;
-                    else idx[cnt] = col, val[cnt++] = 1;
+                    if (col < 0)
+                        ok = 0;
+                    else
+                        idx[cnt] = col, val[cnt++] = 1;
                 }
             double maxP = 0, maxD = 0, sumD = 0;
             for (int j = 0; j < N; j++) {

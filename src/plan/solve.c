@@ -86,11 +86,11 @@ int plan_microbatches(const ls_plan_problem *p, int n_dev, int (*mb)[2], int *n)
 
 typedef struct {
     double sumP, maxP, sumD, maxD, q;
-    double f;       /* partial objective (partial_obj), cached for the label cap */
-    int parent;     /* label index at the previous stage boundary, -1 at the start */
-    short a, b;     /* the last stage's layers [a, b) */
+    double f;   /* partial objective (partial_obj), cached for the label cap */
+    int parent; /* label index at the previous stage boundary, -1 at the start */
+    short a, b; /* the last stage's layers [a, b) */
     signed char lo, hi;
-    short c_hi;     /* layers of [a, b) at bits hi: those with the largest omega[lo]-omega[hi] */
+    short c_hi; /* layers of [a, b) at bits hi: those with the largest omega[lo]-omega[hi] */
 } label;
 
 typedef struct {
@@ -114,7 +114,7 @@ typedef struct {
     double baseP[LS_PLAN_MAX_DEV], baseD[LS_PLAN_MAX_DEV], baseM[LS_PLAN_MAX_DEV], cap[LS_PLAN_MAX_DEV];
     double kv;
     double qtail[LS_PLAN_MAX_LAYER + 1]; /* least quality cost of layers i.. */
-    double minP, minD; /* least prefill / decode time of one layer on any position and width */
+    double minP, minD;                   /* least prefill / decode time of one layer on any position and width */
     double incumbent;
 } dp_ctx;
 
@@ -316,7 +316,8 @@ static int dp_run(dp_ctx *c, double tau, label_pool *lp, label_set *sets, ls_pla
                                 if (cm < cmax) cmax = cm < 0 ? 0 : (int)cm;
                             }
                             double dd = c->ld[j][hi] - c->ld[j][lo];
-                            if (!isfinite(c->ld[j][hi])) cmax = 0;
+                            if (!isfinite(c->ld[j][hi]))
+                                cmax = 0;
                             else if (dd > 0) {
                                 double cm = floor((tau - d0) / dd + 1e-9);
                                 if (cm < cmax) cmax = cm < 0 ? 0 : (int)cm;
@@ -358,8 +359,10 @@ static int dp_run(dp_ctx *c, double tau, label_pool *lp, label_set *sets, ls_pla
                                 nl.c_hi = (short)ch;
                                 int ir = insert_label(c, lp, &SET(j + 1, b), &nl);
                                 if (ir < 0) return ir;
-                                if (ir == 0) live = 1;
-                                else dead = 1;
+                                if (ir == 0)
+                                    live = 1;
+                                else
+                                    dead = 1;
                                 src = &SET(j, a); /* the pool may have moved; sets did not */
                             }
                         }
@@ -666,8 +669,10 @@ static int plan_splitquant_seeded(const ls_plan_problem *p, ls_plan_result *out)
     for (int t = 0; t < 3; t++) {
         int rc = fn[t](p, &x);
         if (rc == LS_OK) rc = ls_plan_evaluate(p, &x); /* uniform/adabits ignore the quality target */
-        if (rc == LS_OK && x.objective < seed.objective) seed = x;
-        else if (rc < 0 && rc != LS_EINFEASIBLE) return rc;
+        if (rc == LS_OK && x.objective < seed.objective)
+            seed = x;
+        else if (rc < 0 && rc != LS_EINFEASIBLE)
+            return rc;
     }
     int rc = plan_splitquant(p, out, 0, NULL, NULL, NULL, seed.objective * (1 + 1e-12));
     if (rc == LS_EINFEASIBLE && isfinite(seed.objective)) {
@@ -796,13 +801,26 @@ int ls_plan_solve(const ls_plan_problem *p, ls_plan_algo algo, ls_plan_result *o
     double t0 = ls_now();
     int rc;
     switch (algo) {
-    case LS_PLAN_ALGO_SPLITQUANT: rc = plan_splitquant_seeded(p, out); break;
-    case LS_PLAN_ALGO_ILP: rc = plan_ilp(p, out); break;
-    case LS_PLAN_ALGO_UNIFORM: rc = plan_uniform(p, out); break;
-    case LS_PLAN_ALGO_PIPEEDGE: rc = plan_pipeedge(p, out); break;
-    case LS_PLAN_ALGO_ADABITS: rc = plan_adabits(p, out); break;
-    case LS_PLAN_ALGO_BRUTE: rc = plan_brute(p, out); break;
-    default: return ls_err(LS_EINVAL, "unknown planner algorithm %d", (int)algo);
+    case LS_PLAN_ALGO_SPLITQUANT:
+        rc = plan_splitquant_seeded(p, out);
+        break;
+    case LS_PLAN_ALGO_ILP:
+        rc = plan_ilp(p, out);
+        break;
+    case LS_PLAN_ALGO_UNIFORM:
+        rc = plan_uniform(p, out);
+        break;
+    case LS_PLAN_ALGO_PIPEEDGE:
+        rc = plan_pipeedge(p, out);
+        break;
+    case LS_PLAN_ALGO_ADABITS:
+        rc = plan_adabits(p, out);
+        break;
+    case LS_PLAN_ALGO_BRUTE:
+        rc = plan_brute(p, out);
+        break;
+    default:
+        return ls_err(LS_EINVAL, "unknown planner algorithm %d", (int)algo);
     }
     if (rc == LS_EINFEASIBLE) {
         int keep = strstr(ls_errmsg(), "devices but") != NULL;
