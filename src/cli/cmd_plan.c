@@ -2,14 +2,22 @@
  * scenario. */
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zmq.h>
 
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "llmsys/core.h"
+#include "llmsys/model.h"
 #include "llmsys/plan.h"
+#include "llmsys/serve.h"
+#include "llmsys/train.h"
 
 /* Errors in what the user gave (names, files, numbers) are usage errors: exit 2. */
 static int fail_input(void) {
@@ -39,8 +47,8 @@ static int load_indicator(ls_plan_problem *pb, const char *how, const char *mode
 static void print_plan(const ls_plan_problem *pb, const ls_plan_result *pl) {
     printf("plan (%s) for %s on %s, batch %d, prompt %d, gen %d:\n", ls_plan_algo_name(pl->algo), pb->arch->name,
            pb->cl->name, pb->wl.batch, pb->wl.prompt, pb->wl.gen);
-    printf("  %-5s %-12s %-9s %-22s %9s %9s %9s\n", "stage", "device", "layers", "bits (3/4/8/16)", "mem GB",
-           "free GB", "decode ms");
+    printf("  %-5s %-12s %-9s %-22s %9s %9s %9s\n", "stage", "device", "layers", "bits (3/4/8/16)", "mem GB", "free GB",
+           "decode ms");
     for (int s = 0; s < pl->n_stage; s++) {
         int cnt[LS_PLAN_NBITS] = {0};
         for (int i = pl->begin[s]; i < pl->begin[s + 1]; i++) cnt[ls_plan_bits_index(pl->bits[i])]++;
@@ -65,13 +73,17 @@ static int plan_serve(int argc, char **argv) {
     int batch = -1, prompt = -1, gen = -1, quiet = 0;
     double tlimit = 10;
     ls_arg spec[] = {
-        {"model", LS_ARG_STR, &model, "M", "catalog model (opt-30b, llama-2-70b, ...) or llmsys checkpoint path (default: the cluster file's)"},
+        {"model", LS_ARG_STR, &model, "M",
+         "catalog model (opt-30b, llama-2-70b, ...) or llmsys checkpoint path (default: the cluster file's)"},
         {"cluster", LS_ARG_STR, &cluster, "C", "cluster JSON file or catalog name (llmpq-2, mixed-64, ...)", 1},
         {"batch", LS_ARG_INT, &batch, "B", "sequences in the batch (default: cluster file's, else 32)"},
         {"prompt", LS_ARG_INT, &prompt, "S", "prompt tokens (default: cluster file's, else 512)"},
         {"gen", LS_ARG_INT, &gen, "N", "generated tokens (default: cluster file's, else 100)"},
-        {"quality", LS_ARG_STR, &quality, "Q", "bits:B (no worse than all layers at B bits; default bits:4), max:X (total indicator), theta:X (trade-off weight, s per unit), none"},
-        {"indicator", LS_ARG_STR, &indicator, "I", "default | variance | measured (checkpoint models) | FILE (llmsys-indicator JSON)"},
+        {"quality", LS_ARG_STR, &quality, "Q",
+         "bits:B (no worse than all layers at B bits; default bits:4), max:X (total indicator), theta:X (trade-off "
+         "weight, s per unit), none"},
+        {"indicator", LS_ARG_STR, &indicator, "I",
+         "default | variance | measured (checkpoint models) | FILE (llmsys-indicator JSON)"},
         {"algo", LS_ARG_STR, &algo, "A", "splitquant (default) | ilp | uniform | pipeedge | adabits"},
         {"bits", LS_ARG_STR, &bits, "LIST", "allowed bit widths, e.g. 4,8,16 (default 3,4,8,16)"},
         {"time-limit", LS_ARG_FLOAT, &tlimit, "S", "ILP time limit in seconds over all candidates (default 10)"},
@@ -81,8 +93,9 @@ static int plan_serve(int argc, char **argv) {
         {"data", LS_ARG_STR, &data, "DIR", "catalog directory (default $LLMSYS_DATA or the source tree's data/)"},
         {"quiet", LS_ARG_FLAG, &quiet, NULL, "print nothing on success"},
     };
-    int rc = ls_args_parse("plan serve", "Plans stages, per-layer bits and micro-batches for serving a model on a cluster.",
-                           spec, (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
+    int rc =
+        ls_args_parse("plan serve", "Plans stages, per-layer bits and micro-batches for serving a model on a cluster.",
+                      spec, (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
     int a = ls_plan_algo_parse(algo);
     if (a < 0 || a == LS_PLAN_ALGO_BRUTE) {
@@ -187,7 +200,8 @@ done:
 static int plan_list(int argc, char **argv) {
     const char *data = NULL;
     ls_arg spec[] = {{"data", LS_ARG_STR, &data, "DIR", "catalog directory"}};
-    int rc = ls_args_parse("plan list", "Lists the catalog: GPUs, models, clusters.", spec, 1, argc, argv, NULL, 0, NULL);
+    int rc =
+        ls_args_parse("plan list", "Lists the catalog: GPUs, models, clusters.", spec, 1, argc, argv, NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
     ls_plan_catalog *cat;
     if (ls_plan_catalog_load(data, &cat)) return fail_input();
@@ -235,15 +249,636 @@ static int plan_indicator(int argc, char **argv) {
     if ((rc = ls_plan_resolve_model(cat, model, &arch))) {
         ret = fail_input();
     } else {
-        if (!strcmp(how, "default")) rc = ls_plan_quality_default(&arch, om);
-        else if (!strcmp(how, "variance")) rc = ls_plan_quality_from_checkpoint(model, &arch, om);
-        else if (!strcmp(how, "measured")) rc = ls_plan_quality_measured(model, &arch, om);
-        else rc = ls_err(LS_EINVAL, "--method '%s': variance, measured or default", how);
+        if (!strcmp(how, "default"))
+            rc = ls_plan_quality_default(&arch, om);
+        else if (!strcmp(how, "variance"))
+            rc = ls_plan_quality_from_checkpoint(model, &arch, om);
+        else if (!strcmp(how, "measured"))
+            rc = ls_plan_quality_measured(model, &arch, om);
+        else
+            rc = ls_err(LS_EINVAL, "--method '%s': variance, measured or default", how);
         if (!rc) rc = ls_plan_quality_write(out, &arch, om);
-        if (rc) ret = is_input_error(rc) ? fail_input() : ls_cli_fail();
-        else printf("indicator of %s (%d layers, %s) written to %s\n", arch.name, arch.n_layer, how, out);
+        if (rc)
+            ret = is_input_error(rc) ? fail_input() : ls_cli_fail();
+        else
+            printf("indicator of %s (%d layers, %s) written to %s\n", arch.name, arch.n_layer, how, out);
     }
     free(om);
+    ls_plan_catalog_free(cat);
+    return ret;
+}
+
+/* ---------------------------------------------------------------- validate (closing the loop) */
+
+/* `llmsys plan validate`: profiles this machine's CPU with `llmsys profile`'s measurement,
+ * builds a virtual cluster of identical profiled CPU stages, plans the model on it, serves
+ * each plan with the real multi-process pipeline (`llmsys serve`'s server) behind HTTP,
+ * drives it with the planned workload (batch B requests of prompt S tokens, N generated
+ * each, all submitted at once) and compares measured with predicted throughput. Also
+ * compares per-stage busy seconds and micro-batch counts, which says which term is off. */
+
+typedef struct {
+    double seconds, tok_s;
+    int tokens;
+    double busy[LS_PLAN_MAX_STAGES];
+    double mb_prefill, mb_decode;
+} vrun;
+
+/* An fp32 checkpoint with a named config and random (GPT-2 init) weights. The EOS row
+ * of the tied embedding is zeroed: its logit is then 0 while the largest of the other
+ * 258 is positive, so greedy generation never stops early and every request yields
+ * exactly the planned number of tokens. */
+static int validate_make_ckpt(const char *config, uint64_t seed, const char *path) {
+    ls_model_config cfg;
+    LS_TRY(ls_model_config_named(config, &cfg));
+    ls_model *m;
+    LS_TRY(ls_model_init(&m, &cfg, seed));
+    int t = ls_model_find_tensor(m, "wte");
+    if (t < 0) {
+        ls_model_free(m);
+        return ls_err(LS_ESTATE, "model has no wte tensor");
+    }
+    ls_param p = ls_model_tensor(m, t);
+    memset(p.data + (size_t)LS_TOK_EOS * cfg.d_model, 0, sizeof(float) * (size_t)cfg.d_model);
+    int rc = ls_ckpt_save(path, m, 0, NULL, 0);
+    ls_model_free(m);
+    return rc;
+}
+
+/* Sorted unique positive ints of v (n entries), clipped to [1, hi]; returns the count. */
+static int uniq_grid(int *v, int n, int hi) {
+    for (int i = 0; i < n; i++) v[i] = v[i] < 1 ? 1 : (v[i] > hi ? hi : v[i]);
+    for (int i = 1; i < n; i++)
+        for (int k = i; k > 0 && v[k] < v[k - 1]; k--) {
+            int t = v[k];
+            v[k] = v[k - 1], v[k - 1] = t;
+        }
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (!m || v[i] != v[m - 1]) v[m++] = v[i];
+    return m;
+}
+
+/* Profiles the checkpoint over a grid that brackets the workload. */
+static int validate_profile(const char *ckpt, const ls_plan_workload *wl, int n_ctx, int threads, int reps,
+                            int colocate, const char *out) {
+    int batches[8] = {1, 2, 4, 8, wl->batch, (wl->batch + 1) / 2}, nb;
+    int seqs[4] = {wl->prompt / 2, wl->prompt, wl->prompt * 2}, ns;
+    int ctxs[4] = {wl->prompt, wl->prompt + wl->gen / 2, wl->prompt + wl->gen - 1}, nc;
+    nb = uniq_grid(batches, 6, wl->batch);
+    ns = uniq_grid(seqs, 3, n_ctx);
+    nc = uniq_grid(ctxs, 3, n_ctx - 1);
+    static const int bits[4] = {16, 8, 4, 3};
+    ls_profile_opts o = ls_profile_defaults();
+    o.bits = bits, o.n_bits = 4;
+    o.batches = batches, o.n_batches = nb;
+    o.seqs = seqs, o.n_seqs = ns;
+    o.ctxs = ctxs, o.n_ctxs = nc;
+    o.reps = reps, o.nthreads = threads;
+    /* The stages of the virtual cluster share this host: while one stage computes, the
+     * others do too. So the profile is measured co-located: `colocate` forked children
+     * run the same measurement in a loop until the parent's profile is done. */
+    pid_t kids[LS_PLAN_MAX_STAGES];
+    int nk = 0;
+    for (; nk < colocate && nk < LS_PLAN_MAX_STAGES; nk++) {
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid < 0) break;
+        if (pid == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            if (!freopen("/dev/null", "w", stderr)) _exit(1); /* no second progress bar */
+            for (;;) {
+                cJSON *x = NULL;
+                if (ls_profile_run(ckpt, &o, &x) != LS_OK) _exit(1);
+                cJSON_Delete(x);
+            }
+        }
+        kids[nk] = pid;
+    }
+    cJSON *j = NULL;
+    int rc = ls_profile_run(ckpt, &o, &j);
+    for (int k = 0; k < nk; k++) {
+        kill(kids[k], SIGKILL);
+        waitpid(kids[k], NULL, 0);
+    }
+    if (rc == LS_OK) {
+        cJSON_AddNumberToObject(j, "colocated_stages", nk + 1);
+        rc = ls_json_write_file(out, j);
+    }
+    cJSON_Delete(j);
+    return rc;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Parallel CPU capacity this host offers right now: n processes each run the same fixed
+ * floating-point loop; capacity = n * (time of one alone) / (slowest of n together).
+ * n on an idle n-core host, about 1 when the n stages must share one core's worth. */
+static double spin_once(void) {
+    double t0 = ls_now();
+    volatile double x = 0;
+    for (long i = 0; i < 40000000; i++) x += 1e-9 * (double)i;
+    return ls_now() - t0;
+}
+
+static double host_capacity(int n) {
+    double alone = spin_once(), worst = 0;
+    int fds[LS_PLAN_MAX_STAGES][2];
+    pid_t kids[LS_PLAN_MAX_STAGES];
+    int nk = 0;
+    for (; nk < n && nk < LS_PLAN_MAX_STAGES; nk++) {
+        if (pipe(fds[nk])) break;
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid < 0) {
+            close(fds[nk][0]), close(fds[nk][1]);
+            break;
+        }
+        if (pid == 0) {
+            double t = spin_once();
+            ssize_t w = write(fds[nk][1], &t, sizeof t);
+            _exit(w == (ssize_t)sizeof t ? 0 : 1);
+        }
+        close(fds[nk][1]);
+        kids[nk] = pid;
+    }
+    for (int k = 0; k < nk; k++) {
+        double t = 0;
+        if (read(fds[k][0], &t, sizeof t) == (ssize_t)sizeof t && t > worst) worst = t;
+        close(fds[k][0]);
+        waitpid(kids[k], NULL, 0);
+    }
+    return worst > 0 && nk == n ? n * alone / worst : NAN;
+}
+
+/* One-way latency of a small ZeroMQ ipc message between two processes that sleep in
+ * their receive between messages, as serve's front and stages do between micro-batches:
+ * the median over rounds spaced by gap_s (the profile's link figure is the minimum of
+ * back-to-back round trips, which a loaded host rarely delivers). */
+static double idle_hop_latency(int rounds, double gap_s) {
+    char dir[] = "/tmp/llmsys-hop-XXXXXX", a[96], b[96];
+    if (!mkdtemp(dir)) return NAN;
+    snprintf(a, sizeof a, "ipc://%s/a", dir);
+    snprintf(b, sizeof b, "ipc://%s/b", dir);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        rmdir(dir);
+        return NAN;
+    }
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        void *ctx = zmq_ctx_new(), *in = zmq_socket(ctx, ZMQ_PULL), *out = zmq_socket(ctx, ZMQ_PUSH);
+        if (zmq_bind(in, a) || zmq_connect(out, b)) _exit(1);
+        char m[64];
+        for (;;) {
+            int n = zmq_recv(in, m, sizeof m, 0);
+            if (n < 0 || zmq_send(out, m, (size_t)n, 0) < 0 || n == 1) break;
+        }
+        _exit(0);
+    }
+    void *ctx = zmq_ctx_new(), *out = zmq_socket(ctx, ZMQ_PUSH), *in = zmq_socket(ctx, ZMQ_PULL);
+    int zero = 0, tmo = 2000;
+    zmq_setsockopt(out, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(in, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
+    double *t = malloc(sizeof(double) * (size_t)rounds), res = NAN;
+    int n = 0;
+    char m[64] = {0};
+    if (t && !zmq_bind(in, b) && !zmq_connect(out, a)) {
+        for (int r = 0; r < rounds + 5; r++) {
+            ls_sleep_ms((int)(gap_s * 1e3));
+            double t0 = ls_now();
+            if (zmq_send(out, m, sizeof m, 0) < 0 || zmq_recv(in, m, sizeof m, 0) < 0) break;
+            if (r >= 5) t[n++] = (ls_now() - t0) / 2; /* the first rounds connect */
+        }
+        if (n == rounds) {
+            qsort(t, (size_t)n, sizeof(double), cmp_double);
+            res = t[n / 2];
+        }
+    }
+    zmq_send(out, "x", 1, ZMQ_DONTWAIT);
+    ls_sleep_ms(20);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    zmq_close(out);
+    zmq_close(in);
+    zmq_ctx_term(ctx);
+    free(t);
+    char f[128];
+    snprintf(f, sizeof f, "%s/a", dir);
+    unlink(f);
+    snprintf(f, sizeof f, "%s/b", dir);
+    unlink(f);
+    rmdir(dir);
+    return res;
+}
+
+/* The planner's prediction made host-aware with two figures measured before serving:
+ * every hop of serve's ring (front -> stage 0 -> ... -> last stage -> front) costs the
+ * idle-hop latency h instead of the profile's link latency, the front being one more
+ * station in the ring; and the stages cannot compute faster together than the host's
+ * parallel capacity C allows. Returns the batch time (seconds). */
+static double host_aware_batch_s(const ls_plan_problem *pb, const ls_plan_result *x, double h, double cap) {
+    const ls_plan_cluster *cl = pb->cl;
+    int S = x->n_stage, B = pb->wl.batch, n = pb->wl.gen, C = pb->arch->d_model;
+    int mp = (B + x->mb_prefill - 1) / x->mb_prefill, md = (B + x->mb_decode - 1) / x->mb_decode;
+    double sP = h, mP = h, sD = h, mD = h, work = 0; /* the front's hop as a station */
+    for (int j = 0; j < S; j++) {
+        double lp = 0, ld = 0;
+        if (j + 1 < S) {
+            lp = ls_plan_link_s(cl, x->dev[j], x->dev[j + 1], (double)x->mb_prefill * pb->wl.prompt * C * 4.0);
+            ld = ls_plan_link_s(cl, x->dev[j], x->dev[j + 1], (double)x->mb_decode * C * 4.0);
+        }
+        double P = x->stage_prefill_s[j] - lp, D = x->stage_decode_s[j] - ld;
+        work += mp * P + (double)(n - 1) * md * D;
+        P += h, D += h;
+        sP += P, sD += D;
+        mP = P > mP ? P : mP;
+        mD = D > mD ? D : mD;
+    }
+    double round = md * mD > sD ? md * mD : sD;
+    double t = sP + (mp - 1) * mP + (double)(n - 1) * round;
+    if (isfinite(cap) && cap > 0 && work / cap > t) t = work / cap;
+    return t;
+}
+
+/* Reads the counters validate compares from /metrics. */
+static int scrape_metrics(int port, int ns, vrun *r) {
+    int st;
+    char *body = NULL;
+    LS_TRY(ls_http_request("127.0.0.1", port, "GET", "/metrics", NULL, 10, &st, &body));
+    if (st != 200) {
+        free(body);
+        return ls_err(LS_EPEER, "/metrics returned status %d", st);
+    }
+    for (char *line = strtok(body, "\n"); line; line = strtok(NULL, "\n")) {
+        int stage;
+        double v;
+        if (sscanf(line, "llmsys_stage_busy_seconds_total{stage=\"%d\"} %lf", &stage, &v) == 2 && stage >= 0 &&
+            stage < ns)
+            r->busy[stage] = v;
+        else if (sscanf(line, "llmsys_micro_batches_total{phase=\"prefill\"} %lf", &v) == 1)
+            r->mb_prefill = v;
+        else if (sscanf(line, "llmsys_micro_batches_total{phase=\"decode\"} %lf", &v) == 1)
+            r->mb_decode = v;
+    }
+    free(body);
+    return LS_OK;
+}
+
+/* Serves every plan of plan_paths at once (their idle workers sleep in their receive) and
+ * times `runs` rounds of one batch per plan after a warm-up round, the plans alternating,
+ * so that every plan meets the same load of this shared host. res[a * runs + r]. */
+static int validate_measure(const char *ckpt, char (*plan_paths)[1300], int n_plans, int n_layer,
+                            const ls_plan_workload *wl, int threads, int runs, vrun *res) {
+    ls_plan *sp = calloc((size_t)n_plans, sizeof *sp);
+    ls_server **sv = calloc((size_t)n_plans, sizeof *sv);
+    char **prompts = calloc((size_t)wl->batch, sizeof(char *));
+    int rc = sp && sv && prompts ? LS_OK : ls_err(LS_ENOMEM, "out of memory");
+    int n_read = 0;
+    for (; rc == LS_OK && n_read < n_plans; n_read++)
+        if ((rc = ls_plan_read(plan_paths[n_read], n_layer, &sp[n_read]))) break;
+    /* B distinct prompts of exactly S tokens (BOS + S-1 bytes) */
+    static const char text[] = "the planner predicts what the pipeline measures; ";
+    for (int i = 0; rc == LS_OK && i < wl->batch; i++) {
+        prompts[i] = malloc((size_t)wl->prompt);
+        if (!prompts[i]) {
+            rc = ls_err(LS_ENOMEM, "out of memory");
+            break;
+        }
+        for (int k = 0; k < wl->prompt - 1; k++) prompts[i][k] = text[(i * 7 + k) % (sizeof text - 1)];
+        prompts[i][wl->prompt - 1] = '\0';
+    }
+    for (int a = 0; rc == LS_OK && a < n_plans; a++) {
+        ls_server_opts o = ls_server_defaults();
+        o.model = ckpt;
+        o.plan = &sp[a];
+        o.self = ls_cli_self();
+        o.port = 0;
+        o.max_seqs = wl->batch;
+        o.nthreads = threads;
+        rc = ls_server_start(&sv[a], &o);
+    }
+    for (int r = -1; rc == LS_OK && r < runs; r++)
+        for (int a = 0; rc == LS_OK && a < n_plans; a++) {
+            int port = ls_server_port(sv[a]);
+            vrun before = {0}, after = {0};
+            ls_load_result lr;
+            rc = scrape_metrics(port, sp[a].n_stages, &before);
+            if (rc == LS_OK)
+                rc = ls_http_load("127.0.0.1", port, (const char *const *)prompts, wl->batch, wl->batch, wl->batch,
+                                  wl->gen, &lr);
+            if (rc == LS_OK) rc = scrape_metrics(port, sp[a].n_stages, &after);
+            if (rc == LS_OK && lr.tokens != wl->batch * wl->gen)
+                LS_WARN("run %d generated %d tokens, not %d (a request stopped at EOS)", r, lr.tokens,
+                        wl->batch * wl->gen);
+            if (rc == LS_OK && r >= 0) {
+                vrun *x = &res[(size_t)a * runs + r];
+                x->seconds = lr.seconds, x->tokens = lr.tokens, x->tok_s = lr.tokens_per_s;
+                for (int i = 0; i < sp[a].n_stages; i++) x->busy[i] = after.busy[i] - before.busy[i];
+                x->mb_prefill = after.mb_prefill - before.mb_prefill;
+                x->mb_decode = after.mb_decode - before.mb_decode;
+            }
+        }
+    for (int a = 0; sv && a < n_plans; a++)
+        if (sv[a]) ls_server_stop(sv[a]);
+    for (int i = 0; prompts && i < wl->batch; i++) free(prompts[i]);
+    for (int a = 0; sp && a < n_read; a++) ls_plan_free(&sp[a]);
+    free(prompts);
+    free(sv);
+    free(sp);
+    return rc;
+}
+
+static int plan_validate(int argc, char **argv) {
+    const char *model = NULL, *config = "small", *workdir = NULL, *profile = NULL, *report = NULL, *quality = "bits:8";
+    const char *algos = "splitquant,uniform";
+    int stages = 2, batch = 8, prompt = 32, gen = 32, threads = 1, runs = 5, reps = 5, alone = 0;
+    double mem_gb = 2.0;
+    ls_arg spec[] = {
+        {"model", LS_ARG_STR, &model, "CKPT",
+         "fp32 llmsys checkpoint (default: a random one of --config, EOS suppressed)"},
+        {"config", LS_ARG_STR, &config, "NAME", "config of the random checkpoint: tiny or small (default small)"},
+        {"stages", LS_ARG_INT, &stages, "N", "CPU stages in the virtual cluster (default 2)"},
+        {"batch", LS_ARG_INT, &batch, "B", "requests submitted together (default 8)"},
+        {"prompt", LS_ARG_INT, &prompt, "S", "prompt tokens per request (default 32)"},
+        {"gen", LS_ARG_INT, &gen, "N", "generated tokens per request (default 32)"},
+        {"quality", LS_ARG_STR, &quality, "Q", "quality target as for plan serve (default bits:8)"},
+        {"algos", LS_ARG_STR, &algos, "LIST", "planners whose plans are served (default splitquant,uniform)"},
+        {"threads", LS_ARG_INT, &threads, "N", "kernel threads per stage (default 1)"},
+        {"runs", LS_ARG_INT, &runs, "R", "timed batches per plan after one warm-up (default 5)"},
+        {"reps", LS_ARG_INT, &reps, "R", "profile repetitions per point (default 5)"},
+        {"memory-gb", LS_ARG_FLOAT, &mem_gb, "GB", "memory each CPU stage offers the planner (default 2)"},
+        {"profile", LS_ARG_STR, &profile, "FILE", "reuse this device profile instead of measuring one"},
+        {"profile-alone", LS_ARG_FLAG, &alone, NULL,
+         "profile one stage alone (default: co-located with the other stages' load)"},
+        {"workdir", LS_ARG_STR, &workdir, "DIR",
+         "where checkpoint, profile, cluster and plans go (default: a new /tmp dir)"},
+        {"report", LS_ARG_STR, &report, "FILE", "JSON summary: predicted vs measured per plan and stage"},
+    };
+    int rc =
+        ls_args_parse("plan validate",
+                      "Plans a model on a virtual cluster of profiled CPU stages, serves the plan with llmsys serve "
+                      "and compares measured with predicted throughput.",
+                      spec, (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
+    if (rc) return LS_ARGS_EXIT(rc);
+    if (stages < 1 || stages > LS_PLAN_MAX_STAGES || batch < 1 || batch > 256 || prompt < 2 || gen < 1 || threads < 1 ||
+        threads > 64 || runs < 1 || runs > 100 || reps < 1 || reps > 100 || !(mem_gb > 0)) {
+        fprintf(stderr,
+                "llmsys plan validate: --stages in [1, %d], --batch in [1, 256], --prompt >= 2, --gen >= 1, "
+                "--threads in [1, 64], --runs/--reps in [1, 100], --memory-gb > 0\n",
+                LS_PLAN_MAX_STAGES);
+        return 2;
+    }
+    ls_plan_qtarget qt;
+    if (ls_plan_qtarget_parse(quality, &qt)) return fail_input();
+    int algo_list[LS_PLAN_ALGO_COUNT], n_algo = 0;
+    {
+        char tmp[128];
+        snprintf(tmp, sizeof tmp, "%s", algos);
+        for (char *t = strtok(tmp, ","); t; t = strtok(NULL, ",")) {
+            int a = ls_plan_algo_parse(t);
+            if (a < 0 || a == LS_PLAN_ALGO_BRUTE || n_algo == LS_PLAN_ALGO_COUNT) {
+                fprintf(stderr,
+                        "llmsys plan validate: --algos: '%s' is not splitquant, ilp, uniform, pipeedge or adabits\n",
+                        t);
+                return 2;
+            }
+            algo_list[n_algo++] = a;
+        }
+        if (!n_algo) {
+            fprintf(stderr, "llmsys plan validate: --algos is empty\n");
+            return 2;
+        }
+    }
+    char dir[1024], ckpt[1200], prof[1200], clpath[1200], paths[LS_PLAN_ALGO_COUNT][1300];
+    if (workdir) {
+        snprintf(dir, sizeof dir, "%s", workdir);
+        if (ls_mkdirs(dir)) return ls_cli_fail();
+    } else {
+        snprintf(dir, sizeof dir, "/tmp/llmsys-validate-XXXXXX");
+        if (!mkdtemp(dir)) {
+            fprintf(stderr, "llmsys: mkdtemp %s failed\n", dir);
+            return 1;
+        }
+    }
+    /* 1. the model */
+    if (model) {
+        snprintf(ckpt, sizeof ckpt, "%s", model);
+    } else {
+        snprintf(ckpt, sizeof ckpt, "%s/model.safetensors", dir);
+        if ((rc = validate_make_ckpt(config, 1, ckpt))) return is_input_error(rc) ? fail_input() : ls_cli_fail();
+    }
+    ls_model_config mc;
+    int *fbits = NULL;
+    if ((rc = ls_ckpt_info(ckpt, &mc, &fbits, NULL))) return fail_input();
+    free(fbits);
+    if (prompt + gen > mc.n_ctx) {
+        fprintf(stderr, "llmsys plan validate: prompt + gen = %d exceeds the model context %d\n", prompt + gen,
+                mc.n_ctx);
+        return 2;
+    }
+    ls_plan_workload wl = {batch, prompt, gen};
+    printf("closing the loop in %s: %s (%d layers, d_model %d), %d CPU stages x %d thread(s), batch %d, prompt %d, gen "
+           "%d\n",
+           dir, ckpt, mc.n_layer, mc.d_model, stages, threads, batch, prompt, gen);
+    /* 2. the device profile (same machine, measured now unless given) */
+    double t0 = ls_now();
+    if (profile) {
+        snprintf(prof, sizeof prof, "%s", profile);
+    } else {
+        snprintf(prof, sizeof prof, "%s/profile.json", dir);
+        if ((rc = validate_profile(ckpt, &wl, mc.n_ctx, threads, reps, alone ? 0 : stages - 1, prof)))
+            return ls_cli_fail();
+        printf("profile: %s (%.1f s)\n", prof, ls_now() - t0);
+    }
+    int colocated = 0;
+    {
+        cJSON *pj = NULL;
+        if (ls_json_read_file(prof, &pj) == LS_OK) {
+            const cJSON *cs = cJSON_GetObjectItemCaseSensitive(pj, "colocated_stages");
+            colocated = cJSON_IsNumber(cs) && cs->valueint > 1;
+        }
+        cJSON_Delete(pj);
+    }
+    /* 3. the virtual cluster: `stages` identical profiled CPU devices */
+    snprintf(clpath, sizeof clpath, "%s/cluster.json", dir);
+    {
+        cJSON *j = cJSON_CreateObject(), *nodes = cJSON_AddArrayToObject(j, "nodes"), *n = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "format", "llmsys-cluster");
+        cJSON_AddNumberToObject(j, "version", 1);
+        cJSON_AddStringToObject(j, "name", "cpu-virtual");
+        cJSON_AddStringToObject(n, "profile", prof);
+        cJSON_AddNumberToObject(n, "count", stages);
+        cJSON_AddNumberToObject(n, "memory_GB", mem_gb);
+        cJSON_AddItemToArray(nodes, n);
+        rc = ls_json_write_file(clpath, j);
+        cJSON_Delete(j);
+        if (rc) return ls_cli_fail();
+    }
+    ls_plan_catalog *cat = NULL;
+    ls_plan_cluster *cl = NULL;
+    ls_plan_problem *pb = malloc(sizeof *pb);
+    ls_plan_result *pl = malloc(sizeof *pl * (size_t)n_algo);
+    vrun *meas = calloc((size_t)n_algo * (size_t)runs, sizeof *meas);
+    cJSON *rep = cJSON_CreateObject(), *rplans = cJSON_AddArrayToObject(rep, "plans");
+    int ret = 0;
+    ls_plan_arch arch;
+    if (!pb || !pl || !meas || !rep) {
+        ret = 1;
+        goto done;
+    }
+    if ((rc = ls_plan_catalog_load(NULL, &cat)) || (rc = ls_plan_cluster_load(cat, clpath, &cl)) ||
+        (rc = ls_plan_resolve_model(cat, ckpt, &arch)) || (rc = ls_plan_problem_init(pb, &arch, cl, wl)) ||
+        (rc = ls_plan_problem_validate(pb)) || (rc = ls_plan_quality_from_checkpoint(ckpt, &arch, pb->omega)) ||
+        (rc = ls_plan_problem_set_quality(pb, qt))) {
+        ret = is_input_error(rc) ? fail_input() : ls_cli_fail();
+        goto done;
+    }
+    double cap = host_capacity(stages), hop = idle_hop_latency(40, 0.005);
+    printf("host: parallel capacity for %d stage processes %.2f cores (1 = one process alone); idle ZeroMQ hop "
+           "%.0f us median (profile link: %.0f us)\n",
+           stages, cap, hop * 1e6, cl->prof[0].link_lat_s * 1e6);
+    if (isfinite(cap)) cJSON_AddNumberToObject(rep, "host_capacity_cores", cap);
+    if (isfinite(hop)) cJSON_AddNumberToObject(rep, "idle_hop_s", hop);
+    printf("\n  %-10s %-22s %5s %10s %10s %8s %10s %8s %7s\n", "plan", "stages (layers@bits)", "mb", "predicted",
+           "measured", "error", "host-aware", "error", "spread");
+    for (int a = 0; a < n_algo; a++) {
+        if ((rc = ls_plan_solve(pb, (ls_plan_algo)algo_list[a], &pl[a]))) {
+            ret = ls_cli_fail();
+            goto done;
+        }
+        snprintf(paths[a], sizeof paths[a], "%s/plan-%s.json", dir, ls_plan_algo_name(pl[a].algo));
+        if ((rc = ls_plan_result_write(pb, &pl[a], paths[a]))) {
+            ret = ls_cli_fail();
+            goto done;
+        }
+    }
+    if ((rc = validate_measure(ckpt, paths, n_algo, mc.n_layer, &wl, threads, runs, meas))) {
+        ret = ls_cli_fail();
+        goto done;
+    }
+    for (int a = 0; a < n_algo; a++) {
+        ls_plan_result *x = &pl[a];
+        const char *path = paths[a];
+        vrun *m = meas + (size_t)a * runs;
+        double tps[100], med, lo, hi;
+        for (int r = 0; r < runs; r++) tps[r] = m[r].tok_s;
+        qsort(tps, (size_t)runs, sizeof(double), cmp_double);
+        med = runs % 2 ? tps[runs / 2] : 0.5 * (tps[runs / 2 - 1] + tps[runs / 2]);
+        lo = tps[0], hi = tps[runs - 1];
+        double err = (med - x->throughput_tok_s) / x->throughput_tok_s;
+        char st[64] = "";
+        for (int s = 0; s < x->n_stage && strlen(st) < 48; s++) {
+            size_t l = strlen(st);
+            int b0 = x->bits[x->begin[s]], mixed = 0;
+            for (int i = x->begin[s]; i < x->begin[s + 1]; i++) mixed |= x->bits[i] != b0;
+            snprintf(st + l, sizeof st - l, "%s%d@%s%d", s ? " " : "", x->begin[s + 1] - x->begin[s], mixed ? "~" : "",
+                     b0);
+        }
+        char mbs[16];
+        snprintf(mbs, sizeof mbs, "%d/%d", x->mb_prefill, x->mb_decode);
+        /* a co-located profile already carries the sharing slowdown: no capacity bound then */
+        double ha =
+            isfinite(hop) ? (double)batch * gen / host_aware_batch_s(pb, x, hop, colocated ? INFINITY : cap) : NAN;
+        double herr = (med - ha) / ha;
+        printf("  %-10s %-22s %5s %8.1f/s %8.1f/s %+7.1f%% %8.1f/s %+7.1f%% %6.1f%%\n", ls_plan_algo_name(x->algo), st,
+               mbs, x->throughput_tok_s, med, err * 100, ha, herr * 100, (hi - lo) / med * 100);
+        /* where the time goes: predicted vs measured busy seconds per stage, micro-batch counts */
+        int mp = (batch + x->mb_prefill - 1) / x->mb_prefill, md = (batch + x->mb_decode - 1) / x->mb_decode;
+        cJSON *o = cJSON_CreateObject(), *ost = cJSON_AddArrayToObject(o, "stages");
+        cJSON_AddStringToObject(o, "algo", ls_plan_algo_name(x->algo));
+        cJSON_AddStringToObject(o, "plan", path);
+        cJSON_AddNumberToObject(o, "predicted_tok_s", x->throughput_tok_s);
+        cJSON_AddNumberToObject(o, "predicted_s", x->total_s);
+        cJSON_AddNumberToObject(o, "measured_tok_s", med);
+        cJSON_AddNumberToObject(o, "measured_min_tok_s", lo);
+        cJSON_AddNumberToObject(o, "measured_max_tok_s", hi);
+        cJSON_AddNumberToObject(o, "error", err);
+        if (isfinite(ha)) {
+            cJSON_AddNumberToObject(o, "host_aware_tok_s", ha);
+            cJSON_AddNumberToObject(o, "host_aware_error", herr);
+        }
+        cJSON_AddNumberToObject(o, "predicted_mb_prefill", mp);
+        cJSON_AddNumberToObject(o, "predicted_mb_decode", (double)md * (gen - 1));
+        cJSON_AddNumberToObject(o, "measured_mb_prefill", m[0].mb_prefill);
+        cJSON_AddNumberToObject(o, "measured_mb_decode", m[0].mb_decode);
+        cJSON *rs = cJSON_AddArrayToObject(o, "runs");
+        for (int r = 0; r < runs; r++) {
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddNumberToObject(e, "seconds", m[r].seconds);
+            cJSON_AddNumberToObject(e, "tokens", m[r].tokens);
+            cJSON_AddNumberToObject(e, "tok_s", m[r].tok_s);
+            cJSON_AddItemToArray(rs, e);
+        }
+        printf("  %-10s micro-batches prefill %g (model %d), decode %g (model %d); busy s per stage:", "",
+               m[0].mb_prefill, mp, m[0].mb_decode, md * (gen - 1));
+        for (int s = 0; s < x->n_stage; s++) {
+            /* compute only: the stage's layers (and head), without the send to the next stage */
+            int d = x->dev[s];
+            double lp = 0, ld = 0;
+            if (s + 1 < x->n_stage) {
+                lp = ls_plan_link_s(cl, d, x->dev[s + 1], (double)x->mb_prefill * prompt * arch.d_model * 4.0);
+                ld = ls_plan_link_s(cl, d, x->dev[s + 1], (double)x->mb_decode * arch.d_model * 4.0);
+            }
+            double pred = mp * (x->stage_prefill_s[s] - lp) + (double)(gen - 1) * md * (x->stage_decode_s[s] - ld);
+            double mb = 0;
+            for (int r = 0; r < runs; r++) mb += m[r].busy[s] / runs;
+            printf(" %.3f (model %.3f)", mb, pred);
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddNumberToObject(e, "predicted_busy_s", pred);
+            cJSON_AddNumberToObject(e, "measured_busy_s", mb);
+            cJSON_AddItemToArray(ost, e);
+        }
+        double mean_s = 0, busy = 0;
+        for (int r = 0; r < runs; r++) {
+            mean_s += m[r].seconds / runs;
+            for (int s = 0; s < x->n_stage; s++) busy += m[r].busy[s] / runs;
+        }
+        /* stage overlap: summed busy time over wall time (1 = the stages never computed at
+         * the same time, n_stage = always all at once) */
+        printf("; batch %.3f s (model %.3f); stage overlap %.2f\n", mean_s, x->total_s, busy / mean_s);
+        cJSON_AddNumberToObject(o, "measured_batch_s", mean_s);
+        cJSON_AddNumberToObject(o, "stage_overlap", busy / mean_s);
+        cJSON_AddItemToArray(rplans, o);
+    }
+    /* the planner's decision, checked with both plans under the same load: predicted and
+     * measured throughput of each plan relative to the first (paired by round) */
+    for (int a = 1; a < n_algo; a++) {
+        double rr[100];
+        for (int r = 0; r < runs; r++) rr[r] = meas[r].tok_s / meas[(size_t)a * runs + r].tok_s;
+        qsort(rr, (size_t)runs, sizeof(double), cmp_double);
+        double mr = runs % 2 ? rr[runs / 2] : 0.5 * (rr[runs / 2 - 1] + rr[runs / 2]);
+        double pr = pl[0].throughput_tok_s / pl[a].throughput_tok_s;
+        printf("  %s / %s: predicted %.2fx, measured %.2fx (median of per-round ratios, range %.2f-%.2f)\n",
+               ls_plan_algo_name(pl[0].algo), ls_plan_algo_name(pl[a].algo), pr, mr, rr[0], rr[runs - 1]);
+        cJSON *o = cJSON_GetArrayItem(rplans, a);
+        if (o) {
+            cJSON_AddNumberToObject(o, "predicted_ratio_first_over_this", pr);
+            cJSON_AddNumberToObject(o, "measured_ratio_first_over_this", mr);
+        }
+    }
+    if (report) {
+        cJSON_AddStringToObject(rep, "workdir", dir);
+        cJSON_AddStringToObject(rep, "model", ckpt);
+        cJSON_AddNumberToObject(rep, "stages", stages);
+        cJSON_AddNumberToObject(rep, "threads", threads);
+        cJSON *w = cJSON_AddObjectToObject(rep, "workload");
+        cJSON_AddNumberToObject(w, "batch", batch);
+        cJSON_AddNumberToObject(w, "prompt", prompt);
+        cJSON_AddNumberToObject(w, "gen", gen);
+        cJSON_AddNumberToObject(rep, "runs", runs);
+        if ((rc = ls_json_write_file(report, rep))) ret = ls_cli_fail();
+    }
+done:
+    cJSON_Delete(rep);
+    free(meas);
+    free(pl);
+    free(pb);
+    ls_plan_cluster_free(cl);
     ls_plan_catalog_free(cat);
     return ret;
 }
@@ -254,13 +889,15 @@ int cmd_plan(int argc, char **argv) {
         fprintf(f, "usage: llmsys plan SUBCOMMAND [options]\n\n"
                    "  serve      plan stages, per-layer bits and micro-batches (LLM-PQ / SplitQuant)\n"
                    "  indicator  per-layer quality indicator of a checkpoint\n"
+                   "  validate   plan on profiled CPU stages, serve the plan, compare measured with predicted\n"
                    "  list       the GPU / model / cluster catalogs\n");
         return argc < 2 ? 2 : 0;
     }
     if (!strcmp(argv[1], "serve")) return plan_serve(argc - 1, argv + 1);
     if (!strcmp(argv[1], "list")) return plan_list(argc - 1, argv + 1);
     if (!strcmp(argv[1], "indicator")) return plan_indicator(argc - 1, argv + 1);
-    fprintf(stderr, "llmsys plan: unknown subcommand '%s' (serve, indicator, list)\n", argv[1]);
+    if (!strcmp(argv[1], "validate")) return plan_validate(argc - 1, argv + 1);
+    fprintf(stderr, "llmsys plan: unknown subcommand '%s' (serve, indicator, list, validate)\n", argv[1]);
     return 2;
 }
 

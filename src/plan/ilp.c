@@ -43,16 +43,16 @@ static int row_add(row_t *r, int idx, double v) {
 }
 
 typedef struct {
-    double obj;      /* best objective found (INFINITY if none) */
-    double bound;    /* proven lower bound */
-    int optimal;     /* proven optimal or proven no better than the cutoff */
+    double obj;   /* best objective found (INFINITY if none) */
+    double bound; /* proven lower bound */
+    int optimal;  /* proven optimal or proven no better than the cutoff */
     int has_sol;
     ls_plan_result plan;
 } ilp_result;
 
 /* Builds and solves the MIP for one candidate. cutoff: only solutions below it matter. */
-static int solve_one(const ls_plan_problem *p, const int *order, int mb_pre, int mb_dec, double limit_s,
-                     double cutoff, const ls_plan_result *start, ilp_result *res) {
+static int solve_one(const ls_plan_problem *p, const int *order, int mb_pre, int mb_dec, double limit_s, double cutoff,
+                     const ls_plan_result *start, ilp_result *res) {
     const ls_plan_arch *a = p->arch;
     const ls_plan_cluster *cl = p->cl;
     int L = a->n_layer, N = cl->n_dev, n = p->wl.gen;
@@ -193,8 +193,8 @@ static int solve_one(const ls_plan_problem *p, const int *order, int mb_pre, int
     /* warm start from a plan of the same candidate (the DP's), when it has one */
     int same = start && start->n_stage == N && start->mb_prefill == mb_pre && start->mb_decode == mb_dec;
     for (int j = 0; same && j < N; j++) same = start->dev[j] == order[j];
-    /* CBC's MIP-start repair can stall on the large (> 8 device) models: warm start small ones */
-    if (same && N <= 8) {
+    /* CBC's MIP-start repair stalled on the 24-64 device models: warm start up to 16 devices */
+    if (same && N <= 16) {
         int *idx = malloc(sizeof(int) * (size_t)ncol);
         double *val = malloc(sizeof(double) * (size_t)ncol);
         if (idx && val) {
@@ -202,8 +202,10 @@ static int solve_one(const ls_plan_problem *p, const int *order, int mb_pre, int
             for (int j = 0; j < N; j++)
                 for (int i = start->begin[j]; i < start->begin[j + 1]; i++) {
                     int col = ZC(&zm, i, j, ls_plan_bits_index(start->bits[i]));
-                    if (col < 0) ok = 0;
-                    else idx[cnt] = col, val[cnt++] = 1;
+                    if (col < 0)
+                        ok = 0;
+                    else
+                        idx[cnt] = col, val[cnt++] = 1;
                 }
             double maxP = 0, maxD = 0, sumD = 0;
             for (int j = 0; j < N; j++) {
@@ -301,7 +303,7 @@ int plan_ilp(const ls_plan_problem *p, ls_plan_result *out) {
     /* visit candidates best first (a cheap screening by the DP; each MIP is still exact) */
     int ncr = 0;
     ls_plan_result tmp;
-    int have_start = plan_splitquant(p, &tmp, 1, co, cm, &ncr) == LS_OK;
+    int have_start = plan_splitquant(p, &tmp, 1, co, cm, &ncr, INFINITY) == LS_OK;
     if (!have_start || ncr != nc) {
         for (int o = 0, t = 0; o < n_orders; o++)
             for (int q = 0; q < n_mb; q++, t++) co[t] = o, cm[t] = q;

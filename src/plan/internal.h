@@ -9,9 +9,10 @@ int plan_orders(const ls_plan_cluster *cl, int max_orders, int (*orders)[LS_PLAN
 /* (prefill, decode) micro-batch candidates. */
 int plan_microbatches(const ls_plan_problem *p, int n_dev, int (*mb)[2], int *n);
 /* The splitquant DP. With rank_only the candidates (order index, micro-batch index) are
- * also returned best first by their screening objective. */
+ * also returned best first by their screening objective. Only plans with an objective
+ * below incumbent are returned (LS_EINFEASIBLE when none; INFINITY: any plan). */
 int plan_splitquant(const ls_plan_problem *p, ls_plan_result *out, int rank_only, int *cand_order, int *cand_mb,
-                    int *n_cand);
+                    int *n_cand, double incumbent);
 /* The LLM-PQ MIP with CBC (ilp.c). */
 int plan_ilp(const ls_plan_problem *p, ls_plan_result *out);
 

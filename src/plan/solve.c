@@ -86,10 +86,11 @@ int plan_microbatches(const ls_plan_problem *p, int n_dev, int (*mb)[2], int *n)
 
 typedef struct {
     double sumP, maxP, sumD, maxD, q;
-    int parent;     /* label index at the previous stage boundary, -1 at the start */
-    short a, b;     /* the last stage's layers [a, b) */
+    double f;   /* partial objective (partial_obj), cached for the label cap */
+    int parent; /* label index at the previous stage boundary, -1 at the start */
+    short a, b; /* the last stage's layers [a, b) */
     signed char lo, hi;
-    short c_hi;     /* layers of [a, b) at bits hi: those with the largest omega[lo]-omega[hi] */
+    short c_hi; /* layers of [a, b) at bits hi: those with the largest omega[lo]-omega[hi] */
 } label;
 
 typedef struct {
@@ -113,6 +114,7 @@ typedef struct {
     double baseP[LS_PLAN_MAX_DEV], baseD[LS_PLAN_MAX_DEV], baseM[LS_PLAN_MAX_DEV], cap[LS_PLAN_MAX_DEV];
     double kv;
     double qtail[LS_PLAN_MAX_LAYER + 1]; /* least quality cost of layers i.. */
+    double minP, minD;                   /* least prefill / decode time of one layer on any position and width */
     double incumbent;
 } dp_ctx;
 
@@ -138,11 +140,24 @@ static int pool_push(label_pool *lp, const label *l) {
 }
 
 /* Inserts a candidate label into a state's set: drops it when dominated, evicts labels it
- * dominates, and keeps the K best by partial objective. */
-static int insert_label(dp_ctx *c, label_pool *lp, label_set *s, const label *l) {
+ * dominates, and keeps the K best by partial objective. Returns 1 when the label was
+ * dropped because no completion of it can beat the incumbent, else 0 (or an error). */
+static int insert_label(dp_ctx *c, label_pool *lp, label_set *s, label *l) {
     if (l->q + c->qtail[l->b] > c->p->qmax) return LS_OK;
     double f = partial_obj(c, l);
-    if (f >= c->incumbent) return LS_OK;
+    l->f = f;
+    if (f >= c->incumbent) return 1;
+    /* lower bound of any completion: the remaining layers cost at least the cheapest
+     * layer time each, the N stages' maxima are at least their means, the remaining
+     * layers' quality at least their best widths */
+    if (isfinite(c->incumbent)) {
+        int rem = c->L - l->b;
+        double sP = l->sumP + rem * c->minP, sD = l->sumD + rem * c->minD;
+        double mP = l->maxP > sP / c->N ? l->maxP : sP / c->N, mD = l->maxD > sD / c->N ? l->maxD : sD / c->N;
+        double r = c->md * mD > sD ? c->md * mD : sD;
+        double lb = sP + (c->mp - 1) * mP + (c->p->wl.gen - 1) * r + c->p->theta * (l->q + c->qtail[l->b]);
+        if (lb >= c->incumbent) return 1;
+    }
     for (int i = 0; i < s->n; i++)
         if (dominated(l, &lp->pool[s->idx[i]])) return LS_OK;
     int w = 0;
@@ -153,7 +168,7 @@ static int insert_label(dp_ctx *c, label_pool *lp, label_set *s, const label *l)
         int worst = 0;
         double fw = -1;
         for (int i = 0; i < s->n; i++) {
-            double fi = partial_obj(c, &lp->pool[s->idx[i]]);
+            double fi = lp->pool[s->idx[i]].f;
             if (fi > fw) fw = fi, worst = i;
         }
         if (f >= fw) return LS_OK;
@@ -200,6 +215,12 @@ static void dp_setup(dp_ctx *c, const ls_plan_problem *p, const int *order, int 
         }
         c->cap[j] = cl->dev[d].usable_bytes;
     }
+    c->minP = c->minD = INFINITY;
+    for (int j = 0; j < c->N; j++)
+        for (int k = 0; k < NB; k++) {
+            if (c->lp[j][k] < c->minP) c->minP = c->lp[j][k];
+            if (c->ld[j][k] < c->minD) c->minD = c->ld[j][k];
+        }
     c->qtail[c->L] = 0;
     for (int i = c->L - 1; i >= 0; i--) {
         double m = INFINITY;
@@ -215,10 +236,13 @@ static void dp_setup(dp_ctx *c, const ls_plan_problem *p, const int *order, int 
  * or none. Writes the best complete plan into best when it beats best->objective. */
 static int dp_run(dp_ctx *c, double tau, label_pool *lp, label_set *sets, ls_plan_result *best, int *found) {
     int L = c->L, N = c->N;
+    /* no stage may decode slower than the incumbent allows: T >= (gen-1)*m_d*max_j D_j */
+    double tau_inc = c->incumbent / ((c->p->wl.gen > 1 ? c->p->wl.gen - 1 : 1) * (double)c->md);
+    if (c->p->wl.gen > 1 && tau_inc < tau) tau = tau_inc;
     lp->n = 0;
     for (int i = 0; i < (N + 1) * (L + 1); i++) sets[i].n = 0;
 #define SET(j, i) sets[(j) * (L + 1) + (i)]
-    label root = {0, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0};
+    label root = {0, 0, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0};
     int rid = pool_push(lp, &root);
     if (rid < 0) return rid;
     SET(0, 0).idx[0] = rid;
@@ -256,6 +280,9 @@ static int dp_run(dp_ctx *c, double tau, label_pool *lp, label_set *sets, ls_pla
                 }
                 int bend = a + kmax < L ? a + kmax : L;
                 for (int b = a + 1; b <= bend; b++) {
+                    /* a longer stage only costs more: once every extension at this b is
+                     * out of memory/tau or bounded by the incumbent, stop lengthening */
+                    int live = 0, dead = 0;
                     /* insert delta of layer b-1 keeping delta sorted descending */
                     double dl = om[(b - 1) * NB + lo] - om[(b - 1) * NB + hi];
                     int pos = nd;
@@ -270,12 +297,17 @@ static int dp_run(dp_ctx *c, double tau, label_pool *lp, label_set *sets, ls_pla
                     int prefix_ok = 0;
                     for (int j = jlo; j <= jhi; j++) {
                         if (!SET(j, a).n) continue;
-                        if (j == N - 1 && b != L) continue;
-                        if (j < N - 1 && L - b < N - 1 - j) continue;
+                        if ((j == N - 1 && b != L) || (j < N - 1 && L - b < N - 1 - j)) {
+                            live = 1;
+                            continue;
+                        }
                         /* largest count at hi within memory and tau */
                         double m0 = c->baseM[j] + k * (c->kv + c->lw[lo]);
                         double d0 = c->baseD[j] + k * c->ld[j][lo];
-                        if (m0 > c->cap[j] || d0 > tau || !isfinite(d0)) continue;
+                        if (m0 > c->cap[j] || d0 > tau || !isfinite(d0)) {
+                            dead = 1;
+                            continue;
+                        }
                         int cmax = k;
                         if (hi != lo) {
                             double dw = c->lw[hi] - c->lw[lo];
@@ -284,7 +316,8 @@ static int dp_run(dp_ctx *c, double tau, label_pool *lp, label_set *sets, ls_pla
                                 if (cm < cmax) cmax = cm < 0 ? 0 : (int)cm;
                             }
                             double dd = c->ld[j][hi] - c->ld[j][lo];
-                            if (!isfinite(c->ld[j][hi])) cmax = 0;
+                            if (!isfinite(c->ld[j][hi]))
+                                cmax = 0;
                             else if (dd > 0) {
                                 double cm = floor((tau - d0) / dd + 1e-9);
                                 if (cm < cmax) cmax = cm < 0 ? 0 : (int)cm;
@@ -305,7 +338,10 @@ static int dp_run(dp_ctx *c, double tau, label_pool *lp, label_set *sets, ls_pla
                             double D = d0 + ch * (c->ld[j][hi] - c->ld[j][lo]);
                             double q = qlo - prefix[ch];
                             /* quality spent beyond the best widths cannot exceed the slack */
-                            if (q - (c->qtail[a] - c->qtail[b]) > slack) continue;
+                            if (q - (c->qtail[a] - c->qtail[b]) > slack) {
+                                live = 1;
+                                continue;
+                            }
                             label_set *src = &SET(j, a);
                             for (int s = 0; s < src->n; s++) {
                                 const label *pl = &lp->pool[src->idx[s]];
@@ -321,11 +357,17 @@ static int dp_run(dp_ctx *c, double tau, label_pool *lp, label_set *sets, ls_pla
                                 nl.lo = (signed char)lo;
                                 nl.hi = (signed char)hi;
                                 nl.c_hi = (short)ch;
-                                LS_TRY(insert_label(c, lp, &SET(j + 1, b), &nl));
+                                int ir = insert_label(c, lp, &SET(j + 1, b), &nl);
+                                if (ir < 0) return ir;
+                                if (ir == 0)
+                                    live = 1;
+                                else
+                                    dead = 1;
                                 src = &SET(j, a); /* the pool may have moved; sets did not */
                             }
                         }
                     }
+                    if (dead && !live) break;
                 }
             }
         }
@@ -392,8 +434,8 @@ static int dp_candidate(dp_ctx *c, label_pool *lp, label_set *sets, ls_plan_resu
     for (int j = 0; j < local.n_stage; j++)
         if (local.stage_decode_s[j] > tau0) tau0 = local.stage_decode_s[j];
     double best_tau = tau0, tau = tau0;
-    int steps = coarse ? 2 : 12;
-    double ratio = coarse ? 0.8 : 0.95;
+    int steps = coarse ? 2 : 8;
+    double ratio = coarse ? 0.8 : 0.93;
     for (int s = 0; s < steps; s++) {
         tau *= ratio;
         int f = 0;
@@ -428,7 +470,7 @@ static int cmp_cand(const void *x, const void *y) {
 }
 
 int plan_splitquant(const ls_plan_problem *p, ls_plan_result *out, int rank_only, int *cand_order, int *cand_mb,
-                    int *n_cand_out) {
+                    int *n_cand_out, double incumbent) {
     enum { MAX_ORDERS = 24 };
     int(*orders)[LS_PLAN_MAX_DEV] = malloc(sizeof(int[LS_PLAN_MAX_DEV]) * MAX_ORDERS);
     int mbs[64][2], n_orders, n_mb;
@@ -456,7 +498,7 @@ int plan_splitquant(const ls_plan_problem *p, ls_plan_result *out, int rank_only
     }
     ls_plan_result best;
     memset(&best, 0, sizeof best);
-    best.objective = INFINITY;
+    best.objective = incumbent; /* only plans that beat the caller's incumbent count */
     int found = 0;
     /* screening: a coarse threshold grid for every candidate */
     for (int o = 0; o < n_orders; o++)
@@ -554,7 +596,8 @@ static int plan_pipeedge(const ls_plan_problem *p, ls_plan_result *out) {
         q.bits_mask = 1 << k;
         q.fix_mb = 1;
         ls_plan_result pl;
-        int rc = plan_splitquant(&q, &pl, 0, NULL, NULL, NULL);
+        /* each width only has to beat the best of the widths before it */
+        int rc = plan_splitquant(&q, &pl, 0, NULL, NULL, NULL, best.objective * (1 + 1e-12));
         if (rc == LS_EINFEASIBLE) continue;
         if (rc) return rc;
         ls_plan_evaluate(p, &pl);
@@ -613,6 +656,32 @@ static int plan_adabits(const ls_plan_problem *p, ls_plan_result *out) {
     pl.n_candidates = 1;
     *out = pl;
     return LS_OK;
+}
+
+/* splitquant as the user runs it: the baselines' plans that meet the quality target seed
+ * the incumbent, so the DP prunes from the start and the answer is never worse than any
+ * baseline (the DP's label cap can otherwise lose a single-width plan). */
+static int plan_splitquant_seeded(const ls_plan_problem *p, ls_plan_result *out) {
+    ls_plan_result seed, x;
+    memset(&seed, 0, sizeof seed);
+    seed.objective = INFINITY;
+    int (*fn[3])(const ls_plan_problem *, ls_plan_result *) = {plan_uniform, plan_adabits, plan_pipeedge};
+    for (int t = 0; t < 3; t++) {
+        int rc = fn[t](p, &x);
+        if (rc == LS_OK) rc = ls_plan_evaluate(p, &x); /* uniform/adabits ignore the quality target */
+        if (rc == LS_OK && x.objective < seed.objective)
+            seed = x;
+        else if (rc < 0 && rc != LS_EINFEASIBLE)
+            return rc;
+    }
+    int rc = plan_splitquant(p, out, 0, NULL, NULL, NULL, seed.objective * (1 + 1e-12));
+    if (rc == LS_EINFEASIBLE && isfinite(seed.objective)) {
+        int nc = out->n_candidates;
+        *out = seed;
+        out->n_candidates = nc;
+        return LS_OK;
+    }
+    return rc;
 }
 
 /* ---------------------------------------------------------------- exhaustive (tests) */
@@ -677,7 +746,7 @@ static int plan_brute(const ls_plan_problem *p, ls_plan_result *out) {
 /* ---------------------------------------------------------------- dispatch */
 
 /* Explains an infeasible request: memory short at the lowest bits, or the best quality. */
-static int explain_infeasible(const ls_plan_problem *p) {
+static int explain_infeasible(const ls_plan_problem *p, ls_plan_algo algo) {
     const ls_plan_arch *a = p->arch;
     const ls_plan_cluster *cl = p->cl;
     int L = a->n_layer, N = cl->n_dev;
@@ -714,16 +783,16 @@ static int explain_infeasible(const ls_plan_problem *p) {
         q.qmax = INFINITY;
         q.theta = 1e9;
         ls_plan_result pl;
-        if (plan_splitquant(&q, &pl, 0, NULL, NULL, NULL) == LS_OK)
+        if (plan_splitquant(&q, &pl, 0, NULL, NULL, NULL, INFINITY) == LS_OK && pl.quality > p->qmax)
             return ls_err(LS_EINFEASIBLE,
                           "quality target unreachable: at most %.4g allowed, the best plan that fits memory reaches "
                           "%.4g (add memory or relax --quality)",
                           p->qmax, pl.quality);
     }
     return ls_err(LS_EINFEASIBLE,
-                  "no plan fits %s on %s: some stage always exceeds a device's memory (try a smaller --batch or "
-                  "more devices)",
-                  a->name, cl->name);
+                  "no %s plan fits %s on %s: some stage of its split exceeds a device's memory (try another --algo, "
+                  "a smaller --batch or more devices)",
+                  ls_plan_algo_name(algo), a->name, cl->name);
 }
 
 int ls_plan_solve(const ls_plan_problem *p, ls_plan_algo algo, ls_plan_result *out) {
@@ -732,17 +801,30 @@ int ls_plan_solve(const ls_plan_problem *p, ls_plan_algo algo, ls_plan_result *o
     double t0 = ls_now();
     int rc;
     switch (algo) {
-    case LS_PLAN_ALGO_SPLITQUANT: rc = plan_splitquant(p, out, 0, NULL, NULL, NULL); break;
-    case LS_PLAN_ALGO_ILP: rc = plan_ilp(p, out); break;
-    case LS_PLAN_ALGO_UNIFORM: rc = plan_uniform(p, out); break;
-    case LS_PLAN_ALGO_PIPEEDGE: rc = plan_pipeedge(p, out); break;
-    case LS_PLAN_ALGO_ADABITS: rc = plan_adabits(p, out); break;
-    case LS_PLAN_ALGO_BRUTE: rc = plan_brute(p, out); break;
-    default: return ls_err(LS_EINVAL, "unknown planner algorithm %d", (int)algo);
+    case LS_PLAN_ALGO_SPLITQUANT:
+        rc = plan_splitquant_seeded(p, out);
+        break;
+    case LS_PLAN_ALGO_ILP:
+        rc = plan_ilp(p, out);
+        break;
+    case LS_PLAN_ALGO_UNIFORM:
+        rc = plan_uniform(p, out);
+        break;
+    case LS_PLAN_ALGO_PIPEEDGE:
+        rc = plan_pipeedge(p, out);
+        break;
+    case LS_PLAN_ALGO_ADABITS:
+        rc = plan_adabits(p, out);
+        break;
+    case LS_PLAN_ALGO_BRUTE:
+        rc = plan_brute(p, out);
+        break;
+    default:
+        return ls_err(LS_EINVAL, "unknown planner algorithm %d", (int)algo);
     }
     if (rc == LS_EINFEASIBLE) {
         int keep = strstr(ls_errmsg(), "devices but") != NULL;
-        return keep ? rc : explain_infeasible(p);
+        return keep ? rc : explain_infeasible(p, algo);
     }
     if (rc) return rc;
     out->algo = algo;

@@ -3,3 +3,8 @@ add_test(NAME plan.cli COMMAND ${CMAKE_SOURCE_DIR}/tests/plan/cli.sh $<TARGET_FI
 set_tests_properties(plan.cli PROPERTIES TIMEOUT 60 LABELS plan)
 add_test(NAME plan.demo COMMAND sh -c "d=$(mktemp -d) && $<TARGET_FILE:llmsys> demo --quick --workdir $d plan; rc=$?; rm -rf $d; exit $rc")
 set_tests_properties(plan.demo PROPERTIES TIMEOUT 60 LABELS plan)
+# Closing the loop, reduced: tiny model, 2 CPU stages, one timed batch. Checks the whole
+# chain (profile -> cluster -> plan -> llmsys serve -> HTTP load -> report) works; the
+# prediction error itself is measured by `llmsys plan validate` at full size (docs/plan.md).
+add_test(NAME plan.validate COMMAND sh -c "d=$(mktemp -d) && $<TARGET_FILE:llmsys> plan validate --config tiny --stages 2 --batch 2 --prompt 8 --gen 4 --runs 1 --reps 1 --algos splitquant,uniform --quality none --workdir $d --report $d/r.json && grep -q measured_tok_s $d/r.json && grep -q stage_overlap $d/r.json; rc=$?; rm -rf $d; exit $rc")
+set_tests_properties(plan.validate PROPERTIES TIMEOUT 60 LABELS plan)

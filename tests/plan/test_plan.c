@@ -107,7 +107,8 @@ static void check_valid(const ls_plan_problem *pb, const ls_plan_result *pl, con
     CHECK_MSG(pl->quality <= pb->qmax, "%s: quality %.4g > %.4g", what, pl->quality, pb->qmax);
     /* devices of one node stay adjacent in the pipeline */
     for (int s = 1; s + 1 < pl->n_stage; s++) {
-        int n0 = pb->cl->dev[pl->dev[s - 1]].node, n1 = pb->cl->dev[pl->dev[s]].node, n2 = pb->cl->dev[pl->dev[s + 1]].node;
+        int n0 = pb->cl->dev[pl->dev[s - 1]].node, n1 = pb->cl->dev[pl->dev[s]].node,
+            n2 = pb->cl->dev[pl->dev[s + 1]].node;
         CHECK_MSG(!(n0 == n2 && n1 != n0), "%s: node split in the pipeline", what);
     }
     ls_plan_result copy = *pl;
@@ -155,6 +156,47 @@ static void test_plans_valid(void) {
     }
 }
 
+/* On every catalog cluster, at the uniform plan's quality (bits:4 where the even split does
+ * not fit), splitquant is at least as good as every baseline that meets that target. */
+static void test_never_worse_than_baselines(void) {
+    char **names;
+    int n;
+    CHECK(ls_plan_catalog_clusters(cat, &names, &n) == LS_OK);
+    CHECK(n >= 15);
+    ls_plan_problem *pb = malloc(sizeof *pb);
+    ls_plan_result *pl = malloc(sizeof *pl * 4);
+    for (int c = 0; c < n; c++) {
+        ls_plan_cluster *cl;
+        ls_plan_arch a;
+        CHECK(ls_plan_cluster_load(cat, names[c], &cl) == LS_OK);
+        CHECK(ls_plan_catalog_model(cat, cl->model, &a) == LS_OK);
+        CHECK(ls_plan_problem_init(pb, &a, cl, (ls_plan_workload){cl->batch, cl->prompt, cl->gen}) == LS_OK);
+        if (ls_plan_solve(pb, LS_PLAN_ALGO_UNIFORM, &pl[0]) == LS_OK) {
+            pb->qmax = pl[0].quality * (1 + 1e-9);
+        } else {
+            CHECK(ls_plan_problem_set_quality(pb, (ls_plan_qtarget){LS_PLAN_Q_BITS, 4}) == LS_OK);
+            pl[0].objective = INFINITY;
+        }
+        int ra = ls_plan_solve(pb, LS_PLAN_ALGO_ADABITS, &pl[1]);
+        int rp = ls_plan_solve(pb, LS_PLAN_ALGO_PIPEEDGE, &pl[2]);
+        int rs = ls_plan_solve(pb, LS_PLAN_ALGO_SPLITQUANT, &pl[3]);
+        CHECK_MSG(rs == LS_OK, "%s: splitquant: %s", names[c], ls_errmsg());
+        if (ra != LS_OK || pl[1].quality > pb->qmax) pl[1].objective = INFINITY;
+        if (rp != LS_OK) pl[2].objective = INFINITY;
+        for (int t = 0; rs == LS_OK && t < 3; t++)
+            CHECK_MSG(pl[3].objective <= pl[t].objective * (1 + 1e-9), "%s: splitquant %.6g worse than %s %.6g",
+                      names[c], pl[3].objective,
+                      t == 0   ? "uniform"
+                      : t == 1 ? "adabits"
+                               : "pipeedge",
+                      pl[t].objective);
+        ls_plan_cluster_free(cl);
+    }
+    free(pb);
+    free(pl);
+    ls_plan_names_free(names, n);
+}
+
 /* ---------------------------------------------------------------- brute force */
 
 static void brute_case(const char *cluster_json, ls_plan_arch a, ls_plan_workload w, ls_plan_qtarget q) {
@@ -176,7 +218,8 @@ static void brute_case(const char *cluster_json, ls_plan_arch a, ls_plan_workloa
     if (rb == LS_OK && ri == LS_OK && rs == LS_OK) {
         CHECK(il->ilp_optimal);
         CHECK_NEAR(il->objective, bf->objective, 1e-6 * bf->objective);
-        CHECK_MSG(sq->objective <= bf->objective * 1.01, "splitquant %.6g vs optimum %.6g", sq->objective, bf->objective);
+        CHECK_MSG(sq->objective <= bf->objective * 1.01, "splitquant %.6g vs optimum %.6g", sq->objective,
+                  bf->objective);
         CHECK(sq->objective >= bf->objective * (1 - 1e-9));
         /* the brute force must have used mixed precision for the case to mean something */
         int mixed = 0;
@@ -200,8 +243,9 @@ static void test_agree_brute_force(void) {
     a.n_kv_head = 64;
     a.d_ff = 28672;
     a.vocab = 32000;
-    const char *c3 = "{\"format\":\"llmsys-cluster\",\"version\":1,\"name\":\"tiny3\",\"nodes\":["
-                     "{\"gpu\":\"T4\",\"count\":1},{\"gpu\":\"V100-16G\",\"count\":1},{\"gpu\":\"P100-12G\",\"count\":1}]}";
+    const char *c3 =
+        "{\"format\":\"llmsys-cluster\",\"version\":1,\"name\":\"tiny3\",\"nodes\":["
+        "{\"gpu\":\"T4\",\"count\":1},{\"gpu\":\"V100-16G\",\"count\":1},{\"gpu\":\"P100-12G\",\"count\":1}]}";
     brute_case(c3, a, (ls_plan_workload){96, 1024, 64}, (ls_plan_qtarget){LS_PLAN_Q_BITS, 8});
     brute_case(c3, a, (ls_plan_workload){96, 1024, 64}, (ls_plan_qtarget){LS_PLAN_Q_THETA, 2.0});
     a.n_layer = 6;
@@ -235,8 +279,8 @@ static void write_checkpoint(const char *path, int L, int C, int F, uint64_t see
         }
     }
     char cfg[256];
-    snprintf(cfg, sizeof cfg, "{\"vocab\":259,\"n_ctx\":64,\"n_layer\":%d,\"n_head\":4,\"d_model\":%d,\"d_ff\":%d}", L, C,
-             F);
+    snprintf(cfg, sizeof cfg, "{\"vocab\":259,\"n_ctx\":64,\"n_layer\":%d,\"n_head\":4,\"d_model\":%d,\"d_ff\":%d}", L,
+             C, F);
     LS_ASSERT(ls_st_writer_meta(w, "llmsys.config", cfg) == LS_OK);
     LS_ASSERT(ls_st_writer_write(w, path) == LS_OK);
     ls_st_writer_free(w);
@@ -419,6 +463,7 @@ int main(void) {
     }
     RUN(test_terms_one_layer);
     RUN(test_plans_valid);
+    RUN(test_never_worse_than_baselines);
     RUN(test_agree_brute_force);
     RUN(test_indicators);
     RUN(test_profile_fit);
