@@ -113,6 +113,41 @@ static int fit(attack_t *a, int epochs, float lr, uint64_t seed) {
     return ls_mlp_fit(&a->net, a->x, a->p, NULL, a->n, &fo, NULL);
 }
 
+/* Box blur (radius r) of each H x W channel of x, in place (separable, edge-clamped). Used
+ * to keep perturbations low-frequency, as natural images are. */
+static void blur(float *x, int C, int H, int W, int r) {
+    float *tmp = malloc(sizeof(float) * (size_t)(H > W ? H : W));
+    if (!tmp) return;
+    for (int ch = 0; ch < C; ch++) {
+        float *img = x + (size_t)ch * H * W;
+        for (int yy = 0; yy < H; yy++) {
+            for (int xx = 0; xx < W; xx++) {
+                float s = 0;
+                for (int t = -r; t <= r; t++) {
+                    int q = xx + t < 0 ? 0 : xx + t >= W ? W - 1 : xx + t;
+                    s += img[yy * W + q];
+                }
+                tmp[xx] = s / (2 * r + 1);
+            }
+            memcpy(img + yy * W, tmp, sizeof(float) * (size_t)W);
+        }
+        for (int xx = 0; xx < W; xx++) {
+            for (int yy = 0; yy < H; yy++) {
+                float s = 0;
+                for (int t = -r; t <= r; t++) {
+                    int q = yy + t < 0 ? 0 : yy + t >= H ? H - 1 : yy + t;
+                    s += img[q * W + xx];
+                }
+                tmp[yy] = s / (2 * r + 1);
+            }
+            for (int yy = 0; yy < H; yy++) img[yy * W + xx] = tmp[yy];
+        }
+    }
+    free(tmp);
+}
+
+static int is_image(const ls_steal_opts *o) { return o->h > 1 && o->w > 1; }
+
 /* ---------------------------------------------------------------- generators */
 
 /* Structured seeds for image-shaped inputs (h, w > 1): smooth low-resolution fields, filled
@@ -124,7 +159,7 @@ static void gen_seed(attack_t *a, float *x) {
     float lo = o->lo, hi = o->hi, rg = hi - lo;
     ls_rng *r = &a->rng;
     if (H > 1 && W > 1 && (int64_t)C * H * W == d) {
-        int kind = (int)ls_rng_below(r, 5);
+        int kind = (int)ls_rng_below(r, 4);
         for (int ch = 0; ch < C; ch++) {
             float *img = x + (size_t)ch * H * W;
             if (kind == 0 || kind == 3) {
@@ -239,6 +274,8 @@ static int jacobian_steps(attack_t *a, float *xs, int n, const int32_t *ycur, in
         }
         int rc = ls_mlp_input_grad(&a->net, xs, n, dl, gx);
         if (rc) break;
+        if (is_image(a->o))
+            for (int i = 0; i < n; i++) blur(gx + (size_t)i * d, a->o->c, a->o->h, a->o->w, 2);
         for (int i = 0; i < n; i++) {
             if (done[i]) continue;
             for (int j = 0; j < d; j++) {
@@ -325,7 +362,12 @@ static int round_synth(attack_t *a, int64_t want) {
         int kind = (int)ls_rng_below(&a->rng, 3);
         if (kind == 0 || a->o->h <= 1) {
             float sg = rg * (0.02f + 0.15f * ls_rng_uniform(&a->rng));
-            for (int j = 0; j < d; j++) dst[j] = clampf(src[j] + sg * ls_rng_normal(&a->rng), lo, hi);
+            for (int j = 0; j < d; j++) dst[j] = sg * ls_rng_normal(&a->rng);
+            if (is_image(a->o)) {
+                blur(dst, a->o->c, a->o->h, a->o->w, 2);
+                for (int j = 0; j < d; j++) dst[j] *= 3.0f; /* a 5x5 box shrinks the std ~5x */
+            }
+            for (int j = 0; j < d; j++) dst[j] = clampf(src[j] + dst[j], lo, hi);
         } else if (kind == 1) {
             int H = a->o->h, W = a->o->w, C = d / (H * W);
             int dy = (int)ls_rng_below(&a->rng, 5) - 2, dx = (int)ls_rng_below(&a->rng, 5) - 2;
@@ -361,6 +403,11 @@ static int round_synth(attack_t *a, int64_t want) {
     qsort(sc, (size_t)pool, sizeof(scored), cmp_scored);
     /* 65% of the round by score, 20% random picks from the rest (diversity), 15% bisection. */
     int64_t ntop = want * 65 / 100, nrand = want * 20 / 100, nbis = want - ntop - nrand;
+    if (nbis < 3) {
+        /* Too small to bisect: spend it all on ranked candidates. */
+        ntop += nbis;
+        nbis = 0;
+    }
     float *sel = malloc(sizeof(float) * (size_t)(ntop + nrand) * d);
     if (!sel) {
         free(cand);
@@ -489,8 +536,10 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
             rc = fit(&a, a.rounds == 1 ? 6 : 3, 1e-3f, o->seed + (uint64_t)a.rounds);
             if (rc) break;
             int64_t want = o->budget - a.n < rsz ? o->budget - a.n : rsz;
+            int64_t before = a.n;
             rc = round_synth(&a, want);
             a.rounds++;
+            if (a.n == before) break; /* nothing more could be asked: stop rather than spin */
             rsz = rsz * 13 / 10;
         }
     }

@@ -115,7 +115,11 @@ static int train_net(ls_victim *v, const ls_victim_opts *o, const ls_steal_data 
     LS_TRY(ls_mlp_init(&v->net, nl, sizes, o->seed));
     float *y = one_hot(t);
     if (!y) return ls_err(LS_ENOMEM, "victim: out of memory");
-    ls_mlp_fit_opts fo = {.epochs = o->epochs, .batch = 128, .lr = nl == 1 ? 2e-3f : 1e-3f, .lr_end_frac = 0.05f,
+    /* Small tables get more passes: at least ~3000 Adam steps (capped at 200 passes). */
+    int epochs = o->epochs;
+    int64_t steps = (t->n + 127) / 128;
+    while ((int64_t)epochs * steps < 3000 && epochs < 200) epochs++;
+    ls_mlp_fit_opts fo = {.epochs = epochs, .batch = 128, .lr = nl == 1 ? 2e-3f : 1e-3f, .lr_end_frac = 0.05f,
                           .wd = nl == 1 ? 1e-4f : 2e-5f, .lo = t->lo, .hi = t->hi, .seed = o->seed,
                           .verbose = o->verbose, .label = type_names[v->type]};
     int rc = ls_mlp_fit(&v->net, t->x, y, NULL, t->n, &fo, NULL);
@@ -142,10 +146,12 @@ static int train_svm(ls_victim *v, const ls_victim_opts *o, const ls_steal_data 
     ls_rng r;
     ls_rng_seed(&r, o->seed);
     const float lam = 1e-4f, b1 = 0.9f, b2 = 0.999f;
-    int64_t total = ((t->n + bs - 1) / bs) * o->epochs, step = 0;
+    int epochs = o->epochs;
+    while ((int64_t)epochs * ((t->n + bs - 1) / bs) < 3000 && epochs < 200) epochs++;
+    int64_t total = ((t->n + bs - 1) / bs) * epochs, step = 0;
     ls_progress pg;
     if (o->verbose) ls_progress_start(&pg, "svm", total);
-    for (int ep = 0; ep < o->epochs; ep++) {
+    for (int ep = 0; ep < epochs; ep++) {
         ls_rng_shuffle_int(&r, perm, (size_t)t->n);
         for (int64_t st = 0; st < t->n; st += bs) {
             int b = (int)(t->n - st < bs ? t->n - st : bs);
