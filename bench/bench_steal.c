@@ -3,6 +3,7 @@
  * wall time and whether PRADA flagged the attacker; baselines measured in the same run:
  * uniform random queries with the same budget, and the same number of real training
  * samples labelled by the victim (upper reference). Everything goes over HTTP. */
+#include <cblas.h>
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,6 +65,8 @@ int main(int argc, char **argv) {
     int64_t train_n = 30000, test_n = 0;
     int no_base = 0, quick = 0, epochs = 30;
     double delta = 0.95;
+    /* Small batches on shared cores: OpenBLAS threads would mostly spin. */
+    openblas_set_num_threads(1);
     /* Options (no libllmsys CLI parser here: src/cli is not part of the library). */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -192,14 +195,15 @@ int main(int argc, char **argv) {
                 cJSON_AddNumberToObject(row, "queries", (double)ours.queries);
                 cJSON_AddNumberToObject(row, "seconds", ours.secs);
                 cJSON_AddNumberToObject(row, "flagged_at", (double)ours.flagged_at);
-                cJSON_AddNumberToObject(row, "prada_w", ours.w);
+                cJSON_AddNumberToObject(row, "prada_min_w", ours.w);
                 if (!no_base) {
                     cJSON_AddNumberToObject(row, "random_agreement", rnd.agree);
                     cJSON_AddNumberToObject(row, "random_flagged_at", (double)rnd.flagged_at);
+                    cJSON_AddNumberToObject(row, "random_prada_min_w", rnd.w);
                     cJSON_AddNumberToObject(row, "natural_agreement", nat.agree);
                     cJSON_AddNumberToObject(row, "natural_accuracy", nat.acc);
                     cJSON_AddNumberToObject(row, "natural_flagged_at", (double)nat.flagged_at);
-                    cJSON_AddNumberToObject(row, "natural_prada_w", nat.w);
+                    cJSON_AddNumberToObject(row, "natural_prada_min_w", nat.w);
                 }
                 cJSON_AddItemToArray(rows, row);
             }

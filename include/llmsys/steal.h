@@ -165,6 +165,8 @@ void ls_prada_free(ls_prada *p);
 int ls_prada_observe(ls_prada *p, const float *x, const int32_t *labels, int n);
 /* Queries seen, queries seen when first flagged (-1 never), latest W (1 before testing). */
 void ls_prada_state(const ls_prada *p, int64_t *queries, int64_t *flagged_at, double *last_w);
+/* Lowest W seen so far (1 before testing): the client would be flagged at any delta above it. */
+double ls_prada_min_w(const ls_prada *p);
 
 /* ---------------------------------------------------------------- the prediction API */
 
@@ -193,9 +195,10 @@ void ls_victim_server_opts_default(ls_victim_server_opts *o);
  * Bad requests get a 4xx JSON {"error": "..."}; the server keeps serving. */
 int ls_victim_server_start(const ls_victim *v, const ls_victim_server_opts *o, ls_victim_server **out);
 int ls_victim_server_port(const ls_victim_server *s);
-/* Stats of one client (by API key or address): -1 values when unknown. */
+/* Stats of one client ("key:<api key>" or "addr:<ip>"): queries, PRADA flag position (-1 never)
+ * and the lowest W seen (1 before testing). LS_ENOTFOUND for an unknown client. */
 int ls_victim_server_client(ls_victim_server *s, const char *client, int64_t *queries, int64_t *flagged_at,
-                            double *last_w);
+                            double *min_w);
 /* The whole /stats object (caller frees with cJSON_Delete). */
 struct cJSON *ls_victim_server_stats(ls_victim_server *s);
 void ls_victim_server_stop(ls_victim_server *s);

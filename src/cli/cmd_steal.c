@@ -1,5 +1,6 @@
 /* cmd_steal.c - `llmsys victim` (train, serve, make-data), `llmsys steal` (attack, eval) and
  * the steal demo scenario. */
+#include <cblas.h>
 #include <cjson/cJSON.h>
 #include <signal.h>
 #include <stdio.h>
@@ -11,6 +12,10 @@
 #include "llmsys/core.h"
 #include "llmsys/safetensors.h"
 #include "llmsys/steal.h"
+
+/* The steal module's matmuls are small (batches of 128-512 rows): on shared cores
+ * OpenBLAS's threads spin more than they help, so these commands run BLAS on one thread. */
+static void blas_one_thread(void) { openblas_set_num_threads(1); }
 
 /* ---------------------------------------------------------------- victim train */
 
@@ -202,6 +207,7 @@ static int victim_make_data(int argc, char **argv) {
 }
 
 int cmd_victim(int argc, char **argv) {
+    blas_one_thread();
     if (argc >= 2 && !strcmp(argv[1], "train")) return victim_train(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "serve")) return victim_serve(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "make-data")) return victim_make_data(argc - 1, argv + 1);
@@ -238,6 +244,7 @@ static int parse_shape(const char *s, int *c, int *h, int *w) {
 static int steal_eval(int argc, char **argv);
 
 int cmd_steal(int argc, char **argv) {
+    blas_one_thread();
     if (argc >= 2 && !strcmp(argv[1], "eval")) return steal_eval(argc - 1, argv + 1);
     const char *target = NULL, *shape_s = NULL, *range_s = "0,1", *out = NULL, *report = NULL, *key = NULL;
     const char *strategy = "synth";
@@ -460,10 +467,11 @@ static int steal_eval(int argc, char **argv) {
 
 int demo_steal(const ls_demo_ctx *ctx) {
     char dir[1024];
+    blas_one_thread();
     snprintf(dir, sizeof dir, "%s/steal", ctx->workdir);
     if (ls_mkdirs(dir)) return ls_cli_fail();
-    int64_t train_n = ctx->quick ? 3000 : 20000, test_n = ctx->quick ? 1000 : 5000;
-    int64_t budgets_full[3] = {1000, 5000, 10000}, budgets_quick[1] = {400};
+    int64_t train_n = ctx->quick ? 1500 : 20000, test_n = ctx->quick ? 500 : 5000;
+    int64_t budgets_full[3] = {1000, 5000, 10000}, budgets_quick[1] = {300};
     const int64_t *budgets = ctx->quick ? budgets_quick : budgets_full;
     int nb = ctx->quick ? 1 : 3;
     int types[2] = {LS_VICTIM_LOGREG, LS_VICTIM_MLP};
@@ -478,7 +486,10 @@ int demo_steal(const ls_demo_ctx *ctx) {
     for (int t = 0; t < 2 && !fail; t++) {
         ls_victim_opts vo;
         ls_victim_opts_default(&vo, types[t]);
-        if (ctx->quick) vo.epochs = 3;
+        if (ctx->quick) {
+            vo.epochs = 3;
+            vo.hidden = 64;
+        }
         ls_victim *v;
         if (ls_victim_train(&vo, &tr, &v)) return ls_cli_fail();
         char path[1100];
@@ -520,7 +531,8 @@ int demo_steal(const ls_demo_ctx *ctx) {
                 o.budget = budgets[b];
                 o.strategy = s ? LS_STEAL_RANDOM : LS_STEAL_SYNTH;
                 o.use_proba = 0;
-                o.final_epochs = ctx->quick ? 8 : 20;
+                o.final_epochs = ctx->quick ? 15 : 20;
+                if (ctx->quick) o.hidden1 = 64, o.hidden2 = 32;
                 o.seed = 7;
                 ls_replica *r;
                 ls_steal_result res;

@@ -187,8 +187,10 @@ struct ls_prada {
     double *dist;   /* all minimum distances so far (ring of 'window') */
     int64_t ndist;
     int64_t queries, flagged_at;
-    double last_w;
+    double last_w, min_w;
 };
+
+double ls_prada_min_w(const ls_prada *p) { return p->min_w; }
 
 void ls_prada_state(const ls_prada *p, int64_t *queries, int64_t *flagged_at, double *last_w) {
     if (queries) *queries = p->queries;
@@ -227,6 +229,7 @@ int ls_prada_init(const ls_prada_opts *o, int d, int k, ls_prada **out) {
     }
     p->flagged_at = -1;
     p->last_w = 1.0;
+    p->min_w = 1.0;
     *out = p;
     return LS_OK;
 }
@@ -281,6 +284,7 @@ static int test_now(ls_prada *p) {
     if (rc == LS_ERANGE) w = 0.0; /* all distances equal: as far from normal as it gets */
     else if (rc) return rc;
     p->last_w = w;
+    if (w < p->min_w) p->min_w = w;
     return LS_OK;
 }
 

@@ -396,6 +396,7 @@ struct cJSON *ls_victim_server_stats(ls_victim_server *s) {
             double w;
             ls_prada_state(c->prada, NULL, &fa, &w);
             cJSON_AddNumberToObject(o, "prada_w", w);
+            cJSON_AddNumberToObject(o, "prada_min_w", ls_prada_min_w(c->prada));
             cJSON_AddNumberToObject(o, "flagged_at", (double)fa);
         }
         cJSON_AddItemToArray(arr, o);
@@ -504,16 +505,19 @@ int ls_victim_server_start(const ls_victim *v, const ls_victim_server_opts *o, l
 int ls_victim_server_port(const ls_victim_server *s) { return s->port; }
 
 int ls_victim_server_client(ls_victim_server *s, const char *client, int64_t *queries, int64_t *flagged_at,
-                            double *last_w) {
+                            double *min_w) {
     int rc = LS_ENOTFOUND;
     pthread_mutex_lock(&s->mu);
     if (queries) *queries = -1;
     if (flagged_at) *flagged_at = -1;
-    if (last_w) *last_w = -1;
+    if (min_w) *min_w = -1;
     for (int i = 0; i < s->nclients; i++) {
         if (strcmp(s->clients[i].id, client)) continue;
         if (queries) *queries = s->clients[i].queries;
-        if (s->clients[i].prada) ls_prada_state(s->clients[i].prada, NULL, flagged_at, last_w);
+        if (s->clients[i].prada) {
+            ls_prada_state(s->clients[i].prada, NULL, flagged_at, NULL);
+            if (min_w) *min_w = ls_prada_min_w(s->clients[i].prada);
+        }
         rc = LS_OK;
     }
     pthread_mutex_unlock(&s->mu);

@@ -115,10 +115,10 @@ static int train_net(ls_victim *v, const ls_victim_opts *o, const ls_steal_data 
     LS_TRY(ls_mlp_init(&v->net, nl, sizes, o->seed));
     float *y = one_hot(t);
     if (!y) return ls_err(LS_ENOMEM, "victim: out of memory");
-    /* Small tables get more passes: at least ~3000 Adam steps (capped at 200 passes). */
+    /* Small tables get more passes for the (cheap) linear model: at least ~1000 Adam steps. */
     int epochs = o->epochs;
     int64_t steps = (t->n + 127) / 128;
-    while ((int64_t)epochs * steps < 3000 && epochs < 200) epochs++;
+    while (nl == 1 && (int64_t)epochs * steps < 1000 && epochs < 200) epochs++;
     ls_mlp_fit_opts fo = {.epochs = epochs, .batch = 128, .lr = nl == 1 ? 2e-3f : 1e-3f, .lr_end_frac = 0.05f,
                           .wd = nl == 1 ? 1e-4f : 2e-5f, .lo = t->lo, .hi = t->hi, .seed = o->seed,
                           .verbose = o->verbose, .label = type_names[v->type]};
@@ -147,7 +147,7 @@ static int train_svm(ls_victim *v, const ls_victim_opts *o, const ls_steal_data 
     ls_rng_seed(&r, o->seed);
     const float lam = 1e-4f, b1 = 0.9f, b2 = 0.999f;
     int epochs = o->epochs;
-    while ((int64_t)epochs * ((t->n + bs - 1) / bs) < 3000 && epochs < 200) epochs++;
+    while ((int64_t)epochs * ((t->n + bs - 1) / bs) < 1000 && epochs < 200) epochs++;
     int64_t total = ((t->n + bs - 1) / bs) * epochs, step = 0;
     ls_progress pg;
     if (o->verbose) ls_progress_start(&pg, "svm", total);
