@@ -471,9 +471,9 @@ int demo_steal(const ls_demo_ctx *ctx) {
     snprintf(dir, sizeof dir, "%s/steal", ctx->workdir);
     if (ls_mkdirs(dir)) return ls_cli_fail();
     int64_t train_n = ctx->quick ? 1500 : 20000, test_n = ctx->quick ? 500 : 5000;
-    int64_t budgets_full[3] = {1000, 5000, 10000}, budgets_quick[1] = {300};
+    int64_t budgets_full[2] = {1000, 5000}, budgets_quick[1] = {300};
     const int64_t *budgets = ctx->quick ? budgets_quick : budgets_full;
-    int nb = ctx->quick ? 1 : 3;
+    int nb = ctx->quick ? 1 : 2;
     int types[2] = {LS_VICTIM_LOGREG, LS_VICTIM_MLP};
     ls_steal_data tr, te_full, te;
     if (ls_steal_dataset_open("fmnist", train_n, &tr, &te_full)) return ls_cli_fail();
