@@ -305,9 +305,9 @@ int ls_steal_client_query(ls_steal_client *c, const float *x, int n, int32_t *la
     const cJSON *v;
     cJSON_ArrayForEach(v, lab) {
         if (!cJSON_IsNumber(v) || v->valueint < 0 || v->valueint >= c->k) {
+            double bad = cJSON_IsNumber(v) ? v->valuedouble : -1.0;
             cJSON_Delete(j);
-            return ls_err(LS_EFORMAT, "target returned label %g, outside the %d declared classes",
-                          cJSON_IsNumber(v) ? v->valuedouble : -1.0, c->k);
+            return ls_err(LS_EFORMAT, "target returned label %g, outside the %d declared classes", bad, c->k);
         }
         labels[i++] = v->valueint;
     }

@@ -163,7 +163,7 @@ int ls_prada_mode_parse(const char *s) {
 }
 
 void ls_prada_opts_default(ls_prada_opts *o) {
-    o->delta = 0.90;
+    o->delta = 0.95;
     o->min_dists = 100;
     o->window = 2000;
     o->max_set = 400;

@@ -164,7 +164,9 @@ static void test_split_norm_tables(void) {
     CHECK_EQ_INT(ls_steal_csv_load(p, &back), LS_OK);
     CHECK_EQ_INT(back.n, te2.n);
     CHECK_NEAR(back.x[5], te2.x[5], 1e-4);
+    ls_steal_data_free(&tr2);
     CHECK_EQ_INT(ls_steal_make_table("rings", 500, 8, 3, 5, &tr2) == LS_OK, 1);
+    ls_steal_data_free(&te2);
     CHECK_EQ_INT(ls_steal_make_table("nope", 500, 8, 3, 5, &te2), LS_EINVAL);
     ls_steal_data_free(&back);
     ls_steal_data_free(&tr2);
