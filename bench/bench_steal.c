@@ -19,7 +19,7 @@ typedef struct {
 } outcome;
 
 static int run_one(ls_victim_server *srv, const ls_steal_data *tr, const ls_steal_data *te, const int32_t *vlab,
-                   int strategy, int64_t budget, int final_epochs, const char *key, outcome *out) {
+                   int strategy, int64_t budget, int final_epochs, int proba, const char *key, outcome *out) {
     char url[128];
     snprintf(url, sizeof url, "http://127.0.0.1:%d/predict", ls_victim_server_port(srv));
     ls_steal_client *cl;
@@ -35,7 +35,7 @@ static int run_one(ls_victim_server *srv, const ls_steal_data *tr, const ls_stea
     o.budget = budget;
     o.strategy = strategy;
     o.natural = tr;
-    o.use_proba = 0;
+    o.use_proba = proba;
     o.final_epochs = final_epochs;
     ls_replica *r = NULL;
     ls_steal_result res;
@@ -63,7 +63,7 @@ int main(int argc, char **argv) {
     const char *out = NULL, *victims_s = "logreg,svm,tree,forest,knn,nb,mlp", *datasets_s = "fmnist,blobs,rings";
     const char *budgets_s = "1000,5000,20000";
     int64_t train_n = 30000, test_n = 0;
-    int no_base = 0, quick = 0, epochs = 30;
+    int no_base = 0, quick = 0, epochs = 30, proba = 0;
     double delta = 0.95;
     /* Small batches on shared cores: OpenBLAS threads would mostly spin. */
     openblas_set_num_threads(1);
@@ -72,11 +72,12 @@ int main(int argc, char **argv) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help")) {
             printf("usage: bench_steal [--out FILE] [--victims LIST] [--datasets LIST] [--budgets LIST]\n"
-                   "                   [--train-n N] [--test-n N] [--epochs N] [--delta W] [--no-baselines] [--quick]\n"
+                   "                   [--train-n N] [--test-n N] [--epochs N] [--delta W] [--no-baselines] [--proba] [--quick]\n"
                    "  victims: logreg,svm,tree,forest,knn,nb,mlp  datasets: fmnist,blobs,rings or CSV paths\n");
             return 0;
         } else if (!strcmp(a, "--no-baselines")) no_base = 1;
         else if (!strcmp(a, "--quick")) quick = 1;
+        else if (!strcmp(a, "--proba")) proba = 1;
         else if (!v) {
             fprintf(stderr, "bench_steal: %s needs a value (see --help)\n", a);
             return 2;
@@ -107,6 +108,7 @@ int main(int argc, char **argv) {
     cJSON *root = cJSON_CreateObject();
     cJSON *rows = cJSON_AddArrayToObject(root, "rows");
     cJSON_AddNumberToObject(root, "prada_delta", delta);
+    cJSON_AddBoolToObject(root, "probabilities", proba);
     printf("%-7s %-7s %6s %7s | %-26s | %-15s | %-15s | %s\n", "data", "victim", "v.acc", "budget",
            "ours: agree  acc   time", "random: agree", "natural: agree", "flagged at (ours/rand/nat)");
     double sum_agree[16] = {0}, best_agree[16] = {0};
@@ -138,6 +140,7 @@ int main(int argc, char **argv) {
             ls_victim_server_opts so;
             ls_victim_server_opts_default(&so);
             so.admin_key = "auditor";
+            so.output_proba = proba;
             so.prada_mode = LS_PRADA_LOG;
             so.prada.delta = delta;
             ls_victim_server *srv;
@@ -164,15 +167,15 @@ int main(int argc, char **argv) {
                 outcome ours = {0}, rnd = {0}, nat = {0};
                 char key[64];
                 snprintf(key, sizeof key, "synth-%lld", (long long)budget);
-                if (run_one(srv, &tr, &te, vlab, LS_STEAL_SYNTH, budget, epochs, key, &ours)) {
+                if (run_one(srv, &tr, &te, vlab, LS_STEAL_SYNTH, budget, epochs, proba, key, &ours)) {
                     fprintf(stderr, "bench_steal: %s\n", ls_errmsg());
                     return 1;
                 }
                 if (!no_base) {
                     snprintf(key, sizeof key, "random-%lld", (long long)budget);
-                    if (run_one(srv, &tr, &te, vlab, LS_STEAL_RANDOM, budget, epochs, key, &rnd)) return 1;
+                    if (run_one(srv, &tr, &te, vlab, LS_STEAL_RANDOM, budget, epochs, proba, key, &rnd)) return 1;
                     snprintf(key, sizeof key, "natural-%lld", (long long)budget);
-                    if (run_one(srv, &tr, &te, vlab, LS_STEAL_NATURAL, budget, epochs, key, &nat)) return 1;
+                    if (run_one(srv, &tr, &te, vlab, LS_STEAL_NATURAL, budget, epochs, proba, key, &nat)) return 1;
                     nat_clients++;
                     nat_flagged += nat.flagged_at >= 0;
                 }
@@ -214,7 +217,7 @@ int main(int argc, char **argv) {
         ls_steal_data_free(&tr);
         ls_steal_data_free(&te);
     }
-    printf("\nFashion-MNIST, label-only, ours: ");
+    printf("\nFashion-MNIST, %s, ours: ", proba ? "probabilities" : "label-only");
     cJSON *summ = cJSON_AddArrayToObject(root, "fmnist_summary");
     for (int bi = 0; bi < nb; bi++) {
         if (!cnt_agree[bi]) continue;

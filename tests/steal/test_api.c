@@ -10,6 +10,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cblas.h>
+
 #include "llmsys/core.h"
 #include "llmsys/steal.h"
 #include "test.h"
@@ -290,6 +292,7 @@ static void test_bad_targets(void) {
 }
 
 int main(void) {
+    openblas_set_num_threads(1); /* small matmuls; threads only spin on shared cores */
     setup();
     RUN(test_validation);
     RUN(test_budget_rate);

@@ -6,6 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cblas.h>
+
 #include "llmsys/core.h"
 #include "llmsys/steal.h"
 #include "test.h"
@@ -145,6 +147,7 @@ static void test_target_stops(void) {
 }
 
 int main(void) {
+    openblas_set_num_threads(1); /* small matmuls; threads only spin on shared cores */
     setup();
     RUN(test_budget_and_beats_random);
     RUN(test_target_stops);

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cblas.h>
+
 #include "llmsys/core.h"
 #include "llmsys/steal.h"
 #include "test.h"
@@ -145,6 +147,7 @@ static void test_detector(void) {
 }
 
 int main(void) {
+    openblas_set_num_threads(1); /* small matmuls; threads only spin on shared cores */
     RUN(test_sw_reference);
     RUN(test_sw_calibration);
     RUN(test_detector);
