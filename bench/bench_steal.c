@@ -165,6 +165,7 @@ int main(int argc, char **argv) {
             for (int bi = 0; bi < nb; bi++) {
                 int64_t budget = atoll(bl[bi]);
                 outcome ours = {0}, rnd = {0}, nat = {0};
+                ours.flagged_at = rnd.flagged_at = nat.flagged_at = -1;
                 char key[64];
                 snprintf(key, sizeof key, "synth-%lld", (long long)budget);
                 if (run_one(srv, &tr, &te, vlab, LS_STEAL_SYNTH, budget, epochs, proba, key, &ours)) {
