@@ -342,6 +342,11 @@ static enum MHD_Result handle_predict(ls_victim_server *s, struct MHD_Connection
         flagged = r > 0;
     }
     log_line(s, id, n, 200, cl);
+    if (flagged && !was_flagged && s->o.prada_mode == LS_PRADA_THROTTLE) {
+        /* Throttling starts now: the bucket is emptied, then refills at the slow rate. */
+        cl->tokens = 0;
+        cl->last = ls_now();
+    }
     if (flagged && !was_flagged) {
         int64_t fa;
         double w;

@@ -200,6 +200,69 @@ static void test_budget_rate(void) {
     ls_victim_server_stop(s);
 }
 
+/* PRADA modes in the server: a client repeating near-identical inputs is flagged; REFUSE then
+ * answers 403, THROTTLE slows it to 429s, LOG keeps answering. Natural rows are not flagged. */
+static void test_prada_modes(void) {
+    int modes[3] = {LS_PRADA_LOG, LS_PRADA_THROTTLE, LS_PRADA_REFUSE};
+    float *x = malloc(sizeof(float) * 50 * (size_t)te.d);
+    int32_t lab[50];
+    for (int m = 0; m < 3; m++) {
+        ls_victim_server_opts so;
+        ls_victim_server_opts_default(&so);
+        so.prada_mode = modes[m];
+        so.throttle_s = 1.0;
+        ls_victim_server *s;
+        CHECK_EQ_INT(ls_victim_server_start(victim, &so, &s), LS_OK);
+        ls_steal_client *c, *good;
+        CHECK_EQ_INT(client_for(s, "raw", &c), LS_OK); /* same identity as raw_post */
+        CHECK_EQ_INT(client_for(s, "natural", &good), LS_OK);
+        ls_rng r;
+        ls_rng_seed(&r, 9);
+        int rc = LS_OK;
+        /* Half near-duplicates of one point, half spread out: a bimodal distance set. */
+        int64_t fa0 = -1;
+        for (int req = 0; req < 8 && rc == LS_OK && fa0 < 0; req++) {
+            for (int i = 0; i < 50; i++)
+                for (int j = 0; j < te.d; j++)
+                    x[i * te.d + j] = i % 2 ? ls_rng_uniform(&r) : 0.5f + 0.001f * ls_rng_uniform(&r);
+            rc = ls_steal_client_query(c, x, 50, lab, NULL, NULL);
+            ls_victim_server_client(s, "key:raw", NULL, &fa0, NULL);
+        }
+        CHECK_EQ_INT(rc, LS_OK); /* the request that gets a client flagged is still answered */
+        /* One more request after the flag (THROTTLE is checked raw below: the client would wait). */
+        if (modes[m] != LS_PRADA_THROTTLE) rc = ls_steal_client_query(c, x, 50, lab, NULL, NULL);
+        for (int64_t s0 = 0; s0 + 50 <= 300; s0 += 50)
+            CHECK_EQ_INT(ls_steal_client_query(good, te.x + s0 * te.d, 50, lab, NULL, NULL), LS_OK);
+        int64_t fa = -1, fa_good = -1;
+        ls_victim_server_client(s, "key:raw", NULL, &fa, NULL);
+        ls_victim_server_client(s, "key:natural", NULL, &fa_good, NULL);
+        CHECK_MSG(fa > 0, "mode %d: bimodal queries not flagged", modes[m]);
+        CHECK_EQ_INT(fa_good, -1);
+        if (modes[m] == LS_PRADA_LOG) CHECK_EQ_INT(rc, LS_OK);
+        if (modes[m] == LS_PRADA_REFUSE) {
+            CHECK_EQ_INT(rc, LS_EBUSY);
+            CHECK(strstr(ls_errmsg(), "refused") != NULL);
+        }
+        if (modes[m] == LS_PRADA_THROTTLE) {
+            /* Flagged: refill at 1 input/s, so a 50-input request is answered 429. */
+            char body[8192], out[4096];
+            int n = snprintf(body, sizeof body, "{\"inputs\":[");
+            for (int i = 0; i < 50; i++) {
+                n += snprintf(body + n, sizeof body - (size_t)n, "%s[", i ? "," : "");
+                for (int j = 0; j < te.d; j++) n += snprintf(body + n, sizeof body - (size_t)n, "%s0.25", j ? "," : "");
+                n += snprintf(body + n, sizeof body - (size_t)n, "]");
+            }
+            n += snprintf(body + n, sizeof body - (size_t)n, "]}");
+            CHECK_EQ_INT(raw_post(ls_victim_server_port(s), "/predict", body, (size_t)n, out, sizeof out), 429);
+            CHECK(strstr(out, "throttled") != NULL);
+        }
+        ls_steal_client_free(c);
+        ls_steal_client_free(good);
+        ls_victim_server_stop(s);
+    }
+    free(x);
+}
+
 /* A fake target: answers every connection with a canned reply (or nothing). */
 typedef struct {
     int fd, conns;
@@ -296,6 +359,7 @@ int main(void) {
     setup();
     RUN(test_validation);
     RUN(test_budget_rate);
+    RUN(test_prada_modes);
     RUN(test_bad_targets);
     ls_victim_free(victim);
     ls_steal_data_free(&tr);
