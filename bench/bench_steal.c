@@ -72,23 +72,35 @@ int main(int argc, char **argv) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help")) {
             printf("usage: bench_steal [--out FILE] [--victims LIST] [--datasets LIST] [--budgets LIST]\n"
-                   "                   [--train-n N] [--test-n N] [--epochs N] [--delta W] [--no-baselines] [--proba] [--quick]\n"
+                   "                   [--train-n N] [--test-n N] [--epochs N] [--delta W] [--no-baselines] [--proba] "
+                   "[--quick]\n"
                    "  victims: logreg,svm,tree,forest,knn,nb,mlp  datasets: fmnist,blobs,rings or CSV paths\n");
             return 0;
-        } else if (!strcmp(a, "--no-baselines")) no_base = 1;
-        else if (!strcmp(a, "--quick")) quick = 1;
-        else if (!strcmp(a, "--proba")) proba = 1;
+        } else if (!strcmp(a, "--no-baselines"))
+            no_base = 1;
+        else if (!strcmp(a, "--quick"))
+            quick = 1;
+        else if (!strcmp(a, "--proba"))
+            proba = 1;
         else if (!v) {
             fprintf(stderr, "bench_steal: %s needs a value (see --help)\n", a);
             return 2;
-        } else if (!strcmp(a, "--out")) out = argv[++i];
-        else if (!strcmp(a, "--victims")) victims_s = argv[++i];
-        else if (!strcmp(a, "--datasets")) datasets_s = argv[++i];
-        else if (!strcmp(a, "--budgets")) budgets_s = argv[++i];
-        else if (!strcmp(a, "--train-n")) train_n = atoll(argv[++i]);
-        else if (!strcmp(a, "--test-n")) test_n = atoll(argv[++i]);
-        else if (!strcmp(a, "--epochs")) epochs = atoi(argv[++i]);
-        else if (!strcmp(a, "--delta")) delta = atof(argv[++i]);
+        } else if (!strcmp(a, "--out"))
+            out = argv[++i];
+        else if (!strcmp(a, "--victims"))
+            victims_s = argv[++i];
+        else if (!strcmp(a, "--datasets"))
+            datasets_s = argv[++i];
+        else if (!strcmp(a, "--budgets"))
+            budgets_s = argv[++i];
+        else if (!strcmp(a, "--train-n"))
+            train_n = atoll(argv[++i]);
+        else if (!strcmp(a, "--test-n"))
+            test_n = atoll(argv[++i]);
+        else if (!strcmp(a, "--epochs"))
+            epochs = atoi(argv[++i]);
+        else if (!strcmp(a, "--delta"))
+            delta = atof(argv[++i]);
         else {
             fprintf(stderr, "bench_steal: unknown option %s (see --help)\n", a);
             return 2;

@@ -109,14 +109,14 @@ int ls_victim_type_parse(const char *s);
 typedef struct {
     int type;
     uint64_t seed;
-    int epochs;        /* logreg/svm/mlp passes over the data */
-    int max_depth;     /* tree/forest */
-    int min_leaf;      /* tree/forest: fewest rows in a leaf */
-    int trees;         /* forest */
-    int knn_k;         /* knn neighbours */
-    int64_t knn_ref;   /* knn: reference rows kept (subsampled for prediction speed) */
-    int hidden;        /* mlp hidden width */
-    int verbose;       /* progress bar */
+    int epochs;      /* logreg/svm/mlp passes over the data */
+    int max_depth;   /* tree/forest */
+    int min_leaf;    /* tree/forest: fewest rows in a leaf */
+    int trees;       /* forest */
+    int knn_k;       /* knn neighbours */
+    int64_t knn_ref; /* knn: reference rows kept (subsampled for prediction speed) */
+    int hidden;      /* mlp hidden width */
+    int verbose;     /* progress bar */
 } ls_victim_opts;
 
 typedef struct ls_victim ls_victim;
@@ -150,10 +150,10 @@ const char *ls_prada_mode_name(int mode);
 int ls_prada_mode_parse(const char *s);
 
 typedef struct {
-    double delta;   /* flag when W < delta */
-    int min_dists;  /* need this many distances before testing */
-    int window;     /* test the latest window distances (<= 5000) */
-    int max_set;    /* cap on the growing set per class (oldest evicted) */
+    double delta;  /* flag when W < delta */
+    int min_dists; /* need this many distances before testing */
+    int window;    /* test the latest window distances (<= 5000) */
+    int max_set;   /* cap on the growing set per class (oldest evicted) */
 } ls_prada_opts;
 
 typedef struct ls_prada ls_prada;
@@ -181,8 +181,8 @@ typedef struct {
     const char *log_path; /* query log (JSON lines), NULL none */
     int prada_mode;       /* ls_prada_mode */
     ls_prada_opts prada;
-    double throttle_s;    /* THROTTLE: delay per request of a flagged client */
-    const char *admin_key;/* X-API-Key exempt from budget, rate and detector (auditor), NULL none */
+    double throttle_s;     /* THROTTLE: delay per request of a flagged client */
+    const char *admin_key; /* X-API-Key exempt from budget, rate and detector (auditor), NULL none */
 } ls_victim_server_opts;
 
 typedef struct ls_victim_server ls_victim_server;
@@ -216,11 +216,9 @@ typedef struct ls_steal_client ls_steal_client;
 /* HTTP/1.1 client over plain sockets for URL "http://host:port/path". api_key (may be NULL)
  * goes in X-API-Key. timeout_s bounds connect, send and each receive. d and k: the expected
  * input width and class count (answers with another class count are an error). */
-int ls_steal_client_init(const char *url, const char *api_key, double timeout_s, int d, int k,
-                         ls_steal_client **out);
+int ls_steal_client_init(const char *url, const char *api_key, double timeout_s, int d, int k, ls_steal_client **out);
 void ls_steal_client_free(ls_steal_client *c);
-int ls_steal_client_query(ls_steal_client *c, const float *x, int n, int32_t *labels, float *proba,
-                          int *got_proba);
+int ls_steal_client_query(ls_steal_client *c, const float *x, int n, int32_t *labels, float *proba, int *got_proba);
 /* GET of another path on the same host (e.g. "/stats"); *body owned by caller. */
 int ls_steal_client_get(ls_steal_client *c, const char *path, int *status, char **body);
 ls_steal_oracle ls_steal_client_oracle(ls_steal_client *c);
@@ -243,26 +241,26 @@ typedef enum {
 } ls_steal_strategy;
 
 typedef struct {
-    int c, h, w;        /* declared input shape */
-    float lo, hi;       /* declared input range */
-    int k;              /* classes */
-    int64_t budget;     /* queries, never exceeded */
-    int strategy;       /* ls_steal_strategy */
+    int c, h, w;                  /* declared input shape */
+    float lo, hi;                 /* declared input range */
+    int k;                        /* classes */
+    int64_t budget;               /* queries, never exceeded */
+    int strategy;                 /* ls_steal_strategy */
     const ls_steal_data *natural; /* LS_STEAL_NATURAL only */
     uint64_t seed;
-    int batch;          /* inputs per HTTP request */
+    int batch; /* inputs per HTTP request */
     int hidden1, hidden2;
-    int final_epochs;   /* epochs of the last replica fit */
-    int use_proba;      /* use probabilities when the API gives them */
-    int verbose;        /* progress bar */
+    int final_epochs; /* epochs of the last replica fit */
+    int use_proba;    /* use probabilities when the API gives them */
+    int verbose;      /* progress bar */
 } ls_steal_opts;
 
 typedef struct {
-    int64_t queries;      /* answered queries spent */
+    int64_t queries; /* answered queries spent */
     int rounds;
     int used_proba;
-    int stopped_early;    /* the oracle failed; replica trained on what was gathered */
-    char error[256];      /* the oracle's message when stopped_early */
+    int stopped_early; /* the oracle failed; replica trained on what was gathered */
+    char error[256];   /* the oracle's message when stopped_early */
     double seconds;
     int64_t class_count[64]; /* answered labels per class (first 64 classes) */
 } ls_steal_result;

@@ -121,7 +121,8 @@ static int victim_serve(int argc, char **argv) {
     if (rc) return LS_ARGS_EXIT(rc);
     ls_victim_server_opts so;
     ls_victim_server_opts_default(&so);
-    if (!strcmp(output, "proba")) so.output_proba = 1;
+    if (!strcmp(output, "proba"))
+        so.output_proba = 1;
     else if (strcmp(output, "label")) {
         fprintf(stderr, "llmsys victim serve: --output must be label or proba, got '%s'\n", output);
         return 2;
@@ -230,14 +231,20 @@ static int parse_shape(const char *s, int *c, int *h, int *w) {
         long x = strtol(p, &e, 10);
         if (e == p || x <= 0 || x > (1 << 22)) return -1;
         v[n++] = (int)x;
-        if (*e == ',' || *e == 'x') p = e + 1;
-        else if (*e == '\0') p = e;
-        else return -1;
+        if (*e == ',' || *e == 'x')
+            p = e + 1;
+        else if (*e == '\0')
+            p = e;
+        else
+            return -1;
     }
     if (*p || n == 0) return -1;
-    if (n == 1) *c = 1, *h = 1, *w = v[0];
-    else if (n == 2) *c = 1, *h = v[0], *w = v[1];
-    else *c = v[0], *h = v[1], *w = v[2];
+    if (n == 1)
+        *c = 1, *h = 1, *w = v[0];
+    else if (n == 2)
+        *c = 1, *h = v[0], *w = v[1];
+    else
+        *c = v[0], *h = v[1], *w = v[2];
     return 0;
 }
 
@@ -333,8 +340,9 @@ int cmd_steal(int argc, char **argv) {
     printf("steal: %lld queries (budget %lld) in %d rounds, %s answers, %.1f s -> %s\n", (long long)res.queries,
            (long long)budget, res.rounds, res.used_proba ? "probability" : "label-only", res.seconds, out);
     if (res.stopped_early) {
-        fprintf(stderr, "llmsys steal: target failed after %lld queries: %s (replica trained on what was gathered "
-                        "saved to %s)\n",
+        fprintf(stderr,
+                "llmsys steal: target failed after %lld queries: %s (replica trained on what was gathered "
+                "saved to %s)\n",
                 (long long)res.queries, res.error, out);
         return 1;
     }
@@ -443,8 +451,8 @@ static int steal_eval(int argc, char **argv) {
             double ba = 0, bacc = 0;
             if (!fail) fail = ls_steal_agreement(br, &te, vlab, &ba, &bacc);
             if (!fail) {
-                printf("  baseline %-8s (%lld queries): agreement %.4f, accuracy %.4f\n", names[b], (long long)res.queries,
-                       ba, bacc);
+                printf("  baseline %-8s (%lld queries): agreement %.4f, accuracy %.4f\n", names[b],
+                       (long long)res.queries, ba, bacc);
                 cJSON *bj = cJSON_AddObjectToObject(j, names[b]);
                 cJSON_AddNumberToObject(bj, "queries", (double)res.queries);
                 cJSON_AddNumberToObject(bj, "agreement", ba);
@@ -552,8 +560,10 @@ int demo_steal(const ls_demo_ctx *ctx) {
             }
             if (fail) break;
             char fl[64];
-            if (flagged[0] >= 0) snprintf(fl, sizeof fl, "flagged after %lld queries", (long long)flagged[0]);
-            else snprintf(fl, sizeof fl, "not flagged");
+            if (flagged[0] >= 0)
+                snprintf(fl, sizeof fl, "flagged after %lld queries", (long long)flagged[0]);
+            else
+                snprintf(fl, sizeof fl, "not flagged");
             printf("%-7s %8.3f %7lld %10.3f %10.3f %8.1fs %s\n", ls_victim_type_name(types[t]), vacc,
                    (long long)budgets[b], ag[0], ag[1], secs, fl);
             fflush(stdout);
@@ -566,6 +576,7 @@ int demo_steal(const ls_demo_ctx *ctx) {
     ls_steal_data_free(&te);
     if (fail) return ls_cli_fail();
     printf("agreement = label agreement with the victim on held-out natural test images (the published metric);\n"
-           "random = a replica from the same number of uniform random queries. Files under %s\n", dir);
+           "random = a replica from the same number of uniform random queries. Files under %s\n",
+           dir);
     return 0;
 }

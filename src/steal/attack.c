@@ -41,7 +41,7 @@ typedef struct {
     int64_t n, cap; /* answered rows */
     float *x;       /* cap x d */
     int32_t *y;
-    float *p;       /* cap x k soft targets (one-hot when label-only) */
+    float *p; /* cap x k soft targets (one-hot when label-only) */
     int got_proba;
     int failed;
     char err[256];
@@ -108,8 +108,15 @@ static int net_new(attack_t *a, uint64_t seed) {
 }
 
 static int fit(attack_t *a, int epochs, float lr, uint64_t seed) {
-    ls_mlp_fit_opts fo = {.epochs = epochs, .batch = 128, .lr = lr, .lr_end_frac = 0.1f, .wd = 1e-5f,
-                          .input_noise = 0.0f, .lo = a->o->lo, .hi = a->o->hi, .seed = seed};
+    ls_mlp_fit_opts fo = {.epochs = epochs,
+                          .batch = 128,
+                          .lr = lr,
+                          .lr_end_frac = 0.1f,
+                          .wd = 1e-5f,
+                          .input_noise = 0.0f,
+                          .lo = a->o->lo,
+                          .hi = a->o->hi,
+                          .seed = seed};
     return ls_mlp_fit(&a->net, a->x, a->p, NULL, a->n, &fo, NULL);
 }
 
@@ -417,7 +424,8 @@ static int round_synth(attack_t *a, int64_t want) {
         return ls_err(LS_ENOMEM, "attack: out of memory");
     }
     int64_t ns = 0;
-    for (int64_t c = 0; c < ntop && c < pool; c++) memcpy(sel + (ns++) * d, cand + (int64_t)sc[c].idx * d, sizeof(float) * d);
+    for (int64_t c = 0; c < ntop && c < pool; c++)
+        memcpy(sel + (ns++) * d, cand + (int64_t)sc[c].idx * d, sizeof(float) * d);
     for (int64_t c = 0; c < nrand && ntop < pool; c++) {
         int64_t r = ntop + (int64_t)ls_rng_below(&a->rng, (uint64_t)(pool - ntop));
         memcpy(sel + (ns++) * d, cand + (int64_t)sc[r].idx * d, sizeof(float) * d);
@@ -553,9 +561,16 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
     /* Final replica: fresh weights, trained on everything gathered. */
     rc = net_new(&a, o->seed + 99);
     if (!rc) {
-        ls_mlp_fit_opts fo = {.epochs = o->final_epochs > 0 ? o->final_epochs : 30, .batch = 128, .lr = 1e-3f,
-                              .lr_end_frac = 0.02f, .wd = 1e-5f, .lo = o->lo, .hi = o->hi, .seed = o->seed + 5,
-                              .verbose = o->verbose, .label = "replica"};
+        ls_mlp_fit_opts fo = {.epochs = o->final_epochs > 0 ? o->final_epochs : 30,
+                              .batch = 128,
+                              .lr = 1e-3f,
+                              .lr_end_frac = 0.02f,
+                              .wd = 1e-5f,
+                              .lo = o->lo,
+                              .hi = o->hi,
+                              .seed = o->seed + 5,
+                              .verbose = o->verbose,
+                              .label = "replica"};
         rc = ls_mlp_fit(&a.net, a.x, a.p, NULL, a.n, &fo, NULL);
     }
     if (rc) goto done;
@@ -679,10 +694,13 @@ int ls_replica_load(const char *path, ls_replica **out) {
         char nm[16];
         snprintf(nm, sizeof nm, "fc%d.w", l);
         const ls_st_tensor *t = ls_st_find(f, nm);
-        if (!t || t->dtype != LS_DT_F32 || t->ndim != 2) rc = ls_err(LS_EFORMAT, "%s: missing or bad %s", path, nm);
+        if (!t || t->dtype != LS_DT_F32 || t->ndim != 2)
+            rc = ls_err(LS_EFORMAT, "%s: missing or bad %s", path, nm);
         else {
-            if (l == 0) sizes[0] = (int)t->shape[1];
-            else if (t->shape[1] != sizes[l]) rc = ls_err(LS_EFORMAT, "%s: %s does not chain", path, nm);
+            if (l == 0)
+                sizes[0] = (int)t->shape[1];
+            else if (t->shape[1] != sizes[l])
+                rc = ls_err(LS_EFORMAT, "%s: %s does not chain", path, nm);
             sizes[l + 1] = (int)t->shape[0];
         }
     }
@@ -708,8 +726,10 @@ int ls_replica_load(const char *path, ls_replica **out) {
 done:
     cJSON_Delete(j);
     ls_st_close(f);
-    if (rc) ls_replica_free(r);
-    else *out = r;
+    if (rc)
+        ls_replica_free(r);
+    else
+        *out = r;
     return rc;
 }
 

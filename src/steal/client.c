@@ -26,8 +26,7 @@ struct ls_steal_client {
     double max_wait; /* total seconds we accept to wait on 429 Retry-After */
 };
 
-int ls_steal_client_init(const char *url, const char *api_key, double timeout_s, int d, int k,
-                         ls_steal_client **out) {
+int ls_steal_client_init(const char *url, const char *api_key, double timeout_s, int d, int k, ls_steal_client **out) {
     *out = NULL;
     if (strncmp(url, "http://", 7)) return ls_err(LS_EINVAL, "target '%s': only http://host:port/path URLs", url);
     ls_steal_client *c = calloc(1, sizeof *c);
@@ -125,11 +124,11 @@ static int exchange(ls_steal_client *c, const char *method, const char *path, co
     int fd = -1;
     LS_TRY(connect_to(c, &fd));
     char head[1024];
-    int hn = snprintf(head, sizeof head,
-                      "%s %s HTTP/1.1\r\nHost: %s:%s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
-                      "%s%s%sConnection: close\r\n\r\n",
-                      method, path, c->host, c->port, blen, c->key[0] ? "X-API-Key: " : "", c->key,
-                      c->key[0] ? "\r\n" : "");
+    int hn =
+        snprintf(head, sizeof head,
+                 "%s %s HTTP/1.1\r\nHost: %s:%s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                 "%s%s%sConnection: close\r\n\r\n",
+                 method, path, c->host, c->port, blen, c->key[0] ? "X-API-Key: " : "", c->key, c->key[0] ? "\r\n" : "");
     const char *parts[2] = {head, body};
     size_t lens[2] = {(size_t)hn, blen};
     for (int p = 0; p < 2; p++) {
@@ -140,8 +139,8 @@ static int exchange(ls_steal_client *c, const char *method, const char *path, co
                 if (errno == EINTR) continue;
                 int e = errno;
                 close(fd);
-                return ls_err(e == EAGAIN ? LS_ETIMEDOUT : LS_ENET, "target %s:%s: send failed (%s)", c->host,
-                              c->port, e == EAGAIN ? "timed out" : strerror(e));
+                return ls_err(e == EAGAIN ? LS_ETIMEDOUT : LS_ENET, "target %s:%s: send failed (%s)", c->host, c->port,
+                              e == EAGAIN ? "timed out" : strerror(e));
             }
             off += (size_t)w;
         }
@@ -234,8 +233,7 @@ int ls_steal_client_get(ls_steal_client *c, const char *path, int *status, char 
     return exchange(c, "GET", path, "", 0, status, body, &ra);
 }
 
-int ls_steal_client_query(ls_steal_client *c, const float *x, int n, int32_t *labels, float *proba,
-                          int *got_proba) {
+int ls_steal_client_query(ls_steal_client *c, const float *x, int n, int32_t *labels, float *proba, int *got_proba) {
     if (got_proba) *got_proba = 0;
     if (n <= 0) return LS_OK;
     /* Request body: {"inputs":[[...],...]} with 6 significant digits. */

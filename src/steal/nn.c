@@ -86,7 +86,8 @@ static void backward(ls_mlp *m, int n, float **acts, float *dlogits, float **scr
     for (int l = m->nl - 1; l >= 0; l--) {
         int in = m->sizes[l], out = m->sizes[l + 1];
         if (grads) {
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, n, 1.0f, dy, out, acts[l], in, 1.0f, m->gW[l], in);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, n, 1.0f, dy, out, acts[l], in, 1.0f, m->gW[l],
+                        in);
             for (int i = 0; i < n; i++)
                 for (int j = 0; j < out; j++) m->gb[l][j] += dy[(size_t)i * out + j];
         }

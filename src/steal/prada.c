@@ -15,10 +15,10 @@
 /* Inverse standard normal CDF: Acklam's rational approximation refined by one Halley step
  * (relative error ~1e-15 in double). */
 static double qnorm(double p) {
-    static const double a[6] = {-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02,
+    static const double a[6] = {-3.969683028665376e+01, 2.209460984245205e+02,  -2.759285104469687e+02,
                                 1.383577518672690e+02,  -3.066479806614716e+01, 2.506628277459239e+00};
     static const double b[5] = {-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
-                                6.680131188771972e+01,  -1.328068155288572e+01};
+                                6.680131188771972e+01, -1.328068155288572e+01};
     static const double c[6] = {-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
                                 -2.549732539343734e+00, 4.374664141464968e+00,  2.938163982698783e+00};
     static const double d[4] = {7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
@@ -174,17 +174,17 @@ struct ls_prada {
     int d, k;
     /* Growing sets of all classes in one matrix (rows tagged by class) so one sgemm gives
      * the distances of a whole request to every stored query. */
-    float *g;       /* (k*max_set) x d */
-    float *gsq;     /* squared norms */
-    int *cls_rows;  /* k x max_set: row indices of each class's set (ring) */
-    int *cls_n;     /* set size per class */
-    int *cls_next;  /* ring position per class */
-    double *thr;    /* per class: T_c */
+    float *g;               /* (k*max_set) x d */
+    float *gsq;             /* squared norms */
+    int *cls_rows;          /* k x max_set: row indices of each class's set (ring) */
+    int *cls_n;             /* set size per class */
+    int *cls_next;          /* ring position per class */
+    double *thr;            /* per class: T_c */
     double *gd_sum, *gd_sq; /* per class: sum, sum of squares of distances that grew the set */
     int64_t *gd_n;
-    int rows;       /* rows in use */
+    int rows;             /* rows in use */
     unsigned char *stale; /* rows written during the current request */
-    double *dist;   /* all minimum distances so far (ring of 'window') */
+    double *dist;         /* all minimum distances so far (ring of 'window') */
     int64_t ndist;
     int64_t queries, flagged_at;
     double last_w, min_w;
@@ -222,8 +222,8 @@ int ls_prada_init(const ls_prada_opts *o, int d, int k, ls_prada **out) {
     p->gd_n = calloc((size_t)k, sizeof(int64_t));
     p->dist = malloc(sizeof(double) * (size_t)p->o.window);
     p->stale = calloc(cap, 1);
-    if (!p->stale || !p->g || !p->gsq || !p->cls_rows || !p->cls_n || !p->cls_next || !p->thr || !p->gd_sum || !p->gd_sq ||
-        !p->gd_n || !p->dist) {
+    if (!p->stale || !p->g || !p->gsq || !p->cls_rows || !p->cls_n || !p->cls_next || !p->thr || !p->gd_sum ||
+        !p->gd_sq || !p->gd_n || !p->dist) {
         ls_prada_free(p);
         return ls_err(LS_ENOMEM, "prada: out of memory");
     }
@@ -281,8 +281,10 @@ static int test_now(ls_prada *p) {
     double w = 1.0;
     int rc = m >= 3 ? ls_shapiro_wilk(v, m, &w, NULL) : LS_OK;
     free(v);
-    if (rc == LS_ERANGE) w = 0.0; /* all distances equal: as far from normal as it gets */
-    else if (rc) return rc;
+    if (rc == LS_ERANGE)
+        w = 0.0; /* all distances equal: as far from normal as it gets */
+    else if (rc)
+        return rc;
     p->last_w = w;
     if (w < p->min_w) p->min_w = w;
     return LS_OK;

@@ -128,7 +128,8 @@ static void log_line(ls_victim_server *s, const char *id, int n, unsigned status
     int64_t fa = -1;
     double w = 1;
     if (c && c->prada) ls_prada_state(c->prada, NULL, &fa, &w);
-    fprintf(s->log, "{\"t\":%.3f,\"client\":\"%s\",\"n\":%d,\"status\":%u,\"queries\":%lld,\"w\":%.4f,\"flagged_at\":%lld}\n",
+    fprintf(s->log,
+            "{\"t\":%.3f,\"client\":\"%s\",\"n\":%d,\"status\":%u,\"queries\":%lld,\"w\":%.4f,\"flagged_at\":%lld}\n",
             ls_wall_time(), id, n, status, c ? (long long)c->queries : 0LL, w, (long long)fa);
     fflush(s->log);
 }
@@ -288,8 +289,8 @@ static enum MHD_Result handle_predict(ls_victim_server *s, struct MHD_Connection
         snprintf(msg, sizeof msg, "refused: this client's query pattern was flagged as model extraction");
     } else if (!admin && s->o.budget > 0 && cl->queries + n > s->o.budget) {
         deny = 403;
-        snprintf(msg, sizeof msg, "query budget exhausted: %lld of %lld used, request has %d",
-                 (long long)cl->queries, (long long)s->o.budget, n);
+        snprintf(msg, sizeof msg, "query budget exhausted: %lld of %lld used, request has %d", (long long)cl->queries,
+                 (long long)s->o.budget, n);
     } else if (!admin && (s->o.rate_qps > 0 || (flagged && s->o.prada_mode == LS_PRADA_THROTTLE))) {
         /* A flagged client under THROTTLE refills at a tenth of the rate (or 1/throttle_s). */
         double rate = s->o.rate_qps > 0 ? s->o.rate_qps : 1e18;

@@ -28,9 +28,10 @@ static int raw_post(int port, const char *path, const char *body, size_t blen, c
         return -1;
     }
     char head[256];
-    int hn = snprintf(head, sizeof head,
-                      "POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\nX-API-Key: raw\r\nConnection: close\r\n\r\n",
-                      path, blen);
+    int hn =
+        snprintf(head, sizeof head,
+                 "POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\nX-API-Key: raw\r\nConnection: close\r\n\r\n",
+                 path, blen);
     if (send(fd, head, (size_t)hn, MSG_NOSIGNAL) < 0) blen = 0;
     size_t off = 0;
     while (off < blen) {
@@ -89,14 +90,14 @@ static void test_validation(void) {
     /* Bad requests: each a 4xx JSON error. */
     char out[65536];
     const char *bodies[] = {
-        "{\"inputs\": [[1,2,",                 /* malformed JSON */
-        "{\"x\": []}",                         /* wrong key */
-        "{\"inputs\": []}",                    /* empty batch */
-        "{\"inputs\": [[0.5, 0.5]]}",          /* wrong shape */
-        "{\"inputs\": [\"abc\"]}",             /* not an array */
-        "{\"inputs\": [[NaN,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]]}", /* NaN is not JSON */
+        "{\"inputs\": [[1,2,",                                           /* malformed JSON */
+        "{\"x\": []}",                                                   /* wrong key */
+        "{\"inputs\": []}",                                              /* empty batch */
+        "{\"inputs\": [[0.5, 0.5]]}",                                    /* wrong shape */
+        "{\"inputs\": [\"abc\"]}",                                       /* not an array */
+        "{\"inputs\": [[NaN,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]]}",   /* NaN is not JSON */
         "{\"inputs\": [[1e999,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]]}", /* infinite */
-        "{\"inputs\": [[7,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]]}",   /* out of range */
+        "{\"inputs\": [[7,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]]}",     /* out of range */
         "{\"inputs\": [[\"a\",0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]]}", /* string value */
     };
     int codes[] = {400, 400, 400, 422, 422, 400, 422, 422, 422};
@@ -293,7 +294,8 @@ static int fake_start(fake_t *f, pthread_t *th) {
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     socklen_t sl = sizeof a;
-    if (bind(f->fd, (struct sockaddr *)&a, sizeof a) || listen(f->fd, 4) || getsockname(f->fd, (struct sockaddr *)&a, &sl))
+    if (bind(f->fd, (struct sockaddr *)&a, sizeof a) || listen(f->fd, 4) ||
+        getsockname(f->fd, (struct sockaddr *)&a, &sl))
         return -1;
     pthread_create(th, NULL, fake_main, f);
     return ntohs(a.sin_port);
