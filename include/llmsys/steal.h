@@ -109,14 +109,14 @@ int ls_victim_type_parse(const char *s);
 typedef struct {
     int type;
     uint64_t seed;
-    int epochs;        /* logreg/svm/mlp passes over the data */
-    int max_depth;     /* tree/forest */
-    int min_leaf;      /* tree/forest: fewest rows in a leaf */
-    int trees;         /* forest */
-    int knn_k;         /* knn neighbours */
-    int64_t knn_ref;   /* knn: reference rows kept (subsampled for prediction speed) */
-    int hidden;        /* mlp hidden width */
-    int verbose;       /* progress bar */
+    int epochs;      /* logreg/svm/mlp passes over the data */
+    int max_depth;   /* tree/forest */
+    int min_leaf;    /* tree/forest: fewest rows in a leaf */
+    int trees;       /* forest */
+    int knn_k;       /* knn neighbours */
+    int64_t knn_ref; /* knn: reference rows kept (subsampled for prediction speed) */
+    int hidden;      /* mlp hidden width */
+    int verbose;     /* progress bar */
 } ls_victim_opts;
 
 typedef struct ls_victim ls_victim;
@@ -150,10 +150,10 @@ const char *ls_prada_mode_name(int mode);
 int ls_prada_mode_parse(const char *s);
 
 typedef struct {
-    double delta;   /* flag when W < delta */
-    int min_dists;  /* need this many distances before testing */
-    int window;     /* test the latest window distances (<= 5000) */
-    int max_set;    /* cap on the growing set per class (oldest evicted) */
+    double delta;  /* flag when W < delta */
+    int min_dists; /* need this many distances before testing */
+    int window;    /* test the latest window distances (<= 5000) */
+    int max_set;   /* cap on the growing set per class (oldest evicted) */
 } ls_prada_opts;
 
 typedef struct ls_prada ls_prada;
@@ -165,6 +165,8 @@ void ls_prada_free(ls_prada *p);
 int ls_prada_observe(ls_prada *p, const float *x, const int32_t *labels, int n);
 /* Queries seen, queries seen when first flagged (-1 never), latest W (1 before testing). */
 void ls_prada_state(const ls_prada *p, int64_t *queries, int64_t *flagged_at, double *last_w);
+/* Lowest W seen so far (1 before testing): the client would be flagged at any delta above it. */
+double ls_prada_min_w(const ls_prada *p);
 
 /* ---------------------------------------------------------------- the prediction API */
 
@@ -179,8 +181,8 @@ typedef struct {
     const char *log_path; /* query log (JSON lines), NULL none */
     int prada_mode;       /* ls_prada_mode */
     ls_prada_opts prada;
-    double throttle_s;    /* THROTTLE: delay per request of a flagged client */
-    const char *admin_key;/* X-API-Key exempt from budget, rate and detector (auditor), NULL none */
+    double throttle_s;     /* THROTTLE: delay per request of a flagged client */
+    const char *admin_key; /* X-API-Key exempt from budget, rate and detector (auditor), NULL none */
 } ls_victim_server_opts;
 
 typedef struct ls_victim_server ls_victim_server;
@@ -193,9 +195,10 @@ void ls_victim_server_opts_default(ls_victim_server_opts *o);
  * Bad requests get a 4xx JSON {"error": "..."}; the server keeps serving. */
 int ls_victim_server_start(const ls_victim *v, const ls_victim_server_opts *o, ls_victim_server **out);
 int ls_victim_server_port(const ls_victim_server *s);
-/* Stats of one client (by API key or address): -1 values when unknown. */
+/* Stats of one client ("key:<api key>" or "addr:<ip>"): queries, PRADA flag position (-1 never)
+ * and the lowest W seen (1 before testing). LS_ENOTFOUND for an unknown client. */
 int ls_victim_server_client(ls_victim_server *s, const char *client, int64_t *queries, int64_t *flagged_at,
-                            double *last_w);
+                            double *min_w);
 /* The whole /stats object (caller frees with cJSON_Delete). */
 struct cJSON *ls_victim_server_stats(ls_victim_server *s);
 void ls_victim_server_stop(ls_victim_server *s);
@@ -213,11 +216,9 @@ typedef struct ls_steal_client ls_steal_client;
 /* HTTP/1.1 client over plain sockets for URL "http://host:port/path". api_key (may be NULL)
  * goes in X-API-Key. timeout_s bounds connect, send and each receive. d and k: the expected
  * input width and class count (answers with another class count are an error). */
-int ls_steal_client_init(const char *url, const char *api_key, double timeout_s, int d, int k,
-                         ls_steal_client **out);
+int ls_steal_client_init(const char *url, const char *api_key, double timeout_s, int d, int k, ls_steal_client **out);
 void ls_steal_client_free(ls_steal_client *c);
-int ls_steal_client_query(ls_steal_client *c, const float *x, int n, int32_t *labels, float *proba,
-                          int *got_proba);
+int ls_steal_client_query(ls_steal_client *c, const float *x, int n, int32_t *labels, float *proba, int *got_proba);
 /* GET of another path on the same host (e.g. "/stats"); *body owned by caller. */
 int ls_steal_client_get(ls_steal_client *c, const char *path, int *status, char **body);
 ls_steal_oracle ls_steal_client_oracle(ls_steal_client *c);
@@ -240,26 +241,26 @@ typedef enum {
 } ls_steal_strategy;
 
 typedef struct {
-    int c, h, w;        /* declared input shape */
-    float lo, hi;       /* declared input range */
-    int k;              /* classes */
-    int64_t budget;     /* queries, never exceeded */
-    int strategy;       /* ls_steal_strategy */
+    int c, h, w;                  /* declared input shape */
+    float lo, hi;                 /* declared input range */
+    int k;                        /* classes */
+    int64_t budget;               /* queries, never exceeded */
+    int strategy;                 /* ls_steal_strategy */
     const ls_steal_data *natural; /* LS_STEAL_NATURAL only */
     uint64_t seed;
-    int batch;          /* inputs per HTTP request */
+    int batch; /* inputs per HTTP request */
     int hidden1, hidden2;
-    int final_epochs;   /* epochs of the last replica fit */
-    int use_proba;      /* use probabilities when the API gives them */
-    int verbose;        /* progress bar */
+    int final_epochs; /* epochs of the last replica fit */
+    int use_proba;    /* use probabilities when the API gives them */
+    int verbose;      /* progress bar */
 } ls_steal_opts;
 
 typedef struct {
-    int64_t queries;      /* answered queries spent */
+    int64_t queries; /* answered queries spent */
     int rounds;
     int used_proba;
-    int stopped_early;    /* the oracle failed; replica trained on what was gathered */
-    char error[256];      /* the oracle's message when stopped_early */
+    int stopped_early; /* the oracle failed; replica trained on what was gathered */
+    char error[256];   /* the oracle's message when stopped_early */
     double seconds;
     int64_t class_count[64]; /* answered labels per class (first 64 classes) */
 } ls_steal_result;

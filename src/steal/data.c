@@ -15,7 +15,8 @@
 
 int ls_steal_data_alloc(ls_steal_data *d, int64_t n, int dim, int k) {
     memset(d, 0, sizeof *d);
-    if (n < 0 || dim <= 0 || k <= 0) return ls_err(LS_EINVAL, "dataset: bad size n=%lld d=%d k=%d", (long long)n, dim, k);
+    if (n < 0 || dim <= 0 || k <= 0)
+        return ls_err(LS_EINVAL, "dataset: bad size n=%lld d=%d k=%d", (long long)n, dim, k);
     d->x = calloc((size_t)(n ? n : 1) * (size_t)dim, sizeof(float));
     d->y = calloc((size_t)(n ? n : 1), sizeof(int32_t));
     if (!d->x || !d->y) {
@@ -251,12 +252,14 @@ int ls_steal_csv_load(const char *path, ls_steal_data *out) {
                 for (int i = 0; i < nf; i++) {
                     double v;
                     if (!parse_num(f[i], &v) || !isfinite(v)) {
-                        rc = ls_err(LS_EFORMAT, "%s:%d: field %d ('%.20s') is not a finite number", path, lineno,
-                                    i + 1, f[i]);
+                        rc = ls_err(LS_EFORMAT, "%s:%d: field %d ('%.20s') is not a finite number", path, lineno, i + 1,
+                                    f[i]);
                         goto done;
                     }
-                    if (i < nf - 1) out->x[(size_t)r * (size_t)(ncol - 1) + (size_t)i] = (float)v;
-                    else lab[r] = v;
+                    if (i < nf - 1)
+                        out->x[(size_t)r * (size_t)(ncol - 1) + (size_t)i] = (float)v;
+                    else
+                        lab[r] = v;
                 }
             }
             r++;
@@ -296,8 +299,10 @@ int ls_steal_csv_load(const char *path, ls_steal_data *out) {
         int lo = 0, hi = k - 1;
         while (lo < hi) {
             int m = (lo + hi) / 2;
-            if (u[m] < lab[i]) lo = m + 1;
-            else hi = m;
+            if (u[m] < lab[i])
+                lo = m + 1;
+            else
+                hi = m;
         }
         out->y[i] = lo;
     }

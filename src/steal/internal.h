@@ -10,11 +10,11 @@
 #define MLP_MAX_LAYERS 4
 
 typedef struct {
-    int nl;                        /* linear layers */
-    int sizes[MLP_MAX_LAYERS + 1]; /* sizes[0] = input, sizes[nl] = classes */
-    int64_t np;                    /* parameter count */
-    float *p, *g, *m, *v;          /* params, grads, Adam moments (one allocation each) */
-    float *W[MLP_MAX_LAYERS], *b[MLP_MAX_LAYERS];  /* into p: W (out,in), b (out) */
+    int nl;                                       /* linear layers */
+    int sizes[MLP_MAX_LAYERS + 1];                /* sizes[0] = input, sizes[nl] = classes */
+    int64_t np;                                   /* parameter count */
+    float *p, *g, *m, *v;                         /* params, grads, Adam moments (one allocation each) */
+    float *W[MLP_MAX_LAYERS], *b[MLP_MAX_LAYERS]; /* into p: W (out,in), b (out) */
     float *gW[MLP_MAX_LAYERS], *gb[MLP_MAX_LAYERS];
     int64_t step;
 } ls_mlp;
@@ -22,7 +22,7 @@ typedef struct {
 typedef struct {
     int epochs;
     int batch;
-    float lr;          /* Adam step, decayed linearly to lr_end_frac * lr over the call */
+    float lr; /* Adam step, decayed linearly to lr_end_frac * lr over the call */
     float lr_end_frac;
     float wd;          /* decoupled weight decay */
     float input_noise; /* Gaussian std added to inputs while training */

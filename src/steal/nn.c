@@ -86,7 +86,8 @@ static void backward(ls_mlp *m, int n, float **acts, float *dlogits, float **scr
     for (int l = m->nl - 1; l >= 0; l--) {
         int in = m->sizes[l], out = m->sizes[l + 1];
         if (grads) {
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, n, 1.0f, dy, out, acts[l], in, 1.0f, m->gW[l], in);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, n, 1.0f, dy, out, acts[l], in, 1.0f, m->gW[l],
+                        in);
             for (int i = 0; i < n; i++)
                 for (int j = 0; j < out; j++) m->gb[l][j] += dy[(size_t)i * out + j];
         }
@@ -218,12 +219,13 @@ int ls_mlp_fit(ls_mlp *m, const float *x, const float *targets, const float *wei
             double frac = total > 1 ? (double)t / (double)(total - 1) : 1.0;
             float lr = o->lr * (float)(1.0 - (1.0 - o->lr_end_frac) * frac);
             m->step++;
-            float c1 = 1.0f - powf(b1, (float)m->step), c2 = 1.0f - powf(b2, (float)m->step);
+            float ic1 = 1.0f / (1.0f - powf(b1, (float)m->step)), ic2 = 1.0f / (1.0f - powf(b2, (float)m->step));
+            float *P = m->p, *G = m->g, *M = m->m, *V = m->v, wd = o->wd;
             for (int64_t i = 0; i < m->np; i++) {
-                float gi = m->g[i];
-                m->m[i] = b1 * m->m[i] + (1 - b1) * gi;
-                m->v[i] = b2 * m->v[i] + (1 - b2) * gi * gi;
-                m->p[i] -= lr * ((m->m[i] / c1) / (sqrtf(m->v[i] / c2) + eps) + o->wd * m->p[i]);
+                float gi = G[i];
+                M[i] = b1 * M[i] + (1 - b1) * gi;
+                V[i] = b2 * V[i] + (1 - b2) * gi * gi;
+                P[i] -= lr * ((M[i] * ic1) / (sqrtf(V[i] * ic2) + eps) + wd * P[i]);
             }
             t++;
             if (o->verbose) ls_progress_update(&pg, t, "loss %.3f", wsum > 0 ? ep_loss / wsum : 0.0);

@@ -115,9 +115,20 @@ static int train_net(ls_victim *v, const ls_victim_opts *o, const ls_steal_data 
     LS_TRY(ls_mlp_init(&v->net, nl, sizes, o->seed));
     float *y = one_hot(t);
     if (!y) return ls_err(LS_ENOMEM, "victim: out of memory");
-    ls_mlp_fit_opts fo = {.epochs = o->epochs, .batch = 128, .lr = nl == 1 ? 2e-3f : 1e-3f, .lr_end_frac = 0.05f,
-                          .wd = nl == 1 ? 1e-4f : 2e-5f, .lo = t->lo, .hi = t->hi, .seed = o->seed,
-                          .verbose = o->verbose, .label = type_names[v->type]};
+    /* Small tables get more passes for the (cheap) linear model: at least ~1000 Adam steps. */
+    int epochs = o->epochs;
+    int64_t steps = (t->n + 127) / 128;
+    while (nl == 1 && (int64_t)epochs * steps < 1000 && epochs < 200) epochs++;
+    ls_mlp_fit_opts fo = {.epochs = epochs,
+                          .batch = 128,
+                          .lr = nl == 1 ? 2e-3f : 1e-3f,
+                          .lr_end_frac = 0.05f,
+                          .wd = nl == 1 ? 1e-4f : 2e-5f,
+                          .lo = t->lo,
+                          .hi = t->hi,
+                          .seed = o->seed,
+                          .verbose = o->verbose,
+                          .label = type_names[v->type]};
     int rc = ls_mlp_fit(&v->net, t->x, y, NULL, t->n, &fo, NULL);
     free(y);
     return rc;
@@ -142,10 +153,12 @@ static int train_svm(ls_victim *v, const ls_victim_opts *o, const ls_steal_data 
     ls_rng r;
     ls_rng_seed(&r, o->seed);
     const float lam = 1e-4f, b1 = 0.9f, b2 = 0.999f;
-    int64_t total = ((t->n + bs - 1) / bs) * o->epochs, step = 0;
+    int epochs = o->epochs;
+    while ((int64_t)epochs * ((t->n + bs - 1) / bs) < 1000 && epochs < 200) epochs++;
+    int64_t total = ((t->n + bs - 1) / bs) * epochs, step = 0;
     ls_progress pg;
     if (o->verbose) ls_progress_start(&pg, "svm", total);
-    for (int ep = 0; ep < o->epochs; ep++) {
+    for (int ep = 0; ep < epochs; ep++) {
         ls_rng_shuffle_int(&r, perm, (size_t)t->n);
         for (int64_t st = 0; st < t->n; st += bs) {
             int b = (int)(t->n - st < bs ? t->n - st : bs);
@@ -301,7 +314,8 @@ static int tree_build(tree_builder *b, int *idx, int n, int depth, int *node_out
     /* Partition idx: bin <= bbin goes left. */
     int i = 0, j = n - 1;
     while (i <= j) {
-        if (b->bins[(int64_t)idx[i] * d + bf] <= bbin) i++;
+        if (b->bins[(int64_t)idx[i] * d + bf] <= bbin)
+            i++;
         else {
             int tmp = idx[i];
             idx[i] = idx[j];
@@ -342,8 +356,14 @@ static int train_trees(ls_victim *v, const ls_victim_opts *o, const ls_steal_dat
     ls_progress pg;
     if (o->verbose) ls_progress_start(&pg, type_names[v->type], ntrees);
     for (int tr = 0; tr < ntrees; tr++) {
-        tree_builder b = {.t = t, .bins = bins, .bin_lo = t->lo, .bin_w = bw, .max_depth = o->max_depth,
-                          .min_leaf = o->min_leaf > 0 ? o->min_leaf : 1, .tr = &v->trees[tr], .hist = hist,
+        tree_builder b = {.t = t,
+                          .bins = bins,
+                          .bin_lo = t->lo,
+                          .bin_w = bw,
+                          .max_depth = o->max_depth,
+                          .min_leaf = o->min_leaf > 0 ? o->min_leaf : 1,
+                          .tr = &v->trees[tr],
+                          .hist = hist,
                           .feats = feats};
         ls_rng_seed(&b.rng, o->seed * 1000003u + (uint64_t)tr);
         int64_t n = t->n;
@@ -461,12 +481,22 @@ int ls_victim_train(const ls_victim_opts *o, const ls_steal_data *t, ls_victim *
     int rc;
     switch (o->type) {
     case LS_VICTIM_LOGREG:
-    case LS_VICTIM_MLP: rc = train_net(v, o, t); break;
-    case LS_VICTIM_SVM: rc = train_svm(v, o, t); break;
+    case LS_VICTIM_MLP:
+        rc = train_net(v, o, t);
+        break;
+    case LS_VICTIM_SVM:
+        rc = train_svm(v, o, t);
+        break;
     case LS_VICTIM_TREE:
-    case LS_VICTIM_FOREST: rc = train_trees(v, o, t); break;
-    case LS_VICTIM_KNN: rc = train_knn(v, o, t); break;
-    default: rc = train_nb(v, t); break;
+    case LS_VICTIM_FOREST:
+        rc = train_trees(v, o, t);
+        break;
+    case LS_VICTIM_KNN:
+        rc = train_knn(v, o, t);
+        break;
+    default:
+        rc = train_nb(v, t);
+        break;
     }
     if (rc) {
         ls_victim_free(v);
@@ -540,7 +570,8 @@ int ls_victim_predict_proba(const ls_victim *v, const float *x, int64_t n, float
             }
         }
         return LS_OK;
-    case LS_VICTIM_KNN: return knn_proba(v, x, n, proba);
+    case LS_VICTIM_KNN:
+        return knn_proba(v, x, n, proba);
     case LS_VICTIM_NB:
         for (int64_t i = 0; i < n; i++) {
             float *pr = proba + i * k;
@@ -634,7 +665,7 @@ int ls_victim_save(const ls_victim *v, const char *path) {
     buf_t b = {0};
     put(&b, VICTIM_MAGIC, 8);
     uint32_t hdr[8] = {VICTIM_VERSION, (uint32_t)v->type, (uint32_t)v->d, (uint32_t)v->k,
-                       (uint32_t)v->c, (uint32_t)v->h, (uint32_t)v->w, 0};
+                       (uint32_t)v->c, (uint32_t)v->h,    (uint32_t)v->w, 0};
     put(&b, hdr, sizeof hdr);
     put(&b, &v->lo, 4);
     put(&b, &v->hi, 4);
@@ -722,7 +753,8 @@ static int load_body(rd_t *r, ls_victim *v) {
         LS_TRY(rc);
         int64_t cnt = 0;
         LS_TRY(get(r, &cnt, 8));
-        if (cnt != v->net.np) return ls_err(LS_EFORMAT, "%s: %lld params, expected %lld", r->path, (long long)cnt, (long long)v->net.np);
+        if (cnt != v->net.np)
+            return ls_err(LS_EFORMAT, "%s: %lld params, expected %lld", r->path, (long long)cnt, (long long)v->net.np);
         LS_TRY(get(r, v->net.p, sizeof(float) * (size_t)cnt));
         return get(r, &v->svm_scale, 4);
     }
@@ -840,7 +872,9 @@ int ls_victim_load(const char *path, ls_victim **out) {
     if (!rc && r.off != r.len) rc = ls_err(LS_EFORMAT, "%s: %zu trailing bytes", path, r.len - r.off);
 done:
     free(data);
-    if (rc) ls_victim_free(v);
-    else *out = v;
+    if (rc)
+        ls_victim_free(v);
+    else
+        *out = v;
     return rc;
 }

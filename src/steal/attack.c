@@ -1,0 +1,754 @@
+/* attack.c - black-box model extraction: synthetic queries (structured seeds, Jacobian-based
+ * steps towards other classes, mixes of differently-labelled points, boundary bisection,
+ * selection by replica uncertainty) and replica MLP training on the victim's answers;
+ * baselines (uniform random queries, natural samples); the replica file. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "llmsys/core.h"
+#include "llmsys/safetensors.h"
+#include "llmsys/steal.h"
+#include "steal/internal.h"
+
+void ls_steal_opts_default(ls_steal_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->c = 1;
+    o->h = 28;
+    o->w = 28;
+    o->lo = 0;
+    o->hi = 1;
+    o->k = 10;
+    o->budget = 5000;
+    o->strategy = LS_STEAL_SYNTH;
+    o->seed = 1;
+    o->batch = 256;
+    o->hidden1 = 256;
+    o->hidden2 = 128;
+    o->final_epochs = 30;
+    o->use_proba = 1;
+}
+
+/* ---------------------------------------------------------------- state */
+
+typedef struct {
+    const ls_steal_opts *o;
+    ls_steal_oracle oracle;
+    int d, k;
+    int64_t n, cap; /* answered rows */
+    float *x;       /* cap x d */
+    int32_t *y;
+    float *p; /* cap x k soft targets (one-hot when label-only) */
+    int got_proba;
+    int failed;
+    char err[256];
+    ls_rng rng;
+    ls_mlp net;
+    int have_net;
+    ls_progress pg;
+    int64_t count[64];
+    int rounds;
+} attack_t;
+
+static float clampf(float v, float lo, float hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* Sends up to n rows (never more than the budget left); appends the answers. Returns the
+ * number answered; on an oracle failure records the message and marks the attack failed. */
+static int64_t ask(attack_t *a, const float *x, int64_t n) {
+    int64_t left = a->o->budget - a->n;
+    if (n > left) n = left;
+    int64_t done = 0;
+    int bs = a->o->batch > 0 ? a->o->batch : 256;
+    float *pbuf = malloc(sizeof(float) * (size_t)bs * a->k);
+    if (!pbuf) {
+        a->failed = 1;
+        snprintf(a->err, sizeof a->err, "out of memory");
+        return 0;
+    }
+    while (done < n && !a->failed) {
+        int b = (int)(n - done < bs ? n - done : bs);
+        int gp = 0;
+        int32_t *lab = a->y + a->n;
+        int rc = a->oracle.query(a->oracle.ctx, x + done * a->d, b, lab, a->o->use_proba ? pbuf : NULL, &gp);
+        if (rc) {
+            a->failed = 1;
+            snprintf(a->err, sizeof a->err, "%s", ls_errmsg());
+            break;
+        }
+        for (int i = 0; i < b; i++) {
+            memcpy(a->x + (a->n + i) * a->d, x + (done + i) * a->d, sizeof(float) * (size_t)a->d);
+            float *t = a->p + (a->n + i) * a->k;
+            if (gp) {
+                memcpy(t, pbuf + (size_t)i * a->k, sizeof(float) * (size_t)a->k);
+                a->got_proba = 1;
+            } else {
+                memset(t, 0, sizeof(float) * (size_t)a->k);
+                t[lab[i]] = 1.0f;
+            }
+            if (lab[i] < 64) a->count[lab[i]]++;
+        }
+        a->n += b;
+        done += b;
+        if (a->o->verbose) ls_progress_update(&a->pg, a->n, "queries");
+    }
+    free(pbuf);
+    return done;
+}
+
+static int net_new(attack_t *a, uint64_t seed) {
+    if (a->have_net) ls_mlp_free(&a->net);
+    a->have_net = 0;
+    int sizes[4] = {a->d, a->o->hidden1 > 0 ? a->o->hidden1 : 256, a->o->hidden2 > 0 ? a->o->hidden2 : 128, a->k};
+    LS_TRY(ls_mlp_init(&a->net, 3, sizes, seed));
+    a->have_net = 1;
+    return LS_OK;
+}
+
+static int fit(attack_t *a, int epochs, float lr, uint64_t seed) {
+    ls_mlp_fit_opts fo = {.epochs = epochs,
+                          .batch = 128,
+                          .lr = lr,
+                          .lr_end_frac = 0.1f,
+                          .wd = 1e-5f,
+                          .input_noise = 0.0f,
+                          .lo = a->o->lo,
+                          .hi = a->o->hi,
+                          .seed = seed};
+    return ls_mlp_fit(&a->net, a->x, a->p, NULL, a->n, &fo, NULL);
+}
+
+/* Box blur (radius r) of each H x W channel of x, in place (separable, edge-clamped). Used
+ * to keep perturbations low-frequency, as natural images are. */
+static void blur(float *x, int C, int H, int W, int r) {
+    float *tmp = malloc(sizeof(float) * (size_t)(H > W ? H : W));
+    if (!tmp) return;
+    for (int ch = 0; ch < C; ch++) {
+        float *img = x + (size_t)ch * H * W;
+        for (int yy = 0; yy < H; yy++) {
+            for (int xx = 0; xx < W; xx++) {
+                float s = 0;
+                for (int t = -r; t <= r; t++) {
+                    int q = xx + t < 0 ? 0 : xx + t >= W ? W - 1 : xx + t;
+                    s += img[yy * W + q];
+                }
+                tmp[xx] = s / (2 * r + 1);
+            }
+            memcpy(img + yy * W, tmp, sizeof(float) * (size_t)W);
+        }
+        for (int xx = 0; xx < W; xx++) {
+            for (int yy = 0; yy < H; yy++) {
+                float s = 0;
+                for (int t = -r; t <= r; t++) {
+                    int q = yy + t < 0 ? 0 : yy + t >= H ? H - 1 : yy + t;
+                    s += img[q * W + xx];
+                }
+                tmp[yy] = s / (2 * r + 1);
+            }
+            for (int yy = 0; yy < H; yy++) img[yy * W + xx] = tmp[yy];
+        }
+    }
+    free(tmp);
+}
+
+static int is_image(const ls_steal_opts *o) { return o->h > 1 && o->w > 1; }
+
+/* ---------------------------------------------------------------- generators */
+
+/* Structured seeds for image-shaped inputs (h, w > 1): smooth low-resolution fields, filled
+ * shapes around the centre, Gaussian blobs, thresholded fields, noise. For tables: uniform,
+ * Gaussian clusters, corners. Knows only the shape and the range. */
+static void gen_seed(attack_t *a, float *x) {
+    const ls_steal_opts *o = a->o;
+    int d = a->d, H = o->h, W = o->w, C = o->c;
+    float lo = o->lo, hi = o->hi, rg = hi - lo;
+    ls_rng *r = &a->rng;
+    if (H > 1 && W > 1 && (int64_t)C * H * W == d) {
+        int kind = (int)ls_rng_below(r, 4);
+        for (int ch = 0; ch < C; ch++) {
+            float *img = x + (size_t)ch * H * W;
+            if (kind == 0 || kind == 3) {
+                /* Smooth field: g x g uniform grid, bilinear upsampling; kind 3 thresholds it. */
+                int g = 2 + (int)ls_rng_below(r, 6);
+                float grid[64];
+                for (int i = 0; i < g * g; i++) grid[i] = ls_rng_uniform(r);
+                float thr = ls_rng_uniform(r);
+                for (int yy = 0; yy < H; yy++)
+                    for (int xx = 0; xx < W; xx++) {
+                        float fy = (float)yy / (H - 1) * (g - 1), fx = (float)xx / (W - 1) * (g - 1);
+                        int y0 = (int)fy, x0 = (int)fx;
+                        int y1 = y0 + 1 < g ? y0 + 1 : y0, x1 = x0 + 1 < g ? x0 + 1 : x0;
+                        float ty = fy - y0, tx = fx - x0;
+                        float v = (1 - ty) * ((1 - tx) * grid[y0 * g + x0] + tx * grid[y0 * g + x1]) +
+                                  ty * ((1 - tx) * grid[y1 * g + x0] + tx * grid[y1 * g + x1]);
+                        if (kind == 3) v = v > thr ? v : 0;
+                        img[yy * W + xx] = lo + rg * v;
+                    }
+            } else if (kind == 1) {
+                /* A filled ellipse or rectangle near the centre, textured, on a dark background. */
+                float cy = H * (0.35f + 0.3f * ls_rng_uniform(r)), cx = W * (0.35f + 0.3f * ls_rng_uniform(r));
+                float ry = H * (0.15f + 0.35f * ls_rng_uniform(r)), rx = W * (0.15f + 0.35f * ls_rng_uniform(r));
+                int rect = (int)ls_rng_below(r, 2);
+                float fg = 0.3f + 0.7f * ls_rng_uniform(r), tex = 0.3f * ls_rng_uniform(r);
+                for (int yy = 0; yy < H; yy++)
+                    for (int xx = 0; xx < W; xx++) {
+                        float dy = (yy - cy) / ry, dx = (xx - cx) / rx;
+                        int in = rect ? (fabsf(dy) <= 1 && fabsf(dx) <= 1) : (dy * dy + dx * dx <= 1);
+                        float v = in ? clampf(fg + tex * (ls_rng_uniform(r) - 0.5f), 0, 1) : 0;
+                        img[yy * W + xx] = lo + rg * v;
+                    }
+            } else if (kind == 2) {
+                /* Sum of 1..4 Gaussian bumps. */
+                int nb = 1 + (int)ls_rng_below(r, 4);
+                for (int i = 0; i < H * W; i++) img[i] = 0;
+                for (int b = 0; b < nb; b++) {
+                    float cy = H * ls_rng_uniform(r), cx = W * ls_rng_uniform(r);
+                    float s = (0.08f + 0.25f * ls_rng_uniform(r)) * (H + W) / 2, amp = ls_rng_uniform(r);
+                    for (int yy = 0; yy < H; yy++)
+                        for (int xx = 0; xx < W; xx++) {
+                            float e = ((yy - cy) * (yy - cy) + (xx - cx) * (xx - cx)) / (2 * s * s);
+                            img[yy * W + xx] += amp * expf(-e);
+                        }
+                }
+                for (int i = 0; i < H * W; i++) img[i] = lo + rg * clampf(img[i], 0, 1);
+            } else {
+                float m = ls_rng_uniform(r);
+                for (int i = 0; i < H * W; i++) img[i] = lo + rg * clampf(m + 0.5f * (ls_rng_uniform(r) - 0.5f), 0, 1);
+            }
+        }
+        return;
+    }
+    int kind = (int)ls_rng_below(r, 3);
+    if (kind == 0) {
+        for (int j = 0; j < d; j++) x[j] = lo + rg * ls_rng_uniform(r);
+    } else if (kind == 1) {
+        float s = 0.05f + 0.2f * ls_rng_uniform(r);
+        for (int j = 0; j < d; j++) x[j] = clampf(lo + rg * (0.5f + s * ls_rng_normal(r)), lo, hi);
+    } else {
+        float s = 0.1f * ls_rng_uniform(r);
+        for (int j = 0; j < d; j++)
+            x[j] = clampf(lo + rg * ((ls_rng_below(r, 2) ? 0.8f : 0.2f) + s * ls_rng_normal(r)), lo, hi);
+    }
+}
+
+/* A labelled row drawn class-balanced: a class uniformly among those seen, then a row. */
+static int64_t pick_balanced(attack_t *a, int cls_wanted) {
+    for (int tries = 0; tries < 64; tries++) {
+        int64_t i = (int64_t)ls_rng_below(&a->rng, (uint64_t)a->n);
+        if (cls_wanted < 0 || a->y[i] == cls_wanted) return i;
+    }
+    return (int64_t)ls_rng_below(&a->rng, (uint64_t)a->n);
+}
+
+static int seen_class(attack_t *a) {
+    int seen[64], ns = 0;
+    for (int j = 0; j < a->k && j < 64; j++)
+        if (a->count[j] > 0) seen[ns++] = j;
+    return ns ? seen[ls_rng_below(&a->rng, (uint64_t)ns)] : -1;
+}
+
+/* Jacobian-based steps (Papernot et al.): x <- x + lambda * sign(grad(z_t - z_y)) towards a
+ * target class t of the replica, repeated until the replica's label changes or steps run out.
+ * Moves rows of xs (n x d) in place. */
+static int jacobian_steps(attack_t *a, float *xs, int n, const int32_t *ycur, int steps) {
+    int d = a->d, k = a->k;
+    float *dl = calloc((size_t)n * k, sizeof(float)), *gx = malloc(sizeof(float) * (size_t)n * d);
+    float *z = malloc(sizeof(float) * (size_t)n * k);
+    int *tgt = malloc(sizeof(int) * (size_t)n), *done = calloc((size_t)n, sizeof(int));
+    float *lam = malloc(sizeof(float) * (size_t)n);
+    if (!dl || !gx || !z || !tgt || !done || !lam) {
+        free(dl);
+        free(gx);
+        free(z);
+        free(tgt);
+        free(done);
+        free(lam);
+        return ls_err(LS_ENOMEM, "attack: out of memory");
+    }
+    float rg = a->o->hi - a->o->lo;
+    for (int i = 0; i < n; i++) {
+        do tgt[i] = (int)ls_rng_below(&a->rng, (uint64_t)k);
+        while (tgt[i] == ycur[i] && k > 1);
+        lam[i] = rg * (0.01f + 0.05f * ls_rng_uniform(&a->rng));
+    }
+    for (int s = 0; s < steps; s++) {
+        memset(dl, 0, sizeof(float) * (size_t)n * k);
+        for (int i = 0; i < n; i++) {
+            dl[(size_t)i * k + tgt[i]] = 1.0f;
+            dl[(size_t)i * k + ycur[i]] = -1.0f;
+        }
+        int rc = ls_mlp_input_grad(&a->net, xs, n, dl, gx);
+        if (rc) break;
+        if (is_image(a->o))
+            for (int i = 0; i < n; i++) blur(gx + (size_t)i * d, a->o->c, a->o->h, a->o->w, 2);
+        for (int i = 0; i < n; i++) {
+            if (done[i]) continue;
+            for (int j = 0; j < d; j++) {
+                float g = gx[(size_t)i * d + j];
+                float v = xs[(size_t)i * d + j] + (g > 0 ? lam[i] : g < 0 ? -lam[i] : 0);
+                xs[(size_t)i * d + j] = clampf(v, a->o->lo, a->o->hi);
+            }
+        }
+        ls_mlp_logits(&a->net, xs, n, z);
+        for (int i = 0; i < n; i++) {
+            int b = 0;
+            for (int j = 1; j < k; j++)
+                if (z[(size_t)i * k + j] > z[(size_t)i * k + b]) b = j;
+            if (b != ycur[i]) done[i] = 1;
+        }
+    }
+    free(dl);
+    free(gx);
+    free(z);
+    free(tgt);
+    free(done);
+    free(lam);
+    return LS_OK;
+}
+
+typedef struct {
+    float score;
+    int idx;
+} scored;
+
+static int cmp_scored(const void *p, const void *q) {
+    float a = ((const scored *)p)->score, b = ((const scored *)q)->score;
+    return a > b ? -1 : a < b;
+}
+
+/* One adaptive round: build a candidate pool, rank by replica uncertainty (and class rarity),
+ * query the best and a random share, then bisect between differently-labelled pairs. */
+static int round_synth(attack_t *a, int64_t want) {
+    int d = a->d, k = a->k;
+    int64_t pool = want * 4;
+    if (pool < 64) pool = 64;
+    float *cand = malloc(sizeof(float) * (size_t)pool * d);
+    int32_t *ysrc = malloc(sizeof(int32_t) * (size_t)pool);
+    float *z = malloc(sizeof(float) * (size_t)pool * k);
+    scored *sc = malloc(sizeof(scored) * (size_t)pool);
+    if (!cand || !ysrc || !z || !sc) {
+        free(cand);
+        free(ysrc);
+        free(z);
+        free(sc);
+        return ls_err(LS_ENOMEM, "attack: out of memory");
+    }
+    float lo = a->o->lo, hi = a->o->hi, rg = hi - lo;
+    int64_t nj = pool * 35 / 100, nmix = pool * 25 / 100, nseed = pool * 10 / 100;
+    int64_t i = 0;
+    /* Jacobian-based: class-balanced starting rows, stepped towards other classes. */
+    for (; i < nj; i++) {
+        int64_t s = pick_balanced(a, seen_class(a));
+        memcpy(cand + i * d, a->x + s * d, sizeof(float) * (size_t)d);
+        ysrc[i] = a->y[s];
+    }
+    for (int64_t s = 0; s < nj; s += 256) {
+        int b = (int)(nj - s < 256 ? nj - s : 256);
+        LS_TRY(jacobian_steps(a, cand + s * d, b, ysrc + s, 1 + (int)ls_rng_below(&a->rng, 4)));
+    }
+    /* Mixes of two rows with different labels. */
+    for (; i < nj + nmix; i++) {
+        int64_t p = pick_balanced(a, seen_class(a)), q = pick_balanced(a, seen_class(a));
+        float al = 0.2f + 0.6f * ls_rng_uniform(&a->rng);
+        for (int j = 0; j < d; j++) cand[i * d + j] = (1 - al) * a->x[p * d + j] + al * a->x[q * d + j];
+        ysrc[i] = a->y[p];
+    }
+    /* Fresh seeds. */
+    for (; i < nj + nmix + nseed; i++) {
+        gen_seed(a, cand + i * d);
+        ysrc[i] = -1;
+    }
+    /* Local perturbations: noise of random scale, and for images shifts and contrast. */
+    for (; i < pool; i++) {
+        int64_t s = pick_balanced(a, seen_class(a));
+        const float *src = a->x + s * d;
+        float *dst = cand + i * d;
+        ysrc[i] = a->y[s];
+        int kind = (int)ls_rng_below(&a->rng, 3);
+        if (kind == 0 || a->o->h <= 1) {
+            float sg = rg * (0.02f + 0.15f * ls_rng_uniform(&a->rng));
+            for (int j = 0; j < d; j++) dst[j] = sg * ls_rng_normal(&a->rng);
+            if (is_image(a->o)) {
+                blur(dst, a->o->c, a->o->h, a->o->w, 2);
+                for (int j = 0; j < d; j++) dst[j] *= 3.0f; /* a 5x5 box shrinks the std ~5x */
+            }
+            for (int j = 0; j < d; j++) dst[j] = clampf(src[j] + dst[j], lo, hi);
+        } else if (kind == 1) {
+            int H = a->o->h, W = a->o->w, C = d / (H * W);
+            int dy = (int)ls_rng_below(&a->rng, 5) - 2, dx = (int)ls_rng_below(&a->rng, 5) - 2;
+            for (int ch = 0; ch < C; ch++)
+                for (int yy = 0; yy < H; yy++)
+                    for (int xx = 0; xx < W; xx++) {
+                        int sy = yy - dy, sx = xx - dx;
+                        dst[(ch * H + yy) * W + xx] =
+                            (sy >= 0 && sy < H && sx >= 0 && sx < W) ? src[(ch * H + sy) * W + sx] : lo;
+                    }
+        } else {
+            float cst = 0.6f + 0.8f * ls_rng_uniform(&a->rng);
+            for (int j = 0; j < d; j++) dst[j] = clampf(lo + (src[j] - lo) * cst, lo, hi);
+        }
+    }
+    /* Score: small top-2 margin of the replica = uncertain; rare predicted class = bonus. */
+    LS_TRY(ls_mlp_logits(&a->net, cand, pool, z));
+    ls_softmax_rows(z, pool, k);
+    int64_t maxc = 1;
+    for (int j = 0; j < k && j < 64; j++) maxc = a->count[j] > maxc ? a->count[j] : maxc;
+    for (int64_t c = 0; c < pool; c++) {
+        float *pr = z + c * k;
+        int b1 = 0;
+        for (int j = 1; j < k; j++)
+            if (pr[j] > pr[b1]) b1 = j;
+        float p2 = 0;
+        for (int j = 0; j < k; j++)
+            if (j != b1 && pr[j] > p2) p2 = pr[j];
+        float rare = b1 < 64 ? 1.0f - (float)a->count[b1] / (float)maxc : 0;
+        sc[c].score = 1.0f - (pr[b1] - p2) + 0.5f * rare + 0.05f * ls_rng_uniform(&a->rng);
+        sc[c].idx = (int)c;
+    }
+    qsort(sc, (size_t)pool, sizeof(scored), cmp_scored);
+    /* 65% of the round by score, 20% random picks from the rest (diversity), 15% bisection. */
+    int64_t ntop = want * 65 / 100, nrand = want * 20 / 100, nbis = want - ntop - nrand;
+    if (nbis < 3) {
+        /* Too small to bisect: spend it all on ranked candidates. */
+        ntop += nbis;
+        nbis = 0;
+    }
+    float *sel = malloc(sizeof(float) * (size_t)(ntop + nrand) * d);
+    if (!sel) {
+        free(cand);
+        free(ysrc);
+        free(z);
+        free(sc);
+        return ls_err(LS_ENOMEM, "attack: out of memory");
+    }
+    int64_t ns = 0;
+    for (int64_t c = 0; c < ntop && c < pool; c++)
+        memcpy(sel + (ns++) * d, cand + (int64_t)sc[c].idx * d, sizeof(float) * d);
+    for (int64_t c = 0; c < nrand && ntop < pool; c++) {
+        int64_t r = ntop + (int64_t)ls_rng_below(&a->rng, (uint64_t)(pool - ntop));
+        memcpy(sel + (ns++) * d, cand + (int64_t)sc[r].idx * d, sizeof(float) * d);
+    }
+    int64_t first = a->n;
+    ask(a, sel, ns);
+    free(sel);
+    free(cand);
+    free(ysrc);
+    free(z);
+    free(sc);
+    /* Bisection between a new answer and its nearest differently-labelled older row of the
+     * pair it came from: 3 halvings put points next to the victim's boundary. */
+    int steps = 3;
+    int64_t npairs = nbis / steps;
+    if (npairs < 1 || a->failed || a->n - first < 2) return LS_OK;
+    float *pa = malloc(sizeof(float) * (size_t)npairs * d), *pb = malloc(sizeof(float) * (size_t)npairs * d);
+    float *mid = malloc(sizeof(float) * (size_t)npairs * d);
+    int32_t *la = malloc(sizeof(int32_t) * (size_t)npairs);
+    if (!pa || !pb || !mid || !la) {
+        free(pa);
+        free(pb);
+        free(mid);
+        free(la);
+        return ls_err(LS_ENOMEM, "attack: out of memory");
+    }
+    int64_t np = 0;
+    for (int64_t t = 0; t < npairs * 8 && np < npairs; t++) {
+        int64_t p = first + (int64_t)ls_rng_below(&a->rng, (uint64_t)(a->n - first));
+        int64_t q = pick_balanced(a, -1);
+        if (a->y[p] == a->y[q]) continue;
+        memcpy(pa + np * d, a->x + p * d, sizeof(float) * d);
+        memcpy(pb + np * d, a->x + q * d, sizeof(float) * d);
+        la[np] = a->y[p];
+        np++;
+    }
+    for (int s = 0; s < steps && !a->failed && np > 0; s++) {
+        for (int64_t t = 0; t < np; t++)
+            for (int j = 0; j < d; j++) mid[t * d + j] = 0.5f * (pa[t * d + j] + pb[t * d + j]);
+        int64_t base = a->n, got = ask(a, mid, np);
+        for (int64_t t = 0; t < got; t++) {
+            float *dst = a->y[base + t] == la[t] ? pa : pb;
+            memcpy(dst + t * d, mid + t * d, sizeof(float) * d);
+        }
+        if (got < np) break;
+    }
+    free(pa);
+    free(pb);
+    free(mid);
+    free(la);
+    return LS_OK;
+}
+
+int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **out, ls_steal_result *res) {
+    *out = NULL;
+    memset(res, 0, sizeof *res);
+    int d = o->c * o->h * o->w;
+    if (o->c <= 0 || o->h <= 0 || o->w <= 0 || d > (1 << 22)) return ls_err(LS_EINVAL, "steal: bad input shape");
+    if (o->k < 2 || o->k > 64) return ls_err(LS_EINVAL, "steal: classes must be 2..64, got %d", o->k);
+    if (!(o->hi > o->lo)) return ls_err(LS_EINVAL, "steal: input range must have lo < hi");
+    if (o->budget < 1) return ls_err(LS_EINVAL, "steal: budget must be >= 1");
+    if (o->strategy == LS_STEAL_NATURAL && (!o->natural || o->natural->d != d))
+        return ls_err(LS_EINVAL, "steal: the natural-data reference needs samples of %d features", d);
+    double t0 = ls_now();
+    attack_t a = {0};
+    a.o = o;
+    a.oracle = oracle;
+    a.d = d;
+    a.k = o->k;
+    a.cap = o->budget;
+    a.x = malloc(sizeof(float) * (size_t)a.cap * d);
+    a.y = malloc(sizeof(int32_t) * (size_t)a.cap);
+    a.p = malloc(sizeof(float) * (size_t)a.cap * o->k);
+    int rc = LS_OK;
+    if (!a.x || !a.y || !a.p) {
+        rc = ls_err(LS_ENOMEM, "steal: out of memory for %lld queries", (long long)a.cap);
+        goto done;
+    }
+    ls_rng_seed(&a.rng, o->seed);
+    if (o->verbose) ls_progress_start(&a.pg, "steal", o->budget);
+    float *buf = malloc(sizeof(float) * (size_t)(o->budget < 4096 ? o->budget : 4096) * d);
+    if (!buf) {
+        rc = ls_err(LS_ENOMEM, "steal: out of memory");
+        goto done;
+    }
+    if (o->strategy == LS_STEAL_RANDOM || o->strategy == LS_STEAL_NATURAL) {
+        int64_t nat = 0;
+        while (a.n < o->budget && !a.failed) {
+            int64_t b = o->budget - a.n < 4096 ? o->budget - a.n : 4096;
+            for (int64_t i = 0; i < b; i++) {
+                if (o->strategy == LS_STEAL_RANDOM) {
+                    for (int j = 0; j < d; j++) buf[i * d + j] = o->lo + (o->hi - o->lo) * ls_rng_uniform(&a.rng);
+                } else {
+                    memcpy(buf + i * d, o->natural->x + (nat % o->natural->n) * d, sizeof(float) * d);
+                    nat++;
+                }
+            }
+            ask(&a, buf, b);
+        }
+        a.rounds = 1;
+    } else {
+        /* Seeds: 10% of the budget (at least 20 per class). */
+        int64_t n0 = o->budget / 10;
+        if (n0 < 20 * o->k) n0 = 20 * o->k;
+        if (n0 > o->budget) n0 = o->budget;
+        for (int64_t s = 0; s < n0 && !a.failed; s += 4096) {
+            int64_t b = n0 - s < 4096 ? n0 - s : 4096;
+            for (int64_t i = 0; i < b; i++) gen_seed(&a, buf + i * d);
+            ask(&a, buf, b);
+        }
+        a.rounds = 1;
+        rc = net_new(&a, o->seed + 17);
+        /* Rounds grow with what is known: each spends ~30% more than the last. */
+        int64_t rsz = o->budget / 12 > 50 ? o->budget / 12 : 50;
+        while (!rc && !a.failed && a.n < o->budget && a.n > 0) {
+            rc = fit(&a, a.rounds == 1 ? 6 : 3, 1e-3f, o->seed + (uint64_t)a.rounds);
+            if (rc) break;
+            int64_t want = o->budget - a.n < rsz ? o->budget - a.n : rsz;
+            int64_t before = a.n;
+            rc = round_synth(&a, want);
+            a.rounds++;
+            if (a.n == before) break; /* nothing more could be asked: stop rather than spin */
+            rsz = rsz * 13 / 10;
+        }
+    }
+    free(buf);
+    if (o->verbose) ls_progress_end(&a.pg);
+    if (rc) goto done;
+    if (a.n == 0) {
+        rc = ls_err(LS_EPEER, "steal: no answer gathered: %s", a.err[0] ? a.err : "empty budget");
+        goto done;
+    }
+    /* Final replica: fresh weights, trained on everything gathered. */
+    rc = net_new(&a, o->seed + 99);
+    if (!rc) {
+        ls_mlp_fit_opts fo = {.epochs = o->final_epochs > 0 ? o->final_epochs : 30,
+                              .batch = 128,
+                              .lr = 1e-3f,
+                              .lr_end_frac = 0.02f,
+                              .wd = 1e-5f,
+                              .lo = o->lo,
+                              .hi = o->hi,
+                              .seed = o->seed + 5,
+                              .verbose = o->verbose,
+                              .label = "replica"};
+        rc = ls_mlp_fit(&a.net, a.x, a.p, NULL, a.n, &fo, NULL);
+    }
+    if (rc) goto done;
+    ls_replica *r = calloc(1, sizeof *r);
+    if (!r) {
+        rc = ls_err(LS_ENOMEM, "steal: out of memory");
+        goto done;
+    }
+    r->net = a.net;
+    a.have_net = 0;
+    r->c = o->c;
+    r->h = o->h;
+    r->w = o->w;
+    r->k = o->k;
+    r->lo = o->lo;
+    r->hi = o->hi;
+    *out = r;
+    res->queries = a.n;
+    res->rounds = a.rounds;
+    res->used_proba = a.got_proba;
+    res->stopped_early = a.failed;
+    snprintf(res->error, sizeof res->error, "%s", a.err);
+    memcpy(res->class_count, a.count, sizeof a.count);
+done:
+    res->seconds = ls_now() - t0;
+    if (a.have_net) ls_mlp_free(&a.net);
+    free(a.x);
+    free(a.y);
+    free(a.p);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- replica */
+
+void ls_replica_free(ls_replica *r) {
+    if (!r) return;
+    ls_mlp_free(&r->net);
+    free(r);
+}
+
+void ls_replica_info(const ls_replica *r, int *d, int *k) {
+    if (d) *d = r->net.sizes[0];
+    if (k) *k = r->k;
+}
+
+int ls_replica_predict(const ls_replica *r, const float *x, int64_t n, int32_t *labels) {
+    int k = r->k;
+    enum { CH = 1024 };
+    float *z = malloc(sizeof(float) * CH * (size_t)k);
+    if (!z) return ls_err(LS_ENOMEM, "replica: out of memory");
+    for (int64_t s = 0; s < n; s += CH) {
+        int b = (int)(n - s < CH ? n - s : CH);
+        int rc = ls_mlp_logits(&r->net, x + s * r->net.sizes[0], b, z);
+        if (rc) {
+            free(z);
+            return rc;
+        }
+        for (int i = 0; i < b; i++) {
+            int best = 0;
+            for (int j = 1; j < k; j++)
+                if (z[i * k + j] > z[i * k + best]) best = j;
+            labels[s + i] = best;
+        }
+    }
+    free(z);
+    return LS_OK;
+}
+
+int ls_replica_save(const ls_replica *r, const char *path, const char *meta_json) {
+    ls_st_writer *w;
+    LS_TRY(ls_st_writer_init(&w));
+    char names[MLP_MAX_LAYERS][2][16];
+    int rc = LS_OK;
+    for (int l = 0; l < r->net.nl && !rc; l++) {
+        int64_t ws[2] = {r->net.sizes[l + 1], r->net.sizes[l]}, bs[1] = {r->net.sizes[l + 1]};
+        snprintf(names[l][0], 16, "fc%d.w", l);
+        snprintf(names[l][1], 16, "fc%d.b", l);
+        rc = ls_st_writer_add(w, names[l][0], LS_DT_F32, 2, ws, r->net.W[l]);
+        if (!rc) rc = ls_st_writer_add(w, names[l][1], LS_DT_F32, 1, bs, r->net.b[l]);
+    }
+    char meta[512];
+    snprintf(meta, sizeof meta, "{\"layers\":%d,\"input_shape\":[%d,%d,%d],\"input_range\":[%g,%g],\"classes\":%d}",
+             r->net.nl, r->c, r->h, r->w, r->lo, r->hi, r->k);
+    if (!rc) rc = ls_st_writer_meta(w, "llmsys.steal", meta);
+    if (!rc && meta_json) rc = ls_st_writer_meta(w, "llmsys.steal.report", meta_json);
+    if (!rc) rc = ls_st_writer_write(w, path);
+    ls_st_writer_free(w);
+    return rc;
+}
+
+int ls_replica_load(const char *path, ls_replica **out) {
+    *out = NULL;
+    ls_st_file *f;
+    LS_TRY(ls_st_open(path, &f));
+    const char *meta = ls_st_meta(f, "llmsys.steal");
+    cJSON *j = NULL;
+    int rc = meta ? ls_json_parse(meta, strlen(meta), path, &j)
+                  : ls_err(LS_EFORMAT, "%s: not a replica (no llmsys.steal metadata)", path);
+    ls_replica *r = NULL;
+    if (rc) goto done;
+    int nl = 0;
+    rc = ls_json_get_int(j, "layers", 0, &nl);
+    if (!rc && (nl < 1 || nl > MLP_MAX_LAYERS)) rc = ls_err(LS_EFORMAT, "%s: %d layers", path, nl);
+    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(j, "input_shape");
+    const cJSON *range = cJSON_GetObjectItemCaseSensitive(j, "input_range");
+    if (!rc && (cJSON_GetArraySize(shape) != 3 || cJSON_GetArraySize(range) != 2))
+        rc = ls_err(LS_EFORMAT, "%s: bad input_shape/input_range metadata", path);
+    if (rc) goto done;
+    r = calloc(1, sizeof *r);
+    if (!r) {
+        rc = ls_err(LS_ENOMEM, "%s: out of memory", path);
+        goto done;
+    }
+    r->c = cJSON_GetArrayItem(shape, 0)->valueint;
+    r->h = cJSON_GetArrayItem(shape, 1)->valueint;
+    r->w = cJSON_GetArrayItem(shape, 2)->valueint;
+    r->lo = (float)cJSON_GetArrayItem(range, 0)->valuedouble;
+    r->hi = (float)cJSON_GetArrayItem(range, 1)->valuedouble;
+    int sizes[MLP_MAX_LAYERS + 1];
+    for (int l = 0; l < nl && !rc; l++) {
+        char nm[16];
+        snprintf(nm, sizeof nm, "fc%d.w", l);
+        const ls_st_tensor *t = ls_st_find(f, nm);
+        if (!t || t->dtype != LS_DT_F32 || t->ndim != 2)
+            rc = ls_err(LS_EFORMAT, "%s: missing or bad %s", path, nm);
+        else {
+            if (l == 0)
+                sizes[0] = (int)t->shape[1];
+            else if (t->shape[1] != sizes[l])
+                rc = ls_err(LS_EFORMAT, "%s: %s does not chain", path, nm);
+            sizes[l + 1] = (int)t->shape[0];
+        }
+    }
+    if (rc) goto done;
+    if ((int64_t)r->c * r->h * r->w != sizes[0]) {
+        rc = ls_err(LS_EFORMAT, "%s: input shape disagrees with fc0.w", path);
+        goto done;
+    }
+    rc = ls_mlp_init(&r->net, nl, sizes, 0);
+    if (rc) goto done;
+    r->k = sizes[nl];
+    for (int l = 0; l < nl && !rc; l++) {
+        char nm[16];
+        const ls_st_tensor *t;
+        int64_t ws[2] = {sizes[l + 1], sizes[l]}, bs[1] = {sizes[l + 1]};
+        snprintf(nm, sizeof nm, "fc%d.w", l);
+        rc = ls_st_expect(f, nm, LS_DT_F32, 2, ws, &t);
+        if (!rc) memcpy(r->net.W[l], t->data, t->nbytes);
+        snprintf(nm, sizeof nm, "fc%d.b", l);
+        if (!rc) rc = ls_st_expect(f, nm, LS_DT_F32, 1, bs, &t);
+        if (!rc) memcpy(r->net.b[l], t->data, t->nbytes);
+    }
+done:
+    cJSON_Delete(j);
+    ls_st_close(f);
+    if (rc)
+        ls_replica_free(r);
+    else
+        *out = r;
+    return rc;
+}
+
+int ls_steal_agreement(const ls_replica *r, const ls_steal_data *test, const int32_t *vlabels, double *agreement,
+                       double *accuracy) {
+    if (test->d != r->net.sizes[0])
+        return ls_err(LS_EINVAL, "replica expects %d features, test data has %d", r->net.sizes[0], test->d);
+    int32_t *lab = malloc(sizeof(int32_t) * (size_t)(test->n ? test->n : 1));
+    if (!lab) return ls_err(LS_ENOMEM, "agreement: out of memory");
+    int rc = ls_replica_predict(r, test->x, test->n, lab);
+    if (!rc) {
+        int64_t ag = 0, ac = 0;
+        for (int64_t i = 0; i < test->n; i++) {
+            ag += vlabels && lab[i] == vlabels[i];
+            ac += lab[i] == test->y[i];
+        }
+        if (agreement) *agreement = test->n ? (double)ag / test->n : 0;
+        if (accuracy) *accuracy = test->n ? (double)ac / test->n : 0;
+    }
+    free(lab);
+    return rc;
+}

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# cli.sh - end-to-end CLI test of the steal module: make-data, victim train, victim serve
+# (background, port 0), steal (budget respected, target budget exhausted keeps the replica),
+# steal eval with baselines, and bad input. Usage: cli.sh path/to/llmsys
+set -u
+BIN="$1"
+T=$(mktemp -d /tmp/llmsys-steal-cli.XXXXXX)
+SRV=""
+cleanup() {
+  [ -n "$SRV" ] && kill "$SRV" 2>/dev/null && wait "$SRV" 2>/dev/null
+  rm -rf "$T"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+export OPENBLAS_NUM_THREADS=1 LLMSYS_PROGRESS=0
+
+"$BIN" victim make-data --kind blobs --n 2000 --features 12 --classes 4 --out "$T/t.csv" || fail "make-data"
+"$BIN" victim train --type forest --trees 8 --data "$T/t.csv" --out "$T/v.bin" --report "$T/train.json" --quiet \
+  > "$T/train.out" || fail "victim train"
+grep -q '"test_accuracy"' "$T/train.json" || fail "train report"
+grep -q "test accuracy" "$T/train.out" || fail "train output"
+
+# usage and runtime errors: exit 2 / exit 1 with one line
+"$BIN" victim train --type nope --data "$T/t.csv" --out "$T/x.bin" 2>"$T/err"; [ $? -eq 2 ] || fail "bad type exit"
+"$BIN" victim train --type tree --data "$T/missing.csv" --out "$T/x.bin" 2>"$T/err"; [ $? -eq 1 ] || fail "missing data exit"
+[ "$(wc -l < "$T/err")" -eq 1 ] || fail "one error line"
+[ ! -e "$T/x.bin" ] || fail "half-written output"
+printf 'garbage' > "$T/bad.bin"
+"$BIN" victim serve --model "$T/bad.bin" --port 0 2>"$T/err"; [ $? -eq 1 ] || fail "bad model exit"
+grep -q "magic" "$T/err" || fail "bad model message"
+"$BIN" steal --target http://127.0.0.1:1/predict --input-shape 12 --classes 4 --budget 10 --out "$T/r0.st" \
+  --timeout 2 --quiet 2>"$T/err"; [ $? -eq 1 ] || fail "unreachable exit"
+grep -q "unreachable" "$T/err" || fail "unreachable message"
+"$BIN" steal --target http://127.0.0.1:1/predict --input-shape 0 --classes 4 --budget 10 --out "$T/r0.st" 2>/dev/null
+[ $? -eq 2 ] || fail "bad shape exit"
+
+"$BIN" victim serve --model "$T/v.bin" --port 0 --port-file "$T/port" --budget 500 --admin-key admin \
+  --log "$T/q.log" --duration 60 > "$T/serve.out" 2>&1 &
+SRV=$!
+for i in $(seq 1 100); do [ -s "$T/port" ] && break; sleep 0.1; done
+[ -s "$T/port" ] || fail "server did not start"
+URL="http://127.0.0.1:$(cat "$T/port")/predict"
+
+"$BIN" steal --target "$URL" --input-shape 12 --input-range 0,1 --classes 4 --budget 300 --api-key eve \
+  --out "$T/r.safetensors" --report "$T/r.json" --epochs 5 --quiet > "$T/steal.out" || fail "steal"
+q=$(python3 -c "import json;print(json.load(open('$T/r.json'))['queries'])" 2>/dev/null || \
+    grep -o '"queries":[[:space:]]*[0-9]*' "$T/r.json" | grep -o '[0-9]*$')
+[ "$q" -le 300 ] && [ "$q" -ge 290 ] || fail "queries $q not within budget 300"
+"$BIN" steal eval --replica "$T/r.safetensors" --target "$URL" --test-data "$T/t.csv" --api-key admin \
+  --baselines --epochs 3 --report "$T/e.json" > "$T/eval.out" || fail "eval"
+grep -q "agreement with victim" "$T/eval.out" || fail "eval output"
+grep -q '"random"' "$T/e.json" && grep -q '"natural"' "$T/e.json" || fail "eval baselines"
+
+# the server's budget (500) runs out during a second attack by the same client: exit 1, replica kept
+"$BIN" steal --target "$URL" --input-shape 12 --classes 4 --budget 1000 --api-key eve --out "$T/r2.safetensors" \
+  --epochs 2 --quiet 2>"$T/err"; [ $? -eq 1 ] || fail "budget exhausted exit"
+grep -q "budget" "$T/err" || fail "budget message"
+[ -s "$T/r2.safetensors" ] || fail "replica not kept"
+grep -q '"status":403' "$T/q.log" || fail "query log"
+echo "cli ok"

@@ -1,0 +1,5 @@
+# steal: the CLI end to end (server in the background, killed on exit) and the quick demo.
+add_test(NAME steal.cli COMMAND ${CMAKE_SOURCE_DIR}/tests/steal/cli.sh $<TARGET_FILE:llmsys>)
+set_tests_properties(steal.cli PROPERTIES TIMEOUT 90 LABELS steal)
+add_test(NAME steal.demo_quick COMMAND sh -c "d=$(mktemp -d) && $<TARGET_FILE:llmsys> demo --quick --workdir $d steal; rc=$?; rm -rf $d; exit $rc")
+set_tests_properties(steal.demo_quick PROPERTIES TIMEOUT 90 LABELS steal ENVIRONMENT "LLMSYS_PROGRESS=0")

@@ -1,0 +1,370 @@
+/* test_api.c - the victim HTTP API: valid answers, every kind of bad request gets a 4xx JSON
+ * error while the server keeps serving, budget and rate limit; the attacker's client
+ * against unreachable, silent and misbehaving targets. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cblas.h>
+
+#include "llmsys/core.h"
+#include "llmsys/steal.h"
+#include "test.h"
+
+/* Raw HTTP POST (so malformed bodies can be sent); returns the status, body in out. */
+static int raw_post(int port, const char *path, const char *body, size_t blen, char *out, size_t outsz) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a)) {
+        close(fd);
+        return -1;
+    }
+    char head[256];
+    int hn =
+        snprintf(head, sizeof head,
+                 "POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\nX-API-Key: raw\r\nConnection: close\r\n\r\n",
+                 path, blen);
+    if (send(fd, head, (size_t)hn, MSG_NOSIGNAL) < 0) blen = 0;
+    size_t off = 0;
+    while (off < blen) {
+        ssize_t w = send(fd, body + off, blen - off, MSG_NOSIGNAL);
+        if (w <= 0) break;
+        off += (size_t)w;
+    }
+    size_t len = 0;
+    ssize_t r;
+    while (len + 1 < outsz && (r = recv(fd, out + len, outsz - len - 1, 0)) > 0) len += (size_t)r;
+    out[len] = '\0';
+    close(fd);
+    int st = -1;
+    sscanf(out, "HTTP/%*d.%*d %d", &st);
+    return st;
+}
+
+static ls_victim *victim;
+static ls_steal_data tr, te;
+
+static void setup(void) {
+    CHECK_EQ_INT(ls_steal_dataset_open("blobs", 1000, &tr, &te), LS_OK);
+    ls_victim_opts o;
+    ls_victim_opts_default(&o, LS_VICTIM_LOGREG);
+    CHECK_EQ_INT(ls_victim_train(&o, &tr, &victim), LS_OK);
+}
+
+static int client_for(ls_victim_server *s, const char *key, ls_steal_client **c) {
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/predict", ls_victim_server_port(s));
+    return ls_steal_client_init(url, key, 5, te.d, te.k, c);
+}
+
+static void test_validation(void) {
+    ls_victim_server_opts so;
+    ls_victim_server_opts_default(&so);
+    so.max_batch = 8;
+    so.max_body = 20000;
+    so.output_proba = 1;
+    ls_victim_server *s;
+    CHECK_EQ_INT(ls_victim_server_start(victim, &so, &s), LS_OK);
+    int port = ls_victim_server_port(s);
+    CHECK(port > 0);
+    ls_steal_client *c;
+    CHECK_EQ_INT(client_for(s, "alice", &c), LS_OK);
+    int32_t lab[8], want[8];
+    float p[8 * 64];
+    int gp = 0;
+    CHECK_EQ_INT(ls_steal_client_query(c, te.x, 8, lab, p, &gp), LS_OK);
+    CHECK_EQ_INT(gp, 1);
+    ls_victim_predict(victim, te.x, 8, want);
+    CHECK(memcmp(lab, want, sizeof lab) == 0);
+    double s0 = 0;
+    for (int j = 0; j < te.k; j++) s0 += p[j];
+    CHECK_NEAR(s0, 1.0, 1e-4);
+    /* Bad requests: each a 4xx JSON error. */
+    char out[65536];
+    const char *bodies[] = {
+        "{\"inputs\": [[1,2,",                                           /* malformed JSON */
+        "{\"x\": []}",                                                   /* wrong key */
+        "{\"inputs\": []}",                                              /* empty batch */
+        "{\"inputs\": [[0.5, 0.5]]}",                                    /* wrong shape */
+        "{\"inputs\": [\"abc\"]}",                                       /* not an array */
+        "{\"inputs\": [[NaN,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]]}",   /* NaN is not JSON */
+        "{\"inputs\": [[1e999,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]]}", /* infinite */
+        "{\"inputs\": [[7,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]]}",     /* out of range */
+        "{\"inputs\": [[\"a\",0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]]}", /* string value */
+    };
+    int codes[] = {400, 400, 400, 422, 422, 400, 422, 422, 422};
+    for (int i = 0; i < (int)(sizeof codes / sizeof codes[0]); i++) {
+        int st = raw_post(port, "/predict", bodies[i], strlen(bodies[i]), out, sizeof out);
+        CHECK_MSG(st == codes[i], "body %d: status %d, expected %d (%s)", i, st, codes[i], out);
+        CHECK(strstr(out, "\"error\"") != NULL);
+    }
+    /* Too many inputs (413), oversized body (413), unknown endpoint (404). */
+    char big[4096];
+    int n = snprintf(big, sizeof big, "{\"inputs\":[");
+    for (int i = 0; i < 9; i++) {
+        n += snprintf(big + n, sizeof big - (size_t)n, "%s[", i ? "," : "");
+        for (int j = 0; j < 20; j++) n += snprintf(big + n, sizeof big - (size_t)n, "%s0.5", j ? "," : "");
+        n += snprintf(big + n, sizeof big - (size_t)n, "]");
+    }
+    n += snprintf(big + n, sizeof big - (size_t)n, "]}");
+    CHECK_EQ_INT(raw_post(port, "/predict", big, (size_t)n, out, sizeof out), 413);
+    char *huge = malloc(30000);
+    memset(huge, ' ', 30000);
+    CHECK_EQ_INT(raw_post(port, "/predict", huge, 30000, out, sizeof out), 413);
+    free(huge);
+    CHECK_EQ_INT(raw_post(port, "/nope", "{}", 2, out, sizeof out), 404);
+    /* Out-of-range values through the client are refused too, and the server still serves. */
+    float bad[20];
+    for (int j = 0; j < 20; j++) bad[j] = 2.0f;
+    CHECK_EQ_INT(ls_steal_client_query(c, bad, 1, lab, NULL, NULL), LS_EPEER);
+    CHECK(strstr(ls_errmsg(), "422") != NULL);
+    CHECK_EQ_INT(ls_steal_client_query(c, te.x, 8, lab, NULL, NULL), LS_OK);
+    int st;
+    char *body = NULL;
+    CHECK_EQ_INT(ls_steal_client_get(c, "/info", &st, &body), LS_OK);
+    CHECK_EQ_INT(st, 200);
+    CHECK(body && strstr(body, "\"classes\":5") != NULL);
+    free(body);
+    ls_steal_client_free(c);
+    ls_victim_server_stop(s);
+}
+
+static void test_budget_rate(void) {
+    ls_victim_server_opts so;
+    ls_victim_server_opts_default(&so);
+    so.budget = 100;
+    so.admin_key = "admin";
+    char logp[128];
+    snprintf(logp, sizeof logp, "/tmp/llmsys-steal-api-%d.log", (int)getpid());
+    so.log_path = logp;
+    ls_victim_server *s;
+    CHECK_EQ_INT(ls_victim_server_start(victim, &so, &s), LS_OK);
+    ls_steal_client *c, *c2, *adm;
+    CHECK_EQ_INT(client_for(s, "bob", &c), LS_OK);
+    CHECK_EQ_INT(client_for(s, "carol", &c2), LS_OK);
+    CHECK_EQ_INT(client_for(s, "admin", &adm), LS_OK);
+    int32_t lab[256];
+    CHECK_EQ_INT(ls_steal_client_query(c, te.x, 60, lab, NULL, NULL), LS_OK);
+    CHECK_EQ_INT(ls_steal_client_query(c, te.x, 60, lab, NULL, NULL), LS_EBUSY);
+    CHECK(strstr(ls_errmsg(), "budget") != NULL);
+    CHECK_EQ_INT(ls_steal_client_query(c, te.x, 40, lab, NULL, NULL), LS_OK);
+    CHECK_EQ_INT(ls_steal_client_query(c, te.x, 1, lab, NULL, NULL), LS_EBUSY);
+    /* Budgets are per client; the admin key is exempt. */
+    CHECK_EQ_INT(ls_steal_client_query(c2, te.x, 100, lab, NULL, NULL), LS_OK);
+    CHECK_EQ_INT(ls_steal_client_query(adm, te.x, 200, lab, NULL, NULL), LS_OK);
+    int64_t q;
+    CHECK_EQ_INT(ls_victim_server_client(s, "key:bob", &q, NULL, NULL), LS_OK);
+    CHECK_EQ_INT(q, 100);
+    ls_steal_client_free(c);
+    ls_steal_client_free(c2);
+    ls_steal_client_free(adm);
+    ls_victim_server_stop(s);
+    char *log;
+    size_t len;
+    CHECK_EQ_INT(ls_file_read(logp, &log, &len), LS_OK);
+    CHECK(strstr(log, "\"status\":403") != NULL && strstr(log, "key:bob") != NULL);
+    free(log);
+    remove(logp);
+
+    /* Rate limit: 100 inputs/s, bucket 100. */
+    ls_victim_server_opts_default(&so);
+    so.rate_qps = 100;
+    so.burst = 100;
+    CHECK_EQ_INT(ls_victim_server_start(victim, &so, &s), LS_OK);
+    char body[8192];
+    int n = snprintf(body, sizeof body, "{\"inputs\":[");
+    for (int i = 0; i < 60; i++) {
+        n += snprintf(body + n, sizeof body - (size_t)n, "%s[", i ? "," : "");
+        for (int j = 0; j < 20; j++) n += snprintf(body + n, sizeof body - (size_t)n, "%s0.5", j ? "," : "");
+        n += snprintf(body + n, sizeof body - (size_t)n, "]");
+    }
+    n += snprintf(body + n, sizeof body - (size_t)n, "]}");
+    char out[16384];
+    int port = ls_victim_server_port(s);
+    CHECK_EQ_INT(raw_post(port, "/predict", body, (size_t)n, out, sizeof out), 200);
+    CHECK_EQ_INT(raw_post(port, "/predict", body, (size_t)n, out, sizeof out), 429);
+    CHECK(strstr(out, "Retry-After") != NULL);
+    /* The client waits as told and gets through. */
+    CHECK_EQ_INT(client_for(s, "raw", &c), LS_OK);
+    double t0 = ls_now();
+    CHECK_EQ_INT(ls_steal_client_query(c, te.x, 60, lab, NULL, NULL), LS_OK);
+    CHECK(ls_now() - t0 < 5);
+    ls_steal_client_free(c);
+    ls_victim_server_stop(s);
+}
+
+/* PRADA modes in the server: a client repeating near-identical inputs is flagged; REFUSE then
+ * answers 403, THROTTLE slows it to 429s, LOG keeps answering. Natural rows are not flagged. */
+static void test_prada_modes(void) {
+    int modes[3] = {LS_PRADA_LOG, LS_PRADA_THROTTLE, LS_PRADA_REFUSE};
+    float *x = malloc(sizeof(float) * 50 * (size_t)te.d);
+    int32_t lab[50];
+    for (int m = 0; m < 3; m++) {
+        ls_victim_server_opts so;
+        ls_victim_server_opts_default(&so);
+        so.prada_mode = modes[m];
+        so.throttle_s = 1.0;
+        ls_victim_server *s;
+        CHECK_EQ_INT(ls_victim_server_start(victim, &so, &s), LS_OK);
+        ls_steal_client *c, *good;
+        CHECK_EQ_INT(client_for(s, "raw", &c), LS_OK); /* same identity as raw_post */
+        CHECK_EQ_INT(client_for(s, "natural", &good), LS_OK);
+        ls_rng r;
+        ls_rng_seed(&r, 9);
+        int rc = LS_OK;
+        /* Half near-duplicates of one point, half spread out: a bimodal distance set. */
+        int64_t fa0 = -1;
+        for (int req = 0; req < 8 && rc == LS_OK && fa0 < 0; req++) {
+            for (int i = 0; i < 50; i++)
+                for (int j = 0; j < te.d; j++)
+                    x[i * te.d + j] = i % 2 ? ls_rng_uniform(&r) : 0.5f + 0.001f * ls_rng_uniform(&r);
+            rc = ls_steal_client_query(c, x, 50, lab, NULL, NULL);
+            ls_victim_server_client(s, "key:raw", NULL, &fa0, NULL);
+        }
+        CHECK_EQ_INT(rc, LS_OK); /* the request that gets a client flagged is still answered */
+        /* One more request after the flag (THROTTLE is checked raw below: the client would wait). */
+        if (modes[m] != LS_PRADA_THROTTLE) rc = ls_steal_client_query(c, x, 50, lab, NULL, NULL);
+        for (int64_t s0 = 0; s0 + 50 <= 300; s0 += 50)
+            CHECK_EQ_INT(ls_steal_client_query(good, te.x + s0 * te.d, 50, lab, NULL, NULL), LS_OK);
+        int64_t fa = -1, fa_good = -1;
+        ls_victim_server_client(s, "key:raw", NULL, &fa, NULL);
+        ls_victim_server_client(s, "key:natural", NULL, &fa_good, NULL);
+        CHECK_MSG(fa > 0, "mode %d: bimodal queries not flagged", modes[m]);
+        CHECK_EQ_INT(fa_good, -1);
+        if (modes[m] == LS_PRADA_LOG) CHECK_EQ_INT(rc, LS_OK);
+        if (modes[m] == LS_PRADA_REFUSE) {
+            CHECK_EQ_INT(rc, LS_EBUSY);
+            CHECK(strstr(ls_errmsg(), "refused") != NULL);
+        }
+        if (modes[m] == LS_PRADA_THROTTLE) {
+            /* Flagged: refill at 1 input/s, so a 50-input request is answered 429. */
+            char body[8192], out[4096];
+            int n = snprintf(body, sizeof body, "{\"inputs\":[");
+            for (int i = 0; i < 50; i++) {
+                n += snprintf(body + n, sizeof body - (size_t)n, "%s[", i ? "," : "");
+                for (int j = 0; j < te.d; j++) n += snprintf(body + n, sizeof body - (size_t)n, "%s0.25", j ? "," : "");
+                n += snprintf(body + n, sizeof body - (size_t)n, "]");
+            }
+            n += snprintf(body + n, sizeof body - (size_t)n, "]}");
+            CHECK_EQ_INT(raw_post(ls_victim_server_port(s), "/predict", body, (size_t)n, out, sizeof out), 429);
+            CHECK(strstr(out, "throttled") != NULL);
+        }
+        ls_steal_client_free(c);
+        ls_steal_client_free(good);
+        ls_victim_server_stop(s);
+    }
+    free(x);
+}
+
+/* A fake target: answers every connection with a canned reply (or nothing). */
+typedef struct {
+    int fd, conns;
+    const char *reply; /* NULL: read the request and stay silent for 1.5 s */
+} fake_t;
+
+static void *fake_main(void *arg) {
+    fake_t *f = arg;
+    for (int i = 0; i < f->conns; i++) {
+        int c = accept(f->fd, NULL, NULL);
+        if (c < 0) break;
+        char buf[65536];
+        ssize_t r = recv(c, buf, sizeof buf, 0);
+        (void)r;
+        if (f->reply) {
+            if (send(c, f->reply, strlen(f->reply), MSG_NOSIGNAL) < 0) perror("send");
+        } else {
+            ls_sleep_ms(1500);
+        }
+        close(c);
+    }
+    return NULL;
+}
+
+static int fake_start(fake_t *f, pthread_t *th) {
+    f->fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t sl = sizeof a;
+    if (bind(f->fd, (struct sockaddr *)&a, sizeof a) || listen(f->fd, 4) ||
+        getsockname(f->fd, (struct sockaddr *)&a, &sl))
+        return -1;
+    pthread_create(th, NULL, fake_main, f);
+    return ntohs(a.sin_port);
+}
+
+static void test_bad_targets(void) {
+    ls_steal_client *c;
+    int32_t lab[4];
+    float p[4 * 5];
+    /* Unreachable: a port nobody listens on (bound then closed). */
+    fake_t f0 = {0};
+    pthread_t th;
+    f0.conns = 0;
+    int port = fake_start(&f0, &th);
+    pthread_join(th, NULL);
+    close(f0.fd);
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/predict", port);
+    CHECK_EQ_INT(ls_steal_client_init(url, NULL, 2, te.d, te.k, &c), LS_OK);
+    CHECK_EQ_INT(ls_steal_client_query(c, te.x, 4, lab, NULL, NULL), LS_ENET);
+    CHECK(strstr(ls_errmsg(), "unreachable") != NULL);
+    ls_steal_client_free(c);
+    CHECK_EQ_INT(ls_steal_client_init("ftp://x/predict", NULL, 2, te.d, te.k, &c), LS_EINVAL);
+    /* Misbehaving replies. */
+    const char *replies[] = {
+        "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n<html>hello</html>",
+        "HTTP/1.1 200 OK\r\n\r\n{\"labels\":[0,1,2,3],\"probs\":[[1,0],[1,0],[1,0],[1,0]]}",
+        "HTTP/1.1 200 OK\r\n\r\n{\"labels\":[0,1,9,3]}",
+        "HTTP/1.1 200 OK\r\n\r\n{\"labels\":[0,1]}",
+        "garbage",
+        "HTTP/1.1 500 Internal Server Error\r\n\r\n{\"error\":\"boom\"}",
+    };
+    const char *expect[] = {"non-JSON", "expected 5 classes", "outside the 5", "lacks", "not an HTTP", "boom"};
+    for (int i = 0; i < 6; i++) {
+        fake_t f = {0};
+        f.conns = 1;
+        f.reply = replies[i];
+        port = fake_start(&f, &th);
+        snprintf(url, sizeof url, "http://127.0.0.1:%d/predict", port);
+        CHECK_EQ_INT(ls_steal_client_init(url, NULL, 2, te.d, te.k, &c), LS_OK);
+        CHECK(ls_steal_client_query(c, te.x, 4, lab, p, NULL) < 0);
+        CHECK_MSG(strstr(ls_errmsg(), expect[i]) != NULL, "reply %d: message '%s'", i, ls_errmsg());
+        ls_steal_client_free(c);
+        pthread_join(th, NULL);
+        close(f.fd);
+    }
+    /* Silent target: the timeout fires. */
+    fake_t fs = {0};
+    fs.conns = 1;
+    port = fake_start(&fs, &th);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/predict", port);
+    CHECK_EQ_INT(ls_steal_client_init(url, NULL, 0.3, te.d, te.k, &c), LS_OK);
+    double t0 = ls_now();
+    CHECK_EQ_INT(ls_steal_client_query(c, te.x, 4, lab, NULL, NULL), LS_ETIMEDOUT);
+    CHECK(ls_now() - t0 < 1.4);
+    ls_steal_client_free(c);
+    pthread_join(th, NULL);
+    close(fs.fd);
+}
+
+int main(void) {
+    openblas_set_num_threads(1); /* small matmuls; threads only spin on shared cores */
+    setup();
+    RUN(test_validation);
+    RUN(test_budget_rate);
+    RUN(test_prada_modes);
+    RUN(test_bad_targets);
+    ls_victim_free(victim);
+    ls_steal_data_free(&tr);
+    ls_steal_data_free(&te);
+    return TEST_RESULT();
+}

@@ -1,0 +1,193 @@
+/* test_data.c - idx and CSV loaders (good and bad files), splits, normalisation, tables. */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cblas.h>
+
+#include "llmsys/core.h"
+#include "llmsys/steal.h"
+#include "test.h"
+
+static char dir[256];
+
+static void put_be32(unsigned char *p, uint32_t v) {
+    p[0] = (unsigned char)(v >> 24);
+    p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8);
+    p[3] = (unsigned char)v;
+}
+
+static void write_gz(const char *path, const unsigned char *data, size_t n) {
+    gzFile f = gzopen(path, "wb");
+    CHECK(f != NULL);
+    if (!f) return;
+    CHECK(gzwrite(f, data, (unsigned)n) == (int)n);
+    gzclose(f);
+}
+
+/* Writes an idx image file of n images h x w (pixel = (i*7+j) % 256) and a label file. */
+static void write_idx(const char *img, const char *lab, uint32_t n, uint32_t h, uint32_t w, uint32_t magic_img,
+                      uint32_t nlab, int truncate) {
+    size_t sz = 16 + (size_t)n * h * w;
+    unsigned char *b = malloc(sz);
+    put_be32(b, magic_img);
+    put_be32(b + 4, n);
+    put_be32(b + 8, h);
+    put_be32(b + 12, w);
+    for (size_t i = 0; i < (size_t)n * h * w; i++) b[16 + i] = (unsigned char)((i * 7) % 256);
+    write_gz(img, b, truncate ? sz - 5 : sz);
+    free(b);
+    unsigned char *l = malloc(8 + nlab);
+    put_be32(l, 0x00000801);
+    put_be32(l + 4, nlab);
+    for (uint32_t i = 0; i < nlab; i++) l[8 + i] = (unsigned char)(i % 3);
+    write_gz(lab, l, 8 + nlab);
+    free(l);
+}
+
+static void test_idx(void) {
+    char img[300], lab[300];
+    snprintf(img, sizeof img, "%s/img.gz", dir);
+    snprintf(lab, sizeof lab, "%s/lab.gz", dir);
+    ls_steal_data d;
+    write_idx(img, lab, 5, 4, 3, 0x00000803, 5, 0);
+    CHECK_EQ_INT(ls_steal_idx_load(img, lab, 0, &d), LS_OK);
+    CHECK_EQ_INT(d.n, 5);
+    CHECK_EQ_INT(d.d, 12);
+    CHECK_EQ_INT(d.h, 4);
+    CHECK_EQ_INT(d.w, 3);
+    CHECK_EQ_INT(d.k, 3);
+    CHECK_NEAR(d.x[13], (13 * 7 % 256) / 255.0, 1e-6);
+    CHECK_EQ_INT(d.y[4], 1);
+    ls_steal_data_free(&d);
+    /* max_n */
+    CHECK_EQ_INT(ls_steal_idx_load(img, lab, 2, &d), LS_OK);
+    CHECK_EQ_INT(d.n, 2);
+    ls_steal_data_free(&d);
+    /* bad magic, truncated, label-count mismatch, missing file */
+    write_idx(img, lab, 5, 4, 3, 0x00000802, 5, 0);
+    CHECK_EQ_INT(ls_steal_idx_load(img, lab, 0, &d), LS_EFORMAT);
+    CHECK(strstr(ls_errmsg(), "magic") != NULL);
+    write_idx(img, lab, 5, 4, 3, 0x00000803, 5, 1);
+    CHECK_EQ_INT(ls_steal_idx_load(img, lab, 0, &d), LS_EFORMAT);
+    CHECK(strstr(ls_errmsg(), "truncated") != NULL);
+    write_idx(img, lab, 5, 4, 3, 0x00000803, 4, 0);
+    CHECK_EQ_INT(ls_steal_idx_load(img, lab, 0, &d), LS_EFORMAT);
+    CHECK(strstr(ls_errmsg(), "labels") != NULL);
+    CHECK_EQ_INT(ls_steal_idx_load("/nonexistent/x.gz", lab, 0, &d), LS_ENOTFOUND);
+}
+
+static void test_fmnist(void) {
+    ls_steal_data tr, te;
+    if (!ls_is_file("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
+        fprintf(stderr, "  (skip: dataset-fashion-mnist not installed)\n");
+        return;
+    }
+    CHECK_EQ_INT(ls_steal_dataset_open("fmnist", 500, &tr, &te), LS_OK);
+    CHECK_EQ_INT(tr.n, 500);
+    CHECK_EQ_INT(te.n, 10000);
+    CHECK_EQ_INT(tr.d, 784);
+    CHECK_EQ_INT(tr.k, 10);
+    CHECK_EQ_INT(tr.h, 28);
+    float mx = 0;
+    for (int64_t i = 0; i < tr.n * tr.d; i++) mx = tr.x[i] > mx ? tr.x[i] : mx;
+    CHECK(mx <= 1.0f && mx > 0.9f);
+    ls_steal_data_free(&tr);
+    ls_steal_data_free(&te);
+}
+
+static void write_text(const char *path, const char *s) {
+    CHECK_EQ_INT(ls_file_write_atomic(path, s, strlen(s)), LS_OK);
+}
+
+static void test_csv(void) {
+    char p[300];
+    snprintf(p, sizeof p, "%s/t.csv", dir);
+    ls_steal_data d;
+    write_text(p, "a,b,label\n1,2,10\n3,4,20\n5,6,10\n# comment\n\n7,8,30\n");
+    CHECK_EQ_INT(ls_steal_csv_load(p, &d), LS_OK);
+    CHECK_EQ_INT(d.n, 4);
+    CHECK_EQ_INT(d.d, 2);
+    CHECK_EQ_INT(d.k, 3);
+    CHECK_EQ_INT(d.y[1], 1);
+    CHECK_EQ_INT(d.y[3], 2);
+    CHECK_NEAR(d.x[6], 7, 0);
+    ls_steal_data_free(&d);
+    write_text(p, "1,2,0\n3,4,1\n"); /* no header */
+    CHECK_EQ_INT(ls_steal_csv_load(p, &d), LS_OK);
+    CHECK_EQ_INT(d.n, 2);
+    ls_steal_data_free(&d);
+    write_text(p, "1,2,0\n3,4\n");
+    CHECK_EQ_INT(ls_steal_csv_load(p, &d), LS_EFORMAT);
+    CHECK(strstr(ls_errmsg(), ":2:") != NULL);
+    write_text(p, "1,2,0\n3,x,1\n5,6,1\n");
+    CHECK_EQ_INT(ls_steal_csv_load(p, &d), LS_EFORMAT);
+    write_text(p, "1,2,0\n3,4,0\n");
+    CHECK_EQ_INT(ls_steal_csv_load(p, &d), LS_EFORMAT); /* one class */
+    write_text(p, "1,nan,0\n3,4,1\n");
+    CHECK_EQ_INT(ls_steal_csv_load(p, &d), LS_EFORMAT);
+    write_text(p, "");
+    CHECK_EQ_INT(ls_steal_csv_load(p, &d), LS_EFORMAT);
+}
+
+static void test_split_norm_tables(void) {
+    ls_steal_data all, tr, te;
+    CHECK_EQ_INT(ls_steal_make_table("blobs", 1000, 12, 4, 5, &all), LS_OK);
+    CHECK_EQ_INT(all.k, 4);
+    int seen[4] = {0};
+    for (int64_t i = 0; i < all.n; i++) seen[all.y[i]]++;
+    for (int c = 0; c < 4; c++) CHECK(seen[c] > 150);
+    CHECK_EQ_INT(ls_steal_data_split(&all, 0.25, 9, &tr, &te), LS_OK);
+    CHECK_EQ_INT(tr.n, 750);
+    CHECK_EQ_INT(te.n, 250);
+    ls_steal_data_normalize(&tr, &te, 0, 1);
+    for (int j = 0; j < tr.d; j++) {
+        float mn = 1, mx = 0;
+        for (int64_t i = 0; i < tr.n; i++) {
+            mn = tr.x[i * tr.d + j] < mn ? tr.x[i * tr.d + j] : mn;
+            mx = tr.x[i * tr.d + j] > mx ? tr.x[i * tr.d + j] : mx;
+        }
+        CHECK_NEAR(mn, 0, 1e-6);
+        CHECK_NEAR(mx, 1, 1e-6);
+    }
+    for (int64_t i = 0; i < te.n * te.d; i++) CHECK(te.x[i] >= 0 && te.x[i] <= 1);
+    /* Same seed, same split. */
+    ls_steal_data tr2, te2;
+    CHECK_EQ_INT(ls_steal_data_split(&all, 0.25, 9, &tr2, &te2), LS_OK);
+    CHECK_EQ_INT(te2.y[17], te.y[17]);
+    /* CSV round trip. */
+    char p[300];
+    snprintf(p, sizeof p, "%s/rt.csv", dir);
+    CHECK_EQ_INT(ls_steal_csv_write(p, &te2), LS_OK);
+    ls_steal_data back;
+    CHECK_EQ_INT(ls_steal_csv_load(p, &back), LS_OK);
+    CHECK_EQ_INT(back.n, te2.n);
+    CHECK_NEAR(back.x[5], te2.x[5], 1e-4);
+    ls_steal_data_free(&tr2);
+    CHECK_EQ_INT(ls_steal_make_table("rings", 500, 8, 3, 5, &tr2) == LS_OK, 1);
+    ls_steal_data_free(&te2);
+    CHECK_EQ_INT(ls_steal_make_table("nope", 500, 8, 3, 5, &te2), LS_EINVAL);
+    ls_steal_data_free(&back);
+    ls_steal_data_free(&tr2);
+    ls_steal_data_free(&all);
+    ls_steal_data_free(&tr);
+    ls_steal_data_free(&te);
+    ls_steal_data_free(&te2);
+}
+
+int main(void) {
+    openblas_set_num_threads(1); /* small matmuls; threads only spin on shared cores */
+    snprintf(dir, sizeof dir, "/tmp/llmsys-steal-data-%d", (int)getpid());
+    ls_mkdirs(dir);
+    RUN(test_idx);
+    RUN(test_fmnist);
+    RUN(test_csv);
+    RUN(test_split_norm_tables);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd)) fprintf(stderr, "cleanup failed\n");
+    return TEST_RESULT();
+}
