@@ -69,6 +69,8 @@ static void make_perm(srcl *l, uint64_t epoch) {
 static int take(srcl *l, int max, ls_loader_seg *seg) {
     if (!l->perm_valid || l->perm_epoch != l->epoch) make_perm(l, l->epoch);
     uint32_t doc = l->perm[l->pos];
+    /* the shuffled order makes each index entry a cache miss: ask for the next ones early */
+    if (l->pos + 4 < l->ndocs) ls_src_prefetch_meta(l->src, l->perm[l->pos + 4]);
     uint64_t len = ls_src_doc_tokens(l->src, doc);
     if (l->off >= len) /* only a doctored state blob gets here */
         return ls_err(LS_EFORMAT, "loader state: offset %llu beyond document %u of source %d",
@@ -509,11 +511,10 @@ int ls_loader_step_batch(const ls_loader_step *st, int rank, ls_loader_batch *ou
                 for (int r = 0; r < rows; r++)
                     if (mb[r] == b) newrow[r] = r2, out->row_micro[r2++] = b;
             /* Segments fill each row from column 0; only the tail after them is padding. */
-            for (int r = 0; r < rows; r++)
-                for (int t = fill[r]; t < T; t++) {
-                    out->tokens[(size_t)newrow[r] * T + t] = LS_TOK_PAD;
-                    out->doc_ids[(size_t)newrow[r] * T + t] = -1;
-                }
+            for (int r = 0; r < rows; r++) {
+                fill_i32(out->tokens + (size_t)newrow[r] * T + fill[r], LS_TOK_PAD, T - fill[r]);
+                fill_i32(out->doc_ids + (size_t)newrow[r] * T + fill[r], -1, T - fill[r]);
+            }
             int *nseg = calloc((size_t)(rows ? rows : 1), sizeof *nseg);
             if (!nseg) rc = ls_err(LS_ENOMEM, "out of memory");
             const srcl *sl = st->loader->s;

@@ -424,6 +424,13 @@ uint32_t ls_src_doc_tokens(const ls_src *s, uint32_t doc) {
     return s->docs[doc].tlen + 1;
 }
 
+void ls_src_prefetch_meta(const ls_src *s, uint32_t doc) {
+    if (s->spec.type == LS_SRC_TOKENS)
+        __builtin_prefetch(&s->tok_index[doc]);
+    else
+        __builtin_prefetch(&s->docs[doc]);
+}
+
 void ls_src_prefetch(const ls_src *s, uint32_t doc) {
     if (s->spec.type == LS_SRC_TOKENS) {
         __builtin_prefetch(s->maps[0].p + TOK_HEADER + s->tok_index[doc] * 2);
