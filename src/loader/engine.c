@@ -7,6 +7,9 @@
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
 
 #include "llmsys/model.h"
 #include "loader/loader_internal.h"
@@ -438,8 +441,24 @@ void ls_loader_batch_free(ls_loader_batch *b) {
 }
 
 /* dst[0..n) = v (a run of one segment's doc id). */
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) static void fill_i32_avx2(int32_t *dst, int32_t v, int n) {
+    const __m256i x = _mm256_set1_epi32(v);
+    int t = 0;
+    for (; t + 8 <= n; t += 8) _mm256_storeu_si256((__m256i *)(void *)(dst + t), x);
+    for (; t < n; t++) dst[t] = v;
+}
+#define HAVE_AVX2_PATH 1
+#endif
+
 static void fill_i32(int32_t *dst, int32_t v, int n) {
     int t = 0;
+#ifdef HAVE_AVX2_PATH
+    if (n >= 64 && __builtin_cpu_supports("avx2")) {
+        fill_i32_avx2(dst, v, n);
+        return;
+    }
+#endif
 #ifdef __SSE2__
     const __m128i x = _mm_set1_epi32(v);
     for (; t + 4 <= n; t += 4) _mm_storeu_si128((__m128i *)(void *)(dst + t), x);
