@@ -537,11 +537,21 @@ int ls_loader_step_batch(const ls_loader_step *st, int rank, ls_loader_batch *ou
             int *nseg = calloc((size_t)(rows ? rows : 1), sizeof *nseg);
             if (!nseg) rc = ls_err(LS_ENOMEM, "out of memory");
             const srcl *sl = st->loader->s;
-            for (int k = 0; k < cnt && k < 4; k++) ls_src_prefetch(sl[out->segs[k].source].src, out->segs[k].doc);
+            /* Documents are in shuffled order, so each segment's index entry and text are
+             * cache misses: ask for index entries 8 segments ahead and text 3 ahead. */
+            enum { AHEAD_META = 8, AHEAD = 3 };
+            for (int k = 0; k < cnt && k < AHEAD_META; k++)
+                ls_src_prefetch_meta(sl[out->segs[k].source].src, out->segs[k].doc);
+            for (int k = 0; k < cnt && k < AHEAD; k++)
+                ls_src_prefetch(sl[out->segs[k].source].src, out->segs[k].doc, out->segs[k].doc_off, out->segs[k].len);
             for (int k = 0; k < cnt && rc == LS_OK; k++) {
                 ls_loader_seg *sg = &out->segs[k];
-                /* documents are in shuffled order: fetch a few segments ahead */
-                if (k + 4 < cnt) ls_src_prefetch(sl[out->segs[k + 4].source].src, out->segs[k + 4].doc);
+                if (k + AHEAD_META < cnt)
+                    ls_src_prefetch_meta(sl[out->segs[k + AHEAD_META].source].src, out->segs[k + AHEAD_META].doc);
+                if (k + AHEAD < cnt) {
+                    const ls_loader_seg *nx = &out->segs[k + AHEAD];
+                    ls_src_prefetch(sl[nx->source].src, nx->doc, nx->doc_off, nx->len);
+                }
                 sg->row = newrow[sg->row];
                 int32_t *dt = out->tokens + (size_t)sg->row * T + sg->col,
                         *dd = out->doc_ids + (size_t)sg->row * T + sg->col;

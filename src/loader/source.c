@@ -454,13 +454,18 @@ void ls_src_prefetch_meta(const ls_src *s, uint32_t doc) {
         __builtin_prefetch(&s->docs[doc]);
 }
 
-void ls_src_prefetch(const ls_src *s, uint32_t doc) {
+void ls_src_prefetch(const ls_src *s, uint32_t doc, uint32_t off, int len) {
+    const char *p;
     if (s->spec.type == LS_SRC_TOKENS) {
-        __builtin_prefetch(s->maps[0].p + TOK_HEADER + s->tok_index[doc] * 2);
+        p = s->maps[0].p + TOK_HEADER + (s->tok_index[doc] + off) * 2;
+        len *= 2;
     } else {
         const doc_ref *d = &s->docs[doc];
-        __builtin_prefetch(s->maps[d->file].p + d->off);
+        if (s->spec.type == LS_SRC_JSONL) off = 0, len = (int)d->len; /* parsed whole */
+        p = s->maps[d->file].p + d->off + off;
     }
+    if (len > 4096) len = 4096; /* the hardware prefetcher takes over on long runs */
+    for (int i = 0; i < len; i += 64) __builtin_prefetch(p + i);
 }
 
 int ls_src_copy_tokens(const ls_src *s, uint32_t doc, uint32_t off, int len, int32_t *dst) {
