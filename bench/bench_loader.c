@@ -258,10 +258,11 @@ static int bench_throughput(cJSON *out, int quick, int mb) {
     ls_loader_mix_free(&mix);
     double tot = split[0] + split[1];
     char b1[32];
-    printf("\n1. throughput: %s of text in %d sources (%lld input bytes -> %lld tokens in %d steps, %lld segments),\n"
-           "   n_ctx 1024, %d ranks x 8192 tokens, one thread. Rates: best of repeats, by wall clock and by CPU time.\n",
-           ls_fmt_bytes((double)total, b1, sizeof b1), NS, (long long)bytes_in, (long long)tokens, steps,
-           (long long)items, R);
+    printf(
+        "\n1. throughput: %s of text in %d sources (%lld input bytes -> %lld tokens in %d steps, %lld segments),\n"
+        "   n_ctx 1024, %d ranks x 8192 tokens, one thread. Rates: best of repeats, by wall clock and by CPU time.\n",
+        ls_fmt_bytes((double)total, b1, sizeof b1), NS, (long long)bytes_in, (long long)tokens, steps, (long long)items,
+        R);
     printf("   %-46s %11s %11s %9s\n", "", "wall", "cpu", "vs raw");
     printf("   %-46s %8.0f MB/s %6.0f MB/s %8s\n", "raw sequential read(2) (page cache)", raw.wall / 1e6, raw.cpu / 1e6,
            "1");
@@ -269,10 +270,11 @@ static int bench_throughput(cJSON *out, int quick, int mb) {
            floor_.wall / 1e6, floor_.cpu / 1e6, 100 * floor_.cpu / raw.cpu);
     printf("   %-46s %6.0f Mtok/s %4.0f Mtok/s %8.1f%%  (goal >= 50%%)\n", "loader: steps + every rank's batch",
            best.wall / 1e6, best.cpu / 1e6, 100 * best.cpu / raw.cpu);
-    printf("   loader time split (wall): build steps (mix, index, KK) %.1f%%  ·  lay out batches (pack, read, tokenize,\n"
-           "   doc ids) %.1f%%;  %.2f ns/token in all;  padding %.1f%% of batch cells\n",
-           100 * split[0] / tot, 100 * split[1] / tot, 1e9 * tot / (double)tokens,
-           100.0 * (double)pad / (double)(pad + tokens));
+    printf(
+        "   loader time split (wall): build steps (mix, index, KK) %.1f%%  ·  lay out batches (pack, read, tokenize,\n"
+        "   doc ids) %.1f%%;  %.2f ns/token in all;  padding %.1f%% of batch cells\n",
+        100 * split[0] / tot, 100 * split[1] / tot, 1e9 * tot / (double)tokens,
+        100.0 * (double)pad / (double)(pad + tokens));
     printf("   %-46s %8.2f s (one-off index scan)\n", "open (index every document)", t_open);
     cJSON *j = cJSON_AddObjectToObject(out, "throughput");
     cJSON_AddNumberToObject(j, "bytes", (double)total);
@@ -404,8 +406,7 @@ static int bench_memory(cJSON *out, int quick) {
     ls_loader_mix_free(&per);
     if (c.rss < 0 || p.rss < 0) return ls_err(LS_EIO, "memory measurement child failed");
     char b1[32], b2[32], b3[32], b4[32];
-    printf("\n3. memory: %d sources x %d ranks (documents indexed from %d files)\n", NS,
-           R, 2 * NS);
+    printf("\n3. memory: %d sources x %d ranks (documents indexed from %d files)\n", NS, R, 2 * NS);
     printf("   %-28s %14s %14s\n", "", "RSS growth", "state bytes");
     printf("   %-28s %14s %14s\n", "one central loader", ls_fmt_bytes(c.rss, b1, sizeof b1),
            ls_fmt_bytes(c.acct, b2, sizeof b2));

@@ -166,7 +166,7 @@ typedef struct {
     int64_t step;
     int n_ranks, n_ctx, micro_batches, n_sources;
     int n_items;
-    ls_loader_seg *items;   /* draw order */
+    ls_loader_seg *items; /* draw order */
     double *item_cost;
     int *part;              /* rank of item i under the mix's balancing algorithm */
     double *rank_cost;      /* n_ranks */

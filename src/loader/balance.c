@@ -62,7 +62,7 @@ typedef struct {
     int k;
     double *sum; /* [state * k + j] */
     int *head, *tail;
-    int *next; /* item -> next item in its subset, -1 ends */
+    int *next;      /* item -> next item in its subset, -1 ends */
     int *heap;      /* state ids, max-heap on spread */
     double *spread; /* per state: largest minus smallest sum, cached for the heap */
     int nheap;

@@ -413,8 +413,7 @@ int ls_loader_next_step(ls_loader *ld, ls_loader_step **out) {
         if (!st->item_cost || !st->part) rc = ls_err(LS_ENOMEM, "out of memory");
     }
     if (rc == LS_OK) {
-        for (int i = 0; i < st->n_items; i++)
-            st->item_cost[i] = ls_loader_cost(m->cost_a, m->cost_b, st->items[i].len);
+        for (int i = 0; i < st->n_items; i++) st->item_cost[i] = ls_loader_cost(m->cost_a, m->cost_b, st->items[i].len);
         rc = ls_loader_step_rebalance(st, m->balance);
     }
     if (rc == LS_OK) {

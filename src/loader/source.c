@@ -30,7 +30,7 @@
 
 typedef struct {
     uint32_t file;
-    uint32_t len;  /* bytes of the line / block */
+    uint32_t len; /* bytes of the line / block */
     uint64_t off;
     uint32_t tlen; /* tokens before EOS: len for text, the decoded string's length for JSONL */
 } doc_ref;
