@@ -141,9 +141,12 @@ int ls_loader_tokenize(const ls_loader_source_spec *spec, int strict, const char
 
 typedef struct ls_loader ls_loader;
 
+/* Kept for source compatibility; both fields are ignored since the tokens are read once,
+ * straight from the mapped source files into each rank's batch (ls_loader_step_batch):
+ * there is no read-ahead thread or queue to configure. */
 typedef struct {
-    int threads;    /* 1: one prefetching thread per source loader; 0: read inline */
-    int queue_docs; /* documents each source loader keeps read ahead (default 64) */
+    int threads;    /* ignored */
+    int queue_docs; /* ignored */
 } ls_loader_opts;
 
 /* One piece of a document placed in a batch. */
@@ -156,13 +159,14 @@ typedef struct {
     uint32_t doc_off; /* first token's offset within the document */
 } ls_loader_seg;
 
-/* A built step: the global batch and its split across ranks. Owned by the caller. */
+/* A built step: the global batch (segments, not tokens) and its split across ranks. Owned
+ * by the caller. Its tokens are read from the loader's mapped source files when a batch is
+ * laid out, so a step must be freed before the loader that built it is closed. */
 typedef struct {
     int64_t step;
     int n_ranks, n_ctx, micro_batches, n_sources;
     int n_items;
-    ls_loader_seg *items;   /* draw order */
-    uint16_t **item_tokens; /* item i's tokens (items[i].len) */
+    ls_loader_seg *items; /* draw order */
     double *item_cost;
     int *part;              /* rank of item i under the mix's balancing algorithm */
     double *rank_cost;      /* n_ranks */
@@ -171,7 +175,7 @@ typedef struct {
     double cost_a, cost_b;
     uint8_t *state_after; /* loader state at the start of step+1 (resume blob) */
     size_t state_len;
-    uint16_t *tok_buf; /* backing store of item_tokens */
+    const ls_loader *loader; /* the loader that built it (source files, for the tokens) */
 } ls_loader_step;
 
 /* One rank's share of a step, laid out for a trainer. Owned by the caller. */
@@ -199,7 +203,11 @@ int ls_loader_next_step(ls_loader *ld, ls_loader_step **out);
 void ls_loader_step_free(ls_loader_step *st);
 /* Re-partitions a built step with another algorithm (stats); part/rank_cost replaced. */
 int ls_loader_step_rebalance(ls_loader_step *st, ls_balance_algo algo);
-/* Lays out rank r's items into rows (first-fit decreasing) and micro-batches (LPT). */
+/* Writes item i's tokens (items[i].len int32 values) into dst, read from the source. */
+int ls_loader_step_item_tokens(const ls_loader_step *st, int i, int32_t *dst);
+/* Lays out rank r's items into rows (first-fit decreasing) and micro-batches (LPT),
+ * reading and tokenizing each segment straight into its row. Several threads may lay out
+ * batches of built steps at once, also while the loader builds further steps. */
 int ls_loader_step_batch(const ls_loader_step *st, int rank, ls_loader_batch *out);
 void ls_loader_batch_free(ls_loader_batch *b);
 
@@ -218,8 +226,8 @@ int ls_loader_set_weights(ls_loader *ld, const double *w, int64_t at);
 /* Documents per source and malformed lines skipped while indexing. */
 int64_t ls_loader_source_docs(const ls_loader *ld, int s);
 int64_t ls_loader_source_skipped(const ls_loader *ld, int s);
-/* Bytes of per-source access state held (index, shuffle order, read-ahead queues,
- * buffers): what a per-rank design would replicate R times. */
+/* Bytes of per-source access state held (document index and shuffle order):
+ * what a per-rank design would replicate R times. */
 size_t ls_loader_state_bytes(const ls_loader *ld);
 
 /* ---------------------------------------------------------------- service */

@@ -62,17 +62,18 @@ typedef struct {
     int k;
     double *sum; /* [state * k + j] */
     int *head, *tail;
-    int *next; /* item -> next item in its subset, -1 ends */
-    int *heap; /* state ids, max-heap on spread */
+    int *next;      /* item -> next item in its subset, -1 ends */
+    int *heap;      /* state ids, max-heap on spread */
+    double *spread; /* per state: largest minus smallest sum, cached for the heap */
     int nheap;
 } kk_ctx;
 
-static double kk_spread(const kk_ctx *c, int s) {
-    return c->sum[(size_t)s * c->k] - c->sum[(size_t)s * c->k + c->k - 1];
+static void kk_set_spread(kk_ctx *c, int s) {
+    c->spread[s] = c->sum[(size_t)s * c->k] - c->sum[(size_t)s * c->k + c->k - 1];
 }
 
 static int kk_before(const kk_ctx *c, int a, int b) {
-    double x = kk_spread(c, a), y = kk_spread(c, b);
+    double x = c->spread[a], y = c->spread[b];
     if (x != y) return x > y;
     return a < b;
 }
@@ -95,10 +96,12 @@ static int kk_pop(kk_ctx *c) {
     c->heap[0] = c->heap[--c->nheap];
     int i = 0;
     for (;;) {
-        int l = 2 * i + 1, r = l + 1, m = i;
-        if (l < c->nheap && kk_before(c, c->heap[l], c->heap[m])) m = l;
-        if (r < c->nheap && kk_before(c, c->heap[r], c->heap[m])) m = r;
-        if (m == i) break;
+        /* the larger child, then against the parent: the same order as any comparison
+         * sequence (kk_before is a strict total order), written so it compiles to selects */
+        int l = 2 * i + 1, r = l + 1;
+        if (l >= c->nheap) break;
+        int m = r < c->nheap && kk_before(c, c->heap[r], c->heap[l]) ? r : l;
+        if (!kk_before(c, c->heap[m], c->heap[i])) break;
         int t = c->heap[i];
         c->heap[i] = c->heap[m];
         c->heap[m] = t;
@@ -118,6 +121,25 @@ static int cmp_sub_desc(const void *a, const void *b) {
     return (x->head > y->head) - (x->head < y->head);
 }
 
+static int sub_before(const kk_sub *x, const kk_sub *y) {
+    if (x->sum != y->sum) return x->sum > y->sum;
+    return x->head < y->head;
+}
+
+/* Sorts k subsets by sum descending, then head: insertion sort, as k is small and the
+ * merged list is nearly sorted (ties are only empty subsets, which are identical). */
+static void sort_subs(kk_sub *t, int k) {
+    for (int i = 1; i < k; i++) {
+        kk_sub v = t[i];
+        int j = i;
+        while (j > 0 && sub_before(&v, &t[j - 1])) {
+            t[j] = t[j - 1];
+            j--;
+        }
+        t[j] = v;
+    }
+}
+
 static int karmarkar_karp(const double *cost, int n, int k, int *part) {
     kk_ctx c = {.k = k};
     size_t nk = (size_t)n * (size_t)k;
@@ -126,9 +148,10 @@ static int karmarkar_karp(const double *cost, int n, int k, int *part) {
     c.tail = malloc(nk * sizeof *c.tail);
     c.next = malloc((size_t)n * sizeof *c.next);
     c.heap = malloc((size_t)n * sizeof *c.heap);
+    c.spread = malloc((size_t)n * sizeof *c.spread);
     kk_sub *tmp = malloc((size_t)k * sizeof *tmp);
     int rc = LS_OK;
-    if (!c.sum || !c.head || !c.tail || !c.next || !c.heap || !tmp) {
+    if (!c.sum || !c.head || !c.tail || !c.next || !c.heap || !c.spread || !tmp) {
         rc = ls_err(LS_ENOMEM, "balance: out of memory");
         goto done;
     }
@@ -138,6 +161,7 @@ static int karmarkar_karp(const double *cost, int n, int k, int *part) {
         c.sum[b] = cost[i];
         c.head[b] = c.tail[b] = i;
         c.next[i] = -1;
+        kk_set_spread(&c, i);
         kk_push(&c, i);
     }
     while (c.nheap > 1) {
@@ -155,12 +179,16 @@ static int karmarkar_karp(const double *cost, int n, int k, int *part) {
             }
             tmp[j] = s;
         }
-        qsort(tmp, (size_t)k, sizeof *tmp, cmp_sub_desc);
+        if (k > 32)
+            qsort(tmp, (size_t)k, sizeof *tmp, cmp_sub_desc);
+        else
+            sort_subs(tmp, k);
         for (int j = 0; j < k; j++) {
             c.sum[A + j] = tmp[j].sum;
             c.head[A + j] = tmp[j].head;
             c.tail[A + j] = tmp[j].tail;
         }
+        kk_set_spread(&c, a);
         kk_push(&c, a); /* state b is consumed */
     }
     if (n > 0) {
@@ -174,6 +202,7 @@ done:
     free(c.tail);
     free(c.next);
     free(c.heap);
+    free(c.spread);
     free(tmp);
     return rc;
 }

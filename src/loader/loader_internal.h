@@ -31,4 +31,14 @@ void ls_src_reader_free(ls_src_reader *r);
 /* Reads document doc as EOS-terminated tokens into r->tok; *len gets the count. */
 int ls_src_read_doc(const ls_src *s, ls_src_reader *r, uint32_t doc, int *len);
 
+/* Tokens of document doc, EOS included (known from the index, without reading). */
+uint32_t ls_src_doc_tokens(const ls_src *s, uint32_t doc);
+/* Writes tokens [off, off+len) of document doc (EOS included) as int32 into dst, straight
+ * from the mapped file. Safe from several threads at once (reads only immutable state). */
+int ls_src_copy_tokens(const ls_src *s, uint32_t doc, uint32_t off, int len, int32_t *dst);
+/* Hints the CPU to fetch tokens [off, off+len) of document doc (up to 4 KiB of them). */
+void ls_src_prefetch(const ls_src *s, uint32_t doc, uint32_t off, int len);
+/* Hints the CPU to fetch document doc's index entry. */
+void ls_src_prefetch_meta(const ls_src *s, uint32_t doc);
+
 #endif

@@ -12,6 +12,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
 
 #include "llmsys/model.h"
 #include "loader/loader_internal.h"
@@ -26,6 +32,7 @@ typedef struct {
     uint32_t file;
     uint32_t len; /* bytes of the line / block */
     uint64_t off;
+    uint32_t tlen; /* tokens before EOS: len for text, the decoded string's length for JSONL */
 } doc_ref;
 
 /* Files are mapped read-only once, at open: a document is then read with one copy out of
@@ -107,7 +114,7 @@ static int list_dir(ls_src *s, const char *dir, int depth) {
     return rc;
 }
 
-static int add_doc(ls_src *s, uint32_t file, uint64_t off, size_t len) {
+static int add_doc(ls_src *s, uint32_t file, uint64_t off, size_t len, size_t tlen) {
     if (len > MAX_DOC_BYTES)
         return ls_err(LS_EINVAL, "%s: document at byte %llu is larger than %u bytes", s->files[file],
                       (unsigned long long)off, MAX_DOC_BYTES);
@@ -119,7 +126,7 @@ static int add_doc(ls_src *s, uint32_t file, uint64_t off, size_t len) {
         s->docs = d;
         s->cap = nc;
     }
-    s->docs[s->ndocs++] = (doc_ref){file, (uint32_t)len, off};
+    s->docs[s->ndocs++] = (doc_ref){file, (uint32_t)len, off, (uint32_t)tlen};
     return LS_OK;
 }
 
@@ -134,7 +141,7 @@ static int index_text(ls_src *s, uint32_t f, const char *buf, size_t len) {
         int any = 0; /* whitespace-only files are not documents */
         for (size_t i = 0; i < len && !any; i++)
             any = buf[i] != ' ' && buf[i] != '\n' && buf[i] != '\t' && buf[i] != '\r';
-        return any ? add_doc(s, f, 0, len) : LS_OK;
+        return any ? add_doc(s, f, 0, len, len) : LS_OK;
     }
     /* Blank-line blocks: a document runs from its first non-blank line to the end of its
      * last non-blank line (the newline is kept). */
@@ -143,7 +150,8 @@ static int index_text(ls_src *s, uint32_t f, const char *buf, size_t len) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         const char *eol = nl ? nl + 1 : end;
         if (is_blank_line(p, end)) {
-            if (start) LS_TRY(add_doc(s, f, (uint64_t)(start - buf), (size_t)(last_end - start)));
+            if (start)
+                LS_TRY(add_doc(s, f, (uint64_t)(start - buf), (size_t)(last_end - start), (size_t)(last_end - start)));
             start = NULL;
         } else {
             if (!start) start = p;
@@ -151,7 +159,7 @@ static int index_text(ls_src *s, uint32_t f, const char *buf, size_t len) {
         }
         p = eol;
     }
-    if (start) LS_TRY(add_doc(s, f, (uint64_t)(start - buf), (size_t)(last_end - start)));
+    if (start) LS_TRY(add_doc(s, f, (uint64_t)(start - buf), (size_t)(last_end - start), (size_t)(last_end - start)));
     return LS_OK;
 }
 
@@ -171,7 +179,10 @@ static int index_jsonl(ls_src *s, uint32_t f, const char *buf, size_t len, int s
         line++;
         if (!is_blank_line(p, end)) {
             cJSON *j = cJSON_ParseWithLength(p, (size_t)(eol - p));
-            const char *why = !j ? "malformed JSON" : !jsonl_text(j, s->spec.field) ? "no string field" : NULL;
+            const cJSON *v = j ? jsonl_text(j, s->spec.field) : NULL;
+            const char *why = !j ? "malformed JSON" : !v ? "no string field" : NULL;
+            /* The token count is known from here on, so steps are built without reading. */
+            size_t tlen = v ? strlen(v->valuestring) : 0;
             cJSON_Delete(j);
             if (why) {
                 if (strict)
@@ -182,7 +193,7 @@ static int index_jsonl(ls_src *s, uint32_t f, const char *buf, size_t len, int s
                             j ? s->spec.field : "");
                 s->skipped++;
             } else {
-                LS_TRY(add_doc(s, f, (uint64_t)(p - buf), (size_t)(eol - p)));
+                LS_TRY(add_doc(s, f, (uint64_t)(p - buf), (size_t)(eol - p), tlen));
             }
         }
         p = nl ? nl + 1 : end;
@@ -376,6 +387,114 @@ int ls_src_read_doc(const ls_src *s, ls_src_reader *r, uint32_t doc, int *len) {
     for (size_t i = 0; i < n; i++) r->tok[i] = text[i];
     r->tok[n] = LS_TOK_EOS;
     *len = (int)n + 1;
+    cJSON_Delete(j);
+    return LS_OK;
+}
+
+/* Byte-level tokens are widened bytes: the hot loop of the loader, run at memory speed
+ * (SSE2 is part of x86-64; elsewhere the compiler gets a plain loop). */
+#if defined(__x86_64__) && defined(__GNUC__)
+/* AVX2: half the store instructions of SSE2; picked at run time (the build is generic). */
+__attribute__((target("avx2"))) static void widen_u8_avx2(const uint8_t *src, int32_t *dst, size_t n) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(src + i));
+        _mm256_storeu_si256((__m256i *)(void *)(dst + i), _mm256_cvtepu8_epi32(b));
+        _mm256_storeu_si256((__m256i *)(void *)(dst + i + 8), _mm256_cvtepu8_epi32(_mm_srli_si128(b, 8)));
+    }
+    for (; i < n; i++) dst[i] = src[i];
+}
+#define HAVE_AVX2_PATH 1
+#endif
+
+static void widen_u8(const uint8_t *src, int32_t *dst, size_t n) {
+    size_t i = 0;
+#ifdef HAVE_AVX2_PATH
+    if (n >= 64 && __builtin_cpu_supports("avx2")) {
+        widen_u8_avx2(src, dst, n);
+        return;
+    }
+#endif
+#ifdef __SSE2__
+    const __m128i z = _mm_setzero_si128();
+    for (; i + 16 <= n; i += 16) {
+        __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(src + i));
+        __m128i lo = _mm_unpacklo_epi8(b, z), hi = _mm_unpackhi_epi8(b, z);
+        _mm_storeu_si128((__m128i *)(void *)(dst + i), _mm_unpacklo_epi16(lo, z));
+        _mm_storeu_si128((__m128i *)(void *)(dst + i + 4), _mm_unpackhi_epi16(lo, z));
+        _mm_storeu_si128((__m128i *)(void *)(dst + i + 8), _mm_unpacklo_epi16(hi, z));
+        _mm_storeu_si128((__m128i *)(void *)(dst + i + 12), _mm_unpackhi_epi16(hi, z));
+    }
+#endif
+    for (; i < n; i++) dst[i] = src[i];
+}
+
+static void widen_u16(const uint16_t *src, int32_t *dst, size_t n) {
+    size_t i = 0;
+#ifdef __SSE2__
+    const __m128i z = _mm_setzero_si128();
+    for (; i + 8 <= n; i += 8) {
+        __m128i w = _mm_loadu_si128((const __m128i *)(const void *)(src + i));
+        _mm_storeu_si128((__m128i *)(void *)(dst + i), _mm_unpacklo_epi16(w, z));
+        _mm_storeu_si128((__m128i *)(void *)(dst + i + 4), _mm_unpackhi_epi16(w, z));
+    }
+#endif
+    for (; i < n; i++) dst[i] = src[i];
+}
+
+uint32_t ls_src_doc_tokens(const ls_src *s, uint32_t doc) {
+    if (s->spec.type == LS_SRC_TOKENS) return (uint32_t)(s->tok_index[doc + 1] - s->tok_index[doc]);
+    return s->docs[doc].tlen + 1;
+}
+
+void ls_src_prefetch_meta(const ls_src *s, uint32_t doc) {
+    if (s->spec.type == LS_SRC_TOKENS)
+        __builtin_prefetch(&s->tok_index[doc]);
+    else
+        __builtin_prefetch(&s->docs[doc]);
+}
+
+void ls_src_prefetch(const ls_src *s, uint32_t doc, uint32_t off, int len) {
+    const char *p;
+    if (s->spec.type == LS_SRC_TOKENS) {
+        p = s->maps[0].p + TOK_HEADER + (s->tok_index[doc] + off) * 2;
+        len *= 2;
+    } else {
+        const doc_ref *d = &s->docs[doc];
+        if (s->spec.type == LS_SRC_JSONL) off = 0, len = (int)d->len; /* parsed whole */
+        p = s->maps[d->file].p + d->off + off;
+    }
+    if (len > 4096) len = 4096; /* the hardware prefetcher takes over on long runs */
+    for (int i = 0; i < len; i += 64) __builtin_prefetch(p + i);
+}
+
+int ls_src_copy_tokens(const ls_src *s, uint32_t doc, uint32_t off, int len, int32_t *dst) {
+    if (doc >= s->ndocs || len < 0 || (uint64_t)off + (uint64_t)len > ls_src_doc_tokens(s, doc))
+        return ls_err(LS_ERANGE, "source '%s': tokens [%u, %u) of document %u out of range", s->spec.name, off,
+                      off + (uint32_t)len, doc);
+    if (s->spec.type == LS_SRC_TOKENS) {
+        const uint16_t *t = (const uint16_t *)(const void *)(s->maps[0].p + TOK_HEADER) + s->tok_index[doc] + off;
+        widen_u16(t, dst, (size_t)len);
+        return LS_OK;
+    }
+    const doc_ref *d = &s->docs[doc];
+    const uint8_t *text = (const uint8_t *)s->maps[d->file].p + d->off;
+    cJSON *j = NULL;
+    if (s->spec.type == LS_SRC_JSONL) {
+        j = cJSON_ParseWithLength((const char *)text, d->len);
+        const cJSON *v = j ? jsonl_text(j, s->spec.field) : NULL;
+        if (!v || strlen(v->valuestring) != d->tlen) {
+            cJSON_Delete(j);
+            return ls_err(LS_EFORMAT, "%s: document at byte %llu changed since indexing", s->files[d->file],
+                          (unsigned long long)d->off);
+        }
+        text = (const uint8_t *)v->valuestring;
+    }
+    /* Tokens [off, off+len) of text bytes then EOS (token index tlen). */
+    int nb = len;
+    if ((uint64_t)off + (uint64_t)len > d->tlen) nb = len - 1; /* the segment ends with EOS */
+    widen_u8(text + off, dst, (size_t)nb);
+    if (nb < len) dst[nb] = LS_TOK_EOS;
     cJSON_Delete(j);
     return LS_OK;
 }
