@@ -2,9 +2,12 @@
  * with target attributes so the library needs no global -mavx2; callers check
  * ls_quant_cpu_fast() first.
  *
- * Every output element is reduced the same way whatever the batch: four 8-lane
- * accumulators striped over each 32-value block, summed ((a0+a1)+(a2+a3)) and then
- * horizontally in a fixed order. */
+ * Every output element is reduced the same way whatever the batch, the row tiling and the
+ * thread split (so batched and pipelined decode match one-at-a-time decode bit for bit):
+ * float formats with four 8-lane accumulators striped over each 32-value block; integer
+ * formats with one 8-lane accumulator over pairs of 32-value blocks; then a fixed
+ * horizontal sum. Decode is memory-bound: tiles of several W rows share activation loads
+ * and the next tile is prefetched in software (see tile_i8). */
 #include <immintrin.h>
 #include <stdint.h>
 #include <string.h>
@@ -85,91 +88,69 @@ TARGET static inline float hsum(__m256 a[4]) {
     return _mm_cvtss_f32(v);
 }
 
-/* Raw quantized values (no scale or offset) of 32-value block b, as floats. */
-TARGET static inline __attribute__((always_inline)) void load_q(int bits, const uint8_t *row, int b, __m256 w[4]) {
-    if (bits == 8) {
-        const uint8_t *p = row + (size_t)b * 32;
-        for (int j = 0; j < 4; j++)
-            w[j] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p + 8 * j))));
-    } else if (bits == 4) {
-        const uint8_t *p = row + (size_t)b * 16;
-        __m256i m15 = _mm256_set1_epi32(15);
-        __m256i v0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
-        __m256i v1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + 8)));
-        w[0] = _mm256_cvtepi32_ps(_mm256_and_si256(v0, m15));
-        w[1] = _mm256_cvtepi32_ps(_mm256_and_si256(v1, m15));
-        w[2] = _mm256_cvtepi32_ps(_mm256_srli_epi32(v0, 4));
-        w[3] = _mm256_cvtepi32_ps(_mm256_srli_epi32(v1, 4));
-    } else {
-        const uint8_t *p = row + (size_t)b * 12;
-        uint32_t hw;
-        memcpy(&hw, p + 8, 4);
-        __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
-        __m256i hi = _mm256_set1_epi32((int)hw);
-        __m256i three = _mm256_set1_epi32(3), one = _mm256_set1_epi32(1);
-        __m256i sh = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-        for (int j = 0; j < 4; j++) {
-            __m256i l = _mm256_and_si256(_mm256_srli_epi32(lo, 2 * j), three);
-            __m256i h = _mm256_and_si256(_mm256_srlv_epi32(hi, _mm256_add_epi32(sh, _mm256_set1_epi32(8 * j))), one);
-            h = _mm256_slli_epi32(h, 2);
-            w[j] = _mm256_cvtepi32_ps(_mm256_or_si256(l, h));
-        }
-    }
+/* Values 8j..8j+7 of 32-value block b of a float-format row (fp32 or fp16), returned by
+ * value: filling an array through a pointer made GCC copy each block through the stack. */
+TARGET static inline __attribute__((always_inline)) __m256 fblock(int BITS, const uint8_t *row, int b, int j) {
+    if (BITS == 32) return _mm256_loadu_ps((const float *)row + (size_t)b * 32 + 8 * j);
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + (size_t)b * 32 + 8 * j)));
 }
 
-/* One W row against NT X rows; NT is a compile-time constant at each call site. Float
- * formats: four accumulators striped over each block. Quantized formats: per group,
- * Σ q·x in four striped accumulators, folded ((a0+a1)+(a2+a3)) and scaled into one
- * accumulator; the offset term min·Σx uses the precomputed group sums xsum. */
+/* Float formats (fp32, fp16): one W row against NT X rows (NT a compile-time constant at
+ * each call site), four accumulators striped over each 32-value block, then hsum. */
 TARGET static inline __attribute__((always_inline)) void row_tile(const ls_qmat *q, int BITS, int r, const float *X,
-                                                                   int ldx, int NT, float *Y, int ldy, const float *xsum) {
+                                                                   int ldx, int NT, float *Y, int ldy) {
     const uint8_t *row = q->data + (size_t)r * q->row_bytes;
     int nb = q->cols_pad / 32;
-    if (BITS >= 16) {
-        __m256 acc[4][4];
-        for (int t = 0; t < NT; t++)
-            for (int j = 0; j < 4; j++) acc[t][j] = _mm256_setzero_ps();
-        for (int b = 0; b < nb; b++) {
-            __m256 w[4];
-            load_block(q, row, r, b, w);
-            for (int t = 0; t < NT; t++) {
-                const float *x = X + (size_t)t * ldx + (size_t)b * 32;
-                for (int j = 0; j < 4; j++) acc[t][j] = _mm256_fmadd_ps(w[j], _mm256_loadu_ps(x + 8 * j), acc[t][j]);
-            }
-        }
-        for (int t = 0; t < NT; t++) Y[(size_t)t * ldy + r] = hsum(acc[t]);
-        return;
-    }
-    int bpg = q->group / 32, ng = q->ngroups;
-    const float *sc = q->scale + (size_t)r * ng, *mn = q->min ? q->min + (size_t)r * ng : NULL;
-    __m256 acc[4];
-    float extra[4] = {0, 0, 0, 0};
-    for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
-    for (int g = 0; g < ng; g++) {
-        __m256 ag[4][4];
-        for (int t = 0; t < NT; t++)
-            for (int j = 0; j < 4; j++) ag[t][j] = _mm256_setzero_ps();
-        for (int b = g * bpg; b < (g + 1) * bpg; b++) {
-            __m256 w[4];
-            load_q(BITS, row, b, w);
-            for (int t = 0; t < NT; t++) {
-                const float *x = X + (size_t)t * ldx + (size_t)b * 32;
-                for (int j = 0; j < 4; j++) ag[t][j] = _mm256_fmadd_ps(w[j], _mm256_loadu_ps(x + 8 * j), ag[t][j]);
-            }
-        }
-        __m256 sv = _mm256_set1_ps(sc[g]);
-        for (int t = 0; t < NT; t++) {
-            __m256 f = _mm256_add_ps(_mm256_add_ps(ag[t][0], ag[t][1]), _mm256_add_ps(ag[t][2], ag[t][3]));
-            acc[t] = _mm256_fmadd_ps(sv, f, acc[t]);
-            if (mn) extra[t] += mn[g] * xsum[(size_t)t * ng + g];
+    __m256 acc[4][4];
+    LS_UNROLL
+    for (int t = 0; t < NT; t++)
+        LS_UNROLL
+        for (int j = 0; j < 4; j++) acc[t][j] = _mm256_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        LS_UNROLL
+        for (int j = 0; j < 4; j++) {
+            __m256 w = fblock(BITS, row, b, j);
+            LS_UNROLL
+            for (int t = 0; t < NT; t++)
+                acc[t][j] = _mm256_fmadd_ps(w, _mm256_loadu_ps(X + (size_t)t * ldx + (size_t)b * 32 + 8 * j), acc[t][j]);
         }
     }
-    for (int t = 0; t < NT; t++) {
-        __m128 v = _mm_add_ps(_mm256_castps256_ps128(acc[t]), _mm256_extractf128_ps(acc[t], 1));
-        v = _mm_add_ps(v, _mm_movehl_ps(v, v));
-        v = _mm_add_ss(v, _mm_movehdup_ps(v));
-        Y[(size_t)t * ldy + r] = _mm_cvtss_f32(v) + extra[t];
+    LS_UNROLL
+    for (int t = 0; t < NT; t++) Y[(size_t)t * ldy + r] = hsum(acc[t]);
+}
+
+/* Float formats, one X row: RB W rows at a time sharing the x loads, with the next tile
+ * prefetched (as tile_i8). Each output is reduced exactly as row_tile does it (four
+ * accumulators striped over each block, then hsum), so results match batched decode. */
+TARGET static inline __attribute__((always_inline)) void tile_f(const ls_qmat *q, int BITS, int RB, int r, const float *x,
+                                                                float *Y) {
+    int nb = q->cols_pad / 32;
+    const size_t BB = BITS == 32 ? 128 : 64; /* bytes per 32-value block */
+    int ahead = r + 2 * RB <= q->rows;
+    size_t pfd = ahead ? (size_t)RB * q->row_bytes : 0;
+    const uint8_t *row[4];
+    __m256 acc[4][4];
+    LS_UNROLL
+    for (int i = 0; i < RB; i++) {
+        row[i] = q->data + (size_t)(r + i) * q->row_bytes;
+        LS_UNROLL
+        for (int j = 0; j < 4; j++) acc[i][j] = _mm256_setzero_ps();
     }
+    for (int b = 0; b < nb; b++) {
+        __m256 xv[4];
+        LS_UNROLL
+        for (int j = 0; j < 4; j++) xv[j] = _mm256_loadu_ps(x + (size_t)b * 32 + 8 * j);
+        LS_UNROLL
+        for (int i = 0; i < RB; i++) {
+            const char *pf = (const char *)row[i] + pfd + (size_t)b * BB;
+            _mm_prefetch(pf, _MM_HINT_T1);
+            if (BITS == 32) _mm_prefetch(pf + 64, _MM_HINT_T1);
+            LS_UNROLL
+            for (int j = 0; j < 4; j++) acc[i][j] = _mm256_fmadd_ps(fblock(BITS, row[i], b, j), xv[j], acc[i][j]);
+        }
+    }
+    LS_UNROLL
+    for (int i = 0; i < RB; i++) Y[r + i] = hsum(acc[i]);
 }
 
 /* 32 quantized values of block b as bytes: int8 for 8 bits, 0..15 / 0..7 for 4 / 3 bits. */
@@ -377,16 +358,17 @@ TARGET static inline __attribute__((always_inline)) void tile_i8(const ls_qmat *
         for (int t = 0; t < NT; t++) {
             float extra = 0.0f;
             if (mn) {
-                float c = (float)(BITS == 4 ? 8 : 4);
-                const float *xsm = a->xsum + (size_t)(m + t) * ng, *dx = a->xqsum + (size_t)(m + t) * ng;
-                __m256 e = _mm256_setzero_ps();
+                /* two accumulators: the two dot products are independent chains */
+                const float *xsm = a->xsum + (size_t)(m + t) * ng, *dx = a->xcorr + (size_t)(m + t) * ng;
+                __m256 e0 = _mm256_setzero_ps(), e1 = e0;
                 int g = 0;
-                for (; g + 8 <= ng; g += 8)
-                    e = _mm256_fmadd_ps(_mm256_loadu_ps(mn + g), _mm256_loadu_ps(xsm + g),
-                                        _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(c), _mm256_loadu_ps(sc[i] + g)),
-                                                        _mm256_loadu_ps(dx + g), e));
+                for (; g + 8 <= ng; g += 8) {
+                    e0 = _mm256_fmadd_ps(_mm256_loadu_ps(mn + g), _mm256_loadu_ps(xsm + g), e0);
+                    e1 = _mm256_fmadd_ps(_mm256_loadu_ps(sc[i] + g), _mm256_loadu_ps(dx + g), e1);
+                }
                 float tail = 0.0f;
-                for (; g < ng; g++) tail += mn[g] * xsm[g] + c * sc[i][g] * dx[g];
+                for (; g < ng; g++) tail += mn[g] * xsm[g] + sc[i][g] * dx[g];
+                __m256 e = _mm256_add_ps(e0, e1);
                 __m128 v = _mm_add_ps(_mm256_castps256_ps128(e), _mm256_extractf128_ps(e, 1));
                 v = _mm_add_ps(v, _mm_movehl_ps(v, v));
                 v = _mm_add_ss(v, _mm_movehdup_ps(v));
@@ -422,23 +404,25 @@ TARGET static inline __attribute__((always_inline)) void rows_i8(const ls_qmat *
     }
 }
 
-/* All rows [r0, r1) of one format; BITS is a constant in each instantiation below. */
+/* All rows [r0, r1) of a float format; BITS is a constant in each instantiation below. */
 TARGET static inline __attribute__((always_inline)) void rows_fmt(const ls_qmat *q, int BITS, int r0, int r1,
-                                                                   const float *Xpad, int M, float *Y, const float *xsum) {
-    int ldx = q->cols_pad, ldy = q->rows, ng = q->ngroups;
-    /* quantized formats hold 2 rows of group accumulators in registers, float formats 4 */
+                                                                   const float *Xpad, int M, float *Y) {
+    int ldx = q->cols_pad, ldy = q->rows;
+    if (M == 1) {
+        int r = r0;
+        for (; r + 2 <= r1; r += 2) tile_f(q, BITS, 2, r, Xpad, Y);
+        if (r < r1) tile_f(q, BITS, 1, r, Xpad, Y);
+        return;
+    }
     for (int r = r0; r < r1; r++) {
         int m = 0;
-        if (BITS >= 16)
-            for (; m + 4 <= M; m += 4) row_tile(q, BITS, r, Xpad + (size_t)m * ldx, ldx, 4, Y + (size_t)m * ldy, ldy, NULL);
-        else
-            for (; m + 2 <= M; m += 2)
-                row_tile(q, BITS, r, Xpad + (size_t)m * ldx, ldx, 2, Y + (size_t)m * ldy, ldy, xsum ? xsum + (size_t)m * ng : NULL);
-        const float *xs = xsum ? xsum + (size_t)m * ng : NULL;
+        for (; m + 4 <= M; m += 4) row_tile(q, BITS, r, Xpad + (size_t)m * ldx, ldx, 4, Y + (size_t)m * ldy, ldy);
+        const float *x = Xpad + (size_t)m * ldx;
+        float *y = Y + (size_t)m * ldy;
         switch (M - m) {
-        case 3: row_tile(q, BITS, r, Xpad + (size_t)m * ldx, ldx, 3, Y + (size_t)m * ldy, ldy, xs); break;
-        case 2: row_tile(q, BITS, r, Xpad + (size_t)m * ldx, ldx, 2, Y + (size_t)m * ldy, ldy, xs); break;
-        case 1: row_tile(q, BITS, r, Xpad + (size_t)m * ldx, ldx, 1, Y + (size_t)m * ldy, ldy, xs); break;
+        case 3: row_tile(q, BITS, r, x, ldx, 3, y, ldy); break;
+        case 2: row_tile(q, BITS, r, x, ldx, 2, y, ldy); break;
+        case 1: row_tile(q, BITS, r, x, ldx, 1, y, ldy); break;
         default: break;
         }
     }
@@ -447,8 +431,8 @@ TARGET static inline __attribute__((always_inline)) void rows_fmt(const ls_qmat 
 TARGET void ls_quant_rows_avx2(const ls_qmat *q, int r0, int r1, const float *Xpad, int M, float *Y,
                                const ls_quant_act *a) {
     switch (q->bits) {
-    case 32: rows_fmt(q, 32, r0, r1, Xpad, M, Y, NULL); break;
-    case 16: rows_fmt(q, 16, r0, r1, Xpad, M, Y, NULL); break;
+    case 32: rows_fmt(q, 32, r0, r1, Xpad, M, Y); break;
+    case 16: rows_fmt(q, 16, r0, r1, Xpad, M, Y); break;
     case 8: rows_i8(q, 8, r0, r1, a, M, Y); break;
     case 4: rows_i8(q, 4, r0, r1, a, M, Y); break;
     default: rows_i8(q, 3, r0, r1, a, M, Y); break;
