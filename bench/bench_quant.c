@@ -17,12 +17,15 @@
 
 #include <time.h>
 
-/* Timer: with one thread, this thread's CPU time (the development machine is shared by
+/* Timer. One thread: this thread's CPU time (the development machine is shared by
  * several busy processes; CPU time leaves out the slices the scheduler gives to others,
- * while memory stalls still count); with several threads, wall time. */
-static int use_cpu_clock = 1;
+ * while memory stalls still count). Several threads: wall clock (process CPU time would
+ * count threads spinning while a sibling waits to be scheduled). Each figure is the best
+ * of `reps` calls; bandwidth and kernels are timed the same way, so ratios are like for
+ * like. */
+static int timer_threads = 1;
 static double now(void) {
-    if (!use_cpu_clock) return ls_now();
+    if (timer_threads > 1) return ls_now();
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
@@ -135,7 +138,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     int tcs[2] = {1, threads}, ntc = threads > 1 ? 2 : 1;
-    printf("bench_quant: kernels %s, 1 and %d thread(s); 1 thread timed by thread CPU time, more by wall clock;\n"
+    printf("bench_quant: kernels %s, 1 and %d thread(s); 1 thread timed by its CPU time, more by wall clock;\n"
            "%d rounds, each: read bandwidth, every format's decode, read bandwidth again (best of %d calls each)\n",
            ls_quant_impl_name(), threads, rounds, reps);
 
@@ -159,13 +162,13 @@ int main(int argc, char **argv) {
     /* decode: rounds × thread counts, bandwidth measured around the kernels */
     double rd[2][MAXROUNDS], gbs[2][NFMT][MAXROUNDS], frac[2][NFMT][MAXROUNDS], r4[2][MAXROUNDS], cp[2];
     for (int k = 0; k < ntc; k++) {
-        use_cpu_clock = tcs[k] == 1;
+        timer_threads = tcs[k];
         cp[k] = copy_bw(ba, bb, nbw, tcs[k], reps);
     }
     for (int rd_i = 0; rd_i < rounds; rd_i++)
         for (int k = 0; k < ntc; k++) {
             int tc = tcs[k];
-            use_cpu_clock = tc == 1;
+            timer_threads = tc;
             openblas_set_num_threads(1);
             double bw0 = read_bw(ba, nbw, tc, reps);
             for (int f = 0; f < NFMT; f++) {
@@ -187,7 +190,7 @@ int main(int argc, char **argv) {
     ls_aligned_free(bb);
 
     /* prefill GEMM operands (weights gk x gn, M tokens) and the sgemm baseline, 1 thread */
-    use_cpu_clock = 1;
+    timer_threads = 1;
     openblas_set_num_threads(1);
     float *gw = malloc(sizeof(float) * (size_t)gn * gk), *gx = malloc(sizeof(float) * (size_t)M * gk);
     float *gy = malloc(sizeof(float) * (size_t)M * gn);
