@@ -337,9 +337,11 @@ TARGET static inline __attribute__((always_inline)) void tile_i8(const ls_qmat *
         /* group 32: the two blocks of a pair have their own scales, laid out like xsv */
         for (int pr = 0; pr < nb / 2; pr++) {
             LS_UNROLL
-            for (int i = 0; i < RB; i++)
-                sg[i] = _mm256_blend_ps(_mm256_broadcast_ss(sc[i] + 2 * pr), _mm256_broadcast_ss(sc[i] + 2 * pr + 1),
-                                        BITS == 4 ? 0xf0 : 0xaa);
+            for (int i = 0; i < RB; i++) {
+                /* literal immediates: unoptimised builds do not fold BITS */
+                __m256 s0 = _mm256_broadcast_ss(sc[i] + 2 * pr), s1 = _mm256_broadcast_ss(sc[i] + 2 * pr + 1);
+                sg[i] = BITS == 4 ? _mm256_blend_ps(s0, s1, 0xf0) : _mm256_blend_ps(s0, s1, 0xaa);
+            }
             LS_PAIR_STEP(0, pr, sg);
         }
         if (nb & 1) {
