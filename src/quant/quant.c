@@ -356,6 +356,8 @@ void ls_qmat_matmul_rows(const ls_qmat *q, const float *X, int M, float *Y, int 
         xsv = ls_aligned_alloc(32, sizeof(float) * (size_t)M * np * 8);
         LS_ASSERT(xp && xsv);
         ls_quant_x_pairs(q->bits, xq, xs, M, q->cols_pad, xp, xsv);
+        if (xqsum) /* the fast kernels take the centring term premultiplied by the code centre */
+            for (size_t i = 0; i < (size_t)M * q->ngroups; i++) xqsum[i] *= (float)(1 << (q->bits - 1));
     }
     ls_quant_act act = {xp, xsv, xsum, xqsum};
     if (nthreads <= 1 || q->rows < 64) {

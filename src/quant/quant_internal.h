@@ -15,11 +15,12 @@ int ls_quant_cpu_fast(void);
  *         ls_quant_x_pairs to match how the kernel unpacks a pair of weight blocks;
  *   xsv   M × np × 8 floats: each block's x scale, in the lanes where that block's sums land;
  *   xsum  M × ngroups: Σx per group (4/3 bits, offset term), else NULL;
- *   xqsum M × ngroups: Σx - Σx̂ per group, the int8 rounding error (4/3 bits), else NULL. */
+ *   xcorr M × ngroups: c·(Σx - Σx̂) per group, c = 8 (4 bits) or 4 (3 bits): the int8
+ *         rounding error times the code centre, for the centring term; else NULL. */
 typedef struct {
     const int8_t *xp;
     const float *xsv;
-    const float *xsum, *xqsum;
+    const float *xsum, *xcorr;
 } ls_quant_act;
 
 /* Y[m*rows + r] for r in [r0, r1), m in [0, M). 32/16 bits: X rows padded to cols_pad in

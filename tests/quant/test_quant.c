@@ -76,21 +76,24 @@ static void test_kernels(void) {
     ls_rng rng;
     ls_rng_seed(&rng, 12345);
     const int bits_list[] = {32, 16, 8, 4, 3};
-    for (int iter = 0; iter < 40; iter++) {
-        int bits = bits_list[iter % 5], group = 32 << ls_rng_below(&rng, 3);
-        int rows = 1 + (int)ls_rng_below(&rng, 90), cols = 1 + (int)ls_rng_below(&rng, 400), M = 1 + (int)ls_rng_below(&rng, 7);
+    for (int iter = 0; iter < 60; iter++) {
+        /* rows beyond 64 take the threaded path; any rows leave 4-row tile remainders;
+         * groups 32..256 cover every pair/group arrangement incl. odd block counts */
+        int bits = bits_list[iter % 5], group = 32 << ls_rng_below(&rng, 4);
+        int rows = 1 + (int)ls_rng_below(&rng, 150), cols = 1 + (int)ls_rng_below(&rng, 600), M = 1 + (int)ls_rng_below(&rng, 7);
         if (iter < 5) cols = 256; /* aligned shapes too */
         float *w = malloc(sizeof(float) * rows * cols), *X = malloc(sizeof(float) * M * cols);
         float *yr = malloc(sizeof(float) * M * rows), *yf = malloc(sizeof(float) * M * rows);
         float *yg = malloc(sizeof(float) * M * rows), *y1 = malloc(sizeof(float) * rows);
         float *yt = malloc(sizeof(float) * M * rows), *d = malloc(sizeof(float) * cols);
+        float *d3 = malloc(sizeof(float) * rows);
         fill(&rng, w, (size_t)rows * cols, 0.05f);
         fill(&rng, X, (size_t)M * cols, 1.0f);
         ls_qmat q;
         CHECK(ls_qmat_quantize(&q, w, rows, cols, bits, group) == LS_OK);
         ls_qmat_matmul_rows(&q, X, M, yr, 1, LS_QIMPL_REF);
         ls_qmat_matmul_rows(&q, X, M, yf, 1, LS_QIMPL_FAST);
-        ls_qmat_matmul_rows(&q, X, M, yt, 2, LS_QIMPL_FAST);
+        ls_qmat_matmul_rows(&q, X, M, yt, 2 + iter % 2, LS_QIMPL_FAST);
         ls_qmat_matmul(&q, X, M, yg, LS_QIMPL_FAST);
         int bad = 0;
         for (int r = 0; r < rows && !bad; r++) {
@@ -124,17 +127,20 @@ static void test_kernels(void) {
                 }
             }
         }
-        /* batch invariance: each batched row bit-identical to a lone mat-vec, threads too */
+        /* batch invariance: each batched row bit-identical to a lone mat-vec, also with
+         * the rows split over 2 or 3 threads (M rows at once, and one at a time) */
         for (int m = 0; m < M && !bad; m++) {
             ls_qmat_matvec_impl(&q, X + (size_t)m * cols, y1, LS_QIMPL_FAST);
+            ls_qmat_matmul_rows(&q, X + (size_t)m * cols, 1, d3, 2 + m % 2, LS_QIMPL_FAST);
             if (memcmp(y1, yf + (size_t)m * rows, sizeof(float) * rows) != 0 ||
-                memcmp(yt + (size_t)m * rows, yf + (size_t)m * rows, sizeof(float) * rows) != 0) {
-                CHECK_MSG(0, "bits %d shape (%d,%d): batched row %d differs from mat-vec", bits, rows, cols, m);
+                memcmp(yt + (size_t)m * rows, yf + (size_t)m * rows, sizeof(float) * rows) != 0 ||
+                memcmp(d3, y1, sizeof(float) * rows) != 0) {
+                CHECK_MSG(0, "bits %d shape (%d,%d): batched/threaded row %d differs from mat-vec", bits, rows, cols, m);
                 bad = 1;
             }
         }
         ls_qmat_free(&q);
-        free(w), free(X), free(yr), free(yf), free(yg), free(y1), free(yt), free(d);
+        free(w), free(X), free(yr), free(yf), free(yg), free(y1), free(yt), free(d), free(d3);
     }
 }
 
