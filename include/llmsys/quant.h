@@ -88,7 +88,8 @@ void ls_qmat_matvec(const ls_qmat *q, const float *x, float *y);
 void ls_qmat_matvec_impl(const ls_qmat *q, const float *x, float *y, ls_qimpl impl);
 /* Y (M, rows) = X (M, cols) · Wᵀ, row-major, every output row computed exactly like
  * ls_qmat_matvec of that X row (decode batches: weights streamed once for M rows).
- * nthreads > 1 splits W's rows over OpenMP threads. */
+ * nthreads > 1 splits W's rows over OpenMP threads (each output computed by one thread
+ * the same way: results are identical for any nthreads). */
 void ls_qmat_matmul_rows(const ls_qmat *q, const float *X, int M, float *Y, int nthreads, ls_qimpl impl);
 /* Prefill GEMM: Y (M, rows) = X (M, cols) · Wᵀ via tiles of W dequantized to fp32 (AVX2
  * when available) and OpenBLAS sgemm. Each X row's result does not depend on M beyond
