@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -87,7 +88,15 @@ static int write_report(const char *path, cJSON *j) {
 
 /* ---------------------------------------------------------------- mpirun re-launch */
 
-/* `llmsys train --ranks N ...` becomes `mpirun -np N <self> train ...` without --ranks. */
+static volatile pid_t mpirun_pid = 0;
+
+static void forward_stop_signal(int sig) {
+    (void)sig;
+    if (mpirun_pid > 0) kill(mpirun_pid, SIGUSR1);
+}
+
+/* `llmsys train --ranks N ...` runs `mpirun -np N <self> train ...` without --ranks and
+ * returns its exit code, or a negative status (with message) when it cannot start it. */
 static int relaunch_under_mpirun(int ranks, int argc, char **argv) {
     char np[16];
     snprintf(np, sizeof np, "%d", ranks);
@@ -124,10 +133,35 @@ static int relaunch_under_mpirun(int ranks, int argc, char **argv) {
     /* ranks share the cores: spinning OpenMP workers would steal them from each other */
     setenv("OMP_WAIT_POLICY", "passive", 0);
     fflush(NULL);
-    execvp("mpirun", av);
-    int rc = ls_err(LS_ENOTFOUND, "cannot run mpirun for --ranks %d: %s (install openmpi-bin)", ranks, strerror(errno));
+    /* mpirun is a child, not an exec: mpirun answers SIGINT/SIGTERM by tearing the job down
+     * (SIGKILL after a short grace), which loses the save the ranks would make. So this
+     * process catches those signals and passes them on as SIGUSR1, which mpirun forwards
+     * to the ranks as an ordinary stop request (finish the step, agree, save). */
+    pid_t pid = fork();
+    if (pid < 0) {
+        free(av);
+        return ls_err(LS_EIO, "cannot fork for --ranks %d: %s", ranks, strerror(errno));
+    }
+    if (pid == 0) {
+        execvp("mpirun", av);
+        fprintf(stderr, "llmsys: cannot run mpirun for --ranks %d: %s (install openmpi-bin)\n", ranks, strerror(errno));
+        _exit(127);
+    }
     free(av);
-    return rc;
+    mpirun_pid = pid;
+    struct sigaction sa, old_int, old_term;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = forward_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    mpirun_pid = 0;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 /* ---------------------------------------------------------------- train */
@@ -478,9 +512,9 @@ int cmd_train(int argc, char **argv) {
     /* --ranks N outside mpirun: hand over to mpirun, which starts N copies of us */
     const char *ws = getenv("OMPI_COMM_WORLD_SIZE");
     if (o.ranks > 1 && !ws) {
-        relaunch_under_mpirun(o.ranks, argc, argv);
+        rc = relaunch_under_mpirun(o.ranks, argc, argv);
         ls_strlist_free(&o.data.paths);
-        return ls_cli_fail();
+        return rc < 0 ? ls_cli_fail() : rc;
     }
     if (ws && o.ranks > 1 && atoi(ws) != o.ranks) {
         ls_strlist_free(&o.data.paths);
@@ -492,16 +526,18 @@ int cmd_train(int argc, char **argv) {
         return ls_cli_fail();
     }
     set_threads(o.threads, c.d);
-    struct sigaction sa, old_int, old_term;
+    struct sigaction sa, old_int, old_term, old_usr1;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop_signal;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
+    sigaction(SIGUSR1, &sa, &old_usr1); /* a stop request forwarded by mpirun (--ranks) */
     train_stop_signal = 0;
     rc = train_run(&o, &c);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
+    sigaction(SIGUSR1, &old_usr1, NULL);
     train_ctx_free(&c);
     ls_dist_free(c.d);
     ls_strlist_free(&o.data.paths);
