@@ -308,46 +308,6 @@ static int jacobian_steps(attack_t *a, float *xs, int n, const int32_t *ycur, in
     return LS_OK;
 }
 
-/* Class-conditional "dreams": inputs pushed by the replica towards a high confidence for a
- * target class t (x <- x + lambda * sign(blur(grad log p_t))), stopping at p_t >= pmax.
- * Starting from structured seeds, they approximate the replica's class prototypes; the victim's
- * answers on them correct the replica where it is confidently wrong. */
-static int dream_steps(attack_t *a, float *xs, int n, const int *tgt, int steps, float pmax) {
-    int d = a->d, k = a->k;
-    float *dl = malloc(sizeof(float) * (size_t)n * k), *gx = malloc(sizeof(float) * (size_t)n * d);
-    int *done = calloc((size_t)n, sizeof(int));
-    if (!dl || !gx || !done) {
-        free(dl);
-        free(gx);
-        free(done);
-        return ls_err(LS_ENOMEM, "attack: out of memory");
-    }
-    float lam = 0.03f * (a->o->hi - a->o->lo);
-    for (int s = 0; s < steps; s++) {
-        if (ls_mlp_logits(&a->net, xs, n, dl)) break;
-        ls_softmax_rows(dl, n, k);
-        for (int i = 0; i < n; i++) {
-            if (dl[(size_t)i * k + tgt[i]] >= pmax) done[i] = 1;
-            for (int j = 0; j < k; j++) dl[(size_t)i * k + j] = (j == tgt[i]) - dl[(size_t)i * k + j];
-        }
-        if (ls_mlp_input_grad(&a->net, xs, n, dl, gx)) break;
-        if (is_image(a->o))
-            for (int i = 0; i < n; i++) blur(gx + (size_t)i * d, a->o->c, a->o->h, a->o->w, 1);
-        for (int i = 0; i < n; i++) {
-            if (done[i]) continue;
-            for (int j = 0; j < d; j++) {
-                float g = gx[(size_t)i * d + j];
-                float v = xs[(size_t)i * d + j] + (g > 0 ? lam : g < 0 ? -lam : 0);
-                xs[(size_t)i * d + j] = clampf(v, a->o->lo, a->o->hi);
-            }
-        }
-    }
-    free(dl);
-    free(gx);
-    free(done);
-    return LS_OK;
-}
-
 typedef struct {
     float score;
     int idx;
@@ -449,14 +409,13 @@ static int round_synth(attack_t *a, int64_t want) {
     }
     qsort(sc, (size_t)pool, sizeof(scored), cmp_scored);
     /* 65% of the round by score, 20% random picks from the rest (diversity), 15% bisection. */
-    int64_t ndream = want * 15 / 100;
-    int64_t ntop = want * 65 / 100 - ndream, nrand = want * 20 / 100, nbis = want - ntop - nrand - ndream;
+    int64_t ntop = want * 65 / 100, nrand = want * 20 / 100, nbis = want - ntop - nrand;
     if (nbis < 3) {
         /* Too small to bisect: spend it all on ranked candidates. */
         ntop += nbis;
         nbis = 0;
     }
-    float *sel = malloc(sizeof(float) * (size_t)(ntop + nrand + ndream) * d);
+    float *sel = malloc(sizeof(float) * (size_t)(ntop + nrand) * d);
     if (!sel) {
         free(cand);
         free(ysrc);
@@ -470,41 +429,6 @@ static int round_synth(attack_t *a, int64_t want) {
     for (int64_t c = 0; c < nrand && ntop < pool; c++) {
         int64_t r = ntop + (int64_t)ls_rng_below(&a->rng, (uint64_t)(pool - ntop));
         memcpy(sel + (ns++) * d, cand + (int64_t)sc[r].idx * d, sizeof(float) * d);
-    }
-    if (ndream > 0) {
-        int *tgt = malloc(sizeof(int) * 256);
-        if (!tgt) {
-            free(sel);
-            free(cand);
-            free(ysrc);
-            free(z);
-            free(sc);
-            return ls_err(LS_ENOMEM, "attack: out of memory");
-        }
-        for (int64_t s0 = 0; s0 < ndream; s0 += 256) {
-            int b = (int)(ndream - s0 < 256 ? ndream - s0 : 256);
-            for (int t = 0; t < b; t++) {
-                /* half from fresh seeds, half from answered rows of another class */
-                float *dst = sel + (ns + s0 + t) * d;
-                tgt[t] = (int)((s0 + t + a->rounds) % k);
-                if (ls_rng_uniform(&a->rng) < 0.5f)
-                    gen_seed(a, dst);
-                else
-                    memcpy(dst, a->x + pick_balanced(a, seen_class(a)) * d, sizeof(float) * d);
-            }
-            int rc = dream_steps(a, sel + (ns + s0) * d, b, tgt, 4 + (int)ls_rng_below(&a->rng, 12), 0.6f + 0.35f * ls_rng_uniform(&a->rng));
-            if (rc) {
-                free(tgt);
-                free(sel);
-                free(cand);
-                free(ysrc);
-                free(z);
-                free(sc);
-                return rc;
-            }
-        }
-        free(tgt);
-        ns += ndream;
     }
     int64_t first = a->n;
     ask(a, sel, ns);
