@@ -19,7 +19,8 @@ typedef struct {
 } outcome;
 
 static int run_one(ls_victim_server *srv, const ls_steal_data *tr, const ls_steal_data *te, const int32_t *vlab,
-                   int strategy, int64_t budget, int final_epochs, int proba, const char *key, outcome *out) {
+                   int strategy, int64_t budget, int final_epochs, int proba, uint64_t seed, const char *key,
+                   outcome *out) {
     char url[128];
     snprintf(url, sizeof url, "http://127.0.0.1:%d/predict", ls_victim_server_port(srv));
     ls_steal_client *cl;
@@ -37,6 +38,7 @@ static int run_one(ls_victim_server *srv, const ls_steal_data *tr, const ls_stea
     o.natural = tr;
     o.use_proba = proba;
     o.final_epochs = final_epochs;
+    o.seed = seed;
     ls_replica *r = NULL;
     ls_steal_result res;
     int rc = ls_steal_run(&o, ls_steal_client_oracle(cl), &r, &res);
@@ -64,6 +66,7 @@ int main(int argc, char **argv) {
     const char *budgets_s = "1000,5000,20000";
     int64_t train_n = 30000, test_n = 0;
     int no_base = 0, quick = 0, epochs = 30, proba = 0;
+    uint64_t seed = 1;
     double delta = 0.95;
     /* Small batches on shared cores: OpenBLAS threads would mostly spin. */
     openblas_set_num_threads(1);
@@ -73,7 +76,7 @@ int main(int argc, char **argv) {
         if (!strcmp(a, "--help")) {
             printf("usage: bench_steal [--out FILE] [--victims LIST] [--datasets LIST] [--budgets LIST]\n"
                    "                   [--train-n N] [--test-n N] [--epochs N] [--delta W] [--no-baselines] [--proba] "
-                   "[--quick]\n"
+                   "[--seed N] [--quick]\n"
                    "  victims: logreg,svm,tree,forest,knn,nb,mlp  datasets: fmnist,blobs,rings or CSV paths\n");
             return 0;
         } else if (!strcmp(a, "--no-baselines"))
@@ -99,6 +102,8 @@ int main(int argc, char **argv) {
             test_n = atoll(argv[++i]);
         else if (!strcmp(a, "--epochs"))
             epochs = atoi(argv[++i]);
+        else if (!strcmp(a, "--seed"))
+            seed = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(a, "--delta"))
             delta = atof(argv[++i]);
         else {
@@ -180,15 +185,15 @@ int main(int argc, char **argv) {
                 ours.flagged_at = rnd.flagged_at = nat.flagged_at = -1;
                 char key[64];
                 snprintf(key, sizeof key, "synth-%lld", (long long)budget);
-                if (run_one(srv, &tr, &te, vlab, LS_STEAL_SYNTH, budget, epochs, proba, key, &ours)) {
+                if (run_one(srv, &tr, &te, vlab, LS_STEAL_SYNTH, budget, epochs, proba, seed, key, &ours)) {
                     fprintf(stderr, "bench_steal: %s\n", ls_errmsg());
                     return 1;
                 }
                 if (!no_base) {
                     snprintf(key, sizeof key, "random-%lld", (long long)budget);
-                    if (run_one(srv, &tr, &te, vlab, LS_STEAL_RANDOM, budget, epochs, proba, key, &rnd)) return 1;
+                    if (run_one(srv, &tr, &te, vlab, LS_STEAL_RANDOM, budget, epochs, proba, seed, key, &rnd)) return 1;
                     snprintf(key, sizeof key, "natural-%lld", (long long)budget);
-                    if (run_one(srv, &tr, &te, vlab, LS_STEAL_NATURAL, budget, epochs, proba, key, &nat)) return 1;
+                    if (run_one(srv, &tr, &te, vlab, LS_STEAL_NATURAL, budget, epochs, proba, seed, key, &nat)) return 1;
                     nat_clients++;
                     nat_flagged += nat.flagged_at >= 0;
                 }
