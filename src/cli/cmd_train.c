@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -137,12 +138,19 @@ static int relaunch_under_mpirun(int ranks, int argc, char **argv) {
      * (SIGKILL after a short grace), which loses the save the ranks would make. So this
      * process catches those signals and passes them on as SIGUSR1, which mpirun forwards
      * to the ranks as an ordinary stop request (finish the step, agree, save). */
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         free(av);
         return ls_err(LS_EIO, "cannot fork for --ranks %d: %s", ranks, strerror(errno));
     }
     if (pid == 0) {
+        /* mpirun gets a process group of its own, so a Ctrl-C on the terminal (or a signal
+         * to our process group, as `timeout` sends) reaches only us; and it is told to stop
+         * if we die without forwarding anything. */
+        setpgid(0, 0);
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent) _exit(1);
         execvp("mpirun", av);
         fprintf(stderr, "llmsys: cannot run mpirun for --ranks %d: %s (install openmpi-bin)\n", ranks, strerror(errno));
         _exit(127);
