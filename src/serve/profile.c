@@ -112,6 +112,30 @@ static double time_min(double *ts, int n) {
     return m;
 }
 
+/* Times reps forwards of one layer over seqs (layer 0 takes tokens, later layers take
+ * activations); *best gets the fastest. Returns the first failing status. */
+static int time_layer(ls_engine *e, const ls_engine_seq *seqs, int B, int layer, const int *tok, const float *act,
+                      float *outb, double *ts, int reps, double *best) {
+    int rc = LS_OK;
+    for (int r = 0; rc == LS_OK && r < reps; r++) {
+        double t0 = ls_now();
+        rc = ls_engine_forward(e, seqs, B, layer == 0 ? tok : NULL, layer == 0 ? NULL : act, outb, 0);
+        ts[r] = ls_now() - t0;
+    }
+    *best = time_min(ts, reps);
+    return rc;
+}
+
+/* Appends {"bits", "batch", key: val, "seconds"} to arr (the profile's row format). */
+static void add_layer_row(cJSON *arr, int bits, int batch, const char *key, int val, double seconds) {
+    cJSON *row = cJSON_CreateObject();
+    cJSON_AddNumberToObject(row, "bits", bits);
+    cJSON_AddNumberToObject(row, "batch", batch);
+    cJSON_AddNumberToObject(row, key, val);
+    cJSON_AddNumberToObject(row, "seconds", seconds);
+    cJSON_AddItemToArray(arr, row);
+}
+
 static void cpu_name(char *out, size_t n) {
     snprintf(out, n, "cpu:unknown");
     FILE *f = fopen("/proc/cpuinfo", "r");
@@ -187,33 +211,17 @@ int ls_profile_run(const char *model, const ls_profile_opts *o, struct cJSON **o
                 int S = o->seqs[q];
                 if (S > cfg.n_ctx) { done++; continue; }
                 for (int i = 0; i < B; i++) seqs[i] = (ls_engine_seq){i, 0, S};
-                for (int r = 0; rc == LS_OK && r < o->reps; r++) {
-                    double t0 = ls_now();
-                    rc = ls_engine_forward(e, seqs, B, layer == 0 ? tok : NULL, layer == 0 ? NULL : act, outb, 0);
-                    ts[r] = ls_now() - t0;
-                }
-                cJSON *row = cJSON_CreateObject();
-                cJSON_AddNumberToObject(row, "bits", b);
-                cJSON_AddNumberToObject(row, "batch", B);
-                cJSON_AddNumberToObject(row, "seq", S);
-                cJSON_AddNumberToObject(row, "seconds", time_min(ts, o->reps));
-                cJSON_AddItemToArray(pre, row);
+                double best;
+                rc = time_layer(e, seqs, B, layer, tok, act, outb, ts, o->reps, &best);
+                add_layer_row(pre, b, B, "seq", S, best);
                 ls_progress_update(&pg, ++done, "%d-bit prefill b=%d s=%d", b, B, S);
             }
             for (int q = 0; rc == LS_OK && q < o->n_ctxs; q++) {
                 int X = o->ctxs[q] < cfg.n_ctx ? o->ctxs[q] : cfg.n_ctx - 1;
                 for (int i = 0; i < B; i++) seqs[i] = (ls_engine_seq){i, X, 1};
-                for (int r = 0; rc == LS_OK && r < o->reps; r++) {
-                    double t0 = ls_now();
-                    rc = ls_engine_forward(e, seqs, B, layer == 0 ? tok : NULL, layer == 0 ? NULL : act, outb, 0);
-                    ts[r] = ls_now() - t0;
-                }
-                cJSON *row = cJSON_CreateObject();
-                cJSON_AddNumberToObject(row, "bits", b);
-                cJSON_AddNumberToObject(row, "batch", B);
-                cJSON_AddNumberToObject(row, "ctx", X);
-                cJSON_AddNumberToObject(row, "seconds", time_min(ts, o->reps));
-                cJSON_AddItemToArray(dec, row);
+                double best;
+                rc = time_layer(e, seqs, B, layer, tok, act, outb, ts, o->reps, &best);
+                add_layer_row(dec, b, B, "ctx", X, best);
                 ls_progress_update(&pg, ++done, "%d-bit decode b=%d ctx=%d", b, B, X);
             }
         }
