@@ -42,6 +42,7 @@ enum {
     LS_PLAN_MAX_DEV = 128,   /* devices in one cluster */
     LS_PLAN_MAX_LAYER = 256, /* transformer layers in one model */
     LS_PLAN_NAME = 64,
+    LS_PLAN_SIM_MAXB = 4096, /* sequences in one simulated batch */
 };
 
 /* The bit widths, index 0..3. */
@@ -255,6 +256,36 @@ int ls_plan_evaluate(const ls_plan_problem *p, ls_plan_result *plan);
 /* Solves with algo. LS_EINFEASIBLE with a message saying what is missing (GB short on
  * which devices, or the best reachable quality). */
 int ls_plan_solve(const ls_plan_problem *p, ls_plan_algo algo, ls_plan_result *out);
+
+/* ---------------------------------------------------------------- simulation */
+
+/* What the closed-form objective leaves out, for ls_plan_simulate. */
+typedef struct {
+    double hop_s;    /* one message between processes (front -> stage 0 -> ... -> front), on top of the
+                      * bytes over the link bandwidth; < 0: the cluster's link latency between stages and
+                      * no cost for the front's two hops */
+    double front_s;  /* the front's work per returned micro-batch (sampling, bookkeeping) */
+    double capacity; /* compute the stations share, in units of one station running alone (a host with
+                      * C free cores: C); <= 0: every stage has a device of its own */
+    int depth;       /* micro-batches in flight at once; <= 0: one per stage, as llmsys serve does */
+} ls_plan_sim_opts;
+
+typedef struct {
+    double seconds, tok_s;             /* the whole batch, first submission to last token */
+    int mb_prefill, mb_decode;         /* micro-batches sent */
+    double busy_s[LS_PLAN_MAX_DEV];    /* per stage: wall seconds spent computing */
+} ls_plan_sim_result;
+
+/* Default options: hop -1, front 0, capacity 0, depth 0. */
+ls_plan_sim_opts ls_plan_sim_defaults(void);
+/* Replays serving one batch of the problem's workload with plan the way `llmsys serve` does
+ * (all B requests admitted at once, continuous batching: a micro-batch is formed from the
+ * requests ready when one of `depth` in-flight slots frees, prefill and decode alternating,
+ * each stage a FIFO server), with every stage's time for each actual micro-batch (its size
+ * and mean context) from the same cost terms the planner uses, and processor sharing when
+ * the busy stations exceed `capacity`. Plan must have passed ls_plan_evaluate. */
+int ls_plan_simulate(const ls_plan_problem *p, const ls_plan_result *plan, const ls_plan_sim_opts *o,
+                     ls_plan_sim_result *out);
 
 /* ---------------------------------------------------------------- output */
 

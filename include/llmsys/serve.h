@@ -185,13 +185,15 @@ void ls_server_stop(ls_server *s);
 typedef struct {
     const int *bits, *batches, *seqs, *ctxs; /* grids */
     int n_bits, n_batches, n_seqs, n_ctxs;
-    int reps;     /* timings per point; the minimum is kept */
+    int reps;     /* timings per point; the median is kept */
     int nthreads; /* kernel threads */
+    int span;     /* consecutive middle layers timed together (<= 0: up to 4); a row is their mean */
 } ls_profile_opts;
 
 ls_profile_opts ls_profile_defaults(void);
-/* Measures one layer of the fp32 checkpoint at each bit width over the grid, the head, and
- * the local ZeroMQ link; *out is the profile JSON of FORMATS.md (caller deletes). */
+/* Measures a layer of the fp32 checkpoint at each bit width over the grid (the mean over a
+ * span of consecutive middle layers, as a stage runs them), the head, and the local
+ * ZeroMQ link; *out is the profile JSON of FORMATS.md (caller deletes). */
 struct cJSON;
 int ls_profile_run(const char *model, const ls_profile_opts *o, struct cJSON **out);
 /* One-way latency and bandwidth between two local processes over ZeroMQ ipc. */

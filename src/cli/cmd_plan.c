@@ -476,35 +476,6 @@ static double idle_hop_latency(int rounds, double gap_s) {
     return res;
 }
 
-/* The planner's prediction made host-aware with two figures measured before serving:
- * every hop of serve's ring (front -> stage 0 -> ... -> last stage -> front) costs the
- * idle-hop latency h instead of the profile's link latency, the front being one more
- * station in the ring; and the stages cannot compute faster together than the host's
- * parallel capacity C allows. Returns the batch time (seconds). */
-static double host_aware_batch_s(const ls_plan_problem *pb, const ls_plan_result *x, double h, double cap) {
-    const ls_plan_cluster *cl = pb->cl;
-    int S = x->n_stage, B = pb->wl.batch, n = pb->wl.gen, C = pb->arch->d_model;
-    int mp = (B + x->mb_prefill - 1) / x->mb_prefill, md = (B + x->mb_decode - 1) / x->mb_decode;
-    double sP = h, mP = h, sD = h, mD = h, work = 0; /* the front's hop as a station */
-    for (int j = 0; j < S; j++) {
-        double lp = 0, ld = 0;
-        if (j + 1 < S) {
-            lp = ls_plan_link_s(cl, x->dev[j], x->dev[j + 1], (double)x->mb_prefill * pb->wl.prompt * C * 4.0);
-            ld = ls_plan_link_s(cl, x->dev[j], x->dev[j + 1], (double)x->mb_decode * C * 4.0);
-        }
-        double P = x->stage_prefill_s[j] - lp, D = x->stage_decode_s[j] - ld;
-        work += mp * P + (double)(n - 1) * md * D;
-        P += h, D += h;
-        sP += P, sD += D;
-        mP = P > mP ? P : mP;
-        mD = D > mD ? D : mD;
-    }
-    double round = md * mD > sD ? md * mD : sD;
-    double t = sP + (mp - 1) * mP + (double)(n - 1) * round;
-    if (isfinite(cap) && cap > 0 && work / cap > t) t = work / cap;
-    return t;
-}
-
 /* Reads the counters validate compares from /metrics. */
 static int scrape_metrics(int port, int ns, vrun *r) {
     int st;
@@ -596,7 +567,7 @@ static int validate_measure(const char *ckpt, char (*plan_paths)[1300], int n_pl
 static int plan_validate(int argc, char **argv) {
     const char *model = NULL, *config = "small", *workdir = NULL, *profile = NULL, *report = NULL, *quality = "bits:8";
     const char *algos = "splitquant,uniform";
-    int stages = 2, batch = 8, prompt = 32, gen = 32, threads = 1, runs = 5, reps = 5, alone = 0;
+    int stages = 2, batch = 8, prompt = 32, gen = 32, threads = 1, runs = 5, reps = 5, colocate = 0;
     double mem_gb = 2.0;
     ls_arg spec[] = {
         {"model", LS_ARG_STR, &model, "CKPT",
@@ -613,8 +584,8 @@ static int plan_validate(int argc, char **argv) {
         {"reps", LS_ARG_INT, &reps, "R", "profile repetitions per point (default 5)"},
         {"memory-gb", LS_ARG_FLOAT, &mem_gb, "GB", "memory each CPU stage offers the planner (default 2)"},
         {"profile", LS_ARG_STR, &profile, "FILE", "reuse this device profile instead of measuring one"},
-        {"profile-alone", LS_ARG_FLAG, &alone, NULL,
-         "profile one stage alone (default: co-located with the other stages' load)"},
+        {"profile-colocated", LS_ARG_FLAG, &colocate, NULL,
+         "profile while the other stages' load runs (default: alone; the replay models the sharing)"},
         {"workdir", LS_ARG_STR, &workdir, "DIR",
          "where checkpoint, profile, cluster and plans go (default: a new /tmp dir)"},
         {"report", LS_ARG_STR, &report, "FILE", "JSON summary: predicted vs measured per plan and stage"},
@@ -691,7 +662,7 @@ static int plan_validate(int argc, char **argv) {
         snprintf(prof, sizeof prof, "%s", profile);
     } else {
         snprintf(prof, sizeof prof, "%s/profile.json", dir);
-        if ((rc = validate_profile(ckpt, &wl, mc.n_ctx, threads, reps, alone ? 0 : stages - 1, prof)))
+        if ((rc = validate_profile(ckpt, &wl, mc.n_ctx, threads, reps, colocate ? stages - 1 : 0, prof)))
             return ls_cli_fail();
         printf("profile: %s (%.1f s)\n", prof, ls_now() - t0);
     }
@@ -744,8 +715,8 @@ static int plan_validate(int argc, char **argv) {
            stages, cap, hop * 1e6, cl->prof[0].link_lat_s * 1e6);
     if (isfinite(cap)) cJSON_AddNumberToObject(rep, "host_capacity_cores", cap);
     if (isfinite(hop)) cJSON_AddNumberToObject(rep, "idle_hop_s", hop);
-    printf("\n  %-10s %-22s %5s %10s %10s %8s %10s %8s %7s\n", "plan", "stages (layers@bits)", "mb", "predicted",
-           "measured", "error", "host-aware", "error", "spread");
+    printf("\n  %-10s %-22s %5s %10s %10s %8s %10s %8s %7s\n", "plan", "stages (layers@bits)", "mb", "planner",
+           "measured", "error", "replay", "error", "spread");
     for (int a = 0; a < n_algo; a++) {
         if ((rc = ls_plan_solve(pb, (ls_plan_algo)algo_list[a], &pl[a]))) {
             ret = ls_cli_fail();
@@ -761,6 +732,7 @@ static int plan_validate(int argc, char **argv) {
         ret = ls_cli_fail();
         goto done;
     }
+    double replay_tps[LS_PLAN_ALGO_COUNT];
     for (int a = 0; a < n_algo; a++) {
         ls_plan_result *x = &pl[a];
         const char *path = paths[a];
@@ -781,10 +753,19 @@ static int plan_validate(int argc, char **argv) {
         }
         char mbs[16];
         snprintf(mbs, sizeof mbs, "%d/%d", x->mb_prefill, x->mb_decode);
-        /* a co-located profile already carries the sharing slowdown: no capacity bound then */
-        double ha =
-            isfinite(hop) ? (double)batch * gen / host_aware_batch_s(pb, x, hop, colocated ? INFINITY : cap) : NAN;
-        double herr = (med - ha) / ha;
+        /* the replay of serve's schedule on this host: measured hop latency, and the stages
+         * share the measured capacity (not when the profile was co-located: it already
+         * carries the sharing slowdown) */
+        ls_plan_sim_opts so = ls_plan_sim_defaults();
+        so.hop_s = isfinite(hop) ? hop : -1;
+        so.capacity = colocated || !isfinite(cap) ? 0 : cap;
+        ls_plan_sim_result sr;
+        if ((rc = ls_plan_simulate(pb, x, &so, &sr))) {
+            ret = ls_cli_fail();
+            goto done;
+        }
+        double ha = sr.tok_s, herr = (med - ha) / ha;
+        replay_tps[a] = ha;
         printf("  %-10s %-22s %5s %8.1f/s %8.1f/s %+7.1f%% %8.1f/s %+7.1f%% %6.1f%%\n", ls_plan_algo_name(x->algo), st,
                mbs, x->throughput_tok_s, med, err * 100, ha, herr * 100, (hi - lo) / med * 100);
         /* where the time goes: predicted vs measured busy seconds per stage, micro-batch counts */
@@ -798,12 +779,12 @@ static int plan_validate(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "measured_min_tok_s", lo);
         cJSON_AddNumberToObject(o, "measured_max_tok_s", hi);
         cJSON_AddNumberToObject(o, "error", err);
-        if (isfinite(ha)) {
-            cJSON_AddNumberToObject(o, "host_aware_tok_s", ha);
-            cJSON_AddNumberToObject(o, "host_aware_error", herr);
-        }
+        cJSON_AddNumberToObject(o, "replay_tok_s", ha);
+        cJSON_AddNumberToObject(o, "replay_error", herr);
         cJSON_AddNumberToObject(o, "predicted_mb_prefill", mp);
         cJSON_AddNumberToObject(o, "predicted_mb_decode", (double)md * (gen - 1));
+        cJSON_AddNumberToObject(o, "replay_mb_prefill", sr.mb_prefill);
+        cJSON_AddNumberToObject(o, "replay_mb_decode", sr.mb_decode);
         cJSON_AddNumberToObject(o, "measured_mb_prefill", m[0].mb_prefill);
         cJSON_AddNumberToObject(o, "measured_mb_decode", m[0].mb_decode);
         cJSON *rs = cJSON_AddArrayToObject(o, "runs");
@@ -814,8 +795,9 @@ static int plan_validate(int argc, char **argv) {
             cJSON_AddNumberToObject(e, "tok_s", m[r].tok_s);
             cJSON_AddItemToArray(rs, e);
         }
-        printf("  %-10s micro-batches prefill %g (model %d), decode %g (model %d); busy s per stage:", "",
-               m[0].mb_prefill, mp, m[0].mb_decode, md * (gen - 1));
+        printf("  %-10s micro-batches prefill %g (planner %d, replay %d), decode %g (planner %d, replay %d); busy s "
+               "per stage (measured, planner, replay):",
+               "", m[0].mb_prefill, mp, sr.mb_prefill, m[0].mb_decode, md * (gen - 1), sr.mb_decode);
         for (int s = 0; s < x->n_stage; s++) {
             /* compute only: the stage's layers (and head), without the send to the next stage */
             int d = x->dev[s];
@@ -827,9 +809,10 @@ static int plan_validate(int argc, char **argv) {
             double pred = mp * (x->stage_prefill_s[s] - lp) + (double)(gen - 1) * md * (x->stage_decode_s[s] - ld);
             double mb = 0;
             for (int r = 0; r < runs; r++) mb += m[r].busy[s] / runs;
-            printf(" %.3f (model %.3f)", mb, pred);
+            printf(" %.3f/%.3f/%.3f", mb, pred, sr.busy_s[s]);
             cJSON *e = cJSON_CreateObject();
             cJSON_AddNumberToObject(e, "predicted_busy_s", pred);
+            cJSON_AddNumberToObject(e, "replay_busy_s", sr.busy_s[s]);
             cJSON_AddNumberToObject(e, "measured_busy_s", mb);
             cJSON_AddItemToArray(ost, e);
         }
@@ -840,7 +823,8 @@ static int plan_validate(int argc, char **argv) {
         }
         /* stage overlap: summed busy time over wall time (1 = the stages never computed at
          * the same time, n_stage = always all at once) */
-        printf("; batch %.3f s (model %.3f); stage overlap %.2f\n", mean_s, x->total_s, busy / mean_s);
+        printf("; batch %.3f s (planner %.3f, replay %.3f); stage overlap %.2f\n", mean_s, x->total_s, sr.seconds,
+               busy / mean_s);
         cJSON_AddNumberToObject(o, "measured_batch_s", mean_s);
         cJSON_AddNumberToObject(o, "stage_overlap", busy / mean_s);
         cJSON_AddItemToArray(rplans, o);
@@ -853,11 +837,14 @@ static int plan_validate(int argc, char **argv) {
         qsort(rr, (size_t)runs, sizeof(double), cmp_double);
         double mr = runs % 2 ? rr[runs / 2] : 0.5 * (rr[runs / 2 - 1] + rr[runs / 2]);
         double pr = pl[0].throughput_tok_s / pl[a].throughput_tok_s;
-        printf("  %s / %s: predicted %.2fx, measured %.2fx (median of per-round ratios, range %.2f-%.2f)\n",
-               ls_plan_algo_name(pl[0].algo), ls_plan_algo_name(pl[a].algo), pr, mr, rr[0], rr[runs - 1]);
+        double sr = replay_tps[0] / replay_tps[a];
+        printf("  %s / %s: planner %.2fx, replay %.2fx, measured %.2fx (median of per-round ratios, range "
+               "%.2f-%.2f)\n",
+               ls_plan_algo_name(pl[0].algo), ls_plan_algo_name(pl[a].algo), pr, sr, mr, rr[0], rr[runs - 1]);
         cJSON *o = cJSON_GetArrayItem(rplans, a);
         if (o) {
             cJSON_AddNumberToObject(o, "predicted_ratio_first_over_this", pr);
+            cJSON_AddNumberToObject(o, "replay_ratio_first_over_this", sr);
             cJSON_AddNumberToObject(o, "measured_ratio_first_over_this", mr);
         }
     }

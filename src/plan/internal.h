@@ -13,6 +13,8 @@ int plan_microbatches(const ls_plan_problem *p, int n_dev, int (*mb)[2], int *n)
  * below incumbent are returned (LS_EINFEASIBLE when none; INFINITY: any plan). */
 int plan_splitquant(const ls_plan_problem *p, ls_plan_result *out, int rank_only, int *cand_order, int *cand_mb,
                     int *n_cand, double incumbent);
+/* Activation element size on the wire: fp16 between GPUs, fp32 between llmsys CPU stages. */
+double plan_act_bytes(const ls_plan_cluster *cl, int dev);
 /* The LLM-PQ MIP with CBC (ilp.c). */
 int plan_ilp(const ls_plan_problem *p, ls_plan_result *out);
 
