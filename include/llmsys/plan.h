@@ -120,6 +120,10 @@ typedef struct {
     ls_plan_device dev[LS_PLAN_MAX_DEV];
     int node_kind[LS_PLAN_MAX_DEV]; /* nodes with equal kind are interchangeable */
     double inter_Bps, inter_lat_s;
+    /* devices that share one host ("host" object of the file): the compute they share in
+     * units of one device alone (0: each device is its own) and the measured one-way
+     * latency of a message between their processes (-1: the link latencies) */
+    double host_capacity, host_hop_s;
     int n_prof;
     ls_plan_profile prof[8];
 } ls_plan_cluster;
@@ -278,6 +282,8 @@ typedef struct {
 
 /* Default options: hop -1, front 0, capacity 0, depth 0. */
 ls_plan_sim_opts ls_plan_sim_defaults(void);
+/* The defaults with the cluster's "host" facts (capacity, hop) filled in. */
+ls_plan_sim_opts ls_plan_sim_for_cluster(const ls_plan_cluster *cl);
 /* Replays serving one batch of the problem's workload with plan the way `llmsys serve` does
  * (all B requests admitted at once, continuous batching: a micro-batch is formed from the
  * requests ready when one of `depth` in-flight slots frees, prefill and decode alternating,

@@ -61,6 +61,11 @@ static void print_plan(const ls_plan_problem *pb, const ls_plan_result *pl) {
     printf("  micro-batch prefill %d, decode %d\n", pl->mb_prefill, pl->mb_decode);
     printf("  predicted (modelled): %.1f tok/s, prefill %.3f s, decode %.3f s, quality indicator %.4g\n",
            pl->throughput_tok_s, pl->prefill_s, pl->decode_s, pl->quality);
+    ls_plan_sim_opts so = ls_plan_sim_for_cluster(pb->cl);
+    ls_plan_sim_result sr;
+    if (pb->wl.batch <= LS_PLAN_SIM_MAXB && ls_plan_simulate(pb, pl, &so, &sr) == LS_OK)
+        printf("  replay of serve's schedule (modelled): %.1f tok/s, %d prefill and %d decode micro-batches\n", sr.tok_s,
+               sr.mb_prefill, sr.mb_decode);
     if (pl->algo == LS_PLAN_ALGO_ILP)
         printf("  ILP: %s, gap %.3g%%, %d candidates\n", pl->ilp_optimal ? "optimal" : "time limit", pl->ilp_gap * 100,
                pl->n_candidates);
@@ -374,21 +379,71 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Parallel CPU capacity this host offers right now: n processes each run the same fixed
- * floating-point loop; capacity = n * (time of one alone) / (slowest of n together).
- * n on an idle n-core host, about 1 when the n stages must share one core's worth. */
-static double spin_once(void) {
+/* Parallel capacity this host offers the stages right now: n processes each run the same
+ * fixed work; capacity = n * (time of one alone) / (slowest of n together): n on an idle
+ * n-core host, about 1 when the n stages must share one core's worth. The work is what a
+ * stage does - decode steps through the checkpoint's middle layers, streaming their
+ * weights and KV cache - because stages on one host share its caches and memory
+ * bandwidth too, which a pure arithmetic loop would not see. */
+typedef struct {
+    ls_engine *e;
+    ls_engine_seq seqs[4];
+    int tok[4], takes_tokens; /* an engine holding layer 0 takes tokens, later ones activations */
+    float *act, *out;
+} probe;
+
+static int probe_open(const char *ckpt, probe *p) {
+    memset(p, 0, sizeof *p);
+    ls_model_config cfg;
+    int *bits = NULL;
+    LS_TRY(ls_ckpt_info(ckpt, &cfg, &bits, NULL));
+    free(bits);
+    ls_engine_opts o = ls_engine_defaults();
+    o.layer_begin = cfg.n_layer >= 3 ? 1 : 0;
+    o.layer_end = cfg.n_layer >= 3 ? cfg.n_layer - 1 : cfg.n_layer;
+    o.max_seqs = 4;
+    LS_TRY(ls_engine_open(&p->e, ckpt, &o));
+    p->takes_tokens = o.layer_begin == 0;
+    int ctx = cfg.n_ctx / 2;
+    for (int i = 0; i < 4; i++) p->seqs[i] = (ls_engine_seq){i, ctx, 1}, p->tok[i] = 'a' + i;
+    p->act = calloc((size_t)4 * cfg.d_model, sizeof(float));
+    p->out = calloc(ls_engine_out_floats(p->e, p->seqs, 4, 0) + (size_t)4 * cfg.vocab, sizeof(float));
+    if (!p->act || !p->out) return ls_err(LS_ENOMEM, "out of memory");
+    for (int i = 0; i < 4 * cfg.d_model; i++) p->act[i] = (float)((i * 7919) % 13) / 13.0f - 0.5f;
+    return LS_OK;
+}
+
+static void probe_close(probe *p) {
+    if (p->e) ls_engine_free(p->e);
+    free(p->act), free(p->out);
+}
+
+/* Seconds for `steps` decode steps (NAN on failure). */
+static double probe_run(probe *p, int steps) {
     double t0 = ls_now();
-    volatile double x = 0;
-    for (long i = 0; i < 40000000; i++) x += 1e-9 * (double)i;
+    for (int s = 0; s < steps; s++)
+        if (ls_engine_forward(p->e, p->seqs, 4, p->takes_tokens ? p->tok : NULL, p->takes_tokens ? NULL : p->act,
+                              p->out, 0))
+            return NAN;
     return ls_now() - t0;
 }
 
-static double host_capacity(int n) {
-    double alone = spin_once(), worst = 0;
-    int fds[LS_PLAN_MAX_STAGES][2];
+/* Runs the probe in n forked processes started together for `window` seconds; returns the
+ * decode steps all of them completed in that window (-1 on failure). Each opens its own
+ * engine and warms it up first. Counting work done in a fixed window measures the
+ * throughput the processes share, which is what a pipeline of small steps sees; timing a
+ * fixed amount of work would instead measure how n long jobs pack onto the cores. */
+static long probe_together(const char *ckpt, int n, double window) {
+    int fds[LS_PLAN_MAX_STAGES][2], ready[2], go[2];
     pid_t kids[LS_PLAN_MAX_STAGES];
     int nk = 0;
+    long total = 0;
+    if (pipe(ready)) return -1;
+    if (pipe(go)) {
+        close(ready[0]), close(ready[1]);
+        return -1;
+    }
+    double t_go = 0;
     for (; nk < n && nk < LS_PLAN_MAX_STAGES; nk++) {
         if (pipe(fds[nk])) break;
         fflush(NULL);
@@ -398,20 +453,63 @@ static double host_capacity(int n) {
             break;
         }
         if (pid == 0) {
-            double t = spin_once();
-            ssize_t w = write(fds[nk][1], &t, sizeof t);
-            _exit(w == (ssize_t)sizeof t ? 0 : 1);
+            /* open and warm up, say ready, then start together when the parent closes `go` */
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            close(go[1]);
+            probe q;
+            int ok = probe_open(ckpt, &q) == LS_OK && probe_run(&q, 2) > 0;
+            char c = ok ? 1 : 0;
+            double t0;
+            if (write(ready[1], &c, 1) != 1 || read(go[0], &t0, sizeof t0) != (ssize_t)sizeof t0) _exit(1);
+            long steps = 0;
+            while (ok && ls_now() < t0 + window)
+                if (probe_run(&q, 1) > 0) steps++;
+                else ok = 0;
+            if (!ok) steps = -1;
+            probe_close(&q);
+            ssize_t w = write(fds[nk][1], &steps, sizeof steps);
+            _exit(w == (ssize_t)sizeof steps ? 0 : 1);
         }
         close(fds[nk][1]);
         kids[nk] = pid;
     }
+    close(ready[1]);
+    close(go[0]);
+    int n_ready = 0;
+    char c;
+    while (n_ready < nk && read(ready[0], &c, 1) == 1) n_ready++;
+    /* go: every child reads the common start time */
+    t_go = ls_now();
+    for (int k = 0; k < nk; k++)
+        if (write(go[1], &t_go, sizeof t_go) != (ssize_t)sizeof t_go) total = -1;
+    close(go[1]);
+    close(ready[0]);
     for (int k = 0; k < nk; k++) {
-        double t = 0;
-        if (read(fds[k][0], &t, sizeof t) == (ssize_t)sizeof t && t > worst) worst = t;
+        long steps = -1;
+        if (read(fds[k][0], &steps, sizeof steps) != (ssize_t)sizeof steps || steps < 0) total = -1;
+        else if (total >= 0) total += steps;
         close(fds[k][0]);
         waitpid(kids[k], NULL, 0);
     }
-    return worst > 0 && nk == n ? n * alone / worst : NAN;
+    return nk == n && n_ready == n ? total : -1;
+}
+
+/* capacity = steps n processes complete together / steps one completes alone in the same
+ * window, each the median of three tries, all in fresh processes as the stages are. */
+static double host_capacity(const char *ckpt, int n) {
+    double one[3], all[3];
+    for (int i = 0; i < 3; i++) {
+        one[i] = (double)probe_together(ckpt, 1, 0.1);
+        all[i] = (double)probe_together(ckpt, n, 0.1);
+    }
+    qsort(one, 3, sizeof(double), cmp_double);
+    qsort(all, 3, sizeof(double), cmp_double);
+    if (!(one[1] > 0) || !(all[1] > 0)) return NAN;
+    if (getenv("LLMSYS_DEBUG_CAPACITY"))
+        fprintf(stderr, "capacity: steps alone %g %g %g, %d together %g %g %g\n", one[0], one[1], one[2], n, all[0],
+                all[1], all[2]);
+    double cap = all[1] / one[1];
+    return cap < n ? cap : n;
 }
 
 /* One-way latency of a small ZeroMQ ipc message between two processes that sleep in
@@ -675,13 +773,19 @@ static int plan_validate(int argc, char **argv) {
         }
         cJSON_Delete(pj);
     }
-    /* 3. the virtual cluster: `stages` identical profiled CPU devices */
+    /* 3. the virtual cluster: `stages` identical profiled CPU devices on one host, whose
+     * parallel capacity and message latency are measured now (a co-located profile
+     * already carries the sharing slowdown: no capacity then) */
+    double cap = host_capacity(ckpt, stages), hop = idle_hop_latency(40, 0.005);
     snprintf(clpath, sizeof clpath, "%s/cluster.json", dir);
     {
         cJSON *j = cJSON_CreateObject(), *nodes = cJSON_AddArrayToObject(j, "nodes"), *n = cJSON_CreateObject();
         cJSON_AddStringToObject(j, "format", "llmsys-cluster");
         cJSON_AddNumberToObject(j, "version", 1);
         cJSON_AddStringToObject(j, "name", "cpu-virtual");
+        cJSON *h = cJSON_AddObjectToObject(j, "host");
+        cJSON_AddNumberToObject(h, "capacity", colocated || !isfinite(cap) ? 0 : cap);
+        cJSON_AddNumberToObject(h, "hop_us", isfinite(hop) ? hop * 1e6 : -1);
         cJSON_AddStringToObject(n, "profile", prof);
         cJSON_AddNumberToObject(n, "count", stages);
         cJSON_AddNumberToObject(n, "memory_GB", mem_gb);
@@ -709,7 +813,6 @@ static int plan_validate(int argc, char **argv) {
         ret = is_input_error(rc) ? fail_input() : ls_cli_fail();
         goto done;
     }
-    double cap = host_capacity(stages), hop = idle_hop_latency(40, 0.005);
     printf("host: parallel capacity for %d stage processes %.2f cores (1 = one process alone); idle ZeroMQ hop "
            "%.0f us median (profile link: %.0f us)\n",
            stages, cap, hop * 1e6, cl->prof[0].link_lat_s * 1e6);
@@ -753,12 +856,8 @@ static int plan_validate(int argc, char **argv) {
         }
         char mbs[16];
         snprintf(mbs, sizeof mbs, "%d/%d", x->mb_prefill, x->mb_decode);
-        /* the replay of serve's schedule on this host: measured hop latency, and the stages
-         * share the measured capacity (not when the profile was co-located: it already
-         * carries the sharing slowdown) */
-        ls_plan_sim_opts so = ls_plan_sim_defaults();
-        so.hop_s = isfinite(hop) ? hop : -1;
-        so.capacity = colocated || !isfinite(cap) ? 0 : cap;
+        /* the replay of serve's schedule on this host (the cluster's measured "host") */
+        ls_plan_sim_opts so = ls_plan_sim_for_cluster(cl);
         ls_plan_sim_result sr;
         if ((rc = ls_plan_simulate(pb, x, &so, &sr))) {
             ret = ls_cli_fail();

@@ -400,6 +400,17 @@ static int parse_cluster(const ls_plan_catalog *c, const cJSON *j, const char *p
     LS_TRY(get_num(j, "inter_node_latency_us", 0, 1e7, 20, &lat, path, "cluster"));
     cl->inter_Bps = bw * 1e9;
     cl->inter_lat_s = lat * 1e-6;
+    cl->host_capacity = 0;
+    cl->host_hop_s = -1;
+    const cJSON *host = cJSON_GetObjectItemCaseSensitive(j, "host");
+    if (host) {
+        double cap, hop;
+        if (!cJSON_IsObject(host)) return ls_err(LS_EFORMAT, "%s: \"host\" must be an object", path);
+        LS_TRY(get_num(host, "capacity", 0, 1e4, 0, &cap, path, "host"));
+        LS_TRY(get_num(host, "hop_us", -1, 1e7, -1, &hop, path, "host"));
+        cl->host_capacity = cap;
+        cl->host_hop_s = hop < 0 ? -1 : hop * 1e-6;
+    }
     const cJSON *nodes = cJSON_GetObjectItemCaseSensitive(j, "nodes");
     if (!cJSON_IsArray(nodes)) return ls_err(LS_EFORMAT, "%s: missing \"nodes\" array", path);
     char kinds[LS_PLAN_MAX_DEV * 2][LS_PLAN_NAME * 2];

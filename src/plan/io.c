@@ -53,6 +53,13 @@ cJSON *ls_plan_to_json(const ls_plan_problem *p, const ls_plan_result *pl, int r
     cJSON_AddNumberToObject(pr, "quality_indicator", pl->quality);
     cJSON_AddStringToObject(pr, "algo", ls_plan_algo_name(pl->algo));
     cJSON_AddStringToObject(pr, "cluster", cl->name);
+    /* the replay of serve's schedule over the same cost terms (docs/plan.md) */
+    ls_plan_sim_opts so = ls_plan_sim_for_cluster(cl);
+    ls_plan_sim_result sr;
+    if (p->wl.batch <= LS_PLAN_SIM_MAXB && ls_plan_simulate(p, pl, &so, &sr) == LS_OK) {
+        cJSON_AddNumberToObject(pr, "replay_tok_s", sr.tok_s);
+        cJSON_AddNumberToObject(pr, "replay_s", sr.seconds);
+    }
     cJSON *wl = cJSON_AddObjectToObject(pr, "workload");
     cJSON_AddNumberToObject(wl, "batch", p->wl.batch);
     cJSON_AddNumberToObject(wl, "prompt", p->wl.prompt);

@@ -11,6 +11,13 @@ ls_plan_sim_opts ls_plan_sim_defaults(void) {
     return (ls_plan_sim_opts){.hop_s = -1, .front_s = 0, .capacity = 0, .depth = 0};
 }
 
+ls_plan_sim_opts ls_plan_sim_for_cluster(const ls_plan_cluster *cl) {
+    ls_plan_sim_opts o = ls_plan_sim_defaults();
+    o.capacity = cl->host_capacity;
+    o.hop_s = cl->host_hop_s;
+    return o;
+}
+
 typedef struct {
     int n, prefill, *req; /* the requests it carries */
 } sim_mb;

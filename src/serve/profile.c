@@ -1,6 +1,7 @@
 /* profile.c - measures on this machine what the planner's cost model consumes: a
  * layer's prefill and decode latency per bit width over a grid of batch sizes and
  * context lengths, the embedding/head cost, and a local ZeroMQ link (docs/plan-format.md). */
+#include <cblas.h>
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <signal.h>
@@ -210,6 +211,11 @@ int ls_profile_run(const char *model, const ls_profile_opts *o, struct cJSON **o
     for (size_t i = 0; rc == LS_OK && i < maxtok * C; i++) act[i] = ls_rng_normal(&rng);
     for (size_t i = 0; rc == LS_OK && i < maxtok; i++) tok[i] = (int)ls_rng_below(&rng, 256);
     int total = o->n_bits * o->n_batches * (o->n_seqs + o->n_ctxs), done = 0;
+    /* GEMMs on as many BLAS threads as a serving stage gets (serve sets OPENBLAS_NUM_THREADS
+     * to its kernel threads for each worker); the library default is every core, which made
+     * the profiled prefill ~30% faster than the stages then ran it */
+    int blas_saved = openblas_get_num_threads();
+    openblas_set_num_threads(o->nthreads);
     ls_progress pg;
     ls_progress_start(&pg, "profile", total);
     for (int bi = 0; rc == LS_OK && bi < o->n_bits; bi++) {
@@ -283,6 +289,7 @@ int ls_profile_run(const char *model, const ls_profile_opts *o, struct cJSON **o
         ls_qmat_free(&head);
         free(wte);
     }
+    openblas_set_num_threads(blas_saved);
     cJSON *lk = cJSON_AddObjectToObject(j, "link");
     cJSON_AddNumberToObject(lk, "latency_s", lat);
     cJSON_AddNumberToObject(lk, "bandwidth_Bps", bw);
