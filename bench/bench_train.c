@@ -206,12 +206,8 @@ static int usage(void) {
 }
 
 int main(int argc, char **argv) {
-    /* libgomp reads OMP_WAIT_POLICY when it loads: re-exec once with the passive policy
-     * (ranks and other processes share the cores; spinning workers would steal them) */
-    if (!getenv("OMP_WAIT_POLICY")) {
-        setenv("OMP_WAIT_POLICY", "passive", 1);
-        execv("/proc/self/exe", argv);
-    }
+    /* ranks and other processes share the cores: spinning OpenMP workers would steal them */
+    ls_omp_passive_reexec(argv);
     bench_opts o = {"small", 8, 0, 6};
     const char *out = NULL, *ranks = "1,2", *result = NULL, *params = NULL;
     int worker = 0;
