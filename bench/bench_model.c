@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "llmsys/core.h"
 #include "llmsys/model.h"
@@ -72,14 +71,7 @@ static int usage(void) {
 }
 
 int main(int argc, char **argv) {
-    /* libgomp reads OMP_WAIT_POLICY when it loads, before main: re-exec once with the
-     * passive policy unless the caller chose one. On a shared machine spinning workers
-     * burn the time slices the thread they wait for needs (see docs/model.md). */
-    if (!getenv("OMP_WAIT_POLICY")) {
-        setenv("OMP_WAIT_POLICY", "passive", 1);
-        execv("/proc/self/exe", argv);
-        /* exec failed: carry on with the default policy */
-    }
+    ls_omp_passive_reexec(argv); /* unless the caller chose an OpenMP wait policy */
     const char *cfgname = "small", *out = NULL;
     int B = 8, T = 0, steps = 5, threads = 0;
     for (int i = 1; i < argc; i++) {

@@ -139,7 +139,6 @@ static int result_read(const char *path, bench_result *r) {
 /* Runs this binary as `mpirun -np n <self> --worker ...` and waits for it. */
 static int launch(int n, const bench_opts *o, const char *result, const char *params) {
     char np[16], b[16], t[16], s[16];
-    snprintf(np, sizeof np, "%d", n);
     snprintf(b, sizeof b, "%d", o->batch);
     snprintf(t, sizeof t, "%d", o->seq);
     snprintf(s, sizeof s, "%d", o->steps);
@@ -147,16 +146,8 @@ static int launch(int n, const bench_opts *o, const char *result, const char *pa
     ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
     if (len <= 0) return ls_err(LS_EIO, "cannot find this binary");
     self[len] = '\0';
-    char *av[32];
-    int k = 0;
-    av[k++] = "mpirun";
-    av[k++] = "-q";
-    av[k++] = "-np";
-    av[k++] = np;
-    if (getuid() == 0) av[k++] = "--allow-run-as-root";
-    av[k++] = "--oversubscribe";
-    av[k++] = "--bind-to";
-    av[k++] = "none";
+    char *av[LS_DIST_MPIRUN_ARGC + 16];
+    int k = ls_dist_mpirun_args(av, np, n);
     av[k++] = self;
     av[k++] = "--worker";
     av[k++] = "--config";
@@ -206,12 +197,8 @@ static int usage(void) {
 }
 
 int main(int argc, char **argv) {
-    /* libgomp reads OMP_WAIT_POLICY when it loads: re-exec once with the passive policy
-     * (ranks and other processes share the cores; spinning workers would steal them) */
-    if (!getenv("OMP_WAIT_POLICY")) {
-        setenv("OMP_WAIT_POLICY", "passive", 1);
-        execv("/proc/self/exe", argv);
-    }
+    /* ranks and other processes share the cores: spinning OpenMP workers would steal them */
+    ls_omp_passive_reexec(argv);
     bench_opts o = {"small", 8, 0, 6};
     const char *out = NULL, *ranks = "1,2", *result = NULL, *params = NULL;
     int worker = 0;

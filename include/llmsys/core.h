@@ -195,6 +195,10 @@ void ls_progress_end(ls_progress *p);
 
 /* Number of CPU cores available to this process. */
 int ls_num_cores(void);
+/* Unless OMP_WAIT_POLICY is set, sets it to passive and re-executes this program
+ * (/proc/self/exe, same argv and PID) so OpenMP workers sleep between parallel regions
+ * instead of spinning. Call first thing in main; returns only when no re-exec happened. */
+void ls_omp_passive_reexec(char **argv);
 /* Human-readable byte count into buf ("12.3 MiB"). Returns buf. */
 const char *ls_fmt_bytes(double bytes, char *buf, size_t n);
 /* Resident set size of this process in bytes (from /proc/self/statm), 0 if unknown. */

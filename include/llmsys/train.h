@@ -167,6 +167,12 @@ int ls_dist_allreduce_sum(ls_dist *d, float *buf, size_t n);
 int ls_dist_agree(ls_dist *d, int rc, int *first_bad);
 /* Copies n bytes from rank 0 to every rank. */
 int ls_dist_bcast(ls_dist *d, void *buf, size_t n);
+/* Writes the start of a command line that runs `ranks` processes on this host under
+ * mpirun into av (room for LS_DIST_MPIRUN_ARGC entries); np (16 bytes, kept alive by the
+ * caller) holds the count's text. Returns the entries written; the caller appends the
+ * program, its arguments and the NULL. Cannot fail. */
+#define LS_DIST_MPIRUN_ARGC 9
+int ls_dist_mpirun_args(char **av, char np[16], int ranks);
 
 /* ---------------------------------------------------------------- training loop */
 

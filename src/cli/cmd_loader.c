@@ -15,6 +15,30 @@
 #include "llmsys/core.h"
 #include "llmsys/loader.h"
 
+/* ---------------------------------------------------------------- options */
+
+/* Options more than one subcommand takes, spelled once so their flag and help agree. */
+static ls_arg opt_mix(const char **dst) { return (ls_arg){"mix", LS_ARG_STR, dst, "FILE", "mix config (JSON)", 1}; }
+static ls_arg opt_addr(const char **dst) {
+    return (ls_arg){"addr", LS_ARG_STR, dst, "URL", "service endpoint, tcp://host:port", 1};
+}
+#define N_OPTS(spec) ((int)(sizeof(spec) / sizeof((spec)[0])))
+
+/* Parses the options of `llmsys loader SUB` (n entries of spec). Returns -1 to go on, or
+ * the exit code: 0 after --help, 2 after a usage error already reported on stderr. */
+static int parse_opts(const char *sub, const char *summary, const ls_arg *spec, int n, int argc, char **argv) {
+    char prog[32];
+    snprintf(prog, sizeof prog, "loader %s", sub);
+    int rc = ls_args_parse(prog, summary, spec, n, argc, argv, NULL, 0, NULL);
+    return rc ? LS_ARGS_EXIT(rc) : -1;
+}
+
+/* A usage error found after parsing: one line on stderr, exit code 2. */
+static int usage_error(const char *sub, const char *msg) {
+    fprintf(stderr, "llmsys loader %s: %s\n", sub, msg);
+    return 2;
+}
+
 /* ---------------------------------------------------------------- serve */
 
 /* The one server a signal may stop (signal handlers cannot take arguments). */
@@ -29,7 +53,7 @@ static int loader_serve(int argc, char **argv) {
     const char *mix_path = NULL, *bind = "127.0.0.1", *resume = NULL, *port_file = NULL;
     int ranks = 0, port = 0, prefetch = 4, history = 4;
     ls_arg spec[] = {
-        {"mix", LS_ARG_STR, &mix_path, "FILE", "mix config (JSON)", 1},
+        opt_mix(&mix_path),
         {"ranks", LS_ARG_INT, &ranks, "R", "data-parallel ranks served", 1},
         {"port", LS_ARG_INT, &port, "P", "TCP port (0 picks a free one; see --port-file)", 1},
         {"bind", LS_ARG_STR, &bind, "ADDR", "address to bind (default 127.0.0.1; 0.0.0.0 for all)"},
@@ -38,14 +62,12 @@ static int loader_serve(int argc, char **argv) {
         {"history", LS_ARG_INT, &history, "N", "fetched steps kept for retried requests (default 4)"},
         {"port-file", LS_ARG_STR, &port_file, "FILE", "write the bound port here once serving"},
     };
-    int rc = ls_args_parse("loader serve",
-                           "Runs the source loaders and the data constructor; trainers fetch batches over ZeroMQ.",
-                           spec, 8, argc, argv, NULL, 0, NULL);
-    if (rc) return LS_ARGS_EXIT(rc);
-    if (ranks < 1 || prefetch < 1 || history < 1) {
-        fprintf(stderr, "llmsys loader serve: --ranks, --prefetch and --history must be >= 1\n");
-        return 2;
-    }
+    int rc =
+        parse_opts("serve", "Runs the source loaders and the data constructor; trainers fetch batches over ZeroMQ.",
+                   spec, N_OPTS(spec), argc, argv);
+    if (rc >= 0) return rc;
+    if (ranks < 1 || prefetch < 1 || history < 1)
+        return usage_error("serve", "--ranks, --prefetch and --history must be >= 1");
     ls_loader_mix mix;
     if (ls_loader_mix_load(mix_path, &mix) != LS_OK) return ls_cli_fail();
     char *state = NULL;
@@ -91,17 +113,17 @@ static int loader_fetch(int argc, char **argv) {
     int rank = 0, count = 1, timeout = 10000;
     int64_t step = 0;
     ls_arg spec[] = {
-        {"addr", LS_ARG_STR, &addr, "URL", "service endpoint, tcp://host:port", 1},
+        opt_addr(&addr),
         {"rank", LS_ARG_INT, &rank, "R", "rank to fetch for (default 0)"},
         {"step", LS_ARG_I64, &step, "S", "first step (default 0)"},
         {"count", LS_ARG_INT, &count, "N", "steps to fetch (default 1)"},
         {"timeout-ms", LS_ARG_INT, &timeout, "MS", "per-attempt timeout (default 10000)"},
         {"state-out", LS_ARG_STR, &state_out, "FILE", "save the resume state after the last step fetched"},
     };
-    int rc = ls_args_parse("loader fetch",
-                           "Fetches batches from a loader service and prints one line per step (debugging, tests).",
-                           spec, 6, argc, argv, NULL, 0, NULL);
-    if (rc) return LS_ARGS_EXIT(rc);
+    int rc =
+        parse_opts("fetch", "Fetches batches from a loader service and prints one line per step (debugging, tests).",
+                   spec, N_OPTS(spec), argc, argv);
+    if (rc >= 0) return rc;
     ls_loader_client *c;
     if (ls_loader_client_open(&c, addr, rank, timeout, 2) != LS_OK) return ls_cli_fail();
     for (int i = 0; i < count; i++) {
@@ -130,7 +152,7 @@ static int loader_control(int argc, char **argv) {
     int info = 0, shutdown = 0, reset = 0;
     int64_t step = -1;
     ls_arg spec[] = {
-        {"addr", LS_ARG_STR, &addr, "URL", "service endpoint, tcp://host:port", 1},
+        opt_addr(&addr),
         {"weights", LS_ARG_STR, &weights, "JSON",
          "new weights, e.g. '{\"prose\":0.5,\"math\":0.5}' (unnamed sources get 0)"},
         {"step", LS_ARG_I64, &step, "S", "first step the weights apply to (default: the next step built)"},
@@ -138,13 +160,11 @@ static int loader_control(int argc, char **argv) {
         {"info", LS_ARG_FLAG, &info, NULL, "print the service's window and sources"},
         {"shutdown", LS_ARG_FLAG, &shutdown, NULL, "stop the service"},
     };
-    int rc = ls_args_parse("loader control", "Changes mixing weights of a running service, or queries / stops it.",
-                           spec, 6, argc, argv, NULL, 0, NULL);
-    if (rc) return LS_ARGS_EXIT(rc);
-    if (!!weights + info + shutdown + reset != 1) {
-        fprintf(stderr, "llmsys loader control: give exactly one of --weights, --schedule, --info, --shutdown\n");
-        return 2;
-    }
+    int rc = parse_opts("control", "Changes mixing weights of a running service, or queries / stops it.", spec,
+                        N_OPTS(spec), argc, argv);
+    if (rc >= 0) return rc;
+    if (!!weights + info + shutdown + reset != 1)
+        return usage_error("control", "give exactly one of --weights, --schedule, --info, --shutdown");
     ls_loader_client *c;
     if (ls_loader_client_open(&c, addr, 0, 10000, 1) != LS_OK) return ls_cli_fail();
     char *reply = NULL, msg[4096];
@@ -179,10 +199,9 @@ static int loader_tokenize(int argc, char **argv) {
         {"split", LS_ARG_STR, &split, "S", "text: file (default) or blank (blank-line blocks)"},
         {"strict", LS_ARG_FLAG, &strict, NULL, "malformed JSON lines are an error, not skipped"},
     };
-    int rc =
-        ls_args_parse("loader tokenize", "Writes a pre-tokenized .lstok file (tokens + document index, checksummed).",
-                      spec, 6, argc, argv, NULL, 0, NULL);
-    if (rc) return LS_ARGS_EXIT(rc);
+    int rc = parse_opts("tokenize", "Writes a pre-tokenized .lstok file (tokens + document index, checksummed).", spec,
+                        N_OPTS(spec), argc, argv);
+    if (rc >= 0) return rc;
     char js[4096];
     cJSON *o = cJSON_CreateObject(), *srcs = cJSON_AddArrayToObject(o, "sources"), *s = cJSON_CreateObject();
     cJSON_AddStringToObject(s, "name", "input");
@@ -197,8 +216,7 @@ static int loader_tokenize(int argc, char **argv) {
     if (ls_loader_mix_parse(js, NULL, &mix) != LS_OK) return ls_cli_fail();
     if (mix.src[0].type == LS_SRC_TOKENS) {
         ls_loader_mix_free(&mix);
-        fprintf(stderr, "llmsys loader tokenize: --type must be text or jsonl\n");
-        return 2;
+        return usage_error("tokenize", "--type must be text or jsonl");
     }
     int64_t nd, nt;
     double t0 = ls_now();
@@ -393,20 +411,17 @@ static int loader_stats(int argc, char **argv) {
     const char *mix_path = NULL, *svg = NULL, *report = NULL;
     int ranks = 0, steps = 100;
     ls_arg spec[] = {
-        {"mix", LS_ARG_STR, &mix_path, "FILE", "mix config (JSON)", 1},
+        opt_mix(&mix_path),
         {"ranks", LS_ARG_INT, &ranks, "R", "data-parallel ranks", 1},
         {"steps", LS_ARG_INT, &steps, "N", "steps to simulate (default 100)"},
         {"svg", LS_ARG_STR, &svg, "FILE", "write a chart of per-rank cost per step, naive vs balanced"},
         {"report", LS_ARG_STR, &report, "FILE", "write a JSON summary"},
     };
-    int rc = ls_args_parse("loader stats",
-                           "Builds N steps in-process: token shares vs targets, per-rank cost imbalance per algorithm.",
-                           spec, 5, argc, argv, NULL, 0, NULL);
-    if (rc) return LS_ARGS_EXIT(rc);
-    if (ranks < 1 || steps < 1) {
-        fprintf(stderr, "llmsys loader stats: --ranks and --steps must be >= 1\n");
-        return 2;
-    }
+    int rc = parse_opts("stats",
+                        "Builds N steps in-process: token shares vs targets, per-rank cost imbalance per algorithm.",
+                        spec, N_OPTS(spec), argc, argv);
+    if (rc >= 0) return rc;
+    if (ranks < 1 || steps < 1) return usage_error("stats", "--ranks and --steps must be >= 1");
     ls_loader_mix mix;
     if (ls_loader_mix_load(mix_path, &mix) != LS_OK) return ls_cli_fail();
     stats s;

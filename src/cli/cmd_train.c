@@ -100,20 +100,9 @@ static void forward_stop_signal(int sig) {
  * returns its exit code, or a negative status (with message) when it cannot start it. */
 static int relaunch_under_mpirun(int ranks, int argc, char **argv) {
     char np[16];
-    snprintf(np, sizeof np, "%d", ranks);
-    char **av = calloc((size_t)argc + 12, sizeof *av);
+    char **av = calloc((size_t)argc + LS_DIST_MPIRUN_ARGC + 3, sizeof *av);
     if (!av) return ls_err(LS_ENOMEM, "out of memory");
-    int n = 0;
-    av[n++] = "mpirun";
-    av[n++] = "-np";
-    av[n++] = np;
-    if (getuid() == 0) av[n++] = "--allow-run-as-root";
-    av[n++] = "--oversubscribe";
-    /* our ranks report their own errors (one line); mpirun's banners would bury it */
-    av[n++] = "-q";
-    /* binding every rank to one core would serialise their OpenMP threads */
-    av[n++] = "--bind-to";
-    av[n++] = "none";
+    int n = ls_dist_mpirun_args(av, np, ranks);
     av[n++] = (char *)ls_cli_self();
     av[n++] = "train";
     for (int i = 1; i < argc; i++) {

@@ -48,14 +48,7 @@ int main(int argc, char **argv) {
     if (n > 0) self_path[n] = '\0';
     else snprintf(self_path, sizeof self_path, "%s", argv[0]);
 
-    /* libgomp reads OMP_WAIT_POLICY once, as it loads (before main). Its default spin-wait
-     * halves training speed when the cores are shared with other processes (measured in
-     * docs/training.md), so the CLI re-executes itself once with the passive policy unless
-     * the user chose one. The PID stays the same; if exec fails we simply run as we are. */
-    if (!getenv("OMP_WAIT_POLICY") && n > 0) {
-        setenv("OMP_WAIT_POLICY", "passive", 1);
-        execv(self_path, argv);
-    }
+    ls_omp_passive_reexec(argv); /* unless the user chose an OpenMP wait policy */
     if (argc < 2) {
         usage(stderr);
         return 2;

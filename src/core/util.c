@@ -185,6 +185,17 @@ int ls_num_cores(void) {
     return n > 0 ? (int)n : 1;
 }
 
+/* libgomp reads OMP_WAIT_POLICY once, as it loads (before main), so only a fresh start can
+ * change it. Its default spin-wait halves training speed when the cores are shared with
+ * other processes: spinning workers burn the time slices the thread they wait for needs
+ * (measured in docs/model.md and docs/training.md). If exec fails we simply run as we
+ * are; the variable stays set, so programs we start still get the passive policy. */
+void ls_omp_passive_reexec(char **argv) {
+    if (getenv("OMP_WAIT_POLICY")) return; /* the user chose a policy, or this is the re-exec */
+    setenv("OMP_WAIT_POLICY", "passive", 1);
+    execv("/proc/self/exe", argv);
+}
+
 const char *ls_fmt_bytes(double bytes, char *buf, size_t n) {
     static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
     int u = 0;

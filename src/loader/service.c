@@ -162,34 +162,31 @@ int ls_loader_batch_decode(const uint8_t *buf, size_t len, ls_loader_batch *out)
 
 /* ---------------------------------------------------------------- frames */
 
-static int frame_req(int type, int64_t step, int rank, const void *payload, size_t plen, uint8_t **out, size_t *olen) {
-    req_hdr h = {{0}, WIRE_VERSION, (uint16_t)type, step, rank, (uint32_t)plen};
-    memcpy(h.magic, REQ_MAGIC, 4);
-    size_t n = sizeof h + plen + 8;
+/* A frame is header | payload | xxh3 of both: fills *out (malloc'd) and *olen. The header
+ * already carries its magic, version and payload length. */
+static int frame_pack(const void *hdr, size_t hlen, const void *payload, size_t plen, uint8_t **out, size_t *olen) {
+    size_t n = hlen + plen + 8;
     uint8_t *p = malloc(n);
     if (!p) return ls_err(LS_ENOMEM, "out of memory");
-    memcpy(p, &h, sizeof h);
-    if (plen) memcpy(p + sizeof h, payload, plen);
-    uint64_t c = ls_hash64(p, sizeof h + plen);
-    memcpy(p + sizeof h + plen, &c, 8);
+    memcpy(p, hdr, hlen);
+    if (plen) memcpy(p + hlen, payload, plen);
+    uint64_t c = ls_hash64(p, hlen + plen);
+    memcpy(p + hlen + plen, &c, 8);
     *out = p;
     *olen = n;
     return LS_OK;
 }
 
+static int frame_req(int type, int64_t step, int rank, const void *payload, size_t plen, uint8_t **out, size_t *olen) {
+    req_hdr h = {{0}, WIRE_VERSION, (uint16_t)type, step, rank, (uint32_t)plen};
+    memcpy(h.magic, REQ_MAGIC, 4);
+    return frame_pack(&h, sizeof h, payload, plen, out, olen);
+}
+
 static int frame_rep(int type, int status, const void *payload, size_t plen, uint8_t **out, size_t *olen) {
     rep_hdr h = {{0}, WIRE_VERSION, (uint16_t)type, status, (uint32_t)plen};
     memcpy(h.magic, REP_MAGIC, 4);
-    size_t n = sizeof h + plen + 8;
-    uint8_t *p = malloc(n);
-    if (!p) return ls_err(LS_ENOMEM, "out of memory");
-    memcpy(p, &h, sizeof h);
-    if (plen) memcpy(p + sizeof h, payload, plen);
-    uint64_t c = ls_hash64(p, sizeof h + plen);
-    memcpy(p + sizeof h + plen, &c, 8);
-    *out = p;
-    *olen = n;
-    return LS_OK;
+    return frame_pack(&h, sizeof h, payload, plen, out, olen);
 }
 
 /* Validates magic, version, length and checksum of a frame; points *payload into it. */

@@ -266,18 +266,32 @@ void ls_matmul_forward(float *out, const float *inp, const float *w, const float
     ls_blas_threads_pop(saved);
 }
 
-void ls_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
-                        int N, int IC, int OC) {
-    // dinp (N,IC) += dout (N,OC) · w (OC,IC); dw (OC,IC) += doutᵀ (OC,N) · inp (N,IC);
-    // dbias (OC) += column sums. Three independent pieces in one parallel region.
+static void gelu_rows_bwd(float *d, const float *pre, int r0, int r1, int IC); /* with the fused matmul + GELU */
+
+/* Both matmul backwards in one: dw (OC,IC) += doutᵀ·inp and dbias (OC) += column sums of
+ * dout; dinp (N,IC) += dout·w, or, given gelu_pre, dinp = (dout·w) ⊙ gelu'(gelu_pre)
+ * (overwritten, so the sgemm runs with beta 0 and each thread applies GELU's derivative to
+ * its block of rows while it is still in cache). The three pieces write disjoint outputs:
+ * one parallel region, no barrier between them. */
+static void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
+                            const float *gelu_pre, int N, int IC, int OC) {
     int pa = dinp ? gemm_parts(N, IC, OC) : 0, pb = gemm_parts(OC, IC, N);
+    /* the GELU pass is elementwise work of its own: worth threads even when the sgemm is not */
+    if (gelu_pre && pa == 1 && PAR_WORTH((long)N * IC)) pa = omp_get_max_threads() < N ? omp_get_max_threads() : N;
     int nblk = dbias ? (OC + CBLK - 1) / CBLK : 0;
     int saved = ls_blas_threads_push_single();
 #pragma omp parallel if (pa > 1 || pb > 1 || PAR_WORTH((long)N * OC))
     {
 #pragma omp for schedule(static) nowait
-        for (int k = 0; k < pa; k++)
-            gemm_part(k, pa, CblasNoTrans, CblasNoTrans, N, IC, OC, 1.0f, dout, OC, w, IC, 1.0f, dinp, IC);
+        for (int k = 0; k < pa; k++) {
+            gemm_part(k, pa, CblasNoTrans, CblasNoTrans, N, IC, OC, 1.0f, dout, OC, w, IC, gelu_pre ? 0.0f : 1.0f, dinp,
+                      IC);
+            if (gelu_pre) {
+                int r0, r1;
+                part_rows(k, pa, N, &r0, &r1);
+                gelu_rows_bwd(dinp, gelu_pre, r0, r1, IC);
+            }
+        }
 #pragma omp for schedule(static) nowait
         for (int k = 0; k < pb; k++)
             gemm_part(k, pb, CblasTrans, CblasNoTrans, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dw, IC);
@@ -293,6 +307,13 @@ void ls_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
         }
     }
     ls_blas_threads_pop(saved);
+}
+
+void ls_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
+                        int N, int IC, int OC) {
+    // dinp (N,IC) += dout (N,OC) · w (OC,IC); dw (OC,IC) += doutᵀ (OC,N) · inp (N,IC);
+    // dbias (OC) += column sums.
+    matmul_backward(dinp, dw, dbias, dout, inp, w, NULL, N, IC, OC);
 }
 
 /* ---------------------------------------------------------------- attention */
@@ -455,34 +476,7 @@ void ls_matmul_gelu_backward(float *dinp, float *dw, float *dbias, const float *
     // For y = gelu_out (N,IC) · wᵀ + b where gelu_out = gelu(gelu_pre): dinp (N,IC) is
     // OVERWRITTEN with d(loss)/d(gelu_pre) = (dout·w) ⊙ gelu'(gelu_pre) (no memset needed);
     // dw (OC,IC) += doutᵀ·inp and dbias (OC) += column sums accumulate as usual.
-    int pa = gemm_parts(N, IC, OC), pb = gemm_parts(OC, IC, N);
-    if (pa == 1 && PAR_WORTH((long)N * IC)) pa = omp_get_max_threads() < N ? omp_get_max_threads() : N;
-    int nblk = dbias ? (OC + CBLK - 1) / CBLK : 0;
-    int saved = ls_blas_threads_push_single();
-#pragma omp parallel if (pa > 1 || pb > 1 || PAR_WORTH((long)N * OC))
-    {
-#pragma omp for schedule(static) nowait
-        for (int k = 0; k < pa; k++) {
-            int r0, r1;
-            part_rows(k, pa, N, &r0, &r1);
-            gemm_part(k, pa, CblasNoTrans, CblasNoTrans, N, IC, OC, 1.0f, dout, OC, w, IC, 0.0f, dinp, IC);
-            gelu_rows_bwd(dinp, gelu_pre, r0, r1, IC);
-        }
-#pragma omp for schedule(static) nowait
-        for (int k = 0; k < pb; k++)
-            gemm_part(k, pb, CblasTrans, CblasNoTrans, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dw, IC);
-#pragma omp for schedule(static) nowait
-        for (int blk = 0; blk < nblk; blk++) {
-            int c0 = blk * CBLK, c1 = c0 + CBLK < OC ? c0 + CBLK : OC;
-            float g[CBLK] = {0};
-            for (int n = 0; n < N; n++) {
-                const float *d = dout + (size_t)n * OC;
-                for (int c = c0; c < c1; c++) g[c - c0] += d[c];
-            }
-            for (int c = c0; c < c1; c++) dbias[c] += g[c - c0];
-        }
-    }
-    ls_blas_threads_pop(saved);
+    matmul_backward(dinp, dw, dbias, dout, inp, w, gelu_pre, N, IC, OC);
 }
 
 /* ---------------------------------------------------------------- softmax + cross-entropy */

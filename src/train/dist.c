@@ -1,8 +1,10 @@
 /* dist.c - data-parallel ranks over MPI: initialised only under mpirun, so a plain run
  * is one process that never touches MPI. */
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <mpi.h>
 
@@ -109,4 +111,21 @@ int ls_dist_bcast(ls_dist *d, void *buf, size_t n) {
     if (n > INT_MAX) return ls_err(LS_ERANGE, "broadcast of %zu bytes is too large", n);
     MPI_CHECK(MPI_Bcast(buf, (int)n, MPI_BYTE, 0, d->comm));
     return LS_OK;
+}
+
+int ls_dist_mpirun_args(char **av, char np[16], int ranks) {
+    snprintf(np, 16, "%d", ranks);
+    int n = 0;
+    av[n++] = "mpirun";
+    /* our ranks report their own errors (one line); mpirun's banners would bury it */
+    av[n++] = "-q";
+    av[n++] = "-np";
+    av[n++] = np;
+    if (getuid() == 0) av[n++] = "--allow-run-as-root";
+    /* more ranks than cores is fine for us: they share the cores by design */
+    av[n++] = "--oversubscribe";
+    /* binding every rank to one core would serialise their OpenMP threads */
+    av[n++] = "--bind-to";
+    av[n++] = "none";
+    return n;
 }

@@ -77,35 +77,30 @@ static int get_float(const cJSON *j, const char *key, float *v) {
     return LS_OK;
 }
 
+/* A 64-bit value written as a string in base (JSON numbers lose 64-bit precision);
+ * a missing key leaves *v as it is. */
+static int get_u64_string(const cJSON *j, const char *key, int base, uint64_t *v) {
+    const char *s = NULL;
+    LS_TRY(ls_json_get_string(j, key, NULL, &s));
+    if (!s) return LS_OK;
+    char *end;
+    unsigned long long u = strtoull(s, &end, base);
+    if (!*s || *end) return ls_err(LS_EFORMAT, "llmsys.train: bad %s '%s'", key, s);
+    *v = u;
+    return LS_OK;
+}
+
 int ls_train_config_from_json(const char *json, ls_train_config *c) {
     cJSON *j;
     LS_TRY(ls_json_parse(json, strlen(json), "llmsys.train", &j));
     int rc = LS_OK;
-    const char *seed = NULL;
     if (!cJSON_IsObject(j)) rc = ls_err(LS_EFORMAT, "llmsys.train: not a JSON object");
     if (rc == LS_OK) rc = ls_json_get_int(j, "batch", c->batch, &c->batch);
     if (rc == LS_OK) rc = ls_json_get_int(j, "seq", c->seq, &c->seq);
     if (rc == LS_OK) rc = ls_json_get_int(j, "steps", c->steps, &c->steps);
     if (rc == LS_OK) rc = ls_json_get_int(j, "shards", c->shards, &c->shards);
-    if (rc == LS_OK) rc = ls_json_get_string(j, "seed", NULL, &seed);
-    if (rc == LS_OK && seed) {
-        char *end;
-        unsigned long long v = strtoull(seed, &end, 10);
-        if (!*seed || *end)
-            rc = ls_err(LS_EFORMAT, "llmsys.train: bad seed '%s'", seed);
-        else
-            c->seed = v;
-    }
-    const char *dh = NULL;
-    if (rc == LS_OK) rc = ls_json_get_string(j, "data_hash", NULL, &dh);
-    if (rc == LS_OK && dh) {
-        char *end;
-        unsigned long long v = strtoull(dh, &end, 16);
-        if (!*dh || *end)
-            rc = ls_err(LS_EFORMAT, "llmsys.train: bad data_hash '%s'", dh);
-        else
-            c->data_hash = v;
-    }
+    if (rc == LS_OK) rc = get_u64_string(j, "seed", 10, &c->seed);
+    if (rc == LS_OK) rc = get_u64_string(j, "data_hash", 16, &c->data_hash);
     if (rc == LS_OK) rc = get_float(j, "lr", &c->opt.lr);
     if (rc == LS_OK) rc = get_float(j, "beta1", &c->opt.beta1);
     if (rc == LS_OK) rc = get_float(j, "beta2", &c->opt.beta2);
