@@ -208,6 +208,9 @@ typedef struct {
     int bits_mask;     /* allowed bit widths, bit k = ls_plan_bits[k] */
     double time_limit_s; /* ILP: total time limit */
     int fix_mb;        /* baselines: b_pre = b_dec = ceil(B / n_dev) */
+    int replay_select; /* splitquant: > 0 re-ranks the best plans of this many top candidates and the
+                        * baselines meeting the target by ls_plan_simulate on the cluster's host
+                        * (the closed form stays the search's objective); 0 = by objective */
 } ls_plan_problem;
 
 typedef enum {

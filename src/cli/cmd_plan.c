@@ -74,7 +74,7 @@ static void print_plan(const ls_plan_problem *pb, const ls_plan_result *pl) {
 
 static int plan_serve(int argc, char **argv) {
     const char *model = NULL, *cluster = NULL, *quality = "bits:4", *algo = "splitquant", *out = NULL, *report = NULL;
-    const char *indicator = NULL, *vllm = NULL, *data = NULL, *bits = NULL;
+    const char *indicator = NULL, *vllm = NULL, *data = NULL, *bits = NULL, *select = "objective";
     int batch = -1, prompt = -1, gen = -1, quiet = 0;
     double tlimit = 10;
     ls_arg spec[] = {
@@ -92,6 +92,9 @@ static int plan_serve(int argc, char **argv) {
         {"algo", LS_ARG_STR, &algo, "A", "splitquant (default) | ilp | uniform | pipeedge | adabits"},
         {"bits", LS_ARG_STR, &bits, "LIST", "allowed bit widths, e.g. 4,8,16 (default 3,4,8,16)"},
         {"time-limit", LS_ARG_FLOAT, &tlimit, "S", "ILP time limit in seconds over all candidates (default 10)"},
+        {"select", LS_ARG_STR, &select, "HOW",
+         "splitquant: objective (default; the LLM-PQ closed form) | replay (top plans re-ranked by the replay of "
+         "serve's schedule on the cluster's host)"},
         {"out", LS_ARG_STR, &out, "FILE", "write the plan (llmsys-plan v1)"},
         {"report", LS_ARG_STR, &report, "FILE", "write the plan with per-device memory, solve time and vLLM export"},
         {"export-vllm", LS_ARG_STR, &vllm, "FILE", "write vLLM launch lines and the per-layer quantization map"},
@@ -109,6 +112,10 @@ static int plan_serve(int argc, char **argv) {
     }
     if (!(tlimit > 0) || tlimit > 3600) {
         fprintf(stderr, "llmsys plan serve: --time-limit must be in (0, 3600] seconds\n");
+        return 2;
+    }
+    if (strcmp(select, "objective") && strcmp(select, "replay")) {
+        fprintf(stderr, "llmsys plan serve: --select must be objective or replay, not '%s'\n", select);
         return 2;
     }
     ls_plan_qtarget qt;
@@ -169,6 +176,7 @@ static int plan_serve(int argc, char **argv) {
         }
     }
     pb->time_limit_s = tlimit;
+    pb->replay_select = strcmp(select, "replay") ? 0 : 16;
     if ((rc = ls_plan_problem_set_quality(pb, qt))) {
         ret = fail_input();
         free(pb);
@@ -664,7 +672,7 @@ static int validate_measure(const char *ckpt, char (*plan_paths)[1300], int n_pl
 
 static int plan_validate(int argc, char **argv) {
     const char *model = NULL, *config = "small", *workdir = NULL, *profile = NULL, *report = NULL, *quality = "bits:8";
-    const char *algos = "splitquant,uniform";
+    const char *algos = "splitquant,uniform", *select = "replay";
     int stages = 2, batch = 8, prompt = 32, gen = 32, threads = 1, runs = 5, reps = 5, colocate = 0;
     double mem_gb = 2.0;
     ls_arg spec[] = {
@@ -677,6 +685,9 @@ static int plan_validate(int argc, char **argv) {
         {"gen", LS_ARG_INT, &gen, "N", "generated tokens per request (default 32)"},
         {"quality", LS_ARG_STR, &quality, "Q", "quality target as for plan serve (default bits:8)"},
         {"algos", LS_ARG_STR, &algos, "LIST", "planners whose plans are served (default splitquant,uniform)"},
+        {"select", LS_ARG_STR, &select, "HOW",
+         "how splitquant picks its plan: replay (default: top plans re-ranked by the replay on this host) | "
+         "objective (the closed form alone)"},
         {"threads", LS_ARG_INT, &threads, "N", "kernel threads per stage (default 1)"},
         {"runs", LS_ARG_INT, &runs, "R", "timed batches per plan after one warm-up (default 5)"},
         {"reps", LS_ARG_INT, &reps, "R", "profile repetitions per point (default 5)"},
@@ -700,6 +711,10 @@ static int plan_validate(int argc, char **argv) {
                 "llmsys plan validate: --stages in [1, %d], --batch in [1, 256], --prompt >= 2, --gen >= 1, "
                 "--threads in [1, 64], --runs/--reps in [1, 100], --memory-gb > 0\n",
                 LS_PLAN_MAX_STAGES);
+        return 2;
+    }
+    if (strcmp(select, "objective") && strcmp(select, "replay")) {
+        fprintf(stderr, "llmsys plan validate: --select must be objective or replay, not '%s'\n", select);
         return 2;
     }
     ls_plan_qtarget qt;
@@ -813,6 +828,7 @@ static int plan_validate(int argc, char **argv) {
         ret = is_input_error(rc) ? fail_input() : ls_cli_fail();
         goto done;
     }
+    pb->replay_select = strcmp(select, "replay") ? 0 : 16;
     printf("host: parallel capacity for %d stage processes %.2f cores (1 = one process alone); idle ZeroMQ hop "
            "%.0f us median (profile link: %.0f us)\n",
            stages, cap, hop * 1e6, cl->prof[0].link_lat_s * 1e6);

@@ -532,6 +532,27 @@ int plan_splitquant(const ls_plan_problem *p, ls_plan_result *out, int rank_only
         c->incumbent = best.objective * (1 + 1e-12);
         if ((rc = dp_candidate(c, &lp, sets, &best, &found, 0))) goto done;
     }
+    /* replay-verified selection: the closed form ranks the candidates, the replay of
+     * serve's schedule picks among the best plans of the top few (it sees partial
+     * micro-batches, hops and shared hosts that the closed form leaves out) */
+    if (p->replay_select > 0 && !rank_only) {
+        ls_plan_sim_opts so = ls_plan_sim_for_cluster(p->cl);
+        ls_plan_sim_result sr;
+        double best_tps = found && ls_plan_simulate(p, &best, &so, &sr) == LS_OK ? sr.tok_s : -1;
+        for (int i = 0; i < p->replay_select && i < nc && isfinite(cs[i].obj); i++) {
+            dp_setup(c, p, orders[cs[i].order], mbs[cs[i].mb][0], mbs[cs[i].mb][1]);
+            c->incumbent = INFINITY;
+            ls_plan_result one;
+            memset(&one, 0, sizeof one);
+            one.objective = INFINITY;
+            int f = 0;
+            if ((rc = dp_candidate(c, &lp, sets, &one, &f, 0))) goto done;
+            if (f && ls_plan_simulate(p, &one, &so, &sr) == LS_OK && sr.tok_s > best_tps) {
+                best = one, best_tps = sr.tok_s;
+                found = 1;
+            }
+        }
+    }
     if (!found) {
         rc = LS_EINFEASIBLE;
         goto done;
@@ -673,6 +694,25 @@ static int plan_splitquant_seeded(const ls_plan_problem *p, ls_plan_result *out)
             seed = x;
         else if (rc < 0 && rc != LS_EINFEASIBLE)
             return rc;
+    }
+    if (p->replay_select > 0) {
+        /* every baseline plan that meets the target competes by replay, as do the DP's */
+        ls_plan_sim_opts so = ls_plan_sim_for_cluster(p->cl);
+        ls_plan_sim_result sr;
+        ls_plan_result by_replay;
+        double best_tps = -1;
+        int rc = plan_splitquant(p, out, 0, NULL, NULL, NULL, INFINITY);
+        if (rc == LS_OK && ls_plan_simulate(p, out, &so, &sr) == LS_OK) by_replay = *out, best_tps = sr.tok_s;
+        else if (rc != LS_OK && rc != LS_EINFEASIBLE) return rc;
+        int nc = rc == LS_OK ? out->n_candidates : 0;
+        for (int t = 0; t < 3; t++)
+            if (fn[t](p, &x) == LS_OK && ls_plan_evaluate(p, &x) == LS_OK && ls_plan_simulate(p, &x, &so, &sr) == LS_OK &&
+                sr.tok_s > best_tps)
+                by_replay = x, best_tps = sr.tok_s;
+        if (best_tps < 0) return LS_EINFEASIBLE;
+        *out = by_replay;
+        out->n_candidates = nc;
+        return LS_OK;
     }
     int rc = plan_splitquant(p, out, 0, NULL, NULL, NULL, seed.objective * (1 + 1e-12));
     if (rc == LS_EINFEASIBLE && isfinite(seed.objective)) {

@@ -540,6 +540,59 @@ static void test_sim_scheduler(void) {
     ls_plan_cluster_free(cl);
 }
 
+/* Replay-verified selection never picks a plan the replay rates below the objective's
+ * choice or a baseline meeting the target; the cluster's "host" object reaches the replay. */
+static void test_replay_select(void) {
+    char path[300];
+    tmp_path(path, sizeof path, "host-cluster.json");
+    write_text(path, "{\"format\":\"llmsys-cluster\",\"version\":1,\"name\":\"shared\","
+                     "\"host\":{\"capacity\":1.5,\"hop_us\":120},"
+                     "\"nodes\":[{\"gpu\":\"T4\",\"count\":2},{\"gpu\":\"V100-32G\",\"count\":1}]}");
+    char bad[300];
+    tmp_path(bad, sizeof bad, "bad-host.json");
+    ls_plan_cluster *bcl = NULL;
+    write_text(bad, "{\"format\":\"llmsys-cluster\",\"version\":1,\"host\":3,\"nodes\":[{\"gpu\":\"T4\",\"count\":1}]}");
+    CHECK(ls_plan_cluster_load(cat, bad, &bcl) == LS_EFORMAT && bcl == NULL);
+    write_text(bad, "{\"format\":\"llmsys-cluster\",\"version\":1,\"host\":{\"capacity\":-2},"
+                    "\"nodes\":[{\"gpu\":\"T4\",\"count\":1}]}");
+    CHECK(ls_plan_cluster_load(cat, bad, &bcl) != LS_OK && bcl == NULL);
+    CHECK_MSG(strstr(ls_errmsg(), "capacity") != NULL, "%s", ls_errmsg());
+    const char *clusters[] = {"llmpq-2", path};
+    for (int c = 0; c < 2; c++) {
+        ls_plan_cluster *cl;
+        CHECK(ls_plan_cluster_load(cat, clusters[c], &cl) == LS_OK);
+        if (c == 1) {
+            CHECK_NEAR(cl->host_capacity, 1.5, 0);
+            CHECK_NEAR(cl->host_hop_s, 120e-6, 1e-15);
+        } else {
+            CHECK_NEAR(cl->host_capacity, 0, 0);
+        }
+        ls_plan_arch a;
+        CHECK(ls_plan_catalog_model(cat, c ? "opt-13b" : "opt-30b", &a) == LS_OK);
+        ls_plan_problem *pb = malloc(sizeof *pb);
+        ls_plan_result *obj = malloc(sizeof *obj), *rep = malloc(sizeof *rep), *uni = malloc(sizeof *uni);
+        CHECK(ls_plan_problem_init(pb, &a, cl, (ls_plan_workload){16, 256, 32}) == LS_OK);
+        CHECK(ls_plan_problem_set_quality(pb, (ls_plan_qtarget){LS_PLAN_Q_BITS, 4}) == LS_OK);
+        CHECK(ls_plan_solve(pb, LS_PLAN_ALGO_SPLITQUANT, obj) == LS_OK);
+        pb->replay_select = 16;
+        CHECK(ls_plan_solve(pb, LS_PLAN_ALGO_SPLITQUANT, rep) == LS_OK);
+        check_valid(pb, rep, "replay-selected");
+        ls_plan_sim_opts so = ls_plan_sim_for_cluster(cl);
+        ls_plan_sim_result ro, rr, ru;
+        CHECK(ls_plan_simulate(pb, obj, &so, &ro) == LS_OK);
+        CHECK(ls_plan_simulate(pb, rep, &so, &rr) == LS_OK);
+        CHECK_MSG(rr.tok_s >= ro.tok_s * (1 - 1e-9), "%s: replay-selected %.2f tok/s < objective's %.2f", clusters[c],
+                  rr.tok_s, ro.tok_s);
+        if (ls_plan_solve(pb, LS_PLAN_ALGO_UNIFORM, uni) == LS_OK && ls_plan_evaluate(pb, uni) == LS_OK) {
+            CHECK(ls_plan_simulate(pb, uni, &so, &ru) == LS_OK);
+            CHECK_MSG(rr.tok_s >= ru.tok_s * (1 - 1e-9), "%s: replay-selected %.2f tok/s < uniform's %.2f",
+                      clusters[c], rr.tok_s, ru.tok_s);
+        }
+        free(pb), free(obj), free(rep), free(uni);
+        ls_plan_cluster_free(cl);
+    }
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/llmsys-plan-test-%d", (int)getpid());
     LS_ASSERT(ls_mkdirs(tmpdir) == LS_OK);
@@ -557,6 +610,7 @@ int main(void) {
     RUN(test_bad_input);
     RUN(test_sim_one_stage);
     RUN(test_sim_scheduler);
+    RUN(test_replay_select);
     ls_plan_catalog_free(cat);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
