@@ -1078,5 +1078,12 @@ int demo_plan(const ls_demo_ctx *ctx) {
     int rc = demo_case(cat, "llmpq-2", "opt-30b", ctx->quick);
     if (!rc) rc = demo_case(cat, "demo-70b", "llama-2-70b", ctx->quick);
     ls_plan_catalog_free(cat);
-    return rc;
+    if (rc || ctx->quick) return rc;
+    /* closing the loop: plan on this machine's profiled CPU stages, serve, measure */
+    char wd[1100];
+    snprintf(wd, sizeof wd, "%s/plan-validate", ctx->workdir);
+    printf("\nClosing the loop on this machine (MEASURED): `llmsys plan validate --stages 2 --runs 3`\n");
+    fflush(stdout);
+    char *av[] = {"validate", "--stages", "2", "--runs", "3", "--workdir", wd, NULL};
+    return plan_validate(7, av) ? 1 : 0;
 }
