@@ -670,6 +670,21 @@ static int validate_measure(const char *ckpt, char (*plan_paths)[1300], int n_pl
     return rc;
 }
 
+/* Removes what validate writes into its own temporary directory, then the directory. */
+static void validate_cleanup(const char *dir) {
+    char f[1400];
+    static const char *names[] = {"model.safetensors", "profile.json", "cluster.json"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(f, sizeof f, "%s/%s", dir, names[i]);
+        unlink(f);
+    }
+    for (int a = 0; a < LS_PLAN_ALGO_COUNT; a++) {
+        snprintf(f, sizeof f, "%s/plan-%s.json", dir, ls_plan_algo_name((ls_plan_algo)a));
+        unlink(f);
+    }
+    rmdir(dir);
+}
+
 static int plan_validate(int argc, char **argv) {
     const char *model = NULL, *config = "small", *workdir = NULL, *profile = NULL, *report = NULL, *quality = "bits:8";
     const char *algos = "splitquant,uniform", *select = "replay";
@@ -696,7 +711,7 @@ static int plan_validate(int argc, char **argv) {
         {"profile-colocated", LS_ARG_FLAG, &colocate, NULL,
          "profile while the other stages' load runs (default: alone; the replay models the sharing)"},
         {"workdir", LS_ARG_STR, &workdir, "DIR",
-         "where checkpoint, profile, cluster and plans go (default: a new /tmp dir)"},
+         "keep checkpoint, profile, cluster and plans here (default: a /tmp dir removed at exit)"},
         {"report", LS_ARG_STR, &report, "FILE", "JSON summary: predicted vs measured per plan and stage"},
     };
     int rc =
@@ -754,15 +769,24 @@ static int plan_validate(int argc, char **argv) {
         snprintf(ckpt, sizeof ckpt, "%s", model);
     } else {
         snprintf(ckpt, sizeof ckpt, "%s/model.safetensors", dir);
-        if ((rc = validate_make_ckpt(config, 1, ckpt))) return is_input_error(rc) ? fail_input() : ls_cli_fail();
+        if ((rc = validate_make_ckpt(config, 1, ckpt))) {
+            int code = is_input_error(rc) ? fail_input() : ls_cli_fail();
+            if (!workdir) validate_cleanup(dir);
+            return code;
+        }
     }
     ls_model_config mc;
     int *fbits = NULL;
-    if ((rc = ls_ckpt_info(ckpt, &mc, &fbits, NULL))) return fail_input();
+    if ((rc = ls_ckpt_info(ckpt, &mc, &fbits, NULL))) {
+        int code = fail_input();
+        if (!workdir) validate_cleanup(dir);
+        return code;
+    }
     free(fbits);
     if (prompt + gen > mc.n_ctx) {
         fprintf(stderr, "llmsys plan validate: prompt + gen = %d exceeds the model context %d\n", prompt + gen,
                 mc.n_ctx);
+        if (!workdir) validate_cleanup(dir);
         return 2;
     }
     ls_plan_workload wl = {batch, prompt, gen};
@@ -775,8 +799,11 @@ static int plan_validate(int argc, char **argv) {
         snprintf(prof, sizeof prof, "%s", profile);
     } else {
         snprintf(prof, sizeof prof, "%s/profile.json", dir);
-        if ((rc = validate_profile(ckpt, &wl, mc.n_ctx, threads, reps, colocate ? stages - 1 : 0, prof)))
-            return ls_cli_fail();
+        if ((rc = validate_profile(ckpt, &wl, mc.n_ctx, threads, reps, colocate ? stages - 1 : 0, prof))) {
+            int code = ls_cli_fail();
+            if (!workdir) validate_cleanup(dir);
+            return code;
+        }
         printf("profile: %s (%.1f s)\n", prof, ls_now() - t0);
     }
     int colocated = 0;
@@ -807,7 +834,11 @@ static int plan_validate(int argc, char **argv) {
         cJSON_AddItemToArray(nodes, n);
         rc = ls_json_write_file(clpath, j);
         cJSON_Delete(j);
-        if (rc) return ls_cli_fail();
+        if (rc) {
+            int code = ls_cli_fail();
+            if (!workdir) validate_cleanup(dir);
+            return code;
+        }
     }
     ls_plan_catalog *cat = NULL;
     ls_plan_cluster *cl = NULL;
@@ -887,7 +918,7 @@ static int plan_validate(int argc, char **argv) {
         int mp = (batch + x->mb_prefill - 1) / x->mb_prefill, md = (batch + x->mb_decode - 1) / x->mb_decode;
         cJSON *o = cJSON_CreateObject(), *ost = cJSON_AddArrayToObject(o, "stages");
         cJSON_AddStringToObject(o, "algo", ls_plan_algo_name(x->algo));
-        cJSON_AddStringToObject(o, "plan", path);
+        if (workdir) cJSON_AddStringToObject(o, "plan", path);
         cJSON_AddNumberToObject(o, "predicted_tok_s", x->throughput_tok_s);
         cJSON_AddNumberToObject(o, "predicted_s", x->total_s);
         cJSON_AddNumberToObject(o, "measured_tok_s", med);
@@ -964,7 +995,7 @@ static int plan_validate(int argc, char **argv) {
         }
     }
     if (report) {
-        cJSON_AddStringToObject(rep, "workdir", dir);
+        if (workdir) cJSON_AddStringToObject(rep, "workdir", dir);
         cJSON_AddStringToObject(rep, "model", ckpt);
         cJSON_AddNumberToObject(rep, "stages", stages);
         cJSON_AddNumberToObject(rep, "threads", threads);
@@ -976,6 +1007,7 @@ static int plan_validate(int argc, char **argv) {
         if ((rc = ls_json_write_file(report, rep))) ret = ls_cli_fail();
     }
 done:
+    if (!workdir) validate_cleanup(dir);
     cJSON_Delete(rep);
     free(meas);
     free(pl);
