@@ -188,6 +188,7 @@ typedef struct {
     int reps;     /* timings per point; the median is kept */
     int nthreads; /* kernel threads */
     int span;     /* consecutive middle layers timed together (<= 0: up to 4); a row is their mean */
+    int no_link;  /* 1: skip the ZeroMQ link measurement (the profile then has no "link") */
 } ls_profile_opts;
 
 ls_profile_opts ls_profile_defaults(void);

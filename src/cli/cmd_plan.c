@@ -360,6 +360,7 @@ static int validate_profile(const char *ckpt, const ls_plan_workload *wl, int n_
         if (pid == 0) {
             prctl(PR_SET_PDEATHSIG, SIGKILL);
             if (!freopen("/dev/null", "w", stderr)) _exit(1); /* no second progress bar */
+            o.no_link = 1; /* killed at any moment: no ipc files of its own to leave behind */
             for (;;) {
                 cJSON *x = NULL;
                 if (ls_profile_run(ckpt, &o, &x) != LS_OK) _exit(1);

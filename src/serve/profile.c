@@ -175,7 +175,7 @@ int ls_profile_run(const char *model, const ls_profile_opts *o, struct cJSON **o
     free(fbits);
     if (quant) return ls_err(LS_EINVAL, "%s: profile needs the fp32 checkpoint (it quantizes one layer to each width)", model);
     double lat = 0, bw = 0;
-    LS_TRY(ls_profile_link(&lat, &bw));
+    if (!o->no_link) LS_TRY(ls_profile_link(&lat, &bw));
     cJSON *j = cJSON_CreateObject();
     char dev[300];
     cpu_name(dev, sizeof dev);
@@ -290,10 +290,12 @@ int ls_profile_run(const char *model, const ls_profile_opts *o, struct cJSON **o
         free(wte);
     }
     openblas_set_num_threads(blas_saved);
-    cJSON *lk = cJSON_AddObjectToObject(j, "link");
-    cJSON_AddNumberToObject(lk, "latency_s", lat);
-    cJSON_AddNumberToObject(lk, "bandwidth_Bps", bw);
-    cJSON_AddStringToObject(lk, "transport", "zeromq ipc (push/pull), as serve uses");
+    if (!o->no_link) {
+        cJSON *lk = cJSON_AddObjectToObject(j, "link");
+        cJSON_AddNumberToObject(lk, "latency_s", lat);
+        cJSON_AddNumberToObject(lk, "bandwidth_Bps", bw);
+        cJSON_AddStringToObject(lk, "transport", "zeromq ipc (push/pull), as serve uses");
+    }
     free(act), free(outb), free(tok), free(seqs), free(ts);
     if (rc) {
         cJSON_Delete(j);
