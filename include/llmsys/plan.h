@@ -42,7 +42,8 @@ enum {
     LS_PLAN_MAX_DEV = 128,   /* devices in one cluster */
     LS_PLAN_MAX_LAYER = 256, /* transformer layers in one model */
     LS_PLAN_NAME = 64,
-    LS_PLAN_SIM_MAXB = 4096, /* sequences in one simulated batch */
+    LS_PLAN_SIM_MAXB = 4096,        /* sequences in one simulated batch */
+    LS_PLAN_SIM_MAX_STEPS = 2000000, /* micro-batch x stage steps one replay may take (~1 s) */
 };
 
 /* The bit widths, index 0..3. */
@@ -292,7 +293,9 @@ ls_plan_sim_opts ls_plan_sim_for_cluster(const ls_plan_cluster *cl);
  * requests ready when one of `depth` in-flight slots frees, prefill and decode alternating,
  * each stage a FIFO server), with every stage's time for each actual micro-batch (its size
  * and mean context) from the same cost terms the planner uses, and processor sharing when
- * the busy stations exceed `capacity`. Plan must have passed ls_plan_evaluate. */
+ * the busy stations exceed `capacity`. Plan must have passed ls_plan_evaluate. LS_EINVAL
+ * when the batch exceeds LS_PLAN_SIM_MAXB or the replay would take more than
+ * LS_PLAN_SIM_MAX_STEPS micro-batch steps (callers then report the closed form alone). */
 int ls_plan_simulate(const ls_plan_problem *p, const ls_plan_result *plan, const ls_plan_sim_opts *o,
                      ls_plan_sim_result *out);
 

@@ -158,6 +158,11 @@ int ls_plan_simulate(const ls_plan_problem *p, const ls_plan_result *pl, const l
     if (S < 1 || S > LS_PLAN_MAX_DEV || B < 1 || B > LS_PLAN_SIM_MAXB || pl->mb_prefill < 1 || pl->mb_decode < 1)
         return ls_err(LS_EINVAL, "simulate: %d stages, batch %d (at most %d), micro-batches %d/%d", S, B,
                       LS_PLAN_SIM_MAXB, pl->mb_prefill, pl->mb_decode);
+    /* the replay walks every micro-batch through every stage: bound its work */
+    double n_mb = ceil((double)B / pl->mb_prefill) + ceil((double)B / pl->mb_decode) * (p->wl.gen - 1);
+    if (n_mb * (S + 1) > LS_PLAN_SIM_MAX_STEPS)
+        return ls_err(LS_EINVAL, "simulate: %.3g micro-batch steps exceed the replay's limit of %.3g", n_mb * (S + 1),
+                      (double)LS_PLAN_SIM_MAX_STEPS);
     sim_t x = {.p = p, .pl = pl, .o = *o, .S = S, .B = B, .r = out};
     x.depth = o->depth > 0 ? o->depth : S;
     if (x.depth > LS_PLAN_MAX_DEV) x.depth = LS_PLAN_MAX_DEV;

@@ -696,25 +696,34 @@ static int plan_splitquant_seeded(const ls_plan_problem *p, ls_plan_result *out)
             return rc;
     }
     if (p->replay_select > 0) {
-        /* every baseline plan that meets the target competes by replay, as do the DP's */
+        /* the DP's re-ranked plan and every baseline plan that meets the target compete by
+         * replay; when the workload is too large to replay, selection falls back to the
+         * objective below */
         ls_plan_sim_opts so = ls_plan_sim_for_cluster(p->cl);
         ls_plan_sim_result sr;
-        ls_plan_result by_replay;
-        double best_tps = -1;
         int rc = plan_splitquant(p, out, 0, NULL, NULL, NULL, INFINITY);
-        if (rc == LS_OK && ls_plan_simulate(p, out, &so, &sr) == LS_OK) by_replay = *out, best_tps = sr.tok_s;
-        else if (rc != LS_OK && rc != LS_EINFEASIBLE) return rc;
-        int nc = rc == LS_OK ? out->n_candidates : 0;
-        for (int t = 0; t < 3; t++)
-            if (fn[t](p, &x) == LS_OK && ls_plan_evaluate(p, &x) == LS_OK && ls_plan_simulate(p, &x, &so, &sr) == LS_OK &&
-                sr.tok_s > best_tps)
-                by_replay = x, best_tps = sr.tok_s;
-        if (best_tps < 0) return LS_EINFEASIBLE;
-        *out = by_replay;
-        out->n_candidates = nc;
-        return LS_OK;
+        if (rc != LS_OK && rc != LS_EINFEASIBLE) return rc;
+        if (rc == LS_EINFEASIBLE && isfinite(seed.objective)) {
+            int nc = out->n_candidates;
+            *out = seed;
+            out->n_candidates = nc;
+            rc = LS_OK;
+        }
+        if (rc != LS_OK) return rc;
+        if (ls_plan_simulate(p, out, &so, &sr) == LS_OK) {
+            int nc = out->n_candidates;
+            double best_tps = sr.tok_s;
+            for (int t = 0; t < 3; t++)
+                if (fn[t](p, &x) == LS_OK && ls_plan_evaluate(p, &x) == LS_OK &&
+                    ls_plan_simulate(p, &x, &so, &sr) == LS_OK && sr.tok_s > best_tps)
+                    *out = x, best_tps = sr.tok_s;
+            out->n_candidates = nc;
+            return LS_OK;
+        }
     }
-    int rc = plan_splitquant(p, out, 0, NULL, NULL, NULL, seed.objective * (1 + 1e-12));
+    ls_plan_problem q = *p; /* by the objective alone */
+    q.replay_select = 0;
+    int rc = plan_splitquant(&q, out, 0, NULL, NULL, NULL, seed.objective * (1 + 1e-12));
     if (rc == LS_EINFEASIBLE && isfinite(seed.objective)) {
         int nc = out->n_candidates;
         *out = seed;

@@ -591,6 +591,24 @@ static void test_replay_select(void) {
         free(pb), free(obj), free(rep), free(uni);
         ls_plan_cluster_free(cl);
     }
+    /* too large to replay (1024 x 2000 tokens over 64 stages): selection falls back to the
+     * objective and gives the objective's plan */
+    ls_plan_cluster *cl;
+    CHECK(ls_plan_cluster_load(cat, "mixed-64", &cl) == LS_OK);
+    ls_plan_arch a;
+    CHECK(ls_plan_catalog_model(cat, cl->model, &a) == LS_OK);
+    ls_plan_problem *pb = malloc(sizeof *pb);
+    ls_plan_result *obj = malloc(sizeof *obj), *rep = malloc(sizeof *rep);
+    CHECK(ls_plan_problem_init(pb, &a, cl, (ls_plan_workload){1024, 64, 2000}) == LS_OK);
+    ls_plan_sim_opts so = ls_plan_sim_defaults();
+    ls_plan_sim_result sr;
+    CHECK(ls_plan_solve(pb, LS_PLAN_ALGO_SPLITQUANT, obj) == LS_OK);
+    CHECK(ls_plan_simulate(pb, obj, &so, &sr) == LS_EINVAL);
+    pb->replay_select = 16;
+    CHECK(ls_plan_solve(pb, LS_PLAN_ALGO_SPLITQUANT, rep) == LS_OK);
+    CHECK_NEAR(rep->objective, obj->objective, 1e-12 * obj->objective);
+    free(pb), free(obj), free(rep);
+    ls_plan_cluster_free(cl);
 }
 
 int main(void) {
