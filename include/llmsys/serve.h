@@ -200,6 +200,16 @@ int ls_profile_run(const char *model, const ls_profile_opts *o, struct cJSON **o
 /* One-way latency and bandwidth between two local processes over ZeroMQ ipc. */
 int ls_profile_link(double *latency_s, double *bandwidth_Bps);
 
+/* ---------------------------------------------------------------- host probes */
+
+/* Parallel capacity this host offers n stage processes now: decode steps of ckpt's middle
+ * layers that n fresh processes complete together in a fixed 0.1 s window over the steps
+ * one completes alone (median of 3 tries; at most n; 1 <= n <= 64). NAN on failure. */
+double ls_host_capacity(const char *ckpt, int n);
+/* Median one-way latency of a small ZeroMQ ipc message to a process that sleeps in its
+ * receive between messages (rounds spaced gap_s apart). NAN on failure. */
+double ls_host_hop_latency(int rounds, double gap_s);
+
 /* ---------------------------------------------------------------- HTTP client */
 
 /* One blocking HTTP/1.1 request to host:port (for the demo, benchmarks and tests).

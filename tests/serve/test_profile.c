@@ -1,6 +1,8 @@
 /* test_profile.c - the device profile has the FORMATS.md shape, one row per grid point,
- * positive timings, a measured link; a quantized checkpoint is refused. */
+ * positive timings, a measured link; a quantized checkpoint is refused; the host probes
+ * give a capacity within (0, n] and a positive hop latency, NAN on bad input. */
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <unistd.h>
 
 #include "ckpt_util.h"
@@ -43,6 +45,22 @@ static void test_profile(void) {
     int b4[3] = {4, 4, 4};
     CHECK(ls_quant_checkpoint(ckpt, b4, 3, 32, q) == LS_OK);
     CHECK(ls_profile_run(q, &o, &j) == LS_EINVAL);
+    /* the layers of the profile are a stage-sized run: a middle one here (3 layers) */
+    o.no_link = 1;
+    CHECK(ls_profile_run(ckpt, &o, &j) == LS_OK);
+    if (j) {
+        CHECK_EQ_INT(cJSON_GetObjectItem(j, "layers_timed")->valueint, 1);
+        CHECK(cJSON_GetObjectItem(j, "link") == NULL);
+        cJSON_Delete(j);
+    }
+    /* host probes: one process shares nothing (capacity 1 up to timing noise, never above);
+     * two report at most 2; a message to a sleeping process takes between 1 us and 50 ms */
+    double c1 = ls_host_capacity(ckpt, 1), c2 = ls_host_capacity(ckpt, 2), hop = ls_host_hop_latency(5, 0.002);
+    CHECK_MSG(c1 > 0.3 && c1 <= 1.0, "capacity for 1 process %.3f", c1);
+    CHECK_MSG(c2 > 0.3 && c2 <= 2.0, "capacity for 2 processes %.3f", c2);
+    CHECK_MSG(hop > 1e-6 && hop < 0.05, "hop %.6f s", hop);
+    CHECK(isnan(ls_host_capacity("/nonexistent.safetensors", 2)));
+    CHECK(isnan(ls_host_capacity(ckpt, 0)));
     unlink(ckpt);
     unlink(q);
 }
