@@ -2,12 +2,9 @@
  * scenario. */
 #include <cjson/cJSON.h>
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cli/args.h"
@@ -333,7 +330,7 @@ static int uniq_grid(int *v, int n, int hi) {
 
 /* Profiles the checkpoint over a grid that brackets the workload. */
 static int validate_profile(const char *ckpt, const ls_plan_workload *wl, int n_ctx, int threads, int reps,
-                            int colocate, const char *out) {
+                            const char *out) {
     int batches[8] = {1, 2, 4, 8, wl->batch, (wl->batch + 1) / 2}, nb;
     int seqs[4] = {wl->prompt / 2, wl->prompt, wl->prompt * 2}, ns;
     int ctxs[4] = {wl->prompt, wl->prompt + wl->gen / 2, wl->prompt + wl->gen - 1}, nc;
@@ -347,37 +344,10 @@ static int validate_profile(const char *ckpt, const ls_plan_workload *wl, int n_
     o.seqs = seqs, o.n_seqs = ns;
     o.ctxs = ctxs, o.n_ctxs = nc;
     o.reps = reps, o.nthreads = threads;
-    /* The stages of the virtual cluster share this host: while one stage computes, the
-     * others do too. So the profile is measured co-located: `colocate` forked children
-     * run the same measurement in a loop until the parent's profile is done. */
-    pid_t kids[LS_PLAN_MAX_STAGES];
-    int nk = 0;
-    for (; nk < colocate && nk < LS_PLAN_MAX_STAGES; nk++) {
-        fflush(NULL);
-        pid_t pid = fork();
-        if (pid < 0) break;
-        if (pid == 0) {
-            prctl(PR_SET_PDEATHSIG, SIGKILL);
-            if (!freopen("/dev/null", "w", stderr)) _exit(1); /* no second progress bar */
-            o.no_link = 1; /* killed at any moment: no ipc files of its own to leave behind */
-            for (;;) {
-                cJSON *x = NULL;
-                if (ls_profile_run(ckpt, &o, &x) != LS_OK) _exit(1);
-                cJSON_Delete(x);
-            }
-        }
-        kids[nk] = pid;
-    }
+    /* measured alone: the replay adds the sharing of the host (its measured capacity) */
     cJSON *j = NULL;
     int rc = ls_profile_run(ckpt, &o, &j);
-    for (int k = 0; k < nk; k++) {
-        kill(kids[k], SIGKILL);
-        waitpid(kids[k], NULL, 0);
-    }
-    if (rc == LS_OK) {
-        cJSON_AddNumberToObject(j, "colocated_stages", nk + 1);
-        rc = ls_json_write_file(out, j);
-    }
+    if (rc == LS_OK) rc = ls_json_write_file(out, j);
     cJSON_Delete(j);
     return rc;
 }
@@ -493,7 +463,7 @@ static void validate_cleanup(const char *dir) {
 static int plan_validate(int argc, char **argv) {
     const char *model = NULL, *config = "small", *workdir = NULL, *profile = NULL, *report = NULL, *quality = "bits:8";
     const char *algos = "splitquant,uniform", *select = "replay";
-    int stages = 2, batch = 8, prompt = 32, gen = 32, threads = 1, runs = 5, reps = 5, colocate = 0;
+    int stages = 2, batch = 8, prompt = 32, gen = 32, threads = 1, runs = 5, reps = 5;
     double mem_gb = 2.0;
     ls_arg spec[] = {
         {"model", LS_ARG_STR, &model, "CKPT",
@@ -513,8 +483,6 @@ static int plan_validate(int argc, char **argv) {
         {"reps", LS_ARG_INT, &reps, "R", "profile repetitions per point (default 5)"},
         {"memory-gb", LS_ARG_FLOAT, &mem_gb, "GB", "memory each CPU stage offers the planner (default 2)"},
         {"profile", LS_ARG_STR, &profile, "FILE", "reuse this device profile instead of measuring one"},
-        {"profile-colocated", LS_ARG_FLAG, &colocate, NULL,
-         "profile while the other stages' load runs (default: alone; the replay models the sharing)"},
         {"workdir", LS_ARG_STR, &workdir, "DIR",
          "keep checkpoint, profile, cluster and plans here (default: a /tmp dir removed at exit)"},
         {"report", LS_ARG_STR, &report, "FILE", "JSON summary: predicted vs measured per plan and stage"},
@@ -604,25 +572,15 @@ static int plan_validate(int argc, char **argv) {
         snprintf(prof, sizeof prof, "%s", profile);
     } else {
         snprintf(prof, sizeof prof, "%s/profile.json", dir);
-        if ((rc = validate_profile(ckpt, &wl, mc.n_ctx, threads, reps, colocate ? stages - 1 : 0, prof))) {
+        if ((rc = validate_profile(ckpt, &wl, mc.n_ctx, threads, reps, prof))) {
             int code = ls_cli_fail();
             if (!workdir) validate_cleanup(dir);
             return code;
         }
         printf("profile: %s (%.1f s)\n", prof, ls_now() - t0);
     }
-    int colocated = 0;
-    {
-        cJSON *pj = NULL;
-        if (ls_json_read_file(prof, &pj) == LS_OK) {
-            const cJSON *cs = cJSON_GetObjectItemCaseSensitive(pj, "colocated_stages");
-            colocated = cJSON_IsNumber(cs) && cs->valueint > 1;
-        }
-        cJSON_Delete(pj);
-    }
     /* 3. the virtual cluster: `stages` identical profiled CPU devices on one host, whose
-     * parallel capacity and message latency are measured now (a co-located profile
-     * already carries the sharing slowdown: no capacity then) */
+     * parallel capacity and message latency are measured now */
     double cap = ls_host_capacity(ckpt, stages), hop = ls_host_hop_latency(40, 0.005);
     snprintf(clpath, sizeof clpath, "%s/cluster.json", dir);
     {
@@ -631,7 +589,7 @@ static int plan_validate(int argc, char **argv) {
         cJSON_AddNumberToObject(j, "version", 1);
         cJSON_AddStringToObject(j, "name", "cpu-virtual");
         cJSON *h = cJSON_AddObjectToObject(j, "host");
-        cJSON_AddNumberToObject(h, "capacity", colocated || !isfinite(cap) ? 0 : cap);
+        cJSON_AddNumberToObject(h, "capacity", isfinite(cap) ? cap : 0);
         cJSON_AddNumberToObject(h, "hop_us", isfinite(hop) ? hop * 1e6 : -1);
         cJSON_AddStringToObject(n, "profile", prof);
         cJSON_AddNumberToObject(n, "count", stages);
