@@ -59,7 +59,7 @@ static void print_plan(const ls_plan_problem *pb, const ls_plan_result *pl) {
            pl->throughput_tok_s, pl->prefill_s, pl->decode_s, pl->quality);
     ls_plan_sim_opts so = ls_plan_sim_for_cluster(pb->cl);
     ls_plan_sim_result sr;
-    if (pb->wl.batch <= LS_PLAN_SIM_MAXB && ls_plan_simulate(pb, pl, &so, &sr) == LS_OK)
+    if (ls_plan_simulate(pb, pl, &so, &sr) == LS_OK)
         printf("  replay of serve's schedule (modelled): %.1f tok/s, %d prefill and %d decode micro-batches\n", sr.tok_s,
                sr.mb_prefill, sr.mb_decode);
     if (pl->algo == LS_PLAN_ALGO_ILP)

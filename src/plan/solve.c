@@ -683,15 +683,17 @@ static int plan_adabits(const ls_plan_problem *p, ls_plan_result *out) {
  * the incumbent, so the DP prunes from the start and the answer is never worse than any
  * baseline (the DP's label cap can otherwise lose a single-width plan). */
 static int plan_splitquant_seeded(const ls_plan_problem *p, ls_plan_result *out) {
-    ls_plan_result seed, x;
+    ls_plan_result seed, base[3];
+    int base_ok[3] = {0};
     memset(&seed, 0, sizeof seed);
     seed.objective = INFINITY;
     int (*fn[3])(const ls_plan_problem *, ls_plan_result *) = {plan_uniform, plan_adabits, plan_pipeedge};
     for (int t = 0; t < 3; t++) {
-        int rc = fn[t](p, &x);
-        if (rc == LS_OK) rc = ls_plan_evaluate(p, &x); /* uniform/adabits ignore the quality target */
-        if (rc == LS_OK && x.objective < seed.objective)
-            seed = x;
+        int rc = fn[t](p, &base[t]);
+        if (rc == LS_OK) rc = ls_plan_evaluate(p, &base[t]); /* uniform/adabits ignore the quality target */
+        base_ok[t] = rc == LS_OK;
+        if (rc == LS_OK && base[t].objective < seed.objective)
+            seed = base[t];
         else if (rc < 0 && rc != LS_EINFEASIBLE)
             return rc;
     }
@@ -714,9 +716,8 @@ static int plan_splitquant_seeded(const ls_plan_problem *p, ls_plan_result *out)
             int nc = out->n_candidates;
             double best_tps = sr.tok_s;
             for (int t = 0; t < 3; t++)
-                if (fn[t](p, &x) == LS_OK && ls_plan_evaluate(p, &x) == LS_OK &&
-                    ls_plan_simulate(p, &x, &so, &sr) == LS_OK && sr.tok_s > best_tps)
-                    *out = x, best_tps = sr.tok_s;
+                if (base_ok[t] && ls_plan_simulate(p, &base[t], &so, &sr) == LS_OK && sr.tok_s > best_tps)
+                    *out = base[t], best_tps = sr.tok_s;
             out->n_candidates = nc;
             return LS_OK;
         }
