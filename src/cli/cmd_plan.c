@@ -1,7 +1,9 @@
 /* cmd_plan.c - `llmsys plan` (serve planner, catalogs, indicators) and the plan demo
  * scenario. */
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <math.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -463,7 +465,7 @@ static void validate_cleanup(const char *dir) {
 static int plan_validate(int argc, char **argv) {
     const char *model = NULL, *config = "small", *workdir = NULL, *profile = NULL, *report = NULL, *quality = "bits:8";
     const char *algos = "splitquant,uniform", *select = "replay";
-    int stages = 2, batch = 8, prompt = 32, gen = 32, threads = 1, runs = 5, reps = 5;
+    int stages = 2, batch = 8, prompt = 32, gen = 32, threads = 1, runs = 5, reps = 5, realtime = 0;
     double mem_gb = 2.0;
     ls_arg spec[] = {
         {"model", LS_ARG_STR, &model, "CKPT",
@@ -483,6 +485,9 @@ static int plan_validate(int argc, char **argv) {
         {"reps", LS_ARG_INT, &reps, "R", "profile repetitions per point (default 5)"},
         {"memory-gb", LS_ARG_FLOAT, &mem_gb, "GB", "memory each CPU stage offers the planner (default 2)"},
         {"profile", LS_ARG_STR, &profile, "FILE", "reuse this device profile instead of measuring one"},
+        {"realtime", LS_ARG_FLAG, &realtime, NULL,
+         "run this command and the stages it starts at real-time priority (SCHED_FIFO 1; needs root or "
+         "CAP_SYS_NICE) so other jobs on a shared machine do not preempt the measurement"},
         {"workdir", LS_ARG_STR, &workdir, "DIR",
          "keep checkpoint, profile, cluster and plans here (default: a /tmp dir removed at exit)"},
         {"report", LS_ARG_STR, &report, "FILE", "JSON summary: predicted vs measured per plan and stage"},
@@ -504,6 +509,13 @@ static int plan_validate(int argc, char **argv) {
     if (strcmp(select, "objective") && strcmp(select, "replay")) {
         fprintf(stderr, "llmsys plan validate: --select must be objective or replay, not '%s'\n", select);
         return 2;
+    }
+    if (realtime) { /* inherited by every process validate forks: profile, probes, stages */
+        struct sched_param sp = {.sched_priority = 1};
+        if (sched_setscheduler(0, SCHED_FIFO, &sp) != 0) {
+            fprintf(stderr, "llmsys plan validate: --realtime: cannot switch to SCHED_FIFO: %s\n", strerror(errno));
+            return 1;
+        }
     }
     ls_plan_qtarget qt;
     if (ls_plan_qtarget_parse(quality, &qt)) return fail_input();
