@@ -225,9 +225,12 @@ ls_steal_oracle ls_steal_client_oracle(ls_steal_client *c);
 /* Requests sent, inputs answered. */
 void ls_steal_client_counts(const ls_steal_client *c, int64_t *requests, int64_t *inputs);
 
-/* A replica: an MLP d -> h1 -> h2 -> k (ReLU), saved as safetensors (fc{i}.w (out,in),
- * fc{i}.b, metadata "llmsys.steal" = JSON with shape, range, classes). */
+/* A replica: one or more MLPs d -> h1 -> h2 -> k (ReLU) whose softmax outputs are averaged
+ * (members trained on the same answers from different initialisations), saved as
+ * safetensors: member 0 as fc{i}.w (out,in) and fc{i}.b, member m >= 1 as m{m}.fc{i}.w/.b;
+ * metadata "llmsys.steal" = JSON with shape, range, classes and "members" (absent = 1). */
 typedef struct ls_replica ls_replica;
+#define LS_REPLICA_MAX_MEMBERS 8
 int ls_replica_save(const ls_replica *r, const char *path, const char *meta_json);
 int ls_replica_load(const char *path, ls_replica **out);
 void ls_replica_free(ls_replica *r);
@@ -251,6 +254,7 @@ typedef struct {
     int batch; /* inputs per HTTP request */
     int hidden1, hidden2;
     int final_epochs; /* epochs of the last replica fit */
+    int members;      /* replica MLPs averaged at prediction, 1..LS_REPLICA_MAX_MEMBERS (default 3) */
     int use_proba;    /* use probabilities when the API gives them */
     int verbose;      /* progress bar */
 } ls_steal_opts;

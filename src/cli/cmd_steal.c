@@ -255,7 +255,7 @@ int cmd_steal(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "eval")) return steal_eval(argc - 1, argv + 1);
     const char *target = NULL, *shape_s = NULL, *range_s = "0,1", *out = NULL, *report = NULL, *key = NULL;
     const char *strategy = "synth";
-    int k = 0, epochs = 30, seed = 1, batch = 256, no_proba = 0, quiet = 0;
+    int k = 0, epochs = 30, seed = 1, batch = 256, no_proba = 0, quiet = 0, members = 3;
     int64_t budget = 0;
     double timeout = 30;
     ls_arg spec[] = {
@@ -270,6 +270,7 @@ int cmd_steal(int argc, char **argv) {
         {"strategy", LS_ARG_STR, &strategy, "S", "synth (default) or random (baseline)"},
         {"label-only", LS_ARG_FLAG, &no_proba, NULL, "ignore probabilities even if the API gives them"},
         {"epochs", LS_ARG_INT, &epochs, "N", "final replica epochs (default 30)"},
+        {"members", LS_ARG_INT, &members, "N", "replica networks averaged at prediction (default 3)"},
         {"batch", LS_ARG_INT, &batch, "N", "inputs per request (default 256)"},
         {"timeout", LS_ARG_FLOAT, &timeout, "S", "per-request network timeout (default 30)"},
         {"seed", LS_ARG_INT, &seed, "S", "random seed (default 1)"},
@@ -293,8 +294,9 @@ int cmd_steal(int argc, char **argv) {
         fprintf(stderr, "llmsys steal: --input-range expects LO,HI with LO < HI, got '%s'\n", range_s);
         return 2;
     }
-    if (k < 2 || k > 64 || budget < 1 || batch < 1 || epochs < 1) {
-        fprintf(stderr, "llmsys steal: need --classes 2..64, --budget >= 1, --batch >= 1, --epochs >= 1\n");
+    if (k < 2 || k > 64 || budget < 1 || batch < 1 || epochs < 1 || members < 1 || members > LS_REPLICA_MAX_MEMBERS) {
+        fprintf(stderr, "llmsys steal: need --classes 2..64, --budget >= 1, --batch >= 1, --epochs >= 1, --members 1..%d\n",
+                LS_REPLICA_MAX_MEMBERS);
         return 2;
     }
     if (strcmp(strategy, "synth") && strcmp(strategy, "random")) {
@@ -309,6 +311,7 @@ int cmd_steal(int argc, char **argv) {
     o.seed = (uint64_t)seed;
     o.batch = batch;
     o.final_epochs = epochs;
+    o.members = members;
     o.use_proba = !no_proba;
     o.verbose = !quiet;
     ls_steal_client *cl;

@@ -29,6 +29,7 @@ void ls_steal_opts_default(ls_steal_opts *o) {
     o->hidden1 = 256;
     o->hidden2 = 128;
     o->final_epochs = 30;
+    o->members = 3;
     o->use_proba = 1;
 }
 
@@ -487,6 +488,8 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
     if (o->k < 2 || o->k > 64) return ls_err(LS_EINVAL, "steal: classes must be 2..64, got %d", o->k);
     if (!(o->hi > o->lo)) return ls_err(LS_EINVAL, "steal: input range must have lo < hi");
     if (o->budget < 1) return ls_err(LS_EINVAL, "steal: budget must be >= 1");
+    if (o->members < 1 || o->members > LS_REPLICA_MAX_MEMBERS)
+        return ls_err(LS_EINVAL, "steal: replica members must be 1..%d, got %d", LS_REPLICA_MAX_MEMBERS, o->members);
     if (o->strategy == LS_STEAL_NATURAL && (!o->natural || o->natural->d != d))
         return ls_err(LS_EINVAL, "steal: the natural-data reference needs samples of %d features", d);
     double t0 = ls_now();
@@ -558,9 +561,18 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
         rc = ls_err(LS_EPEER, "steal: no answer gathered: %s", a.err[0] ? a.err : "empty budget");
         goto done;
     }
-    /* Final replica: fresh weights, trained on everything gathered. */
-    rc = net_new(&a, o->seed + 99);
-    if (!rc) {
+    /* Final replica: fresh weights, trained on everything gathered. Several members from
+     * different initialisations, averaged: each fits the answers about equally well but
+     * extrapolates differently to inputs unlike the queries (natural images), and the average
+     * of those extrapolations agrees with the victim more often than any one of them. */
+    ls_replica *r = calloc(1, sizeof *r);
+    if (!r) {
+        rc = ls_err(LS_ENOMEM, "steal: out of memory");
+        goto done;
+    }
+    for (int m = 0; m < o->members && !rc; m++) {
+        rc = net_new(&a, o->seed + 99 + 1000 * (uint64_t)m);
+        if (rc) break;
         ls_mlp_fit_opts fo = {.epochs = o->final_epochs > 0 ? o->final_epochs : 30,
                               .batch = 128,
                               .lr = 1e-3f,
@@ -568,19 +580,19 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
                               .wd = 1e-5f,
                               .lo = o->lo,
                               .hi = o->hi,
-                              .seed = o->seed + 5,
+                              .seed = o->seed + 5 + (uint64_t)m,
                               .verbose = o->verbose,
                               .label = "replica"};
         rc = ls_mlp_fit(&a.net, a.x, a.p, NULL, a.n, &fo, NULL);
+        if (rc) break;
+        r->net[m] = a.net;
+        r->members = m + 1;
+        a.have_net = 0;
     }
-    if (rc) goto done;
-    ls_replica *r = calloc(1, sizeof *r);
-    if (!r) {
-        rc = ls_err(LS_ENOMEM, "steal: out of memory");
+    if (rc) {
+        ls_replica_free(r);
         goto done;
     }
-    r->net = a.net;
-    a.have_net = 0;
     r->c = o->c;
     r->h = o->h;
     r->w = o->w;
@@ -607,58 +619,114 @@ done:
 
 void ls_replica_free(ls_replica *r) {
     if (!r) return;
-    ls_mlp_free(&r->net);
+    for (int m = 0; m < r->members; m++) ls_mlp_free(&r->net[m]);
     free(r);
 }
 
 void ls_replica_info(const ls_replica *r, int *d, int *k) {
-    if (d) *d = r->net.sizes[0];
+    if (d) *d = r->net[0].sizes[0];
     if (k) *k = r->k;
 }
 
 int ls_replica_predict(const ls_replica *r, const float *x, int64_t n, int32_t *labels) {
-    int k = r->k;
+    int k = r->k, d = r->net[0].sizes[0];
     enum { CH = 1024 };
-    float *z = malloc(sizeof(float) * CH * (size_t)k);
-    if (!z) return ls_err(LS_ENOMEM, "replica: out of memory");
-    for (int64_t s = 0; s < n; s += CH) {
+    float *z = malloc(sizeof(float) * CH * (size_t)k), *avg = malloc(sizeof(float) * CH * (size_t)k);
+    if (!z || !avg) {
+        free(z);
+        free(avg);
+        return ls_err(LS_ENOMEM, "replica: out of memory");
+    }
+    int rc = LS_OK;
+    for (int64_t s = 0; s < n && !rc; s += CH) {
         int b = (int)(n - s < CH ? n - s : CH);
-        int rc = ls_mlp_logits(&r->net, x + s * r->net.sizes[0], b, z);
-        if (rc) {
-            free(z);
-            return rc;
+        memset(avg, 0, sizeof(float) * (size_t)b * k);
+        for (int m = 0; m < r->members && !rc; m++) {
+            rc = ls_mlp_logits(&r->net[m], x + s * d, b, z);
+            ls_softmax_rows(z, b, k);
+            for (int i = 0; i < b * k; i++) avg[i] += z[i];
         }
-        for (int i = 0; i < b; i++) {
+        for (int i = 0; i < b && !rc; i++) {
             int best = 0;
             for (int j = 1; j < k; j++)
-                if (z[i * k + j] > z[i * k + best]) best = j;
+                if (avg[i * k + j] > avg[i * k + best]) best = j;
             labels[s + i] = best;
         }
     }
     free(z);
-    return LS_OK;
+    free(avg);
+    return rc;
+}
+
+/* Tensor name of layer l's weights ('w') or bias ('b') of member m: member 0 keeps the
+ * single-network names, so one-member files are what earlier versions wrote and read. */
+static void member_name(char *buf, size_t n, int m, int l, char wb) {
+    if (m == 0)
+        snprintf(buf, n, "fc%d.%c", l, wb);
+    else
+        snprintf(buf, n, "m%d.fc%d.%c", m, l, wb);
 }
 
 int ls_replica_save(const ls_replica *r, const char *path, const char *meta_json) {
     ls_st_writer *w;
     LS_TRY(ls_st_writer_init(&w));
-    char names[MLP_MAX_LAYERS][2][16];
     int rc = LS_OK;
-    for (int l = 0; l < r->net.nl && !rc; l++) {
-        int64_t ws[2] = {r->net.sizes[l + 1], r->net.sizes[l]}, bs[1] = {r->net.sizes[l + 1]};
-        snprintf(names[l][0], 16, "fc%d.w", l);
-        snprintf(names[l][1], 16, "fc%d.b", l);
-        rc = ls_st_writer_add(w, names[l][0], LS_DT_F32, 2, ws, r->net.W[l]);
-        if (!rc) rc = ls_st_writer_add(w, names[l][1], LS_DT_F32, 1, bs, r->net.b[l]);
+    for (int m = 0; m < r->members && !rc; m++) {
+        const ls_mlp *net = &r->net[m];
+        for (int l = 0; l < net->nl && !rc; l++) {
+            int64_t ws[2] = {net->sizes[l + 1], net->sizes[l]}, bs[1] = {net->sizes[l + 1]};
+            char nm[32];
+            member_name(nm, sizeof nm, m, l, 'w');
+            rc = ls_st_writer_add(w, nm, LS_DT_F32, 2, ws, net->W[l]);
+            member_name(nm, sizeof nm, m, l, 'b');
+            if (!rc) rc = ls_st_writer_add(w, nm, LS_DT_F32, 1, bs, net->b[l]);
+        }
     }
     char meta[512];
-    snprintf(meta, sizeof meta, "{\"layers\":%d,\"input_shape\":[%d,%d,%d],\"input_range\":[%g,%g],\"classes\":%d}",
-             r->net.nl, r->c, r->h, r->w, r->lo, r->hi, r->k);
+    snprintf(meta, sizeof meta,
+             "{\"layers\":%d,\"members\":%d,\"input_shape\":[%d,%d,%d],\"input_range\":[%g,%g],\"classes\":%d}",
+             r->net[0].nl, r->members, r->c, r->h, r->w, r->lo, r->hi, r->k);
     if (!rc) rc = ls_st_writer_meta(w, "llmsys.steal", meta);
     if (!rc && meta_json) rc = ls_st_writer_meta(w, "llmsys.steal.report", meta_json);
     if (!rc) rc = ls_st_writer_write(w, path);
     ls_st_writer_free(w);
     return rc;
+}
+
+/* Reads member m (layer count nl) of a replica file into net: shapes must chain, the input
+ * width must match the declared shape d, and the output width the class count of member 0
+ * (k, or 0 when reading member 0). */
+static int load_member(ls_st_file *f, const char *path, int m, int nl, int d, int k, ls_mlp *net) {
+    int sizes[MLP_MAX_LAYERS + 1];
+    char nm[32];
+    for (int l = 0; l < nl; l++) {
+        member_name(nm, sizeof nm, m, l, 'w');
+        const ls_st_tensor *t = ls_st_find(f, nm);
+        if (!t || t->dtype != LS_DT_F32 || t->ndim != 2) return ls_err(LS_EFORMAT, "%s: missing or bad %s", path, nm);
+        if (l == 0)
+            sizes[0] = (int)t->shape[1];
+        else if (t->shape[1] != sizes[l])
+            return ls_err(LS_EFORMAT, "%s: %s does not chain", path, nm);
+        sizes[l + 1] = (int)t->shape[0];
+    }
+    if (sizes[0] != d) return ls_err(LS_EFORMAT, "%s: input shape disagrees with %s", path, m ? "a member's fc0.w" : "fc0.w");
+    if (k && sizes[nl] != k) return ls_err(LS_EFORMAT, "%s: member %d has %d classes, member 0 %d", path, m, sizes[nl], k);
+    LS_TRY(ls_mlp_init(net, nl, sizes, 0));
+    for (int l = 0; l < nl; l++) {
+        const ls_st_tensor *t;
+        int64_t ws[2] = {sizes[l + 1], sizes[l]}, bs[1] = {sizes[l + 1]};
+        member_name(nm, sizeof nm, m, l, 'w');
+        int rc = ls_st_expect(f, nm, LS_DT_F32, 2, ws, &t);
+        if (!rc) memcpy(net->W[l], t->data, t->nbytes);
+        member_name(nm, sizeof nm, m, l, 'b');
+        if (!rc) rc = ls_st_expect(f, nm, LS_DT_F32, 1, bs, &t);
+        if (!rc) memcpy(net->b[l], t->data, t->nbytes);
+        if (rc) {
+            ls_mlp_free(net);
+            return rc;
+        }
+    }
+    return LS_OK;
 }
 
 int ls_replica_load(const char *path, ls_replica **out) {
@@ -671,9 +739,13 @@ int ls_replica_load(const char *path, ls_replica **out) {
                   : ls_err(LS_EFORMAT, "%s: not a replica (no llmsys.steal metadata)", path);
     ls_replica *r = NULL;
     if (rc) goto done;
-    int nl = 0;
+    int nl = 0, members = 1;
     rc = ls_json_get_int(j, "layers", 0, &nl);
     if (!rc && (nl < 1 || nl > MLP_MAX_LAYERS)) rc = ls_err(LS_EFORMAT, "%s: %d layers", path, nl);
+    /* Files written before ensembles have no "members": one network. */
+    if (!rc && cJSON_GetObjectItemCaseSensitive(j, "members")) rc = ls_json_get_int(j, "members", 0, &members);
+    if (!rc && (members < 1 || members > LS_REPLICA_MAX_MEMBERS))
+        rc = ls_err(LS_EFORMAT, "%s: %d members (1..%d)", path, members, LS_REPLICA_MAX_MEMBERS);
     const cJSON *shape = cJSON_GetObjectItemCaseSensitive(j, "input_shape");
     const cJSON *range = cJSON_GetObjectItemCaseSensitive(j, "input_range");
     if (!rc && (cJSON_GetArraySize(shape) != 3 || cJSON_GetArraySize(range) != 2))
@@ -689,39 +761,16 @@ int ls_replica_load(const char *path, ls_replica **out) {
     r->w = cJSON_GetArrayItem(shape, 2)->valueint;
     r->lo = (float)cJSON_GetArrayItem(range, 0)->valuedouble;
     r->hi = (float)cJSON_GetArrayItem(range, 1)->valuedouble;
-    int sizes[MLP_MAX_LAYERS + 1];
-    for (int l = 0; l < nl && !rc; l++) {
-        char nm[16];
-        snprintf(nm, sizeof nm, "fc%d.w", l);
-        const ls_st_tensor *t = ls_st_find(f, nm);
-        if (!t || t->dtype != LS_DT_F32 || t->ndim != 2)
-            rc = ls_err(LS_EFORMAT, "%s: missing or bad %s", path, nm);
-        else {
-            if (l == 0)
-                sizes[0] = (int)t->shape[1];
-            else if (t->shape[1] != sizes[l])
-                rc = ls_err(LS_EFORMAT, "%s: %s does not chain", path, nm);
-            sizes[l + 1] = (int)t->shape[0];
-        }
-    }
-    if (rc) goto done;
-    if ((int64_t)r->c * r->h * r->w != sizes[0]) {
-        rc = ls_err(LS_EFORMAT, "%s: input shape disagrees with fc0.w", path);
+    int64_t d = (int64_t)r->c * r->h * r->w;
+    if (r->c <= 0 || r->h <= 0 || r->w <= 0 || d > (1 << 22)) {
+        rc = ls_err(LS_EFORMAT, "%s: bad input_shape metadata", path);
         goto done;
     }
-    rc = ls_mlp_init(&r->net, nl, sizes, 0);
-    if (rc) goto done;
-    r->k = sizes[nl];
-    for (int l = 0; l < nl && !rc; l++) {
-        char nm[16];
-        const ls_st_tensor *t;
-        int64_t ws[2] = {sizes[l + 1], sizes[l]}, bs[1] = {sizes[l + 1]};
-        snprintf(nm, sizeof nm, "fc%d.w", l);
-        rc = ls_st_expect(f, nm, LS_DT_F32, 2, ws, &t);
-        if (!rc) memcpy(r->net.W[l], t->data, t->nbytes);
-        snprintf(nm, sizeof nm, "fc%d.b", l);
-        if (!rc) rc = ls_st_expect(f, nm, LS_DT_F32, 1, bs, &t);
-        if (!rc) memcpy(r->net.b[l], t->data, t->nbytes);
+    for (int m = 0; m < members && !rc; m++) {
+        rc = load_member(f, path, m, nl, (int)d, m ? r->k : 0, &r->net[m]);
+        if (rc) break;
+        r->members = m + 1;
+        if (m == 0) r->k = r->net[0].sizes[nl];
     }
 done:
     cJSON_Delete(j);
@@ -735,8 +784,8 @@ done:
 
 int ls_steal_agreement(const ls_replica *r, const ls_steal_data *test, const int32_t *vlabels, double *agreement,
                        double *accuracy) {
-    if (test->d != r->net.sizes[0])
-        return ls_err(LS_EINVAL, "replica expects %d features, test data has %d", r->net.sizes[0], test->d);
+    if (test->d != r->net[0].sizes[0])
+        return ls_err(LS_EINVAL, "replica expects %d features, test data has %d", r->net[0].sizes[0], test->d);
     int32_t *lab = malloc(sizeof(int32_t) * (size_t)(test->n ? test->n : 1));
     if (!lab) return ls_err(LS_ENOMEM, "agreement: out of memory");
     int rc = ls_replica_predict(r, test->x, test->n, lab);

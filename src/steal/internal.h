@@ -46,7 +46,8 @@ int ls_mlp_input_grad(const ls_mlp *m, const float *x, int n, const float *dlogi
 void ls_softmax_rows(float *z, int64_t n, int k);
 
 struct ls_replica {
-    ls_mlp net;
+    ls_mlp net[LS_REPLICA_MAX_MEMBERS]; /* members; their softmax outputs are averaged */
+    int members;
     int c, h, w, k;
     float lo, hi;
 };

@@ -1,6 +1,6 @@
 /* test_attack.c - the extraction attack never exceeds its budget, beats uniform random
  * queries on a small Fashion-MNIST case, keeps its replica when the target stops answering,
- * uses probabilities when given; replica file round trip. */
+ * uses probabilities when given; replica file round trip, one member and several. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +9,7 @@
 #include <cblas.h>
 
 #include "llmsys/core.h"
+#include "llmsys/safetensors.h"
 #include "llmsys/steal.h"
 #include "test.h"
 
@@ -126,6 +127,14 @@ static void test_target_stops(void) {
     CHECK_EQ_INT(ls_replica_save(r, path, "{\"queries\":300}"), LS_OK);
     ls_replica *back = NULL;
     CHECK_EQ_INT(ls_replica_load(path, &back), LS_OK);
+    ls_st_file *f = NULL;
+    CHECK_EQ_INT(ls_st_open(path, &f), LS_OK);
+    if (f) { /* the default replica has 3 members: fc*, m1.fc*, m2.fc*, no more */
+        CHECK(ls_st_find(f, "fc2.w") != NULL);
+        CHECK(ls_st_find(f, "m2.fc2.b") != NULL);
+        CHECK(ls_st_find(f, "m3.fc0.w") == NULL);
+        ls_st_close(f);
+    }
     if (back && r) {
         int32_t a[200], b[200];
         ls_replica_predict(r, te.x, 200, a);
@@ -146,11 +155,54 @@ static void test_target_stops(void) {
     ls_steal_client_free(c);
 }
 
+/* One member is written under the single-network names (the file earlier versions read);
+ * member counts outside 1..LS_REPLICA_MAX_MEMBERS are refused before any query. */
+static void test_members(void) {
+    counting cnt = {victim, 0, 0};
+    ls_steal_oracle orc = {&cnt, count_query};
+    ls_steal_opts o;
+    opts_for(&o, 300, LS_STEAL_SYNTH);
+    o.final_epochs = 2;
+    ls_replica *r = NULL;
+    ls_steal_result res;
+    int bad[2] = {0, LS_REPLICA_MAX_MEMBERS + 1};
+    for (int i = 0; i < 2; i++) {
+        o.members = bad[i];
+        CHECK_EQ_INT(ls_steal_run(&o, orc, &r, &res), LS_EINVAL);
+        CHECK(r == NULL);
+    }
+    CHECK_EQ_INT(cnt.asked, 0);
+    o.members = 1;
+    CHECK_EQ_INT(ls_steal_run(&o, orc, &r, &res), LS_OK);
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/llmsys-steal-replica1-%d.safetensors", (int)getpid());
+    CHECK_EQ_INT(ls_replica_save(r, path, NULL), LS_OK);
+    ls_st_file *f = NULL;
+    CHECK_EQ_INT(ls_st_open(path, &f), LS_OK);
+    if (f) {
+        CHECK(ls_st_find(f, "fc0.w") != NULL);
+        CHECK(ls_st_find(f, "m1.fc0.w") == NULL);
+        ls_st_close(f);
+    }
+    ls_replica *back = NULL;
+    CHECK_EQ_INT(ls_replica_load(path, &back), LS_OK);
+    if (back && r) {
+        int32_t a[200], b[200];
+        ls_replica_predict(r, te.x, 200, a);
+        ls_replica_predict(back, te.x, 200, b);
+        CHECK(memcmp(a, b, sizeof a) == 0);
+    }
+    ls_replica_free(back);
+    ls_replica_free(r);
+    remove(path);
+}
+
 int main(void) {
     openblas_set_num_threads(1); /* small matmuls; threads only spin on shared cores */
     setup();
     RUN(test_budget_and_beats_random);
     RUN(test_target_stops);
+    RUN(test_members);
     ls_victim_free(victim);
     ls_steal_data_free(&tr);
     ls_steal_data_free(&te);
