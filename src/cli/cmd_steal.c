@@ -543,6 +543,7 @@ int demo_steal(const ls_demo_ctx *ctx) {
                 o.strategy = s ? LS_STEAL_RANDOM : LS_STEAL_SYNTH;
                 o.use_proba = 0;
                 o.final_epochs = ctx->quick ? 15 : 20;
+                o.members = 1; /* one network keeps the demo quick; `llmsys steal` averages 3 */
                 if (ctx->quick) o.hidden1 = 64, o.hidden2 = 32;
                 o.seed = 7;
                 ls_replica *r;
