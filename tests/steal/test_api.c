@@ -275,9 +275,24 @@ static void *fake_main(void *arg) {
     for (int i = 0; i < f->conns; i++) {
         int c = accept(f->fd, NULL, NULL);
         if (c < 0) break;
-        char buf[65536];
-        ssize_t r = recv(c, buf, sizeof buf, 0);
-        (void)r;
+        /* Read the whole request (headers, then Content-Length bytes of body) before
+         * answering: closing a socket with unread input makes the kernel send a reset, and
+         * the client would then see "connection reset" instead of the reply under test. */
+        static char buf[1 << 20];
+        size_t got = 0, need = 0;
+        for (;;) {
+            ssize_t r = recv(c, buf + got, sizeof buf - 1 - got, 0);
+            if (r <= 0) break;
+            got += (size_t)r;
+            buf[got] = '\0';
+            char *end = strstr(buf, "\r\n\r\n");
+            if (!end) continue;
+            if (!need) {
+                const char *cl = strcasestr(buf, "content-length:");
+                need = (size_t)(end + 4 - buf) + (cl && cl < end ? strtoul(cl + 15, NULL, 10) : 0);
+            }
+            if (got >= need) break;
+        }
         if (f->reply) {
             if (send(c, f->reply, strlen(f->reply), MSG_NOSIGNAL) < 0) perror("send");
         } else {
