@@ -54,8 +54,9 @@ int main(int argc, char **argv) {
     cJSON_AddStringToObject(jr, "note", "throughputs are modelled from datasheet figures, solve times measured here");
     printf("Planner benchmark: throughput is MODELLED (tok/s from data/gpus.json figures); solve times measured.\n");
     printf("Quality target of every algorithm: no worse than the uniform baseline's indicator.\n\n");
-    printf("%-10s %4s %-12s %9s %9s %9s %9s %9s %7s %7s %7s %7s %9s %9s %9s %9s\n", "cluster", "gpus", "model", "uniform",
-           "adabits", "pipeedge", "splitq", "ilp", "sq/uni", "sq/pe", "rp s/u", "rs s/u", "gap%", "sq ms", "sq cpu", "ilp s");
+    printf("%-10s %4s %-12s %9s %9s %9s %9s %9s %7s %7s %7s %7s %9s %9s %9s %9s\n", "cluster", "gpus", "model",
+           "uniform", "adabits", "pipeedge", "splitq", "ilp", "sq/uni", "sq/pe", "rp s/u", "rs s/u", "gap%", "sq ms",
+           "sq cpu", "ilp s");
     double sum_rratio = 0, sum_sratio = 0;
     double sum_ratio = 0, max_gap = 0, max_ms8 = 0, max_ms64 = 0, max_cpu8 = 0, max_cpu64 = 0;
     int n_llmpq = 0, n_opt = 0, failures = 0, n_worse = 0;
@@ -91,8 +92,8 @@ int main(int argc, char **argv) {
             ls_plan_sim_opts so = ls_plan_sim_for_cluster(cl);
             ls_plan_sim_result sr;
             double rep = ls_plan_simulate(pb, pl, &so, &sr) == LS_OK ? sr.tok_s : NAN;
-            r[t] = (res_t){1,           pl->throughput_tok_s, pl->objective,   pl->solve_s,
-                           pl->ilp_gap, pl->quality,          pl->ilp_optimal, cpu, rep};
+            r[t] = (res_t){1,           pl->throughput_tok_s, pl->objective, pl->solve_s, pl->ilp_gap,
+                           pl->quality, pl->ilp_optimal,      cpu,           rep};
             /* everyone else must match the uniform plan's quality */
             if (algos[t] == LS_PLAN_ALGO_UNIFORM) pb->qmax = pl->quality * (1 + 1e-9);
         }
@@ -119,7 +120,8 @@ int main(int argc, char **argv) {
                 printf("  ^ splitquant worse than %s\n", ls_plan_algo_name(algos[t]));
                 n_worse++;
             }
-        if (!strncmp(names[c], "llmpq-", 6) && isfinite(ru)) sum_ratio += ru, sum_rratio += rr, sum_sratio += rs, n_llmpq++;
+        if (!strncmp(names[c], "llmpq-", 6) && isfinite(ru))
+            sum_ratio += ru, sum_rratio += rr, sum_sratio += rs, n_llmpq++;
         if (ilp->ok && ilp->optimal && isfinite(gap)) {
             n_opt++;
             if (gap > max_gap) max_gap = gap;

@@ -42,7 +42,7 @@ enum {
     LS_PLAN_MAX_DEV = 128,   /* devices in one cluster */
     LS_PLAN_MAX_LAYER = 256, /* transformer layers in one model */
     LS_PLAN_NAME = 64,
-    LS_PLAN_SIM_MAXB = 4096,        /* sequences in one simulated batch */
+    LS_PLAN_SIM_MAXB = 4096,         /* sequences in one simulated batch */
     LS_PLAN_SIM_MAX_STEPS = 2000000, /* micro-batch x stage steps one replay may take (~1 s) */
 };
 
@@ -279,9 +279,9 @@ typedef struct {
 } ls_plan_sim_opts;
 
 typedef struct {
-    double seconds, tok_s;             /* the whole batch, first submission to last token */
-    int mb_prefill, mb_decode;         /* micro-batches sent */
-    double busy_s[LS_PLAN_MAX_DEV];    /* per stage: wall seconds spent computing */
+    double seconds, tok_s;          /* the whole batch, first submission to last token */
+    int mb_prefill, mb_decode;      /* micro-batches sent */
+    double busy_s[LS_PLAN_MAX_DEV]; /* per stage: wall seconds spent computing */
 } ls_plan_sim_result;
 
 /* Default options: hop -1, front 0, capacity 0, depth 0. */

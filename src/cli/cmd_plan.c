@@ -62,8 +62,8 @@ static void print_plan(const ls_plan_problem *pb, const ls_plan_result *pl) {
     ls_plan_sim_opts so = ls_plan_sim_for_cluster(pb->cl);
     ls_plan_sim_result sr;
     if (ls_plan_simulate(pb, pl, &so, &sr) == LS_OK)
-        printf("  replay of serve's schedule (modelled): %.1f tok/s, %d prefill and %d decode micro-batches\n", sr.tok_s,
-               sr.mb_prefill, sr.mb_decode);
+        printf("  replay of serve's schedule (modelled): %.1f tok/s, %d prefill and %d decode micro-batches\n",
+               sr.tok_s, sr.mb_prefill, sr.mb_decode);
     if (pl->algo == LS_PLAN_ALGO_ILP)
         printf("  ILP: %s, gap %.3g%%, %d candidates\n", pl->ilp_optimal ? "optimal" : "time limit", pl->ilp_gap * 100,
                pl->n_candidates);

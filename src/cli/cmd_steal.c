@@ -295,7 +295,8 @@ int cmd_steal(int argc, char **argv) {
         return 2;
     }
     if (k < 2 || k > 64 || budget < 1 || batch < 1 || epochs < 1 || members < 1 || members > LS_REPLICA_MAX_MEMBERS) {
-        fprintf(stderr, "llmsys steal: need --classes 2..64, --budget >= 1, --batch >= 1, --epochs >= 1, --members 1..%d\n",
+        fprintf(stderr,
+                "llmsys steal: need --classes 2..64, --budget >= 1, --batch >= 1, --epochs >= 1, --members 1..%d\n",
                 LS_REPLICA_MAX_MEMBERS);
         return 2;
     }

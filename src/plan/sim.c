@@ -116,8 +116,10 @@ static int schedule_one(sim_t *x) {
     m->n = use_prefill ? np : nd;
     memcpy(m->req, use_prefill ? pre : dec, sizeof(int) * (size_t)m->n);
     for (int i = 0; i < m->n; i++) x->in_flight[m->req[i]] = 1;
-    if (use_prefill) x->r->mb_prefill++;
-    else x->r->mb_decode++;
+    if (use_prefill)
+        x->r->mb_prefill++;
+    else
+        x->r->mb_decode++;
     x->last_prefill = use_prefill;
     x->rr = (x->rr + 1) % B;
     x->n_inflight++;
@@ -131,8 +133,10 @@ static void front_done(sim_t *x, int mb) {
     for (int i = 0; i < m->n; i++) {
         int r = m->req[i];
         x->in_flight[r] = 0;
-        if (m->prefill) x->prefilled[r] = 1, x->pos[r] = x->p->wl.prompt;
-        else x->pos[r]++;
+        if (m->prefill)
+            x->prefilled[r] = 1, x->pos[r] = x->p->wl.prompt;
+        else
+            x->pos[r]++;
         if (++x->n_out[r] >= x->p->wl.gen) x->done[r] = 1, x->n_done++;
     }
     m->n = 0;
@@ -208,8 +212,10 @@ int ls_plan_simulate(const ls_plan_problem *p, const ls_plan_result *pl, const l
             if (s->cur < 0 || s->left > 1e-12) continue;
             int mb = s->cur;
             s->cur = -1;
-            if (k == S) front_done(&x, mb);
-            else send_to(&x, mb, k);
+            if (k == S)
+                front_done(&x, mb);
+            else
+                send_to(&x, mb, k);
         }
         for (int i = 0; i < x.n_msgs;) {
             if (x.msgs[i].at <= x.now + 1e-15) {

@@ -102,8 +102,10 @@ static long probe_together(const char *ckpt, int n, double window) {
             if (write(ready[1], &c, 1) != 1 || read(go[0], &t0, sizeof t0) != (ssize_t)sizeof t0) _exit(1);
             long steps = 0;
             while (ok && ls_now() < t0 + window)
-                if (probe_run(&q, 1) > 0) steps++;
-                else ok = 0;
+                if (probe_run(&q, 1) > 0)
+                    steps++;
+                else
+                    ok = 0;
             if (!ok) steps = -1;
             probe_close(&q);
             ssize_t w = write(fds[nk][1], &steps, sizeof steps);
@@ -125,8 +127,10 @@ static long probe_together(const char *ckpt, int n, double window) {
     close(ready[0]);
     for (int k = 0; k < nk; k++) {
         long steps = -1;
-        if (read(fds[k][0], &steps, sizeof steps) != (ssize_t)sizeof steps || steps < 0) total = -1;
-        else if (total >= 0) total += steps;
+        if (read(fds[k][0], &steps, sizeof steps) != (ssize_t)sizeof steps || steps < 0)
+            total = -1;
+        else if (total >= 0)
+            total += steps;
         close(fds[k][0]);
         waitpid(kids[k], NULL, 0);
     }

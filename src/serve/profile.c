@@ -222,7 +222,8 @@ int ls_profile_run(const char *model, const ls_profile_opts *o, struct cJSON **o
         ls_engine_opts eo = ls_engine_defaults();
         int b = o->bits[bi], bs[64];
         for (int i = 0; i < span; i++) bs[i] = b;
-        eo.layer_begin = layer, eo.layer_end = layer + span, eo.bits = bs, eo.max_seqs = maxb, eo.nthreads = o->nthreads;
+        eo.layer_begin = layer, eo.layer_end = layer + span, eo.bits = bs, eo.max_seqs = maxb,
+        eo.nthreads = o->nthreads;
         ls_engine *e;
         if ((rc = ls_engine_open(&e, model, &eo))) break;
         for (int k = 0; rc == LS_OK && k < o->n_batches; k++) {

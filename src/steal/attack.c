@@ -709,8 +709,10 @@ static int load_member(ls_st_file *f, const char *path, int m, int nl, int d, in
             return ls_err(LS_EFORMAT, "%s: %s does not chain", path, nm);
         sizes[l + 1] = (int)t->shape[0];
     }
-    if (sizes[0] != d) return ls_err(LS_EFORMAT, "%s: input shape disagrees with %s", path, m ? "a member's fc0.w" : "fc0.w");
-    if (k && sizes[nl] != k) return ls_err(LS_EFORMAT, "%s: member %d has %d classes, member 0 %d", path, m, sizes[nl], k);
+    if (sizes[0] != d)
+        return ls_err(LS_EFORMAT, "%s: input shape disagrees with %s", path, m ? "a member's fc0.w" : "fc0.w");
+    if (k && sizes[nl] != k)
+        return ls_err(LS_EFORMAT, "%s: member %d has %d classes, member 0 %d", path, m, sizes[nl], k);
     LS_TRY(ls_mlp_init(net, nl, sizes, 0));
     for (int l = 0; l < nl; l++) {
         const ls_st_tensor *t;

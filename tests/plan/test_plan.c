@@ -551,7 +551,8 @@ static void test_replay_select(void) {
     char bad[300];
     tmp_path(bad, sizeof bad, "bad-host.json");
     ls_plan_cluster *bcl = NULL;
-    write_text(bad, "{\"format\":\"llmsys-cluster\",\"version\":1,\"host\":3,\"nodes\":[{\"gpu\":\"T4\",\"count\":1}]}");
+    write_text(bad,
+               "{\"format\":\"llmsys-cluster\",\"version\":1,\"host\":3,\"nodes\":[{\"gpu\":\"T4\",\"count\":1}]}");
     CHECK(ls_plan_cluster_load(cat, bad, &bcl) == LS_EFORMAT && bcl == NULL);
     write_text(bad, "{\"format\":\"llmsys-cluster\",\"version\":1,\"host\":{\"capacity\":-2},"
                     "\"nodes\":[{\"gpu\":\"T4\",\"count\":1}]}");
@@ -585,8 +586,8 @@ static void test_replay_select(void) {
                   rr.tok_s, ro.tok_s);
         if (ls_plan_solve(pb, LS_PLAN_ALGO_UNIFORM, uni) == LS_OK && ls_plan_evaluate(pb, uni) == LS_OK) {
             CHECK(ls_plan_simulate(pb, uni, &so, &ru) == LS_OK);
-            CHECK_MSG(rr.tok_s >= ru.tok_s * (1 - 1e-9), "%s: replay-selected %.2f tok/s < uniform's %.2f",
-                      clusters[c], rr.tok_s, ru.tok_s);
+            CHECK_MSG(rr.tok_s >= ru.tok_s * (1 - 1e-9), "%s: replay-selected %.2f tok/s < uniform's %.2f", clusters[c],
+                      rr.tok_s, ru.tok_s);
         }
         free(pb), free(obj), free(rep), free(uni);
         ls_plan_cluster_free(cl);
