@@ -1,6 +1,6 @@
 /* host.c - what a plan's replay needs to know when pipeline stages share one machine: the
- * parallel capacity n stage processes get, and the latency of a message to a process that
- * sleeps in its receive (used by `llmsys plan validate`; docs/plan.md, "Closing the loop"). */
+ * parallel capacity n stage processes get (used by `llmsys plan validate`; docs/plan.md,
+ * "Closing the loop"). The hop latency probe lives with the link measurement in profile.c. */
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -9,7 +9,6 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <zmq.h>
 
 #include "llmsys/serve.h"
 
@@ -150,66 +149,4 @@ double ls_host_capacity(const char *ckpt, int n) {
     if (!(one[1] > 0) || !(all[1] > 0)) return NAN;
     double cap = all[1] / one[1];
     return cap < n ? cap : n;
-}
-
-/* One-way latency of a small ZeroMQ ipc message between two processes that sleep in
- * their receive between messages, as serve's front and stages do between micro-batches:
- * the median over rounds spaced by gap_s (the profile's link figure is the minimum of
- * back-to-back round trips, which a loaded host rarely delivers). */
-double ls_host_hop_latency(int rounds, double gap_s) {
-    char dir[] = "/tmp/llmsys-hop-XXXXXX", a[96], b[96];
-    if (!mkdtemp(dir)) return NAN;
-    snprintf(a, sizeof a, "ipc://%s/a", dir);
-    snprintf(b, sizeof b, "ipc://%s/b", dir);
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
-        rmdir(dir);
-        return NAN;
-    }
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        void *ctx = zmq_ctx_new(), *in = zmq_socket(ctx, ZMQ_PULL), *out = zmq_socket(ctx, ZMQ_PUSH);
-        if (zmq_bind(in, a) || zmq_connect(out, b)) _exit(1);
-        char m[64];
-        for (;;) {
-            int n = zmq_recv(in, m, sizeof m, 0);
-            if (n < 0 || zmq_send(out, m, (size_t)n, 0) < 0 || n == 1) break;
-        }
-        _exit(0);
-    }
-    void *ctx = zmq_ctx_new(), *out = zmq_socket(ctx, ZMQ_PUSH), *in = zmq_socket(ctx, ZMQ_PULL);
-    int zero = 0, tmo = 2000;
-    zmq_setsockopt(out, ZMQ_LINGER, &zero, sizeof zero);
-    zmq_setsockopt(in, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
-    double *t = malloc(sizeof(double) * (size_t)rounds), res = NAN;
-    int n = 0;
-    char m[64] = {0};
-    if (t && !zmq_bind(in, b) && !zmq_connect(out, a)) {
-        for (int r = 0; r < rounds + 5; r++) {
-            ls_sleep_ms((int)(gap_s * 1e3));
-            double t0 = ls_now();
-            if (zmq_send(out, m, sizeof m, 0) < 0 || zmq_recv(in, m, sizeof m, 0) < 0) break;
-            if (r >= 5) t[n++] = (ls_now() - t0) / 2; /* the first rounds connect */
-        }
-        if (n == rounds) {
-            qsort(t, (size_t)n, sizeof(double), cmp_double);
-            res = t[n / 2];
-        }
-    }
-    zmq_send(out, "x", 1, ZMQ_DONTWAIT);
-    ls_sleep_ms(20);
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-    zmq_close(out);
-    zmq_close(in);
-    zmq_ctx_term(ctx);
-    free(t);
-    char f[128];
-    snprintf(f, sizeof f, "%s/a", dir);
-    unlink(f);
-    snprintf(f, sizeof f, "%s/b", dir);
-    unlink(f);
-    rmdir(dir);
-    return res;
 }

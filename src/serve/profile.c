@@ -27,7 +27,8 @@ ls_profile_opts ls_profile_defaults(void) {
     return o;
 }
 
-/* Echo server for the link measurement: a forked child with its own ZeroMQ context. */
+/* Echo server for the link measurements: a forked child with its own ZeroMQ context;
+ * a 1-byte message is echoed and ends it. */
 static void echo_child(const char *in, const char *out) {
     void *ctx = zmq_ctx_new(), *pull = zmq_socket(ctx, ZMQ_PULL), *push = zmq_socket(ctx, ZMQ_PUSH);
     if (zmq_bind(pull, in) != 0 || zmq_connect(push, out) != 0) _exit(1);
@@ -45,66 +46,126 @@ static void echo_child(const char *in, const char *out) {
     _exit(0);
 }
 
-int ls_profile_link(double *latency_s, double *bandwidth_Bps) {
-    char dir[] = "/tmp/llmsys-link-XXXXXX", a[128], b[128];
-    if (!mkdtemp(dir)) return ls_err(LS_EIO, "mkdtemp failed");
-    snprintf(a, sizeof a, "ipc://%s/a", dir);
-    snprintf(b, sizeof b, "ipc://%s/b", dir);
-    pid_t pid = fork();
-    if (pid < 0) return ls_err(LS_EIO, "fork failed");
-    if (pid == 0) {
+/* This process and an echo child joined by ZeroMQ ipc PUSH/PULL sockets in a temporary
+ * directory, the transport serve's stages use. */
+typedef struct {
+    char dir[32];
+    pid_t pid;
+    void *ctx, *push, *pull;
+} echo_pair;
+
+static int echo_open(echo_pair *e, int timeout_ms) {
+    memset(e, 0, sizeof *e);
+    e->pid = -1;
+    snprintf(e->dir, sizeof e->dir, "/tmp/llmsys-link-XXXXXX");
+    if (!mkdtemp(e->dir)) return ls_err(LS_EIO, "link: mkdtemp failed");
+    char a[64], b[64];
+    snprintf(a, sizeof a, "ipc://%s/a", e->dir);
+    snprintf(b, sizeof b, "ipc://%s/b", e->dir);
+    fflush(NULL);
+    e->pid = fork();
+    if (e->pid < 0) {
+        rmdir(e->dir);
+        return ls_err(LS_EIO, "link: fork failed");
+    }
+    if (e->pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         echo_child(a, b);
     }
-    void *ctx = zmq_ctx_new(), *push = zmq_socket(ctx, ZMQ_PUSH), *pull = zmq_socket(ctx, ZMQ_PULL);
-    int rc = LS_OK, zero = 0, tmo = 5000;
-    zmq_setsockopt(push, ZMQ_LINGER, &zero, sizeof zero);
-    zmq_setsockopt(pull, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
-    if (zmq_bind(pull, b) != 0 || zmq_connect(push, a) != 0) rc = ls_err(LS_ENET, "link: %s", zmq_strerror(zmq_errno()));
+    e->ctx = zmq_ctx_new();
+    e->push = zmq_socket(e->ctx, ZMQ_PUSH);
+    e->pull = zmq_socket(e->ctx, ZMQ_PULL);
+    int zero = 0;
+    zmq_setsockopt(e->push, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(e->pull, ZMQ_RCVTIMEO, &timeout_ms, sizeof timeout_ms);
+    if (zmq_bind(e->pull, b) != 0 || zmq_connect(e->push, a) != 0)
+        return ls_err(LS_ENET, "link: %s", zmq_strerror(zmq_errno()));
+    return LS_OK;
+}
+
+/* One round trip of n bytes from buf (the echo lands back in buf, cap bytes). */
+static int echo_rtt(echo_pair *e, char *buf, size_t n, size_t cap, double *rtt) {
+    double t0 = ls_now();
+    if (zmq_send(e->push, buf, n, 0) < 0 || zmq_recv(e->pull, buf, cap, 0) < 0)
+        return ls_err(LS_ENET, "link: echo failed: %s", zmq_strerror(zmq_errno()));
+    *rtt = ls_now() - t0;
+    return LS_OK;
+}
+
+/* Ends the child (asked, then killed after 1 s), closes the sockets, removes the directory. */
+static void echo_close(echo_pair *e) {
+    if (e->pid > 0) {
+        if (e->push) zmq_send(e->push, "x", 1, ZMQ_DONTWAIT);
+        for (int i = 0; i < 100 && waitpid(e->pid, NULL, WNOHANG) != e->pid; i++) {
+            if (i == 99) {
+                kill(e->pid, SIGKILL);
+                waitpid(e->pid, NULL, 0);
+            }
+            ls_sleep_ms(10);
+        }
+    }
+    if (e->push) zmq_close(e->push);
+    if (e->pull) zmq_close(e->pull);
+    if (e->ctx) zmq_ctx_term(e->ctx);
+    char f[64];
+    snprintf(f, sizeof f, "%s/a", e->dir);
+    unlink(f);
+    snprintf(f, sizeof f, "%s/b", e->dir);
+    unlink(f);
+    rmdir(e->dir);
+}
+
+int ls_profile_link(double *latency_s, double *bandwidth_Bps) {
+    echo_pair e;
+    int rc = echo_open(&e, 5000);
     size_t big = 4u << 20;
     char *buf = calloc(1, big);
+    if (rc == LS_OK && !buf) rc = ls_err(LS_ENOMEM, "link: out of memory");
     double rtt_small = 0, rtt_big = 0;
     for (int pass = 0; rc == LS_OK && pass < 2; pass++) {
         size_t sz = pass == 0 ? 64 : big;
         int iters = pass == 0 ? 200 : 12;
-        double best = 1e30;
-        for (int i = 0; i < iters + 2 && rc == LS_OK; i++) {
-            double t0 = ls_now();
-            if (zmq_send(push, buf, sz, 0) < 0 || zmq_recv(pull, buf, big, 0) < 0) {
-                rc = ls_err(LS_ENET, "link: echo failed: %s", zmq_strerror(zmq_errno()));
-                break;
-            }
-            double dt = ls_now() - t0;
+        double best = 1e30, dt;
+        for (int i = 0; i < iters + 2 && (rc = echo_rtt(&e, buf, sz, big, &dt)) == LS_OK; i++)
             if (i >= 2 && dt < best) best = dt; /* the first round trips set up the connection */
-        }
         if (pass == 0) rtt_small = best;
         else rtt_big = best;
     }
-    zmq_send(push, "x", 1, 0);
-    int st;
-    for (int i = 0; i < 100 && waitpid(pid, &st, WNOHANG) != pid; i++) {
-        if (i == 99) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &st, 0);
-        }
-        ls_sleep_ms(10);
-    }
-    zmq_close(push);
-    zmq_close(pull);
-    zmq_ctx_term(ctx);
+    echo_close(&e);
     free(buf);
-    char pa[160];
-    snprintf(pa, sizeof pa, "%s/a", dir);
-    unlink(pa);
-    snprintf(pa, sizeof pa, "%s/b", dir);
-    unlink(pa);
-    rmdir(dir);
     if (rc == LS_OK) {
         *latency_s = rtt_small / 2;
         double d = rtt_big - rtt_small;
         *bandwidth_Bps = d > 0 ? 2.0 * (double)big / d : 0.0;
     }
     return rc;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median one-way latency to a process that sleeps in its receive between messages, as
+ * serve's front and stages do between micro-batches (the profile's link figure is the
+ * minimum of back-to-back round trips, which a loaded host rarely delivers). */
+double ls_host_hop_latency(int rounds, double gap_s) {
+    if (rounds < 1) return NAN;
+    echo_pair e;
+    double *t = malloc(sizeof(double) * (size_t)rounds), res = NAN, dt;
+    char m[64] = {0};
+    int n = 0, rc = echo_open(&e, 2000);
+    for (int r = 0; t && rc == LS_OK && r < rounds + 5; r++) {
+        ls_sleep_ms((int)(gap_s * 1e3));
+        if ((rc = echo_rtt(&e, m, sizeof m, sizeof m, &dt)) == LS_OK && r >= 5) t[n++] = dt / 2; /* first rounds connect */
+    }
+    if (n == rounds) {
+        qsort(t, (size_t)n, sizeof(double), cmp_double);
+        res = t[n / 2];
+    }
+    echo_close(&e);
+    free(t);
+    return res;
 }
 
 /* The median of ts[0..n) (sorts ts). A pipeline stage runs in steady state, so the
