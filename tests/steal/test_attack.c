@@ -96,6 +96,16 @@ static void test_budget_and_beats_random(void) {
     free(vl);
 }
 
+
+/* A replica read back from its file labels 200 test images exactly as the one written. */
+static void check_same_labels(const ls_replica *r, const ls_replica *back) {
+    CHECK(r != NULL && back != NULL);
+    if (!r || !back) return;
+    int32_t a[200], b[200];
+    ls_replica_predict(r, te.x, 200, a);
+    ls_replica_predict(back, te.x, 200, b);
+    CHECK(memcmp(a, b, sizeof a) == 0);
+}
 static void test_target_stops(void) {
     /* The server allows 300 queries; the attack wants 1000: it stops with a clear error and
      * still returns the replica trained on the 300 answers. */
@@ -135,12 +145,7 @@ static void test_target_stops(void) {
         CHECK(ls_st_find(f, "m3.fc0.w") == NULL);
         ls_st_close(f);
     }
-    if (back && r) {
-        int32_t a[200], b[200];
-        ls_replica_predict(r, te.x, 200, a);
-        ls_replica_predict(back, te.x, 200, b);
-        CHECK(memcmp(a, b, sizeof a) == 0);
-    }
+    check_same_labels(r, back);
     ls_replica_free(back);
     CHECK(ls_replica_load("/nonexistent.safetensors", &back) < 0);
     remove(path);
@@ -186,12 +191,7 @@ static void test_members(void) {
     }
     ls_replica *back = NULL;
     CHECK_EQ_INT(ls_replica_load(path, &back), LS_OK);
-    if (back && r) {
-        int32_t a[200], b[200];
-        ls_replica_predict(r, te.x, 200, a);
-        ls_replica_predict(back, te.x, 200, b);
-        CHECK(memcmp(a, b, sizeof a) == 0);
-    }
+    check_same_labels(r, back);
     ls_replica_free(back);
     ls_replica_free(r);
     remove(path);
