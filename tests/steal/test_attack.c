@@ -96,7 +96,6 @@ static void test_budget_and_beats_random(void) {
     free(vl);
 }
 
-
 /* A replica read back from its file labels 200 test images exactly as the one written. */
 static void check_same_labels(const ls_replica *r, const ls_replica *back) {
     CHECK(r != NULL && back != NULL);
@@ -106,6 +105,7 @@ static void check_same_labels(const ls_replica *r, const ls_replica *back) {
     ls_replica_predict(back, te.x, 200, b);
     CHECK(memcmp(a, b, sizeof a) == 0);
 }
+
 static void test_target_stops(void) {
     /* The server allows 300 queries; the attack wants 1000: it stops with a clear error and
      * still returns the replica trained on the 300 answers. */
