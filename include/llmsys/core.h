@@ -171,6 +171,9 @@ double ls_now(void);
 /* Wall-clock seconds since the epoch. */
 double ls_wall_time(void);
 void ls_sleep_ms(int ms);
+/* The median of v[0..n) (mean of the two middle values for even n), sorting v in place
+ * (so v[0] and v[n-1] are then its extremes); NAN when n < 1. */
+double ls_median(double *v, int n);
 
 /* ---------------------------------------------------------------- progress bar */
 

@@ -354,11 +354,6 @@ static int validate_profile(const char *ckpt, const ls_plan_workload *wl, int n_
     return rc;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Reads the counters validate compares from /metrics. */
 static int scrape_metrics(int port, int ns, vrun *r) {
     int st;
@@ -664,8 +659,7 @@ static int plan_validate(int argc, char **argv) {
         vrun *m = meas + (size_t)a * runs;
         double tps[100], med, lo, hi;
         for (int r = 0; r < runs; r++) tps[r] = m[r].tok_s;
-        qsort(tps, (size_t)runs, sizeof(double), cmp_double);
-        med = runs % 2 ? tps[runs / 2] : 0.5 * (tps[runs / 2 - 1] + tps[runs / 2]);
+        med = ls_median(tps, runs);
         lo = tps[0], hi = tps[runs - 1];
         double err = (med - x->throughput_tok_s) / x->throughput_tok_s;
         char st[64] = "";
@@ -755,8 +749,7 @@ static int plan_validate(int argc, char **argv) {
     for (int a = 1; a < n_algo; a++) {
         double rr[100];
         for (int r = 0; r < runs; r++) rr[r] = meas[r].tok_s / meas[(size_t)a * runs + r].tok_s;
-        qsort(rr, (size_t)runs, sizeof(double), cmp_double);
-        double mr = runs % 2 ? rr[runs / 2] : 0.5 * (rr[runs / 2 - 1] + rr[runs / 2]);
+        double mr = ls_median(rr, runs);
         double pr = pl[0].throughput_tok_s / pl[a].throughput_tok_s;
         double sr = replay_tps[0] / replay_tps[a];
         printf("  %s / %s: planner %.2fx, replay %.2fx, measured %.2fx (median of per-round ratios, range "

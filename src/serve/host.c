@@ -14,11 +14,6 @@
 
 enum { LS_HOST_MAX_PROCS = 64 };
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Stages on one host share its cores, caches and memory bandwidth. The capacity probe runs
  * what a stage runs - decode steps through the checkpoint's middle layers, streaming their
  * weights and KV cache - since a pure arithmetic loop would miss the shared caches and
@@ -91,7 +86,8 @@ static long probe_together(const char *ckpt, int n, double window) {
             break;
         }
         if (pid == 0) {
-            /* open and warm up, say ready, then start together when the parent closes `go` */
+            /* open and warm up, say ready, then start together when the parent sends the
+             * common start time on `go` */
             prctl(PR_SET_PDEATHSIG, SIGKILL);
             close(go[1]);
             probe q;
@@ -144,9 +140,8 @@ double ls_host_capacity(const char *ckpt, int n) {
         one[i] = (double)probe_together(ckpt, 1, 0.1);
         all[i] = (double)probe_together(ckpt, n, 0.1);
     }
-    qsort(one, 3, sizeof(double), cmp_double);
-    qsort(all, 3, sizeof(double), cmp_double);
-    if (!(one[1] > 0) || !(all[1] > 0)) return NAN;
-    double cap = all[1] / one[1];
+    double m1 = ls_median(one, 3), mn = ls_median(all, 3);
+    if (!(m1 > 0) || !(mn > 0)) return NAN;
+    double cap = mn / m1;
     return cap < n ? cap : n;
 }

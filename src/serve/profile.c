@@ -141,11 +141,6 @@ int ls_profile_link(double *latency_s, double *bandwidth_Bps) {
     return rc;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Median one-way latency to a process that sleeps in its receive between messages, as
  * serve's front and stages do between micro-batches (the profile's link figure is the
  * minimum of back-to-back round trips, which a loaded host rarely delivers). */
@@ -159,24 +154,10 @@ double ls_host_hop_latency(int rounds, double gap_s) {
         ls_sleep_ms((int)(gap_s * 1e3));
         if ((rc = echo_rtt(&e, m, sizeof m, sizeof m, &dt)) == LS_OK && r >= 5) t[n++] = dt / 2; /* first rounds connect */
     }
-    if (n == rounds) {
-        qsort(t, (size_t)n, sizeof(double), cmp_double);
-        res = t[n / 2];
-    }
+    if (n == rounds) res = ls_median(t, n);
     echo_close(&e);
     free(t);
     return res;
-}
-
-/* The median of ts[0..n) (sorts ts). A pipeline stage runs in steady state, so the
- * typical time predicts it better than the fastest, which a lucky repetition sets. */
-static double time_median(double *ts, int n) {
-    for (int i = 1; i < n; i++)
-        for (int k = i; k > 0 && ts[k] < ts[k - 1]; k--) {
-            double t = ts[k];
-            ts[k] = ts[k - 1], ts[k - 1] = t;
-        }
-    return n % 2 ? ts[n / 2] : 0.5 * (ts[n / 2 - 1] + ts[n / 2]);
 }
 
 /* Times reps forwards of the engine's `span` layers over seqs (layer 0 takes tokens, later
@@ -193,7 +174,9 @@ static int time_layers(ls_engine *e, const ls_engine_seq *seqs, int B, int first
         rc = ls_engine_forward(e, seqs, B, first == 0 ? tok : NULL, first == 0 ? NULL : act, outb, 0);
         if (r >= 0) ts[r] = ls_now() - t0;
     }
-    *per_layer = time_median(ts, reps) / span;
+    /* the median, not the fastest: a stage runs in steady state, and the minimum is what a
+     * lucky repetition sets */
+    *per_layer = ls_median(ts, reps) / span;
     return rc;
 }
 
@@ -344,7 +327,7 @@ int ls_profile_run(const char *model, const ls_profile_opts *o, struct cJSON **o
                 cJSON *row = cJSON_CreateObject();
                 cJSON_AddNumberToObject(row, "batch", B);
                 if (q >= 0) cJSON_AddNumberToObject(row, "seq", S);
-                cJSON_AddNumberToObject(row, "seconds", time_median(ts, o->reps));
+                cJSON_AddNumberToObject(row, "seconds", ls_median(ts, o->reps));
                 cJSON_AddItemToArray(q < 0 ? hd : hp, row);
             }
         }
