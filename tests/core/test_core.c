@@ -96,10 +96,20 @@ static void test_alloc(void) {
     CHECK(ls_rss_bytes() > 0);
 }
 
+static void test_median(void) {
+    double odd[5] = {3, -1, 7, 2, 2}, even[4] = {10, 1, 4, 3}, one[1] = {5};
+    CHECK_NEAR(ls_median(odd, 5), 2, 0);
+    CHECK(odd[0] == -1 && odd[4] == 7); /* sorted in place: the extremes at the ends */
+    CHECK_NEAR(ls_median(even, 4), 3.5, 0);
+    CHECK_NEAR(ls_median(one, 1), 5, 0);
+    CHECK(isnan(ls_median(one, 0)));
+}
+
 int main(void) {
     RUN(test_errors);
     RUN(test_rng);
     RUN(test_files);
     RUN(test_alloc);
+    RUN(test_median);
     return TEST_RESULT();
 }
