@@ -272,10 +272,8 @@ typedef struct {
     double hop_s;    /* one message between processes (front -> stage 0 -> ... -> front), on top of the
                       * bytes over the link bandwidth; < 0: the cluster's link latency between stages and
                       * no cost for the front's two hops */
-    double front_s;  /* the front's work per returned micro-batch (sampling, bookkeeping) */
-    double capacity; /* compute the stations share, in units of one station running alone (a host with
+    double capacity; /* compute the stages share, in units of one stage running alone (a host with
                       * C free cores: C); <= 0: every stage has a device of its own */
-    int depth;       /* micro-batches in flight at once; <= 0: one per stage, as llmsys serve does */
 } ls_plan_sim_opts;
 
 typedef struct {
@@ -284,16 +282,16 @@ typedef struct {
     double busy_s[LS_PLAN_MAX_DEV]; /* per stage: wall seconds spent computing */
 } ls_plan_sim_result;
 
-/* Default options: hop -1, front 0, capacity 0, depth 0. */
+/* Default options: hop -1, capacity 0. */
 ls_plan_sim_opts ls_plan_sim_defaults(void);
 /* The defaults with the cluster's "host" facts (capacity, hop) filled in. */
 ls_plan_sim_opts ls_plan_sim_for_cluster(const ls_plan_cluster *cl);
 /* Replays serving one batch of the problem's workload with plan the way `llmsys serve` does
  * (all B requests admitted at once, continuous batching: a micro-batch is formed from the
- * requests ready when one of `depth` in-flight slots frees, prefill and decode alternating,
+ * requests ready when one of the #stages in-flight slots frees, prefill and decode alternating,
  * each stage a FIFO server), with every stage's time for each actual micro-batch (its size
  * and mean context) from the same cost terms the planner uses, and processor sharing when
- * the busy stations exceed `capacity`. Plan must have passed ls_plan_evaluate. LS_EINVAL
+ * the busy stages exceed `capacity`. Plan must have passed ls_plan_evaluate. LS_EINVAL
  * when the batch exceeds LS_PLAN_SIM_MAXB or the replay would take more than
  * LS_PLAN_SIM_MAX_STEPS micro-batch steps (callers then report the closed form alone). */
 int ls_plan_simulate(const ls_plan_problem *p, const ls_plan_result *plan, const ls_plan_sim_opts *o,

@@ -8,7 +8,7 @@
 #include "plan/internal.h"
 
 ls_plan_sim_opts ls_plan_sim_defaults(void) {
-    return (ls_plan_sim_opts){.hop_s = -1, .front_s = 0, .capacity = 0, .depth = 0};
+    return (ls_plan_sim_opts){.hop_s = -1, .capacity = 0};
 }
 
 ls_plan_sim_opts ls_plan_sim_for_cluster(const ls_plan_cluster *cl) {
@@ -30,7 +30,7 @@ typedef struct {
 
 typedef struct {
     double at;
-    int mb, to; /* destination station: 0..S-1 a stage, S the front */
+    int mb, to; /* destination: 0..S-1 a stage, S the front */
 } sim_msg;
 
 typedef struct {
@@ -41,8 +41,8 @@ typedef struct {
     /* requests: serve's slots, all admitted at time 0 */
     int *prefilled, *pos, *n_out, *in_flight, *done;
     int rr, last_prefill, n_done, n_inflight;
-    sim_mb *mbs; /* depth entries; n == 0: free */
-    sim_station st[LS_PLAN_MAX_DEV + 1];
+    sim_mb *mbs; /* depth entries (one in flight per stage, as serve); n == 0: free */
+    sim_station st[LS_PLAN_MAX_DEV];
     sim_msg *msgs;
     int n_msgs;
     double now;
@@ -55,9 +55,8 @@ static void station_push(sim_station *s, int mb) {
     s->len++;
 }
 
-/* Work of micro-batch m at station k (seconds at full speed). */
+/* Work of micro-batch m at stage k (seconds at full speed). */
 static double station_work(const sim_t *x, int k, const sim_mb *m) {
-    if (k == x->S) return x->o.front_s;
     const ls_plan_problem *p = x->p;
     const ls_plan_result *pl = x->pl;
     int d = pl->dev[k];
@@ -73,7 +72,7 @@ static double station_work(const sim_t *x, int k, const sim_mb *m) {
     return w;
 }
 
-/* Time on the wire from station k to the next (the front's hops cost hop_s only). */
+/* Time on the wire from stage k to the next (the front's hops cost hop_s only). */
 static double transit(const sim_t *x, int k, const sim_mb *m) {
     double hop = x->o.hop_s >= 0 ? x->o.hop_s : 0;
     if (k < 0 || k >= x->S - 1) return hop;
@@ -168,8 +167,7 @@ int ls_plan_simulate(const ls_plan_problem *p, const ls_plan_result *pl, const l
         return ls_err(LS_EINVAL, "simulate: %.3g micro-batch steps exceed the replay's limit of %.3g", n_mb * (S + 1),
                       (double)LS_PLAN_SIM_MAX_STEPS);
     sim_t x = {.p = p, .pl = pl, .o = *o, .S = S, .B = B, .r = out};
-    x.depth = o->depth > 0 ? o->depth : S;
-    if (x.depth > LS_PLAN_MAX_DEV) x.depth = LS_PLAN_MAX_DEV;
+    x.depth = S;
     int *ints = calloc((size_t)B * 5 + (size_t)x.depth * B, sizeof(int));
     x.mbs = calloc((size_t)x.depth, sizeof *x.mbs);
     x.msgs = calloc((size_t)x.depth, sizeof *x.msgs);
@@ -179,7 +177,7 @@ int ls_plan_simulate(const ls_plan_problem *p, const ls_plan_result *pl, const l
     }
     x.prefilled = ints, x.pos = ints + B, x.n_out = ints + 2 * B, x.in_flight = ints + 3 * B, x.done = ints + 4 * B;
     for (int i = 0; i < x.depth; i++) x.mbs[i].req = ints + 5 * B + (size_t)i * B;
-    for (int k = 0; k <= S; k++) x.st[k].cur = -1;
+    for (int k = 0; k < S; k++) x.st[k].cur = -1;
     while (x.n_inflight < x.depth && schedule_one(&x)) {
     }
     int rc = LS_OK;
@@ -189,43 +187,45 @@ int ls_plan_simulate(const ls_plan_problem *p, const ls_plan_result *pl, const l
             rc = ls_err(LS_ESTATE, "simulate: the replay stalled with %d of %d requests done", x.n_done, B);
             break;
         }
-        /* processor sharing: the busy stations split the capacity */
+        /* processor sharing: the busy stages split the capacity */
         int busy = 0;
-        for (int k = 0; k <= S; k++) busy += x.st[k].cur >= 0;
+        for (int k = 0; k < S; k++) busy += x.st[k].cur >= 0;
         double rate = o->capacity > 0 && busy > o->capacity ? o->capacity / busy : 1.0;
         double dt = INFINITY;
-        for (int k = 0; k <= S; k++)
+        for (int k = 0; k < S; k++)
             if (x.st[k].cur >= 0 && x.st[k].left / rate < dt) dt = x.st[k].left / rate;
         for (int i = 0; i < x.n_msgs; i++)
             if (x.msgs[i].at - x.now < dt) dt = x.msgs[i].at - x.now;
         if (dt < 0) dt = 0;
         x.now += dt;
-        for (int k = 0; k <= S; k++) {
+        for (int k = 0; k < S; k++) {
             sim_station *s = &x.st[k];
             if (s->cur < 0) continue;
             s->left -= rate * dt;
-            if (k < S) out->busy_s[k] += dt;
+            out->busy_s[k] += dt;
         }
-        /* completions, then arrivals, then idle stations take their next */
-        for (int k = 0; k <= S; k++) {
+        /* completions, then arrivals (the front samples and schedules at once: its work is
+         * negligible next to a stage's), then idle stages take their next */
+        for (int k = 0; k < S; k++) {
             sim_station *s = &x.st[k];
             if (s->cur < 0 || s->left > 1e-12) continue;
             int mb = s->cur;
             s->cur = -1;
-            if (k == S)
-                front_done(&x, mb);
-            else
-                send_to(&x, mb, k);
+            send_to(&x, mb, k);
         }
         for (int i = 0; i < x.n_msgs;) {
             if (x.msgs[i].at <= x.now + 1e-15) {
-                station_push(&x.st[x.msgs[i].to], x.msgs[i].mb);
+                sim_msg g = x.msgs[i];
                 x.msgs[i] = x.msgs[--x.n_msgs];
+                if (g.to == S)
+                    front_done(&x, g.mb);
+                else
+                    station_push(&x.st[g.to], g.mb);
             } else {
                 i++;
             }
         }
-        for (int k = 0; k <= S; k++) station_start(&x, k);
+        for (int k = 0; k < S; k++) station_start(&x, k);
     }
     free(ints), free(x.mbs), free(x.msgs);
     if (rc) return rc;
