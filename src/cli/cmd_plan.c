@@ -544,30 +544,36 @@ static int plan_validate(int argc, char **argv) {
             return 1;
         }
     }
+    /* from here on every exit goes through `done`, which removes a temporary directory */
+    ls_plan_catalog *cat = NULL;
+    ls_plan_cluster *cl = NULL;
+    ls_plan_problem *pb = NULL;
+    ls_plan_result *pl = NULL;
+    vrun *meas = NULL;
+    cJSON *rep = NULL, *rplans = NULL;
+    int ret = 0;
     /* 1. the model */
     if (model) {
         snprintf(ckpt, sizeof ckpt, "%s", model);
     } else {
         snprintf(ckpt, sizeof ckpt, "%s/model.safetensors", dir);
         if ((rc = validate_make_ckpt(config, 1, ckpt))) {
-            int code = is_input_error(rc) ? fail_input() : ls_cli_fail();
-            if (!workdir) validate_cleanup(dir);
-            return code;
+            ret = is_input_error(rc) ? fail_input() : ls_cli_fail();
+            goto done;
         }
     }
     ls_model_config mc;
     int *fbits = NULL;
     if ((rc = ls_ckpt_info(ckpt, &mc, &fbits, NULL))) {
-        int code = fail_input();
-        if (!workdir) validate_cleanup(dir);
-        return code;
+        ret = fail_input();
+        goto done;
     }
     free(fbits);
     if (prompt + gen > mc.n_ctx) {
         fprintf(stderr, "llmsys plan validate: prompt + gen = %d exceeds the model context %d\n", prompt + gen,
                 mc.n_ctx);
-        if (!workdir) validate_cleanup(dir);
-        return 2;
+        ret = 2;
+        goto done;
     }
     ls_plan_workload wl = {batch, prompt, gen};
     printf("closing the loop in %s: %s (%d layers, d_model %d), %d CPU stages x %d thread(s), batch %d, prompt %d, gen "
@@ -580,9 +586,8 @@ static int plan_validate(int argc, char **argv) {
     } else {
         snprintf(prof, sizeof prof, "%s/profile.json", dir);
         if ((rc = validate_profile(ckpt, &wl, mc.n_ctx, threads, reps, prof))) {
-            int code = ls_cli_fail();
-            if (!workdir) validate_cleanup(dir);
-            return code;
+            ret = ls_cli_fail();
+            goto done;
         }
         printf("profile: %s (%.1f s)\n", prof, ls_now() - t0);
     }
@@ -605,20 +610,17 @@ static int plan_validate(int argc, char **argv) {
         rc = ls_json_write_file(clpath, j);
         cJSON_Delete(j);
         if (rc) {
-            int code = ls_cli_fail();
-            if (!workdir) validate_cleanup(dir);
-            return code;
+            ret = ls_cli_fail();
+            goto done;
         }
     }
-    ls_plan_catalog *cat = NULL;
-    ls_plan_cluster *cl = NULL;
-    ls_plan_problem *pb = malloc(sizeof *pb);
-    ls_plan_result *pl = malloc(sizeof *pl * (size_t)n_algo);
-    vrun *meas = calloc((size_t)n_algo * (size_t)runs, sizeof *meas);
-    cJSON *rep = cJSON_CreateObject(), *rplans = cJSON_AddArrayToObject(rep, "plans");
-    int ret = 0;
+    pb = malloc(sizeof *pb);
+    pl = malloc(sizeof *pl * (size_t)n_algo);
+    meas = calloc((size_t)n_algo * (size_t)runs, sizeof *meas);
+    rep = cJSON_CreateObject();
+    rplans = rep ? cJSON_AddArrayToObject(rep, "plans") : NULL;
     ls_plan_arch arch;
-    if (!pb || !pl || !meas || !rep) {
+    if (!pb || !pl || !meas || !rplans) {
         ret = 1;
         goto done;
     }
