@@ -13,6 +13,7 @@ pkgs=(
   libxxhash-dev              # checksums of checkpoints and wire frames
   coinor-libcbc-dev          # exact ILP for the planner
   dataset-fashion-mnist      # victim/attack data for the steal module (gzip idx)
+  python3-sklearn            # only for its real CSV tables (wine, breast cancer, digits) in bench_steal
   zlib1g-dev                 # reads the gzipped idx files
 )
 

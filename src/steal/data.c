@@ -12,6 +12,7 @@
 #include "llmsys/steal.h"
 
 #define FMNIST_DIR "/usr/share/datasets/fashion-mnist"
+#define SKLEARN_DATA_DIR "/usr/lib/python3/dist-packages/sklearn/datasets/data"
 
 int ls_steal_data_alloc(ls_steal_data *d, int64_t n, int dim, int k) {
     memset(d, 0, sizeof *d);
@@ -58,7 +59,7 @@ static int read_gz(const char *path, unsigned char **out, size_t *len) {
             if (cap > ((size_t)1 << 32)) {
                 free(buf);
                 gzclose(f);
-                return ls_err(LS_EFORMAT, "%s: larger than 4 GiB, not an idx file", path);
+                return ls_err(LS_EFORMAT, "%s: larger than 4 GiB", path);
             }
             unsigned char *nb = realloc(buf, cap * 2);
             if (!nb) {
@@ -189,9 +190,16 @@ static int cmp_double(const void *a, const void *b) {
 
 int ls_steal_csv_load(const char *path, ls_steal_data *out) {
     memset(out, 0, sizeof *out);
-    char *text = NULL;
+    /* Gzipped tables (scikit-learn's digits.csv.gz, say) are read through zlib like idx files. */
+    unsigned char *raw = NULL;
     size_t len = 0;
-    LS_TRY(ls_file_read(path, &text, &len));
+    LS_TRY(read_gz(path, &raw, &len));
+    char *text = realloc(raw, len + 1);
+    if (!text) {
+        free(raw);
+        return ls_err(LS_ENOMEM, "%s: out of memory", path);
+    }
+    text[len] = '\0';
     /* First pass: count rows and columns, detect a header. */
     int ncol = -1, rows = 0, header = 0, rc = LS_OK;
     enum { MAXF = 1 << 16 };
@@ -229,17 +237,20 @@ int ls_steal_csv_load(const char *path, ls_steal_data *out) {
                 goto done;
             }
             if (pass == 0 && ncol < 0) {
+                /* One header line, detected by a field that is not a number. Its field count
+                 * need not match the data's: scikit-learn's tables put "rows,features,class
+                 * names" there. The first data row sets the column count. */
+                double v;
+                int numeric = 1;
+                for (int i = 0; i < nf && i < MAXF; i++) numeric &= parse_num(f[i], &v);
+                if (!numeric && !header) {
+                    header = lineno;
+                    continue;
+                }
                 ncol = nf;
                 if (ncol < 2) {
                     rc = ls_err(LS_EFORMAT, "%s:%d: need at least one feature and a label column", path, lineno);
                     goto done;
-                }
-                double v;
-                int numeric = 1;
-                for (int i = 0; i < nf; i++) numeric &= parse_num(f[i], &v);
-                if (!numeric) {
-                    header = lineno;
-                    continue;
                 }
             } else if (lineno == header) {
                 continue;
@@ -517,8 +528,27 @@ int ls_steal_dataset_open(const char *spec, int64_t max_train, ls_steal_data *tr
         snprintf(test->name, sizeof test->name, "fmnist");
         return LS_OK;
     }
+    /* Real tables shipped by Debian's python3-sklearn (installed by scripts/setup.sh): UCI
+     * wine (178 x 13, 3 classes), Wisconsin breast cancer (569 x 30, 2) and the 8x8 digits
+     * (1797 x 64, 10). Their first line is scikit-learn's "rows,features,names" header. */
+    static const struct {
+        const char *name, *file;
+    } real[] = {{"wine", "wine_data.csv"}, {"cancer", "breast_cancer.csv"}, {"digits", "digits.csv.gz"}};
+    char tpath[512];
+    const char *named = NULL;
+    for (size_t i = 0; i < sizeof real / sizeof real[0]; i++)
+        if (!strcmp(spec, real[i].name)) {
+            snprintf(tpath, sizeof tpath, "%s/%s", SKLEARN_DATA_DIR, real[i].file);
+            named = real[i].name;
+        }
     ls_steal_data all;
-    if (!strcmp(spec, "blobs")) {
+    if (named) {
+        int rc = ls_steal_csv_load(tpath, &all);
+        if (rc == LS_ENOTFOUND)
+            return ls_err(rc, "%s: not found; the '%s' table comes from Debian's python3-sklearn (scripts/setup.sh)",
+                          tpath, named);
+        if (rc) return rc;
+    } else if (!strcmp(spec, "blobs")) {
         LS_TRY(ls_steal_make_table("blobs", 12000, 20, 5, 11, &all));
     } else if (!strcmp(spec, "rings")) {
         LS_TRY(ls_steal_make_table("rings", 12000, 10, 4, 12, &all));
@@ -539,7 +569,9 @@ int ls_steal_dataset_open(const char *spec, int64_t max_train, ls_steal_data *tr
         ls_steal_data_free(test);
         return rc;
     }
-    if (strcmp(spec, "blobs") && strcmp(spec, "rings")) {
+    if (named) {
+        snprintf(name, sizeof name, "%s", named);
+    } else if (strcmp(spec, "blobs") && strcmp(spec, "rings")) {
         const char *base = strrchr(spec, '/');
         snprintf(name, sizeof name, "%s", base ? base + 1 : spec);
     }

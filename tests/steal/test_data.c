@@ -1,6 +1,7 @@
 /* test_data.c - idx and CSV loaders (good and bad files), splits, normalisation, tables. */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -131,6 +132,40 @@ static void test_csv(void) {
     CHECK_EQ_INT(ls_steal_csv_load(p, &d), LS_EFORMAT);
     write_text(p, "");
     CHECK_EQ_INT(ls_steal_csv_load(p, &d), LS_EFORMAT);
+    /* scikit-learn's layout: a header of "rows,features,class names" (another field count). */
+    write_text(p, "3,2,class_0,class_1\n1,2,0\n3,4,1\n5,6,1\n");
+    CHECK_EQ_INT(ls_steal_csv_load(p, &d), LS_OK);
+    CHECK_EQ_INT(d.n, 3);
+    CHECK_EQ_INT(d.d, 2);
+    CHECK_EQ_INT(d.k, 2);
+    ls_steal_data_free(&d);
+    write_text(p, "a,b,c\nd,e,f\n1,2,0\n3,4,1\n"); /* only one header line */
+    CHECK_EQ_INT(ls_steal_csv_load(p, &d), LS_EFORMAT);
+    CHECK(strstr(ls_errmsg(), ":2:") != NULL);
+    write_text(p, "a,b\n1\n"); /* the first data row sets the width */
+    CHECK_EQ_INT(ls_steal_csv_load(p, &d), LS_EFORMAT);
+    /* Gzipped CSV, as zlib writes it; a corrupt gzip stream is an error, not a table. */
+    char pz[310];
+    snprintf(pz, sizeof pz, "%s/t.csv.gz", dir);
+    const char *csv = "f1,f2,y\n0.5,1,3\n2,2.5,4\n1,1,3\n";
+    gzFile g = gzopen(pz, "wb");
+    CHECK(g != NULL);
+    CHECK_EQ_INT(gzwrite(g, csv, (unsigned)strlen(csv)), (int)strlen(csv));
+    gzclose(g);
+    CHECK_EQ_INT(ls_steal_csv_load(pz, &d), LS_OK);
+    CHECK_EQ_INT(d.n, 3);
+    CHECK_EQ_INT(d.k, 2);
+    CHECK_NEAR(d.x[2], 2, 0);
+    CHECK_EQ_INT(d.y[1], 1);
+    ls_steal_data_free(&d);
+    char *gzb = NULL;
+    size_t gzn = 0;
+    CHECK_EQ_INT(ls_file_read(pz, &gzb, &gzn), LS_OK);
+    for (size_t i = 10; i < gzn; i++) gzb[i] ^= 0x5a; /* header intact, deflate data scrambled */
+    CHECK_EQ_INT(ls_file_write_atomic(pz, gzb, gzn), LS_OK);
+    free(gzb);
+    CHECK_EQ_INT(ls_steal_csv_load(pz, &d), LS_EFORMAT);
+    CHECK(strstr(ls_errmsg(), "gzip") != NULL);
 }
 
 static void test_split_norm_tables(void) {
