@@ -77,7 +77,8 @@ int main(int argc, char **argv) {
             printf("usage: bench_steal [--out FILE] [--victims LIST] [--datasets LIST] [--budgets LIST]\n"
                    "                   [--train-n N] [--test-n N] [--epochs N] [--delta W] [--no-baselines] [--proba] "
                    "[--seed N] [--quick]\n"
-                   "  victims: logreg,svm,tree,forest,knn,nb,mlp  datasets: fmnist,blobs,rings,wine,cancer,digits or CSV paths\n");
+                   "  victims: logreg,svm,tree,forest,knn,nb,mlp  datasets: fmnist,blobs,rings,wine,cancer,digits or "
+                   "CSV paths\n");
             return 0;
         } else if (!strcmp(a, "--no-baselines"))
             no_base = 1;

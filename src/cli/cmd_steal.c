@@ -25,7 +25,8 @@ static int victim_train(int argc, char **argv) {
     int epochs = 0, trees = 0, depth = 0, seed = 42, quiet = 0;
     ls_arg spec[] = {
         {"type", LS_ARG_STR, &type_s, "T", "logreg, svm, tree, forest, knn, nb or mlp", 1},
-        {"data", LS_ARG_STR, &data, "D", "fmnist[:DIR], blobs, rings, wine, cancer, digits or a CSV path (features, label; .gz ok)", 1},
+        {"data", LS_ARG_STR, &data, "D",
+         "fmnist[:DIR], blobs, rings, wine, cancer, digits or a CSV path (features, label; .gz ok)", 1},
         {"out", LS_ARG_STR, &out, "FILE", "victim file to write (victim.bin)", 1},
         {"report", LS_ARG_STR, &report, "FILE", "JSON summary (test accuracy, timings)"},
         {"train-n", LS_ARG_I64, &train_n, "N", "use at most N training rows (default all)"},
