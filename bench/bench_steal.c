@@ -62,7 +62,7 @@ static int split_list(char *s, char **items, int max) {
 }
 
 int main(int argc, char **argv) {
-    const char *out = NULL, *victims_s = "logreg,svm,tree,forest,knn,nb,mlp", *datasets_s = "fmnist,blobs,rings";
+    const char *out = NULL, *victims_s = "logreg,svm,tree,forest,knn,nb,mlp,cnn", *datasets_s = "fmnist,blobs,rings";
     const char *budgets_s = "1000,5000,20000";
     int64_t train_n = 30000, test_n = 0;
     int no_base = 0, quick = 0, epochs = 30, proba = 0;
@@ -77,8 +77,8 @@ int main(int argc, char **argv) {
             printf("usage: bench_steal [--out FILE] [--victims LIST] [--datasets LIST] [--budgets LIST]\n"
                    "                   [--train-n N] [--test-n N] [--epochs N] [--delta W] [--no-baselines] [--proba] "
                    "[--seed N] [--quick]\n"
-                   "  victims: logreg,svm,tree,forest,knn,nb,mlp  datasets: fmnist,blobs,rings,wine,cancer,digits or "
-                   "CSV paths\n");
+                   "  victims: logreg,svm,tree,forest,knn,nb,mlp,cnn (cnn on image data only, skipped on tables)\n"
+                   "  datasets: fmnist,blobs,rings,wine,cancer,digits or CSV paths\n");
             return 0;
         } else if (!strcmp(a, "--no-baselines"))
             no_base = 1;
@@ -145,6 +145,11 @@ int main(int argc, char **argv) {
             if (type < 0) {
                 fprintf(stderr, "bench_steal: unknown victim '%s'\n", vl[vi]);
                 return 2;
+            }
+            if (type == LS_VICTIM_CNN && (tr.h < 4 || tr.w < 4)) {
+                printf("%-7s %-7s (skipped: the cnn victim needs image-shaped data, %s is a table)\n", dl[di], vl[vi],
+                       dl[di]);
+                continue;
             }
             ls_victim_opts vo;
             ls_victim_opts_default(&vo, type);

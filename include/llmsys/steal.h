@@ -101,6 +101,7 @@ typedef enum {
     LS_VICTIM_KNN,
     LS_VICTIM_NB,
     LS_VICTIM_MLP,
+    LS_VICTIM_CNN, /* image-shaped data only (h, w >= 4) */
     LS_VICTIM_COUNT
 } ls_victim_type;
 
@@ -111,20 +112,23 @@ int ls_victim_type_parse(const char *s);
 typedef struct {
     int type;
     uint64_t seed;
-    int epochs;      /* logreg/svm/mlp passes over the data */
+    int epochs;      /* logreg/svm/mlp/cnn passes over the data */
     int max_depth;   /* tree/forest */
     int min_leaf;    /* tree/forest: fewest rows in a leaf */
     int trees;       /* forest */
     int knn_k;       /* knn neighbours */
     int64_t knn_ref; /* knn: reference rows kept (subsampled for prediction speed) */
-    int hidden;      /* mlp hidden width */
+    int hidden;      /* mlp hidden width; cnn fc hidden width (0 = conv features straight to the classes) */
+    int conv1;       /* cnn: channels of the first conv layer */
+    int conv2;       /* cnn: channels of the second conv layer */
     int verbose;     /* progress bar */
 } ls_victim_opts;
 
 typedef struct ls_victim ls_victim;
 
 void ls_victim_opts_default(ls_victim_opts *o, int type);
-/* Trains a victim on train (rows in [lo,hi]); *out is owned by the caller. */
+/* Trains a victim on train (rows in [lo,hi]); *out is owned by the caller. LS_EINVAL for a
+ * cnn on table-shaped data (h or w below 4, e.g. the (1,1,d) of a CSV). */
 int ls_victim_train(const ls_victim_opts *o, const ls_steal_data *train, ls_victim **out);
 void ls_victim_free(ls_victim *v);
 /* Class probabilities (n*k; rows sum to 1). Reentrant: safe from several threads. */

@@ -22,15 +22,19 @@ static void blas_one_thread(void) { openblas_set_num_threads(1); }
 static int victim_train(int argc, char **argv) {
     const char *type_s = NULL, *data = NULL, *out = NULL, *report = NULL;
     int64_t train_n = 0, knn_ref = 0;
-    int epochs = 0, trees = 0, depth = 0, seed = 42, quiet = 0;
+    int epochs = 0, trees = 0, depth = 0, seed = 42, quiet = 0, hidden = -1, conv1 = 0, conv2 = 0;
     ls_arg spec[] = {
-        {"type", LS_ARG_STR, &type_s, "T", "logreg, svm, tree, forest, knn, nb or mlp", 1},
+        {"type", LS_ARG_STR, &type_s, "T", "logreg, svm, tree, forest, knn, nb, mlp or cnn (images only)", 1},
         {"data", LS_ARG_STR, &data, "D",
          "fmnist[:DIR], blobs, rings, wine, cancer, digits or a CSV path (features, label; .gz ok)", 1},
         {"out", LS_ARG_STR, &out, "FILE", "victim file to write (victim.bin)", 1},
         {"report", LS_ARG_STR, &report, "FILE", "JSON summary (test accuracy, timings)"},
         {"train-n", LS_ARG_I64, &train_n, "N", "use at most N training rows (default all)"},
-        {"epochs", LS_ARG_INT, &epochs, "N", "passes for logreg/svm/mlp"},
+        {"epochs", LS_ARG_INT, &epochs, "N", "passes for logreg/svm/mlp/cnn"},
+        {"hidden", LS_ARG_INT, &hidden, "N",
+         "mlp hidden width (default 256); cnn fc hidden width, 0 none (default 128)"},
+        {"conv1", LS_ARG_INT, &conv1, "N", "cnn: channels of conv layer 1 (default 16)"},
+        {"conv2", LS_ARG_INT, &conv2, "N", "cnn: channels of conv layer 2 (default 32)"},
         {"trees", LS_ARG_INT, &trees, "N", "forest size (default 40)"},
         {"max-depth", LS_ARG_INT, &depth, "N", "tree/forest depth limit"},
         {"knn-ref", LS_ARG_I64, &knn_ref, "N", "knn reference rows kept (default 10000)"},
@@ -42,7 +46,8 @@ static int victim_train(int argc, char **argv) {
     if (rc) return LS_ARGS_EXIT(rc);
     int type = ls_victim_type_parse(type_s);
     if (type < 0) {
-        fprintf(stderr, "llmsys victim train: unknown --type '%s' (logreg, svm, tree, forest, knn, nb, mlp)\n", type_s);
+        fprintf(stderr, "llmsys victim train: unknown --type '%s' (logreg, svm, tree, forest, knn, nb, mlp, cnn)\n",
+                type_s);
         return 2;
     }
     ls_steal_data tr, te;
@@ -53,6 +58,9 @@ static int victim_train(int argc, char **argv) {
     if (trees > 0) o.trees = trees;
     if (depth > 0) o.max_depth = depth;
     if (knn_ref > 0) o.knn_ref = knn_ref;
+    if (hidden >= 0) o.hidden = hidden;
+    if (conv1 > 0) o.conv1 = conv1;
+    if (conv2 > 0) o.conv2 = conv2;
     o.seed = (uint64_t)seed;
     o.verbose = !quiet;
     double t0 = ls_now();
@@ -215,7 +223,7 @@ int cmd_victim(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "make-data")) return victim_make_data(argc - 1, argv + 1);
     FILE *f = argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) ? stdout : stderr;
     fprintf(f, "usage: llmsys victim train|serve|make-data [options]   (--help on each)\n"
-               "  train      train logreg/svm/tree/forest/knn/nb/mlp on a dataset, write victim.bin\n"
+               "  train      train logreg/svm/tree/forest/knn/nb/mlp/cnn on a dataset, write victim.bin\n"
                "  serve      serve a victim over HTTP (POST /predict) with budget, rate limit, PRADA\n"
                "  make-data  write a reproducible synthetic CSV table\n");
     return f == stdout ? 0 : 2;

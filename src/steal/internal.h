@@ -1,5 +1,6 @@
 /* internal.h - shared pieces of the steal module: a small dense MLP (victim "mlp" and the
- * attacker's replica), trained with Adam on soft targets, matmuls through cblas_sgemm. */
+ * attacker's replica), trained with Adam on soft targets, and a small CNN (victim "cnn");
+ * matmuls and convolutions (im2col) through cblas_sgemm. */
 #ifndef LLMSYS_STEAL_INTERNAL_H
 #define LLMSYS_STEAL_INTERNAL_H
 
@@ -44,6 +45,43 @@ int ls_mlp_logits(const ls_mlp *m, const float *x, int64_t n, float *logits);
 int ls_mlp_input_grad(const ls_mlp *m, const float *x, int n, const float *dlogits, float *dx);
 /* Row softmax in place. */
 void ls_softmax_rows(float *z, int64_t n, int k);
+/* One Adam step (b1 0.9, b2 0.999, eps 1e-8, bias-corrected for step >= 1) with decoupled
+ * weight decay wd on np parameters p from gradients g; m and v are the moments. */
+void ls_adam_update(float *p, const float *g, float *m, float *v, int64_t np, int64_t step, float lr, float wd);
+
+/* A small CNN for (C,H,W) images (cnn.c): conv ks x ks (C -> c1, same padding) -> ReLU ->
+ * 2x2 max-pool -> conv ks x ks (c1 -> c2) -> ReLU -> 2x2 max-pool -> fc (-> hidden) -> ReLU ->
+ * fc (-> k), or one fc (-> k) when hidden = 0. Parameters in one allocation: W[0], b[0] conv 1
+ * with W (c1, ks, ks, C); W[1], b[1] conv 2 (c2, ks, ks, c1); W[2..] the fc layers (out, in),
+ * whose first input is the pooled map flattened as (H/4, W/4, c2). */
+typedef struct {
+    int c, h, w, k;         /* input shape, classes */
+    int c1, c2, ks, hidden; /* conv channels, odd kernel size, fc hidden width (0 = none) */
+    int nfc;                /* fc layers: 2 with a hidden layer, else 1 */
+    int64_t np;             /* parameter count */
+    float *p, *g, *m, *v;   /* params, grads, Adam moments (one allocation each) */
+    float *W[4], *b[4];     /* into p */
+    float *gW[4], *gb[4];   /* into g */
+    int64_t step;
+} ls_cnn;
+
+/* Checks the shape (C 1..64, H and W >= 4, odd ks) and He-initialises; LS_EINVAL or LS_ENOMEM
+ * with a message on failure (then nothing to free). */
+int ls_cnn_init(ls_cnn *m, int c, int h, int w, int k, int c1, int c2, int ks, int hidden, uint64_t seed);
+void ls_cnn_free(ls_cnn *m);
+/* Trains on n CHW rows with hard labels y in [0,k) by minibatch Adam (o: epochs, batch,
+ * lr decayed linearly to lr_end_frac*lr, wd, input_noise clipped to [lo,hi], seed,
+ * verbose, label). *loss (may be NULL): mean cross-entropy of the last epoch. */
+int ls_cnn_fit(ls_cnn *m, const float *x, const int32_t *y, int64_t n, const ls_mlp_fit_opts *o, double *loss);
+/* Logits (n*k) of n CHW rows, in 64-row chunks; reentrant (own workspace per call). */
+int ls_cnn_logits(const ls_cnn *m, const float *x, int64_t n, float *logits);
+/* Mean softmax cross-entropy of n rows against y in *loss; overwrites m->g with its gradient
+ * and, when dx is non-NULL, writes d loss / d x (n CHW rows). Used by the fit and the tests. */
+int ls_cnn_loss_grad(ls_cnn *m, const float *x, int n, const int32_t *y, double *loss, float *dx);
+/* One same-padded convolution, NHWC: y (n,h,w,cout) = b + conv(x (n,h,w,cin), W (cout,ks,ks,cin));
+ * cols is scratch of n*h*w*ks*ks*cin floats (the im2col matrix). No ReLU. */
+void ls_cnn_conv2d(const float *x, int n, int h, int w, int cin, const float *W, const float *b, int cout, int ks,
+                   float *cols, float *y);
 
 struct ls_replica {
     ls_mlp net[LS_REPLICA_MAX_MEMBERS]; /* members; their softmax outputs are averaged */

@@ -65,6 +65,17 @@ void ls_softmax_rows(float *z, int64_t n, int k) {
     }
 }
 
+void ls_adam_update(float *p, const float *g, float *m, float *v, int64_t np, int64_t step, float lr, float wd) {
+    const float b1 = 0.9f, b2 = 0.999f, eps = 1e-8f;
+    float ic1 = 1.0f / (1.0f - powf(b1, (float)step)), ic2 = 1.0f / (1.0f - powf(b2, (float)step));
+    for (int64_t i = 0; i < np; i++) {
+        float gi = g[i];
+        m[i] = b1 * m[i] + (1 - b1) * gi;
+        v[i] = b2 * v[i] + (1 - b2) * gi * gi;
+        p[i] -= lr * ((m[i] * ic1) / (sqrtf(v[i] * ic2) + eps) + wd * p[i]);
+    }
+}
+
 /* Forward pass of n rows; acts[l] (n x sizes[l]) holds each layer's input (acts[0] = x),
  * acts[nl] the logits. Hidden activations are post-ReLU. */
 static void forward(const ls_mlp *m, const float *x, int n, float **acts) {
@@ -174,7 +185,6 @@ int ls_mlp_fit(ls_mlp *m, const float *x, const float *targets, const float *wei
     ls_progress pg;
     int64_t steps_per_epoch = (n + bs - 1) / bs, total = steps_per_epoch * o->epochs, t = 0;
     if (o->verbose) ls_progress_start(&pg, o->label ? o->label : "train", total);
-    const float b1 = 0.9f, b2 = 0.999f, eps = 1e-8f;
     double ep_loss = 0;
     for (int ep = 0; ep < o->epochs; ep++) {
         ls_rng_shuffle_int(&r, perm, (size_t)n);
@@ -218,15 +228,7 @@ int ls_mlp_fit(ls_mlp *m, const float *x, const float *targets, const float *wei
             /* Adam with decoupled weight decay; lr decays linearly over this call. */
             double frac = total > 1 ? (double)t / (double)(total - 1) : 1.0;
             float lr = o->lr * (float)(1.0 - (1.0 - o->lr_end_frac) * frac);
-            m->step++;
-            float ic1 = 1.0f / (1.0f - powf(b1, (float)m->step)), ic2 = 1.0f / (1.0f - powf(b2, (float)m->step));
-            float *P = m->p, *G = m->g, *M = m->m, *V = m->v, wd = o->wd;
-            for (int64_t i = 0; i < m->np; i++) {
-                float gi = G[i];
-                M[i] = b1 * M[i] + (1 - b1) * gi;
-                V[i] = b2 * V[i] + (1 - b2) * gi * gi;
-                P[i] -= lr * ((M[i] * ic1) / (sqrtf(V[i] * ic2) + eps) + wd * P[i]);
-            }
+            ls_adam_update(m->p, m->g, m->m, m->v, m->np, ++m->step, lr, o->wd);
             t++;
             if (o->verbose) ls_progress_update(&pg, t, "loss %.3f", wsum > 0 ? ep_loss / wsum : 0.0);
         }

@@ -1,5 +1,6 @@
 /* test_victims.c - every victim type learns (well above chance) on a synthetic table and a
- * small Fashion-MNIST subset; victim.bin round trip and corrupt files. */
+ * small Fashion-MNIST subset (the cnn: images only, a table is refused); victim.bin round
+ * trip and corrupt files. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +26,16 @@ static void check_learns(const char *spec, int64_t ntrain, int64_t ntest, double
         ls_victim_opts_default(&o, t);
         o.trees = 10;
         o.knn_ref = 2000;
+        if (t == LS_VICTIM_CNN) o.epochs = 3; /* keeps the test quick; ~1.5 s an epoch on 2000 rows */
         ls_victim *v = NULL;
+        if (t == LS_VICTIM_CNN && tr.h == 1) {
+            /* A table's (1,1,d) shape: refused with a message that says why. */
+            CHECK_EQ_INT(ls_victim_train(&o, &tr, &v), LS_EINVAL);
+            CHECK_MSG(strstr(ls_errmsg(), "cnn victim needs image-shaped data (C,H,W)") != NULL, "message: %s",
+                      ls_errmsg());
+            CHECK(v == NULL);
+            continue;
+        }
         CHECK_EQ_INT(ls_victim_train(&o, &tr, &v), LS_OK);
         if (!v) continue;
         double acc = 0;
@@ -33,6 +43,8 @@ static void check_learns(const char *spec, int64_t ntrain, int64_t ntest, double
         fprintf(stderr, "  %-6s on %-6s: test accuracy %.3f (chance %.3f)\n", ls_victim_type_name(t), spec, acc,
                 1.0 / te.k);
         CHECK_MSG(acc >= min_acc, "%s on %s: accuracy %.3f < %.3f", ls_victim_type_name(t), spec, acc, min_acc);
+        /* The cnn should beat the pixel-level models even on 2000 images and 3 epochs. */
+        if (t == LS_VICTIM_CNN) CHECK_MSG(acc >= 0.72, "cnn on %s: accuracy %.3f < 0.72", spec, acc);
         /* Probabilities are distributions and agree with the labels. */
         float p[4 * 64];
         int32_t lab[4];

@@ -1,0 +1,225 @@
+/* test_cnn.c - the cnn victim's network (src/steal/cnn.c): im2col + sgemm convolution against
+ * direct loops, every gradient (each parameter tensor and the input) against central finite
+ * differences, and victim.bin shape checks for a cnn. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cblas.h>
+
+#include "llmsys/core.h"
+#include "llmsys/steal.h"
+#include "steal/internal.h"
+#include "test.h"
+
+static void fill_normal(float *a, size_t n, ls_rng *r, float s) {
+    for (size_t i = 0; i < n; i++) a[i] = s * ls_rng_normal(r);
+}
+
+/* Direct same-padded convolution, NHWC, W (cout, ks, ks, cin): the oracle for ls_cnn_conv2d. */
+static void conv_naive(const float *x, int n, int h, int w, int cin, const float *W, const float *b, int cout, int ks,
+                       float *y) {
+    int pad = ks / 2;
+    for (int bi = 0; bi < n; bi++)
+        for (int oy = 0; oy < h; oy++)
+            for (int ox = 0; ox < w; ox++)
+                for (int co = 0; co < cout; co++) {
+                    double s = b[co];
+                    for (int ky = 0; ky < ks; ky++)
+                        for (int kx = 0; kx < ks; kx++) {
+                            int iy = oy + ky - pad, ix = ox + kx - pad;
+                            if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+                            for (int ci = 0; ci < cin; ci++)
+                                s += (double)W[((co * ks + ky) * ks + kx) * cin + ci] *
+                                     x[(((size_t)bi * h + iy) * w + ix) * cin + ci];
+                        }
+                    y[(((size_t)bi * h + oy) * w + ox) * cout + co] = (float)s;
+                }
+}
+
+static void test_conv_matches_naive(void) {
+    /* Shapes with odd sizes, a kernel as wide as the image, and 1x1. */
+    const int cases[][6] = {/* n, h, w, cin, cout, ks */
+                            {2, 7, 6, 3, 4, 3},
+                            {3, 5, 9, 2, 5, 5},
+                            {1, 4, 4, 1, 2, 5},
+                            {2, 6, 5, 4, 3, 1},
+                            {2, 28, 28, 1, 16, 5}};
+    ls_rng r;
+    ls_rng_seed(&r, 7);
+    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+        int n = cases[t][0], h = cases[t][1], w = cases[t][2], cin = cases[t][3], cout = cases[t][4], ks = cases[t][5];
+        size_t nx = (size_t)n * h * w * cin, ny = (size_t)n * h * w * cout, nw = (size_t)cout * ks * ks * cin;
+        float *x = malloc(sizeof(float) * nx), *W = malloc(sizeof(float) * nw), *b = malloc(sizeof(float) * cout);
+        float *y = malloc(sizeof(float) * ny), *yr = malloc(sizeof(float) * ny);
+        float *cols = malloc(sizeof(float) * (size_t)n * h * w * ks * ks * cin);
+        fill_normal(x, nx, &r, 1.0f);
+        fill_normal(W, nw, &r, 0.5f);
+        fill_normal(b, (size_t)cout, &r, 0.5f);
+        ls_cnn_conv2d(x, n, h, w, cin, W, b, cout, ks, cols, y);
+        conv_naive(x, n, h, w, cin, W, b, cout, ks, yr);
+        double maxd = 0, maxv = 0;
+        for (size_t i = 0; i < ny; i++) {
+            double dd = fabs((double)y[i] - yr[i]);
+            if (dd > maxd) maxd = dd;
+            if (fabs(yr[i]) > maxv) maxv = fabs(yr[i]);
+        }
+        CHECK_MSG(maxd <= 1e-5 * (1 + maxv) && maxv > 0.1, "case %zu (n%d %dx%dx%d -> %d, ks %d): max |diff| %.3g", t,
+                  n, h, w, cin, cout, ks, maxd);
+        free(x);
+        free(W);
+        free(b);
+        free(y);
+        free(yr);
+        free(cols);
+    }
+}
+
+/* Analytic gradient of the mean cross-entropy against central differences, tensor by tensor.
+ * Float32 throughout, so the tolerance is |a - fd| <= 2e-3 + 2e-2 |fd| with step 1e-3 (the
+ * forward's rounding, ~1e-7 of the loss, becomes ~1e-4 in the quotient). */
+static void gradcheck(int c, int h, int w, int k, int c1, int c2, int ks, int hidden, uint64_t seed) {
+    ls_cnn m;
+    CHECK_EQ_INT(ls_cnn_init(&m, c, h, w, k, c1, c2, ks, hidden, seed), LS_OK);
+    if (!m.p) return;
+    ls_rng r;
+    ls_rng_seed(&r, seed + 1);
+    /* Non-zero biases so that ReLUs are not all active or inactive at once. */
+    for (int l = 0; l < 2 + m.nfc; l++) {
+        int out = l == 0 ? c1 : l == 1 ? c2 : l == 1 + m.nfc ? k : hidden;
+        fill_normal(m.b[l], (size_t)out, &r, 0.1f);
+    }
+    enum { N = 3 };
+    int d = c * h * w;
+    float *x = malloc(sizeof(float) * N * d), *dx = malloc(sizeof(float) * N * d);
+    float *g = malloc(sizeof(float) * (size_t)m.np);
+    int32_t y[N];
+    for (int i = 0; i < N * d; i++) x[i] = ls_rng_uniform(&r);
+    for (int i = 0; i < N; i++) y[i] = (int32_t)ls_rng_below(&r, (uint64_t)k);
+    double loss;
+    CHECK_EQ_INT(ls_cnn_loss_grad(&m, x, N, y, &loss, dx), LS_OK);
+    memcpy(g, m.g, sizeof(float) * (size_t)m.np);
+    const float eps = 1e-3f;
+    /* Each parameter tensor by its place in m.p, then the input. */
+    const char *names[9] = {"conv1.W", "conv1.b", "conv2.W", "conv2.b", "fc1.W", "fc1.b", "fc2.W", "fc2.b", "input"};
+    int ntens = 2 * (2 + m.nfc);
+    float *start[9];
+    for (int l = 0; l < 2 + m.nfc; l++) {
+        start[2 * l] = m.W[l];
+        start[2 * l + 1] = m.b[l];
+    }
+    start[ntens] = m.p + m.np; /* the tensors lie in this order in m.p */
+    for (int t = 0; t <= ntens; t++) {
+        int is_input = t == ntens;
+        float *base = is_input ? x : start[t];
+        int64_t len = is_input ? N * d : start[t + 1] - start[t];
+        const float *ana = is_input ? dx : g + (base - m.p);
+        int bad = 0;
+        double worst = 0, maxg = 0;
+        for (int64_t i = 0; i < len; i++) {
+            float keep = base[i];
+            double lp, lm;
+            base[i] = keep + eps;
+            ls_cnn_loss_grad(&m, x, N, y, &lp, NULL);
+            base[i] = keep - eps;
+            ls_cnn_loss_grad(&m, x, N, y, &lm, NULL);
+            base[i] = keep;
+            double fd = (lp - lm) / (2.0 * eps), err = fabs(fd - ana[i]);
+            if (err > worst) worst = err;
+            if (fabs(fd) > maxg) maxg = fabs(fd);
+            if (err > 2e-3 + 2e-2 * fabs(fd)) {
+                if (bad < 3)
+                    fprintf(stderr, "  %s[%lld]: analytic %.6g, finite difference %.6g\n", names[is_input ? 8 : t],
+                            (long long)i, ana[i], fd);
+                bad++;
+            }
+        }
+        fprintf(stderr, "  %-8s %5lld values, max |grad| %.3g, worst |analytic - fd| %.2g\n", names[is_input ? 8 : t],
+                (long long)len, maxg, worst);
+        CHECK_MSG(bad == 0, "%s: %d of %lld gradients off", names[is_input ? 8 : t], bad, (long long)len);
+        /* A zero gradient would pass trivially: every tensor must actually matter. */
+        CHECK_MSG(maxg > 1e-3, "%s: gradient is (near) zero everywhere", names[is_input ? 8 : t]);
+    }
+    free(x);
+    free(dx);
+    free(g);
+    ls_cnn_free(&m);
+}
+
+static void test_gradients_hidden(void) { gradcheck(2, 9, 8, 3, 3, 4, 3, 5, 11); }
+static void test_gradients_no_hidden(void) { gradcheck(1, 8, 11, 4, 2, 3, 5, 0, 23); }
+
+static void test_init_refuses(void) {
+    ls_cnn m;
+    CHECK_EQ_INT(ls_cnn_init(&m, 1, 1, 784, 10, 16, 32, 5, 128, 1), LS_EINVAL); /* a table's (1,1,d) */
+    CHECK_EQ_INT(ls_cnn_init(&m, 1, 28, 28, 10, 16, 32, 4, 128, 1), LS_EINVAL); /* even kernel */
+    CHECK_EQ_INT(ls_cnn_init(&m, 1, 28, 28, 10, 0, 32, 5, 128, 1), LS_EINVAL);
+    CHECK(m.p == NULL);
+}
+
+/* A cnn victim.bin whose architecture disagrees with its parameters, or is impossible, is
+ * refused even with a valid checksum (the loader sizes buffers from it). */
+static void test_victim_file_shape(void) {
+    ls_steal_data tr;
+    CHECK_EQ_INT(ls_steal_data_alloc(&tr, 40, 2 * 8 * 8, 3), LS_OK);
+    tr.c = 2, tr.h = 8, tr.w = 8;
+    ls_rng r;
+    ls_rng_seed(&r, 5);
+    for (int64_t i = 0; i < tr.n; i++) {
+        tr.y[i] = (int32_t)(i % 3);
+        for (int j = 0; j < tr.d; j++) tr.x[i * tr.d + j] = ls_rng_uniform(&r) * 0.5f + 0.25f * (float)tr.y[i];
+    }
+    ls_victim_opts o;
+    ls_victim_opts_default(&o, LS_VICTIM_CNN);
+    o.epochs = 2;
+    o.conv1 = 3, o.conv2 = 4, o.hidden = 8;
+    ls_victim *v = NULL;
+    CHECK_EQ_INT(ls_victim_train(&o, &tr, &v), LS_OK);
+    if (!v) {
+        ls_steal_data_free(&tr);
+        return;
+    }
+    char path[256];
+    snprintf(path, sizeof path, "/tmp/llmsys-steal-cnn-%d.bin", (int)getpid());
+    CHECK_EQ_INT(ls_victim_save(v, path), LS_OK);
+    char *data;
+    size_t len;
+    CHECK_EQ_INT(ls_file_read(path, &data, &len), LS_OK);
+    /* magic 8, header 32, range 8, then the arch array: count (8) and c1, c2, ks, hidden */
+    const size_t arch = 8 + 32 + 8 + 8;
+    int32_t orig[4];
+    memcpy(orig, data + arch, sizeof orig);
+    CHECK(orig[0] == 3 && orig[1] == 4 && orig[2] == 5 && orig[3] == 8);
+    const struct {
+        int field;
+        int32_t value;
+        const char *msg;
+    } forge[] = {{3, 9, "cnn params"}, {2, 4, "bad cnn shape"}, {0, -1, "bad cnn shape"}};
+    for (size_t f = 0; f < sizeof forge / sizeof forge[0]; f++) {
+        memcpy(data + arch, orig, sizeof orig);
+        memcpy(data + arch + 4 * (size_t)forge[f].field, &forge[f].value, 4);
+        uint64_t h = ls_hash64(data, len - 8);
+        memcpy(data + len - 8, &h, 8);
+        CHECK_EQ_INT(ls_file_write_atomic(path, data, len), LS_OK);
+        ls_victim *bad = NULL;
+        CHECK_EQ_INT(ls_victim_load(path, &bad), LS_EFORMAT);
+        CHECK_MSG(strstr(ls_errmsg(), forge[f].msg) != NULL, "forge %zu: %s", f, ls_errmsg());
+        CHECK(bad == NULL);
+    }
+    free(data);
+    unlink(path);
+    ls_victim_free(v);
+    ls_steal_data_free(&tr);
+}
+
+int main(void) {
+    openblas_set_num_threads(1);
+    RUN(test_conv_matches_naive);
+    RUN(test_gradients_hidden);
+    RUN(test_gradients_no_hidden);
+    RUN(test_init_refuses);
+    RUN(test_victim_file_shape);
+    return TEST_RESULT();
+}
