@@ -121,6 +121,7 @@ typedef struct {
     int hidden;      /* mlp hidden width; cnn fc hidden width (0 = conv features straight to the classes) */
     int conv1;       /* cnn: channels of the first conv layer */
     int conv2;       /* cnn: channels of the second conv layer */
+    int kernel;      /* cnn: odd kernel size of both conv layers (same padding) */
     int verbose;     /* progress bar */
 } ls_victim_opts;
 

@@ -22,7 +22,7 @@ static void blas_one_thread(void) { openblas_set_num_threads(1); }
 static int victim_train(int argc, char **argv) {
     const char *type_s = NULL, *data = NULL, *out = NULL, *report = NULL;
     int64_t train_n = 0, knn_ref = 0;
-    int epochs = 0, trees = 0, depth = 0, seed = 42, quiet = 0, hidden = -1, conv1 = 0, conv2 = 0;
+    int epochs = 0, trees = 0, depth = 0, seed = 42, quiet = 0, hidden = -1, conv1 = 0, conv2 = 0, kernel = 0;
     ls_arg spec[] = {
         {"type", LS_ARG_STR, &type_s, "T", "logreg, svm, tree, forest, knn, nb, mlp or cnn (images only)", 1},
         {"data", LS_ARG_STR, &data, "D",
@@ -35,6 +35,7 @@ static int victim_train(int argc, char **argv) {
          "mlp hidden width (default 256); cnn fc hidden width, 0 none (default 128)"},
         {"conv1", LS_ARG_INT, &conv1, "N", "cnn: channels of conv layer 1 (default 16)"},
         {"conv2", LS_ARG_INT, &conv2, "N", "cnn: channels of conv layer 2 (default 32)"},
+        {"kernel", LS_ARG_INT, &kernel, "N", "cnn: odd kernel size of both conv layers (default 3)"},
         {"trees", LS_ARG_INT, &trees, "N", "forest size (default 40)"},
         {"max-depth", LS_ARG_INT, &depth, "N", "tree/forest depth limit"},
         {"knn-ref", LS_ARG_I64, &knn_ref, "N", "knn reference rows kept (default 10000)"},
@@ -61,6 +62,7 @@ static int victim_train(int argc, char **argv) {
     if (hidden >= 0) o.hidden = hidden;
     if (conv1 > 0) o.conv1 = conv1;
     if (conv2 > 0) o.conv2 = conv2;
+    if (kernel > 0) o.kernel = kernel;
     o.seed = (uint64_t)seed;
     o.verbose = !quiet;
     double t0 = ls_now();

@@ -191,7 +191,7 @@ static void test_victim_file_shape(void) {
     const size_t arch = 8 + 32 + 8 + 8;
     int32_t orig[4];
     memcpy(orig, data + arch, sizeof orig);
-    CHECK(orig[0] == 3 && orig[1] == 4 && orig[2] == 5 && orig[3] == 8);
+    CHECK(orig[0] == 3 && orig[1] == 4 && orig[2] == 3 && orig[3] == 8);
     const struct {
         int field;
         int32_t value;
