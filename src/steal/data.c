@@ -73,10 +73,11 @@ static int read_gz(const char *path, unsigned char **out, size_t *len) {
         int r = gzread(f, buf + n, (unsigned)(cap - n > (1u << 30) ? (1u << 30) : cap - n));
         if (r < 0) {
             int e;
-            const char *m = gzerror(f, &e);
+            /* gzerror's string lives in f: format the message before gzclose frees it. */
+            int rc = ls_err(LS_EFORMAT, "%s: corrupt gzip data (%s)", path, gzerror(f, &e));
             free(buf);
             gzclose(f);
-            return ls_err(LS_EFORMAT, "%s: corrupt gzip data (%s)", path, m);
+            return rc;
         }
         if (r == 0) break;
         n += (size_t)r;
