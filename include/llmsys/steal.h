@@ -85,7 +85,7 @@ int ls_steal_make_table(const char *kind, int64_t n, int d, int k, uint64_t seed
  *   "fmnist" or "fmnist:DIR": Debian's Fashion-MNIST idx files (train 60k / test 10k);
  *   "blobs" / "rings": the built-in synthetic tables (reproducible, seed fixed);
  *   "wine" / "cancer" / "digits": real tables from Debian's python3-sklearn (UCI wine,
- *     Wisconsin breast cancer, 8x8 digits), split like any CSV;
+ *     Wisconsin breast cancer, 8x8 digits, declared as (1,8,8) images), split like any CSV;
  *   any other string: a CSV path (80/20 split with a fixed seed).
  * max_train > 0 caps the train rows (a deterministic subset); test is always the full test
  * split. */
