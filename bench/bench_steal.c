@@ -62,7 +62,7 @@ static int split_list(char *s, char **items, int max) {
 }
 
 int main(int argc, char **argv) {
-    const char *out = NULL, *victims_s = "logreg,svm,tree,forest,knn,nb,mlp,cnn", *datasets_s = "fmnist,blobs,rings";
+    const char *out = NULL, *victims_s = "logreg,svm,tree,forest,knn,nb,mlp,cnn", *datasets_s = "fmnist,blobs,rings,wine,cancer,digits";
     const char *budgets_s = "1000,5000,20000";
     int64_t train_n = 30000, test_n = 0;
     int no_base = 0, quick = 0, epochs = 30, proba = 0;
