@@ -160,7 +160,7 @@ static int is_image(const ls_steal_opts *o) { return o->h > 1 && o->w > 1; }
 
 /* Structured seeds for image-shaped inputs (h, w > 1): smooth low-resolution fields, filled
  * shapes around the centre, Gaussian blobs, thresholded fields, noise. For tables: uniform,
- * Gaussian clusters, corners. Knows only the shape and the range. */
+ * Gaussian clusters, corners, skewed rows. Knows only the shape and the range. */
 static void gen_seed(attack_t *a, float *x) {
     const ls_steal_opts *o = a->o;
     int d = a->d, H = o->h, W = o->w, C = o->c;
@@ -221,8 +221,19 @@ static void gen_seed(attack_t *a, float *x) {
         }
         return;
     }
-    int kind = (int)ls_rng_below(r, 3);
-    if (kind == 0) {
+    int kind = (int)ls_rng_below(r, 4);
+    if (kind == 3) {
+        /* Skewed rows. Real tables' positive quantities (sizes, counts, concentrations) are
+         * right-skewed, so once scaled by their min..max most rows sit near one end of each
+         * feature's range, a corner that uniform and centred seeds rarely reach. Each feature
+         * goes towards lo (80 %) or hi by u^p, p log-uniform in [1, 6]. */
+        float pw = expf(logf(6.0f) * ls_rng_uniform(r)), sg = 0.03f * ls_rng_uniform(r);
+        for (int j = 0; j < d; j++) {
+            float u = powf(ls_rng_uniform(r), pw);
+            if (ls_rng_uniform(r) < 0.2f) u = 1 - u;
+            x[j] = clampf(lo + rg * (u + sg * ls_rng_normal(r)), lo, hi);
+        }
+    } else if (kind == 0) {
         for (int j = 0; j < d; j++) x[j] = lo + rg * ls_rng_uniform(r);
     } else if (kind == 1) {
         float s = 0.05f + 0.2f * ls_rng_uniform(r);
