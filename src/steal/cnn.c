@@ -369,26 +369,13 @@ int ls_cnn_fit(ls_cnn *m, const float *x, const int32_t *y, int64_t n, const ls_
         ep_loss = 0;
         for (int64_t st = 0; st < n; st += bs) {
             int b = (int)(n - st < bs ? n - st : bs);
-            for (int i = 0; i < b; i++) {
-                const float *src = x + (int64_t)perm[st + i] * d;
-                float *dst = xb + (size_t)i * d;
-                yb[i] = y[perm[st + i]];
-                if (o->input_noise > 0) {
-                    for (int j = 0; j < d; j++) {
-                        float v = src[j] + o->input_noise * ls_rng_normal(&r);
-                        dst[j] = v < o->lo ? o->lo : v > o->hi ? o->hi : v;
-                    }
-                } else {
-                    memcpy(dst, src, sizeof(float) * (size_t)d);
-                }
-            }
+            for (int i = 0; i < b; i++) yb[i] = y[perm[st + i]];
+            ls_fit_gather(x, d, perm + st, b, o, &r, xb);
             forward(m, xb, b, &s);
             ep_loss += xent(m, &s, b, yb, 1.0f / (float)b);
             memset(m->g, 0, sizeof(float) * (size_t)m->np);
             backward(m, b, &s, NULL);
-            double frac = total > 1 ? (double)t / (double)(total - 1) : 1.0;
-            float lr = o->lr * (float)(1.0 - (1.0 - o->lr_end_frac) * frac);
-            ls_adam_update(m->p, m->g, m->m, m->v, m->np, ++m->step, lr, o->wd);
+            ls_adam_update(m->p, m->g, m->m, m->v, m->np, ++m->step, ls_fit_lr(o, t, total), o->wd);
             t++;
             if (o->verbose) ls_progress_update(&pg, t, "loss %.3f", ep_loss / (double)(st + b));
         }

@@ -45,6 +45,11 @@ int ls_mlp_logits(const ls_mlp *m, const float *x, int64_t n, float *logits);
 int ls_mlp_input_grad(const ls_mlp *m, const float *x, int n, const float *dlogits, float *dx);
 /* Row softmax in place. */
 void ls_softmax_rows(float *z, int64_t n, int k);
+/* Minibatch of b rows of x (d wide) listed in rows, into xb, with o->input_noise (clipped to
+ * [o->lo, o->hi]) drawn from r when set. Shared by the MLP and CNN fits. */
+void ls_fit_gather(const float *x, int d, const int *rows, int b, const ls_mlp_fit_opts *o, ls_rng *r, float *xb);
+/* Learning rate at step t of total: o->lr falling linearly to o->lr * o->lr_end_frac. */
+float ls_fit_lr(const ls_mlp_fit_opts *o, int64_t t, int64_t total);
 /* One Adam step (b1 0.9, b2 0.999, eps 1e-8, bias-corrected for step >= 1) with decoupled
  * weight decay wd on np parameters p from gradients g; m and v are the moments. */
 void ls_adam_update(float *p, const float *g, float *m, float *v, int64_t np, int64_t step, float lr, float wd);

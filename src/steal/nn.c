@@ -163,6 +163,26 @@ int ls_mlp_input_grad(const ls_mlp *m, const float *x, int n, const float *dlogi
     return LS_OK;
 }
 
+void ls_fit_gather(const float *x, int d, const int *rows, int b, const ls_mlp_fit_opts *o, ls_rng *r, float *xb) {
+    for (int i = 0; i < b; i++) {
+        const float *src = x + (int64_t)rows[i] * d;
+        float *dst = xb + (size_t)i * d;
+        if (o->input_noise > 0) {
+            for (int j = 0; j < d; j++) {
+                float v = src[j] + o->input_noise * ls_rng_normal(r);
+                dst[j] = v < o->lo ? o->lo : v > o->hi ? o->hi : v;
+            }
+        } else {
+            memcpy(dst, src, sizeof(float) * (size_t)d);
+        }
+    }
+}
+
+float ls_fit_lr(const ls_mlp_fit_opts *o, int64_t t, int64_t total) {
+    double frac = total > 1 ? (double)t / (double)(total - 1) : 1.0;
+    return o->lr * (float)(1.0 - (1.0 - o->lr_end_frac) * frac);
+}
+
 int ls_mlp_fit(ls_mlp *m, const float *x, const float *targets, const float *weights, int64_t n,
                const ls_mlp_fit_opts *o, double *loss) {
     if (n <= 0) return ls_err(LS_EINVAL, "mlp: no training rows");
@@ -192,18 +212,7 @@ int ls_mlp_fit(ls_mlp *m, const float *x, const float *targets, const float *wei
         double wsum = 0;
         for (int64_t s = 0; s < n; s += bs) {
             int b = (int)(n - s < bs ? n - s : bs);
-            for (int i = 0; i < b; i++) {
-                const float *src = x + (int64_t)perm[s + i] * d;
-                float *dst = xb + (size_t)i * d;
-                if (o->input_noise > 0) {
-                    for (int j = 0; j < d; j++) {
-                        float v = src[j] + o->input_noise * ls_rng_normal(&r);
-                        dst[j] = v < o->lo ? o->lo : v > o->hi ? o->hi : v;
-                    }
-                } else {
-                    memcpy(dst, src, sizeof(float) * (size_t)d);
-                }
-            }
+            ls_fit_gather(x, d, perm + s, b, o, &r, xb);
             forward(m, xb, b, w.acts);
             float *z = w.acts[m->nl];
             double bw = 0;
@@ -225,10 +234,7 @@ int ls_mlp_fit(ls_mlp *m, const float *x, const float *targets, const float *wei
             wsum += bw;
             memset(m->g, 0, sizeof(float) * (size_t)m->np);
             backward(m, b, w.acts, w.dlog, w.scratch, NULL, 1);
-            /* Adam with decoupled weight decay; lr decays linearly over this call. */
-            double frac = total > 1 ? (double)t / (double)(total - 1) : 1.0;
-            float lr = o->lr * (float)(1.0 - (1.0 - o->lr_end_frac) * frac);
-            ls_adam_update(m->p, m->g, m->m, m->v, m->np, ++m->step, lr, o->wd);
+            ls_adam_update(m->p, m->g, m->m, m->v, m->np, ++m->step, ls_fit_lr(o, t, total), o->wd);
             t++;
             if (o->verbose) ls_progress_update(&pg, t, "loss %.3f", wsum > 0 ? ep_loss / wsum : 0.0);
         }
