@@ -534,20 +534,20 @@ int ls_steal_dataset_open(const char *spec, int64_t max_train, ls_steal_data *tr
      * (1797 x 64, 10). Their first line is scikit-learn's "rows,features,names" header. */
     static const struct {
         const char *name, *file;
-    } real[] = {{"wine", "wine_data.csv"}, {"cancer", "breast_cancer.csv"}, {"digits", "digits.csv.gz"}};
-    char tpath[512];
-    const char *named = NULL;
+        int h, w; /* declared image shape, 0 for a plain table */
+    } real[] = {
+        {"wine", "wine_data.csv", 0, 0}, {"cancer", "breast_cancer.csv", 0, 0}, {"digits", "digits.csv.gz", 8, 8}};
+    int ri = -1;
     for (size_t i = 0; i < sizeof real / sizeof real[0]; i++)
-        if (!strcmp(spec, real[i].name)) {
-            snprintf(tpath, sizeof tpath, "%s/%s", SKLEARN_DATA_DIR, real[i].file);
-            named = real[i].name;
-        }
+        if (!strcmp(spec, real[i].name)) ri = (int)i;
     ls_steal_data all;
-    if (named) {
+    if (ri >= 0) {
+        char tpath[512];
+        snprintf(tpath, sizeof tpath, "%s/%s", SKLEARN_DATA_DIR, real[ri].file);
         int rc = ls_steal_csv_load(tpath, &all);
         if (rc == LS_ENOTFOUND)
             return ls_err(rc, "%s: not found; the '%s' table comes from Debian's python3-sklearn (scripts/setup.sh)",
-                          tpath, named);
+                          tpath, real[ri].name);
         if (rc) return rc;
     } else if (!strcmp(spec, "blobs")) {
         LS_TRY(ls_steal_make_table("blobs", 12000, 20, 5, 11, &all));
@@ -570,18 +570,18 @@ int ls_steal_dataset_open(const char *spec, int64_t max_train, ls_steal_data *tr
         ls_steal_data_free(test);
         return rc;
     }
-    if (named) {
-        snprintf(name, sizeof name, "%s", named);
+    if (ri >= 0) {
+        snprintf(name, sizeof name, "%s", real[ri].name);
     } else if (strcmp(spec, "blobs") && strcmp(spec, "rings")) {
         const char *base = strrchr(spec, '/');
         snprintf(name, sizeof name, "%s", base ? base + 1 : spec);
     }
     snprintf(train->name, sizeof train->name, "%s", name);
     snprintf(test->name, sizeof test->name, "%s", name);
-    if (named && !strcmp(named, "digits") && train->d == 64) {
+    if (ri >= 0 && real[ri].h > 0 && real[ri].h * real[ri].w == train->d) {
         /* The digits are 8x8 images: declare that shape, as an image API would. */
-        train->h = test->h = 8;
-        train->w = test->w = 8;
+        train->h = test->h = real[ri].h;
+        train->w = test->w = real[ri].w;
     }
     return LS_OK;
 }

@@ -125,10 +125,9 @@ static float *one_hot(const ls_steal_data *t) {
  * 14 epochs, 0.85 after 200). Larger inputs keep o->epochs (Fashion-MNIST's 30 000 rows give
  * 1880 logreg and 2820 mlp steps). */
 static int epochs_for(const ls_victim_opts *o, const ls_steal_data *t, int batch) {
-    int64_t steps = (t->n + batch - 1) / batch, min_steps = t->d <= 256 ? 15000 : 0;
-    int epochs = o->epochs;
-    while ((int64_t)epochs * steps < min_steps && epochs < 20000) epochs++;
-    return epochs;
+    int64_t steps = (t->n + batch - 1) / batch, need = t->d <= 256 ? (15000 + steps - 1) / steps : 0;
+    if (need > 20000) need = 20000;
+    return need > o->epochs ? (int)need : o->epochs;
 }
 
 static int train_net(ls_victim *v, const ls_victim_opts *o, const ls_steal_data *t) {
