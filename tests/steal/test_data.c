@@ -168,6 +168,41 @@ static void test_csv(void) {
     CHECK(strstr(ls_errmsg(), "gzip") != NULL);
 }
 
+/* The named scikit-learn tables (Debian's python3-sklearn, installed by scripts/setup.sh):
+ * sizes, the 80/20 split, [0,1] scaling and digits' declared 8x8 shape. */
+static void test_real_tables(void) {
+    if (!ls_is_file("/usr/lib/python3/dist-packages/sklearn/datasets/data/wine_data.csv")) {
+        fprintf(stderr, "  (python3-sklearn missing: real tables skipped)\n");
+        return;
+    }
+    static const struct {
+        const char *spec;
+        int64_t n;
+        int d, k, h;
+    } want[] = {{"wine", 178, 13, 3, 1}, {"cancer", 569, 30, 2, 1}, {"digits", 1797, 64, 10, 8}};
+    for (int i = 0; i < 3; i++) {
+        ls_steal_data tr, te;
+        CHECK_EQ_INT(ls_steal_dataset_open(want[i].spec, 0, &tr, &te), LS_OK);
+        CHECK_EQ_INT(tr.n + te.n, want[i].n);
+        CHECK_EQ_INT(te.n, (int64_t)(0.2 * (double)want[i].n + 0.5)); /* 36, 114, 359 */
+        CHECK_EQ_INT(tr.d, want[i].d);
+        CHECK_EQ_INT(tr.k, want[i].k);
+        CHECK_EQ_INT(tr.h, want[i].h);
+        CHECK_EQ_INT(te.h, want[i].h);
+        CHECK_EQ_INT(tr.c * tr.h * tr.w, tr.d);
+        CHECK(strcmp(tr.name, want[i].spec) == 0);
+        float mn = 1, mx = 0;
+        for (int64_t j = 0; j < tr.n * tr.d; j++) {
+            mn = tr.x[j] < mn ? tr.x[j] : mn;
+            mx = tr.x[j] > mx ? tr.x[j] : mx;
+        }
+        CHECK_NEAR(mn, 0, 0);
+        CHECK_NEAR(mx, 1, 1e-6);
+        ls_steal_data_free(&tr);
+        ls_steal_data_free(&te);
+    }
+}
+
 static void test_split_norm_tables(void) {
     ls_steal_data all, tr, te;
     CHECK_EQ_INT(ls_steal_make_table("blobs", 1000, 12, 4, 5, &all), LS_OK);
@@ -221,6 +256,7 @@ int main(void) {
     RUN(test_fmnist);
     RUN(test_csv);
     RUN(test_split_norm_tables);
+    RUN(test_real_tables);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd)) fprintf(stderr, "cleanup failed\n");
