@@ -1,6 +1,6 @@
-/* attack.c - black-box model extraction: synthetic queries (structured seeds, Jacobian-based
- * steps towards other classes, mixes of differently-labelled points, boundary bisection,
- * selection by replica uncertainty) and replica MLP training on the victim's answers;
+/* attack.c - black-box model extraction: synthetic queries (object seeds for images; for
+ * tables structured seeds, Jacobian-based steps towards other classes, mixes of
+ * differently-labelled points; boundary bisection and selection by replica uncertainty) and replica MLP training on the victim's answers;
  * baselines (uniform random queries, natural samples); the replica file. */
 #include <math.h>
 #include <stdio.h>
@@ -52,6 +52,8 @@ typedef struct {
     ls_progress pg;
     int64_t count[64];
     int rounds;
+    unsigned char *mask; /* h*w scratch for image seeds */
+    float *shade;        /* h*w */
 } attack_t;
 
 static float clampf(float v, float lo, float hi) { return v < lo ? lo : v > hi ? hi : v; }
@@ -121,104 +123,88 @@ static int fit(attack_t *a, int epochs, float lr, uint64_t seed) {
     return ls_mlp_fit(&a->net, a->x, a->p, NULL, a->n, &fo, NULL);
 }
 
-/* Box blur (radius r) of each H x W channel of x, in place (separable, edge-clamped). Used
- * to keep perturbations low-frequency, as natural images are. */
-static void blur(float *x, int C, int H, int W, int r) {
-    float *tmp = malloc(sizeof(float) * (size_t)(H > W ? H : W));
-    if (!tmp) return;
-    for (int ch = 0; ch < C; ch++) {
-        float *img = x + (size_t)ch * H * W;
-        for (int yy = 0; yy < H; yy++) {
-            for (int xx = 0; xx < W; xx++) {
-                float s = 0;
-                for (int t = -r; t <= r; t++) {
-                    int q = xx + t < 0 ? 0 : xx + t >= W ? W - 1 : xx + t;
-                    s += img[yy * W + q];
-                }
-                tmp[xx] = s / (2 * r + 1);
-            }
-            memcpy(img + yy * W, tmp, sizeof(float) * (size_t)W);
-        }
-        for (int xx = 0; xx < W; xx++) {
-            for (int yy = 0; yy < H; yy++) {
-                float s = 0;
-                for (int t = -r; t <= r; t++) {
-                    int q = yy + t < 0 ? 0 : yy + t >= H ? H - 1 : yy + t;
-                    s += img[q * W + xx];
-                }
-                tmp[yy] = s / (2 * r + 1);
-            }
-            for (int yy = 0; yy < H; yy++) img[yy * W + xx] = tmp[yy];
-        }
-    }
-    free(tmp);
-}
-
 static int is_image(const ls_steal_opts *o) { return o->h > 1 && o->w > 1; }
 
 /* ---------------------------------------------------------------- generators */
 
-/* Structured seeds for image-shaped inputs (h, w > 1): smooth low-resolution fields, filled
- * shapes around the centre, Gaussian blobs, thresholded fields, noise. For tables: uniform,
- * Gaussian clusters, corners, skewed rows. Knows only the shape and the range. */
+/* Bilinear upsampling of a g x g grid (g <= 8) of uniform values onto an H x W plane, in [0,1]. */
+static void smooth_field(ls_rng *r, float *img, int H, int W, int g) {
+    float grid[64];
+    for (int i = 0; i < g * g; i++) grid[i] = ls_rng_uniform(r);
+    for (int yy = 0; yy < H; yy++)
+        for (int xx = 0; xx < W; xx++) {
+            float fy = (float)yy / (H - 1) * (g - 1), fx = (float)xx / (W - 1) * (g - 1);
+            int y0 = (int)fy, x0 = (int)fx;
+            int y1 = y0 + 1 < g ? y0 + 1 : y0, x1 = x0 + 1 < g ? x0 + 1 : x0;
+            float ty = fy - y0, tx = fx - x0;
+            img[yy * W + xx] = (1 - ty) * ((1 - tx) * grid[y0 * g + x0] + tx * grid[y0 * g + x1]) +
+                               ty * ((1 - tx) * grid[y1 * g + x0] + tx * grid[y1 * g + x1]);
+        }
+}
+
+/* An object on a dark background, the generic prior for image-shaped inputs: the union of 1..4
+ * primitives (ellipse, rectangle, trapezoid), mirror-symmetric about a near-vertical axis half
+ * the time; filled with a base level, smooth shading and fine texture; half the time its
+ * outline drawn dark or bright. Channel 0 is drawn; the others are copies at another
+ * brightness. mask and shade are H*W scratch. */
+static void object_seed(attack_t *a, float *x, unsigned char *mask, float *shade) {
+    const ls_steal_opts *o = a->o;
+    int H = o->h, W = o->w;
+    ls_rng *r = &a->rng;
+    memset(mask, 0, (size_t)H * W);
+    int np = 1 + (int)ls_rng_below(r, 4), sym = ls_rng_below(r, 2) == 0;
+    float ax = W * (0.4f + 0.2f * ls_rng_uniform(r));
+    for (int p = 0; p < np; p++) {
+        float cy = H * (0.2f + 0.6f * ls_rng_uniform(r)), cx = W * (0.2f + 0.6f * ls_rng_uniform(r));
+        float ry = H * (0.08f + 0.3f * ls_rng_uniform(r)), rx = W * (0.06f + 0.3f * ls_rng_uniform(r));
+        int kind = (int)ls_rng_below(r, 3);
+        float slope = 1.2f * (ls_rng_uniform(r) - 0.5f);
+        for (int yy = 0; yy < H; yy++)
+            for (int xx = 0; xx < W; xx++) {
+                float dy = (yy - cy) / ry, dx = (xx - cx) / rx;
+                int in = kind == 0   ? dy * dy + dx * dx <= 1
+                         : kind == 1 ? fabsf(dy) <= 1 && fabsf(dx) <= 1
+                                     : fabsf(dy) <= 1 && fabsf(dx) <= 1 + slope * dy;
+                if (!in) continue;
+                mask[yy * W + xx] = 1;
+                int mx = (int)lroundf(2 * ax - xx);
+                if (sym && mx >= 0 && mx < W) mask[yy * W + mx] = 1;
+            }
+    }
+    smooth_field(r, shade, H, W, 2 + (int)ls_rng_below(r, 4));
+    float base = 0.2f + 0.8f * ls_rng_uniform(r), sa = 0.6f * ls_rng_uniform(r);
+    float tex = 0.25f * ls_rng_uniform(r) * ls_rng_uniform(r);
+    for (int i = 0; i < H * W; i++)
+        x[i] = mask[i] ? clampf(base + sa * (shade[i] - 0.5f) + tex * (ls_rng_uniform(r) - 0.5f), 0.02f, 1) : 0;
+    if (ls_rng_below(r, 2) == 0) {
+        float e = ls_rng_below(r, 2) ? 0.3f * ls_rng_uniform(r) : 1.0f;
+        for (int yy = 0; yy < H; yy++)
+            for (int xx = 0; xx < W; xx++) {
+                int i = yy * W + xx;
+                if (mask[i] && (yy == 0 || xx == 0 || yy == H - 1 || xx == W - 1 || !mask[i - W] || !mask[i + W] ||
+                                !mask[i - 1] || !mask[i + 1]))
+                    shade[i] = e;
+                else
+                    shade[i] = x[i];
+            }
+        memcpy(x, shade, sizeof(float) * (size_t)H * W);
+    }
+    for (int ch = 1; ch < o->c; ch++) {
+        float gain = 0.6f + 0.8f * ls_rng_uniform(r);
+        for (int i = 0; i < H * W; i++) x[(size_t)ch * H * W + i] = clampf(gain * x[i], 0, 1);
+    }
+    for (int i = 0; i < a->d; i++) x[i] = o->lo + (o->hi - o->lo) * x[i];
+}
+
+/* Seeds. Image-shaped inputs (h, w > 1): objects (above). Tables: uniform, Gaussian clusters,
+ * corners, skewed rows. Knows only the shape and the range. */
 static void gen_seed(attack_t *a, float *x) {
     const ls_steal_opts *o = a->o;
-    int d = a->d, H = o->h, W = o->w, C = o->c;
+    int d = a->d;
     float lo = o->lo, hi = o->hi, rg = hi - lo;
     ls_rng *r = &a->rng;
-    if (H > 1 && W > 1 && (int64_t)C * H * W == d) {
-        int kind = (int)ls_rng_below(r, 4);
-        for (int ch = 0; ch < C; ch++) {
-            float *img = x + (size_t)ch * H * W;
-            if (kind == 0 || kind == 3) {
-                /* Smooth field: g x g uniform grid, bilinear upsampling; kind 3 thresholds it. */
-                int g = 2 + (int)ls_rng_below(r, 6);
-                float grid[64];
-                for (int i = 0; i < g * g; i++) grid[i] = ls_rng_uniform(r);
-                float thr = ls_rng_uniform(r);
-                for (int yy = 0; yy < H; yy++)
-                    for (int xx = 0; xx < W; xx++) {
-                        float fy = (float)yy / (H - 1) * (g - 1), fx = (float)xx / (W - 1) * (g - 1);
-                        int y0 = (int)fy, x0 = (int)fx;
-                        int y1 = y0 + 1 < g ? y0 + 1 : y0, x1 = x0 + 1 < g ? x0 + 1 : x0;
-                        float ty = fy - y0, tx = fx - x0;
-                        float v = (1 - ty) * ((1 - tx) * grid[y0 * g + x0] + tx * grid[y0 * g + x1]) +
-                                  ty * ((1 - tx) * grid[y1 * g + x0] + tx * grid[y1 * g + x1]);
-                        if (kind == 3) v = v > thr ? v : 0;
-                        img[yy * W + xx] = lo + rg * v;
-                    }
-            } else if (kind == 1) {
-                /* A filled ellipse or rectangle near the centre, textured, on a dark background. */
-                float cy = H * (0.35f + 0.3f * ls_rng_uniform(r)), cx = W * (0.35f + 0.3f * ls_rng_uniform(r));
-                float ry = H * (0.15f + 0.35f * ls_rng_uniform(r)), rx = W * (0.15f + 0.35f * ls_rng_uniform(r));
-                int rect = (int)ls_rng_below(r, 2);
-                float fg = 0.3f + 0.7f * ls_rng_uniform(r), tex = 0.3f * ls_rng_uniform(r);
-                for (int yy = 0; yy < H; yy++)
-                    for (int xx = 0; xx < W; xx++) {
-                        float dy = (yy - cy) / ry, dx = (xx - cx) / rx;
-                        int in = rect ? (fabsf(dy) <= 1 && fabsf(dx) <= 1) : (dy * dy + dx * dx <= 1);
-                        float v = in ? clampf(fg + tex * (ls_rng_uniform(r) - 0.5f), 0, 1) : 0;
-                        img[yy * W + xx] = lo + rg * v;
-                    }
-            } else if (kind == 2) {
-                /* Sum of 1..4 Gaussian bumps. */
-                int nb = 1 + (int)ls_rng_below(r, 4);
-                for (int i = 0; i < H * W; i++) img[i] = 0;
-                for (int b = 0; b < nb; b++) {
-                    float cy = H * ls_rng_uniform(r), cx = W * ls_rng_uniform(r);
-                    float s = (0.08f + 0.25f * ls_rng_uniform(r)) * (H + W) / 2, amp = ls_rng_uniform(r);
-                    for (int yy = 0; yy < H; yy++)
-                        for (int xx = 0; xx < W; xx++) {
-                            float e = ((yy - cy) * (yy - cy) + (xx - cx) * (xx - cx)) / (2 * s * s);
-                            img[yy * W + xx] += amp * expf(-e);
-                        }
-                }
-                for (int i = 0; i < H * W; i++) img[i] = lo + rg * clampf(img[i], 0, 1);
-            } else {
-                float m = ls_rng_uniform(r);
-                for (int i = 0; i < H * W; i++) img[i] = lo + rg * clampf(m + 0.5f * (ls_rng_uniform(r) - 0.5f), 0, 1);
-            }
-        }
+    if (is_image(o)) {
+        object_seed(a, x, a->mask, a->shade);
         return;
     }
     int kind = (int)ls_rng_below(r, 4);
@@ -293,8 +279,6 @@ static int jacobian_steps(attack_t *a, float *xs, int n, const int32_t *ycur, in
         }
         int rc = ls_mlp_input_grad(&a->net, xs, n, dl, gx);
         if (rc) break;
-        if (is_image(a->o))
-            for (int i = 0; i < n; i++) blur(gx + (size_t)i * d, a->o->c, a->o->h, a->o->w, 2);
         for (int i = 0; i < n; i++) {
             if (done[i]) continue;
             for (int j = 0; j < d; j++) {
@@ -334,7 +318,11 @@ static int cmp_scored(const void *p, const void *q) {
  * query the best and a random share, then bisect between differently-labelled pairs. */
 static int round_synth(attack_t *a, int64_t want) {
     int d = a->d, k = a->k;
-    int64_t pool = want * 4;
+    /* Images draw every candidate from the object prior and let the replica pick among twice as
+     * many: moving away from the prior (Jacobian steps, mixes, noise) loses agreement on natural
+     * images (docs/benchmarks.md). */
+    int img = is_image(a->o);
+    int64_t pool = want * (img ? 8 : 4);
     if (pool < 64) pool = 64;
     float *cand = malloc(sizeof(float) * (size_t)pool * d);
     int32_t *ysrc = malloc(sizeof(int32_t) * (size_t)pool);
@@ -348,7 +336,8 @@ static int round_synth(attack_t *a, int64_t want) {
         return ls_err(LS_ENOMEM, "attack: out of memory");
     }
     float lo = a->o->lo, hi = a->o->hi, rg = hi - lo;
-    int64_t nj = pool * 35 / 100, nmix = pool * 25 / 100, nseed = pool * 10 / 100;
+    int64_t nj = img ? 0 : pool * 35 / 100, nmix = img ? 0 : pool * 25 / 100;
+    int64_t nseed = img ? pool : pool * 10 / 100;
     int64_t i = 0;
     /* Jacobian-based: class-balanced starting rows, stepped towards other classes. */
     for (; i < nj; i++) {
@@ -372,35 +361,17 @@ static int round_synth(attack_t *a, int64_t want) {
         gen_seed(a, cand + i * d);
         ysrc[i] = -1;
     }
-    /* Local perturbations: noise of random scale, and for images shifts and contrast. */
+    /* Local perturbations (tables): Gaussian noise of random scale. */
     for (; i < pool; i++) {
         int64_t s = pick_balanced(a, seen_class(a));
         const float *src = a->x + s * d;
         float *dst = cand + i * d;
         ysrc[i] = a->y[s];
-        int kind = (int)ls_rng_below(&a->rng, 3);
-        if (kind == 0 || a->o->h <= 1) {
-            float sg = rg * (0.02f + 0.15f * ls_rng_uniform(&a->rng));
-            for (int j = 0; j < d; j++) dst[j] = sg * ls_rng_normal(&a->rng);
-            if (is_image(a->o)) {
-                blur(dst, a->o->c, a->o->h, a->o->w, 2);
-                for (int j = 0; j < d; j++) dst[j] *= 3.0f; /* a 5x5 box shrinks the std ~5x */
-            }
-            for (int j = 0; j < d; j++) dst[j] = clampf(src[j] + dst[j], lo, hi);
-        } else if (kind == 1) {
-            int H = a->o->h, W = a->o->w, C = d / (H * W);
-            int dy = (int)ls_rng_below(&a->rng, 5) - 2, dx = (int)ls_rng_below(&a->rng, 5) - 2;
-            for (int ch = 0; ch < C; ch++)
-                for (int yy = 0; yy < H; yy++)
-                    for (int xx = 0; xx < W; xx++) {
-                        int sy = yy - dy, sx = xx - dx;
-                        dst[(ch * H + yy) * W + xx] =
-                            (sy >= 0 && sy < H && sx >= 0 && sx < W) ? src[(ch * H + sy) * W + sx] : lo;
-                    }
-        } else {
-            float cst = 0.6f + 0.8f * ls_rng_uniform(&a->rng);
-            for (int j = 0; j < d; j++) dst[j] = clampf(lo + (src[j] - lo) * cst, lo, hi);
-        }
+        /* A draw of the former perturbation kind, kept so that table queries (and their
+         * benchmark rows) stay as they were. */
+        (void)ls_rng_below(&a->rng, 3);
+        float sg = rg * (0.02f + 0.15f * ls_rng_uniform(&a->rng));
+        for (int j = 0; j < d; j++) dst[j] = clampf(src[j] + sg * ls_rng_normal(&a->rng), lo, hi);
     }
     /* Score: small top-2 margin of the replica = uncertain; rare predicted class = bonus. */
     LS_TRY(ls_mlp_logits(&a->net, cand, pool, z));
@@ -513,8 +484,10 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
     a.x = malloc(sizeof(float) * (size_t)a.cap * d);
     a.y = malloc(sizeof(int32_t) * (size_t)a.cap);
     a.p = malloc(sizeof(float) * (size_t)a.cap * o->k);
+    a.mask = malloc((size_t)o->h * o->w);
+    a.shade = malloc(sizeof(float) * (size_t)o->h * o->w);
     int rc = LS_OK;
-    if (!a.x || !a.y || !a.p) {
+    if (!a.x || !a.y || !a.p || !a.mask || !a.shade) {
         rc = ls_err(LS_ENOMEM, "steal: out of memory for %lld queries", (long long)a.cap);
         goto done;
     }
@@ -541,8 +514,8 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
         }
         a.rounds = 1;
     } else {
-        /* Seeds: 10% of the budget (at least 20 per class). */
-        int64_t n0 = o->budget / 10;
+        /* Seeds: 30% of the budget for images, 10% for tables (at least 20 per class). */
+        int64_t n0 = is_image(o) ? o->budget * 3 / 10 : o->budget / 10;
         if (n0 < 20 * o->k) n0 = 20 * o->k;
         if (n0 > o->budget) n0 = o->budget;
         for (int64_t s = 0; s < n0 && !a.failed; s += 4096) {
@@ -623,6 +596,8 @@ done:
     free(a.x);
     free(a.y);
     free(a.p);
+    free(a.mask);
+    free(a.shade);
     return rc;
 }
 
