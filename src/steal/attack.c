@@ -1,7 +1,8 @@
 /* attack.c - black-box model extraction: synthetic queries (object seeds for images; for
  * tables structured seeds, Jacobian-based steps towards other classes, mixes of
- * differently-labelled points; boundary bisection and selection by replica uncertainty) and replica MLP training on the victim's answers;
- * baselines (uniform random queries, natural samples); the replica file. */
+ * differently-labelled points; for both boundary bisection and selection by replica
+ * uncertainty) and replica MLP training on the victim's answers; baselines (uniform random
+ * queries, natural samples); the replica file. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,8 +53,8 @@ typedef struct {
     ls_progress pg;
     int64_t count[64];
     int rounds;
-    unsigned char *mask; /* h*w scratch for image seeds */
-    float *shade;        /* h*w */
+    unsigned char *mask; /* h*w scratch for object_seed: the object's pixels */
+    float *shade;        /* h*w: its shading field */
 } attack_t;
 
 static float clampf(float v, float lo, float hi) { return v < lo ? lo : v > hi ? hi : v; }
@@ -146,11 +147,13 @@ static void smooth_field(ls_rng *r, float *img, int H, int W, int g) {
  * primitives (ellipse, rectangle, trapezoid), mirror-symmetric about a near-vertical axis half
  * the time; filled with a base level, smooth shading and fine texture; half the time its
  * outline drawn dark or bright. Channel 0 is drawn; the others are copies at another
- * brightness. mask and shade are H*W scratch. */
-static void object_seed(attack_t *a, float *x, unsigned char *mask, float *shade) {
+ * brightness. */
+static void object_seed(attack_t *a, float *x) {
     const ls_steal_opts *o = a->o;
     int H = o->h, W = o->w;
     ls_rng *r = &a->rng;
+    unsigned char *mask = a->mask;
+    float *shade = a->shade;
     memset(mask, 0, (size_t)H * W);
     int np = 1 + (int)ls_rng_below(r, 4), sym = ls_rng_below(r, 2) == 0;
     float ax = W * (0.4f + 0.2f * ls_rng_uniform(r));
@@ -180,14 +183,11 @@ static void object_seed(attack_t *a, float *x, unsigned char *mask, float *shade
         float e = ls_rng_below(r, 2) ? 0.3f * ls_rng_uniform(r) : 1.0f;
         for (int yy = 0; yy < H; yy++)
             for (int xx = 0; xx < W; xx++) {
-                int i = yy * W + xx;
+                int i = yy * W + xx; /* an edge reads the mask only, so x can change in place */
                 if (mask[i] && (yy == 0 || xx == 0 || yy == H - 1 || xx == W - 1 || !mask[i - W] || !mask[i + W] ||
                                 !mask[i - 1] || !mask[i + 1]))
-                    shade[i] = e;
-                else
-                    shade[i] = x[i];
+                    x[i] = e;
             }
-        memcpy(x, shade, sizeof(float) * (size_t)H * W);
     }
     for (int ch = 1; ch < o->c; ch++) {
         float gain = 0.6f + 0.8f * ls_rng_uniform(r);
@@ -204,7 +204,7 @@ static void gen_seed(attack_t *a, float *x) {
     float lo = o->lo, hi = o->hi, rg = hi - lo;
     ls_rng *r = &a->rng;
     if (is_image(o)) {
-        object_seed(a, x, a->mask, a->shade);
+        object_seed(a, x);
         return;
     }
     int kind = (int)ls_rng_below(r, 4);
@@ -318,9 +318,9 @@ static int cmp_scored(const void *p, const void *q) {
  * query the best and a random share, then bisect between differently-labelled pairs. */
 static int round_synth(attack_t *a, int64_t want) {
     int d = a->d, k = a->k;
-    /* Images draw every candidate from the object prior and let the replica pick among twice as
-     * many: moving away from the prior (Jacobian steps, mixes, noise) loses agreement on natural
-     * images (docs/benchmarks.md). */
+    /* Images draw every candidate from the object prior, in a pool of 8x the round (tables:
+     * 4x) for the replica to pick from: moving away from the prior (Jacobian steps, mixes,
+     * noise) loses agreement on natural images (docs/benchmarks.md). */
     int img = is_image(a->o);
     int64_t pool = want * (img ? 8 : 4);
     if (pool < 64) pool = 64;
