@@ -514,9 +514,8 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
         }
         a.rounds = 1;
     } else {
-        /* Seeds: 20% of the budget for images, 10% for tables (at least 20 per class). */
-        int img = is_image(o);
-        int64_t n0 = img ? o->budget / 5 : o->budget / 10;
+        /* Seeds: 30% of the budget for images, 10% for tables (at least 20 per class). */
+        int64_t n0 = is_image(o) ? o->budget * 3 / 10 : o->budget / 10;
         if (n0 < 20 * o->k) n0 = 20 * o->k;
         if (n0 > o->budget) n0 = o->budget;
         for (int64_t s = 0; s < n0 && !a.failed; s += 4096) {
@@ -526,10 +525,8 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
         }
         a.rounds = 1;
         rc = net_new(&a, o->seed + 17);
-        /* Rounds grow with what is known: the first spends 1/12 of the budget, each next one
-         * ~30% more (images: 1/20 and 20%, more rounds and so more selection). */
-        int64_t rsz = o->budget / (img ? 20 : 12);
-        if (rsz < 50) rsz = 50;
+        /* Rounds grow with what is known: each spends ~30% more than the last. */
+        int64_t rsz = o->budget / 12 > 50 ? o->budget / 12 : 50;
         while (!rc && !a.failed && a.n < o->budget && a.n > 0) {
             rc = fit(&a, a.rounds == 1 ? 6 : 3, 1e-3f, o->seed + (uint64_t)a.rounds);
             if (rc) break;
@@ -538,7 +535,7 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
             rc = round_synth(&a, want);
             a.rounds++;
             if (a.n == before) break; /* nothing more could be asked: stop rather than spin */
-            rsz = rsz * (img ? 12 : 13) / 10;
+            rsz = rsz * 13 / 10;
         }
     }
     free(buf);
