@@ -1,8 +1,9 @@
-/* attack.c - black-box model extraction: synthetic queries (object seeds for images; for
- * tables structured seeds, Jacobian-based steps towards other classes, mixes of
- * differently-labelled points; for both boundary bisection and selection by replica
- * uncertainty) and replica MLP training on the victim's answers; baselines (uniform random
- * queries, natural samples); the replica file. */
+/* attack.c - black-box model extraction: synthetic queries (for images objects drawn from a
+ * parametric prior, variations of answered objects and morphs between them; for tables
+ * structured seeds, Jacobian-based steps towards other classes, mixes of differently-labelled
+ * points; for both boundary bisection and selection by replica uncertainty) and replica MLP
+ * training on the victim's answers; baselines (uniform random queries, natural samples); the
+ * replica file. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +37,23 @@ void ls_steal_opts_default(ls_steal_opts *o) {
 
 /* ---------------------------------------------------------------- state */
 
+/* The object prior (object_seed) keeps each drawn object as parameters, so that an answered
+ * object can be varied (obj_vary) and two of them morphed into each other (obj_lerp) without
+ * leaving the prior. */
+typedef struct {
+    float cy, cx, ry, rx; /* centre and radii, pixels */
+    float slope;          /* trapezoid: widening per unit of height */
+    int kind;             /* 0 ellipse, 1 rectangle, 2 trapezoid */
+} obj_prim;
+
+typedef struct {
+    int np, sym, g, outline; /* primitives; mirrored about ax; shading grid side; outline drawn */
+    float ax, base, sa, tex; /* mirror axis; fill level, shading amplitude, texture amplitude */
+    float e;                 /* outline level */
+    obj_prim p[4];
+    float grid[25]; /* g x g shading values in [0,1] */
+} obj_params;
+
 typedef struct {
     const ls_steal_opts *o;
     ls_steal_oracle oracle;
@@ -53,8 +71,10 @@ typedef struct {
     ls_progress pg;
     int64_t count[64];
     int rounds;
-    unsigned char *mask; /* h*w scratch for object_seed: the object's pixels */
+    unsigned char *mask; /* h*w scratch for obj_fill: the object's pixels */
     float *shade;        /* h*w: its shading field */
+    obj_params *par;     /* cap (images): each answered object's parameters, when has_par */
+    unsigned char *has_par;
 } attack_t;
 
 static float clampf(float v, float lo, float hi) { return v < lo ? lo : v > hi ? hi : v; }
@@ -128,67 +148,64 @@ static int is_image(const ls_steal_opts *o) { return o->h > 1 && o->w > 1; }
 
 /* ---------------------------------------------------------------- generators */
 
-/* Bilinear upsampling of a g x g grid (g <= 8) of uniform values onto an H x W plane, in [0,1]. */
-static void smooth_field(ls_rng *r, float *img, int H, int W, int g) {
-    float grid[64];
-    for (int i = 0; i < g * g; i++) grid[i] = ls_rng_uniform(r);
+static void obj_prim_draw(ls_rng *r, obj_prim *q, int H, int W) {
+    q->cy = H * (0.2f + 0.6f * ls_rng_uniform(r));
+    q->cx = W * (0.2f + 0.6f * ls_rng_uniform(r));
+    q->ry = H * (0.08f + 0.3f * ls_rng_uniform(r));
+    q->rx = W * (0.06f + 0.3f * ls_rng_uniform(r));
+    q->kind = (int)ls_rng_below(r, 3);
+    q->slope = 1.2f * (ls_rng_uniform(r) - 0.5f);
+}
+
+/* Channel 0 of x: the object's mask (into a->mask) filled with its level, shading (the
+ * bilinear upsampling of its grid) and texture noise drawn from r. */
+static void obj_fill(attack_t *a, const obj_params *P, ls_rng *r, float *x) {
+    int H = a->o->h, W = a->o->w, g = P->g;
+    unsigned char *mask = a->mask;
+    float *shade = a->shade;
+    memset(mask, 0, (size_t)H * W);
+    for (int p = 0; p < P->np; p++) {
+        const obj_prim *q = &P->p[p];
+        for (int yy = 0; yy < H; yy++)
+            for (int xx = 0; xx < W; xx++) {
+                float dy = (yy - q->cy) / q->ry, dx = (xx - q->cx) / q->rx;
+                int in = q->kind == 0   ? dy * dy + dx * dx <= 1
+                         : q->kind == 1 ? fabsf(dy) <= 1 && fabsf(dx) <= 1
+                                        : fabsf(dy) <= 1 && fabsf(dx) <= 1 + q->slope * dy;
+                if (!in) continue;
+                mask[yy * W + xx] = 1;
+                int mx = (int)lroundf(2 * P->ax - xx);
+                if (P->sym && mx >= 0 && mx < W) mask[yy * W + mx] = 1;
+            }
+    }
     for (int yy = 0; yy < H; yy++)
         for (int xx = 0; xx < W; xx++) {
             float fy = (float)yy / (H - 1) * (g - 1), fx = (float)xx / (W - 1) * (g - 1);
             int y0 = (int)fy, x0 = (int)fx;
             int y1 = y0 + 1 < g ? y0 + 1 : y0, x1 = x0 + 1 < g ? x0 + 1 : x0;
             float ty = fy - y0, tx = fx - x0;
-            img[yy * W + xx] = (1 - ty) * ((1 - tx) * grid[y0 * g + x0] + tx * grid[y0 * g + x1]) +
-                               ty * ((1 - tx) * grid[y1 * g + x0] + tx * grid[y1 * g + x1]);
+            shade[yy * W + xx] = (1 - ty) * ((1 - tx) * P->grid[y0 * g + x0] + tx * P->grid[y0 * g + x1]) +
+                                 ty * ((1 - tx) * P->grid[y1 * g + x0] + tx * P->grid[y1 * g + x1]);
         }
+    for (int i = 0; i < H * W; i++)
+        x[i] = mask[i] ? clampf(P->base + P->sa * (shade[i] - 0.5f) + P->tex * (ls_rng_uniform(r) - 0.5f), 0.02f, 1)
+                       : 0;
 }
 
-/* An object on a dark background, the generic prior for image-shaped inputs: the union of 1..4
- * primitives (ellipse, rectangle, trapezoid), mirror-symmetric about a near-vertical axis half
- * the time; filled with a base level, smooth shading and fine texture; half the time its
- * outline drawn dark or bright. Channel 0 is drawn; the others are copies at another
- * brightness. */
-static void object_seed(attack_t *a, float *x) {
+/* After obj_fill: the outline (read from a->mask), the other channels as copies at a gain
+ * drawn from r, and the scaling to [lo, hi]. */
+static void obj_finish(attack_t *a, const obj_params *P, ls_rng *r, float *x) {
     const ls_steal_opts *o = a->o;
     int H = o->h, W = o->w;
-    ls_rng *r = &a->rng;
-    unsigned char *mask = a->mask;
-    float *shade = a->shade;
-    memset(mask, 0, (size_t)H * W);
-    int np = 1 + (int)ls_rng_below(r, 4), sym = ls_rng_below(r, 2) == 0;
-    float ax = W * (0.4f + 0.2f * ls_rng_uniform(r));
-    for (int p = 0; p < np; p++) {
-        float cy = H * (0.2f + 0.6f * ls_rng_uniform(r)), cx = W * (0.2f + 0.6f * ls_rng_uniform(r));
-        float ry = H * (0.08f + 0.3f * ls_rng_uniform(r)), rx = W * (0.06f + 0.3f * ls_rng_uniform(r));
-        int kind = (int)ls_rng_below(r, 3);
-        float slope = 1.2f * (ls_rng_uniform(r) - 0.5f);
-        for (int yy = 0; yy < H; yy++)
-            for (int xx = 0; xx < W; xx++) {
-                float dy = (yy - cy) / ry, dx = (xx - cx) / rx;
-                int in = kind == 0   ? dy * dy + dx * dx <= 1
-                         : kind == 1 ? fabsf(dy) <= 1 && fabsf(dx) <= 1
-                                     : fabsf(dy) <= 1 && fabsf(dx) <= 1 + slope * dy;
-                if (!in) continue;
-                mask[yy * W + xx] = 1;
-                int mx = (int)lroundf(2 * ax - xx);
-                if (sym && mx >= 0 && mx < W) mask[yy * W + mx] = 1;
-            }
-    }
-    smooth_field(r, shade, H, W, 2 + (int)ls_rng_below(r, 4));
-    float base = 0.2f + 0.8f * ls_rng_uniform(r), sa = 0.6f * ls_rng_uniform(r);
-    float tex = 0.25f * ls_rng_uniform(r) * ls_rng_uniform(r);
-    for (int i = 0; i < H * W; i++)
-        x[i] = mask[i] ? clampf(base + sa * (shade[i] - 0.5f) + tex * (ls_rng_uniform(r) - 0.5f), 0.02f, 1) : 0;
-    if (ls_rng_below(r, 2) == 0) {
-        float e = ls_rng_below(r, 2) ? 0.3f * ls_rng_uniform(r) : 1.0f;
+    const unsigned char *mask = a->mask;
+    if (P->outline)
         for (int yy = 0; yy < H; yy++)
             for (int xx = 0; xx < W; xx++) {
                 int i = yy * W + xx; /* an edge reads the mask only, so x can change in place */
                 if (mask[i] && (yy == 0 || xx == 0 || yy == H - 1 || xx == W - 1 || !mask[i - W] || !mask[i + W] ||
                                 !mask[i - 1] || !mask[i + 1]))
-                    x[i] = e;
+                    x[i] = P->e;
             }
-    }
     for (int ch = 1; ch < o->c; ch++) {
         float gain = 0.6f + 0.8f * ls_rng_uniform(r);
         for (int i = 0; i < H * W; i++) x[(size_t)ch * H * W + i] = clampf(gain * x[i], 0, 1);
@@ -196,15 +213,85 @@ static void object_seed(attack_t *a, float *x) {
     for (int i = 0; i < a->d; i++) x[i] = o->lo + (o->hi - o->lo) * x[i];
 }
 
-/* Seeds. Image-shaped inputs (h, w > 1): objects (above). Tables: uniform, Gaussian clusters,
- * corners, skewed rows. Knows only the shape and the range. */
-static void gen_seed(attack_t *a, float *x) {
+static void obj_render(attack_t *a, const obj_params *P, float *x) {
+    obj_fill(a, P, &a->rng, x);
+    obj_finish(a, P, &a->rng, x);
+}
+
+/* An object on a dark background, the generic prior for image-shaped inputs: the union of 1..4
+ * primitives (ellipse, rectangle, trapezoid), mirror-symmetric about a near-vertical axis half
+ * the time; filled with a base level, smooth shading and fine texture; half the time its
+ * outline drawn dark or bright. Channel 0 is drawn; the others are copies at another
+ * brightness. Draws x and its parameters P. (The outline is drawn after the texture, as in
+ * the first version of the prior, so that its seeds are unchanged.) */
+static void object_seed(attack_t *a, float *x, obj_params *P) {
+    int H = a->o->h, W = a->o->w;
+    ls_rng *r = &a->rng;
+    P->np = 1 + (int)ls_rng_below(r, 4);
+    P->sym = ls_rng_below(r, 2) == 0;
+    P->ax = W * (0.4f + 0.2f * ls_rng_uniform(r));
+    for (int p = 0; p < P->np; p++) obj_prim_draw(r, &P->p[p], H, W);
+    P->g = 2 + (int)ls_rng_below(r, 4);
+    for (int i = 0; i < P->g * P->g; i++) P->grid[i] = ls_rng_uniform(r);
+    P->base = 0.2f + 0.8f * ls_rng_uniform(r);
+    P->sa = 0.6f * ls_rng_uniform(r);
+    P->tex = 0.25f * ls_rng_uniform(r) * ls_rng_uniform(r);
+    obj_fill(a, P, r, x);
+    P->outline = ls_rng_below(r, 2) == 0;
+    P->e = !P->outline ? 0 : ls_rng_below(r, 2) ? 0.3f * ls_rng_uniform(r) : 1.0f;
+    obj_finish(a, P, r, x);
+}
+
+/* A variation of an object: each continuous parameter moved by Gaussian noise of s times its
+ * range in the prior, and kept inside that range; one time in five a primitive redrawn. The
+ * number and kinds of primitives stay, so the variation can be morphed back (obj_lerp). */
+static void obj_vary(attack_t *a, obj_params *P, float s) {
+    ls_rng *r = &a->rng;
+    int H = a->o->h, W = a->o->w;
+    for (int p = 0; p < P->np; p++) {
+        obj_prim *q = &P->p[p];
+        q->cy = clampf(q->cy + s * 0.6f * H * ls_rng_normal(r), 0.2f * H, 0.8f * H);
+        q->cx = clampf(q->cx + s * 0.6f * W * ls_rng_normal(r), 0.2f * W, 0.8f * W);
+        q->ry = clampf(q->ry + s * 0.3f * H * ls_rng_normal(r), 0.08f * H, 0.38f * H);
+        q->rx = clampf(q->rx + s * 0.3f * W * ls_rng_normal(r), 0.06f * W, 0.36f * W);
+        q->slope = clampf(q->slope + s * 1.2f * ls_rng_normal(r), -0.6f, 0.6f);
+    }
+    P->ax = clampf(P->ax + s * 0.2f * W * ls_rng_normal(r), 0.4f * W, 0.6f * W);
+    for (int i = 0; i < P->g * P->g; i++) P->grid[i] = clampf(P->grid[i] + s * ls_rng_normal(r), 0, 1);
+    P->base = clampf(P->base + s * 0.8f * ls_rng_normal(r), 0.2f, 1);
+    P->sa = clampf(P->sa + s * 0.6f * ls_rng_normal(r), 0, 0.6f);
+    if (ls_rng_uniform(r) < 0.2f) obj_prim_draw(r, &P->p[ls_rng_below(r, (uint64_t)P->np)], H, W);
+}
+
+/* M = the point t of the way from A to B, B a variation of A (same primitives). */
+static void obj_lerp(const obj_params *A, const obj_params *B, float t, obj_params *M) {
+    *M = *A;
+    for (int p = 0; p < A->np; p++) {
+        const obj_prim *qa = &A->p[p], *qb = &B->p[p];
+        obj_prim *qm = &M->p[p];
+        qm->cy = qa->cy + t * (qb->cy - qa->cy);
+        qm->cx = qa->cx + t * (qb->cx - qa->cx);
+        qm->ry = qa->ry + t * (qb->ry - qa->ry);
+        qm->rx = qa->rx + t * (qb->rx - qa->rx);
+        qm->slope = qa->slope + t * (qb->slope - qa->slope);
+        qm->kind = t < 0.5f ? qa->kind : qb->kind;
+    }
+    M->ax = A->ax + t * (B->ax - A->ax);
+    for (int i = 0; i < A->g * A->g; i++) M->grid[i] = A->grid[i] + t * (B->grid[i] - A->grid[i]);
+    M->base = A->base + t * (B->base - A->base);
+    M->sa = A->sa + t * (B->sa - A->sa);
+}
+
+/* Seeds. Image-shaped inputs (h, w > 1): objects (above), whose parameters go to P.
+ * Tables: uniform, Gaussian clusters, corners, skewed rows. Knows only the shape and the
+ * range. */
+static void gen_seed(attack_t *a, float *x, obj_params *P) {
     const ls_steal_opts *o = a->o;
     int d = a->d;
     float lo = o->lo, hi = o->hi, rg = hi - lo;
     ls_rng *r = &a->rng;
     if (is_image(o)) {
-        object_seed(a, x);
+        object_seed(a, x, P);
         return;
     }
     int kind = (int)ls_rng_below(r, 4);
@@ -314,13 +401,109 @@ static int cmp_scored(const void *p, const void *q) {
     return a > b ? -1 : a < b;
 }
 
+/* Bisection in pixel space between a new answer (rows first..n-1) and an older row with
+ * another label: `steps` halvings with a query each put points next to the victim's boundary.
+ * Uses up to npairs pairs. */
+static int bisect_pixels(attack_t *a, int64_t first, int64_t npairs, int steps) {
+    int d = a->d;
+    if (npairs < 1 || a->failed || a->n - first < 2) return LS_OK;
+    float *pa = malloc(sizeof(float) * (size_t)npairs * d), *pb = malloc(sizeof(float) * (size_t)npairs * d);
+    float *mid = malloc(sizeof(float) * (size_t)npairs * d);
+    int32_t *la = malloc(sizeof(int32_t) * (size_t)npairs);
+    int rc = LS_OK;
+    if (!pa || !pb || !mid || !la) {
+        rc = ls_err(LS_ENOMEM, "attack: out of memory");
+        goto out;
+    }
+    int64_t np = 0;
+    for (int64_t t = 0; t < npairs * 8 && np < npairs; t++) {
+        int64_t p = first + (int64_t)ls_rng_below(&a->rng, (uint64_t)(a->n - first));
+        int64_t q = pick_balanced(a, -1);
+        if (a->y[p] == a->y[q]) continue;
+        memcpy(pa + np * d, a->x + p * d, sizeof(float) * d);
+        memcpy(pb + np * d, a->x + q * d, sizeof(float) * d);
+        la[np] = a->y[p];
+        np++;
+    }
+    for (int s = 0; s < steps && !a->failed && np > 0; s++) {
+        for (int64_t t = 0; t < np; t++)
+            for (int j = 0; j < d; j++) mid[t * d + j] = 0.5f * (pa[t * d + j] + pb[t * d + j]);
+        int64_t base = a->n, got = ask(a, mid, np);
+        for (int64_t t = 0; t < got; t++) {
+            float *dst = a->y[base + t] == la[t] ? pa : pb;
+            memcpy(dst + t * d, mid + t * d, sizeof(float) * d);
+        }
+        if (got < np) break;
+    }
+out:
+    free(pa);
+    free(pb);
+    free(mid);
+    free(la);
+    return rc;
+}
+
+/* Morphs (images): each new answer (row first + t) that is a variation labelled unlike the
+ * object it was varied from (row parent[t] >= 0) is bisected with that object in parameter
+ * space, `steps` halvings with a query each. Every midpoint is an object of the prior, so
+ * unlike a pixel blend it stays the kind of image the replica is asked about. Uses up to
+ * npairs pairs; their number goes to *used. */
+static int bisect_objects(attack_t *a, int64_t first, const int64_t *parent, int64_t nnew, int64_t npairs, int steps,
+                          int64_t *used) {
+    *used = 0;
+    if (npairs < 1 || a->failed) return LS_OK;
+    obj_params *A = malloc(sizeof(obj_params) * (size_t)npairs), *B = malloc(sizeof(obj_params) * (size_t)npairs);
+    obj_params *M = malloc(sizeof(obj_params) * (size_t)npairs);
+    float *mid = malloc(sizeof(float) * (size_t)npairs * a->d);
+    int32_t *la = malloc(sizeof(int32_t) * (size_t)npairs);
+    int rc = LS_OK;
+    if (!A || !B || !M || !mid || !la) {
+        rc = ls_err(LS_ENOMEM, "attack: out of memory");
+        goto out;
+    }
+    int64_t np = 0;
+    for (int64_t t = 0; t < nnew && np < npairs; t++) {
+        int64_t pr = parent[t];
+        if (pr < 0 || a->y[first + t] == a->y[pr]) continue;
+        A[np] = a->par[pr];
+        B[np] = a->par[first + t];
+        la[np] = a->y[pr];
+        np++;
+    }
+    for (int s = 0; s < steps && !a->failed && np > 0; s++) {
+        for (int64_t t = 0; t < np; t++) {
+            obj_lerp(&A[t], &B[t], 0.5f, &M[t]);
+            obj_render(a, &M[t], mid + t * a->d);
+        }
+        int64_t base = a->n, got = ask(a, mid, np);
+        for (int64_t t = 0; t < got; t++) {
+            a->par[base + t] = M[t];
+            a->has_par[base + t] = 1;
+            if (a->y[base + t] == la[t])
+                A[t] = M[t];
+            else
+                B[t] = M[t];
+        }
+        if (got < np) break;
+    }
+    *used = np;
+out:
+    free(A);
+    free(B);
+    free(M);
+    free(mid);
+    free(la);
+    return rc;
+}
+
 /* One adaptive round: build a candidate pool, rank by replica uncertainty (and class rarity),
  * query the best and a random share, then bisect between differently-labelled pairs. */
 static int round_synth(attack_t *a, int64_t want) {
     int d = a->d, k = a->k;
     /* Images draw every candidate from the object prior, in a pool of 8x the round (tables:
-     * 4x) for the replica to pick from: moving away from the prior (Jacobian steps, mixes,
-     * noise) loses agreement on natural images (docs/benchmarks.md). */
+     * 4x) for the replica to pick from: 70 % fresh objects, 30 % variations of answered ones.
+     * Leaving the prior in pixel space (Jacobian steps, mixes, noise, shifts) loses agreement
+     * on natural images (docs/benchmarks.md); moving within it, in its parameters, gains. */
     int img = is_image(a->o);
     int64_t pool = want * (img ? 8 : 4);
     if (pool < 64) pool = 64;
@@ -328,16 +511,19 @@ static int round_synth(attack_t *a, int64_t want) {
     int32_t *ysrc = malloc(sizeof(int32_t) * (size_t)pool);
     float *z = malloc(sizeof(float) * (size_t)pool * k);
     scored *sc = malloc(sizeof(scored) * (size_t)pool);
-    if (!cand || !ysrc || !z || !sc) {
-        free(cand);
-        free(ysrc);
-        free(z);
-        free(sc);
-        return ls_err(LS_ENOMEM, "attack: out of memory");
+    obj_params *candP = a->par ? malloc(sizeof(obj_params) * (size_t)pool) : NULL;
+    int64_t *cpar = malloc(sizeof(int64_t) * (size_t)pool); /* the answered row varied, or -1 */
+    float *sel = NULL;
+    int64_t *selidx = NULL, *parent = NULL;
+    int rc = LS_OK;
+    if (!cand || !ysrc || !z || !sc || !cpar || (a->par && !candP)) {
+        rc = ls_err(LS_ENOMEM, "attack: out of memory");
+        goto out;
     }
     float lo = a->o->lo, hi = a->o->hi, rg = hi - lo;
     int64_t nj = img ? 0 : pool * 35 / 100, nmix = img ? 0 : pool * 25 / 100;
-    int64_t nseed = img ? pool : pool * 10 / 100;
+    int64_t nvary = a->par ? pool * 30 / 100 : 0;
+    int64_t nseed = img ? pool - nvary : pool * 10 / 100;
     int64_t i = 0;
     /* Jacobian-based: class-balanced starting rows, stepped towards other classes. */
     for (; i < nj; i++) {
@@ -347,7 +533,7 @@ static int round_synth(attack_t *a, int64_t want) {
     }
     for (int64_t s = 0; s < nj; s += 256) {
         int b = (int)(nj - s < 256 ? nj - s : 256);
-        LS_TRY(jacobian_steps(a, cand + s * d, b, ysrc + s, 1 + (int)ls_rng_below(&a->rng, 4)));
+        if ((rc = jacobian_steps(a, cand + s * d, b, ysrc + s, 1 + (int)ls_rng_below(&a->rng, 4)))) goto out;
     }
     /* Mixes of two rows with different labels. */
     for (; i < nj + nmix; i++) {
@@ -358,8 +544,29 @@ static int round_synth(attack_t *a, int64_t want) {
     }
     /* Fresh seeds. */
     for (; i < nj + nmix + nseed; i++) {
-        gen_seed(a, cand + i * d);
+        gen_seed(a, cand + i * d, candP ? &candP[i] : NULL);
         ysrc[i] = -1;
+        cpar[i] = -1;
+    }
+    /* Variations of answered objects (images): class-balanced parents, each parameter moved
+     * by up to a quarter of its range. */
+    for (; i < nj + nmix + nseed + nvary; i++) {
+        int64_t s = -1;
+        for (int t = 0; t < 64 && s < 0; t++) {
+            int64_t c = pick_balanced(a, seen_class(a));
+            if (a->has_par[c]) s = c;
+        }
+        if (s < 0) {
+            gen_seed(a, cand + i * d, &candP[i]);
+            ysrc[i] = -1;
+            cpar[i] = -1;
+            continue;
+        }
+        candP[i] = a->par[s];
+        obj_vary(a, &candP[i], 0.25f * (0.2f + 0.8f * ls_rng_uniform(&a->rng)));
+        obj_render(a, &candP[i], cand + i * d);
+        ysrc[i] = a->y[s];
+        cpar[i] = s;
     }
     /* Local perturbations (tables): Gaussian noise of random scale. */
     for (; i < pool; i++) {
@@ -374,7 +581,7 @@ static int round_synth(attack_t *a, int64_t want) {
         for (int j = 0; j < d; j++) dst[j] = clampf(src[j] + sg * ls_rng_normal(&a->rng), lo, hi);
     }
     /* Score: small top-2 margin of the replica = uncertain; rare predicted class = bonus. */
-    LS_TRY(ls_mlp_logits(&a->net, cand, pool, z));
+    if ((rc = ls_mlp_logits(&a->net, cand, pool, z))) goto out;
     ls_softmax_rows(z, pool, k);
     int64_t maxc = 1;
     for (int j = 0; j < k && j < 64; j++) maxc = a->count[j] > maxc ? a->count[j] : maxc;
@@ -398,68 +605,44 @@ static int round_synth(attack_t *a, int64_t want) {
         ntop += nbis;
         nbis = 0;
     }
-    float *sel = malloc(sizeof(float) * (size_t)(ntop + nrand) * d);
-    if (!sel) {
-        free(cand);
-        free(ysrc);
-        free(z);
-        free(sc);
-        return ls_err(LS_ENOMEM, "attack: out of memory");
+    sel = malloc(sizeof(float) * (size_t)(ntop + nrand) * d);
+    selidx = malloc(sizeof(int64_t) * (size_t)(ntop + nrand));
+    parent = malloc(sizeof(int64_t) * (size_t)(ntop + nrand));
+    if (!sel || !selidx || !parent) {
+        rc = ls_err(LS_ENOMEM, "attack: out of memory");
+        goto out;
     }
     int64_t ns = 0;
-    for (int64_t c = 0; c < ntop && c < pool; c++)
-        memcpy(sel + (ns++) * d, cand + (int64_t)sc[c].idx * d, sizeof(float) * d);
-    for (int64_t c = 0; c < nrand && ntop < pool; c++) {
-        int64_t r = ntop + (int64_t)ls_rng_below(&a->rng, (uint64_t)(pool - ntop));
-        memcpy(sel + (ns++) * d, cand + (int64_t)sc[r].idx * d, sizeof(float) * d);
-    }
+    for (int64_t c = 0; c < ntop && c < pool; c++) selidx[ns++] = sc[c].idx;
+    for (int64_t c = 0; c < nrand && ntop < pool; c++)
+        selidx[ns++] = sc[ntop + (int64_t)ls_rng_below(&a->rng, (uint64_t)(pool - ntop))].idx;
+    for (int64_t c = 0; c < ns; c++) memcpy(sel + c * d, cand + selidx[c] * d, sizeof(float) * d);
     int64_t first = a->n;
     ask(a, sel, ns);
-    free(sel);
+    int64_t nnew = a->n - first;
+    if (a->par)
+        for (int64_t t = 0; t < nnew; t++) {
+            a->par[first + t] = candP[selidx[t]];
+            a->has_par[first + t] = 1;
+            parent[t] = cpar[selidx[t]];
+        }
+    /* Bisection, 3 halvings a pair: first morphs of variations labelled unlike their parent
+     * (images), then pixel blends of a new answer and an older row with another label. */
+    int steps = 3;
+    int64_t npairs = nbis / steps, used = 0;
+    if (a->par && (rc = bisect_objects(a, first, parent, nnew, npairs, steps, &used))) goto out;
+    rc = bisect_pixels(a, first, npairs - used, steps);
+out:
     free(cand);
     free(ysrc);
     free(z);
     free(sc);
-    /* Bisection between a new answer and its nearest differently-labelled older row of the
-     * pair it came from: 3 halvings put points next to the victim's boundary. */
-    int steps = 3;
-    int64_t npairs = nbis / steps;
-    if (npairs < 1 || a->failed || a->n - first < 2) return LS_OK;
-    float *pa = malloc(sizeof(float) * (size_t)npairs * d), *pb = malloc(sizeof(float) * (size_t)npairs * d);
-    float *mid = malloc(sizeof(float) * (size_t)npairs * d);
-    int32_t *la = malloc(sizeof(int32_t) * (size_t)npairs);
-    if (!pa || !pb || !mid || !la) {
-        free(pa);
-        free(pb);
-        free(mid);
-        free(la);
-        return ls_err(LS_ENOMEM, "attack: out of memory");
-    }
-    int64_t np = 0;
-    for (int64_t t = 0; t < npairs * 8 && np < npairs; t++) {
-        int64_t p = first + (int64_t)ls_rng_below(&a->rng, (uint64_t)(a->n - first));
-        int64_t q = pick_balanced(a, -1);
-        if (a->y[p] == a->y[q]) continue;
-        memcpy(pa + np * d, a->x + p * d, sizeof(float) * d);
-        memcpy(pb + np * d, a->x + q * d, sizeof(float) * d);
-        la[np] = a->y[p];
-        np++;
-    }
-    for (int s = 0; s < steps && !a->failed && np > 0; s++) {
-        for (int64_t t = 0; t < np; t++)
-            for (int j = 0; j < d; j++) mid[t * d + j] = 0.5f * (pa[t * d + j] + pb[t * d + j]);
-        int64_t base = a->n, got = ask(a, mid, np);
-        for (int64_t t = 0; t < got; t++) {
-            float *dst = a->y[base + t] == la[t] ? pa : pb;
-            memcpy(dst + t * d, mid + t * d, sizeof(float) * d);
-        }
-        if (got < np) break;
-    }
-    free(pa);
-    free(pb);
-    free(mid);
-    free(la);
-    return LS_OK;
+    free(candP);
+    free(cpar);
+    free(sel);
+    free(selidx);
+    free(parent);
+    return rc;
 }
 
 int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **out, ls_steal_result *res) {
@@ -486,8 +669,13 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
     a.p = malloc(sizeof(float) * (size_t)a.cap * o->k);
     a.mask = malloc((size_t)o->h * o->w);
     a.shade = malloc(sizeof(float) * (size_t)o->h * o->w);
+    int objects = is_image(o) && o->strategy == LS_STEAL_SYNTH;
+    if (objects) {
+        a.par = malloc(sizeof(obj_params) * (size_t)a.cap);
+        a.has_par = calloc((size_t)a.cap, 1);
+    }
     int rc = LS_OK;
-    if (!a.x || !a.y || !a.p || !a.mask || !a.shade) {
+    if (!a.x || !a.y || !a.p || !a.mask || !a.shade || (objects && (!a.par || !a.has_par))) {
         rc = ls_err(LS_ENOMEM, "steal: out of memory for %lld queries", (long long)a.cap);
         goto done;
     }
@@ -520,8 +708,10 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
         if (n0 > o->budget) n0 = o->budget;
         for (int64_t s = 0; s < n0 && !a.failed; s += 4096) {
             int64_t b = n0 - s < 4096 ? n0 - s : 4096;
-            for (int64_t i = 0; i < b; i++) gen_seed(&a, buf + i * d);
+            for (int64_t i = 0; i < b; i++) gen_seed(&a, buf + i * d, a.par ? &a.par[a.n + i] : NULL);
+            int64_t first = a.n;
             ask(&a, buf, b);
+            if (a.par) memset(a.has_par + first, 1, (size_t)(a.n - first));
         }
         a.rounds = 1;
         rc = net_new(&a, o->seed + 17);
@@ -598,6 +788,8 @@ done:
     free(a.p);
     free(a.mask);
     free(a.shade);
+    free(a.par);
+    free(a.has_par);
     return rc;
 }
 

@@ -1,6 +1,7 @@
 /* test_attack.c - the extraction attack never exceeds its budget, beats uniform random
  * queries on a small Fashion-MNIST case, keeps its replica when the target stops answering,
- * uses probabilities when given; replica file round trip, one member and several. */
+ * uses probabilities when given; replica file round trip, one member and several; image
+ * queries (objects, their variations and morphs) stay inside the declared range. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,12 +198,74 @@ static void test_members(void) {
     remove(path);
 }
 
+/* An oracle over small multi-channel images that records every query: label = which third of
+ * the range channel 0's mean falls in. */
+typedef struct {
+    int d;
+    float lo, hi;
+    int64_t asked, out_of_range, distinct;
+    float first[105];
+    int32_t seen[3];
+} recorder;
+
+static int record_query(void *ctx, const float *x, int n, int32_t *labels, float *proba, int *got) {
+    (void)proba;
+    recorder *r = ctx;
+    int plane = r->d / 3;
+    for (int i = 0; i < n; i++) {
+        const float *row = x + (size_t)i * r->d;
+        double m = 0;
+        for (int j = 0; j < r->d; j++) {
+            if (!(row[j] >= r->lo && row[j] <= r->hi)) r->out_of_range++;
+            if (j < plane) m += row[j];
+        }
+        m = (m / plane - r->lo) / (r->hi - r->lo);
+        labels[i] = m < 0.05 ? 0 : m < 0.15 ? 1 : 2;
+        r->seen[labels[i]] = 1;
+        if (r->asked == 0) memcpy(r->first, row, sizeof(float) * (size_t)r->d);
+        else if (memcmp(r->first, row, sizeof(float) * (size_t)r->d)) r->distinct++;
+        r->asked++;
+    }
+    *got = 0;
+    return 0;
+}
+
+/* The object prior and its variations and morphs on an odd image shape (3 x 5 x 7, range
+ * [-1, 2]): every query value inside the range, the budget spent exactly, the queries
+ * varied and every label reached. */
+static void test_image_queries_in_range(void) {
+    recorder rec = {.d = 105, .lo = -1, .hi = 2};
+    ls_steal_opts o;
+    ls_steal_opts_default(&o);
+    o.c = 3;
+    o.h = 5;
+    o.w = 7;
+    o.lo = -1;
+    o.hi = 2;
+    o.k = 3;
+    o.budget = 1500;
+    o.final_epochs = 2;
+    o.members = 1;
+    o.seed = 5;
+    ls_steal_oracle orc = {&rec, record_query};
+    ls_replica *r = NULL;
+    ls_steal_result res;
+    CHECK_EQ_INT(ls_steal_run(&o, orc, &r, &res), LS_OK);
+    CHECK_EQ_INT(rec.asked, 1500);
+    CHECK_EQ_INT(rec.out_of_range, 0);
+    CHECK(rec.distinct > 1400);
+    CHECK(rec.seen[0] && rec.seen[1] && rec.seen[2]);
+    CHECK(res.rounds > 2);
+    ls_replica_free(r);
+}
+
 int main(void) {
     openblas_set_num_threads(1); /* small matmuls; threads only spin on shared cores */
     setup();
     RUN(test_budget_and_beats_random);
     RUN(test_target_stops);
     RUN(test_members);
+    RUN(test_image_queries_in_range);
     ls_victim_free(victim);
     ls_steal_data_free(&tr);
     ls_steal_data_free(&te);
