@@ -549,7 +549,8 @@ static int round_synth(attack_t *a, int64_t want) {
         cpar[i] = -1;
     }
     /* Variations of answered objects (images): class-balanced parents, each parameter moved
-     * by up to a quarter of its range. */
+     * by Gaussian noise of up to 0.4 of its range (0.15, 0.25 and 0.6 measured against it in
+     * docs/benchmarks.md, "Variations and morphs"). */
     for (; i < nj + nmix + nseed + nvary; i++) {
         int64_t s = -1;
         for (int t = 0; t < 64 && s < 0; t++) {
@@ -563,7 +564,7 @@ static int round_synth(attack_t *a, int64_t want) {
             continue;
         }
         candP[i] = a->par[s];
-        obj_vary(a, &candP[i], 0.25f * (0.2f + 0.8f * ls_rng_uniform(&a->rng)));
+        obj_vary(a, &candP[i], 0.4f * (0.2f + 0.8f * ls_rng_uniform(&a->rng)));
         obj_render(a, &candP[i], cand + i * d);
         ysrc[i] = a->y[s];
         cpar[i] = s;
