@@ -15,6 +15,9 @@ pkgs=(
   dataset-fashion-mnist      # victim/attack data for the steal module (gzip idx)
   python3-sklearn            # only for its real CSV tables (wine, breast cancer, digits) in bench_steal
   zlib1g-dev                 # reads the gzipped idx files
+  libdnnl-dev                # oneDNN: int8/bf16 GEMM for mixed-precision training and prefill
+  elfutils                   # eu-stack: stack dumps of training ranks (robust)
+  clang libclang-rt-14-dev   # libFuzzer targets (make fuzz)
 )
 
 missing=()
