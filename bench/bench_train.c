@@ -50,6 +50,21 @@ static ls_corpus *bench_corpus(void) {
     return c;
 }
 
+/* Timing of a run from the end of its first (warm-up) step. */
+typedef struct {
+    double t0;
+    ls_train_timing before;
+} bench_clock;
+
+static int bench_step(void *ctx, ls_trainer *t, const ls_train_step_info *info) {
+    bench_clock *c = ctx;
+    if (info->step == 1) {
+        ls_trainer_timing(t, &c->before);
+        c->t0 = ls_now();
+    }
+    return 0;
+}
+
 /* One run on this process's ranks; rank 0 fills *res and, when params != NULL, saves
  * the final weights there. */
 static int run_worker(const bench_opts *o, const char *params, bench_result *res) {
@@ -74,13 +89,19 @@ static int run_worker(const bench_opts *o, const char *params, bench_result *res
     tc.shards = o->batch;
     if (rc == LS_OK) rc = ls_batch_source_corpus(&src, c, &tc, N);
     rc = ls_dist_agree(d, rc, NULL);
-    float loss = 0;
-    if (rc == LS_OK) rc = ls_trainer_step(t, src, &loss, NULL); /* warm-up: not timed */
-    ls_train_timing before, after;
-    double t0 = ls_now();
-    if (rc == LS_OK) ls_trainer_timing(t, &before);
-    for (int s = 0; rc == LS_OK && s < o->steps; s++) rc = ls_trainer_step(t, src, &loss, NULL);
-    double wall = ls_now() - t0;
+    /* the first step (warm-up) is not timed: the hook starts the clock after it */
+    bench_clock bc = {0};
+    ls_train_hooks hk = {.ctx = &bc, .after_step = bench_step};
+    ls_train_run_opts ro = {.quiet = 1};
+    ls_train_run_result rr = {0};
+    if (rc == LS_OK) {
+        ls_trainer_set_hooks(t, &hk);
+        rc = ls_train_run(t, src, d, &ro, &rr);
+    }
+    double wall = ls_now() - bc.t0;
+    float loss = rc == LS_OK && rr.n_losses ? rr.losses[rr.n_losses - 1] : 0;
+    ls_train_run_result_free(&rr);
+    ls_train_timing before = bc.before, after;
     if (rc == LS_OK && ls_dist_rank(d) == 0) {
         ls_trainer_timing(t, &after);
         double k = (double)o->steps;

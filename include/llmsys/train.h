@@ -11,8 +11,14 @@
  *     ls_train_config tc = ls_train_defaults();  tc.steps = 200;
  *     ls_trainer *t;         ls_trainer_init(&t, &model_cfg, &tc, d);
  *     ls_batch_source *src;  ls_batch_source_corpus(&src, c, &tc, ls_dist_size(d));
- *     for (...) ls_trainer_step(t, src, &loss, NULL);
- *     ls_trainer_save(t, "ckpt.safetensors");                   // rank 0 writes
+ *     ls_train_run_opts o = {.out = "ckpt.safetensors", .save_every = 50};
+ *     ls_train_run_result r;
+ *     ls_train_run(t, src, d, &o, &r);     // steps, saves (rank 0 writes), progress
+ *     ls_train_run_result_free(&r);
+ *
+ * ls_train_run owns the loop; per-step work of a caller (fault injection, timing, a
+ * policy) goes in the hooks of ls_trainer_set_hooks. ls_trainer_step is the single step
+ * for callers that need no loop.
  *
  * Determinism. The rows of the global batch of step s are a pure function of (seed, s,
  * row index); rank r of N computes rows [r·G/N, (r+1)·G/N). So the same seed gives
@@ -28,6 +34,7 @@
 #ifndef LLMSYS_TRAIN_H
 #define LLMSYS_TRAIN_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -213,6 +220,78 @@ int ls_trainer_set_steps(ls_trainer *t, int steps);
 int ls_trainer_set_shards(ls_trainer *t, int shards);
 /* Records the fingerprint of the training data (saved, compared on resume). */
 void ls_trainer_set_data_hash(ls_trainer *t, uint64_t h);
+
+/* ---------------------------------------------------------------- hooks and the run loop */
+
+/* One step's figures, handed to the after_step hook. */
+typedef struct {
+    int64_t step;        /* steps completed, including this one */
+    float loss;          /* global mean loss before the update */
+    float grad_norm;     /* pre-clip global gradient norm */
+    double step_s;       /* wall seconds of this step on this rank (ls_trainer_step only) */
+    double tokens_per_s; /* global tokens per second, mean over this run so far */
+    int rank, ranks;
+} ls_train_step_info;
+
+/* Hooks of a trainer (any may be NULL), installed with ls_trainer_set_hooks.
+ * before_update runs inside ls_trainer_step after backward and the gradient all-reduce,
+ *   before clipping and AdamW, on every rank with `step` = steps completed before this one;
+ *   it may read or change the (global mean) gradients, ls_model_grads(ls_trainer_model(t)).
+ *   < 0 fails the step on every rank (one extra agreement per step when installed).
+ * after_step runs on every rank after each completed step of ls_train_run; > 0 asks the
+ *   run to stop (the ranks agree as on a stop signal: save, stopped = 1), < 0 fails the
+ *   run on every rank (the others get LS_EPEER). */
+typedef struct {
+    void *ctx;
+    int (*before_update)(void *ctx, ls_trainer *t, int64_t step);
+    int (*after_step)(void *ctx, ls_trainer *t, const ls_train_step_info *info);
+} ls_train_hooks;
+
+/* Installs a copy of *h (NULL removes the hooks). */
+void ls_trainer_set_hooks(ls_trainer *t, const ls_train_hooks *h);
+/* The installed hooks (all NULL when none), e.g. to chain a new hook to the old one. */
+void ls_trainer_hooks(const ls_trainer *t, ls_train_hooks *out);
+
+/* Options of ls_train_run; zero-initialised means: no checkpoint, run to the schedule's
+ * end, progress bar (TTY) or log lines (otherwise) on rank 0. */
+typedef struct {
+    const char *out;  /* checkpoint (with optimizer state, ls_trainer_save) every save_every
+                         steps and at the end; NULL: never saved */
+    int save_every;   /* 0: only at the end */
+    int64_t stop_at;  /* > 0: stop (and save) after this step, as if interrupted */
+    int log_every;    /* stderr log period when there is no progress bar; 0: steps/10 */
+    int quiet;        /* 1: neither progress bar nor log lines */
+    const char *label;                      /* progress-bar label; NULL: "train" */
+    const volatile sig_atomic_t *stop_flag; /* nonzero on any rank: finish the step, save, stop */
+    /* called on rank 0 after each checkpoint save that followed at least one step (e.g. a
+     * loader-state side file); < 0 fails the run on every rank */
+    int (*after_save)(void *ctx, const char *ckpt_path);
+    void *save_ctx;
+} ls_train_run_opts;
+
+typedef struct {
+    int64_t start_step, end_step; /* trainer step index before and after the run */
+    float *losses;                /* n_losses = end_step - start_step; ls_train_run_result_free */
+    int n_losses;
+    double wall_s;       /* the loop, without the final save */
+    double tokens_per_s; /* global tokens per wall second */
+    int stopped;         /* ended early by stop_flag or an after_step hook */
+} ls_train_run_result;
+
+/* Runs steps until the schedule's end (its length is re-read every step, so a hook may
+ * change it with ls_trainer_set_steps) or stop_at: after each step the after_step hook,
+ * then one agreement of the ranks on stop requests and hook failures; periodic and final
+ * saves with after_save; progress bar or log lines on rank 0. Collective. On error r
+ * holds nothing to free; a failing rank returns its own status (and message), the
+ * others LS_EPEER. */
+int ls_train_run(ls_trainer *t, ls_batch_source *src, ls_dist *d, const ls_train_run_opts *o,
+                 ls_train_run_result *r);
+void ls_train_run_result_free(ls_train_run_result *r);
+/* The JSON summary of a run (`llmsys train --report`): command, config, params, ranks,
+ * batch, seq, shards, lr, warmup, steps, start_step, end_step, initial_loss, final_loss,
+ * losses, tokens, tokens_per_s, wall_s, rank0_time_s; the caller adds its own fields.
+ * NULL when out of memory; caller deletes. */
+struct cJSON *ls_train_run_report(ls_trainer *t, const ls_dist *d, const ls_train_run_result *r);
 
 /* ---------------------------------------------------------------- evaluation */
 

@@ -350,6 +350,17 @@ int cmd_profile(int argc, char **argv) {
 
 /* ---------------------------------------------------------------- demo */
 
+/* Stops a training run once its time budget is spent. */
+typedef struct {
+    double t0, budget_s;
+} budget_stop;
+
+static int stop_at_budget(void *ctx, ls_trainer *t, const ls_train_step_info *info) {
+    (void)t, (void)info;
+    const budget_stop *b = ctx;
+    return ls_now() - b->t0 >= b->budget_s;
+}
+
 /* Trains a small model on this repository's own text for budget_s seconds (used when
  * the core scenario's model is absent). */
 static int demo_train(const char *ckpt, ls_corpus *c, int quick, double budget_s) {
@@ -366,13 +377,21 @@ static int demo_train(const char *ckpt, ls_corpus *c, int quick, double budget_s
     int rc = ls_trainer_init(&t, &mc, &tc, NULL);
     if (rc == LS_OK) rc = ls_batch_source_corpus(&src, c, &tc, 1);
     double t0 = ls_now();
-    float loss = 0;
-    int s = 0;
-    for (; rc == LS_OK && s < tc.steps && ls_now() - t0 < budget_s; s++) rc = ls_trainer_step(t, src, &loss, NULL);
+    budget_stop bs = {t0, budget_s};
+    ls_train_hooks hk = {.ctx = &bs, .after_step = stop_at_budget};
+    ls_train_run_opts ro = {.quiet = 1};
+    ls_train_run_result r = {0};
     if (rc == LS_OK) {
-        printf("trained a %s model for %d steps (%.1f s), last loss %.3f\n", quick ? "tiny" : "small", s, ls_now() - t0, loss);
+        ls_trainer_set_hooks(t, &hk);
+        rc = ls_train_run(t, src, NULL, &ro, &r);
+    }
+    if (rc == LS_OK) {
+        int s = r.n_losses;
+        printf("trained a %s model for %d steps (%.1f s), last loss %.3f\n", quick ? "tiny" : "small", s, ls_now() - t0,
+               s ? r.losses[s - 1] : 0.0f);
         rc = ls_ckpt_save(ckpt, ls_trainer_model(t), s, NULL, LS_CKPT_WEIGHTS);
     }
+    ls_train_run_result_free(&r);
     ls_batch_source_free(src);
     ls_trainer_free(t);
     return rc;

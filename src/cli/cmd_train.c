@@ -68,18 +68,6 @@ static void set_threads(int threads, const ls_dist *d) {
     ls_model_set_threads(threads);
 }
 
-static cJSON *config_json(const ls_model_config *c) {
-    cJSON *j = cJSON_CreateObject();
-    if (!j) return NULL;
-    cJSON_AddNumberToObject(j, "vocab", c->vocab);
-    cJSON_AddNumberToObject(j, "n_ctx", c->n_ctx);
-    cJSON_AddNumberToObject(j, "n_layer", c->n_layer);
-    cJSON_AddNumberToObject(j, "n_head", c->n_head);
-    cJSON_AddNumberToObject(j, "d_model", c->d_model);
-    cJSON_AddNumberToObject(j, "d_ff", c->d_ff);
-    return j;
-}
-
 static int write_report(const char *path, cJSON *j) {
     if (!j) return ls_err(LS_ENOMEM, "out of memory building the report");
     int rc = ls_json_write_file(path, j);
@@ -208,47 +196,6 @@ static int collective_fail(ls_dist *d, int rc) {
     return 1;
 }
 
-static cJSON *train_report(const train_opts *o, train_ctx *c, int64_t start, const float *losses, int nl, double wall,
-                           double tok_s) {
-    const ls_train_config *tc = ls_trainer_config(c->t);
-    ls_model *m = ls_trainer_model(c->t);
-    cJSON *j = cJSON_CreateObject();
-    if (!j) return NULL;
-    cJSON_AddStringToObject(j, "command", "train");
-    cJSON_AddItemToObject(j, "config", config_json(ls_model_cfg(m)));
-    cJSON_AddNumberToObject(j, "params", (double)ls_model_num_params(m));
-    cJSON_AddNumberToObject(j, "ranks", ls_dist_size(c->d));
-    cJSON_AddNumberToObject(j, "batch", tc->batch);
-    cJSON_AddNumberToObject(j, "seq", tc->seq);
-    cJSON_AddNumberToObject(j, "shards", tc->shards);
-    cJSON_AddNumberToObject(j, "lr", tc->opt.lr);
-    cJSON_AddNumberToObject(j, "warmup", tc->opt.warmup_steps);
-    cJSON_AddNumberToObject(j, "steps", tc->steps);
-    cJSON_AddNumberToObject(j, "start_step", (double)start);
-    cJSON_AddNumberToObject(j, "end_step", (double)ls_trainer_step_index(c->t));
-    cJSON_AddNumberToObject(j, "initial_loss", nl > 0 ? losses[0] : NAN);
-    cJSON_AddNumberToObject(j, "final_loss", nl > 0 ? losses[nl - 1] : NAN);
-    cJSON *arr = cJSON_AddArrayToObject(j, "losses");
-    for (int i = 0; arr && i < nl; i++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(losses[i]));
-    cJSON_AddNumberToObject(j, "tokens", (double)nl * tc->batch * tc->seq);
-    cJSON_AddNumberToObject(j, "tokens_per_s", tok_s);
-    cJSON_AddNumberToObject(j, "wall_s", wall);
-    ls_train_timing tm;
-    ls_trainer_timing(c->t, &tm);
-    cJSON *tj = cJSON_AddObjectToObject(j, "rank0_time_s");
-    if (tj) {
-        cJSON_AddNumberToObject(tj, "data", tm.data_s);
-        cJSON_AddNumberToObject(tj, "forward_backward", tm.compute_s);
-        cJSON_AddNumberToObject(tj, "allreduce", tm.comm_s);
-        cJSON_AddNumberToObject(tj, "adamw", tm.update_s);
-    }
-    if (c->corpus) cJSON_AddNumberToObject(j, "train_bytes", (double)ls_corpus_num_bytes(c->corpus, LS_SPLIT_TRAIN));
-    if (o->loader) cJSON_AddStringToObject(j, "loader", o->loader);
-    cJSON_AddStringToObject(j, "out", o->out);
-    if (o->resume) cJSON_AddStringToObject(j, "resumed_from", o->resume);
-    return j;
-}
-
 /* The data side of a run. The loop only sees an ls_batch_source; another kind of source
  * (a remote loader) adds its option and a branch in these two functions. */
 static int data_open(const train_opts *o, train_ctx *c) {
@@ -276,10 +223,10 @@ static int data_source(const train_opts *o, train_ctx *c, int ranks) {
 
 /* With --loader, the loader's resume state is saved beside each checkpoint, as
  * <out>.loader-state: `llmsys loader serve --resume` restarts the service from it. */
-static int data_save(const train_opts *o, train_ctx *c) {
-    if (!o->loader || ls_dist_rank(c->d) != 0) return LS_OK;
+static int data_save(void *ctx, const char *ckpt) {
+    train_ctx *c = ctx;
     char p[4096];
-    snprintf(p, sizeof p, "%s.loader-state", o->out);
+    snprintf(p, sizeof p, "%s.loader-state", ckpt);
     return ls_loader_batch_source_save_state(c->src, p, NULL);
 }
 
@@ -344,59 +291,33 @@ static int train_run(const train_opts *o, train_ctx *c) {
                 tc->seq, start, end, tc->steps, ls_corpus_num_bytes(c->corpus, LS_SPLIT_TRAIN),
                 ls_corpus_num_bytes(c->corpus, LS_SPLIT_HELDOUT), ls_corpus_num_docs(c->corpus), tc->shards);
     }
-    int nsteps = (int)(end > start ? end - start : 0);
-    float *losses = calloc((size_t)nsteps + 1, sizeof *losses);
-    rc = losses ? LS_OK : ls_err(LS_ENOMEM, "out of memory");
-    if (ls_dist_agree(d, rc, NULL) < 0) {
-        free(losses);
-        return collective_fail(d, rc);
-    }
-    int log_every = o->log_every > 0 ? o->log_every : (nsteps >= 10 ? nsteps / 10 : 1);
-    ls_progress pb;
-    ls_progress_start(&pb, "train", nsteps);
-    if (rank != 0) pb.enabled = 0;
-    double t0 = ls_now();
-    int nl = 0;
-    int stopped = 0;
-    for (int64_t s = start; s < end; s++) {
-        float loss, gn;
-        rc = ls_trainer_step(c->t, c->src, &loss, &gn);
-        if (rc < 0) break;
-        /* ranks agree on a stop request, so all save at the same step */
-        if (ls_dist_agree(d, train_stop_signal ? LS_EBUSY : LS_OK, NULL) < 0) stopped = 1;
-        losses[nl++] = loss;
-        double el = ls_now() - t0, tps = (double)nl * tc->batch * tc->seq / (el > 0 ? el : 1e-9);
-        ls_progress_update(&pb, nl, "loss %.4f  %.0f tok/s", loss, tps);
-        if (rank == 0 && !pb.enabled && (nl % log_every == 0 || s == end - 1 || nl == 1))
-            fprintf(stderr, "step %" PRId64 "/%d  loss %.4f  lr %.2e  grad-norm %.3f  %.0f tok/s\n", s + 1, tc->steps,
-                    loss, ls_lr_at(&tc->opt, (int)s), gn, tps);
-        if (stopped) break;
-        if (o->save_every > 0 && (s + 1) % o->save_every == 0 && s + 1 < end) {
-            rc = ls_trainer_save(c->t, o->out);
-            if (rc == LS_OK) rc = data_save(o, c);
-            if (rc < 0) break;
-        }
-    }
-    ls_progress_end(&pb);
-    double wall = ls_now() - t0;
-    if (rc < 0) {
-        free(losses);
-        return collective_fail(d, rc);
-    }
-    rc = ls_trainer_save(c->t, o->out);
-    if (rc == LS_OK && nl > 0) rc = data_save(o, c);
-    if (rc < 0) {
-        free(losses);
-        return collective_fail(d, rc);
-    }
-    double tok_s = wall > 0 ? (double)nl * tc->batch * tc->seq / wall : 0;
+    ls_train_run_opts ro = {.out = o->out,
+                            .save_every = o->save_every,
+                            .stop_at = o->stop_at,
+                            .log_every = o->log_every,
+                            .stop_flag = &train_stop_signal,
+                            .after_save = o->loader ? data_save : NULL,
+                            .save_ctx = c};
+    ls_train_run_result r;
+    rc = ls_train_run(c->t, c->src, d, &ro, &r);
+    if (rc < 0) return collective_fail(d, rc);
+    int nl = r.n_losses;
     if (rank == 0) {
         printf("trained steps %" PRId64 "..%" PRId64 " of %d: loss %.4f -> %.4f, %.0f tokens/s, %.1f s; saved %s\n",
-               start, ls_trainer_step_index(c->t), tc->steps, nl ? losses[0] : NAN, nl ? losses[nl - 1] : NAN, tok_s,
-               wall, o->out);
-        if (o->report) rc = write_report(o->report, train_report(o, c, start, losses, nl, wall, tok_s));
+               r.start_step, r.end_step, tc->steps, nl ? r.losses[0] : NAN, nl ? r.losses[nl - 1] : NAN,
+               r.tokens_per_s, r.wall_s, o->out);
+        if (o->report) {
+            cJSON *j = ls_train_run_report(c->t, d, &r);
+            if (j && c->corpus)
+                cJSON_AddNumberToObject(j, "train_bytes", (double)ls_corpus_num_bytes(c->corpus, LS_SPLIT_TRAIN));
+            if (j && o->loader) cJSON_AddStringToObject(j, "loader", o->loader);
+            if (j) cJSON_AddStringToObject(j, "out", o->out);
+            if (j && o->resume) cJSON_AddStringToObject(j, "resumed_from", o->resume);
+            rc = write_report(o->report, j);
+        }
     }
-    free(losses);
+    int stopped = r.stopped;
+    ls_train_run_result_free(&r);
     if (ls_dist_agree(d, rc, NULL) < 0) return collective_fail(d, rc);
     if (stopped) {
         if (rank == 0)
@@ -856,6 +777,49 @@ static void print_sample(const char *prefix, const int *t, int n) {
     putchar('\n');
 }
 
+/* The core demo's training: a time budget turned into a schedule length from the measured
+ * step time, first after a few steps (the first ones pay for allocation), then refined once
+ * at a quarter of the budget; log lines every eighth of the run. */
+typedef struct {
+    double budget_s, t0, t_warm, tokens;
+    int calib, steps, max_points, refined, next_log;
+    ls_progress pb;
+} core_run;
+
+static int core_step(void *ctx, ls_trainer *t, const ls_train_step_info *in) {
+    core_run *c = ctx;
+    int s = (int)in->step - 1;
+    float loss = in->loss;
+    double el = ls_now() - c->t0;
+    if (s + 1 == 2) c->t_warm = el;
+    if (s + 1 == c->calib || (!c->refined && s + 1 > c->calib && el > c->budget_s / 4)) {
+        double per = (el - c->t_warm) / (s + 1 - 2);
+        int want = (int)((c->budget_s - c->t_warm) / per) + 2;
+        if (want < s + 4) want = s + 4;
+        if (want > c->max_points) want = c->max_points;
+        if (s + 1 > c->calib) c->refined = 1;
+        if (want != c->steps) {
+            c->steps = want;
+            LS_TRY(ls_trainer_set_steps(t, c->steps));
+            c->pb.total = c->steps;
+            if (c->pb.enabled) fputs("\r\033[K", stderr);
+            printf("%s: %.3f s/step -> %d steps\n", c->refined ? "re-calibrated" : "calibrated", per, c->steps);
+            fflush(stdout);
+        }
+        if (!c->refined) c->next_log = s + 1 + (c->steps / 8 > 0 ? c->steps / 8 : 1);
+    }
+    double tps = (double)(s + 1) * c->tokens / (el > 0 ? el : 1e-9);
+    ls_progress_update(&c->pb, s + 1, "loss %.4f  %.0f tok/s", loss, tps);
+    if ((c->next_log > 0 && s + 1 >= c->next_log) || s + 1 == c->steps) {
+        if (c->pb.enabled) fputs("\r\033[K", stderr);
+        printf("  step %5d/%d  loss %.4f  (%.2f bits/byte)  %6.0f tok/s  %5.1f s\n", s + 1, c->steps, loss,
+               loss / log(2.0), tps, el);
+        fflush(stdout);
+        c->next_log = s + 1 + (c->steps / 8 > 0 ? c->steps / 8 : 1);
+    }
+    return 0;
+}
+
 int demo_core(const ls_demo_ctx *ctx) {
     int quick = ctx->quick;
     char dir[4096], ckpt[4200], gen[4200];
@@ -916,57 +880,21 @@ int demo_core(const ls_demo_ctx *ctx) {
     printf("model: %s config, %zu parameters; global batch %d x %d tokens; %.0f s budget\n", quick ? "tiny" : "small",
            ls_model_num_params(ls_trainer_model(t)), tc.batch, tc.seq, budget_s);
     fflush(stdout);
-    /* The schedule length comes from the measured step time: first after a few steps
-     * (the first ones pay for allocation), then refined once at a quarter of the budget. */
-    int calib = 6, steps = 1000000, max_points = 1 << 20, refined = 0;
-    float *losses = malloc((size_t)max_points * sizeof *losses);
-    if (!losses) {
-        rc = ls_err(LS_ENOMEM, "out of memory");
-        goto fail;
-    }
-    ls_progress pb;
-    double t0 = ls_now(), t_warm = 0;
-    int nl = 0, next_log = 0;
-    ls_progress_start(&pb, "core", 0);
-    for (int s = 0; s < steps; s++) {
-        float loss;
-        rc = ls_trainer_step(t, src, &loss, NULL);
-        if (rc < 0) break;
-        losses[nl++] = loss;
-        double el = ls_now() - t0;
-        if (s + 1 == 2) t_warm = el;
-        if (s + 1 == calib || (!refined && s + 1 > calib && el > budget_s / 4)) {
-            double per = (el - t_warm) / (s + 1 - 2);
-            int want = (int)((budget_s - t_warm) / per) + 2;
-            if (want < s + 4) want = s + 4;
-            if (want > max_points) want = max_points;
-            if (s + 1 > calib) refined = 1;
-            if (want != steps) {
-                steps = want;
-                ls_trainer_set_steps(t, steps);
-                pb.total = steps;
-                if (pb.enabled) fputs("\r\033[K", stderr);
-                printf("%s: %.3f s/step -> %d steps\n", refined ? "re-calibrated" : "calibrated", per, steps);
-                fflush(stdout);
-            }
-            if (!refined) next_log = s + 1 + (steps / 8 > 0 ? steps / 8 : 1);
-        }
-        double tps = (double)(s + 1) * tc.batch * tc.seq / (el > 0 ? el : 1e-9);
-        ls_progress_update(&pb, s + 1, "loss %.4f  %.0f tok/s", loss, tps);
-        if ((next_log > 0 && s + 1 >= next_log) || s + 1 == steps) {
-            if (pb.enabled) fputs("\r\033[K", stderr);
-            printf("  step %5d/%d  loss %.4f  (%.2f bits/byte)  %6.0f tok/s  %5.1f s\n", s + 1, steps, loss,
-                   loss / log(2.0), tps, el);
-            fflush(stdout);
-            next_log = s + 1 + (steps / 8 > 0 ? steps / 8 : 1);
-        }
-    }
-    ls_progress_end(&pb);
-    double train_s = ls_now() - t0;
-    if (rc < 0) {
-        free(losses);
-        goto fail;
-    }
+    /* The schedule length comes from the measured step time (core_step). */
+    core_run cr = {.budget_s = budget_s, .calib = 6, .steps = 1000000, .max_points = 1 << 20,
+                   .tokens = (double)tc.batch * tc.seq};
+    ls_progress_start(&cr.pb, "core", 0);
+    ls_train_hooks hk = {.ctx = &cr, .after_step = core_step};
+    ls_trainer_set_hooks(t, &hk);
+    ls_train_run_opts ro = {.quiet = 1};
+    ls_train_run_result res;
+    cr.t0 = ls_now();
+    rc = ls_train_run(t, src, NULL, &ro, &res);
+    ls_progress_end(&cr.pb);
+    double train_s = ls_now() - cr.t0;
+    if (rc < 0) goto fail;
+    float *losses = res.losses;
+    int nl = res.n_losses;
     /* 3. save, reload (what later scenarios and `llmsys eval` see), evaluate, sample */
     char *tj = ls_train_config_to_json(ls_trainer_config(t));
     rc = ls_ckpt_save(ckpt, ls_trainer_model(t), ls_trainer_step_index(t), tj, LS_CKPT_WEIGHTS);
@@ -989,7 +917,7 @@ int demo_core(const ls_demo_ctx *ctx) {
     }
     if (rc < 0) {
         if (m) ls_model_free(m);
-        free(losses);
+        ls_train_run_result_free(&res);
         goto fail;
     }
     struct stat st;
@@ -1017,7 +945,7 @@ int demo_core(const ls_demo_ctx *ctx) {
     for (int i = 0; i < got; i++) all[na++] = out[i];
     print_sample("  | ", all, na);
     ls_model_free(m);
-    free(losses);
+    ls_train_run_result_free(&res);
     ls_batch_source_free(src);
     ls_trainer_free(t);
     ls_corpus_free(c);

@@ -124,6 +124,7 @@ struct ls_trainer {
     int *tokens, *targets;
     float *red; /* all-reduce buffer: gradients, then [loss, failure flag, target count] */
     ls_train_timing timing;
+    ls_train_hooks hooks;
 };
 
 static int trainer_alloc(ls_trainer *t) {
@@ -223,6 +224,15 @@ int ls_trainer_set_shards(ls_trainer *t, int shards) {
 
 void ls_trainer_set_data_hash(ls_trainer *t, uint64_t h) { t->tc.data_hash = h; }
 
+void ls_trainer_set_hooks(ls_trainer *t, const ls_train_hooks *h) {
+    if (h)
+        t->hooks = *h;
+    else
+        memset(&t->hooks, 0, sizeof t->hooks);
+}
+
+void ls_trainer_hooks(const ls_trainer *t, ls_train_hooks *out) { *out = t->hooks; }
+
 int ls_trainer_step(ls_trainer *t, ls_batch_source *src, float *loss, float *grad_norm) {
     int N = ls_dist_size(t->d), r = ls_dist_rank(t->d), T = t->tc.seq;
     float l = NAN;
@@ -268,6 +278,12 @@ int ls_trainer_step(ls_trainer *t, ls_batch_source *src, float *loss, float *gra
         return rc;
     }
     double t3 = ls_now();
+    if (t->hooks.before_update) {
+        /* the gradients are global here; a hook failing on one rank fails the step on all */
+        int hrc = t->hooks.before_update(t->hooks.ctx, t, t->step);
+        if (N > 1) hrc = ls_dist_agree(t->d, hrc, NULL);
+        if (hrc < 0) return hrc;
+    }
     float gn = ls_model_adamw_step(t->m, &t->tc.opt, (int)t->step);
     double t4 = ls_now();
     t->timing.steps++;
