@@ -196,7 +196,7 @@ void ls_trainer_free(ls_trainer *t);
  * all-reduce of gradients and loss weighted by each rank's count of targets (!= -1), so
  * the update is the mean over all targets of the global batch on any rank count; clipped
  * AdamW update. *loss: global mean loss before the update; grad_norm (may be NULL):
- * pre-clip norm. Collective: a failure on any rank fails the step on every rank. */
+ * pre-clip norm (of the gradients as a before_update hook left them). Collective: a failure on any rank fails the step on every rank. */
 int ls_trainer_step(ls_trainer *t, ls_batch_source *src, float *loss, float *grad_norm);
 /* Collective: rank 0 writes the checkpoint (with optimizer state); every rank gets the status. */
 int ls_trainer_save(ls_trainer *t, const char *path);
