@@ -196,7 +196,8 @@ void ls_trainer_free(ls_trainer *t);
  * all-reduce of gradients and loss weighted by each rank's count of targets (!= -1), so
  * the update is the mean over all targets of the global batch on any rank count; clipped
  * AdamW update. *loss: global mean loss before the update; grad_norm (may be NULL):
- * pre-clip norm (of the gradients as a before_update hook left them). Collective: a failure on any rank fails the step on every rank. */
+ * pre-clip norm (of the gradients as a before_update hook left them). Collective: a
+ * failure on any rank fails the step on every rank. */
 int ls_trainer_step(ls_trainer *t, ls_batch_source *src, float *loss, float *grad_norm);
 /* Collective: rank 0 writes the checkpoint (with optimizer state); every rank gets the status. */
 int ls_trainer_save(ls_trainer *t, const char *path);
@@ -255,14 +256,16 @@ void ls_trainer_hooks(const ls_trainer *t, ls_train_hooks *out);
 /* Options of ls_train_run; zero-initialised means: no checkpoint, run to the schedule's
  * end, progress bar (TTY) or log lines (otherwise) on rank 0. */
 typedef struct {
-    const char *out;  /* checkpoint (with optimizer state, ls_trainer_save) every save_every
-                         steps and at the end; NULL: never saved */
-    int save_every;   /* 0: only at the end */
-    int64_t stop_at;  /* > 0: stop (and save) after this step, as if interrupted */
-    int log_every;    /* stderr log period when there is no progress bar; 0: steps/10 */
-    int quiet;        /* 1: neither progress bar nor log lines */
-    const char *label;                      /* progress-bar label; NULL: "train" */
-    const volatile sig_atomic_t *stop_flag; /* nonzero on any rank: finish the step, save, stop */
+    /* checkpoint (with optimizer state, ls_trainer_save) every save_every steps and at
+     * the end; NULL: never saved */
+    const char *out;
+    int save_every;    /* 0: only at the end */
+    int64_t stop_at;   /* > 0: stop (and save) after this step, as if interrupted */
+    int log_every;     /* stderr log period when there is no progress bar; 0: steps/10 */
+    int quiet;         /* 1: neither progress bar nor log lines */
+    const char *label; /* progress-bar label; NULL: "train" */
+    /* nonzero on any rank: finish the step, save, stop (e.g. set by a signal handler) */
+    const volatile sig_atomic_t *stop_flag;
     /* called on rank 0 after each checkpoint save that followed at least one step (e.g. a
      * loader-state side file); < 0 fails the run on every rank */
     int (*after_save)(void *ctx, const char *ckpt_path);
@@ -284,8 +287,7 @@ typedef struct {
  * saves with after_save; progress bar or log lines on rank 0. Collective. On error r
  * holds nothing to free; a failing rank returns its own status (and message), the
  * others LS_EPEER. */
-int ls_train_run(ls_trainer *t, ls_batch_source *src, ls_dist *d, const ls_train_run_opts *o,
-                 ls_train_run_result *r);
+int ls_train_run(ls_trainer *t, ls_batch_source *src, ls_dist *d, const ls_train_run_opts *o, ls_train_run_result *r);
 void ls_train_run_result_free(ls_train_run_result *r);
 /* The JSON summary of a run (`llmsys train --report`): command, config, params, ranks,
  * batch, seq, shards, lr, warmup, steps, start_step, end_step, initial_loss, final_loss,

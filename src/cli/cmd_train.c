@@ -304,8 +304,8 @@ static int train_run(const train_opts *o, train_ctx *c) {
     int nl = r.n_losses;
     if (rank == 0) {
         printf("trained steps %" PRId64 "..%" PRId64 " of %d: loss %.4f -> %.4f, %.0f tokens/s, %.1f s; saved %s\n",
-               r.start_step, r.end_step, tc->steps, nl ? r.losses[0] : NAN, nl ? r.losses[nl - 1] : NAN,
-               r.tokens_per_s, r.wall_s, o->out);
+               r.start_step, r.end_step, tc->steps, nl ? r.losses[0] : NAN, nl ? r.losses[nl - 1] : NAN, r.tokens_per_s,
+               r.wall_s, o->out);
         if (o->report) {
             cJSON *j = ls_train_run_report(c->t, d, &r);
             if (j && c->corpus)
@@ -881,8 +881,8 @@ int demo_core(const ls_demo_ctx *ctx) {
            ls_model_num_params(ls_trainer_model(t)), tc.batch, tc.seq, budget_s);
     fflush(stdout);
     /* The schedule length comes from the measured step time (core_step). */
-    core_run cr = {.budget_s = budget_s, .calib = 6, .steps = 1000000, .max_points = 1 << 20,
-                   .tokens = (double)tc.batch * tc.seq};
+    core_run cr = {
+        .budget_s = budget_s, .calib = 6, .steps = 1000000, .max_points = 1 << 20, .tokens = (double)tc.batch * tc.seq};
     ls_progress_start(&cr.pb, "core", 0);
     ls_train_hooks hk = {.ctx = &cr, .after_step = core_step};
     ls_trainer_set_hooks(t, &hk);

@@ -24,8 +24,7 @@ static int run_save(ls_trainer *t, ls_dist *d, const ls_train_run_opts *o, int r
     return ls_dist_agree(d, rc, NULL);
 }
 
-int ls_train_run(ls_trainer *t, ls_batch_source *src, ls_dist *d, const ls_train_run_opts *o,
-                 ls_train_run_result *r) {
+int ls_train_run(ls_trainer *t, ls_batch_source *src, ls_dist *d, const ls_train_run_opts *o, ls_train_run_result *r) {
     static const ls_train_run_opts none;
     if (!o) o = &none;
     memset(r, 0, sizeof *r);

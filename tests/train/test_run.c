@@ -164,9 +164,10 @@ static void test_run_matches_loop(void) {
     cJSON *j = ls_train_run_report(t, NULL, &r);
     CHECK(j != NULL);
     if (j) {
-        static const char *keys[] = {"command", "config", "params", "ranks", "batch", "seq", "shards",
-                                     "lr", "warmup", "steps", "start_step", "end_step", "initial_loss",
-                                     "final_loss", "losses", "tokens", "tokens_per_s", "wall_s", "rank0_time_s"};
+        static const char *keys[] = {"command",    "config",       "params",       "ranks",       "batch",
+                                     "seq",        "shards",       "lr",           "warmup",      "steps",
+                                     "start_step", "end_step",     "initial_loss", "final_loss",  "losses",
+                                     "tokens",     "tokens_per_s", "wall_s",       "rank0_time_s"};
         for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
             CHECK_MSG(cJSON_GetObjectItem(j, keys[k]) != NULL, "report lacks %s", keys[k]);
         cJSON *arr = cJSON_GetObjectItem(j, "losses");
