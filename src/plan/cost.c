@@ -152,7 +152,7 @@ double ls_plan_link_s(const ls_plan_cluster *cl, int from, int to, double bytes)
 }
 
 /* Activation element size on the wire: fp16 between GPUs, fp32 between llmsys CPU stages. */
-double plan_act_bytes(const ls_plan_cluster *cl, int dev) { return cl->dev[dev].prof >= 0 ? 4.0 : 2.0; }
+double ls_plan_act_bytes(const ls_plan_cluster *cl, int dev) { return cl->dev[dev].prof >= 0 ? 4.0 : 2.0; }
 
 /* ---------------------------------------------------------------- profiles */
 
@@ -455,8 +455,8 @@ int ls_plan_evaluate(const ls_plan_problem *p, ls_plan_result *pl) {
             D += ls_plan_head_decode_s(a, cl, d, pl->mb_decode);
         } else {
             int nx = pl->dev[j + 1];
-            P += ls_plan_link_s(cl, d, nx, (double)pl->mb_prefill * w->prompt * a->d_model * plan_act_bytes(cl, d));
-            D += ls_plan_link_s(cl, d, nx, (double)pl->mb_decode * a->d_model * plan_act_bytes(cl, d));
+            P += ls_plan_link_s(cl, d, nx, (double)pl->mb_prefill * w->prompt * a->d_model * ls_plan_act_bytes(cl, d));
+            D += ls_plan_link_s(cl, d, nx, (double)pl->mb_decode * a->d_model * ls_plan_act_bytes(cl, d));
         }
         pl->stage_prefill_s[j] = P;
         pl->stage_decode_s[j] = D;

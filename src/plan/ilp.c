@@ -288,15 +288,15 @@ done:
     return rc;
 }
 
-int plan_ilp(const ls_plan_problem *p, ls_plan_result *out) {
+int ls_plan_ilp(const ls_plan_problem *p, ls_plan_result *out) {
     enum { MAX_ORDERS = 24 };
     int L = p->arch->n_layer, N = p->cl->n_dev;
     if (N > L) return ls_err(LS_EINFEASIBLE, "%d devices but only %d layers", N, L);
     int(*orders)[LS_PLAN_MAX_DEV] = malloc(sizeof(int[LS_PLAN_MAX_DEV]) * MAX_ORDERS);
     int mbs[64][2], n_orders, n_mb;
     if (!orders) return ls_err(LS_ENOMEM, "ILP");
-    plan_orders(p->cl, MAX_ORDERS, orders, &n_orders);
-    plan_microbatches(p, N, mbs, &n_mb);
+    ls_plan_orders(p->cl, MAX_ORDERS, orders, &n_orders);
+    ls_plan_microbatches(p, N, mbs, &n_mb);
     int nc = n_orders * n_mb;
     int *co = malloc(sizeof(int) * (size_t)nc), *cm = malloc(sizeof(int) * (size_t)nc);
     int rc = LS_OK;
@@ -307,7 +307,7 @@ int plan_ilp(const ls_plan_problem *p, ls_plan_result *out) {
     /* visit candidates best first (a cheap screening by the DP; each MIP is still exact) */
     int ncr = 0;
     ls_plan_result tmp;
-    int have_start = plan_splitquant(p, &tmp, 1, co, cm, &ncr, INFINITY) == LS_OK;
+    int have_start = ls_plan_splitquant(p, &tmp, 1, co, cm, &ncr, INFINITY) == LS_OK;
     if (!have_start || ncr != nc) {
         for (int o = 0, t = 0; o < n_orders; o++)
             for (int q = 0; q < n_mb; q++, t++) co[t] = o, cm[t] = q;

@@ -5,17 +5,17 @@
 #include "llmsys/plan.h"
 
 /* Device orders of a cluster (node kinds permuted, nodes of a kind together). */
-int plan_orders(const ls_plan_cluster *cl, int max_orders, int (*orders)[LS_PLAN_MAX_DEV], int *n_orders);
+int ls_plan_orders(const ls_plan_cluster *cl, int max_orders, int (*orders)[LS_PLAN_MAX_DEV], int *n_orders);
 /* (prefill, decode) micro-batch candidates. */
-int plan_microbatches(const ls_plan_problem *p, int n_dev, int (*mb)[2], int *n);
+int ls_plan_microbatches(const ls_plan_problem *p, int n_dev, int (*mb)[2], int *n);
 /* The splitquant DP. With rank_only the candidates (order index, micro-batch index) are
  * also returned best first by their screening objective. Only plans with an objective
  * below incumbent are returned (LS_EINFEASIBLE when none; INFINITY: any plan). */
-int plan_splitquant(const ls_plan_problem *p, ls_plan_result *out, int rank_only, int *cand_order, int *cand_mb,
-                    int *n_cand, double incumbent);
+int ls_plan_splitquant(const ls_plan_problem *p, ls_plan_result *out, int rank_only, int *cand_order, int *cand_mb,
+                       int *n_cand, double incumbent);
 /* Activation element size on the wire: fp16 between GPUs, fp32 between llmsys CPU stages. */
-double plan_act_bytes(const ls_plan_cluster *cl, int dev);
+double ls_plan_act_bytes(const ls_plan_cluster *cl, int dev);
 /* The LLM-PQ MIP with CBC (ilp.c). */
-int plan_ilp(const ls_plan_problem *p, ls_plan_result *out);
+int ls_plan_ilp(const ls_plan_problem *p, ls_plan_result *out);
 
 #endif

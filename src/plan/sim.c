@@ -78,7 +78,7 @@ static double transit(const sim_t *x, int k, const sim_mb *m) {
     if (k < 0 || k >= x->S - 1) return hop;
     const ls_plan_problem *p = x->p;
     int d = x->pl->dev[k], nx = x->pl->dev[k + 1];
-    double bytes = (double)m->n * (m->prefill ? p->wl.prompt : 1) * p->arch->d_model * plan_act_bytes(p->cl, d);
+    double bytes = (double)m->n * (m->prefill ? p->wl.prompt : 1) * p->arch->d_model * ls_plan_act_bytes(p->cl, d);
     double lat = ls_plan_link_s(p->cl, d, nx, 0);
     return (x->o.hop_s >= 0 ? x->o.hop_s : lat) + ls_plan_link_s(p->cl, d, nx, bytes) - lat;
 }

@@ -27,7 +27,7 @@ int ls_plan_algo_parse(const char *s) {
 
 /* Device orders: permutations of node kinds (nodes of one kind kept together, devices of a
  * node contiguous so they talk over the node's link), deduplicated, at most max_orders. */
-int plan_orders(const ls_plan_cluster *cl, int max_orders, int (*orders)[LS_PLAN_MAX_DEV], int *n_orders) {
+int ls_plan_orders(const ls_plan_cluster *cl, int max_orders, int (*orders)[LS_PLAN_MAX_DEV], int *n_orders) {
     int kinds[LS_PLAN_MAX_DEV], nk = 0;
     for (int n = 0; n < cl->n_node; n++) {
         int k = 0;
@@ -65,7 +65,7 @@ int plan_orders(const ls_plan_cluster *cl, int max_orders, int (*orders)[LS_PLAN
 
 /* Micro-batch candidates (LLM-PQ): decode micro-batch ceil(B / #devices); prefill
  * micro-batches the divisors of it. fix_mb keeps one size for both phases. */
-int plan_microbatches(const ls_plan_problem *p, int n_dev, int (*mb)[2], int *n) {
+int ls_plan_microbatches(const ls_plan_problem *p, int n_dev, int (*mb)[2], int *n) {
     int B = p->wl.batch, dec = (B + n_dev - 1) / n_dev;
     *n = 0;
     if (p->fix_mb) {
@@ -469,7 +469,7 @@ static int cmp_cand(const void *x, const void *y) {
     return a < b ? -1 : a > b;
 }
 
-int plan_splitquant(const ls_plan_problem *p, ls_plan_result *out, int rank_only, int *cand_order, int *cand_mb,
+int ls_plan_splitquant(const ls_plan_problem *p, ls_plan_result *out, int rank_only, int *cand_order, int *cand_mb,
                     int *n_cand_out, double incumbent) {
     enum { MAX_ORDERS = 24 };
     int(*orders)[LS_PLAN_MAX_DEV] = malloc(sizeof(int[LS_PLAN_MAX_DEV]) * MAX_ORDERS);
@@ -488,8 +488,8 @@ int plan_splitquant(const ls_plan_problem *p, ls_plan_result *out, int rank_only
         rc = ls_err(LS_EINFEASIBLE, "%d devices but only %d layers: every device holds at least one layer", N, L);
         goto done;
     }
-    plan_orders(p->cl, MAX_ORDERS, orders, &n_orders);
-    plan_microbatches(p, N, mbs, &n_mb);
+    ls_plan_orders(p->cl, MAX_ORDERS, orders, &n_orders);
+    ls_plan_microbatches(p, N, mbs, &n_mb);
     int nc = n_orders * n_mb;
     cs = calloc((size_t)nc, sizeof *cs);
     if (!cs) {
@@ -618,7 +618,7 @@ static int plan_pipeedge(const ls_plan_problem *p, ls_plan_result *out) {
         q.fix_mb = 1;
         ls_plan_result pl;
         /* each width only has to beat the best of the widths before it */
-        int rc = plan_splitquant(&q, &pl, 0, NULL, NULL, NULL, best.objective * (1 + 1e-12));
+        int rc = ls_plan_splitquant(&q, &pl, 0, NULL, NULL, NULL, best.objective * (1 + 1e-12));
         if (rc == LS_EINFEASIBLE) continue;
         if (rc) return rc;
         ls_plan_evaluate(p, &pl);
@@ -703,7 +703,7 @@ static int plan_splitquant_seeded(const ls_plan_problem *p, ls_plan_result *out)
          * objective below */
         ls_plan_sim_opts so = ls_plan_sim_for_cluster(p->cl);
         ls_plan_sim_result sr;
-        int rc = plan_splitquant(p, out, 0, NULL, NULL, NULL, INFINITY);
+        int rc = ls_plan_splitquant(p, out, 0, NULL, NULL, NULL, INFINITY);
         if (rc != LS_OK && rc != LS_EINFEASIBLE) return rc;
         if (rc == LS_EINFEASIBLE && isfinite(seed.objective)) {
             int nc = out->n_candidates;
@@ -724,7 +724,7 @@ static int plan_splitquant_seeded(const ls_plan_problem *p, ls_plan_result *out)
     }
     ls_plan_problem q = *p; /* by the objective alone */
     q.replay_select = 0;
-    int rc = plan_splitquant(&q, out, 0, NULL, NULL, NULL, seed.objective * (1 + 1e-12));
+    int rc = ls_plan_splitquant(&q, out, 0, NULL, NULL, NULL, seed.objective * (1 + 1e-12));
     if (rc == LS_EINFEASIBLE && isfinite(seed.objective)) {
         int nc = out->n_candidates;
         *out = seed;
@@ -771,8 +771,8 @@ static int plan_brute(const ls_plan_problem *p, ls_plan_result *out) {
     if (N > L) return LS_EINFEASIBLE;
     enum { MAX_ORDERS = 24 };
     int orders[MAX_ORDERS][LS_PLAN_MAX_DEV], mbs[64][2], n_orders, n_mb;
-    plan_orders(p->cl, MAX_ORDERS, orders, &n_orders);
-    plan_microbatches(p, N, mbs, &n_mb);
+    ls_plan_orders(p->cl, MAX_ORDERS, orders, &n_orders);
+    ls_plan_microbatches(p, N, mbs, &n_mb);
     ls_plan_result best, pl;
     memset(&best, 0, sizeof best);
     best.objective = INFINITY;
@@ -833,7 +833,7 @@ static int explain_infeasible(const ls_plan_problem *p, ls_plan_algo algo) {
         q.qmax = INFINITY;
         q.theta = 1e9;
         ls_plan_result pl;
-        if (plan_splitquant(&q, &pl, 0, NULL, NULL, NULL, INFINITY) == LS_OK && pl.quality > p->qmax)
+        if (ls_plan_splitquant(&q, &pl, 0, NULL, NULL, NULL, INFINITY) == LS_OK && pl.quality > p->qmax)
             return ls_err(LS_EINFEASIBLE,
                           "quality target unreachable: at most %.4g allowed, the best plan that fits memory reaches "
                           "%.4g (add memory or relax --quality)",
@@ -855,7 +855,7 @@ int ls_plan_solve(const ls_plan_problem *p, ls_plan_algo algo, ls_plan_result *o
         rc = plan_splitquant_seeded(p, out);
         break;
     case LS_PLAN_ALGO_ILP:
-        rc = plan_ilp(p, out);
+        rc = ls_plan_ilp(p, out);
         break;
     case LS_PLAN_ALGO_UNIFORM:
         rc = plan_uniform(p, out);
