@@ -470,7 +470,7 @@ static int cmp_cand(const void *x, const void *y) {
 }
 
 int ls_plan_splitquant(const ls_plan_problem *p, ls_plan_result *out, int rank_only, int *cand_order, int *cand_mb,
-                    int *n_cand_out, double incumbent) {
+                       int *n_cand_out, double incumbent) {
     enum { MAX_ORDERS = 24 };
     int(*orders)[LS_PLAN_MAX_DEV] = malloc(sizeof(int[LS_PLAN_MAX_DEV]) * MAX_ORDERS);
     int mbs[64][2], n_orders, n_mb;
