@@ -50,24 +50,19 @@ int main(int argc, char **argv) {
     }
     int *bits = malloc(sizeof(int) * cfg.n_layer);
     for (int l = 0; l < cfg.n_layer; l++) bits[l] = 8;
+    ls_plan two;
     if (rc == LS_OK) rc = ls_quant_checkpoint(ckpt, bits, cfg.n_layer, 64, q8);
+    if (rc == LS_OK) rc = ls_plan_single(&two, cfg.n_layer, bits, 2, 16);
     if (rc != LS_OK) {
         fprintf(stderr, "bench_serve: %s\n", ls_errmsg());
         return 1;
     }
-    ls_plan two;
-    memset(&two, 0, sizeof two);
-    two.n_layer = cfg.n_layer;
-    two.n_stages = 2;
-    two.mb_prefill = 2;
-    two.mb_decode = 16;
     int split = cfg.n_layer / 2;
-    for (int s = 0; s < 2; s++) {
-        two.stages[s].layer_begin = s ? split : 0;
-        two.stages[s].layer_end = s ? cfg.n_layer : split;
-        two.stages[s].bits = bits + two.stages[s].layer_begin;
-        snprintf(two.stages[s].device, sizeof two.stages[s].device, "cpu");
-    }
+    two.n_stages = 2;
+    two.stages[0].layer_end = split;
+    two.stages[1] = two.stages[0];
+    two.stages[1].layer_begin = split;
+    two.stages[1].layer_end = cfg.n_layer;
     static const char *const prompts[] = {"The quick brown fox", "int main(void) {", "Once upon a time", "#include <stdio.h>"};
     const int concs[3] = {1, 8, 32};
     int nconc = quick ? 2 : 3;

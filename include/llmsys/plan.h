@@ -297,15 +297,58 @@ ls_plan_sim_opts ls_plan_sim_for_cluster(const ls_plan_cluster *cl);
 int ls_plan_simulate(const ls_plan_problem *p, const ls_plan_result *plan, const ls_plan_sim_opts *o,
                      ls_plan_sim_result *out);
 
+/* ---------------------------------------------------------------- the plan file */
+
+/* A serving plan: the model split into pipeline stages, the bit width of every layer and the
+ * micro-batch sizes. The plan module owns it: `llmsys plan serve --out` writes it, `llmsys
+ * serve --plan` and every stage worker read it, all through the functions below
+ * (docs/plan-format.md, "llmsys-plan" version 1). A plain value: no _free. */
+typedef struct {
+    char device[LS_PLAN_NAME];  /* free-form device name */
+    char address[256];          /* ZeroMQ endpoint the stage's input binds; "" when absent */
+    int layer_begin, layer_end; /* layers [begin, end) */
+} ls_plan_stage;
+
+typedef struct {
+    char model_name[256]; /* catalog name or checkpoint path; informational */
+    int n_layer, n_stages;
+    ls_plan_stage stages[LS_PLAN_MAX_DEV]; /* pipeline order */
+    int bits[LS_PLAN_MAX_LAYER]; /* per model layer: 3, 4, 8, 16, or 32 (fp32 weights as they are) */
+    int mb_prefill, mb_decode;   /* sequences per prefill / decode micro-batch */
+    int group; /* group size of layers quantized on load; 0: the checkpoint's own, else the engine's default */
+} ls_plan;
+
+/* Checks a plan: 1..LS_PLAN_MAX_LAYER layers, 1..LS_PLAN_MAX_DEV contiguous stages covering
+ * [0, n_layer) exactly once, an allowed width per layer, micro-batches in [1, 1024], group 0
+ * or 32..256. LS_EINVAL with a message that starts with `what` and names the stage. */
+int ls_plan_validate(const ls_plan *p, const char *what);
+/* Parses and validates plan JSON; unknown keys are ignored. expect_n_layer > 0 also checks
+ * the plan is for a model of that depth. Messages name `what` and the offending stage. */
+int ls_plan_parse(const char *json, size_t len, const char *what, int expect_n_layer, ls_plan *p);
+/* ls_plan_parse of a file; messages name the path. */
+int ls_plan_read(const char *path, int expect_n_layer, ls_plan *p);
+/* The plan as JSON (caller deletes), NULL when out of memory. */
+struct cJSON *ls_plan_encode(const ls_plan *p);
+/* Validates and writes a plan file (atomic). */
+int ls_plan_write(const char *path, const ls_plan *p);
+/* A one-stage plan over the whole model at bits (n_layer entries). */
+int ls_plan_single(ls_plan *p, int n_layer, const int *bits, int mb_prefill, int mb_decode);
+/* The plan of a planner result: model name and depth from the problem's arch, each stage's
+ * device name from the cluster. */
+int ls_plan_from_result(const ls_plan_problem *pb, const ls_plan_result *r, ls_plan *out);
+/* The reverse: each stage takes the first unused cluster device of its name (pipeline order),
+ * then ls_plan_evaluate fills the predicted fields. LS_EFORMAT (naming what) when the plan does
+ * not fit the problem's model or cluster. */
+int ls_plan_to_result(const ls_plan_problem *pb, const ls_plan *p, const char *what, ls_plan_result *out);
+
 /* ---------------------------------------------------------------- output */
 
-/* Plan file (FORMATS.md "llmsys-plan" v1) with the predicted fields. */
+/* Writes the plan file of a planner result with its predicted fields. */
 int ls_plan_result_write(const ls_plan_problem *p, const ls_plan_result *plan, const char *path);
-/* The plan as a cJSON object (caller deletes); report adds per-device memory, quality,
- * solve time, vLLM export. */
+/* The plan file's JSON with the predicted fields (caller deletes); report adds per-device
+ * memory, quality, solve time, vLLM export. */
 struct cJSON *ls_plan_to_json(const ls_plan_problem *p, const ls_plan_result *plan, int report);
-/* Reads a plan file back (stages, bits, micro-batches); device names are matched against
- * the cluster in stage order. */
+/* Reads a plan file back for a problem (ls_plan_read, then ls_plan_to_result). */
 int ls_plan_result_read(const char *path, const ls_plan_problem *p, ls_plan_result *out);
 /* vLLM launch arguments: "--pipeline-parallel-size N" and VLLM_PP_LAYER_PARTITION. */
 int ls_plan_export_vllm(const ls_plan_problem *p, const ls_plan_result *plan, const char *path);

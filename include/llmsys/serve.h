@@ -1,9 +1,9 @@
 /*
  * serve.h - mixed-precision inference and pipeline-parallel serving (after LLM-PQ and
  * SplitQuant, REFERENCES.md §3): an inference engine over (quantized) checkpoints with a
- * slot-based KV cache, the plan file that splits a model into stages with per-layer bits,
- * a multi-process ZeroMQ pipeline with continuous batching behind an OpenAI-style HTTP
- * API, and the profiler that feeds the planner.
+ * slot-based KV cache, a multi-process ZeroMQ pipeline that runs a plan (plan.h: stages
+ * with per-layer bits) with continuous batching behind an OpenAI-style HTTP API, and the
+ * profiler that feeds the planner.
  *
  *     ls_engine *e;
  *     ls_engine_opts o = ls_engine_defaults();           // whole model, checkpoint's bits
@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "llmsys/model.h"
+#include "llmsys/plan.h"
 #include "llmsys/quant.h"
 #include "llmsys/train.h"
 
@@ -98,52 +99,22 @@ int ls_engine_eval_tokens(ls_engine *e, const uint16_t *tokens, size_t n, int T,
 /* 1 if the checkpoint at path is quantized ("llmsys.quant" metadata), 0 if not, < 0 on error. */
 int ls_ckpt_is_quantized(const char *path);
 
-/* ---------------------------------------------------------------- plan file */
-
-#define LS_PLAN_MAX_STAGES 16
-
-typedef struct {
-    char device[64];
-    char address[256]; /* "" when absent */
-    int layer_begin, layer_end;
-    int *bits; /* layer_end - layer_begin entries */
-} ls_plan_stage;
-
-typedef struct {
-    char model_name[256];
-    int n_layer;
-    int n_stages;
-    ls_plan_stage stages[LS_PLAN_MAX_STAGES];
-    int mb_prefill, mb_decode;
-} ls_plan;
-
-/* Parses and validates a plan (FORMATS.md): format/version, contiguous stages covering
- * [0, n_layer) exactly once, one bits entry per layer in {3,4,8,16}, micro-batches >= 1.
- * expect_n_layer > 0 also checks the plan is for a model of that depth. Messages name the
- * file and the offending stage. */
-int ls_plan_read(const char *path, int expect_n_layer, ls_plan *p);
-int ls_plan_parse(const char *json, size_t len, const char *what, int expect_n_layer, ls_plan *p);
-/* A one-stage plan over the whole model at the given bits (n_layer entries). */
-int ls_plan_single(ls_plan *p, int n_layer, const int *bits, int mb_prefill, int mb_decode);
-void ls_plan_free(ls_plan *p);
-/* Writes a plan file (atomic). */
-int ls_plan_write(const char *path, const ls_plan *p);
-
+/* Stages one server runs (the plan itself may have up to LS_PLAN_MAX_DEV). */
+#define LS_SERVE_MAX_STAGES 16
 
 /* ---------------------------------------------------------------- pipeline workers */
 
 typedef struct {
-    const char *model;
-    int stage;                  /* index in the pipeline */
-    int layer_begin, layer_end; /* held layers */
-    const int *bits;            /* per held layer, or NULL */
-    int group, max_seqs, nthreads;
+    const char *model;     /* checkpoint (fp32 or quantized) */
+    const char *plan_path; /* plan file (ls_plan_read); the stage's layers, bits and group come from it */
+    int stage;             /* index in the plan's pipeline */
+    int max_seqs, nthreads;
     const char *in_addr;  /* ZeroMQ endpoint this stage binds (PULL) */
     const char *out_addr; /* endpoint of the next stage or the front (PUSH connects) */
 } ls_worker_opts;
 
-/* Runs one stage until a shutdown message arrives (what `llmsys serve --worker` does).
- * Returns an error only for setup failures (load, bind); bad messages are reported
+/* Runs one stage of a plan until a shutdown message arrives (what `llmsys serve --worker
+ * --plan FILE --stage I` does; the front writes the file). Returns an error only for setup failures (load, bind); bad messages are reported
  * downstream as error messages and the loop goes on. */
 int ls_serve_worker_run(const ls_worker_opts *o);
 
@@ -179,6 +150,109 @@ int ls_server_num_stages(const ls_server *s);
 int ls_server_stage_pid(const ls_server *s, int stage);
 /* Stops HTTP and the scheduler, shuts the workers down (killing stragglers), frees s. */
 void ls_server_stop(ls_server *s);
+
+/* The counters and gauges /metrics reports, read in memory. */
+typedef struct {
+    uint64_t requests, failed, rejected;     /* completions accepted, failed, refused before scheduling */
+    uint64_t tokens, prompt_tokens;          /* generated, prefilled */
+    uint64_t mb_prefill, mb_decode;          /* micro-batches sent, by phase */
+    int queue_depth, active, inflight;       /* waiting requests, sequences in a slot, micro-batches in the pipe */
+    int n_stages;
+    double busy_s[LS_SERVE_MAX_STAGES];      /* seconds each stage spent computing */
+    int up[LS_SERVE_MAX_STAGES];             /* stage process alive */
+    double uptime_s;
+} ls_server_stats;
+
+/* A consistent snapshot of the server's counters (taken under its lock). */
+void ls_server_get_stats(ls_server *s, ls_server_stats *out);
+
+/* ---------------------------------------------------------------- validate: planner vs pipeline */
+
+/* Closing the loop (`llmsys plan validate`, docs/plan.md): profile this machine's CPU, build a
+ * virtual cluster of identical profiled CPU stages on this host (its parallel capacity and
+ * message latency measured now), plan the model on it with each planner, serve every plan
+ * with the real multi-process pipeline behind HTTP, drive it with the planned workload (B
+ * requests of S prompt tokens, N generated each, all submitted at once) and compare measured
+ * with predicted throughput, per-stage busy seconds (the server's counters) and micro-batch
+ * counts. Steps, in order: _open, _profile, _cluster, _solve, _measure; then _report. */
+
+enum { LS_VALIDATE_MAX_RUNS = 100 };
+
+typedef struct {
+    const char *model;   /* fp32 checkpoint; NULL: a random one of config, EOS suppressed */
+    const char *config;  /* config of the random checkpoint ("tiny", "small") */
+    const char *workdir; /* keep checkpoint, profile, cluster and plans here; NULL: a /tmp dir _free removes */
+    const char *profile; /* reuse this device profile; NULL: measure one */
+    const char *self;    /* llmsys binary, launched for the stage workers */
+    int stages;          /* CPU stages in the virtual cluster, 1..LS_SERVE_MAX_STAGES */
+    int threads;         /* kernel threads per stage */
+    int runs;            /* timed batches per plan after one warm-up, 1..LS_VALIDATE_MAX_RUNS */
+    int reps;            /* profile repetitions per point */
+    ls_plan_workload wl;
+    double mem_gb;       /* memory each stage offers the planner */
+    ls_plan_qtarget quality;
+    int algos[LS_PLAN_ALGO_COUNT], n_algos; /* planners whose plans are served */
+    int replay_select;   /* splitquant: re-rank top plans by the replay (ls_plan_problem.replay_select) */
+} ls_validate_opts;
+
+/* One timed batch of one plan. */
+typedef struct {
+    double seconds, tok_s;
+    int tokens;
+    double busy_s[LS_SERVE_MAX_STAGES]; /* per stage, from the server's counters */
+    double mb_prefill, mb_decode;       /* micro-batches sent */
+} ls_validate_run;
+
+typedef struct {
+    ls_plan_result plan;       /* the planner's plan and its prediction */
+    char path[1300];           /* its plan file */
+    ls_plan_sim_result replay; /* the replay of serve's schedule on this host */
+    int pred_mb_prefill, pred_mb_decode;   /* micro-batches the closed form counts */
+    double pred_busy_s[LS_SERVE_MAX_STAGES]; /* compute seconds per stage the closed form counts */
+    /* after _measure */
+    ls_validate_run run[LS_VALIDATE_MAX_RUNS];
+    double tok_s, min_tok_s, max_tok_s;    /* median, min, max over the runs */
+    double error, replay_error;            /* (measured - predicted) / predicted */
+    double busy_s[LS_SERVE_MAX_STAGES];    /* mean measured busy seconds per stage */
+    double batch_s, overlap;               /* mean batch seconds; summed busy over wall time */
+    double ratio, ratio_min, ratio_max;    /* first plan's tok/s over this one's, per round (median, range) */
+    double pred_ratio, replay_ratio;       /* the same ratio predicted and replayed */
+} ls_validate_plan;
+
+typedef struct {
+    char dir[1024], ckpt[1200], profile[1200], cluster[1200];
+    ls_model_config cfg;    /* of the checkpoint */
+    double profile_s;       /* seconds the profile took (0: reused) */
+    double host_capacity;   /* ls_host_capacity (NAN: failed) */
+    double hop_s;           /* ls_host_hop_latency (NAN: failed) */
+    double link_lat_s;      /* the profile's link latency */
+    int n_plans;
+    ls_validate_plan *plans; /* n_plans, in the order of opts.algos */
+} ls_validate_result;
+
+typedef struct ls_validate ls_validate;
+
+/* Defaults: config small, 2 stages, batch 8, prompt 32, gen 32, 1 thread, 5 runs, 5 reps,
+ * 2 GB, quality bits:8, splitquant and uniform, replay selection. */
+ls_validate_opts ls_validate_defaults(void);
+/* Checks the options, makes the work directory and the checkpoint (or reads the given one's
+ * config). LS_EINVAL for options out of range. (A workload beyond the model context is
+ * refused by _cluster.) */
+int ls_validate_open(ls_validate **out, const ls_validate_opts *o);
+/* Measures the device profile over a grid that brackets the workload (or takes opts.profile). */
+int ls_validate_profile(ls_validate *v);
+/* Probes the host (capacity, hop), writes the virtual cluster and sets up the problem. */
+int ls_validate_cluster(ls_validate *v);
+/* Solves with each planner, writes the plan files, replays each plan. */
+int ls_validate_solve(ls_validate *v);
+/* Serves every plan at once and times opts.runs batches per plan after a warm-up, the plans
+ * alternating so that each meets the same load; fills the measured fields. */
+int ls_validate_measure(ls_validate *v);
+const ls_validate_result *ls_validate_get(const ls_validate *v);
+/* JSON summary: predicted vs measured per plan and stage (caller deletes). */
+struct cJSON *ls_validate_report(const ls_validate *v);
+/* Frees v and removes a temporary work directory. NULL is fine. */
+void ls_validate_free(ls_validate *v);
 
 /* ---------------------------------------------------------------- profiler */
 

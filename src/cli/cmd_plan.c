@@ -281,209 +281,70 @@ static int plan_indicator(int argc, char **argv) {
 
 /* ---------------------------------------------------------------- validate (closing the loop) */
 
-/* `llmsys plan validate`: profiles this machine's CPU with `llmsys profile`'s measurement,
- * builds a virtual cluster of identical profiled CPU stages, plans the model on it, serves
- * each plan with the real multi-process pipeline (`llmsys serve`'s server) behind HTTP,
- * drives it with the planned workload (batch B requests of prompt S tokens, N generated
- * each, all submitted at once) and compares measured with predicted throughput. Also
- * compares per-stage busy seconds and micro-batch counts, which says which term is off. */
+/* `llmsys plan validate` (ls_validate_*, serve.h): plan on profiled CPU stages, serve each
+ * plan, compare measured with predicted. Exit 2 for what the user gave, 1 for the rest. */
+static int validate_fail(int rc, int input) { return input || is_input_error(rc) ? fail_input() : ls_cli_fail(); }
 
-typedef struct {
-    double seconds, tok_s;
-    int tokens;
-    double busy[LS_PLAN_MAX_STAGES];
-    double mb_prefill, mb_decode;
-} vrun;
-
-/* An fp32 checkpoint with a named config and random (GPT-2 init) weights. The EOS row
- * of the tied embedding is zeroed: its logit is then 0 while the largest of the other
- * 258 is positive, so greedy generation never stops early and every request yields
- * exactly the planned number of tokens. */
-static int validate_make_ckpt(const char *config, uint64_t seed, const char *path) {
-    ls_model_config cfg;
-    LS_TRY(ls_model_config_named(config, &cfg));
-    ls_model *m;
-    LS_TRY(ls_model_init(&m, &cfg, seed));
-    int t = ls_model_find_tensor(m, "wte");
-    if (t < 0) {
-        ls_model_free(m);
-        return ls_err(LS_ESTATE, "model has no wte tensor");
-    }
-    ls_param p = ls_model_tensor(m, t);
-    memset(p.data + (size_t)LS_TOK_EOS * cfg.d_model, 0, sizeof(float) * (size_t)cfg.d_model);
-    int rc = ls_ckpt_save(path, m, 0, NULL, 0);
-    ls_model_free(m);
-    return rc;
-}
-
-/* Sorted unique positive ints of v (n entries), clipped to [1, hi]; returns the count. */
-static int uniq_grid(int *v, int n, int hi) {
-    for (int i = 0; i < n; i++) v[i] = v[i] < 1 ? 1 : (v[i] > hi ? hi : v[i]);
-    for (int i = 1; i < n; i++)
-        for (int k = i; k > 0 && v[k] < v[k - 1]; k--) {
-            int t = v[k];
-            v[k] = v[k - 1], v[k - 1] = t;
+static void validate_print(const ls_validate_result *r, const ls_validate_opts *o) {
+    for (int a = 0; a < r->n_plans; a++) {
+        const ls_validate_plan *p = &r->plans[a];
+        const ls_plan_result *x = &p->plan;
+        char st[64] = "", mbs[16];
+        for (int s = 0; s < x->n_stage && strlen(st) < 48; s++) {
+            size_t l = strlen(st);
+            int b0 = x->bits[x->begin[s]], mixed = 0;
+            for (int i = x->begin[s]; i < x->begin[s + 1]; i++) mixed |= x->bits[i] != b0;
+            snprintf(st + l, sizeof st - l, "%s%d@%s%d", s ? " " : "", x->begin[s + 1] - x->begin[s], mixed ? "~" : "",
+                     b0);
         }
-    int m = 0;
-    for (int i = 0; i < n; i++)
-        if (!m || v[i] != v[m - 1]) v[m++] = v[i];
-    return m;
-}
-
-/* Profiles the checkpoint over a grid that brackets the workload. */
-static int validate_profile(const char *ckpt, const ls_plan_workload *wl, int n_ctx, int threads, int reps,
-                            const char *out) {
-    int batches[8] = {1, 2, 4, 8, wl->batch, (wl->batch + 1) / 2}, nb;
-    int seqs[4] = {wl->prompt / 2, wl->prompt, wl->prompt * 2}, ns;
-    int ctxs[4] = {wl->prompt, wl->prompt + wl->gen / 2, wl->prompt + wl->gen - 1}, nc;
-    nb = uniq_grid(batches, 6, wl->batch);
-    ns = uniq_grid(seqs, 3, n_ctx);
-    nc = uniq_grid(ctxs, 3, n_ctx - 1);
-    static const int bits[4] = {16, 8, 4, 3};
-    ls_profile_opts o = ls_profile_defaults();
-    o.bits = bits, o.n_bits = 4;
-    o.batches = batches, o.n_batches = nb;
-    o.seqs = seqs, o.n_seqs = ns;
-    o.ctxs = ctxs, o.n_ctxs = nc;
-    o.reps = reps, o.nthreads = threads;
-    /* measured alone: the replay adds the sharing of the host (its measured capacity) */
-    cJSON *j = NULL;
-    int rc = ls_profile_run(ckpt, &o, &j);
-    if (rc == LS_OK) rc = ls_json_write_file(out, j);
-    cJSON_Delete(j);
-    return rc;
-}
-
-/* Reads the counters validate compares from /metrics. */
-static int scrape_metrics(int port, int ns, vrun *r) {
-    int st;
-    char *body = NULL;
-    LS_TRY(ls_http_request("127.0.0.1", port, "GET", "/metrics", NULL, 10, &st, &body));
-    if (st != 200) {
-        free(body);
-        return ls_err(LS_EPEER, "/metrics returned status %d", st);
+        snprintf(mbs, sizeof mbs, "%d/%d", x->mb_prefill, x->mb_decode);
+        printf("  %-10s %-22s %5s %8.1f/s %8.1f/s %+7.1f%% %8.1f/s %+7.1f%% %6.1f%%\n", ls_plan_algo_name(x->algo), st,
+               mbs, x->throughput_tok_s, p->tok_s, p->error * 100, p->replay.tok_s, p->replay_error * 100,
+               (p->max_tok_s - p->min_tok_s) / p->tok_s * 100);
+        printf("  %-10s micro-batches prefill %g (planner %d, replay %d), decode %g (planner %d, replay %d); busy s "
+               "per stage (measured, planner, replay):",
+               "", p->run[0].mb_prefill, p->pred_mb_prefill, p->replay.mb_prefill, p->run[0].mb_decode,
+               p->pred_mb_decode, p->replay.mb_decode);
+        for (int s = 0; s < x->n_stage; s++) printf(" %.3f/%.3f/%.3f", p->busy_s[s], p->pred_busy_s[s], p->replay.busy_s[s]);
+        printf("; batch %.3f s (planner %.3f, replay %.3f); stage overlap %.2f\n", p->batch_s, x->total_s,
+               p->replay.seconds, p->overlap);
     }
-    for (char *line = strtok(body, "\n"); line; line = strtok(NULL, "\n")) {
-        int stage;
-        double v;
-        if (sscanf(line, "llmsys_stage_busy_seconds_total{stage=\"%d\"} %lf", &stage, &v) == 2 && stage >= 0 &&
-            stage < ns)
-            r->busy[stage] = v;
-        else if (sscanf(line, "llmsys_micro_batches_total{phase=\"prefill\"} %lf", &v) == 1)
-            r->mb_prefill = v;
-        else if (sscanf(line, "llmsys_micro_batches_total{phase=\"decode\"} %lf", &v) == 1)
-            r->mb_decode = v;
+    for (int a = 1; a < r->n_plans; a++) {
+        const ls_validate_plan *p = &r->plans[a];
+        printf("  %s / %s: planner %.2fx, replay %.2fx, measured %.2fx (median of per-round ratios, range "
+               "%.2f-%.2f)\n",
+               ls_plan_algo_name(r->plans[0].plan.algo), ls_plan_algo_name(p->plan.algo), p->pred_ratio,
+               p->replay_ratio, p->ratio, p->ratio_min, p->ratio_max);
     }
-    free(body);
-    return LS_OK;
-}
-
-/* Serves every plan of plan_paths at once (their idle workers sleep in their receive) and
- * times `runs` rounds of one batch per plan after a warm-up round, the plans alternating,
- * so that every plan meets the same load of this shared host. res[a * runs + r]. */
-static int validate_measure(const char *ckpt, char (*plan_paths)[1300], int n_plans, int n_layer,
-                            const ls_plan_workload *wl, int threads, int runs, vrun *res) {
-    ls_plan *sp = calloc((size_t)n_plans, sizeof *sp);
-    ls_server **sv = calloc((size_t)n_plans, sizeof *sv);
-    char **prompts = calloc((size_t)wl->batch, sizeof(char *));
-    int rc = sp && sv && prompts ? LS_OK : ls_err(LS_ENOMEM, "out of memory");
-    int n_read = 0;
-    for (; rc == LS_OK && n_read < n_plans; n_read++)
-        if ((rc = ls_plan_read(plan_paths[n_read], n_layer, &sp[n_read]))) break;
-    /* B distinct prompts of exactly S tokens (BOS + S-1 bytes) */
-    static const char text[] = "the planner predicts what the pipeline measures; ";
-    for (int i = 0; rc == LS_OK && i < wl->batch; i++) {
-        prompts[i] = malloc((size_t)wl->prompt);
-        if (!prompts[i]) {
-            rc = ls_err(LS_ENOMEM, "out of memory");
-            break;
-        }
-        for (int k = 0; k < wl->prompt - 1; k++) prompts[i][k] = text[(i * 7 + k) % (sizeof text - 1)];
-        prompts[i][wl->prompt - 1] = '\0';
-    }
-    for (int a = 0; rc == LS_OK && a < n_plans; a++) {
-        ls_server_opts o = ls_server_defaults();
-        o.model = ckpt;
-        o.plan = &sp[a];
-        o.self = ls_cli_self();
-        o.port = 0;
-        o.max_seqs = wl->batch;
-        o.nthreads = threads;
-        rc = ls_server_start(&sv[a], &o);
-    }
-    for (int r = -1; rc == LS_OK && r < runs; r++)
-        for (int a = 0; rc == LS_OK && a < n_plans; a++) {
-            int port = ls_server_port(sv[a]);
-            vrun before = {0}, after = {0};
-            ls_load_result lr;
-            rc = scrape_metrics(port, sp[a].n_stages, &before);
-            if (rc == LS_OK)
-                rc = ls_http_load("127.0.0.1", port, (const char *const *)prompts, wl->batch, wl->batch, wl->batch,
-                                  wl->gen, &lr);
-            if (rc == LS_OK) rc = scrape_metrics(port, sp[a].n_stages, &after);
-            if (rc == LS_OK && lr.tokens != wl->batch * wl->gen)
-                LS_WARN("run %d generated %d tokens, not %d (a request stopped at EOS)", r, lr.tokens,
-                        wl->batch * wl->gen);
-            if (rc == LS_OK && r >= 0) {
-                vrun *x = &res[(size_t)a * runs + r];
-                x->seconds = lr.seconds, x->tokens = lr.tokens, x->tok_s = lr.tokens_per_s;
-                for (int i = 0; i < sp[a].n_stages; i++) x->busy[i] = after.busy[i] - before.busy[i];
-                x->mb_prefill = after.mb_prefill - before.mb_prefill;
-                x->mb_decode = after.mb_decode - before.mb_decode;
-            }
-        }
-    for (int a = 0; sv && a < n_plans; a++)
-        if (sv[a]) ls_server_stop(sv[a]);
-    for (int i = 0; prompts && i < wl->batch; i++) free(prompts[i]);
-    for (int a = 0; sp && a < n_read; a++) ls_plan_free(&sp[a]);
-    free(prompts);
-    free(sv);
-    free(sp);
-    return rc;
-}
-
-/* Removes what validate writes into its own temporary directory, then the directory. */
-static void validate_cleanup(const char *dir) {
-    char f[1400];
-    static const char *names[] = {"model.safetensors", "profile.json", "cluster.json"};
-    for (int i = 0; i < 3; i++) {
-        snprintf(f, sizeof f, "%s/%s", dir, names[i]);
-        unlink(f);
-    }
-    for (int a = 0; a < LS_PLAN_ALGO_COUNT; a++) {
-        snprintf(f, sizeof f, "%s/plan-%s.json", dir, ls_plan_algo_name((ls_plan_algo)a));
-        unlink(f);
-    }
-    rmdir(dir);
+    (void)o;
 }
 
 static int plan_validate(int argc, char **argv) {
-    const char *model = NULL, *config = "small", *workdir = NULL, *profile = NULL, *report = NULL, *quality = "bits:8";
-    const char *algos = "splitquant,uniform", *select = "replay";
-    int stages = 2, batch = 8, prompt = 32, gen = 32, threads = 1, runs = 5, reps = 5, realtime = 0;
-    double mem_gb = 2.0;
+    ls_validate_opts o = ls_validate_defaults();
+    const char *report = NULL, *quality = "bits:8", *algos = "splitquant,uniform", *select = "replay";
+    int realtime = 0;
     ls_arg spec[] = {
-        {"model", LS_ARG_STR, &model, "CKPT",
+        {"model", LS_ARG_STR, &o.model, "CKPT",
          "fp32 llmsys checkpoint (default: a random one of --config, EOS suppressed)"},
-        {"config", LS_ARG_STR, &config, "NAME", "config of the random checkpoint: tiny or small (default small)"},
-        {"stages", LS_ARG_INT, &stages, "N", "CPU stages in the virtual cluster (default 2)"},
-        {"batch", LS_ARG_INT, &batch, "B", "requests submitted together (default 8)"},
-        {"prompt", LS_ARG_INT, &prompt, "S", "prompt tokens per request (default 32)"},
-        {"gen", LS_ARG_INT, &gen, "N", "generated tokens per request (default 32)"},
+        {"config", LS_ARG_STR, &o.config, "NAME", "config of the random checkpoint: tiny or small (default small)"},
+        {"stages", LS_ARG_INT, &o.stages, "N", "CPU stages in the virtual cluster (default 2)"},
+        {"batch", LS_ARG_INT, &o.wl.batch, "B", "requests submitted together (default 8)"},
+        {"prompt", LS_ARG_INT, &o.wl.prompt, "S", "prompt tokens per request (default 32)"},
+        {"gen", LS_ARG_INT, &o.wl.gen, "N", "generated tokens per request (default 32)"},
         {"quality", LS_ARG_STR, &quality, "Q", "quality target as for plan serve (default bits:8)"},
         {"algos", LS_ARG_STR, &algos, "LIST", "planners whose plans are served (default splitquant,uniform)"},
         {"select", LS_ARG_STR, &select, "HOW",
          "how splitquant picks its plan: replay (default: top plans re-ranked by the replay on this host) | "
          "objective (the closed form alone)"},
-        {"threads", LS_ARG_INT, &threads, "N", "kernel threads per stage (default 1)"},
-        {"runs", LS_ARG_INT, &runs, "R", "timed batches per plan after one warm-up (default 5)"},
-        {"reps", LS_ARG_INT, &reps, "R", "profile repetitions per point (default 5)"},
-        {"memory-gb", LS_ARG_FLOAT, &mem_gb, "GB", "memory each CPU stage offers the planner (default 2)"},
-        {"profile", LS_ARG_STR, &profile, "FILE", "reuse this device profile instead of measuring one"},
+        {"threads", LS_ARG_INT, &o.threads, "N", "kernel threads per stage (default 1)"},
+        {"runs", LS_ARG_INT, &o.runs, "R", "timed batches per plan after one warm-up (default 5)"},
+        {"reps", LS_ARG_INT, &o.reps, "R", "profile repetitions per point (default 5)"},
+        {"memory-gb", LS_ARG_FLOAT, &o.mem_gb, "GB", "memory each CPU stage offers the planner (default 2)"},
+        {"profile", LS_ARG_STR, &o.profile, "FILE", "reuse this device profile instead of measuring one"},
         {"realtime", LS_ARG_FLAG, &realtime, NULL,
          "run this command and the stages it starts at real-time priority (SCHED_FIFO 1; needs root or "
          "CAP_SYS_NICE) so other jobs on a shared machine do not preempt the measurement"},
-        {"workdir", LS_ARG_STR, &workdir, "DIR",
+        {"workdir", LS_ARG_STR, &o.workdir, "DIR",
          "keep checkpoint, profile, cluster and plans here (default: a /tmp dir removed at exit)"},
         {"report", LS_ARG_STR, &report, "FILE", "JSON summary: predicted vs measured per plan and stage"},
     };
@@ -493,18 +354,21 @@ static int plan_validate(int argc, char **argv) {
                       "and compares measured with predicted throughput.",
                       spec, (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
-    if (stages < 1 || stages > LS_PLAN_MAX_STAGES || batch < 1 || batch > 256 || prompt < 2 || gen < 1 || threads < 1 ||
-        threads > 64 || runs < 1 || runs > 100 || reps < 1 || reps > 100 || !(mem_gb > 0)) {
+    const ls_plan_workload *wl = &o.wl;
+    if (o.stages < 1 || o.stages > LS_SERVE_MAX_STAGES || wl->batch < 1 || wl->batch > 256 || wl->prompt < 2 ||
+        wl->gen < 1 || o.threads < 1 || o.threads > 64 || o.runs < 1 || o.runs > LS_VALIDATE_MAX_RUNS || o.reps < 1 ||
+        o.reps > 100 || !(o.mem_gb > 0)) {
         fprintf(stderr,
                 "llmsys plan validate: --stages in [1, %d], --batch in [1, 256], --prompt >= 2, --gen >= 1, "
                 "--threads in [1, 64], --runs/--reps in [1, 100], --memory-gb > 0\n",
-                LS_PLAN_MAX_STAGES);
+                LS_SERVE_MAX_STAGES);
         return 2;
     }
     if (strcmp(select, "objective") && strcmp(select, "replay")) {
         fprintf(stderr, "llmsys plan validate: --select must be objective or replay, not '%s'\n", select);
         return 2;
     }
+    o.replay_select = strcmp(select, "replay") ? 0 : 16;
     if (realtime) { /* inherited by every process validate forks: profile, probes, stages */
         struct sched_param sp = {.sched_priority = 1};
         if (sched_setscheduler(0, SCHED_FIFO, &sp) != 0) {
@@ -512,278 +376,70 @@ static int plan_validate(int argc, char **argv) {
             return 1;
         }
     }
-    ls_plan_qtarget qt;
-    if (ls_plan_qtarget_parse(quality, &qt)) return fail_input();
-    int algo_list[LS_PLAN_ALGO_COUNT], n_algo = 0;
-    {
-        char tmp[128];
-        snprintf(tmp, sizeof tmp, "%s", algos);
-        for (char *t = strtok(tmp, ","); t; t = strtok(NULL, ",")) {
-            int a = ls_plan_algo_parse(t);
-            if (a < 0 || a == LS_PLAN_ALGO_BRUTE || n_algo == LS_PLAN_ALGO_COUNT) {
-                fprintf(stderr,
-                        "llmsys plan validate: --algos: '%s' is not splitquant, ilp, uniform, pipeedge or adabits\n",
-                        t);
-                return 2;
-            }
-            algo_list[n_algo++] = a;
-        }
-        if (!n_algo) {
-            fprintf(stderr, "llmsys plan validate: --algos is empty\n");
+    if (ls_plan_qtarget_parse(quality, &o.quality)) return fail_input();
+    char tmp[128];
+    snprintf(tmp, sizeof tmp, "%s", algos);
+    o.n_algos = 0;
+    for (char *t = strtok(tmp, ","); t; t = strtok(NULL, ",")) {
+        int a = ls_plan_algo_parse(t);
+        if (a < 0 || a == LS_PLAN_ALGO_BRUTE || o.n_algos == LS_PLAN_ALGO_COUNT) {
+            fprintf(stderr, "llmsys plan validate: --algos: '%s' is not splitquant, ilp, uniform, pipeedge or adabits\n",
+                    t);
             return 2;
         }
+        o.algos[o.n_algos++] = a;
     }
-    char dir[1024], ckpt[1200], prof[1200], clpath[1200], paths[LS_PLAN_ALGO_COUNT][1300];
-    if (workdir) {
-        snprintf(dir, sizeof dir, "%s", workdir);
-        if (ls_mkdirs(dir)) return ls_cli_fail();
-    } else {
-        snprintf(dir, sizeof dir, "/tmp/llmsys-validate-XXXXXX");
-        if (!mkdtemp(dir)) {
-            fprintf(stderr, "llmsys: mkdtemp %s failed\n", dir);
-            return 1;
-        }
+    if (!o.n_algos) {
+        fprintf(stderr, "llmsys plan validate: --algos is empty\n");
+        return 2;
     }
-    /* from here on every exit goes through `done`, which removes a temporary directory */
-    ls_plan_catalog *cat = NULL;
-    ls_plan_cluster *cl = NULL;
-    ls_plan_problem *pb = NULL;
-    ls_plan_result *pl = NULL;
-    vrun *meas = NULL;
-    cJSON *rep = NULL, *rplans = NULL;
+    o.self = ls_cli_self();
+    ls_validate *v = NULL;
     int ret = 0;
     /* 1. the model */
-    if (model) {
-        snprintf(ckpt, sizeof ckpt, "%s", model);
-    } else {
-        snprintf(ckpt, sizeof ckpt, "%s/model.safetensors", dir);
-        if ((rc = validate_make_ckpt(config, 1, ckpt))) {
-            ret = is_input_error(rc) ? fail_input() : ls_cli_fail();
-            goto done;
-        }
-    }
-    ls_model_config mc;
-    int *fbits = NULL;
-    if ((rc = ls_ckpt_info(ckpt, &mc, &fbits, NULL))) {
-        ret = fail_input();
+    if ((rc = ls_validate_open(&v, &o))) {
+        ret = validate_fail(rc, o.model != NULL);
         goto done;
     }
-    free(fbits);
-    if (prompt + gen > mc.n_ctx) {
-        fprintf(stderr, "llmsys plan validate: prompt + gen = %d exceeds the model context %d\n", prompt + gen,
-                mc.n_ctx);
+    const ls_validate_result *r = ls_validate_get(v);
+    if (wl->prompt + wl->gen > r->cfg.n_ctx) {
+        fprintf(stderr, "llmsys plan validate: prompt + gen = %d exceeds the model context %d\n", wl->prompt + wl->gen,
+                r->cfg.n_ctx);
         ret = 2;
         goto done;
     }
-    ls_plan_workload wl = {batch, prompt, gen};
     printf("closing the loop in %s: %s (%d layers, d_model %d), %d CPU stages x %d thread(s), batch %d, prompt %d, gen "
            "%d\n",
-           dir, ckpt, mc.n_layer, mc.d_model, stages, threads, batch, prompt, gen);
+           r->dir, r->ckpt, r->cfg.n_layer, r->cfg.d_model, o.stages, o.threads, wl->batch, wl->prompt, wl->gen);
     /* 2. the device profile (same machine, measured now unless given) */
-    double t0 = ls_now();
-    if (profile) {
-        snprintf(prof, sizeof prof, "%s", profile);
-    } else {
-        snprintf(prof, sizeof prof, "%s/profile.json", dir);
-        if ((rc = validate_profile(ckpt, &wl, mc.n_ctx, threads, reps, prof))) {
-            ret = ls_cli_fail();
-            goto done;
-        }
-        printf("profile: %s (%.1f s)\n", prof, ls_now() - t0);
-    }
-    /* 3. the virtual cluster: `stages` identical profiled CPU devices on one host, whose
-     * parallel capacity and message latency are measured now */
-    double cap = ls_host_capacity(ckpt, stages), hop = ls_host_hop_latency(40, 0.005);
-    snprintf(clpath, sizeof clpath, "%s/cluster.json", dir);
-    {
-        cJSON *j = cJSON_CreateObject(), *nodes = cJSON_AddArrayToObject(j, "nodes"), *n = cJSON_CreateObject();
-        cJSON_AddStringToObject(j, "format", "llmsys-cluster");
-        cJSON_AddNumberToObject(j, "version", 1);
-        cJSON_AddStringToObject(j, "name", "cpu-virtual");
-        cJSON *h = cJSON_AddObjectToObject(j, "host");
-        cJSON_AddNumberToObject(h, "capacity", isfinite(cap) ? cap : 0);
-        cJSON_AddNumberToObject(h, "hop_us", isfinite(hop) ? hop * 1e6 : -1);
-        cJSON_AddStringToObject(n, "profile", prof);
-        cJSON_AddNumberToObject(n, "count", stages);
-        cJSON_AddNumberToObject(n, "memory_GB", mem_gb);
-        cJSON_AddItemToArray(nodes, n);
-        rc = ls_json_write_file(clpath, j);
-        cJSON_Delete(j);
-        if (rc) {
-            ret = ls_cli_fail();
-            goto done;
-        }
-    }
-    pb = malloc(sizeof *pb);
-    pl = malloc(sizeof *pl * (size_t)n_algo);
-    meas = calloc((size_t)n_algo * (size_t)runs, sizeof *meas);
-    rep = cJSON_CreateObject();
-    rplans = rep ? cJSON_AddArrayToObject(rep, "plans") : NULL;
-    ls_plan_arch arch;
-    if (!pb || !pl || !meas || !rplans) {
-        ret = 1;
-        goto done;
-    }
-    if ((rc = ls_plan_catalog_load(NULL, &cat)) || (rc = ls_plan_cluster_load(cat, clpath, &cl)) ||
-        (rc = ls_plan_resolve_model(cat, ckpt, &arch)) || (rc = ls_plan_problem_init(pb, &arch, cl, wl)) ||
-        (rc = ls_plan_problem_validate(pb)) || (rc = ls_plan_quality_from_checkpoint(ckpt, &arch, pb->omega)) ||
-        (rc = ls_plan_problem_set_quality(pb, qt))) {
-        ret = is_input_error(rc) ? fail_input() : ls_cli_fail();
-        goto done;
-    }
-    pb->replay_select = strcmp(select, "replay") ? 0 : 16;
-    printf("host: parallel capacity for %d stage processes %.2f cores (1 = one process alone); idle ZeroMQ hop "
-           "%.0f us median (profile link: %.0f us)\n",
-           stages, cap, hop * 1e6, cl->prof[0].link_lat_s * 1e6);
-    if (isfinite(cap)) cJSON_AddNumberToObject(rep, "host_capacity_cores", cap);
-    if (isfinite(hop)) cJSON_AddNumberToObject(rep, "idle_hop_s", hop);
-    printf("\n  %-10s %-22s %5s %10s %10s %8s %10s %8s %7s\n", "plan", "stages (layers@bits)", "mb", "planner",
-           "measured", "error", "replay", "error", "spread");
-    for (int a = 0; a < n_algo; a++) {
-        if ((rc = ls_plan_solve(pb, (ls_plan_algo)algo_list[a], &pl[a]))) {
-            ret = ls_cli_fail();
-            goto done;
-        }
-        snprintf(paths[a], sizeof paths[a], "%s/plan-%s.json", dir, ls_plan_algo_name(pl[a].algo));
-        if ((rc = ls_plan_result_write(pb, &pl[a], paths[a]))) {
-            ret = ls_cli_fail();
-            goto done;
-        }
-    }
-    if ((rc = validate_measure(ckpt, paths, n_algo, mc.n_layer, &wl, threads, runs, meas))) {
+    if ((rc = ls_validate_profile(v))) {
         ret = ls_cli_fail();
         goto done;
     }
-    double replay_tps[LS_PLAN_ALGO_COUNT];
-    for (int a = 0; a < n_algo; a++) {
-        ls_plan_result *x = &pl[a];
-        const char *path = paths[a];
-        vrun *m = meas + (size_t)a * runs;
-        double tps[100], med, lo, hi;
-        for (int r = 0; r < runs; r++) tps[r] = m[r].tok_s;
-        med = ls_median(tps, runs);
-        lo = tps[0], hi = tps[runs - 1];
-        double err = (med - x->throughput_tok_s) / x->throughput_tok_s;
-        char st[64] = "";
-        for (int s = 0; s < x->n_stage && strlen(st) < 48; s++) {
-            size_t l = strlen(st);
-            int b0 = x->bits[x->begin[s]], mixed = 0;
-            for (int i = x->begin[s]; i < x->begin[s + 1]; i++) mixed |= x->bits[i] != b0;
-            snprintf(st + l, sizeof st - l, "%s%d@%s%d", s ? " " : "", x->begin[s + 1] - x->begin[s], mixed ? "~" : "",
-                     b0);
-        }
-        char mbs[16];
-        snprintf(mbs, sizeof mbs, "%d/%d", x->mb_prefill, x->mb_decode);
-        /* the replay of serve's schedule on this host (the cluster's measured "host") */
-        ls_plan_sim_opts so = ls_plan_sim_for_cluster(cl);
-        ls_plan_sim_result sr;
-        if ((rc = ls_plan_simulate(pb, x, &so, &sr))) {
-            ret = ls_cli_fail();
-            goto done;
-        }
-        double ha = sr.tok_s, herr = (med - ha) / ha;
-        replay_tps[a] = ha;
-        printf("  %-10s %-22s %5s %8.1f/s %8.1f/s %+7.1f%% %8.1f/s %+7.1f%% %6.1f%%\n", ls_plan_algo_name(x->algo), st,
-               mbs, x->throughput_tok_s, med, err * 100, ha, herr * 100, (hi - lo) / med * 100);
-        /* where the time goes: predicted vs measured busy seconds per stage, micro-batch counts */
-        int mp = (batch + x->mb_prefill - 1) / x->mb_prefill, md = (batch + x->mb_decode - 1) / x->mb_decode;
-        cJSON *o = cJSON_CreateObject(), *ost = cJSON_AddArrayToObject(o, "stages");
-        cJSON_AddStringToObject(o, "algo", ls_plan_algo_name(x->algo));
-        if (workdir) cJSON_AddStringToObject(o, "plan", path);
-        cJSON_AddNumberToObject(o, "predicted_tok_s", x->throughput_tok_s);
-        cJSON_AddNumberToObject(o, "predicted_s", x->total_s);
-        cJSON_AddNumberToObject(o, "measured_tok_s", med);
-        cJSON_AddNumberToObject(o, "measured_min_tok_s", lo);
-        cJSON_AddNumberToObject(o, "measured_max_tok_s", hi);
-        cJSON_AddNumberToObject(o, "error", err);
-        cJSON_AddNumberToObject(o, "replay_tok_s", ha);
-        cJSON_AddNumberToObject(o, "replay_error", herr);
-        cJSON_AddNumberToObject(o, "predicted_mb_prefill", mp);
-        cJSON_AddNumberToObject(o, "predicted_mb_decode", (double)md * (gen - 1));
-        cJSON_AddNumberToObject(o, "replay_mb_prefill", sr.mb_prefill);
-        cJSON_AddNumberToObject(o, "replay_mb_decode", sr.mb_decode);
-        cJSON_AddNumberToObject(o, "measured_mb_prefill", m[0].mb_prefill);
-        cJSON_AddNumberToObject(o, "measured_mb_decode", m[0].mb_decode);
-        cJSON *rs = cJSON_AddArrayToObject(o, "runs");
-        for (int r = 0; r < runs; r++) {
-            cJSON *e = cJSON_CreateObject();
-            cJSON_AddNumberToObject(e, "seconds", m[r].seconds);
-            cJSON_AddNumberToObject(e, "tokens", m[r].tokens);
-            cJSON_AddNumberToObject(e, "tok_s", m[r].tok_s);
-            cJSON_AddItemToArray(rs, e);
-        }
-        printf("  %-10s micro-batches prefill %g (planner %d, replay %d), decode %g (planner %d, replay %d); busy s "
-               "per stage (measured, planner, replay):",
-               "", m[0].mb_prefill, mp, sr.mb_prefill, m[0].mb_decode, md * (gen - 1), sr.mb_decode);
-        for (int s = 0; s < x->n_stage; s++) {
-            /* compute only: the stage's layers (and head), without the send to the next stage */
-            int d = x->dev[s];
-            double lp = 0, ld = 0;
-            if (s + 1 < x->n_stage) {
-                lp = ls_plan_link_s(cl, d, x->dev[s + 1], (double)x->mb_prefill * prompt * arch.d_model * 4.0);
-                ld = ls_plan_link_s(cl, d, x->dev[s + 1], (double)x->mb_decode * arch.d_model * 4.0);
-            }
-            double pred = mp * (x->stage_prefill_s[s] - lp) + (double)(gen - 1) * md * (x->stage_decode_s[s] - ld);
-            double mb = 0;
-            for (int r = 0; r < runs; r++) mb += m[r].busy[s] / runs;
-            printf(" %.3f/%.3f/%.3f", mb, pred, sr.busy_s[s]);
-            cJSON *e = cJSON_CreateObject();
-            cJSON_AddNumberToObject(e, "predicted_busy_s", pred);
-            cJSON_AddNumberToObject(e, "replay_busy_s", sr.busy_s[s]);
-            cJSON_AddNumberToObject(e, "measured_busy_s", mb);
-            cJSON_AddItemToArray(ost, e);
-        }
-        double mean_s = 0, busy = 0;
-        for (int r = 0; r < runs; r++) {
-            mean_s += m[r].seconds / runs;
-            for (int s = 0; s < x->n_stage; s++) busy += m[r].busy[s] / runs;
-        }
-        /* stage overlap: summed busy time over wall time (1 = the stages never computed at
-         * the same time, n_stage = always all at once) */
-        printf("; batch %.3f s (planner %.3f, replay %.3f); stage overlap %.2f\n", mean_s, x->total_s, sr.seconds,
-               busy / mean_s);
-        cJSON_AddNumberToObject(o, "measured_batch_s", mean_s);
-        cJSON_AddNumberToObject(o, "stage_overlap", busy / mean_s);
-        cJSON_AddItemToArray(rplans, o);
+    if (!o.profile) printf("profile: %s (%.1f s)\n", r->profile, r->profile_s);
+    /* 3. the virtual cluster, 4. the plans, 5. serving them */
+    if ((rc = ls_validate_cluster(v))) {
+        ret = validate_fail(rc, 0);
+        goto done;
     }
-    /* the planner's decision, checked with both plans under the same load: predicted and
-     * measured throughput of each plan relative to the first (paired by round) */
-    for (int a = 1; a < n_algo; a++) {
-        double rr[100];
-        for (int r = 0; r < runs; r++) rr[r] = meas[r].tok_s / meas[(size_t)a * runs + r].tok_s;
-        double mr = ls_median(rr, runs);
-        double pr = pl[0].throughput_tok_s / pl[a].throughput_tok_s;
-        double sr = replay_tps[0] / replay_tps[a];
-        printf("  %s / %s: planner %.2fx, replay %.2fx, measured %.2fx (median of per-round ratios, range "
-               "%.2f-%.2f)\n",
-               ls_plan_algo_name(pl[0].algo), ls_plan_algo_name(pl[a].algo), pr, sr, mr, rr[0], rr[runs - 1]);
-        cJSON *o = cJSON_GetArrayItem(rplans, a);
-        if (o) {
-            cJSON_AddNumberToObject(o, "predicted_ratio_first_over_this", pr);
-            cJSON_AddNumberToObject(o, "replay_ratio_first_over_this", sr);
-            cJSON_AddNumberToObject(o, "measured_ratio_first_over_this", mr);
-        }
+    printf("host: parallel capacity for %d stage processes %.2f cores (1 = one process alone); idle ZeroMQ hop "
+           "%.0f us median (profile link: %.0f us)\n",
+           o.stages, r->host_capacity, r->hop_s * 1e6, r->link_lat_s * 1e6);
+    printf("\n  %-10s %-22s %5s %10s %10s %8s %10s %8s %7s\n", "plan", "stages (layers@bits)", "mb", "planner",
+           "measured", "error", "replay", "error", "spread");
+    if ((rc = ls_validate_solve(v)) || (rc = ls_validate_measure(v))) {
+        ret = ls_cli_fail();
+        goto done;
     }
+    validate_print(r, &o);
     if (report) {
-        if (workdir) cJSON_AddStringToObject(rep, "workdir", dir);
-        cJSON_AddStringToObject(rep, "model", ckpt);
-        cJSON_AddNumberToObject(rep, "stages", stages);
-        cJSON_AddNumberToObject(rep, "threads", threads);
-        cJSON *w = cJSON_AddObjectToObject(rep, "workload");
-        cJSON_AddNumberToObject(w, "batch", batch);
-        cJSON_AddNumberToObject(w, "prompt", prompt);
-        cJSON_AddNumberToObject(w, "gen", gen);
-        cJSON_AddNumberToObject(rep, "runs", runs);
-        if ((rc = ls_json_write_file(report, rep))) ret = ls_cli_fail();
+        cJSON *j = ls_validate_report(v);
+        rc = j ? ls_json_write_file(report, j) : ls_err(LS_ENOMEM, "report");
+        cJSON_Delete(j);
+        if (rc) ret = ls_cli_fail();
     }
 done:
-    if (!workdir) validate_cleanup(dir);
-    cJSON_Delete(rep);
-    free(meas);
-    free(pl);
-    free(pb);
-    ls_plan_cluster_free(cl);
-    ls_plan_catalog_free(cat);
+    ls_validate_free(v);
     return ret;
 }
 

@@ -182,22 +182,14 @@ static int quantize_main(const char *model, const char *out, const char *bits_ma
 
 /* ---------------------------------------------------------------- serve */
 
-static int run_worker(const char *model, int stage, const char *layers, const char *bits_s, int group, int max_seqs,
-                      int threads, const char *in, const char *out) {
-    int lb, le, *bits = NULL;
-    if (!layers || sscanf(layers, "%d:%d", &lb, &le) != 2 || !in || !out) {
-        fprintf(stderr, "llmsys serve --worker: needs --layers B:E, --in and --out\n");
+static int run_worker(const char *model, const char *plan, int stage, int max_seqs, int threads, const char *in,
+                      const char *out) {
+    if (!plan || !in || !out) {
+        fprintf(stderr, "llmsys serve --worker: needs --plan FILE, --stage I, --in and --out\n");
         return 2;
     }
-    if (bits_s && *bits_s && parse_int_list(bits_s, &bits) != le - lb) {
-        fprintf(stderr, "llmsys serve --worker: --bits must list %d widths\n", le - lb);
-        free(bits);
-        return 2;
-    }
-    ls_worker_opts o = {model, stage, lb, le, bits, group, max_seqs, threads, in, out};
-    int rc = ls_serve_worker_run(&o);
-    free(bits);
-    if (rc != LS_OK) {
+    ls_worker_opts o = {model, plan, stage, max_seqs, threads, in, out};
+    if (ls_serve_worker_run(&o) != LS_OK) {
         fprintf(stderr, "llmsys: stage %d: %s\n", stage, ls_errmsg());
         return 1;
     }
@@ -206,8 +198,8 @@ static int run_worker(const char *model, int stage, const char *layers, const ch
 
 int cmd_serve(int argc, char **argv) {
     const char *model = NULL, *plan_path = NULL, *host = "127.0.0.1", *port_file = NULL, *name = NULL;
-    const char *w_layers = NULL, *w_bits = NULL, *w_in = NULL, *w_out = NULL;
-    int port = 8080, max_seqs = 16, threads = 1, worker = 0, stage = 0, group = 64, mbp = 2, mbd = 8;
+    const char *w_in = NULL, *w_out = NULL;
+    int port = 8080, max_seqs = 16, threads = 1, worker = 0, stage = 0, mbp = 2, mbd = 8;
     int64_t max_body = 64 * 1024;
     ls_arg spec[] = {
         {"model", LS_ARG_STR, &model, "PATH", "checkpoint to serve (fp32 or quantized)", 1},
@@ -222,17 +214,14 @@ int cmd_serve(int argc, char **argv) {
         {"decode-mb", LS_ARG_INT, &mbd, "N", "decode micro-batch without a plan (default 8)"},
         {"name", LS_ARG_STR, &name, "NAME", "model name in responses"},
         {"worker", LS_ARG_FLAG, &worker, NULL, "(internal) run one pipeline stage"},
-        {"stage", LS_ARG_INT, &stage, "I", "(worker) stage index"},
-        {"layers", LS_ARG_STR, &w_layers, "B:E", "(worker) layer range"},
-        {"bits", LS_ARG_STR, &w_bits, "LIST", "(worker) bits per layer"},
-        {"group", LS_ARG_INT, &group, "G", "(worker) group size for on-load quantization"},
+        {"stage", LS_ARG_INT, &stage, "I", "(worker) the stage of --plan to run"},
         {"in", LS_ARG_STR, &w_in, "ENDPOINT", "(worker) ZeroMQ endpoint to bind"},
         {"out", LS_ARG_STR, &w_out, "ENDPOINT", "(worker) ZeroMQ endpoint of the next stage"},
     };
     int rc = ls_args_parse("serve", "Serves a model over HTTP (OpenAI-style /v1/completions), pipeline-parallel by plan.",
                            spec, (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
-    if (worker) return run_worker(model, stage, w_layers, w_bits, group, max_seqs, threads, w_in, w_out);
+    if (worker) return run_worker(model, plan_path, stage, max_seqs, threads, w_in, w_out);
     if (port < 0 || port > 65535 || max_seqs < 1 || max_seqs > 4096 || threads < 1 || max_body < 16 || mbp < 1 || mbd < 1) {
         fprintf(stderr, "llmsys serve: --port in [0, 65535], --max-seqs in [1, 4096], --threads/--prefill-mb/--decode-mb >= 1, --max-body >= 16\n");
         return 2;
@@ -242,11 +231,7 @@ int cmd_serve(int argc, char **argv) {
     if (ls_ckpt_info(model, &cfg, &bits, NULL) != LS_OK) return ls_cli_fail();
     free(bits);
     ls_plan plan;
-    int have_plan = 0;
-    if (plan_path) {
-        if (ls_plan_read(plan_path, cfg.n_layer, &plan) != LS_OK) return ls_cli_fail();
-        have_plan = 1;
-    }
+    if (plan_path && ls_plan_read(plan_path, cfg.n_layer, &plan) != LS_OK) return ls_cli_fail();
     /* block the stop signals in every thread; the main thread waits for them below */
     sigset_t set;
     sigemptyset(&set);
@@ -255,7 +240,7 @@ int cmd_serve(int argc, char **argv) {
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     ls_server_opts o = ls_server_defaults();
     o.model = model;
-    o.plan = have_plan ? &plan : NULL;
+    o.plan = plan_path ? &plan : NULL;
     o.self = ls_cli_self();
     o.host = host;
     o.port = port;
@@ -266,9 +251,7 @@ int cmd_serve(int argc, char **argv) {
     o.mb_decode = mbd;
     o.model_name = name;
     ls_server *s;
-    rc = ls_server_start(&s, &o);
-    if (have_plan) ls_plan_free(&plan);
-    if (rc != LS_OK) return ls_cli_fail();
+    if (ls_server_start(&s, &o) != LS_OK) return ls_cli_fail();
     printf("llmsys serve: %s on http://%s:%d with %d stage(s) (POST /v1/completions, GET /health, GET /metrics)\n", model,
            host, ls_server_port(s), ls_server_num_stages(s));
     fflush(stdout);
@@ -514,25 +497,20 @@ int demo_serve(const ls_demo_ctx *ctx) {
     }
     /* 2. the mixed plan: two stages, first/last layers at 8 bits, the rest at 4 */
     ls_plan plan;
-    memset(&plan, 0, sizeof plan);
     if (rc == LS_OK) {
         fill_map(&maps[5], L, bits);
         rc = ls_quant_checkpoint(ckpt, bits, L, 64, qckpt);
     }
+    int split = (L + 1) / 2;
+    if (rc == LS_OK) rc = ls_plan_single(&plan, L, bits, 2, 4);
     if (rc == LS_OK) {
-        int split = (L + 1) / 2;
         snprintf(plan.model_name, sizeof plan.model_name, "%.200s", ckpt);
-        plan.n_layer = L;
         plan.n_stages = L > 1 ? 2 : 1;
-        plan.mb_prefill = 2;
-        plan.mb_decode = 4;
         for (int sidx = 0; sidx < plan.n_stages; sidx++) {
             ls_plan_stage *st = &plan.stages[sidx];
             snprintf(st->device, sizeof st->device, "cpu%d", sidx);
             st->layer_begin = sidx == 0 ? 0 : split;
             st->layer_end = plan.n_stages == 1 || sidx == 1 ? L : split;
-            st->bits = malloc(sizeof(int) * (st->layer_end - st->layer_begin));
-            memcpy(st->bits, bits + st->layer_begin, sizeof(int) * (st->layer_end - st->layer_begin));
         }
         rc = ls_plan_write(plan_path, &plan);
         if (rc == LS_OK) printf("\nplan %s: %d stages, layers [0,%d) and [%d,%d), bits 8 at the ends, 4 inside\n", plan_path,
@@ -570,7 +548,6 @@ int demo_serve(const ls_demo_ctx *ctx) {
         printf("  pipelined greedy output identical to single-process generation: %s\n", same ? "yes" : "NO");
         if (!same) rc = ls_err(LS_ESTATE, "pipelined output differs from single-process generation");
     }
-    ls_plan_free(&plan);
     free(bits);
     ls_corpus_free(c);
     return rc == LS_OK ? 0 : ls_cli_fail();

@@ -1,11 +1,10 @@
-/* io.c - the plan file (FORMATS.md "llmsys-plan" v1), the planner report and the vLLM
- * export. */
+/* io.c - a planner result as a plan file (through the codec of file.c) with its predicted
+ * figures, the planner report and the vLLM export. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "llmsys/plan.h"
 
@@ -20,31 +19,19 @@ static void partition_str(const ls_plan_result *pl, char *buf, size_t n) {
 
 cJSON *ls_plan_to_json(const ls_plan_problem *p, const ls_plan_result *pl, int report) {
     const ls_plan_cluster *cl = p->cl;
-    cJSON *j = cJSON_CreateObject();
+    ls_plan *file = malloc(sizeof *file);
+    cJSON *j = file && ls_plan_from_result(p, pl, file) == LS_OK ? ls_plan_encode(file) : NULL;
+    free(file);
     if (!j) return NULL;
-    cJSON_AddStringToObject(j, "format", "llmsys-plan");
-    cJSON_AddNumberToObject(j, "version", 1);
-    cJSON *m = cJSON_AddObjectToObject(j, "model");
-    cJSON_AddStringToObject(m, "name", p->arch->name);
-    cJSON_AddNumberToObject(m, "n_layer", p->arch->n_layer);
-    cJSON *st = cJSON_AddArrayToObject(j, "stages");
-    for (int s = 0; s < pl->n_stage; s++) {
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "device", cl->dev[pl->dev[s]].name);
-        int lay[2] = {pl->begin[s], pl->begin[s + 1]};
-        cJSON_AddItemToObject(o, "layers", cJSON_CreateIntArray(lay, 2));
-        int bits[LS_PLAN_MAX_LAYER];
-        for (int i = lay[0]; i < lay[1]; i++) bits[i - lay[0]] = pl->bits[i];
-        cJSON_AddItemToObject(o, "bits", cJSON_CreateIntArray(bits, lay[1] - lay[0]));
-        if (report) {
-            cJSON_AddNumberToObject(o, "device_index", pl->dev[s]);
-            cJSON_AddNumberToObject(o, "node", cl->dev[pl->dev[s]].node);
+    if (report) {
+        const cJSON *o;
+        int s = 0;
+        cJSON_ArrayForEach(o, cJSON_GetObjectItemCaseSensitive(j, "stages")) {
+            cJSON_AddNumberToObject((cJSON *)o, "device_index", pl->dev[s]);
+            cJSON_AddNumberToObject((cJSON *)o, "node", cl->dev[pl->dev[s]].node);
+            s++;
         }
-        cJSON_AddItemToArray(st, o);
     }
-    cJSON *mb = cJSON_AddObjectToObject(j, "micro_batch");
-    cJSON_AddNumberToObject(mb, "prefill", pl->mb_prefill);
-    cJSON_AddNumberToObject(mb, "decode", pl->mb_decode);
     cJSON *pr = cJSON_AddObjectToObject(j, "predicted");
     cJSON_AddNumberToObject(pr, "throughput_tok_s", pl->throughput_tok_s);
     cJSON_AddNumberToObject(pr, "prefill_s", pl->prefill_s);
@@ -133,59 +120,10 @@ int ls_plan_export_vllm(const ls_plan_problem *p, const ls_plan_result *pl, cons
 }
 
 int ls_plan_result_read(const char *path, const ls_plan_problem *p, ls_plan_result *out) {
-    cJSON *j;
-    LS_TRY(ls_json_read_file(path, &j));
-    memset(out, 0, sizeof *out);
-    int rc = LS_OK;
-    const cJSON *f = cJSON_GetObjectItemCaseSensitive(j, "format");
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "version");
-    const cJSON *st = cJSON_GetObjectItemCaseSensitive(j, "stages");
-    const cJSON *mb = cJSON_GetObjectItemCaseSensitive(j, "micro_batch");
-    unsigned char used[LS_PLAN_MAX_DEV] = {0};
-    if (!cJSON_IsString(f) || strcmp(f->valuestring, "llmsys-plan") || !cJSON_IsNumber(v) || v->valueint != 1) {
-        rc = ls_err(LS_EFORMAT, "%s: not an llmsys-plan version 1 file", path);
-        goto done;
-    }
-    if (!cJSON_IsArray(st) || cJSON_GetArraySize(st) < 1 || cJSON_GetArraySize(st) > p->cl->n_dev) {
-        rc = ls_err(LS_EFORMAT, "%s: \"stages\" must list 1..%d stages", path, p->cl->n_dev);
-        goto done;
-    }
-    if ((rc = ls_json_get_int(mb, "prefill", 1, &out->mb_prefill)) || (rc = ls_json_get_int(mb, "decode", 1, &out->mb_decode)))
-        goto done;
-    const cJSON *s;
-    cJSON_ArrayForEach(s, st) {
-        int idx = out->n_stage;
-        const char *dev;
-        const cJSON *lay = cJSON_GetObjectItemCaseSensitive(s, "layers");
-        const cJSON *bits = cJSON_GetObjectItemCaseSensitive(s, "bits");
-        if ((rc = ls_json_get_string(s, "device", "", &dev))) goto done;
-        if (!cJSON_IsArray(lay) || cJSON_GetArraySize(lay) != 2 || !cJSON_IsArray(bits)) {
-            rc = ls_err(LS_EFORMAT, "%s: stage %d needs \"layers\" [begin, end) and \"bits\"", path, idx);
-            goto done;
-        }
-        int b0 = cJSON_GetArrayItem(lay, 0)->valueint, b1 = cJSON_GetArrayItem(lay, 1)->valueint;
-        if (b0 != (idx ? out->begin[idx] : 0) || b1 <= b0 || b1 > p->arch->n_layer ||
-            cJSON_GetArraySize(bits) != b1 - b0) {
-            rc = ls_err(LS_EFORMAT, "%s: stage %d: layers [%d, %d) not contiguous or bits count wrong", path, idx, b0, b1);
-            goto done;
-        }
-        out->begin[idx] = b0;
-        out->begin[idx + 1] = b1;
-        for (int i = b0; i < b1; i++) out->bits[i] = (unsigned char)cJSON_GetArrayItem(bits, i - b0)->valueint;
-        /* first unused device of that name */
-        int d = 0;
-        while (d < p->cl->n_dev && (used[d] || strcasecmp(p->cl->dev[d].name, dev))) d++;
-        if (d == p->cl->n_dev) {
-            rc = ls_err(LS_EFORMAT, "%s: stage %d: no free device named '%s' in cluster %s", path, idx, dev, p->cl->name);
-            goto done;
-        }
-        used[d] = 1;
-        out->dev[idx] = d;
-        out->n_stage++;
-    }
-    rc = ls_plan_evaluate(p, out);
-    if (rc == LS_EINVAL) rc = ls_err_wrap(LS_EFORMAT, "%s", path);
-done:
-    cJSON_Delete(j);
+    ls_plan *file = malloc(sizeof *file);
+    if (!file) return ls_err(LS_ENOMEM, "out of memory");
+    int rc = ls_plan_read(path, 0, file);
+    if (rc == LS_OK) rc = ls_plan_to_result(p, file, path, out);
+    free(file);
     return rc;
 }

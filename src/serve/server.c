@@ -50,11 +50,11 @@ struct ls_server {
     ls_plan plan;
     ls_model_config cfg;
     int ns;
-    pid_t pids[LS_PLAN_MAX_STAGES];
-    int alive[LS_PLAN_MAX_STAGES];
-    char death[LS_PLAN_MAX_STAGES][160];
-    char addr[LS_PLAN_MAX_STAGES + 1][300];
-    char tmpdir[128];
+    pid_t pids[LS_SERVE_MAX_STAGES];
+    int alive[LS_SERVE_MAX_STAGES];
+    char death[LS_SERVE_MAX_STAGES][160];
+    char addr[LS_SERVE_MAX_STAGES + 1][300];
+    char tmpdir[128], plan_path[160]; /* the plan file the workers read */
     void *zctx, *to_first, *from_last;
     pthread_t sched;
     int sched_started, running, stopping;
@@ -68,7 +68,7 @@ struct ls_server {
     uint32_t next_mb;
     /* metrics (under mu) */
     uint64_t m_requests, m_failed, m_rejected, m_tokens, m_prompt_tokens, m_mb_prefill, m_mb_decode;
-    double busy[LS_PLAN_MAX_STAGES], t_start;
+    double busy[LS_SERVE_MAX_STAGES], t_start;
     char degraded[256];
     struct MHD_Daemon *httpd;
     int port;
@@ -143,18 +143,12 @@ static void fail_all(ls_server *s, const char *msg) {
 /* ---------------------------------------------------------------- workers */
 
 static int spawn_worker(ls_server *s, int i) {
-    const ls_plan_stage *st = &s->plan.stages[i];
-    char stage[16], layers[32], group[16], seqs[16], thr[16], bits[1024] = "";
+    char stage[16], seqs[16], thr[16];
     snprintf(stage, sizeof stage, "%d", i);
-    snprintf(layers, sizeof layers, "%d:%d", st->layer_begin, st->layer_end);
-    snprintf(group, sizeof group, "%d", 64);
     snprintf(seqs, sizeof seqs, "%d", s->o.max_seqs);
     snprintf(thr, sizeof thr, "%d", s->o.nthreads);
-    for (int k = 0, o = 0; k < st->layer_end - st->layer_begin; k++)
-        o += snprintf(bits + o, sizeof bits - (size_t)o, "%s%d", k ? "," : "", st->bits[k]);
-    const char *argv[] = {s->self, "serve", "--worker", "--model", s->model, "--stage", stage, "--layers", layers,
-                          "--bits", bits, "--group", group, "--max-seqs", seqs, "--threads", thr,
-                          "--in", s->addr[i], "--out", s->addr[i + 1], NULL};
+    const char *argv[] = {s->self, "serve", "--worker", "--model", s->model, "--plan", s->plan_path, "--stage", stage,
+                          "--max-seqs", seqs, "--threads", thr, "--in", s->addr[i], "--out", s->addr[i + 1], NULL};
     pid_t pid = fork();
     if (pid < 0) return ls_err(LS_EIO, "fork: %s", strerror(errno));
     if (pid == 0) {
@@ -314,7 +308,7 @@ static void handle_result(ls_server *s, const char *data, size_t len) {
     }
     ls_wire_hdr h;
     memcpy(&h, data, sizeof h);
-    for (int i = 0; i < s->ns && i < LS_PLAN_MAX_STAGES; i++)
+    for (int i = 0; i < s->ns && i < LS_SERVE_MAX_STAGES; i++)
         if (h.busy_s[i] > s->busy[i]) s->busy[i] = h.busy_s[i];
     if (h.type == LS_MSG_PING || h.type == LS_MSG_SHUTDOWN) return;
     int k = 0;
@@ -791,7 +785,7 @@ static enum MHD_Result handle_health(ls_server *s, struct MHD_Connection *c) {
         cJSON_AddStringToObject(o, "device", st->device);
         int rg[2] = {st->layer_begin, st->layer_end};
         cJSON_AddItemToObject(o, "layers", cJSON_CreateIntArray(rg, 2));
-        cJSON_AddItemToObject(o, "bits", cJSON_CreateIntArray(st->bits, st->layer_end - st->layer_begin));
+        cJSON_AddItemToObject(o, "bits", cJSON_CreateIntArray(s->plan.bits + st->layer_begin, st->layer_end - st->layer_begin));
         cJSON_AddNumberToObject(o, "pid", (double)s->pids[i]);
         cJSON_AddBoolToObject(o, "alive", s->alive[i]);
         if (!s->alive[i]) {
@@ -811,37 +805,59 @@ static enum MHD_Result handle_health(ls_server *s, struct MHD_Connection *c) {
     return r;
 }
 
+void ls_server_get_stats(ls_server *s, ls_server_stats *out) {
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&s->mu);
+    out->requests = s->m_requests;
+    out->failed = s->m_failed;
+    out->rejected = s->m_rejected;
+    out->tokens = s->m_tokens;
+    out->prompt_tokens = s->m_prompt_tokens;
+    out->mb_prefill = s->m_mb_prefill;
+    out->mb_decode = s->m_mb_decode;
+    out->queue_depth = s->qlen;
+    out->active = s->n_active;
+    out->inflight = s->n_inflight;
+    out->n_stages = s->ns;
+    for (int i = 0; i < s->ns; i++) {
+        out->busy_s[i] = s->busy[i];
+        out->up[i] = s->alive[i];
+    }
+    pthread_mutex_unlock(&s->mu);
+    out->uptime_s = ls_now() - s->t_start;
+}
+
 static enum MHD_Result handle_metrics(ls_server *s, struct MHD_Connection *c) {
     size_t cap = 4096 + (size_t)s->ns * 256;
     char *b = malloc(cap);
     if (!b) return MHD_NO;
     int n = 0;
-    pthread_mutex_lock(&s->mu);
+    ls_server_stats st;
+    ls_server_get_stats(s, &st);
 #define M(...) n += snprintf(b + n, cap - (size_t)n, __VA_ARGS__)
     M("# HELP llmsys_requests_total Completion requests accepted.\n# TYPE llmsys_requests_total counter\n");
-    M("llmsys_requests_total %llu\n", (unsigned long long)s->m_requests);
+    M("llmsys_requests_total %llu\n", (unsigned long long)st.requests);
     M("# HELP llmsys_requests_failed_total Accepted requests that failed (pipeline errors).\n# TYPE llmsys_requests_failed_total counter\n");
-    M("llmsys_requests_failed_total %llu\n", (unsigned long long)s->m_failed);
+    M("llmsys_requests_failed_total %llu\n", (unsigned long long)st.failed);
     M("# HELP llmsys_requests_rejected_total Requests refused with a 4xx/503 before scheduling.\n# TYPE llmsys_requests_rejected_total counter\n");
-    M("llmsys_requests_rejected_total %llu\n", (unsigned long long)s->m_rejected);
+    M("llmsys_requests_rejected_total %llu\n", (unsigned long long)st.rejected);
     M("# HELP llmsys_generated_tokens_total Tokens generated.\n# TYPE llmsys_generated_tokens_total counter\n");
-    M("llmsys_generated_tokens_total %llu\n", (unsigned long long)s->m_tokens);
+    M("llmsys_generated_tokens_total %llu\n", (unsigned long long)st.tokens);
     M("# HELP llmsys_prompt_tokens_total Prompt tokens prefilled.\n# TYPE llmsys_prompt_tokens_total counter\n");
-    M("llmsys_prompt_tokens_total %llu\n", (unsigned long long)s->m_prompt_tokens);
-    M("# HELP llmsys_queue_depth Requests waiting for a KV slot.\n# TYPE llmsys_queue_depth gauge\nllmsys_queue_depth %d\n", s->qlen);
-    M("# HELP llmsys_active_sequences Sequences holding a KV slot.\n# TYPE llmsys_active_sequences gauge\nllmsys_active_sequences %d\n", s->n_active);
-    M("# HELP llmsys_inflight_micro_batches Micro-batches inside the pipeline.\n# TYPE llmsys_inflight_micro_batches gauge\nllmsys_inflight_micro_batches %d\n", s->n_inflight);
+    M("llmsys_prompt_tokens_total %llu\n", (unsigned long long)st.prompt_tokens);
+    M("# HELP llmsys_queue_depth Requests waiting for a KV slot.\n# TYPE llmsys_queue_depth gauge\nllmsys_queue_depth %d\n", st.queue_depth);
+    M("# HELP llmsys_active_sequences Sequences holding a KV slot.\n# TYPE llmsys_active_sequences gauge\nllmsys_active_sequences %d\n", st.active);
+    M("# HELP llmsys_inflight_micro_batches Micro-batches inside the pipeline.\n# TYPE llmsys_inflight_micro_batches gauge\nllmsys_inflight_micro_batches %d\n", st.inflight);
     M("# HELP llmsys_micro_batches_total Micro-batches sent, by phase.\n# TYPE llmsys_micro_batches_total counter\n");
     M("llmsys_micro_batches_total{phase=\"prefill\"} %llu\nllmsys_micro_batches_total{phase=\"decode\"} %llu\n",
-      (unsigned long long)s->m_mb_prefill, (unsigned long long)s->m_mb_decode);
+      (unsigned long long)st.mb_prefill, (unsigned long long)st.mb_decode);
     M("# HELP llmsys_stage_busy_seconds_total Seconds each stage spent computing.\n# TYPE llmsys_stage_busy_seconds_total counter\n");
-    for (int i = 0; i < s->ns; i++) M("llmsys_stage_busy_seconds_total{stage=\"%d\"} %.6f\n", i, s->busy[i]);
+    for (int i = 0; i < st.n_stages; i++) M("llmsys_stage_busy_seconds_total{stage=\"%d\"} %.6f\n", i, st.busy_s[i]);
     M("# HELP llmsys_stage_up Whether each stage process is alive.\n# TYPE llmsys_stage_up gauge\n");
-    for (int i = 0; i < s->ns; i++) M("llmsys_stage_up{stage=\"%d\"} %d\n", i, s->alive[i]);
+    for (int i = 0; i < st.n_stages; i++) M("llmsys_stage_up{stage=\"%d\"} %d\n", i, st.up[i]);
     M("# HELP llmsys_uptime_seconds Seconds since the server started.\n# TYPE llmsys_uptime_seconds gauge\nllmsys_uptime_seconds %.3f\n",
-      ls_now() - s->t_start);
+      st.uptime_s);
 #undef M
-    pthread_mutex_unlock(&s->mu);
     enum MHD_Result r = send_text(c, 200, "text/plain; version=0.0.4", b);
     free(b);
     return r;
@@ -941,9 +957,9 @@ void ls_server_stop(ls_server *s) {
     if (s->tmpdir[0]) {
         for (int i = 0; i <= s->ns; i++)
             if (!strncmp(s->addr[i], "ipc://", 6)) unlink(s->addr[i] + 6);
+        if (s->plan_path[0]) unlink(s->plan_path);
         rmdir(s->tmpdir);
     }
-    ls_plan_free(&s->plan);
     free(s->slots);
     free(s->mbs);
     pthread_mutex_destroy(&s->mu);
@@ -972,19 +988,18 @@ int ls_server_start(ls_server **out, const ls_server_opts *opts) {
     snprintf(s->name, sizeof s->name, "%s", opts->model_name ? opts->model_name : opts->model);
     if ((rc = ls_ckpt_info(s->model, &s->cfg, &bits, NULL))) goto fail;
     if (opts->plan) {
-        const ls_plan *p = opts->plan;
-        if (p->n_layer != s->cfg.n_layer) {
-            rc = ls_err(LS_EINVAL, "plan is for a model with %d layers, but %s has %d", p->n_layer, s->model, s->cfg.n_layer);
+        if (opts->plan->n_layer != s->cfg.n_layer) {
+            rc = ls_err(LS_EINVAL, "plan is for a model with %d layers, but %s has %d", opts->plan->n_layer, s->model,
+                        s->cfg.n_layer);
             goto fail;
         }
-        s->plan = *p;
-        for (int i = 0; i < p->n_stages; i++) {
-            int nl = p->stages[i].layer_end - p->stages[i].layer_begin;
-            s->plan.stages[i].bits = malloc(sizeof(int) * nl);
-            if (!s->plan.stages[i].bits) { s->plan.n_stages = i; rc = ls_err(LS_ENOMEM, "out of memory"); goto fail; }
-            memcpy(s->plan.stages[i].bits, p->stages[i].bits, sizeof(int) * nl);
-        }
+        s->plan = *opts->plan;
+        if ((rc = ls_plan_validate(&s->plan, "plan"))) goto fail;
     } else if ((rc = ls_plan_single(&s->plan, s->cfg.n_layer, bits, s->o.mb_prefill, s->o.mb_decode))) {
+        goto fail;
+    }
+    if (s->plan.n_stages > LS_SERVE_MAX_STAGES) {
+        rc = ls_err(LS_EINVAL, "plan has %d stages; serve runs at most %d", s->plan.n_stages, LS_SERVE_MAX_STAGES);
         goto fail;
     }
     s->ns = s->plan.n_stages;
@@ -996,6 +1011,11 @@ int ls_server_start(ls_server **out, const ls_server_opts *opts) {
     if (!mkdtemp(s->tmpdir)) {
         s->tmpdir[0] = '\0';
         rc = ls_err(LS_EIO, "mkdtemp: %s", strerror(errno));
+        goto fail;
+    }
+    snprintf(s->plan_path, sizeof s->plan_path, "%s/plan.json", s->tmpdir);
+    if ((rc = ls_plan_write(s->plan_path, &s->plan))) {
+        s->plan_path[0] = '\0';
         goto fail;
     }
     for (int i = 0; i < s->ns; i++) {

@@ -26,7 +26,7 @@ typedef struct {
     uint32_t mb_id, nseq, ntok;
     int32_t stage; /* stage that produced the message (-1: front) */
     uint64_t payload_bytes;
-    double busy_s[LS_PLAN_MAX_STAGES]; /* cumulative busy seconds of each stage so far */
+    double busy_s[LS_SERVE_MAX_STAGES]; /* cumulative busy seconds of each stage so far */
     uint64_t checksum;                 /* XXH3 of header (this field 0) + payload */
 } ls_wire_hdr;
 

@@ -27,19 +27,33 @@ static int send_error(void *out, const ls_wire_hdr *in, int stage, const char *t
 }
 
 int ls_serve_worker_run(const ls_worker_opts *o) {
+    ls_plan *plan = malloc(sizeof *plan);
+    if (!plan) return ls_err(LS_ENOMEM, "out of memory");
+    int rc = ls_plan_read(o->plan_path, 0, plan);
+    if (rc == LS_OK && (o->stage < 0 || o->stage >= plan->n_stages || o->stage >= LS_SERVE_MAX_STAGES))
+        rc = ls_err(LS_EINVAL, "%s: no stage %d (the plan has %d)", o->plan_path, o->stage, plan->n_stages);
+    const ls_plan_stage *st = &plan->stages[o->stage < 0 ? 0 : o->stage];
     ls_engine_opts eo = ls_engine_defaults();
-    eo.layer_begin = o->layer_begin;
-    eo.layer_end = o->layer_end;
-    eo.bits = o->bits;
-    eo.group = o->group;
+    eo.layer_begin = st->layer_begin;
+    eo.layer_end = st->layer_end;
+    eo.bits = plan->bits + st->layer_begin;
+    eo.group = plan->group;
     eo.max_seqs = o->max_seqs;
     eo.nthreads = o->nthreads;
-    ls_engine *e;
-    LS_TRY(ls_engine_open(&e, o->model, &eo));
+    ls_engine *e = NULL;
+    if (rc == LS_OK) rc = ls_engine_open(&e, o->model, &eo);
+    if (rc == LS_OK && ls_engine_config(e)->n_layer != plan->n_layer)
+        rc = ls_err(LS_EINVAL, "%s: plan is for a model with %d layers, but %s has %d", o->plan_path, plan->n_layer,
+                    o->model, ls_engine_config(e)->n_layer);
+    int first = st->layer_begin == 0, last = st->layer_end == plan->n_layer;
+    free(plan);
+    if (rc != LS_OK) {
+        ls_engine_free(e);
+        return rc;
+    }
     const ls_model_config *cfg = ls_engine_config(e);
-    int last = o->layer_end == cfg->n_layer || o->layer_end <= 0;
     void *ctx = zmq_ctx_new(), *in = ctx ? zmq_socket(ctx, ZMQ_PULL) : NULL, *out = ctx ? zmq_socket(ctx, ZMQ_PUSH) : NULL;
-    int rc = LS_OK, zero = 0;
+    int zero = 0;
     char what[64];
     snprintf(what, sizeof what, "stage %d", o->stage);
     if (!in || !out) { rc = ls_err(LS_ENET, "%s: zmq: %s", what, zmq_strerror(zmq_errno())); goto done; }
@@ -97,7 +111,7 @@ int ls_serve_worker_run(const ls_worker_opts *o) {
             if (copy) {
                 memcpy(copy, data, len);
                 ls_wire_hdr *ch = (ls_wire_hdr *)copy;
-                if (o->stage < LS_PLAN_MAX_STAGES) ch->busy_s[o->stage] = busy;
+                if (o->stage < LS_SERVE_MAX_STAGES) ch->busy_s[o->stage] = busy;
                 ls_wire_seal(copy, len);
                 zmq_send(out, copy, len, 0);
                 free(copy);
@@ -115,7 +129,7 @@ int ls_serve_worker_run(const ls_worker_opts *o) {
         size_t ntok = 0;
         int bad = nseq < 1 || seq_bytes > h.payload_bytes;
         for (int i = 0; !bad && i < nseq; i++) ntok += (size_t)(seqs[i].n > 0 ? seqs[i].n : 0);
-        size_t want = o->layer_begin == 0 ? ntok * sizeof(int32_t) : ntok * cfg->d_model * sizeof(float);
+        size_t want = first ? ntok * sizeof(int32_t) : ntok * cfg->d_model * sizeof(float);
         if (bad || ntok != h.ntok || h.payload_bytes != seq_bytes + want) {
             send_error(out, &h, o->stage, "malformed micro-batch (sequence table and payload disagree)");
             zmq_msg_close(&msg);
@@ -127,8 +141,8 @@ int ls_serve_worker_run(const ls_worker_opts *o) {
             outbuf = malloc(nout * sizeof(float));
             outcap = outbuf ? nout : 0;
         }
-        int frc = outbuf ? ls_engine_forward(e, seqs, nseq, o->layer_begin == 0 ? (const int *)body : NULL,
-                                             o->layer_begin == 0 ? NULL : (const float *)body, outbuf, 0)
+        int frc = outbuf ? ls_engine_forward(e, seqs, nseq, first ? (const int *)body : NULL,
+                                             first ? NULL : (const float *)body, outbuf, 0)
                          : ls_err(LS_ENOMEM, "out of memory");
         busy += ls_now() - t0;
         if (frc != LS_OK) {
@@ -149,7 +163,7 @@ int ls_serve_worker_run(const ls_worker_opts *o) {
         oh.type = last ? LS_MSG_RESULT : LS_MSG_FORWARD;
         oh.stage = o->stage;
         oh.payload_bytes = seq_bytes + nout * sizeof(float);
-        if (o->stage < LS_PLAN_MAX_STAGES) oh.busy_s[o->stage] = busy;
+        if (o->stage < LS_SERVE_MAX_STAGES) oh.busy_s[o->stage] = busy;
         memcpy(buf, &oh, sizeof oh);
         memcpy(buf + sizeof oh, seqs, seq_bytes);
         memcpy(buf + sizeof oh + seq_bytes, outbuf, nout * sizeof(float));

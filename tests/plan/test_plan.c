@@ -1,6 +1,6 @@
 /* test_plan.c - the serving planner: cost and memory terms against hand-computed values,
  * plan validity for every algorithm, ILP and splitquant against brute force, indicators,
- * profiles, plan files and bad input. */
+ * profiles and bad input (plan files: test_plan_file.c). */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -371,37 +371,6 @@ static void test_profile_fit(void) {
     CHECK_NEAR(p.link_Bps, 1e9, 0);
 }
 
-static void test_plan_file_roundtrip(void) {
-    ls_plan_cluster *cl;
-    ls_plan_arch a;
-    CHECK(ls_plan_cluster_load(cat, "llmpq-2", &cl) == LS_OK);
-    CHECK(ls_plan_catalog_model(cat, "opt-30b", &a) == LS_OK);
-    ls_plan_problem *pb = malloc(sizeof *pb);
-    ls_plan_result *pl = malloc(sizeof *pl), *back = malloc(sizeof *back);
-    CHECK(ls_plan_problem_init(pb, &a, cl, (ls_plan_workload){32, 512, 100}) == LS_OK);
-    CHECK(ls_plan_solve(pb, LS_PLAN_ALGO_SPLITQUANT, pl) == LS_OK);
-    char path[512], vl[512];
-    tmp_path(path, sizeof path, "plan.json");
-    tmp_path(vl, sizeof vl, "vllm.sh");
-    CHECK(ls_plan_result_write(pb, pl, path) == LS_OK);
-    CHECK_MSG(ls_plan_result_read(path, pb, back) == LS_OK, "%s", ls_errmsg());
-    CHECK_EQ_INT(back->n_stage, pl->n_stage);
-    for (int i = 0; i < 48; i++) CHECK_EQ_INT(back->bits[i], pl->bits[i]);
-    CHECK_NEAR(back->objective, pl->objective, 1e-12 * pl->objective);
-    CHECK(ls_plan_export_vllm(pb, pl, vl) == LS_OK);
-    char *txt;
-    size_t n;
-    CHECK(ls_file_read(vl, &txt, &n) == LS_OK);
-    char want[128];
-    snprintf(want, sizeof want, "--pipeline-parallel-size %d", pl->n_stage);
-    CHECK(strstr(txt, want) != NULL && strstr(txt, "VLLM_PP_LAYER_PARTITION=") != NULL);
-    free(txt);
-    free(pb);
-    free(pl);
-    free(back);
-    ls_plan_cluster_free(cl);
-}
-
 /* ---------------------------------------------------------------- bad input */
 
 static void test_bad_input(void) {
@@ -625,7 +594,6 @@ int main(void) {
     RUN(test_agree_brute_force);
     RUN(test_indicators);
     RUN(test_profile_fit);
-    RUN(test_plan_file_roundtrip);
     RUN(test_bad_input);
     RUN(test_sim_one_stage);
     RUN(test_sim_scheduler);

@@ -1,0 +1,181 @@
+/* test_plan_file.c - the plan file (docs/plan-format.md): parsing, every refusal, the
+ * writer, and the planner's files read back by the same codec that serve uses. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "llmsys/plan.h"
+#include "test.h"
+
+#define HDR "{\"format\":\"llmsys-plan\",\"version\":1,\"model\":{\"name\":\"m\",\"n_layer\":4},"
+
+static char tmpdir[256];
+
+static int parse(const char *s, int n_layer, ls_plan *p) { return ls_plan_parse(s, strlen(s), "plan.json", n_layer, p); }
+
+static void expect_fail(const char *s, int n_layer, const char *needle) {
+    ls_plan p;
+    int rc = parse(s, n_layer, &p);
+    CHECK_MSG(rc < 0, "accepted: %s", s);
+    CHECK_MSG(strstr(ls_errmsg(), needle) != NULL, "message '%s' lacks '%s'", ls_errmsg(), needle);
+}
+
+static void test_good(void) {
+    ls_plan p, q;
+    const char *s = HDR "\"stages\":[{\"device\":\"T4\",\"layers\":[0,1],\"bits\":[4],\"address\":\"tcp://h:5\",\"x\":1},"
+                        "{\"device\":\"V100\",\"layers\":[1,4],\"bits\":[16,8,3]}],"
+                        "\"micro_batch\":{\"prefill\":2,\"decode\":8},\"predicted\":{\"throughput_tok_s\":1.5}}";
+    CHECK(parse(s, 4, &p) == LS_OK);
+    CHECK_EQ_INT(p.n_layer, 4);
+    CHECK_EQ_INT(p.n_stages, 2);
+    CHECK_EQ_INT(p.stages[1].layer_begin, 1);
+    CHECK_EQ_INT(p.stages[1].layer_end, 4);
+    const int want[4] = {4, 16, 8, 3};
+    for (int l = 0; l < 4; l++) CHECK_EQ_INT(p.bits[l], want[l]);
+    CHECK_EQ_INT(p.mb_prefill, 2);
+    CHECK_EQ_INT(p.mb_decode, 8);
+    CHECK_EQ_INT(p.group, 0);
+    CHECK(!strcmp(p.model_name, "m"));
+    CHECK(!strcmp(p.stages[0].address, "tcp://h:5"));
+    CHECK(!strcmp(p.stages[1].address, ""));
+    CHECK(!strcmp(p.stages[1].device, "V100"));
+    /* round trip through the writer, with a group */
+    char path[300];
+    snprintf(path, sizeof path, "%s/plan.json", tmpdir);
+    p.group = 128;
+    CHECK(ls_plan_write(path, &p) == LS_OK);
+    CHECK(ls_plan_read(path, 4, &q) == LS_OK);
+    CHECK(!memcmp(&p, &q, sizeof p)); /* both zeroed beyond what the file holds */
+    /* defaults: micro-batches 1 and 8, no group; 32 bits = fp32 as it is */
+    CHECK(parse(HDR "\"stages\":[{\"layers\":[0,4],\"bits\":[32,32,4,32]}]}", 0, &p) == LS_OK);
+    CHECK_EQ_INT(p.mb_prefill, 1);
+    CHECK_EQ_INT(p.mb_decode, 8);
+    CHECK_EQ_INT(p.bits[0], 32);
+    /* one-stage plans */
+    int b[3] = {8, 4, 32};
+    CHECK(ls_plan_single(&p, 3, b, 2, 5) == LS_OK);
+    CHECK_EQ_INT(p.n_stages, 1);
+    CHECK_EQ_INT(p.stages[0].layer_end, 3);
+    CHECK_EQ_INT(p.bits[2], 32);
+    b[1] = 7;
+    CHECK(ls_plan_single(&p, 3, b, 2, 5) == LS_EINVAL);
+}
+
+static void test_bad(void) {
+    expect_fail(HDR "\"stages\":[{\"layers\":[0,3],\"bits\":[4,4,4]},{\"layers\":[2,4],\"bits\":[4,4]}]}", 4, "overlap");
+    expect_fail(HDR "\"stages\":[{\"layers\":[0,1],\"bits\":[4]},{\"layers\":[2,4],\"bits\":[4,4]}]}", 4, "gap");
+    expect_fail(HDR "\"stages\":[{\"layers\":[0,2],\"bits\":[4,4]}]}", 4, "gap: layers [2, 4)");
+    expect_fail(HDR "\"stages\":[{\"layers\":[0,5],\"bits\":[4,4,4,4,4]}]}", 4, "exceed");
+    expect_fail(HDR "\"stages\":[{\"layers\":[0,4],\"bits\":[4,4,5,4]}]}", 4, "unsupported bit width 5");
+    expect_fail(HDR "\"stages\":[{\"layers\":[0,4],\"bits\":[4,\"4\",4,4]}]}", 4, "(not a number)");
+    expect_fail(HDR "\"stages\":[{\"layers\":[0,4],\"bits\":[4,4,4]}]}", 4, "one width per layer");
+    expect_fail(HDR "\"stages\":[{\"layers\":[0,4],\"bits\":[4,4,4,4]}]}", 6, "checkpoint has 6");
+    expect_fail(HDR "\"stages\":[{\"layers\":[2,2],\"bits\":[]}]}", 4, "empty");
+    expect_fail(HDR "\"stages\":[{\"layers\":[0.5,4],\"bits\":[4,4,4,4]}]}", 4, "integers");
+    expect_fail(HDR "\"stages\":[]}", 4, "stages");
+    expect_fail(HDR "\"stages\":[{\"layers\":[0,4],\"bits\":[4,4,4,4]}],\"micro_batch\":{\"decode\":0}}", 4, "micro-batch");
+    expect_fail(HDR "\"stages\":[{\"layers\":[0,4],\"bits\":[4,4,4,4]}],\"micro_batch\":3}", 4, "micro_batch");
+    expect_fail(HDR "\"stages\":[{\"layers\":[0,4],\"bits\":[4,4,4,4]}],\"group\":48}", 4, "group 48");
+    expect_fail("{\"format\":\"llmsys-plan\",\"version\":1,\"model\":{\"n_layer\":0},\"stages\":[]}", 4, "n_layer");
+    expect_fail("{\"format\":\"llmsys-profile\",\"version\":1}", 4, "not a plan");
+    expect_fail("{\"format\":\"llmsys-plan\",\"version\":2}", 4, "version 2");
+    expect_fail("{\"format\": ", 4, "plan.json");
+    expect_fail("[1, 2]", 4, "JSON object");
+    /* the validator on plans built in memory */
+    ls_plan p;
+    int b[4] = {4, 4, 4, 4};
+    CHECK(ls_plan_single(&p, 4, b, 1, 1) == LS_OK);
+    p.n_stages = 2;
+    p.stages[0].layer_end = 2;
+    p.stages[1].layer_begin = 1;
+    p.stages[1].layer_end = 4;
+    CHECK(ls_plan_validate(&p, "mem") == LS_EINVAL && strstr(ls_errmsg(), "mem: stage 1") && strstr(ls_errmsg(), "overlap"));
+    p.stages[1].layer_begin = 2;
+    CHECK(ls_plan_validate(&p, "mem") == LS_OK);
+    p.n_stages = 0;
+    CHECK(ls_plan_validate(&p, "mem") == LS_EINVAL);
+    char path[300];
+    snprintf(path, sizeof path, "%s/never.json", tmpdir);
+    CHECK(ls_plan_write(path, &p) == LS_EINVAL && access(path, F_OK) != 0); /* nothing written */
+}
+
+/* The planner's plan file is read back by the codec serve uses: the same stages, devices and
+ * bits, and the planner's own reader rebuilds the same plan and prediction. */
+static void test_planner_files(void) {
+    ls_plan_catalog *cat;
+    ls_plan_cluster *cl;
+    ls_plan_arch a;
+    CHECK(ls_plan_catalog_load(NULL, &cat) == LS_OK);
+    CHECK(ls_plan_cluster_load(cat, "llmpq-2", &cl) == LS_OK);
+    CHECK(ls_plan_catalog_model(cat, "opt-30b", &a) == LS_OK);
+    ls_plan_problem *pb = malloc(sizeof *pb);
+    ls_plan_result *pl = malloc(sizeof *pl), *back = malloc(sizeof *back);
+    ls_plan *file = malloc(sizeof *file);
+    CHECK(ls_plan_problem_init(pb, &a, cl, (ls_plan_workload){32, 512, 100}) == LS_OK);
+    CHECK(ls_plan_solve(pb, LS_PLAN_ALGO_SPLITQUANT, pl) == LS_OK);
+    char path[300], vl[300];
+    snprintf(path, sizeof path, "%s/planner.json", tmpdir);
+    snprintf(vl, sizeof vl, "%s/vllm.sh", tmpdir);
+    CHECK(ls_plan_result_write(pb, pl, path) == LS_OK);
+    CHECK_MSG(ls_plan_read(path, 48, file) == LS_OK, "%s", ls_errmsg());
+    CHECK_EQ_INT(file->n_stages, pl->n_stage);
+    CHECK(!strcmp(file->model_name, "opt-30b"));
+    for (int s = 0; s < pl->n_stage; s++) {
+        CHECK_EQ_INT(file->stages[s].layer_begin, pl->begin[s]);
+        CHECK_EQ_INT(file->stages[s].layer_end, pl->begin[s + 1]);
+        CHECK(!strcmp(file->stages[s].device, cl->dev[pl->dev[s]].name));
+    }
+    for (int i = 0; i < 48; i++) CHECK_EQ_INT(file->bits[i], pl->bits[i]);
+    CHECK_EQ_INT(file->mb_prefill, pl->mb_prefill);
+    CHECK_EQ_INT(file->mb_decode, pl->mb_decode);
+    CHECK_MSG(ls_plan_result_read(path, pb, back) == LS_OK, "%s", ls_errmsg());
+    CHECK_EQ_INT(back->n_stage, pl->n_stage);
+    for (int i = 0; i < 48; i++) CHECK_EQ_INT(back->bits[i], pl->bits[i]);
+    for (int s = 0; s < pl->n_stage; s++) CHECK_EQ_INT(back->dev[s], pl->dev[s]);
+    CHECK_NEAR(back->objective, pl->objective, 1e-12 * pl->objective);
+    /* the file holds the prediction the planner printed */
+    cJSON *j;
+    CHECK(ls_json_read_file(path, &j) == LS_OK);
+    const cJSON *pr = cJSON_GetObjectItemCaseSensitive(j, "predicted");
+    CHECK(pr && fabs(cJSON_GetObjectItemCaseSensitive(pr, "throughput_tok_s")->valuedouble - pl->throughput_tok_s) <=
+                    1e-9 * pl->throughput_tok_s);
+    CHECK(!cJSON_GetObjectItemCaseSensitive(j, "group")); /* the planner leaves the group to the checkpoint */
+    cJSON_Delete(j);
+    /* a plan for another model or cluster is refused by name */
+    ls_plan_arch small = a;
+    small.n_layer = 40;
+    ls_plan_problem *pb2 = malloc(sizeof *pb2);
+    CHECK(ls_plan_problem_init(pb2, &small, cl, (ls_plan_workload){32, 512, 100}) == LS_OK);
+    CHECK(ls_plan_result_read(path, pb2, back) == LS_EFORMAT && strstr(ls_errmsg(), "48 layers"));
+    snprintf(file->stages[0].device, sizeof file->stages[0].device, "H100-80G");
+    CHECK(ls_plan_to_result(pb, file, "x", back) == LS_EFORMAT && strstr(ls_errmsg(), "H100-80G"));
+    CHECK(ls_plan_export_vllm(pb, pl, vl) == LS_OK);
+    char *txt;
+    size_t n;
+    CHECK(ls_file_read(vl, &txt, &n) == LS_OK);
+    char want[128];
+    snprintf(want, sizeof want, "--pipeline-parallel-size %d", pl->n_stage);
+    CHECK(strstr(txt, want) != NULL && strstr(txt, "VLLM_PP_LAYER_PARTITION=") != NULL);
+    free(txt);
+    free(pb2);
+    free(file);
+    free(pb);
+    free(pl);
+    free(back);
+    ls_plan_cluster_free(cl);
+    ls_plan_catalog_free(cat);
+}
+
+int main(void) {
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/llmsys-plan-file-test-%d", (int)getpid());
+    LS_ASSERT(ls_mkdirs(tmpdir) == LS_OK);
+    RUN(test_good);
+    RUN(test_bad);
+    RUN(test_planner_files);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    return TEST_RESULT();
+}
