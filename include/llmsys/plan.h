@@ -50,6 +50,8 @@ enum {
 extern const int ls_plan_bits[LS_PLAN_NBITS];
 /* Index of a bit width in ls_plan_bits, -1 when not allowed. */
 int ls_plan_bits_index(int bits);
+/* Bit mask (bit k = ls_plan_bits[k]) of a list like "4,8,16"; LS_EINVAL names a bad entry. */
+int ls_plan_bits_mask_parse(const char *list, int *mask);
 
 /* ---------------------------------------------------------------- catalogs */
 
@@ -196,6 +198,10 @@ int ls_plan_quality_measured(const char *path, const ls_plan_arch *a, double *om
 /* User file {"format":"llmsys-indicator","version":1,"omega":[[w3,w4,w8,w16],...]}. */
 int ls_plan_quality_from_file(const char *path, const ls_plan_arch *a, double *omega);
 int ls_plan_quality_write(const char *path, const ls_plan_arch *a, const double *omega);
+/* The indicator `llmsys plan serve --indicator how` uses for model (a catalog name or a
+ * checkpoint path): "default" (or NULL) = variance for a checkpoint, else the default
+ * profile; "variance" / "measured" (checkpoints only); anything else an indicator file. */
+int ls_plan_quality_load(const char *how, const char *model, const ls_plan_arch *a, double *omega);
 
 /* ---------------------------------------------------------------- problem and plan */
 

@@ -27,21 +27,6 @@ static int is_input_error(int rc) {
     return rc == LS_EINVAL || rc == LS_ENOTFOUND || rc == LS_EFORMAT || rc == LS_ERANGE || rc == LS_ECHECKSUM;
 }
 
-/* Loads the indicator chosen by --indicator into pb->omega. */
-static int load_indicator(ls_plan_problem *pb, const char *how, const char *model_arg) {
-    if (!how || !strcmp(how, "default")) {
-        if (ls_is_file(model_arg)) return ls_plan_quality_from_checkpoint(model_arg, pb->arch, pb->omega);
-        return ls_plan_quality_default(pb->arch, pb->omega);
-    }
-    if (!strcmp(how, "variance") || !strcmp(how, "measured")) {
-        if (!ls_is_file(model_arg))
-            return ls_err(LS_EINVAL, "--indicator %s needs --model to be an llmsys checkpoint path", how);
-        return !strcmp(how, "variance") ? ls_plan_quality_from_checkpoint(model_arg, pb->arch, pb->omega)
-                                        : ls_plan_quality_measured(model_arg, pb->arch, pb->omega);
-    }
-    return ls_plan_quality_from_file(how, pb->arch, pb->omega);
-}
-
 static void print_plan(const ls_plan_problem *pb, const ls_plan_result *pl) {
     printf("plan (%s) for %s on %s, batch %d, prompt %d, gen %d:\n", ls_plan_algo_name(pl->algo), pb->arch->name,
            pb->cl->name, pb->wl.batch, pb->wl.prompt, pb->wl.gen);
@@ -151,27 +136,16 @@ static int plan_serve(int argc, char **argv) {
         goto done;
     }
     if ((rc = ls_plan_problem_init(pb, &arch, cl, wl)) || (rc = ls_plan_problem_validate(pb)) ||
-        (rc = load_indicator(pb, indicator, model))) {
+        (rc = ls_plan_quality_load(indicator, model, pb->arch, pb->omega))) {
         ret = is_input_error(rc) ? fail_input() : ls_cli_fail();
         free(pb);
         goto done;
     }
-    if (bits) {
-        pb->bits_mask = 0;
-        char tmp[64];
-        snprintf(tmp, sizeof tmp, "%s", bits);
-        for (char *t = strtok(tmp, ","); t; t = strtok(NULL, ",")) {
-            char *end;
-            long b = strtol(t, &end, 10);
-            int k = *end ? -1 : ls_plan_bits_index((int)b);
-            if (k < 0) {
-                fprintf(stderr, "llmsys plan serve: --bits: '%s' is not one of 3, 4, 8, 16\n", t);
-                free(pb);
-                ret = 2;
-                goto done;
-            }
-            pb->bits_mask |= 1 << k;
-        }
+    if (bits && ls_plan_bits_mask_parse(bits, &pb->bits_mask)) {
+        fprintf(stderr, "llmsys plan serve: --bits: %s\n", ls_errmsg());
+        free(pb);
+        ret = 2;
+        goto done;
     }
     pb->time_limit_s = tlimit;
     pb->replay_select = strcmp(select, "replay") ? 0 : 16;

@@ -17,6 +17,21 @@ int ls_plan_bits_index(int bits) {
     return -1;
 }
 
+int ls_plan_bits_mask_parse(const char *list, int *mask) {
+    char tmp[64];
+    int m = 0;
+    snprintf(tmp, sizeof tmp, "%s", list);
+    for (char *save = NULL, *t = strtok_r(tmp, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        char *end;
+        long b = strtol(t, &end, 10);
+        int k = *end ? -1 : ls_plan_bits_index((int)b);
+        if (k < 0) return ls_err(LS_EINVAL, "'%s' is not one of 3, 4, 8, 16", t);
+        m |= 1 << k;
+    }
+    *mask = m;
+    return LS_OK;
+}
+
 /* Modelling constants (docs/plan.md, "Cost model"). */
 #define EFF_COMPUTE 0.55  /* achieved fraction of peak tensor throughput in large GEMMs */
 #define EFF_BW 0.80       /* achieved fraction of peak memory bandwidth in streaming reads */

@@ -236,3 +236,15 @@ int ls_plan_quality_write(const char *path, const ls_plan_arch *a, const double 
     cJSON_Delete(j);
     return rc;
 }
+
+int ls_plan_quality_load(const char *how, const char *model, const ls_plan_arch *a, double *omega) {
+    if (!how || !strcmp(how, "default"))
+        return ls_is_file(model) ? ls_plan_quality_from_checkpoint(model, a, omega) : ls_plan_quality_default(a, omega);
+    if (!strcmp(how, "variance") || !strcmp(how, "measured")) {
+        if (!ls_is_file(model))
+            return ls_err(LS_EINVAL, "--indicator %s needs --model to be an llmsys checkpoint path", how);
+        return !strcmp(how, "variance") ? ls_plan_quality_from_checkpoint(model, a, omega)
+                                        : ls_plan_quality_measured(model, a, omega);
+    }
+    return ls_plan_quality_from_file(how, a, omega);
+}
