@@ -32,7 +32,7 @@ int ls_serve_worker_run(const ls_worker_opts *o) {
     int rc = ls_plan_read(o->plan_path, 0, plan);
     if (rc == LS_OK && (o->stage < 0 || o->stage >= plan->n_stages || o->stage >= LS_SERVE_MAX_STAGES))
         rc = ls_err(LS_EINVAL, "%s: no stage %d (the plan has %d)", o->plan_path, o->stage, plan->n_stages);
-    const ls_plan_stage *st = &plan->stages[o->stage < 0 ? 0 : o->stage];
+    const ls_plan_stage *st = &plan->stages[rc == LS_OK ? o->stage : 0];
     ls_engine_opts eo = ls_engine_defaults();
     eo.layer_begin = st->layer_begin;
     eo.layer_end = st->layer_end;
