@@ -319,8 +319,8 @@ typedef struct {
     char model_name[256]; /* catalog name or checkpoint path; informational */
     int n_layer, n_stages;
     ls_plan_stage stages[LS_PLAN_MAX_DEV]; /* pipeline order */
-    int bits[LS_PLAN_MAX_LAYER]; /* per model layer: 3, 4, 8, 16, or 32 (fp32 weights as they are) */
-    int mb_prefill, mb_decode;   /* sequences per prefill / decode micro-batch */
+    int bits[LS_PLAN_MAX_LAYER];           /* per model layer: 3, 4, 8, 16, or 32 (fp32 weights as they are) */
+    int mb_prefill, mb_decode;             /* sequences per prefill / decode micro-batch */
     int group; /* group size of layers quantized on load; 0: the checkpoint's own, else the engine's default */
 } ls_plan;
 

@@ -114,8 +114,9 @@ typedef struct {
 } ls_worker_opts;
 
 /* Runs one stage of a plan until a shutdown message arrives (what `llmsys serve --worker
- * --plan FILE --stage I` does; the front writes the file). Returns an error only for setup failures (load, bind); bad messages are reported
- * downstream as error messages and the loop goes on. */
+ * --plan FILE --stage I` does; the front writes the file). Returns an error only for setup
+ * failures (plan, load, bind); bad messages are reported downstream as error messages and
+ * the loop goes on. */
 int ls_serve_worker_run(const ls_worker_opts *o);
 
 /* Reads a checkpoint's config and per-layer bits (32 for an fp32 checkpoint) without
@@ -153,13 +154,13 @@ void ls_server_stop(ls_server *s);
 
 /* The counters and gauges /metrics reports, read in memory. */
 typedef struct {
-    uint64_t requests, failed, rejected;     /* completions accepted, failed, refused before scheduling */
-    uint64_t tokens, prompt_tokens;          /* generated, prefilled */
-    uint64_t mb_prefill, mb_decode;          /* micro-batches sent, by phase */
-    int queue_depth, active, inflight;       /* waiting requests, sequences in a slot, micro-batches in the pipe */
+    uint64_t requests, failed, rejected; /* completions accepted, failed, refused before scheduling */
+    uint64_t tokens, prompt_tokens;      /* generated, prefilled */
+    uint64_t mb_prefill, mb_decode;      /* micro-batches sent, by phase */
+    int queue_depth, active, inflight;   /* waiting requests, sequences in a slot, micro-batches in the pipe */
     int n_stages;
-    double busy_s[LS_SERVE_MAX_STAGES];      /* seconds each stage spent computing */
-    int up[LS_SERVE_MAX_STAGES];             /* stage process alive */
+    double busy_s[LS_SERVE_MAX_STAGES]; /* seconds each stage spent computing */
+    int up[LS_SERVE_MAX_STAGES];        /* stage process alive */
     double uptime_s;
 } ls_server_stats;
 
@@ -189,10 +190,10 @@ typedef struct {
     int runs;            /* timed batches per plan after one warm-up, 1..LS_VALIDATE_MAX_RUNS */
     int reps;            /* profile repetitions per point */
     ls_plan_workload wl;
-    double mem_gb;       /* memory each stage offers the planner */
+    double mem_gb; /* memory each stage offers the planner */
     ls_plan_qtarget quality;
     int algos[LS_PLAN_ALGO_COUNT], n_algos; /* planners whose plans are served */
-    int replay_select;   /* splitquant: re-rank top plans by the replay (ls_plan_problem.replay_select) */
+    int replay_select; /* splitquant: re-rank top plans by the replay (ls_plan_problem.replay_select) */
 } ls_validate_opts;
 
 /* One timed batch of one plan. */
@@ -204,28 +205,28 @@ typedef struct {
 } ls_validate_run;
 
 typedef struct {
-    ls_plan_result plan;       /* the planner's plan and its prediction */
-    char path[1300];           /* its plan file */
-    ls_plan_sim_result replay; /* the replay of serve's schedule on this host */
-    int pred_mb_prefill, pred_mb_decode;   /* micro-batches the closed form counts */
+    ls_plan_result plan;                     /* the planner's plan and its prediction */
+    char path[1300];                         /* its plan file */
+    ls_plan_sim_result replay;               /* the replay of serve's schedule on this host */
+    int pred_mb_prefill, pred_mb_decode;     /* micro-batches the closed form counts */
     double pred_busy_s[LS_SERVE_MAX_STAGES]; /* compute seconds per stage the closed form counts */
     /* after _measure */
     ls_validate_run run[LS_VALIDATE_MAX_RUNS];
-    double tok_s, min_tok_s, max_tok_s;    /* median, min, max over the runs */
-    double error, replay_error;            /* (measured - predicted) / predicted */
-    double busy_s[LS_SERVE_MAX_STAGES];    /* mean measured busy seconds per stage */
-    double batch_s, overlap;               /* mean batch seconds; summed busy over wall time */
-    double ratio, ratio_min, ratio_max;    /* first plan's tok/s over this one's, per round (median, range) */
-    double pred_ratio, replay_ratio;       /* the same ratio predicted and replayed */
+    double tok_s, min_tok_s, max_tok_s; /* median, min, max over the runs */
+    double error, replay_error;         /* (measured - predicted) / predicted */
+    double busy_s[LS_SERVE_MAX_STAGES]; /* mean measured busy seconds per stage */
+    double batch_s, overlap;            /* mean batch seconds; summed busy over wall time */
+    double ratio, ratio_min, ratio_max; /* first plan's tok/s over this one's, per round (median, range) */
+    double pred_ratio, replay_ratio;    /* the same ratio predicted and replayed */
 } ls_validate_plan;
 
 typedef struct {
     char dir[1024], ckpt[1200], profile[1200], cluster[1200];
-    ls_model_config cfg;    /* of the checkpoint */
-    double profile_s;       /* seconds the profile took (0: reused) */
-    double host_capacity;   /* ls_host_capacity (NAN: failed) */
-    double hop_s;           /* ls_host_hop_latency (NAN: failed) */
-    double link_lat_s;      /* the profile's link latency */
+    ls_model_config cfg;  /* of the checkpoint */
+    double profile_s;     /* seconds the profile took (0: reused) */
+    double host_capacity; /* ls_host_capacity (NAN: failed) */
+    double hop_s;         /* ls_host_hop_latency (NAN: failed) */
+    double link_lat_s;    /* the profile's link latency */
     int n_plans;
     ls_validate_plan *plans; /* n_plans, in the order of opts.algos */
 } ls_validate_result;

@@ -279,7 +279,8 @@ static void validate_print(const ls_validate_result *r, const ls_validate_opts *
                "per stage (measured, planner, replay):",
                "", p->run[0].mb_prefill, p->pred_mb_prefill, p->replay.mb_prefill, p->run[0].mb_decode,
                p->pred_mb_decode, p->replay.mb_decode);
-        for (int s = 0; s < x->n_stage; s++) printf(" %.3f/%.3f/%.3f", p->busy_s[s], p->pred_busy_s[s], p->replay.busy_s[s]);
+        for (int s = 0; s < x->n_stage; s++)
+            printf(" %.3f/%.3f/%.3f", p->busy_s[s], p->pred_busy_s[s], p->replay.busy_s[s]);
         printf("; batch %.3f s (planner %.3f, replay %.3f); stage overlap %.2f\n", p->batch_s, x->total_s,
                p->replay.seconds, p->overlap);
     }
@@ -357,8 +358,8 @@ static int plan_validate(int argc, char **argv) {
     for (char *t = strtok(tmp, ","); t; t = strtok(NULL, ",")) {
         int a = ls_plan_algo_parse(t);
         if (a < 0 || a == LS_PLAN_ALGO_BRUTE || o.n_algos == LS_PLAN_ALGO_COUNT) {
-            fprintf(stderr, "llmsys plan validate: --algos: '%s' is not splitquant, ilp, uniform, pipeedge or adabits\n",
-                    t);
+            fprintf(stderr,
+                    "llmsys plan validate: --algos: '%s' is not splitquant, ilp, uniform, pipeedge or adabits\n", t);
             return 2;
         }
         o.algos[o.n_algos++] = a;

@@ -785,7 +785,8 @@ static enum MHD_Result handle_health(ls_server *s, struct MHD_Connection *c) {
         cJSON_AddStringToObject(o, "device", st->device);
         int rg[2] = {st->layer_begin, st->layer_end};
         cJSON_AddItemToObject(o, "layers", cJSON_CreateIntArray(rg, 2));
-        cJSON_AddItemToObject(o, "bits", cJSON_CreateIntArray(s->plan.bits + st->layer_begin, st->layer_end - st->layer_begin));
+        const int *bits = s->plan.bits + st->layer_begin;
+        cJSON_AddItemToObject(o, "bits", cJSON_CreateIntArray(bits, st->layer_end - st->layer_begin));
         cJSON_AddNumberToObject(o, "pid", (double)s->pids[i]);
         cJSON_AddBoolToObject(o, "alive", s->alive[i]);
         if (!s->alive[i]) {

@@ -65,7 +65,8 @@ int ls_validate_open(ls_validate **out, const ls_validate_opts *o) {
     const ls_plan_workload *wl = &o->wl;
     if (o->stages < 1 || o->stages > LS_SERVE_MAX_STAGES || wl->batch < 1 || wl->batch > 256 || wl->prompt < 2 ||
         wl->gen < 1 || o->threads < 1 || o->threads > 64 || o->runs < 1 || o->runs > LS_VALIDATE_MAX_RUNS ||
-        o->reps < 1 || o->reps > 100 || !(o->mem_gb > 0) || o->n_algos < 1 || o->n_algos > LS_PLAN_ALGO_COUNT || !o->self)
+        o->reps < 1 || o->reps > 100 || !(o->mem_gb > 0) || o->n_algos < 1 || o->n_algos > LS_PLAN_ALGO_COUNT ||
+        !o->self)
         return ls_err(LS_EINVAL, "validate: options out of range");
     ls_validate *v = calloc(1, sizeof *v);
     if (!v) return ls_err(LS_ENOMEM, "out of memory");
@@ -78,8 +79,10 @@ int ls_validate_open(ls_validate **out, const ls_validate_opts *o) {
         rc = ls_mkdirs(r->dir);
     } else {
         snprintf(r->dir, sizeof r->dir, "/tmp/llmsys-validate-XXXXXX");
-        if (!mkdtemp(r->dir)) rc = ls_err(LS_EIO, "mkdtemp %s failed", r->dir);
-        else v->own_dir = 1;
+        if (!mkdtemp(r->dir))
+            rc = ls_err(LS_EIO, "mkdtemp %s failed", r->dir);
+        else
+            v->own_dir = 1;
     }
     if (rc) {
         free(v);
@@ -166,23 +169,26 @@ int ls_validate_cluster(ls_validate *v) {
     int rc = ls_json_write_file(r->cluster, j);
     cJSON_Delete(j);
     LS_TRY(rc);
-    v->pb = malloc(sizeof *v->pb);
-    if (!v->pb) return ls_err(LS_ENOMEM, "out of memory");
-    LS_TRY(ls_plan_catalog_load(NULL, &v->cat));
-    LS_TRY(ls_plan_cluster_load(v->cat, r->cluster, &v->cl));
-    LS_TRY(ls_plan_resolve_model(v->cat, r->ckpt, &v->arch));
-    LS_TRY(ls_plan_problem_init(v->pb, &v->arch, v->cl, v->o.wl));
-    LS_TRY(ls_plan_problem_validate(v->pb));
-    LS_TRY(ls_plan_quality_from_checkpoint(r->ckpt, &v->arch, v->pb->omega));
-    LS_TRY(ls_plan_problem_set_quality(v->pb, v->o.quality));
-    v->pb->replay_select = v->o.replay_select;
+    if (v->pb || v->cat || v->cl) return ls_err(LS_ESTATE, "validate: cluster set up twice");
+    ls_plan_problem *pb = malloc(sizeof *pb);
+    if (!pb) return ls_err(LS_ENOMEM, "out of memory");
+    if ((rc = ls_plan_catalog_load(NULL, &v->cat)) || (rc = ls_plan_cluster_load(v->cat, r->cluster, &v->cl)) ||
+        (rc = ls_plan_resolve_model(v->cat, r->ckpt, &v->arch)) ||
+        (rc = ls_plan_problem_init(pb, &v->arch, v->cl, v->o.wl)) || (rc = ls_plan_problem_validate(pb)) ||
+        (rc = ls_plan_quality_from_checkpoint(r->ckpt, &v->arch, pb->omega)) ||
+        (rc = ls_plan_problem_set_quality(pb, v->o.quality))) {
+        free(pb);
+        return rc;
+    }
+    pb->replay_select = v->o.replay_select;
+    v->pb = pb; /* only a complete problem: _solve checks it */
     r->link_lat_s = v->cl->prof[0].link_lat_s;
     return LS_OK;
 }
 
 int ls_validate_solve(ls_validate *v) {
     ls_validate_result *r = &v->r;
-    if (!v->pb) return ls_err(LS_ESTATE, "validate: solve before cluster");
+    if (!v->pb || r->plans) return ls_err(LS_ESTATE, "validate: solve needs _cluster first, and runs once");
     r->plans = calloc((size_t)v->o.n_algos, sizeof *r->plans);
     if (!r->plans) return ls_err(LS_ENOMEM, "out of memory");
     const ls_plan_workload *wl = &v->o.wl;
@@ -204,10 +210,12 @@ int ls_validate_solve(ls_validate *v) {
             int d = x->dev[s];
             double lp = 0, ld = 0;
             if (s + 1 < x->n_stage) {
-                lp = ls_plan_link_s(v->cl, d, x->dev[s + 1], (double)x->mb_prefill * wl->prompt * v->arch.d_model * 4.0);
+                lp =
+                    ls_plan_link_s(v->cl, d, x->dev[s + 1], (double)x->mb_prefill * wl->prompt * v->arch.d_model * 4.0);
                 ld = ls_plan_link_s(v->cl, d, x->dev[s + 1], (double)x->mb_decode * v->arch.d_model * 4.0);
             }
-            p->pred_busy_s[s] = mp * (x->stage_prefill_s[s] - lp) + (double)(wl->gen - 1) * md * (x->stage_decode_s[s] - ld);
+            p->pred_busy_s[s] =
+                mp * (x->stage_prefill_s[s] - lp) + (double)(wl->gen - 1) * md * (x->stage_decode_s[s] - ld);
         }
     }
     return LS_OK;
@@ -273,6 +281,7 @@ static void summarize(ls_validate *v) {
         p->replay_error = (p->tok_s - p->replay.tok_s) / p->replay.tok_s;
         double busy = 0;
         p->batch_s = 0;
+        memset(p->busy_s, 0, sizeof p->busy_s);
         for (int k = 0; k < runs; k++) {
             p->batch_s += p->run[k].seconds / runs;
             for (int s = 0; s < x->n_stage && s < LS_SERVE_MAX_STAGES; s++) {

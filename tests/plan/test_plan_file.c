@@ -13,7 +13,9 @@
 
 static char tmpdir[256];
 
-static int parse(const char *s, int n_layer, ls_plan *p) { return ls_plan_parse(s, strlen(s), "plan.json", n_layer, p); }
+static int parse(const char *s, int n_layer, ls_plan *p) {
+    return ls_plan_parse(s, strlen(s), "plan.json", n_layer, p);
+}
 
 static void expect_fail(const char *s, int n_layer, const char *needle) {
     ls_plan p;
@@ -24,9 +26,10 @@ static void expect_fail(const char *s, int n_layer, const char *needle) {
 
 static void test_good(void) {
     ls_plan p, q;
-    const char *s = HDR "\"stages\":[{\"device\":\"T4\",\"layers\":[0,1],\"bits\":[4],\"address\":\"tcp://h:5\",\"x\":1},"
-                        "{\"device\":\"V100\",\"layers\":[1,4],\"bits\":[16,8,3]}],"
-                        "\"micro_batch\":{\"prefill\":2,\"decode\":8},\"predicted\":{\"throughput_tok_s\":1.5}}";
+    const char *s =
+        HDR "\"stages\":[{\"device\":\"T4\",\"layers\":[0,1],\"bits\":[4],\"address\":\"tcp://h:5\",\"x\":1},"
+            "{\"device\":\"V100\",\"layers\":[1,4],\"bits\":[16,8,3]}],"
+            "\"micro_batch\":{\"prefill\":2,\"decode\":8},\"predicted\":{\"throughput_tok_s\":1.5}}";
     CHECK(parse(s, 4, &p) == LS_OK);
     CHECK_EQ_INT(p.n_layer, 4);
     CHECK_EQ_INT(p.n_stages, 2);
@@ -64,7 +67,8 @@ static void test_good(void) {
 }
 
 static void test_bad(void) {
-    expect_fail(HDR "\"stages\":[{\"layers\":[0,3],\"bits\":[4,4,4]},{\"layers\":[2,4],\"bits\":[4,4]}]}", 4, "overlap");
+    expect_fail(HDR "\"stages\":[{\"layers\":[0,3],\"bits\":[4,4,4]},{\"layers\":[2,4],\"bits\":[4,4]}]}", 4,
+                "overlap");
     expect_fail(HDR "\"stages\":[{\"layers\":[0,1],\"bits\":[4]},{\"layers\":[2,4],\"bits\":[4,4]}]}", 4, "gap");
     expect_fail(HDR "\"stages\":[{\"layers\":[0,2],\"bits\":[4,4]}]}", 4, "gap: layers [2, 4)");
     expect_fail(HDR "\"stages\":[{\"layers\":[0,5],\"bits\":[4,4,4,4,4]}]}", 4, "exceed");
@@ -75,7 +79,8 @@ static void test_bad(void) {
     expect_fail(HDR "\"stages\":[{\"layers\":[2,2],\"bits\":[]}]}", 4, "empty");
     expect_fail(HDR "\"stages\":[{\"layers\":[0.5,4],\"bits\":[4,4,4,4]}]}", 4, "integers");
     expect_fail(HDR "\"stages\":[]}", 4, "stages");
-    expect_fail(HDR "\"stages\":[{\"layers\":[0,4],\"bits\":[4,4,4,4]}],\"micro_batch\":{\"decode\":0}}", 4, "micro-batch");
+    expect_fail(HDR "\"stages\":[{\"layers\":[0,4],\"bits\":[4,4,4,4]}],\"micro_batch\":{\"decode\":0}}", 4,
+                "micro-batch");
     expect_fail(HDR "\"stages\":[{\"layers\":[0,4],\"bits\":[4,4,4,4]}],\"micro_batch\":3}", 4, "micro_batch");
     expect_fail(HDR "\"stages\":[{\"layers\":[0,4],\"bits\":[4,4,4,4]}],\"group\":48}", 4, "group 48");
     expect_fail("{\"format\":\"llmsys-plan\",\"version\":1,\"model\":{\"n_layer\":0},\"stages\":[]}", 4, "n_layer");
@@ -91,7 +96,8 @@ static void test_bad(void) {
     p.stages[0].layer_end = 2;
     p.stages[1].layer_begin = 1;
     p.stages[1].layer_end = 4;
-    CHECK(ls_plan_validate(&p, "mem") == LS_EINVAL && strstr(ls_errmsg(), "mem: stage 1") && strstr(ls_errmsg(), "overlap"));
+    CHECK(ls_plan_validate(&p, "mem") == LS_EINVAL && strstr(ls_errmsg(), "mem: stage 1") &&
+          strstr(ls_errmsg(), "overlap"));
     p.stages[1].layer_begin = 2;
     CHECK(ls_plan_validate(&p, "mem") == LS_OK);
     p.n_stages = 0;
