@@ -336,20 +336,17 @@ cJSON *ls_validate_report(const ls_validate *v) {
         cJSON *o = cJSON_CreateObject(), *ost = cJSON_AddArrayToObject(o, "stages");
         cJSON_AddStringToObject(o, "algo", ls_plan_algo_name(x->algo));
         if (v->o.workdir) cJSON_AddStringToObject(o, "plan", p->path);
-        cJSON_AddNumberToObject(o, "predicted_tok_s", x->throughput_tok_s);
-        cJSON_AddNumberToObject(o, "predicted_s", x->total_s);
-        cJSON_AddNumberToObject(o, "measured_tok_s", p->tok_s);
-        cJSON_AddNumberToObject(o, "measured_min_tok_s", p->min_tok_s);
-        cJSON_AddNumberToObject(o, "measured_max_tok_s", p->max_tok_s);
-        cJSON_AddNumberToObject(o, "error", p->error);
-        cJSON_AddNumberToObject(o, "replay_tok_s", p->replay.tok_s);
-        cJSON_AddNumberToObject(o, "replay_error", p->replay_error);
-        cJSON_AddNumberToObject(o, "predicted_mb_prefill", p->pred_mb_prefill);
-        cJSON_AddNumberToObject(o, "predicted_mb_decode", p->pred_mb_decode);
-        cJSON_AddNumberToObject(o, "replay_mb_prefill", p->replay.mb_prefill);
-        cJSON_AddNumberToObject(o, "replay_mb_decode", p->replay.mb_decode);
-        cJSON_AddNumberToObject(o, "measured_mb_prefill", p->run[0].mb_prefill);
-        cJSON_AddNumberToObject(o, "measured_mb_decode", p->run[0].mb_decode);
+        static const char *const keys[] = {"predicted_tok_s",     "predicted_s",        "measured_tok_s",
+                                           "measured_min_tok_s",  "measured_max_tok_s", "error",
+                                           "replay_tok_s",        "replay_error",       "predicted_mb_prefill",
+                                           "predicted_mb_decode", "replay_mb_prefill",  "replay_mb_decode",
+                                           "measured_mb_prefill", "measured_mb_decode"};
+        const double vals[] = {x->throughput_tok_s,  x->total_s,           p->tok_s,
+                               p->min_tok_s,         p->max_tok_s,         p->error,
+                               p->replay.tok_s,      p->replay_error,      p->pred_mb_prefill,
+                               p->pred_mb_decode,    p->replay.mb_prefill, p->replay.mb_decode,
+                               p->run[0].mb_prefill, p->run[0].mb_decode};
+        for (size_t k = 0; k < sizeof vals / sizeof vals[0]; k++) cJSON_AddNumberToObject(o, keys[k], vals[k]);
         cJSON *rs = cJSON_AddArrayToObject(o, "runs");
         for (int k = 0; k < v->o.runs; k++) {
             cJSON *e = cJSON_CreateObject();

@@ -180,8 +180,12 @@ int main(void) {
     RUN(test_good);
     RUN(test_bad);
     RUN(test_planner_files);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    static const char *const made[] = {"plan.json", "planner.json", "vllm.sh"};
+    for (int i = 0; i < 3; i++) {
+        char f[300];
+        snprintf(f, sizeof f, "%s/%s", tmpdir, made[i]);
+        unlink(f);
+    }
+    CHECK_MSG(rmdir(tmpdir) == 0, "%s: left files behind", tmpdir);
     return TEST_RESULT();
 }
