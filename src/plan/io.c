@@ -17,18 +17,24 @@ static void partition_str(const ls_plan_result *pl, char *buf, size_t n) {
     }
 }
 
+/* The plan file's JSON of a planner result (the codec's), or an error saying why not. */
+static int encode_result(const ls_plan_problem *p, const ls_plan_result *pl, cJSON **out) {
+    ls_plan *file = malloc(sizeof *file);
+    int rc = file ? ls_plan_from_result(p, pl, file) : ls_err(LS_ENOMEM, "out of memory");
+    *out = rc == LS_OK ? ls_plan_encode(file) : NULL;
+    free(file);
+    return rc == LS_OK && !*out ? ls_err(LS_ENOMEM, "plan JSON") : rc;
+}
+
 cJSON *ls_plan_to_json(const ls_plan_problem *p, const ls_plan_result *pl, int report) {
     const ls_plan_cluster *cl = p->cl;
-    ls_plan *file = malloc(sizeof *file);
-    cJSON *j = file && ls_plan_from_result(p, pl, file) == LS_OK ? ls_plan_encode(file) : NULL;
-    free(file);
-    if (!j) return NULL;
+    cJSON *j, *o;
+    if (encode_result(p, pl, &j)) return NULL;
     if (report) {
-        const cJSON *o;
         int s = 0;
         cJSON_ArrayForEach(o, cJSON_GetObjectItemCaseSensitive(j, "stages")) {
-            cJSON_AddNumberToObject((cJSON *)o, "device_index", pl->dev[s]);
-            cJSON_AddNumberToObject((cJSON *)o, "node", cl->dev[pl->dev[s]].node);
+            cJSON_AddNumberToObject(o, "device_index", pl->dev[s]);
+            cJSON_AddNumberToObject(o, "node", cl->dev[pl->dev[s]].node);
             s++;
         }
     }
@@ -91,7 +97,7 @@ cJSON *ls_plan_to_json(const ls_plan_problem *p, const ls_plan_result *pl, int r
 
 int ls_plan_result_write(const ls_plan_problem *p, const ls_plan_result *pl, const char *path) {
     cJSON *j = ls_plan_to_json(p, pl, 0);
-    if (!j) return ls_err(LS_ENOMEM, "plan JSON");
+    if (!j) return ls_err_wrap(LS_EINVAL, "%s", path);
     int rc = ls_json_write_file(path, j);
     cJSON_Delete(j);
     return rc;
