@@ -137,7 +137,7 @@ typedef struct {
     size_t max_body;        /* largest accepted request body (default 64 KiB) */
     int nthreads;           /* kernel threads per stage (default 1) */
     double step_timeout_s;  /* a micro-batch not back after this fails (default 60) */
-    const char *model_name; /* reported in responses (default: the checkpoint path) */
+    const char *model_name; /* served name: /v1/models and "model" in responses (default: the checkpoint's file stem) */
     int mb_prefill, mb_decode; /* without a plan (defaults 2 and 8) */
 } ls_server_opts;
 
@@ -147,6 +147,8 @@ ls_server_opts ls_server_defaults(void);
 int ls_server_start(ls_server **out, const ls_server_opts *o);
 int ls_server_port(const ls_server *s);
 int ls_server_num_stages(const ls_server *s);
+/* The served model name (--served-model-name, or the checkpoint's file stem). */
+const char *ls_server_model_name(const ls_server *s);
 /* Process id of a stage worker (for tests and /health), or -1. */
 int ls_server_stage_pid(const ls_server *s, int stage);
 /* Stops HTTP and the scheduler, shuts the workers down (killing stragglers), frees s. */

@@ -18,6 +18,7 @@
 #include <zmq.h>
 
 #include "llmsys/serve.h"
+#include "serve/openai.h"
 #include "serve/wire.h"
 
 enum { RQ_QUEUED = 0, RQ_ACTIVE = 1, RQ_DONE = 2, RQ_FAILED = 3 };
@@ -26,6 +27,7 @@ typedef struct req {
     int id;
     int *prompt, n_prompt;
     int max_tokens, stream;
+    int chat; /* POST /v1/chat/completions: chat response shapes */
     ls_sample_config sc;
     ls_rng rng;
     int *out, n_out;
@@ -69,6 +71,7 @@ struct ls_server {
     /* metrics (under mu) */
     uint64_t m_requests, m_failed, m_rejected, m_tokens, m_prompt_tokens, m_mb_prefill, m_mb_decode;
     double busy[LS_SERVE_MAX_STAGES], t_start;
+    long created; /* wall-clock start, the model's "created" in /v1/models */
     char degraded[256];
     struct MHD_Daemon *httpd;
     int port;
@@ -88,6 +91,7 @@ ls_server_opts ls_server_defaults(void) {
 
 int ls_server_port(const ls_server *s) { return s->port; }
 int ls_server_num_stages(const ls_server *s) { return s->ns; }
+const char *ls_server_model_name(const ls_server *s) { return s->name; }
 int ls_server_stage_pid(const ls_server *s, int i) { return i >= 0 && i < s->ns ? (int)s->pids[i] : -1; }
 
 /* ---------------------------------------------------------------- requests */
@@ -447,6 +451,8 @@ typedef struct {
     req *r;
     int sent;     /* tokens already streamed */
     int finished; /* 1: final event sent, 2: [DONE] sent */
+    int chunks;   /* events sent (the first chat chunk carries the role) */
+    long created;
     char id[32];
 } stream_state;
 
@@ -463,6 +469,7 @@ static enum MHD_Result send_error(struct MHD_Connection *c, int status, const ch
     cJSON *j = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(j, "error");
     cJSON_AddStringToObject(e, "message", msg);
     cJSON_AddStringToObject(e, "type", type);
+    cJSON_AddNullToObject(e, "param");
     cJSON_AddNumberToObject(e, "code", status);
     char *t = cJSON_PrintUnformatted(j);
     enum MHD_Result r = send_text(c, status, "application/json", t ? t : "{}");
@@ -518,18 +525,10 @@ static int bytes_ready(const req *r, int from, int final) {
 }
 
 static char *completion_json(ls_server *s, req *r, const char *id) {
-    cJSON *j = cJSON_CreateObject(), *ch = cJSON_AddArrayToObject(j, "choices"), *c0 = cJSON_CreateObject();
-    cJSON_AddStringToObject(j, "id", id);
-    cJSON_AddStringToObject(j, "object", "text_completion");
-    cJSON_AddNumberToObject(j, "created", (double)(long)ls_wall_time());
-    cJSON_AddStringToObject(j, "model", s->name);
+    cJSON *j = ls_oai_envelope(r->chat, 0, id, (long)ls_wall_time(), s->name), *ch = cJSON_AddArrayToObject(j, "choices");
     char *text = tokens_text(r->out, 0, r->n_out);
-    cJSON_AddStringToObject(c0, "text", text);
+    cJSON_AddItemToArray(ch, ls_oai_choice(r->chat, 0, 1, text, r->out, r->n_out, r->finish));
     free(text);
-    cJSON_AddNumberToObject(c0, "index", 0);
-    cJSON_AddStringToObject(c0, "finish_reason", r->finish);
-    cJSON_AddItemToObject(c0, "tokens", cJSON_CreateIntArray(r->out, r->n_out));
-    cJSON_AddItemToArray(ch, c0);
     cJSON *u = cJSON_AddObjectToObject(j, "usage");
     cJSON_AddNumberToObject(u, "prompt_tokens", r->n_prompt);
     cJSON_AddNumberToObject(u, "completion_tokens", r->n_out);
@@ -560,23 +559,15 @@ static ssize_t stream_cb(void *cls, uint64_t pos, char *buf, size_t max) {
     ssize_t n = 0;
     cJSON *j = NULL;
     if (upto > st->sent || (final && st->finished == 0 && r->state == RQ_DONE)) {
-        j = cJSON_CreateObject();
-        cJSON *ch = cJSON_AddArrayToObject(j, "choices"), *c0 = cJSON_CreateObject();
-        cJSON_AddStringToObject(j, "id", st->id);
-        cJSON_AddStringToObject(j, "object", "text_completion");
-        cJSON_AddStringToObject(j, "model", s->name);
+        j = ls_oai_envelope(r->chat, 1, st->id, st->created, s->name);
+        cJSON *ch = cJSON_AddArrayToObject(j, "choices");
+        int last = final && upto == r->n_out;
         char *text = tokens_text(r->out, st->sent, upto);
-        cJSON_AddStringToObject(c0, "text", text);
+        cJSON_AddItemToArray(ch, ls_oai_choice(r->chat, 1, st->chunks == 0, text, r->out + st->sent, upto - st->sent,
+                                               last ? r->finish : NULL));
         free(text);
-        cJSON_AddNumberToObject(c0, "index", 0);
-        cJSON_AddItemToObject(c0, "tokens", cJSON_CreateIntArray(r->out + st->sent, upto - st->sent));
-        if (final && upto == r->n_out) {
-            cJSON_AddStringToObject(c0, "finish_reason", r->finish);
-            st->finished = 1;
-        } else {
-            cJSON_AddNullToObject(c0, "finish_reason");
-        }
-        cJSON_AddItemToArray(ch, c0);
+        if (last) st->finished = 1;
+        st->chunks++;
         st->sent = upto;
     } else if (final && r->state == RQ_FAILED && st->finished == 0) {
         j = cJSON_CreateObject();
@@ -609,16 +600,20 @@ static void stream_free(void *cls) {
     free(st);
 }
 
-/* Parses and validates a completion request into r (prompt, limits, sampling). */
+/* Parses and validates a completion (or, r->chat set, chat) request into r (prompt, limits,
+ * sampling). Returns 0, or the HTTP status to refuse it with (err says why). */
 static int parse_completion(ls_server *s, const char *body, size_t len, req *r, char *err, size_t en) {
     cJSON *j = cJSON_ParseWithLength(body, len);
     if (!j) {
         snprintf(err, en, "request body is not valid JSON");
-        return 0;
+        return 400;
     }
-    int ok = 0;
+    int ok = 0, status = 400;
+    char *chat_text = NULL;
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "prompt");
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(j, "max_tokens");
+    const cJSON *mdl = cJSON_GetObjectItemCaseSensitive(j, "model");
+    if (r->chat && !mt) mt = cJSON_GetObjectItemCaseSensitive(j, "max_completion_tokens");
     const cJSON *te = cJSON_GetObjectItemCaseSensitive(j, "temperature");
     const cJSON *tp = cJSON_GetObjectItemCaseSensitive(j, "top_p");
     const cJSON *sm = cJSON_GetObjectItemCaseSensitive(j, "stream");
@@ -626,15 +621,26 @@ static int parse_completion(ls_server *s, const char *body, size_t len, req *r, 
     const cJSON *nn = cJSON_GetObjectItemCaseSensitive(j, "n");
     int T = s->cfg.n_ctx;
     if (!cJSON_IsObject(j)) { snprintf(err, en, "request body must be a JSON object"); goto out; }
-    if (cJSON_IsString(p)) {
+    if (mdl && !cJSON_IsString(mdl)) { snprintf(err, en, "\"model\" must be a string"); goto out; }
+    if (mdl && strcmp(mdl->valuestring, s->name)) {
+        snprintf(err, en, "the model '%.80s' does not exist (this server serves '%.80s')", mdl->valuestring, s->name);
+        status = 404;
+        goto out;
+    }
+    if (r->chat) {
+        /* chat: the messages rendered by the plain template (openai.c) are the text prompt */
+        if (!(chat_text = ls_oai_chat_prompt(cJSON_GetObjectItemCaseSensitive(j, "messages"), err, en))) goto out;
+    }
+    if (chat_text || cJSON_IsString(p)) {
         /* a text prompt is a document start: BOS then its bytes, as in training */
-        size_t n = strlen(p->valuestring);
+        const char *txt = chat_text ? chat_text : p->valuestring;
+        size_t n = strlen(txt);
         if (n + 1 >= (size_t)T) { snprintf(err, en, "prompt of %zu bytes is too long (context is %d tokens)", n, T); goto out; }
         r->n_prompt = (int)n + 1;
         r->prompt = malloc(sizeof(int) * (size_t)r->n_prompt);
         if (!r->prompt) { snprintf(err, en, "out of memory"); goto out; }
         r->prompt[0] = LS_TOK_BOS;
-        for (size_t i = 0; i < n; i++) r->prompt[i + 1] = (unsigned char)p->valuestring[i];
+        for (size_t i = 0; i < n; i++) r->prompt[i + 1] = (unsigned char)txt[i];
     } else if (cJSON_IsArray(p) && cJSON_GetArraySize(p) > 0) {
         int n = cJSON_GetArraySize(p);
         if (n >= T) { snprintf(err, en, "prompt of %d tokens is too long (context is %d tokens)", n, T); goto out; }
@@ -653,7 +659,7 @@ static int parse_completion(ls_server *s, const char *body, size_t len, req *r, 
         snprintf(err, en, "\"prompt\" is required: a string or a non-empty array of token ids");
         goto out;
     }
-    r->max_tokens = 16;
+    r->max_tokens = r->chat ? T - r->n_prompt : 16; /* chat: up to the context, as OpenAI's default */
     if (mt) {
         if (!cJSON_IsNumber(mt) || mt->valuedouble != (int)mt->valuedouble || mt->valueint < 1 || mt->valueint > T) {
             snprintf(err, en, "\"max_tokens\" must be an integer in [1, %d]", T);
@@ -685,24 +691,27 @@ static int parse_completion(ls_server *s, const char *body, size_t len, req *r, 
     ls_rng_seed(&r->rng, sd ? (uint64_t)sd->valuedouble : (uint64_t)r->id * 0x9E3779B97F4A7C15ull + 1);
     ok = 1;
 out:
+    free(chat_text);
     cJSON_Delete(j);
-    return ok;
+    return ok ? 0 : status;
 }
 
-static enum MHD_Result handle_completion(ls_server *s, struct MHD_Connection *c, conn_state *cs) {
+static enum MHD_Result handle_completion(ls_server *s, struct MHD_Connection *c, conn_state *cs, int chat) {
     req *r = calloc(1, sizeof *r);
     if (!r) return send_error(c, 500, "server_error", "out of memory");
     char err[256];
     pthread_mutex_lock(&s->mu);
     r->id = ++s->next_id;
     pthread_mutex_unlock(&s->mu);
-    if (!parse_completion(s, cs->body ? cs->body : "", cs->len, r, err, sizeof err)) {
+    r->chat = chat;
+    int bad = parse_completion(s, cs->body ? cs->body : "", cs->len, r, err, sizeof err);
+    if (bad) {
         free(r->prompt);
         free(r);
         pthread_mutex_lock(&s->mu);
         s->m_rejected++;
         pthread_mutex_unlock(&s->mu);
-        return send_error(c, 400, "invalid_request_error", err);
+        return send_error(c, bad, "invalid_request_error", err);
     }
     r->out = malloc(sizeof(int) * (size_t)r->max_tokens);
     if (!r->out) {
@@ -731,7 +740,7 @@ static enum MHD_Result handle_completion(ls_server *s, struct MHD_Connection *c,
     s->qtail = r;
     s->qlen++;
     char id[32];
-    snprintf(id, sizeof id, "cmpl-%d", r->id);
+    snprintf(id, sizeof id, "%s-%d", chat ? "chatcmpl" : "cmpl", r->id);
     if (r->stream) {
         pthread_mutex_unlock(&s->mu);
         stream_state *st = calloc(1, sizeof *st);
@@ -744,6 +753,7 @@ static enum MHD_Result handle_completion(ls_server *s, struct MHD_Connection *c,
         }
         st->s = s;
         st->r = r;
+        st->created = (long)ls_wall_time();
         snprintf(st->id, sizeof st->id, "%s", id);
         struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, stream_cb, st, stream_free);
         if (!resp) {
@@ -864,6 +874,21 @@ static enum MHD_Result handle_metrics(ls_server *s, struct MHD_Connection *c) {
     return r;
 }
 
+/* GET /v1/models (id NULL) or /v1/models/{id}. */
+static enum MHD_Result handle_models(ls_server *s, struct MHD_Connection *c, const char *id) {
+    if (id && strcmp(id, s->name)) {
+        char m[400];
+        snprintf(m, sizeof m, "the model '%.120s' does not exist (this server serves '%.120s')", id, s->name);
+        return send_error(c, 404, "invalid_request_error", m);
+    }
+    cJSON *j = id ? ls_oai_model(s->name, s->created) : ls_oai_models(s->name, s->created);
+    char *t = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    enum MHD_Result r = t ? send_text(c, 200, "application/json", t) : send_error(c, 500, "server_error", "out of memory");
+    free(t);
+    return r;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **con_cls) {
     ls_server *s = cls;
@@ -893,8 +918,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     int is_get = !strcmp(method, "GET"), is_post = !strcmp(method, "POST");
-    if (!strcmp(url, "/v1/completions")) {
-        if (!is_post) return send_error(c, 405, "invalid_request_error", "use POST for /v1/completions");
+    int chat = !strcmp(url, "/v1/chat/completions");
+    if (chat || !strcmp(url, "/v1/completions")) {
+        if (!is_post) return send_error(c, 405, "invalid_request_error", chat ? "use POST for /v1/chat/completions" : "use POST for /v1/completions");
         if (cs->too_big) {
             char m[128];
             snprintf(m, sizeof m, "request body exceeds the limit of %zu bytes", s->o.max_body);
@@ -903,11 +929,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             pthread_mutex_unlock(&s->mu);
             return send_error(c, 413, "invalid_request_error", m);
         }
-        return handle_completion(s, c, cs);
+        return handle_completion(s, c, cs, chat);
     }
+    if (!strncmp(url, "/v1/models", 10) && (!url[10] || url[10] == '/'))
+        return is_get ? handle_models(s, c, url[10] ? url + 11 : NULL) : send_error(c, 405, "invalid_request_error", "use GET");
     if (!strcmp(url, "/health")) return is_get ? handle_health(s, c) : send_error(c, 405, "invalid_request_error", "use GET");
     if (!strcmp(url, "/metrics")) return is_get ? handle_metrics(s, c) : send_error(c, 405, "invalid_request_error", "use GET");
-    return send_error(c, 404, "invalid_request_error", "unknown path (try POST /v1/completions, GET /health, GET /metrics)");
+    return send_error(c, 404, "invalid_request_error", "unknown path (try POST /v1/completions, POST /v1/chat/completions, GET /v1/models, GET /health, GET /metrics)");
 }
 
 static void on_complete(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
@@ -986,7 +1014,8 @@ int ls_server_start(ls_server **out, const ls_server_opts *opts) {
     snprintf(s->model, sizeof s->model, "%s", opts->model);
     snprintf(s->self, sizeof s->self, "%s", opts->self);
     snprintf(s->host, sizeof s->host, "%s", s->o.host);
-    snprintf(s->name, sizeof s->name, "%s", opts->model_name ? opts->model_name : opts->model);
+    if (opts->model_name && opts->model_name[0]) snprintf(s->name, sizeof s->name, "%s", opts->model_name);
+    else ls_oai_model_stem(opts->model, s->name, sizeof s->name);
     if ((rc = ls_ckpt_info(s->model, &s->cfg, &bits, NULL))) goto fail;
     if (opts->plan) {
         if (opts->plan->n_layer != s->cfg.n_layer) {
@@ -1037,6 +1066,7 @@ int ls_server_start(ls_server **out, const ls_server_opts *opts) {
         if ((rc = spawn_worker(s, i))) goto fail;
     if ((rc = wait_ready(s, 120.0))) goto fail;
     s->t_start = ls_now();
+    s->created = (long)ls_wall_time();
     __atomic_store_n(&s->running, 1, __ATOMIC_RELEASE);
     if (pthread_create(&s->sched, NULL, scheduler_main, s) != 0) { rc = ls_err(LS_EIO, "cannot start the scheduler thread"); goto fail; }
     s->sched_started = 1;

@@ -1,0 +1,364 @@
+/* mp_openai.c - OpenAI-compatible endpoints of `llmsys serve` (run by ctest with the llmsys
+ * binary as argv[1]): GET /v1/models, POST /v1/chat/completions (plain and streamed) and
+ * --served-model-name, parsed field by field against the shapes OpenAI's API reference
+ * documents; chat tokens must equal single-process greedy generation of the documented
+ * template, written out here by hand; bad chat requests get 400/404 with an error object. */
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "ckpt_util.h"
+#include "llmsys/serve.h"
+#include "serve/openai.h"
+#include "test.h"
+
+static const char *llmsys_bin;
+static char dir[128], ckpt[256], port_path[256];
+static pid_t server_pid = -1;
+static int port;
+
+static void cleanup(void) {
+    if (server_pid > 0) {
+        kill(server_pid, SIGKILL);
+        waitpid(server_pid, NULL, 0);
+        server_pid = -1;
+    }
+}
+
+static int start_server(const char *name) {
+    unlink(port_path);
+    char *argv[] = {(char *)llmsys_bin,
+                    "serve",
+                    "--model",
+                    ckpt,
+                    "--port",
+                    "0",
+                    "--port-file",
+                    port_path,
+                    name ? "--served-model-name" : NULL,
+                    (char *)name,
+                    NULL};
+    server_pid = fork();
+    if (server_pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    for (int i = 0; i < 300; i++) {
+        char *t;
+        size_t n;
+        if (ls_is_file(port_path) && ls_file_read(port_path, &t, &n) == LS_OK) {
+            port = atoi(t);
+            free(t);
+            return port > 0 ? 0 : -1;
+        }
+        int st;
+        if (waitpid(server_pid, &st, WNOHANG) == server_pid) {
+            server_pid = -1;
+            return -1;
+        }
+        ls_sleep_ms(50);
+    }
+    return -1;
+}
+
+static void stop_server(void) {
+    if (server_pid <= 0) return;
+    kill(server_pid, SIGTERM);
+    for (int i = 0; i < 100; i++) {
+        int st;
+        if (waitpid(server_pid, &st, WNOHANG) == server_pid) {
+            CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "server exit status %d", st);
+            server_pid = -1;
+            return;
+        }
+        ls_sleep_ms(50);
+    }
+    CHECK_MSG(0, "server did not stop within 5 s of SIGTERM");
+    cleanup();
+}
+
+/* Sends a request; returns the parsed JSON body (NULL when not JSON), status in *st. */
+static cJSON *call(const char *method, const char *path, const char *body, int *st, char **raw) {
+    char *resp = NULL;
+    *st = 0;
+    CHECK(ls_http_request("127.0.0.1", port, method, path, body, 30.0, st, &resp) == LS_OK);
+    cJSON *j = resp ? cJSON_Parse(resp) : NULL;
+    if (raw)
+        *raw = resp;
+    else
+        free(resp);
+    return j;
+}
+
+static const cJSON *field(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
+static int is_str(const cJSON *o, const char *k, const char *want) {
+    const cJSON *v = field(o, k);
+    return cJSON_IsString(v) && (!want || !strcmp(v->valuestring, want));
+}
+
+/* An error object as OpenAI sends it: {"error": {"message", "type", "param", "code"}}. */
+static void expect_error(const char *method, const char *path, const char *body, int want, const char *needle) {
+    int st;
+    char *raw = NULL;
+    cJSON *j = call(method, path, body, &st, &raw);
+    CHECK_MSG(st == want, "%s %s %s: status %d, expected %d (%s)", method, path, body ? body : "", st, want,
+              raw ? raw : "");
+    const cJSON *e = field(j, "error");
+    CHECK_MSG(cJSON_IsObject(e) && is_str(e, "message", NULL) && is_str(e, "type", NULL) && field(e, "param") &&
+                  cJSON_IsNumber(field(e, "code")) && field(e, "code")->valueint == want,
+              "%s: not an OpenAI error object: %s", path, raw ? raw : "");
+    if (needle) CHECK_MSG(raw && strstr(raw, needle), "%s: '%s' lacks '%s'", path, raw ? raw : "", needle);
+    cJSON_Delete(j);
+    free(raw);
+}
+
+static void check_models(const char *name) {
+    int st;
+    cJSON *j = call("GET", "/v1/models", NULL, &st, NULL);
+    CHECK_EQ_INT(st, 200);
+    CHECK(is_str(j, "object", "list"));
+    const cJSON *d = field(j, "data");
+    CHECK(cJSON_IsArray(d) && cJSON_GetArraySize(d) == 1);
+    const cJSON *m = cJSON_GetArrayItem(d, 0);
+    CHECK_MSG(is_str(m, "id", name), "/v1/models id is not '%s'", name);
+    CHECK(is_str(m, "object", "model") && is_str(m, "owned_by", NULL));
+    double now = (double)time(NULL);
+    CHECK(cJSON_IsNumber(field(m, "created")) && fabs(field(m, "created")->valuedouble - now) < 600);
+    cJSON_Delete(j);
+    char path[300];
+    snprintf(path, sizeof path, "/v1/models/%s", name);
+    j = call("GET", path, NULL, &st, NULL);
+    CHECK_EQ_INT(st, 200);
+    CHECK(is_str(j, "id", name) && is_str(j, "object", "model"));
+    cJSON_Delete(j);
+    expect_error("GET", "/v1/models/no-such-model", NULL, 404, "does not exist");
+    expect_error("POST", "/v1/models", "{}", 405, NULL);
+}
+
+/* The documented template, written out independently of openai.c. */
+static const char *CHAT_BODY = "{\"model\":\"%s\",\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},"
+                               "{\"role\":\"user\",\"content\":\"Hi "
+                               "there\"},{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"Hello\"}]},"
+                               "{\"role\":\"user\",\"content\":\"Go on\"}],\"temperature\":0,\"max_tokens\":%d%s}";
+static const char *CHAT_TEXT = "System: Be brief.\nUser: Hi there\nAssistant: Hello\nUser: Go on\nAssistant:";
+#define NNEW 12
+static int ref[NNEW], nref, nprompt;
+
+static void make_reference(void) {
+    ls_engine_opts o = ls_engine_defaults();
+    ls_engine *e;
+    CHECK(ls_engine_open(&e, ckpt, &o) == LS_OK);
+    int p[256];
+    nprompt = 0;
+    p[nprompt++] = LS_TOK_BOS;
+    for (const char *c = CHAT_TEXT; *c; c++) p[nprompt++] = (unsigned char)*c;
+    CHECK(ls_engine_generate(e, p, nprompt, NNEW, ref, &nref) == LS_OK);
+    ls_engine_free(e);
+    CHECK(nref > 0);
+}
+
+static int tokens_equal(const cJSON *arr, const int *want, int n) {
+    if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) != n) return 0;
+    for (int i = 0; i < n; i++)
+        if (cJSON_GetArrayItem(arr, i)->valueint != want[i]) return 0;
+    return 1;
+}
+
+static char *content_plain;
+
+static void check_chat(const char *name) {
+    char body[1024];
+    snprintf(body, sizeof body, CHAT_BODY, name, NNEW, "");
+    int st;
+    char *raw = NULL;
+    cJSON *j = call("POST", "/v1/chat/completions", body, &st, &raw);
+    CHECK_MSG(st == 200, "chat: status %d: %s", st, raw ? raw : "");
+    CHECK(is_str(j, "id", NULL) && !strncmp(field(j, "id")->valuestring, "chatcmpl-", 9));
+    CHECK(is_str(j, "object", "chat.completion"));
+    CHECK(is_str(j, "model", name));
+    CHECK(cJSON_IsNumber(field(j, "created")) && fabs(field(j, "created")->valuedouble - (double)time(NULL)) < 600);
+    const cJSON *ch = field(j, "choices");
+    CHECK(cJSON_IsArray(ch) && cJSON_GetArraySize(ch) == 1);
+    const cJSON *c0 = cJSON_GetArrayItem(ch, 0), *msg = field(c0, "message");
+    CHECK(cJSON_IsNumber(field(c0, "index")) && field(c0, "index")->valueint == 0);
+    CHECK(cJSON_IsObject(msg) && is_str(msg, "role", "assistant") && is_str(msg, "content", NULL));
+    const char *fr = cJSON_IsString(field(c0, "finish_reason")) ? field(c0, "finish_reason")->valuestring : "";
+    CHECK_MSG(!strcmp(fr, nref == NNEW && ref[nref - 1] != LS_TOK_EOS ? "length" : "stop"), "finish_reason '%s'", fr);
+    CHECK_MSG(tokens_equal(field(c0, "tokens"), ref, nref),
+              "chat tokens differ from greedy generation of the template");
+    const cJSON *u = field(j, "usage");
+    CHECK(cJSON_IsObject(u));
+    CHECK_EQ_INT(cJSON_GetObjectItem(u, "prompt_tokens") ? cJSON_GetObjectItem(u, "prompt_tokens")->valueint : -1,
+                 nprompt);
+    CHECK_EQ_INT(
+        cJSON_GetObjectItem(u, "completion_tokens") ? cJSON_GetObjectItem(u, "completion_tokens")->valueint : -1, nref);
+    CHECK_EQ_INT(cJSON_GetObjectItem(u, "total_tokens") ? cJSON_GetObjectItem(u, "total_tokens")->valueint : -1,
+                 nprompt + nref);
+    /* content is the generated bytes: ASCII ones appear as themselves */
+    if (is_str(msg, "content", NULL)) {
+        content_plain = strdup(field(msg, "content")->valuestring);
+        int ascii = 1;
+        for (int i = 0; i < nref; i++) ascii &= ref[i] > 0 && ref[i] < 128;
+        if (ascii) {
+            char want[NNEW + 1];
+            for (int i = 0; i < nref; i++) want[i] = (char)ref[i];
+            want[nref] = '\0';
+            CHECK(!strcmp(content_plain, want));
+        }
+    }
+    cJSON_Delete(j);
+    free(raw);
+}
+
+static void check_chat_stream(const char *name) {
+    char body[1024];
+    snprintf(body, sizeof body, CHAT_BODY, name, NNEW, ",\"stream\":true");
+    int st;
+    char *raw = NULL;
+    cJSON_Delete(call("POST", "/v1/chat/completions", body, &st, &raw));
+    CHECK_EQ_INT(st, 200);
+    if (!raw) return;
+    /* events are "data: <json>\n\n", the last one "data: [DONE]\n\n" */
+    int n_ev = 0, ntok = 0, done = 0, finished = 0, toks[NNEW + 4];
+    char id[64] = "", content[1024] = "";
+    double created = -1;
+    for (char *p = raw; *p;) {
+        char *end = strstr(p, "\n\n");
+        CHECK_MSG(end != NULL, "SSE event not terminated by a blank line");
+        if (!end) break;
+        *end = '\0';
+        CHECK_MSG(!strncmp(p, "data: ", 6), "SSE line '%.40s' is not a data line", p);
+        CHECK_MSG(!done, "event after data: [DONE]");
+        if (!strcmp(p + 6, "[DONE]")) {
+            done = 1;
+        } else {
+            cJSON *e = cJSON_Parse(p + 6);
+            CHECK_MSG(e && is_str(e, "object", "chat.completion.chunk"), "chunk: %s", p + 6);
+            CHECK(is_str(e, "model", name));
+            CHECK(is_str(e, "id", NULL) && !strncmp(field(e, "id")->valuestring, "chatcmpl-", 9));
+            if (is_str(e, "id", NULL)) {
+                if (!n_ev) snprintf(id, sizeof id, "%s", field(e, "id")->valuestring);
+                CHECK_MSG(!strcmp(id, field(e, "id")->valuestring), "chunk ids differ");
+            }
+            CHECK(cJSON_IsNumber(field(e, "created")));
+            if (cJSON_IsNumber(field(e, "created"))) {
+                if (!n_ev) created = field(e, "created")->valuedouble;
+                CHECK(created == field(e, "created")->valuedouble);
+            }
+            const cJSON *c0 = cJSON_GetArrayItem(field(e, "choices"), 0), *dl = field(c0, "delta");
+            CHECK(cJSON_IsObject(dl) && is_str(dl, "content", NULL));
+            CHECK_MSG(n_ev ? !field(dl, "role") : is_str(dl, "role", "assistant"), "role only in the first delta");
+            CHECK_MSG(!finished, "chunk after the one with a finish_reason");
+            const cJSON *fr = field(c0, "finish_reason");
+            if (cJSON_IsString(fr))
+                finished = 1;
+            else
+                CHECK(cJSON_IsNull(fr));
+            if (is_str(dl, "content", NULL))
+                strncat(content, field(dl, "content")->valuestring, sizeof content - strlen(content) - 1);
+            const cJSON *t;
+            cJSON_ArrayForEach(t, field(c0, "tokens")) if (ntok < NNEW + 4) toks[ntok++] = t->valueint;
+            cJSON_Delete(e);
+            n_ev++;
+        }
+        p = end + 2;
+    }
+    CHECK_MSG(done, "stream lacks data: [DONE]");
+    CHECK_MSG(finished, "no chunk carried a finish_reason");
+    CHECK_MSG(ntok == nref && !memcmp(toks, ref, sizeof(int) * (size_t)nref), "streamed tokens differ (%d vs %d)", ntok,
+              nref);
+    CHECK_MSG(content_plain && !strcmp(content, content_plain), "streamed content differs from the plain response");
+    free(raw);
+}
+
+static void check_completion_name(const char *name) {
+    int st;
+    cJSON *j = call("POST", "/v1/completions", "{\"prompt\":\"ab\",\"max_tokens\":2,\"temperature\":0}", &st, NULL);
+    CHECK_EQ_INT(st, 200);
+    CHECK(is_str(j, "object", "text_completion") && is_str(j, "model", name) && cJSON_IsNumber(field(j, "created")));
+    cJSON_Delete(j);
+}
+
+static void check_bad_chat(void) {
+    const char *P = "/v1/chat/completions";
+    expect_error("POST", P, "{\"messages\": [", 400, "not valid JSON");
+    expect_error("POST", P, "{\"max_tokens\":3}", 400, "\\\"messages\\\" is required");
+    expect_error("POST", P, "{\"messages\":[]}", 400, "non-empty array");
+    expect_error("POST", P, "{\"messages\":{\"role\":\"user\",\"content\":\"x\"}}", 400, "non-empty array");
+    expect_error("POST", P, "{\"messages\":[\"hi\"]}", 400, "messages[0]");
+    expect_error("POST", P, "{\"messages\":[{\"content\":\"x\"}]}", 400, "role is required");
+    expect_error("POST", P,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},{\"role\":\"tool\",\"content\":\"y\"}]}", 400,
+                 "messages[1].role 'tool'");
+    expect_error("POST", P, "{\"messages\":[{\"role\":\"user\",\"content\":5}]}", 400, "must be a string");
+    expect_error("POST", P, "{\"messages\":[{\"role\":\"user\",\"content\":null}]}", 400, "must be a string");
+    expect_error("POST", P, "{\"messages\":[{\"role\":\"user\"}]}", 400, "must be a string");
+    expect_error("POST", P, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", 400, "text");
+    expect_error("POST", P, "{\"model\":\"gpt-4\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", 404,
+                 "does not exist");
+    expect_error("POST", P, "{\"model\":7,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", 400, "model");
+    expect_error("POST", P, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_completion_tokens\":0}", 400,
+                 "max_tokens");
+    expect_error("GET", P, NULL, 405, "POST");
+    /* the server still answers after all that */
+    int st;
+    cJSON_Delete(call("POST", P, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_completion_tokens\":2}",
+                      &st, NULL));
+    CHECK_EQ_INT(st, 200);
+}
+
+static void test_stem(void) {
+    char b[64];
+    CHECK(!strcmp(ls_oai_model_stem("runs/core/model.safetensors", b, sizeof b), "model"));
+    CHECK(!strcmp(ls_oai_model_stem("m.q4.safetensors", b, sizeof b), "m.q4"));
+    CHECK(!strcmp(ls_oai_model_stem("plain", b, sizeof b), "plain"));
+    CHECK(!strcmp(ls_oai_model_stem("/x/.hidden", b, sizeof b), ".hidden"));
+}
+
+static void test_default_name(void) {
+    CHECK(start_server(NULL) == 0);
+    if (server_pid < 0) return;
+    check_models("m");
+    check_chat("m");
+    check_chat_stream("m");
+    check_completion_name("m");
+    check_bad_chat();
+    stop_server();
+}
+
+static void test_served_name(void) {
+    CHECK(start_server("org/tiny-chat") == 0);
+    if (server_pid < 0) return;
+    check_models("org/tiny-chat");
+    check_completion_name("org/tiny-chat");
+    stop_server();
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: mp_openai PATH/TO/llmsys\n");
+        return 2;
+    }
+    llmsys_bin = argv[1];
+    atexit(cleanup);
+    snprintf(dir, sizeof dir, "/tmp/llmsys_mp_openai_%d", (int)getpid());
+    ls_mkdirs(dir);
+    snprintf(ckpt, sizeof ckpt, "%s/m.safetensors", dir);
+    snprintf(port_path, sizeof port_path, "%s/port", dir);
+    ls_model_config cfg = {.vocab = LS_VOCAB, .n_ctx = 128, .n_layer = 2, .n_head = 2, .d_model = 32, .d_ff = 64};
+    ls_model *m = make_model(&cfg, 9, 3.0f);
+    CHECK(m && write_model_ckpt(m, ckpt) == 0);
+    ls_model_free(m);
+    make_reference();
+    RUN(test_stem);
+    RUN(test_default_name);
+    RUN(test_served_name);
+    free(content_plain);
+    unlink(ckpt), unlink(port_path), rmdir(dir);
+    return TEST_RESULT();
+}
