@@ -162,6 +162,7 @@ int main(int argc, char **argv) {
             ls_victim_accuracy(v, &te, &vacc);
             ls_victim_server_opts so;
             ls_victim_server_opts_default(&so);
+            so.model_units = 1; /* the attack works in the model's [0, 1], as the rows here are scaled */
             so.admin_key = "auditor";
             so.output_proba = proba;
             so.prada_mode = LS_PRADA_LOG;

@@ -49,7 +49,10 @@ typedef struct {
     float lo, hi;
     float *x;   /* n*d, owned */
     int32_t *y; /* n, owned */
-    char name[64];
+    /* The min-max scaler that mapped the rows into [lo, hi]: per-feature raw min and max
+     * (d each, owned), NULL when the rows are in their own units (images, raw CSV rows). */
+    float *raw_min, *raw_max;
+    char name[256]; /* what the user named: a path for CSV files and fmnist:DIR */
 } ls_steal_data;
 
 /* Allocates n x d (zeroed), shape (1,1,d), range [0,1]. */
@@ -71,8 +74,14 @@ int ls_steal_data_split(const ls_steal_data *all, double test_frac, uint64_t see
 /* Random subset of n rows (all rows when n >= src->n), deterministic in seed. */
 int ls_steal_data_subset(const ls_steal_data *src, int64_t n, uint64_t seed, ls_steal_data *out);
 /* Per-feature min-max scaling to [lo, hi] with the train set's statistics; test (may be NULL)
- * is scaled with the same statistics and clipped into range. */
-void ls_steal_data_normalize(ls_steal_data *train, ls_steal_data *test, float lo, float hi);
+ * is scaled with the same statistics and clipped into range. Both record the scaler
+ * (raw_min, raw_max). LS_ENOMEM (rows untouched) when it cannot be stored. */
+int ls_steal_data_normalize(ls_steal_data *train, ls_steal_data *test, float lo, float hi);
+/* Scales n rows of d raw values in place as ls_steal_data_normalize does (into [lo, hi],
+ * clipped; a constant feature maps to the middle); the inverse maps [lo, hi] back to raw
+ * units (a constant feature to its value). */
+void ls_steal_scale_rows(const float *raw_min, const float *raw_max, int d, float lo, float hi, float *x, int64_t n);
+void ls_steal_unscale_rows(const float *raw_min, const float *raw_max, int d, float lo, float hi, float *x, int64_t n);
 /* Reproducible synthetic tables (so the benchmark needs no download):
  *   "blobs": make_classification-style - k classes, each a mixture of 2 Gaussian clusters at
  *            random hypercube vertices in 'inf' informative dims, plus linear combinations
@@ -90,6 +99,15 @@ int ls_steal_make_table(const char *kind, int64_t n, int d, int k, uint64_t seed
  * max_train > 0 caps the train rows (a deterministic subset); test is always the full test
  * split. */
 int ls_steal_dataset_open(const char *spec, int64_t max_train, ls_steal_data *train, ls_steal_data *test);
+/* Whether spec names a built-in dataset (fmnist[:DIR], blobs, rings, wine, cancer, digits)
+ * rather than a CSV path. */
+int ls_steal_dataset_is_named(const char *spec);
+/* Test data for evaluation. A named dataset gives its held-out test split (train: the rest,
+ * for baselines). A CSV path gives all its rows in their own units with train empty (n 0),
+ * unless test_split in (0, 1) is given: then the split and scaling victim training makes
+ * (fixed seed; 0.2 reproduces its held-out rows). desc (n bytes) says which rows were used. */
+int ls_steal_testset_open(const char *spec, double test_split, ls_steal_data *train, ls_steal_data *test, char *desc,
+                          size_t n);
 
 /* ---------------------------------------------------------------- victims */
 
@@ -141,8 +159,15 @@ int ls_victim_accuracy(const ls_victim *v, const ls_steal_data *d, double *acc);
 int ls_victim_kind(const ls_victim *v);
 /* Input dim, classes, declared range and shape. */
 void ls_victim_info(const ls_victim *v, int *d, int *k, float *lo, float *hi, int shape[3]);
-/* victim.bin: magic "LSVICTIM", version, type, dims, payload, XXH3 checksum. Atomic write;
- * load validates everything and names the file on error. */
+/* The scaler of its training data (per-feature raw min and max, d each; both NULL when its
+ * inputs were never rescaled, or it was loaded from a version-1 file). Borrowed. */
+void ls_victim_scaler(const ls_victim *v, const float **raw_min, const float **raw_max);
+/* Maps n rows in the units of the training data into the model's [lo, hi] (in place; clipped
+ * as training scaled its test split); a no-op without a scaler. */
+void ls_victim_scale_inputs(const ls_victim *v, float *x, int64_t n);
+/* victim.bin: magic "LSVICTIM", version, type, dims, payload, scaler (version 2), XXH3
+ * checksum. Atomic write; load reads versions 1 and 2, validates everything and names the
+ * file on error. */
 int ls_victim_save(const ls_victim *v, const char *path);
 int ls_victim_load(const char *path, ls_victim **out);
 
@@ -190,6 +215,7 @@ typedef struct {
     ls_prada_opts prada;
     double throttle_s;     /* THROTTLE: delay per request of a flagged client */
     const char *admin_key; /* X-API-Key exempt from budget, rate and detector (auditor), NULL none */
+    int model_units;       /* 1: inputs already in the model's [lo, hi], the stored scaler skipped */
 } ls_victim_server_opts;
 
 typedef struct ls_victim_server ls_victim_server;
@@ -197,7 +223,11 @@ typedef struct ls_victim_server ls_victim_server;
 void ls_victim_server_opts_default(ls_victim_server_opts *o);
 /* Starts serving v (borrowed; must outlive the server) on 127.0.0.1 and all interfaces:
  *   POST /predict  {"inputs": [[...], ...]} -> {"labels": [...]} or {"probs": [[...]], "labels": [...]}
- *   GET  /info     {"input_shape":[c,h,w], "input_range":[lo,hi], "classes":k, "output":"label|proba"}
+ *   GET  /info     {"input_shape":[c,h,w], "input_range":[lo,hi], "classes":k, "output":"label|proba",
+ *                   "units":"raw|model"; with a scaler also "feature_min", "feature_max", "model_range"}
+ * A victim with a scaler takes inputs in its training data's units ("raw": scaled and clipped
+ * per feature, input_range spans the raw ranges) unless o->model_units; otherwise inputs must
+ * lie in [lo, hi] ("model").
  *   GET  /stats    per-client queries, budget left, PRADA W and flag
  * Bad requests get a 4xx JSON {"error": "..."}; the server keeps serving. */
 int ls_victim_server_start(const ls_victim *v, const ls_victim_server_opts *o, ls_victim_server **out);

@@ -108,7 +108,7 @@ static void on_signal(int sig) { stop_flag = sig; }
 
 static int victim_serve(int argc, char **argv) {
     const char *model = NULL, *output = "label", *log = NULL, *prada = "log", *admin = NULL, *port_file = NULL;
-    int port = 8090, max_batch = 512;
+    int port = 8090, max_batch = 512, model_units = 0;
     int64_t budget = 0;
     double rate = 0, burst = 1024, delta = 0.95, duration = 0, throttle = 0.2;
     ls_arg spec[] = {
@@ -125,6 +125,8 @@ static int victim_serve(int argc, char **argv) {
         {"prada-delta", LS_ARG_FLOAT, &delta, "W", "flag when Shapiro-Wilk W < W (default 0.95)"},
         {"throttle", LS_ARG_FLOAT, &throttle, "S", "throttle: seconds per input for a flagged client (default 0.2)"},
         {"admin-key", LS_ARG_STR, &admin, "KEY", "X-API-Key exempt from budget, rate and detector"},
+        {"model-units", LS_ARG_FLAG, &model_units, NULL,
+         "take inputs already scaled into the model's range instead of the training data's units"},
         {"duration", LS_ARG_FLOAT, &duration, "S", "stop after S seconds (default: until SIGINT/SIGTERM)"},
     };
     int rc = ls_args_parse("victim serve", "Serves a victim as a black-box prediction API: POST /predict.", spec,
@@ -156,6 +158,7 @@ static int victim_serve(int argc, char **argv) {
     so.prada.delta = delta;
     so.throttle_s = throttle;
     so.admin_key = admin;
+    so.model_units = model_units;
     ls_victim *v;
     if (ls_victim_load(model, &v)) return ls_cli_fail();
     ls_victim_server *srv;
@@ -166,10 +169,17 @@ static int victim_serve(int argc, char **argv) {
     int d, k, shape[3];
     float lo, hi;
     ls_victim_info(v, &d, &k, &lo, &hi, shape);
-    printf("victim %s serving on http://127.0.0.1:%d/predict (input %dx%dx%d in [%g,%g], %d classes, output %s, "
+    const float *mn, *mx;
+    ls_victim_scaler(v, &mn, &mx);
+    const char *units = mn && !model_units ? "the training data's units, per-feature ranges in GET /info" : "";
+    if (mn && !model_units) {
+        lo = mn[0], hi = mx[0];
+        for (int j = 1; j < d; j++) lo = mn[j] < lo ? mn[j] : lo, hi = mx[j] > hi ? mx[j] : hi;
+    }
+    printf("victim %s serving on http://127.0.0.1:%d/predict (input %dx%dx%d in [%g,%g]%s%s, %d classes, output %s, "
            "PRADA %s)\n",
-           ls_victim_type_name(ls_victim_kind(v)), ls_victim_server_port(srv), shape[0], shape[1], shape[2], lo, hi, k,
-           output, prada);
+           ls_victim_type_name(ls_victim_kind(v)), ls_victim_server_port(srv), shape[0], shape[1], shape[2], lo, hi,
+           units[0] ? ", " : "", units, k, output, prada);
     fflush(stdout);
     if (port_file) {
         char b[32];
@@ -373,15 +383,77 @@ static int victim_labels(ls_steal_client *cl, const ls_steal_data *d, int32_t *l
     return LS_OK;
 }
 
+/* Puts the rows of sets[] into the units the target's /info declares ("raw": the training
+ * data's units, undoing a dataset scaler; "model": scaled by the target's stored scaler), so
+ * the victim and the replica see the same inputs the API takes. An API without /info gets
+ * the rows as they are. *units names the result. */
+static int match_units(ls_steal_client *cl, ls_steal_data **sets, int nsets, const char **units) {
+    int status = 0;
+    char *body = NULL;
+    *units = "as given";
+    if (ls_steal_client_get(cl, "/info", &status, &body) != LS_OK || status != 200) {
+        free(body);
+        return LS_OK;
+    }
+    cJSON *j = cJSON_Parse(body);
+    free(body);
+    const cJSON *u = cJSON_GetObjectItemCaseSensitive(j, "units"), *ir = cJSON_GetObjectItemCaseSensitive(j, "input_range");
+    const cJSON *fmin = cJSON_GetObjectItemCaseSensitive(j, "feature_min");
+    const cJSON *fmax = cJSON_GetObjectItemCaseSensitive(j, "feature_max");
+    const cJSON *mr = cJSON_GetObjectItemCaseSensitive(j, "model_range");
+    int rc = LS_OK, raw = cJSON_IsString(u) && !strcmp(u->valuestring, "raw");
+    float lo = cJSON_GetArraySize(ir) == 2 ? (float)cJSON_GetArrayItem(ir, 0)->valuedouble : sets[0]->lo;
+    float hi = cJSON_GetArraySize(ir) == 2 ? (float)cJSON_GetArrayItem(ir, 1)->valuedouble : sets[0]->hi;
+    int d = sets[0]->d, have = cJSON_GetArraySize(fmin) == d && cJSON_GetArraySize(fmax) == d;
+    float *mn = malloc(sizeof(float) * (size_t)d), *mx = malloc(sizeof(float) * (size_t)d);
+    if (!mn || !mx) rc = ls_err(LS_ENOMEM, "out of memory");
+    for (int f = 0; !rc && have && f < d; f++) {
+        mn[f] = (float)cJSON_GetArrayItem(fmin, f)->valuedouble;
+        mx[f] = (float)cJSON_GetArrayItem(fmax, f)->valuedouble;
+    }
+    for (int i = 0; !rc && i < nsets; i++) {
+        ls_steal_data *t = sets[i];
+        if (!t->n) continue;
+        if (raw && t->raw_min) {
+            ls_steal_unscale_rows(t->raw_min, t->raw_max, t->d, t->lo, t->hi, t->x, t->n);
+            free(t->raw_min), free(t->raw_max);
+            t->raw_min = t->raw_max = NULL;
+        } else if (!raw && !t->raw_min && have && cJSON_GetArraySize(mr) == 2) {
+            ls_steal_scale_rows(mn, mx, d, (float)cJSON_GetArrayItem(mr, 0)->valuedouble,
+                                (float)cJSON_GetArrayItem(mr, 1)->valuedouble, t->x, t->n);
+        } else if (!raw && !t->raw_min) {
+            /* rows in their own units for an API that takes [lo, hi] and knows no scaler */
+            for (int64_t k = 0; k < t->n * t->d; k++)
+                if (t->x[k] < lo - 1e-4f * (hi - lo) || t->x[k] > hi + 1e-4f * (hi - lo)) {
+                    rc = ls_err(LS_EINVAL,
+                                "%s: value %g outside the target's input range [%g, %g], and the target stores no "
+                                "scaler (a victim file from before format version 2?): retrain the victim, or "
+                                "evaluate on its scaled held-out rows with --test-split 0.2",
+                                t->name, t->x[k], lo, hi);
+                    break;
+                }
+        }
+        t->lo = lo;
+        t->hi = hi;
+    }
+    if (!rc) *units = raw ? "raw units" : "model units";
+    free(mn), free(mx);
+    cJSON_Delete(j);
+    return rc;
+}
+
 static int steal_eval(int argc, char **argv) {
     const char *replica = NULL, *target = NULL, *data = NULL, *key = NULL, *report = NULL;
     int64_t test_n = 0, budget = 0;
     int baselines = 0, epochs = 30;
-    double timeout = 30;
+    double timeout = 30, test_split = 0;
     ls_arg spec[] = {
         {"replica", LS_ARG_STR, &replica, "FILE", "replica from llmsys steal", 1},
         {"target", LS_ARG_STR, &target, "URL", "the victim API", 1},
-        {"test-data", LS_ARG_STR, &data, "D", "dataset spec whose held-out test split is used", 1},
+        {"test-data", LS_ARG_STR, &data, "D",
+         "a CSV file (all its rows are the test set) or a named dataset (its held-out test split)", 1},
+        {"test-split", LS_ARG_FLOAT, &test_split, "F",
+         "CSV only: evaluate on a fraction F of the file instead (0.2 = the rows victim train held out)"},
         {"test-n", LS_ARG_I64, &test_n, "N", "use N test rows (default all)"},
         {"api-key", LS_ARG_STR, &key, "KEY", "X-API-Key for the evaluation queries"},
         {"baselines", LS_ARG_FLAG, &baselines, NULL, "also train random-query and natural-data replicas (same budget)"},
@@ -394,15 +466,26 @@ static int steal_eval(int argc, char **argv) {
                            "Agreement of a replica with the victim on held-out natural test data, and its accuracy.",
                            spec, (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
+    if (test_split < 0 || test_split >= 1 || (test_split > 0 && ls_steal_dataset_is_named(data))) {
+        fprintf(stderr, "llmsys steal eval: --test-split takes a fraction in (0, 1) and a CSV file (%s has its own "
+                        "held-out split)\n", data);
+        return 2;
+    }
     ls_replica *r;
     if (ls_replica_load(replica, &r)) return ls_cli_fail();
     ls_steal_data tr, te_full, te;
-    if (ls_steal_dataset_open(data, 0, &tr, &te_full)) {
+    char desc[1200];
+    if (ls_steal_testset_open(data, test_split, &tr, &te_full, desc, sizeof desc)) {
         ls_replica_free(r);
         return ls_cli_fail();
     }
     int fail = ls_steal_data_subset(&te_full, test_n, 3, &te);
+    int64_t full_n = te_full.n;
     ls_steal_data_free(&te_full);
+    if (!fail && te.n < full_n) {
+        size_t l = strlen(desc);
+        snprintf(desc + l, sizeof desc - l, ", %lld of them by --test-n", (long long)te.n);
+    }
     int d, k;
     ls_replica_info(r, &d, &k);
     if (!fail && (d != te.d || k != te.k))
@@ -410,7 +493,12 @@ static int steal_eval(int argc, char **argv) {
     ls_steal_client *cl = NULL;
     int32_t *vlab = NULL;
     double agree = 0, acc = 0, vacc = 0;
+    const char *units = "as given";
     if (!fail) fail = ls_steal_client_init(target, key, timeout, te.d, te.k, &cl);
+    if (!fail) {
+        ls_steal_data *sets[2] = {&te, &tr};
+        fail = match_units(cl, sets, 2, &units);
+    }
     if (!fail) {
         vlab = malloc(sizeof(int32_t) * (size_t)te.n);
         fail = vlab ? victim_labels(cl, &te, vlab) : ls_err(LS_ENOMEM, "out of memory");
@@ -420,11 +508,13 @@ static int steal_eval(int argc, char **argv) {
         int64_t ok = 0;
         for (int64_t i = 0; i < te.n; i++) ok += vlab[i] == te.y[i];
         vacc = (double)ok / (double)te.n;
-        printf("eval on %lld held-out rows of %s: agreement with victim %.4f, replica accuracy %.4f (victim accuracy "
+        printf("eval on %s, %lld rows in %s: agreement with victim %.4f, replica accuracy %.4f (victim accuracy "
                "%.4f)\n",
-               (long long)te.n, te.name, agree, acc, vacc);
+               desc, (long long)te.n, units, agree, acc, vacc);
     }
     cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "test_data", desc);
+    cJSON_AddStringToObject(j, "units", units);
     cJSON_AddNumberToObject(j, "test_rows", (double)te.n);
     cJSON_AddNumberToObject(j, "agreement", agree);
     cJSON_AddNumberToObject(j, "accuracy", acc);
@@ -446,6 +536,12 @@ static int steal_eval(int argc, char **argv) {
         const char *names[2] = {"random", "natural"};
         int strat[2] = {LS_STEAL_RANDOM, LS_STEAL_NATURAL};
         for (int b = 0; b < 2 && !fail; b++) {
+            if (strat[b] == LS_STEAL_NATURAL && tr.n == 0) {
+                /* natural queries must not be the test rows themselves */
+                printf("  baseline natural skipped: the whole file is the test set (give --test-split to keep "
+                       "natural rows apart)\n");
+                continue;
+            }
             ls_steal_opts o;
             ls_steal_opts_default(&o);
             o.c = te.c;

@@ -39,6 +39,8 @@ void ls_steal_data_free(ls_steal_data *d) {
     if (!d) return;
     free(d->x);
     free(d->y);
+    free(d->raw_min);
+    free(d->raw_max);
     memset(d, 0, sizeof *d);
 }
 
@@ -320,7 +322,7 @@ int ls_steal_csv_load(const char *path, ls_steal_data *out) {
     }
     free(u);
     out->k = k;
-    snprintf(out->name, sizeof out->name, "csv");
+    snprintf(out->name, sizeof out->name, "%s", path);
 done:
     free(copy);
     free(f);
@@ -357,6 +359,16 @@ static int take_rows(const ls_steal_data *src, const int *idx, int64_t n, ls_ste
     out->lo = src->lo;
     out->hi = src->hi;
     memcpy(out->name, src->name, sizeof out->name);
+    if (src->raw_min && src->raw_max) {
+        out->raw_min = malloc(sizeof(float) * (size_t)src->d);
+        out->raw_max = malloc(sizeof(float) * (size_t)src->d);
+        if (!out->raw_min || !out->raw_max) {
+            ls_steal_data_free(out);
+            return ls_err(LS_ENOMEM, "dataset: out of memory");
+        }
+        memcpy(out->raw_min, src->raw_min, sizeof(float) * (size_t)src->d);
+        memcpy(out->raw_max, src->raw_max, sizeof(float) * (size_t)src->d);
+    }
     for (int64_t i = 0; i < n; i++) {
         memcpy(out->x + i * src->d, src->x + (int64_t)idx[i] * src->d, sizeof(float) * (size_t)src->d);
         out->y[i] = src->y[idx[i]];
@@ -395,32 +407,63 @@ int ls_steal_data_subset(const ls_steal_data *src, int64_t n, uint64_t seed, ls_
     return rc;
 }
 
-void ls_steal_data_normalize(ls_steal_data *train, ls_steal_data *test, float lo, float hi) {
-    int d = train->d;
+void ls_steal_scale_rows(const float *raw_min, const float *raw_max, int d, float lo, float hi, float *x, int64_t n) {
     for (int j = 0; j < d; j++) {
-        float mn = INFINITY, mx = -INFINITY;
-        for (int64_t i = 0; i < train->n; i++) {
-            float v = train->x[i * d + j];
-            if (v < mn) mn = v;
-            if (v > mx) mx = v;
-        }
+        float mn = raw_min[j], mx = raw_max[j];
         float scale = mx > mn ? (hi - lo) / (mx - mn) : 0.0f;
-        ls_steal_data *sets[2] = {train, test};
-        for (int s = 0; s < 2; s++) {
-            if (!sets[s]) continue;
-            for (int64_t i = 0; i < sets[s]->n; i++) {
-                float *v = &sets[s]->x[i * d + j];
-                float t = scale > 0 ? lo + (*v - mn) * scale : 0.5f * (lo + hi);
-                *v = t < lo ? lo : t > hi ? hi : t;
+        for (int64_t i = 0; i < n; i++) {
+            float *v = &x[i * d + j];
+            float t = scale > 0 ? lo + (*v - mn) * scale : 0.5f * (lo + hi);
+            *v = t < lo ? lo : t > hi ? hi : t;
+        }
+    }
+}
+
+void ls_steal_unscale_rows(const float *raw_min, const float *raw_max, int d, float lo, float hi, float *x, int64_t n) {
+    for (int j = 0; j < d; j++) {
+        double mn = raw_min[j], span = (double)raw_max[j] - raw_min[j];
+        for (int64_t i = 0; i < n; i++) {
+            float *v = &x[i * d + j];
+            *v = span > 0 ? (float)(mn + ((double)*v - lo) * span / ((double)hi - lo)) : (float)mn;
+        }
+    }
+}
+
+int ls_steal_data_normalize(ls_steal_data *train, ls_steal_data *test, float lo, float hi) {
+    int d = train->d;
+    ls_steal_data *sets[2] = {train, test};
+    float *mm[2][2] = {{NULL, NULL}, {NULL, NULL}};
+    for (int s = 0; s < 2; s++)
+        if (sets[s]) {
+            mm[s][0] = malloc(sizeof(float) * (size_t)d);
+            mm[s][1] = malloc(sizeof(float) * (size_t)d);
+            if (!mm[s][0] || !mm[s][1]) {
+                for (int t = 0; t < 2; t++) free(mm[t][0]), free(mm[t][1]);
+                return ls_err(LS_ENOMEM, "normalise: out of memory");
             }
         }
+    float *mn = mm[0][0], *mx = mm[0][1];
+    for (int j = 0; j < d; j++) {
+        mn[j] = INFINITY, mx[j] = -INFINITY;
+        for (int64_t i = 0; i < train->n; i++) {
+            float v = train->x[i * d + j];
+            if (v < mn[j]) mn[j] = v;
+            if (v > mx[j]) mx[j] = v;
+        }
     }
-    train->lo = lo;
-    train->hi = hi;
-    if (test) {
-        test->lo = lo;
-        test->hi = hi;
+    for (int s = 0; s < 2; s++) {
+        if (!sets[s]) continue;
+        ls_steal_scale_rows(mn, mx, d, lo, hi, sets[s]->x, sets[s]->n);
+        memcpy(mm[s][0], mn, sizeof(float) * (size_t)d);
+        memcpy(mm[s][1], mx, sizeof(float) * (size_t)d);
+        free(sets[s]->raw_min);
+        free(sets[s]->raw_max);
+        sets[s]->raw_min = mm[s][0];
+        sets[s]->raw_max = mm[s][1];
+        sets[s]->lo = lo;
+        sets[s]->hi = hi;
     }
+    return LS_OK;
 }
 
 /* ---------------------------------------------------------------- synthetic tables */
@@ -525,8 +568,9 @@ int ls_steal_dataset_open(const char *spec, int64_t max_train, ls_steal_data *tr
             return rc;
         }
         test->k = train->k;
-        snprintf(train->name, sizeof train->name, "fmnist");
-        snprintf(test->name, sizeof test->name, "fmnist");
+        /* name what the user gave: the directory of a custom copy */
+        snprintf(train->name, sizeof train->name, "%s", spec[6] == ':' ? dir : "fmnist");
+        snprintf(test->name, sizeof test->name, "%s", spec[6] == ':' ? dir : "fmnist");
         return LS_OK;
     }
     /* Real tables shipped by Debian's python3-sklearn (installed by scripts/setup.sh): UCI
@@ -558,24 +602,20 @@ int ls_steal_dataset_open(const char *spec, int64_t max_train, ls_steal_data *tr
     }
     ls_steal_data tr;
     int rc = ls_steal_data_split(&all, 0.2, 1234, &tr, test);
-    char name[64];
+    char name[sizeof all.name];
     memcpy(name, all.name, sizeof name);
     ls_steal_data_free(&all);
     if (rc) return rc;
     /* Statistics of the whole train split, so every max_train sees the same input space. */
-    ls_steal_data_normalize(&tr, test, 0.0f, 1.0f);
-    rc = ls_steal_data_subset(&tr, max_train, 7, train);
+    rc = ls_steal_data_normalize(&tr, test, 0.0f, 1.0f);
+    if (!rc) rc = ls_steal_data_subset(&tr, max_train, 7, train);
     ls_steal_data_free(&tr);
     if (rc) {
         ls_steal_data_free(test);
         return rc;
     }
-    if (ri >= 0) {
-        snprintf(name, sizeof name, "%s", real[ri].name);
-    } else if (strcmp(spec, "blobs") && strcmp(spec, "rings")) {
-        const char *base = strrchr(spec, '/');
-        snprintf(name, sizeof name, "%s", base ? base + 1 : spec);
-    }
+    if (ri >= 0) snprintf(name, sizeof name, "%s", real[ri].name);
+    else if (strcmp(spec, "blobs") && strcmp(spec, "rings")) snprintf(name, sizeof name, "%s", spec); /* the path */
     snprintf(train->name, sizeof train->name, "%s", name);
     snprintf(test->name, sizeof test->name, "%s", name);
     if (ri >= 0 && real[ri].h > 0 && real[ri].h * real[ri].w == train->d) {
@@ -583,5 +623,50 @@ int ls_steal_dataset_open(const char *spec, int64_t max_train, ls_steal_data *tr
         train->h = test->h = real[ri].h;
         train->w = test->w = real[ri].w;
     }
+    return LS_OK;
+}
+
+int ls_steal_dataset_is_named(const char *spec) {
+    static const char *named[] = {"blobs", "rings", "wine", "cancer", "digits"};
+    if (!strncmp(spec, "fmnist", 6) && (spec[6] == '\0' || spec[6] == ':')) return 1;
+    for (size_t i = 0; i < sizeof named / sizeof named[0]; i++)
+        if (!strcmp(spec, named[i])) return 1;
+    return 0;
+}
+
+int ls_steal_testset_open(const char *spec, double test_split, ls_steal_data *train, ls_steal_data *test, char *desc,
+                          size_t n) {
+    memset(train, 0, sizeof *train);
+    memset(test, 0, sizeof *test);
+    if (ls_steal_dataset_is_named(spec)) {
+        if (test_split != 0)
+            return ls_err(LS_EINVAL, "a test split applies to CSV files; %s has its own held-out test split", spec);
+        LS_TRY(ls_steal_dataset_open(spec, 0, train, test));
+        snprintf(desc, n, "the held-out test split of %s (%lld rows)", test->name, (long long)test->n);
+        return LS_OK;
+    }
+    if (test_split < 0 || test_split >= 1)
+        return ls_err(LS_EINVAL, "test split %g is not a fraction in (0, 1)", test_split);
+    ls_steal_data all;
+    LS_TRY(ls_steal_csv_load(spec, &all));
+    if (test_split == 0) {
+        /* the file is the test set: every row, in its own units */
+        *test = all;
+        train->d = all.d, train->k = all.k, train->c = all.c, train->h = all.h, train->w = all.w;
+        snprintf(train->name, sizeof train->name, "%s", all.name);
+        snprintf(desc, n, "all %lld rows of %s", (long long)test->n, spec);
+        return LS_OK;
+    }
+    int rc = ls_steal_data_split(&all, test_split, 1234, train, test);
+    int64_t total = all.n;
+    ls_steal_data_free(&all);
+    if (!rc) rc = ls_steal_data_normalize(train, test, 0.0f, 1.0f);
+    if (rc) {
+        ls_steal_data_free(train);
+        ls_steal_data_free(test);
+        return rc;
+    }
+    snprintf(desc, n, "a %g test split of %s (%lld of %lld rows, seed 1234, as victim train splits at 0.2)", test_split,
+             spec, (long long)test->n, (long long)total);
     return LS_OK;
 }

@@ -26,6 +26,8 @@ struct ls_victim_server {
     struct MHD_Daemon *mhd;
     int port, d, k, shape[3];
     float lo, hi;
+    int raw;              /* inputs in the training data's units, scaled by the victim's scaler */
+    float raw_lo, raw_hi; /* the span of the raw feature ranges (raw only) */
     pthread_mutex_t mu;
     client_t *clients;
     int nclients, cap;
@@ -189,6 +191,11 @@ static unsigned parse_inputs(ls_victim_server *s, const char *body, size_t len, 
                 goto done;
             }
             double val = v->valuedouble;
+            if (s->raw) {
+                /* raw units: the victim's scaler maps and clips them below, as training did */
+                (*x)[(size_t)i * s->d + jx++] = (float)val;
+                continue;
+            }
             if (val < s->lo - eps || val > s->hi + eps) {
                 snprintf(msg, msz, "input %d, value %d: %g outside the input range [%g, %g]", i, jx, val, s->lo, s->hi);
                 st = 422;
@@ -199,6 +206,7 @@ static unsigned parse_inputs(ls_victim_server *s, const char *body, size_t len, 
         }
         i++;
     }
+    if (s->raw) ls_victim_scale_inputs(s->v, *x, m);
     *n = m;
 done:
     cJSON_Delete(j);
@@ -411,6 +419,28 @@ struct cJSON *ls_victim_server_stats(ls_victim_server *s) {
     return j;
 }
 
+/* GET /info: what the API takes (shape, range, units) and answers. */
+static char *info_json(const ls_victim_server *s) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddItemToObject(j, "input_shape", cJSON_CreateIntArray(s->shape, 3));
+    float r[2] = {s->raw ? s->raw_lo : s->lo, s->raw ? s->raw_hi : s->hi};
+    cJSON_AddItemToObject(j, "input_range", cJSON_CreateFloatArray(r, 2));
+    cJSON_AddNumberToObject(j, "classes", s->k);
+    cJSON_AddStringToObject(j, "output", s->o.output_proba ? "proba" : "label");
+    cJSON_AddStringToObject(j, "units", s->raw ? "raw" : "model");
+    const float *mn, *mx;
+    ls_victim_scaler(s->v, &mn, &mx);
+    if (mn && mx) {
+        cJSON_AddItemToObject(j, "feature_min", cJSON_CreateFloatArray(mn, s->d));
+        cJSON_AddItemToObject(j, "feature_max", cJSON_CreateFloatArray(mx, s->d));
+        float mr[2] = {s->lo, s->hi};
+        cJSON_AddItemToObject(j, "model_range", cJSON_CreateFloatArray(mr, 2));
+    }
+    char *t = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    return t;
+}
+
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                const char *version, const char *upload, size_t *upload_size, void **con_cls) {
     ls_victim_server *s = cls;
@@ -447,10 +477,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         return handle_predict(s, c, cc);
     }
     if (!strcmp(url, "/info") && !strcmp(method, "GET")) {
-        char *t = malloc(256);
+        char *t = info_json(s);
         if (!t) return MHD_NO;
-        snprintf(t, 256, "{\"input_shape\":[%d,%d,%d],\"input_range\":[%g,%g],\"classes\":%d,\"output\":\"%s\"}",
-                 s->shape[0], s->shape[1], s->shape[2], s->lo, s->hi, s->k, s->o.output_proba ? "proba" : "label");
         return respond(c, 200, t, 0);
     }
     if (!strcmp(url, "/stats") && !strcmp(method, "GET")) {
@@ -481,6 +509,16 @@ int ls_victim_server_start(const ls_victim *v, const ls_victim_server_opts *o, l
     s->v = v;
     s->o = *o;
     ls_victim_info(v, &s->d, &s->k, &s->lo, &s->hi, s->shape);
+    const float *mn, *mx;
+    ls_victim_scaler(v, &mn, &mx);
+    if (mn && mx && !o->model_units) {
+        s->raw = 1;
+        s->raw_lo = mn[0], s->raw_hi = mx[0];
+        for (int j = 1; j < s->d; j++) {
+            if (mn[j] < s->raw_lo) s->raw_lo = mn[j];
+            if (mx[j] > s->raw_hi) s->raw_hi = mx[j];
+        }
+    }
     if (pthread_mutex_init(&s->mu, NULL)) {
         free(s);
         return ls_err(LS_ESTATE, "victim serve: mutex init failed");

@@ -54,6 +54,8 @@ struct ls_victim {
     int32_t *ref_y;
     /* nb */
     float *nb_mean, *nb_ivar, *nb_logc; /* (k,d), (k,d) 1/var, (k) log prior - 0.5 sum log var */
+    /* the training data's min-max scaler (d each), NULL when inputs were never rescaled */
+    float *raw_min, *raw_max;
 };
 
 void ls_victim_opts_default(ls_victim_opts *o, int type) {
@@ -73,6 +75,15 @@ void ls_victim_opts_default(ls_victim_opts *o, int type) {
 }
 
 int ls_victim_kind(const ls_victim *v) { return v->type; }
+
+void ls_victim_scaler(const ls_victim *v, const float **raw_min, const float **raw_max) {
+    *raw_min = v->raw_min;
+    *raw_max = v->raw_max;
+}
+
+void ls_victim_scale_inputs(const ls_victim *v, float *x, int64_t n) {
+    if (v->raw_min && v->raw_max) ls_steal_scale_rows(v->raw_min, v->raw_max, v->d, v->lo, v->hi, x, n);
+}
 
 void ls_victim_info(const ls_victim *v, int *d, int *k, float *lo, float *hi, int shape[3]) {
     if (d) *d = v->d;
@@ -107,6 +118,8 @@ void ls_victim_free(ls_victim *v) {
     free(v->nb_mean);
     free(v->nb_ivar);
     free(v->nb_logc);
+    free(v->raw_min);
+    free(v->raw_max);
     free(v);
 }
 
@@ -516,6 +529,17 @@ int ls_victim_train(const ls_victim_opts *o, const ls_steal_data *t, ls_victim *
     v->w = t->w;
     v->lo = t->lo;
     v->hi = t->hi;
+    if (t->raw_min && t->raw_max) {
+        /* the scaler is part of the model: the API takes the training data's own units */
+        v->raw_min = malloc(sizeof(float) * (size_t)t->d);
+        v->raw_max = malloc(sizeof(float) * (size_t)t->d);
+        if (!v->raw_min || !v->raw_max) {
+            ls_victim_free(v);
+            return ls_err(LS_ENOMEM, "victim: out of memory");
+        }
+        memcpy(v->raw_min, t->raw_min, sizeof(float) * (size_t)t->d);
+        memcpy(v->raw_max, t->raw_max, sizeof(float) * (size_t)t->d);
+    }
     int rc;
     switch (o->type) {
     case LS_VICTIM_LOGREG:
@@ -675,7 +699,7 @@ int ls_victim_accuracy(const ls_victim *v, const ls_steal_data *d, double *acc) 
 /* ---------------------------------------------------------------- victim.bin */
 
 #define VICTIM_MAGIC "LSVICTIM"
-#define VICTIM_VERSION 1u
+#define VICTIM_VERSION 2u /* 2: the scaler follows the body; 1 (no scaler) still loads */
 
 typedef struct {
     unsigned char *p;
@@ -684,7 +708,7 @@ typedef struct {
 } buf_t;
 
 static void put(buf_t *b, const void *data, size_t n) {
-    if (b->oom) return;
+    if (b->oom || !n) return;
     if (b->len + n > b->cap) {
         size_t nc = b->cap ? b->cap : 4096;
         while (nc < b->len + n) nc *= 2;
@@ -753,6 +777,10 @@ int ls_victim_save(const ls_victim *v, const char *path) {
         put_arr(&b, v->nb_logc, v->k, 4);
         break;
     }
+    /* version 2: the scaler, as two arrays of d (or 0) raw minima and maxima */
+    int64_t ns = v->raw_min && v->raw_max ? v->d : 0;
+    put_arr(&b, v->raw_min, ns, 4);
+    put_arr(&b, v->raw_max, ns, 4);
     uint64_t h = b.oom ? 0 : ls_hash64(b.p, b.len);
     put(&b, &h, 8);
     if (b.oom) {
@@ -896,6 +924,26 @@ static int load_body(rd_t *r, ls_victim *v) {
     return ls_err(LS_EFORMAT, "%s: unknown victim type %d", r->path, v->type);
 }
 
+/* Version 2's scaler: two arrays of d finite raw bounds (min <= max), or two empty ones. */
+static int load_scaler(rd_t *r, ls_victim *v) {
+    int64_t cnt = 0;
+    if (r->off + 8 > r->len) return ls_err(LS_EFORMAT, "%s: truncated (no scaler)", r->path);
+    memcpy(&cnt, r->p + r->off, 8);
+    if (cnt != 0 && cnt != v->d)
+        return ls_err(LS_EFORMAT, "%s: scaler of %lld features, expected %d or 0", r->path, (long long)cnt, v->d);
+    LS_TRY(get_arr(r, (void **)&v->raw_min, cnt, 4));
+    LS_TRY(get_arr(r, (void **)&v->raw_max, cnt, 4));
+    for (int64_t j = 0; j < cnt; j++)
+        if (!isfinite(v->raw_min[j]) || !isfinite(v->raw_max[j]) || v->raw_min[j] > v->raw_max[j])
+            return ls_err(LS_EFORMAT, "%s: scaler feature %lld has range [%g, %g]", r->path, (long long)j,
+                          v->raw_min[j], v->raw_max[j]);
+    if (!cnt) {
+        free(v->raw_min), free(v->raw_max);
+        v->raw_min = v->raw_max = NULL;
+    }
+    return LS_OK;
+}
+
 int ls_victim_load(const char *path, ls_victim **out) {
     *out = NULL;
     char *data;
@@ -916,8 +964,8 @@ int ls_victim_load(const char *path, ls_victim **out) {
     rd_t r = {(const unsigned char *)data, len - 8, 8, path};
     uint32_t hdr[8];
     get(&r, hdr, sizeof hdr);
-    if (hdr[0] != VICTIM_VERSION) {
-        rc = ls_err(LS_EFORMAT, "%s: version %u, this build reads %u", path, hdr[0], VICTIM_VERSION);
+    if (hdr[0] < 1 || hdr[0] > VICTIM_VERSION) {
+        rc = ls_err(LS_EFORMAT, "%s: version %u, this build reads 1 to %u", path, hdr[0], VICTIM_VERSION);
         goto done;
     }
     v = calloc(1, sizeof *v);
@@ -939,6 +987,7 @@ int ls_victim_load(const char *path, ls_victim **out) {
         goto done;
     }
     rc = load_body(&r, v);
+    if (!rc && hdr[0] >= 2) rc = load_scaler(&r, v);
     if (!rc && r.off != r.len) rc = ls_err(LS_EFORMAT, "%s: %zu trailing bytes", path, r.len - r.off);
 done:
     free(data);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # cli.sh - end-to-end CLI test of the steal module: make-data, victim train, victim serve
 # (background, port 0), steal (budget respected, target budget exhausted keeps the replica),
-# steal eval with baselines, and bad input. Usage: cli.sh path/to/llmsys
+# steal eval (whole file in raw units, or a split with baselines), the victim taking the CSV's own
+# units, and bad input. Usage: cli.sh path/to/llmsys
 set -u
 BIN="$1"
 T=$(mktemp -d /tmp/llmsys-steal-cli.XXXXXX)
@@ -19,6 +20,7 @@ export OPENBLAS_NUM_THREADS=1 LLMSYS_PROGRESS=0
   > "$T/train.out" || fail "victim train"
 grep -q '"test_accuracy"' "$T/train.json" || fail "train report"
 grep -q "test accuracy" "$T/train.out" || fail "train output"
+grep -q "on $T/t.csv:" "$T/train.out" || fail "train output names the data path"
 
 # usage and runtime errors: exit 2 / exit 1 with one line
 "$BIN" victim train --type nope --data "$T/t.csv" --out "$T/x.bin" 2>"$T/err"; [ $? -eq 2 ] || fail "bad type exit"
@@ -45,16 +47,39 @@ SRV=$!
 for i in $(seq 1 100); do [ -s "$T/port" ] && break; sleep 0.1; done
 [ -s "$T/port" ] || fail "server did not start"
 URL="http://127.0.0.1:$(cat "$T/port")/predict"
+grep -q "training data's units" "$T/serve.out" || fail "serve says it takes the training data's units"
 
-"$BIN" steal --target "$URL" --input-shape 12 --input-range 0,1 --classes 4 --budget 300 --api-key eve \
+# the victim answers the CSV's own rows (raw units); /info gives the raw range the attacker uses
+python3 - "$URL" "$T/t.csv" "$T/range" <<'PY' || fail "raw-unit request"
+import json, sys, urllib.request
+url, csv, out = sys.argv[1:4]
+info = json.load(urllib.request.urlopen(url.replace("/predict", "/info"), timeout=10))
+assert info["units"] == "raw" and len(info["feature_min"]) == 12, info
+rows = [[float(v) for v in line.split(",")[:-1]] for line in open(csv).read().split("\n")[1:6] if line]
+assert any(not 0 <= v <= 1 for r in rows for v in r), "test rows should lie outside [0, 1]"
+req = urllib.request.Request(url, json.dumps({"inputs": rows}).encode(), {"X-API-Key": "admin"})
+ans = json.load(urllib.request.urlopen(req, timeout=10))
+assert len(ans["labels"]) == 5, ans
+open(out, "w").write("%r,%r" % tuple(info["input_range"]))
+PY
+
+"$BIN" steal --target "$URL" --input-shape 12 --input-range "$(cat "$T/range")" --classes 4 --budget 300 --api-key eve \
   --out "$T/r.safetensors" --report "$T/r.json" --epochs 5 --quiet > "$T/steal.out" || fail "steal"
 q=$(python3 -c "import json;print(json.load(open('$T/r.json'))['queries'])" 2>/dev/null || \
     grep -o '"queries":[[:space:]]*[0-9]*' "$T/r.json" | grep -o '[0-9]*$')
 [ "$q" -le 300 ] && [ "$q" -ge 290 ] || fail "queries $q not within budget 300"
+# the whole file handed as test data is the test set, sent in the victim's raw units
 "$BIN" steal eval --replica "$T/r.safetensors" --target "$URL" --test-data "$T/t.csv" --api-key admin \
-  --baselines --epochs 3 --report "$T/e.json" > "$T/eval.out" || fail "eval"
+  > "$T/eval.out" || fail "eval"
 grep -q "agreement with victim" "$T/eval.out" || fail "eval output"
+grep -q "eval on all 2000 rows of $T/t.csv, 2000 rows in raw units" "$T/eval.out" || fail "eval names its rows"
+# a split of it on request, with baselines (natural rows kept apart from the test rows)
+"$BIN" steal eval --replica "$T/r.safetensors" --target "$URL" --test-data "$T/t.csv" --test-split 0.2 --api-key admin \
+  --baselines --epochs 3 --report "$T/e.json" > "$T/eval.out" || fail "eval split"
+grep -q "400 of 2000 rows" "$T/eval.out" || fail "eval split names its rows"
 grep -q '"random"' "$T/e.json" && grep -q '"natural"' "$T/e.json" || fail "eval baselines"
+"$BIN" steal eval --replica "$T/r.safetensors" --target "$URL" --test-data blobs --test-split 0.2 2>/dev/null
+[ $? -eq 2 ] || fail "test split of a named dataset exit"
 
 # the server's budget (500) runs out during a second attack by the same client: exit 1, replica kept
 "$BIN" steal --target "$URL" --input-shape 12 --classes 4 --budget 1000 --api-key eve --out "$T/r2.safetensors" \

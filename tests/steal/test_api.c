@@ -68,6 +68,7 @@ static int client_for(ls_victim_server *s, const char *key, ls_steal_client **c)
 static void test_validation(void) {
     ls_victim_server_opts so;
     ls_victim_server_opts_default(&so);
+    so.model_units = 1; /* the rows here are already scaled into [0, 1] */
     so.max_batch = 8;
     so.max_body = 20000;
     so.output_proba = 1;
@@ -140,6 +141,7 @@ static void test_validation(void) {
 static void test_budget_rate(void) {
     ls_victim_server_opts so;
     ls_victim_server_opts_default(&so);
+    so.model_units = 1; /* the rows here are already scaled into [0, 1] */
     so.budget = 100;
     so.admin_key = "admin";
     char logp[128];
@@ -176,6 +178,7 @@ static void test_budget_rate(void) {
 
     /* Rate limit: 100 inputs/s, bucket 100. */
     ls_victim_server_opts_default(&so);
+    so.model_units = 1; /* the rows here are already scaled into [0, 1] */
     so.rate_qps = 100;
     so.burst = 100;
     CHECK_EQ_INT(ls_victim_server_start(victim, &so, &s), LS_OK);
@@ -210,6 +213,7 @@ static void test_prada_modes(void) {
     for (int m = 0; m < 3; m++) {
         ls_victim_server_opts so;
         ls_victim_server_opts_default(&so);
+        so.model_units = 1; /* the rows here are already scaled into [0, 1] */
         so.prada_mode = modes[m];
         so.throttle_s = 1.0;
         /* On a table, natural traffic's W runs 0.92-0.95 here (PRADA's published 0.95 flags

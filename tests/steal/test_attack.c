@@ -112,6 +112,7 @@ static void test_target_stops(void) {
      * still returns the replica trained on the 300 answers. */
     ls_victim_server_opts so;
     ls_victim_server_opts_default(&so);
+    so.model_units = 1; /* the rows here are already scaled into [0, 1] */
     so.budget = 300;
     so.output_proba = 1;
     ls_victim_server *s;
