@@ -78,6 +78,8 @@ static int victim_train(int argc, char **argv) {
         printf("victim %s on %s: %lld train rows, %d features, %d classes; train accuracy %.4f, test accuracy %.4f "
                "(%lld test rows); trained in %.1f s -> %s\n",
                type_s, tr.name, (long long)tr.n, tr.d, tr.k, tacc, acc, (long long)te.n, t_train, out);
+        if (tr.raw_min)
+            printf("  (the train split's min-max scaler is stored in %s: the API takes %s's own units)\n", out, tr.name);
         if (type == LS_VICTIM_KNN)
             printf("  (knn keeps %lld reference rows, subsampled for prediction speed)\n",
                    (long long)(o.knn_ref < tr.n ? o.knn_ref : tr.n));
