@@ -27,7 +27,8 @@ typedef struct req {
     int id;
     int *prompt, n_prompt;
     int max_tokens, stream;
-    int chat; /* POST /v1/chat/completions: chat response shapes */
+    int chat;          /* POST /v1/chat/completions: chat response shapes */
+    int include_usage; /* stream_options.include_usage: a usage chunk before [DONE] */
     ls_sample_config sc;
     ls_rng rng;
     int *out, n_out;
@@ -575,6 +576,15 @@ static ssize_t stream_cb(void *cls, uint64_t pos, char *buf, size_t max) {
         cJSON_AddStringToObject(e, "message", r->error);
         cJSON_AddStringToObject(e, "type", "server_error");
         st->finished = 1;
+    } else if (final && st->finished == 1 && r->include_usage && r->state == RQ_DONE) {
+        /* OpenAI's usage chunk: empty choices, the request's token counts */
+        j = ls_oai_envelope(r->chat, 1, st->id, st->created, s->name);
+        cJSON_AddArrayToObject(j, "choices");
+        cJSON *u = cJSON_AddObjectToObject(j, "usage");
+        cJSON_AddNumberToObject(u, "prompt_tokens", r->n_prompt);
+        cJSON_AddNumberToObject(u, "completion_tokens", r->n_out);
+        cJSON_AddNumberToObject(u, "total_tokens", r->n_prompt + r->n_out);
+        r->include_usage = 0;
     } else if ((final && st->finished == 1) || !running) {
         st->finished = 2;
     }
@@ -686,6 +696,13 @@ static int parse_completion(ls_server *s, const char *body, size_t len, req *r, 
     }
     if (sm && !cJSON_IsBool(sm)) { snprintf(err, en, "\"stream\" must be true or false"); goto out; }
     r->stream = sm && cJSON_IsTrue(sm);
+    const cJSON *so = cJSON_GetObjectItemCaseSensitive(j, "stream_options");
+    const cJSON *iu = cJSON_GetObjectItemCaseSensitive(so, "include_usage");
+    if (so && !cJSON_IsNull(so) && (!cJSON_IsObject(so) || (iu && !cJSON_IsBool(iu)))) {
+        snprintf(err, en, "\"stream_options\" must be an object like {\"include_usage\": true}");
+        goto out;
+    }
+    r->include_usage = r->stream && cJSON_IsTrue(iu);
     if (nn && (!cJSON_IsNumber(nn) || nn->valueint != 1)) { snprintf(err, en, "only \"n\": 1 is supported"); goto out; }
     if (sd && !cJSON_IsNumber(sd)) { snprintf(err, en, "\"seed\" must be an integer"); goto out; }
     ls_rng_seed(&r->rng, sd ? (uint64_t)sd->valuedouble : (uint64_t)r->id * 0x9E3779B97F4A7C15ull + 1);

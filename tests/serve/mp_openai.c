@@ -217,14 +217,14 @@ static void check_chat(const char *name) {
 
 static void check_chat_stream(const char *name) {
     char body[1024];
-    snprintf(body, sizeof body, CHAT_BODY, name, NNEW, ",\"stream\":true");
+    snprintf(body, sizeof body, CHAT_BODY, name, NNEW, ",\"stream\":true,\"stream_options\":{\"include_usage\":true}");
     int st;
     char *raw = NULL;
     cJSON_Delete(call("POST", "/v1/chat/completions", body, &st, &raw));
     CHECK_EQ_INT(st, 200);
     if (!raw) return;
     /* events are "data: <json>\n\n", the last one "data: [DONE]\n\n" */
-    int n_ev = 0, ntok = 0, done = 0, finished = 0, toks[NNEW + 4];
+    int n_ev = 0, ntok = 0, done = 0, finished = 0, usage = 0, toks[NNEW + 4];
     char id[64] = "", content[1024] = "";
     double created = -1;
     for (char *p = raw; *p;) {
@@ -250,6 +250,20 @@ static void check_chat_stream(const char *name) {
                 if (!n_ev) created = field(e, "created")->valuedouble;
                 CHECK(created == field(e, "created")->valuedouble);
             }
+            if (cJSON_IsArray(field(e, "choices")) && cJSON_GetArraySize(field(e, "choices")) == 0) {
+                /* include_usage: one chunk with empty choices and the usage, after the last choice */
+                const cJSON *u = field(e, "usage");
+                CHECK_MSG(finished && !usage, "usage chunk out of place");
+                CHECK(cJSON_IsObject(u) && cJSON_IsNumber(field(u, "prompt_tokens")) &&
+                      field(u, "prompt_tokens")->valueint == nprompt && cJSON_IsNumber(field(u, "completion_tokens")) &&
+                      field(u, "completion_tokens")->valueint == nref && cJSON_IsNumber(field(u, "total_tokens")) &&
+                      field(u, "total_tokens")->valueint == nprompt + nref);
+                usage = 1;
+                cJSON_Delete(e);
+                n_ev++;
+                p = end + 2;
+                continue;
+            }
             const cJSON *c0 = cJSON_GetArrayItem(field(e, "choices"), 0), *dl = field(c0, "delta");
             CHECK(cJSON_IsObject(dl) && is_str(dl, "content", NULL));
             CHECK_MSG(n_ev ? !field(dl, "role") : is_str(dl, "role", "assistant"), "role only in the first delta");
@@ -270,6 +284,7 @@ static void check_chat_stream(const char *name) {
     }
     CHECK_MSG(done, "stream lacks data: [DONE]");
     CHECK_MSG(finished, "no chunk carried a finish_reason");
+    CHECK_MSG(usage, "no usage chunk although stream_options.include_usage was set");
     CHECK_MSG(ntok == nref && !memcmp(toks, ref, sizeof(int) * (size_t)nref), "streamed tokens differ (%d vs %d)", ntok,
               nref);
     CHECK_MSG(content_plain && !strcmp(content, content_plain), "streamed content differs from the plain response");
@@ -304,6 +319,9 @@ static void check_bad_chat(void) {
     expect_error("POST", P, "{\"model\":7,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", 400, "model");
     expect_error("POST", P, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_completion_tokens\":0}", 400,
                  "max_tokens");
+    expect_error("POST", P,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":true,\"stream_options\":5}", 400,
+                 "stream_options");
     expect_error("GET", P, NULL, 405, "POST");
     /* the server still answers after all that */
     int st;
