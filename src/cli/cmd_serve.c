@@ -256,6 +256,8 @@ int cmd_serve(int argc, char **argv) {
     printf("llmsys serve: %s on http://%s:%d with %d stage(s) (POST /v1/completions, GET /health, GET /metrics)\n", model,
            host, ls_server_port(s), ls_server_num_stages(s));
     fflush(stdout);
+    printf("llmsys serve: served as '%s' (GET /v1/models, POST /v1/chat/completions)\n", ls_server_model_name(s));
+    fflush(stdout);
     if (port_file) {
         char buf[32];
         int n = snprintf(buf, sizeof buf, "%d\n", ls_server_port(s));

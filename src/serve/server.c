@@ -72,10 +72,10 @@ struct ls_server {
     /* metrics (under mu) */
     uint64_t m_requests, m_failed, m_rejected, m_tokens, m_prompt_tokens, m_mb_prefill, m_mb_decode;
     double busy[LS_SERVE_MAX_STAGES], t_start;
-    long created; /* wall-clock start, the model's "created" in /v1/models */
     char degraded[256];
     struct MHD_Daemon *httpd;
     int port;
+    long created; /* wall-clock start, the model's "created" in /v1/models */
 };
 
 ls_server_opts ls_server_defaults(void) {
