@@ -1,6 +1,6 @@
 /*
  * loader.h - multi-source data loading for llmsys training, after OVERLORD
- * (MegaScale-Data, arXiv 2504.09844; see docs/loader.md and REFERENCES.md §2).
+ * (MegaScale-Data, arXiv 2504.09844; see docs/loader.md and docs/references.md §2).
  *
  * Roles. One *source loader* per source owns that source's access state once (its files,
  * the document index, the shuffle order and the epoch) instead of every data-parallel rank

@@ -1,7 +1,7 @@
 /*
  * quant.h - group-wise weight quantization (16/8/4/3 bits) and the matrix kernels that
  * run on quantized weights: mat-vec for decode, mat-mat for prefill (after LLM-PQ and
- * SplitQuant, REFERENCES.md §3: every layer at its own bit width).
+ * SplitQuant, docs/references.md §3: every layer at its own bit width).
  *
  * A weight matrix W (rows = out, cols = in; y = x·Wᵀ as in model.h) is stored as an
  * ls_qmat in one of five formats:

@@ -1,6 +1,6 @@
 /*
  * serve.h - mixed-precision inference and pipeline-parallel serving (after LLM-PQ and
- * SplitQuant, REFERENCES.md §3): an inference engine over (quantized) checkpoints with a
+ * SplitQuant, docs/references.md §3): an inference engine over (quantized) checkpoints with a
  * slot-based KV cache, a multi-process ZeroMQ pipeline that runs a plan (plan.h: stages
  * with per-layer bits) with continuous batching behind an OpenAI-style HTTP API, and the
  * profiler that feeds the planner.

@@ -3,7 +3,7 @@
  * attack that builds a DNN replica from label (or probability) answers only, its
  * evaluation, and a PRADA-style detector in the victim server.
  *
- * After ML-Stealer (REFERENCES.md section 6): synthetic data generation + replica DNN
+ * After ML-Stealer (docs/references.md section 6): synthetic data generation + replica DNN
  * training with no access to the victim's data or type; the published metric is label
  * agreement between replica and victim on held-out natural test data. Peers whose ideas the
  * attack uses: Papernot et al. 2017 (Jacobian-based augmentation x + lambda*sign(grad)),

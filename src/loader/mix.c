@@ -185,7 +185,7 @@ static int parse_mix(const cJSON *j, const char *base, ls_loader_mix *mix) {
     /* Defaults a = 1, b = 950: the "small" GPT's forward+backward time per row measured
      * against row length (bench_loader --calibrate-only: t = 1.29e-3·L + 1.36e-6·L² s,
      * b/a = 950, docs/loader.md). The FLOP count alone gives b/a = 6·d_model = 1536 (as
-     * verl's 24576·L + L² = 6·4096·L + L² for a 7B model, REFERENCES.md §2); attention
+     * verl's 24576·L + L² = 6·4096·L + L² for a 7B model, docs/references.md §2); attention
      * runs below GEMM speed, so measured pairs cost more and b/a is lower. */
     mix->cost_a = 1.0;
     mix->cost_b = 950.0;

@@ -1,4 +1,4 @@
-/* test_profile.c - the device profile has the FORMATS.md shape, one row per grid point,
+/* test_profile.c - the device profile has the docs/plan-format.md shape, one row per grid point,
  * positive timings, a measured link; a quantized checkpoint is refused; the host probes
  * give a capacity within (0, n] and a positive hop latency, NAN on bad input. */
 #include <cjson/cJSON.h>
