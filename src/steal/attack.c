@@ -503,7 +503,7 @@ static int round_synth(attack_t *a, int64_t want) {
     /* Images draw every candidate from the object prior, in a pool of 8x the round (tables:
      * 4x) for the replica to pick from: 70 % fresh objects, 30 % variations of answered ones.
      * Leaving the prior in pixel space (Jacobian steps, mixes, noise, shifts) loses agreement
-     * on natural images (docs/benchmarks.md); moving within it, in its parameters, gains. */
+     * on natural images (docs/notes/steal-experiments.md); moving within it, in its parameters, gains. */
     int img = is_image(a->o);
     int64_t pool = want * (img ? 8 : 4);
     if (pool < 64) pool = 64;
@@ -550,7 +550,7 @@ static int round_synth(attack_t *a, int64_t want) {
     }
     /* Variations of answered objects (images): class-balanced parents, each parameter moved
      * by Gaussian noise of up to 0.4 of its range (0.15, 0.25 and 0.6 measured against it in
-     * docs/benchmarks.md, "Variations and morphs"). */
+     * docs/notes/steal-experiments.md, "Variations and morphs"). */
     for (; i < nj + nmix + nseed + nvary; i++) {
         int64_t s = -1;
         for (int t = 0; t < 64 && s < 0; t++) {
