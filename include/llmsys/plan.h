@@ -4,7 +4,7 @@
  * unequal GPUs, maximising throughput under a quality target.
  *
  * After LLM-PQ (Zhao et al., PPoPP'24) and SplitQuant (CLUSTER'25); see
- * shared/REFERENCES.md section 3 and docs/plan.md for the formulation, every cost term
+ * docs/references.md section 3 and docs/plan.md for the formulation, every cost term
  * and the catalogs under data/.
  *
  * Typical use:
