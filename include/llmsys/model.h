@@ -170,6 +170,40 @@ int ls_model_kv_reset(ls_model *m);
 const float *ls_model_kv_step(ls_model *m, int token);
 int ls_model_kv_pos(const ls_model *m);
 
+/* Policy-gradient loss (pg.c): per response token t with target y_t,
+ *   L = -(1/N) Σ_t is_t · min(r_t·A_t, clip(r_t, 1-ε, 1+ε)·A_t),
+ *   r_t = exp(logp_t - logp_prox_t),  is_t = min(exp(logp_prox_t - logp_behav_t), is_cap),
+ * over the N positions whose target != -1 (PPO's clipped ratio against the proximal policy,
+ * truncated importance weights for the behaviour policy that sampled the tokens, as in
+ * decoupled PPO). logp_prox and is_t carry no gradient. */
+typedef struct {
+    float clip_eps; /* ε (default 0.2) */
+    float is_cap;   /* truncation of the importance weight; <= 0: none */
+} ls_pg_config;
+
+typedef struct {
+    double loss;       /* L */
+    double clip_frac;  /* share of tokens whose gradient the clip removed */
+    double mean_ratio; /* mean r_t */
+    double mean_is;    /* mean is_t */
+    int n_tokens;      /* N */
+} ls_pg_stats;
+
+/* Loss term of one token and dL_t/d(-logp_t) in *dnll (0 where clipped). */
+float ls_pg_token(float logp, float logp_prox, float logp_behav, float adv, const ls_pg_config *c, float *dnll);
+/* Backward of Σ_t w[t]·(-log p(target_t)) over the (B,T) positions of the last forward with
+ * targets (w is (B,T); positions with target -1 ignored); accumulates into the gradients.
+ * LS_ESTATE when the last forward had no targets. (gpt.c) */
+int ls_model_backward_weighted(ls_model *m, const float *w);
+/* Forward over tokens/targets (B,T), then accumulates dL/dθ of the loss above into the
+ * gradients (the caller zeroes them and steps AdamW). logp_prox NULL: the proximal policy is
+ * the current one (r_t = 1). logp_behav and adv are (B,T). *st may be NULL. */
+int ls_model_pg_loss(ls_model *m, const int *tokens, const int *targets, int B, int T, const float *logp_prox,
+                     const float *logp_behav, const float *adv, const ls_pg_config *c, ls_pg_stats *st);
+/* log p(target) at every (B,T) position of tokens/targets under the current weights (0 where
+ * the target is -1), no gradient. */
+int ls_model_logprobs(ls_model *m, const int *tokens, const int *targets, int B, int T, float *logp);
+
 /* Threads used by the model (OpenMP: matmul row blocks, attention heads, elementwise
  * loops; OpenBLAS runs single-threaded inside them); 0 = all cores. Sets OpenMP's
  * default for the calling thread. */

@@ -82,6 +82,10 @@ typedef struct {
  * sequence's result is the same whatever else shares its micro-batch. */
 int ls_engine_forward(ls_engine *e, const ls_engine_seq *seqs, int nseq, const int *tokens, const float *act_in,
                       float *out, int all_logits);
+/* Replaces the weights of a whole-model fp32 engine with params (n floats in model.h's
+ * tensor order, e.g. ls_model_params); the KV cache is left as is. LS_EINVAL on a size
+ * mismatch, LS_EUNSUPPORTED for a quantized engine. */
+int ls_engine_load_params(ls_engine *e, const float *params, size_t n);
 /* Size of the output buffer ls_engine_forward needs (floats). */
 size_t ls_engine_out_floats(const ls_engine *e, const ls_engine_seq *seqs, int nseq, int all_logits);
 

@@ -22,6 +22,11 @@ int cmd_loader(int argc, char **argv);
 /* cmd_steal.c */
 int cmd_victim(int argc, char **argv);
 int cmd_steal(int argc, char **argv);
+/* cmd_rl.c */
+int cmd_rl(int argc, char **argv);
+int cmd_sim_rl(int argc, char **argv);
+/* cmd_sim.c */
+int cmd_sim(int argc, char **argv);
 /* demo.c */
 int cmd_demo(int argc, char **argv);
 
@@ -38,6 +43,7 @@ int demo_serve(const ls_demo_ctx *ctx);  /* cmd_serve.c */
 int demo_plan(const ls_demo_ctx *ctx);   /* cmd_plan.c */
 int demo_loader(const ls_demo_ctx *ctx); /* cmd_loader.c */
 int demo_steal(const ls_demo_ctx *ctx);  /* cmd_steal.c */
+int demo_rl(const ls_demo_ctx *ctx);     /* cmd_rl.c */
 
 /* Path of the running llmsys binary (for commands that re-launch themselves: mpirun,
  * stage workers). */

@@ -20,6 +20,7 @@ static const scenario scenarios[] = {
     {"serve", demo_serve, "quantize to mixed bits, serve on 2 pipeline stages over HTTP"},
     {"plan", demo_plan, "plan OPT-30B and Llama-2-70B on mixed GPU clusters vs baselines"},
     {"steal", demo_steal, "steal two Fashion-MNIST victims over HTTP; PRADA defence"},
+    {"rl", demo_rl, "async RL with relays and repack vs synchronous; reward rises; simulator"},
 };
 #define N_SCENARIOS (int)(sizeof scenarios / sizeof scenarios[0])
 

@@ -25,6 +25,8 @@ static const command commands[] = {
     {"loader", cmd_loader, "multi-source data loader service and its statistics"},
     {"victim", cmd_victim, "train or serve a black-box classifier (steal audit target)"},
     {"steal", cmd_steal, "extract a replica of a black-box classifier; evaluate it"},
+    {"rl", cmd_rl, "asynchronous RL post-training: tasks, run, worker (relays, repack)"},
+    {"sim", cmd_sim, "discrete-event simulators at cluster scale (sim rl)"},
 };
 
 static char self_path[4096];

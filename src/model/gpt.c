@@ -69,6 +69,7 @@ struct ls_model {
     float *dres, *dln, *dqkv, *datty, *dfch_gelu, *datt, *dlogits;
     int *tokens, *targets;
     int has_targets, n_valid;
+    const float *xent_w; /* per-position loss weights for ls_model_backward_weighted, else NULL */
 
     /* wall-time profile of forward/backward by layer kind (bench) */
     int prof_on;
@@ -377,7 +378,10 @@ int ls_model_backward_checked(ls_model *m) {
     int tl = 2 + L * LT_COUNT;
 
     PROF(memory, memset(m->dlogits, 0, N * V * sizeof(float)));
-    PROF(xent, ls_softmax_xent_backward(m->dlogits, m->probs, m->targets, 1.0f / (float)m->n_valid, (int)N, V));
+    if (m->xent_w)
+        PROF(xent, ls_softmax_xent_backward_weighted(m->dlogits, m->probs, m->targets, m->xent_w, (int)N, V));
+    else
+        PROF(xent, ls_softmax_xent_backward(m->dlogits, m->probs, m->targets, 1.0f / (float)m->n_valid, (int)N, V));
     PROF(memory, memset(m->dln, 0, N * C * sizeof(float)));
     PROF(matmul, ls_matmul_backward(m->dln, G(m, 0), NULL, m->dlogits, m->lnf, P(m, 0), (int)N, C, V));
     PROF(memory, memset(m->dres, 0, N * C * sizeof(float)));
@@ -415,6 +419,13 @@ int ls_model_backward_checked(ls_model *m) {
 }
 
 void ls_model_backward(ls_model *m) { (void)ls_model_backward_checked(m); }
+
+int ls_model_backward_weighted(ls_model *m, const float *w) {
+    m->xent_w = w;
+    int rc = ls_model_backward_checked(m);
+    m->xent_w = NULL;
+    return rc;
+}
 
 /* ---------------------------------------------------------------- KV-cache decoding */
 

@@ -65,6 +65,9 @@ float ls_softmax_xent_forward(float *probs, float *losses, const float *logits, 
                               int *n_valid);
 /* dlogits (N,V) += (probs - onehot(target)) · dloss for rows with a valid target. */
 void ls_softmax_xent_backward(float *dlogits, const float *probs, const int *targets, float dloss, int N, int V);
+/* Same with a per-position weight w[n] in place of dloss (pg.c). */
+void ls_softmax_xent_backward_weighted(float *dlogits, const float *probs, const int *targets, const float *w, int N,
+                                       int V);
 
 /* C (M,N) = alpha·op(A)·op(B) + beta·C (row-major cblas_sgemm; trans_* != 0 transposes)
  * with the rows of C split over the OpenMP threads, each block one single-threaded

@@ -533,3 +533,43 @@ int ls_ckpt_info(const char *path, ls_model_config *cfg, int **bits, int *group)
     }
     return rc;
 }
+
+/* ---------------------------------------------------------------- in-memory weights */
+
+int ls_engine_load_params(ls_engine *e, const float *params, size_t n) {
+    LS_TRY(require_whole(e, "load params"));
+    const ls_model_config *c = &e->cfg;
+    if (n != ls_model_config_num_params(c))
+        return ls_err(LS_EINVAL, "engine: %zu parameters given, the model has %zu", n, ls_model_config_num_params(c));
+    for (int l = 0; l < c->n_layer; l++)
+        if (e->layers[l].bits != 32) return ls_err(LS_EUNSUPPORTED, "engine: load params needs an fp32 engine");
+    int C = c->d_model, F = c->d_ff, V = c->vocab, T = c->n_ctx;
+    const float *p = params;
+    memcpy(e->wte, p, sizeof(float) * (size_t)V * C), p += (size_t)V * C;
+    memcpy(e->wpe, p, sizeof(float) * (size_t)T * C), p += (size_t)T * C;
+    for (int l = 0; l < c->n_layer; l++) {
+        eng_layer *L = &e->layers[l];
+        /* model.h tensor order: ln1 w/b, qkv w/b, proj w/b, ln2 w/b, fc w/b, mlp.proj w/b */
+        float *vec[8] = {L->ln1w, L->ln1b, L->qkvb, L->projb, L->ln2w, L->ln2b, L->fcb, L->mprojb};
+        const int vlen[8] = {C, C, 3 * C, C, C, C, F, C};
+        const int order[12] = {-1, -2, 0, -3, 1, -4, -5, -6, 2, -7, 3, -8}; /* >= 0: Linear j; < 0: vector -k-1 */
+        for (int k = 0; k < 12; k++) {
+            if (order[k] >= 0) {
+                int rows, cols, j = order[k];
+                lin_shape(c, j, &rows, &cols);
+                ls_qmat_free(&L->lin[j]);
+                LS_TRY(ls_qmat_quantize(&L->lin[j], p, rows, cols, 32, 32));
+                p += (size_t)rows * cols;
+            } else {
+                int v = -order[k] - 1;
+                memcpy(vec[v], p, sizeof(float) * (size_t)vlen[v]);
+                p += vlen[v];
+            }
+        }
+    }
+    memcpy(e->lnfw, p, sizeof(float) * (size_t)C), p += C;
+    memcpy(e->lnfb, p, sizeof(float) * (size_t)C), p += C;
+    LS_ASSERT((size_t)(p - params) == n);
+    ls_qmat_free(&e->head);
+    return ls_qmat_quantize(&e->head, e->wte, V, C, 32, 32);
+}

@@ -1,0 +1,262 @@
+/*
+ * rl.h - asynchronous RL post-training on llmsys models (after Laminar, arXiv 2510.12633):
+ * tasks with verifiable rewards and long-tailed output lengths, a policy-gradient trainer
+ * (GRPO group baseline, PPO clipped ratio, truncated importance weights for trajectories
+ * produced by older weights), and a multi-process runtime over ZeroMQ: a rollout manager
+ * (prompt pool, partial-response pool, experience buffer, dynamic repack), rollout workers
+ * generating with the serve engine's slot KV cache, a chain of relay workers holding
+ * versioned weights in memory, and the trainer. The same runtime runs the baselines
+ * (synchronous, one-step-stale, AReaL-like bounded staleness). A discrete-event simulator
+ * predicts the four designs at cluster scale.
+ *
+ *     ls_rl_task *t; int n;
+ *     ls_rl_gen_opts g = ls_rl_gen_defaults();  g.kind = LS_RL_REVERSE; g.n = 512;
+ *     ls_rl_tasks_generate(&g, &t, &n);
+ *     ls_rl_tasks_write("tasks.jsonl", t, n);
+ *     double r = ls_rl_reward(&t[0], "cba", 3);   // 1 for an exact answer
+ *
+ * Sequence layout shared by SFT, rollouts and the trainer: BOS, the prompt bytes, then
+ * the response bytes and EOS. Only response positions carry loss or policy gradient.
+ */
+#ifndef LLMSYS_RL_H
+#define LLMSYS_RL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "llmsys/core.h"
+#include "llmsys/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- tasks */
+
+typedef enum {
+    LS_RL_COPY = 0,    /* "copy:abc="  -> "abc" */
+    LS_RL_REVERSE = 1, /* "rev:abc="   -> "cba" */
+    LS_RL_SORT = 2,    /* "sort:cab="  -> "abc" */
+    LS_RL_ADD = 3,     /* "add:47+85=" -> worked steps "7+5=12c1;4+8+1=13c1;|132" */
+    LS_RL_KIND_COUNT
+} ls_rl_kind;
+
+/* One task: prompt and reference answer (NUL-terminated, malloc'd), its kind and the
+ * input length that drew its output length. */
+typedef struct {
+    char *prompt, *answer;
+    int kind, len;
+    int64_t id;
+} ls_rl_task;
+
+typedef struct {
+    int kind;        /* ls_rl_kind */
+    int n;           /* tasks to draw */
+    double mean_len; /* mean input length (symbols or digits) */
+    double cv;       /* coefficient of variation of the log-normal length */
+    int min_len, max_len; /* clamp */
+    uint64_t seed;
+} ls_rl_gen_opts;
+
+ls_rl_gen_opts ls_rl_gen_defaults(void);
+/* "copy", "reverse", "sort", "add" -> kind; LS_EINVAL naming the known kinds. */
+int ls_rl_kind_parse(const char *name, int *kind);
+const char *ls_rl_kind_name(int kind);
+/* Draws g->n tasks; lengths log-normal with mean g->mean_len and CV g->cv, clamped.
+ * *out is malloc'd (free with ls_rl_tasks_free). */
+int ls_rl_tasks_generate(const ls_rl_gen_opts *g, ls_rl_task **out, int *n);
+/* JSONL, one {"id","kind","prompt","answer","len"} object a line; atomic. */
+int ls_rl_tasks_write(const char *path, const ls_rl_task *t, int n);
+/* Reads a JSONL task file; the error names the file and line (bad JSON, missing field,
+ * non-ASCII or control bytes, prompt not ending in '='). */
+int ls_rl_tasks_read(const char *path, ls_rl_task **out, int *n);
+void ls_rl_tasks_free(ls_rl_task *t, int n);
+/* Verifiable reward in [0, 1]: 1 for the exact answer; otherwise 0.5 × the fraction of
+ * answer positions matched (a response longer than the answer is penalised by its
+ * extra length). For LS_RL_ADD the final number after '|' alone decides exactness. */
+double ls_rl_reward(const ls_rl_task *t, const char *resp, size_t len);
+/* Expected maximum of k log-normal draws with mean mu and CV c (Laminar's long-tail
+ * model): mu·exp(s·sqrt(2 ln k) − s²/2), s = sqrt(ln(1 + c²)). */
+double ls_rl_lognormal_expected_max(double mu, double c, int k);
+/* The model config the RL runs use by default ("rl": 2 layers, d 64, n_ctx 128). */
+ls_model_config ls_rl_model_config(void);
+
+/* ---------------------------------------------------------------- policy gradient */
+
+/* GRPO advantages of one group of n rewards: (r - mean) / (std + 1e-6) when norm_std,
+ * else r - mean. All-equal rewards give 0 advantages. */
+void ls_rl_group_advantages(const float *reward, int n, int norm_std, float *adv);
+/* Truncated importance weight of a token: min(exp(logp_prox - logp_behav), cap),
+ * computed in float; cap <= 0 disables truncation. */
+float ls_rl_is_weight(float logp_prox, float logp_behav, float cap);
+
+/* One policy-gradient batch packed for ls_model_pg_step (model.h): rows of BOS+prompt+
+ * response tokens padded with PAD, targets the next token at response positions and -1
+ * elsewhere, per-position behaviour log-probs and advantages. */
+typedef struct {
+    int B, T;
+    int *tokens, *targets;     /* (B,T) */
+    float *logp_behav, *adv;   /* (B,T), meaningful where targets != -1 */
+} ls_rl_batch;
+void ls_rl_batch_free(ls_rl_batch *b);
+
+/* Supervised warm start on tasks (loss on answer bytes and EOS only): steps of batch B,
+ * AdamW at lr. Returns the final mean loss in *loss (may be NULL). */
+int ls_rl_sft(ls_model *m, const ls_rl_task *t, int n, int steps, int B, float lr, uint64_t seed, float *loss);
+/* Mean reward of greedy answers on tasks[0..n) (held-out evaluation). */
+int ls_rl_eval(ls_model *m, const ls_rl_task *t, int n, double *mean_reward, double *exact_frac);
+
+/* ---------------------------------------------------------------- weight chunks */
+
+/* A versioned weight blob travels in chunks; each chunk carries its own XXH3 and the
+ * hash of the whole version, so a receiver rejects a corrupt or foreign chunk and knows a
+ * version is complete only when every chunk checked and the whole hash matches. */
+typedef struct {
+    int64_t version;
+    uint32_t index, count;
+    uint64_t offset, len, total;
+    uint64_t chunk_hash, version_hash;
+} ls_rl_chunk_hdr;
+
+typedef struct ls_rl_asm ls_rl_asm;
+/* Reassembler for one version at a time; latest is the newest complete version held. */
+int ls_rl_asm_init(ls_rl_asm **out);
+void ls_rl_asm_free(ls_rl_asm *a);
+/* Adds a chunk: LS_ECHECKSUM for a corrupt chunk, LS_EFORMAT for inconsistent fields,
+ * LS_ERANGE for a version older than the newest complete one (the version goes
+ * backwards). Returns 1 when this chunk completed its version, 0 otherwise. A chunk of a
+ * newer version abandons the partial one. */
+int ls_rl_asm_add(ls_rl_asm *a, const ls_rl_chunk_hdr *h, const void *data);
+/* The newest complete version (-1 if none) and its bytes (owned by a). */
+int64_t ls_rl_asm_latest(const ls_rl_asm *a, const void **data, size_t *len);
+/* Splits a blob into chunk headers (count = ceil(len/chunk)), *hdrs malloc'd. */
+int ls_rl_chunk_split(int64_t version, const void *data, size_t len, size_t chunk, ls_rl_chunk_hdr **hdrs, int *n);
+
+/* ---------------------------------------------------------------- dynamic repack */
+
+typedef struct {
+    int id;          /* rollout id */
+    int version;     /* weight version it holds */
+    int waiting;     /* queued, not yet started */
+    int n_traj;      /* running trajectories */
+    const int *kv;   /* KV tokens held by each running trajectory */
+    int kv_cap;      /* KV capacity in tokens */
+    const int64_t *traj; /* trajectory ids (n_traj) */
+} ls_rl_rollout_view;
+
+typedef struct {
+    double kv_threshold;  /* destination may fill up to this fraction of kv_cap */
+    int max_batch;        /* destination decode-batch cap */
+    double falling_frac;  /* a rollout is falling when waiting == 0 and n_traj <= falling_frac·max_batch */
+    int exact_limit;      /* exact search when candidates <= this (default 10) */
+} ls_rl_repack_cfg;
+
+typedef struct {
+    int64_t traj;
+    int from, to; /* rollout ids */
+} ls_rl_move;
+
+/* Plans moves that empty as many falling-phase rollouts as possible (same version only),
+ * destination load within kv_threshold and max_batch; ties: fewer moved KV tokens.
+ * Exact for up to exact_limit candidates of one version, best-fit decreasing beyond.
+ * *moves malloc'd (may be NULL when *n_moves == 0); *freed receives the count emptied. */
+int ls_rl_repack_plan(const ls_rl_rollout_view *r, int n, const ls_rl_repack_cfg *c, ls_rl_move **moves, int *n_moves,
+                      int *freed);
+
+/* ---------------------------------------------------------------- runtime */
+
+typedef enum {
+    LS_RL_MODE_LAMINAR = 0, /* relay pull per batch, no staleness bound, repack */
+    LS_RL_MODE_SYNC = 1,    /* generate all -> train -> every rollout updates */
+    LS_RL_MODE_ONESTEP = 2, /* one-step-stale overlap: generate batch k+1 with version k */
+    LS_RL_MODE_AREAL = 3,   /* global-sync async: bounded staleness, all rollouts update at once */
+    LS_RL_MODE_COUNT
+} ls_rl_mode;
+int ls_rl_mode_parse(const char *name, int *mode);
+const char *ls_rl_mode_name(int mode);
+
+typedef struct {
+    int mode;
+    const char *tasks, *heldout; /* JSONL task files (heldout may be NULL: last 64 of tasks) */
+    const char *init;            /* starting checkpoint (safetensors) */
+    const char *workdir;         /* logs, report */
+    const char *report;          /* JSON report path (NULL: workdir/report.json) */
+    const char *exe;             /* the llmsys binary, re-executed for each worker */
+    int rollouts, relays;
+    int updates;        /* trainer updates */
+    int group;          /* G samples per prompt */
+    int batch_groups;   /* groups per update */
+    int max_seqs;       /* KV slots (decode batch) per rollout */
+    int max_new;        /* response cap in tokens */
+    double lr, clip_eps, is_cap;
+    int staleness;      /* AReaL bound */
+    int repack;         /* 0 disables repack in laminar mode */
+    double step_ms;     /* rollout decode-step floor (emulates a dedicated accelerator) */
+    double train_ms;    /* trainer update floor */
+    int eval_n;         /* held-out prompts evaluated before/after */
+    uint64_t seed;
+    /* fault injection (tests, demo): kill rollout 0 / relay 1 at these seconds (<= 0: never);
+     * restart_s > 0 restarts the killed rollout after that many seconds */
+    double kill_rollout_s, kill_relay_s, restart_s;
+    double timeout_s;   /* whole-run limit */
+    int quiet;
+} ls_rl_run_opts;
+
+ls_rl_run_opts ls_rl_run_defaults(void);
+/* Starts manager, relays, rollouts and trainer as separate processes (fork+exec of
+ * o->exe "rl worker ..."), waits for the trainer to finish, stops the rest, and leaves the
+ * JSON report. Errors: a worker that cannot start, the manager or trainer dying, timeout. */
+int ls_rl_run(const ls_rl_run_opts *o);
+
+typedef struct {
+    const char *role;     /* manager, trainer, rollout, relay */
+    const char *manager;  /* tcp endpoint of the manager */
+    const char *bind;     /* manager/relay bind address (default tcp://127.0.0.1:0) */
+    const char *port_file;/* manager: write the bound endpoint here */
+    const char *config;   /* manager: run config JSON (written by ls_rl_run) */
+    int id;
+} ls_rl_worker_opts;
+/* Runs one worker until the manager says stop (or the manager is unreachable: LS_ENET with
+ * one clear message). */
+int ls_rl_worker(const ls_rl_worker_opts *o);
+
+/* ---------------------------------------------------------------- simulator */
+
+typedef struct {
+    const char *model;    /* catalog name, e.g. "qwen2.5-7b" */
+    const char *gpu;      /* catalog GPU, e.g. "H800-80G" */
+    int gpus;             /* total GPUs */
+    int train_frac_pct;   /* share of GPUs training (default 25) */
+    int tp;               /* GPUs per rollout replica (0: by model size) */
+    int mode;
+    double mean_len, cv;  /* response length distribution (tokens) */
+    int prompt_len;
+    int batch;            /* trajectories per update (global batch) */
+    int updates;
+    int staleness;
+    int max_batch;        /* decode batch per replica */
+    uint64_t seed;
+    const char *data_dir; /* catalogs (NULL: default) */
+    /* small-run calibration (real-run comparison): when > 0 these replace catalog costs */
+    double step_s;        /* decode step seconds per replica */
+    double train_s;       /* trainer seconds per update */
+    double pull_s;        /* weight pull seconds per rollout */
+    const int *trace;     /* response lengths to sample from instead of the log-normal (n_trace) */
+    int n_trace;
+    double repack_s;      /* manager poll period for repack (0: 10 decode steps) */
+    int repack;           /* laminar: 0 disables repack */
+} ls_rl_sim_opts;
+
+typedef struct {
+    double traj_per_s, tokens_per_s, idle_frac, wall_s, mean_staleness, stall_s;
+    double step_s, train_s, bcast_s, pull_s; /* the per-operation costs used */
+    int max_staleness, replicas, tp, repacks;
+} ls_rl_sim_result;
+
+ls_rl_sim_opts ls_rl_sim_defaults(void);
+int ls_rl_simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LLMSYS_RL_H */

@@ -1,0 +1,273 @@
+/* run.c - `llmsys rl run`: writes the run config, starts the manager, relays, rollouts and
+ * trainer as separate processes (fork + exec of the llmsys binary), injects the requested
+ * faults, restarts a killed rollout, and stops everything when the trainer is done. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "rl/internal.h"
+
+static const char *const MODE_NAMES[LS_RL_MODE_COUNT] = {"laminar", "sync", "onestep", "areal"};
+
+int ls_rl_mode_parse(const char *name, int *mode) {
+    for (int i = 0; i < LS_RL_MODE_COUNT; i++)
+        if (name && !strcmp(name, MODE_NAMES[i])) {
+            *mode = i;
+            return LS_OK;
+        }
+    return ls_err(LS_EINVAL, "unknown mode '%s' (known: laminar, sync, onestep, areal)", name ? name : "(null)");
+}
+
+const char *ls_rl_mode_name(int mode) { return mode >= 0 && mode < LS_RL_MODE_COUNT ? MODE_NAMES[mode] : "?"; }
+
+ls_rl_run_opts ls_rl_run_defaults(void) {
+    ls_rl_run_opts o;
+    memset(&o, 0, sizeof o);
+    o.mode = LS_RL_MODE_LAMINAR;
+    o.workdir = "rl-out";
+    o.rollouts = 3;
+    o.relays = 2;
+    o.updates = 20;
+    o.group = 4;
+    o.batch_groups = 4;
+    o.max_seqs = 8;
+    o.max_new = 96;
+    o.lr = 1e-4;
+    o.clip_eps = 0.2;
+    o.is_cap = 5.0;
+    o.staleness = 2;
+    o.repack = 1;
+    o.step_ms = 0;
+    o.eval_n = 64;
+    o.seed = 1;
+    o.timeout_s = 600;
+    return o;
+}
+
+int ls_rl_worker(const ls_rl_worker_opts *o) {
+    if (!o->role) return ls_err(LS_EINVAL, "worker: --role is required (manager, trainer, rollout, relay)");
+    if (!strcmp(o->role, "manager")) {
+        if (!o->config) return ls_err(LS_EINVAL, "manager: --config is required");
+        return rl_manager_main(o);
+    }
+    if (!o->manager) return ls_err(LS_EINVAL, "worker: --manager tcp://HOST:PORT is required");
+    if (!strcmp(o->role, "trainer")) return rl_trainer_main(o);
+    if (!strcmp(o->role, "rollout")) return rl_rollout_main(o);
+    if (!strcmp(o->role, "relay")) return rl_relay_main(o);
+    return ls_err(LS_EINVAL, "worker: unknown role '%s' (manager, trainer, rollout, relay)", o->role);
+}
+
+/* ---------------------------------------------------------------- processes */
+
+typedef struct {
+    pid_t pid;
+    char role[16];
+    int id;
+    char log[1200];
+} child;
+
+static pid_t spawn(const ls_rl_run_opts *o, const char *role, int id, const char *manager, const char *cfg_path,
+                   const char *port_file, const char *log) {
+    char ids[16];
+    snprintf(ids, sizeof ids, "%d", id);
+    pid_t pid = fork();
+    if (pid != 0) return pid;
+    int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+        dup2(fd, 2);
+        dup2(fd, 1);
+        close(fd);
+    }
+    setenv("OMP_NUM_THREADS", "1", 1);
+    setenv("OPENBLAS_NUM_THREADS", "1", 1);
+    if (!strcmp(role, "manager"))
+        execl(o->exe, o->exe, "rl", "worker", "--role", role, "--config", cfg_path, "--port-file", port_file, (char *)NULL);
+    else
+        execl(o->exe, o->exe, "rl", "worker", "--role", role, "--id", ids, "--manager", manager, (char *)NULL);
+    _exit(127);
+}
+
+static void last_line(const char *path, char *out, size_t cap) {
+    out[0] = 0;
+    char *d;
+    size_t n;
+    if (ls_file_read(path, &d, &n) != LS_OK) return;
+    while (n > 0 && (d[n - 1] == '\n' || d[n - 1] == '\r')) d[--n] = 0;
+    char *s = strrchr(d, '\n');
+    snprintf(out, cap, "%s", s ? s + 1 : d);
+    free(d);
+}
+
+static void stop_all(child *c, int n) {
+    for (int i = 0; i < n; i++)
+        if (c[i].pid > 0) kill(c[i].pid, SIGTERM);
+    double t0 = ls_now();
+    for (;;) {
+        int left = 0;
+        for (int i = 0; i < n; i++) {
+            if (c[i].pid <= 0) continue;
+            if (waitpid(c[i].pid, NULL, WNOHANG) == c[i].pid) c[i].pid = 0;
+            else left++;
+        }
+        if (!left) break;
+        if (ls_now() - t0 > 2.0) {
+            for (int i = 0; i < n; i++)
+                if (c[i].pid > 0) kill(c[i].pid, SIGKILL), waitpid(c[i].pid, NULL, 0), c[i].pid = 0;
+            break;
+        }
+        ls_sleep_ms(20);
+    }
+}
+
+int ls_rl_run(const ls_rl_run_opts *o) {
+    if (!o->exe || !o->tasks || !o->init) return ls_err(LS_EINVAL, "rl run: needs the llmsys binary, a task file and an initial checkpoint");
+    if (o->rollouts < 1 || o->rollouts > 32 || o->relays < 1 || o->relays > 16)
+        return ls_err(LS_EINVAL, "rl run: need 1..32 rollouts and 1..16 relays");
+    if (o->group < 1 || o->group > 64 || o->max_seqs < o->group || o->batch_groups < 1 || o->updates < 1)
+        return ls_err(LS_EINVAL, "rl run: need 1 <= group <= max_seqs, batch_groups >= 1, updates >= 1");
+    if (o->max_new < 1) return ls_err(LS_EINVAL, "rl run: --max-new must be >= 1");
+    LS_TRY(ls_mkdirs(o->workdir));
+    rl_config c;
+    memset(&c, 0, sizeof c);
+    c.mode = o->mode;
+    char *rp = realpath(o->tasks, NULL);
+    if (!rp) return ls_err(LS_ENOTFOUND, "%s: %s", o->tasks, strerror(errno));
+    snprintf(c.tasks, sizeof c.tasks, "%s", rp);
+    free(rp);
+    if (o->heldout) {
+        rp = realpath(o->heldout, NULL);
+        if (!rp) return ls_err(LS_ENOTFOUND, "%s: %s", o->heldout, strerror(errno));
+        snprintf(c.heldout, sizeof c.heldout, "%s", rp);
+        free(rp);
+    }
+    rp = realpath(o->init, NULL);
+    if (!rp) return ls_err(LS_ENOTFOUND, "%s: %s", o->init, strerror(errno));
+    snprintf(c.init, sizeof c.init, "%s", rp);
+    free(rp);
+    /* a bad task file fails here, once, rather than in every worker */
+    ls_rl_task *tk;
+    int ntk;
+    LS_TRY(ls_rl_tasks_read(c.tasks, &tk, &ntk));
+    ls_rl_tasks_free(tk, ntk);
+    snprintf(c.workdir, sizeof c.workdir, "%s", o->workdir);
+    if (o->report) snprintf(c.report, sizeof c.report, "%s", o->report);
+    else snprintf(c.report, sizeof c.report, "%s/report.json", o->workdir);
+    c.rollouts = o->rollouts, c.relays = o->relays, c.updates = o->updates, c.group = o->group;
+    c.batch_groups = o->batch_groups, c.max_seqs = o->max_seqs, c.max_new = o->max_new, c.staleness = o->staleness;
+    c.repack = o->repack, c.eval_n = o->eval_n, c.ppo_epochs = 2;
+    c.lr = o->lr, c.clip_eps = o->clip_eps, c.is_cap = o->is_cap, c.step_ms = o->step_ms, c.train_ms = o->train_ms;
+    c.hb_timeout_s = 1.5, c.seed = o->seed;
+    char cfg_path[1100], port_file[1100], logdir[1100];
+    snprintf(cfg_path, sizeof cfg_path, "%s/config.json", o->workdir);
+    snprintf(port_file, sizeof port_file, "%s/manager.endpoint", o->workdir);
+    snprintf(logdir, sizeof logdir, "%s/logs", o->workdir);
+    LS_TRY(ls_mkdirs(logdir));
+    unlink(port_file);
+    unlink(c.report);
+    char *js = rl_config_to_json(&c);
+    if (!js) return ls_err(LS_ENOMEM, "rl run: out of memory");
+    int rc = ls_file_write_atomic(cfg_path, js, strlen(js));
+    free(js);
+    LS_TRY(rc);
+
+    int nc = 2 + o->relays + o->rollouts;
+    child *ch = calloc((size_t)nc, sizeof *ch);
+    if (!ch) return ls_err(LS_ENOMEM, "rl run: out of memory");
+    int k = 0;
+#define START(R, I, MGR)                                                                              \
+    do {                                                                                              \
+        snprintf(ch[k].role, sizeof ch[k].role, "%s", R);                                             \
+        ch[k].id = I;                                                                                 \
+        snprintf(ch[k].log, sizeof ch[k].log, "%s/%s-%d.log", logdir, R, I);                          \
+        ch[k].pid = spawn(o, R, I, MGR, cfg_path, port_file, ch[k].log);                              \
+        if (ch[k].pid < 0) rc = ls_err(LS_EIO, "rl run: cannot start %s %d: %s", R, I, strerror(errno)); \
+        k++;                                                                                          \
+    } while (0)
+    START("manager", 0, NULL);
+    char mep[256] = "";
+    double t0 = ls_now();
+    while (rc == LS_OK && !ls_is_file(port_file)) {
+        if (waitpid(ch[0].pid, NULL, WNOHANG) == ch[0].pid) {
+            char l[512];
+            ch[0].pid = 0;
+            last_line(ch[0].log, l, sizeof l);
+            rc = ls_err(LS_EPEER, "rl run: the manager failed to start: %s", l);
+        } else if (ls_now() - t0 > 20) {
+            rc = ls_err(LS_ETIMEDOUT, "rl run: the manager did not start within 20 s");
+        }
+        ls_sleep_ms(20);
+    }
+    if (rc == LS_OK) {
+        char *d;
+        size_t n;
+        rc = ls_file_read(port_file, &d, &n);
+        if (rc == LS_OK) snprintf(mep, sizeof mep, "%s", d), free(d);
+    }
+    for (int i = 0; rc == LS_OK && i < o->relays; i++) START("relay", i, mep);
+    for (int i = 0; rc == LS_OK && i < o->rollouts; i++) START("rollout", i, mep);
+    if (rc == LS_OK) START("trainer", 0, mep);
+    int trainer = k - 1, killed_roll = 0, killed_relay = 0;
+    double killed_at = 0;
+    t0 = ls_now();
+    while (rc == LS_OK) {
+        double now = ls_now() - t0;
+        for (int i = 0; i < k; i++) {
+            int st;
+            if (ch[i].pid <= 0 || waitpid(ch[i].pid, &st, WNOHANG) != ch[i].pid) continue;
+            ch[i].pid = 0;
+            int bad = !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+            char l[512];
+            last_line(ch[i].log, l, sizeof l);
+            if (i == 0) {
+                if (bad) rc = ls_err(LS_EPEER, "rl run: the manager failed: %s", l);
+                goto finished;
+            }
+            if (i == trainer && bad) rc = ls_err(LS_EPEER, "rl run: the trainer failed: %s", l);
+            else if (bad && !o->quiet && !(killed_roll && !strcmp(ch[i].role, "rollout") && ch[i].id == 0) &&
+                     !(killed_relay && !strcmp(ch[i].role, "relay") && ch[i].id == 1))
+                fprintf(stderr, "rl run: %s %d exited: %s\n", ch[i].role, ch[i].id, l);
+        }
+        if (o->kill_rollout_s > 0 && !killed_roll && now >= o->kill_rollout_s) {
+            for (int i = 0; i < k; i++)
+                if (!strcmp(ch[i].role, "rollout") && ch[i].id == 0 && ch[i].pid > 0) {
+                    kill(ch[i].pid, SIGKILL);
+                    waitpid(ch[i].pid, NULL, 0);
+                    ch[i].pid = 0;
+                    killed_roll = 1;
+                    killed_at = now;
+                    if (!o->quiet) fprintf(stderr, "rl run: killed rollout 0 at %.1f s\n", now);
+                }
+        }
+        if (killed_roll == 1 && o->restart_s > 0 && now >= killed_at + o->restart_s) {
+            for (int i = 0; i < k; i++)
+                if (!strcmp(ch[i].role, "rollout") && ch[i].id == 0) {
+                    ch[i].pid = spawn(o, "rollout", 0, mep, cfg_path, port_file, ch[i].log);
+                    if (!o->quiet) fprintf(stderr, "rl run: restarted rollout 0 at %.1f s\n", now);
+                }
+            killed_roll = 2;
+        }
+        if (o->kill_relay_s > 0 && !killed_relay && now >= o->kill_relay_s) {
+            for (int i = 0; i < k; i++)
+                if (!strcmp(ch[i].role, "relay") && ch[i].id == (o->relays > 1 ? 1 : 0) && ch[i].pid > 0) {
+                    kill(ch[i].pid, SIGKILL);
+                    waitpid(ch[i].pid, NULL, 0);
+                    ch[i].pid = 0;
+                    killed_relay = 1;
+                    if (!o->quiet) fprintf(stderr, "rl run: killed relay %d at %.1f s\n", ch[i].id, now);
+                }
+        }
+        if (o->timeout_s > 0 && now > o->timeout_s) rc = ls_err(LS_ETIMEDOUT, "rl run: not finished within %.0f s", o->timeout_s);
+        ls_sleep_ms(20);
+    }
+finished:
+    stop_all(ch, k);
+    free(ch);
+    if (rc == LS_OK && !ls_is_file(c.report)) rc = ls_err(LS_EIO, "rl run: the manager left no report at %s", c.report);
+    return rc;
+#undef START
+}
