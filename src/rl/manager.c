@@ -158,7 +158,6 @@ static void check_chain(mgr *m) {
     int k = 0;
     sig[0] = 0;
     for (int i = 0; i < n; i++) k += snprintf(sig + k, sizeof sig - (size_t)k, "%d,", ids[i]);
-    if (m->chain_n > 0 && strcmp(sig, m->chain_sig) != 0 && n > 0) m->chain_rebuilds++;
     snprintf(m->chain_sig, sizeof m->chain_sig, "%s", sig);
     m->chain_n = n;
 }
@@ -630,6 +629,7 @@ static void check_liveness(mgr *m) {
         if (m->relay[i].used && m->relay[i].alive && now - m->relay[i].last_seen > m->cfg.hb_timeout_s) {
             m->relay[i].alive = 0;
             m->relay_failures++;
+            m->chain_rebuilds++; /* the predecessor's next heartbeat names the dead relay's successor */
             LS_WARN("manager: relay %d silent: chain rebuilt around it", i);
             check_chain(m);
         }

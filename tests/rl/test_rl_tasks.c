@@ -1,0 +1,131 @@
+/* test_rl_tasks.c - rewards on hand-made cases, generators checked against independent
+ * solutions, the long-tail length law, and the JSONL task file (round trip, bad files). */
+#include <stdio.h>
+
+#include "llmsys/rl.h"
+#include "test.h"
+
+static void test_rewards(void) {
+    ls_rl_task t = {"rev:abc=", "cba", LS_RL_REVERSE, 3, 0};
+    CHECK_NEAR(ls_rl_reward(&t, "cba", 3), 1.0, 0);
+    CHECK_NEAR(ls_rl_reward(&t, "cbx", 3), 0.5 * 2 / 3, 1e-12);
+    CHECK_NEAR(ls_rl_reward(&t, "", 0), 0.0, 0);
+    CHECK_NEAR(ls_rl_reward(&t, "cbaaa", 5), 0.5 * 3 / 5, 1e-12); /* too long: penalised */
+    CHECK_NEAR(ls_rl_reward(&t, "cb", 2), 0.5 * 2 / 3, 1e-12);
+    ls_rl_task a = {"add:47+85=", "7+5+0=12;4+8+1=13;|132", LS_RL_ADD, 2, 1};
+    CHECK_NEAR(ls_rl_reward(&a, a.answer, strlen(a.answer)), 1.0, 0);
+    CHECK_NEAR(ls_rl_reward(&a, "|132", 4), 1.0, 0);       /* the final number decides exactness */
+    CHECK_NEAR(ls_rl_reward(&a, "x|1|132", 7), 1.0, 0);    /* the last '|' */
+    CHECK(ls_rl_reward(&a, "7+5+0=12;|133", 13) < 0.5);
+    CHECK(ls_rl_reward(&a, "7+5+0=12;4+8+1=13;|131", 22) > 0.45);
+}
+
+static void test_generators(void) {
+    for (int k = 0; k < LS_RL_KIND_COUNT; k++) {
+        ls_rl_gen_opts g = ls_rl_gen_defaults();
+        g.kind = k;
+        g.n = 200;
+        g.max_len = k == LS_RL_ADD ? 9 : 40;
+        ls_rl_task *t;
+        int n;
+        CHECK(ls_rl_tasks_generate(&g, &t, &n) == LS_OK);
+        int wrong = 0;
+        for (int i = 0; i < n; i++) {
+            const char *eq = strchr(t[i].prompt, ':');
+            const char *in = eq ? eq + 1 : "";
+            size_t L = strlen(in) - 1; /* before '=' */
+            char want[1024] = {0};
+            if (k == LS_RL_ADD) {
+                long long x = 0, y = 0;
+                CHECK(sscanf(in, "%lld+%lld=", &x, &y) == 2);
+                const char *bar = strrchr(t[i].answer, '|');
+                wrong += !bar || atoll(bar + 1) != x + y;
+            } else {
+                for (size_t j = 0; j < L; j++) want[j] = in[k == LS_RL_REVERSE ? L - 1 - j : j];
+                if (k == LS_RL_SORT) /* counting sort, independent of the generator's qsort */
+                    for (size_t j = 0, c = 'a'; c <= 'z'; c++)
+                        for (size_t q = 0; q < L; q++)
+                            if (in[q] == (char)c) want[j++] = (char)c;
+                wrong += strcmp(want, t[i].answer) != 0;
+            }
+            CHECK_NEAR(ls_rl_reward(&t[i], t[i].answer, strlen(t[i].answer)), 1.0, 0);
+        }
+        CHECK_EQ_INT(wrong, 0);
+        ls_rl_tasks_free(t, n);
+    }
+}
+
+static void test_lengths(void) {
+    /* log-normal with mean 20, CV 1: sample mean and CV near, and the expected-max law */
+    ls_rl_gen_opts g = ls_rl_gen_defaults();
+    g.kind = LS_RL_COPY;
+    g.n = 20000;
+    g.mean_len = 20;
+    g.cv = 1.0;
+    g.max_len = 250;
+    ls_rl_task *t;
+    int n;
+    CHECK(ls_rl_tasks_generate(&g, &t, &n) == LS_OK);
+    double s = 0, s2 = 0;
+    for (int i = 0; i < n; i++) s += t[i].len, s2 += (double)t[i].len * t[i].len;
+    double m = s / n, cv = sqrt(s2 / n - m * m) / m;
+    fprintf(stderr, "  lengths: mean %.2f (20), CV %.3f (1.0)\n", m, cv);
+    CHECK(fabs(m - 20) < 0.8);
+    CHECK(fabs(cv - 1.0) < 0.12);
+    ls_rl_tasks_free(t, n);
+    /* s = sqrt(ln 2), k = 100: 20·exp(s·sqrt(2 ln 100) − s²/2) by hand */
+    double sv = sqrt(log(2.0)), want = 20 * exp(sv * sqrt(2 * log(100.0)) - sv * sv / 2);
+    CHECK_NEAR(ls_rl_lognormal_expected_max(20, 1.0, 100), want, 1e-9);
+    CHECK(ls_rl_lognormal_expected_max(20, 1.0, 100) > 90);
+}
+
+static void write_file(const char *p, const char *s) {
+    FILE *f = fopen(p, "w");
+    fputs(s, f);
+    fclose(f);
+}
+
+static void test_files(void) {
+    ls_rl_gen_opts g = ls_rl_gen_defaults();
+    g.n = 50;
+    ls_rl_task *t, *u;
+    int n, m;
+    CHECK(ls_rl_tasks_generate(&g, &t, &n) == LS_OK);
+    CHECK(ls_rl_tasks_write("test_rl_tasks.jsonl", t, n) == LS_OK);
+    CHECK(ls_rl_tasks_read("test_rl_tasks.jsonl", &u, &m) == LS_OK);
+    CHECK_EQ_INT(m, n);
+    for (int i = 0; i < n && i < m; i++) {
+        CHECK(!strcmp(t[i].prompt, u[i].prompt) && !strcmp(t[i].answer, u[i].answer));
+        CHECK_EQ_INT(t[i].kind, u[i].kind);
+    }
+    ls_rl_tasks_free(t, n);
+    ls_rl_tasks_free(u, m);
+    const char *bad[][2] = {
+        {"{\"prompt\":\"a=\",\"answer\":\"b\"}\n{\"prompt\":\"a=\"}\n", ":2:"},
+        {"{\"prompt\":\"a=\",\"answer\":\"b\"}\nnot json\n", ":2: not a JSON"},
+        {"{\"prompt\":\"a\\u0001=\",\"answer\":\"b\"}\n", ":1: prompt and answer must be"},
+        {"{\"prompt\":\"a=\",\"answer\":\"b\",\"kind\":\"juggle\"}\n", "unknown \"kind\""},
+        {"\n\n", "no tasks"},
+        {"[1,2]\n", ":1: not a JSON object"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        write_file("test_rl_bad.jsonl", bad[i][0]);
+        CHECK(ls_rl_tasks_read("test_rl_bad.jsonl", &u, &m) == LS_EFORMAT);
+        CHECK_MSG(strstr(ls_errmsg(), bad[i][1]) != NULL, "message '%s' lacks '%s'", ls_errmsg(), bad[i][1]);
+    }
+    CHECK(ls_rl_tasks_read("no/such/file.jsonl", &u, &m) != LS_OK);
+    remove("test_rl_tasks.jsonl");
+    remove("test_rl_bad.jsonl");
+    int k;
+    CHECK(ls_rl_kind_parse("juggle", &k) == LS_EINVAL);
+    g.max_len = 0;
+    CHECK(ls_rl_tasks_generate(&g, &t, &n) == LS_EINVAL);
+}
+
+int main(void) {
+    RUN(test_rewards);
+    RUN(test_generators);
+    RUN(test_lengths);
+    RUN(test_files);
+    return TEST_RESULT();
+}
