@@ -524,6 +524,10 @@ static int write_report(mgr *m) {
     int bad = 0;
     for (int i = 0; i < MAX_RELAY; i++) bad += m->relay[i].bad_chunks;
     cJSON_AddNumberToObject(j, "rejected_chunks", bad);
+    cJSON *rv = cJSON_CreateArray();
+    for (int i = 0; i < MAX_RELAY; i++)
+        if (m->relay[i].used) cJSON_AddItemToArray(rv, cJSON_CreateNumber(m->relay[i].alive ? (double)m->relay[i].version : -1));
+    cJSON_AddItemToObject(j, "relay_versions", rv);
     cJSON_AddNumberToObject(j, "groups_issued", m->n_groups);
     cJSON_AddNumberToObject(j, "groups_consumed", m->groups_consumed);
     cJSON_AddNumberToObject(j, "trajectories_issued", (double)issued);
@@ -544,7 +548,13 @@ static void handle_hello(mgr *m, const uint8_t *ident, size_t identn, rl_rd *r) 
     if (r->bad) return;
     if (!strcmp(role, "rollout") && id >= 0 && id < MAX_ROLL) {
         mroll *ro = &m->roll[id];
-        if (ro->used && ro->alive) release_rollout(m, id);
+        if (ro->used && ro->alive) { /* a restarted rollout before its old self timed out */
+            int before = running_on(m, id);
+            release_rollout(m, id);
+            m->resumed += before;
+            m->roll_failures++;
+            LS_WARN("manager: rollout %d rejoined: its %d trajectories went back to the partial pool", id, before);
+        }
         double bb = ro->base_busy + ro->busy_s, bi = ro->base_idle + ro->idle_s;
         int64_t *d = ro->drops, *a = ro->assign;
         int cd = ro->cap_drops, ca = ro->cap_assign;
@@ -557,6 +567,7 @@ static void handle_hello(mgr *m, const uint8_t *ident, size_t identn, rl_rd *r) 
         ro->identn = identn;
         ro->last_seen = ls_now();
         m->joins++;
+        LS_INFO("manager: rollout %d joined at %.2f s", id, ls_now() - m->t0);
     } else if (!strcmp(role, "relay") && id >= 0 && id < MAX_RELAY) {
         mrelay *rl = &m->relay[id];
         int bad = rl->bad_chunks;

@@ -10,6 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "llmsys/safetensors.h"
+#include "llmsys/train.h"
 #include "rl/internal.h"
 
 static const char *const MODE_NAMES[LS_RL_MODE_COUNT] = {"laminar", "sync", "onestep", "areal"};
@@ -149,7 +151,11 @@ int ls_rl_run(const ls_rl_run_opts *o) {
     if (!rp) return ls_err(LS_ENOTFOUND, "%s: %s", o->init, strerror(errno));
     snprintf(c.init, sizeof c.init, "%s", rp);
     free(rp);
-    /* a bad task file fails here, once, rather than in every worker */
+    /* a bad task file or checkpoint fails here, once, rather than in every worker */
+    ls_st_file *ck;
+    ls_model_config mc;
+    LS_TRY(ls_ckpt_open(c.init, &ck, &mc));
+    ls_st_close(ck);
     ls_rl_task *tk;
     int ntk;
     LS_TRY(ls_rl_tasks_read(c.tasks, &tk, &ntk));

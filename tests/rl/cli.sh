@@ -1,0 +1,40 @@
+#!/bin/bash
+# cli.sh - `llmsys rl` and `llmsys sim rl` end to end: task files, the simulator, and the
+# exit code and single error line of each kind of bad input (malformed task files,
+# unreachable manager, unknown names).
+set -u
+BIN="$1"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail=0
+expect() { # expect CODE DESCRIPTION -- command...
+    local want="$1" what="$2"; shift 3
+    "$@" >"$T/out" 2>"$T/err"; local rc=$?
+    if [ "$rc" != "$want" ]; then echo "FAIL $what: exit $rc, expected $want"; cat "$T/err"; fail=1; return; fi
+    if [ "$want" != 0 ] && [ "$(wc -l <"$T/err")" != 1 ]; then echo "FAIL $what: expected one error line"; cat "$T/err"; fail=1; return; fi
+    echo "ok   $what"
+}
+expect 0 "tasks sort" -- "$BIN" rl tasks --kind sort --n 40 --out "$T/t.jsonl"
+[ "$(wc -l <"$T/t.jsonl")" = 40 ] || { echo "FAIL task count"; fail=1; }
+expect 0 "tasks add" -- "$BIN" rl tasks --kind add --n 10 --mean-len 3 --max-len 8 --out "$T/a.jsonl"
+grep -q '"kind":"add"' "$T/a.jsonl" || { echo "FAIL add kind"; fail=1; }
+expect 2 "unknown kind" -- "$BIN" rl tasks --kind juggle --out "$T/x.jsonl"
+expect 2 "bad count" -- "$BIN" rl tasks --n 0 --out "$T/x.jsonl"
+[ -e "$T/x.jsonl" ] && { echo "FAIL half-written task file"; fail=1; }
+printf '{"prompt":"copy:ab=","answer":"ab"}\n{"prompt":"copy:ab="\n' >"$T/bad.jsonl"
+expect 2 "malformed task file" -- "$BIN" rl run --tasks "$T/bad.jsonl" --workdir "$T/w1" --quiet
+grep -q "bad.jsonl:2" "$T/err" || { echo "FAIL message names the line"; fail=1; }
+expect 2 "missing task file" -- "$BIN" rl run --tasks "$T/none.jsonl" --workdir "$T/w2" --quiet
+echo "not a checkpoint" >"$T/junk.safetensors"
+expect 2 "bad initial checkpoint" -- "$BIN" rl run --tasks "$T/t.jsonl" --init "$T/junk.safetensors" --workdir "$T/w3" --quiet
+expect 2 "unknown mode" -- "$BIN" rl run --tasks "$T/t.jsonl" --mode lockstep --workdir "$T/w4"
+expect 2 "unknown role" -- "$BIN" rl worker --role juggler --manager tcp://127.0.0.1:9
+expect 1 "unreachable manager (rollout)" -- timeout 20 "$BIN" rl worker --role rollout --manager tcp://127.0.0.1:9
+grep -q "unreachable" "$T/err" || { echo "FAIL unreachable message"; fail=1; }
+expect 1 "unreachable manager (relay)" -- timeout 20 "$BIN" rl worker --role relay --manager tcp://127.0.0.1:9
+expect 0 "sim rl" -- "$BIN" sim rl --models qwen2.5-7b --gpus 64,256 --updates 2 --batch 256 --out "$T/s.json"
+python3 -c "import json; r=json.load(open('$T/s.json'))['rows']; assert len(r) == 8 and all(x['traj_per_s'] > 0 for x in r)" ||
+    { echo "FAIL sim rows"; fail=1; }
+expect 1 "sim unknown model" -- "$BIN" sim rl --models gpt-9 --gpus 64
+expect 2 "sim unknown system" -- "$BIN" sim juggling
+exit $fail

@@ -1,0 +1,40 @@
+#!/bin/bash
+# faults.sh - multi-process RL runs under faults: a rollout killed and restarted (with
+# corrupt weight chunks injected at the relays), and a relay killed mid-chain. Each must
+# finish every update, lose and duplicate no trajectory, and record the failure.
+set -u
+BIN="$1"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail=0
+"$BIN" rl tasks --kind copy --n 200 --mean-len 5 --cv 1 --max-len 20 --out "$T/tasks.jsonl" >/dev/null || exit 1
+check() { # check REPORT PYTHON-CONDITION DESCRIPTION
+    if python3 -c "import json,sys; r=json.load(open('$1')); t=r['trainer']; sys.exit(0 if ($2) else 1)"; then
+        echo "ok   $3"
+    else
+        echo "FAIL $3"; python3 -c "import json; r=json.load(open('$1')); print({k:v for k,v in r.items() if not isinstance(v,list)})"; fail=1
+    fi
+}
+COMMON=(--tasks "$T/tasks.jsonl" --updates 24 --group 4 --batch-groups 2 --max-new 24 --step-ms 20 --eval-n 8 --timeout 50 --quiet)
+# 1. kill rollout 0 at 1 s, restart it 0.5 s later; every 3rd chunk arriving at a relay is corrupted
+if LLMSYS_RL_CORRUPT=3 "$BIN" rl run "${COMMON[@]}" --rollouts 3 --relays 2 --kill-rollout-at 1.5 --restart-after 0.5 \
+        --workdir "$T/kr" 2>"$T/kr.err"; then
+    R="$T/kr/report.json"
+    check "$R" "r['updates'] == 24 and r['groups_consumed'] == 48" "kill rollout: every update done"
+    check "$R" "r['trajectories_lost'] == 0 and t['duplicate_trajectories'] == 0" "kill rollout: no trajectory lost or doubled"
+    check "$R" "r['rollout_failures'] >= 1 and r['rollout_joins'] >= 4" "kill rollout: failure seen, restarted rollout rejoined"
+    check "$R" "r['resumed_trajectories'] >= 1" "kill rollout: partial responses resumed elsewhere"
+    check "$R" "r['rejected_chunks'] >= 1" "corrupt chunks rejected by checksum"
+else
+    echo "FAIL kill rollout run"; cat "$T/kr.err"; tail -n 5 "$T"/kr/logs/*.log; fail=1
+fi
+# 2. kill relay 1 of a 3-relay chain at 1 s: the chain is rebuilt around it
+if "$BIN" rl run "${COMMON[@]}" --rollouts 2 --relays 3 --kill-relay-at 1.0 --workdir "$T/kl" 2>"$T/kl.err"; then
+    R="$T/kl/report.json"
+    check "$R" "r['updates'] == 24 and r['trajectories_lost'] == 0 and t['duplicate_trajectories'] == 0" "kill relay: every update, nothing lost"
+    check "$R" "r['relay_failures'] == 1 and r['chain_rebuilds'] >= 1" "kill relay: chain rebuilt"
+    check "$R" "r['relay_versions'][1] == -1 and r['relay_versions'][2] >= t['versions'] - 3" "kill relay: the relay after the dead one still gets new versions"
+else
+    echo "FAIL kill relay run"; cat "$T/kl.err"; tail -n 5 "$T"/kl/logs/*.log; fail=1
+fi
+exit $fail
