@@ -56,6 +56,8 @@ static void stats(double *v, int n, double *mn, double *md, double *mx) {
 }
 
 int main(int argc, char **argv) {
+    ls_omp_passive_reexec(argv);
+    ls_model_set_threads(1);
     int quick = 0, reps = 3, updates = 12;
     const char *out = NULL;
     for (int i = 1; i < argc; i++) {

@@ -103,8 +103,11 @@ void ls_rl_batch_free(ls_rl_batch *b);
 /* Supervised warm start on tasks (loss on answer bytes and EOS only): steps of batch B,
  * AdamW at lr. Returns the final mean loss in *loss (may be NULL). */
 int ls_rl_sft(ls_model *m, const ls_rl_task *t, int n, int steps, int B, float lr, uint64_t seed, float *loss);
-/* Mean reward of greedy answers on tasks[0..n) (held-out evaluation). */
-int ls_rl_eval(ls_model *m, const ls_rl_task *t, int n, double *mean_reward, double *exact_frac);
+/* Mean reward on tasks[0..n) (held-out evaluation): greedy answers when temperature is 0,
+ * else the mean over `samples` answers sampled per task at that temperature (the policy's
+ * expected reward) with a fixed seed. */
+int ls_rl_eval(ls_model *m, const ls_rl_task *t, int n, float temperature, int samples, double *mean_reward,
+               double *exact_frac);
 
 /* ---------------------------------------------------------------- weight chunks */
 
@@ -230,6 +233,7 @@ typedef struct {
     int tp;               /* GPUs per rollout replica (0: by model size) */
     int mode;
     double mean_len, cv;  /* response length distribution (tokens) */
+    int max_len;          /* response cap (default 16384) */
     int prompt_len;
     int batch;            /* trajectories per update (global batch) */
     int updates;

@@ -87,7 +87,10 @@ static void print_report(const char *path) {
     if (tr) {
         ls_json_get_double(tr, "heldout_reward_before", 0, &b), ls_json_get_double(tr, "heldout_reward_after", 0, &a);
         ls_json_get_double(tr, "heldout_exact_before", 0, &eb), ls_json_get_double(tr, "heldout_exact_after", 0, &ea);
-        printf("  held-out reward %.3f -> %.3f (exact %.1f%% -> %.1f%%)\n", b, a, 100 * eb, 100 * ea);
+        printf("  held-out reward, greedy: %.3f -> %.3f (exact %.1f%% -> %.1f%%)\n", b, a, 100 * eb, 100 * ea);
+        ls_json_get_double(tr, "heldout_sampled_reward_before", 0, &b), ls_json_get_double(tr, "heldout_sampled_reward_after", 0, &a);
+        ls_json_get_double(tr, "heldout_sampled_exact_before", 0, &eb), ls_json_get_double(tr, "heldout_sampled_exact_after", 0, &ea);
+        printf("  held-out reward, sampled at T=1 (4 per prompt): %.3f -> %.3f (exact %.1f%% -> %.1f%%)\n", b, a, 100 * eb, 100 * ea);
     }
     cJSON_Delete(j);
 }
@@ -387,7 +390,7 @@ int demo_rl(const ls_demo_ctx *ctx) {
     snprintf(w2, sizeof w2, "%s/sync", wd);
     snprintf(r1, sizeof r1, "%s/report.json", w1);
     snprintf(r2, sizeof r2, "%s/report.json", w2);
-    const char *n = ctx->quick ? "256" : "2000", *upd = ctx->quick ? "4" : "30", *sft = ctx->quick ? "150" : "500";
+    const char *n = ctx->quick ? "256" : "2000", *upd = ctx->quick ? "3" : "30", *sft = ctx->quick ? "60" : "1000";
     char *g1[] = {"rl", "tasks", "--kind", "copy", "--n", (char *)n, "--mean-len", "6", "--cv", "1.0", "--max-len", "40",
                   "--out", tasks, NULL};
     char *g2[] = {"rl", "tasks", "--kind", "copy", "--n", "64", "--mean-len", "6", "--cv", "1.0", "--max-len", "40",
@@ -398,9 +401,9 @@ int demo_rl(const ls_demo_ctx *ctx) {
     fflush(stdout);
     if (make_init(tasks, wd, atoi(sft), 16, 3e-3, 1, init, sizeof init, 0)) return ls_cli_fail();
     char *a1[] = {"rl", "run", "--tasks", tasks, "--heldout", ho, "--init", init, "--mode", "laminar", "--updates", (char *)upd,
-                  "--step-ms", "20", "--workdir", w1, "--lr", "3e-4", "--eval-n", "64", "--timeout", "300", NULL};
+                  "--step-ms", "20", "--workdir", w1, "--lr", "1e-4", "--eval-n", "64", "--timeout", "300", NULL};
     char *a2[] = {"rl", "run", "--tasks", tasks, "--heldout", ho, "--init", init, "--mode", "sync", "--updates", (char *)upd,
-                  "--step-ms", "20", "--workdir", w2, "--lr", "3e-4", "--eval-n", "64", "--timeout", "300", NULL};
+                  "--step-ms", "20", "--workdir", w2, "--lr", "1e-4", "--eval-n", "64", "--timeout", "300", NULL};
     if (run_cmd(a1) || run_cmd(a2)) return 1;
     cJSON *j1, *j2;
     if (ls_json_read_file(r1, &j1)) return ls_cli_fail();

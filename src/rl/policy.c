@@ -70,37 +70,42 @@ int ls_rl_sft(ls_model *m, const ls_rl_task *t, int n, int steps, int B, float l
     return rc;
 }
 
-int ls_rl_eval(ls_model *m, const ls_rl_task *t, int n, double *mean_reward, double *exact_frac) {
+int ls_rl_eval(ls_model *m, const ls_rl_task *t, int n, float temperature, int samples, double *mean_reward,
+               double *exact_frac) {
     const ls_model_config *c = ls_model_cfg(m);
     int T = c->n_ctx;
+    if (temperature <= 0.0f || samples < 1) samples = 1;
     int *tok = malloc(sizeof(int) * (size_t)T), *out = malloc(sizeof(int) * (size_t)T);
     char *txt = malloc((size_t)T + 1);
     if (!tok || !out || !txt) {
         free(tok), free(out), free(txt);
         return ls_err(LS_ENOMEM, "eval: out of memory");
     }
-    ls_sample_config greedy = {0.0f, 0, 1.0f};
+    ls_sample_config sc = {temperature > 0.0f ? temperature : 0.0f, 0, 1.0f};
     ls_rng rng;
-    ls_rng_seed(&rng, 1);
+    ls_rng_seed(&rng, 12345);
     double sum = 0.0, exact = 0.0;
     int rc = LS_OK;
     for (int i = 0; i < n && rc == LS_OK; i++) {
-        int np = encode(t[i].prompt, tok, T), nout = 0;
+        int np = encode(t[i].prompt, tok, T);
         if (np >= T) {
             rc = ls_err(LS_EINVAL, "eval: task %lld's prompt fills the context", (long long)t[i].id);
             break;
         }
-        rc = ls_model_generate(m, tok, np, T - np, &greedy, &rng, out, &nout);
-        int len = 0;
-        for (int j = 0; j < nout && out[j] != LS_TOK_EOS; j++) txt[len++] = out[j] < 256 ? (char)out[j] : '\x7f';
-        double r = ls_rl_reward(&t[i], txt, (size_t)len);
-        sum += r;
-        exact += r >= 1.0;
+        for (int s = 0; s < samples && rc == LS_OK; s++) {
+            int nout = 0;
+            rc = ls_model_generate(m, tok, np, T - np, &sc, &rng, out, &nout);
+            int len = 0;
+            for (int j = 0; j < nout && out[j] != LS_TOK_EOS; j++) txt[len++] = out[j] < 256 ? (char)out[j] : '\x7f';
+            double r = ls_rl_reward(&t[i], txt, (size_t)len);
+            sum += r;
+            exact += r >= 1.0;
+        }
     }
     free(tok), free(out), free(txt);
     if (rc == LS_OK) {
-        *mean_reward = n ? sum / n : 0.0;
-        if (exact_frac) *exact_frac = n ? exact / n : 0.0;
+        *mean_reward = n ? sum / ((double)n * samples) : 0.0;
+        if (exact_frac) *exact_frac = n ? exact / ((double)n * samples) : 0.0;
     }
     return rc;
 }

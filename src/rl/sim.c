@@ -21,7 +21,60 @@ typedef struct {
     strj *a;
     int n, version;
     double pause_until, busy, idle;
+    double t_upd, st, t_next; /* progress is applied lazily: state is exact at t_upd */
 } srep;
+
+typedef struct {
+    const ls_rl_sim_opts *o;
+    int calibrated;
+    double step0, kv_cost;
+    int64_t *buf_ver, buf_cap, buf_tail;
+    double tokens;
+} sim;
+
+static double step_time(const sim *s, const srep *x) {
+    if (s->calibrated) return s->o->step_s;
+    double K = 0;
+    for (int i = 0; i < x->n; i++) K += x->a[i].len;
+    return s->step0 + K * s->kv_cost;
+}
+
+static void schedule(const sim *s, srep *x) {
+    x->st = step_time(s, x);
+    if (x->pause_until > x->t_upd) x->t_next = x->pause_until;
+    else if (x->n == 0) x->t_next = INFINITY;
+    else {
+        double mn = INFINITY;
+        for (int i = 0; i < x->n; i++) mn = fmin(mn, x->a[i].rem);
+        x->t_next = x->t_upd + mn * x->st;
+    }
+}
+
+/* Applies x's progress up to t (no event of x lies strictly inside (t_upd, t)). */
+static void advance(sim *s, srep *x, double t) {
+    double dt = t - x->t_upd;
+    if (dt <= 0) return;
+    if (x->pause_until > x->t_upd || x->n == 0) {
+        x->idle += dt;
+    } else {
+        x->busy += dt;
+        double k = dt / x->st;
+        for (int i = 0; i < x->n;) {
+            strj *j = &x->a[i];
+            double adv = fmin(k, j->rem);
+            j->rem -= adv, j->len += adv;
+            if (j->rem <= 1e-6) {
+                s->buf_ver[s->buf_tail % s->buf_cap] = j->version;
+                s->buf_tail++;
+                s->tokens += j->len - s->o->prompt_len;
+                x->a[i] = x->a[--x->n];
+            } else {
+                i++;
+            }
+        }
+    }
+    x->t_upd = t;
+}
 
 ls_rl_sim_opts ls_rl_sim_defaults(void) {
     ls_rl_sim_opts o;
@@ -32,9 +85,10 @@ ls_rl_sim_opts ls_rl_sim_defaults(void) {
     o.train_frac_pct = 25;
     o.mode = LS_RL_MODE_LAMINAR;
     o.mean_len = 2000;
-    o.cv = 1.5;
+    o.cv = 1.3; /* p99 about 10x the median */
+    o.max_len = 16384;
     o.prompt_len = 256;
-    o.batch = 2048;
+    o.batch = 8192;
     o.updates = 10;
     o.staleness = 2;
     o.max_batch = 64;
@@ -47,7 +101,7 @@ static double draw_len(const ls_rl_sim_opts *o, ls_rng *rng) {
     if (o->trace && o->n_trace > 0) return (double)o->trace[ls_rng_below(rng, (uint64_t)o->n_trace)];
     double s2 = log(1.0 + o->cv * o->cv), mu = log(o->mean_len) - s2 / 2.0;
     double x = exp(mu + sqrt(s2) * (double)ls_rng_normal(rng));
-    double cap = o->mean_len * 16.0;
+    double cap = o->max_len > 0 ? o->max_len : 16384;
     return x < 1.0 ? 1.0 : (x > cap ? cap : floor(x));
 }
 
@@ -56,10 +110,12 @@ int ls_rl_simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
     if (o->gpus < 2 || o->batch < 1 || o->updates < 1 || o->max_batch < 1 || o->mode < 0 || o->mode >= LS_RL_MODE_COUNT)
         return ls_err(LS_EINVAL, "sim rl: need gpus >= 2, batch, updates and max batch >= 1, a known mode");
     if (!(o->mean_len >= 1) && !(o->trace && o->n_trace > 0)) return ls_err(LS_EINVAL, "sim rl: mean length must be >= 1");
-    int calibrated = o->step_s > 0;
-    double step0 = 0, kv_cost = 0, train_per_tok = 0, W = 0, pcie = 25e9, net = 25e9, flops = 0;
-    int tp = o->tp, R, train_gpus;
-    if (calibrated) {
+    sim S = {0};
+    S.o = o;
+    S.calibrated = o->step_s > 0;
+    double train_per_tok = 0, W = 0, pcie = 25e9, net = 25e9, link = 0;
+    int tp = o->tp, R, train_gpus, colocated = 0;
+    if (S.calibrated) {
         tp = 1;
         R = o->gpus - 1; /* one process trains, the others generate */
         train_gpus = 1;
@@ -74,188 +130,178 @@ int ls_rl_simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
         LS_TRY(rc);
         double params = ls_plan_layer_params(&a) * a.n_layer + (double)a.vocab * a.d_model * (a.tied ? 1 : 2);
         W = params * 2.0; /* bf16 */
-        if (tp <= 0) {     /* smallest power of two whose memory holds weights with half the card for KV */
+        if (tp <= 0) {     /* smallest power of two whose memory holds the weights with half the card left for KV */
             tp = 1;
             while (tp < 8 && W / tp > 0.5 * g.mem_bytes) tp *= 2;
         }
-        train_gpus = o->gpus * (o->train_frac_pct > 0 ? o->train_frac_pct : 25) / 100;
+        link = g.link_Bps > 0 ? g.link_Bps : pcie;
+        /* the synchronous baseline is colocated (verl-style): every GPU generates, then every GPU trains */
+        colocated = o->mode == LS_RL_MODE_SYNC;
+        train_gpus = colocated ? o->gpus : o->gpus * (o->train_frac_pct > 0 ? o->train_frac_pct : 25) / 100;
         if (train_gpus < 1) train_gpus = 1;
-        R = (o->gpus - train_gpus) / tp;
+        R = (colocated ? o->gpus : o->gpus - train_gpus) / tp;
         double bw = g.bw_Bps * 0.7;
-        step0 = (W / tp) / bw + 2e-3; /* weights read once per step, plus launch overhead */
-        kv_cost = 2.0 * a.n_layer * a.n_kv_head * (a.d_model / (double)a.n_head) * 2.0 / (tp * bw);
-        flops = g.fp16_flops;
-        train_per_tok = 8.0 * params / (train_gpus * flops * 0.35); /* fwd+bwd (6) + proximal log-probs (2) */
+        S.step0 = (W / tp) / bw + 2e-3; /* weights read once per step, plus launch overhead */
+        S.kv_cost = 2.0 * a.n_layer * a.n_kv_head * (a.d_model / (double)a.n_head) * 2.0 / (tp * bw);
+        train_per_tok = 8.0 * params / (train_gpus * g.fp16_flops * 0.35); /* fwd+bwd (6) + proximal log-probs (2) */
     }
     if (R < 1) return ls_err(LS_EINVAL, "sim rl: no GPUs left for rollouts");
     int B = o->batch, MB = o->max_batch;
-    int64_t need = (int64_t)B * o->updates;
     /* weight movement */
-    double bcast = calibrated ? (o->pull_s > 0 ? o->pull_s : 0.0) : (W / tp) / net + W / ((double)train_gpus * net) + 1e-3 * log2(R + 1.0);
-    double stall_relay = calibrated ? 0.0 : W / (8.0 * pcie);
-    double chain = calibrated ? 0.0 : W / net + 8.0 * 256e6 / net;
-    double pull = calibrated ? (o->pull_s > 0 ? o->pull_s : 0.0) : (W / tp) / pcie;
-    double repack_dt = o->repack_s > 0 ? o->repack_s : 10.0 * (calibrated ? o->step_s : step0);
+    double bcast, stall_relay = 0, chain = 0, pull;
+    if (S.calibrated) {
+        bcast = pull = o->pull_s > 0 ? o->pull_s : 0.0;
+    } else {
+        /* colocated: re-shard trainer weights into the rollout layout over NVLink; disaggregated
+         * global sync: every rollout GPU receives its shard over the network */
+        bcast = colocated ? (W / tp) / link : (W / tp) / net + W / ((double)train_gpus * net) + 1e-3 * log2(R + 1.0);
+        stall_relay = W / (8.0 * pcie);        /* trainer -> master relay, host memory */
+        chain = W / net + 8.0 * 256e6 / net;   /* pipelined chain: one transfer plus a few chunks */
+        pull = (W / tp) / pcie;                /* rollout <- relay on its own machine */
+    }
+    double repack_dt = o->repack_s > 0 ? o->repack_s : 10.0 * (S.calibrated ? o->step_s : S.step0);
     srep *rp = calloc((size_t)R, sizeof *rp);
-    int *buf_ver = malloc(sizeof(int) * (size_t)(need + (int64_t)R * MB + 16));
-    if (!rp || !buf_ver) {
-        free(rp), free(buf_ver);
+    S.buf_cap = (int64_t)B * (o->updates + 4) + (int64_t)R * MB + 16;
+    S.buf_ver = malloc(sizeof(int64_t) * (size_t)S.buf_cap);
+    int *order = malloc(sizeof(int) * (size_t)R);
+    if (!rp || !S.buf_ver || !order) {
+        free(rp), free(S.buf_ver), free(order);
         return ls_err(LS_ENOMEM, "sim rl: out of memory");
     }
     for (int r = 0; r < R; r++) {
         rp[r].a = malloc(sizeof(strj) * (size_t)MB);
+        rp[r].t_next = INFINITY;
         if (!rp[r].a) {
             for (int q = 0; q < r; q++) free(rp[q].a);
-            free(rp), free(buf_ver);
+            free(rp), free(S.buf_ver), free(order);
             return ls_err(LS_ENOMEM, "sim rl: out of memory");
         }
     }
     ls_rng rng;
     ls_rng_seed(&rng, o->seed);
-    double t = 0, train_until = -1, t_first = -1, t_last = 0, tokens = 0, stall_sum = 0, next_repack = 0;
-    double avail_at = 0; /* laminar: when the relays hold version P */
+    double t = 0, train_until = -1, t_first = -1, t_last = 0, stall_sum = 0, next_repack = 0, excluded = 0;
+    double avail_at = 0; /* laminar: when the relays hold version avail_ver */
     int P = 0, training = 0, consumed_batches = 0, stale_max = 0, avail_ver = 0;
-    int64_t issued = 0, buf_head = 0, buf_tail = 0, stale_sum = 0, consumed = 0;
-    int rc = LS_OK;
+    int64_t issued = 0, buf_head = 0, stale_sum = 0, consumed = 0;
+    int rc = LS_OK, mode = o->mode;
     while (consumed_batches < o->updates) {
         /* 1. hand out work */
-        for (int r = 0; r < R; r++) {
+        int64_t cap_issue;
+        switch (mode) {
+        case LS_RL_MODE_SYNC: cap_issue = (int64_t)(P + 1) * B; break;
+        case LS_RL_MODE_ONESTEP: cap_issue = (int64_t)(P + 2) * B; break;
+        case LS_RL_MODE_AREAL: cap_issue = (int64_t)(P + o->staleness + 1) * B; break;
+        default: cap_issue = consumed + 3LL * B + (int64_t)R * MB; break;
+        }
+        for (int r = 0; r < R && issued < cap_issue; r++) {
             srep *x = &rp[r];
-            if (x->pause_until > t) continue;
-            int mode = o->mode, room = MB - x->n;
+            if (x->pause_until > t || x->n == MB) continue;
             if (mode == LS_RL_MODE_LAMINAR) {
                 if (x->n > 0) continue; /* batch mode: refill only when the batch is done */
                 int newest = avail_at <= t ? avail_ver : avail_ver - 1;
-                if (newest > x->version) { /* pull from the local relay first */
+                if (newest > x->version && pull > 0) { /* pull from the local relay first */
+                    advance(&S, x, t);
                     x->version = newest;
                     x->pause_until = t + pull;
-                    if (pull > 0) continue;
+                    schedule(&S, x);
+                    continue;
                 }
+                x->version = newest > x->version ? newest : x->version;
             }
             if (mode == LS_RL_MODE_SYNC && (x->n > 0 || x->version < P)) continue;
-            while (room > 0) {
-                int ok;
-                switch (mode) {
-                case LS_RL_MODE_SYNC: ok = issued < (int64_t)(P + 1) * B; break;
-                case LS_RL_MODE_ONESTEP: ok = issued < (int64_t)(P + 2) * B && x->version >= issued / B - 1; break;
-                case LS_RL_MODE_AREAL: ok = issued < (int64_t)(P + o->staleness + 1) * B; break;
-                default: ok = issued - consumed < 3LL * B + (int64_t)R * MB; break;
-                }
-                if (!ok) break;
-                strj *s = &x->a[x->n++];
-                s->rem = draw_len(o, &rng);
-                s->len = o->prompt_len;
-                s->version = x->version;
-                s->gen = 0;
-                s->id = issued++;
-                room--;
+            if (mode == LS_RL_MODE_ONESTEP && x->version < issued / B - 1) continue;
+            advance(&S, x, t);
+            while (x->n < MB && issued < cap_issue) {
+                strj *j = &x->a[x->n++];
+                j->rem = draw_len(o, &rng);
+                j->len = o->prompt_len;
+                j->version = x->version;
+                j->gen = 0;
+                j->id = issued++;
                 if (t_first < 0) t_first = t;
             }
+            schedule(&S, x);
         }
         /* 2. the trainer starts an update when a batch is complete */
-        if (!training && t >= train_until && buf_tail - buf_head >= B) {
-            double ttok = 0;
+        if (!training && t >= train_until && S.buf_tail - buf_head >= B) {
             for (int64_t i = 0; i < B; i++) {
-                int st = P - buf_ver[buf_head % (need + (int64_t)R * MB + 16)];
-                buf_head++;
+                int st = P - (int)S.buf_ver[buf_head++ % S.buf_cap];
                 stale_sum += st;
                 stale_max = st > stale_max ? st : stale_max;
             }
             consumed += B;
-            ttok = (double)B * (o->prompt_len + o->mean_len);
-            double tr = calibrated ? o->train_s : ttok * train_per_tok;
-            if (o->mode == LS_RL_MODE_ONESTEP || o->mode == LS_RL_MODE_SYNC) tr = tr; /* same compute either way */
+            double tr = S.calibrated ? o->train_s : (double)B * (o->prompt_len + o->mean_len) * train_per_tok;
             training = 1;
             train_until = t + tr;
+            if (colocated) excluded += tr * R; /* the rollout GPUs are training, not idle */
         }
         /* 3. next event */
-        double tn = INFINITY;
-        if (training) tn = train_until;
-        for (int r = 0; r < R; r++) {
-            srep *x = &rp[r];
-            if (x->pause_until > t) {
-                tn = fmin(tn, x->pause_until);
-                continue;
-            }
-            if (x->n == 0) continue;
-            double K = 0, mn = INFINITY;
-            for (int i = 0; i < x->n; i++) K += x->a[i].len, mn = fmin(mn, x->a[i].rem);
-            double st = calibrated ? o->step_s : step0 + K * kv_cost;
-            tn = fmin(tn, t + mn * st);
-        }
-        if (o->mode == LS_RL_MODE_LAMINAR && o->repack && next_repack > t) tn = fmin(tn, next_repack);
-        if (o->mode == LS_RL_MODE_LAMINAR && avail_at > t) tn = fmin(tn, avail_at);
+        double tn = training ? train_until : INFINITY;
+        for (int r = 0; r < R; r++) tn = fmin(tn, rp[r].t_next);
+        if (mode == LS_RL_MODE_LAMINAR && o->repack && next_repack > t) tn = fmin(tn, next_repack);
+        if (mode == LS_RL_MODE_LAMINAR && avail_at > t) tn = fmin(tn, avail_at);
+        if (!training && train_until > t) tn = fmin(tn, train_until);
         if (!isfinite(tn)) {
             rc = ls_err(LS_ESTATE, "sim rl: no event left at t=%.1f s (scheduling deadlock)", t);
             break;
         }
         if (tn < t) tn = t;
-        double dt = tn - t;
-        /* 4. advance every replica */
-        for (int r = 0; r < R; r++) {
-            srep *x = &rp[r];
-            if (x->pause_until > t || x->n == 0) {
-                x->idle += dt;
-                continue;
-            }
-            double K = 0;
-            for (int i = 0; i < x->n; i++) K += x->a[i].len;
-            double st = calibrated ? o->step_s : step0 + K * kv_cost, k = dt / st;
-            x->busy += dt;
-            for (int i = 0; i < x->n;) {
-                strj *s = &x->a[i];
-                double adv = fmin(k, s->rem);
-                s->rem -= adv, s->len += adv;
-                if (s->rem <= 1e-9) {
-                    buf_ver[buf_tail % (need + (int64_t)R * MB + 16)] = s->version;
-                    buf_tail++;
-                    tokens += s->len - o->prompt_len;
-                    x->a[i] = x->a[--x->n];
-                } else {
-                    i++;
-                }
-            }
-        }
         t = tn;
-        /* 5. the trainer finishes: new version */
+        /* 4. replicas whose event is due */
+        for (int r = 0; r < R; r++)
+            if (rp[r].t_next <= t + 1e-12) {
+                advance(&S, &rp[r], t);
+                schedule(&S, &rp[r]);
+            }
+        /* 5. the trainer finishes: a new version */
         if (training && t >= train_until) {
             training = 0;
             consumed_batches++;
             t_last = t;
             P++;
-            if (o->mode == LS_RL_MODE_LAMINAR) {
+            if (mode == LS_RL_MODE_LAMINAR) {
                 stall_sum += stall_relay;
                 train_until = t + stall_relay;
                 avail_ver = P;
                 avail_at = t + stall_relay + chain;
-            } else { /* global sync: every rollout stops for the broadcast, the trainer too */
+            } else { /* global sync: every rollout stops for the weight update, the trainer too */
                 stall_sum += bcast;
                 train_until = t + bcast;
+                if (colocated) excluded += bcast * R;
                 for (int r = 0; r < R; r++) {
-                    if (o->mode == LS_RL_MODE_SYNC && rp[r].n > 0) continue; /* cannot happen: batch complete */
+                    advance(&S, &rp[r], t);
                     rp[r].pause_until = fmax(rp[r].pause_until, t + bcast);
                     rp[r].version = P;
+                    schedule(&S, &rp[r]);
                 }
             }
         }
-        /* 6. laminar repack of falling-phase replicas */
-        if (o->mode == LS_RL_MODE_LAMINAR && o->repack && t >= next_repack) {
+        /* 6. laminar repack of falling-phase replicas (the 48 lightest, as one manager poll) */
+        if (mode == LS_RL_MODE_LAMINAR && o->repack && t >= next_repack) {
             next_repack = t + repack_dt;
-            ls_rl_rollout_view *v = malloc(sizeof *v * (size_t)R);
-            int *kv = malloc(sizeof(int) * (size_t)R * MB);
-            int64_t *ids = malloc(sizeof(int64_t) * (size_t)R * MB);
-            int nv = 0;
-            if (v && kv && ids) {
-                for (int r = 0; r < R; r++) {
-                    srep *x = &rp[r];
-                    if (x->n == 0 || x->pause_until > t || x->n > MB / 2) continue;
-                    for (int i = 0; i < x->n; i++) kv[r * MB + i] = (int)x->a[i].len, ids[r * MB + i] = x->a[i].id;
-                    v[nv++] = (ls_rl_rollout_view){r, x->version, 0, x->n, kv + (size_t)r * MB, 1 << 30, ids + (size_t)r * MB};
+            int nc = 0;
+            for (int r = 0; r < R; r++)
+                if (rp[r].n > 0 && rp[r].n <= MB / 2 && rp[r].pause_until <= t) order[nc++] = r;
+            for (int i = 1; i < nc; i++) /* insertion sort by load, small nc typical */
+                for (int q = i; q > 0 && rp[order[q]].n < rp[order[q - 1]].n; q--) {
+                    int tmp = order[q];
+                    order[q] = order[q - 1], order[q - 1] = tmp;
+                }
+            if (nc > 48) nc = 48;
+            ls_rl_rollout_view *v = malloc(sizeof *v * (size_t)(nc + 1));
+            int *kv = malloc(sizeof(int) * (size_t)(nc + 1) * MB);
+            int64_t *ids = malloc(sizeof(int64_t) * (size_t)(nc + 1) * MB);
+            if (v && kv && ids && nc >= 2) {
+                for (int q = 0; q < nc; q++) {
+                    srep *x = &rp[order[q]];
+                    advance(&S, x, t);
+                    for (int i = 0; i < x->n; i++) kv[q * MB + i] = (int)x->a[i].len, ids[q * MB + i] = x->a[i].id;
+                    v[q] = (ls_rl_rollout_view){order[q], x->version, 0, x->n, kv + (size_t)q * MB, 1 << 30, ids + (size_t)q * MB};
                 }
                 ls_rl_repack_cfg c = {0.9, MB, 0.5, 8};
                 ls_rl_move *mv;
                 int nm, freed;
-                if (nv >= 2 && ls_rl_repack_plan(v, nv, &c, &mv, &nm, &freed) == LS_OK) {
+                if (ls_rl_repack_plan(v, nc, &c, &mv, &nm, &freed) == LS_OK) {
                     for (int i = 0; i < nm; i++) {
                         srep *f = &rp[mv[i].from], *d = &rp[mv[i].to];
                         for (int q = 0; q < f->n; q++)
@@ -268,24 +314,30 @@ int ls_rl_simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
                     res->repacks += freed > 0;
                     free(mv);
                 }
+                for (int q = 0; q < nc; q++) schedule(&S, &rp[order[q]]);
             }
             free(v), free(kv), free(ids);
         }
     }
     double busy = 0, idle = 0;
-    for (int r = 0; r < R; r++) busy += rp[r].busy, idle += rp[r].idle, free(rp[r].a);
-    free(rp), free(buf_ver);
+    for (int r = 0; r < R; r++) {
+        if (rc == LS_OK) advance(&S, &rp[r], t_last > rp[r].t_upd ? t_last : rp[r].t_upd);
+        busy += rp[r].busy, idle += rp[r].idle;
+        free(rp[r].a);
+    }
+    free(rp), free(S.buf_ver), free(order);
     LS_TRY(rc);
+    idle = fmax(0.0, idle - excluded);
     double span = t_last - (t_first > 0 ? t_first : 0);
     res->wall_s = t_last;
     res->traj_per_s = span > 0 ? consumed / span : 0;
-    res->tokens_per_s = span > 0 ? tokens / span : 0;
+    res->tokens_per_s = span > 0 ? S.tokens / span : 0;
     res->idle_frac = busy + idle > 0 ? idle / (busy + idle) : 0;
     res->mean_staleness = consumed ? (double)stale_sum / consumed : 0;
     res->max_staleness = stale_max;
     res->stall_s = o->updates ? stall_sum / o->updates : 0;
-    res->step_s = calibrated ? o->step_s : step0;
-    res->train_s = calibrated ? o->train_s : (double)B * (o->prompt_len + o->mean_len) * train_per_tok;
+    res->step_s = S.calibrated ? o->step_s : S.step0;
+    res->train_s = S.calibrated ? o->train_s : (double)B * (o->prompt_len + o->mean_len) * train_per_tok;
     res->bcast_s = bcast;
     res->pull_s = pull;
     res->replicas = R;

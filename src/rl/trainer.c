@@ -180,8 +180,9 @@ int rl_trainer_main(const ls_rl_worker_opts *o) {
     if (rc == LS_OK) rc = ls_ckpt_load(t->cfg.init, LS_CKPT_WEIGHTS, &m, NULL);
     if (rc == LS_OK) rc = read_heldout(&t->cfg, &ho, &nho, &off);
     int neval = nho - off < t->cfg.eval_n ? nho - off : t->cfg.eval_n;
-    double before = 0, after = 0, ex_before = 0, ex_after = 0;
-    if (rc == LS_OK && neval > 0) rc = ls_rl_eval(m, ho + off, neval, &before, &ex_before);
+    double before = 0, after = 0, ex_before = 0, ex_after = 0, sb = 0, sa = 0, sxb = 0, sxa = 0;
+    if (rc == LS_OK && neval > 0) rc = ls_rl_eval(m, ho + off, neval, 0.0f, 1, &before, &ex_before);
+    if (rc == LS_OK && neval > 0) rc = ls_rl_eval(m, ho + off, neval, 1.0f, 4, &sb, &sxb);
     if (rc == LS_OK && !t->cfg.tasks[0]) rc = ls_err(LS_EINVAL, "trainer: no task file");
     ls_adamw_config oc = ls_adamw_defaults();
     oc.lr = (float)t->cfg.lr;
@@ -244,7 +245,8 @@ int rl_trainer_main(const ls_rl_worker_opts *o) {
         rc = get_batch(t, 0, &tr, &n, &stop);
         free_traj(tr, n);
     }
-    if (rc == LS_OK && neval > 0) rc = ls_rl_eval(m, ho + off, neval, &after, &ex_after);
+    if (rc == LS_OK && neval > 0) rc = ls_rl_eval(m, ho + off, neval, 0.0f, 1, &after, &ex_after);
+    if (rc == LS_OK && neval > 0) rc = ls_rl_eval(m, ho + off, neval, 1.0f, 4, &sa, &sxa);
     if (rc == LS_OK) {
         cJSON *j = cJSON_CreateObject();
         cJSON_AddNumberToObject(j, "heldout_n", neval);
@@ -252,6 +254,10 @@ int rl_trainer_main(const ls_rl_worker_opts *o) {
         cJSON_AddNumberToObject(j, "heldout_reward_after", after);
         cJSON_AddNumberToObject(j, "heldout_exact_before", ex_before);
         cJSON_AddNumberToObject(j, "heldout_exact_after", ex_after);
+        cJSON_AddNumberToObject(j, "heldout_sampled_reward_before", sb);
+        cJSON_AddNumberToObject(j, "heldout_sampled_reward_after", sa);
+        cJSON_AddNumberToObject(j, "heldout_sampled_exact_before", sxb);
+        cJSON_AddNumberToObject(j, "heldout_sampled_exact_after", sxa);
         cJSON_AddNumberToObject(j, "versions", t->version);
         cJSON_AddNumberToObject(j, "duplicate_trajectories", (double)t->duplicates);
         cJSON_AddNumberToObject(j, "train_wall_s", wall);
