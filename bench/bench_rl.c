@@ -142,7 +142,8 @@ int main(int argc, char **argv) {
     printf("MEASURED (min / median / max over repeats; ratio = this design's traj/s over sync's in the same repeat)\n");
     printf("%-17s %22s %20s %18s %10s %8s %14s %14s\n", "design", "traj/s", "ratio vs sync", "rollout idle %", "tok/s",
            "KV %", "stall s/update", "all-updated s");
-    double med_tps[NCONF];
+    double med_tps[NCONF] = {0};
+    (void)med_tps;
     for (int c = 0; c < NCONF; c++) {
         double v[64], ra[64], id[64], tk[64], kv[64], st[64], bc[64], mn, md, mx, rmn, rmd, rmx, imn, imd, imx, x, y;
         for (int r = 0; r < reps; r++) {
@@ -181,7 +182,8 @@ int main(int argc, char **argv) {
            rgm);
     cJSON_AddNumberToObject(root, "repack_gain_median", rgm);
     /* the simulator on the real runs, calibrated only by the decode-step floor and train time */
-    printf("\nMODELLED: simulator predicting each real run (median repeat) from its step floor and measured train time\n");
+    printf("\nMODELLED: simulator predicting each real run (first repeat) from its measured mean decode step, weight pull\n"
+           "and train time (no other input from the run)\n");
     cJSON *cal = cJSON_CreateArray();
     cJSON_AddItemToObject(root, "sim_vs_real", cal);
     double worst = 0;
@@ -190,22 +192,25 @@ int main(int argc, char **argv) {
         snprintf(rp, sizeof rp, "%s/%s-0/report.json", wd, CONF[c]);
         cJSON *j;
         if (ls_json_read_file(rp, &j)) continue;
-        double train = 0;
+        double train = 0, step = 0, pull = 0;
         ls_json_get_double(j, "train_mean_s", 0, &train);
+        ls_json_get_double(j, "decode_step_mean_s", 0, &step);
+        ls_json_get_double(j, "pull_mean_s", 0, &pull);
         cJSON_Delete(j);
         ls_rl_sim_opts o = ls_rl_sim_defaults();
         ls_rl_mode_parse(c == 4 ? "laminar" : CONF[c], &o.mode);
         o.repack = c != 4;
-        o.gpus = 4, o.step_s = step_ms / 1000, o.train_s = train, o.batch = 12, o.updates = updates, o.max_batch = 8;
+        o.gpus = 4, o.step_s = step > 0 ? step : step_ms / 1000, o.train_s = train, o.pull_s = pull, o.batch = 12;
+        o.updates = updates, o.max_batch = 8;
         o.prompt_len = 8, o.trace = trace, o.n_trace = nt, o.repack_s = 0.1, o.staleness = 2;
         ls_rl_sim_result s;
         if (ls_rl_simulate(&o, &s)) continue;
-        double e = med_tps[c] > 0 ? (s.traj_per_s - med_tps[c]) / med_tps[c] : 0;
+        double meas = f[c][0].tps, e = meas > 0 ? (s.traj_per_s - meas) / meas : 0;
         worst = fmax(worst, fabs(e));
-        printf("  %-17s measured %6.2f  simulated %6.2f traj/s  error %+6.1f%%\n", CONF[c], med_tps[c], s.traj_per_s, 100 * e);
+        printf("  %-17s measured %6.2f  simulated %6.2f traj/s  error %+6.1f%%\n", CONF[c], meas, s.traj_per_s, 100 * e);
         cJSON *x = cJSON_CreateObject();
         cJSON_AddStringToObject(x, "design", CONF[c]);
-        cJSON_AddNumberToObject(x, "measured", med_tps[c]);
+        cJSON_AddNumberToObject(x, "measured", meas);
         cJSON_AddNumberToObject(x, "simulated", s.traj_per_s);
         cJSON_AddNumberToObject(x, "error", e);
         cJSON_AddItemToArray(cal, x);
@@ -213,7 +218,7 @@ int main(int argc, char **argv) {
     printf("  largest |error| %.1f%% (goal <= 15%%)\n", 100 * worst);
     cJSON_AddNumberToObject(root, "sim_max_abs_error", worst);
     /* cluster scale */
-    printf("\nMODELLED at 1024 H800 GPUs (catalog costs), log-normal responses mean 2000 tokens CV 1.5, batch 2048\n");
+    printf("\nMODELLED at 1024 H800 GPUs (catalog costs), log-normal responses mean 2000 tokens CV 1.3 (cap 16384), batch 8192\n");
     printf("%-12s %10s %10s %10s %10s %9s %9s\n", "model", "sync", "onestep", "areal", "laminar", "vs sync", "vs areal");
     cJSON *cl = cJSON_CreateArray();
     cJSON_AddItemToObject(root, "sim_1024", cl);

@@ -42,11 +42,14 @@ typedef enum {
 } ls_rl_kind;
 
 /* One task: prompt and reference answer (NUL-terminated, malloc'd), its kind and the
- * input length that drew its output length. */
+ * input length that drew its output length. demo (may be NULL) is the demonstration the
+ * supervised warm start imitates instead of the answer: imperfect demonstrations are what
+ * a verifiable reward then corrects. */
 typedef struct {
     char *prompt, *answer;
     int kind, len;
     int64_t id;
+    char *demo;
 } ls_rl_task;
 
 typedef struct {
@@ -56,6 +59,7 @@ typedef struct {
     double cv;       /* coefficient of variation of the log-normal length */
     int min_len, max_len; /* clamp */
     uint64_t seed;
+    double demo_noise;    /* probability that a task's demo drops the answer's last byte (0: no demo) */
 } ls_rl_gen_opts;
 
 ls_rl_gen_opts ls_rl_gen_defaults(void);
@@ -65,7 +69,7 @@ const char *ls_rl_kind_name(int kind);
 /* Draws g->n tasks; lengths log-normal with mean g->mean_len and CV g->cv, clamped.
  * *out is malloc'd (free with ls_rl_tasks_free). */
 int ls_rl_tasks_generate(const ls_rl_gen_opts *g, ls_rl_task **out, int *n);
-/* JSONL, one {"id","kind","prompt","answer","len"} object a line; atomic. */
+/* JSONL, one {"id","kind","prompt","answer","len"[,"demo"]} object a line; atomic. */
 int ls_rl_tasks_write(const char *path, const ls_rl_task *t, int n);
 /* Reads a JSONL task file; the error names the file and line (bad JSON, missing field,
  * non-ASCII or control bytes, prompt not ending in '='). */
@@ -100,7 +104,7 @@ typedef struct {
 } ls_rl_batch;
 void ls_rl_batch_free(ls_rl_batch *b);
 
-/* Supervised warm start on tasks (loss on answer bytes and EOS only): steps of batch B,
+/* Supervised warm start on tasks (loss on the demo's or else the answer's bytes and EOS): steps of batch B,
  * AdamW at lr. Returns the final mean loss in *loss (may be NULL). */
 int ls_rl_sft(ls_model *m, const ls_rl_task *t, int n, int steps, int B, float lr, uint64_t seed, float *loss);
 /* Mean reward on tasks[0..n) (held-out evaluation): greedy answers when temperature is 0,

@@ -25,9 +25,10 @@ static int rl_tasks(int argc, char **argv) {
         {"min-len", LS_ARG_INT, &g.min_len, "N", "shortest input (default 1)"},
         {"max-len", LS_ARG_INT, &g.max_len, "N", "longest input (default 40)"},
         {"seed", LS_ARG_FLOAT, &seed, "S", "random seed (default 1)"},
+        {"demo-noise", LS_ARG_FLOAT, &g.demo_noise, "P", "add imperfect demonstrations: drop the last byte with probability P"},
         {"out", LS_ARG_STR, &out, "PATH", "JSONL task file to write", 1},
     };
-    int rc = ls_args_parse("rl tasks", "Writes a JSONL file of tasks with verifiable rewards", spec, 8, argc, argv, NULL, 0, NULL);
+    int rc = ls_args_parse("rl tasks", "Writes a JSONL file of tasks with verifiable rewards", spec, 9, argc, argv, NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
     g.seed = (uint64_t)seed;
     ls_rl_task *t;
@@ -257,7 +258,8 @@ static int sim_compare(const char *report, const char *trace_path, cJSON *out, d
     cJSON *j;
     LS_TRY(ls_json_read_file(report, &j));
     const char *mode = "laminar";
-    double step_ms = 0, train = 0, rollouts = 0, group = 0, bg = 0, tps = 0, upd = 0, maxs = 8;
+    double step_ms = 0, train = 0, rollouts = 0, group = 0, bg = 0, tps = 0, upd = 0, maxs = 8, step_s = 0, pull = 0,
+           rep = 1, stale = 2;
     ls_json_get_string(j, "mode", "laminar", &mode);
     ls_json_get_double(j, "step_ms", 0, &step_ms);
     ls_json_get_double(j, "train_mean_s", 0, &train);
@@ -266,6 +268,11 @@ static int sim_compare(const char *report, const char *trace_path, cJSON *out, d
     ls_json_get_double(j, "batch_groups", 4, &bg);
     ls_json_get_double(j, "traj_per_s", 0, &tps);
     ls_json_get_double(j, "updates", 0, &upd);
+    ls_json_get_double(j, "max_seqs", 8, &maxs);
+    ls_json_get_double(j, "decode_step_mean_s", 0, &step_s);
+    ls_json_get_double(j, "pull_mean_s", 0, &pull);
+    ls_json_get_double(j, "repack_enabled", 1, &rep);
+    ls_json_get_double(j, "staleness_bound", 2, &stale);
     ls_rl_sim_opts o = ls_rl_sim_defaults();
     int rc = ls_rl_mode_parse(mode, &o.mode);
     if (rc == LS_OK && (step_ms <= 0 || rollouts < 1 || upd < 1))
@@ -275,9 +282,11 @@ static int sim_compare(const char *report, const char *trace_path, cJSON *out, d
     ls_rl_sim_result r;
     if (rc == LS_OK) {
         o.gpus = (int)rollouts + 1;
-        o.step_s = step_ms / 1000.0;
+        o.step_s = step_s > 0 ? step_s : step_ms / 1000.0; /* the measured mean decode step */
         o.train_s = train;
-        o.pull_s = 0.0;
+        o.pull_s = pull;
+        o.repack = rep != 0;
+        o.staleness = (int)stale;
         o.batch = (int)(group * bg);
         o.updates = (int)upd;
         o.max_batch = (int)maxs;

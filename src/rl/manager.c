@@ -30,10 +30,14 @@ typedef struct {
     uint8_t ident[64];
     size_t identn;
     double last_seen, busy_s, idle_s;
-    int64_t tokens;
+    int64_t tokens, steps;
+    double pull_s;
+    int pulls;
     int64_t *drops, *assign;
     int n_drops, n_assign, cap_drops, cap_assign;
-    double base_busy, base_idle; /* totals of earlier incarnations */
+    double base_busy, base_idle, base_pull; /* totals of earlier incarnations */
+    int64_t base_steps;
+    int base_pulls;
 } mroll;
 
 typedef struct {
@@ -244,6 +248,9 @@ static void handle_poll(mgr *m, const uint8_t *ident, size_t identn, rl_rd *r) {
     ro->busy_s = rl_get_f64(r);
     ro->idle_s = rl_get_f64(r);
     ro->tokens = rl_get_i64(r);
+    ro->steps = rl_get_i64(r);
+    ro->pull_s = rl_get_f64(r);
+    ro->pulls = rl_get_i32(r);
     int ne = rl_get_i32(r);
     if (version > ro->version) {
         ro->version = version;
@@ -462,8 +469,14 @@ static int write_report(mgr *m) {
     if (!j) return ls_err(LS_ENOMEM, "manager: out of memory");
     double span = m->t_last_consume - m->t_first_issue;
     double busy = 0, idle = 0;
+    double pull = 0;
+    int64_t steps = 0, pulls = 0;
     for (int r = 0; r < MAX_ROLL; r++)
-        if (m->roll[r].used) busy += m->roll[r].busy_s + m->roll[r].base_busy, idle += m->roll[r].idle_s + m->roll[r].base_idle;
+        if (m->roll[r].used) {
+            mroll *ro = &m->roll[r];
+            busy += ro->busy_s + ro->base_busy, idle += ro->idle_s + ro->base_idle;
+            steps += ro->steps + ro->base_steps, pull += ro->pull_s + ro->base_pull, pulls += ro->pulls + ro->base_pulls;
+        }
     int64_t issued = (int64_t)m->n_groups * m->cfg.group, cnt[4] = {0};
     for (int64_t i = 0; i < issued; i++) {
         mtraj *t = &m->traj[i];
@@ -479,6 +492,9 @@ static int write_report(mgr *m) {
     cJSON_AddNumberToObject(j, "updates", m->n_curve);
     cJSON_AddNumberToObject(j, "group", m->cfg.group);
     cJSON_AddNumberToObject(j, "batch_groups", m->cfg.batch_groups);
+    cJSON_AddNumberToObject(j, "max_seqs", m->cfg.max_seqs);
+    cJSON_AddNumberToObject(j, "staleness_bound", m->cfg.staleness);
+    cJSON_AddNumberToObject(j, "repack_enabled", m->cfg.repack);
     cJSON_AddNumberToObject(j, "step_ms", m->cfg.step_ms);
     cJSON_AddNumberToObject(j, "wall_s", ls_now() - m->t0);
     cJSON_AddNumberToObject(j, "span_s", span);
@@ -488,6 +504,8 @@ static int write_report(mgr *m) {
     cJSON_AddNumberToObject(j, "mean_response_tokens", m->traj_consumed ? (double)m->tokens_consumed / m->traj_consumed : 0);
     cJSON_AddNumberToObject(j, "rollout_idle_frac", busy + idle > 0 ? idle / (busy + idle) : 0);
     cJSON_AddNumberToObject(j, "kv_util", m->kv_n ? m->kv_sum / m->kv_n : 0);
+    cJSON_AddNumberToObject(j, "decode_step_mean_s", steps ? busy / (double)steps : 0);
+    cJSON_AddNumberToObject(j, "pull_mean_s", pulls ? pull / (double)pulls : 0);
     cJSON *h = cJSON_CreateArray();
     double smean = 0;
     int smax = 0;
@@ -555,14 +573,17 @@ static void handle_hello(mgr *m, const uint8_t *ident, size_t identn, rl_rd *r) 
             m->roll_failures++;
             LS_WARN("manager: rollout %d rejoined: its %d trajectories went back to the partial pool", id, before);
         }
-        double bb = ro->base_busy + ro->busy_s, bi = ro->base_idle + ro->idle_s;
+        double bb = ro->base_busy + ro->busy_s, bi = ro->base_idle + ro->idle_s, bp = ro->base_pull + ro->pull_s;
+        int64_t bs = ro->base_steps + ro->steps;
+        int bpl = ro->base_pulls + ro->pulls;
+        if (!ro->alive) bb = ro->base_busy, bi = ro->base_idle, bp = ro->base_pull, bs = ro->base_steps, bpl = ro->base_pulls;
         int64_t *d = ro->drops, *a = ro->assign;
         int cd = ro->cap_drops, ca = ro->cap_assign;
         memset(ro, 0, sizeof *ro);
         ro->drops = d, ro->assign = a, ro->cap_drops = cd, ro->cap_assign = ca;
         ro->used = ro->alive = 1;
         ro->version = 0; /* rollouts start from the initial checkpoint: version 0 */
-        ro->base_busy = bb, ro->base_idle = bi;
+        ro->base_busy = bb, ro->base_idle = bi, ro->base_pull = bp, ro->base_steps = bs, ro->base_pulls = bpl;
         memcpy(ro->ident, ident, identn);
         ro->identn = identn;
         ro->last_seen = ls_now();
@@ -629,8 +650,9 @@ static void check_liveness(mgr *m) {
             release_rollout(m, r);
             m->resumed += (int)before;
             ro->alive = 0;
-            ro->base_busy += ro->busy_s, ro->base_idle += ro->idle_s;
-            ro->busy_s = ro->idle_s = 0;
+            ro->base_busy += ro->busy_s, ro->base_idle += ro->idle_s, ro->base_pull += ro->pull_s;
+            ro->base_steps += ro->steps, ro->base_pulls += ro->pulls;
+            ro->busy_s = ro->idle_s = ro->pull_s = 0, ro->steps = 0, ro->pulls = 0;
             m->roll_failures++;
             LS_WARN("manager: rollout %d silent for %.1f s: %lld trajectories back to the partial pool", r, now - ro->last_seen,
                     (long long)before);

@@ -19,7 +19,7 @@ int ls_rl_sft(ls_model *m, const ls_rl_task *t, int n, int steps, int B, float l
     int T = c->n_ctx;
     if (n < 1 || steps < 0 || B < 1) return ls_err(LS_EINVAL, "sft: need tasks, steps >= 0 and batch >= 1");
     for (int i = 0; i < n; i++)
-        if ((int)(strlen(t[i].prompt) + strlen(t[i].answer)) + 2 > T)
+        if ((int)(strlen(t[i].prompt) + strlen(t[i].demo ? t[i].demo : t[i].answer)) + 2 > T)
             return ls_err(LS_EINVAL, "sft: task %lld needs %zu tokens, the model's context is %d", (long long)t[i].id,
                           strlen(t[i].prompt) + strlen(t[i].answer) + 2, T);
     int *tok = malloc(sizeof(int) * (size_t)B * T), *tgt = malloc(sizeof(int) * (size_t)B * T);
@@ -42,13 +42,13 @@ int ls_rl_sft(ls_model *m, const ls_rl_task *t, int n, int steps, int B, float l
         int idx[256];
         for (int b = 0; b < B && b < 256; b++) {
             idx[b] = (int)ls_rng_below(&rng, (uint64_t)n);
-            int L = (int)(strlen(t[idx[b]].prompt) + strlen(t[idx[b]].answer)) + 2;
+            int L = (int)(strlen(t[idx[b]].prompt) + strlen(t[idx[b]].demo ? t[idx[b]].demo : t[idx[b]].answer)) + 2;
             Tb = L > Tb ? L : Tb;
         }
         for (int b = 0; b < B; b++) {
             const ls_rl_task *k = &t[idx[b]];
             int np = encode(k->prompt, row, T), L = np;
-            for (const char *a = k->answer; *a; a++) row[L++] = (unsigned char)*a;
+            for (const char *a = k->demo ? k->demo : k->answer; *a; a++) row[L++] = (unsigned char)*a;
             row[L++] = LS_TOK_EOS;
             for (int j = 0; j < Tb; j++) {
                 tok[b * Tb + j] = j < L ? row[j] : LS_TOK_PAD;

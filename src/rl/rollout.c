@@ -28,8 +28,9 @@ typedef struct {
     slot *s;
     int ns;
     ls_rng rng;
-    double busy, idle;
-    int64_t tokens;
+    double busy, idle, pull_s;
+    int64_t tokens, steps;
+    int pulls;
     int pull_failed;
     float *logits;
     int *stok;
@@ -60,6 +61,7 @@ static int step(roll *w) {
     }
     if (!nseq) return LS_OK;
     LS_TRY(ls_engine_forward(w->e, w->seqs, nseq, w->stok, NULL, w->logits, 0));
+    w->steps++;
     for (int q = 0; q < nseq; q++) {
         slot *s = &w->s[w->seqs[q].slot];
         const float *lg = w->logits + (size_t)q * w->V;
@@ -86,6 +88,8 @@ static int step(roll *w) {
 }
 
 static int pull(roll *w, const char *ep) {
+    double t0 = ls_now();
+    w->pulls++;
     if (strcmp(ep, w->rsock_ep) != 0) {
         if (w->rsock) zmq_close(w->rsock);
         w->rsock = rl_socket(w->zctx, ZMQ_DEALER);
@@ -130,6 +134,7 @@ static int pull(roll *w, const char *ep) {
             if (rc == LS_OK) w->version = (int)v;
         }
     }
+    w->pull_s += ls_now() - t0;
     if (rc) {
         /* a half-received version must not leave stale chunks queued on this socket */
         zmq_close(w->rsock);
@@ -150,6 +155,9 @@ static int poll_manager(roll *w, int *stop) {
     rl_put_f64(&b, w->busy);
     rl_put_f64(&b, w->idle);
     rl_put_i64(&b, w->tokens);
+    rl_put_i64(&b, w->steps);
+    rl_put_f64(&b, w->pull_s);
+    rl_put_i32(&b, w->pulls);
     int ne = 0;
     for (int i = 0; i < w->ns; i++) ne += w->s[i].active;
     rl_put_i32(&b, ne);

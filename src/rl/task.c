@@ -13,7 +13,7 @@ static const char *const KIND_PREFIX[LS_RL_KIND_COUNT] = {"copy:", "rev:", "sort
 enum { ALPHABET = 10 }; /* symbols 'a'..'j' */
 
 ls_rl_gen_opts ls_rl_gen_defaults(void) {
-    ls_rl_gen_opts g = {LS_RL_REVERSE, 256, 6.0, 1.0, 1, 40, 1};
+    ls_rl_gen_opts g = {LS_RL_REVERSE, 256, 6.0, 1.0, 1, 40, 1, 0.0};
     return g;
 }
 
@@ -106,6 +106,7 @@ int ls_rl_tasks_generate(const ls_rl_gen_opts *g, ls_rl_task **out, int *n) {
         return ls_err(LS_EINVAL, "tasks: lengths [%d, %d] must satisfy 1 <= min <= max <= %d", g->min_len, g->max_len, cap);
     if (!(g->mean_len > 0) || !(g->cv >= 0) || g->cv > 20)
         return ls_err(LS_EINVAL, "tasks: mean length must be > 0 and CV in [0, 20]");
+    if (!(g->demo_noise >= 0) || g->demo_noise > 1) return ls_err(LS_EINVAL, "tasks: demo noise must be in [0, 1]");
     ls_rl_task *t = calloc((size_t)g->n, sizeof *t);
     if (!t) return ls_err(LS_ENOMEM, "tasks: out of memory");
     ls_rng rng;
@@ -120,6 +121,15 @@ int ls_rl_tasks_generate(const ls_rl_gen_opts *g, ls_rl_task **out, int *n) {
             ls_rl_tasks_free(t, i + 1);
             return LS_ENOMEM;
         }
+        if (g->demo_noise > 0) {
+            t[i].demo = dupstr(t[i].answer);
+            if (!t[i].demo) {
+                ls_rl_tasks_free(t, i + 1);
+                return ls_err(LS_ENOMEM, "tasks: out of memory");
+            }
+            size_t L = strlen(t[i].demo);
+            if (L > 1 && ls_rng_uniform_f64(&rng) < g->demo_noise) t[i].demo[L - 1] = 0;
+        }
     }
     *out = t;
     *n = g->n;
@@ -128,7 +138,7 @@ int ls_rl_tasks_generate(const ls_rl_gen_opts *g, ls_rl_task **out, int *n) {
 
 void ls_rl_tasks_free(ls_rl_task *t, int n) {
     if (!t) return;
-    for (int i = 0; i < n; i++) free(t[i].prompt), free(t[i].answer);
+    for (int i = 0; i < n; i++) free(t[i].prompt), free(t[i].answer), free(t[i].demo);
     free(t);
 }
 
@@ -147,6 +157,7 @@ int ls_rl_tasks_write(const char *path, const ls_rl_task *t, int n) {
         cJSON_AddStringToObject(o, "prompt", t[i].prompt);
         cJSON_AddStringToObject(o, "answer", t[i].answer);
         cJSON_AddNumberToObject(o, "len", t[i].len);
+        if (t[i].demo) cJSON_AddStringToObject(o, "demo", t[i].demo);
         char *s = cJSON_PrintUnformatted(o);
         cJSON_Delete(o);
         if (!s) {
@@ -177,7 +188,7 @@ static int parse_line(const char *path, int lineno, const char *line, size_t len
     }
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "prompt"), *a = cJSON_GetObjectItemCaseSensitive(j, "answer");
     const cJSON *k = cJSON_GetObjectItemCaseSensitive(j, "kind"), *id = cJSON_GetObjectItemCaseSensitive(j, "id");
-    const cJSON *ln = cJSON_GetObjectItemCaseSensitive(j, "len");
+    const cJSON *ln = cJSON_GetObjectItemCaseSensitive(j, "len"), *dm = cJSON_GetObjectItemCaseSensitive(j, "demo");
     int rc = LS_OK;
     if (!cJSON_IsString(p) || !cJSON_IsString(a))
         rc = ls_err(LS_EFORMAT, "%s:%d: needs string fields \"prompt\" and \"answer\"", path, lineno);
@@ -187,6 +198,8 @@ static int parse_line(const char *path, int lineno, const char *line, size_t len
         rc = ls_err(LS_EFORMAT, "%s:%d: prompt and answer longer than 4000 bytes", path, lineno);
     else if (k && (!cJSON_IsString(k) || ls_rl_kind_parse(k->valuestring, &t->kind) != LS_OK))
         rc = ls_err(LS_EFORMAT, "%s:%d: unknown \"kind\" (known: copy, reverse, sort, add)", path, lineno);
+    else if (dm && (!cJSON_IsString(dm) || !printable(dm->valuestring)))
+        rc = ls_err(LS_EFORMAT, "%s:%d: \"demo\" must be printable ASCII", path, lineno);
     else if ((id && !cJSON_IsNumber(id)) || (ln && !cJSON_IsNumber(ln)))
         rc = ls_err(LS_EFORMAT, "%s:%d: \"id\" and \"len\" must be numbers", path, lineno);
     if (rc == LS_OK) {
@@ -195,7 +208,8 @@ static int parse_line(const char *path, int lineno, const char *line, size_t len
         t->len = ln ? ln->valueint : (int)strlen(a->valuestring);
         t->prompt = dupstr(p->valuestring);
         t->answer = dupstr(a->valuestring);
-        if (!t->prompt || !t->answer) rc = ls_err(LS_ENOMEM, "tasks: out of memory");
+        t->demo = dm ? dupstr(dm->valuestring) : NULL;
+        if (!t->prompt || !t->answer || (dm && !t->demo)) rc = ls_err(LS_ENOMEM, "tasks: out of memory");
     }
     cJSON_Delete(j);
     return rc;

@@ -6,13 +6,13 @@
 #include "test.h"
 
 static void test_rewards(void) {
-    ls_rl_task t = {"rev:abc=", "cba", LS_RL_REVERSE, 3, 0};
+    ls_rl_task t = {"rev:abc=", "cba", LS_RL_REVERSE, 3, 0, NULL};
     CHECK_NEAR(ls_rl_reward(&t, "cba", 3), 1.0, 0);
     CHECK_NEAR(ls_rl_reward(&t, "cbx", 3), 0.5 * 2 / 3, 1e-12);
     CHECK_NEAR(ls_rl_reward(&t, "", 0), 0.0, 0);
     CHECK_NEAR(ls_rl_reward(&t, "cbaaa", 5), 0.5 * 3 / 5, 1e-12); /* too long: penalised */
     CHECK_NEAR(ls_rl_reward(&t, "cb", 2), 0.5 * 2 / 3, 1e-12);
-    ls_rl_task a = {"add:47+85=", "7+5+0=12;4+8+1=13;|132", LS_RL_ADD, 2, 1};
+    ls_rl_task a = {"add:47+85=", "7+5+0=12;4+8+1=13;|132", LS_RL_ADD, 2, 1, NULL};
     CHECK_NEAR(ls_rl_reward(&a, a.answer, strlen(a.answer)), 1.0, 0);
     CHECK_NEAR(ls_rl_reward(&a, "|132", 4), 1.0, 0);       /* the final number decides exactness */
     CHECK_NEAR(ls_rl_reward(&a, "x|1|132", 7), 1.0, 0);    /* the last '|' */
