@@ -227,6 +227,10 @@ typedef struct {
  * one clear message). */
 int ls_rl_worker(const ls_rl_worker_opts *o);
 
+/* Writes an SVG figure of 1..6 run reports: reward per update (a line each) and their
+ * staleness histograms. Atomic; errors name a report that is not an rl run report. */
+int ls_rl_report_svg(const char *const *reports, int n, const char *out);
+
 /* ---------------------------------------------------------------- simulator */
 
 typedef struct {

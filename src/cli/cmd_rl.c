@@ -187,19 +187,38 @@ static int rl_worker(int argc, char **argv) {
     return 0;
 }
 
+static int rl_plot(int argc, char **argv) {
+    ls_strlist reps = {0};
+    const char *out = NULL;
+    ls_arg spec[] = {
+        {"report", LS_ARG_STR_LIST, &reps, "JSON...", "rl run reports (1 to 6)", 1},
+        {"out", LS_ARG_STR, &out, "PATH", "SVG file to write", 1},
+    };
+    int rc = ls_args_parse("rl plot", "Plots reward per update and staleness of rl run reports as SVG", spec, 2, argc,
+                           argv, NULL, 0, NULL);
+    if (rc) return LS_ARGS_EXIT(rc);
+    rc = ls_rl_report_svg(reps.v, reps.n, out);
+    ls_strlist_free(&reps);
+    if (rc) return input_error(rc) ? (ls_cli_fail(), 2) : ls_cli_fail();
+    printf("wrote %s\n", out);
+    return 0;
+}
+
 int cmd_rl(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         FILE *f = argc < 2 ? stderr : stdout;
         fprintf(f, "usage: llmsys rl SUBCOMMAND [options]\n"
                    "  tasks    write a JSONL task file (verifiable rewards, long-tailed lengths)\n"
                    "  run      start manager, relays, rollouts and trainer on this machine\n"
-                   "  worker   start one process of a job (--role R --manager tcp://...)\n");
+                   "  worker   start one process of a job (--role R --manager tcp://...)\n"
+                   "  plot     SVG of run reports: reward per update, staleness\n");
         return argc < 2 ? 2 : 0;
     }
     if (!strcmp(argv[1], "tasks")) return rl_tasks(argc - 1, argv + 1);
     if (!strcmp(argv[1], "run")) return rl_run(argc - 1, argv + 1);
     if (!strcmp(argv[1], "worker")) return rl_worker(argc - 1, argv + 1);
-    fprintf(stderr, "llmsys rl: unknown subcommand '%s' (tasks, run, worker)\n", argv[1]);
+    if (!strcmp(argv[1], "plot")) return rl_plot(argc - 1, argv + 1);
+    fprintf(stderr, "llmsys rl: unknown subcommand '%s' (tasks, run, worker, plot)\n", argv[1]);
     return 2;
 }
 
@@ -426,6 +445,10 @@ int demo_rl(const ls_demo_ctx *ctx) {
     cJSON_Delete(j1), cJSON_Delete(j2);
     printf("\nMEASURED here: laminar-style %.2f traj/s vs synchronous %.2f traj/s: %.2fx on the same processes\n", t1, t2,
            t2 > 0 ? t1 / t2 : 0);
+    char svg[1200];
+    snprintf(svg, sizeof svg, "%s/reward.svg", wd);
+    const char *reps[2] = {r1, r2};
+    if (ls_rl_report_svg(reps, 2, svg) == LS_OK) printf("reward per update and staleness: %s\n", svg);
     printf("\nSimulator (MODELLED) predicting these two runs from their measured step costs:\n");
     fflush(stdout);
     char *c1[] = {"rl", "--calibrate", r1, r2, "--trace", tasks, NULL};

@@ -35,6 +35,7 @@ expect 1 "unreachable manager (relay)" -- timeout 20 "$BIN" rl worker --role rel
 expect 0 "sim rl" -- "$BIN" sim rl --models qwen2.5-7b --gpus 64,256 --updates 2 --batch 256 --out "$T/s.json"
 python3 -c "import json; r=json.load(open('$T/s.json'))['rows']; assert len(r) == 8 and all(x['traj_per_s'] > 0 for x in r)" ||
     { echo "FAIL sim rows"; fail=1; }
+expect 2 "plot of a non-report" -- "$BIN" rl plot --report "$T/t.jsonl" --out "$T/p.svg"
 expect 1 "sim unknown model" -- "$BIN" sim rl --models gpt-9 --gpus 64
 expect 2 "sim unknown system" -- "$BIN" sim juggling
 exit $fail

@@ -25,6 +25,8 @@ if LLMSYS_RL_CORRUPT=3 "$BIN" rl run "${COMMON[@]}" --rollouts 3 --relays 2 --ki
     check "$R" "r['rollout_failures'] >= 1 and r['rollout_joins'] >= 4" "kill rollout: failure seen, restarted rollout rejoined"
     check "$R" "r['resumed_trajectories'] >= 1" "kill rollout: partial responses resumed elsewhere"
     check "$R" "r['rejected_chunks'] >= 1" "corrupt chunks rejected by checksum"
+    "$BIN" rl plot --report "$R" --out "$T/kr.svg" >/dev/null && grep -q "<polyline" "$T/kr.svg" && echo "ok   plot" ||
+        { echo "FAIL plot"; fail=1; }
 else
     echo "FAIL kill rollout run"; cat "$T/kr.err"; tail -n 5 "$T"/kr/logs/*.log; fail=1
 fi
