@@ -179,8 +179,8 @@ static int may_issue(mgr *m, int version) {
     case LS_RL_MODE_SYNC: return version >= P && issued < (P + 1) * B;
     case LS_RL_MODE_ONESTEP: return version >= P - 1 && issued < (P + 2) * B && version >= issued / B - 1;
     case LS_RL_MODE_AREAL: return issued < (P + m->cfg.staleness + 1) * B;
-    default: /* laminar: no staleness bound; a buffer cap keeps memory bounded */
-        return issued - m->groups_consumed < 3 * B + m->cfg.rollouts * (m->cfg.max_seqs / m->cfg.group + 1);
+    default: /* laminar: no staleness bound; the buffer holds at most one batch beyond what rollouts run */
+        return issued - m->groups_consumed < B + m->cfg.rollouts * (m->cfg.max_seqs / m->cfg.group);
     }
 }
 

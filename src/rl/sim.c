@@ -191,7 +191,7 @@ int ls_rl_simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
         case LS_RL_MODE_SYNC: cap_issue = (int64_t)(P + 1) * B; break;
         case LS_RL_MODE_ONESTEP: cap_issue = (int64_t)(P + 2) * B; break;
         case LS_RL_MODE_AREAL: cap_issue = (int64_t)(P + o->staleness + 1) * B; break;
-        default: cap_issue = consumed + 3LL * B + (int64_t)R * MB; break;
+        default: cap_issue = consumed + (int64_t)B + (int64_t)R * MB; break;
         }
         for (int r = 0; r < R && issued < cap_issue; r++) {
             srep *x = &rp[r];
