@@ -61,9 +61,12 @@ int main(int argc, char **argv) {
     int quick = 0, reps = 3, updates = 12;
     const char *out = NULL;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--quick")) quick = 1;
-        else if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
-        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        if (!strcmp(argv[i], "--quick"))
+            quick = 1;
+        else if (!strcmp(argv[i], "--out") && i + 1 < argc)
+            out = argv[++i];
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+            reps = atoi(argv[++i]);
         else {
             fprintf(stderr, "usage: bench_rl [--quick] [--reps N] [--out PATH]\n");
             return 2;
@@ -118,7 +121,8 @@ int main(int argc, char **argv) {
     printf("bench_rl: 3 rollouts + 2 relays + manager + trainer processes, model \"rl\" (%zu params, scalar/OpenBLAS "
            "engine, 1 thread each), copy tasks mean response %.1f tokens (CV 1.5), %d SFT steps (%.1f s), decode-step "
            "floor %.0f ms, %d updates x 12 trajectories, %d repeat(s), %d cores, load average %.2f at start\n\n",
-           ls_model_config_num_params(&mc), lsum / nt, sft, ls_now() - t0, step_ms, updates, reps, ls_num_cores(), load);
+           ls_model_config_num_params(&mc), lsum / nt, sft, ls_now() - t0, step_ms, updates, reps, ls_num_cores(),
+           load);
     fflush(stdout);
     fig f[NCONF][64];
     int rc = 0;
@@ -159,8 +163,8 @@ int main(int argc, char **argv) {
         stats(kv, reps, &x, &kvm, &y);
         stats(st, reps, &x, &stm, &y);
         stats(bc, reps, &x, &bcm, &y);
-        printf("%-17s %6.2f/%6.2f/%6.2f %5.2f/%5.2f/%5.2fx %5.1f/%5.1f/%5.1f %10.0f %8.1f %14.4f %14.3f\n", CONF[c], mn, md, mx,
-               rmn, rmd, rmx, imn, imd, imx, tkm, kvm, stm, bcm);
+        printf("%-17s %6.2f/%6.2f/%6.2f %5.2f/%5.2f/%5.2fx %5.1f/%5.1f/%5.1f %10.0f %8.1f %14.4f %14.3f\n", CONF[c], mn,
+               md, mx, rmn, rmd, rmx, imn, imd, imx, tkm, kvm, stm, bcm);
         cJSON *j = cJSON_CreateObject();
         cJSON_AddStringToObject(j, "design", CONF[c]);
         cJSON_AddNumberToObject(j, "traj_per_s_min", mn);
@@ -177,12 +181,14 @@ int main(int argc, char **argv) {
     double rg[64], tmp0, tmp1, rgm;
     for (int r = 0; r < reps; r++) rg[r] = f[4][r].tok > 0 ? f[3][r].tok / f[4][r].tok : 0;
     stats(rg, reps, &tmp0, &rgm, &tmp1);
-    printf("\nrepack gain in generation tokens/s (laminar / laminar-norepack, same repeat): median %.2fx (Laminar reports "
-           "1.26x)\n",
-           rgm);
+    printf(
+        "\nrepack gain in generation tokens/s (laminar / laminar-norepack, same repeat): median %.2fx (Laminar reports "
+        "1.26x)\n",
+        rgm);
     cJSON_AddNumberToObject(root, "repack_gain_median", rgm);
     /* the simulator on the real runs, calibrated only by the decode-step floor and train time */
-    printf("\nMODELLED: simulator predicting each real run (first repeat) from its measured mean decode step, weight pull\n"
+    printf("\nMODELLED: simulator predicting each real run (first repeat) from its measured mean decode step, weight "
+           "pull\n"
            "and train time (no other input from the run)\n");
     cJSON *cal = cJSON_CreateArray();
     cJSON_AddItemToObject(root, "sim_vs_real", cal);
@@ -207,7 +213,8 @@ int main(int argc, char **argv) {
         if (ls_rl_simulate(&o, &s)) continue;
         double meas = f[c][0].tps, e = meas > 0 ? (s.traj_per_s - meas) / meas : 0;
         worst = fmax(worst, fabs(e));
-        printf("  %-17s measured %6.2f  simulated %6.2f traj/s  error %+6.1f%%\n", CONF[c], meas, s.traj_per_s, 100 * e);
+        printf("  %-17s measured %6.2f  simulated %6.2f traj/s  error %+6.1f%%\n", CONF[c], meas, s.traj_per_s,
+               100 * e);
         cJSON *x = cJSON_CreateObject();
         cJSON_AddStringToObject(x, "design", CONF[c]);
         cJSON_AddNumberToObject(x, "measured", meas);
@@ -218,8 +225,10 @@ int main(int argc, char **argv) {
     printf("  largest |error| %.1f%% (goal <= 15%%)\n", 100 * worst);
     cJSON_AddNumberToObject(root, "sim_max_abs_error", worst);
     /* cluster scale */
-    printf("\nMODELLED at 1024 H800 GPUs (catalog costs), log-normal responses mean 2000 tokens CV 1.3 (cap 16384), batch 8192\n");
-    printf("%-12s %10s %10s %10s %10s %9s %9s\n", "model", "sync", "onestep", "areal", "laminar", "vs sync", "vs areal");
+    printf("\nMODELLED at 1024 H800 GPUs (catalog costs), log-normal responses mean 2000 tokens CV 1.3 (cap 16384), "
+           "batch 8192\n");
+    printf("%-12s %10s %10s %10s %10s %9s %9s\n", "model", "sync", "onestep", "areal", "laminar", "vs sync",
+           "vs areal");
     cJSON *cl = cJSON_CreateArray();
     cJSON_AddItemToObject(root, "sim_1024", cl);
     const char *models[3] = {"qwen2.5-7b", "qwen2.5-32b", "qwen2.5-72b"};
@@ -228,7 +237,10 @@ int main(int argc, char **argv) {
         for (int c = 0; c < 4; c++) {
             ls_rl_sim_opts o = ls_rl_sim_defaults();
             o.model = models[k];
-            o.mode = c == 0 ? LS_RL_MODE_SYNC : c == 1 ? LS_RL_MODE_ONESTEP : c == 2 ? LS_RL_MODE_AREAL : LS_RL_MODE_LAMINAR;
+            o.mode = c == 0   ? LS_RL_MODE_SYNC
+                     : c == 1 ? LS_RL_MODE_ONESTEP
+                     : c == 2 ? LS_RL_MODE_AREAL
+                              : LS_RL_MODE_LAMINAR;
             o.updates = quick ? 3 : 8;
             ls_rl_sim_result s;
             if (ls_rl_simulate(&o, &s)) {
@@ -237,8 +249,8 @@ int main(int argc, char **argv) {
             }
             tp[c] = s.traj_per_s;
         }
-        printf("%-12s %10.2f %10.2f %10.2f %10.2f %8.2fx %8.2fx\n", models[k], tp[0], tp[1], tp[2], tp[3], tp[3] / tp[0],
-               tp[3] / tp[2]);
+        printf("%-12s %10.2f %10.2f %10.2f %10.2f %8.2fx %8.2fx\n", models[k], tp[0], tp[1], tp[2], tp[3],
+               tp[3] / tp[0], tp[3] / tp[2]);
         cJSON *x = cJSON_CreateObject();
         cJSON_AddStringToObject(x, "model", models[k]);
         cJSON_AddNumberToObject(x, "sync", tp[0]);

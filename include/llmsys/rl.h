@@ -53,13 +53,13 @@ typedef struct {
 } ls_rl_task;
 
 typedef struct {
-    int kind;        /* ls_rl_kind */
-    int n;           /* tasks to draw */
-    double mean_len; /* mean input length (symbols or digits) */
-    double cv;       /* coefficient of variation of the log-normal length */
+    int kind;             /* ls_rl_kind */
+    int n;                /* tasks to draw */
+    double mean_len;      /* mean input length (symbols or digits) */
+    double cv;            /* coefficient of variation of the log-normal length */
     int min_len, max_len; /* clamp */
     uint64_t seed;
-    double demo_noise;    /* probability that a task's demo drops the answer's last byte (0: no demo) */
+    double demo_noise; /* probability that a task's demo drops the answer's last byte (0: no demo) */
 } ls_rl_gen_opts;
 
 ls_rl_gen_opts ls_rl_gen_defaults(void);
@@ -99,8 +99,8 @@ float ls_rl_is_weight(float logp_prox, float logp_behav, float cap);
  * elsewhere, per-position behaviour log-probs and advantages. */
 typedef struct {
     int B, T;
-    int *tokens, *targets;     /* (B,T) */
-    float *logp_behav, *adv;   /* (B,T), meaningful where targets != -1 */
+    int *tokens, *targets;   /* (B,T) */
+    float *logp_behav, *adv; /* (B,T), meaningful where targets != -1 */
 } ls_rl_batch;
 void ls_rl_batch_free(ls_rl_batch *b);
 
@@ -142,20 +142,20 @@ int ls_rl_chunk_split(int64_t version, const void *data, size_t len, size_t chun
 /* ---------------------------------------------------------------- dynamic repack */
 
 typedef struct {
-    int id;          /* rollout id */
-    int version;     /* weight version it holds */
-    int waiting;     /* queued, not yet started */
-    int n_traj;      /* running trajectories */
-    const int *kv;   /* KV tokens held by each running trajectory */
-    int kv_cap;      /* KV capacity in tokens */
+    int id;              /* rollout id */
+    int version;         /* weight version it holds */
+    int waiting;         /* queued, not yet started */
+    int n_traj;          /* running trajectories */
+    const int *kv;       /* KV tokens held by each running trajectory */
+    int kv_cap;          /* KV capacity in tokens */
     const int64_t *traj; /* trajectory ids (n_traj) */
 } ls_rl_rollout_view;
 
 typedef struct {
-    double kv_threshold;  /* destination may fill up to this fraction of kv_cap */
-    int max_batch;        /* destination decode-batch cap */
-    double falling_frac;  /* a rollout is falling when waiting == 0 and n_traj <= falling_frac·max_batch */
-    int exact_limit;      /* exact search when candidates <= this (default 10) */
+    double kv_threshold; /* destination may fill up to this fraction of kv_cap */
+    int max_batch;       /* destination decode-batch cap */
+    double falling_frac; /* a rollout is falling when waiting == 0 and n_traj <= falling_frac·max_batch */
+    int exact_limit;     /* exact search when candidates <= this (default 10) */
 } ls_rl_repack_cfg;
 
 typedef struct {
@@ -190,22 +190,22 @@ typedef struct {
     const char *report;          /* JSON report path (NULL: workdir/report.json) */
     const char *exe;             /* the llmsys binary, re-executed for each worker */
     int rollouts, relays;
-    int updates;        /* trainer updates */
-    int group;          /* G samples per prompt */
-    int batch_groups;   /* groups per update */
-    int max_seqs;       /* KV slots (decode batch) per rollout */
-    int max_new;        /* response cap in tokens */
+    int updates;      /* trainer updates */
+    int group;        /* G samples per prompt */
+    int batch_groups; /* groups per update */
+    int max_seqs;     /* KV slots (decode batch) per rollout */
+    int max_new;      /* response cap in tokens */
     double lr, clip_eps, is_cap;
-    int staleness;      /* AReaL bound */
-    int repack;         /* 0 disables repack in laminar mode */
-    double step_ms;     /* rollout decode-step floor (emulates a dedicated accelerator) */
-    double train_ms;    /* trainer update floor */
-    int eval_n;         /* held-out prompts evaluated before/after */
+    int staleness;   /* AReaL bound */
+    int repack;      /* 0 disables repack in laminar mode */
+    double step_ms;  /* rollout decode-step floor (emulates a dedicated accelerator) */
+    double train_ms; /* trainer update floor */
+    int eval_n;      /* held-out prompts evaluated before/after */
     uint64_t seed;
     /* fault injection (tests, demo): kill rollout 0 / relay 1 at these seconds (<= 0: never);
      * restart_s > 0 restarts the killed rollout after that many seconds */
     double kill_rollout_s, kill_relay_s, restart_s;
-    double timeout_s;   /* whole-run limit */
+    double timeout_s; /* whole-run limit */
     int quiet;
 } ls_rl_run_opts;
 
@@ -216,11 +216,11 @@ ls_rl_run_opts ls_rl_run_defaults(void);
 int ls_rl_run(const ls_rl_run_opts *o);
 
 typedef struct {
-    const char *role;     /* manager, trainer, rollout, relay */
-    const char *manager;  /* tcp endpoint of the manager */
-    const char *bind;     /* manager/relay bind address (default tcp://127.0.0.1:0) */
-    const char *port_file;/* manager: write the bound endpoint here */
-    const char *config;   /* manager: run config JSON (written by ls_rl_run) */
+    const char *role;      /* manager, trainer, rollout, relay */
+    const char *manager;   /* tcp endpoint of the manager */
+    const char *bind;      /* manager/relay bind address (default tcp://127.0.0.1:0) */
+    const char *port_file; /* manager: write the bound endpoint here */
+    const char *config;    /* manager: run config JSON (written by ls_rl_run) */
     int id;
 } ls_rl_worker_opts;
 /* Runs one worker until the manager says stop (or the manager is unreachable: LS_ENET with
@@ -234,29 +234,29 @@ int ls_rl_report_svg(const char *const *reports, int n, const char *out);
 /* ---------------------------------------------------------------- simulator */
 
 typedef struct {
-    const char *model;    /* catalog name, e.g. "qwen2.5-7b" */
-    const char *gpu;      /* catalog GPU, e.g. "H800-80G" */
-    int gpus;             /* total GPUs */
-    int train_frac_pct;   /* share of GPUs training (default 25) */
-    int tp;               /* GPUs per rollout replica (0: by model size) */
+    const char *model;  /* catalog name, e.g. "qwen2.5-7b" */
+    const char *gpu;    /* catalog GPU, e.g. "H800-80G" */
+    int gpus;           /* total GPUs */
+    int train_frac_pct; /* share of GPUs training (default 25) */
+    int tp;             /* GPUs per rollout replica (0: by model size) */
     int mode;
-    double mean_len, cv;  /* response length distribution (tokens) */
-    int max_len;          /* response cap (default 16384) */
+    double mean_len, cv; /* response length distribution (tokens) */
+    int max_len;         /* response cap (default 16384) */
     int prompt_len;
-    int batch;            /* trajectories per update (global batch) */
+    int batch; /* trajectories per update (global batch) */
     int updates;
     int staleness;
-    int max_batch;        /* decode batch per replica */
+    int max_batch; /* decode batch per replica */
     uint64_t seed;
     const char *data_dir; /* catalogs (NULL: default) */
     /* small-run calibration (real-run comparison): when > 0 these replace catalog costs */
-    double step_s;        /* decode step seconds per replica */
-    double train_s;       /* trainer seconds per update */
-    double pull_s;        /* weight pull seconds per rollout */
-    const int *trace;     /* response lengths to sample from instead of the log-normal (n_trace) */
+    double step_s;    /* decode step seconds per replica */
+    double train_s;   /* trainer seconds per update */
+    double pull_s;    /* weight pull seconds per rollout */
+    const int *trace; /* response lengths to sample from instead of the log-normal (n_trace) */
     int n_trace;
-    double repack_s;      /* manager poll period for repack (0: 10 decode steps) */
-    int repack;           /* laminar: 0 disables repack */
+    double repack_s; /* manager poll period for repack (0: 10 decode steps) */
+    int repack;      /* laminar: 0 disables repack */
 } ls_rl_sim_opts;
 
 typedef struct {

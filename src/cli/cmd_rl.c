@@ -25,10 +25,12 @@ static int rl_tasks(int argc, char **argv) {
         {"min-len", LS_ARG_INT, &g.min_len, "N", "shortest input (default 1)"},
         {"max-len", LS_ARG_INT, &g.max_len, "N", "longest input (default 40)"},
         {"seed", LS_ARG_FLOAT, &seed, "S", "random seed (default 1)"},
-        {"demo-noise", LS_ARG_FLOAT, &g.demo_noise, "P", "add imperfect demonstrations: drop the last byte with probability P"},
+        {"demo-noise", LS_ARG_FLOAT, &g.demo_noise, "P",
+         "add imperfect demonstrations: drop the last byte with probability P"},
         {"out", LS_ARG_STR, &out, "PATH", "JSONL task file to write", 1},
     };
-    int rc = ls_args_parse("rl tasks", "Writes a JSONL file of tasks with verifiable rewards", spec, 9, argc, argv, NULL, 0, NULL);
+    int rc = ls_args_parse("rl tasks", "Writes a JSONL file of tasks with verifiable rewards", spec, 9, argc, argv,
+                           NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
     g.seed = (uint64_t)seed;
     ls_rl_task *t;
@@ -73,15 +75,16 @@ static void print_report(const char *path) {
     cJSON *j;
     if (ls_json_read_file(path, &j) != LS_OK) return;
     double v[12];
-    const char *k[12] = {"traj_per_s", "tokens_per_s", "rollout_idle_frac", "kv_util", "staleness_mean", "staleness_max",
-                         "trainer_stall_mean_s", "trainer_wait_mean_s", "repacks", "trajectories_lost", "rollout_failures",
-                         "relay_failures"};
+    const char *k[12] = {"traj_per_s",     "tokens_per_s",      "rollout_idle_frac",    "kv_util",
+                         "staleness_mean", "staleness_max",     "trainer_stall_mean_s", "trainer_wait_mean_s",
+                         "repacks",        "trajectories_lost", "rollout_failures",     "relay_failures"};
     for (int i = 0; i < 12; i++) ls_json_get_double(j, k[i], 0, &v[i]);
     const char *mode = "?";
     ls_json_get_string(j, "mode", "?", &mode);
-    printf("%s: %.2f traj/s, %.0f tok/s, rollout idle %.1f%%, KV util %.1f%%, staleness mean %.2f max %.0f\n", mode, v[0],
-           v[1], 100 * v[2], 100 * v[3], v[4], v[5]);
-    printf("  trainer stall %.4f s/update, wait %.3f s/update; repacks %.0f; failures: rollout %.0f relay %.0f; lost %.0f\n",
+    printf("%s: %.2f traj/s, %.0f tok/s, rollout idle %.1f%%, KV util %.1f%%, staleness mean %.2f max %.0f\n", mode,
+           v[0], v[1], 100 * v[2], 100 * v[3], v[4], v[5]);
+    printf("  trainer stall %.4f s/update, wait %.3f s/update; repacks %.0f; failures: rollout %.0f relay %.0f; lost "
+           "%.0f\n",
            v[6], v[7], v[8], v[10], v[11], v[9]);
     const cJSON *tr = cJSON_GetObjectItemCaseSensitive(j, "trainer");
     double b = 0, a = 0, eb = 0, ea = 0;
@@ -89,9 +92,12 @@ static void print_report(const char *path) {
         ls_json_get_double(tr, "heldout_reward_before", 0, &b), ls_json_get_double(tr, "heldout_reward_after", 0, &a);
         ls_json_get_double(tr, "heldout_exact_before", 0, &eb), ls_json_get_double(tr, "heldout_exact_after", 0, &ea);
         printf("  held-out reward, greedy: %.3f -> %.3f (exact %.1f%% -> %.1f%%)\n", b, a, 100 * eb, 100 * ea);
-        ls_json_get_double(tr, "heldout_sampled_reward_before", 0, &b), ls_json_get_double(tr, "heldout_sampled_reward_after", 0, &a);
-        ls_json_get_double(tr, "heldout_sampled_exact_before", 0, &eb), ls_json_get_double(tr, "heldout_sampled_exact_after", 0, &ea);
-        printf("  held-out reward, sampled at T=1 (4 per prompt): %.3f -> %.3f (exact %.1f%% -> %.1f%%)\n", b, a, 100 * eb, 100 * ea);
+        ls_json_get_double(tr, "heldout_sampled_reward_before", 0, &b),
+            ls_json_get_double(tr, "heldout_sampled_reward_after", 0, &a);
+        ls_json_get_double(tr, "heldout_sampled_exact_before", 0, &eb),
+            ls_json_get_double(tr, "heldout_sampled_exact_after", 0, &ea);
+        printf("  held-out reward, sampled at T=1 (4 per prompt): %.3f -> %.3f (exact %.1f%% -> %.1f%%)\n", b, a,
+               100 * eb, 100 * ea);
     }
     cJSON_Delete(j);
 }
@@ -154,8 +160,8 @@ static int rl_run(int argc, char **argv) {
         return 2;
     }
     if (!o.quiet) {
-        printf("rl run: %s, %d rollouts, %d relays, %d updates of %d groups x %d\n", ls_rl_mode_name(o.mode), o.rollouts,
-               o.relays, o.updates, o.batch_groups, o.group);
+        printf("rl run: %s, %d rollouts, %d relays, %d updates of %d groups x %d\n", ls_rl_mode_name(o.mode),
+               o.rollouts, o.relays, o.updates, o.batch_groups, o.group);
         fflush(stdout);
     }
     rc = ls_rl_run(&o);
@@ -236,11 +242,12 @@ static int sim_row(ls_rl_sim_opts *o, const int *gpus, int ng, cJSON *arr) {
             ls_rl_sim_result r;
             LS_TRY(ls_rl_simulate(o, &r));
             tps[k] = r.traj_per_s;
-            printf("%-12s %6d %6.6s %5d %10.2f %10.0f %8.1f %8.2f %9.2f %9s\n", o->model, o->gpus, ls_rl_mode_name(order[k]),
-                   r.tp, r.traj_per_s, r.tokens_per_s, 100 * r.idle_frac, r.mean_staleness, r.traj_per_s / tps[0],
-                   k == 3 ? "" : "");
-            if (k == 3) printf("%-12s %6s %6s %5s %10s %10s %8s %8s %9s %9.2f\n", "", "", "", "", "", "", "", "", "",
-                               tps[2] > 0 ? r.traj_per_s / tps[2] : 0);
+            printf("%-12s %6d %6.6s %5d %10.2f %10.0f %8.1f %8.2f %9.2f %9s\n", o->model, o->gpus,
+                   ls_rl_mode_name(order[k]), r.tp, r.traj_per_s, r.tokens_per_s, 100 * r.idle_frac, r.mean_staleness,
+                   r.traj_per_s / tps[0], k == 3 ? "" : "");
+            if (k == 3)
+                printf("%-12s %6s %6s %5s %10s %10s %8s %8s %9s %9.2f\n", "", "", "", "", "", "", "", "", "",
+                       tps[2] > 0 ? r.traj_per_s / tps[2] : 0);
             cJSON *j = cJSON_CreateObject();
             cJSON_AddStringToObject(j, "model", o->model);
             cJSON_AddNumberToObject(j, "gpus", o->gpus);
@@ -322,7 +329,8 @@ static int sim_compare(const char *report, const char *trace_path, cJSON *out, d
         cJSON_AddNumberToObject(c, "predicted_traj_per_s", r.traj_per_s);
         cJSON_AddNumberToObject(c, "relative_error", *err);
         cJSON_AddItemToArray(out, c);
-        printf("%-8s measured %.2f traj/s, simulated %.2f traj/s, error %+.1f%%\n", mode, tps, r.traj_per_s, 100 * *err);
+        printf("%-8s measured %.2f traj/s, simulated %.2f traj/s, error %+.1f%%\n", mode, tps, r.traj_per_s,
+               100 * *err);
     }
     free(trace);
     cJSON_Delete(j);
@@ -346,7 +354,8 @@ int cmd_sim_rl(int argc, char **argv) {
         {"max-batch", LS_ARG_INT, &o.max_batch, "N", "decode batch per replica (default 64)"},
         {"staleness", LS_ARG_INT, &o.staleness, "N", "AReaL-like staleness bound (default 2)"},
         {"trace", LS_ARG_STR, &trace, "PATH", "take response lengths from a task file (answer + EOS)"},
-        {"calibrate", LS_ARG_STR_LIST, &cal, "REPORT...", "predict real runs (rl run reports) from their measured costs"},
+        {"calibrate", LS_ARG_STR_LIST, &cal, "REPORT...",
+         "predict real runs (rl run reports) from their measured costs"},
         {"seed", LS_ARG_FLOAT, &seed, "S", "random seed (default 1)"},
         {"out", LS_ARG_STR, &out, "PATH", "JSON results"},
     };
@@ -419,19 +428,21 @@ int demo_rl(const ls_demo_ctx *ctx) {
     snprintf(r1, sizeof r1, "%s/report.json", w1);
     snprintf(r2, sizeof r2, "%s/report.json", w2);
     const char *n = ctx->quick ? "256" : "2000", *upd = ctx->quick ? "3" : "30", *sft = ctx->quick ? "60" : "1000";
-    char *g1[] = {"rl", "tasks", "--kind", "copy", "--n", (char *)n, "--mean-len", "6", "--cv", "1.0", "--max-len", "40",
-                  "--out", tasks, NULL};
-    char *g2[] = {"rl", "tasks", "--kind", "copy", "--n", "64", "--mean-len", "6", "--cv", "1.0", "--max-len", "40",
-                  "--seed", "99", "--out", ho, NULL};
+    char *g1[] = {"rl",   "tasks", "--kind",    "copy", "--n",   (char *)n, "--mean-len", "6",
+                  "--cv", "1.0",   "--max-len", "40",   "--out", tasks,     NULL};
+    char *g2[] = {"rl",  "tasks",     "--kind", "copy",   "--n", "64",    "--mean-len", "6", "--cv",
+                  "1.0", "--max-len", "40",     "--seed", "99",  "--out", ho,           NULL};
     if (run_cmd(g1) || run_cmd(g2)) return 1;
     char init[1200];
     printf("supervised warm start (%s steps), then RL on separate processes:\n", sft);
     fflush(stdout);
     if (make_init(tasks, wd, atoi(sft), 16, 3e-3, 1, init, sizeof init, 0)) return ls_cli_fail();
-    char *a1[] = {"rl", "run", "--tasks", tasks, "--heldout", ho, "--init", init, "--mode", "laminar", "--updates", (char *)upd,
-                  "--step-ms", "20", "--workdir", w1, "--lr", "1e-4", "--eval-n", "64", "--timeout", "300", NULL};
-    char *a2[] = {"rl", "run", "--tasks", tasks, "--heldout", ho, "--init", init, "--mode", "sync", "--updates", (char *)upd,
-                  "--step-ms", "20", "--workdir", w2, "--lr", "1e-4", "--eval-n", "64", "--timeout", "300", NULL};
+    char *a1[] = {"rl",     "run",     "--tasks",   tasks,       "--heldout", ho,    "--init",    init,
+                  "--mode", "laminar", "--updates", (char *)upd, "--step-ms", "20",  "--workdir", w1,
+                  "--lr",   "1e-4",    "--eval-n",  "64",        "--timeout", "300", NULL};
+    char *a2[] = {"rl",     "run",  "--tasks",   tasks,       "--heldout", ho,    "--init",    init,
+                  "--mode", "sync", "--updates", (char *)upd, "--step-ms", "20",  "--workdir", w2,
+                  "--lr",   "1e-4", "--eval-n",  "64",        "--timeout", "300", NULL};
     if (run_cmd(a1) || run_cmd(a2)) return 1;
     cJSON *j1, *j2;
     if (ls_json_read_file(r1, &j1)) return ls_cli_fail();
@@ -443,8 +454,8 @@ int demo_rl(const ls_demo_ctx *ctx) {
     ls_json_get_double(j1, "traj_per_s", 0, &t1);
     ls_json_get_double(j2, "traj_per_s", 0, &t2);
     cJSON_Delete(j1), cJSON_Delete(j2);
-    printf("\nMEASURED here: laminar-style %.2f traj/s vs synchronous %.2f traj/s: %.2fx on the same processes\n", t1, t2,
-           t2 > 0 ? t1 / t2 : 0);
+    printf("\nMEASURED here: laminar-style %.2f traj/s vs synchronous %.2f traj/s: %.2fx on the same processes\n", t1,
+           t2, t2 > 0 ? t1 / t2 : 0);
     char svg[1200];
     snprintf(svg, sizeof svg, "%s/reward.svg", wd);
     const char *reps[2] = {r1, r2};
@@ -455,6 +466,8 @@ int demo_rl(const ls_demo_ctx *ctx) {
     if (cmd_sim_rl(6, c1)) return 1;
     printf("\nSimulator (MODELLED) at cluster scale, qwen2.5-7b on H800:\n");
     fflush(stdout);
-    char *s1[] = {"rl", "--models", "qwen2.5-7b", "--gpus", ctx->quick ? "64" : "64,1024", "--updates", ctx->quick ? "3" : "8", NULL};
+    char *s1[] = {
+        "rl", "--models", "qwen2.5-7b", "--gpus", ctx->quick ? "64" : "64,1024", "--updates", ctx->quick ? "3" : "8",
+        NULL};
     return cmd_sim_rl(7, s1) ? 1 : 0;
 }

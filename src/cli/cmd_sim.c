@@ -6,7 +6,8 @@
 
 int cmd_sim(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        fprintf(argc < 2 ? stderr : stdout, "usage: llmsys sim SYSTEM [options]\n  rl   asynchronous RL designs at 64-1024 GPUs\n");
+        fprintf(argc < 2 ? stderr : stdout,
+                "usage: llmsys sim SYSTEM [options]\n  rl   asynchronous RL designs at 64-1024 GPUs\n");
         return argc < 2 ? 2 : 0;
     }
     if (!strcmp(argv[1], "rl")) return cmd_sim_rl(argc - 1, argv + 1);

@@ -72,8 +72,8 @@ int ls_rl_asm_add(ls_rl_asm *a, const ls_rl_chunk_hdr *h, const void *data) {
         a->vhash = h->version_hash;
         a->count = h->count;
     } else if (h->total != a->total || h->count != a->count || h->version_hash != a->vhash) {
-        return ls_err(LS_EFORMAT, "weights: chunk %u of version %lld disagrees with its version's size or hash", h->index,
-                      (long long)h->version);
+        return ls_err(LS_EFORMAT, "weights: chunk %u of version %lld disagrees with its version's size or hash",
+                      h->index, (long long)h->version);
     }
     if (a->have[h->index]) return 0;
     memcpy(a->buf + h->offset, data, (size_t)h->len);

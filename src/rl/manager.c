@@ -87,7 +87,8 @@ static int new_group(mgr *m) {
         if (g) m->groups = g;
         if (t) m->traj = t;
         if (!g || !t) return ls_err(LS_ENOMEM, "manager: out of memory");
-        memset(m->traj + (size_t)m->cap_groups * m->cfg.group, 0, sizeof *t * (size_t)(nc - m->cap_groups) * m->cfg.group);
+        memset(m->traj + (size_t)m->cap_groups * m->cfg.group, 0,
+               sizeof *t * (size_t)(nc - m->cap_groups) * m->cfg.group);
         m->cap_groups = nc;
     }
     int g = m->n_groups++;
@@ -118,7 +119,8 @@ static int push_id(int64_t **a, int *n, int *cap, int64_t v) {
 
 static int running_on(mgr *m, int r) {
     int n = 0;
-    for (int64_t i = 0; i < (int64_t)m->n_groups * m->cfg.group; i++) n += m->traj[i].state == T_RUN && m->traj[i].rollout == r;
+    for (int64_t i = 0; i < (int64_t)m->n_groups * m->cfg.group; i++)
+        n += m->traj[i].state == T_RUN && m->traj[i].rollout == r;
     return n;
 }
 
@@ -176,9 +178,12 @@ static const mrelay *relay_for(mgr *m, int r) {
 static int may_issue(mgr *m, int version) {
     int B = m->cfg.batch_groups, P = m->trainer_version, issued = m->n_groups;
     switch (m->cfg.mode) {
-    case LS_RL_MODE_SYNC: return version >= P && issued < (P + 1) * B;
-    case LS_RL_MODE_ONESTEP: return version >= P - 1 && issued < (P + 2) * B && version >= issued / B - 1;
-    case LS_RL_MODE_AREAL: return issued < (P + m->cfg.staleness + 1) * B;
+    case LS_RL_MODE_SYNC:
+        return version >= P && issued < (P + 1) * B;
+    case LS_RL_MODE_ONESTEP:
+        return version >= P - 1 && issued < (P + 2) * B && version >= issued / B - 1;
+    case LS_RL_MODE_AREAL:
+        return issued < (P + m->cfg.staleness + 1) * B;
     default: /* laminar: no staleness bound; the buffer holds at most one batch beyond what rollouts run */
         return issued - m->groups_consumed < B + m->cfg.rollouts * (m->cfg.max_seqs / m->cfg.group);
     }
@@ -271,8 +276,10 @@ static void handle_poll(mgr *m, const uint8_t *ident, size_t identn, rl_rd *r) {
         mtraj *t = T(m, tid);
         if (t->state != T_RUN || t->rollout != id) continue; /* moved away: the manager's copy rules */
         if (n > 0) {
-            if (t->n_gen == 0 || t->version < 0) t->version = version;
-            else if (t->version != version) t->mixed = 1, t->version = t->version < version ? t->version : version;
+            if (t->n_gen == 0 || t->version < 0)
+                t->version = version;
+            else if (t->version != version)
+                t->mixed = 1, t->version = t->version < version ? t->version : version;
             append_tokens(t, tok, lp, n);
         }
         if (done) finish_traj(m, t);
@@ -336,10 +343,12 @@ static void handle_poll(mgr *m, const uint8_t *ident, size_t identn, rl_rd *r) {
     rl_put_i32(&b, ro->n_drops);
     for (int i = 0; i < ro->n_drops; i++) rl_put_i64(&b, ro->drops[i]);
     int na = 0;
-    for (int i = 0; i < ro->n_assign; i++) na += T(m, ro->assign[i])->state == T_RUN && T(m, ro->assign[i])->rollout == id;
+    for (int i = 0; i < ro->n_assign; i++)
+        na += T(m, ro->assign[i])->state == T_RUN && T(m, ro->assign[i])->rollout == id;
     rl_put_i32(&b, na);
     for (int i = 0; i < ro->n_assign; i++)
-        if (T(m, ro->assign[i])->state == T_RUN && T(m, ro->assign[i])->rollout == id) put_traj_assign(m, &b, ro->assign[i]);
+        if (T(m, ro->assign[i])->state == T_RUN && T(m, ro->assign[i])->rollout == id)
+            put_traj_assign(m, &b, ro->assign[i]);
     ro->n_drops = ro->n_assign = 0;
     if (rl_msg_end(&b) == LS_OK) rl_send_routed(m->sock, ident, identn, b.p, b.n);
     rl_buf_free(&b);
@@ -366,7 +375,8 @@ static void repack(mgr *m) {
             mtraj *t = &m->traj[i];
             if (t->state == T_RUN && t->rollout == r) kv[n][k] = t->n_prompt + t->n_gen, ids[n][k++] = i;
         }
-        v[n] = (ls_rl_rollout_view){r, ro->version, 0, cnt, kv[n], ro->kv_cap > 0 ? ro->kv_cap : m->cfg.max_seqs * 128, ids[n]};
+        v[n] = (ls_rl_rollout_view){
+            r, ro->version, 0, cnt, kv[n], ro->kv_cap > 0 ? ro->kv_cap : m->cfg.max_seqs * 128, ids[n]};
         n++;
     }
     ls_rl_repack_cfg c = {0.9, m->cfg.max_seqs, 0.5, 10};
@@ -375,7 +385,8 @@ static void repack(mgr *m) {
     if (n >= 2 && ls_rl_repack_plan(v, n, &c, &mv, &nm, &freed) == LS_OK) {
         for (int i = 0; i < nm; i++) {
             mtraj *t = T(m, mv[i].traj);
-            push_id(&m->roll[mv[i].from].drops, &m->roll[mv[i].from].n_drops, &m->roll[mv[i].from].cap_drops, mv[i].traj);
+            push_id(&m->roll[mv[i].from].drops, &m->roll[mv[i].from].n_drops, &m->roll[mv[i].from].cap_drops,
+                    mv[i].traj);
             push_id(&m->roll[mv[i].to].assign, &m->roll[mv[i].to].n_assign, &m->roll[mv[i].to].cap_assign, mv[i].traj);
             t->rollout = mv[i].to;
         }
@@ -475,7 +486,8 @@ static int write_report(mgr *m) {
         if (m->roll[r].used) {
             mroll *ro = &m->roll[r];
             busy += ro->busy_s + ro->base_busy, idle += ro->idle_s + ro->base_idle;
-            steps += ro->steps + ro->base_steps, pull += ro->pull_s + ro->base_pull, pulls += ro->pulls + ro->base_pulls;
+            steps += ro->steps + ro->base_steps, pull += ro->pull_s + ro->base_pull,
+                pulls += ro->pulls + ro->base_pulls;
         }
     int64_t issued = (int64_t)m->n_groups * m->cfg.group, cnt[4] = {0};
     for (int64_t i = 0; i < issued; i++) {
@@ -501,7 +513,8 @@ static int write_report(mgr *m) {
     cJSON_AddNumberToObject(j, "trajectories", (double)m->traj_consumed);
     cJSON_AddNumberToObject(j, "traj_per_s", span > 0 ? m->traj_consumed / span : 0);
     cJSON_AddNumberToObject(j, "tokens_per_s", span > 0 ? m->tokens_consumed / span : 0);
-    cJSON_AddNumberToObject(j, "mean_response_tokens", m->traj_consumed ? (double)m->tokens_consumed / m->traj_consumed : 0);
+    cJSON_AddNumberToObject(j, "mean_response_tokens",
+                            m->traj_consumed ? (double)m->tokens_consumed / m->traj_consumed : 0);
     cJSON_AddNumberToObject(j, "rollout_idle_frac", busy + idle > 0 ? idle / (busy + idle) : 0);
     cJSON_AddNumberToObject(j, "kv_util", m->kv_n ? m->kv_sum / m->kv_n : 0);
     cJSON_AddNumberToObject(j, "decode_step_mean_s", steps ? busy / (double)steps : 0);
@@ -544,7 +557,8 @@ static int write_report(mgr *m) {
     cJSON_AddNumberToObject(j, "rejected_chunks", bad);
     cJSON *rv = cJSON_CreateArray();
     for (int i = 0; i < MAX_RELAY; i++)
-        if (m->relay[i].used) cJSON_AddItemToArray(rv, cJSON_CreateNumber(m->relay[i].alive ? (double)m->relay[i].version : -1));
+        if (m->relay[i].used)
+            cJSON_AddItemToArray(rv, cJSON_CreateNumber(m->relay[i].alive ? (double)m->relay[i].version : -1));
     cJSON_AddItemToObject(j, "relay_versions", rv);
     cJSON_AddNumberToObject(j, "groups_issued", m->n_groups);
     cJSON_AddNumberToObject(j, "groups_consumed", m->groups_consumed);
@@ -576,7 +590,8 @@ static void handle_hello(mgr *m, const uint8_t *ident, size_t identn, rl_rd *r) 
         double bb = ro->base_busy + ro->busy_s, bi = ro->base_idle + ro->idle_s, bp = ro->base_pull + ro->pull_s;
         int64_t bs = ro->base_steps + ro->steps;
         int bpl = ro->base_pulls + ro->pulls;
-        if (!ro->alive) bb = ro->base_busy, bi = ro->base_idle, bp = ro->base_pull, bs = ro->base_steps, bpl = ro->base_pulls;
+        if (!ro->alive)
+            bb = ro->base_busy, bi = ro->base_idle, bp = ro->base_pull, bs = ro->base_steps, bpl = ro->base_pulls;
         int64_t *d = ro->drops, *a = ro->assign;
         int cd = ro->cap_drops, ca = ro->cap_assign;
         memset(ro, 0, sizeof *ro);
@@ -646,7 +661,8 @@ static void check_liveness(mgr *m) {
         mroll *ro = &m->roll[r];
         if (ro->used && ro->alive && now - ro->last_seen > m->cfg.hb_timeout_s) {
             int64_t before = 0;
-            for (int64_t i = 0; i < (int64_t)m->n_groups * m->cfg.group; i++) before += m->traj[i].state == T_RUN && m->traj[i].rollout == r;
+            for (int64_t i = 0; i < (int64_t)m->n_groups * m->cfg.group; i++)
+                before += m->traj[i].state == T_RUN && m->traj[i].rollout == r;
             release_rollout(m, r);
             m->resumed += (int)before;
             ro->alive = 0;
@@ -654,8 +670,8 @@ static void check_liveness(mgr *m) {
             ro->base_steps += ro->steps, ro->base_pulls += ro->pulls;
             ro->busy_s = ro->idle_s = ro->pull_s = 0, ro->steps = 0, ro->pulls = 0;
             m->roll_failures++;
-            LS_WARN("manager: rollout %d silent for %.1f s: %lld trajectories back to the partial pool", r, now - ro->last_seen,
-                    (long long)before);
+            LS_WARN("manager: rollout %d silent for %.1f s: %lld trajectories back to the partial pool", r,
+                    now - ro->last_seen, (long long)before);
         }
     }
     for (int i = 0; i < MAX_RELAY; i++)
@@ -746,7 +762,8 @@ int rl_manager_main(const ls_rl_worker_opts *o) {
     for (int64_t i = 0; i < (int64_t)m->n_groups * m->cfg.group; i++) free(m->traj[i].gen), free(m->traj[i].lp);
     for (int r = 0; r < MAX_ROLL; r++) free(m->roll[r].drops), free(m->roll[r].assign);
     free(m->traj), free(m->groups), free(m->buffer);
-    double *arrs[] = {m->curve_reward, m->curve_loss, m->stall, m->wait, m->train_s, m->clip, m->isw, m->t_pub, m->t_all};
+    double *arrs[] = {m->curve_reward, m->curve_loss, m->stall, m->wait, m->train_s,
+                      m->clip,         m->isw,        m->t_pub, m->t_all};
     for (size_t i = 0; i < sizeof arrs / sizeof arrs[0]; i++) free(arrs[i]);
     cJSON_Delete(m->final);
     ls_rl_tasks_free(m->tasks, m->n_tasks);

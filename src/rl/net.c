@@ -75,7 +75,8 @@ int rl_msg_open(const void *msg, size_t len, const char *what, rl_rd *r) {
     if (len < sizeof h) return ls_err(LS_EFORMAT, "%s: message of %zu bytes is shorter than a header", what, len);
     memcpy(&h, msg, sizeof h);
     if (h.magic != RL_MAGIC) return ls_err(LS_EFORMAT, "%s: bad magic (not an llmsys rl message)", what);
-    if (h.version != RL_WIRE_VERSION) return ls_err(LS_EFORMAT, "%s: wire version %u, expected %d", what, h.version, RL_WIRE_VERSION);
+    if (h.version != RL_WIRE_VERSION)
+        return ls_err(LS_EFORMAT, "%s: wire version %u, expected %d", what, h.version, RL_WIRE_VERSION);
     if (h.payload_bytes != len - sizeof h) return ls_err(LS_EFORMAT, "%s: truncated message", what);
     if (msg_hash(msg, len) != h.checksum) return ls_err(LS_ECHECKSUM, "%s: message checksum mismatch", what);
     r->p = (const uint8_t *)msg + sizeof h;
@@ -211,7 +212,8 @@ int rl_bind(void *sock, const char *ep, char *out, size_t cap) {
         snprintf(want, sizeof want, "%s", ep);
     if (zmq_bind(sock, want) != 0) return ls_err(LS_ENET, "cannot bind %s: %s", ep, zmq_strerror(zmq_errno()));
     size_t n = cap;
-    if (zmq_getsockopt(sock, ZMQ_LAST_ENDPOINT, out, &n) != 0) return ls_err(LS_ENET, "zmq: cannot read the bound endpoint");
+    if (zmq_getsockopt(sock, ZMQ_LAST_ENDPOINT, out, &n) != 0)
+        return ls_err(LS_ENET, "zmq: cannot read the bound endpoint");
     return LS_OK;
 }
 
@@ -307,23 +309,23 @@ int rl_config_from_json(const char *s, size_t n, rl_config *c) {
     int rc = LS_OK;
     double d;
     if (ls_json_get_string(j, "mode", "laminar", &str) || ls_rl_mode_parse(str, &c->mode)) rc = LS_EINVAL;
-#define S(f)                                                                 \
-    if (rc == LS_OK && ls_json_get_string(j, #f, "", &str) == LS_OK)          \
-        snprintf(c->f, sizeof c->f, "%s", str);                              \
-    else                                                                     \
+#define S(f)                                                                                                           \
+    if (rc == LS_OK && ls_json_get_string(j, #f, "", &str) == LS_OK)                                                   \
+        snprintf(c->f, sizeof c->f, "%s", str);                                                                        \
+    else                                                                                                               \
         rc = LS_EINVAL;
-#define I(f, def) \
+#define I(f, def)                                                                                                      \
     if (rc == LS_OK && ls_json_get_int(j, #f, def, &c->f)) rc = LS_EINVAL;
-#define D(f, def) \
+#define D(f, def)                                                                                                      \
     if (rc == LS_OK && ls_json_get_double(j, #f, def, &c->f)) rc = LS_EINVAL;
-    S(tasks) S(heldout) S(init) S(report) S(workdir)
-    I(rollouts, 2) I(relays, 2) I(updates, 10) I(group, 4) I(batch_groups, 4) I(max_seqs, 8) I(max_new, 64)
-    I(staleness, 2) I(repack, 1) I(eval_n, 64) I(ppo_epochs, 2)
-    D(lr, 1e-4) D(clip_eps, 0.2) D(is_cap, 5.0) D(step_ms, 0) D(train_ms, 0) D(hb_timeout_s, 1.5)
+    S(tasks)
+    S(heldout) S(init) S(report) S(workdir) I(rollouts, 2) I(relays, 2) I(updates, 10) I(group, 4) I(batch_groups, 4)
+        I(max_seqs, 8) I(max_new, 64) I(staleness, 2) I(repack, 1) I(eval_n, 64) I(ppo_epochs, 2) D(lr, 1e-4)
+            D(clip_eps, 0.2) D(is_cap, 5.0) D(step_ms, 0) D(train_ms, 0) D(hb_timeout_s, 1.5)
 #undef S
 #undef I
 #undef D
-    if (rc == LS_OK && ls_json_get_double(j, "seed", 1, &d) == LS_OK) c->seed = (uint64_t)d;
+                if (rc == LS_OK && ls_json_get_double(j, "seed", 1, &d) == LS_OK) c->seed = (uint64_t)d;
     cJSON_Delete(j);
     if (rc) return ls_err_wrap(LS_EINVAL, "rl config");
     return LS_OK;

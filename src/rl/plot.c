@@ -37,8 +37,10 @@ int ls_rl_report_svg(const char *const *reports, int n, const char *out) {
     }
     FILE *f = af.fp;
     const int W = 820, H = 300, px = 50, py = 30, pw = 340, ph = 220, hx = 450;
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"sans-serif\" "
-               "font-size=\"11\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n", W, H);
+    fprintf(f,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"sans-serif\" "
+            "font-size=\"11\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
+            W, H);
     fprintf(f, "<text x=\"%d\" y=\"18\">mean reward of each update's batch</text>\n", px);
     fprintf(f, "<text x=\"%d\" y=\"18\">staleness of consumed trajectories (share)</text>\n", hx);
     for (int a = 0; a < 2; a++) {
@@ -49,7 +51,8 @@ int ls_rl_report_svg(const char *const *reports, int n, const char *out) {
         double v = k / 4.0;
         fprintf(f, "<text x=\"%d\" y=\"%.0f\" text-anchor=\"end\">%.2f</text>\n", px - 4, py + ph - v * ph + 4, v);
     }
-    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">update (1..%d)</text>\n", px + pw / 2, py + ph + 16, maxu);
+    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">update (1..%d)</text>\n", px + pw / 2, py + ph + 16,
+            maxu);
     for (int i = 0; i < n; i++) {
         const cJSON *c = cJSON_GetObjectItemCaseSensitive(j[i], "reward_curve"), *e;
         const char *mode = "?";
@@ -61,7 +64,8 @@ int ls_rl_report_svg(const char *const *reports, int n, const char *out) {
             fprintf(f, "%.1f,%.1f ", px + (maxu > 1 ? (double)u / (maxu - 1) : 0.5) * pw, py + ph - v * ph);
             u++;
         }
-        fprintf(f, "\"/>\n<text x=\"%d\" y=\"%d\" fill=\"%s\">%s</text>\n", px + pw - 80, py + 14 + 14 * i, COLORS[i], mode);
+        fprintf(f, "\"/>\n<text x=\"%d\" y=\"%d\" fill=\"%s\">%s</text>\n", px + pw - 80, py + 14 + 14 * i, COLORS[i],
+                mode);
         const cJSON *h = cJSON_GetObjectItemCaseSensitive(j[i], "staleness_hist");
         double tot = 0;
         cJSON_ArrayForEach(e, h) tot += e->valuedouble;
@@ -71,8 +75,9 @@ int ls_rl_report_svg(const char *const *reports, int n, const char *out) {
             double v = tot > 0 ? e->valuedouble / tot / maxh : 0;
             fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"/>\n",
                     hx + (double)b * pw / nb + i * bw, py + ph - v * ph, bw, v * ph, COLORS[i]);
-            if (i == 0) fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%d</text>\n",
-                                hx + (b + 0.5) * pw / nb, py + ph + 14, b);
+            if (i == 0)
+                fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%d</text>\n", hx + (b + 0.5) * pw / nb,
+                        py + ph + 14, b);
             b++;
         }
     }

@@ -60,7 +60,8 @@ int rl_relay_main(const ls_rl_worker_opts *o) {
                 size_t n;
                 int64_t v = ls_rl_asm_latest(as, &data, &n);
                 if (v > have) {
-                    if (rl_send_version(sock, id, idn, v, data, n) != LS_OK) LS_WARN("relay %d: %s", o->id, ls_errmsg());
+                    if (rl_send_version(sock, id, idn, v, data, n) != LS_OK)
+                        LS_WARN("relay %d: %s", o->id, ls_errmsg());
                 } else {
                     rl_buf b = {0};
                     rl_msg_begin(&b, M_PULL_NONE);

@@ -16,9 +16,9 @@ typedef struct {
 typedef struct {
     const ls_rl_rollout_view *v;
     const ls_rl_repack_cfg *c;
-    int *cand, k;        /* candidate view indices */
-    long *load, *cnt;    /* per candidate: kv tokens and trajectories held (incl. received) */
-    int *dest;           /* per item: candidate slot it goes to */
+    int *cand, k;     /* candidate view indices */
+    long *load, *cnt; /* per candidate: kv tokens and trajectories held (incl. received) */
+    int *dest;        /* per item: candidate slot it goes to */
     item *it;
     int nit;
     long nodes, node_limit;
@@ -105,8 +105,7 @@ static int add_moves(ctx *x, ls_rl_move **moves, int *n_moves, int *cap) {
             if (!m) return ls_err(LS_ENOMEM, "repack: out of memory");
             *moves = m, *cap = nc;
         }
-        (*moves)[(*n_moves)++] =
-            (ls_rl_move){x->it[i].id, x->v[x->cand[x->it[i].r]].id, x->v[x->cand[x->dest[i]]].id};
+        (*moves)[(*n_moves)++] = (ls_rl_move){x->it[i].id, x->v[x->cand[x->it[i].r]].id, x->v[x->cand[x->dest[i]]].id};
     }
     return LS_OK;
 }

@@ -118,11 +118,14 @@ static int pull(roll *w, const char *ep) {
             ls_rl_chunk_hdr h;
             if (hp) memcpy(&h, hp, sizeof h);
             const void *d = hp ? rl_get_bytes(&r, (size_t)h.len) : NULL;
-            if (!d) rc = ls_err(LS_EFORMAT, "relay %s: truncated chunk", ep);
+            if (!d)
+                rc = ls_err(LS_EFORMAT, "relay %s: truncated chunk", ep);
             else {
                 int a = ls_rl_asm_add(w->as, &h, d);
-                if (a < 0) rc = a;
-                else if (a == 1) done = 2;
+                if (a < 0)
+                    rc = a;
+                else if (a == 1)
+                    done = 2;
             }
         }
         free(msg);
@@ -280,8 +283,10 @@ int rl_rollout_main(const ls_rl_worker_opts *o) {
         int finished = 0;
         for (int i = 0; i < w->ns; i++) finished += w->s[i].active && w->s[i].done;
         double now = ls_now();
-        if (act > 0) w->busy += now - t_prev;
-        else w->idle += now - t_prev;
+        if (act > 0)
+            w->busy += now - t_prev;
+        else
+            w->idle += now - t_prev;
         t_prev = now;
         if (act == 0 || finished > finished_before || now - last_poll > 0.1) {
             rc = poll_manager(w, &stop);

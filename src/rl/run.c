@@ -88,7 +88,8 @@ static pid_t spawn(const ls_rl_run_opts *o, const char *role, int id, const char
     setenv("OMP_NUM_THREADS", "1", 1);
     setenv("OPENBLAS_NUM_THREADS", "1", 1);
     if (!strcmp(role, "manager"))
-        execl(o->exe, o->exe, "rl", "worker", "--role", role, "--config", cfg_path, "--port-file", port_file, (char *)NULL);
+        execl(o->exe, o->exe, "rl", "worker", "--role", role, "--config", cfg_path, "--port-file", port_file,
+              (char *)NULL);
     else
         execl(o->exe, o->exe, "rl", "worker", "--role", role, "--id", ids, "--manager", manager, (char *)NULL);
     _exit(127);
@@ -113,8 +114,10 @@ static void stop_all(child *c, int n) {
         int left = 0;
         for (int i = 0; i < n; i++) {
             if (c[i].pid <= 0) continue;
-            if (waitpid(c[i].pid, NULL, WNOHANG) == c[i].pid) c[i].pid = 0;
-            else left++;
+            if (waitpid(c[i].pid, NULL, WNOHANG) == c[i].pid)
+                c[i].pid = 0;
+            else
+                left++;
         }
         if (!left) break;
         if (ls_now() - t0 > 2.0) {
@@ -127,7 +130,8 @@ static void stop_all(child *c, int n) {
 }
 
 int ls_rl_run(const ls_rl_run_opts *o) {
-    if (!o->exe || !o->tasks || !o->init) return ls_err(LS_EINVAL, "rl run: needs the llmsys binary, a task file and an initial checkpoint");
+    if (!o->exe || !o->tasks || !o->init)
+        return ls_err(LS_EINVAL, "rl run: needs the llmsys binary, a task file and an initial checkpoint");
     if (o->rollouts < 1 || o->rollouts > 32 || o->relays < 1 || o->relays > 16)
         return ls_err(LS_EINVAL, "rl run: need 1..32 rollouts and 1..16 relays");
     if (o->group < 1 || o->group > 64 || o->max_seqs < o->group || o->batch_groups < 1 || o->updates < 1)
@@ -161,8 +165,10 @@ int ls_rl_run(const ls_rl_run_opts *o) {
     LS_TRY(ls_rl_tasks_read(c.tasks, &tk, &ntk));
     ls_rl_tasks_free(tk, ntk);
     snprintf(c.workdir, sizeof c.workdir, "%s", o->workdir);
-    if (o->report) snprintf(c.report, sizeof c.report, "%s", o->report);
-    else snprintf(c.report, sizeof c.report, "%s/report.json", o->workdir);
+    if (o->report)
+        snprintf(c.report, sizeof c.report, "%s", o->report);
+    else
+        snprintf(c.report, sizeof c.report, "%s/report.json", o->workdir);
     c.rollouts = o->rollouts, c.relays = o->relays, c.updates = o->updates, c.group = o->group;
     c.batch_groups = o->batch_groups, c.max_seqs = o->max_seqs, c.max_new = o->max_new, c.staleness = o->staleness;
     c.repack = o->repack, c.eval_n = o->eval_n, c.ppo_epochs = 2;
@@ -185,14 +191,14 @@ int ls_rl_run(const ls_rl_run_opts *o) {
     child *ch = calloc((size_t)nc, sizeof *ch);
     if (!ch) return ls_err(LS_ENOMEM, "rl run: out of memory");
     int k = 0;
-#define START(R, I, MGR)                                                                              \
-    do {                                                                                              \
-        snprintf(ch[k].role, sizeof ch[k].role, "%s", R);                                             \
-        ch[k].id = I;                                                                                 \
-        snprintf(ch[k].log, sizeof ch[k].log, "%s/%s-%d.log", logdir, R, I);                          \
-        ch[k].pid = spawn(o, R, I, MGR, cfg_path, port_file, ch[k].log);                              \
-        if (ch[k].pid < 0) rc = ls_err(LS_EIO, "rl run: cannot start %s %d: %s", R, I, strerror(errno)); \
-        k++;                                                                                          \
+#define START(R, I, MGR)                                                                                               \
+    do {                                                                                                               \
+        snprintf(ch[k].role, sizeof ch[k].role, "%s", R);                                                              \
+        ch[k].id = I;                                                                                                  \
+        snprintf(ch[k].log, sizeof ch[k].log, "%s/%s-%d.log", logdir, R, I);                                           \
+        ch[k].pid = spawn(o, R, I, MGR, cfg_path, port_file, ch[k].log);                                               \
+        if (ch[k].pid < 0) rc = ls_err(LS_EIO, "rl run: cannot start %s %d: %s", R, I, strerror(errno));               \
+        k++;                                                                                                           \
     } while (0)
     START("manager", 0, NULL);
     char mep[256] = "";
@@ -233,7 +239,8 @@ int ls_rl_run(const ls_rl_run_opts *o) {
                 if (bad) rc = ls_err(LS_EPEER, "rl run: the manager failed: %s", l);
                 goto finished;
             }
-            if (i == trainer && bad) rc = ls_err(LS_EPEER, "rl run: the trainer failed: %s", l);
+            if (i == trainer && bad)
+                rc = ls_err(LS_EPEER, "rl run: the trainer failed: %s", l);
             else if (bad && !o->quiet && !(killed_roll && !strcmp(ch[i].role, "rollout") && ch[i].id == 0) &&
                      !(killed_relay && !strcmp(ch[i].role, "relay") && ch[i].id == 1))
                 fprintf(stderr, "rl run: %s %d exited: %s\n", ch[i].role, ch[i].id, l);
@@ -267,7 +274,8 @@ int ls_rl_run(const ls_rl_run_opts *o) {
                     if (!o->quiet) fprintf(stderr, "rl run: killed relay %d at %.1f s\n", ch[i].id, now);
                 }
         }
-        if (o->timeout_s > 0 && now > o->timeout_s) rc = ls_err(LS_ETIMEDOUT, "rl run: not finished within %.0f s", o->timeout_s);
+        if (o->timeout_s > 0 && now > o->timeout_s)
+            rc = ls_err(LS_ETIMEDOUT, "rl run: not finished within %.0f s", o->timeout_s);
         ls_sleep_ms(20);
     }
 finished:

@@ -41,8 +41,10 @@ static double step_time(const sim *s, const srep *x) {
 
 static void schedule(const sim *s, srep *x) {
     x->st = step_time(s, x);
-    if (x->pause_until > x->t_upd) x->t_next = x->pause_until;
-    else if (x->n == 0) x->t_next = INFINITY;
+    if (x->pause_until > x->t_upd)
+        x->t_next = x->pause_until;
+    else if (x->n == 0)
+        x->t_next = INFINITY;
     else {
         double mn = INFINITY;
         for (int i = 0; i < x->n; i++) mn = fmin(mn, x->a[i].rem);
@@ -109,7 +111,8 @@ int ls_rl_simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
     memset(res, 0, sizeof *res);
     if (o->gpus < 2 || o->batch < 1 || o->updates < 1 || o->max_batch < 1 || o->mode < 0 || o->mode >= LS_RL_MODE_COUNT)
         return ls_err(LS_EINVAL, "sim rl: need gpus >= 2, batch, updates and max batch >= 1, a known mode");
-    if (!(o->mean_len >= 1) && !(o->trace && o->n_trace > 0)) return ls_err(LS_EINVAL, "sim rl: mean length must be >= 1");
+    if (!(o->mean_len >= 1) && !(o->trace && o->n_trace > 0))
+        return ls_err(LS_EINVAL, "sim rl: mean length must be >= 1");
     sim S = {0};
     S.o = o;
     S.calibrated = o->step_s > 0;
@@ -130,7 +133,7 @@ int ls_rl_simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
         LS_TRY(rc);
         double params = ls_plan_layer_params(&a) * a.n_layer + (double)a.vocab * a.d_model * (a.tied ? 1 : 2);
         W = params * 2.0; /* bf16 */
-        if (tp <= 0) {     /* smallest power of two whose memory holds the weights with half the card left for KV */
+        if (tp <= 0) {    /* smallest power of two whose memory holds the weights with half the card left for KV */
             tp = 1;
             while (tp < 8 && W / tp > 0.5 * g.mem_bytes) tp *= 2;
         }
@@ -155,9 +158,9 @@ int ls_rl_simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
         /* colocated: re-shard trainer weights into the rollout layout over NVLink; disaggregated
          * global sync: every rollout GPU receives its shard over the network */
         bcast = colocated ? (W / tp) / link : (W / tp) / net + W / ((double)train_gpus * net) + 1e-3 * log2(R + 1.0);
-        stall_relay = W / (8.0 * pcie);        /* trainer -> master relay, host memory */
-        chain = W / net + 8.0 * 256e6 / net;   /* pipelined chain: one transfer plus a few chunks */
-        pull = (W / tp) / pcie;                /* rollout <- relay on its own machine */
+        stall_relay = W / (8.0 * pcie);      /* trainer -> master relay, host memory */
+        chain = W / net + 8.0 * 256e6 / net; /* pipelined chain: one transfer plus a few chunks */
+        pull = (W / tp) / pcie;              /* rollout <- relay on its own machine */
     }
     double repack_dt = o->repack_s > 0 ? o->repack_s : 10.0 * (S.calibrated ? o->step_s : S.step0);
     srep *rp = calloc((size_t)R, sizeof *rp);
@@ -188,10 +191,18 @@ int ls_rl_simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
         /* 1. hand out work */
         int64_t cap_issue;
         switch (mode) {
-        case LS_RL_MODE_SYNC: cap_issue = (int64_t)(P + 1) * B; break;
-        case LS_RL_MODE_ONESTEP: cap_issue = (int64_t)(P + 2) * B; break;
-        case LS_RL_MODE_AREAL: cap_issue = (int64_t)(P + o->staleness + 1) * B; break;
-        default: cap_issue = consumed + (int64_t)B + (int64_t)R * MB; break;
+        case LS_RL_MODE_SYNC:
+            cap_issue = (int64_t)(P + 1) * B;
+            break;
+        case LS_RL_MODE_ONESTEP:
+            cap_issue = (int64_t)(P + 2) * B;
+            break;
+        case LS_RL_MODE_AREAL:
+            cap_issue = (int64_t)(P + o->staleness + 1) * B;
+            break;
+        default:
+            cap_issue = consumed + (int64_t)B + (int64_t)R * MB;
+            break;
         }
         for (int r = 0; r < R && issued < cap_issue; r++) {
             srep *x = &rp[r];
@@ -296,7 +307,8 @@ int ls_rl_simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
                     srep *x = &rp[order[q]];
                     advance(&S, x, t);
                     for (int i = 0; i < x->n; i++) kv[q * MB + i] = (int)x->a[i].len, ids[q * MB + i] = x->a[i].id;
-                    v[q] = (ls_rl_rollout_view){order[q], x->version, 0, x->n, kv + (size_t)q * MB, 1 << 30, ids + (size_t)q * MB};
+                    v[q] = (ls_rl_rollout_view){order[q], x->version,          0, x->n, kv + (size_t)q * MB,
+                                                1 << 30,  ids + (size_t)q * MB};
                 }
                 ls_rl_repack_cfg c = {0.9, MB, 0.5, 8};
                 ls_rl_move *mv;

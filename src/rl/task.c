@@ -103,7 +103,8 @@ int ls_rl_tasks_generate(const ls_rl_gen_opts *g, ls_rl_task **out, int *n) {
     if (g->n < 1 || g->n > 10000000) return ls_err(LS_EINVAL, "tasks: --n must be in [1, 1e7], got %d", g->n);
     int cap = g->kind == LS_RL_ADD ? 60 : 250;
     if (g->min_len < 1 || g->max_len < g->min_len || g->max_len > cap)
-        return ls_err(LS_EINVAL, "tasks: lengths [%d, %d] must satisfy 1 <= min <= max <= %d", g->min_len, g->max_len, cap);
+        return ls_err(LS_EINVAL, "tasks: lengths [%d, %d] must satisfy 1 <= min <= max <= %d", g->min_len, g->max_len,
+                      cap);
     if (!(g->mean_len > 0) || !(g->cv >= 0) || g->cv > 20)
         return ls_err(LS_EINVAL, "tasks: mean length must be > 0 and CV in [0, 20]");
     if (!(g->demo_noise >= 0) || g->demo_noise > 1) return ls_err(LS_EINVAL, "tasks: demo noise must be in [0, 1]");

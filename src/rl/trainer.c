@@ -58,7 +58,8 @@ static int get_batch(trainer *t, int want, ttraj **out, int *got, int *stop) {
         snprintf(t->master, sizeof t->master, "%s", ep);
         if (ep[0]) {
             t->rsock = rl_socket(t->zctx, ZMQ_DEALER);
-            if (t->rsock && zmq_connect(t->rsock, ep) != 0) rc = ls_err(LS_ENET, "trainer: relay %s: %s", ep, zmq_strerror(zmq_errno()));
+            if (t->rsock && zmq_connect(t->rsock, ep) != 0)
+                rc = ls_err(LS_ENET, "trainer: relay %s: %s", ep, zmq_strerror(zmq_errno()));
         }
     }
     int ng = rl_get_i32(&r), G = rl_get_i32(&r);
@@ -75,9 +76,11 @@ static int get_batch(trainer *t, int want, ttraj **out, int *got, int *stop) {
             rl_get_i64(&r); /* id again (assignment record) */
             rl_get_i32(&r); /* max_new */
             x->n_prompt = rl_get_i32(&r);
-            const int32_t *pt = x->n_prompt > 0 && x->n_prompt < 100000 ? rl_get_bytes(&r, 4 * (size_t)x->n_prompt) : NULL;
+            const int32_t *pt =
+                x->n_prompt > 0 && x->n_prompt < 100000 ? rl_get_bytes(&r, 4 * (size_t)x->n_prompt) : NULL;
             x->n_gen = rl_get_i32(&r);
-            const int32_t *gt = pt && x->n_gen >= 0 && x->n_gen < 100000 ? rl_get_bytes(&r, 4 * (size_t)x->n_gen) : NULL;
+            const int32_t *gt =
+                pt && x->n_gen >= 0 && x->n_gen < 100000 ? rl_get_bytes(&r, 4 * (size_t)x->n_gen) : NULL;
             const float *gl = gt ? rl_get_bytes(&r, 4 * (size_t)x->n_gen) : NULL;
             if (!gl) {
                 r.bad = 1;
@@ -125,7 +128,9 @@ static int pack(const ttraj *tr, int n, int n_ctx, ls_rl_batch *b) {
     int T = 2;
     for (int i = 0; i < n; i++) {
         int L = tr[i].n_prompt + tr[i].n_gen;
-        if (L > n_ctx) return ls_err(LS_EINVAL, "trainer: trajectory %lld of %d tokens exceeds the context", (long long)tr[i].id, L);
+        if (L > n_ctx)
+            return ls_err(LS_EINVAL, "trainer: trajectory %lld of %d tokens exceeds the context", (long long)tr[i].id,
+                          L);
         T = L > T ? L : T;
     }
     size_t N = (size_t)n * T;
@@ -218,7 +223,8 @@ int rl_trainer_main(const ls_rl_worker_opts *o) {
         if (rc) break;
         float *prox = malloc(sizeof(float) * (size_t)b.B * b.T);
         ls_pg_stats st = {0};
-        rc = prox ? ls_model_logprobs(m, b.tokens, b.targets, b.B, b.T, prox) : ls_err(LS_ENOMEM, "trainer: out of memory");
+        rc = prox ? ls_model_logprobs(m, b.tokens, b.targets, b.B, b.T, prox)
+                  : ls_err(LS_ENOMEM, "trainer: out of memory");
         for (int e = 0; rc == LS_OK && e < (t->cfg.ppo_epochs > 0 ? t->cfg.ppo_epochs : 1); e++) {
             ls_model_zero_grad(m);
             rc = ls_model_pg_loss(m, b.tokens, b.targets, b.B, b.T, prox, b.logp_behav, b.adv, &pc, &st);
@@ -235,8 +241,8 @@ int rl_trainer_main(const ls_rl_worker_opts *o) {
         memcpy(t->stats, s, sizeof s);
         t->has_stats = 1;
         if (!o->port_file) /* progress line per update (stderr of the worker's log) */
-            LS_INFO("trainer: update %d/%d version %d reward %.3f loss %.4f wait %.3f s train %.3f s stall %.4f s", u + 1,
-                    t->cfg.updates, t->version, s[0], s[1], wait_s, train_s, stall);
+            LS_INFO("trainer: update %d/%d version %d reward %.3f loss %.4f wait %.3f s train %.3f s stall %.4f s",
+                    u + 1, t->cfg.updates, t->version, s[0], s[1], wait_s, train_s, stall);
     }
     double wall = ls_now() - t_start;
     if (rc == LS_OK && !stop) { /* hand in the last update's figures */

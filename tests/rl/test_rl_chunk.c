@@ -82,8 +82,10 @@ static void test_rejection(void) {
         x.version = 6;
         x.version_hash = 12345;
         int rc = ls_rl_asm_add(a, &x, blob + h[i].offset);
-        if (i < k - 1) CHECK_EQ_INT(rc, 0);
-        else CHECK_EQ_INT(rc, LS_ECHECKSUM);
+        if (i < k - 1)
+            CHECK_EQ_INT(rc, 0);
+        else
+            CHECK_EQ_INT(rc, LS_ECHECKSUM);
     }
     CHECK_EQ_INT(ls_rl_asm_latest(a, NULL, NULL), -1);
     /* a newer version abandons the partial one; the older partial's chunks are then skipped */

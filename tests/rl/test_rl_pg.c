@@ -119,7 +119,8 @@ static void test_gradient(void) {
     CHECK(ls_model_pg_loss(m, tok, tgt, B, T, prox, behav, adv, &c, &st) == LS_OK);
     double *lg = malloc(sizeof(double) * B * T * LS_VOCAB);
     double J = ref_objective(&cfg, pd, tok, tgt, B, T, prox, behav, adv, 0.2, 1.5, lg);
-    fprintf(stderr, "  PG loss %.7f vs float64 %.7f (%d tokens, clip frac %.2f)\n", st.loss, J, st.n_tokens, st.clip_frac);
+    fprintf(stderr, "  PG loss %.7f vs float64 %.7f (%d tokens, clip frac %.2f)\n", st.loss, J, st.n_tokens,
+            st.clip_frac);
     CHECK_NEAR(st.loss, J, 1e-5);
     const float *g = ls_model_grads(m);
     int bad = 0, checked = 0;

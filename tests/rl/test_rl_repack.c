@@ -119,11 +119,13 @@ static void test_brute_force(void) {
         }
         agree += bn_total == freed && bm_total == moved;
         if (bn_total != freed || bm_total != moved)
-            fprintf(stderr, "  case %d: plan frees %d moving %ld, optimum %d moving %ld\n", cs, freed, moved, bn_total, bm_total);
+            fprintf(stderr, "  case %d: plan frees %d moving %ld, optimum %d moving %ld\n", cs, freed, moved, bn_total,
+                    bm_total);
         freed_total += freed;
         free(mv);
     }
-    fprintf(stderr, "  %d/%d cases equal to the brute-force optimum (%d rollouts freed in all)\n", agree, cases, freed_total);
+    fprintf(stderr, "  %d/%d cases equal to the brute-force optimum (%d rollouts freed in all)\n", agree, cases,
+            freed_total);
     CHECK_EQ_INT(agree, cases);
     CHECK(freed_total > 50);
 }

@@ -14,8 +14,8 @@ static void test_rewards(void) {
     CHECK_NEAR(ls_rl_reward(&t, "cb", 2), 0.5 * 2 / 3, 1e-12);
     ls_rl_task a = {"add:47+85=", "7+5+0=12;4+8+1=13;|132", LS_RL_ADD, 2, 1, NULL};
     CHECK_NEAR(ls_rl_reward(&a, a.answer, strlen(a.answer)), 1.0, 0);
-    CHECK_NEAR(ls_rl_reward(&a, "|132", 4), 1.0, 0);       /* the final number decides exactness */
-    CHECK_NEAR(ls_rl_reward(&a, "x|1|132", 7), 1.0, 0);    /* the last '|' */
+    CHECK_NEAR(ls_rl_reward(&a, "|132", 4), 1.0, 0);    /* the final number decides exactness */
+    CHECK_NEAR(ls_rl_reward(&a, "x|1|132", 7), 1.0, 0); /* the last '|' */
     CHECK(ls_rl_reward(&a, "7+5+0=12;|133", 13) < 0.5);
     CHECK(ls_rl_reward(&a, "7+5+0=12;4+8+1=13;|131", 22) > 0.45);
 }
