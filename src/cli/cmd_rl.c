@@ -232,8 +232,8 @@ int cmd_rl(int argc, char **argv) {
 
 static int sim_row(ls_rl_sim_opts *o, const int *gpus, int ng, cJSON *arr) {
     static const int order[4] = {LS_RL_MODE_SYNC, LS_RL_MODE_ONESTEP, LS_RL_MODE_AREAL, LS_RL_MODE_LAMINAR};
-    printf("%-12s %6s %6s %5s %10s %10s %8s %8s %9s %9s\n", "model", "gpus", "design", "tp", "traj/s", "tok/s", "idle%",
-           "stale", "vs sync", "vs areal");
+    printf("%-12s %6s %-8s %4s %10s %11s %7s %7s %8s %8s\n", "model", "gpus", "design", "tp", "traj/s", "tok/s",
+           "idle%", "stale", "vs sync", "vs areal");
     for (int gi = 0; gi < ng; gi++) {
         double tps[4] = {0};
         for (int k = 0; k < 4; k++) {
@@ -242,12 +242,11 @@ static int sim_row(ls_rl_sim_opts *o, const int *gpus, int ng, cJSON *arr) {
             ls_rl_sim_result r;
             LS_TRY(ls_rl_simulate(o, &r));
             tps[k] = r.traj_per_s;
-            printf("%-12s %6d %6.6s %5d %10.2f %10.0f %8.1f %8.2f %9.2f %9s\n", o->model, o->gpus,
+            char va[16] = "";
+            if (k == 3 && tps[2] > 0) snprintf(va, sizeof va, "%.2f", r.traj_per_s / tps[2]);
+            printf("%-12s %6d %-8s %4d %10.2f %11.0f %7.1f %7.2f %8.2f %8s\n", o->model, o->gpus,
                    ls_rl_mode_name(order[k]), r.tp, r.traj_per_s, r.tokens_per_s, 100 * r.idle_frac, r.mean_staleness,
-                   r.traj_per_s / tps[0], k == 3 ? "" : "");
-            if (k == 3)
-                printf("%-12s %6s %6s %5s %10s %10s %8s %8s %9s %9.2f\n", "", "", "", "", "", "", "", "", "",
-                       tps[2] > 0 ? r.traj_per_s / tps[2] : 0);
+                   r.traj_per_s / tps[0], va);
             cJSON *j = cJSON_CreateObject();
             cJSON_AddStringToObject(j, "model", o->model);
             cJSON_AddNumberToObject(j, "gpus", o->gpus);
