@@ -34,6 +34,8 @@
 #include <stdint.h>
 
 #include "llmsys/core.h"
+#include "llmsys/quant.h"
+#include "llmsys/safetensors.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -96,6 +98,73 @@ float *ls_model_adam_m(ls_model *m);
 float *ls_model_adam_v(ls_model *m);
 /* Index of the tensor with this name, or -1. */
 int ls_model_find_tensor(const ls_model *m, const char *name);
+
+/* ---------------------------------------------------------------- checkpoint layout
+ *
+ * The one table of tensor names and shapes (the list at the top of this header): the
+ * model's parameters, training checkpoints, quantized checkpoints, the serving engine
+ * and the planner's indicators all walk it. Order: wte, wpe, then LS_LT_COUNT tensors
+ * per layer in ls_layer_tensor order, then lnf.w, lnf.b. */
+typedef enum {
+    LS_LT_LN1W,
+    LS_LT_LN1B,
+    LS_LT_QKVW,
+    LS_LT_QKVB,
+    LS_LT_PROJW,
+    LS_LT_PROJB,
+    LS_LT_LN2W,
+    LS_LT_LN2B,
+    LS_LT_FCW,
+    LS_LT_FCB,
+    LS_LT_FCPW,
+    LS_LT_FCPB,
+    LS_LT_COUNT
+} ls_layer_tensor;
+/* Tensors outside the layers (layer -1 in ls_model_layout_index). */
+typedef enum { LS_GT_WTE, LS_GT_WPE, LS_GT_LNFW, LS_GT_LNFB } ls_global_tensor;
+/* The four Linear layers of a block, in forward order. */
+typedef enum { LS_LIN_QKV, LS_LIN_PROJ, LS_LIN_FC, LS_LIN_MPROJ, LS_LIN_COUNT } ls_linear_kind;
+
+typedef struct {
+    char name[40];
+    int ndim;
+    int64_t shape[2]; /* shape[1] = 0 for 1-D tensors */
+    size_t numel;
+    int layer;  /* block index, -1 for wte, wpe, lnf.* */
+    int kind;   /* ls_layer_tensor in a block, ls_global_tensor outside */
+    int linear; /* ls_linear_kind when this is a Linear weight, else -1 */
+} ls_tensor_spec;
+
+/* Number of tensors of a config. */
+int ls_model_layout_count(const ls_model_config *c);
+/* Fills s with tensor i (0 <= i < count); LS_EINVAL outside. */
+int ls_model_layout(const ls_model_config *c, int i, ls_tensor_spec *s);
+/* Index of tensor kind of block layer, or of global tensor kind when layer is -1. */
+int ls_model_layout_index(const ls_model_config *c, int layer, int kind);
+/* 1 and *layer, *kind when name is a block tensor "h.{l}.<suffix>", else 0. */
+int ls_model_layout_parse(const char *name, int *layer, int *kind);
+/* Tensor kind of Linear lin's weight (its bias is the next kind), and its (rows, cols). */
+int ls_model_linear_tensor(int lin);
+void ls_model_linear_shape(const ls_model_config *c, int lin, int *rows, int *cols);
+/* Linear kind of a block tensor kind, or -1 when it is not a Linear weight. */
+int ls_model_linear_of(int kind);
+
+/* ---------------------------------------------------------------- checkpoint files
+ *
+ * Checkpoints are safetensors with metadata "llmsys.config" (ls_model_config_to_json),
+ * optionally "llmsys.ckpt" (format version, LS_CKPT_VERSION), "llmsys.step" and
+ * "llmsys.quant" (quantized checkpoints: {"version":1,"group":G,"bits":[...]}). */
+#define LS_CKPT_VERSION "1"
+
+/* Opens an llmsys checkpoint (fp32 or quantized), checks its config and format version,
+ * fills cfg. The caller closes *f with ls_st_close. LS_EFORMAT / LS_EUNSUPPORTED with a
+ * message naming the file. */
+int ls_ckpt_open(const char *path, ls_st_file **f, ls_model_config *cfg);
+/* Per-layer storage bits (n_layer entries) and group from "llmsys.quant"; all 32 and group
+ * 64 when the checkpoint is not quantized. Returns 1 if quantized, 0 if not, < 0 on bad metadata. */
+int ls_ckpt_quant_meta(ls_st_file *f, int n_layer, int *group, int *bits);
+/* The F32 data of layout tensor i in an open checkpoint, checked against the layout shape. */
+int ls_ckpt_tensor(ls_st_file *f, const ls_model_config *c, int i, const float **data);
 
 /* Forward over tokens (B, T) with T <= n_ctx. With targets (B, T) returns the mean
  * cross-entropy over targets != -1 (and keeps what backward needs); without targets
@@ -203,6 +272,72 @@ int ls_model_pg_loss(ls_model *m, const int *tokens, const int *targets, int B, 
 /* log p(target) at every (B,T) position of tokens/targets under the current weights (0 where
  * the target is -1), no gradient. */
 int ls_model_logprobs(ls_model *m, const int *tokens, const int *targets, int B, int T, float *logp);
+
+/* ---------------------------------------------------------------- inference forward
+ *
+ * The GPT forward pass for inference, shared by ls_model_kv_step (fp32 parameters, one
+ * KV slot) and the serving engine (serve.h: a layer range of fp32 or quantized weights,
+ * KV slots for continuous batching). Each Linear layer is an ls_linear view whose
+ * weights are either fp32 or an ls_qmat; ls_linear_forward dispatches to sgemm or to the
+ * quant kernels. LayerNorm, attention over the KV cache and GELU are plain scalar loops
+ * (the reference order, so every row's result is independent of its micro-batch). */
+
+/* One sequence of a micro-batch: n new tokens at positions pos..pos+n-1 of KV slot. */
+typedef struct {
+    int slot, pos, n;
+} ls_gpt_seq;
+
+/* A Linear layer y = x·Wᵀ + b, W (rows = out, cols = in): fp32 w when q is NULL, else the
+ * quantized (or F32-format) q. */
+typedef struct {
+    const float *w;
+    const ls_qmat *q;
+    const float *b; /* bias (rows) or NULL */
+    int rows, cols;
+} ls_linear;
+
+/* Y (M, rows) = X (M, cols)·Wᵀ + b. rowwise selects the batch-invariant row kernel
+ * (decode: every row computed alone, whatever M is) over the GEMM path (prefill). fp32
+ * weights always run through sgemm. nthreads splits W's rows for the row kernel. */
+void ls_linear_forward(const ls_linear *l, const float *X, int M, float *Y, int rowwise, int nthreads);
+
+/* The weights of one block and its KV cache (slots, n_ctx, C) for keys and values. */
+typedef struct {
+    const float *ln1w, *ln1b, *ln2w, *ln2b;
+    ls_linear lin[LS_LIN_COUNT]; /* ls_linear_kind order */
+    float *kcache, *vcache;
+} ls_gpt_block;
+
+/* The layers [layer_begin, layer_end) of a model: the first stage (layer_begin == 0)
+ * embeds tokens with wte and wpe, the last (layer_end == n_layer) applies lnf and head
+ * (the tied LM head: wte as a Linear without bias). */
+typedef struct {
+    ls_model_config cfg;
+    int layer_begin, layer_end;
+    const ls_gpt_block *blocks; /* layer_end - layer_begin */
+    const float *wte, *wpe, *lnfw, *lnfb;
+    ls_linear head;
+    int slots;    /* KV slots in each block's cache */
+    int nthreads; /* threads of the row kernel */
+} ls_gpt_weights;
+
+/* Activation buffers of ls_gpt_forward, grown on demand; zero-initialise, then free. */
+typedef struct {
+    size_t cap_tokens;
+    float *x, *h, *qkv, *att, *fc;
+} ls_gpt_scratch;
+void ls_gpt_scratch_free(ls_gpt_scratch *s);
+
+/* Runs the layers of w over a micro-batch, writing each sequence's keys and values into
+ * its KV slot. Input: tokens (Σn) on the first stage, else act_in (Σn × C). Output: on the
+ * last stage logits, (Σn × V) when all_logits else (nseq × V) for each sequence's last
+ * token; elsewhere activations (Σn × C). A sequence with n == 1 goes through the
+ * batch-invariant row kernels, n > 1 through the GEMM path, so each sequence's result is
+ * the same whatever else shares its micro-batch. LS_EINVAL on a bad slot, position or token. */
+int ls_gpt_forward(const ls_gpt_weights *w, ls_gpt_scratch *s, const ls_gpt_seq *seqs, int nseq, const int *tokens,
+                   const float *act_in, float *out, int all_logits);
+/* Floats of the output ls_gpt_forward writes for this micro-batch. */
+size_t ls_gpt_out_floats(const ls_gpt_weights *w, const ls_gpt_seq *seqs, int nseq, int all_logits);
 
 /* Threads used by the model (OpenMP: matmul row blocks, attention heads, elementwise
  * loops; OpenBLAS runs single-threaded inside them); 0 = all cores. Sets OpenMP's

@@ -71,9 +71,7 @@ void ls_engine_range(const ls_engine *e, int *begin, int *end);
 int ls_engine_max_seqs(const ls_engine *e);
 
 /* One sequence of a micro-batch: n new tokens at positions pos..pos+n-1 of KV slot. */
-typedef struct {
-    int slot, pos, n;
-} ls_engine_seq;
+typedef ls_gpt_seq ls_engine_seq;
 
 /* Runs the held layers over a micro-batch. Input: tokens (Σn) on the first stage, else
  * act_in (Σn × C). Output: on the last stage logits, (Σn × V) when all_logits else (nseq ×

@@ -82,10 +82,7 @@ typedef struct {
  * the training settings; flags LS_CKPT_WITH_OPT adds the optimizer moments. On failure
  * path is untouched. */
 int ls_ckpt_save(const char *path, ls_model *m, int64_t step, const char *train_json, int flags);
-/* Opens path and checks it is an llmsys checkpoint; *cfg receives its validated model
- * config. *f stays open for direct tensor access (ls_st_find); close with ls_st_close.
- * Errors name the file and the problem (not safetensors, foreign, corrupt, bad config). */
-int ls_ckpt_open(const char *path, ls_st_file **f, ls_model_config *cfg);
+/* (ls_ckpt_open, the one checkpoint opener, is in model.h with the layout.) */
 /* Loads path into a new model (*out; free with ls_model_free). Every parameter tensor
  * must be present as F32 with its model.h shape (and the opt.* tensors with
  * LS_CKPT_WITH_OPT); st (may be NULL) receives step and training settings. */

@@ -14,30 +14,27 @@
 
 #include "model/layers.h"
 
-/* Per-layer tensors in checkpoint order; tensor index = 2 + l*LT_COUNT + k. */
+/* Per-layer tensors in checkpoint order (model.h's layout table); tensor index =
+ * 2 + l*LS_LT_COUNT + k. Short local names for the forward/backward code below. */
 enum {
-    LT_LN1W,
-    LT_LN1B,
-    LT_QKVW,
-    LT_QKVB,
-    LT_PROJW,
-    LT_PROJB,
-    LT_LN2W,
-    LT_LN2B,
-    LT_FCW,
-    LT_FCB,
-    LT_FCPW,
-    LT_FCPB,
-    LT_COUNT
+    LT_LN1W = LS_LT_LN1W,
+    LT_LN1B = LS_LT_LN1B,
+    LT_QKVW = LS_LT_QKVW,
+    LT_QKVB = LS_LT_QKVB,
+    LT_PROJW = LS_LT_PROJW,
+    LT_PROJB = LS_LT_PROJB,
+    LT_LN2W = LS_LT_LN2W,
+    LT_LN2B = LS_LT_LN2B,
+    LT_FCW = LS_LT_FCW,
+    LT_FCB = LS_LT_FCB,
+    LT_FCPW = LS_LT_FCPW,
+    LT_FCPB = LS_LT_FCPB,
+    LT_COUNT = LS_LT_COUNT
 };
-static const char *layer_suffix[LT_COUNT] = {"ln1.w", "ln1.b", "attn.qkv.w", "attn.qkv.b", "attn.proj.w", "attn.proj.b",
-                                             "ln2.w", "ln2.b", "mlp.fc.w",   "mlp.fc.b",   "mlp.proj.w",  "mlp.proj.b"};
 
 typedef struct {
-    char name[40];
-    int ndim;
-    int64_t shape[2];
-    size_t offset, numel;
+    ls_tensor_spec spec; /* name, shape, numel from the layout */
+    size_t offset;
 } tensor_info;
 
 /* Activations of one forward, all views into one allocation sized for (B, T). */
@@ -75,27 +72,20 @@ struct ls_model {
     int prof_on;
     ls_model_prof prof;
 
-    /* KV cache for incremental decoding (batch 1), allocated on first use */
+    /* incremental decoding (batch 1): the inference pass over fp32 views of the
+     * parameters with one KV slot, allocated on first use */
     float *kv;
     int kv_pos;
     float *kv_k, *kv_v; /* (L, n_ctx, C) each */
-    float *dec_x, *dec_ln, *dec_qkv, *dec_atty, *dec_fch, *dec_att, *dec_logits, *dec_mean;
+    float *dec_logits;  /* (V) */
+    ls_gpt_block *kv_blocks;
+    ls_gpt_weights kv_w;
+    ls_gpt_scratch kv_scratch;
 };
 
 static float *P(ls_model *m, int i) { return m->params + m->tensors[i].offset; }
 static float *G(ls_model *m, int i) { return m->grads + m->tensors[i].offset; }
 static int LI(int l, int k) { return 2 + l * LT_COUNT + k; }
-
-static void add_tensor(ls_model *m, int *idx, size_t *off, const char *name, int ndim, int64_t d0, int64_t d1) {
-    tensor_info *t = &m->tensors[(*idx)++];
-    snprintf(t->name, sizeof t->name, "%s", name);
-    t->ndim = ndim;
-    t->shape[0] = d0;
-    t->shape[1] = ndim == 2 ? d1 : 0;
-    t->numel = (size_t)d0 * (size_t)(ndim == 2 ? d1 : 1);
-    t->offset = *off;
-    *off += t->numel;
-}
 
 int ls_model_init(ls_model **out, const ls_model_config *cfg, uint64_t seed) {
     *out = NULL;
@@ -103,29 +93,20 @@ int ls_model_init(ls_model **out, const ls_model_config *cfg, uint64_t seed) {
     ls_model *m = calloc(1, sizeof *m);
     if (!m) return ls_err(LS_ENOMEM, "model: out of memory");
     m->cfg = *cfg;
-    int V = cfg->vocab, C = cfg->d_model, F = cfg->d_ff, L = cfg->n_layer;
-    m->n_tensors = 2 + L * LT_COUNT + 2;
+    int L = cfg->n_layer;
+    m->n_tensors = ls_model_layout_count(cfg);
     m->tensors = calloc((size_t)m->n_tensors, sizeof *m->tensors);
     if (!m->tensors) {
         free(m);
         return ls_err(LS_ENOMEM, "model: out of memory");
     }
-    int idx = 0;
     size_t off = 0;
-    add_tensor(m, &idx, &off, "wte", 2, V, C);
-    add_tensor(m, &idx, &off, "wpe", 2, cfg->n_ctx, C);
-    for (int l = 0; l < L; l++) {
-        char nm[40];
-        const int64_t shapes[LT_COUNT][3] = {{1, C, 0}, {1, C, 0}, {2, 3 * C, C}, {1, 3 * C, 0}, {2, C, C}, {1, C, 0},
-                                             {1, C, 0}, {1, C, 0}, {2, F, C},     {1, F, 0},     {2, C, F}, {1, C, 0}};
-        for (int k = 0; k < LT_COUNT; k++) {
-            snprintf(nm, sizeof nm, "h.%d.%s", l, layer_suffix[k]);
-            add_tensor(m, &idx, &off, nm, (int)shapes[k][0], shapes[k][1], shapes[k][2]);
-        }
+    for (int i = 0; i < m->n_tensors; i++) {
+        LS_ASSERT(ls_model_layout(cfg, i, &m->tensors[i].spec) == LS_OK);
+        m->tensors[i].offset = off;
+        off += m->tensors[i].spec.numel;
     }
-    add_tensor(m, &idx, &off, "lnf.w", 1, C, 0);
-    add_tensor(m, &idx, &off, "lnf.b", 1, C, 0);
-    LS_ASSERT(idx == m->n_tensors && off == ls_model_config_num_params(cfg));
+    LS_ASSERT(off == ls_model_config_num_params(cfg));
     m->n_params = off;
 
     /* params, grads, adam m, adam v: one allocation each */
@@ -148,14 +129,14 @@ int ls_model_init(ls_model **out, const ls_model_config *cfg, uint64_t seed) {
     ls_rng_seed(&rng, seed);
     float resid_std = 0.02f / sqrtf(2.0f * (float)L);
     for (int i = 0; i < m->n_tensors; i++) {
-        tensor_info *t = &m->tensors[i];
-        float *p = m->params + t->offset;
-        const char *nm = t->name;
-        int is_ln_w = strstr(nm, "ln1.w") || strstr(nm, "ln2.w") || strcmp(nm, "lnf.w") == 0;
+        const ls_tensor_spec *t = &m->tensors[i].spec;
+        float *p = m->params + m->tensors[i].offset;
+        int in_layer = t->layer >= 0;
+        int is_ln_w = in_layer ? t->kind == LT_LN1W || t->kind == LT_LN2W : t->kind == LS_GT_LNFW;
         if (is_ln_w) {
             for (size_t j = 0; j < t->numel; j++) p[j] = 1.0f;
         } else if (t->ndim == 2) {
-            int is_resid = strstr(nm, "attn.proj.w") || strstr(nm, "mlp.proj.w");
+            int is_resid = in_layer && (t->kind == LT_PROJW || t->kind == LT_FCPW);
             float sd = is_resid ? resid_std : 0.02f;
             for (size_t j = 0; j < t->numel; j++) p[j] = sd * ls_rng_normal(&rng);
         } /* biases and LayerNorm shifts stay 0 */
@@ -172,6 +153,8 @@ void ls_model_free(ls_model *m) {
     ls_aligned_free(m->adam_v);
     ls_aligned_free(m->acts);
     ls_aligned_free(m->kv);
+    free(m->kv_blocks);
+    ls_gpt_scratch_free(&m->kv_scratch);
     free(m->layers);
     free(m->tokens);
     free(m->targets);
@@ -190,12 +173,13 @@ float *ls_model_adam_v(ls_model *m) { return m->adam_v; }
 ls_param ls_model_tensor(ls_model *m, int i) {
     ls_param p = {0};
     if (i < 0 || i >= m->n_tensors) return p;
-    tensor_info *t = &m->tensors[i];
+    const ls_tensor_spec *t = &m->tensors[i].spec;
+    size_t off = m->tensors[i].offset;
     p.name = t->name;
-    p.data = m->params + t->offset;
-    p.grad = m->grads + t->offset;
-    p.adam_m = m->adam_m + t->offset;
-    p.adam_v = m->adam_v + t->offset;
+    p.data = m->params + off;
+    p.grad = m->grads + off;
+    p.adam_m = m->adam_m + off;
+    p.adam_v = m->adam_v + off;
     p.ndim = t->ndim;
     p.shape[0] = t->shape[0];
     p.shape[1] = t->shape[1];
@@ -205,7 +189,7 @@ ls_param ls_model_tensor(ls_model *m, int i) {
 
 int ls_model_find_tensor(const ls_model *m, const char *name) {
     for (int i = 0; i < m->n_tensors; i++)
-        if (strcmp(m->tensors[i].name, name) == 0) return i;
+        if (strcmp(m->tensors[i].spec.name, name) == 0) return i;
     return -1;
 }
 
@@ -429,25 +413,40 @@ int ls_model_backward_weighted(ls_model *m, const float *w) {
 
 /* ---------------------------------------------------------------- KV-cache decoding */
 
+/* A Linear view of this model's fp32 weight and bias for the inference pass. */
+static ls_linear fp32_linear(ls_model *m, int l, int lin) {
+    int rows, cols, k = ls_model_linear_tensor(lin);
+    ls_model_linear_shape(&m->cfg, lin, &rows, &cols);
+    return (ls_linear){P(m, LI(l, k)), NULL, P(m, LI(l, k + 1)), rows, cols};
+}
+
 int ls_model_kv_reset(ls_model *m) {
     const ls_model_config *c = &m->cfg;
     if (!m->kv) {
         size_t C = (size_t)c->d_model, L = (size_t)c->n_layer, T = (size_t)c->n_ctx;
-        size_t need =
-            2 * L * T * C + C + C + 3 * C + C + 2 * (size_t)c->d_ff + (size_t)c->n_head * T + (size_t)c->vocab + 2;
+        size_t need = 2 * L * T * C + (size_t)c->vocab;
         m->kv = ls_aligned_alloc(64, need * sizeof(float));
-        if (!m->kv) return ls_err(LS_ENOMEM, "model: cannot allocate the KV cache");
+        m->kv_blocks = calloc(L, sizeof *m->kv_blocks);
+        if (!m->kv || !m->kv_blocks) {
+            ls_aligned_free(m->kv), free(m->kv_blocks);
+            m->kv = NULL, m->kv_blocks = NULL;
+            return ls_err(LS_ENOMEM, "model: cannot allocate the KV cache");
+        }
         float *p = m->kv;
         m->kv_k = p, p += L * T * C;
         m->kv_v = p, p += L * T * C;
-        m->dec_x = p, p += C;
-        m->dec_ln = p, p += C;
-        m->dec_qkv = p, p += 3 * C;
-        m->dec_atty = p, p += C;
-        m->dec_fch = p, p += 2 * (size_t)c->d_ff; /* pre- and post-GELU */
-        m->dec_att = p, p += (size_t)c->n_head * T;
-        m->dec_logits = p, p += (size_t)c->vocab;
-        m->dec_mean = p, p += 2;
+        m->dec_logits = p;
+        for (int l = 0; l < c->n_layer; l++) {
+            ls_gpt_block *b = &m->kv_blocks[l];
+            b->ln1w = P(m, LI(l, LT_LN1W)), b->ln1b = P(m, LI(l, LT_LN1B));
+            b->ln2w = P(m, LI(l, LT_LN2W)), b->ln2b = P(m, LI(l, LT_LN2B));
+            for (int j = 0; j < LS_LIN_COUNT; j++) b->lin[j] = fp32_linear(m, l, j);
+            b->kcache = m->kv_k + (size_t)l * T * C;
+            b->vcache = m->kv_v + (size_t)l * T * C;
+        }
+        int tl = 2 + c->n_layer * LT_COUNT;
+        m->kv_w = (ls_gpt_weights){*c, 0, c->n_layer, m->kv_blocks, P(m, 0), P(m, 1), P(m, tl), P(m, tl + 1),
+                                   {P(m, 0), NULL, NULL, c->vocab, c->d_model}, 1, 1};
     }
     m->kv_pos = 0;
     return LS_OK;
@@ -457,10 +456,9 @@ int ls_model_kv_pos(const ls_model *m) { return m->kv ? m->kv_pos : 0; }
 
 const float *ls_model_kv_step(ls_model *m, int token) {
     const ls_model_config *c = &m->cfg;
-    int V = c->vocab, C = c->d_model, F = c->d_ff, NH = c->n_head, L = c->n_layer, hs = C / NH;
     if (!m->kv && ls_model_kv_reset(m) != LS_OK) return NULL;
-    if (token < 0 || token >= V) {
-        ls_err(LS_ERANGE, "model decode: token %d outside [0, %d)", token, V);
+    if (token < 0 || token >= c->vocab) {
+        ls_err(LS_ERANGE, "model decode: token %d outside [0, %d)", token, c->vocab);
         return NULL;
     }
     int t = m->kv_pos;
@@ -468,45 +466,11 @@ const float *ls_model_kv_step(ls_model *m, int token) {
         ls_err(LS_ERANGE, "model decode: context full (n_ctx=%d)", c->n_ctx);
         return NULL;
     }
-    float *x = m->dec_x, *mean = m->dec_mean, *rstd = m->dec_mean + 1;
+    ls_gpt_seq s = {0, t, 1};
     int saved = ls_blas_threads_push_single(); /* one row: threads would only add overhead */
-    ls_encoder_forward(x, &token, P(m, 0), P(m, 1) + (size_t)t * C, 1, 1, C);
-    float scale = 1.0f / sqrtf((float)hs);
-    for (int l = 0; l < L; l++) {
-        ls_layernorm_forward(m->dec_ln, mean, rstd, x, P(m, LI(l, LT_LN1W)), P(m, LI(l, LT_LN1B)), 1, C);
-        ls_matmul_forward(m->dec_qkv, m->dec_ln, P(m, LI(l, LT_QKVW)), P(m, LI(l, LT_QKVB)), NULL, 1, C, 3 * C);
-        float *kc = m->kv_k + (size_t)l * c->n_ctx * C, *vc = m->kv_v + (size_t)l * c->n_ctx * C;
-        memcpy(kc + (size_t)t * C, m->dec_qkv + C, C * sizeof(float));
-        memcpy(vc + (size_t)t * C, m->dec_qkv + 2 * C, C * sizeof(float));
-        /* one query row against the t+1 cached keys, per head: s = q·Kᵀ/√hs and y = p·V,
-         * both cblas_sgemm with M = 1 straight from the strided cache */
-        for (int h = 0; h < NH; h++) {
-            const float *q = m->dec_qkv + h * hs;
-            float *s = m->dec_att + (size_t)h * c->n_ctx;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, 1, t + 1, hs, scale, q, hs, kc + h * hs, C, 0.0f, s,
-                        t + 1);
-            float mx = s[0];
-            for (int j = 1; j <= t; j++) mx = s[j] > mx ? s[j] : mx;
-            float sum = 0.0f;
-            for (int j = 0; j <= t; j++) {
-                s[j] = expf(s[j] - mx);
-                sum += s[j];
-            }
-            float inv = 1.0f / sum;
-            for (int j = 0; j <= t; j++) s[j] *= inv;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 1, hs, t + 1, 1.0f, s, t + 1, vc + h * hs, C, 0.0f,
-                        m->dec_atty + h * hs, hs);
-        }
-        ls_matmul_forward(x, m->dec_atty, P(m, LI(l, LT_PROJW)), P(m, LI(l, LT_PROJB)), x, 1, C, C);
-        ls_layernorm_forward(m->dec_ln, mean, rstd, x, P(m, LI(l, LT_LN2W)), P(m, LI(l, LT_LN2B)), 1, C);
-        ls_matmul_forward(m->dec_fch, m->dec_ln, P(m, LI(l, LT_FCW)), P(m, LI(l, LT_FCB)), NULL, 1, C, F);
-        ls_gelu_forward(m->dec_fch + F, m->dec_fch, F);
-        ls_matmul_forward(x, m->dec_fch + F, P(m, LI(l, LT_FCPW)), P(m, LI(l, LT_FCPB)), x, 1, F, C);
-    }
-    int tl = 2 + L * LT_COUNT;
-    ls_layernorm_forward(m->dec_ln, mean, rstd, x, P(m, tl), P(m, tl + 1), 1, C);
-    ls_matmul_forward(m->dec_logits, m->dec_ln, P(m, 0), NULL, NULL, 1, C, V);
+    int rc = ls_gpt_forward(&m->kv_w, &m->kv_scratch, &s, 1, &token, NULL, m->dec_logits, 0);
     ls_blas_threads_pop(saved);
+    if (rc != LS_OK) return NULL;
     m->kv_pos = t + 1;
     return m->dec_logits;
 }

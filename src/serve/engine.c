@@ -1,6 +1,6 @@
-/* engine.c - the inference engine: a contiguous range of GPT layers over (quantized)
- * weights loaded by name from a checkpoint, a slot-based KV cache, and micro-batch
- * forward passes for prefill (GEMM) and decode (batched mat-vec). */
+/* engine.c - the inference engine: a contiguous range of GPT layers with (quantized)
+ * weights loaded by name from a checkpoint and a slot-based KV cache, run by the model's
+ * inference forward pass (ls_gpt_forward); whole-model scoring, generation and eval. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -10,24 +10,23 @@
 #include "llmsys/safetensors.h"
 #include "llmsys/serve.h"
 
-static const char *const LIN_NAMES[4] = {"attn.qkv.w", "attn.proj.w", "mlp.fc.w", "mlp.proj.w"};
-
+/* Owned storage of one layer; the forward pass reads it through the ls_gpt_block view. */
 typedef struct {
     float *ln1w, *ln1b, *ln2w, *ln2b;
-    float *qkvb, *projb, *fcb, *mprojb;
-    ls_qmat lin[4]; /* qkv (3C,C), proj (C,C), fc (F,C), mproj (C,F) */
-    float *kcache, *vcache; /* (max_seqs, n_ctx, C) */
+    float *bias[LS_LIN_COUNT];
+    ls_qmat lin[LS_LIN_COUNT]; /* qkv (3C,C), proj (C,C), fc (F,C), mproj (C,F) */
     int bits;
 } eng_layer;
 
 struct ls_engine {
     ls_model_config cfg;
     int lb, le, max_seqs, nthreads;
-    eng_layer *layers; /* le - lb */
+    eng_layer *layers;              /* le - lb */
+    ls_gpt_block *blocks;           /* views of layers plus the KV cache (max_seqs, n_ctx, C) */
     float *wte, *wpe, *lnfw, *lnfb; /* first/last stage only (wte: both) */
     ls_qmat head;                   /* wte as an F32 qmat for batch-invariant logits */
-    size_t scratch_tokens;          /* capacity of the scratch buffers in tokens */
-    float *x, *h, *qkv, *att, *fc;  /* scratch */
+    ls_gpt_weights w;               /* what ls_gpt_forward runs */
+    ls_gpt_scratch scratch;
 };
 
 ls_engine_opts ls_engine_defaults(void) {
@@ -37,57 +36,15 @@ ls_engine_opts ls_engine_defaults(void) {
 
 /* ---------------------------------------------------------------- checkpoint helpers */
 
-static int read_config(ls_st_file *f, ls_model_config *cfg) {
-    const char *cj = ls_st_meta(f, "llmsys.config");
-    if (!cj) return ls_err(LS_EFORMAT, "%s: no \"llmsys.config\" metadata (not an llmsys checkpoint)", ls_st_path(f));
-    if (ls_model_config_from_json(cj, cfg) != LS_OK) return ls_err_wrap(LS_EFORMAT, "%s", ls_st_path(f));
-    if (ls_model_config_validate(cfg) != LS_OK) return ls_err_wrap(LS_EFORMAT, "%s", ls_st_path(f));
-    return LS_OK;
-}
-
-/* Reads the "llmsys.quant" metadata: group and per-layer bits (NULL meta: all 32). */
-static int read_quant_meta(ls_st_file *f, int n_layer, int *group, int *bits) {
-    const char *qj = ls_st_meta(f, "llmsys.quant");
-    for (int l = 0; l < n_layer; l++) bits[l] = 32;
-    *group = 64;
-    if (!qj) return LS_OK;
-    cJSON *j = cJSON_Parse(qj);
-    if (!j) return ls_err(LS_EFORMAT, "%s: \"llmsys.quant\" metadata is not JSON", ls_st_path(f));
-    int rc = LS_OK, ver = 0;
-    cJSON *b = cJSON_GetObjectItemCaseSensitive(j, "bits");
-    if (ls_json_get_int(j, "version", 0, &ver) || ver != 1) rc = ls_err(LS_EFORMAT, "%s: llmsys.quant version %d unsupported", ls_st_path(f), ver);
-    else if (ls_json_get_int(j, "group", 64, group) || !ls_quant_group_valid(*group))
-        rc = ls_err(LS_EFORMAT, "%s: llmsys.quant group %d unsupported", ls_st_path(f), *group);
-    else if (!cJSON_IsArray(b) || cJSON_GetArraySize(b) != n_layer)
-        rc = ls_err(LS_EFORMAT, "%s: llmsys.quant bits must list %d layers", ls_st_path(f), n_layer);
-    else
-        for (int l = 0; l < n_layer; l++) {
-            cJSON *e = cJSON_GetArrayItem(b, l);
-            if (!cJSON_IsNumber(e) || !ls_quant_bits_valid(e->valueint)) {
-                rc = ls_err(LS_EFORMAT, "%s: llmsys.quant bits[%d] invalid", ls_st_path(f), l);
-                break;
-            }
-            bits[l] = e->valueint;
-        }
-    cJSON_Delete(j);
-    return rc;
-}
-
-static int expect_f32(ls_st_file *f, const char *name, int ndim, int64_t d0, int64_t d1, const float **out) {
-    int64_t shape[2] = {d0, d1};
-    const ls_st_tensor *t;
-    LS_TRY(ls_st_expect(f, name, LS_DT_F32, ndim, shape, &t));
-    *out = t->data;
-    return LS_OK;
-}
-
-static int copy_f32(ls_st_file *f, const char *name, int ndim, int64_t d0, int64_t d1, float **dst) {
+/* Copies layout tensor i of the checkpoint into a new allocation. */
+static int copy_f32(ls_st_file *f, const ls_model_config *c, int i, float **dst) {
     const float *src;
-    LS_TRY(expect_f32(f, name, ndim, d0, d1, &src));
-    size_t n = (size_t)d0 * (ndim == 2 ? (size_t)d1 : 1);
-    *dst = malloc(n * sizeof(float));
-    if (!*dst) return ls_err(LS_ENOMEM, "engine: out of memory for %s", name);
-    memcpy(*dst, src, n * sizeof(float));
+    ls_tensor_spec sp;
+    LS_TRY(ls_model_layout(c, i, &sp));
+    LS_TRY(ls_ckpt_tensor(f, c, i, &src));
+    *dst = malloc(sp.numel * sizeof(float));
+    if (!*dst) return ls_err(LS_ENOMEM, "engine: out of memory for %s", sp.name);
+    memcpy(*dst, src, sp.numel * sizeof(float));
     return LS_OK;
 }
 
@@ -96,9 +53,10 @@ static int load_linear(ls_st_file *f, const char *name, int rows, int cols, int 
                        ls_qmat *q) {
     char nm[160];
     if (file_bits == 32) {
-        const float *w;
-        LS_TRY(expect_f32(f, name, 2, rows, cols, &w));
-        return ls_qmat_quantize(q, w, rows, cols, bits, group);
+        int64_t shape[2] = {rows, cols};
+        const ls_st_tensor *t;
+        LS_TRY(ls_st_expect(f, name, LS_DT_F32, 2, shape, &t));
+        return ls_qmat_quantize(q, (const float *)t->data, rows, cols, bits, group);
     }
     if (bits != file_bits)
         return ls_err(LS_EINVAL, "%s: %s is stored at %d bits, cannot serve it at %d bits (quantize from the fp32 checkpoint)",
@@ -130,13 +88,6 @@ fail:
     return LS_EFORMAT;
 }
 
-static void lin_shape(const ls_model_config *c, int i, int *rows, int *cols) {
-    int C = c->d_model, F = c->d_ff;
-    const int r[4] = {3 * C, C, F, C}, k[4] = {C, C, C, F};
-    *rows = r[i];
-    *cols = k[i];
-}
-
 /* ---------------------------------------------------------------- open / free */
 
 void ls_engine_free(ls_engine *e) {
@@ -145,16 +96,45 @@ void ls_engine_free(ls_engine *e) {
         for (int i = 0; i < e->le - e->lb; i++) {
             eng_layer *L = &e->layers[i];
             free(L->ln1w), free(L->ln1b), free(L->ln2w), free(L->ln2b);
-            free(L->qkvb), free(L->projb), free(L->fcb), free(L->mprojb);
-            for (int j = 0; j < 4; j++) ls_qmat_free(&L->lin[j]);
-            ls_aligned_free(L->kcache), ls_aligned_free(L->vcache);
+            for (int j = 0; j < LS_LIN_COUNT; j++) free(L->bias[j]), ls_qmat_free(&L->lin[j]);
+            if (e->blocks) ls_aligned_free(e->blocks[i].kcache), ls_aligned_free(e->blocks[i].vcache);
         }
         free(e->layers);
     }
+    free(e->blocks);
     free(e->wte), free(e->wpe), free(e->lnfw), free(e->lnfb);
     ls_qmat_free(&e->head);
-    free(e->x), free(e->h), free(e->qkv), free(e->att), free(e->fc);
+    ls_gpt_scratch_free(&e->scratch);
     free(e);
+}
+
+/* Loads the tensors of layer l in layout order: LayerNorm and bias vectors as fp32, the
+ * Linear weights stored at file_bits and held at bits. */
+static int load_layer(ls_engine *e, ls_st_file *f, int l, int file_bits, int group, int bits) {
+    const ls_model_config *c = &e->cfg;
+    eng_layer *L = &e->layers[l - e->lb];
+    ls_gpt_block *B = &e->blocks[l - e->lb];
+    L->bits = bits;
+    for (int k = 0; k < LS_LT_COUNT; k++) {
+        int i = ls_model_layout_index(c, l, k), lin = ls_model_linear_of(k);
+        ls_tensor_spec sp;
+        LS_TRY(ls_model_layout(c, i, &sp));
+        if (lin >= 0) {
+            LS_TRY(load_linear(f, sp.name, (int)sp.shape[0], (int)sp.shape[1], file_bits, group, bits, &L->lin[lin]));
+            continue;
+        }
+        float **dst = k == LS_LT_LN1W ? &L->ln1w : k == LS_LT_LN1B ? &L->ln1b : k == LS_LT_LN2W ? &L->ln2w
+                    : k == LS_LT_LN2B ? &L->ln2b : &L->bias[ls_model_linear_of(k - 1)];
+        LS_TRY(copy_f32(f, c, i, dst));
+    }
+    *B = (ls_gpt_block){L->ln1w, L->ln1b, L->ln2w, L->ln2b, {{0}}, NULL, NULL};
+    for (int j = 0; j < LS_LIN_COUNT; j++)
+        B->lin[j] = (ls_linear){NULL, &L->lin[j], L->bias[j], L->lin[j].rows, L->lin[j].cols};
+    size_t kv = (size_t)e->max_seqs * c->n_ctx * c->d_model * sizeof(float);
+    B->kcache = ls_aligned_calloc(64, kv);
+    B->vcache = ls_aligned_calloc(64, kv);
+    if (!B->kcache || !B->vcache) return ls_err(LS_ENOMEM, "engine: out of memory for the KV cache");
+    return LS_OK;
 }
 
 int ls_engine_open(ls_engine **out, const char *path, const ls_engine_opts *o) {
@@ -162,19 +142,20 @@ int ls_engine_open(ls_engine **out, const char *path, const ls_engine_opts *o) {
     ls_engine_opts d = ls_engine_defaults();
     if (!o) o = &d;
     ls_st_file *f;
-    LS_TRY(ls_st_open(path, &f));
+    ls_model_config cfg;
+    LS_TRY(ls_ckpt_open(path, &f, &cfg));
     ls_engine *e = calloc(1, sizeof *e);
     int *fbits = NULL, rc = LS_OK, group = 64;
     if (!e) {
         ls_st_close(f);
         return ls_err(LS_ENOMEM, "engine: out of memory");
     }
-    if ((rc = read_config(f, &e->cfg))) goto done;
+    e->cfg = cfg;
     const ls_model_config *c = &e->cfg;
     fbits = malloc(sizeof(int) * c->n_layer);
     if (!fbits) { rc = ls_err(LS_ENOMEM, "engine: out of memory"); goto done; }
-    if ((rc = read_quant_meta(f, c->n_layer, &group, fbits))) goto done;
-    int file_quant = ls_st_meta(f, "llmsys.quant") != NULL;
+    int file_quant = ls_ckpt_quant_meta(f, c->n_layer, &group, fbits);
+    if (file_quant < 0) { rc = file_quant; goto done; }
     if (!file_quant) group = o->group > 0 ? o->group : 64;
     if (!ls_quant_group_valid(group)) { rc = ls_err(LS_EINVAL, "engine: unsupported group size %d", group); goto done; }
     e->lb = o->layer_begin;
@@ -185,39 +166,26 @@ int ls_engine_open(ls_engine **out, const char *path, const ls_engine_opts *o) {
     }
     e->max_seqs = o->max_seqs > 0 ? o->max_seqs : 8;
     e->nthreads = o->nthreads > 0 ? o->nthreads : 1;
-    int C = c->d_model, F = c->d_ff, T = c->n_ctx, V = c->vocab;
+    int C = c->d_model, V = c->vocab;
     e->layers = calloc((size_t)(e->le - e->lb), sizeof(eng_layer));
-    if (!e->layers) { rc = ls_err(LS_ENOMEM, "engine: out of memory"); goto done; }
+    e->blocks = calloc((size_t)(e->le - e->lb), sizeof(ls_gpt_block));
+    if (!e->layers || !e->blocks) { rc = ls_err(LS_ENOMEM, "engine: out of memory"); goto done; }
     for (int l = e->lb; l < e->le; l++) {
-        eng_layer *L = &e->layers[l - e->lb];
         int bits = o->bits ? o->bits[l - e->lb] : fbits[l];
         if (!ls_quant_bits_valid(bits)) { rc = ls_err(LS_EINVAL, "layer %d: unsupported bit width %d (use 3, 4, 8 or 16)", l, bits); goto done; }
-        L->bits = bits;
-        char nm[128];
-#define P(field, suffix, n)                                                  \
-    snprintf(nm, sizeof nm, "h.%d." suffix, l);                              \
-    if ((rc = copy_f32(f, nm, 1, n, 0, &L->field))) goto done;
-        P(ln1w, "ln1.w", C) P(ln1b, "ln1.b", C) P(ln2w, "ln2.w", C) P(ln2b, "ln2.b", C)
-        P(qkvb, "attn.qkv.b", 3 * C) P(projb, "attn.proj.b", C) P(fcb, "mlp.fc.b", F) P(mprojb, "mlp.proj.b", C)
-#undef P
-        for (int j = 0; j < 4; j++) {
-            int rows, cols;
-            lin_shape(c, j, &rows, &cols);
-            snprintf(nm, sizeof nm, "h.%d.%s", l, LIN_NAMES[j]);
-            if ((rc = load_linear(f, nm, rows, cols, fbits[l], group, bits, &L->lin[j]))) goto done;
-        }
-        size_t kv = (size_t)e->max_seqs * T * C * sizeof(float);
-        L->kcache = ls_aligned_calloc(64, kv);
-        L->vcache = ls_aligned_calloc(64, kv);
-        if (!L->kcache || !L->vcache) { rc = ls_err(LS_ENOMEM, "engine: out of memory for the KV cache"); goto done; }
+        if ((rc = load_layer(e, f, l, fbits[l], group, bits))) goto done;
     }
-    if (e->lb == 0 && (rc = copy_f32(f, "wpe", 2, T, C, &e->wpe))) goto done;
+    if (e->lb == 0 && (rc = copy_f32(f, c, ls_model_layout_index(c, -1, LS_GT_WPE), &e->wpe))) goto done;
     if (e->lb == 0 || e->le == c->n_layer)
-        if ((rc = copy_f32(f, "wte", 2, V, C, &e->wte))) goto done;
+        if ((rc = copy_f32(f, c, ls_model_layout_index(c, -1, LS_GT_WTE), &e->wte))) goto done;
     if (e->le == c->n_layer) {
-        if ((rc = copy_f32(f, "lnf.w", 1, C, 0, &e->lnfw)) || (rc = copy_f32(f, "lnf.b", 1, C, 0, &e->lnfb))) goto done;
+        if ((rc = copy_f32(f, c, ls_model_layout_index(c, -1, LS_GT_LNFW), &e->lnfw)) ||
+            (rc = copy_f32(f, c, ls_model_layout_index(c, -1, LS_GT_LNFB), &e->lnfb)))
+            goto done;
         if ((rc = ls_qmat_quantize(&e->head, e->wte, V, C, 32, 32))) goto done;
     }
+    e->w = (ls_gpt_weights){*c, e->lb, e->le, e->blocks, e->wte, e->wpe, e->lnfw, e->lnfb,
+                            {NULL, &e->head, NULL, V, C}, e->max_seqs, e->nthreads};
 done:
     free(fbits);
     ls_st_close(f);
@@ -243,180 +211,13 @@ size_t ls_engine_weight_bytes(const ls_engine *e) {
 
 /* ---------------------------------------------------------------- forward */
 
-static int reserve(ls_engine *e, size_t ntok) {
-    if (ntok <= e->scratch_tokens) return LS_OK;
-    size_t C = (size_t)e->cfg.d_model, F = (size_t)e->cfg.d_ff;
-    free(e->x), free(e->h), free(e->qkv), free(e->att), free(e->fc);
-    e->x = malloc(ntok * C * 4), e->h = malloc(ntok * C * 4), e->qkv = malloc(ntok * 3 * C * 4);
-    e->att = malloc(ntok * C * 4), e->fc = malloc(ntok * F * 4);
-    if (!e->x || !e->h || !e->qkv || !e->att || !e->fc) {
-        e->scratch_tokens = 0;
-        return ls_err(LS_ENOMEM, "engine: out of memory for %zu tokens of activations", ntok);
-    }
-    e->scratch_tokens = ntok;
-    return LS_OK;
-}
-
-static void layernorm(float *out, const float *x, const float *w, const float *b, int N, int C) {
-    for (int n = 0; n < N; n++) {
-        const float *xi = x + (size_t)n * C;
-        float m = 0.0f, v = 0.0f;
-        for (int c = 0; c < C; c++) m += xi[c];
-        m /= (float)C;
-        for (int c = 0; c < C; c++) v += (xi[c] - m) * (xi[c] - m);
-        v /= (float)C;
-        float s = 1.0f / sqrtf(v + 1e-5f);
-        float *o = out + (size_t)n * C;
-        for (int c = 0; c < C; c++) o[c] = (xi[c] - m) * s * w[c] + b[c];
-    }
-}
-
-/* Y (rows of seqs) = X · Wᵀ + b: n == 1 runs of sequences through the batch-invariant
- * row kernel, longer sequences through the GEMM path. */
-static void linear(const ls_engine *e, const ls_qmat *W, const float *bias, const float *X, float *Y,
-                   const ls_engine_seq *seqs, int nseq) {
-    int K = W->cols, N = W->rows;
-    size_t off = 0;
-    for (int i = 0; i < nseq;) {
-        if (seqs[i].n == 1) {
-            int j = i;
-            while (j < nseq && seqs[j].n == 1) j++;
-            ls_qmat_matmul_rows(W, X + off * K, j - i, Y + off * N, e->nthreads, LS_QIMPL_AUTO);
-            off += (size_t)(j - i);
-            i = j;
-        } else {
-            ls_qmat_matmul(W, X + off * K, seqs[i].n, Y + off * N, LS_QIMPL_AUTO);
-            off += (size_t)seqs[i].n;
-            i++;
-        }
-    }
-    if (bias)
-        for (size_t t = 0; t < off; t++)
-            for (int c = 0; c < N; c++) Y[t * N + c] += bias[c];
-}
-
-static void attention(ls_engine *e, eng_layer *L, const ls_engine_seq *seqs, int nseq) {
-    const ls_model_config *c = &e->cfg;
-    int C = c->d_model, NH = c->n_head, hs = C / NH, T = c->n_ctx;
-    float scale = 1.0f / sqrtf((float)hs);
-    float *sc = malloc(sizeof(float) * T);
-    LS_ASSERT(sc);
-    size_t off = 0;
-    for (int i = 0; i < nseq; i++) {
-        const ls_engine_seq *s = &seqs[i];
-        float *K = L->kcache + (size_t)s->slot * T * C, *Vc = L->vcache + (size_t)s->slot * T * C;
-        for (int t = 0; t < s->n; t++) {
-            const float *qkv = e->qkv + (off + t) * 3 * C;
-            memcpy(K + (size_t)(s->pos + t) * C, qkv + C, sizeof(float) * C);
-            memcpy(Vc + (size_t)(s->pos + t) * C, qkv + 2 * C, sizeof(float) * C);
-        }
-        for (int t = 0; t < s->n; t++) {
-            int p = s->pos + t;
-            const float *q = e->qkv + (off + t) * 3 * C;
-            float *o = e->att + (off + t) * C;
-            for (int h = 0; h < NH; h++) {
-                const float *qh = q + h * hs;
-                float mx = -INFINITY;
-                for (int j = 0; j <= p; j++) {
-                    const float *k = K + (size_t)j * C + h * hs;
-                    float d = 0.0f;
-                    for (int k2 = 0; k2 < hs; k2++) d += qh[k2] * k[k2];
-                    sc[j] = d * scale;
-                    mx = sc[j] > mx ? sc[j] : mx;
-                }
-                float sum = 0.0f;
-                for (int j = 0; j <= p; j++) {
-                    sc[j] = expf(sc[j] - mx);
-                    sum += sc[j];
-                }
-                float inv = 1.0f / sum, *oh = o + h * hs;
-                for (int k2 = 0; k2 < hs; k2++) oh[k2] = 0.0f;
-                for (int j = 0; j <= p; j++) {
-                    const float *v = Vc + (size_t)j * C + h * hs;
-                    float pj = sc[j] * inv;
-                    for (int k2 = 0; k2 < hs; k2++) oh[k2] += pj * v[k2];
-                }
-            }
-        }
-        off += (size_t)s->n;
-    }
-    free(sc);
-}
-
-static void gelu(float *x, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        float v = x[i];
-        x[i] = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
-    }
-}
-
 size_t ls_engine_out_floats(const ls_engine *e, const ls_engine_seq *seqs, int nseq, int all_logits) {
-    size_t ntok = 0;
-    for (int i = 0; i < nseq; i++) ntok += (size_t)seqs[i].n;
-    if (e->le != e->cfg.n_layer) return ntok * e->cfg.d_model;
-    return (all_logits ? ntok : (size_t)nseq) * e->cfg.vocab;
+    return ls_gpt_out_floats(&e->w, seqs, nseq, all_logits);
 }
 
 int ls_engine_forward(ls_engine *e, const ls_engine_seq *seqs, int nseq, const int *tokens, const float *act_in,
                       float *out, int all_logits) {
-    const ls_model_config *c = &e->cfg;
-    int C = c->d_model, F = c->d_ff, V = c->vocab;
-    if (nseq <= 0) return ls_err(LS_EINVAL, "engine: empty micro-batch");
-    size_t ntok = 0;
-    for (int i = 0; i < nseq; i++) {
-        const ls_engine_seq *s = &seqs[i];
-        if (s->slot < 0 || s->slot >= e->max_seqs) return ls_err(LS_EINVAL, "engine: KV slot %d out of range [0, %d)", s->slot, e->max_seqs);
-        if (s->n < 1 || s->pos < 0 || s->pos + s->n > c->n_ctx)
-            return ls_err(LS_EINVAL, "engine: sequence of %d tokens at position %d exceeds the context (%d)", s->n, s->pos, c->n_ctx);
-        ntok += (size_t)s->n;
-    }
-    LS_TRY(reserve(e, ntok));
-    float *x = e->x;
-    if (e->lb == 0) {
-        if (!tokens) return ls_err(LS_EINVAL, "engine: the first stage needs tokens");
-        size_t t = 0;
-        for (int i = 0; i < nseq; i++)
-            for (int j = 0; j < seqs[i].n; j++, t++) {
-                int tok = tokens[t];
-                if (tok < 0 || tok >= V) return ls_err(LS_EINVAL, "engine: token %d out of range [0, %d)", tok, V);
-                const float *te = e->wte + (size_t)tok * C, *pe = e->wpe + (size_t)(seqs[i].pos + j) * C;
-                for (int k = 0; k < C; k++) x[t * C + k] = te[k] + pe[k];
-            }
-    } else {
-        if (!act_in) return ls_err(LS_EINVAL, "engine: a later stage needs activations");
-        memcpy(x, act_in, ntok * C * sizeof(float));
-    }
-    for (int l = 0; l < e->le - e->lb; l++) {
-        eng_layer *L = &e->layers[l];
-        layernorm(e->h, x, L->ln1w, L->ln1b, (int)ntok, C);
-        linear(e, &L->lin[0], L->qkvb, e->h, e->qkv, seqs, nseq);
-        attention(e, L, seqs, nseq);
-        linear(e, &L->lin[1], L->projb, e->att, e->h, seqs, nseq);
-        for (size_t i = 0; i < ntok * C; i++) x[i] += e->h[i];
-        layernorm(e->h, x, L->ln2w, L->ln2b, (int)ntok, C);
-        linear(e, &L->lin[2], L->fcb, e->h, e->fc, seqs, nseq);
-        gelu(e->fc, ntok * F);
-        linear(e, &L->lin[3], L->mprojb, e->fc, e->h, seqs, nseq);
-        for (size_t i = 0; i < ntok * C; i++) x[i] += e->h[i];
-    }
-    if (e->le != c->n_layer) {
-        memcpy(out, x, ntok * C * sizeof(float));
-        return LS_OK;
-    }
-    if (all_logits) {
-        layernorm(e->h, x, e->lnfw, e->lnfb, (int)ntok, C);
-        ls_qmat_matmul(&e->head, e->h, (int)ntok, out, LS_QIMPL_AUTO);
-        return LS_OK;
-    }
-    /* last token of each sequence, through the batch-invariant row kernel */
-    size_t t = 0;
-    for (int i = 0; i < nseq; i++) {
-        t += (size_t)seqs[i].n;
-        memcpy(e->att + (size_t)i * C, x + (t - 1) * C, sizeof(float) * C);
-    }
-    layernorm(e->h, e->att, e->lnfw, e->lnfb, nseq, C);
-    ls_qmat_matmul_rows(&e->head, e->h, nseq, out, e->nthreads, LS_QIMPL_AUTO);
-    return LS_OK;
+    return ls_gpt_forward(&e->w, &e->scratch, seqs, nseq, tokens, act_in, out, all_logits);
 }
 
 /* ---------------------------------------------------------------- whole-model helpers */
@@ -509,7 +310,8 @@ int ls_engine_eval_tokens(ls_engine *e, const uint16_t *tokens, size_t n, int T,
 
 int ls_ckpt_is_quantized(const char *path) {
     ls_st_file *f;
-    LS_TRY(ls_st_open(path, &f));
+    ls_model_config cfg;
+    LS_TRY(ls_ckpt_open(path, &f, &cfg));
     int q = ls_st_meta(f, "llmsys.quant") != NULL;
     ls_st_close(f);
     return q;
@@ -518,20 +320,18 @@ int ls_ckpt_is_quantized(const char *path) {
 int ls_ckpt_info(const char *path, ls_model_config *cfg, int **bits, int *group) {
     ls_st_file *f;
     *bits = NULL;
-    LS_TRY(ls_st_open(path, &f));
-    int g = 64, rc = read_config(f, cfg);
-    if (rc == LS_OK) {
-        *bits = malloc(sizeof(int) * cfg->n_layer);
-        rc = *bits ? read_quant_meta(f, cfg->n_layer, &g, *bits) : ls_err(LS_ENOMEM, "out of memory");
-    }
+    LS_TRY(ls_ckpt_open(path, &f, cfg));
+    int g = 64, rc = LS_OK;
+    *bits = malloc(sizeof(int) * cfg->n_layer);
+    rc = *bits ? ls_ckpt_quant_meta(f, cfg->n_layer, &g, *bits) : ls_err(LS_ENOMEM, "out of memory");
     ls_st_close(f);
-    if (rc) {
+    if (rc < 0) {
         free(*bits);
         *bits = NULL;
-    } else if (group) {
-        *group = g;
+        return rc;
     }
-    return rc;
+    if (group) *group = g;
+    return LS_OK;
 }
 
 /* ---------------------------------------------------------------- in-memory weights */

@@ -1,12 +1,11 @@
-/* ckpt.c - model checkpoints as safetensors: weights, optional AdamW moments, config and step. */
+/* ckpt.c - training checkpoints as safetensors: weights, optional AdamW moments, config and
+ * step, written in the model's layout and read through the model's checkpoint opener. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "llmsys/train.h"
-
-#define CKPT_VERSION "1"
 
 int ls_ckpt_save(const char *path, ls_model *m, int64_t step, const char *train_json, int flags) {
     ls_st_writer *w = NULL;
@@ -24,7 +23,7 @@ int ls_ckpt_save(const char *path, ls_model *m, int64_t step, const char *train_
     snprintf(stepbuf, sizeof stepbuf, "%" PRId64, step);
     if ((rc = ls_st_writer_meta(w, "llmsys.config", cfg_json)) < 0) goto done;
     if ((rc = ls_st_writer_meta(w, "llmsys.step", stepbuf)) < 0) goto done;
-    if ((rc = ls_st_writer_meta(w, "llmsys.ckpt", CKPT_VERSION)) < 0) goto done;
+    if ((rc = ls_st_writer_meta(w, "llmsys.ckpt", LS_CKPT_VERSION)) < 0) goto done;
     if (train_json && (rc = ls_st_writer_meta(w, "llmsys.train", train_json)) < 0) goto done;
     for (int i = 0; i < n; i++) {
         ls_param p = ls_model_tensor(m, i);
@@ -51,31 +50,6 @@ done:
     free(names);
     free(cfg_json);
     ls_st_writer_free(w);
-    return rc;
-}
-
-int ls_ckpt_open(const char *path, ls_st_file **out, ls_model_config *cfg) {
-    ls_st_file *f;
-    LS_TRY(ls_st_open(path, &f));
-    const char *cj = ls_st_meta(f, "llmsys.config");
-    int rc = LS_OK;
-    if (!cj) {
-        rc = ls_err(LS_EFORMAT, "%s: not an llmsys checkpoint (no llmsys.config in the metadata)", path);
-        goto fail;
-    }
-    const char *ver = ls_st_meta(f, "llmsys.ckpt");
-    if (ver && strcmp(ver, CKPT_VERSION) != 0) {
-        rc = ls_err(LS_EUNSUPPORTED, "%s: checkpoint format version %s, this build reads %s", path, ver, CKPT_VERSION);
-        goto fail;
-    }
-    if ((rc = ls_model_config_from_json(cj, cfg)) < 0 || (rc = ls_model_config_validate(cfg)) < 0) {
-        rc = ls_err_wrap(LS_EFORMAT, "%s: bad llmsys.config", path);
-        goto fail;
-    }
-    *out = f;
-    return LS_OK;
-fail:
-    ls_st_close(f);
     return rc;
 }
 
