@@ -296,10 +296,12 @@ typedef struct {
     int rows, cols;
 } ls_linear;
 
-/* Y (M, rows) = X (M, cols)·Wᵀ + b. rowwise selects the batch-invariant row kernel
- * (decode: every row computed alone, whatever M is) over the GEMM path (prefill). fp32
- * weights always run through sgemm. nthreads splits W's rows for the row kernel. */
-void ls_linear_forward(const ls_linear *l, const float *X, int M, float *Y, int rowwise, int nthreads);
+/* Y (M, rows) = [residual] + X (M, cols)·Wᵀ + b. Quantized weights: rowwise selects the
+ * batch-invariant row kernel (decode: every row computed alone, whatever M is) over the
+ * GEMM path (prefill), nthreads splits W's rows for the row kernel, and residual must be
+ * NULL. fp32 weights run through sgemm with the residual fused (it may be Y itself). */
+void ls_linear_forward(const ls_linear *l, const float *X, int M, float *Y, const float *residual, int rowwise,
+                       int nthreads);
 
 /* The weights of one block and its KV cache (slots, n_ctx, C) for keys and values. */
 typedef struct {
@@ -319,12 +321,16 @@ typedef struct {
     ls_linear head;
     int slots;    /* KV slots in each block's cache */
     int nthreads; /* threads of the row kernel */
+    /* LayerNorm, GELU and attention kernels: 0 = scalar loops, each row reduced in a fixed
+     * order (the engine: batch-invariant serving); 1 = the training layers' kernels and
+     * sgemm attention per head (the model's own decoding, fast for one sequence) */
+    int blas;
 } ls_gpt_weights;
 
 /* Activation buffers of ls_gpt_forward, grown on demand; zero-initialise, then free. */
 typedef struct {
     size_t cap_tokens;
-    float *x, *h, *qkv, *att, *fc;
+    float *x, *h, *qkv, *att, *fc, *stats;
 } ls_gpt_scratch;
 void ls_gpt_scratch_free(ls_gpt_scratch *s);
 

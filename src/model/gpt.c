@@ -446,7 +446,7 @@ int ls_model_kv_reset(ls_model *m) {
         }
         int tl = 2 + c->n_layer * LT_COUNT;
         m->kv_w = (ls_gpt_weights){*c, 0, c->n_layer, m->kv_blocks, P(m, 0), P(m, 1), P(m, tl), P(m, tl + 1),
-                                   {P(m, 0), NULL, NULL, c->vocab, c->d_model}, 1, 1};
+                                   {P(m, 0), NULL, NULL, c->vocab, c->d_model}, 1, 1, 1};
     }
     m->kv_pos = 0;
     return LS_OK;

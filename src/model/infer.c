@@ -2,6 +2,7 @@
  * Linear layer) with a slot-based KV cache and micro-batches of sequences: prefill rows
  * through GEMM, decode rows through the batch-invariant row kernels. Used by the model's
  * own incremental decoding and by the serving engine. */
+#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,11 +10,13 @@
 #include "llmsys/model.h"
 #include "model/layers.h"
 
-void ls_linear_forward(const ls_linear *l, const float *X, int M, float *Y, int rowwise, int nthreads) {
+void ls_linear_forward(const ls_linear *l, const float *X, int M, float *Y, const float *residual, int rowwise,
+                       int nthreads) {
     if (!l->q) {
-        ls_matmul_forward(Y, X, l->w, l->b, NULL, M, l->cols, l->rows);
+        ls_matmul_forward(Y, X, l->w, l->b, residual, M, l->cols, l->rows);
         return;
     }
+    LS_ASSERT(!residual);
     if (rowwise)
         ls_qmat_matmul_rows(l->q, X, M, Y, nthreads, LS_QIMPL_AUTO);
     else
@@ -24,7 +27,7 @@ void ls_linear_forward(const ls_linear *l, const float *X, int M, float *Y, int 
 }
 
 void ls_gpt_scratch_free(ls_gpt_scratch *s) {
-    free(s->x), free(s->h), free(s->qkv), free(s->att), free(s->fc);
+    free(s->x), free(s->h), free(s->qkv), free(s->att), free(s->fc), free(s->stats);
     memset(s, 0, sizeof *s);
 }
 
@@ -33,8 +36,8 @@ static int reserve(ls_gpt_scratch *s, const ls_model_config *c, size_t ntok) {
     size_t C = (size_t)c->d_model, F = (size_t)c->d_ff;
     ls_gpt_scratch_free(s);
     s->x = malloc(ntok * C * 4), s->h = malloc(ntok * C * 4), s->qkv = malloc(ntok * 3 * C * 4);
-    s->att = malloc(ntok * C * 4), s->fc = malloc(ntok * F * 4);
-    if (!s->x || !s->h || !s->qkv || !s->att || !s->fc) {
+    s->att = malloc(ntok * C * 4), s->fc = malloc(ntok * 2 * F * 4), s->stats = malloc(ntok * 2 * 4);
+    if (!s->x || !s->h || !s->qkv || !s->att || !s->fc || !s->stats) {
         ls_gpt_scratch_free(s);
         return ls_err(LS_ENOMEM, "engine: out of memory for %zu tokens of activations", ntok);
     }
@@ -57,30 +60,76 @@ static void layernorm(float *out, const float *x, const float *w, const float *b
 }
 
 /* Y = X·Wᵀ + b over the micro-batch: runs of single-token sequences through the
- * batch-invariant row kernel, longer sequences through the GEMM path. */
-static void seq_linear(const ls_gpt_weights *w, const ls_linear *l, const float *X, float *Y, const ls_gpt_seq *seqs,
-                       int nseq) {
+ * batch-invariant row kernel, longer sequences through the GEMM path. With resid, the
+ * result is added into resid instead: fused into sgemm for fp32 weights, else computed
+ * into Y and added after. */
+static void seq_linear(const ls_gpt_weights *w, const ls_linear *l, const float *X, float *Y, float *resid,
+                       const ls_gpt_seq *seqs, int nseq) {
     int K = l->cols, N = l->rows;
     size_t off = 0;
+    float *out = resid && !l->q ? resid : Y;
+    const float *res = out == resid ? resid : NULL;
     for (int i = 0; i < nseq;) {
-        if (seqs[i].n == 1) {
-            int j = i;
+        int j = i + 1, m = seqs[i].n;
+        if (m == 1) {
             while (j < nseq && seqs[j].n == 1) j++;
-            ls_linear_forward(l, X + off * K, j - i, Y + off * N, 1, w->nthreads);
-            off += (size_t)(j - i);
-            i = j;
-        } else {
-            ls_linear_forward(l, X + off * K, seqs[i].n, Y + off * N, 0, w->nthreads);
-            off += (size_t)seqs[i].n;
-            i++;
+            m = j - i;
         }
+        ls_linear_forward(l, X + off * K, m, out + off * N, res ? res + off * N : NULL, seqs[i].n == 1, w->nthreads);
+        off += (size_t)m;
+        i = j;
+    }
+    if (resid && out != resid)
+        for (size_t i = 0; i < off * N; i++) resid[i] += Y[i];
+}
+
+/* One head of one query at position p over the cached keys K and values V (row stride
+ * C): o = softmax(q·Kᵀ/√hs)·V. Scalar loops in a fixed order. */
+static void head_scalar(const float *q, const float *K, const float *V, int p, int C, int hs, float scale, float *prob,
+                        float *o) {
+    float mx = -INFINITY;
+    for (int j = 0; j <= p; j++) {
+        const float *k = K + (size_t)j * C;
+        float d = 0.0f;
+        for (int k2 = 0; k2 < hs; k2++) d += q[k2] * k[k2];
+        prob[j] = d * scale;
+        mx = prob[j] > mx ? prob[j] : mx;
+    }
+    float sum = 0.0f;
+    for (int j = 0; j <= p; j++) {
+        prob[j] = expf(prob[j] - mx);
+        sum += prob[j];
+    }
+    float inv = 1.0f / sum;
+    for (int k2 = 0; k2 < hs; k2++) o[k2] = 0.0f;
+    for (int j = 0; j <= p; j++) {
+        const float *v = V + (size_t)j * C;
+        float pj = prob[j] * inv;
+        for (int k2 = 0; k2 < hs; k2++) o[k2] += pj * v[k2];
     }
 }
 
+/* The same with two cblas_sgemm (M = 1) straight from the strided cache. */
+static void head_blas(const float *q, const float *K, const float *V, int p, int C, int hs, float scale, float *prob,
+                      float *o) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, 1, p + 1, hs, scale, q, hs, K, C, 0.0f, prob, p + 1);
+    float mx = prob[0];
+    for (int j = 1; j <= p; j++) mx = prob[j] > mx ? prob[j] : mx;
+    float sum = 0.0f;
+    for (int j = 0; j <= p; j++) {
+        prob[j] = expf(prob[j] - mx);
+        sum += prob[j];
+    }
+    float inv = 1.0f / sum;
+    for (int j = 0; j <= p; j++) prob[j] *= inv;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 1, hs, p + 1, 1.0f, prob, p + 1, V, C, 0.0f, o, hs);
+}
+
 /* Appends each sequence's keys and values to its slot, then causal attention of its new
- * queries over the slot's cache: s->att (Σn, C) from s->qkv (Σn, 3C). */
-static void attention(const ls_model_config *c, const ls_gpt_block *b, ls_gpt_scratch *sc, const ls_gpt_seq *seqs,
+ * queries over the slot's cache: s->att (Σn, C) from s->qkv (Σn, 3C), head by head. */
+static void attention(const ls_gpt_weights *w, const ls_gpt_block *b, ls_gpt_scratch *sc, const ls_gpt_seq *seqs,
                       int nseq, float *prob) {
+    const ls_model_config *c = &w->cfg;
     int C = c->d_model, NH = c->n_head, hs = C / NH, T = c->n_ctx;
     float scale = 1.0f / sqrtf((float)hs);
     size_t off = 0;
@@ -93,32 +142,11 @@ static void attention(const ls_model_config *c, const ls_gpt_block *b, ls_gpt_sc
             memcpy(Vc + (size_t)(s->pos + t) * C, qkv + 2 * C, sizeof(float) * C);
         }
         for (int t = 0; t < s->n; t++) {
-            int p = s->pos + t;
             const float *q = sc->qkv + (off + t) * 3 * C;
             float *o = sc->att + (off + t) * C;
-            for (int h = 0; h < NH; h++) {
-                const float *qh = q + h * hs;
-                float mx = -INFINITY;
-                for (int j = 0; j <= p; j++) {
-                    const float *k = K + (size_t)j * C + h * hs;
-                    float d = 0.0f;
-                    for (int k2 = 0; k2 < hs; k2++) d += qh[k2] * k[k2];
-                    prob[j] = d * scale;
-                    mx = prob[j] > mx ? prob[j] : mx;
-                }
-                float sum = 0.0f;
-                for (int j = 0; j <= p; j++) {
-                    prob[j] = expf(prob[j] - mx);
-                    sum += prob[j];
-                }
-                float inv = 1.0f / sum, *oh = o + h * hs;
-                for (int k2 = 0; k2 < hs; k2++) oh[k2] = 0.0f;
-                for (int j = 0; j <= p; j++) {
-                    const float *v = Vc + (size_t)j * C + h * hs;
-                    float pj = prob[j] * inv;
-                    for (int k2 = 0; k2 < hs; k2++) oh[k2] += pj * v[k2];
-                }
-            }
+            for (int h = 0; h < NH; h++)
+                (w->blas ? head_blas : head_scalar)(q + h * hs, K + h * hs, Vc + h * hs, s->pos + t, C, hs, scale, prob,
+                                                    o + h * hs);
         }
         off += (size_t)s->n;
     }
@@ -129,6 +157,14 @@ static void gelu(float *x, size_t n) {
         float v = x[i];
         x[i] = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
     }
+}
+
+static void norm(const ls_gpt_weights *w, ls_gpt_scratch *sc, float *out, const float *x, const float *g,
+                 const float *b, int N) {
+    if (w->blas)
+        ls_layernorm_forward(out, sc->stats, sc->stats + N, x, g, b, N, w->cfg.d_model);
+    else
+        layernorm(out, x, g, b, N, w->cfg.d_model);
 }
 
 size_t ls_gpt_out_floats(const ls_gpt_weights *w, const ls_gpt_seq *seqs, int nseq, int all_logits) {
@@ -173,16 +209,20 @@ int ls_gpt_forward(const ls_gpt_weights *w, ls_gpt_scratch *sc, const ls_gpt_seq
     if (!prob) return ls_err(LS_ENOMEM, "engine: out of memory");
     for (int l = 0; l < w->layer_end - w->layer_begin; l++) {
         const ls_gpt_block *b = &w->blocks[l];
-        layernorm(sc->h, x, b->ln1w, b->ln1b, (int)ntok, C);
-        seq_linear(w, &b->lin[LS_LIN_QKV], sc->h, sc->qkv, seqs, nseq);
-        attention(c, b, sc, seqs, nseq, prob);
-        seq_linear(w, &b->lin[LS_LIN_PROJ], sc->att, sc->h, seqs, nseq);
-        for (size_t i = 0; i < ntok * C; i++) x[i] += sc->h[i];
-        layernorm(sc->h, x, b->ln2w, b->ln2b, (int)ntok, C);
-        seq_linear(w, &b->lin[LS_LIN_FC], sc->h, sc->fc, seqs, nseq);
-        gelu(sc->fc, ntok * F);
-        seq_linear(w, &b->lin[LS_LIN_MPROJ], sc->fc, sc->h, seqs, nseq);
-        for (size_t i = 0; i < ntok * C; i++) x[i] += sc->h[i];
+        norm(w, sc, sc->h, x, b->ln1w, b->ln1b, (int)ntok);
+        seq_linear(w, &b->lin[LS_LIN_QKV], sc->h, sc->qkv, NULL, seqs, nseq);
+        attention(w, b, sc, seqs, nseq, prob);
+        seq_linear(w, &b->lin[LS_LIN_PROJ], sc->att, sc->h, x, seqs, nseq); /* x += attention branch */
+        norm(w, sc, sc->h, x, b->ln2w, b->ln2b, (int)ntok);
+        seq_linear(w, &b->lin[LS_LIN_FC], sc->h, sc->fc, NULL, seqs, nseq);
+        float *act = sc->fc;
+        if (w->blas) {
+            act = sc->fc + ntok * F;
+            ls_gelu_forward(act, sc->fc, (int)(ntok * F));
+        } else {
+            gelu(sc->fc, ntok * F);
+        }
+        seq_linear(w, &b->lin[LS_LIN_MPROJ], act, sc->h, x, seqs, nseq); /* x += MLP branch */
     }
     free(prob);
     if (w->layer_end != c->n_layer) {
@@ -190,8 +230,8 @@ int ls_gpt_forward(const ls_gpt_weights *w, ls_gpt_scratch *sc, const ls_gpt_seq
         return LS_OK;
     }
     if (all_logits) {
-        layernorm(sc->h, x, w->lnfw, w->lnfb, (int)ntok, C);
-        ls_linear_forward(&w->head, sc->h, (int)ntok, out, 0, w->nthreads);
+        norm(w, sc, sc->h, x, w->lnfw, w->lnfb, (int)ntok);
+        ls_linear_forward(&w->head, sc->h, (int)ntok, out, NULL, 0, w->nthreads);
         return LS_OK;
     }
     /* last token of each sequence, through the batch-invariant row kernel */
@@ -200,7 +240,7 @@ int ls_gpt_forward(const ls_gpt_weights *w, ls_gpt_scratch *sc, const ls_gpt_seq
         t += (size_t)seqs[i].n;
         memcpy(sc->att + (size_t)i * C, x + (t - 1) * C, sizeof(float) * C);
     }
-    layernorm(sc->h, sc->att, w->lnfw, w->lnfb, nseq, C);
-    ls_linear_forward(&w->head, sc->h, nseq, out, 1, w->nthreads);
+    norm(w, sc, sc->h, sc->att, w->lnfw, w->lnfb, nseq);
+    ls_linear_forward(&w->head, sc->h, nseq, out, NULL, 1, w->nthreads);
     return LS_OK;
 }

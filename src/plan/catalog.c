@@ -9,8 +9,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "llmsys/model.h"
 #include "llmsys/plan.h"
-#include "llmsys/safetensors.h"
 
 #ifndef LLMSYS_SOURCE_DIR
 #define LLMSYS_SOURCE_DIR "."
@@ -275,32 +275,21 @@ int ls_plan_arch_validate(const ls_plan_arch *a) {
 int ls_plan_resolve_model(const ls_plan_catalog *c, const char *name, ls_plan_arch *out) {
     if (!ls_is_file(name)) return ls_plan_catalog_model(c, name, out);
     ls_st_file *f;
-    LS_TRY(ls_st_open(name, &f));
-    const char *cfg = ls_st_meta(f, "llmsys.config");
-    int rc = LS_OK;
-    if (!cfg) {
-        rc = ls_err(LS_EFORMAT, "%s: no \"llmsys.config\" metadata (not an llmsys checkpoint)", name);
-    } else {
-        cJSON *j;
-        rc = ls_json_parse(cfg, strlen(cfg), name, &j);
-        if (!rc) {
-            memset(out, 0, sizeof *out);
-            copy_name(out->name, name);
-            rc = get_int(j, "n_layer", 1, LS_PLAN_MAX_LAYER, &out->n_layer, name, "llmsys.config");
-            if (!rc) rc = get_int(j, "d_model", 1, 1 << 20, &out->d_model, name, "llmsys.config");
-            if (!rc) rc = get_int(j, "n_head", 1, 4096, &out->n_head, name, "llmsys.config");
-            if (!rc) rc = get_int(j, "d_ff", 1, 1 << 22, &out->d_ff, name, "llmsys.config");
-            if (!rc) rc = get_int(j, "vocab", 1, 1 << 24, &out->vocab, name, "llmsys.config");
-            if (!rc) rc = get_int(j, "n_ctx", 1, 1 << 24, &out->n_ctx, name, "llmsys.config");
-            out->n_kv_head = out->n_head;
-            out->tied = 1;
-            out->pos_embed = 1;
-            if (!rc) rc = ls_plan_arch_validate(out);
-            cJSON_Delete(j);
-        }
-    }
+    ls_model_config mc;
+    LS_TRY(ls_ckpt_open(name, &f, &mc)); /* the model's checkpoint opener: config and version checked */
     ls_st_close(f);
-    return rc;
+    memset(out, 0, sizeof *out);
+    copy_name(out->name, name);
+    out->n_layer = mc.n_layer;
+    out->d_model = mc.d_model;
+    out->n_head = mc.n_head;
+    out->d_ff = mc.d_ff;
+    out->vocab = mc.vocab;
+    out->n_ctx = mc.n_ctx;
+    out->n_kv_head = out->n_head;
+    out->tied = 1;
+    out->pos_embed = 1;
+    return ls_plan_arch_validate(out);
 }
 
 /* ---------------------------------------------------------------- clusters */

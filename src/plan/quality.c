@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "llmsys/model.h"
 #include "llmsys/plan.h"
-#include "llmsys/safetensors.h"
 
 #define NB LS_PLAN_NBITS
 
@@ -47,14 +47,6 @@ typedef struct {
     int out, in;
     double *var_in; /* variance of each input feature (in) */
 } linear_t;
-
-static int get_tensor(ls_st_file *f, const char *name, int ndim, int64_t d0, int64_t d1, const float **out) {
-    int64_t shape[2] = {d0, d1};
-    const ls_st_tensor *t;
-    LS_TRY(ls_st_expect(f, name, LS_DT_F32, ndim, shape, &t));
-    *out = (const float *)t->data;
-    return LS_OK;
-}
 
 /* Variance of W x per output row given independent inputs of variance var_in. */
 static void propagate(const float *w, int out, int in, const double *var_in, double *var_out) {
@@ -125,29 +117,27 @@ static void error_term(const linear_t *l, double *acc) {
  * (GELU of a zero-mean Gaussian). */
 static int checkpoint_indicator(const char *path, const ls_plan_arch *a, double *omega, int measured) {
     ls_st_file *f;
-    LS_TRY(ls_st_open(path, &f));
+    ls_model_config mc;
+    LS_TRY(ls_ckpt_open(path, &f, &mc));
     int C = a->d_model, F = a->d_ff, rc = LS_OK;
     double *v_ln = malloc(sizeof(double) * (size_t)C), *v_att = malloc(sizeof(double) * (size_t)C);
     double *v_mlp = malloc(sizeof(double) * (size_t)F);
+    if (mc.n_layer != a->n_layer || mc.d_model != C || mc.d_ff != F) {
+        rc = ls_err(LS_EINVAL, "%s: checkpoint (%d layers, d_model %d, d_ff %d) does not match %s", path, mc.n_layer,
+                    mc.d_model, mc.d_ff, a->name);
+        goto done;
+    }
     if (!v_ln || !v_att || !v_mlp) {
         rc = ls_err(LS_ENOMEM, "indicator buffers");
         goto done;
     }
     for (int l = 0; l < a->n_layer && rc == LS_OK; l++) {
-        char n[96];
-        const float *ln1, *qkv, *proj, *ln2, *fc, *mproj;
-        snprintf(n, sizeof n, "h.%d.ln1.w", l);
-        if ((rc = get_tensor(f, n, 1, C, 0, &ln1))) break;
-        snprintf(n, sizeof n, "h.%d.attn.qkv.w", l);
-        if ((rc = get_tensor(f, n, 2, 3 * (int64_t)C, C, &qkv))) break;
-        snprintf(n, sizeof n, "h.%d.attn.proj.w", l);
-        if ((rc = get_tensor(f, n, 2, C, C, &proj))) break;
-        snprintf(n, sizeof n, "h.%d.ln2.w", l);
-        if ((rc = get_tensor(f, n, 1, C, 0, &ln2))) break;
-        snprintf(n, sizeof n, "h.%d.mlp.fc.w", l);
-        if ((rc = get_tensor(f, n, 2, F, C, &fc))) break;
-        snprintf(n, sizeof n, "h.%d.mlp.proj.w", l);
-        if ((rc = get_tensor(f, n, 2, C, F, &mproj))) break;
+        /* the six tensors the indicator reads, by their place in the model's layout */
+        static const int kinds[6] = {LS_LT_LN1W, LS_LT_QKVW, LS_LT_PROJW, LS_LT_LN2W, LS_LT_FCW, LS_LT_FCPW};
+        const float *t[6];
+        for (int k = 0; k < 6 && rc == LS_OK; k++) rc = ls_ckpt_tensor(f, &mc, ls_model_layout_index(&mc, l, kinds[k]), &t[k]);
+        if (rc) break;
+        const float *ln1 = t[0], *qkv = t[1], *proj = t[2], *ln2 = t[3], *fc = t[4], *mproj = t[5];
         double acc[NB] = {0};
         for (int k = 0; k < C; k++) v_ln[k] = (double)ln1[k] * ln1[k];
         linear_t lin = {qkv, 3 * C, C, v_ln};

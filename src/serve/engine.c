@@ -185,7 +185,7 @@ int ls_engine_open(ls_engine **out, const char *path, const ls_engine_opts *o) {
         if ((rc = ls_qmat_quantize(&e->head, e->wte, V, C, 32, 32))) goto done;
     }
     e->w = (ls_gpt_weights){*c, e->lb, e->le, e->blocks, e->wte, e->wpe, e->lnfw, e->lnfb,
-                            {NULL, &e->head, NULL, V, C}, e->max_seqs, e->nthreads};
+                            {NULL, &e->head, NULL, V, C}, e->max_seqs, e->nthreads, 0};
 done:
     free(fbits);
     ls_st_close(f);

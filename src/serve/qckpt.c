@@ -62,29 +62,17 @@ int ls_quant_read_bits_map(const char *path, int **bits, int *n) {
     return LS_OK;
 }
 
+/* 1 and *layer when name is a block's Linear weight in the model's layout. */
 static int is_linear_weight(const char *name, int *layer) {
-    static const char *const sfx[4] = {"attn.qkv.w", "attn.proj.w", "mlp.fc.w", "mlp.proj.w"};
-    int l, off = 0;
-    if (sscanf(name, "h.%d.%n", &l, &off) != 1 || off == 0) return 0;
-    for (int i = 0; i < 4; i++)
-        if (!strcmp(name + off, sfx[i])) {
-            *layer = l;
-            return 1;
-        }
-    return 0;
+    int kind;
+    return ls_model_layout_parse(name, layer, &kind) && ls_model_linear_of(kind) >= 0;
 }
 
 int ls_quant_checkpoint(const char *in_path, const int *bits, int n_layer, int group, const char *out_path) {
     ls_st_file *f;
-    LS_TRY(ls_st_open(in_path, &f));
     ls_model_config cfg;
-    const char *cj = ls_st_meta(f, "llmsys.config");
+    LS_TRY(ls_ckpt_open(in_path, &f, &cfg));
     int rc = LS_OK;
-    if (!cj || ls_model_config_from_json(cj, &cfg) != LS_OK) {
-        rc = ls_err(LS_EFORMAT, "%s: no valid \"llmsys.config\" metadata (not an llmsys checkpoint)", in_path);
-        ls_st_close(f);
-        return rc;
-    }
     if (ls_st_meta(f, "llmsys.quant")) {
         ls_st_close(f);
         return ls_err(LS_EINVAL, "%s: already quantized; quantize from the fp32 checkpoint", in_path);
