@@ -206,6 +206,19 @@ typedef struct {
     float min_lr_frac;
 } ls_adamw_config;
 
+/* One Adam update of n parameters p from gradients g (each scaled by grad_scale first)
+ * with moments m, v at 1-based step t and decoupled weight decay: p -= lr·(m̂/(√v̂ + eps)
+ * + weight_decay·p). The bias corrections bc = 1 - beta^t are divided out, or, with
+ * recip set, multiplied in as 1/bc (the form steal's networks were trained with; the two
+ * differ in the last bit, and each caller keeps its own for reproducible results). The
+ * one Adam of the library: the GPT's AdamW (per chunk) and steal's MLP/CNN use it. */
+typedef struct {
+    float lr, beta1, beta2, eps, weight_decay, grad_scale;
+    int64_t t;
+    int recip;
+} ls_adam_hparams;
+void ls_adam_update(float *p, const float *g, float *m, float *v, size_t n, const ls_adam_hparams *h);
+
 ls_adamw_config ls_adamw_defaults(void);
 float ls_lr_at(const ls_adamw_config *c, int step);
 float ls_model_grad_norm(ls_model *m);

@@ -57,16 +57,36 @@ float ls_model_grad_norm(ls_model *m) {
  * layer, as in GPT-2/nanoGPT) and never to biases or LayerNorm parameters. The update
  * runs as one parallel loop over fixed chunks of the flat buffers (one barrier per step,
  * not one per tensor). */
+void ls_adam_update(float *p, const float *g, float *m, float *v, size_t n, const ls_adam_hparams *h) {
+    float b1 = h->beta1, b2 = h->beta2, eps = h->eps, lr = h->lr, wd = h->weight_decay, gs = h->grad_scale;
+    float bc1 = 1.0f - powf(b1, (float)h->t), bc2 = 1.0f - powf(b2, (float)h->t);
+    if (h->recip) {
+        float ic1 = 1.0f / bc1, ic2 = 1.0f / bc2;
+        for (size_t j = 0; j < n; j++) {
+            float gj = g[j] * gs;
+            m[j] = b1 * m[j] + (1.0f - b1) * gj;
+            v[j] = b2 * v[j] + (1.0f - b2) * gj * gj;
+            p[j] -= lr * ((m[j] * ic1) / (sqrtf(v[j] * ic2) + eps) + wd * p[j]);
+        }
+        return;
+    }
+    for (size_t j = 0; j < n; j++) {
+        float gj = g[j] * gs;
+        float mm = b1 * m[j] + (1.0f - b1) * gj;
+        float vv = b2 * v[j] + (1.0f - b2) * gj * gj;
+        m[j] = mm;
+        v[j] = vv;
+        p[j] -= lr * ((mm / bc1) / (sqrtf(vv / bc2) + eps) + wd * p[j]);
+    }
+}
+
 #define ADAM_CHUNK 16384
 float ls_model_adamw_step(ls_model *m, const ls_adamw_config *c, int step) {
     float norm = ls_model_grad_norm(m);
     float gscale = 1.0f;
     if (c->grad_clip > 0.0f && norm > c->grad_clip) gscale = c->grad_clip / norm;
     if (!isfinite(norm)) gscale = 1.0f; /* propagate NaN/Inf rather than hide it */
-    float lr = ls_lr_at(c, step);
-    int t = step + 1;
-    float bc1 = 1.0f - powf(c->beta1, (float)t), bc2 = 1.0f - powf(c->beta2, (float)t);
-    float b1 = c->beta1, b2 = c->beta2, eps = c->eps;
+    ls_adam_hparams h = {ls_lr_at(c, step), c->beta1, c->beta2, c->eps, 0.0f, gscale, step + 1, 0};
     float *w = ls_model_params(m), *gr = ls_model_grads(m), *am = ls_model_adam_m(m), *av = ls_model_adam_v(m);
     /* chunk list: (start, end, decay) never crossing a tensor boundary */
     int nt = ls_model_num_tensors(m);
@@ -89,12 +109,9 @@ float ls_model_adamw_step(ls_model *m, const ls_adamw_config *c, int step) {
             if (cwd) {
                 c0[k] = off + j, c1[k] = off + e, cwd[k] = wd;
             } else {
-                for (size_t q = off + j; q < off + e; q++) {
-                    float g = gr[q] * gscale;
-                    am[q] = b1 * am[q] + (1.0f - b1) * g;
-                    av[q] = b2 * av[q] + (1.0f - b2) * g * g;
-                    w[q] -= lr * ((am[q] / bc1) / (sqrtf(av[q] / bc2) + eps) + wd * w[q]);
-                }
+                ls_adam_hparams hc = h;
+                hc.weight_decay = wd;
+                ls_adam_update(w + off + j, gr + off + j, am + off + j, av + off + j, e - j, &hc);
             }
             k++;
         }
@@ -102,15 +119,9 @@ float ls_model_adamw_step(ls_model *m, const ls_adamw_config *c, int step) {
     if (cwd) {
 #pragma omp parallel for schedule(static) if (nchunk >= 16)
         for (long q = 0; q < nchunk; q++) {
-            float wd = cwd[q];
-            for (size_t j = c0[q]; j < c1[q]; j++) {
-                float g = gr[j] * gscale;
-                float mm = b1 * am[j] + (1.0f - b1) * g;
-                float vv = b2 * av[j] + (1.0f - b2) * g * g;
-                am[j] = mm;
-                av[j] = vv;
-                w[j] -= lr * ((mm / bc1) / (sqrtf(vv / bc2) + eps) + wd * w[j]);
-            }
+            ls_adam_hparams hc = h;
+            hc.weight_decay = cwd[q];
+            ls_adam_update(w + c0[q], gr + c0[q], am + c0[q], av + c0[q], c1[q] - c0[q], &hc);
         }
     }
     free(c0), free(c1), free(cwd);

@@ -338,54 +338,39 @@ int ls_cnn_logits(const ls_cnn *m, const float *x, int64_t n, float *logits) {
 
 /* ---------------------------------------------------------------- training */
 
+/* ls_fit_net.grad of the CNN: softmax cross-entropy on hard labels, mean over the batch. */
+typedef struct {
+    ls_cnn *m;
+    cnn_ws s;
+    const int32_t *y;
+    int32_t *yb;
+} cnn_fit;
+
+static int cnn_grad(void *ctx, const float *xb, const int *rows, int b, double *loss, double *weight) {
+    cnn_fit *f = ctx;
+    for (int i = 0; i < b; i++) f->yb[i] = f->y[rows[i]];
+    forward(f->m, xb, b, &f->s);
+    *loss += xent(f->m, &f->s, b, f->yb, 1.0f / (float)b);
+    *weight += b;
+    memset(f->m->g, 0, sizeof(float) * (size_t)f->m->np);
+    backward(f->m, b, &f->s, NULL);
+    return LS_OK;
+}
+
 int ls_cnn_fit(ls_cnn *m, const float *x, const int32_t *y, int64_t n, const ls_mlp_fit_opts *o, double *loss) {
     if (n <= 0 || n > INT32_MAX) return ls_err(LS_EINVAL, "cnn: %lld training rows", (long long)n);
     for (int64_t i = 0; i < n; i++)
         if (y[i] < 0 || y[i] >= m->k) return ls_err(LS_EINVAL, "cnn: label %d outside 0..%d", y[i], m->k - 1);
-    int d = m->c * m->h * m->w;
     int bs = o->batch > 0 ? o->batch : 64;
     if (bs > n) bs = (int)n;
-    cnn_ws s;
-    LS_TRY(ws_init(&s, m, bs, 1));
-    float *xb = malloc(sizeof(float) * (size_t)bs * d);
-    int32_t *yb = malloc(sizeof(int32_t) * (size_t)bs);
-    int *perm = malloc(sizeof(int) * (size_t)n);
-    if (!xb || !yb || !perm) {
-        ws_free(&s);
-        free(xb);
-        free(yb);
-        free(perm);
-        return ls_err(LS_ENOMEM, "cnn: out of memory");
+    cnn_fit f = {m, {0}, y, malloc(sizeof(int32_t) * (size_t)bs)};
+    if (!f.yb) return ls_err(LS_ENOMEM, "cnn: out of memory");
+    int rc = ws_init(&f.s, m, bs, 1);
+    if (rc == LS_OK) {
+        ls_fit_net net = {m->p, m->g, m->m, m->v, m->np, &m->step, cnn_grad, &f};
+        rc = ls_fit_run(&net, x, m->c * m->h * m->w, n, bs, o, "cnn", loss);
+        ws_free(&f.s);
     }
-    for (int64_t i = 0; i < n; i++) perm[i] = (int)i;
-    ls_rng r;
-    ls_rng_seed(&r, o->seed);
-    ls_progress pg;
-    int64_t steps_per_epoch = (n + bs - 1) / bs, total = steps_per_epoch * o->epochs, t = 0;
-    if (o->verbose) ls_progress_start(&pg, o->label ? o->label : "cnn", total);
-    double ep_loss = 0;
-    for (int ep = 0; ep < o->epochs; ep++) {
-        ls_rng_shuffle_int(&r, perm, (size_t)n);
-        ep_loss = 0;
-        for (int64_t st = 0; st < n; st += bs) {
-            int b = (int)(n - st < bs ? n - st : bs);
-            for (int i = 0; i < b; i++) yb[i] = y[perm[st + i]];
-            ls_fit_gather(x, d, perm + st, b, o, &r, xb);
-            forward(m, xb, b, &s);
-            ep_loss += xent(m, &s, b, yb, 1.0f / (float)b);
-            memset(m->g, 0, sizeof(float) * (size_t)m->np);
-            backward(m, b, &s, NULL);
-            ls_adam_update(m->p, m->g, m->m, m->v, m->np, ++m->step, ls_fit_lr(o, t, total), o->wd);
-            t++;
-            if (o->verbose) ls_progress_update(&pg, t, "loss %.3f", ep_loss / (double)(st + b));
-        }
-        ep_loss /= (double)n;
-    }
-    if (o->verbose) ls_progress_end(&pg);
-    if (loss) *loss = ep_loss;
-    ws_free(&s);
-    free(xb);
-    free(yb);
-    free(perm);
-    return LS_OK;
+    free(f.yb);
+    return rc;
 }

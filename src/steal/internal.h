@@ -50,9 +50,21 @@ void ls_softmax_rows(float *z, int64_t n, int k);
 void ls_fit_gather(const float *x, int d, const int *rows, int b, const ls_mlp_fit_opts *o, ls_rng *r, float *xb);
 /* Learning rate at step t of total: o->lr falling linearly to o->lr * o->lr_end_frac. */
 float ls_fit_lr(const ls_mlp_fit_opts *o, int64_t t, int64_t total);
-/* One Adam step (b1 0.9, b2 0.999, eps 1e-8, bias-corrected for step >= 1) with decoupled
- * weight decay wd on np parameters p from gradients g; m and v are the moments. */
-void ls_adam_update(float *p, const float *g, float *m, float *v, int64_t np, int64_t step, float lr, float wd);
+/* A network for ls_fit_run: its parameters, gradients and Adam state, and grad, which
+ * overwrites g with the gradient of one minibatch (inputs xb, b rows, their indices rows
+ * in the training set) and adds the batch's summed loss and weight to *loss, *weight. */
+typedef struct {
+    float *p, *g, *m, *v;
+    int64_t np, *step;
+    int (*grad)(void *ctx, const float *xb, const int *rows, int b, double *loss, double *weight);
+    void *ctx;
+} ls_fit_net;
+/* The one training loop of steal's networks: o->epochs passes over n rows of x (d wide) in
+ * shuffled minibatches of bs (ls_fit_gather: input noise), Adam (b1 0.9, b2 0.999, eps
+ * 1e-8, decoupled weight decay o->wd) at ls_fit_lr, a progress bar when o->verbose.
+ * *loss (may be NULL): the last epoch's loss per unit of weight. */
+int ls_fit_run(const ls_fit_net *net, const float *x, int d, int64_t n, int bs, const ls_mlp_fit_opts *o,
+               const char *label, double *loss);
 
 /* A small CNN for (C,H,W) images (cnn.c): conv ks x ks (C -> c1, same padding) -> ReLU ->
  * 2x2 max-pool -> conv ks x ks (c1 -> c2) -> ReLU -> 2x2 max-pool -> fc (-> hidden) -> ReLU ->

@@ -1,11 +1,13 @@
-/* nn.c - a small dense ReLU MLP with softmax cross-entropy on soft targets and Adam; the
- * victim "mlp" and the attacker's replica. Every matmul is one cblas_sgemm. */
+/* nn.c - a small dense ReLU MLP with softmax cross-entropy on soft targets, the victim "mlp"
+ * and the attacker's replica, and the minibatch Adam training loop of steal's networks (MLP
+ * and CNN). Every matmul is one cblas_sgemm. */
 #include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "llmsys/core.h"
+#include "llmsys/model.h"
 #include "steal/internal.h"
 
 int ls_mlp_init(ls_mlp *m, int nl, const int *sizes, uint64_t seed) {
@@ -62,17 +64,6 @@ void ls_softmax_rows(float *z, int64_t n, int k) {
             s += r[j];
         }
         for (int j = 0; j < k; j++) r[j] /= s;
-    }
-}
-
-void ls_adam_update(float *p, const float *g, float *m, float *v, int64_t np, int64_t step, float lr, float wd) {
-    const float b1 = 0.9f, b2 = 0.999f, eps = 1e-8f;
-    float ic1 = 1.0f / (1.0f - powf(b1, (float)step)), ic2 = 1.0f / (1.0f - powf(b2, (float)step));
-    for (int64_t i = 0; i < np; i++) {
-        float gi = g[i];
-        m[i] = b1 * m[i] + (1 - b1) * gi;
-        v[i] = b2 * v[i] + (1 - b2) * gi * gi;
-        p[i] -= lr * ((m[i] * ic1) / (sqrtf(v[i] * ic2) + eps) + wd * p[i]);
     }
 }
 
@@ -183,67 +174,89 @@ float ls_fit_lr(const ls_mlp_fit_opts *o, int64_t t, int64_t total) {
     return o->lr * (float)(1.0 - (1.0 - o->lr_end_frac) * frac);
 }
 
-int ls_mlp_fit(ls_mlp *m, const float *x, const float *targets, const float *weights, int64_t n,
-               const ls_mlp_fit_opts *o, double *loss) {
-    if (n <= 0) return ls_err(LS_EINVAL, "mlp: no training rows");
-    int d = m->sizes[0], k = m->sizes[m->nl];
-    int bs = o->batch > 0 ? o->batch : 128;
-    if (bs > n) bs = (int)n;
-    workspace w;
-    LS_TRY(ws_init(&w, m, bs));
+int ls_fit_run(const ls_fit_net *net, const float *x, int d, int64_t n, int bs, const ls_mlp_fit_opts *o,
+               const char *label, double *loss) {
     float *xb = malloc(sizeof(float) * (size_t)bs * d);
     int *perm = malloc(sizeof(int) * (size_t)n);
     if (!xb || !perm) {
-        free(w.buf);
         free(xb);
         free(perm);
-        return ls_err(LS_ENOMEM, "mlp: out of memory");
+        return ls_err(LS_ENOMEM, "%s: out of memory", label);
     }
     for (int64_t i = 0; i < n; i++) perm[i] = (int)i;
     ls_rng r;
     ls_rng_seed(&r, o->seed);
     ls_progress pg;
     int64_t steps_per_epoch = (n + bs - 1) / bs, total = steps_per_epoch * o->epochs, t = 0;
-    if (o->verbose) ls_progress_start(&pg, o->label ? o->label : "train", total);
+    if (o->verbose) ls_progress_start(&pg, o->label ? o->label : label, total);
     double ep_loss = 0;
-    for (int ep = 0; ep < o->epochs; ep++) {
+    int rc = LS_OK;
+    for (int ep = 0; ep < o->epochs && rc == LS_OK; ep++) {
         ls_rng_shuffle_int(&r, perm, (size_t)n);
         ep_loss = 0;
         double wsum = 0;
         for (int64_t s = 0; s < n; s += bs) {
             int b = (int)(n - s < bs ? n - s : bs);
             ls_fit_gather(x, d, perm + s, b, o, &r, xb);
-            forward(m, xb, b, w.acts);
-            float *z = w.acts[m->nl];
-            double bw = 0;
-            for (int i = 0; i < b; i++) bw += weights ? weights[perm[s + i]] : 1.0;
-            for (int i = 0; i < b; i++) {
-                float *zi = z + (size_t)i * k, *dl = w.dlog + (size_t)i * k;
-                const float *ti = targets + (int64_t)perm[s + i] * k;
-                float wi = weights ? weights[perm[s + i]] : 1.0f;
-                float mx = zi[0], sum = 0;
-                for (int j = 1; j < k; j++) mx = zi[j] > mx ? zi[j] : mx;
-                for (int j = 0; j < k; j++) sum += expf(zi[j] - mx);
-                float lse = mx + logf(sum);
-                for (int j = 0; j < k; j++) {
-                    float pj = expf(zi[j] - lse);
-                    if (ti[j] > 0) ep_loss += wi * ti[j] * (lse - zi[j]);
-                    dl[j] = (float)(wi * (pj - ti[j]) / bw);
-                }
-            }
-            wsum += bw;
-            memset(m->g, 0, sizeof(float) * (size_t)m->np);
-            backward(m, b, w.acts, w.dlog, w.scratch, NULL, 1);
-            ls_adam_update(m->p, m->g, m->m, m->v, m->np, ++m->step, ls_fit_lr(o, t, total), o->wd);
+            if ((rc = net->grad(net->ctx, xb, perm + s, b, &ep_loss, &wsum))) break;
+            ls_adam_hparams h = {ls_fit_lr(o, t, total), 0.9f, 0.999f, 1e-8f, o->wd, 1.0f, ++*net->step, 1};
+            ls_adam_update(net->p, net->g, net->m, net->v, (size_t)net->np, &h);
             t++;
             if (o->verbose) ls_progress_update(&pg, t, "loss %.3f", wsum > 0 ? ep_loss / wsum : 0.0);
         }
         if (wsum > 0) ep_loss /= wsum;
     }
     if (o->verbose) ls_progress_end(&pg);
-    if (loss) *loss = ep_loss;
-    free(w.buf);
+    if (loss && rc == LS_OK) *loss = ep_loss;
     free(xb);
     free(perm);
+    return rc;
+}
+
+/* ls_fit_net.grad of the MLP: softmax cross-entropy on soft targets, rows weighted. */
+typedef struct {
+    ls_mlp *m;
+    workspace w;
+    const float *targets, *weights;
+} mlp_fit;
+
+static int mlp_grad(void *ctx, const float *xb, const int *rows, int b, double *loss, double *weight) {
+    mlp_fit *f = ctx;
+    ls_mlp *m = f->m;
+    int k = m->sizes[m->nl];
+    forward(m, xb, b, f->w.acts);
+    float *z = f->w.acts[m->nl];
+    double bw = 0;
+    for (int i = 0; i < b; i++) bw += f->weights ? f->weights[rows[i]] : 1.0;
+    for (int i = 0; i < b; i++) {
+        float *zi = z + (size_t)i * k, *dl = f->w.dlog + (size_t)i * k;
+        const float *ti = f->targets + (int64_t)rows[i] * k;
+        float wi = f->weights ? f->weights[rows[i]] : 1.0f;
+        float mx = zi[0], sum = 0;
+        for (int j = 1; j < k; j++) mx = zi[j] > mx ? zi[j] : mx;
+        for (int j = 0; j < k; j++) sum += expf(zi[j] - mx);
+        float lse = mx + logf(sum);
+        for (int j = 0; j < k; j++) {
+            float pj = expf(zi[j] - lse);
+            if (ti[j] > 0) *loss += wi * ti[j] * (lse - zi[j]);
+            dl[j] = (float)(wi * (pj - ti[j]) / bw);
+        }
+    }
+    *weight += bw;
+    memset(m->g, 0, sizeof(float) * (size_t)m->np);
+    backward(m, b, f->w.acts, f->w.dlog, f->w.scratch, NULL, 1);
     return LS_OK;
+}
+
+int ls_mlp_fit(ls_mlp *m, const float *x, const float *targets, const float *weights, int64_t n,
+               const ls_mlp_fit_opts *o, double *loss) {
+    if (n <= 0) return ls_err(LS_EINVAL, "mlp: no training rows");
+    int bs = o->batch > 0 ? o->batch : 128;
+    if (bs > n) bs = (int)n;
+    mlp_fit f = {m, {0}, targets, weights};
+    LS_TRY(ws_init(&f.w, m, bs));
+    ls_fit_net net = {m->p, m->g, m->m, m->v, m->np, &m->step, mlp_grad, &f};
+    int rc = ls_fit_run(&net, x, m->sizes[0], n, bs, o, "train", loss);
+    free(f.w.buf);
+    return rc;
 }
