@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "llmsys/http.h"
 #include "llmsys/model.h"
 #include "llmsys/plan.h"
 #include "llmsys/quant.h"
@@ -291,10 +292,7 @@ double ls_host_hop_latency(int rounds, double gap_s);
 
 /* ---------------------------------------------------------------- HTTP client */
 
-/* One blocking HTTP/1.1 request to host:port (for the demo, benchmarks and tests).
- * *resp is the malloc'd body (NUL-terminated), *status the HTTP status. */
-int ls_http_request(const char *host, int port, const char *method, const char *path, const char *body,
-                    double timeout_s, int *status, char **resp);
+/* ls_http_request (one request) is the library's HTTP client, in http.h. */
 
 typedef struct {
     int ok, failed, tokens;

@@ -1,21 +1,15 @@
-/* client.c - the attacker's HTTP/1.1 client over plain sockets: one request per connection,
- * bounded timeouts, strict checks of the victim's answers (status, JSON, class count). */
+/* client.c - the attacker's client of a victim endpoint: queries over the library's HTTP
+ * client (http.h), rate-limit retries, strict checks of the victim's answers (status,
+ * JSON, class count). */
 #include <cjson/cJSON.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <math.h>
-#include <netdb.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include "llmsys/core.h"
+#include "llmsys/http.h"
 #include "llmsys/steal.h"
-
-#define MAX_REPLY (64u << 20)
 
 struct ls_steal_client {
     char host[300], port[16], path[512];
@@ -71,160 +65,19 @@ void ls_steal_client_counts(const ls_steal_client *c, int64_t *requests, int64_t
     if (inputs) *inputs = c->inputs;
 }
 
-static int connect_to(ls_steal_client *c, int *fd_out) {
-    struct addrinfo hints = {0}, *res = NULL;
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    int g = getaddrinfo(c->host, c->port, &hints, &res);
-    if (g) return ls_err(LS_ENET, "target %s:%s: cannot resolve (%s)", c->host, c->port, gai_strerror(g));
-    int fd = -1, err = 0;
-    for (struct addrinfo *a = res; a; a = a->ai_next) {
-        fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-        if (fd < 0) continue;
-        int fl = fcntl(fd, F_GETFL, 0);
-        fcntl(fd, F_SETFL, fl | O_NONBLOCK);
-        int r = connect(fd, a->ai_addr, a->ai_addrlen);
-        if (r < 0 && errno == EINPROGRESS) {
-            struct pollfd pf = {fd, POLLOUT, 0};
-            r = poll(&pf, 1, (int)(c->timeout * 1000));
-            if (r == 1) {
-                socklen_t sl = sizeof err;
-                getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &sl);
-                r = err ? -1 : 0;
-            } else {
-                err = r == 0 ? ETIMEDOUT : errno;
-                r = -1;
-            }
-        } else if (r < 0) {
-            err = errno;
-        }
-        if (r == 0) {
-            fcntl(fd, F_SETFL, fl);
-            struct timeval tv = {(time_t)c->timeout, (suseconds_t)((c->timeout - floor(c->timeout)) * 1e6)};
-            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-            break;
-        }
-        close(fd);
-        fd = -1;
-    }
-    freeaddrinfo(res);
-    if (fd < 0)
-        return ls_err(err == ETIMEDOUT ? LS_ETIMEDOUT : LS_ENET, "target %s:%s unreachable (%s)", c->host, c->port,
-                      strerror(err ? err : ECONNREFUSED));
-    *fd_out = fd;
-    return LS_OK;
-}
-
-/* One HTTP exchange; *reply (malloc'd, NUL-terminated body), *status, *retry_after. */
+/* One HTTP exchange through the library's client, with the API key header when set;
+ * *reply (malloc'd, NUL-terminated body), *status, *retry_after. */
 static int exchange(ls_steal_client *c, const char *method, const char *path, const char *body, size_t blen,
                     int *status, char **reply, double *retry_after) {
+    char hdr[300] = "";
+    if (c->key[0]) snprintf(hdr, sizeof hdr, "X-API-Key: %s\r\n", c->key);
+    ls_http_reply r;
     *reply = NULL;
     *retry_after = 0;
-    int fd = -1;
-    LS_TRY(connect_to(c, &fd));
-    char head[1024];
-    int hn =
-        snprintf(head, sizeof head,
-                 "%s %s HTTP/1.1\r\nHost: %s:%s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
-                 "%s%s%sConnection: close\r\n\r\n",
-                 method, path, c->host, c->port, blen, c->key[0] ? "X-API-Key: " : "", c->key, c->key[0] ? "\r\n" : "");
-    const char *parts[2] = {head, body};
-    size_t lens[2] = {(size_t)hn, blen};
-    for (int p = 0; p < 2; p++) {
-        size_t off = 0;
-        while (off < lens[p]) {
-            ssize_t w = send(fd, parts[p] + off, lens[p] - off, MSG_NOSIGNAL);
-            if (w < 0) {
-                if (errno == EINTR) continue;
-                int e = errno;
-                close(fd);
-                return ls_err(e == EAGAIN ? LS_ETIMEDOUT : LS_ENET, "target %s:%s: send failed (%s)", c->host, c->port,
-                              e == EAGAIN ? "timed out" : strerror(e));
-            }
-            off += (size_t)w;
-        }
-    }
-    size_t cap = 65536, len = 0;
-    char *buf = malloc(cap);
-    if (!buf) {
-        close(fd);
-        return ls_err(LS_ENOMEM, "client: out of memory");
-    }
-    for (;;) {
-        if (len + 1 >= cap) {
-            if (cap >= MAX_REPLY) {
-                free(buf);
-                close(fd);
-                return ls_err(LS_EFORMAT, "target %s:%s: reply larger than %u bytes", c->host, c->port, MAX_REPLY);
-            }
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                free(buf);
-                close(fd);
-                return ls_err(LS_ENOMEM, "client: out of memory");
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        ssize_t r = recv(fd, buf + len, cap - len - 1, 0);
-        if (r < 0) {
-            if (errno == EINTR) continue;
-            int e = errno;
-            free(buf);
-            close(fd);
-            return ls_err(e == EAGAIN || e == EWOULDBLOCK ? LS_ETIMEDOUT : LS_ENET, "target %s:%s: %s", c->host,
-                          c->port, e == EAGAIN || e == EWOULDBLOCK ? "no reply within the timeout" : strerror(e));
-        }
-        if (r == 0) break;
-        len += (size_t)r;
-    }
-    close(fd);
-    buf[len] = '\0';
-    int maj, min, st;
-    if (sscanf(buf, "HTTP/%d.%d %d", &maj, &min, &st) != 3) {
-        free(buf);
-        return ls_err(LS_EFORMAT, "target %s:%s: not an HTTP reply", c->host, c->port);
-    }
-    char *sep = strstr(buf, "\r\n\r\n");
-    if (!sep) {
-        free(buf);
-        return ls_err(LS_EFORMAT, "target %s:%s: truncated HTTP reply", c->host, c->port);
-    }
-    *sep = '\0';
-    for (char *h = strstr(buf, "\r\n"); h; h = strstr(h + 2, "\r\n"))
-        if (!strncasecmp(h + 2, "Retry-After:", 12)) *retry_after = atof(h + 14);
-    char *hdrs = buf;
-    size_t blen2 = len - (size_t)(sep + 4 - buf);
-    int chunked = strcasestr(hdrs, "Transfer-Encoding: chunked") != NULL;
-    char *out = malloc(blen2 + 1);
-    if (!out) {
-        free(buf);
-        return ls_err(LS_ENOMEM, "client: out of memory");
-    }
-    if (chunked) {
-        /* Decode chunked transfer encoding. */
-        const char *p = sep + 4, *end = buf + len;
-        size_t ol = 0;
-        while (p < end) {
-            char *e;
-            unsigned long n = strtoul(p, &e, 16);
-            const char *crlf = strstr(p, "\r\n");
-            if (!crlf || e == p) break;
-            p = crlf + 2;
-            if (n == 0 || p + n > end) break;
-            memcpy(out + ol, p, n);
-            ol += n;
-            p += n + 2;
-        }
-        out[ol] = '\0';
-    } else {
-        memcpy(out, sep + 4, blen2);
-        out[blen2] = '\0';
-    }
-    free(buf);
-    *status = st;
-    *reply = out;
+    LS_TRY(ls_http_exchange(c->host, c->port, method, path, hdr, body, blen, c->timeout, &r));
+    *status = r.status;
+    *reply = r.body;
+    *retry_after = r.retry_after;
     return LS_OK;
 }
 
