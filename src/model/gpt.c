@@ -14,23 +14,7 @@
 
 #include "model/layers.h"
 
-/* Per-layer tensors in checkpoint order (model.h's layout table); tensor index =
- * 2 + l*LS_LT_COUNT + k. Short local names for the forward/backward code below. */
-enum {
-    LT_LN1W = LS_LT_LN1W,
-    LT_LN1B = LS_LT_LN1B,
-    LT_QKVW = LS_LT_QKVW,
-    LT_QKVB = LS_LT_QKVB,
-    LT_PROJW = LS_LT_PROJW,
-    LT_PROJB = LS_LT_PROJB,
-    LT_LN2W = LS_LT_LN2W,
-    LT_LN2B = LS_LT_LN2B,
-    LT_FCW = LS_LT_FCW,
-    LT_FCB = LS_LT_FCB,
-    LT_FCPW = LS_LT_FCPW,
-    LT_FCPB = LS_LT_FCPB,
-    LT_COUNT = LS_LT_COUNT
-};
+/* Tensor index of layer tensor k (ls_layer_tensor) of layer l = 2 + l*LS_LT_COUNT + k. */
 
 typedef struct {
     ls_tensor_spec spec; /* name, shape, numel from the layout */
@@ -85,7 +69,7 @@ struct ls_model {
 
 static float *P(ls_model *m, int i) { return m->params + m->tensors[i].offset; }
 static float *G(ls_model *m, int i) { return m->grads + m->tensors[i].offset; }
-static int LI(int l, int k) { return 2 + l * LT_COUNT + k; }
+static int LI(int l, int k) { return 2 + l * LS_LT_COUNT + k; }
 
 int ls_model_init(ls_model **out, const ls_model_config *cfg, uint64_t seed) {
     *out = NULL;
@@ -132,11 +116,11 @@ int ls_model_init(ls_model **out, const ls_model_config *cfg, uint64_t seed) {
         const ls_tensor_spec *t = &m->tensors[i].spec;
         float *p = m->params + m->tensors[i].offset;
         int in_layer = t->layer >= 0;
-        int is_ln_w = in_layer ? t->kind == LT_LN1W || t->kind == LT_LN2W : t->kind == LS_GT_LNFW;
+        int is_ln_w = in_layer ? t->kind == LS_LT_LN1W || t->kind == LS_LT_LN2W : t->kind == LS_GT_LNFW;
         if (is_ln_w) {
             for (size_t j = 0; j < t->numel; j++) p[j] = 1.0f;
         } else if (t->ndim == 2) {
-            int is_resid = in_layer && (t->kind == LT_PROJW || t->kind == LT_FCPW);
+            int is_resid = in_layer && (t->kind == LS_LT_PROJW || t->kind == LS_LT_FCPW);
             float sd = is_resid ? resid_std : 0.02f;
             for (size_t j = 0; j < t->numel; j++) p[j] = sd * ls_rng_normal(&rng);
         } /* biases and LayerNorm shifts stay 0 */
@@ -319,25 +303,25 @@ float ls_model_forward(ls_model *m, const int *tokens, const int *targets, int B
     const float *residual = m->encoded;
     for (int l = 0; l < L; l++) {
         layer_acts *a = &m->layers[l];
-        PROF(layernorm, ls_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, residual, P(m, LI(l, LT_LN1W)),
-                                             P(m, LI(l, LT_LN1B)), (int)N, C)); // (N,C)
-        PROF(matmul, ls_matmul_forward(a->qkv, a->ln1, P(m, LI(l, LT_QKVW)), P(m, LI(l, LT_QKVB)), NULL, (int)N, C,
+        PROF(layernorm, ls_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, residual, P(m, LI(l, LS_LT_LN1W)),
+                                             P(m, LI(l, LS_LT_LN1B)), (int)N, C)); // (N,C)
+        PROF(matmul, ls_matmul_forward(a->qkv, a->ln1, P(m, LI(l, LS_LT_QKVW)), P(m, LI(l, LS_LT_QKVB)), NULL, (int)N, C,
                                        3 * C));                                      // (N,3C)
         PROF(attention, ls_attention_forward(a->atty, a->att, a->qkv, B, T, C, NH)); // (N,C)
         PROF(matmul,
-             ls_matmul_forward(a->res2, a->atty, P(m, LI(l, LT_PROJW)), P(m, LI(l, LT_PROJB)), residual, (int)N, C,
+             ls_matmul_forward(a->res2, a->atty, P(m, LI(l, LS_LT_PROJW)), P(m, LI(l, LS_LT_PROJB)), residual, (int)N, C,
                                C)); // (N,C) = residual + attention branch
-        PROF(layernorm, ls_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, P(m, LI(l, LT_LN2W)),
-                                             P(m, LI(l, LT_LN2B)), (int)N, C));
+        PROF(layernorm, ls_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, P(m, LI(l, LS_LT_LN2W)),
+                                             P(m, LI(l, LS_LT_LN2B)), (int)N, C));
         /* fc + GELU fused: (N,F) pre-activation kept for backward, (N,F) activation */
-        PROF(matmul, ls_matmul_gelu_forward(a->fch, a->fch_gelu, a->ln2, P(m, LI(l, LT_FCW)), P(m, LI(l, LT_FCB)),
+        PROF(matmul, ls_matmul_gelu_forward(a->fch, a->fch_gelu, a->ln2, P(m, LI(l, LS_LT_FCW)), P(m, LI(l, LS_LT_FCB)),
                                             (int)N, C, F));
         PROF(matmul,
-             ls_matmul_forward(a->res3, a->fch_gelu, P(m, LI(l, LT_FCPW)), P(m, LI(l, LT_FCPB)), a->res2, (int)N, F,
+             ls_matmul_forward(a->res3, a->fch_gelu, P(m, LI(l, LS_LT_FCPW)), P(m, LI(l, LS_LT_FCPB)), a->res2, (int)N, F,
                                C)); // (N,C) = res2 + MLP branch
         residual = a->res3;
     }
-    int tl = 2 + L * LT_COUNT;
+    int tl = 2 + L * LS_LT_COUNT;
     PROF(layernorm,
          ls_layernorm_forward(m->lnf, m->lnf_mean, m->lnf_rstd, residual, P(m, tl), P(m, tl + 1), (int)N, C));
     PROF(matmul, ls_matmul_forward(m->logits, m->lnf, P(m, 0), NULL, NULL, (int)N, C, V)); // (N,V), tied head
@@ -359,7 +343,7 @@ int ls_model_backward_checked(ls_model *m) {
     int B = m->B, T = m->T, V = c->vocab, C = c->d_model, F = c->d_ff, NH = c->n_head, L = c->n_layer;
     size_t N = (size_t)B * T;
     if (m->n_valid == 0) return LS_OK; /* loss 0 over no targets: zero gradient */
-    int tl = 2 + L * LT_COUNT;
+    int tl = 2 + L * LS_LT_COUNT;
 
     PROF(memory, memset(m->dlogits, 0, N * V * sizeof(float)));
     if (m->xent_w)
@@ -378,24 +362,24 @@ int ls_model_backward_checked(ls_model *m) {
         const float *residual = l == 0 ? m->encoded : m->layers[l - 1].res3;
         /* dres is d(loss)/d(res3) == d/d(res2 through the skip) and d/d(mlp output) */
         /* mlp.proj backward fused with GELU's: dfch_gelu = d(loss)/d(fch), overwritten */
-        PROF(matmul, ls_matmul_gelu_backward(m->dfch_gelu, G(m, LI(l, LT_FCPW)), G(m, LI(l, LT_FCPB)), m->dres,
-                                             a->fch_gelu, P(m, LI(l, LT_FCPW)), a->fch, (int)N, F, C));
+        PROF(matmul, ls_matmul_gelu_backward(m->dfch_gelu, G(m, LI(l, LS_LT_FCPW)), G(m, LI(l, LS_LT_FCPB)), m->dres,
+                                             a->fch_gelu, P(m, LI(l, LS_LT_FCPW)), a->fch, (int)N, F, C));
         PROF(memory, memset(m->dln, 0, N * C * sizeof(float)));
-        PROF(matmul, ls_matmul_backward(m->dln, G(m, LI(l, LT_FCW)), G(m, LI(l, LT_FCB)), m->dfch_gelu, a->ln2,
-                                        P(m, LI(l, LT_FCW)), (int)N, C, F));
-        PROF(layernorm, ls_layernorm_backward(m->dres, G(m, LI(l, LT_LN2W)), G(m, LI(l, LT_LN2B)), m->dln, a->res2,
-                                              P(m, LI(l, LT_LN2W)), a->ln2_mean, a->ln2_rstd, (int)N, C));
+        PROF(matmul, ls_matmul_backward(m->dln, G(m, LI(l, LS_LT_FCW)), G(m, LI(l, LS_LT_FCB)), m->dfch_gelu, a->ln2,
+                                        P(m, LI(l, LS_LT_FCW)), (int)N, C, F));
+        PROF(layernorm, ls_layernorm_backward(m->dres, G(m, LI(l, LS_LT_LN2W)), G(m, LI(l, LS_LT_LN2B)), m->dln, a->res2,
+                                              P(m, LI(l, LS_LT_LN2W)), a->ln2_mean, a->ln2_rstd, (int)N, C));
         /* now dres = d(loss)/d(res2) */
         PROF(memory, memset(m->datty, 0, N * C * sizeof(float)));
-        PROF(matmul, ls_matmul_backward(m->datty, G(m, LI(l, LT_PROJW)), G(m, LI(l, LT_PROJB)), m->dres, a->atty,
-                                        P(m, LI(l, LT_PROJW)), (int)N, C, C));
+        PROF(matmul, ls_matmul_backward(m->datty, G(m, LI(l, LS_LT_PROJW)), G(m, LI(l, LS_LT_PROJB)), m->dres, a->atty,
+                                        P(m, LI(l, LS_LT_PROJW)), (int)N, C, C));
         PROF(memory, memset(m->dqkv, 0, 3 * N * C * sizeof(float)));
         PROF(attention, ls_attention_backward(m->dqkv, m->datt, m->datty, a->qkv, a->att, B, T, C, NH));
         PROF(memory, memset(m->dln, 0, N * C * sizeof(float)));
-        PROF(matmul, ls_matmul_backward(m->dln, G(m, LI(l, LT_QKVW)), G(m, LI(l, LT_QKVB)), m->dqkv, a->ln1,
-                                        P(m, LI(l, LT_QKVW)), (int)N, C, 3 * C));
-        PROF(layernorm, ls_layernorm_backward(m->dres, G(m, LI(l, LT_LN1W)), G(m, LI(l, LT_LN1B)), m->dln, residual,
-                                              P(m, LI(l, LT_LN1W)), a->ln1_mean, a->ln1_rstd, (int)N, C));
+        PROF(matmul, ls_matmul_backward(m->dln, G(m, LI(l, LS_LT_QKVW)), G(m, LI(l, LS_LT_QKVB)), m->dqkv, a->ln1,
+                                        P(m, LI(l, LS_LT_QKVW)), (int)N, C, 3 * C));
+        PROF(layernorm, ls_layernorm_backward(m->dres, G(m, LI(l, LS_LT_LN1W)), G(m, LI(l, LS_LT_LN1B)), m->dln, residual,
+                                              P(m, LI(l, LS_LT_LN1W)), a->ln1_mean, a->ln1_rstd, (int)N, C));
         /* now dres = d(loss)/d(residual into layer l) */
     }
     PROF(encoder, ls_encoder_backward(G(m, 0), G(m, 1), m->dres, m->tokens, B, T, C));
@@ -438,13 +422,13 @@ int ls_model_kv_reset(ls_model *m) {
         m->dec_logits = p;
         for (int l = 0; l < c->n_layer; l++) {
             ls_gpt_block *b = &m->kv_blocks[l];
-            b->ln1w = P(m, LI(l, LT_LN1W)), b->ln1b = P(m, LI(l, LT_LN1B));
-            b->ln2w = P(m, LI(l, LT_LN2W)), b->ln2b = P(m, LI(l, LT_LN2B));
+            b->ln1w = P(m, LI(l, LS_LT_LN1W)), b->ln1b = P(m, LI(l, LS_LT_LN1B));
+            b->ln2w = P(m, LI(l, LS_LT_LN2W)), b->ln2b = P(m, LI(l, LS_LT_LN2B));
             for (int j = 0; j < LS_LIN_COUNT; j++) b->lin[j] = fp32_linear(m, l, j);
             b->kcache = m->kv_k + (size_t)l * T * C;
             b->vcache = m->kv_v + (size_t)l * T * C;
         }
-        int tl = 2 + c->n_layer * LT_COUNT;
+        int tl = 2 + c->n_layer * LS_LT_COUNT;
         m->kv_w = (ls_gpt_weights){*c, 0, c->n_layer, m->kv_blocks, P(m, 0), P(m, 1), P(m, tl), P(m, tl + 1),
                                    {P(m, 0), NULL, NULL, c->vocab, c->d_model}, 1, 1, 1};
     }

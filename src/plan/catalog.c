@@ -280,15 +280,8 @@ int ls_plan_resolve_model(const ls_plan_catalog *c, const char *name, ls_plan_ar
     ls_st_close(f);
     memset(out, 0, sizeof *out);
     copy_name(out->name, name);
-    out->n_layer = mc.n_layer;
-    out->d_model = mc.d_model;
-    out->n_head = mc.n_head;
-    out->d_ff = mc.d_ff;
-    out->vocab = mc.vocab;
-    out->n_ctx = mc.n_ctx;
-    out->n_kv_head = out->n_head;
-    out->tied = 1;
-    out->pos_embed = 1;
+    out->n_layer = mc.n_layer, out->d_model = mc.d_model, out->n_head = mc.n_head, out->n_kv_head = mc.n_head;
+    out->d_ff = mc.d_ff, out->vocab = mc.vocab, out->n_ctx = mc.n_ctx, out->tied = 1, out->pos_embed = 1;
     return ls_plan_arch_validate(out);
 }
 

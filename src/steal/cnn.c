@@ -38,32 +38,9 @@ int ls_cnn_init(ls_cnn *m, int c, int h, int w, int k, int c1, int c2, int ks, i
     /* (out, in) of each layer; conv "in" is one receptive field ks*ks*cin. */
     int out[4] = {c1, c2, hidden > 0 ? hidden : k, k};
     int in[4] = {ks * ks * c, ks * ks * c1, feat, hidden};
-    int nlayers = 2 + m->nfc;
-    int64_t np = 0;
-    for (int l = 0; l < nlayers; l++) np += (int64_t)out[l] * in[l] + out[l];
-    m->np = np;
-    m->p = ls_aligned_calloc(64, sizeof(float) * (size_t)np);
-    m->g = ls_aligned_calloc(64, sizeof(float) * (size_t)np);
-    m->m = ls_aligned_calloc(64, sizeof(float) * (size_t)np);
-    m->v = ls_aligned_calloc(64, sizeof(float) * (size_t)np);
-    if (!m->p || !m->g || !m->m || !m->v) {
-        ls_cnn_free(m);
-        return ls_err(LS_ENOMEM, "cnn: out of memory for %lld params", (long long)np);
-    }
-    ls_rng r;
-    ls_rng_seed(&r, seed);
-    int64_t off = 0;
-    for (int l = 0; l < nlayers; l++) {
-        m->W[l] = m->p + off;
-        m->gW[l] = m->g + off;
-        off += (int64_t)out[l] * in[l];
-        m->b[l] = m->p + off;
-        m->gb[l] = m->g + off;
-        off += out[l];
-        /* He initialisation (fan-in) for the ReLU layers; biases start at zero. */
-        float s = sqrtf(2.0f / (float)in[l]);
-        for (int64_t i = 0; i < (int64_t)out[l] * in[l]; i++) m->W[l][i] = s * ls_rng_normal(&r);
-    }
+    float *buf[4];
+    LS_TRY(ls_net_alloc("cnn", 2 + m->nfc, out, in, seed, &m->np, buf, m->W, m->b, m->gW, m->gb));
+    m->p = buf[0], m->g = buf[1], m->m = buf[2], m->v = buf[3];
     return LS_OK;
 }
 

@@ -33,6 +33,12 @@ typedef struct {
     const char *label;
 } ls_mlp_fit_opts;
 
+/* The parameter block of steal's networks: allocates params buf[0], gradients buf[1] and
+ * Adam moments buf[2], buf[3] (zeroed) for nl layers of W (out[l], in[l]) then b (out[l])
+ * each, points W, b, gW, gb into them and He-initialises every W from seed; *np gets the
+ * parameter count. LS_ENOMEM (message names what, nothing left allocated) on failure. */
+int ls_net_alloc(const char *what, int nl, const int *out, const int *in, uint64_t seed, int64_t *np, float *buf[4],
+                 float **W, float **b, float **gW, float **gb);
 int ls_mlp_init(ls_mlp *m, int nl, const int *sizes, uint64_t seed);
 void ls_mlp_free(ls_mlp *m);
 /* Trains on n rows with soft targets (n*k rows summing to 1; hard labels as one-hot) and

@@ -10,40 +10,44 @@
 #include "llmsys/model.h"
 #include "steal/internal.h"
 
-int ls_mlp_init(ls_mlp *m, int nl, const int *sizes, uint64_t seed) {
-    memset(m, 0, sizeof *m);
-    if (nl < 1 || nl > MLP_MAX_LAYERS) return ls_err(LS_EINVAL, "mlp: %d layers (1..%d)", nl, MLP_MAX_LAYERS);
-    m->nl = nl;
-    int64_t np = 0;
-    for (int l = 0; l <= nl; l++) {
-        if (sizes[l] <= 0 || sizes[l] > (1 << 20)) return ls_err(LS_EINVAL, "mlp: layer size %d", sizes[l]);
-        m->sizes[l] = sizes[l];
-    }
-    for (int l = 0; l < nl; l++) np += (int64_t)sizes[l + 1] * sizes[l] + sizes[l + 1];
-    m->np = np;
-    m->p = ls_aligned_calloc(64, sizeof(float) * (size_t)np);
-    m->g = ls_aligned_calloc(64, sizeof(float) * (size_t)np);
-    m->m = ls_aligned_calloc(64, sizeof(float) * (size_t)np);
-    m->v = ls_aligned_calloc(64, sizeof(float) * (size_t)np);
-    if (!m->p || !m->g || !m->m || !m->v) {
-        ls_mlp_free(m);
-        return ls_err(LS_ENOMEM, "mlp: out of memory for %lld params", (long long)np);
+int ls_net_alloc(const char *what, int nl, const int *out, const int *in, uint64_t seed, int64_t *np, float *buf[4],
+                 float **W, float **b, float **gW, float **gb) {
+    int64_t n = 0;
+    for (int l = 0; l < nl; l++) n += (int64_t)out[l] * in[l] + out[l];
+    for (int k = 0; k < 4; k++) buf[k] = ls_aligned_calloc(64, sizeof(float) * (size_t)n);
+    if (!buf[0] || !buf[1] || !buf[2] || !buf[3]) {
+        for (int k = 0; k < 4; k++) ls_aligned_free(buf[k]), buf[k] = NULL;
+        return ls_err(LS_ENOMEM, "%s: out of memory for %lld params", what, (long long)n);
     }
     ls_rng r;
     ls_rng_seed(&r, seed);
     int64_t off = 0;
     for (int l = 0; l < nl; l++) {
-        int in = sizes[l], out = sizes[l + 1];
-        m->W[l] = m->p + off;
-        m->gW[l] = m->g + off;
-        off += (int64_t)in * out;
-        m->b[l] = m->p + off;
-        m->gb[l] = m->g + off;
-        off += out;
-        /* He initialisation for ReLU layers. */
-        float s = sqrtf(2.0f / (float)in);
-        for (int64_t i = 0; i < (int64_t)in * out; i++) m->W[l][i] = s * ls_rng_normal(&r);
+        W[l] = buf[0] + off, gW[l] = buf[1] + off;
+        off += (int64_t)out[l] * in[l];
+        b[l] = buf[0] + off, gb[l] = buf[1] + off;
+        off += out[l];
+        /* He initialisation (fan-in) for ReLU layers; biases start at zero. */
+        float s = sqrtf(2.0f / (float)in[l]);
+        for (int64_t i = 0; i < (int64_t)out[l] * in[l]; i++) W[l][i] = s * ls_rng_normal(&r);
     }
+    *np = n;
+    return LS_OK;
+}
+
+int ls_mlp_init(ls_mlp *m, int nl, const int *sizes, uint64_t seed) {
+    memset(m, 0, sizeof *m);
+    if (nl < 1 || nl > MLP_MAX_LAYERS) return ls_err(LS_EINVAL, "mlp: %d layers (1..%d)", nl, MLP_MAX_LAYERS);
+    m->nl = nl;
+    int in[MLP_MAX_LAYERS], out[MLP_MAX_LAYERS];
+    for (int l = 0; l <= nl; l++) {
+        if (sizes[l] <= 0 || sizes[l] > (1 << 20)) return ls_err(LS_EINVAL, "mlp: layer size %d", sizes[l]);
+        m->sizes[l] = sizes[l];
+    }
+    for (int l = 0; l < nl; l++) in[l] = sizes[l], out[l] = sizes[l + 1];
+    float *buf[4];
+    LS_TRY(ls_net_alloc("mlp", nl, out, in, seed, &m->np, buf, m->W, m->b, m->gW, m->gb));
+    m->p = buf[0], m->g = buf[1], m->m = buf[2], m->v = buf[3];
     return LS_OK;
 }
 
