@@ -343,7 +343,7 @@ typedef struct {
 /* Activation buffers of ls_gpt_forward, grown on demand; zero-initialise, then free. */
 typedef struct {
     size_t cap_tokens;
-    float *x, *h, *qkv, *att, *fc, *stats;
+    float *x, *h, *qkv, *att, *fc, *stats, *prob;
 } ls_gpt_scratch;
 void ls_gpt_scratch_free(ls_gpt_scratch *s);
 

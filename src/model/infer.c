@@ -27,7 +27,7 @@ void ls_linear_forward(const ls_linear *l, const float *X, int M, float *Y, cons
 }
 
 void ls_gpt_scratch_free(ls_gpt_scratch *s) {
-    free(s->x), free(s->h), free(s->qkv), free(s->att), free(s->fc), free(s->stats);
+    free(s->x), free(s->h), free(s->qkv), free(s->att), free(s->fc), free(s->stats), free(s->prob);
     memset(s, 0, sizeof *s);
 }
 
@@ -37,7 +37,8 @@ static int reserve(ls_gpt_scratch *s, const ls_model_config *c, size_t ntok) {
     ls_gpt_scratch_free(s);
     s->x = malloc(ntok * C * 4), s->h = malloc(ntok * C * 4), s->qkv = malloc(ntok * 3 * C * 4);
     s->att = malloc(ntok * C * 4), s->fc = malloc(ntok * 2 * F * 4), s->stats = malloc(ntok * 2 * 4);
-    if (!s->x || !s->h || !s->qkv || !s->att || !s->fc || !s->stats) {
+    s->prob = malloc((size_t)c->n_ctx * 4);
+    if (!s->x || !s->h || !s->qkv || !s->att || !s->fc || !s->stats || !s->prob) {
         ls_gpt_scratch_free(s);
         return ls_err(LS_ENOMEM, "engine: out of memory for %zu tokens of activations", ntok);
     }
@@ -205,13 +206,11 @@ int ls_gpt_forward(const ls_gpt_weights *w, ls_gpt_scratch *sc, const ls_gpt_seq
         if (!act_in) return ls_err(LS_EINVAL, "engine: a later stage needs activations");
         memcpy(x, act_in, ntok * C * sizeof(float));
     }
-    float *prob = malloc(sizeof(float) * c->n_ctx); /* one head's attention row */
-    if (!prob) return ls_err(LS_ENOMEM, "engine: out of memory");
     for (int l = 0; l < w->layer_end - w->layer_begin; l++) {
         const ls_gpt_block *b = &w->blocks[l];
         norm(w, sc, sc->h, x, b->ln1w, b->ln1b, (int)ntok);
         seq_linear(w, &b->lin[LS_LIN_QKV], sc->h, sc->qkv, NULL, seqs, nseq);
-        attention(w, b, sc, seqs, nseq, prob);
+        attention(w, b, sc, seqs, nseq, sc->prob);
         seq_linear(w, &b->lin[LS_LIN_PROJ], sc->att, sc->h, x, seqs, nseq); /* x += attention branch */
         norm(w, sc, sc->h, x, b->ln2w, b->ln2b, (int)ntok);
         seq_linear(w, &b->lin[LS_LIN_FC], sc->h, sc->fc, NULL, seqs, nseq);
@@ -224,7 +223,6 @@ int ls_gpt_forward(const ls_gpt_weights *w, ls_gpt_scratch *sc, const ls_gpt_seq
         }
         seq_linear(w, &b->lin[LS_LIN_MPROJ], act, sc->h, x, seqs, nseq); /* x += MLP branch */
     }
-    free(prob);
     if (w->layer_end != c->n_layer) {
         memcpy(out, x, ntok * C * sizeof(float));
         return LS_OK;
