@@ -45,10 +45,7 @@ int ls_cnn_init(ls_cnn *m, int c, int h, int w, int k, int c1, int c2, int ks, i
 }
 
 void ls_cnn_free(ls_cnn *m) {
-    ls_aligned_free(m->p);
-    ls_aligned_free(m->g);
-    ls_aligned_free(m->m);
-    ls_aligned_free(m->v);
+    ls_aligned_free(m->p), ls_aligned_free(m->g), ls_aligned_free(m->m), ls_aligned_free(m->v);
     memset(m, 0, sizeof *m);
 }
 

@@ -52,10 +52,7 @@ int ls_mlp_init(ls_mlp *m, int nl, const int *sizes, uint64_t seed) {
 }
 
 void ls_mlp_free(ls_mlp *m) {
-    ls_aligned_free(m->p);
-    ls_aligned_free(m->g);
-    ls_aligned_free(m->m);
-    ls_aligned_free(m->v);
+    ls_aligned_free(m->p), ls_aligned_free(m->g), ls_aligned_free(m->m), ls_aligned_free(m->v);
     memset(m, 0, sizeof *m);
 }
 
