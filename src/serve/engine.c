@@ -108,6 +108,12 @@ void ls_engine_free(ls_engine *e) {
     free(e);
 }
 
+/* Where a layer's LayerNorm or bias vector of tensor kind k (not a Linear weight) lives. */
+static float **layer_vector(eng_layer *L, int k) {
+    return k == LS_LT_LN1W ? &L->ln1w : k == LS_LT_LN1B ? &L->ln1b : k == LS_LT_LN2W ? &L->ln2w
+         : k == LS_LT_LN2B ? &L->ln2b : &L->bias[ls_model_linear_of(k - 1)];
+}
+
 /* Loads the tensors of layer l in layout order: LayerNorm and bias vectors as fp32, the
  * Linear weights stored at file_bits and held at bits. */
 static int load_layer(ls_engine *e, ls_st_file *f, int l, int file_bits, int group, int bits) {
@@ -123,9 +129,7 @@ static int load_layer(ls_engine *e, ls_st_file *f, int l, int file_bits, int gro
             LS_TRY(load_linear(f, sp.name, (int)sp.shape[0], (int)sp.shape[1], file_bits, group, bits, &L->lin[lin]));
             continue;
         }
-        float **dst = k == LS_LT_LN1W ? &L->ln1w : k == LS_LT_LN1B ? &L->ln1b : k == LS_LT_LN2W ? &L->ln2w
-                    : k == LS_LT_LN2B ? &L->ln2b : &L->bias[ls_model_linear_of(k - 1)];
-        LS_TRY(copy_f32(f, c, i, dst));
+        LS_TRY(copy_f32(f, c, i, layer_vector(L, k)));
     }
     *B = (ls_gpt_block){L->ln1w, L->ln1b, L->ln2w, L->ln2b, {{0}}, NULL, NULL};
     for (int j = 0; j < LS_LIN_COUNT; j++)
@@ -343,32 +347,22 @@ int ls_engine_load_params(ls_engine *e, const float *params, size_t n) {
         return ls_err(LS_EINVAL, "engine: %zu parameters given, the model has %zu", n, ls_model_config_num_params(c));
     for (int l = 0; l < c->n_layer; l++)
         if (e->layers[l].bits != 32) return ls_err(LS_EUNSUPPORTED, "engine: load params needs an fp32 engine");
-    int C = c->d_model, F = c->d_ff, V = c->vocab, T = c->n_ctx;
+    int V = c->vocab, C = c->d_model;
     const float *p = params;
-    memcpy(e->wte, p, sizeof(float) * (size_t)V * C), p += (size_t)V * C;
-    memcpy(e->wpe, p, sizeof(float) * (size_t)T * C), p += (size_t)T * C;
-    for (int l = 0; l < c->n_layer; l++) {
-        eng_layer *L = &e->layers[l];
-        /* model.h tensor order: ln1 w/b, qkv w/b, proj w/b, ln2 w/b, fc w/b, mlp.proj w/b */
-        float *vec[8] = {L->ln1w, L->ln1b, L->qkvb, L->projb, L->ln2w, L->ln2b, L->fcb, L->mprojb};
-        const int vlen[8] = {C, C, 3 * C, C, C, C, F, C};
-        const int order[12] = {-1, -2, 0, -3, 1, -4, -5, -6, 2, -7, 3, -8}; /* >= 0: Linear j; < 0: vector -k-1 */
-        for (int k = 0; k < 12; k++) {
-            if (order[k] >= 0) {
-                int rows, cols, j = order[k];
-                lin_shape(c, j, &rows, &cols);
-                ls_qmat_free(&L->lin[j]);
-                LS_TRY(ls_qmat_quantize(&L->lin[j], p, rows, cols, 32, 32));
-                p += (size_t)rows * cols;
-            } else {
-                int v = -order[k] - 1;
-                memcpy(vec[v], p, sizeof(float) * (size_t)vlen[v]);
-                p += vlen[v];
-            }
+    /* params are the model's tensors in layout order, as ls_model_params gives them */
+    for (int i = 0; i < ls_model_layout_count(c); i++) {
+        ls_tensor_spec s;
+        LS_TRY(ls_model_layout(c, i, &s));
+        if (s.linear >= 0) {
+            ls_qmat *q = &e->layers[s.layer].lin[s.linear]; /* the block's view points at it */
+            ls_qmat_free(q);
+            LS_TRY(ls_qmat_quantize(q, p, (int)s.shape[0], (int)s.shape[1], 32, 32));
+        } else {
+            float *const glob[4] = {e->wte, e->wpe, e->lnfw, e->lnfb};
+            memcpy(s.layer < 0 ? glob[s.kind] : *layer_vector(&e->layers[s.layer], s.kind), p, sizeof(float) * s.numel);
         }
+        p += s.numel;
     }
-    memcpy(e->lnfw, p, sizeof(float) * (size_t)C), p += C;
-    memcpy(e->lnfb, p, sizeof(float) * (size_t)C), p += C;
     LS_ASSERT((size_t)(p - params) == n);
     ls_qmat_free(&e->head);
     return ls_qmat_quantize(&e->head, e->wte, V, C, 32, 32);
