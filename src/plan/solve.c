@@ -651,6 +651,10 @@ static int plan_adabits(const ls_plan_problem *p, ls_plan_result *out) {
     }
     ls_plan_problem q = *p;
     q.qmax = INFINITY;
+    int kmin = 0; /* the lowest allowed width fills layers not yet decided */
+    while (kmin < NB - 1 && !(p->bits_mask & (1 << kmin))) kmin++;
+    unsigned char bmin = (unsigned char)ls_plan_bits[kmin];
+    for (int i = 0; i < L; i++) pl.bits[i] = bmin;
     for (int j = 0; j < N; j++) {
         int a = pl.begin[j], b = pl.begin[j + 1], done = 0;
         /* highest mix that fits this stage: try c layers at hi over lo for descending widths */
@@ -661,15 +665,13 @@ static int plan_adabits(const ls_plan_problem *p, ls_plan_result *out) {
             for (int ch = b - a; ch >= 0 && !done; ch--) {
                 if (ch < b - a && lo < 0) break;
                 for (int i = a; i < b; i++) pl.bits[i] = (unsigned char)ls_plan_bits[i - a < ch ? hi : lo];
-                for (int i = b; i < L; i++) pl.bits[i] = (unsigned char)ls_plan_bits[0];
-                for (int i = 0; i < L; i++)
-                    if (pl.bits[i] == 0) pl.bits[i] = 3;
+                for (int i = b; i < L; i++) pl.bits[i] = bmin;
                 int rc = ls_plan_evaluate(&q, &pl);
                 if (rc == LS_OK || (rc == LS_EINFEASIBLE && pl.stage_mem[j] <= pl.stage_usable[j])) done = 1;
             }
         }
         if (!done) {
-            for (int i = a; i < b; i++) pl.bits[i] = (unsigned char)ls_plan_bits[0];
+            for (int i = a; i < b; i++) pl.bits[i] = bmin;
         }
     }
     int rc = ls_plan_evaluate(p, &pl);
@@ -796,7 +798,7 @@ static int plan_brute(const ls_plan_problem *p, ls_plan_result *out) {
 /* ---------------------------------------------------------------- dispatch */
 
 /* Explains an infeasible request: memory short at the lowest bits, or the best quality. */
-static int explain_infeasible(const ls_plan_problem *p, ls_plan_algo algo) {
+static int explain_infeasible(const ls_plan_problem *p, ls_plan_algo algo, const char *why) {
     const ls_plan_arch *a = p->arch;
     const ls_plan_cluster *cl = p->cl;
     int L = a->n_layer, N = cl->n_dev;
@@ -839,6 +841,12 @@ static int explain_infeasible(const ls_plan_problem *p, ls_plan_algo algo) {
                           "%.4g (add memory or relax --quality)",
                           p->qmax, pl.quality);
     }
+    /* a fixed split (uniform, adabits) names its stage and the GB it is over */
+    const char *over = strstr(why, "plan: stage ");
+    if (over && strstr(over, "GB over"))
+        return ls_err(LS_EINFEASIBLE, "no %s plan fits %s on %s with the allowed widths: %s (try another --algo, "
+                      "--bits, a smaller --batch or more devices)",
+                      ls_plan_algo_name(algo), a->name, cl->name, over + 6);
     return ls_err(LS_EINFEASIBLE,
                   "no %s plan fits %s on %s: some stage of its split exceeds a device's memory (try another --algo, "
                   "a smaller --batch or more devices)",
@@ -874,7 +882,9 @@ int ls_plan_solve(const ls_plan_problem *p, ls_plan_algo algo, ls_plan_result *o
     }
     if (rc == LS_EINFEASIBLE) {
         int keep = strstr(ls_errmsg(), "devices but") != NULL;
-        return keep ? rc : explain_infeasible(p, algo);
+        char why[512];
+        snprintf(why, sizeof why, "%s", ls_errmsg());
+        return keep ? rc : explain_infeasible(p, algo, why);
     }
     if (rc) return rc;
     out->algo = algo;
