@@ -230,6 +230,8 @@ static void dp_setup(dp_ctx *c, const ls_plan_problem *p, const int *order, int 
     }
 }
 
+static void polish_stages(const dp_ctx *c, ls_plan_result *pl);
+
 /* One DP for a candidate under the decode-stage threshold tau (seconds). Every device of
  * the order holds one stage of >= 1 layer. A stage [a, b) on position j mixes two bit
  * widths lo < hi (or one): as many layers at hi as memory and tau allow (best quality),
@@ -409,6 +411,7 @@ static int dp_run(dp_ctx *c, double tau, label_pool *lp, label_set *sets, ls_pla
         for (int x = 0; x < n; x++) pl.bits[idx[x]] = (unsigned char)ls_plan_bits[x < l->c_hi ? l->hi : l->lo];
     }
     LS_ASSERT(j == 0);
+    polish_stages(c, &pl);
     int rc = ls_plan_evaluate(c->p, &pl);
     if (rc == LS_OK && pl.objective < best->objective) {
         *best = pl;
@@ -419,6 +422,100 @@ static int dp_run(dp_ctx *c, double tau, label_pool *lp, label_set *sets, ls_pla
     }
 #undef SET
     return LS_OK;
+}
+
+/* Exact bit widths inside one stage, the others fixed: every count vector (n_3, n_4, n_8,
+ * n_16) of the allowed widths over the stage's k layers, the layers ordered by how much
+ * quality they gain from more bits (omega at the lowest minus the highest allowed width)
+ * and the widest formats given to the first. The cost model makes a stage's time and
+ * memory depend only on the counts, and for indicators of the form s_i * g(b) (the
+ * default and the variance profile) that order is the best assignment for any counts, so
+ * a stage's choice is exact. Stages are revisited until none improves (at most 4 rounds). */
+static void polish_stages(const dp_ctx *c, ls_plan_result *pl) {
+    const ls_plan_problem *p = c->p;
+    const double *om = p->omega;
+    int N = pl->n_stage, gen = p->wl.gen;
+    int al[NB], na = 0;
+    for (int k = NB - 1; k >= 0; k--)
+        if (p->bits_mask & (1 << k)) al[na++] = k; /* widest first */
+    int klo = al[na - 1], khi = al[0];
+    double P[LS_PLAN_MAX_DEV], D[LS_PLAN_MAX_DEV], Q[LS_PLAN_MAX_DEV];
+    for (int j = 0; j < N; j++) {
+        P[j] = c->baseP[j], D[j] = c->baseD[j], Q[j] = 0;
+        for (int i = pl->begin[j]; i < pl->begin[j + 1]; i++) {
+            int k = ls_plan_bits_index(pl->bits[i]);
+            P[j] += c->lp[j][k], D[j] += c->ld[j][k], Q[j] += om[i * NB + k];
+        }
+    }
+    int idx[LS_PLAN_MAX_LAYER];
+    double pre[NB][LS_PLAN_MAX_LAYER + 1];
+    for (int round = 0; round < 4; round++) {
+        int improved = 0;
+        for (int j = 0; j < N; j++) {
+            double sPo = 0, mPo = 0, sDo = 0, mDo = 0, qo = 0;
+            for (int t = 0; t < N; t++) {
+                if (t == j) continue;
+                sPo += P[t], sDo += D[t], qo += Q[t];
+                if (P[t] > mPo) mPo = P[t];
+                if (D[t] > mDo) mDo = D[t];
+            }
+#define OBJ(Pj, Dj, Qj)                                                                                            \
+    ((sPo + (Pj)) + (c->mp - 1) * ((Pj) > mPo ? (Pj) : mPo) +                                                  \
+     (gen - 1) * (c->md * ((Dj) > mDo ? (Dj) : mDo) > sDo + (Dj) ? c->md * ((Dj) > mDo ? (Dj) : mDo) : sDo + (Dj)) + \
+     p->theta * (qo + (Qj)))
+            double cur = OBJ(P[j], D[j], Q[j]);
+            int a = pl->begin[j], k = pl->begin[j + 1] - a;
+            for (int x = 0; x < k; x++) idx[x] = a + x;
+            for (int x = 1; x < k; x++) { /* insertion sort by gain, descending */
+                int v = idx[x], y = x;
+                double g = om[v * NB + klo] - om[v * NB + khi];
+                while (y > 0 && om[idx[y - 1] * NB + klo] - om[idx[y - 1] * NB + khi] < g) idx[y] = idx[y - 1], y--;
+                idx[y] = v;
+            }
+            for (int w = 0; w < na; w++) {
+                pre[w][0] = 0;
+                for (int x = 0; x < k; x++) pre[w][x + 1] = pre[w][x] + om[idx[x] * NB + al[w]];
+            }
+            double room = c->cap[j] - c->baseM[j] - k * c->kv;
+            int n[NB] = {0}, bestn[NB] = {0}, found = 0;
+            double best = cur * (1 - 1e-12), bP = 0, bD = 0, bQ = 0;
+            /* counts of the first na-1 widths; the narrowest takes the rest */
+            for (;;) {
+                int used = 0;
+                for (int w = 0; w + 1 < na; w++) used += n[w];
+                if (used <= k) {
+                    n[na - 1] = k - used;
+                    double mem = 0, Pj = c->baseP[j], Dj = c->baseD[j], Qj = 0;
+                    int at = 0;
+                    for (int w = 0; w < na; w++) {
+                        mem += n[w] * c->lw[al[w]];
+                        if (n[w]) Pj += n[w] * c->lp[j][al[w]], Dj += n[w] * c->ld[j][al[w]];
+                        Qj += pre[w][at + n[w]] - pre[w][at];
+                        at += n[w];
+                    }
+                    if (mem <= room && isfinite(Pj) && isfinite(Dj) && qo + Qj <= p->qmax) {
+                        double f = OBJ(Pj, Dj, Qj);
+                        if (f < best) {
+                            best = f, bP = Pj, bD = Dj, bQ = Qj, found = 1;
+                            memcpy(bestn, n, sizeof n);
+                        }
+                    }
+                }
+                /* next count vector (odometer over the first na-1 widths, each 0..k) */
+                int w = 0;
+                while (w + 1 < na && ++n[w] > k) n[w++] = 0;
+                if (w + 1 >= na) break;
+            }
+#undef OBJ
+            if (!found) continue;
+            int at = 0;
+            for (int w = 0; w < na; w++)
+                for (int x = 0; x < bestn[w]; x++) pl->bits[idx[at++]] = (unsigned char)ls_plan_bits[al[w]];
+            P[j] = bP, D[j] = bD, Q[j] = bQ;
+            improved = 1;
+        }
+        if (!improved) break;
+    }
 }
 
 /* Runs the DP for one candidate over a descending grid of decode thresholds, then refines

@@ -65,9 +65,10 @@ static void one_cluster(const char *name, int expect_min_ok) {
     ls_plan_cluster_free(cl);
 }
 
-/* A stage's widths are not restricted to two adjacent ones: on one device with a memory
- * budget that forces a mix, splitquant reaches the exhaustive optimum (all 4^L widths). */
-static void test_stage_exact(void) {
+/* A stage's widths are not restricted to two adjacent ones: on one device of 7 layers with
+ * memory budgets that force mixes, splitquant reaches the exhaustive optimum (all 4^7 bit
+ * assignments x every micro-batch pair), including optima with three widths. */
+static void stage_exact(const char *gpu) {
     ls_plan_cluster *cl;
     ls_plan_arch a;
     CHECK(ls_plan_cluster_load(cat, "llmpq-2", &cl) == LS_OK);
@@ -76,14 +77,15 @@ static void test_stage_exact(void) {
     cl->n_dev = 1;
     ls_plan_problem *pb = malloc(sizeof *pb);
     ls_plan_result *sq = malloc(sizeof *sq), *bf = malloc(sizeof *bf);
-    ls_plan_workload w = {8, 128, 32};
+    ls_plan_workload w = {16, 512, 8}; /* prefill-heavy: int8 tensor cores make 8 bits fastest */
+    CHECK(ls_plan_catalog_gpu(cat, gpu, &cl->dev[0].gpu) == LS_OK);
     double lw16 = ls_plan_layer_weight_bytes(&a, 16), lw3 = ls_plan_layer_weight_bytes(&a, 3);
     double fixed = ls_plan_embed_bytes(&a) + ls_plan_head_bytes(&a) + ls_plan_workspace_bytes(&a, &w, 8, 8) +
                    a.n_layer * ls_plan_layer_kv_bytes(&a, &w);
-    int n_cases = 0, n_eq = 0;
-    for (int f = 1; f < 8; f++) {
-        /* memory for all layers at 3 bits plus f/8 of the way to all at 16 */
-        cl->dev[0].usable_bytes = fixed + a.n_layer * (lw3 + (lw16 - lw3) * f / 8.0) + 1.0;
+    int n_cases = 0, n_mixed = 0;
+    for (int f = 1; f < 6; f++) {
+        /* memory for all layers at 3 bits plus f/16 of the way to all at 16 */
+        cl->dev[0].usable_bytes = fixed + a.n_layer * (lw3 + (lw16 - lw3) * f / 16.0) + 1.0;
         for (int qk = 0; qk < 2; qk++) {
             CHECK(ls_plan_problem_init(pb, &a, cl, w) == LS_OK);
             CHECK(ls_plan_problem_set_quality(pb, qk ? (ls_plan_qtarget){LS_PLAN_Q_THETA, 0.05}
@@ -95,12 +97,22 @@ static void test_stage_exact(void) {
             n_cases++;
             CHECK_MSG(sq->objective <= bf->objective * (1 + 1e-9), "f %d q %d: splitquant %.9g brute %.9g", f, qk,
                       sq->objective, bf->objective);
-            n_eq += sq->objective <= bf->objective * (1 + 1e-9);
+            /* the optimum mixes three widths, or two that are not adjacent */
+            int cnt[4] = {0}, used = 0;
+            for (int i = 0; i < a.n_layer; i++) cnt[ls_plan_bits_index(bf->bits[i])]++;
+            for (int k = 0; k < 4; k++) used += cnt[k] > 0;
+            n_mixed += used >= 3 || (cnt[0] && cnt[2] && !cnt[1]);
         }
     }
     CHECK(n_cases >= 8);
+    CHECK_MSG(n_mixed >= 2, "%s: %d cases need a mix beyond two adjacent widths", gpu, n_mixed);
     free(pb), free(sq), free(bf);
     ls_plan_cluster_free(cl);
+}
+
+static void test_stage_exact(void) {
+    stage_exact("A100-80G");
+    stage_exact("T4-16G");
 }
 
 static void test_subsets(void) {
