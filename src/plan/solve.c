@@ -833,6 +833,12 @@ static int plan_splitquant_seeded(const ls_plan_problem *p, ls_plan_result *out)
     return rc;
 }
 
+int ls_plan_splitquant_seeded(const ls_plan_problem *p, ls_plan_result *out) {
+    ls_plan_problem q = *p;
+    q.replay_select = 0;
+    return plan_splitquant_seeded(&q, out);
+}
+
 /* ---------------------------------------------------------------- exhaustive (tests) */
 
 static int brute_rec(const ls_plan_problem *p, ls_plan_result *pl, int j, int i, ls_plan_result *best, int *found) {
