@@ -246,8 +246,10 @@ int main(int argc, char **argv) {
     cJSON *urows = cJSON_AddArrayToObject(jr, "unseen");
     double max_best = 0, max_bound = 0;
     int n_closed = 0, n_u = 0;
-    for (int i = 0; i < n_unseen && !only; i++) {
+    for (int i = 0; i < n_unseen; i++) {
         char path[256];
+        snprintf(path, sizeof path, "unseen-%d", i);
+        if (only && strcmp(only, path)) continue;
         snprintf(path, sizeof path, "/tmp/bench_plan_unseen_%d_%d.json", (int)getpid(), i);
         ls_plan_arch arch;
         ls_plan_cluster *cl;
@@ -285,7 +287,8 @@ int main(int argc, char **argv) {
             printf("%-9s %-34s %-12s  %s\n", cl->name, desc, arch.name, rs ? "splitquant: no plan" : "ILP: no plan");
             if (rs && ri == LS_OK) failures++;
         } else {
-            double bound = il->objective * (1 - il->ilp_gap);
+            /* gap 1: some candidate was never visited, no bound */
+            double bound = il->ilp_gap < 1 ? il->objective * (1 - il->ilp_gap) : NAN;
             double gb = (sq->objective - il->objective) / il->objective, gl = (sq->objective - bound) / bound;
             printf("%-9s %-34s %-12s %11.5f %11.5f %11.5f %8.3f %8.3f %4s %8.1f %7.1f\n", cl->name, desc, arch.name,
                    sq->objective, il->objective, bound, gb * 100, gl * 100, il->ilp_optimal ? "yes" : "no",
@@ -298,7 +301,7 @@ int main(int argc, char **argv) {
             }
             cJSON_AddNumberToObject(o, "splitquant_objective_s", sq->objective);
             cJSON_AddNumberToObject(o, "ilp_best_objective_s", il->objective);
-            cJSON_AddNumberToObject(o, "ilp_bound_s", bound);
+            if (isfinite(bound)) cJSON_AddNumberToObject(o, "ilp_bound_s", bound);
             cJSON_AddBoolToObject(o, "ilp_optimal", il->ilp_optimal);
             cJSON_AddNumberToObject(o, "splitquant_over_best", gb);
             cJSON_AddNumberToObject(o, "splitquant_over_bound", gl);

@@ -424,13 +424,54 @@ static int dp_run(dp_ctx *c, double tau, label_pool *lp, label_set *sets, ls_pla
     return LS_OK;
 }
 
-/* Exact bit widths inside one stage, the others fixed: every count vector (n_3, n_4, n_8,
- * n_16) of the allowed widths over the stage's k layers, the layers ordered by how much
+/* Exact bit widths inside stages. A stage's time and memory depend only on its count
+ * vector (n_3, n_4, n_8, n_16) of the allowed widths; its layers are ranked by how much
  * quality they gain from more bits (omega at the lowest minus the highest allowed width)
- * and the widest formats given to the first. The cost model makes a stage's time and
- * memory depend only on the counts, and for indicators of the form s_i * g(b) (the
- * default and the variance profile) that order is the best assignment for any counts, so
- * a stage's choice is exact. Stages are revisited until none improves (at most 4 rounds). */
+ * and the widest formats go to the first. For indicators of the form s_i * g(b) (the
+ * default and the variance profile) that order is the best assignment for any counts.
+ * One stage at a time, then every pair of stages (so that quality can move between
+ * them), every combination of count vectors is tried with the other stages fixed,
+ * keeping memory and the quality target and minimising the full objective; repeated
+ * until nothing improves (at most 4 rounds). A pair is skipped above 4M combinations. */
+typedef struct {
+    double P, D, Q;
+    unsigned char n[NB];
+} stage_vec;
+
+enum { POLISH_MAX_VEC = 1 << 18, POLISH_MAX_PAIR = 4 << 20 };
+
+/* Every memory-feasible count vector of stage j (layers idx, prefix sums pre per allowed width). */
+static int stage_vectors(const dp_ctx *c, int j, int k, const int *al, int na, double (*pre)[LS_PLAN_MAX_LAYER + 1],
+                         stage_vec *v) {
+    double room = c->cap[j] - c->baseM[j] - k * c->kv;
+    int n[NB] = {0}, m = 0;
+    for (;;) {
+        int used = 0;
+        for (int w = 0; w + 1 < na; w++) used += n[w];
+        if (used <= k) {
+            n[na - 1] = k - used;
+            double mem = 0, P = c->baseP[j], D = c->baseD[j], Q = 0;
+            int at = 0;
+            for (int w = 0; w < na; w++) {
+                mem += n[w] * c->lw[al[w]];
+                if (n[w]) P += n[w] * c->lp[j][al[w]], D += n[w] * c->ld[j][al[w]];
+                Q += pre[w][at + n[w]] - pre[w][at];
+                at += n[w];
+            }
+            if (mem <= room && isfinite(P) && isfinite(D)) {
+                if (m == POLISH_MAX_VEC) return -1;
+                v[m].P = P, v[m].D = D, v[m].Q = Q;
+                for (int w = 0; w < NB; w++) v[m].n[w] = (unsigned char)(w < na ? n[w] : 0);
+                m++;
+            }
+        }
+        int w = 0; /* odometer over the first na-1 widths, each 0..k */
+        while (w + 1 < na && ++n[w] > k) n[w++] = 0;
+        if (w + 1 >= na) break;
+    }
+    return m;
+}
+
 static void polish_stages(const dp_ctx *c, ls_plan_result *pl) {
     const ls_plan_problem *p = c->p;
     const double *om = p->omega;
@@ -439,83 +480,94 @@ static void polish_stages(const dp_ctx *c, ls_plan_result *pl) {
     for (int k = NB - 1; k >= 0; k--)
         if (p->bits_mask & (1 << k)) al[na++] = k; /* widest first */
     int klo = al[na - 1], khi = al[0];
+    for (int j = 0; j < N; j++)
+        if (pl->begin[j + 1] - pl->begin[j] > 250) return; /* counts kept in unsigned char */
     double P[LS_PLAN_MAX_DEV], D[LS_PLAN_MAX_DEV], Q[LS_PLAN_MAX_DEV];
+    int *idx = malloc(sizeof(int) * LS_PLAN_MAX_LAYER);
+    double(*pre)[NB][LS_PLAN_MAX_LAYER + 1] = malloc(sizeof(double[NB][LS_PLAN_MAX_LAYER + 1]) * (size_t)N);
+    stage_vec *v1 = malloc(sizeof(stage_vec) * POLISH_MAX_VEC), *v2 = malloc(sizeof(stage_vec) * POLISH_MAX_VEC);
+    if (!idx || !pre || !v1 || !v2) goto done;
+    /* layer order (by gain, descending, stable) and prefix sums of omega per width, per stage */
     for (int j = 0; j < N; j++) {
+        int a = pl->begin[j], k = pl->begin[j + 1] - a;
+        int *ix = idx + a;
+        for (int x = 0; x < k; x++) ix[x] = a + x;
+        for (int x = 1; x < k; x++) {
+            int vv = ix[x], y = x;
+            double g = om[vv * NB + klo] - om[vv * NB + khi];
+            while (y > 0 && om[ix[y - 1] * NB + klo] - om[ix[y - 1] * NB + khi] < g) ix[y] = ix[y - 1], y--;
+            ix[y] = vv;
+        }
+        for (int w = 0; w < na; w++) {
+            pre[j][w][0] = 0;
+            for (int x = 0; x < k; x++) pre[j][w][x + 1] = pre[j][w][x] + om[ix[x] * NB + al[w]];
+        }
         P[j] = c->baseP[j], D[j] = c->baseD[j], Q[j] = 0;
-        for (int i = pl->begin[j]; i < pl->begin[j + 1]; i++) {
-            int k = ls_plan_bits_index(pl->bits[i]);
-            P[j] += c->lp[j][k], D[j] += c->ld[j][k], Q[j] += om[i * NB + k];
+        for (int i = a; i < a + k; i++) {
+            int kb = ls_plan_bits_index(pl->bits[i]);
+            P[j] += c->lp[j][kb], D[j] += c->ld[j][kb], Q[j] += om[i * NB + kb];
         }
     }
-    int idx[LS_PLAN_MAX_LAYER];
-    double pre[NB][LS_PLAN_MAX_LAYER + 1];
     for (int round = 0; round < 4; round++) {
         int improved = 0;
-        for (int j = 0; j < N; j++) {
-            double sPo = 0, mPo = 0, sDo = 0, mDo = 0, qo = 0;
-            for (int t = 0; t < N; t++) {
-                if (t == j) continue;
-                sPo += P[t], sDo += D[t], qo += Q[t];
-                if (P[t] > mPo) mPo = P[t];
-                if (D[t] > mDo) mDo = D[t];
-            }
-#define OBJ(Pj, Dj, Qj)                                                                                            \
-    ((sPo + (Pj)) + (c->mp - 1) * ((Pj) > mPo ? (Pj) : mPo) +                                                  \
-     (gen - 1) * (c->md * ((Dj) > mDo ? (Dj) : mDo) > sDo + (Dj) ? c->md * ((Dj) > mDo ? (Dj) : mDo) : sDo + (Dj)) + \
-     p->theta * (qo + (Qj)))
-            double cur = OBJ(P[j], D[j], Q[j]);
-            int a = pl->begin[j], k = pl->begin[j + 1] - a;
-            for (int x = 0; x < k; x++) idx[x] = a + x;
-            for (int x = 1; x < k; x++) { /* insertion sort by gain, descending */
-                int v = idx[x], y = x;
-                double g = om[v * NB + klo] - om[v * NB + khi];
-                while (y > 0 && om[idx[y - 1] * NB + klo] - om[idx[y - 1] * NB + khi] < g) idx[y] = idx[y - 1], y--;
-                idx[y] = v;
-            }
-            for (int w = 0; w < na; w++) {
-                pre[w][0] = 0;
-                for (int x = 0; x < k; x++) pre[w][x + 1] = pre[w][x] + om[idx[x] * NB + al[w]];
-            }
-            double room = c->cap[j] - c->baseM[j] - k * c->kv;
-            int n[NB] = {0}, bestn[NB] = {0}, found = 0;
-            double best = cur * (1 - 1e-12), bP = 0, bD = 0, bQ = 0;
-            /* counts of the first na-1 widths; the narrowest takes the rest */
-            for (;;) {
-                int used = 0;
-                for (int w = 0; w + 1 < na; w++) used += n[w];
-                if (used <= k) {
-                    n[na - 1] = k - used;
-                    double mem = 0, Pj = c->baseP[j], Dj = c->baseD[j], Qj = 0;
-                    int at = 0;
-                    for (int w = 0; w < na; w++) {
-                        mem += n[w] * c->lw[al[w]];
-                        if (n[w]) Pj += n[w] * c->lp[j][al[w]], Dj += n[w] * c->ld[j][al[w]];
-                        Qj += pre[w][at + n[w]] - pre[w][at];
-                        at += n[w];
+        /* span 0: one stage (j1 == j2); span 1: every pair */
+        for (int span = 0; span < 2 && !(span == 1 && N < 2); span++)
+            for (int j1 = 0; j1 < N; j1++)
+                for (int j2 = span ? j1 + 1 : j1; j2 < (span ? N : j1 + 1); j2++) {
+                    double sPo = 0, mPo = 0, sDo = 0, mDo = 0, qo = 0;
+                    for (int t = 0; t < N; t++) {
+                        if (t == j1 || t == j2) continue;
+                        sPo += P[t], sDo += D[t], qo += Q[t];
+                        if (P[t] > mPo) mPo = P[t];
+                        if (D[t] > mDo) mDo = D[t];
                     }
-                    if (mem <= room && isfinite(Pj) && isfinite(Dj) && qo + Qj <= p->qmax) {
-                        double f = OBJ(Pj, Dj, Qj);
-                        if (f < best) {
-                            best = f, bP = Pj, bD = Dj, bQ = Qj, found = 1;
-                            memcpy(bestn, n, sizeof n);
-                        }
+                    int k1 = pl->begin[j1 + 1] - pl->begin[j1], k2 = pl->begin[j2 + 1] - pl->begin[j2];
+                    int m1 = stage_vectors(c, j1, k1, al, na, pre[j1], v1);
+                    int m2 = span ? stage_vectors(c, j2, k2, al, na, pre[j2], v2) : 1;
+                    if (m1 <= 0 || m2 <= 0 || (double)m1 * m2 > POLISH_MAX_PAIR) continue;
+                    stage_vec zero = {0, 0, 0, {0}};
+                    double cur = 0;
+                    int b1 = -1, b2 = -1;
+                    for (int pass = 0; pass < 2; pass++) /* pass 0: the current objective */
+                        for (int x = pass ? 0 : -1; x < (pass ? m1 : 0); x++)
+                            for (int y = pass ? 0 : -1; y < (pass ? m2 : 0); y++) {
+                                double Pa, Da, Qa, Pb, Db, Qb;
+                                if (!pass) {
+                                    Pa = P[j1], Da = D[j1], Qa = Q[j1];
+                                    Pb = span ? P[j2] : 0, Db = span ? D[j2] : 0, Qb = span ? Q[j2] : 0;
+                                } else {
+                                    const stage_vec *w2 = span ? &v2[y] : &zero;
+                                    Pa = v1[x].P, Da = v1[x].D, Qa = v1[x].Q, Pb = w2->P, Db = w2->D, Qb = w2->Q;
+                                    if (qo + Qa + Qb > p->qmax) continue;
+                                }
+                                double mP = Pa > mPo ? Pa : mPo, mD = Da > mDo ? Da : mDo;
+                                if (span && Pb > mP) mP = Pb;
+                                if (span && Db > mD) mD = Db;
+                                double sD = sDo + Da + Db, r = c->md * mD > sD ? c->md * mD : sD;
+                                double f = sPo + Pa + Pb + (c->mp - 1) * mP + (gen - 1) * r + p->theta * (qo + Qa + Qb);
+                                if (!pass)
+                                    cur = f * (1 - 1e-12);
+                                else if (f < cur)
+                                    cur = f, b1 = x, b2 = y;
+                            }
+                    if (b1 < 0) continue;
+                    for (int s2 = 0; s2 <= span; s2++) {
+                        int j = s2 ? j2 : j1;
+                        const stage_vec *w = s2 ? &v2[b2] : &v1[b1];
+                        int at = pl->begin[j];
+                        for (int ww = 0; ww < na; ww++)
+                            for (int x = 0; x < w->n[ww]; x++) pl->bits[idx[at++]] = (unsigned char)ls_plan_bits[al[ww]];
+                        P[j] = w->P, D[j] = w->D, Q[j] = w->Q;
                     }
+                    improved = 1;
                 }
-                /* next count vector (odometer over the first na-1 widths, each 0..k) */
-                int w = 0;
-                while (w + 1 < na && ++n[w] > k) n[w++] = 0;
-                if (w + 1 >= na) break;
-            }
-#undef OBJ
-            if (!found) continue;
-            int at = 0;
-            for (int w = 0; w < na; w++)
-                for (int x = 0; x < bestn[w]; x++) pl->bits[idx[at++]] = (unsigned char)ls_plan_bits[al[w]];
-            P[j] = bP, D[j] = bD, Q[j] = bQ;
-            improved = 1;
-        }
         if (!improved) break;
     }
+done:
+    free(idx);
+    free(pre);
+    free(v1);
+    free(v2);
 }
 
 /* Runs the DP for one candidate over a descending grid of decode thresholds, then refines
