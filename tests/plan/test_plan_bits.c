@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "llmsys/plan.h"
 #include "test.h"
@@ -115,6 +116,53 @@ static void test_stage_exact(void) {
     stage_exact("T4-16G");
 }
 
+/* Two devices, six layers, memory binding on both: the widths of both stages (and the
+ * quality moved between them) reach the exhaustive optimum. */
+static void test_two_stage_exact(void) {
+    char path[256];
+    snprintf(path, sizeof path, "/tmp/llmsys-plan-bits-%d.json", (int)getpid());
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    fputs("{\"format\":\"llmsys-cluster\",\"version\":1,\"name\":\"two\",\"nodes\":["
+          "{\"gpu\":\"A100-80G\",\"count\":1},{\"gpu\":\"T4-16G\",\"count\":1}]}",
+          f);
+    fclose(f);
+    ls_plan_cluster *cl;
+    int rc = ls_plan_cluster_load(cat, path, &cl);
+    remove(path);
+    CHECK(rc == LS_OK);
+    if (rc) return;
+    ls_plan_arch a;
+    CHECK(ls_plan_catalog_model(cat, "llama-2-7b", &a) == LS_OK);
+    a.n_layer = 6;
+    ls_plan_problem *pb = malloc(sizeof *pb);
+    ls_plan_result *sq = malloc(sizeof *sq), *bf = malloc(sizeof *bf);
+    ls_plan_workload w = {16, 512, 8};
+    double lw16 = ls_plan_layer_weight_bytes(&a, 16), lw3 = ls_plan_layer_weight_bytes(&a, 3);
+    double fixed = ls_plan_workspace_bytes(&a, &w, 8, 8) + 3 * ls_plan_layer_kv_bytes(&a, &w);
+    int n_cases = 0;
+    for (int fr = 1; fr < 6; fr++) {
+        double lay = 3 * (lw3 + (lw16 - lw3) * fr / 16.0) + 1.0;
+        cl->dev[0].usable_bytes = fixed + ls_plan_embed_bytes(&a) + lay;
+        cl->dev[1].usable_bytes = fixed + ls_plan_head_bytes(&a) + lay;
+        for (int qk = 0; qk < 2; qk++) {
+            CHECK(ls_plan_problem_init(pb, &a, cl, w) == LS_OK);
+            CHECK(ls_plan_problem_set_quality(pb, qk ? (ls_plan_qtarget){LS_PLAN_Q_THETA, 0.05}
+                                                     : (ls_plan_qtarget){LS_PLAN_Q_BITS, 4}) == LS_OK);
+            int rb = ls_plan_solve(pb, LS_PLAN_ALGO_BRUTE, bf), rs = ls_plan_solve(pb, LS_PLAN_ALGO_SPLITQUANT, sq);
+            CHECK(rb == rs);
+            if (rb || rs) continue;
+            n_cases++;
+            CHECK_MSG(sq->objective <= bf->objective * (1 + 1e-9), "fr %d q %d: splitquant %.9g brute %.9g", fr, qk,
+                      sq->objective, bf->objective);
+        }
+    }
+    CHECK(n_cases >= 8);
+    free(pb), free(sq), free(bf);
+    ls_plan_cluster_free(cl);
+}
+
 static void test_subsets(void) {
     one_cluster("llmpq-2", 8);
     one_cluster("demo-70b", 8);
@@ -127,6 +175,7 @@ int main(void) {
     }
     RUN(test_subsets);
     RUN(test_stage_exact);
+    RUN(test_two_stage_exact);
     ls_plan_catalog_free(cat);
     return TEST_RESULT();
 }
