@@ -3,7 +3,7 @@
  * to the exact ILP, and solve time; then splitquant against the ILP (best objective found
  * and proven bound) on mixed clusters generated from the catalog by a seeded rule
  * (unseen_cluster). Usage: bench_plan [--quick] [--out FILE] [--ilp-limit S]
- * [--unseen-limit S] [--unseen N] [--seed N] [--only NAME]. */
+ * [--unseen-limit S] [--unseen N] [--seed N] [--only NAME | unseen-K | unseen]. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdint.h>
@@ -249,7 +249,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < n_unseen; i++) {
         char path[256];
         snprintf(path, sizeof path, "unseen-%d", i);
-        if (only && strcmp(only, path)) continue;
+        if (only && strcmp(only, path) && strcmp(only, "unseen")) continue;
         snprintf(path, sizeof path, "/tmp/bench_plan_unseen_%d_%d.json", (int)getpid(), i);
         ls_plan_arch arch;
         ls_plan_cluster *cl;
