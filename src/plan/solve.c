@@ -411,8 +411,15 @@ static int dp_run(dp_ctx *c, double tau, label_pool *lp, label_set *sets, ls_pla
         for (int x = 0; x < n; x++) pl.bits[idx[x]] = (unsigned char)ls_plan_bits[x < l->c_hi ? l->hi : l->lo];
     }
     LS_ASSERT(j == 0);
+    /* exact widths inside the stages; the DP's own assignment stands if that fails to evaluate */
+    unsigned char dp_bits[LS_PLAN_MAX_LAYER];
+    memcpy(dp_bits, pl.bits, sizeof dp_bits);
     polish_stages(c, &pl);
     int rc = ls_plan_evaluate(c->p, &pl);
+    if (rc == LS_EINFEASIBLE) {
+        memcpy(pl.bits, dp_bits, sizeof dp_bits);
+        rc = ls_plan_evaluate(c->p, &pl);
+    }
     if (rc == LS_OK && pl.objective < best->objective) {
         *best = pl;
         *found = 1;
