@@ -224,6 +224,7 @@ static int solve_one(const ls_plan_problem *p, const int *order, int mb_pre, int
      * time limit stops the search early (seen under ASan in `llmsys demo --quick plan`), so
      * it is switched off: the models are small enough that it saves little. */
     Cbc_setParameter(m, "preprocess", "off");
+    Cbc_setParameter(m, "timeMode", "elapsed"); /* the limit is wall time, also on a loaded machine */
     Cbc_setMaximumSeconds(m, limit_s > 0.05 ? limit_s : 0.05);
     Cbc_setAllowableFractionGap(m, 1e-6);
     if (isfinite(cutoff)) Cbc_setCutoff(m, cutoff - sumBaseP);
