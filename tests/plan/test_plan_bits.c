@@ -165,7 +165,7 @@ static void test_two_stage_exact(void) {
 
 static void test_subsets(void) {
     one_cluster("llmpq-2", 8);
-    one_cluster("demo-70b", 8);
+    one_cluster("llmpq-8", 8);
 }
 
 int main(void) {
