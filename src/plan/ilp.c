@@ -371,9 +371,6 @@ int ls_plan_ilp(const ls_plan_problem *p, ls_plan_result *out) {
         }
         if (!res->optimal) all_opt = 0;
         double b = res->optimal ? (res->has_sol ? res->obj : INFINITY) : res->bound;
-        if (getenv("LLMSYS_ILP_TRACE"))
-            fprintf(stderr, "ilp candidate %d/%d: limit %.2f s, optimal %d, solution %d obj %.6g bound %.6g\n", t, nc, lim,
-                    res->optimal, res->has_sol, res->obj, b);
         if (b < lb) lb = b;
     }
     free(res);
