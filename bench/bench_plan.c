@@ -1,16 +1,75 @@
 /* bench_plan.c - every planner on every catalog cluster: predicted (modelled) throughput,
  * ratios to the uniform and PipeEdge baselines measured in the same run, objective gap
- * to the exact ILP, and solve time. Usage: bench_plan [--out FILE] [--ilp-limit S]
- * [--only NAME]. */
+ * to the exact ILP, and solve time; then splitquant against the ILP (best objective found
+ * and proven bound) on mixed clusters generated from the catalog by a seeded rule
+ * (unseen_cluster). Usage: bench_plan [--quick] [--out FILE] [--ilp-limit S]
+ * [--unseen-limit S] [--unseen N] [--seed N] [--only NAME | unseen-K | unseen]. */
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "llmsys/core.h"
 #include "llmsys/plan.h"
+
+/* The generation rule of the unseen clusters (docs/plan.md): case i of seed S draws from
+ * ls_rng seeded with S * 1000 + i: 2 or 3 distinct GPU kinds of data/gpus.json (uniformly),
+ * 1 to 3 devices of each on a node of their own (at most 8 devices), and a catalog model
+ * (llmsys-* excluded), until the model needs more than the cluster's usable memory at 16
+ * bits and at most 90% of it at 4 bits (workload batch 32, prompt 512, 128 generated
+ * tokens), so that quantization decides; the quality target is bits:4. */
+static int unseen_cluster(const ls_plan_catalog *cat, uint64_t seed, int i, const char *path, ls_plan_arch *arch) {
+    char gp[1024];
+    snprintf(gp, sizeof gp, "%s/gpus.json", ls_plan_catalog_dir(cat));
+    cJSON *g;
+    if (ls_json_read_file(gp, &g)) return -1;
+    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(g, "gpus");
+    int ng = cJSON_GetArraySize(arr), nm = ls_plan_catalog_num_models(cat);
+    ls_rng r;
+    ls_rng_seed(&r, seed * 1000 + (uint64_t)i);
+    ls_plan_workload wl = {32, 512, 128};
+    int rc = -1;
+    for (int tries = 0; tries < 10000 && rc; tries++) {
+        int nk = 2 + (int)ls_rng_below(&r, 2), kind[3], cnt[3], tot = 0;
+        for (int k = 0; k < nk; k++) {
+            int dup;
+            do {
+                kind[k] = (int)ls_rng_below(&r, (uint64_t)ng);
+                dup = 0;
+                for (int t = 0; t < k; t++) dup |= kind[t] == kind[k];
+            } while (dup);
+            cnt[k] = 1 + (int)ls_rng_below(&r, 3);
+            tot += cnt[k];
+        }
+        const char *mname = ls_plan_catalog_model_name(cat, (int)ls_rng_below(&r, (uint64_t)nm));
+        if (tot > 8 || !strncmp(mname, "llmsys-", 7) || ls_plan_catalog_model(cat, mname, arch)) continue;
+        double have = 0;
+        for (int k = 0; k < nk; k++) {
+            const cJSON *gk = cJSON_GetArrayItem(arr, kind[k]);
+            have += cnt[k] * ls_plan_usable_bytes(cJSON_GetObjectItemCaseSensitive(gk, "memory_GB")->valuedouble * 1e9);
+        }
+        double fixed = ls_plan_embed_bytes(arch) + ls_plan_head_bytes(arch) + arch->n_layer * ls_plan_layer_kv_bytes(arch, &wl);
+        double need16 = fixed + arch->n_layer * ls_plan_layer_weight_bytes(arch, 16);
+        double need4 = fixed + arch->n_layer * ls_plan_layer_weight_bytes(arch, 4);
+        if (!(need16 > have && need4 <= 0.9 * have) || arch->n_layer < tot) continue;
+        FILE *f = fopen(path, "w");
+        if (!f) break;
+        fprintf(f, "{\"format\":\"llmsys-cluster\",\"version\":1,\"name\":\"unseen-%d\",\"model\":\"%s\",", i, mname);
+        fprintf(f, "\"workload\":{\"batch\":%d,\"prompt\":%d,\"gen\":%d},\"inter_node_GBps\":12.5,"
+                   "\"inter_node_latency_us\":20,\"nodes\":[", wl.batch, wl.prompt, wl.gen);
+        for (int k = 0; k < nk; k++)
+            fprintf(f, "%s{\"gpu\":\"%s\",\"count\":%d}", k ? "," : "",
+                    cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(arr, kind[k]), "name")->valuestring, cnt[k]);
+        fprintf(f, "]}\n");
+        rc = fclose(f) ? -1 : 0;
+    }
+    cJSON_Delete(g);
+    return rc;
+}
 
 typedef struct {
     int ok;
@@ -22,16 +81,26 @@ typedef struct {
 
 int main(int argc, char **argv) {
     const char *out = NULL, *only = NULL;
-    double ilp_limit = 6.0;
+    double ilp_limit = 6.0, unseen_limit = 60.0;
+    int quick = 0, n_unseen = 6, seed = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--out") && i + 1 < argc)
             out = argv[++i];
+        else if (!strcmp(argv[i], "--quick"))
+            quick = 1, ilp_limit = 1.0, unseen_limit = 5.0;
+        else if (!strcmp(argv[i], "--unseen-limit") && i + 1 < argc)
+            unseen_limit = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--unseen") && i + 1 < argc)
+            n_unseen = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
+            seed = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--ilp-limit") && i + 1 < argc)
             ilp_limit = atof(argv[++i]);
         else if (!strcmp(argv[i], "--only") && i + 1 < argc)
             only = argv[++i];
         else {
-            fprintf(stderr, "usage: bench_plan [--out FILE] [--ilp-limit S] [--only CLUSTER]\n");
+            fprintf(stderr, "usage: bench_plan [--quick] [--out FILE] [--ilp-limit S] [--unseen-limit S] [--unseen N] "
+                            "[--seed N] [--only CLUSTER]\n");
             return 2;
         }
     }
@@ -53,6 +122,15 @@ int main(int argc, char **argv) {
     cJSON_AddStringToObject(jr, "bench", "plan");
     cJSON_AddStringToObject(jr, "note", "throughputs are modelled from datasheet figures, solve times measured here");
     printf("Planner benchmark: throughput is MODELLED (tok/s from data/gpus.json figures); solve times measured.\n");
+    double la[3] = {0};
+    FILE *lf = fopen("/proc/loadavg", "r");
+    if (lf) {
+        if (fscanf(lf, "%lf %lf %lf", &la[0], &la[1], &la[2]) != 3) la[0] = NAN;
+        fclose(lf);
+    }
+    printf("Load average at start: %.2f %.2f %.2f (solve times are CPU of the solving thread where marked cpu)\n",
+           la[0], la[1], la[2]);
+    cJSON_AddNumberToObject(jr, "load_avg_1m", la[0]);
     printf("Quality target of every algorithm: no worse than the uniform baseline's indicator.\n\n");
     printf("%-10s %4s %-12s %9s %9s %9s %9s %9s %7s %7s %7s %7s %9s %9s %9s %9s\n", "cluster", "gpus", "model",
            "uniform", "adabits", "pipeedge", "splitq", "ilp", "sq/uni", "sq/pe", "rp s/u", "rs s/u", "gap%", "sq ms",
@@ -63,6 +141,7 @@ int main(int argc, char **argv) {
     double t_start = ls_now();
     for (int c = 0; c < n; c++) {
         if (only && strcmp(only, names[c])) continue;
+        if (quick && strncmp(names[c], "llmpq-", 6) && strcmp(names[c], "demo-70b")) continue;
         ls_plan_cluster *cl;
         ls_plan_arch arch;
         if (ls_plan_cluster_load(cat, names[c], &cl) || ls_plan_catalog_model(cat, cl->model, &arch)) {
@@ -159,6 +238,85 @@ int main(int argc, char **argv) {
         free(pl);
         ls_plan_cluster_free(cl);
     }
+    /* splitquant against the ILP on generated clusters */
+    printf("\nUnseen mixed clusters (seed %d, rule in docs/plan.md; quality bits:4; ILP limit %.0f s each):\n", seed,
+           unseen_limit);
+    printf("%-9s %-34s %-12s %11s %11s %11s %8s %8s %4s %8s %7s\n", "case", "gpus", "model", "splitq obj", "ilp best",
+           "ilp bound", "sq-best%", "sq-bnd%", "opt", "sq ms", "ilp s");
+    cJSON *urows = cJSON_AddArrayToObject(jr, "unseen");
+    double max_best = 0, max_bound = 0;
+    int n_closed = 0, n_u = 0;
+    for (int i = 0; i < n_unseen; i++) {
+        char path[256];
+        snprintf(path, sizeof path, "unseen-%d", i);
+        if (only && strcmp(only, path) && strcmp(only, "unseen")) continue;
+        snprintf(path, sizeof path, "/tmp/bench_plan_unseen_%d_%d.json", (int)getpid(), i);
+        ls_plan_arch arch;
+        ls_plan_cluster *cl;
+        if (unseen_cluster(cat, (uint64_t)seed, i, path, &arch) || ls_plan_cluster_load(cat, path, &cl)) {
+            fprintf(stderr, "bench_plan: unseen case %d: %s\n", i, ls_errmsg());
+            failures++;
+            remove(path);
+            continue;
+        }
+        remove(path);
+        char desc[128] = "";
+        for (int d = 0; d < cl->n_dev; d++) {
+            int same = 1;
+            while (d + same < cl->n_dev && !strcmp(cl->dev[d + same].name, cl->dev[d].name)) same++;
+            size_t l = strlen(desc);
+            snprintf(desc + l, sizeof desc - l, "%s%dx%s", l ? "+" : "", same, cl->dev[d].name);
+            d += same - 1;
+        }
+        ls_plan_problem *pb = malloc(sizeof *pb);
+        ls_plan_result *sq = malloc(sizeof *sq), *il = malloc(sizeof *il);
+        ls_plan_problem_init(pb, &arch, cl, (ls_plan_workload){cl->batch, cl->prompt, cl->gen});
+        ls_plan_problem_set_quality(pb, (ls_plan_qtarget){LS_PLAN_Q_BITS, 4});
+        pb->time_limit_s = unseen_limit;
+        struct timespec c0, c1;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+        int rs = ls_plan_solve(pb, LS_PLAN_ALGO_SPLITQUANT, sq);
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+        double cpu = (double)(c1.tv_sec - c0.tv_sec) + 1e-9 * (double)(c1.tv_nsec - c0.tv_nsec);
+        int ri = ls_plan_solve(pb, LS_PLAN_ALGO_ILP, il);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "case", cl->name);
+        cJSON_AddStringToObject(o, "gpus", desc);
+        cJSON_AddStringToObject(o, "model", arch.name);
+        if (rs || ri) {
+            printf("%-9s %-34s %-12s  %s\n", cl->name, desc, arch.name, rs ? "splitquant: no plan" : "ILP: no plan");
+            if (rs && ri == LS_OK) failures++;
+        } else {
+            /* gap 1: some candidate was never visited, no bound */
+            double bound = il->ilp_gap < 1 ? il->objective * (1 - il->ilp_gap) : NAN;
+            double gb = (sq->objective - il->objective) / il->objective, gl = (sq->objective - bound) / bound;
+            printf("%-9s %-34s %-12s %11.5f %11.5f %11.5f %8.3f %8.3f %4s %8.1f %7.1f\n", cl->name, desc, arch.name,
+                   sq->objective, il->objective, bound, gb * 100, gl * 100, il->ilp_optimal ? "yes" : "no",
+                   cpu * 1e3, il->solve_s);
+            n_u++;
+            if (gb > max_best) max_best = gb;
+            if (il->ilp_optimal) {
+                n_closed++;
+                if (gl > max_bound) max_bound = gl;
+            }
+            cJSON_AddNumberToObject(o, "splitquant_objective_s", sq->objective);
+            cJSON_AddNumberToObject(o, "ilp_best_objective_s", il->objective);
+            if (isfinite(bound)) cJSON_AddNumberToObject(o, "ilp_bound_s", bound);
+            cJSON_AddBoolToObject(o, "ilp_optimal", il->ilp_optimal);
+            cJSON_AddNumberToObject(o, "splitquant_over_best", gb);
+            cJSON_AddNumberToObject(o, "splitquant_over_bound", gl);
+            cJSON_AddNumberToObject(o, "splitquant_cpu_s", cpu);
+            cJSON_AddNumberToObject(o, "ilp_solve_s", il->solve_s);
+        }
+        cJSON_AddItemToArray(urows, o);
+        free(pb), free(sq), free(il);
+        ls_plan_cluster_free(cl);
+    }
+    printf("(sq-best%%: splitquant's objective over the best ILP plan, which starts from splitquant's; sq-bnd%%: over "
+           "the ILP's proven lower bound; opt: the ILP closed its gap)\n");
+    printf("unseen: max splitquant over best ILP %.3f%% on %d cases (goal <= 0.5%%); max over the bound %.3f%% on the %d "
+           "the ILP closed (goal <= 1%%)\n",
+           max_best * 100, n_u, max_bound * 100, n_closed);
     double mean = n_llmpq ? sum_ratio / n_llmpq : NAN;
     printf("\n(* = ILP proven optimal; gap = splitquant objective over the ILP's, positive = worse)\n");
     printf("mean splitquant/uniform over the LLM-PQ cases: %.2fx (goal >= 1.6x); by the replay of serve's schedule "
@@ -186,6 +344,11 @@ int main(int argc, char **argv) {
     cJSON_AddNumberToObject(s, "max_solve_cpu_ms_gt8", max_cpu64);
     cJSON_AddNumberToObject(s, "splitquant_worse_than_baseline", n_worse);
     cJSON_AddNumberToObject(s, "ilp_limit_s", ilp_limit);
+    cJSON_AddNumberToObject(s, "unseen_seed", seed);
+    cJSON_AddNumberToObject(s, "unseen_ilp_limit_s", unseen_limit);
+    cJSON_AddNumberToObject(s, "unseen_max_over_best_ilp", max_best);
+    cJSON_AddNumberToObject(s, "unseen_max_over_bound_closed", max_bound);
+    cJSON_AddNumberToObject(s, "unseen_ilp_closed_cases", n_closed);
     if (out && ls_json_write_file(out, jr)) {
         fprintf(stderr, "bench_plan: %s\n", ls_errmsg());
         failures++;

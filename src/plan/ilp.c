@@ -224,6 +224,7 @@ static int solve_one(const ls_plan_problem *p, const int *order, int mb_pre, int
      * time limit stops the search early (seen under ASan in `llmsys demo --quick plan`), so
      * it is switched off: the models are small enough that it saves little. */
     Cbc_setParameter(m, "preprocess", "off");
+    Cbc_setParameter(m, "timeMode", "elapsed"); /* the limit is wall time, also on a loaded machine */
     Cbc_setMaximumSeconds(m, limit_s > 0.05 ? limit_s : 0.05);
     Cbc_setAllowableFractionGap(m, 1e-6);
     if (isfinite(cutoff)) Cbc_setCutoff(m, cutoff - sumBaseP);
@@ -314,6 +315,32 @@ int ls_plan_ilp(const ls_plan_problem *p, ls_plan_result *out) {
     }
     double t0 = ls_now(), best = INFINITY, lb = INFINITY;
     int all_opt = 1, found = 0, visited = 0;
+    /* splitquant's plan is the incumbent from the start: it is the MIP start of its own
+     * candidate (visited first) and every candidate's cutoff, so a candidate that cannot
+     * beat it is closed as soon as its bound reaches it */
+    ls_plan_result *sq = malloc(sizeof *sq);
+    if (!sq) {
+        rc = ls_err(LS_ENOMEM, "ILP");
+        goto done;
+    }
+    if (ls_plan_splitquant_seeded(p, sq) == LS_OK) {
+        best = sq->objective;
+        *out = *sq;
+        found = 1;
+        for (int t = 0; t < nc; t++) {
+            int same = sq->mb_prefill == mbs[cm[t]][0] && sq->mb_decode == mbs[cm[t]][1];
+            for (int j = 0; same && j < N; j++) same = sq->dev[j] == orders[co[t]][j];
+            if (!same) continue;
+            for (int u = t; u > 0; u--) { /* move it to the front, keeping the rest in order */
+                int x = co[u];
+                co[u] = co[u - 1], co[u - 1] = x;
+                x = cm[u], cm[u] = cm[u - 1], cm[u - 1] = x;
+            }
+            tmp = *sq, have_start = 1;
+            break;
+        }
+    }
+    free(sq);
     ilp_result *res = malloc(sizeof *res);
     if (!res) {
         rc = ls_err(LS_ENOMEM, "ILP");

@@ -13,6 +13,8 @@ int ls_plan_microbatches(const ls_plan_problem *p, int n_dev, int (*mb)[2], int 
  * below incumbent are returned (LS_EINFEASIBLE when none; INFINITY: any plan). */
 int ls_plan_splitquant(const ls_plan_problem *p, ls_plan_result *out, int rank_only, int *cand_order, int *cand_mb,
                        int *n_cand, double incumbent);
+/* splitquant as ls_plan_solve runs it by the objective (baselines seed the incumbent). */
+int ls_plan_splitquant_seeded(const ls_plan_problem *p, ls_plan_result *out);
 /* Activation element size on the wire: fp16 between GPUs, fp32 between llmsys CPU stages. */
 double ls_plan_act_bytes(const ls_plan_cluster *cl, int dev);
 /* The LLM-PQ MIP with CBC (ilp.c). */

@@ -230,6 +230,8 @@ static void dp_setup(dp_ctx *c, const ls_plan_problem *p, const int *order, int 
     }
 }
 
+static void polish_stages(const dp_ctx *c, ls_plan_result *pl);
+
 /* One DP for a candidate under the decode-stage threshold tau (seconds). Every device of
  * the order holds one stage of >= 1 layer. A stage [a, b) on position j mixes two bit
  * widths lo < hi (or one): as many layers at hi as memory and tau allow (best quality),
@@ -409,7 +411,15 @@ static int dp_run(dp_ctx *c, double tau, label_pool *lp, label_set *sets, ls_pla
         for (int x = 0; x < n; x++) pl.bits[idx[x]] = (unsigned char)ls_plan_bits[x < l->c_hi ? l->hi : l->lo];
     }
     LS_ASSERT(j == 0);
+    /* exact widths inside the stages; the DP's own assignment stands if that fails to evaluate */
+    unsigned char dp_bits[LS_PLAN_MAX_LAYER];
+    memcpy(dp_bits, pl.bits, sizeof dp_bits);
+    polish_stages(c, &pl);
     int rc = ls_plan_evaluate(c->p, &pl);
+    if (rc == LS_EINFEASIBLE) {
+        memcpy(pl.bits, dp_bits, sizeof dp_bits);
+        rc = ls_plan_evaluate(c->p, &pl);
+    }
     if (rc == LS_OK && pl.objective < best->objective) {
         *best = pl;
         *found = 1;
@@ -419,6 +429,152 @@ static int dp_run(dp_ctx *c, double tau, label_pool *lp, label_set *sets, ls_pla
     }
 #undef SET
     return LS_OK;
+}
+
+/* Exact bit widths inside stages. A stage's time and memory depend only on its count
+ * vector (n_3, n_4, n_8, n_16) of the allowed widths; its layers are ranked by how much
+ * quality they gain from more bits (omega at the lowest minus the highest allowed width)
+ * and the widest formats go to the first. For indicators of the form s_i * g(b) (the
+ * default and the variance profile) that order is the best assignment for any counts.
+ * One stage at a time, then every pair of stages (so that quality can move between
+ * them), every combination of count vectors is tried with the other stages fixed,
+ * keeping memory and the quality target and minimising the full objective; repeated
+ * until nothing improves (at most 4 rounds). A pair is skipped above 4M combinations. */
+typedef struct {
+    double P, D, Q;
+    unsigned char n[NB];
+} stage_vec;
+
+enum { POLISH_MAX_VEC = 1 << 18, POLISH_MAX_PAIR = 4 << 20 };
+
+/* Every memory-feasible count vector of stage j (layers idx, prefix sums pre per allowed width). */
+static int stage_vectors(const dp_ctx *c, int j, int k, const int *al, int na, double (*pre)[LS_PLAN_MAX_LAYER + 1],
+                         stage_vec *v) {
+    double room = c->cap[j] - c->baseM[j] - k * c->kv;
+    int n[NB] = {0}, m = 0;
+    for (;;) {
+        int used = 0;
+        for (int w = 0; w + 1 < na; w++) used += n[w];
+        if (used <= k) {
+            n[na - 1] = k - used;
+            double mem = 0, P = c->baseP[j], D = c->baseD[j], Q = 0;
+            int at = 0;
+            for (int w = 0; w < na; w++) {
+                mem += n[w] * c->lw[al[w]];
+                if (n[w]) P += n[w] * c->lp[j][al[w]], D += n[w] * c->ld[j][al[w]];
+                Q += pre[w][at + n[w]] - pre[w][at];
+                at += n[w];
+            }
+            if (mem <= room && isfinite(P) && isfinite(D)) {
+                if (m == POLISH_MAX_VEC) return -1;
+                v[m].P = P, v[m].D = D, v[m].Q = Q;
+                for (int w = 0; w < NB; w++) v[m].n[w] = (unsigned char)(w < na ? n[w] : 0);
+                m++;
+            }
+        }
+        int w = 0; /* odometer over the first na-1 widths, each 0..k */
+        while (w + 1 < na && ++n[w] > k) n[w++] = 0;
+        if (w + 1 >= na) break;
+    }
+    return m;
+}
+
+static void polish_stages(const dp_ctx *c, ls_plan_result *pl) {
+    const ls_plan_problem *p = c->p;
+    const double *om = p->omega;
+    int N = pl->n_stage, gen = p->wl.gen;
+    int al[NB], na = 0;
+    for (int k = NB - 1; k >= 0; k--)
+        if (p->bits_mask & (1 << k)) al[na++] = k; /* widest first */
+    int klo = al[na - 1], khi = al[0];
+    for (int j = 0; j < N; j++)
+        if (pl->begin[j + 1] - pl->begin[j] > 250) return; /* counts kept in unsigned char */
+    double P[LS_PLAN_MAX_DEV], D[LS_PLAN_MAX_DEV], Q[LS_PLAN_MAX_DEV];
+    int *idx = malloc(sizeof(int) * LS_PLAN_MAX_LAYER);
+    double(*pre)[NB][LS_PLAN_MAX_LAYER + 1] = malloc(sizeof(double[NB][LS_PLAN_MAX_LAYER + 1]) * (size_t)N);
+    stage_vec *v1 = malloc(sizeof(stage_vec) * POLISH_MAX_VEC), *v2 = malloc(sizeof(stage_vec) * POLISH_MAX_VEC);
+    if (!idx || !pre || !v1 || !v2) goto done;
+    /* layer order (by gain, descending, stable) and prefix sums of omega per width, per stage */
+    for (int j = 0; j < N; j++) {
+        int a = pl->begin[j], k = pl->begin[j + 1] - a;
+        int *ix = idx + a;
+        for (int x = 0; x < k; x++) ix[x] = a + x;
+        for (int x = 1; x < k; x++) {
+            int vv = ix[x], y = x;
+            double g = om[vv * NB + klo] - om[vv * NB + khi];
+            while (y > 0 && om[ix[y - 1] * NB + klo] - om[ix[y - 1] * NB + khi] < g) ix[y] = ix[y - 1], y--;
+            ix[y] = vv;
+        }
+        for (int w = 0; w < na; w++) {
+            pre[j][w][0] = 0;
+            for (int x = 0; x < k; x++) pre[j][w][x + 1] = pre[j][w][x] + om[ix[x] * NB + al[w]];
+        }
+        P[j] = c->baseP[j], D[j] = c->baseD[j], Q[j] = 0;
+        for (int i = a; i < a + k; i++) {
+            int kb = ls_plan_bits_index(pl->bits[i]);
+            P[j] += c->lp[j][kb], D[j] += c->ld[j][kb], Q[j] += om[i * NB + kb];
+        }
+    }
+    for (int round = 0; round < 4; round++) {
+        int improved = 0;
+        /* span 0: one stage (j1 == j2); span 1: every pair */
+        for (int span = 0; span < 2 && !(span == 1 && N < 2); span++)
+            for (int j1 = 0; j1 < N; j1++)
+                for (int j2 = span ? j1 + 1 : j1; j2 < (span ? N : j1 + 1); j2++) {
+                    double sPo = 0, mPo = 0, sDo = 0, mDo = 0, qo = 0;
+                    for (int t = 0; t < N; t++) {
+                        if (t == j1 || t == j2) continue;
+                        sPo += P[t], sDo += D[t], qo += Q[t];
+                        if (P[t] > mPo) mPo = P[t];
+                        if (D[t] > mDo) mDo = D[t];
+                    }
+                    int k1 = pl->begin[j1 + 1] - pl->begin[j1], k2 = pl->begin[j2 + 1] - pl->begin[j2];
+                    int m1 = stage_vectors(c, j1, k1, al, na, pre[j1], v1);
+                    int m2 = span ? stage_vectors(c, j2, k2, al, na, pre[j2], v2) : 1;
+                    if (m1 <= 0 || m2 <= 0 || (double)m1 * m2 > POLISH_MAX_PAIR) continue;
+                    stage_vec zero = {0, 0, 0, {0}};
+                    double cur = 0;
+                    int b1 = -1, b2 = -1;
+                    for (int pass = 0; pass < 2; pass++) /* pass 0: the current objective */
+                        for (int x = pass ? 0 : -1; x < (pass ? m1 : 0); x++)
+                            for (int y = pass ? 0 : -1; y < (pass ? m2 : 0); y++) {
+                                double Pa, Da, Qa, Pb, Db, Qb;
+                                if (!pass) {
+                                    Pa = P[j1], Da = D[j1], Qa = Q[j1];
+                                    Pb = span ? P[j2] : 0, Db = span ? D[j2] : 0, Qb = span ? Q[j2] : 0;
+                                } else {
+                                    const stage_vec *w2 = span ? &v2[y] : &zero;
+                                    Pa = v1[x].P, Da = v1[x].D, Qa = v1[x].Q, Pb = w2->P, Db = w2->D, Qb = w2->Q;
+                                    if (qo + Qa + Qb > p->qmax) continue;
+                                }
+                                double mP = Pa > mPo ? Pa : mPo, mD = Da > mDo ? Da : mDo;
+                                if (span && Pb > mP) mP = Pb;
+                                if (span && Db > mD) mD = Db;
+                                double sD = sDo + Da + Db, r = c->md * mD > sD ? c->md * mD : sD;
+                                double f = sPo + Pa + Pb + (c->mp - 1) * mP + (gen - 1) * r + p->theta * (qo + Qa + Qb);
+                                if (!pass)
+                                    cur = f * (1 - 1e-12);
+                                else if (f < cur)
+                                    cur = f, b1 = x, b2 = y;
+                            }
+                    if (b1 < 0) continue;
+                    for (int s2 = 0; s2 <= span; s2++) {
+                        int j = s2 ? j2 : j1;
+                        const stage_vec *w = s2 ? &v2[b2] : &v1[b1];
+                        int at = pl->begin[j];
+                        for (int ww = 0; ww < na; ww++)
+                            for (int x = 0; x < w->n[ww]; x++) pl->bits[idx[at++]] = (unsigned char)ls_plan_bits[al[ww]];
+                        P[j] = w->P, D[j] = w->D, Q[j] = w->Q;
+                    }
+                    improved = 1;
+                }
+        if (!improved) break;
+    }
+done:
+    free(idx);
+    free(pre);
+    free(v1);
+    free(v2);
 }
 
 /* Runs the DP for one candidate over a descending grid of decode thresholds, then refines
@@ -651,6 +807,10 @@ static int plan_adabits(const ls_plan_problem *p, ls_plan_result *out) {
     }
     ls_plan_problem q = *p;
     q.qmax = INFINITY;
+    int kmin = 0; /* the lowest allowed width fills layers not yet decided */
+    while (kmin < NB - 1 && !(p->bits_mask & (1 << kmin))) kmin++;
+    unsigned char bmin = (unsigned char)ls_plan_bits[kmin];
+    for (int i = 0; i < L; i++) pl.bits[i] = bmin;
     for (int j = 0; j < N; j++) {
         int a = pl.begin[j], b = pl.begin[j + 1], done = 0;
         /* highest mix that fits this stage: try c layers at hi over lo for descending widths */
@@ -661,15 +821,13 @@ static int plan_adabits(const ls_plan_problem *p, ls_plan_result *out) {
             for (int ch = b - a; ch >= 0 && !done; ch--) {
                 if (ch < b - a && lo < 0) break;
                 for (int i = a; i < b; i++) pl.bits[i] = (unsigned char)ls_plan_bits[i - a < ch ? hi : lo];
-                for (int i = b; i < L; i++) pl.bits[i] = (unsigned char)ls_plan_bits[0];
-                for (int i = 0; i < L; i++)
-                    if (pl.bits[i] == 0) pl.bits[i] = 3;
+                for (int i = b; i < L; i++) pl.bits[i] = bmin;
                 int rc = ls_plan_evaluate(&q, &pl);
                 if (rc == LS_OK || (rc == LS_EINFEASIBLE && pl.stage_mem[j] <= pl.stage_usable[j])) done = 1;
             }
         }
         if (!done) {
-            for (int i = a; i < b; i++) pl.bits[i] = (unsigned char)ls_plan_bits[0];
+            for (int i = a; i < b; i++) pl.bits[i] = bmin;
         }
     }
     int rc = ls_plan_evaluate(p, &pl);
@@ -734,6 +892,12 @@ static int plan_splitquant_seeded(const ls_plan_problem *p, ls_plan_result *out)
     return rc;
 }
 
+int ls_plan_splitquant_seeded(const ls_plan_problem *p, ls_plan_result *out) {
+    ls_plan_problem q = *p;
+    q.replay_select = 0;
+    return plan_splitquant_seeded(&q, out);
+}
+
 /* ---------------------------------------------------------------- exhaustive (tests) */
 
 static int brute_rec(const ls_plan_problem *p, ls_plan_result *pl, int j, int i, ls_plan_result *best, int *found) {
@@ -796,7 +960,7 @@ static int plan_brute(const ls_plan_problem *p, ls_plan_result *out) {
 /* ---------------------------------------------------------------- dispatch */
 
 /* Explains an infeasible request: memory short at the lowest bits, or the best quality. */
-static int explain_infeasible(const ls_plan_problem *p, ls_plan_algo algo) {
+static int explain_infeasible(const ls_plan_problem *p, ls_plan_algo algo, const char *why) {
     const ls_plan_arch *a = p->arch;
     const ls_plan_cluster *cl = p->cl;
     int L = a->n_layer, N = cl->n_dev;
@@ -839,6 +1003,12 @@ static int explain_infeasible(const ls_plan_problem *p, ls_plan_algo algo) {
                           "%.4g (add memory or relax --quality)",
                           p->qmax, pl.quality);
     }
+    /* a fixed split (uniform, adabits) names its stage and the GB it is over */
+    const char *over = strstr(why, "plan: stage ");
+    if (over && strstr(over, "GB over"))
+        return ls_err(LS_EINFEASIBLE, "no %s plan fits %s on %s with the allowed widths: %s (try another --algo, "
+                      "--bits, a smaller --batch or more devices)",
+                      ls_plan_algo_name(algo), a->name, cl->name, over + 6);
     return ls_err(LS_EINFEASIBLE,
                   "no %s plan fits %s on %s: some stage of its split exceeds a device's memory (try another --algo, "
                   "a smaller --batch or more devices)",
@@ -874,7 +1044,9 @@ int ls_plan_solve(const ls_plan_problem *p, ls_plan_algo algo, ls_plan_result *o
     }
     if (rc == LS_EINFEASIBLE) {
         int keep = strstr(ls_errmsg(), "devices but") != NULL;
-        return keep ? rc : explain_infeasible(p, algo);
+        char why[512];
+        snprintf(why, sizeof why, "%s", ls_errmsg());
+        return keep ? rc : explain_infeasible(p, algo, why);
     }
     if (rc) return rc;
     out->algo = algo;

@@ -34,6 +34,9 @@ echo '{"format":"llmsys-cluster","version":1,"nodes":[]}' >"$T/c2.json"
 expect 2 "zero devices" -- "$BIN" plan serve --cluster "$T/c2.json" --model opt-13b
 echo '{"format":"llmsys-cluster","version":1,"nodes":[{"gpu":"T4"' >"$T/c3.json"
 expect 2 "malformed JSON" -- "$BIN" plan serve --cluster "$T/c3.json" --model opt-13b
+expect 0 "bits 8,16 adabits" -- "$BIN" plan serve --cluster llmpq-2 --bits 8,16 --algo adabits --quiet
+expect 1 "bits 16 does not fit" -- "$BIN" plan serve --cluster llmpq-2 --bits 16 --quiet
+grep -q "GB short" "$T/err" || { echo "FAIL bits 16 message"; fail=1; }
 expect 1 "does not fit" -- "$BIN" plan serve --cluster llmpq-8 --model bloom-176b
 grep -q "GB short" "$T/err" || { echo "FAIL infeasible message"; fail=1; }
 [ ! -e "$T/none.json" ] || fail=1
