@@ -498,8 +498,8 @@ static int control(ls_loader_server *s, const uint8_t *payload, size_t len, char
     if (!cJSON_IsObject(j) || !jw)
         rc = ls_err(LS_EINVAL, "control message: expected {\"weights\": {...} | null, \"step\": N}");
     if (rc == LS_OK) rc = ls_json_get_double(j, "step", -1, &step);
-    if (rc == LS_OK && (step != floor(step) || step < -1))
-        rc = ls_err(LS_EINVAL, "control message: \"step\" must be an integer >= 0");
+    if (rc == LS_OK && (step != floor(step) || !(step >= -1 && step <= 9007199254740992.0)))
+        rc = ls_err(LS_EINVAL, "control message: \"step\" must be an integer in [0, 2^53]");
     if (rc == LS_OK && !cJSON_IsNull(jw)) {
         if (!cJSON_IsObject(jw)) rc = ls_err(LS_EINVAL, "control message: \"weights\" must be an object or null");
         const cJSON *e;

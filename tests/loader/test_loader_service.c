@@ -131,6 +131,7 @@ static void test_service(void) {
     CHECK(ls_loader_client_control(c[0], "{\"weights\": {\"long\": -1, \"short\": 1}}", NULL) < 0);
     CHECK(ls_loader_client_control(c[0], "{\"weights\": {\"long\": 0, \"short\": 0}}", NULL) < 0);
     CHECK(ls_loader_client_control(c[0], "not json", NULL) < 0);
+    CHECK(ls_loader_client_control(c[0], "{\"weights\": null, \"step\": 1e300}", NULL) < 0); /* no double->int64 UB */
     CHECK_EQ_INT(ls_loader_client_control(c[0], "{\"weights\": {\"long\": 0.1, \"short\": 0.9}, \"step\": 9}", &reply),
                  0);
     CHECK(reply && strstr(reply, "\"from_step\":9"));
