@@ -817,17 +817,15 @@ static int get_arr(rd_t *r, void **dst, int64_t want, size_t elem) {
     return get(r, *dst, (size_t)cnt * elem);
 }
 
-/* Checks, before anything is allocated for them, that the next field is a count of exactly
- * np floats and that the file still holds them (plus `after` bytes): a forged header that
- * declares huge layers is refused by the file's own length, not by a failed allocation. */
-static int expect_params(const rd_t *r, double np, size_t after) {
-    int64_t cnt = 0;
-    if (r->off + 8 > r->len) return ls_err(LS_EFORMAT, "%s: truncated victim file", r->path);
-    memcpy(&cnt, r->p + r->off, 8);
-    double avail = (double)(r->len - r->off - 8) - (double)after;
-    if (cnt < 1 || (double)cnt != np || 4.0 * np > avail)
-        return ls_err(LS_EFORMAT, "%s: %lld params stored, the header implies %.0f and the file holds at most %.0f",
-                      r->path, (long long)cnt, np, avail > 0 ? avail / 4 : 0);
+/* Checks, before anything is allocated for them, that the file still holds the np floats
+ * (after their 8-byte count, and `after` more bytes) that the header's sizes imply: a forged
+ * header declaring huge layers is refused by the file's own length, not by a failed (or
+ * worse, a successful) allocation. The stored count is compared with the network later. */
+static int expect_params(const rd_t *r, double np, size_t after, const char *what) {
+    double avail = (double)(r->len - r->off) - 8.0 - (double)after;
+    if (4.0 * np > avail)
+        return ls_err(LS_EFORMAT, "the header implies %.0f %s params, the file holds at most %.0f", np, what,
+                      avail > 0 ? avail / 4 : 0);
     return LS_OK;
 }
 
@@ -857,7 +855,12 @@ static int load_body(rd_t *r, ls_victim *v) {
             ok = sizes[l + 1] >= 1 && sizes[l + 1] <= (1 << 20);
             np += (double)sizes[l + 1] * sizes[l] + sizes[l + 1];
         }
-        int rc = !ok ? ls_err(LS_EFORMAT, "%s: layer sizes disagree or exceed 2^20", r->path) : expect_params(r, np, 4);
+        int rc = !ok ? ls_err(LS_EFORMAT, "%s: layer sizes disagree or exceed 2^20", r->path) : LS_OK;
+        if (!rc && expect_params(r, np, 4, "mlp")) {
+            char why[256]; /* ls_err writes the buffer ls_errmsg reads: copy it first */
+            snprintf(why, sizeof why, "%s", ls_errmsg());
+            rc = ls_err(LS_EFORMAT, "%s: bad mlp shape: %s", r->path, why);
+        }
         if (!rc) rc = ls_mlp_init(&v->net, (int)nl, sizes, 0);
         free(sizes);
         LS_TRY(rc);
@@ -935,7 +938,7 @@ static int load_body(rd_t *r, ls_victim *v) {
         LS_TRY(get_arr(r, (void **)&arch, 4, sizeof(int32_t)));
         /* ls_cnn_init range-checks every size, and the file must hold the parameters those
          * sizes imply, so a forged header cannot size the buffers. */
-        int rc = expect_params(r, cnn_params(v, arch), 0);
+        int rc = expect_params(r, cnn_params(v, arch), 0, "cnn");
         if (!rc) rc = ls_cnn_init(&v->cnn, v->c, v->h, v->w, v->k, arch[0], arch[1], arch[2], arch[3], 0);
         free(arch);
         if (rc) {
