@@ -3,8 +3,8 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <math.h>
 #include <fcntl.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,8 +34,12 @@ void ls_aligned_free(void *p) { free(p); }
 /* ---------------------------------------------------------------- files */
 
 static const char *file_kind(mode_t m) {
-    return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISSOCK(m) ? "a socket" : S_ISCHR(m) ? "a character device"
-           : S_ISBLK(m) ? "a block device" : "not a regular file";
+    return S_ISDIR(m)    ? "a directory"
+           : S_ISFIFO(m) ? "a FIFO"
+           : S_ISSOCK(m) ? "a socket"
+           : S_ISCHR(m)  ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+                         : "not a regular file";
 }
 
 /* O_NONBLOCK makes the open of a FIFO return at once instead of waiting for a writer
@@ -119,9 +123,12 @@ int ls_file_read(const char *path, char **data, size_t *len) {
 static void split_path(const char *path, char *dir, size_t dn, const char **base) {
     const char *sl = strrchr(path, '/');
     *base = sl ? sl + 1 : path;
-    if (!sl) snprintf(dir, dn, ".");
-    else if (sl == path) snprintf(dir, dn, "/");
-    else snprintf(dir, dn, "%.*s", (int)(sl - path), path);
+    if (!sl)
+        snprintf(dir, dn, ".");
+    else if (sl == path)
+        snprintf(dir, dn, "/");
+    else
+        snprintf(dir, dn, "%.*s", (int)(sl - path), path);
 }
 
 /* Removes temp files that writers to the same destination left behind when they were
@@ -143,11 +150,13 @@ static void remove_stale_tmps(const char *path) {
         errno = 0;
         long pid = strtol(p, &end, 10);
         if (errno || end == p || pid <= 0 || *end != '.' || strlen(end + 1) != TMP_RAND) continue;
-        if (pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* alive (or not ours to judge) */
+        if (pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue; /* alive (or not ours to judge) */
         struct stat st;
         if (fstatat(dirfd(d), n, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid())
             continue;
-        if (unlinkat(dirfd(d), n, 0) == 0) LS_WARN("%s/%s: removed the temp file of a dead writer (pid %ld)", dir, n, pid);
+        if (unlinkat(dirfd(d), n, 0) == 0)
+            LS_WARN("%s/%s: removed the temp file of a dead writer (pid %ld)", dir, n, pid);
     }
     closedir(d);
 }
@@ -167,7 +176,8 @@ int ls_atomic_open(ls_atomic_file *af, const char *path) {
     remove_stale_tmps(path);
     static const char al[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
     ls_rng r;
-    ls_rng_seed(&r, (uint64_t)getpid() * 0x9E3779B97F4A7C15ull ^ (uint64_t)(ls_wall_time() * 1e9) ^ (uint64_t)(uintptr_t)af);
+    ls_rng_seed(&r, (uint64_t)getpid() * 0x9E3779B97F4A7C15ull ^ (uint64_t)(ls_wall_time() * 1e9) ^
+                        (uint64_t)(uintptr_t)af);
     int fd = -1, err = 0;
     for (int tries = 0; tries < 64 && fd < 0; tries++) {
         char rnd[TMP_RAND + 1];
@@ -216,8 +226,10 @@ int ls_atomic_commit(ls_atomic_file *af) {
     af->fp = NULL;
     if (rc == LS_OK && rename(af->tmp, af->path) != 0)
         rc = ls_err(LS_EIO, "%s: rename failed: %s", af->path, strerror(errno));
-    if (rc != LS_OK) unlink(af->tmp);
-    else sync_dir_of(af->path);
+    if (rc != LS_OK)
+        unlink(af->tmp);
+    else
+        sync_dir_of(af->path);
     free(af->path);
     free(af->tmp);
     af->path = af->tmp = NULL;

@@ -96,24 +96,29 @@ static int parse_tensor(ls_st_file *f, const cJSON *e, ls_st_tensor *t, const ui
     if (d < 0) return ls_err(LS_EFORMAT, "%s: tensor '%s': unsupported dtype '%s'", p, e->string, dt->valuestring);
     t->dtype = (ls_dtype)d;
     t->ndim = cJSON_GetArraySize(shape);
-    if (t->ndim > LS_ST_MAX_DIMS) return ls_err(LS_EFORMAT, "%s: tensor '%s': %d dims (max %d)", p, e->string, t->ndim, LS_ST_MAX_DIMS);
+    if (t->ndim > LS_ST_MAX_DIMS)
+        return ls_err(LS_EFORMAT, "%s: tensor '%s': %d dims (max %d)", p, e->string, t->ndim, LS_ST_MAX_DIMS);
     t->numel = 1;
     for (int i = 0; i < t->ndim; i++) {
         const cJSON *s = cJSON_GetArrayItem(shape, i);
-        if (!cJSON_IsNumber(s) || s->valuedouble < 0 || s->valuedouble > 1e15 || s->valuedouble != (double)(int64_t)s->valuedouble)
+        if (!cJSON_IsNumber(s) || s->valuedouble < 0 || s->valuedouble > 1e15 ||
+            s->valuedouble != (double)(int64_t)s->valuedouble)
             return ls_err(LS_EFORMAT, "%s: tensor '%s': bad shape", p, e->string);
         t->shape[i] = (int64_t)s->valuedouble;
-        if (t->shape[i] && t->numel > INT64_MAX / t->shape[i]) return ls_err(LS_EFORMAT, "%s: tensor '%s': shape overflows", p, e->string);
+        if (t->shape[i] && t->numel > INT64_MAX / t->shape[i])
+            return ls_err(LS_EFORMAT, "%s: tensor '%s': shape overflows", p, e->string);
         t->numel *= t->shape[i];
     }
     const cJSON *ob = cJSON_GetArrayItem(off, 0), *oe = cJSON_GetArrayItem(off, 1);
     double b = cJSON_IsNumber(ob) ? ob->valuedouble : -1, en = cJSON_IsNumber(oe) ? oe->valuedouble : -1;
     if (!(b >= 0 && en >= b && en <= (double)data_len) || b != floor(b) || en != floor(en))
-        return ls_err(LS_EFORMAT, "%s: tensor '%s': data offsets [%.0f, %.0f) outside the %zu-byte data section (truncated file?)",
+        return ls_err(LS_EFORMAT,
+                      "%s: tensor '%s': data offsets [%.0f, %.0f) outside the %zu-byte data section (truncated file?)",
                       p, e->string, b, en, data_len);
     t->nbytes = (size_t)(en - b);
     if ((double)t->nbytes != (double)t->numel * (double)dtypes[d].size)
-        return ls_err(LS_EFORMAT, "%s: tensor '%s': %zu bytes do not match shape x %s", p, e->string, t->nbytes, dtypes[d].name);
+        return ls_err(LS_EFORMAT, "%s: tensor '%s': %zu bytes do not match shape x %s", p, e->string, t->nbytes,
+                      dtypes[d].name);
     t->data = data + (size_t)b;
     t->name = strdup(e->string);
     return t->name ? LS_OK : ls_err(LS_ENOMEM, "out of memory");
@@ -266,7 +271,8 @@ int ls_st_open_ex(const char *path, unsigned flags, ls_st_file **out) {
         char got[17];
         snprintf(got, sizeof got, "%016llx", (unsigned long long)XXH3_64bits(data, data_len));
         if (strcmp(got, sum) != 0) {
-            rc = ls_err(LS_ECHECKSUM, "%s: checksum mismatch (stored %s, computed %s): file is corrupt", path, sum, got);
+            rc =
+                ls_err(LS_ECHECKSUM, "%s: checksum mismatch (stored %s, computed %s): file is corrupt", path, sum, got);
             goto fail;
         }
     } else if (!(flags & LS_ST_ALLOW_UNCHECKED) && !allow_unchecked_env()) {
@@ -297,8 +303,10 @@ int ls_st_expect(const ls_st_file *f, const char *name, ls_dtype dt, int ndim, c
     for (int i = 0; ok && i < ndim; i++) ok = t->shape[i] == shape[i];
     if (!ok) {
         char want[128] = "", got[128] = "";
-        for (int i = 0; i < ndim; i++) snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld", i ? "," : "", (long long)shape[i]);
-        for (int i = 0; i < t->ndim; i++) snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", i ? "," : "", (long long)t->shape[i]);
+        for (int i = 0; i < ndim; i++)
+            snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld", i ? "," : "", (long long)shape[i]);
+        for (int i = 0; i < t->ndim; i++)
+            snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", i ? "," : "", (long long)t->shape[i]);
         return ls_err(LS_EFORMAT, "%s: tensor '%s' has shape [%s], expected [%s]", f->path, name, got, want);
     }
     if (out) *out = t;
@@ -341,7 +349,8 @@ void ls_st_writer_free(ls_st_writer *w) {
 }
 
 int ls_st_writer_add(ls_st_writer *w, const char *name, ls_dtype dt, int ndim, const int64_t *shape, const void *data) {
-    if ((unsigned)dt >= LS_DT_COUNT || ndim < 0 || ndim > LS_ST_MAX_DIMS || !name || !*name || !strcmp(name, "__metadata__"))
+    if ((unsigned)dt >= LS_DT_COUNT || ndim < 0 || ndim > LS_ST_MAX_DIMS || !name || !*name ||
+        !strcmp(name, "__metadata__"))
         return ls_err(LS_EINVAL, "safetensors: bad tensor '%s'", name ? name : "(null)");
     for (int i = 0; i < w->n; i++)
         if (!strcmp(w->e[i].name, name)) return ls_err(LS_EINVAL, "safetensors: duplicate tensor '%s'", name);
@@ -375,8 +384,10 @@ int ls_st_writer_add(ls_st_writer *w, const char *name, ls_dtype dt, int ndim, c
 int ls_st_writer_meta(ls_st_writer *w, const char *key, const char *value) {
     cJSON *v = cJSON_CreateString(value);
     if (!v) return ls_err(LS_ENOMEM, "out of memory");
-    if (cJSON_GetObjectItemCaseSensitive(w->meta, key)) cJSON_ReplaceItemInObjectCaseSensitive(w->meta, key, v);
-    else cJSON_AddItemToObject(w->meta, key, v);
+    if (cJSON_GetObjectItemCaseSensitive(w->meta, key))
+        cJSON_ReplaceItemInObjectCaseSensitive(w->meta, key, v);
+    else
+        cJSON_AddItemToObject(w->meta, key, v);
     return LS_OK;
 }
 

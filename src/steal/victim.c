@@ -1020,10 +1020,10 @@ int ls_victim_load(const char *path, ls_victim **out) {
     get(&r, &v->hi, 4);
     /* every dimension positive and bounded before their product is formed */
     if (v->type < 0 || v->type >= LS_VICTIM_COUNT || v->d <= 0 || v->d > (1 << 22) || v->k < 2 || v->k > 64 ||
-        v->c < 1 || v->h < 1 || v->w < 1 || v->c > v->d || v->h > v->d || v->w > v->d ||
-        (int64_t)v->c * v->h > v->d || (int64_t)v->c * v->h * v->w != v->d || !(v->hi > v->lo)) {
-        rc = ls_err(LS_EFORMAT, "%s: bad header (type %d, d %d, k %d, shape %d,%d,%d)", path, v->type, v->d, v->k,
-                    v->c, v->h, v->w);
+        v->c < 1 || v->h < 1 || v->w < 1 || v->c > v->d || v->h > v->d || v->w > v->d || (int64_t)v->c * v->h > v->d ||
+        (int64_t)v->c * v->h * v->w != v->d || !(v->hi > v->lo)) {
+        rc = ls_err(LS_EFORMAT, "%s: bad header (type %d, d %d, k %d, shape %d,%d,%d)", path, v->type, v->d, v->k, v->c,
+                    v->h, v->w);
         goto done;
     }
     rc = load_body(&r, v);

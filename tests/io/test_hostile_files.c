@@ -1,13 +1,13 @@
 /* test_hostile_files.c - crafted inputs that once crashed, hung, overflowed or were silently
  * accepted (issue 17, items 1-5): each is written here and must be refused cleanly. The
  * reliability table in docs/reliability.md names the function that keeps each case. */
+#include <cjson/cJSON.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <cjson/cJSON.h>
-#include <dirent.h>
 #include <unistd.h>
 
 #include "llmsys/core.h"
@@ -70,9 +70,11 @@ static void test_duplicate_metadata(void) {
     CHECK_MSG(strstr(ls_errmsg(), "'__metadata__' appears twice") != NULL, "%s", ls_errmsg());
     ls_st_close(f);
     /* the same tensor name twice, and a metadata key twice */
-    snprintf(hdr, sizeof hdr,
-             "{\"__metadata__\":{\"llmsys.xxh3\":\"%s\"},\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
-             "\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", sum);
+    snprintf(
+        hdr, sizeof hdr,
+        "{\"__metadata__\":{\"llmsys.xxh3\":\"%s\"},\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+        "\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
+        sum);
     write_st(at("duptensor.safetensors"), hdr, v, sizeof v);
     CHECK(ls_st_open(at("duptensor.safetensors"), &f) == LS_EFORMAT);
     CHECK(strstr(ls_errmsg(), "'x' appears twice") != NULL);
@@ -80,8 +82,10 @@ static void test_duplicate_metadata(void) {
     write_st(at("dupkey.safetensors"), hdr, v, sizeof v);
     CHECK(ls_st_open(at("dupkey.safetensors"), &f) == LS_EFORMAT);
     /* fractional data offsets */
-    snprintf(hdr, sizeof hdr,
-             "{\"__metadata__\":{\"llmsys.xxh3\":\"%s\"},\"x\":{\"dtype\":\"I8\",\"shape\":[1],\"data_offsets\":[0.5,1.5]}}", sum);
+    snprintf(
+        hdr, sizeof hdr,
+        "{\"__metadata__\":{\"llmsys.xxh3\":\"%s\"},\"x\":{\"dtype\":\"I8\",\"shape\":[1],\"data_offsets\":[0.5,1.5]}}",
+        sum);
     write_st(at("fracoff.safetensors"), hdr, v, sizeof v);
     CHECK(ls_st_open(at("fracoff.safetensors"), &f) == LS_EFORMAT);
 }
@@ -497,7 +501,7 @@ static void on_alarm(int sig) {
 }
 
 /* Runs every test, or only the one named by argv[1]. */
-#define RUN_IF(fn) \
+#define RUN_IF(fn)                                                                                                     \
     if (argc < 2 || !strcmp(argv[1], #fn)) RUN(fn)
 
 int main(int argc, char **argv) {
