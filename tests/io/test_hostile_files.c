@@ -219,6 +219,12 @@ static void test_json_int_range(void) {
     }
     CHECK(ls_json_get_int(j, "missing", 9, &v) == LS_OK && v == 9);
     cJSON_Delete(j);
+    /* a plan file's layer bounds beyond int */
+    const char *plan = "{\"format\":\"llmsys-plan\",\"version\":1,\"model\":{\"n_layer\":2},"
+                       "\"stages\":[{\"layers\":[0,1e300],\"bits\":[8,8]}]}";
+    ls_plan pl;
+    CHECK(ls_plan_parse(plan, strlen(plan), "plan", 0, &pl) == LS_EFORMAT);
+    CHECK_MSG(strstr(ls_errmsg(), "layer bounds must be integers") != NULL, "%s", ls_errmsg());
 }
 
 static void test_mix_overflow(void) {
