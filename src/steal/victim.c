@@ -453,6 +453,8 @@ static int train_knn(ls_victim *v, const ls_victim_opts *o, const ls_steal_data 
     v->nref = sub.n;
     v->ref = sub.x;
     v->ref_y = sub.y;
+    free(sub.raw_min); /* the subset's copy of the scaler: the victim keeps its own */
+    free(sub.raw_max);
     v->knn_k = o->knn_k > 0 ? o->knn_k : 5;
     if (v->knn_k > v->nref) v->knn_k = (int)v->nref;
     v->ref_sq = malloc(sizeof(float) * (size_t)sub.n);
