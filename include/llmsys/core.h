@@ -128,14 +128,23 @@ void ls_aligned_free(void *p);
 
 /* ---------------------------------------------------------------- files */
 
-/* Reads a whole file; *data is NUL-terminated (not counted in *len), owned by the caller
- * (free()). Errors name the path. */
+/* Opens an input file read-only (*fd, close-on-exec; *size its length, size may be NULL).
+ * Only regular files are accepted: a FIFO, socket, device or directory is refused at once
+ * with LS_EIO (never waited on); a missing file gives LS_ENOTFOUND. Every loader opens its
+ * inputs through this or ls_file_read. */
+int ls_file_open_input(const char *path, int *fd, size_t *size);
+/* Reads a whole regular file (as ls_file_open_input); *data is NUL-terminated (not counted
+ * in *len), owned by the caller (free()). Errors name the path. */
 int ls_file_read(const char *path, char **data, size_t *len);
 /* Writes atomically: temp file in the same directory, fsync, rename. On failure the
  * destination is untouched and the temp file removed. */
 int ls_file_write_atomic(const char *path, const void *data, size_t len);
-/* Atomic writer for streamed output: open returns a FILE* on "<path>.tmp.<pid>";
- * commit fsyncs, closes and renames; abort closes and removes. */
+/* Atomic writer for streamed output: open creates "<path>.tmp.<pid>.<6 random chars>" in
+ * the destination's directory exclusively (O_EXCL|O_NOFOLLOW: a planted file or link is
+ * never opened or followed) and returns a FILE* on it; commit fsyncs, closes and renames
+ * (then syncs the directory); abort closes and removes. Every failure removes the temp
+ * file. open also removes, with a warning, the temp files that killed writers to the same
+ * destination left behind (their pid is gone; same host, same user, regular files only). */
 typedef struct {
     void *fp; /* FILE* */
     char *path;
@@ -161,6 +170,9 @@ int ls_json_parse(const char *text, size_t len, const char *what, struct cJSON *
 int ls_json_write_file(const char *path, const struct cJSON *j);
 /* Typed getters with defaults: missing key -> def; wrong type -> LS_EINVAL with message. */
 int ls_json_get_int(const struct cJSON *obj, const char *key, int def, int *out);
+/* 1 (and *out set) when v is a number holding an integer within int's range, else 0: the
+ * range check comes before any conversion (a double outside int's range cannot be cast). */
+int ls_json_as_int(const struct cJSON *v, int *out);
 int ls_json_get_double(const struct cJSON *obj, const char *key, double def, double *out);
 int ls_json_get_string(const struct cJSON *obj, const char *key, const char *def, const char **out);
 

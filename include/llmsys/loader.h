@@ -223,6 +223,8 @@ int ls_loader_set_state(ls_loader *ld, const uint8_t *blob, size_t len);
  * (n_sources entries, checked; NULL returns to the schedule). Steps already built are
  * never changed: at < ls_loader_step_index is LS_ESTATE. Part of the state. */
 int ls_loader_set_weights(ls_loader *ld, const double *w, int64_t at);
+/* Weight changes set (or restored with a state) that have not yet taken effect. */
+int ls_loader_pending_count(const ls_loader *ld);
 /* Documents per source and malformed lines skipped while indexing. */
 int64_t ls_loader_source_docs(const ls_loader *ld, int s);
 int64_t ls_loader_source_skipped(const ls_loader *ld, int s);
@@ -238,6 +240,11 @@ typedef struct {
     int prefetch; /* steps built ahead of the furthest request (default 4) */
     int history;  /* fully-fetched steps kept for retries (default 4) */
     int threads;  /* source loader threads (default 1) */
+    /* Journal of acknowledged weight changes (NULL: none). Each change is written here
+     * (atomically) before it is acknowledged; a service resumed from a state blob replays
+     * the changes acknowledged after that blob was built, so none is lost by a restart. A
+     * service started without a state begins a new, empty journal. */
+    const char *journal;
 } ls_loader_serve_opts;
 
 /* Binds tcp://<bind>:port (port 0 picks a free one; see ls_loader_server_port) and starts

@@ -6,8 +6,14 @@
  *
  * llmsys adds two metadata keys on every file it writes: "format" = "llmsys" and
  * "llmsys.xxh3" = 16 hex digits of XXH3-64 over the whole data section. On read the
- * checksum is verified when present, so a corrupt file is refused with a message
- * naming it. Files written by other tools (no checksum) are still readable.
+ * checksum is always verified, so a corrupt file is refused with a message naming it.
+ * A file without the checksum (written by another tool, or with the key stripped) is
+ * refused too, unless the caller passes LS_ST_ALLOW_UNCHECKED or the environment sets
+ * LLMSYS_ALLOW_UNCHECKED=1 (docs/reliability.md).
+ *
+ * Every tensor's data is aligned to its element size whatever the file's layout (data a
+ * file places misaligned is copied into aligned memory), so callers may load floats
+ * directly. Only regular files are opened; duplicate header keys are refused.
  *
  *     ls_st_file *f;
  *     if (ls_st_open("ckpt.safetensors", &f) != LS_OK) { ...ls_errmsg()... }
@@ -45,7 +51,7 @@ typedef struct {
     int ndim;
     int64_t shape[LS_ST_MAX_DIMS];
     int64_t numel;
-    const void *data; /* points into the file's buffer; 4-byte aligned for files we write */
+    const void *data; /* valid until ls_st_close; aligned to the element size (ls_dtype_size) */
     size_t nbytes;
 } ls_st_tensor;
 
@@ -62,6 +68,11 @@ typedef struct ls_st_file ls_st_file;
  * checksum). Errors: LS_ENOTFOUND/LS_EIO (file), LS_EFORMAT (truncated or foreign),
  * LS_ECHECKSUM (corrupt); the message names the file and the problem. */
 int ls_st_open(const char *path, ls_st_file **out);
+/* Flags for ls_st_open_ex. */
+#define LS_ST_ALLOW_UNCHECKED 1u /* accept a file without the llmsys.xxh3 checksum */
+/* ls_st_open with flags (ls_st_open is ls_st_open_ex(path, 0, out)). A file without a
+ * checksum gives LS_ECHECKSUM unless LS_ST_ALLOW_UNCHECKED or LLMSYS_ALLOW_UNCHECKED=1. */
+int ls_st_open_ex(const char *path, unsigned flags, ls_st_file **out);
 void ls_st_close(ls_st_file *f);
 const char *ls_st_path(const ls_st_file *f);
 int ls_st_count(const ls_st_file *f);

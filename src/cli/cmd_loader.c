@@ -50,7 +50,7 @@ static void on_signal(int sig) {
 }
 
 static int loader_serve(int argc, char **argv) {
-    const char *mix_path = NULL, *bind = "127.0.0.1", *resume = NULL, *port_file = NULL;
+    const char *mix_path = NULL, *bind = "127.0.0.1", *resume = NULL, *port_file = NULL, *journal = NULL;
     int ranks = 0, port = 0, prefetch = 4, history = 4;
     ls_arg spec[] = {
         opt_mix(&mix_path),
@@ -61,6 +61,8 @@ static int loader_serve(int argc, char **argv) {
         {"prefetch", LS_ARG_INT, &prefetch, "N", "steps built ahead of the furthest request (default 4)"},
         {"history", LS_ARG_INT, &history, "N", "fetched steps kept for retried requests (default 4)"},
         {"port-file", LS_ARG_STR, &port_file, "FILE", "write the bound port here once serving"},
+        {"journal", LS_ARG_STR, &journal, "FILE",
+         "record acknowledged weight changes here; with --resume, replay those the state lacks"},
     };
     int rc =
         parse_opts("serve", "Runs the source loaders and the data constructor; trainers fetch batches over ZeroMQ.",
@@ -76,7 +78,7 @@ static int loader_serve(int argc, char **argv) {
         ls_loader_mix_free(&mix);
         return ls_cli_fail();
     }
-    ls_loader_serve_opts o = {prefetch, history, 1};
+    ls_loader_serve_opts o = {prefetch, history, 1, journal};
     ls_loader_server *srv;
     rc = ls_loader_server_open(&srv, &mix, ranks, bind, port, &o, (const uint8_t *)state, state_len);
     free(state);

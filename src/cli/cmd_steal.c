@@ -529,7 +529,8 @@ static int steal_eval(int argc, char **argv) {
                 m = ls_st_meta(f, "llmsys.steal.report");
                 cJSON *rj = m ? cJSON_Parse(m) : NULL;
                 const cJSON *q = rj ? cJSON_GetObjectItemCaseSensitive(rj, "queries") : NULL;
-                if (cJSON_IsNumber(q)) budget = (int64_t)q->valuedouble;
+                if (cJSON_IsNumber(q) && q->valuedouble >= 1 && q->valuedouble <= 1e15) /* range before the cast */
+                    budget = (int64_t)q->valuedouble;
                 cJSON_Delete(rj);
                 ls_st_close(f);
             }

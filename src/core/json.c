@@ -2,6 +2,8 @@
 #include "llmsys/core.h"
 
 #include <cjson/cJSON.h>
+#include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,10 +43,17 @@ int ls_json_get_int(const cJSON *obj, const char *key, int def, int *out) {
         *out = def;
         return LS_OK;
     }
-    if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int)v->valuedouble)
-        return ls_err(LS_EINVAL, "'%s' must be an integer", key);
-    *out = (int)v->valuedouble;
+    if (!ls_json_as_int(v, out)) return ls_err(LS_EINVAL, "'%s' must be an integer in [%d, %d]", key, INT_MIN, INT_MAX);
     return LS_OK;
+}
+
+int ls_json_as_int(const cJSON *v, int *out) {
+    if (!cJSON_IsNumber(v)) return 0;
+    double d = v->valuedouble;
+    /* Range first: converting a double outside int's range to int is undefined behaviour. */
+    if (!(d >= (double)INT_MIN && d <= (double)INT_MAX) || d != floor(d)) return 0;
+    *out = (int)d;
+    return 1;
 }
 
 int ls_json_get_double(const cJSON *obj, const char *key, double def, double *out) {

@@ -1,9 +1,11 @@
 /* util.c - aligned memory, atomic file writes, timing and small system helpers. */
 #include "llmsys/core.h"
 
+#include <dirent.h>
 #include <errno.h>
-#include <math.h>
 #include <fcntl.h>
+#include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,20 +33,53 @@ void ls_aligned_free(void *p) { free(p); }
 
 /* ---------------------------------------------------------------- files */
 
+static const char *file_kind(mode_t m) {
+    return S_ISDIR(m)    ? "a directory"
+           : S_ISFIFO(m) ? "a FIFO"
+           : S_ISSOCK(m) ? "a socket"
+           : S_ISCHR(m)  ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+                         : "not a regular file";
+}
+
+/* O_NONBLOCK makes the open of a FIFO return at once instead of waiting for a writer
+ * (forever, if none comes); fstat then refuses it, and the flag is cleared for real files. */
+int ls_file_open_input(const char *path, int *fd, size_t *size) {
+    *fd = -1;
+    if (size) *size = 0;
+    int f = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (f < 0) return ls_err(errno == ENOENT ? LS_ENOTFOUND : LS_EIO, "%s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(f, &st) != 0) {
+        int rc = ls_err(LS_EIO, "%s: %s", path, strerror(errno));
+        close(f);
+        return rc;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(f);
+        return ls_err(LS_EIO, "%s: is %s; only regular files are read as inputs", path, file_kind(st.st_mode));
+    }
+    int fl = fcntl(f, F_GETFL);
+    if (fl < 0 || fcntl(f, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+        int rc = ls_err(LS_EIO, "%s: %s", path, strerror(errno));
+        close(f);
+        return rc;
+    }
+    *fd = f;
+    if (size) *size = (size_t)st.st_size;
+    return LS_OK;
+}
+
 int ls_file_read(const char *path, char **data, size_t *len) {
     *data = NULL;
     if (len) *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return ls_err(errno == ENOENT ? LS_ENOTFOUND : LS_EIO, "%s: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || S_ISDIR(st.st_mode)) {
-        fclose(f);
-        return ls_err(LS_EIO, "%s: not a regular file", path);
-    }
-    size_t cap = st.st_size > 0 ? (size_t)st.st_size + 1 : 4096, n = 0;
+    int fd;
+    size_t size;
+    LS_TRY(ls_file_open_input(path, &fd, &size));
+    size_t cap = size > 0 ? size + 1 : 4096, n = 0;
     char *buf = malloc(cap);
     if (!buf) {
-        fclose(f);
+        close(fd);
         return ls_err(LS_ENOMEM, "%s: out of memory reading %zu bytes", path, cap);
     }
     for (;;) {
@@ -52,42 +87,115 @@ int ls_file_read(const char *path, char **data, size_t *len) {
             char *nb = realloc(buf, cap * 2);
             if (!nb) {
                 free(buf);
-                fclose(f);
+                close(fd);
                 return ls_err(LS_ENOMEM, "%s: out of memory", path);
             }
             buf = nb;
             cap *= 2;
         }
-        size_t got = fread(buf + n, 1, cap - 1 - n, f);
-        n += got;
+        ssize_t got = read(fd, buf + n, cap - 1 - n);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) {
+            int rc = ls_err(LS_EIO, "%s: read error: %s", path, strerror(errno));
+            free(buf);
+            close(fd);
+            return rc;
+        }
         if (got == 0) break;
+        n += (size_t)got;
     }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        return ls_err(LS_EIO, "%s: read error", path);
-    }
+    close(fd);
     buf[n] = '\0';
     *data = buf;
     if (len) *len = n;
     return LS_OK;
 }
 
+/* ---------------------------------------------------------------- atomic writes */
+
+/* The temp file of a write to <dir>/<base> is <dir>/<base>.tmp.<pid>.<6 random chars>: the
+ * pid lets a later writer tell a dead writer's leftover from a live one's, the random part
+ * makes the name unguessable, and O_EXCL|O_NOFOLLOW means a file or link planted at that
+ * name is never opened or followed: the open fails and another name is tried. */
+#define TMP_TAG ".tmp."
+#define TMP_RAND 6
+
+static void split_path(const char *path, char *dir, size_t dn, const char **base) {
+    const char *sl = strrchr(path, '/');
+    *base = sl ? sl + 1 : path;
+    if (!sl)
+        snprintf(dir, dn, ".");
+    else if (sl == path)
+        snprintf(dir, dn, "/");
+    else
+        snprintf(dir, dn, "%.*s", (int)(sl - path), path);
+}
+
+/* Removes temp files that writers to the same destination left behind when they were
+ * killed: names <base>.tmp.<pid>.<rand> whose pid no longer exists, regular files owned
+ * by this user (a link or someone else's file is left alone). Each removal is logged. */
+static void remove_stale_tmps(const char *path) {
+    char dir[4096];
+    const char *base;
+    split_path(path, dir, sizeof dir, &base);
+    size_t bl = strlen(base), tl = strlen(TMP_TAG);
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *n = e->d_name;
+        if (strncmp(n, base, bl) != 0 || strncmp(n + bl, TMP_TAG, tl) != 0) continue;
+        const char *p = n + bl + tl;
+        char *end;
+        errno = 0;
+        long pid = strtol(p, &end, 10);
+        if (errno || end == p || pid <= 0 || *end != '.' || strlen(end + 1) != TMP_RAND) continue;
+        if (pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue; /* alive (or not ours to judge) */
+        struct stat st;
+        if (fstatat(dirfd(d), n, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid())
+            continue;
+        if (unlinkat(dirfd(d), n, 0) == 0)
+            LS_WARN("%s/%s: removed the temp file of a dead writer (pid %ld)", dir, n, pid);
+    }
+    closedir(d);
+}
+
 int ls_atomic_open(ls_atomic_file *af, const char *path) {
     memset(af, 0, sizeof *af);
-    size_t n = strlen(path) + 32;
+    size_t n = strlen(path) + 48;
+    if (!*path || path[strlen(path) - 1] == '/') return ls_err(LS_EINVAL, "'%s': not a file path", path);
     af->path = strdup(path);
     af->tmp = malloc(n);
     if (!af->path || !af->tmp) {
         free(af->path);
         free(af->tmp);
+        af->path = af->tmp = NULL;
         return ls_err(LS_ENOMEM, "out of memory");
     }
-    snprintf(af->tmp, n, "%s.tmp.%ld", path, (long)getpid());
-    af->fp = fopen(af->tmp, "wb");
-    if (!af->fp) {
-        int rc = ls_err(LS_EIO, "%s: cannot create: %s", path, strerror(errno));
+    remove_stale_tmps(path);
+    static const char al[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    ls_rng r;
+    ls_rng_seed(&r, (uint64_t)getpid() * 0x9E3779B97F4A7C15ull ^ (uint64_t)(ls_wall_time() * 1e9) ^
+                        (uint64_t)(uintptr_t)af);
+    int fd = -1, err = 0;
+    for (int tries = 0; tries < 64 && fd < 0; tries++) {
+        char rnd[TMP_RAND + 1];
+        for (int i = 0; i < TMP_RAND; i++) rnd[i] = al[ls_rng_below(&r, sizeof al - 1)];
+        rnd[TMP_RAND] = '\0';
+        snprintf(af->tmp, n, "%s" TMP_TAG "%ld.%s", path, (long)getpid(), rnd);
+        fd = open(af->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+        err = errno;
+        if (fd < 0 && err != EEXIST) break;
+    }
+    if (fd >= 0 && !(af->fp = fdopen(fd, "wb"))) {
+        err = errno;
+        close(fd);
+        unlink(af->tmp);
+        fd = -1;
+    }
+    if (fd < 0) {
+        int rc = ls_err(LS_EIO, "%s: cannot create a temp file beside it: %s", path, strerror(err));
         free(af->path);
         free(af->tmp);
         af->path = af->tmp = NULL;
@@ -96,16 +204,32 @@ int ls_atomic_open(ls_atomic_file *af, const char *path) {
     return LS_OK;
 }
 
+/* After the rename, the directory entry itself is made durable (best effort). */
+static void sync_dir_of(const char *path) {
+    char dir[4096];
+    const char *base;
+    split_path(path, dir, sizeof dir, &base);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)fsync(fd);
+        close(fd);
+    }
+}
+
 int ls_atomic_commit(ls_atomic_file *af) {
     FILE *f = af->fp;
     int rc = LS_OK;
+    if (!f) return ls_err(LS_ESTATE, "atomic commit without an open file");
     if (fflush(f) != 0 || ferror(f) || fsync(fileno(f)) != 0)
         rc = ls_err(LS_EIO, "%s: write failed: %s", af->path, strerror(errno));
     if (fclose(f) != 0 && rc == LS_OK) rc = ls_err(LS_EIO, "%s: close failed: %s", af->path, strerror(errno));
     af->fp = NULL;
     if (rc == LS_OK && rename(af->tmp, af->path) != 0)
         rc = ls_err(LS_EIO, "%s: rename failed: %s", af->path, strerror(errno));
-    if (rc != LS_OK) unlink(af->tmp);
+    if (rc != LS_OK)
+        unlink(af->tmp);
+    else
+        sync_dir_of(af->path);
     free(af->path);
     free(af->tmp);
     af->path = af->tmp = NULL;

@@ -4,6 +4,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,7 @@ struct ls_st_file {
     char *path;
     void *map;
     size_t map_len;
+    void *own; /* aligned copies of the tensors the file placed misaligned (NULL if none) */
     ls_st_tensor *t;
     int n;
     st_meta *meta;
@@ -70,6 +72,7 @@ const char *ls_st_meta(const ls_st_file *f, const char *key) {
 void ls_st_close(ls_st_file *f) {
     if (!f) return;
     if (f->map && f->map != MAP_FAILED) munmap(f->map, f->map_len);
+    ls_aligned_free(f->own);
     for (int i = 0; i < f->n; i++) free((char *)f->t[i].name);
     for (int i = 0; i < f->n_meta; i++) {
         free(f->meta[i].key);
@@ -93,29 +96,92 @@ static int parse_tensor(ls_st_file *f, const cJSON *e, ls_st_tensor *t, const ui
     if (d < 0) return ls_err(LS_EFORMAT, "%s: tensor '%s': unsupported dtype '%s'", p, e->string, dt->valuestring);
     t->dtype = (ls_dtype)d;
     t->ndim = cJSON_GetArraySize(shape);
-    if (t->ndim > LS_ST_MAX_DIMS) return ls_err(LS_EFORMAT, "%s: tensor '%s': %d dims (max %d)", p, e->string, t->ndim, LS_ST_MAX_DIMS);
+    if (t->ndim > LS_ST_MAX_DIMS)
+        return ls_err(LS_EFORMAT, "%s: tensor '%s': %d dims (max %d)", p, e->string, t->ndim, LS_ST_MAX_DIMS);
     t->numel = 1;
     for (int i = 0; i < t->ndim; i++) {
         const cJSON *s = cJSON_GetArrayItem(shape, i);
-        if (!cJSON_IsNumber(s) || s->valuedouble < 0 || s->valuedouble > 1e15 || s->valuedouble != (double)(int64_t)s->valuedouble)
+        if (!cJSON_IsNumber(s) || s->valuedouble < 0 || s->valuedouble > 1e15 ||
+            s->valuedouble != (double)(int64_t)s->valuedouble)
             return ls_err(LS_EFORMAT, "%s: tensor '%s': bad shape", p, e->string);
         t->shape[i] = (int64_t)s->valuedouble;
-        if (t->shape[i] && t->numel > INT64_MAX / t->shape[i]) return ls_err(LS_EFORMAT, "%s: tensor '%s': shape overflows", p, e->string);
+        if (t->shape[i] && t->numel > INT64_MAX / t->shape[i])
+            return ls_err(LS_EFORMAT, "%s: tensor '%s': shape overflows", p, e->string);
         t->numel *= t->shape[i];
     }
-    double b = cJSON_GetArrayItem(off, 0)->valuedouble, en = cJSON_GetArrayItem(off, 1)->valuedouble;
-    if (!(b >= 0 && en >= b && en <= (double)data_len))
-        return ls_err(LS_EFORMAT, "%s: tensor '%s': data offsets [%.0f, %.0f) outside the %zu-byte data section (truncated file?)",
+    const cJSON *ob = cJSON_GetArrayItem(off, 0), *oe = cJSON_GetArrayItem(off, 1);
+    double b = cJSON_IsNumber(ob) ? ob->valuedouble : -1, en = cJSON_IsNumber(oe) ? oe->valuedouble : -1;
+    if (!(b >= 0 && en >= b && en <= (double)data_len) || b != floor(b) || en != floor(en))
+        return ls_err(LS_EFORMAT,
+                      "%s: tensor '%s': data offsets [%.0f, %.0f) outside the %zu-byte data section (truncated file?)",
                       p, e->string, b, en, data_len);
     t->nbytes = (size_t)(en - b);
     if ((double)t->nbytes != (double)t->numel * (double)dtypes[d].size)
-        return ls_err(LS_EFORMAT, "%s: tensor '%s': %zu bytes do not match shape x %s", p, e->string, t->nbytes, dtypes[d].name);
+        return ls_err(LS_EFORMAT, "%s: tensor '%s': %zu bytes do not match shape x %s", p, e->string, t->nbytes,
+                      dtypes[d].name);
     t->data = data + (size_t)b;
     t->name = strdup(e->string);
     return t->name ? LS_OK : ls_err(LS_ENOMEM, "out of memory");
 }
 
-int ls_st_open(const char *path, ls_st_file **out) {
+static int cmp_cstr(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+/* The first name that occurs twice in names[0..n) (sorted in place), or NULL. */
+static const char *find_dup(const char **names, int n) {
+    qsort(names, (size_t)n, sizeof *names, cmp_cstr);
+    for (int i = 1; i < n; i++)
+        if (!strcmp(names[i - 1], names[i])) return names[i];
+    return NULL;
+}
+
+/* JSON allows a key twice; a header must not (which "__metadata__" or which tensor would
+ * count is then a matter of parser, and two metadata objects once overflowed a buffer here). */
+static int check_unique(const char *path, const cJSON *obj, const char *what) {
+    int n = cJSON_GetArraySize(obj), i = 0;
+    if (n < 2) return LS_OK;
+    const char **names = malloc(sizeof *names * (size_t)n);
+    if (!names) return ls_err(LS_ENOMEM, "out of memory");
+    const cJSON *e;
+    cJSON_ArrayForEach(e, obj) names[i++] = e->string ? e->string : "";
+    const char *dup = find_dup(names, n);
+    int rc = dup ? ls_err(LS_EFORMAT, "%s: %s key '%s' appears twice", path, what, dup) : LS_OK;
+    free(names);
+    return rc;
+}
+
+/* Every tensor's data is left where the file has it when that address suits its dtype
+ * (files llmsys writes always do); the others are copied into one aligned block, so no
+ * caller ever loads a float from a misaligned address, whatever the header length. */
+static int align_tensors(ls_st_file *f) {
+    size_t need = 0;
+    for (int i = 0; i < f->n; i++) {
+        const ls_st_tensor *t = &f->t[i];
+        if ((uintptr_t)t->data % dtypes[t->dtype].size) need += (t->nbytes + 63) & ~(size_t)63;
+    }
+    if (!need) return LS_OK;
+    if (!(f->own = ls_aligned_alloc(64, need)))
+        return ls_err(LS_ENOMEM, "%s: out of memory copying %zu misaligned bytes", f->path, need);
+    size_t off = 0;
+    for (int i = 0; i < f->n; i++) {
+        ls_st_tensor *t = &f->t[i];
+        if (!((uintptr_t)t->data % dtypes[t->dtype].size)) continue;
+        uint8_t *dst = (uint8_t *)f->own + off;
+        memcpy(dst, t->data, t->nbytes);
+        t->data = dst;
+        off += (t->nbytes + 63) & ~(size_t)63;
+    }
+    LS_DEBUG("%s: %zu bytes of misaligned tensor data copied", f->path, need);
+    return LS_OK;
+}
+
+static int allow_unchecked_env(void) {
+    const char *e = getenv("LLMSYS_ALLOW_UNCHECKED");
+    return e && *e && strcmp(e, "0") != 0;
+}
+
+int ls_st_open(const char *path, ls_st_file **out) { return ls_st_open_ex(path, 0, out); }
+
+int ls_st_open_ex(const char *path, unsigned flags, ls_st_file **out) {
     *out = NULL;
     ls_st_file *f = calloc(1, sizeof *f);
     if (!f || !(f->path = strdup(path))) {
@@ -124,18 +190,9 @@ int ls_st_open(const char *path, ls_st_file **out) {
     }
     int rc = LS_OK;
     cJSON *hdr = NULL;
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) {
-        rc = ls_err(errno == ENOENT ? LS_ENOTFOUND : LS_EIO, "%s: %s", path, strerror(errno));
-        goto fail;
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        rc = ls_err(LS_EIO, "%s: not a regular file", path);
-        goto fail;
-    }
-    f->map_len = (size_t)st.st_size;
+    int fd;
+    rc = ls_file_open_input(path, &fd, &f->map_len);
+    if (rc != LS_OK) goto fail;
     if (f->map_len < 8) {
         close(fd);
         rc = ls_err(LS_EFORMAT, "%s: %zu bytes is too short for a safetensors file", path, f->map_len);
@@ -165,12 +222,12 @@ int ls_st_open(const char *path, ls_st_file **out) {
         rc = ls_err(LS_EFORMAT, "%s: safetensors header is not valid JSON", path);
         goto fail;
     }
+    if ((rc = check_unique(path, hdr, "header")) != LS_OK) goto fail;
     const uint8_t *data = base + 8 + hlen;
     size_t data_len = f->map_len - 8 - (size_t)hlen;
     int cap = cJSON_GetArraySize(hdr);
     f->t = calloc((size_t)cap + 1, sizeof *f->t);
-    f->meta = calloc((size_t)cap + 1, sizeof *f->meta);
-    if (!f->t || !f->meta) {
+    if (!f->t) {
         rc = ls_err(LS_ENOMEM, "out of memory");
         goto fail;
     }
@@ -181,22 +238,27 @@ int ls_st_open(const char *path, ls_st_file **out) {
                 rc = ls_err(LS_EFORMAT, "%s: __metadata__ is not an object", path);
                 goto fail;
             }
+            if ((rc = check_unique(path, e, "metadata")) != LS_OK) goto fail;
+            /* check_unique above makes this the only metadata object: sized once, exactly */
             int nm = cJSON_GetArraySize(e);
-            st_meta *nmeta = realloc(f->meta, sizeof *f->meta * ((size_t)nm + 1));
-            if (!nmeta) {
+            if (!(f->meta = calloc((size_t)nm + 1, sizeof *f->meta))) {
                 rc = ls_err(LS_ENOMEM, "out of memory");
                 goto fail;
             }
-            f->meta = nmeta;
             const cJSON *m;
             cJSON_ArrayForEach(m, e) {
                 if (!cJSON_IsString(m)) {
                     rc = ls_err(LS_EFORMAT, "%s: metadata value '%s' is not a string", path, m->string);
                     goto fail;
                 }
-                f->meta[f->n_meta].key = strdup(m->string);
-                f->meta[f->n_meta].value = strdup(m->valuestring);
-                f->n_meta++;
+                if (f->n_meta >= nm) break; /* cannot happen: nm counted these entries */
+                st_meta *sm = &f->meta[f->n_meta++];
+                sm->key = strdup(m->string);
+                sm->value = strdup(m->valuestring);
+                if (!sm->key || !sm->value) {
+                    rc = ls_err(LS_ENOMEM, "out of memory");
+                    goto fail;
+                }
             }
             continue;
         }
@@ -209,10 +271,18 @@ int ls_st_open(const char *path, ls_st_file **out) {
         char got[17];
         snprintf(got, sizeof got, "%016llx", (unsigned long long)XXH3_64bits(data, data_len));
         if (strcmp(got, sum) != 0) {
-            rc = ls_err(LS_ECHECKSUM, "%s: checksum mismatch (stored %s, computed %s): file is corrupt", path, sum, got);
+            rc =
+                ls_err(LS_ECHECKSUM, "%s: checksum mismatch (stored %s, computed %s): file is corrupt", path, sum, got);
             goto fail;
         }
+    } else if (!(flags & LS_ST_ALLOW_UNCHECKED) && !allow_unchecked_env()) {
+        rc = ls_err(LS_ECHECKSUM,
+                    "%s: no llmsys.xxh3 checksum, so corruption cannot be detected; refusing it "
+                    "(set LLMSYS_ALLOW_UNCHECKED=1 to load a file from another tool)",
+                    path);
+        goto fail;
     }
+    if ((rc = align_tensors(f)) != LS_OK) goto fail;
     cJSON_Delete(hdr);
     *out = f;
     return LS_OK;
@@ -233,8 +303,10 @@ int ls_st_expect(const ls_st_file *f, const char *name, ls_dtype dt, int ndim, c
     for (int i = 0; ok && i < ndim; i++) ok = t->shape[i] == shape[i];
     if (!ok) {
         char want[128] = "", got[128] = "";
-        for (int i = 0; i < ndim; i++) snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld", i ? "," : "", (long long)shape[i]);
-        for (int i = 0; i < t->ndim; i++) snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", i ? "," : "", (long long)t->shape[i]);
+        for (int i = 0; i < ndim; i++)
+            snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld", i ? "," : "", (long long)shape[i]);
+        for (int i = 0; i < t->ndim; i++)
+            snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", i ? "," : "", (long long)t->shape[i]);
         return ls_err(LS_EFORMAT, "%s: tensor '%s' has shape [%s], expected [%s]", f->path, name, got, want);
     }
     if (out) *out = t;
@@ -277,7 +349,8 @@ void ls_st_writer_free(ls_st_writer *w) {
 }
 
 int ls_st_writer_add(ls_st_writer *w, const char *name, ls_dtype dt, int ndim, const int64_t *shape, const void *data) {
-    if ((unsigned)dt >= LS_DT_COUNT || ndim < 0 || ndim > LS_ST_MAX_DIMS || !name || !*name || !strcmp(name, "__metadata__"))
+    if ((unsigned)dt >= LS_DT_COUNT || ndim < 0 || ndim > LS_ST_MAX_DIMS || !name || !*name ||
+        !strcmp(name, "__metadata__"))
         return ls_err(LS_EINVAL, "safetensors: bad tensor '%s'", name ? name : "(null)");
     for (int i = 0; i < w->n; i++)
         if (!strcmp(w->e[i].name, name)) return ls_err(LS_EINVAL, "safetensors: duplicate tensor '%s'", name);
@@ -311,8 +384,10 @@ int ls_st_writer_add(ls_st_writer *w, const char *name, ls_dtype dt, int ndim, c
 int ls_st_writer_meta(ls_st_writer *w, const char *key, const char *value) {
     cJSON *v = cJSON_CreateString(value);
     if (!v) return ls_err(LS_ENOMEM, "out of memory");
-    if (cJSON_GetObjectItemCaseSensitive(w->meta, key)) cJSON_ReplaceItemInObjectCaseSensitive(w->meta, key, v);
-    else cJSON_AddItemToObject(w->meta, key, v);
+    if (cJSON_GetObjectItemCaseSensitive(w->meta, key))
+        cJSON_ReplaceItemInObjectCaseSensitive(w->meta, key, v);
+    else
+        cJSON_AddItemToObject(w->meta, key, v);
     return LS_OK;
 }
 

@@ -151,6 +151,7 @@ void ls_loader_close(ls_loader *ld) {
 }
 
 int64_t ls_loader_step_index(const ls_loader *ld) { return ld->step; }
+int ls_loader_pending_count(const ls_loader *ld) { return ld->n_pending; }
 int64_t ls_loader_source_docs(const ls_loader *ld, int s) { return ld->s[s].ndocs; }
 int64_t ls_loader_source_skipped(const ls_loader *ld, int s) { return ls_src_skipped(ld->s[s].src); }
 

@@ -138,8 +138,9 @@ static int parse_schedule(const cJSON *js, ls_loader_mix *mix) {
         pt->w = calloc((size_t)mix->n_sources, sizeof *pt->w);
         if (!pt->w) return ls_err(LS_ENOMEM, "out of memory");
         const cJSON *st = cJSON_GetObjectItemCaseSensitive(p, "step");
-        if (!cJSON_IsNumber(st) || st->valuedouble < 0 || st->valuedouble != floor(st->valuedouble))
-            return ls_err(LS_EINVAL, "schedule[%d]: \"step\" must be an integer >= 0", i);
+        if (!cJSON_IsNumber(st) || !(st->valuedouble >= 0 && st->valuedouble <= 9007199254740992.0) ||
+            st->valuedouble != floor(st->valuedouble))
+            return ls_err(LS_EINVAL, "schedule[%d]: \"step\" must be an integer in [0, 2^53]", i);
         pt->step = (int64_t)st->valuedouble;
         const cJSON *w = cJSON_GetObjectItemCaseSensitive(p, "weights");
         if (!cJSON_IsObject(w)) return ls_err(LS_EINVAL, "schedule[%d]: \"weights\" must be an object", i);
@@ -167,6 +168,9 @@ static int parse_mix(const cJSON *j, const char *base, ls_loader_mix *mix) {
     double seed = 1234;
     const char *balance;
     LS_TRY(ls_json_get_int(j, "n_ctx", 512, &mix->n_ctx));
+    /* validated before 4 * n_ctx below can overflow */
+    if (mix->n_ctx < 2 || mix->n_ctx > 65536)
+        return ls_err(LS_EINVAL, "n_ctx must be in [2, 65536], got %d", mix->n_ctx);
     LS_TRY(ls_json_get_int(j, "tokens_per_rank", 4 * mix->n_ctx, &mix->tokens_per_rank));
     LS_TRY(ls_json_get_int(j, "micro_batches", 1, &mix->micro_batches));
     LS_TRY(ls_json_get_double(j, "seed", 1234, &seed));
@@ -174,13 +178,12 @@ static int parse_mix(const cJSON *j, const char *base, ls_loader_mix *mix) {
     LS_TRY(ls_balance_algo_parse(balance, &mix->balance));
     const cJSON *strict = cJSON_GetObjectItemCaseSensitive(j, "strict");
     mix->strict = cJSON_IsTrue(strict);
-    if (mix->n_ctx < 2 || mix->n_ctx > 65536)
-        return ls_err(LS_EINVAL, "n_ctx must be in [2, 65536], got %d", mix->n_ctx);
     if (mix->tokens_per_rank < 1 || mix->tokens_per_rank > (1 << 26))
         return ls_err(LS_EINVAL, "tokens_per_rank must be in [1, 2^26], got %d", mix->tokens_per_rank);
     if (mix->micro_batches < 1 || mix->micro_batches > 1024)
         return ls_err(LS_EINVAL, "micro_batches must be in [1, 1024], got %d", mix->micro_batches);
-    if (seed < 0 || seed != floor(seed)) return ls_err(LS_EINVAL, "seed must be an integer >= 0");
+    if (!(seed >= 0 && seed <= 9007199254740992.0) || seed != floor(seed))
+        return ls_err(LS_EINVAL, "seed must be an integer in [0, 2^53]");
     mix->seed = (uint64_t)seed;
     /* Defaults a = 1, b = 950: the "small" GPT's forward+backward time per row measured
      * against row length (bench_loader --calibrate-only: t = 1.29e-3·L + 1.36e-6·L² s,

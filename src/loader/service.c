@@ -231,6 +231,8 @@ struct ls_loader_server {
     char build_msg[256];
     parked_req *parked;
     int n_parked;
+    const char *journal; /* NULL: acknowledged weight changes are not journaled */
+    cJSON *changes;      /* the journal's entries, in acknowledgement order */
 };
 
 static int all_fetched(const ls_loader_server *s, int64_t step) {
@@ -308,10 +310,87 @@ void ls_loader_server_close(ls_loader_server *s) {
     if (s->wake_tx) zmq_close(s->wake_tx);
     if (s->zctx) zmq_ctx_term(s->zctx);
     ls_loader_close(s->ld);
+    cJSON_Delete(s->changes);
     pthread_mutex_destroy(&s->mu);
     pthread_mutex_destroy(&s->ldmu);
     pthread_cond_destroy(&s->cv);
     free(s);
+}
+
+/* ---------------------------------------------------------------- weight-change journal */
+
+/* A state blob holds the weight changes acknowledged before its step was built; a change
+ * acknowledged later lives only in the service's memory. The journal keeps every
+ * acknowledged change, in order, so a restart from an older blob can replay the rest. */
+
+static int journal_write(const ls_loader_server *s) {
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return ls_err(LS_ENOMEM, "out of memory");
+    cJSON_AddStringToObject(o, "format", "llmsys-loader-journal");
+    cJSON_AddNumberToObject(o, "version", 1);
+    cJSON_AddItemReferenceToObject(o, "changes", s->changes);
+    int rc = ls_json_write_file(s->journal, o);
+    cJSON_Delete(o);
+    return rc;
+}
+
+/* Parses one journal entry {"at": step, "weights": {name: w} | null} into w (NULL: clear). */
+static int journal_entry(const ls_loader_server *s, const cJSON *e, int64_t *at, double *w, int *clear) {
+    const cJSON *ja = cJSON_GetObjectItemCaseSensitive(e, "at"), *jw = cJSON_GetObjectItemCaseSensitive(e, "weights");
+    if (!cJSON_IsNumber(ja) || !(ja->valuedouble >= 0 && ja->valuedouble <= 9007199254740992.0) ||
+        ja->valuedouble != floor(ja->valuedouble) || !(cJSON_IsNull(jw) || cJSON_IsObject(jw)))
+        return ls_err(LS_EFORMAT, "%s: malformed change entry", s->journal);
+    *at = (int64_t)ja->valuedouble;
+    *clear = cJSON_IsNull(jw);
+    for (int k = 0; k < s->mix->n_sources; k++) w[k] = 0;
+    const cJSON *x;
+    cJSON_ArrayForEach(x, jw) {
+        int k = ls_loader_mix_find(s->mix, x->string);
+        if (k < 0 || !cJSON_IsNumber(x))
+            return ls_err(LS_EFORMAT, "%s: change for unknown source '%s' (another mix?)", s->journal, x->string);
+        w[k] = x->valuedouble;
+    }
+    return LS_OK;
+}
+
+/* Opens the journal: a fresh start empties it; a resume from a blob replays the changes the
+ * blob does not hold. Those are the journal's entries for steps at or after the blob's,
+ * less the first ones (as many as the blob holds pending: they were acknowledged first). */
+static int journal_open(ls_loader_server *s, int resumed) {
+    cJSON *j = NULL;
+    int rc = resumed ? ls_json_read_file(s->journal, &j) : LS_ENOTFOUND;
+    if (rc == LS_ENOTFOUND) {
+        if (resumed) LS_WARN("%s: no weight-change journal yet; resuming from the state alone", s->journal);
+        s->changes = cJSON_CreateArray();
+        return s->changes ? journal_write(s) : ls_err(LS_ENOMEM, "out of memory");
+    }
+    if (rc != LS_OK) return rc;
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(j, "format");
+    int ok = cJSON_IsString(f) && !strcmp(f->valuestring, "llmsys-loader-journal");
+    s->changes = cJSON_DetachItemFromObjectCaseSensitive(j, "changes");
+    cJSON_Delete(j);
+    if (!ok || !cJSON_IsArray(s->changes)) return ls_err(LS_EFORMAT, "%s: not a loader journal", s->journal);
+    int64_t step = ls_loader_step_index(s->ld);
+    int skip = ls_loader_pending_count(s->ld), later = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, s->changes) {
+        int64_t at = 0;
+        int clear = 0;
+        double w[LS_LOADER_MAX_SOURCES];
+        LS_TRY(journal_entry(s, e, &at, w, &clear));
+        if (at < step) continue; /* in effect before the blob's step: part of its state */
+        if (skip > 0) {
+            skip--;
+            continue;
+        }
+        LS_TRY(ls_loader_set_weights(s->ld, clear ? NULL : w, at));
+        later++;
+    }
+    if (skip > 0)
+        return ls_err(LS_EINVAL, "%s: the state holds weight changes this journal lacks (another run's journal?)",
+                      s->journal);
+    if (later) LS_INFO("%s: replayed %d weight change(s) acknowledged after the state was saved", s->journal, later);
+    return LS_OK;
 }
 
 int ls_loader_server_open(ls_loader_server **out, const ls_loader_mix *mix, int n_ranks, const char *bind, int port,
@@ -330,6 +409,8 @@ int ls_loader_server_open(ls_loader_server **out, const ls_loader_mix *mix, int 
     ls_loader_opts lo = {opts ? opts->threads : 1, 0};
     int rc = ls_loader_open(&s->ld, mix, n_ranks, &lo);
     if (rc == LS_OK && state) rc = ls_loader_set_state(s->ld, state, state_len);
+    s->journal = opts ? opts->journal : NULL;
+    if (rc == LS_OK && s->journal) rc = journal_open(s, state != NULL);
     if (rc == LS_OK) {
         s->lo = s->hi = s->front = ls_loader_step_index(s->ld);
         s->ring = calloc((size_t)s->W, sizeof *s->ring);
@@ -498,8 +579,8 @@ static int control(ls_loader_server *s, const uint8_t *payload, size_t len, char
     if (!cJSON_IsObject(j) || !jw)
         rc = ls_err(LS_EINVAL, "control message: expected {\"weights\": {...} | null, \"step\": N}");
     if (rc == LS_OK) rc = ls_json_get_double(j, "step", -1, &step);
-    if (rc == LS_OK && (step != floor(step) || step < -1))
-        rc = ls_err(LS_EINVAL, "control message: \"step\" must be an integer >= 0");
+    if (rc == LS_OK && (step != floor(step) || !(step >= -1 && step <= 9007199254740992.0)))
+        rc = ls_err(LS_EINVAL, "control message: \"step\" must be an integer in [0, 2^53]");
     if (rc == LS_OK && !cJSON_IsNull(jw)) {
         if (!cJSON_IsObject(jw)) rc = ls_err(LS_EINVAL, "control message: \"weights\" must be an object or null");
         const cJSON *e;
@@ -518,7 +599,28 @@ static int control(ls_loader_server *s, const uint8_t *payload, size_t len, char
     if (rc == LS_OK) {
         pthread_mutex_lock(&s->ldmu);
         from = step >= 0 ? (int64_t)step : ls_loader_step_index(s->ld);
-        rc = ls_loader_set_weights(s->ld, cJSON_IsNull(jw) ? NULL : w, from);
+        /* journaled before it is applied and acknowledged; taken out again if refused */
+        cJSON *e = NULL;
+        if (s->journal) {
+            e = cJSON_CreateObject();
+            if (!e || !cJSON_AddNumberToObject(e, "at", (double)from) ||
+                !cJSON_AddItemToObject(e, "weights", cJSON_Duplicate(jw, 1))) {
+                cJSON_Delete(e);
+                e = NULL;
+                rc = ls_err(LS_ENOMEM, "out of memory");
+            } else {
+                cJSON_AddItemToArray(s->changes, e);
+                rc = journal_write(s);
+            }
+        }
+        if (rc == LS_OK) rc = ls_loader_set_weights(s->ld, cJSON_IsNull(jw) ? NULL : w, from);
+        if (rc != LS_OK && e) {
+            char why[256]; /* keep the first error's message */
+            snprintf(why, sizeof why, "%s", ls_errmsg());
+            cJSON_Delete(cJSON_DetachItemViaPointer(s->changes, e));
+            if (journal_write(s) != LS_OK) LS_WARN("%s", ls_errmsg());
+            ls_err(rc, "%s", why);
+        }
         pthread_mutex_unlock(&s->ldmu);
     }
     cJSON_Delete(j);

@@ -202,14 +202,15 @@ static int index_jsonl(ls_src *s, uint32_t f, const char *buf, size_t len, int s
 }
 
 static int map_file(ls_src *s, int f) {
-    int fd = open(s->files[f], O_RDONLY);
-    if (fd < 0) return ls_err(LS_EIO, "%s: %s", s->files[f], strerror(errno));
-    struct stat st;
-    int rc = fstat(fd, &st) != 0 ? ls_err(LS_EIO, "%s: %s", s->files[f], strerror(errno)) : LS_OK;
+    int fd;
+    size_t size;
     s->maps[f].p = NULL;
-    s->maps[f].len = rc == LS_OK ? (size_t)st.st_size : 0;
-    if (rc == LS_OK && st.st_size > 0) {
-        void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    s->maps[f].len = 0;
+    LS_TRY(ls_file_open_input(s->files[f], &fd, &size)); /* a FIFO is refused, not waited on */
+    int rc = LS_OK;
+    s->maps[f].len = size;
+    if (size > 0) {
+        void *m = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (m == MAP_FAILED)
             rc = ls_err(LS_EIO, "%s: cannot map: %s", s->files[f], strerror(errno));
         else

@@ -75,14 +75,18 @@ void ls_sgemm_rows(int trans_a, int trans_b, int M, int N, int K, float alpha, c
  * (truncation < 2e-9 relative), 2^n built in the exponent bits. About 1 ulp. */
 static inline float exp_small(float x) {
     float t = x * 1.4426950408889634f;
-    float fn = (t + 12582912.0f) - 12582912.0f; /* round to nearest (1.5·2^23 trick) */
+    float big = t + 12582912.0f, fn = big - 12582912.0f; /* round to nearest (1.5·2^23 trick) */
     float r = (x - fn * 0.693145751953125f) - fn * 1.428606765330187e-06f;
     float p =
         1.0f +
         r * (1.0f +
              r * (0.5f + r * (1.6666667e-1f +
                               r * (4.1666668e-2f + r * (8.3333338e-3f + r * (1.3888889e-3f + r * 1.9841270e-4f))))));
-    uint32_t bits = (uint32_t)((int32_t)fn + 127) << 23; /* fn >= -126 for x >= -87 */
+    /* n = fn sits in big's low mantissa bits (big = 1.5·2^23 + n): read it there, in unsigned
+     * arithmetic, since converting fn itself is undefined when x is NaN. fn >= -126 for x >= -87. */
+    uint32_t ib;
+    memcpy(&ib, &big, sizeof ib);
+    uint32_t bits = (ib - 0x4B400000u + 127u) << 23;
     float sc;
     memcpy(&sc, &bits, sizeof sc);
     return p * sc;

@@ -59,11 +59,9 @@ static int get_range(const cJSON *st, const char *what, int i, int *b, int *e) {
     if (!cJSON_IsArray(r) || cJSON_GetArraySize(r) != 2 || !cJSON_IsNumber(cJSON_GetArrayItem(r, 0)) ||
         !cJSON_IsNumber(cJSON_GetArrayItem(r, 1)))
         return ls_err(LS_EFORMAT, "%s: stage %d: \"layers\" must be [begin, end]", what, i);
-    double db = cJSON_GetArrayItem(r, 0)->valuedouble, de = cJSON_GetArrayItem(r, 1)->valuedouble;
-    if (db != (int)db || de != (int)de)
+    /* ls_json_as_int range-checks before converting (a double beyond int is undefined to cast) */
+    if (!ls_json_as_int(cJSON_GetArrayItem(r, 0), b) || !ls_json_as_int(cJSON_GetArrayItem(r, 1), e))
         return ls_err(LS_EFORMAT, "%s: stage %d: layer bounds must be integers", what, i);
-    *b = (int)db;
-    *e = (int)de;
     return LS_OK;
 }
 

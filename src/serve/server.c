@@ -5,6 +5,7 @@
 #include <cjson/cJSON.h>
 #include <arpa/inet.h>
 #include <errno.h>
+#include <math.h>
 #include <microhttpd.h>
 #include <pthread.h>
 #include <signal.h>
@@ -659,7 +660,8 @@ static int parse_completion(ls_server *s, const char *body, size_t len, req *r, 
         r->n_prompt = n;
         for (int i = 0; i < n; i++) {
             const cJSON *e = cJSON_GetArrayItem(p, i);
-            if (!cJSON_IsNumber(e) || e->valuedouble != (int)e->valuedouble || e->valueint < 0 || e->valueint >= s->cfg.vocab) {
+            int id;
+            if (!ls_json_as_int(e, &id) || id < 0 || id >= s->cfg.vocab) {
                 snprintf(err, en, "prompt[%d] is not a token id in [0, %d)", i, s->cfg.vocab);
                 goto out;
             }
@@ -671,7 +673,8 @@ static int parse_completion(ls_server *s, const char *body, size_t len, req *r, 
     }
     r->max_tokens = r->chat ? T - r->n_prompt : 16; /* chat: up to the context, as OpenAI's default */
     if (mt) {
-        if (!cJSON_IsNumber(mt) || mt->valuedouble != (int)mt->valuedouble || mt->valueint < 1 || mt->valueint > T) {
+        int m;
+        if (!ls_json_as_int(mt, &m) || m < 1 || m > T) {
             snprintf(err, en, "\"max_tokens\" must be an integer in [1, %d]", T);
             goto out;
         }
@@ -704,7 +707,12 @@ static int parse_completion(ls_server *s, const char *body, size_t len, req *r, 
     }
     r->include_usage = r->stream && cJSON_IsTrue(iu);
     if (nn && (!cJSON_IsNumber(nn) || nn->valueint != 1)) { snprintf(err, en, "only \"n\": 1 is supported"); goto out; }
-    if (sd && !cJSON_IsNumber(sd)) { snprintf(err, en, "\"seed\" must be an integer"); goto out; }
+    /* checked before the cast: a double outside uint64's range cannot be converted */
+    if (sd && (!cJSON_IsNumber(sd) || !(sd->valuedouble >= 0 && sd->valuedouble <= 9007199254740992.0) ||
+               sd->valuedouble != floor(sd->valuedouble))) {
+        snprintf(err, en, "\"seed\" must be an integer in [0, 2^53]");
+        goto out;
+    }
     ls_rng_seed(&r->rng, sd ? (uint64_t)sd->valuedouble : (uint64_t)r->id * 0x9E3779B97F4A7C15ull + 1);
     ok = 1;
 out:

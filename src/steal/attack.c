@@ -649,8 +649,11 @@ out:
 int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **out, ls_steal_result *res) {
     *out = NULL;
     memset(res, 0, sizeof *res);
+    /* each side bounded before the product, which could otherwise overflow int */
+    if (o->c <= 0 || o->h <= 0 || o->w <= 0 || o->c > (1 << 22) || o->h > (1 << 22) || o->w > (1 << 22) ||
+        (int64_t)o->c * o->h > (1 << 22) || (int64_t)o->c * o->h * o->w > (1 << 22))
+        return ls_err(LS_EINVAL, "steal: bad input shape (C*H*W must be in [1, 2^22])");
     int d = o->c * o->h * o->w;
-    if (o->c <= 0 || o->h <= 0 || o->w <= 0 || d > (1 << 22)) return ls_err(LS_EINVAL, "steal: bad input shape");
     if (o->k < 2 || o->k > 64) return ls_err(LS_EINVAL, "steal: classes must be 2..64, got %d", o->k);
     if (!(o->hi > o->lo)) return ls_err(LS_EINVAL, "steal: input range must have lo < hi");
     if (o->budget < 1) return ls_err(LS_EINVAL, "steal: budget must be >= 1");
@@ -882,6 +885,8 @@ static int load_member(ls_st_file *f, const char *path, int m, int nl, int d, in
         member_name(nm, sizeof nm, m, l, 'w');
         const ls_st_tensor *t = ls_st_find(f, nm);
         if (!t || t->dtype != LS_DT_F32 || t->ndim != 2) return ls_err(LS_EFORMAT, "%s: missing or bad %s", path, nm);
+        if (t->shape[0] < 1 || t->shape[0] > (1 << 20) || t->shape[1] < 1 || t->shape[1] > (1 << 20))
+            return ls_err(LS_EFORMAT, "%s: %s has a size outside [1, 2^20]", path, nm);
         if (l == 0)
             sizes[0] = (int)t->shape[1];
         else if (t->shape[1] != sizes[l])
@@ -942,8 +947,9 @@ int ls_replica_load(const char *path, ls_replica **out) {
     r->w = cJSON_GetArrayItem(shape, 2)->valueint;
     r->lo = (float)cJSON_GetArrayItem(range, 0)->valuedouble;
     r->hi = (float)cJSON_GetArrayItem(range, 1)->valuedouble;
-    int64_t d = (int64_t)r->c * r->h * r->w;
-    if (r->c <= 0 || r->h <= 0 || r->w <= 0 || d > (1 << 22)) {
+    int64_t d = 0;
+    if (r->c <= 0 || r->h <= 0 || r->w <= 0 || r->c > (1 << 22) || r->h > (1 << 22) || r->w > (1 << 22) ||
+        (int64_t)r->c * r->h > (1 << 22) || (d = (int64_t)r->c * r->h * r->w) > (1 << 22)) {
         rc = ls_err(LS_EFORMAT, "%s: bad input_shape metadata", path);
         goto done;
     }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "llmsys/core.h"
@@ -48,8 +49,13 @@ void ls_steal_data_free(ls_steal_data *d) {
 
 /* Reads a whole (optionally gzipped) file through zlib, which passes plain files through. */
 static int read_gz(const char *path, unsigned char **out, size_t *len) {
-    gzFile f = gzopen(path, "rb");
-    if (!f) return ls_err(errno == ENOENT ? LS_ENOTFOUND : LS_EIO, "%s: cannot open (%s)", path, strerror(errno));
+    int fd;
+    LS_TRY(ls_file_open_input(path, &fd, NULL)); /* regular files only: a FIFO would block */
+    gzFile f = gzdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return ls_err(LS_EIO, "%s: cannot open (%s)", path, strerror(errno));
+    }
     size_t cap = 1 << 20, n = 0;
     unsigned char *buf = malloc(cap);
     if (!buf) {

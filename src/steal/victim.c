@@ -453,6 +453,8 @@ static int train_knn(ls_victim *v, const ls_victim_opts *o, const ls_steal_data 
     v->nref = sub.n;
     v->ref = sub.x;
     v->ref_y = sub.y;
+    free(sub.raw_min); /* the subset's copy of the scaler: the victim keeps its own */
+    free(sub.raw_max);
     v->knn_k = o->knn_k > 0 ? o->knn_k : 5;
     if (v->knn_k > v->nref) v->knn_k = (int)v->nref;
     v->ref_sq = malloc(sizeof(float) * (size_t)sub.n);
@@ -817,6 +819,28 @@ static int get_arr(rd_t *r, void **dst, int64_t want, size_t elem) {
     return get(r, *dst, (size_t)cnt * elem);
 }
 
+/* Checks, before anything is allocated for them, that the file still holds the np floats
+ * (after their 8-byte count, and `after` more bytes) that the header's sizes imply: a forged
+ * header declaring huge layers is refused by the file's own length, not by a failed (or
+ * worse, a successful) allocation. The stored count is compared with the network later. */
+static int expect_params(const rd_t *r, double np, size_t after, const char *what) {
+    double avail = (double)(r->len - r->off) - 8.0 - (double)after;
+    if (4.0 * np > avail)
+        return ls_err(LS_EFORMAT, "the header implies %.0f %s params, the file holds at most %.0f", np, what,
+                      avail > 0 ? avail / 4 : 0);
+    return LS_OK;
+}
+
+/* The parameter count ls_cnn_init gives these sizes (two convolutions, then one or two
+ * dense layers), in double so no forged size overflows; the count read back after
+ * ls_cnn_init is still compared with the network's own. */
+static double cnn_params(const ls_victim *v, const int32_t *arch) {
+    double c1 = arch[0], c2 = arch[1], ks = arch[2], hid = arch[3], k = v->k;
+    double feat = (double)(v->h / 4) * (double)(v->w / 4) * c2;
+    double np = c1 * ks * ks * v->c + c1 + c2 * ks * ks * c1 + c2;
+    return np + (hid > 0 ? hid * feat + hid + k * hid + k : k * feat + k);
+}
+
 static int load_body(rd_t *r, ls_victim *v) {
     switch (v->type) {
     case LS_VICTIM_LOGREG:
@@ -828,7 +852,18 @@ static int load_body(rd_t *r, ls_victim *v) {
         int *sizes;
         LS_TRY(get_arr(r, (void **)&sizes, nl + 1, sizeof(int)));
         int ok = sizes[0] == v->d && sizes[nl] == v->k;
-        int rc = ok ? ls_mlp_init(&v->net, (int)nl, sizes, 0) : ls_err(LS_EFORMAT, "%s: layer sizes disagree", r->path);
+        double np = 0;
+        for (int l = 0; ok && l < nl; l++) {
+            ok = sizes[l + 1] >= 1 && sizes[l + 1] <= (1 << 20);
+            np += (double)sizes[l + 1] * sizes[l] + sizes[l + 1];
+        }
+        int rc = !ok ? ls_err(LS_EFORMAT, "%s: layer sizes disagree or exceed 2^20", r->path) : LS_OK;
+        if (!rc && expect_params(r, np, 4, "mlp")) {
+            char why[256]; /* ls_err writes the buffer ls_errmsg reads: copy it first */
+            snprintf(why, sizeof why, "%s", ls_errmsg());
+            rc = ls_err(LS_EFORMAT, "%s: bad mlp shape: %s", r->path, why);
+        }
+        if (!rc) rc = ls_mlp_init(&v->net, (int)nl, sizes, 0);
         free(sizes);
         LS_TRY(rc);
         int64_t cnt = 0;
@@ -842,7 +877,9 @@ static int load_body(rd_t *r, ls_victim *v) {
     case LS_VICTIM_FOREST: {
         int64_t nt = 0;
         LS_TRY(get(r, &nt, 8));
-        if (nt < 1 || nt > 100000) return ls_err(LS_EFORMAT, "%s: %lld trees", r->path, (long long)nt);
+        /* each tree stores at least five counted arrays of one entry */
+        if (nt < 1 || nt > 100000 || (uint64_t)nt * 5 * 12 > r->len - r->off)
+            return ls_err(LS_EFORMAT, "%s: %lld trees (or truncated)", r->path, (long long)nt);
         v->trees = calloc((size_t)nt, sizeof(tree_t));
         if (!v->trees) return ls_err(LS_ENOMEM, "%s: out of memory", r->path);
         v->ntrees = (int)nt;
@@ -901,8 +938,10 @@ static int load_body(rd_t *r, ls_victim *v) {
     case LS_VICTIM_CNN: {
         int32_t *arch;
         LS_TRY(get_arr(r, (void **)&arch, 4, sizeof(int32_t)));
-        /* ls_cnn_init range-checks every size, so a forged header cannot size the buffers. */
-        int rc = ls_cnn_init(&v->cnn, v->c, v->h, v->w, v->k, arch[0], arch[1], arch[2], arch[3], 0);
+        /* ls_cnn_init range-checks every size, and the file must hold the parameters those
+         * sizes imply, so a forged header cannot size the buffers. */
+        int rc = expect_params(r, cnn_params(v, arch), 0, "cnn");
+        if (!rc) rc = ls_cnn_init(&v->cnn, v->c, v->h, v->w, v->k, arch[0], arch[1], arch[2], arch[3], 0);
         free(arch);
         if (rc) {
             char why[256]; /* ls_err writes the buffer ls_errmsg reads: copy it first */
@@ -981,9 +1020,12 @@ int ls_victim_load(const char *path, ls_victim **out) {
     v->w = (int)hdr[6];
     get(&r, &v->lo, 4);
     get(&r, &v->hi, 4);
-    if (v->type < 0 || v->type >= LS_VICTIM_COUNT || v->d <= 0 || v->k < 2 || v->k > 64 ||
+    /* every dimension positive and bounded before their product is formed */
+    if (v->type < 0 || v->type >= LS_VICTIM_COUNT || v->d <= 0 || v->d > (1 << 22) || v->k < 2 || v->k > 64 ||
+        v->c < 1 || v->h < 1 || v->w < 1 || v->c > v->d || v->h > v->d || v->w > v->d || (int64_t)v->c * v->h > v->d ||
         (int64_t)v->c * v->h * v->w != v->d || !(v->hi > v->lo)) {
-        rc = ls_err(LS_EFORMAT, "%s: bad header (type %d, d %d, k %d)", path, v->type, v->d, v->k);
+        rc = ls_err(LS_EFORMAT, "%s: bad header (type %d, d %d, k %d, shape %d,%d,%d)", path, v->type, v->d, v->k, v->c,
+                    v->h, v->w);
         goto done;
     }
     rc = load_body(&r, v);

@@ -64,7 +64,7 @@ done
 wait "${PIDS[-1]}" || fail "server exit status"
 
 # interrupted: fetch 0..4, save the state with step 4, kill -9, restart, fetch 5..11
-start
+start --journal "$T/journal"
 A="tcp://127.0.0.1:$PORT"
 for s in $(seq 0 4); do
     "$LLMSYS" loader fetch --addr "$A" --rank 1 --step "$s" >> "$T/b1" || fail "fetch"
@@ -77,8 +77,9 @@ grep -q "unknown source 'nosuch'" "$T/err" || fail "unknown source message"
 "$LLMSYS" loader fetch --addr "$A" --rank 0 --step 500 2> "$T/err"; grep -q "too far ahead" "$T/err" || fail "far ahead"
 "$LLMSYS" loader fetch --addr "$A" --rank 5 --step 0 2> "$T/err"; grep -q "rank 5 out of range" "$T/err" || fail "bad rank"
 "$LLMSYS" loader control --addr "$A" --info | grep -q '"ranks":2' || fail "info after bad requests"
+tr -d ' \n\t' < "$T/journal" | grep -q '"changes":\[\]' || fail "a refused weight change was journaled"
 kill -9 "${PIDS[-1]}"; wait "${PIDS[-1]}" 2>/dev/null
-start --resume "$T/state"
+start --resume "$T/state" --journal "$T/journal"
 A="tcp://127.0.0.1:$PORT"
 for s in $(seq 5 11); do
     "$LLMSYS" loader fetch --addr "$A" --rank 0 --step "$s" >> "$T/b0" || fail "fetch after restart"

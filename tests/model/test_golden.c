@@ -43,7 +43,8 @@ static const float *f32(const ls_st_file *f, const char *name, int64_t numel) {
 
 static void test_golden(void) {
     ls_st_file *f = NULL;
-    int rc = ls_st_open(FIXTURE, &f);
+    /* written by PyTorch (scripts/golden_model.py), so it carries no llmsys checksum */
+    int rc = ls_st_open_ex(FIXTURE, LS_ST_ALLOW_UNCHECKED, &f);
     CHECK_MSG(rc == LS_OK, "%s", ls_errmsg());
     if (rc != LS_OK) return;
     ls_model_config cfg;

@@ -196,6 +196,12 @@ static void test_bad_requests(void) {
     expect_status("POST", "/v1/completions", "{\"prompt\":\"hi\",\"top_p\":0}", 400, "top_p");
     expect_status("POST", "/v1/completions", "{\"prompt\":\"hi\",\"stream\":1}", 400, "stream");
     expect_status("POST", "/v1/completions", "{\"prompt\":[1,999]}", 400, "token id");
+    /* numbers out of the target type's range: refused before any conversion (issue 17) */
+    expect_status("POST", "/v1/completions", "{\"prompt\":\"hi\",\"seed\":-1}", 400, "seed");
+    expect_status("POST", "/v1/completions", "{\"prompt\":\"hi\",\"seed\":1e300}", 400, "seed");
+    expect_status("POST", "/v1/completions", "{\"prompt\":\"hi\",\"seed\":2.5}", 400, "seed");
+    expect_status("POST", "/v1/completions", "{\"prompt\":[1,1e300]}", 400, "token id");
+    expect_status("POST", "/v1/completions", "{\"prompt\":\"hi\",\"max_tokens\":-1e300}", 400, "max_tokens");
     char longp[200];
     memset(longp, 0, sizeof longp);
     snprintf(longp, sizeof longp, "{\"prompt\":\"");
@@ -208,7 +214,7 @@ static void test_bad_requests(void) {
     expect_status("POST", "/v1/completions", "{\"prompt\":\"The \",\"max_tokens\":5,\"temperature\":0.8,\"top_p\":0.9,\"seed\":3}", 200,
                   "\"completion_tokens\":");
     expect_status("GET", "/health", NULL, 200, "\"status\":\"ok\"");
-    expect_status("GET", "/metrics", NULL, 200, "llmsys_requests_rejected_total 11\n");
+    expect_status("GET", "/metrics", NULL, 200, "llmsys_requests_rejected_total 16\n");
     int st;
     char *m = NULL;
     CHECK(http("GET", "/metrics", NULL, &st, &m) == LS_OK);
