@@ -363,6 +363,60 @@ size_t ls_gpt_out_floats(const ls_gpt_weights *w, const ls_gpt_seq *seqs, int ns
  * default for the calling thread. */
 void ls_model_set_threads(int n);
 
+
+/* ---------------------------------------------------------------- per-layer precision
+ * Mixed-precision Linear layers (docs/qsync.md): each of the 4·n_layer Linear layers of
+ * the blocks (index LS_LIN(l, kind)) runs its forward GEMM and both backward GEMMs in
+ * one precision. Weights, gradients and optimizer state stay fp32 (the master copy);
+ * both operands of each GEMM are cast on the fly (bf16/fp16: round to nearest even;
+ * int8: dynamic symmetric scales, per tensor or per channel) and accumulate in fp32
+ * (int32 for int8, rescaled). The LM head and attention's products stay fp32. */
+typedef enum {
+    LS_PREC_FP32 = 0,
+    LS_PREC_BF16 = 1,
+    LS_PREC_FP16 = 2,
+    LS_PREC_INT8 = 3,
+    LS_PREC_COUNT = 4,
+} ls_prec;
+
+/* Linear layer index of kind (ls_linear_kind) in block l. */
+#define LS_LIN(l, kind) ((l) * LS_LIN_COUNT + (kind))
+
+/* "fp32", "bf16", "fp16", "int8" ("?" when out of range). */
+const char *ls_prec_name(int p);
+/* Parses a precision name (case-insensitive); LS_EINVAL names the known ones. */
+int ls_prec_parse(const char *s, ls_prec *out);
+/* Name of Linear layer i, "h.<l>.attn.qkv" style, into buf (the weight without ".w"). */
+const char *ls_linear_name(int i, char *buf, size_t n);
+/* Index of a Linear layer by that name for n_layer layers, or -1. */
+int ls_linear_find(const char *name, int n_layer);
+
+/* Sets the precision of every block Linear layer: prec has n = 4·n_layer entries (NULL: all
+ * fp32); int8_per_channel selects per-row/per-column int8 scales (else one per tensor).
+ * LS_EINVAL on a wrong count or precision. */
+int ls_model_set_precision(ls_model *m, const uint8_t *prec, int n, int int8_per_channel);
+/* Precision of Linear layer i (fp32 when none was set). */
+ls_prec ls_model_precision(const ls_model *m, int i);
+
+/* Called in backward for every block Linear layer with its input x (N,IC), weight w (OC,IC)
+ * and output gradient dy (N,OC), all fp32, before its GEMMs (the sensitivity indicator). */
+typedef void (*ls_linear_observer)(void *user, int lin, const float *x, const float *w, const float *dy, int N,
+                                   int IC, int OC);
+/* Installs (fn non-NULL) or removes the observer; LS_ENOMEM only. */
+int ls_model_set_linear_observer(ls_model *m, ls_linear_observer fn, void *user);
+
+/* C (M,N) = beta·C + op(A)·op(B) with both operands cast to precision p (fp32 accumulation;
+ * int8 scales per row of op(A) and column of op(B) when per_channel), beta 0 or 1, row-major
+ * (trans_*: the operand is stored transposed). A standalone context, so benchmarks and tests
+ * time exactly what the model runs. LS_EUNSUPPORTED / LS_ENOMEM on failure. */
+typedef struct ls_prec_ctx ls_prec_ctx;
+int ls_prec_ctx_new(ls_prec_ctx **out);
+void ls_prec_ctx_free(ls_prec_ctx *c);
+int ls_prec_gemm(ls_prec_ctx *c, ls_prec p, int per_channel, int trans_a, int trans_b, int M, int N, int K,
+                 const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
+/* Which kernel runs precision p here: "openblas sgemm", "onednn matmul bf16 (fp32 acc)", ... */
+const char *ls_prec_kernel(ls_prec_ctx *c, ls_prec p);
+
 #ifdef __cplusplus
 }
 #endif

@@ -2,7 +2,8 @@
  * (B,T) batches built from layers.c, and incremental decoding with a KV cache.
  *
  * Goal: a model you can read top to bottom (after llm.c's train_gpt2.c). Non-goals:
- * mixed precision, activation recomputation, untied heads. */
+ * activation recomputation, untied heads. The block Linear layers may run in lower
+ * precision per layer (precision.c; fp32 master weights). */
 #include "llmsys/model.h"
 
 #include <cblas.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "model/layers.h"
+#include "model/precision.h"
 
 /* Tensor index of layer tensor k (ls_layer_tensor) of layer l = 2 + l*LS_LT_COUNT + k. */
 
@@ -51,6 +53,9 @@ struct ls_model {
     int *tokens, *targets;
     int has_targets, n_valid;
     const float *xent_w; /* per-position loss weights for ls_model_backward_weighted, else NULL */
+
+    /* per-layer precision of the block Linear layers (precision.c); NULL: all fp32 */
+    ls_model_prec *mprec;
 
     /* wall-time profile of forward/backward by layer kind (bench) */
     int prof_on;
@@ -143,8 +148,11 @@ void ls_model_free(ls_model *m) {
     free(m->tokens);
     free(m->targets);
     free(m->tensors);
+    ls_model_prec_free(m->mprec);
     free(m);
 }
+
+ls_model_prec **ls_model_prec_slot(ls_model *m) { return &m->mprec; }
 
 const ls_model_config *ls_model_cfg(const ls_model *m) { return &m->cfg; }
 int ls_model_num_tensors(const ls_model *m) { return m->n_tensors; }
@@ -305,20 +313,21 @@ float ls_model_forward(ls_model *m, const int *tokens, const int *targets, int B
         layer_acts *a = &m->layers[l];
         PROF(layernorm, ls_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, residual, P(m, LI(l, LS_LT_LN1W)),
                                              P(m, LI(l, LS_LT_LN1B)), (int)N, C)); // (N,C)
-        PROF(matmul, ls_matmul_forward(a->qkv, a->ln1, P(m, LI(l, LS_LT_QKVW)), P(m, LI(l, LS_LT_QKVB)), NULL, (int)N, C,
-                                       3 * C));                                      // (N,3C)
+        PROF(matmul, ls_lin_forward(m->mprec, LS_LIN(l, LS_LIN_QKV), a->qkv, a->ln1, P(m, LI(l, LS_LT_QKVW)),
+                                    P(m, LI(l, LS_LT_QKVB)), NULL, (int)N, C,
+                                    3 * C));                                         // (N,3C)
         PROF(attention, ls_attention_forward(a->atty, a->att, a->qkv, B, T, C, NH)); // (N,C)
-        PROF(matmul,
-             ls_matmul_forward(a->res2, a->atty, P(m, LI(l, LS_LT_PROJW)), P(m, LI(l, LS_LT_PROJB)), residual, (int)N, C,
-                               C)); // (N,C) = residual + attention branch
+        PROF(matmul, ls_lin_forward(m->mprec, LS_LIN(l, LS_LIN_PROJ), a->res2, a->atty, P(m, LI(l, LS_LT_PROJW)),
+                                    P(m, LI(l, LS_LT_PROJB)), residual, (int)N, C,
+                                    C)); // (N,C) = residual + attention branch
         PROF(layernorm, ls_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, P(m, LI(l, LS_LT_LN2W)),
                                              P(m, LI(l, LS_LT_LN2B)), (int)N, C));
         /* fc + GELU fused: (N,F) pre-activation kept for backward, (N,F) activation */
-        PROF(matmul, ls_matmul_gelu_forward(a->fch, a->fch_gelu, a->ln2, P(m, LI(l, LS_LT_FCW)), P(m, LI(l, LS_LT_FCB)),
-                                            (int)N, C, F));
-        PROF(matmul,
-             ls_matmul_forward(a->res3, a->fch_gelu, P(m, LI(l, LS_LT_FCPW)), P(m, LI(l, LS_LT_FCPB)), a->res2, (int)N, F,
-                               C)); // (N,C) = res2 + MLP branch
+        PROF(matmul, ls_lin_gelu_forward(m->mprec, LS_LIN(l, LS_LIN_FC), a->fch, a->fch_gelu, a->ln2,
+                                         P(m, LI(l, LS_LT_FCW)), P(m, LI(l, LS_LT_FCB)), (int)N, C, F));
+        PROF(matmul, ls_lin_forward(m->mprec, LS_LIN(l, LS_LIN_MPROJ), a->res3, a->fch_gelu, P(m, LI(l, LS_LT_FCPW)),
+                                    P(m, LI(l, LS_LT_FCPB)), a->res2, (int)N, F,
+                                    C)); // (N,C) = res2 + MLP branch
         residual = a->res3;
     }
     int tl = 2 + L * LS_LT_COUNT;
@@ -362,24 +371,28 @@ int ls_model_backward_checked(ls_model *m) {
         const float *residual = l == 0 ? m->encoded : m->layers[l - 1].res3;
         /* dres is d(loss)/d(res3) == d/d(res2 through the skip) and d/d(mlp output) */
         /* mlp.proj backward fused with GELU's: dfch_gelu = d(loss)/d(fch), overwritten */
-        PROF(matmul, ls_matmul_gelu_backward(m->dfch_gelu, G(m, LI(l, LS_LT_FCPW)), G(m, LI(l, LS_LT_FCPB)), m->dres,
-                                             a->fch_gelu, P(m, LI(l, LS_LT_FCPW)), a->fch, (int)N, F, C));
+        PROF(matmul, ls_lin_gelu_backward(m->mprec, LS_LIN(l, LS_LIN_MPROJ), m->dfch_gelu, G(m, LI(l, LS_LT_FCPW)),
+                                          G(m, LI(l, LS_LT_FCPB)), m->dres, a->fch_gelu, P(m, LI(l, LS_LT_FCPW)),
+                                          a->fch, (int)N, F, C));
         PROF(memory, memset(m->dln, 0, N * C * sizeof(float)));
-        PROF(matmul, ls_matmul_backward(m->dln, G(m, LI(l, LS_LT_FCW)), G(m, LI(l, LS_LT_FCB)), m->dfch_gelu, a->ln2,
-                                        P(m, LI(l, LS_LT_FCW)), (int)N, C, F));
-        PROF(layernorm, ls_layernorm_backward(m->dres, G(m, LI(l, LS_LT_LN2W)), G(m, LI(l, LS_LT_LN2B)), m->dln, a->res2,
-                                              P(m, LI(l, LS_LT_LN2W)), a->ln2_mean, a->ln2_rstd, (int)N, C));
+        PROF(matmul,
+             ls_lin_backward(m->mprec, LS_LIN(l, LS_LIN_FC), m->dln, G(m, LI(l, LS_LT_FCW)), G(m, LI(l, LS_LT_FCB)),
+                             m->dfch_gelu, a->ln2, P(m, LI(l, LS_LT_FCW)), (int)N, C, F));
+        PROF(layernorm, ls_layernorm_backward(m->dres, G(m, LI(l, LS_LT_LN2W)), G(m, LI(l, LS_LT_LN2B)), m->dln,
+                                              a->res2, P(m, LI(l, LS_LT_LN2W)), a->ln2_mean, a->ln2_rstd, (int)N, C));
         /* now dres = d(loss)/d(res2) */
         PROF(memory, memset(m->datty, 0, N * C * sizeof(float)));
-        PROF(matmul, ls_matmul_backward(m->datty, G(m, LI(l, LS_LT_PROJW)), G(m, LI(l, LS_LT_PROJB)), m->dres, a->atty,
-                                        P(m, LI(l, LS_LT_PROJW)), (int)N, C, C));
+        PROF(matmul,
+             ls_lin_backward(m->mprec, LS_LIN(l, LS_LIN_PROJ), m->datty, G(m, LI(l, LS_LT_PROJW)),
+                             G(m, LI(l, LS_LT_PROJB)), m->dres, a->atty, P(m, LI(l, LS_LT_PROJW)), (int)N, C, C));
         PROF(memory, memset(m->dqkv, 0, 3 * N * C * sizeof(float)));
         PROF(attention, ls_attention_backward(m->dqkv, m->datt, m->datty, a->qkv, a->att, B, T, C, NH));
         PROF(memory, memset(m->dln, 0, N * C * sizeof(float)));
-        PROF(matmul, ls_matmul_backward(m->dln, G(m, LI(l, LS_LT_QKVW)), G(m, LI(l, LS_LT_QKVB)), m->dqkv, a->ln1,
-                                        P(m, LI(l, LS_LT_QKVW)), (int)N, C, 3 * C));
-        PROF(layernorm, ls_layernorm_backward(m->dres, G(m, LI(l, LS_LT_LN1W)), G(m, LI(l, LS_LT_LN1B)), m->dln, residual,
-                                              P(m, LI(l, LS_LT_LN1W)), a->ln1_mean, a->ln1_rstd, (int)N, C));
+        PROF(matmul,
+             ls_lin_backward(m->mprec, LS_LIN(l, LS_LIN_QKV), m->dln, G(m, LI(l, LS_LT_QKVW)), G(m, LI(l, LS_LT_QKVB)),
+                             m->dqkv, a->ln1, P(m, LI(l, LS_LT_QKVW)), (int)N, C, 3 * C));
+        PROF(layernorm, ls_layernorm_backward(m->dres, G(m, LI(l, LS_LT_LN1W)), G(m, LI(l, LS_LT_LN1B)), m->dln,
+                                              residual, P(m, LI(l, LS_LT_LN1W)), a->ln1_mean, a->ln1_rstd, (int)N, C));
         /* now dres = d(loss)/d(residual into layer l) */
     }
     PROF(encoder, ls_encoder_backward(G(m, 0), G(m, 1), m->dres, m->tokens, B, T, C));
@@ -429,8 +442,18 @@ int ls_model_kv_reset(ls_model *m) {
             b->vcache = m->kv_v + (size_t)l * T * C;
         }
         int tl = 2 + c->n_layer * LS_LT_COUNT;
-        m->kv_w = (ls_gpt_weights){*c, 0, c->n_layer, m->kv_blocks, P(m, 0), P(m, 1), P(m, tl), P(m, tl + 1),
-                                   {P(m, 0), NULL, NULL, c->vocab, c->d_model}, 1, 1, 1};
+        m->kv_w = (ls_gpt_weights){*c,
+                                   0,
+                                   c->n_layer,
+                                   m->kv_blocks,
+                                   P(m, 0),
+                                   P(m, 1),
+                                   P(m, tl),
+                                   P(m, tl + 1),
+                                   {P(m, 0), NULL, NULL, c->vocab, c->d_model},
+                                   1,
+                                   1,
+                                   1};
     }
     m->kv_pos = 0;
     return LS_OK;

@@ -1,0 +1,186 @@
+/* test_precision.c - mixed-precision Linear layers: each precision's GEMM against a float64
+ * product, the model's forward and backward with every Linear layer in that precision
+ * against fp32, and its gradient against central finite differences of the fp32 loss.
+ * Tolerances are about 3x the errors observed on this machine (printed). */
+#include <stdint.h>
+
+#include "llmsys/model.h"
+#include "test.h"
+
+static void fill(float *x, size_t n, float sd, ls_rng *r) {
+    for (size_t i = 0; i < n; i++) x[i] = sd * ls_rng_normal(r);
+}
+
+/* Relative Frobenius error of C against the float64 product beta·C0 + op(A)·op(B). */
+static double gemm_err(ls_prec_ctx *c, ls_prec p, int pc, int ta, int tb, int M, int N, int K, float beta) {
+    ls_rng r;
+    ls_rng_seed(&r, 7 + (uint64_t)(ta * 2 + tb));
+    float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * K * N), *C = malloc(sizeof(float) * M * N);
+    fill(A, (size_t)M * K, 1.0f, &r);
+    fill(B, (size_t)K * N, 0.02f, &r);
+    fill(C, (size_t)M * N, 0.1f, &r);
+    double *ref = malloc(sizeof(double) * M * N);
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            double s = beta * (double)C[(size_t)m * N + n];
+            for (int k = 0; k < K; k++) {
+                double a = ta ? A[(size_t)k * M + m] : A[(size_t)m * K + k];
+                double b = tb ? B[(size_t)n * K + k] : B[(size_t)k * N + n];
+                s += a * b;
+            }
+            ref[(size_t)m * N + n] = s;
+        }
+    int rc = ls_prec_gemm(c, p, pc, ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, beta, C, N);
+    CHECK_EQ_INT(rc, LS_OK);
+    double num = 0, den = 0;
+    for (size_t i = 0; i < (size_t)M * N; i++) {
+        num += (C[i] - ref[i]) * (C[i] - ref[i]);
+        den += ref[i] * ref[i];
+    }
+    free(A);
+    free(B);
+    free(C);
+    free(ref);
+    return sqrt(num / den);
+}
+
+static void test_gemm(void) {
+    ls_prec_ctx *c;
+    CHECK_EQ_INT(ls_prec_ctx_new(&c), LS_OK);
+    /* tolerance (relative Frobenius), about 3x observed: fp32 1e-6 (1.6e-7), bf16 7e-3
+     * (2.3e-3), fp16 1e-3 (3.0e-4), int8 per tensor 4.5e-2 (1.4e-2), per channel 2.6e-2 (8.6e-3) */
+    const double tol[LS_PREC_COUNT] = {1e-6, 7e-3, 1e-3, 4.5e-2};
+    for (int p = 0; p < LS_PREC_COUNT; p++) {
+        for (int pc = 0; pc < (p == LS_PREC_INT8 ? 2 : 1); pc++) {
+            double worst = 0;
+            for (int t = 0; t < 4; t++) {
+                double e = gemm_err(c, (ls_prec)p, pc, t >> 1, t & 1, 37, 45, 70, (float)(t & 1));
+                worst = e > worst ? e : worst;
+                CHECK_MSG(e <= (pc ? 2.6e-2 : tol[p]), "%s%s ta=%d tb=%d: rel err %.3g", ls_prec_name(p),
+                          pc ? " per-channel" : "", t >> 1, t & 1, e);
+            }
+            printf("  gemm %-4s%s: worst relative error %.3g (%s)\n", ls_prec_name(p), pc ? " per-channel" : "", worst,
+                   ls_prec_kernel(c, (ls_prec)p));
+        }
+    }
+    /* the error grows with coarser formats: int8 > bf16 > fp16 > fp32 */
+    double e32 = gemm_err(c, LS_PREC_FP32, 0, 0, 1, 37, 45, 70, 0), e16 = gemm_err(c, LS_PREC_FP16, 0, 0, 1, 37, 45, 70, 0);
+    double eb = gemm_err(c, LS_PREC_BF16, 0, 0, 1, 37, 45, 70, 0), e8 = gemm_err(c, LS_PREC_INT8, 0, 0, 1, 37, 45, 70, 0);
+    CHECK(e32 < e16 && e16 < eb && eb < e8);
+    CHECK(ls_prec_gemm(c, LS_PREC_BF16, 0, 0, 0, 2, 2, 2, NULL, 2, NULL, 2, 0.5f, NULL, 2) == LS_EINVAL);
+    ls_prec_ctx_free(c);
+}
+
+static void test_names(void) {
+    ls_prec p;
+    CHECK(ls_prec_parse("INT8", &p) == LS_OK && p == LS_PREC_INT8);
+    CHECK(ls_prec_parse("fp8", &p) == LS_EINVAL);
+    char b[64];
+    CHECK(!strcmp(ls_linear_name(LS_LIN(1, LS_LIN_FC), b, sizeof b), "h.1.mlp.fc"));
+    CHECK_EQ_INT(ls_linear_find("h.1.mlp.proj", 2), LS_LIN(1, LS_LIN_MPROJ));
+    CHECK_EQ_INT(ls_linear_find("h.2.mlp.proj", 2), -1);
+}
+
+enum { B_ = 2, T_ = 16 };
+
+static void batch(int *tok, int *tgt) {
+    ls_rng r;
+    ls_rng_seed(&r, 3);
+    for (int i = 0; i < B_ * T_; i++) {
+        tok[i] = (int)ls_rng_below(&r, 256);
+        tgt[i] = (int)ls_rng_below(&r, 256);
+    }
+}
+
+/* Loss and a copy of the gradient with every Linear layer in precision p. */
+static float loss_grad(ls_model *m, ls_prec p, int pc, float *grad) {
+    int n = ls_model_cfg(m)->n_layer * LS_LIN_COUNT;
+    uint8_t pl[64];
+    for (int i = 0; i < n; i++) pl[i] = (uint8_t)p;
+    CHECK_EQ_INT(ls_model_set_precision(m, pl, n, pc), LS_OK);
+    int tok[B_ * T_], tgt[B_ * T_];
+    batch(tok, tgt);
+    ls_model_zero_grad(m);
+    float loss = ls_model_forward(m, tok, tgt, B_, T_);
+    if (grad) {
+        ls_model_backward(m);
+        memcpy(grad, ls_model_grads(m), ls_model_num_params(m) * sizeof(float));
+    }
+    return loss;
+}
+
+static void test_model(void) {
+    ls_model_config cfg;
+    ls_model_config_named("tiny", &cfg);
+    ls_model *m;
+    CHECK_EQ_INT(ls_model_init(&m, &cfg, 5), LS_OK);
+    size_t np = ls_model_num_params(m);
+    float *g32 = malloc(np * sizeof(float)), *gp = malloc(np * sizeof(float)), *dir = malloc(np * sizeof(float));
+    float l32 = loss_grad(m, LS_PREC_FP32, 0, g32);
+    /* loss and gradient vs fp32 (relative gradient error over all parameters), about 3x
+     * observed: loss bf16 2.7e-5, fp16 7.6e-6, int8 2.9e-4; gradient 2.7e-3, 3.4e-4, 1.6e-2 */
+    const double ltol[LS_PREC_COUNT] = {0, 1e-4, 3e-5, 1e-3}, gtol[LS_PREC_COUNT] = {0, 8e-3, 1e-3, 5e-2};
+    for (int p = 1; p < LS_PREC_COUNT; p++) {
+        for (int pc = 0; pc < (p == LS_PREC_INT8 ? 2 : 1); pc++) {
+            float lp = loss_grad(m, (ls_prec)p, pc, gp);
+            double num = 0, den = 0;
+            for (size_t i = 0; i < np; i++) {
+                num += ((double)gp[i] - g32[i]) * ((double)gp[i] - g32[i]);
+                den += (double)g32[i] * g32[i];
+            }
+            double ge = sqrt(num / den);
+            printf("  model %-4s%s: loss %.6f vs fp32 %.6f (|diff| %.2g), gradient rel err %.3g\n", ls_prec_name(p),
+                   pc ? " per-channel" : "", lp, l32, fabs(lp - l32), ge);
+            CHECK_NEAR(lp, l32, ltol[p]);
+            CHECK_MSG(ge <= gtol[p], "%s gradient rel err %.3g > %.3g", ls_prec_name(p), ge, gtol[p]);
+        }
+    }
+    /* directional derivative along a random direction: the precision's gradient against
+     * central differences of the fp32 loss (float64 accumulation of the step) */
+    ls_rng r;
+    ls_rng_seed(&r, 11);
+    fill(dir, np, 1.0f, &r);
+    double dn = 0;
+    for (size_t i = 0; i < np; i++) dn += (double)dir[i] * dir[i];
+    for (size_t i = 0; i < np; i++) dir[i] = (float)(dir[i] / sqrt(dn));
+    float *w = ls_model_params(m), *w0 = malloc(np * sizeof(float));
+    memcpy(w0, w, np * sizeof(float));
+    const float h = 1e-2f;
+    for (size_t i = 0; i < np; i++) w[i] = w0[i] + h * dir[i];
+    double lplus = loss_grad(m, LS_PREC_FP32, 0, NULL);
+    for (size_t i = 0; i < np; i++) w[i] = w0[i] - h * dir[i];
+    double lminus = loss_grad(m, LS_PREC_FP32, 0, NULL);
+    memcpy(w, w0, np * sizeof(float));
+    double fd = (lplus - lminus) / (2.0 * h);
+    /* relative to |fd|; observed fp32 3.4e-4 (the differences' own error), bf16 3.4e-4, fp16
+     * 1.6e-4, int8 per channel 1.7e-3 */
+    const double dtol[LS_PREC_COUNT] = {1e-3, 1e-3, 1e-3, 5e-3};
+    for (int p = 0; p < LS_PREC_COUNT; p++) {
+        loss_grad(m, (ls_prec)p, 1, gp);
+        double dd = 0;
+        for (size_t i = 0; i < np; i++) dd += (double)gp[i] * dir[i];
+        printf("  finite differences %-4s: directional derivative %.6f vs %.6f (rel %.3g)\n", ls_prec_name(p), dd, fd,
+               fabs(dd - fd) / fabs(fd));
+        CHECK_MSG(fabs(dd - fd) <= dtol[p] * fabs(fd), "%s: %.6f vs fd %.6f", ls_prec_name(p), dd, fd);
+    }
+    /* bad plans */
+    uint8_t bad[64] = {0};
+    CHECK(ls_model_set_precision(m, bad, 3, 0) == LS_EINVAL);
+    bad[1] = 9;
+    CHECK(ls_model_set_precision(m, bad, cfg.n_layer * LS_LIN_COUNT, 0) == LS_EINVAL);
+    CHECK_EQ_INT(ls_model_set_precision(m, NULL, 0, 0), LS_OK);
+    CHECK_NEAR(loss_grad(m, LS_PREC_FP32, 0, NULL), l32, 0);
+    free(w0);
+    free(g32);
+    free(gp);
+    free(dir);
+    ls_model_free(m);
+}
+
+int main(void) {
+    ls_model_set_threads(2);
+    RUN(test_names);
+    RUN(test_gemm);
+    RUN(test_model);
+    return TEST_RESULT();
+}
