@@ -195,9 +195,9 @@ static void quant_i8(int8_t *dst, const float *src, int rows, int cols, int ld, 
 
 typedef struct {
     int used;
-    int dt, M, N, K, ta, tb, beta, ldc;
+    int dt, M, N, K, ta, tb, beta, ldc, smask; /* smask: int8 output scales, 0 one, 2 per column */
     dnnl_primitive_t prim;
-    dnnl_memory_desc_t a_md, b_md, c_md;
+    dnnl_memory_desc_t a_md, b_md, c_md, s_md;
 } prim_entry;
 
 struct ls_prec_ctx {
@@ -221,7 +221,6 @@ int ls_prec_ctx_new(ls_prec_ctx **out) {
                  dnnl_stream_create(&c->stream, c->eng, dnnl_stream_default_flags) == dnnl_success;
     for (int p = 0; p < LS_PREC_COUNT; p++) c->has_kernel[p] = -1;
     c->has_kernel[LS_PREC_FP32] = 1;
-    c->has_kernel[LS_PREC_INT8] = 1;
     *out = c;
     return LS_OK;
 }
@@ -265,15 +264,15 @@ static int grow_scales(ls_prec_ctx *c, size_t n) {
 /* A oneDNN matmul C(M,N) [+]= A(M,K)·B(K,N) of data type dt on compact operands stored
  * transposed or not; cached by shape. NULL when oneDNN cannot build it here. */
 static prim_entry *matmul_prim(ls_prec_ctx *c, dnnl_data_type_t dt, int M, int N, int K, int ta, int tb, int beta,
-                               int ldc) {
+                               int ldc, int smask) {
     for (int i = 0; i < PRIM_CACHE; i++) {
         prim_entry *e = &c->cache[i];
         if (e->used && e->dt == (int)dt && e->M == M && e->N == N && e->K == K && e->ta == ta && e->tb == tb &&
-            e->beta == beta && e->ldc == ldc)
+            e->beta == beta && e->ldc == ldc && e->smask == smask)
             return e;
     }
     if (!c->dnnl_ok) return NULL;
-    prim_entry e = {1, (int)dt, M, N, K, ta, tb, beta, ldc, NULL, {0}, {0}, {0}};
+    prim_entry e = {1, (int)dt, M, N, K, ta, tb, beta, ldc, smask, NULL, {0}, {0}, {0}, {0}};
     dnnl_dims_t ad = {M, K}, as = {ta ? 1 : K, ta ? M : 1};
     dnnl_dims_t bd = {K, N}, bs = {tb ? 1 : N, tb ? K : 1};
     dnnl_dims_t cd = {M, N}, cs = {ldc, 1};
@@ -285,14 +284,21 @@ static prim_entry *matmul_prim(ls_prec_ctx *c, dnnl_data_type_t dt, int M, int N
     if (dnnl_matmul_desc_init(&md, &e.a_md, &e.b_md, NULL, &e.c_md) != dnnl_success) return NULL;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t po = NULL;
-    if (beta) {
-        if (dnnl_primitive_attr_create(&attr) != dnnl_success) return NULL;
-        if (dnnl_post_ops_create(&po) != dnnl_success || dnnl_post_ops_append_sum(po, 1.0f) != dnnl_success ||
-            dnnl_primitive_attr_set_post_ops(attr, po) != dnnl_success) {
-            if (po) dnnl_post_ops_destroy(po);
-            dnnl_primitive_attr_destroy(attr);
-            return NULL;
-        }
+    if (dnnl_primitive_attr_create(&attr) != dnnl_success) return NULL;
+    int ok = 1;
+    if (beta)
+        ok = dnnl_post_ops_create(&po) == dnnl_success && dnnl_post_ops_append_sum(po, 1.0f) == dnnl_success &&
+             dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success;
+    if (ok && dt == dnnl_s8) {
+        const float rt = DNNL_RUNTIME_F32_VAL;
+        dnnl_dims_t sd = {smask ? N : 1};
+        ok = dnnl_primitive_attr_set_output_scales(attr, 1, smask, &rt) == dnnl_success &&
+             dnnl_memory_desc_init_by_tag(&e.s_md, 1, sd, dnnl_f32, dnnl_a) == dnnl_success;
+    }
+    if (!ok) {
+        if (po) dnnl_post_ops_destroy(po);
+        dnnl_primitive_attr_destroy(attr);
+        return NULL;
     }
     dnnl_primitive_desc_t pd = NULL;
     dnnl_status_t st = dnnl_primitive_desc_create(&pd, &md, attr, c->eng, NULL);
@@ -316,28 +322,34 @@ static prim_entry *matmul_prim(ls_prec_ctx *c, dnnl_data_type_t dt, int M, int N
     return slot;
 }
 
-static int run_matmul(ls_prec_ctx *c, prim_entry *e, void *a, void *b, float *C) {
-    dnnl_memory_t ma = NULL, mb = NULL, mc = NULL;
+static int run_matmul(ls_prec_ctx *c, prim_entry *e, void *a, void *b, float *C, float *scales) {
+    dnnl_memory_t ma = NULL, mb = NULL, mc = NULL, ms = NULL;
     int ok = dnnl_memory_create(&ma, &e->a_md, c->eng, a) == dnnl_success &&
              dnnl_memory_create(&mb, &e->b_md, c->eng, b) == dnnl_success &&
-             dnnl_memory_create(&mc, &e->c_md, c->eng, C) == dnnl_success;
+             dnnl_memory_create(&mc, &e->c_md, c->eng, C) == dnnl_success &&
+             (!scales || dnnl_memory_create(&ms, &e->s_md, c->eng, scales) == dnnl_success);
     if (ok) {
-        dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};
-        ok = dnnl_primitive_execute(e->prim, c->stream, 3, args) == dnnl_success &&
+        dnnl_exec_arg_t args[4] = {
+            {DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}, {DNNL_ARG_ATTR_OUTPUT_SCALES, ms}};
+        ok = dnnl_primitive_execute(e->prim, c->stream, scales ? 4 : 3, args) == dnnl_success &&
              dnnl_stream_wait(c->stream) == dnnl_success;
     }
     if (ma) dnnl_memory_destroy(ma);
     if (mb) dnnl_memory_destroy(mb);
     if (mc) dnnl_memory_destroy(mc);
+    if (ms) dnnl_memory_destroy(ms);
     return ok ? LS_OK : ls_err(LS_EUNSUPPORTED, "precision: oneDNN matmul failed");
 }
 
 const char *ls_prec_kernel(ls_prec_ctx *c, ls_prec p) {
     if (p == LS_PREC_FP32) return "openblas sgemm";
-    if (p == LS_PREC_INT8) return "onednn gemm_s8s8s32 (int32 acc)";
+    if (p == LS_PREC_INT8) {
+        if (c->has_kernel[p] < 0) c->has_kernel[p] = matmul_prim(c, dnnl_s8, 64, 64, 64, 0, 1, 0, 64, 2) != NULL;
+        return c->has_kernel[p] ? "onednn matmul s8 (int32 acc)" : "onednn gemm_s8s8s32 (int32 acc)";
+    }
     if (c->has_kernel[p] < 0) {
         dnnl_data_type_t dt = p == LS_PREC_BF16 ? dnnl_bf16 : dnnl_f16;
-        c->has_kernel[p] = matmul_prim(c, dt, 64, 64, 64, 0, 1, 0, 64) != NULL;
+        c->has_kernel[p] = matmul_prim(c, dt, 64, 64, 64, 0, 1, 0, 64, 0) != NULL;
     }
     if (p == LS_PREC_BF16) return c->has_kernel[p] ? "onednn matmul bf16 (fp32 acc)" : "bf16 rounding + sgemm";
     return c->has_kernel[p] ? "onednn matmul fp16 (fp32 acc)" : "fp16 rounding + sgemm";
@@ -351,7 +363,7 @@ static int gemm_16(ls_prec_ctx *c, ls_prec p, int ta, int tb, int M, int N, int 
     int ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
     dnnl_data_type_t dt = p == LS_PREC_BF16 ? dnnl_bf16 : dnnl_f16;
     if (c->has_kernel[p] < 0) (void)ls_prec_kernel(c, p);
-    prim_entry *e = c->has_kernel[p] ? matmul_prim(c, dt, M, N, K, ta, tb, beta != 0.0f, ldc) : NULL;
+    prim_entry *e = c->has_kernel[p] ? matmul_prim(c, dt, M, N, K, ta, tb, beta != 0.0f, ldc, 0) : NULL;
     if (e) {
         LS_TRY(grow(&c->buf_a, &c->cap_a, (size_t)ar * ac * 2));
         LS_TRY(grow(&c->buf_b, &c->cap_b, (size_t)br * bc * 2));
@@ -362,7 +374,7 @@ static int gemm_16(ls_prec_ctx *c, ls_prec p, int ta, int tb, int M, int N, int 
             cast_fp16(c->buf_a, A, ar, ac, lda);
             cast_fp16(c->buf_b, B, br, bc, ldb);
         }
-        return run_matmul(c, e, c->buf_a, c->buf_b, C);
+        return run_matmul(c, e, c->buf_a, c->buf_b, C, NULL);
     }
     /* emulated: the operands rounded to the format, multiplied in fp32 */
     LS_TRY(grow(&c->buf_a, &c->cap_a, (size_t)ar * ac * 4));
@@ -376,9 +388,10 @@ static int gemm_16(ls_prec_ctx *c, ls_prec p, int ta, int tb, int M, int N, int 
 static int gemm_i8(ls_prec_ctx *c, int per_channel, int ta, int tb, int M, int N, int K, const float *A, int lda,
                    const float *B, int ldb, float beta, float *C, int ldc) {
     int ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
-    /* per channel: one scale per row of op(A) (stored row, or column when transposed) and
-     * per column of op(B); both factor out of the K-sum */
-    int axa = per_channel ? (ta ? 1 : 0) : -1, axb = per_channel ? (tb ? 0 : 1) : -1;
+    /* per channel: one scale per column of op(B) (output channel: a stored row of B when
+     * transposed); op(A) has one scale. Both factor out of the K-sum, and oneDNN's matmul
+     * applies them to the int32 result (output scales). */
+    int axa = -1, axb = per_channel ? (tb ? 0 : 1) : -1;
     LS_TRY(grow(&c->buf_a, &c->cap_a, (size_t)ar * ac));
     LS_TRY(grow(&c->buf_b, &c->cap_b, (size_t)br * bc));
     LS_TRY(grow(&c->buf_c, &c->cap_c, (size_t)M * N * sizeof(int32_t)));
@@ -390,6 +403,13 @@ static int gemm_i8(ls_prec_ctx *c, int per_channel, int ta, int tb, int M, int N
     scales(c->sb, c->ib, nb);
     quant_i8(c->buf_a, A, ar, ac, lda, c->ia, axa);
     quant_i8(c->buf_b, B, br, bc, ldb, c->ib, axb);
+    if (c->has_kernel[LS_PREC_INT8] < 0) (void)ls_prec_kernel(c, LS_PREC_INT8);
+    prim_entry *e =
+        c->has_kernel[LS_PREC_INT8] ? matmul_prim(c, dnnl_s8, M, N, K, ta, tb, beta != 0.0f, ldc, nb > 1 ? 2 : 0) : NULL;
+    if (e) {
+        for (int n = 0; n < nb; n++) c->ib[n] = c->sa[0] * c->sb[n]; /* output scales */
+        return run_matmul(c, e, c->buf_a, c->buf_b, C, c->ib);
+    }
     int32_t co = 0, *acc = c->buf_c;
     dnnl_status_t st = dnnl_gemm_s8s8s32(ta ? 'T' : 'N', tb ? 'T' : 'N', 'F', M, N, K, 1.0f, c->buf_a, ac, 0,
                                          c->buf_b, bc, 0, 0.0f, acc, N, &co);
