@@ -414,6 +414,9 @@ int ls_prec_ctx_new(ls_prec_ctx **out);
 void ls_prec_ctx_free(ls_prec_ctx *c);
 int ls_prec_gemm(ls_prec_ctx *c, ls_prec p, int per_channel, int trans_a, int trans_b, int M, int N, int K,
                  const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
+/* Casts a compact (rows, cols) fp32 matrix to precision p into c's scratch exactly as a GEMM
+ * casts an operand (int8: finding its scale first); for timing the casts alone. */
+int ls_prec_cast(ls_prec_ctx *c, ls_prec p, const float *x, int rows, int cols);
 /* Which kernel runs precision p here: "openblas sgemm", "onednn matmul bf16 (fp32 acc)", ... */
 const char *ls_prec_kernel(ls_prec_ctx *c, ls_prec p);
 

@@ -32,6 +32,8 @@
 #include <stddef.h>
 
 #include "llmsys/core.h"
+#include "llmsys/model.h"
+#include "llmsys/train.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -358,6 +360,107 @@ struct cJSON *ls_plan_to_json(const ls_plan_problem *p, const ls_plan_result *pl
 int ls_plan_result_read(const char *path, const ls_plan_problem *p, ls_plan_result *out);
 /* vLLM launch arguments: "--pipeline-parallel-size N" and VLLM_PP_LAYER_PARTITION. */
 int ls_plan_export_vllm(const ls_plan_problem *p, const ls_plan_result *plan, const char *path);
+
+
+/* ---------------------------------------------------------------- training precision plans
+ * Hybrid-device data-parallel training (after QSync, Zhao et al., IPDPS'24; docs/qsync.md):
+ * slow ranks run chosen Linear layers in lower precision so that they keep pace with the
+ * fast ones. The predictor is an indicator of each layer's sensitivity per precision,
+ * computed from the model's real weights, activations and gradients, and a replayer that
+ * sums per-operator costs of one step (profiled here per precision, or modelled from the
+ * GPU catalog) with the casts between neighbouring operators of different precision and
+ * the all-reduce. The allocator picks, per slow rank, the least total indicator whose
+ * predicted step time stays within the fast ranks' (exact dynamic programme over time). */
+
+enum {
+    LS_TPLAN_MAX_RANK = 16,
+    LS_TPLAN_MAX_LIN = 128, /* Linear layers: 4 per block */
+};
+
+typedef enum { LS_TPLAN_QSYNC = 0, LS_TPLAN_UNIFORM, LS_TPLAN_FP32 } ls_tplan_strategy;
+
+typedef struct {
+    char name[LS_PLAN_NAME]; /* "cpu@0.50" (a rank here at that CPU share) or a catalog GPU */
+    int gpu;                 /* 1: catalog GPU, costs modelled; 0: a rank here, costs measured */
+    double share;            /* here: cores granted by the throttle (0: unthrottled) */
+    double slowdown;         /* here: measured step-time factor of the throttle (1: none) */
+    double mem_bytes;        /* capacity the plan must fit */
+    int supported[LS_PREC_COUNT];
+    /* one step on this device, seconds: the three GEMMs of each Linear layer without casts,
+     * the casts of its input activation and output gradient (needed when the neighbouring
+     * operator runs another precision: the model's other operators are fp32), the casts of
+     * its fp32 master weight (needed for any other precision), everything else */
+    double lin_s[LS_TPLAN_MAX_LIN][LS_PREC_COUNT];
+    double cast_in_s[LS_TPLAN_MAX_LIN][LS_PREC_COUNT];
+    double cast_w_s[LS_TPLAN_MAX_LIN][LS_PREC_COUNT];
+    double other_s;
+} ls_tplan_device;
+
+typedef struct {
+    ls_model_config cfg;
+    int batch, seq, ranks, n_lin, per_channel;
+    char cluster[128];
+    char throttle[96]; /* mechanism ("cgroup v1 ...", "duty cycle ...", "modelled") */
+    ls_tplan_device dev[LS_TPLAN_MAX_RANK];
+    double allreduce_s;
+    double omega[LS_TPLAN_MAX_LIN][LS_PREC_COUNT]; /* indicator, 0 at fp32 */
+    /* the result */
+    ls_tplan_strategy strategy;
+    uint8_t prec[LS_TPLAN_MAX_RANK][LS_TPLAN_MAX_LIN];
+    double pred_s[LS_TPLAN_MAX_RANK], pred_fp32_s[LS_TPLAN_MAX_RANK];
+    double mem_need[LS_TPLAN_MAX_RANK];
+    int keeps_pace[LS_TPLAN_MAX_RANK];
+    double target_s, pred_iter_s, quality, solve_s;
+} ls_tplan;
+
+/* Replays one step of Linear layers prec (n_lin entries) on device d: other_s plus each
+ * layer's GEMMs and the casts its neighbours and master weight require. Seconds. */
+double ls_tplan_replay(const ls_tplan_device *d, const uint8_t *prec, int n_lin);
+/* Memory of one rank (bytes): fp32 weights, gradients, AdamW moments, activations of
+ * batch/ranks sequences, and the largest low-precision GEMM scratch of the plan. */
+double ls_tplan_memory(const ls_model_config *cfg, int rows, int seq, const uint8_t *prec, int n_lin);
+
+/* The sensitivity indicator, accumulated over backward passes by a Linear-layer observer
+ * (ls_model_set_linear_observer with ls_tplan_indicator_observe, user = the struct). */
+typedef struct {
+    int n_lin, passes;
+    double fwd[LS_TPLAN_MAX_LIN][LS_PREC_COUNT]; /* E[<dY, dY_noise>^2]: forward noise seen by the loss */
+    double dx[LS_TPLAN_MAX_LIN][LS_PREC_COUNT];  /* E|noise of dX|^2 per element */
+    double dw[LS_TPLAN_MAX_LIN][LS_PREC_COUNT];  /* E|noise of dW|^2 */
+    double xmass[LS_TPLAN_MAX_LIN];              /* OC * |X|^2: how dX noise reaches dW */
+} ls_tplan_indicator;
+void ls_tplan_indicator_observe(void *ind, int lin, const float *x, const float *w, const float *dy, int N, int IC,
+                                int OC);
+/* omega[i][p] = fwd/sum(fwd at int8) + bwd/sum(bwd at int8), bwd = dw + dx * sum over the
+ * layers before i of xmass (their weight gradients receive the noise through the residual
+ * stream); 0 at fp32. */
+void ls_tplan_indicator_finish(const ls_tplan_indicator *ind, double omega[][LS_PREC_COUNT]);
+
+/* Allocates per-rank precisions by strategy (uniform_prec: the precision of every slow rank's
+ * layers for LS_TPLAN_UNIFORM, -1 = each rank's fastest) and fills the predictions.
+ * LS_EINFEASIBLE when a rank's memory does not fit; LS_EINVAL when uniform_prec is not
+ * supported by a slow rank's device. */
+int ls_tplan_allocate(ls_tplan *p, ls_tplan_strategy s, int uniform_prec);
+/* Least total indicator under the time budget by exhaustion (tests; n_lin <= 10). */
+double ls_tplan_brute_force(const ls_tplan *p, int rank, double budget_s, uint8_t *best);
+
+/* The indicator (omega) from two training steps of one rank's share of the batch on corpus,
+ * after two warm-up steps; weights from ckpt when not NULL, else initialised from seed 1. */
+int ls_tplan_indicator_run(ls_tplan *p, const ls_corpus *corpus, const char *ckpt, int threads);
+/* Profiles this machine for the plan: one-rank training steps on corpus (global batch /
+ * ranks rows; weights from ckpt when not NULL, else initialised) for the fp32 step, every Linear shape's GEMMs and casts per precision, the
+ * indicator from the same run, and each distinct throttle share's slowdown. shares has
+ * p->ranks entries (0 = unthrottled). Fills dev[], omega, allreduce_s (modelled from a
+ * measured memory pass). */
+int ls_tplan_profile_here(ls_tplan *p, const ls_corpus *corpus, const char *ckpt, const double *shares, int threads,
+                          int reps);
+/* Models catalog GPUs (names per rank) for the plan from their datasheet figures; the
+ * indicator still needs real tensors (omega filled by the caller). */
+int ls_tplan_model_gpus(ls_tplan *p, const ls_plan_catalog *cat, char names[][LS_PLAN_NAME]);
+/* Writes / reads the plan file (format "llmsys-precision-plan"); load checks layer names,
+ * precisions and each precision against the rank's device support. */
+int ls_tplan_write(const ls_tplan *p, const char *path);
+int ls_tplan_load(const char *path, ls_tplan *p);
 
 #ifdef __cplusplus
 }

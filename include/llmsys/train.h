@@ -307,6 +307,28 @@ typedef struct {
  * the work at about that many tokens, in windows spread evenly over the whole text. */
 int ls_eval_tokens(ls_model *m, const uint16_t *tokens, size_t n, int T, int B, size_t max_tokens, ls_eval_result *r);
 
+
+/* ---------------------------------------------------------------- slow ranks (throttle) */
+
+/* A process limited to a share of the CPU, to make unequal ranks on one machine (the
+ * hybrid-device setting of docs/qsync.md). Mechanism, in order: a cgroup v1 CPU quota
+ * (/sys/fs/cgroup/cpu/llmsys-<pid>, cpu.cfs_quota_us over a 10 ms period) when that is
+ * writable, else a duty cycle: a child process stops and continues this one every 10 ms.
+ * LLMSYS_THROTTLE=dutycycle forces the second. */
+typedef struct {
+    double share;   /* cores granted (1 = one full core) */
+    char mech[96];  /* what limits it, for reports */
+    char dir[128];  /* the cgroup directory, "" when none */
+    int child;      /* duty-cycle process id, 0 when none */
+    int active;
+} ls_throttle;
+
+/* Limits this process (all its threads) to `share` cores when it runs `threads` threads;
+ * share <= 0 or >= threads is no limit (mech "none"). Errors name the file or call. */
+int ls_throttle_apply(ls_throttle *t, double share, int threads);
+/* Lifts the limit and removes the cgroup or stops the duty-cycle process. Idempotent. */
+void ls_throttle_release(ls_throttle *t);
+
 #ifdef __cplusplus
 }
 #endif

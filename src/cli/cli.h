@@ -4,6 +4,10 @@
 #ifndef LLMSYS_CLI_H
 #define LLMSYS_CLI_H
 
+#include <stddef.h>
+
+#include "llmsys/train.h"
+
 /* Prints "llmsys: <message>" for the thread's last library error to stderr; returns 1. */
 int ls_cli_fail(void);
 
@@ -44,6 +48,14 @@ int demo_plan(const ls_demo_ctx *ctx);   /* cmd_plan.c */
 int demo_loader(const ls_demo_ctx *ctx); /* cmd_loader.c */
 int demo_steal(const ls_demo_ctx *ctx);  /* cmd_steal.c */
 int demo_rl(const ls_demo_ctx *ctx);     /* cmd_rl.c */
+int demo_qsync(const ls_demo_ctx *ctx);  /* cmd_plan_train.c */
+
+/* cmd_plan_train.c: `plan train`; train's --precision-plan, checked before any launch and
+ * applied on each rank (its precisions and CPU share) */
+int plan_train(int argc, char **argv);
+int train_precision_plan_check(const char *path, int ranks);
+int train_precision_plan_apply(const char *path, ls_model *m, ls_dist *d, int batch, int seq, ls_throttle *thr,
+                               char *summary, size_t n);
 
 /* Path of the running llmsys binary (for commands that re-launch themselves: mpirun,
  * stage workers). */

@@ -423,6 +423,7 @@ int cmd_plan(int argc, char **argv) {
         FILE *f = argc < 2 ? stderr : stdout;
         fprintf(f, "usage: llmsys plan SUBCOMMAND [options]\n\n"
                    "  serve      plan stages, per-layer bits and micro-batches (LLM-PQ / SplitQuant)\n"
+                   "  train      per-rank, per-layer precisions so slow training ranks keep pace (QSync)\n"
                    "  indicator  per-layer quality indicator of a checkpoint\n"
                    "  validate   plan on profiled CPU stages, serve the plan, compare measured with predicted\n"
                    "  list       the GPU / model / cluster catalogs\n");
@@ -432,7 +433,8 @@ int cmd_plan(int argc, char **argv) {
     if (!strcmp(argv[1], "list")) return plan_list(argc - 1, argv + 1);
     if (!strcmp(argv[1], "indicator")) return plan_indicator(argc - 1, argv + 1);
     if (!strcmp(argv[1], "validate")) return plan_validate(argc - 1, argv + 1);
-    fprintf(stderr, "llmsys plan: unknown subcommand '%s' (serve, indicator, list, validate)\n", argv[1]);
+    if (!strcmp(argv[1], "train")) return plan_train(argc - 1, argv + 1);
+    fprintf(stderr, "llmsys plan: unknown subcommand '%s' (serve, train, indicator, list, validate)\n", argv[1]);
     return 2;
 }
 

@@ -162,6 +162,7 @@ static void on_stop_signal(int sig) { train_stop_signal = sig; }
 
 typedef struct {
     const char *config, *out, *resume, *report, *loader;
+    const char *precision_plan; /* --precision-plan (cmd_plan_train.c) */
     data_opts data;
     int steps, batch, seq, warmup, ranks, save_every, stop_at, log_every, threads;
     int64_t seed;
@@ -174,9 +175,12 @@ typedef struct {
     ls_corpus *corpus;
     ls_trainer *t;
     ls_batch_source *src;
+    ls_throttle thr;  /* this rank's CPU limit from --precision-plan */
+    char qsync[256]; /* this rank's precisions and throttle, for the log and report */
 } train_ctx;
 
 static void train_ctx_free(train_ctx *c) {
+    ls_throttle_release(&c->thr);
     ls_batch_source_free(c->src);
     ls_trainer_free(c->t);
     ls_corpus_free(c->corpus);
@@ -272,6 +276,12 @@ static int train_run(const train_opts *o, train_ctx *c) {
         rc = ls_trainer_init(&c->t, &mc, &tc, d);
     }
     if (rc == LS_OK) rc = data_source(o, c, N);
+    if (rc == LS_OK && o->precision_plan) {
+        const ls_train_config *ptc = ls_trainer_config(c->t);
+        rc = train_precision_plan_apply(o->precision_plan, ls_trainer_model(c->t), d, ptc->batch, ptc->seq, &c->thr,
+                                        c->qsync, sizeof c->qsync);
+        if (rc == LS_OK) LS_INFO("train: %s", c->qsync);
+    }
     if (ls_dist_agree(d, rc, NULL) < 0) return collective_fail(d, rc);
 
     const ls_train_config *tc = ls_trainer_config(c->t);
@@ -313,6 +323,8 @@ static int train_run(const train_opts *o, train_ctx *c) {
             if (j && o->loader) cJSON_AddStringToObject(j, "loader", o->loader);
             if (j) cJSON_AddStringToObject(j, "out", o->out);
             if (j && o->resume) cJSON_AddStringToObject(j, "resumed_from", o->resume);
+            if (j && o->precision_plan) cJSON_AddStringToObject(j, "precision_plan", o->precision_plan);
+            if (j && c->qsync[0]) cJSON_AddStringToObject(j, "precision_rank0", c->qsync);
             rc = write_report(o->report, j);
         }
     }
@@ -365,6 +377,8 @@ int cmd_train(int argc, char **argv) {
         {"max-bytes", LS_ARG_I64, &o.data.max_bytes, "N", "read at most N bytes of text (default 256 MiB)"},
         {"threads", LS_ARG_INT, &o.threads, "N", "threads per rank (default: cores / ranks on this host)"},
         {"report", LS_ARG_STR, &o.report, "FILE", "write a JSON summary (losses, tokens/s, wall time)"},
+        {"precision-plan", LS_ARG_STR, &o.precision_plan, "FILE",
+         "per-rank Linear-layer precisions and CPU shares from `llmsys plan train`"},
     };
     int n = (int)(sizeof spec / sizeof spec[0]);
     int prc = ls_args_parse("train",
@@ -416,6 +430,8 @@ int cmd_train(int argc, char **argv) {
         rc = usage_err("train", "--save-every, --stop-at, --log-every and --threads must be >= 0");
     else if (o.stop_at > 0 && o.steps != UNSET && o.stop_at > o.steps)
         rc = usage_err("train", "--stop-at %d is beyond --steps %d", o.stop_at, o.steps);
+    else if (o.precision_plan && train_precision_plan_check(o.precision_plan, o.ranks) < 0)
+        rc = usage_err("train", "%s", ls_errmsg());
     else
         rc = data_opts_check("train", &o.data);
     if (rc) {

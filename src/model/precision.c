@@ -446,6 +446,28 @@ int ls_prec_gemm(ls_prec_ctx *c, ls_prec p, int per_channel, int trans_a, int tr
     }
 }
 
+int ls_prec_cast(ls_prec_ctx *c, ls_prec p, const float *x, int rows, int cols) {
+    if (p == LS_PREC_FP32 || rows <= 0 || cols <= 0) return LS_OK;
+    if (p == LS_PREC_INT8) {
+        LS_TRY(grow(&c->buf_a, &c->cap_a, (size_t)rows * cols));
+        LS_TRY(grow_scales(c, 1));
+        absmax(c->sa, x, rows, cols, cols, -1);
+        scales(c->sa, c->ia, 1);
+        quant_i8(c->buf_a, x, rows, cols, cols, c->ia, -1);
+        return LS_OK;
+    }
+    if (c->has_kernel[p] < 0) (void)ls_prec_kernel(c, p);
+    if (!c->has_kernel[p]) {
+        LS_TRY(grow(&c->buf_a, &c->cap_a, (size_t)rows * cols * 4));
+        round_f32(c->buf_a, x, rows, cols, cols, p);
+        return LS_OK;
+    }
+    LS_TRY(grow(&c->buf_a, &c->cap_a, (size_t)rows * cols * 2));
+    if (p == LS_PREC_BF16) cast_bf16(c->buf_a, x, rows, cols, cols);
+    else cast_fp16(c->buf_a, x, rows, cols, cols);
+    return LS_OK;
+}
+
 /* ---------------------------------------------------------------- model state */
 
 void ls_model_prec_free(ls_model_prec *mp) {

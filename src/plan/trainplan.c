@@ -1,0 +1,767 @@
+/* trainplan.c - precision plans for hybrid-device data-parallel training (after QSync,
+ * IPDPS'24): the sensitivity indicator, the per-operator cost profile (measured here or
+ * modelled from the GPU catalog), the replayer, the allocator and the plan file. */
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "llmsys/plan.h"
+#include "llmsys/train.h"
+
+/* ---------------------------------------------------------------- shapes */
+
+/* Input and output width of Linear layer i (weight (OC, IC)). */
+static void lin_shape(const ls_model_config *c, int i, int *IC, int *OC) {
+    int C = c->d_model, F = c->d_ff;
+    switch (i % LS_LIN_KINDS) {
+    case LS_LIN_QKV: *IC = C, *OC = 3 * C; break;
+    case LS_LIN_PROJ: *IC = C, *OC = C; break;
+    case LS_LIN_FC: *IC = C, *OC = F; break;
+    default: *IC = F, *OC = C; break;
+    }
+}
+
+static const double prec_bytes[LS_PREC_COUNT] = {4, 2, 2, 1};
+
+/* ---------------------------------------------------------------- replay and memory */
+
+double ls_tplan_replay(const ls_tplan_device *d, const uint8_t *prec, int n_lin) {
+    double t = d->other_s;
+    for (int i = 0; i < n_lin; i++) {
+        int p = prec[i];
+        t += d->lin_s[i][p];
+        /* Every Linear layer reads its input from an fp32 operator (LayerNorm, attention,
+         * GELU) and hands its input gradient back to one; its output is fp32 (fp32
+         * accumulation). So a cast sits on its edges exactly when it runs another precision. */
+        const int neighbour = LS_PREC_FP32;
+        if (p != neighbour) t += d->cast_in_s[i][p];
+        if (p != LS_PREC_FP32) t += d->cast_w_s[i][p]; /* the master weight is fp32 */
+    }
+    return t;
+}
+
+double ls_tplan_memory(const ls_model_config *c, int rows, int seq, const uint8_t *prec, int n_lin) {
+    double N = (double)rows * seq, C = c->d_model, F = c->d_ff, V = c->vocab, L = c->n_layer;
+    double A = (double)rows * c->n_head * seq * seq;
+    double per_layer = N * C + 2 * N + 3 * N * C + A + N * C + N * C + N * C + 2 * N + 2 * N * F + N * C;
+    double acts = N * C + L * per_layer + N * C + 2 * N + 2 * N * V + N + N * C + N * C + 3 * N * C + N * C + N * F +
+                  A + N * V;
+    double scratch = 0;
+    for (int i = 0; prec && i < n_lin; i++) {
+        if (prec[i] == LS_PREC_FP32) continue;
+        int IC, OC;
+        lin_shape(c, i, &IC, &OC);
+        double mx = IC > OC ? IC : OC;
+        double s = (N * mx + fmax((double)IC * OC, N * IC)) * prec_bytes[prec[i]] + 4.0 * fmax(N * mx, (double)IC * OC);
+        scratch = fmax(scratch, s);
+    }
+    return 16.0 * (double)ls_model_config_num_params(c) + 4.0 * acts + scratch;
+}
+
+/* ---------------------------------------------------------------- indicator */
+
+/* Variance of one element's cast error: int8 from its per-tensor scale s (uniform rounding
+ * error, s²/12), the 16-bit formats relative to the value squared, 2^(-2m)/12 for m
+ * explicit mantissa bits (bf16 7, fp16 10). */
+static double float_c(int p) { return p == LS_PREC_BF16 ? pow(2, -14) / 12 : pow(2, -20) / 12; }
+
+void ls_tplan_indicator_observe(void *user, int lin, const float *x, const float *w, const float *dy, int N, int IC,
+                                int OC) {
+    ls_tplan_indicator *ind = user;
+    if (lin < 0 || lin >= LS_TPLAN_MAX_LIN) return;
+    if (lin + 1 > ind->n_lin) ind->n_lin = lin + 1;
+    if (lin == 0) ind->passes++;
+    double *xr = calloc((size_t)N * 2 + (size_t)OC * 2, sizeof(double));
+    float *prod = malloc((size_t)N * OC * sizeof(float)), *x2 = calloc((size_t)N * IC, sizeof(float)),
+          *w2 = calloc((size_t)OC * IC, sizeof(float));
+    if (!xr || !prod || !x2 || !w2) {
+        free(xr), free(prod), free(x2), free(w2);
+        return; /* out of memory: this pass does not count (indicators are relative) */
+    }
+    double *gr = xr + N, *wr = gr + N, *gc = wr + OC;
+    double ax = 0, aw = 0, ag = 0, X2 = 0, W2 = 0, G2 = 0;
+    for (int n = 0; n < N; n++) {
+        double s = 0;
+        for (int k = 0; k < IC; k++) {
+            double v = x[(size_t)n * IC + k];
+            s += v * v;
+            ax = fmax(ax, fabs(v));
+            x2[(size_t)n * IC + k] = (float)(v * v);
+        }
+        xr[n] = s;
+        X2 += s;
+        double g = 0;
+        for (int o = 0; o < OC; o++) {
+            double v = dy[(size_t)n * OC + o];
+            g += v * v;
+            gc[o] += v * v;
+            ag = fmax(ag, fabs(v));
+        }
+        gr[n] = g;
+        G2 += g;
+    }
+    for (int o = 0; o < OC; o++) {
+        double s = 0;
+        for (int k = 0; k < IC; k++) {
+            double v = w[(size_t)o * IC + k];
+            s += v * v;
+            aw = fmax(aw, fabs(v));
+            w2[(size_t)o * IC + k] = (float)(v * v);
+        }
+        wr[o] = s;
+        W2 += s;
+    }
+    /* S = sum over (n,o) of dY² ⊙ (X²·W²ᵀ): the forward noise of the 16-bit formats */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, IC, 1.0f, x2, IC, w2, IC, 0.0f, prod, OC);
+    double S = 0, GW = 0, GX = 0;
+    for (size_t i = 0; i < (size_t)N * OC; i++) S += (double)dy[i] * dy[i] * prod[i];
+    for (int o = 0; o < OC; o++) GW += gc[o] * wr[o];
+    for (int n = 0; n < N; n++) GX += gr[n] * xr[n];
+    for (int p = 1; p < LS_PREC_COUNT; p++) {
+        double f, dx, dw;
+        if (p == LS_PREC_INT8) {
+            double vx = ax * ax / (127.0 * 127.0) / 12, vw = aw * aw / (127.0 * 127.0) / 12,
+                   vg = ag * ag / (127.0 * 127.0) / 12;
+            f = vx * GW + vw * GX;                            /* Σ dY²(vx|W_o|² + vw|X_n|²) */
+            dx = (vg * N * W2 + vw * IC * G2) / ((double)N * IC); /* per element of dX */
+            dw = vg * OC * X2 + vx * IC * G2;
+        } else {
+            double c = float_c(p);
+            f = 2 * c * S;
+            dx = 2 * c * GW / ((double)N * IC);
+            dw = 2 * c * GX;
+        }
+        ind->fwd[lin][p] += f;
+        ind->dx[lin][p] += dx;
+        ind->dw[lin][p] += dw;
+    }
+    ind->xmass[lin] += OC * X2;
+    free(xr), free(prod), free(x2), free(w2);
+}
+
+void ls_tplan_indicator_finish(const ls_tplan_indicator *ind, double omega[][LS_PREC_COUNT]) {
+    int n = ind->n_lin;
+    double sf = 0, sb = 0, before = 0;
+    double *bwd = calloc((size_t)n * LS_PREC_COUNT + 1, sizeof(double));
+    for (int i = 0; i < n; i++) {
+        for (int p = 1; p < LS_PREC_COUNT; p++) bwd[i * LS_PREC_COUNT + p] = ind->dw[i][p] + ind->dx[i][p] * before;
+        before += ind->xmass[i]; /* layers before i+1, in forward order */
+        sf += ind->fwd[i][LS_PREC_INT8];
+        sb += bwd[i * LS_PREC_COUNT + LS_PREC_INT8];
+    }
+    for (int i = 0; i < n; i++) {
+        omega[i][LS_PREC_FP32] = 0;
+        for (int p = 1; p < LS_PREC_COUNT; p++)
+            omega[i][p] = (sf > 0 ? ind->fwd[i][p] / sf : 0) + (sb > 0 ? bwd[i * LS_PREC_COUNT + p] / sb : 0);
+    }
+    free(bwd);
+}
+
+/* ---------------------------------------------------------------- allocator */
+
+/* Time layer i adds at precision q on device d (what the replay sums). */
+static double lin_cost(const ls_tplan_device *d, int i, int q) {
+    double t = d->lin_s[i][q];
+    if (q != LS_PREC_FP32) t += d->cast_in_s[i][q] + d->cast_w_s[i][q];
+    return t;
+}
+
+/* Least total indicator with sum of layer costs <= budget (dynamic programme over Q time
+ * bins, costs rounded up: the result is always within budget). Returns 0 when infeasible. */
+static int dp_alloc(const ls_tplan *p, int r, double budget, uint8_t *out) {
+    const ls_tplan_device *d = &p->dev[r];
+    int n = p->n_lin, Q = 4000;
+    if (budget <= 0) return 0;
+    double step = budget / Q;
+    double *best = malloc(sizeof(double) * (Q + 1)), *next = malloc(sizeof(double) * (Q + 1));
+    uint8_t *choice = malloc((size_t)n * (Q + 1));
+    if (!best || !next || !choice) {
+        free(best), free(next), free(choice);
+        return -1;
+    }
+    for (int b = 0; b <= Q; b++) best[b] = 0; /* no layers: any budget, indicator 0 */
+    for (int i = 0; i < n; i++) {
+        for (int b = 0; b <= Q; b++) {
+            next[b] = INFINITY;
+            choice[(size_t)i * (Q + 1) + b] = 255;
+            for (int q = 0; q < LS_PREC_COUNT; q++) {
+                if (!d->supported[q]) continue;
+                long cb = (long)ceil(lin_cost(d, i, q) / step - 1e-9);
+                if (cb > b) continue;
+                double v = best[b - cb] + p->omega[i][q];
+                if (v < next[b]) {
+                    next[b] = v;
+                    choice[(size_t)i * (Q + 1) + b] = (uint8_t)q;
+                }
+            }
+        }
+        double *t = best;
+        best = next, next = t;
+    }
+    int ok = isfinite(best[Q]);
+    if (ok) {
+        int b = Q;
+        for (int i = n - 1; i >= 0; i--) {
+            int q = choice[(size_t)i * (Q + 1) + b];
+            out[i] = (uint8_t)q;
+            b -= (int)ceil(lin_cost(d, i, q) / step - 1e-9);
+        }
+    }
+    free(best), free(next), free(choice);
+    return ok;
+}
+
+double ls_tplan_brute_force(const ls_tplan *p, int r, double budget_s, uint8_t *best) {
+    int n = p->n_lin;
+    if (n > 10) return NAN;
+    const ls_tplan_device *d = &p->dev[r];
+    uint8_t cur[10] = {0};
+    double bestv = INFINITY;
+    long total = 1;
+    for (int i = 0; i < n; i++) total *= LS_PREC_COUNT;
+    for (long code = 0; code < total; code++) {
+        long c = code;
+        double t = 0, v = 0;
+        int ok = 1;
+        for (int i = 0; i < n; i++) {
+            cur[i] = (uint8_t)(c % LS_PREC_COUNT);
+            c /= LS_PREC_COUNT;
+            if (!d->supported[cur[i]]) ok = 0;
+            t += lin_cost(d, i, cur[i]);
+            v += p->omega[i][cur[i]];
+        }
+        if (ok && t <= budget_s && v < bestv) {
+            bestv = v;
+            memcpy(best, cur, (size_t)n);
+        }
+    }
+    return bestv;
+}
+
+static int fastest_prec(const ls_tplan_device *d, int i) {
+    int bq = LS_PREC_FP32;
+    for (int q = 0; q < LS_PREC_COUNT; q++)
+        if (d->supported[q] && lin_cost(d, i, q) < lin_cost(d, i, bq)) bq = q;
+    return bq;
+}
+
+int ls_tplan_allocate(ls_tplan *p, ls_tplan_strategy s, int uniform_prec) {
+    double t0 = ls_now();
+    int R = p->ranks, n = p->n_lin;
+    uint8_t fp32[LS_TPLAN_MAX_LIN] = {0};
+    p->strategy = s;
+    p->target_s = INFINITY;
+    for (int r = 0; r < R; r++) {
+        p->pred_fp32_s[r] = ls_tplan_replay(&p->dev[r], fp32, n);
+        p->target_s = fmin(p->target_s, p->pred_fp32_s[r]);
+    }
+    p->quality = 0;
+    for (int r = 0; r < R; r++) {
+        ls_tplan_device *d = &p->dev[r];
+        uint8_t *pr = p->prec[r];
+        memset(pr, LS_PREC_FP32, (size_t)n);
+        int slow = p->pred_fp32_s[r] > p->target_s * (1 + 1e-9);
+        if (slow && s == LS_TPLAN_UNIFORM) {
+            if (uniform_prec >= 0 && !d->supported[uniform_prec])
+                return ls_err(LS_EINVAL, "rank %d (%s) does not support %s", r, d->name, ls_prec_name(uniform_prec));
+            if (uniform_prec >= 0) {
+                memset(pr, uniform_prec, (size_t)n);
+            } else { /* the supported precision with the least total time */
+                int bq = LS_PREC_FP32;
+                double bt = INFINITY;
+                for (int q = 0; q < LS_PREC_COUNT; q++) {
+                    if (!d->supported[q]) continue;
+                    uint8_t u[LS_TPLAN_MAX_LIN];
+                    memset(u, q, (size_t)n);
+                    double t = ls_tplan_replay(d, u, n);
+                    if (t < bt) bt = t, bq = q;
+                }
+                memset(pr, bq, (size_t)n);
+            }
+        } else if (slow && s == LS_TPLAN_QSYNC) {
+            int ok = dp_alloc(p, r, p->target_s - d->other_s, pr);
+            if (ok < 0) return ls_err(LS_ENOMEM, "plan: out of memory");
+            if (!ok)
+                for (int i = 0; i < n; i++) pr[i] = (uint8_t)fastest_prec(d, i);
+        }
+        p->pred_s[r] = ls_tplan_replay(d, pr, n);
+        p->keeps_pace[r] = p->pred_s[r] <= p->target_s * (1 + 1e-9);
+        for (int i = 0; i < n; i++) p->quality += p->omega[i][pr[i]];
+        p->mem_need[r] = ls_tplan_memory(&p->cfg, p->batch / R, p->seq, pr, n);
+        if (p->mem_need[r] > d->mem_bytes)
+            return ls_err(LS_EINFEASIBLE, "rank %d (%s) needs %.2f GB for this model and batch, it has %.2f GB", r,
+                          d->name, p->mem_need[r] / 1e9, d->mem_bytes / 1e9);
+    }
+    p->pred_iter_s = 0;
+    for (int r = 0; r < R; r++) p->pred_iter_s = fmax(p->pred_iter_s, p->pred_s[r]);
+    p->pred_iter_s += p->allreduce_s;
+    p->solve_s = ls_now() - t0;
+    return LS_OK;
+}
+
+/* ---------------------------------------------------------------- profile here */
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+enum { MAXREP = 64 };
+
+/* The three GEMMs of a Linear layer at precision q, as the model runs them. */
+static int lin_gemms(ls_prec_ctx *c, int q, int pc, int N, int IC, int OC, const float *X, const float *W,
+                     const float *G, float *Y, float *DX, float *DW) {
+    LS_TRY(ls_prec_gemm(c, (ls_prec)q, pc, 0, 1, N, OC, IC, X, IC, W, IC, 1.0f, Y, OC));
+    LS_TRY(ls_prec_gemm(c, (ls_prec)q, pc, 0, 0, N, IC, OC, G, OC, W, IC, 1.0f, DX, IC));
+    return ls_prec_gemm(c, (ls_prec)q, pc, 1, 0, OC, IC, N, G, OC, X, IC, 1.0f, DW, IC);
+}
+
+/* Per kind and precision: GEMMs with casts, casts of input + gradient, casts of the weight. */
+static int profile_linears(ls_tplan *p, ls_tplan_device *d, int reps) {
+    const ls_model_config *c = &p->cfg;
+    int N = p->batch / p->ranks * p->seq, maxd = c->d_ff > 3 * c->d_model ? c->d_ff : 3 * c->d_model;
+    size_t big = (size_t)N * maxd, wsz = (size_t)maxd * c->d_model;
+    float *X = malloc(big * 4), *G = malloc(big * 4), *Y = malloc(big * 4), *DX = malloc(big * 4),
+          *W = malloc(wsz * 4), *DW = malloc(wsz * 4);
+    ls_prec_ctx *ctx = NULL;
+    int rc = X && G && Y && DX && W && DW ? ls_prec_ctx_new(&ctx) : ls_err(LS_ENOMEM, "plan: out of memory");
+    if (rc == LS_OK) {
+        ls_rng r;
+        ls_rng_seed(&r, 99);
+        for (size_t i = 0; i < big; i++) X[i] = ls_rng_normal(&r), G[i] = 1e-3f * ls_rng_normal(&r), Y[i] = DX[i] = 0;
+        for (size_t i = 0; i < wsz; i++) W[i] = 0.02f * ls_rng_normal(&r), DW[i] = 0;
+    }
+    double tot[LS_LIN_KINDS][LS_PREC_COUNT][MAXREP], cin[LS_LIN_KINDS][LS_PREC_COUNT][MAXREP],
+        cw[LS_LIN_KINDS][LS_PREC_COUNT][MAXREP];
+    if (reps > MAXREP) reps = MAXREP;
+    /* one warm-up round (oneDNN builds its kernels), then reps rounds interleaving kinds and precisions */
+    for (int rep = -1; rc == LS_OK && rep < reps; rep++) {
+        for (int k = 0; rc == LS_OK && k < LS_LIN_KINDS; k++) {
+            int IC, OC;
+            lin_shape(c, k, &IC, &OC);
+            for (int q = 0; rc == LS_OK && q < LS_PREC_COUNT; q++) {
+                double t0 = ls_now();
+                rc = lin_gemms(ctx, q, p->per_channel, N, IC, OC, X, W, G, Y, DX, DW);
+                double t1 = ls_now();
+                if (rc == LS_OK && q != LS_PREC_FP32) rc = ls_prec_cast(ctx, (ls_prec)q, X, N, IC);
+                if (rc == LS_OK && q != LS_PREC_FP32) rc = ls_prec_cast(ctx, (ls_prec)q, G, N, OC);
+                double t2 = ls_now();
+                if (rc == LS_OK && q != LS_PREC_FP32) rc = ls_prec_cast(ctx, (ls_prec)q, W, OC, IC);
+                double t3 = ls_now();
+                if (rep >= 0) {
+                    tot[k][q][rep] = t1 - t0;
+                    cin[k][q][rep] = 2 * (t2 - t1); /* X in the forward and dW GEMMs, dY in both backward */
+                    cw[k][q][rep] = 2 * (t3 - t2);  /* W in the forward and dX GEMMs */
+                }
+            }
+        }
+    }
+    for (int k = 0; rc == LS_OK && k < LS_LIN_KINDS; k++) {
+        for (int q = 0; q < LS_PREC_COUNT; q++) {
+            double T = median(tot[k][q], reps), ci = median(cin[k][q], reps), cwt = median(cw[k][q], reps);
+            double g = T - ci - cwt;
+            if (g < 0.1 * T) g = 0.1 * T; /* noise: never let the GEMM itself cost nothing */
+            for (int i = k; i < p->n_lin; i += LS_LIN_KINDS) {
+                d->lin_s[i][q] = g;
+                d->cast_in_s[i][q] = ci;
+                d->cast_w_s[i][q] = cwt;
+            }
+        }
+    }
+    ls_prec_ctx_free(ctx);
+    free(X), free(G), free(Y), free(DX), free(W), free(DW);
+    return rc;
+}
+
+/* Median seconds of k training steps. */
+static int time_steps(ls_trainer *t, ls_batch_source *src, int k, double *out) {
+    double v[MAXREP];
+    if (k > MAXREP) k = MAXREP;
+    for (int i = 0; i < k; i++) {
+        float loss;
+        double t0 = ls_now();
+        LS_TRY(ls_trainer_step(t, src, &loss, NULL));
+        v[i] = ls_now() - t0;
+    }
+    *out = median(v, k);
+    return LS_OK;
+}
+
+int ls_tplan_indicator_run(ls_tplan *p, const ls_corpus *corpus, const char *ckpt, int threads) {
+    p->n_lin = p->cfg.n_layer * LS_LIN_KINDS;
+    if (p->n_lin > LS_TPLAN_MAX_LIN) return ls_err(LS_ERANGE, "plan: at most %d Linear layers", LS_TPLAN_MAX_LIN);
+    if (p->ranks < 1 || p->batch % p->ranks)
+        return ls_err(LS_EINVAL, "plan: batch %d does not split over %d ranks", p->batch, p->ranks);
+    ls_model_set_threads(threads);
+    ls_train_config tc = ls_train_defaults();
+    tc.batch = p->batch / p->ranks;
+    tc.seq = p->seq;
+    tc.steps = 10000;
+    tc.opt.warmup_steps = 2;
+    ls_trainer *t = NULL;
+    ls_batch_source *src = NULL;
+    ls_tplan_indicator *ind = calloc(1, sizeof *ind);
+    int rc = ind ? ls_trainer_init(&t, &p->cfg, &tc, NULL) : ls_err(LS_ENOMEM, "plan: out of memory");
+    if (rc == LS_OK && ckpt) rc = ls_ckpt_load_into(ckpt, ls_trainer_model(t), LS_CKPT_WEIGHTS, NULL);
+    if (rc == LS_OK) rc = ls_batch_source_corpus(&src, corpus, &tc, 1);
+    double unused;
+    if (rc == LS_OK) rc = time_steps(t, src, 2, &unused); /* past the first, untypical steps */
+    /* then the indicator from two steps' real weights, activations and gradients */
+    ls_model *m = t ? ls_trainer_model(t) : NULL;
+    if (rc == LS_OK) rc = ls_model_set_linear_observer(m, ls_tplan_indicator_observe, ind);
+    if (rc == LS_OK) rc = time_steps(t, src, 2, &unused);
+    if (rc == LS_OK) ls_tplan_indicator_finish(ind, p->omega);
+    ls_batch_source_free(src);
+    ls_trainer_free(t);
+    free(ind);
+    return rc;
+}
+
+int ls_tplan_profile_here(ls_tplan *p, const ls_corpus *corpus, const char *ckpt, const double *shares, int threads,
+                          int reps) {
+    if (p->ranks < 1 || p->ranks > LS_TPLAN_MAX_RANK)
+        return ls_err(LS_EINVAL, "plan: ranks must be in [1, %d], got %d", LS_TPLAN_MAX_RANK, p->ranks);
+    if (p->batch % p->ranks) return ls_err(LS_EINVAL, "plan: batch %d does not split over %d ranks", p->batch, p->ranks);
+    p->n_lin = p->cfg.n_layer * LS_LIN_KINDS;
+    if (p->n_lin > LS_TPLAN_MAX_LIN) return ls_err(LS_ERANGE, "plan: at most %d Linear layers", LS_TPLAN_MAX_LIN);
+    if (reps < 3) reps = 3;
+    ls_model_set_threads(threads);
+    ls_train_config tc = ls_train_defaults();
+    tc.batch = p->batch / p->ranks;
+    tc.seq = p->seq;
+    tc.steps = 10000;
+    tc.opt.warmup_steps = 10;
+    ls_trainer *t = NULL;
+    ls_batch_source *src = NULL;
+    ls_tplan_device *base = calloc(1, sizeof *base);
+    int rc = base ? ls_trainer_init(&t, &p->cfg, &tc, NULL) : ls_err(LS_ENOMEM, "plan: out of memory");
+    if (rc == LS_OK && ckpt) rc = ls_ckpt_load_into(ckpt, ls_trainer_model(t), LS_CKPT_WEIGHTS, NULL);
+    if (rc == LS_OK) rc = ls_batch_source_corpus(&src, corpus, &tc, 1);
+    double step_s = 0;
+    if (rc == LS_OK) rc = time_steps(t, src, 2, &step_s); /* warm-up */
+    if (rc == LS_OK) rc = time_steps(t, src, reps, &step_s);
+    ls_model *m = t ? ls_trainer_model(t) : NULL;
+    if (rc == LS_OK) rc = ls_tplan_indicator_run(p, corpus, ckpt, threads);
+    if (rc == LS_OK) rc = profile_linears(p, base, reps);
+    if (rc == LS_OK) {
+        double lin = 0;
+        for (int i = 0; i < p->n_lin; i++) lin += base->lin_s[i][LS_PREC_FP32];
+        base->other_s = step_s - lin;
+        if (base->other_s < 0) {
+            LS_WARN("plan: the Linear layers' profile (%.1f ms) exceeds the measured step (%.1f ms): noisy machine?",
+                    lin * 1e3, step_s * 1e3);
+            base->other_s = 0;
+        }
+    }
+    /* each distinct throttle share: step time inside the throttle over step time outside,
+     * interleaved so that load changes hit both sides */
+    double slow[LS_TPLAN_MAX_RANK];
+    char mech[96] = "none";
+    for (int r = 0; rc == LS_OK && r < p->ranks; r++) {
+        slow[r] = 1.0;
+        if (!(shares[r] > 0) || shares[r] >= threads) continue;
+        int seen = -1;
+        for (int j = 0; j < r; j++)
+            if (shares[j] == shares[r]) seen = j;
+        if (seen >= 0) {
+            slow[r] = slow[seen];
+            continue;
+        }
+        double fr[3], th[3];
+        for (int k = 0; rc == LS_OK && k < 3; k++) {
+            rc = time_steps(t, src, 1, &fr[k]);
+            ls_throttle thr;
+            if (rc == LS_OK) rc = ls_throttle_apply(&thr, shares[r], threads);
+            if (rc == LS_OK) {
+                snprintf(mech, sizeof mech, "%s", thr.mech);
+                rc = time_steps(t, src, 1, &th[k]);
+                ls_throttle_release(&thr);
+            }
+        }
+        if (rc == LS_OK) slow[r] = fmax(1.0, median(th, 3) / median(fr, 3));
+    }
+    /* the gradient all-reduce: modelled as 2(R-1)/R passes over the gradient, each pass the
+     * measured time of summing one buffer into another (what shared-memory MPI does) */
+    if (rc == LS_OK) {
+        size_t np = ls_model_num_params(m);
+        float *a = malloc(np * 4), *b = malloc(np * 4);
+        double v[MAXREP];
+        if (!a || !b) rc = ls_err(LS_ENOMEM, "plan: out of memory");
+        for (int k = 0; rc == LS_OK && k < reps; k++) {
+            memset(a, 0, np * 4);
+            memset(b, 0, np * 4);
+            double t0 = ls_now();
+            for (size_t i = 0; i < np; i++) a[i] += b[i];
+            v[k] = ls_now() - t0;
+        }
+        if (rc == LS_OK) p->allreduce_s = p->ranks > 1 ? 2.0 * (p->ranks - 1) / p->ranks * median(v, reps) : 0;
+        free(a), free(b);
+    }
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGE_SIZE);
+    for (int r = 0; rc == LS_OK && r < p->ranks; r++) {
+        ls_tplan_device *d = &p->dev[r];
+        memcpy(d, base, sizeof *d);
+        d->gpu = 0;
+        d->share = shares[r] > 0 && shares[r] < threads ? shares[r] : 0;
+        d->slowdown = slow[r];
+        snprintf(d->name, sizeof d->name, "cpu@%.2f", d->share > 0 ? d->share : (double)threads);
+        d->mem_bytes = (double)pages * psz / p->ranks;
+        for (int q = 0; q < LS_PREC_COUNT; q++) d->supported[q] = 1;
+        d->other_s *= slow[r];
+        for (int i = 0; i < p->n_lin; i++)
+            for (int q = 0; q < LS_PREC_COUNT; q++) {
+                d->lin_s[i][q] *= slow[r];
+                d->cast_in_s[i][q] *= slow[r];
+                d->cast_w_s[i][q] *= slow[r];
+            }
+    }
+    if (rc == LS_OK) snprintf(p->throttle, sizeof p->throttle, "%s", mech);
+    ls_batch_source_free(src);
+    ls_trainer_free(t);
+    free(base);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- catalog GPUs (modelled) */
+
+/* Dense fp32 (non-tensor) TFLOPS from the vendor datasheets, which gpus.json does not carry,
+ * and the parts without bf16 (pre-Ampere). */
+static const struct {
+    const char *prefix;
+    double fp32_tflops;
+    int bf16;
+} gpu_extra[] = {
+    {"T4", 8.1, 0},     {"V100", 15.7, 0},   {"P100", 9.3, 0},    {"A100", 19.5, 1},    {"A800", 19.5, 1},
+    {"A10", 31.2, 1},   {"L4", 30.3, 1},     {"H100", 67.0, 1},   {"H800", 67.0, 1},    {"RTX3090", 35.6, 1},
+    {"RTX4090", 82.6, 1},
+};
+
+/* Index into gpu_extra for a catalog GPU (longest matching prefix), -1 if none. */
+static int gpu_extra_find(const char *name) {
+    int e = -1;
+    for (size_t k = 0; k < sizeof gpu_extra / sizeof gpu_extra[0]; k++)
+        if (!strncasecmp(name, gpu_extra[k].prefix, strlen(gpu_extra[k].prefix)) &&
+            (e < 0 || strlen(gpu_extra[k].prefix) > strlen(gpu_extra[e].prefix)))
+            e = (int)k;
+    return e;
+}
+
+/* Precisions a catalog GPU supports (QSync's table: T4 int8/fp16, V100 fp16, Ampere and
+ * later also bf16; int8 where the part has int8 tensor cores). */
+static void gpu_supported(const ls_plan_gpu *g, int e, int *sup) {
+    sup[LS_PREC_FP32] = 1;
+    sup[LS_PREC_FP16] = g->fp16_flops > 0;
+    sup[LS_PREC_BF16] = e >= 0 && gpu_extra[e].bf16;
+    sup[LS_PREC_INT8] = g->int8_ops > 0;
+}
+
+int ls_tplan_model_gpus(ls_tplan *p, const ls_plan_catalog *cat, char names[][LS_PLAN_NAME]) {
+    p->n_lin = p->cfg.n_layer * LS_LIN_KINDS;
+    if (p->n_lin > LS_TPLAN_MAX_LIN) return ls_err(LS_ERANGE, "plan: at most %d Linear layers", LS_TPLAN_MAX_LIN);
+    if (p->batch % p->ranks) return ls_err(LS_EINVAL, "plan: batch %d does not split over %d ranks", p->batch, p->ranks);
+    const ls_model_config *c = &p->cfg;
+    double N = (double)p->batch / p->ranks * p->seq, link = INFINITY;
+    for (int r = 0; r < p->ranks; r++) {
+        ls_plan_gpu g;
+        LS_TRY(ls_plan_catalog_gpu(cat, names[r], &g));
+        int e = gpu_extra_find(g.name);
+        if (e < 0) return ls_err(LS_ENOTFOUND, "plan: no fp32 throughput known for GPU %s", g.name);
+        ls_tplan_device *d = &p->dev[r];
+        memset(d, 0, sizeof *d);
+        snprintf(d->name, sizeof d->name, "%s", g.name);
+        d->gpu = 1;
+        d->slowdown = 1;
+        d->mem_bytes = g.mem_bytes;
+        gpu_supported(&g, e, d->supported);
+        double thr[LS_PREC_COUNT] = {gpu_extra[e].fp32_tflops * 1e12, g.fp16_flops, g.fp16_flops, g.int8_ops};
+        for (int i = 0; i < p->n_lin; i++) {
+            int IC, OC;
+            lin_shape(c, i, &IC, &OC);
+            for (int q = 0; q < LS_PREC_COUNT; q++) {
+                if (!d->supported[q]) continue;
+                d->lin_s[i][q] = 3 * 2 * N * IC * OC / thr[q];
+                d->cast_in_s[i][q] = 2 * (N * IC + N * OC) * (4 + prec_bytes[q]) / g.bw_Bps;
+                d->cast_w_s[i][q] = 2 * ((double)IC * OC) * (4 + prec_bytes[q]) / g.bw_Bps;
+            }
+        }
+        /* the rest, modelled: attention products and the tied head at fp32 rate, and memory
+         * passes over the activations (about 10 per layer) and the AdamW state */
+        double rows = (double)p->batch / p->ranks, T = p->seq, C = c->d_model, F = c->d_ff;
+        double att = 3 * 4 * rows * T * T * C * c->n_layer, head = 3 * 2 * N * C * c->vocab;
+        double bytes = 4.0 * 10 * N * (C + F) * c->n_layer + 16.0 * 2 * (double)ls_model_config_num_params(c);
+        d->other_s = (att + head) / thr[LS_PREC_FP32] + bytes / g.bw_Bps;
+        link = fmin(link, g.link_Bps);
+    }
+    double grad = 4.0 * (double)ls_model_config_num_params(c);
+    p->allreduce_s = p->ranks > 1 ? 2.0 * (p->ranks - 1) / p->ranks * grad / link : 0;
+    snprintf(p->throttle, sizeof p->throttle, "modelled from the GPU catalog");
+    for (int i = 0; i < p->n_lin; i++)
+        for (int q = 0; q < LS_PREC_COUNT; q++)
+            if (!isfinite(p->omega[i][q])) p->omega[i][q] = 0;
+    return LS_OK;
+}
+
+/* ---------------------------------------------------------------- plan file */
+
+int ls_tplan_write(const ls_tplan *p, const char *path) {
+    cJSON *j = cJSON_CreateObject();
+    if (!j) return ls_err(LS_ENOMEM, "out of memory");
+    cJSON_AddStringToObject(j, "format", "llmsys-precision-plan");
+    cJSON_AddNumberToObject(j, "version", 1);
+    char *cfg = ls_model_config_to_json(&p->cfg);
+    cJSON_AddItemToObject(j, "model", cfg ? cJSON_Parse(cfg) : cJSON_CreateNull());
+    free(cfg);
+    cJSON_AddNumberToObject(j, "batch", p->batch);
+    cJSON_AddNumberToObject(j, "seq", p->seq);
+    cJSON_AddNumberToObject(j, "ranks", p->ranks);
+    cJSON_AddBoolToObject(j, "int8_per_channel", p->per_channel);
+    cJSON_AddStringToObject(j, "cluster", p->cluster);
+    cJSON_AddStringToObject(j, "throttle", p->throttle);
+    const char *sn[] = {"qsync", "uniform", "fp32"};
+    cJSON_AddStringToObject(j, "strategy", sn[p->strategy]);
+    cJSON *layers = cJSON_AddArrayToObject(j, "layers");
+    char b[64];
+    for (int i = 0; i < p->n_lin; i++) cJSON_AddItemToArray(layers, cJSON_CreateString(ls_linear_name(i, b, sizeof b)));
+    cJSON *ranks = cJSON_AddArrayToObject(j, "rank_plans");
+    for (int r = 0; r < p->ranks; r++) {
+        const ls_tplan_device *d = &p->dev[r];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "rank", r);
+        cJSON_AddStringToObject(o, "device", d->name);
+        cJSON_AddBoolToObject(o, "modelled", d->gpu);
+        cJSON_AddNumberToObject(o, "share", d->share);
+        cJSON_AddNumberToObject(o, "slowdown", d->slowdown);
+        cJSON *sup = cJSON_AddArrayToObject(o, "supported");
+        for (int q = 0; q < LS_PREC_COUNT; q++)
+            if (d->supported[q]) cJSON_AddItemToArray(sup, cJSON_CreateString(ls_prec_name(q)));
+        cJSON *pr = cJSON_AddArrayToObject(o, "precisions");
+        for (int i = 0; i < p->n_lin; i++) cJSON_AddItemToArray(pr, cJSON_CreateString(ls_prec_name(p->prec[r][i])));
+        cJSON_AddNumberToObject(o, "predicted_step_s", p->pred_s[r]);
+        cJSON_AddNumberToObject(o, "predicted_fp32_step_s", p->pred_fp32_s[r]);
+        cJSON_AddNumberToObject(o, "memory_GB", p->mem_need[r] / 1e9);
+        cJSON_AddBoolToObject(o, "keeps_pace", p->keeps_pace[r]);
+        /* the replayer's inputs, per Linear kind (all blocks alike): GEMMs, input casts, weight casts */
+        cJSON *costs = cJSON_AddObjectToObject(o, "costs_ms");
+        cJSON_AddNumberToObject(costs, "other", d->other_s * 1e3);
+        for (int k = 0; k < LS_LIN_KINDS && k < p->n_lin; k++) {
+            char kn[64];
+            const char *nm = ls_linear_name(k, kn, sizeof kn) + 4; /* drop "h.0." */
+            cJSON *kk = cJSON_AddObjectToObject(costs, nm);
+            for (int q = 0; q < LS_PREC_COUNT; q++) {
+                double v[3] = {d->lin_s[k][q] * 1e3, d->cast_in_s[k][q] * 1e3, d->cast_w_s[k][q] * 1e3};
+                cJSON_AddItemToObject(kk, ls_prec_name(q), cJSON_CreateDoubleArray(v, 3));
+            }
+        }
+        cJSON_AddItemToArray(ranks, o);
+    }
+    cJSON_AddNumberToObject(j, "target_step_s", p->target_s);
+    cJSON_AddNumberToObject(j, "allreduce_s", p->allreduce_s);
+    cJSON_AddNumberToObject(j, "predicted_iteration_s", p->pred_iter_s);
+    cJSON_AddNumberToObject(j, "indicator_total", p->quality);
+    cJSON_AddNumberToObject(j, "solve_s", p->solve_s);
+    cJSON *om = cJSON_AddArrayToObject(j, "indicator");
+    for (int i = 0; i < p->n_lin; i++) cJSON_AddItemToArray(om, cJSON_CreateDoubleArray(p->omega[i], LS_PREC_COUNT));
+    int rc = ls_json_write_file(path, j);
+    cJSON_Delete(j);
+    return rc;
+}
+
+int ls_tplan_load(const char *path, ls_tplan *p) {
+    memset(p, 0, sizeof *p);
+    cJSON *j;
+    LS_TRY(ls_json_read_file(path, &j));
+    int rc = LS_OK;
+    const char *fmt = NULL;
+    cJSON *model = cJSON_GetObjectItem(j, "model"), *layers = cJSON_GetObjectItem(j, "layers"),
+          *ranks = cJSON_GetObjectItem(j, "rank_plans");
+    ls_json_get_string(j, "format", NULL, &fmt);
+    if (!fmt || strcmp(fmt, "llmsys-precision-plan"))
+        rc = ls_err(LS_EFORMAT, "%s: not an llmsys precision plan (format \"llmsys-precision-plan\")", path);
+    char *ms = rc == LS_OK && model ? cJSON_PrintUnformatted(model) : NULL;
+    if (rc == LS_OK && !ms) rc = ls_err(LS_EFORMAT, "%s: no \"model\" config", path);
+    if (rc == LS_OK) rc = ls_model_config_from_json(ms, &p->cfg);
+    free(ms);
+    if (rc == LS_OK) rc = ls_model_config_validate(&p->cfg);
+    if (rc == LS_OK) rc = ls_json_get_int(j, "batch", 0, &p->batch);
+    if (rc == LS_OK) rc = ls_json_get_int(j, "seq", 0, &p->seq);
+    if (rc == LS_OK) rc = ls_json_get_int(j, "ranks", 0, &p->ranks);
+    cJSON *pc = cJSON_GetObjectItem(j, "int8_per_channel");
+    p->per_channel = cJSON_IsTrue(pc);
+    const char *cl = "";
+    if (rc == LS_OK) rc = ls_json_get_string(j, "cluster", "", &cl);
+    snprintf(p->cluster, sizeof p->cluster, "%s", cl);
+    const char *th = "";
+    if (rc == LS_OK) rc = ls_json_get_string(j, "throttle", "", &th);
+    snprintf(p->throttle, sizeof p->throttle, "%s", th);
+    p->n_lin = p->cfg.n_layer * LS_LIN_KINDS;
+    if (rc == LS_OK && (p->ranks < 1 || p->ranks > LS_TPLAN_MAX_RANK))
+        rc = ls_err(LS_EFORMAT, "%s: ranks must be in [1, %d]", path, LS_TPLAN_MAX_RANK);
+    if (rc == LS_OK && p->n_lin > LS_TPLAN_MAX_LIN) rc = ls_err(LS_ERANGE, "%s: too many layers", path);
+    if (rc == LS_OK && (!cJSON_IsArray(layers) || cJSON_GetArraySize(layers) != p->n_lin))
+        rc = ls_err(LS_EFORMAT, "%s: \"layers\" must list the model's %d Linear layers", path, p->n_lin);
+    /* column c of the file's precision lists is layer idx[c] of the model */
+    int idx[LS_TPLAN_MAX_LIN];
+    for (int c = 0; rc == LS_OK && c < p->n_lin; c++) {
+        cJSON *e = cJSON_GetArrayItem(layers, c);
+        idx[c] = cJSON_IsString(e) ? ls_linear_find(e->valuestring, p->cfg.n_layer) : -1;
+        if (idx[c] < 0)
+            rc = ls_err(LS_EINVAL, "%s: unknown layer '%s' (the model's Linear layers are h.0.attn.qkv ... h.%d.mlp.proj)",
+                        path, cJSON_IsString(e) ? e->valuestring : "?", p->cfg.n_layer - 1);
+        for (int k = 0; rc == LS_OK && k < c; k++)
+            if (idx[k] == idx[c]) rc = ls_err(LS_EINVAL, "%s: layer '%s' listed twice", path, e->valuestring);
+    }
+    if (rc == LS_OK && (!cJSON_IsArray(ranks) || cJSON_GetArraySize(ranks) != p->ranks))
+        rc = ls_err(LS_EFORMAT, "%s: \"rank_plans\" must have %d entries", path, p->ranks);
+    for (int r = 0; rc == LS_OK && r < p->ranks; r++) {
+        cJSON *o = cJSON_GetArrayItem(ranks, r), *pr = cJSON_GetObjectItem(o, "precisions"),
+              *sup = cJSON_GetObjectItem(o, "supported");
+        ls_tplan_device *d = &p->dev[r];
+        const char *dn = "";
+        rc = ls_json_get_string(o, "device", "?", &dn);
+        snprintf(d->name, sizeof d->name, "%s", dn);
+        double share = 0;
+        if (rc == LS_OK) rc = ls_json_get_double(o, "share", 0, &share);
+        d->share = share;
+        d->gpu = cJSON_IsTrue(cJSON_GetObjectItem(o, "modelled"));
+        for (int q = 0; q < LS_PREC_COUNT; q++) d->supported[q] = sup ? 0 : 1;
+        for (int k = 0; rc == LS_OK && sup && k < cJSON_GetArraySize(sup); k++) {
+            ls_prec q;
+            cJSON *e = cJSON_GetArrayItem(sup, k);
+            rc = ls_prec_parse(cJSON_IsString(e) ? e->valuestring : "?", &q);
+            if (rc == LS_OK) d->supported[q] = 1;
+        }
+        /* a catalog GPU supports what the catalog says, whatever the file claims */
+        if (rc == LS_OK && d->gpu) {
+            ls_plan_catalog *cat = NULL;
+            ls_plan_gpu g;
+            rc = ls_plan_catalog_load(NULL, &cat);
+            if (rc == LS_OK) rc = ls_plan_catalog_gpu(cat, d->name, &g);
+            if (rc == LS_OK) gpu_supported(&g, gpu_extra_find(g.name), d->supported);
+            ls_plan_catalog_free(cat);
+            if (rc < 0) ls_err_wrap(rc, "%s: rank %d", path, r);
+        }
+        if (rc == LS_OK && (!cJSON_IsArray(pr) || cJSON_GetArraySize(pr) != p->n_lin))
+            rc = ls_err(LS_EFORMAT, "%s: rank %d: \"precisions\" must have %d entries", path, r, p->n_lin);
+        for (int c = 0; rc == LS_OK && c < p->n_lin; c++) {
+            cJSON *e = cJSON_GetArrayItem(pr, c);
+            ls_prec q;
+            rc = ls_prec_parse(cJSON_IsString(e) ? e->valuestring : "?", &q);
+            if (rc < 0) ls_err_wrap(rc, "%s: rank %d", path, r);
+            else if (!d->supported[q])
+                rc = ls_err(LS_EINVAL, "%s: rank %d (%s) does not support %s", path, r, d->name, ls_prec_name(q));
+            else p->prec[r][idx[c]] = (uint8_t)q;
+        }
+    }
+    cJSON_Delete(j);
+    return rc;
+}

@@ -1,0 +1,287 @@
+/* test_trainplan.c - training precision plans (QSync): the replayer against hand-summed
+ * costs, the allocator against brute force, the indicator against a float64 computation on
+ * the tiny model, catalog support (T4 no bf16, V100 no int8), memory and the plan file. */
+#include <stdint.h>
+#include <unistd.h>
+
+#include "llmsys/model.h"
+#include "llmsys/plan.h"
+#include "test.h"
+
+static void test_replay_hand(void) {
+    ls_tplan_device *d = calloc(1, sizeof *d);
+    /* two layers: layer 0 fp32 GEMMs 10 ms, bf16 4 ms + casts 1 (in) + 0.5 (weight);
+     * layer 1 fp32 6 ms, int8 2 ms + casts 2 + 1; other 20 ms */
+    d->other_s = 0.020;
+    d->lin_s[0][LS_PREC_FP32] = 0.010, d->lin_s[0][LS_PREC_BF16] = 0.004;
+    d->cast_in_s[0][LS_PREC_BF16] = 0.001, d->cast_w_s[0][LS_PREC_BF16] = 0.0005;
+    d->lin_s[1][LS_PREC_FP32] = 0.006, d->lin_s[1][LS_PREC_INT8] = 0.002;
+    d->cast_in_s[1][LS_PREC_INT8] = 0.002, d->cast_w_s[1][LS_PREC_INT8] = 0.001;
+    uint8_t a[2] = {LS_PREC_FP32, LS_PREC_FP32}, b[2] = {LS_PREC_BF16, LS_PREC_FP32}, c[2] = {LS_PREC_BF16,
+                                                                                             LS_PREC_INT8};
+    CHECK_NEAR(ls_tplan_replay(d, a, 2), 0.036, 1e-12);  /* 20 + 10 + 6 */
+    CHECK_NEAR(ls_tplan_replay(d, b, 2), 0.0315, 1e-12); /* 20 + 4 + 1 + 0.5 + 6 */
+    CHECK_NEAR(ls_tplan_replay(d, c, 2), 0.0305, 1e-12); /* 20 + 5.5 + 2 + 2 + 1 */
+    free(d);
+}
+
+/* A random two-rank problem on n_lin layers: rank 1 is slower by factor k. */
+static void random_problem(ls_tplan *p, int n, double k, ls_rng *r) {
+    memset(p, 0, sizeof *p);
+    ls_model_config_named("tiny", &p->cfg);
+    p->ranks = 2, p->n_lin = n, p->batch = 2, p->seq = 16;
+    for (int q = 0; q < LS_PREC_COUNT; q++) p->dev[0].supported[q] = p->dev[1].supported[q] = 1;
+    p->dev[1].supported[1 + (int)ls_rng_below(r, 3)] = 0; /* each case drops one low precision */
+    for (int i = 0; i < n; i++) {
+        double g = 1e-3 * (1 + ls_rng_uniform(r));
+        const double speed[LS_PREC_COUNT] = {1, 0.35, 0.6, 0.25};
+        for (int q = 0; q < LS_PREC_COUNT; q++) {
+            double lin = g * speed[q] * (0.8 + 0.4 * ls_rng_uniform(r));
+            double ci = q ? 1e-4 * ls_rng_uniform(r) : 0, cw = q ? 5e-5 * ls_rng_uniform(r) : 0;
+            p->dev[0].lin_s[i][q] = lin, p->dev[0].cast_in_s[i][q] = ci, p->dev[0].cast_w_s[i][q] = cw;
+            p->dev[1].lin_s[i][q] = k * lin, p->dev[1].cast_in_s[i][q] = k * ci, p->dev[1].cast_w_s[i][q] = k * cw;
+        }
+        p->omega[i][LS_PREC_BF16] = ls_rng_uniform(r);
+        p->omega[i][LS_PREC_FP16] = 0.1 * ls_rng_uniform(r);
+        p->omega[i][LS_PREC_INT8] = 1 + 2 * ls_rng_uniform(r);
+    }
+    p->dev[0].other_s = 2e-3, p->dev[1].other_s = 2e-3 * k;
+    p->dev[0].mem_bytes = p->dev[1].mem_bytes = 1e12;
+    snprintf(p->dev[0].name, sizeof p->dev[0].name, "fast");
+    snprintf(p->dev[1].name, sizeof p->dev[1].name, "slow");
+}
+
+static void test_allocator_brute(void) {
+    ls_rng r;
+    ls_rng_seed(&r, 21);
+    ls_tplan *p = malloc(sizeof *p);
+    int feasible = 0, cases = 0;
+    for (int t = 0; t < 40; t++) {
+        random_problem(p, 8, 1.2 + 4.0 * ls_rng_uniform(&r), &r);
+        CHECK_EQ_INT(ls_tplan_allocate(p, LS_TPLAN_QSYNC, -1), LS_OK);
+        double budget = p->target_s - p->dev[1].other_s, dp = 0;
+        for (int i = 0; i < 8; i++) dp += p->omega[i][p->prec[1][i]];
+        uint8_t best[10];
+        double bf = ls_tplan_brute_force(p, 1, budget, best);
+        /* the fast rank stays fp32 */
+        for (int i = 0; i < 8; i++) CHECK_EQ_INT(p->prec[0][i], LS_PREC_FP32);
+        cases++;
+        if (!isfinite(bf)) { /* infeasible: the allocator runs each layer at its fastest */
+            CHECK(!p->keeps_pace[1]);
+            continue;
+        }
+        feasible++;
+        CHECK(p->keeps_pace[1]);
+        CHECK(p->pred_s[1] <= p->target_s * (1 + 1e-9));
+        /* costs are rounded up to 1/4000 of the budget: optimal over a budget shrunk by n bins */
+        double bf_shrunk = ls_tplan_brute_force(p, 1, budget * (1 - 8.0 / 4000), best);
+        CHECK_MSG(dp >= bf - 1e-12 && dp <= bf_shrunk + 1e-12, "case %d: dp %.6f, brute %.6f, shrunk %.6f", t, dp, bf,
+                  bf_shrunk);
+        for (int i = 0; i < 8; i++) CHECK(p->dev[1].supported[p->prec[1][i]]);
+    }
+    printf("  allocator vs brute force: %d cases, %d feasible\n", cases, feasible);
+    CHECK(feasible >= 10 && feasible < cases); /* both kinds of case occur */
+    /* uniform and fp32 strategies */
+    random_problem(p, 8, 1.5, &r);
+    p->dev[1].supported[LS_PREC_BF16] = 1;
+    CHECK_EQ_INT(ls_tplan_allocate(p, LS_TPLAN_UNIFORM, LS_PREC_BF16), LS_OK);
+    for (int i = 0; i < 8; i++) CHECK_EQ_INT(p->prec[1][i], LS_PREC_BF16);
+    CHECK_EQ_INT(ls_tplan_allocate(p, LS_TPLAN_FP32, -1), LS_OK);
+    for (int i = 0; i < 8; i++) CHECK_EQ_INT(p->prec[1][i], LS_PREC_FP32);
+    /* memory that cannot fit */
+    p->dev[1].mem_bytes = 1e3;
+    CHECK_EQ_INT(ls_tplan_allocate(p, LS_TPLAN_QSYNC, -1), LS_EINFEASIBLE);
+    free(p);
+}
+
+/* float64 reference of the indicator statistics, by definition (no algebraic shortcuts) */
+typedef struct {
+    ls_tplan_indicator lib;
+    double fwd[32][LS_PREC_COUNT], dx[32][LS_PREC_COUNT], dw[32][LS_PREC_COUNT], xmass[32];
+    int n;
+} both;
+
+static double v_of(int p, double x, double amax) {
+    if (p == LS_PREC_INT8) return amax * amax / (127.0 * 127.0) / 12;
+    return x * x * (p == LS_PREC_BF16 ? pow(2, -14) : pow(2, -20)) / 12;
+}
+
+static void observe_both(void *u, int lin, const float *x, const float *w, const float *dy, int N, int IC, int OC) {
+    both *b = u;
+    ls_tplan_indicator_observe(&b->lib, lin, x, w, dy, N, IC, OC);
+    if (lin + 1 > b->n) b->n = lin + 1;
+    double ax = 0, aw = 0, ag = 0, X2 = 0;
+    for (int i = 0; i < N * IC; i++) ax = fmax(ax, fabs(x[i])), X2 += (double)x[i] * x[i];
+    for (int i = 0; i < OC * IC; i++) aw = fmax(aw, fabs(w[i]));
+    for (int i = 0; i < N * OC; i++) ag = fmax(ag, fabs(dy[i]));
+    for (int p = 1; p < LS_PREC_COUNT; p++) {
+        double f = 0, dxs = 0, dws = 0;
+        for (int n = 0; n < N; n++)
+            for (int o = 0; o < OC; o++) {
+                double vy = 0; /* var of the output element from casting x and w */
+                for (int k = 0; k < IC; k++) {
+                    double xv = x[n * IC + k], wv = w[o * IC + k];
+                    vy += v_of(p, xv, ax) * wv * wv + xv * xv * v_of(p, wv, aw);
+                }
+                f += (double)dy[n * OC + o] * dy[n * OC + o] * vy;
+            }
+        for (int n = 0; n < N; n++)
+            for (int k = 0; k < IC; k++)
+                for (int o = 0; o < OC; o++) {
+                    double g = dy[n * OC + o], wv = w[o * IC + k];
+                    dxs += v_of(p, g, ag) * wv * wv + g * g * v_of(p, wv, aw);
+                }
+        for (int o = 0; o < OC; o++)
+            for (int k = 0; k < IC; k++)
+                for (int n = 0; n < N; n++) {
+                    double g = dy[n * OC + o], xv = x[n * IC + k];
+                    dws += v_of(p, g, ag) * xv * xv + g * g * v_of(p, xv, ax);
+                }
+        b->fwd[lin][p] += f;
+        b->dx[lin][p] += dxs / ((double)N * IC);
+        b->dw[lin][p] += dws;
+    }
+    b->xmass[lin] += OC * X2;
+}
+
+static void test_indicator_f64(void) {
+    ls_model_config cfg;
+    ls_model_config_named("tiny", &cfg);
+    ls_model *m;
+    CHECK_EQ_INT(ls_model_init(&m, &cfg, 3), LS_OK);
+    both *b = calloc(1, sizeof *b);
+    CHECK_EQ_INT(ls_model_set_linear_observer(m, observe_both, b), LS_OK);
+    enum { B = 1, T = 16 };
+    int tok[B * T], tgt[B * T];
+    ls_rng r;
+    ls_rng_seed(&r, 4);
+    for (int i = 0; i < B * T; i++) tok[i] = (int)ls_rng_below(&r, 256), tgt[i] = (int)ls_rng_below(&r, 256);
+    ls_model_zero_grad(m);
+    ls_model_forward(m, tok, tgt, B, T);
+    ls_model_backward(m);
+    CHECK_EQ_INT(b->n, cfg.n_layer * LS_LIN_KINDS);
+    CHECK_EQ_INT(b->lib.n_lin, b->n);
+    double worst = 0;
+    for (int i = 0; i < b->n; i++)
+        for (int p = 1; p < LS_PREC_COUNT; p++) {
+            double e1 = fabs(b->lib.fwd[i][p] - b->fwd[i][p]) / b->fwd[i][p];
+            double e2 = fabs(b->lib.dx[i][p] - b->dx[i][p]) / b->dx[i][p];
+            double e3 = fabs(b->lib.dw[i][p] - b->dw[i][p]) / b->dw[i][p];
+            worst = fmax(worst, fmax(e1, fmax(e2, e3)));
+            CHECK_MSG(e1 < 1e-4 && e2 < 1e-4 && e3 < 1e-4, "layer %d %s: rel err fwd %.2g dx %.2g dw %.2g", i,
+                      ls_prec_name(p), e1, e2, e3);
+        }
+    printf("  indicator statistics vs float64: worst relative error %.2g\n", worst);
+    /* the combination: omega from the reference statistics by the documented formula */
+    double om[LS_TPLAN_MAX_LIN][LS_PREC_COUNT];
+    ls_tplan_indicator_finish(&b->lib, om);
+    double sf = 0, sb = 0, before = 0, bwd[32][LS_PREC_COUNT];
+    for (int i = 0; i < b->n; i++) {
+        for (int p = 1; p < LS_PREC_COUNT; p++) bwd[i][p] = b->dw[i][p] + b->dx[i][p] * before;
+        before += b->xmass[i];
+        sf += b->fwd[i][LS_PREC_INT8];
+        sb += bwd[i][LS_PREC_INT8];
+    }
+    for (int i = 0; i < b->n; i++) {
+        CHECK(om[i][LS_PREC_FP32] == 0);
+        for (int p = 1; p < LS_PREC_COUNT; p++) {
+            double ref = b->fwd[i][p] / sf + bwd[i][p] / sb;
+            CHECK_MSG(fabs(om[i][p] - ref) <= 1e-4 * ref, "omega[%d][%s] %.6g vs %.6g", i, ls_prec_name(p), om[i][p],
+                      ref);
+        }
+        /* coarser formats are more sensitive */
+        CHECK(om[i][LS_PREC_FP16] < om[i][LS_PREC_BF16] && om[i][LS_PREC_BF16] < om[i][LS_PREC_INT8]);
+    }
+    ls_model_set_linear_observer(m, NULL, NULL);
+    free(b);
+    ls_model_free(m);
+}
+
+static void test_catalog_and_file(void) {
+    ls_plan_catalog *cat;
+    CHECK_EQ_INT(ls_plan_catalog_load(NULL, &cat), LS_OK);
+    ls_tplan *p = calloc(1, sizeof *p), *q = calloc(1, sizeof *q);
+    ls_model_config_named("tiny", &p->cfg);
+    p->ranks = 3, p->batch = 6, p->seq = 32;
+    char names[3][LS_PLAN_NAME] = {"A100", "V100", "T4"};
+    for (int i = 0; i < 8; i++)
+        for (int k = 1; k < LS_PREC_COUNT; k++) p->omega[i][k] = k * (i + 1);
+    CHECK_EQ_INT(ls_tplan_model_gpus(p, cat, names), LS_OK);
+    CHECK(p->dev[0].supported[LS_PREC_BF16] && p->dev[0].supported[LS_PREC_INT8]);
+    CHECK(!p->dev[1].supported[LS_PREC_INT8] && p->dev[1].supported[LS_PREC_FP16]); /* V100: no int8 */
+    CHECK(!p->dev[2].supported[LS_PREC_BF16] && p->dev[2].supported[LS_PREC_INT8]); /* T4: no bf16 */
+    CHECK(p->dev[2].lin_s[0][LS_PREC_FP32] > p->dev[0].lin_s[0][LS_PREC_FP32]);
+    CHECK_EQ_INT(ls_tplan_allocate(p, LS_TPLAN_UNIFORM, LS_PREC_BF16), LS_EINVAL); /* T4 is slow, no bf16 */
+    CHECK_EQ_INT(ls_tplan_allocate(p, LS_TPLAN_QSYNC, -1), LS_OK);
+    for (int i = 0; i < 8; i++) {
+        CHECK(p->prec[2][i] != LS_PREC_BF16);
+        CHECK(p->prec[1][i] != LS_PREC_INT8);
+    }
+    char path[] = "/tmp/llmsys-tplan-XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    CHECK_EQ_INT(ls_tplan_write(p, path), LS_OK);
+    CHECK_EQ_INT(ls_tplan_load(path, q), LS_OK);
+    CHECK_EQ_INT(q->ranks, 3);
+    CHECK(!memcmp(q->prec, p->prec, sizeof p->prec));
+    /* a hand-edited plan: bf16 on the T4 (the file's own support list claims it) */
+    FILE *f = fopen(path, "r");
+    char *txt = calloc(1, 1 << 20);
+    size_t len = fread(txt, 1, (1 << 20) - 1, f);
+    fclose(f);
+    txt[len] = 0;
+    char *t4 = strstr(txt, "\"T4-16G\"");
+    CHECK(t4 != NULL);
+    char *pr = t4 ? strstr(t4, "\"precisions\"") : NULL;
+    char *first = pr ? strchr(pr, '"' ) : NULL;
+    first = first ? strchr(first + 1, '"') : NULL;  /* end of the key */
+    first = first ? strchr(first + 1, '"') : NULL;  /* opening quote of the first value */
+    char *sup = t4 ? strstr(t4, "\"supported\"") : NULL;
+    if (first && sup) {
+        memcpy(first + 1, "bf16", 4);
+        f = fopen(path, "w");
+        fputs(txt, f);
+        fclose(f);
+        CHECK_EQ_INT(ls_tplan_load(path, q), LS_EINVAL);
+        CHECK(strstr(ls_errmsg(), "does not support bf16") != NULL);
+    }
+    /* unknown layer name, unknown precision */
+    CHECK_EQ_INT(ls_tplan_write(p, path), LS_OK);
+    f = fopen(path, "r");
+    len = fread(txt, 1, (1 << 20) - 1, f);
+    fclose(f);
+    txt[len] = 0;
+    char *lay = strstr(txt, "h.1.mlp.fc\"");
+    if (lay) memcpy(lay, "h.9", 3);
+    f = fopen(path, "w");
+    fputs(txt, f);
+    fclose(f);
+    CHECK_EQ_INT(ls_tplan_load(path, q), LS_EINVAL);
+    CHECK(strstr(ls_errmsg(), "unknown layer") != NULL);
+    CHECK_EQ_INT(ls_tplan_write(p, path), LS_OK);
+    f = fopen(path, "r");
+    len = fread(txt, 1, (1 << 20) - 1, f);
+    fclose(f);
+    txt[len] = 0;
+    char *fp = strstr(txt, "\"fp32\"");
+    fp = fp ? strstr(fp + 1, "\"fp32\"") : NULL; /* past the supported list */
+    if (fp) memcpy(fp + 1, "fp8 ", 4);
+    f = fopen(path, "w");
+    fputs(txt, f);
+    fclose(f);
+    CHECK(ls_tplan_load(path, q) < 0);
+    unlink(path);
+    free(txt);
+    free(p);
+    free(q);
+    ls_plan_catalog_free(cat);
+}
+
+int main(void) {
+    ls_model_set_threads(1);
+    RUN(test_replay_hand);
+    RUN(test_allocator_brute);
+    RUN(test_indicator_f64);
+    RUN(test_catalog_and_file);
+    return TEST_RESULT();
+}
