@@ -430,7 +430,10 @@ int cmd_train(int argc, char **argv) {
         rc = usage_err("train", "--save-every, --stop-at, --log-every and --threads must be >= 0");
     else if (o.stop_at > 0 && o.steps != UNSET && o.stop_at > o.steps)
         rc = usage_err("train", "--stop-at %d is beyond --steps %d", o.stop_at, o.steps);
-    else if (o.precision_plan && train_precision_plan_check(o.precision_plan, o.ranks) < 0)
+    else if (o.precision_plan &&
+             train_precision_plan_check(o.precision_plan, getenv("OMPI_COMM_WORLD_SIZE")
+                                                              ? atoi(getenv("OMPI_COMM_WORLD_SIZE"))
+                                                              : o.ranks) < 0)
         rc = usage_err("train", "%s", ls_errmsg());
     else
         rc = data_opts_check("train", &o.data);

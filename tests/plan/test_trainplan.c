@@ -57,7 +57,7 @@ static void test_allocator_brute(void) {
     ls_tplan *p = malloc(sizeof *p);
     int feasible = 0, cases = 0;
     for (int t = 0; t < 40; t++) {
-        random_problem(p, 8, 1.2 + 4.0 * ls_rng_uniform(&r), &r);
+        random_problem(p, 8, 1.2 + 3.0 * ls_rng_uniform(&r), &r);
         CHECK_EQ_INT(ls_tplan_allocate(p, LS_TPLAN_QSYNC, -1), LS_OK);
         double budget = p->target_s - p->dev[1].other_s, dp = 0;
         for (int i = 0; i < 8; i++) dp += p->omega[i][p->prec[1][i]];

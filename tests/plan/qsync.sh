@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# qsync.sh - training precision plans end to end: `plan train` on this machine's ranks and on
+# catalog GPUs, bad input (exit 2, one line), and a 2-rank MPI run with a mixed plan and a
+# throttled rank that is bit-reproducible and differs from the fp32 run.
+set -u
+BIN=$1
+T=$(mktemp -d /tmp/llmsys-qsync-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+# expect_usage NAME CMD...: exit 2 and exactly one line on stderr
+expect_usage() {
+  local name=$1; shift
+  timeout 60 "$@" > /dev/null 2> "$T/err"; local rc=$?
+  [ $rc -eq 2 ] || fail "$name: exit $rc, expected 2 ($(head -c 300 "$T/err"))"
+  [ "$(wc -l < "$T/err")" -eq 1 ] || { fail "$name: stderr is not one line"; cat "$T/err"; }
+}
+for i in $(seq 1 800); do
+  echo "line $i: the quick brown fox jumps over the lazy dog $((i * 7 % 13)) times; copy $((i % 5))."
+done > "$T/corpus.txt"
+P=(plan train --model tiny --batch 4 --seq 32 --data "$T/corpus.txt" --reps 1 --quiet)
+
+expect_usage "share 0" "$BIN" "${P[@]}" --cluster local:1,0 --out "$T/x.json"
+expect_usage "unknown GPU" "$BIN" "${P[@]}" --cluster A100,Z99 --out "$T/x.json"
+expect_usage "T4 has no bf16" "$BIN" "${P[@]}" --cluster A100,T4 --strategy uniform --uniform bf16 --out "$T/x.json"
+expect_usage "unknown precision" "$BIN" "${P[@]}" --cluster A100,T4 --strategy uniform --uniform fp8 --out "$T/x.json"
+expect_usage "memory" "$BIN" "${P[@]}" --cluster A100,T4 --mem-gb 0.000001 --out "$T/x.json"
+expect_usage "batch split" "$BIN" "${P[@]}" --cluster A100x3 --out "$T/x.json"
+[ -e "$T/x.json" ] && fail "a failed plan left a file"
+
+timeout 60 "$BIN" "${P[@]}" --cluster A100,T4 --out "$T/gpu.json" 2> "$T/err" || { fail "catalog plan"; cat "$T/err"; }
+grep -q '"T4-16G"' "$T/gpu.json" || fail "catalog plan names the T4"
+timeout 90 "$BIN" "${P[@]}" --cluster local:1,0.5 --out "$T/local.json" 2> "$T/err" || { fail "local plan"; cat "$T/err"; }
+grep -q '"costs_ms"' "$T/local.json" || fail "local plan carries its measured costs"
+
+# a mixed plan for rank 1 (every precision), rank 0 fp32, rank 1 throttled to half a core
+/usr/bin/python3 - "$T/local.json" "$T/mixed.json" "$T/fp32.json" "$T/badlayer.json" "$T/badprec.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+cyc = ["bf16", "int8", "fp16", "fp32"]
+p["rank_plans"][1]["precisions"] = [cyc[i % 4] for i in range(len(p["layers"]))]
+p["rank_plans"][1]["share"] = 0.5
+json.dump(p, open(sys.argv[2], "w"))
+q = json.loads(json.dumps(p)); q["rank_plans"][1]["precisions"] = ["fp32"] * len(p["layers"])
+json.dump(q, open(sys.argv[3], "w"))
+q = json.loads(json.dumps(p)); q["layers"][3] = "h.0.mlp.gate"
+json.dump(q, open(sys.argv[4], "w"))
+q = json.loads(json.dumps(p)); q["rank_plans"][0]["precisions"][2] = "fp8"
+json.dump(q, open(sys.argv[5], "w"))
+PY
+A=(train --config tiny --data "$T/corpus.txt" --batch 4 --seq 32 --steps 4 --threads 1 --ranks 2)
+expect_usage "train: unknown layer" "$BIN" "${A[@]}" --precision-plan "$T/badlayer.json" --out "$T/x.st"
+expect_usage "train: unknown precision" "$BIN" "${A[@]}" --precision-plan "$T/badprec.json" --out "$T/x.st"
+expect_usage "train: rank count" "$BIN" "${A[@]:0:12}" --ranks 1 --precision-plan "$T/mixed.json" --out "$T/x.st"
+expect_usage "train: missing plan" "$BIN" "${A[@]}" --precision-plan "$T/none.json" --out "$T/x.st"
+[ -e "$T/x.st" ] && fail "a refused run left a checkpoint"
+
+for run in a b; do
+  timeout 90 "$BIN" "${A[@]}" --precision-plan "$T/mixed.json" --out "$T/$run.st" --report "$T/$run.rep" > /dev/null 2> "$T/$run.err" || { fail "mixed plan run $run"; cat "$T/$run.err"; }
+done
+timeout 90 "$BIN" "${A[@]}" --precision-plan "$T/fp32.json" --out "$T/f.st" > /dev/null 2> "$T/f.err" || { fail "fp32 plan run"; cat "$T/f.err"; }
+cmp -s "$T/a.st" "$T/b.st" || fail "two runs of the same plan differ"
+cmp -s "$T/a.st" "$T/f.st" && fail "the mixed plan trained exactly like fp32"
+grep -q "rank 1: 2 fp32 / 2 bf16 / 2 fp16 / 2 int8" "$T/a.err" || { fail "rank 1 summary"; cat "$T/a.err"; }
+grep -Eq "rank 1: .*throttle: (cgroup v1 cpu.cfs_quota_us=5000|duty cycle)" "$T/a.err" || fail "rank 1 throttle mechanism not reported"
+grep -q '"precision_plan"' "$T/a.rep" || fail "report names the plan"
+for d in /sys/fs/cgroup/cpu/llmsys-[0-9]*; do [ -d "$d" ] && ! kill -0 "${d##*-}" 2> /dev/null && fail "throttle cgroup $d left behind by a finished process"; done
+
+[ $fails -eq 0 ] && echo "qsync: all checks passed"
+exit $((fails > 0))
