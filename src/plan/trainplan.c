@@ -316,6 +316,15 @@ static double median(double *v, int n) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/* The costs are means, not medians: on a shared machine a short operator often runs
+ * without being preempted while a whole step never does, so medians of short runs
+ * under-count what they cost inside a step. */
+static double mean(const double *v, int n) {
+    double s = 0;
+    for (int i = 0; i < n; i++) s += v[i];
+    return n ? s / n : 0;
+}
+
 enum { MAXREP = 64 };
 
 /* The three GEMMs of a Linear layer at precision q, as the model runs them. */
@@ -368,7 +377,7 @@ static int profile_linears(ls_tplan *p, ls_tplan_device *d, int reps) {
     }
     for (int k = 0; rc == LS_OK && k < LS_LIN_KINDS; k++) {
         for (int q = 0; q < LS_PREC_COUNT; q++) {
-            double T = median(tot[k][q], reps), ci = median(cin[k][q], reps), cwt = median(cw[k][q], reps);
+            double T = mean(tot[k][q], reps), ci = mean(cin[k][q], reps), cwt = mean(cw[k][q], reps);
             double g = T - ci - cwt;
             if (g < 0.1 * T) g = 0.1 * T; /* noise: never let the GEMM itself cost nothing */
             for (int i = k; i < p->n_lin; i += LS_LIN_KINDS) {
@@ -393,7 +402,7 @@ static int time_steps(ls_trainer *t, ls_batch_source *src, int k, double *out) {
         LS_TRY(ls_trainer_step(t, src, &loss, NULL));
         v[i] = ls_now() - t0;
     }
-    *out = median(v, k);
+    *out = mean(v, k);
     return LS_OK;
 }
 

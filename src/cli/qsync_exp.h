@@ -1,0 +1,138 @@
+/* qsync_exp.h - the hybrid-precision training experiment shared by `llmsys demo qsync` and
+ * bench/bench_qsync.c: profile this machine once, write plans by strategy, run each plan as
+ * a 2-rank `llmsys train` (one rank throttled), and evaluate held-out bits/byte. Header-only
+ * (static functions): the demo lives in the CLI binary, the benchmark in its own. */
+#ifndef LLMSYS_CLI_QSYNC_EXP_H
+#define LLMSYS_CLI_QSYNC_EXP_H
+
+#include <cjson/cJSON.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "llmsys/core.h"
+#include "llmsys/model.h"
+#include "llmsys/plan.h"
+#include "llmsys/train.h"
+
+/* The share of one core this process gets now (CPU time over wall time of a busy loop):
+ * on a loaded machine an unthrottled rank already gets less than a core, so the slow rank's
+ * throttle is set relative to this. */
+static double qx_cpu_fraction(void) {
+    struct timespec c0, c1;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
+    double t0 = ls_now();
+    volatile double x = 0;
+    while (ls_now() - t0 < 0.3)
+        for (int i = 0; i < 100000; i++) x += i * 1e-9;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+    double cpu = (double)(c1.tv_sec - c0.tv_sec) + 1e-9 * (double)(c1.tv_nsec - c0.tv_nsec);
+    double f = cpu / (ls_now() - t0);
+    return f > 1 ? 1 : f;
+}
+
+/* Runs `bin train ...` on 2 ranks with plan, output to log; *iter_s is the mean iteration
+ * time after the first step (wall / steps when the log has too few lines). */
+static int qx_train(const char *bin, const char *config, const char *data, int batch, int seq, int steps,
+                    const char *plan, const char *out, const char *report, const char *log, double *iter_s) {
+    char b[16], s[16], n[16];
+    snprintf(b, sizeof b, "%d", batch);
+    snprintf(s, sizeof s, "%d", seq);
+    snprintf(n, sizeof n, "%d", steps);
+    const char *av[] = {bin,      "train",    "--config", config, "--data",  data,   "--batch",
+                        b,        "--seq",    s,          "--steps", n,      "--threads", "1",
+                        "--ranks", "2",       "--precision-plan", plan, "--out", out, "--report",
+                        report,   "--log-every", "1", NULL};
+    pid_t pid = fork();
+    if (pid < 0) return ls_err(LS_EIO, "fork failed");
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) dup2(fd, 1), dup2(fd, 2);
+        setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+        setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+        execv(bin, (char *const *)av);
+        _exit(127);
+    }
+    int st;
+    if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        return ls_err(LS_EIO, "`llmsys train --precision-plan %s` failed (see %s)", plan, log);
+    cJSON *j;
+    LS_TRY(ls_json_read_file(report, &j));
+    double wall = 0;
+    int rc = ls_json_get_double(j, "wall_s", 0, &wall);
+    cJSON_Delete(j);
+    LS_TRY(rc);
+    *iter_s = wall / steps;
+    /* without the first step (oneDNN builds its kernels there): from the log's running
+     * tokens/s, elapsed(k) = k·batch·seq / tok_s(k) */
+    FILE *f = fopen(log, "r");
+    char line[512];
+    long k1 = 0, kn = 0;
+    double e1 = 0, en = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        long k;
+        int tot;
+        if (sscanf(line, "step %ld/%d", &k, &tot) != 2) continue;
+        char *t = strstr(line, "tok/s");
+        if (!t) continue;
+        while (t > line && t[-1] == ' ') t--;
+        while (t > line && (t[-1] == '.' || (t[-1] >= '0' && t[-1] <= '9'))) t--;
+        double tps = atof(t);
+        if (!(tps > 0)) continue;
+        double el = (double)k * batch * seq / tps;
+        if (!k1) k1 = k, e1 = el;
+        kn = k, en = el;
+    }
+    if (f) fclose(f);
+    if (kn > k1) *iter_s = (en - e1) / (double)(kn - k1);
+    return LS_OK;
+}
+
+/* Held-out bits/byte of a checkpoint on the corpus's held-out split. */
+static int qx_eval(const char *ckpt, const ls_corpus *c, int seq, double *bpb) {
+    ls_model *m;
+    LS_TRY(ls_ckpt_load(ckpt, LS_CKPT_WEIGHTS, &m, NULL));
+    size_t n;
+    const uint16_t *tok = ls_corpus_tokens(c, LS_SPLIT_HELDOUT, &n);
+    ls_eval_result r;
+    int rc = ls_eval_tokens(m, tok, n, seq, 8, 0, &r);
+    ls_model_free(m);
+    if (rc == LS_OK) *bpb = r.bits_per_byte;
+    return rc;
+}
+
+/* Profiles this machine for a 2-rank cluster (rank 1 at share) and writes plan files
+ * <dir>/plan-<name>.json for each strategy; p receives the qsync plan, pred_iter_s each
+ * plan's predicted iteration time. names/strats/uniform/pred_iter_s have n entries. */
+static int qx_plans(ls_tplan *p, const ls_corpus *c, const char *config, int batch, int seq, double share, int reps,
+                    const char *dir, int n, const char *const *names, const ls_tplan_strategy *strats,
+                    const int *uniform, double *pred_iter_s, double *profile_s) {
+    memset(p, 0, sizeof *p);
+    LS_TRY(ls_model_config_named(config, &p->cfg));
+    p->ranks = 2, p->batch = batch, p->seq = seq, p->per_channel = 1;
+    snprintf(p->cluster, sizeof p->cluster, "local:1,%.3f", share);
+    double shares[2] = {0, share}, t0 = ls_now();
+    LS_TRY(ls_tplan_profile_here(p, c, NULL, shares, 1, reps));
+    *profile_s = ls_now() - t0;
+    ls_tplan *q = malloc(sizeof *q);
+    if (!q) return ls_err(LS_ENOMEM, "out of memory");
+    int rc = LS_OK;
+    for (int k = 0; rc == LS_OK && k < n; k++) {
+        memcpy(q, p, sizeof *q);
+        rc = ls_tplan_allocate(q, strats[k], uniform[k]);
+        char path[4096];
+        snprintf(path, sizeof path, "%s/plan-%s.json", dir, names[k]);
+        if (rc == LS_OK) rc = ls_tplan_write(q, path);
+        if (rc == LS_OK) pred_iter_s[k] = q->pred_iter_s;
+        if (rc == LS_OK && strats[k] == LS_TPLAN_QSYNC) memcpy(p, q, sizeof *q);
+    }
+    free(q);
+    return rc;
+}
+
+#endif
