@@ -21,6 +21,7 @@ static const scenario scenarios[] = {
     {"plan", demo_plan, "plan OPT-30B and Llama-2-70B on mixed GPU clusters vs baselines"},
     {"steal", demo_steal, "steal two Fashion-MNIST victims over HTTP; PRADA defence"},
     {"rl", demo_rl, "async RL with relays and repack vs synchronous; reward rises; simulator"},
+    {"qsync", demo_qsync, "2 ranks, one throttled: per-layer precision plan, predicted vs measured, loss"},
 };
 #define N_SCENARIOS (int)(sizeof scenarios / sizeof scenarios[0])
 

@@ -125,7 +125,7 @@ static int qx_plans(ls_tplan *p, const ls_corpus *c, const char *config, int bat
     for (int k = 0; rc == LS_OK && k < n; k++) {
         memcpy(q, p, sizeof *q);
         rc = ls_tplan_allocate(q, strats[k], uniform[k]);
-        char path[4096];
+        char path[8192];
         snprintf(path, sizeof path, "%s/plan-%s.json", dir, names[k]);
         if (rc == LS_OK) rc = ls_tplan_write(q, path);
         if (rc == LS_OK) pred_iter_s[k] = q->pred_iter_s;

@@ -13,3 +13,6 @@ set_tests_properties(plan.validate PROPERTIES TIMEOUT 60 LABELS plan)
 add_test(NAME plan.qsync COMMAND ${CMAKE_SOURCE_DIR}/tests/plan/qsync.sh $<TARGET_FILE:llmsys>)
 set_tests_properties(plan.qsync PROPERTIES TIMEOUT 240 LABELS plan
   ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+add_test(NAME plan.demo_qsync COMMAND sh -c "d=$(mktemp -d) && $<TARGET_FILE:llmsys> demo --quick --workdir $d qsync; rc=$?; rm -rf $d; exit $rc")
+set_tests_properties(plan.demo_qsync PROPERTIES TIMEOUT 120 LABELS plan
+  ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
