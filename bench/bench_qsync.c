@@ -91,7 +91,8 @@ static cJSON *gemm_table(const ls_model_config *c, int N, int reps) {
             cJSON_AddItemToArray(arr, o);
         }
     }
-    for (int q = 0; q < LS_PREC_COUNT; q++) printf("  kernel %-5s %s\n", ls_prec_name(q), ls_prec_kernel(ctx, (ls_prec)q));
+    for (int q = 0; q < LS_PREC_COUNT; q++)
+        printf("  kernel %-5s %s\n", ls_prec_name(q), ls_prec_kernel(ctx, (ls_prec)q));
     free(X), free(W), free(Y);
     ls_prec_ctx_free(ctx);
     return arr;
@@ -101,11 +102,16 @@ int main(int argc, char **argv) {
     int quick = 0, steps = 12, reps = 5;
     const char *config = "small", *out = NULL, *share_arg = "auto";
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--quick")) quick = 1;
-        else if (!strcmp(argv[i], "--config") && i + 1 < argc) config = argv[++i];
-        else if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--share") && i + 1 < argc) share_arg = argv[++i];
-        else if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
+        if (!strcmp(argv[i], "--quick"))
+            quick = 1;
+        else if (!strcmp(argv[i], "--config") && i + 1 < argc)
+            config = argv[++i];
+        else if (!strcmp(argv[i], "--steps") && i + 1 < argc)
+            steps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--share") && i + 1 < argc)
+            share_arg = argv[++i];
+        else if (!strcmp(argv[i], "--out") && i + 1 < argc)
+            out = argv[++i];
         else {
             fprintf(stderr, "usage: bench_qsync [--quick] [--config NAME] [--steps N] [--share auto|X] [--out FILE]\n");
             return 2;

@@ -63,7 +63,9 @@ static int parse_cluster(const char *s, double *shares, char names[][LS_PLAN_NAM
 
 static void print_tplan(const ls_tplan *p) {
     printf("precision plan (%s) for %d layers x 4 Linear, global batch %d x seq %d on %s:\n",
-           p->strategy == LS_TPLAN_QSYNC ? "qsync" : p->strategy == LS_TPLAN_UNIFORM ? "uniform" : "fp32",
+           p->strategy == LS_TPLAN_QSYNC     ? "qsync"
+           : p->strategy == LS_TPLAN_UNIFORM ? "uniform"
+                                             : "fp32",
            p->cfg.n_layer, p->batch, p->seq, p->cluster);
     printf("  %-4s %-12s %8s %14s %14s %-24s %s\n", "rank", "device", "slowdown", "fp32 step ms", "plan step ms",
            "fp32/bf16/fp16/int8", "keeps pace");
@@ -83,8 +85,7 @@ static void print_tplan(const ls_tplan *p) {
 }
 
 int plan_train(int argc, char **argv) {
-    const char *model = "small", *cluster = NULL, *out = NULL, *strategy = "qsync", *uniform = NULL,
-               *int8 = "channel";
+    const char *model = "small", *cluster = NULL, *out = NULL, *strategy = "qsync", *uniform = NULL, *int8 = "channel";
     ls_strlist data = {0};
     int batch = 8, seq = 0, threads = 0, reps = 5, quiet = 0;
     double mem_gb = 0;
@@ -120,10 +121,14 @@ int plan_train(int argc, char **argv) {
     int uq = -1;
     const char *ckpt = NULL;
     if (rc == LS_OK) {
-        if (!strcmp(strategy, "qsync")) st = LS_TPLAN_QSYNC;
-        else if (!strcmp(strategy, "uniform")) st = LS_TPLAN_UNIFORM;
-        else if (!strcmp(strategy, "fp32")) st = LS_TPLAN_FP32;
-        else rc = ls_err(LS_EINVAL, "--strategy '%s': use qsync, uniform or fp32", strategy);
+        if (!strcmp(strategy, "qsync"))
+            st = LS_TPLAN_QSYNC;
+        else if (!strcmp(strategy, "uniform"))
+            st = LS_TPLAN_UNIFORM;
+        else if (!strcmp(strategy, "fp32"))
+            st = LS_TPLAN_FP32;
+        else
+            rc = ls_err(LS_EINVAL, "--strategy '%s': use qsync, uniform or fp32", strategy);
     }
     if (rc == LS_OK && uniform) {
         ls_prec q;
@@ -152,9 +157,11 @@ int plan_train(int argc, char **argv) {
         p->seq = seq > 0 ? seq : p->cfg.n_ctx;
         p->per_channel = !strcmp(int8, "channel");
         snprintf(p->cluster, sizeof p->cluster, "%s", cluster);
-        if (batch < 1 || batch % n) rc = ls_err(LS_EINVAL, "--batch %d does not split over %d ranks", batch, n);
-        else if (p->seq > p->cfg.n_ctx) rc = ls_err(LS_EINVAL, "--seq %d exceeds the context %d", p->seq, p->cfg.n_ctx);
-        else if (p->cfg.n_layer * LS_LIN_KINDS > LS_TPLAN_MAX_LIN)
+        if (batch < 1 || batch % n)
+            rc = ls_err(LS_EINVAL, "--batch %d does not split over %d ranks", batch, n);
+        else if (p->seq > p->cfg.n_ctx)
+            rc = ls_err(LS_EINVAL, "--seq %d exceeds the context %d", p->seq, p->cfg.n_ctx);
+        else if (p->cfg.n_layer * LS_LIN_COUNT > LS_TPLAN_MAX_LIN)
             rc = ls_err(LS_ERANGE, "the model has more than %d Linear layers", LS_TPLAN_MAX_LIN);
     }
     ls_plan_catalog *cat = NULL;
@@ -181,7 +188,8 @@ int plan_train(int argc, char **argv) {
     int th = threads > 0 ? threads : (local ? ls_num_cores() / n : ls_num_cores());
     if (th < 1) th = 1;
     if (rc == LS_OK) {
-        if (local) rc = ls_tplan_profile_here(p, corpus, ckpt, shares, th, reps);
+        if (local)
+            rc = ls_tplan_profile_here(p, corpus, ckpt, shares, th, reps);
         else {
             rc = ls_tplan_indicator_run(p, corpus, ckpt, th);
             if (rc == LS_OK) rc = ls_tplan_model_gpus(p, cat, names);
@@ -192,7 +200,8 @@ int plan_train(int argc, char **argv) {
     if (rc == LS_OK) rc = ls_tplan_allocate(p, st, uq);
     if (rc == LS_OK) rc = ls_tplan_write(p, out);
     int code = 0;
-    if (rc < 0) code = is_input_error(rc) ? 2 : 1, ls_cli_fail();
+    if (rc < 0)
+        code = is_input_error(rc) ? 2 : 1, ls_cli_fail();
     else if (!quiet) {
         print_tplan(p);
         printf("wrote %s\n", out);
@@ -231,13 +240,12 @@ int train_precision_plan_apply(const char *path, ls_model *m, ls_dist *d, int ba
         LS_WARN("%s was planned for batch %d x seq %d, this run is %d x %d: its predictions do not apply", path,
                 p->batch, p->seq, batch, seq);
     if (rc == LS_OK) rc = ls_model_set_precision(m, p->prec[rank], p->n_lin, p->per_channel);
-    if (rc == LS_OK && !p->dev[rank].gpu)
-        rc = ls_throttle_apply(thr, p->dev[rank].share, omp_get_max_threads());
+    if (rc == LS_OK && !p->dev[rank].gpu) rc = ls_throttle_apply(thr, p->dev[rank].share, omp_get_max_threads());
     if (rc == LS_OK) {
         int cnt[LS_PREC_COUNT] = {0};
         for (int i = 0; i < p->n_lin; i++) cnt[p->prec[rank][i]]++;
-        snprintf(summary, n, "rank %d: %d fp32 / %d bf16 / %d fp16 / %d int8 Linear layers, throttle: %s", rank,
-                 cnt[0], cnt[1], cnt[2], cnt[3], p->dev[rank].gpu ? "none (planned for a GPU)" : thr->mech);
+        snprintf(summary, n, "rank %d: %d fp32 / %d bf16 / %d fp16 / %d int8 Linear layers, throttle: %s", rank, cnt[0],
+                 cnt[1], cnt[2], cnt[3], p->dev[rank].gpu ? "none (planned for a GPU)" : thr->mech);
     }
     free(p);
     return rc;
@@ -272,8 +280,8 @@ int demo_qsync(const ls_demo_ctx *ctx) {
         printf("profiled in %.1f s (per-operator costs per precision, indicator from real tensors):\n", prof_s);
         print_tplan(p);
         printf("\ntraining each plan %d steps (llmsys train --ranks 2 --precision-plan ...):\n", steps);
-        printf("  %-8s %-26s %12s %12s %8s %14s\n", "plan", "rank 1 fp32/bf16/fp16/int8", "predicted ms",
-               "measured ms", "error", "held-out bpb");
+        printf("  %-8s %-26s %12s %12s %8s %14s\n", "plan", "rank 1 fp32/bf16/fp16/int8", "predicted ms", "measured ms",
+               "error", "held-out bpb");
     }
     const char *bin = ls_cli_self();
     for (int k = 0; rc == LS_OK && k < NP; k++) {

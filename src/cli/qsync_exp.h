@@ -44,10 +44,10 @@ static int qx_train(const char *bin, const char *config, const char *data, int b
     snprintf(b, sizeof b, "%d", batch);
     snprintf(s, sizeof s, "%d", seq);
     snprintf(n, sizeof n, "%d", steps);
-    const char *av[] = {bin,      "train",    "--config", config, "--data",  data,   "--batch",
-                        b,        "--seq",    s,          "--steps", n,      "--threads", "1",
-                        "--ranks", "2",       "--precision-plan", plan, "--out", out, "--report",
-                        report,   "--log-every", "1", NULL};
+    const char *av[] = {
+        bin,        "train", "--config",    config, "--data",  data, "--batch",          b,    "--seq", s,
+        "--steps",  n,       "--threads",   "1",    "--ranks", "2",  "--precision-plan", plan, "--out", out,
+        "--report", report,  "--log-every", "1",    NULL};
     pid_t pid = fork();
     if (pid < 0) return ls_err(LS_EIO, "fork failed");
     if (pid == 0) {

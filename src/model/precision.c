@@ -74,7 +74,7 @@ static inline uint16_t to_fp16(float x) {
     memcpy(&u, &x, 4);
     uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7FFFFFFFu;
     if (a >= 0x47800000u) return (uint16_t)(sign | (a > 0x7F800000u ? 0x7E00u : 0x7C00u)); /* >= 65536, inf, nan */
-    if (a < 0x38800000u) {                                  /* below 2^-14: subnormal or zero */
+    if (a < 0x38800000u) { /* below 2^-14: subnormal or zero */
         float f;
         memcpy(&f, &a, 4);
         f = f * 16777216.0f; /* scale by 2^24: the subnormal's integer mantissa */
@@ -404,15 +404,16 @@ static int gemm_i8(ls_prec_ctx *c, int per_channel, int ta, int tb, int M, int N
     quant_i8(c->buf_a, A, ar, ac, lda, c->ia, axa);
     quant_i8(c->buf_b, B, br, bc, ldb, c->ib, axb);
     if (c->has_kernel[LS_PREC_INT8] < 0) (void)ls_prec_kernel(c, LS_PREC_INT8);
-    prim_entry *e =
-        c->has_kernel[LS_PREC_INT8] ? matmul_prim(c, dnnl_s8, M, N, K, ta, tb, beta != 0.0f, ldc, nb > 1 ? 2 : 0) : NULL;
+    prim_entry *e = c->has_kernel[LS_PREC_INT8]
+                        ? matmul_prim(c, dnnl_s8, M, N, K, ta, tb, beta != 0.0f, ldc, nb > 1 ? 2 : 0)
+                        : NULL;
     if (e) {
         for (int n = 0; n < nb; n++) c->ib[n] = c->sa[0] * c->sb[n]; /* output scales */
         return run_matmul(c, e, c->buf_a, c->buf_b, C, c->ib);
     }
     int32_t co = 0, *acc = c->buf_c;
-    dnnl_status_t st = dnnl_gemm_s8s8s32(ta ? 'T' : 'N', tb ? 'T' : 'N', 'F', M, N, K, 1.0f, c->buf_a, ac, 0,
-                                         c->buf_b, bc, 0, 0.0f, acc, N, &co);
+    dnnl_status_t st = dnnl_gemm_s8s8s32(ta ? 'T' : 'N', tb ? 'T' : 'N', 'F', M, N, K, 1.0f, c->buf_a, ac, 0, c->buf_b,
+                                         bc, 0, 0.0f, acc, N, &co);
     if (st != dnnl_success) return ls_err(LS_EUNSUPPORTED, "precision: oneDNN int8 GEMM failed (status %d)", (int)st);
     const float *sa = c->sa, *sb = c->sb;
 #pragma omp parallel for schedule(static) if ((long)M * N >= 65536L)
@@ -440,9 +441,12 @@ int ls_prec_gemm(ls_prec_ctx *c, ls_prec p, int per_channel, int trans_a, int tr
         ls_sgemm_rows(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
         return LS_OK;
     case LS_PREC_BF16:
-    case LS_PREC_FP16: return gemm_16(c, p, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
-    case LS_PREC_INT8: return gemm_i8(c, per_channel, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
-    default: return ls_err(LS_EINVAL, "precision GEMM: unknown precision %d", (int)p);
+    case LS_PREC_FP16:
+        return gemm_16(c, p, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    case LS_PREC_INT8:
+        return gemm_i8(c, per_channel, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    default:
+        return ls_err(LS_EINVAL, "precision GEMM: unknown precision %d", (int)p);
     }
 }
 
@@ -463,8 +467,10 @@ int ls_prec_cast(ls_prec_ctx *c, ls_prec p, const float *x, int rows, int cols) 
         return LS_OK;
     }
     LS_TRY(grow(&c->buf_a, &c->cap_a, (size_t)rows * cols * 2));
-    if (p == LS_PREC_BF16) cast_bf16(c->buf_a, x, rows, cols, cols);
-    else cast_fp16(c->buf_a, x, rows, cols, cols);
+    if (p == LS_PREC_BF16)
+        cast_bf16(c->buf_a, x, rows, cols, cols);
+    else
+        cast_fp16(c->buf_a, x, rows, cols, cols);
     return LS_OK;
 }
 
@@ -500,8 +506,7 @@ static int prec_state(ls_model *m, ls_model_prec **out) {
 
 int ls_model_set_precision(ls_model *m, const uint8_t *prec, int n, int int8_per_channel) {
     int want = ls_model_cfg(m)->n_layer * LS_LIN_COUNT;
-    if (prec && n != want)
-        return ls_err(LS_EINVAL, "precision plan has %d Linear layers, the model has %d", n, want);
+    if (prec && n != want) return ls_err(LS_EINVAL, "precision plan has %d Linear layers, the model has %d", n, want);
     for (int i = 0; prec && i < n; i++)
         if (prec[i] >= LS_PREC_COUNT) return ls_err(LS_EINVAL, "precision plan: layer %d has precision %d", i, prec[i]);
     ls_model_prec *mp;
@@ -531,8 +536,8 @@ static ls_prec lin_prec(const ls_model_prec *mp, int lin) {
 }
 
 static void fell_back(ls_model_prec *mp, int lin) {
-    if (!mp->warned) LS_WARN("Linear layer %d: %s GEMM failed, ran fp32 instead: %s", lin,
-                             ls_prec_name(mp->prec[lin]), ls_errmsg());
+    if (!mp->warned)
+        LS_WARN("Linear layer %d: %s GEMM failed, ran fp32 instead: %s", lin, ls_prec_name(mp->prec[lin]), ls_errmsg());
     mp->warned = 1;
 }
 

@@ -18,11 +18,19 @@
 /* Input and output width of Linear layer i (weight (OC, IC)). */
 static void lin_shape(const ls_model_config *c, int i, int *IC, int *OC) {
     int C = c->d_model, F = c->d_ff;
-    switch (i % LS_LIN_KINDS) {
-    case LS_LIN_QKV: *IC = C, *OC = 3 * C; break;
-    case LS_LIN_PROJ: *IC = C, *OC = C; break;
-    case LS_LIN_FC: *IC = C, *OC = F; break;
-    default: *IC = F, *OC = C; break;
+    switch (i % LS_LIN_COUNT) {
+    case LS_LIN_QKV:
+        *IC = C, *OC = 3 * C;
+        break;
+    case LS_LIN_PROJ:
+        *IC = C, *OC = C;
+        break;
+    case LS_LIN_FC:
+        *IC = C, *OC = F;
+        break;
+    default:
+        *IC = F, *OC = C;
+        break;
     }
 }
 
@@ -49,8 +57,8 @@ double ls_tplan_memory(const ls_model_config *c, int rows, int seq, const uint8_
     double N = (double)rows * seq, C = c->d_model, F = c->d_ff, V = c->vocab, L = c->n_layer;
     double A = (double)rows * c->n_head * seq * seq;
     double per_layer = N * C + 2 * N + 3 * N * C + A + N * C + N * C + N * C + 2 * N + 2 * N * F + N * C;
-    double acts = N * C + L * per_layer + N * C + 2 * N + 2 * N * V + N + N * C + N * C + 3 * N * C + N * C + N * F +
-                  A + N * V;
+    double acts =
+        N * C + L * per_layer + N * C + 2 * N + 2 * N * V + N + N * C + N * C + 3 * N * C + N * C + N * F + A + N * V;
     double scratch = 0;
     for (int i = 0; prec && i < n_lin; i++) {
         if (prec[i] == LS_PREC_FP32) continue;
@@ -127,7 +135,7 @@ void ls_tplan_indicator_observe(void *user, int lin, const float *x, const float
         if (p == LS_PREC_INT8) {
             double vx = ax * ax / (127.0 * 127.0) / 12, vw = aw * aw / (127.0 * 127.0) / 12,
                    vg = ag * ag / (127.0 * 127.0) / 12;
-            f = vx * GW + vw * GX;                            /* Σ dY²(vx|W_o|² + vw|X_n|²) */
+            f = vx * GW + vw * GX;                                /* Σ dY²(vx|W_o|² + vw|X_n|²) */
             dx = (vg * N * W2 + vw * IC * G2) / ((double)N * IC); /* per element of dX */
             dw = vg * OC * X2 + vx * IC * G2;
         } else {
@@ -340,8 +348,8 @@ static int profile_linears(ls_tplan *p, ls_tplan_device *d, int reps) {
     const ls_model_config *c = &p->cfg;
     int N = p->batch / p->ranks * p->seq, maxd = c->d_ff > 3 * c->d_model ? c->d_ff : 3 * c->d_model;
     size_t big = (size_t)N * maxd, wsz = (size_t)maxd * c->d_model;
-    float *X = malloc(big * 4), *G = malloc(big * 4), *Y = malloc(big * 4), *DX = malloc(big * 4),
-          *W = malloc(wsz * 4), *DW = malloc(wsz * 4);
+    float *X = malloc(big * 4), *G = malloc(big * 4), *Y = malloc(big * 4), *DX = malloc(big * 4), *W = malloc(wsz * 4),
+          *DW = malloc(wsz * 4);
     ls_prec_ctx *ctx = NULL;
     int rc = X && G && Y && DX && W && DW ? ls_prec_ctx_new(&ctx) : ls_err(LS_ENOMEM, "plan: out of memory");
     if (rc == LS_OK) {
@@ -350,12 +358,12 @@ static int profile_linears(ls_tplan *p, ls_tplan_device *d, int reps) {
         for (size_t i = 0; i < big; i++) X[i] = ls_rng_normal(&r), G[i] = 1e-3f * ls_rng_normal(&r), Y[i] = DX[i] = 0;
         for (size_t i = 0; i < wsz; i++) W[i] = 0.02f * ls_rng_normal(&r), DW[i] = 0;
     }
-    double tot[LS_LIN_KINDS][LS_PREC_COUNT][MAXREP], cin[LS_LIN_KINDS][LS_PREC_COUNT][MAXREP],
-        cw[LS_LIN_KINDS][LS_PREC_COUNT][MAXREP];
+    double tot[LS_LIN_COUNT][LS_PREC_COUNT][MAXREP], cin[LS_LIN_COUNT][LS_PREC_COUNT][MAXREP],
+        cw[LS_LIN_COUNT][LS_PREC_COUNT][MAXREP];
     if (reps > MAXREP) reps = MAXREP;
     /* one warm-up round (oneDNN builds its kernels), then reps rounds interleaving kinds and precisions */
     for (int rep = -1; rc == LS_OK && rep < reps; rep++) {
-        for (int k = 0; rc == LS_OK && k < LS_LIN_KINDS; k++) {
+        for (int k = 0; rc == LS_OK && k < LS_LIN_COUNT; k++) {
             int IC, OC;
             lin_shape(c, k, &IC, &OC);
             for (int q = 0; rc == LS_OK && q < LS_PREC_COUNT; q++) {
@@ -375,12 +383,12 @@ static int profile_linears(ls_tplan *p, ls_tplan_device *d, int reps) {
             }
         }
     }
-    for (int k = 0; rc == LS_OK && k < LS_LIN_KINDS; k++) {
+    for (int k = 0; rc == LS_OK && k < LS_LIN_COUNT; k++) {
         for (int q = 0; q < LS_PREC_COUNT; q++) {
             double T = mean(tot[k][q], reps), ci = mean(cin[k][q], reps), cwt = mean(cw[k][q], reps);
             double g = T - ci - cwt;
             if (g < 0.1 * T) g = 0.1 * T; /* noise: never let the GEMM itself cost nothing */
-            for (int i = k; i < p->n_lin; i += LS_LIN_KINDS) {
+            for (int i = k; i < p->n_lin; i += LS_LIN_COUNT) {
                 d->lin_s[i][q] = g;
                 d->cast_in_s[i][q] = ci;
                 d->cast_w_s[i][q] = cwt;
@@ -407,7 +415,7 @@ static int time_steps(ls_trainer *t, ls_batch_source *src, int k, double *out) {
 }
 
 int ls_tplan_indicator_run(ls_tplan *p, const ls_corpus *corpus, const char *ckpt, int threads) {
-    p->n_lin = p->cfg.n_layer * LS_LIN_KINDS;
+    p->n_lin = p->cfg.n_layer * LS_LIN_COUNT;
     if (p->n_lin > LS_TPLAN_MAX_LIN) return ls_err(LS_ERANGE, "plan: at most %d Linear layers", LS_TPLAN_MAX_LIN);
     if (p->ranks < 1 || p->batch % p->ranks)
         return ls_err(LS_EINVAL, "plan: batch %d does not split over %d ranks", p->batch, p->ranks);
@@ -440,8 +448,9 @@ int ls_tplan_profile_here(ls_tplan *p, const ls_corpus *corpus, const char *ckpt
                           int reps) {
     if (p->ranks < 1 || p->ranks > LS_TPLAN_MAX_RANK)
         return ls_err(LS_EINVAL, "plan: ranks must be in [1, %d], got %d", LS_TPLAN_MAX_RANK, p->ranks);
-    if (p->batch % p->ranks) return ls_err(LS_EINVAL, "plan: batch %d does not split over %d ranks", p->batch, p->ranks);
-    p->n_lin = p->cfg.n_layer * LS_LIN_KINDS;
+    if (p->batch % p->ranks)
+        return ls_err(LS_EINVAL, "plan: batch %d does not split over %d ranks", p->batch, p->ranks);
+    p->n_lin = p->cfg.n_layer * LS_LIN_COUNT;
     if (p->n_lin > LS_TPLAN_MAX_LIN) return ls_err(LS_ERANGE, "plan: at most %d Linear layers", LS_TPLAN_MAX_LIN);
     if (reps < 3) reps = 3;
     ls_model_set_threads(threads);
@@ -550,9 +559,8 @@ static const struct {
     double fp32_tflops;
     int bf16;
 } gpu_extra[] = {
-    {"T4", 8.1, 0},     {"V100", 15.7, 0},   {"P100", 9.3, 0},    {"A100", 19.5, 1},    {"A800", 19.5, 1},
-    {"A10", 31.2, 1},   {"L4", 30.3, 1},     {"H100", 67.0, 1},   {"H800", 67.0, 1},    {"RTX3090", 35.6, 1},
-    {"RTX4090", 82.6, 1},
+    {"T4", 8.1, 0},  {"V100", 15.7, 0}, {"P100", 9.3, 0},  {"A100", 19.5, 1},    {"A800", 19.5, 1},    {"A10", 31.2, 1},
+    {"L4", 30.3, 1}, {"H100", 67.0, 1}, {"H800", 67.0, 1}, {"RTX3090", 35.6, 1}, {"RTX4090", 82.6, 1},
 };
 
 /* Index into gpu_extra for a catalog GPU (longest matching prefix), -1 if none. */
@@ -575,9 +583,10 @@ static void gpu_supported(const ls_plan_gpu *g, int e, int *sup) {
 }
 
 int ls_tplan_model_gpus(ls_tplan *p, const ls_plan_catalog *cat, char names[][LS_PLAN_NAME]) {
-    p->n_lin = p->cfg.n_layer * LS_LIN_KINDS;
+    p->n_lin = p->cfg.n_layer * LS_LIN_COUNT;
     if (p->n_lin > LS_TPLAN_MAX_LIN) return ls_err(LS_ERANGE, "plan: at most %d Linear layers", LS_TPLAN_MAX_LIN);
-    if (p->batch % p->ranks) return ls_err(LS_EINVAL, "plan: batch %d does not split over %d ranks", p->batch, p->ranks);
+    if (p->batch % p->ranks)
+        return ls_err(LS_EINVAL, "plan: batch %d does not split over %d ranks", p->batch, p->ranks);
     const ls_model_config *c = &p->cfg;
     double N = (double)p->batch / p->ranks * p->seq, link = INFINITY;
     for (int r = 0; r < p->ranks; r++) {
@@ -662,7 +671,7 @@ int ls_tplan_write(const ls_tplan *p, const char *path) {
         /* the replayer's inputs, per Linear kind (all blocks alike): GEMMs, input casts, weight casts */
         cJSON *costs = cJSON_AddObjectToObject(o, "costs_ms");
         cJSON_AddNumberToObject(costs, "other", d->other_s * 1e3);
-        for (int k = 0; k < LS_LIN_KINDS && k < p->n_lin; k++) {
+        for (int k = 0; k < LS_LIN_COUNT && k < p->n_lin; k++) {
             char kn[64];
             const char *nm = ls_linear_name(k, kn, sizeof kn) + 4; /* drop "h.0." */
             cJSON *kk = cJSON_AddObjectToObject(costs, nm);
@@ -712,7 +721,7 @@ int ls_tplan_load(const char *path, ls_tplan *p) {
     const char *th = "";
     if (rc == LS_OK) rc = ls_json_get_string(j, "throttle", "", &th);
     snprintf(p->throttle, sizeof p->throttle, "%s", th);
-    p->n_lin = p->cfg.n_layer * LS_LIN_KINDS;
+    p->n_lin = p->cfg.n_layer * LS_LIN_COUNT;
     if (rc == LS_OK && (p->ranks < 1 || p->ranks > LS_TPLAN_MAX_RANK))
         rc = ls_err(LS_EFORMAT, "%s: ranks must be in [1, %d]", path, LS_TPLAN_MAX_RANK);
     if (rc == LS_OK && p->n_lin > LS_TPLAN_MAX_LIN) rc = ls_err(LS_ERANGE, "%s: too many layers", path);
@@ -724,8 +733,9 @@ int ls_tplan_load(const char *path, ls_tplan *p) {
         cJSON *e = cJSON_GetArrayItem(layers, c);
         idx[c] = cJSON_IsString(e) ? ls_linear_find(e->valuestring, p->cfg.n_layer) : -1;
         if (idx[c] < 0)
-            rc = ls_err(LS_EINVAL, "%s: unknown layer '%s' (the model's Linear layers are h.0.attn.qkv ... h.%d.mlp.proj)",
-                        path, cJSON_IsString(e) ? e->valuestring : "?", p->cfg.n_layer - 1);
+            rc = ls_err(LS_EINVAL,
+                        "%s: unknown layer '%s' (the model's Linear layers are h.0.attn.qkv ... h.%d.mlp.proj)", path,
+                        cJSON_IsString(e) ? e->valuestring : "?", p->cfg.n_layer - 1);
         for (int k = 0; rc == LS_OK && k < c; k++)
             if (idx[k] == idx[c]) rc = ls_err(LS_EINVAL, "%s: layer '%s' listed twice", path, e->valuestring);
     }
@@ -765,10 +775,12 @@ int ls_tplan_load(const char *path, ls_tplan *p) {
             cJSON *e = cJSON_GetArrayItem(pr, c);
             ls_prec q;
             rc = ls_prec_parse(cJSON_IsString(e) ? e->valuestring : "?", &q);
-            if (rc < 0) ls_err_wrap(rc, "%s: rank %d", path, r);
+            if (rc < 0)
+                ls_err_wrap(rc, "%s: rank %d", path, r);
             else if (!d->supported[q])
                 rc = ls_err(LS_EINVAL, "%s: rank %d (%s) does not support %s", path, r, d->name, ls_prec_name(q));
-            else p->prec[r][idx[c]] = (uint8_t)q;
+            else
+                p->prec[r][idx[c]] = (uint8_t)q;
         }
     }
     cJSON_Delete(j);

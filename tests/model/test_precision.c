@@ -64,8 +64,10 @@ static void test_gemm(void) {
         }
     }
     /* the error grows with coarser formats: int8 > bf16 > fp16 > fp32 */
-    double e32 = gemm_err(c, LS_PREC_FP32, 0, 0, 1, 37, 45, 70, 0), e16 = gemm_err(c, LS_PREC_FP16, 0, 0, 1, 37, 45, 70, 0);
-    double eb = gemm_err(c, LS_PREC_BF16, 0, 0, 1, 37, 45, 70, 0), e8 = gemm_err(c, LS_PREC_INT8, 0, 0, 1, 37, 45, 70, 0);
+    double e32 = gemm_err(c, LS_PREC_FP32, 0, 0, 1, 37, 45, 70, 0),
+           e16 = gemm_err(c, LS_PREC_FP16, 0, 0, 1, 37, 45, 70, 0);
+    double eb = gemm_err(c, LS_PREC_BF16, 0, 0, 1, 37, 45, 70, 0),
+           e8 = gemm_err(c, LS_PREC_INT8, 0, 0, 1, 37, 45, 70, 0);
     CHECK(e32 < e16 && e16 < eb && eb < e8);
     CHECK(ls_prec_gemm(c, LS_PREC_BF16, 0, 0, 0, 2, 2, 2, NULL, 2, NULL, 2, 0.5f, NULL, 2) == LS_EINVAL);
     ls_prec_ctx_free(c);

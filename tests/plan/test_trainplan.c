@@ -17,8 +17,8 @@ static void test_replay_hand(void) {
     d->cast_in_s[0][LS_PREC_BF16] = 0.001, d->cast_w_s[0][LS_PREC_BF16] = 0.0005;
     d->lin_s[1][LS_PREC_FP32] = 0.006, d->lin_s[1][LS_PREC_INT8] = 0.002;
     d->cast_in_s[1][LS_PREC_INT8] = 0.002, d->cast_w_s[1][LS_PREC_INT8] = 0.001;
-    uint8_t a[2] = {LS_PREC_FP32, LS_PREC_FP32}, b[2] = {LS_PREC_BF16, LS_PREC_FP32}, c[2] = {LS_PREC_BF16,
-                                                                                             LS_PREC_INT8};
+    uint8_t a[2] = {LS_PREC_FP32, LS_PREC_FP32}, b[2] = {LS_PREC_BF16, LS_PREC_FP32},
+            c[2] = {LS_PREC_BF16, LS_PREC_INT8};
     CHECK_NEAR(ls_tplan_replay(d, a, 2), 0.036, 1e-12);  /* 20 + 10 + 6 */
     CHECK_NEAR(ls_tplan_replay(d, b, 2), 0.0315, 1e-12); /* 20 + 4 + 1 + 0.5 + 6 */
     CHECK_NEAR(ls_tplan_replay(d, c, 2), 0.0305, 1e-12); /* 20 + 5.5 + 2 + 2 + 1 */
@@ -159,7 +159,7 @@ static void test_indicator_f64(void) {
     ls_model_zero_grad(m);
     ls_model_forward(m, tok, tgt, B, T);
     ls_model_backward(m);
-    CHECK_EQ_INT(b->n, cfg.n_layer * LS_LIN_KINDS);
+    CHECK_EQ_INT(b->n, cfg.n_layer * LS_LIN_COUNT);
     CHECK_EQ_INT(b->lib.n_lin, b->n);
     double worst = 0;
     for (int i = 0; i < b->n; i++)
@@ -233,9 +233,9 @@ static void test_catalog_and_file(void) {
     char *t4 = strstr(txt, "\"T4-16G\"");
     CHECK(t4 != NULL);
     char *pr = t4 ? strstr(t4, "\"precisions\"") : NULL;
-    char *first = pr ? strchr(pr, '"' ) : NULL;
-    first = first ? strchr(first + 1, '"') : NULL;  /* end of the key */
-    first = first ? strchr(first + 1, '"') : NULL;  /* opening quote of the first value */
+    char *first = pr ? strchr(pr, '"') : NULL;
+    first = first ? strchr(first + 1, '"') : NULL; /* end of the key */
+    first = first ? strchr(first + 1, '"') : NULL; /* opening quote of the first value */
     char *sup = t4 ? strstr(t4, "\"supported\"") : NULL;
     if (first && sup) {
         memcpy(first + 1, "bf16", 4);
