@@ -266,7 +266,7 @@ int demo_qsync(const ls_demo_ctx *ctx) {
     ls_tplan *p = malloc(sizeof *p);
     int rc = p ? ls_mkdirs(dir) : ls_err(LS_ENOMEM, "out of memory");
     if (rc == LS_OK) rc = ls_corpus_load(&corpus, paths, 1, NULL);
-    double frac = qx_cpu_fraction(), share = frac / 2 < 0.1 ? 0.1 : frac / 2;
+    double frac = qx_cpu_fraction(), share = frac * 2 / 3 < 0.1 ? 0.1 : frac * 2 / 3;
     enum { NP = 3 };
     const char *names[NP] = {"fp32", "uniform", "qsync"};
     ls_tplan_strategy st[NP] = {LS_TPLAN_FP32, LS_TPLAN_UNIFORM, LS_TPLAN_QSYNC};

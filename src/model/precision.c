@@ -603,11 +603,10 @@ static void bias_grad(float *dbias, const float *dout, int N, int OC) {
 
 /* Both backward GEMMs of Linear layer lin in precision p: dinp (N,IC) = dinp_beta·dinp +
  * dout·w, then dw (OC,IC) += doutᵀ·inp. A failing GEMM falls back to fp32 (nothing of it
- * was written). Returns 0 when dinp came out of the fp32 fallback with GELU applied. */
+ * was written). Returns 1 when the fp32 fallback already applied GELU's derivative to dinp. */
 static int backward_lp(ls_model_prec *mp, int lin, ls_prec p, float *dinp, float dinp_beta, float *dw,
                        const float *dout, const float *inp, const float *w, const float *gelu_pre, int N, int IC,
                        int OC) {
-    int gelu_done = 0;
     if (dinp &&
         ls_prec_gemm(mp->ctx, p, mp->per_channel, 0, 0, N, IC, OC, dout, OC, w, IC, dinp_beta, dinp, IC) != LS_OK) {
         fell_back(mp, lin);
@@ -622,7 +621,7 @@ static int backward_lp(ls_model_prec *mp, int lin, ls_prec p, float *dinp, float
         fell_back(mp, lin);
         ls_matmul_backward(NULL, dw, NULL, dout, inp, w, N, IC, OC);
     }
-    return gelu_done;
+    return 0;
 }
 
 void ls_lin_backward(ls_model_prec *mp, int lin, float *dinp, float *dw, float *dbias, const float *dout,
