@@ -272,7 +272,7 @@ int demo_qsync(const ls_demo_ctx *ctx) {
     ls_tplan_strategy st[NP] = {LS_TPLAN_FP32, LS_TPLAN_UNIFORM, LS_TPLAN_QSYNC};
     int uni[NP] = {-1, -1, -1};
     double pred[NP], meas[NP], bpb[NP], prof_s = 0;
-    printf("2 data-parallel ranks of the %s model on this machine; rank 1 throttled to %.2f of a core (half of what "
+    printf("2 data-parallel ranks of the %s model on this machine; rank 1 throttled to %.2f of a core (2/3 of what "
            "an unthrottled process gets now, %.2f)\n",
            config, share, frac);
     if (rc == LS_OK) rc = qx_plans(p, corpus, config, batch, seq, share, reps, dir, NP, names, st, uni, pred, &prof_s);
