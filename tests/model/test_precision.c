@@ -180,7 +180,7 @@ static void test_model(void) {
 }
 
 int main(void) {
-    ls_model_set_threads(2);
+    ls_model_set_threads(1);
     RUN(test_names);
     RUN(test_gemm);
     RUN(test_model);
