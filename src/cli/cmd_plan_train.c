@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/args.h"
 #include "cli/cli.h"
@@ -101,7 +102,7 @@ int plan_train(int argc, char **argv) {
         {"uniform", LS_ARG_STR, &uniform, "P", "precision of --strategy uniform (default: each rank's fastest)"},
         {"int8", LS_ARG_STR, &int8, "SCALES", "int8 scales: channel (default) or tensor"},
         {"threads", LS_ARG_INT, &threads, "N", "threads per rank (local; default cores / ranks)"},
-        {"reps", LS_ARG_INT, &reps, "N", "profile repetitions (median; default 5)"},
+        {"reps", LS_ARG_INT, &reps, "N", "profile repetitions (mean; default 5)"},
         {"mem-gb", LS_ARG_FLOAT, &mem_gb, "GB", "memory per rank (default: the device's, or RAM / ranks here)"},
         {"quiet", LS_ARG_FLAG, &quiet, NULL, "print nothing but errors"},
     };
@@ -139,6 +140,17 @@ int plan_train(int argc, char **argv) {
         rc = ls_err(LS_EINVAL, "--int8 '%s': use channel or tensor", int8);
     if (rc == LS_OK && (reps < 1 || reps > 64)) rc = ls_err(LS_EINVAL, "--reps must be in [1, 64]");
     if (rc == LS_OK && (threads < 0 || mem_gb < 0)) rc = ls_err(LS_EINVAL, "--threads and --mem-gb must be >= 0");
+    if (rc == LS_OK) { /* fail before profiling when the plan could not be written */
+        char *dup = strdup(out), *slash = dup ? strrchr(dup, '/') : NULL;
+        const char *parent = slash ? (slash == dup ? "/" : (*slash = '\0', dup)) : ".";
+        if (!dup)
+            rc = ls_err(LS_ENOMEM, "out of memory");
+        else if (ls_is_dir(out))
+            rc = ls_err(LS_EINVAL, "--out %s is a directory", out);
+        else if (!ls_is_dir(parent) || access(parent, W_OK) != 0)
+            rc = ls_err(LS_EINVAL, "--out %s: directory %s does not exist or is not writable", out, parent);
+        free(dup);
+    }
     if (rc == LS_OK) {
         if (ls_is_file(model)) {
             ls_st_file *f;
@@ -241,12 +253,36 @@ int train_precision_plan_apply(const char *path, ls_model *m, ls_dist *d, int ba
                 p->batch, p->seq, batch, seq);
     if (rc == LS_OK) rc = ls_model_set_precision(m, p->prec[rank], p->n_lin, p->per_channel);
     if (rc == LS_OK && !p->dev[rank].gpu) rc = ls_throttle_apply(thr, p->dev[rank].share, omp_get_max_threads());
-    if (rc == LS_OK) {
-        int cnt[LS_PREC_COUNT] = {0};
-        for (int i = 0; i < p->n_lin; i++) cnt[p->prec[rank][i]]++;
-        snprintf(summary, n, "rank %d: %d fp32 / %d bf16 / %d fp16 / %d int8 Linear layers, throttle: %s", rank, cnt[0],
-                 cnt[1], cnt[2], cnt[3], p->dev[rank].gpu ? "none (planned for a GPU)" : thr->mech);
+    /* every rank's mix and throttle, gathered by a sum over ranks so rank 0 can report them:
+     * 6 numbers per rank (precision counts, share, mechanism 0 none / 1 cgroup / 2 duty cycle).
+     * Collective: the ranks agree first, so a rank that failed does not leave the others waiting. */
+    float *all = calloc((size_t)R * 6, sizeof(float));
+    if (rc == LS_OK && !all) rc = ls_err(LS_ENOMEM, "out of memory");
+    if (ls_dist_agree(d, rc, NULL) == LS_OK) {
+        for (int i = 0; i < p->n_lin; i++) all[rank * 6 + p->prec[rank][i]] += 1;
+        all[rank * 6 + 4] = (float)(thr->active ? thr->share : 0);
+        all[rank * 6 + 5] = !thr->active ? 0.0f : thr->dir[0] ? 1.0f : 2.0f;
+        rc = ls_dist_allreduce_sum(d, all, (size_t)R * 6);
+    } else if (rc == LS_OK) {
+        rc = ls_err(LS_EPEER, "another rank failed to apply the precision plan");
     }
+    size_t len = 0;
+    summary[0] = '\0';
+    for (int r = 0; rc == LS_OK && r < R && len + 1 < n; r++) {
+        const float *a = all + r * 6;
+        const char *mech[3] = {"none", "cgroup v1 cpu.cfs_quota_us", "duty cycle SIGSTOP/SIGCONT"};
+        int w = snprintf(summary + len, n - len,
+                         "%srank %d: %d fp32 / %d bf16 / %d fp16 / %d int8 Linear layers, throttle: %s", r ? "; " : "",
+                         r, (int)a[0], (int)a[1], (int)a[2], (int)a[3], mech[(int)a[5] % 3]);
+        len += w > 0 ? (size_t)w : 0;
+        if (a[5] > 0 && len + 1 < n) {
+            w = snprintf(summary + len, n - len, " at %.3f core", a[4]);
+            len += w > 0 ? (size_t)w : 0;
+        }
+    }
+    if (rc == LS_OK)
+        LS_INFO("train: rank %d throttle: %s", rank, p->dev[rank].gpu ? "none (planned for a GPU)" : thr->mech);
+    free(all);
     free(p);
     return rc;
 }

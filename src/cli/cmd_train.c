@@ -176,7 +176,7 @@ typedef struct {
     ls_trainer *t;
     ls_batch_source *src;
     ls_throttle thr;  /* this rank's CPU limit from --precision-plan */
-    char qsync[256]; /* this rank's precisions and throttle, for the log and report */
+    char qsync[1024]; /* every rank's precisions and throttle (on rank 0), for the log and report */
 } train_ctx;
 
 static void train_ctx_free(train_ctx *c) {
@@ -280,7 +280,7 @@ static int train_run(const train_opts *o, train_ctx *c) {
         const ls_train_config *ptc = ls_trainer_config(c->t);
         rc = train_precision_plan_apply(o->precision_plan, ls_trainer_model(c->t), d, ptc->batch, ptc->seq, &c->thr,
                                         c->qsync, sizeof c->qsync);
-        if (rc == LS_OK) LS_INFO("train: %s", c->qsync);
+        if (rc == LS_OK && rank == 0) LS_INFO("train: %s", c->qsync);
     }
     if (ls_dist_agree(d, rc, NULL) < 0) return collective_fail(d, rc);
 
@@ -324,7 +324,7 @@ static int train_run(const train_opts *o, train_ctx *c) {
             if (j) cJSON_AddStringToObject(j, "out", o->out);
             if (j && o->resume) cJSON_AddStringToObject(j, "resumed_from", o->resume);
             if (j && o->precision_plan) cJSON_AddStringToObject(j, "precision_plan", o->precision_plan);
-            if (j && c->qsync[0]) cJSON_AddStringToObject(j, "precision_rank0", c->qsync);
+            if (j && c->qsync[0]) cJSON_AddStringToObject(j, "precision_ranks", c->qsync);
             rc = write_report(o->report, j);
         }
     }

@@ -26,6 +26,7 @@ expect_usage "T4 has no bf16" "$BIN" "${P[@]}" --cluster A100,T4 --strategy unif
 expect_usage "unknown precision" "$BIN" "${P[@]}" --cluster A100,T4 --strategy uniform --uniform fp8 --out "$T/x.json"
 expect_usage "memory" "$BIN" "${P[@]}" --cluster A100,T4 --mem-gb 0.000001 --out "$T/x.json"
 expect_usage "batch split" "$BIN" "${P[@]}" --cluster A100x3 --out "$T/x.json"
+expect_usage "unwritable out" "$BIN" "${P[@]}" --cluster local:1,0.5 --out "$T/no/such/dir/x.json"
 [ -e "$T/x.json" ] && fail "a failed plan left a file"
 
 timeout 60 "$BIN" "${P[@]}" --cluster A100,T4 --out "$T/gpu.json" 2> "$T/err" || { fail "catalog plan"; cat "$T/err"; }
@@ -62,7 +63,8 @@ timeout 90 "$BIN" "${A[@]}" --precision-plan "$T/fp32.json" --out "$T/f.st" > /d
 cmp -s "$T/a.st" "$T/b.st" || fail "two runs of the same plan differ"
 cmp -s "$T/a.st" "$T/f.st" && fail "the mixed plan trained exactly like fp32"
 grep -q "rank 1: 2 fp32 / 2 bf16 / 2 fp16 / 2 int8" "$T/a.err" || { fail "rank 1 summary"; cat "$T/a.err"; }
-grep -Eq "rank 1: .*throttle: (cgroup v1 cpu.cfs_quota_us=5000|duty cycle)" "$T/a.err" || fail "rank 1 throttle mechanism not reported"
+grep -Eq "rank 1 throttle: (cgroup v1 cpu.cfs_quota_us=5000|duty cycle)" "$T/a.err" || fail "rank 1 throttle mechanism not logged"
+grep -Eq "rank 1: 2 fp32 / 2 bf16 / 2 fp16 / 2 int8 Linear layers, throttle: (cgroup|duty)[^\"]* at 0.500 core" "$T/a.rep" || { fail "report lacks rank 1 throttle"; cat "$T/a.rep"; }
 grep -q '"precision_plan"' "$T/a.rep" || fail "report names the plan"
 for d in /sys/fs/cgroup/cpu/llmsys-[0-9]*; do [ -d "$d" ] && ! kill -0 "${d##*-}" 2> /dev/null && fail "throttle cgroup $d left behind by a finished process"; done
 
