@@ -188,6 +188,18 @@ int main(int argc, char **argv) {
     printf("planning: profile + indicator here %.1f s (mechanism: %s); allocation %.3f ms here, %.3f ms for "
            "A100x2,A10x2 (modelled)\n",
            prof_s, p->throttle, alloc_local * 1e3, alloc_cat * 1e3);
+    { /* QSync's greedy on the same profile, for comparison with the exact programme */
+        ls_tplan *g = malloc(sizeof *g);
+        memcpy(g, p, sizeof *g);
+        if (g && ls_tplan_allocate(g, LS_TPLAN_GREEDY, -1) == LS_OK) {
+            printf("allocator on this profile: total indicator %.5g (programme) vs %.5g (QSync's greedy), slow rank "
+                   "predicted %.1f vs %.1f ms, target %.1f ms\n",
+                   p->quality, g->quality, p->pred_s[1] * 1e3, g->pred_s[1] * 1e3, p->target_s * 1e3);
+            cJSON_AddNumberToObject(J, "indicator_programme", p->quality);
+            cJSON_AddNumberToObject(J, "indicator_greedy", g->quality);
+        }
+        free(g);
+    }
     cJSON *pj = cJSON_AddObjectToObject(J, "planning");
     cJSON_AddNumberToObject(pj, "profile_s", prof_s);
     cJSON_AddNumberToObject(pj, "allocate_local_ms", alloc_local * 1e3);

@@ -377,7 +377,9 @@ enum {
     LS_TPLAN_MAX_LIN = 128, /* Linear layers: 4 per block */
 };
 
-typedef enum { LS_TPLAN_QSYNC = 0, LS_TPLAN_UNIFORM, LS_TPLAN_FP32 } ls_tplan_strategy;
+/* QSYNC: the exact programme; GREEDY: QSync's own greedy (start at each layer's fastest
+ * precision, repeatedly raise the layer with the largest indicator gain that still fits). */
+typedef enum { LS_TPLAN_QSYNC = 0, LS_TPLAN_UNIFORM, LS_TPLAN_FP32, LS_TPLAN_GREEDY } ls_tplan_strategy;
 
 typedef struct {
     char name[LS_PLAN_NAME]; /* "cpu@0.50" (a rank here at that CPU share) or a catalog GPU */

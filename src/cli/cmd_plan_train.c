@@ -63,10 +63,8 @@ static int parse_cluster(const char *s, double *shares, char names[][LS_PLAN_NAM
 }
 
 static void print_tplan(const ls_tplan *p) {
-    printf("precision plan (%s) for %d layers x 4 Linear, global batch %d x seq %d on %s:\n",
-           p->strategy == LS_TPLAN_QSYNC     ? "qsync"
-           : p->strategy == LS_TPLAN_UNIFORM ? "uniform"
-                                             : "fp32",
+    const char *sn[] = {"qsync", "uniform", "fp32", "greedy"};
+    printf("precision plan (%s) for %d layers x 4 Linear, global batch %d x seq %d on %s:\n", sn[p->strategy],
            p->cfg.n_layer, p->batch, p->seq, p->cluster);
     printf("  %-4s %-12s %8s %14s %14s %-24s %s\n", "rank", "device", "slowdown", "fp32 step ms", "plan step ms",
            "fp32/bf16/fp16/int8", "keeps pace");
@@ -98,7 +96,8 @@ int plan_train(int argc, char **argv) {
         {"data", LS_ARG_STR_LIST, &data, "PATH", "text for the profile and the indicator (default: the docs)"},
         {"batch", LS_ARG_INT, &batch, "B", "global batch over all ranks (default 8)"},
         {"seq", LS_ARG_INT, &seq, "T", "tokens per sequence (default: the model's context)"},
-        {"strategy", LS_ARG_STR, &strategy, "S", "qsync (default), uniform (slow ranks all low), fp32"},
+        {"strategy", LS_ARG_STR, &strategy, "S",
+         "qsync (default, exact), greedy (QSync's), uniform (slow ranks all low), fp32"},
         {"uniform", LS_ARG_STR, &uniform, "P", "precision of --strategy uniform (default: each rank's fastest)"},
         {"int8", LS_ARG_STR, &int8, "SCALES", "int8 scales: channel (default) or tensor"},
         {"threads", LS_ARG_INT, &threads, "N", "threads per rank (local; default cores / ranks)"},
@@ -128,8 +127,10 @@ int plan_train(int argc, char **argv) {
             st = LS_TPLAN_UNIFORM;
         else if (!strcmp(strategy, "fp32"))
             st = LS_TPLAN_FP32;
+        else if (!strcmp(strategy, "greedy"))
+            st = LS_TPLAN_GREEDY;
         else
-            rc = ls_err(LS_EINVAL, "--strategy '%s': use qsync, uniform or fp32", strategy);
+            rc = ls_err(LS_EINVAL, "--strategy '%s': use qsync, greedy, uniform or fp32", strategy);
     }
     if (rc == LS_OK && uniform) {
         ls_prec q;

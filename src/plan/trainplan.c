@@ -258,6 +258,39 @@ static int fastest_prec(const ls_tplan_device *d, int i) {
     return bq;
 }
 
+/* QSync's greedy: every layer at its fastest supported precision, then, while some move
+ * fits the budget, the move to a supported precision with a lower indicator that gains the
+ * most indicator per second spent (moves that cost no time first). Returns 0 when even the
+ * start does not fit (the start is kept). */
+static int greedy_alloc(const ls_tplan *p, int r, double budget, uint8_t *out) {
+    const ls_tplan_device *d = &p->dev[r];
+    int n = p->n_lin;
+    double used = 0;
+    for (int i = 0; i < n; i++) {
+        out[i] = (uint8_t)fastest_prec(d, i);
+        used += lin_cost(d, i, out[i]);
+    }
+    if (used > budget) return 0;
+    for (;;) {
+        int bi = -1, bq = 0;
+        double best = 0, best_gain = 0;
+        for (int i = 0; i < n; i++) {
+            double c0 = lin_cost(d, i, out[i]), w0 = p->omega[i][out[i]];
+            for (int q = 0; q < LS_PREC_COUNT; q++) {
+                if (!d->supported[q] || p->omega[i][q] >= w0) continue;
+                double dt = lin_cost(d, i, q) - c0, gain = w0 - p->omega[i][q];
+                if (used + dt > budget) continue;
+                double score = dt > 0 ? gain / dt : INFINITY;
+                if (bi < 0 || score > best || (score == best && gain > best_gain))
+                    bi = i, bq = q, best = score, best_gain = gain;
+            }
+        }
+        if (bi < 0) return 1;
+        used += lin_cost(d, bi, bq) - lin_cost(d, bi, out[bi]);
+        out[bi] = (uint8_t)bq;
+    }
+}
+
 int ls_tplan_allocate(ls_tplan *p, ls_tplan_strategy s, int uniform_prec) {
     double t0 = ls_now();
     int R = p->ranks, n = p->n_lin;
@@ -291,6 +324,8 @@ int ls_tplan_allocate(ls_tplan *p, ls_tplan_strategy s, int uniform_prec) {
                 }
                 memset(pr, bq, (size_t)n);
             }
+        } else if (slow && s == LS_TPLAN_GREEDY) {
+            greedy_alloc(p, r, p->target_s - d->other_s, pr);
         } else if (slow && s == LS_TPLAN_QSYNC) {
             int ok = dp_alloc(p, r, p->target_s - d->other_s, pr);
             if (ok < 0) return ls_err(LS_ENOMEM, "plan: out of memory");
@@ -645,7 +680,7 @@ int ls_tplan_write(const ls_tplan *p, const char *path) {
     cJSON_AddBoolToObject(j, "int8_per_channel", p->per_channel);
     cJSON_AddStringToObject(j, "cluster", p->cluster);
     cJSON_AddStringToObject(j, "throttle", p->throttle);
-    const char *sn[] = {"qsync", "uniform", "fp32"};
+    const char *sn[] = {"qsync", "uniform", "fp32", "greedy"};
     cJSON_AddStringToObject(j, "strategy", sn[p->strategy]);
     cJSON *layers = cJSON_AddArrayToObject(j, "layers");
     char b[64];

@@ -31,6 +31,8 @@ expect_usage "unwritable out" "$BIN" "${P[@]}" --cluster local:1,0.5 --out "$T/n
 
 timeout 60 "$BIN" "${P[@]}" --cluster A100,T4 --out "$T/gpu.json" 2> "$T/err" || { fail "catalog plan"; cat "$T/err"; }
 grep -q '"T4-16G"' "$T/gpu.json" || fail "catalog plan names the T4"
+timeout 60 "$BIN" "${P[@]}" --cluster A100,T4 --strategy greedy --out "$T/greedy.json" 2> "$T/err" || { fail "greedy plan"; cat "$T/err"; }
+grep -q '"greedy"' "$T/greedy.json" || fail "greedy plan names its strategy"
 timeout 90 "$BIN" "${P[@]}" --cluster local:1,0.5 --out "$T/local.json" 2> "$T/err" || { fail "local plan"; cat "$T/err"; }
 grep -q '"costs_ms"' "$T/local.json" || fail "local plan carries its measured costs"
 

@@ -56,6 +56,7 @@ static void test_allocator_brute(void) {
     ls_rng_seed(&r, 21);
     ls_tplan *p = malloc(sizeof *p);
     int feasible = 0, cases = 0;
+    double greedy_sum = 0, dp_sum = 0;
     for (int t = 0; t < 40; t++) {
         random_problem(p, 8, 1.2 + 3.0 * ls_rng_uniform(&r), &r);
         CHECK_EQ_INT(ls_tplan_allocate(p, LS_TPLAN_QSYNC, -1), LS_OK);
@@ -78,8 +79,19 @@ static void test_allocator_brute(void) {
         CHECK_MSG(dp >= bf - 1e-12 && dp <= bf_shrunk + 1e-12, "case %d: dp %.6f, brute %.6f, shrunk %.6f", t, dp, bf,
                   bf_shrunk);
         for (int i = 0; i < 8; i++) CHECK(p->dev[1].supported[p->prec[1][i]]);
+        /* QSync's greedy: within budget, never better than the exact programme's optimum */
+        ls_tplan *g = malloc(sizeof *g);
+        memcpy(g, p, sizeof *g);
+        CHECK_EQ_INT(ls_tplan_allocate(g, LS_TPLAN_GREEDY, -1), LS_OK);
+        double gv = 0;
+        for (int i = 0; i < 8; i++) gv += g->omega[i][g->prec[1][i]];
+        CHECK(g->keeps_pace[1]);
+        CHECK_MSG(gv >= bf - 1e-12, "greedy %.6f below the brute-force optimum %.6f", gv, bf);
+        greedy_sum += gv, dp_sum += dp;
+        free(g);
     }
-    printf("  allocator vs brute force: %d cases, %d feasible\n", cases, feasible);
+    printf("  allocator vs brute force: %d cases, %d feasible; total indicator: programme %.4f, greedy %.4f\n", cases,
+           feasible, dp_sum, greedy_sum);
     CHECK(feasible >= 10 && feasible < cases); /* both kinds of case occur */
     /* uniform and fp32 strategies */
     random_problem(p, 8, 1.5, &r);
