@@ -1,5 +1,6 @@
 /* throttle.c - slow ranks for real: a process limited to a share of the CPU through a
  * cgroup v1 CPU quota, or a duty cycle of SIGSTOP/SIGCONT where cgroups are not writable. */
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -25,7 +26,24 @@ static int write_str(const char *path, const char *s) {
     return ok ? LS_OK : ls_err(LS_EIO, "throttle: cannot write %s: %s", path, strerror(errno));
 }
 
+/* Removes the (empty) cgroups of llmsys processes that ended without releasing theirs. */
+static void cgroup_sweep(void) {
+    DIR *dir = opendir(CG_ROOT);
+    struct dirent *e;
+    while (dir && (e = readdir(dir))) {
+        char *end;
+        if (strncmp(e->d_name, "llmsys-", 7) || !e->d_name[7]) continue;
+        long pid = strtol(e->d_name + 7, &end, 10);
+        if (*end || pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        char path[512];
+        snprintf(path, sizeof path, CG_ROOT "/%s", e->d_name);
+        rmdir(path); /* fails harmlessly if a task is still inside */
+    }
+    if (dir) closedir(dir);
+}
+
 static int cgroup_apply(ls_throttle *t, double share) {
+    cgroup_sweep();
     snprintf(t->dir, sizeof t->dir, CG_ROOT "/llmsys-%d", (int)getpid());
     if (mkdir(t->dir, 0755) != 0 && errno != EEXIST) {
         int e = errno;

@@ -33,7 +33,13 @@ timeout 60 "$BIN" "${P[@]}" --cluster A100,T4 --out "$T/gpu.json" 2> "$T/err" ||
 grep -q '"T4-16G"' "$T/gpu.json" || fail "catalog plan names the T4"
 timeout 60 "$BIN" "${P[@]}" --cluster A100,T4 --strategy greedy --out "$T/greedy.json" 2> "$T/err" || { fail "greedy plan"; cat "$T/err"; }
 grep -q '"greedy"' "$T/greedy.json" || fail "greedy plan names its strategy"
+# a cgroup left by a process that died is swept when the next throttle starts
+true & dead=$!
+wait $dead
+stale=/sys/fs/cgroup/cpu/llmsys-$dead
+[ -w /sys/fs/cgroup/cpu ] && mkdir -p "$stale"
 timeout 90 "$BIN" "${P[@]}" --cluster local:1,0.5 --out "$T/local.json" 2> "$T/err" || { fail "local plan"; cat "$T/err"; }
+[ -d "$stale" ] && { fail "stale cgroup $stale not swept"; rmdir "$stale"; }
 grep -q '"costs_ms"' "$T/local.json" || fail "local plan carries its measured costs"
 
 # a mixed plan for rank 1 (every precision), rank 0 fp32, rank 1 throttled to half a core
