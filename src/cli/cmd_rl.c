@@ -426,9 +426,13 @@ int demo_rl(const ls_demo_ctx *ctx) {
     snprintf(w2, sizeof w2, "%s/sync", wd);
     snprintf(r1, sizeof r1, "%s/report.json", w1);
     snprintf(r2, sizeof r2, "%s/report.json", w2);
-    const char *n = ctx->quick ? "256" : "2000", *upd = ctx->quick ? "3" : "30", *sft = ctx->quick ? "60" : "1000";
-    char *g1[] = {"rl",   "tasks", "--kind",    "copy", "--n",   (char *)n, "--mean-len", "6",
-                  "--cv", "1.0",   "--max-len", "40",   "--out", tasks,     NULL};
+    const char *n = ctx->quick ? "256" : "2000", *upd = ctx->quick ? "3" : "20", *sft = ctx->quick ? "60" : "1500";
+    /* groups of 8 samples, 8 groups an update (4 x 4 in the quick run) */
+    char *G = ctx->quick ? "4" : "8", *slots = ctx->quick ? "8" : "16";
+    /* half the demonstrations drop the answer's last byte: the warm start imitates them,
+     * the reward checks the answer, and RL corrects what the demonstrations got wrong */
+    char *g1[] = {"rl",  "tasks",     "--kind", "copy",         "--n", (char *)n, "--mean-len", "6", "--cv",
+                  "1.0", "--max-len", "40",     "--demo-noise", "0.5", "--out",   tasks,        NULL};
     char *g2[] = {"rl",  "tasks",     "--kind", "copy",   "--n", "64",    "--mean-len", "6", "--cv",
                   "1.0", "--max-len", "40",     "--seed", "99",  "--out", ho,           NULL};
     if (run_cmd(g1) || run_cmd(g2)) return 1;
@@ -436,12 +440,14 @@ int demo_rl(const ls_demo_ctx *ctx) {
     printf("supervised warm start (%s steps), then RL on separate processes:\n", sft);
     fflush(stdout);
     if (make_init(tasks, wd, atoi(sft), 16, 3e-3, 1, init, sizeof init, 0)) return ls_cli_fail();
-    char *a1[] = {"rl",     "run",     "--tasks",   tasks,       "--heldout", ho,    "--init",    init,
-                  "--mode", "laminar", "--updates", (char *)upd, "--step-ms", "20",  "--workdir", w1,
-                  "--lr",   "1e-4",    "--eval-n",  "64",        "--timeout", "300", NULL};
-    char *a2[] = {"rl",     "run",  "--tasks",   tasks,       "--heldout", ho,    "--init",    init,
-                  "--mode", "sync", "--updates", (char *)upd, "--step-ms", "20",  "--workdir", w2,
-                  "--lr",   "1e-4", "--eval-n",  "64",        "--timeout", "300", NULL};
+    /* clang-format off */
+    char *a1[] = {"rl", "run", "--tasks", tasks, "--heldout", ho, "--init", init, "--mode", "laminar",
+                  "--workdir", w1, "--group", G, "--batch-groups", G, "--max-seqs", slots, "--updates", (char *)upd,
+                  "--step-ms", "20", "--lr", "3e-4", "--eval-n", "64", "--timeout", "300", NULL};
+    /* clang-format on */
+    char *a2[sizeof a1 / sizeof *a1];
+    memcpy(a2, a1, sizeof a1);
+    a2[9] = "sync", a2[11] = w2; /* the same run, synchronous */
     if (run_cmd(a1) || run_cmd(a2)) return 1;
     cJSON *j1, *j2;
     if (ls_json_read_file(r1, &j1)) return ls_cli_fail();
