@@ -1,5 +1,7 @@
 /* test_safetensors.c - round trip, checksum, and every kind of broken file refused cleanly. */
 #include <unistd.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 #include "llmsys/core.h"
 #include "llmsys/safetensors.h"
@@ -121,11 +123,52 @@ static void test_foreign(void) {
     }
 }
 
+/* Offsets that point outside the data section or backwards, in files whose checksum is valid
+ * (so the offset check, not the checksum, must refuse them): a negative begin, a reversed
+ * pair, an end past the data, and an in-range control that opens. */
+static void test_offsets(void) {
+    struct {
+        const char *offs;
+        int ok;
+    } cases[] = {{"[0,8]", 1}, {"[-4,4]", 0}, {"[8,0]", 0}, {"[4,12]", 0}, {"[8,16]", 0}, {"[-8,0]", 0}};
+    char p[256];
+    path_of(p, sizeof p, "offsets.safetensors");
+    const float v[2] = {1.5f, -2.0f};
+    char sum[17];
+    snprintf(sum, sizeof sum, "%016llx", (unsigned long long)XXH3_64bits(v, sizeof v));
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char h[256];
+        int hl = snprintf(h, sizeof h,
+                          "{\"__metadata__\":{\"llmsys.xxh3\":\"%s\"},\"x\":{\"dtype\":\"F32\",\"shape\":[2],"
+                          "\"data_offsets\":%s}}",
+                          sum, cases[i].offs);
+        unsigned char buf[512] = {0};
+        for (int k = 0; k < 8; k++) buf[k] = (unsigned char)((uint64_t)hl >> (8 * k));
+        memcpy(buf + 8, h, (size_t)hl);
+        memcpy(buf + 8 + hl, v, sizeof v);
+        CHECK(ls_file_write_atomic(p, buf, 8 + (size_t)hl + sizeof v) == LS_OK);
+        ls_st_file *f = NULL;
+        int rc = ls_st_open(p, &f);
+        if (cases[i].ok) {
+            CHECK_MSG(rc == LS_OK, "offsets %s refused: %s", cases[i].offs, ls_errmsg());
+            const ls_st_tensor *t = f ? ls_st_find(f, "x") : NULL;
+            float got[2] = {0, 0};
+            if (t) memcpy(got, t->data, sizeof got);
+            CHECK(t && got[0] == 1.5f && got[1] == -2.0f);
+        } else {
+            CHECK_MSG(rc == LS_EFORMAT && strstr(ls_errmsg(), "offsets"), "offsets %s: rc %d (%s)", cases[i].offs, rc,
+                      rc ? ls_errmsg() : "opened");
+        }
+        if (f) ls_st_close(f);
+    }
+}
+
 int main(void) {
     if (!mkdtemp(dir)) return 1;
     RUN(test_roundtrip);
     RUN(test_broken);
     RUN(test_foreign);
+    RUN(test_offsets);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) return 1;

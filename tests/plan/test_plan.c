@@ -86,6 +86,64 @@ static void test_terms_one_layer(void) {
     free(cl);
 }
 
+/* Stage memory written out by hand for a two-stage plan (test_arch, batch 8, prompt 512, gen
+ * 100): weights per layer at its bits, the KV cache of its layers, the embedding on the
+ * first stage, the LM head on the last, and the activation workspace, whose prefill part
+ * holds the attention scores mb x heads x prompt^2 in fp16. */
+static void test_stage_memory(void) {
+    ls_plan_arch a = test_arch();
+    ls_plan_cluster *cl = calloc(1, sizeof *cl);
+    cl->n_dev = 2;
+    cl->n_node = 1;
+    cl->inter_Bps = 12.5e9;
+    cl->inter_lat_s = 20e-6;
+    CHECK(ls_plan_catalog_gpu(cat, "t4", &cl->dev[0].gpu) == LS_OK);
+    cl->dev[0].prof = -1;
+    cl->dev[0].usable_bytes = 1e12;
+    cl->dev[1] = cl->dev[0];
+    ls_plan_workload w = {8, 512, 100};
+    /* workspace, micro-batches 4 (prefill) and 8 (decode) */
+    double pre_act = 4.0 * 512 * (4 * 1024 + 4096) * 2;  /* 33554432 */
+    double pre_att = 4.0 * 8 * 512 * 512 * 2;            /* 16777216: the attention scores */
+    double dec_act = 8.0 * (4 * 1024 + 4096) * 2 + 8.0 * 8 * 612 * 2;
+    double logits = 8.0 * 1000 * 4;
+    CHECK(pre_act + pre_att > dec_act);
+    double ws = pre_act + pre_att + logits;
+    CHECK_NEAR(ws, 50363648.0, 0);
+    CHECK_NEAR(ls_plan_workspace_bytes(&a, &w, 4, 8), ws, 0);
+    /* a decode-bound workload: prompt 1, the decode workspace (scores over the context) wins */
+    ls_plan_workload w1 = {8, 1, 100};
+    CHECK_NEAR(ls_plan_workspace_bytes(&a, &w1, 1, 8), 8.0 * 8192 * 2 + 8.0 * 8 * 101 * 2 + logits, 0);
+    double kv = 2.0 * 8 * 612 * 1024 * 2;
+    double w16 = 25165824.0 + 12288, w4 = 6291456.0 + 196608 + 12288, w8 = 12582912.0 + (1024 + 2048 + 8192) * 2.0 + 12288;
+    double embed = 1000.0 * 1024 * 2, head = 1000.0 * 1024 * 2 + 2.0 * 1024 * 2;
+    ls_plan_problem *pb = malloc(sizeof *pb);
+    ls_plan_result *pl = calloc(1, sizeof *pl);
+    CHECK(ls_plan_problem_init(pb, &a, cl, w) == LS_OK);
+    pl->n_stage = 2;
+    pl->dev[0] = 0;
+    pl->dev[1] = 1;
+    pl->begin[0] = 0;
+    pl->begin[1] = 2;
+    pl->begin[2] = 4;
+    pl->bits[0] = pl->bits[1] = 16;
+    pl->bits[2] = 4;
+    pl->bits[3] = 8;
+    pl->mb_prefill = 4;
+    pl->mb_decode = 8;
+    CHECK_MSG(ls_plan_evaluate(pb, pl) == LS_OK, "%s", ls_errmsg());
+    CHECK_NEAR(pl->stage_mem[0], ws + 2 * w16 + 2 * kv + embed, 0.5);
+    CHECK_NEAR(pl->stage_mem[1], ws + w4 + w8 + 2 * kv + head, 0.5);
+    /* one stage with the tied head: one copy of the matrix, plus the final norm */
+    pl->n_stage = 1;
+    pl->begin[1] = 4;
+    CHECK_MSG(ls_plan_evaluate(pb, pl) == LS_OK, "%s", ls_errmsg());
+    CHECK_NEAR(pl->stage_mem[0], ws + 2 * w16 + w4 + w8 + 4 * kv + embed + 2.0 * 1024 * 2, 0.5);
+    free(pb);
+    free(pl);
+    free(cl);
+}
+
 /* ---------------------------------------------------------------- validity */
 
 static void check_valid(const ls_plan_problem *pb, const ls_plan_result *pl, const char *what) {
@@ -589,6 +647,7 @@ int main(void) {
         return 1;
     }
     RUN(test_terms_one_layer);
+    RUN(test_stage_memory);
     RUN(test_plans_valid);
     RUN(test_never_worse_than_baselines);
     RUN(test_agree_brute_force);

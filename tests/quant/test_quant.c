@@ -64,6 +64,58 @@ static void test_dequant_error(void) {
         }
 }
 
+/* Error bound from the weights alone: per group of a row, 3/4-bit codes span [lo, hi] of the
+ * group's own values in 2^b - 1 steps (every level used, the top one for hi), so each weight
+ * is within (hi - lo) / (2·(2^b - 1)) of its dequantized value, and that value lies on the grid
+ * lo + k·(hi - lo) / (2^b - 1); 8 bits are symmetric: within absmax/254. */
+static void test_range_bound(void) {
+    ls_rng rng;
+    ls_rng_seed(&rng, 23);
+    const int bits_list[] = {8, 4, 3};
+    for (int bi = 0; bi < 3; bi++) {
+        int bits = bits_list[bi], rows = 6, cols = 512, group = 128;
+        float *w = malloc(sizeof(float) * rows * cols), *d = malloc(sizeof(float) * cols);
+        for (int i = 0; i < rows * cols; i++) w[i] = (float)(0.1 * (2 * ls_rng_uniform_f64(&rng) - 1));
+        ls_qmat q;
+        CHECK(ls_qmat_quantize(&q, w, rows, cols, bits, group) == LS_OK);
+        double worst = 0, off_grid = 0;
+        int top_hits = 0, groups = 0;
+        for (int r = 0; r < rows; r++) {
+            ls_qmat_dequant_row(&q, r, d);
+            for (int c0 = 0; c0 < cols; c0 += group) {
+                const float *g = w + (size_t)r * cols + c0;
+                double lo = g[0], hi = g[0], amax = 0;
+                for (int c = 0; c < group; c++) {
+                    lo = g[c] < lo ? g[c] : lo;
+                    hi = g[c] > hi ? g[c] : hi;
+                    amax = fabs(g[c]) > amax ? fabs(g[c]) : amax;
+                }
+                double levels = bits == 8 ? 254.0 : (double)((1 << bits) - 1);
+                double bound = bits == 8 ? amax / 254.0 : (hi - lo) / (2.0 * levels);
+                double step = bits == 8 ? amax / 127.0 : (hi - lo) / levels, base = bits == 8 ? 0 : lo;
+                int top = 0;
+                for (int c = 0; c < group; c++) {
+                    double e = fabs((double)d[c0 + c] - g[c]) / bound;
+                    worst = e > worst ? e : worst;
+                    double k = ((double)d[c0 + c] - base) / step;
+                    off_grid = fabs(k - nearbyint(k)) > off_grid ? fabs(k - nearbyint(k)) : off_grid;
+                    if (bits != 8 && fabs(k - levels) < 1e-3) top = 1;
+                }
+                top_hits += top;
+                groups++;
+            }
+        }
+        fprintf(stderr, "  %d bits: worst error %.4f of the range bound, off-grid %.2e, top level in %d/%d groups\n",
+                bits, worst, off_grid, top_hits, groups);
+        CHECK_MSG(worst <= 1.0 + 1e-4, "%d bits: error %.4f x the bound from the weights' range", bits, worst);
+        CHECK_MSG(off_grid < 1e-3, "%d bits: dequantized values off the range's grid by %.3g steps", bits, off_grid);
+        if (bits != 8) CHECK_MSG(top_hits == groups, "%d bits: top code level used in %d of %d groups", bits, top_hits, groups);
+        ls_qmat_free(&q);
+        free(w);
+        free(d);
+    }
+}
+
 /* Decode kernels (fast vs scalar reference, same arithmetic): |fast - ref| <= 2e-6·Σ|w||x|
  * + 1e-7. Prefill GEMM vs the exact product, same tolerance. For 8/4/3 bits the decode
  * kernels quantize activations to int8 per 32-block: within Σ|w - mid|·absmax/254 of exact
@@ -164,6 +216,7 @@ static void test_bad_args(void) {
 int main(void) {
     RUN(test_f16);
     RUN(test_dequant_error);
+    RUN(test_range_bound);
     RUN(test_kernels);
     RUN(test_bad_args);
     return TEST_RESULT();

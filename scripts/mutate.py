@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""mutate.py - mutation testing: applies each one-line mutant of tests/mutants.txt to a scratch
+copy of the tree, rebuilds incrementally, runs the matching ctest cases and prints the kill rate
+and the survivors (`make mutate`; not part of CI: minutes per mutant on a loaded machine).
+
+Mutant list format, one per line (blank lines and lines starting with # are ignored):
+    id @@ file @@ original text @@ replacement text @@ ctest regex
+The original text must occur exactly once in the file. A mutant is *killed* when one of the
+matching ctest cases fails or times out, *stillborn* when it does not compile (left out of
+the rate), and *survives* otherwise.
+"""
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+SEP = " @@ "
+
+
+def load(path):
+    out = []
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            line = line.rstrip("\n")
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            parts = line.split(SEP)
+            if len(parts) != 5:
+                sys.exit(f"{path}:{n}: expected 5 fields separated by '{SEP.strip()}', got {len(parts)}")
+            out.append(dict(zip(("id", "file", "orig", "repl", "regex"), (p.strip() for p in parts)), line=n))
+    return out
+
+
+def sh(cmd, cwd=None, timeout=None):
+    try:
+        p = subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           timeout=timeout)
+        return p.returncode, p.stdout
+    except subprocess.TimeoutExpired as e:
+        return 124, (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+
+
+def seed_scratch(root, build, scratch, jobs):
+    """Copies the tree to scratch/src and, the first time, the build tree to scratch/build with
+    its absolute paths rewritten (so only what differs is rebuilt), then brings it up to date."""
+    src, bld = os.path.join(scratch, "src"), os.path.join(scratch, "build")
+    os.makedirs(src, exist_ok=True)
+    rc, out = sh(["rsync", "-a", "--delete", "--exclude=/build*", "--exclude=/.git", "--exclude=/bench-out",
+                  "--exclude=/demo-out", root + "/", src + "/"])
+    if rc:
+        sys.exit("rsync failed:\n" + out)
+    if not os.path.exists(os.path.join(bld, "CMakeCache.txt")):
+        if os.path.exists(os.path.join(build, "CMakeCache.txt")):
+            shutil.copytree(build, bld, symlinks=True, dirs_exist_ok=True)
+            pairs = [(os.path.realpath(build).encode(), bld.encode()), (os.path.realpath(root).encode(), src.encode())]
+            for d, _, files in os.walk(bld):
+                for fn in files:
+                    p = os.path.join(d, fn)
+                    if os.path.islink(p) or os.path.getsize(p) > (8 << 20):
+                        continue
+                    with open(p, "rb") as f:
+                        data = f.read()
+                    if b"\0" in data[:4096]:
+                        continue
+                    new = data
+                    for a, b in pairs:
+                        new = new.replace(a, b)
+                    if new != data:
+                        st = os.stat(p)
+                        with open(p, "wb") as f:
+                            f.write(new)
+                        os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+        else:
+            rc, out = sh(["cmake", "-S", src, "-B", bld, "-DCMAKE_BUILD_TYPE=Release"])
+            if rc:
+                sys.exit("configure failed:\n" + out)
+    print(f"mutate: building the unmutated scratch tree in {bld} ...", flush=True)
+    rc, out = sh(["cmake", "--build", bld, f"-j{jobs}"])
+    if rc:
+        sys.exit("the unmutated tree does not build:\n" + out[-3000:])
+    return src, bld
+
+
+def targets_for(bld, regex):
+    """Executables the matching ctest cases run (plus the CLI, which scripts call)."""
+    rc, out = sh(["ctest", "-N", "-V", "-R", regex], cwd=bld)
+    names = {"llmsys"}
+    for m in re.finditer(r"Test command: (\S+)(.*)", out):
+        for tok in [m.group(1)] + m.group(2).split():
+            if tok.startswith(bld) and os.path.basename(tok) and "." not in os.path.basename(tok):
+                names.add(os.path.basename(tok))
+    n = len(re.findall(r"Test +#", out))
+    return sorted(names), n
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    root = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+    ap.add_argument("--list", default=os.path.join(root, "tests", "mutants.txt"))
+    ap.add_argument("--only", default="", help="regex on mutant ids: run only those")
+    ap.add_argument("--build", default=os.path.join(root, "build"), help="build tree to seed the scratch one from")
+    ap.add_argument("--scratch", default="/tmp/llmsys-mutate")
+    ap.add_argument("--timeout", type=int, default=300, help="seconds per ctest case")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--check", action="store_true", help="only check that every original text occurs once")
+    a = ap.parse_args()
+    muts = [m for m in load(a.list) if not a.only or re.search(a.only, m["id"])]
+    bad = 0
+    for m in muts:
+        with open(os.path.join(root, m["file"])) as f:
+            n = f.read().count(m["orig"])
+        if n != 1:
+            print(f"{a.list}:{m['line']}: {m['id']}: original text occurs {n} times in {m['file']}")
+            bad += 1
+    if bad or a.check:
+        print(f"mutate: {len(muts)} mutants, {bad} bad")
+        return 1 if bad else 0
+    src, bld = seed_scratch(root, os.path.realpath(a.build), os.path.realpath(a.scratch), a.jobs)
+    res = []
+    t_all = time.time()
+    for i, m in enumerate(muts):
+        path = os.path.join(src, m["file"])
+        with open(path) as f:
+            orig = f.read()
+        t0 = time.time()
+        try:
+            with open(path, "w") as f:
+                f.write(orig.replace(m["orig"], m["repl"], 1))
+            tg, ntests = targets_for(bld, m["regex"])
+            rc, out = sh(["cmake", "--build", bld, f"-j{a.jobs}", "--target"] + tg)
+            if rc:
+                status, why = "stillborn", "does not compile"
+            else:
+                rc, out = sh(["ctest", "-R", m["regex"], "-j", str(a.jobs), "--timeout", str(a.timeout),
+                              "--output-on-failure"], cwd=bld, timeout=a.timeout * max(ntests, 1) + 60)
+                failed = re.findall(r"\d+ - (\S+) \((\w+)", out)
+                if rc and failed:
+                    status, why = "killed", ", ".join(f"{t} ({r})" for t, r in failed)
+                elif rc == 124:
+                    status, why = "killed", "ctest timed out"
+                elif rc:
+                    status, why = "killed", "ctest failed"
+                else:
+                    status, why = "survived", f"{ntests} tests passed"
+        finally:
+            with open(path, "w") as f:
+                f.write(orig)
+        dt = time.time() - t0
+        res.append((m, status, why, dt))
+        print(f"[{i + 1:3d}/{len(muts)}] {status:9s} {m['id']:28s} {dt:6.1f} s  {why}", flush=True)
+    # leave the scratch build unmutated for the next run
+    sh(["cmake", "--build", bld, f"-j{a.jobs}"])
+    live = [r for r in res if r[1] != "stillborn"]
+    killed = sum(1 for r in live if r[1] == "killed")
+    print(f"\nmutate: {killed}/{len(live)} killed ({100.0 * killed / max(len(live), 1):.1f}%), "
+          f"{len(res) - len(live)} stillborn, {time.time() - t_all:.0f} s")
+    surv = [r for r in live if r[1] == "survived"]
+    if surv:
+        print("survivors:")
+        for m, _, _, _ in surv:
+            print(f"  {m['id']}: {m['file']}: '{m['orig']}' -> '{m['repl']}'  (ctest -R '{m['regex']}')")
+    return 0 if not surv else 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())
