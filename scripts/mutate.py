@@ -48,10 +48,24 @@ def seed_scratch(root, build, scratch, jobs):
     its absolute paths rewritten (so only what differs is rebuilt), then brings it up to date."""
     src, bld = os.path.join(scratch, "src"), os.path.join(scratch, "build")
     os.makedirs(src, exist_ok=True)
-    rc, out = sh(["rsync", "-a", "--delete", "--exclude=/build*", "--exclude=/.git", "--exclude=/bench-out",
-                  "--exclude=/demo-out", root + "/", src + "/"])
+    rc, out = sh(["git", "-C", root, "ls-files", "-z", "--cached", "--others", "--exclude-standard"])
     if rc:
-        sys.exit("rsync failed:\n" + out)
+        sys.exit("git ls-files failed:\n" + out)
+    files = {f for f in out.split("\0") if f and os.path.isfile(os.path.join(root, f))}
+    for f in files:  # copy what differs, keeping mtimes (so only that is rebuilt)
+        a, b = os.path.join(root, f), os.path.join(src, f)
+        sa = os.stat(a)
+        if os.path.exists(b):
+            sb = os.stat(b)
+            if sb.st_size == sa.st_size and sb.st_mtime_ns == sa.st_mtime_ns:
+                continue
+        os.makedirs(os.path.dirname(b), exist_ok=True)
+        shutil.copy2(a, b)
+    for d, _, fs in os.walk(src):  # and drop what the tree no longer has
+        for fn in fs:
+            rel = os.path.relpath(os.path.join(d, fn), src)
+            if rel not in files:
+                os.remove(os.path.join(d, fn))
     if not os.path.exists(os.path.join(bld, "CMakeCache.txt")):
         if os.path.exists(os.path.join(build, "CMakeCache.txt")):
             shutil.copytree(build, bld, symlinks=True, dirs_exist_ok=True)
