@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `llmsys eval` on a quantized checkpoint runs the serve engine and agrees with the fp32
-# checkpoint within a tolerance that shrinks with the bit width.
+# checkpoint within about 3x the error observed here (bits/byte 4.844 after 40 steps: int8
+# 1.6e-5 away, 3-bit 5.5e-3 away), and the 3-bit model is further off than the int8 one.
 set -euo pipefail
 bin=$1
 dir=$(mktemp -d)
@@ -15,7 +16,8 @@ f=$(bpb "$dir/m.safetensors"); q8=$(bpb "$dir/q8.safetensors"); q3=$(bpb "$dir/q
 echo "bits/byte fp32 $f, int8 $q8, 3-bit $q3"
 awk -v f="$f" -v a="$q8" -v b="$q3" 'BEGIN {
   d8 = a - f; if (d8 < 0) d8 = -d8; d3 = b - f; if (d3 < 0) d3 = -d3;
-  if (f <= 0 || d8 > 0.01 || d3 > 0.5 || a == b) { print "FAIL: tolerance (8-bit 0.01, 3-bit 0.5) missed, or 3-bit identical to 8-bit"; exit 1 }
+  if (f <= 0 || f > 6 || d8 > 5e-5 || d3 > 0.017 || d3 <= d8) {
+    printf "FAIL: |int8 - fp32| %.3g (max 5e-5), |3-bit - fp32| %.3g (max 0.017, above int8), fp32 %.4f (0..6]\n", d8, d3, f; exit 1 }
 }'
 # a file that is not a checkpoint: one line, exit 1
 if "$bin" eval --model "$data" --data "$data" 2>"$dir/err"; then echo "FAIL: eval accepted a text file"; exit 1; fi

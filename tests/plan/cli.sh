@@ -37,7 +37,7 @@ expect 2 "malformed JSON" -- "$BIN" plan serve --cluster "$T/c3.json" --model op
 expect 0 "bits 8,16 adabits" -- "$BIN" plan serve --cluster llmpq-2 --bits 8,16 --algo adabits --quiet
 expect 1 "bits 16 does not fit" -- "$BIN" plan serve --cluster llmpq-2 --bits 16 --quiet
 grep -q "GB short" "$T/err" || { echo "FAIL bits 16 message"; fail=1; }
-expect 1 "does not fit" -- "$BIN" plan serve --cluster llmpq-8 --model bloom-176b
+expect 1 "does not fit" -- "$BIN" plan serve --cluster llmpq-8 --model bloom-176b --out "$T/none.json"
 grep -q "GB short" "$T/err" || { echo "FAIL infeasible message"; fail=1; }
-[ ! -e "$T/none.json" ] || fail=1
+[ ! -e "$T/none.json" ] || { echo "FAIL infeasible plan left $T/none.json"; fail=1; }
 exit $fail

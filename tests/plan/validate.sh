@@ -1,0 +1,50 @@
+#!/bin/bash
+# validate.sh - `llmsys plan validate` reduced (tiny model, 2 CPU stages, one timed batch):
+# parses the report and checks its figures against values computed here: the tokens the
+# served run returned (batch x gen), tok/s from tokens and seconds, the errors from the
+# measured, replayed and predicted rates, busy time on every stage, overlap in (0, 1].
+set -u
+BIN="$1"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+"$BIN" plan validate --config tiny --stages 2 --batch 2 --prompt 8 --gen 4 --runs 1 --reps 1 --algos splitquant,uniform \
+    --quality none --workdir "$T" --report "$T/r.json" > "$T/out" 2>&1 || { echo "FAIL plan validate:"; tail -5 "$T/out"; exit 1; }
+/usr/bin/python3 - "$T/r.json" <<'PY'
+import json, math, sys
+r = json.load(open(sys.argv[1]))
+bad = []
+def near(a, b, rel=1e-9):
+    return abs(a - b) <= rel * max(abs(a), abs(b), 1e-300)
+plans = r["plans"]
+if [p["algo"] for p in plans] != ["splitquant", "uniform"]:
+    bad.append("algos %s" % [p["algo"] for p in plans])
+for p in plans:
+    a = p["algo"]
+    if len(p["stages"]) != 2:
+        bad.append("%s: %d stages" % (a, len(p["stages"])))
+    for i, s in enumerate(p["stages"]):
+        if not (s["measured_busy_s"] > 0 and s["predicted_busy_s"] > 0 and s["replay_busy_s"] > 0):
+            bad.append("%s stage %d: busy times %s" % (a, i, s))
+    for run in p["runs"]:
+        if run["tokens"] != 2 * 4:
+            bad.append("%s: a run returned %s tokens, batch 2 x gen 4 = 8" % (a, run["tokens"]))
+        if not (run["seconds"] > 0 and near(run["tok_s"], run["tokens"] / run["seconds"])):
+            bad.append("%s: tok/s %s from %s tokens in %s s" % (a, run["tok_s"], run["tokens"], run["seconds"]))
+    m, pr, rp = p["measured_tok_s"], p["predicted_tok_s"], p["replay_tok_s"]
+    if not (m > 0 and pr > 0 and rp > 0 and all(math.isfinite(x) for x in (m, pr, rp))):
+        bad.append("%s: rates measured %s predicted %s replay %s" % (a, m, pr, rp))
+    elif not (near(p["error"], m / pr - 1, 1e-6) and near(p["replay_error"], m / rp - 1, 1e-6)):
+        bad.append("%s: error %s / replay_error %s disagree with the rates" % (a, p["error"], p["replay_error"]))
+    if not (p["measured_min_tok_s"] <= m <= p["measured_max_tok_s"]):
+        bad.append("%s: median %s outside [min, max]" % (a, m))
+    if not (0 < p["stage_overlap"] <= 1):
+        bad.append("%s: stage overlap %s" % (a, p["stage_overlap"]))
+    if p["predicted_mb_prefill"] > 2 or p["predicted_mb_decode"] > 2 * 4 or p["predicted_mb_prefill"] < 1:
+        bad.append("%s: micro-batches %s/%s for batch 2" % (a, p["predicted_mb_prefill"], p["predicted_mb_decode"]))
+if not (r["host_capacity_cores"] > 0 and r["idle_hop_s"] > 0):
+    bad.append("host capacity %s, hop %s" % (r["host_capacity_cores"], r["idle_hop_s"]))
+for b in bad:
+    print("FAIL", b)
+print("plan validate: %s" % ("ok" if not bad else "%d failure(s)" % len(bad)))
+sys.exit(1 if bad else 0)
+PY
