@@ -128,9 +128,10 @@ static void test_foreign(void) {
  * pair, an end past the data, and an in-range control that opens. */
 static void test_offsets(void) {
     struct {
-        const char *offs;
+        const char *offs, *shape;
         int ok;
-    } cases[] = {{"[0,8]", 1}, {"[-4,4]", 0}, {"[8,0]", 0}, {"[4,12]", 0}, {"[8,16]", 0}, {"[-8,0]", 0}};
+    } cases[] = {{"[0,8]", "[2]", 1},  {"[-4,4]", "[2]", 0}, {"[8,0]", "[2]", 0}, {"[4,12]", "[2]", 0},
+                 {"[8,16]", "[2]", 0}, {"[-8,0]", "[2]", 0}, {"[0,8]", "[1]", 0}, {"[0,4]", "[2]", 0}};
     char p[256];
     path_of(p, sizeof p, "offsets.safetensors");
     const float v[2] = {1.5f, -2.0f};
@@ -139,9 +140,9 @@ static void test_offsets(void) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char h[256];
         int hl = snprintf(h, sizeof h,
-                          "{\"__metadata__\":{\"llmsys.xxh3\":\"%s\"},\"x\":{\"dtype\":\"F32\",\"shape\":[2],"
+                          "{\"__metadata__\":{\"llmsys.xxh3\":\"%s\"},\"x\":{\"dtype\":\"F32\",\"shape\":%s,"
                           "\"data_offsets\":%s}}",
-                          sum, cases[i].offs);
+                          sum, cases[i].shape, cases[i].offs);
         unsigned char buf[512] = {0};
         for (int k = 0; k < 8; k++) buf[k] = (unsigned char)((uint64_t)hl >> (8 * k));
         memcpy(buf + 8, h, (size_t)hl);
@@ -156,11 +157,19 @@ static void test_offsets(void) {
             if (t) memcpy(got, t->data, sizeof got);
             CHECK(t && got[0] == 1.5f && got[1] == -2.0f);
         } else {
-            CHECK_MSG(rc == LS_EFORMAT && strstr(ls_errmsg(), "offsets"), "offsets %s: rc %d (%s)", cases[i].offs, rc,
-                      rc ? ls_errmsg() : "opened");
+            CHECK_MSG(rc == LS_EFORMAT && (strstr(ls_errmsg(), "offsets") || strstr(ls_errmsg(), "bytes")),
+                      "offsets %s shape %s: rc %d (%s)", cases[i].offs, cases[i].shape, rc, rc ? ls_errmsg() : "opened");
         }
         if (f) ls_st_close(f);
     }
+    /* a header length beyond the file */
+    unsigned char buf[64] = {0};
+    buf[0] = 0xe8, buf[1] = 0x03; /* 1000 */
+    memcpy(buf + 8, "{}", 2);
+    CHECK(ls_file_write_atomic(p, buf, sizeof buf) == LS_OK);
+    ls_st_file *f = NULL;
+    CHECK(ls_st_open(p, &f) == LS_EFORMAT && strstr(ls_errmsg(), "header length"));
+    if (f) ls_st_close(f);
 }
 
 int main(void) {

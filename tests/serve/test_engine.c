@@ -31,7 +31,7 @@ static void test_vs_model(void) {
     const float *ref = ls_model_logits(m);
     float *out = malloc(sizeof(float) * T * V);
     const int bl[2] = {32, 16};
-    const double tol[2] = {2e-4, 2e-2};
+    const double tol[2] = {5e-6, 2e-3}; /* about 3-5x the observed 9.8e-7 (fp32) and 6.7e-4 (fp16) */
     for (int k = 0; k < 2; k++) {
         int bits[8];
         for (int l = 0; l < cfg.n_layer; l++) bits[l] = bl[k];

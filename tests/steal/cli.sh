@@ -71,7 +71,9 @@ q=$(python3 -c "import json;print(json.load(open('$T/r.json'))['queries'])" 2>/d
 # the whole file handed as test data is the test set, sent in the victim's raw units
 "$BIN" steal eval --replica "$T/r.safetensors" --target "$URL" --test-data "$T/t.csv" --api-key admin \
   > "$T/eval.out" || fail "eval"
-grep -q "agreement with victim" "$T/eval.out" || fail "eval output"
+agree=$(sed -n 's/.*agreement with victim \([0-9.]*\).*/\1/p' "$T/eval.out")
+echo "replica agreement with the victim: ${agree:-?}"
+awk -v a="${agree:-0}" 'BEGIN { exit !(a >= 0.45 && a <= 1) }' || fail "agreement ${agree:-?} below 0.45 (chance is 0.25 with 4 classes; observed 0.62)"
 grep -q "eval on all 2000 rows of $T/t.csv, 2000 rows in raw units" "$T/eval.out" || fail "eval names its rows"
 # a split of it on request, with baselines (natural rows kept apart from the test rows)
 "$BIN" steal eval --replica "$T/r.safetensors" --target "$URL" --test-data "$T/t.csv" --test-split 0.2 --api-key admin \

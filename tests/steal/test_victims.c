@@ -16,10 +16,10 @@ static char dir[256];
 
 static void check_learns(const char *spec, int64_t ntrain, int64_t ntest, double min_acc) {
     ls_steal_data tr, tef, te;
-    if (ls_steal_dataset_open(spec, ntrain, &tr, &tef) != LS_OK) {
-        fprintf(stderr, "  (skip %s: %s)\n", spec, ls_errmsg());
-        return;
-    }
+    /* callers skip only when the data is absent; any error opening it is a failure */
+    int rc = ls_steal_dataset_open(spec, ntrain, &tr, &tef);
+    CHECK_MSG(rc == LS_OK, "%s: %s", spec, ls_errmsg());
+    if (rc != LS_OK) return;
     CHECK_EQ_INT(ls_steal_data_subset(&tef, ntest, 1, &te), LS_OK);
     for (int t = 0; t < LS_VICTIM_COUNT; t++) {
         ls_victim_opts o;
