@@ -34,6 +34,13 @@ bench: build
 	@mkdir -p bench-out
 	@for b in $(BUILD)/bench_*; do echo "== $$b"; $$b --out bench-out/$$(basename $$b).json || exit 1; done
 
+# Mutation testing (slow, not part of CI): each one-line mutant of tests/mutants.txt applied to a
+# scratch copy under /tmp, rebuilt, and run against its ctest cases; prints kill rate and survivors.
+# MUTATE_FLAGS="--only REGEX" runs some of them. Report in docs/notes/mutation.md.
+.PHONY: mutate
+mutate: build
+	python3 scripts/mutate.py --build $(BUILD) --jobs $(JOBS) $(MUTATE_FLAGS)
+
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
