@@ -84,7 +84,10 @@ static void check_learns(const char *spec, int64_t ntrain, int64_t ntest, double
 
 static void test_blobs(void) { check_learns("blobs", 3000, 1000, 0.60); }
 static void test_fmnist_small(void) {
-    if (!ls_is_file("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz")) return;
+    if (!ls_is_file("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz")) {
+        fprintf(stderr, "  (skip: dataset-fashion-mnist not installed)\n");
+        return;
+    }
     check_learns("fmnist", 2000, 1000, 0.55);
 }
 
