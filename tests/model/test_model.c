@@ -258,6 +258,11 @@ static void test_sampling(void) {
         for (int i = 0; i < n; i++) CHECK(p[order[i]] > 0.0f);
         for (int i = n; i < V; i++) CHECK(p[order[i]] == 0.0f);
     }
+    /* a threshold just below the mass of n tokens keeps exactly n (no slack past top_p) */
+    for (int n = 1; n <= 4; n++) {
+        ls_sample_config pp = {1.0f, 0, (float)(sorted[n - 1] - 1e-4)};
+        CHECK_EQ_INT(ls_sample_probs(logits, V, &pp, p), n);
+    }
     /* top-k then top-p */
     ls_sample_config kp = {1.0f, 2, 0.99f};
     CHECK_EQ_INT(ls_sample_probs(logits, V, &kp, p), 2);
