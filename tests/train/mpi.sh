@@ -24,8 +24,14 @@ done > "$T/corpus.txt"
 # 6e-3; observed 1.2-1.5e-6). 1e-5 is 100x below one update (lr) in most coordinates.
 TOL=1e-5
 args=(train --config tiny --data "$T/corpus.txt" --batch 4 --seq 32 --steps 6 --lr 1e-3 --threads 1)
-timeout 60 "$BIN" "${args[@]}" --out "$T/one.st" --report "$T/one.json" > /dev/null 2> "$T/err" || { fail "1 rank"; cat "$T/err"; }
-timeout 60 "$BIN" "${args[@]}" --ranks 2 --out "$T/two.st" --report "$T/two.json" > /dev/null 2> "$T/err" || { fail "--ranks 2"; cat "$T/err"; }
+timeout 60 "$BIN" "${args[@]}" --log-every 1 --out "$T/one.st" --report "$T/one.json" > /dev/null 2> "$T/one.err" || { fail "1 rank"; cat "$T/one.err"; }
+timeout 60 "$BIN" "${args[@]}" --log-every 1 --ranks 2 --out "$T/two.st" --report "$T/two.json" > /dev/null 2> "$T/two.err" || { fail "--ranks 2"; cat "$T/two.err"; }
+# the all-reduced gradient is the global mean: its norm at every step is the 1-rank one
+# (AdamW is nearly blind to a gradient's scale, so the parameters alone would not show a
+# missing division by the target count)
+paste <(grep -o 'grad-norm [0-9.]*' "$T/one.err") <(grep -o 'grad-norm [0-9.]*' "$T/two.err") |
+  awk '{ n++; d = $2 - $4; if (d < 0) d = -d; if (d > 0.002 * ($2 > 1 ? $2 : 1)) bad++ } END { exit !(n == 6 && !bad) }' \
+  || fail "grad norms of 1 and 2 ranks differ: $(grep -o 'grad-norm [0-9.]*' "$T/one.err" "$T/two.err" | tr '\n' ' ')"
 timeout 60 mpirun -q -np 2 "${root[@]}" --oversubscribe --bind-to none "$BIN" "${args[@]}" --out "$T/mpi.st" > /dev/null 2> "$T/err" || { fail "mpirun -np 2"; cat "$T/err"; }
 "$CMP" "$T/one.st" "$T/two.st" "$TOL" || fail "1 rank vs --ranks 2"
 "$CMP" "$T/one.st" "$T/mpi.st" "$TOL" || fail "1 rank vs mpirun -np 2"
