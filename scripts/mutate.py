@@ -52,15 +52,20 @@ def seed_scratch(root, build, scratch, jobs):
     if rc:
         sys.exit("git ls-files failed:\n" + out)
     files = {f for f in out.split("\0") if f and os.path.isfile(os.path.join(root, f))}
-    for f in files:  # copy what differs, keeping mtimes (so only that is rebuilt)
+    for f in files:
         a, b = os.path.join(root, f), os.path.join(src, f)
         sa = os.stat(a)
-        if os.path.exists(b):
-            sb = os.stat(b)
-            if sb.st_size == sa.st_size and sb.st_mtime_ns == sa.st_mtime_ns:
+        if not os.path.exists(b):  # first copy: the tree's mtimes, matching the seeded build tree
+            os.makedirs(os.path.dirname(b), exist_ok=True)
+            shutil.copy2(a, b)
+            continue
+        sb = os.stat(b)
+        if sb.st_size == sa.st_size and sb.st_mtime_ns == sa.st_mtime_ns:
+            continue
+        with open(a, "rb") as fa, open(b, "rb") as fb:
+            if fa.read() == fb.read():
                 continue
-        os.makedirs(os.path.dirname(b), exist_ok=True)
-        shutil.copy2(a, b)
+        shutil.copyfile(a, b)  # changed: a fresh mtime, so its objects are rebuilt
     for d, _, fs in os.walk(src):  # and drop what the tree no longer has
         for fn in fs:
             rel = os.path.relpath(os.path.join(d, fn), src)

@@ -173,6 +173,16 @@ static void test_eval_matches_train(void) {
     fprintf(stderr, "  bits/byte: ls_eval_tokens %.5f, engine fp32 %.5f, engine 4-bit %.5f\n", rf.bits_per_byte,
             re.bits_per_byte, r4.bits_per_byte);
     CHECK(fabs(r4.bits_per_byte - rf.bits_per_byte) > 1e-6); /* quantization changes something */
+    /* max_tokens = 32 at seq 16: two whole windows, every target in tokens 1..32 but BOS */
+    if (n > 40) {
+        ls_eval_result rm;
+        CHECK(ls_engine_eval_tokens(e, tok, n, 16, 32, &rm) == LS_OK);
+        int64_t want = 0;
+        for (int i = 1; i <= 32; i++) want += tok[i] != LS_TOK_BOS;
+        CHECK_EQ_INT(rm.tokens, want);
+    } else {
+        CHECK_MSG(0, "corpus of %zu tokens too short for the max_tokens check", n);
+    }
     CHECK_EQ_INT(ls_ckpt_is_quantized(ckpt), 0);
     ls_engine_free(e), ls_engine_free(e4);
     ls_model_free(m);
