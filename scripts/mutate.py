@@ -13,6 +13,7 @@ import argparse
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -35,12 +36,24 @@ def load(path):
 
 
 def sh(cmd, cwd=None, timeout=None):
+    """Runs cmd in its own process group; on a timeout or an interrupt the whole group goes."""
+    p = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True)
     try:
-        p = subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                           timeout=timeout)
-        return p.returncode, p.stdout
-    except subprocess.TimeoutExpired as e:
-        return 124, (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        out, _ = p.communicate(timeout=timeout)
+        return p.returncode, out
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, _ = p.communicate()
+        return 124, out
+    except BaseException:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        raise
+
+
+def on_signal(signum, frame):
+    raise KeyboardInterrupt  # unwinds through the restore in main()
 
 
 def seed_scratch(root, build, scratch, jobs):
@@ -126,6 +139,8 @@ def main():
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--check", action="store_true", help="only check that every original text occurs once")
     a = ap.parse_args()
+    for sig in (signal.SIGINT, signal.SIGTERM):  # also when started in the background
+        signal.signal(sig, on_signal)
     muts = [m for m in load(a.list) if not a.only or re.search(a.only, m["id"])]
     bad = 0
     for m in muts:

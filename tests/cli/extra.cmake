@@ -1,3 +1,5 @@
 # Cross-module CLI checks.
 add_test(NAME cli.eval_quant COMMAND ${CMAKE_SOURCE_DIR}/tests/cli/eval_quant.sh $<TARGET_FILE:llmsys>)
 set_tests_properties(cli.eval_quant PROPERTIES TIMEOUT 60 LABELS cli)
+add_test(NAME cli.args COMMAND ${CMAKE_SOURCE_DIR}/tests/cli/args.sh $<TARGET_FILE:llmsys>)
+set_tests_properties(cli.args PROPERTIES TIMEOUT 30 LABELS cli)
