@@ -52,11 +52,12 @@ static void make_data(void) {
 
 static int open_mix(const char *balance, ls_loader_mix *mix) {
     char json[1024];
-    snprintf(json, sizeof json,
-             "{\"n_ctx\": %d, \"tokens_per_rank\": %d, \"seed\": 9, \"balance\": \"%s\", \"cost\": {\"a\": %g, \"b\": %g},"
-             " \"sources\": [{\"name\": \"long\", \"path\": \"long.txt\", \"split\": \"blank\", \"weight\": 0.7},"
-             " {\"name\": \"short\", \"type\": \"jsonl\", \"path\": \"short.jsonl\", \"weight\": 0.3}]}",
-             NCTX, TPR, balance, COST_A, COST_B);
+    snprintf(
+        json, sizeof json,
+        "{\"n_ctx\": %d, \"tokens_per_rank\": %d, \"seed\": 9, \"balance\": \"%s\", \"cost\": {\"a\": %g, \"b\": %g},"
+        " \"sources\": [{\"name\": \"long\", \"path\": \"long.txt\", \"split\": \"blank\", \"weight\": 0.7},"
+        " {\"name\": \"short\", \"type\": \"jsonl\", \"path\": \"short.jsonl\", \"weight\": 0.3}]}",
+        NCTX, TPR, balance, COST_A, COST_B);
     return ls_loader_mix_parse(json, dir, mix);
 }
 
@@ -173,9 +174,12 @@ static void test_mute_replay(void) {
     int mismatch = 0, draws = 0, resets = 0;
     for (int s = 0; s < 12; s++) {
         double w[2];
-        if (s % 3 == 1) w[0] = 1, w[1] = 0;
-        else if (s % 3 == 2) w[0] = 0.2, w[1] = 0.8;
-        else w[0] = 0.6, w[1] = 0.4;
+        if (s % 3 == 1)
+            w[0] = 1, w[1] = 0;
+        else if (s % 3 == 2)
+            w[0] = 0.2, w[1] = 0.8;
+        else
+            w[0] = 0.6, w[1] = 0.4;
         CHECK_EQ_INT(ls_loader_set_weights(ld, w, -1), 0);
         ls_loader_step *st = NULL;
         CHECK_EQ_INT(ls_loader_next_step(ld, &st), 0);
@@ -203,8 +207,8 @@ static void test_mute_replay(void) {
         CHECK_MSG(w[1] > 0 || drawn[1] == 0, "step %d: muted source drew %lld tokens", s, (long long)drawn[1]);
         /* each source within one segment of its share of the step */
         for (int k = 0; k < 2; k++)
-            CHECK_MSG(fabs((double)drawn[k] - w[k] * TPR * R) <= 2.0 * NCTX, "step %d source %d: %lld tokens, target %.0f",
-                      s, k, (long long)drawn[k], w[k] * TPR * R);
+            CHECK_MSG(fabs((double)drawn[k] - w[k] * TPR * R) <= 2.0 * NCTX,
+                      "step %d source %d: %lld tokens, target %.0f", s, k, (long long)drawn[k], w[k] * TPR * R);
         ls_loader_step_free(st);
     }
     CHECK_MSG(mismatch == 0, "%d of %d draws differ from the largest-deficit replay", mismatch, draws);

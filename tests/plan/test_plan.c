@@ -103,8 +103,8 @@ static void test_stage_memory(void) {
     cl->dev[1] = cl->dev[0];
     ls_plan_workload w = {8, 512, 100};
     /* workspace, micro-batches 4 (prefill) and 8 (decode) */
-    double pre_act = 4.0 * 512 * (4 * 1024 + 4096) * 2;  /* 33554432 */
-    double pre_att = 4.0 * 8 * 512 * 512 * 2;            /* 16777216: the attention scores */
+    double pre_act = 4.0 * 512 * (4 * 1024 + 4096) * 2; /* 33554432 */
+    double pre_att = 4.0 * 8 * 512 * 512 * 2;           /* 16777216: the attention scores */
     double dec_act = 8.0 * (4 * 1024 + 4096) * 2 + 8.0 * 8 * 612 * 2;
     double logits = 8.0 * 1000 * 4;
     CHECK(pre_act + pre_att > dec_act);
@@ -115,7 +115,8 @@ static void test_stage_memory(void) {
     ls_plan_workload w1 = {8, 1, 100};
     CHECK_NEAR(ls_plan_workspace_bytes(&a, &w1, 1, 8), 8.0 * 8192 * 2 + 8.0 * 8 * 101 * 2 + logits, 0);
     double kv = 2.0 * 8 * 612 * 1024 * 2;
-    double w16 = 25165824.0 + 12288, w4 = 6291456.0 + 196608 + 12288, w8 = 12582912.0 + (1024 + 2048 + 8192) * 2.0 + 12288;
+    double w16 = 25165824.0 + 12288, w4 = 6291456.0 + 196608 + 12288,
+           w8 = 12582912.0 + (1024 + 2048 + 8192) * 2.0 + 12288;
     double embed = 1000.0 * 1024 * 2, head = 1000.0 * 1024 * 2 + 2.0 * 1024 * 2;
     ls_plan_problem *pb = malloc(sizeof *pb);
     ls_plan_result *pl = calloc(1, sizeof *pl);
