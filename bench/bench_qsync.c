@@ -8,7 +8,7 @@
  *   4. held-out bits/byte at equal steps and at equal wall time (qsync vs uniform low
  *      precision vs fp32 at the slow rank's pace) and the throughput gain over fp32.
  *
- *   build/bench_qsync [--quick] [--config small] [--steps 12] [--share auto|X] [--out FILE]
+ *   build/bench_qsync [--quick] [--gemm-only] [--config small] [--steps 12] [--share auto|X] [--out FILE]
  *
  * The slow rank's CPU share: "auto" is 2/3 of what an unthrottled process gets right now
  * (the machine may be shared), so the slow rank runs at about 2/3 of the fast one's speed. */
@@ -100,11 +100,13 @@ static cJSON *gemm_table(const ls_model_config *c, int N, int reps) {
 }
 
 int main(int argc, char **argv) {
-    int quick = 0, steps = 12, reps = 5;
+    int quick = 0, steps = 12, reps = 5, gemm_only = 0;
     const char *config = "small", *out = NULL, *share_arg = "auto";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick"))
             quick = 1;
+        else if (!strcmp(argv[i], "--gemm-only"))
+            gemm_only = 1;
         else if (!strcmp(argv[i], "--config") && i + 1 < argc)
             config = argv[++i];
         else if (!strcmp(argv[i], "--steps") && i + 1 < argc)
@@ -114,11 +116,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--out") && i + 1 < argc)
             out = argv[++i];
         else {
-            fprintf(stderr, "usage: bench_qsync [--quick] [--config NAME] [--steps N] [--share auto|X] [--out FILE]\n");
+            fprintf(stderr, "usage: bench_qsync [--quick] [--gemm-only] [--config NAME] [--steps N] [--share auto|X] "
+                            "[--out FILE]\n");
             return 2;
         }
     }
-    if (quick) config = "tiny", steps = 4, reps = 3;
+    if (quick && !gemm_only) config = "tiny", steps = 4, reps = 3;
     if (steps < 2) steps = 2;
     ls_model_set_threads(1);
     char self[4096], bin[4096];
@@ -146,6 +149,11 @@ int main(int argc, char **argv) {
     cJSON_AddStringToObject(J, "config", config);
     cJSON_AddNumberToObject(J, "load_start", load0);
     cJSON_AddItemToObject(J, "gemm", gemm_table(&mc, batch / 2 * seq, quick ? 5 : 15));
+    if (gemm_only) { /* the GEMM table alone, at the config's shapes */
+        int rc = out && ls_json_write_file(out, J) < 0 ? 1 : 0;
+        cJSON_Delete(J);
+        return rc;
+    }
 
     /* corpus: the system's license texts, else the repository's docs */
     const char *paths[1] = {"/usr/share/common-licenses"};

@@ -1,6 +1,6 @@
 /* precision.c - mixed-precision Linear layers: GEMMs with both operands cast to bf16, fp16
  * or int8 and fp32 accumulation, through oneDNN (matmul primitive for bf16/fp16,
- * dnnl_gemm_s8s8s32 for int8), and the dispatch the model calls per Linear layer.
+ * dnnl_gemm_u8s8s32 for int8 on VNNI CPUs), and the dispatch the model calls per Linear layer.
  *
  * Why cast on the fly: the fp32 weights stay the master copy that AdamW updates, so a
  * layer's precision can change between steps and ranks (QSync's setting: the same model,
@@ -172,21 +172,62 @@ static void scales(float *s, float *inv, int n) {
     }
 }
 
-/* q = clamp(round(x / s), -127, 127), s indexed by row (axis 0), column (1) or single (-1). */
-static void quant_i8(int8_t *dst, const float *src, int rows, int cols, int ld, const float *inv, int axis) {
-#pragma omp parallel for schedule(static) if ((long)rows * cols >= 65536L)
-    for (int r = 0; r < rows; r++) {
-        const float *s = src + (size_t)r * ld;
-        int8_t *d = dst + (size_t)r * cols;
-        float ir = axis == 0 ? inv[r] : inv[0];
-#pragma omp simd
-        for (int c = 0; c < cols; c++) {
-            float v = s[c] * (axis == 1 ? inv[c] : ir);
-            v = v > 127.0f ? 127.0f : (v < -127.0f ? -127.0f : v);
-            v = (v + 12582912.0f) - 12582912.0f; /* round to nearest even */
-            d[c] = (int8_t)(int)v;
-        }
+/* q = clamp(round(x / s), -127, 127) (+ off: 0 for s8, 128 for u8 storage), s indexed by row
+ * (axis 0), column (1) or single (-1). The body is compiled for AVX-512 and AVX2 too and
+ * chosen at run time (cpuid); the rounding is the same on every path. */
+#define QUANT_BODY                                                                                                     \
+    for (int r = 0; r < rows; r++) {                                                                                   \
+        const float *s = src + (size_t)r * ld;                                                                         \
+        uint8_t *d = dst + (size_t)r * cols;                                                                           \
+        if (axis == 1) {                                                                                               \
+            for (int c = 0; c < cols; c++) {                                                                           \
+                float v = s[c] * inv[c];                                                                               \
+                v = v > 127.0f ? 127.0f : (v < -127.0f ? -127.0f : v);                                                 \
+                v = (v + 12582912.0f) - 12582912.0f; /* round to nearest even */                                       \
+                d[c] = (uint8_t)((int)v + off);                                                                        \
+            }                                                                                                          \
+        } else {                                                                                                       \
+            float ir = axis == 0 ? inv[r] : inv[0];                                                                    \
+            for (int c = 0; c < cols; c++) {                                                                           \
+                float v = s[c] * ir;                                                                                   \
+                v = v > 127.0f ? 127.0f : (v < -127.0f ? -127.0f : v);                                                 \
+                v = (v + 12582912.0f) - 12582912.0f;                                                                   \
+                d[c] = (uint8_t)((int)v + off);                                                                        \
+            }                                                                                                          \
+        }                                                                                                              \
     }
+
+#define QUANT_ARGS uint8_t *dst, const float *src, int rows, int cols, int ld, const float *inv, int axis, int off
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define QUANT_X86 1
+__attribute__((target("avx512f,avx512bw,avx512vl"), optimize("tree-vectorize"))) static void quant_avx512(QUANT_ARGS) {
+    QUANT_BODY
+}
+__attribute__((target("avx2,fma"), optimize("tree-vectorize"))) static void quant_avx2(QUANT_ARGS) { QUANT_BODY }
+#endif
+static void quant_base(QUANT_ARGS) { QUANT_BODY }
+
+static void quant_i8(void *dst, const float *src, int rows, int cols, int ld, const float *inv, int axis, int off) {
+#ifdef QUANT_X86
+    static int isa = -1; /* 2 avx512, 1 avx2, 0 baseline */
+    if (isa < 0)
+        isa = __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") ? 2
+              : __builtin_cpu_supports("avx2")                                          ? 1
+                                                                                        : 0;
+    if (isa == 2) return quant_avx512(dst, src, rows, cols, ld, inv, axis, off);
+    if (isa == 1) return quant_avx2(dst, src, rows, cols, ld, inv, axis, off);
+#endif
+    quant_base(dst, src, rows, cols, ld, inv, axis, off);
+}
+
+/* 1 when the CPU has 8-bit dot-product instructions (AVX512-VNNI or AVX-VNNI): there oneDNN's
+ * u8 x s8 GEMM is exact and its fastest int8 form. */
+static int has_vnni(void) {
+#ifdef QUANT_X86
+    return __builtin_cpu_supports("avx512vnni");
+#else
+    return 0;
+#endif
 }
 
 /* ---------------------------------------------------------------- context */
@@ -344,6 +385,7 @@ static int run_matmul(ls_prec_ctx *c, prim_entry *e, void *a, void *b, float *C,
 const char *ls_prec_kernel(ls_prec_ctx *c, ls_prec p) {
     if (p == LS_PREC_FP32) return "openblas sgemm";
     if (p == LS_PREC_INT8) {
+        if (has_vnni()) return "onednn gemm_u8s8s32 (VNNI, int32 acc)";
         if (c->has_kernel[p] < 0) c->has_kernel[p] = matmul_prim(c, dnnl_s8, 64, 64, 64, 0, 1, 0, 64, 2) != NULL;
         return c->has_kernel[p] ? "onednn matmul s8 (int32 acc)" : "onednn gemm_s8s8s32 (int32 acc)";
     }
@@ -401,8 +443,18 @@ static int gemm_i8(ls_prec_ctx *c, int per_channel, int ta, int tb, int M, int N
     int na = axa < 0 ? 1 : M, nb = axb < 0 ? 1 : N;
     scales(c->sa, c->ia, na);
     scales(c->sb, c->ib, nb);
-    quant_i8(c->buf_a, A, ar, ac, lda, c->ia, axa);
-    quant_i8(c->buf_b, B, br, bc, ldb, c->ib, axb);
+    /* VNNI: A stored as u8 = q + 128 and oneDNN subtracts the offset (ao = 128) exactly, so the
+     * int32 sums equal the s8 x s8 ones; no primitive, no reorder. */
+    int vnni = has_vnni();
+    quant_i8(c->buf_a, A, ar, ac, lda, c->ia, axa, vnni ? 128 : 0);
+    quant_i8(c->buf_b, B, br, bc, ldb, c->ib, axb, 0);
+    int32_t co = 0, *acc = c->buf_c;
+    dnnl_status_t st;
+    if (vnni) {
+        st = dnnl_gemm_u8s8s32(ta ? 'T' : 'N', tb ? 'T' : 'N', 'F', M, N, K, 1.0f, c->buf_a, ac, 128, c->buf_b, bc, 0,
+                               0.0f, acc, N, &co);
+        goto dequant;
+    }
     if (c->has_kernel[LS_PREC_INT8] < 0) (void)ls_prec_kernel(c, LS_PREC_INT8);
     prim_entry *e = c->has_kernel[LS_PREC_INT8]
                         ? matmul_prim(c, dnnl_s8, M, N, K, ta, tb, beta != 0.0f, ldc, nb > 1 ? 2 : 0)
@@ -411,9 +463,9 @@ static int gemm_i8(ls_prec_ctx *c, int per_channel, int ta, int tb, int M, int N
         for (int n = 0; n < nb; n++) c->ib[n] = c->sa[0] * c->sb[n]; /* output scales */
         return run_matmul(c, e, c->buf_a, c->buf_b, C, c->ib);
     }
-    int32_t co = 0, *acc = c->buf_c;
-    dnnl_status_t st = dnnl_gemm_s8s8s32(ta ? 'T' : 'N', tb ? 'T' : 'N', 'F', M, N, K, 1.0f, c->buf_a, ac, 0, c->buf_b,
+    st = dnnl_gemm_s8s8s32(ta ? 'T' : 'N', tb ? 'T' : 'N', 'F', M, N, K, 1.0f, c->buf_a, ac, 0, c->buf_b,
                                          bc, 0, 0.0f, acc, N, &co);
+dequant:
     if (st != dnnl_success) return ls_err(LS_EUNSUPPORTED, "precision: oneDNN int8 GEMM failed (status %d)", (int)st);
     const float *sa = c->sa, *sb = c->sb;
 #pragma omp parallel for schedule(static) if ((long)M * N >= 65536L)
@@ -457,7 +509,7 @@ int ls_prec_cast(ls_prec_ctx *c, ls_prec p, const float *x, int rows, int cols) 
         LS_TRY(grow_scales(c, 1));
         absmax(c->sa, x, rows, cols, cols, -1);
         scales(c->sa, c->ia, 1);
-        quant_i8(c->buf_a, x, rows, cols, cols, c->ia, -1);
+        quant_i8(c->buf_a, x, rows, cols, cols, c->ia, -1, has_vnni() ? 128 : 0);
         return LS_OK;
     }
     if (c->has_kernel[p] < 0) (void)ls_prec_kernel(c, p);
