@@ -176,7 +176,7 @@ static void scales(float *s, float *inv, int n) {
  * (axis 0), column (1) or single (-1). The body is compiled for AVX-512 and AVX2 too and
  * chosen at run time (cpuid); the rounding is the same on every path. */
 #define QUANT_BODY                                                                                                     \
-    for (int r = 0; r < rows; r++) {                                                                                   \
+    _Pragma("omp parallel for schedule(static) if ((long)rows * cols >= 65536L)") for (int r = 0; r < rows; r++) {     \
         const float *s = src + (size_t)r * ld;                                                                         \
         uint8_t *d = dst + (size_t)r * cols;                                                                           \
         if (axis == 1) {                                                                                               \
@@ -212,8 +212,8 @@ static void quant_i8(void *dst, const float *src, int rows, int cols, int ld, co
     static int isa = -1; /* 2 avx512, 1 avx2, 0 baseline */
     if (isa < 0)
         isa = __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") ? 2
-              : __builtin_cpu_supports("avx2")                                          ? 1
-                                                                                        : 0;
+              : __builtin_cpu_supports("avx2")                                         ? 1
+                                                                                       : 0;
     if (isa == 2) return quant_avx512(dst, src, rows, cols, ld, inv, axis, off);
     if (isa == 1) return quant_avx2(dst, src, rows, cols, ld, inv, axis, off);
 #endif
@@ -463,8 +463,8 @@ static int gemm_i8(ls_prec_ctx *c, int per_channel, int ta, int tb, int M, int N
         for (int n = 0; n < nb; n++) c->ib[n] = c->sa[0] * c->sb[n]; /* output scales */
         return run_matmul(c, e, c->buf_a, c->buf_b, C, c->ib);
     }
-    st = dnnl_gemm_s8s8s32(ta ? 'T' : 'N', tb ? 'T' : 'N', 'F', M, N, K, 1.0f, c->buf_a, ac, 0, c->buf_b,
-                                         bc, 0, 0.0f, acc, N, &co);
+    st = dnnl_gemm_s8s8s32(ta ? 'T' : 'N', tb ? 'T' : 'N', 'F', M, N, K, 1.0f, c->buf_a, ac, 0, c->buf_b, bc, 0, 0.0f,
+                           acc, N, &co);
 dequant:
     if (st != dnnl_success) return ls_err(LS_EUNSUPPORTED, "precision: oneDNN int8 GEMM failed (status %d)", (int)st);
     const float *sa = c->sa, *sb = c->sb;
