@@ -20,7 +20,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli/qsync_exp.h"
 #include "llmsys/core.h"
 #include "llmsys/model.h"
 #include "llmsys/plan.h"
@@ -163,7 +162,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_qsync: %s\n", ls_errmsg());
         return 1;
     }
-    double frac = qx_cpu_fraction(), share = !strcmp(share_arg, "auto") ? frac * 2 / 3 : atof(share_arg);
+    double frac = ls_tplan_exp_cpu_fraction(), share = !strcmp(share_arg, "auto") ? frac * 2 / 3 : atof(share_arg);
     if (!(share > 0)) share = 0.5;
     if (share < 0.1) share = 0.1; /* the kernel's minimum quota is 1 ms of a 10 ms period */
     char dir[] = "/tmp/llmsys-bench-qsync-XXXXXX";
@@ -175,7 +174,7 @@ int main(int argc, char **argv) {
     double pred[NP], prof_s = 0;
     ls_tplan *p = malloc(sizeof *p);
     printf("\nslow rank: CPU share %.3f (an unthrottled process gets %.2f of a core now)\n", share, frac);
-    int rc = qx_plans(p, corpus, config, batch, seq, share, reps, dir, NP, names, st, uni, pred, &prof_s);
+    int rc = ls_tplan_exp_plans(p, corpus, config, batch, seq, share, reps, dir, NP, names, st, uni, pred, &prof_s);
     if (rc < 0) {
         fprintf(stderr, "bench_qsync: %s\n", ls_errmsg());
         return 1;
@@ -231,8 +230,8 @@ int main(int argc, char **argv) {
         snprintf(ck, sizeof ck, "%s/%s.st", dir, names[k]);
         snprintf(rep, sizeof rep, "%s/%s.rep", dir, names[k]);
         snprintf(log, sizeof log, "%s/%s.log", dir, names[k]);
-        rc = qx_train(bin, config, paths[0], batch, seq, steps, plan, ck, rep, log, &meas[k]);
-        if (rc == LS_OK) rc = qx_eval(ck, corpus, seq, &bpb[k]);
+        rc = ls_tplan_exp_train(bin, config, paths[0], batch, seq, steps, plan, ck, rep, log, &meas[k]);
+        if (rc == LS_OK) rc = ls_tplan_exp_eval(ck, corpus, seq, &bpb[k]);
         if (rc < 0) {
             fprintf(stderr, "bench_qsync: %s\n", ls_errmsg());
             return 1;
@@ -284,8 +283,8 @@ int main(int argc, char **argv) {
             snprintf(ck, sizeof ck, "%s/%s-eqt.st", dir, names[k]);
             snprintf(rep, sizeof rep, "%s/%s-eqt.rep", dir, names[k]);
             snprintf(log, sizeof log, "%s/%s-eqt.log", dir, names[k]);
-            rc = qx_train(bin, config, paths[0], batch, seq, st_eq[e], plan, ck, rep, log, &it);
-            if (rc == LS_OK) rc = qx_eval(ck, corpus, seq, &bt[e]);
+            rc = ls_tplan_exp_train(bin, config, paths[0], batch, seq, st_eq[e], plan, ck, rep, log, &it);
+            if (rc == LS_OK) rc = ls_tplan_exp_eval(ck, corpus, seq, &bt[e]);
             if (rc < 0) {
                 fprintf(stderr, "bench_qsync: %s\n", ls_errmsg());
                 return 1;

@@ -464,6 +464,21 @@ int ls_tplan_model_gpus(ls_tplan *p, const ls_plan_catalog *cat, char names[][LS
 int ls_tplan_write(const ls_tplan *p, const char *path);
 int ls_tplan_load(const char *path, ls_tplan *p);
 
+/* ---- the measured experiment behind `llmsys demo qsync` and bench_qsync (trainexp.c) */
+/* The share of one core this process gets now (CPU over wall time of a 0.3 s busy loop). */
+double ls_tplan_exp_cpu_fraction(void);
+/* Runs `bin train` on 2 ranks with a precision plan (output to log); *iter_s: mean iteration
+ * time after the first step. Fails naming the log when the run fails. */
+int ls_tplan_exp_train(const char *bin, const char *config, const char *data, int batch, int seq, int steps,
+                       const char *plan, const char *out, const char *report, const char *log, double *iter_s);
+/* Held-out bits/byte of a checkpoint on the corpus's held-out split. */
+int ls_tplan_exp_eval(const char *ckpt, const ls_corpus *c, int seq, double *bpb);
+/* Profiles a 2-rank cluster here (rank 1 at share) and writes <dir>/plan-<name>.json for
+ * each of n strategies; p receives the qsync plan, pred_iter_s each plan's prediction. */
+int ls_tplan_exp_plans(ls_tplan *p, const ls_corpus *c, const char *config, int batch, int seq, double share, int reps,
+                       const char *dir, int n, const char *const *names, const ls_tplan_strategy *strats,
+                       const int *uniform, double *pred_iter_s, double *profile_s);
+
 #ifdef __cplusplus
 }
 #endif

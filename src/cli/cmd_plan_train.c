@@ -290,7 +290,6 @@ int train_precision_plan_apply(const char *path, ls_model *m, ls_dist *d, int ba
 
 /* ---------------------------------------------------------------- demo */
 
-#include "cli/qsync_exp.h"
 
 int demo_qsync(const ls_demo_ctx *ctx) {
     const char *config = ctx->quick ? "tiny" : "small";
@@ -303,7 +302,7 @@ int demo_qsync(const ls_demo_ctx *ctx) {
     ls_tplan *p = malloc(sizeof *p);
     int rc = p ? ls_mkdirs(dir) : ls_err(LS_ENOMEM, "out of memory");
     if (rc == LS_OK) rc = ls_corpus_load(&corpus, paths, 1, NULL);
-    double frac = qx_cpu_fraction(), share = frac * 2 / 3 < 0.1 ? 0.1 : frac * 2 / 3;
+    double frac = ls_tplan_exp_cpu_fraction(), share = frac * 2 / 3 < 0.1 ? 0.1 : frac * 2 / 3;
     enum { NP = 3 };
     const char *names[NP] = {"fp32", "uniform", "qsync"};
     ls_tplan_strategy st[NP] = {LS_TPLAN_FP32, LS_TPLAN_UNIFORM, LS_TPLAN_QSYNC};
@@ -312,7 +311,7 @@ int demo_qsync(const ls_demo_ctx *ctx) {
     printf("2 data-parallel ranks of the %s model on this machine; rank 1 throttled to %.2f of a core (2/3 of what "
            "an unthrottled process gets now, %.2f)\n",
            config, share, frac);
-    if (rc == LS_OK) rc = qx_plans(p, corpus, config, batch, seq, share, reps, dir, NP, names, st, uni, pred, &prof_s);
+    if (rc == LS_OK) rc = ls_tplan_exp_plans(p, corpus, config, batch, seq, share, reps, dir, NP, names, st, uni, pred, &prof_s);
     if (rc == LS_OK) {
         printf("profiled in %.1f s (per-operator costs per precision, indicator from real tensors):\n", prof_s);
         print_tplan(p);
@@ -327,8 +326,8 @@ int demo_qsync(const ls_demo_ctx *ctx) {
         snprintf(ck, sizeof ck, "%s/%s.safetensors", dir, names[k]);
         snprintf(rep, sizeof rep, "%s/%s.json", dir, names[k]);
         snprintf(log, sizeof log, "%s/%s.log", dir, names[k]);
-        rc = qx_train(bin, config, paths[0], batch, seq, steps, plan, ck, rep, log, &meas[k]);
-        if (rc == LS_OK) rc = qx_eval(ck, corpus, seq, &bpb[k]);
+        rc = ls_tplan_exp_train(bin, config, paths[0], batch, seq, steps, plan, ck, rep, log, &meas[k]);
+        if (rc == LS_OK) rc = ls_tplan_exp_eval(ck, corpus, seq, &bpb[k]);
         ls_tplan *q = rc == LS_OK ? malloc(sizeof *q) : NULL;
         int cnt[LS_PREC_COUNT] = {0};
         if (q && ls_tplan_load(plan, q) == LS_OK)
@@ -355,8 +354,8 @@ int demo_qsync(const ls_demo_ctx *ctx) {
                 snprintf(ck, sizeof ck, "%s/%s-eqtime.safetensors", dir, names[k]);
                 snprintf(rep, sizeof rep, "%s/%s-eqtime.json", dir, names[k]);
                 snprintf(log, sizeof log, "%s/%s-eqtime.log", dir, names[k]);
-                rc = qx_train(bin, config, paths[0], batch, seq, s, plan, ck, rep, log, &it);
-                if (rc == LS_OK) rc = qx_eval(ck, corpus, seq, &b);
+                rc = ls_tplan_exp_train(bin, config, paths[0], batch, seq, s, plan, ck, rep, log, &it);
+                if (rc == LS_OK) rc = ls_tplan_exp_eval(ck, corpus, seq, &b);
             }
             if (rc == LS_OK) printf("  %-8s %6d %14.4f\n", names[k], s, b);
         }

@@ -1,10 +1,6 @@
-/* qsync_exp.h - the hybrid-precision training experiment shared by `llmsys demo qsync` and
+/* trainexp.c - the hybrid-precision training experiment shared by `llmsys demo qsync` and
  * bench/bench_qsync.c: profile this machine once, write plans by strategy, run each plan as
- * a 2-rank `llmsys train` (one rank throttled), and evaluate held-out bits/byte. Header-only
- * (static functions): the demo lives in the CLI binary, the benchmark in its own. */
-#ifndef LLMSYS_CLI_QSYNC_EXP_H
-#define LLMSYS_CLI_QSYNC_EXP_H
-
+ * a 2-rank `llmsys train` (one rank throttled), and evaluate held-out bits/byte. */
 #include <cjson/cJSON.h>
 #include <fcntl.h>
 #include <math.h>
@@ -23,7 +19,7 @@
 /* The share of one core this process gets now (CPU time over wall time of a busy loop):
  * on a loaded machine an unthrottled rank already gets less than a core, so the slow rank's
  * throttle is set relative to this. */
-static double qx_cpu_fraction(void) {
+double ls_tplan_exp_cpu_fraction(void) {
     struct timespec c0, c1;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
     double t0 = ls_now();
@@ -38,8 +34,8 @@ static double qx_cpu_fraction(void) {
 
 /* Runs `bin train ...` on 2 ranks with plan, output to log; *iter_s is the mean iteration
  * time after the first step (wall / steps when the log has too few lines). */
-static int qx_train(const char *bin, const char *config, const char *data, int batch, int seq, int steps,
-                    const char *plan, const char *out, const char *report, const char *log, double *iter_s) {
+int ls_tplan_exp_train(const char *bin, const char *config, const char *data, int batch, int seq, int steps,
+                       const char *plan, const char *out, const char *report, const char *log, double *iter_s) {
     char b[16], s[16], n[16];
     snprintf(b, sizeof b, "%d", batch);
     snprintf(s, sizeof s, "%d", seq);
@@ -94,7 +90,7 @@ static int qx_train(const char *bin, const char *config, const char *data, int b
 }
 
 /* Held-out bits/byte of a checkpoint on the corpus's held-out split. */
-static int qx_eval(const char *ckpt, const ls_corpus *c, int seq, double *bpb) {
+int ls_tplan_exp_eval(const char *ckpt, const ls_corpus *c, int seq, double *bpb) {
     ls_model *m;
     LS_TRY(ls_ckpt_load(ckpt, LS_CKPT_WEIGHTS, &m, NULL));
     size_t n;
@@ -109,8 +105,8 @@ static int qx_eval(const char *ckpt, const ls_corpus *c, int seq, double *bpb) {
 /* Profiles this machine for a 2-rank cluster (rank 1 at share) and writes plan files
  * <dir>/plan-<name>.json for each strategy; p receives the qsync plan, pred_iter_s each
  * plan's predicted iteration time. names/strats/uniform/pred_iter_s have n entries. */
-static int qx_plans(ls_tplan *p, const ls_corpus *c, const char *config, int batch, int seq, double share, int reps,
-                    const char *dir, int n, const char *const *names, const ls_tplan_strategy *strats,
+int ls_tplan_exp_plans(ls_tplan *p, const ls_corpus *c, const char *config, int batch, int seq, double share, int reps,
+                       const char *dir, int n, const char *const *names, const ls_tplan_strategy *strats,
                     const int *uniform, double *pred_iter_s, double *profile_s) {
     memset(p, 0, sizeof *p);
     LS_TRY(ls_model_config_named(config, &p->cfg));
@@ -134,5 +130,3 @@ static int qx_plans(ls_tplan *p, const ls_corpus *c, const char *config, int bat
     free(q);
     return rc;
 }
-
-#endif
