@@ -183,6 +183,7 @@ int ls_robust_client_after_step(ls_robust_client *c, ls_trainer *t, int64_t step
                                 double step_s);
 /* Hooks for ls_trainer_set_hooks (ctx = the client). */
 int ls_robust_hook_before_update(void *ctx, ls_trainer *t, int64_t step);
+int ls_robust_hook_after_step(void *ctx, ls_trainer *t, const ls_train_step_info *info);
 
 /* ---------------------------------------------------------------- agent */
 

@@ -132,6 +132,10 @@ int ls_robust_hook_before_update(void *ctx, ls_trainer *t, int64_t step) {
     return ls_robust_client_before_update(ctx, t, step);
 }
 
+int ls_robust_hook_after_step(void *ctx, ls_trainer *t, const ls_train_step_info *info) {
+    return ls_robust_client_after_step(ctx, t, info->step, info->loss, info->grad_norm, info->step_s);
+}
+
 /* Maps the two shared-memory slots this rank's snapshots alternate between; the agent
  * reads the slot named in a report while the rank writes the other one. */
 static int map_slots(ls_robust_client *c, size_t need) {
