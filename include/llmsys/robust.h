@@ -101,8 +101,8 @@ void ls_jump_init(ls_jump_detector *j, double factor, int window, int min_histor
  * (and the value joins the history). */
 int ls_jump_feed(ls_jump_detector *j, double v);
 
-/* Slow ranks: per window of `window` steps, each rank's median compute time; a rank whose
- * median exceeds `factor` x the median over all ranks is an outlier in that window; the
+/* Slow ranks: per window of `window` steps, each rank's mean compute time; a rank whose
+ * mean exceeds `factor` x the median over all ranks is an outlier in that window; the
  * same rank an outlier in `windows` consecutive windows is reported. */
 #define LS_SLOW_MAX_RANKS 256
 typedef struct {

@@ -23,7 +23,7 @@ struct ls_robust_client {
     int ckpt_every, disk_every, keep;
     char disk_dir[2048], shm_dir[2048];
     int64_t nan_at, oom_at; /* steps (completed count) at which to inject; -1: none */
-    double prev_comm;       /* cumulative all-reduce seconds at the last report */
+    double prev_comm;       /* cumulative data + compute seconds at the last report */
     void *slot[2];
     size_t slot_cap;
 };
@@ -230,11 +230,13 @@ static int inject_oom(ls_robust_client *c, int64_t step) {
 
 int ls_robust_client_after_step(ls_robust_client *c, ls_trainer *t, int64_t step, float loss, float grad_norm,
                                 double step_s) {
+    double t_end = ls_wall_time(); /* the step just ended */
     client_poll(c);
     ls_train_timing tm;
     ls_trainer_timing(t, &tm);
-    double comm = tm.comm_s - c->prev_comm;
-    c->prev_comm = tm.comm_s;
+    /* this rank's own work (data + forward/backward): waits for other ranks are excluded */
+    double work = tm.data_s + tm.compute_s - c->prev_comm;
+    c->prev_comm = tm.data_s + tm.compute_s;
     if (c->oom_at >= 1 && step == c->oom_at) return inject_oom(c, step);
     int slot = -1, rc = LS_OK;
     double snap_s = 0, disk_s = 0;
@@ -277,8 +279,12 @@ int ls_robust_client_after_step(ls_robust_client *c, ls_trainer *t, int64_t step
     snprintf(lbits, sizeof lbits, "%08x", u); /* exact loss, for bit-identity checks */
     cJSON_AddStringToObject(j, "loss_bits", lbits);
     cJSON_AddNumberToObject(j, "step_s", step_s);
-    cJSON_AddNumberToObject(j, "compute_s", step_s - comm > 0 ? step_s - comm : 0);
+    cJSON_AddNumberToObject(j, "compute_s", work > 0 ? work : 0);
     cJSON_AddNumberToObject(j, "time", ls_wall_time());
+    /* when this rank started the step and entered its gradient all-reduce (wall clock):
+     * a rank that lags for any local reason enters late, whatever phase it lost time in */
+    cJSON_AddNumberToObject(j, "start", t_end - step_s);
+    cJSON_AddNumberToObject(j, "arrive", t_end - step_s + (work > 0 ? work : 0));
     cJSON_AddNumberToObject(j, "snap", slot);
     cJSON_AddNumberToObject(j, "snap_s", snap_s);
     if (disk_path[0]) {

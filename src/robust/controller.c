@@ -49,8 +49,16 @@ typedef struct {
 } fault_t;
 
 typedef struct {
+    int64_t step;
+    int count;
+    unsigned char seen[MAXR];
+    double start[MAXR], arrive[MAXR];
+} arrival_t;
+
+typedef struct {
     const ls_robust_opts *o;
     void *zctx, *rt;
+    arrival_t arr[8];
     char ep[256], shm_dir[256], ckpt_dir[2048], out[2048];
     node_t node[MAXN];
     int n_nodes;
@@ -99,6 +107,8 @@ typedef struct {
     char mat_err[512];
     int killed_acks;
     int tearing_down;
+    double last_ping;
+    int replaying; /* a NaN replay runs: its steps are localization, not training */
 } ctl;
 
 static void tl(ctl *c, const char *event, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -181,7 +191,9 @@ static void on_step(ctl *c, cJSON *j) {
     int64_t js = INT64_MAX;
     for (int i = 0; i < c->ranks; i++)
         if (c->rank_step[i] < js) js = c->rank_step[i];
-    if (js > c->job_step) {
+    if (js > c->job_step && c->replaying) {
+        c->job_step = js;
+    } else if (js > c->job_step) {
         double dt = c->last_global_t > 0 ? now - c->last_global_t : lsr_num(j, "step_s", 0);
         for (int64_t q = c->job_step + 1; q <= js; q++) {
             if (q > c->best_step) {
@@ -196,8 +208,30 @@ static void on_step(ctl *c, cJSON *j) {
         c->last_global_t = now;
         if (c->nf > 0 && c->f[c->nf - 1].open && c->f[c->nf - 1].t_resumed <= 0) c->f[c->nf - 1].t_resumed = now;
     }
-    ls_robust_step rs = {r, s, (float)loss, (float)gn, lsr_num(j, "step_s", 0), lsr_num(j, "compute_s", 0), now};
-    int sr = c->o->slow_window > 0 ? ls_slow_feed(&c->slow, &rs) : -1;
+    /* slow ranks: per step, how long after the earliest rank started it each rank entered
+     * the all-reduce; fed to the detector once every rank reported the step */
+    int sr = -1;
+    arrival_t *a = &c->arr[s % 8];
+    if (a->step != s) {
+        memset(a, 0, sizeof *a);
+        a->step = s;
+    }
+    if (!a->seen[r]) {
+        a->seen[r] = 1;
+        a->start[r] = lsr_num(j, "start", now);
+        a->arrive[r] = lsr_num(j, "arrive", now);
+        if (++a->count == c->ranks && c->o->slow_window > 0) {
+            double t0 = a->start[0];
+            for (int q = 1; q < c->ranks; q++)
+                if (a->start[q] < t0) t0 = a->start[q];
+            for (int q = 0; q < c->ranks; q++) {
+                ls_robust_step rs = {q, s, (float)loss, (float)gn, 0, a->arrive[q] - t0, now};
+                if (getenv("LLMSYS_ROBUST_TRACE")) fprintf(stderr, "trace rank %d step %lld busy %.4f\n", q, (long long)s, rs.compute_s);
+                int x = ls_slow_feed(&c->slow, &rs);
+                if (x >= 0) sr = x;
+            }
+        }
+    }
     if (sr >= 0 && c->ev_nan_rank < 0) {
         c->ev_nan_rank = sr;
         c->ev_nan_kind = LS_FAULT_SLOW;
@@ -234,6 +268,12 @@ static double injected_time(ctl *c, int kind, int rank, cJSON *j) {
 static double inj_times[LS_FAULT_COUNT_][MAXR];
 
 static void pump(ctl *c, int ms) {
+    /* agents stop their ranks when the controller falls silent: keep them sure we live */
+    if (ls_now() - c->last_ping > 0.5) {
+        c->last_ping = ls_now();
+        for (int n = 0; n < c->n_nodes; n++)
+            if (c->node[n].pid > 0 && c->node[n].state != NODE_LOST) send_node(c, n, msg("ping"));
+    }
     zmq_pollitem_t it = {c->rt, 0, ZMQ_POLLIN, 0};
     zmq_poll(&it, 1, ms);
     char from[64];
@@ -486,6 +526,14 @@ static void show_err_tail(ctl *c) {
 
 /* ---------------------------------------------------------------- checkpoints */
 
+/* Checkpoints left in the directory by an earlier run are not this job's state. */
+static int from_this_run(ctl *c, const char *name) {
+    char p[4200];
+    struct stat st;
+    snprintf(p, sizeof p, "%.4000s/%.100s", c->ckpt_dir, name);
+    return stat(p, &st) == 0 && (double)st.st_mtime >= floor(c->t0) - 1;
+}
+
 /* Newest verified disk checkpoint with step <= limit; corrupt ones are set aside (renamed
  * *.corrupt) and recorded. Returns the step or -1. */
 static int64_t newest_disk(ctl *c, int64_t limit, char *path, size_t cap) {
@@ -498,7 +546,7 @@ static int64_t newest_disk(ctl *c, int64_t limit, char *path, size_t cap) {
             long long s;
             char tail[32];
             if (sscanf(e->d_name, "ckpt-%lld%31s", &s, tail) == 2 && !strcmp(tail, ".safetensors") && s <= limit &&
-                s > best)
+                s > best && from_this_run(c, e->d_name))
                 best = s;
         }
         closedir(d);
@@ -539,7 +587,9 @@ static void corrupt_newest(ctl *c) {
     char tail[32];
     struct dirent *e;
     while ((e = readdir(d)))
-        if (sscanf(e->d_name, "ckpt-%lld%31s", &s, tail) == 2 && !strcmp(tail, ".safetensors") && s > best) best = s;
+        if (sscanf(e->d_name, "ckpt-%lld%31s", &s, tail) == 2 && !strcmp(tail, ".safetensors") && s > best &&
+            from_this_run(c, e->d_name))
+            best = s;
     closedir(d);
     if (best < 0) return;
     snprintf(path, sizeof path, "%s/ckpt-%08lld.safetensors", c->ckpt_dir, best);
@@ -583,7 +633,8 @@ static int64_t resume_point(ctl *c, int64_t limit, char *path, size_t cap, char 
         cJSON_AddStringToObject(j, "path", path);
         c->materialized = 0;
         send_node(c, holder, j);
-        for (double t = ls_now(); !c->materialized && ls_now() - t < 10;) pump(c, 10);
+        for (double t = ls_now(); !c->materialized && ls_now() - t < 10 && ls_now() - c->node[holder].last_hb < 3;)
+            pump(c, 10);
         if (c->materialized == 1) {
             strcpy(kind, "memory");
             return best;
@@ -757,6 +808,15 @@ static int handle_fault(ctl *c, int kind, int rank, int64_t step, double t_detec
             bad[0] = rank;
             nbad = 1;
         }
+        if (kind == LS_FAULT_HANG && nbad > 0) {
+            f->rank = bad[0];
+            double hi = inj_times[LS_FAULT_HANG][bad[0]];
+            if (hi > 0 && hi <= f->t_detect) {
+                f->injected = 1;
+                f->t_fault = hi;
+                inj_times[LS_FAULT_HANG][bad[0]] = 0;
+            }
+        }
         stop_job(c);
     } else if (kind == LS_FAULT_NAN || kind == LS_FAULT_JUMP) {
         /* replay the failing step from the snapshot before it, on the same nodes */
@@ -771,6 +831,7 @@ static int handle_fault(ctl *c, int kind, int rank, int64_t step, double t_detec
         if (path[0]) {
             tl(c, "replay", "step %" PRId64 " from the %s checkpoint of step %" PRId64, step, rk, from);
             c->launch_step = from;
+            c->replaying = 1;
             if (launch(c, path, step) == LS_OK) {
                 int status = 0;
                 for (double t = ls_now(); ls_now() - t < 60;) {
@@ -784,6 +845,7 @@ static int handle_fault(ctl *c, int kind, int rank, int64_t step, double t_detec
                 repeat = c->ev_nan_rank >= 0 && c->ev_nan_step == step;
                 if (c->rank_step[0] < step && !repeat) repeat = -1;
             }
+            c->replaying = 0;
             for (int n = 0; n < c->n_nodes; n++) /* the replay's snapshots are not newer state */
                 for (int k = 0; k < 2; k++)
                     if (c->node[n].held[k] >= step) c->node[n].held[k] = -1;
@@ -1029,7 +1091,7 @@ static int run_loop(ctl *c) {
                      : kind == LS_FAULT_JUMP ? "loss or gradient norm jumped above 5x its running median"
                                              : "compute time an outlier over 3 windows");
             if (kind == LS_FAULT_SLOW)
-                snprintf(detail, sizeof detail, "compute time %.1fx the median over 3 windows", c->slow.last_ratio);
+                snprintf(detail, sizeof detail, "entered the all-reduce %.1fx later than the median rank, 3 windows running", c->slow.last_ratio);
         } else if (c->ev_exit_rank >= 0 || c->ev_oom_rank >= 0 || (exited && !all_done)) {
             /* let the other exits and the failing rank's own report arrive */
             for (double t = ls_now(); ls_now() - t < 0.15;) pump(c, 10);
@@ -1099,6 +1161,7 @@ static void write_report(ctl *c, ls_robust_result *res) {
     cJSON_AddNumberToObject(j, "restarts", c->restarts);
     cJSON_AddNumberToObject(j, "launches", c->launches);
     if (c->slow_method[0]) cJSON_AddStringToObject(j, "slow_method", c->slow_method);
+    cJSON_AddNumberToObject(j, "slow_last_ratio", c->slow.last_ratio);
     cJSON *ck = cJSON_AddObjectToObject(j, "checkpoint_blocking_s");
     cJSON_AddNumberToObject(ck, "memory_mean", c->snap_n ? c->snap_s_sum / c->snap_n : 0);
     cJSON_AddNumberToObject(ck, "memory_max", c->snap_s_max);

@@ -71,17 +71,18 @@ void ls_slow_free(ls_slow_detector *s) {
     s->cnt = NULL;
 }
 
-/* Closes the current window: the rank whose median compute time is factor x above the
+/* Closes the current window: the rank whose mean compute time is factor x above the
  * median of all ranks' medians extends (or starts) the streak. */
 static int slow_close(ls_slow_detector *s) {
     double med[LS_SLOW_MAX_RANKS], all[LS_SLOW_MAX_RANKS];
     int have = 0;
     for (int r = 0; r < s->ranks; r++) {
         if (s->cnt[r] == 0) return -1; /* a rank without samples: no verdict for this window */
-        double tmp[256];
-        int n = s->cnt[r] < 256 ? s->cnt[r] : 256;
-        memcpy(tmp, s->t + (size_t)r * (size_t)s->window, (size_t)n * sizeof(double));
-        med[r] = ls_median(tmp, n);
+        /* the mean, not the median: a CPU quota stalls a rank in bursts (a few steps of a
+         * window take the whole wait), which a median would hide */
+        double sum = 0;
+        for (int k = 0; k < s->cnt[r]; k++) sum += s->t[(size_t)r * (size_t)s->window + (size_t)k];
+        med[r] = sum / s->cnt[r];
         all[have++] = med[r];
     }
     double m = ls_median(all, have);

@@ -69,11 +69,19 @@ char *ls_stack_normalise(const char *text, const char *exe_hint) {
     int n = text ? parse_frames(text, fr, 256) : 0;
     /* the program's module: the hint, else the one holding main() */
     const char *exe = exe_hint;
-    int imain = -1;
-    for (int i = 0; i < n; i++)
+    int imain = -1, istart = -1;
+    for (int i = 0; i < n; i++) {
         if (!strcmp(fr[i].fn, "main")) imain = i;
+        if (!strcmp(fr[i].fn, "_start")) istart = i;
+    }
     if (!exe && imain >= 0) exe = fr[imain].mod;
-    int outer = imain >= 0 ? imain : n - 1;
+    if (!exe && istart >= 0) exe = fr[istart].mod;
+    /* the outermost frame of the program's own code (main may be inlined away) */
+    int outer = imain;
+    if (outer < 0) {
+        outer = n - 1;
+        while (outer > 0 && exe && (strcmp(fr[outer].mod, exe) != 0 || !strcmp(fr[outer].fn, "_start"))) outer--;
+    }
     /* from main inward while frames are the program's own; then the first library frame */
     int inner = outer;
     while (inner > 0 && exe && *exe && !strcmp(fr[inner - 1].mod, exe)) inner--;
