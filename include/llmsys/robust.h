@@ -261,6 +261,9 @@ typedef struct {
     double detect_scale;            /* multiplies the per-kind detection times (1) */
     uint64_t seed;
     int trials;                     /* independent runs averaged (1) */
+    const double *fail_at;          /* n_fail_at > 0: failures at these wall times (s), ascending, */
+    int n_fail_at;                  /*   all of kind fail_kind, instead of Poisson arrivals */
+    int fail_kind;                  /* index into the failure mix (0: CUDA error) */
 } ls_sim_config;
 
 typedef struct {

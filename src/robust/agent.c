@@ -494,6 +494,15 @@ int ls_agent_run(const ls_agent_opts *o) {
         }
     }
     for (int i = 0; i < a->nrk; i++) unthrottle(&a->rk[i]);
+    if (a->launch) { /* this node's shared-memory slots */
+        char p[600];
+        for (int i = 0; i < a->nrk; i++)
+            for (int k = 0; k < 2; k++) {
+                snprintf(p, sizeof p, "%.500s/r%d.%d.snap", lsr_str(a->launch, "shm_dir"), a->rk[i].rank, k);
+                unlink(p);
+            }
+        rmdir(lsr_str(a->launch, "shm_dir"));
+    }
     for (int i = 0; i < a->nsnaps; i++) free(a->snaps[i].buf);
     for (int k = 0; k < a->npeers; k++) zmq_close(a->peers[k]);
     cJSON_Delete(a->launch);

@@ -108,6 +108,7 @@ typedef struct {
     int killed_acks;
     int tearing_down;
     double last_ping;
+    int cur; /* the fault being recovered (-1: none) */
     int replaying; /* a NaN replay runs: its steps are localization, not training */
 } ctl;
 
@@ -198,15 +199,15 @@ static void on_step(ctl *c, cJSON *j) {
         for (int64_t q = c->job_step + 1; q <= js; q++) {
             if (q > c->best_step) {
                 c->productive_s += dt / (double)(js - c->job_step);
-            } else if (c->nf > 0) {
-                c->f[c->nf - 1].recompute_s += dt / (double)(js - c->job_step);
-                c->f[c->nf - 1].recomputed_steps++;
+            } else if (c->cur >= 0) {
+                c->f[c->cur].recompute_s += dt / (double)(js - c->job_step);
+                c->f[c->cur].recomputed_steps++;
             }
         }
         if (js > c->best_step) c->best_step = js;
         c->job_step = js;
         c->last_global_t = now;
-        if (c->nf > 0 && c->f[c->nf - 1].open && c->f[c->nf - 1].t_resumed <= 0) c->f[c->nf - 1].t_resumed = now;
+        if (c->cur >= 0 && c->f[c->cur].open && c->f[c->cur].t_resumed <= 0) c->f[c->cur].t_resumed = now;
     }
     /* slow ranks: per step, how long after the earliest rank started it each rank entered
      * the all-reduce; fed to the detector once every rank reported the step */
@@ -346,7 +347,8 @@ static int start_agent(ctl *c, int n) {
     int pid = fork();
     if (pid < 0) return ls_err(LS_EIO, "cannot fork an agent: %s", strerror(errno));
     if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        /* no parent-death signal: an agent that loses the controller keeps its ranks for a
+         * grace period, then stops them cleanly (agent.c) */
         execl(c->o->self, c->o->self, "robust", "agent", "--id", id, "--controller", c->ep, "--grace", grace,
               (char *)NULL);
         fprintf(stderr, "llmsys robust: cannot run %s: %s\n", c->o->self, strerror(errno));
@@ -475,7 +477,6 @@ static int launch(ctl *c, const char *resume, int64_t stop_at) {
     }
     if (pid == 0) {
         setpgid(0, 0);
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (!freopen(outf, "w", stdout) || !freopen(errf, "w", stderr)) _exit(126);
         setenv("OMPI_MCA_mpi_yield_when_idle", "1", 1);
         setenv("OMP_WAIT_POLICY", "passive", 0);
@@ -783,6 +784,8 @@ static int handle_fault(ctl *c, int kind, int rank, int64_t step, double t_detec
         snprintf(c->diagnosis, sizeof c->diagnosis, "too many faults (%d)", MAXF);
         return 1;
     }
+    if (c->cur >= 0) c->f[c->cur].open = 0;
+    c->cur = c->nf;
     fault_t *f = &c->f[c->nf++];
     memset(f, 0, sizeof *f);
     f->kind = kind;
@@ -911,7 +914,7 @@ static int relaunch(ctl *c, int64_t limit) {
     int64_t s = resume_point(c, limit, path, sizeof path, kind);
     c->launch_step = s;
     c->restarts++;
-    fault_t *f = c->nf > 0 ? &c->f[c->nf - 1] : NULL;
+    fault_t *f = c->cur >= 0 ? &c->f[c->cur] : NULL;
     if (f && f->open) {
         snprintf(f->resumed_kind, sizeof f->resumed_kind, "%s", kind);
         f->resumed_step = s;
@@ -1073,7 +1076,7 @@ static int run_loop(ctl *c) {
         if (exited) c->mpirun_pid = 0;
         int all_done = c->job_step >= c->end_step;
         if (exited && all_done && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-            if (c->nf > 0) c->f[c->nf - 1].open = 0;
+            if (c->cur >= 0) c->f[c->cur].open = 0;
             tl(c, "complete", "step %" PRId64 " reached; final checkpoint %s", c->job_step, c->out);
             return 0;
         }
@@ -1131,9 +1134,6 @@ static int run_loop(ctl *c) {
         c->consecutive_fail = progressed ? 0 : c->consecutive_fail + 1;
         int64_t limit = kind == LS_FAULT_NAN || kind == LS_FAULT_JUMP ? step - 1 : INT64_MAX;
         if (handle_fault(c, kind, rank, step, td, detail)) return 1;
-        if (kind == LS_FAULT_HANG && c->nf > 0 && c->f[c->nf - 1].loc) {
-            /* the hang's rank is the one the stacks named */
-        }
         if (relaunch(c, limit) < 0) return -1;
     }
 }
@@ -1240,6 +1240,7 @@ int ls_robust_run(const ls_robust_opts *o, ls_robust_result *res) {
     c->loss_of = malloc((size_t)c->end_step * sizeof(double));
     c->lbits = calloc((size_t)c->end_step, 9);
     c->ev_exit_rank = c->ev_oom_rank = c->ev_nan_rank = -1;
+    c->cur = -1;
     int rc = c->loss_of && c->lbits && c->timeline ? LS_OK : ls_err(LS_ENOMEM, "out of memory");
     for (int64_t s = 0; rc == LS_OK && s < c->end_step; s++) c->loss_of[s] = NAN;
     if (rc == LS_OK && o->inject) rc = ls_fault_plan_load(o->inject, c->ranks, &c->plan);

@@ -98,14 +98,16 @@ static int sim_once(const ls_sim_config *c, uint64_t seed, ls_sim_result *r) {
     ls_rng_seed(&rng, seed);
     memset(r, 0, sizeof *r);
     double t = 0, prod = 0;
+    int next_fixed = 0;
     while (t < T) {
         double run = rate > 0 ? exp_draw(&rng, rate) : T;
+        if (c->n_fail_at > 0) run = next_fixed < c->n_fail_at ? fmax(0, c->fail_at[next_fixed++] - t) : T;
         if (t + run > T) run = T - t;
         prod += run * f_run;
         r->lost_ckpt_s += run * (1 - f_run);
         t += run;
         if (t >= T) break;
-        const sim_kind *k = &kinds[pick_kind(&rng)];
+        const sim_kind *k = &kinds[c->n_fail_at > 0 ? c->fail_kind % N_KINDS : pick_kind(&rng)];
         r->failures++;
         int robust = c->policy != LS_SIM_DISK;
         double det = (robust ? k->det_robust : k->det_base) * c->detect_scale;
@@ -143,7 +145,6 @@ static int sim_once(const ls_sim_config *c, uint64_t seed, ls_sim_result *r) {
         r->lost_localize_s += fmin(loc, fmax(0, lost - det));
         r->lost_restart_s += fmax(0, lost - det - loc);
         r->lost_recompute_s += redo * f_run;
-        r->lost_ckpt_s -= 0; /* recompute replaces productive time already counted */
         t += lost;
     }
     r->wall_s = T;

@@ -47,8 +47,11 @@ static int parse_frames(const char *text, frame *fr, int max) {
         while (*q && *q != ' ') q++; /* the address */
         while (*q == ' ') q++;
         frame f = {"", ""};
+        if (!strncmp(q, "- ", 2)) { /* no symbol, module only */
+            snprintf(f.mod, sizeof f.mod, "%.255s", q + 2);
+            *q = '\0';
+        }
         char *dash = strstr(q, " - ");
-        if (!strncmp(q, "- ", 2)) dash = q - 1; /* no symbol, module only */
         if (dash) {
             snprintf(f.mod, sizeof f.mod, "%.255s", dash + 3);
             *dash = '\0';
