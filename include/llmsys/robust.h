@@ -102,7 +102,7 @@ void ls_jump_init(ls_jump_detector *j, double factor, int window, int min_histor
 int ls_jump_feed(ls_jump_detector *j, double v);
 
 /* Slow ranks: per window of `window` steps, each rank's mean compute time; a rank whose
- * mean exceeds `factor` x the median over all ranks is an outlier in that window; the
+ * mean exceeds `factor` x the median of the other ranks' means is an outlier in that window; the
  * same rank an outlier in `windows` consecutive windows is reported. */
 #define LS_SLOW_MAX_RANKS 256
 typedef struct {
@@ -211,7 +211,7 @@ typedef struct {
     double backoff_s;     /* first back-off after a failed restart (0.5, doubling, max 8) */
     double jump_factor;   /* 5; 0 = off */
     int slow_window;      /* steps per slow-rank window (5) */
-    double slow_factor;   /* 2 */
+    double slow_factor;   /* 1.5 */
     const char *inject;   /* plan file or NULL */
     const char *report;   /* JSON report path */
     const char *ckpt_dir; /* disk checkpoints (default <report>.ckpt) */

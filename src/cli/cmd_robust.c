@@ -68,7 +68,7 @@ static int robust_run_cmd(int argc, char **argv) {
         {"max-restarts", LS_ARG_INT, &o.max_restarts, "N", "relaunches before giving up (default 10)"},
         {"jump-factor", LS_ARG_FLOAT, &o.jump_factor, "X", "loss/grad-norm jump vs running median (default 5; 0: off)"},
         {"slow-window", LS_ARG_INT, &o.slow_window, "STEPS", "slow-rank window (default 5; 0: off)"},
-        {"slow-factor", LS_ARG_FLOAT, &o.slow_factor, "X", "slow rank: compute time X x the median (default 2)"},
+        {"slow-factor", LS_ARG_FLOAT, &o.slow_factor, "X", "slow rank: X x later than the other ranks' median (default 1.5)"},
         {"inject", LS_ARG_STR, &o.inject, "PLAN.json", "fault-injection plan (docs/robust.md)"},
         {"status-port", LS_ARG_INT, &o.status_port, "P", "serve a status page and /metrics on P (0: off, -1: any)"},
         {"status-bind", LS_ARG_STR, &o.status_bind, "ADDR", "status address (default 127.0.0.1)"},

@@ -799,7 +799,14 @@ static int handle_fault(ctl *c, int kind, int rank, int64_t step, double t_detec
     f->injected = it > 0;
     f->t_fault = it > 0 && it <= t_detect ? it : t_detect;
     if (rank >= 0 && rank < MAXR) inj_times[kind][rank] = 0;
-    if ((kind == LS_FAULT_NAN || kind == LS_FAULT_JUMP) && rank >= 0) inj_times[LS_FAULT_NAN][rank] = 0;
+    if ((kind == LS_FAULT_NAN || kind == LS_FAULT_JUMP) && rank >= 0) {
+        inj_times[LS_FAULT_NAN][rank] = 0;
+        for (int i = 0; i < c->plan.n; i++) /* the poisoned step was the injection */
+            if (c->plan.f[i].kind == LS_FAULT_NAN && c->plan.f[i].rank == rank && c->plan_done[i] == 1) {
+                c->plan_done[i] = 2;
+                f->injected = 1;
+            }
+    }
     snprintf(f->detail, sizeof f->detail, "%s", detail);
     tl(c, "detect", "%s on rank %d at step %" PRId64 ": %s (%.2f s after the fault)", ls_fault_name(kind), rank, step,
        detail, f->t_detect - f->t_fault);
@@ -914,6 +921,8 @@ static int relaunch(ctl *c, int64_t limit) {
     int64_t s = resume_point(c, limit, path, sizeof path, kind);
     c->launch_step = s;
     c->restarts++;
+    for (int i = 0; i < c->plan.n; i++) /* handed out but not fired: the next launch gets them */
+        if (c->plan_done[i] == 1) c->plan_done[i] = 0;
     fault_t *f = c->cur >= 0 ? &c->f[c->cur] : NULL;
     if (f && f->open) {
         snprintf(f->resumed_kind, sizeof f->resumed_kind, "%s", kind);
@@ -958,7 +967,7 @@ void ls_robust_opts_defaults(ls_robust_opts *o) {
     o->backoff_s = 0.5;
     o->jump_factor = 5;
     o->slow_window = 5;
-    o->slow_factor = 2;
+    o->slow_factor = 1.5;
     o->status_bind = "127.0.0.1";
 }
 

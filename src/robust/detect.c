@@ -71,8 +71,8 @@ void ls_slow_free(ls_slow_detector *s) {
     s->cnt = NULL;
 }
 
-/* Closes the current window: the rank whose mean compute time is factor x above the
- * median of all ranks' medians extends (or starts) the streak. */
+/* Closes the current window: the rank whose mean time is factor x above the median of the
+ * other ranks' means extends (or starts) the streak. */
 static int slow_close(ls_slow_detector *s) {
     double med[LS_SLOW_MAX_RANKS], all[LS_SLOW_MAX_RANKS];
     int have = 0;
@@ -85,10 +85,14 @@ static int slow_close(ls_slow_detector *s) {
         med[r] = sum / s->cnt[r];
         all[have++] = med[r];
     }
-    double m = ls_median(all, have);
     int worst = 0;
     for (int r = 1; r < s->ranks; r++)
         if (med[r] > med[worst]) worst = r;
+    /* compared with the other ranks' median: the candidate must not pull its own reference */
+    have = 0;
+    for (int r = 0; r < s->ranks; r++)
+        if (r != worst) all[have++] = med[r];
+    double m = have > 0 ? ls_median(all, have) : 0;
     s->last_ratio = m > 0 ? med[worst] / m : 0;
     int outlier = s->ranks > 1 && m > 0 && med[worst] > s->factor * m ? worst : -1;
     if (outlier >= 0 && outlier == s->streak_rank) {
