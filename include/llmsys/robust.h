@@ -208,6 +208,7 @@ typedef struct {
     int disk_every;       /* disk checkpoint period in steps (default 10) */
     int keep_disk;        /* disk checkpoints kept (2) */
     int max_restarts;     /* (10) */
+    double repair_s;      /* an evicted node rejoins the standbys after this (0: never) */
     double backoff_s;     /* first back-off after a failed restart (0.5, doubling, max 8) */
     double jump_factor;   /* 5; 0 = off */
     int slow_window;      /* steps per slow-rank window (5) */

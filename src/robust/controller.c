@@ -29,7 +29,7 @@ static const char *const node_state_name[] = {"starting", "active", "standby", "
 typedef struct {
     int pid, registered, state;
     char ep[256];
-    double last_hb;
+    double last_hb, evicted_at;
     int64_t held[2]; /* newest snapshot steps this agent holds (own or replica) */
 } node_t;
 
@@ -731,6 +731,7 @@ static int evict_and_promote(ctl *c, fault_t *f, int node) {
     for (int n = 0; n < c->n_nodes && sb < 0; n++)
         if (c->node[n].state == NODE_STANDBY && c->node[n].registered) sb = n;
     c->node[node].state = NODE_EVICTED;
+    c->node[node].evicted_at = ls_now();
     f->evicted = node;
     if (sb < 0) {
         f->promoted = -1;
@@ -808,8 +809,9 @@ static int handle_fault(ctl *c, int kind, int rank, int64_t step, double t_detec
             }
     }
     snprintf(f->detail, sizeof f->detail, "%s", detail);
-    tl(c, "detect", "%s on rank %d at step %" PRId64 ": %s (%.2f s after the fault)", ls_fault_name(kind), rank, step,
-       detail, f->t_detect - f->t_fault);
+    char who[32] = "";
+    if (rank >= 0) snprintf(who, sizeof who, " on rank %d", rank);
+    tl(c, "detect", "%s%s at step %" PRId64 ": %s", ls_fault_name(kind), who, step, detail);
     int bad[MAXR], nbad = 0;
     int64_t limit = INT64_MAX;
     if (kind == LS_FAULT_HANG || kind == LS_FAULT_SLOW) {
@@ -1064,6 +1066,14 @@ static int run_loop(ctl *c) {
                 if (f->kind == LS_FAULT_NAN) inj_times[LS_FAULT_NAN][f->rank] = now;
             }
         }
+        /* repaired nodes rejoin the warm standbys */
+        for (int n = 0; o->repair_s > 0 && n < c->n_nodes; n++)
+            if (c->node[n].state == NODE_EVICTED && ls_now() - c->node[n].evicted_at >= o->repair_s) {
+                c->node[n].state = NODE_STANDBY;
+                c->node[n].last_hb = ls_now();
+                tl(c, "repair", "node %d repaired: back among the warm standbys", n);
+                set_peers(c);
+            }
         /* agents that stopped answering */
         for (int n = 0; n < c->n_nodes; n++) {
             node_t *nd = &c->node[n];
@@ -1129,10 +1139,7 @@ static int run_loop(ctl *c) {
         } else if (c->first_step_t > 0 && now - c->last_progress > o->hang_timeout) {
             kind = LS_FAULT_HANG;
             snprintf(detail, sizeof detail, "no step for %.1f s", now - c->last_progress);
-            int lo = 0;
-            for (int r = 1; r < c->ranks; r++)
-                if (c->rank_step[r] < c->rank_step[lo]) lo = r;
-            rank = lo; /* refined by the stacks */
+            rank = -1; /* named by the stacks */
         } else if (c->first_step_t <= 0 && now - c->launch_t > o->hang_timeout + 60) {
             kind = LS_FAULT_HANG;
             snprintf(detail, sizeof detail, "no first step %.0f s after launch", now - c->launch_t);
