@@ -56,7 +56,7 @@ static int robust_run_cmd(int argc, char **argv) {
         }
     ls_robust_opts o;
     ls_robust_opts_defaults(&o);
-    int quiet = 0;
+    int quiet = 0, cold = 0;
     ls_arg spec[] = {
         {"nodes", LS_ARG_INT, &o.nodes, "N", "nodes holding ranks (default 2)"},
         {"ranks-per-node", LS_ARG_INT, &o.ranks_per_node, "R", "ranks per node (default 2)"},
@@ -75,6 +75,7 @@ static int robust_run_cmd(int argc, char **argv) {
         {"status-bind", LS_ARG_STR, &o.status_bind, "ADDR", "status address (default 127.0.0.1)"},
         {"ckpt-dir", LS_ARG_STR, &o.ckpt_dir, "DIR", "disk checkpoints (default <report>.ckpt)"},
         {"report", LS_ARG_STR, &o.report, "FILE", "JSON report: faults, timeline, ETTR, losses", 1},
+        {"cold", LS_ARG_FLAG, &cold, NULL, "cold restarts: a new node, state from disk (baseline)"},
         {"quiet", LS_ARG_FLAG, &quiet, NULL, "no timeline lines on stderr"},
     };
     int prc = ls_args_parse("robust run",
@@ -85,6 +86,7 @@ static int robust_run_cmd(int argc, char **argv) {
                             spec, (int)(sizeof spec / sizeof spec[0]), split, argv, NULL, 0, NULL);
     if (prc) return LS_ARGS_EXIT(prc);
     o.quiet = quiet;
+    o.cold = cold;
     o.argc = split < argc ? argc - split - 1 : 0;
     o.argv = argv + split + 1;
     o.self = ls_cli_self();

@@ -613,7 +613,7 @@ static void corrupt_newest(ctl *c) {
  * agent, materialized on tmpfs; else the newest good disk checkpoint. path receives the
  * checkpoint ("" = from scratch); returns its step. */
 static int64_t resume_point(ctl *c, int64_t limit, char *path, size_t cap, char *kind) {
-    for (int pass = 0; pass < 2; pass++) {
+    for (int pass = c->o->cold ? 2 : 0; pass < 2; pass++) {
         int64_t best = -1;
         int holder = -1;
         for (int n = 0; n < c->n_nodes; n++) {
@@ -733,14 +733,27 @@ static int evict_and_promote(ctl *c, fault_t *f, int node) {
     c->node[node].state = NODE_EVICTED;
     c->node[node].evicted_at = ls_now();
     f->evicted = node;
+    if (sb < 0 && c->o->cold && c->n_nodes < MAXN) {
+        /* a cold restart: a new node is started now (nothing warm, nothing in its memory) */
+        sb = c->n_nodes++;
+        memset(&c->node[sb], 0, sizeof c->node[sb]);
+        c->node[sb].held[0] = c->node[sb].held[1] = -1;
+        c->node[sb].state = NODE_STARTING;
+        if (start_agent(c, sb) < 0) return LS_EBUSY;
+        for (double t = ls_now(); !c->node[sb].registered && ls_now() - t < 20;) pump(c, 5);
+        if (!c->node[sb].registered) return LS_EBUSY;
+        tl(c, "start", "cold restart: new node %d started", sb);
+    }
     if (sb < 0) {
         f->promoted = -1;
         return LS_EBUSY;
     }
+    int was = c->node[sb].state;
     c->node[sb].state = NODE_ACTIVE;
     c->slot_node[slot] = sb;
     f->promoted = sb;
-    tl(c, "evict", "node %d evicted; warm standby node %d takes slot %d (ranks %d-%d)", node, sb, slot,
+    tl(c, "evict", "node %d evicted; %s node %d takes slot %d (ranks %d-%d)", node,
+       was == NODE_STARTING ? "new" : "warm standby", sb, slot,
        slot * c->o->ranks_per_node, (slot + 1) * c->o->ranks_per_node - 1);
     return LS_OK;
 }
@@ -796,7 +809,7 @@ static int handle_fault(ctl *c, int kind, int rank, int64_t step, double t_detec
     f->evicted = f->promoted = -1;
     f->open = 1;
     double it = rank >= 0 && rank < MAXR ? inj_times[kind][rank] : 0;
-    if (kind == LS_FAULT_NAN || kind == LS_FAULT_JUMP) it = inj_times[LS_FAULT_NAN][rank];
+    if ((kind == LS_FAULT_NAN || kind == LS_FAULT_JUMP) && rank >= 0) it = inj_times[LS_FAULT_NAN][rank];
     f->injected = it > 0;
     f->t_fault = it > 0 && it <= t_detect ? it : t_detect;
     if (rank >= 0 && rank < MAXR) inj_times[kind][rank] = 0;
