@@ -296,7 +296,9 @@ static void pump(ctl *c, int ms) {
         } else if (!strcmp(t, "exit") && !c->tearing_down) {
             int r = (int)lsr_num(j, "rank", -1);
             double tt = lsr_num(j, "time", 0);
-            if (r >= 0 && c->rank_step[r] < c->end_step && (c->ev_exit_rank < 0 || tt < c->ev_exit_time)) {
+            /* only this launch's processes: a late exit of an earlier launch is no news */
+            int ours = r >= 0 && r < c->ranks && c->rank_pid[r] == (int)lsr_num(j, "pid", -1);
+            if (ours && c->rank_step[r] < c->end_step && (c->ev_exit_rank < 0 || tt < c->ev_exit_time)) {
                 c->ev_exit_rank = r;
                 c->ev_exit_time = tt;
                 snprintf(c->ev_exit_status, sizeof c->ev_exit_status, "%s", lsr_str(j, "status"));
@@ -951,22 +953,20 @@ static int relaunch(ctl *c, int64_t limit) {
 
 /* ---------------------------------------------------------------- main loop */
 
-static int64_t arg_int(int argc, char **argv, const char *name, int64_t def) {
-    size_t l = strlen(name);
-    for (int i = 2; i < argc; i++) {
-        if (!strcmp(argv[i], name) && i + 1 < argc) return atoll(argv[i + 1]);
-        if (!strncmp(argv[i], name, l) && argv[i][l] == '=') return atoll(argv[i] + l + 1);
-    }
-    return def;
-}
-
+/* The value of a training option (the last occurrence wins, as in the train parser). */
 static const char *arg_str(int argc, char **argv, const char *name) {
     size_t l = strlen(name);
+    const char *v = NULL;
     for (int i = 2; i < argc; i++) {
-        if (!strcmp(argv[i], name) && i + 1 < argc) return argv[i + 1];
-        if (!strncmp(argv[i], name, l) && argv[i][l] == '=') return argv[i] + l + 1;
+        if (!strcmp(argv[i], name) && i + 1 < argc) v = argv[i + 1];
+        if (!strncmp(argv[i], name, l) && argv[i][l] == '=') v = argv[i] + l + 1;
     }
-    return NULL;
+    return v;
+}
+
+static int64_t arg_int(int argc, char **argv, const char *name, int64_t def) {
+    const char *v = arg_str(argc, argv, name);
+    return v ? atoll(v) : def;
 }
 
 void ls_robust_opts_defaults(ls_robust_opts *o) {
@@ -1128,8 +1128,10 @@ static int run_loop(ctl *c) {
             if (kind == LS_FAULT_SLOW)
                 snprintf(detail, sizeof detail, "entered the all-reduce %.1fx later than the median rank, 3 windows running", c->slow.last_ratio);
         } else if (c->ev_exit_rank >= 0 || c->ev_oom_rank >= 0 || (exited && !all_done)) {
-            /* let the other exits and the failing rank's own report arrive */
+            /* let the other exits and the failing rank's own report arrive; when mpirun
+             * noticed first, the agents' exit reports name the rank a moment later */
             for (double t = ls_now(); ls_now() - t < 0.15;) pump(c, 10);
+            for (double t = ls_now(); c->ev_exit_rank < 0 && c->ev_oom_rank < 0 && ls_now() - t < 2;) pump(c, 10);
             if (c->ev_oom_rank >= 0) {
                 kind = LS_FAULT_OOM;
                 rank = c->ev_oom_rank;
