@@ -54,12 +54,16 @@ static cJSON *robust(const char *name, const char *plan, const char *opts, int s
              "%s robust run --quiet --inject %s --report %s %s -- llmsys train --config tiny --data %s/corpus.txt "
              "--batch 16 --seq 64 --steps %d --threads 1 --log-every 1000000 --out %s/%s.st > /dev/null 2> %s/%s.err",
              bin, pp, rp, opts, work, steps, work, name, work, name);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "bench_robust: %s failed (see %s/%s.err)\n", name, work, name);
+    int rc = system(cmd);
+    cJSON *j = NULL;
+    if (ls_json_read_file(rp, &j) < 0) {
+        fprintf(stderr, "bench_robust: %s failed with %d and wrote no report\n", name, rc);
         return NULL;
     }
-    cJSON *j = NULL;
-    ls_json_read_file(rp, &j);
+    if (rc != 0) { /* e.g. standbys exhausted: the report says why; its figures still count */
+        const cJSON *d = cJSON_GetObjectItemCaseSensitive(j, "diagnosis");
+        fprintf(stderr, "bench_robust: %s stopped: %s\n", name, cJSON_IsString(d) ? d->valuestring : "?");
+    }
     return j;
 }
 

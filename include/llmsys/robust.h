@@ -213,7 +213,7 @@ typedef struct {
     double backoff_s;     /* first back-off after a failed restart (0.5, doubling, max 8) */
     double jump_factor;   /* 5; 0 = off */
     int slow_window;      /* steps per slow-rank window (5) */
-    double slow_factor;   /* 1.5 */
+    double slow_factor;   /* 2 */
     const char *inject;   /* plan file or NULL */
     const char *report;   /* JSON report path */
     const char *ckpt_dir; /* disk checkpoints (default <report>.ckpt) */

@@ -168,7 +168,7 @@ static void prune_disk(const char *dir, int keep) {
     while ((e = readdir(d)) && n < 256)
         if (!strncmp(e->d_name, "ckpt-", 5) && strstr(e->d_name, ".safetensors") && strlen(e->d_name) < 64 &&
             !strstr(e->d_name, ".tmp"))
-            snprintf(names[n++], 64, "%s", e->d_name);
+            snprintf(names[n++], 64, "%.63s", e->d_name);
     closedir(d);
     /* names carry a zero-padded step: lexical order is step order */
     for (int i = 0; i < n; i++)

@@ -108,6 +108,7 @@ typedef struct {
     int killed_acks;
     int tearing_down;
     double last_ping;
+    double inj_times[LS_FAULT_COUNT_][MAXR]; /* when each kind was injected on each rank (wall) */
     int cur; /* the fault being recovered (-1: none) */
     int replaying; /* a NaN replay runs: its steps are localization, not training */
 } ctl;
@@ -207,7 +208,8 @@ static void on_step(ctl *c, cJSON *j) {
         if (js > c->best_step) c->best_step = js;
         c->job_step = js;
         c->last_global_t = now;
-        if (c->cur >= 0 && c->f[c->cur].open && c->f[c->cur].t_resumed <= 0) c->f[c->cur].t_resumed = now;
+        if (c->cur >= 0 && c->f[c->cur].open && c->f[c->cur].t_relaunch > 0 && c->f[c->cur].t_resumed <= 0)
+            c->f[c->cur].t_resumed = now;
     }
     /* slow ranks: per step, how long after the earliest rank started it each rank entered
      * the all-reduce; fed to the detector once every rank reported the step */
@@ -221,7 +223,8 @@ static void on_step(ctl *c, cJSON *j) {
         a->seen[r] = 1;
         a->start[r] = lsr_num(j, "start", now);
         a->arrive[r] = lsr_num(j, "arrive", now);
-        if (++a->count == c->ranks && c->o->slow_window > 0) {
+        /* the first window after a launch is warm-up (page faults, caches), not a verdict */
+        if (++a->count == c->ranks && c->o->slow_window > 0 && s > c->launch_step + c->o->slow_window) {
             double t0 = a->start[0];
             for (int q = 1; q < c->ranks; q++)
                 if (a->start[q] < t0) t0 = a->start[q];
@@ -257,16 +260,6 @@ static void mark_injected(ctl *c, cJSON *j) {
     tl(c, "inject", "%s on rank %d at step %.0f (%s)", ls_fault_name(kind), rank, lsr_num(j, "step", 0),
        lsr_str(j, "method"));
 }
-
-/* The wall time a pending injection of (kind, rank) happened, or -1. */
-static double injected_time(ctl *c, int kind, int rank, cJSON *j) {
-    (void)c;
-    (void)kind;
-    (void)rank;
-    return j ? lsr_num(j, "time", -1) : -1;
-}
-
-static double inj_times[LS_FAULT_COUNT_][MAXR];
 
 static void pump(ctl *c, int ms) {
     /* agents stop their ranks when the controller falls silent: keep them sure we live */
@@ -308,13 +301,13 @@ static void pump(ctl *c, int ms) {
                 c->ev_oom_rank = (int)lsr_num(j, "rank", -1);
                 c->ev_oom_time = lsr_num(j, "time", 0);
                 int r = c->ev_oom_rank;
-                if (r >= 0 && r < MAXR) inj_times[LS_FAULT_OOM][r] = c->ev_oom_time;
+                if (r >= 0 && r < MAXR) c->inj_times[LS_FAULT_OOM][r] = c->ev_oom_time;
                 for (int i = 0; i < c->plan.n; i++)
                     if (c->plan.f[i].kind == LS_FAULT_OOM && c->plan.f[i].rank == r) c->plan_done[i] = 2;
             }
         } else if (!strcmp(t, "injected")) {
             int kind = ls_fault_parse(lsr_str(j, "kind")), r = (int)lsr_num(j, "rank", -1);
-            if (kind > 0 && r >= 0 && r < MAXR) inj_times[kind][r] = injected_time(c, kind, r, j);
+            if (kind > 0 && r >= 0 && r < MAXR) c->inj_times[kind][r] = lsr_num(j, "time", -1);
             mark_injected(c, j);
         } else if (!strcmp(t, "held") && n >= 0) {
             int64_t s = (int64_t)lsr_num(j, "step", -1);
@@ -444,9 +437,12 @@ static int launch(ctl *c, const char *resume, int64_t stop_at) {
         snprintf(shm, sizeof shm, "%s/a%d", c->shm_dir, nd);
         cJSON_AddStringToObject(j, "shm_dir", shm);
         cJSON *inj = cJSON_AddArrayToObject(j, "inject");
-        for (int i = 0; i < c->plan.n && stop_at <= 0; i++) {
+        for (int i = 0; i < c->plan.n; i++) {
             const ls_fault_spec *f = &c->plan.f[i];
-            if (c->plan_done[i] || f->step < 1 || f->kind == LS_FAULT_CORRUPT_CKPT) continue;
+            /* a replay re-runs only what the data itself would do again (a sticky NaN) */
+            int replay_it = stop_at > 0 && f->kind == LS_FAULT_NAN && f->sticky && f->step == stop_at;
+            if (stop_at > 0 && !replay_it) continue;
+            if ((c->plan_done[i] && !replay_it) || f->step < 1 || f->kind == LS_FAULT_CORRUPT_CKPT) continue;
             if (f->rank < s * o->ranks_per_node || f->rank >= (s + 1) * o->ranks_per_node) continue;
             cJSON *e = cJSON_CreateObject();
             cJSON_AddStringToObject(e, "kind", ls_fault_name(f->kind));
@@ -454,7 +450,7 @@ static int launch(ctl *c, const char *resume, int64_t stop_at) {
             cJSON_AddNumberToObject(e, "rank", f->rank);
             cJSON_AddNumberToObject(e, "share", f->share);
             cJSON_AddItemToArray(inj, e);
-            c->plan_done[i] = 1; /* handed out; confirmed by "injected" or by detection */
+            if (!replay_it) c->plan_done[i] = 1; /* handed out; confirmed by "injected" or by detection */
         }
         send_node(c, nd, j);
     }
@@ -573,8 +569,8 @@ static int64_t newest_disk(ctl *c, int64_t limit, char *path, size_t cap) {
             ft->node = -1;
             ft->step = best;
             ft->t_detect = ft->t_localized = ls_wall_time();
-            ft->t_fault = inj_times[LS_FAULT_CORRUPT_CKPT][0] > 0 ? inj_times[LS_FAULT_CORRUPT_CKPT][0] : ft->t_detect;
-            ft->injected = inj_times[LS_FAULT_CORRUPT_CKPT][0] > 0;
+            ft->t_fault = c->inj_times[LS_FAULT_CORRUPT_CKPT][0] > 0 ? c->inj_times[LS_FAULT_CORRUPT_CKPT][0] : ft->t_detect;
+            ft->injected = c->inj_times[LS_FAULT_CORRUPT_CKPT][0] > 0;
             snprintf(ft->detail, sizeof ft->detail, "%s", ls_errmsg());
         }
         tl(c, "detect", "corrupt-ckpt: %s; falling back to the previous checkpoint", ls_errmsg());
@@ -607,7 +603,7 @@ static void corrupt_newest(ctl *c) {
     fseek(f, len / 2, SEEK_SET);
     fwrite(buf, 1, got, f);
     fclose(f);
-    inj_times[LS_FAULT_CORRUPT_CKPT][0] = ls_wall_time();
+    c->inj_times[LS_FAULT_CORRUPT_CKPT][0] = ls_wall_time();
     tl(c, "inject", "corrupt-ckpt: flipped %zu bytes of %s", got, path);
 }
 
@@ -810,13 +806,13 @@ static int handle_fault(ctl *c, int kind, int rank, int64_t step, double t_detec
     f->t_detect = t_detect;
     f->evicted = f->promoted = -1;
     f->open = 1;
-    double it = rank >= 0 && rank < MAXR ? inj_times[kind][rank] : 0;
-    if ((kind == LS_FAULT_NAN || kind == LS_FAULT_JUMP) && rank >= 0) it = inj_times[LS_FAULT_NAN][rank];
+    double it = rank >= 0 && rank < MAXR ? c->inj_times[kind][rank] : 0;
+    if ((kind == LS_FAULT_NAN || kind == LS_FAULT_JUMP) && rank >= 0) it = c->inj_times[LS_FAULT_NAN][rank];
     f->injected = it > 0;
     f->t_fault = it > 0 && it <= t_detect ? it : t_detect;
-    if (rank >= 0 && rank < MAXR) inj_times[kind][rank] = 0;
+    if (rank >= 0 && rank < MAXR) c->inj_times[kind][rank] = 0;
     if ((kind == LS_FAULT_NAN || kind == LS_FAULT_JUMP) && rank >= 0) {
-        inj_times[LS_FAULT_NAN][rank] = 0;
+        c->inj_times[LS_FAULT_NAN][rank] = 0;
         for (int i = 0; i < c->plan.n; i++) /* the poisoned step was the injection */
             if (c->plan.f[i].kind == LS_FAULT_NAN && c->plan.f[i].rank == rank && c->plan_done[i] == 1) {
                 c->plan_done[i] = 2;
@@ -837,11 +833,11 @@ static int handle_fault(ctl *c, int kind, int rank, int64_t step, double t_detec
         }
         if (kind == LS_FAULT_HANG && nbad > 0) {
             f->rank = bad[0];
-            double hi = inj_times[LS_FAULT_HANG][bad[0]];
+            double hi = c->inj_times[LS_FAULT_HANG][bad[0]];
             if (hi > 0 && hi <= f->t_detect) {
                 f->injected = 1;
                 f->t_fault = hi;
-                inj_times[LS_FAULT_HANG][bad[0]] = 0;
+                c->inj_times[LS_FAULT_HANG][bad[0]] = 0;
             }
         }
         stop_job(c);
@@ -982,7 +978,7 @@ void ls_robust_opts_defaults(ls_robust_opts *o) {
     o->backoff_s = 0.5;
     o->jump_factor = 5;
     o->slow_window = 5;
-    o->slow_factor = 1.5;
+    o->slow_factor = 2;
     o->status_bind = "127.0.0.1";
 }
 
@@ -1076,7 +1072,7 @@ static int run_loop(ctl *c) {
                 cJSON_AddNumberToObject(j, "share", f->share);
                 send_node(c, nd, j);
                 c->plan_done[i] = 2;
-                if (f->kind == LS_FAULT_NAN) inj_times[LS_FAULT_NAN][f->rank] = now;
+                if (f->kind == LS_FAULT_NAN) c->inj_times[LS_FAULT_NAN][f->rank] = now;
             }
         }
         /* repaired nodes rejoin the warm standbys */
@@ -1255,7 +1251,6 @@ static void write_report(ctl *c, ls_robust_result *res) {
 int ls_robust_run(const ls_robust_opts *o, ls_robust_result *res) {
     memset(res, 0, sizeof *res);
     LS_TRY(ls_robust_opts_check(o));
-    memset(inj_times, 0, sizeof inj_times);
     ctl *c = calloc(1, sizeof *c);
     if (!c) return ls_err(LS_ENOMEM, "out of memory");
     c->o = o;

@@ -72,6 +72,25 @@ run corrupt '{"faults": [{"kind": "corrupt-ckpt", "step": 16}, {"kind": "crash",
   "corrupt-ckpt crash" --ckpt-every 0 --disk-every 5
 grep -q '"resumed_step":[[:space:]]*10' "$T/corrupt.json" || fail "corrupt: did not fall back to step 10"
 
+# status page and Prometheus /metrics while a job runs (127.0.0.1, a free port)
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+timeout 90 "$BIN" robust run --quiet --status-port "$PORT" --report "$T/st.json" -- llmsys train "${TA[@]}" \
+  --out "$T/st.st" > /dev/null 2> "$T/st.err" &
+spid=$!
+got=""
+for _ in $(seq 1 300); do
+  m=$(curl -s "http://127.0.0.1:$PORT/metrics" || true)
+  if echo "$m" | grep -q '^llmsys_robust_step [1-9]'; then got=$m; break; fi
+  sleep 0.1
+done
+[ -n "$got" ] || fail "status: no /metrics with progress on port $PORT"
+for k in 'llmsys_robust_nodes{state="active"} 2' 'llmsys_robust_nodes{state="standby"} 1' 'llmsys_robust_ranks 4' \
+  'llmsys_robust_faults_total{kind="crash"} 0' 'llmsys_robust_ettr '; do
+  echo "$got" | grep -qF "$k" || fail "status: /metrics lacks '$k'"
+done
+curl -s "http://127.0.0.1:$PORT/" | grep -q "llmsys robust" || fail "status: no status page"
+wait $spid || fail "status run: exit $?"
+
 # bad input: one line, exit 2, nothing started
 echo '{"faults": [{"kind": "boom", "step": 3}]}' > "$T/bad.json"
 for args in "--inject $T/bad.json" "--inject $T/missing.json" "--nodes 0" "--standby -1" "--hang-timeout 0" \
