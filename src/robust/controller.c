@@ -110,6 +110,10 @@ typedef struct {
     double last_ping;
     double inj_times[LS_FAULT_COUNT_][MAXR]; /* when each kind was injected on each rank (wall) */
     int cur; /* the fault being recovered (-1: none) */
+    double ev_nan_loss, ev_nan_gn; /* the suspicious values, compared with the replay's */
+    int replay_rank, replay_got;
+    int64_t replay_step;
+    double replay_loss, replay_gn;
     int replaying; /* a NaN replay runs: its steps are localization, not training */
 } ctl;
 
@@ -182,6 +186,13 @@ static void on_step(ctl *c, cJSON *j) {
         c->ev_nan_kind = k;
         c->ev_nan_step = s;
         c->ev_nan_time = now;
+        c->ev_nan_loss = loss;
+        c->ev_nan_gn = gn;
+    }
+    if (c->replaying && s == c->replay_step && r == c->replay_rank) {
+        c->replay_loss = loss;
+        c->replay_gn = gn;
+        c->replay_got = 1;
     }
     if (r == 0 && !k) {
         const char *bits = lsr_str(j, "loss_bits");
@@ -789,6 +800,9 @@ static void save_last_good(ctl *c, int64_t limit) {
     }
 }
 
+/* Equal reported values (both NaN counts as equal). */
+static int same_value(double a, double b) { return (isnan(a) && isnan(b)) || a == b; }
+
 /* Handles one detected fault: localize, stop, evict/promote, pick the resume point and
  * relaunch. Returns 0 to go on, 1 when the job must stop (diagnosis set). */
 static int handle_fault(ctl *c, int kind, int rank, int64_t step, double t_detect, const char *detail) {
@@ -855,6 +869,10 @@ static int handle_fault(ctl *c, int kind, int rank, int64_t step, double t_detec
             tl(c, "replay", "step %" PRId64 " from the %s checkpoint of step %" PRId64, step, rk, from);
             c->launch_step = from;
             c->replaying = 1;
+            c->replay_rank = rank;
+            c->replay_step = step;
+            c->replay_got = 0;
+            double orig_loss = c->ev_nan_loss, orig_gn = c->ev_nan_gn;
             if (launch(c, path, step) == LS_OK) {
                 int status = 0;
                 for (double t = ls_now(); ls_now() - t < 60;) {
@@ -865,8 +883,11 @@ static int handle_fault(ctl *c, int kind, int rank, int64_t step, double t_detec
                     }
                 }
                 if (c->mpirun_pid) stop_job(c);
-                repeat = c->ev_nan_rank >= 0 && c->ev_nan_step == step;
-                if (c->rank_step[0] < step && !repeat) repeat = -1;
+                /* deterministic training: the same values again mean the data or the model */
+                if (c->replay_got)
+                    repeat = same_value(orig_loss, c->replay_loss) && same_value(orig_gn, c->replay_gn);
+                cJSON_AddNumberToObject(loc, "original_grad_norm", isfinite(orig_gn) ? orig_gn : -1);
+                cJSON_AddNumberToObject(loc, "replayed_grad_norm", c->replay_got && isfinite(c->replay_gn) ? c->replay_gn : -1);
             }
             c->replaying = 0;
             for (int n = 0; n < c->n_nodes; n++) /* the replay's snapshots are not newer state */
@@ -877,6 +898,13 @@ static int handle_fault(ctl *c, int kind, int rank, int64_t step, double t_detec
                                                 : repeat == 0 ? "does not repeat: the node"
                                                               : "replay inconclusive: the node");
         f->loc = loc;
+        if (repeat == 1 && kind == LS_FAULT_JUMP) {
+            /* a real spike of this data: nothing to evict; training goes on from before it */
+            f->t_localized = ls_wall_time();
+            tl(c, "localize", "jump at step %" PRId64 " reproduces on replay: the data or the model, not a node; "
+               "training continues", step);
+            return 0;
+        }
         if (repeat == 1) {
             f->t_localized = ls_wall_time();
             snprintf(c->diagnosis, sizeof c->diagnosis,

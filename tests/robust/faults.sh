@@ -72,6 +72,15 @@ run corrupt '{"faults": [{"kind": "corrupt-ckpt", "step": 16}, {"kind": "crash",
   "corrupt-ckpt crash" --ckpt-every 0 --disk-every 5
 grep -q '"resumed_step":[[:space:]]*10' "$T/corrupt.json" || fail "corrupt: did not fall back to step 10"
 
+# a NaN that the data itself causes (sticky): the replay repeats it -> data or model, stopped
+echo '{"faults": [{"kind": "nan", "step": 8, "rank": 1, "sticky": 1}]}' > "$T/sticky.plan.json"
+timeout 60 "$BIN" robust run --quiet --inject "$T/sticky.plan.json" --ckpt-dir "$T/sck" --report "$T/sticky.json" \
+  -- llmsys train "${TA[@]}" --out "$T/sticky.st" > /dev/null 2> "$T/sticky.err"
+rc=$?
+[ $rc -eq 1 ] || fail "sticky NaN: exit $rc, expected 1"
+grep -q "repeats on replay" "$T/sticky.err" || { fail "sticky NaN: no data/model diagnosis"; cat "$T/sticky.err"; }
+[ -f "$T/sck/ckpt-00000007.safetensors" ] || fail "sticky NaN: last good checkpoint (step 7) not on disk"
+
 # status page and Prometheus /metrics while a job runs (127.0.0.1, a free port)
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 timeout 90 "$BIN" robust run --quiet --status-port "$PORT" --report "$T/st.json" -- llmsys train "${TA[@]}" \
