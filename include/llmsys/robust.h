@@ -212,7 +212,7 @@ typedef struct {
     int cold;             /* no standby left: start a new node and resume from disk (requeue) */
     double backoff_s;     /* first back-off after a failed restart (0.5, doubling, max 8) */
     double jump_factor;   /* 5; 0 = off */
-    int slow_window;      /* steps per slow-rank window (5) */
+    int slow_window;      /* steps per slow-rank window (20) */
     double slow_factor;   /* 2 */
     const char *inject;   /* plan file or NULL */
     const char *report;   /* JSON report path */

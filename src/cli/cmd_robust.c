@@ -68,7 +68,7 @@ static int robust_run_cmd(int argc, char **argv) {
         {"max-restarts", LS_ARG_INT, &o.max_restarts, "N", "relaunches before giving up (default 10)"},
         {"repair", LS_ARG_FLOAT, &o.repair_s, "S", "an evicted node rejoins the standbys after S s (default 0: never)"},
         {"jump-factor", LS_ARG_FLOAT, &o.jump_factor, "X", "loss/grad-norm jump vs running median (default 5; 0: off)"},
-        {"slow-window", LS_ARG_INT, &o.slow_window, "STEPS", "slow-rank window (default 5; 0: off)"},
+        {"slow-window", LS_ARG_INT, &o.slow_window, "STEPS", "slow-rank window (default 20; 0: off)"},
         {"slow-factor", LS_ARG_FLOAT, &o.slow_factor, "X", "slow rank: X x later than the other ranks' median (default 2)"},
         {"inject", LS_ARG_STR, &o.inject, "PLAN.json", "fault-injection plan (docs/robust.md)"},
         {"status-port", LS_ARG_INT, &o.status_port, "P", "serve a status page and /metrics on P (0: off, -1: any)"},

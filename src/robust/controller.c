@@ -1005,7 +1005,7 @@ void ls_robust_opts_defaults(ls_robust_opts *o) {
     o->max_restarts = 10;
     o->backoff_s = 0.5;
     o->jump_factor = 5;
-    o->slow_window = 5;
+    o->slow_window = 20;
     o->slow_factor = 2;
     o->status_bind = "127.0.0.1";
 }
