@@ -259,9 +259,17 @@ int main(int argc, char **argv) {
     double ettr = ej ? num(ej, "ettr", NULL) : NAN, wall = ej ? num(ej, "wall_s", NULL) : NAN;
     int faults = ej ? cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(ej, "faults")) : 0;
     double lost = ej ? num(ej, "lost_to_faults_s", NULL) : NAN, other = ej ? num(ej, "other_overhead_s", NULL) : NAN;
-    printf("\n  ETTR, %d steps (~%.0f s) with a fault every %.0f s: %.3f over %.1f s wall, %d faults, %.1f s lost to "
-           "faults, %.1f s other overhead (start-up, checkpoints, reports)  (goal >= 0.90)\n",
-           steps, dur, every, ettr, wall, faults, lost, other);
+    char kinds[512] = "";
+    const cJSON *fe, *fl = ej ? cJSON_GetObjectItemCaseSensitive(ej, "faults") : NULL;
+    cJSON_ArrayForEach(fe, fl) {
+        const cJSON *k = cJSON_GetObjectItemCaseSensitive(fe, "kind"), *inj = cJSON_GetObjectItemCaseSensitive(fe, "injected");
+        if (cJSON_IsString(k) && strlen(kinds) + 32 < sizeof kinds)
+            snprintf(kinds + strlen(kinds), sizeof kinds - strlen(kinds), "%s%s%s", kinds[0] ? " " : "", k->valuestring,
+                     cJSON_IsTrue(inj) ? "" : "(not injected)");
+    }
+    printf("\n  ETTR, %d steps (~%.0f s) with a fault every %.0f s: %.3f over %.1f s wall, %d faults [%s], %.1f s lost "
+           "to faults, %.1f s other overhead (start-up, checkpoints, reports)  (goal >= 0.90)\n",
+           steps, dur, every, ettr, wall, faults, kinds, lost, other);
     cJSON *ettrj = cJSON_AddObjectToObject(res, "ettr_run");
     cJSON_AddNumberToObject(ettrj, "steps", steps);
     cJSON_AddNumberToObject(ettrj, "fault_every_s", every);

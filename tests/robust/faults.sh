@@ -100,6 +100,26 @@ done
 curl -s "http://127.0.0.1:$PORT/" | grep -q "llmsys robust" || fail "status: no status page"
 wait $spid || fail "status run: exit $?"
 
+# an agent that loses its controller keeps its ranks for the grace period (5 s), then stops
+# them cleanly: they agree, save --out and exit; the agents exit too
+# (no `timeout` wrapper: the kill must reach the controller itself)
+"$BIN" robust run --quiet --report "$T/lost.json" -- llmsys train "${TA[@]}" --steps 100000 \
+  --out "$T/lost.st" > /dev/null 2> "$T/lost.err" &
+cpid=$!
+for _ in $(seq 1 200); do pgrep -f "$T/lost.st" > /dev/null && break; sleep 0.1; done
+sleep 2
+kill -9 $cpid 2> /dev/null
+wait $cpid 2> /dev/null
+sleep 3
+pgrep -f "train .*$T/lost.st" > /dev/null || fail "lost controller: the ranks stopped before the grace period"
+for _ in $(seq 1 150); do pgrep -f "$T/lost.st" > /dev/null || break; sleep 0.1; done
+if pgrep -f "$T/lost.st" > /dev/null; then
+  fail "lost controller: ranks still running"
+  for p in $(pgrep -f "$T/lost.st"); do kill -9 "$p" 2> /dev/null; done
+fi
+[ -f "$T/lost.st" ] || { fail "lost controller: the ranks did not save"; cat "$T/lost.err"; }
+grep -q "controller silent" "$T/lost.err" || fail "lost controller: the agents did not say why they stopped"
+
 # bad input: one line, exit 2, nothing started
 echo '{"faults": [{"kind": "boom", "step": 3}]}' > "$T/bad.json"
 for args in "--inject $T/bad.json" "--inject $T/missing.json" "--nodes 0" "--standby -1" "--hang-timeout 0" \
