@@ -119,6 +119,7 @@ if pgrep -f "$T/lost.st" > /dev/null; then
 fi
 [ -f "$T/lost.st" ] || { fail "lost controller: the ranks did not save"; cat "$T/lost.err"; }
 grep -q "controller silent" "$T/lost.err" || fail "lost controller: the agents did not say why they stopped"
+rm -rf "/dev/shm/llmsys-robust-$cpid" # the killed controller's launch logs
 
 # bad input: one line, exit 2, nothing started
 echo '{"faults": [{"kind": "boom", "step": 3}]}' > "$T/bad.json"
