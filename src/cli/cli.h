@@ -29,6 +29,9 @@ int cmd_steal(int argc, char **argv);
 /* cmd_rl.c */
 int cmd_rl(int argc, char **argv);
 int cmd_sim_rl(int argc, char **argv);
+/* cmd_robust.c */
+int cmd_robust(int argc, char **argv);
+int cmd_sim_robust(int argc, char **argv);
 /* cmd_sim.c */
 int cmd_sim(int argc, char **argv);
 /* demo.c */
@@ -49,6 +52,7 @@ int demo_loader(const ls_demo_ctx *ctx); /* cmd_loader.c */
 int demo_steal(const ls_demo_ctx *ctx);  /* cmd_steal.c */
 int demo_rl(const ls_demo_ctx *ctx);     /* cmd_rl.c */
 int demo_qsync(const ls_demo_ctx *ctx);  /* cmd_plan_train.c */
+int demo_robust(const ls_demo_ctx *ctx); /* cmd_robust.c */
 
 /* cmd_plan_train.c: `plan train`; train's --precision-plan, checked before any launch and
  * applied on each rank (its precisions and CPU share) */

@@ -21,6 +21,7 @@
 #include "llmsys/core.h"
 #include "llmsys/loader.h"
 #include "llmsys/model.h"
+#include "llmsys/robust.h"
 #include "llmsys/serve.h"
 #include "llmsys/train.h"
 
@@ -161,7 +162,7 @@ static void on_stop_signal(int sig) { train_stop_signal = sig; }
 #define UNSET64 INT64_MIN
 
 typedef struct {
-    const char *config, *out, *resume, *report, *loader;
+    const char *config, *out, *resume, *report, *loader, *robust_agent;
     const char *precision_plan; /* --precision-plan (cmd_plan_train.c) */
     data_opts data;
     int steps, batch, seq, warmup, ranks, save_every, stop_at, log_every, threads;
@@ -308,8 +309,22 @@ static int train_run(const train_opts *o, train_ctx *c) {
                             .stop_flag = &train_stop_signal,
                             .after_save = o->loader ? data_save : NULL,
                             .save_ctx = c};
+    /* under `llmsys robust run`: every step reported to this node's agent (robust.h) */
+    ls_robust_client *rcl = NULL;
+    if (o->robust_agent) {
+        rc = ls_robust_client_open(&rcl, o->robust_agent, rank, N);
+        if (ls_dist_agree(d, rc, NULL) < 0) {
+            ls_robust_client_close(rcl);
+            return collective_fail(d, rc);
+        }
+        ls_train_hooks hk = {.ctx = rcl, .before_update = ls_robust_hook_before_update,
+                             .after_step = ls_robust_hook_after_step};
+        ls_trainer_set_hooks(c->t, &hk);
+    }
     ls_train_run_result r;
     rc = ls_train_run(c->t, c->src, d, &ro, &r);
+    ls_trainer_set_hooks(c->t, NULL);
+    ls_robust_client_close(rcl);
     if (rc < 0) return collective_fail(d, rc);
     int nl = r.n_losses;
     if (rank == 0) {
@@ -379,6 +394,8 @@ int cmd_train(int argc, char **argv) {
         {"report", LS_ARG_STR, &o.report, "FILE", "write a JSON summary (losses, tokens/s, wall time)"},
         {"precision-plan", LS_ARG_STR, &o.precision_plan, "FILE",
          "per-rank Linear-layer precisions and CPU shares from `llmsys plan train`"},
+        {"robust-agent", LS_ARG_STR, &o.robust_agent, "EPS",
+         "report every step to these node agents (set by `llmsys robust run`)"},
     };
     int n = (int)(sizeof spec / sizeof spec[0]);
     int prc = ls_args_parse("train",

@@ -22,6 +22,7 @@ static const scenario scenarios[] = {
     {"steal", demo_steal, "steal two Fashion-MNIST victims over HTTP; PRADA defence"},
     {"rl", demo_rl, "async RL with relays and repack vs synchronous; reward rises; simulator"},
     {"qsync", demo_qsync, "2 ranks, one throttled: per-layer precision plan, predicted vs measured, loss"},
+    {"robust", demo_robust, "4 ranks + a warm standby survive a crash, a hang and a NaN; ETTR"},
 };
 #define N_SCENARIOS (int)(sizeof scenarios / sizeof scenarios[0])
 

@@ -26,7 +26,8 @@ static const command commands[] = {
     {"victim", cmd_victim, "train or serve a black-box classifier (steal audit target)"},
     {"steal", cmd_steal, "extract a replica of a black-box classifier; evaluate it"},
     {"rl", cmd_rl, "asynchronous RL post-training: tasks, run, worker (relays, repack)"},
-    {"sim", cmd_sim, "discrete-event simulators at cluster scale (sim rl)"},
+    {"robust", cmd_robust, "run training under a fault-detecting, self-healing supervisor"},
+    {"sim", cmd_sim, "discrete-event simulators at cluster scale (sim rl, sim robust)"},
 };
 
 static char self_path[4096];

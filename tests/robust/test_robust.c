@@ -1,0 +1,271 @@
+/* test_robust.c - the robust module's pure parts against hand-computed references:
+ * snapshots (exact resume), jump and slow-rank detectors, stack grouping on recorded
+ * eu-stack dumps, injection plans, and the cluster simulator's hand cases. */
+#include <stdint.h>
+#include <unistd.h>
+
+#include "llmsys/robust.h"
+#include "test.h"
+
+static ls_corpus *make_corpus(void) {
+    static char text[60000];
+    size_t n = 0;
+    for (int i = 0; n + 80 < sizeof text; i++)
+        n += (size_t)snprintf(text + n, sizeof text - n, "line %d: the quick brown fox jumps %d times.\n", i, i % 13);
+    const char *docs[1] = {text};
+    size_t lens[1] = {n};
+    ls_corpus *c = NULL;
+    CHECK(ls_corpus_from_docs(&c, "generated", docs, lens, 1, NULL) == LS_OK);
+    return c;
+}
+
+/* An in-memory snapshot written to a checkpoint resumes bit-identically: losses and final
+ * parameters equal an uninterrupted run's. A flipped byte fails the checksum. */
+static void test_snapshot_exact_resume(void) {
+    ls_corpus *c = make_corpus();
+    ls_model_config mc;
+    ls_model_config_named("tiny", &mc);
+    ls_train_config tc = ls_train_defaults();
+    tc.batch = 4;
+    tc.seq = 32;
+    tc.steps = 6;
+    ls_model_set_threads(1);
+    ls_trainer *a = NULL, *b = NULL, *b2 = NULL;
+    ls_batch_source *sa = NULL, *sb = NULL;
+    ls_train_config ta = tc, tb = tc;
+    CHECK(ls_trainer_init(&a, &mc, &tc, NULL) == LS_OK);
+    CHECK(ls_trainer_init(&b, &mc, &tc, NULL) == LS_OK);
+    CHECK(ls_batch_source_corpus(&sa, c, &ta, 1) == LS_OK);
+    CHECK(ls_batch_source_corpus(&sb, c, &tb, 1) == LS_OK);
+    ls_trainer_set_shards(a, ta.shards);
+    ls_trainer_set_shards(b, tb.shards);
+    float la[6], lb[6];
+    for (int s = 0; s < 6; s++) CHECK(ls_trainer_step(a, sa, &la[s], NULL) == LS_OK);
+    for (int s = 0; s < 3; s++) CHECK(ls_trainer_step(b, sb, &lb[s], NULL) == LS_OK);
+    size_t cap = ls_snapshot_size(b), len = 0;
+    unsigned char *buf = malloc(cap);
+    CHECK(ls_snapshot_write(b, buf, cap, &len) == LS_OK);
+    ls_snapshot_info info;
+    CHECK(ls_snapshot_check(buf, len, &info) == LS_OK);
+    CHECK_EQ_INT(info.step, 3);
+    CHECK_EQ_INT(info.params, ls_model_num_params(ls_trainer_model(b)));
+    char path[] = "/tmp/llmsys-robust-snapXXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    CHECK(ls_snapshot_to_ckpt(buf, len, path) == LS_OK);
+    CHECK(ls_trainer_resume(&b2, path, 0, NULL) == LS_OK);
+    CHECK_EQ_INT(ls_trainer_step_index(b2), 3);
+    for (int s = 3; s < 6; s++) CHECK(ls_trainer_step(b2, sb, &lb[s], NULL) == LS_OK);
+    CHECK(memcmp(la, lb, sizeof la) == 0);
+    size_t np = ls_model_num_params(ls_trainer_model(a));
+    CHECK(memcmp(ls_model_params(ls_trainer_model(a)), ls_model_params(ls_trainer_model(b2)), np * 4) == 0);
+    CHECK(memcmp(ls_model_adam_v(ls_trainer_model(a)), ls_model_adam_v(ls_trainer_model(b2)), np * 4) == 0);
+    buf[len / 2] ^= 1;
+    CHECK(ls_snapshot_check(buf, len, NULL) == LS_ECHECKSUM);
+    CHECK(ls_snapshot_check(buf, 10, NULL) == LS_EFORMAT);
+    CHECK(ls_snapshot_write(b, buf, 100, &len) == LS_ERANGE);
+    unlink(path);
+    free(buf);
+    ls_trainer_free(a);
+    ls_trainer_free(b);
+    ls_trainer_free(b2);
+    ls_batch_source_free(sa);
+    ls_batch_source_free(sb);
+    ls_corpus_free(c);
+}
+
+static void test_jump_detector(void) {
+    ls_jump_detector j;
+    ls_jump_init(&j, 5, 20, 8);
+    /* fewer than 8 values: no verdict on jumps, NaN always */
+    for (int i = 0; i < 7; i++) CHECK_EQ_INT(ls_jump_feed(&j, 2.0 + 0.01 * i), LS_FAULT_NONE);
+    CHECK_EQ_INT(ls_jump_feed(&j, 100.0), LS_FAULT_NONE); /* 8th value joins the history */
+    CHECK_EQ_INT(ls_jump_feed(&j, NAN), LS_FAULT_NAN);
+    CHECK_EQ_INT(ls_jump_feed(&j, INFINITY), LS_FAULT_NAN);
+    /* history: 2.00..2.06 and 100 -> median of 8 = (2.03 + 2.04) / 2 = 2.035; x5 = 10.175 */
+    CHECK_EQ_INT(ls_jump_feed(&j, 10.17), LS_FAULT_NONE);
+    /* now 9 values 2.00..2.06, 10.17, 100: median = 2.04; x5 = 10.2 */
+    CHECK_EQ_INT(ls_jump_feed(&j, 10.21), LS_FAULT_JUMP);
+    CHECK_EQ_INT(ls_jump_feed(&j, 10.19), LS_FAULT_NONE);
+    ls_jump_detector off;
+    ls_jump_init(&off, 0, 20, 1);
+    ls_jump_feed(&off, 1);
+    CHECK_EQ_INT(ls_jump_feed(&off, 1e9), LS_FAULT_NONE);
+}
+
+/* 4 ranks, window 5, 3 windows: rank 2 takes 3x from step 6 on. Windows close when the
+ * first report of the next window arrives: steps 6-10 (first outlier window) close at 11,
+ * 11-15 at 16, 16-20 at 21 -> reported on the first report of step 21, not earlier. */
+static void test_slow_detector(void) {
+    ls_slow_detector s;
+    CHECK(ls_slow_init(&s, 4, 5, 3, 2.0) == LS_OK);
+    int found = -1, at = -1;
+    for (int step = 1; step <= 30 && found < 0; step++)
+        for (int r = 0; r < 4 && found < 0; r++) {
+            double t = 0.010 + 0.001 * r;
+            if (r == 2 && step >= 6) t = 0.033;
+            ls_robust_step rs = {r, step, 1, 1, t, t, 0};
+            found = ls_slow_feed(&s, &rs);
+            if (found >= 0) at = step;
+        }
+    CHECK_EQ_INT(found, 2);
+    CHECK_EQ_INT(at, 21);
+    CHECK_NEAR(s.last_ratio, 0.033 / 0.011, 1e-9); /* the others: 0.010, 0.011, 0.013 */
+    ls_slow_free(&s);
+    /* ranks within 20% of each other are never flagged */
+    CHECK(ls_slow_init(&s, 4, 5, 3, 2.0) == LS_OK);
+    for (int step = 1; step <= 60; step++)
+        for (int r = 0; r < 4; r++) {
+            ls_robust_step rs = {r, step, 1, 1, 0, 0.01 * (1 + 0.2 * ((step + r) % 2)), 0};
+            CHECK(ls_slow_feed(&s, &rs) < 0);
+        }
+    ls_slow_free(&s);
+    CHECK(ls_slow_init(&s, 0, 5, 3, 2.0) == LS_EINVAL);
+}
+
+static char *read_fixture(const char *name) {
+    char p[4096], *d = NULL;
+    size_t n;
+    snprintf(p, sizeof p, "%s/tests/robust/stacks/%s", LLMSYS_SOURCE_DIR, name);
+    CHECK(ls_file_read(p, &d, &n) == LS_OK);
+    return d;
+}
+
+/* Recorded dumps of a 4-rank job whose rank 1 was stopped (SIGSTOP) mid-forward: three
+ * ranks wait in the all-reduce, one is in the layer norm -> rank 1 is the outlier group. */
+static void test_stack_grouping(void) {
+    char *t[4];
+    for (int r = 0; r < 4; r++) {
+        char n[64];
+        snprintf(n, sizeof n, "hang-rank%d.txt", r);
+        t[r] = read_fixture(n);
+    }
+    char *s0 = ls_stack_normalise(t[0], NULL), *s1 = ls_stack_normalise(t[1], NULL);
+    CHECK_MSG(s0 && !strcmp(s0, "PMPI_Allreduce <- ls_dist_allreduce_sum <- ls_trainer_step <- ls_train_run <- cmd_train"),
+              "%s", s0 ? s0 : "(null)");
+    CHECK_MSG(s1 && !strcmp(s1, "? <- ls_layernorm_forward <- ls_model_forward <- ls_trainer_step <- ls_train_run <- cmd_train"),
+              "%s", s1 ? s1 : "(null)");
+    free(s0);
+    free(s1);
+    ls_stack_groups g;
+    CHECK(ls_stack_group((const char *const *)t, 4, NULL, &g) == LS_OK);
+    CHECK_EQ_INT(g.n_groups, 2);
+    CHECK(g.outlier >= 0 && g.group_of[1] == g.outlier);
+    CHECK(g.group_of[0] == g.group_of[2] && g.group_of[2] == g.group_of[3]);
+    CHECK_EQ_INT(g.size[g.outlier], 1);
+    ls_stack_groups_free(&g);
+    /* two against two: no outlier; a missing dump is its own group */
+    const char *tt[4] = {t[0], t[1], t[1], t[0]};
+    CHECK(ls_stack_group(tt, 4, NULL, &g) == LS_OK);
+    CHECK_EQ_INT(g.outlier, -1);
+    ls_stack_groups_free(&g);
+    const char *tm[4] = {t[0], t[0], NULL, t[0]};
+    CHECK(ls_stack_group(tm, 4, NULL, &g) == LS_OK);
+    CHECK(g.outlier >= 0 && g.group_of[2] == g.outlier);
+    ls_stack_groups_free(&g);
+    /* addresses and compiler suffixes do not split groups */
+    const char *a = "TID 1:\n#0  0x0000000000001000 foo.isra.0 - /x/prog\n#1  0x0000000000002000 main - /x/prog\n";
+    const char *b = "TID 9:\n#0  0x0000000000001234 foo - /x/prog\n#1  0x0000000000002345 main - /x/prog\n";
+    char *na = ls_stack_normalise(a, NULL), *nb = ls_stack_normalise(b, NULL);
+    CHECK(na && nb && !strcmp(na, nb) && !strcmp(na, "foo <- main"));
+    free(na);
+    free(nb);
+    for (int r = 0; r < 4; r++) free(t[r]);
+}
+
+static void test_plans(void) {
+    ls_fault_plan p;
+    const char *ok = "{\"faults\": [{\"kind\": \"crash\", \"step\": 5, \"rank\": 1},"
+                     " {\"kind\": \"slow\", \"time\": 2.5, \"rank\": 3, \"share\": 0.1},"
+                     " {\"kind\": \"corrupt-ckpt\", \"step\": 9}]}";
+    CHECK(ls_fault_plan_parse(ok, strlen(ok), "plan", 4, &p) == LS_OK);
+    CHECK_EQ_INT(p.n, 3);
+    CHECK(p.f[0].kind == LS_FAULT_CRASH && p.f[0].step == 5 && p.f[0].rank == 1 && p.f[0].time < 0);
+    CHECK(p.f[1].kind == LS_FAULT_SLOW && p.f[1].step == -1 && p.f[1].time == 2.5 && p.f[1].share == 0.1);
+    CHECK(p.f[2].kind == LS_FAULT_CORRUPT_CKPT);
+    ls_fault_plan_free(&p);
+    const char *bad[] = {
+        "{\"faults\": [{\"kind\": \"boom\", \"step\": 1}]}",              /* unknown kind */
+        "{\"faults\": [{\"kind\": \"crash\"}]}",                          /* neither step nor time */
+        "{\"faults\": [{\"kind\": \"crash\", \"step\": 1, \"time\": 1}]}", /* both */
+        "{\"faults\": [{\"kind\": \"crash\", \"step\": 0}]}",             /* step < 1 */
+        "{\"faults\": [{\"kind\": \"crash\", \"step\": 1.5}]}",           /* fractional */
+        "{\"faults\": [{\"kind\": \"crash\", \"step\": 1, \"rank\": 4}]}", /* rank out of range */
+        "{\"faults\": [{\"kind\": \"slow\", \"step\": 1, \"share\": 1}]}", /* share */
+        "{\"faults\": [{\"kind\": \"crash\", \"step\": 1, \"rnak\": 0}]}", /* typo */
+        "{\"faults\": [{\"kind\": 3, \"step\": 1}]}",                      /* kind not a string */
+        "{\"fault\": []}",                                                 /* no faults array */
+        "{\"faults\": [",                                                  /* not JSON */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = ls_fault_plan_parse(bad[i], strlen(bad[i]), "plan", 4, &p);
+        CHECK_MSG(rc < 0, "accepted: %s", bad[i]);
+        CHECK(p.n == 0 && p.f == NULL);
+        CHECK(strlen(ls_errmsg()) > 0 && !strchr(ls_errmsg(), '\n'));
+    }
+}
+
+/* Hand-computed simulator cases (one machine, one day: T = 86400 s). */
+static void test_sim_hand_cases(void) {
+    ls_sim_config c;
+    ls_sim_defaults(&c);
+    c.gpus = 8;
+    c.gpus_per_node = 8;
+    c.days = 1;
+    c.fail_per_1000_node_days = 0;
+    c.step_s = 10;
+    c.ckpt_bytes = 1e9;
+    c.host_GBps = 10; /* 0.1 s blocking per step */
+    c.disk_GBps = 1;  /* 1 s per save */
+    c.disk_interval_s = 1000;
+    ls_sim_result r;
+    /* no failure: only the blocking checkpoints cost */
+    c.policy = LS_SIM_MEMORY;
+    CHECK(ls_sim_run(&c, &r) == LS_OK);
+    CHECK_NEAR(r.ettr, 10.0 / 10.1, 1e-12);
+    CHECK_EQ_INT(r.failures, 0);
+    c.policy = LS_SIM_DISK;
+    CHECK(ls_sim_run(&c, &r) == LS_OK);
+    CHECK_NEAR(r.ettr, 1000.0 / 1001.0, 1e-12);
+    /* one CUDA error at 5005 s, in-memory checkpoints, no standby: detect 2 s, requeue
+     * 600 s, the half step since the last snapshot (5 s) redone */
+    double one[1] = {5005};
+    c.ckpt_bytes = 0;
+    c.policy = LS_SIM_MEMORY;
+    c.requeue_s = 600;
+    c.fail_at = one;
+    c.n_fail_at = 1;
+    c.fail_kind = 0;
+    CHECK(ls_sim_run(&c, &r) == LS_OK);
+    CHECK_EQ_INT(r.failures, 1);
+    CHECK_NEAR(r.ettr, (86400.0 - 2 - 600 - 5) / 86400.0, 1e-12);
+    CHECK_NEAR(r.lost_detect_s, 2, 1e-9);
+    CHECK_NEAR(r.lost_restart_s, 600, 1e-9);
+    CHECK_NEAR(r.lost_recompute_s, 5, 1e-9);
+    /* standbys exhausted: one standby, never repaired; failures at 10000 and 20000 s:
+     * the first restarts warm (50 s), the second finds none and requeues (600 s); redo:
+     * 10000 mod 10 = 0, then (10000 + 20000 - 10052) mod 10 = 19948 mod 10 = 8 */
+    double two[2] = {10000, 20000};
+    c.policy = LS_SIM_STANDBY;
+    c.standbys = 1;
+    c.repair_s = 1e9;
+    c.warm_restart_s = 50;
+    c.fail_at = two;
+    c.n_fail_at = 2;
+    CHECK(ls_sim_run(&c, &r) == LS_OK);
+    CHECK_EQ_INT(r.failures, 2);
+    CHECK_EQ_INT(r.standby_misses, 1);
+    CHECK_NEAR(r.ettr, (86400.0 - (2 + 50) - (2 + 600) - 8) / 86400.0, 1e-12);
+    c.days = 0;
+    CHECK(ls_sim_run(&c, &r) == LS_EINVAL);
+}
+
+int main(void) {
+    RUN(test_snapshot_exact_resume);
+    RUN(test_jump_detector);
+    RUN(test_slow_detector);
+    RUN(test_stack_grouping);
+    RUN(test_plans);
+    RUN(test_sim_hand_cases);
+    return TEST_RESULT();
+}
