@@ -324,7 +324,7 @@ int demo_robust(const ls_demo_ctx *ctx) {
     o.ranks_per_node = 2;
     o.standby = 1;
     o.hang_timeout = quick ? 2 : 5;
-    o.repair_s = quick ? 1 : 5;
+    o.repair_s = quick ? 0.5 : 5;
     o.inject = plan;
     o.report = report;
     o.self = ls_cli_self();

@@ -730,8 +730,23 @@ static int localize_by_stacks(ctl *c, fault_t *f, int *bad, int maxbad) {
 /* ---------------------------------------------------------------- recovery */
 
 static void write_report(ctl *c, ls_robust_result *res);
+static void set_peers(ctl *c);
+
+/* Evicted nodes whose repair time has passed rejoin the warm standbys. Called from the
+ * main loop and again right before a standby is chosen, since localization (a replay, stack
+ * dumps) can hold the loop for longer than a repair takes. */
+static void repair_due(ctl *c) {
+    for (int n = 0; c->o->repair_s > 0 && n < c->n_nodes; n++)
+        if (c->node[n].state == NODE_EVICTED && ls_now() - c->node[n].evicted_at >= c->o->repair_s) {
+            c->node[n].state = NODE_STANDBY;
+            c->node[n].last_hb = ls_now();
+            tl(c, "repair", "node %d repaired: back among the warm standbys", n);
+            set_peers(c);
+        }
+}
 
 static int evict_and_promote(ctl *c, fault_t *f, int node) {
+    repair_due(c);
     int slot = -1;
     for (int s = 0; s < c->o->nodes; s++)
         if (c->slot_node[s] == node) slot = s;
@@ -1103,14 +1118,7 @@ static int run_loop(ctl *c) {
                 if (f->kind == LS_FAULT_NAN) c->inj_times[LS_FAULT_NAN][f->rank] = now;
             }
         }
-        /* repaired nodes rejoin the warm standbys */
-        for (int n = 0; o->repair_s > 0 && n < c->n_nodes; n++)
-            if (c->node[n].state == NODE_EVICTED && ls_now() - c->node[n].evicted_at >= o->repair_s) {
-                c->node[n].state = NODE_STANDBY;
-                c->node[n].last_hb = ls_now();
-                tl(c, "repair", "node %d repaired: back among the warm standbys", n);
-                set_peers(c);
-            }
+        repair_due(c);
         /* agents that stopped answering */
         for (int n = 0; n < c->n_nodes; n++) {
             node_t *nd = &c->node[n];
