@@ -36,6 +36,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "llmsys/core.h"
 
@@ -231,6 +232,41 @@ int64_t ls_loader_source_skipped(const ls_loader *ld, int s);
 /* Bytes of per-source access state held (document index and shuffle order):
  * what a per-rank design would replicate R times. */
 size_t ls_loader_state_bytes(const ls_loader *ld);
+
+/* ---------------------------------------------------------------- statistics (stats.c) */
+
+/* What N steps of a mix look like when built in-process (`llmsys loader stats`, the demo):
+ * token shares against the targets and per-rank cost imbalance of each balance algorithm. */
+typedef struct {
+    int steps, ranks, n_sources;
+    double *cost_naive, *cost_bal; /* per-rank cost [step * ranks + r]: naive, and the mix's balancer (kk if naive) */
+    double imb_sum[3], imb_max[3]; /* max/mean per step, summed and worst, per ls_balance_algo */
+    int64_t tokens[LS_LOADER_MAX_SOURCES];
+    double target[LS_LOADER_MAX_SOURCES];
+    /* tokens drawn and targeted in the first and last fifth of the run (the curriculum's two ends) */
+    int64_t early[LS_LOADER_MAX_SOURCES], late[LS_LOADER_MAX_SOURCES];
+    double early_t[LS_LOADER_MAX_SOURCES], late_t[LS_LOADER_MAX_SOURCES];
+    double seconds; /* wall time of building the steps */
+} ls_loader_stats;
+
+/* Builds `steps` steps of mix for `ranks` ranks, rebalancing each with every algorithm (progress on stderr). */
+int ls_loader_stats_run(const ls_loader_mix *mix, int ranks, int steps, ls_loader_stats *out);
+void ls_loader_stats_free(ls_loader_stats *s);
+/* Prints the share table and the imbalance table to f. */
+void ls_loader_stats_print(FILE *f, const ls_loader_mix *mix, const ls_loader_stats *s);
+/* Writes an SVG chart of per-rank cost per step, naive beside bal_name ("lpt" or "kk"), atomically. */
+int ls_loader_stats_svg(const char *path, const ls_loader_stats *s, const char *bal_name);
+/* Writes the JSON summary (steps, ranks, seconds, shares, imbalance per algorithm) atomically. */
+int ls_loader_stats_report(const char *path, const ls_loader_mix *mix, const ls_loader_stats *s);
+
+/* The demo's three sources under base/data (prose: licence texts, code: C headers, math:
+ * generated sums written as JSON Lines and pre-tokenized into math.lstok); quick shrinks them.
+ * The counts (may be NULL) are what each source got. */
+typedef struct {
+    int prose_files, code_files;
+    int64_t math_docs, math_tokens;
+} ls_loader_demo_counts;
+int ls_loader_demo_data(const char *base, int quick, ls_loader_demo_counts *counts);
 
 /* ---------------------------------------------------------------- service */
 

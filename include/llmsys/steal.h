@@ -317,6 +317,24 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
 int ls_steal_agreement(const ls_replica *r, const ls_steal_data *test, const int32_t *vlabels, double *agreement,
                        double *accuracy);
 
+/* ---------------------------------------------------------------- evaluation (eval.c) */
+
+/* The API's labels on every row of d (requests of 256 rows) into labels[d->n]. */
+int ls_steal_client_labels(ls_steal_client *cl, const ls_steal_data *d, int32_t *labels);
+/* Puts the rows of sets[] into the units the target's GET /info declares ("raw": the
+ * training data's units, undoing a dataset scaler; "model": scaled by the target's stored
+ * scaler), so victim and replica see the inputs the API takes; sets' lo/hi become the
+ * target's input range. Without /info the rows stay as they are. *units names the result
+ * ("raw units", "model units", "as given"). LS_EINVAL when rows in their own units fall
+ * outside the range of a target that stores no scaler. */
+int ls_steal_match_units(ls_steal_client *cl, ls_steal_data **sets, int nsets, const char **units);
+/* The query count a replica file records (its "llmsys.steal.report" metadata); 0 if none. */
+int64_t ls_replica_recorded_queries(const char *path);
+/* Sets o's declared shape, range and class count to those of d. */
+void ls_steal_opts_for_data(ls_steal_opts *o, const ls_steal_data *d);
+/* Share of labels[i] == d->y[i] over d's rows (0 for no rows). */
+double ls_steal_label_accuracy(const int32_t *labels, const ls_steal_data *d);
+
 #ifdef __cplusplus
 }
 #endif
