@@ -101,6 +101,9 @@ int ls_loader_mix_load(const char *path, ls_loader_mix *mix);
 /* Same from a JSON string; relative source paths resolve against base_dir (may be NULL). */
 int ls_loader_mix_parse(const char *json, const char *base_dir, ls_loader_mix *mix);
 void ls_loader_mix_free(ls_loader_mix *mix);
+/* A mix of one source "input" of the given type, path, JSONL field and split (as a config
+ * names them), validated as a config would be (what `loader tokenize` reads). */
+int ls_loader_mix_single(const char *type, const char *path, const char *field, const char *split, ls_loader_mix *mix);
 /* Checks a weight vector: finite, >= 0, sum > 0. what names it in the message. */
 int ls_loader_weights_check(const double *w, int n, const char *what);
 /* Normalised weights (sum 1) of the schedule at step: piecewise linear between points,

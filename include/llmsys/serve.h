@@ -311,6 +311,11 @@ double ls_host_hop_latency(int rounds, double gap_s);
 
 /* ls_http_request (one request) is the library's HTTP client, in http.h. */
 
+/* One greedy POST /v1/completions of prompt (a JSON-safe string): the first choice's text
+ * into text (cut to n_text) and its token ids into tokens[max_tokens] (as many as came). */
+int ls_http_complete(const char *host, int port, const char *prompt, int max_tokens, double timeout_s, char *text,
+                     size_t n_text, int *tokens);
+
 typedef struct {
     int ok, failed, tokens;
     double seconds, tokens_per_s;

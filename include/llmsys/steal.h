@@ -332,6 +332,10 @@ int ls_steal_match_units(ls_steal_client *cl, ls_steal_data **sets, int nsets, c
 int64_t ls_replica_recorded_queries(const char *path);
 /* Sets o's declared shape, range and class count to those of d. */
 void ls_steal_opts_for_data(ls_steal_opts *o, const ls_steal_data *d);
+/* The summary of a run (what `llmsys steal` stores as the replica's "llmsys.steal.report"
+ * metadata): target, strategy, budget, queries, rounds, answers per class, ...; caller frees. */
+struct cJSON *ls_steal_result_json(const char *target, const char *strategy, const ls_steal_opts *o,
+                                   const ls_steal_result *res);
 /* Share of labels[i] == d->y[i] over d's rows (0 for no rows). */
 double ls_steal_label_accuracy(const int32_t *labels, const ls_steal_data *d);
 

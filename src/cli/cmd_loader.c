@@ -6,8 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cjson/cJSON.h>
-
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "llmsys/core.h"
@@ -202,18 +200,8 @@ static int loader_tokenize(int argc, char **argv) {
     int rc = parse_opts("tokenize", "Writes a pre-tokenized .lstok file (tokens + document index, checksummed).", spec,
                         N_OPTS(spec), argc, argv);
     if (rc >= 0) return rc;
-    char js[4096];
-    cJSON *o = cJSON_CreateObject(), *srcs = cJSON_AddArrayToObject(o, "sources"), *s = cJSON_CreateObject();
-    cJSON_AddStringToObject(s, "name", "input");
-    cJSON_AddStringToObject(s, "type", type);
-    cJSON_AddStringToObject(s, "path", in);
-    cJSON_AddStringToObject(s, "field", field);
-    cJSON_AddStringToObject(s, "split", split);
-    cJSON_AddItemToArray(srcs, s);
-    if (!cJSON_PrintPreallocated(o, js, sizeof js, 0)) js[0] = 0;
-    cJSON_Delete(o);
     ls_loader_mix mix;
-    if (ls_loader_mix_parse(js, NULL, &mix) != LS_OK) return ls_cli_fail();
+    if (ls_loader_mix_single(type, in, field, split, &mix) != LS_OK) return ls_cli_fail();
     if (mix.src[0].type == LS_SRC_TOKENS) {
         ls_loader_mix_free(&mix);
         return usage_error("tokenize", "--type must be text or jsonl");

@@ -16,37 +16,6 @@
 /* ---------------------------------------------------------------- quantize */
 
 static int quantize_main(const char *model, const char *out, const char *bits_map, int bits, int group,
-                         const ls_strlist *evalp, double heldout, int64_t eval_tokens, const char *report);
-
-int cmd_quantize(int argc, char **argv) {
-    const char *model = NULL, *out = NULL, *bits_map = NULL, *report = NULL;
-    ls_strlist eval = {0};
-    int bits = 0, group = 64;
-    int64_t eval_tokens = 0;
-    double heldout = 0.05;
-    ls_arg spec[] = {
-        {"model", LS_ARG_STR, &model, "PATH", "fp32 checkpoint to quantize", 1},
-        {"out", LS_ARG_STR, &out, "PATH", "quantized checkpoint to write", 1},
-        {"bits", LS_ARG_INT, &bits, "B", "one width for every layer: 16, 8, 4 or 3"},
-        {"bits-map", LS_ARG_STR, &bits_map, "FILE", "per-layer widths: JSON {\"bits\":[..]} or a list of integers"},
-        {"group", LS_ARG_INT, &group, "G", "columns per quantization group: 32, 64, 128, 256 (default 64)"},
-        {"eval", LS_ARG_STR_LIST, &eval, "PATH", "also report held-out bits/byte on this corpus, fp32 vs quantized"},
-        {"heldout", LS_ARG_FLOAT, &heldout, "FRAC", "held-out share of the corpus, as in training (default 0.05)"},
-        {"eval-tokens", LS_ARG_I64, &eval_tokens, "N", "evaluate at most N tokens (default all)"},
-        {"report", LS_ARG_STR, &report, "FILE", "write a JSON summary"},
-    };
-    int rc = ls_args_parse("quantize", "Quantizes a checkpoint, each layer at its own bit width (group-wise RTN).", spec,
-                           (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
-    if (rc) {
-        ls_strlist_free(&eval);
-        return LS_ARGS_EXIT(rc);
-    }
-    rc = quantize_main(model, out, bits_map, bits, group, &eval, heldout, eval_tokens, report);
-    ls_strlist_free(&eval);
-    return rc;
-}
-
-static int quantize_main(const char *model, const char *out, const char *bits_map, int bits, int group,
                          const ls_strlist *evalp, double heldout, int64_t eval_tokens, const char *report) {
     const ls_strlist eval = *evalp;
     if ((bits != 0) == (bits_map != NULL)) {
@@ -96,6 +65,34 @@ static int quantize_main(const char *model, const char *out, const char *bits_ma
     }
     ls_quantize_result_free(&q);
     return 0;
+}
+
+int cmd_quantize(int argc, char **argv) {
+    const char *model = NULL, *out = NULL, *bits_map = NULL, *report = NULL;
+    ls_strlist eval = {0};
+    int bits = 0, group = 64;
+    int64_t eval_tokens = 0;
+    double heldout = 0.05;
+    ls_arg spec[] = {
+        {"model", LS_ARG_STR, &model, "PATH", "fp32 checkpoint to quantize", 1},
+        {"out", LS_ARG_STR, &out, "PATH", "quantized checkpoint to write", 1},
+        {"bits", LS_ARG_INT, &bits, "B", "one width for every layer: 16, 8, 4 or 3"},
+        {"bits-map", LS_ARG_STR, &bits_map, "FILE", "per-layer widths: JSON {\"bits\":[..]} or a list of integers"},
+        {"group", LS_ARG_INT, &group, "G", "columns per quantization group: 32, 64, 128, 256 (default 64)"},
+        {"eval", LS_ARG_STR_LIST, &eval, "PATH", "also report held-out bits/byte on this corpus, fp32 vs quantized"},
+        {"heldout", LS_ARG_FLOAT, &heldout, "FRAC", "held-out share of the corpus, as in training (default 0.05)"},
+        {"eval-tokens", LS_ARG_I64, &eval_tokens, "N", "evaluate at most N tokens (default all)"},
+        {"report", LS_ARG_STR, &report, "FILE", "write a JSON summary"},
+    };
+    int rc = ls_args_parse("quantize", "Quantizes a checkpoint, each layer at its own bit width (group-wise RTN).", spec,
+                           (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
+    if (rc) {
+        ls_strlist_free(&eval);
+        return LS_ARGS_EXIT(rc);
+    }
+    rc = quantize_main(model, out, bits_map, bits, group, &eval, heldout, eval_tokens, report);
+    ls_strlist_free(&eval);
+    return rc;
 }
 
 /* ---------------------------------------------------------------- serve */
@@ -331,20 +328,8 @@ static int serve_and_load(const char *model, const ls_plan *plan, const char *co
     LS_TRY(ls_server_start(&s, &o));
     int port = ls_server_port(s);
     int rc = ls_http_load("127.0.0.1", port, prompts, np, conc, nreq, max_tokens, res);
-    if (rc == LS_OK && sample) {
-        int st;
-        char *resp = NULL, body[256];
-        snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"max_tokens\":%d,\"temperature\":0}", prompts[0], max_tokens);
-        rc = ls_http_request("127.0.0.1", port, "POST", "/v1/completions", body, 60, &st, &resp);
-        cJSON *j = rc == LS_OK ? cJSON_Parse(resp) : NULL;
-        cJSON *ch = j ? cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0) : NULL;
-        cJSON *tx = ch ? cJSON_GetObjectItem(ch, "text") : NULL, *tk = ch ? cJSON_GetObjectItem(ch, "tokens") : NULL;
-        if (cJSON_IsString(tx)) snprintf(sample, ns, "%s", tx->valuestring);
-        else if (rc == LS_OK) rc = ls_err(LS_EPEER, "completion failed: %.200s", resp ? resp : "");
-        for (int i = 0; tk && i < cJSON_GetArraySize(tk) && i < max_tokens; i++) sample_tokens[i] = cJSON_GetArrayItem(tk, i)->valueint;
-        cJSON_Delete(j);
-        free(resp);
-    }
+    if (rc == LS_OK && sample)
+        rc = ls_http_complete("127.0.0.1", port, prompts[0], max_tokens, 60, sample, ns, sample_tokens);
     ls_server_stop(s);
     return rc;
 }

@@ -98,3 +98,20 @@ double ls_steal_label_accuracy(const int32_t *labels, const ls_steal_data *d) {
     for (int64_t i = 0; i < d->n; i++) ok += labels[i] == d->y[i];
     return d->n ? (double)ok / (double)d->n : 0;
 }
+
+cJSON *ls_steal_result_json(const char *target, const char *strategy, const ls_steal_opts *o,
+                            const ls_steal_result *res) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "target", target);
+    cJSON_AddStringToObject(j, "strategy", strategy);
+    cJSON_AddNumberToObject(j, "budget", (double)o->budget);
+    cJSON_AddNumberToObject(j, "queries", (double)res->queries);
+    cJSON_AddNumberToObject(j, "rounds", res->rounds);
+    cJSON_AddBoolToObject(j, "used_proba", res->used_proba);
+    cJSON_AddBoolToObject(j, "stopped_early", res->stopped_early);
+    if (res->stopped_early) cJSON_AddStringToObject(j, "error", res->error);
+    cJSON_AddNumberToObject(j, "seconds", res->seconds);
+    cJSON *cc = cJSON_AddArrayToObject(j, "answers_per_class");
+    for (int i = 0; i < o->k && i < 64; i++) cJSON_AddItemToArray(cc, cJSON_CreateNumber((double)res->class_count[i]));
+    return j;
+}
