@@ -232,6 +232,9 @@ void ls_victim_server_opts_default(ls_victim_server_opts *o);
  * Bad requests get a 4xx JSON {"error": "..."}; the server keeps serving. */
 int ls_victim_server_start(const ls_victim *v, const ls_victim_server_opts *o, ls_victim_server **out);
 int ls_victim_server_port(const ls_victim_server *s);
+/* The input range the API takes (GET /info's input_range): the span of the training data's
+ * feature ranges when it takes raw units (returns 1), else the model's range (returns 0). */
+int ls_victim_server_input_range(const ls_victim_server *s, float *lo, float *hi);
 /* Stats of one client ("key:<api key>" or "addr:<ip>"): queries, PRADA flag position (-1 never)
  * and the lowest W seen (1 before testing). LS_ENOTFOUND for an unknown client. */
 int ls_victim_server_client(ls_victim_server *s, const char *client, int64_t *queries, int64_t *flagged_at,

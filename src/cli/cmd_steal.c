@@ -170,13 +170,8 @@ static int victim_serve(int argc, char **argv) {
     int d, k, shape[3];
     float lo, hi;
     ls_victim_info(v, &d, &k, &lo, &hi, shape);
-    const float *mn, *mx;
-    ls_victim_scaler(v, &mn, &mx);
-    const char *units = mn && !model_units ? "the training data's units, per-feature ranges in GET /info" : "";
-    if (mn && !model_units) {
-        lo = mn[0], hi = mx[0];
-        for (int j = 1; j < d; j++) lo = mn[j] < lo ? mn[j] : lo, hi = mx[j] > hi ? mx[j] : hi;
-    }
+    const char *units =
+        ls_victim_server_input_range(srv, &lo, &hi) ? "the training data's units, per-feature ranges in GET /info" : "";
     printf("victim %s serving on http://127.0.0.1:%d/predict (input %dx%dx%d in [%g,%g]%s%s, %d classes, output %s, "
            "PRADA %s)\n",
            ls_victim_type_name(ls_victim_kind(v)), ls_victim_server_port(srv), shape[0], shape[1], shape[2], lo, hi,
