@@ -308,6 +308,9 @@ int ls_loader_client_batch(ls_loader_client *c, int64_t step, ls_loader_batch *o
 /* Sends a control message (JSON, e.g. {"weights":{"prose":0.5,"math":0.5},"step":120});
  * *reply (may be NULL) receives the service's JSON answer (caller frees). */
 int ls_loader_client_control(ls_loader_client *c, const char *json, char **reply);
+/* Sends new weights (JSON object of source name -> weight; NULL: back to the config's
+ * schedule) from step on (< 0: the next step built); *reply as for ls_loader_client_control. */
+int ls_loader_client_set_weights(ls_loader_client *c, const char *weights, int64_t step, char **reply);
 /* Asks the service to exit cleanly. */
 int ls_loader_client_shutdown(ls_loader_client *c);
 void ls_loader_client_close(ls_loader_client *c);

@@ -165,18 +165,13 @@ static int loader_control(int argc, char **argv) {
         return usage_error("control", "give exactly one of --weights, --schedule, --info, --shutdown");
     ls_loader_client *c;
     if (ls_loader_client_open(&c, addr, 0, 10000, 1) != LS_OK) return ls_cli_fail();
-    char *reply = NULL, msg[4096];
+    char *reply = NULL;
     if (shutdown)
         rc = ls_loader_client_shutdown(c);
     else if (info)
         rc = ls_loader_client_control(c, NULL, &reply);
-    else {
-        if (step >= 0)
-            snprintf(msg, sizeof msg, "{\"weights\": %s, \"step\": %lld}", reset ? "null" : weights, (long long)step);
-        else
-            snprintf(msg, sizeof msg, "{\"weights\": %s}", reset ? "null" : weights);
-        rc = ls_loader_client_control(c, msg, &reply);
-    }
+    else
+        rc = ls_loader_client_set_weights(c, reset ? NULL : weights, step, &reply);
     ls_loader_client_close(c);
     if (rc != LS_OK) return ls_cli_fail();
     printf("%s\n", reply ? reply : "{\"ok\":true}");
