@@ -236,7 +236,8 @@ static int loader_stats(int argc, char **argv) {
         ls_loader_stats_print(stdout, &mix, &s);
         const char *bn = mix.balance == LS_BALANCE_LPT ? "lpt" : "kk";
         if (svg && (rc = ls_loader_stats_svg(svg, &s, bn)) == LS_OK) printf("wrote %s\n", svg);
-        if (rc == LS_OK && report && (rc = ls_loader_stats_report(report, &mix, &s)) == LS_OK) printf("wrote %s\n", report);
+        if (rc == LS_OK && report && (rc = ls_loader_stats_report(report, &mix, &s)) == LS_OK)
+            printf("wrote %s\n", report);
     }
     ls_loader_stats_free(&s);
     ls_loader_mix_free(&mix);

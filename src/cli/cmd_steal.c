@@ -506,7 +506,8 @@ int demo_steal(const ls_demo_ctx *ctx) {
         snprintf(url, sizeof url, "http://127.0.0.1:%d/predict", ls_victim_server_port(srv));
         ls_steal_client *aud = NULL;
         int32_t *vlab = malloc(sizeof(int32_t) * (size_t)te.n);
-        fail = !vlab || ls_steal_client_init(url, "auditor", 30, te.d, te.k, &aud) || ls_steal_client_labels(aud, &te, vlab);
+        fail = !vlab || ls_steal_client_init(url, "auditor", 30, te.d, te.k, &aud) ||
+               ls_steal_client_labels(aud, &te, vlab);
         ls_steal_client_free(aud);
         for (int b = 0; b < nb && !fail; b++) {
             double ag[2] = {0, 0};

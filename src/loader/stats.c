@@ -78,16 +78,17 @@ static double share_d(const double *v, int n, int k) {
 
 void ls_loader_stats_print(FILE *f, const ls_loader_mix *mix, const ls_loader_stats *s) {
     int n = s->n_sources, e = s->steps / 5;
-    fprintf(f, "\n%-10s %12s %8s %8s   %-17s %-17s\n", "source", "tokens", "share", "target", "first fifth", "last fifth");
+    fprintf(f, "\n%-10s %12s %8s %8s   %-17s %-17s\n", "source", "tokens", "share", "target", "first fifth",
+            "last fifth");
     for (int k = 0; k < n; k++)
         fprintf(f, "%-10s %12lld %7.2f%% %7.2f%%   %6.2f%% / %6.2f%%  %6.2f%% / %6.2f%%\n", mix->src[k].name,
-               (long long)s->tokens[k], 100 * share(s->tokens, n, k), 100 * share_d(s->target, n, k),
-               100 * share(s->early, n, k), 100 * share_d(s->early_t, n, k), 100 * share(s->late, n, k),
-               100 * share_d(s->late_t, n, k));
-    fprintf(f, "(shares are of tokens; 'first/last fifth' = steps [0, %d) and [%d, %d), drawn / target)\n", e, s->steps - e,
-           s->steps);
-    fprintf(f, "\nper-rank cost max/mean over %d steps, %d ranks, cost(L) = %g·L² + %g·L per segment\n", s->steps, s->ranks,
-           mix->cost_a, mix->cost_b);
+                (long long)s->tokens[k], 100 * share(s->tokens, n, k), 100 * share_d(s->target, n, k),
+                100 * share(s->early, n, k), 100 * share_d(s->early_t, n, k), 100 * share(s->late, n, k),
+                100 * share_d(s->late_t, n, k));
+    fprintf(f, "(shares are of tokens; 'first/last fifth' = steps [0, %d) and [%d, %d), drawn / target)\n", e,
+            s->steps - e, s->steps);
+    fprintf(f, "\nper-rank cost max/mean over %d steps, %d ranks, cost(L) = %g·L² + %g·L per segment\n", s->steps,
+            s->ranks, mix->cost_a, mix->cost_b);
     fprintf(f, "%-8s %10s %10s\n", "balance", "mean", "worst");
     const char *names[3] = {"naive", "lpt", "kk"};
     for (int a = 0; a < 3; a++) fprintf(f, "%-8s %10.4f %10.4f\n", names[a], s->imb_sum[a] / s->steps, s->imb_max[a]);

@@ -26,7 +26,8 @@ int ls_steal_match_units(ls_steal_client *cl, ls_steal_data **sets, int nsets, c
     }
     cJSON *j = cJSON_Parse(body);
     free(body);
-    const cJSON *u = cJSON_GetObjectItemCaseSensitive(j, "units"), *ir = cJSON_GetObjectItemCaseSensitive(j, "input_range");
+    const cJSON *u = cJSON_GetObjectItemCaseSensitive(j, "units"),
+                *ir = cJSON_GetObjectItemCaseSensitive(j, "input_range");
     const cJSON *fmin = cJSON_GetObjectItemCaseSensitive(j, "feature_min");
     const cJSON *fmax = cJSON_GetObjectItemCaseSensitive(j, "feature_max");
     const cJSON *mr = cJSON_GetObjectItemCaseSensitive(j, "model_range");
