@@ -79,7 +79,8 @@ int64_t ls_replica_recorded_queries(const char *path) {
     const char *m = ls_st_meta(f, "llmsys.steal.report");
     cJSON *rj = m ? cJSON_Parse(m) : NULL;
     const cJSON *q = rj ? cJSON_GetObjectItemCaseSensitive(rj, "queries") : NULL;
-    if (cJSON_IsNumber(q) && q->valuedouble >= 1 && q->valuedouble <= 1e15) n = (int64_t)q->valuedouble; /* range before the cast */
+    if (cJSON_IsNumber(q) && q->valuedouble >= 1 && q->valuedouble <= 1e15)
+        n = (int64_t)q->valuedouble; /* range before the cast */
     cJSON_Delete(rj);
     ls_st_close(f);
     return n;
