@@ -27,12 +27,7 @@ static int run_one(ls_victim_server *srv, const ls_steal_data *tr, const ls_stea
     LS_TRY(ls_steal_client_init(url, key, 30, te->d, te->k, &cl));
     ls_steal_opts o;
     ls_steal_opts_default(&o);
-    o.c = te->c;
-    o.h = te->h;
-    o.w = te->w;
-    o.lo = te->lo;
-    o.hi = te->hi;
-    o.k = te->k;
+    ls_steal_opts_for_data(&o, te);
     o.budget = budget;
     o.strategy = strategy;
     o.natural = tr;
@@ -178,12 +173,9 @@ int main(int argc, char **argv) {
             ls_steal_client *aud;
             int32_t *vlab = malloc(sizeof(int32_t) * (size_t)te.n);
             ls_steal_client_init(url, "auditor", 30, te.d, te.k, &aud);
-            for (int64_t s = 0; s < te.n; s += 256) {
-                int b = (int)(te.n - s < 256 ? te.n - s : 256);
-                if (ls_steal_client_query(aud, te.x + s * te.d, b, vlab + s, NULL, NULL)) {
-                    fprintf(stderr, "bench_steal: %s\n", ls_errmsg());
-                    return 1;
-                }
+            if (ls_steal_client_labels(aud, &te, vlab)) {
+                fprintf(stderr, "bench_steal: %s\n", ls_errmsg());
+                return 1;
             }
             ls_steal_client_free(aud);
             for (int bi = 0; bi < nb; bi++) {

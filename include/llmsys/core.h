@@ -158,6 +158,14 @@ int ls_is_file(const char *path);
 int ls_is_dir(const char *path);
 /* mkdir -p. */
 int ls_mkdirs(const char *path);
+/* Copies the first max bytes of file from to to (atomically). */
+int ls_file_copy(const char *from, const char *to, size_t max);
+/* Copies up to max_files regular files of directory src whose names end in ext (NULL: any;
+ * dot files skipped), in name order, each cut at max_bytes, into dst; *copied counts them. */
+int ls_dir_copy(const char *src, const char *dst, const char *ext, int max_files, size_t max_bytes, int *copied);
+/* Switches the calling process (and the processes it starts later) to real-time priority
+ * (SCHED_FIFO 1; needs root or CAP_SYS_NICE). */
+int ls_sched_realtime(void);
 
 /* ---------------------------------------------------------------- JSON (cJSON) */
 

@@ -36,6 +36,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "llmsys/core.h"
 
@@ -100,6 +101,9 @@ int ls_loader_mix_load(const char *path, ls_loader_mix *mix);
 /* Same from a JSON string; relative source paths resolve against base_dir (may be NULL). */
 int ls_loader_mix_parse(const char *json, const char *base_dir, ls_loader_mix *mix);
 void ls_loader_mix_free(ls_loader_mix *mix);
+/* A mix of one source "input" of the given type, path, JSONL field and split (as a config
+ * names them), validated as a config would be (what `loader tokenize` reads). */
+int ls_loader_mix_single(const char *type, const char *path, const char *field, const char *split, ls_loader_mix *mix);
 /* Checks a weight vector: finite, >= 0, sum > 0. what names it in the message. */
 int ls_loader_weights_check(const double *w, int n, const char *what);
 /* Normalised weights (sum 1) of the schedule at step: piecewise linear between points,
@@ -232,6 +236,41 @@ int64_t ls_loader_source_skipped(const ls_loader *ld, int s);
  * what a per-rank design would replicate R times. */
 size_t ls_loader_state_bytes(const ls_loader *ld);
 
+/* ---------------------------------------------------------------- statistics (stats.c) */
+
+/* What N steps of a mix look like when built in-process (`llmsys loader stats`, the demo):
+ * token shares against the targets and per-rank cost imbalance of each balance algorithm. */
+typedef struct {
+    int steps, ranks, n_sources;
+    double *cost_naive, *cost_bal; /* per-rank cost [step * ranks + r]: naive, and the mix's balancer (kk if naive) */
+    double imb_sum[3], imb_max[3]; /* max/mean per step, summed and worst, per ls_balance_algo */
+    int64_t tokens[LS_LOADER_MAX_SOURCES];
+    double target[LS_LOADER_MAX_SOURCES];
+    /* tokens drawn and targeted in the first and last fifth of the run (the curriculum's two ends) */
+    int64_t early[LS_LOADER_MAX_SOURCES], late[LS_LOADER_MAX_SOURCES];
+    double early_t[LS_LOADER_MAX_SOURCES], late_t[LS_LOADER_MAX_SOURCES];
+    double seconds; /* wall time of building the steps */
+} ls_loader_stats;
+
+/* Builds `steps` steps of mix for `ranks` ranks, rebalancing each with every algorithm (progress on stderr). */
+int ls_loader_stats_run(const ls_loader_mix *mix, int ranks, int steps, ls_loader_stats *out);
+void ls_loader_stats_free(ls_loader_stats *s);
+/* Prints the share table and the imbalance table to f. */
+void ls_loader_stats_print(FILE *f, const ls_loader_mix *mix, const ls_loader_stats *s);
+/* Writes an SVG chart of per-rank cost per step, naive beside bal_name ("lpt" or "kk"), atomically. */
+int ls_loader_stats_svg(const char *path, const ls_loader_stats *s, const char *bal_name);
+/* Writes the JSON summary (steps, ranks, seconds, shares, imbalance per algorithm) atomically. */
+int ls_loader_stats_report(const char *path, const ls_loader_mix *mix, const ls_loader_stats *s);
+
+/* The demo's three sources under base/data (prose: licence texts, code: C headers, math:
+ * generated sums written as JSON Lines and pre-tokenized into math.lstok); quick shrinks them.
+ * The counts (may be NULL) are what each source got. */
+typedef struct {
+    int prose_files, code_files;
+    int64_t math_docs, math_tokens;
+} ls_loader_demo_counts;
+int ls_loader_demo_data(const char *base, int quick, ls_loader_demo_counts *counts);
+
 /* ---------------------------------------------------------------- service */
 
 typedef struct ls_loader_server ls_loader_server;
@@ -269,6 +308,9 @@ int ls_loader_client_batch(ls_loader_client *c, int64_t step, ls_loader_batch *o
 /* Sends a control message (JSON, e.g. {"weights":{"prose":0.5,"math":0.5},"step":120});
  * *reply (may be NULL) receives the service's JSON answer (caller frees). */
 int ls_loader_client_control(ls_loader_client *c, const char *json, char **reply);
+/* Sends new weights (JSON object of source name -> weight; NULL: back to the config's
+ * schedule) from step on (< 0: the next step built); *reply as for ls_loader_client_control. */
+int ls_loader_client_set_weights(ls_loader_client *c, const char *weights, int64_t step, char **reply);
 /* Asks the service to exit cleanly. */
 int ls_loader_client_shutdown(ls_loader_client *c);
 void ls_loader_client_close(ls_loader_client *c);

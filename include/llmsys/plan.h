@@ -146,6 +146,8 @@ typedef struct {
     int prompt; /* s: prompt tokens */
     int gen;    /* n: generated tokens */
 } ls_plan_workload;
+/* The workload: each of batch, prompt, gen when >= 0, else the cluster file's, else 32, 512, 100. */
+ls_plan_workload ls_plan_cluster_workload(const ls_plan_cluster *cl, int batch, int prompt, int gen);
 
 /* Memory terms (bytes). Weights of one transformer layer at bits (group-quantized
  * formats carry their fp16 scales); KV cache of one layer for the whole batch at
@@ -204,6 +206,9 @@ int ls_plan_quality_write(const char *path, const ls_plan_arch *a, const double 
  * checkpoint path): "default" (or NULL) = variance for a checkpoint, else the default
  * profile; "variance" / "measured" (checkpoints only); anything else an indicator file. */
 int ls_plan_quality_load(const char *how, const char *model, const ls_plan_arch *a, double *omega);
+/* The indicator `llmsys plan indicator --method how` computes: "default" (the profile),
+ * "variance" or "measured" (model a checkpoint path); LS_EINVAL for another method. */
+int ls_plan_quality_method(const char *how, const char *model, const ls_plan_arch *a, double *omega);
 
 /* ---------------------------------------------------------------- problem and plan */
 
@@ -235,6 +240,9 @@ typedef enum {
 const char *ls_plan_algo_name(ls_plan_algo a);
 /* -1 when unknown. */
 int ls_plan_algo_parse(const char *s);
+/* Parses a comma-separated list of serving planners (no "brute") into algos (at most max);
+ * returns the count, or LS_EINVAL naming the entry that is not one (or one too many). */
+int ls_plan_algos_parse(const char *list, int *algos, int max);
 
 typedef struct {
     int n_stage;

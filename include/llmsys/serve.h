@@ -44,6 +44,23 @@ int ls_quant_checkpoint(const char *in_path, const int *bits, int n_layer, int g
  * (whitespace/comma separated). *bits is malloc'd, *n its length. */
 int ls_quant_read_bits_map(const char *path, int **bits, int *n);
 
+/* What `llmsys quantize` did: per-layer bits (malloc'd, n_layer entries), layer weight
+ * bytes of the result and of fp32, and the seconds quantizing took. */
+typedef struct {
+    int *bits, n_layer;
+    size_t weight_bytes;
+    double fp32_bytes, seconds;
+} ls_quantize_result;
+/* Quantizes the fp32 checkpoint model into out at the bits of the bits_map file, or (bits_map
+ * NULL) at bits for every layer, group columns per group. */
+int ls_quantize(const char *model, const char *out, const char *bits_map, int bits, int group, ls_quantize_result *r);
+void ls_quantize_result_free(ls_quantize_result *r);
+/* Held-out bits/byte over the corpus paths (heldout share as in training, at most max_tokens
+ * tokens, 0 all) of the quantized checkpoint qpath (engine) and, when bpb_f != NULL, of the
+ * fp32 checkpoint fp32_path (the training module's evaluator), on the same windows. */
+int ls_quant_eval_heldout(const char *fp32_path, const char *qpath, const char *const *paths, int n_paths,
+                          double heldout, size_t max_tokens, double *bpb_f, double *bpb_q);
+
 /* ---------------------------------------------------------------- engine */
 
 typedef struct ls_engine ls_engine;
@@ -293,6 +310,11 @@ double ls_host_hop_latency(int rounds, double gap_s);
 /* ---------------------------------------------------------------- HTTP client */
 
 /* ls_http_request (one request) is the library's HTTP client, in http.h. */
+
+/* One greedy POST /v1/completions of prompt (a JSON-safe string): the first choice's text
+ * into text (cut to n_text) and its token ids into tokens[max_tokens] (as many as came). */
+int ls_http_complete(const char *host, int port, const char *prompt, int max_tokens, double timeout_s, char *text,
+                     size_t n_text, int *tokens);
 
 typedef struct {
     int ok, failed, tokens;

@@ -232,6 +232,9 @@ void ls_victim_server_opts_default(ls_victim_server_opts *o);
  * Bad requests get a 4xx JSON {"error": "..."}; the server keeps serving. */
 int ls_victim_server_start(const ls_victim *v, const ls_victim_server_opts *o, ls_victim_server **out);
 int ls_victim_server_port(const ls_victim_server *s);
+/* The input range the API takes (GET /info's input_range): the span of the training data's
+ * feature ranges when it takes raw units (returns 1), else the model's range (returns 0). */
+int ls_victim_server_input_range(const ls_victim_server *s, float *lo, float *hi);
 /* Stats of one client ("key:<api key>" or "addr:<ip>"): queries, PRADA flag position (-1 never)
  * and the lowest W seen (1 before testing). LS_ENOTFOUND for an unknown client. */
 int ls_victim_server_client(ls_victim_server *s, const char *client, int64_t *queries, int64_t *flagged_at,
@@ -316,6 +319,28 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
 /* Agreement of replica and victim labels (vlabels) on test, and replica accuracy on test->y. */
 int ls_steal_agreement(const ls_replica *r, const ls_steal_data *test, const int32_t *vlabels, double *agreement,
                        double *accuracy);
+
+/* ---------------------------------------------------------------- evaluation (eval.c) */
+
+/* The API's labels on every row of d (requests of 256 rows) into labels[d->n]. */
+int ls_steal_client_labels(ls_steal_client *cl, const ls_steal_data *d, int32_t *labels);
+/* Puts the rows of sets[] into the units the target's GET /info declares ("raw": the
+ * training data's units, undoing a dataset scaler; "model": scaled by the target's stored
+ * scaler), so victim and replica see the inputs the API takes; sets' lo/hi become the
+ * target's input range. Without /info the rows stay as they are. *units names the result
+ * ("raw units", "model units", "as given"). LS_EINVAL when rows in their own units fall
+ * outside the range of a target that stores no scaler. */
+int ls_steal_match_units(ls_steal_client *cl, ls_steal_data **sets, int nsets, const char **units);
+/* The query count a replica file records (its "llmsys.steal.report" metadata); 0 if none. */
+int64_t ls_replica_recorded_queries(const char *path);
+/* Sets o's declared shape, range and class count to those of d. */
+void ls_steal_opts_for_data(ls_steal_opts *o, const ls_steal_data *d);
+/* The summary of a run (what `llmsys steal` stores as the replica's "llmsys.steal.report"
+ * metadata): target, strategy, budget, queries, rounds, answers per class, ...; caller frees. */
+struct cJSON *ls_steal_result_json(const char *target, const char *strategy, const ls_steal_opts *o,
+                                   const ls_steal_result *res);
+/* Share of labels[i] == d->y[i] over d's rows (0 for no rows). */
+double ls_steal_label_accuracy(const int32_t *labels, const ls_steal_data *d);
 
 #ifdef __cplusplus
 }

@@ -2,6 +2,7 @@
 #include "cli/args.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,4 +139,43 @@ int ls_args_parse(const char *prog, const char *summary, const ls_arg *spec, int
         }
     }
     return LS_ARGS_OK;
+}
+
+int ls_args_int_list(const char *s, const char *seps, int **out) {
+    int cap = 16, n = 0;
+    int *v = malloc(sizeof(int) * cap);
+    if (!v) return -1;
+    while (s && *s) {
+        char *end;
+        long x = strtol(s, &end, 10);
+        if (end == s || (*end && !strchr(seps, *end)) || x < INT_MIN || x > INT_MAX) {
+            free(v);
+            return -1;
+        }
+        if (n == cap) {
+            int *nv = realloc(v, sizeof(int) * (cap *= 2));
+            if (!nv) {
+                free(v);
+                return -1;
+            }
+            v = nv;
+        }
+        v[n++] = (int)x;
+        s = *end ? end + 1 : end;
+    }
+    *out = v;
+    return n;
+}
+
+int ls_args_shape(const char *s, int *c, int *h, int *w) {
+    int *v, n = ls_args_int_list(s, ",x", &v), ok = n >= 1 && n <= 3;
+    if (n < 0) return -1;
+    for (int i = 0; i < n; i++) ok &= v[i] > 0 && v[i] <= (1 << 22);
+    if (ok) {
+        *c = n == 3 ? v[0] : 1;
+        *h = n == 1 ? 1 : v[n - 2];
+        *w = v[n - 1];
+    }
+    free(v);
+    return ok ? 0 : -1;
 }

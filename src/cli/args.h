@@ -40,6 +40,13 @@ int ls_args_parse(const char *prog, const char *summary, const ls_arg *spec, int
 void ls_args_usage(const char *prog, const char *summary, const ls_arg *spec, int n);
 void ls_strlist_free(ls_strlist *l);
 
+/* Parses integers separated by any character of seps ("4,4,8"; a trailing separator is
+ * allowed) into a malloc'd *out (caller frees); returns the count, or -1 when malformed. */
+int ls_args_int_list(const char *s, const char *seps, int **out);
+/* Parses an input shape "C,H,W", "CxHxW", "H,W" or "N" (C and H default to 1), each in
+ * [1, 2^22]; returns 0, or -1 when malformed. */
+int ls_args_shape(const char *s, int *c, int *h, int *w);
+
 /* Exit code of a parse result: HELP -> 0, USAGE -> 2. */
 #define LS_ARGS_EXIT(rc) ((rc) == LS_ARGS_HELP ? 0 : 2)
 

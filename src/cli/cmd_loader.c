@@ -1,14 +1,10 @@
 /* cmd_loader.c - `llmsys loader serve|fetch|control|stats|tokenize` and the loader demo
  * scenario (three sources, a curriculum, 4 ranks: shares and cost balance). */
-#include <dirent.h>
-#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <cjson/cJSON.h>
 
 #include "cli/args.h"
 #include "cli/cli.h"
@@ -169,18 +165,13 @@ static int loader_control(int argc, char **argv) {
         return usage_error("control", "give exactly one of --weights, --schedule, --info, --shutdown");
     ls_loader_client *c;
     if (ls_loader_client_open(&c, addr, 0, 10000, 1) != LS_OK) return ls_cli_fail();
-    char *reply = NULL, msg[4096];
+    char *reply = NULL;
     if (shutdown)
         rc = ls_loader_client_shutdown(c);
     else if (info)
         rc = ls_loader_client_control(c, NULL, &reply);
-    else {
-        if (step >= 0)
-            snprintf(msg, sizeof msg, "{\"weights\": %s, \"step\": %lld}", reset ? "null" : weights, (long long)step);
-        else
-            snprintf(msg, sizeof msg, "{\"weights\": %s}", reset ? "null" : weights);
-        rc = ls_loader_client_control(c, msg, &reply);
-    }
+    else
+        rc = ls_loader_client_set_weights(c, reset ? NULL : weights, step, &reply);
     ls_loader_client_close(c);
     if (rc != LS_OK) return ls_cli_fail();
     printf("%s\n", reply ? reply : "{\"ok\":true}");
@@ -204,18 +195,8 @@ static int loader_tokenize(int argc, char **argv) {
     int rc = parse_opts("tokenize", "Writes a pre-tokenized .lstok file (tokens + document index, checksummed).", spec,
                         N_OPTS(spec), argc, argv);
     if (rc >= 0) return rc;
-    char js[4096];
-    cJSON *o = cJSON_CreateObject(), *srcs = cJSON_AddArrayToObject(o, "sources"), *s = cJSON_CreateObject();
-    cJSON_AddStringToObject(s, "name", "input");
-    cJSON_AddStringToObject(s, "type", type);
-    cJSON_AddStringToObject(s, "path", in);
-    cJSON_AddStringToObject(s, "field", field);
-    cJSON_AddStringToObject(s, "split", split);
-    cJSON_AddItemToArray(srcs, s);
-    if (!cJSON_PrintPreallocated(o, js, sizeof js, 0)) js[0] = 0;
-    cJSON_Delete(o);
     ls_loader_mix mix;
-    if (ls_loader_mix_parse(js, NULL, &mix) != LS_OK) return ls_cli_fail();
+    if (ls_loader_mix_single(type, in, field, split, &mix) != LS_OK) return ls_cli_fail();
     if (mix.src[0].type == LS_SRC_TOKENS) {
         ls_loader_mix_free(&mix);
         return usage_error("tokenize", "--type must be text or jsonl");
@@ -231,183 +212,6 @@ static int loader_tokenize(int argc, char **argv) {
 }
 
 /* ---------------------------------------------------------------- stats */
-
-typedef struct {
-    int steps, R, n;
-    double *cost_naive, *cost_bal; /* [step * R + r] */
-    double imb_sum[3], imb_max[3];
-    int64_t tokens[LS_LOADER_MAX_SOURCES];
-    double target[LS_LOADER_MAX_SOURCES];
-    /* shares in the first and last fifth of the run (the curriculum's two ends) */
-    int64_t early[LS_LOADER_MAX_SOURCES], late[LS_LOADER_MAX_SOURCES];
-    double early_t[LS_LOADER_MAX_SOURCES], late_t[LS_LOADER_MAX_SOURCES];
-    double seconds;
-} stats;
-
-static void stats_free(stats *s) {
-    free(s->cost_naive);
-    free(s->cost_bal);
-}
-
-static int run_stats(const ls_loader_mix *mix, int R, int steps, stats *out) {
-    memset(out, 0, sizeof *out);
-    out->steps = steps;
-    out->R = R;
-    out->n = mix->n_sources;
-    out->cost_naive = calloc((size_t)steps * R, sizeof(double));
-    out->cost_bal = calloc((size_t)steps * R, sizeof(double));
-    if (!out->cost_naive || !out->cost_bal) return ls_err(LS_ENOMEM, "out of memory");
-    ls_loader *ld;
-    LS_TRY(ls_loader_open(&ld, mix, R, NULL));
-    ls_progress pg;
-    ls_progress_start(&pg, "loader stats", steps);
-    double t0 = ls_now();
-    int rc = LS_OK;
-    const ls_balance_algo algos[3] = {LS_BALANCE_NAIVE, LS_BALANCE_LPT, LS_BALANCE_KK};
-    int64_t G = (int64_t)mix->tokens_per_rank * R;
-    for (int s = 0; s < steps && rc == LS_OK; s++) {
-        ls_loader_step *st;
-        rc = ls_loader_next_step(ld, &st);
-        if (rc != LS_OK) break;
-        for (int a = 0; a < 3 && rc == LS_OK; a++) {
-            rc = ls_loader_step_rebalance(st, algos[a]);
-            double mx = 0, sum = 0;
-            for (int r = 0; r < R; r++) {
-                mx = st->rank_cost[r] > mx ? st->rank_cost[r] : mx;
-                sum += st->rank_cost[r];
-                if (algos[a] == LS_BALANCE_NAIVE) out->cost_naive[(size_t)s * R + r] = st->rank_cost[r];
-                if (algos[a] == mix->balance || (mix->balance == LS_BALANCE_NAIVE && algos[a] == LS_BALANCE_KK))
-                    out->cost_bal[(size_t)s * R + r] = st->rank_cost[r];
-            }
-            double imb = sum > 0 ? mx / (sum / R) : 1;
-            out->imb_sum[a] += imb;
-            out->imb_max[a] = imb > out->imb_max[a] ? imb : out->imb_max[a];
-        }
-        for (int k = 0; k < out->n; k++) {
-            out->tokens[k] += st->source_tokens[k];
-            out->target[k] += st->weights[k] * (double)G;
-            if (s < steps / 5) out->early[k] += st->source_tokens[k], out->early_t[k] += st->weights[k] * (double)G;
-            if (s >= steps - steps / 5)
-                out->late[k] += st->source_tokens[k], out->late_t[k] += st->weights[k] * (double)G;
-        }
-        ls_loader_step_free(st);
-        ls_progress_update(&pg, s + 1, NULL);
-    }
-    ls_progress_end(&pg);
-    out->seconds = ls_now() - t0;
-    ls_loader_close(ld);
-    return rc;
-}
-
-static double share(const int64_t *v, int n, int k) {
-    double t = 0;
-    for (int i = 0; i < n; i++) t += (double)v[i];
-    return t > 0 ? (double)v[k] / t : 0;
-}
-static double share_d(const double *v, int n, int k) {
-    double t = 0;
-    for (int i = 0; i < n; i++) t += v[i];
-    return t > 0 ? v[k] / t : 0;
-}
-
-static void print_stats(const ls_loader_mix *mix, const stats *s) {
-    int n = s->n, e = s->steps / 5;
-    printf("\n%-10s %12s %8s %8s   %-17s %-17s\n", "source", "tokens", "share", "target", "first fifth", "last fifth");
-    for (int k = 0; k < n; k++)
-        printf("%-10s %12lld %7.2f%% %7.2f%%   %6.2f%% / %6.2f%%  %6.2f%% / %6.2f%%\n", mix->src[k].name,
-               (long long)s->tokens[k], 100 * share(s->tokens, n, k), 100 * share_d(s->target, n, k),
-               100 * share(s->early, n, k), 100 * share_d(s->early_t, n, k), 100 * share(s->late, n, k),
-               100 * share_d(s->late_t, n, k));
-    printf("(shares are of tokens; 'first/last fifth' = steps [0, %d) and [%d, %d), drawn / target)\n", e, s->steps - e,
-           s->steps);
-    printf("\nper-rank cost max/mean over %d steps, %d ranks, cost(L) = %g·L² + %g·L per segment\n", s->steps, s->R,
-           mix->cost_a, mix->cost_b);
-    printf("%-8s %10s %10s\n", "balance", "mean", "worst");
-    const char *names[3] = {"naive", "lpt", "kk"};
-    for (int a = 0; a < 3; a++) printf("%-8s %10.4f %10.4f\n", names[a], s->imb_sum[a] / s->steps, s->imb_max[a]);
-}
-
-/* Two panels (naive | balanced), one polyline per rank: per-rank cost at each step. */
-static int write_svg(const char *path, const stats *s, const char *bal_name) {
-    ls_atomic_file af;
-    LS_TRY(ls_atomic_open(&af, path));
-    FILE *f = af.fp;
-    const int W = 960, H = 360, PW = 440, PH = 260, X0[2] = {60, 540}, Y0 = 50;
-    double ymax = 0;
-    for (int i = 0; i < s->steps * s->R; i++) {
-        ymax = s->cost_naive[i] > ymax ? s->cost_naive[i] : ymax;
-        ymax = s->cost_bal[i] > ymax ? s->cost_bal[i] : ymax;
-    }
-    ymax = ymax > 0 ? ymax * 1.05 : 1;
-    static const char *colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
-                                   "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
-    fprintf(f,
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"sans-serif\" "
-            "font-size=\"12\">\n",
-            W, H);
-    fprintf(f, "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n", W, H);
-    fprintf(f,
-            "<text x=\"%d\" y=\"20\" font-size=\"14\">Per-rank cost per step (a·L² + b·L summed over each rank's "
-            "segments), %d ranks</text>\n",
-            60, s->R);
-    for (int p = 0; p < 2; p++) {
-        const double *c = p == 0 ? s->cost_naive : s->cost_bal;
-        double imb = p == 0 ? s->imb_sum[0] / s->steps : s->imb_sum[strcmp(bal_name, "lpt") ? 2 : 1] / s->steps;
-        fprintf(f, "<text x=\"%d\" y=\"%d\">%s: mean max/mean %.3f</text>\n", X0[p], Y0 - 8,
-                p == 0 ? "naive (sequential slices)" : bal_name, imb);
-        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#444\"/>\n", X0[p], Y0,
-                PW, PH);
-        for (int t = 0; t <= 4; t++) {
-            double v = ymax * t / 4;
-            int y = Y0 + PH - (int)(PH * t / 4);
-            fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#ddd\"/>\n", X0[p], y, X0[p] + PW, y);
-            if (p == 0) fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%.2g</text>\n", X0[p] - 4, y + 4, v);
-        }
-        for (int r = 0; r < s->R; r++) {
-            fprintf(f, "<polyline fill=\"none\" stroke-width=\"1.2\" stroke=\"%s\" points=\"", colors[r % 8]);
-            for (int st = 0; st < s->steps; st++) {
-                double x = X0[p] + (s->steps > 1 ? (double)PW * st / (s->steps - 1) : 0);
-                double y = Y0 + PH - PH * c[(size_t)st * s->R + r] / ymax;
-                fprintf(f, "%.1f,%.1f ", x, y);
-            }
-            fprintf(f, "\"/>\n");
-        }
-        fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">step</text>\n", X0[p] + PW / 2, Y0 + PH + 30);
-    }
-    for (int r = 0; r < s->R && r < 8; r++)
-        fprintf(f, "<text x=\"%d\" y=\"%d\" fill=\"%s\">rank %d</text>\n", 60 + 70 * r, H - 8, colors[r], r);
-    fprintf(f, "</svg>\n");
-    if (ferror(f)) {
-        ls_atomic_abort(&af);
-        return ls_err(LS_EIO, "%s: write failed", path);
-    }
-    return ls_atomic_commit(&af);
-}
-
-static int write_report(const char *path, const ls_loader_mix *mix, const stats *s) {
-    cJSON *o = cJSON_CreateObject(), *src = cJSON_AddArrayToObject(o, "sources"),
-          *bal = cJSON_AddObjectToObject(o, "imbalance");
-    cJSON_AddNumberToObject(o, "steps", s->steps);
-    cJSON_AddNumberToObject(o, "ranks", s->R);
-    cJSON_AddNumberToObject(o, "seconds", s->seconds);
-    for (int k = 0; k < s->n; k++) {
-        cJSON *e = cJSON_CreateObject();
-        cJSON_AddStringToObject(e, "name", mix->src[k].name);
-        cJSON_AddNumberToObject(e, "tokens", (double)s->tokens[k]);
-        cJSON_AddNumberToObject(e, "share", share(s->tokens, s->n, k));
-        cJSON_AddNumberToObject(e, "target", share_d(s->target, s->n, k));
-        cJSON_AddItemToArray(src, e);
-    }
-    const char *names[3] = {"naive", "lpt", "kk"};
-    for (int a = 0; a < 3; a++) {
-        cJSON *e = cJSON_AddObjectToObject(bal, names[a]);
-        cJSON_AddNumberToObject(e, "mean_max_over_mean", s->imb_sum[a] / s->steps);
-        cJSON_AddNumberToObject(e, "worst_max_over_mean", s->imb_max[a]);
-    }
-    int rc = ls_json_write_file(path, o);
-    cJSON_Delete(o);
-    return rc;
-}
 
 static int loader_stats(int argc, char **argv) {
     const char *mix_path = NULL, *svg = NULL, *report = NULL;
@@ -426,15 +230,16 @@ static int loader_stats(int argc, char **argv) {
     if (ranks < 1 || steps < 1) return usage_error("stats", "--ranks and --steps must be >= 1");
     ls_loader_mix mix;
     if (ls_loader_mix_load(mix_path, &mix) != LS_OK) return ls_cli_fail();
-    stats s;
-    rc = run_stats(&mix, ranks, steps, &s);
+    ls_loader_stats s;
+    rc = ls_loader_stats_run(&mix, ranks, steps, &s);
     if (rc == LS_OK) {
-        print_stats(&mix, &s);
+        ls_loader_stats_print(stdout, &mix, &s);
         const char *bn = mix.balance == LS_BALANCE_LPT ? "lpt" : "kk";
-        if (svg && (rc = write_svg(svg, &s, bn)) == LS_OK) printf("wrote %s\n", svg);
-        if (rc == LS_OK && report && (rc = write_report(report, &mix, &s)) == LS_OK) printf("wrote %s\n", report);
+        if (svg && (rc = ls_loader_stats_svg(svg, &s, bn)) == LS_OK) printf("wrote %s\n", svg);
+        if (rc == LS_OK && report && (rc = ls_loader_stats_report(report, &mix, &s)) == LS_OK)
+            printf("wrote %s\n", report);
     }
-    stats_free(&s);
+    ls_loader_stats_free(&s);
     ls_loader_mix_free(&mix);
     return rc == LS_OK ? 0 : ls_cli_fail();
 }
@@ -467,88 +272,6 @@ int cmd_loader(int argc, char **argv) {
 }
 
 /* ---------------------------------------------------------------- demo */
-
-static int copy_file(const char *from, const char *to, size_t max) {
-    char *d;
-    size_t len;
-    LS_TRY(ls_file_read(from, &d, &len));
-    int rc = ls_file_write_atomic(to, d, len < max ? len : max);
-    free(d);
-    return rc;
-}
-
-/* Copies up to max_files regular files whose names end in ext (NULL: any) from src. */
-static int copy_dir(const char *src, const char *dst, const char *ext, int max_files, size_t max_bytes, int *copied) {
-    *copied = 0;
-    DIR *d = opendir(src);
-    if (!d) return ls_err(LS_ENOTFOUND, "%s: cannot open (the demo reads its text from there)", src);
-    char **names = NULL;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        size_t L = strlen(e->d_name), el = ext ? strlen(ext) : 0;
-        if (e->d_name[0] == '.' || (ext && (L <= el || strcmp(e->d_name + L - el, ext)))) continue;
-        char **nn = realloc(names, (size_t)(n + 1) * sizeof *nn);
-        if (!nn) break;
-        names = nn;
-        names[n] = malloc(L + 1);
-        if (names[n]) memcpy(names[n++], e->d_name, L + 1);
-    }
-    closedir(d);
-    /* sorted for a reproducible corpus */
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) {
-            char *t = names[j];
-            names[j] = names[j - 1];
-            names[j - 1] = t;
-        }
-    int rc = LS_OK;
-    for (int i = 0; i < n && *copied < max_files && rc == LS_OK; i++) {
-        char a[1024], b[1024];
-        snprintf(a, sizeof a, "%s/%s", src, names[i]);
-        snprintf(b, sizeof b, "%s/%s", dst, names[i]);
-        if (!ls_is_file(a)) continue;
-        rc = copy_file(a, b, max_bytes);
-        if (rc == LS_OK) (*copied)++;
-    }
-    for (int i = 0; i < n; i++) free(names[i]);
-    free(names);
-    return rc;
-}
-
-static int gen_demo_data(const char *base, int quick) {
-    char p[1100], q[1100];
-    int n;
-    snprintf(p, sizeof p, "%s/data/prose", base);
-    LS_TRY(ls_mkdirs(p));
-    LS_TRY(copy_dir("/usr/share/common-licenses", p, NULL, quick ? 6 : 64, 1 << 20, &n));
-    printf("  prose: %d licence texts from /usr/share/common-licenses (a document per paragraph)\n", n);
-    snprintf(p, sizeof p, "%s/data/code", base);
-    LS_TRY(ls_mkdirs(p));
-    LS_TRY(copy_dir("/usr/include", p, ".h", quick ? 40 : 400, 1 << 20, &n));
-    printf("  code:  %d headers from /usr/include (a document per file)\n", n);
-    /* Short arithmetic, written as JSON Lines and pre-tokenized into a .lstok file. */
-    snprintf(p, sizeof p, "%s/data/math.jsonl", base);
-    ls_atomic_file af;
-    LS_TRY(ls_atomic_open(&af, p));
-    ls_rng r;
-    ls_rng_seed(&r, 42);
-    int lines = quick ? 2000 : 20000;
-    for (int i = 0; i < lines; i++) {
-        int a = (int)ls_rng_below(&r, 1000), b = (int)ls_rng_below(&r, 1000), op = (int)ls_rng_below(&r, 3);
-        int c = op == 0 ? a + b : op == 1 ? a - b : a * b;
-        fprintf(af.fp, "{\"text\": \"%d %c %d = %d\"}\n", a, "+-*"[op], b, c);
-    }
-    LS_TRY(ls_atomic_commit(&af));
-    ls_loader_source_spec sp = {.type = LS_SRC_JSONL, .path = p, .field = "text", .split = LS_SPLIT_FILE};
-    snprintf(sp.name, sizeof sp.name, "math");
-    snprintf(q, sizeof q, "%s/data/math.lstok", base);
-    int64_t nd, nt;
-    LS_TRY(ls_loader_tokenize(&sp, 1, q, &nd, &nt));
-    printf("  math:  %lld generated sums, pre-tokenized into data/math.lstok (%lld tokens)\n", (long long)nd,
-           (long long)nt);
-    return LS_OK;
-}
 
 typedef struct {
     ls_loader_server *srv;
@@ -617,29 +340,34 @@ int demo_loader(const ls_demo_ctx *ctx) {
     snprintf(base, sizeof base, "%s/loader", ctx->workdir);
     if (ls_mkdirs(base) != LS_OK) return ls_cli_fail();
     printf("generating three sources under %s/data:\n", base);
-    if (gen_demo_data(base, ctx->quick) != LS_OK) return ls_cli_fail();
+    ls_loader_demo_counts n;
+    if (ls_loader_demo_data(base, ctx->quick, &n) != LS_OK) return ls_cli_fail();
+    printf("  prose: %d licence texts from /usr/share/common-licenses (a document per paragraph)\n", n.prose_files);
+    printf("  code:  %d headers from /usr/include (a document per file)\n", n.code_files);
+    printf("  math:  %lld generated sums, pre-tokenized into data/math.lstok (%lld tokens)\n", (long long)n.math_docs,
+           (long long)n.math_tokens);
     /* The shipped example config, copied beside the data (its paths are relative). */
     snprintf(ex, sizeof ex, "%s/examples/mix-demo.json", LLMSYS_SOURCE_DIR);
     snprintf(cfg, sizeof cfg, "%s/mix-demo.json", base);
-    if (copy_file(ex, cfg, (size_t)1 << 20) != LS_OK) return ls_cli_fail();
+    if (ls_file_copy(ex, cfg, (size_t)1 << 20) != LS_OK) return ls_cli_fail();
     ls_loader_mix mix;
     if (ls_loader_mix_load(cfg, &mix) != LS_OK) return ls_cli_fail();
     const int R = 4, steps = 200;
     printf(
         "mix %s: %d sources, n_ctx %d, %d tokens per rank per step, curriculum math 10%% -> 50%% over steps 40..160\n",
         "examples/mix-demo.json", mix.n_sources, mix.n_ctx, mix.tokens_per_rank);
-    stats s;
-    int rc = run_stats(&mix, R, steps, &s);
+    ls_loader_stats s;
+    int rc = ls_loader_stats_run(&mix, R, steps, &s);
     if (rc == LS_OK) {
-        print_stats(&mix, &s);
+        ls_loader_stats_print(stdout, &mix, &s);
         printf("(%d steps, %.0f k tokens/s in-process)\n", steps,
                (double)steps * R * mix.tokens_per_rank / s.seconds / 1e3);
         char svg[1100];
         snprintf(svg, sizeof svg, "%s/loader-balance.svg", base);
-        rc = write_svg(svg, &s, "kk");
+        rc = ls_loader_stats_svg(svg, &s, "kk");
         if (rc == LS_OK) printf("chart: %s\n", svg);
     }
-    stats_free(&s);
+    ls_loader_stats_free(&s);
     if (rc == LS_OK) rc = demo_service(&mix, R);
     ls_loader_mix_free(&mix);
     if (rc != LS_OK) return ls_cli_fail();

@@ -1,13 +1,9 @@
 /* cmd_plan.c - `llmsys plan` (serve planner, catalogs, indicators) and the plan demo
  * scenario. */
 #include <cjson/cJSON.h>
-#include <errno.h>
-#include <math.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli/args.h"
 #include "cli/cli.h"
@@ -122,9 +118,7 @@ static int plan_serve(int argc, char **argv) {
         ret = fail_input();
         goto done;
     }
-    ls_plan_workload wl = {batch >= 0 ? batch : (cl->batch ? cl->batch : 32),
-                           prompt >= 0 ? prompt : (cl->prompt ? cl->prompt : 512),
-                           gen >= 0 ? gen : (cl->gen ? cl->gen : 100)};
+    ls_plan_workload wl = ls_plan_cluster_workload(cl, batch, prompt, gen);
     if (batch == 0 || prompt == 0 || gen == 0 || batch < -1 || prompt < -1 || gen < -1) {
         fprintf(stderr, "llmsys plan serve: --batch, --prompt and --gen must be positive\n");
         ret = 2;
@@ -205,8 +199,6 @@ static int plan_list(int argc, char **argv) {
         }
         ls_plan_names_free(names, n);
     }
-    ls_plan_gpu g;
-    ls_plan_catalog_gpu(cat, "T4", &g);
     ls_plan_catalog_free(cat);
     return 0;
 }
@@ -234,14 +226,7 @@ static int plan_indicator(int argc, char **argv) {
     if ((rc = ls_plan_resolve_model(cat, model, &arch))) {
         ret = fail_input();
     } else {
-        if (!strcmp(how, "default"))
-            rc = ls_plan_quality_default(&arch, om);
-        else if (!strcmp(how, "variance"))
-            rc = ls_plan_quality_from_checkpoint(model, &arch, om);
-        else if (!strcmp(how, "measured"))
-            rc = ls_plan_quality_measured(model, &arch, om);
-        else
-            rc = ls_err(LS_EINVAL, "--method '%s': variance, measured or default", how);
+        rc = ls_plan_quality_method(how, model, &arch, om);
         if (!rc) rc = ls_plan_quality_write(out, &arch, om);
         if (rc)
             ret = is_input_error(rc) ? fail_input() : ls_cli_fail();
@@ -344,25 +329,14 @@ static int plan_validate(int argc, char **argv) {
         return 2;
     }
     o.replay_select = strcmp(select, "replay") ? 0 : 16;
-    if (realtime) { /* inherited by every process validate forks: profile, probes, stages */
-        struct sched_param sp = {.sched_priority = 1};
-        if (sched_setscheduler(0, SCHED_FIFO, &sp) != 0) {
-            fprintf(stderr, "llmsys plan validate: --realtime: cannot switch to SCHED_FIFO: %s\n", strerror(errno));
-            return 1;
-        }
+    if (realtime && ls_sched_realtime() != LS_OK) { /* inherited by the profile, probes and stages */
+        fprintf(stderr, "llmsys plan validate: --realtime: %s\n", ls_errmsg());
+        return 1;
     }
     if (ls_plan_qtarget_parse(quality, &o.quality)) return fail_input();
-    char tmp[128];
-    snprintf(tmp, sizeof tmp, "%s", algos);
-    o.n_algos = 0;
-    for (char *t = strtok(tmp, ","); t; t = strtok(NULL, ",")) {
-        int a = ls_plan_algo_parse(t);
-        if (a < 0 || a == LS_PLAN_ALGO_BRUTE || o.n_algos == LS_PLAN_ALGO_COUNT) {
-            fprintf(stderr,
-                    "llmsys plan validate: --algos: '%s' is not splitquant, ilp, uniform, pipeedge or adabits\n", t);
-            return 2;
-        }
-        o.algos[o.n_algos++] = a;
+    if ((o.n_algos = ls_plan_algos_parse(algos, o.algos, LS_PLAN_ALGO_COUNT)) < 0) {
+        fprintf(stderr, "llmsys plan validate: --algos: %s\n", ls_errmsg());
+        return 2;
     }
     if (!o.n_algos) {
         fprintf(stderr, "llmsys plan validate: --algos is empty\n");
@@ -448,7 +422,7 @@ static int demo_case(ls_plan_catalog *cat, const char *cluster, const char *mode
         ls_plan_cluster_free(cl);
         return ls_cli_fail();
     }
-    ls_plan_workload wl = {cl->batch ? cl->batch : 32, cl->prompt ? cl->prompt : 512, cl->gen ? cl->gen : 100};
+    ls_plan_workload wl = ls_plan_cluster_workload(cl, -1, -1, -1);
     ls_plan_problem *pb = malloc(sizeof *pb);
     ls_plan_result *pl = malloc(sizeof *pl * LS_PLAN_ALGO_COUNT);
     int ret = 0;

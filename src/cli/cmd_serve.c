@@ -13,66 +13,59 @@
 #include "llmsys/serve.h"
 #include "llmsys/train.h"
 
-/* Parses "4,4,8" into a malloc'd array; returns the count or -1. */
-static int parse_int_list(const char *s, int **out) {
-    int cap = 16, n = 0;
-    int *v = malloc(sizeof(int) * cap);
-    if (!v) return -1;
-    while (s && *s) {
-        char *end;
-        long x = strtol(s, &end, 10);
-        if (end == s) {
-            free(v);
-            return -1;
-        }
-        if (n == cap) {
-            int *nv = realloc(v, sizeof(int) * (cap *= 2));
-            if (!nv) {
-                free(v);
-                return -1;
-            }
-            v = nv;
-        }
-        v[n++] = (int)x;
-        s = *end == ',' ? end + 1 : end;
-        if (*end && *end != ',') {
-            free(v);
-            return -1;
-        }
-    }
-    *out = v;
-    return n;
-}
-
 /* ---------------------------------------------------------------- quantize */
 
-/* Held-out bits/byte of the fp32 checkpoint (the training module's evaluator) and of an
- * engine over the same split and windows. */
-static int eval_pair(const char *fp32_path, ls_engine *e, const ls_strlist *paths, double heldout, size_t max_tokens,
-                     double *bpb_f, double *bpb_q) {
-    ls_corpus_opts co = ls_corpus_defaults();
-    co.heldout_frac = heldout;
-    ls_corpus *c;
-    LS_TRY(ls_corpus_load(&c, paths->v, paths->n, &co));
-    size_t n;
-    const uint16_t *tok = ls_corpus_tokens(c, LS_SPLIT_HELDOUT, &n);
-    int T = ls_engine_config(e)->n_ctx;
-    ls_eval_result rf, rq;
-    ls_model *m = NULL;
-    int rc = ls_engine_eval_tokens(e, tok, n, T, max_tokens, &rq);
-    if (rc == LS_OK && bpb_f) rc = ls_ckpt_load(fp32_path, LS_CKPT_WEIGHTS, &m, NULL);
-    if (rc == LS_OK && bpb_f) rc = ls_eval_tokens(m, tok, n, T, 8, max_tokens, &rf);
-    if (m) ls_model_free(m);
-    ls_corpus_free(c);
-    if (rc == LS_OK) {
-        if (bpb_f) *bpb_f = rf.bits_per_byte;
-        *bpb_q = rq.bits_per_byte;
-    }
-    return rc;
-}
-
 static int quantize_main(const char *model, const char *out, const char *bits_map, int bits, int group,
-                         const ls_strlist *evalp, double heldout, int64_t eval_tokens, const char *report);
+                         const ls_strlist *evalp, double heldout, int64_t eval_tokens, const char *report) {
+    const ls_strlist eval = *evalp;
+    if ((bits != 0) == (bits_map != NULL)) {
+        fprintf(stderr, "llmsys quantize: give exactly one of --bits B or --bits-map FILE\n");
+        return 2;
+    }
+    if (bits && bits != 16 && bits != 8 && bits != 4 && bits != 3) {
+        fprintf(stderr, "llmsys quantize: --bits must be 16, 8, 4 or 3, got %d\n", bits);
+        return 2;
+    }
+    if (!ls_quant_group_valid(group)) {
+        fprintf(stderr, "llmsys quantize: --group must be 32, 64, 128 or 256, got %d\n", group);
+        return 2;
+    }
+    ls_quantize_result q;
+    if (ls_quantize(model, out, bits_map, bits, group, &q) != LS_OK) return ls_cli_fail();
+    const int *map = q.bits, n = q.n_layer;
+    printf("quantized %s -> %s in %.2f s: %d layers, group %d, bits [", model, out, q.seconds, n, group);
+    for (int l = 0; l < n; l++) printf("%s%d", l ? "," : "", map[l]);
+    printf("], layer weights %.2f MiB (fp32 %.2f MiB)\n", q.weight_bytes / 1048576.0, q.fp32_bytes / 1048576.0);
+    double bpb_q = 0, bpb_f = 0;
+    if (eval.n) {
+        if (ls_quant_eval_heldout(model, out, eval.v, eval.n, heldout, (size_t)eval_tokens, &bpb_f, &bpb_q) != LS_OK) {
+            ls_quantize_result_free(&q);
+            return ls_cli_fail();
+        }
+        printf("held-out bits/byte: fp32 %.4f, quantized %.4f (%+.4f)\n", bpb_f, bpb_q, bpb_q - bpb_f);
+    }
+    if (report) {
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "model", model);
+        cJSON_AddStringToObject(j, "out", out);
+        cJSON_AddNumberToObject(j, "group", group);
+        cJSON_AddItemToObject(j, "bits", cJSON_CreateIntArray(map, n));
+        cJSON_AddNumberToObject(j, "weight_bytes", (double)q.weight_bytes);
+        cJSON_AddNumberToObject(j, "seconds", q.seconds);
+        if (eval.n) {
+            cJSON_AddNumberToObject(j, "bpb_fp32", bpb_f);
+            cJSON_AddNumberToObject(j, "bpb_quantized", bpb_q);
+        }
+        int wrc = ls_json_write_file(report, j);
+        cJSON_Delete(j);
+        if (wrc != LS_OK) {
+            ls_quantize_result_free(&q);
+            return ls_cli_fail();
+        }
+    }
+    ls_quantize_result_free(&q);
+    return 0;
+}
 
 int cmd_quantize(int argc, char **argv) {
     const char *model = NULL, *out = NULL, *bits_map = NULL, *report = NULL;
@@ -100,84 +93,6 @@ int cmd_quantize(int argc, char **argv) {
     rc = quantize_main(model, out, bits_map, bits, group, &eval, heldout, eval_tokens, report);
     ls_strlist_free(&eval);
     return rc;
-}
-
-static int quantize_main(const char *model, const char *out, const char *bits_map, int bits, int group,
-                         const ls_strlist *evalp, double heldout, int64_t eval_tokens, const char *report) {
-    const ls_strlist eval = *evalp;
-    if ((bits != 0) == (bits_map != NULL)) {
-        fprintf(stderr, "llmsys quantize: give exactly one of --bits B or --bits-map FILE\n");
-        return 2;
-    }
-    if (bits && bits != 16 && bits != 8 && bits != 4 && bits != 3) {
-        fprintf(stderr, "llmsys quantize: --bits must be 16, 8, 4 or 3, got %d\n", bits);
-        return 2;
-    }
-    if (!ls_quant_group_valid(group)) {
-        fprintf(stderr, "llmsys quantize: --group must be 32, 64, 128 or 256, got %d\n", group);
-        return 2;
-    }
-    ls_model_config cfg;
-    int *fbits = NULL, *map = NULL, n = 0;
-    if (ls_ckpt_info(model, &cfg, &fbits, NULL) != LS_OK) return ls_cli_fail();
-    free(fbits);
-    if (bits_map) {
-        if (ls_quant_read_bits_map(bits_map, &map, &n) != LS_OK) return ls_cli_fail();
-    } else {
-        n = cfg.n_layer;
-        map = malloc(sizeof(int) * n);
-        if (!map) return 1;
-        for (int l = 0; l < n; l++) map[l] = bits;
-    }
-    double t0 = ls_now();
-    if (ls_quant_checkpoint(model, map, n, group, out) != LS_OK) {
-        free(map);
-        return ls_cli_fail();
-    }
-    double tq = ls_now() - t0;
-    ls_engine *e;
-    if (ls_engine_open(&e, out, NULL) != LS_OK) {
-        free(map);
-        return ls_cli_fail();
-    }
-    size_t qbytes = ls_engine_weight_bytes(e);
-    printf("quantized %s -> %s in %.2f s: %d layers, group %d, bits [", model, out, tq, n, group);
-    for (int l = 0; l < n; l++) printf("%s%d", l ? "," : "", map[l]);
-    printf("], layer weights %.2f MiB (fp32 %.2f MiB)\n", qbytes / 1048576.0,
-           (double)cfg.n_layer * (4.0 * cfg.d_model * cfg.d_model + 2.0 * cfg.d_model * cfg.d_ff) * 4 / 1048576.0);
-    double bpb_q = 0, bpb_f = 0;
-    int erc = LS_OK;
-    if (eval.n) {
-        erc = eval_pair(model, e, &eval, heldout, (size_t)eval_tokens, &bpb_f, &bpb_q);
-        if (erc == LS_OK)
-            printf("held-out bits/byte: fp32 %.4f, quantized %.4f (%+.4f)\n", bpb_f, bpb_q, bpb_q - bpb_f);
-    }
-    ls_engine_free(e);
-    if (erc != LS_OK) {
-        free(map);
-        return ls_cli_fail();
-    }
-    if (report) {
-        cJSON *j = cJSON_CreateObject();
-        cJSON_AddStringToObject(j, "model", model);
-        cJSON_AddStringToObject(j, "out", out);
-        cJSON_AddNumberToObject(j, "group", group);
-        cJSON_AddItemToObject(j, "bits", cJSON_CreateIntArray(map, n));
-        cJSON_AddNumberToObject(j, "weight_bytes", (double)qbytes);
-        cJSON_AddNumberToObject(j, "seconds", tq);
-        if (eval.n) {
-            cJSON_AddNumberToObject(j, "bpb_fp32", bpb_f);
-            cJSON_AddNumberToObject(j, "bpb_quantized", bpb_q);
-        }
-        int wrc = ls_json_write_file(report, j);
-        cJSON_Delete(j);
-        if (wrc != LS_OK) {
-            free(map);
-            return ls_cli_fail();
-        }
-    }
-    free(map);
-    return 0;
 }
 
 /* ---------------------------------------------------------------- serve */
@@ -295,7 +210,7 @@ int cmd_profile(int argc, char **argv) {
     int *lists[4] = {NULL, NULL, NULL, NULL}, counts[4];
     const char *srcs[4] = {bits_s, batch_s, seq_s, ctx_s}, *names[4] = {"--bits", "--batches", "--seqs", "--ctxs"};
     for (int i = 0; i < 4; i++) {
-        counts[i] = parse_int_list(srcs[i], &lists[i]);
+        counts[i] = ls_args_int_list(srcs[i], ",", &lists[i]);
         int ok = counts[i] > 0;
         for (int k = 0; ok && k < counts[i]; k++)
             ok = i == 0 ? (lists[i][k] == 16 || lists[i][k] == 8 || lists[i][k] == 4 || lists[i][k] == 3) : lists[i][k] >= 1;
@@ -413,20 +328,8 @@ static int serve_and_load(const char *model, const ls_plan *plan, const char *co
     LS_TRY(ls_server_start(&s, &o));
     int port = ls_server_port(s);
     int rc = ls_http_load("127.0.0.1", port, prompts, np, conc, nreq, max_tokens, res);
-    if (rc == LS_OK && sample) {
-        int st;
-        char *resp = NULL, body[256];
-        snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"max_tokens\":%d,\"temperature\":0}", prompts[0], max_tokens);
-        rc = ls_http_request("127.0.0.1", port, "POST", "/v1/completions", body, 60, &st, &resp);
-        cJSON *j = rc == LS_OK ? cJSON_Parse(resp) : NULL;
-        cJSON *ch = j ? cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0) : NULL;
-        cJSON *tx = ch ? cJSON_GetObjectItem(ch, "text") : NULL, *tk = ch ? cJSON_GetObjectItem(ch, "tokens") : NULL;
-        if (cJSON_IsString(tx)) snprintf(sample, ns, "%s", tx->valuestring);
-        else if (rc == LS_OK) rc = ls_err(LS_EPEER, "completion failed: %.200s", resp ? resp : "");
-        for (int i = 0; tk && i < cJSON_GetArraySize(tk) && i < max_tokens; i++) sample_tokens[i] = cJSON_GetArrayItem(tk, i)->valueint;
-        cJSON_Delete(j);
-        free(resp);
-    }
+    if (rc == LS_OK && sample)
+        rc = ls_http_complete("127.0.0.1", port, prompts[0], max_tokens, 60, sample, ns, sample_tokens);
     ls_server_stop(s);
     return rc;
 }

@@ -10,7 +10,6 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "llmsys/core.h"
-#include "llmsys/safetensors.h"
 #include "llmsys/steal.h"
 
 /* The steal module's matmuls are small (batches of 128-512 rows): on shared cores
@@ -171,13 +170,8 @@ static int victim_serve(int argc, char **argv) {
     int d, k, shape[3];
     float lo, hi;
     ls_victim_info(v, &d, &k, &lo, &hi, shape);
-    const float *mn, *mx;
-    ls_victim_scaler(v, &mn, &mx);
-    const char *units = mn && !model_units ? "the training data's units, per-feature ranges in GET /info" : "";
-    if (mn && !model_units) {
-        lo = mn[0], hi = mx[0];
-        for (int j = 1; j < d; j++) lo = mn[j] < lo ? mn[j] : lo, hi = mx[j] > hi ? mx[j] : hi;
-    }
+    const char *units =
+        ls_victim_server_input_range(srv, &lo, &hi) ? "the training data's units, per-feature ranges in GET /info" : "";
     printf("victim %s serving on http://127.0.0.1:%d/predict (input %dx%dx%d in [%g,%g]%s%s, %d classes, output %s, "
            "PRADA %s)\n",
            ls_victim_type_name(ls_victim_kind(v)), ls_victim_server_port(srv), shape[0], shape[1], shape[2], lo, hi,
@@ -245,32 +239,6 @@ int cmd_victim(int argc, char **argv) {
 
 /* ---------------------------------------------------------------- steal */
 
-/* "1,28,28", "1x28x28" or "784". */
-static int parse_shape(const char *s, int *c, int *h, int *w) {
-    int v[3], n = 0;
-    const char *p = s;
-    while (*p && n < 3) {
-        char *e;
-        long x = strtol(p, &e, 10);
-        if (e == p || x <= 0 || x > (1 << 22)) return -1;
-        v[n++] = (int)x;
-        if (*e == ',' || *e == 'x')
-            p = e + 1;
-        else if (*e == '\0')
-            p = e;
-        else
-            return -1;
-    }
-    if (*p || n == 0) return -1;
-    if (n == 1)
-        *c = 1, *h = 1, *w = v[0];
-    else if (n == 2)
-        *c = 1, *h = v[0], *w = v[1];
-    else
-        *c = v[0], *h = v[1], *w = v[2];
-    return 0;
-}
-
 static int steal_eval(int argc, char **argv);
 
 int cmd_steal(int argc, char **argv) {
@@ -308,7 +276,7 @@ int cmd_steal(int argc, char **argv) {
     ls_steal_opts_default(&o);
     double lo, hi;
     char *e;
-    if (parse_shape(shape_s, &o.c, &o.h, &o.w)) {
+    if (ls_args_shape(shape_s, &o.c, &o.h, &o.w)) {
         fprintf(stderr, "llmsys steal: --input-shape expects C,H,W or N, got '%s'\n", shape_s);
         return 2;
     }
@@ -345,18 +313,7 @@ int cmd_steal(int argc, char **argv) {
     rc = ls_steal_run(&o, ls_steal_client_oracle(cl), &r, &res);
     ls_steal_client_free(cl);
     if (rc) return ls_cli_fail();
-    cJSON *j = cJSON_CreateObject();
-    cJSON_AddStringToObject(j, "target", target);
-    cJSON_AddStringToObject(j, "strategy", strategy);
-    cJSON_AddNumberToObject(j, "budget", (double)budget);
-    cJSON_AddNumberToObject(j, "queries", (double)res.queries);
-    cJSON_AddNumberToObject(j, "rounds", res.rounds);
-    cJSON_AddBoolToObject(j, "used_proba", res.used_proba);
-    cJSON_AddBoolToObject(j, "stopped_early", res.stopped_early);
-    if (res.stopped_early) cJSON_AddStringToObject(j, "error", res.error);
-    cJSON_AddNumberToObject(j, "seconds", res.seconds);
-    cJSON *cc = cJSON_AddArrayToObject(j, "answers_per_class");
-    for (int i = 0; i < k && i < 64; i++) cJSON_AddItemToArray(cc, cJSON_CreateNumber((double)res.class_count[i]));
+    cJSON *j = ls_steal_result_json(target, strategy, &o, &res);
     char *meta = cJSON_PrintUnformatted(j);
     rc = ls_replica_save(r, out, meta);
     free(meta);
@@ -374,74 +331,6 @@ int cmd_steal(int argc, char **argv) {
         return 1;
     }
     return 0;
-}
-
-/* Labels of the victim on all rows of d via the client (batches of 256). */
-static int victim_labels(ls_steal_client *cl, const ls_steal_data *d, int32_t *lab) {
-    for (int64_t s = 0; s < d->n; s += 256) {
-        int b = (int)(d->n - s < 256 ? d->n - s : 256);
-        LS_TRY(ls_steal_client_query(cl, d->x + s * d->d, b, lab + s, NULL, NULL));
-    }
-    return LS_OK;
-}
-
-/* Puts the rows of sets[] into the units the target's /info declares ("raw": the training
- * data's units, undoing a dataset scaler; "model": scaled by the target's stored scaler), so
- * the victim and the replica see the same inputs the API takes. An API without /info gets
- * the rows as they are. *units names the result. */
-static int match_units(ls_steal_client *cl, ls_steal_data **sets, int nsets, const char **units) {
-    int status = 0;
-    char *body = NULL;
-    *units = "as given";
-    if (ls_steal_client_get(cl, "/info", &status, &body) != LS_OK || status != 200) {
-        free(body);
-        return LS_OK;
-    }
-    cJSON *j = cJSON_Parse(body);
-    free(body);
-    const cJSON *u = cJSON_GetObjectItemCaseSensitive(j, "units"), *ir = cJSON_GetObjectItemCaseSensitive(j, "input_range");
-    const cJSON *fmin = cJSON_GetObjectItemCaseSensitive(j, "feature_min");
-    const cJSON *fmax = cJSON_GetObjectItemCaseSensitive(j, "feature_max");
-    const cJSON *mr = cJSON_GetObjectItemCaseSensitive(j, "model_range");
-    int rc = LS_OK, raw = cJSON_IsString(u) && !strcmp(u->valuestring, "raw");
-    float lo = cJSON_GetArraySize(ir) == 2 ? (float)cJSON_GetArrayItem(ir, 0)->valuedouble : sets[0]->lo;
-    float hi = cJSON_GetArraySize(ir) == 2 ? (float)cJSON_GetArrayItem(ir, 1)->valuedouble : sets[0]->hi;
-    int d = sets[0]->d, have = cJSON_GetArraySize(fmin) == d && cJSON_GetArraySize(fmax) == d;
-    float *mn = malloc(sizeof(float) * (size_t)d), *mx = malloc(sizeof(float) * (size_t)d);
-    if (!mn || !mx) rc = ls_err(LS_ENOMEM, "out of memory");
-    for (int f = 0; !rc && have && f < d; f++) {
-        mn[f] = (float)cJSON_GetArrayItem(fmin, f)->valuedouble;
-        mx[f] = (float)cJSON_GetArrayItem(fmax, f)->valuedouble;
-    }
-    for (int i = 0; !rc && i < nsets; i++) {
-        ls_steal_data *t = sets[i];
-        if (!t->n) continue;
-        if (raw && t->raw_min) {
-            ls_steal_unscale_rows(t->raw_min, t->raw_max, t->d, t->lo, t->hi, t->x, t->n);
-            free(t->raw_min), free(t->raw_max);
-            t->raw_min = t->raw_max = NULL;
-        } else if (!raw && !t->raw_min && have && cJSON_GetArraySize(mr) == 2) {
-            ls_steal_scale_rows(mn, mx, d, (float)cJSON_GetArrayItem(mr, 0)->valuedouble,
-                                (float)cJSON_GetArrayItem(mr, 1)->valuedouble, t->x, t->n);
-        } else if (!raw && !t->raw_min) {
-            /* rows in their own units for an API that takes [lo, hi] and knows no scaler */
-            for (int64_t k = 0; k < t->n * t->d; k++)
-                if (t->x[k] < lo - 1e-4f * (hi - lo) || t->x[k] > hi + 1e-4f * (hi - lo)) {
-                    rc = ls_err(LS_EINVAL,
-                                "%s: value %g outside the target's input range [%g, %g], and the target stores no "
-                                "scaler (a victim file from before format version 2?): retrain the victim, or "
-                                "evaluate on its scaled held-out rows with --test-split 0.2",
-                                t->name, t->x[k], lo, hi);
-                    break;
-                }
-        }
-        t->lo = lo;
-        t->hi = hi;
-    }
-    if (!rc) *units = raw ? "raw units" : "model units";
-    free(mn), free(mx);
-    cJSON_Delete(j);
-    return rc;
 }
 
 static int steal_eval(int argc, char **argv) {
@@ -499,17 +388,15 @@ static int steal_eval(int argc, char **argv) {
     if (!fail) fail = ls_steal_client_init(target, key, timeout, te.d, te.k, &cl);
     if (!fail) {
         ls_steal_data *sets[2] = {&te, &tr};
-        fail = match_units(cl, sets, 2, &units);
+        fail = ls_steal_match_units(cl, sets, 2, &units);
     }
     if (!fail) {
         vlab = malloc(sizeof(int32_t) * (size_t)te.n);
-        fail = vlab ? victim_labels(cl, &te, vlab) : ls_err(LS_ENOMEM, "out of memory");
+        fail = vlab ? ls_steal_client_labels(cl, &te, vlab) : ls_err(LS_ENOMEM, "out of memory");
     }
     if (!fail) fail = ls_steal_agreement(r, &te, vlab, &agree, &acc);
     if (!fail) {
-        int64_t ok = 0;
-        for (int64_t i = 0; i < te.n; i++) ok += vlab[i] == te.y[i];
-        vacc = (double)ok / (double)te.n;
+        vacc = ls_steal_label_accuracy(vlab, &te);
         printf("eval on %s, %lld rows in %s: agreement with victim %.4f, replica accuracy %.4f (victim accuracy "
                "%.4f)\n",
                desc, (long long)te.n, units, agree, acc, vacc);
@@ -522,19 +409,7 @@ static int steal_eval(int argc, char **argv) {
     cJSON_AddNumberToObject(j, "accuracy", acc);
     cJSON_AddNumberToObject(j, "victim_accuracy", vacc);
     if (!fail && baselines) {
-        if (budget <= 0) {
-            const char *m = NULL;
-            ls_st_file *f;
-            if (ls_st_open(replica, &f) == LS_OK) {
-                m = ls_st_meta(f, "llmsys.steal.report");
-                cJSON *rj = m ? cJSON_Parse(m) : NULL;
-                const cJSON *q = rj ? cJSON_GetObjectItemCaseSensitive(rj, "queries") : NULL;
-                if (cJSON_IsNumber(q) && q->valuedouble >= 1 && q->valuedouble <= 1e15) /* range before the cast */
-                    budget = (int64_t)q->valuedouble;
-                cJSON_Delete(rj);
-                ls_st_close(f);
-            }
-        }
+        if (budget <= 0) budget = ls_replica_recorded_queries(replica);
         if (budget <= 0) fail = ls_err(LS_EINVAL, "baselines need --budget (the replica records no query count)");
         const char *names[2] = {"random", "natural"};
         int strat[2] = {LS_STEAL_RANDOM, LS_STEAL_NATURAL};
@@ -547,12 +422,7 @@ static int steal_eval(int argc, char **argv) {
             }
             ls_steal_opts o;
             ls_steal_opts_default(&o);
-            o.c = te.c;
-            o.h = te.h;
-            o.w = te.w;
-            o.lo = te.lo;
-            o.hi = te.hi;
-            o.k = te.k;
+            ls_steal_opts_for_data(&o, &te);
             o.budget = budget;
             o.strategy = strat[b];
             o.natural = &tr;
@@ -636,7 +506,8 @@ int demo_steal(const ls_demo_ctx *ctx) {
         snprintf(url, sizeof url, "http://127.0.0.1:%d/predict", ls_victim_server_port(srv));
         ls_steal_client *aud = NULL;
         int32_t *vlab = malloc(sizeof(int32_t) * (size_t)te.n);
-        fail = !vlab || ls_steal_client_init(url, "auditor", 30, te.d, te.k, &aud) || victim_labels(aud, &te, vlab);
+        fail = !vlab || ls_steal_client_init(url, "auditor", 30, te.d, te.k, &aud) ||
+               ls_steal_client_labels(aud, &te, vlab);
         ls_steal_client_free(aud);
         for (int b = 0; b < nb && !fail; b++) {
             double ag[2] = {0, 0};

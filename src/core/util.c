@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -353,3 +354,55 @@ size_t ls_rss_bytes(void) {
 }
 
 uint64_t ls_hash64(const void *data, size_t len) { return (uint64_t)XXH3_64bits(data, len); }
+
+int ls_file_copy(const char *from, const char *to, size_t max) {
+    char *d;
+    size_t len;
+    LS_TRY(ls_file_read(from, &d, &len));
+    int rc = ls_file_write_atomic(to, d, len < max ? len : max);
+    free(d);
+    return rc;
+}
+
+static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+int ls_dir_copy(const char *src, const char *dst, const char *ext, int max_files, size_t max_bytes, int *copied) {
+    *copied = 0;
+    DIR *d = opendir(src);
+    if (!d) return ls_err(LS_ENOTFOUND, "%s: cannot open directory", src);
+    char **names = NULL;
+    int n = 0, rc = LS_OK;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t L = strlen(e->d_name), el = ext ? strlen(ext) : 0;
+        if (e->d_name[0] == '.' || (ext && (L <= el || strcmp(e->d_name + L - el, ext)))) continue;
+        char **nn = realloc(names, (size_t)(n + 1) * sizeof *nn);
+        if (!nn || !(nn[n] = strdup(e->d_name))) {
+            if (nn) names = nn;
+            rc = ls_err(LS_ENOMEM, "out of memory");
+            break;
+        }
+        names = nn;
+        n++;
+    }
+    closedir(d);
+    if (n) qsort(names, (size_t)n, sizeof *names, cmp_names); /* sorted: a reproducible copy */
+    for (int i = 0; i < n && *copied < max_files && rc == LS_OK; i++) {
+        char a[4096], b[4096];
+        snprintf(a, sizeof a, "%s/%s", src, names[i]);
+        snprintf(b, sizeof b, "%s/%s", dst, names[i]);
+        if (!ls_is_file(a)) continue;
+        rc = ls_file_copy(a, b, max_bytes);
+        if (rc == LS_OK) (*copied)++;
+    }
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
+    return rc;
+}
+
+int ls_sched_realtime(void) {
+    struct sched_param sp = {.sched_priority = 1};
+    if (sched_setscheduler(0, SCHED_FIFO, &sp) != 0)
+        return ls_err(LS_EIO, "cannot switch to SCHED_FIFO: %s", strerror(errno));
+    return LS_OK;
+}

@@ -284,3 +284,17 @@ void ls_loader_mix_weights_at(const ls_loader_mix *mix, int64_t step, double *w)
     for (int i = 0; i < n; i++) s += w[i];
     for (int i = 0; i < n; i++) w[i] /= s;
 }
+
+int ls_loader_mix_single(const char *type, const char *path, const char *field, const char *split, ls_loader_mix *mix) {
+    char js[4096];
+    cJSON *o = cJSON_CreateObject(), *srcs = cJSON_AddArrayToObject(o, "sources"), *s = cJSON_CreateObject();
+    cJSON_AddStringToObject(s, "name", "input");
+    cJSON_AddStringToObject(s, "type", type);
+    cJSON_AddStringToObject(s, "path", path);
+    cJSON_AddStringToObject(s, "field", field);
+    cJSON_AddStringToObject(s, "split", split);
+    cJSON_AddItemToArray(srcs, s);
+    if (!cJSON_PrintPreallocated(o, js, sizeof js, 0)) js[0] = 0;
+    cJSON_Delete(o);
+    return ls_loader_mix_parse(js, NULL, mix);
+}

@@ -869,3 +869,12 @@ int ls_loader_client_control(ls_loader_client *c, const char *json, char **reply
     return simple(c, json ? MSG_CONTROL : MSG_INFO, json, reply);
 }
 int ls_loader_client_shutdown(ls_loader_client *c) { return simple(c, MSG_SHUTDOWN, NULL, NULL); }
+
+int ls_loader_client_set_weights(ls_loader_client *c, const char *weights, int64_t step, char **reply) {
+    char msg[4096];
+    if (step >= 0)
+        snprintf(msg, sizeof msg, "{\"weights\": %s, \"step\": %lld}", weights ? weights : "null", (long long)step);
+    else
+        snprintf(msg, sizeof msg, "{\"weights\": %s}", weights ? weights : "null");
+    return ls_loader_client_control(c, msg, reply);
+}

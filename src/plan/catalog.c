@@ -507,3 +507,10 @@ void ls_plan_names_free(char **names, int n) {
     for (int i = 0; i < n; i++) free(names[i]);
     free(names);
 }
+
+ls_plan_workload ls_plan_cluster_workload(const ls_plan_cluster *cl, int batch, int prompt, int gen) {
+    ls_plan_workload wl = {batch >= 0 ? batch : (cl->batch ? cl->batch : 32),
+                           prompt >= 0 ? prompt : (cl->prompt ? cl->prompt : 512),
+                           gen >= 0 ? gen : (cl->gen ? cl->gen : 100)};
+    return wl;
+}

@@ -238,3 +238,10 @@ int ls_plan_quality_load(const char *how, const char *model, const ls_plan_arch 
     }
     return ls_plan_quality_from_file(how, a, omega);
 }
+
+int ls_plan_quality_method(const char *how, const char *model, const ls_plan_arch *a, double *omega) {
+    if (!strcmp(how, "default")) return ls_plan_quality_default(a, omega);
+    if (!strcmp(how, "variance")) return ls_plan_quality_from_checkpoint(model, a, omega);
+    if (!strcmp(how, "measured")) return ls_plan_quality_measured(model, a, omega);
+    return ls_err(LS_EINVAL, "--method '%s': variance, measured or default", how);
+}

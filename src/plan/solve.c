@@ -23,6 +23,19 @@ int ls_plan_algo_parse(const char *s) {
     return -1;
 }
 
+int ls_plan_algos_parse(const char *list, int *algos, int max) {
+    char tmp[128], *save = NULL;
+    snprintf(tmp, sizeof tmp, "%s", list);
+    int n = 0;
+    for (char *t = strtok_r(tmp, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        int a = ls_plan_algo_parse(t);
+        if (a < 0 || a == LS_PLAN_ALGO_BRUTE || n == max)
+            return ls_err(LS_EINVAL, "'%s' is not splitquant, ilp, uniform, pipeedge or adabits", t);
+        algos[n++] = a;
+    }
+    return n;
+}
+
 /* ---------------------------------------------------------------- outer candidates */
 
 /* Device orders: permutations of node kinds (nodes of one kind kept together, devices of a

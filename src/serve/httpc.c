@@ -95,3 +95,23 @@ int ls_http_load(const char *host, int port, const char *const *prompts, int n_p
     free(w), free(th);
     return rc;
 }
+
+int ls_http_complete(const char *host, int port, const char *prompt, int max_tokens, double timeout_s, char *text,
+                     size_t n_text, int *tokens) {
+    int st;
+    char *resp = NULL, body[256];
+    snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"max_tokens\":%d,\"temperature\":0}", prompt, max_tokens);
+    int rc = ls_http_request(host, port, "POST", "/v1/completions", body, timeout_s, &st, &resp);
+    cJSON *j = rc == LS_OK ? cJSON_Parse(resp) : NULL;
+    cJSON *ch = j ? cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0) : NULL;
+    cJSON *tx = ch ? cJSON_GetObjectItem(ch, "text") : NULL, *tk = ch ? cJSON_GetObjectItem(ch, "tokens") : NULL;
+    if (cJSON_IsString(tx))
+        snprintf(text, n_text, "%s", tx->valuestring);
+    else if (rc == LS_OK)
+        rc = ls_err(LS_EPEER, "completion failed: %.200s", resp ? resp : "");
+    for (int i = 0; tk && i < cJSON_GetArraySize(tk) && i < max_tokens; i++)
+        tokens[i] = cJSON_GetArrayItem(tk, i)->valueint;
+    cJSON_Delete(j);
+    free(resp);
+    return rc;
+}

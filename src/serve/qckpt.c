@@ -1,5 +1,5 @@
-/* qckpt.c - writing quantized checkpoints (per-layer bits, packed groups) and reading
- * bits-map files for `llmsys quantize`. */
+/* qckpt.c - writing quantized checkpoints (per-layer bits, packed groups), reading
+ * bits-map files, and `llmsys quantize` (quantize, then held-out bits/byte against fp32). */
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <stdio.h>
@@ -160,5 +160,62 @@ done:
     }
     free(qm), free(names), free(tmpf);
     ls_st_close(f);
+    return rc;
+}
+
+int ls_quantize(const char *model, const char *out, const char *bits_map, int bits, int group, ls_quantize_result *r) {
+    memset(r, 0, sizeof *r);
+    ls_model_config cfg;
+    int *fbits = NULL;
+    LS_TRY(ls_ckpt_info(model, &cfg, &fbits, NULL));
+    free(fbits);
+    if (bits_map) {
+        LS_TRY(ls_quant_read_bits_map(bits_map, &r->bits, &r->n_layer));
+    } else {
+        r->n_layer = cfg.n_layer;
+        r->bits = malloc(sizeof(int) * (size_t)cfg.n_layer);
+        if (!r->bits) return ls_err(LS_ENOMEM, "out of memory");
+        for (int l = 0; l < cfg.n_layer; l++) r->bits[l] = bits;
+    }
+    double t0 = ls_now();
+    ls_engine *e = NULL;
+    int rc = ls_quant_checkpoint(model, r->bits, r->n_layer, group, out);
+    r->seconds = ls_now() - t0;
+    if (rc == LS_OK) rc = ls_engine_open(&e, out, NULL);
+    if (rc == LS_OK) r->weight_bytes = ls_engine_weight_bytes(e);
+    ls_engine_free(e);
+    r->fp32_bytes = (double)cfg.n_layer * (4.0 * cfg.d_model * cfg.d_model + 2.0 * cfg.d_model * cfg.d_ff) * 4;
+    if (rc != LS_OK) ls_quantize_result_free(r);
+    return rc;
+}
+
+void ls_quantize_result_free(ls_quantize_result *r) {
+    free(r->bits);
+    r->bits = NULL;
+    r->n_layer = 0;
+}
+
+int ls_quant_eval_heldout(const char *fp32_path, const char *qpath, const char *const *paths, int n_paths,
+                          double heldout, size_t max_tokens, double *bpb_f, double *bpb_q) {
+    ls_corpus_opts co = ls_corpus_defaults();
+    co.heldout_frac = heldout;
+    ls_corpus *c;
+    LS_TRY(ls_corpus_load(&c, paths, n_paths, &co));
+    size_t n;
+    const uint16_t *tok = ls_corpus_tokens(c, LS_SPLIT_HELDOUT, &n);
+    ls_eval_result rf, rq;
+    ls_engine *e = NULL;
+    ls_model *m = NULL;
+    int rc = ls_engine_open(&e, qpath, NULL);
+    if (rc == LS_OK) rc = ls_engine_eval_tokens(e, tok, n, ls_engine_config(e)->n_ctx, max_tokens, &rq);
+    if (rc == LS_OK && bpb_f) rc = ls_ckpt_load(fp32_path, LS_CKPT_WEIGHTS, &m, NULL);
+    if (rc == LS_OK && bpb_f) rc = ls_eval_tokens(m, tok, n, ls_engine_config(e)->n_ctx, 8, max_tokens, &rf);
+    if (m) ls_model_free(m);
+    ls_engine_free(e);
+    ls_corpus_free(c);
+    if (rc == LS_OK) {
+        if (bpb_f) *bpb_f = rf.bits_per_byte;
+        *bpb_q = rq.bits_per_byte;
+    }
     return rc;
 }

@@ -548,6 +548,12 @@ int ls_victim_server_start(const ls_victim *v, const ls_victim_server_opts *o, l
 
 int ls_victim_server_port(const ls_victim_server *s) { return s->port; }
 
+int ls_victim_server_input_range(const ls_victim_server *s, float *lo, float *hi) {
+    *lo = s->raw ? s->raw_lo : s->lo;
+    *hi = s->raw ? s->raw_hi : s->hi;
+    return s->raw;
+}
+
 int ls_victim_server_client(ls_victim_server *s, const char *client, int64_t *queries, int64_t *flagged_at,
                             double *min_w) {
     int rc = LS_ENOTFOUND;
