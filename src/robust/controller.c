@@ -194,7 +194,9 @@ static void on_step(ctl *c, cJSON *j) {
         c->replay_gn = gn;
         c->replay_got = 1;
     }
-    if (r == 0 && !k) {
+    /* the loss is all-reduced, the same bits on every rank: rank 0's is kept, another rank's
+     * fills a step rank 0's report never reached (its agent lost) and is checked against it */
+    if (!k && (r == 0 || c->loss_of[s - 1] != c->loss_of[s - 1])) {
         const char *bits = lsr_str(j, "loss_bits");
         if (c->loss_of[s - 1] == c->loss_of[s - 1] && strcmp(c->lbits + 9 * (s - 1), bits) != 0) c->recompute_mismatch++;
         c->loss_of[s - 1] = loss;
@@ -961,10 +963,16 @@ static int handle_fault(ctl *c, int kind, int rank, int64_t step, double t_detec
     return 0;
 }
 
-/* Relaunches from the newest good state, with back-off after failures that made no progress. */
+/* Relaunches from the newest good state, with back-off after failures that made no progress.
+ * Returns 0 when relaunched, 1 when the restart limit stops the job (diagnosis set, last good
+ * state saved), negative on error. */
 static int relaunch(ctl *c, int64_t limit) {
     if (c->restarts >= c->o->max_restarts) {
-        snprintf(c->diagnosis, sizeof c->diagnosis, "restart limit reached (%d restarts)", c->restarts);
+        snprintf(c->diagnosis, sizeof c->diagnosis,
+                 "restart limit reached (%d restarts, --max-restarts); the job is stopped with its last good "
+                 "checkpoint on disk",
+                 c->restarts);
+        save_last_good(c, limit);
         return 1;
     }
     if (c->consecutive_fail > 0) {
@@ -1131,7 +1139,8 @@ static int run_loop(ctl *c) {
                     for (int s = 0; s < o->nodes; s++)
                         if (c->slot_node[s] == n) rank = s * o->ranks_per_node;
                     if (handle_fault(c, LS_FAULT_AGENT, rank, c->job_step, ls_wall_time(), "agent lost")) return 1;
-                    if (relaunch(c, INT64_MAX) < 0) return -1;
+                    int rr = relaunch(c, INT64_MAX);
+                    if (rr) return rr < 0 ? -1 : 1; /* 1: the restart limit */
                 }
             }
         }
@@ -1197,7 +1206,8 @@ static int run_loop(ctl *c) {
         c->consecutive_fail = progressed ? 0 : c->consecutive_fail + 1;
         int64_t limit = kind == LS_FAULT_NAN || kind == LS_FAULT_JUMP ? step - 1 : INT64_MAX;
         if (handle_fault(c, kind, rank, step, td, detail)) return 1;
-        if (relaunch(c, limit) < 0) return -1;
+        int rr = relaunch(c, limit);
+        if (rr) return rr < 0 ? -1 : 1; /* 1: the restart limit */
     }
 }
 

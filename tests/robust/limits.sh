@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# limits.sh - `llmsys robust run` at its limits: standbys exhausted by two node faults, the
+# restart bound with its back-off, a SIGKILLed agent, malformed plans and flags.
+# Tiny model, 1 rank per node, few steps; every run under `timeout`, every process ours killed.
+set -u
+BIN=$1
+T=$(mktemp -d /tmp/llmsys-robust-lim-XXXXXX)
+cleanup() {
+  for p in $(jobs -p); do kill -9 "$p" 2> /dev/null; done
+  for p in $(pgrep -f "$T/" 2> /dev/null); do kill -9 "$p" 2> /dev/null; done
+  rm -rf "$T"
+}
+trap cleanup EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# the /metrics value of NAME on PORT (empty when not served)
+metric() { curl -s "http://127.0.0.1:$1/metrics" 2> /dev/null | awk -v k="$2" '$1 == k {print $2}'; }
+# waits until the job on PORT has reported step >= N (at most 30 s)
+wait_step() {
+  for _ in $(seq 1 300); do
+    v=$(metric "$1" llmsys_robust_step)
+    [ -n "$v" ] && [ "${v%.*}" -ge "$2" ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+# the training ranks (not mpirun, not the controller) whose command line holds PATTERN
+ranks_of() {
+  for p in $(pgrep -f "$1"); do
+    c=$(tr '\0' ' ' < /proc/$p/cmdline 2> /dev/null)
+    case "$c" in *"robust run"* | *mpirun* | timeout*) ;; *--robust-agent*) echo "$p" ;; esac
+  done
+}
+# the llmsys.step of a checkpoint, from its safetensors header
+ckpt_step() {
+  python3 -c 'import json,struct,sys; f=open(sys.argv[1],"rb"); n=struct.unpack("<Q",f.read(8))[0]; print(json.loads(f.read(n))["__metadata__"]["llmsys.step"])' "$1"
+}
+for i in $(seq 1 600); do
+  echo "line $i: the quick brown fox jumps over the lazy dog $((i * 7 % 13)) times; copy $((i % 5))."
+done > "$T/corpus.txt"
+TA=(--config tiny --data "$T/corpus.txt" --batch 8 --seq 32 --threads 1 --log-every 100000)
+
+# 1. standbys exhausted by two node faults (2 nodes x 1 rank, 1 standby): the first crash
+#    takes the standby, the second (step 20) has none -> one diagnosis line, exit 1, the last
+#    good state (the step it stopped at, >= 20) on disk; it passes its checksum and resumes
+echo '{"faults": [{"kind": "crash", "step": 4, "rank": 0}, {"kind": "crash", "step": 20, "rank": 1}]}' > "$T/x.plan"
+t0=$SECONDS
+timeout 60 "$BIN" robust run --quiet --nodes 2 --ranks-per-node 1 --standby 1 --inject "$T/x.plan" \
+  --ckpt-dir "$T/xck" --report "$T/x.json" -- llmsys train "${TA[@]}" --steps 40 --out "$T/x.st" \
+  > /dev/null 2> "$T/x.err"
+rc=$?
+echo "exhausted: exit $rc in $((SECONDS - t0)) s"
+[ $rc -eq 1 ] || { fail "exhausted: exit $rc, expected 1"; cat "$T/x.err"; }
+[ "$(grep -c 'standbys exhausted' "$T/x.err")" -eq 1 ] || { fail "exhausted: not one diagnosis line"; cat "$T/x.err"; }
+S=$(sed -n 's/.*stopped at step \([0-9]*\): standbys exhausted: node [0-9]* is faulty (crash on rank 1).*/\1/p' "$T/x.err")
+{ [ -n "$S" ] && [ "$S" -ge 20 ] && [ "$S" -lt 40 ]; } || { fail "exhausted: diagnosis does not name a step in [20, 40) / rank 1"; cat "$T/x.err"; }
+grep -q '"completed":[[:space:]]*false' "$T/x.json" || fail "exhausted: report does not say not completed"
+[ -e "$T/x.st" ] && fail "exhausted: a final --out was written for an unfinished job"
+X=$(printf '%s/xck/ckpt-%08d.safetensors' "$T" "${S:-0}")
+if [ -f "$X" ]; then
+  [ "$(ckpt_step "$X")" = "$S" ] || fail "exhausted: checkpoint step is $(ckpt_step "$X"), expected $S"
+  # --resume verifies the XXH3 checksum; it must train on one more step
+  timeout 30 "$BIN" train --data "$T/corpus.txt" --threads 1 --resume "$X" --stop-at $((S + 1)) --out "$T/x9.st" \
+    > /dev/null 2> "$T/x9.err" || { fail "exhausted: the saved checkpoint does not resume"; cat "$T/x9.err"; }
+  [ "$(ckpt_step "$T/x9.st" 2> /dev/null)" = $((S + 1)) ] || fail "exhausted: resumed run did not reach step $((S + 1))"
+  # a flipped byte in it is refused (the checksum is really checked)
+  cp "$X" "$T/bad.st"
+  python3 -c 'import sys; f=open(sys.argv[1],"r+b"); f.seek(-64,2); b=f.read(1); f.seek(-64,2); f.write(bytes([b[0]^255]))' "$T/bad.st"
+  timeout 30 "$BIN" train --data "$T/corpus.txt" --threads 1 --resume "$T/bad.st" --stop-at $((S + 1)) --out "$T/xb.st" \
+    > /dev/null 2> "$T/xb.err" && fail "exhausted: a corrupted copy of the checkpoint resumed"
+  grep -q 'checksum mismatch' "$T/xb.err" || fail "exhausted: corrupted copy not refused by its checksum"
+else
+  fail "exhausted: last good checkpoint $X missing"
+  ls "$T/xck"
+fi
+
+# 2. restart bound and back-off: the data disappears after a few steps and a rank is killed;
+#    every relaunch then fails before its first step. --max-restarts 3: restart 1 at once,
+#    then 0.5 s and 1 s of back-off (doubling), then the limit: exit 1, last good state on disk.
+PORT=$(freeport)
+t0=$SECONDS
+timeout 90 "$BIN" robust run --nodes 1 --ranks-per-node 1 --standby 4 --max-restarts 3 \
+  --status-port "$PORT" --ckpt-dir "$T/rck" --report "$T/r.json" \
+  -- llmsys train "${TA[@]}" --data "$T/corpus2.txt" --steps 100000 --out "$T/r.st" > /dev/null 2> "$T/r.err" &
+rpid=$!
+cp "$T/corpus.txt" "$T/corpus2.txt"
+if wait_step "$PORT" 3; then
+  rm -f "$T/corpus2.txt"
+  rk=$(ranks_of "$T/r.st")
+  [ -n "$rk" ] || fail "restarts: no rank found"
+  for p in $rk; do kill -9 "$p" 2> /dev/null; done
+else
+  fail "restarts: the job never reached step 3"
+fi
+wait $rpid
+rc=$?
+echo "restarts: exit $rc in $((SECONDS - t0)) s"
+[ $rc -eq 1 ] || { fail "restarts: exit $rc, expected 1"; cat "$T/r.err"; }
+grep -q 'restart limit reached (3 restarts' "$T/r.err" || { fail "restarts: no restart-limit diagnosis"; cat "$T/r.err"; }
+# the back-off delays, in timeline order: 0.5 then 1.0 (non-decreasing, doubling)
+bo=$(python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+tl = r["timeline"]
+b = [float(e["detail"].split()[0]) for e in tl if e["event"] == "backoff"]
+ok = all(x <= y for x, y in zip(b, b[1:]))
+# each back-off really waited: the next relaunch comes at least that much later
+for i, e in enumerate(tl):
+    if e["event"] == "backoff":
+        nxt = [f for f in tl[i + 1:] if f["event"] == "relaunch"]
+        if not nxt or nxt[0]["t"] - e["t"] < float(e["detail"].split()[0]) - 0.01: ok = False
+print(" ".join("%g" % x for x in b), "ok" if ok else "BAD")' "$T/r.json" 2>&1)
+[ "$bo" = "0.5 1 ok" ] || fail "restarts: back-off delays '$bo', expected '0.5 1 ok'"
+n=$(ls "$T/rck"/ckpt-*.safetensors 2> /dev/null | tail -1)
+[ -n "$n" ] && [ "$(ckpt_step "$n")" -ge 3 ] || { fail "restarts: no last good checkpoint (step >= 3) on disk"; ls "$T/rck"; }
+
+# 3. a SIGKILLed agent: silent for 3 s -> its node is lost, evicted, the standby promoted,
+#    the job resumed and completed with the losses of an uninterrupted run. Rank 1 runs at 5%
+#    of a core (an injected slow rank, its detector off) so that the job outlasts the detection;
+#    the relaunched ranks run at full speed.
+echo '{"faults": [{"kind": "slow", "step": 1, "rank": 1, "share": 0.05}]}' > "$T/a.plan"
+root=()
+[ "$(id -u)" -eq 0 ] && root=(--allow-run-as-root)
+timeout 60 mpirun -q -np 2 "${root[@]}" --oversubscribe --bind-to none "$BIN" train "${TA[@]}" --steps 100 \
+  --out "$T/ref.st" --report "$T/ref.json" > /dev/null 2> "$T/ref.err" || { fail "reference run"; cat "$T/ref.err"; }
+PORT=$(freeport)
+t0=$SECONDS
+timeout 90 "$BIN" robust run --nodes 2 --ranks-per-node 1 --standby 1 --status-port "$PORT" \
+  --inject "$T/a.plan" --slow-window 0 --report "$T/a.json" -- llmsys train "${TA[@]}" --steps 100 --out "$T/a.st" > /dev/null 2> "$T/a.err" &
+apid=$!
+if wait_step "$PORT" 2; then
+  cpid=$(pgrep -P $apid -f 'robust run')
+  ag=$(pgrep -P "$cpid" -f 'robust agent --id 0 ')
+  [ -n "$ag" ] && kill -9 "$ag" || fail "agent: agent of node 0 not found"
+else
+  fail "agent: the job never reached step 2"
+fi
+wait $apid
+rc=$?
+echo "agent: exit $rc in $((SECONDS - t0)) s"
+[ $rc -eq 0 ] || { fail "agent: exit $rc"; cat "$T/a.err"; }
+python3 - "$T/a.json" "$T/ref.json" << 'EOF' || { fail "agent: report check"; cat "$T/a.err"; }
+import json, sys
+a, ref = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+f = [x for x in a["faults"] if x["kind"] == "agent"]
+assert a["completed"], "not completed"
+assert len(f) == 1 and f[0]["node"] == 0, "no agent fault on node 0: %s" % a["faults"]
+ev = [e["detail"] for e in a["timeline"] if "node 0" in e["detail"] and "silent" in e["detail"]]
+assert ev, "timeline lacks the lost agent"
+assert f[0]["promoted_node"] == 2, "standby 2 not promoted: %s" % f[0]
+la, lr = a["losses"], ref["losses"]
+assert len(la) == 100 and la == lr, "losses differ from the uninterrupted run: %d vs %d steps, first difference at index %s; recomputed mismatches %s" % (len(la), len(lr), next((i for i, (x, y) in enumerate(zip(la, lr)) if x != y), None), a.get("recomputed_loss_mismatches"))
+EOF
+
+# 4. bad input: one line, exit 2, nothing started
+printf '{"faults": [{"kind": "crash", "step": 3' > "$T/trunc.json"
+echo '{"faults": [{"kind": "crash", "step": 3, "rank": 4}]}' > "$T/rank.json"
+echo '{"faults": [{"kind": "crash", "step": 0}]}' > "$T/step0.json"
+echo '{"faults": [{"kind": "slow", "step": 2, "share": 1.5}]}' > "$T/share.json"
+echo '{"faults": [{"kind": "crash", "step": 2, "bogus": 1}]}' > "$T/field.json"
+for args in "--inject $T/trunc.json" "--inject $T/rank.json" "--inject $T/step0.json" "--inject $T/share.json" \
+  "--inject $T/field.json" "--max-restarts -1" "--bogus-flag" "--nodes x"; do
+  # shellcheck disable=SC2086
+  timeout 20 "$BIN" robust run $args --report "$T/b.json" -- llmsys train "${TA[@]}" --steps 5 --out "$T/b.st" \
+    > /dev/null 2> "$T/b.err"
+  rc=$?
+  [ $rc -eq 2 ] || fail "'$args': exit $rc, expected 2"
+  [ "$(wc -l < "$T/b.err")" -eq 1 ] || { fail "'$args': not one line"; cat "$T/b.err"; }
+done
+[ -e "$T/b.json" ] && fail "a usage error wrote a report"
+
+echo "limits.sh: $fails failure(s)"
+[ $fails -eq 0 ]
