@@ -1095,11 +1095,24 @@ static void update_status(ctl *c, const char *state) {
     lsr_status_update(c->status, &v);
 }
 
+/* SIGINT/SIGTERM to the controller: stop the job, keep its last good state, report. */
+static volatile sig_atomic_t interrupted;
+static void on_interrupt(int sig) { interrupted = sig; }
+
 static int run_loop(ctl *c) {
     const ls_robust_opts *o = c->o;
     double last_status = 0;
     for (;;) {
         pump(c, 10);
+        if (interrupted) {
+            tl(c, "stop", "signal %d received", (int)interrupted);
+            stop_job(c);
+            snprintf(c->diagnosis, sizeof c->diagnosis,
+                     "interrupted (signal %d); the job is stopped with its last good checkpoint on disk",
+                     (int)interrupted);
+            save_last_good(c, INT64_MAX);
+            return 1;
+        }
         double now = ls_wall_time();
         if (ls_now() - last_status > 0.5) {
             update_status(c, "training");
@@ -1301,6 +1314,11 @@ int ls_robust_run(const ls_robust_opts *o, ls_robust_result *res) {
     if (!c) return ls_err(LS_ENOMEM, "out of memory");
     c->o = o;
     c->t0 = ls_wall_time();
+    struct sigaction sa = {.sa_handler = on_interrupt}, old_int, old_term;
+    sigemptyset(&sa.sa_mask);
+    interrupted = 0;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
     c->ranks = o->nodes * o->ranks_per_node;
     c->n_nodes = o->nodes + o->standby;
     c->end_step = arg_int(o->argc, o->argv, "--steps", 0);
@@ -1416,5 +1434,7 @@ int ls_robust_run(const ls_robust_opts *o, ls_robust_result *res) {
     if (c->rt) zmq_close(c->rt);
     if (c->zctx) zmq_ctx_term(c->zctx);
     free(c);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
     return rc;
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # limits.sh - `llmsys robust run` at its limits: standbys exhausted by two node faults, the
-# restart bound with its back-off, a SIGKILLed agent, malformed plans and flags.
+# restart bound with its back-off, a SIGKILLed agent, SIGTERM to the controller, malformed
+# plans and flags.
 # Tiny model, 1 rank per node, few steps; every run under `timeout`, every process ours killed.
 set -u
 BIN=$1
@@ -153,7 +154,26 @@ la, lr = a["losses"], ref["losses"]
 assert len(la) == 100 and la == lr, "losses differ from the uninterrupted run: %d vs %d steps, first difference at index %s; recomputed mismatches %s" % (len(la), len(lr), next((i for i, (x, y) in enumerate(zip(la, lr)) if x != y), None), a.get("recomputed_loss_mismatches"))
 EOF
 
-# 4. bad input: one line, exit 2, nothing started
+# 4. SIGTERM to the controller (Ctrl-C alike): the job stopped, exit 1, one diagnosis line,
+#    the last good state on disk at the step it stopped, nothing left running, no /dev/shm dir
+timeout 60 "$BIN" robust run --quiet --nodes 2 --ranks-per-node 1 --ckpt-dir "$T/ick" --report "$T/i.json" \
+  -- llmsys train "${TA[@]}" --steps 100000 --out "$T/i.st" > /dev/null 2> "$T/i.err" &
+ipid=$!
+for _ in $(seq 1 300); do [ -n "$(ranks_of "$T/i.st")" ] && break; sleep 0.1; done
+sleep 1
+icpid=$(pgrep -P $ipid -f 'robust run')
+kill -TERM "$icpid"
+wait $ipid
+rc=$?
+[ $rc -eq 1 ] || { fail "interrupt: exit $rc, expected 1"; cat "$T/i.err"; }
+S=$(sed -n 's/.*stopped at step \([0-9]*\): interrupted (signal 15).*/\1/p' "$T/i.err")
+[ -n "$S" ] || { fail "interrupt: no diagnosis"; cat "$T/i.err"; }
+[ -f "$(printf '%s/ick/ckpt-%08d.safetensors' "$T" "${S:-0}")" ] || { fail "interrupt: no checkpoint of step $S"; ls "$T/ick"; }
+grep -q '"completed":[[:space:]]*false' "$T/i.json" || fail "interrupt: no report"
+[ -n "$(ranks_of "$T/i.st")" ] && fail "interrupt: ranks still running"
+[ -e "/dev/shm/llmsys-robust-$icpid" ] && fail "interrupt: /dev/shm/llmsys-robust-$icpid left behind"
+
+# 5. bad input: one line, exit 2, nothing started
 printf '{"faults": [{"kind": "crash", "step": 3' > "$T/trunc.json"
 echo '{"faults": [{"kind": "crash", "step": 3, "rank": 4}]}' > "$T/rank.json"
 echo '{"faults": [{"kind": "crash", "step": 0}]}' > "$T/step0.json"
