@@ -12,6 +12,7 @@
 #include <cjson/cJSON.h>
 
 #include "ckpt_util.h"
+#include "server_util.h"
 #include "llmsys/serve.h"
 #include "serve/openai.h"
 #include "test.h"
@@ -48,38 +49,14 @@ static int start_server(const char *name) {
         execv(argv[0], argv);
         _exit(127);
     }
-    for (int i = 0; i < 300; i++) {
-        char *t;
-        size_t n;
-        if (ls_is_file(port_path) && ls_file_read(port_path, &t, &n) == LS_OK) {
-            port = atoi(t);
-            free(t);
-            return port > 0 ? 0 : -1;
-        }
-        int st;
-        if (waitpid(server_pid, &st, WNOHANG) == server_pid) {
-            server_pid = -1;
-            return -1;
-        }
-        ls_sleep_ms(50);
-    }
-    return -1;
+    return server_wait_port(&server_pid, port_path, 50, &port);
 }
 
 static void stop_server(void) {
-    if (server_pid <= 0) return;
-    kill(server_pid, SIGTERM);
-    for (int i = 0; i < 100; i++) {
-        int st;
-        if (waitpid(server_pid, &st, WNOHANG) == server_pid) {
-            CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "server exit status %d", st);
-            server_pid = -1;
-            return;
-        }
-        ls_sleep_ms(50);
-    }
-    CHECK_MSG(0, "server did not stop within 5 s of SIGTERM");
-    cleanup();
+    int st = 0, rc = server_stop(&server_pid, &st);
+    CHECK_MSG(rc != 0, "server exit status %d", st);
+    CHECK_MSG(rc >= 0, "server did not stop within 5 s of SIGTERM");
+    if (rc < 0) cleanup();
 }
 
 /* Sends a request; returns the parsed JSON body (NULL when not JSON), status in *st. */
