@@ -449,23 +449,37 @@ static int time_steps(ls_trainer *t, ls_batch_source *src, int k, double *out) {
     return LS_OK;
 }
 
-int ls_tplan_indicator_run(ls_tplan *p, const ls_corpus *corpus, const char *ckpt, int threads) {
-    p->n_lin = p->cfg.n_layer * LS_LIN_COUNT;
-    if (p->n_lin > LS_TPLAN_MAX_LIN) return ls_err(LS_ERANGE, "plan: at most %d Linear layers", LS_TPLAN_MAX_LIN);
-    if (p->ranks < 1 || p->batch % p->ranks)
-        return ls_err(LS_EINVAL, "plan: batch %d does not split over %d ranks", p->batch, p->ranks);
+/* One rank's share of the plan's batch as a one-process trainer (weights from ckpt when not
+ * NULL, else initialised from seed 1) and its corpus batch source; both NULL on failure. */
+static int rank_trainer(const ls_tplan *p, const ls_corpus *corpus, const char *ckpt, int threads, int warmup,
+                        ls_trainer **t, ls_batch_source **src) {
+    *t = NULL, *src = NULL;
     ls_model_set_threads(threads);
     ls_train_config tc = ls_train_defaults();
     tc.batch = p->batch / p->ranks;
     tc.seq = p->seq;
     tc.steps = 10000;
-    tc.opt.warmup_steps = 2;
+    tc.opt.warmup_steps = warmup;
+    int rc = ls_trainer_init(t, &p->cfg, &tc, NULL);
+    if (rc == LS_OK && ckpt) rc = ls_ckpt_load_into(ckpt, ls_trainer_model(*t), LS_CKPT_WEIGHTS, NULL);
+    if (rc == LS_OK) rc = ls_batch_source_corpus(src, corpus, &tc, 1);
+    if (rc < 0) {
+        ls_batch_source_free(*src);
+        ls_trainer_free(*t);
+        *t = NULL, *src = NULL;
+    }
+    return rc;
+}
+
+int ls_tplan_indicator_run(ls_tplan *p, const ls_corpus *corpus, const char *ckpt, int threads) {
+    p->n_lin = p->cfg.n_layer * LS_LIN_COUNT;
+    if (p->n_lin > LS_TPLAN_MAX_LIN) return ls_err(LS_ERANGE, "plan: at most %d Linear layers", LS_TPLAN_MAX_LIN);
+    if (p->ranks < 1 || p->batch % p->ranks)
+        return ls_err(LS_EINVAL, "plan: batch %d does not split over %d ranks", p->batch, p->ranks);
     ls_trainer *t = NULL;
     ls_batch_source *src = NULL;
     ls_tplan_indicator *ind = calloc(1, sizeof *ind);
-    int rc = ind ? ls_trainer_init(&t, &p->cfg, &tc, NULL) : ls_err(LS_ENOMEM, "plan: out of memory");
-    if (rc == LS_OK && ckpt) rc = ls_ckpt_load_into(ckpt, ls_trainer_model(t), LS_CKPT_WEIGHTS, NULL);
-    if (rc == LS_OK) rc = ls_batch_source_corpus(&src, corpus, &tc, 1);
+    int rc = ind ? rank_trainer(p, corpus, ckpt, threads, 2, &t, &src) : ls_err(LS_ENOMEM, "plan: out of memory");
     double unused;
     if (rc == LS_OK) rc = time_steps(t, src, 2, &unused); /* past the first, untypical steps */
     /* then the indicator from two steps' real weights, activations and gradients */
@@ -488,18 +502,10 @@ int ls_tplan_profile_here(ls_tplan *p, const ls_corpus *corpus, const char *ckpt
     p->n_lin = p->cfg.n_layer * LS_LIN_COUNT;
     if (p->n_lin > LS_TPLAN_MAX_LIN) return ls_err(LS_ERANGE, "plan: at most %d Linear layers", LS_TPLAN_MAX_LIN);
     if (reps < 3) reps = 3;
-    ls_model_set_threads(threads);
-    ls_train_config tc = ls_train_defaults();
-    tc.batch = p->batch / p->ranks;
-    tc.seq = p->seq;
-    tc.steps = 10000;
-    tc.opt.warmup_steps = 10;
     ls_trainer *t = NULL;
     ls_batch_source *src = NULL;
     ls_tplan_device *base = calloc(1, sizeof *base);
-    int rc = base ? ls_trainer_init(&t, &p->cfg, &tc, NULL) : ls_err(LS_ENOMEM, "plan: out of memory");
-    if (rc == LS_OK && ckpt) rc = ls_ckpt_load_into(ckpt, ls_trainer_model(t), LS_CKPT_WEIGHTS, NULL);
-    if (rc == LS_OK) rc = ls_batch_source_corpus(&src, corpus, &tc, 1);
+    int rc = base ? rank_trainer(p, corpus, ckpt, threads, 10, &t, &src) : ls_err(LS_ENOMEM, "plan: out of memory");
     double step_s = 0;
     if (rc == LS_OK) rc = time_steps(t, src, 2, &step_s); /* warm-up */
     if (rc == LS_OK) rc = time_steps(t, src, reps, &step_s);
