@@ -24,11 +24,20 @@ missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}" >&2
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
 
-echo "setup: installing ${missing[*]}" >&2
-SUDO=""
-[ "$(id -u)" -ne 0 ] && SUDO="sudo"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# Test-only oracles for the tokenizer (independent BPE implementations run by Node.js, exact
+# versions in tests/text/oracle/package.json). Optional: without Node or the registry,
+# the text.oracle test reports itself skipped.
+oracle="$(cd "$(dirname "$0")/.." && pwd)/tests/text/oracle"
+if command -v npm >/dev/null 2>&1 && [ ! -d "$oracle/node_modules/js-tiktoken" ]; then
+  (cd "$oracle" && timeout 300 npm install --no-audit --no-fund --loglevel=error >/dev/null 2>&1) ||
+    echo "setup: npm could not install the tokenizer test oracles; text.oracle will be skipped" >&2
+fi

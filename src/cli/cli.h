@@ -32,6 +32,8 @@ int cmd_sim_rl(int argc, char **argv);
 /* cmd_robust.c */
 int cmd_robust(int argc, char **argv);
 int cmd_sim_robust(int argc, char **argv);
+/* cmd_tokenizer.c */
+int cmd_tokenizer(int argc, char **argv);
 /* cmd_sim.c */
 int cmd_sim(int argc, char **argv);
 /* demo.c */

@@ -27,6 +27,7 @@ static const command commands[] = {
     {"steal", cmd_steal, "extract a replica of a black-box classifier; evaluate it"},
     {"rl", cmd_rl, "asynchronous RL post-training: tasks, run, worker (relays, repack)"},
     {"robust", cmd_robust, "run training under a fault-detecting, self-healing supervisor"},
+    {"tokenizer", cmd_tokenizer, "byte-level BPE: train a vocabulary, encode, decode (tokenizer.json)"},
     {"sim", cmd_sim, "discrete-event simulators at cluster scale (sim rl, sim robust)"},
 };
 

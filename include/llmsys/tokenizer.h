@@ -1,0 +1,52 @@
+/* tokenizer.h - byte-level BPE (the GPT-2 scheme): train a vocabulary from text, encode and decode
+ * exactly, read and write Hugging Face's tokenizer.json (model "BPE", pre-tokenizer "ByteLevel").
+ *
+ * Text is split into pieces by the GPT-2 pattern (contractions, letter runs, digit runs, other
+ * runs, whitespace; each run may take one leading space), each piece's bytes start as byte tokens
+ * and the lowest-ranked adjacent pair is merged until no merge applies. Any byte string encodes
+ * (invalid UTF-8 included) and decode(encode(x)) == x. A vocabulary trained here gives ids 0..255
+ * to the bytes themselves, so byte-token data is the special case of zero merges. */
+#ifndef LLMSYS_TOKENIZER_H
+#define LLMSYS_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct ls_bpe ls_bpe;
+
+typedef struct {
+    int vocab_size;              /* total tokens: 256 bytes + merges + specials (>= 256 + n_specials) */
+    int min_freq;                /* stop when the most frequent pair occurs fewer times (0: 2) */
+    const char *const *specials; /* added tokens such as "<|endoftext|>", ids after the merges */
+    int n_specials;
+    int progress; /* progress bar on stderr */
+} ls_bpe_train_opts;
+
+/* Trains on n texts (bytes, any content). Deterministic: ties go to the smaller pair of ids. */
+int ls_bpe_train(const char *const *texts, const size_t *lens, int n, const ls_bpe_train_opts *o, ls_bpe **out);
+/* ls_bpe_train over the contents of regular files. */
+int ls_bpe_train_files(const char *const *paths, int n, const ls_bpe_train_opts *o, ls_bpe **out);
+
+/* Reads a tokenizer.json (BPE model, ByteLevel pre-tokenizer, no normalizer); anything else is
+ * refused with a message naming what is unsupported. */
+int ls_bpe_load(const char *path, ls_bpe **out);
+int ls_bpe_parse(const char *json, size_t len, ls_bpe **out);
+/* Writes tokenizer.json atomically. */
+int ls_bpe_save(const ls_bpe *t, const char *path);
+
+/* Encodes len bytes into a malloc'd id array (*ids, *n; caller frees). Added (special) tokens that
+ * occur literally in the text become their ids. */
+int ls_bpe_encode(const ls_bpe *t, const char *text, size_t len, int32_t **ids, size_t *n);
+/* Decodes ids into a malloc'd, NUL-terminated byte string of *len bytes; unknown ids are an error. */
+int ls_bpe_decode(const ls_bpe *t, const int32_t *ids, size_t n, char **text, size_t *len);
+
+int ls_bpe_vocab_size(const ls_bpe *t); /* one past the largest id */
+int ls_bpe_n_merges(const ls_bpe *t);
+/* The bytes of token id (NULL if id is not a token). */
+const uint8_t *ls_bpe_token(const ls_bpe *t, int id, size_t *len);
+void ls_bpe_free(ls_bpe *t);
+
+/* The GPT-2 pre-tokenizer: end (exclusive) of the piece that starts at pos < len. */
+size_t ls_bpe_piece_end(const char *text, size_t len, size_t pos);
+
+#endif

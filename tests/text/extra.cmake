@@ -1,0 +1,3 @@
+# The tokenizer against independent implementations (Node.js oracles; skipped without them).
+add_test(NAME text.oracle COMMAND ${CMAKE_SOURCE_DIR}/tests/text/oracle.sh $<TARGET_FILE:llmsys>)
+set_tests_properties(text.oracle PROPERTIES TIMEOUT 120 LABELS text SKIP_RETURN_CODE 77)
