@@ -5,7 +5,12 @@
  * runs, whitespace; each run may take one leading space), each piece's bytes start as byte tokens
  * and the lowest-ranked adjacent pair is merged until no merge applies. Any byte string encodes
  * (invalid UTF-8 included) and decode(encode(x)) == x. A vocabulary trained here gives ids 0..255
- * to the bytes themselves, so byte-token data is the special case of zero merges. */
+ * to the bytes themselves and the next ids to its added tokens; `llmsys tokenizer train` always adds
+ * LS_BPE_SPECIALS first, so ids 256-258 are the model's BOS, EOS and PAD and the byte vocabulary of
+ * every llmsys model is the special case of zero merges. */
+
+/* The added tokens `llmsys tokenizer train` puts at ids 256, 257, 258 (LS_TOK_BOS, _EOS, _PAD). */
+#define LS_BPE_SPECIALS {"<|bos|>", "<|eos|>", "<|pad|>"}
 #ifndef LLMSYS_TOKENIZER_H
 #define LLMSYS_TOKENIZER_H
 
@@ -17,7 +22,7 @@ typedef struct ls_bpe ls_bpe;
 typedef struct {
     int vocab_size;              /* total tokens: 256 bytes + merges + specials (>= 256 + n_specials) */
     int min_freq;                /* stop when the most frequent pair occurs fewer times (0: 2) */
-    const char *const *specials; /* added tokens such as "<|endoftext|>", ids after the merges */
+    const char *const *specials; /* added tokens such as "<|endoftext|>": ids 256.., before the merges */
     int n_specials;
     int progress; /* progress bar on stderr */
 } ls_bpe_train_opts;

@@ -17,21 +17,25 @@ static int tok_train(int argc, char **argv) {
     int vocab = 0, min_freq = 2;
     ls_arg spec[] = {
         {"input", LS_ARG_STR_LIST, &inputs, "FILE...", "training text files", 1},
-        {"vocab-size", LS_ARG_INT, &vocab, "N", "tokens in all: 256 bytes + merges + specials", 1},
+        {"vocab-size", LS_ARG_INT, &vocab, "N", "tokens in all: 256 bytes + 3 model specials + added + merges", 1},
         {"min-freq", LS_ARG_INT, &min_freq, "N", "stop when the best pair occurs fewer times (default 2)"},
-        {"special", LS_ARG_STR_LIST, &specials, "TOKEN...", "added tokens, e.g. '<|endoftext|>'"},
+        {"special", LS_ARG_STR_LIST, &specials, "TOKEN...",
+         "more added tokens, e.g. '<|endoftext|>' (ids 256-258 are always <|bos|> <|eos|> <|pad|>)"},
         {"out", LS_ARG_STR, &out, "FILE", "tokenizer.json to write", 1},
     };
     int rc = ls_args_parse("tokenizer train", "Trains a byte-level BPE vocabulary (GPT-2 pre-tokenizer).", spec,
                            N_OPTS(spec), argc, argv, NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
-    if (vocab < 256 + specials.n || min_freq < 1) {
-        fprintf(stderr, "llmsys tokenizer train: --vocab-size must be >= 256 + specials, --min-freq >= 1\n");
+    const char *model_specials[] = LS_BPE_SPECIALS, **all = calloc((size_t)specials.n + 3, sizeof *all);
+    if (vocab < 259 + specials.n || min_freq < 1 || !all) {
+        fprintf(stderr, "llmsys tokenizer train: --vocab-size must be >= 259 + added tokens, --min-freq >= 1\n");
         ls_strlist_free(&inputs);
         ls_strlist_free(&specials);
+        free(all);
         return 2;
     }
-    ls_bpe_train_opts o = {vocab, min_freq, specials.v, specials.n, 1};
+    for (int i = 0; i < 3 + specials.n; i++) all[i] = i < 3 ? model_specials[i] : specials.v[i - 3];
+    ls_bpe_train_opts o = {vocab, min_freq, all, specials.n + 3, 1};
     ls_bpe *t = NULL;
     double t0 = ls_now();
     rc = ls_bpe_train_files(inputs.v, inputs.n, &o, &t);
@@ -42,6 +46,7 @@ static int tok_train(int argc, char **argv) {
     ls_bpe_free(t);
     ls_strlist_free(&inputs);
     ls_strlist_free(&specials);
+    free(all);
     return rc ? ls_cli_fail() : 0;
 }
 

@@ -129,39 +129,83 @@ static int idbuf_push(idbuf *b, int32_t id) {
     return LS_OK;
 }
 
-/* Encodes one piece: its bytes as byte tokens, then merges in rank order. sym has room for len. */
-static int encode_piece(const ls_bpe *t, const unsigned char *s, size_t len, int32_t *sym, idbuf *out) {
+/* Encodes one piece: its bytes as byte tokens, then merges in rank order. sym and rank have room
+ * for len; rank[i] is the merge rank of (sym[i], sym[i + 1]), kept up to date around each merge. */
+static int encode_piece(const ls_bpe *t, const unsigned char *s, size_t len, int32_t *sym, int32_t *rank, idbuf *out) {
     size_t n = len;
     for (size_t i = 0; i < n; i++) sym[i] = t->byte_id[s[i]];
+    for (size_t i = 0; i + 1 < n; i++) rank[i] = pair_rank(t, sym[i], sym[i + 1]);
     while (n > 1) {
         int32_t best = INT32_MAX;
         size_t at = 0;
-        for (size_t i = 0; i + 1 < n; i++) {
-            int32_t r = pair_rank(t, sym[i], sym[i + 1]);
-            if (r >= 0 && r < best) best = r, at = i;
-        }
+        for (size_t i = 0; i + 1 < n; i++)
+            if (rank[i] >= 0 && rank[i] < best) best = rank[i], at = i;
         if (best == INT32_MAX) break;
         sym[at] = t->merge[best].to;
         memmove(sym + at + 1, sym + at + 2, (n - at - 2) * sizeof *sym);
+        memmove(rank + at + 1, rank + at + 2, (n - at - 2 > 0 ? n - at - 2 : 0) * sizeof *rank);
         n--;
+        if (at > 0) rank[at - 1] = pair_rank(t, sym[at - 1], sym[at]);
+        if (at + 1 < n) rank[at] = pair_rank(t, sym[at], sym[at + 1]);
     }
     for (size_t i = 0; i < n; i++)
         if (idbuf_push(out, sym[i])) return LS_ENOMEM;
     return LS_OK;
 }
 
-/* Encodes text without added tokens. */
-static int encode_plain(const ls_bpe *t, const char *text, size_t len, int32_t **sym, size_t *sym_cap, idbuf *out) {
-    for (size_t i = 0; i < len;) {
-        size_t e = ls_bpe_piece_end(text, len, i);
-        if (e - i > *sym_cap) {
-            int32_t *ns = realloc(*sym, (e - i) * sizeof **sym);
-            if (!ns) return ls_err(LS_ENOMEM, "tokenizer: piece of %zu bytes", e - i);
-            *sym = ns;
-            *sym_cap = e - i;
+/* Pieces already encoded in this call: piece bytes (in the text) -> ids (in the output). */
+typedef struct {
+    uint64_t hash;
+    size_t at, len; /* the piece's first occurrence in the text */
+    size_t id0, nid; /* its ids in the output */
+} piece_memo;
+
+#define MEMO_SLOTS 65536 /* power of two; a full table just stops remembering */
+#define MEMO_MAX_PIECE 64
+
+typedef struct {
+    int32_t *sym, *rank;
+    size_t cap;
+    piece_memo *memo;
+    size_t n_memo;
+} scratch;
+
+/* Encodes text without added tokens; text is the whole input (memo entries point into it). */
+static int encode_plain(const ls_bpe *t, const char *text, size_t from, size_t to, scratch *w, idbuf *out) {
+    for (size_t i = from; i < to;) {
+        size_t e = from + ls_bpe_piece_end(text + from, to - from, i - from), len = e - i;
+        piece_memo *slot = NULL;
+        uint64_t h = 0;
+        if (w->memo && len >= 2 && len <= MEMO_MAX_PIECE) {
+            h = ls_hash64(text + i, len);
+            for (size_t k = (size_t)h & (MEMO_SLOTS - 1);; k = (k + 1) & (MEMO_SLOTS - 1)) {
+                piece_memo *m = &w->memo[k];
+                if (!m->len) {
+                    slot = 2 * w->n_memo < MEMO_SLOTS ? m : NULL;
+                    break;
+                }
+                if (m->hash == h && m->len == len && !memcmp(text + m->at, text + i, len)) {
+                    for (size_t q = 0; q < m->nid; q++)
+                        if (idbuf_push(out, out->v[m->id0 + q])) return LS_ENOMEM;
+                    goto next;
+                }
+            }
         }
-        int rc = encode_piece(t, (const unsigned char *)text + i, e - i, *sym, out);
+        if (len > w->cap) {
+            int32_t *ns = realloc(w->sym, len * sizeof *ns), *nr = ns ? realloc(w->rank, len * sizeof *nr) : NULL;
+            if (ns) w->sym = ns;
+            if (!nr) return ls_err(LS_ENOMEM, "tokenizer: piece of %zu bytes", len);
+            w->rank = nr;
+            w->cap = len;
+        }
+        size_t id0 = out->n;
+        int rc = encode_piece(t, (const unsigned char *)text + i, len, w->sym, w->rank, out);
         if (rc) return rc;
+        if (slot) {
+            *slot = (piece_memo){h, i, len, id0, out->n - id0};
+            w->n_memo++;
+        }
+    next:
         i = e;
     }
     return LS_OK;
@@ -184,8 +228,7 @@ int ls_bpe_encode(const ls_bpe *t, const char *text, size_t len, int32_t **ids, 
     *ids = NULL;
     *n = 0;
     idbuf out = {0};
-    int32_t *sym = NULL;
-    size_t sym_cap = 0;
+    scratch w = {0};
     char *prefixed = NULL;
     int rc = LS_OK;
     if (t->add_prefix_space && len && text[0] != ' ') {
@@ -195,14 +238,17 @@ int ls_bpe_encode(const ls_bpe *t, const char *text, size_t len, int32_t **ids, 
         text = prefixed;
         len++;
     }
+    if (len > 4096) w.memo = calloc(MEMO_SLOTS, sizeof *w.memo); /* optional: encodes without it */
     for (size_t i = 0; i < len && rc == LS_OK;) {
         int sid = -1;
         size_t at = t->n_special ? next_special(t, text, i, len, &sid) : len;
-        rc = encode_plain(t, text + i, at - i, &sym, &sym_cap, &out);
+        rc = encode_plain(t, text, i, at, &w, &out);
         if (rc == LS_OK && at < len) rc = idbuf_push(&out, sid);
         i = at < len ? at + t->tok[sid].len : len;
     }
-    free(sym);
+    free(w.sym);
+    free(w.rank);
+    free(w.memo);
     free(prefixed);
     if (rc) {
         free(out.v);

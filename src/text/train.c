@@ -232,6 +232,8 @@ int ls_bpe_train(const char *const *texts, const size_t *lens, int n, const ls_b
         uint8_t c = (uint8_t)b;
         rc = ls_bpe_set_token(t, b, &c, 1, 0);
     }
+    for (int s = 0; s < o->n_specials && rc == LS_OK; s++) /* ids 256.. (llmsys's BOS, EOS, PAD when given first) */
+        rc = ls_bpe_set_token(t, t->n_tok, o->specials[s], strlen(o->specials[s]), 1);
     int want = o->vocab_size - 256 - o->n_specials;
     if (rc == LS_OK && !(t->merge = malloc(sizeof(ls_bpe_merge) * (size_t)(want > 0 ? want : 1))))
         rc = ls_err(LS_ENOMEM, "tokenizer merges");
@@ -281,8 +283,6 @@ int ls_bpe_train(const char *const *texts, const size_t *lens, int n, const ls_b
         if (o->progress) ls_progress_update(&bar, t->n_merge, "count %lld", (long long)top.count);
     }
     if (o->progress) ls_progress_end(&bar);
-    for (int s = 0; s < o->n_specials && rc == LS_OK; s++)
-        rc = ls_bpe_set_token(t, t->n_tok, o->specials[s], strlen(o->specials[s]), 1);
     if (rc == LS_OK) rc = ls_bpe_index(t);
     trainer_free(&tr);
     if (rc) {
