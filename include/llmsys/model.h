@@ -36,6 +36,7 @@
 #include "llmsys/core.h"
 #include "llmsys/quant.h"
 #include "llmsys/safetensors.h"
+#include "llmsys/tokenizer.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -49,7 +50,7 @@ enum {
 };
 
 typedef struct {
-    int vocab;   /* LS_VOCAB */
+    int vocab;   /* LS_VOCAB for bytes, or a BPE tokenizer's size (259 .. 65536; ids 256-258 as above) */
     int n_ctx;   /* maximum sequence length */
     int n_layer;
     int n_head;
@@ -76,6 +77,10 @@ typedef struct ls_model ls_model;
 int ls_model_init(ls_model **out, const ls_model_config *cfg, uint64_t seed);
 void ls_model_free(ls_model *m);
 const ls_model_config *ls_model_cfg(const ls_model *m);
+/* The model's BPE vocabulary (saved in its checkpoints; ls_text_* map text with it): takes
+ * ownership of tok (NULL: bytes); its size must equal cfg.vocab. */
+int ls_model_set_tokenizer(ls_model *m, ls_bpe *tok);
+const ls_bpe *ls_model_tokenizer(const ls_model *m); /* NULL: the byte vocabulary */
 
 /* Parameter access (checkpoints, quantization, gradient all-reduce). */
 typedef struct {
@@ -163,6 +168,9 @@ int ls_ckpt_open(const char *path, ls_st_file **f, ls_model_config *cfg);
 /* Per-layer storage bits (n_layer entries) and group from "llmsys.quant"; all 32 and group
  * 64 when the checkpoint is not quantized. Returns 1 if quantized, 0 if not, < 0 on bad metadata. */
 int ls_ckpt_quant_meta(ls_st_file *f, int n_layer, int *group, int *bits);
+/* The BPE vocabulary stored as "llmsys.tokenizer" (*out NULL for the byte vocabulary); its size
+ * must equal cfg->vocab, and a vocabulary other than bytes must have one. */
+int ls_ckpt_tokenizer(ls_st_file *f, const ls_model_config *cfg, ls_bpe **out);
 /* The F32 data of layout tensor i in an open checkpoint, checked against the layout shape. */
 int ls_ckpt_tensor(ls_st_file *f, const ls_model_config *c, int i, const float **data);
 

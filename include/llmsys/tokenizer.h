@@ -38,6 +38,8 @@ int ls_bpe_load(const char *path, ls_bpe **out);
 int ls_bpe_parse(const char *json, size_t len, ls_bpe **out);
 /* Writes tokenizer.json atomically. */
 int ls_bpe_save(const ls_bpe *t, const char *path);
+/* The same document as one compact malloc'd string (checkpoint metadata); NULL when out of memory. */
+char *ls_bpe_to_json(const ls_bpe *t);
 
 /* Encodes len bytes into a malloc'd id array (*ids, *n; caller frees). Added (special) tokens that
  * occur literally in the text become their ids. */
@@ -50,6 +52,13 @@ int ls_bpe_n_merges(const ls_bpe *t);
 /* The bytes of token id (NULL if id is not a token). */
 const uint8_t *ls_bpe_token(const ls_bpe *t, int id, size_t *len);
 void ls_bpe_free(ls_bpe *t);
+
+/* Text <-> tokens of a model, whatever its vocabulary: t == NULL is llmsys's byte vocabulary
+ * (ids 0..255 are the bytes, 256.. specials). Encoding gives no BOS/EOS; decoding drops specials. */
+int ls_text_encode(const ls_bpe *t, const char *text, size_t len, int **ids, size_t *n);
+int ls_text_decode(const ls_bpe *t, const int *ids, size_t n, char **text, size_t *len);
+/* Bytes of text token id stands for (0 for specials and ids outside the vocabulary). */
+size_t ls_text_token_bytes(const ls_bpe *t, int id);
 
 /* The GPT-2 pre-tokenizer: end (exclusive) of the piece that starts at pos < len. */
 size_t ls_bpe_piece_end(const char *text, size_t len, size_t pos);

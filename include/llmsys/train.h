@@ -104,6 +104,7 @@ typedef struct ls_corpus ls_corpus;
 typedef struct {
     double heldout_frac; /* share held out, (0, 0.5]; default 0.05 */
     size_t max_bytes;    /* stop after this many bytes of text; default 256 MiB */
+    const ls_bpe *tokenizer; /* borrowed; NULL: byte tokens. Documents become BOS <BPE ids> EOS */
 } ls_corpus_opts;
 
 typedef enum { LS_SPLIT_TRAIN = 0, LS_SPLIT_HELDOUT = 1, LS_SPLIT_ALL = 2 } ls_split;
@@ -115,7 +116,7 @@ int ls_corpus_load(ls_corpus **out, const char *const *paths, int n, const ls_co
 int ls_corpus_from_docs(ls_corpus **out, const char *what, const char *const *docs, const size_t *lens, int n,
                         const ls_corpus_opts *o);
 void ls_corpus_free(ls_corpus *c);
-/* Tokens of a split (bytes 0..255, LS_TOK_BOS, LS_TOK_EOS); *n receives the count. */
+/* Tokens of a split (bytes 0..255 or BPE ids, LS_TOK_BOS, LS_TOK_EOS); *n receives the count. */
 const uint16_t *ls_corpus_tokens(const ls_corpus *c, ls_split s, size_t *n);
 int ls_corpus_num_docs(const ls_corpus *c);
 /* Bytes of text (excluding specials) in a split. */

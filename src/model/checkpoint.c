@@ -110,6 +110,26 @@ fail:
     return rc;
 }
 
+int ls_ckpt_tokenizer(ls_st_file *f, const ls_model_config *cfg, ls_bpe **out) {
+    *out = NULL;
+    const char *tj = ls_st_meta(f, "llmsys.tokenizer");
+    if (!tj) {
+        if (cfg->vocab != LS_VOCAB)
+            return ls_err(LS_EFORMAT, "%s: vocabulary of %d tokens but no llmsys.tokenizer in the metadata",
+                          ls_st_path(f), cfg->vocab);
+        return LS_OK;
+    }
+    int rc = ls_bpe_parse(tj, strlen(tj), out);
+    if (rc) return ls_err_wrap(rc, "%s: llmsys.tokenizer", ls_st_path(f));
+    if (ls_bpe_vocab_size(*out) != cfg->vocab) {
+        rc = ls_err(LS_EFORMAT, "%s: tokenizer of %d tokens for a vocabulary of %d", ls_st_path(f),
+                    ls_bpe_vocab_size(*out), cfg->vocab);
+        ls_bpe_free(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
 int ls_ckpt_quant_meta(ls_st_file *f, int n_layer, int *group, int *bits) {
     const char *qj = ls_st_meta(f, "llmsys.quant");
     for (int l = 0; l < n_layer; l++) bits[l] = 32;

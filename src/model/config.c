@@ -25,7 +25,8 @@ int ls_model_config_named(const char *name, ls_model_config *cfg) {
 
 int ls_model_config_validate(const ls_model_config *c) {
     if (!c) return ls_err(LS_EINVAL, "model config is NULL");
-    if (c->vocab != LS_VOCAB) return ls_err(LS_EINVAL, "config: vocab must be %d, got %d", LS_VOCAB, c->vocab);
+    if (c->vocab < LS_VOCAB || c->vocab > 65536) /* ids are stored as uint16 in corpora and token files */
+        return ls_err(LS_EINVAL, "config: vocab must be in [%d, 65536], got %d", LS_VOCAB, c->vocab);
     if (c->n_ctx < 1 || c->n_ctx > 8192)
         return ls_err(LS_EINVAL, "config: n_ctx must be in [1, 8192], got %d", c->n_ctx);
     if (c->n_layer < 1 || c->n_layer > 256)

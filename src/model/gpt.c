@@ -56,6 +56,8 @@ struct ls_model {
 
     /* per-layer precision of the block Linear layers (precision.c); NULL: all fp32 */
     ls_model_prec *mprec;
+    /* the BPE vocabulary the model was trained on; NULL: bytes */
+    ls_bpe *tok;
 
     /* wall-time profile of forward/backward by layer kind (bench) */
     int prof_on;
@@ -149,6 +151,7 @@ void ls_model_free(ls_model *m) {
     free(m->targets);
     free(m->tensors);
     ls_model_prec_free(m->mprec);
+    ls_bpe_free(m->tok);
     free(m);
 }
 
@@ -506,3 +509,16 @@ int ls_model_generate(ls_model *m, const int *prompt, int n_prompt, int n_new, c
     }
     return LS_OK;
 }
+
+int ls_model_set_tokenizer(ls_model *m, ls_bpe *tok) {
+    if (tok && ls_bpe_vocab_size(tok) != m->cfg.vocab) {
+        int v = ls_bpe_vocab_size(tok);
+        ls_bpe_free(tok);
+        return ls_err(LS_EINVAL, "tokenizer has %d tokens but the model's vocabulary is %d", v, m->cfg.vocab);
+    }
+    ls_bpe_free(m->tok);
+    m->tok = tok;
+    return LS_OK;
+}
+
+const ls_bpe *ls_model_tokenizer(const ls_model *m) { return m->tok; }

@@ -302,3 +302,46 @@ void ls_bpe_free(ls_bpe *t) {
     free(t->special_ids);
     free(t);
 }
+
+_Static_assert(sizeof(int) == sizeof(int32_t), "token ids: int is 32 bits");
+
+int ls_text_encode(const ls_bpe *t, const char *text, size_t len, int **ids, size_t *n) {
+    *ids = NULL;
+    *n = 0;
+    if (!t) {
+        int *v = malloc(sizeof(int) * (len ? len : 1));
+        if (!v) return ls_err(LS_ENOMEM, "tokens of %zu bytes", len);
+        for (size_t i = 0; i < len; i++) v[i] = (unsigned char)text[i];
+        *ids = v;
+        *n = len;
+        return LS_OK;
+    }
+    int32_t *v;
+    LS_TRY(ls_bpe_encode(t, text, len, &v, n));
+    *ids = (int *)v;
+    return LS_OK;
+}
+
+size_t ls_text_token_bytes(const ls_bpe *t, int id) {
+    if (!t) return id >= 0 && id < 256;
+    return id >= 0 && id < t->n_tok && t->tok[id].bytes && !t->tok[id].special ? t->tok[id].len : 0;
+}
+
+int ls_text_decode(const ls_bpe *t, const int *ids, size_t n, char **text, size_t *len) {
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) total += ls_text_token_bytes(t, ids[i]);
+    char *s = malloc(total + 1);
+    if (!s) return ls_err(LS_ENOMEM, "text of %zu bytes", total);
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t k = ls_text_token_bytes(t, ids[i]);
+        if (!k) continue;
+        if (t) memcpy(s + o, t->tok[ids[i]].bytes, k);
+        else s[o] = (char)ids[i];
+        o += k;
+    }
+    s[o] = '\0';
+    *text = s;
+    *len = o;
+    return LS_OK;
+}

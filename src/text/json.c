@@ -217,7 +217,8 @@ static cJSON *byte_level(int add_prefix_space, int trim_offsets) {
     return o;
 }
 
-int ls_bpe_save(const ls_bpe *t, const char *path) {
+/* The tokenizer.json document of t, or NULL (out of memory). */
+static cJSON *to_json(const ls_bpe *t) {
     cJSON *j = cJSON_CreateObject(), *added = cJSON_CreateArray(), *model = cJSON_CreateObject();
     cJSON *vocab = cJSON_CreateObject(), *merges = cJSON_CreateArray();
     int rc = j && added && model && vocab && merges ? LS_OK : ls_err(LS_ENOMEM, "tokenizer.json");
@@ -281,10 +282,27 @@ int ls_bpe_save(const ls_bpe *t, const char *path) {
         free(sb);
         free(line);
     }
-    if (rc == LS_OK) rc = ls_json_write_file(path, j);
-    cJSON_Delete(j);
     cJSON_Delete(added);
     cJSON_Delete(vocab);
     cJSON_Delete(merges);
+    if (rc) {
+        cJSON_Delete(j);
+        return NULL;
+    }
+    return j;
+}
+
+int ls_bpe_save(const ls_bpe *t, const char *path) {
+    cJSON *j = to_json(t);
+    int rc = j ? ls_json_write_file(path, j) : ls_err(LS_ENOMEM, "tokenizer.json");
+    cJSON_Delete(j);
     return rc;
+}
+
+char *ls_bpe_to_json(const ls_bpe *t) {
+    cJSON *j = to_json(t);
+    char *s = j ? cJSON_PrintUnformatted(j) : NULL;
+    cJSON_Delete(j);
+    if (!s) ls_err(LS_ENOMEM, "tokenizer.json");
+    return s;
 }

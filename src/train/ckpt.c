@@ -11,6 +11,7 @@ int ls_ckpt_save(const char *path, ls_model *m, int64_t step, const char *train_
     ls_st_writer *w = NULL;
     char *cfg_json = NULL;
     char **names = NULL; /* opt.m.* / opt.v.* names: the writer borrows them until write */
+    char *tok_json = NULL;
     int n = ls_model_num_tensors(m), rc = LS_OK;
     LS_TRY(ls_st_writer_init(&w));
     cfg_json = ls_model_config_to_json(ls_model_cfg(m));
@@ -25,6 +26,13 @@ int ls_ckpt_save(const char *path, ls_model *m, int64_t step, const char *train_
     if ((rc = ls_st_writer_meta(w, "llmsys.step", stepbuf)) < 0) goto done;
     if ((rc = ls_st_writer_meta(w, "llmsys.ckpt", LS_CKPT_VERSION)) < 0) goto done;
     if (train_json && (rc = ls_st_writer_meta(w, "llmsys.train", train_json)) < 0) goto done;
+    if (ls_model_tokenizer(m)) {
+        if (!(tok_json = ls_bpe_to_json(ls_model_tokenizer(m)))) {
+            rc = ls_err_wrap(LS_ENOMEM, "%s", path);
+            goto done;
+        }
+        if ((rc = ls_st_writer_meta(w, "llmsys.tokenizer", tok_json)) < 0) goto done;
+    }
     for (int i = 0; i < n; i++) {
         ls_param p = ls_model_tensor(m, i);
         if ((rc = ls_st_writer_add(w, p.name, LS_DT_F32, p.ndim, p.shape, p.data)) < 0) goto done;
@@ -49,7 +57,8 @@ done:
         for (int i = 0; i < 2 * n; i++) free(names[i]);
     free(names);
     free(cfg_json);
-    ls_st_writer_free(w);
+    ls_st_writer_free(w); /* before the strings it borrows */
+    free(tok_json);
     return rc;
 }
 
@@ -133,8 +142,12 @@ int ls_ckpt_load(const char *path, int flags, ls_model **out, ls_ckpt_state *st)
     ls_model_config cfg;
     ls_model *m = NULL;
     LS_TRY(ls_ckpt_open(path, &f, &cfg));
+    ls_bpe *tok = NULL;
     int rc = parse_step(f, &(int64_t){0});
+    if (rc == LS_OK) rc = ls_ckpt_tokenizer(f, &cfg, &tok);
     if (rc == LS_OK) rc = ls_model_init(&m, &cfg, 0);
+    if (rc == LS_OK) rc = ls_model_set_tokenizer(m, tok);
+    else ls_bpe_free(tok);
     if (rc == LS_OK) rc = load_tensors(f, m, flags);
     if (rc == LS_OK) rc = fill_state(f, st);
     ls_st_close(f);

@@ -32,6 +32,7 @@ typedef struct {
     size_t bytes; /* text bytes so far */
     int ndocs;
     size_t max_bytes;
+    const ls_bpe *tok; /* NULL: byte tokens */
 } builder;
 
 static int builder_reserve(builder *b, size_t extra) {
@@ -50,10 +51,18 @@ static int builder_add(builder *b, const unsigned char *d, size_t len) {
     if (b->bytes >= b->max_bytes) return LS_OK;
     if (len > b->max_bytes - b->bytes) len = b->max_bytes - b->bytes;
     if (len == 0) return LS_OK;
-    LS_TRY(builder_reserve(b, len + 2));
+    int32_t *ids = NULL;
+    size_t n = len;
+    if (b->tok) LS_TRY(ls_bpe_encode(b->tok, (const char *)d, len, &ids, &n));
+    int rc = builder_reserve(b, n + 2);
+    if (rc) {
+        free(ids);
+        return rc;
+    }
     b->t[b->n++] = LS_TOK_BOS;
-    for (size_t i = 0; i < len; i++) b->t[b->n++] = d[i];
+    for (size_t i = 0; i < n; i++) b->t[b->n++] = ids ? (uint16_t)ids[i] : d[i];
     b->t[b->n++] = LS_TOK_EOS;
+    free(ids);
     b->bytes += len;
     b->ndocs++;
     return LS_OK;
@@ -200,12 +209,16 @@ static int corpus_finish(builder *b, const char *what, const ls_corpus_opts *o, 
         int s = blk % k == k / 2 ? LS_SPLIT_HELDOUT : LS_SPLIT_TRAIN;
         memcpy(c->tok[s] + c->ntok[s], b->t + i, len * sizeof(uint16_t));
         c->ntok[s] += len;
-        for (size_t j = i; j < i + len; j++)
-            if (b->t[j] < 256) {
-                count[s][b->t[j]]++;
-                count[LS_SPLIT_ALL][b->t[j]]++;
-                c->nbytes[s]++;
+        for (size_t j = i; j < i + len; j++) {
+            size_t nb = ls_text_token_bytes(b->tok, b->t[j]);
+            const uint8_t *tb = b->tok ? ls_bpe_token(b->tok, b->t[j], NULL) : NULL;
+            for (size_t q = 0; q < nb; q++) {
+                uint8_t byte = tb ? tb[q] : (uint8_t)b->t[j];
+                count[s][byte]++;
+                count[LS_SPLIT_ALL][byte]++;
             }
+            c->nbytes[s] += nb;
+        }
     }
     c->nbytes[LS_SPLIT_ALL] = c->nbytes[0] + c->nbytes[1];
     for (int s = 0; s < 3; s++) c->entropy[s] = entropy_bits(count[s], c->nbytes[s]);
@@ -220,6 +233,9 @@ int ls_corpus_load(ls_corpus **out, const char *const *paths, int n, const ls_co
     if (n <= 0) return ls_err(LS_EINVAL, "no data paths given");
     builder b = {0};
     b.max_bytes = o->max_bytes ? o->max_bytes : def.max_bytes;
+    b.tok = o->tokenizer;
+    if (b.tok && ls_bpe_vocab_size(b.tok) > 65536)
+        return ls_err(LS_EINVAL, "tokenizer of %d tokens: corpora hold at most 65536", ls_bpe_vocab_size(b.tok));
     for (int i = 0; i < n; i++) {
         int added = 0, rc;
         struct stat st;
@@ -246,6 +262,9 @@ int ls_corpus_from_docs(ls_corpus **out, const char *what, const char *const *do
     if (!o) o = &def;
     builder b = {0};
     b.max_bytes = o->max_bytes ? o->max_bytes : def.max_bytes;
+    b.tok = o->tokenizer;
+    if (b.tok && ls_bpe_vocab_size(b.tok) > 65536)
+        return ls_err(LS_EINVAL, "tokenizer of %d tokens: corpora hold at most 65536", ls_bpe_vocab_size(b.tok));
     for (int i = 0; i < n; i++) {
         size_t len = lens ? lens[i] : strlen(docs[i]);
         int rc = LS_OK;

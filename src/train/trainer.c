@@ -338,7 +338,7 @@ int ls_eval_tokens(ls_model *m, const uint16_t *tokens, size_t n, int T, int B, 
                 /* BOS always follows EOS: predicting it carries no information about the text */
                 tgt[i * T + k] = y == LS_TOK_BOS ? -1 : y;
                 if (y != LS_TOK_BOS) counted++;
-                if (y < 256) r->bytes++;
+                r->bytes += ls_text_token_bytes(ls_model_tokenizer(m), y);
             }
         if (counted == 0) continue;
         float l = ls_model_forward(m, tok, tgt, b, T);
