@@ -44,8 +44,12 @@ static void test_config(void) {
     bad.n_ctx = 0;
     CHECK(ls_model_config_validate(&bad) == LS_EINVAL && strstr(ls_errmsg(), "n_ctx"));
     bad = t;
-    bad.vocab = 300;
+    bad.vocab = 258; /* below bytes + BOS/EOS/PAD */
     CHECK(ls_model_config_validate(&bad) == LS_EINVAL && strstr(ls_errmsg(), "vocab"));
+    bad.vocab = 65537; /* ids are stored as uint16 */
+    CHECK(ls_model_config_validate(&bad) == LS_EINVAL && strstr(ls_errmsg(), "vocab"));
+    bad.vocab = 4096; /* a BPE vocabulary */
+    CHECK(ls_model_config_validate(&bad) == LS_OK);
 
     ls_model *m = tiny(1);
     CHECK_EQ_INT(ls_model_num_params(m), nt);
