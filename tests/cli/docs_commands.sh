@@ -33,11 +33,15 @@ run rl '$B rl tasks --kind copy --n 2000'
 run rl '$B rl tasks --kind copy --n 64'
 run qsync '$B plan train --model small --cluster A100x2,T4x2'
 run robust 'llmsys sim robust --gpus 9600'
+run tokenizer 'llmsys tokenizer train --input'
+run tokenizer 'llmsys tokenizer encode --tokenizer tok.json --text'
+run tokenizer 'llmsys tokenizer encode --tokenizer tok.json --input'
+run tokenizer 'llmsys tokenizer decode --tokenizer tok.json --ids'
 run steal 'llmsys victim make-data --kind blobs'
 run steal 'llmsys victim train --type forest --data blobs.csv'
 # the files the commands promise
 for f in run.safetensors plan.json vllm.sh balance.svg stats.json data.lstok tasks.jsonl heldout.jsonl \
-         gpu-plan.json blobs.csv v.bin; do
+         gpu-plan.json blobs.csv v.bin tok.json; do
     [ -s "$f" ] || { echo "FAIL: $f not written"; fail=1; }
 done
 exit $fail
