@@ -195,6 +195,11 @@ typedef struct {
     int64_t n_tokens; /* real (non-pad) tokens */
     uint8_t *state;   /* resume blob for step+1 (what a checkpoint after this step saves) */
     size_t state_len;
+    /* a context-parallel shard (ls_loader_batch_place with cp > 1): this is CP rank cp_rank of
+     * cp_size, n_ctx is the shard's width, and positions (n_rows, n_ctx) gives each token's
+     * column in the DP rank's full row (-1 on padding); otherwise positions is NULL, cp_size 0 */
+    int32_t *positions;
+    int cp_rank, cp_size;
 } ls_loader_batch;
 
 /* Opens the source loaders of mix (indexing every source: missing/unreadable files, empty
@@ -214,6 +219,25 @@ int ls_loader_step_item_tokens(const ls_loader_step *st, int i, int32_t *dst);
  * batches of built steps at once, also while the loader builds further steps. */
 int ls_loader_step_batch(const ls_loader_step *st, int rank, ls_loader_batch *out);
 void ls_loader_batch_free(ls_loader_batch *b);
+
+/* ---------------------------------------------------------------- placement on a parallel topology */
+
+/* The trainer's process grid. Global rank g has coordinates tp = g mod T, cp = (g / T) mod C,
+ * dp = (g / TC) mod D, pp = g / (TCD) (Megatron's order). */
+typedef struct {
+    int dp, pp, tp, cp;
+} ls_topology;
+
+/* Parses "dp=D,pp=P,tp=T,cp=C" (any subset, any order; missing axes are 1). */
+int ls_topology_parse(const char *s, ls_topology *t);
+int ls_topology_size(const ls_topology *t);
+/* Coordinates of global rank g (< size) in *at. */
+void ls_topology_coords(const ls_topology *t, int g, ls_topology *at);
+/* What process g receives of the batch b of its DP rank: an empty batch (n_rows 0) on pipeline
+ * stages after the first; a copy on every TP rank; with cp > 1, CP rank c's shard: chunks c and
+ * 2C-1-c of each segment's 2C equal chunks (equal causal-attention cost on every CP rank), the
+ * columns they came from in positions. *out is owned by the caller. */
+int ls_loader_batch_place(const ls_topology *t, int g, const ls_loader_batch *b, ls_loader_batch *out);
 
 /* The step the next ls_loader_next_step builds. */
 int64_t ls_loader_step_index(const ls_loader *ld);

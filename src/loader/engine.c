@@ -437,6 +437,7 @@ void ls_loader_batch_free(ls_loader_batch *b) {
     free(b->row_micro);
     free(b->segs);
     free(b->state);
+    free(b->positions);
     memset(b, 0, sizeof *b);
 }
 
