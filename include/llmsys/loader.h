@@ -308,6 +308,11 @@ typedef struct {
      * the changes acknowledged after that blob was built, so none is lost by a restart. A
      * service started without a state begins a new, empty journal. */
     const char *journal;
+    /* The trainer's grid (NULL: every client is a DP rank). Clients then connect with their
+     * global rank; each DP group's batch is read from the sources once and placed on its members
+     * (ls_loader_batch_place; the placed batch's rank and n_ranks are the process's global rank and
+     * the grid's size). topology->dp must equal n_ranks. */
+    const ls_topology *topology;
 } ls_loader_serve_opts;
 
 /* Binds tcp://<bind>:port (port 0 picks a free one; see ls_loader_server_port) and starts

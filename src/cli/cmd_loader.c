@@ -46,7 +46,8 @@ static void on_signal(int sig) {
 }
 
 static int loader_serve(int argc, char **argv) {
-    const char *mix_path = NULL, *bind = "127.0.0.1", *resume = NULL, *port_file = NULL, *journal = NULL;
+    const char *mix_path = NULL, *bind = "127.0.0.1", *resume = NULL, *port_file = NULL, *journal = NULL,
+               *topology = NULL;
     int ranks = 0, port = 0, prefetch = 4, history = 4;
     ls_arg spec[] = {
         opt_mix(&mix_path),
@@ -59,6 +60,8 @@ static int loader_serve(int argc, char **argv) {
         {"port-file", LS_ARG_STR, &port_file, "FILE", "write the bound port here once serving"},
         {"journal", LS_ARG_STR, &journal, "FILE",
          "record acknowledged weight changes here; with --resume, replay those the state lacks"},
+        {"topology", LS_ARG_STR, &topology, "dp=D,pp=P,tp=T,cp=C",
+         "the trainer's grid (D = --ranks): clients fetch by global rank, each DP group read once"},
     };
     int rc =
         parse_opts("serve", "Runs the source loaders and the data constructor; trainers fetch batches over ZeroMQ.",
@@ -66,6 +69,8 @@ static int loader_serve(int argc, char **argv) {
     if (rc >= 0) return rc;
     if (ranks < 1 || prefetch < 1 || history < 1)
         return usage_error("serve", "--ranks, --prefetch and --history must be >= 1");
+    ls_topology topo;
+    if (topology && ls_topology_parse(topology, &topo) != LS_OK) return usage_error("serve", ls_errmsg());
     ls_loader_mix mix;
     if (ls_loader_mix_load(mix_path, &mix) != LS_OK) return ls_cli_fail();
     char *state = NULL;
@@ -74,7 +79,7 @@ static int loader_serve(int argc, char **argv) {
         ls_loader_mix_free(&mix);
         return ls_cli_fail();
     }
-    ls_loader_serve_opts o = {prefetch, history, 1, journal};
+    ls_loader_serve_opts o = {prefetch, history, 1, journal, topology ? &topo : NULL};
     ls_loader_server *srv;
     rc = ls_loader_server_open(&srv, &mix, ranks, bind, port, &o, (const uint8_t *)state, state_len);
     free(state);

@@ -48,15 +48,27 @@ typedef struct {
     int64_t n_tokens;
 } batch_hdr;
 
+#define BATCH_CP_SHARD 1u /* flags (the header's pad word): a CP shard; cp rank and size, doc ids and positions follow */
+
 static size_t batch_size(const batch_hdr *h) {
-    return sizeof *h + (size_t)h->n_rows * h->n_ctx * 2 + (size_t)h->n_rows * 4 + (size_t)h->n_segs * 7 * 4 +
-           h->state_len;
+    size_t cells = (size_t)h->n_rows * h->n_ctx;
+    return sizeof *h + cells * 2 + (size_t)h->n_rows * 4 + (size_t)h->n_segs * 7 * 4 + h->state_len +
+           (h->pad & BATCH_CP_SHARD ? 8 + cells * 8 : 0);
 }
 
 int ls_loader_batch_encode(const ls_loader_batch *b, uint8_t **buf, size_t *len) {
-    batch_hdr h = {
-        {0}, b->step, b->rank,    b->n_ranks, b->n_ctx, b->n_rows, b->micro_batches, b->n_segs, (uint32_t)b->state_len,
-        0,   b->cost, b->n_tokens};
+    batch_hdr h = {{0},
+                   b->step,
+                   b->rank,
+                   b->n_ranks,
+                   b->n_ctx,
+                   b->n_rows,
+                   b->micro_batches,
+                   b->n_segs,
+                   (uint32_t)b->state_len,
+                   b->positions ? BATCH_CP_SHARD : 0,
+                   b->cost,
+                   b->n_tokens};
     memcpy(h.magic, BATCH_MAGIC, 8);
     size_t n = batch_size(&h);
     uint8_t *p = malloc(n);
@@ -77,9 +89,40 @@ int ls_loader_batch_encode(const ls_loader_batch *b, uint8_t **buf, size_t *len)
                          g->doc_off};
         memcpy(q, v, sizeof v), q += sizeof v;
     }
-    memcpy(q, b->state, b->state_len);
+    if (b->state_len) memcpy(q, b->state, b->state_len);
+    q += b->state_len;
+    if (b->positions) {
+        int32_t cp[2] = {b->cp_rank, b->cp_size};
+        size_t cells = (size_t)b->n_rows * b->n_ctx;
+        memcpy(q, cp, sizeof cp), q += sizeof cp;
+        memcpy(q, b->doc_ids, cells * 4), q += cells * 4;
+        memcpy(q, b->positions, cells * 4);
+    }
     *buf = p;
     *len = n;
+    return LS_OK;
+}
+
+/* The arrays of a CP shard (after the state): its segments are those of the full row, so doc ids
+ * and positions travel explicitly; each checked against the header. */
+static int decode_shard(const batch_hdr *h, const uint8_t *q, ls_loader_batch *out) {
+    size_t cells = (size_t)h->n_rows * h->n_ctx;
+    int32_t cp[2];
+    memcpy(cp, q, sizeof cp);
+    if (cp[1] < 2 || cp[1] > 65536 || cp[0] < 0 || cp[0] >= cp[1])
+        return ls_err(LS_EFORMAT, "batch: CP rank %d of %d", cp[0], cp[1]);
+    out->cp_rank = cp[0];
+    out->cp_size = cp[1];
+    if (!(out->positions = malloc((cells ? cells : 1) * 4))) return ls_err(LS_ENOMEM, "out of memory");
+    memcpy(out->doc_ids, q + 8, cells * 4);
+    memcpy(out->positions, q + 8 + cells * 4, cells * 4);
+    int64_t real = 0;
+    for (size_t i = 0; i < cells; i++) {
+        if ((out->positions[i] < 0) != (out->doc_ids[i] < 0) || out->positions[i] >= 65536 || out->doc_ids[i] >= h->n_segs)
+            return ls_err(LS_EFORMAT, "batch: CP shard cell %zu out of range", i);
+        real += out->positions[i] >= 0;
+    }
+    if (real != h->n_tokens) return ls_err(LS_EFORMAT, "batch: CP shard token count mismatch");
     return LS_OK;
 }
 
@@ -91,7 +134,8 @@ int ls_loader_batch_decode(const uint8_t *buf, size_t len, ls_loader_batch *out)
     if (memcmp(h.magic, BATCH_MAGIC, 8) != 0) return ls_err(LS_EFORMAT, "batch: bad magic");
     if (h.n_ctx < 1 || h.n_ctx > 65536 || h.n_rows < 0 || h.n_rows > (1 << 24) || h.n_segs < 0 ||
         h.n_segs > (1 << 26) || h.micro_batches < 1 || h.n_ranks < 1 || h.rank < 0 || h.rank >= h.n_ranks ||
-        h.state_len > (1u << 20) || (int64_t)h.n_rows * h.n_ctx > (1 << 28) || batch_size(&h) != len)
+        h.state_len > (1u << 20) || (int64_t)h.n_rows * h.n_ctx > (1 << 28) || (h.pad & ~BATCH_CP_SHARD) ||
+        batch_size(&h) != len)
         return ls_err(LS_EFORMAT, "batch: inconsistent header (rows %d, n_ctx %d, segments %d, %zu bytes)", h.n_rows,
                       h.n_ctx, h.n_segs, len);
     size_t ntok = (size_t)h.n_rows * h.n_ctx;
@@ -114,6 +158,7 @@ int ls_loader_batch_decode(const uint8_t *buf, size_t len, ls_loader_batch *out)
         out->doc_ids[i] = -1;
     }
     q += ntok * 2;
+    const int shard = (h.pad & BATCH_CP_SHARD) != 0; /* segments describe the full rows, not these */
     for (int r = 0; rc == LS_OK && r < h.n_rows; r++) {
         uint32_t m;
         memcpy(&m, q + 4 * (size_t)r, 4);
@@ -128,6 +173,14 @@ int ls_loader_batch_decode(const uint8_t *buf, size_t len, ls_loader_batch *out)
         memcpy(v, q + (size_t)s * sizeof v, sizeof v);
         ls_loader_seg g = {(int)v[0], (int)v[1], (int)v[2], (int)v[3], v[4], v[5], v[6]};
         /* Segments of a row are packed from column 0 in order: anything else is corrupt. */
+        if (shard) {
+            if (v[0] >= LS_LOADER_MAX_SOURCES || v[1] >= (uint32_t)h.n_rows || v[3] == 0 || v[3] > 65536) {
+                rc = ls_err(LS_EFORMAT, "batch: segment %d out of place", s);
+                break;
+            }
+            out->segs[s] = g;
+            continue;
+        }
         if (v[0] >= LS_LOADER_MAX_SOURCES || v[1] >= (uint32_t)h.n_rows || v[3] == 0 || v[3] > (uint32_t)h.n_ctx ||
             g.col != fill[g.row] || g.col + g.len > h.n_ctx) {
             rc = ls_err(LS_EFORMAT, "batch: segment %d out of place", s);
@@ -140,7 +193,8 @@ int ls_loader_batch_decode(const uint8_t *buf, size_t len, ls_loader_batch *out)
         ntokens += g.len;
     }
     q += (size_t)h.n_segs * 28;
-    if (rc == LS_OK && ntokens != h.n_tokens) rc = ls_err(LS_EFORMAT, "batch: token count mismatch");
+    if (rc == LS_OK && shard) rc = decode_shard(&h, q + h.state_len, out);
+    else if (rc == LS_OK && ntokens != h.n_tokens) rc = ls_err(LS_EFORMAT, "batch: token count mismatch");
     if (rc == LS_OK) {
         memcpy(out->state, q, h.state_len);
         out->step = h.step;
@@ -225,7 +279,12 @@ struct ls_loader_server {
     pthread_cond_t cv;
     int64_t lo, hi, front;
     ls_loader_step **ring;
-    uint8_t *fetched; /* [slot * R + rank] */
+    int G;                /* client processes: R, or the topology's size */
+    ls_topology topo;     /* {R, 1, 1, 1} without a topology */
+    uint8_t *fetched;     /* [slot * G + process] */
+    ls_loader_batch *dpb; /* [slot * R + dp]: each DP group's batch, read once, placed on its members */
+    uint8_t *dpb_ok;
+    int64_t read_tokens, read_batches, served_tokens, served_batches;
     atomic_int stop;
     int build_err;
     char build_msg[256];
@@ -236,8 +295,8 @@ struct ls_loader_server {
 };
 
 static int all_fetched(const ls_loader_server *s, int64_t step) {
-    const uint8_t *f = s->fetched + (size_t)(step % s->W) * s->R;
-    for (int r = 0; r < s->R; r++)
+    const uint8_t *f = s->fetched + (size_t)(step % s->W) * s->G;
+    for (int r = 0; r < s->G; r++)
         if (!f[r]) return 0;
     return 1;
 }
@@ -257,8 +316,12 @@ static void *builder_main(void *arg) {
         if (can && s->hi - s->lo == s->W) {
             /* The window is full: the oldest step leaves only once every rank has it. */
             if (all_fetched(s, s->lo)) {
-                ls_loader_step_free(s->ring[s->lo % s->W]);
-                s->ring[s->lo % s->W] = NULL;
+                size_t slot = (size_t)(s->lo % s->W);
+                ls_loader_step_free(s->ring[slot]);
+                s->ring[slot] = NULL;
+                for (int d = 0; d < s->R; d++)
+                    if (s->dpb_ok[slot * s->R + d]) ls_loader_batch_free(&s->dpb[slot * s->R + d]);
+                memset(s->dpb_ok + slot * s->R, 0, (size_t)s->R);
                 s->lo++;
             } else {
                 can = 0;
@@ -280,7 +343,7 @@ static void *builder_main(void *arg) {
         } else {
             size_t slot = (size_t)(s->hi % s->W);
             s->ring[slot] = st;
-            memset(s->fetched + slot * s->R, 0, (size_t)s->R);
+            memset(s->fetched + slot * s->G, 0, (size_t)s->G);
             s->hi++;
         }
         zmq_send(s->wake_tx, "w", 1, ZMQ_DONTWAIT); /* wakes the front end to answer parked requests */
@@ -303,6 +366,11 @@ void ls_loader_server_close(ls_loader_server *s) {
     free(s->parked);
     if (s->ring)
         for (int i = 0; i < s->W; i++) ls_loader_step_free(s->ring[i]);
+    if (s->dpb)
+        for (size_t i = 0; i < (size_t)s->W * s->R; i++)
+            if (s->dpb_ok[i]) ls_loader_batch_free(&s->dpb[i]);
+    free(s->dpb);
+    free(s->dpb_ok);
     free(s->ring);
     free(s->fetched);
     if (s->sock) zmq_close(s->sock);
@@ -401,6 +469,13 @@ int ls_loader_server_open(ls_loader_server **out, const ls_loader_mix *mix, int 
     if (!s) return ls_err(LS_ENOMEM, "out of memory");
     s->mix = mix;
     s->R = n_ranks;
+    s->topo = opts && opts->topology ? *opts->topology : (ls_topology){n_ranks, 1, 1, 1};
+    s->G = ls_topology_size(&s->topo);
+    if (s->topo.dp != n_ranks) {
+        int dp = s->topo.dp;
+        free(s);
+        return ls_err(LS_EINVAL, "topology dp=%d but the service serves %d ranks", dp, n_ranks);
+    }
     s->prefetch = opts && opts->prefetch > 0 ? opts->prefetch : 4;
     s->W = s->prefetch + (opts && opts->history > 0 ? opts->history : 4);
     pthread_mutex_init(&s->mu, NULL);
@@ -414,9 +489,11 @@ int ls_loader_server_open(ls_loader_server **out, const ls_loader_mix *mix, int 
     if (rc == LS_OK) {
         s->lo = s->hi = s->front = ls_loader_step_index(s->ld);
         s->ring = calloc((size_t)s->W, sizeof *s->ring);
-        s->fetched = calloc((size_t)s->W * n_ranks, 1);
+        s->fetched = calloc((size_t)s->W * s->G, 1);
+        s->dpb = calloc((size_t)s->W * n_ranks, sizeof *s->dpb);
+        s->dpb_ok = calloc((size_t)s->W * n_ranks, 1);
         s->parked = calloc(MAX_PARKED, sizeof *s->parked);
-        if (!s->ring || !s->fetched || !s->parked) rc = ls_err(LS_ENOMEM, "out of memory");
+        if (!s->ring || !s->fetched || !s->dpb || !s->dpb_ok || !s->parked) rc = ls_err(LS_ENOMEM, "out of memory");
     }
     char ep[256];
     if (rc == LS_OK) {
@@ -486,21 +563,47 @@ static void reply_error(ls_loader_server *s, zmq_msg_t *env, size_t n_env, int t
     send_reply(s, env, n_env, type, status, msg, strlen(msg));
 }
 
-/* Answers one batch request for a built step (s->mu held). */
-static void reply_batch(ls_loader_server *s, zmq_msg_t *env, size_t n_env, int64_t step, int rank) {
-    ls_loader_batch b;
+/* Answers one batch request of process g for a built step (s->mu held). The DP group's batch is
+ * read from the sources once, kept until the step leaves the window, and placed on each member. */
+static void reply_batch(ls_loader_server *s, zmq_msg_t *env, size_t n_env, int64_t step, int g) {
+    ls_topology at;
+    ls_topology_coords(&s->topo, g, &at);
+    size_t slot = (size_t)(step % s->W), k = slot * s->R + (size_t)at.dp;
     uint8_t *enc = NULL;
     size_t len = 0;
-    int rc = ls_loader_step_batch(s->ring[step % s->W], rank, &b);
-    if (rc == LS_OK) {
-        rc = ls_loader_batch_encode(&b, &enc, &len);
-        ls_loader_batch_free(&b);
+    int rc = LS_OK;
+    if (!s->dpb_ok[k] && at.pp == 0) {
+        rc = ls_loader_step_batch(s->ring[slot], at.dp, &s->dpb[k]);
+        if (rc == LS_OK) {
+            s->dpb_ok[k] = 1;
+            s->read_tokens += s->dpb[k].n_tokens;
+            s->read_batches++;
+        }
+    }
+    if (rc == LS_OK && s->G == s->R) { /* no grid: the batch itself */
+        rc = ls_loader_batch_encode(&s->dpb[k], &enc, &len);
+        if (rc == LS_OK) s->served_tokens += s->dpb[k].n_tokens;
+        ls_loader_batch_free(&s->dpb[k]); /* a DP rank fetches its batch once; retries rebuild it */
+        s->dpb_ok[k] = 0;
+    } else if (rc == LS_OK) {
+        ls_loader_batch placed;
+        ls_loader_batch empty = {.step = step, .rank = at.dp, .n_ranks = s->R, .n_ctx = s->mix->n_ctx, .micro_batches = 1};
+        rc = ls_loader_batch_place(&s->topo, g, at.pp == 0 ? &s->dpb[k] : &empty, &placed);
+        if (rc == LS_OK) {
+            if (at.pp > 0) placed.n_ctx = s->mix->n_ctx, placed.micro_batches = 1;
+            placed.rank = g; /* the process's identity on the grid; its DP rank follows from the topology */
+            placed.n_ranks = s->G;
+            rc = ls_loader_batch_encode(&placed, &enc, &len);
+            s->served_tokens += placed.n_tokens;
+            ls_loader_batch_free(&placed);
+        }
     }
     if (rc < 0) {
         reply_error(s, env, n_env, MSG_BATCH, rc, ls_errmsg());
         return;
     }
-    s->fetched[(size_t)(step % s->W) * s->R + rank] = 1;
+    s->served_batches++;
+    s->fetched[slot * s->G + g] = 1;
     send_reply(s, env, n_env, MSG_BATCH, LS_OK, enc, len);
     free(enc);
     pthread_cond_broadcast(&s->cv); /* eviction may now be possible */
@@ -527,8 +630,9 @@ static void answer_parked(ls_loader_server *s) {
 
 static void handle_batch(ls_loader_server *s, zmq_msg_t *env, size_t n_env, int64_t step, int rank) {
     char msg[400];
-    if (rank < 0 || rank >= s->R) {
-        snprintf(msg, sizeof msg, "rank %d out of range: the service serves %d ranks", rank, s->R);
+    if (rank < 0 || rank >= s->G) {
+        snprintf(msg, sizeof msg, "rank %d out of range: the service serves %d %s", rank, s->G,
+                 s->G == s->R ? "ranks" : "processes (its topology)");
         reply_error(s, env, n_env, MSG_BATCH, LS_EINVAL, msg);
         return;
     }
@@ -637,6 +741,15 @@ static void info(ls_loader_server *s, char *buf, size_t cap) {
     cJSON_AddNumberToObject(o, "lo", (double)s->lo);
     cJSON_AddNumberToObject(o, "hi", (double)s->hi);
     cJSON_AddNumberToObject(o, "window", s->W);
+    cJSON *tp = cJSON_AddObjectToObject(o, "topology");
+    cJSON_AddNumberToObject(tp, "dp", s->topo.dp);
+    cJSON_AddNumberToObject(tp, "pp", s->topo.pp);
+    cJSON_AddNumberToObject(tp, "tp", s->topo.tp);
+    cJSON_AddNumberToObject(tp, "cp", s->topo.cp);
+    cJSON_AddNumberToObject(o, "read_tokens", (double)s->read_tokens);
+    cJSON_AddNumberToObject(o, "read_batches", (double)s->read_batches);
+    cJSON_AddNumberToObject(o, "served_tokens", (double)s->served_tokens);
+    cJSON_AddNumberToObject(o, "served_batches", (double)s->served_batches);
     pthread_mutex_unlock(&s->mu);
     for (int i = 0; i < s->mix->n_sources; i++) {
         cJSON *e = cJSON_CreateObject();
@@ -841,9 +954,9 @@ int ls_loader_client_batch(ls_loader_client *c, int64_t step, ls_loader_batch *o
     int rc = status < 0 ? service_error(status, p) : ls_loader_batch_decode(p, n, out);
     free(p);
     if (rc == LS_OK && (out->step != step || out->rank != c->rank)) {
-        ls_loader_batch_free(out);
         rc = ls_err(LS_EFORMAT, "loader service answered for step %lld rank %d, asked step %lld rank %d",
                     (long long)out->step, out->rank, (long long)step, c->rank);
+        ls_loader_batch_free(out);
     }
     return rc;
 }
