@@ -13,6 +13,8 @@
  * 3. Memory: one central loader vs R per-rank loaders, 16 sources x 64 ranks: resident
  *    memory (RSS growth of a forked child that opens the loader(s) and builds one step)
  *    and the per-source state the loader accounts for (ls_loader_state_bytes).
+ * 3b. Placement on a dp=8 x tp=8 grid over the same 16 sources: tokens read and step time with
+ *    one layout per DP group placed on its TP members, vs every process laying out its own.
  * 4. (--calibrate) the cost model: forward+backward time of the "small" GPT at batch 1
  *    vs sequence length, least-squares fit time = b·L + a·L², ratio b/a.
  */
@@ -425,6 +427,94 @@ static int bench_memory(cJSON *out, int quick) {
     return LS_OK;
 }
 
+/* ---------------------------------------------------------------- 3b. placement on a grid */
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* dp=8 x tp=8 (64 processes) over the memory section's 16 sources: each step's data laid out once
+ * per DP group and placed on its 8 TP members, against every process laying out its group's batch
+ * itself (what 64 rank-local loaders of a TP=8 job do); interleaved per step. */
+static int bench_topology(cJSON *out, int quick) {
+    const int NS = 16, D = 8, T = 8, steps = quick ? 6 : 30;
+    char dirs_buf[16][300];
+    const char *dirs[16];
+    for (int i = 0; i < NS; i++) {
+        snprintf(dirs_buf[i], sizeof dirs_buf[i], "%s/mem%02d", g_dir, i);
+        dirs[i] = dirs_buf[i];
+    }
+    ls_loader_mix mix;
+    LS_TRY(mix_for(dirs, NS, 1024, 4096, &mix));
+    ls_loader *ld;
+    int rc = ls_loader_open(&ld, &mix, D, NULL);
+    if (rc) {
+        ls_loader_mix_free(&mix);
+        return rc;
+    }
+    ls_topology topo = {D, 1, T, 1};
+    double *tp_s = calloc((size_t)steps, sizeof(double)), *tn_s = calloc((size_t)steps, sizeof(double));
+    int64_t read_p = 0, read_n = 0;
+    for (int s = 0; s < steps && rc == LS_OK; s++) {
+        ls_loader_step *st;
+        if ((rc = ls_loader_next_step(ld, &st))) break;
+        for (int side = 0; side < 2 && rc == LS_OK; side++) {
+            int placed_side = (s + side) % 2 == 0; /* alternate which side goes first */
+            double t0 = ls_now();
+            if (placed_side) {
+                for (int d = 0; d < D && rc == LS_OK; d++) {
+                    ls_loader_batch b;
+                    if ((rc = ls_loader_step_batch(st, d, &b))) break;
+                    read_p += b.n_tokens;
+                    for (int k = 0; k < T && rc == LS_OK; k++) {
+                        ls_loader_batch o;
+                        rc = ls_loader_batch_place(&topo, d * T + k, &b, &o);
+                        ls_loader_batch_free(&o);
+                    }
+                    ls_loader_batch_free(&b);
+                }
+                tp_s[s] = ls_now() - t0;
+            } else {
+                for (int g = 0; g < D * T && rc == LS_OK; g++) {
+                    ls_loader_batch b;
+                    if ((rc = ls_loader_step_batch(st, g / T, &b))) break;
+                    read_n += b.n_tokens;
+                    ls_loader_batch_free(&b);
+                }
+                tn_s[s] = ls_now() - t0;
+            }
+        }
+        ls_loader_step_free(st);
+    }
+    ls_loader_close(ld);
+    ls_loader_mix_free(&mix);
+    if (rc == LS_OK) {
+        qsort(tp_s, (size_t)steps, sizeof(double), cmp_d);
+        qsort(tn_s, (size_t)steps, sizeof(double), cmp_d);
+        printf("\n3b. placement: dp=%d x tp=%d (%d processes), %d sources, %d steps, one thread\n", D, T, D * T, NS,
+               steps);
+        printf("   %-34s %14s %10s %10s %10s\n", "", "tokens read", "ms min", "median", "max");
+        printf("   %-34s %14lld %10.2f %10.2f %10.2f\n", "placed (one layout per DP group)", (long long)read_p,
+               1e3 * tp_s[0], 1e3 * tp_s[steps / 2], 1e3 * tp_s[steps - 1]);
+        printf("   %-34s %14lld %10.2f %10.2f %10.2f\n", "every process lays out its own", (long long)read_n,
+               1e3 * tn_s[0], 1e3 * tn_s[steps / 2], 1e3 * tn_s[steps - 1]);
+        printf("   reads: %.2fx fewer with placement; step time %.2fx (median)\n", (double)read_n / (double)read_p,
+               tn_s[steps / 2] / tp_s[steps / 2]);
+        cJSON *j = cJSON_AddObjectToObject(out, "topology");
+        cJSON_AddNumberToObject(j, "dp", D);
+        cJSON_AddNumberToObject(j, "tp", T);
+        cJSON_AddNumberToObject(j, "sources", NS);
+        cJSON_AddNumberToObject(j, "tokens_read_placed", (double)read_p);
+        cJSON_AddNumberToObject(j, "tokens_read_per_process", (double)read_n);
+        cJSON_AddNumberToObject(j, "step_ms_placed_median", 1e3 * tp_s[steps / 2]);
+        cJSON_AddNumberToObject(j, "step_ms_per_process_median", 1e3 * tn_s[steps / 2]);
+    }
+    free(tp_s);
+    free(tn_s);
+    return rc;
+}
+
 /* ---------------------------------------------------------------- 4. calibration */
 
 static int bench_calibrate(cJSON *out) {
@@ -516,6 +606,7 @@ int main(int argc, char **argv) {
     int rc = only_cal ? LS_OK : bench_throughput(out, quick, mb);
     if (rc == LS_OK && !only_cal) bench_balance(out, quick);
     if (rc == LS_OK && !only_cal) rc = bench_memory(out, quick);
+    if (rc == LS_OK && !only_cal) rc = bench_topology(out, quick);
     if (rc == LS_OK && calibrate) rc = bench_calibrate(out);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
