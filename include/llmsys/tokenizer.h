@@ -42,8 +42,12 @@ int ls_bpe_save(const ls_bpe *t, const char *path);
 char *ls_bpe_to_json(const ls_bpe *t);
 
 /* Encodes len bytes into a malloc'd id array (*ids, *n; caller frees). Added (special) tokens that
- * occur literally in the text become their ids. */
+ * occur literally in the text become their ids (as Hugging Face's tokenizers do). */
 int ls_bpe_encode(const ls_bpe *t, const char *text, size_t len, int32_t **ids, size_t *n);
+/* The same with flags: LS_BPE_ORDINARY encodes added tokens' text as ordinary text (what data and
+ * prompts need: only the pipeline inserts BOS/EOS). */
+enum { LS_BPE_ORDINARY = 1 };
+int ls_bpe_encode_ex(const ls_bpe *t, const char *text, size_t len, int flags, int32_t **ids, size_t *n);
 /* Decodes ids into a malloc'd, NUL-terminated byte string of *len bytes; unknown ids are an error. */
 int ls_bpe_decode(const ls_bpe *t, const int32_t *ids, size_t n, char **text, size_t *len);
 
@@ -54,7 +58,8 @@ const uint8_t *ls_bpe_token(const ls_bpe *t, int id, size_t *len);
 void ls_bpe_free(ls_bpe *t);
 
 /* Text <-> tokens of a model, whatever its vocabulary: t == NULL is llmsys's byte vocabulary
- * (ids 0..255 are the bytes, 256.. specials). Encoding gives no BOS/EOS; decoding drops specials. */
+ * (ids 0..255 are the bytes, 256.. specials). Encoding is ordinary (no BOS/EOS, the text of an
+ * added token stays text); decoding drops specials. */
 int ls_text_encode(const ls_bpe *t, const char *text, size_t len, int **ids, size_t *n);
 int ls_text_decode(const ls_bpe *t, const int *ids, size_t n, char **text, size_t *len);
 /* Bytes of text token id stands for (0 for specials and ids outside the vocabulary). */

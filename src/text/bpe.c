@@ -225,6 +225,10 @@ static size_t next_special(const ls_bpe *t, const char *text, size_t from, size_
 }
 
 int ls_bpe_encode(const ls_bpe *t, const char *text, size_t len, int32_t **ids, size_t *n) {
+    return ls_bpe_encode_ex(t, text, len, 0, ids, n);
+}
+
+int ls_bpe_encode_ex(const ls_bpe *t, const char *text, size_t len, int flags, int32_t **ids, size_t *n) {
     *ids = NULL;
     *n = 0;
     idbuf out = {0};
@@ -241,7 +245,7 @@ int ls_bpe_encode(const ls_bpe *t, const char *text, size_t len, int32_t **ids, 
     if (len > 4096) w.memo = calloc(MEMO_SLOTS, sizeof *w.memo); /* optional: encodes without it */
     for (size_t i = 0; i < len && rc == LS_OK;) {
         int sid = -1;
-        size_t at = t->n_special ? next_special(t, text, i, len, &sid) : len;
+        size_t at = t->n_special && !(flags & LS_BPE_ORDINARY) ? next_special(t, text, i, len, &sid) : len;
         rc = encode_plain(t, text, i, at, &w, &out);
         if (rc == LS_OK && at < len) rc = idbuf_push(&out, sid);
         i = at < len ? at + t->tok[sid].len : len;
@@ -317,7 +321,7 @@ int ls_text_encode(const ls_bpe *t, const char *text, size_t len, int **ids, siz
         return LS_OK;
     }
     int32_t *v;
-    LS_TRY(ls_bpe_encode(t, text, len, &v, n));
+    LS_TRY(ls_bpe_encode_ex(t, text, len, LS_BPE_ORDINARY, &v, n));
     *ids = (int *)v;
     return LS_OK;
 }

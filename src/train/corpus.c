@@ -53,7 +53,7 @@ static int builder_add(builder *b, const unsigned char *d, size_t len) {
     if (len == 0) return LS_OK;
     int32_t *ids = NULL;
     size_t n = len;
-    if (b->tok) LS_TRY(ls_bpe_encode(b->tok, (const char *)d, len, &ids, &n));
+    if (b->tok) LS_TRY(ls_bpe_encode_ex(b->tok, (const char *)d, len, LS_BPE_ORDINARY, &ids, &n));
     int rc = builder_reserve(b, n + 2);
     if (rc) {
         free(ids);

@@ -156,6 +156,9 @@ static void test_corpus(const char *dir) {
               ids[2] == 'b' && ids[3] == 257 && ids[4] == 257,
           "specials");
     free(ids);
+    CHECK(ls_bpe_encode_ex(t, s, strlen(s), LS_BPE_ORDINARY, &ids, &n) == LS_OK && n > 5, "ordinary: specials as text");
+    for (size_t i = 0; i < n; i++) CHECK(ids[i] != 256 && ids[i] != 257, "ordinary id %d", ids[i]);
+    free(ids);
     /* save, load: same tables, same ids */
     snprintf(path, sizeof path, "/tmp/llmsys-test-bpe-%d.json", (int)getpid());
     ls_bpe *u;
