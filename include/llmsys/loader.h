@@ -313,6 +313,13 @@ typedef struct {
      * (ls_loader_batch_place; the placed batch's rank and n_ranks are the process's global rank and
      * the grid's size). topology->dp must equal n_ranks. */
     const ls_topology *topology;
+    /* Shadow mode: the endpoint of a primary service with the same mix, ranks and topology. The
+     * shadow pulls the primary's state (the state at its oldest unfetched step, plus the
+     * acknowledged weight changes) every shadow_ms (default 200) and serves nothing of its own
+     * until the first batch request reaches it; then it takes over from the last pulled state and
+     * serves byte-identical batches. Clients list it after the primary (ls_loader_client_open). */
+    const char *shadow_of;
+    int shadow_ms;
 } ls_loader_serve_opts;
 
 /* Binds tcp://<bind>:port (port 0 picks a free one; see ls_loader_server_port) and starts
@@ -327,10 +334,13 @@ void ls_loader_server_close(ls_loader_server *srv);
 
 typedef struct ls_loader_client ls_loader_client;
 
-/* Connects to endpoint ("tcp://host:port") as rank. timeout_ms bounds one attempt; a
- * timed-out request is resent (same step: the service answers it idempotently) up to
- * `retries` times before LS_ETIMEDOUT. */
+/* Connects to endpoint ("tcp://host:port", or "tcp://primary:p,tcp://shadow:q,..." for fail-over)
+ * as rank. timeout_ms bounds one attempt; a timed-out request is resent (same step: the service
+ * answers it idempotently) up to `retries` times, then sent to the next endpoint; LS_ETIMEDOUT when
+ * none answers. */
 int ls_loader_client_open(ls_loader_client **out, const char *endpoint, int rank, int timeout_ms, int retries);
+/* The endpoint the client talks to now (the primary until a fail-over). */
+const char *ls_loader_client_endpoint(const ls_loader_client *c);
 /* Fetches rank's batch for step (waits while the service builds it). Service-side errors
  * (step evicted or too far ahead, bad rank) come back as their status with the message. */
 int ls_loader_client_batch(ls_loader_client *c, int64_t step, ls_loader_batch *out);

@@ -47,7 +47,7 @@ static void on_signal(int sig) {
 
 static int loader_serve(int argc, char **argv) {
     const char *mix_path = NULL, *bind = "127.0.0.1", *resume = NULL, *port_file = NULL, *journal = NULL,
-               *topology = NULL;
+               *topology = NULL, *shadow_of = NULL;
     int ranks = 0, port = 0, prefetch = 4, history = 4;
     ls_arg spec[] = {
         opt_mix(&mix_path),
@@ -62,6 +62,8 @@ static int loader_serve(int argc, char **argv) {
          "record acknowledged weight changes here; with --resume, replay those the state lacks"},
         {"topology", LS_ARG_STR, &topology, "dp=D,pp=P,tp=T,cp=C",
          "the trainer's grid (D = --ranks): clients fetch by global rank, each DP group read once"},
+        {"shadow-of", LS_ARG_STR, &shadow_of, "URL",
+         "run as a standby of the primary at URL: follow its state, take over on the first request"},
     };
     int rc =
         parse_opts("serve", "Runs the source loaders and the data constructor; trainers fetch batches over ZeroMQ.",
@@ -79,7 +81,7 @@ static int loader_serve(int argc, char **argv) {
         ls_loader_mix_free(&mix);
         return ls_cli_fail();
     }
-    ls_loader_serve_opts o = {prefetch, history, 1, journal, topology ? &topo : NULL};
+    ls_loader_serve_opts o = {prefetch, history, 1, journal, topology ? &topo : NULL, shadow_of, 0};
     ls_loader_server *srv;
     rc = ls_loader_server_open(&srv, &mix, ranks, bind, port, &o, (const uint8_t *)state, state_len);
     free(state);

@@ -20,7 +20,7 @@
 #define MAX_PARKED 4096
 #define MAX_ENVELOPE 4
 
-enum { MSG_BATCH = 1, MSG_CONTROL = 2, MSG_INFO = 3, MSG_SHUTDOWN = 4 };
+enum { MSG_BATCH = 1, MSG_CONTROL = 2, MSG_INFO = 3, MSG_SHUTDOWN = 4, MSG_STATE = 5 };
 
 typedef struct {
     char magic[4];
@@ -291,7 +291,18 @@ struct ls_loader_server {
     parked_req *parked;
     int n_parked;
     const char *journal; /* NULL: acknowledged weight changes are not journaled */
-    cJSON *changes;      /* the journal's entries, in acknowledgement order */
+    cJSON *changes;      /* every acknowledged weight change, in order (the journal's entries) */
+    uint8_t *lo_state;   /* loader state at the start of step lo */
+    size_t lo_state_len;
+    /* shadow mode: follow a primary's state until the first batch request, then take over */
+    char *shadow_of;
+    int shadow_ms, passive, follower_on;
+    pthread_t follower;
+    uint8_t *peer_state; /* the primary's state at its oldest unfetched step, and its changes */
+    size_t peer_state_len;
+    char *peer_changes;
+    int64_t pulls, peer_step;
+    double takeover_s; /* wall time of the takeover (0: none) */
 };
 
 static int all_fetched(const ls_loader_server *s, int64_t step) {
@@ -317,6 +328,13 @@ static void *builder_main(void *arg) {
             /* The window is full: the oldest step leaves only once every rank has it. */
             if (all_fetched(s, s->lo)) {
                 size_t slot = (size_t)(s->lo % s->W);
+                uint8_t *next = malloc(s->ring[slot]->state_len);
+                if (next) { /* the state at the start of the new oldest step */
+                    memcpy(next, s->ring[slot]->state_after, s->ring[slot]->state_len);
+                    free(s->lo_state);
+                    s->lo_state = next;
+                    s->lo_state_len = s->ring[slot]->state_len;
+                }
                 ls_loader_step_free(s->ring[slot]);
                 s->ring[slot] = NULL;
                 for (int d = 0; d < s->R; d++)
@@ -354,6 +372,12 @@ static void *builder_main(void *arg) {
 
 void ls_loader_server_close(ls_loader_server *s) {
     if (!s) return;
+    atomic_store(&s->stop, 1);
+    if (s->follower_on) pthread_join(s->follower, NULL);
+    free(s->lo_state);
+    free(s->shadow_of);
+    free(s->peer_state);
+    free(s->peer_changes);
     if (s->builder_on) {
         pthread_mutex_lock(&s->mu);
         atomic_store(&s->stop, 1);
@@ -403,11 +427,12 @@ static int journal_write(const ls_loader_server *s) {
 }
 
 /* Parses one journal entry {"at": step, "weights": {name: w} | null} into w (NULL: clear). */
-static int journal_entry(const ls_loader_server *s, const cJSON *e, int64_t *at, double *w, int *clear) {
+static int journal_entry(const ls_loader_server *s, const cJSON *e, int64_t *at, double *w, int *clear,
+                         const char *what) {
     const cJSON *ja = cJSON_GetObjectItemCaseSensitive(e, "at"), *jw = cJSON_GetObjectItemCaseSensitive(e, "weights");
     if (!cJSON_IsNumber(ja) || !(ja->valuedouble >= 0 && ja->valuedouble <= 9007199254740992.0) ||
         ja->valuedouble != floor(ja->valuedouble) || !(cJSON_IsNull(jw) || cJSON_IsObject(jw)))
-        return ls_err(LS_EFORMAT, "%s: malformed change entry", s->journal);
+        return ls_err(LS_EFORMAT, "%s: malformed change entry", what);
     *at = (int64_t)ja->valuedouble;
     *clear = cJSON_IsNull(jw);
     for (int k = 0; k < s->mix->n_sources; k++) w[k] = 0;
@@ -415,7 +440,7 @@ static int journal_entry(const ls_loader_server *s, const cJSON *e, int64_t *at,
     cJSON_ArrayForEach(x, jw) {
         int k = ls_loader_mix_find(s->mix, x->string);
         if (k < 0 || !cJSON_IsNumber(x))
-            return ls_err(LS_EFORMAT, "%s: change for unknown source '%s' (another mix?)", s->journal, x->string);
+            return ls_err(LS_EFORMAT, "%s: change for unknown source '%s' (another mix?)", what, x->string);
         w[k] = x->valuedouble;
     }
     return LS_OK;
@@ -424,20 +449,30 @@ static int journal_entry(const ls_loader_server *s, const cJSON *e, int64_t *at,
 /* Opens the journal: a fresh start empties it; a resume from a blob replays the changes the
  * blob does not hold. Those are the journal's entries for steps at or after the blob's,
  * less the first ones (as many as the blob holds pending: they were acknowledged first). */
+static int replay_changes(ls_loader_server *s);
+
 static int journal_open(ls_loader_server *s, int resumed) {
     cJSON *j = NULL;
     int rc = resumed ? ls_json_read_file(s->journal, &j) : LS_ENOTFOUND;
     if (rc == LS_ENOTFOUND) {
         if (resumed) LS_WARN("%s: no weight-change journal yet; resuming from the state alone", s->journal);
-        s->changes = cJSON_CreateArray();
-        return s->changes ? journal_write(s) : ls_err(LS_ENOMEM, "out of memory");
+        return journal_write(s);
     }
     if (rc != LS_OK) return rc;
     const cJSON *f = cJSON_GetObjectItemCaseSensitive(j, "format");
     int ok = cJSON_IsString(f) && !strcmp(f->valuestring, "llmsys-loader-journal");
+    cJSON_Delete(s->changes);
     s->changes = cJSON_DetachItemFromObjectCaseSensitive(j, "changes");
     cJSON_Delete(j);
     if (!ok || !cJSON_IsArray(s->changes)) return ls_err(LS_EFORMAT, "%s: not a loader journal", s->journal);
+    return replay_changes(s);
+}
+
+/* Applies the changes of s->changes that the loader's current state does not hold: the entries for
+ * steps at or after its step, less the first ones (as many as the state holds pending: they were
+ * acknowledged first). */
+static int replay_changes(ls_loader_server *s) {
+    const char *what = s->journal ? s->journal : "the primary's changes";
     int64_t step = ls_loader_step_index(s->ld);
     int skip = ls_loader_pending_count(s->ld), later = 0;
     const cJSON *e;
@@ -445,7 +480,7 @@ static int journal_open(ls_loader_server *s, int resumed) {
         int64_t at = 0;
         int clear = 0;
         double w[LS_LOADER_MAX_SOURCES];
-        LS_TRY(journal_entry(s, e, &at, w, &clear));
+        LS_TRY(journal_entry(s, e, &at, w, &clear, what));
         if (at < step) continue; /* in effect before the blob's step: part of its state */
         if (skip > 0) {
             skip--;
@@ -456,8 +491,111 @@ static int journal_open(ls_loader_server *s, int resumed) {
     }
     if (skip > 0)
         return ls_err(LS_EINVAL, "%s: the state holds weight changes this journal lacks (another run's journal?)",
-                      s->journal);
-    if (later) LS_INFO("%s: replayed %d weight change(s) acknowledged after the state was saved", s->journal, later);
+                      what);
+    if (later) LS_INFO("%s: replayed %d weight change(s) acknowledged after the state was saved", what, later);
+    return LS_OK;
+}
+
+/* ---------------------------------------------------------------- shadow (standby) service */
+
+/* MSG_STATE answer: u32 state length, the loader state at the oldest step some rank has not
+ * fetched (every rank has everything before it), then the acknowledged changes as JSON. (s->mu held) */
+static int state_message(ls_loader_server *s, uint8_t **out, size_t *len) {
+    int64_t f = first_unfetched(s);
+    const uint8_t *st = s->lo_state;
+    size_t sl = s->lo_state_len;
+    if (f > s->lo) st = s->ring[(f - 1) % s->W]->state_after, sl = s->ring[(f - 1) % s->W]->state_len;
+    char *ch = cJSON_PrintUnformatted(s->changes);
+    uint8_t *p = ch ? malloc(4 + sl + strlen(ch)) : NULL;
+    if (!p) {
+        free(ch);
+        return ls_err(LS_ENOMEM, "out of memory");
+    }
+    uint32_t n = (uint32_t)sl;
+    memcpy(p, &n, 4);
+    memcpy(p + 4, st, sl);
+    memcpy(p + 4 + sl, ch, strlen(ch));
+    *out = p;
+    *len = 4 + sl + strlen(ch);
+    free(ch);
+    return LS_OK;
+}
+
+static int roundtrip_raw(const char *endpoint, int timeout_ms, int type, uint8_t **payload, size_t *len);
+
+/* Pulls the primary's state every shadow_ms until the takeover (a few dozen bytes per source plus
+ * the changes: the differential checkpoint of a service whose batches are a pure function of it). */
+static void *follower_main(void *arg) {
+    ls_loader_server *s = arg;
+    while (!atomic_load(&s->stop)) {
+        uint8_t *p = NULL;
+        size_t n = 0;
+        if (roundtrip_raw(s->shadow_of, s->shadow_ms > 500 ? s->shadow_ms : 500, MSG_STATE, &p, &n) == LS_OK && n >= 4) {
+            uint32_t sl;
+            memcpy(&sl, p, 4);
+            if (sl <= n - 4) {
+                uint8_t *st = malloc(sl ? sl : 1);
+                char *ch = malloc(n - 4 - sl + 1);
+                if (st && ch) {
+                    memcpy(st, p + 4, sl);
+                    memcpy(ch, p + 4 + sl, n - 4 - sl);
+                    ch[n - 4 - sl] = '\0';
+                    pthread_mutex_lock(&s->mu);
+                    if (s->passive) {
+                        free(s->peer_state);
+                        free(s->peer_changes);
+                        s->peer_state = st, s->peer_state_len = sl, s->peer_changes = ch;
+                        st = NULL, ch = NULL;
+                        s->pulls++;
+                    }
+                    pthread_mutex_unlock(&s->mu);
+                }
+                free(st);
+                free(ch);
+            }
+        }
+        free(p);
+        pthread_mutex_lock(&s->mu);
+        int passive = s->passive;
+        pthread_mutex_unlock(&s->mu);
+        if (!passive) break;
+        for (int t = 0; t < s->shadow_ms && !atomic_load(&s->stop); t += 20) ls_sleep_ms(20);
+    }
+    return NULL;
+}
+
+/* The takeover (s->mu held): the loader jumps to the primary's last pulled state, replays the changes
+ * acknowledged after it, and the constructor starts from that step. */
+static int take_over(ls_loader_server *s) {
+    if (!s->peer_state) return ls_err(LS_ESTATE, "shadow: no state from the primary %s yet", s->shadow_of);
+    cJSON *ch = cJSON_Parse(s->peer_changes);
+    if (!cJSON_IsArray(ch)) {
+        cJSON_Delete(ch);
+        return ls_err(LS_EFORMAT, "shadow: the primary's change list is not a JSON array");
+    }
+    pthread_mutex_lock(&s->ldmu);
+    int rc = ls_loader_set_state(s->ld, s->peer_state, s->peer_state_len);
+    if (rc == LS_OK) {
+        cJSON_Delete(s->changes);
+        s->changes = ch, ch = NULL;
+        rc = replay_changes(s);
+    }
+    if (rc == LS_OK) {
+        free(s->lo_state);
+        s->lo_state = NULL;
+        rc = ls_loader_get_state(s->ld, &s->lo_state, &s->lo_state_len);
+    }
+    pthread_mutex_unlock(&s->ldmu);
+    cJSON_Delete(ch);
+    if (rc) return rc;
+    s->peer_step = s->lo = s->hi = s->front = ls_loader_step_index(s->ld);
+    if (pthread_create(&s->builder, NULL, builder_main, s) != 0)
+        return ls_err(LS_ENOMEM, "cannot start the constructor thread");
+    s->builder_on = 1;
+    s->passive = 0;
+    s->takeover_s = ls_wall_time();
+    LS_WARN("loader shadow: took over from %s at step %lld (%lld state pulls)", s->shadow_of, (long long)s->lo,
+            (long long)s->pulls);
     return LS_OK;
 }
 
@@ -485,7 +623,17 @@ int ls_loader_server_open(ls_loader_server **out, const ls_loader_mix *mix, int 
     int rc = ls_loader_open(&s->ld, mix, n_ranks, &lo);
     if (rc == LS_OK && state) rc = ls_loader_set_state(s->ld, state, state_len);
     s->journal = opts ? opts->journal : NULL;
+    if (rc == LS_OK && !(s->changes = cJSON_CreateArray())) rc = ls_err(LS_ENOMEM, "out of memory");
     if (rc == LS_OK && s->journal) rc = journal_open(s, state != NULL);
+    if (rc == LS_OK) rc = ls_loader_get_state(s->ld, &s->lo_state, &s->lo_state_len);
+    if (rc == LS_OK && opts && opts->shadow_of) {
+        if (strncmp(opts->shadow_of, "tcp://", 6) && strncmp(opts->shadow_of, "ipc://", 6))
+            rc = ls_err(LS_EINVAL, "shadow: the primary must look like tcp://host:port, got '%s'", opts->shadow_of);
+        else if (!(s->shadow_of = strdup(opts->shadow_of)))
+            rc = ls_err(LS_ENOMEM, "out of memory");
+        s->shadow_ms = opts->shadow_ms > 0 ? opts->shadow_ms : 200;
+        s->passive = 1;
+    }
     if (rc == LS_OK) {
         s->lo = s->hi = s->front = ls_loader_step_index(s->ld);
         s->ring = calloc((size_t)s->W, sizeof *s->ring);
@@ -525,11 +673,17 @@ int ls_loader_server_open(ls_loader_server **out, const ls_loader_mix *mix, int 
         if (rc == LS_OK && (zmq_bind(s->wake_rx, wake) != 0 || zmq_connect(s->wake_tx, wake) != 0))
             rc = ls_err(LS_ENET, "zmq inproc: %s", zmq_strerror(zmq_errno()));
     }
-    if (rc == LS_OK) {
+    if (rc == LS_OK && !s->passive) {
         if (pthread_create(&s->builder, NULL, builder_main, s) != 0)
             rc = ls_err(LS_ENOMEM, "cannot start the constructor thread");
         else
             s->builder_on = 1;
+    }
+    if (rc == LS_OK && s->passive) {
+        if (pthread_create(&s->follower, NULL, follower_main, s) != 0)
+            rc = ls_err(LS_ENOMEM, "cannot start the shadow's follower thread");
+        else
+            s->follower_on = 1;
     }
     if (rc < 0) {
         ls_loader_server_close(s);
@@ -637,6 +791,14 @@ static void handle_batch(ls_loader_server *s, zmq_msg_t *env, size_t n_env, int6
         return;
     }
     pthread_mutex_lock(&s->mu);
+    if (s->passive && take_over(s) != LS_OK) {
+        snprintf(msg, sizeof msg, "%s", ls_errmsg());
+        reply_error(s, env, n_env, MSG_BATCH, LS_ESTATE, msg);
+        pthread_mutex_unlock(&s->mu);
+        return;
+    }
+    if (s->takeover_s > 0) /* after a takeover, a rank asking for step s has consumed the steps before it */
+        for (int64_t t = s->lo; t < step && t < s->hi; t++) s->fetched[(size_t)(t % s->W) * s->G + rank] = 1;
     if (s->build_err) {
         snprintf(msg, sizeof msg, "the constructor failed: %s", s->build_msg);
         reply_error(s, env, n_env, MSG_BATCH, s->build_err, msg);
@@ -704,25 +866,26 @@ static int control(ls_loader_server *s, const uint8_t *payload, size_t len, char
         pthread_mutex_lock(&s->ldmu);
         from = step >= 0 ? (int64_t)step : ls_loader_step_index(s->ld);
         /* journaled before it is applied and acknowledged; taken out again if refused */
-        cJSON *e = NULL;
-        if (s->journal) {
-            e = cJSON_CreateObject();
-            if (!e || !cJSON_AddNumberToObject(e, "at", (double)from) ||
-                !cJSON_AddItemToObject(e, "weights", cJSON_Duplicate(jw, 1))) {
-                cJSON_Delete(e);
-                e = NULL;
-                rc = ls_err(LS_ENOMEM, "out of memory");
-            } else {
-                cJSON_AddItemToArray(s->changes, e);
-                rc = journal_write(s);
-            }
+        cJSON *e = cJSON_CreateObject();
+        if (!e || !cJSON_AddNumberToObject(e, "at", (double)from) ||
+            !cJSON_AddItemToObject(e, "weights", cJSON_Duplicate(jw, 1))) {
+            cJSON_Delete(e);
+            e = NULL;
+            rc = ls_err(LS_ENOMEM, "out of memory");
+        } else {
+            pthread_mutex_lock(&s->mu); /* a shadow's pull reads the list under mu */
+            cJSON_AddItemToArray(s->changes, e);
+            pthread_mutex_unlock(&s->mu);
+            if (s->journal) rc = journal_write(s);
         }
         if (rc == LS_OK) rc = ls_loader_set_weights(s->ld, cJSON_IsNull(jw) ? NULL : w, from);
         if (rc != LS_OK && e) {
             char why[256]; /* keep the first error's message */
             snprintf(why, sizeof why, "%s", ls_errmsg());
+            pthread_mutex_lock(&s->mu);
             cJSON_Delete(cJSON_DetachItemViaPointer(s->changes, e));
-            if (journal_write(s) != LS_OK) LS_WARN("%s", ls_errmsg());
+            pthread_mutex_unlock(&s->mu);
+            if (s->journal && journal_write(s) != LS_OK) LS_WARN("%s", ls_errmsg());
             ls_err(rc, "%s", why);
         }
         pthread_mutex_unlock(&s->ldmu);
@@ -750,6 +913,12 @@ static void info(ls_loader_server *s, char *buf, size_t cap) {
     cJSON_AddNumberToObject(o, "read_batches", (double)s->read_batches);
     cJSON_AddNumberToObject(o, "served_tokens", (double)s->served_tokens);
     cJSON_AddNumberToObject(o, "served_batches", (double)s->served_batches);
+    if (s->shadow_of) {
+        cJSON_AddStringToObject(o, "shadow_of", s->shadow_of);
+        cJSON_AddBoolToObject(o, "took_over", !s->passive);
+        cJSON_AddNumberToObject(o, "state_pulls", (double)s->pulls);
+        if (!s->passive) cJSON_AddNumberToObject(o, "took_over_at_step", (double)s->peer_step);
+    }
     pthread_mutex_unlock(&s->mu);
     for (int i = 0; i < s->mix->n_sources; i++) {
         cJSON *e = cJSON_CreateObject();
@@ -791,6 +960,18 @@ static void handle(ls_loader_server *s, zmq_msg_t *env, size_t n_env, zmq_msg_t 
         info(s, buf, sizeof buf);
         send_reply(s, env, n_env, MSG_INFO, LS_OK, buf, strlen(buf));
         return;
+    case MSG_STATE: {
+        uint8_t *st = NULL;
+        size_t sl = 0;
+        pthread_mutex_lock(&s->mu);
+        int rc = s->passive ? ls_err(LS_ESTATE, "a shadow that has not taken over has no state to give")
+                            : state_message(s, &st, &sl);
+        pthread_mutex_unlock(&s->mu);
+        if (rc) reply_error(s, env, n_env, MSG_STATE, rc, ls_errmsg());
+        else send_reply(s, env, n_env, MSG_STATE, LS_OK, st, sl);
+        free(st);
+        return;
+    }
     case MSG_SHUTDOWN:
         send_reply(s, env, n_env, MSG_SHUTDOWN, LS_OK, "{\"ok\":true}", 11);
         atomic_store(&s->stop, 1);
@@ -845,12 +1026,15 @@ int ls_loader_server_run(ls_loader_server *s) {
 
 struct ls_loader_client {
     void *zctx, *sock;
-    char *endpoint;
+    char *endpoint;   /* the one in use */
+    char **endpoints; /* the primary, then its shadows */
+    int n_endpoints, cur;
     int rank, timeout_ms, retries;
 };
 
 static int client_connect(ls_loader_client *c) {
     if (c->sock) zmq_close(c->sock);
+    c->endpoint = c->endpoints[c->cur];
     c->sock = zmq_socket(c->zctx, ZMQ_REQ);
     if (!c->sock) return ls_err(LS_ENET, "zmq: %s", zmq_strerror(zmq_errno()));
     int zero = 0;
@@ -864,20 +1048,30 @@ static int client_connect(ls_loader_client *c) {
 
 int ls_loader_client_open(ls_loader_client **out, const char *endpoint, int rank, int timeout_ms, int retries) {
     *out = NULL;
-    if (strncmp(endpoint, "tcp://", 6) != 0 && strncmp(endpoint, "ipc://", 6) != 0)
-        return ls_err(LS_EINVAL, "loader endpoint must look like tcp://host:port, got '%s'", endpoint);
     ls_loader_client *c = calloc(1, sizeof *c);
     if (!c) return ls_err(LS_ENOMEM, "out of memory");
-    c->endpoint = malloc(strlen(endpoint) + 1);
     c->zctx = zmq_ctx_new();
     c->rank = rank;
     c->timeout_ms = timeout_ms > 0 ? timeout_ms : 30000;
     c->retries = retries >= 0 ? retries : 2;
-    int rc = (!c->endpoint || !c->zctx) ? ls_err(LS_ENOMEM, "out of memory") : LS_OK;
-    if (rc == LS_OK) {
-        strcpy(c->endpoint, endpoint);
-        rc = client_connect(c);
+    int rc = c->zctx ? LS_OK : ls_err(LS_ENOMEM, "out of memory");
+    for (const char *p = endpoint; rc == LS_OK && p;) { /* "tcp://primary:port,tcp://shadow:port,..." */
+        const char *comma = strchr(p, ',');
+        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        char **ne = realloc(c->endpoints, sizeof *ne * (size_t)(c->n_endpoints + 1));
+        if (!ne || !(ne[c->n_endpoints] = strndup(p, n))) {
+            if (ne) c->endpoints = ne;
+            rc = ls_err(LS_ENOMEM, "out of memory");
+            break;
+        }
+        c->endpoints = ne;
+        if (strncmp(ne[c->n_endpoints], "tcp://", 6) != 0 && strncmp(ne[c->n_endpoints], "ipc://", 6) != 0)
+            rc = ls_err(LS_EINVAL, "loader endpoint must look like tcp://host:port (a comma-separated list for "
+                                   "shadows), got '%s'", ne[c->n_endpoints]);
+        c->n_endpoints++;
+        p = comma ? comma + 1 : NULL;
     }
+    if (rc == LS_OK) rc = client_connect(c);
     if (rc < 0) {
         ls_loader_client_close(c);
         return rc;
@@ -890,53 +1084,80 @@ void ls_loader_client_close(ls_loader_client *c) {
     if (!c) return;
     if (c->sock) zmq_close(c->sock);
     if (c->zctx) zmq_ctx_term(c->zctx);
-    free(c->endpoint);
+    for (int i = 0; i < c->n_endpoints; i++) free(c->endpoints[i]);
+    free(c->endpoints);
     free(c);
 }
 
-/* Lazy-pirate request: on a timeout the REQ socket is replaced and the same request
- * resent; the service answers duplicates identically. *payload is malloc'd. */
+const char *ls_loader_client_endpoint(const ls_loader_client *c) { return c->endpoint; }
+
+/* Lazy-pirate request: on a timeout the REQ socket is replaced and the same request resent (the
+ * service answers duplicates identically); when an endpoint has not answered `retries + 1` times,
+ * the next one (a shadow) is tried. *payload is malloc'd. */
 static int roundtrip(ls_loader_client *c, int type, int64_t step, const void *pl, size_t plen, uint8_t **payload,
                      size_t *len, int *status) {
     uint8_t *req = NULL;
     size_t rlen = 0;
     LS_TRY(frame_req(type, step, c->rank, pl, plen, &req, &rlen));
-    int rc = LS_ETIMEDOUT;
-    for (int attempt = 0; attempt <= c->retries; attempt++) {
-        if (attempt > 0 && (rc = client_connect(c)) < 0) break;
-        if (zmq_send(c->sock, req, rlen, 0) < 0) {
-            rc = ls_err(LS_ETIMEDOUT, "loader service %s: send timed out", c->endpoint);
-            continue;
+    int rc = LS_ETIMEDOUT, done = 0;
+    for (int e = 0; e < c->n_endpoints && !done; e++) {
+        if (e > 0) {
+            c->cur = (c->cur + 1) % c->n_endpoints;
+            LS_WARN("loader service %s did not answer; failing over to %s", c->endpoint, c->endpoints[c->cur]);
+            if ((rc = client_connect(c)) < 0) break;
         }
-        zmq_msg_t m;
-        zmq_msg_init(&m);
-        if (zmq_msg_recv(&m, c->sock, 0) < 0) {
-            zmq_msg_close(&m);
-            rc = ls_err(LS_ETIMEDOUT, "loader service %s: no answer within %d ms (%d attempts)", c->endpoint,
-                        c->timeout_ms, attempt + 1);
-            continue;
-        }
-        const uint8_t *p = zmq_msg_data(&m), *body;
-        size_t n = zmq_msg_size(&m);
-        rep_hdr h;
-        memset(&h, 0, sizeof h);
-        if (n >= sizeof h) memcpy(&h, p, sizeof h);
-        rc = frame_check(p, n, REP_MAGIC, sizeof h, h.len, &body);
-        if (rc == LS_OK) {
-            *payload = malloc(h.len + 1);
-            if (!*payload)
-                rc = ls_err(LS_ENOMEM, "out of memory");
-            else {
-                memcpy(*payload, body, h.len);
-                (*payload)[h.len] = 0;
-                *len = h.len;
-                *status = h.status;
+        for (int attempt = 0; attempt <= c->retries && !done; attempt++) {
+            if (attempt > 0 && (rc = client_connect(c)) < 0) break;
+            if (zmq_send(c->sock, req, rlen, 0) < 0) {
+                rc = ls_err(LS_ETIMEDOUT, "loader service %s: send timed out", c->endpoint);
+                continue;
             }
+            zmq_msg_t m;
+            zmq_msg_init(&m);
+            if (zmq_msg_recv(&m, c->sock, 0) < 0) {
+                zmq_msg_close(&m);
+                rc = ls_err(LS_ETIMEDOUT, "loader service %s: no answer within %d ms (%d attempts)", c->endpoint,
+                            c->timeout_ms, attempt + 1);
+                continue;
+            }
+            const uint8_t *p = zmq_msg_data(&m), *body;
+            size_t n = zmq_msg_size(&m);
+            rep_hdr h;
+            memset(&h, 0, sizeof h);
+            if (n >= sizeof h) memcpy(&h, p, sizeof h);
+            rc = frame_check(p, n, REP_MAGIC, sizeof h, h.len, &body);
+            if (rc == LS_OK) {
+                *payload = malloc(h.len + 1);
+                if (!*payload)
+                    rc = ls_err(LS_ENOMEM, "out of memory");
+                else {
+                    memcpy(*payload, body, h.len);
+                    (*payload)[h.len] = 0;
+                    *len = h.len;
+                    *status = h.status;
+                }
+            }
+            zmq_msg_close(&m);
+            done = 1;
         }
-        zmq_msg_close(&m);
-        break;
     }
     free(req);
+    return rc;
+}
+
+/* One request to endpoint on a fresh socket (a shadow's pull): the answer's payload if its status is OK. */
+static int roundtrip_raw(const char *endpoint, int timeout_ms, int type, uint8_t **payload, size_t *len) {
+    ls_loader_client *c;
+    *payload = NULL;
+    LS_TRY(ls_loader_client_open(&c, endpoint, 0, timeout_ms, 0));
+    int status = 0;
+    int rc = roundtrip(c, type, 0, NULL, 0, payload, len, &status);
+    ls_loader_client_close(c);
+    if (rc == LS_OK && status < 0) {
+        free(*payload);
+        *payload = NULL;
+        rc = ls_err(status, "loader service %s refused the request", endpoint);
+    }
     return rc;
 }
 

@@ -1,0 +1,202 @@
+/* test_loader_shadow.c - a standby loader service: it follows the primary's state; after kill -9
+ * of the primary the clients fail over to it without a restart and receive byte-identical batches
+ * (a weight change acknowledged by the primary included); kill -9 of the shadow changes nothing.
+ * Servers run in forked children that are always killed and reaped. */
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "llmsys/loader.h"
+#include "test.h"
+
+static char dir[256];
+static pid_t kids[2] = {-1, -1};
+
+static void kill_kid(int i) {
+    if (kids[i] > 0) {
+        kill(kids[i], SIGKILL);
+        waitpid(kids[i], NULL, 0);
+        kids[i] = -1;
+    }
+}
+
+static void on_alarm(int sig) {
+    (void)sig;
+    for (int i = 0; i < 2; i++)
+        if (kids[i] > 0) kill(kids[i], SIGKILL);
+    _exit(3);
+}
+
+static const char *MIX =
+    "{\"n_ctx\": 32, \"tokens_per_rank\": 96, \"micro_batches\": 2, \"seed\": 3,"
+    " \"sources\": [{\"name\": \"a\", \"path\": \"a\", \"weight\": 0.5}, {\"name\": \"b\", \"path\": \"b\", \"weight\": 0.5}]}";
+enum { R = 2 };
+
+/* Forks a service (a shadow of primary_port when > 0) in slot i; returns its port. */
+static int start(int i, const ls_loader_mix *mix, int primary_port) {
+    int fd[2];
+    if (pipe(fd) != 0) return -1;
+    kids[i] = fork();
+    if (kids[i] == 0) {
+        close(fd[0]);
+        char prim[64];
+        snprintf(prim, sizeof prim, "tcp://127.0.0.1:%d", primary_port);
+        ls_loader_serve_opts o = {2, 2, 1, NULL, NULL, primary_port > 0 ? prim : NULL, 50};
+        ls_loader_server *srv;
+        int port = -1;
+        if (ls_loader_server_open(&srv, mix, R, "127.0.0.1", 0, &o, NULL, 0) == 0) port = ls_loader_server_port(srv);
+        else fprintf(stderr, "server: %s\n", ls_errmsg());
+        if (write(fd[1], &port, sizeof port) != (ssize_t)sizeof port) _exit(1);
+        close(fd[1]);
+        if (port < 0) _exit(1);
+        int rc = ls_loader_server_run(srv);
+        ls_loader_server_close(srv);
+        _exit(rc == 0 ? 0 : 1);
+    }
+    close(fd[1]);
+    int port = -1;
+    if (read(fd[0], &port, sizeof port) != (ssize_t)sizeof port) port = -1;
+    close(fd[0]);
+    return port;
+}
+
+static void make_data(void) {
+    char p[512], buf[4096];
+    for (int s = 0; s < 2; s++) {
+        snprintf(p, sizeof p, "%s/%c", dir, 'a' + s);
+        CHECK_EQ_INT(ls_mkdirs(p), 0);
+        for (int f = 0; f < 6; f++) {
+            int n = 20 + 131 * f + 50 * s;
+            for (int i = 0; i < n; i++) buf[i] = (char)('a' + (i * 3 + f + s) % 26);
+            snprintf(p, sizeof p, "%s/%c/f%d.txt", dir, 'a' + s, f);
+            CHECK_EQ_INT(ls_file_write_atomic(p, buf, (size_t)n), 0);
+        }
+    }
+    snprintf(p, sizeof p, "%s/mix.json", dir);
+    CHECK_EQ_INT(ls_file_write_atomic(p, MIX, strlen(MIX)), 0);
+}
+
+/* Rank r's batch of step from the client equals the reference's, byte for byte (its resume blob
+ * aside: the services built their first steps before the weight change arrived, the reference after). */
+static int same(ls_loader_client *c, ls_loader_step *st, int r, int64_t step) {
+    ls_loader_batch a, b;
+    uint8_t *ea = NULL, *eb = NULL;
+    size_t la = 0, lb = 0;
+    int ok = ls_loader_client_batch(c, step, &a) == LS_OK;
+    if (!ok) fprintf(stderr, "step %lld rank %d: %s\n", (long long)step, r, ls_errmsg());
+    ok = ok && ls_loader_step_batch(st, r, &b) == LS_OK;
+    a.state_len = b.state_len = 0;
+    ok = ok && ls_loader_batch_encode(&a, &ea, &la) == LS_OK && ls_loader_batch_encode(&b, &eb, &lb) == LS_OK;
+    ok = ok && la == lb && !memcmp(ea, eb, la);
+    free(ea);
+    free(eb);
+    ls_loader_batch_free(&a);
+    ls_loader_batch_free(&b);
+    return ok;
+}
+
+static void test_failover(void) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/mix.json", dir);
+    ls_loader_mix mix;
+    CHECK_EQ_INT(ls_loader_mix_load(p, &mix), 0);
+    int pp = start(0, &mix, 0);
+    int sp = pp > 0 ? start(1, &mix, pp) : -1;
+    CHECK(pp > 0 && sp > 0);
+    if (pp <= 0 || sp <= 0) return;
+    char eps[128];
+    snprintf(eps, sizeof eps, "tcp://127.0.0.1:%d,tcp://127.0.0.1:%d", pp, sp);
+    ls_loader_client *c[R];
+    for (int r = 0; r < R; r++) CHECK_EQ_INT(ls_loader_client_open(&c[r], eps, r, 300, 0), 0);
+    ls_loader *ref;
+    CHECK_EQ_INT(ls_loader_open(&ref, &mix, R, NULL), 0);
+    int64_t step = 0;
+    for (; step < 5; step++) {
+        ls_loader_step *st;
+        CHECK_EQ_INT(ls_loader_next_step(ref, &st), 0);
+        for (int r = 0; r < R; r++) CHECK_MSG(same(c[r], st, r, step), "primary step %lld rank %d", (long long)step, r);
+        ls_loader_step_free(st);
+    }
+    /* a weight change acknowledged by the primary after the state the shadow will start from was
+     * built (the primary builds two steps ahead): the shadow must replay it */
+    CHECK_EQ_INT(ls_loader_client_set_weights(c[0], "{\"a\": 0.95, \"b\": 0.05}", 9, NULL), 0);
+    double w[2] = {0.95, 0.05};
+    CHECK_EQ_INT(ls_loader_set_weights(ref, w, 9), 0);
+    ls_sleep_ms(300); /* the shadow pulls every 50 ms */
+    kill_kid(0);
+    double t0 = ls_now(), first = -1;
+    for (; step < 14; step++) {
+        ls_loader_step *st;
+        CHECK_EQ_INT(ls_loader_next_step(ref, &st), 0);
+        for (int r = 0; r < R; r++) {
+            CHECK_MSG(same(c[r], st, r, step), "after fail-over: step %lld rank %d", (long long)step, r);
+            if (first < 0) first = ls_now() - t0;
+        }
+        ls_loader_step_free(st);
+    }
+    char want[64];
+    snprintf(want, sizeof want, "tcp://127.0.0.1:%d", sp);
+    CHECK(!strcmp(ls_loader_client_endpoint(c[0]), want));
+    CHECK_MSG(first >= 0 && first < 3.0, "first batch after kill -9 of the primary in %.3f s", first);
+    fprintf(stderr, "fail-over: first batch from the shadow %.3f s after kill -9 (client timeout 0.3 s)\n", first);
+    for (int r = 0; r < R; r++) ls_loader_client_close(c[r]);
+    ls_loader_close(ref);
+    kill_kid(1);
+    ls_loader_mix_free(&mix);
+}
+
+static void test_shadow_dies(void) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/mix.json", dir);
+    ls_loader_mix mix;
+    CHECK_EQ_INT(ls_loader_mix_load(p, &mix), 0);
+    int pp = start(0, &mix, 0);
+    int sp = pp > 0 ? start(1, &mix, pp) : -1;
+    CHECK(pp > 0 && sp > 0);
+    if (pp <= 0 || sp <= 0) return;
+    ls_sleep_ms(120);
+    kill_kid(1);
+    char eps[128];
+    snprintf(eps, sizeof eps, "tcp://127.0.0.1:%d,tcp://127.0.0.1:%d", pp, sp);
+    ls_loader_client *c;
+    ls_loader *ref;
+    CHECK_EQ_INT(ls_loader_client_open(&c, eps, 1, 2000, 0), 0);
+    CHECK_EQ_INT(ls_loader_open(&ref, &mix, R, NULL), 0);
+    for (int64_t step = 0; step < 3; step++) {
+        ls_loader_step *st;
+        CHECK_EQ_INT(ls_loader_next_step(ref, &st), 0);
+        CHECK(same(c, st, 1, step));
+        ls_loader_step_free(st);
+    }
+    /* a shadow with no primary to follow refuses to serve instead of inventing batches */
+    ls_loader_client_close(c);
+    ls_loader_close(ref);
+    kill_kid(0);
+    int lone = start(1, &mix, pp); /* its primary is dead: it never gets a state */
+    CHECK(lone > 0);
+    snprintf(eps, sizeof eps, "tcp://127.0.0.1:%d", lone);
+    ls_loader_batch b;
+    CHECK_EQ_INT(ls_loader_client_open(&c, eps, 0, 2000, 0), 0);
+    CHECK(ls_loader_client_batch(c, 0, &b) == LS_ESTATE && strstr(ls_errmsg(), "no state"));
+    ls_loader_client_close(c);
+    kill_kid(1);
+    ls_loader_mix_free(&mix);
+}
+
+int main(void) {
+    snprintf(dir, sizeof dir, "/tmp/llmsys-test-shadow-%d", (int)getpid());
+    signal(SIGALRM, on_alarm);
+    alarm(100);
+    ls_log_set_level(LS_LOG_ERROR);
+    make_data();
+    RUN(test_failover);
+    RUN(test_shadow_dies);
+    kill_kid(0);
+    kill_kid(1);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) fprintf(stderr, "cleanup of %s failed\n", dir);
+    return TEST_RESULT();
+}
