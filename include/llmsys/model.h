@@ -171,6 +171,8 @@ int ls_ckpt_quant_meta(ls_st_file *f, int n_layer, int *group, int *bits);
 /* The BPE vocabulary stored as "llmsys.tokenizer" (*out NULL for the byte vocabulary); its size
  * must equal cfg->vocab, and a vocabulary other than bytes must have one. */
 int ls_ckpt_tokenizer(ls_st_file *f, const ls_model_config *cfg, ls_bpe **out);
+/* The same from a checkpoint path (cfg may be NULL: the file's own). */
+int ls_ckpt_tokenizer_load(const char *path, const ls_model_config *cfg, ls_bpe **out);
 /* The F32 data of layout tensor i in an open checkpoint, checked against the layout shape. */
 int ls_ckpt_tensor(ls_st_file *f, const ls_model_config *c, int i, const float **data);
 

@@ -64,6 +64,12 @@ int ls_text_encode(const ls_bpe *t, const char *text, size_t len, int **ids, siz
 int ls_text_decode(const ls_bpe *t, const int *ids, size_t n, char **text, size_t *len);
 /* Bytes of text token id stands for (0 for specials and ids outside the vocabulary). */
 size_t ls_text_token_bytes(const ls_bpe *t, int id);
+/* Tokens ids[a, b) as valid UTF-8 (malloc'd, NUL-terminated; invalid bytes become U+FFFD, specials
+ * are dropped); NULL when out of memory. */
+char *ls_text_utf8(const ls_bpe *t, const int *ids, int a, int b);
+/* The largest k in [a, b] such that tokens [a, k) do not end inside a character (all of them when
+ * final): what a stream can send now. */
+int ls_text_utf8_ready(const ls_bpe *t, const int *ids, int a, int b, int final);
 
 /* The GPT-2 pre-tokenizer: end (exclusive) of the piece that starts at pos < len. */
 size_t ls_bpe_piece_end(const char *text, size_t len, size_t pos);

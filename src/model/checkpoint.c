@@ -130,6 +130,16 @@ int ls_ckpt_tokenizer(ls_st_file *f, const ls_model_config *cfg, ls_bpe **out) {
     return rc;
 }
 
+int ls_ckpt_tokenizer_load(const char *path, const ls_model_config *cfg, ls_bpe **out) {
+    ls_st_file *f;
+    ls_model_config c;
+    *out = NULL;
+    LS_TRY(ls_ckpt_open(path, &f, &c));
+    int rc = ls_ckpt_tokenizer(f, cfg ? cfg : &c, out);
+    ls_st_close(f);
+    return rc;
+}
+
 int ls_ckpt_quant_meta(ls_st_file *f, int n_layer, int *group, int *bits) {
     const char *qj = ls_st_meta(f, "llmsys.quant");
     for (int l = 0; l < n_layer; l++) bits[l] = 32;

@@ -53,6 +53,7 @@ struct ls_server {
     char model[1024], name[256], self[1024], host[64];
     ls_plan plan;
     ls_model_config cfg;
+    ls_bpe *tok; /* the checkpoint's BPE vocabulary; NULL: bytes */
     int ns;
     pid_t pids[LS_SERVE_MAX_STAGES];
     int alive[LS_SERVE_MAX_STAGES];
@@ -480,55 +481,14 @@ static enum MHD_Result send_error(struct MHD_Connection *c, int status, const ch
     return r;
 }
 
-/* Length of the longest prefix of b[0..n) that ends on a UTF-8 character boundary
- * (a trailing incomplete sequence waits for more bytes unless final). */
-static int utf8_ready(const unsigned char *b, int n, int final) {
-    if (final) return n;
-    int i = n - 1, back = 0;
-    while (i >= 0 && back < 3 && (b[i] & 0xC0) == 0x80) i--, back++;
-    if (i < 0) return n;
-    int need = b[i] >= 0xF0 ? 4 : b[i] >= 0xE0 ? 3 : b[i] >= 0xC0 ? 2 : 1;
-    return n - i < need ? i : n;
-}
-
-/* Tokens [a, b) as text: bytes only (specials dropped); invalid UTF-8 becomes U+FFFD so
- * the JSON stays valid. Returns a malloc'd NUL-terminated string. */
-static char *tokens_text(const int *t, int a, int b) {
-    char *s = malloc((size_t)(b - a) * 3 + 1);
-    LS_ASSERT(s);
-    int n = 0;
-    unsigned char raw[4];
-    for (int i = a; i < b;) {
-        if (t[i] > 255) { i++; continue; }
-        unsigned char c = (unsigned char)t[i];
-        int need = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
-        int ok = need > 0 && i + need <= b;
-        for (int k = 1; ok && k < need; k++) ok = t[i + k] <= 255 && (t[i + k] & 0xC0) == 0x80;
-        if (!ok) {
-            memcpy(s + n, "\xEF\xBF\xBD", 3);
-            n += 3;
-            i++;
-            continue;
-        }
-        for (int k = 0; k < need; k++) raw[k] = (unsigned char)t[i + k];
-        memcpy(s + n, raw, (size_t)need);
-        n += need;
-        i += need;
-    }
-    s[n] = '\0';
-    return s;
-}
-
-static int bytes_ready(const req *r, int from, int final) {
-    unsigned char b[4096];
-    int n = 0;
-    for (int i = from; i < r->n_out && n < (int)sizeof b; i++) b[n++] = r->out[i] > 255 ? 'x' : (unsigned char)r->out[i];
-    return from + utf8_ready(b, n, final);
+static int bytes_ready(const ls_server *s, const req *r, int from, int final) {
+    return ls_text_utf8_ready(s->tok, r->out, from, r->n_out, final);
 }
 
 static char *completion_json(ls_server *s, req *r, const char *id) {
     cJSON *j = ls_oai_envelope(r->chat, 0, id, (long)ls_wall_time(), s->name), *ch = cJSON_AddArrayToObject(j, "choices");
-    char *text = tokens_text(r->out, 0, r->n_out);
+    char *text = ls_text_utf8(s->tok, r->out, 0, r->n_out);
+    LS_ASSERT(text);
     cJSON_AddItemToArray(ch, ls_oai_choice(r->chat, 0, 1, text, r->out, r->n_out, r->finish));
     free(text);
     cJSON *u = cJSON_AddObjectToObject(j, "usage");
@@ -548,7 +508,7 @@ static ssize_t stream_cb(void *cls, uint64_t pos, char *buf, size_t max) {
     pthread_mutex_lock(&s->mu);
     for (;;) {
         int final = r->state >= RQ_DONE;
-        int upto = bytes_ready(r, st->sent, final);
+        int upto = bytes_ready(s, r, st->sent, final);
         if (upto > st->sent || final || !__atomic_load_n(&s->running, __ATOMIC_ACQUIRE)) break;
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -557,14 +517,15 @@ static ssize_t stream_cb(void *cls, uint64_t pos, char *buf, size_t max) {
         pthread_cond_timedwait(&r->cv, &s->mu, &ts);
     }
     int final = r->state >= RQ_DONE, running = __atomic_load_n(&s->running, __ATOMIC_ACQUIRE);
-    int upto = bytes_ready(r, st->sent, final);
+    int upto = bytes_ready(s, r, st->sent, final);
     ssize_t n = 0;
     cJSON *j = NULL;
     if (upto > st->sent || (final && st->finished == 0 && r->state == RQ_DONE)) {
         j = ls_oai_envelope(r->chat, 1, st->id, st->created, s->name);
         cJSON *ch = cJSON_AddArrayToObject(j, "choices");
         int last = final && upto == r->n_out;
-        char *text = tokens_text(r->out, st->sent, upto);
+        char *text = ls_text_utf8(s->tok, r->out, st->sent, upto);
+        LS_ASSERT(text);
         cJSON_AddItemToArray(ch, ls_oai_choice(r->chat, 1, st->chunks == 0, text, r->out + st->sent, upto - st->sent,
                                                last ? r->finish : NULL));
         free(text);
@@ -645,13 +606,20 @@ static int parse_completion(ls_server *s, const char *body, size_t len, req *r, 
     if (chat_text || cJSON_IsString(p)) {
         /* a text prompt is a document start: BOS then its bytes, as in training */
         const char *txt = chat_text ? chat_text : p->valuestring;
-        size_t n = strlen(txt);
-        if (n + 1 >= (size_t)T) { snprintf(err, en, "prompt of %zu bytes is too long (context is %d tokens)", n, T); goto out; }
+        int *ids = NULL;
+        size_t n = 0;
+        if (ls_text_encode(s->tok, txt, strlen(txt), &ids, &n) != LS_OK) { snprintf(err, en, "out of memory"); goto out; }
+        if (n + 1 >= (size_t)T) {
+            snprintf(err, en, "prompt of %zu tokens is too long (context is %d tokens)", n, T);
+            free(ids);
+            goto out;
+        }
         r->n_prompt = (int)n + 1;
         r->prompt = malloc(sizeof(int) * (size_t)r->n_prompt);
-        if (!r->prompt) { snprintf(err, en, "out of memory"); goto out; }
+        if (!r->prompt) { free(ids); snprintf(err, en, "out of memory"); goto out; }
         r->prompt[0] = LS_TOK_BOS;
-        for (size_t i = 0; i < n; i++) r->prompt[i + 1] = (unsigned char)txt[i];
+        memcpy(r->prompt + 1, ids, sizeof(int) * n);
+        free(ids);
     } else if (cJSON_IsArray(p) && cJSON_GetArraySize(p) > 0) {
         int n = cJSON_GetArraySize(p);
         if (n >= T) { snprintf(err, en, "prompt of %d tokens is too long (context is %d tokens)", n, T); goto out; }
@@ -1016,6 +984,7 @@ void ls_server_stop(ls_server *s) {
     }
     free(s->slots);
     free(s->mbs);
+    ls_bpe_free(s->tok);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }
@@ -1042,6 +1011,7 @@ int ls_server_start(ls_server **out, const ls_server_opts *opts) {
     if (opts->model_name && opts->model_name[0]) snprintf(s->name, sizeof s->name, "%s", opts->model_name);
     else ls_oai_model_stem(opts->model, s->name, sizeof s->name);
     if ((rc = ls_ckpt_info(s->model, &s->cfg, &bits, NULL))) goto fail;
+    if ((rc = ls_ckpt_tokenizer_load(s->model, &s->cfg, &s->tok))) goto fail;
     if (opts->plan) {
         if (opts->plan->n_layer != s->cfg.n_layer) {
             rc = ls_err(LS_EINVAL, "plan is for a model with %d layers, but %s has %d", opts->plan->n_layer, s->model,
