@@ -103,7 +103,7 @@ int main(void) {
     size_t nh;
     const uint16_t *held = ls_corpus_tokens(cbpe, LS_SPLIT_HELDOUT, &nh);
     ls_eval_result e0, e1;
-    CHECK(ls_eval_tokens(m, held, nh, 32, 8, 0, &e0) == LS_OK, "eval before");
+    CHECK(ls_eval_tokens(m, held, nh, 32, 8, 8192, &e0) == LS_OK, "eval before");
     /* untrained: about ln(V) nats per token, so bits/byte = log2(V) * tokens / bytes */
     double want = log2((double)V) * (double)e0.tokens / (double)e0.bytes;
     CHECK(fabs(e0.bits_per_byte / want - 1) < 0.05, "untrained bits/byte %.3f vs %.3f", e0.bits_per_byte, want);
@@ -115,7 +115,7 @@ int main(void) {
             break;
         }
     }
-    CHECK(ls_eval_tokens(m, held, nh, 32, 8, 0, &e1) == LS_OK, "eval after");
+    CHECK(ls_eval_tokens(m, held, nh, 32, 8, 8192, &e1) == LS_OK, "eval after");
     CHECK(e1.bits_per_byte < e0.bits_per_byte - 0.5 && e1.bytes == e0.bytes, "trained: %.3f -> %.3f bits/byte",
           e0.bits_per_byte, e1.bits_per_byte);
     printf("bpe model: V %d, %zu -> %zu tokens (%.2f bytes/token); held-out bits/byte %.3f -> %.3f\n", V, nb, np,
@@ -129,7 +129,7 @@ int main(void) {
     CHECK(ls_ckpt_save(path, m, tc.steps, NULL, LS_CKPT_WEIGHTS) == LS_OK, "save");
     CHECK(ls_ckpt_load(path, LS_CKPT_WEIGHTS, &back, NULL) == LS_OK && ls_model_tokenizer(back), "load");
     if (back) {
-        CHECK(ls_eval_tokens(back, held, nh, 32, 8, 0, &e2) == LS_OK && e2.bits_per_byte == e1.bits_per_byte,
+        CHECK(ls_eval_tokens(back, held, nh, 32, 8, 8192, &e2) == LS_OK && e2.bits_per_byte == e1.bits_per_byte,
               "same bits/byte after load");
         int *ids;
         size_t n;
