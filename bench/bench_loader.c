@@ -15,12 +15,14 @@
  *    and the per-source state the loader accounts for (ls_loader_state_bytes).
  * 3b. Placement on a dp=8 x tp=8 grid over the same 16 sources: tokens read and step time with
  *    one layout per DP group placed on its TP members, vs every process laying out its own.
+ * 3c. Fail-over: kill -9 of a primary service, time to the next batch from its shadow.
  * 4. (--calibrate) the cost model: forward+backward time of the "small" GPT at batch 1
  *    vs sequence length, least-squares fit time = b·L + a·L², ratio b/a.
  */
 #include <cjson/cJSON.h>
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -515,6 +517,94 @@ static int bench_topology(cJSON *out, int quick) {
     return rc;
 }
 
+/* ---------------------------------------------------------------- 3c. fail-over to a shadow */
+
+static pid_t spawn_service(const ls_loader_mix *mix, int ranks, const char *shadow_of, int *port) {
+    int fd[2];
+    *port = -1;
+    if (pipe(fd) != 0) return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fd[0]);
+        ls_loader_serve_opts o = {2, 2, 1, NULL, NULL, shadow_of, 50};
+        ls_loader_server *srv;
+        int p = -1;
+        if (ls_loader_server_open(&srv, mix, ranks, "127.0.0.1", 0, &o, NULL, 0) == 0) p = ls_loader_server_port(srv);
+        if (write(fd[1], &p, sizeof p) != (ssize_t)sizeof p || p < 0) _exit(1);
+        close(fd[1]);
+        int rc = ls_loader_server_run(srv);
+        ls_loader_server_close(srv);
+        _exit(rc == 0 ? 0 : 1);
+    }
+    close(fd[1]);
+    if (pid < 0 || read(fd[0], port, sizeof *port) != (ssize_t)sizeof *port) *port = -1;
+    close(fd[0]);
+    return pid;
+}
+
+/* Primary and shadow services over the memory section's sources; a client fetches a few steps,
+ * the primary is killed with SIGKILL, and the time to the next batch (from the shadow) is taken.
+ * Repeated; the client timeout per attempt is the floor. */
+static int bench_failover(cJSON *out, int quick) {
+    const int NS = 16, R = 1, reps = quick ? 2 : 5, timeout_ms = 200;
+    char dirs_buf[16][300];
+    const char *dirs[16];
+    for (int i = 0; i < NS; i++) {
+        snprintf(dirs_buf[i], sizeof dirs_buf[i], "%s/mem%02d", g_dir, i);
+        dirs[i] = dirs_buf[i];
+    }
+    ls_loader_mix mix;
+    LS_TRY(mix_for(dirs, NS, 1024, 4096, &mix));
+    double *t = calloc((size_t)reps, sizeof(double));
+    int rc = t ? LS_OK : ls_err(LS_ENOMEM, "out of memory"), done = 0;
+    for (int k = 0; k < reps && rc == LS_OK; k++) {
+        int pp, sp;
+        char prim[64], eps[160];
+        pid_t p = spawn_service(&mix, R, NULL, &pp), sh = -1;
+        snprintf(prim, sizeof prim, "tcp://127.0.0.1:%d", pp);
+        if (pp > 0) sh = spawn_service(&mix, R, prim, &sp);
+        if (pp <= 0 || sh < 0 || sp <= 0) rc = ls_err(LS_EIO, "fail-over: a service did not start");
+        ls_loader_client *c = NULL;
+        if (rc == LS_OK) {
+            snprintf(eps, sizeof eps, "%s,tcp://127.0.0.1:%d", prim, sp);
+            rc = ls_loader_client_open(&c, eps, 0, timeout_ms, 0);
+        }
+        for (int64_t step = 0; rc == LS_OK && step < 4; step++) {
+            ls_loader_batch b;
+            if ((rc = ls_loader_client_batch(c, step, &b)) == LS_OK) ls_loader_batch_free(&b);
+        }
+        if (rc == LS_OK) {
+            ls_sleep_ms(150); /* a few of the shadow's 50 ms pulls */
+            kill(p, SIGKILL);
+            waitpid(p, NULL, 0);
+            p = -1;
+            double t0 = ls_now();
+            ls_loader_batch b;
+            if ((rc = ls_loader_client_batch(c, 4, &b)) == LS_OK) {
+                t[done++] = ls_now() - t0;
+                ls_loader_batch_free(&b);
+            }
+        }
+        ls_loader_client_close(c);
+        if (p > 0) kill(p, SIGKILL), waitpid(p, NULL, 0);
+        if (sh > 0) kill(sh, SIGKILL), waitpid(sh, NULL, 0);
+    }
+    ls_loader_mix_free(&mix);
+    if (rc == LS_OK && done > 0) {
+        qsort(t, (size_t)done, sizeof(double), cmp_d);
+        printf("\n3c. fail-over: kill -9 of the primary, next batch from its shadow (client timeout %d ms), %d runs\n",
+               timeout_ms, done);
+        printf("   seconds: min %.3f  median %.3f  max %.3f\n", t[0], t[done / 2], t[done - 1]);
+        cJSON *j = cJSON_AddObjectToObject(out, "failover");
+        cJSON_AddNumberToObject(j, "client_timeout_ms", timeout_ms);
+        cJSON_AddNumberToObject(j, "min_s", t[0]);
+        cJSON_AddNumberToObject(j, "median_s", t[done / 2]);
+        cJSON_AddNumberToObject(j, "max_s", t[done - 1]);
+    }
+    free(t);
+    return rc;
+}
+
 /* ---------------------------------------------------------------- 4. calibration */
 
 static int bench_calibrate(cJSON *out) {
@@ -607,6 +697,7 @@ int main(int argc, char **argv) {
     if (rc == LS_OK && !only_cal) bench_balance(out, quick);
     if (rc == LS_OK && !only_cal) rc = bench_memory(out, quick);
     if (rc == LS_OK && !only_cal) rc = bench_topology(out, quick);
+    if (rc == LS_OK && !only_cal) rc = bench_failover(out, quick);
     if (rc == LS_OK && calibrate) rc = bench_calibrate(out);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
