@@ -30,6 +30,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -341,6 +342,59 @@ struct cJSON *ls_steal_result_json(const char *target, const char *strategy, con
                                    const ls_steal_result *res);
 /* Share of labels[i] == d->y[i] over d's rows (0 for no rows). */
 double ls_steal_label_accuracy(const int32_t *labels, const ls_steal_data *d);
+
+/* ---------------------------------------------------------------- workflows (audit.c) */
+
+/* What ls_victim_train_file did: the data's name, rows, shape, accuracies, wall seconds,
+ * whether a scaler was stored, the knn reference rows kept. */
+typedef struct {
+    char data_name[256];
+    int64_t train_rows, test_rows;
+    int d, k;
+    double train_acc, test_acc, seconds;
+    int has_scaler;
+    int64_t knn_ref;
+} ls_victim_train_summary;
+/* `victim train`: opens data (ls_steal_dataset_open, at most train_n rows), trains a victim
+ * with o, measures train and test accuracy, saves it to out and, when report is non-NULL,
+ * writes a JSON summary there. */
+int ls_victim_train_file(const ls_victim_opts *o, const char *data, int64_t train_n, const char *out,
+                         const char *report, ls_victim_train_summary *s);
+/* `victim serve`: loads model and serves it with so, prints the serving line to out, writes
+ * the bound port to port_file (may be NULL), and serves until *stop becomes non-zero or
+ * duration seconds (> 0) pass; then prints the final /stats and stops. */
+int ls_victim_serve_file(const char *model, const ls_victim_server_opts *so, const char *port_file, double duration,
+                         const volatile int *stop, FILE *out);
+/* `steal`: the attack o against the API at target (client with api_key, timeout_s); saves the
+ * replica to out with the run's summary as metadata, and the summary to report (may be
+ * NULL). A target failing midway: LS_OK with res->stopped_early and the replica saved. */
+int ls_steal_attack_url(const ls_steal_opts *o, const char *target, const char *api_key, double timeout_s,
+                        const char *out, const char *report, ls_steal_result *res);
+
+typedef struct {
+    const char *replica, *target, *data, *api_key, *report;
+    int64_t test_n, budget; /* test rows (0 all); baselines' budget (0: the replica's own count) */
+    int baselines, epochs;
+    double timeout_s, test_split;
+} ls_steal_eval_opts;
+typedef struct {
+    char desc[1200];   /* which rows were evaluated */
+    const char *units; /* "raw units", "model units", "as given" */
+    int64_t test_rows;
+    int evaluated; /* agreement and accuracies below are valid (even if a baseline failed) */
+    double agreement, accuracy, victim_accuracy;
+    int has_base[2];          /* [0] random, [1] natural */
+    int natural_skipped;      /* the whole file was the test set: no natural rows */
+    int64_t base_queries[2];
+    double base_agree[2], base_acc[2];
+} ls_steal_eval_result;
+void ls_steal_eval_opts_default(ls_steal_eval_opts *o);
+/* `steal eval`: agreement of a replica file with the target on test rows, replica and victim
+ * accuracy, optional random/natural baselines with the same budget, JSON report. */
+int ls_steal_eval(const ls_steal_eval_opts *o, ls_steal_eval_result *r);
+/* The `llmsys demo steal` scenario under dir (created): two victims on Fashion-MNIST, the
+ * attack and the random baseline, a table printed to out. quick: a reduced run. */
+int ls_steal_demo(const char *dir, int quick, FILE *out);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,6 @@
 /* cmd_steal.c - `llmsys victim` (train, serve, make-data), `llmsys steal` (attack, eval) and
  * the steal demo scenario. */
 #include <cblas.h>
-#include <cjson/cJSON.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,8 +49,6 @@ static int victim_train(int argc, char **argv) {
                 type_s);
         return 2;
     }
-    ls_steal_data tr, te;
-    if (ls_steal_dataset_open(data, train_n, &tr, &te)) return ls_cli_fail();
     ls_victim_opts o;
     ls_victim_opts_default(&o, type);
     if (epochs > 0) o.epochs = epochs;
@@ -64,47 +61,22 @@ static int victim_train(int argc, char **argv) {
     if (kernel > 0) o.kernel = kernel;
     o.seed = (uint64_t)seed;
     o.verbose = !quiet;
-    double t0 = ls_now();
-    ls_victim *v;
-    if (ls_victim_train(&o, &tr, &v)) {
-        ls_steal_data_free(&tr);
-        ls_steal_data_free(&te);
-        return ls_cli_fail();
-    }
-    double t_train = ls_now() - t0, acc = 0, tacc = 0;
-    int fail = ls_victim_accuracy(v, &te, &acc) || ls_victim_accuracy(v, &tr, &tacc) || ls_victim_save(v, out);
-    if (!fail) {
-        printf("victim %s on %s: %lld train rows, %d features, %d classes; train accuracy %.4f, test accuracy %.4f "
-               "(%lld test rows); trained in %.1f s -> %s\n",
-               type_s, tr.name, (long long)tr.n, tr.d, tr.k, tacc, acc, (long long)te.n, t_train, out);
-        if (tr.raw_min)
-            printf("  (the train split's min-max scaler is stored in %s: the API takes %s's own units)\n", out, tr.name);
-        if (type == LS_VICTIM_KNN)
-            printf("  (knn keeps %lld reference rows, subsampled for prediction speed)\n",
-                   (long long)(o.knn_ref < tr.n ? o.knn_ref : tr.n));
-    }
-    if (!fail && report) {
-        cJSON *j = cJSON_CreateObject();
-        cJSON_AddStringToObject(j, "type", type_s);
-        cJSON_AddStringToObject(j, "data", data);
-        cJSON_AddNumberToObject(j, "train_rows", (double)tr.n);
-        cJSON_AddNumberToObject(j, "test_rows", (double)te.n);
-        cJSON_AddNumberToObject(j, "train_accuracy", tacc);
-        cJSON_AddNumberToObject(j, "test_accuracy", acc);
-        cJSON_AddNumberToObject(j, "train_seconds", t_train);
-        cJSON_AddStringToObject(j, "out", out);
-        fail = ls_json_write_file(report, j);
-        cJSON_Delete(j);
-    }
-    ls_victim_free(v);
-    ls_steal_data_free(&tr);
-    ls_steal_data_free(&te);
-    return fail ? ls_cli_fail() : 0;
+    ls_victim_train_summary sm;
+    if (ls_victim_train_file(&o, data, train_n, out, report, &sm)) return ls_cli_fail();
+    printf("victim %s on %s: %lld train rows, %d features, %d classes; train accuracy %.4f, test accuracy %.4f "
+           "(%lld test rows); trained in %.1f s -> %s\n",
+           type_s, sm.data_name, (long long)sm.train_rows, sm.d, sm.k, sm.train_acc, sm.test_acc,
+           (long long)sm.test_rows, sm.seconds, out);
+    if (sm.has_scaler)
+        printf("  (the train split's min-max scaler is stored in %s: the API takes %s's own units)\n", out,
+               sm.data_name);
+    if (type == LS_VICTIM_KNN) printf("  (knn keeps %lld reference rows, subsampled for prediction speed)\n", (long long)sm.knn_ref);
+    return 0;
 }
 
 /* ---------------------------------------------------------------- victim serve */
 
-static volatile sig_atomic_t stop_flag;
+static volatile int stop_flag;
 static void on_signal(int sig) { stop_flag = sig; }
 
 static int victim_serve(int argc, char **argv) {
@@ -160,44 +132,9 @@ static int victim_serve(int argc, char **argv) {
     so.throttle_s = throttle;
     so.admin_key = admin;
     so.model_units = model_units;
-    ls_victim *v;
-    if (ls_victim_load(model, &v)) return ls_cli_fail();
-    ls_victim_server *srv;
-    if (ls_victim_server_start(v, &so, &srv)) {
-        ls_victim_free(v);
-        return ls_cli_fail();
-    }
-    int d, k, shape[3];
-    float lo, hi;
-    ls_victim_info(v, &d, &k, &lo, &hi, shape);
-    const char *units =
-        ls_victim_server_input_range(srv, &lo, &hi) ? "the training data's units, per-feature ranges in GET /info" : "";
-    printf("victim %s serving on http://127.0.0.1:%d/predict (input %dx%dx%d in [%g,%g]%s%s, %d classes, output %s, "
-           "PRADA %s)\n",
-           ls_victim_type_name(ls_victim_kind(v)), ls_victim_server_port(srv), shape[0], shape[1], shape[2], lo, hi,
-           units[0] ? ", " : "", units, k, output, prada);
-    fflush(stdout);
-    if (port_file) {
-        char b[32];
-        int n = snprintf(b, sizeof b, "%d\n", ls_victim_server_port(srv));
-        if (ls_file_write_atomic(port_file, b, (size_t)n)) {
-            ls_victim_server_stop(srv);
-            ls_victim_free(v);
-            return ls_cli_fail();
-        }
-    }
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
-    double t0 = ls_now();
-    while (!stop_flag && (duration <= 0 || ls_now() - t0 < duration)) ls_sleep_ms(50);
-    cJSON *st = ls_victim_server_stats(srv);
-    char *txt = cJSON_PrintUnformatted(st);
-    printf("victim serve: stopping; stats %s\n", txt ? txt : "{}");
-    free(txt);
-    cJSON_Delete(st);
-    ls_victim_server_stop(srv);
-    ls_victim_free(v);
-    return 0;
+    return ls_victim_serve_file(model, &so, port_file, duration, &stop_flag, stdout) ? ls_cli_fail() : 0;
 }
 
 static int victim_make_data(int argc, char **argv) {
@@ -306,21 +243,8 @@ int cmd_steal(int argc, char **argv) {
     o.members = members;
     o.use_proba = !no_proba;
     o.verbose = !quiet;
-    ls_steal_client *cl;
-    if (ls_steal_client_init(target, key, timeout, o.c * o.h * o.w, k, &cl)) return ls_cli_fail();
-    ls_replica *r = NULL;
     ls_steal_result res;
-    rc = ls_steal_run(&o, ls_steal_client_oracle(cl), &r, &res);
-    ls_steal_client_free(cl);
-    if (rc) return ls_cli_fail();
-    cJSON *j = ls_steal_result_json(target, strategy, &o, &res);
-    char *meta = cJSON_PrintUnformatted(j);
-    rc = ls_replica_save(r, out, meta);
-    free(meta);
-    ls_replica_free(r);
-    if (!rc && report) rc = ls_json_write_file(report, j);
-    cJSON_Delete(j);
-    if (rc) return ls_cli_fail();
+    if (ls_steal_attack_url(&o, target, key, timeout, out, report, &res)) return ls_cli_fail();
     printf("steal: %lld queries (budget %lld) in %d rounds, %s answers, %.1f s -> %s\n", (long long)res.queries,
            (long long)budget, res.rounds, res.used_proba ? "probability" : "label-only", res.seconds, out);
     if (res.stopped_early) {
@@ -362,96 +286,21 @@ static int steal_eval(int argc, char **argv) {
                         "held-out split)\n", data);
         return 2;
     }
-    ls_replica *r;
-    if (ls_replica_load(replica, &r)) return ls_cli_fail();
-    ls_steal_data tr, te_full, te;
-    char desc[1200];
-    if (ls_steal_testset_open(data, test_split, &tr, &te_full, desc, sizeof desc)) {
-        ls_replica_free(r);
-        return ls_cli_fail();
-    }
-    int fail = ls_steal_data_subset(&te_full, test_n, 3, &te);
-    int64_t full_n = te_full.n;
-    ls_steal_data_free(&te_full);
-    if (!fail && te.n < full_n) {
-        size_t l = strlen(desc);
-        snprintf(desc + l, sizeof desc - l, ", %lld of them by --test-n", (long long)te.n);
-    }
-    int d, k;
-    ls_replica_info(r, &d, &k);
-    if (!fail && (d != te.d || k != te.k))
-        fail = ls_err(LS_EINVAL, "replica is %d features / %d classes but %s has %d / %d", d, k, data, te.d, te.k);
-    ls_steal_client *cl = NULL;
-    int32_t *vlab = NULL;
-    double agree = 0, acc = 0, vacc = 0;
-    const char *units = "as given";
-    if (!fail) fail = ls_steal_client_init(target, key, timeout, te.d, te.k, &cl);
-    if (!fail) {
-        ls_steal_data *sets[2] = {&te, &tr};
-        fail = ls_steal_match_units(cl, sets, 2, &units);
-    }
-    if (!fail) {
-        vlab = malloc(sizeof(int32_t) * (size_t)te.n);
-        fail = vlab ? ls_steal_client_labels(cl, &te, vlab) : ls_err(LS_ENOMEM, "out of memory");
-    }
-    if (!fail) fail = ls_steal_agreement(r, &te, vlab, &agree, &acc);
-    if (!fail) {
-        vacc = ls_steal_label_accuracy(vlab, &te);
+    ls_steal_eval_opts eo = {replica, target, data, key, report, test_n, budget, baselines, epochs, timeout,
+                             test_split};
+    ls_steal_eval_result r;
+    int fail = ls_steal_eval(&eo, &r);
+    if (r.evaluated)
         printf("eval on %s, %lld rows in %s: agreement with victim %.4f, replica accuracy %.4f (victim accuracy "
                "%.4f)\n",
-               desc, (long long)te.n, units, agree, acc, vacc);
-    }
-    cJSON *j = cJSON_CreateObject();
-    cJSON_AddStringToObject(j, "test_data", desc);
-    cJSON_AddStringToObject(j, "units", units);
-    cJSON_AddNumberToObject(j, "test_rows", (double)te.n);
-    cJSON_AddNumberToObject(j, "agreement", agree);
-    cJSON_AddNumberToObject(j, "accuracy", acc);
-    cJSON_AddNumberToObject(j, "victim_accuracy", vacc);
-    if (!fail && baselines) {
-        if (budget <= 0) budget = ls_replica_recorded_queries(replica);
-        if (budget <= 0) fail = ls_err(LS_EINVAL, "baselines need --budget (the replica records no query count)");
-        const char *names[2] = {"random", "natural"};
-        int strat[2] = {LS_STEAL_RANDOM, LS_STEAL_NATURAL};
-        for (int b = 0; b < 2 && !fail; b++) {
-            if (strat[b] == LS_STEAL_NATURAL && tr.n == 0) {
-                /* natural queries must not be the test rows themselves */
-                printf("  baseline natural skipped: the whole file is the test set (give --test-split to keep "
-                       "natural rows apart)\n");
-                continue;
-            }
-            ls_steal_opts o;
-            ls_steal_opts_default(&o);
-            ls_steal_opts_for_data(&o, &te);
-            o.budget = budget;
-            o.strategy = strat[b];
-            o.natural = &tr;
-            o.final_epochs = epochs;
-            o.use_proba = 0;
-            o.verbose = 1;
-            ls_replica *br;
-            ls_steal_result res;
-            fail = ls_steal_run(&o, ls_steal_client_oracle(cl), &br, &res);
-            double ba = 0, bacc = 0;
-            if (!fail) fail = ls_steal_agreement(br, &te, vlab, &ba, &bacc);
-            if (!fail) {
-                printf("  baseline %-8s (%lld queries): agreement %.4f, accuracy %.4f\n", names[b],
-                       (long long)res.queries, ba, bacc);
-                cJSON *bj = cJSON_AddObjectToObject(j, names[b]);
-                cJSON_AddNumberToObject(bj, "queries", (double)res.queries);
-                cJSON_AddNumberToObject(bj, "agreement", ba);
-                cJSON_AddNumberToObject(bj, "accuracy", bacc);
-                ls_replica_free(br);
-            }
-        }
-    }
-    if (!fail && report) fail = ls_json_write_file(report, j);
-    cJSON_Delete(j);
-    free(vlab);
-    ls_steal_client_free(cl);
-    ls_replica_free(r);
-    ls_steal_data_free(&tr);
-    ls_steal_data_free(&te);
+               r.desc, (long long)r.test_rows, r.units, r.agreement, r.accuracy, r.victim_accuracy);
+    for (int b = 0; b < 2; b++)
+        if (r.has_base[b])
+            printf("  baseline %-8s (%lld queries): agreement %.4f, accuracy %.4f\n", b ? "natural" : "random",
+                   (long long)r.base_queries[b], r.base_agree[b], r.base_acc[b]);
+        else if (b && r.natural_skipped)
+            printf("  baseline natural skipped: the whole file is the test set (give --test-split to keep "
+                   "natural rows apart)\n");
     return fail ? ls_cli_fail() : 0;
 }
 
@@ -461,108 +310,5 @@ int demo_steal(const ls_demo_ctx *ctx) {
     char dir[1024];
     blas_one_thread();
     snprintf(dir, sizeof dir, "%s/steal", ctx->workdir);
-    if (ls_mkdirs(dir)) return ls_cli_fail();
-    int64_t train_n = ctx->quick ? 1500 : 20000, test_n = ctx->quick ? 500 : 5000;
-    int64_t budgets_full[2] = {1000, 5000}, budgets_quick[1] = {300};
-    const int64_t *budgets = ctx->quick ? budgets_quick : budgets_full;
-    int nb = ctx->quick ? 1 : 2;
-    int types[2] = {LS_VICTIM_LOGREG, LS_VICTIM_MLP};
-    ls_steal_data tr, te_full, te;
-    if (ls_steal_dataset_open("fmnist", train_n, &tr, &te_full)) return ls_cli_fail();
-    if (ls_steal_data_subset(&te_full, test_n, 3, &te)) return ls_cli_fail();
-    ls_steal_data_free(&te_full);
-    printf("Fashion-MNIST: %lld train rows for the victims, %lld held-out test rows for agreement\n", (long long)tr.n,
-           (long long)te.n);
-    printf("%-7s %8s %7s %10s %10s %9s %s\n", "victim", "v.acc", "budget", "agreement", "random", "time", "PRADA");
-    int fail = 0;
-    for (int t = 0; t < 2 && !fail; t++) {
-        ls_victim_opts vo;
-        ls_victim_opts_default(&vo, types[t]);
-        if (ctx->quick) {
-            vo.epochs = 3;
-            vo.hidden = 64;
-        }
-        ls_victim *v;
-        if (ls_victim_train(&vo, &tr, &v)) return ls_cli_fail();
-        char path[1100];
-        snprintf(path, sizeof path, "%s/%s.bin", dir, ls_victim_type_name(types[t]));
-        ls_victim *vl = NULL;
-        double vacc = 0;
-        fail = ls_victim_save(v, path) || ls_victim_load(path, &vl) || ls_victim_accuracy(vl, &te, &vacc);
-        ls_victim_free(v);
-        if (fail) break;
-        ls_victim_server_opts so;
-        ls_victim_server_opts_default(&so);
-        so.admin_key = "auditor";
-        so.prada_mode = LS_PRADA_LOG;
-        snprintf(path, sizeof path, "%s/%s-queries.log", dir, ls_victim_type_name(types[t]));
-        so.log_path = path;
-        ls_victim_server *srv;
-        if (ls_victim_server_start(vl, &so, &srv)) {
-            ls_victim_free(vl);
-            return ls_cli_fail();
-        }
-        char url[128];
-        snprintf(url, sizeof url, "http://127.0.0.1:%d/predict", ls_victim_server_port(srv));
-        ls_steal_client *aud = NULL;
-        int32_t *vlab = malloc(sizeof(int32_t) * (size_t)te.n);
-        fail = !vlab || ls_steal_client_init(url, "auditor", 30, te.d, te.k, &aud) ||
-               ls_steal_client_labels(aud, &te, vlab);
-        ls_steal_client_free(aud);
-        for (int b = 0; b < nb && !fail; b++) {
-            double ag[2] = {0, 0};
-            int64_t flagged[2] = {-1, -1};
-            double secs = 0;
-            for (int s = 0; s < 2 && !fail; s++) {
-                char key[64];
-                snprintf(key, sizeof key, "%s-%lld", s ? "random" : "attacker", (long long)budgets[b]);
-                ls_steal_client *cl;
-                fail = ls_steal_client_init(url, key, 30, te.d, te.k, &cl);
-                if (fail) break;
-                ls_steal_opts o;
-                ls_steal_opts_default(&o);
-                o.budget = budgets[b];
-                o.strategy = s ? LS_STEAL_RANDOM : LS_STEAL_SYNTH;
-                o.use_proba = 0;
-                o.final_epochs = ctx->quick ? 15 : 20;
-                o.members = 1; /* one network keeps the demo quick; `llmsys steal` averages 3 */
-                if (ctx->quick) o.hidden1 = 64, o.hidden2 = 32;
-                o.seed = 7;
-                ls_replica *r;
-                ls_steal_result res;
-                fail = ls_steal_run(&o, ls_steal_client_oracle(cl), &r, &res);
-                ls_steal_client_free(cl);
-                if (fail) break;
-                if (!s) secs = res.seconds;
-                fail = ls_steal_agreement(r, &te, vlab, &ag[s], NULL);
-                if (!s && !fail && b == nb - 1) {
-                    snprintf(path, sizeof path, "%s/%s-replica.safetensors", dir, ls_victim_type_name(types[t]));
-                    fail = ls_replica_save(r, path, NULL);
-                }
-                ls_replica_free(r);
-                char id[80];
-                snprintf(id, sizeof id, "key:%s", key);
-                ls_victim_server_client(srv, id, NULL, &flagged[s], NULL);
-            }
-            if (fail) break;
-            char fl[64];
-            if (flagged[0] >= 0)
-                snprintf(fl, sizeof fl, "flagged after %lld queries", (long long)flagged[0]);
-            else
-                snprintf(fl, sizeof fl, "not flagged");
-            printf("%-7s %8.3f %7lld %10.3f %10.3f %8.1fs %s\n", ls_victim_type_name(types[t]), vacc,
-                   (long long)budgets[b], ag[0], ag[1], secs, fl);
-            fflush(stdout);
-        }
-        free(vlab);
-        ls_victim_server_stop(srv);
-        ls_victim_free(vl);
-    }
-    ls_steal_data_free(&tr);
-    ls_steal_data_free(&te);
-    if (fail) return ls_cli_fail();
-    printf("agreement = label agreement with the victim on held-out natural test images (the published metric);\n"
-           "random = a replica from the same number of uniform random queries. Files under %s\n",
-           dir);
-    return 0;
+    return ls_steal_demo(dir, ctx->quick, stdout) ? ls_cli_fail() : 0;
 }
