@@ -14,6 +14,7 @@ pkgs=(
   coinor-libcbc-dev          # exact ILP for the planner
   dataset-fashion-mnist      # victim/attack data for the steal module (gzip idx)
   python3-sklearn            # only for its real CSV tables (wine, breast cancer, digits) in bench_steal
+  libfreetype-dev fonts-dejavu-core fonts-dejavu-extra # glyphs task of the steal module (rendered fonts)
   zlib1g-dev                 # reads the gzipped idx files
   libdnnl-dev                # oneDNN: int8/bf16 GEMM for mixed-precision training and prefill
   elfutils                   # eu-stack: stack dumps of training ranks (robust)

@@ -91,11 +91,31 @@ void ls_steal_unscale_rows(const float *raw_min, const float *raw_max, int d, fl
  *            (make_gaussian_quantiles-style), plus noise dims.
  * Features are raw; normalise after splitting. */
 int ls_steal_make_table(const char *kind, int64_t n, int d, int k, uint64_t seed, ls_steal_data *out);
+/* Held-out tasks (tasks.c), never used to design the attack: images (1x28x28, 10 classes,
+ * 25 000 rows) "glyphs" (letters from the installed DejaVu fonts, FreeType), "shapes",
+ * "textures", "fmnist-inv" (a transformed Fashion-MNIST); tables "moons", "checker",
+ * "skewed". Index of a name (-1 unknown), count, name, whether an image task, one-line
+ * description. */
+int ls_steal_task_index(const char *name);
+int ls_steal_task_count(void);
+const char *ls_steal_task_name(int i);
+int ls_steal_task_is_image(int i);
+const char *ls_steal_task_what(int i);
+/* Generates task name deterministically from seed (the same seed, the same rows on a machine
+ * with the same fonts); image pixels are 8-bit levels in [0, 1], table features raw. */
+int ls_steal_make_task(const char *name, uint64_t seed, ls_steal_data *out);
+/* The task at seed 1 split as ls_steal_dataset_open splits (images: the first 20 000 rows
+ * train, the other 5 000 test; tables: 80/20 and min-max scaled); max_train > 0 caps train. */
+int ls_steal_task_split(const char *name, int64_t max_train, ls_steal_data *train, ls_steal_data *test);
+/* Writes task name (seed) under dir: images as Fashion-MNIST's four gzipped idx files
+ * (`--data fmnist:DIR` reads them), tables as DIR/NAME.csv. desc (ndesc bytes) says what. */
+int ls_steal_write_task(const char *name, uint64_t seed, const char *dir, char *desc, size_t ndesc);
 /* Opens a dataset by spec and splits it into train/test, normalised to [0,1]:
  *   "fmnist" or "fmnist:DIR": Debian's Fashion-MNIST idx files (train 60k / test 10k);
  *   "blobs" / "rings": the built-in synthetic tables (reproducible, seed fixed);
  *   "wine" / "cancer" / "digits": real tables from Debian's python3-sklearn (UCI wine,
  *     Wisconsin breast cancer, 8x8 digits, declared as (1,8,8) images), split like any CSV;
+ *   a held-out task name (ls_steal_task_index; ls_steal_task_split);
  *   any other string: a CSV path (80/20 split with a fixed seed).
  * max_train > 0 caps the train rows (a deterministic subset); test is always the full test
  * split. */

@@ -161,16 +161,35 @@ static int victim_make_data(int argc, char **argv) {
     return 0;
 }
 
+static int victim_make_task(int argc, char **argv) {
+    const char *task = NULL, *out = NULL;
+    int seed = 1;
+    ls_arg spec[] = {
+        {"task", LS_ARG_STR, &task, "T", "glyphs, shapes, textures, fmnist-inv (images); moons, checker, skewed", 1},
+        {"seed", LS_ARG_INT, &seed, "S", "seed (default 1: the rows `--data T` trains on)"},
+        {"out", LS_ARG_STR, &out, "DIR", "directory to write (idx images for fmnist:DIR, or DIR/T.csv)", 1},
+    };
+    int rc = ls_args_parse("victim make-task", "Writes a held-out task of the extraction audit to a directory.", spec,
+                           (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
+    if (rc) return LS_ARGS_EXIT(rc);
+    char desc[2400];
+    if (ls_steal_write_task(task, (uint64_t)seed, out, desc, sizeof desc)) return ls_cli_fail();
+    printf("wrote %s\n", desc);
+    return 0;
+}
+
 int cmd_victim(int argc, char **argv) {
     blas_one_thread();
     if (argc >= 2 && !strcmp(argv[1], "train")) return victim_train(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "serve")) return victim_serve(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "make-data")) return victim_make_data(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "make-task")) return victim_make_task(argc - 1, argv + 1);
     FILE *f = argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) ? stdout : stderr;
-    fprintf(f, "usage: llmsys victim train|serve|make-data [options]   (--help on each)\n"
+    fprintf(f, "usage: llmsys victim train|serve|make-data|make-task [options]   (--help on each)\n"
                "  train      train logreg/svm/tree/forest/knn/nb/mlp/cnn on a dataset, write victim.bin\n"
                "  serve      serve a victim over HTTP (POST /predict) with budget, rate limit, PRADA\n"
-               "  make-data  write a reproducible synthetic CSV table\n");
+               "  make-data  write a reproducible synthetic CSV table\n"
+               "  make-task  write a held-out task (images or a table) to a directory\n");
     return f == stdout ? 0 : 2;
 }
 

@@ -553,6 +553,7 @@ int ls_steal_make_table(const char *kind, int64_t n, int d, int k, uint64_t seed
 int ls_steal_dataset_open(const char *spec, int64_t max_train, ls_steal_data *train, ls_steal_data *test) {
     memset(train, 0, sizeof *train);
     memset(test, 0, sizeof *test);
+    if (ls_steal_task_index(spec) >= 0) return ls_steal_task_split(spec, max_train, train, test);
     if (!strncmp(spec, "fmnist", 6) && (spec[6] == '\0' || spec[6] == ':')) {
         const char *dir = spec[6] == ':' ? spec + 7 : FMNIST_DIR;
         char a[1024], b[1024];
@@ -635,6 +636,7 @@ int ls_steal_dataset_open(const char *spec, int64_t max_train, ls_steal_data *tr
 int ls_steal_dataset_is_named(const char *spec) {
     static const char *named[] = {"blobs", "rings", "wine", "cancer", "digits"};
     if (!strncmp(spec, "fmnist", 6) && (spec[6] == '\0' || spec[6] == ':')) return 1;
+    if (ls_steal_task_index(spec) >= 0) return 1;
     for (size_t i = 0; i < sizeof named / sizeof named[0]; i++)
         if (!strcmp(spec, named[i])) return 1;
     return 0;
