@@ -1,22 +1,35 @@
-/* bench_steal.c - model-extraction audit benchmark: per victim type x dataset x budget, the
- * replica's agreement with the victim on held-out natural test data, its accuracy, queries,
- * wall time and whether PRADA flagged the attacker; baselines measured in the same run:
- * uniform random queries with the same budget, and the same number of real training
- * samples labelled by the victim (upper reference). Everything goes over HTTP. */
+/* bench_steal.c - model-extraction audit benchmark, in two sets: development tasks (those the
+ * attack was designed on: Fashion-MNIST and the tables) and held-out tasks (generated image
+ * tasks and tables it never saw). Per victim type x task x budget: the replica's agreement
+ * with the victim on held-out natural test data, its accuracy, queries, wall time; baselines
+ * in the same run (uniform random queries with the same budget, the same number of real
+ * training rows labelled by the victim); and both extraction detectors side by side (PRADA
+ * and the query-distribution monitor): when each flagged the attack, and which natural-data
+ * clients (the natural baseline and a client replaying the test rows) each flagged, with the
+ * trade-off over each detector's threshold. Everything goes over HTTP. */
 #include <cblas.h>
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/utsname.h>
 
 #include "llmsys/core.h"
 #include "llmsys/steal.h"
 
 typedef struct {
     double agree, acc, secs;
-    int64_t queries, flagged_at;
-    double w;
+    int64_t queries, flagged_at, mon_at[LS_QMON_GRID];
+    double w, max_z;
 } outcome;
+
+/* What the detectors saw of one client: PRADA's min W and flag; the monitor's flag per grid z. */
+static void detector_view(ls_victim_server *srv, const char *key, outcome *out) {
+    char id[160];
+    snprintf(id, sizeof id, "key:%s", key);
+    ls_victim_server_client(srv, id, NULL, &out->flagged_at, &out->w);
+    for (int g = 0; g < LS_QMON_GRID; g++) ls_victim_server_monitor(srv, id, ls_qmon_grid[g], &out->mon_at[g], &out->max_z);
+}
 
 static int run_one(ls_victim_server *srv, const ls_steal_data *tr, const ls_steal_data *te, const int32_t *vlab,
                    int strategy, int64_t budget, int final_epochs, int proba, uint64_t seed, const char *key,
@@ -44,9 +57,24 @@ static int run_one(ls_victim_server *srv, const ls_steal_data *tr, const ls_stea
     ls_replica_free(r);
     out->secs = res.seconds;
     out->queries = res.queries;
-    char id[160];
-    snprintf(id, sizeof id, "key:%s", key);
-    ls_victim_server_client(srv, id, NULL, &out->flagged_at, &out->w);
+    detector_view(srv, key, out);
+    return rc;
+}
+
+/* A natural client that replays up to n test rows (shuffled) through the API. */
+static int replay_test(ls_victim_server *srv, const ls_steal_data *te, int64_t n, const char *key, outcome *out) {
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/predict", ls_victim_server_port(srv));
+    ls_steal_data sub;
+    LS_TRY(ls_steal_data_subset(te, n, 17, &sub));
+    ls_steal_client *cl;
+    int rc = ls_steal_client_init(url, key, 30, te->d, te->k, &cl);
+    int32_t *lab = malloc(sizeof(int32_t) * (size_t)sub.n);
+    if (!rc) rc = lab ? ls_steal_client_labels(cl, &sub, lab) : ls_err(LS_ENOMEM, "out of memory");
+    free(lab);
+    ls_steal_client_free(cl);
+    ls_steal_data_free(&sub);
+    if (!rc) detector_view(srv, key, out);
     return rc;
 }
 
@@ -56,156 +84,121 @@ static int split_list(char *s, char **items, int max) {
     return n;
 }
 
-int main(int argc, char **argv) {
-    const char *out = NULL, *victims_s = "logreg,svm,tree,forest,knn,nb,mlp,cnn", *datasets_s = "fmnist,blobs,rings,wine,cancer,digits";
-    const char *budgets_s = "1000,5000,20000";
-    int64_t train_n = 30000, test_n = 0;
-    int no_base = 0, quick = 0, epochs = 30, proba = 0;
-    uint64_t seed = 1;
-    double delta = 0.95;
-    /* Small batches on shared cores: OpenBLAS threads would mostly spin. */
-    openblas_set_num_threads(1);
-    /* Options (no libllmsys CLI parser here: src/cli is not part of the library). */
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help")) {
-            printf("usage: bench_steal [--out FILE] [--victims LIST] [--datasets LIST] [--budgets LIST]\n"
-                   "                   [--train-n N] [--test-n N] [--epochs N] [--delta W] [--no-baselines] [--proba] "
-                   "[--seed N] [--quick]\n"
-                   "  victims: logreg,svm,tree,forest,knn,nb,mlp,cnn (cnn on image data only, skipped on tables)\n"
-                   "  datasets: fmnist,blobs,rings,wine,cancer,digits or CSV paths\n");
-            return 0;
-        } else if (!strcmp(a, "--no-baselines"))
-            no_base = 1;
-        else if (!strcmp(a, "--quick"))
-            quick = 1;
-        else if (!strcmp(a, "--proba"))
-            proba = 1;
-        else if (!v) {
-            fprintf(stderr, "bench_steal: %s needs a value (see --help)\n", a);
-            return 2;
-        } else if (!strcmp(a, "--out"))
-            out = argv[++i];
-        else if (!strcmp(a, "--victims"))
-            victims_s = argv[++i];
-        else if (!strcmp(a, "--datasets"))
-            datasets_s = argv[++i];
-        else if (!strcmp(a, "--budgets"))
-            budgets_s = argv[++i];
-        else if (!strcmp(a, "--train-n"))
-            train_n = atoll(argv[++i]);
-        else if (!strcmp(a, "--test-n"))
-            test_n = atoll(argv[++i]);
-        else if (!strcmp(a, "--epochs"))
-            epochs = atoi(argv[++i]);
-        else if (!strcmp(a, "--seed"))
-            seed = strtoull(argv[++i], NULL, 10);
-        else if (!strcmp(a, "--delta"))
-            delta = atof(argv[++i]);
-        else {
-            fprintf(stderr, "bench_steal: unknown option %s (see --help)\n", a);
-            return 2;
-        }
-    }
-    char vbuf[256], dbuf[1024], bbuf[256];
-    snprintf(vbuf, sizeof vbuf, "%s", quick ? "logreg,tree" : victims_s);
-    snprintf(dbuf, sizeof dbuf, "%s", quick ? "fmnist" : datasets_s);
-    snprintf(bbuf, sizeof bbuf, "%s", quick ? "1000" : budgets_s);
-    if (quick) {
-        train_n = 5000;
-        test_n = 2000;
-        epochs = 15;
-    }
-    char *vl[16], *dl[16], *bl[16];
-    int nv = split_list(vbuf, vl, 16), nd = split_list(dbuf, dl, 16), nb = split_list(bbuf, bl, 16);
-    cJSON *root = cJSON_CreateObject();
-    cJSON *rows = cJSON_AddArrayToObject(root, "rows");
-    cJSON_AddNumberToObject(root, "prada_delta", delta);
-    cJSON_AddBoolToObject(root, "probabilities", proba);
-    printf("%-7s %-7s %6s %7s | %-26s | %-15s | %-15s | %s\n", "data", "victim", "v.acc", "budget",
-           "ours: agree  acc   time", "random: agree", "natural: agree", "flagged at (ours/rand/nat)");
-    double sum_agree[16] = {0}, best_agree[16] = {0};
-    int cnt_agree[16] = {0};
-    int64_t nat_clients = 0, nat_flagged = 0;
+/* Detector statistics over all runs of a set, for the trade-off tables. */
+typedef struct {
+    int attacks, naturals;
+    double attack_minw[512], natural_minw[512];
+    int64_t attack_mon[512][LS_QMON_GRID], natural_mon[512][LS_QMON_GRID], attack_prada[512];
+} detstats;
+
+static const char *classic[7] = {"logreg", "svm", "tree", "forest", "knn", "nb", "mlp"};
+static int is_classic(const char *v) {
+    for (int i = 0; i < 7; i++)
+        if (!strcmp(v, classic[i])) return 1;
+    return 0;
+}
+
+typedef struct {
+    int nb, epochs, proba, no_base;
+    int64_t train_n, test_n, budgets[16];
+    uint64_t seed;
+    double delta;
+    ls_qmon_opts mo;
+} bench_cfg;
+
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Runs one set of tasks; prints its table, summaries and the detectors' trade-off. */
+static int run_set(const char *set, char **dl, int nd, char **vl, int nv, const bench_cfg *c, cJSON *rows,
+                   cJSON *summary) {
+    printf("\n== %s tasks ==\n", set);
+    printf("%-10s %-7s %6s %6s | %-20s | %6s | %6s | %5s | %-17s | %-17s\n", "data", "victim", "v.acc", "budget",
+           "ours: agree   time", "random", "natural", "prog.", "PRADA ours/nat", "monitor ours/nat");
+    static detstats ds;
+    memset(&ds, 0, sizeof ds);
+    double sum[16][16] = {{0}}, prog_min[16][16];
+    int cnt[16][16] = {{0}};
+    for (int i = 0; i < 16; i++)
+        for (int j = 0; j < 16; j++) prog_min[i][j] = 1e9;
     for (int di = 0; di < nd; di++) {
         ls_steal_data tr, te_full, te;
-        if (ls_steal_dataset_open(dl[di], train_n, &tr, &te_full)) {
-            fprintf(stderr, "bench_steal: %s\n", ls_errmsg());
-            return 1;
-        }
-        if (ls_steal_data_subset(&te_full, test_n, 3, &te)) return 1;
+        LS_TRY(ls_steal_dataset_open(dl[di], c->train_n, &tr, &te_full));
+        LS_TRY(ls_steal_data_subset(&te_full, c->test_n, 3, &te));
         ls_steal_data_free(&te_full);
+        ls_qmon_ref *prof;
+        LS_TRY(ls_qmon_fit(&tr, &c->mo, &prof));
         for (int vi = 0; vi < nv; vi++) {
             int type = ls_victim_type_parse(vl[vi]);
-            if (type < 0) {
-                fprintf(stderr, "bench_steal: unknown victim '%s'\n", vl[vi]);
-                return 2;
-            }
-            if (type == LS_VICTIM_CNN && (tr.h < 4 || tr.w < 4)) {
-                printf("%-7s %-7s (skipped: the cnn victim needs image-shaped data, %s is a table)\n", dl[di], vl[vi],
-                       dl[di]);
-                continue;
-            }
+            if (type < 0) return ls_err(LS_EINVAL, "unknown victim '%s'", vl[vi]);
+            if (type == LS_VICTIM_CNN && (tr.h < 4 || tr.w < 4)) continue;
             ls_victim_opts vo;
             ls_victim_opts_default(&vo, type);
             ls_victim *v;
-            if (ls_victim_train(&vo, &tr, &v)) {
-                fprintf(stderr, "bench_steal: %s\n", ls_errmsg());
-                return 1;
-            }
+            LS_TRY(ls_victim_train(&vo, &tr, &v));
             double vacc;
             ls_victim_accuracy(v, &te, &vacc);
             ls_victim_server_opts so;
             ls_victim_server_opts_default(&so);
             so.model_units = 1; /* the attack works in the model's [0, 1], as the rows here are scaled */
             so.admin_key = "auditor";
-            so.output_proba = proba;
+            so.output_proba = c->proba;
             so.prada_mode = LS_PRADA_LOG;
-            so.prada.delta = delta;
+            so.prada.delta = c->delta;
+            so.monitor = prof;
+            so.monitor_mode = LS_PRADA_LOG;
             ls_victim_server *srv;
-            if (ls_victim_server_start(v, &so, &srv)) {
-                fprintf(stderr, "bench_steal: %s\n", ls_errmsg());
-                return 1;
-            }
-            /* The auditor's view of the victim on the test set (not counted in any budget). */
+            LS_TRY(ls_victim_server_start(v, &so, &srv));
             char url[128];
             snprintf(url, sizeof url, "http://127.0.0.1:%d/predict", ls_victim_server_port(srv));
             ls_steal_client *aud;
             int32_t *vlab = malloc(sizeof(int32_t) * (size_t)te.n);
-            ls_steal_client_init(url, "auditor", 30, te.d, te.k, &aud);
-            if (ls_steal_client_labels(aud, &te, vlab)) {
-                fprintf(stderr, "bench_steal: %s\n", ls_errmsg());
-                return 1;
-            }
+            LS_TRY(ls_steal_client_init(url, "auditor", 30, te.d, te.k, &aud));
+            LS_TRY(ls_steal_client_labels(aud, &te, vlab));
             ls_steal_client_free(aud);
-            for (int bi = 0; bi < nb; bi++) {
-                int64_t budget = atoll(bl[bi]);
+            outcome rep = {0};
+            LS_TRY(replay_test(srv, &te, 2000, "natural-test", &rep));
+            ds.natural_minw[ds.naturals] = rep.w;
+            memcpy(ds.natural_mon[ds.naturals++], rep.mon_at, sizeof rep.mon_at);
+            for (int bi = 0; bi < c->nb; bi++) {
+                int64_t budget = c->budgets[bi];
                 outcome ours = {0}, rnd = {0}, nat = {0};
-                ours.flagged_at = rnd.flagged_at = nat.flagged_at = -1;
                 char key[64];
                 snprintf(key, sizeof key, "synth-%lld", (long long)budget);
-                if (run_one(srv, &tr, &te, vlab, LS_STEAL_SYNTH, budget, epochs, proba, seed, key, &ours)) {
-                    fprintf(stderr, "bench_steal: %s\n", ls_errmsg());
-                    return 1;
-                }
-                if (!no_base) {
+                LS_TRY(run_one(srv, &tr, &te, vlab, LS_STEAL_SYNTH, budget, c->epochs, c->proba, c->seed, key, &ours));
+                if (!c->no_base) {
                     snprintf(key, sizeof key, "random-%lld", (long long)budget);
-                    if (run_one(srv, &tr, &te, vlab, LS_STEAL_RANDOM, budget, epochs, proba, seed, key, &rnd)) return 1;
+                    LS_TRY(run_one(srv, &tr, &te, vlab, LS_STEAL_RANDOM, budget, c->epochs, c->proba, c->seed, key, &rnd));
                     snprintf(key, sizeof key, "natural-%lld", (long long)budget);
-                    if (run_one(srv, &tr, &te, vlab, LS_STEAL_NATURAL, budget, epochs, proba, seed, key, &nat)) return 1;
-                    nat_clients++;
-                    nat_flagged += nat.flagged_at >= 0;
+                    LS_TRY(run_one(srv, &tr, &te, vlab, LS_STEAL_NATURAL, budget, c->epochs, c->proba, c->seed, key, &nat));
+                    if (ds.naturals < 512) {
+                        ds.natural_minw[ds.naturals] = nat.w;
+                        memcpy(ds.natural_mon[ds.naturals++], nat.mon_at, sizeof nat.mon_at);
+                    }
                 }
-                printf("%-7s %-7s %6.3f %7lld | %6.3f %6.3f %6.1fs | %6.3f        | %6.3f          | %lld/%lld/%lld\n",
-                       dl[di], vl[vi], vacc, (long long)budget, ours.agree, ours.acc, ours.secs, rnd.agree, nat.agree,
-                       (long long)ours.flagged_at, (long long)rnd.flagged_at, (long long)nat.flagged_at);
+                if (ds.attacks < 512) {
+                    ds.attack_minw[ds.attacks] = ours.w;
+                    ds.attack_prada[ds.attacks] = ours.flagged_at;
+                    memcpy(ds.attack_mon[ds.attacks++], ours.mon_at, sizeof ours.mon_at);
+                }
+                double span = nat.agree - rnd.agree, prog = span > 1e-9 ? (ours.agree - rnd.agree) / span : 0;
+                int zi = 0; /* the monitor's own z (default 4) on the grid */
+                for (int g = 0; g < LS_QMON_GRID; g++)
+                    if (ls_qmon_grid[g] == c->mo.z) zi = g;
+                printf("%-10s %-7s %6.3f %6lld | %6.3f %9.1fs | %6.3f | %6.3f | %5.2f | %7lld/%-9lld | %7lld/%-9lld\n",
+                       dl[di], vl[vi], vacc, (long long)budget, ours.agree, ours.secs, rnd.agree, nat.agree,
+                       c->no_base ? 0.0 : prog, (long long)ours.flagged_at, (long long)nat.flagged_at,
+                       (long long)ours.mon_at[zi], (long long)nat.mon_at[zi]);
                 fflush(stdout);
-                if (!strcmp(dl[di], "fmnist") && budget <= 20000) {
-                    sum_agree[bi] += ours.agree;
-                    cnt_agree[bi]++;
-                    if (ours.agree > best_agree[bi]) best_agree[bi] = ours.agree;
+                if (is_classic(vl[vi])) {
+                    sum[di][bi] += ours.agree;
+                    cnt[di][bi]++;
+                    if (!c->no_base && prog < prog_min[di][bi]) prog_min[di][bi] = prog;
                 }
                 cJSON *row = cJSON_CreateObject();
+                cJSON_AddStringToObject(row, "set", set);
                 cJSON_AddStringToObject(row, "dataset", dl[di]);
                 cJSON_AddStringToObject(row, "victim", vl[vi]);
                 cJSON_AddNumberToObject(row, "victim_accuracy", vacc);
@@ -214,16 +207,20 @@ int main(int argc, char **argv) {
                 cJSON_AddNumberToObject(row, "accuracy", ours.acc);
                 cJSON_AddNumberToObject(row, "queries", (double)ours.queries);
                 cJSON_AddNumberToObject(row, "seconds", ours.secs);
-                cJSON_AddNumberToObject(row, "flagged_at", (double)ours.flagged_at);
+                cJSON_AddNumberToObject(row, "prada_flagged_at", (double)ours.flagged_at);
                 cJSON_AddNumberToObject(row, "prada_min_w", ours.w);
-                if (!no_base) {
+                cJSON_AddNumberToObject(row, "monitor_flagged_at", (double)ours.mon_at[zi]);
+                cJSON_AddNumberToObject(row, "monitor_max_z", ours.max_z);
+                cJSON_AddNumberToObject(row, "natural_test_monitor_max_z", rep.max_z);
+                cJSON_AddNumberToObject(row, "natural_test_prada_min_w", rep.w);
+                if (!c->no_base) {
                     cJSON_AddNumberToObject(row, "random_agreement", rnd.agree);
-                    cJSON_AddNumberToObject(row, "random_flagged_at", (double)rnd.flagged_at);
-                    cJSON_AddNumberToObject(row, "random_prada_min_w", rnd.w);
                     cJSON_AddNumberToObject(row, "natural_agreement", nat.agree);
                     cJSON_AddNumberToObject(row, "natural_accuracy", nat.acc);
-                    cJSON_AddNumberToObject(row, "natural_flagged_at", (double)nat.flagged_at);
-                    cJSON_AddNumberToObject(row, "natural_prada_min_w", nat.w);
+                    cJSON_AddNumberToObject(row, "progress", prog);
+                    cJSON_AddNumberToObject(row, "natural_prada_flagged_at", (double)nat.flagged_at);
+                    cJSON_AddNumberToObject(row, "natural_monitor_flagged_at", (double)nat.mon_at[zi]);
+                    cJSON_AddNumberToObject(row, "natural_monitor_max_z", nat.max_z);
                 }
                 cJSON_AddItemToArray(rows, row);
             }
@@ -231,27 +228,162 @@ int main(int argc, char **argv) {
             ls_victim_server_stop(srv);
             ls_victim_free(v);
         }
+        ls_qmon_ref_free(prof);
         ls_steal_data_free(&tr);
         ls_steal_data_free(&te);
     }
-    printf("\nFashion-MNIST, %s, ours: ", proba ? "probabilities" : "label-only");
-    cJSON *summ = cJSON_AddArrayToObject(root, "fmnist_summary");
-    for (int bi = 0; bi < nb; bi++) {
-        if (!cnt_agree[bi]) continue;
-        printf("budget %s: mean agreement %.3f, best %.3f over %d victims;  ", bl[bi], sum_agree[bi] / cnt_agree[bi],
-               best_agree[bi], cnt_agree[bi]);
-        cJSON *s = cJSON_CreateObject();
-        cJSON_AddNumberToObject(s, "budget", atof(bl[bi]));
-        cJSON_AddNumberToObject(s, "mean_agreement", sum_agree[bi] / cnt_agree[bi]);
-        cJSON_AddNumberToObject(s, "best_agreement", best_agree[bi]);
-        cJSON_AddItemToArray(summ, s);
+    printf("\n%s, mean agreement over the classic victims (logreg..mlp), min progress from random to natural:\n", set);
+    for (int di = 0; di < nd; di++)
+        for (int bi = 0; bi < c->nb; bi++) {
+            if (!cnt[di][bi]) continue;
+            double mean = sum[di][bi] / cnt[di][bi];
+            printf("  %-10s budget %6lld: mean %.3f over %d victims", dl[di], (long long)c->budgets[bi], mean,
+                   cnt[di][bi]);
+            if (!c->no_base) printf(", lowest progress %.2f", prog_min[di][bi]);
+            printf("\n");
+            cJSON *s = cJSON_CreateObject();
+            cJSON_AddStringToObject(s, "set", set);
+            cJSON_AddStringToObject(s, "dataset", dl[di]);
+            cJSON_AddNumberToObject(s, "budget", (double)c->budgets[bi]);
+            cJSON_AddNumberToObject(s, "mean_agreement", mean);
+            if (!c->no_base) cJSON_AddNumberToObject(s, "min_progress", prog_min[di][bi]);
+            cJSON_AddItemToArray(summary, s);
+        }
+    /* trade-off: attack runs flagged within 2000 queries (and ever) vs natural clients flagged */
+    printf("\n%s, detectors: attack runs flagged within 2000 queries / ever, natural clients flagged (of %d attack "
+           "runs, %d natural clients)\n",
+           set, ds.attacks, ds.naturals);
+    printf("  query monitor  z:");
+    for (int g = 0; g < LS_QMON_GRID; g++) {
+        int a2k = 0, aev = 0, fp = 0;
+        for (int i = 0; i < ds.attacks; i++) {
+            a2k += ds.attack_mon[i][g] >= 0 && ds.attack_mon[i][g] <= 2000;
+            aev += ds.attack_mon[i][g] >= 0;
+        }
+        for (int i = 0; i < ds.naturals; i++) fp += ds.natural_mon[i][g] >= 0;
+        printf("  %g: %d/%d fp %d", ls_qmon_grid[g], a2k, aev, fp);
     }
-    printf("\n(published ML-Stealer: mean 0.856, best 0.936)\n");
-    if (!no_base)
-        printf("PRADA (delta %.2f) false positives on natural traffic: %lld of %lld clients\n", delta,
-               (long long)nat_flagged, (long long)nat_clients);
-    cJSON_AddNumberToObject(root, "natural_clients", (double)nat_clients);
-    cJSON_AddNumberToObject(root, "natural_flagged", (double)nat_flagged);
+    static const double deltas[6] = {0.90, 0.93, 0.95, 0.97, 0.98, 0.99};
+    printf("\n  PRADA   delta (ever):");
+    for (int g = 0; g < 6; g++) {
+        int aev = 0, fp = 0;
+        for (int i = 0; i < ds.attacks; i++) aev += ds.attack_minw[i] < deltas[g];
+        for (int i = 0; i < ds.naturals; i++) fp += ds.natural_minw[i] < deltas[g];
+        printf("  %.2f: %d fp %d", deltas[g], aev, fp);
+    }
+    int64_t at[512];
+    int na = 0, nf = 0;
+    for (int i = 0; i < ds.attacks; i++) {
+        int zi = 0;
+        for (int g = 0; g < LS_QMON_GRID; g++)
+            if (ls_qmon_grid[g] == c->mo.z) zi = g;
+        if (ds.attack_mon[i][zi] >= 0) at[na++] = ds.attack_mon[i][zi];
+        nf += ds.attack_prada[i] >= 0;
+    }
+    qsort(at, (size_t)na, sizeof(int64_t), cmp_i64);
+    printf("\n  at the defaults: monitor (z %g) flagged %d of %d attack runs, median after %lld, latest after %lld "
+           "queries; PRADA (delta %.2f) flagged %d\n",
+           c->mo.z, na, ds.attacks, na ? (long long)at[na / 2] : -1LL, na ? (long long)at[na - 1] : -1LL, c->delta, nf);
+    return LS_OK;
+}
+
+int main(int argc, char **argv) {
+    const char *out = NULL, *victims_s = "logreg,svm,tree,forest,knn,nb,mlp,cnn";
+    const char *dev_s = "fmnist,blobs,rings,wine,cancer,digits";
+    const char *held_s = "glyphs,shapes,textures,fmnist-inv,moons,checker,skewed";
+    const char *budgets_s = "1000,5000,20000";
+    bench_cfg c = {.epochs = 30, .train_n = 30000, .seed = 1, .delta = 0.95};
+    ls_qmon_opts_default(&c.mo);
+    int quick = 0;
+    openblas_set_num_threads(1); /* small batches on shared cores: OpenBLAS threads would mostly spin */
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help")) {
+            printf("usage: bench_steal [--out FILE] [--victims LIST] [--datasets LIST] [--heldout LIST] [--budgets LIST]\n"
+                   "                   [--train-n N] [--test-n N] [--epochs N] [--delta W] [--monitor-z Z]\n"
+                   "                   [--no-baselines] [--proba] [--seed N] [--quick]\n"
+                   "  victims: logreg,svm,tree,forest,knn,nb,mlp,cnn (cnn on image data only, skipped on tables)\n"
+                   "  --datasets: development tasks (default %s), 'none' for none\n"
+                   "  --heldout:  held-out tasks (default %s), 'none' for none\n",
+                   dev_s, held_s);
+            return 0;
+        } else if (!strcmp(a, "--no-baselines"))
+            c.no_base = 1;
+        else if (!strcmp(a, "--quick"))
+            quick = 1;
+        else if (!strcmp(a, "--proba"))
+            c.proba = 1;
+        else if (!v) {
+            fprintf(stderr, "bench_steal: %s needs a value (see --help)\n", a);
+            return 2;
+        } else if (!strcmp(a, "--out"))
+            out = argv[++i];
+        else if (!strcmp(a, "--victims"))
+            victims_s = argv[++i];
+        else if (!strcmp(a, "--datasets"))
+            dev_s = argv[++i];
+        else if (!strcmp(a, "--heldout"))
+            held_s = argv[++i];
+        else if (!strcmp(a, "--budgets"))
+            budgets_s = argv[++i];
+        else if (!strcmp(a, "--train-n"))
+            c.train_n = atoll(argv[++i]);
+        else if (!strcmp(a, "--test-n"))
+            c.test_n = atoll(argv[++i]);
+        else if (!strcmp(a, "--epochs"))
+            c.epochs = atoi(argv[++i]);
+        else if (!strcmp(a, "--seed"))
+            c.seed = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(a, "--delta"))
+            c.delta = atof(argv[++i]);
+        else if (!strcmp(a, "--monitor-z"))
+            c.mo.z = atof(argv[++i]);
+        else {
+            fprintf(stderr, "bench_steal: unknown option %s (see --help)\n", a);
+            return 2;
+        }
+    }
+    char vbuf[256], dbuf[1024], hbuf[1024], bbuf[256];
+    snprintf(vbuf, sizeof vbuf, "%s", quick ? "logreg,tree" : victims_s);
+    snprintf(dbuf, sizeof dbuf, "%s", quick ? "fmnist" : dev_s);
+    snprintf(hbuf, sizeof hbuf, "%s", quick ? "shapes,moons" : held_s);
+    snprintf(bbuf, sizeof bbuf, "%s", quick ? "1000" : budgets_s);
+    if (quick) {
+        c.train_n = 5000;
+        c.test_n = 2000;
+        c.epochs = 15;
+    }
+    char *vl[16], *dl[16], *hl[16], *bl[16];
+    int nv = split_list(vbuf, vl, 16), nd = split_list(dbuf, dl, 16), nh = split_list(hbuf, hl, 16);
+    c.nb = split_list(bbuf, bl, 16);
+    for (int i = 0; i < c.nb; i++) c.budgets[i] = atoll(bl[i]);
+    if (nd == 1 && !strcmp(dl[0], "none")) nd = 0;
+    if (nh == 1 && !strcmp(hl[0], "none")) nh = 0;
+    struct utsname un;
+    uname(&un);
+    double load[3] = {0};
+    FILE *lf = fopen("/proc/loadavg", "r");
+    if (lf) {
+        if (fscanf(lf, "%lf %lf %lf", &load[0], &load[1], &load[2]) != 3) load[0] = -1;
+        fclose(lf);
+    }
+    printf("bench_steal: %s, one OpenBLAS thread (%s), load %.2f %.2f %.2f; %s; monitor z %g, PRADA delta %.2f\n",
+           un.machine, openblas_get_config(), load[0], load[1], load[2], c.proba ? "probabilities" : "label-only", c.mo.z,
+           c.delta);
+    cJSON *root = cJSON_CreateObject();
+    cJSON *rows = cJSON_AddArrayToObject(root, "rows"), *summ = cJSON_AddArrayToObject(root, "summary");
+    cJSON_AddNumberToObject(root, "prada_delta", c.delta);
+    cJSON_AddNumberToObject(root, "monitor_z", c.mo.z);
+    cJSON_AddBoolToObject(root, "probabilities", c.proba);
+    cJSON_AddNumberToObject(root, "load", load[0]);
+    int rc = LS_OK;
+    if (nd) rc = run_set("development", dl, nd, vl, nv, &c, rows, summ);
+    if (!rc && nh) rc = run_set("held-out", hl, nh, vl, nv, &c, rows, summ);
+    if (rc) {
+        fprintf(stderr, "bench_steal: %s\n", ls_errmsg());
+        return 1;
+    }
+    printf("\n(published ML-Stealer: mean 0.856, best 0.936; progress = (ours - random) / (natural - random))\n");
     if (out && ls_json_write_file(out, root)) {
         fprintf(stderr, "bench_steal: %s\n", ls_errmsg());
         return 1;

@@ -101,9 +101,10 @@ int ls_steal_task_count(void);
 const char *ls_steal_task_name(int i);
 int ls_steal_task_is_image(int i);
 const char *ls_steal_task_what(int i);
-/* Generates task name deterministically from seed (the same seed, the same rows on a machine
- * with the same fonts); image pixels are 8-bit levels in [0, 1], table features raw. */
-int ls_steal_make_task(const char *name, uint64_t seed, ls_steal_data *out);
+/* Generates n rows (n <= 0: the task's size, 25 000 images or 12 000 table rows) of task name
+ * deterministically from seed (the same seed, the same rows on a machine with the same
+ * fonts); image pixels are 8-bit levels in [0, 1], table features raw. */
+int ls_steal_make_task(const char *name, uint64_t seed, int64_t n, ls_steal_data *out);
 /* The task at seed 1 split as ls_steal_dataset_open splits (images: the first 20 000 rows
  * train, the other 5 000 test; tables: 80/20 and min-max scaled); max_train > 0 caps train. */
 int ls_steal_task_split(const char *name, int64_t max_train, ls_steal_data *train, ls_steal_data *test);
@@ -221,6 +222,46 @@ void ls_prada_state(const ls_prada *p, int64_t *queries, int64_t *flagged_at, do
 /* Lowest W seen so far (1 before testing): the client would be flagged at any delta above it. */
 double ls_prada_min_w(const ls_prada *p);
 
+/* ---------------------------------------------------------------- query-distribution monitor */
+
+/* A detector built for extraction attacks that PRADA misses (qmon.c): the victim's training
+ * rows give a profile (mean, top-`rank` principal subspace with its Mahalanobis metric,
+ * residual energy outside it); a query is an outlier when its score exceeds the `quantile`
+ * of scores of training rows the profile was not fitted on (4-fold out-of-fold); a client
+ * is flagged once z = (k - n p0) / sqrt(n p0 (1 - p0)) > z for its n queries with k
+ * outliers (p0 = null_rate, deliberately above 1 - quantile), n >= min_queries. */
+typedef struct {
+    int rank;           /* principal subspace rank (default 24; capped at d) */
+    double quantile;    /* outlier threshold quantile (default 0.99) */
+    double null_rate;   /* p0 of the z-test (default 0.05) */
+    double z;           /* flag threshold (default 4) */
+    int64_t min_queries; /* test from this many queries on (default 50) */
+    int64_t max_rows;   /* reference rows used (subsample, default 4000) */
+    uint64_t seed;
+} ls_qmon_opts;
+typedef struct ls_qmon_ref ls_qmon_ref; /* the profile: shared by all clients, read-only */
+typedef struct ls_qmon ls_qmon;         /* one client's counters */
+#define LS_QMON_GRID 8
+/* The z thresholds at which every client records its flag position (trade-off curves). */
+extern const double ls_qmon_grid[LS_QMON_GRID];
+void ls_qmon_opts_default(ls_qmon_opts *o);
+/* Fits the profile to ref's rows (in the model's units, as the victim was trained). */
+int ls_qmon_fit(const ls_steal_data *ref, const ls_qmon_opts *o, ls_qmon_ref **out);
+void ls_qmon_ref_free(ls_qmon_ref *r);
+int ls_qmon_ref_dim(const ls_qmon_ref *r);
+/* Scores n rows into score[n] and, when outlier is non-NULL, whether each exceeds the threshold. */
+int ls_qmon_score(const ls_qmon_ref *r, const float *x, int64_t n, double *score, int *outlier);
+int ls_qmon_init(const ls_qmon_ref *ref, ls_qmon **out);
+void ls_qmon_free(ls_qmon *q);
+/* Feeds n queries (one request); returns 1 when the client is (now or before) flagged, 0 if
+ * not, negative on error. */
+int ls_qmon_observe(ls_qmon *q, const float *x, int n);
+/* Queries at the first flag with threshold z (z <= 0: the options' z; or one of ls_qmon_grid;
+ * another z tells only whether, giving the current count); -1 never. */
+int64_t ls_qmon_flagged_at(const ls_qmon *q, double z);
+/* Queries, outliers, the latest z and the largest z so far. */
+void ls_qmon_state(const ls_qmon *q, int64_t *queries, int64_t *outliers, double *z, double *max_z);
+
 /* ---------------------------------------------------------------- the prediction API */
 
 typedef struct {
@@ -237,6 +278,8 @@ typedef struct {
     double throttle_s;     /* THROTTLE: delay per request of a flagged client */
     const char *admin_key; /* X-API-Key exempt from budget, rate and detector (auditor), NULL none */
     int model_units;       /* 1: inputs already in the model's [lo, hi], the stored scaler skipped */
+    const ls_qmon_ref *monitor; /* query-distribution monitor profile (borrowed), NULL none */
+    int monitor_mode;           /* ls_prada_mode for the monitor's flag: off, log, throttle, refuse */
 } ls_victim_server_opts;
 
 typedef struct ls_victim_server ls_victim_server;
@@ -258,6 +301,9 @@ int ls_victim_server_port(const ls_victim_server *s);
 int ls_victim_server_input_range(const ls_victim_server *s, float *lo, float *hi);
 /* Stats of one client ("key:<api key>" or "addr:<ip>"): queries, PRADA flag position (-1 never)
  * and the lowest W seen (1 before testing). LS_ENOTFOUND for an unknown client. */
+/* The monitor's flag position at threshold z (see ls_qmon_flagged_at; -1 never or no monitor)
+ * and largest z of a client. LS_ENOTFOUND for an unknown client. */
+int ls_victim_server_monitor(ls_victim_server *s, const char *client, double z, int64_t *flagged_at, double *max_z);
 int ls_victim_server_client(ls_victim_server *s, const char *client, int64_t *queries, int64_t *flagged_at,
                             double *min_w);
 /* The whole /stats object (caller frees with cJSON_Delete). */
@@ -382,9 +428,12 @@ int ls_victim_train_file(const ls_victim_opts *o, const char *data, int64_t trai
                          const char *report, ls_victim_train_summary *s);
 /* `victim serve`: loads model and serves it with so, prints the serving line to out, writes
  * the bound port to port_file (may be NULL), and serves until *stop becomes non-zero or
- * duration seconds (> 0) pass; then prints the final /stats and stops. */
-int ls_victim_serve_file(const char *model, const ls_victim_server_opts *so, const char *port_file, double duration,
-                         const volatile int *stop, FILE *out);
+ * duration seconds (> 0) pass; then prints the final /stats and stops. With so->monitor_mode
+ * on, the query monitor's profile is fitted (mo) to the training split of dataset spec
+ * monitor_data first. */
+int ls_victim_serve_file(const char *model, const ls_victim_server_opts *so, const char *monitor_data,
+                         const ls_qmon_opts *mo, const char *port_file, double duration, const volatile int *stop,
+                         FILE *out);
 /* `steal`: the attack o against the API at target (client with api_key, timeout_s); saves the
  * replica to out with the run's summary as metadata, and the summary to report (may be
  * NULL). A target failing midway: LS_OK with res->stopped_early and the replica saved. */

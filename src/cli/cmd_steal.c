@@ -81,6 +81,9 @@ static void on_signal(int sig) { stop_flag = sig; }
 
 static int victim_serve(int argc, char **argv) {
     const char *model = NULL, *output = "label", *log = NULL, *prada = "log", *admin = NULL, *port_file = NULL;
+    const char *monitor = "off", *monitor_data = NULL;
+    ls_qmon_opts mo;
+    ls_qmon_opts_default(&mo);
     int port = 8090, max_batch = 512, model_units = 0;
     int64_t budget = 0;
     double rate = 0, burst = 1024, delta = 0.95, duration = 0, throttle = 0.2;
@@ -96,6 +99,9 @@ static int victim_serve(int argc, char **argv) {
         {"log", LS_ARG_STR, &log, "FILE", "query log (JSON lines)"},
         {"prada", LS_ARG_STR, &prada, "MODE", "extraction detector: off, log (default), throttle, refuse"},
         {"prada-delta", LS_ARG_FLOAT, &delta, "W", "flag when Shapiro-Wilk W < W (default 0.95)"},
+        {"monitor", LS_ARG_STR, &monitor, "MODE", "query-distribution monitor: off (default), log, throttle, refuse"},
+        {"monitor-data", LS_ARG_STR, &monitor_data, "D", "the victim's training data (as victim train --data)"},
+        {"monitor-z", LS_ARG_FLOAT, &mo.z, "Z", "monitor: flag when the outlier z-score exceeds Z (default 4)"},
         {"throttle", LS_ARG_FLOAT, &throttle, "S", "throttle: seconds per input for a flagged client (default 0.2)"},
         {"admin-key", LS_ARG_STR, &admin, "KEY", "X-API-Key exempt from budget, rate and detector"},
         {"model-units", LS_ARG_FLAG, &model_units, NULL,
@@ -114,8 +120,10 @@ static int victim_serve(int argc, char **argv) {
         return 2;
     }
     so.prada_mode = ls_prada_mode_parse(prada);
-    if (so.prada_mode < 0) {
-        fprintf(stderr, "llmsys victim serve: --prada must be off, log, throttle or refuse, got '%s'\n", prada);
+    so.monitor_mode = ls_prada_mode_parse(monitor);
+    if (so.prada_mode < 0 || so.monitor_mode < 0 || (so.monitor_mode && !monitor_data) || !(mo.z > 0)) {
+        fprintf(stderr, "llmsys victim serve: --prada and --monitor take off, log, throttle or refuse (got '%s', "
+                        "'%s'); --monitor needs --monitor-data; --monitor-z > 0\n", prada, monitor);
         return 2;
     }
     if (port < 0 || port > 65535 || max_batch < 1 || !(delta > 0 && delta < 1)) {
@@ -134,7 +142,7 @@ static int victim_serve(int argc, char **argv) {
     so.model_units = model_units;
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
-    return ls_victim_serve_file(model, &so, port_file, duration, &stop_flag, stdout) ? ls_cli_fail() : 0;
+    return ls_victim_serve_file(model, &so, monitor_data, &mo, port_file, duration, &stop_flag, stdout) ? ls_cli_fail() : 0;
 }
 
 static int victim_make_data(int argc, char **argv) {

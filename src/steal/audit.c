@@ -49,13 +49,35 @@ int ls_victim_train_file(const ls_victim_opts *o, const char *data, int64_t trai
 
 /* ---------------------------------------------------------------- victim serve */
 
-int ls_victim_serve_file(const char *model, const ls_victim_server_opts *so, const char *port_file, double duration,
-                         const volatile int *stop, FILE *out) {
+/* The monitor's profile from the training split of dataset spec (in the model's units). */
+static int monitor_profile(const char *spec, const ls_qmon_opts *mo, ls_qmon_ref **out) {
+    ls_steal_data tr, te;
+    LS_TRY(ls_steal_dataset_open(spec, 0, &tr, &te));
+    int rc = ls_qmon_fit(&tr, mo, out);
+    ls_steal_data_free(&tr);
+    ls_steal_data_free(&te);
+    return rc;
+}
+
+int ls_victim_serve_file(const char *model, const ls_victim_server_opts *so_in, const char *monitor_data,
+                         const ls_qmon_opts *mo, const char *port_file, double duration, const volatile int *stop,
+                         FILE *out) {
+    ls_victim_server_opts so1 = *so_in, *so = &so1;
+    ls_qmon_ref *prof = NULL;
+    if (so->monitor_mode != LS_PRADA_OFF) {
+        if (!monitor_data) return ls_err(LS_EINVAL, "the query monitor needs the victim's training data (--monitor-data)");
+        LS_TRY(monitor_profile(monitor_data, mo, &prof));
+        so->monitor = prof;
+    }
     ls_victim *v;
-    LS_TRY(ls_victim_load(model, &v));
+    if (ls_victim_load(model, &v)) {
+        ls_qmon_ref_free(prof);
+        return LS_EIO;
+    }
     ls_victim_server *srv;
     if (ls_victim_server_start(v, so, &srv)) {
         ls_victim_free(v);
+        ls_qmon_ref_free(prof);
         return LS_EIO;
     }
     int d, k, shape[3];
@@ -65,9 +87,10 @@ int ls_victim_serve_file(const char *model, const ls_victim_server_opts *so, con
         ls_victim_server_input_range(srv, &lo, &hi) ? "the training data's units, per-feature ranges in GET /info" : "";
     fprintf(out,
             "victim %s serving on http://127.0.0.1:%d/predict (input %dx%dx%d in [%g,%g]%s%s, %d classes, output %s, "
-            "PRADA %s)\n",
+            "PRADA %s, query monitor %s)\n",
             ls_victim_type_name(ls_victim_kind(v)), ls_victim_server_port(srv), shape[0], shape[1], shape[2], lo, hi,
-            units[0] ? ", " : "", units, k, so->output_proba ? "proba" : "label", ls_prada_mode_name(so->prada_mode));
+            units[0] ? ", " : "", units, k, so->output_proba ? "proba" : "label", ls_prada_mode_name(so->prada_mode),
+            ls_prada_mode_name(so->monitor_mode));
     fflush(out);
     int rc = LS_OK;
     if (port_file) {
@@ -86,6 +109,7 @@ int ls_victim_serve_file(const char *model, const ls_victim_server_opts *so, con
     }
     ls_victim_server_stop(srv);
     ls_victim_free(v);
+    ls_qmon_ref_free(prof);
     return rc;
 }
 

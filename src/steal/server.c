@@ -1,5 +1,6 @@
 /* server.c - the victim's black-box prediction API over HTTP (libmicrohttpd): input
- * validation, a query log, per-client budget and rate limit, and the PRADA detector. */
+ * validation, a query log, per-client budget and rate limit, and the extraction detectors
+ * (PRADA, the query-distribution monitor). */
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -18,6 +19,7 @@ typedef struct {
     int64_t queries, requests, rejected;
     double tokens, last;
     ls_prada *prada;
+    ls_qmon *mon; /* query-distribution monitor (NULL without one) */
 } client_t;
 
 struct ls_victim_server {
@@ -121,6 +123,10 @@ static client_t *get_client(ls_victim_server *s, const char *id) {
     c->tokens = s->o.burst;
     c->last = ls_now();
     if (s->o.prada_mode != LS_PRADA_OFF && ls_prada_init(&s->o.prada, s->d, s->k, &c->prada) != LS_OK) return NULL;
+    if (s->o.monitor && s->o.monitor_mode != LS_PRADA_OFF && ls_qmon_init(s->o.monitor, &c->mon) != LS_OK) {
+        ls_prada_free(c->prada);
+        return NULL;
+    }
     s->nclients++;
     return c;
 }
@@ -134,6 +140,16 @@ static void log_line(ls_victim_server *s, const char *id, int n, unsigned status
             "{\"t\":%.3f,\"client\":\"%s\",\"n\":%d,\"status\":%u,\"queries\":%lld,\"w\":%.4f,\"flagged_at\":%lld}\n",
             ls_wall_time(), id, n, status, c ? (long long)c->queries : 0LL, w, (long long)fa);
     fflush(s->log);
+}
+
+/* The strongest action (ls_prada_mode) of the detectors that flagged client c, LS_PRADA_OFF when none did. */
+static int flag_action(const ls_victim_server *s, const client_t *c) {
+    int64_t fa = -1;
+    int act = LS_PRADA_OFF;
+    if (c->prada) ls_prada_state(c->prada, NULL, &fa, NULL);
+    if (fa >= 0) act = s->o.prada_mode;
+    if (c->mon && ls_qmon_flagged_at(c->mon, 0) >= 0 && s->o.monitor_mode > act) act = s->o.monitor_mode;
+    return act;
 }
 
 /* Parses and validates {"inputs": [[d numbers], ...]}; fills *x (malloc'd) and *n. On a bad
@@ -284,25 +300,20 @@ static enum MHD_Result handle_predict(ls_victim_server *s, struct MHD_Connection
         return respond_err(s, c, 503, "server out of client slots or memory", 1);
     }
     cl->requests++;
-    int flagged = 0;
-    if (cl->prada) {
-        int64_t fa;
-        ls_prada_state(cl->prada, NULL, &fa, NULL);
-        flagged = fa >= 0;
-    }
+    int act = flag_action(s, cl), flagged = act != LS_PRADA_OFF;
     unsigned deny = 0;
     double retry = 0;
-    if (!admin && flagged && s->o.prada_mode == LS_PRADA_REFUSE) {
+    if (!admin && act == LS_PRADA_REFUSE) {
         deny = 403;
         snprintf(msg, sizeof msg, "refused: this client's query pattern was flagged as model extraction");
     } else if (!admin && s->o.budget > 0 && cl->queries + n > s->o.budget) {
         deny = 403;
         snprintf(msg, sizeof msg, "query budget exhausted: %lld of %lld used, request has %d", (long long)cl->queries,
                  (long long)s->o.budget, n);
-    } else if (!admin && (s->o.rate_qps > 0 || (flagged && s->o.prada_mode == LS_PRADA_THROTTLE))) {
+    } else if (!admin && (s->o.rate_qps > 0 || act == LS_PRADA_THROTTLE)) {
         /* A flagged client under THROTTLE refills at a tenth of the rate (or 1/throttle_s). */
         double rate = s->o.rate_qps > 0 ? s->o.rate_qps : 1e18;
-        if (flagged && s->o.prada_mode == LS_PRADA_THROTTLE) {
+        if (act == LS_PRADA_THROTTLE) {
             double slow = s->o.throttle_s > 0 ? 1.0 / s->o.throttle_s : 5.0;
             rate = rate / 10 < slow ? rate / 10 : slow;
         }
@@ -345,18 +356,22 @@ static enum MHD_Result handle_predict(ls_victim_server *s, struct MHD_Connection
         lab[i] = b;
     }
     pthread_mutex_lock(&s->mu);
-    int was_flagged = flagged;
-    if (cl->prada && !admin) {
-        int r = ls_prada_observe(cl->prada, x, lab, n);
-        flagged = r > 0;
+    int was_flagged = flagged, mon_was = cl->mon && ls_qmon_flagged_at(cl->mon, 0) >= 0;
+    if (cl->prada && !admin) flagged = ls_prada_observe(cl->prada, x, lab, n) > 0;
+    if (cl->mon && !admin && ls_qmon_observe(cl->mon, x, n) > 0 && !mon_was) {
+        double z;
+        ls_qmon_state(cl->mon, NULL, NULL, &z, NULL);
+        LS_INFO("victim serve: client %s flagged by the query monitor after %lld queries (z=%.1f, mode %s)", id,
+                (long long)cl->queries, z, ls_prada_mode_name(s->o.monitor_mode));
     }
+    act = flag_action(s, cl);
     log_line(s, id, n, 200, cl);
-    if (flagged && !was_flagged && s->o.prada_mode == LS_PRADA_THROTTLE) {
+    if (act == LS_PRADA_THROTTLE && !was_flagged) {
         /* Throttling starts now: the bucket is emptied, then refills at the slow rate. */
         cl->tokens = 0;
         cl->last = ls_now();
     }
-    if (flagged && !was_flagged) {
+    if (flagged && !was_flagged && cl->prada) {
         int64_t fa;
         double w;
         ls_prada_state(cl->prada, NULL, &fa, &w);
@@ -396,6 +411,7 @@ struct cJSON *ls_victim_server_stats(ls_victim_server *s) {
     cJSON_AddNumberToObject(j, "errors", (double)s->total_errors);
     cJSON_AddStringToObject(j, "prada_mode", ls_prada_mode_name(s->o.prada_mode));
     cJSON_AddNumberToObject(j, "prada_delta", s->o.prada.delta);
+    if (s->o.monitor) cJSON_AddStringToObject(j, "monitor_mode", ls_prada_mode_name(s->o.monitor_mode));
     cJSON *arr = cJSON_AddArrayToObject(j, "clients");
     for (int i = 0; i < s->nclients; i++) {
         client_t *c = &s->clients[i];
@@ -412,6 +428,15 @@ struct cJSON *ls_victim_server_stats(ls_victim_server *s) {
             cJSON_AddNumberToObject(o, "prada_w", w);
             cJSON_AddNumberToObject(o, "prada_min_w", ls_prada_min_w(c->prada));
             cJSON_AddNumberToObject(o, "flagged_at", (double)fa);
+        }
+        if (c->mon) {
+            int64_t outl;
+            double z, mz;
+            ls_qmon_state(c->mon, NULL, &outl, &z, &mz);
+            cJSON_AddNumberToObject(o, "monitor_outliers", (double)outl);
+            cJSON_AddNumberToObject(o, "monitor_z", z);
+            cJSON_AddNumberToObject(o, "monitor_max_z", mz);
+            cJSON_AddNumberToObject(o, "monitor_flagged_at", (double)ls_qmon_flagged_at(c->mon, 0));
         }
         cJSON_AddItemToArray(arr, o);
     }
@@ -504,6 +529,14 @@ int ls_victim_server_start(const ls_victim *v, const ls_victim_server_opts *o, l
     *out = NULL;
     if (o->port < 0 || o->port > 65535) return ls_err(LS_EINVAL, "victim serve: bad port %d", o->port);
     if (o->max_batch < 1) return ls_err(LS_EINVAL, "victim serve: max batch must be >= 1");
+    if (o->monitor) {
+        int vd, vk, sh[3];
+        float vlo, vhi;
+        ls_victim_info(v, &vd, &vk, &vlo, &vhi, sh);
+        if (ls_qmon_ref_dim(o->monitor) != vd)
+            return ls_err(LS_EINVAL, "victim serve: the query monitor's profile has %d features, the victim %d",
+                          ls_qmon_ref_dim(o->monitor), vd);
+    }
     ls_victim_server *s = calloc(1, sizeof *s);
     if (!s) return ls_err(LS_ENOMEM, "victim serve: out of memory");
     s->v = v;
@@ -574,10 +607,30 @@ int ls_victim_server_client(ls_victim_server *s, const char *client, int64_t *qu
     return rc == LS_OK ? LS_OK : ls_err(rc, "victim serve: no client '%s'", client);
 }
 
+int ls_victim_server_monitor(ls_victim_server *s, const char *client, double z, int64_t *flagged_at, double *max_z) {
+    int rc = LS_ENOTFOUND;
+    pthread_mutex_lock(&s->mu);
+    if (flagged_at) *flagged_at = -1;
+    if (max_z) *max_z = 0;
+    for (int i = 0; i < s->nclients; i++) {
+        if (strcmp(s->clients[i].id, client)) continue;
+        if (s->clients[i].mon) {
+            if (flagged_at) *flagged_at = ls_qmon_flagged_at(s->clients[i].mon, z);
+            if (max_z) ls_qmon_state(s->clients[i].mon, NULL, NULL, NULL, max_z);
+        }
+        rc = LS_OK;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc == LS_OK ? LS_OK : ls_err(rc, "victim serve: no client '%s'", client);
+}
+
 void ls_victim_server_stop(ls_victim_server *s) {
     if (!s) return;
     MHD_stop_daemon(s->mhd);
-    for (int i = 0; i < s->nclients; i++) ls_prada_free(s->clients[i].prada);
+    for (int i = 0; i < s->nclients; i++) {
+        ls_prada_free(s->clients[i].prada);
+        ls_qmon_free(s->clients[i].mon);
+    }
     free(s->clients);
     if (s->log) fclose(s->log);
     pthread_mutex_destroy(&s->mu);

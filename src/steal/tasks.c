@@ -53,7 +53,7 @@ static float unif(ls_rng *r, float a, float b) { return a + (b - a) * ls_rng_uni
 /* Quantises a frame to 8-bit levels, as a stored idx image would be (so a task written to a
  * directory loads back bit for bit). */
 static void quantise(float *x, int n) {
-    for (int i = 0; i < n; i++) x[i] = (float)(int)lrintf(clampf(x[i], 0, 1) * 255.0f) / 255.0f;
+    for (int i = 0; i < n; i++) x[i] = (float)(int)lrintf(clampf(x[i], 0, 1) * 255.0f) * (1.0f / 255.0f);
 }
 
 /* ---------------------------------------------------------------- shapes */
@@ -235,7 +235,7 @@ static int make_fmnist_inv(ls_steal_data *o) {
     LS_TRY(ls_steal_dataset_open("fmnist", 20000, &tr, &te));
     for (int64_t i = 0; i < o->n; i++) {
         const ls_steal_data *s = i < 20000 ? &tr : &te;
-        int64_t j = i < 20000 ? i : (i - 20000) % te.n;
+        int64_t j = i < 20000 ? i % tr.n : (i - 20000) % te.n;
         const float *src = s->x + j * IMG * IMG;
         float *img = o->x + i * IMG * IMG;
         for (int y = 0; y < IMG; y++)
@@ -291,14 +291,14 @@ static void make_table(int t, ls_rng *r, ls_steal_data *o) {
 
 /* ---------------------------------------------------------------- entry points */
 
-int ls_steal_make_task(const char *name, uint64_t seed, ls_steal_data *out) {
+int ls_steal_make_task(const char *name, uint64_t seed, int64_t n, ls_steal_data *out) {
     int t = ls_steal_task_index(name);
     if (t < 0) return ls_err(LS_EINVAL, "unknown task '%s' (glyphs, shapes, textures, fmnist-inv, moons, checker, skewed)", name);
     ls_rng r;
     ls_rng_seed(&r, seed * 0x9E3779B97F4A7C15ull + (uint64_t)t);
     int rc;
     if (tasks[t].image) {
-        LS_TRY(ls_steal_data_alloc(out, TASK_IMAGES, IMG * IMG, 10));
+        LS_TRY(ls_steal_data_alloc(out, n > 0 ? n : TASK_IMAGES, IMG * IMG, 10));
         out->h = out->w = IMG;
         if (!strcmp(name, "glyphs"))
             rc = make_glyphs(&r, out);
@@ -316,7 +316,7 @@ int ls_steal_make_task(const char *name, uint64_t seed, ls_steal_data *out) {
     } else {
         int d = !strcmp(name, "moons") ? 10 : !strcmp(name, "checker") ? 8 : 15;
         int k = !strcmp(name, "checker") ? 4 : 3;
-        LS_TRY(ls_steal_data_alloc(out, TASK_ROWS, d, k));
+        LS_TRY(ls_steal_data_alloc(out, n > 0 ? n : TASK_ROWS, d, k));
         make_table(t, &r, out);
         rc = LS_OK;
     }
@@ -332,7 +332,7 @@ int ls_steal_task_split(const char *name, int64_t max_train, ls_steal_data *trai
     memset(train, 0, sizeof *train);
     memset(test, 0, sizeof *test);
     ls_steal_data all;
-    LS_TRY(ls_steal_make_task(name, 1, &all));
+    LS_TRY(ls_steal_make_task(name, 1, 0, &all));
     int rc;
     if (ls_steal_task_is_image(ls_steal_task_index(name))) {
         /* iid rows: the first 20 000 train, the rest test, as the idx files of write_task */
@@ -391,7 +391,7 @@ static int write_idx(const char *path, const ls_steal_data *d, int64_t from, int
 
 int ls_steal_write_task(const char *name, uint64_t seed, const char *dir, char *desc, size_t ndesc) {
     ls_steal_data all;
-    LS_TRY(ls_steal_make_task(name, seed, &all));
+    LS_TRY(ls_steal_make_task(name, seed, 0, &all));
     int rc = ls_mkdirs(dir);
     char p[1100];
     if (!rc && ls_steal_task_is_image(ls_steal_task_index(name))) {

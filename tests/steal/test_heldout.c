@@ -1,0 +1,211 @@
+/* test_heldout.c - the held-out tasks (determinism by seed, ranges, classes, the idx / CSV
+ * files victim make-task writes read back bit for bit) and the query-distribution monitor
+ * (its score against a float64 Mahalanobis distance; natural clients not flagged, uniform
+ * queries and a scripted attack through ls_steal_run flagged). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cblas.h>
+
+#include "llmsys/core.h"
+#include "llmsys/steal.h"
+#include "test.h"
+
+static void test_task_determinism(void) {
+    for (int t = 0; t < ls_steal_task_count(); t++) {
+        const char *name = ls_steal_task_name(t);
+        if (!strcmp(name, "fmnist-inv")) continue; /* a transform of installed data, checked below */
+        ls_steal_data a, b, c;
+        int rc = ls_steal_make_task(name, 3, 400, &a);
+        if (rc == LS_EINVAL && !strcmp(name, "glyphs")) { /* built without FreeType */
+            fprintf(stderr, "  glyphs skipped: %s\n", ls_errmsg());
+            continue;
+        }
+        CHECK_EQ_INT(rc, LS_OK);
+        CHECK_EQ_INT(ls_steal_make_task(name, 3, 400, &b), LS_OK);
+        CHECK_EQ_INT(ls_steal_make_task(name, 4, 400, &c), LS_OK);
+        CHECK(a.n == 400 && b.n == 400 && a.d == b.d && a.k == b.k);
+        CHECK_MSG(!memcmp(a.x, b.x, sizeof(float) * (size_t)a.n * a.d) && !memcmp(a.y, b.y, sizeof(int32_t) * 400),
+                  "%s: same seed, different rows", name);
+        CHECK_MSG(memcmp(a.x, c.x, sizeof(float) * (size_t)a.n * a.d), "%s: another seed, same rows", name);
+        int seen[16] = {0}, bad = 0;
+        for (int64_t i = 0; i < a.n; i++) {
+            if (a.y[i] < 0 || a.y[i] >= a.k) bad++;
+            else seen[a.y[i]] = 1;
+        }
+        for (int64_t i = 0; i < a.n * a.d; i++) {
+            float v = a.x[i];
+            if (!isfinite(v)) bad++;
+            /* images: 8-bit levels in [0, 1] */
+            if (ls_steal_task_is_image(t) && (v < 0 || v > 1 || fabsf(v * 255 - roundf(v * 255)) > 1e-3f)) bad++;
+        }
+        int classes = 0;
+        for (int k = 0; k < a.k; k++) classes += seen[k];
+        CHECK_MSG(!bad && classes == a.k, "%s: %d bad values/labels, %d of %d classes", name, bad, classes, a.k);
+        CHECK(ls_steal_task_is_image(t) ? (a.d == 784 && a.k == 10 && a.h == 28) : (a.h == 1 && a.d >= 8));
+        ls_steal_data_free(&a);
+        ls_steal_data_free(&b);
+        ls_steal_data_free(&c);
+    }
+    ls_steal_data x;
+    CHECK(ls_steal_make_task("nope", 1, 10, &x) == LS_EINVAL);
+}
+
+/* victim make-task's files read back as the dataset the name opens. */
+static void test_task_files(void) {
+    char dir[] = "/tmp/llmsys-heldout.XXXXXX", desc[2400], spec[128];
+    CHECK(mkdtemp(dir) != NULL);
+    CHECK_EQ_INT(ls_steal_write_task("shapes", 1, dir, desc, sizeof desc), LS_OK);
+    ls_steal_data tr1, te1, tr2, te2;
+    snprintf(spec, sizeof spec, "fmnist:%s", dir);
+    CHECK_EQ_INT(ls_steal_dataset_open(spec, 3000, &tr1, &te1), LS_OK);
+    CHECK_EQ_INT(ls_steal_dataset_open("shapes", 3000, &tr2, &te2), LS_OK);
+    CHECK(tr1.n == 3000 && tr2.n == 3000 && te1.n == 5000 && te2.n == 5000);
+    CHECK_MSG(!memcmp(tr1.x, tr2.x, sizeof(float) * 3000 * 784) && !memcmp(tr1.y, tr2.y, sizeof(int32_t) * 3000) &&
+                  !memcmp(te1.x, te2.x, sizeof(float) * 5000 * 784),
+              "idx files differ from the generated task");
+    ls_steal_data_free(&tr1), ls_steal_data_free(&te1), ls_steal_data_free(&tr2), ls_steal_data_free(&te2);
+    CHECK_EQ_INT(ls_steal_write_task("moons", 1, dir, desc, sizeof desc), LS_OK);
+    snprintf(spec, sizeof spec, "%s/moons.csv", dir);
+    ls_steal_data csv, gen;
+    CHECK_EQ_INT(ls_steal_csv_load(spec, &csv), LS_OK);
+    CHECK_EQ_INT(ls_steal_make_task("moons", 1, 0, &gen), LS_OK);
+    double err = 0;
+    for (int64_t i = 0; i < gen.n * gen.d; i++) err = fmax(err, fabs(csv.x[i] - gen.x[i]) / (1 + fabs(gen.x[i])));
+    CHECK(csv.n == gen.n && csv.d == gen.d && !memcmp(csv.y, gen.y, sizeof(int32_t) * (size_t)gen.n));
+    CHECK_MSG(err < 1e-5, "csv round trip error %g", err);
+    ls_steal_data_free(&csv), ls_steal_data_free(&gen);
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+}
+
+/* With rank = d the score is the Mahalanobis distance / d under the ridged sample covariance. */
+static void test_qmon_score(void) {
+    enum { N = 3000, D = 3 };
+    ls_steal_data ref;
+    CHECK_EQ_INT(ls_steal_data_alloc(&ref, N, D, 2), LS_OK);
+    ls_rng r;
+    ls_rng_seed(&r, 9);
+    for (int i = 0; i < N; i++) {
+        float a = ls_rng_normal(&r), b = ls_rng_normal(&r), c = ls_rng_normal(&r);
+        ref.x[i * D] = 0.5f + 0.1f * a, ref.x[i * D + 1] = 0.3f + 0.05f * a + 0.02f * b, ref.x[i * D + 2] = 0.01f * c;
+    }
+    ls_qmon_opts o;
+    ls_qmon_opts_default(&o);
+    ls_qmon_ref *q;
+    CHECK_EQ_INT(ls_qmon_fit(&ref, &o, &q), LS_OK);
+    double mu[D] = {0}, C[D][D] = {{0}}, tr = 0;
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < D; j++) mu[j] += ref.x[i * D + j] / (double)N;
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < D; j++)
+            for (int l = 0; l < D; l++) C[j][l] += (ref.x[i * D + j] - mu[j]) * (ref.x[i * D + l] - mu[l]) / N;
+    for (int j = 0; j < D; j++) tr += C[j][j];
+    for (int j = 0; j < D; j++) C[j][j] += 1e-3 * tr / D + 1e-8;
+    /* inverse by the adjugate */
+    double det = C[0][0] * (C[1][1] * C[2][2] - C[1][2] * C[2][1]) - C[0][1] * (C[1][0] * C[2][2] - C[1][2] * C[2][0]) +
+                 C[0][2] * (C[1][0] * C[2][1] - C[1][1] * C[2][0]), Cinv[D][D];
+    for (int j = 0; j < D; j++)
+        for (int l = 0; l < D; l++) {
+            int j1 = (l + 1) % 3, j2 = (l + 2) % 3, l1 = (j + 1) % 3, l2 = (j + 2) % 3;
+            Cinv[j][l] = (C[j1][l1] * C[j2][l2] - C[j1][l2] * C[j2][l1]) / det;
+        }
+    float pts[4 * D] = {0.5f, 0.3f, 0, 0.7f, 0.3f, 0.01f, 0.5f, 0.5f, 0, 0.2f, 0.1f, -0.03f};
+    double sc[4];
+    int out[4];
+    CHECK_EQ_INT(ls_qmon_score(q, pts, 4, sc, out), LS_OK);
+    for (int p = 0; p < 4; p++) {
+        double m = 0;
+        for (int j = 0; j < D; j++)
+            for (int l = 0; l < D; l++) m += (pts[p * D + j] - mu[j]) * Cinv[j][l] * (pts[p * D + l] - mu[l]);
+        CHECK_MSG(fabs(sc[p] - m / D) <= 1e-3 * (1 + m / D), "point %d: score %g, float64 %g", p, sc[p], m / D);
+    }
+    CHECK(!out[0] && out[2] && out[3]); /* the mean is typical; 2 and 3 are far off the data */
+    ls_qmon_ref_free(q);
+    ls_steal_data_free(&ref);
+}
+
+/* An oracle over a victim in process that feeds every query to a monitor. */
+typedef struct {
+    const ls_victim *v;
+    ls_qmon *mon;
+} mon_oracle;
+static int mon_query(void *ctx, const float *x, int n, int32_t *labels, float *proba, int *got) {
+    mon_oracle *o = ctx;
+    (void)proba;
+    *got = 0;
+    LS_TRY(ls_victim_predict(o->v, x, n, labels));
+    return ls_qmon_observe(o->mon, x, n) < 0 ? LS_EIO : LS_OK;
+}
+
+/* Natural clients (test rows) not flagged; uniform queries and the attack flagged early. */
+static void detector_case(const char *data, int64_t train_n, int64_t budget, int64_t attack_within) {
+    ls_steal_data tr, te;
+    CHECK_EQ_INT(ls_steal_dataset_open(data, train_n, &tr, &te), LS_OK);
+    ls_qmon_opts o;
+    ls_qmon_opts_default(&o);
+    ls_qmon_ref *prof;
+    CHECK_EQ_INT(ls_qmon_fit(&tr, &o, &prof), LS_OK);
+    ls_qmon *nat, *uni, *atk;
+    CHECK_EQ_INT(ls_qmon_init(prof, &nat), LS_OK);
+    CHECK_EQ_INT(ls_qmon_init(prof, &uni), LS_OK);
+    CHECK_EQ_INT(ls_qmon_init(prof, &atk), LS_OK);
+    int64_t nn = te.n < 2000 ? te.n : 2000;
+    for (int64_t s = 0; s < nn; s += 100) CHECK(ls_qmon_observe(nat, te.x + s * te.d, (int)(nn - s < 100 ? nn - s : 100)) >= 0);
+    float *u = malloc(sizeof(float) * 100 * (size_t)tr.d);
+    ls_rng r;
+    ls_rng_seed(&r, 4);
+    for (int i = 0; i < 100 * tr.d; i++) u[i] = ls_rng_uniform(&r);
+    CHECK(ls_qmon_observe(uni, u, 100) == 1);
+    free(u);
+    ls_victim_opts vo;
+    ls_victim_opts_default(&vo, LS_VICTIM_LOGREG);
+    vo.epochs = 2;
+    ls_victim *v;
+    CHECK_EQ_INT(ls_victim_train(&vo, &tr, &v), LS_OK);
+    mon_oracle mo = {v, atk};
+    ls_steal_opts so;
+    ls_steal_opts_default(&so);
+    ls_steal_opts_for_data(&so, &tr);
+    so.budget = budget;
+    so.final_epochs = 2;
+    so.members = 1;
+    so.hidden1 = 32, so.hidden2 = 16;
+    ls_replica *rep;
+    ls_steal_result res;
+    CHECK_EQ_INT(ls_steal_run(&so, (ls_steal_oracle){&mo, mon_query}, &rep, &res), LS_OK);
+    ls_replica_free(rep);
+    int64_t q, k;
+    double z, mz;
+    ls_qmon_state(nat, &q, &k, &z, &mz);
+    fprintf(stderr, "  %s natural: %lld queries, %lld outliers, max z %.2f\n", data, (long long)q, (long long)k, mz);
+    CHECK_MSG(ls_qmon_flagged_at(nat, 0) < 0, "%s: natural client flagged", data);
+    ls_qmon_state(atk, &q, &k, &z, &mz);
+    fprintf(stderr, "  %s attack: %lld queries, %lld outliers, flagged at %lld\n", data, (long long)q, (long long)k,
+            (long long)ls_qmon_flagged_at(atk, 0));
+    CHECK_MSG(ls_qmon_flagged_at(atk, 0) > 0 && ls_qmon_flagged_at(atk, 0) <= attack_within, "%s: attack not flagged",
+              data);
+    ls_qmon_free(nat), ls_qmon_free(uni), ls_qmon_free(atk);
+    ls_victim_free(v);
+    ls_qmon_ref_free(prof);
+    ls_steal_data_free(&tr);
+    ls_steal_data_free(&te);
+}
+
+static void test_qmon_detector(void) {
+    detector_case("blobs", 3000, 800, 800);
+    detector_case("moons", 3000, 800, 800);
+    detector_case("fmnist", 2000, 600, 600);
+}
+
+int main(void) {
+    openblas_set_num_threads(1); /* small matmuls; threads only spin on shared cores */
+    RUN(test_task_determinism);
+    RUN(test_task_files);
+    RUN(test_qmon_score);
+    RUN(test_qmon_detector);
+    return TEST_RESULT();
+}
