@@ -52,7 +52,16 @@ typedef struct {
     float e;                 /* outline level */
     obj_prim p[4];
     float grid[25]; /* g x g shading values in [0,1] */
+    int style;      /* STYLE_*: how the parameters are rendered */
+    float sv[12];   /* strokes: up to 5 points (y, x) then width; field: angle, freq, phase, contrast, mean, kind */
 } obj_params;
+
+/* The styles of the image prior. The prior started as objects on a dark background, a look
+ * chosen on Fashion-MNIST; the other styles cover images of other character (dark objects on
+ * a bright ground, thin strokes, full-frame periodic fields), and their shares adapt to the
+ * victim's answers (style_weights): a style whose queries the victim spreads over many
+ * classes gets more of the budget. */
+enum { STYLE_OBJECT = 0, STYLE_INVERTED, STYLE_STROKES, STYLE_FIELD, NSTYLE };
 
 typedef struct {
     const ls_steal_opts *o;
@@ -75,6 +84,7 @@ typedef struct {
     float *shade;        /* h*w: its shading field */
     obj_params *par;     /* cap (images): each answered object's parameters, when has_par */
     unsigned char *has_par;
+    float style_w[NSTYLE]; /* the prior's current share of each style */
 } attack_t;
 
 static float clampf(float v, float lo, float hi) { return v < lo ? lo : v > hi ? hi : v; }
@@ -198,7 +208,7 @@ static void obj_finish(attack_t *a, const obj_params *P, ls_rng *r, float *x) {
     const ls_steal_opts *o = a->o;
     int H = o->h, W = o->w;
     const unsigned char *mask = a->mask;
-    if (P->outline)
+    if (P->outline && P->style <= STYLE_INVERTED)
         for (int yy = 0; yy < H; yy++)
             for (int xx = 0; xx < W; xx++) {
                 int i = yy * W + xx; /* an edge reads the mask only, so x can change in place */
@@ -206,6 +216,8 @@ static void obj_finish(attack_t *a, const obj_params *P, ls_rng *r, float *x) {
                                 !mask[i - 1] || !mask[i + 1]))
                     x[i] = P->e;
             }
+    if (P->style == STYLE_INVERTED)
+        for (int i = 0; i < H * W; i++) x[i] = 1.0f - x[i];
     for (int ch = 1; ch < o->c; ch++) {
         float gain = 0.6f + 0.8f * ls_rng_uniform(r);
         for (int i = 0; i < H * W; i++) x[(size_t)ch * H * W + i] = clampf(gain * x[i], 0, 1);
@@ -213,9 +225,138 @@ static void obj_finish(attack_t *a, const obj_params *P, ls_rng *r, float *x) {
     for (int i = 0; i < a->d; i++) x[i] = o->lo + (o->hi - o->lo) * x[i];
 }
 
+/* Channel 0 of a stroke or field image: strokes are a polyline of P->np points (sv) of width
+ * sv[10], level P->base, on a dark ground; a field is a full-frame wave at angle sv[0],
+ * frequency sv[1], phase sv[2], contrast sv[3] around mean sv[4], kind sv[5] (sine, square,
+ * crossed), with P->tex texture. */
+static void style_fill(attack_t *a, const obj_params *P, ls_rng *r, float *x) {
+    int H = a->o->h, W = a->o->w;
+    const float *v = P->sv;
+    for (int yy = 0; yy < H; yy++)
+        for (int xx = 0; xx < W; xx++) {
+            float val;
+            if (P->style == STYLE_STROKES) {
+                float best = 1e30f;
+                for (int s = 0; s + 1 < P->np; s++) {
+                    float ay = v[2 * s], ax = v[2 * s + 1], by = v[2 * s + 2], bx = v[2 * s + 3];
+                    float dy = by - ay, dx = bx - ax, l2 = dy * dy + dx * dx;
+                    float t = l2 > 0 ? clampf(((yy - ay) * dy + (xx - ax) * dx) / l2, 0, 1) : 0;
+                    float ey = yy - (ay + t * dy), ex = xx - (ax + t * dx), dd = ey * ey + ex * ex;
+                    if (dd < best) best = dd;
+                }
+                val = P->base * clampf(v[10] * 0.5f + 0.5f - sqrtf(best), 0, 1);
+            } else {
+                float u = (float)xx / W, w = (float)yy / H, ph = v[1] * (u * cosf(v[0]) + w * sinf(v[0])) + v[2];
+                float sn = sinf(ph);
+                if (v[5] >= 2) sn *= sinf(v[1] * (w * cosf(v[0]) - u * sinf(v[0])) + v[2]);
+                if (v[5] >= 1) sn = sn > 0 ? 1.0f : -1.0f;
+                val = v[4] + v[3] * sn;
+            }
+            x[yy * W + xx] = clampf(val + P->tex * (ls_rng_uniform(r) - 0.5f), 0, 1);
+        }
+}
+
 static void obj_render(attack_t *a, const obj_params *P, float *x) {
-    obj_fill(a, P, &a->rng, x);
+    if (P->style >= STYLE_STROKES)
+        style_fill(a, P, &a->rng, x);
+    else
+        obj_fill(a, P, &a->rng, x);
     obj_finish(a, P, &a->rng, x);
+}
+
+/* Draws the stroke or field parameters of P (its style already set). */
+static void style_draw(attack_t *a, obj_params *P) {
+    ls_rng *r = &a->rng;
+    int H = a->o->h, W = a->o->w;
+    P->outline = 0;
+    P->g = 0, P->sym = 0, P->ax = 0, P->sa = 0, P->e = 0; /* the object's fields, unused here */
+    P->tex = 0.15f * ls_rng_uniform(r) * ls_rng_uniform(r);
+    P->base = 0.5f + 0.5f * ls_rng_uniform(r);
+    if (P->style == STYLE_STROKES) {
+        P->np = 2 + (int)ls_rng_below(r, 4);
+        for (int i = 0; i < P->np; i++) {
+            P->sv[2 * i] = H * (0.15f + 0.7f * ls_rng_uniform(r));
+            P->sv[2 * i + 1] = W * (0.15f + 0.7f * ls_rng_uniform(r));
+        }
+        P->sv[10] = 1.0f + 0.12f * W * ls_rng_uniform(r);
+    } else {
+        P->np = 0;
+        P->sv[0] = 3.14159265f * ls_rng_uniform(r);
+        P->sv[1] = 4.0f + 40.0f * ls_rng_uniform(r);
+        P->sv[2] = 6.2831853f * ls_rng_uniform(r);
+        P->sv[3] = 0.1f + 0.4f * ls_rng_uniform(r);
+        P->sv[4] = 0.3f + 0.4f * ls_rng_uniform(r);
+        P->sv[5] = (float)ls_rng_below(r, 3);
+    }
+}
+
+/* Moves the stroke or field parameters by Gaussian noise of s times their range. */
+static void style_vary(attack_t *a, obj_params *P, float s) {
+    ls_rng *r = &a->rng;
+    int H = a->o->h, W = a->o->w;
+    P->base = clampf(P->base + s * 0.5f * ls_rng_normal(r), 0.5f, 1);
+    if (P->style == STYLE_STROKES) {
+        for (int i = 0; i < P->np; i++) {
+            P->sv[2 * i] = clampf(P->sv[2 * i] + s * 0.7f * H * ls_rng_normal(r), 0.15f * H, 0.85f * H);
+            P->sv[2 * i + 1] = clampf(P->sv[2 * i + 1] + s * 0.7f * W * ls_rng_normal(r), 0.15f * W, 0.85f * W);
+        }
+        P->sv[10] = clampf(P->sv[10] + s * 0.12f * W * ls_rng_normal(r), 1, 1 + 0.12f * W);
+    } else {
+        P->sv[0] += s * 3.14159265f * ls_rng_normal(r);
+        P->sv[1] = clampf(P->sv[1] + s * 40 * ls_rng_normal(r), 4, 44);
+        P->sv[2] += s * 6.2831853f * ls_rng_normal(r);
+        P->sv[3] = clampf(P->sv[3] + s * 0.4f * ls_rng_normal(r), 0.1f, 0.5f);
+        P->sv[4] = clampf(P->sv[4] + s * 0.4f * ls_rng_normal(r), 0.3f, 0.7f);
+    }
+}
+
+/* A style drawn from the current shares. */
+static int style_pick(attack_t *a) {
+    float u = ls_rng_uniform(&a->rng), acc = 0;
+    for (int s = 0; s < NSTYLE; s++) {
+        acc += a->style_w[s];
+        if (u < acc) return s;
+    }
+    return STYLE_OBJECT;
+}
+
+/* The shares from the answers so far: each style's label entropy (normalised by log k) H_s;
+ * share ~ exp(8 (H_s - max H)), at least 4 % each, styles not yet asked kept at the mean. */
+static void style_weights(attack_t *a) {
+    if (!a->par) return;
+    int k = a->k < 64 ? a->k : 64;
+    int64_t *hist = calloc((size_t)NSTYLE * 64, sizeof(int64_t)), tot[NSTYLE] = {0};
+    if (!hist) return;
+    for (int64_t i = 0; i < a->n; i++)
+        if (a->has_par[i] && a->y[i] < 64) {
+            hist[a->par[i].style * 64 + a->y[i]]++;
+            tot[a->par[i].style]++;
+        }
+    double H[NSTYLE], hmax = 0;
+    for (int s = 0; s < NSTYLE; s++) {
+        H[s] = -1;
+        if (tot[s] < 20) continue;
+        double e = 0;
+        for (int c = 0; c < k; c++)
+            if (hist[s * 64 + c]) {
+                double p = (double)hist[s * 64 + c] / tot[s];
+                e -= p * log(p);
+            }
+        H[s] = e / log((double)k);
+        if (H[s] > hmax) hmax = H[s];
+    }
+    free(hist);
+    double w[NSTYLE], sum = 0;
+    for (int s = 0; s < NSTYLE; s++) {
+        w[s] = H[s] < 0 ? 1.0 / NSTYLE : exp(8 * (H[s] - hmax));
+        sum += w[s];
+    }
+    double fl = 0.04, sum2 = 0;
+    for (int s = 0; s < NSTYLE; s++) {
+        w[s] = w[s] / sum < fl ? fl : w[s] / sum;
+        sum2 += w[s];
+    }
+    for (int s = 0; s < NSTYLE; s++) a->style_w[s] = (float)(w[s] / sum2);
 }
 
 /* An object on a dark background, the generic prior for image-shaped inputs: the union of 1..4
@@ -227,6 +368,12 @@ static void obj_render(attack_t *a, const obj_params *P, float *x) {
 static void object_seed(attack_t *a, float *x, obj_params *P) {
     int H = a->o->h, W = a->o->w;
     ls_rng *r = &a->rng;
+    P->style = style_pick(a);
+    if (P->style >= STYLE_STROKES) {
+        style_draw(a, P);
+        obj_render(a, P, x);
+        return;
+    }
     P->np = 1 + (int)ls_rng_below(r, 4);
     P->sym = ls_rng_below(r, 2) == 0;
     P->ax = W * (0.4f + 0.2f * ls_rng_uniform(r));
@@ -248,6 +395,10 @@ static void object_seed(attack_t *a, float *x, obj_params *P) {
 static void obj_vary(attack_t *a, obj_params *P, float s) {
     ls_rng *r = &a->rng;
     int H = a->o->h, W = a->o->w;
+    if (P->style >= STYLE_STROKES) {
+        style_vary(a, P, s);
+        return;
+    }
     for (int p = 0; p < P->np; p++) {
         obj_prim *q = &P->p[p];
         q->cy = clampf(q->cy + s * 0.6f * H * ls_rng_normal(r), 0.2f * H, 0.8f * H);
@@ -266,7 +417,7 @@ static void obj_vary(attack_t *a, obj_params *P, float s) {
 /* M = the point t of the way from A to B, B a variation of A (same primitives). */
 static void obj_lerp(const obj_params *A, const obj_params *B, float t, obj_params *M) {
     *M = *A;
-    for (int p = 0; p < A->np; p++) {
+    for (int p = 0; A->style <= STYLE_INVERTED && p < A->np; p++) {
         const obj_prim *qa = &A->p[p], *qb = &B->p[p];
         obj_prim *qm = &M->p[p];
         qm->cy = qa->cy + t * (qb->cy - qa->cy);
@@ -280,6 +431,10 @@ static void obj_lerp(const obj_params *A, const obj_params *B, float t, obj_para
     for (int i = 0; i < A->g * A->g; i++) M->grid[i] = A->grid[i] + t * (B->grid[i] - A->grid[i]);
     M->base = A->base + t * (B->base - A->base);
     M->sa = A->sa + t * (B->sa - A->sa);
+    for (int i = 0; i < 5; i++) M->sv[i] = A->sv[i] + t * (B->sv[i] - A->sv[i]);
+    if (A->style == STYLE_STROKES) M->sv[10] = A->sv[10] + t * (B->sv[10] - A->sv[10]);
+    if (A->style == STYLE_STROKES)
+        for (int i = 5; i < 10; i++) M->sv[i] = A->sv[i] + t * (B->sv[i] - A->sv[i]);
 }
 
 /* Seeds. Image-shaped inputs (h, w > 1): objects (above), whose parameters go to P.
@@ -710,8 +865,13 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
         int64_t n0 = is_image(o) ? o->budget * 3 / 10 : o->budget / 10;
         if (n0 < 20 * o->k) n0 = 20 * o->k;
         if (n0 > o->budget) n0 = o->budget;
-        for (int64_t s = 0; s < n0 && !a.failed; s += 4096) {
+        for (int s = 0; s < NSTYLE; s++) a.style_w[s] = 1.0f / NSTYLE;
+        int64_t probe = n0 * 4 / 10; /* the first 40 % of the seeds probe every style evenly */
+        for (int64_t s = 0; s < n0 && !a.failed;) {
             int64_t b = n0 - s < 4096 ? n0 - s : 4096;
+            if (s < probe && s + b > probe) b = probe - s;
+            if (s >= probe) style_weights(&a);
+            s += b;
             for (int64_t i = 0; i < b; i++) gen_seed(&a, buf + i * d, a.par ? &a.par[a.n + i] : NULL);
             int64_t first = a.n;
             ask(&a, buf, b);
@@ -724,6 +884,7 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
         while (!rc && !a.failed && a.n < o->budget && a.n > 0) {
             rc = fit(&a, a.rounds == 1 ? 6 : 3, 1e-3f, o->seed + (uint64_t)a.rounds);
             if (rc) break;
+            style_weights(&a);
             int64_t want = o->budget - a.n < rsz ? o->budget - a.n : rsz;
             int64_t before = a.n;
             rc = round_synth(&a, want);
