@@ -165,6 +165,8 @@ static int run_set(const char *set, char **dl, int nd, char **vl, int nv, const 
             for (int bi = 0; bi < c->nb; bi++) {
                 int64_t budget = c->budgets[bi];
                 outcome ours = {0}, rnd = {0}, nat = {0};
+                nat.flagged_at = rnd.flagged_at = -1; /* not run (--no-baselines): never flagged */
+                for (int g = 0; g < LS_QMON_GRID; g++) nat.mon_at[g] = rnd.mon_at[g] = -1;
                 char key[64];
                 snprintf(key, sizeof key, "synth-%lld", (long long)budget);
                 LS_TRY(run_one(srv, &tr, &te, vlab, LS_STEAL_SYNTH, budget, c->epochs, c->proba, c->seed, key, &ours));

@@ -91,6 +91,8 @@ void ls_steal_unscale_rows(const float *raw_min, const float *raw_max, int d, fl
  *            (make_gaussian_quantiles-style), plus noise dims.
  * Features are raw; normalise after splitting. */
 int ls_steal_make_table(const char *kind, int64_t n, int d, int k, uint64_t seed, ls_steal_data *out);
+/* ls_steal_make_table written as CSV to path (`victim make-data`). */
+int ls_steal_write_table(const char *kind, int64_t n, int d, int k, uint64_t seed, const char *path);
 /* Held-out tasks (tasks.c), never used to design the attack: images (1x28x28, 10 classes,
  * 25 000 rows) "glyphs" (letters from the installed DejaVu fonts, FreeType), "shapes",
  * "textures", "fmnist-inv" (a transformed Fashion-MNIST); tables "moons", "checker",
@@ -421,6 +423,9 @@ typedef struct {
     int has_scaler;
     int64_t knn_ref;
 } ls_victim_train_summary;
+/* The defaults of type, overridden by the fields of g that were given (epochs, trees,
+ * max_depth, knn_ref, conv1, conv2, kernel > 0; hidden >= 0). */
+void ls_victim_opts_given(ls_victim_opts *o, int type, const ls_victim_opts *g);
 /* `victim train`: opens data (ls_steal_dataset_open, at most train_n rows), trains a victim
  * with o, measures train and test accuracy, saves it to out and, when report is non-NULL,
  * writes a JSON summary there. */

@@ -1,5 +1,4 @@
-/* cmd_steal.c - `llmsys victim` (train, serve, make-data), `llmsys steal` (attack, eval) and
- * the steal demo scenario. */
+/* cmd_steal.c - `llmsys victim` (train, serve, make-data, make-task), `llmsys steal` (attack, eval), demo steal. */
 #include <cblas.h>
 #include <signal.h>
 #include <stdio.h>
@@ -19,8 +18,9 @@ static void blas_one_thread(void) { openblas_set_num_threads(1); }
 
 static int victim_train(int argc, char **argv) {
     const char *type_s = NULL, *data = NULL, *out = NULL, *report = NULL;
-    int64_t train_n = 0, knn_ref = 0;
-    int epochs = 0, trees = 0, depth = 0, seed = 42, quiet = 0, hidden = -1, conv1 = 0, conv2 = 0, kernel = 0;
+    int64_t train_n = 0;
+    int seed = 42, quiet = 0;
+    ls_victim_opts g = {.hidden = -1}; /* what was given; 0 (hidden: -1) = the type's default */
     ls_arg spec[] = {
         {"type", LS_ARG_STR, &type_s, "T", "logreg, svm, tree, forest, knn, nb, mlp or cnn (images only)", 1},
         {"data", LS_ARG_STR, &data, "D",
@@ -28,15 +28,15 @@ static int victim_train(int argc, char **argv) {
         {"out", LS_ARG_STR, &out, "FILE", "victim file to write (victim.bin)", 1},
         {"report", LS_ARG_STR, &report, "FILE", "JSON summary (test accuracy, timings)"},
         {"train-n", LS_ARG_I64, &train_n, "N", "use at most N training rows (default all)"},
-        {"epochs", LS_ARG_INT, &epochs, "N", "passes for logreg/svm/mlp/cnn"},
-        {"hidden", LS_ARG_INT, &hidden, "N",
+        {"epochs", LS_ARG_INT, &g.epochs, "N", "passes for logreg/svm/mlp/cnn"},
+        {"hidden", LS_ARG_INT, &g.hidden, "N",
          "mlp hidden width (default 256); cnn fc hidden width, 0 none (default 128)"},
-        {"conv1", LS_ARG_INT, &conv1, "N", "cnn: channels of conv layer 1 (default 16)"},
-        {"conv2", LS_ARG_INT, &conv2, "N", "cnn: channels of conv layer 2 (default 32)"},
-        {"kernel", LS_ARG_INT, &kernel, "N", "cnn: odd kernel size of both conv layers (default 3)"},
-        {"trees", LS_ARG_INT, &trees, "N", "forest size (default 40)"},
-        {"max-depth", LS_ARG_INT, &depth, "N", "tree/forest depth limit"},
-        {"knn-ref", LS_ARG_I64, &knn_ref, "N", "knn reference rows kept (default 10000)"},
+        {"conv1", LS_ARG_INT, &g.conv1, "N", "cnn: channels of conv layer 1 (default 16)"},
+        {"conv2", LS_ARG_INT, &g.conv2, "N", "cnn: channels of conv layer 2 (default 32)"},
+        {"kernel", LS_ARG_INT, &g.kernel, "N", "cnn: odd kernel size of both conv layers (default 3)"},
+        {"trees", LS_ARG_INT, &g.trees, "N", "forest size (default 40)"},
+        {"max-depth", LS_ARG_INT, &g.max_depth, "N", "tree/forest depth limit"},
+        {"knn-ref", LS_ARG_I64, &g.knn_ref, "N", "knn reference rows kept (default 10000)"},
         {"seed", LS_ARG_INT, &seed, "S", "random seed (default 42)"},
         {"quiet", LS_ARG_FLAG, &quiet, NULL, "no progress bar"},
     };
@@ -50,15 +50,7 @@ static int victim_train(int argc, char **argv) {
         return 2;
     }
     ls_victim_opts o;
-    ls_victim_opts_default(&o, type);
-    if (epochs > 0) o.epochs = epochs;
-    if (trees > 0) o.trees = trees;
-    if (depth > 0) o.max_depth = depth;
-    if (knn_ref > 0) o.knn_ref = knn_ref;
-    if (hidden >= 0) o.hidden = hidden;
-    if (conv1 > 0) o.conv1 = conv1;
-    if (conv2 > 0) o.conv2 = conv2;
-    if (kernel > 0) o.kernel = kernel;
+    ls_victim_opts_given(&o, type, &g);
     o.seed = (uint64_t)seed;
     o.verbose = !quiet;
     ls_victim_train_summary sm;
@@ -80,39 +72,37 @@ static volatile int stop_flag;
 static void on_signal(int sig) { stop_flag = sig; }
 
 static int victim_serve(int argc, char **argv) {
-    const char *model = NULL, *output = "label", *log = NULL, *prada = "log", *admin = NULL, *port_file = NULL;
-    const char *monitor = "off", *monitor_data = NULL;
+    const char *model = NULL, *output = "label", *prada = "log", *port_file = NULL, *monitor = "off", *monitor_data = NULL;
+    double duration = 0;
     ls_qmon_opts mo;
     ls_qmon_opts_default(&mo);
-    int port = 8090, max_batch = 512, model_units = 0;
-    int64_t budget = 0;
-    double rate = 0, burst = 1024, delta = 0.95, duration = 0, throttle = 0.2;
+    ls_victim_server_opts so;
+    ls_victim_server_opts_default(&so);
+    so.port = 8090;
     ls_arg spec[] = {
         {"model", LS_ARG_STR, &model, "FILE", "victim file (from victim train)", 1},
-        {"port", LS_ARG_INT, &port, "P", "TCP port (default 8090; 0 = any free port)"},
+        {"port", LS_ARG_INT, &so.port, "P", "TCP port (default 8090; 0 = any free port)"},
         {"port-file", LS_ARG_STR, &port_file, "FILE", "write the bound port here (for scripts)"},
         {"output", LS_ARG_STR, &output, "KIND", "label (default) or proba"},
-        {"budget", LS_ARG_I64, &budget, "Q", "per-client query budget (default unlimited)"},
-        {"rate", LS_ARG_FLOAT, &rate, "QPS", "per-client rate limit in inputs/s (default unlimited)"},
-        {"burst", LS_ARG_FLOAT, &burst, "N", "rate-limit bucket size in inputs (default 1024)"},
-        {"max-batch", LS_ARG_INT, &max_batch, "N", "inputs per request (default 512)"},
-        {"log", LS_ARG_STR, &log, "FILE", "query log (JSON lines)"},
+        {"budget", LS_ARG_I64, &so.budget, "Q", "per-client query budget (default unlimited)"},
+        {"rate", LS_ARG_FLOAT, &so.rate_qps, "QPS", "per-client rate limit in inputs/s (default unlimited)"},
+        {"burst", LS_ARG_FLOAT, &so.burst, "N", "rate-limit bucket size in inputs (default 1024)"},
+        {"max-batch", LS_ARG_INT, &so.max_batch, "N", "inputs per request (default 512)"},
+        {"log", LS_ARG_STR, &so.log_path, "FILE", "query log (JSON lines)"},
         {"prada", LS_ARG_STR, &prada, "MODE", "extraction detector: off, log (default), throttle, refuse"},
-        {"prada-delta", LS_ARG_FLOAT, &delta, "W", "flag when Shapiro-Wilk W < W (default 0.95)"},
+        {"prada-delta", LS_ARG_FLOAT, &so.prada.delta, "W", "flag when Shapiro-Wilk W < W (default 0.95)"},
         {"monitor", LS_ARG_STR, &monitor, "MODE", "query-distribution monitor: off (default), log, throttle, refuse"},
         {"monitor-data", LS_ARG_STR, &monitor_data, "D", "the victim's training data (as victim train --data)"},
         {"monitor-z", LS_ARG_FLOAT, &mo.z, "Z", "monitor: flag when the outlier z-score exceeds Z (default 4)"},
-        {"throttle", LS_ARG_FLOAT, &throttle, "S", "throttle: seconds per input for a flagged client (default 0.2)"},
-        {"admin-key", LS_ARG_STR, &admin, "KEY", "X-API-Key exempt from budget, rate and detector"},
-        {"model-units", LS_ARG_FLAG, &model_units, NULL,
+        {"throttle", LS_ARG_FLOAT, &so.throttle_s, "S", "throttle: seconds per input for a flagged client (default 0.2)"},
+        {"admin-key", LS_ARG_STR, &so.admin_key, "KEY", "X-API-Key exempt from budget, rate and detector"},
+        {"model-units", LS_ARG_FLAG, &so.model_units, NULL,
          "take inputs already scaled into the model's range instead of the training data's units"},
         {"duration", LS_ARG_FLOAT, &duration, "S", "stop after S seconds (default: until SIGINT/SIGTERM)"},
     };
     int rc = ls_args_parse("victim serve", "Serves a victim as a black-box prediction API: POST /predict.", spec,
                            (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
-    ls_victim_server_opts so;
-    ls_victim_server_opts_default(&so);
     if (!strcmp(output, "proba"))
         so.output_proba = 1;
     else if (strcmp(output, "label")) {
@@ -126,20 +116,10 @@ static int victim_serve(int argc, char **argv) {
                         "'%s'); --monitor needs --monitor-data; --monitor-z > 0\n", prada, monitor);
         return 2;
     }
-    if (port < 0 || port > 65535 || max_batch < 1 || !(delta > 0 && delta < 1)) {
+    if (so.port < 0 || so.port > 65535 || so.max_batch < 1 || !(so.prada.delta > 0 && so.prada.delta < 1)) {
         fprintf(stderr, "llmsys victim serve: --port 0..65535, --max-batch >= 1, --prada-delta in (0,1)\n");
         return 2;
     }
-    so.port = port;
-    so.budget = budget;
-    so.rate_qps = rate;
-    so.burst = burst;
-    so.max_batch = max_batch;
-    so.log_path = log;
-    so.prada.delta = delta;
-    so.throttle_s = throttle;
-    so.admin_key = admin;
-    so.model_units = model_units;
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     return ls_victim_serve_file(model, &so, monitor_data, &mo, port_file, duration, &stop_flag, stdout) ? ls_cli_fail() : 0;
@@ -160,11 +140,7 @@ static int victim_make_data(int argc, char **argv) {
     int rc = ls_args_parse("victim make-data", "Writes a reproducible synthetic CSV table (features, label).", spec,
                            (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
-    ls_steal_data t;
-    if (ls_steal_make_table(kind, n, d, k, (uint64_t)seed, &t)) return ls_cli_fail();
-    rc = ls_steal_csv_write(out, &t);
-    ls_steal_data_free(&t);
-    if (rc) return ls_cli_fail();
+    if (ls_steal_write_table(kind, n, d, k, (uint64_t)seed, out)) return ls_cli_fail();
     printf("wrote %s: %lld rows, %d features, %d classes (%s)\n", out, (long long)n, d, k, kind);
     return 0;
 }
@@ -210,70 +186,57 @@ int cmd_steal(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "eval")) return steal_eval(argc - 1, argv + 1);
     const char *target = NULL, *shape_s = NULL, *range_s = "0,1", *out = NULL, *report = NULL, *key = NULL;
     const char *strategy = "synth";
-    int k = 0, epochs = 30, seed = 1, batch = 256, no_proba = 0, quiet = 0, members = 3;
-    int64_t budget = 0;
+    int seed = 1, no_proba = 0, quiet = 0;
     double timeout = 30;
+    ls_steal_opts o;
+    ls_steal_opts_default(&o);
     ls_arg spec[] = {
         {"target", LS_ARG_STR, &target, "URL", "victim API, e.g. http://127.0.0.1:8090/predict", 1},
         {"input-shape", LS_ARG_STR, &shape_s, "C,H,W", "declared input shape (1,28,28 or 784)", 1},
         {"input-range", LS_ARG_STR, &range_s, "LO,HI", "declared input range (default 0,1)"},
-        {"classes", LS_ARG_INT, &k, "K", "number of classes", 1},
-        {"budget", LS_ARG_I64, &budget, "Q", "queries to spend (never exceeded)", 1},
+        {"classes", LS_ARG_INT, &o.k, "K", "number of classes", 1},
+        {"budget", LS_ARG_I64, &o.budget, "Q", "queries to spend (never exceeded)", 1},
         {"out", LS_ARG_STR, &out, "FILE", "replica (safetensors)", 1},
         {"report", LS_ARG_STR, &report, "FILE", "JSON summary"},
         {"api-key", LS_ARG_STR, &key, "KEY", "sent as X-API-Key"},
         {"strategy", LS_ARG_STR, &strategy, "S", "synth (default) or random (baseline)"},
         {"label-only", LS_ARG_FLAG, &no_proba, NULL, "ignore probabilities even if the API gives them"},
-        {"epochs", LS_ARG_INT, &epochs, "N", "final replica epochs (default 30)"},
-        {"members", LS_ARG_INT, &members, "N", "replica networks averaged at prediction (default 3)"},
-        {"batch", LS_ARG_INT, &batch, "N", "inputs per request (default 256)"},
+        {"epochs", LS_ARG_INT, &o.final_epochs, "N", "final replica epochs (default 30)"},
+        {"members", LS_ARG_INT, &o.members, "N", "replica networks averaged at prediction (default 3)"},
+        {"batch", LS_ARG_INT, &o.batch, "N", "inputs per request (default 256)"},
         {"timeout", LS_ARG_FLOAT, &timeout, "S", "per-request network timeout (default 30)"},
         {"seed", LS_ARG_INT, &seed, "S", "random seed (default 1)"},
         {"quiet", LS_ARG_FLAG, &quiet, NULL, "no progress bar"},
     };
-    int rc = ls_args_parse("steal",
-                           "Extracts a replica of a black-box classifier over HTTP (llmsys steal eval --help for "
-                           "evaluation).",
+    int rc = ls_args_parse("steal", "Extracts a replica of a black-box classifier over HTTP (steal eval --help: evaluation).",
                            spec, (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
-    ls_steal_opts o;
-    ls_steal_opts_default(&o);
-    double lo, hi;
     char *e;
+    double hi = 0, lo = strtod(range_s, &e);
     if (ls_args_shape(shape_s, &o.c, &o.h, &o.w)) {
         fprintf(stderr, "llmsys steal: --input-shape expects C,H,W or N, got '%s'\n", shape_s);
         return 2;
     }
-    lo = strtod(range_s, &e);
     if (*e != ',' || (hi = strtod(e + 1, &e), *e) || !(hi > lo)) {
         fprintf(stderr, "llmsys steal: --input-range expects LO,HI with LO < HI, got '%s'\n", range_s);
         return 2;
     }
-    if (k < 2 || k > 64 || budget < 1 || batch < 1 || epochs < 1 || members < 1 || members > LS_REPLICA_MAX_MEMBERS) {
-        fprintf(stderr,
-                "llmsys steal: need --classes 2..64, --budget >= 1, --batch >= 1, --epochs >= 1, --members 1..%d\n",
-                LS_REPLICA_MAX_MEMBERS);
-        return 2;
-    }
-    if (strcmp(strategy, "synth") && strcmp(strategy, "random")) {
-        fprintf(stderr, "llmsys steal: --strategy must be synth or random, got '%s'\n", strategy);
+    if (o.k < 2 || o.k > 64 || o.budget < 1 || o.batch < 1 || o.final_epochs < 1 || o.members < 1 ||
+        o.members > LS_REPLICA_MAX_MEMBERS || (strcmp(strategy, "synth") && strcmp(strategy, "random"))) {
+        fprintf(stderr, "llmsys steal: need --classes 2..64, --budget >= 1, --batch >= 1, --epochs >= 1, --members "
+                        "1..%d, --strategy synth or random\n", LS_REPLICA_MAX_MEMBERS);
         return 2;
     }
     o.lo = (float)lo;
     o.hi = (float)hi;
-    o.k = k;
-    o.budget = budget;
     o.strategy = strcmp(strategy, "random") ? LS_STEAL_SYNTH : LS_STEAL_RANDOM;
     o.seed = (uint64_t)seed;
-    o.batch = batch;
-    o.final_epochs = epochs;
-    o.members = members;
     o.use_proba = !no_proba;
     o.verbose = !quiet;
     ls_steal_result res;
     if (ls_steal_attack_url(&o, target, key, timeout, out, report, &res)) return ls_cli_fail();
     printf("steal: %lld queries (budget %lld) in %d rounds, %s answers, %.1f s -> %s\n", (long long)res.queries,
-           (long long)budget, res.rounds, res.used_proba ? "probability" : "label-only", res.seconds, out);
+           (long long)o.budget, res.rounds, res.used_proba ? "probability" : "label-only", res.seconds, out);
     if (res.stopped_early) {
         fprintf(stderr,
                 "llmsys steal: target failed after %lld queries: %s (replica trained on what was gathered "
@@ -285,36 +248,32 @@ int cmd_steal(int argc, char **argv) {
 }
 
 static int steal_eval(int argc, char **argv) {
-    const char *replica = NULL, *target = NULL, *data = NULL, *key = NULL, *report = NULL;
-    int64_t test_n = 0, budget = 0;
-    int baselines = 0, epochs = 30;
-    double timeout = 30, test_split = 0;
+    ls_steal_eval_opts eo;
+    ls_steal_eval_opts_default(&eo);
     ls_arg spec[] = {
-        {"replica", LS_ARG_STR, &replica, "FILE", "replica from llmsys steal", 1},
-        {"target", LS_ARG_STR, &target, "URL", "the victim API", 1},
-        {"test-data", LS_ARG_STR, &data, "D",
+        {"replica", LS_ARG_STR, &eo.replica, "FILE", "replica from llmsys steal", 1},
+        {"target", LS_ARG_STR, &eo.target, "URL", "the victim API", 1},
+        {"test-data", LS_ARG_STR, &eo.data, "D",
          "a CSV file (all its rows are the test set) or a named dataset (its held-out test split)", 1},
-        {"test-split", LS_ARG_FLOAT, &test_split, "F",
+        {"test-split", LS_ARG_FLOAT, &eo.test_split, "F",
          "CSV only: evaluate on a fraction F of the file instead (0.2 = the rows victim train held out)"},
-        {"test-n", LS_ARG_I64, &test_n, "N", "use N test rows (default all)"},
-        {"api-key", LS_ARG_STR, &key, "KEY", "X-API-Key for the evaluation queries"},
-        {"baselines", LS_ARG_FLAG, &baselines, NULL, "also train random-query and natural-data replicas (same budget)"},
-        {"budget", LS_ARG_I64, &budget, "Q", "baseline budget (default: the replica's own query count)"},
-        {"epochs", LS_ARG_INT, &epochs, "N", "baseline replica epochs (default 30)"},
-        {"timeout", LS_ARG_FLOAT, &timeout, "S", "network timeout (default 30)"},
-        {"report", LS_ARG_STR, &report, "FILE", "JSON summary"},
+        {"test-n", LS_ARG_I64, &eo.test_n, "N", "use N test rows (default all)"},
+        {"api-key", LS_ARG_STR, &eo.api_key, "KEY", "X-API-Key for the evaluation queries"},
+        {"baselines", LS_ARG_FLAG, &eo.baselines, NULL, "also train random-query and natural-data replicas (same budget)"},
+        {"budget", LS_ARG_I64, &eo.budget, "Q", "baseline budget (default: the replica's own query count)"},
+        {"epochs", LS_ARG_INT, &eo.epochs, "N", "baseline replica epochs (default 30)"},
+        {"timeout", LS_ARG_FLOAT, &eo.timeout_s, "S", "network timeout (default 30)"},
+        {"report", LS_ARG_STR, &eo.report, "FILE", "JSON summary"},
     };
     int rc = ls_args_parse("steal eval",
                            "Agreement of a replica with the victim on held-out natural test data, and its accuracy.",
                            spec, (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
-    if (test_split < 0 || test_split >= 1 || (test_split > 0 && ls_steal_dataset_is_named(data))) {
+    if (eo.test_split < 0 || eo.test_split >= 1 || (eo.test_split > 0 && ls_steal_dataset_is_named(eo.data))) {
         fprintf(stderr, "llmsys steal eval: --test-split takes a fraction in (0, 1) and a CSV file (%s has its own "
-                        "held-out split)\n", data);
+                        "held-out split)\n", eo.data);
         return 2;
     }
-    ls_steal_eval_opts eo = {replica, target, data, key, report, test_n, budget, baselines, epochs, timeout,
-                             test_split};
     ls_steal_eval_result r;
     int fail = ls_steal_eval(&eo, &r);
     if (r.evaluated)

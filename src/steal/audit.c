@@ -11,6 +11,18 @@
 
 /* ---------------------------------------------------------------- victim train */
 
+void ls_victim_opts_given(ls_victim_opts *o, int type, const ls_victim_opts *g) {
+    ls_victim_opts_default(o, type);
+    if (g->epochs > 0) o->epochs = g->epochs;
+    if (g->trees > 0) o->trees = g->trees;
+    if (g->max_depth > 0) o->max_depth = g->max_depth;
+    if (g->knn_ref > 0) o->knn_ref = g->knn_ref;
+    if (g->hidden >= 0) o->hidden = g->hidden;
+    if (g->conv1 > 0) o->conv1 = g->conv1;
+    if (g->conv2 > 0) o->conv2 = g->conv2;
+    if (g->kernel > 0) o->kernel = g->kernel;
+}
+
 int ls_victim_train_file(const ls_victim_opts *o, const char *data, int64_t train_n, const char *out,
                          const char *report, ls_victim_train_summary *s) {
     memset(s, 0, sizeof *s);

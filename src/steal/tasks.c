@@ -411,3 +411,11 @@ int ls_steal_write_task(const char *name, uint64_t seed, const char *dir, char *
     ls_steal_data_free(&all);
     return rc;
 }
+
+int ls_steal_write_table(const char *kind, int64_t n, int d, int k, uint64_t seed, const char *path) {
+    ls_steal_data t;
+    LS_TRY(ls_steal_make_table(kind, n, d, k, seed, &t));
+    int rc = ls_steal_csv_write(path, &t);
+    ls_steal_data_free(&t);
+    return rc;
+}

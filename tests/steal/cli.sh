@@ -89,4 +89,31 @@ grep -q '"random"' "$T/e.json" && grep -q '"natural"' "$T/e.json" || fail "eval 
 grep -q "budget" "$T/err" || fail "budget message"
 [ -s "$T/r2.safetensors" ] || fail "replica not kept"
 grep -q '"status":403' "$T/q.log" || fail "query log"
+# a held-out task written to a directory; a victim on it served with the query monitor refusing:
+# a natural client replaying the task's rows is served, the attack is refused after its first request
+"$BIN" victim make-task --task moons --out "$T/moons" > "$T/mt.out" || fail "make-task"
+grep -q "12000 rows, 10 features, 3 classes" "$T/mt.out" || fail "make-task output"
+"$BIN" victim make-task --task nope --out "$T/nope" 2>"$T/err"; [ $? -eq 1 ] || fail "make-task unknown exit"
+"$BIN" victim train --type logreg --epochs 2 --data "$T/moons/moons.csv" --out "$T/m.bin" --quiet > /dev/null || fail "train moons"
+"$BIN" victim serve --model "$T/m.bin" --port 0 --monitor refuse 2>"$T/err"; [ $? -eq 2 ] || fail "monitor without data exit"
+"$BIN" victim serve --model "$T/m.bin" --port 0 --port-file "$T/port2" --prada off --monitor refuse \
+  --monitor-data "$T/moons/moons.csv" --duration 60 > "$T/serve2.out" 2>&1 &
+SRV2=$!
+for i in $(seq 1 200); do [ -s "$T/port2" ] && break; sleep 0.1; done
+[ -s "$T/port2" ] || { kill $SRV2; fail "monitored server did not start"; }
+URL2="http://127.0.0.1:$(cat "$T/port2")/predict"
+python3 - "$URL2" "$T/moons/moons.csv" <<'PY' || { kill $SRV2; fail "natural client refused"; }
+import json, sys, urllib.request
+url, csv = sys.argv[1:3]
+rows = [[float(v) for v in l.split(",")[:-1]] for l in open(csv).read().split("\n")[1:] if l]
+for s in range(0, 2000, 200):
+    req = urllib.request.Request(url, json.dumps({"inputs": rows[s:s + 200]}).encode(), {"X-API-Key": "nat"})
+    assert len(json.load(urllib.request.urlopen(req, timeout=10))["labels"]) == 200
+PY
+"$BIN" steal --target "$URL2" --input-shape 10 --input-range "$(python3 -c "import json,urllib.request;print(','.join(map(repr,json.load(urllib.request.urlopen('${URL2%/predict}/info'))['input_range'])))")" \
+  --classes 3 --budget 2000 --api-key eve --out "$T/r3.st" --epochs 2 --quiet 2>"$T/err"
+[ $? -eq 1 ] || { kill $SRV2; fail "attack on the monitored victim not stopped"; }
+grep -q "refused" "$T/err" || { kill $SRV2; fail "refusal message"; }
+kill $SRV2; wait $SRV2 2>/dev/null
+grep -q "client key:eve flagged by the query monitor after" "$T/serve2.out" || fail "monitor flag logged"
 echo "cli ok"
