@@ -19,7 +19,7 @@ static const scenario scenarios[] = {
     {"loader", demo_loader, "three sources, a curriculum, 4 ranks: shares and cost balance"},
     {"serve", demo_serve, "quantize to mixed bits, serve on 2 pipeline stages over HTTP"},
     {"plan", demo_plan, "plan OPT-30B and Llama-2-70B on mixed GPU clusters vs baselines"},
-    {"steal", demo_steal, "steal two Fashion-MNIST victims over HTTP; PRADA defence"},
+    {"steal", demo_steal, "steal two Fashion-MNIST victims over HTTP; PRADA and the query monitor"},
     {"rl", demo_rl, "async RL with relays and repack vs synchronous; reward rises; simulator"},
     {"qsync", demo_qsync, "2 ranks, one throttled: per-layer precision plan, predicted vs measured, loss"},
     {"robust", demo_robust, "4 ranks + a warm standby survive a crash, a hang and a NaN; ETTR"},

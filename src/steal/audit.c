@@ -249,7 +249,7 @@ int ls_steal_eval(const ls_steal_eval_opts *eo, ls_steal_eval_result *r) {
 /* One victim of the demo: trained, saved and reloaded, served with PRADA logging; the attack
  * and the random baseline at each budget, one row each. */
 static int demo_victim(const char *dir, int quick, int type, const ls_steal_data *tr, const ls_steal_data *te,
-                       const int64_t *budgets, int nb, FILE *out) {
+                       const ls_qmon_ref *prof, const int64_t *budgets, int nb, FILE *out) {
     ls_victim_opts vo;
     ls_victim_opts_default(&vo, type);
     if (quick) {
@@ -272,6 +272,8 @@ static int demo_victim(const char *dir, int quick, int type, const ls_steal_data
     ls_victim_server_opts_default(&so);
     so.admin_key = "auditor";
     so.prada_mode = LS_PRADA_LOG;
+    so.monitor = prof;
+    so.monitor_mode = LS_PRADA_LOG;
     snprintf(path, sizeof path, "%s/%s-queries.log", dir, ls_victim_type_name(type));
     so.log_path = path;
     ls_victim_server *srv;
@@ -287,7 +289,7 @@ static int demo_victim(const char *dir, int quick, int type, const ls_steal_data
     ls_steal_client_free(aud);
     for (int b = 0; b < nb && !fail; b++) {
         double ag[2] = {0, 0}, secs = 0;
-        int64_t flagged[2] = {-1, -1};
+        int64_t flagged[2] = {-1, -1}, mon = -1;
         for (int s = 0; s < 2 && !fail; s++) {
             char key[64];
             snprintf(key, sizeof key, "%s-%lld", s ? "random" : "attacker", (long long)budgets[b]);
@@ -318,15 +320,17 @@ static int demo_victim(const char *dir, int quick, int type, const ls_steal_data
             char id[80];
             snprintf(id, sizeof id, "key:%s", key);
             ls_victim_server_client(srv, id, NULL, &flagged[s], NULL);
+            if (!s) ls_victim_server_monitor(srv, id, 0, &mon, NULL);
         }
         if (fail) break;
-        char fl[64];
-        if (flagged[0] >= 0)
-            snprintf(fl, sizeof fl, "flagged after %lld queries", (long long)flagged[0]);
-        else
-            snprintf(fl, sizeof fl, "not flagged");
-        fprintf(out, "%-7s %8.3f %7lld %10.3f %10.3f %8.1fs %s\n", ls_victim_type_name(type), vacc,
-                (long long)budgets[b], ag[0], ag[1], secs, fl);
+        char fl[2][64];
+        for (int t = 0; t < 2; t++)
+            if ((t ? mon : flagged[0]) >= 0)
+                snprintf(fl[t], sizeof fl[t], "after %lld", (long long)(t ? mon : flagged[0]));
+            else
+                snprintf(fl[t], sizeof fl[t], "not flagged");
+        fprintf(out, "%-7s %8.3f %7lld %10.3f %10.3f %8.1fs %-12s %s\n", ls_victim_type_name(type), vacc,
+                (long long)budgets[b], ag[0], ag[1], secs, fl[0], fl[1]);
         fflush(out);
     }
     free(vlab);
@@ -352,14 +356,21 @@ int ls_steal_demo(const char *dir, int quick, FILE *out) {
     }
     fprintf(out, "Fashion-MNIST: %lld train rows for the victims, %lld held-out test rows for agreement\n",
             (long long)tr.n, (long long)te.n);
-    fprintf(out, "%-7s %8s %7s %10s %10s %9s %s\n", "victim", "v.acc", "budget", "agreement", "random", "time", "PRADA");
-    for (int t = 0; t < 2 && !rc; t++) rc = demo_victim(dir, quick, types[t], &tr, &te, budgets, nb, out);
+    ls_qmon_opts mo;
+    ls_qmon_opts_default(&mo);
+    ls_qmon_ref *prof = NULL;
+    rc = ls_qmon_fit(&tr, &mo, &prof);
+    fprintf(out, "%-7s %8s %7s %10s %10s %9s %-12s %s\n", "victim", "v.acc", "budget", "agreement", "random", "time",
+            "PRADA", "query monitor");
+    for (int t = 0; t < 2 && !rc; t++) rc = demo_victim(dir, quick, types[t], &tr, &te, prof, budgets, nb, out);
+    ls_qmon_ref_free(prof);
     ls_steal_data_free(&tr);
     ls_steal_data_free(&te);
     if (rc) return rc;
     fprintf(out,
             "agreement = label agreement with the victim on held-out natural test images (the published metric);\n"
-            "random = a replica from the same number of uniform random queries. Files under %s\n",
+            "random = a replica from the same number of uniform random queries; PRADA / query monitor: when each\n"
+            "detector flagged the attacker. Files under %s\n",
             dir);
     return LS_OK;
 }
