@@ -169,23 +169,8 @@ static void obj_prim_draw(ls_rng *r, obj_prim *q, int H, int W) {
 
 /* Channel 0 of x: the object's mask (into a->mask) filled with its level, shading (the
  * bilinear upsampling of its grid) and texture noise drawn from r. */
-/* a->shade (h*w) = the bilinear upsampling of P's g x g grid. */
-static void shade_field(attack_t *a, const obj_params *P) {
-    int H = a->o->h, W = a->o->w, g = P->g;
-    float *shade = a->shade;
-    for (int yy = 0; yy < H; yy++)
-        for (int xx = 0; xx < W; xx++) {
-            float fy = (float)yy / (H - 1) * (g - 1), fx = (float)xx / (W - 1) * (g - 1);
-            int y0 = (int)fy, x0 = (int)fx;
-            int y1 = y0 + 1 < g ? y0 + 1 : y0, x1 = x0 + 1 < g ? x0 + 1 : x0;
-            float ty = fy - y0, tx = fx - x0;
-            shade[yy * W + xx] = (1 - ty) * ((1 - tx) * P->grid[y0 * g + x0] + tx * P->grid[y0 * g + x1]) +
-                                 ty * ((1 - tx) * P->grid[y1 * g + x0] + tx * P->grid[y1 * g + x1]);
-        }
-}
-
 static void obj_fill(attack_t *a, const obj_params *P, ls_rng *r, float *x) {
-    int H = a->o->h, W = a->o->w;
+    int H = a->o->h, W = a->o->w, g = P->g;
     unsigned char *mask = a->mask;
     float *shade = a->shade;
     memset(mask, 0, (size_t)H * W);
@@ -203,7 +188,15 @@ static void obj_fill(attack_t *a, const obj_params *P, ls_rng *r, float *x) {
                 if (P->sym && mx >= 0 && mx < W) mask[yy * W + mx] = 1;
             }
     }
-    shade_field(a, P);
+    for (int yy = 0; yy < H; yy++)
+        for (int xx = 0; xx < W; xx++) {
+            float fy = (float)yy / (H - 1) * (g - 1), fx = (float)xx / (W - 1) * (g - 1);
+            int y0 = (int)fy, x0 = (int)fx;
+            int y1 = y0 + 1 < g ? y0 + 1 : y0, x1 = x0 + 1 < g ? x0 + 1 : x0;
+            float ty = fy - y0, tx = fx - x0;
+            shade[yy * W + xx] = (1 - ty) * ((1 - tx) * P->grid[y0 * g + x0] + tx * P->grid[y0 * g + x1]) +
+                                 ty * ((1 - tx) * P->grid[y1 * g + x0] + tx * P->grid[y1 * g + x1]);
+        }
     for (int i = 0; i < H * W; i++)
         x[i] = mask[i] ? clampf(P->base + P->sa * (shade[i] - 0.5f) + P->tex * (ls_rng_uniform(r) - 0.5f), 0.02f, 1)
                        : 0;
@@ -235,11 +228,10 @@ static void obj_finish(attack_t *a, const obj_params *P, ls_rng *r, float *x) {
 /* Channel 0 of a stroke or field image: strokes are a polyline of P->np points (sv) of width
  * sv[10], level P->base, on a dark ground; a field is a full-frame wave at angle sv[0],
  * frequency sv[1], phase sv[2], contrast sv[3] around mean sv[4], kind sv[5] (sine, square,
- * crossed, or a smooth random field: P's shading grid), with P->tex texture. */
+ * crossed), with P->tex texture. */
 static void style_fill(attack_t *a, const obj_params *P, ls_rng *r, float *x) {
     int H = a->o->h, W = a->o->w;
     const float *v = P->sv;
-    if (P->style == STYLE_FIELD && v[5] >= 3) shade_field(a, P);
     for (int yy = 0; yy < H; yy++)
         for (int xx = 0; xx < W; xx++) {
             float val;
@@ -256,11 +248,8 @@ static void style_fill(attack_t *a, const obj_params *P, ls_rng *r, float *x) {
             } else {
                 float u = (float)xx / W, w = (float)yy / H, ph = v[1] * (u * cosf(v[0]) + w * sinf(v[0])) + v[2];
                 float sn = sinf(ph);
-                if (v[5] >= 3)
-                    sn = 2.0f * a->shade[yy * W + xx] - 1.0f;
-                else if (v[5] >= 2)
-                    sn *= sinf(v[1] * (w * cosf(v[0]) - u * sinf(v[0])) + v[2]);
-                if (v[5] >= 1 && v[5] < 3) sn = sn > 0 ? 1.0f : -1.0f;
+                if (v[5] >= 2) sn *= sinf(v[1] * (w * cosf(v[0]) - u * sinf(v[0])) + v[2]);
+                if (v[5] >= 1) sn = sn > 0 ? 1.0f : -1.0f;
                 val = v[4] + v[3] * sn;
             }
             x[yy * W + xx] = clampf(val + P->tex * (ls_rng_uniform(r) - 0.5f), 0, 1);
@@ -297,13 +286,7 @@ static void style_draw(attack_t *a, obj_params *P) {
         P->sv[2] = 6.2831853f * ls_rng_uniform(r);
         P->sv[3] = 0.1f + 0.4f * ls_rng_uniform(r);
         P->sv[4] = 0.3f + 0.4f * ls_rng_uniform(r);
-        P->sv[5] = (float)ls_rng_below(r, 4);
-        if (P->sv[5] >= 3) { /* a smooth random field, 2x2..5x5, with up to strong pixel noise */
-            P->g = 2 + (int)ls_rng_below(r, 4);
-            for (int i = 0; i < P->g * P->g; i++) P->grid[i] = ls_rng_uniform(r);
-            P->sv[3] = 0.2f + 0.3f * ls_rng_uniform(r);
-            P->tex = 0.8f * ls_rng_uniform(r) * ls_rng_uniform(r);
-        }
+        P->sv[5] = (float)ls_rng_below(r, 3);
     }
 }
 
@@ -324,7 +307,6 @@ static void style_vary(attack_t *a, obj_params *P, float s) {
         P->sv[2] += s * 6.2831853f * ls_rng_normal(r);
         P->sv[3] = clampf(P->sv[3] + s * 0.4f * ls_rng_normal(r), 0.1f, 0.5f);
         P->sv[4] = clampf(P->sv[4] + s * 0.4f * ls_rng_normal(r), 0.3f, 0.7f);
-        for (int i = 0; i < P->g * P->g; i++) P->grid[i] = clampf(P->grid[i] + s * ls_rng_normal(r), 0, 1);
     }
 }
 
