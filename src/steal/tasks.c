@@ -182,7 +182,7 @@ static int make_glyphs(ls_rng *r, ls_steal_data *o) {
     char **fonts = NULL;
     int nf = 0;
     LS_TRY(list_fonts(&fonts, &nf));
-    FT_Library lib;
+    FT_Library lib = NULL;
     FT_Face *faces = calloc((size_t)nf, sizeof(FT_Face));
     int rc = faces && !FT_Init_FreeType(&lib) ? LS_OK : ls_err(LS_EIO, "freetype: cannot initialise");
     for (int i = 0; !rc && i < nf; i++)
@@ -217,7 +217,7 @@ static int make_glyphs(ls_rng *r, ls_steal_data *o) {
         if (faces && faces[i]) FT_Done_Face(faces[i]);
         free(fonts[i]);
     }
-    if (faces) FT_Done_FreeType(lib);
+    if (lib) FT_Done_FreeType(lib);
     free(faces);
     free(fonts);
     return rc;
