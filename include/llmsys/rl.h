@@ -207,10 +207,15 @@ typedef struct {
     double kill_rollout_s, kill_relay_s, restart_s;
     double timeout_s; /* whole-run limit */
     int quiet;
+    /* supervised warm start when init is NULL: a fresh "rl" model trained on the task file's
+     * demonstrations (less the held-out tail when heldout is NULL); sft_steps < 0: 1500 */
+    int sft_steps, sft_batch;
+    double sft_lr;
 } ls_rl_run_opts;
 
 ls_rl_run_opts ls_rl_run_defaults(void);
-/* Starts manager, relays, rollouts and trainer as separate processes (fork+exec of
+/* Warm start unless o->init is given (LS_EINVAL for both init and sft_steps > 0), then
+ * starts manager, relays, rollouts and trainer as separate processes (fork+exec of
  * o->exe "rl worker ..."), waits for the trainer to finish, stops the rest, and leaves the
  * JSON report. Errors: a worker that cannot start, the manager or trainer dying, timeout. */
 int ls_rl_run(const ls_rl_run_opts *o);
@@ -230,6 +235,18 @@ int ls_rl_worker(const ls_rl_worker_opts *o);
 /* Writes an SVG figure of 1..6 run reports: reward per update (a line each) and their
  * staleness histograms. Atomic; errors name a report that is not an rl run report. */
 int ls_rl_report_svg(const char *const *reports, int n, const char *out);
+
+/* Draws tasks per g and writes them to path (atomic); answer length mean and max in bytes. */
+int ls_rl_tasks_make(const ls_rl_gen_opts *g, const char *path, double *mean_len, double *max_len);
+/* Writes WORKDIR/init.safetensors (path in out): a fresh "rl" model after sft_steps of
+ * supervised training on the tasks' demonstrations, leaving out the last hold_out tasks
+ * when the file has more than twice as many. Prints one line unless quiet. */
+int ls_rl_warm_start(const char *tasks, int hold_out, const char *workdir, int sft_steps, int sft_batch, double sft_lr,
+                     uint64_t seed, char *out, size_t cap, int quiet);
+/* Prints a run report's headline figures (rates, idle, staleness, faults, held-out reward) to stdout. */
+int ls_rl_report_print(const char *path);
+/* Runs the rl demo scenario under workdir/rl (exe: the llmsys binary); prints as it goes. */
+int ls_rl_demo(const char *workdir, int quick, const char *exe);
 
 /* ---------------------------------------------------------------- simulator */
 
@@ -267,6 +284,16 @@ typedef struct {
 
 ls_rl_sim_opts ls_rl_sim_defaults(void);
 int ls_rl_simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *r);
+/* Response lengths (answer bytes + EOS) of a task file, as a trace; *trace malloc'd. */
+int ls_rl_trace_read(const char *path, int **trace, int *n);
+/* Prints the four designs for every model × GPU count (comma lists) with o's other fields;
+ * trace (NULL: log-normal) a task file; out (NULL: none) the JSON {"rows": [...]}. */
+int ls_rl_sim_table(const ls_rl_sim_opts *o, const char *models, const char *gpus, const char *trace,
+                    const char *out);
+/* Predicts each real run (rl run report) from its own measured costs (trace: its task file),
+ * prints measured, predicted and the relative error; *worst (may be NULL) the largest |error|;
+ * out (NULL: none) the JSON {"calibration": [...], "max_abs_error"}. */
+int ls_rl_sim_calibrate(const char *const *reports, int n, const char *trace, const char *out, double *worst);
 
 #ifdef __cplusplus
 }

@@ -52,7 +52,7 @@ typedef struct {
     rl_config cfg;
     void *zctx, *sock;
     ls_rl_task *tasks;
-    int n_tasks, next_task;
+    int n_tasks, n_issue, next_task; /* tasks issued: all but the held-out tail when it is the task file's */
     mtraj *traj;
     mgroup *groups;
     int n_groups, cap_groups;
@@ -92,7 +92,7 @@ static int new_group(mgr *m) {
         m->cap_groups = nc;
     }
     int g = m->n_groups++;
-    m->groups[g] = (mgroup){m->next_task++ % m->n_tasks, 0};
+    m->groups[g] = (mgroup){m->next_task++ % m->n_issue, 0};
     for (int k = 0; k < m->cfg.group; k++) {
         mtraj *t = T(m, (int64_t)g * m->cfg.group + k);
         memset(t, 0, sizeof *t);
@@ -701,6 +701,8 @@ int rl_manager_main(const ls_rl_worker_opts *o) {
     if (rc == LS_OK) rc = rl_config_from_json(cj, cn, &m->cfg);
     free(cj);
     if (rc == LS_OK) rc = ls_rl_tasks_read(m->cfg.tasks, &m->tasks, &m->n_tasks);
+    m->n_issue = m->n_tasks;
+    if (!m->cfg.heldout[0] && m->cfg.eval_n > 0 && m->n_tasks > 2 * m->cfg.eval_n) m->n_issue -= m->cfg.eval_n;
     char ep[256];
     if (rc == LS_OK) {
         m->zctx = zmq_ctx_new();
