@@ -48,6 +48,11 @@ static int one_run(const char *exe, const char *tasks, const char *init, const c
     return LS_OK;
 }
 
+static int cmp_dbl(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 static void stats(double *v, int n, double *mn, double *md, double *mx) {
     double c[64];
     memcpy(c, v, sizeof(double) * (size_t)n);
@@ -58,7 +63,7 @@ static void stats(double *v, int n, double *mn, double *md, double *mx) {
 int main(int argc, char **argv) {
     ls_omp_passive_reexec(argv);
     ls_model_set_threads(1);
-    int quick = 0, reps = 3, updates = 12;
+    int quick = 0, reps = 3, updates = 24;
     const char *out = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick"))
@@ -104,8 +109,12 @@ int main(int argc, char **argv) {
         return 1;
     }
     int *trace = malloc(sizeof(int) * (size_t)nt);
-    double lsum = 0;
-    for (int i = 0; i < nt; i++) trace[i] = (int)strlen(t[i].answer) + 1, lsum += trace[i];
+    double lsum = 0, q[5], *sorted = malloc(sizeof(double) * (size_t)nt);
+    for (int i = 0; i < nt; i++) trace[i] = (int)strlen(t[i].answer) + 1, lsum += trace[i], sorted[i] = trace[i];
+    qsort(sorted, (size_t)nt, sizeof(double), cmp_dbl);
+    const double qs[5] = {0.5, 0.9, 0.99, 1.0, 0.0};
+    for (int i = 0; i < 4; i++) q[i] = sorted[(int)fmin(nt - 1, floor(qs[i] * nt))];
+    free(sorted);
     ls_model_config mc = ls_rl_model_config();
     ls_model *m;
     double t0 = ls_now();
@@ -118,9 +127,12 @@ int main(int argc, char **argv) {
     ls_model_free(m);
     ls_rl_tasks_free(t, nt);
     double step_ms = 20;
+    printf("workload: response tokens (answer + EOS) median %.0f, p90 %.0f, p99 %.0f, max %.0f, mean %.1f "
+           "(p99 / median %.1f; a batch of 8 lasts as long as its longest)\n",
+           q[0], q[1], q[2], q[3], lsum / nt, q[2] / q[0]);
     printf("bench_rl: 3 rollouts + 2 relays + manager + trainer processes, model \"rl\" (%zu params, scalar/OpenBLAS "
            "engine, 1 thread each), copy tasks mean response %.1f tokens (CV 1.5), %d SFT steps (%.1f s), decode-step "
-           "floor %.0f ms, %d updates x 12 trajectories, %d repeat(s), %d cores, load average %.2f at start\n\n",
+           "floor %.0f ms, %d updates x 12 trajectories, interleaved, %d repeat(s), %d cores, load average %.2f at start\n\n",
            ls_model_config_num_params(&mc), lsum / nt, sft, ls_now() - t0, step_ms, updates, reps, ls_num_cores(),
            load);
     fflush(stdout);
@@ -178,14 +190,20 @@ int main(int argc, char **argv) {
         cJSON_AddNumberToObject(j, "all_rollouts_updated_s_median", bcm);
         cJSON_AddItemToArray(real, j);
     }
-    double rg[64], tmp0, tmp1, rgm;
-    for (int r = 0; r < reps; r++) rg[r] = f[4][r].tok > 0 ? f[3][r].tok / f[4][r].tok : 0;
-    stats(rg, reps, &tmp0, &rgm, &tmp1);
-    printf(
-        "\nrepack gain in generation tokens/s (laminar / laminar-norepack, same repeat): median %.2fx (Laminar reports "
-        "1.26x)\n",
-        rgm);
-    cJSON_AddNumberToObject(root, "repack_gain_median", rgm);
+    double rg[64], rt[64], gmn, gmd, gmx, tmn, tmd, tmx;
+    for (int r = 0; r < reps; r++) {
+        rg[r] = f[4][r].tok > 0 ? f[3][r].tok / f[4][r].tok : 0;
+        rt[r] = f[4][r].tps > 0 ? f[3][r].tps / f[4][r].tps : 0;
+    }
+    stats(rg, reps, &gmn, &gmd, &gmx);
+    stats(rt, reps, &tmn, &tmd, &tmx);
+    printf("\nrepack gain (laminar / laminar-norepack, same repeat, min/median/max): generation tokens/s "
+           "%.2f/%.2f/%.2fx, trajectories/s %.2f/%.2f/%.2fx (Laminar reports 1.26x generation throughput)\n",
+           gmn, gmd, gmx, tmn, tmd, tmx);
+    cJSON_AddNumberToObject(root, "repack_gain_min", gmn);
+    cJSON_AddNumberToObject(root, "repack_gain_median", gmd);
+    cJSON_AddNumberToObject(root, "repack_gain_max", gmx);
+    cJSON_AddNumberToObject(root, "repack_traj_gain_median", tmd);
     /* the simulator on the real runs, calibrated only by the decode-step floor and train time */
     printf("\nMODELLED: simulator predicting each real run (first repeat) from its measured mean decode step, weight "
            "pull\n"
@@ -208,7 +226,7 @@ int main(int argc, char **argv) {
         o.repack = c != 4;
         o.gpus = 4, o.step_s = step > 0 ? step : step_ms / 1000, o.train_s = train, o.pull_s = pull, o.batch = 12;
         o.updates = updates, o.max_batch = 8;
-        o.prompt_len = 8, o.trace = trace, o.n_trace = nt, o.repack_s = 0.1, o.staleness = 2;
+        o.prompt_len = 8, o.trace = trace, o.n_trace = nt, o.repack_s = o.step_s, o.staleness = 2;
         ls_rl_sim_result s;
         if (ls_rl_simulate(&o, &s)) continue;
         double meas = f[c][0].tps, e = meas > 0 ? (s.traj_per_s - meas) / meas : 0;

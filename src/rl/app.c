@@ -199,7 +199,7 @@ static int sim_compare(const char *report, const int *trace, int nt, cJSON *out,
         o.batch = (int)(v[3] * v[4]), o.updates = (int)v[6], o.max_batch = (int)v[7];
         o.prompt_len = 8;
         o.trace = trace, o.n_trace = nt;
-        o.repack_s = 0.1;
+        o.repack_s = o.step_s; /* the manager repacks on each poll: once a decode step */
         rc = ls_rl_simulate(&o, &r);
     }
     if (rc == LS_OK) {

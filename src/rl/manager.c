@@ -240,6 +240,8 @@ static int append_tokens(mtraj *t, const int32_t *tok, const float *lp, int n) {
     return LS_OK;
 }
 
+static void repack(mgr *m);
+
 static void handle_poll(mgr *m, const uint8_t *ident, size_t identn, rl_rd *r) {
     int id = rl_get_i32(r);
     if (id < 0 || id >= MAX_ROLL || !m->roll[id].used) return;
@@ -284,7 +286,13 @@ static void handle_poll(mgr *m, const uint8_t *ident, size_t identn, rl_rd *r) {
         }
         if (done) finish_traj(m, t);
     }
-    if (ro->kv_cap > 0 && running_on(m, id) > 0) {
+    /* event-driven repack: a rollout reporting itself in its falling phase triggers the planner,
+     * so its drops leave with this reply and the destinations get them at their next poll */
+    int now_running = running_on(m, id);
+    if (!m->done && m->cfg.mode == LS_RL_MODE_LAMINAR && m->cfg.repack && now_running > 0 &&
+        2 * now_running <= m->cfg.max_seqs && ro->n_assign == 0 && !ro->pulling)
+        repack(m);
+    if (ro->kv_cap > 0 && now_running > 0) {
         m->kv_sum += (double)ro->kv_used / ro->kv_cap;
         m->kv_n++;
     }
@@ -711,7 +719,7 @@ int rl_manager_main(const ls_rl_worker_opts *o) {
     }
     if (rc == LS_OK && o->port_file) rc = ls_file_write_atomic(o->port_file, ep, strlen(ep));
     m->t0 = ls_now();
-    double last_check = 0, last_repack = 0, done_at = 0;
+    double last_check = 0, done_at = 0;
     while (rc == LS_OK) {
         uint8_t ident[64];
         size_t identn;
@@ -750,10 +758,6 @@ int rl_manager_main(const ls_rl_worker_opts *o) {
         if (now - last_check > 0.05) {
             check_liveness(m);
             last_check = now;
-        }
-        if (!m->done && m->cfg.mode == LS_RL_MODE_LAMINAR && m->cfg.repack && now - last_repack > 0.1) {
-            repack(m);
-            last_repack = now;
         }
         /* after done: keep answering polls with stop for a moment so workers exit cleanly */
         if (m->done && now - done_at > 1.0) break;

@@ -267,7 +267,7 @@ int rl_rollout_main(const ls_rl_worker_opts *o) {
         }
     }
     ls_rng_seed(&w->rng, w->cfg.seed * 1000003u + (uint64_t)o->id * 7919u + (uint64_t)(ls_wall_time() * 1e3));
-    double last_poll = 0, t_prev = ls_now();
+    double last_poll = 0, t_prev = ls_now(), poll_s = (w->cfg.step_ms > 10 ? w->cfg.step_ms : 10) * 1e-3 * 0.9;
     int stop = 0;
     while (rc == LS_OK && !stop) {
         double t0 = ls_now();
@@ -288,7 +288,9 @@ int rl_rollout_main(const ls_rl_worker_opts *o) {
         else
             w->idle += now - t_prev;
         t_prev = now;
-        if (act == 0 || finished > finished_before || now - last_poll > 0.1) {
+        /* event-driven: report at once when a trajectory finishes, otherwise once per decode step
+         * (at least every 10 ms), so a repack or an interrupt takes effect within one step */
+        if (act == 0 || finished > finished_before || now - last_poll >= poll_s) {
             rc = poll_manager(w, &stop);
             last_poll = ls_now();
             if (rc == LS_OK && n_active(w) == 0 && !stop) ls_sleep_ms(10);
