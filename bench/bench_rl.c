@@ -138,7 +138,9 @@ int main(int argc, char **argv) {
     fflush(stdout);
     fig f[NCONF][64];
     int rc = 0;
-    for (int r = 0; r < reps && !rc; r++)
+    double rtt[64] = {0};
+    for (int r = 0; r < reps && !rc; r++) {
+        if (ls_rl_measure_rtt(200, &rtt[r])) rtt[r] = 0; /* micro-measurement, apart from the runs */
         for (int c0 = 0; c0 < NCONF && !rc; c0++) {
             int c = (c0 + r) % NCONF; /* interleaved, rotating order */
             char w[300];
@@ -148,6 +150,7 @@ int main(int argc, char **argv) {
                 rc = 1;
             }
         }
+    }
     if (rc) return 1;
     cJSON *root = cJSON_CreateObject(), *real = cJSON_CreateArray();
     cJSON_AddStringToObject(root, "bench", "rl");
@@ -204,40 +207,49 @@ int main(int argc, char **argv) {
     cJSON_AddNumberToObject(root, "repack_gain_median", gmd);
     cJSON_AddNumberToObject(root, "repack_gain_max", gmx);
     cJSON_AddNumberToObject(root, "repack_traj_gain_median", tmd);
-    /* the simulator on the real runs, calibrated only by the decode-step floor and train time */
-    printf("\nMODELLED: simulator predicting each real run (first repeat) from its measured mean decode step, weight "
-           "pull\n"
-           "and train time (no other input from the run)\n");
+    /* the simulator on the real runs: each run's measured decode step, pull and train time and the
+     * response lengths it consumed, plus a manager round trip measured apart (between repeats) */
+    double rttm, x0, x1;
+    stats(rtt, reps, &x0, &rttm, &x1);
+    printf("\nMODELLED: simulator predicting every real run from its measured mean decode step, weight pull, train\n"
+           "time and consumed response lengths, plus the manager round trip measured apart from the runs\n"
+           "(%.2f ms median of %d micro-measurements: one per decode step and one before each batch)\n",
+           1e3 * rttm, reps);
     cJSON *cal = cJSON_CreateArray();
     cJSON_AddItemToObject(root, "sim_vs_real", cal);
+    cJSON_AddNumberToObject(root, "rtt_s_median", rttm);
     double worst = 0;
     for (int c = 0; c < NCONF; c++) {
-        char rp[300];
-        snprintf(rp, sizeof rp, "%s/%s-0/report.json", wd, CONF[c]);
-        cJSON *j;
-        if (ls_json_read_file(rp, &j)) continue;
-        double train = 0, step = 0, pull = 0;
-        ls_json_get_double(j, "train_mean_s", 0, &train);
-        ls_json_get_double(j, "decode_step_mean_s", 0, &step);
-        ls_json_get_double(j, "pull_mean_s", 0, &pull);
-        cJSON_Delete(j);
-        ls_rl_sim_opts o = ls_rl_sim_defaults();
-        ls_rl_mode_parse(c == 4 ? "laminar" : CONF[c], &o.mode);
-        o.repack = c != 4;
-        o.gpus = 4, o.step_s = step > 0 ? step : step_ms / 1000, o.train_s = train, o.pull_s = pull, o.batch = 12;
-        o.updates = updates, o.max_batch = 8;
-        o.prompt_len = 8, o.trace = trace, o.n_trace = nt, o.repack_s = o.step_s, o.staleness = 2;
-        ls_rl_sim_result s;
-        if (ls_rl_simulate(&o, &s)) continue;
-        double meas = f[c][0].tps, e = meas > 0 ? (s.traj_per_s - meas) / meas : 0;
+        double pr[64], ms[64], er[64], pmd, mmd, emn, emd, emx;
+        int k = 0;
+        for (int r = 0; r < reps; r++) {
+            char rp[300];
+            snprintf(rp, sizeof rp, "%s/%s-%d/report.json", wd, CONF[c], r);
+            ls_rl_sim_opts o;
+            int *lens, nl;
+            double meas;
+            ls_rl_sim_result sr;
+            if (ls_rl_sim_opts_from_report(rp, trace, nt, rttm, &o, &lens, &nl, &meas)) continue;
+            int bad = ls_rl_simulate(&o, &sr);
+            free(lens);
+            if (bad || meas <= 0) continue;
+            pr[k] = sr.traj_per_s, ms[k] = meas, er[k] = (sr.traj_per_s - meas) / meas, k++;
+        }
+        if (!k) continue;
+        stats(pr, k, &x0, &pmd, &x1);
+        stats(ms, k, &x0, &mmd, &x1);
+        stats(er, k, &emn, &emd, &emx);
+        double e = (pmd - mmd) / mmd; /* medians of the repeats */
         worst = fmax(worst, fabs(e));
-        printf("  %-17s measured %6.2f  simulated %6.2f traj/s  error %+6.1f%%\n", CONF[c], meas, s.traj_per_s,
-               100 * e);
+        printf("  %-17s measured %6.2f  simulated %6.2f traj/s (medians)  error %+6.1f%%  (per run %+.0f/%+.0f/%+.0f%%)\n",
+               CONF[c], mmd, pmd, 100 * e, 100 * emn, 100 * emd, 100 * emx);
         cJSON *x = cJSON_CreateObject();
         cJSON_AddStringToObject(x, "design", CONF[c]);
-        cJSON_AddNumberToObject(x, "measured", meas);
-        cJSON_AddNumberToObject(x, "simulated", s.traj_per_s);
+        cJSON_AddNumberToObject(x, "measured_median", mmd);
+        cJSON_AddNumberToObject(x, "simulated_median", pmd);
         cJSON_AddNumberToObject(x, "error", e);
+        cJSON_AddNumberToObject(x, "error_per_run_min", emn);
+        cJSON_AddNumberToObject(x, "error_per_run_max", emx);
         cJSON_AddItemToArray(cal, x);
     }
     printf("  largest |error| %.1f%% (goal <= 15%%)\n", 100 * worst);

@@ -243,6 +243,9 @@ int ls_rl_tasks_make(const ls_rl_gen_opts *g, const char *path, double *mean_len
  * when the file has more than twice as many. Prints one line unless quiet. */
 int ls_rl_warm_start(const char *tasks, int hold_out, const char *workdir, int sft_steps, int sft_batch, double sft_lr,
                      uint64_t seed, char *out, size_t cap, int quiet);
+/* Micro-measurement for the simulator: mean round trip of n poll-sized messages between this
+ * process and a forked echoing process over ZeroMQ (what a rollout pays per manager poll). */
+int ls_rl_measure_rtt(int n, double *mean_s);
 /* Prints a run report's headline figures (rates, idle, staleness, faults, held-out reward) to stdout. */
 int ls_rl_report_print(const char *path);
 /* Runs the rl demo scenario under workdir/rl (exe: the llmsys binary); prints as it goes. */
@@ -274,6 +277,8 @@ typedef struct {
     int n_trace;
     double repack_s; /* manager poll period for repack (0: 10 decode steps) */
     int repack;      /* laminar: 0 disables repack */
+    double refill_s; /* pause before a replica's new batch starts (a manager round trip; 0: none) */
+    int batch_refill; /* every design takes new work only when a replica's batch is done (llmsys's runtime) */
 } ls_rl_sim_opts;
 
 typedef struct {
@@ -290,7 +295,13 @@ int ls_rl_trace_read(const char *path, int **trace, int *n);
  * trace (NULL: log-normal) a task file; out (NULL: none) the JSON {"rows": [...]}. */
 int ls_rl_sim_table(const ls_rl_sim_opts *o, const char *models, const char *gpus, const char *trace,
                     const char *out);
-/* Predicts each real run (rl run report) from its own measured costs (trace: its task file),
+/* The simulator's options for predicting a real run from its report: the run's sizes, measured
+ * decode step, pull and train time, its consumed response lengths (*lens malloc'd; when the
+ * report has none, trace/nt are used) and refill_s, a round trip measured apart from the run. */
+int ls_rl_sim_opts_from_report(const char *report, const int *trace, int nt, double refill_s, ls_rl_sim_opts *o,
+                               int **lens, int *nl, double *measured_traj_per_s);
+/* Predicts each real run (rl run report) from its own measured costs and a manager round trip
+ * measured now (ls_rl_measure_rtt); trace (may be NULL) a task file for reports without lengths;
  * prints measured, predicted and the relative error; *worst (may be NULL) the largest |error|;
  * out (NULL: none) the JSON {"calibration": [...], "max_abs_error"}. */
 int ls_rl_sim_calibrate(const char *const *reports, int n, const char *trace, const char *out, double *worst);

@@ -157,7 +157,7 @@ int cmd_sim_rl(int argc, char **argv) {
         {"staleness", LS_ARG_INT, &o.staleness, "N", "AReaL-like staleness bound (default 2)"},
         {"trace", LS_ARG_STR, &trace, "PATH", "take response lengths from a task file (answer + EOS)"},
         {"calibrate", LS_ARG_STR_LIST, &cal, "REPORT...",
-         "predict real runs (rl run reports) from their measured costs"},
+         "predict real runs (rl run reports) from their measured costs and workload"},
         {"seed", LS_ARG_FLOAT, &seed, "S", "random seed (default 1)"},
         {"out", LS_ARG_STR, &out, "PATH", "JSON results"},
     };
@@ -165,14 +165,10 @@ int cmd_sim_rl(int argc, char **argv) {
                            (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
     o.seed = (uint64_t)seed;
-    if (cal.n > 0 && !trace) {
-        fprintf(stderr, "llmsys sim rl: --calibrate needs --trace (the run's task file)\n");
-        rc = 2;
-    } else if (cal.n > 0) {
-        rc = ls_rl_sim_calibrate((const char *const *)cal.v, cal.n, trace, out, NULL) ? ls_cli_fail() : 0;
-    } else {
+    if (cal.n > 0)
+        rc = (rc = ls_rl_sim_calibrate((const char *const *)cal.v, cal.n, trace, out, NULL)) ? fail(rc) : 0;
+    else
         rc = ls_rl_sim_table(&o, models, gpus, trace, out) ? ls_cli_fail() : 0;
-    }
     ls_strlist_free(&cal);
     return rc;
 }

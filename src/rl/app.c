@@ -7,8 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zmq.h>
+
 #include "llmsys/rl.h"
 #include "llmsys/train.h"
+#include "rl/internal.h"
 
 int ls_rl_tasks_make(const ls_rl_gen_opts *g, const char *path, double *mean_len, double *max_len) {
     ls_rl_task *t;
@@ -81,6 +87,64 @@ int ls_rl_report_print(const char *path) {
     }
     cJSON_Delete(j);
     return LS_OK;
+}
+
+/* ---------------------------------------------------------------- micro-measurement */
+
+/* The echoing side: a ROUTER answering n sealed messages like the manager answers polls. */
+static int rtt_server(const char *ep, int n) {
+    void *z = zmq_ctx_new(), *s = z ? rl_socket(z, ZMQ_ROUTER) : NULL;
+    int rc = s && zmq_bind(s, ep) == 0 ? LS_OK : LS_ENET;
+    for (int i = 0; rc == LS_OK && i < n; i++) {
+        uint8_t id[64];
+        size_t idn, len;
+        void *msg;
+        rl_rd r;
+        rc = rl_recv_routed(s, 5000, id, &idn, &msg, &len);
+        if (rc == LS_OK && rl_msg_open(msg, len, "rtt", &r) == LS_OK) {
+            rl_buf b = {0};
+            rl_msg_begin(&b, M_POLL_REPLY);
+            rl_put(&b, r.p + r.off, r.n - r.off);
+            if (rl_msg_end(&b) == LS_OK) rc = rl_send_routed(s, id, idn, b.p, b.n);
+            rl_buf_free(&b);
+        }
+        free(msg);
+    }
+    if (s) zmq_close(s);
+    if (z) zmq_ctx_term(z);
+    return rc;
+}
+
+int ls_rl_measure_rtt(int n, double *mean_s) {
+    char ep[128];
+    snprintf(ep, sizeof ep, "ipc:///tmp/llmsys-rl-rtt-%d", (int)getpid());
+    pid_t pid = fork();
+    if (pid < 0) return ls_err(LS_EIO, "rtt: fork failed");
+    if (pid == 0) _exit(rtt_server(ep, n) == LS_OK ? 0 : 1);
+    void *z = zmq_ctx_new(), *s = z ? rl_socket(z, ZMQ_DEALER) : NULL;
+    int rc = s && zmq_connect(s, ep) == 0 ? LS_OK : ls_err(LS_ENET, "rtt: cannot connect");
+    double sum = 0;
+    int32_t payload[64] = {0}; /* about one poll of a 16-slot rollout */
+    for (int i = 0; rc == LS_OK && i < n; i++) {
+        rl_buf b = {0};
+        rl_msg_begin(&b, M_POLL);
+        rl_put(&b, payload, sizeof payload);
+        void *rep;
+        size_t len;
+        rl_rd r;
+        double t0 = ls_now();
+        rc = rl_call(s, &b, 5000, &rep, &len, &r, "rtt");
+        sum += ls_now() - t0;
+        rl_buf_free(&b);
+        free(rep);
+    }
+    if (s) zmq_close(s);
+    if (z) zmq_ctx_term(z);
+    if (rc) kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    unlink(ep + 6);
+    *mean_s = rc == LS_OK && n > 0 ? sum / n : 0;
+    return rc;
 }
 
 /* ---------------------------------------------------------------- sim rl */
@@ -174,8 +238,11 @@ int ls_rl_sim_table(const ls_rl_sim_opts *o0, const char *models, const char *gp
     return write_sim_json(out, rows, NULL, 0);
 }
 
-/* Predicts a real run from its own measured costs; returns the relative error of traj/s. */
-static int sim_compare(const char *report, const int *trace, int nt, cJSON *out, double *err) {
+/* The simulator's inputs for a real run: its design and sizes, its measured per-operation costs
+ * (mean decode step, weight pull, train time), its workload (the response lengths it consumed,
+ * else trace) and a round trip measured apart from it (refill_s). */
+int ls_rl_sim_opts_from_report(const char *report, const int *trace, int nt, double refill_s, ls_rl_sim_opts *o,
+                               int **lens, int *nl, double *measured) {
     cJSON *j;
     LS_TRY(ls_json_read_file(report, &j));
     const char *mode = "laminar";
@@ -186,47 +253,74 @@ static int sim_compare(const char *report, const int *trace, int nt, cJSON *out,
     double v[12];
     for (int i = 0; i < 12; i++) ls_json_get_double(j, keys[i], defs[i], &v[i]);
     ls_json_get_string(j, "mode", "laminar", &mode);
-    ls_rl_sim_opts o = ls_rl_sim_defaults();
-    int rc = ls_rl_mode_parse(mode, &o.mode);
+    *o = ls_rl_sim_defaults();
+    int rc = ls_rl_mode_parse(mode, &o->mode);
     if (rc == LS_OK && (v[0] <= 0 || v[2] < 1 || v[6] < 1))
         rc = ls_err(LS_EINVAL, "%s: a report of a run with --step-ms > 0 is needed for calibration", report);
-    ls_rl_sim_result r;
-    double tps = v[5];
-    if (rc == LS_OK) {
-        o.gpus = (int)v[2] + 1;
-        o.step_s = v[8] > 0 ? v[8] : v[0] / 1000.0; /* the measured mean decode step */
-        o.train_s = v[1], o.pull_s = v[9], o.repack = v[10] != 0, o.staleness = (int)v[11];
-        o.batch = (int)(v[3] * v[4]), o.updates = (int)v[6], o.max_batch = (int)v[7];
-        o.prompt_len = 8;
-        o.trace = trace, o.n_trace = nt;
-        o.repack_s = o.step_s; /* the manager repacks on each poll: once a decode step */
-        rc = ls_rl_simulate(&o, &r);
+    const cJSON *rl = cJSON_GetObjectItemCaseSensitive(j, "response_lengths");
+    int n = cJSON_IsArray(rl) ? cJSON_GetArraySize(rl) : 0;
+    *lens = NULL, *nl = 0;
+    if (rc == LS_OK && n > 0) {
+        *lens = malloc(sizeof(int) * (size_t)n);
+        if (!*lens) rc = ls_err(LS_ENOMEM, "out of memory");
+        for (int i = 0; rc == LS_OK && i < n; i++) {
+            int x = (int)cJSON_GetArrayItem(rl, i)->valuedouble;
+            (*lens)[(*nl)++] = x > 0 ? x : 1;
+        }
+    } else if (rc == LS_OK && !trace) {
+        rc = ls_err(LS_EINVAL, "%s: no response lengths in the report; give --trace (the run's task file)", report);
     }
     if (rc == LS_OK) {
-        *err = tps > 0 ? (r.traj_per_s - tps) / tps : 0;
-        cJSON *c = cJSON_CreateObject();
-        cJSON_AddStringToObject(c, "mode", mode);
-        cJSON_AddNumberToObject(c, "measured_traj_per_s", tps);
-        cJSON_AddNumberToObject(c, "predicted_traj_per_s", r.traj_per_s);
-        cJSON_AddNumberToObject(c, "relative_error", *err);
-        cJSON_AddItemToArray(out, c);
-        printf("%-8s measured %.2f traj/s, simulated %.2f traj/s, error %+.1f%%\n", mode, tps, r.traj_per_s,
-               100 * *err);
+        o->gpus = (int)v[2] + 1;
+        /* the measured mean decode step, plus the manager round trip a rollout pays after every step */
+        o->step_s = (v[8] > 0 ? v[8] : v[0] / 1000.0) + refill_s;
+        o->train_s = v[1], o->pull_s = v[9], o->repack = v[10] != 0, o->staleness = (int)v[11];
+        o->batch = (int)(v[3] * v[4]), o->updates = (int)v[6], o->max_batch = (int)v[7];
+        o->prompt_len = 8;
+        o->trace = *nl ? *lens : trace, o->n_trace = *nl ? *nl : nt;
+        o->repack_s = o->step_s; /* the manager repacks on each poll: once a decode step */
+        o->refill_s = refill_s, o->batch_refill = 1;
+        *measured = v[5];
     }
     cJSON_Delete(j);
     return rc;
 }
 
+/* Predicts a real run; returns the relative error of traj/s. */
+static int sim_compare(const char *report, const int *trace, int nt, double refill_s, cJSON *out, double *err) {
+    ls_rl_sim_opts o;
+    int *lens, nl;
+    double tps = 0;
+    ls_rl_sim_result r;
+    LS_TRY(ls_rl_sim_opts_from_report(report, trace, nt, refill_s, &o, &lens, &nl, &tps));
+    int rc = ls_rl_simulate(&o, &r);
+    free(lens);
+    LS_TRY(rc);
+    *err = tps > 0 ? (r.traj_per_s - tps) / tps : 0;
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddStringToObject(c, "mode", ls_rl_mode_name(o.mode));
+    cJSON_AddNumberToObject(c, "measured_traj_per_s", tps);
+    cJSON_AddNumberToObject(c, "predicted_traj_per_s", r.traj_per_s);
+    cJSON_AddNumberToObject(c, "relative_error", *err);
+    cJSON_AddItemToArray(out, c);
+    printf("%-8s measured %.2f traj/s, simulated %.2f traj/s, error %+.1f%%\n", ls_rl_mode_name(o.mode), tps,
+           r.traj_per_s, 100 * *err);
+    return LS_OK;
+}
+
 int ls_rl_sim_calibrate(const char *const *reports, int n, const char *trace, const char *out, double *worst) {
-    if (!trace) return ls_err(LS_EINVAL, "sim rl: --calibrate needs --trace (the run's task file)");
-    int *tr, nt;
-    LS_TRY(ls_rl_trace_read(trace, &tr, &nt));
+    int *tr = NULL, nt = 0;
+    if (trace) LS_TRY(ls_rl_trace_read(trace, &tr, &nt));
+    double rtt = 0;
+    int rc = ls_rl_measure_rtt(200, &rtt);
+    if (rc == LS_OK)
+        printf("manager round trip measured apart from the runs: %.2f ms (the pause before each new batch)\n",
+               1e3 * rtt);
     cJSON *cal = cJSON_CreateArray();
     double w = 0;
-    int rc = LS_OK;
     for (int i = 0; rc == LS_OK && i < n; i++) {
         double e = 0;
-        rc = sim_compare(reports[i], tr, nt, cal, &e);
+        rc = sim_compare(reports[i], tr, nt, rtt, cal, &e);
         w = fmax(w, fabs(e));
     }
     free(tr);

@@ -207,13 +207,13 @@ int ls_rl_simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
         for (int r = 0; r < R && issued < cap_issue; r++) {
             srep *x = &rp[r];
             if (x->pause_until > t || x->n == MB) continue;
+            if ((mode == LS_RL_MODE_LAMINAR || o->batch_refill) && x->n > 0) continue; /* refill when the batch is done */
             if (mode == LS_RL_MODE_LAMINAR) {
-                if (x->n > 0) continue; /* batch mode: refill only when the batch is done */
                 int newest = avail_at <= t ? avail_ver : avail_ver - 1;
                 if (newest > x->version && pull > 0) { /* pull from the local relay first */
                     advance(&S, x, t);
                     x->version = newest;
-                    x->pause_until = t + pull;
+                    x->pause_until = t + o->refill_s + pull; /* the poll that names the version, then the pull */
                     schedule(&S, x);
                     continue;
                 }
@@ -222,6 +222,7 @@ int ls_rl_simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
             if (mode == LS_RL_MODE_SYNC && (x->n > 0 || x->version < P)) continue;
             if (mode == LS_RL_MODE_ONESTEP && x->version < issued / B - 1) continue;
             advance(&S, x, t);
+            if (x->n == 0 && o->refill_s > 0) x->pause_until = t + o->refill_s; /* the poll that brings the batch */
             while (x->n < MB && issued < cap_issue) {
                 strj *j = &x->a[x->n++];
                 j->rem = draw_len(o, &rng);
