@@ -155,6 +155,7 @@ int cmd_sim_rl(int argc, char **argv) {
         {"updates", LS_ARG_INT, &o.updates, "N", "updates simulated (default 10)"},
         {"max-batch", LS_ARG_INT, &o.max_batch, "N", "decode batch per replica (default 64)"},
         {"staleness", LS_ARG_INT, &o.staleness, "N", "AReaL-like staleness bound (default 2)"},
+        {"train-pct", LS_ARG_INT, &o.train_frac_pct, "P", "% of GPUs training if disaggregated (default 25; 0: best)"},
         {"trace", LS_ARG_STR, &trace, "PATH", "take response lengths from a task file (answer + EOS)"},
         {"calibrate", LS_ARG_STR_LIST, &cal, "REPORT...",
          "predict real runs (rl run reports) from their measured costs and workload"},

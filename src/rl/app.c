@@ -155,11 +155,11 @@ static void add_nums(cJSON *j, const char *const *keys, const double *v, int n) 
 
 static int sim_rows(ls_rl_sim_opts *o, const int *gpus, int ng, cJSON *arr) {
     static const int order[4] = {LS_RL_MODE_SYNC, LS_RL_MODE_ONESTEP, LS_RL_MODE_AREAL, LS_RL_MODE_LAMINAR};
-    static const char *const keys[11] = {"gpus",           "tp",           "replicas",      "traj_per_s",
+    static const char *const keys[12] = {"gpus",           "tp",           "replicas",      "traj_per_s",
                                          "tokens_per_s",   "idle_frac",    "staleness_mean", "staleness_max",
-                                         "trainer_stall_s", "speedup_vs_sync", "speedup_vs_areal"};
-    printf("%-12s %6s %-8s %4s %10s %11s %7s %7s %8s %8s\n", "model", "gpus", "design", "tp", "traj/s", "tok/s",
-           "idle%", "stale", "vs sync", "vs areal");
+                                         "trainer_stall_s", "speedup_vs_sync", "speedup_vs_areal", "train_pct"};
+    printf("%-12s %6s %-8s %4s %6s %10s %11s %7s %7s %8s %8s\n", "model", "gpus", "design", "tp", "train%", "traj/s",
+           "tok/s", "idle%", "stale", "vs sync", "vs areal");
     for (int gi = 0; gi < ng; gi++) {
         double tps[4] = {0};
         for (int k = 0; k < 4; k++) {
@@ -171,16 +171,16 @@ static int sim_rows(ls_rl_sim_opts *o, const int *gpus, int ng, cJSON *arr) {
             double va = k == 3 && tps[2] > 0 ? r.traj_per_s / tps[2] : 0;
             char vs[16] = "";
             if (va > 0) snprintf(vs, sizeof vs, "%.2f", va);
-            printf("%-12s %6d %-8s %4d %10.2f %11.0f %7.1f %7.2f %8.2f %8s\n", o->model, o->gpus,
-                   ls_rl_mode_name(order[k]), r.tp, r.traj_per_s, r.tokens_per_s, 100 * r.idle_frac, r.mean_staleness,
-                   r.traj_per_s / tps[0], vs);
+            printf("%-12s %6d %-8s %4d %6d %10.2f %11.0f %7.1f %7.2f %8.2f %8s\n", o->model, o->gpus,
+                   ls_rl_mode_name(order[k]), r.tp, r.train_pct, r.traj_per_s, r.tokens_per_s, 100 * r.idle_frac,
+                   r.mean_staleness, r.traj_per_s / tps[0], vs);
             cJSON *j = cJSON_CreateObject();
             cJSON_AddStringToObject(j, "model", o->model);
             cJSON_AddStringToObject(j, "design", ls_rl_mode_name(order[k]));
-            double v[11] = {o->gpus,           r.tp,     r.replicas, r.traj_per_s,
+            double v[12] = {o->gpus,           r.tp,     r.replicas, r.traj_per_s,
                             r.tokens_per_s,    r.idle_frac, r.mean_staleness, r.max_staleness,
-                            r.stall_s,         tps[0] > 0 ? r.traj_per_s / tps[0] : 0, va};
-            add_nums(j, keys, v, 11);
+                            r.stall_s,         tps[0] > 0 ? r.traj_per_s / tps[0] : 0, va, r.train_pct};
+            add_nums(j, keys, v, 12);
             cJSON_AddItemToArray(arr, j);
         }
     }

@@ -107,7 +107,23 @@ static double draw_len(const ls_rl_sim_opts *o, ls_rng *rng) {
     return x < 1.0 ? 1.0 : (x > cap ? cap : floor(x));
 }
 
+static int simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res);
+
 int ls_rl_simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
+    if (o->train_frac_pct != 0 || o->step_s > 0 || o->mode == LS_RL_MODE_SYNC) return simulate(o, res);
+    static const int grid[4] = {25, 37, 50, 62}; /* the split each design runs best with */
+    ls_rl_sim_opts q = *o;
+    ls_rl_sim_result best = {0}, r;
+    for (int i = 0; i < 4; i++) {
+        q.train_frac_pct = grid[i];
+        LS_TRY(simulate(&q, &r));
+        if (r.traj_per_s > best.traj_per_s) best = r;
+    }
+    *res = best;
+    return LS_OK;
+}
+
+static int simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
     memset(res, 0, sizeof *res);
     if (o->gpus < 2 || o->batch < 1 || o->updates < 1 || o->max_batch < 1 || o->mode < 0 || o->mode >= LS_RL_MODE_COUNT)
         return ls_err(LS_EINVAL, "sim rl: need gpus >= 2, batch, updates and max batch >= 1, a known mode");
@@ -355,5 +371,6 @@ int ls_rl_simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
     res->pull_s = pull;
     res->replicas = R;
     res->tp = tp;
+    res->train_pct = S.calibrated ? 0 : colocated ? 100 : o->train_frac_pct > 0 ? o->train_frac_pct : 25;
     return LS_OK;
 }
