@@ -276,6 +276,7 @@ typedef struct {
     double pull_s;    /* weight pull seconds per rollout */
     const int *trace; /* response lengths to sample from instead of the log-normal (n_trace) */
     int n_trace;
+    int trace_replay; /* take the trace in order (the k-th issued trajectory gets trace[k % n]) */
     double repack_s; /* manager poll period for repack (0: 10 decode steps) */
     int repack;      /* laminar: 0 disables repack */
     double refill_s; /* pause before a replica's new batch starts (a manager round trip; 0: none) */

@@ -278,6 +278,7 @@ int ls_rl_sim_opts_from_report(const char *report, const int *trace, int nt, dou
         o->batch = (int)(v[3] * v[4]), o->updates = (int)v[6], o->max_batch = (int)v[7];
         o->prompt_len = 8;
         o->trace = *nl ? *lens : trace, o->n_trace = *nl ? *nl : nt;
+        o->trace_replay = *nl > 0; /* the run's own responses, in the order they were issued */
         o->repack_s = o->step_s; /* the manager repacks on each poll: once a decode step */
         o->refill_s = refill_s, o->batch_refill = 1;
         *measured = v[5];

@@ -99,7 +99,8 @@ ls_rl_sim_opts ls_rl_sim_defaults(void) {
     return o;
 }
 
-static double draw_len(const ls_rl_sim_opts *o, ls_rng *rng) {
+static double draw_len(const ls_rl_sim_opts *o, ls_rng *rng, int64_t k) {
+    if (o->trace && o->n_trace > 0 && o->trace_replay) return (double)o->trace[k % o->n_trace];
     if (o->trace && o->n_trace > 0) return (double)o->trace[ls_rng_below(rng, (uint64_t)o->n_trace)];
     double s2 = log(1.0 + o->cv * o->cv), mu = log(o->mean_len) - s2 / 2.0;
     double x = exp(mu + sqrt(s2) * (double)ls_rng_normal(rng));
@@ -241,7 +242,7 @@ static int simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
             if (x->n == 0 && o->refill_s > 0) x->pause_until = t + o->refill_s; /* the poll that brings the batch */
             while (x->n < MB && issued < cap_issue) {
                 strj *j = &x->a[x->n++];
-                j->rem = draw_len(o, &rng);
+                j->rem = draw_len(o, &rng, issued);
                 j->len = o->prompt_len;
                 j->version = x->version;
                 j->gen = 0;
