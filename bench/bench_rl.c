@@ -255,7 +255,7 @@ int main(int argc, char **argv) {
     printf("  largest |error| %.1f%% (goal <= 15%%)\n", 100 * worst);
     cJSON_AddNumberToObject(root, "sim_max_abs_error", worst);
     /* cluster scale: the disaggregated designs with 25 % of the GPUs training, then with the split
-     * that suits each design best (25/37/50/62 %); the synchronous baseline is colocated */
+     * that suits each design best (25/37/50/62/75 %); the synchronous baseline is colocated */
     printf("\nMODELLED at 1024 H800 GPUs (catalog costs), log-normal responses mean 2000 tokens CV 1.3 (cap 16384), "
            "batch 8192\n");
     printf("%-12s %-10s %10s %10s %10s %10s %9s %9s\n", "model", "train GPUs", "sync", "onestep", "areal", "laminar",

@@ -258,7 +258,7 @@ typedef struct {
     const char *gpu;    /* catalog GPU, e.g. "H800-80G" */
     int gpus;           /* total GPUs */
     int train_frac_pct; /* share of GPUs training in the disaggregated designs (default 25; 0: the best of
-                           25, 37, 50 and 62 % for each design, as its operator would choose) */
+                           25, 37, 50, 62 and 75 % for each design, as its operator would choose) */
     int tp;             /* GPUs per rollout replica (0: by model size) */
     int mode;
     double mean_len, cv; /* response length distribution (tokens) */

@@ -112,10 +112,10 @@ static int simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res);
 
 int ls_rl_simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
     if (o->train_frac_pct != 0 || o->step_s > 0 || o->mode == LS_RL_MODE_SYNC) return simulate(o, res);
-    static const int grid[4] = {25, 37, 50, 62}; /* the split each design runs best with */
+    static const int grid[5] = {25, 37, 50, 62, 75}; /* the split each design runs best with */
     ls_rl_sim_opts q = *o;
     ls_rl_sim_result best = {0}, r;
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 5; i++) {
         q.train_frac_pct = grid[i];
         LS_TRY(simulate(&q, &r));
         if (r.traj_per_s > best.traj_per_s) best = r;

@@ -54,8 +54,8 @@ static void test_best_split(void) {
     CHECK(ls_rl_simulate(&o, &best) == LS_OK);
     double mx = 0;
     int at = 0;
-    static const int grid[4] = {25, 37, 50, 62};
-    for (int i = 0; i < 4; i++) {
+    static const int grid[5] = {25, 37, 50, 62, 75};
+    for (int i = 0; i < 5; i++) {
         o.train_frac_pct = grid[i];
         CHECK(ls_rl_simulate(&o, &r) == LS_OK);
         CHECK_EQ_INT(r.train_pct, grid[i]);
