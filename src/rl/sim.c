@@ -204,6 +204,9 @@ static int simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
     int P = 0, training = 0, consumed_batches = 0, stale_max = 0, avail_ver = 0;
     int64_t issued = 0, buf_head = 0, stale_sum = 0, consumed = 0;
     int rc = LS_OK, mode = o->mode;
+    /* rollouts pull new weights from a relay between batches: Laminar-style, and one-step-stale as
+     * llmsys's runtime runs it (batch_refill); otherwise every rollout pauses for a broadcast */
+    int pulls = mode == LS_RL_MODE_LAMINAR || (mode == LS_RL_MODE_ONESTEP && o->batch_refill);
     while (consumed_batches < o->updates) {
         /* 1. hand out work */
         int64_t cap_issue;
@@ -225,7 +228,7 @@ static int simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
             srep *x = &rp[r];
             if (x->pause_until > t || x->n == MB) continue;
             if ((mode == LS_RL_MODE_LAMINAR || o->batch_refill) && x->n > 0) continue; /* refill when the batch is done */
-            if (mode == LS_RL_MODE_LAMINAR) {
+            if (pulls) {
                 int newest = avail_at <= t ? avail_ver : avail_ver - 1;
                 if (newest > x->version && pull > 0) { /* pull from the local relay first */
                     advance(&S, x, t);
@@ -268,7 +271,7 @@ static int simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
         double tn = training ? train_until : INFINITY;
         for (int r = 0; r < R; r++) tn = fmin(tn, rp[r].t_next);
         if (mode == LS_RL_MODE_LAMINAR && o->repack && next_repack > t) tn = fmin(tn, next_repack);
-        if (mode == LS_RL_MODE_LAMINAR && avail_at > t) tn = fmin(tn, avail_at);
+        if (pulls && avail_at > t) tn = fmin(tn, avail_at);
         if (!training && train_until > t) tn = fmin(tn, train_until);
         if (!isfinite(tn)) {
             rc = ls_err(LS_ESTATE, "sim rl: no event left at t=%.1f s (scheduling deadlock)", t);
@@ -288,7 +291,7 @@ static int simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
             consumed_batches++;
             t_last = t;
             P++;
-            if (mode == LS_RL_MODE_LAMINAR) {
+            if (pulls) {
                 stall_sum += stall_relay;
                 train_until = t + stall_relay;
                 avail_ver = P;
