@@ -120,12 +120,12 @@ int ls_rl_measure_rtt(int n, double *mean_s) {
     snprintf(ep, sizeof ep, "ipc:///tmp/llmsys-rl-rtt-%d", (int)getpid());
     pid_t pid = fork();
     if (pid < 0) return ls_err(LS_EIO, "rtt: fork failed");
-    if (pid == 0) _exit(rtt_server(ep, n) == LS_OK ? 0 : 1);
+    if (pid == 0) _exit(rtt_server(ep, n + 1) == LS_OK ? 0 : 1);
     void *z = zmq_ctx_new(), *s = z ? rl_socket(z, ZMQ_DEALER) : NULL;
     int rc = s && zmq_connect(s, ep) == 0 ? LS_OK : ls_err(LS_ENET, "rtt: cannot connect");
     double sum = 0;
     int32_t payload[64] = {0}; /* about one poll of a 16-slot rollout */
-    for (int i = 0; rc == LS_OK && i < n; i++) {
+    for (int i = 0; rc == LS_OK && i <= n; i++) { /* the first one waits for the connection: not counted */
         rl_buf b = {0};
         rl_msg_begin(&b, M_POLL);
         rl_put(&b, payload, sizeof payload);
@@ -134,7 +134,7 @@ int ls_rl_measure_rtt(int n, double *mean_s) {
         rl_rd r;
         double t0 = ls_now();
         rc = rl_call(s, &b, 5000, &rep, &len, &r, "rtt");
-        sum += ls_now() - t0;
+        if (i > 0) sum += ls_now() - t0;
         rl_buf_free(&b);
         free(rep);
     }
