@@ -159,6 +159,9 @@ typedef struct {
     double step_timeout_s;  /* a micro-batch not back after this fails (default 60) */
     const char *model_name; /* served name: /v1/models and "model" in responses (default: the checkpoint's file stem) */
     int mb_prefill, mb_decode; /* without a plan (defaults 2 and 8) */
+    unsigned max_conns, max_conns_per_ip; /* HTTP connections in total / per client address (0: 512 / 64) */
+    unsigned http_timeout_s;              /* an idle or stalled HTTP client is dropped after this (0: 60) */
+    double probe_timeout_s;               /* idle pipeline probe not back in this: /health not ok (default 2) */
 } ls_server_opts;
 
 ls_server_opts ls_server_defaults(void);

@@ -114,13 +114,16 @@ static int run_worker(const char *model, const char *plan, int stage, int max_se
 int cmd_serve(int argc, char **argv) {
     const char *model = NULL, *plan_path = NULL, *host = "127.0.0.1", *port_file = NULL, *name = NULL;
     const char *w_in = NULL, *w_out = NULL;
-    int port = 8080, max_seqs = 16, threads = 1, worker = 0, stage = 0, mbp = 2, mbd = 8;
+    int port = 8080, max_seqs = 16, threads = 1, worker = 0, stage = 0, mbp = 2, mbd = 8, conns = 0, per_ip = 0;
     int64_t max_body = 64 * 1024;
     ls_arg spec[] = {
         {"model", LS_ARG_STR, &model, "PATH", "checkpoint to serve (fp32 or quantized)", 1},
         {"plan", LS_ARG_STR, &plan_path, "FILE", "pipeline plan (docs/plan-format.md); default one stage"},
         {"port", LS_ARG_INT, &port, "P", "HTTP port (default 8080; 0 picks a free one)"},
-        {"host", LS_ARG_STR, &host, "ADDR", "HTTP bind address (default 127.0.0.1)"},
+        {"bind", LS_ARG_STR, &host, "ADDR", "HTTP bind address (default 127.0.0.1)"},
+        {"host", LS_ARG_STR, &host, "ADDR", "same as --bind"},
+        {"max-conns", LS_ARG_INT, &conns, "N", "open HTTP connections in total (default 512)"},
+        {"max-conns-per-ip", LS_ARG_INT, &per_ip, "N", "open HTTP connections per client address (default 64)"},
         {"port-file", LS_ARG_STR, &port_file, "FILE", "write the bound port here once serving"},
         {"max-seqs", LS_ARG_INT, &max_seqs, "N", "concurrent sequences / KV slots per stage (default 16)"},
         {"threads", LS_ARG_INT, &threads, "N", "kernel threads per stage (default 1)"},
@@ -138,8 +141,9 @@ int cmd_serve(int argc, char **argv) {
                            spec, (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
     if (worker) return run_worker(model, plan_path, stage, max_seqs, threads, w_in, w_out);
-    if (port < 0 || port > 65535 || max_seqs < 1 || max_seqs > 4096 || threads < 1 || max_body < 16 || mbp < 1 || mbd < 1) {
-        fprintf(stderr, "llmsys serve: --port in [0, 65535], --max-seqs in [1, 4096], --threads/--prefill-mb/--decode-mb >= 1, --max-body >= 16\n");
+    if (port < 0 || port > 65535 || max_seqs < 1 || max_seqs > 4096 || threads < 1 || max_body < 16 || mbp < 1 || mbd < 1 ||
+        conns < 0 || per_ip < 0) {
+        fprintf(stderr, "llmsys serve: --port in [0, 65535], --max-seqs in [1, 4096], --threads/--prefill-mb/--decode-mb >= 1, --max-body >= 16, --max-conns* >= 1\n");
         return 2;
     }
     ls_model_config cfg;
@@ -166,6 +170,8 @@ int cmd_serve(int argc, char **argv) {
     o.mb_prefill = mbp;
     o.mb_decode = mbd;
     o.model_name = name;
+    o.max_conns = (unsigned)conns;
+    o.max_conns_per_ip = (unsigned)per_ip;
     ls_server *s;
     if (ls_server_start(&s, &o) != LS_OK) return ls_cli_fail();
     printf("llmsys serve: %s on http://%s:%d with %d stage(s) (POST /v1/completions, GET /health, GET /metrics)\n", model,

@@ -109,15 +109,20 @@ static void on_signal(int sig) { stop_flag = sig; }
 
 static int victim_serve(int argc, char **argv) {
     const char *model = NULL, *output = "label", *log = NULL, *prada = "log", *admin = NULL, *port_file = NULL;
-    int port = 8090, max_batch = 512, model_units = 0;
+    const char *bind = "127.0.0.1", *keys = NULL;
+    int port = 8090, max_batch = 512, model_units = 0, conns = 0, per_ip = 0;
     int64_t budget = 0;
     double rate = 0, burst = 1024, delta = 0.95, duration = 0, throttle = 0.2;
     ls_arg spec[] = {
         {"model", LS_ARG_STR, &model, "FILE", "victim file (from victim train)", 1},
         {"port", LS_ARG_INT, &port, "P", "TCP port (default 8090; 0 = any free port)"},
         {"port-file", LS_ARG_STR, &port_file, "FILE", "write the bound port here (for scripts)"},
+        {"bind", LS_ARG_STR, &bind, "ADDR", "address to listen on (default 127.0.0.1; 0.0.0.0 = all)"},
+        {"keys", LS_ARG_STR, &keys, "FILE", "API keys, one per line: NAME SECRET [BUDGET]; only these may query"},
+        {"max-conns", LS_ARG_INT, &conns, "N", "open connections in total (default 512)"},
+        {"max-conns-per-ip", LS_ARG_INT, &per_ip, "N", "open connections per client address (default 64)"},
         {"output", LS_ARG_STR, &output, "KIND", "label (default) or proba"},
-        {"budget", LS_ARG_I64, &budget, "Q", "per-client query budget (default unlimited)"},
+        {"budget", LS_ARG_I64, &budget, "Q", "query budget per key (--keys) or per address (default unlimited)"},
         {"rate", LS_ARG_FLOAT, &rate, "QPS", "per-client rate limit in inputs/s (default unlimited)"},
         {"burst", LS_ARG_FLOAT, &burst, "N", "rate-limit bucket size in inputs (default 1024)"},
         {"max-batch", LS_ARG_INT, &max_batch, "N", "inputs per request (default 512)"},
@@ -125,7 +130,7 @@ static int victim_serve(int argc, char **argv) {
         {"prada", LS_ARG_STR, &prada, "MODE", "extraction detector: off, log (default), throttle, refuse"},
         {"prada-delta", LS_ARG_FLOAT, &delta, "W", "flag when Shapiro-Wilk W < W (default 0.95)"},
         {"throttle", LS_ARG_FLOAT, &throttle, "S", "throttle: seconds per input for a flagged client (default 0.2)"},
-        {"admin-key", LS_ARG_STR, &admin, "KEY", "X-API-Key exempt from budget, rate and detector"},
+        {"admin-key", LS_ARG_STR, &admin, "KEY", "X-API-Key for GET /stats, exempt from budget, rate, detector"},
         {"model-units", LS_ARG_FLAG, &model_units, NULL,
          "take inputs already scaled into the model's range instead of the training data's units"},
         {"duration", LS_ARG_FLOAT, &duration, "S", "stop after S seconds (default: until SIGINT/SIGTERM)"},
@@ -146,8 +151,9 @@ static int victim_serve(int argc, char **argv) {
         fprintf(stderr, "llmsys victim serve: --prada must be off, log, throttle or refuse, got '%s'\n", prada);
         return 2;
     }
-    if (port < 0 || port > 65535 || max_batch < 1 || !(delta > 0 && delta < 1)) {
-        fprintf(stderr, "llmsys victim serve: --port 0..65535, --max-batch >= 1, --prada-delta in (0,1)\n");
+    if (port < 0 || port > 65535 || max_batch < 1 || !(delta > 0 && delta < 1) || conns < 0 || per_ip < 0) {
+        fprintf(stderr,
+                "llmsys victim serve: --port 0..65535, --max-batch >= 1, --prada-delta in (0,1), --max-conns* >= 1\n");
         return 2;
     }
     so.port = port;
@@ -160,11 +166,18 @@ static int victim_serve(int argc, char **argv) {
     so.throttle_s = throttle;
     so.admin_key = admin;
     so.model_units = model_units;
+    so.bind = bind;
+    so.max_conns = (unsigned)conns;
+    so.max_conns_per_ip = (unsigned)per_ip;
+    ls_victim_key *kv = NULL;
+    if (keys && ls_victim_keys_read(keys, &kv, &so.n_keys)) return ls_cli_fail();
+    so.keys = kv;
     ls_victim *v;
-    if (ls_victim_load(model, &v)) return ls_cli_fail();
+    if (ls_victim_load(model, &v)) return free(kv), ls_cli_fail();
     ls_victim_server *srv;
     if (ls_victim_server_start(v, &so, &srv)) {
         ls_victim_free(v);
+        free(kv);
         return ls_cli_fail();
     }
     int d, k, shape[3];
@@ -172,9 +185,9 @@ static int victim_serve(int argc, char **argv) {
     ls_victim_info(v, &d, &k, &lo, &hi, shape);
     const char *units =
         ls_victim_server_input_range(srv, &lo, &hi) ? "the training data's units, per-feature ranges in GET /info" : "";
-    printf("victim %s serving on http://127.0.0.1:%d/predict (input %dx%dx%d in [%g,%g]%s%s, %d classes, output %s, "
+    printf("victim %s serving on http://%s:%d/predict (input %dx%dx%d in [%g,%g]%s%s, %d classes, output %s, "
            "PRADA %s)\n",
-           ls_victim_type_name(ls_victim_kind(v)), ls_victim_server_port(srv), shape[0], shape[1], shape[2], lo, hi,
+           ls_victim_type_name(ls_victim_kind(v)), bind, ls_victim_server_port(srv), shape[0], shape[1], shape[2], lo, hi,
            units[0] ? ", " : "", units, k, output, prada);
     fflush(stdout);
     if (port_file) {
@@ -183,6 +196,7 @@ static int victim_serve(int argc, char **argv) {
         if (ls_file_write_atomic(port_file, b, (size_t)n)) {
             ls_victim_server_stop(srv);
             ls_victim_free(v);
+            free(kv);
             return ls_cli_fail();
         }
     }
@@ -197,6 +211,7 @@ static int victim_serve(int argc, char **argv) {
     cJSON_Delete(st);
     ls_victim_server_stop(srv);
     ls_victim_free(v);
+    free(kv);
     return 0;
 }
 
@@ -495,6 +510,16 @@ int demo_steal(const ls_demo_ctx *ctx) {
         ls_victim_server_opts_default(&so);
         so.admin_key = "auditor";
         so.prada_mode = LS_PRADA_LOG;
+        /* the two attackers of each budget are told apart by their keys (secret = name) */
+        ls_victim_key keys[4] = {{{0}}};
+        for (int b = 0; b < nb; b++)
+            for (int s = 0; s < 2; s++) {
+                ls_victim_key *kk = &keys[2 * b + s];
+                snprintf(kk->name, sizeof kk->name, "%s-%lld", s ? "random" : "attacker", (long long)budgets[b]);
+                memcpy(kk->secret, kk->name, sizeof kk->name);
+            }
+        so.keys = keys;
+        so.n_keys = 2 * nb;
         snprintf(path, sizeof path, "%s/%s-queries.log", dir, ls_victim_type_name(types[t]));
         so.log_path = path;
         ls_victim_server *srv;
