@@ -178,6 +178,14 @@ int ls_dist_bcast(ls_dist *d, void *buf, size_t n);
  * program, its arguments and the NULL. Cannot fail. */
 #define LS_DIST_MPIRUN_ARGC 9
 int ls_dist_mpirun_args(char **av, char np[16], int ranks);
+/* Lost-rank reporting for a job started under mpirun: ls_dist_watch_open makes a private
+ * directory (dir, 64 bytes) and names it in LLMSYS_RANK_DIR, where each rank registers its
+ * pid at ls_dist_init (so call it before starting mpirun). ls_dist_wait_job waits for the
+ * mpirun child `job` (retrying on EINTR), watching the ranks' pids; it returns the job's exit
+ * code (128 + signal when killed) and removes dir. When a rank was killed (the job ends
+ * with 128 + signal), lost receives one line naming the rank that ended first (else ""). */
+int ls_dist_watch_open(char dir[64]);
+int ls_dist_wait_job(int job, const char *dir, int ranks, char *lost, size_t n);
 
 /* ---------------------------------------------------------------- training loop */
 

@@ -117,9 +117,12 @@ static int relaunch_under_mpirun(int ranks, int argc, char **argv) {
      * process catches those signals and passes them on as SIGUSR1, which mpirun forwards
      * to the ranks as an ordinary stop request (finish the step, agree, save). */
     pid_t parent = getpid();
+    char watch[64];
+    if (ls_dist_watch_open(watch)) return free(av), ls_err(LS_EIO, "%s", ls_errmsg());
     pid_t pid = fork();
     if (pid < 0) {
         free(av);
+        rmdir(watch);
         return ls_err(LS_EIO, "cannot fork for --ranks %d: %s", ranks, strerror(errno));
     }
     if (pid == 0) {
@@ -141,13 +144,13 @@ static int relaunch_under_mpirun(int ranks, int argc, char **argv) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
+    char lost[300];
+    int code = ls_dist_wait_job(pid, watch, ranks, lost, sizeof lost);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     mpirun_pid = 0;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (lost[0]) fprintf(stderr, "llmsys train --ranks %d: %s\n", ranks, lost);
+    return code;
 }
 
 /* ---------------------------------------------------------------- train */

@@ -1,9 +1,15 @@
 /* dist.c - data-parallel ranks over MPI: initialised only under mpirun, so a plain run
  * is one process that never touches MPI. */
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <mpi.h>
@@ -37,7 +43,23 @@ static int env_int(const char *name, int def) {
     return *end || x < 1 || x > INT_MAX ? def : (int)x;
 }
 
+/* Under `train --ranks`: this rank's pid into $LLMSYS_RANK_DIR/<rank>, for the watcher. */
+static void register_rank(void) {
+    const char *dir = getenv("LLMSYS_RANK_DIR"), *rank = getenv("OMPI_COMM_WORLD_RANK");
+    if (!dir || !rank || strlen(dir) > 200 || strlen(rank) > 10) return;
+    char path[256], tmp[260], txt[32];
+    snprintf(path, sizeof path, "%s/%s", dir, rank);
+    snprintf(tmp, sizeof tmp, "%s/.%s", dir, rank);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) return;
+    int n = snprintf(txt, sizeof txt, "%d\n", (int)getpid());
+    int ok = write(fd, txt, (size_t)n) == n;
+    close(fd);
+    if (!ok || rename(tmp, path)) unlink(tmp);
+}
+
 int ls_dist_init(ls_dist **out) {
+    register_rank();
     ls_dist *d = calloc(1, sizeof *d);
     if (!d) return ls_err(LS_ENOMEM, "out of memory");
     d->size = d->local_size = 1;
@@ -128,4 +150,80 @@ int ls_dist_mpirun_args(char **av, char np[16], int ranks) {
     av[n++] = "--bind-to";
     av[n++] = "none";
     return n;
+}
+
+int ls_dist_watch_open(char dir[64]) {
+    snprintf(dir, 64, "/tmp/llmsys-ranks-XXXXXX");
+    if (!mkdtemp(dir)) return ls_err(LS_EIO, "cannot create a directory in /tmp: %s", strerror(errno));
+    setenv("LLMSYS_RANK_DIR", dir, 1);
+    return LS_OK;
+}
+
+#define WATCH_MAX 256
+
+/* A rank's process is gone: through its pidfd when it has one, else kill(pid, 0). */
+static int rank_gone(int pid, int pfd) {
+    if (pfd >= 0) {
+        struct pollfd p = {pfd, POLLIN, 0};
+        return poll(&p, 1, 0) == 1;
+    }
+    return kill(pid, 0) != 0 && errno == ESRCH;
+}
+
+int ls_dist_wait_job(int job, const char *dir, int ranks, char *lost, size_t n) {
+    if (n) lost[0] = '\0';
+    int nr = ranks < WATCH_MAX ? ranks : WATCH_MAX;
+    int pid[WATCH_MAX] = {0}, pfd[WATCH_MAX], first = -1;
+    double t0 = ls_now(), t_first = 0;
+    for (int r = 0; r < WATCH_MAX; r++) pfd[r] = -1;
+    int status = 0;
+    for (;;) {
+        pid_t w = waitpid((pid_t)job, &status, WNOHANG);
+        if (w == (pid_t)job || (w < 0 && errno != EINTR)) break;
+        struct pollfd pf[WATCH_MAX];
+        int np = 0;
+        for (int r = 0; r < nr; r++) {
+            if (!pid[r] && dir) {
+                char path[256];
+                snprintf(path, sizeof path, "%s/%d", dir, r);
+                FILE *f = fopen(path, "r");
+                if (f) {
+                    if (fscanf(f, "%d", &pid[r]) != 1 || pid[r] <= 0) pid[r] = 0;
+                    fclose(f);
+#ifdef SYS_pidfd_open
+                    if (pid[r]) pfd[r] = (int)syscall(SYS_pidfd_open, pid[r], 0);
+#endif
+                }
+            }
+            if (pid[r] && first < 0 && rank_gone(pid[r], pfd[r])) {
+                first = r;
+                t_first = ls_now() - t0;
+            }
+            if (pfd[r] >= 0) pf[np++] = (struct pollfd){pfd[r], POLLIN, 0};
+        }
+        /* a pidfd wakes us the moment a rank ends, before mpirun stops the others */
+        if (first < 0 && np) poll(pf, (nfds_t)np, 100);
+        else ls_sleep_ms(first < 0 ? 20 : 50);
+    }
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    /* a rank that fails by itself prints its own error and the job exits 1; a killed one
+     * says nothing, and mpirun (quiet) only passes on 128 + its signal */
+    if (code > 128 && first >= 0 && n)
+        snprintf(lost, n,
+                 "rank %d of %d (pid %d) was lost after %.1f s: it ended while the other ranks ran (killed by "
+                 "signal %d, per mpirun's exit status %d); mpirun stopped the job",
+                 first, ranks, pid[first], t_first, code - 128, code);
+    for (int r = 0; r < WATCH_MAX; r++)
+        if (pfd[r] >= 0) close(pfd[r]);
+    if (dir) {
+        for (int r = 0; r < nr; r++) {
+            char path[256];
+            snprintf(path, sizeof path, "%s/%d", dir, r);
+            unlink(path);
+            snprintf(path, sizeof path, "%s/.%d", dir, r);
+            unlink(path);
+        }
+        rmdir(dir);
+    }
+    return code;
 }
