@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -35,9 +36,16 @@ static pid_t tmp_parent;
  * (PR_SET_PDEATHSIG). In the second case the front cannot clean up, so the workers do: each
  * removes the files and tries the dir (the last one succeeds). */
 static void on_term(int sig) {
-    if (tmp_dir[0] && getppid() != tmp_parent) {
-        for (int i = 0; i < TMP_FILES; i++) unlink(tmp_files[i]);
-        rmdir(tmp_dir);
+    /* the signal comes as the front's first thread exits, and the worker may be handed to a
+     * sibling thread of the dying front before init: wait (up to 1 s) for the front to be gone */
+    for (int i = 0; tmp_dir[0] && i < 100; i++) {
+        if (getppid() != tmp_parent) {
+            for (int k = 0; k < TMP_FILES; k++) unlink(tmp_files[k]);
+            rmdir(tmp_dir);
+            break;
+        }
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
     }
     _exit(128 + sig);
 }

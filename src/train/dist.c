@@ -170,11 +170,24 @@ static int rank_gone(int pid, int pfd) {
     return kill(pid, 0) != 0 && errno == ESRCH;
 }
 
+/* 1 when the process is stopped (SIGSTOP, SIGTSTP: state T in /proc/<pid>/stat). */
+static int rank_stopped(int pid) {
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t k = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[k] = '\0';
+    const char *p = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+    return p && p[1] == ' ' && (p[2] == 'T' || p[2] == 't');
+}
+
 int ls_dist_wait_job(int job, const char *dir, int ranks, char *lost, size_t n) {
     if (n) lost[0] = '\0';
     int nr = ranks < WATCH_MAX ? ranks : WATCH_MAX;
     int pid[WATCH_MAX] = {0}, pfd[WATCH_MAX], first = -1;
-    double t0 = ls_now(), t_first = 0;
+    double t0 = ls_now(), t_first = 0, t_check = 0, stop_since[WATCH_MAX] = {0};
     for (int r = 0; r < WATCH_MAX; r++) pfd[r] = -1;
     int status = 0;
     for (;;) {
@@ -201,6 +214,21 @@ int ls_dist_wait_job(int job, const char *dir, int ranks, char *lost, size_t n) 
             }
             if (pfd[r] >= 0) pf[np++] = (struct pollfd){pfd[r], POLLIN, 0};
         }
+        /* a stopped rank stalls the others in the all-reduce: say so (once), not silently hang */
+        double now = ls_now();
+        for (int r = 0; first < 0 && now - t_check > 0.5 && r < nr; r++) {
+            if (!pid[r]) continue;
+            int st = rank_stopped(pid[r]);
+            if (st && stop_since[r] == 0) stop_since[r] = now;
+            if (st && stop_since[r] > 0 && now - stop_since[r] >= 1.0) {
+                LS_WARN("rank %d of %d (pid %d) is stopped (SIGSTOP?); the other ranks wait for it (SIGCONT resumes)", r,
+                        ranks, pid[r]);
+                stop_since[r] = -1;
+            }
+            if (!st && stop_since[r] < 0) LS_WARN("rank %d (pid %d) continues", r, pid[r]);
+            if (!st) stop_since[r] = 0;
+        }
+        if (now - t_check > 0.5) t_check = now;
         /* a pidfd wakes us the moment a rank ends, before mpirun stops the others */
         if (first < 0 && np) poll(pf, (nfds_t)np, 100);
         else ls_sleep_ms(first < 0 ? 20 : 50);

@@ -130,7 +130,7 @@ kill -9 "$FP"
 wait "$FP" 2> /dev/null
 SRV=
 for i in $(seq 1 50); do [ "$(tmpdirs "$FP")" = 0 ] && ! kill -0 "$W0" 2> /dev/null && break; sleep 0.1; done
-[ "$(tmpdirs "$FP")" = 0 ] || fail "kill -9: /tmp/llmsys-serve-$FP-* left behind"
+[ "$(tmpdirs "$FP")" = 0 ] || { fail "kill -9: /tmp/llmsys-serve-$FP-* left behind"; ls -la /tmp/llmsys-serve-$FP-*; ps -o pid,stat,cmd -p $W0; }
 kill -0 "$W0" 2> /dev/null && fail "kill -9 of the front: stage 0 (pid $W0) still runs"
 # a stale dir of a dead front (workers killed too) is removed by the next start
 mkdir -p /tmp/llmsys-serve-999999999-stale00 && touch /tmp/llmsys-serve-999999999-stale00/plan.json

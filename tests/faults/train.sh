@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# train.sh - fault injection against `llmsys train --ranks 2`: kill -9 of a rank ends the
+# job with one line naming the lost rank (was: a bare exit 137); SIGSTOP of a rank is
+# reported while the others wait, and after SIGCONT the run ends with the same losses as an
+# uninterrupted one.
+set -u
+BIN=$1
+T=$(mktemp -d /tmp/llmsys-faults-train-XXXXXX)
+cleanup() {
+  for p in $(jobs -p); do kill -9 "$p" 2> /dev/null; done
+  wait 2> /dev/null
+  rm -rf "$T"
+}
+trap cleanup EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+command -v mpirun > /dev/null || { echo "no mpirun: skipped"; exit 77; }
+for i in $(seq 1 800); do echo "line $i: the quick brown fox jumps over the lazy dog $((i * 7 % 13)) times."; done > "$T/c.txt"
+TA=(--config tiny --data "$T/c.txt" --batch 8 --seq 32 --threads 1 --log-every 1000 --ranks 2)
+# the pid of rank R of the job whose output goes to $T/$NAME.st
+rank_pid() {
+  for p in $(pgrep -f -- "--out $T/$2.st"); do
+    tr '\0' '\n' < /proc/"$p"/environ 2> /dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1" && { echo "$p"; return; }
+  done
+}
+wait_rank() { for i in $(seq 1 100); do r=$(rank_pid "$1" "$2"); [ -n "$r" ] && { echo "$r"; return; }; sleep 0.1; done; }
+losses() { tr -d ' \n\t' < "$1" | grep -o '"losses":\[[^]]*\]'; }
+
+# --- kill -9 of rank 1: one line naming it, non-zero exit
+"$BIN" train "${TA[@]}" --steps 100000 --out "$T/k.st" > /dev/null 2> "$T/k.err" &
+J=$!
+R1=$(wait_rank 1 k)
+[ -n "$R1" ] || fail "rank 1 not found"
+sleep 1
+kill -9 "$R1"
+wait $J; rc=$?
+echo "kill -9 of rank 1: exit $rc: $(grep 'was lost' "$T/k.err")"
+[ $rc -ne 0 ] || fail "job exit 0 after a rank was killed"
+grep -q "rank 1 of 2 (pid $R1) was lost .*killed by signal 9" "$T/k.err" || { fail "no line naming the lost rank"; cat "$T/k.err"; }
+
+# --- SIGSTOP of rank 0 for 3 s: reported, then the run completes with the uninterrupted losses
+timeout 60 "$BIN" train "${TA[@]}" --steps 40 --out "$T/ref.st" --report "$T/ref.json" > /dev/null 2> "$T/ref.err" \
+  || { fail "reference run"; cat "$T/ref.err"; }
+timeout 90 "$BIN" train "${TA[@]}" --steps 40 --out "$T/s.st" --report "$T/s.json" > /dev/null 2> "$T/s.err" &
+J=$!
+R0=$(wait_rank 0 s)
+[ -n "$R0" ] || fail "rank 0 not found"
+kill -STOP "$R0"
+sleep 3
+kill -CONT "$R0"
+wait $J; rc=$?
+echo "SIGSTOP of rank 0 for 3 s: exit $rc: $(grep 'is stopped' "$T/s.err")"
+[ $rc -eq 0 ] || { fail "exit $rc after SIGSTOP/SIGCONT"; cat "$T/s.err"; }
+grep -q "rank 0 of 2 (pid $R0) is stopped" "$T/s.err" || fail "the stopped rank was not reported"
+[ -n "$(losses "$T/ref.json")" ] && [ "$(losses "$T/s.json")" = "$(losses "$T/ref.json")" ] || fail "losses differ from the uninterrupted run"
+[ $fails = 0 ] && echo "train faults ok" || echo "$fails failure(s)"
+exit $((fails > 0))
