@@ -2,19 +2,7 @@
 # loader.sh - fault injection against `llmsys loader serve`: SIGSTOP makes clients fail
 # within their timeout with a line naming the service, and SIGCONT brings answers back;
 # kill -9 then a restart from the state a client saved gives the uninterrupted batches.
-set -u
-BIN=$1
-T=$(mktemp -d /tmp/llmsys-faults-loader-XXXXXX)
-SRV=
-cleanup() {
-  [ -n "$SRV" ] && kill -9 "$SRV" 2> /dev/null
-  for p in $(jobs -p); do kill -9 "$p" 2> /dev/null; done
-  wait 2> /dev/null
-  rm -rf "$T"
-}
-trap cleanup EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/lib.sh"
 mkdir -p "$T/docs"
 for i in $(seq 1 12); do
   for k in $(seq 1 $((i * 5))); do echo "document $i line $k: the quick brown fox $((i * k % 7))"; done > "$T/docs/d$i.txt"
@@ -61,5 +49,4 @@ cmp -s "$T/ref" "$T/got" || { fail "batches after kill -9 and --resume differ fr
 kill -TERM "$SRV"
 wait "$SRV" 2> /dev/null
 SRV=
-[ $fails = 0 ] && echo "loader faults ok" || echo "$fails failure(s)"
-exit $((fails > 0))
+finish loader

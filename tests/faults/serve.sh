@@ -3,20 +3,8 @@
 # names it within seconds, requests fail fast with 503 naming it, SIGCONT recovers), kill -9
 # of a stage (503 naming it), SIGTERM and kill -9 of the front (no llmsys-serve-* dir left),
 # and slow-client floods (1000 idle connections, 300 half-open) that leave /health answered.
-set -u
-BIN=$1
-T=$(mktemp -d /tmp/llmsys-faults-serve-XXXXXX)
-SRV=
-cleanup() {
-  [ -n "$SRV" ] && kill -9 "$SRV" 2> /dev/null
-  for p in $(jobs -p); do kill -9 "$p" 2> /dev/null; done
-  wait 2> /dev/null
-  rm -rf "$T"
-}
-trap cleanup EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-for i in $(seq 1 400); do echo "line $i: the quick brown fox jumps over the lazy dog $((i * 7 % 13)) times."; done > "$T/c.txt"
+. "$(dirname "$0")/lib.sh"
+corpus "$T/c.txt" 400
 "$BIN" train --config tiny --data "$T/c.txt" --steps 2 --batch 4 --seq 32 --threads 1 --out "$T/m.st" > /dev/null 2>&1 \
   || { echo "FAIL: cannot train the test model"; exit 1; }
 cat > "$T/plan.json" << 'P'
@@ -138,5 +126,4 @@ start || exit 1
 [ -e /tmp/llmsys-serve-999999999-stale00 ] && { fail "stale dir of a dead front kept"; rm -rf /tmp/llmsys-serve-999999999-stale00; }
 kill -TERM "$SRV"; wait "$SRV"; SRV=
 
-[ $fails = 0 ] && echo "serve faults ok" || echo "$fails failure(s)"
-exit $((fails > 0))
+finish serve

@@ -3,19 +3,9 @@
 # job with one line naming the lost rank (was: a bare exit 137); SIGSTOP of a rank is
 # reported while the others wait, and after SIGCONT the run ends with the same losses as an
 # uninterrupted one.
-set -u
-BIN=$1
-T=$(mktemp -d /tmp/llmsys-faults-train-XXXXXX)
-cleanup() {
-  for p in $(jobs -p); do kill -9 "$p" 2> /dev/null; done
-  wait 2> /dev/null
-  rm -rf "$T"
-}
-trap cleanup EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/lib.sh"
 command -v mpirun > /dev/null || { echo "no mpirun: skipped"; exit 77; }
-for i in $(seq 1 800); do echo "line $i: the quick brown fox jumps over the lazy dog $((i * 7 % 13)) times."; done > "$T/c.txt"
+corpus "$T/c.txt" 800
 TA=(--config tiny --data "$T/c.txt" --batch 8 --seq 32 --threads 1 --log-every 1000 --ranks 2)
 # the pid of rank R of the job whose output goes to $T/$NAME.st
 rank_pid() {
@@ -53,5 +43,4 @@ echo "SIGSTOP of rank 0 for 3 s: exit $rc: $(grep 'is stopped' "$T/s.err")"
 [ $rc -eq 0 ] || { fail "exit $rc after SIGSTOP/SIGCONT"; cat "$T/s.err"; }
 grep -q "rank 0 of 2 (pid $R0) is stopped" "$T/s.err" || fail "the stopped rank was not reported"
 [ -n "$(losses "$T/ref.json")" ] && [ "$(losses "$T/s.json")" = "$(losses "$T/ref.json")" ] || fail "losses differ from the uninterrupted run"
-[ $fails = 0 ] && echo "train faults ok" || echo "$fails failure(s)"
-exit $((fails > 0))
+finish train

@@ -18,37 +18,9 @@
 #include "http_test.h"
 #include "test.h"
 
-/* Raw HTTP POST (so malformed bodies can be sent); returns the status, body in out. */
+/* Raw HTTP POST as client "raw" (so malformed bodies can be sent); the status, reply in out. */
 static int raw_post(int port, const char *path, const char *body, size_t blen, char *out, size_t outsz) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {0};
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a)) {
-        close(fd);
-        return -1;
-    }
-    char head[256];
-    int hn =
-        snprintf(head, sizeof head,
-                 "POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\nX-API-Key: raw\r\nConnection: close\r\n\r\n",
-                 path, blen);
-    if (send(fd, head, (size_t)hn, MSG_NOSIGNAL) < 0) blen = 0;
-    size_t off = 0;
-    while (off < blen) {
-        ssize_t w = send(fd, body + off, blen - off, MSG_NOSIGNAL);
-        if (w <= 0) break;
-        off += (size_t)w;
-    }
-    size_t len = 0;
-    ssize_t r;
-    while (len + 1 < outsz && (r = recv(fd, out + len, outsz - len - 1, 0)) > 0) len += (size_t)r;
-    out[len] = '\0';
-    close(fd);
-    int st = -1;
-    sscanf(out, "HTTP/%*d.%*d %d", &st);
-    return st;
+    return raw_http(port, "POST", path, "raw", body, blen, out, outsz);
 }
 
 static ls_victim *victim;
