@@ -118,7 +118,11 @@ static int relaunch_under_mpirun(int ranks, int argc, char **argv) {
      * to the ranks as an ordinary stop request (finish the step, agree, save). */
     pid_t parent = getpid();
     char watch[64];
-    if (ls_dist_watch_open(watch)) return free(av), ls_err(LS_EIO, "%s", ls_errmsg());
+    int wrc = ls_dist_watch_open(watch);
+    if (wrc) {
+        free(av);
+        return wrc;
+    }
     pid_t pid = fork();
     if (pid < 0) {
         free(av);

@@ -242,6 +242,7 @@ static int measure(ls_validate *v, ls_plan *sp, ls_server **sv, char **prompts) 
         o.self = v->o.self;
         o.port = 0;
         o.max_seqs = wl->batch;
+        o.max_conns_per_ip = (unsigned)wl->batch + 16; /* the load generator: one address, batch connections */
         o.nthreads = v->o.threads;
         LS_TRY(ls_server_start(&sv[a], &o));
     }
