@@ -122,8 +122,8 @@ int cmd_serve(int argc, char **argv) {
         {"port", LS_ARG_INT, &port, "P", "HTTP port (default 8080; 0 picks a free one)"},
         {"bind", LS_ARG_STR, &host, "ADDR", "HTTP bind address (default 127.0.0.1)"},
         {"host", LS_ARG_STR, &host, "ADDR", "same as --bind"},
-        {"max-conns", LS_ARG_INT, &conns, "N", "open HTTP connections in total (default 512)"},
-        {"max-conns-per-ip", LS_ARG_INT, &per_ip, "N", "open HTTP connections per client address (default 64)"},
+        {"max-conns", LS_ARG_INT, &conns, "N", "open HTTP connections in total (0: default 512)"},
+        {"max-conns-per-ip", LS_ARG_INT, &per_ip, "N", "open HTTP connections per client address (0: default 64)"},
         {"port-file", LS_ARG_STR, &port_file, "FILE", "write the bound port here once serving"},
         {"max-seqs", LS_ARG_INT, &max_seqs, "N", "concurrent sequences / KV slots per stage (default 16)"},
         {"threads", LS_ARG_INT, &threads, "N", "kernel threads per stage (default 1)"},
@@ -143,7 +143,7 @@ int cmd_serve(int argc, char **argv) {
     if (worker) return run_worker(model, plan_path, stage, max_seqs, threads, w_in, w_out);
     if (port < 0 || port > 65535 || max_seqs < 1 || max_seqs > 4096 || threads < 1 || max_body < 16 || mbp < 1 || mbd < 1 ||
         conns < 0 || per_ip < 0) {
-        fprintf(stderr, "llmsys serve: --port in [0, 65535], --max-seqs in [1, 4096], --threads/--prefill-mb/--decode-mb >= 1, --max-body >= 16, --max-conns* >= 1\n");
+        fprintf(stderr, "llmsys serve: --port in [0, 65535], --max-seqs in [1, 4096], --threads/--prefill-mb/--decode-mb >= 1, --max-body >= 16, --max-conns* >= 0 (0: default)\n");
         return 2;
     }
     ls_model_config cfg;

@@ -153,7 +153,7 @@ static int victim_serve(int argc, char **argv) {
     }
     if (port < 0 || port > 65535 || max_batch < 1 || !(delta > 0 && delta < 1) || conns < 0 || per_ip < 0) {
         fprintf(stderr,
-                "llmsys victim serve: --port 0..65535, --max-batch >= 1, --prada-delta in (0,1), --max-conns* >= 1\n");
+                "llmsys victim serve: --port 0..65535, --max-batch >= 1, --prada-delta in (0,1), --max-conns* >= 0 (0: default)\n");
         return 2;
     }
     so.port = port;

@@ -80,7 +80,7 @@ struct ls_server {
     double busy[LS_SERVE_MAX_STAGES], t_start;
     char degraded[256];
     /* health probe: a ping sent round the ring while it is idle; late = not back in time */
-    double probe_sent, probe_back;
+    double probe_sent, probe_back, poll_empty; /* poll_empty: when the ring last had nothing for us */
     uint32_t probe_id;
     int probe_late;
     struct MHD_Daemon *httpd;
@@ -441,10 +441,11 @@ static int unavailable(const ls_server *s, char *m, size_t n) {
 
 /* The health probe (mutex held): a ping round the ring whenever the pipeline is idle, at
  * most once a second; one not back within probe_timeout_s marks the pipeline not ok and
- * fails what is in flight. */
+ * fails what is in flight. Late means the ring was found empty that long after the ping was
+ * sent (so a front that was itself stopped or starved does not blame the stages). */
 static void probe(ls_server *s, double now) {
     if (s->probe_sent > s->probe_back) {
-        if (!s->probe_late && now - s->probe_sent > s->o.probe_timeout_s) {
+        if (!s->probe_late && s->poll_empty - s->probe_sent > s->o.probe_timeout_s) {
             char m[256];
             s->probe_late = 1;
             unavailable(s, m, sizeof m);
@@ -509,6 +510,7 @@ static void *scheduler_main(void *arg) {
 
         zmq_pollitem_t it = {s->from_last, 0, ZMQ_POLLIN, 0};
         int pr = zmq_poll(&it, 1, inflight ? 5 : 2);
+        if (pr == 0) s->poll_empty = ls_now(); /* read by probe(), in this thread only */
         if (pr > 0 && (it.revents & ZMQ_POLLIN)) {
             zmq_msg_t msg;
             zmq_msg_init(&msg);
