@@ -209,6 +209,12 @@ static int spawn_worker(ls_server *s, int i) {
     return LS_OK;
 }
 
+/* "pipeline stage i (layers [a, b), pid N) is stopped (signal S)" into m. */
+static void stopped_msg(const ls_server *s, int i, char *m, size_t n) {
+    snprintf(m, n, "pipeline stage %d (layers [%d, %d), pid %d) is stopped (signal %d)", i, s->plan.stages[i].layer_begin,
+             s->plan.stages[i].layer_end, (int)s->pids[i], s->stopped[i]);
+}
+
 /* Reaps dead workers and notes stopped (SIGSTOP) and continued ones; returns 1 if one died,
  * 2 if one stopped since the last call (msg describes it), else 0. */
 static int check_workers(ls_server *s, char *msg, size_t n) {
@@ -219,8 +225,7 @@ static int check_workers(ls_server *s, char *msg, size_t n) {
         pid_t r = waitpid(s->pids[i], &st, WNOHANG | WUNTRACED | WCONTINUED);
         if (r == s->pids[i] && WIFSTOPPED(st)) {
             s->stopped[i] = WSTOPSIG(st);
-            snprintf(msg, n, "pipeline stage %d (layers [%d, %d), pid %d) is stopped (signal %d)", i,
-                     s->plan.stages[i].layer_begin, s->plan.stages[i].layer_end, (int)s->pids[i], s->stopped[i]);
+            stopped_msg(s, i, msg, n);
             died = died ? died : 2;
         } else if (r == s->pids[i] && WIFCONTINUED(st)) {
             s->stopped[i] = 0;
@@ -427,11 +432,7 @@ static int unavailable(const ls_server *s, char *m, size_t n) {
     if (s->stopping) return snprintf(m, n, "server shutting down"), 1;
     if (s->degraded[0]) return snprintf(m, n, "%s", s->degraded), 1;
     for (int i = 0; i < s->ns; i++)
-        if (s->alive[i] && s->stopped[i])
-            return snprintf(m, n, "pipeline stage %d (layers [%d, %d), pid %d) is stopped (signal %d)", i,
-                            s->plan.stages[i].layer_begin, s->plan.stages[i].layer_end, (int)s->pids[i],
-                            s->stopped[i]),
-                   1;
+        if (s->alive[i] && s->stopped[i]) return stopped_msg(s, i, m, n), 1;
     if (s->probe_late)
         return snprintf(m, n, "pipeline did not answer a health probe within %.1f s (a stage is hung or overloaded)",
                         s->o.probe_timeout_s),
@@ -1074,6 +1075,8 @@ void ls_server_stop(ls_server *s) {
     if (s->from_last) zmq_close(s->from_last);
     if (s->zctx) zmq_ctx_term(s->zctx);
     if (s->tmpdir[0]) {
+        for (int i = 0; i <= s->ns; i++)
+            if (!strncmp(s->addr[i], "ipc://", 6)) unlink(s->addr[i] + 6);
         ls_serve_tmpdir_remove(s->tmpdir);
         rmdir(s->tmpdir);
     }
