@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # serve.sh - fault injection against `llmsys serve` (2 stages): SIGSTOP of a stage (/health
-# names it within seconds, requests fail fast with 503 naming it, SIGCONT recovers), SIGSTOP
+# names it within seconds, requests fail fast with 503 naming it, SIGCONT recovers), a hung
+# stage (ptrace stop: caught by the health probe), SIGSTOP
 # of the front (clients time out, healthy after SIGCONT), kill -9 of a stage (503 naming it),
 # SIGTERM and kill -9 of the front (no llmsys-serve-* dir left),
 # and slow-client floods (1000 idle connections, 300 half-open) that leave /health answered.
@@ -66,6 +67,44 @@ for i in $(seq 1 60); do
   sleep 0.1
 done
 [ $ok = 1 ] || fail "no recovery after SIGCONT"
+
+# --- a hung stage that is not stopped (held in a ptrace stop, which its parent does not see):
+# the idle health probe turns /health 503 within its 2 s timeout, requests fail fast, and it
+# recovers once the stage runs again
+python3 - "$P1" "$URL" << 'PY' || fail "hung stage (probe)"
+import ctypes, sys, time, urllib.request, urllib.error
+libc = ctypes.CDLL(None, use_errno=True)
+pid, url = int(sys.argv[1]), sys.argv[2]
+def get(path, body=None):
+    req = urllib.request.Request(url + path, body, {"Content-Type": "application/json"})
+    try:
+        r = urllib.request.urlopen(req, timeout=5); return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+if libc.ptrace(0x4206, pid, 0, 0) != 0:  # PTRACE_SEIZE
+    print("ptrace not permitted here: hung-stage case skipped"); sys.exit(0)
+libc.ptrace(0x4207, pid, 0, 0)  # PTRACE_INTERRUPT
+t0, code = time.time(), 0
+try:
+    while time.time() - t0 < 8:
+        code, body = get("/health")
+        if code == 503: break
+        time.sleep(0.2)
+    dt = time.time() - t0
+    print("hung stage: /health %d after %.1f s: %s" % (code, dt, body[:150]))
+    assert code == 503 and "health probe" in body, body
+    t1 = time.time()
+    c2, b2 = get("/v1/completions", b'{"prompt": "the quick", "max_tokens": 4}')
+    print("request while hung: %d in %.2f s" % (c2, time.time() - t1))
+    assert c2 == 503 and "health probe" in b2, b2
+finally:
+    libc.ptrace(17, pid, 0, 0)  # PTRACE_DETACH: the stage runs on
+for i in range(50):
+    if get("/health")[0] == 200: break
+    time.sleep(0.1)
+else:
+    raise SystemExit("no recovery after the stage ran again")
+PY
 
 # --- a stopped front: clients time out; after SIGCONT (3 s, past the probe timeout) it is
 # healthy again at once, its stages not blamed
