@@ -652,8 +652,8 @@ int ls_victim_keys_read(const char *path, ls_victim_key **keys, int *n) {
             k = nk;
         }
         memset(&k[cnt], 0, sizeof *k);
-        snprintf(k[cnt].name, sizeof k[cnt].name, "%s", name);
-        snprintf(k[cnt].secret, sizeof k[cnt].secret, "%s", secret);
+        memcpy(k[cnt].name, name, strlen(name) + 1); /* lengths checked above */
+        memcpy(k[cnt].secret, secret, strlen(secret) + 1);
         k[cnt].budget = b;
         cnt++;
     }
