@@ -219,6 +219,7 @@ typedef struct {
     unsigned max_conns, max_conns_per_ip; /* open connections in total / per address (0: 512 / 64) */
     const ls_victim_key *keys; /* n_keys > 0: only these keys may query, each with its budget */
     int n_keys;
+    const char *keys_path; /* or a key file, read at start (ls_victim_keys_read) */
     int output_proba;     /* 1: answer probabilities, 0: labels only */
     int64_t budget;       /* per-client query budget (inputs), <= 0 unlimited; a client is a key
                              of keys, or without keys a source address (X-API-Key then ignored) */

@@ -169,15 +169,12 @@ static int victim_serve(int argc, char **argv) {
     so.bind = bind;
     so.max_conns = (unsigned)conns;
     so.max_conns_per_ip = (unsigned)per_ip;
-    ls_victim_key *kv = NULL;
-    if (keys && ls_victim_keys_read(keys, &kv, &so.n_keys)) return ls_cli_fail();
-    so.keys = kv;
+    so.keys_path = keys;
     ls_victim *v;
-    if (ls_victim_load(model, &v)) return free(kv), ls_cli_fail();
+    if (ls_victim_load(model, &v)) return ls_cli_fail();
     ls_victim_server *srv;
     if (ls_victim_server_start(v, &so, &srv)) {
         ls_victim_free(v);
-        free(kv);
         return ls_cli_fail();
     }
     int d, k, shape[3];
@@ -196,7 +193,6 @@ static int victim_serve(int argc, char **argv) {
         if (ls_file_write_atomic(port_file, b, (size_t)n)) {
             ls_victim_server_stop(srv);
             ls_victim_free(v);
-            free(kv);
             return ls_cli_fail();
         }
     }
@@ -211,7 +207,6 @@ static int victim_serve(int argc, char **argv) {
     cJSON_Delete(st);
     ls_victim_server_stop(srv);
     ls_victim_free(v);
-    free(kv);
     return 0;
 }
 

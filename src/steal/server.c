@@ -27,6 +27,7 @@ struct ls_victim_server {
     int raw;              /* inputs in the training data's units, scaled by the victim's scaler */
     float raw_lo, raw_hi; /* the span of the raw feature ranges (raw only) */
     pthread_mutex_t mu;
+    ls_victim_key *own_keys; /* read from o.keys_path */
     client_t *clients;
     int nclients, cap;
     FILE *log;
@@ -546,7 +547,16 @@ int ls_victim_server_start(const ls_victim *v, const ls_victim_server_opts *o, l
             if (mx[j] > s->raw_hi) s->raw_hi = mx[j];
         }
     }
+    if (o->keys_path) {
+        int rc = ls_victim_keys_read(o->keys_path, &s->own_keys, &s->o.n_keys);
+        if (rc) {
+            free(s);
+            return rc;
+        }
+        s->o.keys = s->own_keys;
+    }
     if (pthread_mutex_init(&s->mu, NULL)) {
+        free(s->own_keys);
         free(s);
         return ls_err(LS_ESTATE, "victim serve: mutex init failed");
     }
@@ -554,6 +564,7 @@ int ls_victim_server_start(const ls_victim *v, const ls_victim_server_opts *o, l
         s->log = fopen(o->log_path, "a");
         if (!s->log) {
             pthread_mutex_destroy(&s->mu);
+            free(s->own_keys);
             free(s);
             return ls_err(LS_EIO, "%s: cannot open query log", o->log_path);
         }
@@ -566,6 +577,7 @@ int ls_victim_server_start(const ls_victim *v, const ls_victim_server_opts *o, l
     if (rc) {
         if (s->log) fclose(s->log);
         pthread_mutex_destroy(&s->mu);
+        free(s->own_keys);
         free(s);
         return rc;
     }
@@ -606,6 +618,7 @@ void ls_victim_server_stop(ls_victim_server *s) {
     MHD_stop_daemon(s->mhd);
     for (int i = 0; i < s->nclients; i++) ls_prada_free(s->clients[i].prada);
     free(s->clients);
+    free(s->own_keys);
     if (s->log) fclose(s->log);
     pthread_mutex_destroy(&s->mu);
     free(s);

@@ -371,13 +371,14 @@ static void test_keys(void) {
     int nk;
     CHECK_EQ_INT(ls_victim_keys_read(path, &keys, &nk), LS_OK);
     CHECK_EQ_INT(nk, 2);
+    CHECK(!strcmp(keys[1].name, "carol") && !strcmp(keys[1].secret, "carol-secret-2") && keys[1].budget == 0);
+    free(keys);
     ls_victim_server_opts so;
     ls_victim_server_opts_default(&so);
     so.model_units = 1;
     so.budget = 50;
     so.admin_key = "the-admin-secret";
-    so.keys = keys;
-    so.n_keys = nk;
+    so.keys_path = path; /* read by the server, as `victim serve --keys` does */
     ls_victim_server *s;
     CHECK_EQ_INT(ls_victim_server_start(victim, &so, &s), LS_OK);
     ls_steal_client *bob, *carol, *eve, *anon;
@@ -407,7 +408,6 @@ static void test_keys(void) {
     ls_steal_client_free(eve);
     ls_steal_client_free(anon);
     ls_victim_server_stop(s);
-    free(keys);
     /* malformed key files: one clear error each */
     const char *bad[] = {"bob\n", "bob short\n", "bob bob-secret-1 -5\n", "bob bob-secret-1 7x\n",
                          "bob bob-secret-1\nbob other-secret\n", "a b c d e\n", "# only a comment\n"};
