@@ -14,6 +14,10 @@ trap cleanup EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 finish() {
+  # a sanitizer report from any process (stages and ranks included) in what they wrote
+  grep -l -e "AddressSanitizer" -e "runtime error:" "$T"/*.err "$T"/*.log "$T"/*.out 2> /dev/null | while read -r f; do
+    echo "FAIL: sanitizer report in $(basename "$f")"; grep -m3 -e "AddressSanitizer" -e "runtime error:" "$f"; done | tee "$T/san"
+  [ -s "$T/san" ] && fails=$((fails + 1))
   [ $fails = 0 ] && echo "$1 faults ok" || echo "$fails failure(s)"
   exit $((fails > 0))
 }

@@ -10,7 +10,7 @@ done
 echo '{"n_ctx": 32, "tokens_per_rank": 128, "seed": 3, "sources": [{"name": "docs", "path": "docs"}]}' > "$T/mix.json"
 start() {
   rm -f "$T/port"
-  "$BIN" loader serve --mix "$T/mix.json" --ranks 1 --port 0 --port-file "$T/port" "$@" > "$T/serve.log" 2>&1 &
+  "$BIN" loader serve --mix "$T/mix.json" --ranks 1 --port 0 --port-file "$T/port" "$@" >> "$T/serve.log" 2>&1 &
   SRV=$!
   for i in $(seq 1 100); do [ -s "$T/port" ] && break; sleep 0.05; done
   [ -s "$T/port" ] || { fail "loader serve did not start: $(cat "$T/serve.log")"; exit 1; }

@@ -29,7 +29,7 @@ PY
 }
 start() {
   rm -f "$T/port"
-  "$BIN" serve --model "$T/m.st" --plan "$T/plan.json" --port 0 --port-file "$T/port" "$@" > "$T/serve.out" 2> "$T/serve.err" &
+  "$BIN" serve --model "$T/m.st" --plan "$T/plan.json" --port 0 --port-file "$T/port" "$@" >> "$T/serve.out" 2>> "$T/serve.err" &
   SRV=$!
   for i in $(seq 1 300); do [ -s "$T/port" ] && break; kill -0 $SRV 2> /dev/null || break; sleep 0.1; done
   [ -s "$T/port" ] || { fail "serve did not start"; cat "$T/serve.err"; return 1; }

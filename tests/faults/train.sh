@@ -17,11 +17,11 @@ wait_rank() { for i in $(seq 1 100); do r=$(rank_pid "$1" "$2"); [ -n "$r" ] && 
 losses() { tr -d ' \n\t' < "$1" | grep -o '"losses":\[[^]]*\]'; }
 
 # --- kill -9 of rank 1: one line naming it, non-zero exit
-"$BIN" train "${TA[@]}" --steps 100000 --out "$T/k.st" > /dev/null 2> "$T/k.err" &
+"$BIN" train "${TA[@]}" --steps 100000 --out "$T/k.st" > "$T/k.out" 2> "$T/k.err" &
 J=$!
 R1=$(wait_rank 1 k)
 [ -n "$R1" ] || fail "rank 1 not found"
-sleep 1
+for i in $(seq 1 300); do grep -q "^step 1/" "$T/k.err" && break; sleep 0.1; done
 kill -9 "$R1"
 wait $J; rc=$?
 echo "kill -9 of rank 1: exit $rc: $(grep 'was lost' "$T/k.err")"
@@ -31,10 +31,12 @@ grep -q "rank 1 of 2 (pid $R1) was lost .*killed by signal 9" "$T/k.err" || { fa
 # --- SIGSTOP of rank 0 for 3 s: reported, then the run completes with the uninterrupted losses
 timeout 60 "$BIN" train "${TA[@]}" --steps 40 --out "$T/ref.st" --report "$T/ref.json" > /dev/null 2> "$T/ref.err" \
   || { fail "reference run"; cat "$T/ref.err"; }
-timeout 90 "$BIN" train "${TA[@]}" --steps 40 --out "$T/s.st" --report "$T/s.json" > /dev/null 2> "$T/s.err" &
+timeout 90 "$BIN" train "${TA[@]}" --steps 40 --out "$T/s.st" --report "$T/s.json" > "$T/s.out" 2> "$T/s.err" &
 J=$!
 R0=$(wait_rank 0 s)
 [ -n "$R0" ] || fail "rank 0 not found"
+# stopped once training runs (the ranks have registered their pids by then)
+for i in $(seq 1 300); do grep -q "^step 1/" "$T/s.err" && break; sleep 0.1; done
 kill -STOP "$R0"
 sleep 3
 kill -CONT "$R0"
