@@ -60,6 +60,18 @@ void ls_quantize_result_free(ls_quantize_result *r);
  * fp32 checkpoint fp32_path (the training module's evaluator), on the same windows. */
 int ls_quant_eval_heldout(const char *fp32_path, const char *qpath, const char *const *paths, int n_paths,
                           double heldout, size_t max_tokens, double *bpb_f, double *bpb_q);
+/* `llmsys eval`: the checkpoint at path, fp32 (ls_eval_tokens, B windows per pass) or
+ * quantized (the engine), on split s of the corpus (paths, co) in windows of T tokens (0: the
+ * model's context), at most max_tokens (0: all). wall_s times the evaluation alone. */
+typedef struct {
+    ls_eval_result r;
+    double unigram_entropy; /* of the split's bytes */
+    double wall_s;
+} ls_eval_ckpt_result;
+int ls_eval_checkpoint(const char *path, const char *const *paths, int n_paths, const ls_corpus_opts *co, ls_split s,
+                       int T, int B, size_t max_tokens, ls_eval_ckpt_result *out);
+/* Writes the JSON summary of an evaluation of model (`llmsys eval --report`). */
+int ls_eval_report_write(const char *report, const char *model, ls_split s, const ls_eval_ckpt_result *r);
 
 /* ---------------------------------------------------------------- engine */
 

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -253,5 +254,83 @@ int ls_dist_wait_job(int job, const char *dir, int ranks, char *lost, size_t n) 
         }
         rmdir(dir);
     }
+    return code;
+}
+
+/* ---------------------------------------------------------------- re-launch under mpirun */
+
+static volatile pid_t mpirun_pid = 0;
+
+static void forward_stop_signal(int sig) {
+    (void)sig;
+    if (mpirun_pid > 0) kill(mpirun_pid, SIGUSR1);
+}
+
+int ls_dist_relaunch(int ranks, const char *self, const char *cmd, int argc, char **argv, char *lost, size_t nlost) {
+    if (nlost) lost[0] = '\0';
+    char np[16];
+    char **av = calloc((size_t)argc + LS_DIST_MPIRUN_ARGC + 3, sizeof *av);
+    if (!av) return ls_err(LS_ENOMEM, "out of memory");
+    int n = ls_dist_mpirun_args(av, np, ranks);
+    av[n++] = (char *)self;
+    av[n++] = (char *)cmd;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--ranks")) {
+            i++;
+            continue;
+        }
+        if (!strncmp(argv[i], "--ranks=", 8)) continue;
+        av[n++] = argv[i];
+    }
+    av[n] = NULL;
+    /* each rank gets its share of the cores (the child re-computes it too) */
+    int per = ls_num_cores() / ranks;
+    char thr[16];
+    snprintf(thr, sizeof thr, "%d", per < 1 ? 1 : per);
+    setenv("OMP_NUM_THREADS", thr, 0);
+    setenv("OPENBLAS_NUM_THREADS", thr, 0);
+    /* ranks share the cores: spinning OpenMP workers would steal them from each other */
+    setenv("OMP_WAIT_POLICY", "passive", 0);
+    fflush(NULL);
+    /* mpirun is a child, not an exec: mpirun answers SIGINT/SIGTERM by tearing the job down
+     * (SIGKILL after a short grace), which loses the save the ranks would make. So this
+     * process catches those signals and passes them on as SIGUSR1, which mpirun forwards
+     * to the ranks as an ordinary stop request (finish the step, agree, save). */
+    pid_t parent = getpid();
+    char watch[64];
+    int wrc = ls_dist_watch_open(watch);
+    if (wrc) {
+        free(av);
+        return wrc;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        free(av);
+        rmdir(watch);
+        return ls_err(LS_EIO, "cannot fork for --ranks %d: %s", ranks, strerror(errno));
+    }
+    if (pid == 0) {
+        /* mpirun gets a process group of its own, so a Ctrl-C on the terminal (or a signal
+         * to our process group, as `timeout` sends) reaches only us; and it is told to stop
+         * if we die without forwarding anything. */
+        setpgid(0, 0);
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent) _exit(1);
+        execvp("mpirun", av);
+        fprintf(stderr, "llmsys: cannot run mpirun for --ranks %d: %s (install openmpi-bin)\n", ranks, strerror(errno));
+        _exit(127);
+    }
+    free(av);
+    mpirun_pid = pid;
+    struct sigaction sa, old_int, old_term;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = forward_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    int code = ls_dist_wait_job(pid, watch, ranks, lost, nlost);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    mpirun_pid = 0;
     return code;
 }
