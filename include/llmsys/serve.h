@@ -24,6 +24,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "llmsys/http.h"
 #include "llmsys/model.h"
@@ -72,6 +73,10 @@ int ls_eval_checkpoint(const char *path, const char *const *paths, int n_paths, 
                        int T, int B, size_t max_tokens, ls_eval_ckpt_result *out);
 /* Writes the JSON summary of an evaluation of model (`llmsys eval --report`). */
 int ls_eval_report_write(const char *report, const char *model, ls_split s, const ls_eval_ckpt_result *r);
+/* Writes the JSON summary of `llmsys quantize --report` (model, out, group, bits, weight
+ * bytes, seconds, and with_eval: the fp32 and quantized held-out bits/byte). */
+int ls_quantize_report_write(const char *report, const char *model, const char *out, int group,
+                             const ls_quantize_result *q, int with_eval, double bpb_f, double bpb_q);
 
 /* ---------------------------------------------------------------- engine */
 
@@ -342,6 +347,14 @@ typedef struct {
  * `concurrency` client threads and measures throughput and time per output token. */
 int ls_http_load(const char *host, int port, const char *const *prompts, int n_prompts, int concurrency, int n_requests,
                  int max_tokens, ls_load_result *res);
+
+/* ---------------------------------------------------------------- the serve demo */
+
+/* `llmsys demo serve` under workdir/serve, printing to f: held-out bits/byte of the core
+ * demo's model (or one trained here) per bits map, a mixed 8/4-bit plan on 2 stages served
+ * over HTTP (stage workers run as `self serve --worker`) against fp32, and the pipelined
+ * greedy output checked against single-process generation (LS_ESTATE when it differs). */
+int ls_serve_demo(FILE *f, const char *workdir, const char *self, int quick);
 
 #ifdef __cplusplus
 }

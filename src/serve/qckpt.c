@@ -264,3 +264,22 @@ int ls_eval_report_write(const char *report, const char *model, ls_split s, cons
     cJSON_Delete(j);
     return rc;
 }
+
+int ls_quantize_report_write(const char *report, const char *model, const char *out, int group,
+                             const ls_quantize_result *q, int with_eval, double bpb_f, double bpb_q) {
+    cJSON *j = cJSON_CreateObject();
+    if (!j) return ls_err(LS_ENOMEM, "out of memory building the report");
+    cJSON_AddStringToObject(j, "model", model);
+    cJSON_AddStringToObject(j, "out", out);
+    cJSON_AddNumberToObject(j, "group", group);
+    cJSON_AddItemToObject(j, "bits", cJSON_CreateIntArray(q->bits, q->n_layer));
+    cJSON_AddNumberToObject(j, "weight_bytes", (double)q->weight_bytes);
+    cJSON_AddNumberToObject(j, "seconds", q->seconds);
+    if (with_eval) {
+        cJSON_AddNumberToObject(j, "bpb_fp32", bpb_f);
+        cJSON_AddNumberToObject(j, "bpb_quantized", bpb_q);
+    }
+    int rc = ls_json_write_file(report, j);
+    cJSON_Delete(j);
+    return rc;
+}
