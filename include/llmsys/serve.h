@@ -292,6 +292,10 @@ int ls_validate_solve(ls_validate *v);
  * alternating so that each meets the same load; fills the measured fields. */
 int ls_validate_measure(ls_validate *v);
 const ls_validate_result *ls_validate_get(const ls_validate *v);
+/* _profile, _cluster, _solve and _measure in turn, printing each step's figures and the
+ * table of plans (planner, measured and replayed throughput, micro-batches, busy seconds
+ * per stage, ratios between plans) to f. *cluster_failed: the failure was in _cluster. */
+int ls_validate_all(ls_validate *v, FILE *f, int *cluster_failed);
 /* JSON summary: predicted vs measured per plan and stage (caller deletes). */
 struct cJSON *ls_validate_report(const ls_validate *v);
 /* Frees v and removes a temporary work directory. NULL is fine. */

@@ -514,3 +514,21 @@ ls_plan_workload ls_plan_cluster_workload(const ls_plan_cluster *cl, int batch, 
                            gen >= 0 ? gen : (cl->gen ? cl->gen : 100)};
     return wl;
 }
+
+void ls_plan_catalog_print(FILE *f, const ls_plan_catalog *cat) {
+    fprintf(f, "catalog %s\nmodels:", ls_plan_catalog_dir(cat));
+    for (int i = 0; i < ls_plan_catalog_num_models(cat); i++) fprintf(f, " %s", ls_plan_catalog_model_name(cat, i));
+    char **names;
+    int n;
+    fprintf(f, "\nclusters:\n");
+    if (ls_plan_catalog_clusters(cat, &names, &n) == LS_OK) {
+        for (int i = 0; i < n; i++) {
+            ls_plan_cluster *cl;
+            if (ls_plan_cluster_load(cat, names[i], &cl) == LS_OK) {
+                fprintf(f, "  %-10s %3d devices  %s\n", names[i], cl->n_dev, cl->model);
+                ls_plan_cluster_free(cl);
+            }
+        }
+        ls_plan_names_free(names, n);
+    }
+}
