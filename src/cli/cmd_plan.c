@@ -42,7 +42,8 @@ static int plan_serve(int argc, char **argv) {
          "default | variance | measured (checkpoint models) | FILE (llmsys-indicator JSON)"},
         {"algo", LS_ARG_STR, &algo, "A", "splitquant (default) | ilp | uniform | pipeedge | adabits"},
         {"bits", LS_ARG_STR, &rq.bits, "LIST", "allowed bit widths, e.g. 4,8,16 (default 3,4,8,16)"},
-        {"time-limit", LS_ARG_FLOAT, &rq.time_limit_s, "S", "ILP time limit in seconds over all candidates (default 10)"},
+        {"time-limit", LS_ARG_FLOAT, &rq.time_limit_s, "S",
+         "ILP time limit in seconds over all candidates (default 10)"},
         {"select", LS_ARG_STR, &select, "HOW",
          "splitquant: objective (default; the LLM-PQ closed form) | replay (top plans re-ranked by the replay of "
          "serve's schedule on the cluster's host)"},
@@ -71,7 +72,7 @@ static int plan_serve(int argc, char **argv) {
     ls_plan_result *pl = malloc(sizeof *pl);
     int kind, ret = 0;
     if ((rc = ls_plan_request_problem(&rq, &cat, &cl, &arch, &pb, &kind)))
-        ret = kind == LS_PLAN_REQ_OPTION ? ls_usage_err("plan serve", "%s", ls_errmsg())
+        ret = kind == LS_PLAN_REQ_OPTION  ? ls_usage_err("plan serve", "%s", ls_errmsg())
               : kind == LS_PLAN_REQ_INPUT ? fail_input()
                                           : ls_cli_fail();
     else if (!pl || ls_plan_solve(pb, (ls_plan_algo)a, pl))

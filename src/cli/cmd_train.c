@@ -31,8 +31,8 @@ typedef struct {
 static int robust_attach(void *ctx, ls_trainer *t, ls_dist *d) {
     robust_ctx *r = ctx;
     LS_TRY(ls_robust_client_open(&r->cl, r->agent, ls_dist_rank(d), ls_dist_size(d)));
-    ls_train_hooks hk = {.ctx = r->cl, .before_update = ls_robust_hook_before_update,
-                         .after_step = ls_robust_hook_after_step};
+    ls_train_hooks hk = {
+        .ctx = r->cl, .before_update = ls_robust_hook_before_update, .after_step = ls_robust_hook_after_step};
     ls_trainer_set_hooks(t, &hk);
     return LS_OK;
 }
@@ -69,8 +69,8 @@ static int train_job(const ls_train_job *j) {
         printf("trained steps %" PRId64 "..%" PRId64 " of %d: loss %.4f -> %.4f, %.0f tokens/s, %.1f s; saved %s\n",
                r.start_step, r.end_step, r.steps, r.first_loss, r.last_loss, r.tokens_per_s, r.wall_s, j->out);
         if (r.stopped)
-            fprintf(stderr, "llmsys: interrupted: saved step %" PRId64 " to %s; continue with --resume %s\n", r.end_step,
-                    j->out, j->out);
+            fprintf(stderr, "llmsys: interrupted: saved step %" PRId64 " to %s; continue with --resume %s\n",
+                    r.end_step, j->out, j->out);
     }
     if (rc == LS_OK && r.stopped) ret = 130;
     ls_dist_free(d);

@@ -94,8 +94,8 @@ int ls_sample_logits(const float *logits, int V, const ls_sample_config *s, ls_r
     return tok >= 0 ? tok : last;
 }
 
-int ls_model_generate_text(ls_model *m, const char *prompt, int n_new, const ls_sample_config *s, ls_rng *rng,
-                           int *out, int *got) {
+int ls_model_generate_text(ls_model *m, const char *prompt, int n_new, const ls_sample_config *s, ls_rng *rng, int *out,
+                           int *got) {
     int ctx = ls_model_cfg(m)->n_ctx;
     size_t plen = strlen(prompt);
     int *win = malloc((size_t)ctx * sizeof(int));

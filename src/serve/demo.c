@@ -44,8 +44,8 @@ static int demo_train(FILE *f, const char *ckpt, ls_corpus *c, int quick, double
     }
     if (rc == LS_OK) {
         int s = r.n_losses;
-        fprintf(f, "trained a %s model for %d steps (%.1f s), last loss %.3f\n", quick ? "tiny" : "small", s, ls_now() - t0,
-               s ? r.losses[s - 1] : 0.0f);
+        fprintf(f, "trained a %s model for %d steps (%.1f s), last loss %.3f\n", quick ? "tiny" : "small", s,
+                ls_now() - t0, s ? r.losses[s - 1] : 0.0f);
         rc = ls_ckpt_save(ckpt, ls_trainer_model(t), s, NULL, LS_CKPT_WEIGHTS);
     }
     ls_train_run_result_free(&r);
@@ -64,16 +64,25 @@ static void fill_map(const demo_map *d, int L, int *b) {
     for (int l = 0; l < L; l++) {
         int end = l == 0 || l == L - 1;
         switch (d->kind) {
-        case 0: b[l] = d->bits; break;
-        case 1: b[l] = end ? 8 : 4; break;
-        case 2: b[l] = l % 2 ? 4 : 8; break;
-        default: b[l] = end ? 4 : 3; break;
+        case 0:
+            b[l] = d->bits;
+            break;
+        case 1:
+            b[l] = end ? 8 : 4;
+            break;
+        case 2:
+            b[l] = l % 2 ? 4 : 8;
+            break;
+        default:
+            b[l] = end ? 4 : 3;
+            break;
         }
     }
 }
 
-static int serve_and_load(const char *self, const char *model, const ls_plan *plan, const char *const *prompts, int np, int conc,
-                          int nreq, int max_tokens, ls_load_result *res, char *sample, size_t ns, int *sample_tokens) {
+static int serve_and_load(const char *self, const char *model, const ls_plan *plan, const char *const *prompts, int np,
+                          int conc, int nreq, int max_tokens, ls_load_result *res, char *sample, size_t ns,
+                          int *sample_tokens) {
     ls_server_opts o = ls_server_defaults();
     o.model = model;
     o.plan = plan;
@@ -131,13 +140,14 @@ int ls_serve_demo(FILE *f, const char *workdir, const char *self, int quick) {
     const uint16_t *held = ls_corpus_tokens(c, LS_SPLIT_HELDOUT, &ntok);
     size_t cap = quick ? 1500 : 8000;
     /* 1. quality: held-out bits/byte per bits map (engine eval == `llmsys eval`) */
-    static const demo_map maps[] = {{"fp32", 0, 32},   {"16 uniform", 0, 16}, {"8 uniform", 0, 8},
-                                    {"4 uniform", 0, 4}, {"3 uniform", 0, 3},  {"8 ends, 4 middle", 1, 0},
+    static const demo_map maps[] = {{"fp32", 0, 32},           {"16 uniform", 0, 16},     {"8 uniform", 0, 8},
+                                    {"4 uniform", 0, 4},       {"3 uniform", 0, 3},       {"8 ends, 4 middle", 1, 0},
                                     {"8/4 alternating", 2, 0}, {"4 ends, 3 middle", 3, 0}};
     int nmaps = (int)(sizeof maps / sizeof maps[0]);
     int *bits = malloc(sizeof(int) * L);
     double bpb[8] = {0}, mib[8] = {0};
-    fprintf(f, "\nheld-out bits/byte (%zu tokens of the repository's text, group 64, round-to-nearest):\n", ntok < cap ? ntok : cap);
+    fprintf(f, "\nheld-out bits/byte (%zu tokens of the repository's text, group 64, round-to-nearest):\n",
+            ntok < cap ? ntok : cap);
     fprintf(f, "  %-18s %10s %10s %8s\n", "bits map", "weights", "bits/byte", "vs fp32");
     for (int i = 0; i < nmaps && rc == LS_OK; i++) {
         fill_map(&maps[i], L, bits);
@@ -174,8 +184,9 @@ int ls_serve_demo(FILE *f, const char *workdir, const char *self, int quick) {
             st->layer_end = plan.n_stages == 1 || sidx == 1 ? L : split;
         }
         rc = ls_plan_write(plan_path, &plan);
-        if (rc == LS_OK) fprintf(f, "\nplan %s: %d stages, layers [0,%d) and [%d,%d), bits 8 at the ends, 4 inside\n", plan_path,
-                                plan.n_stages, split, split, L);
+        if (rc == LS_OK)
+            fprintf(f, "\nplan %s: %d stages, layers [0,%d) and [%d,%d), bits 8 at the ends, 4 inside\n", plan_path,
+                    plan.n_stages, split, split, L);
     }
     /* 3. serve fp32 (one process) and the mixed plan (two stages) over HTTP */
     static const char *const prompts[] = {"#include <", "int ls_", "/* The ", "The model ", "static void ", "return "};
@@ -202,8 +213,10 @@ int ls_serve_demo(FILE *f, const char *workdir, const char *self, int quick) {
         printable(sq);
         fprintf(f, "\nserving %d requests x %d tokens, %d concurrent, through HTTP:\n", nreq, mt, conc);
         fprintf(f, "  %-26s %10s %10s %12s %12s\n", "server", "bits/byte", "weights", "tokens/s", "ms/token");
-        fprintf(f, "  %-26s %10.4f %6.2f MiB %12.1f %12.2f\n", "fp32, 1 process", bpb[0], mib[0], rf.tokens_per_s, rf.mean_tpot_s * 1e3);
-        fprintf(f, "  %-26s %10.4f %6.2f MiB %12.1f %12.2f\n", "mixed 8/4, 2 stages", bpb[5], mib[5], rq.tokens_per_s, rq.mean_tpot_s * 1e3);
+        fprintf(f, "  %-26s %10.4f %6.2f MiB %12.1f %12.2f\n", "fp32, 1 process", bpb[0], mib[0], rf.tokens_per_s,
+                rf.mean_tpot_s * 1e3);
+        fprintf(f, "  %-26s %10.4f %6.2f MiB %12.1f %12.2f\n", "mixed 8/4, 2 stages", bpb[5], mib[5], rq.tokens_per_s,
+                rq.mean_tpot_s * 1e3);
         fprintf(f, "  sample (fp32):  \"%s\" -> \"%s\"\n", prompts[0], sf);
         fprintf(f, "  sample (mixed): \"%s\" -> \"%s\"\n", prompts[0], sq);
         fprintf(f, "  pipelined greedy output identical to single-process generation: %s\n", same ? "yes" : "NO");

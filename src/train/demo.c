@@ -143,7 +143,7 @@ static int core_step(void *ctx, ls_trainer *t, const ls_train_step_info *in) {
     if ((c->next_log > 0 && s + 1 >= c->next_log) || s + 1 == c->steps) {
         if (c->pb.enabled) fputs("\r\033[K", stderr);
         fprintf(f, "  step %5d/%d  loss %.4f  (%.2f bits/byte)  %6.0f tok/s  %5.1f s\n", s + 1, c->steps, loss,
-               loss / log(2.0), tps, el);
+                loss / log(2.0), tps, el);
         fflush(f);
         c->next_log = s + 1 + (c->steps / 8 > 0 ? c->steps / 8 : 1);
     }
@@ -183,11 +183,12 @@ int ls_train_demo_core(FILE *f, const char *workdir, int quick, int *learned) {
     free(paths);
     if (rc < 0) return rc;
     double h_held = ls_corpus_unigram_entropy(c, LS_SPLIT_HELDOUT);
-    fprintf(f, "corpus: %d documents (license texts, C headers), %zu train / %zu held-out bytes, held-out unigram entropy "
-           "%.3f "
-           "bits/byte\n",
-           ls_corpus_num_docs(c), ls_corpus_num_bytes(c, LS_SPLIT_TRAIN), ls_corpus_num_bytes(c, LS_SPLIT_HELDOUT),
-           h_held);
+    fprintf(f,
+            "corpus: %d documents (license texts, C headers), %zu train / %zu held-out bytes, held-out unigram entropy "
+            "%.3f "
+            "bits/byte\n",
+            ls_corpus_num_docs(c), ls_corpus_num_bytes(c, LS_SPLIT_TRAIN), ls_corpus_num_bytes(c, LS_SPLIT_HELDOUT),
+            h_held);
 
     /* 2. train for a time budget: time the first steps, then fix the cosine schedule */
     ls_model_config mc;
@@ -207,12 +208,16 @@ int ls_train_demo_core(FILE *f, const char *workdir, int quick, int *learned) {
     rc = ls_trainer_init(&t, &mc, &tc, NULL);
     if (rc == LS_OK) rc = ls_batch_source_corpus(&src, c, &tc, 1);
     if (rc < 0) goto fail;
-    fprintf(f, "model: %s config, %zu parameters; global batch %d x %d tokens; %.0f s budget\n", quick ? "tiny" : "small",
-           ls_model_num_params(ls_trainer_model(t)), tc.batch, tc.seq, budget_s);
+    fprintf(f, "model: %s config, %zu parameters; global batch %d x %d tokens; %.0f s budget\n",
+            quick ? "tiny" : "small", ls_model_num_params(ls_trainer_model(t)), tc.batch, tc.seq, budget_s);
     fflush(f);
     /* The schedule length comes from the measured step time (core_step). */
-    core_run cr = {
-        .f = f, .budget_s = budget_s, .calib = 6, .steps = 1000000, .max_points = 1 << 20, .tokens = (double)tc.batch * tc.seq};
+    core_run cr = {.f = f,
+                   .budget_s = budget_s,
+                   .calib = 6,
+                   .steps = 1000000,
+                   .max_points = 1 << 20,
+                   .tokens = (double)tc.batch * tc.seq};
     ls_progress_start(&cr.pb, "core", 0);
     ls_train_hooks hk = {.ctx = &cr, .after_step = core_step};
     ls_trainer_set_hooks(t, &hk);
@@ -265,7 +270,7 @@ int ls_train_demo_core(FILE *f, const char *workdir, int quick, int *learned) {
     fprintf(f, "  %-34s %.3f -> %.3f (mean of first/last %d steps)\n", "train loss (nats/token)", first, last, avg);
     fprintf(f, "  %-34s %.3f bits/byte over %zu bytes\n", "held-out", ev.bits_per_byte, ev.bytes);
     fprintf(f, "  %-34s %.3f bits/byte -> %s\n", "held-out unigram entropy", h_held,
-           below ? "below it: the model uses context" : "model is NOT below it");
+            below ? "below it: the model uses context" : "model is NOT below it");
     fprintf(f, "  %-34s %.3f\n", "held-out perplexity (per token)", ev.perplexity);
     fprintf(f, "\nsample (temperature 0.7, top-k 40, top-p 0.95):\n");
     int pt[256], npt = 0;

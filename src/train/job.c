@@ -233,8 +233,9 @@ static int job_run(const ls_train_job *o, job_ctx *c, ls_train_job_result *res) 
     if (o->detach) o->detach(o->ctx, c->t);
     if (rc < 0) return job_fail(d, rc, res);
     int nl = r.n_losses;
-    *res = (ls_train_job_result){r.start_step, r.end_step, tc->steps, nl,   nl ? r.losses[0] : NAN,
-                                 nl ? r.losses[nl - 1] : NAN, r.tokens_per_s, r.wall_s, r.stopped, 0};
+    *res = (ls_train_job_result){
+        r.start_step,   r.end_step, tc->steps, nl, nl ? r.losses[0] : NAN, nl ? r.losses[nl - 1] : NAN,
+        r.tokens_per_s, r.wall_s,   r.stopped, 0};
     if (rank == 0 && o->report) rc = job_report(o, c, &r);
     ls_train_run_result_free(&r);
     if (ls_dist_agree(d, rc, NULL) < 0) return job_fail(d, rc, res);
