@@ -313,8 +313,6 @@ int main(void) {
     kill_child();
     RUN(test_journal_resume);
     kill_child();
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    if (test_rmtree(dir)) fprintf(stderr, "could not remove %s\n", dir);
     return TEST_RESULT();
 }
