@@ -79,6 +79,6 @@ static inline int test_rmtree(const char *dir) {
 
 /* The end of a main that worked under dir: removes it, then the result (1 when the removal
  * failed too). */
-#define TEST_RESULT_RMTREE(dir) (test_rmtree(dir) ? (TEST_RESULT(), 1) : TEST_RESULT())
+#define TEST_RESULT_RMTREE(dir) (test_rmtree(dir) | TEST_RESULT())
 
 #endif
