@@ -326,6 +326,9 @@ typedef struct {
  * forward; targets that are BOS (always after EOS) are not counted. max_tokens > 0 caps
  * the work at about that many tokens, in windows spread evenly over the whole text. */
 int ls_eval_tokens(ls_model *m, const uint16_t *tokens, size_t n, int T, int B, size_t max_tokens, ls_eval_result *r);
+/* Completes r from the nats summed over its r->tokens predicted tokens (r->bytes of them
+ * text bytes): loss, bits per byte, perplexity. LS_EINVAL when there was no text. */
+int ls_eval_finish(ls_eval_result *r, double nats);
 
 /* ---------------------------------------------------------------- the core demo */
 

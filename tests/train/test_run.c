@@ -25,6 +25,17 @@ static ls_corpus *make_corpus(void) {
     return test_sentences(w, 10, 40000, 11, 7);
 }
 
+static int fresh(ls_trainer **t, ls_batch_source **s, const ls_train_config *tc0);
+
+static ls_train_config run_config(void);
+
+/* fresh() (tc NULL: run_config()), and out (256 bytes) = dir/name. */
+static int fresh_out(ls_trainer **t, ls_batch_source **s, const ls_train_config *tc, char *out, const char *name) {
+    ls_train_config dflt = run_config();
+    snprintf(out, 256, "%s/%s", dir, name);
+    return fresh(t, s, tc ? tc : &dflt);
+}
+
 static ls_train_config run_config(void) { return test_small_run(K, 5, 2); }
 
 /* A fresh trainer and its source; a failure counts as a failed check. */
@@ -184,12 +195,10 @@ static void resume_and_compare(const char *path, int from) {
 }
 
 static void test_stop_by_hook_and_resume(void) {
-    ls_train_config tc = run_config();
     ls_trainer *t;
     ls_batch_source *s;
-    if (fresh(&t, &s, &tc) < 0) return;
     char out[256];
-    snprintf(out, sizeof out, "%s/stop.st", dir);
+    if (fresh_out(&t, &s, NULL, out, "stop.st") < 0) return;
     seen v = {.stop_at = 5};
     ls_train_hooks h = {.ctx = &v, .after_step = record};
     ls_trainer_set_hooks(t, &h);
@@ -239,9 +248,8 @@ static void test_save_every(void) {
     ls_train_config tc = run_config();
     ls_trainer *t;
     ls_batch_source *s;
-    if (fresh(&t, &s, &tc) < 0) return;
     char out[256];
-    snprintf(out, sizeof out, "%s/every.st", dir);
+    if (fresh_out(&t, &s, &tc, out, "every.st") < 0) return;
     seen v = {0};
     ls_train_run_opts o = {.out = out, .save_every = 5, .quiet = 1, .after_save = saved, .save_ctx = &v};
     ls_train_run_result r;
@@ -262,12 +270,10 @@ static void test_save_every(void) {
 }
 
 static void test_failing_hooks(void) {
-    ls_train_config tc = run_config();
     ls_trainer *t;
     ls_batch_source *s;
-    if (fresh(&t, &s, &tc) < 0) return;
     char out[256];
-    snprintf(out, sizeof out, "%s/fail.st", dir);
+    if (fresh_out(&t, &s, NULL, out, "fail.st") < 0) return;
     seen v = {.fail_at = 4};
     ls_train_hooks h = {.ctx = &v, .after_step = record};
     ls_trainer_set_hooks(t, &h);
