@@ -260,12 +260,9 @@ int main(int argc, char **argv) {
 
     char dir[] = "/tmp/llmsys-bench-train-XXXXXX";
     if (!mkdtemp(dir)) return 1;
-    double load = -1;
-    FILE *lf = fopen("/proc/loadavg", "r");
-    if (lf) {
-        if (fscanf(lf, "%lf", &load) != 1) load = -1;
-        fclose(lf);
-    }
+    double la[3];
+    ls_load_avg(la);
+    double load = la[0];
     ls_model_config mc;
     if (ls_model_config_named(o.config, &mc) < 0) {
         fprintf(stderr, "bench_train: %s\n", ls_errmsg());
