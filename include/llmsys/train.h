@@ -306,6 +306,12 @@ typedef struct {
  * others LS_EPEER. */
 int ls_train_run(ls_trainer *t, ls_batch_source *src, ls_dist *d, const ls_train_run_opts *o, ls_train_run_result *r);
 void ls_train_run_result_free(ls_train_run_result *r);
+/* A fresh trainer (*t, for the caller to free, also on failure) from mc and tc, on the
+ * training split of c (tc->shards as ls_batch_source_corpus takes it; the trainer's own
+ * settings keep 0) over d's ranks, with hooks h (may be NULL), run quietly to the end of its
+ * schedule. Collective; r as from ls_train_run. (Benchmarks and demos.) */
+int ls_train_corpus_run(ls_trainer **t, const ls_model_config *mc, ls_train_config *tc, const ls_corpus *c,
+                        ls_dist *d, const ls_train_hooks *h, ls_train_run_result *r);
 /* The JSON summary of a run (`llmsys train --report`): command, config, params, ranks,
  * batch, seq, shards, lr, warmup, steps, start_step, end_step, initial_loss, final_loss,
  * losses, tokens, tokens_per_s, wall_s, rank0_time_s; the caller adds its own fields.

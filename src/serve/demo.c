@@ -30,18 +30,11 @@ static int demo_train(FILE *f, const char *ckpt, ls_corpus *c, int quick, double
     tc.opt.lr = 3e-3f;
     tc.opt.warmup_steps = 5;
     ls_trainer *t = NULL;
-    ls_batch_source *src = NULL;
-    int rc = ls_trainer_init(&t, &mc, &tc, NULL);
-    if (rc == LS_OK) rc = ls_batch_source_corpus(&src, c, &tc, 1);
     double t0 = ls_now();
     budget_stop bs = {t0, budget_s};
     ls_train_hooks hk = {.ctx = &bs, .after_step = stop_at_budget};
-    ls_train_run_opts ro = {.quiet = 1};
     ls_train_run_result r = {0};
-    if (rc == LS_OK) {
-        ls_trainer_set_hooks(t, &hk);
-        rc = ls_train_run(t, src, NULL, &ro, &r);
-    }
+    int rc = ls_train_corpus_run(&t, &mc, &tc, c, NULL, &hk, &r);
     if (rc == LS_OK) {
         int s = r.n_losses;
         fprintf(f, "trained a %s model for %d steps (%.1f s), last loss %.3f\n", quick ? "tiny" : "small", s,
@@ -49,7 +42,6 @@ static int demo_train(FILE *f, const char *ckpt, ls_corpus *c, int quick, double
         rc = ls_ckpt_save(ckpt, ls_trainer_model(t), s, NULL, LS_CKPT_WEIGHTS);
     }
     ls_train_run_result_free(&r);
-    ls_batch_source_free(src);
     ls_trainer_free(t);
     return rc;
 }

@@ -256,3 +256,22 @@ int ls_train_job_run(const ls_train_job *o, ls_dist *d, ls_train_job_result *r) 
     job_free(&c);
     return rc;
 }
+
+int ls_train_corpus_run(ls_trainer **t, const ls_model_config *mc, ls_train_config *tc, const ls_corpus *c,
+                        ls_dist *d, const ls_train_hooks *h, ls_train_run_result *r) {
+    memset(r, 0, sizeof *r);
+    ls_batch_source *src = NULL;
+    int shards = tc->shards;
+    tc->shards = 0;
+    int rc = ls_trainer_init(t, mc, tc, d);
+    tc->shards = shards;
+    if (rc == LS_OK) rc = ls_batch_source_corpus(&src, c, tc, ls_dist_size(d));
+    rc = ls_dist_agree(d, rc, NULL);
+    ls_train_run_opts ro = {.quiet = 1};
+    if (rc == LS_OK) {
+        ls_trainer_set_hooks(*t, h);
+        rc = ls_train_run(*t, src, d, &ro, r);
+    }
+    ls_batch_source_free(src);
+    return rc;
+}
