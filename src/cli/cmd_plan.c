@@ -91,9 +91,8 @@ static int plan_serve(int argc, char **argv) {
 static int plan_list(int argc, char **argv) {
     const char *data = NULL;
     ls_arg spec[] = {{"data", LS_ARG_STR, &data, "DIR", "catalog directory"}};
-    int rc =
-        ls_args_parse("plan list", "Lists the catalog: GPUs, models, clusters.", spec, 1, argc, argv, NULL, 0, NULL);
-    if (rc) return LS_ARGS_EXIT(rc);
+    int rc = ls_args("plan list", "Lists the catalog: GPUs, models, clusters.", spec, LS_NARGS(spec), argc, argv);
+    if (rc >= 0) return rc;
     ls_plan_catalog *cat;
     if (ls_plan_catalog_load(data, &cat)) return fail_input();
     ls_plan_catalog_print(stdout, cat);
@@ -109,9 +108,9 @@ static int plan_indicator(int argc, char **argv) {
         {"out", LS_ARG_STR, &out, "FILE", "write the indicator (llmsys-indicator JSON)", 1},
         {"data", LS_ARG_STR, &data, "DIR", "catalog directory"},
     };
-    int rc = ls_args_parse("plan indicator", "Computes the per-layer, per-bit quality indicator of a model.", spec, 4,
-                           argc, argv, NULL, 0, NULL);
-    if (rc) return LS_ARGS_EXIT(rc);
+    int rc = ls_args("plan indicator", "Computes the per-layer, per-bit quality indicator of a model.", spec,
+                     LS_NARGS(spec), argc, argv);
+    if (rc >= 0) return rc;
     ls_plan_catalog *cat;
     if (ls_plan_catalog_load(data, &cat)) return fail_input();
     ls_plan_arch arch;
@@ -171,40 +170,30 @@ static int plan_validate(int argc, char **argv) {
          "keep checkpoint, profile, cluster and plans here (default: a /tmp dir removed at exit)"},
         {"report", LS_ARG_STR, &report, "FILE", "JSON summary: predicted vs measured per plan and stage"},
     };
-    int rc =
-        ls_args_parse("plan validate",
-                      "Plans a model on a virtual cluster of profiled CPU stages, serves the plan with llmsys serve "
-                      "and compares measured with predicted throughput.",
-                      spec, (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
-    if (rc) return LS_ARGS_EXIT(rc);
+    int rc = ls_args("plan validate",
+                     "Plans a model on a virtual cluster of profiled CPU stages, serves the plan with llmsys serve "
+                     "and compares measured with predicted throughput.",
+                     spec, LS_NARGS(spec), argc, argv);
+    if (rc >= 0) return rc;
     const ls_plan_workload *wl = &o.wl;
     if (o.stages < 1 || o.stages > LS_SERVE_MAX_STAGES || wl->batch < 1 || wl->batch > 256 || wl->prompt < 2 ||
         wl->gen < 1 || o.threads < 1 || o.threads > 64 || o.runs < 1 || o.runs > LS_VALIDATE_MAX_RUNS || o.reps < 1 ||
-        o.reps > 100 || !(o.mem_gb > 0)) {
-        fprintf(stderr,
-                "llmsys plan validate: --stages in [1, %d], --batch in [1, 256], --prompt >= 2, --gen >= 1, "
-                "--threads in [1, 64], --runs/--reps in [1, 100], --memory-gb > 0\n",
-                LS_SERVE_MAX_STAGES);
-        return 2;
-    }
-    if (strcmp(select, "objective") && strcmp(select, "replay")) {
-        fprintf(stderr, "llmsys plan validate: --select must be objective or replay, not '%s'\n", select);
-        return 2;
-    }
+        o.reps > 100 || !(o.mem_gb > 0))
+        return ls_usage_err("plan validate",
+                            "--stages in [1, %d], --batch in [1, 256], --prompt >= 2, --gen >= 1, "
+                            "--threads in [1, 64], --runs/--reps in [1, 100], --memory-gb > 0",
+                            LS_SERVE_MAX_STAGES);
+    if (strcmp(select, "objective") && strcmp(select, "replay"))
+        return ls_usage_err("plan validate", "--select must be objective or replay, not '%s'", select);
     o.replay_select = strcmp(select, "replay") ? 0 : 16;
     if (realtime && ls_sched_realtime() != LS_OK) { /* inherited by the profile, probes and stages */
         fprintf(stderr, "llmsys plan validate: --realtime: %s\n", ls_errmsg());
         return 1;
     }
     if (ls_plan_qtarget_parse(quality, &o.quality)) return fail_input();
-    if ((o.n_algos = ls_plan_algos_parse(algos, o.algos, LS_PLAN_ALGO_COUNT)) < 0) {
-        fprintf(stderr, "llmsys plan validate: --algos: %s\n", ls_errmsg());
-        return 2;
-    }
-    if (!o.n_algos) {
-        fprintf(stderr, "llmsys plan validate: --algos is empty\n");
-        return 2;
-    }
+    if ((o.n_algos = ls_plan_algos_parse(algos, o.algos, LS_PLAN_ALGO_COUNT)) < 0)
+        return ls_usage_err("plan validate", "--algos: %s", ls_errmsg());
+    if (!o.n_algos) return ls_usage_err("plan validate", "--algos is empty");
     o.self = ls_cli_self();
     ls_validate *v = NULL;
     int ret = 0;
@@ -215,9 +204,8 @@ static int plan_validate(int argc, char **argv) {
     }
     const ls_validate_result *r = ls_validate_get(v);
     if (wl->prompt + wl->gen > r->cfg.n_ctx) {
-        fprintf(stderr, "llmsys plan validate: prompt + gen = %d exceeds the model context %d\n", wl->prompt + wl->gen,
-                r->cfg.n_ctx);
-        ret = 2;
+        ret = ls_usage_err("plan validate", "prompt + gen = %d exceeds the model context %d", wl->prompt + wl->gen,
+                           r->cfg.n_ctx);
         goto done;
     }
     int in_cluster = 0;
@@ -227,9 +215,8 @@ static int plan_validate(int argc, char **argv) {
     }
     if (report) {
         cJSON *j = ls_validate_report(v);
-        rc = j ? ls_json_write_file(report, j) : ls_err(LS_ENOMEM, "report");
+        if ((j ? ls_json_write_file(report, j) : ls_err(LS_ENOMEM, "report"))) ret = ls_cli_fail();
         cJSON_Delete(j);
-        if (rc) ret = ls_cli_fail();
     }
 done:
     ls_validate_free(v);

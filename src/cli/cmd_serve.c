@@ -171,9 +171,8 @@ int cmd_profile(int argc, char **argv) {
         {"reps", LS_ARG_INT, &reps, "N", "timings per point, minimum kept (default 3)"},
         {"threads", LS_ARG_INT, &threads, "N", "kernel threads (default 1, as one serve stage)"},
     };
-    int rc = ls_args_parse("profile", "Measures per-layer prefill/decode latency per bit width for the planner.", spec,
-                           (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
-    if (rc) return LS_ARGS_EXIT(rc);
+    int rc = ls_args("profile", "Measures per-layer prefill/decode latency per bit width for the planner.", spec, LS_NARGS(spec), argc, argv);
+    if (rc >= 0) return rc;
     int *lists[4] = {NULL, NULL, NULL, NULL}, counts[4];
     const char *srcs[4] = {bits_s, batch_s, seq_s, ctx_s}, *names[4] = {"--bits", "--batches", "--seqs", "--ctxs"};
     for (int i = 0; i < 4; i++) {

@@ -203,9 +203,9 @@ int cmd_generate(int argc, char **argv) {
         {"threads", LS_ARG_INT, &threads, "N", "threads (default: all cores)"},
         {"report", LS_ARG_STR, &report, "FILE", "write a JSON summary (text, tokens/s)"},
     };
-    int rc = ls_args_parse("generate", "Samples text from a checkpoint: the prompt, then its continuation.", spec,
-                           LS_NARGS(spec), argc, argv, NULL, 0, NULL);
-    if (rc) return LS_ARGS_EXIT(rc);
+    int rc = ls_args("generate", "Samples text from a checkpoint: the prompt, then its continuation.", spec,
+                     LS_NARGS(spec), argc, argv);
+    if (rc >= 0) return rc;
     if (tokens < 1 || tokens > 1000000)
         return ls_usage_err("generate", "--tokens must be in [1, 1000000], got %d", tokens);
     if (!(temperature >= 0 && temperature <= 100)) return ls_usage_err("generate", "--temperature must be in [0, 100]");
