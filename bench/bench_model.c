@@ -134,12 +134,9 @@ int main(int argc, char **argv) {
     memset(Cm, 0, maxC * 4);
     int blas_threads_default = openblas_get_num_threads();
     double dense_flops = 0, dense_best = 0, att_flops = 0, att_best = 0;
-    double load = -1;
-    FILE *lf = fopen("/proc/loadavg", "r");
-    if (lf) {
-        if (fscanf(lf, "%lf", &load) != 1) load = -1;
-        fclose(lf);
-    }
+    double la[3];
+    ls_load_avg(la);
+    double load = la[0];
     const char *wait = getenv("OMP_WAIT_POLICY");
     printf("model %s (%zu params), B=%d T=%d, %d threads, %d cores, OMP_WAIT_POLICY=%s, load average %.2f at start\n\n",
            cfgname, ls_model_config_num_params(&cfg), B, T, nth, ls_num_cores(), wait ? wait : "(default)", load);

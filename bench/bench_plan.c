@@ -122,12 +122,8 @@ int main(int argc, char **argv) {
     cJSON_AddStringToObject(jr, "bench", "plan");
     cJSON_AddStringToObject(jr, "note", "throughputs are modelled from datasheet figures, solve times measured here");
     printf("Planner benchmark: throughput is MODELLED (tok/s from data/gpus.json figures); solve times measured.\n");
-    double la[3] = {0};
-    FILE *lf = fopen("/proc/loadavg", "r");
-    if (lf) {
-        if (fscanf(lf, "%lf %lf %lf", &la[0], &la[1], &la[2]) != 3) la[0] = NAN;
-        fclose(lf);
-    }
+    double la[3];
+    ls_load_avg(la);
     printf("Load average at start: %.2f %.2f %.2f (solve times are CPU of the solving thread where marked cpu)\n",
            la[0], la[1], la[2]);
     cJSON_AddNumberToObject(jr, "load_avg_1m", la[0]);

@@ -48,6 +48,11 @@ static int one_run(const char *exe, const char *tasks, const char *init, const c
     return LS_OK;
 }
 
+static int cmp_dbl(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 static void stats(double *v, int n, double *mn, double *md, double *mx) {
     double c[64];
     memcpy(c, v, sizeof(double) * (size_t)n);
@@ -58,7 +63,7 @@ static void stats(double *v, int n, double *mn, double *md, double *mx) {
 int main(int argc, char **argv) {
     ls_omp_passive_reexec(argv);
     ls_model_set_threads(1);
-    int quick = 0, reps = 3, updates = 12;
+    int quick = 0, reps = 3, updates = 24;
     const char *out = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick"))
@@ -104,8 +109,12 @@ int main(int argc, char **argv) {
         return 1;
     }
     int *trace = malloc(sizeof(int) * (size_t)nt);
-    double lsum = 0;
-    for (int i = 0; i < nt; i++) trace[i] = (int)strlen(t[i].answer) + 1, lsum += trace[i];
+    double lsum = 0, q[5], *sorted = malloc(sizeof(double) * (size_t)nt);
+    for (int i = 0; i < nt; i++) trace[i] = (int)strlen(t[i].answer) + 1, lsum += trace[i], sorted[i] = trace[i];
+    qsort(sorted, (size_t)nt, sizeof(double), cmp_dbl);
+    const double qs[5] = {0.5, 0.9, 0.99, 1.0, 0.0};
+    for (int i = 0; i < 4; i++) q[i] = sorted[(int)fmin(nt - 1, floor(qs[i] * nt))];
+    free(sorted);
     ls_model_config mc = ls_rl_model_config();
     ls_model *m;
     double t0 = ls_now();
@@ -118,15 +127,20 @@ int main(int argc, char **argv) {
     ls_model_free(m);
     ls_rl_tasks_free(t, nt);
     double step_ms = 20;
+    printf("workload: response tokens (answer + EOS) median %.0f, p90 %.0f, p99 %.0f, max %.0f, mean %.1f "
+           "(p99 / median %.1f; a batch of 8 lasts as long as its longest)\n",
+           q[0], q[1], q[2], q[3], lsum / nt, q[2] / q[0]);
     printf("bench_rl: 3 rollouts + 2 relays + manager + trainer processes, model \"rl\" (%zu params, scalar/OpenBLAS "
            "engine, 1 thread each), copy tasks mean response %.1f tokens (CV 1.5), %d SFT steps (%.1f s), decode-step "
-           "floor %.0f ms, %d updates x 12 trajectories, %d repeat(s), %d cores, load average %.2f at start\n\n",
+           "floor %.0f ms, %d updates x 12 trajectories, interleaved, %d repeat(s), %d cores, load average %.2f at start\n\n",
            ls_model_config_num_params(&mc), lsum / nt, sft, ls_now() - t0, step_ms, updates, reps, ls_num_cores(),
            load);
     fflush(stdout);
     fig f[NCONF][64];
     int rc = 0;
-    for (int r = 0; r < reps && !rc; r++)
+    double rtt[64] = {0};
+    for (int r = 0; r < reps && !rc; r++) {
+        if (ls_rl_measure_rtt(200, &rtt[r])) rtt[r] = 0; /* micro-measurement, apart from the runs */
         for (int c0 = 0; c0 < NCONF && !rc; c0++) {
             int c = (c0 + r) % NCONF; /* interleaved, rotating order */
             char w[300];
@@ -136,6 +150,7 @@ int main(int argc, char **argv) {
                 rc = 1;
             }
         }
+    }
     if (rc) return 1;
     cJSON *root = cJSON_CreateObject(), *real = cJSON_CreateArray();
     cJSON_AddStringToObject(root, "bench", "rl");
@@ -178,89 +193,109 @@ int main(int argc, char **argv) {
         cJSON_AddNumberToObject(j, "all_rollouts_updated_s_median", bcm);
         cJSON_AddItemToArray(real, j);
     }
-    double rg[64], tmp0, tmp1, rgm;
-    for (int r = 0; r < reps; r++) rg[r] = f[4][r].tok > 0 ? f[3][r].tok / f[4][r].tok : 0;
-    stats(rg, reps, &tmp0, &rgm, &tmp1);
-    printf(
-        "\nrepack gain in generation tokens/s (laminar / laminar-norepack, same repeat): median %.2fx (Laminar reports "
-        "1.26x)\n",
-        rgm);
-    cJSON_AddNumberToObject(root, "repack_gain_median", rgm);
-    /* the simulator on the real runs, calibrated only by the decode-step floor and train time */
-    printf("\nMODELLED: simulator predicting each real run (first repeat) from its measured mean decode step, weight "
-           "pull\n"
-           "and train time (no other input from the run)\n");
+    double rg[64], rt[64], gmn, gmd, gmx, tmn, tmd, tmx;
+    for (int r = 0; r < reps; r++) {
+        rg[r] = f[4][r].tok > 0 ? f[3][r].tok / f[4][r].tok : 0;
+        rt[r] = f[4][r].tps > 0 ? f[3][r].tps / f[4][r].tps : 0;
+    }
+    stats(rg, reps, &gmn, &gmd, &gmx);
+    stats(rt, reps, &tmn, &tmd, &tmx);
+    printf("\nrepack gain (laminar / laminar-norepack, same repeat, min/median/max): generation tokens/s "
+           "%.2f/%.2f/%.2fx, trajectories/s %.2f/%.2f/%.2fx (Laminar reports 1.26x generation throughput)\n",
+           gmn, gmd, gmx, tmn, tmd, tmx);
+    cJSON_AddNumberToObject(root, "repack_gain_min", gmn);
+    cJSON_AddNumberToObject(root, "repack_gain_median", gmd);
+    cJSON_AddNumberToObject(root, "repack_gain_max", gmx);
+    cJSON_AddNumberToObject(root, "repack_traj_gain_median", tmd);
+    /* the simulator on the real runs: each run's measured decode step, pull and train time and the
+     * response lengths it consumed, plus a manager round trip measured apart (between repeats) */
+    double rttm, x0, x1;
+    stats(rtt, reps, &x0, &rttm, &x1);
+    printf("\nMODELLED: simulator predicting every real run from its measured mean decode step, weight pull, train\n"
+           "time and consumed response lengths, plus the manager round trip measured apart from the runs\n"
+           "(%.2f ms median of %d micro-measurements: one per decode step and one before each batch)\n",
+           1e3 * rttm, reps);
     cJSON *cal = cJSON_CreateArray();
     cJSON_AddItemToObject(root, "sim_vs_real", cal);
+    cJSON_AddNumberToObject(root, "rtt_s_median", rttm);
     double worst = 0;
     for (int c = 0; c < NCONF; c++) {
-        char rp[300];
-        snprintf(rp, sizeof rp, "%s/%s-0/report.json", wd, CONF[c]);
-        cJSON *j;
-        if (ls_json_read_file(rp, &j)) continue;
-        double train = 0, step = 0, pull = 0;
-        ls_json_get_double(j, "train_mean_s", 0, &train);
-        ls_json_get_double(j, "decode_step_mean_s", 0, &step);
-        ls_json_get_double(j, "pull_mean_s", 0, &pull);
-        cJSON_Delete(j);
-        ls_rl_sim_opts o = ls_rl_sim_defaults();
-        ls_rl_mode_parse(c == 4 ? "laminar" : CONF[c], &o.mode);
-        o.repack = c != 4;
-        o.gpus = 4, o.step_s = step > 0 ? step : step_ms / 1000, o.train_s = train, o.pull_s = pull, o.batch = 12;
-        o.updates = updates, o.max_batch = 8;
-        o.prompt_len = 8, o.trace = trace, o.n_trace = nt, o.repack_s = 0.1, o.staleness = 2;
-        ls_rl_sim_result s;
-        if (ls_rl_simulate(&o, &s)) continue;
-        double meas = f[c][0].tps, e = meas > 0 ? (s.traj_per_s - meas) / meas : 0;
+        double pr[64], ms[64], er[64], pmd, mmd, emn, emd, emx;
+        int k = 0;
+        for (int r = 0; r < reps; r++) {
+            char rp[300];
+            snprintf(rp, sizeof rp, "%s/%s-%d/report.json", wd, CONF[c], r);
+            ls_rl_sim_opts o;
+            int *lens, nl;
+            double meas;
+            ls_rl_sim_result sr;
+            if (ls_rl_sim_opts_from_report(rp, trace, nt, rttm, &o, &lens, &nl, &meas)) continue;
+            int bad = ls_rl_simulate(&o, &sr);
+            free(lens);
+            if (bad || meas <= 0) continue;
+            pr[k] = sr.traj_per_s, ms[k] = meas, er[k] = (sr.traj_per_s - meas) / meas, k++;
+        }
+        if (!k) continue;
+        stats(pr, k, &x0, &pmd, &x1);
+        stats(ms, k, &x0, &mmd, &x1);
+        stats(er, k, &emn, &emd, &emx);
+        double e = (pmd - mmd) / mmd; /* medians of the repeats */
         worst = fmax(worst, fabs(e));
-        printf("  %-17s measured %6.2f  simulated %6.2f traj/s  error %+6.1f%%\n", CONF[c], meas, s.traj_per_s,
-               100 * e);
+        printf("  %-17s measured %6.2f  simulated %6.2f traj/s (medians)  error %+6.1f%%  (per run %+.0f/%+.0f/%+.0f%%)\n",
+               CONF[c], mmd, pmd, 100 * e, 100 * emn, 100 * emd, 100 * emx);
         cJSON *x = cJSON_CreateObject();
         cJSON_AddStringToObject(x, "design", CONF[c]);
-        cJSON_AddNumberToObject(x, "measured", meas);
-        cJSON_AddNumberToObject(x, "simulated", s.traj_per_s);
+        cJSON_AddNumberToObject(x, "measured_median", mmd);
+        cJSON_AddNumberToObject(x, "simulated_median", pmd);
         cJSON_AddNumberToObject(x, "error", e);
+        cJSON_AddNumberToObject(x, "error_per_run_min", emn);
+        cJSON_AddNumberToObject(x, "error_per_run_max", emx);
         cJSON_AddItemToArray(cal, x);
     }
     printf("  largest |error| %.1f%% (goal <= 15%%)\n", 100 * worst);
     cJSON_AddNumberToObject(root, "sim_max_abs_error", worst);
-    /* cluster scale */
+    /* cluster scale: the disaggregated designs with 25 % of the GPUs training, then with the split
+     * that suits each design best (25/37/50/62/75 %); the synchronous baseline is colocated */
     printf("\nMODELLED at 1024 H800 GPUs (catalog costs), log-normal responses mean 2000 tokens CV 1.3 (cap 16384), "
            "batch 8192\n");
-    printf("%-12s %10s %10s %10s %10s %9s %9s\n", "model", "sync", "onestep", "areal", "laminar", "vs sync",
-           "vs areal");
+    printf("%-12s %-10s %10s %10s %10s %10s %9s %9s\n", "model", "train GPUs", "sync", "onestep", "areal", "laminar",
+           "vs sync", "vs areal");
     cJSON *cl = cJSON_CreateArray();
     cJSON_AddItemToObject(root, "sim_1024", cl);
     const char *models[3] = {"qwen2.5-7b", "qwen2.5-32b", "qwen2.5-72b"};
-    for (int k = 0; k < (quick ? 1 : 3); k++) {
-        double tp[4];
-        for (int c = 0; c < 4; c++) {
-            ls_rl_sim_opts o = ls_rl_sim_defaults();
-            o.model = models[k];
-            o.mode = c == 0   ? LS_RL_MODE_SYNC
-                     : c == 1 ? LS_RL_MODE_ONESTEP
-                     : c == 2 ? LS_RL_MODE_AREAL
-                              : LS_RL_MODE_LAMINAR;
-            o.updates = quick ? 3 : 8;
-            ls_rl_sim_result s;
-            if (ls_rl_simulate(&o, &s)) {
-                fprintf(stderr, "bench_rl: %s\n", ls_errmsg());
-                return 1;
+    for (int k = 0; k < (quick ? 1 : 3); k++)
+        for (int split = 0; split < 2; split++) {
+            double tp[4];
+            int pct[4];
+            for (int c = 0; c < 4; c++) {
+                ls_rl_sim_opts o = ls_rl_sim_defaults();
+                o.model = models[k];
+                o.mode = c == 0   ? LS_RL_MODE_SYNC
+                         : c == 1 ? LS_RL_MODE_ONESTEP
+                         : c == 2 ? LS_RL_MODE_AREAL
+                                  : LS_RL_MODE_LAMINAR;
+                o.updates = quick ? 3 : 8;
+                o.train_frac_pct = split ? 0 : 25;
+                ls_rl_sim_result s;
+                if (ls_rl_simulate(&o, &s)) {
+                    fprintf(stderr, "bench_rl: %s\n", ls_errmsg());
+                    return 1;
+                }
+                tp[c] = s.traj_per_s, pct[c] = s.train_pct;
             }
-            tp[c] = s.traj_per_s;
+            char sp[32];
+            snprintf(sp, sizeof sp, split ? "best %d/%d/%d" : "25%%", pct[1], pct[2], pct[3]);
+            printf("%-12s %-10s %10.2f %10.2f %10.2f %10.2f %8.2fx %8.2fx\n", models[k], sp, tp[0], tp[1], tp[2],
+                   tp[3], tp[3] / tp[0], tp[3] / tp[2]);
+            cJSON *x = cJSON_CreateObject();
+            cJSON_AddStringToObject(x, "model", models[k]);
+            cJSON_AddStringToObject(x, "train_split", split ? "best" : "25%");
+            double v[8] = {tp[0], tp[1], tp[2], tp[3], tp[3] / tp[0], tp[3] / tp[2], pct[2], pct[3]};
+            const char *kk[8] = {"sync", "onestep", "areal", "laminar", "speedup_vs_sync", "speedup_vs_areal",
+                                 "areal_train_pct", "laminar_train_pct"};
+            for (int i = 0; i < 8; i++) cJSON_AddNumberToObject(x, kk[i], v[i]);
+            cJSON_AddItemToArray(cl, x);
         }
-        printf("%-12s %10.2f %10.2f %10.2f %10.2f %8.2fx %8.2fx\n", models[k], tp[0], tp[1], tp[2], tp[3],
-               tp[3] / tp[0], tp[3] / tp[2]);
-        cJSON *x = cJSON_CreateObject();
-        cJSON_AddStringToObject(x, "model", models[k]);
-        cJSON_AddNumberToObject(x, "sync", tp[0]);
-        cJSON_AddNumberToObject(x, "onestep", tp[1]);
-        cJSON_AddNumberToObject(x, "areal", tp[2]);
-        cJSON_AddNumberToObject(x, "laminar", tp[3]);
-        cJSON_AddNumberToObject(x, "speedup_vs_sync", tp[3] / tp[0]);
-        cJSON_AddNumberToObject(x, "speedup_vs_areal", tp[3] / tp[2]);
-        cJSON_AddItemToArray(cl, x);
-    }
     printf("(goal: >= 5x vs sync; Laminar reports up to 5.48x vs verl and 1.39x vs AReaL on average)\n");
     if (out && ls_json_write_file(out, root)) fprintf(stderr, "bench_rl: %s\n", ls_errmsg());
     cJSON_Delete(root);

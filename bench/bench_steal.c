@@ -149,6 +149,18 @@ static int run_set(const char *set, char **dl, int nd, char **vl, int nv, const 
             so.prada.delta = c->delta;
             so.monitor = prof;
             so.monitor_mode = LS_PRADA_LOG;
+            /* every client has its key (secret = name), so the server tells them apart */
+            static ls_victim_key keys[3 * 16 + 1];
+            int nk = 0;
+            snprintf(keys[nk].name, sizeof keys[nk].name, "natural-test");
+            nk++;
+            for (int bi = 0; bi < c->nb; bi++)
+                for (int s3 = 0; s3 < 3; s3++, nk++)
+                    snprintf(keys[nk].name, sizeof keys[nk].name, "%s-%lld", s3 == 0 ? "synth" : s3 == 1 ? "random" : "natural",
+                             (long long)c->budgets[bi]);
+            for (int i = 0; i < nk; i++) memcpy(keys[i].secret, keys[i].name, sizeof keys[i].name);
+            so.keys = keys;
+            so.n_keys = nk;
             ls_victim_server *srv;
             LS_TRY(ls_victim_server_start(v, &so, &srv));
             char url[128];

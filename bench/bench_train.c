@@ -76,7 +76,6 @@ static int run_worker(const bench_opts *o, const char *params, bench_result *res
     ls_model_config mc;
     ls_corpus *c = bench_corpus();
     ls_trainer *t = NULL;
-    ls_batch_source *src = NULL;
     int rc = c ? LS_OK : ls_err(LS_EINVAL, "no corpus");
     if (rc == LS_OK) rc = ls_model_config_named(o->config, &mc);
     ls_train_config tc = ls_train_defaults();
@@ -84,20 +83,14 @@ static int run_worker(const bench_opts *o, const char *params, bench_result *res
     tc.seq = o->seq > 0 ? o->seq : mc.n_ctx;
     tc.steps = o->steps + 1;
     tc.opt.warmup_steps = 1;
-    if (rc == LS_OK) rc = ls_trainer_init(&t, &mc, &tc, d);
     /* a fixed shard count, so every rank count samples the same global batch */
     tc.shards = o->batch;
-    if (rc == LS_OK) rc = ls_batch_source_corpus(&src, c, &tc, N);
-    rc = ls_dist_agree(d, rc, NULL);
     /* the first step (warm-up) is not timed: the hook starts the clock after it */
     bench_clock bc = {0};
     ls_train_hooks hk = {.ctx = &bc, .after_step = bench_step};
-    ls_train_run_opts ro = {.quiet = 1};
     ls_train_run_result rr = {0};
-    if (rc == LS_OK) {
-        ls_trainer_set_hooks(t, &hk);
-        rc = ls_train_run(t, src, d, &ro, &rr);
-    }
+    /* collective: a rank that failed already takes part in the agreement the run starts with */
+    rc = rc == LS_OK ? ls_train_corpus_run(&t, &mc, &tc, c, d, &hk, &rr) : ls_dist_agree(d, rc, NULL);
     double wall = ls_now() - bc.t0;
     float loss = rc == LS_OK && rr.n_losses ? rr.losses[rr.n_losses - 1] : 0;
     ls_train_run_result_free(&rr);
@@ -117,7 +110,6 @@ static int run_worker(const bench_opts *o, const char *params, bench_result *res
         if (params) rc = ls_ckpt_save(params, ls_trainer_model(t), ls_trainer_step_index(t), NULL, LS_CKPT_WEIGHTS);
     }
     if (rc == LS_OK) rc = ls_dist_agree(d, rc, NULL);
-    ls_batch_source_free(src);
     ls_trainer_free(t);
     ls_corpus_free(c);
     ls_dist_free(d);
@@ -260,12 +252,9 @@ int main(int argc, char **argv) {
 
     char dir[] = "/tmp/llmsys-bench-train-XXXXXX";
     if (!mkdtemp(dir)) return 1;
-    double load = -1;
-    FILE *lf = fopen("/proc/loadavg", "r");
-    if (lf) {
-        if (fscanf(lf, "%lf", &load) != 1) load = -1;
-        fclose(lf);
-    }
+    double la[3];
+    ls_load_avg(la);
+    double load = la[0];
     ls_model_config mc;
     if (ls_model_config_named(o.config, &mc) < 0) {
         fprintf(stderr, "bench_train: %s\n", ls_errmsg());

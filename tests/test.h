@@ -70,4 +70,15 @@ static int test_failures_ = 0, test_checks_ = 0, test_ran_ = 0;
              test_failures_),                                                                 \
      test_failures_ ? 1 : 0)
 
+/* Removes the directory tree dir (a test's mkdtemp work directory); 0 on success. */
+static inline int test_rmtree(const char *dir) {
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    return system(cmd) != 0;
+}
+
+/* The end of a main that worked under dir: removes it, then the result (1 when the removal
+ * failed too). */
+#define TEST_RESULT_RMTREE(dir) (test_rmtree(dir) | TEST_RESULT())
+
 #endif

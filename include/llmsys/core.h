@@ -218,6 +218,9 @@ void ls_progress_end(ls_progress *p);
 
 /* Number of CPU cores available to this process. */
 int ls_num_cores(void);
+/* The 1-, 5- and 15-minute load averages of the machine (/proc/loadavg) into la; LS_EIO with
+ * all three -1 when they cannot be read. (Benchmarks state the load with their figures.) */
+int ls_load_avg(double la[3]);
 /* Unless OMP_WAIT_POLICY is set, sets it to passive and re-executes this program
  * (/proc/self/exe, same argv and PID) so OpenMP workers sleep between parallel regions
  * instead of spinning. Call first thing in main; returns only when no re-exec happened. */

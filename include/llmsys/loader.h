@@ -294,6 +294,15 @@ typedef struct {
     int64_t math_docs, math_tokens;
 } ls_loader_demo_counts;
 int ls_loader_demo_data(const char *base, int quick, ls_loader_demo_counts *counts);
+/* `llmsys demo loader` under workdir/loader, printing to f: the demo data and mix, shares and
+ * cost balance of 200 steps (with an SVG chart), then a service with 4 ranks fetching 8 steps
+ * while a control message moves the weights. */
+int ls_loader_demo(FILE *f, const char *workdir, int quick);
+/* `llmsys loader fetch`: fetches count steps from step on for rank and prints a line per
+ * step (rows, segments, tokens, cost, a hash of its content) to f; state_out (may be NULL)
+ * receives the resume state after the last one. */
+int ls_loader_fetch_print(FILE *f, const char *addr, int rank, int64_t step, int count, int timeout,
+                          const char *state_out);
 
 /* ---------------------------------------------------------------- service */
 

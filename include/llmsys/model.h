@@ -253,6 +253,16 @@ int ls_sample_probs(const float *logits, int V, const ls_sample_config *s, float
  * *n_out receives the count generated. */
 int ls_model_generate(ls_model *m, const int *prompt, int n_prompt, int n_new, const ls_sample_config *s,
                       ls_rng *rng, int *out, int *n_out);
+/* Samples n_new tokens after a text prompt (BOS + its bytes; a prompt longer than the
+ * context keeps its end). When the context fills, generation continues from the last half
+ * context, so any length can be produced. *got counts the tokens in out (n_new at most);
+ * stops after EOS. (`llmsys generate`, the core demo.) */
+int ls_model_generate_text(ls_model *m, const char *prompt, int n_new, const ls_sample_config *s, ls_rng *rng,
+                           int *out, int *got);
+/* Writes the JSON summary of a generation (`llmsys generate --report`): model, prompt, the
+ * generated text (specials dropped), tokens and tokens per second. */
+int ls_generate_report_write(const char *path, const char *model, const char *prompt, const int *out, int got,
+                             double seconds);
 
 /* Incremental decoding (batch 1) with the model's own KV cache, as used by generate:
  * reset empties the cache; step feeds one token at the next position and returns its

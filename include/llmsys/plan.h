@@ -30,6 +30,7 @@
 #define LLMSYS_PLAN_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "llmsys/core.h"
 #include "llmsys/model.h"
@@ -140,6 +141,8 @@ void ls_plan_cluster_free(ls_plan_cluster *cl);
  * ls_plan_names_free. */
 int ls_plan_catalog_clusters(const ls_plan_catalog *c, char ***names, int *n);
 void ls_plan_names_free(char **names, int n);
+/* Prints the catalog directory, its models and its clusters (`llmsys plan list`). */
+void ls_plan_catalog_print(FILE *f, const ls_plan_catalog *c);
 
 typedef struct {
     int batch;  /* B: sequences in the batch */
@@ -281,6 +284,25 @@ int ls_plan_evaluate(const ls_plan_problem *p, ls_plan_result *plan);
  * which devices, or the best reachable quality). */
 int ls_plan_solve(const ls_plan_problem *p, ls_plan_algo algo, ls_plan_result *out);
 
+/* A planning request as `llmsys plan serve` states it; batch, prompt, gen -1: the cluster
+ * file's (else 32, 512, 100); model NULL: the cluster file's; indicator, bits NULL: default. */
+typedef struct {
+    const char *data, *cluster, *model, *indicator, *bits;
+    int batch, prompt, gen;
+    double time_limit_s;
+    int replay_select;
+    ls_plan_qtarget quality;
+} ls_plan_request;
+
+/* What a failed request got wrong: the machine (runtime), a name, file or number it gave
+ * (input), or an option's value (option; the message names the option). */
+enum { LS_PLAN_REQ_RUNTIME = 0, LS_PLAN_REQ_INPUT = 1, LS_PLAN_REQ_OPTION = 2 };
+
+/* Loads the catalog and cluster (*cat, *cl: the caller frees them, also on failure), resolves
+ * the model into *arch (which must outlive the problem) and sets up *pb (malloc'd; free()). */
+int ls_plan_request_problem(const ls_plan_request *r, ls_plan_catalog **cat, ls_plan_cluster **cl, ls_plan_arch *arch,
+                            ls_plan_problem **pb, int *kind);
+
 /* ---------------------------------------------------------------- simulation */
 
 /* What the closed-form objective leaves out, for ls_plan_simulate. */
@@ -368,6 +390,14 @@ struct cJSON *ls_plan_to_json(const ls_plan_problem *p, const ls_plan_result *pl
 int ls_plan_result_read(const char *path, const ls_plan_problem *p, ls_plan_result *out);
 /* vLLM launch arguments: "--pipeline-parallel-size N" and VLLM_PP_LAYER_PARTITION. */
 int ls_plan_export_vllm(const ls_plan_problem *p, const ls_plan_result *plan, const char *path);
+/* Writes ls_plan_to_json's report form to path (`llmsys plan serve --report`). */
+int ls_plan_report_write(const ls_plan_problem *p, const ls_plan_result *plan, const char *path);
+/* The plan as `llmsys plan serve` prints it: a row per stage (device, layers, bits, memory,
+ * decode time), micro-batches, the predicted figures and the replay of serve's schedule. */
+void ls_plan_print(FILE *f, const ls_plan_problem *p, const ls_plan_result *plan);
+/* `llmsys demo plan`: every algorithm on a catalog model and cluster, each held to the
+ * uniform baseline's quality, printed as a table (throughput, ratio, stages). */
+int ls_plan_demo_compare(FILE *f, const ls_plan_catalog *cat, const char *cluster, const char *model, int quick);
 
 
 /* ---------------------------------------------------------------- training precision plans

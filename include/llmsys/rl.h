@@ -207,10 +207,15 @@ typedef struct {
     double kill_rollout_s, kill_relay_s, restart_s;
     double timeout_s; /* whole-run limit */
     int quiet;
+    /* supervised warm start when init is NULL: a fresh "rl" model trained on the task file's
+     * demonstrations (less the held-out tail when heldout is NULL); sft_steps < 0: 1500 */
+    int sft_steps, sft_batch;
+    double sft_lr;
 } ls_rl_run_opts;
 
 ls_rl_run_opts ls_rl_run_defaults(void);
-/* Starts manager, relays, rollouts and trainer as separate processes (fork+exec of
+/* Warm start unless o->init is given (LS_EINVAL for both init and sft_steps > 0), then
+ * starts manager, relays, rollouts and trainer as separate processes (fork+exec of
  * o->exe "rl worker ..."), waits for the trainer to finish, stops the rest, and leaves the
  * JSON report. Errors: a worker that cannot start, the manager or trainer dying, timeout. */
 int ls_rl_run(const ls_rl_run_opts *o);
@@ -231,13 +236,29 @@ int ls_rl_worker(const ls_rl_worker_opts *o);
  * staleness histograms. Atomic; errors name a report that is not an rl run report. */
 int ls_rl_report_svg(const char *const *reports, int n, const char *out);
 
+/* Draws tasks per g and writes them to path (atomic); answer length mean and max in bytes. */
+int ls_rl_tasks_make(const ls_rl_gen_opts *g, const char *path, double *mean_len, double *max_len);
+/* Writes WORKDIR/init.safetensors (path in out): a fresh "rl" model after sft_steps of
+ * supervised training on the tasks' demonstrations, leaving out the last hold_out tasks
+ * when the file has more than twice as many. Prints one line unless quiet. */
+int ls_rl_warm_start(const char *tasks, int hold_out, const char *workdir, int sft_steps, int sft_batch, double sft_lr,
+                     uint64_t seed, char *out, size_t cap, int quiet);
+/* Micro-measurement for the simulator: mean round trip of n poll-sized messages between this
+ * process and a forked echoing process over ZeroMQ (what a rollout pays per manager poll). */
+int ls_rl_measure_rtt(int n, double *mean_s);
+/* Prints a run report's headline figures (rates, idle, staleness, faults, held-out reward) to stdout. */
+int ls_rl_report_print(const char *path);
+/* Runs the rl demo scenario under workdir/rl (exe: the llmsys binary); prints as it goes. */
+int ls_rl_demo(const char *workdir, int quick, const char *exe);
+
 /* ---------------------------------------------------------------- simulator */
 
 typedef struct {
     const char *model;  /* catalog name, e.g. "qwen2.5-7b" */
     const char *gpu;    /* catalog GPU, e.g. "H800-80G" */
     int gpus;           /* total GPUs */
-    int train_frac_pct; /* share of GPUs training (default 25) */
+    int train_frac_pct; /* share of GPUs training in the disaggregated designs (default 25; 0: the best of
+                           25, 37, 50, 62 and 75 % for each design, as its operator would choose) */
     int tp;             /* GPUs per rollout replica (0: by model size) */
     int mode;
     double mean_len, cv; /* response length distribution (tokens) */
@@ -255,18 +276,38 @@ typedef struct {
     double pull_s;    /* weight pull seconds per rollout */
     const int *trace; /* response lengths to sample from instead of the log-normal (n_trace) */
     int n_trace;
+    int trace_replay; /* take the trace in order (the k-th issued trajectory gets trace[k % n]) */
     double repack_s; /* manager poll period for repack (0: 10 decode steps) */
     int repack;      /* laminar: 0 disables repack */
+    double refill_s; /* pause before a replica's new batch starts (a manager round trip; 0: none) */
+    int batch_refill; /* every design takes new work only when a replica's batch is done (llmsys's runtime) */
 } ls_rl_sim_opts;
 
 typedef struct {
     double traj_per_s, tokens_per_s, idle_frac, wall_s, mean_staleness, stall_s;
     double step_s, train_s, bcast_s, pull_s; /* the per-operation costs used */
     int max_staleness, replicas, tp, repacks;
+    int train_pct; /* the share of GPUs that trained (100 for the colocated synchronous design) */
 } ls_rl_sim_result;
 
 ls_rl_sim_opts ls_rl_sim_defaults(void);
 int ls_rl_simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *r);
+/* Response lengths (answer bytes + EOS) of a task file, as a trace; *trace malloc'd. */
+int ls_rl_trace_read(const char *path, int **trace, int *n);
+/* Prints the four designs for every model × GPU count (comma lists) with o's other fields;
+ * trace (NULL: log-normal) a task file; out (NULL: none) the JSON {"rows": [...]}. */
+int ls_rl_sim_table(const ls_rl_sim_opts *o, const char *models, const char *gpus, const char *trace,
+                    const char *out);
+/* The simulator's options for predicting a real run from its report: the run's sizes, measured
+ * decode step, pull and train time, its consumed response lengths (*lens malloc'd; when the
+ * report has none, trace/nt are used) and refill_s, a round trip measured apart from the run. */
+int ls_rl_sim_opts_from_report(const char *report, const int *trace, int nt, double refill_s, ls_rl_sim_opts *o,
+                               int **lens, int *nl, double *measured_traj_per_s);
+/* Predicts each real run (rl run report) from its own measured costs and a manager round trip
+ * measured now (ls_rl_measure_rtt); trace (may be NULL) a task file for reports without lengths;
+ * prints measured, predicted and the relative error; *worst (may be NULL) the largest |error|;
+ * out (NULL: none) the JSON {"calibration": [...], "max_abs_error"}. */
+int ls_rl_sim_calibrate(const char *const *reports, int n, const char *trace, const char *out, double *worst);
 
 #ifdef __cplusplus
 }

@@ -24,6 +24,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "llmsys/http.h"
 #include "llmsys/model.h"
@@ -60,6 +61,22 @@ void ls_quantize_result_free(ls_quantize_result *r);
  * fp32 checkpoint fp32_path (the training module's evaluator), on the same windows. */
 int ls_quant_eval_heldout(const char *fp32_path, const char *qpath, const char *const *paths, int n_paths,
                           double heldout, size_t max_tokens, double *bpb_f, double *bpb_q);
+/* `llmsys eval`: the checkpoint at path, fp32 (ls_eval_tokens, B windows per pass) or
+ * quantized (the engine), on split s of the corpus (paths, co) in windows of T tokens (0: the
+ * model's context), at most max_tokens (0: all). wall_s times the evaluation alone. */
+typedef struct {
+    ls_eval_result r;
+    double unigram_entropy; /* of the split's bytes */
+    double wall_s;
+} ls_eval_ckpt_result;
+int ls_eval_checkpoint(const char *path, const char *const *paths, int n_paths, const ls_corpus_opts *co, ls_split s,
+                       int T, int B, size_t max_tokens, ls_eval_ckpt_result *out);
+/* Writes the JSON summary of an evaluation of model (`llmsys eval --report`). */
+int ls_eval_report_write(const char *report, const char *model, ls_split s, const ls_eval_ckpt_result *r);
+/* Writes the JSON summary of `llmsys quantize --report` (model, out, group, bits, weight
+ * bytes, seconds, and with_eval: the fp32 and quantized held-out bits/byte). */
+int ls_quantize_report_write(const char *report, const char *model, const char *out, int group,
+                             const ls_quantize_result *q, int with_eval, double bpb_f, double bpb_q);
 
 /* ---------------------------------------------------------------- engine */
 
@@ -159,6 +176,9 @@ typedef struct {
     double step_timeout_s;  /* a micro-batch not back after this fails (default 60) */
     const char *model_name; /* served name: /v1/models and "model" in responses (default: the checkpoint's file stem) */
     int mb_prefill, mb_decode; /* without a plan (defaults 2 and 8) */
+    unsigned max_conns, max_conns_per_ip; /* HTTP connections in total / per client address (0: 512 / 64) */
+    unsigned http_timeout_s;              /* an idle or stalled HTTP client is dropped after this (0: 60) */
+    double probe_timeout_s;               /* idle pipeline probe not back in this: /health not ok (default 2) */
 } ls_server_opts;
 
 ls_server_opts ls_server_defaults(void);
@@ -272,6 +292,10 @@ int ls_validate_solve(ls_validate *v);
  * alternating so that each meets the same load; fills the measured fields. */
 int ls_validate_measure(ls_validate *v);
 const ls_validate_result *ls_validate_get(const ls_validate *v);
+/* _profile, _cluster, _solve and _measure in turn, printing each step's figures and the
+ * table of plans (planner, measured and replayed throughput, micro-batches, busy seconds
+ * per stage, ratios between plans) to f. *cluster_failed: the failure was in _cluster. */
+int ls_validate_all(ls_validate *v, FILE *f, int *cluster_failed);
 /* JSON summary: predicted vs measured per plan and stage (caller deletes). */
 struct cJSON *ls_validate_report(const ls_validate *v);
 /* Frees v and removes a temporary work directory. NULL is fine. */
@@ -327,6 +351,14 @@ typedef struct {
  * `concurrency` client threads and measures throughput and time per output token. */
 int ls_http_load(const char *host, int port, const char *const *prompts, int n_prompts, int concurrency, int n_requests,
                  int max_tokens, ls_load_result *res);
+
+/* ---------------------------------------------------------------- the serve demo */
+
+/* `llmsys demo serve` under workdir/serve, printing to f: held-out bits/byte of the core
+ * demo's model (or one trained here) per bits map, a mixed 8/4-bit plan on 2 stages served
+ * over HTTP (stage workers run as `self serve --worker`) against fp32, and the pipelined
+ * greedy output checked against single-process generation (LS_ESTATE when it differs). */
+int ls_serve_demo(FILE *f, const char *workdir, const char *self, int quick);
 
 #ifdef __cplusplus
 }

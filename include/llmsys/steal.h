@@ -266,10 +266,27 @@ void ls_qmon_state(const ls_qmon *q, int64_t *queries, int64_t *outliers, double
 
 /* ---------------------------------------------------------------- the prediction API */
 
+/* One API key of the key file: a name (shown in /stats and the log), the secret sent in
+ * X-API-Key, and its query budget (<= 0: the server's --budget). */
 typedef struct {
+    char name[64], secret[128];
+    int64_t budget;
+} ls_victim_key;
+
+/* Reads a key file: one key per line, "NAME SECRET [BUDGET]" separated by blanks; '#' starts
+ * a comment. Names and secrets are unique, secrets at least 8 characters. *keys is malloc'd. */
+int ls_victim_keys_read(const char *path, ls_victim_key **keys, int *n);
+
+typedef struct {
+    const char *bind;     /* IPv4 address to listen on (NULL: 127.0.0.1) */
     int port;             /* 0: any free port (see ls_victim_server_port) */
+    unsigned max_conns, max_conns_per_ip; /* open connections in total / per address (0: 512 / 64) */
+    const ls_victim_key *keys; /* n_keys > 0: only these keys may query, each with its budget */
+    int n_keys;
+    const char *keys_path; /* or a key file, read at start (ls_victim_keys_read) */
     int output_proba;     /* 1: answer probabilities, 0: labels only */
-    int64_t budget;       /* per-client query budget (inputs), <= 0 unlimited */
+    int64_t budget;       /* per-client query budget (inputs), <= 0 unlimited; a client is a key
+                             of keys, or without keys a source address (X-API-Key then ignored) */
     double rate_qps;      /* per-client token bucket refill, inputs per second, <= 0 unlimited */
     double burst;         /* token bucket size (inputs) */
     int max_batch;        /* inputs per request */
@@ -278,7 +295,8 @@ typedef struct {
     int prada_mode;       /* ls_prada_mode */
     ls_prada_opts prada;
     double throttle_s;     /* THROTTLE: delay per request of a flagged client */
-    const char *admin_key; /* X-API-Key exempt from budget, rate and detector (auditor), NULL none */
+    const char *admin_key; /* X-API-Key exempt from budget, rate and detector (auditor), needed for
+                              /stats; NULL none */
     int model_units;       /* 1: inputs already in the model's [lo, hi], the stored scaler skipped */
     const ls_qmon_ref *monitor; /* query-distribution monitor profile (borrowed), NULL none */
     int monitor_mode;           /* ls_prada_mode for the monitor's flag: off, log, throttle, refuse */
@@ -287,21 +305,21 @@ typedef struct {
 typedef struct ls_victim_server ls_victim_server;
 
 void ls_victim_server_opts_default(ls_victim_server_opts *o);
-/* Starts serving v (borrowed; must outlive the server) on 127.0.0.1 and all interfaces:
+/* Starts serving v (borrowed; must outlive the server) on o->bind (127.0.0.1 by default):
  *   POST /predict  {"inputs": [[...], ...]} -> {"labels": [...]} or {"probs": [[...]], "labels": [...]}
  *   GET  /info     {"input_shape":[c,h,w], "input_range":[lo,hi], "classes":k, "output":"label|proba",
  *                   "units":"raw|model"; with a scaler also "feature_min", "feature_max", "model_range"}
  * A victim with a scaler takes inputs in its training data's units ("raw": scaled and clipped
  * per feature, input_range spans the raw ranges) unless o->model_units; otherwise inputs must
  * lie in [lo, hi] ("model").
- *   GET  /stats    per-client queries, budget left, PRADA W and flag
+ *   GET  /stats    per-client queries, budget left, PRADA W and flag (admin key only, else 401)
  * Bad requests get a 4xx JSON {"error": "..."}; the server keeps serving. */
 int ls_victim_server_start(const ls_victim *v, const ls_victim_server_opts *o, ls_victim_server **out);
 int ls_victim_server_port(const ls_victim_server *s);
 /* The input range the API takes (GET /info's input_range): the span of the training data's
  * feature ranges when it takes raw units (returns 1), else the model's range (returns 0). */
 int ls_victim_server_input_range(const ls_victim_server *s, float *lo, float *hi);
-/* Stats of one client ("key:<api key>" or "addr:<ip>"): queries, PRADA flag position (-1 never)
+/* Stats of one client ("key:<key name>" or "addr:<ip>"): queries, PRADA flag position (-1 never)
  * and the lowest W seen (1 before testing). LS_ENOTFOUND for an unknown client. */
 /* The monitor's flag position at threshold z (see ls_qmon_flagged_at; -1 never or no monitor)
  * and largest z of a client. LS_ENOTFOUND for an unknown client. */

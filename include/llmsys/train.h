@@ -34,9 +34,11 @@
 #ifndef LLMSYS_TRAIN_H
 #define LLMSYS_TRAIN_H
 
+#include <limits.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "llmsys/core.h"
 #include "llmsys/model.h"
@@ -126,6 +128,9 @@ size_t ls_corpus_num_bytes(const ls_corpus *c, ls_split s);
 double ls_corpus_unigram_entropy(const ls_corpus *c, ls_split s);
 /* XXH3 fingerprint of all tokens (recorded in checkpoints; a resume on other data warns). */
 uint64_t ls_corpus_hash(const ls_corpus *c);
+/* "train", "heldout", "all", and back (LS_EINVAL naming --split for any other name). */
+const char *ls_split_name(ls_split s);
+int ls_split_parse(const char *name, ls_split *out);
 
 /* ---------------------------------------------------------------- batch sources */
 
@@ -178,6 +183,20 @@ int ls_dist_bcast(ls_dist *d, void *buf, size_t n);
  * program, its arguments and the NULL. Cannot fail. */
 #define LS_DIST_MPIRUN_ARGC 9
 int ls_dist_mpirun_args(char **av, char np[16], int ranks);
+/* Lost-rank reporting for a job started under mpirun: ls_dist_watch_open makes a private
+ * directory (dir, 64 bytes) and names it in LLMSYS_RANK_DIR, where each rank registers its
+ * pid at ls_dist_init (so call it before starting mpirun). ls_dist_wait_job waits for the
+ * mpirun child `job` (retrying on EINTR), watching the ranks' pids; it returns the job's exit
+ * code (128 + signal when killed) and removes dir. When a rank was killed (the job ends
+ * with 128 + signal), lost receives one line naming the rank that ended first (else ""). */
+int ls_dist_watch_open(char dir[64]);
+int ls_dist_wait_job(int job, const char *dir, int ranks, char *lost, size_t n);
+/* Runs `mpirun -np ranks self cmd argv[1..argc)` (without --ranks N / --ranks=N) on this
+ * host, each rank's threads set to its share of the cores, and waits for it, watching the
+ * ranks (ls_dist_wait_job: lost receives the line naming a killed rank, else ""); SIGINT and
+ * SIGTERM meanwhile reach the ranks as SIGUSR1 (a stop request). Returns mpirun's exit
+ * code (128 + signal when killed), or a negative status when it cannot start it. */
+int ls_dist_relaunch(int ranks, const char *self, const char *cmd, int argc, char **argv, char *lost, size_t nlost);
 
 /* ---------------------------------------------------------------- training loop */
 
@@ -287,6 +306,12 @@ typedef struct {
  * others LS_EPEER. */
 int ls_train_run(ls_trainer *t, ls_batch_source *src, ls_dist *d, const ls_train_run_opts *o, ls_train_run_result *r);
 void ls_train_run_result_free(ls_train_run_result *r);
+/* A fresh trainer (*t, for the caller to free, also on failure) from mc and tc, on the
+ * training split of c (tc->shards as ls_batch_source_corpus takes it; the trainer's own
+ * settings keep 0) over d's ranks, with hooks h (may be NULL), run quietly to the end of its
+ * schedule. Collective; r as from ls_train_run. (Benchmarks and demos.) */
+int ls_train_corpus_run(ls_trainer **t, const ls_model_config *mc, ls_train_config *tc, const ls_corpus *c,
+                        ls_dist *d, const ls_train_hooks *h, ls_train_run_result *r);
 /* The JSON summary of a run (`llmsys train --report`): command, config, params, ranks,
  * batch, seq, shards, lr, warmup, steps, start_step, end_step, initial_loss, final_loss,
  * losses, tokens, tokens_per_s, wall_s, rank0_time_s; the caller adds its own fields.
@@ -307,6 +332,17 @@ typedef struct {
  * forward; targets that are BOS (always after EOS) are not counted. max_tokens > 0 caps
  * the work at about that many tokens, in windows spread evenly over the whole text. */
 int ls_eval_tokens(ls_model *m, const uint16_t *tokens, size_t n, int T, int B, size_t max_tokens, ls_eval_result *r);
+/* Completes r from the nats summed over its r->tokens predicted tokens (r->bytes of them
+ * text bytes): loss, bits per byte, perplexity. LS_EINVAL when there was no text. */
+int ls_eval_finish(ls_eval_result *r, double nats);
+
+/* ---------------------------------------------------------------- the core demo */
+
+/* `llmsys demo core`: trains the small GPT (tiny when quick) on this machine's licence texts
+ * and C headers (else generated arithmetic) for a time budget under workdir/core, saves,
+ * reloads, evaluates on held-out text and samples, printing a summary to f. *learned: the
+ * held-out bits/byte beat the unigram entropy. */
+int ls_train_demo_core(FILE *f, const char *workdir, int quick, int *learned);
 
 
 /* ---------------------------------------------------------------- slow ranks (throttle) */
@@ -329,6 +365,55 @@ typedef struct {
 int ls_throttle_apply(ls_throttle *t, double share, int threads);
 /* Lifts the limit and removes the cgroup or stops the duty-cycle process. Idempotent. */
 void ls_throttle_release(ls_throttle *t);
+
+/* ---------------------------------------------------------------- a whole job (`llmsys train`) */
+
+/* A training job as `llmsys train` takes it: a fresh run (config, batch, ...) or a resumed
+ * one (--resume), on a text corpus (data) or batches of a loader service (loader).
+ * ls_train_job_defaults leaves the run settings unset (LS_TRAIN_UNSET, INT64_MIN, NAN). */
+#define LS_TRAIN_UNSET INT_MIN
+typedef struct {
+    const char *config, *out, *resume, *report, *loader;
+    const char *const *data; /* n_data text files or directories */
+    int n_data;
+    double heldout;
+    int64_t max_bytes;
+    int steps, batch, seq, warmup, ranks, save_every, stop_at, log_every, threads;
+    int64_t seed;
+    double lr, weight_decay, grad_clip;
+    const volatile sig_atomic_t *stop_flag; /* as in ls_train_run_opts */
+    /* per-rank precision plan (may be NULL): checked with the world size, then applied on
+     * each rank after the data source is set (summary: every rank's settings, rank 0) */
+    const char *precision_plan;
+    int (*plan_check)(const char *path, int ranks);
+    int (*plan_apply)(const char *path, ls_model *m, ls_dist *d, int batch, int seq, ls_throttle *thr,
+                      char *summary, size_t n);
+    /* called on every rank right before the loop (e.g. to install hooks; the ranks agree
+     * on its status) and right after it; either may be NULL */
+    int (*attach)(void *ctx, ls_trainer *t, ls_dist *d);
+    void (*detach)(void *ctx, ls_trainer *t);
+    void *ctx;
+} ls_train_job;
+
+ls_train_job ls_train_job_defaults(void);
+/* Checks the options (world: the ranks mpirun started, 0 outside mpirun) and fills the
+ * defaults of a fresh run; LS_EINVAL with a message naming the option. */
+int ls_train_job_check(ls_train_job *j, int world);
+
+typedef struct {
+    int64_t start_step, end_step;
+    int steps; /* the schedule's length */
+    int n_losses;
+    float first_loss, last_loss; /* NAN when no step ran */
+    double tokens_per_s, wall_s;
+    int stopped;     /* ended early by stop_flag: saved, resumable */
+    int report_here; /* on failure: this rank is the one that reports the error */
+} ls_train_job_result;
+
+/* Runs a checked job on d (collective): threads, data, trainer, precision plan, the loop
+ * with its saves (and the loader state beside each checkpoint with a loader), and on rank 0
+ * the log lines and the report. */
+int ls_train_job_run(const ls_train_job *j, ls_dist *d, ls_train_job_result *r);
 
 #ifdef __cplusplus
 }

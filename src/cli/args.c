@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -178,4 +179,19 @@ int ls_args_shape(const char *s, int *c, int *h, int *w) {
     }
     free(v);
     return ok ? 0 : -1;
+}
+
+int ls_args(const char *prog, const char *summary, const ls_arg *spec, int n, int argc, char **argv) {
+    int rc = ls_args_parse(prog, summary, spec, n, argc, argv, NULL, 0, NULL);
+    return rc ? LS_ARGS_EXIT(rc) : -1;
+}
+
+int ls_usage_err(const char *prog, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "llmsys %s: ", prog);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return 2;
 }

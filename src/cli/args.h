@@ -49,5 +49,12 @@ int ls_args_shape(const char *s, int *c, int *h, int *w);
 
 /* Exit code of a parse result: HELP -> 0, USAGE -> 2. */
 #define LS_ARGS_EXIT(rc) ((rc) == LS_ARGS_HELP ? 0 : 2)
+/* Entries of a spec array, for ls_args_parse's n. */
+#define LS_NARGS(spec) ((int)(sizeof(spec) / sizeof((spec)[0])))
+/* Parses without positional arguments; returns -1 to go on, else the exit code (0 after
+ * --help, 2 after a usage error already reported). `if ((rc = ls_args(...)) >= 0) return rc;` */
+int ls_args(const char *prog, const char *summary, const ls_arg *spec, int n, int argc, char **argv);
+/* A usage error found after parsing: prints "llmsys <prog>: <message>" on stderr, returns 2. */
+int ls_usage_err(const char *prog, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif

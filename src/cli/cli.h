@@ -10,6 +10,9 @@
 
 /* Prints "llmsys: <message>" for the thread's last library error to stderr; returns 1. */
 int ls_cli_fail(void);
+/* Exit code of a library status: 0 for LS_OK, ls_cli_fail() (1) for a negative one, and
+ * any other value as it is (an exit code already). */
+int ls_cli_status(int rc);
 
 /* commands: cmd_train.c */
 int cmd_train(int argc, char **argv);

@@ -18,22 +18,6 @@ static ls_arg opt_mix(const char **dst) { return (ls_arg){"mix", LS_ARG_STR, dst
 static ls_arg opt_addr(const char **dst) {
     return (ls_arg){"addr", LS_ARG_STR, dst, "URL", "service endpoint, tcp://host:port", 1};
 }
-#define N_OPTS(spec) ((int)(sizeof(spec) / sizeof((spec)[0])))
-
-/* Parses the options of `llmsys loader SUB` (n entries of spec). Returns -1 to go on, or
- * the exit code: 0 after --help, 2 after a usage error already reported on stderr. */
-static int parse_opts(const char *sub, const char *summary, const ls_arg *spec, int n, int argc, char **argv) {
-    char prog[32];
-    snprintf(prog, sizeof prog, "loader %s", sub);
-    int rc = ls_args_parse(prog, summary, spec, n, argc, argv, NULL, 0, NULL);
-    return rc ? LS_ARGS_EXIT(rc) : -1;
-}
-
-/* A usage error found after parsing: one line on stderr, exit code 2. */
-static int usage_error(const char *sub, const char *msg) {
-    fprintf(stderr, "llmsys loader %s: %s\n", sub, msg);
-    return 2;
-}
 
 /* ---------------------------------------------------------------- serve */
 
@@ -66,13 +50,13 @@ static int loader_serve(int argc, char **argv) {
          "run as a standby of the primary at URL: follow its state, take over on the first request"},
     };
     int rc =
-        parse_opts("serve", "Runs the source loaders and the data constructor; trainers fetch batches over ZeroMQ.",
-                   spec, N_OPTS(spec), argc, argv);
+        ls_args("loader serve", "Runs the source loaders and the data constructor; trainers fetch batches over ZeroMQ.",
+                spec, LS_NARGS(spec), argc, argv);
     if (rc >= 0) return rc;
     if (ranks < 1 || prefetch < 1 || history < 1)
-        return usage_error("serve", "--ranks, --prefetch and --history must be >= 1");
+        return ls_usage_err("loader serve", "--ranks, --prefetch and --history must be >= 1");
     ls_topology topo;
-    if (topology && ls_topology_parse(topology, &topo) != LS_OK) return usage_error("serve", ls_errmsg());
+    if (topology && ls_topology_parse(topology, &topo) != LS_OK) return ls_usage_err("loader serve", "%s", ls_errmsg());
     ls_loader_mix mix;
     if (ls_loader_mix_load(mix_path, &mix) != LS_OK) return ls_cli_fail();
     char *state = NULL;
@@ -125,31 +109,11 @@ static int loader_fetch(int argc, char **argv) {
         {"timeout-ms", LS_ARG_INT, &timeout, "MS", "per-attempt timeout (default 10000)"},
         {"state-out", LS_ARG_STR, &state_out, "FILE", "save the resume state after the last step fetched"},
     };
-    int rc =
-        parse_opts("fetch", "Fetches batches from a loader service and prints one line per step (debugging, tests).",
-                   spec, N_OPTS(spec), argc, argv);
+    int rc = ls_args("loader fetch",
+                     "Fetches batches from a loader service and prints one line per step (debugging, tests).", spec,
+                     LS_NARGS(spec), argc, argv);
     if (rc >= 0) return rc;
-    ls_loader_client *c;
-    if (ls_loader_client_open(&c, addr, rank, timeout, 2) != LS_OK) return ls_cli_fail();
-    for (int i = 0; i < count; i++) {
-        ls_loader_batch b;
-        if (ls_loader_client_batch(c, step + i, &b) != LS_OK) {
-            ls_loader_client_close(c);
-            return ls_cli_fail();
-        }
-        uint64_t h[2] = {ls_hash64(b.tokens, (size_t)b.n_rows * b.n_ctx * 4),
-                         ls_hash64(b.segs, (size_t)b.n_segs * sizeof *b.segs)};
-        printf("step %lld rank %d rows %d segments %d tokens %lld cost %.4g hash %016llx\n", (long long)b.step, b.rank,
-               b.n_rows, b.n_segs, (long long)b.n_tokens, b.cost, (unsigned long long)ls_hash64(h, sizeof h));
-        if (i == count - 1 && state_out && ls_file_write_atomic(state_out, b.state, b.state_len) != LS_OK) {
-            ls_loader_batch_free(&b);
-            ls_loader_client_close(c);
-            return ls_cli_fail();
-        }
-        ls_loader_batch_free(&b);
-    }
-    ls_loader_client_close(c);
-    return 0;
+    return ls_loader_fetch_print(stdout, addr, rank, step, count, timeout, state_out) < 0 ? ls_cli_fail() : 0;
 }
 
 static int loader_control(int argc, char **argv) {
@@ -165,11 +129,11 @@ static int loader_control(int argc, char **argv) {
         {"info", LS_ARG_FLAG, &info, NULL, "print the service's window and sources"},
         {"shutdown", LS_ARG_FLAG, &shutdown, NULL, "stop the service"},
     };
-    int rc = parse_opts("control", "Changes mixing weights of a running service, or queries / stops it.", spec,
-                        N_OPTS(spec), argc, argv);
+    int rc = ls_args("loader control", "Changes mixing weights of a running service, or queries / stops it.", spec,
+                     LS_NARGS(spec), argc, argv);
     if (rc >= 0) return rc;
     if (!!weights + info + shutdown + reset != 1)
-        return usage_error("control", "give exactly one of --weights, --schedule, --info, --shutdown");
+        return ls_usage_err("loader control", "give exactly one of --weights, --schedule, --info, --shutdown");
     ls_loader_client *c;
     if (ls_loader_client_open(&c, addr, 0, 10000, 1) != LS_OK) return ls_cli_fail();
     char *reply = NULL;
@@ -199,14 +163,14 @@ static int loader_tokenize(int argc, char **argv) {
         {"split", LS_ARG_STR, &split, "S", "text: file (default) or blank (blank-line blocks)"},
         {"strict", LS_ARG_FLAG, &strict, NULL, "malformed JSON lines are an error, not skipped"},
     };
-    int rc = parse_opts("tokenize", "Writes a pre-tokenized .lstok file (tokens + document index, checksummed).", spec,
-                        N_OPTS(spec), argc, argv);
+    int rc = ls_args("loader tokenize", "Writes a pre-tokenized .lstok file (tokens + document index, checksummed).",
+                     spec, LS_NARGS(spec), argc, argv);
     if (rc >= 0) return rc;
     ls_loader_mix mix;
     if (ls_loader_mix_single(type, in, field, split, &mix) != LS_OK) return ls_cli_fail();
     if (mix.src[0].type == LS_SRC_TOKENS) {
         ls_loader_mix_free(&mix);
-        return usage_error("tokenize", "--type must be text or jsonl");
+        return ls_usage_err("loader tokenize", "--type must be text or jsonl");
     }
     int64_t nd, nt;
     double t0 = ls_now();
@@ -230,11 +194,11 @@ static int loader_stats(int argc, char **argv) {
         {"svg", LS_ARG_STR, &svg, "FILE", "write a chart of per-rank cost per step, naive vs balanced"},
         {"report", LS_ARG_STR, &report, "FILE", "write a JSON summary"},
     };
-    int rc = parse_opts("stats",
-                        "Builds N steps in-process: token shares vs targets, per-rank cost imbalance per algorithm.",
-                        spec, N_OPTS(spec), argc, argv);
+    int rc = ls_args("loader stats",
+                     "Builds N steps in-process: token shares vs targets, per-rank cost imbalance per algorithm.", spec,
+                     LS_NARGS(spec), argc, argv);
     if (rc >= 0) return rc;
-    if (ranks < 1 || steps < 1) return usage_error("stats", "--ranks and --steps must be >= 1");
+    if (ranks < 1 || steps < 1) return ls_usage_err("loader stats", "--ranks and --steps must be >= 1");
     ls_loader_mix mix;
     if (ls_loader_mix_load(mix_path, &mix) != LS_OK) return ls_cli_fail();
     ls_loader_stats s;
@@ -280,103 +244,6 @@ int cmd_loader(int argc, char **argv) {
 
 /* ---------------------------------------------------------------- demo */
 
-typedef struct {
-    ls_loader_server *srv;
-    int rc;
-} serve_thread;
-
-static void *serve_main(void *arg) {
-    serve_thread *t = arg;
-    t->rc = ls_loader_server_run(t->srv);
-    return NULL;
-}
-
-/* Four trainer ranks fetch from the service; a control message shifts the weights. */
-static int demo_service(const ls_loader_mix *mix, int R) {
-    ls_loader_server *srv;
-    ls_loader_serve_opts o = {4, 4, 1};
-    LS_TRY(ls_loader_server_open(&srv, mix, R, "127.0.0.1", 0, &o, NULL, 0));
-    serve_thread th = {srv, 0};
-    pthread_t tid;
-    if (pthread_create(&tid, NULL, serve_main, &th) != 0) {
-        ls_loader_server_close(srv);
-        return ls_err(LS_ENOMEM, "cannot start the service thread");
-    }
-    char ep[64];
-    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", ls_loader_server_port(srv));
-    printf("\nservice on %s, %d trainer ranks fetching steps 0..7 (control message: math 0.7 from step 5):\n", ep, R);
-    ls_loader_client *c[8] = {0};
-    int rc = LS_OK;
-    for (int r = 0; r < R && rc == LS_OK; r++) rc = ls_loader_client_open(&c[r], ep, r, 10000, 2);
-    char *reply = NULL;
-    if (rc == LS_OK)
-        rc = ls_loader_client_control(
-            c[0], "{\"weights\": {\"prose\": 0.2, \"code\": 0.1, \"math\": 0.7}, \"step\": 5}", &reply);
-    free(reply);
-    printf("%-5s", "step");
-    for (int r = 0; r < R; r++) printf("   rank %d: rows tokens     cost", r);
-    printf("   math share\n");
-    for (int s = 0; s < 8 && rc == LS_OK; s++) {
-        printf("%-5d", s);
-        int64_t math = 0, all = 0;
-        for (int r = 0; r < R && rc == LS_OK; r++) {
-            ls_loader_batch b;
-            rc = ls_loader_client_batch(c[r], s, &b);
-            if (rc != LS_OK) break;
-            printf("   %9d %6lld %8.3g", b.n_rows, (long long)b.n_tokens, b.cost);
-            for (int k = 0; k < b.n_segs; k++) {
-                all += b.segs[k].len;
-                if (b.segs[k].source == 2) math += b.segs[k].len;
-            }
-            ls_loader_batch_free(&b);
-        }
-        if (rc == LS_OK) printf("   %9.1f%%\n", all ? 100.0 * (double)math / (double)all : 0);
-    }
-    if (rc == LS_OK)
-        rc = ls_loader_client_shutdown(c[0]);
-    else
-        ls_loader_server_stop(srv);
-    for (int r = 0; r < R; r++) ls_loader_client_close(c[r]);
-    pthread_join(tid, NULL);
-    ls_loader_server_close(srv);
-    return rc;
-}
-
 int demo_loader(const ls_demo_ctx *ctx) {
-    char base[1024], cfg[1100], ex[1100];
-    snprintf(base, sizeof base, "%s/loader", ctx->workdir);
-    if (ls_mkdirs(base) != LS_OK) return ls_cli_fail();
-    printf("generating three sources under %s/data:\n", base);
-    ls_loader_demo_counts n;
-    if (ls_loader_demo_data(base, ctx->quick, &n) != LS_OK) return ls_cli_fail();
-    printf("  prose: %d licence texts from /usr/share/common-licenses (a document per paragraph)\n", n.prose_files);
-    printf("  code:  %d headers from /usr/include (a document per file)\n", n.code_files);
-    printf("  math:  %lld generated sums, pre-tokenized into data/math.lstok (%lld tokens)\n", (long long)n.math_docs,
-           (long long)n.math_tokens);
-    /* The shipped example config, copied beside the data (its paths are relative). */
-    snprintf(ex, sizeof ex, "%s/examples/mix-demo.json", LLMSYS_SOURCE_DIR);
-    snprintf(cfg, sizeof cfg, "%s/mix-demo.json", base);
-    if (ls_file_copy(ex, cfg, (size_t)1 << 20) != LS_OK) return ls_cli_fail();
-    ls_loader_mix mix;
-    if (ls_loader_mix_load(cfg, &mix) != LS_OK) return ls_cli_fail();
-    const int R = 4, steps = 200;
-    printf(
-        "mix %s: %d sources, n_ctx %d, %d tokens per rank per step, curriculum math 10%% -> 50%% over steps 40..160\n",
-        "examples/mix-demo.json", mix.n_sources, mix.n_ctx, mix.tokens_per_rank);
-    ls_loader_stats s;
-    int rc = ls_loader_stats_run(&mix, R, steps, &s);
-    if (rc == LS_OK) {
-        ls_loader_stats_print(stdout, &mix, &s);
-        printf("(%d steps, %.0f k tokens/s in-process)\n", steps,
-               (double)steps * R * mix.tokens_per_rank / s.seconds / 1e3);
-        char svg[1100];
-        snprintf(svg, sizeof svg, "%s/loader-balance.svg", base);
-        rc = ls_loader_stats_svg(svg, &s, "kk");
-        if (rc == LS_OK) printf("chart: %s\n", svg);
-    }
-    ls_loader_stats_free(&s);
-    if (rc == LS_OK) rc = demo_service(&mix, R);
-    ls_loader_mix_free(&mix);
-    if (rc != LS_OK) return ls_cli_fail();
-    return 0;
+    return ls_loader_demo(stdout, ctx->workdir, ctx->quick) < 0 ? ls_cli_fail() : 0;
 }

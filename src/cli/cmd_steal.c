@@ -79,12 +79,17 @@ static int victim_serve(int argc, char **argv) {
     ls_victim_server_opts so;
     ls_victim_server_opts_default(&so);
     so.port = 8090;
+    int conns = 0, per_ip = 0;
     ls_arg spec[] = {
         {"model", LS_ARG_STR, &model, "FILE", "victim file (from victim train)", 1},
         {"port", LS_ARG_INT, &so.port, "P", "TCP port (default 8090; 0 = any free port)"},
         {"port-file", LS_ARG_STR, &port_file, "FILE", "write the bound port here (for scripts)"},
+        {"bind", LS_ARG_STR, &so.bind, "ADDR", "address to listen on (default 127.0.0.1; 0.0.0.0 = all)"},
+        {"keys", LS_ARG_STR, &so.keys_path, "FILE", "API keys, one per line: NAME SECRET [BUDGET]; only these may query"},
+        {"max-conns", LS_ARG_INT, &conns, "N", "open connections in total (default 512)"},
+        {"max-conns-per-ip", LS_ARG_INT, &per_ip, "N", "open connections per client address (default 64)"},
         {"output", LS_ARG_STR, &output, "KIND", "label (default) or proba"},
-        {"budget", LS_ARG_I64, &so.budget, "Q", "per-client query budget (default unlimited)"},
+        {"budget", LS_ARG_I64, &so.budget, "Q", "query budget per key (--keys) or per address (default unlimited)"},
         {"rate", LS_ARG_FLOAT, &so.rate_qps, "QPS", "per-client rate limit in inputs/s (default unlimited)"},
         {"burst", LS_ARG_FLOAT, &so.burst, "N", "rate-limit bucket size in inputs (default 1024)"},
         {"max-batch", LS_ARG_INT, &so.max_batch, "N", "inputs per request (default 512)"},
@@ -95,7 +100,7 @@ static int victim_serve(int argc, char **argv) {
         {"monitor-data", LS_ARG_STR, &monitor_data, "D", "the victim's training data (as victim train --data)"},
         {"monitor-z", LS_ARG_FLOAT, &mo.z, "Z", "monitor: flag when the outlier z-score exceeds Z (default 4)"},
         {"throttle", LS_ARG_FLOAT, &so.throttle_s, "S", "throttle: seconds per input for a flagged client (default 0.2)"},
-        {"admin-key", LS_ARG_STR, &so.admin_key, "KEY", "X-API-Key exempt from budget, rate and detector"},
+        {"admin-key", LS_ARG_STR, &so.admin_key, "KEY", "X-API-Key for GET /stats, exempt from budget, rate, detector"},
         {"model-units", LS_ARG_FLAG, &so.model_units, NULL,
          "take inputs already scaled into the model's range instead of the training data's units"},
         {"duration", LS_ARG_FLOAT, &duration, "S", "stop after S seconds (default: until SIGINT/SIGTERM)"},
@@ -116,10 +121,12 @@ static int victim_serve(int argc, char **argv) {
                         "'%s'); --monitor needs --monitor-data; --monitor-z > 0\n", prada, monitor);
         return 2;
     }
-    if (so.port < 0 || so.port > 65535 || so.max_batch < 1 || !(so.prada.delta > 0 && so.prada.delta < 1)) {
-        fprintf(stderr, "llmsys victim serve: --port 0..65535, --max-batch >= 1, --prada-delta in (0,1)\n");
+    if (so.port < 0 || so.port > 65535 || so.max_batch < 1 || !(so.prada.delta > 0 && so.prada.delta < 1) || conns < 0 ||
+        per_ip < 0) {
+        fprintf(stderr, "llmsys victim serve: --port 0..65535, --max-batch >= 1, --prada-delta in (0,1), --max-conns* >= 0\n");
         return 2;
     }
+    so.max_conns = (unsigned)conns, so.max_conns_per_ip = (unsigned)per_ip;
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     return ls_victim_serve_file(model, &so, monitor_data, &mo, port_file, duration, &stop_flag, stdout) ? ls_cli_fail() : 0;

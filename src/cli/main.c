@@ -41,6 +41,8 @@ int ls_cli_fail(void) {
     return 1;
 }
 
+int ls_cli_status(int rc) { return rc < 0 ? ls_cli_fail() : rc; }
+
 static void usage(FILE *f) {
     fprintf(f, "usage: llmsys COMMAND [options]   (llmsys COMMAND --help for details)\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

@@ -406,3 +406,13 @@ int ls_sched_realtime(void) {
         return ls_err(LS_EIO, "cannot switch to SCHED_FIFO: %s", strerror(errno));
     return LS_OK;
 }
+
+int ls_load_avg(double la[3]) {
+    la[0] = la[1] = la[2] = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    int n = f ? fscanf(f, "%lf %lf %lf", &la[0], &la[1], &la[2]) : 0;
+    if (f) fclose(f);
+    if (n == 3) return LS_OK;
+    la[0] = la[1] = la[2] = -1;
+    return ls_err(LS_EIO, "cannot read the load average from /proc/loadavg");
+}

@@ -1,9 +1,11 @@
 /* sample.c - token sampling from logits: greedy (temperature 0), temperature, top-k and
- * top-p (nucleus) filtering. */
+ * top-p (nucleus) filtering; text generation from a prompt and its JSON report. */
 #include "llmsys/model.h"
 
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct {
     float v;
@@ -90,4 +92,66 @@ int ls_sample_logits(const float *logits, int V, const ls_sample_config *s, ls_r
     }
     free(p);
     return tok >= 0 ? tok : last;
+}
+
+int ls_model_generate_text(ls_model *m, const char *prompt, int n_new, const ls_sample_config *s, ls_rng *rng, int *out,
+                           int *got) {
+    int ctx = ls_model_cfg(m)->n_ctx;
+    size_t plen = strlen(prompt);
+    int *win = malloc((size_t)ctx * sizeof(int));
+    if (!win) return ls_err(LS_ENOMEM, "out of memory");
+    int nw = 0;
+    /* keep the end of a prompt longer than the context: it decides the continuation */
+    if (plen + 1 < (size_t)ctx) win[nw++] = LS_TOK_BOS;
+    size_t from = plen > (size_t)(ctx - 1) ? plen - (size_t)(ctx - 1) : 0;
+    for (size_t i = from; i < plen; i++) win[nw++] = (unsigned char)prompt[i];
+    *got = 0;
+    int rc = LS_OK;
+    while (*got < n_new) {
+        int room = ctx - nw, want = n_new - *got, k = 0;
+        if (want > room) want = room;
+        rc = ls_model_generate(m, win, nw, want, s, rng, out + *got, &k);
+        if (rc < 0 || k == 0) break;
+        *got += k;
+        if (out[*got - 1] == LS_TOK_EOS) break;
+        /* slide: the last half context of prompt + output becomes the new prompt */
+        int keep = ctx / 2 > 0 ? ctx / 2 : 1, total = nw + k;
+        int *all = malloc((size_t)total * sizeof(int));
+        if (!all) {
+            rc = ls_err(LS_ENOMEM, "out of memory");
+            break;
+        }
+        memcpy(all, win, (size_t)nw * sizeof(int));
+        memcpy(all + nw, out + *got - k, (size_t)k * sizeof(int));
+        if (keep > total) keep = total;
+        memcpy(win, all + total - keep, (size_t)keep * sizeof(int));
+        nw = keep;
+        free(all);
+    }
+    free(win);
+    return rc;
+}
+
+int ls_generate_report_write(const char *path, const char *model, const char *prompt, const int *out, int got,
+                             double seconds) {
+    char *text = malloc((size_t)got + 1);
+    cJSON *j = cJSON_CreateObject();
+    int nt = 0, rc;
+    for (int i = 0; text && i < got; i++)
+        if (out[i] < 256) text[nt++] = (char)out[i];
+    if (!text || !j) {
+        rc = ls_err(LS_ENOMEM, "out of memory building the report");
+    } else {
+        text[nt] = '\0';
+        cJSON_AddStringToObject(j, "command", "generate");
+        cJSON_AddStringToObject(j, "model", model);
+        cJSON_AddStringToObject(j, "prompt", prompt);
+        cJSON_AddStringToObject(j, "text", text);
+        cJSON_AddNumberToObject(j, "tokens", got);
+        cJSON_AddNumberToObject(j, "tokens_per_s", seconds > 0 ? got / seconds : 0);
+        rc = ls_json_write_file(path, j);
+    }
+    free(text);
+    cJSON_Delete(j);
+    return rc;
 }

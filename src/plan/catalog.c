@@ -96,18 +96,32 @@ static int read_aliases(const cJSON *o, char alias[][LS_PLAN_NAME], int *n) {
     return LS_OK;
 }
 
+/* Reads <dir>/<what>.json (format "llmsys-<what>", path receives its name) and its array
+ * "<what>", and allocates *items with room for every entry. *j is the document to delete
+ * (NULL when it could not be read). */
+static int catalog_array(ls_plan_catalog *c, const char *what, char path[1100], cJSON **j, const cJSON **arr,
+                         void **items, size_t size) {
+    char format[64];
+    snprintf(path, 1100, "%s/%s.json", c->dir, what);
+    snprintf(format, sizeof format, "llmsys-%s", what);
+    *j = NULL;
+    LS_TRY(ls_json_read_file(path, j));
+    LS_TRY(check_format(*j, path, format));
+    *arr = cJSON_GetObjectItemCaseSensitive(*j, what);
+    if (!cJSON_IsArray(*arr)) return ls_err(LS_EFORMAT, "%s: missing \"%s\" array", path, what);
+    int n = cJSON_GetArraySize(*arr);
+    *items = calloc((size_t)(n > 0 ? n : 1), size);
+    return *items ? LS_OK : ls_err(LS_ENOMEM, "%s catalog", what);
+}
+
 static int load_gpus(ls_plan_catalog *c) {
     char path[1100];
-    snprintf(path, sizeof path, "%s/gpus.json", c->dir);
     cJSON *j;
-    LS_TRY(ls_json_read_file(path, &j));
-    int rc = check_format(j, path, "llmsys-gpus");
-    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(j, "gpus");
-    if (rc == LS_OK && !cJSON_IsArray(arr)) rc = ls_err(LS_EFORMAT, "%s: missing \"gpus\" array", path);
+    const cJSON *arr;
+    void *items = NULL;
+    int rc = catalog_array(c, "gpus", path, &j, &arr, &items, sizeof *c->gpus);
+    c->gpus = items;
     if (rc == LS_OK) {
-        int n = cJSON_GetArraySize(arr);
-        c->gpus = calloc((size_t)(n > 0 ? n : 1), sizeof *c->gpus);
-        if (!c->gpus) rc = ls_err(LS_ENOMEM, "gpu catalog");
         const cJSON *e;
         cJSON_ArrayForEach(e, arr) {
             if (rc) break;
@@ -163,16 +177,12 @@ static int parse_model(const cJSON *e, const char *path, ls_plan_arch *a) {
 
 static int load_models(ls_plan_catalog *c) {
     char path[1100];
-    snprintf(path, sizeof path, "%s/models.json", c->dir);
     cJSON *j;
-    LS_TRY(ls_json_read_file(path, &j));
-    int rc = check_format(j, path, "llmsys-models");
-    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(j, "models");
-    if (rc == LS_OK && !cJSON_IsArray(arr)) rc = ls_err(LS_EFORMAT, "%s: missing \"models\" array", path);
+    const cJSON *arr;
+    void *items = NULL;
+    int rc = catalog_array(c, "models", path, &j, &arr, &items, sizeof *c->models);
+    c->models = items;
     if (rc == LS_OK) {
-        int n = cJSON_GetArraySize(arr);
-        c->models = calloc((size_t)(n > 0 ? n : 1), sizeof *c->models);
-        if (!c->models) rc = ls_err(LS_ENOMEM, "model catalog");
         const cJSON *e;
         cJSON_ArrayForEach(e, arr) {
             if (rc) break;
@@ -513,4 +523,22 @@ ls_plan_workload ls_plan_cluster_workload(const ls_plan_cluster *cl, int batch, 
                            prompt >= 0 ? prompt : (cl->prompt ? cl->prompt : 512),
                            gen >= 0 ? gen : (cl->gen ? cl->gen : 100)};
     return wl;
+}
+
+void ls_plan_catalog_print(FILE *f, const ls_plan_catalog *cat) {
+    fprintf(f, "catalog %s\nmodels:", ls_plan_catalog_dir(cat));
+    for (int i = 0; i < ls_plan_catalog_num_models(cat); i++) fprintf(f, " %s", ls_plan_catalog_model_name(cat, i));
+    char **names;
+    int n;
+    fprintf(f, "\nclusters:\n");
+    if (ls_plan_catalog_clusters(cat, &names, &n) == LS_OK) {
+        for (int i = 0; i < n; i++) {
+            ls_plan_cluster *cl;
+            if (ls_plan_cluster_load(cat, names[i], &cl) == LS_OK) {
+                fprintf(f, "  %-10s %3d devices  %s\n", names[i], cl->n_dev, cl->model);
+                ls_plan_cluster_free(cl);
+            }
+        }
+        ls_plan_names_free(names, n);
+    }
 }

@@ -133,3 +133,39 @@ int ls_plan_result_read(const char *path, const ls_plan_problem *p, ls_plan_resu
     free(file);
     return rc;
 }
+
+void ls_plan_print(FILE *f, const ls_plan_problem *pb, const ls_plan_result *pl) {
+    fprintf(f, "plan (%s) for %s on %s, batch %d, prompt %d, gen %d:\n", ls_plan_algo_name(pl->algo), pb->arch->name,
+            pb->cl->name, pb->wl.batch, pb->wl.prompt, pb->wl.gen);
+    fprintf(f, "  %-5s %-12s %-9s %-22s %9s %9s %9s\n", "stage", "device", "layers", "bits (3/4/8/16)", "mem GB",
+            "free GB", "decode ms");
+    for (int s = 0; s < pl->n_stage; s++) {
+        int cnt[LS_PLAN_NBITS] = {0};
+        for (int i = pl->begin[s]; i < pl->begin[s + 1]; i++) cnt[ls_plan_bits_index(pl->bits[i])]++;
+        char lay[24], bits[32];
+        snprintf(lay, sizeof lay, "%d-%d", pl->begin[s], pl->begin[s + 1] - 1);
+        snprintf(bits, sizeof bits, "%d/%d/%d/%d", cnt[0], cnt[1], cnt[2], cnt[3]);
+        fprintf(f, "  %-5d %-12s %-9s %-22s %9.2f %9.2f %9.2f\n", s, pb->cl->dev[pl->dev[s]].name, lay, bits,
+                pl->stage_mem[s] / 1e9, (pl->stage_usable[s] - pl->stage_mem[s]) / 1e9, pl->stage_decode_s[s] * 1e3);
+    }
+    fprintf(f, "  micro-batch prefill %d, decode %d\n", pl->mb_prefill, pl->mb_decode);
+    fprintf(f, "  predicted (modelled): %.1f tok/s, prefill %.3f s, decode %.3f s, quality indicator %.4g\n",
+            pl->throughput_tok_s, pl->prefill_s, pl->decode_s, pl->quality);
+    ls_plan_sim_opts so = ls_plan_sim_for_cluster(pb->cl);
+    ls_plan_sim_result sr;
+    if (ls_plan_simulate(pb, pl, &so, &sr) == LS_OK)
+        fprintf(f, "  replay of serve's schedule (modelled): %.1f tok/s, %d prefill and %d decode micro-batches\n",
+                sr.tok_s, sr.mb_prefill, sr.mb_decode);
+    if (pl->algo == LS_PLAN_ALGO_ILP)
+        fprintf(f, "  ILP: %s, gap %.3g%%, %d candidates\n", pl->ilp_optimal ? "optimal" : "time limit",
+                pl->ilp_gap * 100, pl->n_candidates);
+    fprintf(f, "  solved in %.1f ms\n", pl->solve_s * 1e3);
+}
+
+int ls_plan_report_write(const ls_plan_problem *p, const ls_plan_result *plan, const char *path) {
+    cJSON *j = ls_plan_to_json(p, plan, 1);
+    if (!j) return ls_err(LS_ENOMEM, "report");
+    int rc = ls_json_write_file(path, j);
+    cJSON_Delete(j);
+    return rc;
+}

@@ -31,8 +31,9 @@ typedef struct {
     size_t identn;
     double last_seen, busy_s, idle_s;
     int64_t tokens, steps;
-    double pull_s;
+    double pull_s, rtt_s, base_rtt_s;
     int pulls;
+    int64_t rtts, base_rtts;
     int64_t *drops, *assign;
     int n_drops, n_assign, cap_drops, cap_assign;
     double base_busy, base_idle, base_pull; /* totals of earlier incarnations */
@@ -52,7 +53,7 @@ typedef struct {
     rl_config cfg;
     void *zctx, *sock;
     ls_rl_task *tasks;
-    int n_tasks, next_task;
+    int n_tasks, n_issue, next_task; /* tasks issued: all but the held-out tail when it is the task file's */
     mtraj *traj;
     mgroup *groups;
     int n_groups, cap_groups;
@@ -92,7 +93,7 @@ static int new_group(mgr *m) {
         m->cap_groups = nc;
     }
     int g = m->n_groups++;
-    m->groups[g] = (mgroup){m->next_task++ % m->n_tasks, 0};
+    m->groups[g] = (mgroup){m->next_task++ % m->n_issue, 0};
     for (int k = 0; k < m->cfg.group; k++) {
         mtraj *t = T(m, (int64_t)g * m->cfg.group + k);
         memset(t, 0, sizeof *t);
@@ -240,6 +241,8 @@ static int append_tokens(mtraj *t, const int32_t *tok, const float *lp, int n) {
     return LS_OK;
 }
 
+static void repack(mgr *m);
+
 static void handle_poll(mgr *m, const uint8_t *ident, size_t identn, rl_rd *r) {
     int id = rl_get_i32(r);
     if (id < 0 || id >= MAX_ROLL || !m->roll[id].used) return;
@@ -256,6 +259,8 @@ static void handle_poll(mgr *m, const uint8_t *ident, size_t identn, rl_rd *r) {
     ro->steps = rl_get_i64(r);
     ro->pull_s = rl_get_f64(r);
     ro->pulls = rl_get_i32(r);
+    ro->rtt_s = rl_get_f64(r);
+    ro->rtts = rl_get_i64(r);
     int ne = rl_get_i32(r);
     if (version > ro->version) {
         ro->version = version;
@@ -284,7 +289,13 @@ static void handle_poll(mgr *m, const uint8_t *ident, size_t identn, rl_rd *r) {
         }
         if (done) finish_traj(m, t);
     }
-    if (ro->kv_cap > 0 && running_on(m, id) > 0) {
+    /* event-driven repack: a rollout reporting itself in its falling phase triggers the planner,
+     * so its drops leave with this reply and the destinations get them at their next poll */
+    int now_running = running_on(m, id);
+    if (!m->done && m->cfg.mode == LS_RL_MODE_LAMINAR && m->cfg.repack && now_running > 0 &&
+        2 * now_running <= m->cfg.max_seqs && ro->n_assign == 0 && !ro->pulling)
+        repack(m);
+    if (ro->kv_cap > 0 && now_running > 0) {
         m->kv_sum += (double)ro->kv_used / ro->kv_cap;
         m->kv_n++;
     }
@@ -481,10 +492,12 @@ static int write_report(mgr *m) {
     double span = m->t_last_consume - m->t_first_issue;
     double busy = 0, idle = 0;
     double pull = 0;
-    int64_t steps = 0, pulls = 0;
+    int64_t steps = 0, pulls = 0, rtts = 0;
+    double rtt = 0;
     for (int r = 0; r < MAX_ROLL; r++)
         if (m->roll[r].used) {
             mroll *ro = &m->roll[r];
+            rtt += ro->rtt_s + ro->base_rtt_s, rtts += ro->rtts + ro->base_rtts;
             busy += ro->busy_s + ro->base_busy, idle += ro->idle_s + ro->base_idle;
             steps += ro->steps + ro->base_steps, pull += ro->pull_s + ro->base_pull,
                 pulls += ro->pulls + ro->base_pulls;
@@ -519,6 +532,11 @@ static int write_report(mgr *m) {
     cJSON_AddNumberToObject(j, "kv_util", m->kv_n ? m->kv_sum / m->kv_n : 0);
     cJSON_AddNumberToObject(j, "decode_step_mean_s", steps ? busy / (double)steps : 0);
     cJSON_AddNumberToObject(j, "pull_mean_s", pulls ? pull / (double)pulls : 0);
+    cJSON_AddNumberToObject(j, "poll_rtt_mean_s", rtts ? rtt / (double)rtts : 0);
+    cJSON *lens = cJSON_CreateArray(); /* response tokens of every consumed trajectory: the run's workload */
+    for (int64_t i = 0; i < issued; i++)
+        if (m->traj[i].state == T_CONSUMED) cJSON_AddItemToArray(lens, cJSON_CreateNumber(m->traj[i].n_gen));
+    cJSON_AddItemToObject(j, "response_lengths", lens);
     cJSON *h = cJSON_CreateArray();
     double smean = 0;
     int smax = 0;
@@ -590,8 +608,11 @@ static void handle_hello(mgr *m, const uint8_t *ident, size_t identn, rl_rd *r) 
         double bb = ro->base_busy + ro->busy_s, bi = ro->base_idle + ro->idle_s, bp = ro->base_pull + ro->pull_s;
         int64_t bs = ro->base_steps + ro->steps;
         int bpl = ro->base_pulls + ro->pulls;
+        double brt = ro->base_rtt_s + ro->rtt_s;
+        int64_t brn = ro->base_rtts + ro->rtts;
         if (!ro->alive)
-            bb = ro->base_busy, bi = ro->base_idle, bp = ro->base_pull, bs = ro->base_steps, bpl = ro->base_pulls;
+            bb = ro->base_busy, bi = ro->base_idle, bp = ro->base_pull, bs = ro->base_steps, bpl = ro->base_pulls,
+            brt = ro->base_rtt_s, brn = ro->base_rtts;
         int64_t *d = ro->drops, *a = ro->assign;
         int cd = ro->cap_drops, ca = ro->cap_assign;
         memset(ro, 0, sizeof *ro);
@@ -599,6 +620,7 @@ static void handle_hello(mgr *m, const uint8_t *ident, size_t identn, rl_rd *r) 
         ro->used = ro->alive = 1;
         ro->version = 0; /* rollouts start from the initial checkpoint: version 0 */
         ro->base_busy = bb, ro->base_idle = bi, ro->base_pull = bp, ro->base_steps = bs, ro->base_pulls = bpl;
+        ro->base_rtt_s = brt, ro->base_rtts = brn;
         memcpy(ro->ident, ident, identn);
         ro->identn = identn;
         ro->last_seen = ls_now();
@@ -668,7 +690,8 @@ static void check_liveness(mgr *m) {
             ro->alive = 0;
             ro->base_busy += ro->busy_s, ro->base_idle += ro->idle_s, ro->base_pull += ro->pull_s;
             ro->base_steps += ro->steps, ro->base_pulls += ro->pulls;
-            ro->busy_s = ro->idle_s = ro->pull_s = 0, ro->steps = 0, ro->pulls = 0;
+            ro->base_rtt_s += ro->rtt_s, ro->base_rtts += ro->rtts;
+            ro->busy_s = ro->idle_s = ro->pull_s = ro->rtt_s = 0, ro->steps = ro->rtts = 0, ro->pulls = 0;
             m->roll_failures++;
             LS_WARN("manager: rollout %d silent for %.1f s: %lld trajectories back to the partial pool", r,
                     now - ro->last_seen, (long long)before);
@@ -701,6 +724,8 @@ int rl_manager_main(const ls_rl_worker_opts *o) {
     if (rc == LS_OK) rc = rl_config_from_json(cj, cn, &m->cfg);
     free(cj);
     if (rc == LS_OK) rc = ls_rl_tasks_read(m->cfg.tasks, &m->tasks, &m->n_tasks);
+    m->n_issue = m->n_tasks;
+    if (!m->cfg.heldout[0] && m->cfg.eval_n > 0 && m->n_tasks > 2 * m->cfg.eval_n) m->n_issue -= m->cfg.eval_n;
     char ep[256];
     if (rc == LS_OK) {
         m->zctx = zmq_ctx_new();
@@ -709,7 +734,7 @@ int rl_manager_main(const ls_rl_worker_opts *o) {
     }
     if (rc == LS_OK && o->port_file) rc = ls_file_write_atomic(o->port_file, ep, strlen(ep));
     m->t0 = ls_now();
-    double last_check = 0, last_repack = 0, done_at = 0;
+    double last_check = 0, done_at = 0;
     while (rc == LS_OK) {
         uint8_t ident[64];
         size_t identn;
@@ -748,10 +773,6 @@ int rl_manager_main(const ls_rl_worker_opts *o) {
         if (now - last_check > 0.05) {
             check_liveness(m);
             last_check = now;
-        }
-        if (!m->done && m->cfg.mode == LS_RL_MODE_LAMINAR && m->cfg.repack && now - last_repack > 0.1) {
-            repack(m);
-            last_repack = now;
         }
         /* after done: keep answering polls with stop for a moment so workers exit cleanly */
         if (m->done && now - done_at > 1.0) break;

@@ -50,8 +50,9 @@ int rl_relay_main(const ls_rl_worker_opts *o) {
                     if (a < 0) {
                         LS_WARN("relay %d: %s", o->id, ls_errmsg());
                         bad++;
-                    } else if (succ) {
-                        rl_send(succ, msg, len, 0); /* pipelined: forward before the version completes */
+                    } else {
+                        if (succ) rl_send(succ, msg, len, 0); /* pipelined: forward before the version completes */
+                        if (a == 1) last_hb = 0; /* a complete version: tell the manager now, not at the next beat */
                     }
                 }
             } else if (rd.type == M_PULL) {

@@ -32,6 +32,8 @@ typedef struct {
     int64_t tokens, steps;
     int pulls;
     int pull_failed;
+    double rtt_s; /* manager round trips: total seconds and count */
+    int64_t rtts;
     float *logits;
     int *stok;
     ls_engine_seq *seqs;
@@ -161,6 +163,8 @@ static int poll_manager(roll *w, int *stop) {
     rl_put_i64(&b, w->steps);
     rl_put_f64(&b, w->pull_s);
     rl_put_i32(&b, w->pulls);
+    rl_put_f64(&b, w->rtt_s);
+    rl_put_i64(&b, w->rtts);
     int ne = 0;
     for (int i = 0; i < w->ns; i++) ne += w->s[i].active;
     rl_put_i32(&b, ne);
@@ -177,8 +181,10 @@ static int poll_manager(roll *w, int *stop) {
     void *rep;
     size_t len;
     rl_rd r;
+    double t0 = ls_now();
     int rc = rl_call(w->msock, &b, 3000, &rep, &len, &r, "manager");
     rl_buf_free(&b);
+    w->rtt_s += ls_now() - t0, w->rtts++;
     if (rc == LS_ETIMEDOUT) return ls_err(LS_ENET, "rollout %d: manager unreachable (no answer within 3 s)", w->id);
     if (rc) return rc;
     w->pull_failed = 0;
@@ -267,7 +273,7 @@ int rl_rollout_main(const ls_rl_worker_opts *o) {
         }
     }
     ls_rng_seed(&w->rng, w->cfg.seed * 1000003u + (uint64_t)o->id * 7919u + (uint64_t)(ls_wall_time() * 1e3));
-    double last_poll = 0, t_prev = ls_now();
+    double last_poll = 0, t_prev = ls_now(), poll_s = (w->cfg.step_ms > 10 ? w->cfg.step_ms : 10) * 1e-3 * 0.9;
     int stop = 0;
     while (rc == LS_OK && !stop) {
         double t0 = ls_now();
@@ -288,10 +294,15 @@ int rl_rollout_main(const ls_rl_worker_opts *o) {
         else
             w->idle += now - t_prev;
         t_prev = now;
-        if (act == 0 || finished > finished_before || now - last_poll > 0.1) {
+        /* event-driven: report at once when a trajectory finishes, otherwise once per decode step
+         * (at least every 10 ms), so a repack or an interrupt takes effect within one step */
+        if (act == 0 || finished > finished_before || now - last_poll >= poll_s) {
+            int v_before = w->version;
             rc = poll_manager(w, &stop);
             last_poll = ls_now();
-            if (rc == LS_OK && n_active(w) == 0 && !stop) ls_sleep_ms(10);
+            /* nothing to do: wait a little before asking again, unless a pull just brought new
+             * weights (then the next poll brings the batch at once) */
+            if (rc == LS_OK && n_active(w) == 0 && !stop && w->version == v_before) ls_sleep_ms(10);
             now = ls_now();
             w->idle += now - t_prev; /* polling and pulling are not generation */
             t_prev = now;

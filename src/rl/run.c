@@ -35,11 +35,11 @@ ls_rl_run_opts ls_rl_run_defaults(void) {
     o.rollouts = 3;
     o.relays = 2;
     o.updates = 20;
-    o.group = 4;
-    o.batch_groups = 4;
-    o.max_seqs = 8;
+    o.group = 8; /* 8 prompts x 8 samples an update, 16 slots: enough to learn in a couple of minutes */
+    o.batch_groups = 8;
+    o.max_seqs = 16;
     o.max_new = 96;
-    o.lr = 1e-4;
+    o.lr = 3e-4;
     o.clip_eps = 0.2;
     o.is_cap = 5.0;
     o.staleness = 2;
@@ -48,6 +48,9 @@ ls_rl_run_opts ls_rl_run_defaults(void) {
     o.eval_n = 64;
     o.seed = 1;
     o.timeout_s = 600;
+    o.sft_steps = -1;
+    o.sft_batch = 16;
+    o.sft_lr = 3e-3;
     return o;
 }
 
@@ -130,14 +133,24 @@ static void stop_all(child *c, int n) {
 }
 
 int ls_rl_run(const ls_rl_run_opts *o) {
-    if (!o->exe || !o->tasks || !o->init)
-        return ls_err(LS_EINVAL, "rl run: needs the llmsys binary, a task file and an initial checkpoint");
+    if (!o->exe || !o->tasks) return ls_err(LS_EINVAL, "rl run: needs the llmsys binary and a task file");
+    if (o->init && o->sft_steps > 0)
+        return ls_err(LS_EINVAL, "rl run: --sft-steps applies to a fresh model; drop it or --init");
     if (o->rollouts < 1 || o->rollouts > 32 || o->relays < 1 || o->relays > 16)
         return ls_err(LS_EINVAL, "rl run: need 1..32 rollouts and 1..16 relays");
     if (o->group < 1 || o->group > 64 || o->max_seqs < o->group || o->batch_groups < 1 || o->updates < 1)
         return ls_err(LS_EINVAL, "rl run: need 1 <= group <= max_seqs, batch_groups >= 1, updates >= 1");
     if (o->max_new < 1) return ls_err(LS_EINVAL, "rl run: --max-new must be >= 1");
     LS_TRY(ls_mkdirs(o->workdir));
+    char init[1200];
+    if (!o->init)
+        LS_TRY(ls_rl_warm_start(o->tasks, o->heldout ? 0 : o->eval_n, o->workdir, o->sft_steps < 0 ? 1500 : o->sft_steps,
+                                o->sft_batch, o->sft_lr, o->seed, init, sizeof init, o->quiet));
+    if (!o->quiet) {
+        printf("rl run: %s, %d rollouts, %d relays, %d updates of %d groups x %d\n", ls_rl_mode_name(o->mode),
+               o->rollouts, o->relays, o->updates, o->batch_groups, o->group);
+        fflush(stdout);
+    }
     rl_config c;
     memset(&c, 0, sizeof c);
     c.mode = o->mode;
@@ -151,8 +164,8 @@ int ls_rl_run(const ls_rl_run_opts *o) {
         snprintf(c.heldout, sizeof c.heldout, "%s", rp);
         free(rp);
     }
-    rp = realpath(o->init, NULL);
-    if (!rp) return ls_err(LS_ENOTFOUND, "%s: %s", o->init, strerror(errno));
+    rp = realpath(o->init ? o->init : init, NULL);
+    if (!rp) return ls_err(LS_ENOTFOUND, "%s: %s", o->init ? o->init : init, strerror(errno));
     snprintf(c.init, sizeof c.init, "%s", rp);
     free(rp);
     /* a bad task file or checkpoint fails here, once, rather than in every worker */

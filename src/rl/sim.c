@@ -99,7 +99,8 @@ ls_rl_sim_opts ls_rl_sim_defaults(void) {
     return o;
 }
 
-static double draw_len(const ls_rl_sim_opts *o, ls_rng *rng) {
+static double draw_len(const ls_rl_sim_opts *o, ls_rng *rng, int64_t k) {
+    if (o->trace && o->n_trace > 0 && o->trace_replay) return (double)o->trace[k % o->n_trace];
     if (o->trace && o->n_trace > 0) return (double)o->trace[ls_rng_below(rng, (uint64_t)o->n_trace)];
     double s2 = log(1.0 + o->cv * o->cv), mu = log(o->mean_len) - s2 / 2.0;
     double x = exp(mu + sqrt(s2) * (double)ls_rng_normal(rng));
@@ -107,7 +108,23 @@ static double draw_len(const ls_rl_sim_opts *o, ls_rng *rng) {
     return x < 1.0 ? 1.0 : (x > cap ? cap : floor(x));
 }
 
+static int simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res);
+
 int ls_rl_simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
+    if (o->train_frac_pct != 0 || o->step_s > 0 || o->mode == LS_RL_MODE_SYNC) return simulate(o, res);
+    static const int grid[5] = {25, 37, 50, 62, 75}; /* the split each design runs best with */
+    ls_rl_sim_opts q = *o;
+    ls_rl_sim_result best = {0}, r;
+    for (int i = 0; i < 5; i++) {
+        q.train_frac_pct = grid[i];
+        LS_TRY(simulate(&q, &r));
+        if (r.traj_per_s > best.traj_per_s) best = r;
+    }
+    *res = best;
+    return LS_OK;
+}
+
+static int simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
     memset(res, 0, sizeof *res);
     if (o->gpus < 2 || o->batch < 1 || o->updates < 1 || o->max_batch < 1 || o->mode < 0 || o->mode >= LS_RL_MODE_COUNT)
         return ls_err(LS_EINVAL, "sim rl: need gpus >= 2, batch, updates and max batch >= 1, a known mode");
@@ -187,6 +204,9 @@ int ls_rl_simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
     int P = 0, training = 0, consumed_batches = 0, stale_max = 0, avail_ver = 0;
     int64_t issued = 0, buf_head = 0, stale_sum = 0, consumed = 0;
     int rc = LS_OK, mode = o->mode;
+    /* rollouts pull new weights from a relay between batches: Laminar-style, and one-step-stale as
+     * llmsys's runtime runs it (batch_refill); otherwise every rollout pauses for a broadcast */
+    int pulls = mode == LS_RL_MODE_LAMINAR || (mode == LS_RL_MODE_ONESTEP && o->batch_refill);
     while (consumed_batches < o->updates) {
         /* 1. hand out work */
         int64_t cap_issue;
@@ -207,13 +227,13 @@ int ls_rl_simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
         for (int r = 0; r < R && issued < cap_issue; r++) {
             srep *x = &rp[r];
             if (x->pause_until > t || x->n == MB) continue;
-            if (mode == LS_RL_MODE_LAMINAR) {
-                if (x->n > 0) continue; /* batch mode: refill only when the batch is done */
+            if ((mode == LS_RL_MODE_LAMINAR || o->batch_refill) && x->n > 0) continue; /* refill when the batch is done */
+            if (pulls) {
                 int newest = avail_at <= t ? avail_ver : avail_ver - 1;
                 if (newest > x->version && pull > 0) { /* pull from the local relay first */
                     advance(&S, x, t);
                     x->version = newest;
-                    x->pause_until = t + pull;
+                    x->pause_until = t + o->refill_s + pull; /* the poll that names the version, then the pull */
                     schedule(&S, x);
                     continue;
                 }
@@ -222,9 +242,10 @@ int ls_rl_simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
             if (mode == LS_RL_MODE_SYNC && (x->n > 0 || x->version < P)) continue;
             if (mode == LS_RL_MODE_ONESTEP && x->version < issued / B - 1) continue;
             advance(&S, x, t);
+            if (x->n == 0 && o->refill_s > 0) x->pause_until = t + o->refill_s; /* the poll that brings the batch */
             while (x->n < MB && issued < cap_issue) {
                 strj *j = &x->a[x->n++];
-                j->rem = draw_len(o, &rng);
+                j->rem = draw_len(o, &rng, issued);
                 j->len = o->prompt_len;
                 j->version = x->version;
                 j->gen = 0;
@@ -250,7 +271,7 @@ int ls_rl_simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
         double tn = training ? train_until : INFINITY;
         for (int r = 0; r < R; r++) tn = fmin(tn, rp[r].t_next);
         if (mode == LS_RL_MODE_LAMINAR && o->repack && next_repack > t) tn = fmin(tn, next_repack);
-        if (mode == LS_RL_MODE_LAMINAR && avail_at > t) tn = fmin(tn, avail_at);
+        if (pulls && avail_at > t) tn = fmin(tn, avail_at);
         if (!training && train_until > t) tn = fmin(tn, train_until);
         if (!isfinite(tn)) {
             rc = ls_err(LS_ESTATE, "sim rl: no event left at t=%.1f s (scheduling deadlock)", t);
@@ -270,7 +291,7 @@ int ls_rl_simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
             consumed_batches++;
             t_last = t;
             P++;
-            if (mode == LS_RL_MODE_LAMINAR) {
+            if (pulls) {
                 stall_sum += stall_relay;
                 train_until = t + stall_relay;
                 avail_ver = P;
@@ -354,5 +375,6 @@ int ls_rl_simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
     res->pull_s = pull;
     res->replicas = R;
     res->tp = tp;
+    res->train_pct = S.calibrated ? 0 : colocated ? 100 : o->train_frac_pct > 0 ? o->train_frac_pct : 25;
     return LS_OK;
 }

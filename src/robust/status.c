@@ -3,11 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
 
-#include <microhttpd.h>
-
+#include "io/httpd.h"
 #include "robust/internal.h"
 
 struct lsr_status {
@@ -84,22 +81,15 @@ int lsr_status_start(lsr_status **out, const char *bind, int port, int *port_out
     if (!s) return ls_err(LS_ENOMEM, "out of memory");
     pthread_mutex_init(&s->mu, NULL);
     snprintf(s->v.state, sizeof s->v.state, "starting");
-    struct sockaddr_in sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons((uint16_t)port);
-    if (inet_pton(AF_INET, bind, &sa.sin_addr) != 1) {
+    /* a status page: few viewers, each a quick GET */
+    ls_httpd_opts ho = {.what = "status page", .bind = bind, .port = port, .max_conns = 64, .max_per_ip = 16,
+                        .timeout_s = 10, .handler = answer, .cls = s};
+    int rc = ls_httpd_start(&ho, &s->d, port_out);
+    if (rc) {
+        pthread_mutex_destroy(&s->mu);
         free(s);
-        return ls_err(LS_EINVAL, "--status-bind: bad IPv4 address '%s'", bind);
+        return rc;
     }
-    s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, (uint16_t)port, NULL, NULL, answer, s,
-                            MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_END);
-    if (!s->d) {
-        free(s);
-        return ls_err(LS_ENET, "cannot serve the status page on %s:%d (port in use?)", bind, port);
-    }
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
-    *port_out = di ? di->port : port;
     *out = s;
     return LS_OK;
 }

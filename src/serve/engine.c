@@ -305,11 +305,7 @@ int ls_engine_eval_tokens(ls_engine *e, const uint16_t *tokens, size_t n, int T,
     }
     free(tok), free(nll);
     LS_TRY(rc);
-    if (r->tokens == 0 || r->bytes == 0) return ls_err(LS_EINVAL, "no text to evaluate");
-    r->loss = sum / (double)r->tokens;
-    r->bits_per_byte = sum / log(2.0) / (double)r->bytes;
-    r->perplexity = exp(r->loss);
-    return LS_OK;
+    return ls_eval_finish(r, sum);
 }
 
 int ls_ckpt_is_quantized(const char *path) {

@@ -219,3 +219,67 @@ int ls_quant_eval_heldout(const char *fp32_path, const char *qpath, const char *
     }
     return rc;
 }
+
+int ls_eval_checkpoint(const char *path, const char *const *paths, int n_paths, const ls_corpus_opts *co, ls_split s,
+                       int T, int B, size_t max_tokens, ls_eval_ckpt_result *out) {
+    ls_model *m = NULL;
+    ls_engine *qe = NULL; /* quantized checkpoints run on the engine */
+    ls_corpus *c = NULL;
+    int quantized = ls_ckpt_is_quantized(path);
+    int rc = quantized == 1  ? ls_engine_open(&qe, path, NULL)
+             : quantized < 0 ? quantized
+                             : ls_ckpt_load(path, LS_CKPT_WEIGHTS, &m, NULL);
+    if (rc == LS_OK) rc = ls_corpus_load(&c, paths, n_paths, co);
+    if (rc == LS_OK) {
+        size_t n;
+        const uint16_t *tok = ls_corpus_tokens(c, s, &n);
+        if (T <= 0) T = (qe ? ls_engine_config(qe) : ls_model_cfg(m))->n_ctx;
+        double t0 = ls_now();
+        rc = qe ? ls_engine_eval_tokens(qe, tok, n, T, max_tokens, &out->r)
+                : ls_eval_tokens(m, tok, n, T, B, max_tokens, &out->r);
+        if (rc < 0) rc = ls_err_wrap(rc, "%s split", ls_split_name(s));
+        out->wall_s = ls_now() - t0;
+        out->unigram_entropy = rc == LS_OK ? ls_corpus_unigram_entropy(c, s) : 0;
+    }
+    if (m) ls_model_free(m);
+    if (qe) ls_engine_free(qe);
+    ls_corpus_free(c);
+    return rc;
+}
+
+int ls_eval_report_write(const char *report, const char *model, ls_split s, const ls_eval_ckpt_result *r) {
+    cJSON *j = cJSON_CreateObject();
+    if (!j) return ls_err(LS_ENOMEM, "out of memory building the report");
+    cJSON_AddStringToObject(j, "command", "eval");
+    cJSON_AddStringToObject(j, "model", model);
+    cJSON_AddStringToObject(j, "split", ls_split_name(s));
+    cJSON_AddNumberToObject(j, "loss", r->r.loss);
+    cJSON_AddNumberToObject(j, "bits_per_byte", r->r.bits_per_byte);
+    cJSON_AddNumberToObject(j, "perplexity", r->r.perplexity);
+    cJSON_AddNumberToObject(j, "unigram_entropy", r->unigram_entropy);
+    cJSON_AddNumberToObject(j, "tokens", (double)r->r.tokens);
+    cJSON_AddNumberToObject(j, "bytes", (double)r->r.bytes);
+    cJSON_AddNumberToObject(j, "wall_s", r->wall_s);
+    int rc = ls_json_write_file(report, j);
+    cJSON_Delete(j);
+    return rc;
+}
+
+int ls_quantize_report_write(const char *report, const char *model, const char *out, int group,
+                             const ls_quantize_result *q, int with_eval, double bpb_f, double bpb_q) {
+    cJSON *j = cJSON_CreateObject();
+    if (!j) return ls_err(LS_ENOMEM, "out of memory building the report");
+    cJSON_AddStringToObject(j, "model", model);
+    cJSON_AddStringToObject(j, "out", out);
+    cJSON_AddNumberToObject(j, "group", group);
+    cJSON_AddItemToObject(j, "bits", cJSON_CreateIntArray(q->bits, q->n_layer));
+    cJSON_AddNumberToObject(j, "weight_bytes", (double)q->weight_bytes);
+    cJSON_AddNumberToObject(j, "seconds", q->seconds);
+    if (with_eval) {
+        cJSON_AddNumberToObject(j, "bpb_fp32", bpb_f);
+        cJSON_AddNumberToObject(j, "bpb_quantized", bpb_q);
+    }
+    int rc = ls_json_write_file(report, j);
+    cJSON_Delete(j);
+    return rc;
+}

@@ -13,11 +13,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <netinet/in.h>
+#include <dirent.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zmq.h>
 
+#include "io/httpd.h"
 #include "llmsys/serve.h"
 #include "serve/openai.h"
 #include "serve/wire.h"
@@ -57,6 +60,7 @@ struct ls_server {
     int ns;
     pid_t pids[LS_SERVE_MAX_STAGES];
     int alive[LS_SERVE_MAX_STAGES];
+    int stopped[LS_SERVE_MAX_STAGES]; /* the signal that stopped a stage (SIGSTOP, ...), 0 when running */
     char death[LS_SERVE_MAX_STAGES][160];
     char addr[LS_SERVE_MAX_STAGES + 1][300];
     char tmpdir[128], plan_path[160]; /* the plan file the workers read */
@@ -75,6 +79,10 @@ struct ls_server {
     uint64_t m_requests, m_failed, m_rejected, m_tokens, m_prompt_tokens, m_mb_prefill, m_mb_decode;
     double busy[LS_SERVE_MAX_STAGES], t_start;
     char degraded[256];
+    /* health probe: a ping sent round the ring while it is idle; late = not back in time */
+    double probe_sent, probe_back, poll_empty; /* poll_empty: when the ring last had nothing for us */
+    uint32_t probe_id;
+    int probe_late;
     struct MHD_Daemon *httpd;
     int port;
     long created; /* wall-clock start, the model's "created" in /v1/models */
@@ -89,6 +97,7 @@ ls_server_opts ls_server_defaults(void) {
     o.step_timeout_s = 60;
     o.mb_prefill = 2;
     o.mb_decode = 8;
+    o.probe_timeout_s = 2;
     return o;
 }
 
@@ -149,6 +158,29 @@ static void fail_all(ls_server *s, const char *msg) {
 
 /* ---------------------------------------------------------------- workers */
 
+#define TMP_PREFIX "llmsys-serve-"
+
+/* Removes /tmp/llmsys-serve-<pid>-* directories of fronts that no longer run (killed with
+ * SIGKILL before their workers could clean up): our own user's, their known files only. */
+static void sweep_stale_tmpdirs(void) {
+    DIR *d = opendir("/tmp");
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, TMP_PREFIX, strlen(TMP_PREFIX))) continue;
+        char *end;
+        long pid = strtol(e->d_name + strlen(TMP_PREFIX), &end, 10);
+        if (pid <= 0 || *end != '-' || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        char dir[300];
+        struct stat st;
+        snprintf(dir, sizeof dir, "/tmp/%s", e->d_name);
+        if (lstat(dir, &st) || !S_ISDIR(st.st_mode) || st.st_uid != getuid()) continue;
+        ls_serve_tmpdir_remove(dir);
+        if (rmdir(dir) == 0) LS_WARN("removed %s, left by a serve front (pid %ld) that was killed", dir, pid);
+    }
+    closedir(d);
+}
+
 static int spawn_worker(ls_server *s, int i) {
     char stage[16], seqs[16], thr[16];
     snprintf(stage, sizeof stage, "%d", i);
@@ -163,9 +195,10 @@ static int spawn_worker(ls_server *s, int i) {
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL); /* the front may block signals for sigwait */
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        prctl(PR_SET_PDEATHSIG, SIGTERM); /* the worker removes the front's temp dir, then exits */
         if (getppid() == 1) _exit(1);
         setenv("OPENBLAS_NUM_THREADS", thr, 1);
+        setenv("LLMSYS_SERVE_TMPDIR", s->tmpdir, 1); /* removed by the workers if the front is killed */
         setenv("OMP_NUM_THREADS", thr, 1);
         execv(s->self, (char *const *)argv);
         fprintf(stderr, "llmsys: exec %s: %s\n", s->self, strerror(errno));
@@ -176,15 +209,30 @@ static int spawn_worker(ls_server *s, int i) {
     return LS_OK;
 }
 
-/* Reaps dead workers; returns 1 if one died since the last call (msg describes it). */
+/* "pipeline stage i (layers [a, b), pid N) is stopped (signal S)" into m. */
+static void stopped_msg(const ls_server *s, int i, char *m, size_t n) {
+    snprintf(m, n, "pipeline stage %d (layers [%d, %d), pid %d) is stopped (signal %d)", i, s->plan.stages[i].layer_begin,
+             s->plan.stages[i].layer_end, (int)s->pids[i], s->stopped[i]);
+}
+
+/* Reaps dead workers and notes stopped (SIGSTOP) and continued ones; returns 1 if one died,
+ * 2 if one stopped since the last call (msg describes it), else 0. */
 static int check_workers(ls_server *s, char *msg, size_t n) {
     int died = 0;
     for (int i = 0; i < s->ns; i++) {
         if (!s->alive[i]) continue;
         int st;
-        pid_t r = waitpid(s->pids[i], &st, WNOHANG);
-        if (r == s->pids[i]) {
+        pid_t r = waitpid(s->pids[i], &st, WNOHANG | WUNTRACED | WCONTINUED);
+        if (r == s->pids[i] && WIFSTOPPED(st)) {
+            s->stopped[i] = WSTOPSIG(st);
+            stopped_msg(s, i, msg, n);
+            died = died ? died : 2;
+        } else if (r == s->pids[i] && WIFCONTINUED(st)) {
+            s->stopped[i] = 0;
+            LS_WARN("pipeline stage %d (pid %d) continues", i, (int)s->pids[i]);
+        } else if (r == s->pids[i]) {
             s->alive[i] = 0;
+            s->stopped[i] = 0;
             if (WIFSIGNALED(st))
                 snprintf(s->death[i], sizeof s->death[i], "killed by signal %d", WTERMSIG(st));
             else
@@ -317,6 +365,11 @@ static void handle_result(ls_server *s, const char *data, size_t len) {
     memcpy(&h, data, sizeof h);
     for (int i = 0; i < s->ns && i < LS_SERVE_MAX_STAGES; i++)
         if (h.busy_s[i] > s->busy[i]) s->busy[i] = h.busy_s[i];
+    if (h.type == LS_MSG_PING && h.mb_id && h.mb_id == s->probe_id) {
+        s->probe_back = ls_now();
+        if (s->probe_late) LS_WARN("pipeline answers health probes again");
+        s->probe_late = 0;
+    }
     if (h.type == LS_MSG_PING || h.type == LS_MSG_SHUTDOWN) return;
     int k = 0;
     while (k < s->n_inflight && s->mbs[k].id != h.mb_id) k++;
@@ -373,6 +426,43 @@ static void handle_result(ls_server *s, const char *data, size_t len) {
     free(m.r);
 }
 
+/* Why the pipeline cannot take requests now (a dead or stopped stage, a late probe, shutdown):
+ * 1 with the reason in m, else 0. Caller holds the mutex. */
+static int unavailable(const ls_server *s, char *m, size_t n) {
+    if (s->stopping) return snprintf(m, n, "server shutting down"), 1;
+    if (s->degraded[0]) return snprintf(m, n, "%s", s->degraded), 1;
+    for (int i = 0; i < s->ns; i++)
+        if (s->alive[i] && s->stopped[i]) return stopped_msg(s, i, m, n), 1;
+    if (s->probe_late)
+        return snprintf(m, n, "pipeline did not answer a health probe within %.1f s (a stage is hung or overloaded)",
+                        s->o.probe_timeout_s),
+               1;
+    return 0;
+}
+
+/* The health probe (mutex held): a ping round the ring whenever the pipeline is idle, at
+ * most once a second; one not back within probe_timeout_s marks the pipeline not ok and
+ * fails what is in flight. Late means the ring was found empty that long after the ping was
+ * sent (so a front that was itself stopped or starved does not blame the stages). */
+static void probe(ls_server *s, double now) {
+    if (s->probe_sent > s->probe_back) {
+        if (!s->probe_late && s->poll_empty - s->probe_sent > s->o.probe_timeout_s) {
+            char m[256];
+            s->probe_late = 1;
+            unavailable(s, m, sizeof m);
+            LS_ERROR("%s; failing in-flight requests", m);
+            fail_all(s, m);
+        }
+        return;
+    }
+    if (s->n_inflight || now - s->probe_sent < 1.0 || s->degraded[0]) return;
+    ls_wire_hdr h = {0};
+    h.magic = LS_WIRE_MAGIC, h.version = LS_WIRE_VERSION, h.type = LS_MSG_PING, h.stage = -1;
+    h.mb_id = ++s->probe_id;
+    ls_wire_seal(&h, sizeof h);
+    if (zmq_send(s->to_first, &h, sizeof h, ZMQ_DONTWAIT) == (int)sizeof h) s->probe_sent = now;
+}
+
 static void *scheduler_main(void *arg) {
     ls_server *s = arg;
     double last_check = 0;
@@ -382,11 +472,13 @@ static void *scheduler_main(void *arg) {
         if (now - last_check > 0.02) {
             char msg[256];
             last_check = now;
-            if (check_workers(s, msg, sizeof msg)) {
-                snprintf(s->degraded, sizeof s->degraded, "%s", msg);
+            int ev = check_workers(s, msg, sizeof msg);
+            if (ev) {
+                if (ev == 1) snprintf(s->degraded, sizeof s->degraded, "%s", msg);
                 LS_ERROR("%s; failing in-flight requests", msg);
                 fail_all(s, msg);
             }
+            probe(s, now);
             for (int i = 0; i < s->n_inflight; i++)
                 if (now - s->mbs[i].t_sent > s->o.step_timeout_s) {
                     snprintf(msg, sizeof msg, "pipeline did not return a micro-batch within %.0f s", s->o.step_timeout_s);
@@ -411,13 +503,15 @@ static void *scheduler_main(void *arg) {
         for (int i = 0; i < s->o.max_seqs; i++)
             if (s->slots[i] && s->slots[i]->cancelled && !s->slots[i]->in_flight)
                 req_finish(s, s->slots[i], RQ_DONE, "cancelled", NULL);
-        while (!s->degraded[0] && s->n_inflight < s->depth && schedule_one(s)) {
+        char why[300];
+        while (!unavailable(s, why, sizeof why) && s->n_inflight < s->depth && schedule_one(s)) {
         }
         int inflight = s->n_inflight;
         pthread_mutex_unlock(&s->mu);
 
         zmq_pollitem_t it = {s->from_last, 0, ZMQ_POLLIN, 0};
         int pr = zmq_poll(&it, 1, inflight ? 5 : 2);
+        if (pr == 0) s->poll_empty = ls_now(); /* read by probe(), in this thread only */
         if (pr > 0 && (it.revents & ZMQ_POLLIN)) {
             zmq_msg_t msg;
             zmq_msg_init(&msg);
@@ -717,9 +811,10 @@ static enum MHD_Result handle_completion(ls_server *s, struct MHD_Connection *c,
     r->refs = 2; /* this HTTP thread + the scheduler */
     r->t_submit = ls_now();
     pthread_mutex_lock(&s->mu);
-    if (s->degraded[0] || s->stopping) {
+    char why[300];
+    if (unavailable(s, why, sizeof why)) {
         char m[400];
-        snprintf(m, sizeof m, "service unavailable: %s", s->stopping ? "server shutting down" : s->degraded);
+        snprintf(m, sizeof m, "service unavailable: %s", why);
         s->m_rejected++;
         r->refs = 1;
         req_unref(r);
@@ -775,9 +870,10 @@ static enum MHD_Result handle_completion(ls_server *s, struct MHD_Connection *c,
 static enum MHD_Result handle_health(ls_server *s, struct MHD_Connection *c) {
     cJSON *j = cJSON_CreateObject(), *arr;
     pthread_mutex_lock(&s->mu);
-    int ok = !s->degraded[0];
+    char why[300];
+    int ok = !unavailable(s, why, sizeof why);
     cJSON_AddStringToObject(j, "status", ok ? "ok" : "degraded");
-    if (!ok) cJSON_AddStringToObject(j, "error", s->degraded);
+    if (!ok) cJSON_AddStringToObject(j, "error", why);
     cJSON_AddStringToObject(j, "model", s->name);
     arr = cJSON_AddArrayToObject(j, "stages");
     cJSON *dead = cJSON_CreateArray();
@@ -792,6 +888,8 @@ static enum MHD_Result handle_health(ls_server *s, struct MHD_Connection *c) {
         cJSON_AddItemToObject(o, "bits", cJSON_CreateIntArray(bits, st->layer_end - st->layer_begin));
         cJSON_AddNumberToObject(o, "pid", (double)s->pids[i]);
         cJSON_AddBoolToObject(o, "alive", s->alive[i]);
+        cJSON_AddBoolToObject(o, "stopped", s->stopped[i] != 0);
+        cJSON_AddBoolToObject(o, "ok", s->alive[i] && !s->stopped[i]);
         if (!s->alive[i]) {
             cJSON_AddStringToObject(o, "exit", s->death[i]);
             cJSON_AddItemToArray(dead, cJSON_CreateNumber(i));
@@ -979,7 +1077,7 @@ void ls_server_stop(ls_server *s) {
     if (s->tmpdir[0]) {
         for (int i = 0; i <= s->ns; i++)
             if (!strncmp(s->addr[i], "ipc://", 6)) unlink(s->addr[i] + 6);
-        if (s->plan_path[0]) unlink(s->plan_path);
+        ls_serve_tmpdir_remove(s->tmpdir);
         rmdir(s->tmpdir);
     }
     free(s->slots);
@@ -1032,7 +1130,8 @@ int ls_server_start(ls_server **out, const ls_server_opts *opts) {
     s->slots = calloc((size_t)s->o.max_seqs, sizeof(req *));
     s->mbs = calloc((size_t)s->depth + 1, sizeof(inflight_mb));
     if (!s->slots || !s->mbs) { rc = ls_err(LS_ENOMEM, "out of memory"); goto fail; }
-    snprintf(s->tmpdir, sizeof s->tmpdir, "/tmp/llmsys-serve-XXXXXX");
+    sweep_stale_tmpdirs();
+    snprintf(s->tmpdir, sizeof s->tmpdir, "/tmp/" TMP_PREFIX "%d-XXXXXX", (int)getpid());
     if (!mkdtemp(s->tmpdir)) {
         s->tmpdir[0] = '\0';
         rc = ls_err(LS_EIO, "mkdtemp: %s", strerror(errno));
@@ -1065,17 +1164,12 @@ int ls_server_start(ls_server **out, const ls_server_opts *opts) {
     __atomic_store_n(&s->running, 1, __ATOMIC_RELEASE);
     if (pthread_create(&s->sched, NULL, scheduler_main, s) != 0) { rc = ls_err(LS_EIO, "cannot start the scheduler thread"); goto fail; }
     s->sched_started = 1;
-    struct sockaddr_in sa = {0};
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons((uint16_t)s->o.port);
-    if (inet_pton(AF_INET, s->host, &sa.sin_addr) != 1) { rc = ls_err(LS_EINVAL, "bad HTTP bind address '%s'", s->host); goto fail; }
-    s->httpd = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG,
-                                (uint16_t)s->o.port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, &sa,
-                                MHD_OPTION_NOTIFY_COMPLETED, on_complete, s, MHD_OPTION_CONNECTION_TIMEOUT, 120u,
-                                MHD_OPTION_END);
-    if (!s->httpd) { rc = ls_err(LS_ENET, "cannot listen on %s:%d (port in use?)", s->host, s->o.port); goto fail; }
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->httpd, MHD_DAEMON_INFO_BIND_PORT);
-    s->port = di ? di->port : s->o.port;
+    /* a thread per connection: completions block their connection while they generate */
+    ls_httpd_opts ho = {.what = "serve", .bind = s->host, .port = s->o.port, .thread_per_conn = 1,
+                        .max_conns = s->o.max_conns, .max_per_ip = s->o.max_conns_per_ip,
+                        .timeout_s = s->o.http_timeout_s ? s->o.http_timeout_s : 60, .handler = on_request, .cls = s,
+                        .completed = on_complete, .completed_cls = s};
+    if ((rc = ls_httpd_start(&ho, &s->httpd, &s->port))) goto fail;
     free(bits);
     *out = s;
     return LS_OK;

@@ -242,6 +242,7 @@ static int measure(ls_validate *v, ls_plan *sp, ls_server **sv, char **prompts) 
         o.self = v->o.self;
         o.port = 0;
         o.max_seqs = wl->batch;
+        o.max_conns_per_ip = (unsigned)wl->batch + 16; /* the load generator: one address, batch connections */
         o.nthreads = v->o.threads;
         LS_TRY(ls_server_start(&sv[a], &o));
     }
@@ -406,4 +407,71 @@ void ls_validate_free(ls_validate *v) {
     ls_plan_cluster_free(v->cl);
     ls_plan_catalog_free(v->cat);
     free(v);
+}
+
+static void validate_print(FILE *f, const ls_validate_result *r) {
+    for (int a = 0; a < r->n_plans; a++) {
+        const ls_validate_plan *p = &r->plans[a];
+        const ls_plan_result *x = &p->plan;
+        char st[64] = "", mbs[16];
+        for (int s = 0; s < x->n_stage && strlen(st) < 48; s++) {
+            size_t l = strlen(st);
+            int b0 = x->bits[x->begin[s]], mixed = 0;
+            for (int i = x->begin[s]; i < x->begin[s + 1]; i++) mixed |= x->bits[i] != b0;
+            snprintf(st + l, sizeof st - l, "%s%d@%s%d", s ? " " : "", x->begin[s + 1] - x->begin[s], mixed ? "~" : "",
+                     b0);
+        }
+        snprintf(mbs, sizeof mbs, "%d/%d", x->mb_prefill, x->mb_decode);
+        fprintf(f, "  %-10s %-22s %5s %8.1f/s %8.1f/s %+7.1f%% %8.1f/s %+7.1f%% %6.1f%%\n", ls_plan_algo_name(x->algo),
+                st, mbs, x->throughput_tok_s, p->tok_s, p->error * 100, p->replay.tok_s, p->replay_error * 100,
+                (p->max_tok_s - p->min_tok_s) / p->tok_s * 100);
+        fprintf(f,
+                "  %-10s micro-batches prefill %g (planner %d, replay %d), decode %g (planner %d, replay %d); busy s "
+                "per stage (measured, planner, replay):",
+                "", p->run[0].mb_prefill, p->pred_mb_prefill, p->replay.mb_prefill, p->run[0].mb_decode,
+                p->pred_mb_decode, p->replay.mb_decode);
+        for (int s = 0; s < x->n_stage; s++)
+            fprintf(f, " %.3f/%.3f/%.3f", p->busy_s[s], p->pred_busy_s[s], p->replay.busy_s[s]);
+        fprintf(f, "; batch %.3f s (planner %.3f, replay %.3f); stage overlap %.2f\n", p->batch_s, x->total_s,
+                p->replay.seconds, p->overlap);
+    }
+    for (int a = 1; a < r->n_plans; a++) {
+        const ls_validate_plan *p = &r->plans[a];
+        fprintf(f,
+                "  %s / %s: planner %.2fx, replay %.2fx, measured %.2fx (median of per-round ratios, range "
+                "%.2f-%.2f)\n",
+                ls_plan_algo_name(r->plans[0].plan.algo), ls_plan_algo_name(p->plan.algo), p->pred_ratio,
+                p->replay_ratio, p->ratio, p->ratio_min, p->ratio_max);
+    }
+}
+
+int ls_validate_all(ls_validate *v, FILE *f, int *cluster_failed) {
+    const ls_validate_opts *o = &v->o;
+    const ls_validate_result *r = &v->r;
+    const ls_plan_workload *wl = &o->wl;
+    *cluster_failed = 0;
+    fprintf(
+        f,
+        "closing the loop in %s: %s (%d layers, d_model %d), %d CPU stages x %d thread(s), batch %d, prompt %d, gen "
+        "%d\n",
+        r->dir, r->ckpt, r->cfg.n_layer, r->cfg.d_model, o->stages, o->threads, wl->batch, wl->prompt, wl->gen);
+    /* 2. the device profile (same machine, measured now unless given) */
+    LS_TRY(ls_validate_profile(v));
+    if (!o->profile) fprintf(f, "profile: %s (%.1f s)\n", r->profile, r->profile_s);
+    /* 3. the virtual cluster, 4. the plans, 5. serving them */
+    int rc = ls_validate_cluster(v);
+    if (rc) {
+        *cluster_failed = 1;
+        return rc;
+    }
+    fprintf(f,
+            "host: parallel capacity for %d stage processes %.2f cores (1 = one process alone); idle ZeroMQ hop "
+            "%.0f us median (profile link: %.0f us)\n",
+            o->stages, r->host_capacity, r->hop_s * 1e6, r->link_lat_s * 1e6);
+    fprintf(f, "\n  %-10s %-22s %5s %10s %10s %8s %10s %8s %7s\n", "plan", "stages (layers@bits)", "mb", "planner",
+            "measured", "error", "replay", "error", "spread");
+    LS_TRY(ls_validate_solve(v));
+    LS_TRY(ls_validate_measure(v));
+    validate_print(f, r);
+    return LS_OK;
 }

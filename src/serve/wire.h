@@ -35,4 +35,8 @@ void ls_wire_seal(void *msg, size_t len);
 /* Validates size, magic, version, payload length and checksum; what names the socket. */
 int ls_wire_check(const void *msg, size_t len, const char *what);
 
+/* Removes the files a serve front's temp dir holds (plan.json, the front's and the stages'
+ * ipc sockets), not the dir itself. */
+void ls_serve_tmpdir_remove(const char *dir);
+
 #endif

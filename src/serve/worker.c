@@ -1,13 +1,72 @@
 /* worker.c - one pipeline stage process: holds its layers and their KV caches, receives
  * micro-batches from the previous stage over ZeroMQ, runs them, passes activations (or
  * logits, from the last stage) on. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #include "llmsys/serve.h"
 #include "serve/wire.h"
+
+#define TMP_FILES (LS_SERVE_MAX_STAGES + 2)
+#define TMP_PATH 320
+
+/* The files of a front's temp dir: plan.json, front, stage0 .. stage15. */
+static void tmpdir_files(const char *dir, char f[TMP_FILES][TMP_PATH]) {
+    snprintf(f[0], TMP_PATH, "%s/plan.json", dir);
+    snprintf(f[1], TMP_PATH, "%s/front", dir);
+    for (int i = 0; i < LS_SERVE_MAX_STAGES; i++) snprintf(f[i + 2], TMP_PATH, "%s/stage%d", dir, i);
+}
+
+void ls_serve_tmpdir_remove(const char *dir) {
+    char f[TMP_FILES][TMP_PATH];
+    tmpdir_files(dir, f);
+    for (int i = 0; i < TMP_FILES; i++) unlink(f[i]);
+}
+
+/* The front's temp dir, prepared before the signal can come (the handler only unlinks). */
+static char tmp_files[TMP_FILES][TMP_PATH], tmp_dir[TMP_PATH];
+static pid_t tmp_parent;
+
+/* SIGTERM reaches a worker from a user, or from the kernel when its front dies
+ * (PR_SET_PDEATHSIG). In the second case the front cannot clean up, so the workers do: each
+ * removes the files and tries the dir (the last one succeeds). */
+static void on_term(int sig) {
+    /* the signal comes as the front's first thread exits, and the worker may be handed to a
+     * sibling thread of the dying front before init: wait (up to 1 s) for the front to be gone */
+    for (int i = 0; tmp_dir[0] && i < 100; i++) {
+        if (getppid() != tmp_parent) {
+            for (int k = 0; k < TMP_FILES; k++) unlink(tmp_files[k]);
+            rmdir(tmp_dir);
+            break;
+        }
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    _exit(128 + sig);
+}
+
+static void cleanup_on_front_death(void) {
+    const char *dir = getenv("LLMSYS_SERVE_TMPDIR");
+    if (!dir || !dir[0] || strlen(dir) >= 128) return;
+    tmpdir_files(dir, tmp_files);
+    snprintf(tmp_dir, sizeof tmp_dir, "%s", dir);
+    /* the front's pid is in the dir's name (llmsys-serve-<pid>-XXXXXX): it may be gone already */
+    const char *base = strrchr(dir, '/');
+    int front = 0;
+    if (sscanf(base ? base + 1 : dir, "llmsys-serve-%d-", &front) != 1 || front <= 0) return;
+    tmp_parent = (pid_t)front;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_term;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    if (getppid() != tmp_parent) on_term(SIGTERM); /* the front died before the handler was in place */
+}
 
 /* Sends a message with a NUL-terminated error text for micro-batch mb_id downstream. */
 static int send_error(void *out, const ls_wire_hdr *in, int stage, const char *text) {
@@ -27,6 +86,7 @@ static int send_error(void *out, const ls_wire_hdr *in, int stage, const char *t
 }
 
 int ls_serve_worker_run(const ls_worker_opts *o) {
+    cleanup_on_front_death();
     ls_plan *plan = malloc(sizeof *plan);
     if (!plan) return ls_err(LS_ENOMEM, "out of memory");
     int rc = ls_plan_read(o->plan_path, 0, plan);

@@ -98,9 +98,9 @@ int ls_victim_serve_file(const char *model, const ls_victim_server_opts *so_in, 
     const char *units =
         ls_victim_server_input_range(srv, &lo, &hi) ? "the training data's units, per-feature ranges in GET /info" : "";
     fprintf(out,
-            "victim %s serving on http://127.0.0.1:%d/predict (input %dx%dx%d in [%g,%g]%s%s, %d classes, output %s, "
+            "victim %s serving on http://%s:%d/predict (input %dx%dx%d in [%g,%g]%s%s, %d classes, output %s, "
             "PRADA %s, query monitor %s)\n",
-            ls_victim_type_name(ls_victim_kind(v)), ls_victim_server_port(srv), shape[0], shape[1], shape[2], lo, hi,
+            ls_victim_type_name(ls_victim_kind(v)), so->bind ? so->bind : "127.0.0.1", ls_victim_server_port(srv), shape[0], shape[1], shape[2], lo, hi,
             units[0] ? ", " : "", units, k, so->output_proba ? "proba" : "label", ls_prada_mode_name(so->prada_mode),
             ls_prada_mode_name(so->monitor_mode));
     fflush(out);
@@ -272,6 +272,16 @@ static int demo_victim(const char *dir, int quick, int type, const ls_steal_data
     ls_victim_server_opts_default(&so);
     so.admin_key = "auditor";
     so.prada_mode = LS_PRADA_LOG;
+    /* the two attackers of each budget are told apart by their keys (secret = name) */
+    ls_victim_key keys[4] = {{{0}}};
+    for (int b = 0; b < nb; b++)
+        for (int s = 0; s < 2; s++) {
+            ls_victim_key *kk = &keys[2 * b + s];
+            snprintf(kk->name, sizeof kk->name, "%s-%lld", s ? "random" : "attacker", (long long)budgets[b]);
+            memcpy(kk->secret, kk->name, sizeof kk->name);
+        }
+    so.keys = keys;
+    so.n_keys = 2 * nb;
     so.monitor = prof;
     so.monitor_mode = LS_PRADA_LOG;
     snprintf(path, sizeof path, "%s/%s-queries.log", dir, ls_victim_type_name(type));

@@ -1,22 +1,20 @@
 /* server.c - the victim's black-box prediction API over HTTP (libmicrohttpd): input
  * validation, a query log, per-client budget and rate limit, and the extraction detectors
  * (PRADA, the query-distribution monitor). */
-#include <arpa/inet.h>
 #include <cjson/cJSON.h>
 #include <math.h>
-#include <microhttpd.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/httpd.h"
 #include "llmsys/core.h"
 #include "llmsys/steal.h"
 
 typedef struct {
     char id[160];
-    int64_t queries, requests, rejected;
+    int64_t queries, requests, rejected, budget;
     double tokens, last;
     ls_prada *prada;
     ls_qmon *mon; /* query-distribution monitor (NULL without one) */
@@ -31,6 +29,7 @@ struct ls_victim_server {
     int raw;              /* inputs in the training data's units, scaled by the victim's scaler */
     float raw_lo, raw_hi; /* the span of the raw feature ranges (raw only) */
     pthread_mutex_t mu;
+    ls_victim_key *own_keys; /* read from o.keys_path */
     client_t *clients;
     int nclients, cap;
     FILE *log;
@@ -88,25 +87,46 @@ static enum MHD_Result respond_err(ls_victim_server *s, struct MHD_Connection *c
     return respond(c, status, t, retry_after);
 }
 
-static void client_id(struct MHD_Connection *c, char *out, size_t n) {
+/* Compares a secret in time independent of where it differs. */
+static int secret_eq(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    unsigned char d = la != lb;
+    for (size_t i = 0; i < lb; i++) d |= (unsigned char)(a[i < la ? i : 0] ^ b[i]);
+    return d == 0;
+}
+
+/* Who is asking: the admin key ("admin"), a key of the key file ("key:<name>", with its
+ * budget), or without a key file the source address ("addr:<ip>"; X-API-Key is not an
+ * identity then, so inventing keys gives no new budget). 0, or 401 for a missing or
+ * unknown key when the server has a key file. */
+static unsigned client_id(const ls_victim_server *s, struct MHD_Connection *c, char *out, size_t n, int *admin,
+                          int64_t *budget) {
     const char *key = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-API-Key");
-    if (key && *key) {
-        snprintf(out, n, "key:%.100s", key);
-        return;
+    *admin = 0;
+    *budget = s->o.budget;
+    if (key && s->o.admin_key && secret_eq(key, s->o.admin_key)) {
+        *admin = 1;
+        snprintf(out, n, "admin");
+        return 0;
     }
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    char addr[INET6_ADDRSTRLEN] = "unknown";
-    if (ci && ci->client_addr) {
-        if (ci->client_addr->sa_family == AF_INET)
-            inet_ntop(AF_INET, &((const struct sockaddr_in *)ci->client_addr)->sin_addr, addr, sizeof addr);
-        else if (ci->client_addr->sa_family == AF_INET6)
-            inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)ci->client_addr)->sin6_addr, addr, sizeof addr);
+    if (s->o.n_keys > 0) {
+        for (int i = 0; key && i < s->o.n_keys; i++)
+            if (secret_eq(key, s->o.keys[i].secret)) {
+                snprintf(out, n, "key:%s", s->o.keys[i].name);
+                if (s->o.keys[i].budget > 0) *budget = s->o.keys[i].budget;
+                return 0;
+            }
+        snprintf(out, n, "unauthenticated");
+        return 401;
     }
+    char addr[64];
+    ls_httpd_client_addr(c, addr, sizeof addr);
     snprintf(out, n, "addr:%s", addr);
+    return 0;
 }
 
 /* Finds or creates a client record; call with the mutex held. NULL when out of memory. */
-static client_t *get_client(ls_victim_server *s, const char *id) {
+static client_t *get_client(ls_victim_server *s, const char *id, int64_t budget) {
     for (int i = 0; i < s->nclients; i++)
         if (!strcmp(s->clients[i].id, id)) return &s->clients[i];
     if (s->nclients == s->cap) {
@@ -121,6 +141,7 @@ static client_t *get_client(ls_victim_server *s, const char *id) {
     memset(c, 0, sizeof *c);
     snprintf(c->id, sizeof c->id, "%s", id);
     c->tokens = s->o.burst;
+    c->budget = budget;
     c->last = ls_now();
     if (s->o.prada_mode != LS_PRADA_OFF && ls_prada_init(&s->o.prada, s->d, s->k, &c->prada) != LS_OK) return NULL;
     if (s->o.monitor && s->o.monitor_mode != LS_PRADA_OFF && ls_qmon_init(s->o.monitor, &c->mon) != LS_OK) {
@@ -270,10 +291,14 @@ static void sb_printf(sbuf *b, const char *fmt, ...) {
 
 static enum MHD_Result handle_predict(ls_victim_server *s, struct MHD_Connection *c, conn_t *cc) {
     char id[160], msg[256];
-    client_id(c, id, sizeof id);
-    int admin = 0;
-    const char *key = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-API-Key");
-    if (s->o.admin_key && key && !strcmp(key, s->o.admin_key)) admin = 1;
+    int admin;
+    int64_t budget;
+    if (client_id(s, c, id, sizeof id, &admin, &budget)) {
+        pthread_mutex_lock(&s->mu);
+        log_line(s, id, 0, 401, NULL);
+        pthread_mutex_unlock(&s->mu);
+        return respond_err(s, c, 401, "a valid X-API-Key is required (this server takes listed keys only)", 0);
+    }
     if (cc->too_big) {
         snprintf(msg, sizeof msg, "request body exceeds %zu bytes", s->o.max_body);
         pthread_mutex_lock(&s->mu);
@@ -293,7 +318,7 @@ static enum MHD_Result handle_predict(ls_victim_server *s, struct MHD_Connection
     /* Admission: refusal after a PRADA flag, budget, then the token bucket. */
     pthread_mutex_lock(&s->mu);
     s->total_requests++;
-    client_t *cl = get_client(s, id);
+    client_t *cl = get_client(s, id, budget);
     if (!cl) {
         pthread_mutex_unlock(&s->mu);
         free(x);
@@ -306,10 +331,10 @@ static enum MHD_Result handle_predict(ls_victim_server *s, struct MHD_Connection
     if (!admin && act == LS_PRADA_REFUSE) {
         deny = 403;
         snprintf(msg, sizeof msg, "refused: this client's query pattern was flagged as model extraction");
-    } else if (!admin && s->o.budget > 0 && cl->queries + n > s->o.budget) {
+    } else if (!admin && cl->budget > 0 && cl->queries + n > cl->budget) {
         deny = 403;
         snprintf(msg, sizeof msg, "query budget exhausted: %lld of %lld used, request has %d", (long long)cl->queries,
-                 (long long)s->o.budget, n);
+                 (long long)cl->budget, n);
     } else if (!admin && (s->o.rate_qps > 0 || act == LS_PRADA_THROTTLE)) {
         /* A flagged client under THROTTLE refills at a tenth of the rate (or 1/throttle_s). */
         double rate = s->o.rate_qps > 0 ? s->o.rate_qps : 1e18;
@@ -420,7 +445,7 @@ struct cJSON *ls_victim_server_stats(ls_victim_server *s) {
         cJSON_AddNumberToObject(o, "queries", (double)c->queries);
         cJSON_AddNumberToObject(o, "requests", (double)c->requests);
         cJSON_AddNumberToObject(o, "rejected", (double)c->rejected);
-        if (s->o.budget > 0) cJSON_AddNumberToObject(o, "budget_left", (double)(s->o.budget - c->queries));
+        if (c->budget > 0) cJSON_AddNumberToObject(o, "budget_left", (double)(c->budget - c->queries));
         if (c->prada) {
             int64_t fa;
             double w;
@@ -507,6 +532,9 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         return respond(c, 200, t, 0);
     }
     if (!strcmp(url, "/stats") && !strcmp(method, "GET")) {
+        const char *key = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-API-Key");
+        if (!key || !s->o.admin_key || !secret_eq(key, s->o.admin_key))
+            return respond_err(s, c, 401, "GET /stats needs the admin key in X-API-Key (--admin-key)", 0);
         cJSON *j = ls_victim_server_stats(s);
         char *t = cJSON_PrintUnformatted(j);
         cJSON_Delete(j);
@@ -552,7 +580,16 @@ int ls_victim_server_start(const ls_victim *v, const ls_victim_server_opts *o, l
             if (mx[j] > s->raw_hi) s->raw_hi = mx[j];
         }
     }
+    if (o->keys_path) {
+        int rc = ls_victim_keys_read(o->keys_path, &s->own_keys, &s->o.n_keys);
+        if (rc) {
+            free(s);
+            return rc;
+        }
+        s->o.keys = s->own_keys;
+    }
     if (pthread_mutex_init(&s->mu, NULL)) {
+        free(s->own_keys);
         free(s);
         return ls_err(LS_ESTATE, "victim serve: mutex init failed");
     }
@@ -560,21 +597,23 @@ int ls_victim_server_start(const ls_victim *v, const ls_victim_server_opts *o, l
         s->log = fopen(o->log_path, "a");
         if (!s->log) {
             pthread_mutex_destroy(&s->mu);
+            free(s->own_keys);
             free(s);
             return ls_err(LS_EIO, "%s: cannot open query log", o->log_path);
         }
     }
-    s->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, (uint16_t)o->port, NULL, NULL, handler, s,
-                              MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_CONNECTION_TIMEOUT, 30u,
-                              MHD_OPTION_CONNECTION_LIMIT, 256u, MHD_OPTION_END);
-    if (!s->mhd) {
+    /* one epoll thread: idle or slow clients cost a descriptor each, and are dropped after 15 s */
+    ls_httpd_opts ho = {.what = "victim serve", .bind = o->bind, .port = o->port, .max_conns = o->max_conns,
+                        .max_per_ip = o->max_conns_per_ip, .timeout_s = 15, .handler = handler, .cls = s,
+                        .completed = completed, .completed_cls = s};
+    int rc = ls_httpd_start(&ho, &s->mhd, &s->port);
+    if (rc) {
         if (s->log) fclose(s->log);
         pthread_mutex_destroy(&s->mu);
+        free(s->own_keys);
         free(s);
-        return ls_err(LS_ENET, "victim serve: cannot listen on port %d (in use?)", o->port);
+        return rc;
     }
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
-    s->port = di ? di->port : o->port;
     *out = s;
     return LS_OK;
 }
@@ -632,7 +671,65 @@ void ls_victim_server_stop(ls_victim_server *s) {
         ls_qmon_free(s->clients[i].mon);
     }
     free(s->clients);
+    free(s->own_keys);
     if (s->log) fclose(s->log);
     pthread_mutex_destroy(&s->mu);
     free(s);
+}
+
+int ls_victim_keys_read(const char *path, ls_victim_key **keys, int *n) {
+    *keys = NULL;
+    *n = 0;
+    char *text;
+    size_t len;
+    int rc = ls_file_read(path, &text, &len);
+    if (rc) return rc;
+    ls_victim_key *k = NULL;
+    int cap = 0, cnt = 0, line = 0;
+    for (char *p = text, *eol; p && *p; p = eol ? eol + 1 : NULL) {
+        eol = strchr(p, '\n');
+        if (eol) *eol = '\0';
+        line++;
+        char *hash = strchr(p, '#');
+        if (hash) *hash = '\0';
+        char name[256], secret[256], budget[64], extra[8];
+        int f = sscanf(p, "%255s %255s %63s %7s", name, secret, budget, extra);
+        if (f <= 0) continue;
+        char *end = NULL;
+        long long b = f >= 3 ? strtoll(budget, &end, 10) : 0;
+        if (f < 2 || f > 3 || (f == 3 && (*end || b < 1)) || strlen(name) >= sizeof k->name ||
+            strlen(secret) >= sizeof k->secret || strlen(secret) < 8) {
+            rc = ls_err(LS_EFORMAT,
+                        "%s:%d: expected \"NAME SECRET [BUDGET]\" (name < 64 chars, secret 8..127 chars, budget >= 1)",
+                        path, line);
+            break;
+        }
+        for (int i = 0; i < cnt && !rc; i++)
+            if (!strcmp(k[i].name, name) || !strcmp(k[i].secret, secret))
+                rc = ls_err(LS_EFORMAT, "%s:%d: key name or secret repeats line of key '%s'", path, line, k[i].name);
+        if (rc) break;
+        if (cnt == cap) {
+            cap = cap ? cap * 2 : 16;
+            ls_victim_key *nk = cnt < 100000 ? realloc(k, sizeof *k * (size_t)cap) : NULL;
+            if (!nk) {
+                rc = ls_err(LS_ENOMEM, "%s: too many keys or out of memory", path);
+                break;
+            }
+            k = nk;
+        }
+        memset(&k[cnt], 0, sizeof *k);
+        memcpy(k[cnt].name, name, strlen(name) + 1); /* lengths checked above */
+        memcpy(k[cnt].secret, secret, strlen(secret) + 1);
+        k[cnt].budget = b;
+        cnt++;
+    }
+    free(text);
+    if (!rc && cnt == 0) rc = ls_err(LS_EFORMAT, "%s: no keys (one per line: NAME SECRET [BUDGET])", path);
+    if (rc) {
+        free(k);
+        return rc;
+    }
+    *keys = k;
+    *n = cnt;
+    return LS_OK;
 }

@@ -373,3 +373,16 @@ void ls_batch_source_free(ls_batch_source *s) {
     if (s->destroy) s->destroy(s);
     free(s);
 }
+
+static const char *const split_names[] = {"train", "heldout", "all"};
+
+const char *ls_split_name(ls_split s) { return s >= LS_SPLIT_TRAIN && s <= LS_SPLIT_ALL ? split_names[s] : "?"; }
+
+int ls_split_parse(const char *name, ls_split *out) {
+    for (int s = LS_SPLIT_TRAIN; s <= LS_SPLIT_ALL; s++)
+        if (!strcmp(name, split_names[s])) {
+            *out = (ls_split)s;
+            return LS_OK;
+        }
+    return ls_err(LS_EINVAL, "--split must be heldout, train or all, got '%s'", name);
+}

@@ -352,9 +352,13 @@ int ls_eval_tokens(ls_model *m, const uint16_t *tokens, size_t n, int T, int B, 
     free(tok);
     free(tgt);
     LS_TRY(rc);
+    return ls_eval_finish(r, sum);
+}
+
+int ls_eval_finish(ls_eval_result *r, double nats) {
     if (r->tokens == 0 || r->bytes == 0) return ls_err(LS_EINVAL, "no text to evaluate");
-    r->loss = sum / (double)r->tokens;
-    r->bits_per_byte = sum / log(2.0) / (double)r->bytes;
+    r->loss = nats / (double)r->tokens;
+    r->bits_per_byte = nats / log(2.0) / (double)r->bytes;
     r->perplexity = exp(r->loss);
     return LS_OK;
 }

@@ -91,9 +91,7 @@ static void test_files(void) {
     CHECK(ls_file_write_atomic(path, "{\"a\": [1, 2", 11) == LS_OK);
     CHECK(ls_json_read_file(path, &j) == LS_EFORMAT);
     CHECK(strstr(ls_errmsg(), "r.json") != NULL);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    CHECK(system(cmd) == 0);
+    CHECK(test_rmtree(dir) == 0);
 }
 
 static void test_alloc(void) {

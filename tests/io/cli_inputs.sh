@@ -3,12 +3,7 @@
 # blocked forever), a checkpoint with two "__metadata__" objects (once a heap overflow) and
 # a checkpoint whose checksum key was stripped and data corrupted (once accepted). Each must
 # end at once with exit 1 and one clear line naming the file, leaving no output file.
-set -u
-BIN=$1
-T=$(mktemp -d /tmp/llmsys-iocli-XXXXXX)
-trap 'rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/../lib.sh"
 
 # run PATTERN -- command...: exit 1 within 20 s, stderr's last line matches PATTERN, no $T/out*
 run() {

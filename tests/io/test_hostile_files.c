@@ -526,8 +526,5 @@ int main(int argc, char **argv) {
     RUN_IF(test_atomic_symlink);
     RUN_IF(test_atomic_cleanup);
     RUN_IF(test_atomic_stale);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0) return 1;
-    return TEST_RESULT();
+    return TEST_RESULT_RMTREE(dir);
 }

@@ -178,8 +178,5 @@ int main(void) {
     RUN(test_broken);
     RUN(test_foreign);
     RUN(test_offsets);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0) return 1;
-    return TEST_RESULT();
+    return TEST_RESULT_RMTREE(dir);
 }

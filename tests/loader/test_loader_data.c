@@ -382,8 +382,6 @@ int main(void) {
     RUN(test_mixing_and_resume);
     RUN(test_epochs);
     RUN(test_batch_layout);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    if (test_rmtree(dir)) fprintf(stderr, "could not remove %s\n", dir);
     return TEST_RESULT();
 }

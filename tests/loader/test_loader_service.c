@@ -91,6 +91,22 @@ static uint64_t batch_hash(const ls_loader_batch *b) {
 enum { STEPS = 14, CUT = 6, CHANGE = 9, RESET = 12 };
 static uint64_t ref[STEPS][R];
 
+/* Hashes every rank's batch of STEPS steps of an in-process loader into out, then closes it. */
+static void hash_steps(ls_loader *ld, uint64_t (*out)[R]) {
+    for (int s = 0; s < STEPS; s++) {
+        ls_loader_step *st;
+        CHECK_EQ_INT(ls_loader_next_step(ld, &st), 0);
+        for (int r = 0; r < R; r++) {
+            ls_loader_batch b;
+            CHECK_EQ_INT(ls_loader_step_batch(st, r, &b), 0);
+            out[s][r] = batch_hash(&b);
+            ls_loader_batch_free(&b);
+        }
+        ls_loader_step_free(st);
+    }
+    ls_loader_close(ld);
+}
+
 /* The uninterrupted in-process run (inline reading), with the weight change at CHANGE. */
 static void reference(const ls_loader_mix *mix) {
     ls_loader *ld;
@@ -99,18 +115,7 @@ static void reference(const ls_loader_mix *mix) {
     double w[2] = {0.1, 0.9};
     CHECK_EQ_INT(ls_loader_set_weights(ld, w, CHANGE), 0);
     CHECK_EQ_INT(ls_loader_set_weights(ld, NULL, RESET), 0);
-    for (int s = 0; s < STEPS; s++) {
-        ls_loader_step *st;
-        CHECK_EQ_INT(ls_loader_next_step(ld, &st), 0);
-        for (int r = 0; r < R; r++) {
-            ls_loader_batch b;
-            CHECK_EQ_INT(ls_loader_step_batch(st, r, &b), 0);
-            ref[s][r] = batch_hash(&b);
-            ls_loader_batch_free(&b);
-        }
-        ls_loader_step_free(st);
-    }
-    ls_loader_close(ld);
+    hash_steps(ld, ref);
 }
 
 static void test_service(void) {
@@ -242,18 +247,7 @@ static void test_journal_resume(void) {
     ls_loader_opts lo = {0, 4};
     CHECK_EQ_INT(ls_loader_open(&ld, &mix, R, &lo), 0);
     CHECK_EQ_INT(ls_loader_set_weights(ld, w, LATE), 0);
-    for (int s = 0; s < STEPS; s++) {
-        ls_loader_step *st;
-        CHECK_EQ_INT(ls_loader_next_step(ld, &st), 0);
-        for (int r = 0; r < R; r++) {
-            ls_loader_batch b;
-            CHECK_EQ_INT(ls_loader_step_batch(st, r, &b), 0);
-            ref_late[s][r] = batch_hash(&b);
-            ls_loader_batch_free(&b);
-        }
-        ls_loader_step_free(st);
-    }
-    ls_loader_close(ld);
+    hash_steps(ld, ref_late);
 
     char jp[512], ep[64];
     snprintf(jp, sizeof jp, "%s/weights.journal", dir);
@@ -313,8 +307,6 @@ int main(void) {
     kill_child();
     RUN(test_journal_resume);
     kill_child();
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    if (test_rmtree(dir)) fprintf(stderr, "could not remove %s\n", dir);
     return TEST_RESULT();
 }

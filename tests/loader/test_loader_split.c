@@ -225,8 +225,5 @@ int main(void) {
     RUN(test_split_lpt);
     RUN(test_split_kk);
     RUN(test_mute_replay);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0) return 1;
-    return TEST_RESULT();
+    return TEST_RESULT_RMTREE(dir);
 }

@@ -2,12 +2,7 @@
 # qsync.sh - training precision plans end to end: `plan train` on this machine's ranks and on
 # catalog GPUs, bad input (exit 2, one line), and a 2-rank MPI run with a mixed plan and a
 # throttled rank that is bit-reproducible and differs from the fp32 run.
-set -u
-BIN=$1
-T=$(mktemp -d /tmp/llmsys-qsync-XXXXXX)
-trap 'rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/../lib.sh"
 # expect_usage NAME CMD...: exit 2 and exactly one line on stderr
 expect_usage() {
   local name=$1; shift

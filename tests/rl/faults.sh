@@ -8,7 +8,7 @@ BIN="$1"
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 fail=0
-"$BIN" rl tasks --kind copy --n 200 --mean-len 5 --cv 1 --max-len 20 --out "$T/tasks.jsonl" >/dev/null || exit 1
+"$BIN" rl tasks --kind copy --n 200 --mean-len 5 --cv 1 --max-len 20 --demo-noise 0 --out "$T/tasks.jsonl" >/dev/null || exit 1
 check() { # check REPORT PYTHON-CONDITION DESCRIPTION
     if python3 -c "import json,sys; r=json.load(open('$1')); t=r['trainer']; sys.exit(0 if ($2) else 1)"; then
         echo "ok   $3"
@@ -16,7 +16,7 @@ check() { # check REPORT PYTHON-CONDITION DESCRIPTION
         echo "FAIL $3"; python3 -c "import json; r=json.load(open('$1')); print({k:v for k,v in r.items() if not isinstance(v,list)})"; fail=1
     fi
 }
-COMMON=(--tasks "$T/tasks.jsonl" --updates 16 --group 4 --batch-groups 2 --max-new 40 --step-ms 50 --eval-n 8 --timeout 80 --quiet)
+COMMON=(--tasks "$T/tasks.jsonl" --sft-steps 0 --updates 16 --group 4 --batch-groups 2 --max-seqs 8 --max-new 40 --step-ms 50 --eval-n 8 --timeout 80 --quiet)
 # 1. kill rollout 0 at 1 s, restart it 0.5 s later; every 3rd chunk arriving at a relay is corrupted
 if LLMSYS_RL_CORRUPT=3 "$BIN" rl run "${COMMON[@]}" --rollouts 3 --relays 2 --kill-rollout-at 1.5 --restart-after 0.5 \
         --workdir "$T/kr" 2>"$T/kr.err"; then

@@ -4,7 +4,9 @@
 #include <stdint.h>
 #include <unistd.h>
 
+#include "http_test.h"
 #include "llmsys/robust.h"
+#include "robust/internal.h"
 #include "test.h"
 
 static ls_corpus *make_corpus(void) {
@@ -260,7 +262,30 @@ static void test_sim_hand_cases(void) {
     CHECK(ls_sim_run(&c, &r) == LS_EINVAL);
 }
 
+/* The status page: 127.0.0.1 only by default, a bad address refused, and 300 half-open
+ * connections from another address leave it answering (per-address connection limit). */
+static void test_status_page_flood(void) {
+    lsr_status *st;
+    int port = 0;
+    CHECK_EQ_INT(lsr_status_start(&st, "127.0.0.1", 0, &port), LS_OK);
+    CHECK(port > 0);
+    int fds[300];
+    int n = half_open("127.0.0.2", port, fds, 300);
+    CHECK_EQ_INT(n, 300);
+    char out[8192];
+    double t0 = ls_now();
+    for (int i = 0; i < 5; i++) CHECK_EQ_INT(raw_get(port, "/metrics", NULL, out, sizeof out), 200);
+    CHECK_MSG(ls_now() - t0 < 4.0, "5 requests took %.1f s during the flood", ls_now() - t0);
+    CHECK(strstr(out, "llmsys_robust_step") != NULL);
+    for (int i = 0; i < n; i++) close(fds[i]);
+    lsr_status_stop(st);
+    lsr_status *bad = NULL;
+    CHECK_EQ_INT(lsr_status_start(&bad, "127.0.0.300", 0, &port), LS_EINVAL);
+    CHECK(bad == NULL);
+}
+
 int main(void) {
+    RUN(test_status_page_flood);
     RUN(test_snapshot_exact_resume);
     RUN(test_jump_detector);
     RUN(test_slow_detector);

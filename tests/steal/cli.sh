@@ -96,8 +96,9 @@ grep -q "12000 rows, 10 features, 3 classes" "$T/mt.out" || fail "make-task outp
 "$BIN" victim make-task --task nope --out "$T/nope" 2>"$T/err"; [ $? -eq 1 ] || fail "make-task unknown exit"
 "$BIN" victim train --type logreg --epochs 2 --data "$T/moons/moons.csv" --out "$T/m.bin" --quiet > /dev/null || fail "train moons"
 "$BIN" victim serve --model "$T/m.bin" --port 0 --monitor refuse 2>"$T/err"; [ $? -eq 2 ] || fail "monitor without data exit"
+printf 'nat natsecret1\neve evesecret1\n' > "$T/keys"
 "$BIN" victim serve --model "$T/m.bin" --port 0 --port-file "$T/port2" --prada off --monitor refuse \
-  --monitor-data "$T/moons/moons.csv" --duration 60 > "$T/serve2.out" 2>&1 &
+  --monitor-data "$T/moons/moons.csv" --keys "$T/keys" --duration 60 > "$T/serve2.out" 2>&1 &
 SRV2=$!
 for i in $(seq 1 200); do [ -s "$T/port2" ] && break; sleep 0.1; done
 [ -s "$T/port2" ] || { kill $SRV2; fail "monitored server did not start"; }
@@ -107,11 +108,11 @@ import json, sys, urllib.request
 url, csv = sys.argv[1:3]
 rows = [[float(v) for v in l.split(",")[:-1]] for l in open(csv).read().split("\n")[1:] if l]
 for s in range(0, 2000, 200):
-    req = urllib.request.Request(url, json.dumps({"inputs": rows[s:s + 200]}).encode(), {"X-API-Key": "nat"})
+    req = urllib.request.Request(url, json.dumps({"inputs": rows[s:s + 200]}).encode(), {"X-API-Key": "natsecret1"})
     assert len(json.load(urllib.request.urlopen(req, timeout=10))["labels"]) == 200
 PY
 "$BIN" steal --target "$URL2" --input-shape 10 --input-range "$(python3 -c "import json,urllib.request;print(','.join(map(repr,json.load(urllib.request.urlopen('${URL2%/predict}/info'))['input_range'])))")" \
-  --classes 3 --budget 2000 --api-key eve --out "$T/r3.st" --epochs 2 --quiet 2>"$T/err"
+  --classes 3 --budget 2000 --api-key evesecret1 --out "$T/r3.st" --epochs 2 --quiet 2>"$T/err"
 [ $? -eq 1 ] || { kill $SRV2; fail "attack on the monitored victim not stopped"; }
 grep -q "refused" "$T/err" || { kill $SRV2; fail "refusal message"; }
 kill $SRV2; wait $SRV2 2>/dev/null

@@ -8,45 +8,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <cblas.h>
 
 #include "llmsys/core.h"
 #include "llmsys/steal.h"
+#include "http_test.h"
 #include "test.h"
 
-/* Raw HTTP POST (so malformed bodies can be sent); returns the status, body in out. */
+/* Raw HTTP POST as client "raw" (so malformed bodies can be sent); the status, reply in out. */
 static int raw_post(int port, const char *path, const char *body, size_t blen, char *out, size_t outsz) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {0};
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a)) {
-        close(fd);
-        return -1;
-    }
-    char head[256];
-    int hn =
-        snprintf(head, sizeof head,
-                 "POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\nX-API-Key: raw\r\nConnection: close\r\n\r\n",
-                 path, blen);
-    if (send(fd, head, (size_t)hn, MSG_NOSIGNAL) < 0) blen = 0;
-    size_t off = 0;
-    while (off < blen) {
-        ssize_t w = send(fd, body + off, blen - off, MSG_NOSIGNAL);
-        if (w <= 0) break;
-        off += (size_t)w;
-    }
-    size_t len = 0;
-    ssize_t r;
-    while (len + 1 < outsz && (r = recv(fd, out + len, outsz - len - 1, 0)) > 0) len += (size_t)r;
-    out[len] = '\0';
-    close(fd);
-    int st = -1;
-    sscanf(out, "HTTP/%*d.%*d %d", &st);
-    return st;
+    return raw_http(port, "POST", path, "raw", body, blen, out, outsz);
 }
 
 static ls_victim *victim;
@@ -144,6 +118,9 @@ static void test_budget_rate(void) {
     so.model_units = 1; /* the rows here are already scaled into [0, 1] */
     so.budget = 100;
     so.admin_key = "admin";
+    ls_victim_key keys[2] = {{"bob", "bob", 0}, {"carol", "carol", 0}};
+    so.keys = keys;
+    so.n_keys = 2;
     char logp[128];
     snprintf(logp, sizeof logp, "/tmp/llmsys-steal-api-%d.log", (int)getpid());
     so.log_path = logp;
@@ -220,6 +197,9 @@ static void test_prada_modes(void) {
          * most natural table clients, see docs/steal.md); 0.90 still separates the bimodal
          * stream below (W 0.73-0.79) from the natural one. */
         so.prada.delta = 0.90;
+        ls_victim_key keys[2] = {{"raw", "raw", 0}, {"natural", "natural", 0}}; /* two identities */
+        so.keys = keys;
+        so.n_keys = 2;
         ls_victim_server *s;
         CHECK_EQ_INT(ls_victim_server_start(victim, &so, &s), LS_OK);
         ls_steal_client *c, *good;
@@ -379,6 +359,132 @@ static void test_bad_targets(void) {
     close(fs.fd);
 }
 
+/* A key file: per-key budgets, unknown or missing keys 401, /stats only with the admin key
+ * and without any secret in it. (Before: /stats open to all and listing every key.) */
+static void test_keys(void) {
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/llmsys-steal-keys-%d", (int)getpid());
+    FILE *f = fopen(path, "w");
+    fprintf(f, "# name secret budget\nbob   bob-secret-1 30\ncarol carol-secret-2   # the default budget\n");
+    fclose(f);
+    ls_victim_key *keys;
+    int nk;
+    CHECK_EQ_INT(ls_victim_keys_read(path, &keys, &nk), LS_OK);
+    CHECK_EQ_INT(nk, 2);
+    CHECK(!strcmp(keys[1].name, "carol") && !strcmp(keys[1].secret, "carol-secret-2") && keys[1].budget == 0);
+    free(keys);
+    ls_victim_server_opts so;
+    ls_victim_server_opts_default(&so);
+    so.model_units = 1;
+    so.budget = 50;
+    so.admin_key = "the-admin-secret";
+    so.keys_path = path; /* read by the server, as `victim serve --keys` does */
+    ls_victim_server *s;
+    CHECK_EQ_INT(ls_victim_server_start(victim, &so, &s), LS_OK);
+    ls_steal_client *bob, *carol, *eve, *anon;
+    CHECK_EQ_INT(client_for(s, "bob-secret-1", &bob), LS_OK);
+    CHECK_EQ_INT(client_for(s, "carol-secret-2", &carol), LS_OK);
+    CHECK_EQ_INT(client_for(s, "bob", &eve), LS_OK); /* a key's name is not its secret */
+    CHECK_EQ_INT(client_for(s, NULL, &anon), LS_OK);
+    int32_t lab[64];
+    CHECK_EQ_INT(ls_steal_client_query(bob, te.x, 30, lab, NULL, NULL), LS_OK);
+    CHECK_EQ_INT(ls_steal_client_query(bob, te.x, 1, lab, NULL, NULL), LS_EBUSY);
+    CHECK_EQ_INT(ls_steal_client_query(carol, te.x, 50, lab, NULL, NULL), LS_OK);
+    CHECK_EQ_INT(ls_steal_client_query(carol, te.x, 1, lab, NULL, NULL), LS_EBUSY);
+    CHECK(ls_steal_client_query(eve, te.x, 1, lab, NULL, NULL) != LS_OK);
+    CHECK(strstr(ls_errmsg(), "401") != NULL);
+    CHECK(ls_steal_client_query(anon, te.x, 1, lab, NULL, NULL) != LS_OK);
+    CHECK(strstr(ls_errmsg(), "401") != NULL);
+    char out[65536];
+    int port = ls_victim_server_port(s);
+    CHECK_EQ_INT(raw_get(port, "/stats", NULL, out, sizeof out), 401);
+    CHECK_EQ_INT(raw_get(port, "/stats", "bob-secret-1", out, sizeof out), 401);
+    CHECK_EQ_INT(raw_get(port, "/stats", "the-admin-secret", out, sizeof out), 200);
+    CHECK(strstr(out, "key:bob") != NULL && strstr(out, "key:carol") != NULL);
+    CHECK_MSG(!strstr(out, "secret"), "/stats shows a secret: %s", out);
+    CHECK_EQ_INT(raw_get(port, "/info", NULL, out, sizeof out), 200);
+    ls_steal_client_free(bob);
+    ls_steal_client_free(carol);
+    ls_steal_client_free(eve);
+    ls_steal_client_free(anon);
+    ls_victim_server_stop(s);
+    /* malformed key files: one clear error each */
+    const char *bad[] = {"bob\n", "bob short\n", "bob bob-secret-1 -5\n", "bob bob-secret-1 7x\n",
+                         "bob bob-secret-1\nbob other-secret\n", "a b c d e\n", "# only a comment\n"};
+    for (int i = 0; i < (int)(sizeof bad / sizeof bad[0]); i++) {
+        f = fopen(path, "w");
+        fputs(bad[i], f);
+        fclose(f);
+        CHECK_MSG(ls_victim_keys_read(path, &keys, &nk) == LS_EFORMAT, "key file %d accepted", i);
+    }
+    remove(path);
+}
+
+/* Without a key file the budget is per source address: invented keys share it. (Before:
+ * each X-API-Key got its own budget.) */
+static void test_no_key_multiplying(void) {
+    ls_victim_server_opts so;
+    ls_victim_server_opts_default(&so);
+    so.model_units = 1;
+    so.budget = 40;
+    ls_victim_server *s;
+    CHECK_EQ_INT(ls_victim_server_start(victim, &so, &s), LS_OK);
+    int32_t lab[64];
+    int ok = 0;
+    for (int i = 0; i < 10; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "invented-%d", i);
+        ls_steal_client *c;
+        CHECK_EQ_INT(client_for(s, key, &c), LS_OK);
+        ok += ls_steal_client_query(c, te.x, 20, lab, NULL, NULL) == LS_OK;
+        ls_steal_client_free(c);
+    }
+    CHECK_EQ_INT(ok, 2);
+    int64_t q;
+    CHECK_EQ_INT(ls_victim_server_client(s, "addr:127.0.0.1", &q, NULL, NULL), LS_OK);
+    CHECK_EQ_INT(q, 40);
+    ls_victim_server_stop(s);
+}
+
+/* 127.0.0.1 by default (not reachable on another local address); 300 half-open connections
+ * from one address leave another client's requests answered at once. (Before: all
+ * interfaces, and 256 half-open connections locked every client out for 30 s.) */
+static void test_bind_and_flood(void) {
+    ls_victim_server_opts so;
+    ls_victim_server_opts_default(&so);
+    so.model_units = 1;
+    ls_victim_server *s;
+    CHECK_EQ_INT(ls_victim_server_start(victim, &so, &s), LS_OK);
+    int port = ls_victim_server_port(s);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    inet_pton(AF_INET, "127.0.0.2", &a.sin_addr);
+    CHECK_MSG(connect(fd, (struct sockaddr *)&a, sizeof a) != 0, "reachable on 127.0.0.2: not bound to 127.0.0.1");
+    close(fd);
+    int fds[300];
+    int n = half_open("127.0.0.2", port, fds, 300);
+    CHECK_EQ_INT(n, 300);
+    ls_sleep_ms(200);
+    char out[8192];
+    double t0 = ls_now();
+    for (int i = 0; i < 5; i++) CHECK_EQ_INT(raw_get(port, "/info", NULL, out, sizeof out), 200);
+    double dt = ls_now() - t0;
+    CHECK_MSG(dt < 4.0, "5 requests took %.1f s during the flood", dt);
+    ls_steal_client *c;
+    CHECK_EQ_INT(client_for(s, NULL, &c), LS_OK);
+    int32_t lab[8];
+    CHECK_EQ_INT(ls_steal_client_query(c, te.x, 8, lab, NULL, NULL), LS_OK);
+    ls_steal_client_free(c);
+    for (int i = 0; i < n; i++) close(fds[i]);
+    ls_victim_server_stop(s);
+    /* a bad bind address is a clear error */
+    so.bind = "not-an-address";
+    CHECK_EQ_INT(ls_victim_server_start(victim, &so, &s), LS_EINVAL);
+    CHECK(strstr(ls_errmsg(), "not-an-address") != NULL);
+}
+
 int main(void) {
     openblas_set_num_threads(1); /* small matmuls; threads only spin on shared cores */
     setup();
@@ -386,6 +492,9 @@ int main(void) {
     RUN(test_budget_rate);
     RUN(test_prada_modes);
     RUN(test_bad_targets);
+    RUN(test_keys);
+    RUN(test_no_key_multiplying);
+    RUN(test_bind_and_flood);
     ls_victim_free(victim);
     ls_steal_data_free(&tr);
     ls_steal_data_free(&te);

@@ -2,12 +2,7 @@
 # cli.sh - `llmsys train/eval/generate` from the outside: bad input gives one clear line
 # and exit 2 (usage) or 1 (runtime) and leaves no output file; same seed gives the same
 # losses; an interrupted and resumed run ends bit-identical to an uninterrupted one.
-set -u
-BIN=$1
-T=$(mktemp -d /tmp/llmsys-traincli-XXXXXX)
-trap 'rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/../lib.sh"
 
 # a small text corpus (about 100 KB of varied lines)
 for i in $(seq 1 1500); do

@@ -205,8 +205,5 @@ int main(void) {
     ls_model_set_threads(1);
     RUN(test_roundtrip);
     RUN(test_bad_files);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0) return 1;
-    return TEST_RESULT();
+    return TEST_RESULT_RMTREE(dir);
 }

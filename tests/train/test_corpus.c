@@ -220,8 +220,5 @@ int main(void) {
     RUN(test_split_and_tokens);
     RUN(test_files_and_bad_input);
     RUN(test_batch_source);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0) return 1;
-    return TEST_RESULT();
+    return TEST_RESULT_RMTREE(dir);
 }

@@ -11,6 +11,7 @@
 #include "llmsys/core.h"
 #include "llmsys/train.h"
 #include "test.h"
+#include "train/train_util.h"
 
 enum { K = 12 };
 
@@ -21,33 +22,23 @@ static ls_model *ref_model; /* weights after K steps of the reference loop */
 
 static ls_corpus *make_corpus(void) {
     static const char *w[] = {"the", "model", "reads", "bytes", "and", "learns", "which", "byte", "comes", "next"};
-    size_t n = 40000;
-    char *s = malloc(n + 32);
-    if (!s) return NULL;
-    ls_rng r;
-    ls_rng_seed(&r, 11);
-    size_t k = 0;
-    while (k < n) k += (size_t)sprintf(s + k, "%s%s", w[ls_rng_below(&r, 10)], ls_rng_below(&r, 7) ? " " : ".\n");
-    const char *docs[1] = {s};
-    size_t lens[1] = {n};
-    ls_corpus *c = NULL;
-    if (ls_corpus_from_docs(&c, "generated", docs, lens, 1, NULL) != LS_OK) c = NULL;
-    free(s);
-    return c;
+    return test_sentences(w, 10, 40000, 11, 7);
 }
 
-static ls_train_config run_config(void) {
-    ls_train_config tc = ls_train_defaults();
-    tc.batch = 4;
-    tc.seq = 32;
-    tc.steps = K;
-    tc.seed = 5;
-    tc.opt.lr = 3e-3f;
-    tc.opt.warmup_steps = 2;
-    return tc;
+static int fresh(ls_trainer **t, ls_batch_source **s, const ls_train_config *tc0);
+
+static ls_train_config run_config(void);
+
+/* fresh() (tc NULL: run_config()), and out (256 bytes) = dir/name. */
+static int fresh_out(ls_trainer **t, ls_batch_source **s, const ls_train_config *tc, char *out, const char *name) {
+    ls_train_config dflt = run_config();
+    snprintf(out, 256, "%s/%s", dir, name);
+    return fresh(t, s, tc ? tc : &dflt);
 }
 
-/* A fresh trainer and its source. */
+static ls_train_config run_config(void) { return test_small_run(K, 5, 2); }
+
+/* A fresh trainer and its source; a failure counts as a failed check. */
 static int fresh(ls_trainer **t, ls_batch_source **s, const ls_train_config *tc0) {
     ls_model_config mc;
     ls_train_config tc = *tc0;
@@ -56,6 +47,7 @@ static int fresh(ls_trainer **t, ls_batch_source **s, const ls_train_config *tc0
     if (ls_model_config_named("tiny", &mc) < 0 || ls_trainer_init(t, &mc, &tc, NULL) < 0 ||
         ls_batch_source_corpus(s, corpus, &tc, 1) < 0 || ls_trainer_set_shards(*t, tc.shards) < 0) {
         fprintf(stderr, "  setup: %s\n", ls_errmsg());
+        CHECK(0);
         return -1;
     }
     return 0;
@@ -86,10 +78,7 @@ static void test_reference(void) {
     ls_train_config tc = run_config();
     ls_trainer *t;
     ls_batch_source *s;
-    if (fresh(&t, &s, &tc) < 0) {
-        CHECK(0);
-        return;
-    }
+    if (fresh(&t, &s, &tc) < 0) return;
     for (int i = 0; i < K; i++) CHECK(ls_trainer_step(t, s, &ref_loss[i], &ref_gn[i]) == LS_OK);
     ls_model_config mc = *ls_model_cfg(ls_trainer_model(t));
     CHECK(ls_model_init(&ref_model, &mc, 0) == LS_OK);
@@ -206,15 +195,10 @@ static void resume_and_compare(const char *path, int from) {
 }
 
 static void test_stop_by_hook_and_resume(void) {
-    ls_train_config tc = run_config();
     ls_trainer *t;
     ls_batch_source *s;
-    if (fresh(&t, &s, &tc) < 0) {
-        CHECK(0);
-        return;
-    }
     char out[256];
-    snprintf(out, sizeof out, "%s/stop.st", dir);
+    if (fresh_out(&t, &s, NULL, out, "stop.st") < 0) return;
     seen v = {.stop_at = 5};
     ls_train_hooks h = {.ctx = &v, .after_step = record};
     ls_trainer_set_hooks(t, &h);
@@ -237,10 +221,7 @@ static void test_stop_flag_and_stop_at(void) {
     ls_train_config tc = run_config();
     ls_trainer *t;
     ls_batch_source *s;
-    if (fresh(&t, &s, &tc) < 0) {
-        CHECK(0);
-        return;
-    }
+    if (fresh(&t, &s, &tc) < 0) return;
     static volatile sig_atomic_t flag = 0;
     char out[256];
     snprintf(out, sizeof out, "%s/flag.st", dir);
@@ -267,12 +248,8 @@ static void test_save_every(void) {
     ls_train_config tc = run_config();
     ls_trainer *t;
     ls_batch_source *s;
-    if (fresh(&t, &s, &tc) < 0) {
-        CHECK(0);
-        return;
-    }
     char out[256];
-    snprintf(out, sizeof out, "%s/every.st", dir);
+    if (fresh_out(&t, &s, &tc, out, "every.st") < 0) return;
     seen v = {0};
     ls_train_run_opts o = {.out = out, .save_every = 5, .quiet = 1, .after_save = saved, .save_ctx = &v};
     ls_train_run_result r;
@@ -293,15 +270,10 @@ static void test_save_every(void) {
 }
 
 static void test_failing_hooks(void) {
-    ls_train_config tc = run_config();
     ls_trainer *t;
     ls_batch_source *s;
-    if (fresh(&t, &s, &tc) < 0) {
-        CHECK(0);
-        return;
-    }
     char out[256];
-    snprintf(out, sizeof out, "%s/fail.st", dir);
+    if (fresh_out(&t, &s, NULL, out, "fail.st") < 0) return;
     seen v = {.fail_at = 4};
     ls_train_hooks h = {.ctx = &v, .after_step = record};
     ls_trainer_set_hooks(t, &h);
@@ -344,10 +316,7 @@ static void test_before_update(void) {
     tc.opt.weight_decay = 0;
     ls_trainer *t;
     ls_batch_source *s;
-    if (fresh(&t, &s, &tc) < 0) {
-        CHECK(0);
-        return;
-    }
+    if (fresh(&t, &s, &tc) < 0) return;
     ls_model *m = ls_trainer_model(t);
     size_t np = ls_model_num_params(m);
     float *w0 = malloc(np * sizeof(float));
@@ -408,10 +377,7 @@ static void test_schedule_change(void) {
     tc.steps = 4;
     ls_trainer *t;
     ls_batch_source *s;
-    if (fresh(&t, &s, &tc) < 0) {
-        CHECK(0);
-        return;
-    }
+    if (fresh(&t, &s, &tc) < 0) return;
     ls_trainer_set_hooks(t, &(ls_train_hooks){.after_step = lengthen});
     ls_train_run_opts o = {.quiet = 1};
     ls_train_run_result r;
@@ -437,8 +403,5 @@ int main(void) {
     RUN(test_schedule_change);
     if (ref_model) ls_model_free(ref_model);
     ls_corpus_free(corpus);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0) return 1;
-    return TEST_RESULT();
+    return TEST_RESULT_RMTREE(dir);
 }

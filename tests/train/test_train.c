@@ -7,6 +7,7 @@
 #include "llmsys/core.h"
 #include "llmsys/train.h"
 #include "test.h"
+#include "train/train_util.h"
 
 static char dir[] = "/tmp/llmsys-train-XXXXXX";
 static ls_corpus *corpus; /* shared by the tests: loaded once */
@@ -20,29 +21,12 @@ static ls_corpus *load_corpus(void) {
     static const char *w[] = {"the",      "software",   "is",       "provided", "as",   "is",     "without",
                               "warranty", "of",         "any",      "kind",     "you",  "may",    "copy",
                               "and",      "distribute", "verbatim", "copies",   "this", "license"};
-    size_t n = 200000;
-    char *s = malloc(n + 32);
-    ls_rng r;
-    ls_rng_seed(&r, 3);
-    size_t k = 0;
-    while (k < n) k += (size_t)sprintf(s + k, "%s%s", w[ls_rng_below(&r, 20)], ls_rng_below(&r, 9) ? " " : ".\n");
-    const char *docs[1] = {s};
-    size_t lens[1] = {n};
-    CHECK(ls_corpus_from_docs(&c, "generated", docs, lens, 1, NULL) == LS_OK);
-    free(s);
+    c = test_sentences(w, 20, 200000, 3, 9);
+    CHECK(c != NULL);
     return c;
 }
 
-static ls_train_config small_run(int steps) {
-    ls_train_config tc = ls_train_defaults();
-    tc.batch = 4;
-    tc.seq = 32;
-    tc.steps = steps;
-    tc.seed = 7;
-    tc.opt.lr = 3e-3f;
-    tc.opt.warmup_steps = 3;
-    return tc;
-}
+static ls_train_config small_run(int steps) { return test_small_run(steps, 7, 3); }
 
 /* Runs steps [from, to) of a trainer; losses go to out[from..to). */
 static void run_steps(ls_trainer *t, ls_batch_source *s, int from, int to, float *out) {
@@ -213,8 +197,5 @@ int main(void) {
     RUN(test_eval);
     RUN(test_learns);
     ls_corpus_free(corpus);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0) return 1;
-    return TEST_RESULT();
+    return TEST_RESULT_RMTREE(dir);
 }

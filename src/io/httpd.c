@@ -1,0 +1,50 @@
+/* httpd.c - starts every llmsys HTTP service's libmicrohttpd daemon the same way: bind
+ * address, total and per-address connection limits, idle/slow client timeout. */
+#include "io/httpd.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "llmsys/core.h"
+
+int ls_httpd_start(const ls_httpd_opts *o, struct MHD_Daemon **d, int *port_out) {
+    *d = NULL;
+    const char *what = o->what ? o->what : "http";
+    const char *bind = o->bind && o->bind[0] ? o->bind : "127.0.0.1";
+    if (o->port < 0 || o->port > 65535) return ls_err(LS_EINVAL, "%s: port %d outside [0, 65535]", what, o->port);
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)o->port);
+    if (inet_pton(AF_INET, bind, &sa.sin_addr) != 1)
+        return ls_err(LS_EINVAL, "%s: bad bind address '%s' (an IPv4 address such as 127.0.0.1 or 0.0.0.0)", what, bind);
+    unsigned total = o->max_conns ? o->max_conns : LS_HTTPD_MAX_CONNS;
+    unsigned per_ip = o->max_per_ip ? o->max_per_ip : LS_HTTPD_MAX_PER_IP;
+    unsigned timeout = o->timeout_s ? o->timeout_s : LS_HTTPD_TIMEOUT_S;
+    if (per_ip > total) per_ip = total;
+    /* thread per connection: poll(), not select(), so descriptors past FD_SETSIZE work;
+     * otherwise one epoll thread holds any number of idle connections cheaply */
+    unsigned flags = o->thread_per_conn ? MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD
+                                        : MHD_USE_EPOLL_INTERNAL_THREAD;
+    *d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, o->handler, o->cls, MHD_OPTION_SOCK_ADDR,
+                          (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED, o->completed, o->completed_cls,
+                          MHD_OPTION_CONNECTION_LIMIT, total, MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip,
+                          MHD_OPTION_CONNECTION_TIMEOUT, timeout, MHD_OPTION_END);
+    if (!*d) return ls_err(LS_ENET, "%s: cannot listen on %s:%d (port in use?)", what, bind, o->port);
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(*d, MHD_DAEMON_INFO_BIND_PORT);
+    if (port_out) *port_out = di && di->port ? di->port : o->port;
+    return LS_OK;
+}
+
+void ls_httpd_client_addr(struct MHD_Connection *c, char *out, size_t n) {
+    snprintf(out, n, "unknown");
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (!ci || !ci->client_addr) return;
+    if (ci->client_addr->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)ci->client_addr)->sin_addr, out, (socklen_t)n);
+    else if (ci->client_addr->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)ci->client_addr)->sin6_addr, out, (socklen_t)n);
+}
