@@ -108,22 +108,15 @@ static int victim_serve(int argc, char **argv) {
     int rc = ls_args_parse("victim serve", "Serves a victim as a black-box prediction API: POST /predict.", spec,
                            (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
-    if (!strcmp(output, "proba"))
-        so.output_proba = 1;
-    else if (strcmp(output, "label")) {
-        fprintf(stderr, "llmsys victim serve: --output must be label or proba, got '%s'\n", output);
-        return 2;
-    }
+    so.output_proba = !strcmp(output, "proba");
     so.prada_mode = ls_prada_mode_parse(prada);
     so.monitor_mode = ls_prada_mode_parse(monitor);
-    if (so.prada_mode < 0 || so.monitor_mode < 0 || (so.monitor_mode && !monitor_data) || !(mo.z > 0)) {
-        fprintf(stderr, "llmsys victim serve: --prada and --monitor take off, log, throttle or refuse (got '%s', "
-                        "'%s'); --monitor needs --monitor-data; --monitor-z > 0\n", prada, monitor);
-        return 2;
-    }
-    if (so.port < 0 || so.port > 65535 || so.max_batch < 1 || !(so.prada.delta > 0 && so.prada.delta < 1) || conns < 0 ||
-        per_ip < 0) {
-        fprintf(stderr, "llmsys victim serve: --port 0..65535, --max-batch >= 1, --prada-delta in (0,1), --max-conns* >= 0\n");
+    if ((!so.output_proba && strcmp(output, "label")) || so.prada_mode < 0 || so.monitor_mode < 0 ||
+        (so.monitor_mode && !monitor_data) || !(mo.z > 0) || so.port < 0 || so.port > 65535 || so.max_batch < 1 ||
+        !(so.prada.delta > 0 && so.prada.delta < 1) || conns < 0 || per_ip < 0) {
+        fprintf(stderr, "llmsys victim serve: need --output label or proba; --prada and --monitor off, log, throttle or "
+                        "refuse (--monitor with --monitor-data, --monitor-z > 0); --port 0..65535, --max-batch >= 1, "
+                        "--prada-delta in (0,1), --max-conns* >= 0\n");
         return 2;
     }
     so.max_conns = (unsigned)conns, so.max_conns_per_ip = (unsigned)per_ip;
