@@ -1,5 +1,5 @@
-/* quant_internal.h - the run-time-dispatched AVX2 kernels shared by quant.c and the
- * engine (not public API). */
+/* quant_internal.h - the run-time-dispatched SIMD kernels (kernels_body.h, built per
+ * level) shared by quant.c (not public API). */
 #ifndef LLMSYS_QUANT_INTERNAL_H
 #define LLMSYS_QUANT_INTERNAL_H
 
@@ -7,8 +7,9 @@
 
 #include "llmsys/quant.h"
 
-/* 1 if the CPU has AVX2, FMA and F16C (ignores LLMSYS_NO_SIMD). */
-int ls_quant_cpu_fast(void);
+/* X rows per call up to which the integer kernels use the small-batch (decode) tiles;
+ * above it, the prefill tiles. */
+#define LS_QTILE_SMALL_M 8
 /* Activations prepared once per call for the integer (8/4/3-bit) fast kernels, which
  * work on pairs of 32-value blocks (np = ceil(cols_pad/64) pairs per X row):
  *   xp    M × np × 64 int8: X quantized per 32-block (ls_quant_x_i8), rearranged by
@@ -25,15 +26,17 @@ typedef struct {
 
 /* Y[m*rows + r] for r in [r0, r1), m in [0, M). 32/16 bits: X rows padded to cols_pad in
  * Xpad; 8/4/3 bits: the prepared activations a. Every output is computed the same way
- * whatever r0, r1 and M. AVX2 only. */
+ * whatever r0, r1 and M, and identically by both levels. Call only at a level the CPU has. */
 void ls_quant_rows_avx2(const ls_qmat *q, int r0, int r1, const float *Xpad, int M, float *Y, const ls_quant_act *a);
+void ls_quant_rows_avx512(const ls_qmat *q, int r0, int r1, const float *Xpad, int M, float *Y, const ls_quant_act *a);
 /* Rearranges int8 activations xq (M × cols_pad, natural order) and their block scales xs
  * (M × cols_pad/32) into the pair layout of ls_quant_act for a bits-bit matrix. */
 void ls_quant_x_pairs(int bits, const int8_t *xq, const float *xs, int M, int cols_pad, int8_t *xp, float *xsv);
 /* Activations to int8 per 32-value block: xs = absmax/127 per block (M × cols_pad/32), xq
  * (M × cols_pad) = round(x/xs); columns past cols are 0. */
 void ls_quant_x_i8(const float *X, int M, int cols, int cols_pad, int8_t *xq, float *xs);
-/* Dequantizes row r into out[cols_pad] (same values as the reference). AVX2 only. */
+/* Dequantizes row r into out[cols_pad] (same values as the reference). */
 void ls_quant_dequant_row_avx2(const ls_qmat *q, int r, float *out);
+void ls_quant_dequant_row_avx512(const ls_qmat *q, int r, float *out);
 
 #endif

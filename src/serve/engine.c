@@ -48,6 +48,20 @@ static int copy_f32(ls_st_file *f, const ls_model_config *c, int i, float **dst)
     return LS_OK;
 }
 
+/* Loads a (rows, groups) scale or min tensor into fp16: F16 (format version 2) as is,
+ * F32 (version 1) rounded to nearest fp16. */
+static int load_half(ls_st_file *f, const char *nm, const int64_t *shape, uint16_t *dst) {
+    const ls_st_tensor *t = ls_st_find(f, nm);
+    size_t n = (size_t)shape[0] * (size_t)shape[1];
+    if (t && t->dtype == LS_DT_F32 && ls_st_expect(f, nm, LS_DT_F32, 2, shape, &t) == LS_OK) {
+        for (size_t i = 0; i < n; i++) dst[i] = ls_f32_to_f16(((const float *)t->data)[i]);
+        return LS_OK;
+    }
+    LS_TRY(ls_st_expect(f, nm, LS_DT_F16, 2, shape, &t));
+    memcpy(dst, t->data, n * 2);
+    return LS_OK;
+}
+
 /* Loads one Linear weight of a layer into q: stored at file_bits, wanted at bits. */
 static int load_linear(ls_st_file *f, const char *name, int rows, int cols, int file_bits, int group, int bits,
                        ls_qmat *q) {
@@ -75,12 +89,10 @@ static int load_linear(ls_st_file *f, const char *name, int rows, int cols, int 
     if (ls_st_expect(f, nm, LS_DT_U8, 2, qs, &t) != LS_OK) goto fail;
     memcpy(q->data, t->data, q->row_bytes * (size_t)rows);
     snprintf(nm, sizeof nm, "%s.scale", name);
-    if (ls_st_expect(f, nm, LS_DT_F32, 2, ss, &t) != LS_OK) goto fail;
-    memcpy(q->scale, t->data, (size_t)rows * q->ngroups * 4);
+    if (load_half(f, nm, ss, q->hscale) != LS_OK) goto fail;
     if (bits < 8) {
         snprintf(nm, sizeof nm, "%s.min", name);
-        if (ls_st_expect(f, nm, LS_DT_F32, 2, ss, &t) != LS_OK) goto fail;
-        memcpy(q->min, t->data, (size_t)rows * q->ngroups * 4);
+        if (load_half(f, nm, ss, q->hmin) != LS_OK) goto fail;
     }
     return LS_OK;
 fail:

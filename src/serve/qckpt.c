@@ -129,8 +129,8 @@ int ls_quant_checkpoint(const char *in_path, const int *bits, int n_layer, int g
         if (rc) break;
         int64_t qs[2] = {rows, (int64_t)qm[i].row_bytes}, ss[2] = {rows, qm[i].ngroups};
         if ((rc = ls_st_writer_add(w, names[3 * i], LS_DT_U8, 2, qs, qm[i].data))) break;
-        if ((rc = ls_st_writer_add(w, names[3 * i + 1], LS_DT_F32, 2, ss, qm[i].scale))) break;
-        if (qm[i].min) rc = ls_st_writer_add(w, names[3 * i + 2], LS_DT_F32, 2, ss, qm[i].min);
+        if ((rc = ls_st_writer_add(w, names[3 * i + 1], LS_DT_F16, 2, ss, qm[i].hscale))) break;
+        if (qm[i].hmin) rc = ls_st_writer_add(w, names[3 * i + 2], LS_DT_F16, 2, ss, qm[i].hmin);
     }
     if (rc == LS_OK) {
         /* keep the source's metadata (config, step) and add the quantization map */
@@ -143,7 +143,7 @@ int ls_quant_checkpoint(const char *in_path, const int *bits, int n_layer, int g
         char *qj = malloc(cap);
         if (!qj) rc = ls_err(LS_ENOMEM, "out of memory");
         if (rc == LS_OK) {
-            int o = snprintf(qj, cap, "{\"version\":1,\"group\":%d,\"bits\":[", group);
+            int o = snprintf(qj, cap, "{\"version\":%d,\"group\":%d,\"bits\":[", LS_QUANT_FORMAT_VERSION, group);
             for (int l = 0; l < n_layer; l++) o += snprintf(qj + o, cap - o, "%s%d", l ? "," : "", bits[l]);
             snprintf(qj + o, cap - o, "]}");
             rc = ls_st_writer_meta(w, "llmsys.quant", qj);
