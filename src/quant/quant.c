@@ -466,6 +466,10 @@ void ls_qmat_matmul(const ls_qmat *q, const float *X, int M, float *Y, ls_qimpl 
         matmul_ref(q, X, M, Y);
         return;
     }
+    if (q->bits <= 8 && M > LS_QTILE_SMALL_M && isa == LS_ISA_AVX512) {
+        ls_quant_prefill_avx512(q, X, M, Y);
+        return;
+    }
     if (q->bits == 32) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, q->rows, q->cols, 1.0f, X, q->cols,
                     (const float *)q->data, (int)(q->row_bytes / 4), 0.0f, Y, q->rows);

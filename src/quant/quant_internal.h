@@ -39,4 +39,9 @@ void ls_quant_x_i8(const float *X, int M, int cols, int cols_pad, int8_t *xq, fl
 void ls_quant_dequant_row_avx2(const ls_qmat *q, int r, float *out);
 void ls_quant_dequant_row_avx512(const ls_qmat *q, int r, float *out);
 
+/* Prefill GEMM Y (M, rows) = X (M, cols) · Wᵀ for 8/4/3 bits on AVX-512 VNNI: int8
+ * activations per (token, weight group) times int8 codes, int32 per group
+ * (prefill_avx512.c). Call only when the CPU has LS_ISA_AVX512. */
+void ls_quant_prefill_avx512(const ls_qmat *q, const float *X, int M, float *Y);
+
 #endif

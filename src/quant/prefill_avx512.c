@@ -1,0 +1,201 @@
+/* prefill_avx512.c - quantized prefill GEMM on AVX-512 VNNI: activations to int8 per
+ * (token, weight group), times the weights' int8 codes (4/3-bit codes unpacked to int8 for
+ * a block of rows at a time), int32 accumulation over each group, fp32 across groups.
+ *
+ * Layout: 16 tokens per zmm lane set. Activations are packed once per call as
+ * [token block][column quad][16 tokens][4 bytes] (u8 = code + 128), so one vpdpbusd takes
+ * 16 tokens' 4 columns against a broadcast of one weight row's 4 codes; the +128 offset is
+ * removed per group with 128·Σcodes. Tiles: 4 weight rows x 2 token blocks (8 int32 and 8
+ * fp32 accumulators in registers). Per group g of row r and token t:
+ *     y += float(Σ c·x̂q - 128·Σc) · s_g·xs_tg + (m_g + ctr·s_g) · xs_tg·Σx̂q
+ * with c = q - ctr the centred code (ctr = 0 / 8 / 4 for 8 / 4 / 3 bits). */
+#include <immintrin.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llmsys/core.h"
+#include "quant/quant_internal.h"
+
+#define TARGET __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+#define LS_UNROLL _Pragma("GCC unroll 4")
+
+typedef struct {
+    int K4, G, kpg;        /* column quads, groups, quads per group */
+    const uint8_t *xp;     /* [MB][K4][16][4] */
+    const float *xs, *xsm; /* [MB][G][16]: x scale; x scale · Σ codes (NULL for 8 bits) */
+} pf_act;
+
+typedef struct {
+    const int8_t *w[4];     /* centred codes of each row, cols_pad bytes */
+    const float *s[4], *c[4]; /* per group: scale; offset m + ctr·s (NULL for 8 bits) */
+    const int32_t *ws[4];   /* per group: 128·Σ codes */
+} pf_rows;
+
+TARGET static inline __attribute__((always_inline)) void pf_tile(const pf_act *a, const pf_rows *w, int RB, int TB, int tb0,
+                                                                 float *out /* [RB][TB*16] */) {
+    __m512 accf[4][2];
+    LS_UNROLL
+    for (int i = 0; i < RB; i++)
+        LS_UNROLL
+        for (int t = 0; t < TB; t++) accf[i][t] = _mm512_setzero_ps();
+    const uint8_t *xb[2];
+    LS_UNROLL
+    for (int t = 0; t < TB; t++) xb[t] = a->xp + (size_t)(tb0 + t) * a->K4 * 64;
+    for (int g = 0; g < a->G; g++) {
+        __m512i acc[4][2];
+        LS_UNROLL
+        for (int i = 0; i < RB; i++)
+            LS_UNROLL
+            for (int t = 0; t < TB; t++) acc[i][t] = _mm512_setzero_si512();
+        int k0 = g * a->kpg, k1 = k0 + a->kpg;
+        for (int k = k0; k < k1; k++) {
+            __m512i xv[2];
+            LS_UNROLL
+            for (int t = 0; t < TB; t++) xv[t] = _mm512_load_si512((const void *)(xb[t] + (size_t)k * 64));
+            LS_UNROLL
+            for (int i = 0; i < RB; i++) {
+                int32_t wd;
+                memcpy(&wd, w->w[i] + 4 * (size_t)k, 4);
+                __m512i wb = _mm512_set1_epi32(wd);
+                LS_UNROLL
+                for (int t = 0; t < TB; t++) acc[i][t] = _mm512_dpbusd_epi32(acc[i][t], xv[t], wb);
+            }
+        }
+        LS_UNROLL
+        for (int i = 0; i < RB; i++) {
+            __m512 sg = _mm512_set1_ps(w->s[i][g]);
+            __m512i off = _mm512_set1_epi32(w->ws[i][g]);
+            LS_UNROLL
+            for (int t = 0; t < TB; t++) {
+                size_t xo = ((size_t)(tb0 + t) * a->G + g) * 16;
+                __m512 d = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[i][t], off));
+                accf[i][t] = _mm512_fmadd_ps(d, _mm512_mul_ps(sg, _mm512_load_ps(a->xs + xo)), accf[i][t]);
+                if (w->c[0]) accf[i][t] = _mm512_fmadd_ps(_mm512_set1_ps(w->c[i][g]), _mm512_load_ps(a->xsm + xo), accf[i][t]);
+            }
+        }
+    }
+    LS_UNROLL
+    for (int i = 0; i < RB; i++)
+        LS_UNROLL
+        for (int t = 0; t < TB; t++) _mm512_storeu_ps(out + (size_t)i * TB * 16 + t * 16, accf[i][t]);
+}
+
+/* Stores tile outputs out[RB][TB*16] to Y rows r.., tokens tb0*16.. (those < M). */
+static void pf_store(const float *out, int RB, int TB, int tb0, int r, int M, int N, float *Y) {
+    for (int i = 0; i < RB; i++)
+        for (int l = 0; l < TB * 16; l++) {
+            int t = tb0 * 16 + l;
+            if (t < M) Y[(size_t)t * N + r + i] = out[(size_t)i * TB * 16 + l];
+        }
+}
+
+/* Centred int8 codes of row r (cols_pad bytes) into dst (4/3 bits; 8 bits are used in
+ * place); 128·Σ codes, scale and offset per group. */
+TARGET static void pf_unpack_row(const ls_qmat *q, int r, int8_t *dst, int32_t *ws, float *s, float *c) {
+    const uint8_t *row = q->data + (size_t)r * q->row_bytes;
+    int ctr = q->bits == 8 ? 0 : 1 << (q->bits - 1), nb = q->cols_pad / 32, bpg = q->group / 32;
+    if (q->bits == 4) {
+        __m128i m = _mm_set1_epi8(15), e = _mm_set1_epi8(8);
+        for (int b = 0; b < nb; b++) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(row + 16 * b));
+            _mm_storeu_si128((__m128i *)(dst + 32 * b), _mm_sub_epi8(_mm_and_si128(v, m), e));
+            _mm_storeu_si128((__m128i *)(dst + 32 * b + 16), _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(v, 4), m), e));
+        }
+    } else if (q->bits == 3) {
+        /* byte k: bits 2(k/8).. of byte k%8, then bit k of the high word as bit 2 */
+        __m256i sel = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+        __m256i bitm = _mm256_set1_epi64x((long long)0x8040201008040201ull), four = _mm256_set1_epi8(4);
+        for (int b = 0; b < nb; b++) {
+            const uint8_t *p = row + 12 * b;
+            int64_t lo8;
+            uint32_t hw;
+            memcpy(&lo8, p, 8);
+            memcpy(&hw, p + 8, 4);
+            __m256i l = _mm256_srlv_epi64(_mm256_set1_epi64x(lo8), _mm256_setr_epi64x(0, 2, 4, 6));
+            l = _mm256_and_si256(l, _mm256_set1_epi8(3));
+            __m256i h = _mm256_shuffle_epi8(_mm256_set1_epi32((int)hw), sel);
+            h = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bitm), bitm), four);
+            _mm256_storeu_si256((__m256i *)(dst + 32 * b), _mm256_sub_epi8(_mm256_or_si256(l, h), four));
+        }
+    }
+    const int8_t *cd = q->bits == 8 ? (const int8_t *)row : dst;
+    __m256i flip = _mm256_set1_epi8((char)0x80), z = _mm256_setzero_si256();
+    for (int g = 0; g < q->ngroups; g++) {
+        /* Σ (c + 128) per 8 bytes with vpsadbw, then minus 128 per byte */
+        __m256i acc = z;
+        for (int b = g * bpg; b < (g + 1) * bpg; b++)
+            acc = _mm256_add_epi64(acc, _mm256_sad_epu8(_mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(cd + 32 * b)), flip), z));
+        __m128i h = _mm_add_epi64(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+        int32_t sum = (int32_t)(_mm_cvtsi128_si64(h) + _mm_extract_epi64(h, 1)) - 128 * q->group;
+        ws[g] = 128 * sum;
+        s[g] = ls_qmat_scale(q, r, g);
+        if (c) c[g] = ls_qmat_min(q, r, g) + (float)ctr * s[g];
+    }
+}
+
+TARGET void ls_quant_prefill_avx512(const ls_qmat *q, const float *X, int M, float *Y) {
+    int K = q->cols_pad, K4 = K / 4, G = q->ngroups, gs = q->group, MB = (M + 15) / 16, N = q->rows;
+    uint8_t *xp = ls_aligned_alloc(64, (size_t)MB * K4 * 64);
+    float *xs = ls_aligned_alloc(64, sizeof(float) * (size_t)MB * G * 16);
+    float *xsm = q->hmin ? ls_aligned_alloc(64, sizeof(float) * (size_t)MB * G * 16) : NULL;
+    int8_t *wbuf = ls_aligned_alloc(64, (size_t)4 * K);
+    int32_t *wsum = malloc(sizeof(int32_t) * 4 * (size_t)G);
+    float *sc = malloc(sizeof(float) * 8 * (size_t)G), out[4 * 32];
+    LS_ASSERT(xp && xs && (xsm || !q->hmin) && wbuf && wsum && sc);
+    /* activations: int8 per (token, group), absmax/127 */
+    for (int t = 0; t < MB * 16; t++) {
+        int tb = t / 16, l = t % 16;
+        const float *x = t < M ? X + (size_t)t * q->cols : NULL;
+        for (int g = 0; g < G; g++) {
+            int c0 = g * gs, n = x ? (q->cols - c0 < gs ? q->cols - c0 : gs) : 0;
+            float amax = 0.0f;
+            for (int k = 0; k < n; k++) amax = fmaxf(amax, fabsf(x[c0 + k]));
+            float inv = amax > 0 ? 127.0f / amax : 0.0f;
+            int32_t sum = 0;
+            for (int k = 0; k < gs; k++) {
+                int v = k < n ? (int)lrintf(x[c0 + k] * inv) : 0;
+                v = v > 127 ? 127 : v < -127 ? -127 : v;
+                sum += v;
+                int col = c0 + k;
+                xp[((size_t)tb * K4 + col / 4) * 64 + l * 4 + col % 4] = (uint8_t)(v + 128);
+            }
+            xs[((size_t)tb * G + g) * 16 + l] = amax / 127.0f;
+            if (xsm) xsm[((size_t)tb * G + g) * 16 + l] = amax / 127.0f * (float)sum;
+        }
+    }
+    pf_act a = {K4, G, gs / 4, xp, xs, xsm};
+    for (int r = 0; r < N; r += 4) {
+        int RB = N - r < 4 ? N - r : 4;
+        pf_rows w;
+        for (int i = 0; i < RB; i++) {
+            pf_unpack_row(q, r + i, wbuf + (size_t)i * K, wsum + (size_t)i * G, sc + (size_t)i * G,
+                          q->hmin ? sc + (size_t)(4 + i) * G : NULL);
+            w.w[i] = q->bits == 8 ? (const int8_t *)(q->data + (size_t)(r + i) * q->row_bytes) : wbuf + (size_t)i * K;
+            w.ws[i] = wsum + (size_t)i * G;
+            w.s[i] = sc + (size_t)i * G;
+            w.c[i] = q->hmin ? sc + (size_t)(4 + i) * G : NULL;
+        }
+        int tb = 0;
+        if (RB == 4) {
+            for (; tb + 2 <= MB; tb += 2) {
+                pf_tile(&a, &w, 4, 2, tb, out);
+                pf_store(out, 4, 2, tb, r, M, N, Y);
+            }
+            for (; tb < MB; tb++) {
+                pf_tile(&a, &w, 4, 1, tb, out);
+                pf_store(out, 4, 1, tb, r, M, N, Y);
+            }
+        } else {
+            for (int i = 0; i < RB; i++) {
+                pf_rows w1 = {{w.w[i]}, {w.s[i]}, {w.c[i]}, {w.ws[i]}};
+                for (tb = 0; tb < MB; tb++) {
+                    pf_tile(&a, &w1, 1, 1, tb, out);
+                    pf_store(out, 1, 1, tb, r + i, M, N, Y);
+                }
+            }
+        }
+    }
+    ls_aligned_free(xp), ls_aligned_free(xs), ls_aligned_free(xsm), ls_aligned_free(wbuf);
+    free(wsum), free(sc);
+}
