@@ -390,23 +390,28 @@ TARGET static inline __attribute__((always_inline)) void rowblk_i8(const ls_qmat
     for (; m < M; m++) tile_i8(q, BITS, RB, 1, r, a, m, Y, scr);
 }
 
-/* Rows [r0, r1) of an integer format, tile shape by batch size (measured, see
- * docs/serve.md): one X row (decode of one sequence): 1 W row at a time, which streams
- * fastest; 2-8 X rows: 2 W rows x 2 X rows, the W rows' bytes reused from L1 for every X
- * pair; more (prefill): 2 W rows x 4 X rows. */
+/* Rows [r0, r1) of an integer format, tile shape by batch size, chosen by measurement
+ * (docs/serve.md, quantized kernels): one X row (decode of one sequence): 4 W rows at a
+ * time, or 1 where a->decode_rows says so (AMD Zen, where 1-row tiles streamed 10-25 %
+ * faster; on the Intel development machine 4 rows were 5-10 % faster); 2-3 X rows: 2 W
+ * rows x 2 X rows, the W rows' bytes reused from L1 for every X pair; 4 and more: 2 W
+ * rows x 4 X rows (10-30 % over 2 x 2 at 4 and 16 rows). */
 TARGET static inline __attribute__((always_inline)) void rows_i8(const ls_qmat *q, int BITS, int r0, int r1,
                                                                   const ls_quant_act *a, int M, float *Y) {
     int ng8 = (q->ngroups + 7) & ~7;
-    float stackbuf[2 * 2 * 256] __attribute__((aligned(32))), *scr = stackbuf, *heap = NULL;
+    float stackbuf[2 * 4 * 256] __attribute__((aligned(32))), *scr = stackbuf, *heap = NULL;
     if (ng8 > 256) {
-        heap = ls_aligned_alloc(32, sizeof(float) * 2 * 2 * (size_t)ng8);
+        heap = ls_aligned_alloc(32, sizeof(float) * 2 * 4 * (size_t)ng8);
         LS_ASSERT(heap);
         scr = heap;
     }
     int r = r0;
-    if (M == 1) {
+    if (M == 1 && a->decode_rows == 1) {
         for (; r < r1; r++) rowblk_i8(q, BITS, 1, 1, r, a, M, Y, scr);
-    } else if (M <= LS_QTILE_SMALL_M) {
+    } else if (M == 1) {
+        for (; r + 4 <= r1; r += 4) rowblk_i8(q, BITS, 4, 1, r, a, M, Y, scr);
+        for (; r < r1; r++) rowblk_i8(q, BITS, 1, 1, r, a, M, Y, scr);
+    } else if (M < 4) {
         for (; r + 2 <= r1; r += 2) rowblk_i8(q, BITS, 2, 2, r, a, M, Y, scr);
         for (; r < r1; r++) rowblk_i8(q, BITS, 1, 2, r, a, M, Y, scr);
     } else {

@@ -270,6 +270,11 @@ static void matmul_ref(const ls_qmat *q, const float *X, int M, float *Y) {
     free(w);
 }
 
+int ls_quant_decode_rows(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_is("amd") ? 1 : 4;
+}
+
 /* The level a call runs at. */
 static ls_isa impl_isa(ls_qimpl impl) {
     switch (impl) {
@@ -427,7 +432,7 @@ void ls_qmat_matmul_rows(const ls_qmat *q, const float *X, int M, float *Y, int 
         if (xqsum) /* the fast kernels take the centring term premultiplied by the code centre */
             for (size_t i = 0; i < (size_t)M * q->ngroups; i++) xqsum[i] *= (float)(1 << (q->bits - 1));
     }
-    ls_quant_act act = {xp, xsv, xsum, xqsum};
+    ls_quant_act act = {xp, xsv, xsum, xqsum, ls_quant_decode_rows()};
     if (nthreads <= 1 || q->rows < 64) {
         rows_simd(isa, q, 0, q->rows, Xp, M, Y, &act);
     } else {

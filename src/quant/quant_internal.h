@@ -7,8 +7,8 @@
 
 #include "llmsys/quant.h"
 
-/* X rows per call up to which the integer kernels use the small-batch (decode) tiles;
- * above it, the prefill tiles. */
+/* X rows per ls_qmat_matmul call up to which prefill runs on the row kernels' path;
+ * above it, the prefill GEMM. */
 #define LS_QTILE_SMALL_M 8
 /* Activations prepared once per call for the integer (8/4/3-bit) fast kernels, which
  * work on pairs of 32-value blocks (np = ceil(cols_pad/64) pairs per X row):
@@ -22,7 +22,11 @@ typedef struct {
     const int8_t *xp;
     const float *xsv;
     const float *xsum, *xcorr;
+    int decode_rows; /* W rows per tile for one X row (ls_quant_decode_rows) */
 } ls_quant_act;
+
+/* W rows per decode tile (one X row) on this CPU: 1 on AMD, else 4 (kernels_body.h). */
+int ls_quant_decode_rows(void);
 
 /* Y[m*rows + r] for r in [r0, r1), m in [0, M). 32/16 bits: X rows padded to cols_pad in
  * Xpad; 8/4/3 bits: the prepared activations a. Every output is computed the same way
