@@ -43,11 +43,14 @@ TARGET static inline __attribute__((always_inline)) void pf_tile(const pf_act *a
     LS_UNROLL
     for (int t = 0; t < TB; t++) xb[t] = a->xp + (size_t)(tb0 + t) * a->K4 * 64;
     for (int g = 0; g < a->G; g++) {
+        /* each sum starts at -128·Σcodes: the u8 offset of the activations, removed */
         __m512i acc[4][2];
         LS_UNROLL
-        for (int i = 0; i < RB; i++)
+        for (int i = 0; i < RB; i++) {
+            __m512i off = _mm512_set1_epi32(-w->ws[i][g]);
             LS_UNROLL
-            for (int t = 0; t < TB; t++) acc[i][t] = _mm512_setzero_si512();
+            for (int t = 0; t < TB; t++) acc[i][t] = off;
+        }
         int k0 = g * a->kpg, k1 = k0 + a->kpg;
         for (int k = k0; k < k1; k++) {
             __m512i xv[2];
@@ -65,11 +68,10 @@ TARGET static inline __attribute__((always_inline)) void pf_tile(const pf_act *a
         LS_UNROLL
         for (int i = 0; i < RB; i++) {
             __m512 sg = _mm512_set1_ps(w->s[i][g]);
-            __m512i off = _mm512_set1_epi32(w->ws[i][g]);
             LS_UNROLL
             for (int t = 0; t < TB; t++) {
                 size_t xo = ((size_t)(tb0 + t) * a->G + g) * 16;
-                __m512 d = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[i][t], off));
+                __m512 d = _mm512_cvtepi32_ps(acc[i][t]);
                 accf[i][t] = _mm512_fmadd_ps(d, _mm512_mul_ps(sg, _mm512_load_ps(a->xs + xo)), accf[i][t]);
                 if (w->c[0]) accf[i][t] = _mm512_fmadd_ps(_mm512_set1_ps(w->c[i][g]), _mm512_load_ps(a->xsm + xo), accf[i][t]);
             }
