@@ -5,12 +5,11 @@
  * Layout: 16 tokens per zmm lane set. Activations are packed once per call as
  * [token block][column quad][16 tokens][4 bytes] (u8 = code + 128), so one vpdpbusd takes
  * 16 tokens' 4 columns against a broadcast of one weight row's 4 codes; the +128 offset is
- * removed per group with 128·Σcodes. Tiles: 4 weight rows x 2 token blocks (8 int32 and 8
- * fp32 accumulators in registers). Per group g of row r and token t:
+ * removed per group with 128·Σcodes. Tiles: 8 weight rows x 2 token blocks (16 int32
+ * accumulators in registers; the fp32 sums in an L1 buffer, updated once per group). Per group g of row r and token t:
  *     y += float(Σ c·x̂q - 128·Σc) · s_g·xs_tg + (m_g + ctr·s_g) · xs_tg·Σx̂q
  * with c = q - ctr the centred code (ctr = 0 / 8 / 4 for 8 / 4 / 3 bits). */
 #include <immintrin.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,27 +25,26 @@ typedef struct {
     const float *xs, *xsm; /* [MB][G][16]: x scale; x scale · Σ codes (NULL for 8 bits) */
 } pf_act;
 
+enum { PF_RB = 8 }; /* weight rows per tile */
+
 typedef struct {
-    const int8_t *w[4];     /* centred codes of each row, cols_pad bytes */
-    const float *s[4], *c[4]; /* per group: scale; offset m + ctr·s (NULL for 8 bits) */
-    const int32_t *ws[4];   /* per group: 128·Σ codes */
+    const int8_t *w[PF_RB];          /* centred codes of each row, cols_pad bytes */
+    const float *s[PF_RB], *c[PF_RB]; /* per group: scale; offset m + ctr·s (NULL for 8 bits) */
+    const int32_t *ws[PF_RB];        /* per group: 128·Σ codes */
 } pf_rows;
 
 TARGET static inline __attribute__((always_inline)) void pf_tile(const pf_act *a, const pf_rows *w, int RB, int TB, int tb0,
                                                                  float *out /* [RB][TB*16] */) {
-    __m512 accf[4][2];
-    LS_UNROLL
-    for (int i = 0; i < RB; i++)
-        LS_UNROLL
-        for (int t = 0; t < TB; t++) accf[i][t] = _mm512_setzero_ps();
+    /* the fp32 sums live in out (L1), touched once per group: the registers hold the
+     * RB x TB int32 sums and the TB activation vectors */
+    memset(out, 0, sizeof(float) * (size_t)RB * TB * 16);
     const uint8_t *xb[2];
     LS_UNROLL
     for (int t = 0; t < TB; t++) xb[t] = a->xp + (size_t)(tb0 + t) * a->K4 * 64;
     for (int g = 0; g < a->G; g++) {
         /* each sum starts at -128·Σcodes: the u8 offset of the activations, removed */
-        __m512i acc[4][2];
-        LS_UNROLL
-        for (int i = 0; i < RB; i++) {
+        __m512i acc[PF_RB][2];
+        _Pragma("GCC unroll 8") for (int i = 0; i < RB; i++) {
             __m512i off = _mm512_set1_epi32(-w->ws[i][g]);
             LS_UNROLL
             for (int t = 0; t < TB; t++) acc[i][t] = off;
@@ -56,8 +54,7 @@ TARGET static inline __attribute__((always_inline)) void pf_tile(const pf_act *a
             __m512i xv[2];
             LS_UNROLL
             for (int t = 0; t < TB; t++) xv[t] = _mm512_load_si512((const void *)(xb[t] + (size_t)k * 64));
-            LS_UNROLL
-            for (int i = 0; i < RB; i++) {
+            _Pragma("GCC unroll 8") for (int i = 0; i < RB; i++) {
                 int32_t wd;
                 memcpy(&wd, w->w[i] + 4 * (size_t)k, 4);
                 __m512i wb = _mm512_set1_epi32(wd);
@@ -65,22 +62,19 @@ TARGET static inline __attribute__((always_inline)) void pf_tile(const pf_act *a
                 for (int t = 0; t < TB; t++) acc[i][t] = _mm512_dpbusd_epi32(acc[i][t], xv[t], wb);
             }
         }
-        LS_UNROLL
-        for (int i = 0; i < RB; i++) {
+        _Pragma("GCC unroll 8") for (int i = 0; i < RB; i++) {
             __m512 sg = _mm512_set1_ps(w->s[i][g]);
             LS_UNROLL
             for (int t = 0; t < TB; t++) {
                 size_t xo = ((size_t)(tb0 + t) * a->G + g) * 16;
-                __m512 d = _mm512_cvtepi32_ps(acc[i][t]);
-                accf[i][t] = _mm512_fmadd_ps(d, _mm512_mul_ps(sg, _mm512_load_ps(a->xs + xo)), accf[i][t]);
-                if (w->c[0]) accf[i][t] = _mm512_fmadd_ps(_mm512_set1_ps(w->c[i][g]), _mm512_load_ps(a->xsm + xo), accf[i][t]);
+                float *o = out + (size_t)i * TB * 16 + t * 16;
+                __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[i][t]), _mm512_mul_ps(sg, _mm512_load_ps(a->xs + xo)),
+                                           _mm512_load_ps(o));
+                if (w->c[0]) f = _mm512_fmadd_ps(_mm512_set1_ps(w->c[i][g]), _mm512_load_ps(a->xsm + xo), f);
+                _mm512_store_ps(o, f);
             }
         }
     }
-    LS_UNROLL
-    for (int i = 0; i < RB; i++)
-        LS_UNROLL
-        for (int t = 0; t < TB; t++) _mm512_storeu_ps(out + (size_t)i * TB * 16 + t * 16, accf[i][t]);
 }
 
 /* Stores tile outputs out[RB][TB*16] to Y rows r.., tokens tb0*16.. (those < M). */
@@ -141,52 +135,67 @@ TARGET void ls_quant_prefill_avx512(const ls_qmat *q, const float *X, int M, flo
     uint8_t *xp = ls_aligned_alloc(64, (size_t)MB * K4 * 64);
     float *xs = ls_aligned_alloc(64, sizeof(float) * (size_t)MB * G * 16);
     float *xsm = q->hmin ? ls_aligned_alloc(64, sizeof(float) * (size_t)MB * G * 16) : NULL;
-    int8_t *wbuf = ls_aligned_alloc(64, (size_t)4 * K);
-    int32_t *wsum = malloc(sizeof(int32_t) * 4 * (size_t)G);
-    float *sc = malloc(sizeof(float) * 8 * (size_t)G), out[4 * 32];
+    int8_t *wbuf = ls_aligned_alloc(64, (size_t)PF_RB * K);
+    int32_t *wsum = malloc(sizeof(int32_t) * PF_RB * (size_t)G);
+    float *sc = malloc(sizeof(float) * 2 * PF_RB * (size_t)G), out[PF_RB * 32] __attribute__((aligned(64)));
     LS_ASSERT(xp && xs && (xsm || !q->hmin) && wbuf && wsum && sc);
-    /* activations: int8 per (token, group), absmax/127 */
-    for (int t = 0; t < MB * 16; t++) {
+    /* activations: int8 per (token, group), absmax/127, 16 columns at a time; each 4
+     * columns (one dword) of token l go to quad k's 64-byte vector at lane l: a 4-dword
+     * scatter per 16 columns. Padding tokens and columns hold code 0 (byte 128). */
+    if (M % 16) memset(xp, 128, (size_t)MB * K4 * 64);
+    memset(xs, 0, sizeof(float) * (size_t)MB * G * 16);
+    if (xsm) memset(xsm, 0, sizeof(float) * (size_t)MB * G * 16);
+    const __m128i sidx = _mm_setr_epi32(0, 16, 32, 48);
+    const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127), off = _mm512_set1_epi32(128);
+    const __m512i signm = _mm512_set1_epi32(0x7fffffff);
+    for (int t = 0; t < M; t++) {
         int tb = t / 16, l = t % 16;
-        const float *x = t < M ? X + (size_t)t * q->cols : NULL;
+        const float *x = X + (size_t)t * q->cols;
         for (int g = 0; g < G; g++) {
-            int c0 = g * gs, n = x ? (q->cols - c0 < gs ? q->cols - c0 : gs) : 0;
-            float amax = 0.0f;
-            for (int k = 0; k < n; k++) amax = fmaxf(amax, fabsf(x[c0 + k]));
-            float inv = amax > 0 ? 127.0f / amax : 0.0f;
-            int32_t sum = 0;
-            for (int k = 0; k < gs; k++) {
-                int v = k < n ? (int)lrintf(x[c0 + k] * inv) : 0;
-                v = v > 127 ? 127 : v < -127 ? -127 : v;
-                sum += v;
-                int col = c0 + k;
-                xp[((size_t)tb * K4 + col / 4) * 64 + l * 4 + col % 4] = (uint8_t)(v + 128);
+            int c0 = g * gs;
+            __m512 am = _mm512_setzero_ps();
+            for (int c = c0; c < c0 + gs; c += 16) {
+                int n = q->cols - c;
+                __mmask16 mk = n >= 16 ? 0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1);
+                am = _mm512_max_ps(am, _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(_mm512_maskz_loadu_ps(mk, x + c)), signm)));
+            }
+            float amax = _mm512_reduce_max_ps(am), inv = amax > 0 ? 127.0f / amax : 0.0f;
+            __m512 iv = _mm512_set1_ps(inv);
+            __m512i sum = _mm512_setzero_si512();
+            for (int c = c0; c < c0 + gs; c += 16) {
+                int n = q->cols - c;
+                __mmask16 mk = n >= 16 ? 0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1);
+                __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(mk, x + c), iv));
+                v = _mm512_min_epi32(_mm512_max_epi32(v, lo), hi);
+                sum = _mm512_add_epi32(sum, v);
+                __m128i bytes = _mm512_cvtepi32_epi8(_mm512_add_epi32(v, off));
+                _mm_i32scatter_epi32((int *)(xp + ((size_t)tb * K4 + c / 4) * 64 + l * 4), sidx, bytes, 4);
             }
             xs[((size_t)tb * G + g) * 16 + l] = amax / 127.0f;
-            if (xsm) xsm[((size_t)tb * G + g) * 16 + l] = amax / 127.0f * (float)sum;
+            if (xsm) xsm[((size_t)tb * G + g) * 16 + l] = amax / 127.0f * (float)_mm512_reduce_add_epi32(sum);
         }
     }
     pf_act a = {K4, G, gs / 4, xp, xs, xsm};
-    for (int r = 0; r < N; r += 4) {
-        int RB = N - r < 4 ? N - r : 4;
+    for (int r = 0; r < N; r += PF_RB) {
+        int RB = N - r < PF_RB ? N - r : PF_RB;
         pf_rows w;
         for (int i = 0; i < RB; i++) {
             pf_unpack_row(q, r + i, wbuf + (size_t)i * K, wsum + (size_t)i * G, sc + (size_t)i * G,
-                          q->hmin ? sc + (size_t)(4 + i) * G : NULL);
+                          q->hmin ? sc + (size_t)(PF_RB + i) * G : NULL);
             w.w[i] = q->bits == 8 ? (const int8_t *)(q->data + (size_t)(r + i) * q->row_bytes) : wbuf + (size_t)i * K;
             w.ws[i] = wsum + (size_t)i * G;
             w.s[i] = sc + (size_t)i * G;
-            w.c[i] = q->hmin ? sc + (size_t)(4 + i) * G : NULL;
+            w.c[i] = q->hmin ? sc + (size_t)(PF_RB + i) * G : NULL;
         }
         int tb = 0;
-        if (RB == 4) {
+        if (RB == PF_RB) {
             for (; tb + 2 <= MB; tb += 2) {
-                pf_tile(&a, &w, 4, 2, tb, out);
-                pf_store(out, 4, 2, tb, r, M, N, Y);
+                pf_tile(&a, &w, PF_RB, 2, tb, out);
+                pf_store(out, PF_RB, 2, tb, r, M, N, Y);
             }
             for (; tb < MB; tb++) {
-                pf_tile(&a, &w, 4, 1, tb, out);
-                pf_store(out, 4, 1, tb, r, M, N, Y);
+                pf_tile(&a, &w, PF_RB, 1, tb, out);
+                pf_store(out, PF_RB, 1, tb, r, M, N, Y);
             }
         } else {
             for (int i = 0; i < RB; i++) {
