@@ -490,7 +490,8 @@ int main(int argc, char **argv) {
     if (have_gg) {
         printf("\ndecode vs ggml (%s), %d x %d, 1 thread, sides interleaved, %d rounds: mat-vecs/s median (min-max)\n",
                ggml_dir, rows, cols, rounds);
-        printf("  %-22s %10s %8s   %-26s %10s %8s   %s\n", "llmsys", "mv/s", "GB/s", "ggml", "mv/s", "GB/s", "llmsys / ggml");
+        printf("  %-22s %10s %8s   %-26s %10s %8s   %s\n", "llmsys", "mv/s", "GB/s", "ggml", "mv/s", "GB/s",
+               "llmsys / ggml");
         cJSON *pa = cJSON_AddArrayToObject(j, "peer_ggml");
         for (int k = 0; k < 2; k++) {
             double ratio[MAXROUNDS], lo = 1e30, hi = 0;
@@ -502,8 +503,8 @@ int main(int argc, char **argv) {
             size_t qa = ls_qmat_bytes(&q[gfmt[k]]), qb = gm[k].wbytes;
             char nm[64];
             snprintf(nm, sizeof nm, "%s (%s)", k ? "q4_0" : "q8_0", gm[k].buft);
-            printf("  %-22s %10.1f %8.2f   %-26s %10.1f %8.2f   %.2fx (%.2f-%.2f)\n", k ? "4-bit g64 (4.5 b/w)" : "int8 g64 (8.25 b/w)",
-                   a, a * qa / 1e9, nm, b, b * qb / 1e9, rm, lo, hi);
+            printf("  %-22s %10.1f %8.2f   %-26s %10.1f %8.2f   %.2fx (%.2f-%.2f)\n",
+                   k ? "4-bit g64 (4.5 b/w)" : "int8 g64 (8.25 b/w)", a, a * qa / 1e9, nm, b, b * qb / 1e9, rm, lo, hi);
             cJSON *e = cJSON_CreateObject();
             cJSON_AddNumberToObject(e, "bits", fmts[gfmt[k]]);
             cJSON_AddStringToObject(e, "ggml_type", k ? "q4_0" : "q8_0");
@@ -519,13 +520,15 @@ int main(int argc, char **argv) {
             gg_mv_free(&gg, &gm[k]);
         }
     } else {
-        printf("\n(no ggml peer: %s)\n", ggml_dir && *ggml_dir ? "could not load it, see above" : "give a build with --ggml DIR or LLMSYS_GGML_DIR");
+        printf("\n(no ggml peer: %s)\n",
+               ggml_dir && *ggml_dir ? "could not load it, see above" : "give a build with --ggml DIR or LLMSYS_GGML_DIR");
     }
     printf("\nprefill GEMM %d tokens x (%d x %d), 1 thread; OpenBLAS sgemm %.1f GFLOP/s\n", M, gn, gk, sgemm_gflops);
     printf("  %-6s %12s %20s %12s %12s\n", "bits", "GOP/s", "dequant+sgemm GOP/s", "ratio", "% of sgemm");
     cJSON *pf = cJSON_AddArrayToObject(j, "prefill");
     for (int f = 0; f < NFMT; f++) {
-        printf("  %-6d %12.1f %20.1f %11.2fx %11.0f%%\n", fmts[f], gf[f], gd[f], gf[f] / gd[f], 100 * gf[f] / sgemm_gflops);
+        printf("  %-6d %12.1f %20.1f %11.2fx %11.0f%%\n", fmts[f], gf[f], gd[f], gf[f] / gd[f],
+               100 * gf[f] / sgemm_gflops);
         cJSON *e = cJSON_CreateObject();
         cJSON_AddNumberToObject(e, "bits", fmts[f]);
         cJSON_AddNumberToObject(e, "prefill_gflops", gf[f]);

@@ -26,7 +26,8 @@ unsigned ls_cpu_features(void) {
 }
 
 const char *ls_cpu_features_str(unsigned f, char *buf, size_t n) {
-    static const char *const names[] = {"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512vnni", "avx512bf16"};
+    static const char *const names[] = {"avx2",     "fma",      "f16c",       "avx512f",
+                                        "avx512bw", "avx512vl", "avx512vnni", "avx512bf16"};
     size_t o = 0;
     if (n) buf[0] = '\0';
     for (int i = 0; i < 8; i++) {
@@ -59,8 +60,9 @@ const char *ls_isa_name(ls_isa isa) {
 }
 
 ls_isa ls_cpu_isa(void) {
-    ls_isa best = ls_cpu_isa_supported(LS_ISA_AVX512) ? LS_ISA_AVX512 : ls_cpu_isa_supported(LS_ISA_AVX2) ? LS_ISA_AVX2
-                                                                                                          : LS_ISA_SCALAR;
+    ls_isa best = LS_ISA_SCALAR;
+    if (ls_cpu_isa_supported(LS_ISA_AVX512)) best = LS_ISA_AVX512;
+    else if (ls_cpu_isa_supported(LS_ISA_AVX2)) best = LS_ISA_AVX2;
     const char *e = getenv("LLMSYS_ISA");
     if (!e || !*e) return best;
     for (int i = LS_ISA_SCALAR; i <= LS_ISA_AVX512; i++)

@@ -248,7 +248,8 @@ TARGET static inline __attribute__((always_inline)) __m256i pair_dot(int BITS, c
  * in one 8-lane accumulator, then a fixed horizontal sum plus the offset terms. RB rows
  * at once share the activation loads and give the prefetchers RB streams. */
 TARGET static inline __attribute__((always_inline)) void tile_i8(const ls_qmat *q, int BITS, int RB, int NT, int r,
-                                                                 const ls_quant_act *a, int m, float *Y, const float *scr) {
+                                                                 const ls_quant_act *a, int m, float *Y,
+                                                                 const float *scr) {
     int nb = q->cols_pad / 32, np = (nb + 1) / 2, bpg = q->group / 32, ng = q->ngroups, ldy = q->rows;
     int ng8 = (ng + 7) & ~7;
     const uint8_t *row[4];

@@ -28,13 +28,13 @@ typedef struct {
 enum { PF_RB = 8 }; /* weight rows per tile */
 
 typedef struct {
-    const int8_t *w[PF_RB];          /* centred codes of each row, cols_pad bytes */
+    const int8_t *w[PF_RB];           /* centred codes of each row, cols_pad bytes */
     const float *s[PF_RB], *c[PF_RB]; /* per group: scale; offset m + ctr·s (NULL for 8 bits) */
-    const int32_t *ws[PF_RB];        /* per group: 128·Σ codes */
+    const int32_t *ws[PF_RB];         /* per group: 128·Σ codes */
 } pf_rows;
 
-TARGET static inline __attribute__((always_inline)) void pf_tile(const pf_act *a, const pf_rows *w, int RB, int TB, int tb0,
-                                                                 float *out /* [RB][TB*16] */) {
+TARGET static inline __attribute__((always_inline)) void pf_tile(const pf_act *a, const pf_rows *w, int RB, int TB,
+                                                                 int tb0, float *out /* [RB][TB*16] */) {
     /* the fp32 sums live in out (L1), touched once per group: the registers hold the
      * RB x TB int32 sums and the TB activation vectors */
     memset(out, 0, sizeof(float) * (size_t)RB * TB * 16);
@@ -100,7 +100,8 @@ TARGET static void pf_unpack_row(const ls_qmat *q, int r, int8_t *dst, int32_t *
         }
     } else if (q->bits == 3) {
         /* byte k: bits 2(k/8).. of byte k%8, then bit k of the high word as bit 2 */
-        __m256i sel = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+        __m256i sel = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3,
+                                       3, 3, 3, 3, 3);
         __m256i bitm = _mm256_set1_epi64x((long long)0x8040201008040201ull), four = _mm256_set1_epi8(4);
         for (int b = 0; b < nb; b++) {
             const uint8_t *p = row + 12 * b;
@@ -121,7 +122,8 @@ TARGET static void pf_unpack_row(const ls_qmat *q, int r, int8_t *dst, int32_t *
         /* Σ (c + 128) per 8 bytes with vpsadbw, then minus 128 per byte */
         __m256i acc = z;
         for (int b = g * bpg; b < (g + 1) * bpg; b++)
-            acc = _mm256_add_epi64(acc, _mm256_sad_epu8(_mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(cd + 32 * b)), flip), z));
+            acc = _mm256_add_epi64(
+                acc, _mm256_sad_epu8(_mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(cd + 32 * b)), flip), z));
         __m128i h = _mm_add_epi64(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
         int32_t sum = (int32_t)(_mm_cvtsi128_si64(h) + _mm_extract_epi64(h, 1)) - 128 * q->group;
         ws[g] = 128 * sum;
@@ -157,7 +159,8 @@ TARGET void ls_quant_prefill_avx512(const ls_qmat *q, const float *X, int M, flo
             for (int c = c0; c < c0 + gs; c += 16) {
                 int n = q->cols - c;
                 __mmask16 mk = n >= 16 ? 0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1);
-                am = _mm512_max_ps(am, _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(_mm512_maskz_loadu_ps(mk, x + c)), signm)));
+                am = _mm512_max_ps(am, _mm512_castsi512_ps(_mm512_and_si512(
+                                           _mm512_castps_si512(_mm512_maskz_loadu_ps(mk, x + c)), signm)));
             }
             float amax = _mm512_reduce_max_ps(am), inv = amax > 0 ? 127.0f / amax : 0.0f;
             __m512 iv = _mm512_set1_ps(inv);

@@ -282,11 +282,13 @@ static ls_isa impl_isa(ls_qimpl impl) {
     case LS_QIMPL_AUTO: return ls_quant_isa();
     case LS_QIMPL_AVX2: return ls_cpu_isa_supported(LS_ISA_AVX2) ? LS_ISA_AVX2 : LS_ISA_SCALAR;
     default: /* FAST, AVX512 */
-        return ls_cpu_isa_supported(LS_ISA_AVX512) ? LS_ISA_AVX512 : ls_cpu_isa_supported(LS_ISA_AVX2) ? LS_ISA_AVX2 : LS_ISA_SCALAR;
+        if (ls_cpu_isa_supported(LS_ISA_AVX512)) return LS_ISA_AVX512;
+        return ls_cpu_isa_supported(LS_ISA_AVX2) ? LS_ISA_AVX2 : LS_ISA_SCALAR;
     }
 }
 
-static void rows_simd(ls_isa isa, const ls_qmat *q, int r0, int r1, const float *Xpad, int M, float *Y, const ls_quant_act *a) {
+static void rows_simd(ls_isa isa, const ls_qmat *q, int r0, int r1, const float *Xpad, int M, float *Y,
+                      const ls_quant_act *a) {
     if (isa == LS_ISA_AVX512) ls_quant_rows_avx512(q, r0, r1, Xpad, M, Y, a);
     else ls_quant_rows_avx2(q, r0, r1, Xpad, M, Y, a);
 }
@@ -358,7 +360,8 @@ static void rows_i8_ref(const ls_qmat *q, const int8_t *xq, const float *xs, con
                 }
                 float sg = ls_qmat_scale(q, r, g);
                 acc += sg * ag;
-                if (q->hmin) extra += (ls_qmat_min(q, r, g) + (float)(1 << (q->bits - 1)) * sg) * xsum[(size_t)m * q->ngroups + g];
+                if (q->hmin)
+                    extra += (ls_qmat_min(q, r, g) + (float)(1 << (q->bits - 1)) * sg) * xsum[(size_t)m * q->ngroups + g];
             }
             Y[(size_t)m * q->rows + r] = acc + extra;
         }

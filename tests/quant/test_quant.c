@@ -210,7 +210,8 @@ static void test_levels(void) {
     const ls_qimpl impls[2] = {LS_QIMPL_AVX2, LS_QIMPL_AVX512};
     const ls_isa isas[2] = {LS_ISA_AVX2, LS_ISA_AVX512};
     for (int k = 0; k < 2; k++)
-        if (!ls_cpu_isa_supported(isas[k])) fprintf(stderr, "  SKIPPED: %s path (not on this CPU)\n", ls_isa_name(isas[k]));
+        if (!ls_cpu_isa_supported(isas[k]))
+            fprintf(stderr, "  SKIPPED: %s path (not on this CPU)\n", ls_isa_name(isas[k]));
     if (!ls_cpu_isa_supported(LS_ISA_AVX2)) return;
     ls_rng rng;
     ls_rng_seed(&rng, 777);
@@ -220,7 +221,8 @@ static void test_levels(void) {
         int bits = bits_list[iter % 5], group = 32 << ls_rng_below(&rng, 4), M = Ms[iter % 6];
         int rows = 1 + (int)ls_rng_below(&rng, 100), cols = 1 + (int)ls_rng_below(&rng, 700);
         float *w = malloc(sizeof(float) * rows * cols), *X = malloc(sizeof(float) * M * cols);
-        float *yr = malloc(sizeof(float) * M * rows), *y2 = malloc(sizeof(float) * M * rows), *y5 = malloc(sizeof(float) * M * rows);
+        float *yr = malloc(sizeof(float) * M * rows), *y2 = malloc(sizeof(float) * M * rows);
+        float *y5 = malloc(sizeof(float) * M * rows);
         fill(&rng, w, (size_t)rows * cols, 0.05f);
         fill(&rng, X, (size_t)M * cols, 1.0f);
         ls_qmat q;
@@ -241,8 +243,8 @@ static void test_levels(void) {
         }
         if (ls_cpu_isa_supported(LS_ISA_AVX512)) {
             ls_qmat_matmul_rows(&q, X, M, y5, 1 + iter % 2, impls[1]);
-            CHECK_MSG(memcmp(y2, y5, sizeof(float) * M * rows) == 0, "avx512 differs from avx2: bits %d group %d (%d,%d) M %d",
-                      bits, group, rows, cols, M);
+            CHECK_MSG(memcmp(y2, y5, sizeof(float) * M * rows) == 0,
+                      "avx512 differs from avx2: bits %d group %d (%d,%d) M %d", bits, group, rows, cols, M);
             tested++;
         }
         ls_qmat_free(&q);
@@ -290,7 +292,8 @@ static void test_prefill(void) {
                 double exact = 0, mag = 0, aq = 0;
                 for (int c0 = 0; c0 < cols; c0 += group) {
                     int g = c0 / group;
-                    double amax = 0, mid = bits == 8 ? 0 : ls_qmat_min(&q, r, g) + (1 << (bits - 1)) * ls_qmat_scale(&q, r, g);
+                    double amax = 0, mid = 0;
+                    if (bits != 8) mid = ls_qmat_min(&q, r, g) + (1 << (bits - 1)) * ls_qmat_scale(&q, r, g);
                     for (int c = c0; c < cols && c < c0 + group; c++) amax = fmax(amax, fabs(x[c]));
                     for (int c = c0; c < cols && c < c0 + group; c++) {
                         exact += (double)d[c] * x[c];
@@ -301,7 +304,8 @@ static void test_prefill(void) {
                 double tol = aq * 1.001 + 2e-6 * mag + 1e-6, e = fabs(y[(size_t)m * rows + r] - exact);
                 worst = e / tol > worst ? e / tol : worst;
                 if (e > tol) {
-                    fprintf(stderr, "  bits %d group %d (%d,%d) M %d row %d token %d:\n", bits, group, rows, cols, M, r, m);
+                    fprintf(stderr, "  bits %d group %d (%d,%d) M %d row %d token %d:\n", bits, group, rows, cols, M, r,
+                            m);
                     CHECK_NEAR(y[(size_t)m * rows + r], exact, tol);
                     bad = 1;
                 }

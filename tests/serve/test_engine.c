@@ -106,7 +106,8 @@ static int write_v1(const char *src, const char *dst) {
     for (int i = 0; i < ls_st_count(f) && !rc; i++) {
         const ls_st_tensor *t = ls_st_get(f, i);
         size_t n = strlen(t->name);
-        int sm = t->dtype == LS_DT_F16 && ((n > 6 && !strcmp(t->name + n - 6, ".scale")) || (n > 4 && !strcmp(t->name + n - 4, ".min")));
+        int sm = t->dtype == LS_DT_F16 &&
+                 ((n > 6 && !strcmp(t->name + n - 6, ".scale")) || (n > 4 && !strcmp(t->name + n - 4, ".min")));
         if (!sm) {
             rc = ls_st_writer_add(w, t->name, t->dtype, t->ndim, t->shape, t->data);
             continue;
@@ -121,8 +122,9 @@ static int write_v1(const char *src, const char *dst) {
     char *vp = strstr(meta, "\"version\":2");
     if (!vp) rc = -1;
     else vp[10] = '1';
-    if (!rc) rc = ls_st_writer_meta(w, "llmsys.quant", meta) || ls_st_writer_meta(w, "llmsys.config", ls_st_meta(f, "llmsys.config")) ||
-                  ls_st_writer_write(w, dst);
+    if (!rc)
+        rc = ls_st_writer_meta(w, "llmsys.quant", meta) ||
+             ls_st_writer_meta(w, "llmsys.config", ls_st_meta(f, "llmsys.config")) || ls_st_writer_write(w, dst);
     for (int i = 0; i < nt; i++) free(tmp[i]);
     ls_st_writer_free(w);
     ls_st_close(f);
