@@ -162,19 +162,7 @@ TARGET static inline __attribute__((always_inline)) __m256i unpack_q(int bits, c
         __m128i v = _mm_loadu_si128((const __m128i *)(row + (size_t)b * 16)), m = _mm_set1_epi8(15);
         return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
     }
-    const uint8_t *p = row + (size_t)b * 12;
-    int64_t lo8;
-    uint32_t hw;
-    memcpy(&lo8, p, 8);
-    memcpy(&hw, p + 8, 4);
-    /* byte k: bits 2(k/8).. of byte k%8, then bit k of hw as bit 2 */
-    __m256i l = _mm256_srlv_epi64(_mm256_set1_epi64x(lo8), _mm256_setr_epi64x(0, 2, 4, 6));
-    l = _mm256_and_si256(l, _mm256_set1_epi8(3));
-    __m256i h = _mm256_shuffle_epi8(_mm256_set1_epi32((int)hw), _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-                                                                                2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
-    __m256i bitm = _mm256_set1_epi64x((long long)0x8040201008040201ull);
-    h = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bitm), bitm), _mm256_set1_epi8(4));
-    return _mm256_or_si256(l, h);
+    return ls_quant_unpack3(row + (size_t)b * 12);
 }
 
 /* Σ q·x̂ of one pair of blocks (b = 2·pr, b+1) of one W row against one X row, as 8 int32

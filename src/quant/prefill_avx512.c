@@ -99,22 +99,9 @@ TARGET static void pf_unpack_row(const ls_qmat *q, int r, int8_t *dst, int32_t *
             _mm_storeu_si128((__m128i *)(dst + 32 * b + 16), _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(v, 4), m), e));
         }
     } else if (q->bits == 3) {
-        /* byte k: bits 2(k/8).. of byte k%8, then bit k of the high word as bit 2 */
-        __m256i sel = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3,
-                                       3, 3, 3, 3, 3);
-        __m256i bitm = _mm256_set1_epi64x((long long)0x8040201008040201ull), four = _mm256_set1_epi8(4);
-        for (int b = 0; b < nb; b++) {
-            const uint8_t *p = row + 12 * b;
-            int64_t lo8;
-            uint32_t hw;
-            memcpy(&lo8, p, 8);
-            memcpy(&hw, p + 8, 4);
-            __m256i l = _mm256_srlv_epi64(_mm256_set1_epi64x(lo8), _mm256_setr_epi64x(0, 2, 4, 6));
-            l = _mm256_and_si256(l, _mm256_set1_epi8(3));
-            __m256i h = _mm256_shuffle_epi8(_mm256_set1_epi32((int)hw), sel);
-            h = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bitm), bitm), four);
-            _mm256_storeu_si256((__m256i *)(dst + 32 * b), _mm256_sub_epi8(_mm256_or_si256(l, h), four));
-        }
+        __m256i four = _mm256_set1_epi8(4);
+        for (int b = 0; b < nb; b++)
+            _mm256_storeu_si256((__m256i *)(dst + 32 * b), _mm256_sub_epi8(ls_quant_unpack3(row + 12 * b), four));
     }
     const int8_t *cd = q->bits == 8 ? (const int8_t *)row : dst;
     __m256i flip = _mm256_set1_epi8((char)0x80), z = _mm256_setzero_si256();

@@ -3,7 +3,9 @@
 #ifndef LLMSYS_QUANT_INTERNAL_H
 #define LLMSYS_QUANT_INTERNAL_H
 
+#include <immintrin.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "llmsys/quant.h"
 
@@ -47,5 +49,22 @@ void ls_quant_dequant_row_avx512(const ls_qmat *q, int r, float *out);
  * activations per (token, weight group) times int8 codes, int32 per group
  * (prefill_avx512.c). Call only when the CPU has LS_ISA_AVX512. */
 void ls_quant_prefill_avx512(const ls_qmat *q, const float *X, int M, float *Y);
+
+/* The 32 codes (0..7) of a packed 3-bit block p as bytes: byte k takes bits 2(k/8).. of
+ * byte k%8, then bit k of the block's high word as bit 2. For AVX2 (and AVX-512) code. */
+__attribute__((target("avx2"))) static inline __m256i ls_quant_unpack3(const uint8_t *p) {
+    int64_t lo8;
+    uint32_t hw;
+    memcpy(&lo8, p, 8);
+    memcpy(&hw, p + 8, 4);
+    __m256i l = _mm256_srlv_epi64(_mm256_set1_epi64x(lo8), _mm256_setr_epi64x(0, 2, 4, 6));
+    l = _mm256_and_si256(l, _mm256_set1_epi8(3));
+    __m256i sel = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3,
+                                   3, 3, 3);
+    __m256i h = _mm256_shuffle_epi8(_mm256_set1_epi32((int)hw), sel);
+    __m256i bitm = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    h = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bitm), bitm), _mm256_set1_epi8(4));
+    return _mm256_or_si256(l, h);
+}
 
 #endif

@@ -121,6 +121,27 @@ static void test_range_bound(void) {
     }
 }
 
+/* Row r of q (dequantized in d) times x, in float64, with its magnitude Σ|w·x| and the
+ * bound on the error of rounding x to int8 per blk-column block (absmax/127, off by at most
+ * half a step): Σ|w - mid|·absmax/254, mid = the weight group's code centre for the centred
+ * 4/3-bit codes, 0 for 8 bits. */
+static void exact_and_bound(const ls_qmat *q, int r, const float *d, const float *x, int blk, double *exact,
+                            double *mag, double *aq) {
+    *exact = *mag = *aq = 0;
+    for (int c0 = 0; c0 < q->cols; c0 += blk) {
+        double amax = 0;
+        int c1 = c0 + blk < q->cols ? c0 + blk : q->cols;
+        for (int c = c0; c < c1; c++) amax = fmax(amax, fabs(x[c]));
+        for (int c = c0; c < c1; c++) {
+            int g = c / q->group;
+            double mid = q->hmin ? ls_qmat_min(q, r, g) + (1 << (q->bits - 1)) * ls_qmat_scale(q, r, g) : 0.0;
+            *exact += (double)d[c] * x[c];
+            *mag += fabs(d[c] * x[c]);
+            *aq += fabs(d[c] - mid) * amax / 254.0;
+        }
+    }
+}
+
 /* Decode kernels (fast vs scalar reference, same arithmetic): |fast - ref| <= 2e-6·Σ|w||x|
  * + 1e-7. Prefill GEMM vs the exact product, same tolerance. For 8/4/3 bits the decode
  * kernels quantize activations to int8 per 32-block: within Σ|w - mid|·absmax/254 of exact
@@ -156,22 +177,9 @@ static void test_kernels(void) {
         for (int r = 0; r < rows && !bad; r++) {
             ls_qmat_dequant_row(&q, r, d);
             for (int m = 0; m < M && !bad; m++) {
-                /* exact float product, its magnitude, and the bound on int8-activation error:
-                 * each x is rounded to a multiple of its block's absmax/127, off by <= half */
-                const float *x = X + (size_t)m * cols;
-                double mag = 0, exact = 0, aq = 0;
-                for (int c0 = 0; c0 < cols; c0 += 32) {
-                    double amax = 0;
-                    for (int c = c0; c < cols && c < c0 + 32; c++) amax = fmax(amax, fabs(x[c]));
-                    for (int c = c0; c < cols && c < c0 + 32; c++) {
-                        mag += fabs(d[c] * x[c]);
-                        exact += (double)d[c] * x[c];
-                        /* asymmetric codes are centred: the error scales with |w - group mid-range| */
-                        double mid = q.hmin ? ls_qmat_min(&q, r, c / q.group) + (1 << (bits - 1)) * ls_qmat_scale(&q, r, c / q.group)
-                                            : 0.0;
-                        aq += fabs(d[c] - mid) * amax / 127.0 * 0.5;
-                    }
-                }
+                /* exact product, its magnitude, and the int8-activation bound (32-blocks) */
+                double mag, exact, aq;
+                exact_and_bound(&q, r, d, X + (size_t)m * cols, 32, &exact, &mag, &aq);
                 double tol = 2e-6 * mag + 1e-7, tol_aq = bits <= 8 ? aq * 1.001 + tol : tol;
                 double ref = yr[(size_t)m * rows + r], f = yf[(size_t)m * rows + r], g = yg[(size_t)m * rows + r];
                 if (fabs(f - ref) > tol || fabs(g - exact) > tol || fabs(ref - exact) > tol_aq) {
@@ -288,19 +296,8 @@ static void test_prefill(void) {
         for (int r = 0; r < rows && !bad; r++) {
             ls_qmat_dequant_row(&q, r, d);
             for (int m = 0; m < M && !bad; m++) {
-                const float *x = X + (size_t)m * cols;
-                double exact = 0, mag = 0, aq = 0;
-                for (int c0 = 0; c0 < cols; c0 += group) {
-                    int g = c0 / group;
-                    double amax = 0, mid = 0;
-                    if (bits != 8) mid = ls_qmat_min(&q, r, g) + (1 << (bits - 1)) * ls_qmat_scale(&q, r, g);
-                    for (int c = c0; c < cols && c < c0 + group; c++) amax = fmax(amax, fabs(x[c]));
-                    for (int c = c0; c < cols && c < c0 + group; c++) {
-                        exact += (double)d[c] * x[c];
-                        mag += fabs(d[c] * x[c]);
-                        aq += fabs(d[c] - mid) * amax / 254.0;
-                    }
-                }
+                double exact, mag, aq; /* activations rounded per weight group */
+                exact_and_bound(&q, r, d, X + (size_t)m * cols, group, &exact, &mag, &aq);
                 double tol = aq * 1.001 + 2e-6 * mag + 1e-6, e = fabs(y[(size_t)m * rows + r] - exact);
                 worst = e / tol > worst ? e / tol : worst;
                 if (e > tol) {
