@@ -7,10 +7,7 @@
 #include "llmsys/core.h"
 
 unsigned ls_cpu_features(void) {
-    static unsigned cached;
-    static int done;
-    if (done) return cached;
-    __builtin_cpu_init();
+    __builtin_cpu_init(); /* probes once; later calls return at once */
     unsigned f = 0;
     if (__builtin_cpu_supports("avx2")) f |= LS_CPU_AVX2;
     if (__builtin_cpu_supports("fma")) f |= LS_CPU_FMA;
@@ -20,8 +17,6 @@ unsigned ls_cpu_features(void) {
     if (__builtin_cpu_supports("avx512vl")) f |= LS_CPU_AVX512VL;
     if (__builtin_cpu_supports("avx512vnni")) f |= LS_CPU_AVX512VNNI;
     if (__builtin_cpu_supports("avx512bf16")) f |= LS_CPU_AVX512BF16;
-    cached = f; /* racing first calls store the same value */
-    done = 1;
     return f;
 }
 
