@@ -109,9 +109,11 @@ void ls_qmat_matvec_impl(const ls_qmat *q, const float *x, float *y, ls_qimpl im
  * nthreads > 1 splits W's rows over OpenMP threads (each output computed by one thread
  * the same way: results are identical for any nthreads). */
 void ls_qmat_matmul_rows(const ls_qmat *q, const float *X, int M, float *Y, int nthreads, ls_qimpl impl);
-/* Prefill GEMM: Y (M, rows) = X (M, cols) · Wᵀ via tiles of W dequantized to fp32 (AVX2
- * when available) and OpenBLAS sgemm. Each X row's result does not depend on M beyond
- * what sgemm guarantees; the reference impl is a scalar triple loop. */
+/* Prefill GEMM: Y (M, rows) = X (M, cols) · Wᵀ. 8/4/3 bits with M > 8 at the avx512 level:
+ * integer GEMM, X rounded to int8 per (row, weight group), int32 sums per group (error
+ * within Σ|w − group code centre|·absmax/254 per group of the exact product). Otherwise
+ * tiles of W dequantized to fp32 and OpenBLAS sgemm. Results may depend on M; the
+ * reference impl is a scalar triple loop. */
 void ls_qmat_matmul(const ls_qmat *q, const float *X, int M, float *Y, ls_qimpl impl);
 
 #ifdef __cplusplus
