@@ -27,6 +27,7 @@ struct ls_engine {
     ls_qmat head;                   /* wte as an F32 qmat for batch-invariant logits */
     ls_gpt_weights w;               /* what ls_gpt_forward runs */
     ls_gpt_scratch scratch;
+    ls_bpe *tok;                    /* the checkpoint's BPE vocabulary (NULL: bytes): bytes per token */
 };
 
 ls_engine_opts ls_engine_defaults(void) {
@@ -104,6 +105,7 @@ fail:
 
 void ls_engine_free(ls_engine *e) {
     if (!e) return;
+    ls_bpe_free(e->tok);
     if (e->layers) {
         for (int i = 0; i < e->le - e->lb; i++) {
             eng_layer *L = &e->layers[i];
@@ -172,6 +174,7 @@ int ls_engine_open(ls_engine **out, const char *path, const ls_engine_opts *o) {
     if (!fbits) { rc = ls_err(LS_ENOMEM, "engine: out of memory"); goto done; }
     int file_quant = ls_ckpt_quant_meta(f, c->n_layer, &group, fbits);
     if (file_quant < 0) { rc = file_quant; goto done; }
+    if ((rc = ls_ckpt_tokenizer(f, c, &e->tok))) goto done;
     if (!file_quant) group = o->group > 0 ? o->group : 64;
     if (!ls_quant_group_valid(group)) { rc = ls_err(LS_EINVAL, "engine: unsupported group size %d", group); goto done; }
     e->lb = o->layer_begin;
@@ -312,7 +315,7 @@ int ls_engine_eval_tokens(ls_engine *e, const uint16_t *tokens, size_t n, int T,
             if (y == LS_TOK_BOS) continue; /* BOS always follows EOS: no information */
             sum += nll[k];
             r->tokens++;
-            if (y < 256) r->bytes++;
+            r->bytes += ls_text_token_bytes(e->tok, y);
         }
     }
     free(tok), free(nll);
