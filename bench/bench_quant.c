@@ -2,11 +2,17 @@
  * STREAM-style read and copy bandwidth, then for every weight format the mat-vec (decode)
  * GB/s of weights streamed and tokens/s on a matrix larger than the last-level cache, at
  * one thread and at all threads, each against the read bandwidth measured with the same
- * thread count in the same round (median over rounds: the machine is shared), and the
- * prefill GEMM rate against OpenBLAS sgemm. Prints a table, writes JSON (--out). */
+ * thread count in the same round (median over rounds: the machine is shared); when a ggml
+ * build is given (--ggml DIR / LLMSYS_GGML_DIR), int8 and 4-bit decode against ggml's
+ * q8_0 and repacked q4_0 in the same process, sides interleaved; and the prefill GEMM
+ * (integer GEMM where the CPU has AVX-512 VNNI) against dequantize-then-sgemm and OpenBLAS
+ * sgemm. Prints a table, writes JSON (--out). */
 #include <cblas.h>
 #include <cjson/cJSON.h>
+#include <dlfcn.h>
 #include <immintrin.h>
+#include <math.h>
+#include <stdbool.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,11 +116,169 @@ static double median(const double *v, int n) {
     return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
 }
 
+/* ---------------------------------------------------------------- ggml peer (optional)
+ * A ggml build beside the project (--ggml DIR or LLMSYS_GGML_DIR: a directory holding
+ * libggml-base.so, libggml-cpu.so and libggml.so, or its build/src) is loaded with dlopen and run in
+ * this process through its public API: W quantized by ggml_quantize_chunk, y = W·x by a
+ * one-node graph on the CPU backend at the same thread count. q8_0 sits in the plain CPU
+ * buffer; q4_0 in the CPU backend's repacking buffer (CPU_AARCH64 / CPU_REPACK: q4_0
+ * rearranged 8x8, llama.cpp's default on AVX2) when the build has one. Nothing of ggml is
+ * compiled in: the declarations below are the few entry points used, by address. */
+struct gg_init_params {
+    size_t mem_size;
+    void *mem_buffer;
+    bool no_alloc;
+};
+typedef struct {
+    void *base, *cpu, *reg;
+    void *(*init)(struct gg_init_params);
+    void (*free_ctx)(void *);
+    void *(*new_tensor_2d)(void *, int, int64_t, int64_t);
+    void *(*mul_mat)(void *, void *, void *);
+    void *(*new_graph)(void *);
+    void (*build_forward_expand)(void *, void *);
+    size_t (*nbytes)(const void *);
+    size_t (*quantize_chunk)(int, const float *, void *, int64_t, int64_t, int64_t, const float *);
+    void *(*cpu_init)(void);
+    void (*cpu_set_n_threads)(void *, int);
+    void *(*cpu_buffer_type)(void);
+    void *(*buft_alloc_buffer)(void *, size_t);
+    const char *(*buft_name)(void *);
+    void *(*buffer_get_base)(void *);
+    int (*tensor_alloc)(void *, void *, void *);
+    void (*tensor_set)(void *, const void *, size_t, size_t);
+    void (*tensor_get)(const void *, void *, size_t, size_t);
+    void *(*alloc_ctx_tensors_from_buft)(void *, void *);
+    int (*graph_compute)(void *, void *);
+    void (*backend_free)(void *);
+    void (*buffer_free)(void *);
+    void *(*dev_by_type)(int);
+    void *(*dev_backend_reg)(void *);
+    void *(*reg_get_proc_address)(void *, const char *);
+} gg_api;
+
+typedef struct {
+    void *ctxw, *ctx, *backend, *bufw, *bufx, *graph, *x, *y;
+    const char *buft;
+    size_t wbytes;
+} gg_mv;
+
+static int gg_load(const char *dir, gg_api *g) {
+    char p[1024];
+    memset(g, 0, sizeof *g);
+    const char *sub[2] = {"", "/build/src"};
+    for (int i = 0; i < 2 && !g->cpu; i++) {
+        snprintf(p, sizeof p, "%s%s/libggml-base.so", dir, sub[i]);
+        if (!(g->base = dlopen(p, RTLD_NOW | RTLD_GLOBAL))) continue;
+        snprintf(p, sizeof p, "%s%s/libggml-cpu.so", dir, sub[i]);
+        g->cpu = dlopen(p, RTLD_NOW | RTLD_GLOBAL);
+        snprintf(p, sizeof p, "%s%s/libggml.so", dir, sub[i]);
+        if (g->cpu && !(g->reg = dlopen(p, RTLD_NOW | RTLD_GLOBAL))) g->cpu = NULL;
+    }
+    if (!g->cpu) {
+        fprintf(stderr, "bench_quant: no ggml build at %s (%s); peer column left out\n", dir, dlerror());
+        return -1;
+    }
+#define GG(field, name)                                                                    \
+    do {                                                                                   \
+        *(void **)&g->field = dlsym(g->base, name);                                        \
+        if (!g->field) *(void **)&g->field = dlsym(g->cpu, name);                          \
+        if (!g->field) *(void **)&g->field = dlsym(g->reg, name);                          \
+        if (!g->field) {                                                                   \
+            fprintf(stderr, "bench_quant: ggml lacks %s; peer column left out\n", name);   \
+            return -1;                                                                     \
+        }                                                                                  \
+    } while (0)
+    GG(init, "ggml_init");
+    GG(free_ctx, "ggml_free");
+    GG(new_tensor_2d, "ggml_new_tensor_2d");
+    GG(mul_mat, "ggml_mul_mat");
+    GG(new_graph, "ggml_new_graph");
+    GG(build_forward_expand, "ggml_build_forward_expand");
+    GG(nbytes, "ggml_nbytes");
+    GG(quantize_chunk, "ggml_quantize_chunk");
+    GG(cpu_init, "ggml_backend_cpu_init");
+    GG(cpu_set_n_threads, "ggml_backend_cpu_set_n_threads");
+    GG(cpu_buffer_type, "ggml_backend_cpu_buffer_type");
+    GG(buft_alloc_buffer, "ggml_backend_buft_alloc_buffer");
+    GG(buft_name, "ggml_backend_buft_name");
+    GG(buffer_get_base, "ggml_backend_buffer_get_base");
+    GG(tensor_alloc, "ggml_backend_tensor_alloc");
+    GG(tensor_set, "ggml_backend_tensor_set");
+    GG(tensor_get, "ggml_backend_tensor_get");
+    GG(alloc_ctx_tensors_from_buft, "ggml_backend_alloc_ctx_tensors_from_buft");
+    GG(graph_compute, "ggml_backend_graph_compute");
+    GG(backend_free, "ggml_backend_free");
+    GG(buffer_free, "ggml_backend_buffer_free");
+    GG(dev_by_type, "ggml_backend_dev_by_type");
+    GG(dev_backend_reg, "ggml_backend_dev_backend_reg");
+    GG(reg_get_proc_address, "ggml_backend_reg_get_proc_address");
+#undef GG
+    return 0;
+}
+
+enum { GG_F32 = 0, GG_Q4_0 = 2, GG_Q8_0 = 8 };
+
+/* The CPU backend's repacking buffer type, or NULL. */
+static void *gg_repack_buft(gg_api *g) {
+    void *dev = g->dev_by_type(0 /* CPU */);
+    void *(*extra)(void *) = NULL;
+    if (dev) *(void **)&extra = g->reg_get_proc_address(g->dev_backend_reg(dev), "ggml_backend_dev_get_extra_bufts");
+    void **b = extra ? (void **)extra(dev) : NULL;
+    for (; b && *b; b++) {
+        const char *n = g->buft_name(*b);
+        if (strstr(n, "AARCH64") || strstr(n, "REPACK")) return *b;
+    }
+    return NULL;
+}
+
+/* y = W·x set up for W (rows x cols fp32) at ggml type `type`, `threads` threads. */
+static int gg_mv_init(gg_api *g, gg_mv *m, int type, const float *w, int rows, int cols, int threads) {
+    memset(m, 0, sizeof *m);
+    struct gg_init_params ip = {1 << 20, NULL, true};
+    m->ctxw = g->init(ip);
+    m->ctx = g->init(ip);
+    void *W = g->new_tensor_2d(m->ctxw, type, cols, rows);
+    m->x = g->new_tensor_2d(m->ctx, GG_F32, cols, 1);
+    m->y = g->mul_mat(m->ctx, W, m->x);
+    m->graph = g->new_graph(m->ctx);
+    g->build_forward_expand(m->graph, m->y);
+    m->backend = g->cpu_init();
+    g->cpu_set_n_threads(m->backend, threads);
+    void *buft = type == GG_Q4_0 ? gg_repack_buft(g) : NULL;
+    if (!buft) buft = g->cpu_buffer_type();
+    m->buft = g->buft_name(buft);
+    m->wbytes = g->nbytes(W);
+    m->bufw = g->buft_alloc_buffer(buft, m->wbytes);
+    if (!m->bufw) return -1;
+    g->tensor_alloc(m->bufw, W, g->buffer_get_base(m->bufw));
+    void *qd = malloc(m->wbytes);
+    if (!qd) return -1;
+    g->quantize_chunk(type, w, qd, 0, rows, cols, NULL);
+    g->tensor_set(W, qd, 0, m->wbytes); /* the repacking buffer rearranges here */
+    free(qd);
+    m->bufx = g->alloc_ctx_tensors_from_buft(m->ctx, g->cpu_buffer_type());
+    return m->bufx ? 0 : -1;
+}
+
+static void gg_mv_run(gg_api *g, gg_mv *m, const float *x, int cols) {
+    g->tensor_set(m->x, x, 0, sizeof(float) * (size_t)cols);
+    g->graph_compute(m->backend, m->graph);
+}
+
+static void gg_mv_free(gg_api *g, gg_mv *m) {
+    if (m->bufw) g->buffer_free(m->bufw);
+    if (m->bufx) g->buffer_free(m->bufx);
+    if (m->backend) g->backend_free(m->backend);
+    if (m->ctx) g->free_ctx(m->ctx);
+    if (m->ctxw) g->free_ctx(m->ctxw);
+}
+
 enum { NFMT = 5, MAXROUNDS = 64 };
 static const int fmts[NFMT] = {32, 16, 8, 4, 3};
 
 int main(int argc, char **argv) {
-    const char *out = NULL;
+    const char *out = NULL, *ggml_dir = getenv("LLMSYS_GGML_DIR");
     int rows = 16384, cols = 8192, threads = omp_get_num_procs(), reps = 3, rounds = 5, M = 64, gk = 2048, gn = 2048;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
@@ -123,10 +287,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--ggml") && i + 1 < argc) ggml_dir = argv[++i];
         else if (!strcmp(argv[i], "--quick")) rows = 4096, cols = 4096, reps = 2, rounds = 3, gk = gn = 512;
         else {
             fprintf(stderr,
                     "usage: bench_quant [--out FILE] [--rows R --cols C] [--threads N] [--reps N] [--rounds N] [--quick]\n"
+                    "                   [--ggml DIR]   (or LLMSYS_GGML_DIR: a ggml build to compare against)\n"
                     "  decode mat-vec on an R x C matrix (default 16384 x 8192 = 512 MiB in fp32), at 1 thread and\n"
                     "  at N threads (default: all processors); each of `rounds` rounds measures read bandwidth\n"
                     "  before and after the kernels at each thread count (best of `reps` calls each); medians\n");
@@ -138,10 +304,14 @@ int main(int argc, char **argv) {
         return 2;
     }
     int tcs[2] = {1, threads}, ntc = threads > 1 ? 2 : 1;
-    printf("bench_quant: kernels %s, 1 and %d thread(s); 1 thread timed by its CPU time, more by wall clock;\n"
-           "%d rounds, each: read bandwidth (512 MiB), every format's decode (calls streaming ~512 MiB), read\n"
-           "bandwidth again; best of %d timings each; medians over rounds\n",
-           ls_quant_impl_name(), threads, rounds, reps);
+    char feat[160];
+    double la[3] = {0};
+    if (getloadavg(la, 3) < 0) la[0] = -1;
+    printf("bench_quant: kernels %s (CPU: %s; LLMSYS_ISA=%s), 1 and %d thread(s); load average %.2f\n"
+           "1 thread timed by its CPU time, more by wall clock; %d rounds, each: read bandwidth (512 MiB), every\n"
+           "format's decode (calls streaming ~512 MiB), read bandwidth again; best of %d timings each; medians\n",
+           ls_quant_impl_name(), ls_cpu_features_str(ls_cpu_features(), feat, sizeof feat),
+           getenv("LLMSYS_ISA") ? getenv("LLMSYS_ISA") : "(unset)", threads, la[0], rounds, reps);
 
     size_t nw = (size_t)rows * cols, nbw = (512u << 20) / sizeof(float);
     float *w = malloc(nw * sizeof(float)), *x = malloc(sizeof(float) * cols), *y = malloc(sizeof(float) * rows);
@@ -158,7 +328,53 @@ int main(int argc, char **argv) {
             fprintf(stderr, "bench_quant: %s\n", ls_errmsg());
             return 1;
         }
+    /* ggml peer: int8 vs q8_0, 4-bit vs repacked q4_0, one thread, sides interleaved */
+    gg_api gg;
+    gg_mv gm[2];
+    int have_gg = ggml_dir && *ggml_dir && gg_load(ggml_dir, &gg) == 0;
+    const int gtypes[2] = {GG_Q8_0, GG_Q4_0}, gfmt[2] = {2, 3};
+    double pv[2][2][MAXROUNDS]; /* [pair][side: llmsys, ggml][round] mat-vecs/s */
+    if (have_gg)
+        for (int k = 0; k < 2 && have_gg; k++)
+            if (gg_mv_init(&gg, &gm[k], gtypes[k], w, rows, cols, 1) != 0) {
+                fprintf(stderr, "bench_quant: ggml set-up failed; peer column left out\n");
+                have_gg = 0;
+            }
     free(w);
+    if (have_gg) {
+        /* both sides compute the same product: ggml's y against llmsys's, relative to |y|max */
+        float *yg = malloc(sizeof(float) * rows);
+        LS_ASSERT(yg);
+        for (int k = 0; k < 2; k++) {
+            gg_mv_run(&gg, &gm[k], x, cols);
+            gg.tensor_get(gm[k].y, yg, 0, sizeof(float) * rows);
+            ls_qmat_matmul_rows(&q[gfmt[k]], x, 1, y, 1, LS_QIMPL_AUTO);
+            double dmax = 0, ymax = 0;
+            for (int r = 0; r < rows; r++) dmax = fmax(dmax, fabs(yg[r] - y[r])), ymax = fmax(ymax, fabs(y[r]));
+            printf("ggml %s output vs llmsys %d-bit: max difference %.3g of max |y| (quantization differs)\n",
+                   k ? "q4_0" : "q8_0", fmts[gfmt[k]], dmax / ymax);
+        }
+        free(yg);
+        timer_threads = 1;
+        for (int rd_i = 0; rd_i < rounds; rd_i++)
+            for (int k = 0; k < 2; k++)
+                for (int o = 0; o < 2; o++) {
+                    int side = (o + rd_i) % 2; /* alternate which side goes first */
+                    size_t qb = side ? gm[k].wbytes : ls_qmat_bytes(&q[gfmt[k]]);
+                    int ncall = (int)((nbw * sizeof(float) / 2 + qb / 2) / qb);
+                    if (ncall < 1) ncall = 1;
+                    double t[16] = {0};
+                    for (int r = 0; r < reps; r++) {
+                        double t0 = now();
+                        for (int c = 0; c < ncall; c++) {
+                            if (side) gg_mv_run(&gg, &gm[k], x, cols);
+                            else ls_qmat_matmul_rows(&q[gfmt[k]], x, 1, y, 1, LS_QIMPL_AUTO);
+                        }
+                        t[r] = (now() - t0) / ncall;
+                    }
+                    pv[k][side][rd_i] = 1.0 / best_of(t, reps);
+                }
+    }
 
     /* decode: rounds × thread counts, bandwidth measured around the kernels */
     double rd[2][MAXROUNDS], gbs[2][NFMT][MAXROUNDS], frac[2][NFMT][MAXROUNDS], r4[2][MAXROUNDS], cp[2];
@@ -209,20 +425,26 @@ int main(int argc, char **argv) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, gn, gk, 1.0f, gx, gk, gw, gk, 0.0f, gy, gn);
         tg[r] = now() - t0;
     }
-    double sgemm_gflops = 2.0 * M * gn * gk / best_of(tg, reps) / 1e9, gf[NFMT];
+    double sgemm_gflops = 2.0 * M * gn * gk / best_of(tg, reps) / 1e9, gf[NFMT], gd[NFMT];
     for (int f = 0; f < NFMT; f++) {
         ls_qmat gq;
         if (ls_qmat_quantize(&gq, gw, gn, gk, fmts[f], 64) != LS_OK) {
             fprintf(stderr, "bench_quant: %s\n", ls_errmsg());
             return 1;
         }
-        double t[16] = {0};
+        /* the kernels' prefill (AUTO) and dequantize-then-sgemm (the AVX2 level's prefill),
+         * interleaved */
+        double t[16] = {0}, td[16] = {0};
         for (int r = 0; r < reps; r++) {
             double t0 = now();
             ls_qmat_matmul(&gq, gx, M, gy, LS_QIMPL_AUTO);
-            t[r] = now() - t0;
+            double t1 = now();
+            ls_qmat_matmul(&gq, gx, M, gy, LS_QIMPL_AVX2);
+            t[r] = t1 - t0;
+            td[r] = now() - t1;
         }
         gf[f] = 2.0 * M * gn * gk / best_of(t, reps) / 1e9;
+        gd[f] = 2.0 * M * gn * gk / best_of(td, reps) / 1e9;
         ls_qmat_free(&gq);
     }
 
@@ -265,18 +487,58 @@ int main(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "int4_vs_fp32_decode_tokens_s", m4);
         cJSON_AddItemToArray(runs, o);
     }
+    if (have_gg) {
+        printf("\ndecode vs ggml (%s), %d x %d, 1 thread, sides interleaved, %d rounds: mat-vecs/s median (min-max)\n",
+               ggml_dir, rows, cols, rounds);
+        printf("  %-22s %10s %8s   %-26s %10s %8s   %s\n", "llmsys", "mv/s", "GB/s", "ggml", "mv/s", "GB/s",
+               "llmsys / ggml");
+        cJSON *pa = cJSON_AddArrayToObject(j, "peer_ggml");
+        for (int k = 0; k < 2; k++) {
+            double ratio[MAXROUNDS], lo = 1e30, hi = 0;
+            for (int i = 0; i < rounds; i++) {
+                ratio[i] = pv[k][0][i] / pv[k][1][i];
+                lo = ratio[i] < lo ? ratio[i] : lo, hi = ratio[i] > hi ? ratio[i] : hi;
+            }
+            double a = median(pv[k][0], rounds), b = median(pv[k][1], rounds), rm = median(ratio, rounds);
+            size_t qa = ls_qmat_bytes(&q[gfmt[k]]), qb = gm[k].wbytes;
+            char nm[64];
+            snprintf(nm, sizeof nm, "%s (%s)", k ? "q4_0" : "q8_0", gm[k].buft);
+            printf("  %-22s %10.1f %8.2f   %-26s %10.1f %8.2f   %.2fx (%.2f-%.2f)\n",
+                   k ? "4-bit g64 (4.5 b/w)" : "int8 g64 (8.25 b/w)", a, a * qa / 1e9, nm, b, b * qb / 1e9, rm, lo, hi);
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddNumberToObject(e, "bits", fmts[gfmt[k]]);
+            cJSON_AddStringToObject(e, "ggml_type", k ? "q4_0" : "q8_0");
+            cJSON_AddStringToObject(e, "ggml_buffer", gm[k].buft);
+            cJSON_AddNumberToObject(e, "llmsys_matvec_s", a);
+            cJSON_AddNumberToObject(e, "ggml_matvec_s", b);
+            cJSON_AddNumberToObject(e, "llmsys_bytes", (double)qa);
+            cJSON_AddNumberToObject(e, "ggml_bytes", (double)qb);
+            cJSON_AddNumberToObject(e, "ratio_median", rm);
+            cJSON_AddNumberToObject(e, "ratio_min", lo);
+            cJSON_AddNumberToObject(e, "ratio_max", hi);
+            cJSON_AddItemToArray(pa, e);
+            gg_mv_free(&gg, &gm[k]);
+        }
+    } else {
+        printf("\n(no ggml peer: %s)\n",
+               ggml_dir && *ggml_dir ? "could not load it, see above" : "give a build with --ggml DIR or LLMSYS_GGML_DIR");
+    }
     printf("\nprefill GEMM %d tokens x (%d x %d), 1 thread; OpenBLAS sgemm %.1f GFLOP/s\n", M, gn, gk, sgemm_gflops);
-    printf("  %-6s %12s %12s\n", "bits", "GFLOP/s", "% of sgemm");
+    printf("  %-6s %12s %20s %12s %12s\n", "bits", "GOP/s", "dequant+sgemm GOP/s", "ratio", "% of sgemm");
     cJSON *pf = cJSON_AddArrayToObject(j, "prefill");
     for (int f = 0; f < NFMT; f++) {
-        printf("  %-6d %12.1f %11.0f%%\n", fmts[f], gf[f], 100 * gf[f] / sgemm_gflops);
+        printf("  %-6d %12.1f %20.1f %11.2fx %11.0f%%\n", fmts[f], gf[f], gd[f], gf[f] / gd[f],
+               100 * gf[f] / sgemm_gflops);
         cJSON *e = cJSON_CreateObject();
         cJSON_AddNumberToObject(e, "bits", fmts[f]);
         cJSON_AddNumberToObject(e, "prefill_gflops", gf[f]);
+        cJSON_AddNumberToObject(e, "prefill_dequant_sgemm_gflops", gd[f]);
         cJSON_AddNumberToObject(e, "prefill_frac_sgemm", gf[f] / sgemm_gflops);
         cJSON_AddItemToArray(pf, e);
     }
     cJSON_AddStringToObject(j, "kernels", ls_quant_impl_name());
+    cJSON_AddStringToObject(j, "cpu_features", feat);
+    cJSON_AddNumberToObject(j, "load_avg_1min", la[0]);
     cJSON_AddNumberToObject(j, "rows", rows);
     cJSON_AddNumberToObject(j, "cols", cols);
     cJSON_AddNumberToObject(j, "rounds", rounds);

@@ -221,6 +221,34 @@ int ls_num_cores(void);
 /* The 1-, 5- and 15-minute load averages of the machine (/proc/loadavg) into la; LS_EIO with
  * all three -1 when they cannot be read. (Benchmarks state the load with their figures.) */
 int ls_load_avg(double la[3]);
+
+/* ---------------------------------------------------------------- CPU features (cpu.c) */
+
+/* Feature bits of ls_cpu_features(). */
+enum {
+    LS_CPU_AVX2 = 1u << 0,
+    LS_CPU_FMA = 1u << 1,
+    LS_CPU_F16C = 1u << 2,
+    LS_CPU_AVX512F = 1u << 3,
+    LS_CPU_AVX512BW = 1u << 4,
+    LS_CPU_AVX512VL = 1u << 5,
+    LS_CPU_AVX512VNNI = 1u << 6,
+    LS_CPU_AVX512BF16 = 1u << 7
+};
+/* SIMD levels of kernel families: avx2 = AVX2+FMA+F16C; avx512 = that plus AVX-512
+ * F/BW/VL/VNNI. */
+typedef enum { LS_ISA_SCALAR = 0, LS_ISA_AVX2 = 1, LS_ISA_AVX512 = 2 } ls_isa;
+/* The CPU's feature bits (cpuid, probed once). */
+unsigned ls_cpu_features(void);
+/* Comma-separated names of the bits in f ("none" when empty), written to buf. */
+const char *ls_cpu_features_str(unsigned f, char *buf, size_t n);
+/* 1 if this CPU can run kernels of level isa. */
+int ls_cpu_isa_supported(ls_isa isa);
+/* The best level this CPU has, or a lower one named by LLMSYS_ISA=scalar|avx2|avx512
+ * (a level the CPU lacks falls back to the best it has). */
+ls_isa ls_cpu_isa(void);
+/* "scalar", "avx2" or "avx512". */
+const char *ls_isa_name(ls_isa isa);
 /* Unless OMP_WAIT_POLICY is set, sets it to passive and re-executes this program
  * (/proc/self/exe, same argv and PID) so OpenMP workers sleep between parallel regions
  * instead of spinning. Call first thing in main; returns only when no re-exec happened. */

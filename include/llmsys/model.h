@@ -261,8 +261,8 @@ int ls_model_generate_text(ls_model *m, const char *prompt, int n_new, const ls_
                            int *out, int *got);
 /* Writes the JSON summary of a generation (`llmsys generate --report`): model, prompt, the
  * generated text (specials dropped), tokens and tokens per second. */
-int ls_generate_report_write(const char *path, const char *model, const char *prompt, const int *out, int got,
-                             double seconds);
+int ls_generate_report_write(const char *path, const ls_model *m, const char *model, const char *prompt,
+                             const int *out, int got, double seconds);
 
 /* Incremental decoding (batch 1) with the model's own KV cache, as used by generate:
  * reset empties the cache; step feeds one token at the next position and returns its

@@ -12,6 +12,10 @@
  *   bits 4   uint4 asymmetric per group: w = scale·q + min, q in [0, 15]
  *   bits 3   uint3 asymmetric per group: w = scale·q + min, q in [0, 7]
  *
+ * with an fp16 scale (and, 4/3 bits, an fp16 min) per group: at group 64, 8.25, 4.5 and
+ * 3.5 bits per weight (ggml's q8_0 and q4_0 take 8.5 and 4.5). The fp16 min is rounded
+ * down and the scale up, so every weight of a group stays inside its code range.
+ *
  * Groups are `group` consecutive input columns of one row (group ∈ {32, 64, 128, 256}).
  * Rows are padded to a whole number of groups (cols_pad); padding holds zeros and the
  * kernels pad x with zeros, so any cols works. Packed layout per 32-value block:
@@ -27,11 +31,12 @@
  *     ls_qmat_matvec(&q, x, y);                         // y[rows] = W·x, fastest kernel
  *     ls_qmat_free(&q);
  *
- * Every kernel exists as a scalar reference (LS_QIMPL_REF) and an AVX2/FMA/F16C path
- * (LS_QIMPL_FAST) selected at run time; LLMSYS_NO_SIMD=1 in the environment forces the
- * reference. The fast path computes each output with a fixed reduction order that does
- * not depend on how many rows are batched together, so batched decode is bit-identical
- * to one-at-a-time decode.
+ * Every kernel exists as a scalar reference (LS_QIMPL_REF) and SIMD paths for AVX2/FMA/
+ * F16C and for AVX-512 (F/BW/VL + VNNI), chosen at run time from cpuid (ls_cpu_isa():
+ * LLMSYS_ISA=scalar|avx2|avx512 forces a lower level, LLMSYS_NO_SIMD=1 the reference).
+ * The SIMD paths compute each output with a fixed reduction order that does not depend
+ * on how many rows are batched together, nor on the level, so batched decode is
+ * bit-identical to one-at-a-time decode on every machine with AVX2.
  */
 #ifndef LLMSYS_QUANT_H
 #define LLMSYS_QUANT_H
@@ -39,11 +44,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "llmsys/core.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-typedef enum { LS_QIMPL_AUTO = 0, LS_QIMPL_REF = 1, LS_QIMPL_FAST = 2 } ls_qimpl;
+/* AUTO: the level ls_cpu_isa() picks (env honoured); REF: scalar; FAST: the best the CPU
+ * has; AVX2 / AVX512: that level, or the best lower one the CPU has. */
+/* Version of the quantized checkpoint format (serve.h) this build writes: 2 stores the
+ * scales and minima as F16; version 1 files (F32) still load, rounded to fp16. */
+#define LS_QUANT_FORMAT_VERSION 2
+
+typedef enum { LS_QIMPL_AUTO = 0, LS_QIMPL_REF = 1, LS_QIMPL_FAST = 2, LS_QIMPL_AVX2 = 3, LS_QIMPL_AVX512 = 4 } ls_qimpl;
 
 typedef struct {
     int bits;          /* 32, 16, 8, 4, 3 */
@@ -53,8 +66,8 @@ typedef struct {
     int ngroups;       /* cols_pad / group */
     size_t row_bytes;  /* bytes of packed data per row */
     uint8_t *data;     /* rows * row_bytes, 32-byte aligned, owned */
-    float *scale;      /* rows * ngroups (8/4/3 bits), owned */
-    float *min;        /* rows * ngroups (4/3 bits), owned */
+    uint16_t *hscale;  /* rows * ngroups fp16 scales (8/4/3 bits; + 8 slack), owned */
+    uint16_t *hmin;    /* rows * ngroups fp16 minima (4/3 bits; + 8 slack), owned */
 } ls_qmat;
 
 /* 1 if bits is a storage format (32, 16, 8, 4, 3). */
@@ -63,10 +76,15 @@ int ls_quant_bits_valid(int bits);
 int ls_quant_group_valid(int group);
 /* Bytes per row of packed data for a format. */
 size_t ls_quant_row_bytes(int bits, int cols_pad);
-/* 1 when the AVX2/FMA/F16C path can run here and LLMSYS_NO_SIMD is not set. */
+/* 1 when a SIMD path can run here and neither LLMSYS_NO_SIMD nor LLMSYS_ISA=scalar is set. */
 int ls_quant_have_fast(void);
-/* "avx2+fma+f16c" or "scalar": what LS_QIMPL_AUTO uses. */
+/* The level LS_QIMPL_AUTO uses ("scalar", "avx2" or "avx512"; LLMSYS_NO_SIMD honoured). */
+ls_isa ls_quant_isa(void);
+/* "avx512+vnni", "avx2+fma+f16c" or "scalar": what LS_QIMPL_AUTO uses. */
 const char *ls_quant_impl_name(void);
+/* Group g's scale and min (0 for 8 bits) of row r as fp32. */
+float ls_qmat_scale(const ls_qmat *q, int r, int g);
+float ls_qmat_min(const ls_qmat *q, int r, int g);
 
 /* fp16 <-> fp32, round to nearest even (scalar, no F16C needed). */
 uint16_t ls_f32_to_f16(float f);
@@ -91,9 +109,11 @@ void ls_qmat_matvec_impl(const ls_qmat *q, const float *x, float *y, ls_qimpl im
  * nthreads > 1 splits W's rows over OpenMP threads (each output computed by one thread
  * the same way: results are identical for any nthreads). */
 void ls_qmat_matmul_rows(const ls_qmat *q, const float *X, int M, float *Y, int nthreads, ls_qimpl impl);
-/* Prefill GEMM: Y (M, rows) = X (M, cols) · Wᵀ via tiles of W dequantized to fp32 (AVX2
- * when available) and OpenBLAS sgemm. Each X row's result does not depend on M beyond
- * what sgemm guarantees; the reference impl is a scalar triple loop. */
+/* Prefill GEMM: Y (M, rows) = X (M, cols) · Wᵀ. 8/4/3 bits with M > 8 at the avx512 level:
+ * integer GEMM, X rounded to int8 per (row, weight group), int32 sums per group (error
+ * within Σ|w − group code centre|·absmax/254 per group of the exact product). Otherwise
+ * tiles of W dequantized to fp32 and OpenBLAS sgemm. Results may depend on M; the
+ * reference impl is a scalar triple loop. */
 void ls_qmat_matmul(const ls_qmat *q, const float *X, int M, float *Y, ls_qimpl impl);
 
 #ifdef __cplusplus

@@ -16,8 +16,9 @@
  * (model.h names, "llmsys.config" metadata) where each layer's four Linear weights are
  * stored in its own format: F32 or F16 under the plain name, or for 8/4/3 bits
  * "<name>.q" (U8, rows × packed row bytes), "<name>.scale" and, for 4/3 bits,
- * "<name>.min" (F32, rows × groups). Metadata "llmsys.quant" =
- * {"version":1,"group":G,"bits":[b_0,...,b_{L-1}]}. Everything else stays F32.
+ * "<name>.min" (F16, rows × groups; F32 in version 1 files, which still load). Metadata
+ * "llmsys.quant" = {"version":2,"group":G,"bits":[b_0,...,b_{L-1}]}. Everything else
+ * stays F32.
  */
 #ifndef LLMSYS_SERVE_H
 #define LLMSYS_SERVE_H

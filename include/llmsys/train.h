@@ -374,6 +374,8 @@ void ls_throttle_release(ls_throttle *t);
 #define LS_TRAIN_UNSET INT_MIN
 typedef struct {
     const char *config, *out, *resume, *report, *loader;
+    const char *tokenizer;   /* tokenizer.json of a fresh run's BPE vocabulary (NULL: bytes; a
+                              * resumed run uses its checkpoint's) */
     const char *const *data; /* n_data text files or directories */
     int n_data;
     double heldout;

@@ -89,6 +89,7 @@ int cmd_train(int argc, char **argv) {
         {"steps", LS_ARG_INT, &o.steps, "N", "total optimizer steps of the run (the lr schedule length)"},
         {"out", LS_ARG_STR, &o.out, "FILE", "checkpoint to write (.safetensors, atomic)", 1},
         {"resume", LS_ARG_STR, &o.resume, "CKPT", "continue the run saved in CKPT exactly"},
+        {"tokenizer", LS_ARG_STR, &o.tokenizer, "FILE", "BPE vocabulary (tokenizer.json; default: bytes)"},
         {"batch", LS_ARG_INT, &o.batch, "B", "global batch: sequences per step over all ranks (default 8)"},
         {"seq", LS_ARG_INT, &o.seq, "T", "tokens per sequence (default: the model's context)"},
         {"lr", LS_ARG_FLOAT, &o.lr, "LR", "peak learning rate (default 1e-3)"},
@@ -223,12 +224,17 @@ int cmd_generate(int argc, char **argv) {
     rc = out ? ls_model_generate_text(m, prompt, tokens, &s, &rng, out, &got) : ls_err(LS_ENOMEM, "out of memory");
     double el = ls_now() - t0;
     if (rc == LS_OK) {
-        fputs(prompt, stdout);
-        for (int i = 0; i < got; i++) /* bytes as they are; specials are not text */
-            if (out[i] >= 0 && out[i] < 256) fputc(out[i], stdout);
-        fputc('\n', stdout);
-        fflush(stdout);
-        if (report) rc = ls_generate_report_write(report, model, prompt, out, got, el);
+        char *text = NULL; /* the bytes as they are; specials are not text */
+        size_t tl = 0;
+        rc = ls_text_decode(ls_model_tokenizer(m), out, (size_t)got, &text, &tl);
+        if (rc == LS_OK) {
+            fputs(prompt, stdout);
+            fwrite(text, 1, tl, stdout);
+            fputc('\n', stdout);
+            fflush(stdout);
+        }
+        free(text);
+        if (rc == LS_OK && report) rc = ls_generate_report_write(report, m, model, prompt, out, got, el);
     }
     free(out);
     ls_model_free(m);

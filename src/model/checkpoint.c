@@ -149,8 +149,9 @@ int ls_ckpt_quant_meta(ls_st_file *f, int n_layer, int *group, int *bits) {
     if (!j) return ls_err(LS_EFORMAT, "%s: \"llmsys.quant\" metadata is not JSON", ls_st_path(f));
     int rc = 1, ver = 0;
     cJSON *b = cJSON_GetObjectItemCaseSensitive(j, "bits");
-    if (ls_json_get_int(j, "version", 0, &ver) || ver != 1)
-        rc = ls_err(LS_EFORMAT, "%s: llmsys.quant version %d unsupported", ls_st_path(f), ver);
+    if (ls_json_get_int(j, "version", 0, &ver) || ver < 1 || ver > LS_QUANT_FORMAT_VERSION)
+        rc = ls_err(LS_EFORMAT, "%s: llmsys.quant format version %d unsupported (this build reads versions 1 to %d)",
+                    ls_st_path(f), ver, LS_QUANT_FORMAT_VERSION);
     else if (ls_json_get_int(j, "group", 64, group) || !ls_quant_group_valid(*group))
         rc = ls_err(LS_EFORMAT, "%s: llmsys.quant group %d unsupported", ls_st_path(f), *group);
     else if (!cJSON_IsArray(b) || cJSON_GetArraySize(b) != n_layer)

@@ -97,14 +97,20 @@ int ls_sample_logits(const float *logits, int V, const ls_sample_config *s, ls_r
 int ls_model_generate_text(ls_model *m, const char *prompt, int n_new, const ls_sample_config *s, ls_rng *rng, int *out,
                            int *got) {
     int ctx = ls_model_cfg(m)->n_ctx;
-    size_t plen = strlen(prompt);
+    int *ptok = NULL;
+    size_t plen = 0;
+    LS_TRY(ls_text_encode(ls_model_tokenizer(m), prompt, strlen(prompt), &ptok, &plen));
     int *win = malloc((size_t)ctx * sizeof(int));
-    if (!win) return ls_err(LS_ENOMEM, "out of memory");
+    if (!win) {
+        free(ptok);
+        return ls_err(LS_ENOMEM, "out of memory");
+    }
     int nw = 0;
     /* keep the end of a prompt longer than the context: it decides the continuation */
     if (plen + 1 < (size_t)ctx) win[nw++] = LS_TOK_BOS;
     size_t from = plen > (size_t)(ctx - 1) ? plen - (size_t)(ctx - 1) : 0;
-    for (size_t i = from; i < plen; i++) win[nw++] = (unsigned char)prompt[i];
+    for (size_t i = from; i < plen; i++) win[nw++] = ptok[i];
+    free(ptok);
     *got = 0;
     int rc = LS_OK;
     while (*got < n_new) {
@@ -132,17 +138,14 @@ int ls_model_generate_text(ls_model *m, const char *prompt, int n_new, const ls_
     return rc;
 }
 
-int ls_generate_report_write(const char *path, const char *model, const char *prompt, const int *out, int got,
-                             double seconds) {
-    char *text = malloc((size_t)got + 1);
+int ls_generate_report_write(const char *path, const ls_model *m, const char *model, const char *prompt,
+                             const int *out, int got, double seconds) {
+    char *text = ls_text_utf8(ls_model_tokenizer(m), out, 0, got);
     cJSON *j = cJSON_CreateObject();
-    int nt = 0, rc;
-    for (int i = 0; text && i < got; i++)
-        if (out[i] < 256) text[nt++] = (char)out[i];
+    int rc;
     if (!text || !j) {
         rc = ls_err(LS_ENOMEM, "out of memory building the report");
     } else {
-        text[nt] = '\0';
         cJSON_AddStringToObject(j, "command", "generate");
         cJSON_AddStringToObject(j, "model", model);
         cJSON_AddStringToObject(j, "prompt", prompt);

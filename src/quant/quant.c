@@ -1,5 +1,5 @@
-/* quant.c - group-wise quantization formats, packing, dequantization and the scalar
- * reference kernels; the AVX2 fast paths live in kernels_avx2.c. */
+/* quant.c - group-wise quantization formats, packing, dequantization, the scalar
+ * reference kernels and the dispatch to the SIMD paths (kernels_body.h). */
 #include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
@@ -24,13 +24,26 @@ size_t ls_quant_row_bytes(int bits, int cols_pad) {
     }
 }
 
-int ls_quant_have_fast(void) {
+ls_isa ls_quant_isa(void) {
     const char *e = getenv("LLMSYS_NO_SIMD");
-    if (e && *e && strcmp(e, "0") != 0) return 0;
-    return ls_quant_cpu_fast();
+    if (e && *e && strcmp(e, "0") != 0) return LS_ISA_SCALAR;
+    return ls_cpu_isa();
 }
 
-const char *ls_quant_impl_name(void) { return ls_quant_have_fast() ? "avx2+fma+f16c" : "scalar"; }
+int ls_quant_have_fast(void) { return ls_quant_isa() != LS_ISA_SCALAR; }
+
+const char *ls_quant_impl_name(void) {
+    ls_isa i = ls_quant_isa();
+    return i == LS_ISA_AVX512 ? "avx512+vnni" : i == LS_ISA_AVX2 ? "avx2+fma+f16c" : "scalar";
+}
+
+float ls_qmat_scale(const ls_qmat *q, int r, int g) {
+    return q->hscale ? ls_f16_to_f32(q->hscale[(size_t)r * q->ngroups + g]) : 0.0f;
+}
+
+float ls_qmat_min(const ls_qmat *q, int r, int g) {
+    return q->hmin ? ls_f16_to_f32(q->hmin[(size_t)r * q->ngroups + g]) : 0.0f;
+}
 
 /* ---------------------------------------------------------------- fp16 */
 
@@ -88,9 +101,10 @@ int ls_qmat_alloc(ls_qmat *q, int rows, int cols, int bits, int group) {
     q->data = ls_aligned_calloc(32, q->row_bytes * (size_t)rows);
     if (!q->data) return ls_err(LS_ENOMEM, "quantized matrix: out of memory");
     if (bits <= 8) {
-        q->scale = calloc((size_t)rows * q->ngroups, sizeof(float));
-        if (bits < 8) q->min = calloc((size_t)rows * q->ngroups, sizeof(float));
-        if (!q->scale || (bits < 8 && !q->min)) {
+        /* 8 halves of slack: the kernels convert whole vectors of 8 */
+        q->hscale = calloc((size_t)rows * q->ngroups + 8, sizeof(uint16_t));
+        if (bits < 8) q->hmin = calloc((size_t)rows * q->ngroups + 8, sizeof(uint16_t));
+        if (!q->hscale || (bits < 8 && !q->hmin)) {
             ls_qmat_free(q);
             return ls_err(LS_ENOMEM, "quantized matrix: out of memory");
         }
@@ -101,15 +115,15 @@ int ls_qmat_alloc(ls_qmat *q, int rows, int cols, int bits, int group) {
 void ls_qmat_free(ls_qmat *q) {
     if (!q) return;
     ls_aligned_free(q->data);
-    free(q->scale);
-    free(q->min);
+    free(q->hscale);
+    free(q->hmin);
     memset(q, 0, sizeof *q);
 }
 
 size_t ls_qmat_bytes(const ls_qmat *q) {
     size_t n = q->row_bytes * (size_t)q->rows;
-    if (q->scale) n += (size_t)q->rows * q->ngroups * 4;
-    if (q->min) n += (size_t)q->rows * q->ngroups * 4;
+    if (q->hscale) n += (size_t)q->rows * q->ngroups * 2;
+    if (q->hmin) n += (size_t)q->rows * q->ngroups * 2;
     return n;
 }
 
@@ -144,6 +158,15 @@ static int get_q(const uint8_t *row, int bits, int i) {
     return lo | (hi << 2);
 }
 
+/* fp16 of f rounded toward -inf (dir < 0) or +inf (dir > 0); f finite. */
+static uint16_t f16_dir(float f, int dir) {
+    uint16_t h = ls_f32_to_f16(f);
+    float g = ls_f16_to_f32(h);
+    if (dir < 0 && g > f) h = (h & 0x8000) ? (uint16_t)(h + 1) : h == 0 ? 0x8001 : (uint16_t)(h - 1);
+    if (dir > 0 && g < f) h = (h & 0x8000) ? (h == 0x8000 ? 1 : (uint16_t)(h - 1)) : (uint16_t)(h + 1);
+    return h;
+}
+
 int ls_qmat_quantize(ls_qmat *q, const float *w, int rows, int cols, int bits, int group) {
     LS_TRY(ls_qmat_alloc(q, rows, cols, bits, group));
     for (int r = 0; r < rows; r++) {
@@ -160,17 +183,18 @@ int ls_qmat_quantize(ls_qmat *q, const float *w, int rows, int cols, int bits, i
         }
         for (int g = 0; g < q->ngroups; g++) {
             int c0 = g * q->group, c1 = c0 + q->group < cols ? c0 + q->group : cols;
-            float *sc = &q->scale[(size_t)r * q->ngroups + g];
+            uint16_t *sc = &q->hscale[(size_t)r * q->ngroups + g];
             if (c0 >= cols) { /* pure padding group */
-                *sc = 0.0f;
-                if (q->min) q->min[(size_t)r * q->ngroups + g] = 0.0f;
+                *sc = 0;
+                if (q->hmin) q->hmin[(size_t)r * q->ngroups + g] = 0;
                 continue;
             }
             if (bits == 8) {
                 float amax = 0.0f;
                 for (int c = c0; c < c1; c++) amax = fmaxf(amax, fabsf(wr[c]));
-                float s = amax / 127.0f, inv = s > 0 ? 1.0f / s : 0.0f;
-                *sc = s;
+                /* fp16 scale rounded up: amax / scale <= 127, no code clips */
+                *sc = f16_dir(amax / 127.0f, 1);
+                float s = ls_f16_to_f32(*sc), inv = s > 0 ? 1.0f / s : 0.0f;
                 for (int c = c0; c < c1; c++) {
                     int v = (int)lrintf(wr[c] * inv);
                     put_q(row, 8, c, v < -127 ? -127 : v > 127 ? 127 : v);
@@ -182,9 +206,12 @@ int ls_qmat_quantize(ls_qmat *q, const float *w, int rows, int cols, int bits, i
                     hi = fmaxf(hi, wr[c]);
                 }
                 int qmax = (1 << bits) - 1;
-                float s = (hi - lo) / (float)qmax, inv = s > 0 ? 1.0f / s : 0.0f;
-                *sc = s;
-                q->min[(size_t)r * q->ngroups + g] = lo;
+                /* fp16 min rounded down, scale up: [lo, hi] stays inside the code range */
+                uint16_t hlo = f16_dir(lo, -1);
+                lo = ls_f16_to_f32(hlo);
+                *sc = hi > lo ? f16_dir((hi - lo) / (float)qmax, 1) : 0;
+                float s = ls_f16_to_f32(*sc), inv = s > 0 ? 1.0f / s : 0.0f;
+                q->hmin[(size_t)r * q->ngroups + g] = hlo;
                 for (int c = c0; c < c1; c++) {
                     int v = (int)lrintf((wr[c] - lo) * inv);
                     put_q(row, bits, c, v < 0 ? 0 : v > qmax ? qmax : v);
@@ -211,10 +238,10 @@ static void dequant_row_pad(const ls_qmat *q, int r, float *out) {
     }
     for (int c = 0; c < q->cols_pad; c++) {
         int g = c / q->group;
-        float s = q->scale[(size_t)r * q->ngroups + g];
+        float s = ls_qmat_scale(q, r, g);
         int v = get_q(row, q->bits, c);
         if (q->bits == 8) out[c] = s * (float)v;
-        else out[c] = fmaf((float)v, s, q->min[(size_t)r * q->ngroups + g]);
+        else out[c] = fmaf((float)v, s, ls_qmat_min(q, r, g));
     }
 }
 
@@ -243,10 +270,27 @@ static void matmul_ref(const ls_qmat *q, const float *X, int M, float *Y) {
     free(w);
 }
 
-static int use_fast(ls_qimpl impl) {
-    if (impl == LS_QIMPL_REF) return 0;
-    if (impl == LS_QIMPL_FAST) return ls_quant_cpu_fast();
-    return ls_quant_have_fast();
+int ls_quant_decode_rows(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_is("amd") ? 1 : 4;
+}
+
+/* The level a call runs at. */
+static ls_isa impl_isa(ls_qimpl impl) {
+    switch (impl) {
+    case LS_QIMPL_REF: return LS_ISA_SCALAR;
+    case LS_QIMPL_AUTO: return ls_quant_isa();
+    case LS_QIMPL_AVX2: return ls_cpu_isa_supported(LS_ISA_AVX2) ? LS_ISA_AVX2 : LS_ISA_SCALAR;
+    default: /* FAST, AVX512 */
+        if (ls_cpu_isa_supported(LS_ISA_AVX512)) return LS_ISA_AVX512;
+        return ls_cpu_isa_supported(LS_ISA_AVX2) ? LS_ISA_AVX2 : LS_ISA_SCALAR;
+    }
+}
+
+static void rows_simd(ls_isa isa, const ls_qmat *q, int r0, int r1, const float *Xpad, int M, float *Y,
+                      const ls_quant_act *a) {
+    if (isa == LS_ISA_AVX512) ls_quant_rows_avx512(q, r0, r1, Xpad, M, Y, a);
+    else ls_quant_rows_avx2(q, r0, r1, Xpad, M, Y, a);
 }
 
 void ls_quant_x_i8(const float *X, int M, int cols, int cols_pad, int8_t *xq, float *xs) {
@@ -267,6 +311,37 @@ void ls_quant_x_i8(const float *X, int M, int cols, int cols_pad, int8_t *xq, fl
         }
 }
 
+/* Activations in the pair kernels' layout; see quant_internal.h. Plain C: runs once per
+ * call, O(M·cols), while the kernels stream rows·cols weights. */
+void ls_quant_x_pairs(int bits, const int8_t *xq, const float *xs, int M, int cols_pad, int8_t *xp, float *xsv) {
+    int nb = cols_pad / 32, np = (nb + 1) / 2;
+    for (int m = 0; m < M; m++) {
+        const int8_t *x = xq + (size_t)m * cols_pad;
+        const float *s = xs + (size_t)m * nb;
+        int8_t *o = xp + (size_t)m * np * 64;
+        float *v = xsv + (size_t)m * np * 8;
+        for (int p = 0; p < np; p++) {
+            int b = 2 * p, two = b + 1 < nb;
+            float s0 = s[b], s1 = two ? s[b + 1] : 0.0f;
+            if (bits == 4) {
+                /* [b 0..15 | b+1 0..15] [b 16..31 | b+1 16..31]: what the low and high
+                 * nibbles of 32 packed bytes (blocks b, b+1) hold */
+                for (int k = 0; k < 16; k++) {
+                    o[64 * p + k] = x[32 * b + k];
+                    o[64 * p + 32 + k] = x[32 * b + 16 + k];
+                    o[64 * p + 16 + k] = two ? x[32 * b + 32 + k] : 0;
+                    o[64 * p + 48 + k] = two ? x[32 * b + 48 + k] : 0;
+                }
+                for (int k = 0; k < 8; k++) v[8 * p + k] = k < 4 ? s0 : s1;
+            } else {
+                for (int k = 0; k < 64; k++) o[64 * p + k] = k < 32 || two ? x[32 * b + k] : 0;
+                /* lanes of merge_pair(block b, block b+1) */
+                for (int k = 0; k < 8; k++) v[8 * p + k] = (k & 1) ? s1 : s0;
+            }
+        }
+    }
+}
+
 /* Scalar reference of the int8-activation decode kernel: the same products in the same
  * grouping (Σ q·xq exact in integers per block, scaled per block, then per group). */
 static void rows_i8_ref(const ls_qmat *q, const int8_t *xq, const float *xs, const float *xsum, int M, float *Y) {
@@ -283,10 +358,10 @@ static void rows_i8_ref(const ls_qmat *q, const int8_t *xq, const float *xs, con
                         is += (get_q(row, q->bits, b * 32 + k) - ctr) * xq[(size_t)m * q->cols_pad + (size_t)b * 32 + k];
                     ag += (float)is * xs[(size_t)m * nb + b];
                 }
-                float sg = q->scale[(size_t)r * q->ngroups + g];
+                float sg = ls_qmat_scale(q, r, g);
                 acc += sg * ag;
-                if (q->min)
-                    extra += (q->min[(size_t)r * q->ngroups + g] + (float)(1 << (q->bits - 1)) * sg) * xsum[(size_t)m * q->ngroups + g];
+                if (q->hmin)
+                    extra += (ls_qmat_min(q, r, g) + (float)(1 << (q->bits - 1)) * sg) * xsum[(size_t)m * q->ngroups + g];
             }
             Y[(size_t)m * q->rows + r] = acc + extra;
         }
@@ -295,7 +370,8 @@ static void rows_i8_ref(const ls_qmat *q, const int8_t *xq, const float *xs, con
 
 void ls_qmat_matmul_rows(const ls_qmat *q, const float *X, int M, float *Y, int nthreads, ls_qimpl impl) {
     if (M <= 0) return;
-    int fast = use_fast(impl);
+    ls_isa isa = impl_isa(impl);
+    int fast = isa != LS_ISA_SCALAR;
     if (q->bits >= 16 && !fast) {
         matmul_ref(q, X, M, Y);
         return;
@@ -312,7 +388,7 @@ void ls_qmat_matmul_rows(const ls_qmat *q, const float *X, int M, float *Y, int 
     float *xsum = NULL, *xs = NULL, *xqsum = NULL;
     int8_t *xq = NULL, *xp = NULL;
     float *xsv = NULL;
-    if (q->min) {
+    if (q->hmin) {
         /* Σx per group, shared by every W row (the offset term of asymmetric formats) */
         xsum = malloc(sizeof(float) * (size_t)M * q->ngroups);
         LS_ASSERT(xsum);
@@ -330,7 +406,7 @@ void ls_qmat_matmul_rows(const ls_qmat *q, const float *X, int M, float *Y, int 
         xs = malloc(sizeof(float) * (size_t)M * (q->cols_pad / 32));
         LS_ASSERT(xq && xs);
         ls_quant_x_i8(Xp, M, q->cols_pad, q->cols_pad, xq, xs);
-        if (q->min) {
+        if (q->hmin) {
             /* per-group sums of the rounded activations, for the kernels' centring term */
             int bpg = q->group / 32, nb = q->cols_pad / 32;
             xqsum = malloc(sizeof(float) * (size_t)M * q->ngroups);
@@ -359,9 +435,9 @@ void ls_qmat_matmul_rows(const ls_qmat *q, const float *X, int M, float *Y, int 
         if (xqsum) /* the fast kernels take the centring term premultiplied by the code centre */
             for (size_t i = 0; i < (size_t)M * q->ngroups; i++) xqsum[i] *= (float)(1 << (q->bits - 1));
     }
-    ls_quant_act act = {xp, xsv, xsum, xqsum};
+    ls_quant_act act = {xp, xsv, xsum, xqsum, ls_quant_decode_rows()};
     if (nthreads <= 1 || q->rows < 64) {
-        ls_quant_rows_avx2(q, 0, q->rows, Xp, M, Y, &act);
+        rows_simd(isa, q, 0, q->rows, Xp, M, Y, &act);
     } else {
         /* rows split over threads in chunks of whole 4-row blocks; each output is computed
          * by one thread the same way whatever the split (no cross-thread reduction) */
@@ -370,7 +446,7 @@ void ls_qmat_matmul_rows(const ls_qmat *q, const float *X, int M, float *Y, int 
         for (int ch = 0; ch < nchunk; ch++) {
             int r0 = 4 * (int)((int64_t)nblk * ch / nchunk), r1 = 4 * (int)((int64_t)nblk * (ch + 1) / nchunk);
             if (r1 > q->rows) r1 = q->rows;
-            if (r1 > r0) ls_quant_rows_avx2(q, r0, r1, Xp, M, Y, &act);
+            if (r1 > r0) rows_simd(isa, q, r0, r1, Xp, M, Y, &act);
         }
     }
 done:
@@ -393,9 +469,13 @@ enum { TILE_ROWS = 64 };
 
 void ls_qmat_matmul(const ls_qmat *q, const float *X, int M, float *Y, ls_qimpl impl) {
     if (M <= 0) return;
-    int fast = use_fast(impl);
+    ls_isa isa = impl_isa(impl);
     if (impl == LS_QIMPL_REF) {
         matmul_ref(q, X, M, Y);
+        return;
+    }
+    if (q->bits <= 8 && M > LS_QTILE_SMALL_M && isa == LS_ISA_AVX512) {
+        ls_quant_prefill_avx512(q, X, M, Y);
         return;
     }
     if (q->bits == 32) {
@@ -409,7 +489,8 @@ void ls_qmat_matmul(const ls_qmat *q, const float *X, int M, float *Y, ls_qimpl 
     for (int r0 = 0; r0 < q->rows; r0 += TILE_ROWS) {
         int nr = q->rows - r0 < TILE_ROWS ? q->rows - r0 : TILE_ROWS;
         for (int r = 0; r < nr; r++) {
-            if (fast) ls_quant_dequant_row_avx2(q, r0 + r, buf + (size_t)r * q->cols_pad);
+            if (isa == LS_ISA_AVX512) ls_quant_dequant_row_avx512(q, r0 + r, buf + (size_t)r * q->cols_pad);
+            else if (isa == LS_ISA_AVX2) ls_quant_dequant_row_avx2(q, r0 + r, buf + (size_t)r * q->cols_pad);
             else dequant_row_pad(q, r0 + r, buf + (size_t)r * q->cols_pad);
         }
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, nr, q->cols, 1.0f, X, q->cols, buf, q->cols_pad, 0.0f,

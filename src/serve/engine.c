@@ -27,6 +27,7 @@ struct ls_engine {
     ls_qmat head;                   /* wte as an F32 qmat for batch-invariant logits */
     ls_gpt_weights w;               /* what ls_gpt_forward runs */
     ls_gpt_scratch scratch;
+    ls_bpe *tok;                    /* the checkpoint's BPE vocabulary (NULL: bytes): bytes per token */
 };
 
 ls_engine_opts ls_engine_defaults(void) {
@@ -45,6 +46,20 @@ static int copy_f32(ls_st_file *f, const ls_model_config *c, int i, float **dst)
     *dst = malloc(sp.numel * sizeof(float));
     if (!*dst) return ls_err(LS_ENOMEM, "engine: out of memory for %s", sp.name);
     memcpy(*dst, src, sp.numel * sizeof(float));
+    return LS_OK;
+}
+
+/* Loads a (rows, groups) scale or min tensor into fp16: F16 (format version 2) as is,
+ * F32 (version 1) rounded to nearest fp16. */
+static int load_half(ls_st_file *f, const char *nm, const int64_t *shape, uint16_t *dst) {
+    const ls_st_tensor *t = ls_st_find(f, nm);
+    size_t n = (size_t)shape[0] * (size_t)shape[1];
+    if (t && t->dtype == LS_DT_F32 && ls_st_expect(f, nm, LS_DT_F32, 2, shape, &t) == LS_OK) {
+        for (size_t i = 0; i < n; i++) dst[i] = ls_f32_to_f16(((const float *)t->data)[i]);
+        return LS_OK;
+    }
+    LS_TRY(ls_st_expect(f, nm, LS_DT_F16, 2, shape, &t));
+    memcpy(dst, t->data, n * 2);
     return LS_OK;
 }
 
@@ -75,12 +90,10 @@ static int load_linear(ls_st_file *f, const char *name, int rows, int cols, int 
     if (ls_st_expect(f, nm, LS_DT_U8, 2, qs, &t) != LS_OK) goto fail;
     memcpy(q->data, t->data, q->row_bytes * (size_t)rows);
     snprintf(nm, sizeof nm, "%s.scale", name);
-    if (ls_st_expect(f, nm, LS_DT_F32, 2, ss, &t) != LS_OK) goto fail;
-    memcpy(q->scale, t->data, (size_t)rows * q->ngroups * 4);
+    if (load_half(f, nm, ss, q->hscale) != LS_OK) goto fail;
     if (bits < 8) {
         snprintf(nm, sizeof nm, "%s.min", name);
-        if (ls_st_expect(f, nm, LS_DT_F32, 2, ss, &t) != LS_OK) goto fail;
-        memcpy(q->min, t->data, (size_t)rows * q->ngroups * 4);
+        if (load_half(f, nm, ss, q->hmin) != LS_OK) goto fail;
     }
     return LS_OK;
 fail:
@@ -92,6 +105,7 @@ fail:
 
 void ls_engine_free(ls_engine *e) {
     if (!e) return;
+    ls_bpe_free(e->tok);
     if (e->layers) {
         for (int i = 0; i < e->le - e->lb; i++) {
             eng_layer *L = &e->layers[i];
@@ -160,6 +174,7 @@ int ls_engine_open(ls_engine **out, const char *path, const ls_engine_opts *o) {
     if (!fbits) { rc = ls_err(LS_ENOMEM, "engine: out of memory"); goto done; }
     int file_quant = ls_ckpt_quant_meta(f, c->n_layer, &group, fbits);
     if (file_quant < 0) { rc = file_quant; goto done; }
+    if ((rc = ls_ckpt_tokenizer(f, c, &e->tok))) goto done;
     if (!file_quant) group = o->group > 0 ? o->group : 64;
     if (!ls_quant_group_valid(group)) { rc = ls_err(LS_EINVAL, "engine: unsupported group size %d", group); goto done; }
     e->lb = o->layer_begin;
@@ -300,7 +315,7 @@ int ls_engine_eval_tokens(ls_engine *e, const uint16_t *tokens, size_t n, int T,
             if (y == LS_TOK_BOS) continue; /* BOS always follows EOS: no information */
             sum += nll[k];
             r->tokens++;
-            if (y < 256) r->bytes++;
+            r->bytes += ls_text_token_bytes(e->tok, y);
         }
     }
     free(tok), free(nll);

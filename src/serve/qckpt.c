@@ -129,12 +129,12 @@ int ls_quant_checkpoint(const char *in_path, const int *bits, int n_layer, int g
         if (rc) break;
         int64_t qs[2] = {rows, (int64_t)qm[i].row_bytes}, ss[2] = {rows, qm[i].ngroups};
         if ((rc = ls_st_writer_add(w, names[3 * i], LS_DT_U8, 2, qs, qm[i].data))) break;
-        if ((rc = ls_st_writer_add(w, names[3 * i + 1], LS_DT_F32, 2, ss, qm[i].scale))) break;
-        if (qm[i].min) rc = ls_st_writer_add(w, names[3 * i + 2], LS_DT_F32, 2, ss, qm[i].min);
+        if ((rc = ls_st_writer_add(w, names[3 * i + 1], LS_DT_F16, 2, ss, qm[i].hscale))) break;
+        if (qm[i].hmin) rc = ls_st_writer_add(w, names[3 * i + 2], LS_DT_F16, 2, ss, qm[i].hmin);
     }
     if (rc == LS_OK) {
         /* keep the source's metadata (config, step) and add the quantization map */
-        static const char *const keep[] = {"llmsys.config", "llmsys.step", "llmsys.name"};
+        static const char *const keep[] = {"llmsys.config", "llmsys.step", "llmsys.name", "llmsys.tokenizer"};
         for (size_t k = 0; k < sizeof keep / sizeof keep[0] && rc == LS_OK; k++) {
             const char *v = ls_st_meta(f, keep[k]);
             if (v) rc = ls_st_writer_meta(w, keep[k], v);
@@ -143,7 +143,7 @@ int ls_quant_checkpoint(const char *in_path, const int *bits, int n_layer, int g
         char *qj = malloc(cap);
         if (!qj) rc = ls_err(LS_ENOMEM, "out of memory");
         if (rc == LS_OK) {
-            int o = snprintf(qj, cap, "{\"version\":1,\"group\":%d,\"bits\":[", group);
+            int o = snprintf(qj, cap, "{\"version\":%d,\"group\":%d,\"bits\":[", LS_QUANT_FORMAT_VERSION, group);
             for (int l = 0; l < n_layer; l++) o += snprintf(qj + o, cap - o, "%s%d", l ? "," : "", bits[l]);
             snprintf(qj + o, cap - o, "]}");
             rc = ls_st_writer_meta(w, "llmsys.quant", qj);
@@ -200,7 +200,14 @@ int ls_quant_eval_heldout(const char *fp32_path, const char *qpath, const char *
     ls_corpus_opts co = ls_corpus_defaults();
     co.heldout_frac = heldout;
     ls_corpus *c;
-    LS_TRY(ls_corpus_load(&c, paths, n_paths, &co));
+    ls_bpe *bpe = NULL;
+    LS_TRY(ls_ckpt_tokenizer_load(qpath, NULL, &bpe));
+    co.tokenizer = bpe;
+    int lrc = ls_corpus_load(&c, paths, n_paths, &co);
+    if (lrc) {
+        ls_bpe_free(bpe);
+        return lrc;
+    }
     size_t n;
     const uint16_t *tok = ls_corpus_tokens(c, LS_SPLIT_HELDOUT, &n);
     ls_eval_result rf, rq;
@@ -213,6 +220,7 @@ int ls_quant_eval_heldout(const char *fp32_path, const char *qpath, const char *
     if (m) ls_model_free(m);
     ls_engine_free(e);
     ls_corpus_free(c);
+    ls_bpe_free(bpe);
     if (rc == LS_OK) {
         if (bpb_f) *bpb_f = rf.bits_per_byte;
         *bpb_q = rq.bits_per_byte;
@@ -229,7 +237,11 @@ int ls_eval_checkpoint(const char *path, const char *const *paths, int n_paths, 
     int rc = quantized == 1  ? ls_engine_open(&qe, path, NULL)
              : quantized < 0 ? quantized
                              : ls_ckpt_load(path, LS_CKPT_WEIGHTS, &m, NULL);
-    if (rc == LS_OK) rc = ls_corpus_load(&c, paths, n_paths, co);
+    ls_bpe *bpe = NULL; /* the checkpoint's vocabulary: the text is tokenized as in training */
+    ls_corpus_opts cop = *co;
+    if (rc == LS_OK) rc = ls_ckpt_tokenizer_load(path, NULL, &bpe);
+    cop.tokenizer = bpe;
+    if (rc == LS_OK) rc = ls_corpus_load(&c, paths, n_paths, &cop);
     if (rc == LS_OK) {
         size_t n;
         const uint16_t *tok = ls_corpus_tokens(c, s, &n);
@@ -244,6 +256,7 @@ int ls_eval_checkpoint(const char *path, const char *const *paths, int n_paths, 
     if (m) ls_model_free(m);
     if (qe) ls_engine_free(qe);
     ls_corpus_free(c);
+    ls_bpe_free(bpe);
     return rc;
 }
 

@@ -30,7 +30,7 @@ int ls_train_job_check(ls_train_job *o, int world) {
     ls_model_config mc = {0};
     int given_run_setting = o->config || o->batch != LS_TRAIN_UNSET || o->seq != LS_TRAIN_UNSET || !isnan(o->lr) ||
                             o->warmup != LS_TRAIN_UNSET || o->seed != INT64_MIN || !isnan(o->weight_decay) ||
-                            !isnan(o->grad_clip);
+                            !isnan(o->grad_clip) || o->tokenizer;
     int batch = o->batch != LS_TRAIN_UNSET ? o->batch : 8;
     if (o->n_data == 0 && !o->loader) return ls_err(LS_EINVAL, "missing --data PATH... or --loader URL (see --help)");
     if (o->n_data > 0 && o->loader) return ls_err(LS_EINVAL, "give --data or --loader, not both");
@@ -38,7 +38,7 @@ int ls_train_job_check(ls_train_job *o, int world) {
     if (o->steps != LS_TRAIN_UNSET && o->steps < 1) return ls_err(LS_EINVAL, "--steps must be >= 1, got %d", o->steps);
     if (o->resume && given_run_setting)
         return ls_err(LS_EINVAL, "--resume continues the saved run: --config, --batch, --seq, --lr, --warmup, "
-                                 "--seed, --weight-decay and --grad-clip come from the checkpoint");
+                                 "--seed, --weight-decay, --grad-clip and --tokenizer come from the checkpoint");
     if (!o->resume && ls_model_config_named(o->config ? o->config : "small", &mc) < 0) return LS_EINVAL;
     if (o->batch != LS_TRAIN_UNSET && o->batch < 1) return ls_err(LS_EINVAL, "--batch must be >= 1, got %d", o->batch);
     if (o->seq != LS_TRAIN_UNSET && (o->seq < 1 || o->seq > mc.n_ctx))
@@ -74,6 +74,7 @@ typedef struct {
     ls_corpus *corpus;
     ls_trainer *t;
     ls_batch_source *src;
+    ls_bpe *tok;      /* the run's BPE vocabulary (NULL: bytes); handed to the model */
     ls_throttle thr;  /* this rank's CPU limit from the precision plan */
     char qsync[1024]; /* every rank's precisions and throttle (on rank 0), for the log and report */
 } job_ctx;
@@ -83,6 +84,7 @@ static void job_free(job_ctx *c) {
     ls_batch_source_free(c->src);
     ls_trainer_free(c->t);
     ls_corpus_free(c->corpus);
+    ls_bpe_free(c->tok);
 }
 
 /* A collective failure: the lowest rank that failed by itself (not merely because a peer
@@ -142,9 +144,10 @@ static int check_out_path(const char *flag, const char *path) {
 
 /* The trainer: resumed from the checkpoint, or fresh from the options. */
 static int job_trainer(const ls_train_job *o, job_ctx *c) {
-    if (o->resume) return ls_trainer_resume(&c->t, o->resume, o->steps, c->d);
+    if (o->resume) return ls_trainer_resume(&c->t, o->resume, o->steps, c->d); /* with its tokenizer */
     ls_model_config mc;
     ls_model_config_named(o->config, &mc); /* checked by ls_train_job_check */
+    if (c->tok) mc.vocab = ls_bpe_vocab_size(c->tok);
     ls_train_config tc = ls_train_defaults();
     tc.batch = o->batch;
     tc.seq = o->seq != LS_TRAIN_UNSET ? o->seq : mc.n_ctx;
@@ -154,7 +157,13 @@ static int job_trainer(const ls_train_job *o, job_ctx *c) {
     if (!isnan(o->weight_decay)) tc.opt.weight_decay = (float)o->weight_decay;
     if (!isnan(o->grad_clip)) tc.opt.grad_clip = (float)o->grad_clip;
     tc.opt.warmup_steps = o->warmup != LS_TRAIN_UNSET ? o->warmup : o->steps / 10;
-    return ls_trainer_init(&c->t, &mc, &tc, c->d);
+    LS_TRY(ls_trainer_init(&c->t, &mc, &tc, c->d));
+    if (!c->tok) return LS_OK;
+    char *json = ls_bpe_to_json(c->tok); /* the model owns its copy */
+    ls_bpe *copy = NULL;
+    int rc = json ? ls_bpe_parse(json, strlen(json), &copy) : LS_ENOMEM;
+    free(json);
+    return rc ? rc : ls_model_set_tokenizer(ls_trainer_model(c->t), copy);
 }
 
 static void job_log_start(const ls_train_job *o, job_ctx *c, int64_t start, int64_t end) {
@@ -199,8 +208,14 @@ static int job_run(const ls_train_job *o, job_ctx *c, ls_train_job_result *res) 
     ls_corpus_opts co = ls_corpus_defaults();
     co.heldout_frac = o->heldout;
     if (o->max_bytes > 0) co.max_bytes = (size_t)o->max_bytes;
+    /* a fresh run's vocabulary from --tokenizer, a resumed one's from its checkpoint */
+    if (o->resume) rc = ls_ckpt_tokenizer_load(o->resume, NULL, &c->tok);
+    else if (o->tokenizer) rc = ls_bpe_load(o->tokenizer, &c->tok);
+    if (rc == LS_OK && o->loader && c->tok)
+        rc = ls_err(LS_EUNSUPPORTED, "a BPE vocabulary with --loader: the loader service serves byte tokens");
+    co.tokenizer = c->tok;
     /* the loader service owns its sources */
-    rc = o->loader ? LS_OK : ls_corpus_load(&c->corpus, o->data, o->n_data, &co);
+    if (rc == LS_OK) rc = o->loader ? LS_OK : ls_corpus_load(&c->corpus, o->data, o->n_data, &co);
     if (ls_dist_agree(d, rc, NULL) < 0) return job_fail(d, rc, res);
     rc = job_trainer(o, c);
     if (rc == LS_OK) rc = job_source(o, c, N);

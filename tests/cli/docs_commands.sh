@@ -37,6 +37,8 @@ run tokenizer 'llmsys tokenizer train --input'
 run tokenizer 'llmsys tokenizer encode --tokenizer tok.json --text'
 run tokenizer 'llmsys tokenizer encode --tokenizer tok.json --input'
 run tokenizer 'llmsys tokenizer decode --tokenizer tok.json --ids'
+run tokenizer 'llmsys train --config tiny --tokenizer tok.json'
+run tokenizer 'llmsys eval --model bpe.safetensors'
 run steal 'llmsys victim make-data --kind blobs'
 run steal 'llmsys victim train --type forest --data blobs.csv'
 # the files the commands promise

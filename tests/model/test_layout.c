@@ -90,6 +90,10 @@ static void test_opener(void) {
     CHECK(group == 32 && bits[0] == 8 && bits[1] == 4 && bits[2] == 3);
     CHECK(ls_ckpt_quant_meta(f, 2, &group, bits) == LS_EFORMAT);
     ls_st_close(f);
+    write_meta(path, cfg, NULL, "{\"version\":3,\"group\":32,\"bits\":[8,4,3]}");
+    CHECK(ls_ckpt_open(path, &f, &c) == LS_OK);
+    CHECK(ls_ckpt_quant_meta(f, 3, &group, bits) == LS_EFORMAT && strstr(ls_errmsg(), "format version 3"));
+    ls_st_close(f);
     write_meta(path, cfg, NULL, "{\"version\":1,\"group\":32,\"bits\":[8,5,3]}");
     CHECK(ls_ckpt_open(path, &f, &c) == LS_OK);
     CHECK(ls_ckpt_quant_meta(f, 3, &group, bits) == LS_EFORMAT && strstr(ls_errmsg(), "bits[1]"));

@@ -8,7 +8,7 @@
 #include "test.h"
 
 static ls_model_config cfg;
-static char ckpt[256], qckpt[256];
+static char ckpt[256], qckpt[256], qckpt_v1[256];
 
 static float max_abs_diff(const float *a, const float *b, size_t n) {
     float m = 0;
@@ -96,6 +96,41 @@ static void test_decode_batch(void) {
     decode_batch(mixed, 0.06);
 }
 
+/* Rewrites the quantized checkpoint src as format version 1 (F32 scales and minima). */
+static int write_v1(const char *src, const char *dst) {
+    ls_st_file *f;
+    ls_st_writer *w;
+    if (ls_st_open(src, &f) || ls_st_writer_init(&w)) return -1;
+    float *tmp[64] = {0};
+    int nt = 0, rc = 0;
+    for (int i = 0; i < ls_st_count(f) && !rc; i++) {
+        const ls_st_tensor *t = ls_st_get(f, i);
+        size_t n = strlen(t->name);
+        int sm = t->dtype == LS_DT_F16 &&
+                 ((n > 6 && !strcmp(t->name + n - 6, ".scale")) || (n > 4 && !strcmp(t->name + n - 4, ".min")));
+        if (!sm) {
+            rc = ls_st_writer_add(w, t->name, t->dtype, t->ndim, t->shape, t->data);
+            continue;
+        }
+        if (nt == 64) { rc = -1; break; }
+        float *v = tmp[nt++] = malloc(sizeof(float) * (size_t)t->numel);
+        for (int64_t k = 0; k < t->numel; k++) v[k] = ls_f16_to_f32(((const uint16_t *)t->data)[k]);
+        rc = ls_st_writer_add(w, t->name, LS_DT_F32, t->ndim, t->shape, v);
+    }
+    char meta[256];
+    snprintf(meta, sizeof meta, "%s", ls_st_meta(f, "llmsys.quant"));
+    char *vp = strstr(meta, "\"version\":2");
+    if (!vp) rc = -1;
+    else vp[10] = '1';
+    if (!rc)
+        rc = ls_st_writer_meta(w, "llmsys.quant", meta) ||
+             ls_st_writer_meta(w, "llmsys.config", ls_st_meta(f, "llmsys.config")) || ls_st_writer_write(w, dst);
+    for (int i = 0; i < nt; i++) free(tmp[i]);
+    ls_st_writer_free(w);
+    ls_st_close(f);
+    return rc ? -1 : 0;
+}
+
 /* quantized checkpoint == quantize on load; 2 stages == whole model; bad opens */
 static void test_qckpt_and_stages(void) {
     int bits[8] = {4, 8, 3, 16};
@@ -121,6 +156,14 @@ static void test_qckpt_and_stages(void) {
     CHECK(ls_engine_forward(a, &s, 1, tok, NULL, h, 1) == LS_OK);
     CHECK(ls_engine_forward(b, &s, 1, NULL, h, y, 1) == LS_OK);
     CHECK(memcmp(x, y, sizeof(float) * T * V) == 0);
+    /* a version-1 file (F32 scales and minima) still loads, to the same logits: its
+     * values are the fp16 ones widened, so rounding back is exact */
+    CHECK(write_v1(qckpt, qckpt_v1) == 0);
+    ls_engine *e1;
+    CHECK(ls_engine_open(&e1, qckpt_v1, NULL) == LS_OK);
+    run_all(e1, tok, T, y);
+    CHECK(memcmp(x, y, sizeof(float) * T * V) == 0);
+    ls_engine_free(e1);
     /* refusals */
     int other[8] = {8, 8, 8, 8};
     ls_engine *bad;
@@ -193,11 +236,13 @@ int main(void) {
     cfg = (ls_model_config){.vocab = LS_VOCAB, .n_ctx = 32, .n_layer = 4, .n_head = 4, .d_model = 64, .d_ff = 160};
     snprintf(ckpt, sizeof ckpt, "/tmp/llmsys_test_engine_%d.safetensors", (int)getpid());
     snprintf(qckpt, sizeof qckpt, "/tmp/llmsys_test_engine_q_%d.safetensors", (int)getpid());
+    snprintf(qckpt_v1, sizeof qckpt_v1, "/tmp/llmsys_test_engine_q1_%d.safetensors", (int)getpid());
     RUN(test_vs_model);
     RUN(test_decode_batch);
     RUN(test_qckpt_and_stages);
     RUN(test_eval_matches_train);
     unlink(ckpt);
     unlink(qckpt);
+    unlink(qckpt_v1);
     return TEST_RESULT();
 }

@@ -1,0 +1,66 @@
+/* cpu.c - one CPU-feature probe (cpuid via the compiler's builtins) and the SIMD level a
+ * kernel family should use, overridable with LLMSYS_ISA for tests and benchmarks. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llmsys/core.h"
+
+unsigned ls_cpu_features(void) {
+    __builtin_cpu_init(); /* probes once; later calls return at once */
+    unsigned f = 0;
+    if (__builtin_cpu_supports("avx2")) f |= LS_CPU_AVX2;
+    if (__builtin_cpu_supports("fma")) f |= LS_CPU_FMA;
+    if (__builtin_cpu_supports("f16c")) f |= LS_CPU_F16C;
+    if (__builtin_cpu_supports("avx512f")) f |= LS_CPU_AVX512F;
+    if (__builtin_cpu_supports("avx512bw")) f |= LS_CPU_AVX512BW;
+    if (__builtin_cpu_supports("avx512vl")) f |= LS_CPU_AVX512VL;
+    if (__builtin_cpu_supports("avx512vnni")) f |= LS_CPU_AVX512VNNI;
+    if (__builtin_cpu_supports("avx512bf16")) f |= LS_CPU_AVX512BF16;
+    return f;
+}
+
+const char *ls_cpu_features_str(unsigned f, char *buf, size_t n) {
+    static const char *const names[] = {"avx2",     "fma",      "f16c",       "avx512f",
+                                        "avx512bw", "avx512vl", "avx512vnni", "avx512bf16"};
+    size_t o = 0;
+    if (n) buf[0] = '\0';
+    for (int i = 0; i < 8; i++) {
+        if (!(f & (1u << i)) || o + strlen(names[i]) + 2 > n) continue;
+        o += (size_t)snprintf(buf + o, n - o, "%s%s", o ? "," : "", names[i]);
+    }
+    if (o == 0 && n > 4) snprintf(buf, n, "none");
+    return buf;
+}
+
+int ls_cpu_isa_supported(ls_isa isa) {
+    unsigned f = ls_cpu_features();
+    unsigned avx2 = LS_CPU_AVX2 | LS_CPU_FMA | LS_CPU_F16C;
+    unsigned avx512 = avx2 | LS_CPU_AVX512F | LS_CPU_AVX512BW | LS_CPU_AVX512VL | LS_CPU_AVX512VNNI;
+    switch (isa) {
+    case LS_ISA_SCALAR: return 1;
+    case LS_ISA_AVX2: return (f & avx2) == avx2;
+    case LS_ISA_AVX512: return (f & avx512) == avx512;
+    default: return 0;
+    }
+}
+
+const char *ls_isa_name(ls_isa isa) {
+    switch (isa) {
+    case LS_ISA_SCALAR: return "scalar";
+    case LS_ISA_AVX2: return "avx2";
+    case LS_ISA_AVX512: return "avx512";
+    default: return "?";
+    }
+}
+
+ls_isa ls_cpu_isa(void) {
+    ls_isa best = LS_ISA_SCALAR;
+    if (ls_cpu_isa_supported(LS_ISA_AVX512)) best = LS_ISA_AVX512;
+    else if (ls_cpu_isa_supported(LS_ISA_AVX2)) best = LS_ISA_AVX2;
+    const char *e = getenv("LLMSYS_ISA");
+    if (!e || !*e) return best;
+    for (int i = LS_ISA_SCALAR; i <= LS_ISA_AVX512; i++)
+        if (!strcmp(e, ls_isa_name((ls_isa)i))) return (ls_isa)i <= best ? (ls_isa)i : best;
+    return best; /* unknown names are ignored: the best level is always safe */
+}
