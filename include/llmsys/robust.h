@@ -25,6 +25,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "llmsys/core.h"
 #include "llmsys/train.h"
@@ -241,6 +242,12 @@ typedef struct {
 
 /* Runs the supervised job to its end or until it cannot be recovered; writes the report. */
 int ls_robust_run(const ls_robust_opts *o, ls_robust_result *r);
+/* Prints the fault table and the wall/productive/ETTR line of a run's JSON report to f. */
+int ls_robust_print_summary(const char *report, FILE *f);
+/* The demo scenario under workdir/robust: 4 ranks on 2 nodes + 1 standby, a crash, a hang and a
+ * NaN injected; prints the timeline, the fault table and the simulator's view to f. *ok is 1
+ * when the job completed with all three faults recovered. self: the llmsys binary. */
+int ls_robust_demo(const char *workdir, const char *self, int quick, FILE *f, int *ok);
 
 /* ---------------------------------------------------------------- simulator */
 
@@ -279,6 +286,22 @@ typedef struct {
 /* ByteRobust-like defaults for gpus/days/policy (9,600 GPUs, 90 days, 70B state). */
 void ls_sim_defaults(ls_sim_config *c);
 int ls_sim_run(const ls_sim_config *c, ls_sim_result *r);
+
+/* `llmsys sim robust`: a config plus the choices the command resolves. */
+typedef struct {
+    ls_sim_config c;      /* c.trials 20 */
+    const char *policy;   /* disk, memory, standby or all */
+    const char *model;    /* catalog model or a parameter count ("405e9"): sizes the state */
+    const char *preset;   /* NULL, "byterobust" or "llama3" (16,384 GPUs, 54 days, 466 interruptions) */
+    double interruptions; /* > 0: failures over the job instead of c.fail_per_1000_node_days */
+    double repair_h;      /* hours until an evicted machine returns (6) */
+    const char *out;      /* JSON table, or NULL */
+} ls_sim_table_opts;
+
+void ls_sim_table_defaults(ls_sim_table_opts *o);
+/* Resolves preset and model, simulates each selected policy, prints the table to f and writes
+ * out; LS_EINVAL (message names the flag) for bad options. */
+int ls_sim_table(ls_sim_table_opts *o, FILE *f);
 
 #ifdef __cplusplus
 }

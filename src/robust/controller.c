@@ -1054,6 +1054,12 @@ int ls_robust_opts_check(const ls_robust_opts *o) {
     if (arg_int(o->argc, o->argv, "--steps", -1) < 1)
         return ls_err(LS_EINVAL, "the training command needs --steps N (the run's end)");
     if (!arg_str(o->argc, o->argv, "--out")) return ls_err(LS_EINVAL, "the training command needs --out FILE");
+    if (o->status_port < -1 || o->status_port > 65535) return ls_err(LS_EINVAL, "--status-port must be in [-1, 65535]");
+    if (o->inject) { /* a malformed plan is a usage error, found before anything starts */
+        ls_fault_plan p;
+        LS_TRY(ls_fault_plan_load(o->inject, o->nodes * o->ranks_per_node, &p));
+        ls_fault_plan_free(&p);
+    }
     return LS_OK;
 }
 
