@@ -85,14 +85,11 @@ int ls_sim_table(ls_sim_table_opts *o, FILE *f) {
                 r.lost_ckpt_s / 3600, r.standby_misses);
         cJSON *e = cJSON_CreateObject();
         cJSON_AddStringToObject(e, "policy", names[k]);
-        cJSON_AddNumberToObject(e, "ettr", r.ettr);
-        cJSON_AddNumberToObject(e, "failures", r.failures);
-        cJSON_AddNumberToObject(e, "lost_detect_s", r.lost_detect_s);
-        cJSON_AddNumberToObject(e, "lost_localize_s", r.lost_localize_s);
-        cJSON_AddNumberToObject(e, "lost_restart_s", r.lost_restart_s);
-        cJSON_AddNumberToObject(e, "lost_recompute_s", r.lost_recompute_s);
-        cJSON_AddNumberToObject(e, "lost_ckpt_s", r.lost_ckpt_s);
-        cJSON_AddNumberToObject(e, "standby_misses", r.standby_misses);
+        static const char *const keys[] = {"ettr", "failures", "lost_detect_s", "lost_localize_s",
+                                           "lost_restart_s", "lost_recompute_s", "lost_ckpt_s", "standby_misses"};
+        const double vals[] = {r.ettr, r.failures, r.lost_detect_s, r.lost_localize_s,
+                               r.lost_restart_s, r.lost_recompute_s, r.lost_ckpt_s, r.standby_misses};
+        for (int q = 0; q < 8; q++) cJSON_AddNumberToObject(e, keys[q], vals[q]);
         cJSON_AddItemToArray(arr, e);
     }
     int rc = LS_OK;
