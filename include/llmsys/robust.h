@@ -182,6 +182,10 @@ int ls_robust_client_before_update(ls_robust_client *c, ls_trainer *t, int64_t s
  * the periodic disk checkpoint. Returns < 0 to fail the run (injected OOM). */
 int ls_robust_client_after_step(ls_robust_client *c, ls_trainer *t, int64_t step, float loss, float grad_norm,
                                 double step_s);
+/* A rank of a pre-started (parked) world, `llmsys train --robust-park ENDPOINT,GEN`: reports
+ * to the controller and blocks until it is promoted; resume and agents receive the checkpoint
+ * to resume from and the agent endpoints (static storage, for ls_robust_client_open). */
+int ls_robust_park(const char *spec, int rank, const char **resume, const char **agents);
 /* Hooks for ls_trainer_set_hooks (ctx = the client). */
 int ls_robust_hook_before_update(void *ctx, ls_trainer *t, int64_t step);
 int ls_robust_hook_after_step(void *ctx, ls_trainer *t, const ls_train_step_info *info);

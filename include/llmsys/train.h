@@ -394,6 +394,9 @@ typedef struct {
      * on its status) and right after it; either may be NULL */
     int (*attach)(void *ctx, ls_trainer *t, ls_dist *d);
     void (*detach)(void *ctx, ls_trainer *t);
+    /* called on every rank after the data is open and before the trainer is made (a
+     * pre-started world waits here until promoted); it may set *resume. May be NULL */
+    int (*prepare)(void *ctx, ls_dist *d, const char **resume);
     void *ctx;
 } ls_train_job;
 

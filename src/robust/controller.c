@@ -115,6 +115,9 @@ typedef struct {
     int64_t replay_step;
     double replay_loss, replay_gn;
     int replaying; /* a NaN replay runs: its steps are localization, not training */
+    /* the pre-started world (warm): mpirun, MPI up, data open, parked until a restart needs it */
+    int spare_pid, spare_gen, spare_parked, spare_failures;
+    char spare_id[MAXR][64];
 } ctl;
 
 static void tl(ctl *c, const char *event, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -132,11 +135,15 @@ static void tl(ctl *c, const char *event, const char *fmt, ...) {
     if (!c->o->quiet) fprintf(stderr, "[robust %7.2fs] %-10s %s\n", ls_wall_time() - c->t0, event, d);
 }
 
+static void send_to(ctl *c, const char *id, cJSON *j) {
+    lsr_send(c->rt, id, j, NULL, 0);
+    cJSON_Delete(j);
+}
+
 static void send_node(ctl *c, int n, cJSON *j) {
     char id[32];
     snprintf(id, sizeof id, "a%d", n);
-    lsr_send(c->rt, id, j, NULL, 0);
-    cJSON_Delete(j);
+    send_to(c, id, j);
 }
 
 static cJSON *msg(const char *t) {
@@ -280,6 +287,8 @@ static void pump(ctl *c, int ms) {
         c->last_ping = ls_now();
         for (int n = 0; n < c->n_nodes; n++)
             if (c->node[n].pid > 0 && c->node[n].state != NODE_LOST) send_node(c, n, msg("ping"));
+        for (int r = 0; r < c->ranks && c->spare_pid > 0; r++)
+            if (c->spare_id[r][0]) send_to(c, c->spare_id[r], msg("ping"));
     }
     zmq_pollitem_t it = {c->rt, 0, ZMQ_POLLIN, 0};
     zmq_poll(&it, 1, ms);
@@ -338,6 +347,15 @@ static void pump(ctl *c, int ms) {
         } else if (!strcmp(t, "materialized")) {
             c->materialized = lsr_num(j, "ok", 0) ? 1 : -1;
             snprintf(c->mat_err, sizeof c->mat_err, "%s", lsr_str(j, "error"));
+        } else if (!strcmp(t, "parked")) {
+            int r = (int)lsr_num(j, "rank", -1);
+            if (c->spare_pid > 0 && (int)lsr_num(j, "gen", -1) == c->spare_gen && r >= 0 && r < c->ranks &&
+                !c->spare_id[r][0]) {
+                snprintf(c->spare_id[r], sizeof c->spare_id[r], "%s", from);
+                if (++c->spare_parked == c->ranks)
+                    tl(c, "standby", "pre-started world %d parked: %d ranks with MPI up and data open", c->spare_gen,
+                       c->ranks);
+            }
         } else if (!strcmp(t, "killed")) {
             c->killed_acks++;
         }
@@ -377,26 +395,14 @@ static int is_run_setting(const char *a) {
     return 0;
 }
 
-/* Launches mpirun on the active nodes; resume == NULL: the user's command as given. */
-static int launch(ctl *c, const char *resume, int64_t stop_at) {
+/* The mpirun command line (malloc'd) of the job on the active nodes: the user's command,
+ * resumed from resume (may be NULL), stopped at stop_at (> 0), reporting to the agents eps;
+ * park (may be NULL) makes it a pre-started world that waits for "go" instead. */
+static char **job_argv(ctl *c, const char *resume, int64_t stop_at, const char *eps, const char *park, char *np,
+                       char *hostfile, char *stopb) {
     const ls_robust_opts *o = c->o;
-    c->launches++;
-    char hostfile[512], errf[512], outf[512], np[16], eps[MAXN * 64] = "", stopb[32];
-    snprintf(hostfile, sizeof hostfile, "%s/hosts", c->shm_dir);
-    snprintf(errf, sizeof errf, "%s/launch-%d.err", c->shm_dir, c->launches);
-    snprintf(outf, sizeof outf, "%s/launch-%d.out", c->shm_dir, c->launches);
-    FILE *hf = fopen(hostfile, "w");
-    if (!hf) return ls_err(LS_EIO, "%s: %s", hostfile, strerror(errno));
-    /* one line per host with the slots of its active nodes (all "localhost" here) */
-    fprintf(hf, "localhost slots=%d\n", o->nodes * o->ranks_per_node);
-    fclose(hf);
-    for (int s = 0; s < o->nodes; s++) {
-        if (s) strcat(eps, ",");
-        strcat(eps, c->node[c->slot_node[s]].ep);
-    }
-    snprintf(np, sizeof np, "%d", c->ranks);
     char **av = calloc((size_t)o->argc + 32, sizeof *av);
-    if (!av) return ls_err(LS_ENOMEM, "out of memory");
+    if (!av) return NULL;
     int n = 0;
     av[n++] = "mpirun";
     av[n++] = "-q";
@@ -428,13 +434,98 @@ static int launch(ctl *c, const char *resume, int64_t stop_at) {
         av[n++] = (char *)resume;
     }
     if (stop_at > 0) {
-        snprintf(stopb, sizeof stopb, "%" PRId64, stop_at);
+        snprintf(stopb, 32, "%" PRId64, stop_at);
         av[n++] = "--stop-at";
         av[n++] = stopb;
     }
-    av[n++] = "--robust-agent";
-    av[n++] = eps;
+    av[n++] = park ? "--robust-park" : "--robust-agent";
+    av[n++] = (char *)(park ? park : eps);
     av[n] = NULL;
+    return av;
+}
+
+/* Forks mpirun av in its own process group, output to outf/errf; returns its pid or < 0. */
+static int fork_mpirun(char **av, const char *outf, const char *errf) {
+    fflush(NULL);
+    int pid = fork();
+    if (pid < 0) return ls_err(LS_EIO, "cannot fork mpirun: %s", strerror(errno));
+    if (pid == 0) {
+        setpgid(0, 0);
+        if (!freopen(outf, "w", stdout) || !freopen(errf, "w", stderr)) _exit(126);
+        setenv("OMPI_MCA_mpi_yield_when_idle", "1", 1);
+        setenv("OMP_WAIT_POLICY", "passive", 0);
+        setenv("LLMSYS_PROGRESS", "0", 1);
+        execvp("mpirun", av);
+        fprintf(stderr, "cannot run mpirun: %s\n", strerror(errno));
+        _exit(127);
+    }
+    return pid;
+}
+
+static int write_hostfile(ctl *c, char *hostfile, size_t cap) {
+    snprintf(hostfile, cap, "%s/hosts", c->shm_dir);
+    FILE *hf = fopen(hostfile, "w");
+    if (!hf) return ls_err(LS_EIO, "%s: %s", hostfile, strerror(errno));
+    /* one line per host with the slots of its active nodes (all "localhost" here) */
+    fprintf(hf, "localhost slots=%d\n", c->o->nodes * c->o->ranks_per_node);
+    fclose(hf);
+    return LS_OK;
+}
+
+static void spare_kill(ctl *c) {
+    if (c->spare_pid <= 0) return;
+    kill(-c->spare_pid, SIGKILL);
+    kill(c->spare_pid, SIGKILL);
+    waitpid(c->spare_pid, NULL, 0);
+    c->spare_pid = 0;
+}
+
+/* Pre-starts the next job's world: mpirun, MPI initialised and the data opened in every rank,
+ * each parked until a restart sends it the checkpoint to resume from (warm standby processes;
+ * --cold restarts start everything anew instead). */
+static void spare_start(ctl *c) {
+    if (c->o->cold || c->spare_pid > 0 || c->replaying || c->spare_failures >= 2) return;
+    char hostfile[512], errf[512], outf[512], np[16], park[320], stopb[32];
+    if (write_hostfile(c, hostfile, sizeof hostfile) < 0) return;
+    c->spare_gen++;
+    snprintf(errf, sizeof errf, "%s/spare-%d.err", c->shm_dir, c->spare_gen);
+    snprintf(outf, sizeof outf, "%s/spare-%d.out", c->shm_dir, c->spare_gen);
+    snprintf(park, sizeof park, "%s,%d", c->ep, c->spare_gen);
+    snprintf(np, sizeof np, "%d", c->ranks);
+    char **av = job_argv(c, NULL, 0, NULL, park, np, hostfile, stopb);
+    int pid = av ? fork_mpirun(av, outf, errf) : -1;
+    free(av);
+    c->spare_parked = 0;
+    memset(c->spare_id, 0, sizeof c->spare_id);
+    c->spare_pid = pid > 0 ? pid : 0;
+}
+
+/* Launches the job on the active nodes; resume == NULL: the user's command as given. A
+ * restart (resume, no stop_at) promotes the parked pre-started world when it is ready. */
+static int launch(ctl *c, const char *resume, int64_t stop_at) {
+    const ls_robust_opts *o = c->o;
+    c->launches++;
+    char hostfile[512], errf[512], outf[512], np[16], eps[MAXN * 64] = "", stopb[32];
+    snprintf(errf, sizeof errf, "%s/launch-%d.err", c->shm_dir, c->launches);
+    snprintf(outf, sizeof outf, "%s/launch-%d.out", c->shm_dir, c->launches);
+    LS_TRY(write_hostfile(c, hostfile, sizeof hostfile));
+    for (int s = 0; s < o->nodes; s++) {
+        if (s) strcat(eps, ",");
+        strcat(eps, c->node[c->slot_node[s]].ep);
+    }
+    snprintf(np, sizeof np, "%d", c->ranks);
+    /* a pre-started world still starting up is waited for: its start-up is already paid */
+    for (double t = ls_now(); resume && stop_at <= 0 && c->spare_pid > 0 && c->spare_parked < c->ranks;) {
+        pump(c, 10);
+        if (waitpid(c->spare_pid, NULL, WNOHANG) == c->spare_pid)
+            c->spare_pid = 0;
+        else if (ls_now() - t > 15)
+            spare_kill(c);
+        if (!c->spare_pid) c->spare_failures++;
+    }
+    int warm = resume && stop_at <= 0 && c->spare_pid > 0 && c->spare_parked == c->ranks;
+    char **av = warm ? NULL : job_argv(c, resume, stop_at, eps, NULL, np, hostfile, stopb);
+    if (!warm && !av) return ls_err(LS_ENOMEM, "out of memory");
     /* tell each active agent its ranks and this launch's injections */
     for (int s = 0; s < o->nodes; s++) {
         int nd = c->slot_node[s];
@@ -480,24 +571,22 @@ static int launch(ctl *c, const char *resume, int64_t stop_at) {
     c->last_global_t = 0;
     c->first_step_t = 0;
     c->ev_exit_rank = c->ev_oom_rank = c->ev_nan_rank = -1;
-    fflush(NULL);
-    int pid = fork();
-    if (pid < 0) {
+    if (warm) { /* the parked world takes over: it only loads the state and connects to the agents */
+        for (int r = 0; r < c->ranks; r++) {
+            cJSON *g = msg("go");
+            cJSON_AddStringToObject(g, "resume", resume);
+            cJSON_AddStringToObject(g, "agents", eps);
+            send_to(c, c->spare_id[r], g);
+        }
+        c->mpirun_pid = c->spare_pid;
+        c->spare_pid = 0;
+        tl(c, "standby", "pre-started world %d promoted", c->spare_gen);
+    } else {
+        int pid = fork_mpirun(av, outf, errf);
         free(av);
-        return ls_err(LS_EIO, "cannot fork mpirun: %s", strerror(errno));
+        if (pid < 0) return pid;
+        c->mpirun_pid = pid;
     }
-    if (pid == 0) {
-        setpgid(0, 0);
-        if (!freopen(outf, "w", stdout) || !freopen(errf, "w", stderr)) _exit(126);
-        setenv("OMPI_MCA_mpi_yield_when_idle", "1", 1);
-        setenv("OMP_WAIT_POLICY", "passive", 0);
-        setenv("LLMSYS_PROGRESS", "0", 1);
-        execvp("mpirun", av);
-        fprintf(stderr, "cannot run mpirun: %s\n", strerror(errno));
-        _exit(127);
-    }
-    free(av);
-    c->mpirun_pid = pid;
     c->launch_t = c->last_progress = ls_wall_time();
     c->tearing_down = 0;
     return LS_OK;
@@ -1146,6 +1235,15 @@ static int run_loop(ctl *c) {
             }
         }
         repair_due(c);
+        /* the pre-started world for the next restart: once this launch trains; one that died is
+         * replaced (twice at most) */
+        int sst = 0;
+        if (c->spare_pid > 0 && waitpid(c->spare_pid, &sst, WNOHANG) == c->spare_pid) {
+            c->spare_pid = 0;
+            c->spare_failures++;
+            tl(c, "warn", "pre-started world %d exited (%d)", c->spare_gen, WIFEXITED(sst) ? WEXITSTATUS(sst) : -1);
+        }
+        if (c->first_step_t > 0 && c->job_step < c->end_step) spare_start(c);
         /* agents that stopped answering */
         for (int n = 0; n < c->n_nodes; n++) {
             node_t *nd = &c->node[n];
@@ -1401,6 +1499,7 @@ int ls_robust_run(const ls_robust_opts *o, ls_robust_result *res) {
         if (loop < 0) rc = -1;
     }
     if (c->mpirun_pid > 0) stop_job(c);
+    spare_kill(c);
     res->completed = loop == 0;
     if (loop == 0) {
         /* stop_job only when something is still running; reap the last launch */

@@ -49,6 +49,8 @@ run() {
 run mixed '{"faults": [{"kind": "crash", "step": 5, "rank": 3}, {"kind": "nan", "step": 12, "rank": 1},
   {"kind": "oom", "step": 20, "rank": 2}]}' "crash nan oom" --standby 3 --disk-every 5
 grep -q 'does not repeat: the node' "$T/mixed.json" || fail "mixed: NaN replay verdict missing"
+# every restart promoted the pre-started world (MPI up, data open) instead of a fresh mpirun
+[ "$(grep -c 'pre-started world [0-9]* promoted' "$T/mixed.json")" -eq 3 ] || fail "mixed: not every restart was warm"
 # hang (SIGSTOP): detected after the timeout, localized by grouped stack dumps
 run hang '{"faults": [{"kind": "hang", "step": 6, "rank": 1}]}' "hang" --hang-timeout 2
 tr -d '\n' < "$T/hang.json" | grep -q '"rank":[[:space:]]*1,[[:space:]]*"node":[[:space:]]*0' || fail "hang: rank 1 / node 0 not named"
