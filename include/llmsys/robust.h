@@ -102,18 +102,22 @@ void ls_jump_init(ls_jump_detector *j, double factor, int window, int min_histor
  * (and the value joins the history). */
 int ls_jump_feed(ls_jump_detector *j, double v);
 
-/* Slow ranks: per window of `window` steps, each rank's mean compute time; a rank whose
- * mean exceeds `factor` x the median of the other ranks' means is an outlier in that window; the
- * same rank an outlier in `windows` consecutive windows is reported. */
+/* Slow ranks, robust to load on the whole host: per window of `window` steps, each rank's
+ * delay at every step is compared with the median of the other ranks' delays at that step. A
+ * rank is an outlier in the window when its mean delay is `factor` x the others' median, the
+ * mean excess is at least min_excess_s (1 ms), and it was the slowest rank in at least half of
+ * the steps; the same rank an outlier in `windows` consecutive windows is reported. Reports of
+ * one step must be fed for every rank (a step some rank misses is not judged). */
 #define LS_SLOW_MAX_RANKS 256
 typedef struct {
     int ranks, window, windows;
     double factor;
+    double min_excess_s;                  /* minimum effect: mean excess over the others (1e-3) */
     int64_t win_start;                    /* first step of the current window, -1 before the first */
     double *t;                            /* ranks x window compute times of the current window */
     int *cnt;                             /* samples per rank in the current window */
     int streak_rank, streak;              /* current outlier and its consecutive windows */
-    double last_ratio;                    /* outlier/median of the last closed window */
+    double last_ratio;                    /* the slowest rank's mean delay / the others' median, last window */
 } ls_slow_detector;
 
 int ls_slow_init(ls_slow_detector *s, int ranks, int window, int windows, double factor);

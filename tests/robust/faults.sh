@@ -58,16 +58,31 @@ tr -d '\n' < "$T/hang.json" | grep -q '"rank":[[:space:]]*1,[[:space:]]*"node":[
 # too (then its process state names it)
 grep -q -e '"outlier":[[:space:]]*true' -e 'process state (stopped)' "$T/hang.json" || fail "hang: neither an outlier stack group nor a stopped process"
 grep -q 'PMPI_Allreduce' "$T/hang.json" || fail "hang: stacks not kept in the report"
-# slow rank (CPU quota or duty cycle): an outlier over 3 windows
-# (under heavy load from other processes the throttled rank stands out less: one retry)
+# slow rank (CPU quota or duty cycle) under extra host-wide load (two busy loops, one per
+# core): an outlier against the median rank in the 3 windows after the warm-up window (steps
+# 4-12, named at the first report of step 13); a retry absorbs a window lost to the load
 slow_plan='{"faults": [{"kind": "slow", "step": 2, "rank": 2, "share": 0.01}]}'
+busy() { (while :; do :; done) & B1=$!; (while :; do :; done) & B2=$!; }
+busy
+# meanwhile the same load and no slow rank: nothing may be flagged
+timeout 90 "$BIN" robust run --quiet --slow-window 3 --report "$T/calm.json" -- llmsys train "${TA[@]}" \
+  --out "$T/calm.st" > /dev/null 2> "$T/calm.err" &
+CALM=$!
+slow_ok() { tr -d ' \n\t' < "$T/slow.json" | grep -q '"kind":"slow","rank":2,"node":1,"step":1[0-3],'; }
 before=$fails
 run slow "$slow_plan" "slow" --hang-timeout 5 --slow-window 3
+slow_ok || fail "slow: rank 2 not named within 3 windows: $(tr -d ' \n\t' < "$T/slow.json" | grep -o '"kind":"slow"[^}]*' | head -c 120)"
 if [ $fails -gt $before ]; then
   echo "slow: retrying once (load $(cut -d' ' -f1 /proc/loadavg))"
   fails=$before
   run slow "$slow_plan" "slow" --hang-timeout 5 --slow-window 3
+  slow_ok || fail "slow: rank 2 not named within 3 windows"
 fi
+wait "$CALM" || { fail "calm: exit $?"; cat "$T/calm.err"; }
+grep -q '"completed":[[:space:]]*true' "$T/calm.json" || fail "calm: not completed"
+grep -q '"kind"' "$T/calm.json" && fail "calm: a fault raised under load alone: $(grep -o '"detail":[^,]*' "$T/calm.json" | head -1)"
+kill "$B1" "$B2" 2> /dev/null
+wait "$B1" "$B2" 2> /dev/null
 grep -q '"slow_method"' "$T/slow.json" || fail "slow: throttling method not stated"
 # corrupt newest disk checkpoint, then a crash with disk checkpoints only: previous one used
 run corrupt '{"faults": [{"kind": "corrupt-ckpt", "step": 16}, {"kind": "crash", "step": 18, "rank": 0}]}' \
