@@ -24,6 +24,7 @@
 #define MAXF 64
 
 enum { NODE_STARTING, NODE_ACTIVE, NODE_STANDBY, NODE_EVICTED, NODE_LOST };
+enum { PLAN_HANDLED = 1, PLAN_REARMED = 2, PLAN_DEFER_NOTED = 4 };
 static const char *const node_state_name[] = {"starting", "active", "standby", "evicted", "lost"};
 
 typedef struct {
@@ -63,7 +64,8 @@ typedef struct {
     node_t node[MAXN];
     int n_nodes;
     ls_fault_plan plan;
-    int *plan_done;
+    int *plan_done;  /* 0 armed, 1 handed to the agents, 2 fired */
+    int *plan_flags; /* PLAN_HANDLED, PLAN_REARMED, PLAN_DEFER_NOTED */
     /* the job */
     int mpirun_pid, launches, relaunches;
     int slot_node[MAXN]; /* active slot -> node */
@@ -911,6 +913,33 @@ static int same_value(double a, double b) { return (isnan(a) && isnan(b)) || a =
 
 /* Handles one detected fault: localize, stop, evict/promote, pick the resume point and
  * relaunch. Returns 0 to go on, 1 when the job must stop (diagnosis set). */
+/* The fired plan entry a detected fault accounts for (the same kind on the same rank). */
+static void plan_handled(ctl *c, int kind, int rank) {
+    if (kind == LS_FAULT_JUMP) kind = LS_FAULT_NAN;
+    for (int i = 0; i < c->plan.n; i++)
+        if (c->plan_done[i] == 2 && !(c->plan_flags[i] & PLAN_HANDLED) && c->plan.f[i].kind == kind &&
+            c->plan.f[i].rank == rank) {
+            c->plan_flags[i] |= PLAN_HANDLED;
+            return;
+        }
+}
+
+/* Injections that fired but were swallowed by a recovery (they landed in a job being stopped,
+ * or in the same incident as the fault detected) fire again, once, in the relaunched job: at
+ * its first step when their step has passed. Nothing planned is silently lost. */
+static void plan_rearm(ctl *c) {
+    for (int i = 0; i < c->plan.n; i++) {
+        const ls_fault_spec *f = &c->plan.f[i];
+        if (c->plan_done[i] == 1) c->plan_done[i] = 0; /* handed out but not fired: the next launch gets them */
+        if (c->plan_done[i] != 2 || (c->plan_flags[i] & (PLAN_HANDLED | PLAN_REARMED)) || f->kind == LS_FAULT_CORRUPT_CKPT)
+            continue;
+        c->plan_done[i] = 0;
+        c->plan_flags[i] |= PLAN_REARMED;
+        tl(c, "defer", "%s on rank %d fired into the stopped job, unhandled: fires again in the relaunched job",
+           ls_fault_name(f->kind), f->rank);
+    }
+}
+
 static int handle_fault(ctl *c, int kind, int rank, int64_t step, double t_detect, const char *detail) {
     if (c->nf >= MAXF) {
         snprintf(c->diagnosis, sizeof c->diagnosis, "too many faults (%d)", MAXF);
@@ -1027,6 +1056,7 @@ static int handle_fault(ctl *c, int kind, int rank, int64_t step, double t_detec
         if (rank >= 0) bad[nbad++] = rank;
     }
     f->t_localized = ls_wall_time();
+    plan_handled(c, kind, f->rank);
     f->node = nbad > 0 ? node_of_rank(c, bad[0]) : -1;
     if (f->node >= 0) {
         tl(c, "localize", "%s: rank %d on node %d (%.2f s)", ls_fault_name(kind), bad[0], f->node,
@@ -1074,8 +1104,7 @@ static int relaunch(ctl *c, int64_t limit) {
     int64_t s = resume_point(c, limit, path, sizeof path, kind);
     c->launch_step = s;
     c->restarts++;
-    for (int i = 0; i < c->plan.n; i++) /* handed out but not fired: the next launch gets them */
-        if (c->plan_done[i] == 1) c->plan_done[i] = 0;
+    plan_rearm(c);
     fault_t *f = c->cur >= 0 ? &c->f[c->cur] : NULL;
     if (f && f->open) {
         snprintf(f->resumed_kind, sizeof f->resumed_kind, "%s", kind);
@@ -1220,6 +1249,12 @@ static int run_loop(ctl *c) {
             int due = f->step >= 1 ? (f->kind == LS_FAULT_CORRUPT_CKPT && c->job_step >= f->step)
                                    : (now - c->t0 >= f->time);
             if (!due) continue;
+            if (f->step < 1 && c->first_step_t <= 0 && !(c->plan_flags[i] & PLAN_DEFER_NOTED)) {
+                /* due while the job starts or recovers: deferred to the first step it completes */
+                c->plan_flags[i] |= PLAN_DEFER_NOTED;
+                tl(c, "defer", "%s on rank %d due at %.1f s while the job is not training: fires at its first step",
+                   ls_fault_name(f->kind), f->rank, f->time);
+            }
             if (f->kind == LS_FAULT_CORRUPT_CKPT) {
                 corrupt_newest(c);
                 c->plan_done[i] = 2;
@@ -1440,7 +1475,8 @@ int ls_robust_run(const ls_robust_opts *o, ls_robust_result *res) {
     if (rc == LS_OK && o->inject) rc = ls_fault_plan_load(o->inject, c->ranks, &c->plan);
     if (rc == LS_OK) {
         c->plan_done = calloc((size_t)c->plan.n + 1, sizeof(int));
-        if (!c->plan_done) rc = ls_err(LS_ENOMEM, "out of memory");
+        c->plan_flags = calloc((size_t)c->plan.n + 1, sizeof(int));
+        if (!c->plan_done || !c->plan_flags) rc = ls_err(LS_ENOMEM, "out of memory");
     }
     if (rc == LS_OK) {
         if (o->ckpt_dir) {
@@ -1534,6 +1570,7 @@ int ls_robust_run(const ls_robust_opts *o, ls_robust_result *res) {
     ls_slow_free(&c->slow);
     ls_fault_plan_free(&c->plan);
     free(c->plan_done);
+    free(c->plan_flags);
     free(c->loss_of);
     free(c->lbits);
     if (c->rt) zmq_close(c->rt);

@@ -51,6 +51,12 @@ run mixed '{"faults": [{"kind": "crash", "step": 5, "rank": 3}, {"kind": "nan", 
 grep -q 'does not repeat: the node' "$T/mixed.json" || fail "mixed: NaN replay verdict missing"
 # every restart promoted the pre-started world (MPI up, data open) instead of a fresh mpirun
 [ "$(grep -c 'pre-started world [0-9]* promoted' "$T/mixed.json")" -eq 3 ] || fail "mixed: not every restart was warm"
+# two faults at the same step on two nodes: whichever is detected first, the other (swallowed
+# by the recovery, or not yet fired) fires again in the relaunched job and is handled on its
+# own; a time-triggered crash due before the first step waits for it
+run race '{"faults": [{"kind": "crash", "step": 6, "rank": 3}, {"kind": "hang", "step": 6, "rank": 1},
+  {"kind": "crash", "time": 0.5, "rank": 0}]}' "crash hang" --standby 3 --hang-timeout 2
+[ "$(grep -o '"detection_s"' "$T/race.json" | wc -l)" -eq 3 ] || fail "race: not 3 faults handled"
 # hang (SIGSTOP): detected after the timeout, localized by grouped stack dumps
 run hang '{"faults": [{"kind": "hang", "step": 6, "rank": 1}]}' "hang" --hang-timeout 2
 tr -d '\n' < "$T/hang.json" | grep -q '"rank":[[:space:]]*1,[[:space:]]*"node":[[:space:]]*0' || fail "hang: rank 1 / node 0 not named"
