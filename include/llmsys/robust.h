@@ -67,8 +67,17 @@ typedef struct {
 
 /* Bytes a snapshot of t needs. */
 size_t ls_snapshot_size(ls_trainer *t);
-/* Writes t's state into buf (cap bytes, >= ls_snapshot_size); *len receives the size. */
+/* Writes t's state into buf (cap bytes, >= ls_snapshot_size), sealed with its checksum;
+ * *len receives the size. */
 int ls_snapshot_write(ls_trainer *t, void *buf, size_t cap, size_t *len);
+/* The blocking part only: copies t's state into buf (marked writing, then copied) without the
+ * checksum; a reader seals its own consistent copy (ls_snapshot_seal). */
+int ls_snapshot_copy(ls_trainer *t, void *buf, size_t cap, size_t *len);
+/* Adds the checksum to a copied snapshot (LS_ESTATE while it is being written); info (may be
+ * NULL) is filled. A sealed one is only checked. */
+int ls_snapshot_seal(void *buf, size_t len, ls_snapshot_info *info);
+/* 1 with *step when buf holds a complete (copied or sealed) snapshot, else 0. */
+int ls_snapshot_peek(const void *buf, size_t len, int64_t *step);
 /* Checks magic, version, sizes and checksum of a snapshot; info (may be NULL) is filled. */
 int ls_snapshot_check(const void *buf, size_t len, ls_snapshot_info *info);
 /* Writes a checked snapshot as a resumable checkpoint (ls_ckpt_save with optimizer state,

@@ -252,7 +252,7 @@ int ls_robust_client_after_step(ls_robust_client *c, ls_trainer *t, int64_t step
         size_t need = ls_snapshot_size(t), len;
         int k = (int)((step / c->ckpt_every) % 2);
         rc = map_slots(c, need);
-        if (rc == LS_OK) rc = ls_snapshot_write(t, c->slot[k], c->slot_cap, &len);
+        if (rc == LS_OK) rc = ls_snapshot_copy(t, c->slot[k], c->slot_cap, &len); /* the agent seals it */
         if (rc == LS_OK) slot = k;
         snap_s = ls_now() - t0;
         if (rc < 0) return rc;
