@@ -80,6 +80,11 @@ static double fault_field(const cJSON *j, const char *kind, const char *field) {
     return -1;
 }
 
+/* Adds n named numbers to o. */
+static void add_nums(cJSON *o, const char *const *keys, const double *vals, int n) {
+    for (int q = 0; q < n; q++) cJSON_AddNumberToObject(o, keys[q], vals[q]);
+}
+
 static double num(const cJSON *j, const char *a, const char *b) {
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, a);
     if (b) x = cJSON_GetObjectItemCaseSensitive(x, b);
@@ -221,13 +226,9 @@ int main(int argc, char **argv) {
         printf("  %-28s %8.3f %8.3f %8.3f %5d\n", "cold: new node+mpirun, disk", cmn, cmd, cmx, nc);
         printf("  %-28s %8.2fx (ByteRobust at scale: 10.9x)\n", "cold / warm (medians)", cmd / wmd);
         cJSON *rj = cJSON_AddObjectToObject(res, "restart_s");
-        cJSON_AddNumberToObject(rj, "warm_min", wmn);
-        cJSON_AddNumberToObject(rj, "warm_median", wmd);
-        cJSON_AddNumberToObject(rj, "warm_max", wmx);
-        cJSON_AddNumberToObject(rj, "cold_min", cmn);
-        cJSON_AddNumberToObject(rj, "cold_max", cmx);
-        cJSON_AddNumberToObject(rj, "cold_median", cmd);
-        cJSON_AddNumberToObject(rj, "cold_over_warm", cmd / wmd);
+        static const char *const rk[] = {"warm_min", "warm_median", "warm_max",      "cold_min",
+                                         "cold_median", "cold_max", "cold_over_warm"};
+        add_nums(rj, rk, (const double[]){wmn, wmd, wmx, cmn, cmd, cmx, cmd / wmd}, 7);
     }
 
     /* 2. blocking time of one checkpoint: snapshot into memory vs atomic disk save, same
@@ -278,8 +279,7 @@ int main(int argc, char **argv) {
             cJSON_AddStringToObject(e, "config", cfgs[ci]);
             static const char *const keys[] = {"bytes",    "memory_median", "memory_min", "memory_max",
                                                "disk_median", "disk_min",   "disk_max",   "seal_median"};
-            const double vals[] = {(double)len, m1, a, b, m2, c2, d2, sm};
-            for (int q = 0; q < 8; q++) cJSON_AddNumberToObject(e, keys[q], vals[q]);
+            add_nums(e, keys, (const double[]){(double)len, m1, a, b, m2, c2, d2, sm}, 8);
             cJSON_AddItemToArray(cj, e);
             free(buf);
             ls_trainer_free(t);
@@ -322,12 +322,8 @@ int main(int argc, char **argv) {
                "to faults, %.1f s other overhead (start-up, checkpoints, reports)  (goal >= 0.90)\n",
                steps, dur, every, ettr, wall, faults, kinds, lost, other);
         cJSON *ettrj = cJSON_AddObjectToObject(res, "ettr_run");
-        cJSON_AddNumberToObject(ettrj, "steps", steps);
-        cJSON_AddNumberToObject(ettrj, "fault_every_s", every);
-        cJSON_AddNumberToObject(ettrj, "ettr", ettr);
-        cJSON_AddNumberToObject(ettrj, "wall_s", wall);
-        cJSON_AddNumberToObject(ettrj, "faults", faults);
-        cJSON_AddNumberToObject(ettrj, "lost_to_faults_s", lost);
+        static const char *const ek[] = {"steps", "fault_every_s", "ettr", "wall_s", "faults", "lost_to_faults_s"};
+        add_nums(ettrj, ek, (const double[]){steps, every, ettr, wall, faults, lost}, 6);
         cJSON_Delete(ej);
     }
 
