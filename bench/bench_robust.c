@@ -69,6 +69,13 @@ static cJSON *robust(const char *name, const char *plan, const char *opts, int s
     return j;
 }
 
+/* 1 when the first fault of a report resumed from `from` (memory, disk, scratch). */
+static int resumed_from(const cJSON *j, const char *from) {
+    const cJSON *f = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "faults"), 0);
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(f, "resumed_from");
+    return cJSON_IsString(r) && !strcmp(r->valuestring, from);
+}
+
 /* Figures of the first fault of `kind` in a report (-1 when none). */
 static double fault_field(const cJSON *j, const char *kind, const char *field) {
     const cJSON *e;
@@ -154,7 +161,7 @@ int main(int argc, char **argv) {
     enum { K_CRASH, K_HANG, K_NAN, K_SLOW, K_OOM, NK };
     static const char *const kn[NK] = {"crash", "hang", "nan", "slow", "oom"};
     double det[NK][20], warm[20], cold[20];
-    int nd[NK] = {0}, nw = 0, nc = 0;
+    int nd[NK] = {0}, nw = 0, nc = 0, warm_ok = 0, cold_ok = 0;
     double hang_timeout = 3;
     for (int r = 0; r < reps && (parts & 1); r++) {
         cJSON *j =
@@ -177,12 +184,14 @@ int main(int argc, char **argv) {
         if (j) {
             double w = fault_field(j, "crash", "restart_s");
             if (w > 0) warm[nw++] = w;
+            warm_ok += resumed_from(j, "memory");
             cJSON_Delete(j);
         }
         j = robust("cold", crash20, "--standby 0 --cold --disk-every 2", 30);
         if (j) {
             double cr = fault_field(j, "crash", "restart_s");
             if (cr > 0) cold[nc++] = cr;
+            cold_ok += resumed_from(j, "disk");
             cJSON_Delete(j);
         }
         char ho[64];
@@ -224,7 +233,8 @@ int main(int argc, char **argv) {
         printf("\n  %-28s %8s %8s %8s %5s\n", "restart after a crash (s)", "min", "median", "max", "runs");
         printf("  %-28s %8.3f %8.3f %8.3f %5d\n", "warm: pre-started, memory", wmn, wmd, wmx, nw);
         printf("  %-28s %8.3f %8.3f %8.3f %5d\n", "cold: new node+mpirun, disk", cmn, cmd, cmx, nc);
-        printf("  %-28s %8.2fx (ByteRobust at scale: 10.9x)\n", "cold / warm (medians)", cmd / wmd);
+        printf("  %-28s %8.2fx (ByteRobust at scale: 10.9x); resumed from memory %d/%d, from disk %d/%d\n",
+               "cold / warm (medians)", cmd / wmd, warm_ok, nw, cold_ok, nc);
         cJSON *rj = cJSON_AddObjectToObject(res, "restart_s");
         static const char *const rk[] = {"warm_min", "warm_median", "warm_max",      "cold_min",
                                          "cold_median", "cold_max", "cold_over_warm"};

@@ -159,15 +159,18 @@ static int map_slots(ls_robust_client *c, size_t need) {
 }
 
 /* Keeps the newest `keep` ckpt-*.safetensors of the disk directory. */
-static void prune_disk(const char *dir, int keep) {
+static void prune_disk(const char *dir, int keep, int64_t step) {
     DIR *d = opendir(dir);
     if (!d) return;
     char names[256][64];
     int n = 0;
     struct dirent *e;
+    long long s;
+    /* only checkpoints up to this step: a higher one is left by an earlier run in the same
+     * directory (or is about to be rewritten after a resume), and must not push ours out */
     while ((e = readdir(d)) && n < 256)
         if (!strncmp(e->d_name, "ckpt-", 5) && strstr(e->d_name, ".safetensors") && strlen(e->d_name) < 64 &&
-            !strstr(e->d_name, ".tmp"))
+            !strstr(e->d_name, ".tmp") && sscanf(e->d_name, "ckpt-%lld", &s) == 1 && s <= step)
             snprintf(names[n++], 64, "%.63s", e->d_name);
     closedir(d);
     /* names carry a zero-padded step: lexical order is step order */
@@ -263,7 +266,7 @@ int ls_robust_client_after_step(ls_robust_client *c, ls_trainer *t, int64_t step
         rc = ls_trainer_save(t, disk_path); /* collective: every rank takes the hook at this step */
         disk_s = ls_now() - t0;
         if (rc < 0) return rc;
-        if (c->rank == 0) prune_disk(c->disk_dir, c->keep);
+        if (c->rank == 0) prune_disk(c->disk_dir, c->keep, step);
     }
     cJSON *j = cJSON_CreateObject();
     if (!j) return ls_err(LS_ENOMEM, "out of memory");
