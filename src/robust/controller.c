@@ -913,14 +913,21 @@ static int same_value(double a, double b) { return (isnan(a) && isnan(b)) || a =
 
 /* Handles one detected fault: localize, stop, evict/promote, pick the resume point and
  * relaunch. Returns 0 to go on, 1 when the job must stop (diagnosis set). */
-/* The fired plan entry a detected fault accounts for (the same kind on the same rank). */
+/* The fired plan entry a detected fault accounts for: the same kind on the same rank, else on
+ * a rank of the same node (localization names nodes), else, for a hang (the job stalls as a
+ * whole), any fired hang. */
 static void plan_handled(ctl *c, int kind, int rank) {
     if (kind == LS_FAULT_JUMP) kind = LS_FAULT_NAN;
-    for (int i = 0; i < c->plan.n; i++)
-        if (c->plan_done[i] == 2 && !(c->plan_flags[i] & PLAN_HANDLED) && c->plan.f[i].kind == kind &&
-            c->plan.f[i].rank == rank) {
-            c->plan_flags[i] |= PLAN_HANDLED;
-            return;
+    int R = c->o->ranks_per_node;
+    for (int pass = 0; pass < 3; pass++)
+        for (int i = 0; i < c->plan.n; i++) {
+            const ls_fault_spec *f = &c->plan.f[i];
+            if (c->plan_done[i] != 2 || (c->plan_flags[i] & PLAN_HANDLED) || f->kind != kind) continue;
+            if ((pass == 0 && f->rank == rank) || (pass == 1 && rank >= 0 && f->rank / R == rank / R) ||
+                (pass == 2 && kind == LS_FAULT_HANG)) {
+                c->plan_flags[i] |= PLAN_HANDLED;
+                return;
+            }
         }
 }
 
