@@ -72,17 +72,17 @@ slow_plan='{"faults": [{"kind": "slow", "step": 2, "rank": 2, "share": 0.01}]}'
 busy() { (while :; do :; done) & B1=$!; (while :; do :; done) & B2=$!; }
 busy
 # meanwhile the same load and no slow rank: nothing may be flagged
-timeout 90 "$BIN" robust run --quiet --slow-window 3 --report "$T/calm.json" -- llmsys train "${TA[@]}" \
+timeout 90 "$BIN" robust run --quiet --slow-window 3 --slow-factor 1.5 --report "$T/calm.json" -- llmsys train "${TA[@]}" \
   --out "$T/calm.st" > /dev/null 2> "$T/calm.err" &
 CALM=$!
 slow_ok() { tr -d ' \n\t' < "$T/slow.json" | grep -Eq '"kind":"slow","rank":2,"node":1,"step":(1[0-9]|2[01]),'; }
 before=$fails
-run slow "$slow_plan" "slow" --hang-timeout 5 --slow-window 5
+run slow "$slow_plan" "slow" --hang-timeout 5 --slow-window 5 --slow-factor 1.5
 slow_ok || fail "slow: rank 2 not named within 3 windows: $(tr -d ' \n\t' < "$T/slow.json" | grep -o '"kind":"slow"[^}]*' | head -c 120)"
 if [ $fails -gt $before ]; then
   echo "slow: retrying once (load $(cut -d' ' -f1 /proc/loadavg))"
   fails=$before
-  run slow "$slow_plan" "slow" --hang-timeout 5 --slow-window 5
+  run slow "$slow_plan" "slow" --hang-timeout 5 --slow-window 5 --slow-factor 1.5
   slow_ok || fail "slow: rank 2 not named within 3 windows"
 fi
 wait "$CALM" || { fail "calm: exit $?"; cat "$T/calm.err"; }
