@@ -228,6 +228,7 @@ typedef struct {
     int max_restarts;     /* (10) */
     double repair_s;      /* an evicted node rejoins the standbys after this (0: never) */
     int cold;             /* no standby left: start a new node and resume from disk (requeue) */
+    int no_prestart;      /* no pre-started world: every restart starts a fresh mpirun */
     double backoff_s;     /* first back-off after a failed restart (0.5, doubling, max 8) */
     double jump_factor;   /* 5; 0 = off */
     int slow_window;      /* steps per slow-rank window (20) */

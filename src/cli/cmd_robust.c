@@ -33,6 +33,7 @@ static int robust_run_cmd(int argc, char **argv) {
         {"ckpt-dir", LS_ARG_STR, &o.ckpt_dir, "DIR", "disk checkpoints (default <report>.ckpt)"},
         {"report", LS_ARG_STR, &o.report, "FILE", "JSON report: faults, timeline, ETTR, losses", 1},
         {"cold", LS_ARG_FLAG, &o.cold, NULL, "cold restarts: a new node, state from disk (baseline)"},
+        {"no-prestart", LS_ARG_FLAG, &o.no_prestart, NULL, "no pre-started world: restarts start a fresh mpirun"},
         {"quiet", LS_ARG_FLAG, &o.quiet, NULL, "no timeline lines on stderr"},
     };
     int prc = ls_args_parse("robust run",

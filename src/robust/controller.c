@@ -486,7 +486,7 @@ static void spare_kill(ctl *c) {
  * each parked until a restart sends it the checkpoint to resume from (warm standby processes;
  * --cold restarts start everything anew instead). */
 static void spare_start(ctl *c) {
-    if (c->o->cold || c->spare_pid > 0 || c->replaying || c->spare_failures >= 2) return;
+    if (c->o->cold || c->o->no_prestart || c->spare_pid > 0 || c->replaying || c->spare_failures >= 2) return;
     char hostfile[512], errf[512], outf[512], np[16], park[320], stopb[32];
     if (write_hostfile(c, hostfile, sizeof hostfile) < 0) return;
     c->spare_gen++;

@@ -79,9 +79,10 @@ fi
 # 2. restart bound and back-off: the data disappears after a few steps and a rank is killed;
 #    every relaunch then fails before its first step. --max-restarts 3: restart 1 at once,
 #    then 0.5 s and 1 s of back-off (doubling), then the limit: exit 1, last good state on disk.
+#    (--no-prestart: a world pre-started before the data went would still have it open.)
 PORT=$(freeport)
 t0=$SECONDS
-timeout 90 "$BIN" robust run --nodes 1 --ranks-per-node 1 --standby 4 --max-restarts 3 \
+timeout 90 "$BIN" robust run --nodes 1 --ranks-per-node 1 --standby 4 --max-restarts 3 --no-prestart \
   --status-port "$PORT" --ckpt-dir "$T/rck" --report "$T/r.json" \
   -- llmsys train "${TA[@]}" --data "$T/corpus2.txt" --steps 100000 --out "$T/r.st" > /dev/null 2> "$T/r.err" &
 rpid=$!
