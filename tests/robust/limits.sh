@@ -157,11 +157,11 @@ EOF
 
 # 4. SIGTERM to the controller (Ctrl-C alike): the job stopped, exit 1, one diagnosis line,
 #    the last good state on disk at the step it stopped, nothing left running, no /dev/shm dir
+PORT=$(freeport)
 timeout 60 "$BIN" robust run --quiet --nodes 2 --ranks-per-node 1 --ckpt-dir "$T/ick" --report "$T/i.json" \
-  -- llmsys train "${TA[@]}" --steps 100000 --out "$T/i.st" > /dev/null 2> "$T/i.err" &
+  --status-port "$PORT" -- llmsys train "${TA[@]}" --steps 100000 --out "$T/i.st" > /dev/null 2> "$T/i.err" &
 ipid=$!
-for _ in $(seq 1 300); do [ -n "$(ranks_of "$T/i.st")" ] && break; sleep 0.1; done
-sleep 1
+wait_step "$PORT" 2 || fail "interrupt: the job never reached step 2" # a state to save (slow under ASan)
 icpid=$(pgrep -P $ipid -f 'robust run')
 kill -TERM "$icpid"
 wait $ipid
