@@ -502,6 +502,39 @@ int ls_tplan_model_gpus(ls_tplan *p, const ls_plan_catalog *cat, char names[][LS
 int ls_tplan_write(const ls_tplan *p, const char *path);
 int ls_tplan_load(const char *path, ls_tplan *p);
 
+/* ---- `llmsys plan train` and `llmsys train --precision-plan` (trainrun.c) */
+typedef struct {
+    const char *model;            /* llmsys config name or checkpoint (default "small") */
+    const char *cluster;          /* "local:1,0.5" (CPU shares here) or "A100x2,T4" (catalog GPUs) */
+    const char *out;              /* plan file to write */
+    const char *const *data;      /* corpus paths for the profile and indicator (none: the docs) */
+    int n_data;
+    int batch, seq, threads, reps; /* seq 0: the model's context; threads 0: cores / ranks here */
+    const char *strategy;         /* qsync (default), greedy, uniform, fp32 */
+    const char *uniform;          /* precision of the uniform strategy (NULL: each rank's fastest) */
+    const char *int8;             /* int8 scales: channel (default) or tensor */
+    double mem_gb;                /* memory per rank (0: the device's, or RAM / ranks here) */
+} ls_tplan_opts;
+ls_tplan_opts ls_tplan_defaults(void);
+/* "local:1,0.5" (CPU shares) or "A100x2,T4" (catalog names): fills shares or names and *local;
+ * returns the rank count or a negative status. */
+int ls_tplan_parse_cluster(const char *s, double *shares, char names[][LS_PLAN_NAME], int *local);
+/* Checks the options (before any profiling), profiles this machine or models the catalog GPUs,
+ * allocates and writes o->out; p receives the plan. Bad input: LS_EINVAL, LS_ENOTFOUND,
+ * LS_EFORMAT, LS_ERANGE or LS_EINFEASIBLE (memory), with nothing written. */
+int ls_tplan_make(const ls_tplan_opts *o, ls_tplan *p);
+/* The plan as a table: per rank device, slowdown, predicted steps, mix, keeps pace. */
+void ls_tplan_print(FILE *f, const ls_tplan *p);
+/* "fp32/bf16/fp16/int8" layer counts of one rank's plan into buf; returns buf. */
+const char *ls_tplan_mix(const ls_tplan *p, int rank, char *buf, size_t n);
+/* Loads a plan file and checks it plans `ranks` ranks (before any launch). */
+int ls_tplan_check(const char *path, int ranks);
+/* On each rank (collective): sets the model's per-layer precisions from the plan, applies the
+ * rank's throttle (thr; release it when the run ends) and writes every rank's mix and
+ * throttle into summary (n bytes). */
+int ls_tplan_apply(const char *path, ls_model *m, ls_dist *d, int batch, int seq, ls_throttle *thr, char *summary,
+                   size_t n);
+
 /* ---- the measured experiment behind `llmsys demo qsync` and bench_qsync (trainexp.c) */
 /* The share of one core this process gets now (CPU over wall time of a 0.3 s busy loop). */
 double ls_tplan_exp_cpu_fraction(void);
@@ -516,6 +549,10 @@ int ls_tplan_exp_eval(const char *ckpt, const ls_corpus *c, int seq, double *bpb
 int ls_tplan_exp_plans(ls_tplan *p, const ls_corpus *c, const char *config, int batch, int seq, double share, int reps,
                        const char *dir, int n, const char *const *names, const ls_tplan_strategy *strats,
                        const int *uniform, double *pred_iter_s, double *profile_s);
+/* `llmsys demo qsync`: profiles, plans (fp32, uniform, qsync), trains each as a 2-rank run of
+ * bin with rank 1 throttled, and prints predicted vs measured and the loss tables to out;
+ * files under <workdir>/qsync. quick: the tiny model, a few steps. */
+int ls_tplan_demo(const char *bin, const char *workdir, int quick, FILE *out);
 
 #ifdef __cplusplus
 }

@@ -10,6 +10,7 @@
 #include "cli/cli.h"
 #include "llmsys/core.h"
 #include "llmsys/model.h"
+#include "llmsys/plan.h"
 #include "llmsys/robust.h"
 #include "llmsys/serve.h"
 #include "llmsys/train.h"
@@ -123,7 +124,7 @@ int cmd_train(int argc, char **argv) {
                            "--steps 200 --out model.safetensors",
                            spec, LS_NARGS(spec), argc, argv, NULL, 0, NULL);
     o.data = data.v, o.n_data = data.n;
-    o.plan_check = train_precision_plan_check, o.plan_apply = train_precision_plan_apply;
+    o.plan_check = ls_tplan_check, o.plan_apply = ls_tplan_apply;
     o.stop_flag = &train_stop_signal;
     if (robust.agent || robust.park) o.attach = robust_attach, o.detach = robust_detach, o.ctx = &robust;
     if (robust.park) o.prepare = robust_prepare;

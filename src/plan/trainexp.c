@@ -130,3 +130,78 @@ int ls_tplan_exp_plans(ls_tplan *p, const ls_corpus *c, const char *config, int 
     free(q);
     return rc;
 }
+int ls_tplan_demo(const char *bin, const char *workdir, int quick, FILE *out) {
+    const char *config = quick ? "tiny" : "small";
+    int batch = 8, steps = quick ? 4 : 30, seq = quick ? 32 : 128, reps = quick ? 2 : 5;
+    const char *paths[1] = {"/usr/share/common-licenses"};
+    if (!ls_is_dir(paths[0])) paths[0] = LLMSYS_SOURCE_DIR "/docs";
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/qsync", workdir);
+    ls_corpus *corpus = NULL;
+    ls_tplan *p = malloc(sizeof *p);
+    int rc = p ? ls_mkdirs(dir) : ls_err(LS_ENOMEM, "out of memory");
+    if (rc == LS_OK) rc = ls_corpus_load(&corpus, paths, 1, NULL);
+    double frac = ls_tplan_exp_cpu_fraction(), share = frac * 2 / 3 < 0.1 ? 0.1 : frac * 2 / 3;
+    enum { NP = 3 };
+    const char *names[NP] = {"fp32", "uniform", "qsync"};
+    ls_tplan_strategy st[NP] = {LS_TPLAN_FP32, LS_TPLAN_UNIFORM, LS_TPLAN_QSYNC};
+    int uni[NP] = {-1, -1, -1};
+    double pred[NP], meas[NP], bpb[NP], prof_s = 0;
+    fprintf(out, "2 data-parallel ranks of the %s model on this machine; rank 1 throttled to %.2f of a core (2/3 of what "
+           "an unthrottled process gets now, %.2f)\n",
+           config, share, frac);
+    if (rc == LS_OK) rc = ls_tplan_exp_plans(p, corpus, config, batch, seq, share, reps, dir, NP, names, st, uni, pred, &prof_s);
+    if (rc == LS_OK) {
+        fprintf(out, "profiled in %.1f s (per-operator costs per precision, indicator from real tensors):\n", prof_s);
+        ls_tplan_print(out, p);
+        fprintf(out, "\ntraining each plan %d steps (llmsys train --ranks 2 --precision-plan ...):\n", steps);
+        fprintf(out, "  %-8s %-26s %12s %12s %8s %14s\n", "plan", "rank 1 fp32/bf16/fp16/int8", "predicted ms", "measured ms",
+               "error", "held-out bpb");
+    }
+    for (int k = 0; rc == LS_OK && k < NP; k++) {
+        char plan[4200], ck[4200], rep[4200], log[4200];
+        snprintf(plan, sizeof plan, "%s/plan-%s.json", dir, names[k]);
+        snprintf(ck, sizeof ck, "%s/%s.safetensors", dir, names[k]);
+        snprintf(rep, sizeof rep, "%s/%s.json", dir, names[k]);
+        snprintf(log, sizeof log, "%s/%s.log", dir, names[k]);
+        rc = ls_tplan_exp_train(bin, config, paths[0], batch, seq, steps, plan, ck, rep, log, &meas[k]);
+        if (rc == LS_OK) rc = ls_tplan_exp_eval(ck, corpus, seq, &bpb[k]);
+        ls_tplan *q = rc == LS_OK ? malloc(sizeof *q) : NULL;
+        int cnt[LS_PREC_COUNT] = {0};
+        if (q && ls_tplan_load(plan, q) == LS_OK)
+            for (int i = 0; i < q->n_lin; i++) cnt[q->prec[1][i]]++;
+        free(q);
+        char mix[40];
+        snprintf(mix, sizeof mix, "%d/%d/%d/%d", cnt[0], cnt[1], cnt[2], cnt[3]);
+        if (rc == LS_OK)
+            fprintf(out, "  %-8s %-26s %12.1f %12.1f %+7.1f%% %14.4f\n", names[k], mix, pred[k] * 1e3, meas[k] * 1e3,
+                   100 * (pred[k] - meas[k]) / meas[k], bpb[k]);
+    }
+    if (rc == LS_OK) {
+        double budget = meas[0] * steps;
+        fprintf(out, "\nequal wall time (%.1f s, what fp32 at the slow rank's pace needs for %d steps):\n", budget, steps);
+        fprintf(out, "  %-8s %6s %14s\n", "plan", "steps", "held-out bpb");
+        fprintf(out, "  %-8s %6d %14.4f\n", names[0], steps, bpb[0]);
+        for (int k = 1; rc == LS_OK && k < NP; k++) {
+            int s = (int)floor(budget / meas[k]);
+            if (s < 1) s = 1;
+            double b = bpb[k], it;
+            if (s != steps) {
+                char plan[4200], ck[4200], rep[4200], log[4200];
+                snprintf(plan, sizeof plan, "%s/plan-%s.json", dir, names[k]);
+                snprintf(ck, sizeof ck, "%s/%s-eqtime.safetensors", dir, names[k]);
+                snprintf(rep, sizeof rep, "%s/%s-eqtime.json", dir, names[k]);
+                snprintf(log, sizeof log, "%s/%s-eqtime.log", dir, names[k]);
+                rc = ls_tplan_exp_train(bin, config, paths[0], batch, seq, s, plan, ck, rep, log, &it);
+                if (rc == LS_OK) rc = ls_tplan_exp_eval(ck, corpus, seq, &b);
+            }
+            if (rc == LS_OK) fprintf(out, "  %-8s %6d %14.4f\n", names[k], s, b);
+        }
+        if (rc == LS_OK)
+            fprintf(out, "throughput of the qsync plan: %.2fx fp32 at the slow rank's pace; files in %s\n", meas[0] / meas[2],
+                   dir);
+    }
+    ls_corpus_free(corpus);
+    free(p);
+    return rc;
+}
