@@ -581,6 +581,13 @@ int ls_model_set_linear_observer(ls_model *m, ls_linear_observer fn, void *user)
     return LS_OK;
 }
 
+int ls_model_set_linear_timer(ls_model *m, double *acc) {
+    ls_model_prec *mp;
+    LS_TRY(prec_state(m, &mp));
+    mp->timer = acc;
+    return LS_OK;
+}
+
 /* ---------------------------------------------------------------- dispatch */
 
 static ls_prec lin_prec(const ls_model_prec *mp, int lin) {
@@ -608,8 +615,8 @@ static void init_rows(float *out, const float *bias, const float *residual, int 
     }
 }
 
-void ls_lin_forward(ls_model_prec *mp, int lin, float *out, const float *inp, const float *w, const float *bias,
-                    const float *residual, int N, int IC, int OC) {
+static void lin_forward_run(ls_model_prec *mp, int lin, float *out, const float *inp, const float *w, const float *bias,
+                            const float *residual, int N, int IC, int OC) {
     ls_prec p = lin_prec(mp, lin);
     if (p != LS_PREC_FP32) {
         // out (N,OC) = [residual] + [bias] + inp (N,IC) · wᵀ, the product in precision p
@@ -623,8 +630,8 @@ void ls_lin_forward(ls_model_prec *mp, int lin, float *out, const float *inp, co
     ls_matmul_forward(out, inp, w, bias, residual, N, IC, OC);
 }
 
-void ls_lin_gelu_forward(ls_model_prec *mp, int lin, float *pre, float *out, const float *inp, const float *w,
-                         const float *bias, int N, int IC, int OC) {
+static void lin_gelu_forward_run(ls_model_prec *mp, int lin, float *pre, float *out, const float *inp, const float *w,
+                                 const float *bias, int N, int IC, int OC) {
     ls_prec p = lin_prec(mp, lin);
     if (p != LS_PREC_FP32) {
         if (bias) init_rows(pre, bias, NULL, N, OC);
@@ -676,8 +683,8 @@ static int backward_lp(ls_model_prec *mp, int lin, ls_prec p, float *dinp, float
     return 0;
 }
 
-void ls_lin_backward(ls_model_prec *mp, int lin, float *dinp, float *dw, float *dbias, const float *dout,
-                     const float *inp, const float *w, int N, int IC, int OC) {
+static void lin_backward_run(ls_model_prec *mp, int lin, float *dinp, float *dw, float *dbias, const float *dout,
+                             const float *inp, const float *w, int N, int IC, int OC) {
     if (mp && mp->obs && lin >= 0 && lin < mp->n) mp->obs(mp->obs_user, lin, inp, w, dout, N, IC, OC);
     ls_prec p = lin_prec(mp, lin);
     if (p == LS_PREC_FP32) {
@@ -688,8 +695,8 @@ void ls_lin_backward(ls_model_prec *mp, int lin, float *dinp, float *dw, float *
     if (dbias) bias_grad(dbias, dout, N, OC);
 }
 
-void ls_lin_gelu_backward(ls_model_prec *mp, int lin, float *dinp, float *dw, float *dbias, const float *dout,
-                          const float *inp, const float *w, const float *gelu_pre, int N, int IC, int OC) {
+static void lin_gelu_backward_run(ls_model_prec *mp, int lin, float *dinp, float *dw, float *dbias, const float *dout,
+                                  const float *inp, const float *w, const float *gelu_pre, int N, int IC, int OC) {
     if (mp && mp->obs && lin >= 0 && lin < mp->n) mp->obs(mp->obs_user, lin, inp, w, dout, N, IC, OC);
     ls_prec p = lin_prec(mp, lin);
     if (p == LS_PREC_FP32) {
@@ -699,4 +706,33 @@ void ls_lin_gelu_backward(ls_model_prec *mp, int lin, float *dinp, float *dw, fl
     if (!backward_lp(mp, lin, p, dinp, 0.0f, dw, dout, inp, w, gelu_pre, N, IC, OC))
         ls_gelu_backward_inplace(dinp, gelu_pre, N * IC);
     if (dbias) bias_grad(dbias, dout, N, OC);
+}
+
+/* ---------------------------------------------------------------- timed entry points */
+
+#define TIMED(call)                                                                                                    \
+    do {                                                                                                               \
+        double t0_ = mp && mp->timer && lin >= 0 && lin < mp->n ? ls_now() : 0;                                        \
+        call;                                                                                                          \
+        if (t0_ > 0) mp->timer[lin] += ls_now() - t0_;                                                                 \
+    } while (0)
+
+void ls_lin_forward(ls_model_prec *mp, int lin, float *out, const float *inp, const float *w, const float *bias,
+                    const float *residual, int N, int IC, int OC) {
+    TIMED(lin_forward_run(mp, lin, out, inp, w, bias, residual, N, IC, OC));
+}
+
+void ls_lin_gelu_forward(ls_model_prec *mp, int lin, float *pre, float *out, const float *inp, const float *w,
+                         const float *bias, int N, int IC, int OC) {
+    TIMED(lin_gelu_forward_run(mp, lin, pre, out, inp, w, bias, N, IC, OC));
+}
+
+void ls_lin_backward(ls_model_prec *mp, int lin, float *dinp, float *dw, float *dbias, const float *dout,
+                     const float *inp, const float *w, int N, int IC, int OC) {
+    TIMED(lin_backward_run(mp, lin, dinp, dw, dbias, dout, inp, w, N, IC, OC));
+}
+
+void ls_lin_gelu_backward(ls_model_prec *mp, int lin, float *dinp, float *dw, float *dbias, const float *dout,
+                          const float *inp, const float *w, const float *gelu_pre, int N, int IC, int OC) {
+    TIMED(lin_gelu_backward_run(mp, lin, dinp, dw, dbias, dout, inp, w, gelu_pre, N, IC, OC));
 }
