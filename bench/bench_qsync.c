@@ -241,11 +241,14 @@ int main(int argc, char **argv) {
            steps);
     ls_tplan_exp_print(stdout, &e, rows, NP);
     cJSON *pa = cJSON_AddArrayToObject(J, "plans");
-    double abs_err = 0, max_err = 0;
+    double abs_err = 0, max_err = 0, abs_l = 0, max_l = 0;
     for (int k = 0; k < NP; k++) {
-        double err = (rows[k].pred_s - rows[k].meas_s) / rows[k].meas_s;
+        double err = (rows[k].pred_s - rows[k].meas_s) / rows[k].meas_s,
+               errl = (rows[k].pred_load_s - rows[k].meas_s) / rows[k].meas_s;
         abs_err += fabs(err) / NP;
         max_err = fmax(max_err, fabs(err));
+        abs_l += fabs(errl) / NP;
+        max_l = fmax(max_l, fabs(errl));
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "plan", rows[k].name);
         cJSON_AddStringToObject(o, "rank1_mix", rows[k].mix);
@@ -255,6 +258,10 @@ int main(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "measured_q3_ms", rows[k].meas_hi_s * 1e3);
         cJSON_AddNumberToObject(o, "steps_timed", rows[k].n_steps_timed);
         cJSON_AddNumberToObject(o, "error", err);
+        cJSON_AddNumberToObject(o, "cpu_share_profile", rows[k].cpu_prof);
+        cJSON_AddNumberToObject(o, "cpu_share_runs", rows[k].cpu_run);
+        cJSON_AddNumberToObject(o, "predicted_at_load_ms", rows[k].pred_load_s * 1e3);
+        cJSON_AddNumberToObject(o, "error_at_load", errl);
         cJSON_AddNumberToObject(o, "heldout_bpb_equal_steps", rows[k].bpb);
         cJSON_AddNumberToObject(o, "equal_time_steps", rows[k].eq_steps);
         cJSON_AddNumberToObject(o, "heldout_bpb_equal_time", rows[k].eq_bpb);
@@ -262,6 +269,8 @@ int main(int argc, char **argv) {
     }
     cJSON_AddNumberToObject(J, "predictor_mean_abs_error", abs_err);
     cJSON_AddNumberToObject(J, "predictor_max_abs_error", max_err);
+    cJSON_AddNumberToObject(J, "predictor_mean_abs_error_at_load", abs_l);
+    cJSON_AddNumberToObject(J, "predictor_max_abs_error_at_load", max_l);
     int same = !strcmp(rows[1].mix, rows[4].mix);
     double gain_uni = rows[1].eq_bpb - rows[4].eq_bpb, gain_fp32 = rows[0].eq_bpb - rows[4].eq_bpb,
            thr_gain = rows[0].meas_s / rows[4].meas_s;

@@ -557,6 +557,8 @@ typedef struct {
     /* out */
     char mix[32];                                /* rank 1's fp32/bf16/fp16/int8 layer counts */
     double pred_s, meas_s, meas_lo_s, meas_hi_s; /* predicted; measured median and quartiles */
+    double cpu_prof, cpu_run; /* core share of a busy process around the profile and the plan's runs */
+    double pred_load_s;       /* pred_s * cpu_prof / cpu_run: the prediction at the runs' load */
     int n_steps_timed;
     double bpb;    /* held-out bits/byte after e->steps */
     int eq_steps;  /* steps that fit the first plan's e->steps at its measured pace */

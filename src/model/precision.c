@@ -175,25 +175,22 @@ static void scales(float *s, float *inv, int n) {
 /* q = clamp(round(x / s), -127, 127) (+ off: 0 for s8, 128 for u8 storage), s indexed by row
  * (axis 0), column (1) or single (-1). The body is compiled for AVX-512 and AVX2 too and
  * chosen at run time (cpuid); the rounding is the same on every path. */
+#define Q8(dst, x, ir)                                                                                                 \
+    do {                                                                                                               \
+        float v_ = (x) * (ir);                                                                                         \
+        v_ = v_ > 127.0f ? 127.0f : (v_ < -127.0f ? -127.0f : v_);                                                     \
+        v_ = (v_ + 12582912.0f) - 12582912.0f; /* round to nearest even */                                             \
+        (dst) = (uint8_t)((int)v_ + off);                                                                              \
+    } while (0)
 #define QUANT_BODY                                                                                                     \
     _Pragma("omp parallel for schedule(static) if ((long)rows * cols >= 65536L)") for (int r = 0; r < rows; r++) {     \
         const float *s = src + (size_t)r * ld;                                                                         \
         uint8_t *d = dst + (size_t)r * cols;                                                                           \
         if (axis == 1) {                                                                                               \
-            for (int c = 0; c < cols; c++) {                                                                           \
-                float v = s[c] * inv[c];                                                                               \
-                v = v > 127.0f ? 127.0f : (v < -127.0f ? -127.0f : v);                                                 \
-                v = (v + 12582912.0f) - 12582912.0f; /* round to nearest even */                                       \
-                d[c] = (uint8_t)((int)v + off);                                                                        \
-            }                                                                                                          \
+            for (int c = 0; c < cols; c++) Q8(d[c], s[c], inv[c]);                                                     \
         } else {                                                                                                       \
             float ir = axis == 0 ? inv[r] : inv[0];                                                                    \
-            for (int c = 0; c < cols; c++) {                                                                           \
-                float v = s[c] * ir;                                                                                   \
-                v = v > 127.0f ? 127.0f : (v < -127.0f ? -127.0f : v);                                                 \
-                v = (v + 12582912.0f) - 12582912.0f;                                                                   \
-                d[c] = (uint8_t)((int)v + off);                                                                        \
-            }                                                                                                          \
+            for (int c = 0; c < cols; c++) Q8(d[c], s[c], ir);                                                         \
         }                                                                                                              \
     }
 
@@ -218,6 +215,41 @@ static void quant_i8(void *dst, const float *src, int rows, int cols, int ld, co
     if (isa == 1) return quant_avx2(dst, src, rows, cols, ld, inv, axis, off);
 #endif
     quant_base(dst, src, rows, cols, ld, inv, axis, off);
+}
+
+/* Per row of a (rows, cols) block in one pass while the row is in cache: its scale
+ * (absmax/127, 1 for an all-zero row) into sa[r], then q = round(x / s) + off, as quant_i8
+ * with axis 0 (same rounding). */
+#define QROWS_BODY                                                                                                     \
+    _Pragma("omp parallel for schedule(static) if ((long)rows * cols >= 65536L)") for (int r = 0; r < rows; r++) {     \
+        const float *s = src + (size_t)r * ld;                                                                         \
+        uint8_t *d = dst + (size_t)r * cols;                                                                           \
+        float m = 0.0f;                                                                                                \
+        for (int c = 0; c < cols; c++) m = fabsf(s[c]) > m ? fabsf(s[c]) : m;                                          \
+        float sc = m > 0.0f ? m / 127.0f : 1.0f, ir = 1.0f / sc;                                                       \
+        sa[r] = sc;                                                                                                    \
+        for (int c = 0; c < cols; c++) Q8(d[c], s[c], ir);                                                             \
+    }
+#define QROWS_ARGS uint8_t *dst, float *sa, const float *src, int rows, int cols, int ld, int off
+#ifdef QUANT_X86
+__attribute__((target("avx512f,avx512bw,avx512vl"), optimize("tree-vectorize"))) static void qrows_avx512(QROWS_ARGS) {
+    QROWS_BODY
+}
+__attribute__((target("avx2,fma"), optimize("tree-vectorize"))) static void qrows_avx2(QROWS_ARGS) { QROWS_BODY }
+#endif
+static void qrows_base(QROWS_ARGS) { QROWS_BODY }
+
+static void quant_rows(void *dst, float *sa, const float *src, int rows, int cols, int ld, int off) {
+#ifdef QUANT_X86
+    static int isa = -1;
+    if (isa < 0)
+        isa = __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") ? 2
+              : __builtin_cpu_supports("avx2")                                         ? 1
+                                                                                       : 0;
+    if (isa == 2) return qrows_avx512(dst, sa, src, rows, cols, ld, off);
+    if (isa == 1) return qrows_avx2(dst, sa, src, rows, cols, ld, off);
+#endif
+    qrows_base(dst, sa, src, rows, cols, ld, off);
 }
 
 /* 1 when the CPU has 8-bit dot-product instructions (AVX512-VNNI or AVX-VNNI): there oneDNN's
@@ -431,22 +463,29 @@ static int gemm_i8(ls_prec_ctx *c, int per_channel, int ta, int tb, int M, int N
                    const float *B, int ldb, float beta, float *C, int ldc) {
     int ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
     /* per channel: one scale per column of op(B) (output channel: a stored row of B when
-     * transposed); op(A) has one scale. Both factor out of the K-sum, and oneDNN's matmul
+     * transposed); op(A) has one scale, or one per row (below). Both factor out of the K-sum, and oneDNN's matmul
      * applies them to the int32 result (output scales). */
     int axa = -1, axb = per_channel ? (tb ? 0 : 1) : -1;
     LS_TRY(grow(&c->buf_a, &c->cap_a, (size_t)ar * ac));
     LS_TRY(grow(&c->buf_b, &c->cap_b, (size_t)br * bc));
     LS_TRY(grow(&c->buf_c, &c->cap_c, (size_t)M * N * sizeof(int32_t)));
     LS_TRY(grow_scales(c, (size_t)(M > N ? M : N)));
-    absmax(c->sa, A, ar, ac, lda, axa);
+    /* VNNI: A stored as u8 = q + 128 and oneDNN subtracts the offset (ao = 128) exactly, so the
+     * int32 sums equal the s8 x s8 ones; no primitive, no reorder. With per-channel scales
+     * and op(A) not transposed, op(A) gets one scale per row, found and applied in one pass
+     * (the dequantisation below is ours on that path). */
+    int vnni = has_vnni(), rows_a = vnni && per_channel && !ta;
+    if (rows_a) {
+        axa = 0;
+        quant_rows(c->buf_a, c->sa, A, ar, ac, lda, 128);
+    } else {
+        absmax(c->sa, A, ar, ac, lda, axa);
+    }
     absmax(c->sb, B, br, bc, ldb, axb);
     int na = axa < 0 ? 1 : M, nb = axb < 0 ? 1 : N;
-    scales(c->sa, c->ia, na);
+    if (!rows_a) scales(c->sa, c->ia, na);
     scales(c->sb, c->ib, nb);
-    /* VNNI: A stored as u8 = q + 128 and oneDNN subtracts the offset (ao = 128) exactly, so the
-     * int32 sums equal the s8 x s8 ones; no primitive, no reorder. */
-    int vnni = has_vnni();
-    quant_i8(c->buf_a, A, ar, ac, lda, c->ia, axa, vnni ? 128 : 0);
+    if (!rows_a) quant_i8(c->buf_a, A, ar, ac, lda, c->ia, axa, vnni ? 128 : 0);
     quant_i8(c->buf_b, B, br, bc, ldb, c->ib, axb, 0);
     int32_t co = 0, *acc = c->buf_c;
     dnnl_status_t st;

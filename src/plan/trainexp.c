@@ -132,7 +132,11 @@ int ls_tplan_exp_run(const ls_tplan_exp *e, const ls_corpus *c, int n, const ls_
         rows[k] = want[k];
         names[k] = want[k].name, st[k] = want[k].strategy, uni[k] = want[k].uniform;
     }
+    /* the share of a core a process gets, sampled around the profile and around every run:
+     * the prediction at the load of a run is the profile's scaled by their ratio */
+    double f_prof = ls_tplan_exp_cpu_fraction(), f_run[LS_TPLAN_EXP_MAX] = {0};
     LS_TRY(exp_plans(p, c, e->config, e->batch, e->seq, e->share, e->reps, e->dir, n, names, st, uni, pred, profile_s));
+    f_prof = 0.5 * (f_prof + ls_tplan_exp_cpu_fraction());
     int cap = e->repeats * e->steps;
     double *times = malloc(sizeof(double) * (size_t)cap * n);
     int *cnt = calloc((size_t)n, sizeof(int)), rc = times && cnt ? LS_OK : ls_err(LS_ENOMEM, "out of memory");
@@ -146,7 +150,9 @@ int ls_tplan_exp_run(const ls_tplan_exp *e, const ls_corpus *c, int n, const ls_
     for (int r = 0; rc == LS_OK && r < e->repeats; r++)
         for (int k = 0; rc == LS_OK && k < n; k++) {
             EXP_PATHS(k, "");
+            f_run[k] += ls_tplan_exp_cpu_fraction() / (2.0 * e->repeats);
             rc = exp_train(e, e->steps, plan, ck, rep, log, times + (size_t)k * cap, &cnt[k]);
+            f_run[k] += ls_tplan_exp_cpu_fraction() / (2.0 * e->repeats);
             if (rc == LS_OK && r == 0) rc = ls_tplan_exp_eval(ck, c, e->seq, &rows[k].bpb);
         }
     ls_tplan *q = rc == LS_OK ? malloc(sizeof *q) : NULL;
@@ -155,6 +161,8 @@ int ls_tplan_exp_run(const ls_tplan_exp *e, const ls_corpus *c, int n, const ls_
         ls_tplan_exp_row *w = &rows[k];
         double *v = times + (size_t)k * cap;
         w->pred_s = pred[k];
+        w->cpu_prof = f_prof, w->cpu_run = f_run[k];
+        w->pred_load_s = pred[k] * f_prof / f_run[k];
         w->meas_s = quantile(v, cnt[k], 0.5);
         w->meas_lo_s = quantile(v, cnt[k], 0.25);
         w->meas_hi_s = quantile(v, cnt[k], 0.75);
@@ -183,20 +191,26 @@ int ls_tplan_exp_run(const ls_tplan_exp *e, const ls_corpus *c, int n, const ls_
 }
 
 void ls_tplan_exp_print(FILE *f, const ls_tplan_exp *e, const ls_tplan_exp_row *rows, int n) {
-    fprintf(f, "  %-14s %-20s %10s %10s %17s %8s %10s\n", "plan", "rank 1 fp/bf/fp16/i8", "pred ms", "meas ms",
-            "quartiles ms", "error", "bits/byte");
-    double mean = 0, mx = 0;
+    fprintf(f, "  %-14s %-20s %9s %9s %17s %8s %12s %8s %10s\n", "plan", "rank 1 fp/bf/fp16/i8", "pred ms", "meas ms",
+            "quartiles ms", "error", "pred@load ms", "error", "bits/byte");
+    double mean = 0, mx = 0, meanl = 0, mxl = 0;
     for (int k = 0; k < n; k++) {
         const ls_tplan_exp_row *w = &rows[k];
-        double err = (w->pred_s - w->meas_s) / w->meas_s;
+        double err = (w->pred_s - w->meas_s) / w->meas_s, errl = (w->pred_load_s - w->meas_s) / w->meas_s;
         mean += fabs(err) / n, mx = fmax(mx, fabs(err));
-        fprintf(f, "  %-14s %-20s %10.1f %10.1f %8.1f-%-8.1f %+7.1f%% %10.4f\n", w->name, w->mix, w->pred_s * 1e3,
-                w->meas_s * 1e3, w->meas_lo_s * 1e3, w->meas_hi_s * 1e3, 100 * err, w->bpb);
+        meanl += fabs(errl) / n, mxl = fmax(mxl, fabs(errl));
+        fprintf(f, "  %-14s %-20s %9.1f %9.1f %8.1f-%-8.1f %+7.1f%% %12.1f %+7.1f%% %10.4f\n", w->name, w->mix,
+                w->pred_s * 1e3, w->meas_s * 1e3, w->meas_lo_s * 1e3, w->meas_hi_s * 1e3, 100 * err,
+                w->pred_load_s * 1e3, 100 * errl, w->bpb);
     }
+    fprintf(f, "  measured: median of %d steps per plan (%d interleaved runs x %d steps, the first of each left out)\n",
+            rows[0].n_steps_timed, e->repeats, e->steps);
     fprintf(f,
-            "  measured: median of %d steps per plan (%d interleaved runs x %d steps, the first of each left out); "
-            "mean |error| %.1f%%, max %.1f%% (goal < 5%%)\n",
-            rows[0].n_steps_timed, e->repeats, e->steps, 100 * mean, 100 * mx);
+            "  pred@load: the prediction x (core share of a process at profile time %.2f / around the plan's runs "
+            "%.2f-%.2f)\n",
+            rows[0].cpu_prof, rows[0].cpu_run, rows[n - 1].cpu_run);
+    fprintf(f, "  mean |error| %.1f%%, max %.1f%%; at the runs' load %.1f%%, max %.1f%% (goal < 5%%)\n", 100 * mean,
+            100 * mx, 100 * meanl, 100 * mxl);
     fprintf(f, "\nequal wall time (%.1f s: %s's %d steps at its measured pace): held-out bits/byte\n",
             rows[0].meas_s * e->steps, rows[0].name, e->steps);
     for (int k = 0; k < n; k++)
