@@ -225,7 +225,7 @@ static void quant_i8(void *dst, const float *src, int rows, int cols, int ld, co
         const float *s = src + (size_t)r * ld;                                                                         \
         uint8_t *d = dst + (size_t)r * cols;                                                                           \
         float m = 0.0f;                                                                                                \
-        for (int c = 0; c < cols; c++) m = fabsf(s[c]) > m ? fabsf(s[c]) : m;                                          \
+        _Pragma("omp simd reduction(max : m)") for (int c = 0; c < cols; c++) m = fabsf(s[c]) > m ? fabsf(s[c]) : m;   \
         float sc = m > 0.0f ? m / 127.0f : 1.0f, ir = 1.0f / sc;                                                       \
         sa[r] = sc;                                                                                                    \
         for (int c = 0; c < cols; c++) Q8(d[c], s[c], ir);                                                             \
