@@ -496,8 +496,8 @@ int ls_tplan_indicator_run(ls_tplan *p, const ls_corpus *corpus, const char *ckp
 
 /* In-situ costs: training steps with every Linear layer at one precision, rounds that
  * interleave the precisions (so load changes hit all of them), each step timed whole and per
- * Linear layer (the model's linear timer). Per layer and precision the median over rounds;
- * other = the median over every step of (step - its Linear layers). */
+ * Linear layer (the model's linear timer). Per Linear kind and precision the median over rounds
+ * of the kind's mean layer; other = the median over every step of (step - its Linear layers). */
 static int profile_insitu(ls_tplan *p, ls_trainer *t, ls_batch_source *src, int reps, ls_tplan_device *d) {
     ls_model *m = ls_trainer_model(t);
     int n = p->n_lin;
@@ -519,9 +519,23 @@ static int profile_insitu(ls_tplan *p, ls_trainer *t, ls_batch_source *src, int 
         }
     ls_model_set_linear_timer(m, NULL);
     if (rc == LS_OK) rc = ls_model_set_precision(m, NULL, n, p->per_channel);
+    /* layers of one kind have one shape: per round the mean over them, then the median over
+     * rounds (7 layers of noise averaged per sample instead of one) */
+    double kind[LS_LIN_COUNT][LS_PREC_COUNT], v[MAXREP];
+    for (int kd = 0; kd < LS_LIN_COUNT; kd++)
+        for (int q = 0; q < LS_PREC_COUNT; q++) {
+            for (int rep = 0; rep < reps; rep++) {
+                double sum = 0;
+                int cnt = 0;
+                for (int i = kd; i < n; i += LS_LIN_COUNT, cnt++)
+                    sum += lt[((size_t)i * LS_PREC_COUNT + q) * MAXREP + rep];
+                v[rep] = cnt ? sum / cnt : 0;
+            }
+            kind[kd][q] = median(v, reps);
+        }
     for (int i = 0; rc == LS_OK && i < n; i++)
         for (int q = 0; q < LS_PREC_COUNT; q++) {
-            double situ = median(lt + ((size_t)i * LS_PREC_COUNT + q) * MAXREP, reps);
+            double situ = kind[i % LS_LIN_COUNT][q];
             if (q == LS_PREC_FP32) {
                 d->lin_s[i][q] = situ, d->cast_in_s[i][q] = d->cast_w_s[i][q] = 0;
                 continue;
