@@ -33,7 +33,7 @@ double ls_tplan_exp_cpu_fraction(void) {
 }
 
 /* Runs `bin train ...` on 2 ranks with plan, output to log; appends each step's wall time
- * after the first (rank 0's report, step_s) to steps[*n] (room for e->steps). */
+ * after the first (rank 0's report, step_s) to st[*n] when st is not NULL (room for steps). */
 static int exp_train(const ls_tplan_exp *e, int steps, const char *plan, const char *out, const char *report,
                      const char *log, double *st, int *n) {
     char b[16], s[16], k[16];
