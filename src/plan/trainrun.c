@@ -135,7 +135,7 @@ int ls_tplan_make(const ls_tplan_opts *o, ls_tplan *p) {
         rc = ls_corpus_load(&corpus, o->n_data ? o->data : def, o->n_data ? o->n_data : 1, &co);
     }
     const char *ckpt = ls_is_file(o->model) ? o->model : NULL;
-    int th = o->threads > 0 ? o->threads : (local ? ls_num_cores() / p->ranks : ls_num_cores());
+    int th = o->threads > 0 ? o->threads : (local && p->ranks > 0 ? ls_num_cores() / p->ranks : ls_num_cores());
     if (th < 1) th = 1;
     if (rc == LS_OK) {
         if (local)
