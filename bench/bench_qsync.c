@@ -3,12 +3,13 @@
  *      OpenBLAS sgemm at the model's Linear shapes, interleaved, same run;
  *   2. planning time (profile here; allocation for a catalog cluster);
  *   3. predictor error: 5 plans (fp32, uniform bf16, uniform fp16, uniform int8, qsync) for 2
- *      ranks, one throttled, each run as `llmsys train --ranks 2`, predicted vs measured
- *      iteration time;
+ *      ranks, one throttled, each run --repeats times interleaved as `llmsys train --ranks 2`,
+ *      predicted vs the median of the measured per-step times;
  *   4. held-out bits/byte at equal steps and at equal wall time (qsync vs uniform low
  *      precision vs fp32 at the slow rank's pace) and the throughput gain over fp32.
  *
- *   build/bench_qsync [--quick] [--gemm-only] [--config small] [--steps 12] [--share auto|X] [--out FILE]
+ *   build/bench_qsync [--quick] [--gemm-only] [--config small] [--steps 8] [--repeats 3] [--share auto|X]
+ *                     [--out FILE]
  *
  * The slow rank's CPU share: "auto" is 2/3 of what an unthrottled process gets right now
  * (the machine may be shared), so the slow rank runs at about 2/3 of the fast one's speed. */
@@ -99,7 +100,7 @@ static cJSON *gemm_table(const ls_model_config *c, int N, int reps) {
 }
 
 int main(int argc, char **argv) {
-    int quick = 0, steps = 12, reps = 5, gemm_only = 0;
+    int quick = 0, steps = 8, reps = 5, gemm_only = 0, repeats = 3;
     const char *config = "small", *out = NULL, *share_arg = "auto";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick"))
@@ -110,18 +111,21 @@ int main(int argc, char **argv) {
             config = argv[++i];
         else if (!strcmp(argv[i], "--steps") && i + 1 < argc)
             steps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--repeats") && i + 1 < argc)
+            repeats = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--share") && i + 1 < argc)
             share_arg = argv[++i];
         else if (!strcmp(argv[i], "--out") && i + 1 < argc)
             out = argv[++i];
         else {
-            fprintf(stderr, "usage: bench_qsync [--quick] [--gemm-only] [--config NAME] [--steps N] [--share auto|X] "
-                            "[--out FILE]\n");
+            fprintf(stderr, "usage: bench_qsync [--quick] [--gemm-only] [--config NAME] [--steps N] [--repeats N] "
+                            "[--share auto|X] [--out FILE]\n");
             return 2;
         }
     }
-    if (quick && !gemm_only) config = "tiny", steps = 4, reps = 3;
+    if (quick && !gemm_only) config = "tiny", steps = 4, reps = 3, repeats = 1;
     if (steps < 2) steps = 2;
+    if (repeats < 1) repeats = 1;
     ls_model_set_threads(1);
     char self[4096], bin[4096];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -168,13 +172,30 @@ int main(int argc, char **argv) {
     char dir[] = "/tmp/llmsys-bench-qsync-XXXXXX";
     if (!mkdtemp(dir)) return 1;
     enum { NP = 5 };
-    const char *names[NP] = {"fp32", "uniform-bf16", "uniform-fp16", "uniform-int8", "qsync"};
-    ls_tplan_strategy st[NP] = {LS_TPLAN_FP32, LS_TPLAN_UNIFORM, LS_TPLAN_UNIFORM, LS_TPLAN_UNIFORM, LS_TPLAN_QSYNC};
-    int uni[NP] = {-1, LS_PREC_BF16, LS_PREC_FP16, LS_PREC_INT8, -1};
-    double pred[NP], prof_s = 0;
+    const ls_tplan_exp_row want[NP] = {
+        {.name = "fp32", .strategy = LS_TPLAN_FP32, .uniform = -1},
+        {.name = "uniform-bf16", .strategy = LS_TPLAN_UNIFORM, .uniform = LS_PREC_BF16, .eq_time = 1},
+        {.name = "uniform-fp16", .strategy = LS_TPLAN_UNIFORM, .uniform = LS_PREC_FP16},
+        {.name = "uniform-int8", .strategy = LS_TPLAN_UNIFORM, .uniform = LS_PREC_INT8},
+        {.name = "qsync", .strategy = LS_TPLAN_QSYNC, .uniform = -1, .eq_time = 1}};
+    ls_tplan_exp e = {.bin = bin,
+                      .config = config,
+                      .data = paths[0],
+                      .dir = dir,
+                      .batch = batch,
+                      .seq = seq,
+                      .steps = steps,
+                      .repeats = repeats,
+                      .reps = reps,
+                      .share = share};
+    ls_tplan_exp_row rows[NP];
+    double prof_s = 0;
     ls_tplan *p = malloc(sizeof *p);
-    printf("\nslow rank: CPU share %.3f (an unthrottled process gets %.2f of a core now)\n", share, frac);
-    int rc = ls_tplan_exp_plans(p, corpus, config, batch, seq, share, reps, dir, NP, names, st, uni, pred, &prof_s);
+    printf("\nslow rank: CPU share %.3f (an unthrottled process gets %.2f of a core now); %d interleaved runs of "
+           "every plan x %d steps\n",
+           share, frac, repeats, steps);
+    fflush(stdout);
+    int rc = ls_tplan_exp_run(&e, corpus, NP, want, p, rows, &prof_s);
     if (rc < 0) {
         fprintf(stderr, "bench_qsync: %s\n", ls_errmsg());
         return 1;
@@ -215,104 +236,50 @@ int main(int argc, char **argv) {
     cJSON_AddNumberToObject(J, "slow_share", share);
     cJSON_AddNumberToObject(J, "slow_slowdown_measured", p->dev[1].slowdown);
 
-    /* predictor error and equal-steps accuracy: every plan trained `steps` steps */
-    double meas[NP], bpb[NP];
-    printf("\npredictor: predicted vs measured iteration time (2 ranks, rank 1 throttled), then held-out "
-           "bits/byte after %d steps\n",
+    printf("\npredictor: predicted vs measured iteration time (2 ranks, rank 1 throttled), held-out bits/byte after "
+           "%d steps\n",
            steps);
-    printf("  %-14s %-22s %12s %12s %8s %10s\n", "plan", "rank 1 fp32/bf16/fp16/int8", "predicted ms", "measured ms",
-           "error", "bits/byte");
+    ls_tplan_exp_print(stdout, &e, rows, NP);
     cJSON *pa = cJSON_AddArrayToObject(J, "plans");
-    double abs_err = 0, max_err = 0;
+    double abs_err = 0, max_err = 0, abs_l = 0, max_l = 0;
     for (int k = 0; k < NP; k++) {
-        char plan[4096], ck[4096], rep[4096], log[4096];
-        snprintf(plan, sizeof plan, "%s/plan-%s.json", dir, names[k]);
-        snprintf(ck, sizeof ck, "%s/%s.st", dir, names[k]);
-        snprintf(rep, sizeof rep, "%s/%s.rep", dir, names[k]);
-        snprintf(log, sizeof log, "%s/%s.log", dir, names[k]);
-        rc = ls_tplan_exp_train(bin, config, paths[0], batch, seq, steps, plan, ck, rep, log, &meas[k]);
-        if (rc == LS_OK) rc = ls_tplan_exp_eval(ck, corpus, seq, &bpb[k]);
-        if (rc < 0) {
-            fprintf(stderr, "bench_qsync: %s\n", ls_errmsg());
-            return 1;
-        }
-        ls_tplan *q = malloc(sizeof *q);
-        int cnt[LS_PREC_COUNT] = {0};
-        if (ls_tplan_load(plan, q) == LS_OK)
-            for (int i = 0; i < q->n_lin; i++) cnt[q->prec[1][i]]++;
-        free(q);
-        char mix[40];
-        snprintf(mix, sizeof mix, "%d/%d/%d/%d", cnt[0], cnt[1], cnt[2], cnt[3]);
-        double err = (pred[k] - meas[k]) / meas[k];
+        double err = (rows[k].pred_s - rows[k].meas_s) / rows[k].meas_s,
+               errl = (rows[k].pred_load_s - rows[k].meas_s) / rows[k].meas_s;
         abs_err += fabs(err) / NP;
         max_err = fmax(max_err, fabs(err));
-        printf("  %-14s %-22s %12.1f %12.1f %+7.1f%% %10.4f\n", names[k], mix, pred[k] * 1e3, meas[k] * 1e3, 100 * err,
-               bpb[k]);
+        abs_l += fabs(errl) / NP;
+        max_l = fmax(max_l, fabs(errl));
         cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "plan", names[k]);
-        cJSON_AddStringToObject(o, "rank1_mix", mix);
-        cJSON_AddNumberToObject(o, "predicted_ms", pred[k] * 1e3);
-        cJSON_AddNumberToObject(o, "measured_ms", meas[k] * 1e3);
+        cJSON_AddStringToObject(o, "plan", rows[k].name);
+        cJSON_AddStringToObject(o, "rank1_mix", rows[k].mix);
+        cJSON_AddNumberToObject(o, "predicted_ms", rows[k].pred_s * 1e3);
+        cJSON_AddNumberToObject(o, "measured_median_ms", rows[k].meas_s * 1e3);
+        cJSON_AddNumberToObject(o, "measured_q1_ms", rows[k].meas_lo_s * 1e3);
+        cJSON_AddNumberToObject(o, "measured_q3_ms", rows[k].meas_hi_s * 1e3);
+        cJSON_AddNumberToObject(o, "steps_timed", rows[k].n_steps_timed);
         cJSON_AddNumberToObject(o, "error", err);
-        cJSON_AddNumberToObject(o, "heldout_bpb_equal_steps", bpb[k]);
+        cJSON_AddNumberToObject(o, "cpu_share_profile", rows[k].cpu_prof);
+        cJSON_AddNumberToObject(o, "cpu_share_runs", rows[k].cpu_run);
+        cJSON_AddNumberToObject(o, "predicted_at_load_ms", rows[k].pred_load_s * 1e3);
+        cJSON_AddNumberToObject(o, "error_at_load", errl);
+        cJSON_AddNumberToObject(o, "heldout_bpb_equal_steps", rows[k].bpb);
+        cJSON_AddNumberToObject(o, "equal_time_steps", rows[k].eq_steps);
+        cJSON_AddNumberToObject(o, "heldout_bpb_equal_time", rows[k].eq_bpb);
         cJSON_AddItemToArray(pa, o);
     }
-    printf("  mean |error| %.1f%%, max %.1f%% (goal < 5%%)\n", 100 * abs_err, 100 * max_err);
     cJSON_AddNumberToObject(J, "predictor_mean_abs_error", abs_err);
     cJSON_AddNumberToObject(J, "predictor_max_abs_error", max_err);
-
-    /* equal wall time: the budget is fp32's `steps` steps at the slow rank's pace; the
-     * faster plans run as many steps as fit in it (at their measured iteration time) */
-    double budget = meas[0] * steps;
-    int eq[3] = {0, 1, 4};
-    double bt[3];
-    int st_eq[3];
-    printf("\nequal wall time (%.1f s, fp32's %d steps): held-out bits/byte\n", budget, steps);
-    printf("  %-14s %6s %10s\n", "plan", "steps", "bits/byte");
-    cJSON *ea = cJSON_AddArrayToObject(J, "equal_time");
-    for (int e = 0; e < 3; e++) {
-        int k = eq[e];
-        st_eq[e] = k == 0 ? steps : (int)floor(budget / meas[k]);
-        if (st_eq[e] < 1) st_eq[e] = 1;
-        if (k == 0 || st_eq[e] == steps) {
-            bt[e] = bpb[k];
-        } else {
-            char plan[4096], ck[4096], rep[4096], log[4096];
-            double it;
-            snprintf(plan, sizeof plan, "%s/plan-%s.json", dir, names[k]);
-            snprintf(ck, sizeof ck, "%s/%s-eqt.st", dir, names[k]);
-            snprintf(rep, sizeof rep, "%s/%s-eqt.rep", dir, names[k]);
-            snprintf(log, sizeof log, "%s/%s-eqt.log", dir, names[k]);
-            rc = ls_tplan_exp_train(bin, config, paths[0], batch, seq, st_eq[e], plan, ck, rep, log, &it);
-            if (rc == LS_OK) rc = ls_tplan_exp_eval(ck, corpus, seq, &bt[e]);
-            if (rc < 0) {
-                fprintf(stderr, "bench_qsync: %s\n", ls_errmsg());
-                return 1;
-            }
-        }
-        printf("  %-14s %6d %10.4f\n", names[k], st_eq[e], bt[e]);
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "plan", names[k]);
-        cJSON_AddNumberToObject(o, "steps", st_eq[e]);
-        cJSON_AddNumberToObject(o, "heldout_bpb", bt[e]);
-        cJSON_AddItemToArray(ea, o);
-    }
-    double gain_uni = bt[1] - bt[2], gain_fp32 = bt[0] - bt[2], thr_gain = meas[0] / meas[4];
-    int same = 0;
-    {
-        ls_tplan *a = malloc(sizeof *a), *b = malloc(sizeof *b);
-        char pa_[8192], pb_[8192];
-        snprintf(pa_, sizeof pa_, "%s/plan-qsync.json", dir);
-        snprintf(pb_, sizeof pb_, "%s/plan-uniform-bf16.json", dir);
-        same = a && b && ls_tplan_load(pa_, a) == LS_OK && ls_tplan_load(pb_, b) == LS_OK &&
-               !memcmp(a->prec, b->prec, sizeof a->prec);
-        free(a), free(b);
-    }
-    printf("  qsync vs uniform bf16: %+.4f bits/byte (positive: qsync better)%s; vs fp32: %+.4f\n", gain_uni,
-           same ? " -- the two plans are IDENTICAL here: the difference is only their step counts" : "", gain_fp32);
-    cJSON_AddBoolToObject(J, "qsync_equals_uniform", same);
+    cJSON_AddNumberToObject(J, "predictor_mean_abs_error_at_load", abs_l);
+    cJSON_AddNumberToObject(J, "predictor_max_abs_error_at_load", max_l);
+    int same = !strcmp(rows[1].mix, rows[4].mix);
+    double gain_uni = rows[1].eq_bpb - rows[4].eq_bpb, gain_fp32 = rows[0].eq_bpb - rows[4].eq_bpb,
+           thr_gain = rows[0].meas_s / rows[4].meas_s;
+    printf("  qsync vs uniform bf16 at equal time: %+.4f bits/byte (positive: qsync better)%s; vs fp32: %+.4f\n",
+           gain_uni, same ? " -- the two plans are IDENTICAL here: the difference is only their step counts" : "",
+           gain_fp32);
     printf("  throughput: qsync %.2fx fp32 at the slow rank's pace (measured iterations %.1f vs %.1f ms)\n", thr_gain,
-           meas[4] * 1e3, meas[0] * 1e3);
+           rows[4].meas_s * 1e3, rows[0].meas_s * 1e3);
+    cJSON_AddBoolToObject(J, "qsync_equals_uniform", same);
     cJSON_AddNumberToObject(J, "bpb_gain_vs_uniform", gain_uni);
     cJSON_AddNumberToObject(J, "bpb_gain_vs_fp32", gain_fp32);
     cJSON_AddNumberToObject(J, "throughput_gain_vs_fp32", thr_gain);

@@ -424,6 +424,10 @@ typedef void (*ls_linear_observer)(void *user, int lin, const float *x, const fl
                                    int IC, int OC);
 /* Installs (fn non-NULL) or removes the observer; LS_ENOMEM only. */
 int ls_model_set_linear_observer(ls_model *m, ls_linear_observer fn, void *user);
+/* While acc is non-NULL (n_layer * LS_LIN_COUNT entries), every block Linear layer's forward
+ * and backward calls add their wall seconds (GEMMs, casts, bias, fused GELU) to acc[lin]:
+ * the in-situ cost of each layer at its precision. NULL stops it; LS_ENOMEM only. */
+int ls_model_set_linear_timer(ls_model *m, double *acc);
 
 /* C (M,N) = beta·C + op(A)·op(B) with both operands cast to precision p (fp32 accumulation;
  * int8 scales per row of op(A) and column of op(B) when per_channel), beta 0 or 1, row-major

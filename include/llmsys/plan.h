@@ -60,11 +60,11 @@ int ls_plan_bits_mask_parse(const char *list, int *mask);
 
 typedef struct {
     char name[LS_PLAN_NAME];
-    double mem_bytes;   /* capacity */
-    double bw_Bps;      /* memory bandwidth */
-    double fp16_flops;  /* dense fp16 tensor throughput */
-    double int8_ops;    /* dense int8 tensor throughput; 0 = no int8 tensor cores */
-    double link_Bps;    /* device-to-device bandwidth inside a node */
+    double mem_bytes;  /* capacity */
+    double bw_Bps;     /* memory bandwidth */
+    double fp16_flops; /* dense fp16 tensor throughput */
+    double int8_ops;   /* dense int8 tensor throughput; 0 = no int8 tensor cores */
+    double link_Bps;   /* device-to-device bandwidth inside a node */
 } ls_plan_gpu;
 
 typedef struct {
@@ -114,7 +114,7 @@ typedef struct {
     char name[LS_PLAN_NAME]; /* catalog GPU name or "cpu:..." for profiled devices */
     ls_plan_gpu gpu;
     int node;
-    int prof; /* index into cluster->prof, -1 = analytical model from gpu figures */
+    int prof;            /* index into cluster->prof, -1 = analytical model from gpu figures */
     double usable_bytes; /* memory the planner may fill */
 } ls_plan_device;
 
@@ -220,14 +220,14 @@ typedef struct {
     const ls_plan_cluster *cl;
     ls_plan_workload wl;
     double omega[LS_PLAN_MAX_LAYER * LS_PLAN_NBITS];
-    double theta;      /* seconds per indicator unit in the objective */
-    double qmax;       /* max total indicator (INFINITY: none) */
-    int bits_mask;     /* allowed bit widths, bit k = ls_plan_bits[k] */
+    double theta;        /* seconds per indicator unit in the objective */
+    double qmax;         /* max total indicator (INFINITY: none) */
+    int bits_mask;       /* allowed bit widths, bit k = ls_plan_bits[k] */
     double time_limit_s; /* ILP: total time limit */
-    int fix_mb;        /* baselines: b_pre = b_dec = ceil(B / n_dev) */
-    int replay_select; /* splitquant: > 0 re-ranks the best plans of this many top candidates and the
-                        * baselines meeting the target by ls_plan_simulate on the cluster's host
-                        * (the closed form stays the search's objective); 0 = by objective */
+    int fix_mb;          /* baselines: b_pre = b_dec = ceil(B / n_dev) */
+    int replay_select;   /* splitquant: > 0 re-ranks the best plans of this many top candidates and the
+                          * baselines meeting the target by ls_plan_simulate on the cluster's host
+                          * (the closed form stays the search's objective); 0 = by objective */
 } ls_plan_problem;
 
 typedef enum {
@@ -260,15 +260,14 @@ typedef struct {
     /* filled by the solver */
     ls_plan_algo algo;
     double solve_s;
-    double ilp_gap;     /* relative gap (ILP), 0 when proven optimal */
-    int ilp_optimal;    /* every ILP subproblem proven optimal */
-    int n_candidates;   /* outer (order, micro-batch) candidates examined */
+    double ilp_gap;   /* relative gap (ILP), 0 when proven optimal */
+    int ilp_optimal;  /* every ILP subproblem proven optimal */
+    int n_candidates; /* outer (order, micro-batch) candidates examined */
 } ls_plan_result;
 
 /* Fills defaults: quality none, all bits allowed, ILP time limit 10 s. omega gets the
  * default profile of arch. */
-int ls_plan_problem_init(ls_plan_problem *p, const ls_plan_arch *a, const ls_plan_cluster *cl,
-                         ls_plan_workload wl);
+int ls_plan_problem_init(ls_plan_problem *p, const ls_plan_arch *a, const ls_plan_cluster *cl, ls_plan_workload wl);
 /* Applies a quality target (sets theta / qmax). LS_EINFEASIBLE when bits:B is not allowed. */
 int ls_plan_problem_set_quality(ls_plan_problem *p, ls_plan_qtarget q);
 /* Checks workload numbers (positive, within the model context) and cluster size. */
@@ -399,7 +398,6 @@ void ls_plan_print(FILE *f, const ls_plan_problem *p, const ls_plan_result *plan
  * uniform baseline's quality, printed as a table (throughput, ratio, stages). */
 int ls_plan_demo_compare(FILE *f, const ls_plan_catalog *cat, const char *cluster, const char *model, int quick);
 
-
 /* ---------------------------------------------------------------- training precision plans
  * Hybrid-device data-parallel training (after QSync, Zhao et al., IPDPS'24; docs/qsync.md):
  * slow ranks run chosen Linear layers in lower precision so that they keep pace with the
@@ -488,8 +486,8 @@ double ls_tplan_brute_force(const ls_tplan *p, int rank, double budget_s, uint8_
  * after two warm-up steps; weights from ckpt when not NULL, else initialised from seed 1. */
 int ls_tplan_indicator_run(ls_tplan *p, const ls_corpus *corpus, const char *ckpt, int threads);
 /* Profiles this machine for the plan: one-rank training steps on corpus (global batch /
- * ranks rows; weights from ckpt when not NULL, else initialised) for the fp32 step, every Linear shape's GEMMs and casts per precision, the
- * indicator from the same run, and each distinct throttle share's slowdown. shares has
+ * ranks rows; weights from ckpt when not NULL, else initialised) for the fp32 step, every Linear shape's GEMMs and
+ * casts per precision, the indicator from the same run, and each distinct throttle share's slowdown. shares has
  * p->ranks entries (0 = unthrottled). Fills dev[], omega, allreduce_s (modelled from a
  * measured memory pass). */
 int ls_tplan_profile_here(ls_tplan *p, const ls_corpus *corpus, const char *ckpt, const double *shares, int threads,
@@ -502,20 +500,82 @@ int ls_tplan_model_gpus(ls_tplan *p, const ls_plan_catalog *cat, char names[][LS
 int ls_tplan_write(const ls_tplan *p, const char *path);
 int ls_tplan_load(const char *path, ls_tplan *p);
 
+/* ---- `llmsys plan train` and `llmsys train --precision-plan` (trainrun.c) */
+typedef struct {
+    const char *model;       /* llmsys config name or checkpoint (default "small") */
+    const char *cluster;     /* "local:1,0.5" (CPU shares here) or "A100x2,T4" (catalog GPUs) */
+    const char *out;         /* plan file to write */
+    const char *const *data; /* corpus paths for the profile and indicator (none: the docs) */
+    int n_data;
+    int batch, seq, threads, reps; /* seq 0: the model's context; threads 0: cores / ranks here */
+    const char *strategy;          /* qsync (default), greedy, uniform, fp32 */
+    const char *uniform;           /* precision of the uniform strategy (NULL: each rank's fastest) */
+    const char *int8;              /* int8 scales: channel (default) or tensor */
+    double mem_gb;                 /* memory per rank (0: the device's, or RAM / ranks here) */
+} ls_tplan_opts;
+ls_tplan_opts ls_tplan_defaults(void);
+/* "local:1,0.5" (CPU shares) or "A100x2,T4" (catalog names): fills shares or names and *local;
+ * returns the rank count or a negative status. */
+int ls_tplan_parse_cluster(const char *s, double *shares, char names[][LS_PLAN_NAME], int *local);
+/* Checks the options (before any profiling), profiles this machine or models the catalog GPUs,
+ * allocates and writes o->out; p receives the plan. Bad input: LS_EINVAL, LS_ENOTFOUND,
+ * LS_EFORMAT, LS_ERANGE or LS_EINFEASIBLE (memory), with nothing written. */
+int ls_tplan_make(const ls_tplan_opts *o, ls_tplan *p);
+/* The plan as a table: per rank device, slowdown, predicted steps, mix, keeps pace. */
+void ls_tplan_print(FILE *f, const ls_tplan *p);
+/* "fp32/bf16/fp16/int8" layer counts of one rank's plan into buf; returns buf. */
+const char *ls_tplan_mix(const ls_tplan *p, int rank, char *buf, size_t n);
+/* Loads a plan file and checks it plans `ranks` ranks (before any launch). */
+int ls_tplan_check(const char *path, int ranks);
+/* On each rank (collective): sets the model's per-layer precisions from the plan, applies the
+ * rank's throttle (thr; release it when the run ends) and writes every rank's mix and
+ * throttle into summary (n bytes). */
+int ls_tplan_apply(const char *path, ls_model *m, ls_dist *d, int batch, int seq, ls_throttle *thr, char *summary,
+                   size_t n);
+
 /* ---- the measured experiment behind `llmsys demo qsync` and bench_qsync (trainexp.c) */
 /* The share of one core this process gets now (CPU over wall time of a 0.3 s busy loop). */
 double ls_tplan_exp_cpu_fraction(void);
-/* Runs `bin train` on 2 ranks with a precision plan (output to log); *iter_s: mean iteration
- * time after the first step. Fails naming the log when the run fails. */
-int ls_tplan_exp_train(const char *bin, const char *config, const char *data, int batch, int seq, int steps,
-                       const char *plan, const char *out, const char *report, const char *log, double *iter_s);
 /* Held-out bits/byte of a checkpoint on the corpus's held-out split. */
 int ls_tplan_exp_eval(const char *ckpt, const ls_corpus *c, int seq, double *bpb);
-/* Profiles a 2-rank cluster here (rank 1 at share) and writes <dir>/plan-<name>.json for
- * each of n strategies; p receives the qsync plan, pred_iter_s each plan's prediction. */
-int ls_tplan_exp_plans(ls_tplan *p, const ls_corpus *c, const char *config, int batch, int seq, double share, int reps,
-                       const char *dir, int n, const char *const *names, const ls_tplan_strategy *strats,
-                       const int *uniform, double *pred_iter_s, double *profile_s);
+enum { LS_TPLAN_EXP_MAX = 8 };
+typedef struct {
+    const char *bin;           /* the llmsys binary that trains */
+    const char *config, *data; /* model config name, training corpus path */
+    const char *dir;           /* plans, checkpoints, reports and logs go here */
+    int batch, seq, steps;     /* per run */
+    int repeats;               /* interleaved rounds of every plan */
+    int reps;                  /* profile repetitions */
+    double share;              /* rank 1's CPU share */
+} ls_tplan_exp;
+typedef struct {
+    /* in: the plan */
+    char name[32];
+    ls_tplan_strategy strategy;
+    int uniform; /* precision of LS_TPLAN_UNIFORM, -1: the fastest */
+    int eq_time; /* also train it at the first plan's wall time */
+    /* out */
+    char mix[32];                                /* rank 1's fp32/bf16/fp16/int8 layer counts */
+    double pred_s, meas_s, meas_lo_s, meas_hi_s; /* predicted; measured median and quartiles */
+    double cpu_prof, cpu_run; /* core share of a busy process around the profile and the plan's runs */
+    double pred_load_s;       /* pred_s * cpu_prof / cpu_run: the prediction at the runs' load */
+    int n_steps_timed;
+    double bpb;    /* held-out bits/byte after e->steps */
+    int eq_steps;  /* steps that fit the first plan's e->steps at its measured pace */
+    double eq_bpb; /* held-out bits/byte after eq_steps (eq_time), else bpb */
+} ls_tplan_exp_row;
+/* The experiment: profiles a 2-rank cluster here (rank 1 at e->share), writes each plan, runs
+ * every plan e->repeats times interleaved as `bin train --ranks 2` (per-step times from the
+ * report, the first step of each run left out; median and quartiles), evaluates each after
+ * e->steps and, where asked, at the first plan's wall time. p receives the qsync plan. */
+int ls_tplan_exp_run(const ls_tplan_exp *e, const ls_corpus *c, int n, const ls_tplan_exp_row *want, ls_tplan *p,
+                     ls_tplan_exp_row *rows, double *profile_s);
+/* The rows as a table (predicted vs measured, error, bits/byte; equal wall time). */
+void ls_tplan_exp_print(FILE *f, const ls_tplan_exp *e, const ls_tplan_exp_row *rows, int n);
+/* `llmsys demo qsync`: profiles, plans (fp32, uniform, qsync), trains each as a 2-rank run of
+ * bin with rank 1 throttled, and prints predicted vs measured and the loss tables to out;
+ * files under <workdir>/qsync. quick: the tiny model, a few steps. */
+int ls_tplan_demo(const char *bin, const char *workdir, int quick, FILE *out);
 
 #ifdef __cplusplus
 }

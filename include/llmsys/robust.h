@@ -25,6 +25,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "llmsys/core.h"
 #include "llmsys/train.h"
@@ -66,8 +67,17 @@ typedef struct {
 
 /* Bytes a snapshot of t needs. */
 size_t ls_snapshot_size(ls_trainer *t);
-/* Writes t's state into buf (cap bytes, >= ls_snapshot_size); *len receives the size. */
+/* Writes t's state into buf (cap bytes, >= ls_snapshot_size), sealed with its checksum;
+ * *len receives the size. */
 int ls_snapshot_write(ls_trainer *t, void *buf, size_t cap, size_t *len);
+/* The blocking part only: copies t's state into buf (marked writing, then copied) without the
+ * checksum; a reader seals its own consistent copy (ls_snapshot_seal). */
+int ls_snapshot_copy(ls_trainer *t, void *buf, size_t cap, size_t *len);
+/* Adds the checksum to a copied snapshot (LS_ESTATE while it is being written); info (may be
+ * NULL) is filled. A sealed one is only checked. */
+int ls_snapshot_seal(void *buf, size_t len, ls_snapshot_info *info);
+/* 1 with *step when buf holds a complete (copied or sealed) snapshot, else 0. */
+int ls_snapshot_peek(const void *buf, size_t len, int64_t *step);
 /* Checks magic, version, sizes and checksum of a snapshot; info (may be NULL) is filled. */
 int ls_snapshot_check(const void *buf, size_t len, ls_snapshot_info *info);
 /* Writes a checked snapshot as a resumable checkpoint (ls_ckpt_save with optimizer state,
@@ -101,18 +111,22 @@ void ls_jump_init(ls_jump_detector *j, double factor, int window, int min_histor
  * (and the value joins the history). */
 int ls_jump_feed(ls_jump_detector *j, double v);
 
-/* Slow ranks: per window of `window` steps, each rank's mean compute time; a rank whose
- * mean exceeds `factor` x the median of the other ranks' means is an outlier in that window; the
- * same rank an outlier in `windows` consecutive windows is reported. */
+/* Slow ranks, robust to load on the whole host: per window of `window` steps, each rank's
+ * delay at every step is compared with the median of the other ranks' delays at that step. A
+ * rank is an outlier in the window when its mean delay is `factor` x the others' median, the
+ * mean excess is at least min_excess_s (1 ms), and it was the slowest rank in at least half of
+ * the steps; the same rank an outlier in `windows` consecutive windows is reported. Reports of
+ * one step must be fed for every rank (a step some rank misses is not judged). */
 #define LS_SLOW_MAX_RANKS 256
 typedef struct {
     int ranks, window, windows;
     double factor;
+    double min_excess_s;                  /* minimum effect: mean excess over the others (1e-3) */
     int64_t win_start;                    /* first step of the current window, -1 before the first */
     double *t;                            /* ranks x window compute times of the current window */
     int *cnt;                             /* samples per rank in the current window */
     int streak_rank, streak;              /* current outlier and its consecutive windows */
-    double last_ratio;                    /* outlier/median of the last closed window */
+    double last_ratio;                    /* the slowest rank's mean delay / the others' median, last window */
 } ls_slow_detector;
 
 int ls_slow_init(ls_slow_detector *s, int ranks, int window, int windows, double factor);
@@ -181,6 +195,10 @@ int ls_robust_client_before_update(ls_robust_client *c, ls_trainer *t, int64_t s
  * the periodic disk checkpoint. Returns < 0 to fail the run (injected OOM). */
 int ls_robust_client_after_step(ls_robust_client *c, ls_trainer *t, int64_t step, float loss, float grad_norm,
                                 double step_s);
+/* A rank of a pre-started (parked) world, `llmsys train --robust-park ENDPOINT,GEN`: reports
+ * to the controller and blocks until it is promoted; resume and agents receive the checkpoint
+ * to resume from and the agent endpoints (static storage, for ls_robust_client_open). */
+int ls_robust_park(const char *spec, int rank, const char **resume, const char **agents);
 /* Hooks for ls_trainer_set_hooks (ctx = the client). */
 int ls_robust_hook_before_update(void *ctx, ls_trainer *t, int64_t step);
 int ls_robust_hook_after_step(void *ctx, ls_trainer *t, const ls_train_step_info *info);
@@ -210,6 +228,7 @@ typedef struct {
     int max_restarts;     /* (10) */
     double repair_s;      /* an evicted node rejoins the standbys after this (0: never) */
     int cold;             /* no standby left: start a new node and resume from disk (requeue) */
+    int no_prestart;      /* no pre-started world: every restart starts a fresh mpirun */
     double backoff_s;     /* first back-off after a failed restart (0.5, doubling, max 8) */
     double jump_factor;   /* 5; 0 = off */
     int slow_window;      /* steps per slow-rank window (20) */
@@ -241,6 +260,12 @@ typedef struct {
 
 /* Runs the supervised job to its end or until it cannot be recovered; writes the report. */
 int ls_robust_run(const ls_robust_opts *o, ls_robust_result *r);
+/* Prints the fault table and the wall/productive/ETTR line of a run's JSON report to f. */
+int ls_robust_print_summary(const char *report, FILE *f);
+/* The demo scenario under workdir/robust: 4 ranks on 2 nodes + 1 standby, a crash, a hang and a
+ * NaN injected; prints the timeline, the fault table and the simulator's view to f. *ok is 1
+ * when the job completed with all three faults recovered. self: the llmsys binary. */
+int ls_robust_demo(const char *workdir, const char *self, int quick, FILE *f, int *ok);
 
 /* ---------------------------------------------------------------- simulator */
 
@@ -279,6 +304,22 @@ typedef struct {
 /* ByteRobust-like defaults for gpus/days/policy (9,600 GPUs, 90 days, 70B state). */
 void ls_sim_defaults(ls_sim_config *c);
 int ls_sim_run(const ls_sim_config *c, ls_sim_result *r);
+
+/* `llmsys sim robust`: a config plus the choices the command resolves. */
+typedef struct {
+    ls_sim_config c;      /* c.trials 20 */
+    const char *policy;   /* disk, memory, standby or all */
+    const char *model;    /* catalog model or a parameter count ("405e9"): sizes the state */
+    const char *preset;   /* NULL, "byterobust" or "llama3" (16,384 GPUs, 54 days, 466 interruptions) */
+    double interruptions; /* > 0: failures over the job instead of c.fail_per_1000_node_days */
+    double repair_h;      /* hours until an evicted machine returns (6) */
+    const char *out;      /* JSON table, or NULL */
+} ls_sim_table_opts;
+
+void ls_sim_table_defaults(ls_sim_table_opts *o);
+/* Resolves preset and model, simulates each selected policy, prints the table to f and writes
+ * out; LS_EINVAL (message names the flag) for bad options. */
+int ls_sim_table(ls_sim_table_opts *o, FILE *f);
 
 #ifdef __cplusplus
 }

@@ -292,6 +292,7 @@ typedef struct {
 typedef struct {
     int64_t start_step, end_step; /* trainer step index before and after the run */
     float *losses;                /* n_losses = end_step - start_step; ls_train_run_result_free */
+    double *step_s;               /* n_losses: each step's wall seconds on this rank (step, hook, agreement) */
     int n_losses;
     double wall_s;       /* the loop, without the final save */
     double tokens_per_s; /* global tokens per wall second */
@@ -314,7 +315,7 @@ int ls_train_corpus_run(ls_trainer **t, const ls_model_config *mc, ls_train_conf
                         ls_dist *d, const ls_train_hooks *h, ls_train_run_result *r);
 /* The JSON summary of a run (`llmsys train --report`): command, config, params, ranks,
  * batch, seq, shards, lr, warmup, steps, start_step, end_step, initial_loss, final_loss,
- * losses, tokens, tokens_per_s, wall_s, rank0_time_s; the caller adds its own fields.
+ * losses, step_s, tokens, tokens_per_s, wall_s, rank0_time_s; the caller adds its own fields.
  * NULL when out of memory; caller deletes. */
 struct cJSON *ls_train_run_report(ls_trainer *t, const ls_dist *d, const ls_train_run_result *r);
 
@@ -394,6 +395,9 @@ typedef struct {
      * on its status) and right after it; either may be NULL */
     int (*attach)(void *ctx, ls_trainer *t, ls_dist *d);
     void (*detach)(void *ctx, ls_trainer *t);
+    /* called on every rank after the data is open and before the trainer is made (a
+     * pre-started world waits here until promoted); it may set *resume. May be NULL */
+    int (*prepare)(void *ctx, ls_dist *d, const char **resume);
     void *ctx;
 } ls_train_job;
 

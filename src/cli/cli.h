@@ -59,12 +59,8 @@ int demo_rl(const ls_demo_ctx *ctx);     /* cmd_rl.c */
 int demo_qsync(const ls_demo_ctx *ctx);  /* cmd_plan_train.c */
 int demo_robust(const ls_demo_ctx *ctx); /* cmd_robust.c */
 
-/* cmd_plan_train.c: `plan train`; train's --precision-plan, checked before any launch and
- * applied on each rank (its precisions and CPU share) */
+/* cmd_plan_train.c: `plan train` */
 int plan_train(int argc, char **argv);
-int train_precision_plan_check(const char *path, int ranks);
-int train_precision_plan_apply(const char *path, ls_model *m, ls_dist *d, int batch, int seq, ls_throttle *thr,
-                               char *summary, size_t n);
 
 /* Path of the running llmsys binary (for commands that re-launch themselves: mpirun,
  * stage workers). */

@@ -10,6 +10,7 @@
 #include "cli/cli.h"
 #include "llmsys/core.h"
 #include "llmsys/model.h"
+#include "llmsys/plan.h"
 #include "llmsys/robust.h"
 #include "llmsys/serve.h"
 #include "llmsys/train.h"
@@ -25,8 +26,14 @@ static void on_stop_signal(int sig) { train_stop_signal = sig; }
 /* Under `llmsys robust run`: every step is reported to this node's agent (robust.h). */
 typedef struct {
     const char *agent;
+    const char *park; /* a pre-started world waits for its promotion (`--robust-park EP,GEN`) */
     ls_robust_client *cl;
 } robust_ctx;
+
+static int robust_prepare(void *ctx, ls_dist *d, const char **resume) {
+    robust_ctx *r = ctx;
+    return r->park ? ls_robust_park(r->park, ls_dist_rank(d), resume, &r->agent) : LS_OK;
+}
 
 static int robust_attach(void *ctx, ls_trainer *t, ls_dist *d) {
     robust_ctx *r = ctx;
@@ -109,6 +116,7 @@ int cmd_train(int argc, char **argv) {
          "per-rank Linear-layer precisions and CPU shares from `llmsys plan train`"},
         {"robust-agent", LS_ARG_STR, &robust.agent, "EPS",
          "report every step to these node agents (set by `llmsys robust run`)"},
+        {"robust-park", LS_ARG_STR, &robust.park, "EP,GEN", "wait as a pre-started world (set by `llmsys robust run`)"},
     };
     int rc = ls_args_parse("train",
                            "Trains the GPT on text, data-parallel over MPI ranks (mpirun -np N llmsys train ..., or "
@@ -116,9 +124,10 @@ int cmd_train(int argc, char **argv) {
                            "--steps 200 --out model.safetensors",
                            spec, LS_NARGS(spec), argc, argv, NULL, 0, NULL);
     o.data = data.v, o.n_data = data.n;
-    o.plan_check = train_precision_plan_check, o.plan_apply = train_precision_plan_apply;
+    o.plan_check = ls_tplan_check, o.plan_apply = ls_tplan_apply;
     o.stop_flag = &train_stop_signal;
-    if (robust.agent) o.attach = robust_attach, o.detach = robust_detach, o.ctx = &robust;
+    if (robust.agent || robust.park) o.attach = robust_attach, o.detach = robust_detach, o.ctx = &robust;
+    if (robust.park) o.prepare = robust_prepare;
     const char *ws = getenv("OMPI_COMM_WORLD_SIZE");
     if (rc)
         rc = LS_ARGS_EXIT(rc);

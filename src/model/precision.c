@@ -175,25 +175,22 @@ static void scales(float *s, float *inv, int n) {
 /* q = clamp(round(x / s), -127, 127) (+ off: 0 for s8, 128 for u8 storage), s indexed by row
  * (axis 0), column (1) or single (-1). The body is compiled for AVX-512 and AVX2 too and
  * chosen at run time (cpuid); the rounding is the same on every path. */
+#define Q8(dst, x, ir)                                                                                                 \
+    do {                                                                                                               \
+        float v_ = (x) * (ir);                                                                                         \
+        v_ = v_ > 127.0f ? 127.0f : (v_ < -127.0f ? -127.0f : v_);                                                     \
+        v_ = (v_ + 12582912.0f) - 12582912.0f; /* round to nearest even */                                             \
+        (dst) = (uint8_t)((int)v_ + off);                                                                              \
+    } while (0)
 #define QUANT_BODY                                                                                                     \
     _Pragma("omp parallel for schedule(static) if ((long)rows * cols >= 65536L)") for (int r = 0; r < rows; r++) {     \
         const float *s = src + (size_t)r * ld;                                                                         \
         uint8_t *d = dst + (size_t)r * cols;                                                                           \
         if (axis == 1) {                                                                                               \
-            for (int c = 0; c < cols; c++) {                                                                           \
-                float v = s[c] * inv[c];                                                                               \
-                v = v > 127.0f ? 127.0f : (v < -127.0f ? -127.0f : v);                                                 \
-                v = (v + 12582912.0f) - 12582912.0f; /* round to nearest even */                                       \
-                d[c] = (uint8_t)((int)v + off);                                                                        \
-            }                                                                                                          \
+            for (int c = 0; c < cols; c++) Q8(d[c], s[c], inv[c]);                                                     \
         } else {                                                                                                       \
             float ir = axis == 0 ? inv[r] : inv[0];                                                                    \
-            for (int c = 0; c < cols; c++) {                                                                           \
-                float v = s[c] * ir;                                                                                   \
-                v = v > 127.0f ? 127.0f : (v < -127.0f ? -127.0f : v);                                                 \
-                v = (v + 12582912.0f) - 12582912.0f;                                                                   \
-                d[c] = (uint8_t)((int)v + off);                                                                        \
-            }                                                                                                          \
+            for (int c = 0; c < cols; c++) Q8(d[c], s[c], ir);                                                         \
         }                                                                                                              \
     }
 
@@ -218,6 +215,41 @@ static void quant_i8(void *dst, const float *src, int rows, int cols, int ld, co
     if (isa == 1) return quant_avx2(dst, src, rows, cols, ld, inv, axis, off);
 #endif
     quant_base(dst, src, rows, cols, ld, inv, axis, off);
+}
+
+/* Per row of a (rows, cols) block in one pass while the row is in cache: its scale
+ * (absmax/127, 1 for an all-zero row) into sa[r], then q = round(x / s) + off, as quant_i8
+ * with axis 0 (same rounding). */
+#define QROWS_BODY                                                                                                     \
+    _Pragma("omp parallel for schedule(static) if ((long)rows * cols >= 65536L)") for (int r = 0; r < rows; r++) {     \
+        const float *s = src + (size_t)r * ld;                                                                         \
+        uint8_t *d = dst + (size_t)r * cols;                                                                           \
+        float m = 0.0f;                                                                                                \
+        _Pragma("omp simd reduction(max : m)") for (int c = 0; c < cols; c++) m = fabsf(s[c]) > m ? fabsf(s[c]) : m;   \
+        float sc = m > 0.0f ? m / 127.0f : 1.0f, ir = 1.0f / sc;                                                       \
+        sa[r] = sc;                                                                                                    \
+        for (int c = 0; c < cols; c++) Q8(d[c], s[c], ir);                                                             \
+    }
+#define QROWS_ARGS uint8_t *dst, float *sa, const float *src, int rows, int cols, int ld, int off
+#ifdef QUANT_X86
+__attribute__((target("avx512f,avx512bw,avx512vl"), optimize("tree-vectorize"))) static void qrows_avx512(QROWS_ARGS) {
+    QROWS_BODY
+}
+__attribute__((target("avx2,fma"), optimize("tree-vectorize"))) static void qrows_avx2(QROWS_ARGS) { QROWS_BODY }
+#endif
+static void qrows_base(QROWS_ARGS) { QROWS_BODY }
+
+static void quant_rows(void *dst, float *sa, const float *src, int rows, int cols, int ld, int off) {
+#ifdef QUANT_X86
+    static int isa = -1;
+    if (isa < 0)
+        isa = __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") ? 2
+              : __builtin_cpu_supports("avx2")                                         ? 1
+                                                                                       : 0;
+    if (isa == 2) return qrows_avx512(dst, sa, src, rows, cols, ld, off);
+    if (isa == 1) return qrows_avx2(dst, sa, src, rows, cols, ld, off);
+#endif
+    qrows_base(dst, sa, src, rows, cols, ld, off);
 }
 
 /* 1 when the CPU has 8-bit dot-product instructions (AVX512-VNNI or AVX-VNNI): there oneDNN's
@@ -431,22 +463,29 @@ static int gemm_i8(ls_prec_ctx *c, int per_channel, int ta, int tb, int M, int N
                    const float *B, int ldb, float beta, float *C, int ldc) {
     int ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
     /* per channel: one scale per column of op(B) (output channel: a stored row of B when
-     * transposed); op(A) has one scale. Both factor out of the K-sum, and oneDNN's matmul
+     * transposed); op(A) has one scale, or one per row (below). Both factor out of the K-sum, and oneDNN's matmul
      * applies them to the int32 result (output scales). */
     int axa = -1, axb = per_channel ? (tb ? 0 : 1) : -1;
     LS_TRY(grow(&c->buf_a, &c->cap_a, (size_t)ar * ac));
     LS_TRY(grow(&c->buf_b, &c->cap_b, (size_t)br * bc));
     LS_TRY(grow(&c->buf_c, &c->cap_c, (size_t)M * N * sizeof(int32_t)));
     LS_TRY(grow_scales(c, (size_t)(M > N ? M : N)));
-    absmax(c->sa, A, ar, ac, lda, axa);
+    /* VNNI: A stored as u8 = q + 128 and oneDNN subtracts the offset (ao = 128) exactly, so the
+     * int32 sums equal the s8 x s8 ones; no primitive, no reorder. With per-channel scales
+     * and op(A) not transposed, op(A) gets one scale per row, found and applied in one pass
+     * (the dequantisation below is ours on that path). */
+    int vnni = has_vnni(), rows_a = vnni && per_channel && !ta;
+    if (rows_a) {
+        axa = 0;
+        quant_rows(c->buf_a, c->sa, A, ar, ac, lda, 128);
+    } else {
+        absmax(c->sa, A, ar, ac, lda, axa);
+    }
     absmax(c->sb, B, br, bc, ldb, axb);
     int na = axa < 0 ? 1 : M, nb = axb < 0 ? 1 : N;
-    scales(c->sa, c->ia, na);
+    if (!rows_a) scales(c->sa, c->ia, na);
     scales(c->sb, c->ib, nb);
-    /* VNNI: A stored as u8 = q + 128 and oneDNN subtracts the offset (ao = 128) exactly, so the
-     * int32 sums equal the s8 x s8 ones; no primitive, no reorder. */
-    int vnni = has_vnni();
-    quant_i8(c->buf_a, A, ar, ac, lda, c->ia, axa, vnni ? 128 : 0);
+    if (!rows_a) quant_i8(c->buf_a, A, ar, ac, lda, c->ia, axa, vnni ? 128 : 0);
     quant_i8(c->buf_b, B, br, bc, ldb, c->ib, axb, 0);
     int32_t co = 0, *acc = c->buf_c;
     dnnl_status_t st;
@@ -581,6 +620,13 @@ int ls_model_set_linear_observer(ls_model *m, ls_linear_observer fn, void *user)
     return LS_OK;
 }
 
+int ls_model_set_linear_timer(ls_model *m, double *acc) {
+    ls_model_prec *mp;
+    LS_TRY(prec_state(m, &mp));
+    mp->timer = acc;
+    return LS_OK;
+}
+
 /* ---------------------------------------------------------------- dispatch */
 
 static ls_prec lin_prec(const ls_model_prec *mp, int lin) {
@@ -608,8 +654,8 @@ static void init_rows(float *out, const float *bias, const float *residual, int 
     }
 }
 
-void ls_lin_forward(ls_model_prec *mp, int lin, float *out, const float *inp, const float *w, const float *bias,
-                    const float *residual, int N, int IC, int OC) {
+static void lin_forward_run(ls_model_prec *mp, int lin, float *out, const float *inp, const float *w, const float *bias,
+                            const float *residual, int N, int IC, int OC) {
     ls_prec p = lin_prec(mp, lin);
     if (p != LS_PREC_FP32) {
         // out (N,OC) = [residual] + [bias] + inp (N,IC) · wᵀ, the product in precision p
@@ -623,8 +669,8 @@ void ls_lin_forward(ls_model_prec *mp, int lin, float *out, const float *inp, co
     ls_matmul_forward(out, inp, w, bias, residual, N, IC, OC);
 }
 
-void ls_lin_gelu_forward(ls_model_prec *mp, int lin, float *pre, float *out, const float *inp, const float *w,
-                         const float *bias, int N, int IC, int OC) {
+static void lin_gelu_forward_run(ls_model_prec *mp, int lin, float *pre, float *out, const float *inp, const float *w,
+                                 const float *bias, int N, int IC, int OC) {
     ls_prec p = lin_prec(mp, lin);
     if (p != LS_PREC_FP32) {
         if (bias) init_rows(pre, bias, NULL, N, OC);
@@ -676,8 +722,8 @@ static int backward_lp(ls_model_prec *mp, int lin, ls_prec p, float *dinp, float
     return 0;
 }
 
-void ls_lin_backward(ls_model_prec *mp, int lin, float *dinp, float *dw, float *dbias, const float *dout,
-                     const float *inp, const float *w, int N, int IC, int OC) {
+static void lin_backward_run(ls_model_prec *mp, int lin, float *dinp, float *dw, float *dbias, const float *dout,
+                             const float *inp, const float *w, int N, int IC, int OC) {
     if (mp && mp->obs && lin >= 0 && lin < mp->n) mp->obs(mp->obs_user, lin, inp, w, dout, N, IC, OC);
     ls_prec p = lin_prec(mp, lin);
     if (p == LS_PREC_FP32) {
@@ -688,8 +734,8 @@ void ls_lin_backward(ls_model_prec *mp, int lin, float *dinp, float *dw, float *
     if (dbias) bias_grad(dbias, dout, N, OC);
 }
 
-void ls_lin_gelu_backward(ls_model_prec *mp, int lin, float *dinp, float *dw, float *dbias, const float *dout,
-                          const float *inp, const float *w, const float *gelu_pre, int N, int IC, int OC) {
+static void lin_gelu_backward_run(ls_model_prec *mp, int lin, float *dinp, float *dw, float *dbias, const float *dout,
+                                  const float *inp, const float *w, const float *gelu_pre, int N, int IC, int OC) {
     if (mp && mp->obs && lin >= 0 && lin < mp->n) mp->obs(mp->obs_user, lin, inp, w, dout, N, IC, OC);
     ls_prec p = lin_prec(mp, lin);
     if (p == LS_PREC_FP32) {
@@ -699,4 +745,33 @@ void ls_lin_gelu_backward(ls_model_prec *mp, int lin, float *dinp, float *dw, fl
     if (!backward_lp(mp, lin, p, dinp, 0.0f, dw, dout, inp, w, gelu_pre, N, IC, OC))
         ls_gelu_backward_inplace(dinp, gelu_pre, N * IC);
     if (dbias) bias_grad(dbias, dout, N, OC);
+}
+
+/* ---------------------------------------------------------------- timed entry points */
+
+#define TIMED(call)                                                                                                    \
+    do {                                                                                                               \
+        double t0_ = mp && mp->timer && lin >= 0 && lin < mp->n ? ls_now() : 0;                                        \
+        call;                                                                                                          \
+        if (t0_ > 0) mp->timer[lin] += ls_now() - t0_;                                                                 \
+    } while (0)
+
+void ls_lin_forward(ls_model_prec *mp, int lin, float *out, const float *inp, const float *w, const float *bias,
+                    const float *residual, int N, int IC, int OC) {
+    TIMED(lin_forward_run(mp, lin, out, inp, w, bias, residual, N, IC, OC));
+}
+
+void ls_lin_gelu_forward(ls_model_prec *mp, int lin, float *pre, float *out, const float *inp, const float *w,
+                         const float *bias, int N, int IC, int OC) {
+    TIMED(lin_gelu_forward_run(mp, lin, pre, out, inp, w, bias, N, IC, OC));
+}
+
+void ls_lin_backward(ls_model_prec *mp, int lin, float *dinp, float *dw, float *dbias, const float *dout,
+                     const float *inp, const float *w, int N, int IC, int OC) {
+    TIMED(lin_backward_run(mp, lin, dinp, dw, dbias, dout, inp, w, N, IC, OC));
+}
+
+void ls_lin_gelu_backward(ls_model_prec *mp, int lin, float *dinp, float *dw, float *dbias, const float *dout,
+                          const float *inp, const float *w, const float *gelu_pre, int N, int IC, int OC) {
+    TIMED(lin_gelu_backward_run(mp, lin, dinp, dw, dbias, dout, inp, w, gelu_pre, N, IC, OC));
 }

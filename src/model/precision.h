@@ -13,6 +13,7 @@ typedef struct ls_model_prec {
     int n, per_channel;
     ls_linear_observer obs;
     void *obs_user;
+    double *timer; /* per-layer wall seconds, when timing (ls_model_set_linear_timer) */
     int warned;
 } ls_model_prec;
 

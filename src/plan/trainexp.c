@@ -32,18 +32,18 @@ double ls_tplan_exp_cpu_fraction(void) {
     return f > 1 ? 1 : f;
 }
 
-/* Runs `bin train ...` on 2 ranks with plan, output to log; *iter_s is the mean iteration
- * time after the first step (wall / steps when the log has too few lines). */
-int ls_tplan_exp_train(const char *bin, const char *config, const char *data, int batch, int seq, int steps,
-                       const char *plan, const char *out, const char *report, const char *log, double *iter_s) {
-    char b[16], s[16], n[16];
-    snprintf(b, sizeof b, "%d", batch);
-    snprintf(s, sizeof s, "%d", seq);
-    snprintf(n, sizeof n, "%d", steps);
+/* Runs `bin train ...` on 2 ranks with plan, output to log; appends each step's wall time
+ * after the first (rank 0's report, step_s) to st[*n] when st is not NULL (room for steps). */
+static int exp_train(const ls_tplan_exp *e, int steps, const char *plan, const char *out, const char *report,
+                     const char *log, double *st, int *n) {
+    char b[16], s[16], k[16];
+    snprintf(b, sizeof b, "%d", e->batch);
+    snprintf(s, sizeof s, "%d", e->seq);
+    snprintf(k, sizeof k, "%d", steps);
     const char *av[] = {
-        bin,        "train", "--config",    config, "--data",  data, "--batch",          b,    "--seq", s,
-        "--steps",  n,       "--threads",   "1",    "--ranks", "2",  "--precision-plan", plan, "--out", out,
-        "--report", report,  "--log-every", "1",    NULL};
+        e->bin,     "train", "--config",    e->config, "--data",  e->data, "--batch",          b,    "--seq", s,
+        "--steps",  k,       "--threads",   "1",       "--ranks", "2",     "--precision-plan", plan, "--out", out,
+        "--report", report,  "--log-every", "1",       NULL};
     pid_t pid = fork();
     if (pid < 0) return ls_err(LS_EIO, "fork failed");
     if (pid == 0) {
@@ -51,42 +51,19 @@ int ls_tplan_exp_train(const char *bin, const char *config, const char *data, in
         if (fd >= 0) dup2(fd, 1), dup2(fd, 2);
         setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
         setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-        execv(bin, (char *const *)av);
+        execv(e->bin, (char *const *)av);
         _exit(127);
     }
-    int st;
-    if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    int ws;
+    if (waitpid(pid, &ws, 0) < 0 || !WIFEXITED(ws) || WEXITSTATUS(ws) != 0)
         return ls_err(LS_EIO, "`llmsys train --precision-plan %s` failed (see %s)", plan, log);
     cJSON *j;
     LS_TRY(ls_json_read_file(report, &j));
-    double wall = 0;
-    int rc = ls_json_get_double(j, "wall_s", 0, &wall);
+    const cJSON *arr = cJSON_GetObjectItem(j, "step_s");
+    int m = cJSON_GetArraySize(arr);
+    for (int i = 1; st && i < m && i < steps; i++) st[(*n)++] = cJSON_GetArrayItem(arr, i)->valuedouble;
     cJSON_Delete(j);
-    LS_TRY(rc);
-    *iter_s = wall / steps;
-    /* without the first step (oneDNN builds its kernels there): from the log's running
-     * tokens/s, elapsed(k) = k·batch·seq / tok_s(k) */
-    FILE *f = fopen(log, "r");
-    char line[512];
-    long k1 = 0, kn = 0;
-    double e1 = 0, en = 0;
-    while (f && fgets(line, sizeof line, f)) {
-        long k;
-        int tot;
-        if (sscanf(line, "step %ld/%d", &k, &tot) != 2) continue;
-        char *t = strstr(line, "tok/s");
-        if (!t) continue;
-        while (t > line && t[-1] == ' ') t--;
-        while (t > line && (t[-1] == '.' || (t[-1] >= '0' && t[-1] <= '9'))) t--;
-        double tps = atof(t);
-        if (!(tps > 0)) continue;
-        double el = (double)k * batch * seq / tps;
-        if (!k1) k1 = k, e1 = el;
-        kn = k, en = el;
-    }
-    if (f) fclose(f);
-    if (kn > k1) *iter_s = (en - e1) / (double)(kn - k1);
-    return LS_OK;
+    return m == steps ? LS_OK : ls_err(LS_EFORMAT, "%s: %d step times for %d steps", report, m, steps);
 }
 
 /* Held-out bits/byte of a checkpoint on the corpus's held-out split. */
@@ -105,9 +82,9 @@ int ls_tplan_exp_eval(const char *ckpt, const ls_corpus *c, int seq, double *bpb
 /* Profiles this machine for a 2-rank cluster (rank 1 at share) and writes plan files
  * <dir>/plan-<name>.json for each strategy; p receives the qsync plan, pred_iter_s each
  * plan's predicted iteration time. names/strats/uniform/pred_iter_s have n entries. */
-int ls_tplan_exp_plans(ls_tplan *p, const ls_corpus *c, const char *config, int batch, int seq, double share, int reps,
-                       const char *dir, int n, const char *const *names, const ls_tplan_strategy *strats,
-                    const int *uniform, double *pred_iter_s, double *profile_s) {
+static int exp_plans(ls_tplan *p, const ls_corpus *c, const char *config, int batch, int seq, double share, int reps,
+                     const char *dir, int n, const char *const *names, const ls_tplan_strategy *strats,
+                     const int *uniform, double *pred_iter_s, double *profile_s) {
     memset(p, 0, sizeof *p);
     LS_TRY(ls_model_config_named(config, &p->cfg));
     p->ranks = 2, p->batch = batch, p->seq = seq, p->per_channel = 1;
@@ -128,5 +105,160 @@ int ls_tplan_exp_plans(ls_tplan *p, const ls_corpus *c, const char *config, int 
         if (rc == LS_OK && strats[k] == LS_TPLAN_QSYNC) memcpy(p, q, sizeof *q);
     }
     free(q);
+    return rc;
+}
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Quantile q of v (n > 0 entries, sorted in place), linear between order statistics. */
+static double quantile(double *v, int n, double q) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    double x = q * (n - 1);
+    int i = (int)x;
+    return i + 1 < n ? v[i] + (x - i) * (v[i + 1] - v[i]) : v[n - 1];
+}
+
+int ls_tplan_exp_run(const ls_tplan_exp *e, const ls_corpus *c, int n, const ls_tplan_exp_row *want, ls_tplan *p,
+                     ls_tplan_exp_row *rows, double *profile_s) {
+    const char *names[LS_TPLAN_EXP_MAX];
+    ls_tplan_strategy st[LS_TPLAN_EXP_MAX];
+    int uni[LS_TPLAN_EXP_MAX];
+    double pred[LS_TPLAN_EXP_MAX];
+    if (n < 1 || n > LS_TPLAN_EXP_MAX || e->steps < 2 || e->repeats < 1)
+        return ls_err(LS_EINVAL, "experiment: 1..%d plans, >= 2 steps, >= 1 repeat", LS_TPLAN_EXP_MAX);
+    for (int k = 0; k < n; k++) {
+        rows[k] = want[k];
+        names[k] = want[k].name, st[k] = want[k].strategy, uni[k] = want[k].uniform;
+    }
+    /* the share of a core a process gets, sampled around the profile and around every run:
+     * the prediction at the load of a run is the profile's scaled by their ratio */
+    double f_prof = ls_tplan_exp_cpu_fraction(), f_run[LS_TPLAN_EXP_MAX] = {0};
+    LS_TRY(exp_plans(p, c, e->config, e->batch, e->seq, e->share, e->reps, e->dir, n, names, st, uni, pred, profile_s));
+    f_prof = 0.5 * (f_prof + ls_tplan_exp_cpu_fraction());
+    int cap = e->repeats * e->steps;
+    double *times = malloc(sizeof(double) * (size_t)cap * n);
+    int *cnt = calloc((size_t)n, sizeof(int)), rc = times && cnt ? LS_OK : ls_err(LS_ENOMEM, "out of memory");
+    char plan[4200], ck[4200], rep[4200], log[4200];
+#define EXP_PATHS(k, tag)                                                                                              \
+    snprintf(plan, sizeof plan, "%s/plan-%s.json", e->dir, names[k]);                                                  \
+    snprintf(ck, sizeof ck, "%s/%s%s.safetensors", e->dir, names[k], tag);                                             \
+    snprintf(rep, sizeof rep, "%s/%s%s.json", e->dir, names[k], tag);                                                  \
+    snprintf(log, sizeof log, "%s/%s%s.log", e->dir, names[k], tag)
+    /* rounds interleaving the plans, so a change of the machine's load hits all of them */
+    for (int r = 0; rc == LS_OK && r < e->repeats; r++)
+        for (int k = 0; rc == LS_OK && k < n; k++) {
+            EXP_PATHS(k, "");
+            f_run[k] += ls_tplan_exp_cpu_fraction() / (2.0 * e->repeats);
+            rc = exp_train(e, e->steps, plan, ck, rep, log, times + (size_t)k * cap, &cnt[k]);
+            f_run[k] += ls_tplan_exp_cpu_fraction() / (2.0 * e->repeats);
+            if (rc == LS_OK && r == 0) rc = ls_tplan_exp_eval(ck, c, e->seq, &rows[k].bpb);
+        }
+    ls_tplan *q = rc == LS_OK ? malloc(sizeof *q) : NULL;
+    if (rc == LS_OK && !q) rc = ls_err(LS_ENOMEM, "out of memory");
+    for (int k = 0; rc == LS_OK && k < n; k++) {
+        ls_tplan_exp_row *w = &rows[k];
+        double *v = times + (size_t)k * cap;
+        w->pred_s = pred[k];
+        w->cpu_prof = f_prof, w->cpu_run = f_run[k];
+        w->pred_load_s = pred[k] * f_prof / f_run[k];
+        w->meas_s = quantile(v, cnt[k], 0.5);
+        w->meas_lo_s = quantile(v, cnt[k], 0.25);
+        w->meas_hi_s = quantile(v, cnt[k], 0.75);
+        w->n_steps_timed = cnt[k];
+        EXP_PATHS(k, "");
+        rc = ls_tplan_load(plan, q);
+        if (rc == LS_OK) ls_tplan_mix(q, 1, w->mix, sizeof w->mix);
+    }
+    free(q);
+    /* equal wall time: what the first plan needs for e->steps steps at its measured pace;
+     * each other plan runs as many steps as fit at its own measured pace */
+    double budget = rc == LS_OK ? rows[0].meas_s * e->steps : 0;
+    for (int k = 0; rc == LS_OK && k < n; k++) {
+        ls_tplan_exp_row *w = &rows[k];
+        w->eq_steps = k == 0 ? e->steps : (int)floor(budget / w->meas_s);
+        if (w->eq_steps < 2) w->eq_steps = 2;
+        w->eq_bpb = w->bpb;
+        if (!w->eq_time || w->eq_steps == e->steps) continue;
+        EXP_PATHS(k, "-eqtime");
+        rc = exp_train(e, w->eq_steps, plan, ck, rep, log, NULL, NULL);
+        if (rc == LS_OK) rc = ls_tplan_exp_eval(ck, c, e->seq, &w->eq_bpb);
+    }
+#undef EXP_PATHS
+    free(times), free(cnt);
+    return rc;
+}
+
+void ls_tplan_exp_print(FILE *f, const ls_tplan_exp *e, const ls_tplan_exp_row *rows, int n) {
+    fprintf(f, "  %-14s %-20s %9s %9s %17s %8s %12s %8s %10s\n", "plan", "rank 1 fp/bf/fp16/i8", "pred ms", "meas ms",
+            "quartiles ms", "error", "pred@load ms", "error", "bits/byte");
+    double mean = 0, mx = 0, meanl = 0, mxl = 0;
+    for (int k = 0; k < n; k++) {
+        const ls_tplan_exp_row *w = &rows[k];
+        double err = (w->pred_s - w->meas_s) / w->meas_s, errl = (w->pred_load_s - w->meas_s) / w->meas_s;
+        mean += fabs(err) / n, mx = fmax(mx, fabs(err));
+        meanl += fabs(errl) / n, mxl = fmax(mxl, fabs(errl));
+        fprintf(f, "  %-14s %-20s %9.1f %9.1f %8.1f-%-8.1f %+7.1f%% %12.1f %+7.1f%% %10.4f\n", w->name, w->mix,
+                w->pred_s * 1e3, w->meas_s * 1e3, w->meas_lo_s * 1e3, w->meas_hi_s * 1e3, 100 * err,
+                w->pred_load_s * 1e3, 100 * errl, w->bpb);
+    }
+    fprintf(f, "  measured: median of %d steps per plan (%d interleaved runs x %d steps, the first of each left out)\n",
+            rows[0].n_steps_timed, e->repeats, e->steps);
+    fprintf(f,
+            "  pred@load: the prediction x (core share of a process at profile time %.2f / around the plan's runs "
+            "%.2f-%.2f)\n",
+            rows[0].cpu_prof, rows[0].cpu_run, rows[n - 1].cpu_run);
+    fprintf(f, "  mean |error| %.1f%%, max %.1f%%; at the runs' load %.1f%%, max %.1f%% (goal < 5%%)\n", 100 * mean,
+            100 * mx, 100 * meanl, 100 * mxl);
+    fprintf(f, "\nequal wall time (%.1f s: %s's %d steps at its measured pace): held-out bits/byte\n",
+            rows[0].meas_s * e->steps, rows[0].name, e->steps);
+    for (int k = 0; k < n; k++)
+        if (k == 0 || rows[k].eq_time)
+            fprintf(f, "  %-14s %6d steps %10.4f\n", rows[k].name, rows[k].eq_steps, rows[k].eq_bpb);
+}
+
+int ls_tplan_demo(const char *bin, const char *workdir, int quick, FILE *out) {
+    ls_tplan_exp e = {.bin = bin,
+                      .config = quick ? "tiny" : "small",
+                      .data = "/usr/share/common-licenses",
+                      .batch = 8,
+                      .seq = quick ? 32 : 128,
+                      .steps = quick ? 4 : 10,
+                      .repeats = quick ? 1 : 3,
+                      .reps = quick ? 2 : 5};
+    if (!ls_is_dir(e.data)) e.data = LLMSYS_SOURCE_DIR "/docs";
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/qsync", workdir);
+    e.dir = dir;
+    double frac = ls_tplan_exp_cpu_fraction();
+    e.share = frac * 2 / 3 < 0.1 ? 0.1 : frac * 2 / 3;
+    ls_corpus *corpus = NULL;
+    ls_tplan *p = malloc(sizeof *p);
+    int rc = p ? ls_mkdirs(dir) : ls_err(LS_ENOMEM, "out of memory");
+    if (rc == LS_OK) rc = ls_corpus_load(&corpus, &e.data, 1, NULL);
+    const ls_tplan_exp_row want[] = {{.name = "fp32", .strategy = LS_TPLAN_FP32, .uniform = -1},
+                                     {.name = "uniform", .strategy = LS_TPLAN_UNIFORM, .uniform = -1, .eq_time = 1},
+                                     {.name = "qsync", .strategy = LS_TPLAN_QSYNC, .uniform = -1, .eq_time = 1}};
+    enum { NP = 3 };
+    ls_tplan_exp_row rows[NP];
+    double prof_s = 0;
+    fprintf(out,
+            "2 data-parallel ranks of the %s model on this machine; rank 1 throttled to %.2f of a core (2/3 of what "
+            "an unthrottled process gets now, %.2f)\n",
+            e.config, e.share, frac);
+    if (rc == LS_OK) rc = ls_tplan_exp_run(&e, corpus, NP, want, p, rows, &prof_s);
+    if (rc == LS_OK) {
+        fprintf(out, "profiled in %.1f s (per-operator costs per precision, indicator from real tensors):\n", prof_s);
+        ls_tplan_print(out, p);
+        fprintf(out,
+                "\neach plan trained %d steps, %d runs interleaved (llmsys train --ranks 2 --precision-plan ...):\n",
+                e.steps, e.repeats);
+        ls_tplan_exp_print(out, &e, rows, NP);
+        fprintf(out, "throughput of the qsync plan: %.2fx fp32 at the slow rank's pace; files in %s\n",
+                rows[0].meas_s / rows[2].meas_s, dir);
+    }
+    ls_corpus_free(corpus);
+    free(p);
     return rc;
 }

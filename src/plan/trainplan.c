@@ -369,6 +369,7 @@ static double mean(const double *v, int n) {
 }
 
 enum { MAXREP = 64 };
+#define LS_THROTTLE_PERIOD_S 0.010 /* the period of both throttle mechanisms (src/train/throttle.c) */
 
 /* The three GEMMs of a Linear layer at precision q, as the model runs them. */
 static int lin_gemms(ls_prec_ctx *c, int q, int pc, int N, int IC, int OC, const float *X, const float *W,
@@ -493,6 +494,63 @@ int ls_tplan_indicator_run(ls_tplan *p, const ls_corpus *corpus, const char *ckp
     return rc;
 }
 
+/* In-situ costs: training steps with every Linear layer at one precision, rounds that
+ * interleave the precisions (so load changes hit all of them), each step timed whole and per
+ * Linear layer (the model's linear timer). Per Linear kind and precision the median over rounds
+ * of the kind's mean layer; other = the median over every step of (step - its Linear layers). */
+static int profile_insitu(ls_tplan *p, ls_trainer *t, ls_batch_source *src, int reps, ls_tplan_device *d) {
+    ls_model *m = ls_trainer_model(t);
+    int n = p->n_lin;
+    double *lt = calloc((size_t)n * LS_PREC_COUNT * MAXREP + MAXREP * LS_PREC_COUNT + n, sizeof(double));
+    if (!lt) return ls_err(LS_ENOMEM, "plan: out of memory");
+    double *other = lt + (size_t)n * LS_PREC_COUNT * MAXREP, *acc = other + MAXREP * LS_PREC_COUNT;
+    uint8_t prec[LS_TPLAN_MAX_LIN];
+    int rc = ls_model_set_linear_timer(m, acc), k = 0;
+    for (int rep = -1; rc == LS_OK && rep < reps; rep++) /* a warm-up round: oneDNN builds its kernels */
+        for (int q = 0; rc == LS_OK && q < LS_PREC_COUNT; q++) {
+            memset(prec, q, (size_t)n);
+            memset(acc, 0, (size_t)n * sizeof *acc);
+            rc = ls_model_set_precision(m, prec, n, p->per_channel);
+            double st = 0, lin = 0;
+            if (rc == LS_OK) rc = time_steps(t, src, 1, &st);
+            if (rc < 0 || rep < 0) continue;
+            for (int i = 0; i < n; i++) lt[((size_t)i * LS_PREC_COUNT + q) * MAXREP + rep] = acc[i], lin += acc[i];
+            other[k++] = st - lin;
+        }
+    ls_model_set_linear_timer(m, NULL);
+    if (rc == LS_OK) rc = ls_model_set_precision(m, NULL, n, p->per_channel);
+    /* layers of one kind have one shape: per round the mean over them, then the median over
+     * rounds (7 layers of noise averaged per sample instead of one) */
+    double kind[LS_LIN_COUNT][LS_PREC_COUNT], v[MAXREP];
+    for (int kd = 0; kd < LS_LIN_COUNT; kd++)
+        for (int q = 0; q < LS_PREC_COUNT; q++) {
+            for (int rep = 0; rep < reps; rep++) {
+                double sum = 0;
+                int cnt = 0;
+                for (int i = kd; i < n; i += LS_LIN_COUNT, cnt++)
+                    sum += lt[((size_t)i * LS_PREC_COUNT + q) * MAXREP + rep];
+                v[rep] = cnt ? sum / cnt : 0;
+            }
+            kind[kd][q] = median(v, reps);
+        }
+    for (int i = 0; rc == LS_OK && i < n; i++)
+        for (int q = 0; q < LS_PREC_COUNT; q++) {
+            double situ = kind[i % LS_LIN_COUNT][q];
+            if (q == LS_PREC_FP32) {
+                d->lin_s[i][q] = situ, d->cast_in_s[i][q] = d->cast_w_s[i][q] = 0;
+                continue;
+            }
+            /* split the in-situ total by the isolated profile's casts (d holds them), keeping
+             * the total: the casts at most 90% of it */
+            double c = d->cast_in_s[i][q] + d->cast_w_s[i][q], f = c > 0.9 * situ ? 0.9 * situ / c : 1;
+            d->cast_in_s[i][q] *= f, d->cast_w_s[i][q] *= f;
+            d->lin_s[i][q] = situ - d->cast_in_s[i][q] - d->cast_w_s[i][q];
+        }
+    if (rc == LS_OK) d->other_s = fmax(0, median(other, k));
+    free(lt);
+    return rc;
+}
+
 int ls_tplan_profile_here(ls_tplan *p, const ls_corpus *corpus, const char *ckpt, const double *shares, int threads,
                           int reps) {
     if (p->ranks < 1 || p->ranks > LS_TPLAN_MAX_RANK)
@@ -502,26 +560,17 @@ int ls_tplan_profile_here(ls_tplan *p, const ls_corpus *corpus, const char *ckpt
     p->n_lin = p->cfg.n_layer * LS_LIN_COUNT;
     if (p->n_lin > LS_TPLAN_MAX_LIN) return ls_err(LS_ERANGE, "plan: at most %d Linear layers", LS_TPLAN_MAX_LIN);
     if (reps < 3) reps = 3;
+    if (reps > MAXREP) reps = MAXREP;
     ls_trainer *t = NULL;
     ls_batch_source *src = NULL;
     ls_tplan_device *base = calloc(1, sizeof *base);
     int rc = base ? rank_trainer(p, corpus, ckpt, threads, 10, &t, &src) : ls_err(LS_ENOMEM, "plan: out of memory");
     double step_s = 0;
     if (rc == LS_OK) rc = time_steps(t, src, 2, &step_s); /* warm-up */
-    if (rc == LS_OK) rc = time_steps(t, src, reps, &step_s);
     ls_model *m = t ? ls_trainer_model(t) : NULL;
     if (rc == LS_OK) rc = ls_tplan_indicator_run(p, corpus, ckpt, threads);
-    if (rc == LS_OK) rc = profile_linears(p, base, reps);
-    if (rc == LS_OK) {
-        double lin = 0;
-        for (int i = 0; i < p->n_lin; i++) lin += base->lin_s[i][LS_PREC_FP32];
-        base->other_s = step_s - lin;
-        if (base->other_s < 0) {
-            LS_WARN("plan: the Linear layers' profile (%.1f ms) exceeds the measured step (%.1f ms): noisy machine?",
-                    lin * 1e3, step_s * 1e3);
-            base->other_s = 0;
-        }
-    }
+    if (rc == LS_OK) rc = profile_linears(p, base, reps); /* the casts' share of each layer */
+    if (rc == LS_OK) rc = profile_insitu(p, t, src, reps, base);
     /* each distinct throttle share: step time inside the throttle over step time outside,
      * interleaved so that load changes hit both sides */
     double slow[LS_TPLAN_MAX_RANK];
@@ -536,14 +585,19 @@ int ls_tplan_profile_here(ls_tplan *p, const ls_corpus *corpus, const char *ckpt
             slow[r] = slow[seen];
             continue;
         }
-        double fr[3], th[3];
+        /* enough steps per sample to span 20 throttle periods: a step shorter than a period
+         * may fit in one quota and not be slowed at all */
+        double fr[3], th[3], per = base->other_s;
+        for (int i = 0; i < p->n_lin; i++) per += base->lin_s[i][LS_PREC_FP32];
+        int ks = per > 0 ? (int)ceil(20 * LS_THROTTLE_PERIOD_S / per) : 1;
+        ks = ks < 1 ? 1 : ks > 16 ? 16 : ks;
         for (int k = 0; rc == LS_OK && k < 3; k++) {
-            rc = time_steps(t, src, 1, &fr[k]);
+            rc = time_steps(t, src, ks, &fr[k]);
             ls_throttle thr;
             if (rc == LS_OK) rc = ls_throttle_apply(&thr, shares[r], threads);
             if (rc == LS_OK) {
                 snprintf(mech, sizeof mech, "%s", thr.mech);
-                rc = time_steps(t, src, 1, &th[k]);
+                rc = time_steps(t, src, ks, &th[k]);
                 ls_throttle_release(&thr);
             }
         }
@@ -563,7 +617,10 @@ int ls_tplan_profile_here(ls_tplan *p, const ls_corpus *corpus, const char *ckpt
             for (size_t i = 0; i < np; i++) a[i] += b[i];
             v[k] = ls_now() - t0;
         }
-        if (rc == LS_OK) p->allreduce_s = p->ranks > 1 ? 2.0 * (p->ranks - 1) / p->ranks * median(v, reps) : 0;
+        /* both ranks' CPUs run the reduction: it goes at the pace of the slowest rank */
+        double smax = 1;
+        for (int r = 0; r < p->ranks; r++) smax = fmax(smax, slow[r]);
+        if (rc == LS_OK) p->allreduce_s = p->ranks > 1 ? 2.0 * (p->ranks - 1) / p->ranks * median(v, reps) * smax : 0;
         free(a), free(b);
     }
     long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGE_SIZE);
@@ -577,6 +634,10 @@ int ls_tplan_profile_here(ls_tplan *p, const ls_corpus *corpus, const char *ckpt
         d->mem_bytes = (double)pages * psz / p->ranks;
         for (int q = 0; q < LS_PREC_COUNT; q++) d->supported[q] = 1;
         d->other_s *= slow[r];
+        /* a throttled rank runs 1/slowdown of each 10 ms period; at each of the step's two
+         * synchronisations (the gradient all-reduce and the stop agreement) it is stopped
+         * for the rest of its period with probability 1 - 1/slowdown: half a period then */
+        if (slow[r] > 1) d->other_s += 2 * (1 - 1 / slow[r]) * 0.5 * LS_THROTTLE_PERIOD_S;
         for (int i = 0; i < p->n_lin; i++)
             for (int q = 0; q < LS_PREC_COUNT; q++) {
                 d->lin_s[i][q] *= slow[r];

@@ -277,15 +277,44 @@ static void check_injections(agent *a, rank_state *r) {
     }
 }
 
+/* Reads a snapshot slot that holds `step` completely before and after the read (its writer
+ * marks it while copying), so the copy is not torn by the next step's write. */
+static int read_stable(const char *p, int64_t step, char **out, size_t *len) {
+    int fd = open(p, O_RDONLY);
+    if (fd < 0) return -1;
+    struct stat st;
+    char h[128];
+    int64_t s1 = -1, s2 = -1;
+    char *d = NULL;
+    int ok = fstat(fd, &st) == 0 && st.st_size >= (off_t)sizeof h && pread(fd, h, sizeof h, 0) == (ssize_t)sizeof h &&
+             ls_snapshot_peek(h, sizeof h, &s1) && s1 == step && (d = malloc((size_t)st.st_size)) != NULL;
+    for (size_t got = 0; ok && got < (size_t)st.st_size;) {
+        ssize_t n = pread(fd, d + got, (size_t)st.st_size - got, (off_t)got);
+        ok = n > 0;
+        got += ok ? (size_t)n : 0;
+    }
+    ok = ok && pread(fd, h, sizeof h, 0) == (ssize_t)sizeof h && ls_snapshot_peek(h, sizeof h, &s2) && s2 == step &&
+         ls_snapshot_peek(d, (size_t)st.st_size, &s1) && s1 == step;
+    close(fd);
+    if (!ok) {
+        free(d);
+        return -1;
+    }
+    *out = d;
+    *len = (size_t)st.st_size;
+    return 0;
+}
+
 /* A fresh slot snapshot is copied into this agent's memory and replicated to its peers. */
 static void take_snapshot(agent *a, int rank, int slot, int64_t step) {
     char p[2400];
     snprintf(p, sizeof p, "%s/r%d.%d.snap", lsr_str(a->launch, "shm_dir"), rank, slot);
-    char *data;
-    size_t len;
-    if (ls_file_read(p, &data, &len) < 0) return;
+    char *data = NULL;
+    size_t len = 0;
     ls_snapshot_info info;
-    if (ls_snapshot_check(data, len, &info) < 0 || info.step != step) {
+    /* a consistent copy: the slot holds this step, complete, before and after the read; the
+     * checksum is added here, off the trainer's critical path */
+    if (read_stable(p, step, &data, &len) < 0 || ls_snapshot_seal(data, len, &info) < 0 || info.step != step) {
         free(data); /* overwritten meanwhile: the next one will do */
         return;
     }

@@ -159,15 +159,18 @@ static int map_slots(ls_robust_client *c, size_t need) {
 }
 
 /* Keeps the newest `keep` ckpt-*.safetensors of the disk directory. */
-static void prune_disk(const char *dir, int keep) {
+static void prune_disk(const char *dir, int keep, int64_t step) {
     DIR *d = opendir(dir);
     if (!d) return;
     char names[256][64];
     int n = 0;
     struct dirent *e;
+    long long s;
+    /* only checkpoints up to this step: a higher one is left by an earlier run in the same
+     * directory (or is about to be rewritten after a resume), and must not push ours out */
     while ((e = readdir(d)) && n < 256)
         if (!strncmp(e->d_name, "ckpt-", 5) && strstr(e->d_name, ".safetensors") && strlen(e->d_name) < 64 &&
-            !strstr(e->d_name, ".tmp"))
+            !strstr(e->d_name, ".tmp") && sscanf(e->d_name, "ckpt-%lld", &s) == 1 && s <= step)
             snprintf(names[n++], 64, "%.63s", e->d_name);
     closedir(d);
     /* names carry a zero-padded step: lexical order is step order */
@@ -252,7 +255,7 @@ int ls_robust_client_after_step(ls_robust_client *c, ls_trainer *t, int64_t step
         size_t need = ls_snapshot_size(t), len;
         int k = (int)((step / c->ckpt_every) % 2);
         rc = map_slots(c, need);
-        if (rc == LS_OK) rc = ls_snapshot_write(t, c->slot[k], c->slot_cap, &len);
+        if (rc == LS_OK) rc = ls_snapshot_copy(t, c->slot[k], c->slot_cap, &len); /* the agent seals it */
         if (rc == LS_OK) slot = k;
         snap_s = ls_now() - t0;
         if (rc < 0) return rc;
@@ -263,7 +266,7 @@ int ls_robust_client_after_step(ls_robust_client *c, ls_trainer *t, int64_t step
         rc = ls_trainer_save(t, disk_path); /* collective: every rank takes the hook at this step */
         disk_s = ls_now() - t0;
         if (rc < 0) return rc;
-        if (c->rank == 0) prune_disk(c->disk_dir, c->keep);
+        if (c->rank == 0) prune_disk(c->disk_dir, c->keep, step);
     }
     cJSON *j = cJSON_CreateObject();
     if (!j) return ls_err(LS_ENOMEM, "out of memory");
@@ -299,5 +302,53 @@ int ls_robust_client_after_step(ls_robust_client *c, ls_trainer *t, int64_t step
     }
     rc = lsr_send(c->sock, NULL, j, NULL, 0);
     cJSON_Delete(j);
+    return rc;
+}
+
+/* A rank of a pre-started world: it has loaded the program, initialised MPI and opened its
+ * data; it reports "parked" to the controller and waits for "go" (resume path, agents). */
+int ls_robust_park(const char *spec, int rank, const char **resume, const char **agents) {
+    static char res_buf[2048], ag_buf[4096];
+    char ep[256];
+    const char *comma = strrchr(spec, ',');
+    size_t len = comma ? (size_t)(comma - spec) : 0;
+    if (!comma || len == 0 || len >= sizeof ep) return ls_err(LS_EINVAL, "--robust-park: expected ENDPOINT,GEN, got '%s'", spec);
+    memcpy(ep, spec, len);
+    ep[len] = '\0';
+    void *zctx = zmq_ctx_new(), *sock = NULL;
+    char id[64];
+    snprintf(id, sizeof id, "p%s-%d", comma + 1, rank);
+    int rc = zctx ? lsr_socket(zctx, ZMQ_DEALER, id, NULL, ep, &sock, NULL)
+                  : ls_err(LS_ENET, "zmq context: %s", zmq_strerror(zmq_errno()));
+    cJSON *h = cJSON_CreateObject();
+    cJSON_AddStringToObject(h, "t", "parked");
+    cJSON_AddNumberToObject(h, "rank", rank);
+    cJSON_AddNumberToObject(h, "gen", atof(comma + 1));
+    cJSON_AddNumberToObject(h, "pid", getpid());
+    if (rc == LS_OK) rc = lsr_send(sock, NULL, h, NULL, 0);
+    cJSON_Delete(h);
+    /* the controller pings every 0.5 s: silent for 5 s means it is gone, and so is this world */
+    for (double last = ls_now(); rc == LS_OK;) {
+        zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
+        zmq_poll(&it, 1, 200);
+        cJSON *j;
+        int got = lsr_recv(sock, NULL, &j, NULL, NULL);
+        if (got < 0) rc = got;
+        if (got > 0) {
+            last = ls_now();
+            int go = !strcmp(lsr_str(j, "t"), "go");
+            if (go) {
+                snprintf(res_buf, sizeof res_buf, "%s", lsr_str(j, "resume"));
+                snprintf(ag_buf, sizeof ag_buf, "%s", lsr_str(j, "agents"));
+                *resume = res_buf;
+                *agents = ag_buf;
+            }
+            cJSON_Delete(j);
+            if (go) break;
+        }
+        if (rc == LS_OK && ls_now() - last > 5) rc = ls_err(LS_ETIMEDOUT, "rank %d: parked world lost its controller", rank);
+    }
+    if (sock) zmq_close(sock);
+    if (zctx) zmq_ctx_term(zctx);
     return rc;
 }

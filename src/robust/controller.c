@@ -24,6 +24,7 @@
 #define MAXF 64
 
 enum { NODE_STARTING, NODE_ACTIVE, NODE_STANDBY, NODE_EVICTED, NODE_LOST };
+enum { PLAN_HANDLED = 1, PLAN_REARMED = 2, PLAN_DEFER_NOTED = 4 };
 static const char *const node_state_name[] = {"starting", "active", "standby", "evicted", "lost"};
 
 typedef struct {
@@ -63,7 +64,8 @@ typedef struct {
     node_t node[MAXN];
     int n_nodes;
     ls_fault_plan plan;
-    int *plan_done;
+    int *plan_done;  /* 0 armed, 1 handed to the agents, 2 fired */
+    int *plan_flags; /* PLAN_HANDLED, PLAN_REARMED, PLAN_DEFER_NOTED */
     /* the job */
     int mpirun_pid, launches, relaunches;
     int slot_node[MAXN]; /* active slot -> node */
@@ -115,6 +117,9 @@ typedef struct {
     int64_t replay_step;
     double replay_loss, replay_gn;
     int replaying; /* a NaN replay runs: its steps are localization, not training */
+    /* the pre-started world (warm): mpirun, MPI up, data open, parked until a restart needs it */
+    int spare_pid, spare_gen, spare_parked, spare_failures;
+    char spare_id[MAXR][64];
 } ctl;
 
 static void tl(ctl *c, const char *event, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -132,11 +137,15 @@ static void tl(ctl *c, const char *event, const char *fmt, ...) {
     if (!c->o->quiet) fprintf(stderr, "[robust %7.2fs] %-10s %s\n", ls_wall_time() - c->t0, event, d);
 }
 
+static void send_to(ctl *c, const char *id, cJSON *j) {
+    lsr_send(c->rt, id, j, NULL, 0);
+    cJSON_Delete(j);
+}
+
 static void send_node(ctl *c, int n, cJSON *j) {
     char id[32];
     snprintf(id, sizeof id, "a%d", n);
-    lsr_send(c->rt, id, j, NULL, 0);
-    cJSON_Delete(j);
+    send_to(c, id, j);
 }
 
 static cJSON *msg(const char *t) {
@@ -280,6 +289,8 @@ static void pump(ctl *c, int ms) {
         c->last_ping = ls_now();
         for (int n = 0; n < c->n_nodes; n++)
             if (c->node[n].pid > 0 && c->node[n].state != NODE_LOST) send_node(c, n, msg("ping"));
+        for (int r = 0; r < c->ranks && c->spare_pid > 0; r++)
+            if (c->spare_id[r][0]) send_to(c, c->spare_id[r], msg("ping"));
     }
     zmq_pollitem_t it = {c->rt, 0, ZMQ_POLLIN, 0};
     zmq_poll(&it, 1, ms);
@@ -338,6 +349,15 @@ static void pump(ctl *c, int ms) {
         } else if (!strcmp(t, "materialized")) {
             c->materialized = lsr_num(j, "ok", 0) ? 1 : -1;
             snprintf(c->mat_err, sizeof c->mat_err, "%s", lsr_str(j, "error"));
+        } else if (!strcmp(t, "parked")) {
+            int r = (int)lsr_num(j, "rank", -1);
+            if (c->spare_pid > 0 && (int)lsr_num(j, "gen", -1) == c->spare_gen && r >= 0 && r < c->ranks &&
+                !c->spare_id[r][0]) {
+                snprintf(c->spare_id[r], sizeof c->spare_id[r], "%s", from);
+                if (++c->spare_parked == c->ranks)
+                    tl(c, "standby", "pre-started world %d parked: %d ranks with MPI up and data open", c->spare_gen,
+                       c->ranks);
+            }
         } else if (!strcmp(t, "killed")) {
             c->killed_acks++;
         }
@@ -377,26 +397,14 @@ static int is_run_setting(const char *a) {
     return 0;
 }
 
-/* Launches mpirun on the active nodes; resume == NULL: the user's command as given. */
-static int launch(ctl *c, const char *resume, int64_t stop_at) {
+/* The mpirun command line (malloc'd) of the job on the active nodes: the user's command,
+ * resumed from resume (may be NULL), stopped at stop_at (> 0), reporting to the agents eps;
+ * park (may be NULL) makes it a pre-started world that waits for "go" instead. */
+static char **job_argv(ctl *c, const char *resume, int64_t stop_at, const char *eps, const char *park, char *np,
+                       char *hostfile, char *stopb) {
     const ls_robust_opts *o = c->o;
-    c->launches++;
-    char hostfile[512], errf[512], outf[512], np[16], eps[MAXN * 64] = "", stopb[32];
-    snprintf(hostfile, sizeof hostfile, "%s/hosts", c->shm_dir);
-    snprintf(errf, sizeof errf, "%s/launch-%d.err", c->shm_dir, c->launches);
-    snprintf(outf, sizeof outf, "%s/launch-%d.out", c->shm_dir, c->launches);
-    FILE *hf = fopen(hostfile, "w");
-    if (!hf) return ls_err(LS_EIO, "%s: %s", hostfile, strerror(errno));
-    /* one line per host with the slots of its active nodes (all "localhost" here) */
-    fprintf(hf, "localhost slots=%d\n", o->nodes * o->ranks_per_node);
-    fclose(hf);
-    for (int s = 0; s < o->nodes; s++) {
-        if (s) strcat(eps, ",");
-        strcat(eps, c->node[c->slot_node[s]].ep);
-    }
-    snprintf(np, sizeof np, "%d", c->ranks);
     char **av = calloc((size_t)o->argc + 32, sizeof *av);
-    if (!av) return ls_err(LS_ENOMEM, "out of memory");
+    if (!av) return NULL;
     int n = 0;
     av[n++] = "mpirun";
     av[n++] = "-q";
@@ -428,13 +436,98 @@ static int launch(ctl *c, const char *resume, int64_t stop_at) {
         av[n++] = (char *)resume;
     }
     if (stop_at > 0) {
-        snprintf(stopb, sizeof stopb, "%" PRId64, stop_at);
+        snprintf(stopb, 32, "%" PRId64, stop_at);
         av[n++] = "--stop-at";
         av[n++] = stopb;
     }
-    av[n++] = "--robust-agent";
-    av[n++] = eps;
+    av[n++] = park ? "--robust-park" : "--robust-agent";
+    av[n++] = (char *)(park ? park : eps);
     av[n] = NULL;
+    return av;
+}
+
+/* Forks mpirun av in its own process group, output to outf/errf; returns its pid or < 0. */
+static int fork_mpirun(char **av, const char *outf, const char *errf) {
+    fflush(NULL);
+    int pid = fork();
+    if (pid < 0) return ls_err(LS_EIO, "cannot fork mpirun: %s", strerror(errno));
+    if (pid == 0) {
+        setpgid(0, 0);
+        if (!freopen(outf, "w", stdout) || !freopen(errf, "w", stderr)) _exit(126);
+        setenv("OMPI_MCA_mpi_yield_when_idle", "1", 1);
+        setenv("OMP_WAIT_POLICY", "passive", 0);
+        setenv("LLMSYS_PROGRESS", "0", 1);
+        execvp("mpirun", av);
+        fprintf(stderr, "cannot run mpirun: %s\n", strerror(errno));
+        _exit(127);
+    }
+    return pid;
+}
+
+static int write_hostfile(ctl *c, char *hostfile, size_t cap) {
+    snprintf(hostfile, cap, "%s/hosts", c->shm_dir);
+    FILE *hf = fopen(hostfile, "w");
+    if (!hf) return ls_err(LS_EIO, "%s: %s", hostfile, strerror(errno));
+    /* one line per host with the slots of its active nodes (all "localhost" here) */
+    fprintf(hf, "localhost slots=%d\n", c->o->nodes * c->o->ranks_per_node);
+    fclose(hf);
+    return LS_OK;
+}
+
+static void spare_kill(ctl *c) {
+    if (c->spare_pid <= 0) return;
+    kill(-c->spare_pid, SIGKILL);
+    kill(c->spare_pid, SIGKILL);
+    waitpid(c->spare_pid, NULL, 0);
+    c->spare_pid = 0;
+}
+
+/* Pre-starts the next job's world: mpirun, MPI initialised and the data opened in every rank,
+ * each parked until a restart sends it the checkpoint to resume from (warm standby processes;
+ * --cold restarts start everything anew instead). */
+static void spare_start(ctl *c) {
+    if (c->o->cold || c->o->no_prestart || c->spare_pid > 0 || c->replaying || c->spare_failures >= 2) return;
+    char hostfile[512], errf[512], outf[512], np[16], park[320], stopb[32];
+    if (write_hostfile(c, hostfile, sizeof hostfile) < 0) return;
+    c->spare_gen++;
+    snprintf(errf, sizeof errf, "%s/spare-%d.err", c->shm_dir, c->spare_gen);
+    snprintf(outf, sizeof outf, "%s/spare-%d.out", c->shm_dir, c->spare_gen);
+    snprintf(park, sizeof park, "%s,%d", c->ep, c->spare_gen);
+    snprintf(np, sizeof np, "%d", c->ranks);
+    char **av = job_argv(c, NULL, 0, NULL, park, np, hostfile, stopb);
+    int pid = av ? fork_mpirun(av, outf, errf) : -1;
+    free(av);
+    c->spare_parked = 0;
+    memset(c->spare_id, 0, sizeof c->spare_id);
+    c->spare_pid = pid > 0 ? pid : 0;
+}
+
+/* Launches the job on the active nodes; resume == NULL: the user's command as given. A
+ * restart (resume, no stop_at) promotes the parked pre-started world when it is ready. */
+static int launch(ctl *c, const char *resume, int64_t stop_at) {
+    const ls_robust_opts *o = c->o;
+    c->launches++;
+    char hostfile[512], errf[512], outf[512], np[16], eps[MAXN * 64] = "", stopb[32];
+    snprintf(errf, sizeof errf, "%s/launch-%d.err", c->shm_dir, c->launches);
+    snprintf(outf, sizeof outf, "%s/launch-%d.out", c->shm_dir, c->launches);
+    LS_TRY(write_hostfile(c, hostfile, sizeof hostfile));
+    for (int s = 0; s < o->nodes; s++) {
+        if (s) strcat(eps, ",");
+        strcat(eps, c->node[c->slot_node[s]].ep);
+    }
+    snprintf(np, sizeof np, "%d", c->ranks);
+    /* a pre-started world still starting up is waited for: its start-up is already paid */
+    for (double t = ls_now(); resume && stop_at <= 0 && c->spare_pid > 0 && c->spare_parked < c->ranks;) {
+        pump(c, 10);
+        if (waitpid(c->spare_pid, NULL, WNOHANG) == c->spare_pid)
+            c->spare_pid = 0;
+        else if (ls_now() - t > 15)
+            spare_kill(c);
+        if (!c->spare_pid) c->spare_failures++;
+    }
+    int warm = resume && stop_at <= 0 && c->spare_pid > 0 && c->spare_parked == c->ranks;
+    char **av = warm ? NULL : job_argv(c, resume, stop_at, eps, NULL, np, hostfile, stopb);
+    if (!warm && !av) return ls_err(LS_ENOMEM, "out of memory");
     /* tell each active agent its ranks and this launch's injections */
     for (int s = 0; s < o->nodes; s++) {
         int nd = c->slot_node[s];
@@ -480,24 +573,22 @@ static int launch(ctl *c, const char *resume, int64_t stop_at) {
     c->last_global_t = 0;
     c->first_step_t = 0;
     c->ev_exit_rank = c->ev_oom_rank = c->ev_nan_rank = -1;
-    fflush(NULL);
-    int pid = fork();
-    if (pid < 0) {
+    if (warm) { /* the parked world takes over: it only loads the state and connects to the agents */
+        for (int r = 0; r < c->ranks; r++) {
+            cJSON *g = msg("go");
+            cJSON_AddStringToObject(g, "resume", resume);
+            cJSON_AddStringToObject(g, "agents", eps);
+            send_to(c, c->spare_id[r], g);
+        }
+        c->mpirun_pid = c->spare_pid;
+        c->spare_pid = 0;
+        tl(c, "standby", "pre-started world %d promoted", c->spare_gen);
+    } else {
+        int pid = fork_mpirun(av, outf, errf);
         free(av);
-        return ls_err(LS_EIO, "cannot fork mpirun: %s", strerror(errno));
+        if (pid < 0) return pid;
+        c->mpirun_pid = pid;
     }
-    if (pid == 0) {
-        setpgid(0, 0);
-        if (!freopen(outf, "w", stdout) || !freopen(errf, "w", stderr)) _exit(126);
-        setenv("OMPI_MCA_mpi_yield_when_idle", "1", 1);
-        setenv("OMP_WAIT_POLICY", "passive", 0);
-        setenv("LLMSYS_PROGRESS", "0", 1);
-        execvp("mpirun", av);
-        fprintf(stderr, "cannot run mpirun: %s\n", strerror(errno));
-        _exit(127);
-    }
-    free(av);
-    c->mpirun_pid = pid;
     c->launch_t = c->last_progress = ls_wall_time();
     c->tearing_down = 0;
     return LS_OK;
@@ -822,6 +913,40 @@ static int same_value(double a, double b) { return (isnan(a) && isnan(b)) || a =
 
 /* Handles one detected fault: localize, stop, evict/promote, pick the resume point and
  * relaunch. Returns 0 to go on, 1 when the job must stop (diagnosis set). */
+/* The fired plan entry a detected fault accounts for: the same kind on the same rank, else on
+ * a rank of the same node (localization names nodes), else, for a hang (the job stalls as a
+ * whole), any fired hang. */
+static void plan_handled(ctl *c, int kind, int rank) {
+    if (kind == LS_FAULT_JUMP) kind = LS_FAULT_NAN;
+    int R = c->o->ranks_per_node;
+    for (int pass = 0; pass < 3; pass++)
+        for (int i = 0; i < c->plan.n; i++) {
+            const ls_fault_spec *f = &c->plan.f[i];
+            if (c->plan_done[i] != 2 || (c->plan_flags[i] & PLAN_HANDLED) || f->kind != kind) continue;
+            if ((pass == 0 && f->rank == rank) || (pass == 1 && rank >= 0 && f->rank / R == rank / R) ||
+                (pass == 2 && kind == LS_FAULT_HANG)) {
+                c->plan_flags[i] |= PLAN_HANDLED;
+                return;
+            }
+        }
+}
+
+/* Injections that fired but were swallowed by a recovery (they landed in a job being stopped,
+ * or in the same incident as the fault detected) fire again, once, in the relaunched job: at
+ * its first step when their step has passed. Nothing planned is silently lost. */
+static void plan_rearm(ctl *c) {
+    for (int i = 0; i < c->plan.n; i++) {
+        const ls_fault_spec *f = &c->plan.f[i];
+        if (c->plan_done[i] == 1) c->plan_done[i] = 0; /* handed out but not fired: the next launch gets them */
+        if (c->plan_done[i] != 2 || (c->plan_flags[i] & (PLAN_HANDLED | PLAN_REARMED)) || f->kind == LS_FAULT_CORRUPT_CKPT)
+            continue;
+        c->plan_done[i] = 0;
+        c->plan_flags[i] |= PLAN_REARMED;
+        tl(c, "defer", "%s on rank %d fired into the stopped job, unhandled: fires again in the relaunched job",
+           ls_fault_name(f->kind), f->rank);
+    }
+}
+
 static int handle_fault(ctl *c, int kind, int rank, int64_t step, double t_detect, const char *detail) {
     if (c->nf >= MAXF) {
         snprintf(c->diagnosis, sizeof c->diagnosis, "too many faults (%d)", MAXF);
@@ -938,6 +1063,7 @@ static int handle_fault(ctl *c, int kind, int rank, int64_t step, double t_detec
         if (rank >= 0) bad[nbad++] = rank;
     }
     f->t_localized = ls_wall_time();
+    plan_handled(c, kind, f->rank);
     f->node = nbad > 0 ? node_of_rank(c, bad[0]) : -1;
     if (f->node >= 0) {
         tl(c, "localize", "%s: rank %d on node %d (%.2f s)", ls_fault_name(kind), bad[0], f->node,
@@ -985,8 +1111,7 @@ static int relaunch(ctl *c, int64_t limit) {
     int64_t s = resume_point(c, limit, path, sizeof path, kind);
     c->launch_step = s;
     c->restarts++;
-    for (int i = 0; i < c->plan.n; i++) /* handed out but not fired: the next launch gets them */
-        if (c->plan_done[i] == 1) c->plan_done[i] = 0;
+    plan_rearm(c);
     fault_t *f = c->cur >= 0 ? &c->f[c->cur] : NULL;
     if (f && f->open) {
         snprintf(f->resumed_kind, sizeof f->resumed_kind, "%s", kind);
@@ -1054,6 +1179,12 @@ int ls_robust_opts_check(const ls_robust_opts *o) {
     if (arg_int(o->argc, o->argv, "--steps", -1) < 1)
         return ls_err(LS_EINVAL, "the training command needs --steps N (the run's end)");
     if (!arg_str(o->argc, o->argv, "--out")) return ls_err(LS_EINVAL, "the training command needs --out FILE");
+    if (o->status_port < -1 || o->status_port > 65535) return ls_err(LS_EINVAL, "--status-port must be in [-1, 65535]");
+    if (o->inject) { /* a malformed plan is a usage error, found before anything starts */
+        ls_fault_plan p;
+        LS_TRY(ls_fault_plan_load(o->inject, o->nodes * o->ranks_per_node, &p));
+        ls_fault_plan_free(&p);
+    }
     return LS_OK;
 }
 
@@ -1125,6 +1256,12 @@ static int run_loop(ctl *c) {
             int due = f->step >= 1 ? (f->kind == LS_FAULT_CORRUPT_CKPT && c->job_step >= f->step)
                                    : (now - c->t0 >= f->time);
             if (!due) continue;
+            if (f->step < 1 && c->first_step_t <= 0 && !(c->plan_flags[i] & PLAN_DEFER_NOTED)) {
+                /* due while the job starts or recovers: deferred to the first step it completes */
+                c->plan_flags[i] |= PLAN_DEFER_NOTED;
+                tl(c, "defer", "%s on rank %d due at %.1f s while the job is not training: fires at its first step",
+                   ls_fault_name(f->kind), f->rank, f->time);
+            }
             if (f->kind == LS_FAULT_CORRUPT_CKPT) {
                 corrupt_newest(c);
                 c->plan_done[i] = 2;
@@ -1140,6 +1277,15 @@ static int run_loop(ctl *c) {
             }
         }
         repair_due(c);
+        /* the pre-started world for the next restart: once this launch trains; one that died is
+         * replaced (twice at most) */
+        int sst = 0;
+        if (c->spare_pid > 0 && waitpid(c->spare_pid, &sst, WNOHANG) == c->spare_pid) {
+            c->spare_pid = 0;
+            c->spare_failures++;
+            tl(c, "warn", "pre-started world %d exited (%d)", c->spare_gen, WIFEXITED(sst) ? WEXITSTATUS(sst) : -1);
+        }
+        if (c->first_step_t > 0 && c->job_step < c->end_step) spare_start(c);
         /* agents that stopped answering */
         for (int n = 0; n < c->n_nodes; n++) {
             node_t *nd = &c->node[n];
@@ -1336,7 +1482,8 @@ int ls_robust_run(const ls_robust_opts *o, ls_robust_result *res) {
     if (rc == LS_OK && o->inject) rc = ls_fault_plan_load(o->inject, c->ranks, &c->plan);
     if (rc == LS_OK) {
         c->plan_done = calloc((size_t)c->plan.n + 1, sizeof(int));
-        if (!c->plan_done) rc = ls_err(LS_ENOMEM, "out of memory");
+        c->plan_flags = calloc((size_t)c->plan.n + 1, sizeof(int));
+        if (!c->plan_done || !c->plan_flags) rc = ls_err(LS_ENOMEM, "out of memory");
     }
     if (rc == LS_OK) {
         if (o->ckpt_dir) {
@@ -1395,6 +1542,7 @@ int ls_robust_run(const ls_robust_opts *o, ls_robust_result *res) {
         if (loop < 0) rc = -1;
     }
     if (c->mpirun_pid > 0) stop_job(c);
+    spare_kill(c);
     res->completed = loop == 0;
     if (loop == 0) {
         /* stop_job only when something is still running; reap the last launch */
@@ -1429,6 +1577,7 @@ int ls_robust_run(const ls_robust_opts *o, ls_robust_result *res) {
     ls_slow_free(&c->slow);
     ls_fault_plan_free(&c->plan);
     free(c->plan_done);
+    free(c->plan_flags);
     free(c->loss_of);
     free(c->lbits);
     if (c->rt) zmq_close(c->rt);

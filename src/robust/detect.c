@@ -55,6 +55,7 @@ int ls_slow_init(ls_slow_detector *s, int ranks, int window, int windows, double
     s->factor = factor;
     s->win_start = -1;
     s->streak_rank = -1;
+    s->min_excess_s = 1e-3;
     s->t = calloc((size_t)ranks * (size_t)window, sizeof(double));
     s->cnt = calloc((size_t)ranks, sizeof(int));
     if (!s->t || !s->cnt) {
@@ -71,30 +72,48 @@ void ls_slow_free(ls_slow_detector *s) {
     s->cnt = NULL;
 }
 
-/* Closes the current window: the rank whose mean time is factor x above the median of the
- * other ranks' means extends (or starts) the streak. */
+/* Closes the current window. Each step's delay of a rank is compared with the median of the
+ * other ranks' delays at the same step, so load that slows the whole host cancels out: the
+ * rank is late at that step when it took factor x the others' median and min_excess_s more.
+ * The rank late most often is an outlier when it was late in at least half of the window's
+ * steps (a preemption that hits ranks at random rarely does that, a slow rank always does);
+ * the same rank an outlier in `windows` consecutive windows is reported. */
 static int slow_close(ls_slow_detector *s) {
-    double med[LS_SLOW_MAX_RANKS], all[LS_SLOW_MAX_RANKS];
-    int have = 0;
-    for (int r = 0; r < s->ranks; r++) {
-        if (s->cnt[r] == 0) return -1; /* a rank without samples: no verdict for this window */
-        /* the mean, not the median: a CPU quota stalls a rank in bursts (a few steps of a
-         * window take the whole wait), which a median would hide */
-        double sum = 0;
-        for (int k = 0; k < s->cnt[r]; k++) sum += s->t[(size_t)r * (size_t)s->window + (size_t)k];
-        med[r] = sum / s->cnt[r];
-        all[have++] = med[r];
+    int R = s->ranks, W = s->window;
+    double ex[LS_SLOW_MAX_RANKS] = {0}, sum[LS_SLOW_MAX_RANKS] = {0}, others[LS_SLOW_MAX_RANKS];
+    int late[LS_SLOW_MAX_RANKS] = {0}, steps = 0;
+    for (int k = 0; k < W && R > 1; k++) {
+        int full = 1;
+        for (int r = 0; r < R; r++) full &= !isnan(s->t[(size_t)r * (size_t)W + (size_t)k]);
+        if (!full) continue; /* a step some rank did not report: not judged */
+        for (int r = 0; r < R; r++) {
+            double v = s->t[(size_t)r * (size_t)W + (size_t)k];
+            int n = 0;
+            for (int q = 0; q < R; q++)
+                if (q != r) others[n++] = s->t[(size_t)q * (size_t)W + (size_t)k];
+            double mo = ls_median(others, n);
+            ex[r] += v - mo;
+            sum[r] += v;
+            late[r] += v > s->factor * mo && v - mo >= s->min_excess_s;
+        }
+        steps++;
     }
+    if (steps == 0) return -1; /* no verdict for this window */
     int worst = 0;
-    for (int r = 1; r < s->ranks; r++)
-        if (med[r] > med[worst]) worst = r;
-    /* compared with the other ranks' median: the candidate must not pull its own reference */
-    have = 0;
-    for (int r = 0; r < s->ranks; r++)
-        if (r != worst) all[have++] = med[r];
-    double m = have > 0 ? ls_median(all, have) : 0;
-    s->last_ratio = m > 0 ? med[worst] / m : 0;
-    int outlier = s->ranks > 1 && m > 0 && med[worst] > s->factor * m ? worst : -1;
+    for (int r = 1; r < R; r++)
+        if (late[r] > late[worst] || (late[r] == late[worst] && ex[r] > ex[worst])) worst = r;
+    /* its mean delay against the others' typical (median) delay per step */
+    double b = 0;
+    for (int k = 0; k < W; k++) {
+        int n = 0;
+        for (int q = 0; q < R; q++)
+            if (q != worst) others[n++] = s->t[(size_t)q * (size_t)W + (size_t)k];
+        double mo = ls_median(others, n);
+        if (!isnan(mo) && !isnan(s->t[(size_t)worst * (size_t)W + (size_t)k])) b += mo;
+    }
+    b /= steps;
+    s->last_ratio = b > 0 ? sum[worst] / steps / b : 0;
+    int outlier = late[worst] > 0 && 2 * late[worst] >= steps && ex[worst] / steps >= s->min_excess_s ? worst : -1;
     if (outlier >= 0 && outlier == s->streak_rank) {
         s->streak++;
     } else {
@@ -107,18 +126,21 @@ static int slow_close(ls_slow_detector *s) {
 int ls_slow_feed(ls_slow_detector *s, const ls_robust_step *r) {
     if (r->rank < 0 || r->rank >= s->ranks || r->step < 1) return -1;
     int64_t idx = r->step - 1;
-    if (s->win_start < 0) s->win_start = idx - idx % s->window;
+    size_t cells = (size_t)s->ranks * (size_t)s->window;
+    if (s->win_start < 0) {
+        s->win_start = idx - idx % s->window;
+        for (size_t i = 0; i < cells; i++) s->t[i] = NAN; /* NaN: not reported */
+    }
     int found = -1;
     if (idx >= s->win_start + s->window) {
         found = slow_close(s);
         memset(s->cnt, 0, (size_t)s->ranks * sizeof(int));
+        for (size_t i = 0; i < cells; i++) s->t[i] = NAN;
         s->win_start = idx - idx % s->window;
     }
     if (idx < s->win_start) return found; /* a late report of a closed window */
-    int k = s->cnt[r->rank];
-    if (k < s->window) {
-        s->t[(size_t)r->rank * (size_t)s->window + (size_t)k] = r->compute_s;
-        s->cnt[r->rank] = k + 1;
-    }
+    double *cell = &s->t[(size_t)r->rank * (size_t)s->window + (size_t)(idx - s->win_start)];
+    if (isnan(*cell)) s->cnt[r->rank]++;
+    *cell = r->compute_s;
     return found;
 }

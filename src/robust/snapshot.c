@@ -8,9 +8,14 @@
 #define SNAP_MAGIC "LSSNAP1"
 #define SNAP_VERSION 1u
 
+/* state: a writer marks the buffer WRITING before it copies and COPIED after; a reader that
+ * sees the same step and COPIED before and after its own copy has a consistent one, which it
+ * SEALS with the checksum (the writer never pays for hashing). */
+enum { SNAP_WRITING = 1, SNAP_COPIED = 2, SNAP_SEALED = 3 };
+
 typedef struct {
     char magic[8];
-    uint32_t version, reserved;
+    uint32_t version, state;
     int64_t step;
     uint64_t n_params, cfg_len, train_len, total, checksum;
 } snap_hdr;
@@ -36,7 +41,7 @@ static uint64_t snap_hash(const unsigned char *buf, size_t total) {
     return ls_hash64(buf + sizeof(snap_hdr), total - sizeof(snap_hdr));
 }
 
-int ls_snapshot_write(ls_trainer *t, void *buf, size_t cap, size_t *len) {
+int ls_snapshot_copy(ls_trainer *t, void *buf, size_t cap, size_t *len) {
     ls_model *m = ls_trainer_model(t);
     char *cj = ls_model_config_to_json(ls_model_cfg(m)), *tj = ls_train_config_to_json(ls_trainer_config(t));
     if (!cj || !tj) {
@@ -56,11 +61,14 @@ int ls_snapshot_write(ls_trainer *t, void *buf, size_t cap, size_t *len) {
     memset(&h, 0, sizeof h);
     memcpy(h.magic, SNAP_MAGIC, 8);
     h.version = SNAP_VERSION;
+    h.state = SNAP_WRITING;
     h.step = ls_trainer_step_index(t);
     h.n_params = np;
     h.cfg_len = cl;
     h.train_len = tl;
     h.total = total;
+    memcpy(b, &h, sizeof h);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
     memcpy(b + sizeof h, cj, cl);
     memcpy(b + sizeof h + cl, tj, tl);
     memset(b + sizeof h + cl + tl, 0, fa - (sizeof h + cl + tl));
@@ -69,12 +77,49 @@ int ls_snapshot_write(ls_trainer *t, void *buf, size_t cap, size_t *len) {
     memcpy(b + fa + 2 * np * sizeof(float), ls_model_adam_v(m), np * sizeof(float));
     free(cj);
     free(tj);
-    h.checksum = 0;
-    memcpy(b, &h, sizeof h);
-    h.checksum = snap_hash(b, total);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    h.state = SNAP_COPIED;
     memcpy(b, &h, sizeof h);
     *len = total;
     return LS_OK;
+}
+
+int ls_snapshot_seal(void *buf, size_t len, ls_snapshot_info *info) {
+    snap_hdr h;
+    if (len < sizeof h) return ls_err(LS_EFORMAT, "snapshot: %zu bytes is shorter than its header", len);
+    memcpy(&h, buf, sizeof h);
+    if (memcmp(h.magic, SNAP_MAGIC, 8) != 0 || h.total > len || h.total < sizeof h)
+        return ls_err(LS_EFORMAT, "snapshot: not a complete snapshot");
+    if (h.state == SNAP_SEALED) return ls_snapshot_check(buf, len, info);
+    if (h.state != SNAP_COPIED) return ls_err(LS_ESTATE, "snapshot: still being written");
+    size_t fa;
+    if (h.n_params > ((size_t)1 << 40) || h.cfg_len > len || h.train_len > len ||
+        layout((size_t)h.n_params, (size_t)h.cfg_len, (size_t)h.train_len, &fa) != h.total)
+        return ls_err(LS_EFORMAT, "snapshot: inconsistent sizes (%zu bytes given)", len);
+    h.state = SNAP_SEALED;
+    h.checksum = 0;
+    memcpy(buf, &h, sizeof h);
+    h.checksum = snap_hash(buf, (size_t)h.total);
+    memcpy(buf, &h, sizeof h);
+    if (info) {
+        info->step = h.step;
+        info->params = (size_t)h.n_params;
+        info->bytes = (size_t)h.total;
+    }
+    return LS_OK;
+}
+
+int ls_snapshot_peek(const void *buf, size_t len, int64_t *step) {
+    snap_hdr h;
+    if (len < sizeof h) return 0;
+    memcpy(&h, buf, sizeof h);
+    *step = h.step;
+    return memcmp(h.magic, SNAP_MAGIC, 8) == 0 && (h.state == SNAP_COPIED || h.state == SNAP_SEALED);
+}
+
+int ls_snapshot_write(ls_trainer *t, void *buf, size_t cap, size_t *len) {
+    LS_TRY(ls_snapshot_copy(t, buf, cap, len));
+    return ls_snapshot_seal(buf, *len, NULL);
 }
 
 int ls_snapshot_check(const void *buf, size_t len, ls_snapshot_info *info) {
@@ -88,6 +133,7 @@ int ls_snapshot_check(const void *buf, size_t len, ls_snapshot_info *info) {
     if (h.n_params > ((size_t)1 << 40) || h.cfg_len > len || h.train_len > len ||
         layout((size_t)h.n_params, (size_t)h.cfg_len, (size_t)h.train_len, &fa) != h.total || h.total > len)
         return ls_err(LS_EFORMAT, "snapshot: inconsistent sizes (%zu bytes given)", len);
+    if (h.state != SNAP_SEALED) return ls_err(LS_ESTATE, "snapshot: not sealed (no checksum yet)");
     if (snap_hash(buf, (size_t)h.total) != h.checksum) return ls_err(LS_ECHECKSUM, "snapshot: checksum mismatch");
     if (info) {
         info->step = h.step;

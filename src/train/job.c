@@ -217,6 +217,16 @@ static int job_run(const ls_train_job *o, job_ctx *c, ls_train_job_result *res) 
     /* the loader service owns its sources */
     if (rc == LS_OK) rc = o->loader ? LS_OK : ls_corpus_load(&c->corpus, o->data, o->n_data, &co);
     if (ls_dist_agree(d, rc, NULL) < 0) return job_fail(d, rc, res);
+    ls_train_job po = *o; /* a pre-started world learns here what to resume from */
+    if (o->prepare) {
+        rc = o->prepare(o->ctx, d, &po.resume);
+        if (ls_dist_agree(d, rc, NULL) < 0) return job_fail(d, rc, res);
+        if (po.resume && !o->resume && !c->tok && ls_ckpt_tokenizer_load(po.resume, NULL, &c->tok) == LS_OK && c->tok)
+            rc = ls_err(LS_EUNSUPPORTED, "a pre-started world read its data as bytes, but %s has a BPE vocabulary",
+                        po.resume);
+        if (ls_dist_agree(d, rc, NULL) < 0) return job_fail(d, rc, res);
+    }
+    o = &po;
     rc = job_trainer(o, c);
     if (rc == LS_OK) rc = job_source(o, c, N);
     if (rc == LS_OK && o->precision_plan && o->plan_apply) {

@@ -33,10 +33,11 @@ int ls_train_run(ls_trainer *t, ls_batch_source *src, ls_dist *d, const ls_train
     int64_t start = ls_trainer_step_index(t), end = run_end(t, o);
     int cap = end > start ? (int)(end - start) : 0;
     float *losses = malloc(((size_t)cap + 1) * sizeof *losses);
-    int rc = losses ? LS_OK : ls_err(LS_ENOMEM, "out of memory");
+    double *step_s = malloc(((size_t)cap + 1) * sizeof *step_s);
+    int rc = losses && step_s ? LS_OK : ls_err(LS_ENOMEM, "out of memory");
     rc = ls_dist_agree(d, rc, NULL);
     if (rc < 0) {
-        free(losses);
+        free(losses), free(step_s);
         return rc;
     }
     int nsteps = cap;
@@ -56,11 +57,13 @@ int ls_train_run(ls_trainer *t, ls_batch_source *src, ls_dist *d, const ls_train
         if (nl == cap) { /* a hook lengthened the schedule */
             int nc = cap < 64 ? 128 : 2 * cap;
             float *nlp = realloc(losses, ((size_t)nc + 1) * sizeof *losses);
-            if (!nlp) {
+            if (nlp) losses = nlp;
+            double *nsp = nlp ? realloc(step_s, ((size_t)nc + 1) * sizeof *step_s) : NULL;
+            if (!nsp) {
                 rc = ls_err(LS_ENOMEM, "out of memory");
                 break;
             }
-            losses = nlp;
+            step_s = nsp;
             cap = nc;
         }
         losses[nl++] = loss;
@@ -75,6 +78,7 @@ int ls_train_run(ls_trainer *t, ls_batch_source *src, ls_dist *d, const ls_train
          * stops (and saves) at the same step */
         float flags[2] = {hrc < 0 ? 1.0f : 0.0f, (hrc > 0 || (o->stop_flag && *o->stop_flag)) ? 1.0f : 0.0f};
         rc = ls_dist_allreduce_sum(d, flags, 2);
+        step_s[nl - 1] = ls_now() - ts;
         if (rc < 0) break;
         if (flags[0] > 0) {
             rc = hrc < 0 ? hrc : ls_err(LS_EPEER, "another rank's step hook failed at step %" PRId64, s + 1);
@@ -98,12 +102,13 @@ int ls_train_run(ls_trainer *t, ls_batch_source *src, ls_dist *d, const ls_train
     double wall = ls_now() - t0;
     if (rc == LS_OK && o->out) rc = run_save(t, d, o, nl > 0);
     if (rc < 0) {
-        free(losses);
+        free(losses), free(step_s);
         return rc;
     }
     r->start_step = start;
     r->end_step = ls_trainer_step_index(t);
     r->losses = losses;
+    r->step_s = step_s;
     r->n_losses = nl;
     r->wall_s = wall;
     r->tokens_per_s = wall > 0 ? nl * tok_per_step / wall : 0;
@@ -114,6 +119,7 @@ int ls_train_run(ls_trainer *t, ls_batch_source *src, ls_dist *d, const ls_train
 void ls_train_run_result_free(ls_train_run_result *r) {
     if (!r) return;
     free(r->losses);
+    free(r->step_s);
     memset(r, 0, sizeof *r);
 }
 
@@ -148,6 +154,8 @@ cJSON *ls_train_run_report(ls_trainer *t, const ls_dist *d, const ls_train_run_r
     cJSON_AddNumberToObject(j, "final_loss", nl > 0 ? r->losses[nl - 1] : NAN);
     cJSON *arr = cJSON_AddArrayToObject(j, "losses");
     for (int i = 0; arr && i < nl; i++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(r->losses[i]));
+    arr = r->step_s ? cJSON_AddArrayToObject(j, "step_s") : NULL;
+    for (int i = 0; arr && i < nl; i++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(r->step_s[i]));
     cJSON_AddNumberToObject(j, "tokens", (double)nl * tc->batch * tc->seq);
     cJSON_AddNumberToObject(j, "tokens_per_s", r->tokens_per_s);
     cJSON_AddNumberToObject(j, "wall_s", r->wall_s);

@@ -179,8 +179,43 @@ static void test_model(void) {
     ls_model_free(m);
 }
 
+/* The linear timer: every Linear layer accumulates time at every precision, all of them
+ * together within the step's wall time, the same gradient as without the timer; removed,
+ * it adds nothing. */
+static void test_timer(void) {
+    ls_model_config cfg;
+    ls_model_config_named("tiny", &cfg);
+    ls_model *m;
+    CHECK_EQ_INT(ls_model_init(&m, &cfg, 5), LS_OK);
+    int n = cfg.n_layer * LS_LIN_COUNT;
+    size_t np = ls_model_num_params(m);
+    float *g0 = malloc(np * sizeof(float)), *g1 = malloc(np * sizeof(float));
+    double acc[64] = {0};
+    for (int p = 0; p < LS_PREC_COUNT; p++) {
+        loss_grad(m, (ls_prec)p, 1, g0);
+        memset(acc, 0, sizeof acc);
+        CHECK_EQ_INT(ls_model_set_linear_timer(m, acc), LS_OK);
+        double t0 = ls_now();
+        loss_grad(m, (ls_prec)p, 1, g1);
+        double wall = ls_now() - t0, sum = 0;
+        CHECK_EQ_INT(ls_model_set_linear_timer(m, NULL), LS_OK);
+        for (int i = 0; i < n; i++) {
+            CHECK_MSG(acc[i] > 0, "%s: layer %d not timed", ls_prec_name(p), i);
+            sum += acc[i];
+        }
+        CHECK_MSG(sum <= wall, "%s: layers %.6f s > step %.6f s", ls_prec_name(p), sum, wall);
+        CHECK(!memcmp(g0, g1, np * sizeof(float)));
+        double before = acc[0];
+        loss_grad(m, (ls_prec)p, 1, NULL);
+        CHECK(acc[0] == before);
+    }
+    free(g0), free(g1);
+    ls_model_free(m);
+}
+
 int main(void) {
     ls_model_set_threads(1);
+    RUN(test_timer);
     RUN(test_names);
     RUN(test_gemm);
     RUN(test_model);

@@ -1,7 +1,7 @@
 # robust: controller + agents + mpirun end to end (every fault kind recovered, bad input).
 # Open MPI as root must be allowed explicitly; ASan's leak check is off for MPI runs.
 add_test(NAME robust.faults COMMAND ${CMAKE_SOURCE_DIR}/tests/robust/faults.sh $<TARGET_FILE:llmsys>)
-set_tests_properties(robust.faults PROPERTIES TIMEOUT 400 LABELS robust
+set_tests_properties(robust.faults PROPERTIES TIMEOUT 600 LABELS robust
   ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1;OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
 add_test(NAME robust.demo_quick COMMAND $<TARGET_FILE:llmsys> demo robust --quick --workdir ${CMAKE_BINARY_DIR}/robust-demo-quick)
 set_tests_properties(robust.demo_quick PROPERTIES TIMEOUT 120 LABELS robust

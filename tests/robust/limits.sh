@@ -79,9 +79,10 @@ fi
 # 2. restart bound and back-off: the data disappears after a few steps and a rank is killed;
 #    every relaunch then fails before its first step. --max-restarts 3: restart 1 at once,
 #    then 0.5 s and 1 s of back-off (doubling), then the limit: exit 1, last good state on disk.
+#    (--no-prestart: a world pre-started before the data went would still have it open.)
 PORT=$(freeport)
 t0=$SECONDS
-timeout 90 "$BIN" robust run --nodes 1 --ranks-per-node 1 --standby 4 --max-restarts 3 \
+timeout 90 "$BIN" robust run --nodes 1 --ranks-per-node 1 --standby 4 --max-restarts 3 --no-prestart \
   --status-port "$PORT" --ckpt-dir "$T/rck" --report "$T/r.json" \
   -- llmsys train "${TA[@]}" --data "$T/corpus2.txt" --steps 100000 --out "$T/r.st" > /dev/null 2> "$T/r.err" &
 rpid=$!
@@ -156,11 +157,11 @@ EOF
 
 # 4. SIGTERM to the controller (Ctrl-C alike): the job stopped, exit 1, one diagnosis line,
 #    the last good state on disk at the step it stopped, nothing left running, no /dev/shm dir
+PORT=$(freeport)
 timeout 60 "$BIN" robust run --quiet --nodes 2 --ranks-per-node 1 --ckpt-dir "$T/ick" --report "$T/i.json" \
-  -- llmsys train "${TA[@]}" --steps 100000 --out "$T/i.st" > /dev/null 2> "$T/i.err" &
+  --status-port "$PORT" -- llmsys train "${TA[@]}" --steps 100000 --out "$T/i.st" > /dev/null 2> "$T/i.err" &
 ipid=$!
-for _ in $(seq 1 300); do [ -n "$(ranks_of "$T/i.st")" ] && break; sleep 0.1; done
-sleep 1
+wait_step "$PORT" 2 || fail "interrupt: the job never reached step 2" # a state to save (slow under ASan)
 icpid=$(pgrep -P $ipid -f 'robust run')
 kill -TERM "$icpid"
 wait $ipid

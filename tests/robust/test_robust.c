@@ -2,6 +2,7 @@
  * snapshots (exact resume), jump and slow-rank detectors, stack grouping on recorded
  * eu-stack dumps, injection plans, and the cluster simulator's hand cases. */
 #include <stdint.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "http_test.h"
@@ -66,6 +67,23 @@ static void test_snapshot_exact_resume(void) {
     CHECK(ls_snapshot_check(buf, len, NULL) == LS_ECHECKSUM);
     CHECK(ls_snapshot_check(buf, 10, NULL) == LS_EFORMAT);
     CHECK(ls_snapshot_write(b, buf, 100, &len) == LS_ERANGE);
+    /* the trainer's blocking part is the copy only: unsealed until a reader seals its copy,
+     * which then equals the sealed snapshot byte for byte */
+    unsigned char *buf2 = malloc(cap);
+    size_t len2 = 0;
+    int64_t pst = -1;
+    CHECK(ls_snapshot_write(b, buf, cap, &len) == LS_OK);
+    CHECK(ls_snapshot_copy(b, buf2, cap, &len2) == LS_OK);
+    CHECK(len2 == len);
+    CHECK(ls_snapshot_peek(buf2, len2, &pst) == 1 && pst == 3);
+    CHECK(ls_snapshot_check(buf2, len2, NULL) == LS_ESTATE);
+    CHECK(ls_snapshot_seal(buf2, len2, &info) == LS_OK && info.step == 3 && info.bytes == len);
+    CHECK(memcmp(buf, buf2, len) == 0);
+    CHECK(ls_snapshot_check(buf2, len2, NULL) == LS_OK);
+    buf2[12] = 1; /* the state word after magic and version: "being written", never sealed */
+    CHECK(ls_snapshot_peek(buf2, len2, &pst) == 0);
+    CHECK(ls_snapshot_seal(buf2, len2, NULL) == LS_ESTATE);
+    free(buf2);
     unlink(path);
     free(buf);
     ls_trainer_free(a);
@@ -123,6 +141,75 @@ static void test_slow_detector(void) {
         }
     ls_slow_free(&s);
     CHECK(ls_slow_init(&s, 0, 5, 3, 2.0) == LS_EINVAL);
+}
+
+/* One step of 4 ranks on a loaded host: 5 ms of compute +-10%, and with probability p a
+ * preemption of 5-60 ms on any rank (load from other processes hits ranks at random). */
+static double loaded_delay(ls_rng *g, double p) {
+    double t = 0.005 * (0.9 + 0.2 * ls_rng_uniform_f64(g));
+    if (ls_rng_uniform_f64(g) < p) t += 0.005 + 0.055 * ls_rng_uniform_f64(g);
+    return t;
+}
+
+/* Host-wide load alone never names a rank (6 seeds x 3,000 steps, factors 2 and 1.5; windows
+ * of 20 steps with a preemption in 15% or 35% of rank-steps, windows of 5 with 15%); a rank 3x slower under the
+ * same load, or one stalled 90 ms in every other step (a CPU quota), is named after exactly 3
+ * windows (windows of 10 and 20). The load is real: in many windows one rank's mean delay is
+ * over 2x the others' median (what a per-rank mean rule would flag), counted independently. */
+static void test_slow_detector_under_load(void) {
+    int mean_outlier_windows = 0;
+    for (int seed = 1; seed <= 6; seed++)
+        for (int wi = 0; wi < 2; wi++) {
+            int W = wi ? 20 : 5;
+            double p = seed % 2 || W == 5 ? 0.15 : 0.35;
+            ls_rng g;
+            ls_rng_seed(&g, (uint64_t)seed);
+            ls_slow_detector s;
+            CHECK(ls_slow_init(&s, 4, W, 3, seed > 3 ? 1.5 : 2.0) == LS_OK); /* faults.sh uses 1.5 */
+            double sum[4] = {0};
+            for (int step = 1; step <= 3000; step++) {
+                for (int r = 0; r < 4; r++) {
+                    ls_robust_step rs = {r, step, 1, 1, 0, loaded_delay(&g, p), 0};
+                    sum[r] += rs.compute_s;
+                    int x = ls_slow_feed(&s, &rs);
+                    if (x >= 0) fprintf(stderr, "false positive: rank %d, seed %d, window %d, step %d\n", x, seed, W, step);
+                    CHECK(x < 0);
+                }
+                if (step % W == 0) { /* the mean rule: worst rank's mean vs the others' median */
+                    int w = 0;
+                    for (int r = 1; r < 4; r++) w = sum[r] > sum[w] ? r : w;
+                    double o[3];
+                    for (int r = 0, n = 0; r < 4; r++)
+                        if (r != w) o[n++] = sum[r];
+                    double lo = o[0] < o[1] ? o[0] : o[1], hi = o[0] < o[1] ? o[1] : o[0];
+                    double med = o[2] < lo ? lo : o[2] > hi ? hi : o[2];
+                    mean_outlier_windows += sum[w] > 2 * med;
+                    memset(sum, 0, sizeof sum);
+                }
+            }
+            ls_slow_free(&s);
+            /* a slow rank under the same load: 3x from step 51 on, or stalled every other step */
+            W = wi ? 20 : 10;
+            for (int kind = 0; kind < 2; kind++) {
+                CHECK(ls_slow_init(&s, 4, W, 3, 2.0) == LS_OK);
+                int found = -1, at = -1;
+                for (int step = 1; step <= 60 + 5 * W && found < 0; step++)
+                    for (int r = 0; r < 4 && found < 0; r++) {
+                        double t = loaded_delay(&g, p);
+                        if (r == 1 && step > 60) t = kind == 0 ? 3 * t : t + (step % 2 ? 0.09 : 0);
+                        ls_robust_step rs = {r, step, 1, 1, 0, t, 0};
+                        found = ls_slow_feed(&s, &rs);
+                        if (found >= 0) at = step;
+                    }
+                /* a window starts at step 61 (60 is a multiple of 10 and 20): the third slow
+                 * window closes on the first report of step 61 + 3W */
+                CHECK_EQ_INT(found, 1);
+                CHECK_EQ_INT(at, 61 + 3 * W);
+                ls_slow_free(&s);
+            }
+        }
+    fprintf(stderr, "  windows a per-rank mean rule would flag: %d\n", mean_outlier_windows);
+    CHECK(mean_outlier_windows > 100);
 }
 
 static char *read_fixture(const char *name) {
@@ -289,6 +376,7 @@ int main(void) {
     RUN(test_snapshot_exact_resume);
     RUN(test_jump_detector);
     RUN(test_slow_detector);
+    RUN(test_slow_detector_under_load);
     RUN(test_stack_grouping);
     RUN(test_plans);
     RUN(test_sim_hand_cases);

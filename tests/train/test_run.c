@@ -138,6 +138,12 @@ static void test_run_matches_loop(void) {
     CHECK_EQ_INT(r.stopped, 0);
     CHECK_EQ_INT(v.calls, K);
     CHECK(r.wall_s > 0 && r.tokens_per_s > 0);
+    double sum_step = 0; /* per-step times: each at least the hook's step time, together within the loop's wall */
+    for (int i = 0; i < K && i < r.n_losses; i++) {
+        CHECK(r.step_s[i] >= v.info[i].step_s && r.step_s[i] <= r.wall_s);
+        sum_step += r.step_s[i];
+    }
+    CHECK(sum_step <= r.wall_s * (1 + 1e-9));
     for (int i = 0; i < K && i < r.n_losses; i++) {
         CHECK_MSG(r.losses[i] == ref_loss[i], "step %d: run %.9g loop %.9g", i + 1, r.losses[i], ref_loss[i]);
         CHECK(v.info[i].loss == ref_loss[i] && v.info[i].grad_norm == ref_gn[i]);
@@ -156,7 +162,7 @@ static void test_run_matches_loop(void) {
         static const char *keys[] = {"command",    "config",       "params",       "ranks",       "batch",
                                      "seq",        "shards",       "lr",           "warmup",      "steps",
                                      "start_step", "end_step",     "initial_loss", "final_loss",  "losses",
-                                     "tokens",     "tokens_per_s", "wall_s",       "rank0_time_s"};
+                                     "tokens",     "tokens_per_s", "wall_s",       "rank0_time_s", "step_s"};
         for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
             CHECK_MSG(cJSON_GetObjectItem(j, keys[k]) != NULL, "report lacks %s", keys[k]);
         cJSON *arr = cJSON_GetObjectItem(j, "losses");
@@ -164,6 +170,9 @@ static void test_run_matches_loop(void) {
         CHECK_EQ_INT(cJSON_GetObjectItem(j, "tokens")->valuedouble, K * tc.batch * tc.seq);
         CHECK_EQ_INT(cJSON_GetObjectItem(j, "end_step")->valuedouble, K);
         CHECK((float)cJSON_GetArrayItem(arr, 3)->valuedouble == ref_loss[3]);
+        arr = cJSON_GetObjectItem(j, "step_s");
+        CHECK_EQ_INT(cJSON_GetArraySize(arr), K);
+        CHECK(cJSON_GetArrayItem(arr, 2) && cJSON_GetArrayItem(arr, 2)->valuedouble == r.step_s[2]);
         cJSON_Delete(j);
     }
     ls_train_run_result_free(&r);
