@@ -37,6 +37,10 @@ int cmd_robust(int argc, char **argv);
 int cmd_sim_robust(int argc, char **argv);
 /* cmd_tokenizer.c */
 int cmd_tokenizer(int argc, char **argv);
+/* cmd_keys.c: `keys gen`; the global options before COMMAND (--keys PATH, --curve): returns
+ * how many argv entries they took, or -(exit code) after printing the error */
+int cmd_keys(int argc, char **argv);
+int cli_security_options(int argc, char **argv);
 /* cmd_sim.c */
 int cmd_sim(int argc, char **argv);
 /* demo.c */

@@ -28,6 +28,7 @@ static const command commands[] = {
     {"rl", cmd_rl, "asynchronous RL post-training: tasks, run, worker (relays, repack)"},
     {"robust", cmd_robust, "run training under a fault-detecting, self-healing supervisor"},
     {"tokenizer", cmd_tokenizer, "byte-level BPE: train a vocabulary, encode, decode (tokenizer.json)"},
+    {"keys", cmd_keys, "generate ZeroMQ CURVE keys (use: llmsys --keys DIR [--curve] COMMAND)"},
     {"sim", cmd_sim, "discrete-event simulators at cluster scale (sim rl, sim robust)"},
 };
 
@@ -55,6 +56,10 @@ int main(int argc, char **argv) {
     else snprintf(self_path, sizeof self_path, "%s", argv[0]);
 
     ls_omp_passive_reexec(argv); /* unless the user chose an OpenMP wait policy */
+    int shift = cli_security_options(argc, argv); /* --keys PATH, --curve (llmsys keys) */
+    if (shift < 0) return -shift;
+    argc -= shift;
+    argv += shift;
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -11,6 +11,7 @@
 #include <zmq.h>
 
 #include "llmsys/model.h"
+#include "llmsys/zsec.h"
 #include "loader/loader_internal.h"
 
 #define REQ_MAGIC "LSLQ"
@@ -658,7 +659,7 @@ int ls_loader_server_open(ls_loader_server **out, const ls_loader_mix *mix, int 
             snprintf(ep, sizeof ep, "tcp://%s:%d", bind ? bind : "127.0.0.1", port);
         else
             snprintf(ep, sizeof ep, "tcp://%s:*", bind ? bind : "127.0.0.1");
-        if (zmq_bind(s->sock, ep) != 0) rc = ls_err(LS_ENET, "cannot bind %s: %s", ep, zmq_strerror(zmq_errno()));
+        rc = ls_zsec_bind(s->zctx, s->sock, ep, "loader service");
     }
     if (rc == LS_OK) {
         char last[256];
@@ -1041,9 +1042,7 @@ static int client_connect(ls_loader_client *c) {
     zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof zero);
     zmq_setsockopt(c->sock, ZMQ_RCVTIMEO, &c->timeout_ms, sizeof c->timeout_ms);
     zmq_setsockopt(c->sock, ZMQ_SNDTIMEO, &c->timeout_ms, sizeof c->timeout_ms);
-    if (zmq_connect(c->sock, c->endpoint) != 0)
-        return ls_err(LS_ENET, "cannot connect to %s: %s", c->endpoint, zmq_strerror(zmq_errno()));
-    return LS_OK;
+    return ls_zsec_connect(c->sock, c->endpoint, "loader client");
 }
 
 int ls_loader_client_open(ls_loader_client **out, const char *endpoint, int rank, int timeout_ms, int retries) {
@@ -1116,8 +1115,8 @@ static int roundtrip(ls_loader_client *c, int type, int64_t step, const void *pl
             zmq_msg_init(&m);
             if (zmq_msg_recv(&m, c->sock, 0) < 0) {
                 zmq_msg_close(&m);
-                rc = ls_err(LS_ETIMEDOUT, "loader service %s: no answer within %d ms (%d attempts)", c->endpoint,
-                            c->timeout_ms, attempt + 1);
+                rc = ls_err(LS_ETIMEDOUT, "loader service %s: no answer within %d ms (%d attempts; is it running, with "
+                            "matching CURVE keys?)", c->endpoint, c->timeout_ms, attempt + 1);
                 continue;
             }
             const uint8_t *p = zmq_msg_data(&m), *body;

@@ -5,6 +5,7 @@
 #include <zmq.h>
 
 #include "robust/internal.h"
+#include "llmsys/zsec.h"
 
 int lsr_send(void *sock, const char *to, const cJSON *j, const void *bin, size_t bin_len) {
     char *text = cJSON_PrintUnformatted(j);
@@ -107,12 +108,10 @@ int lsr_socket(void *zctx, int type, const char *identity, const char *bind_ep, 
         int one = 1; /* a restarted peer with the same identity takes over its route */
         zmq_setsockopt(s, ZMQ_ROUTER_HANDOVER, &one, sizeof one);
     }
-    int rc = bind_ep ? zmq_bind(s, bind_ep) : zmq_connect(s, connect_ep);
-    if (rc != 0) {
-        int e = zmq_errno();
+    int rc = bind_ep ? ls_zsec_bind(zctx, s, bind_ep, "robust") : ls_zsec_connect(s, connect_ep, "robust");
+    if (rc != LS_OK) {
         zmq_close(s);
-        return ls_err(LS_ENET, "cannot %s %s: %s", bind_ep ? "bind" : "connect", bind_ep ? bind_ep : connect_ep,
-                      zmq_strerror(e));
+        return rc;
     }
     if (bind_ep && ep_out) {
         size_t n = 256;

@@ -14,6 +14,7 @@
 #include <zmq.h>
 
 #include "llmsys/serve.h"
+#include "llmsys/zsec.h"
 
 ls_profile_opts ls_profile_defaults(void) {
     ls_profile_opts o = {0};
@@ -31,7 +32,7 @@ ls_profile_opts ls_profile_defaults(void) {
  * a 1-byte message is echoed and ends it. */
 static void echo_child(const char *in, const char *out) {
     void *ctx = zmq_ctx_new(), *pull = zmq_socket(ctx, ZMQ_PULL), *push = zmq_socket(ctx, ZMQ_PUSH);
-    if (zmq_bind(pull, in) != 0 || zmq_connect(push, out) != 0) _exit(1);
+    if (ls_zsec_bind(ctx, pull, in, "link echo") || ls_zsec_connect(push, out, "link echo")) _exit(1);
     for (;;) {
         zmq_msg_t m;
         zmq_msg_init(&m);
@@ -78,9 +79,8 @@ static int echo_open(echo_pair *e, int timeout_ms) {
     int zero = 0;
     zmq_setsockopt(e->push, ZMQ_LINGER, &zero, sizeof zero);
     zmq_setsockopt(e->pull, ZMQ_RCVTIMEO, &timeout_ms, sizeof timeout_ms);
-    if (zmq_bind(e->pull, b) != 0 || zmq_connect(e->push, a) != 0)
-        return ls_err(LS_ENET, "link: %s", zmq_strerror(zmq_errno()));
-    return LS_OK;
+    LS_TRY(ls_zsec_bind(e->ctx, e->pull, b, "link"));
+    return ls_zsec_connect(e->push, a, "link");
 }
 
 /* One round trip of n bytes from buf (the echo lands back in buf, cap bytes). */

@@ -22,6 +22,7 @@
 
 #include "io/httpd.h"
 #include "llmsys/serve.h"
+#include "llmsys/zsec.h"
 #include "serve/openai.h"
 #include "serve/wire.h"
 
@@ -1154,8 +1155,9 @@ int ls_server_start(ls_server **out, const ls_server_opts *opts) {
     int zero = 0;
     zmq_setsockopt(s->to_first, ZMQ_LINGER, &zero, sizeof zero);
     zmq_setsockopt(s->from_last, ZMQ_LINGER, &zero, sizeof zero);
-    if (zmq_bind(s->from_last, s->addr[s->ns]) != 0) { rc = ls_err(LS_ENET, "bind %s: %s", s->addr[s->ns], zmq_strerror(zmq_errno())); goto fail; }
-    if (zmq_connect(s->to_first, s->addr[0]) != 0) { rc = ls_err(LS_ENET, "connect %s: %s", s->addr[0], zmq_strerror(zmq_errno())); goto fail; }
+    if ((rc = ls_zsec_bind(s->zctx, s->from_last, s->addr[s->ns], "serve front")) ||
+        (rc = ls_zsec_connect(s->to_first, s->addr[0], "serve front")))
+        goto fail;
     for (int i = 0; i < s->ns; i++)
         if ((rc = spawn_worker(s, i))) goto fail;
     if ((rc = wait_ready(s, 120.0))) goto fail;

@@ -10,6 +10,7 @@
 #include <zmq.h>
 
 #include "llmsys/serve.h"
+#include "llmsys/zsec.h"
 #include "serve/wire.h"
 
 #define TMP_FILES (LS_SERVE_MAX_STAGES + 2)
@@ -119,8 +120,7 @@ int ls_serve_worker_run(const ls_worker_opts *o) {
     if (!in || !out) { rc = ls_err(LS_ENET, "%s: zmq: %s", what, zmq_strerror(zmq_errno())); goto done; }
     zmq_setsockopt(in, ZMQ_LINGER, &zero, sizeof zero);
     zmq_setsockopt(out, ZMQ_LINGER, &zero, sizeof zero);
-    if (zmq_bind(in, o->in_addr) != 0) { rc = ls_err(LS_ENET, "%s: bind %s: %s", what, o->in_addr, zmq_strerror(zmq_errno())); goto done; }
-    if (zmq_connect(out, o->out_addr) != 0) { rc = ls_err(LS_ENET, "%s: connect %s: %s", what, o->out_addr, zmq_strerror(zmq_errno())); goto done; }
+    if ((rc = ls_zsec_bind(ctx, in, o->in_addr, what)) || (rc = ls_zsec_connect(out, o->out_addr, what))) goto done;
     double busy = 0.0;
     /* test hook: slows every micro-batch so tests can kill a stage mid-request */
     const char *delay_env = getenv("LLMSYS_SERVE_STAGE_DELAY_MS");

@@ -1,0 +1,42 @@
+/* cmd_keys.c - `llmsys keys gen` (CURVE key pairs) and the global --keys/--curve options. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/args.h"
+#include "cli/cli.h"
+#include "llmsys/zsec.h"
+
+int cmd_keys(int argc, char **argv) {
+    if (argc < 2 || strcmp(argv[1], "gen")) {
+        int help = argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"));
+        fprintf(help ? stdout : stderr, "usage: llmsys keys gen --out DIR [--force]\n"
+                                        "  writes a CURVE server and client key pair: DIR/server.key, DIR/client.key\n");
+        return help ? 0 : 2;
+    }
+    const char *out = NULL;
+    int force = 0;
+    ls_arg spec[] = {
+        {"out", LS_ARG_STR, &out, "DIR", "directory for server.key and client.key (mode 0600)", 1},
+        {"force", LS_ARG_FLAG, &force, NULL, "replace existing key files", 0},
+    };
+    int rc = ls_args_parse("llmsys keys gen", "Generate ZeroMQ CURVE keys for the loader service and pipeline stages.",
+                           spec, 2, argc - 1, argv + 1, NULL, 0, NULL);
+    if (rc) return LS_ARGS_EXIT(rc);
+    if (ls_zsec_keygen(out, force)) return ls_cli_fail();
+    printf("wrote %s/server.key and %s/client.key (use: llmsys --keys %s COMMAND ...)\n", out, out, out);
+    return 0;
+}
+
+int cli_security_options(int argc, char **argv) {
+    const char *keys = NULL;
+    int force = 0, i = 1;
+    for (; i < argc; i++) {
+        if (!strcmp(argv[i], "--curve")) force = 1;
+        else if (!strncmp(argv[i], "--keys=", 7)) keys = argv[i] + 7;
+        else if (!strcmp(argv[i], "--keys") && i + 1 < argc) keys = argv[++i];
+        else if (!strcmp(argv[i], "--keys")) return fprintf(stderr, "llmsys: --keys needs a PATH\n"), -2;
+        else break;
+    }
+    if ((keys || force) && ls_zsec_configure(keys, force)) return ls_cli_fail(), -1;
+    return i - 1;
+}
