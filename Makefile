@@ -6,7 +6,7 @@ CMAKE_FLAGS ?=
 JOBS        ?= $(shell nproc 2>/dev/null || echo 2)
 CTEST_FLAGS ?= --output-on-failure -j$(JOBS)
 
-.PHONY: all setup configure build run test asan bench format clean
+.PHONY: all setup configure build run test asan bench format clean fuzz
 
 all: build
 
@@ -29,6 +29,17 @@ test: build
 asan:
 	$(MAKE) test BUILD=build-asan BUILD_TYPE=Debug CMAKE_FLAGS="-DLLMSYS_SANITIZE=ON $(CMAKE_FLAGS)"
 
+# libFuzzer targets (fuzz/, clang + ASan + UBSan, own build tree), each run FUZZ_SECONDS
+# from its seed corpus fuzz/corpus/<target>; FUZZ_ONLY=REGEX picks some. Crashes land in
+# build-fuzz/fuzz-crashes/<target>/. Prints SKIP when clang is not installed.
+FUZZ_SECONDS ?= 60
+FUZZ_ONLY    ?= .
+fuzz:
+	@if ! command -v clang >/dev/null 2>&1; then echo "SKIP fuzz: clang not found (apt-get install clang)"; exit 0; fi; \
+	cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DLLMSYS_FUZZ=ON >/dev/null && \
+	cmake --build build-fuzz -j$(JOBS) --target fuzzers && \
+	bash scripts/fuzz.sh build-fuzz $(FUZZ_SECONDS) '$(FUZZ_ONLY)'
+
 # Every benchmark in bench/; each prints a table and writes bench-out/<name>.json.
 bench: build
 	@mkdir -p bench-out
@@ -45,4 +56,4 @@ format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf build build-asan bench-out demo-out
+	rm -rf build build-asan build-fuzz bench-out demo-out

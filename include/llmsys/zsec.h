@@ -30,8 +30,8 @@
 extern "C" {
 #endif
 
-/* Sets the process's key path (NULL: keep LLMSYS_KEYS) and forced CURVE (force: 1 on
- * every endpoint, 0 only off loopback); loads and checks the keys now (one error line). */
+/* Sets the process's key path (NULL: keep LLMSYS_KEYS) and forced CURVE (force: 1 on every
+ * endpoint, 0 only off loopback, < 0 keep LLMSYS_CURVE); loads and checks the keys now. */
 int ls_zsec_configure(const char *keys, int force);
 /* Writes a new server and client key pair to dir/server.key and dir/client.key (created
  * with mode 0600, atomically); refuses to replace existing files unless overwrite. */

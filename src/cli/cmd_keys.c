@@ -37,6 +37,6 @@ int cli_security_options(int argc, char **argv) {
         else if (!strcmp(argv[i], "--keys")) return fprintf(stderr, "llmsys: --keys needs a PATH\n"), -2;
         else break;
     }
-    if ((keys || force) && ls_zsec_configure(keys, force)) return ls_cli_fail(), -1;
+    if ((keys || force) && ls_zsec_configure(keys, force ? 1 : -1)) return ls_cli_fail(), -1;
     return i - 1;
 }

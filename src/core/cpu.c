@@ -1,5 +1,6 @@
 /* cpu.c - one CPU-feature probe (cpuid via the compiler's builtins) and the SIMD level a
  * kernel family should use, overridable with LLMSYS_ISA for tests and benchmarks. */
+#include <cpuid.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +12,8 @@ unsigned ls_cpu_features(void) {
     unsigned f = 0;
     if (__builtin_cpu_supports("avx2")) f |= LS_CPU_AVX2;
     if (__builtin_cpu_supports("fma")) f |= LS_CPU_FMA;
-    if (__builtin_cpu_supports("f16c")) f |= LS_CPU_F16C;
+    unsigned a, b, c, d; /* F16C from cpuid leaf 1 (ECX bit 29): clang's builtin does not know "f16c" */
+    if (__get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29))) f |= LS_CPU_F16C;
     if (__builtin_cpu_supports("avx512f")) f |= LS_CPU_AVX512F;
     if (__builtin_cpu_supports("avx512bw")) f |= LS_CPU_AVX512BW;
     if (__builtin_cpu_supports("avx512vl")) f |= LS_CPU_AVX512VL;

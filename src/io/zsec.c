@@ -132,7 +132,7 @@ int ls_zsec_configure(const char *keys, int force) {
     char abs[4096]; /* absolute, so that children in another directory find it */
     if (keys && !realpath(keys, abs)) return ls_err(LS_ENOTFOUND, "keys %s: %s", keys, strerror(errno));
     if (keys && setenv("LLMSYS_KEYS", abs, 1) != 0) return ls_err(LS_ENOMEM, "setenv: %s", strerror(errno));
-    if (force && setenv("LLMSYS_CURVE", "1", 1) != 0) return ls_err(LS_ENOMEM, "setenv: %s", strerror(errno));
+    if (force >= 0 && setenv("LLMSYS_CURVE", force ? "1" : "0", 1) != 0) return ls_err(LS_ENOMEM, "setenv: %s", strerror(errno));
     pthread_mutex_lock(&g_mu);
     g_keys.loaded = 0;
     int rc = ensure_loaded();

@@ -30,3 +30,24 @@ int ls_wire_check(const void *msg, size_t len, const char *what) {
     if (msg_hash(msg, len) != h.checksum) return ls_err(LS_ECHECKSUM, "%s: message checksum mismatch", what);
     return LS_OK;
 }
+
+int ls_wire_forward_parse(const void *msg, size_t len, int first, int d_model, const ls_engine_seq **seqs,
+                          const void **body) {
+    ls_wire_hdr h;
+    memcpy(&h, msg, sizeof h);
+    size_t pb = len - sizeof h; /* ls_wire_check: payload_bytes == pb */
+    const char *bad = "malformed micro-batch (sequence table and payload disagree)";
+    if (h.nseq < 1 || h.nseq > pb / sizeof(ls_engine_seq)) return ls_err(LS_EFORMAT, "%s", bad);
+    const ls_engine_seq *sq = (const ls_engine_seq *)((const char *)msg + sizeof h);
+    uint64_t ntok = 0;
+    for (uint32_t i = 0; i < h.nseq; i++) {
+        if (sq[i].n < 0) return ls_err(LS_EFORMAT, "%s", bad);
+        ntok += (uint64_t)sq[i].n;
+    }
+    if (ntok != h.ntok || d_model < 1) return ls_err(LS_EFORMAT, "%s", bad);
+    uint64_t want = first ? ntok * sizeof(int32_t) : ntok * (uint64_t)d_model * sizeof(float);
+    if (pb != h.nseq * sizeof(ls_engine_seq) + want) return ls_err(LS_EFORMAT, "%s", bad);
+    *seqs = sq;
+    *body = (const char *)msg + sizeof h + h.nseq * sizeof(ls_engine_seq);
+    return LS_OK;
+}

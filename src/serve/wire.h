@@ -34,6 +34,11 @@ typedef struct {
 void ls_wire_seal(void *msg, size_t len);
 /* Validates size, magic, version, payload length and checksum; what names the socket. */
 int ls_wire_check(const void *msg, size_t len, const char *what);
+/* Checks a checked FORWARD message's sequence table against its payload (1 <= nseq, every
+ * n >= 0, ntok their sum, payload = the table then ntok int32 tokens on the first stage or
+ * ntok x d_model floats elsewhere) and points *seqs and *body into msg. */
+int ls_wire_forward_parse(const void *msg, size_t len, int first, int d_model, const ls_engine_seq **seqs,
+                          const void **body);
 
 /* Removes the files a serve front's temp dir holds (plan.json, the front's and the stages'
  * ipc sockets), not the dir itself. */

@@ -182,19 +182,15 @@ int ls_serve_worker_run(const ls_worker_opts *o) {
         }
         if (delay_ms > 0) ls_sleep_ms(delay_ms);
         double t0 = ls_now();
-        int nseq = (int)h.nseq;
-        size_t seq_bytes = (size_t)nseq * sizeof(ls_engine_seq);
-        const ls_engine_seq *seqs = (const ls_engine_seq *)(data + sizeof h);
-        const void *body = data + sizeof h + seq_bytes;
-        size_t ntok = 0;
-        int bad = nseq < 1 || seq_bytes > h.payload_bytes;
-        for (int i = 0; !bad && i < nseq; i++) ntok += (size_t)(seqs[i].n > 0 ? seqs[i].n : 0);
-        size_t want = first ? ntok * sizeof(int32_t) : ntok * cfg->d_model * sizeof(float);
-        if (bad || ntok != h.ntok || h.payload_bytes != seq_bytes + want) {
-            send_error(out, &h, o->stage, "malformed micro-batch (sequence table and payload disagree)");
+        const ls_engine_seq *seqs;
+        const void *body;
+        if (ls_wire_forward_parse(data, len, first, cfg->d_model, &seqs, &body) != LS_OK) {
+            send_error(out, &h, o->stage, ls_errmsg());
             zmq_msg_close(&msg);
             continue;
         }
+        int nseq = (int)h.nseq;
+        size_t seq_bytes = (size_t)nseq * sizeof(ls_engine_seq);
         size_t nout = ls_engine_out_floats(e, seqs, nseq, 0);
         if (nout > outcap) {
             free(outbuf);

@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""fuzz_seeds.py - writes the seed corpora of the libFuzzer targets (fuzz/corpus/<target>/):
+small hand-made inputs in each format, plus copies of real configs the repository carries
+(data/clusters, examples). Run from the repository root; rewrites the seed_* files only, so
+regression inputs (regress_*) added after a fix stay."""
+import json
+import os
+import shutil
+import struct
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT = os.path.join(ROOT, "fuzz", "corpus")
+
+
+def put(target, name, data):
+    d = os.path.join(OUT, target)
+    os.makedirs(d, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode()
+    with open(os.path.join(d, "seed_" + name), "wb") as f:
+        f.write(data)
+
+
+def st_file(tensors, meta):
+    """A safetensors file: u64 header length, JSON header, data (no checksum key)."""
+    hdr, blob = {}, b""
+    if meta is not None:
+        hdr["__metadata__"] = meta
+    for name, (dt, shape, raw) in tensors.items():
+        hdr[name] = {"dtype": dt, "shape": shape, "data_offsets": [len(blob), len(blob) + len(raw)]}
+        blob += raw
+    h = json.dumps(hdr).encode()
+    h += b" " * (-len(h) % 8)
+    return struct.pack("<Q", len(h)) + h + blob
+
+
+def safetensors():
+    f32 = lambda n: struct.pack("<%df" % n, *[0.25 * i for i in range(n)])
+    put("fuzz_safetensors", "small", st_file({"a": ("F32", [2, 3], f32(6)), "b": ("I8", [4], b"\x01\x02\x03\x04")},
+                                             {"llmsys.step": "3"}))
+    cfg = json.dumps({"vocab": 259, "n_ctx": 8, "n_layer": 1, "n_head": 1, "d_model": 4, "d_ff": 8})
+    put("fuzz_safetensors", "config", st_file({"wte": ("F32", [2, 4], f32(8))}, {"llmsys.config": cfg}))
+    put("fuzz_safetensors", "empty", st_file({}, None))
+    put("fuzz_safetensors", "bf16", st_file({"x": ("BF16", [3], b"\x00\x3f" * 3), "y": ("I32", [1], b"\0\0\0\0")}, {}))
+    # the crafted header of the duplicate-metadata overflow (fixed before fuzzing began)
+    h = b'{"__metadata__":{"a":"1"},"__metadata__":{"b":"2","c":"3","d":"4"},"t":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}'
+    h += b" " * (-len(h) % 8)
+    put("fuzz_safetensors", "two_metadata", struct.pack("<Q", len(h)) + h + b"\0\0\0\0")
+
+
+def configs():
+    plan = {"format": "llmsys-plan", "version": 1, "model": {"name": "t", "n_layer": 4},
+            "stages": [{"device": "cpu", "layers": [0, 2], "bits": [4, 8]},
+                       {"device": "cpu", "layers": [2, 4], "bits": [3, 16], "address": "tcp://127.0.0.1:7000"}],
+            "micro_batch": {"prefill": 2, "decode": 3}}
+    put("fuzz_config_plan", "two_stages", json.dumps(plan))
+    for c in ("llmpq-1.json", "demo-70b.json"):
+        shutil.copy(os.path.join(ROOT, "data", "clusters", c), os.path.join(OUT, "fuzz_config_cluster", "seed_" + c))
+    shutil.copy(os.path.join(ROOT, "examples", "mix-demo.json"), os.path.join(OUT, "fuzz_config_mix", "seed_demo.json"))
+    put("fuzz_config_mix", "schedule", json.dumps(
+        {"n_ctx": 64, "tokens_per_rank": 256, "micro_batches": 2, "seed": 3,
+         "sources": [{"name": "docs", "path": "docs"}, {"name": "math", "type": "tokens", "path": "math.lstok"}],
+         "schedule": [{"step": 0, "weights": {"docs": 0.8, "math": 0.2}}, {"step": 10, "weights": {"docs": 0.2, "math": 0.8}}]}))
+    put("fuzz_config_tasks", "tasks.jsonl", "".join(json.dumps(t) + "\n" for t in [
+        {"id": 0, "kind": "add", "prompt": "12+30=", "answer": "42", "len": 2},
+        {"id": 1, "kind": "sort", "prompt": "sort 312=", "answer": "123", "len": 3, "demo": "sort 21=12"}]))
+    put("fuzz_config_faults", "faults", json.dumps({"faults": [
+        {"kind": "crash", "step": 5, "rank": 1}, {"kind": "slow", "step": 2, "rank": 0, "share": 0.25},
+        {"kind": "nan", "step": 3, "rank": 1, "sticky": True}, {"kind": "hang", "step": 4, "rank": 0}]}))
+    put("fuzz_config_rlconfig", "laminar", json.dumps(
+        {"mode": "laminar", "tasks": "t.jsonl", "heldout": "h.jsonl", "init": "", "report": "r.json", "workdir": "w",
+         "rollouts": 2, "relays": 2, "updates": 10, "group": 4, "batch_groups": 4, "max_seqs": 8, "max_new": 64,
+         "staleness": 2, "repack": 1, "eval_n": 64, "ppo_epochs": 2, "lr": 1e-4, "clip_eps": 0.2, "is_cap": 5.0,
+         "step_ms": 0, "train_ms": 0, "hb_timeout_s": 1.5, "seed": 1}))
+    put("fuzz_config_tplan", "empty", "{}")
+    put("fuzz_config_profile", "cpu", json.dumps(
+        {"device": "cpu", "threads": 2, "n_layer": 4, "d_model": 64,
+         "layers": [{"bits": 16, "phase": "prefill", "batch": 1, "seq": 8, "ctx": 0, "seconds": 0.001},
+                    {"bits": 16, "phase": "decode", "batch": 1, "seq": 1, "ctx": 8, "seconds": 0.0002}],
+         "link": {"latency_s": 0.0001, "bytes_per_s": 1e9}}))
+    put("fuzz_config_train", "small", json.dumps(
+        {"steps": 10, "batch": 4, "seq": 32, "lr": 0.001, "seed": 1, "model": {"n_layer": 2, "d_model": 32}}))
+    put("fuzz_config_model", "small", json.dumps(
+        {"vocab": 259, "n_ctx": 64, "n_layer": 2, "n_head": 2, "d_model": 32, "d_ff": 128}))
+
+
+def wire():
+    # serve stage message: header (magic, version, type, mb_id, nseq, ntok, stage, payload_bytes,
+    # busy_s[16], checksum) then {slot,pos,n} per sequence and tokens (stage 0) or floats
+    def msg(stage, seqs, body):
+        ntok = sum(s[2] for s in seqs)
+        payload = b"".join(struct.pack("<3i", *s) for s in seqs) + body
+        return struct.pack("<IHHIIIiQ16dQ", 0x5750534C, 1, 1, 7, len(seqs), ntok, stage, len(payload),
+                           *([0.0] * 16), 0) + payload
+    put("fuzz_serve_wire", "tokens", msg(0, [(0, 0, 3), (1, 0, 1)], struct.pack("<4i", 65, 66, 67, 10)))
+    put("fuzz_serve_wire", "acts", msg(1, [(2, 5, 1)], struct.pack("<8f", *[0.5] * 8)))
+    put("fuzz_serve_wire", "decode", msg(0, [(3, 9, 1)], struct.pack("<i", 100)))
+    # loader: mode byte, then (mode 2) type byte, step i64, rank i32, payload
+    req = lambda t, step, rank, pl=b"": bytes([2, t]) + struct.pack("<qi", step, rank) + pl
+    put("fuzz_loader_wire", "batch", req(0, 0, 1))
+    put("fuzz_loader_wire", "control", req(1, 2, 0, b'{"weights": {"a": 1, "b": 3}, "step": 2}'))
+    put("fuzz_loader_wire", "control_null", req(1, 0, 0, b'{"weights": null}'))
+    put("fuzz_loader_wire", "info", req(2, 0, 0))
+    put("fuzz_loader_wire", "raw", bytes([1]) + b"LSLQ\x01\x00\x01\x00" + b"\0" * 24)
+    put("fuzz_loader_wire", "batch_reply", bytes([0]) + b"LSBATv01" + b"\0" * 64)
+
+
+def http():
+    put("fuzz_http_serve", "tokens", b"\0" + json.dumps({"prompt": [1, 2, 3], "max_tokens": 4, "temperature": 0}).encode())
+    put("fuzz_http_serve", "text", b"\0" + json.dumps({"prompt": "hello", "stream": True, "top_p": 0.9, "seed": 7,
+                                                      "stream_options": {"include_usage": True}}).encode())
+    put("fuzz_http_serve", "chat", b"\1" + json.dumps({"model": "m", "messages": [{"role": "system", "content": "be brief"},
+                                                                            {"role": "user", "content": "hi"}],
+                                                      "max_completion_tokens": 5}).encode())
+    put("fuzz_http_victim", "two", json.dumps({"inputs": [[0.1, 0.2, 0.3, 0.4, 0.5, 0.6], [1, 0, 1, 0, 1, 0]]}))
+    put("fuzz_http_victim", "bad", json.dumps({"inputs": [[0.1, "x"]]}))
+
+
+if __name__ == "__main__":
+    safetensors()
+    configs()
+    wire()
+    http()
