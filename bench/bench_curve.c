@@ -94,9 +94,12 @@ int main(int argc, char **argv) {
     const char *out = NULL, *bin = NULL;
     int quick = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
-        else if (!strcmp(argv[i], "--llmsys") && i + 1 < argc) bin = argv[++i];
-        else if (!strcmp(argv[i], "--quick")) quick = 1;
+        if (!strcmp(argv[i], "--out") && i + 1 < argc)
+            out = argv[++i];
+        else if (!strcmp(argv[i], "--llmsys") && i + 1 < argc)
+            bin = argv[++i];
+        else if (!strcmp(argv[i], "--quick"))
+            quick = 1;
         else {
             fprintf(stderr, "usage: bench_curve [--out FILE] [--llmsys PATH] [--quick]\n");
             return 2;
@@ -127,13 +130,15 @@ int main(int argc, char **argv) {
         snprintf(f, sizeof f, "%s/d%02d.txt", g_dir, i);
         FILE *fp = fopen(f, "w");
         if (!fp) rc = ls_err(LS_EIO, "%s", f);
-        for (int k = 0; fp && k < 100 * (i + 1); k++) fprintf(fp, "line %d of document %d: some words to tokenize\n", k, i);
+        for (int k = 0; fp && k < 100 * (i + 1); k++)
+            fprintf(fp, "line %d of document %d: some words to tokenize\n", k, i);
         if (fp) fclose(fp);
     }
     ls_loader_mix mix;
     char js[512];
-    snprintf(js, sizeof js, "{\"n_ctx\": 512, \"tokens_per_rank\": 8192, \"micro_batches\": 2, \"seed\": 1,"
-                            " \"sources\": [{\"name\": \"docs\", \"path\": \".\"}]}");
+    snprintf(js, sizeof js,
+             "{\"n_ctx\": 512, \"tokens_per_rank\": 8192, \"micro_batches\": 2, \"seed\": 1,"
+             " \"sources\": [{\"name\": \"docs\", \"path\": \".\"}]}");
     if (rc == LS_OK) rc = ls_loader_mix_parse(js, g_dir, &mix);
     /* serve model: tiny, 8-bit, split in two stages */
     ls_model_config cfg;
@@ -181,7 +186,8 @@ int main(int argc, char **argv) {
     printf("bench_curve: CURVE vs plain ZeroMQ over loopback, %d repeats alternated, load %.2f %.2f %.2f, %ld cores\n",
            reps, load[0], load[1], load[2], sysconf(_SC_NPROCESSORS_ONLN));
     printf("  loader: 1 client fetching %d steps of 8192 tokens; serve: 2 stages, tiny 8-bit model, %d requests of %d "
-           "tokens, one at a time\n", steps, nreq, max_tokens);
+           "tokens, one at a time\n",
+           steps, nreq, max_tokens);
     printf("%-28s %-6s %12s %12s %12s\n", "measure", "side", "min", "median", "max");
     cJSON *j = cJSON_CreateObject(), *rows = cJSON_AddArrayToObject(j, "rows");
     cJSON_AddNumberToObject(j, "load1", load[0]);
@@ -201,7 +207,8 @@ int main(int argc, char **argv) {
         }
     }
     double r_ld = med[0][1] / med[0][0], r_lat = med[1][1] / med[1][0], r_tp = med[2][1] / med[2][0];
-    printf("\nCURVE / plain (medians): loader tokens/s %.3fx, serve latency %.3fx, ms/token %.3fx\n", r_ld, r_lat, r_tp);
+    printf("\nCURVE / plain (medians): loader tokens/s %.3fx, serve latency %.3fx, ms/token %.3fx\n", r_ld, r_lat,
+           r_tp);
     cJSON_AddNumberToObject(j, "loader_tokens_per_s_ratio", r_ld);
     cJSON_AddNumberToObject(j, "serve_latency_ratio", r_lat);
     cJSON_AddNumberToObject(j, "serve_ms_per_token_ratio", r_tp);

@@ -25,7 +25,8 @@ static void init(void) {
     const char *js = "{\"n_ctx\": 32, \"tokens_per_rank\": 64, \"micro_batches\": 1, \"seed\": 1,"
                      " \"sources\": [{\"name\": \"a\", \"path\": \".\"}, {\"name\": \"b\", \"path\": \".\"}]}";
     ls_loader_serve_opts o = {2, 2, 1, NULL};
-    if (ls_loader_mix_parse(js, dir, &mix) != LS_OK || ls_loader_server_open(&srv, &mix, 2, NULL, 0, &o, NULL, 0) != LS_OK)
+    if (ls_loader_mix_parse(js, dir, &mix) != LS_OK ||
+        ls_loader_server_open(&srv, &mix, 2, NULL, 0, &o, NULL, 0) != LS_OK)
         abort();
 }
 

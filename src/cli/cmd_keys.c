@@ -9,8 +9,9 @@
 int cmd_keys(int argc, char **argv) {
     if (argc < 2 || strcmp(argv[1], "gen")) {
         int help = argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"));
-        fprintf(help ? stdout : stderr, "usage: llmsys keys gen --out DIR [--force]\n"
-                                        "  writes a CURVE server and client key pair: DIR/server.key, DIR/client.key\n");
+        fprintf(help ? stdout : stderr,
+                "usage: llmsys keys gen --out DIR [--force]\n"
+                "  writes a CURVE server and client key pair: DIR/server.key, DIR/client.key\n");
         return help ? 0 : 2;
     }
     const char *out = NULL;
@@ -31,11 +32,16 @@ int cli_security_options(int argc, char **argv) {
     const char *keys = NULL;
     int force = 0, i = 1;
     for (; i < argc; i++) {
-        if (!strcmp(argv[i], "--curve")) force = 1;
-        else if (!strncmp(argv[i], "--keys=", 7)) keys = argv[i] + 7;
-        else if (!strcmp(argv[i], "--keys") && i + 1 < argc) keys = argv[++i];
-        else if (!strcmp(argv[i], "--keys")) return fprintf(stderr, "llmsys: --keys needs a PATH\n"), -2;
-        else break;
+        if (!strcmp(argv[i], "--curve"))
+            force = 1;
+        else if (!strncmp(argv[i], "--keys=", 7))
+            keys = argv[i] + 7;
+        else if (!strcmp(argv[i], "--keys") && i + 1 < argc)
+            keys = argv[++i];
+        else if (!strcmp(argv[i], "--keys"))
+            return fprintf(stderr, "llmsys: --keys needs a PATH\n"), -2;
+        else
+            break;
     }
     if ((keys || force) && ls_zsec_configure(keys, force ? 1 : -1)) return ls_cli_fail(), -1;
     return i - 1;

@@ -52,12 +52,15 @@ static int load_file(keystore *k, const char *file) {
         while (n && (p[n - 1] == ' ' || p[n - 1] == '\t' || p[n - 1] == '\r')) p[--n] = '\0';
         if (!*p || *p == '#') continue;
         char *eq = strchr(p, '=');
-        if (!eq) { rc = ls_err(LS_EFORMAT, "%s:%d: expected 'name = key'", file, line); break; }
+        if (!eq) {
+            rc = ls_err(LS_EFORMAT, "%s:%d: expected 'name = key'", file, line);
+            break;
+        }
         char *name = p, *v = eq + 1;
         for (char *e = eq; e > name && (e[-1] == ' ' || e[-1] == '\t'); e--) e[-1] = '\0';
         *eq = '\0';
         while (*v == ' ' || *v == '\t') v++;
-        char *dst = !strcmp(name, "server-public") ? k->srv_pub
+        char *dst = !strcmp(name, "server-public")   ? k->srv_pub
                     : !strcmp(name, "server-secret") ? k->srv_sec
                     : !strcmp(name, "client-public") ? k->cli_pub
                     : !strcmp(name, "client-secret") ? k->cli_sec
@@ -67,12 +70,17 @@ static int load_file(keystore *k, const char *file) {
             memcpy(dst, v, KEY_Z85 + 1);
             secret |= dst == k->srv_sec || dst == k->cli_sec;
         } else if (!strcmp(name, "allow")) {
-            if (k->n_allow == MAX_ALLOW) { rc = ls_err(LS_ERANGE, "%s:%d: more than %d allow lines", file, line, MAX_ALLOW); break; }
+            if (k->n_allow == MAX_ALLOW) {
+                rc = ls_err(LS_ERANGE, "%s:%d: more than %d allow lines", file, line, MAX_ALLOW);
+                break;
+            }
             if ((rc = check_key(file, line, name, v, k->allow[k->n_allow]))) break;
             k->n_allow++;
         } else {
-            rc = ls_err(LS_EFORMAT, "%s:%d: unknown key name '%s' (server-public, server-secret, client-public, "
-                        "client-secret, allow)", file, line, name);
+            rc = ls_err(LS_EFORMAT,
+                        "%s:%d: unknown key name '%s' (server-public, server-secret, client-public, "
+                        "client-secret, allow)",
+                        file, line, name);
         }
     }
     free(text);
@@ -106,14 +114,17 @@ static int load_keys(keystore *k, const char *path) {
             LS_TRY(load_file(k, f));
             found++;
         }
-        if (!found) return ls_err(LS_ENOTFOUND, "%s: no server.key or client.key (make them with `llmsys keys gen --out %s`)", path, path);
+        if (!found)
+            return ls_err(LS_ENOTFOUND, "%s: no server.key or client.key (make them with `llmsys keys gen --out %s`)",
+                          path, path);
     } else {
         LS_TRY(load_file(k, path));
     }
     LS_TRY(check_pair(path, "server", k->srv_pub, k->srv_sec));
     LS_TRY(check_pair(path, "client", k->cli_pub, k->cli_sec));
     if (k->srv_sec[0] && !k->n_allow)
-        return ls_err(LS_EFORMAT, "%s: a server key without any 'allow = <client public key>' line admits nobody", path);
+        return ls_err(LS_EFORMAT, "%s: a server key without any 'allow = <client public key>' line admits nobody",
+                      path);
     return LS_OK;
 }
 
@@ -132,7 +143,8 @@ int ls_zsec_configure(const char *keys, int force) {
     char abs[4096]; /* absolute, so that children in another directory find it */
     if (keys && !realpath(keys, abs)) return ls_err(LS_ENOTFOUND, "keys %s: %s", keys, strerror(errno));
     if (keys && setenv("LLMSYS_KEYS", abs, 1) != 0) return ls_err(LS_ENOMEM, "setenv: %s", strerror(errno));
-    if (force >= 0 && setenv("LLMSYS_CURVE", force ? "1" : "0", 1) != 0) return ls_err(LS_ENOMEM, "setenv: %s", strerror(errno));
+    if (force >= 0 && setenv("LLMSYS_CURVE", force ? "1" : "0", 1) != 0)
+        return ls_err(LS_ENOMEM, "setenv: %s", strerror(errno));
     pthread_mutex_lock(&g_mu);
     g_keys.loaded = 0;
     int rc = ensure_loaded();
@@ -158,16 +170,20 @@ int ls_zsec_keygen(const char *dir, int overwrite) {
     snprintf(f[0], sizeof f[0], "%s/server.key", dir);
     snprintf(f[1], sizeof f[1], "%s/client.key", dir);
     for (int i = 0; i < 2 && !overwrite; i++)
-        if (ls_is_file(f[i])) return ls_err(LS_EINVAL, "%s exists; remove it or pass --force to replace the keys", f[i]);
+        if (ls_is_file(f[i]))
+            return ls_err(LS_EINVAL, "%s exists; remove it or pass --force to replace the keys", f[i]);
     if (zmq_curve_keypair(sp, ss) != 0 || zmq_curve_keypair(cp, cs) != 0)
-        return ls_err(LS_EUNSUPPORTED, "zmq_curve_keypair: %s (libzmq built without CURVE?)", zmq_strerror(zmq_errno()));
+        return ls_err(LS_EUNSUPPORTED, "zmq_curve_keypair: %s (libzmq built without CURVE?)",
+                      zmq_strerror(zmq_errno()));
     snprintf(text, sizeof text,
              "# llmsys CURVE server keys (keep private; copy to the service's host)\n"
-             "server-public = %s\nserver-secret = %s\n# client public keys admitted\nallow = %s\n", sp, ss, cp);
+             "server-public = %s\nserver-secret = %s\n# client public keys admitted\nallow = %s\n",
+             sp, ss, cp);
     LS_TRY(write_key_file(f[0], text));
     snprintf(text, sizeof text,
              "# llmsys CURVE client keys (keep private; copy to every client's host)\n"
-             "server-public = %s\nclient-public = %s\nclient-secret = %s\n", sp, cp, cs);
+             "server-public = %s\nclient-public = %s\nclient-secret = %s\n",
+             sp, cp, cs);
     return write_key_file(f[1], text);
 }
 
@@ -276,12 +292,13 @@ static void monitor_event(void *mon) {
     memcpy(&ev, fr[0], 2);
     memcpy(&val, fr[0] + 2, 4);
     if (ev == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
-        refused(R_NO_CURVE, "a connection on %s that broke off its handshake (typically a client without CURVE keys: %s)", fr[1],
+        refused(R_NO_CURVE,
+                "a connection on %s that broke off its handshake (typically a client without CURVE keys: %s)", fr[1],
                 strerror((int)val));
     else if (ev == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)
         refused(val == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH ? R_NO_CURVE
-                : val == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC  ? R_SERVER_KEY
-                                                                : R_OTHER,
+                : val == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC    ? R_SERVER_KEY
+                                                                  : R_OTHER,
                 "a client on %s: %s (code 0x%x)", fr[1],
                 val == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH ? "it does not use CURVE (no keys)"
                 : val == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC    ? "it does not hold this server's public key"
@@ -379,16 +396,16 @@ int ls_zsec_bind(void *zctx, void *sock, const char *endpoint, const char *what)
         pthread_mutex_lock(&g_mu);
         int rc = ensure_loaded(), one = 1;
         if (rc == LS_OK && !g_keys.srv_sec[0]) rc = no_keys(what, "bind", endpoint, "server keys");
-        if (rc == LS_OK &&
-            (zmq_setsockopt(sock, ZMQ_CURVE_SERVER, &one, sizeof one) != 0 ||
-             zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, g_keys.srv_sec, KEY_Z85) != 0 ||
-             zmq_setsockopt(sock, ZMQ_ZAP_DOMAIN, "llmsys", 6) != 0))
+        if (rc == LS_OK && (zmq_setsockopt(sock, ZMQ_CURVE_SERVER, &one, sizeof one) != 0 ||
+                            zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, g_keys.srv_sec, KEY_Z85) != 0 ||
+                            zmq_setsockopt(sock, ZMQ_ZAP_DOMAIN, "llmsys", 6) != 0))
             rc = ls_err(LS_ENET, "%s: CURVE server options: %s", what, zmq_strerror(zmq_errno()));
         if (rc == LS_OK) rc = guard_watch(zctx, sock, what);
         pthread_mutex_unlock(&g_mu);
         LS_TRY(rc);
     }
-    if (zmq_bind(sock, endpoint) != 0) return ls_err(LS_ENET, "%s: cannot bind %s: %s", what, endpoint, zmq_strerror(zmq_errno()));
+    if (zmq_bind(sock, endpoint) != 0)
+        return ls_err(LS_ENET, "%s: cannot bind %s: %s", what, endpoint, zmq_strerror(zmq_errno()));
     return LS_OK;
 }
 

@@ -111,15 +111,16 @@ static void test_curve_pipeline(void) {
     key_of(f, "client-public", b_pub);
     key_of(f, "client-secret", b_sec);
     CHECK(strlen(a_srv) == 40 && strlen(b_sec) == 40);
-    stranger_push(NULL, NULL, NULL);     /* no keys */
-    stranger_push(b_srv, b_pub, b_sec);  /* another deployment's keys */
-    stranger_push(a_srv, b_pub, b_sec);  /* right server key, client key off the allow list */
+    stranger_push(NULL, NULL, NULL);    /* no keys */
+    stranger_push(b_srv, b_pub, b_sec); /* another deployment's keys */
+    stranger_push(a_srv, b_pub, b_sec); /* right server key, client key off the allow list */
     CHECK_MSG(completion_matches(), "the pipeline stopped serving after the strangers");
     char *log = NULL;
     size_t n;
     CHECK(ls_file_read(log_path, &log, &n) == LS_OK);
     if (log) {
-        CHECK_MSG(strstr(log, "does not use CURVE") || strstr(log, "without CURVE"), "no-keys refusal not logged:\n%s", log);
+        CHECK_MSG(strstr(log, "does not use CURVE") || strstr(log, "without CURVE"), "no-keys refusal not logged:\n%s",
+                  log);
         CHECK_MSG(strstr(log, "does not hold this server's public key"), "wrong-key refusal not logged:\n%s", log);
         CHECK_MSG(strstr(log, "is not on the allow list"), "allow-list refusal not logged:\n%s", log);
     }
@@ -154,10 +155,11 @@ int main(int argc, char **argv) {
     /* stage links on loopback TCP (so strangers can reach stage 0); the front's own link stays ipc */
     snprintf(stage0, sizeof stage0, "tcp://127.0.0.1:%d", free_port());
     FILE *fp = fopen(plan_path, "w");
-    fprintf(fp, "{\"format\":\"llmsys-plan\",\"version\":1,\"model\":{\"name\":\"t\",\"n_layer\":2},\"stages\":["
-                "{\"device\":\"cpu\",\"layers\":[0,1],\"bits\":[16],\"address\":\"%s\"},"
-                "{\"device\":\"cpu\",\"layers\":[1,2],\"bits\":[16],\"address\":\"tcp://127.0.0.1:%d\"}],"
-                "\"micro_batch\":{\"prefill\":1,\"decode\":1}}",
+    fprintf(fp,
+            "{\"format\":\"llmsys-plan\",\"version\":1,\"model\":{\"name\":\"t\",\"n_layer\":2},\"stages\":["
+            "{\"device\":\"cpu\",\"layers\":[0,1],\"bits\":[16],\"address\":\"%s\"},"
+            "{\"device\":\"cpu\",\"layers\":[1,2],\"bits\":[16],\"address\":\"tcp://127.0.0.1:%d\"}],"
+            "\"micro_batch\":{\"prefill\":1,\"decode\":1}}",
             stage0, free_port());
     fclose(fp);
     pid_t pid = fork();
