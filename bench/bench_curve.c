@@ -5,7 +5,6 @@
  * link CURVE when on). Prints a table with min/median/max and the CURVE/plain ratios, writes
  * JSON (--out). Needs the llmsys binary next to this one (for the stage processes). */
 #include <cjson/cJSON.h>
-#include <libgen.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +12,7 @@
 #include <unistd.h>
 
 #include "llmsys/loader.h"
+#include "bench_bin.h"
 #include "llmsys/serve.h"
 #include "llmsys/train.h"
 #include "llmsys/zsec.h"
@@ -105,18 +105,8 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    char self[4096], llmsys[4200], keys[128], ckpt[160], q8[160], f[200];
-    if (!bin) {
-        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-        if (n <= 0) return 1;
-        self[n] = '\0';
-        snprintf(llmsys, sizeof llmsys, "%s/llmsys", dirname(self));
-        bin = llmsys;
-    }
-    if (!ls_is_file(bin)) {
-        fprintf(stderr, "bench_curve: no llmsys binary at %s (use --llmsys)\n", bin);
-        return 1;
-    }
+    char llmsys[4200], keys[128], ckpt[160], q8[160], f[200];
+    if (!(bin = bench_llmsys_bin("bench_curve", bin, llmsys, sizeof llmsys))) return 1;
     ls_log_set_level(LS_LOG_WARN);
     int reps = quick ? 3 : 7, steps = quick ? 40 : 200, nreq = quick ? 3 : 8, max_tokens = quick ? 16 : 32;
     snprintf(g_dir, sizeof g_dir, "/tmp/llmsys-bench-curve-%d", (int)getpid());

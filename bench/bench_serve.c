@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench_bin.h"
 #include "llmsys/serve.h"
 #include "llmsys/train.h"
 
@@ -24,18 +25,8 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    char self[4096], llmsys[4200], dir[64], ckpt[128], q8[128];
-    if (!bin) {
-        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-        if (n <= 0) return 1;
-        self[n] = '\0';
-        snprintf(llmsys, sizeof llmsys, "%s/llmsys", dirname(self));
-        bin = llmsys;
-    }
-    if (!ls_is_file(bin)) {
-        fprintf(stderr, "bench_serve: no llmsys binary at %s (use --llmsys)\n", bin);
-        return 1;
-    }
+    char llmsys[4200], dir[64], ckpt[128], q8[128];
+    if (!(bin = bench_llmsys_bin("bench_serve", bin, llmsys, sizeof llmsys))) return 1;
     snprintf(dir, sizeof dir, "/tmp/llmsys-bench-serve-%d", (int)getpid());
     snprintf(ckpt, sizeof ckpt, "%s/model.safetensors", dir);
     snprintf(q8, sizeof q8, "%s/q8.safetensors", dir);

@@ -136,12 +136,9 @@ int main(int argc, char **argv) {
     atexit(cleanup);
     snprintf(dir, sizeof dir, "/tmp/llmsys_mp_curve_%d", (int)getpid());
     ls_mkdirs(dir);
-    snprintf(ckpt, sizeof ckpt, "%s/m.safetensors", dir);
-    snprintf(plan_path, sizeof plan_path, "%s/plan.json", dir);
-    snprintf(port_path, sizeof port_path, "%s/port", dir);
-    snprintf(log_path, sizeof log_path, "%s/serve.log", dir);
-    snprintf(keys_a, sizeof keys_a, "%s/a", dir);
-    snprintf(keys_b, sizeof keys_b, "%s/b", dir);
+    char *paths[] = {ckpt, plan_path, port_path, log_path, keys_a, keys_b};
+    const char *names[] = {"m.safetensors", "plan.json", "port", "serve.log", "a", "b"};
+    for (int i = 0; i < 6; i++) snprintf(paths[i], 256, "%s/%s", dir, names[i]);
     CHECK(ls_zsec_keygen(keys_a, 0) == LS_OK && ls_zsec_keygen(keys_b, 0) == LS_OK);
     ls_model_config cfg = {.vocab = LS_VOCAB, .n_ctx = 64, .n_layer = 2, .n_head = 2, .d_model = 32, .d_ff = 64};
     ls_model *m = make_model(&cfg, 7, 3.0f);
