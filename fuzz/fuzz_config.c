@@ -74,5 +74,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 #error "FUZZ_KIND must name a config kind"
 #endif
     free(s);
+    fuzz_file_done();
     return 0;
 }

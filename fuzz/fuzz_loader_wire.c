@@ -10,10 +10,19 @@
 static ls_loader_server *srv;
 static ls_loader_mix mix;
 
+static char dir[128];
+
+static void remove_dir(void) {
+    char f[200];
+    for (int i = 0; i < 3; i++) snprintf(f, sizeof f, "%s/d%d.txt", dir, i), unlink(f);
+    rmdir(dir);
+}
+
 static void init(void) {
     fuzz_quiet();
-    char dir[128], f[160];
+    char f[160];
     snprintf(dir, sizeof dir, "/tmp/llmsys-fuzz-loader-%d", (int)getpid());
+    atexit(remove_dir);
     if (ls_mkdirs(dir) != LS_OK) abort();
     for (int i = 0; i < 3; i++) {
         snprintf(f, sizeof f, "%s/d%d.txt", dir, i);

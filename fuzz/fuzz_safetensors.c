@@ -29,5 +29,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ls_model_config cfg;
     int *bits = NULL, group = 0;
     if (ls_ckpt_info(path, &cfg, &bits, &group) == LS_OK) free(bits);
+    fuzz_file_done();
     return 0;
 }

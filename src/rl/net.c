@@ -1,6 +1,7 @@
 /* net.c - the rl runtime's wire: sealed messages, payload encoding, ZeroMQ helpers,
  * weight-version sending and the run config in JSON. */
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -325,7 +326,12 @@ int rl_config_from_json(const char *s, size_t n, rl_config *c) {
 #undef S
 #undef I
 #undef D
-                if (rc == LS_OK && ls_json_get_double(j, "seed", 1, &d) == LS_OK) c->seed = (uint64_t)d;
+                if (rc == LS_OK && ls_json_get_double(j, "seed", 1, &d) == LS_OK) {
+        if (d >= 0 && d <= 9007199254740992.0 && d == floor(d)) /* checked before the cast */
+            c->seed = (uint64_t)d;
+        else
+            rc = ls_err(LS_EINVAL, "\"seed\" must be an integer in [0, 2^53]");
+    }
     cJSON_Delete(j);
     if (rc) return ls_err_wrap(LS_EINVAL, "rl config");
     return LS_OK;

@@ -74,6 +74,7 @@ int ls_fault_plan_parse(const char *json, size_t len, const char *what, int rank
         } else if (!(share > 0 && share < 1)) {
             rc = ls_err(LS_EINVAL, "%s: fault %d: share must be in (0, 1)", what, i);
         }
+        if (rc < 0) break; /* a refused step may be out of int64's range: never convert it */
         f->step = step >= 0 ? (int64_t)step : -1;
         f->time = time;
         f->rank = rank;
