@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import struct
+import subprocess
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "fuzz", "corpus")
@@ -73,11 +74,22 @@ def configs():
          "staleness": 2, "repack": 1, "eval_n": 64, "ppo_epochs": 2, "lr": 1e-4, "clip_eps": 0.2, "is_cap": 5.0,
          "step_ms": 0, "train_ms": 0, "hb_timeout_s": 1.5, "seed": 1}))
     put("fuzz_config_tplan", "empty", "{}")
+    # a real training precision plan, when a built llmsys is at hand (modelled on catalog GPUs: fast)
+    llmsys = os.path.join(ROOT, "build", "llmsys")
+    if os.path.exists(llmsys):
+        out = os.path.join(OUT, "fuzz_config_tplan", "seed_gpu_plan.json")
+        subprocess.run([llmsys, "plan", "train", "--model", "tiny", "--cluster", "A100x2,T4x2", "--out", out],
+                       check=True, stdout=subprocess.DEVNULL, env=dict(os.environ, LLMSYS_PROGRESS="0"))
     put("fuzz_config_profile", "cpu", json.dumps(
-        {"device": "cpu", "threads": 2, "n_layer": 4, "d_model": 64,
-         "layers": [{"bits": 16, "phase": "prefill", "batch": 1, "seq": 8, "ctx": 0, "seconds": 0.001},
-                    {"bits": 16, "phase": "decode", "batch": 1, "seq": 1, "ctx": 8, "seconds": 0.0002}],
-         "link": {"latency_s": 0.0001, "bytes_per_s": 1e9}}))
+        {"format": "llmsys-profile", "version": 1, "device": "cpu:test", "threads": 1, "layers_timed": 4,
+         "model": {"vocab": 259, "n_ctx": 128, "n_layer": 7, "n_head": 8, "d_model": 256, "d_ff": 1024},
+         "prefill": [{"bits": b, "batch": 1, "seq": q, "seconds": 1e-4 * q * (1 + b / 16)}
+                     for b in (4, 16) for q in (8, 16, 32)],
+         "decode": [{"bits": b, "batch": n, "ctx": 16, "seconds": 2e-5 * n * (1 + b / 16)}
+                    for b in (4, 16) for n in (1, 2, 4)],
+         "head": {"prefill": [{"batch": 1, "seq": q, "seconds": 1e-5 * q} for q in (8, 16, 32)],
+                  "decode": [{"batch": n, "seconds": 1e-5 * n} for n in (1, 2, 4)]},
+         "link": {"latency_s": 3e-5, "bandwidth_Bps": 5.2e9, "transport": "zeromq ipc"}}))
     put("fuzz_config_train", "small", json.dumps(
         {"steps": 10, "batch": 4, "seq": 32, "lr": 0.001, "seed": 1, "model": {"n_layer": 2, "d_model": 32}}))
     put("fuzz_config_model", "small", json.dumps(
