@@ -9,10 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
-#include "llmsys/loader.h"
 #include "bench_bin.h"
+#include "llmsys/loader.h"
 #include "llmsys/serve.h"
 #include "llmsys/train.h"
 #include "llmsys/zsec.h"
@@ -21,13 +22,23 @@
 
 static char g_dir[96];
 
+/* CPU seconds used so far by this process and its reaped children (the stage processes):
+ * on a loaded machine a steadier measure of CURVE's work than wall time. */
+static double cpu_s(void) {
+    struct rusage a, b;
+    getrusage(RUSAGE_SELF, &a);
+    getrusage(RUSAGE_CHILDREN, &b);
+    return a.ru_utime.tv_sec + a.ru_stime.tv_sec + b.ru_utime.tv_sec + b.ru_stime.tv_sec +
+           1e-6 * (a.ru_utime.tv_usec + a.ru_stime.tv_usec + b.ru_utime.tv_usec + b.ru_stime.tv_usec);
+}
+
 static void *run_service(void *srv) {
     ls_loader_server_run(srv);
     return NULL;
 }
 
 /* One loader measurement: tokens/s of `steps` batches fetched by one client. */
-static int loader_once(const ls_loader_mix *mix, int steps, double *tps) {
+static int loader_once(const ls_loader_mix *mix, int steps, double *tps, double *cpu_mtok) {
     ls_loader_server *srv;
     ls_loader_serve_opts o = {4, 4, 1, NULL};
     LS_TRY(ls_loader_server_open(&srv, mix, 1, NULL, 0, &o, NULL, 0));
@@ -38,13 +49,14 @@ static int loader_once(const ls_loader_mix *mix, int steps, double *tps) {
     ls_loader_client *c;
     int rc = ls_loader_client_open(&c, ep, 0, 10000, 0);
     int64_t tokens = 0;
-    double t0 = ls_now();
+    double t0 = ls_now(), c0 = cpu_s();
     for (int s = 0; s < steps && rc == LS_OK; s++) {
         ls_loader_batch b;
         rc = ls_loader_client_batch(c, s, &b);
         if (rc == LS_OK) tokens += (int64_t)b.n_rows * b.n_ctx, ls_loader_batch_free(&b);
     }
     double dt = ls_now() - t0;
+    *cpu_mtok = (cpu_s() - c0) / ((double)tokens / 1e6);
     if (c) ls_loader_client_shutdown(c), ls_loader_client_close(c);
     ls_loader_server_stop(srv);
     pthread_join(th, NULL);
@@ -55,7 +67,7 @@ static int loader_once(const ls_loader_mix *mix, int steps, double *tps) {
 
 /* One serve measurement: mean latency and ms/output token of n sequential requests. */
 static int serve_once(const char *bin, const char *model, const ls_plan *two, int n, int max_tokens, double *lat,
-                      double *tpot) {
+                      double *tpot, double *cpu_req) {
     ls_server_opts o = ls_server_defaults();
     o.model = model;
     o.plan = two;
@@ -63,11 +75,13 @@ static int serve_once(const char *bin, const char *model, const ls_plan *two, in
     o.port = 0;
     o.max_seqs = 4;
     ls_server *s;
+    double c0 = cpu_s(); /* start-up included: the same on both sides but for the handshakes */
     LS_TRY(ls_server_start(&s, &o));
     static const char *const prompts[] = {"The quick brown fox", "int main(void) {"};
     ls_load_result r;
     int rc = ls_http_load("127.0.0.1", ls_server_port(s), prompts, 2, 1, n, max_tokens, &r);
     ls_server_stop(s);
+    *cpu_req = (cpu_s() - c0) / n;
     *lat = r.mean_latency_s;
     *tpot = r.mean_tpot_s;
     return rc;
@@ -152,13 +166,14 @@ int main(int argc, char **argv) {
     two.stages[1].layer_begin = cfg.n_layer / 2;
     two.stages[1].layer_end = cfg.n_layer;
 
-    double ld[2][MAX_REPS], lat[2][MAX_REPS], tp[2][MAX_REPS];
+    double ld[2][MAX_REPS], lat[2][MAX_REPS], tp[2][MAX_REPS], lcpu[2][MAX_REPS], scpu[2][MAX_REPS];
     for (int r = 0; r < reps && rc == LS_OK; r++) {
         for (int k = 0; k < 2 && rc == LS_OK; k++) {
             int curve = (r + k) % 2; /* alternate which side goes first */
             rc = ls_zsec_configure(curve ? keys : NULL, curve);
-            if (rc == LS_OK) rc = loader_once(&mix, steps, &ld[curve][r]);
-            if (rc == LS_OK) rc = serve_once(bin, q8, &two, nreq, max_tokens, &lat[curve][r], &tp[curve][r]);
+            if (rc == LS_OK) rc = loader_once(&mix, steps, &ld[curve][r], &lcpu[curve][r]);
+            if (rc == LS_OK)
+                rc = serve_once(bin, q8, &two, nreq, max_tokens, &lat[curve][r], &tp[curve][r], &scpu[curve][r]);
         }
     }
     ls_loader_mix_free(&mix);
@@ -182,23 +197,33 @@ int main(int argc, char **argv) {
     cJSON *j = cJSON_CreateObject(), *rows = cJSON_AddArrayToObject(j, "rows");
     cJSON_AddNumberToObject(j, "load1", load[0]);
     cJSON_AddNumberToObject(j, "repeats", reps);
-    const char *names[3] = {"loader tokens/s", "serve latency ms", "serve ms/output token"};
-    const char *units[3] = {"tokens/s", "ms", "ms"};
-    double med[3][2];
-    for (int q = 0; q < 3; q++) {
+    const char *names[5] = {"loader tokens/s", "loader CPU ms/1M tokens", "serve latency ms", "serve ms/output token",
+                            "serve CPU ms/request"};
+    const char *units[5] = {"tokens/s", "ms", "ms", "ms", "ms"};
+    double med[5][2];
+    for (int q = 0; q < 5; q++) {
         for (int side = 0; side < 2; side++) {
             double v[MAX_REPS], s[3];
             for (int r = 0; r < reps; r++)
-                v[r] = q == 0 ? ld[side][r] : q == 1 ? lat[side][r] * 1e3 : tp[side][r] * 1e3;
+                v[r] = q == 0   ? ld[side][r]
+                       : q == 1 ? lcpu[side][r] * 1e3
+                       : q == 2 ? lat[side][r] * 1e3
+                       : q == 3 ? tp[side][r] * 1e3
+                                : scpu[side][r] * 1e3;
             stats3(v, reps, s);
             med[q][side] = s[1];
             printf("%-28s %-6s %12.1f %12.1f %12.1f\n", names[q], side ? "curve" : "plain", s[0], s[1], s[2]);
             row(rows, names[q], side ? "curve" : "plain", s, units[q]);
         }
     }
-    double r_ld = med[0][1] / med[0][0], r_lat = med[1][1] / med[1][0], r_tp = med[2][1] / med[2][0];
-    printf("\nCURVE / plain (medians): loader tokens/s %.3fx, serve latency %.3fx, ms/token %.3fx\n", r_ld, r_lat,
-           r_tp);
+    double r_ld = med[0][1] / med[0][0], r_lc = med[1][1] / med[1][0], r_lat = med[2][1] / med[2][0],
+           r_tp = med[3][1] / med[3][0], r_sc = med[4][1] / med[4][0];
+    printf("\nCURVE / plain (medians): loader tokens/s %.3fx, loader CPU/token %.3fx; serve latency %.3fx, ms/token "
+           "%.3fx, CPU/request %.3fx\n",
+           r_ld, r_lc, r_lat, r_tp, r_sc);
+    printf("(wall-time figures swing with the machine's load; the CPU figures count only this work)\n");
+    cJSON_AddNumberToObject(j, "loader_cpu_per_token_ratio", r_lc);
+    cJSON_AddNumberToObject(j, "serve_cpu_per_request_ratio", r_sc);
     cJSON_AddNumberToObject(j, "loader_tokens_per_s_ratio", r_ld);
     cJSON_AddNumberToObject(j, "serve_latency_ratio", r_lat);
     cJSON_AddNumberToObject(j, "serve_ms_per_token_ratio", r_tp);
