@@ -20,7 +20,7 @@ int cmd_keys(int argc, char **argv) {
         {"out", LS_ARG_STR, &out, "DIR", "directory for server.key and client.key (mode 0600)", 1},
         {"force", LS_ARG_FLAG, &force, NULL, "replace existing key files", 0},
     };
-    int rc = ls_args_parse("llmsys keys gen", "Generate ZeroMQ CURVE keys for the loader service and pipeline stages.",
+    int rc = ls_args_parse("keys gen", "Generate ZeroMQ CURVE keys for the loader service and pipeline stages.",
                            spec, 2, argc - 1, argv + 1, NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
     if (ls_zsec_keygen(out, force)) return ls_cli_fail();

@@ -203,6 +203,8 @@ static int parse_line(const char *path, int lineno, const char *line, size_t len
         rc = ls_err(LS_EFORMAT, "%s:%d: \"demo\" must be printable ASCII", path, lineno);
     else if ((id && !cJSON_IsNumber(id)) || (ln && !cJSON_IsNumber(ln)))
         rc = ls_err(LS_EFORMAT, "%s:%d: \"id\" and \"len\" must be numbers", path, lineno);
+    else if (id && !(fabs(id->valuedouble) <= 9007199254740992.0 && id->valuedouble == floor(id->valuedouble)))
+        rc = ls_err(LS_EFORMAT, "%s:%d: \"id\" must be an integer in [-2^53, 2^53]", path, lineno); /* before the cast */
     if (rc == LS_OK) {
         if (!k) t->kind = -1;
         t->id = id ? (int64_t)id->valuedouble : lineno - 1;
