@@ -80,6 +80,11 @@ def configs():
         out = os.path.join(OUT, "fuzz_config_tplan", "seed_gpu_plan.json")
         subprocess.run([llmsys, "plan", "train", "--model", "tiny", "--cluster", "A100x2,T4x2", "--out", out],
                        check=True, stdout=subprocess.DEVNULL, env=dict(os.environ, LLMSYS_PROGRESS="0"))
+        # a small tokenizer.json trained on the GPL (vocab 300: a few dozen merges)
+        d = os.path.join(OUT, "fuzz_tokenizer")
+        os.makedirs(d, exist_ok=True)
+        subprocess.run([llmsys, "tokenizer", "train", "--input", "/usr/share/common-licenses/GPL-3", "--vocab-size", "300",
+                        "--out", os.path.join(d, "seed_gpl300.json")], check=True, stdout=subprocess.DEVNULL)
     put("fuzz_config_profile", "cpu", json.dumps(
         {"format": "llmsys-profile", "version": 1, "device": "cpu:test", "threads": 1, "layers_timed": 4,
          "model": {"vocab": 259, "n_ctx": 128, "n_layer": 7, "n_head": 8, "d_model": 256, "d_ff": 1024},
