@@ -431,6 +431,17 @@ static int bench_memory(cJSON *out, int quick) {
 
 /* ---------------------------------------------------------------- 3b. placement on a grid */
 
+/* The mix over the memory section's NS generated sources (n_ctx 1024, 4096 tokens per rank). */
+static int mem_mix(int NS, ls_loader_mix *mix) {
+    char dirs_buf[16][300];
+    const char *dirs[16];
+    for (int i = 0; i < NS; i++) {
+        snprintf(dirs_buf[i], sizeof dirs_buf[i], "%s/mem%02d", g_dir, i);
+        dirs[i] = dirs_buf[i];
+    }
+    return mix_for(dirs, NS, 1024, 4096, mix);
+}
+
 static int cmp_d(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -441,14 +452,8 @@ static int cmp_d(const void *a, const void *b) {
  * itself (what 64 rank-local loaders of a TP=8 job do); interleaved per step. */
 static int bench_topology(cJSON *out, int quick) {
     const int NS = 16, D = 8, T = 8, steps = quick ? 6 : 30;
-    char dirs_buf[16][300];
-    const char *dirs[16];
-    for (int i = 0; i < NS; i++) {
-        snprintf(dirs_buf[i], sizeof dirs_buf[i], "%s/mem%02d", g_dir, i);
-        dirs[i] = dirs_buf[i];
-    }
     ls_loader_mix mix;
-    LS_TRY(mix_for(dirs, NS, 1024, 4096, &mix));
+    LS_TRY(mem_mix(NS, &mix));
     ls_loader *ld;
     int rc = ls_loader_open(&ld, &mix, D, NULL);
     if (rc) {
@@ -547,14 +552,8 @@ static pid_t spawn_service(const ls_loader_mix *mix, int ranks, const char *shad
  * Repeated; the client timeout per attempt is the floor. */
 static int bench_failover(cJSON *out, int quick) {
     const int NS = 16, R = 1, reps = quick ? 2 : 5, timeout_ms = 200;
-    char dirs_buf[16][300];
-    const char *dirs[16];
-    for (int i = 0; i < NS; i++) {
-        snprintf(dirs_buf[i], sizeof dirs_buf[i], "%s/mem%02d", g_dir, i);
-        dirs[i] = dirs_buf[i];
-    }
     ls_loader_mix mix;
-    LS_TRY(mix_for(dirs, NS, 1024, 4096, &mix));
+    LS_TRY(mem_mix(NS, &mix));
     double *t = calloc((size_t)reps, sizeof(double));
     int rc = t ? LS_OK : ls_err(LS_ENOMEM, "out of memory"), done = 0;
     for (int k = 0; k < reps && rc == LS_OK; k++) {

@@ -53,6 +53,13 @@ static void chunk(int len, int C, int k, int *lo, int *hi) {
     *hi = (int)((long long)(k + 1) * len / (2 * C));
 }
 
+/* The end of the segment that starts at column i of a row's doc ids d (n columns). */
+static int seg_end(const int32_t *d, int n, int i) {
+    int j = i;
+    while (j < n && d[j] == d[i]) j++;
+    return j;
+}
+
 /* Tokens CP rank c holds of row r (its two chunks of every segment). */
 static int shard_len(const ls_loader_batch *b, int r, int C, int c) {
     int n = 0;
@@ -62,9 +69,7 @@ static int shard_len(const ls_loader_batch *b, int r, int C, int c) {
             i++;
             continue;
         }
-        int j = i;
-        while (j < b->n_ctx && d[j] == d[i]) j++;
-        int lo, hi, lo2, hi2;
+        int j = seg_end(d, b->n_ctx, i), lo, hi, lo2, hi2;
         chunk(j - i, C, c, &lo, &hi);
         chunk(j - i, C, 2 * C - 1 - c, &lo2, &hi2);
         n += (hi - lo) + (hi2 - lo2);
@@ -131,8 +136,7 @@ int ls_loader_batch_place(const ls_topology *t, int g, const ls_loader_batch *b,
                 i++;
                 continue;
             }
-            int j = i;
-            while (j < b->n_ctx && d[j] == d[i]) j++;
+            int j = seg_end(d, b->n_ctx, i);
             for (int half = 0; half < 2; half++) {
                 int lo, hi;
                 chunk(j - i, C, half ? 2 * C - 1 - at.cp : at.cp, &lo, &hi);

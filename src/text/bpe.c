@@ -6,14 +6,6 @@
 #include "llmsys/core.h"
 #include "text/internal.h"
 
-static uint64_t mix64(uint64_t x) {
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ULL;
-    return x ^ (x >> 33);
-}
-
 static size_t pow2_above(size_t n) {
     size_t c = 16;
     while (c < 2 * n) c *= 2;
@@ -54,7 +46,7 @@ int ls_bpe_find(const ls_bpe *t, const void *bytes, size_t len) {
 static int32_t pair_rank(const ls_bpe *t, int32_t a, int32_t b) {
     uint64_t key = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
     size_t mask = t->pair_cap - 1;
-    for (size_t h = (size_t)mix64(key) & mask;; h = (h + 1) & mask) {
+    for (size_t h = (size_t)ls_bpe_mix64(key) & mask;; h = (h + 1) & mask) {
         if (t->pair_rank[h] < 0) return -1;
         if (t->pair_key[h] == key) return t->pair_rank[h];
     }
@@ -105,7 +97,7 @@ int ls_bpe_index(ls_bpe *t) {
     for (int r = 0; r < t->n_merge; r++) {
         const ls_bpe_merge *m = &t->merge[r];
         uint64_t key = (uint64_t)(uint32_t)m->a << 32 | (uint32_t)m->b;
-        size_t h = (size_t)mix64(key) & (t->pair_cap - 1);
+        size_t h = (size_t)ls_bpe_mix64(key) & (t->pair_cap - 1);
         while (t->pair_rank[h] >= 0 && t->pair_key[h] != key) h = (h + 1) & (t->pair_cap - 1);
         if (t->pair_rank[h] < 0) t->pair_key[h] = key, t->pair_rank[h] = r; /* a repeated pair keeps its first rank */
     }

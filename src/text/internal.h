@@ -39,6 +39,15 @@ struct ls_bpe {
     int n_special;
 };
 
+/* A 64-bit mixer for the tokenizer's hash tables of pairs. */
+static inline uint64_t ls_bpe_mix64(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    return x ^ (x >> 33);
+}
+
 /* An empty tokenizer with room for cap ids. */
 int ls_bpe_alloc(ls_bpe **out, int cap);
 /* Sets token id to a copy of the bytes; grows n_tok. */

@@ -38,14 +38,6 @@ typedef struct {
     size_t h_n, h_cap;
 } trainer;
 
-static uint64_t mix64(uint64_t x) {
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ULL;
-    return x ^ (x >> 33);
-}
-
 static pair *pair_get(trainer *tr, uint64_t key, int create) {
     if (create && 2 * (tr->p_n + 1) > tr->p_cap) { /* grow */
         size_t nc = tr->p_cap ? tr->p_cap * 2 : 1024;
@@ -53,7 +45,7 @@ static pair *pair_get(trainer *tr, uint64_t key, int create) {
         if (!np) return NULL;
         for (size_t i = 0; i < tr->p_cap; i++) {
             if (!tr->p[i].used) continue;
-            size_t h = (size_t)mix64(tr->p[i].key) & (nc - 1);
+            size_t h = (size_t)ls_bpe_mix64(tr->p[i].key) & (nc - 1);
             while (np[h].used) h = (h + 1) & (nc - 1);
             np[h] = tr->p[i];
         }
@@ -62,7 +54,7 @@ static pair *pair_get(trainer *tr, uint64_t key, int create) {
         tr->p_cap = nc;
     }
     if (!tr->p_cap) return NULL;
-    for (size_t h = (size_t)mix64(key) & (tr->p_cap - 1);; h = (h + 1) & (tr->p_cap - 1)) {
+    for (size_t h = (size_t)ls_bpe_mix64(key) & (tr->p_cap - 1);; h = (h + 1) & (tr->p_cap - 1)) {
         if (tr->p[h].used && tr->p[h].key == key) return &tr->p[h];
         if (!tr->p[h].used) {
             if (!create) return NULL;

@@ -12,51 +12,17 @@
 #include <cjson/cJSON.h>
 
 #include "llmsys/loader.h"
+#include "loader_util.h"
 #include "test.h"
 
 static char dir[256];
-static pid_t child = -1;
-
-static void kill_child(void) {
-    if (child > 0) {
-        kill(child, SIGKILL);
-        waitpid(child, NULL, 0);
-        child = -1;
-    }
-}
-
-static void on_alarm(int sig) {
-    (void)sig;
-    if (child > 0) kill(child, SIGKILL);
-    _exit(3);
-}
 
 static const char *MIX = "{\"n_ctx\": 64, \"tokens_per_rank\": 256, \"micro_batches\": 2, \"seed\": 5,"
                          " \"sources\": [{\"name\": \"text\", \"path\": \"text\", \"weight\": 1}]}";
 
 static int start_server(const ls_loader_mix *mix, const ls_topology *t) {
-    int fd[2];
-    if (pipe(fd) != 0) return -1;
-    child = fork();
-    if (child == 0) {
-        close(fd[0]);
-        ls_loader_serve_opts o = {2, 2, 1, NULL, t};
-        ls_loader_server *srv;
-        int port = -1;
-        if (ls_loader_server_open(&srv, mix, t->dp, "127.0.0.1", 0, &o, NULL, 0) == 0) port = ls_loader_server_port(srv);
-        else fprintf(stderr, "server: %s\n", ls_errmsg());
-        if (write(fd[1], &port, sizeof port) != (ssize_t)sizeof port) _exit(1);
-        close(fd[1]);
-        if (port < 0) _exit(1);
-        int rc = ls_loader_server_run(srv);
-        ls_loader_server_close(srv);
-        _exit(rc == 0 ? 0 : 1);
-    }
-    close(fd[1]);
-    int port = -1;
-    if (read(fd[0], &port, sizeof port) != (ssize_t)sizeof port) port = -1;
-    close(fd[0]);
-    return port;
+    ls_loader_serve_opts o = {2, 2, 1, NULL, t};
+    return lu_start(0, mix, t->dp, &o, NULL, 0);
 }
 
 static void test_grid(void) {
@@ -147,7 +113,7 @@ static void test_grid(void) {
     /* a rank outside the grid is refused */
     ls_loader_close(ld);
     ls_loader_mix_free(&mix);
-    kill_child();
+    lu_kill(0);
 }
 
 static void test_bad_topology(void) {
@@ -164,11 +130,10 @@ static void test_bad_topology(void) {
 
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/llmsys-test-place-%d", (int)getpid());
-    signal(SIGALRM, on_alarm);
-    alarm(100);
+    lu_guard(100);
     RUN(test_grid);
     RUN(test_bad_topology);
-    kill_child();
+    lu_kill(0);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "cleanup of %s failed\n", dir);

@@ -8,25 +8,14 @@
 #include <unistd.h>
 
 #include "llmsys/loader.h"
+#include "loader_util.h"
 #include "test.h"
 
 static char dir[256];
-static pid_t child = -1;
 static const char *journal; /* the servers' weight-change journal (NULL: none) */
 
-static void kill_child(void) {
-    if (child > 0) {
-        kill(child, SIGKILL);
-        waitpid(child, NULL, 0);
-        child = -1;
-    }
-}
-
-static void on_alarm(int sig) {
-    (void)sig;
-    if (child > 0) kill(child, SIGKILL);
-    _exit(3);
-}
+#define child lu_kid[0]
+static void kill_child(void) { lu_kill(0); }
 
 static const char *MIX =
     "{\"n_ctx\": 32, \"tokens_per_rank\": 96, \"micro_batches\": 2, \"seed\": 9,"
@@ -53,30 +42,8 @@ static void make_data(void) {
 
 /* Forks a server (optionally resuming from a blob); returns its port. */
 static int start_server(const ls_loader_mix *mix, const uint8_t *state, size_t len) {
-    int fd[2];
-    if (pipe(fd) != 0) return -1;
-    child = fork();
-    if (child == 0) {
-        close(fd[0]);
-        ls_loader_serve_opts o = {2, 2, 1, journal};
-        ls_loader_server *srv;
-        int port = -1;
-        if (ls_loader_server_open(&srv, mix, R, "127.0.0.1", 0, &o, state, len) == 0)
-            port = ls_loader_server_port(srv);
-        else
-            fprintf(stderr, "server: %s\n", ls_errmsg());
-        if (write(fd[1], &port, sizeof port) != (ssize_t)sizeof port) _exit(1);
-        close(fd[1]);
-        if (port < 0) _exit(1);
-        int rc = ls_loader_server_run(srv);
-        ls_loader_server_close(srv);
-        _exit(rc == 0 ? 0 : 1);
-    }
-    close(fd[1]);
-    int port = -1;
-    if (read(fd[0], &port, sizeof port) != (ssize_t)sizeof port) port = -1;
-    close(fd[0]);
-    return port;
+    ls_loader_serve_opts o = {2, 2, 1, journal};
+    return lu_start(0, mix, R, &o, state, len);
 }
 
 static uint64_t batch_hash(const ls_loader_batch *b) {
@@ -299,9 +266,7 @@ int main(void) {
     snprintf(dir, sizeof dir, "/tmp/llmsys-loader-svc-%d", (int)getpid());
     CHECK_EQ_INT(ls_mkdirs(dir), 0);
     ls_log_set_level(LS_LOG_ERROR);
-    signal(SIGALRM, on_alarm);
-    alarm(60);
-    atexit(kill_child);
+    lu_guard(60);
     make_data();
     RUN(test_service);
     kill_child();

@@ -9,25 +9,10 @@
 #include <unistd.h>
 
 #include "llmsys/loader.h"
+#include "loader_util.h"
 #include "test.h"
 
 static char dir[256];
-static pid_t kids[2] = {-1, -1};
-
-static void kill_kid(int i) {
-    if (kids[i] > 0) {
-        kill(kids[i], SIGKILL);
-        waitpid(kids[i], NULL, 0);
-        kids[i] = -1;
-    }
-}
-
-static void on_alarm(int sig) {
-    (void)sig;
-    for (int i = 0; i < 2; i++)
-        if (kids[i] > 0) kill(kids[i], SIGKILL);
-    _exit(3);
-}
 
 static const char *MIX =
     "{\"n_ctx\": 32, \"tokens_per_rank\": 96, \"micro_batches\": 2, \"seed\": 3,"
@@ -36,30 +21,10 @@ enum { R = 2 };
 
 /* Forks a service (a shadow of primary_port when > 0) in slot i; returns its port. */
 static int start(int i, const ls_loader_mix *mix, int primary_port) {
-    int fd[2];
-    if (pipe(fd) != 0) return -1;
-    kids[i] = fork();
-    if (kids[i] == 0) {
-        close(fd[0]);
-        char prim[64];
-        snprintf(prim, sizeof prim, "tcp://127.0.0.1:%d", primary_port);
-        ls_loader_serve_opts o = {2, 2, 1, NULL, NULL, primary_port > 0 ? prim : NULL, 50};
-        ls_loader_server *srv;
-        int port = -1;
-        if (ls_loader_server_open(&srv, mix, R, "127.0.0.1", 0, &o, NULL, 0) == 0) port = ls_loader_server_port(srv);
-        else fprintf(stderr, "server: %s\n", ls_errmsg());
-        if (write(fd[1], &port, sizeof port) != (ssize_t)sizeof port) _exit(1);
-        close(fd[1]);
-        if (port < 0) _exit(1);
-        int rc = ls_loader_server_run(srv);
-        ls_loader_server_close(srv);
-        _exit(rc == 0 ? 0 : 1);
-    }
-    close(fd[1]);
-    int port = -1;
-    if (read(fd[0], &port, sizeof port) != (ssize_t)sizeof port) port = -1;
-    close(fd[0]);
-    return port;
+    char prim[64];
+    snprintf(prim, sizeof prim, "tcp://127.0.0.1:%d", primary_port);
+    ls_loader_serve_opts o = {2, 2, 1, NULL, NULL, primary_port > 0 ? prim : NULL, 50};
+    return lu_start(i, mix, R, &o, NULL, 0);
 }
 
 static void make_data(void) {
@@ -125,7 +90,7 @@ static void test_failover(void) {
     double w[2] = {0.95, 0.05};
     CHECK_EQ_INT(ls_loader_set_weights(ref, w, 9), 0);
     ls_sleep_ms(300); /* the shadow pulls every 50 ms */
-    kill_kid(0);
+    lu_kill(0);
     double t0 = ls_now(), first = -1;
     for (; step < 14; step++) {
         ls_loader_step *st;
@@ -143,7 +108,7 @@ static void test_failover(void) {
     fprintf(stderr, "fail-over: first batch from the shadow %.3f s after kill -9 (client timeout 0.3 s)\n", first);
     for (int r = 0; r < R; r++) ls_loader_client_close(c[r]);
     ls_loader_close(ref);
-    kill_kid(1);
+    lu_kill(1);
     ls_loader_mix_free(&mix);
 }
 
@@ -157,7 +122,7 @@ static void test_shadow_dies(void) {
     CHECK(pp > 0 && sp > 0);
     if (pp <= 0 || sp <= 0) return;
     ls_sleep_ms(120);
-    kill_kid(1);
+    lu_kill(1);
     char eps[128];
     snprintf(eps, sizeof eps, "tcp://127.0.0.1:%d,tcp://127.0.0.1:%d", pp, sp);
     ls_loader_client *c;
@@ -173,7 +138,7 @@ static void test_shadow_dies(void) {
     /* a shadow with no primary to follow refuses to serve instead of inventing batches */
     ls_loader_client_close(c);
     ls_loader_close(ref);
-    kill_kid(0);
+    lu_kill(0);
     int lone = start(1, &mix, pp); /* its primary is dead: it never gets a state */
     CHECK(lone > 0);
     snprintf(eps, sizeof eps, "tcp://127.0.0.1:%d", lone);
@@ -181,20 +146,19 @@ static void test_shadow_dies(void) {
     CHECK_EQ_INT(ls_loader_client_open(&c, eps, 0, 2000, 0), 0);
     CHECK(ls_loader_client_batch(c, 0, &b) == LS_ESTATE && strstr(ls_errmsg(), "no state"));
     ls_loader_client_close(c);
-    kill_kid(1);
+    lu_kill(1);
     ls_loader_mix_free(&mix);
 }
 
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/llmsys-test-shadow-%d", (int)getpid());
-    signal(SIGALRM, on_alarm);
-    alarm(100);
+    lu_guard(100);
     ls_log_set_level(LS_LOG_ERROR);
     make_data();
     RUN(test_failover);
     RUN(test_shadow_dies);
-    kill_kid(0);
-    kill_kid(1);
+    lu_kill(0);
+    lu_kill(1);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "cleanup of %s failed\n", dir);

@@ -8,19 +8,10 @@
 #include <unistd.h>
 
 #include "llmsys/core.h"
+#include "test.h"
 #include "llmsys/tokenizer.h"
 #include "text/internal.h"
 
-static int failures;
-#define CHECK(cond, ...)                                                      \
-    do {                                                                      \
-        if (!(cond)) {                                                        \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);              \
-            fprintf(stderr, __VA_ARGS__);                                     \
-            fprintf(stderr, "  (%s)\n", ls_errmsg());                         \
-            failures++;                                                       \
-        }                                                                     \
-    } while (0)
 
 /* Pieces of text joined by '|' must equal want. */
 static void check_pieces(const char *text, const char *want) {
@@ -29,7 +20,7 @@ static void check_pieces(const char *text, const char *want) {
     for (size_t i = 0; i < n;) {
         size_t e = ls_bpe_piece_end(text, n, i);
         if (e <= i || e > n) {
-            CHECK(0, "piece end %zu at %zu", e, i);
+            CHECK_MSG(0, "piece end %zu at %zu", e, i);
             return;
         }
         if (i) got[o++] = '|';
@@ -38,7 +29,7 @@ static void check_pieces(const char *text, const char *want) {
         got[o] = '\0';
         i = e;
     }
-    CHECK(!strcmp(got, want), "pieces of \"%s\": got \"%s\", want \"%s\"", text, got, want);
+    CHECK_MSG(!strcmp(got, want), "pieces of \"%s\": got \"%s\", want \"%s\"", text, got, want);
 }
 
 static void test_pieces(void) {
@@ -73,7 +64,7 @@ static size_t reference_piece(const ls_bpe *t, const unsigned char *s, size_t n,
 static void check_against_reference(const ls_bpe *t, const char *text, size_t len) {
     int32_t *ids, *want = malloc(sizeof(int32_t) * (len + 1)), *sym = malloc(sizeof(int32_t) * (len + 1));
     size_t n, nw = 0;
-    CHECK(ls_bpe_encode(t, text, len, &ids, &n) == LS_OK, "encode");
+    CHECK_MSG(ls_bpe_encode(t, text, len, &ids, &n) == LS_OK, "encode");
     for (size_t i = 0; i < len;) {
         size_t e = ls_bpe_piece_end(text, len, i);
         size_t k = reference_piece(t, (const unsigned char *)text + i, e - i, sym);
@@ -81,10 +72,10 @@ static void check_against_reference(const ls_bpe *t, const char *text, size_t le
         nw += k;
         i = e;
     }
-    CHECK(n == nw && !memcmp(ids, want, n * sizeof *ids), "encode vs reference: %zu vs %zu ids", n, nw);
+    CHECK_MSG(n == nw && !memcmp(ids, want, n * sizeof *ids), "encode vs reference: %zu vs %zu ids", n, nw);
     char *back;
     size_t blen;
-    CHECK(ls_bpe_decode(t, ids, n, &back, &blen) == LS_OK && blen == len && !memcmp(back, text, len),
+    CHECK_MSG(ls_bpe_decode(t, ids, n, &back, &blen) == LS_OK && blen == len && !memcmp(back, text, len),
           "round trip of %zu bytes", len);
     free(back);
     free(ids);
@@ -99,22 +90,22 @@ static void test_train_by_hand(void) {
     size_t len = strlen(text);
     ls_bpe_train_opts o = {256 + 3, 2, NULL, 0, 0};
     ls_bpe *t;
-    CHECK(ls_bpe_train(&text, &len, 1, &o, &t) == LS_OK, "train");
+    CHECK_MSG(ls_bpe_train(&text, &len, 1, &o, &t) == LS_OK, "train");
     size_t n;
     const uint8_t *b;
-    CHECK(ls_bpe_n_merges(t) == 3, "3 merges, got %d", ls_bpe_n_merges(t));
-    CHECK((b = ls_bpe_token(t, 256, &n)) && n == 2 && !memcmp(b, "aa", 2), "token 256 = aa");
-    CHECK((b = ls_bpe_token(t, 257, &n)) && n == 2 && !memcmp(b, "ab", 2), "token 257 = ab");
-    CHECK((b = ls_bpe_token(t, 258, &n)) && n == 4 && !memcmp(b, "aaab", 4), "token 258 = aaab");
+    CHECK_MSG(ls_bpe_n_merges(t) == 3, "3 merges, got %d", ls_bpe_n_merges(t));
+    CHECK_MSG((b = ls_bpe_token(t, 256, &n)) && n == 2 && !memcmp(b, "aa", 2), "token 256 = aa");
+    CHECK_MSG((b = ls_bpe_token(t, 257, &n)) && n == 2 && !memcmp(b, "ab", 2), "token 257 = ab");
+    CHECK_MSG((b = ls_bpe_token(t, 258, &n)) && n == 4 && !memcmp(b, "aaab", 4), "token 258 = aaab");
     int32_t *ids;
-    CHECK(ls_bpe_encode(t, text, len, &ids, &n) == LS_OK, "encode");
+    CHECK_MSG(ls_bpe_encode(t, text, len, &ids, &n) == LS_OK, "encode");
     int32_t want[] = {258, 'd', 258, 'a', 'c'};
-    CHECK(n == 5 && !memcmp(ids, want, sizeof want), "encode by hand");
+    CHECK_MSG(n == 5 && !memcmp(ids, want, sizeof want), "encode by hand");
     free(ids);
     /* min_freq stops merging: nothing occurs 5 times */
     ls_bpe *t2;
     ls_bpe_train_opts o2 = {300, 5, NULL, 0, 0};
-    CHECK(ls_bpe_train(&text, &len, 1, &o2, &t2) == LS_OK && ls_bpe_n_merges(t2) == 0, "min_freq 5: no merge");
+    CHECK_MSG(ls_bpe_train(&text, &len, 1, &o2, &t2) == LS_OK && ls_bpe_n_merges(t2) == 0, "min_freq 5: no merge");
     ls_bpe_free(t2);
     ls_bpe_free(t);
 }
@@ -124,7 +115,7 @@ static void test_corpus(const char *dir) {
     snprintf(path, sizeof path, "%s/tests/text/data/unicode.txt", dir);
     char *uni;
     size_t ulen;
-    CHECK(ls_file_read(path, &uni, &ulen) == LS_OK, "read %s", path);
+    CHECK_MSG(ls_file_read(path, &uni, &ulen) == LS_OK, "read %s", path);
     /* a synthetic corpus with repeats: words, numbers and the Unicode sample */
     size_t cap = 200000, len = 0;
     char *text = malloc(cap);
@@ -138,8 +129,8 @@ static void test_corpus(const char *dir) {
     ls_bpe_train_opts o = {400, 2, specials, 2, 0};
     ls_bpe *t;
     const char *texts[] = {text};
-    CHECK(ls_bpe_train(texts, &len, 1, &o, &t) == LS_OK, "train corpus");
-    CHECK(ls_bpe_vocab_size(t) == 400, "vocab %d", ls_bpe_vocab_size(t));
+    CHECK_MSG(ls_bpe_train(texts, &len, 1, &o, &t) == LS_OK, "train corpus");
+    CHECK_MSG(ls_bpe_vocab_size(t) == 400, "vocab %d", ls_bpe_vocab_size(t));
     check_against_reference(t, text, len);
     /* arbitrary bytes, invalid UTF-8 included, round trip exactly */
     char bytes[3000];
@@ -148,28 +139,28 @@ static void test_corpus(const char *dir) {
     /* fewer tokens than bytes on text like the training text */
     int32_t *ids;
     size_t n;
-    CHECK(ls_bpe_encode(t, text, 4000, &ids, &n) == LS_OK && n * 2 < 4000, "compression: %zu tokens", n);
+    CHECK_MSG(ls_bpe_encode(t, text, 4000, &ids, &n) == LS_OK && n * 2 < 4000, "compression: %zu tokens", n);
     free(ids);
     /* added tokens are matched literally, the longest first, and decode back */
     const char *s = "a<|endoftext|>b<pad><pad>";
-    CHECK(ls_bpe_encode(t, s, strlen(s), &ids, &n) == LS_OK && n == 5 && ids[0] == 'a' && ids[1] == 256 &&
+    CHECK_MSG(ls_bpe_encode(t, s, strlen(s), &ids, &n) == LS_OK && n == 5 && ids[0] == 'a' && ids[1] == 256 &&
               ids[2] == 'b' && ids[3] == 257 && ids[4] == 257,
           "specials");
     free(ids);
-    CHECK(ls_bpe_encode_ex(t, s, strlen(s), LS_BPE_ORDINARY, &ids, &n) == LS_OK && n > 5, "ordinary: specials as text");
-    for (size_t i = 0; i < n; i++) CHECK(ids[i] != 256 && ids[i] != 257, "ordinary id %d", ids[i]);
+    CHECK_MSG(ls_bpe_encode_ex(t, s, strlen(s), LS_BPE_ORDINARY, &ids, &n) == LS_OK && n > 5, "ordinary: specials as text");
+    for (size_t i = 0; i < n; i++) CHECK_MSG(ids[i] != 256 && ids[i] != 257, "ordinary id %d", ids[i]);
     free(ids);
     /* save, load: same tables, same ids */
     snprintf(path, sizeof path, "/tmp/llmsys-test-bpe-%d.json", (int)getpid());
     ls_bpe *u;
-    CHECK(ls_bpe_save(t, path) == LS_OK && ls_bpe_load(path, &u) == LS_OK, "save/load");
-    CHECK(u->n_tok == t->n_tok && u->n_merge == t->n_merge, "sizes after load");
+    CHECK_MSG(ls_bpe_save(t, path) == LS_OK && ls_bpe_load(path, &u) == LS_OK, "save/load");
+    CHECK_MSG(u->n_tok == t->n_tok && u->n_merge == t->n_merge, "sizes after load");
     for (int i = 0; i < t->n_merge; i++)
-        CHECK(u->merge[i].a == t->merge[i].a && u->merge[i].b == t->merge[i].b && u->merge[i].to == t->merge[i].to,
+        CHECK_MSG(u->merge[i].a == t->merge[i].a && u->merge[i].b == t->merge[i].b && u->merge[i].to == t->merge[i].to,
               "merge %d", i);
     int32_t *ids2;
     size_t n2;
-    CHECK(ls_bpe_encode(t, text, len, &ids, &n) == LS_OK && ls_bpe_encode(u, text, len, &ids2, &n2) == LS_OK &&
+    CHECK_MSG(ls_bpe_encode(t, text, len, &ids, &n) == LS_OK && ls_bpe_encode(u, text, len, &ids2, &n2) == LS_OK &&
               n == n2 && !memcmp(ids, ids2, n * sizeof *ids),
           "same ids after load");
     free(ids);
@@ -184,7 +175,7 @@ static void test_corpus(const char *dir) {
 static void expect_refused(const char *json, const char *needle) {
     ls_bpe *t = NULL;
     int rc = ls_bpe_parse(json, strlen(json), &t);
-    CHECK(rc != LS_OK && !t && strstr(ls_errmsg(), needle), "refuse (%s): rc %d", needle, rc);
+    CHECK_MSG(rc != LS_OK && !t && strstr(ls_errmsg(), needle), "refuse (%s): rc %d", needle, rc);
 }
 
 static void test_refusals(void) {
@@ -208,15 +199,15 @@ static void test_refusals(void) {
     size_t len = strlen(text);
     ls_bpe_train_opts o = {257, 2, NULL, 0, 0};
     ls_bpe *t;
-    CHECK(ls_bpe_train(&text, &len, 1, &o, &t) == LS_OK, "train");
+    CHECK_MSG(ls_bpe_train(&text, &len, 1, &o, &t) == LS_OK, "train");
     char path[256];
     snprintf(path, sizeof path, "/tmp/llmsys-test-bpe-r-%d.json", (int)getpid());
-    CHECK(ls_bpe_save(t, path) == LS_OK, "save");
+    CHECK_MSG(ls_bpe_save(t, path) == LS_OK, "save");
     char *json;
     size_t jl;
-    CHECK(ls_file_read(path, &json, &jl) == LS_OK, "read");
+    CHECK_MSG(ls_file_read(path, &json, &jl) == LS_OK, "read");
     char *m = strstr(json, "\"merges\"");
-    CHECK(m != NULL, "merges key");
+    CHECK_MSG(m != NULL, "merges key");
     if (m) {
         char *bad = malloc(jl + 64);
         snprintf(bad, jl + 64, "%.*s\"merges\": [\"q \xc4\x80zz\"]}}", (int)(m - json), json);
@@ -229,7 +220,7 @@ static void test_refusals(void) {
     remove(path);
     ls_bpe_free(t);
     ls_bpe_train_opts small = {100, 2, NULL, 0, 0};
-    CHECK(ls_bpe_train(&text, &len, 1, &small, &t) != LS_OK, "vocab below 256 refused");
+    CHECK_MSG(ls_bpe_train(&text, &len, 1, &small, &t) != LS_OK, "vocab below 256 refused");
 }
 
 int main(void) {
@@ -238,10 +229,5 @@ int main(void) {
     test_train_by_hand();
     test_corpus(dir);
     test_refusals();
-    if (failures) {
-        fprintf(stderr, "%d failure(s)\n", failures);
-        return 1;
-    }
-    printf("ok\n");
-    return 0;
+    return TEST_RESULT();
 }

@@ -10,20 +10,11 @@
 #include <unistd.h>
 
 #include "llmsys/core.h"
+#include "test.h"
 #include "llmsys/model.h"
 #include "llmsys/tokenizer.h"
 #include "llmsys/train.h"
 
-static int failures;
-#define CHECK(cond, ...)                                                      \
-    do {                                                                      \
-        if (!(cond)) {                                                        \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);              \
-            fprintf(stderr, __VA_ARGS__);                                     \
-            fprintf(stderr, "  (%s)\n", ls_errmsg());                         \
-            failures++;                                                       \
-        }                                                                     \
-    } while (0)
 
 /* The repository's doc pages as documents. */
 static int load_docs(const char *src, char ***docs, size_t **lens) {
@@ -50,35 +41,35 @@ int main(void) {
     char **docs;
     size_t *lens;
     int nd = load_docs(src, &docs, &lens);
-    CHECK(nd >= 3, "doc pages under %s/docs: %d", src, nd);
+    CHECK_MSG(nd >= 3, "doc pages under %s/docs: %d", src, nd);
     if (nd < 3) return 1;
 
     const int V = 512;
     const char *specials[] = LS_BPE_SPECIALS;
     ls_bpe_train_opts to = {V, 2, specials, 3, 0};
     ls_bpe *tok;
-    CHECK(ls_bpe_train((const char *const *)docs, lens, nd, &to, &tok) == LS_OK && ls_bpe_vocab_size(tok) == V,
+    CHECK_MSG(ls_bpe_train((const char *const *)docs, lens, nd, &to, &tok) == LS_OK && ls_bpe_vocab_size(tok) == V,
           "train tokenizer");
     size_t len;
     const uint8_t *b = ls_bpe_token(tok, LS_TOK_BOS, &len);
-    CHECK(b && len == 7 && !memcmp(b, "<|bos|>", 7), "BOS is id 256");
+    CHECK_MSG(b && len == 7 && !memcmp(b, "<|bos|>", 7), "BOS is id 256");
 
     /* the same documents as bytes and as BPE ids */
     ls_corpus_opts co = ls_corpus_defaults(), cb = co;
     co.tokenizer = tok;
     ls_corpus *cbyte, *cbpe;
-    CHECK(ls_corpus_from_docs(&cbyte, "docs", (const char *const *)docs, lens, nd, &cb) == LS_OK, "byte corpus");
-    CHECK(ls_corpus_from_docs(&cbpe, "docs", (const char *const *)docs, lens, nd, &co) == LS_OK, "bpe corpus");
+    CHECK_MSG(ls_corpus_from_docs(&cbyte, "docs", (const char *const *)docs, lens, nd, &cb) == LS_OK, "byte corpus");
+    CHECK_MSG(ls_corpus_from_docs(&cbpe, "docs", (const char *const *)docs, lens, nd, &co) == LS_OK, "bpe corpus");
     size_t nb, np;
     ls_corpus_tokens(cbyte, LS_SPLIT_ALL, &nb);
     const uint16_t *all = ls_corpus_tokens(cbpe, LS_SPLIT_ALL, &np);
-    CHECK(ls_corpus_num_bytes(cbyte, LS_SPLIT_ALL) == ls_corpus_num_bytes(cbpe, LS_SPLIT_ALL), "same text bytes");
-    CHECK(fabs(ls_corpus_unigram_entropy(cbyte, LS_SPLIT_ALL) - ls_corpus_unigram_entropy(cbpe, LS_SPLIT_ALL)) < 1e-9,
+    CHECK_MSG(ls_corpus_num_bytes(cbyte, LS_SPLIT_ALL) == ls_corpus_num_bytes(cbpe, LS_SPLIT_ALL), "same text bytes");
+    CHECK_MSG(fabs(ls_corpus_unigram_entropy(cbyte, LS_SPLIT_ALL) - ls_corpus_unigram_entropy(cbpe, LS_SPLIT_ALL)) < 1e-9,
           "same byte entropy");
-    CHECK(np * 10 < nb * 7, "BPE shortens the corpus: %zu vs %zu tokens", np, nb);
+    CHECK_MSG(np * 10 < nb * 7, "BPE shortens the corpus: %zu vs %zu tokens", np, nb);
     int max_id = 0;
     for (size_t i = 0; i < np; i++) max_id = all[i] > max_id ? all[i] : max_id;
-    CHECK(max_id < V && max_id > 400, "ids within the vocabulary and using it (max %d)", max_id);
+    CHECK_MSG(max_id < V && max_id > 400, "ids within the vocabulary and using it (max %d)", max_id);
 
     /* a tiny model on the BPE vocabulary */
     ls_model_config mc;
@@ -91,32 +82,32 @@ int main(void) {
     tc.opt.lr = 3e-3f;
     ls_trainer *t;
     ls_batch_source *bs;
-    CHECK(ls_trainer_init(&t, &mc, &tc, NULL) == LS_OK, "trainer");
+    CHECK_MSG(ls_trainer_init(&t, &mc, &tc, NULL) == LS_OK, "trainer");
     ls_bpe *copy;
     char *json = ls_bpe_to_json(tok);
-    CHECK(json && ls_bpe_parse(json, strlen(json), &copy) == LS_OK, "tokenizer copy");
+    CHECK_MSG(json && ls_bpe_parse(json, strlen(json), &copy) == LS_OK, "tokenizer copy");
     free(json);
     ls_model *m = ls_trainer_model(t);
-    CHECK(ls_model_set_tokenizer(m, copy) == LS_OK && ls_model_tokenizer(m), "model tokenizer");
-    CHECK(ls_batch_source_corpus(&bs, cbpe, &tc, 1) == LS_OK, "batch source");
+    CHECK_MSG(ls_model_set_tokenizer(m, copy) == LS_OK && ls_model_tokenizer(m), "model tokenizer");
+    CHECK_MSG(ls_batch_source_corpus(&bs, cbpe, &tc, 1) == LS_OK, "batch source");
 
     size_t nh;
     const uint16_t *held = ls_corpus_tokens(cbpe, LS_SPLIT_HELDOUT, &nh);
     ls_eval_result e0, e1;
-    CHECK(ls_eval_tokens(m, held, nh, 32, 8, 8192, &e0) == LS_OK, "eval before");
+    CHECK_MSG(ls_eval_tokens(m, held, nh, 32, 8, 8192, &e0) == LS_OK, "eval before");
     /* untrained: about ln(V) nats per token, so bits/byte = log2(V) * tokens / bytes */
     double want = log2((double)V) * (double)e0.tokens / (double)e0.bytes;
-    CHECK(fabs(e0.bits_per_byte / want - 1) < 0.05, "untrained bits/byte %.3f vs %.3f", e0.bits_per_byte, want);
-    CHECK(e0.bytes * 2 > e0.tokens * 3, "bytes counted per token's text: %zu bytes for %zu tokens", e0.bytes, e0.tokens);
+    CHECK_MSG(fabs(e0.bits_per_byte / want - 1) < 0.05, "untrained bits/byte %.3f vs %.3f", e0.bits_per_byte, want);
+    CHECK_MSG(e0.bytes * 2 > e0.tokens * 3, "bytes counted per token's text: %zu bytes for %zu tokens", e0.bytes, e0.tokens);
     for (int s = 0; s < tc.steps; s++) {
         float loss, gn;
         if (ls_trainer_step(t, bs, &loss, &gn) != LS_OK) {
-            CHECK(0, "step %d", s);
+            CHECK_MSG(0, "step %d", s);
             break;
         }
     }
-    CHECK(ls_eval_tokens(m, held, nh, 32, 8, 8192, &e1) == LS_OK, "eval after");
-    CHECK(e1.bits_per_byte < e0.bits_per_byte - 0.5 && e1.bytes == e0.bytes, "trained: %.3f -> %.3f bits/byte",
+    CHECK_MSG(ls_eval_tokens(m, held, nh, 32, 8, 8192, &e1) == LS_OK, "eval after");
+    CHECK_MSG(e1.bits_per_byte < e0.bits_per_byte - 0.5 && e1.bytes == e0.bytes, "trained: %.3f -> %.3f bits/byte",
           e0.bits_per_byte, e1.bits_per_byte);
     printf("bpe model: V %d, %zu -> %zu tokens (%.2f bytes/token); held-out bits/byte %.3f -> %.3f\n", V, nb, np,
            (double)ls_corpus_num_bytes(cbpe, LS_SPLIT_ALL) / (double)np, e0.bits_per_byte, e1.bits_per_byte);
@@ -126,18 +117,18 @@ int main(void) {
     snprintf(path, sizeof path, "/tmp/llmsys-test-bpe-model-%d.safetensors", (int)getpid());
     ls_model *back = NULL;
     ls_eval_result e2;
-    CHECK(ls_ckpt_save(path, m, tc.steps, NULL, LS_CKPT_WEIGHTS) == LS_OK, "save");
-    CHECK(ls_ckpt_load(path, LS_CKPT_WEIGHTS, &back, NULL) == LS_OK && ls_model_tokenizer(back), "load");
+    CHECK_MSG(ls_ckpt_save(path, m, tc.steps, NULL, LS_CKPT_WEIGHTS) == LS_OK, "save");
+    CHECK_MSG(ls_ckpt_load(path, LS_CKPT_WEIGHTS, &back, NULL) == LS_OK && ls_model_tokenizer(back), "load");
     if (back) {
-        CHECK(ls_eval_tokens(back, held, nh, 32, 8, 8192, &e2) == LS_OK && e2.bits_per_byte == e1.bits_per_byte,
+        CHECK_MSG(ls_eval_tokens(back, held, nh, 32, 8, 8192, &e2) == LS_OK && e2.bits_per_byte == e1.bits_per_byte,
               "same bits/byte after load");
         int *ids;
         size_t n;
         char *text;
         size_t tl;
         const char *s = "The loader mixes sources; the planner picks bits.";
-        CHECK(ls_text_encode(ls_model_tokenizer(back), s, strlen(s), &ids, &n) == LS_OK && n < strlen(s), "encode");
-        CHECK(ls_text_decode(ls_model_tokenizer(back), ids, n, &text, &tl) == LS_OK && tl == strlen(s) &&
+        CHECK_MSG(ls_text_encode(ls_model_tokenizer(back), s, strlen(s), &ids, &n) == LS_OK && n < strlen(s), "encode");
+        CHECK_MSG(ls_text_decode(ls_model_tokenizer(back), ids, n, &text, &tl) == LS_OK && tl == strlen(s) &&
                   !memcmp(text, s, tl),
               "decode");
         free(ids);
@@ -147,8 +138,8 @@ int main(void) {
     /* a wrong-size tokenizer is refused */
     ls_bpe *small;
     ls_bpe_train_opts so = {300, 2, specials, 3, 0};
-    CHECK(ls_bpe_train((const char *const *)docs, lens, nd, &so, &small) == LS_OK, "small tokenizer");
-    CHECK(ls_model_set_tokenizer(m, small) != LS_OK, "size mismatch refused");
+    CHECK_MSG(ls_bpe_train((const char *const *)docs, lens, nd, &so, &small) == LS_OK, "small tokenizer");
+    CHECK_MSG(ls_model_set_tokenizer(m, small) != LS_OK, "size mismatch refused");
     remove(path);
     ls_batch_source_free(bs);
     ls_trainer_free(t);
@@ -158,10 +149,5 @@ int main(void) {
     for (int i = 0; i < nd; i++) free(docs[i]);
     free(docs);
     free(lens);
-    if (failures) {
-        fprintf(stderr, "%d failure(s)\n", failures);
-        return 1;
-    }
-    printf("ok\n");
-    return 0;
+    return TEST_RESULT();
 }

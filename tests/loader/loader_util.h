@@ -1,0 +1,69 @@
+/* loader_util.h - loader services for the service tests, each in a forked child that is always
+ * killed and reaped (on exit, and from the alarm that bounds a test). */
+#ifndef LLMSYS_TEST_LOADER_UTIL_H
+#define LLMSYS_TEST_LOADER_UTIL_H
+
+#include <signal.h>
+#include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "llmsys/loader.h"
+
+static pid_t lu_kid[4] = {-1, -1, -1, -1};
+
+/* Kills and reaps the service in slot i (if any). */
+static void lu_kill(int i) {
+    if (lu_kid[i] > 0) {
+        kill(lu_kid[i], SIGKILL);
+        waitpid(lu_kid[i], NULL, 0);
+        lu_kid[i] = -1;
+    }
+}
+
+static void lu_kill_all(void) {
+    for (int i = 0; i < 4; i++) lu_kill(i);
+}
+
+static void lu_on_alarm(int sig) {
+    (void)sig;
+    for (int i = 0; i < 4; i++)
+        if (lu_kid[i] > 0) kill(lu_kid[i], SIGKILL);
+    _exit(3);
+}
+
+/* Bounds the whole test to seconds and cleans up on any exit. */
+static void lu_guard(unsigned seconds) {
+    signal(SIGALRM, lu_on_alarm);
+    alarm(seconds);
+    atexit(lu_kill_all);
+}
+
+/* Forks a service into slot i (state may be NULL: a fresh start); returns its port, -1 when it
+ * did not start. */
+static int lu_start(int i, const ls_loader_mix *mix, int ranks, const ls_loader_serve_opts *o, const uint8_t *state,
+                    size_t len) {
+    int fd[2];
+    if (pipe(fd) != 0) return -1;
+    lu_kid[i] = fork();
+    if (lu_kid[i] == 0) {
+        close(fd[0]);
+        ls_loader_server *srv;
+        int port = -1;
+        if (ls_loader_server_open(&srv, mix, ranks, "127.0.0.1", 0, o, state, len) == 0) port = ls_loader_server_port(srv);
+        else fprintf(stderr, "server: %s\n", ls_errmsg());
+        if (write(fd[1], &port, sizeof port) != (ssize_t)sizeof port) _exit(1);
+        close(fd[1]);
+        if (port < 0) _exit(1);
+        int rc = ls_loader_server_run(srv);
+        ls_loader_server_close(srv);
+        _exit(rc == 0 ? 0 : 1);
+    }
+    close(fd[1]);
+    int port = -1;
+    if (read(fd[0], &port, sizeof port) != (ssize_t)sizeof port) port = -1;
+    close(fd[0]);
+    return port;
+}
+
+#endif
