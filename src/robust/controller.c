@@ -891,7 +891,8 @@ static void set_peers(ctl *c) {
 }
 
 /* Writes the newest good state to disk when the job must stop (atomic; ckpt_dir). */
-static void save_last_good(ctl *c, int64_t limit) {
+/* Puts the last good state (at most step limit) on disk; returns its step (0: none). */
+static int64_t save_last_good(ctl *c, int64_t limit) {
     char path[2200], kind[16];
     int64_t s = resume_point(c, limit, path, sizeof path, kind);
     if (!strcmp(kind, "memory")) {
@@ -905,7 +906,10 @@ static void save_last_good(ctl *c, int64_t limit) {
         }
     } else if (!strcmp(kind, "disk")) {
         tl(c, "save", "last good checkpoint on disk: %s (step %" PRId64 ")", path, s);
+    } else {
+        s = 0;
     }
+    return s;
 }
 
 /* Equal reported values (both NaN counts as equal). */
@@ -1241,7 +1245,10 @@ static int run_loop(ctl *c) {
             snprintf(c->diagnosis, sizeof c->diagnosis,
                      "interrupted (signal %d); the job is stopped with its last good checkpoint on disk",
                      (int)interrupted);
-            save_last_good(c, INT64_MAX);
+            /* the step reported is the saved state's: the ranks may have checkpointed a step whose
+             * report has not reached us yet, or be past the newest state */
+            int64_t saved = save_last_good(c, INT64_MAX);
+            if (saved > 0) c->job_step = saved;
             return 1;
         }
         double now = ls_wall_time();
