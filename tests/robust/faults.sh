@@ -71,8 +71,10 @@ grep -q 'PMPI_Allreduce' "$T/hang.json" || fail "hang: stacks not kept in the re
 slow_plan='{"faults": [{"kind": "slow", "step": 2, "rank": 2, "share": 0.01}]}'
 busy() { (while :; do :; done) & B1=$!; (while :; do :; done) & B2=$!; }
 busy
-# meanwhile the same load and no slow rank: nothing may be flagged
-timeout 90 "$BIN" robust run --quiet --slow-window 3 --slow-factor 1.5 --report "$T/calm.json" -- llmsys train "${TA[@]}" \
+# meanwhile the same load and no slow rank: nothing may be flagged at factor 3 (at 1.5, two
+# parallel jobs, two busy loops and the rest of the suite on 2 cores made a rank 1.6x late in
+# 3 windows running: preemption is not host-wide when jobs outnumber cores)
+timeout 90 "$BIN" robust run --quiet --slow-window 3 --slow-factor 3 --report "$T/calm.json" -- llmsys train "${TA[@]}" \
   --out "$T/calm.st" > /dev/null 2> "$T/calm.err" &
 CALM=$!
 slow_ok() { tr -d ' \n\t' < "$T/slow.json" | grep -Eq '"kind":"slow","rank":2,"node":1,"step":(1[0-9]|2[01]),'; }
