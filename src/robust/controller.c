@@ -399,21 +399,14 @@ static int is_run_setting(const char *a) {
 
 /* The mpirun command line (malloc'd) of the job on the active nodes: the user's command,
  * resumed from resume (may be NULL), stopped at stop_at (> 0), reporting to the agents eps;
- * park (may be NULL) makes it a pre-started world that waits for "go" instead. */
+ * park (may be NULL) makes it a pre-started world that waits for "go" instead; np (16 bytes),
+ * hostfile and stopb are buffers the command line points into. */
 static char **job_argv(ctl *c, const char *resume, int64_t stop_at, const char *eps, const char *park, char *np,
                        char *hostfile, char *stopb) {
     const ls_robust_opts *o = c->o;
     char **av = calloc((size_t)o->argc + 32, sizeof *av);
     if (!av) return NULL;
-    int n = 0;
-    av[n++] = "mpirun";
-    av[n++] = "-q";
-    av[n++] = "-np";
-    av[n++] = np;
-    if (getuid() == 0) av[n++] = "--allow-run-as-root";
-    av[n++] = "--oversubscribe";
-    av[n++] = "--bind-to";
-    av[n++] = "none";
+    int n = ls_dist_mpirun_args(av, np, c->ranks); /* the same mpirun flags as `train --ranks` */
     av[n++] = "--hostfile";
     av[n++] = hostfile;
     av[n++] = (char *)o->self;
@@ -493,7 +486,6 @@ static void spare_start(ctl *c) {
     snprintf(errf, sizeof errf, "%s/spare-%d.err", c->shm_dir, c->spare_gen);
     snprintf(outf, sizeof outf, "%s/spare-%d.out", c->shm_dir, c->spare_gen);
     snprintf(park, sizeof park, "%s,%d", c->ep, c->spare_gen);
-    snprintf(np, sizeof np, "%d", c->ranks);
     char **av = job_argv(c, NULL, 0, NULL, park, np, hostfile, stopb);
     int pid = av ? fork_mpirun(av, outf, errf) : -1;
     free(av);
@@ -515,7 +507,6 @@ static int launch(ctl *c, const char *resume, int64_t stop_at) {
         if (s) strcat(eps, ",");
         strcat(eps, c->node[c->slot_node[s]].ep);
     }
-    snprintf(np, sizeof np, "%d", c->ranks);
     /* a pre-started world still starting up is waited for: its start-up is already paid */
     for (double t = ls_now(); resume && stop_at <= 0 && c->spare_pid > 0 && c->spare_parked < c->ranks;) {
         pump(c, 10);

@@ -43,6 +43,17 @@ static void make_data(void) {
     CHECK_EQ_INT(ls_file_write_atomic(p, MIX, strlen(MIX)), 0);
 }
 
+/* Loads the mix and starts a primary (slot 0) and its shadow (slot 1); 0 when either failed. */
+static int start_pair(ls_loader_mix *mix, int *pp, int *sp) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/mix.json", dir);
+    CHECK_EQ_INT(ls_loader_mix_load(p, mix), 0);
+    *pp = start(0, mix, 0);
+    *sp = *pp > 0 ? start(1, mix, *pp) : -1;
+    CHECK(*pp > 0 && *sp > 0);
+    return *pp > 0 && *sp > 0;
+}
+
 /* Rank r's batch of step from the client equals the reference's, byte for byte (its resume blob
  * aside: the services built their first steps before the weight change arrived, the reference after). */
 static int same(ls_loader_client *c, ls_loader_step *st, int r, int64_t step) {
@@ -63,14 +74,9 @@ static int same(ls_loader_client *c, ls_loader_step *st, int r, int64_t step) {
 }
 
 static void test_failover(void) {
-    char p[512];
-    snprintf(p, sizeof p, "%s/mix.json", dir);
     ls_loader_mix mix;
-    CHECK_EQ_INT(ls_loader_mix_load(p, &mix), 0);
-    int pp = start(0, &mix, 0);
-    int sp = pp > 0 ? start(1, &mix, pp) : -1;
-    CHECK(pp > 0 && sp > 0);
-    if (pp <= 0 || sp <= 0) return;
+    int pp, sp;
+    if (!start_pair(&mix, &pp, &sp)) return;
     char eps[128];
     snprintf(eps, sizeof eps, "tcp://127.0.0.1:%d,tcp://127.0.0.1:%d", pp, sp);
     ls_loader_client *c[R];
@@ -113,14 +119,9 @@ static void test_failover(void) {
 }
 
 static void test_shadow_dies(void) {
-    char p[512];
-    snprintf(p, sizeof p, "%s/mix.json", dir);
     ls_loader_mix mix;
-    CHECK_EQ_INT(ls_loader_mix_load(p, &mix), 0);
-    int pp = start(0, &mix, 0);
-    int sp = pp > 0 ? start(1, &mix, pp) : -1;
-    CHECK(pp > 0 && sp > 0);
-    if (pp <= 0 || sp <= 0) return;
+    int pp, sp;
+    if (!start_pair(&mix, &pp, &sp)) return;
     ls_sleep_ms(120);
     lu_kill(1);
     char eps[128];
