@@ -67,6 +67,8 @@ size_t ls_model_config_num_params(const ls_model_config *cfg);
 /* Config <-> compact JSON string (stored in checkpoint metadata as "llmsys.config").
  * to_json returns a malloc'd string (caller frees). */
 char *ls_model_config_to_json(const ls_model_config *cfg);
+/* The same object as cJSON (caller deletes; NULL when out of memory): reports and profiles. */
+struct cJSON *ls_model_config_json(const ls_model_config *cfg);
 int ls_model_config_from_json(const char *json, ls_model_config *cfg);
 
 typedef struct ls_model ls_model;

@@ -56,13 +56,23 @@ size_t ls_model_config_num_params(const ls_model_config *c) {
     return V * C + T * C + L * per_layer + 2 * C;
 }
 
+cJSON *ls_model_config_json(const ls_model_config *c) {
+    cJSON *j = cJSON_CreateObject();
+    if (!j) return NULL;
+    cJSON_AddNumberToObject(j, "vocab", c->vocab);
+    cJSON_AddNumberToObject(j, "n_ctx", c->n_ctx);
+    cJSON_AddNumberToObject(j, "n_layer", c->n_layer);
+    cJSON_AddNumberToObject(j, "n_head", c->n_head);
+    cJSON_AddNumberToObject(j, "d_model", c->d_model);
+    cJSON_AddNumberToObject(j, "d_ff", c->d_ff);
+    return j;
+}
+
 char *ls_model_config_to_json(const ls_model_config *c) {
-    char buf[256];
-    int n =
-        snprintf(buf, sizeof buf, "{\"vocab\":%d,\"n_ctx\":%d,\"n_layer\":%d,\"n_head\":%d,\"d_model\":%d,\"d_ff\":%d}",
-                 c->vocab, c->n_ctx, c->n_layer, c->n_head, c->d_model, c->d_ff);
-    if (n < 0 || (size_t)n >= sizeof buf) return NULL;
-    return strdup(buf);
+    cJSON *j = ls_model_config_json(c);
+    char *s = j ? cJSON_PrintUnformatted(j) : NULL;
+    cJSON_Delete(j);
+    return s;
 }
 
 int ls_model_config_from_json(const char *json, ls_model_config *cfg) {

@@ -233,13 +233,7 @@ int ls_profile_run(const char *model, const ls_profile_opts *o, struct cJSON **o
     span = span < want ? span : want;
     span = span < 64 ? span : 64;
     cJSON_AddNumberToObject(j, "layers_timed", span);
-    cJSON *m = cJSON_AddObjectToObject(j, "model");
-    cJSON_AddNumberToObject(m, "vocab", cfg.vocab);
-    cJSON_AddNumberToObject(m, "n_ctx", cfg.n_ctx);
-    cJSON_AddNumberToObject(m, "n_layer", cfg.n_layer);
-    cJSON_AddNumberToObject(m, "n_head", cfg.n_head);
-    cJSON_AddNumberToObject(m, "d_model", cfg.d_model);
-    cJSON_AddNumberToObject(m, "d_ff", cfg.d_ff);
+    cJSON_AddItemToObject(j, "model", ls_model_config_json(&cfg));
     cJSON *pre = cJSON_AddArrayToObject(j, "prefill"), *dec = cJSON_AddArrayToObject(j, "decode");
     int maxb = 1;
     for (int i = 0; i < o->n_batches; i++) maxb = o->batches[i] > maxb ? o->batches[i] : maxb;

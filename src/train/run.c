@@ -131,15 +131,7 @@ cJSON *ls_train_run_report(ls_trainer *t, const ls_dist *d, const ls_train_run_r
     cJSON *j = cJSON_CreateObject();
     if (!j) return NULL;
     cJSON_AddStringToObject(j, "command", "train");
-    cJSON *cj = cJSON_AddObjectToObject(j, "config");
-    if (cj) {
-        cJSON_AddNumberToObject(cj, "vocab", mc->vocab);
-        cJSON_AddNumberToObject(cj, "n_ctx", mc->n_ctx);
-        cJSON_AddNumberToObject(cj, "n_layer", mc->n_layer);
-        cJSON_AddNumberToObject(cj, "n_head", mc->n_head);
-        cJSON_AddNumberToObject(cj, "d_model", mc->d_model);
-        cJSON_AddNumberToObject(cj, "d_ff", mc->d_ff);
-    }
+    cJSON_AddItemToObject(j, "config", ls_model_config_json(mc));
     cJSON_AddNumberToObject(j, "params", (double)ls_model_num_params(m));
     cJSON_AddNumberToObject(j, "ranks", ls_dist_size(d));
     cJSON_AddNumberToObject(j, "batch", tc->batch);
