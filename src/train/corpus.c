@@ -35,6 +35,16 @@ typedef struct {
     const ls_bpe *tok; /* NULL: byte tokens */
 } builder;
 
+/* An empty builder under o's byte cap and tokenizer (corpora store 16-bit token ids). */
+static int builder_init(builder *b, const ls_corpus_opts *o) {
+    *b = (builder){0};
+    b->max_bytes = o->max_bytes ? o->max_bytes : ls_corpus_defaults().max_bytes;
+    b->tok = o->tokenizer;
+    if (b->tok && ls_bpe_vocab_size(b->tok) > 65536)
+        return ls_err(LS_EINVAL, "tokenizer of %d tokens: corpora hold at most 65536", ls_bpe_vocab_size(b->tok));
+    return LS_OK;
+}
+
 static int builder_reserve(builder *b, size_t extra) {
     if (b->n + extra <= b->cap) return LS_OK;
     size_t cap = b->cap ? b->cap : 1 << 16;
@@ -231,11 +241,8 @@ int ls_corpus_load(ls_corpus **out, const char *const *paths, int n, const ls_co
     ls_corpus_opts def = ls_corpus_defaults();
     if (!o) o = &def;
     if (n <= 0) return ls_err(LS_EINVAL, "no data paths given");
-    builder b = {0};
-    b.max_bytes = o->max_bytes ? o->max_bytes : def.max_bytes;
-    b.tok = o->tokenizer;
-    if (b.tok && ls_bpe_vocab_size(b.tok) > 65536)
-        return ls_err(LS_EINVAL, "tokenizer of %d tokens: corpora hold at most 65536", ls_bpe_vocab_size(b.tok));
+    builder b;
+    LS_TRY(builder_init(&b, o));
     for (int i = 0; i < n; i++) {
         int added = 0, rc;
         struct stat st;
@@ -260,11 +267,8 @@ int ls_corpus_from_docs(ls_corpus **out, const char *what, const char *const *do
                         const ls_corpus_opts *o) {
     ls_corpus_opts def = ls_corpus_defaults();
     if (!o) o = &def;
-    builder b = {0};
-    b.max_bytes = o->max_bytes ? o->max_bytes : def.max_bytes;
-    b.tok = o->tokenizer;
-    if (b.tok && ls_bpe_vocab_size(b.tok) > 65536)
-        return ls_err(LS_EINVAL, "tokenizer of %d tokens: corpora hold at most 65536", ls_bpe_vocab_size(b.tok));
+    builder b;
+    LS_TRY(builder_init(&b, o));
     for (int i = 0; i < n; i++) {
         size_t len = lens ? lens[i] : strlen(docs[i]);
         int rc = LS_OK;
