@@ -2,6 +2,7 @@
  * backward, gradient all-reduce, AdamW), exact resume, and held-out evaluation. */
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,23 @@ int ls_train_config_validate(const ls_train_config *c) {
     return LS_OK;
 }
 
+/* The optimizer settings "llmsys.train" stores, in its order (total_steps is not stored: it follows steps). */
+static const struct {
+    const char *key;
+    size_t off;
+    int is_int; /* else float */
+} opt_keys[] = {
+    {"lr", offsetof(ls_adamw_config, lr), 0},
+    {"beta1", offsetof(ls_adamw_config, beta1), 0},
+    {"beta2", offsetof(ls_adamw_config, beta2), 0},
+    {"eps", offsetof(ls_adamw_config, eps), 0},
+    {"weight_decay", offsetof(ls_adamw_config, weight_decay), 0},
+    {"grad_clip", offsetof(ls_adamw_config, grad_clip), 0},
+    {"warmup_steps", offsetof(ls_adamw_config, warmup_steps), 1},
+    {"min_lr_frac", offsetof(ls_adamw_config, min_lr_frac), 0},
+};
+#define N_OPT_KEYS (sizeof opt_keys / sizeof opt_keys[0])
+
 char *ls_train_config_to_json(const ls_train_config *c) {
     cJSON *j = cJSON_CreateObject();
     if (!j) return NULL;
@@ -57,14 +75,11 @@ char *ls_train_config_to_json(const ls_train_config *c) {
         snprintf(dh, sizeof dh, "%016" PRIx64, c->data_hash);
         cJSON_AddStringToObject(j, "data_hash", dh);
     }
-    cJSON_AddNumberToObject(j, "lr", c->opt.lr);
-    cJSON_AddNumberToObject(j, "beta1", c->opt.beta1);
-    cJSON_AddNumberToObject(j, "beta2", c->opt.beta2);
-    cJSON_AddNumberToObject(j, "eps", c->opt.eps);
-    cJSON_AddNumberToObject(j, "weight_decay", c->opt.weight_decay);
-    cJSON_AddNumberToObject(j, "grad_clip", c->opt.grad_clip);
-    cJSON_AddNumberToObject(j, "warmup_steps", c->opt.warmup_steps);
-    cJSON_AddNumberToObject(j, "min_lr_frac", c->opt.min_lr_frac);
+    for (size_t i = 0; i < N_OPT_KEYS; i++) {
+        const char *f = (const char *)&c->opt + opt_keys[i].off;
+        cJSON_AddNumberToObject(j, opt_keys[i].key,
+                                opt_keys[i].is_int ? (double)*(const int *)f : (double)*(const float *)f);
+    }
     char *s = cJSON_PrintUnformatted(j);
     cJSON_Delete(j);
     return s;
@@ -101,14 +116,11 @@ int ls_train_config_from_json(const char *json, ls_train_config *c) {
     if (rc == LS_OK) rc = ls_json_get_int(j, "shards", c->shards, &c->shards);
     if (rc == LS_OK) rc = get_u64_string(j, "seed", 10, &c->seed);
     if (rc == LS_OK) rc = get_u64_string(j, "data_hash", 16, &c->data_hash);
-    if (rc == LS_OK) rc = get_float(j, "lr", &c->opt.lr);
-    if (rc == LS_OK) rc = get_float(j, "beta1", &c->opt.beta1);
-    if (rc == LS_OK) rc = get_float(j, "beta2", &c->opt.beta2);
-    if (rc == LS_OK) rc = get_float(j, "eps", &c->opt.eps);
-    if (rc == LS_OK) rc = get_float(j, "weight_decay", &c->opt.weight_decay);
-    if (rc == LS_OK) rc = get_float(j, "grad_clip", &c->opt.grad_clip);
-    if (rc == LS_OK) rc = ls_json_get_int(j, "warmup_steps", c->opt.warmup_steps, &c->opt.warmup_steps);
-    if (rc == LS_OK) rc = get_float(j, "min_lr_frac", &c->opt.min_lr_frac);
+    for (size_t i = 0; rc == LS_OK && i < N_OPT_KEYS; i++) {
+        char *f = (char *)&c->opt + opt_keys[i].off;
+        rc = opt_keys[i].is_int ? ls_json_get_int(j, opt_keys[i].key, *(int *)f, (int *)f)
+                                : get_float(j, opt_keys[i].key, (float *)f);
+    }
     cJSON_Delete(j);
     return rc;
 }
