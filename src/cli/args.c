@@ -195,3 +195,17 @@ int ls_usage_err(const char *prog, const char *fmt, ...) {
     va_end(ap);
     return 2;
 }
+
+int ls_args_subcommand(const char *prog, const ls_subcmd *subs, int n, int argc, char **argv, const char *usage) {
+    for (int i = 0; argc >= 2 && i < n; i++)
+        if (!strcmp(argv[1], subs[i].name)) return subs[i].fn(argc - 1, argv + 1);
+    int help = argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"));
+    if (argc >= 2 && !help) {
+        fprintf(stderr, "llmsys %s: unknown subcommand '%s' (", prog, argv[1]);
+        for (int i = 0; i < n; i++) fprintf(stderr, "%s%s", i ? ", " : "", subs[i].name);
+        fprintf(stderr, ")\n");
+        return 2;
+    }
+    fputs(usage, help ? stdout : stderr);
+    return help ? 0 : 2;
+}

@@ -54,6 +54,16 @@ int ls_args_shape(const char *s, int *c, int *h, int *w);
 /* Parses without positional arguments; returns -1 to go on, else the exit code (0 after
  * --help, 2 after a usage error already reported). `if ((rc = ls_args(...)) >= 0) return rc;` */
 int ls_args(const char *prog, const char *summary, const ls_arg *spec, int n, int argc, char **argv);
+/* A subcommand: `llmsys <command> <name> ...` runs fn with argv[0] = name. */
+typedef struct {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+} ls_subcmd;
+/* Runs the subcommand of subs (n entries) that argv[1] names and returns its exit code.
+ * Otherwise prints usage: to stdout after --help or -h (returns 0), to stderr without a
+ * subcommand (returns 2); an unknown name gets one line on stderr naming the known ones,
+ * and 2. */
+int ls_args_subcommand(const char *prog, const ls_subcmd *subs, int n, int argc, char **argv, const char *usage);
 /* A usage error found after parsing: prints "llmsys <prog>: <message>" on stderr, returns 2. */
 int ls_usage_err(const char *prog, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

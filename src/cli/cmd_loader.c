@@ -218,28 +218,16 @@ static int loader_stats(int argc, char **argv) {
 /* ---------------------------------------------------------------- dispatch */
 
 int cmd_loader(int argc, char **argv) {
-    static const struct {
-        const char *name;
-        int (*fn)(int, char **);
-        const char *help;
-    } subs[] = {
-        {"serve", loader_serve, "run the loader service (source loaders + data constructor)"},
-        {"fetch", loader_fetch, "fetch batches from a service (debugging, tests)"},
-        {"control", loader_control, "change a running service's weights; query or stop it"},
-        {"stats", loader_stats, "token shares and per-rank cost balance of a mix, with an SVG chart"},
-        {"tokenize", loader_tokenize, "write a pre-tokenized .lstok file"},
-    };
-    int n = (int)(sizeof subs / sizeof subs[0]);
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        printf("usage: llmsys loader <command> [options]\n\nMulti-source data loading with mixing and cost balancing "
-               "(OVERLORD).\n\ncommands:\n");
-        for (int i = 0; i < n; i++) printf("  %-10s %s\n", subs[i].name, subs[i].help);
-        return argc < 2 ? 2 : 0;
-    }
-    for (int i = 0; i < n; i++)
-        if (!strcmp(argv[1], subs[i].name)) return subs[i].fn(argc - 1, argv + 1);
-    fprintf(stderr, "llmsys loader: unknown command '%s' (see llmsys loader --help)\n", argv[1]);
-    return 2;
+    static const ls_subcmd subs[] = {{"serve", loader_serve}, {"fetch", loader_fetch}, {"control", loader_control},
+                                     {"stats", loader_stats}, {"tokenize", loader_tokenize}};
+    return ls_args_subcommand("loader", subs, LS_NARGS(subs), argc, argv,
+                              "usage: llmsys loader <command> [options]\n\n"
+                              "Multi-source data loading with mixing and cost balancing (OVERLORD).\n\ncommands:\n"
+                              "  serve      run the loader service (source loaders + data constructor)\n"
+                              "  fetch      fetch batches from a service (debugging, tests)\n"
+                              "  control    change a running service's weights; query or stop it\n"
+                              "  stats      token shares and per-rank cost balance of a mix, with an SVG chart\n"
+                              "  tokenize   write a pre-tokenized .lstok file\n");
 }
 
 /* ---------------------------------------------------------------- demo */

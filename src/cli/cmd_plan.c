@@ -224,23 +224,16 @@ done:
 }
 
 int cmd_plan(int argc, char **argv) {
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        FILE *f = argc < 2 ? stderr : stdout;
-        fprintf(f, "usage: llmsys plan SUBCOMMAND [options]\n\n"
-                   "  serve      plan stages, per-layer bits and micro-batches (LLM-PQ / SplitQuant)\n"
-                   "  train      per-rank, per-layer precisions so slow training ranks keep pace (QSync)\n"
-                   "  indicator  per-layer quality indicator of a checkpoint\n"
-                   "  validate   plan on profiled CPU stages, serve the plan, compare measured with predicted\n"
-                   "  list       the GPU / model / cluster catalogs\n");
-        return argc < 2 ? 2 : 0;
-    }
-    if (!strcmp(argv[1], "serve")) return plan_serve(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "list")) return plan_list(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "indicator")) return plan_indicator(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "validate")) return plan_validate(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "train")) return plan_train(argc - 1, argv + 1);
-    fprintf(stderr, "llmsys plan: unknown subcommand '%s' (serve, train, indicator, list, validate)\n", argv[1]);
-    return 2;
+    static const ls_subcmd subs[] = {{"serve", plan_serve}, {"train", plan_train}, {"indicator", plan_indicator},
+                                     {"list", plan_list}, {"validate", plan_validate}};
+    return ls_args_subcommand("plan", subs, LS_NARGS(subs), argc, argv,
+                              "usage: llmsys plan SUBCOMMAND [options]\n\n"
+                              "  serve      plan stages, per-layer bits and micro-batches (LLM-PQ / SplitQuant)\n"
+                              "  train      per-rank, per-layer precisions so slow training ranks keep pace (QSync)\n"
+                              "  indicator  per-layer quality indicator of a checkpoint\n"
+                              "  validate   plan on profiled CPU stages, serve the plan, compare measured with "
+                              "predicted\n"
+                              "  list       the GPU / model / cluster catalogs\n");
 }
 
 /* ---------------------------------------------------------------- demo */

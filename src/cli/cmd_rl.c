@@ -122,21 +122,13 @@ static int rl_plot(int argc, char **argv) {
 }
 
 int cmd_rl(int argc, char **argv) {
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        fprintf(argc < 2 ? stderr : stdout,
-                "usage: llmsys rl SUBCOMMAND [options]\n"
-                "  tasks    write a JSONL task file (verifiable rewards, long-tailed lengths)\n"
-                "  run      start manager, relays, rollouts and trainer on this machine\n"
-                "  worker   start one process of a job (--role R --manager tcp://...)\n"
-                "  plot     SVG of run reports: reward per update, staleness\n");
-        return argc < 2 ? 2 : 0;
-    }
-    if (!strcmp(argv[1], "tasks")) return rl_tasks(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "run")) return rl_run(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "worker")) return rl_worker(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "plot")) return rl_plot(argc - 1, argv + 1);
-    fprintf(stderr, "llmsys rl: unknown subcommand '%s' (tasks, run, worker, plot)\n", argv[1]);
-    return 2;
+    static const ls_subcmd subs[] = {{"tasks", rl_tasks}, {"run", rl_run}, {"worker", rl_worker}, {"plot", rl_plot}};
+    return ls_args_subcommand("rl", subs, LS_NARGS(subs), argc, argv,
+                              "usage: llmsys rl SUBCOMMAND [options]\n"
+                              "  tasks    write a JSONL task file (verifiable rewards, long-tailed lengths)\n"
+                              "  run      start manager, relays, rollouts and trainer on this machine\n"
+                              "  worker   start one process of a job (--role R --manager tcp://...)\n"
+                              "  plot     SVG of run reports: reward per update, staleness\n");
 }
 
 int cmd_sim_rl(int argc, char **argv) {

@@ -77,17 +77,12 @@ static int robust_agent_cmd(int argc, char **argv) {
 }
 
 int cmd_robust(int argc, char **argv) {
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        printf("usage: llmsys robust run [options] -- llmsys train <its options>\n"
-               "       llmsys robust agent --id N --controller ENDPOINT   (started by run)\n\n"
-               "Runs a training job under a controller and per-node agents that detect, localize and\n"
-               "recover crashes, hangs, NaN/jumps and slow ranks (llmsys robust run --help).\n");
-        return argc < 2 ? 2 : 0;
-    }
-    if (!strcmp(argv[1], "run")) return robust_run_cmd(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "agent")) return robust_agent_cmd(argc - 1, argv + 1);
-    fprintf(stderr, "llmsys robust: unknown subcommand '%s' (run, agent)\n", argv[1]);
-    return 2;
+    static const ls_subcmd subs[] = {{"run", robust_run_cmd}, {"agent", robust_agent_cmd}};
+    return ls_args_subcommand("robust", subs, LS_NARGS(subs), argc, argv,
+                              "usage: llmsys robust run [options] -- llmsys train <its options>\n"
+                              "       llmsys robust agent --id N --controller ENDPOINT   (started by run)\n\n"
+                              "Runs a training job under a controller and per-node agents that detect, localize and\n"
+                              "recover crashes, hangs, NaN/jumps and slow ranks (llmsys robust run --help).\n");
 }
 
 int cmd_sim_robust(int argc, char **argv) {

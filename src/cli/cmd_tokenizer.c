@@ -119,22 +119,10 @@ static int tok_decode(int argc, char **argv) {
 }
 
 int cmd_tokenizer(int argc, char **argv) {
-    static const struct {
-        const char *name;
-        int (*fn)(int, char **);
-        const char *help;
-    } subs[] = {
-        {"train", tok_train, "train a byte-level BPE vocabulary from text files"},
-        {"encode", tok_encode, "print the token ids of a text"},
-        {"decode", tok_decode, "print the text of token ids"},
-    };
-    if (argc >= 2)
-        for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
-            if (!strcmp(argv[1], subs[i].name)) return subs[i].fn(argc - 1, argv + 1);
-    int help = argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"));
-    if (argc >= 2 && !help) fprintf(stderr, "llmsys tokenizer: unknown subcommand '%s'\n", argv[1]);
-    fprintf(help ? stdout : stderr, "usage: llmsys tokenizer SUBCOMMAND [options]\n");
-    for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
-        fprintf(help ? stdout : stderr, "  %-8s %s\n", subs[i].name, subs[i].help);
-    return help ? 0 : 2;
+    static const ls_subcmd subs[] = {{"train", tok_train}, {"encode", tok_encode}, {"decode", tok_decode}};
+    return ls_args_subcommand("tokenizer", subs, LS_NARGS(subs), argc, argv,
+                              "usage: llmsys tokenizer SUBCOMMAND [options]\n"
+                              "  train    train a byte-level BPE vocabulary from text files\n"
+                              "  encode   print the token ids of a text\n"
+                              "  decode   print the text of token ids\n");
 }
