@@ -20,20 +20,10 @@
 #include "serve/wire.h"
 #include "test.h"
 
-static const char *llmsys_bin;
-static char dir[128], ckpt[256], plan_path[256], port_path[256], log_path[256], keys_a[256], keys_b[256];
+static char ckpt[256], plan_path[256], log_path[256], keys_a[256], keys_b[256];
 static char stage0[64];
-static pid_t server_pid = -1;
 static int port;
 static int prompt[5] = {65, 72, 79, 86, 93}, ref[12], ref_n;
-
-static void cleanup(void) {
-    if (server_pid > 0) {
-        kill(server_pid, SIGKILL);
-        waitpid(server_pid, NULL, 0);
-        server_pid = -1;
-    }
-}
 
 static int free_port(void) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -128,17 +118,10 @@ static void test_curve_pipeline(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) {
-        fprintf(stderr, "usage: mp_curve PATH/TO/llmsys\n");
-        return 2;
-    }
-    llmsys_bin = argv[1];
-    atexit(cleanup);
-    snprintf(dir, sizeof dir, "/tmp/llmsys_mp_curve_%d", (int)getpid());
-    ls_mkdirs(dir);
-    char *paths[] = {ckpt, plan_path, port_path, log_path, keys_a, keys_b};
-    const char *names[] = {"m.safetensors", "plan.json", "port", "serve.log", "a", "b"};
-    for (int i = 0; i < 6; i++) snprintf(paths[i], 256, "%s/%s", dir, names[i]);
+    if (server_test_begin(argc, argv, "mp_curve")) return 2;
+    char *paths[] = {ckpt, plan_path, log_path, keys_a, keys_b};
+    const char *names[] = {"m.safetensors", "plan.json", "serve.log", "a", "b"};
+    for (int i = 0; i < 5; i++) snprintf(paths[i], 256, "%s/%s", dir, names[i]);
     CHECK(ls_zsec_keygen(keys_a, 0) == LS_OK && ls_zsec_keygen(keys_b, 0) == LS_OK);
     ls_model_config cfg = {.vocab = LS_VOCAB, .n_ctx = 64, .n_layer = 2, .n_head = 2, .d_model = 32, .d_ff = 64};
     ls_model *m = make_model(&cfg, 7, 3.0f);

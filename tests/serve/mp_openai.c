@@ -17,18 +17,8 @@
 #include "serve/openai.h"
 #include "test.h"
 
-static const char *llmsys_bin;
-static char dir[128], ckpt[256], port_path[256];
-static pid_t server_pid = -1;
+static char ckpt[256];
 static int port;
-
-static void cleanup(void) {
-    if (server_pid > 0) {
-        kill(server_pid, SIGKILL);
-        waitpid(server_pid, NULL, 0);
-        server_pid = -1;
-    }
-}
 
 static int start_server(const char *name) {
     unlink(port_path);
@@ -50,13 +40,6 @@ static int start_server(const char *name) {
         _exit(127);
     }
     return server_wait_port(&server_pid, port_path, 50, &port);
-}
-
-static void stop_server(void) {
-    int st = 0, rc = server_stop(&server_pid, &st);
-    CHECK_MSG(rc != 0, "server exit status %d", st);
-    CHECK_MSG(rc >= 0, "server did not stop within 5 s of SIGTERM");
-    if (rc < 0) cleanup();
 }
 
 /* Sends a request; returns the parsed JSON body (NULL when not JSON), status in *st. */
@@ -323,7 +306,7 @@ static void test_default_name(void) {
     check_chat_stream("m");
     check_completion_name("m");
     check_bad_chat();
-    stop_server();
+    server_stop_checked();
 }
 
 static void test_served_name(void) {
@@ -331,20 +314,12 @@ static void test_served_name(void) {
     if (server_pid < 0) return;
     check_models("org/tiny-chat");
     check_completion_name("org/tiny-chat");
-    stop_server();
+    server_stop_checked();
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) {
-        fprintf(stderr, "usage: mp_openai PATH/TO/llmsys\n");
-        return 2;
-    }
-    llmsys_bin = argv[1];
-    atexit(cleanup);
-    snprintf(dir, sizeof dir, "/tmp/llmsys_mp_openai_%d", (int)getpid());
-    ls_mkdirs(dir);
+    if (server_test_begin(argc, argv, "mp_openai")) return 2;
     snprintf(ckpt, sizeof ckpt, "%s/m.safetensors", dir);
-    snprintf(port_path, sizeof port_path, "%s/port", dir);
     ls_model_config cfg = {.vocab = LS_VOCAB, .n_ctx = 128, .n_layer = 2, .n_head = 2, .d_model = 32, .d_ff = 64};
     ls_model *m = make_model(&cfg, 9, 3.0f);
     CHECK(m && write_model_ckpt(m, ckpt) == 0);

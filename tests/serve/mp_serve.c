@@ -14,9 +14,7 @@
 #include "llmsys/serve.h"
 #include "test.h"
 
-static const char *llmsys_bin;
-static char dir[128], ckpt[256], plan_path[256], port_path[256];
-static pid_t server_pid = -1;
+static char ckpt[256], plan_path[256];
 static int port;
 static ls_model_config cfg;
 static const int BITS[4] = {4, 8, 3, 16};
@@ -26,14 +24,6 @@ static const int BITS[4] = {4, 8, 3, 16};
 static int prompts[NPROMPT][8];
 static int plen[NPROMPT];
 static int ref_out[NPROMPT][NNEW], ref_n[NPROMPT];
-
-static void cleanup(void) {
-    if (server_pid > 0) {
-        kill(server_pid, SIGKILL);
-        waitpid(server_pid, NULL, 0);
-        server_pid = -1;
-    }
-}
 
 static pid_t spawn(char *const argv[], const char *delay) {
     pid_t pid = fork();
@@ -59,13 +49,6 @@ static int start_server(const char *delay) {
                     port_path, "--max-seqs", "8", NULL};
     server_pid = spawn(argv, delay);
     return server_wait_port(&server_pid, port_path, 100, &port);
-}
-
-static void stop_server(void) {
-    int st = 0, rc = server_stop(&server_pid, &st);
-    CHECK_MSG(rc != 0, "server exit status %d", st);
-    CHECK_MSG(rc >= 0, "server did not stop within 5 s of SIGTERM");
-    if (rc < 0) cleanup();
 }
 
 static int http(const char *method, const char *path, const char *body, int *status, char **resp) {
@@ -232,7 +215,7 @@ static void test_stage_death(void) {
     expect_status("GET", "/health", NULL, 503, "\"dead_stages\":[1]");
     expect_status("POST", "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":2}", 503, "stage 1");
     expect_status("GET", "/metrics", NULL, 200, "llmsys_stage_up{stage=\"1\"} 0");
-    stop_server();
+    server_stop_checked();
 }
 
 static void test_cli_refusals(void) {
@@ -252,17 +235,9 @@ static void test_cli_refusals(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) {
-        fprintf(stderr, "usage: mp_serve PATH/TO/llmsys\n");
-        return 2;
-    }
-    llmsys_bin = argv[1];
-    atexit(cleanup);
-    snprintf(dir, sizeof dir, "/tmp/llmsys_mp_serve_%d", (int)getpid());
-    ls_mkdirs(dir);
+    if (server_test_begin(argc, argv, "mp_serve")) return 2;
     snprintf(ckpt, sizeof ckpt, "%s/m.safetensors", dir);
     snprintf(plan_path, sizeof plan_path, "%s/plan.json", dir);
-    snprintf(port_path, sizeof port_path, "%s/port", dir);
     cfg = (ls_model_config){.vocab = LS_VOCAB, .n_ctx = 64, .n_layer = 4, .n_head = 4, .d_model = 64, .d_ff = 256};
     ls_model *m = make_model(&cfg, 5, 3.0f);
     CHECK(m && write_model_ckpt(m, ckpt) == 0);
@@ -279,7 +254,7 @@ int main(int argc, char **argv) {
     }
     RUN(test_identical_greedy);
     RUN(test_bad_requests);
-    stop_server();
+    server_stop_checked();
     RUN(test_stage_death);
     RUN(test_cli_refusals);
     unlink(ckpt), unlink(plan_path), unlink(port_path), rmdir(dir);
