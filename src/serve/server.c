@@ -90,16 +90,8 @@ struct ls_server {
 };
 
 ls_server_opts ls_server_defaults(void) {
-    ls_server_opts o = {0};
-    o.host = "127.0.0.1";
-    o.max_seqs = 16;
-    o.max_body = 64 * 1024;
-    o.nthreads = 1;
-    o.step_timeout_s = 60;
-    o.mb_prefill = 2;
-    o.mb_decode = 8;
-    o.probe_timeout_s = 2;
-    return o;
+    return (ls_server_opts){.host = "127.0.0.1", .max_seqs = 16, .max_body = 64 * 1024, .nthreads = 1,
+                            .step_timeout_s = 60, .mb_prefill = 2, .mb_decode = 8, .probe_timeout_s = 2};
 }
 
 int ls_server_port(const ls_server *s) { return s->port; }
