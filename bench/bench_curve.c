@@ -146,25 +146,12 @@ int main(int argc, char **argv) {
     if (rc == LS_OK) rc = ls_loader_mix_parse(js, g_dir, &mix);
     /* serve model: tiny, 8-bit, split in two stages */
     ls_model_config cfg;
-    ls_model *m = NULL;
-    if (rc == LS_OK) rc = ls_model_config_named("tiny", &cfg);
-    if (rc == LS_OK) rc = ls_model_init(&m, &cfg, 1);
-    if (rc == LS_OK) rc = ls_ckpt_save(ckpt, m, 0, NULL, LS_CKPT_WEIGHTS);
-    ls_model_free(m);
-    int bits[64];
-    for (int l = 0; l < cfg.n_layer && l < 64; l++) bits[l] = 8;
     ls_plan two;
-    if (rc == LS_OK) rc = ls_quant_checkpoint(ckpt, bits, cfg.n_layer, 64, q8);
-    if (rc == LS_OK) rc = ls_plan_single(&two, cfg.n_layer, bits, 1, 4);
+    if (rc == LS_OK) rc = bench_q8_two_stages("tiny", ckpt, q8, 1, 4, &cfg, &two);
     if (rc != LS_OK) {
         fprintf(stderr, "bench_curve: %s\n", ls_errmsg());
         return 1;
     }
-    two.n_stages = 2;
-    two.stages[0].layer_end = cfg.n_layer / 2;
-    two.stages[1] = two.stages[0];
-    two.stages[1].layer_begin = cfg.n_layer / 2;
-    two.stages[1].layer_end = cfg.n_layer;
 
     double ld[2][MAX_REPS], lat[2][MAX_REPS], tp[2][MAX_REPS], lcpu[2][MAX_REPS], scpu[2][MAX_REPS];
     for (int r = 0; r < reps && rc == LS_OK; r++) {

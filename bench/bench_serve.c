@@ -31,29 +31,13 @@ int main(int argc, char **argv) {
     snprintf(ckpt, sizeof ckpt, "%s/model.safetensors", dir);
     snprintf(q8, sizeof q8, "%s/q8.safetensors", dir);
     ls_model_config cfg;
-    ls_model *m;
-    int rc = ls_mkdirs(dir);
-    if (rc == LS_OK) rc = ls_model_config_named(quick ? "tiny" : "small", &cfg);
-    if (rc == LS_OK) rc = ls_model_init(&m, &cfg, 1);
-    if (rc == LS_OK) {
-        rc = ls_ckpt_save(ckpt, m, 0, NULL, LS_CKPT_WEIGHTS);
-        ls_model_free(m);
-    }
-    int *bits = malloc(sizeof(int) * cfg.n_layer);
-    for (int l = 0; l < cfg.n_layer; l++) bits[l] = 8;
     ls_plan two;
-    if (rc == LS_OK) rc = ls_quant_checkpoint(ckpt, bits, cfg.n_layer, 64, q8);
-    if (rc == LS_OK) rc = ls_plan_single(&two, cfg.n_layer, bits, 2, 16);
+    int rc = ls_mkdirs(dir);
+    if (rc == LS_OK) rc = bench_q8_two_stages(quick ? "tiny" : "small", ckpt, q8, 2, 16, &cfg, &two);
     if (rc != LS_OK) {
         fprintf(stderr, "bench_serve: %s\n", ls_errmsg());
         return 1;
     }
-    int split = cfg.n_layer / 2;
-    two.n_stages = 2;
-    two.stages[0].layer_end = split;
-    two.stages[1] = two.stages[0];
-    two.stages[1].layer_begin = split;
-    two.stages[1].layer_end = cfg.n_layer;
     static const char *const prompts[] = {"The quick brown fox", "int main(void) {", "Once upon a time", "#include <stdio.h>"};
     const int concs[3] = {1, 8, 32};
     int nconc = quick ? 2 : 3;
@@ -64,13 +48,8 @@ int main(int argc, char **argv) {
     double tps[2][3] = {{0}};
     for (int cfgi = 0; cfgi < 2 && rc == LS_OK; cfgi++) {
         ls_server_opts o = ls_server_defaults();
-        o.model = q8;
-        o.plan = cfgi ? &two : NULL;
-        o.self = bin;
-        o.port = 0;
-        o.max_seqs = 32;
-        o.mb_prefill = 2;
-        o.mb_decode = 16;
+        o.model = q8, o.plan = cfgi ? &two : NULL, o.self = bin;
+        o.port = 0, o.max_seqs = 32, o.mb_prefill = 2, o.mb_decode = 16;
         ls_server *s;
         if ((rc = ls_server_start(&s, &o))) break;
         for (int k = 0; k < nconc && rc == LS_OK; k++) {
@@ -101,7 +80,6 @@ int main(int argc, char **argv) {
     unlink(ckpt);
     unlink(q8);
     rmdir(dir);
-    free(bits);
     if (rc != LS_OK) {
         fprintf(stderr, "bench_serve: %s\n", ls_errmsg());
         cJSON_Delete(j);
