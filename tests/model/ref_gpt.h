@@ -1,6 +1,7 @@
 /* ref_gpt.h - an independent float64 reference of the GPT forward pass for tests: plain
  * loops, no BLAS, its own parameter offsets (computed here from the documented tensor
- * order, not taken from the model), so it checks the layout too. */
+ * order, not taken from the model), so it checks the layout too; and the tiny model the
+ * gradient checks compare against it. */
 #ifndef LLMSYS_TEST_REF_GPT_H
 #define LLMSYS_TEST_REF_GPT_H
 
@@ -101,6 +102,24 @@ static double ref_gpt_forward(const ls_model_config *cfg, const double *params, 
     }
     free(x), free(h), free(qkv), free(y), free(f), free(a), free(s), free(lg);
     return cnt ? total / cnt : 0.0;
+}
+
+/* A tiny model from init seed with every parameter moved by 0.05·N(0,1) drawn from r (off
+ * the zero biases and unit LayerNorm gains, so every term of a gradient matters); *cfg its
+ * config and *pd (malloc'd) its parameters in float64 for ref_gpt_forward. NULL on failure. */
+static inline ls_model *ref_tiny_nudged(uint64_t seed, ls_rng *r, ls_model_config *cfg, double **pd) {
+    ls_model *m = NULL;
+    *pd = NULL;
+    if (ls_model_config_named("tiny", cfg) != LS_OK || ls_model_init(&m, cfg, seed) != LS_OK) return NULL;
+    size_t np = ls_model_num_params(m);
+    float *pf = ls_model_params(m);
+    for (size_t i = 0; i < np; i++) pf[i] += 0.05f * ls_rng_normal(r);
+    if (!(*pd = malloc(np * sizeof(double)))) {
+        ls_model_free(m);
+        return NULL;
+    }
+    for (size_t i = 0; i < np; i++) (*pd)[i] = pf[i];
+    return m;
 }
 
 #endif

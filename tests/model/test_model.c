@@ -327,11 +327,7 @@ static void test_generate_limits(void) {
 }
 
 static void test_lr_schedule(void) {
-    ls_adamw_config c = ls_adamw_defaults();
-    c.lr = 1.0f;
-    c.warmup_steps = 4;
-    c.total_steps = 14;
-    c.min_lr_frac = 0.1f;
+    ls_adamw_config c = {.lr = 1.0f, .warmup_steps = 4, .total_steps = 14, .min_lr_frac = 0.1f}; /* all it reads */
     CHECK_NEAR(ls_lr_at(&c, 0), 0.25, 1e-7);
     CHECK_NEAR(ls_lr_at(&c, 3), 1.0, 1e-7);
     CHECK_NEAR(ls_lr_at(&c, 4), 1.0, 1e-7);                                     /* cosine starts at the peak */
@@ -355,12 +351,8 @@ static void test_adamw(void) {
         memset(decay + (p.data - ls_model_params(m)), p.ndim == 2, p.numel);
     }
     for (size_t i = 0; i < n; i++) w[i] = ls_model_params(m)[i];
-    ls_adamw_config c = ls_adamw_defaults();
-    c.lr = 0.01f;
-    c.weight_decay = 0.5f;
-    c.grad_clip = 2.0f;
-    c.warmup_steps = 2;
-    c.total_steps = 5;
+    ls_adamw_config c = ls_adamw_defaults(); /* the shipped betas and eps */
+    c.lr = 0.01f, c.weight_decay = 0.5f, c.grad_clip = 2.0f, c.warmup_steps = 2, c.total_steps = 5;
     ls_rng r;
     ls_rng_seed(&r, 8);
     for (int step = 0; step < 4; step++) {
