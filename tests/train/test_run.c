@@ -113,6 +113,14 @@ static int saved(void *ctx, const char *path) {
     return LS_OK;
 }
 
+/* fresh_out() of the default run with record() on v as its after_step hook. */
+static int fresh_recorded(ls_trainer **t, ls_batch_source **s, char *out, const char *name, seen *v) {
+    if (fresh_out(t, s, NULL, out, name) < 0) return -1;
+    ls_train_hooks h = {.ctx = v, .after_step = record};
+    ls_trainer_set_hooks(*t, &h);
+    return 0;
+}
+
 static void test_run_matches_loop(void) {
     ls_train_config tc = run_config();
     ls_trainer *t;
@@ -207,10 +215,8 @@ static void test_stop_by_hook_and_resume(void) {
     ls_trainer *t;
     ls_batch_source *s;
     char out[256];
-    if (fresh_out(&t, &s, NULL, out, "stop.st") < 0) return;
     seen v = {.stop_at = 5};
-    ls_train_hooks h = {.ctx = &v, .after_step = record};
-    ls_trainer_set_hooks(t, &h);
+    if (fresh_recorded(&t, &s, out, "stop.st", &v) < 0) return;
     ls_train_run_opts o = {.out = out, .quiet = 1, .after_save = saved, .save_ctx = &v};
     ls_train_run_result r;
     CHECK(ls_train_run(t, s, NULL, &o, &r) == LS_OK);
@@ -227,16 +233,12 @@ static void test_stop_by_hook_and_resume(void) {
 }
 
 static void test_stop_flag_and_stop_at(void) {
-    ls_train_config tc = run_config();
     ls_trainer *t;
     ls_batch_source *s;
-    if (fresh(&t, &s, &tc) < 0) return;
     static volatile sig_atomic_t flag = 0;
     char out[256];
-    snprintf(out, sizeof out, "%s/flag.st", dir);
     seen v = {.flag_at = 3, .flag = &flag};
-    ls_train_hooks h = {.ctx = &v, .after_step = record};
-    ls_trainer_set_hooks(t, &h);
+    if (fresh_recorded(&t, &s, out, "flag.st", &v) < 0) return;
     ls_train_run_opts o = {.out = out, .quiet = 1, .stop_flag = &flag};
     ls_train_run_result r;
     CHECK(ls_train_run(t, s, NULL, &o, &r) == LS_OK);
@@ -282,10 +284,8 @@ static void test_failing_hooks(void) {
     ls_trainer *t;
     ls_batch_source *s;
     char out[256];
-    if (fresh_out(&t, &s, NULL, out, "fail.st") < 0) return;
     seen v = {.fail_at = 4};
-    ls_train_hooks h = {.ctx = &v, .after_step = record};
-    ls_trainer_set_hooks(t, &h);
+    if (fresh_recorded(&t, &s, out, "fail.st", &v) < 0) return;
     ls_train_run_opts o = {.out = out, .quiet = 1};
     ls_train_run_result r;
     CHECK_EQ_INT(ls_train_run(t, s, NULL, &o, &r), LS_EINVAL);
@@ -293,6 +293,7 @@ static void test_failing_hooks(void) {
     CHECK_EQ_INT(v.calls, 4);
     CHECK(r.losses == NULL && access(out, F_OK) != 0); /* nothing to free, nothing written */
     ls_trainer_set_hooks(t, NULL);
+    ls_train_hooks h;
     ls_trainer_hooks(t, &h);
     CHECK(!h.after_step && !h.before_update && !h.ctx);
     done(t, s);
@@ -399,9 +400,7 @@ static void test_schedule_change(void) {
 }
 
 int main(void) {
-    if (!mkdtemp(dir)) return 1;
-    ls_model_set_threads(1);
-    if (!(corpus = make_corpus())) return 1;
+    if (test_train_begin(dir, &corpus, make_corpus) < 0) return 1;
     RUN(test_reference);
     RUN(test_run_matches_loop);
     RUN(test_stop_by_hook_and_resume);

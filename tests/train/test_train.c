@@ -189,9 +189,7 @@ static void test_learns(void) {
 }
 
 int main(void) {
-    if (!mkdtemp(dir)) return 1;
-    ls_model_set_threads(1);
-    if (!(corpus = load_corpus())) return 1;
+    if (test_train_begin(dir, &corpus, load_corpus) < 0) return 1;
     RUN(test_train_config_json);
     RUN(test_determinism_and_resume);
     RUN(test_eval);

@@ -1,10 +1,11 @@
-/* train_util.h - what the training tests share: a corpus of generated sentences and the
- * settings of a small run. */
+/* train_util.h - what the training tests share: their setup, a corpus of generated
+ * sentences and the settings of a small run. */
 #ifndef LLMSYS_TESTS_TRAIN_UTIL_H
 #define LLMSYS_TESTS_TRAIN_UTIL_H
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "llmsys/train.h"
 
@@ -37,6 +38,14 @@ static inline ls_train_config test_small_run(int steps, uint64_t seed, int warmu
     tc.opt.lr = 3e-3f;
     tc.opt.warmup_steps = warmup;
     return tc;
+}
+
+/* main's setup: the scratch directory from the template dir (mkdtemp), one kernel thread
+ * (bit-reproducible runs), *corpus from make; -1 when any fails. */
+static inline int test_train_begin(char *dir, ls_corpus **corpus, ls_corpus *(*make)(void)) {
+    if (!mkdtemp(dir)) return -1;
+    ls_model_set_threads(1);
+    return (*corpus = make()) ? 0 : -1;
 }
 
 #endif
