@@ -155,6 +155,18 @@ static int trainer_alloc(ls_trainer *t) {
     return LS_OK;
 }
 
+/* The end of init and resume: when set-up went well (rc), the step buffers; then t goes to
+ * *out, or is freed on any failure. */
+static int trainer_finish(ls_trainer *t, int rc, ls_trainer **out) {
+    if (rc == LS_OK) rc = trainer_alloc(t);
+    if (rc < 0) {
+        ls_trainer_free(t);
+        return rc;
+    }
+    *out = t;
+    return LS_OK;
+}
+
 int ls_trainer_init(ls_trainer **out, const ls_model_config *mcfg, const ls_train_config *tc, ls_dist *d) {
     LS_TRY(ls_model_config_validate(mcfg));
     LS_TRY(ls_train_config_validate(tc));
@@ -164,14 +176,7 @@ int ls_trainer_init(ls_trainer **out, const ls_model_config *mcfg, const ls_trai
     t->d = d;
     if (t->tc.opt.warmup_steps == 0) t->tc.opt.warmup_steps = t->tc.steps / 10;
     t->tc.opt.total_steps = t->tc.steps;
-    int rc = ls_model_init(&t->m, mcfg, tc->seed);
-    if (rc == LS_OK) rc = trainer_alloc(t);
-    if (rc < 0) {
-        ls_trainer_free(t);
-        return rc;
-    }
-    *out = t;
-    return LS_OK;
+    return trainer_finish(t, ls_model_init(&t->m, mcfg, tc->seed), out);
 }
 
 int ls_trainer_resume(ls_trainer **out, const char *path, int steps, ls_dist *d) {
@@ -197,14 +202,8 @@ int ls_trainer_resume(ls_trainer **out, const char *path, int steps, ls_dist *d)
     if (rc == LS_OK && t->step > t->tc.steps)
         rc = ls_err(LS_EINVAL, "%s: already at step %" PRId64 ", beyond the requested %d steps", path, t->step,
                     t->tc.steps);
-    if (rc == LS_OK) rc = trainer_alloc(t);
     ls_ckpt_state_free(&st);
-    if (rc < 0) {
-        ls_trainer_free(t);
-        return rc;
-    }
-    *out = t;
-    return LS_OK;
+    return trainer_finish(t, rc, out);
 }
 
 void ls_trainer_free(ls_trainer *t) {
