@@ -153,6 +153,11 @@ typedef struct ls_batch_source {
  * start of row j at step s comes from an RNG stream split from (seed, s·G + j). Errors:
  * too little data for one window, or more ranks than shards. tc->shards receives S. */
 int ls_batch_source_corpus(ls_batch_source **out, const ls_corpus *c, ls_train_config *tc, int ranks);
+/* For implementations of sources: a source with these fields and a zeroed context of
+ * ctx_size bytes in s->ctx (its destroy frees it). */
+int ls_batch_source_new(ls_batch_source **out, const char *name, int exact,
+                        int (*fill)(ls_batch_source *, int64_t, int, int, int, int *, int *),
+                        void (*destroy)(ls_batch_source *), size_t ctx_size);
 void ls_batch_source_free(ls_batch_source *s);
 
 /* ---------------------------------------------------------------- distribution (MPI) */

@@ -347,13 +347,9 @@ int ls_batch_source_corpus(ls_batch_source **out, const ls_corpus *c, ls_train_c
                       "seq+1 = %d; use fewer ranks or more data",
                       ranks, (int)(windows < (size_t)G ? windows : (size_t)G), n, windows, T + 1);
     if (S % ranks != 0) return ls_err(LS_EINVAL, "%d data shards cannot be split evenly over %d ranks", S, ranks);
-    ls_batch_source *s = calloc(1, sizeof *s);
-    corpus_src *cs = calloc(1, sizeof *cs);
-    if (!s || !cs) {
-        free(s);
-        free(cs);
-        return ls_err(LS_ENOMEM, "out of memory");
-    }
+    ls_batch_source *s;
+    LS_TRY(ls_batch_source_new(&s, "corpus", 1, corpus_fill, corpus_destroy, sizeof(corpus_src)));
+    corpus_src *cs = s->ctx;
     cs->tok = tok;
     cs->n = n;
     cs->shards = S;
@@ -362,12 +358,22 @@ int ls_batch_source_corpus(ls_batch_source **out, const ls_corpus *c, ls_train_c
     ls_rng root;
     ls_rng_seed(&root, tc->seed);
     cs->base = ls_rng_split(&root, 0xDA7A); /* data stream, independent of the model-init stream */
-    s->name = "corpus";
-    s->exact = 1;
-    s->fill = corpus_fill;
-    s->destroy = corpus_destroy;
-    s->ctx = cs;
     tc->shards = S;
+    *out = s;
+    return LS_OK;
+}
+
+int ls_batch_source_new(ls_batch_source **out, const char *name, int exact,
+                        int (*fill)(ls_batch_source *, int64_t, int, int, int, int *, int *),
+                        void (*destroy)(ls_batch_source *), size_t ctx_size) {
+    ls_batch_source *s = calloc(1, sizeof *s);
+    void *ctx = calloc(1, ctx_size ? ctx_size : 1);
+    if (!s || !ctx) {
+        free(s);
+        free(ctx);
+        return ls_err(LS_ENOMEM, "out of memory");
+    }
+    *s = (ls_batch_source){name, exact, fill, destroy, ctx};
     *out = s;
     return LS_OK;
 }
