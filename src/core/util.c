@@ -79,33 +79,28 @@ int ls_file_read(const char *path, char **data, size_t *len) {
     LS_TRY(ls_file_open_input(path, &fd, &size));
     size_t cap = size > 0 ? size + 1 : 4096, n = 0;
     char *buf = malloc(cap);
-    if (!buf) {
-        close(fd);
-        return ls_err(LS_ENOMEM, "%s: out of memory reading %zu bytes", path, cap);
-    }
-    for (;;) {
+    int rc = buf ? LS_OK : ls_err(LS_ENOMEM, "%s: out of memory reading %zu bytes", path, cap);
+    while (rc == LS_OK) {
         if (n + 1 >= cap) { /* files that grow or report size 0 (procfs) */
             char *nb = realloc(buf, cap * 2);
             if (!nb) {
-                free(buf);
-                close(fd);
-                return ls_err(LS_ENOMEM, "%s: out of memory", path);
+                rc = ls_err(LS_ENOMEM, "%s: out of memory", path);
+                break;
             }
             buf = nb;
             cap *= 2;
         }
         ssize_t got = read(fd, buf + n, cap - 1 - n);
         if (got < 0 && errno == EINTR) continue;
-        if (got < 0) {
-            int rc = ls_err(LS_EIO, "%s: read error: %s", path, strerror(errno));
-            free(buf);
-            close(fd);
-            return rc;
-        }
-        if (got == 0) break;
+        if (got < 0) rc = ls_err(LS_EIO, "%s: read error: %s", path, strerror(errno));
+        if (got <= 0) break;
         n += (size_t)got;
     }
     close(fd);
+    if (rc < 0) {
+        free(buf);
+        return rc;
+    }
     buf[n] = '\0';
     *data = buf;
     if (len) *len = n;
