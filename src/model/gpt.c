@@ -227,26 +227,22 @@ static int ensure_acts(ls_model *m, int B, int T) {
     if (!m->tokens || !m->targets) return ls_err(LS_ENOMEM, "model: out of memory");
     float *p = m->acts;
 #define TAKE(ptr, n) (ptr = p, p += (n))
+/* a LayerNorm's output (N, C) and the per-row mean and 1/std its backward pass reuses */
+#define TAKE_LN(out, mean, rstd) (TAKE(out, N * C), TAKE(mean, N), TAKE(rstd, N))
     TAKE(m->encoded, N * C);
     for (size_t l = 0; l < L; l++) {
         layer_acts *a = &m->layers[l];
-        TAKE(a->ln1, N * C);
-        TAKE(a->ln1_mean, N);
-        TAKE(a->ln1_rstd, N);
+        TAKE_LN(a->ln1, a->ln1_mean, a->ln1_rstd);
         TAKE(a->qkv, 3 * N * C);
         TAKE(a->att, A);
         TAKE(a->atty, N * C);
         TAKE(a->res2, N * C);
-        TAKE(a->ln2, N * C);
-        TAKE(a->ln2_mean, N);
-        TAKE(a->ln2_rstd, N);
+        TAKE_LN(a->ln2, a->ln2_mean, a->ln2_rstd);
         TAKE(a->fch, N * F);
         TAKE(a->fch_gelu, N * F);
         TAKE(a->res3, N * C);
     }
-    TAKE(m->lnf, N * C);
-    TAKE(m->lnf_mean, N);
-    TAKE(m->lnf_rstd, N);
+    TAKE_LN(m->lnf, m->lnf_mean, m->lnf_rstd);
     TAKE(m->logits, N * V);
     TAKE(m->probs, N * V);
     TAKE(m->losses, N);
@@ -257,6 +253,7 @@ static int ensure_acts(ls_model *m, int B, int T) {
     TAKE(m->dfch_gelu, N * F);
     TAKE(m->datt, A);
     TAKE(m->dlogits, N * V);
+#undef TAKE_LN
 #undef TAKE
     LS_ASSERT((size_t)(p - m->acts) == need);
     m->B = B;
