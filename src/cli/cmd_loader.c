@@ -217,14 +217,13 @@ static int loader_stats(int argc, char **argv) {
 
 /* ---------------------------------------------------------------- dispatch */
 
-static const char loader_usage[] =
-    "usage: llmsys loader <command> [options]\n\n"
-    "Multi-source data loading with mixing and cost balancing (OVERLORD).\n\ncommands:\n"
-    "  serve      run the loader service (source loaders + data constructor)\n"
-    "  fetch      fetch batches from a service (debugging, tests)\n"
-    "  control    change a running service's weights; query or stop it\n"
-    "  stats      token shares and per-rank cost balance of a mix, with an SVG chart\n"
-    "  tokenize   write a pre-tokenized .lstok file\n";
+static const char loader_usage[] = "usage: llmsys loader <command> [options]\n\n"
+                                   "Multi-source data loading with mixing and cost balancing (OVERLORD).\n\ncommands:\n"
+                                   "  serve      run the loader service (source loaders + data constructor)\n"
+                                   "  fetch      fetch batches from a service (debugging, tests)\n"
+                                   "  control    change a running service's weights; query or stop it\n"
+                                   "  stats      token shares and per-rank cost balance of a mix, with an SVG chart\n"
+                                   "  tokenize   write a pre-tokenized .lstok file\n";
 
 int cmd_loader(int argc, char **argv) {
     static const ls_subcmd subs[] = {{"serve", loader_serve}, {"fetch", loader_fetch}, {"control", loader_control},

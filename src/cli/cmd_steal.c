@@ -163,15 +163,18 @@ static int victim_make_task(int argc, char **argv) {
 }
 
 int cmd_victim(int argc, char **argv) {
-    static const ls_subcmd subs[] = {{"train", victim_train}, {"serve", victim_serve}, {"make-data", victim_make_data},
+    static const ls_subcmd subs[] = {{"train", victim_train},
+                                     {"serve", victim_serve},
+                                     {"make-data", victim_make_data},
                                      {"make-task", victim_make_task}};
     blas_one_thread();
-    return ls_args_subcommand("victim", subs, LS_NARGS(subs), argc, argv,
-                              "usage: llmsys victim train|serve|make-data|make-task [options]   (--help on each)\n"
-                              "  train      train logreg/svm/tree/forest/knn/nb/mlp/cnn on a dataset, write victim.bin\n"
-                              "  serve      serve a victim over HTTP (POST /predict) with budget, rate limit, PRADA\n"
-                              "  make-data  write a reproducible synthetic CSV table\n"
-                              "  make-task  write a held-out task (images or a table) to a directory\n");
+    return ls_args_subcommand(
+        "victim", subs, LS_NARGS(subs), argc, argv,
+        "usage: llmsys victim train|serve|make-data|make-task [options]   (--help on each)\n"
+        "  train      train logreg/svm/tree/forest/knn/nb/mlp/cnn on a dataset, write victim.bin\n"
+        "  serve      serve a victim over HTTP (POST /predict) with budget, rate limit, PRADA\n"
+        "  make-data  write a reproducible synthetic CSV table\n"
+        "  make-task  write a held-out task (images or a table) to a directory\n");
 }
 
 /* ---------------------------------------------------------------- steal */

@@ -90,8 +90,14 @@ struct ls_server {
 };
 
 ls_server_opts ls_server_defaults(void) {
-    return (ls_server_opts){.host = "127.0.0.1", .max_seqs = 16, .max_body = 64 * 1024, .nthreads = 1,
-                            .step_timeout_s = 60, .mb_prefill = 2, .mb_decode = 8, .probe_timeout_s = 2};
+    return (ls_server_opts){.host = "127.0.0.1",
+                            .max_seqs = 16,
+                            .max_body = 64 * 1024,
+                            .nthreads = 1,
+                            .step_timeout_s = 60,
+                            .mb_prefill = 2,
+                            .mb_decode = 8,
+                            .probe_timeout_s = 2};
 }
 
 int ls_server_port(const ls_server *s) { return s->port; }
