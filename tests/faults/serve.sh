@@ -59,7 +59,9 @@ r=$(http POST "$URL/v1/completions" "$COMP" 10)
 dt=$(python3 -c "import time; print('%.2f' % ($(date +%s.%N) - $t0))")
 echo "request during the stop: ${dt} s: $r" | cut -c1-300
 case "$r" in 503*"stage 1"*) ;; *) fail "request during the stop: $r" ;; esac
-python3 -c "exit(0 if $dt < 5 else 1)" || fail "request during the stop took $dt s (the step timeout is 60 s)"
+# 15 s, not "at once": each request here starts a Python client, which takes seconds at load 40;
+# a server that waited for the stopped stage would take its 60 s step timeout.
+python3 -c "exit(0 if $dt < 15 else 1)" || fail "request during the stop took $dt s (the step timeout is 60 s)"
 kill -CONT "$P1"
 ok=0
 for i in $(seq 1 60); do
