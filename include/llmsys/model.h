@@ -445,6 +445,13 @@ int ls_prec_gemm(ls_prec_ctx *c, ls_prec p, int per_channel, int trans_a, int tr
 int ls_prec_cast(ls_prec_ctx *c, ls_prec p, const float *x, int rows, int cols);
 /* Which kernel runs precision p here: "openblas sgemm", "onednn matmul bf16 (fp32 acc)", ... */
 const char *ls_prec_kernel(ls_prec_ctx *c, ls_prec p);
+/* Seconds c's low-precision GEMMs spent since the last call, split into [0] casting or
+ * quantising both operands (scales included), [1] the GEMM kernel, [2] dequantising the int32
+ * result (int8 on the u8 x s8 path; 0 elsewhere); resets them. */
+void ls_prec_ctx_split(ls_prec_ctx *c, double out[3]);
+/* 1: int8 GEMMs through a cached oneDNN matmul primitive (s8 x s8, one scale for op(A), output
+ * scales applied by oneDNN) even where the u8 x s8 GEMM would run; 0: the default choice. */
+void ls_prec_ctx_set_int8_matmul(ls_prec_ctx *c, int on);
 
 #ifdef __cplusplus
 }

@@ -449,6 +449,7 @@ typedef struct {
     double mem_need[LS_TPLAN_MAX_RANK];
     int keeps_pace[LS_TPLAN_MAX_RANK];
     double target_s, pred_iter_s, quality, solve_s;
+    double cpu_share; /* here: the share of a core the profiling process got (0: unknown) */
 } ls_tplan;
 
 /* Replays one step of Linear layers prec (n_lin entries) on device d: other_s plus each
@@ -479,6 +480,12 @@ void ls_tplan_indicator_finish(const ls_tplan_indicator *ind, double omega[][LS_
  * LS_EINFEASIBLE when a rank's memory does not fit; LS_EINVAL when uniform_prec is not
  * supported by a slow rank's device. */
 int ls_tplan_allocate(ls_tplan *p, ls_tplan_strategy s, int uniform_prec);
+/* The plan's iteration time on this machine when rank r runs at share[r] of a core (each
+ * rank's CPU seconds over wall seconds in a run): every cost profiled at p->cpu_share, each
+ * rank's throttle measured by its share instead of the profile's slowdown. Seconds;
+ * p->pred_iter_s when p has no profile share (catalog GPUs); step_s (may be NULL) gets
+ * each rank's step. */
+double ls_tplan_predict_at(const ls_tplan *p, const double *share, double *step_s);
 /* Least total indicator under the time budget by exhaustion (tests; n_lin <= 10). */
 double ls_tplan_brute_force(const ls_tplan *p, int rank, double budget_s, uint8_t *best);
 
@@ -557,9 +564,14 @@ typedef struct {
     /* out */
     char mix[32];                                /* rank 1's fp32/bf16/fp16/int8 layer counts */
     double pred_s, meas_s, meas_lo_s, meas_hi_s; /* predicted; measured median and quartiles */
-    double cpu_prof, cpu_run; /* core share of a busy process around the profile and the plan's runs */
-    double pred_load_s;       /* pred_s * cpu_prof / cpu_run: the prediction at the runs' load */
     int n_steps_timed;
+    /* per run, predicted at the share of a core each rank got in that run (ls_tplan_predict_at)
+     * vs that run's median step: mean signed error over the runs and the largest |error|;
+     * "meas": both ranks' shares measured; "thr": rank 0's measured, rank 1's predicted as
+     * min(its quota, rank 0's) */
+    double share0, share1; /* mean share of a core of rank 0 and rank 1 in the runs */
+    double pred_meas_s, err_meas, err_meas_max;
+    double pred_thr_s, err_thr, err_thr_max;
     double bpb;    /* held-out bits/byte after e->steps */
     int eq_steps;  /* steps that fit the first plan's e->steps at its measured pace */
     double eq_bpb; /* held-out bits/byte after eq_steps (eq_time), else bpb */
@@ -570,8 +582,12 @@ typedef struct {
  * e->steps and, where asked, at the first plan's wall time. p receives the qsync plan. */
 int ls_tplan_exp_run(const ls_tplan_exp *e, const ls_corpus *c, int n, const ls_tplan_exp_row *want, ls_tplan *p,
                      ls_tplan_exp_row *rows, double *profile_s);
-/* The rows as a table (predicted vs measured, error, bits/byte; equal wall time). */
-void ls_tplan_exp_print(FILE *f, const ls_tplan_exp *e, const ls_tplan_exp_row *rows, int n);
+/* The rows as a table (predicted vs measured, error, bits/byte; equal wall time); p: the
+ * profiled plan. */
+void ls_tplan_exp_print(FILE *f, const ls_tplan_exp *e, const ls_tplan_exp_row *rows, int n, const ls_tplan *p);
+/* Mean |error| over the rows and the largest |error| of: [0] the plan files' predictions
+ * (vs the median step), [1] @run, [2] @thr (per run, ls_tplan_exp_row). */
+void ls_tplan_exp_errors(const ls_tplan_exp_row *rows, int n, double err[3][2]);
 /* `llmsys demo qsync`: profiles, plans (fp32, uniform, qsync), trains each as a 2-rank run of
  * bin with rank 1 throttled, and prints predicted vs measured and the loss tables to out;
  * files under <workdir>/qsync. quick: the tiny model, a few steps. */

@@ -364,6 +364,7 @@ typedef struct {
     char dir[128];  /* the cgroup directory, "" when none */
     int child;      /* duty-cycle process id, 0 when none */
     int active;
+    double wall0, cpu0; /* wall and process CPU seconds when it was applied */
 } ls_throttle;
 
 /* Limits this process (all its threads) to `share` cores when it runs `threads` threads;
@@ -371,6 +372,9 @@ typedef struct {
 int ls_throttle_apply(ls_throttle *t, double share, int threads);
 /* Lifts the limit and removes the cgroup or stops the duty-cycle process. Idempotent. */
 void ls_throttle_release(ls_throttle *t);
+/* The share of a core this process got since ls_throttle_apply (its CPU seconds over wall
+ * seconds, throttled or not): what a rank ran at, on a machine shared with other work. */
+double ls_throttle_cpu_share(const ls_throttle *t);
 
 /* ---------------------------------------------------------------- a whole job (`llmsys train`) */
 

@@ -284,7 +284,16 @@ struct ls_prec_ctx {
     size_t cap_a, cap_b, cap_c;
     float *sa, *sb, *ia, *ib;
     size_t cap_s;
+    double split[3]; /* seconds: operand casts, GEMM kernel, dequantisation (ls_prec_ctx_split) */
+    int int8_matmul; /* force the oneDNN matmul primitive for int8 */
 };
+
+void ls_prec_ctx_split(ls_prec_ctx *c, double out[3]) {
+    memcpy(out, c->split, sizeof c->split);
+    memset(c->split, 0, sizeof c->split);
+}
+
+void ls_prec_ctx_set_int8_matmul(ls_prec_ctx *c, int on) { c->int8_matmul = on; }
 
 int ls_prec_ctx_new(ls_prec_ctx **out) {
     *out = NULL;
@@ -417,7 +426,7 @@ static int run_matmul(ls_prec_ctx *c, prim_entry *e, void *a, void *b, float *C,
 const char *ls_prec_kernel(ls_prec_ctx *c, ls_prec p) {
     if (p == LS_PREC_FP32) return "openblas sgemm";
     if (p == LS_PREC_INT8) {
-        if (has_vnni()) return "onednn gemm_u8s8s32 (VNNI, int32 acc)";
+        if (has_vnni() && !c->int8_matmul) return "onednn gemm_u8s8s32 (VNNI, int32 acc)";
         if (c->has_kernel[p] < 0) c->has_kernel[p] = matmul_prim(c, dnnl_s8, 64, 64, 64, 0, 1, 0, 64, 2) != NULL;
         return c->has_kernel[p] ? "onednn matmul s8 (int32 acc)" : "onednn gemm_s8s8s32 (int32 acc)";
     }
@@ -438,6 +447,7 @@ static int gemm_16(ls_prec_ctx *c, ls_prec p, int ta, int tb, int M, int N, int 
     dnnl_data_type_t dt = p == LS_PREC_BF16 ? dnnl_bf16 : dnnl_f16;
     if (c->has_kernel[p] < 0) (void)ls_prec_kernel(c, p);
     prim_entry *e = c->has_kernel[p] ? matmul_prim(c, dt, M, N, K, ta, tb, beta != 0.0f, ldc, 0) : NULL;
+    double t0 = ls_now();
     if (e) {
         LS_TRY(grow(&c->buf_a, &c->cap_a, (size_t)ar * ac * 2));
         LS_TRY(grow(&c->buf_b, &c->cap_b, (size_t)br * bc * 2));
@@ -448,14 +458,19 @@ static int gemm_16(ls_prec_ctx *c, ls_prec p, int ta, int tb, int M, int N, int 
             cast_fp16(c->buf_a, A, ar, ac, lda);
             cast_fp16(c->buf_b, B, br, bc, ldb);
         }
-        return run_matmul(c, e, c->buf_a, c->buf_b, C, NULL);
+        double t1 = ls_now();
+        int rc = run_matmul(c, e, c->buf_a, c->buf_b, C, NULL);
+        c->split[0] += t1 - t0, c->split[1] += ls_now() - t1;
+        return rc;
     }
     /* emulated: the operands rounded to the format, multiplied in fp32 */
     LS_TRY(grow(&c->buf_a, &c->cap_a, (size_t)ar * ac * 4));
     LS_TRY(grow(&c->buf_b, &c->cap_b, (size_t)br * bc * 4));
     round_f32(c->buf_a, A, ar, ac, lda, p);
     round_f32(c->buf_b, B, br, bc, ldb, p);
+    double t1 = ls_now();
     ls_sgemm_rows(ta, tb, M, N, K, 1.0f, c->buf_a, ac, c->buf_b, bc, beta, C, ldc);
+    c->split[0] += t1 - t0, c->split[1] += ls_now() - t1;
     return LS_OK;
 }
 
@@ -474,7 +489,8 @@ static int gemm_i8(ls_prec_ctx *c, int per_channel, int ta, int tb, int M, int N
      * int32 sums equal the s8 x s8 ones; no primitive, no reorder. With per-channel scales
      * and op(A) not transposed, op(A) gets one scale per row, found and applied in one pass
      * (the dequantisation below is ours on that path). */
-    int vnni = has_vnni(), rows_a = vnni && per_channel && !ta;
+    double t0 = ls_now();
+    int vnni = has_vnni() && !c->int8_matmul, rows_a = vnni && per_channel && !ta;
     if (rows_a) {
         axa = 0;
         quant_rows(c->buf_a, c->sa, A, ar, ac, lda, 128);
@@ -489,6 +505,8 @@ static int gemm_i8(ls_prec_ctx *c, int per_channel, int ta, int tb, int M, int N
     quant_i8(c->buf_b, B, br, bc, ldb, c->ib, axb, 0);
     int32_t co = 0, *acc = c->buf_c;
     dnnl_status_t st;
+    double t1 = ls_now();
+    c->split[0] += t1 - t0;
     if (vnni) {
         st = dnnl_gemm_u8s8s32(ta ? 'T' : 'N', tb ? 'T' : 'N', 'F', M, N, K, 1.0f, c->buf_a, ac, 128, c->buf_b, bc, 0,
                                0.0f, acc, N, &co);
@@ -500,11 +518,15 @@ static int gemm_i8(ls_prec_ctx *c, int per_channel, int ta, int tb, int M, int N
                         : NULL;
     if (e) {
         for (int n = 0; n < nb; n++) c->ib[n] = c->sa[0] * c->sb[n]; /* output scales */
-        return run_matmul(c, e, c->buf_a, c->buf_b, C, c->ib);
+        int rc = run_matmul(c, e, c->buf_a, c->buf_b, C, c->ib);
+        c->split[1] += ls_now() - t1;
+        return rc;
     }
     st = dnnl_gemm_s8s8s32(ta ? 'T' : 'N', tb ? 'T' : 'N', 'F', M, N, K, 1.0f, c->buf_a, ac, 0, c->buf_b, bc, 0, 0.0f,
                            acc, N, &co);
-dequant:
+dequant:;
+    double t2 = ls_now();
+    c->split[1] += t2 - t1;
     if (st != dnnl_success) return ls_err(LS_EUNSUPPORTED, "precision: oneDNN int8 GEMM failed (status %d)", (int)st);
     const float *sa = c->sa, *sb = c->sb;
 #pragma omp parallel for schedule(static) if ((long)M * N >= 65536L)
@@ -520,6 +542,7 @@ dequant:
             for (int n = 0; n < N; n++) o[n] = am * sb[nb == 1 ? 0 : n] * (float)a[n];
         }
     }
+    c->split[2] += ls_now() - t2;
     return LS_OK;
 }
 

@@ -32,10 +32,13 @@ double ls_tplan_exp_cpu_fraction(void) {
     return f > 1 ? 1 : f;
 }
 
+static double quantile(double *v, int n, double q);
+
 /* Runs `bin train ...` on 2 ranks with plan, output to log; appends each step's wall time
- * after the first (rank 0's report, step_s) to st[*n] when st is not NULL (room for steps). */
+ * after the first (rank 0's report, step_s) to st[*n] when st is not NULL (room for steps);
+ * run (may be NULL) gets the median of those steps and each rank's share of a core. */
 static int exp_train(const ls_tplan_exp *e, int steps, const char *plan, const char *out, const char *report,
-                     const char *log, double *st, int *n) {
+                     const char *log, double *st, int *n, double run[3]) {
     char b[16], s[16], k[16];
     snprintf(b, sizeof b, "%d", e->batch);
     snprintf(s, sizeof s, "%d", e->seq);
@@ -59,9 +62,16 @@ static int exp_train(const ls_tplan_exp *e, int steps, const char *plan, const c
         return ls_err(LS_EIO, "`llmsys train --precision-plan %s` failed (see %s)", plan, log);
     cJSON *j;
     LS_TRY(ls_json_read_file(report, &j));
-    const cJSON *arr = cJSON_GetObjectItem(j, "step_s");
-    int m = cJSON_GetArraySize(arr);
+    const cJSON *arr = cJSON_GetObjectItem(j, "step_s"), *sh = cJSON_GetObjectItem(j, "cpu_share");
+    int m = cJSON_GetArraySize(arr), n0 = st ? *n : 0;
     for (int i = 1; st && i < m && i < steps; i++) st[(*n)++] = cJSON_GetArrayItem(arr, i)->valuedouble;
+    if (run && st && *n > n0) {
+        double *v = malloc(sizeof(double) * (size_t)(*n - n0));
+        if (v) memcpy(v, st + n0, sizeof(double) * (size_t)(*n - n0));
+        run[0] = v ? quantile(v, *n - n0, 0.5) : 0;
+        free(v);
+        for (int r = 0; r < 2; r++) run[1 + r] = cJSON_GetArraySize(sh) == 2 ? cJSON_GetArrayItem(sh, r)->valuedouble : 0;
+    }
     cJSON_Delete(j);
     return m == steps ? LS_OK : ls_err(LS_EFORMAT, "%s: %d step times for %d steps", report, m, steps);
 }
@@ -84,7 +94,7 @@ int ls_tplan_exp_eval(const char *ckpt, const ls_corpus *c, int seq, double *bpb
  * plan's predicted iteration time. names/strats/uniform/pred_iter_s have n entries. */
 static int exp_plans(ls_tplan *p, const ls_corpus *c, const char *config, int batch, int seq, double share, int reps,
                      const char *dir, int n, const char *const *names, const ls_tplan_strategy *strats,
-                     const int *uniform, double *pred_iter_s, double *profile_s) {
+                     const int *uniform, ls_tplan *plans, double *profile_s) {
     memset(p, 0, sizeof *p);
     LS_TRY(ls_model_config_named(config, &p->cfg));
     p->ranks = 2, p->batch = batch, p->seq = seq, p->per_channel = 1;
@@ -92,19 +102,16 @@ static int exp_plans(ls_tplan *p, const ls_corpus *c, const char *config, int ba
     double shares[2] = {0, share}, t0 = ls_now();
     LS_TRY(ls_tplan_profile_here(p, c, NULL, shares, 1, reps));
     *profile_s = ls_now() - t0;
-    ls_tplan *q = malloc(sizeof *q);
-    if (!q) return ls_err(LS_ENOMEM, "out of memory");
     int rc = LS_OK;
     for (int k = 0; rc == LS_OK && k < n; k++) {
+        ls_tplan *q = &plans[k];
         memcpy(q, p, sizeof *q);
         rc = ls_tplan_allocate(q, strats[k], uniform[k]);
         char path[8192];
         snprintf(path, sizeof path, "%s/plan-%s.json", dir, names[k]);
         if (rc == LS_OK) rc = ls_tplan_write(q, path);
-        if (rc == LS_OK) pred_iter_s[k] = q->pred_iter_s;
         if (rc == LS_OK && strats[k] == LS_TPLAN_QSYNC) memcpy(p, q, sizeof *q);
     }
-    free(q);
     return rc;
 }
 static int cmp_double(const void *a, const void *b) {
@@ -120,26 +127,41 @@ static double quantile(double *v, int n, double q) {
     return i + 1 < n ? v[i] + (x - i) * (v[i + 1] - v[i]) : v[n - 1];
 }
 
+/* Per run of plan q: predicted at the shares of a core the ranks got in it (both measured, and
+ * rank 1's as min(quota, rank 0's)) vs its median step; mean signed and max |error| into w. */
+static void exp_errors(const ls_tplan *q, const double *run, int runs, ls_tplan_exp_row *w) {
+    double pm[LS_TPLAN_EXP_MAX * 8], pt[LS_TPLAN_EXP_MAX * 8];
+    w->err_meas = w->err_thr = w->err_meas_max = w->err_thr_max = w->share0 = w->share1 = 0;
+    for (int r = 0; r < runs; r++) {
+        const double *x = run + 3 * r;
+        double sm[2] = {x[1], x[2]}, st[2] = {x[1], q->dev[1].share > 0 ? fmin(q->dev[1].share, x[1]) : x[1]};
+        pm[r] = ls_tplan_predict_at(q, sm, NULL), pt[r] = ls_tplan_predict_at(q, st, NULL);
+        double em = (pm[r] - x[0]) / x[0], et = (pt[r] - x[0]) / x[0];
+        w->err_meas += em / runs, w->err_thr += et / runs;
+        w->err_meas_max = fmax(w->err_meas_max, fabs(em)), w->err_thr_max = fmax(w->err_thr_max, fabs(et));
+        w->share0 += x[1] / runs, w->share1 += x[2] / runs;
+    }
+    w->pred_meas_s = quantile(pm, runs, 0.5), w->pred_thr_s = quantile(pt, runs, 0.5);
+}
+
 int ls_tplan_exp_run(const ls_tplan_exp *e, const ls_corpus *c, int n, const ls_tplan_exp_row *want, ls_tplan *p,
                      ls_tplan_exp_row *rows, double *profile_s) {
     const char *names[LS_TPLAN_EXP_MAX];
     ls_tplan_strategy st[LS_TPLAN_EXP_MAX];
     int uni[LS_TPLAN_EXP_MAX];
-    double pred[LS_TPLAN_EXP_MAX];
-    if (n < 1 || n > LS_TPLAN_EXP_MAX || e->steps < 2 || e->repeats < 1)
-        return ls_err(LS_EINVAL, "experiment: 1..%d plans, >= 2 steps, >= 1 repeat", LS_TPLAN_EXP_MAX);
+    if (n < 1 || n > LS_TPLAN_EXP_MAX || e->steps < 2 || e->repeats < 1 || e->repeats > 8)
+        return ls_err(LS_EINVAL, "experiment: 1..%d plans, >= 2 steps, 1..8 repeats", LS_TPLAN_EXP_MAX);
     for (int k = 0; k < n; k++) {
         rows[k] = want[k];
         names[k] = want[k].name, st[k] = want[k].strategy, uni[k] = want[k].uniform;
     }
-    /* the share of a core a process gets, sampled around the profile and around every run:
-     * the prediction at the load of a run is the profile's scaled by their ratio */
-    double f_prof = ls_tplan_exp_cpu_fraction(), f_run[LS_TPLAN_EXP_MAX] = {0};
-    LS_TRY(exp_plans(p, c, e->config, e->batch, e->seq, e->share, e->reps, e->dir, n, names, st, uni, pred, profile_s));
-    f_prof = 0.5 * (f_prof + ls_tplan_exp_cpu_fraction());
+    ls_tplan *plans = malloc(sizeof *plans * (size_t)n);
     int cap = e->repeats * e->steps;
-    double *times = malloc(sizeof(double) * (size_t)cap * n);
-    int *cnt = calloc((size_t)n, sizeof(int)), rc = times && cnt ? LS_OK : ls_err(LS_ENOMEM, "out of memory");
+    double *times = malloc(sizeof(double) * (size_t)cap * n), run[LS_TPLAN_EXP_MAX][3 * 8];
+    int *cnt = calloc((size_t)n, sizeof(int));
+    int rc = plans && times && cnt ? LS_OK : ls_err(LS_ENOMEM, "out of memory");
+    if (rc == LS_OK) rc = exp_plans(p, c, e->config, e->batch, e->seq, e->share, e->reps, e->dir, n, names, st, uni,
+                                    plans, profile_s);
     char plan[4200], ck[4200], rep[4200], log[4200];
 #define EXP_PATHS(k, tag)                                                                                              \
     snprintf(plan, sizeof plan, "%s/plan-%s.json", e->dir, names[k]);                                                  \
@@ -150,28 +172,20 @@ int ls_tplan_exp_run(const ls_tplan_exp *e, const ls_corpus *c, int n, const ls_
     for (int r = 0; rc == LS_OK && r < e->repeats; r++)
         for (int k = 0; rc == LS_OK && k < n; k++) {
             EXP_PATHS(k, "");
-            f_run[k] += ls_tplan_exp_cpu_fraction() / (2.0 * e->repeats);
-            rc = exp_train(e, e->steps, plan, ck, rep, log, times + (size_t)k * cap, &cnt[k]);
-            f_run[k] += ls_tplan_exp_cpu_fraction() / (2.0 * e->repeats);
+            rc = exp_train(e, e->steps, plan, ck, rep, log, times + (size_t)k * cap, &cnt[k], run[k] + 3 * r);
             if (rc == LS_OK && r == 0) rc = ls_tplan_exp_eval(ck, c, e->seq, &rows[k].bpb);
         }
-    ls_tplan *q = rc == LS_OK ? malloc(sizeof *q) : NULL;
-    if (rc == LS_OK && !q) rc = ls_err(LS_ENOMEM, "out of memory");
     for (int k = 0; rc == LS_OK && k < n; k++) {
         ls_tplan_exp_row *w = &rows[k];
         double *v = times + (size_t)k * cap;
-        w->pred_s = pred[k];
-        w->cpu_prof = f_prof, w->cpu_run = f_run[k];
-        w->pred_load_s = pred[k] * f_prof / f_run[k];
+        w->pred_s = plans[k].pred_iter_s;
+        exp_errors(&plans[k], run[k], e->repeats, w);
         w->meas_s = quantile(v, cnt[k], 0.5);
         w->meas_lo_s = quantile(v, cnt[k], 0.25);
         w->meas_hi_s = quantile(v, cnt[k], 0.75);
         w->n_steps_timed = cnt[k];
-        EXP_PATHS(k, "");
-        rc = ls_tplan_load(plan, q);
-        if (rc == LS_OK) ls_tplan_mix(q, 1, w->mix, sizeof w->mix);
+        ls_tplan_mix(&plans[k], 1, w->mix, sizeof w->mix);
     }
-    free(q);
     /* equal wall time: what the first plan needs for e->steps steps at its measured pace;
      * each other plan runs as many steps as fit at its own measured pace */
     double budget = rc == LS_OK ? rows[0].meas_s * e->steps : 0;
@@ -182,35 +196,51 @@ int ls_tplan_exp_run(const ls_tplan_exp *e, const ls_corpus *c, int n, const ls_
         w->eq_bpb = w->bpb;
         if (!w->eq_time || w->eq_steps == e->steps) continue;
         EXP_PATHS(k, "-eqtime");
-        rc = exp_train(e, w->eq_steps, plan, ck, rep, log, NULL, NULL);
+        rc = exp_train(e, w->eq_steps, plan, ck, rep, log, NULL, NULL, NULL);
         if (rc == LS_OK) rc = ls_tplan_exp_eval(ck, c, e->seq, &w->eq_bpb);
     }
 #undef EXP_PATHS
-    free(times), free(cnt);
+    free(plans), free(times), free(cnt);
     return rc;
 }
 
-void ls_tplan_exp_print(FILE *f, const ls_tplan_exp *e, const ls_tplan_exp_row *rows, int n) {
-    fprintf(f, "  %-14s %-20s %9s %9s %17s %8s %12s %8s %10s\n", "plan", "rank 1 fp/bf/fp16/i8", "pred ms", "meas ms",
-            "quartiles ms", "error", "pred@load ms", "error", "bits/byte");
-    double mean = 0, mx = 0, meanl = 0, mxl = 0;
+void ls_tplan_exp_errors(const ls_tplan_exp_row *rows, int n, double err[3][2]) {
+    memset(err, 0, sizeof(double) * 6);
     for (int k = 0; k < n; k++) {
         const ls_tplan_exp_row *w = &rows[k];
-        double err = (w->pred_s - w->meas_s) / w->meas_s, errl = (w->pred_load_s - w->meas_s) / w->meas_s;
-        mean += fabs(err) / n, mx = fmax(mx, fabs(err));
-        meanl += fabs(errl) / n, mxl = fmax(mxl, fabs(errl));
-        fprintf(f, "  %-14s %-20s %9.1f %9.1f %8.1f-%-8.1f %+7.1f%% %12.1f %+7.1f%% %10.4f\n", w->name, w->mix,
-                w->pred_s * 1e3, w->meas_s * 1e3, w->meas_lo_s * 1e3, w->meas_hi_s * 1e3, 100 * err,
-                w->pred_load_s * 1e3, 100 * errl, w->bpb);
+        double e0 = fabs(w->pred_s - w->meas_s) / w->meas_s;
+        err[0][0] += e0 / n, err[0][1] = fmax(err[0][1], e0);
+        err[1][0] += fabs(w->err_meas) / n, err[1][1] = fmax(err[1][1], w->err_meas_max);
+        err[2][0] += fabs(w->err_thr) / n, err[2][1] = fmax(err[2][1], w->err_thr_max);
     }
+}
+
+void ls_tplan_exp_print(FILE *f, const ls_tplan_exp *e, const ls_tplan_exp_row *rows, int n, const ls_tplan *p) {
+    fprintf(f, "  %-13s %-13s %8s %8s %15s %7s %11s %8s %7s %6s %8s %7s %6s %9s\n", "plan", "r1 fp/bf/16/i8",
+            "pred ms", "meas ms", "quartiles ms", "error", "share r0/r1", "@run ms", "error", "max", "@thr ms",
+            "error", "max", "bits/byte");
+    for (int k = 0; k < n; k++) {
+        const ls_tplan_exp_row *w = &rows[k];
+        fprintf(f,
+                "  %-13s %-13s %8.1f %8.1f %7.1f-%-7.1f %+6.1f%% %5.2f/%-5.2f %8.1f %+6.1f%% %5.1f%% %8.1f %+6.1f%% "
+                "%5.1f%% %9.4f\n",
+                w->name, w->mix, w->pred_s * 1e3, w->meas_s * 1e3, w->meas_lo_s * 1e3, w->meas_hi_s * 1e3,
+                100 * (w->pred_s - w->meas_s) / w->meas_s, w->share0, w->share1, w->pred_meas_s * 1e3,
+                100 * w->err_meas, 100 * w->err_meas_max, w->pred_thr_s * 1e3, 100 * w->err_thr,
+                100 * w->err_thr_max, w->bpb);
+    }
+    double err[3][2];
+    ls_tplan_exp_errors(rows, n, err);
     fprintf(f, "  measured: median of %d steps per plan (%d interleaved runs x %d steps, the first of each left out)\n",
             rows[0].n_steps_timed, e->repeats, e->steps);
     fprintf(f,
-            "  pred@load: the prediction x (core share of a process at profile time %.2f / around the plan's runs "
-            "%.2f-%.2f)\n",
-            rows[0].cpu_prof, rows[0].cpu_run, rows[n - 1].cpu_run);
-    fprintf(f, "  mean |error| %.1f%%, max %.1f%%; at the runs' load %.1f%%, max %.1f%% (goal < 5%%)\n", 100 * mean,
-            100 * mx, 100 * meanl, 100 * mxl);
+            "  pred: the plan file's prediction (costs at the profile's share of a core, %.2f, and its measured "
+            "throttle slowdown)\n"
+            "  @run: per run, the costs rescaled to the share of a core each rank got in that run; @thr: rank 0's "
+            "share measured, rank 1's min(quota %.3f, rank 0's); error: mean over runs, max: largest |error| of a run\n",
+            p->cpu_share, p->dev[1].share);
+    fprintf(f, "  mean |error| (max): pred %.1f%% (%.1f%%), @run %.1f%% (%.1f%%), @thr %.1f%% (%.1f%%); goal < 5%%\n",
+            100 * err[0][0], 100 * err[0][1], 100 * err[1][0], 100 * err[1][1], 100 * err[2][0], 100 * err[2][1]);
     fprintf(f, "\nequal wall time (%.1f s: %s's %d steps at its measured pace): held-out bits/byte\n",
             rows[0].meas_s * e->steps, rows[0].name, e->steps);
     for (int k = 0; k < n; k++)
@@ -254,7 +284,7 @@ int ls_tplan_demo(const char *bin, const char *workdir, int quick, FILE *out) {
         fprintf(out,
                 "\neach plan trained %d steps, %d runs interleaved (llmsys train --ranks 2 --precision-plan ...):\n",
                 e.steps, e.repeats);
-        ls_tplan_exp_print(out, &e, rows, NP);
+        ls_tplan_exp_print(out, &e, rows, NP, p);
         fprintf(out, "throughput of the qsync plan: %.2fx fp32 at the slow rank's pace; files in %s\n",
                 rows[0].meas_s / rows[2].meas_s, dir);
     }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -179,6 +180,12 @@ static double lin_cost(const ls_tplan_device *d, int i, int q) {
     return t;
 }
 
+/* Whether layer i may run precision q on d: supported, and for a low precision measured
+ * faster than fp32 (a precision that costs time here is never chosen, whatever its indicator). */
+static int usable(const ls_tplan_device *d, int i, int q) {
+    return d->supported[q] && (q == LS_PREC_FP32 || lin_cost(d, i, q) < lin_cost(d, i, LS_PREC_FP32));
+}
+
 /* Least total indicator with sum of layer costs <= budget (dynamic programme over Q time
  * bins, costs rounded up: the result is always within budget). Returns 0 when infeasible. */
 static int dp_alloc(const ls_tplan *p, int r, double budget, uint8_t *out) {
@@ -198,7 +205,7 @@ static int dp_alloc(const ls_tplan *p, int r, double budget, uint8_t *out) {
             next[b] = INFINITY;
             choice[(size_t)i * (Q + 1) + b] = 255;
             for (int q = 0; q < LS_PREC_COUNT; q++) {
-                if (!d->supported[q]) continue;
+                if (!usable(d, i, q)) continue;
                 long cb = (long)ceil(lin_cost(d, i, q) / step - 1e-9);
                 if (cb > b) continue;
                 double v = best[b - cb] + p->omega[i][q];
@@ -254,7 +261,7 @@ double ls_tplan_brute_force(const ls_tplan *p, int r, double budget_s, uint8_t *
 static int fastest_prec(const ls_tplan_device *d, int i) {
     int bq = LS_PREC_FP32;
     for (int q = 0; q < LS_PREC_COUNT; q++)
-        if (d->supported[q] && lin_cost(d, i, q) < lin_cost(d, i, bq)) bq = q;
+        if (usable(d, i, q) && lin_cost(d, i, q) < lin_cost(d, i, bq)) bq = q;
     return bq;
 }
 
@@ -277,7 +284,7 @@ static int greedy_alloc(const ls_tplan *p, int r, double budget, uint8_t *out) {
         for (int i = 0; i < n; i++) {
             double c0 = lin_cost(d, i, out[i]), w0 = p->omega[i][out[i]];
             for (int q = 0; q < LS_PREC_COUNT; q++) {
-                if (!d->supported[q] || p->omega[i][q] >= w0) continue;
+                if (!usable(d, i, q) || p->omega[i][q] >= w0) continue;
                 double dt = lin_cost(d, i, q) - c0, gain = w0 - p->omega[i][q];
                 if (used + dt > budget) continue;
                 double score = dt > 0 ? gain / dt : INFINITY;
@@ -370,6 +377,33 @@ static double mean(const double *v, int n) {
 
 enum { MAXREP = 64 };
 #define LS_THROTTLE_PERIOD_S 0.010 /* the period of both throttle mechanisms (src/train/throttle.c) */
+
+/* A throttled rank runs 1/slowdown of each 10 ms period; at each of the step's two
+ * synchronisations (the gradient all-reduce and the stop agreement) it is stopped for the
+ * rest of its period with probability 1 - 1/slowdown: half a period then. */
+static double throttle_wait(double slow) { return slow > 1 ? 2 * (1 - 1 / slow) * 0.5 * LS_THROTTLE_PERIOD_S : 0; }
+
+static double cpu_seconds(void) {
+    struct timespec c;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c);
+    return (double)c.tv_sec + 1e-9 * (double)c.tv_nsec;
+}
+
+double ls_tplan_predict_at(const ls_tplan *p, const double *share, double *step_s) {
+    double smax = 1, smin = INFINITY, it = 0;
+    for (int r = 0; r < p->ranks; r++) smax = fmax(smax, p->dev[r].slowdown), smin = fmin(smin, share[r]);
+    if (!(p->cpu_share > 0) || p->dev[0].gpu || !(smin > 0)) return p->pred_iter_s;
+    for (int r = 0; r < p->ranks; r++) {
+        const ls_tplan_device *d = &p->dev[r];
+        double slow = d->slowdown > 1 ? d->slowdown : 1;
+        /* the step at the profile's share, then at the rank's: the throttle's stalls at the
+         * synchronisations are inside the share a run measures */
+        double st = (ls_tplan_replay(d, p->prec[r], p->n_lin) - throttle_wait(slow)) / slow * p->cpu_share / share[r];
+        if (step_s) step_s[r] = st;
+        it = fmax(it, st);
+    }
+    return it + p->allreduce_s / smax * p->cpu_share / smin; /* at the slowest rank's pace */
+}
 
 /* The three GEMMs of a Linear layer at precision q, as the model runs them. */
 static int lin_gemms(ls_prec_ctx *c, int q, int pc, int N, int IC, int OC, const float *X, const float *W,
@@ -506,6 +540,7 @@ static int profile_insitu(ls_tplan *p, ls_trainer *t, ls_batch_source *src, int 
     double *other = lt + (size_t)n * LS_PREC_COUNT * MAXREP, *acc = other + MAXREP * LS_PREC_COUNT;
     uint8_t prec[LS_TPLAN_MAX_LIN];
     int rc = ls_model_set_linear_timer(m, acc), k = 0;
+    double w0 = ls_now(), c0 = cpu_seconds();
     for (int rep = -1; rc == LS_OK && rep < reps; rep++) /* a warm-up round: oneDNN builds its kernels */
         for (int q = 0; rc == LS_OK && q < LS_PREC_COUNT; q++) {
             memset(prec, q, (size_t)n);
@@ -518,6 +553,7 @@ static int profile_insitu(ls_tplan *p, ls_trainer *t, ls_batch_source *src, int 
             other[k++] = st - lin;
         }
     ls_model_set_linear_timer(m, NULL);
+    p->cpu_share = (cpu_seconds() - c0) / fmax(1e-9, ls_now() - w0); /* the share the costs were measured at */
     if (rc == LS_OK) rc = ls_model_set_precision(m, NULL, n, p->per_channel);
     /* layers of one kind have one shape: per round the mean over them, then the median over
      * rounds (7 layers of noise averaged per sample instead of one) */
@@ -637,7 +673,7 @@ int ls_tplan_profile_here(ls_tplan *p, const ls_corpus *corpus, const char *ckpt
         /* a throttled rank runs 1/slowdown of each 10 ms period; at each of the step's two
          * synchronisations (the gradient all-reduce and the stop agreement) it is stopped
          * for the rest of its period with probability 1 - 1/slowdown: half a period then */
-        if (slow[r] > 1) d->other_s += 2 * (1 - 1 / slow[r]) * 0.5 * LS_THROTTLE_PERIOD_S;
+        d->other_s += throttle_wait(slow[r]);
         for (int i = 0; i < p->n_lin; i++)
             for (int q = 0; q < LS_PREC_COUNT; q++) {
                 d->lin_s[i][q] *= slow[r];
@@ -786,6 +822,7 @@ int ls_tplan_write(const ls_tplan *p, const char *path) {
     }
     cJSON_AddNumberToObject(j, "target_step_s", p->target_s);
     cJSON_AddNumberToObject(j, "allreduce_s", p->allreduce_s);
+    if (p->cpu_share > 0) cJSON_AddNumberToObject(j, "profile_cpu_share", p->cpu_share);
     cJSON_AddNumberToObject(j, "predicted_iteration_s", p->pred_iter_s);
     cJSON_AddNumberToObject(j, "indicator_total", p->quality);
     cJSON_AddNumberToObject(j, "solve_s", p->solve_s);

@@ -77,6 +77,7 @@ typedef struct {
     ls_bpe *tok;      /* the run's BPE vocabulary (NULL: bytes); handed to the model */
     ls_throttle thr;  /* this rank's CPU limit from the precision plan */
     char qsync[1024]; /* every rank's precisions and throttle (on rank 0), for the log and report */
+    float cpu_share[64]; /* precision-plan runs: each rank's share of a core over the run */
 } job_ctx;
 
 static void job_free(job_ctx *c) {
@@ -194,6 +195,8 @@ static int job_report(const ls_train_job *o, job_ctx *c, const ls_train_run_resu
     if (o->resume) cJSON_AddStringToObject(j, "resumed_from", o->resume);
     if (o->precision_plan) cJSON_AddStringToObject(j, "precision_plan", o->precision_plan);
     if (c->qsync[0]) cJSON_AddStringToObject(j, "precision_ranks", c->qsync);
+    if (c->qsync[0] && ls_dist_size(c->d) <= 64)
+        cJSON_AddItemToObject(j, "cpu_share", cJSON_CreateFloatArray(c->cpu_share, ls_dist_size(c->d)));
     int rc = ls_json_write_file(o->report, j);
     cJSON_Delete(j);
     return rc;
@@ -257,6 +260,13 @@ static int job_run(const ls_train_job *o, job_ctx *c, ls_train_job_result *res) 
     rc = ls_train_run(c->t, c->src, d, &ro, &r);
     if (o->detach) o->detach(o->ctx, c->t);
     if (rc < 0) return job_fail(d, rc, res);
+    if (o->precision_plan && o->plan_apply && N <= 64) { /* what each rank ran at: checks the plan's predictions */
+        c->cpu_share[rank] = (float)ls_throttle_cpu_share(&c->thr);
+        if ((rc = ls_dist_allreduce_sum(d, c->cpu_share, (size_t)N)) < 0) {
+            ls_train_run_result_free(&r);
+            return job_fail(d, rc, res);
+        }
+    }
     int nl = r.n_losses;
     *res = (ls_train_job_result){
         r.start_step,   r.end_step, tc->steps, nl, nl ? r.losses[0] : NAN, nl ? r.losses[nl - 1] : NAN,

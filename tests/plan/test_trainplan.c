@@ -25,6 +25,29 @@ static void test_replay_hand(void) {
     free(d);
 }
 
+/* The prediction at the shares of a core the ranks got in a run, by hand: rank 0 unthrottled,
+ * rank 1 the same costs at slowdown 2 (+ its 5 ms of waits at the synchronisations), costs
+ * profiled at 0.5 of a core, the run at 0.25 and 0.125. */
+static void test_predict_at_hand(void) {
+    ls_tplan *p = calloc(1, sizeof *p);
+    p->ranks = 2, p->n_lin = 2, p->allreduce_s = 0.004, p->pred_iter_s = 0.123;
+    for (int r = 0; r < 2; r++) {
+        ls_tplan_device *d = &p->dev[r];
+        double k = r ? 2 : 1;
+        d->slowdown = k;
+        d->other_s = 0.020 * k + (r ? 2 * 0.5 * 0.5 * 0.010 : 0);
+        d->lin_s[0][LS_PREC_FP32] = 0.010 * k, d->lin_s[1][LS_PREC_FP32] = 0.006 * k;
+    }
+    double sh[2] = {0.25, 0.125}, st[2];
+    CHECK_NEAR(ls_tplan_predict_at(p, sh, st), 0.123, 1e-15); /* no profile share: the plan's own */
+    p->cpu_share = 0.5;
+    /* rank 0: 36 ms x 0.5/0.25 = 72; rank 1: (77 - 5)/2 = 36 x 0.5/0.125 = 144; all-reduce 4/2 x 4 = 8 */
+    CHECK_NEAR(ls_tplan_predict_at(p, sh, st), 0.152, 1e-12);
+    CHECK_NEAR(st[0], 0.072, 1e-12);
+    CHECK_NEAR(st[1], 0.144, 1e-12);
+    free(p);
+}
+
 /* A random two-rank problem on n_lin layers: rank 1 is slower by factor k. */
 static void random_problem(ls_tplan *p, int n, double k, ls_rng *r) {
     memset(p, 0, sizeof *p);
@@ -93,6 +116,20 @@ static void test_allocator_brute(void) {
     printf("  allocator vs brute force: %d cases, %d feasible; total indicator: programme %.4f, greedy %.4f\n", cases,
            feasible, dp_sum, greedy_sum);
     CHECK(feasible >= 10 && feasible < cases); /* both kinds of case occur */
+    /* a precision measured slower than fp32 is never chosen, even at indicator 0: layers 0-3
+     * run int8 at 1.5x their fp32 time, the others at 0.25x */
+    random_problem(p, 8, 2.0, &r);
+    for (int q = 1; q < LS_PREC_COUNT; q++) p->dev[1].supported[q] = q == LS_PREC_INT8;
+    for (int i = 0; i < 8; i++) {
+        double f32 = p->dev[1].lin_s[i][LS_PREC_FP32];
+        p->dev[1].lin_s[i][LS_PREC_INT8] = i < 4 ? 1.5 * f32 : 0.25 * f32;
+        p->dev[1].cast_in_s[i][LS_PREC_INT8] = p->dev[1].cast_w_s[i][LS_PREC_INT8] = 0;
+        p->omega[i][LS_PREC_INT8] = i < 4 ? 0 : 1;
+    }
+    for (int s = 0; s < 2; s++) {
+        CHECK_EQ_INT(ls_tplan_allocate(p, s ? LS_TPLAN_GREEDY : LS_TPLAN_QSYNC, -1), LS_OK);
+        for (int i = 0; i < 8; i++) CHECK(i >= 4 || p->prec[1][i] == LS_PREC_FP32);
+    }
     /* uniform and fp32 strategies */
     random_problem(p, 8, 1.5, &r);
     p->dev[1].supported[LS_PREC_BF16] = 1;
@@ -292,6 +329,7 @@ static void test_catalog_and_file(void) {
 int main(void) {
     ls_model_set_threads(1);
     RUN(test_replay_hand);
+    RUN(test_predict_at_hand);
     RUN(test_allocator_brute);
     RUN(test_indicator_f64);
     RUN(test_catalog_and_file);
