@@ -79,6 +79,27 @@ double ls_tplan_memory(const ls_model_config *c, int rows, int seq, const uint8_
  * explicit mantissa bits (bf16 7, fp16 10). */
 static double float_c(int p) { return p == LS_PREC_BF16 ? pow(2, -14) / 12 : pow(2, -20) / 12; }
 
+/* Statistics of a (rows, cols) matrix a: per row the sum of squares (rs), per column
+ * (cs, added to, may be NULL), the squares themselves (sq, may be NULL), the total (*tot);
+ * returns max |a|. */
+static double row_stats(const float *a, int rows, int cols, double *rs, float *sq, double *cs, double *tot) {
+    double amax = 0;
+    *tot = 0;
+    for (int n = 0; n < rows; n++) {
+        double s = 0;
+        for (int k = 0; k < cols; k++) {
+            double v = a[(size_t)n * cols + k];
+            s += v * v;
+            amax = fmax(amax, fabs(v));
+            if (sq) sq[(size_t)n * cols + k] = (float)(v * v);
+            if (cs) cs[k] += v * v;
+        }
+        rs[n] = s;
+        *tot += s;
+    }
+    return amax;
+}
+
 void ls_tplan_indicator_observe(void *user, int lin, const float *x, const float *w, const float *dy, int N, int IC,
                                 int OC) {
     ls_tplan_indicator *ind = user;
@@ -93,38 +114,10 @@ void ls_tplan_indicator_observe(void *user, int lin, const float *x, const float
         return; /* out of memory: this pass does not count (indicators are relative) */
     }
     double *gr = xr + N, *wr = gr + N, *gc = wr + OC;
-    double ax = 0, aw = 0, ag = 0, X2 = 0, W2 = 0, G2 = 0;
-    for (int n = 0; n < N; n++) {
-        double s = 0;
-        for (int k = 0; k < IC; k++) {
-            double v = x[(size_t)n * IC + k];
-            s += v * v;
-            ax = fmax(ax, fabs(v));
-            x2[(size_t)n * IC + k] = (float)(v * v);
-        }
-        xr[n] = s;
-        X2 += s;
-        double g = 0;
-        for (int o = 0; o < OC; o++) {
-            double v = dy[(size_t)n * OC + o];
-            g += v * v;
-            gc[o] += v * v;
-            ag = fmax(ag, fabs(v));
-        }
-        gr[n] = g;
-        G2 += g;
-    }
-    for (int o = 0; o < OC; o++) {
-        double s = 0;
-        for (int k = 0; k < IC; k++) {
-            double v = w[(size_t)o * IC + k];
-            s += v * v;
-            aw = fmax(aw, fabs(v));
-            w2[(size_t)o * IC + k] = (float)(v * v);
-        }
-        wr[o] = s;
-        W2 += s;
-    }
+    double ax, aw, ag, X2, W2, G2;
+    ax = row_stats(x, N, IC, xr, x2, NULL, &X2);
+    aw = row_stats(w, OC, IC, wr, w2, NULL, &W2);
+    ag = row_stats(dy, N, OC, gr, NULL, gc, &G2);
     /* S = sum over (n,o) of dY² ⊙ (X²·W²ᵀ): the forward noise of the 16-bit formats */
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, IC, 1.0f, x2, IC, w2, IC, 0.0f, prod, OC);
     double S = 0, GW = 0, GX = 0;

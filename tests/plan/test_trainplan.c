@@ -246,6 +246,20 @@ static void test_indicator_f64(void) {
     ls_model_free(m);
 }
 
+/* Writes plan p to path and reads the file into txt (1 MiB). */
+static void plan_text(const ls_tplan *p, const char *path, char *txt) {
+    CHECK_EQ_INT(ls_tplan_write(p, path), LS_OK);
+    FILE *f = fopen(path, "r");
+    size_t len = f ? fread(txt, 1, (1 << 20) - 1, f) : 0;
+    if (f) fclose(f);
+    txt[len] = 0;
+}
+
+static void put_text(const char *path, const char *txt) {
+    FILE *f = fopen(path, "w");
+    if (f) fputs(txt, f), fclose(f);
+}
+
 static void test_catalog_and_file(void) {
     ls_plan_catalog *cat;
     CHECK_EQ_INT(ls_plan_catalog_load(NULL, &cat), LS_OK);
@@ -274,11 +288,8 @@ static void test_catalog_and_file(void) {
     CHECK_EQ_INT(q->ranks, 3);
     CHECK(!memcmp(q->prec, p->prec, sizeof p->prec));
     /* a hand-edited plan: bf16 on the T4 (the file's own support list claims it) */
-    FILE *f = fopen(path, "r");
     char *txt = calloc(1, 1 << 20);
-    size_t len = fread(txt, 1, (1 << 20) - 1, f);
-    fclose(f);
-    txt[len] = 0;
+    plan_text(p, path, txt);
     char *t4 = strstr(txt, "\"T4-16G\"");
     CHECK(t4 != NULL);
     char *pr = t4 ? strstr(t4, "\"precisions\"") : NULL;
@@ -288,36 +299,22 @@ static void test_catalog_and_file(void) {
     char *sup = t4 ? strstr(t4, "\"supported\"") : NULL;
     if (first && sup) {
         memcpy(first + 1, "bf16", 4);
-        f = fopen(path, "w");
-        fputs(txt, f);
-        fclose(f);
+        put_text(path, txt);
         CHECK_EQ_INT(ls_tplan_load(path, q), LS_EINVAL);
         CHECK(strstr(ls_errmsg(), "does not support bf16") != NULL);
     }
     /* unknown layer name, unknown precision */
-    CHECK_EQ_INT(ls_tplan_write(p, path), LS_OK);
-    f = fopen(path, "r");
-    len = fread(txt, 1, (1 << 20) - 1, f);
-    fclose(f);
-    txt[len] = 0;
+    plan_text(p, path, txt);
     char *lay = strstr(txt, "h.1.mlp.fc\"");
     if (lay) memcpy(lay, "h.9", 3);
-    f = fopen(path, "w");
-    fputs(txt, f);
-    fclose(f);
+    put_text(path, txt);
     CHECK_EQ_INT(ls_tplan_load(path, q), LS_EINVAL);
     CHECK(strstr(ls_errmsg(), "unknown layer") != NULL);
-    CHECK_EQ_INT(ls_tplan_write(p, path), LS_OK);
-    f = fopen(path, "r");
-    len = fread(txt, 1, (1 << 20) - 1, f);
-    fclose(f);
-    txt[len] = 0;
+    plan_text(p, path, txt);
     char *fp = strstr(txt, "\"fp32\"");
     fp = fp ? strstr(fp + 1, "\"fp32\"") : NULL; /* past the supported list */
     if (fp) memcpy(fp + 1, "fp8 ", 4);
-    f = fopen(path, "w");
-    fputs(txt, f);
-    fclose(f);
+    put_text(path, txt);
     CHECK(ls_tplan_load(path, q) < 0);
     unlink(path);
     free(txt);
