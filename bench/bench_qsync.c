@@ -279,21 +279,29 @@ int main(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "error", (rows[k].pred_s - rows[k].meas_s) / rows[k].meas_s);
         cJSON_AddNumberToObject(o, "cpu_share_rank0", rows[k].share0);
         cJSON_AddNumberToObject(o, "cpu_share_rank1", rows[k].share1);
-        cJSON_AddNumberToObject(o, "predicted_at_run_ms", rows[k].pred_meas_s * 1e3);
-        cJSON_AddNumberToObject(o, "error_at_run_mean", rows[k].err_meas);
-        cJSON_AddNumberToObject(o, "error_at_run_max_abs", rows[k].err_meas_max);
-        cJSON_AddNumberToObject(o, "predicted_at_thr_ms", rows[k].pred_thr_s * 1e3);
-        cJSON_AddNumberToObject(o, "error_at_thr_mean", rows[k].err_thr);
-        cJSON_AddNumberToObject(o, "error_at_thr_max_abs", rows[k].err_thr_max);
+        cJSON_AddNumberToObject(o, "sync_ms", rows[k].sync_s * 1e3);
+        const char *vn[3] = {"run", "sync", "loo"};
+        const double pv[3][3] = {{rows[k].pred_run_s, rows[k].err_run, rows[k].err_run_max},
+                                 {rows[k].pred_sync_s, rows[k].err_sync, rows[k].err_sync_max},
+                                 {rows[k].pred_loo_s, rows[k].err_loo, rows[k].err_loo_max}};
+        for (int v = 0; v < 3; v++) {
+            char key[64];
+            snprintf(key, sizeof key, "predicted_at_%s_ms", vn[v]);
+            cJSON_AddNumberToObject(o, key, pv[v][0] * 1e3);
+            snprintf(key, sizeof key, "error_at_%s_mean", vn[v]);
+            cJSON_AddNumberToObject(o, key, pv[v][1]);
+            snprintf(key, sizeof key, "error_at_%s_max_abs", vn[v]);
+            cJSON_AddNumberToObject(o, key, pv[v][2]);
+        }
         cJSON_AddNumberToObject(o, "heldout_bpb_equal_steps", rows[k].bpb);
         cJSON_AddNumberToObject(o, "equal_time_steps", rows[k].eq_steps);
         cJSON_AddNumberToObject(o, "heldout_bpb_equal_time", rows[k].eq_bpb);
         cJSON_AddItemToArray(pa, o);
     }
-    double err[3][2];
+    double err[4][2];
     ls_tplan_exp_errors(rows, NP, err);
-    const char *en[3] = {"profile", "at_run", "at_thr"};
-    for (int v = 0; v < 3; v++) {
+    const char *en[4] = {"profile", "at_run", "at_sync", "at_loo"};
+    for (int v = 0; v < 4; v++) {
         char key[64];
         snprintf(key, sizeof key, "predictor_%s_mean_abs_error", en[v]);
         cJSON_AddNumberToObject(J, key, err[v][0]);

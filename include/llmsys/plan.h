@@ -482,10 +482,11 @@ void ls_tplan_indicator_finish(const ls_tplan_indicator *ind, double omega[][LS_
 int ls_tplan_allocate(ls_tplan *p, ls_tplan_strategy s, int uniform_prec);
 /* The plan's iteration time on this machine when rank r runs at share[r] of a core (each
  * rank's CPU seconds over wall seconds in a run): every cost profiled at p->cpu_share, each
- * rank's throttle measured by its share instead of the profile's slowdown. Seconds;
- * p->pred_iter_s when p has no profile share (catalog GPUs); step_s (may be NULL) gets
- * each rank's step. */
-double ls_tplan_predict_at(const ls_tplan *p, const double *share, double *step_s);
+ * rank's throttle measured by its share instead of the profile's slowdown; plus sync_s, the
+ * time per step at the synchronisations measured in a run, or when sync_s < 0 the modelled
+ * all-reduce at the slowest share. Seconds; p->pred_iter_s when p has no profile share
+ * (catalog GPUs); step_s (may be NULL) gets each rank's compute. */
+double ls_tplan_predict_at(const ls_tplan *p, const double *share, double sync_s, double *step_s);
 /* Least total indicator under the time budget by exhaustion (tests; n_lin <= 10). */
 double ls_tplan_brute_force(const ls_tplan *p, int rank, double budget_s, uint8_t *best);
 
@@ -567,11 +568,12 @@ typedef struct {
     int n_steps_timed;
     /* per run, predicted at the share of a core each rank got in that run (ls_tplan_predict_at)
      * vs that run's median step: mean signed error over the runs and the largest |error|;
-     * "meas": both ranks' shares measured; "thr": rank 0's measured, rank 1's predicted as
-     * min(its quota, rank 0's) */
-    double share0, share1; /* mean share of a core of rank 0 and rank 1 in the runs */
-    double pred_meas_s, err_meas, err_meas_max;
-    double pred_thr_s, err_thr, err_thr_max;
+     * "run": with the modelled all-reduce; "sync": with the synchronisation time measured in
+     * that run; "loo": measured in the same round's runs of the other plans (median) */
+    double share0, share1, sync_s; /* mean share of a core of rank 0 and 1, sync seconds per step */
+    double pred_run_s, err_run, err_run_max;
+    double pred_sync_s, err_sync, err_sync_max;
+    double pred_loo_s, err_loo, err_loo_max;
     double bpb;    /* held-out bits/byte after e->steps */
     int eq_steps;  /* steps that fit the first plan's e->steps at its measured pace */
     double eq_bpb; /* held-out bits/byte after eq_steps (eq_time), else bpb */
@@ -586,8 +588,8 @@ int ls_tplan_exp_run(const ls_tplan_exp *e, const ls_corpus *c, int n, const ls_
  * profiled plan. */
 void ls_tplan_exp_print(FILE *f, const ls_tplan_exp *e, const ls_tplan_exp_row *rows, int n, const ls_tplan *p);
 /* Mean |error| over the rows and the largest |error| of: [0] the plan files' predictions
- * (vs the median step), [1] @run, [2] @thr (per run, ls_tplan_exp_row). */
-void ls_tplan_exp_errors(const ls_tplan_exp_row *rows, int n, double err[3][2]);
+ * (vs the median step), [1] @run, [2] @sync, [3] @loo (per run, ls_tplan_exp_row). */
+void ls_tplan_exp_errors(const ls_tplan_exp_row *rows, int n, double err[4][2]);
 /* `llmsys demo qsync`: profiles, plans (fp32, uniform, qsync), trains each as a 2-rank run of
  * bin with rank 1 throttled, and prints predicted vs measured and the loss tables to out;
  * files under <workdir>/qsync. quick: the tiny model, a few steps. */

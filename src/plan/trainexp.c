@@ -34,11 +34,15 @@ double ls_tplan_exp_cpu_fraction(void) {
 
 static double quantile(double *v, int n, double q);
 
+enum { RUN_N = 4 }; /* per run: median step, rank 0's and rank 1's share of a core, sync seconds per step */
+
 /* Runs `bin train ...` on 2 ranks with plan, output to log; appends each step's wall time
  * after the first (rank 0's report, step_s) to st[*n] when st is not NULL (room for steps);
- * run (may be NULL) gets the median of those steps and each rank's share of a core. */
+ * run (may be NULL) gets the median of those steps, each rank's share of a core and the
+ * least of the ranks' time per step at the syncs (the rank that waited least: what the
+ * synchronisations themselves cost). */
 static int exp_train(const ls_tplan_exp *e, int steps, const char *plan, const char *out, const char *report,
-                     const char *log, double *st, int *n, double run[3]) {
+                     const char *log, double *st, int *n, double run[RUN_N]) {
     char b[16], s[16], k[16];
     snprintf(b, sizeof b, "%d", e->batch);
     snprintf(s, sizeof s, "%d", e->seq);
@@ -62,7 +66,8 @@ static int exp_train(const ls_tplan_exp *e, int steps, const char *plan, const c
         return ls_err(LS_EIO, "`llmsys train --precision-plan %s` failed (see %s)", plan, log);
     cJSON *j;
     LS_TRY(ls_json_read_file(report, &j));
-    const cJSON *arr = cJSON_GetObjectItem(j, "step_s"), *sh = cJSON_GetObjectItem(j, "cpu_share");
+    const cJSON *arr = cJSON_GetObjectItem(j, "step_s"), *sh = cJSON_GetObjectItem(j, "cpu_share"),
+                *sy = cJSON_GetObjectItem(j, "sync_s");
     int m = cJSON_GetArraySize(arr), n0 = st ? *n : 0;
     for (int i = 1; st && i < m && i < steps; i++) st[(*n)++] = cJSON_GetArrayItem(arr, i)->valuedouble;
     if (run && st && *n > n0) {
@@ -71,6 +76,9 @@ static int exp_train(const ls_tplan_exp *e, int steps, const char *plan, const c
         run[0] = v ? quantile(v, *n - n0, 0.5) : 0;
         free(v);
         for (int r = 0; r < 2; r++) run[1 + r] = cJSON_GetArraySize(sh) == 2 ? cJSON_GetArrayItem(sh, r)->valuedouble : 0;
+        run[3] = cJSON_GetArraySize(sy) == 2
+                     ? fmin(cJSON_GetArrayItem(sy, 0)->valuedouble, cJSON_GetArrayItem(sy, 1)->valuedouble)
+                     : -1;
     }
     cJSON_Delete(j);
     return m == steps ? LS_OK : ls_err(LS_EFORMAT, "%s: %d step times for %d steps", report, m, steps);
@@ -127,21 +135,26 @@ static double quantile(double *v, int n, double q) {
     return i + 1 < n ? v[i] + (x - i) * (v[i + 1] - v[i]) : v[n - 1];
 }
 
-/* Per run of plan q: predicted at the shares of a core the ranks got in it (both measured, and
- * rank 1's as min(quota, rank 0's)) vs its median step; mean signed and max |error| into w. */
-static void exp_errors(const ls_tplan *q, const double *run, int runs, ls_tplan_exp_row *w) {
-    double pm[LS_TPLAN_EXP_MAX * 8], pt[LS_TPLAN_EXP_MAX * 8];
-    w->err_meas = w->err_thr = w->err_meas_max = w->err_thr_max = w->share0 = w->share1 = 0;
+/* Per run of plan q (runs of RUN_N numbers): predicted at the shares of a core the ranks got
+ * in it, with the modelled all-reduce, with the sync time measured in the run, and with the
+ * one measured in the same round's other runs (loo[r]), vs its median step: the mean signed
+ * and max |error| of each into w. */
+static void exp_errors(const ls_tplan *q, const double *run, int runs, const double *loo, ls_tplan_exp_row *w) {
+    double pv[3][8], mean[3] = {0}, mx[3] = {0};
+    w->share0 = w->share1 = w->sync_s = 0;
     for (int r = 0; r < runs; r++) {
-        const double *x = run + 3 * r;
-        double sm[2] = {x[1], x[2]}, st[2] = {x[1], q->dev[1].share > 0 ? fmin(q->dev[1].share, x[1]) : x[1]};
-        pm[r] = ls_tplan_predict_at(q, sm, NULL), pt[r] = ls_tplan_predict_at(q, st, NULL);
-        double em = (pm[r] - x[0]) / x[0], et = (pt[r] - x[0]) / x[0];
-        w->err_meas += em / runs, w->err_thr += et / runs;
-        w->err_meas_max = fmax(w->err_meas_max, fabs(em)), w->err_thr_max = fmax(w->err_thr_max, fabs(et));
-        w->share0 += x[1] / runs, w->share1 += x[2] / runs;
+        const double *x = run + RUN_N * r;
+        double sh[2] = {x[1], x[2]}, sync[3] = {-1, x[3], loo[r]};
+        for (int v = 0; v < 3; v++) {
+            pv[v][r] = ls_tplan_predict_at(q, sh, sync[v], NULL);
+            double e = (pv[v][r] - x[0]) / x[0];
+            mean[v] += e / runs, mx[v] = fmax(mx[v], fabs(e));
+        }
+        w->share0 += x[1] / runs, w->share1 += x[2] / runs, w->sync_s += x[3] / runs;
     }
-    w->pred_meas_s = quantile(pm, runs, 0.5), w->pred_thr_s = quantile(pt, runs, 0.5);
+    w->pred_run_s = quantile(pv[0], runs, 0.5), w->err_run = mean[0], w->err_run_max = mx[0];
+    w->pred_sync_s = quantile(pv[1], runs, 0.5), w->err_sync = mean[1], w->err_sync_max = mx[1];
+    w->pred_loo_s = quantile(pv[2], runs, 0.5), w->err_loo = mean[2], w->err_loo_max = mx[2];
 }
 
 int ls_tplan_exp_run(const ls_tplan_exp *e, const ls_corpus *c, int n, const ls_tplan_exp_row *want, ls_tplan *p,
@@ -157,7 +170,7 @@ int ls_tplan_exp_run(const ls_tplan_exp *e, const ls_corpus *c, int n, const ls_
     }
     ls_tplan *plans = malloc(sizeof *plans * (size_t)n);
     int cap = e->repeats * e->steps;
-    double *times = malloc(sizeof(double) * (size_t)cap * n), run[LS_TPLAN_EXP_MAX][3 * 8];
+    double *times = malloc(sizeof(double) * (size_t)cap * n), run[LS_TPLAN_EXP_MAX][RUN_N * 8];
     int *cnt = calloc((size_t)n, sizeof(int));
     int rc = plans && times && cnt ? LS_OK : ls_err(LS_ENOMEM, "out of memory");
     if (rc == LS_OK) rc = exp_plans(p, c, e->config, e->batch, e->seq, e->share, e->reps, e->dir, n, names, st, uni,
@@ -172,14 +185,21 @@ int ls_tplan_exp_run(const ls_tplan_exp *e, const ls_corpus *c, int n, const ls_
     for (int r = 0; rc == LS_OK && r < e->repeats; r++)
         for (int k = 0; rc == LS_OK && k < n; k++) {
             EXP_PATHS(k, "");
-            rc = exp_train(e, e->steps, plan, ck, rep, log, times + (size_t)k * cap, &cnt[k], run[k] + 3 * r);
+            rc = exp_train(e, e->steps, plan, ck, rep, log, times + (size_t)k * cap, &cnt[k], run[k] + RUN_N * r);
             if (rc == LS_OK && r == 0) rc = ls_tplan_exp_eval(ck, c, e->seq, &rows[k].bpb);
         }
     for (int k = 0; rc == LS_OK && k < n; k++) {
         ls_tplan_exp_row *w = &rows[k];
         double *v = times + (size_t)k * cap;
         w->pred_s = plans[k].pred_iter_s;
-        exp_errors(&plans[k], run[k], e->repeats, w);
+        double loo[8], o[LS_TPLAN_EXP_MAX];
+        for (int r = 0; r < e->repeats; r++) { /* the other plans' sync time in the same round */
+            int m = 0;
+            for (int j = 0; j < n; j++)
+                if (j != k) o[m++] = run[j][RUN_N * r + 3];
+            loo[r] = m ? quantile(o, m, 0.5) : run[k][RUN_N * r + 3];
+        }
+        exp_errors(&plans[k], run[k], e->repeats, loo, w);
         w->meas_s = quantile(v, cnt[k], 0.5);
         w->meas_lo_s = quantile(v, cnt[k], 0.25);
         w->meas_hi_s = quantile(v, cnt[k], 0.75);
@@ -204,43 +224,49 @@ int ls_tplan_exp_run(const ls_tplan_exp *e, const ls_corpus *c, int n, const ls_
     return rc;
 }
 
-void ls_tplan_exp_errors(const ls_tplan_exp_row *rows, int n, double err[3][2]) {
-    memset(err, 0, sizeof(double) * 6);
+void ls_tplan_exp_errors(const ls_tplan_exp_row *rows, int n, double err[4][2]) {
+    memset(err, 0, sizeof(double) * 8);
     for (int k = 0; k < n; k++) {
         const ls_tplan_exp_row *w = &rows[k];
-        double e0 = fabs(w->pred_s - w->meas_s) / w->meas_s;
-        err[0][0] += e0 / n, err[0][1] = fmax(err[0][1], e0);
-        err[1][0] += fabs(w->err_meas) / n, err[1][1] = fmax(err[1][1], w->err_meas_max);
-        err[2][0] += fabs(w->err_thr) / n, err[2][1] = fmax(err[2][1], w->err_thr_max);
+        double e[4][2] = {{fabs(w->pred_s - w->meas_s) / w->meas_s, fabs(w->pred_s - w->meas_s) / w->meas_s},
+                          {fabs(w->err_run), w->err_run_max},
+                          {fabs(w->err_sync), w->err_sync_max},
+                          {fabs(w->err_loo), w->err_loo_max}};
+        for (int v = 0; v < 4; v++) err[v][0] += e[v][0] / n, err[v][1] = fmax(err[v][1], e[v][1]);
     }
 }
 
 void ls_tplan_exp_print(FILE *f, const ls_tplan_exp *e, const ls_tplan_exp_row *rows, int n, const ls_tplan *p) {
-    fprintf(f, "  %-13s %-13s %8s %8s %15s %7s %11s %8s %7s %6s %8s %7s %6s %9s\n", "plan", "r1 fp/bf/16/i8",
-            "pred ms", "meas ms", "quartiles ms", "error", "share r0/r1", "@run ms", "error", "max", "@thr ms",
-            "error", "max", "bits/byte");
+    fprintf(f, "  %-13s %-13s %8s %8s %15s %7s %11s %7s | %8s %7s %6s | %8s %7s %6s | %8s %7s %6s %9s\n", "plan",
+            "r1 fp/bf/16/i8", "pred ms", "meas ms", "quartiles ms", "error", "share r0/r1", "sync ms", "@run ms",
+            "error", "max", "@sync ms", "error", "max", "@loo ms", "error", "max", "bits/byte");
     for (int k = 0; k < n; k++) {
         const ls_tplan_exp_row *w = &rows[k];
         fprintf(f,
-                "  %-13s %-13s %8.1f %8.1f %7.1f-%-7.1f %+6.1f%% %5.2f/%-5.2f %8.1f %+6.1f%% %5.1f%% %8.1f %+6.1f%% "
-                "%5.1f%% %9.4f\n",
+                "  %-13s %-13s %8.1f %8.1f %7.1f-%-7.1f %+6.1f%% %5.2f/%-5.2f %7.1f | %8.1f %+6.1f%% %5.1f%% | %8.1f "
+                "%+6.1f%% %5.1f%% | %8.1f %+6.1f%% %5.1f%% %9.4f\n",
                 w->name, w->mix, w->pred_s * 1e3, w->meas_s * 1e3, w->meas_lo_s * 1e3, w->meas_hi_s * 1e3,
-                100 * (w->pred_s - w->meas_s) / w->meas_s, w->share0, w->share1, w->pred_meas_s * 1e3,
-                100 * w->err_meas, 100 * w->err_meas_max, w->pred_thr_s * 1e3, 100 * w->err_thr,
-                100 * w->err_thr_max, w->bpb);
+                100 * (w->pred_s - w->meas_s) / w->meas_s, w->share0, w->share1, w->sync_s * 1e3, w->pred_run_s * 1e3,
+                100 * w->err_run, 100 * w->err_run_max, w->pred_sync_s * 1e3, 100 * w->err_sync,
+                100 * w->err_sync_max, w->pred_loo_s * 1e3, 100 * w->err_loo, 100 * w->err_loo_max, w->bpb);
     }
-    double err[3][2];
+    double err[4][2];
     ls_tplan_exp_errors(rows, n, err);
     fprintf(f, "  measured: median of %d steps per plan (%d interleaved runs x %d steps, the first of each left out)\n",
             rows[0].n_steps_timed, e->repeats, e->steps);
     fprintf(f,
-            "  pred: the plan file's prediction (costs at the profile's share of a core, %.2f, and its measured "
-            "throttle slowdown)\n"
-            "  @run: per run, the costs rescaled to the share of a core each rank got in that run; @thr: rank 0's "
-            "share measured, rank 1's min(quota %.3f, rank 0's); error: mean over runs, max: largest |error| of a run\n",
-            p->cpu_share, p->dev[1].share);
-    fprintf(f, "  mean |error| (max): pred %.1f%% (%.1f%%), @run %.1f%% (%.1f%%), @thr %.1f%% (%.1f%%); goal < 5%%\n",
-            100 * err[0][0], 100 * err[0][1], 100 * err[1][0], 100 * err[1][1], 100 * err[2][0], 100 * err[2][1]);
+            "  pred: the plan file's prediction (costs at the profile's share of a core, %.2f, its measured throttle "
+            "slowdown, the modelled all-reduce)\n"
+            "  per run, each rank's compute rescaled to the share of a core it got in that run, plus: @run the "
+            "modelled all-reduce; @sync the run's own time at the synchronisations (sync: the rank that waited "
+            "least, per step); @loo that time measured in the same round's runs of the other plans\n"
+            "  error: mean over a plan's runs; max: the largest |error| of one run\n",
+            p->cpu_share);
+    fprintf(f,
+            "  mean |error| (max): pred %.1f%% (%.1f%%), @run %.1f%% (%.1f%%), @sync %.1f%% (%.1f%%), @loo %.1f%% "
+            "(%.1f%%); goal < 5%%\n",
+            100 * err[0][0], 100 * err[0][1], 100 * err[1][0], 100 * err[1][1], 100 * err[2][0], 100 * err[2][1],
+            100 * err[3][0], 100 * err[3][1]);
     fprintf(f, "\nequal wall time (%.1f s: %s's %d steps at its measured pace): held-out bits/byte\n",
             rows[0].meas_s * e->steps, rows[0].name, e->steps);
     for (int k = 0; k < n; k++)

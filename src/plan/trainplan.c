@@ -382,7 +382,7 @@ static double cpu_seconds(void) {
     return (double)c.tv_sec + 1e-9 * (double)c.tv_nsec;
 }
 
-double ls_tplan_predict_at(const ls_tplan *p, const double *share, double *step_s) {
+double ls_tplan_predict_at(const ls_tplan *p, const double *share, double sync_s, double *step_s) {
     double smax = 1, smin = INFINITY, it = 0;
     for (int r = 0; r < p->ranks; r++) smax = fmax(smax, p->dev[r].slowdown), smin = fmin(smin, share[r]);
     if (!(p->cpu_share > 0) || p->dev[0].gpu || !(smin > 0)) return p->pred_iter_s;
@@ -395,7 +395,7 @@ double ls_tplan_predict_at(const ls_tplan *p, const double *share, double *step_
         if (step_s) step_s[r] = st;
         it = fmax(it, st);
     }
-    return it + p->allreduce_s / smax * p->cpu_share / smin; /* at the slowest rank's pace */
+    return it + (sync_s >= 0 ? sync_s : p->allreduce_s / smax * p->cpu_share / smin); /* at the slowest pace */
 }
 
 /* The three GEMMs of a Linear layer at precision q, as the model runs them. */

@@ -77,7 +77,9 @@ typedef struct {
     ls_bpe *tok;      /* the run's BPE vocabulary (NULL: bytes); handed to the model */
     ls_throttle thr;  /* this rank's CPU limit from the precision plan */
     char qsync[1024]; /* every rank's precisions and throttle (on rank 0), for the log and report */
-    float cpu_share[64]; /* precision-plan runs: each rank's share of a core over the run */
+    /* precision-plan runs, per rank: [0, N) its share of a core over the run, [N, 2N) its
+     * seconds per step outside its own compute (waiting and communicating at the syncs) */
+    float qrank[128];
 } job_ctx;
 
 static void job_free(job_ctx *c) {
@@ -195,8 +197,10 @@ static int job_report(const ls_train_job *o, job_ctx *c, const ls_train_run_resu
     if (o->resume) cJSON_AddStringToObject(j, "resumed_from", o->resume);
     if (o->precision_plan) cJSON_AddStringToObject(j, "precision_plan", o->precision_plan);
     if (c->qsync[0]) cJSON_AddStringToObject(j, "precision_ranks", c->qsync);
-    if (c->qsync[0] && ls_dist_size(c->d) <= 64)
-        cJSON_AddItemToObject(j, "cpu_share", cJSON_CreateFloatArray(c->cpu_share, ls_dist_size(c->d)));
+    if (c->qsync[0] && ls_dist_size(c->d) <= 64) {
+        cJSON_AddItemToObject(j, "cpu_share", cJSON_CreateFloatArray(c->qrank, ls_dist_size(c->d)));
+        cJSON_AddItemToObject(j, "sync_s", cJSON_CreateFloatArray(c->qrank + ls_dist_size(c->d), ls_dist_size(c->d)));
+    }
     int rc = ls_json_write_file(o->report, j);
     cJSON_Delete(j);
     return rc;
@@ -261,8 +265,11 @@ static int job_run(const ls_train_job *o, job_ctx *c, ls_train_job_result *res) 
     if (o->detach) o->detach(o->ctx, c->t);
     if (rc < 0) return job_fail(d, rc, res);
     if (o->precision_plan && o->plan_apply && N <= 64) { /* what each rank ran at: checks the plan's predictions */
-        c->cpu_share[rank] = (float)ls_throttle_cpu_share(&c->thr);
-        if ((rc = ls_dist_allreduce_sum(d, c->cpu_share, (size_t)N)) < 0) {
+        ls_train_timing tm;
+        ls_trainer_timing(c->t, &tm);
+        c->qrank[rank] = (float)ls_throttle_cpu_share(&c->thr);
+        c->qrank[N + rank] = (float)((r.wall_s - tm.data_s - tm.compute_s - tm.update_s) / (r.n_losses ? r.n_losses : 1));
+        if ((rc = ls_dist_allreduce_sum(d, c->qrank, (size_t)N * 2)) < 0) {
             ls_train_run_result_free(&r);
             return job_fail(d, rc, res);
         }

@@ -39,10 +39,11 @@ static void test_predict_at_hand(void) {
         d->lin_s[0][LS_PREC_FP32] = 0.010 * k, d->lin_s[1][LS_PREC_FP32] = 0.006 * k;
     }
     double sh[2] = {0.25, 0.125}, st[2];
-    CHECK_NEAR(ls_tplan_predict_at(p, sh, st), 0.123, 1e-15); /* no profile share: the plan's own */
+    CHECK_NEAR(ls_tplan_predict_at(p, sh, -1, st), 0.123, 1e-15); /* no profile share: the plan's own */
     p->cpu_share = 0.5;
     /* rank 0: 36 ms x 0.5/0.25 = 72; rank 1: (77 - 5)/2 = 36 x 0.5/0.125 = 144; all-reduce 4/2 x 4 = 8 */
-    CHECK_NEAR(ls_tplan_predict_at(p, sh, st), 0.152, 1e-12);
+    CHECK_NEAR(ls_tplan_predict_at(p, sh, -1, st), 0.152, 1e-12);
+    CHECK_NEAR(ls_tplan_predict_at(p, sh, 0.030, NULL), 0.174, 1e-12); /* 144 + a measured 30 ms at the syncs */
     CHECK_NEAR(st[0], 0.072, 1e-12);
     CHECK_NEAR(st[1], 0.144, 1e-12);
     free(p);
