@@ -73,6 +73,11 @@ grep -q "rank 1: 2 fp32 / 2 bf16 / 2 fp16 / 2 int8" "$T/a.err" || { fail "rank 1
 grep -Eq "rank 1 throttle: (cgroup v1 cpu.cfs_quota_us=5000|duty cycle)" "$T/a.err" || fail "rank 1 throttle mechanism not logged"
 grep -Eq "rank 1: 2 fp32 / 2 bf16 / 2 fp16 / 2 int8 Linear layers, throttle: (cgroup|duty)[^\"]* at 0.500 core" "$T/a.rep" || { fail "report lacks rank 1 throttle"; cat "$T/a.rep"; }
 grep -q '"precision_plan"' "$T/a.rep" || fail "report names the plan"
+# each rank's share of a core over the run: rank 1 within its 0.5-core quota; sync times >= 0
+/usr/bin/python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1])); s = r["cpu_share"]; y = r["sync_s"]
+sys.exit(not (len(s) == 2 == len(y) and 0 < s[0] <= 1.05 and 0 < s[1] <= 0.55 and min(y) >= 0))' "$T/a.rep" || { fail "report cpu_share/sync_s"; grep -E 'cpu_share|sync_s' -A3 "$T/a.rep"; }
 for d in /sys/fs/cgroup/cpu/llmsys-[0-9]*; do [ -d "$d" ] && ! kill -0 "${d##*-}" 2> /dev/null && fail "throttle cgroup $d left behind by a finished process"; done
 
 [ $fails -eq 0 ] && echo "qsync: all checks passed"
