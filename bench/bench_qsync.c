@@ -8,8 +8,8 @@
  *   4. held-out bits/byte at equal steps and at equal wall time (qsync vs uniform low
  *      precision vs fp32 at the slow rank's pace) and the throughput gain over fp32.
  *
- *   build/bench_qsync [--quick] [--gemm-only] [--config small] [--steps 8] [--repeats 3] [--share auto|X]
- *                     [--out FILE]
+ *   build/bench_qsync [--quick] [--gemm-only] [--config small] [--steps 8] [--repeats 3] [--reps 5 (profile rounds)]
+ *                     [--share auto|X] [--out FILE]
  *
  * The slow rank's CPU share: "auto" is 2/3 of what an unthrottled process gets right now
  * (the machine may be shared), so the slow rank runs at about 2/3 of the fast one's speed. */
@@ -139,13 +139,15 @@ int main(int argc, char **argv) {
             steps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--repeats") && i + 1 < argc)
             repeats = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+            reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--share") && i + 1 < argc)
             share_arg = argv[++i];
         else if (!strcmp(argv[i], "--out") && i + 1 < argc)
             out = argv[++i];
         else {
             fprintf(stderr, "usage: bench_qsync [--quick] [--gemm-only] [--config NAME] [--steps N] [--repeats N] "
-                            "[--share auto|X] [--out FILE]\n");
+                            "[--reps N] [--share auto|X] [--out FILE]\n");
             return 2;
         }
     }
