@@ -54,8 +54,8 @@ static cJSON *gemm_table(const ls_model_config *c, int N, int reps) {
     ls_prec_ctx_set_int8_matmul(ctx[1], 1);
     int C = c->d_model, F = c->d_ff;
     int shapes[4][2] = {{C, 3 * C}, {C, C}, {C, F}, {F, C}};
-    const char *kn[4] = {"attn.qkv", "attn.proj", "mlp.fc", "mlp.proj"}, *vn[NV] = {"fp32", "bf16", "fp16", "int8",
-                                                                                     "int8-mm"};
+    const char *kn[4] = {"attn.qkv", "attn.proj", "mlp.fc", "mlp.proj"},
+               *vn[NV] = {"fp32", "bf16", "fp16", "int8", "int8-mm"};
     size_t big = (size_t)N * (F > 3 * C ? F : 3 * C), wsz = (size_t)F * 3 * C;
     float *X = malloc(big * 4), *W = malloc(wsz * 4), *Y = malloc(big * 4);
     ls_rng r;
@@ -80,8 +80,8 @@ static cJSON *gemm_table(const ls_model_config *c, int N, int reps) {
     cJSON *arr = cJSON_CreateArray();
     printf("GEMM at the model's Linear shapes, forward (N=%d rows), 1 thread, casts included; %d reps interleaved\n", N,
            reps);
-    printf("  %-10s %-8s %9s %9s %9s %8s %9s %7s | %8s %8s %8s %9s\n", "layer", "prec", "min ms", "median ms",
-           "max ms", "GFLOP/s", "vs fp32 md", "vs min", "cast ms", "gemm ms", "deq ms", "gemm/fp32");
+    printf("  %-10s %-8s %9s %9s %9s %8s %9s %7s | %8s %8s %8s %9s\n", "layer", "prec", "min ms", "median ms", "max ms",
+           "GFLOP/s", "vs fp32 md", "vs min", "cast ms", "gemm ms", "deq ms", "gemm/fp32");
     for (int k = 0; k < 4; k++) {
         double med32 = 0, min32 = 0;
         for (int v = 0; v < NV; v++) {

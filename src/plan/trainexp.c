@@ -75,7 +75,8 @@ static int exp_train(const ls_tplan_exp *e, int steps, const char *plan, const c
         if (v) memcpy(v, st + n0, sizeof(double) * (size_t)(*n - n0));
         run[0] = v ? quantile(v, *n - n0, 0.5) : 0;
         free(v);
-        for (int r = 0; r < 2; r++) run[1 + r] = cJSON_GetArraySize(sh) == 2 ? cJSON_GetArrayItem(sh, r)->valuedouble : 0;
+        for (int r = 0; r < 2; r++)
+            run[1 + r] = cJSON_GetArraySize(sh) == 2 ? cJSON_GetArrayItem(sh, r)->valuedouble : 0;
         run[3] = cJSON_GetArraySize(sy) == 2
                      ? fmin(cJSON_GetArrayItem(sy, 0)->valuedouble, cJSON_GetArrayItem(sy, 1)->valuedouble)
                      : -1;
@@ -173,8 +174,9 @@ int ls_tplan_exp_run(const ls_tplan_exp *e, const ls_corpus *c, int n, const ls_
     double *times = malloc(sizeof(double) * (size_t)cap * n), run[LS_TPLAN_EXP_MAX][RUN_N * 8];
     int *cnt = calloc((size_t)n, sizeof(int));
     int rc = plans && times && cnt ? LS_OK : ls_err(LS_ENOMEM, "out of memory");
-    if (rc == LS_OK) rc = exp_plans(p, c, e->config, e->batch, e->seq, e->share, e->reps, e->dir, n, names, st, uni,
-                                    plans, profile_s);
+    if (rc == LS_OK)
+        rc = exp_plans(p, c, e->config, e->batch, e->seq, e->share, e->reps, e->dir, n, names, st, uni, plans,
+                       profile_s);
     char plan[4200], ck[4200], rep[4200], log[4200];
 #define EXP_PATHS(k, tag)                                                                                              \
     snprintf(plan, sizeof plan, "%s/plan-%s.json", e->dir, names[k]);                                                  \
@@ -247,8 +249,8 @@ void ls_tplan_exp_print(FILE *f, const ls_tplan_exp *e, const ls_tplan_exp_row *
                 "%+6.1f%% %5.1f%% | %8.1f %+6.1f%% %5.1f%% %9.4f\n",
                 w->name, w->mix, w->pred_s * 1e3, w->meas_s * 1e3, w->meas_lo_s * 1e3, w->meas_hi_s * 1e3,
                 100 * (w->pred_s - w->meas_s) / w->meas_s, w->share0, w->share1, w->sync_s * 1e3, w->pred_run_s * 1e3,
-                100 * w->err_run, 100 * w->err_run_max, w->pred_sync_s * 1e3, 100 * w->err_sync,
-                100 * w->err_sync_max, w->pred_loo_s * 1e3, 100 * w->err_loo, 100 * w->err_loo_max, w->bpb);
+                100 * w->err_run, 100 * w->err_run_max, w->pred_sync_s * 1e3, 100 * w->err_sync, 100 * w->err_sync_max,
+                w->pred_loo_s * 1e3, 100 * w->err_loo, 100 * w->err_loo_max, w->bpb);
     }
     double err[4][2];
     ls_tplan_exp_errors(rows, n, err);

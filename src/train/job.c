@@ -268,7 +268,8 @@ static int job_run(const ls_train_job *o, job_ctx *c, ls_train_job_result *res) 
         ls_train_timing tm;
         ls_trainer_timing(c->t, &tm);
         c->qrank[rank] = (float)ls_throttle_cpu_share(&c->thr);
-        c->qrank[N + rank] = (float)((r.wall_s - tm.data_s - tm.compute_s - tm.update_s) / (r.n_losses ? r.n_losses : 1));
+        double busy = tm.data_s + tm.compute_s + tm.update_s;
+        c->qrank[N + rank] = (float)((r.wall_s - busy) / (r.n_losses ? r.n_losses : 1));
         if ((rc = ls_dist_allreduce_sum(d, c->qrank, (size_t)N * 2)) < 0) {
             ls_train_run_result_free(&r);
             return job_fail(d, rc, res);
