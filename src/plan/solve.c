@@ -598,10 +598,19 @@ static int dp_candidate(dp_ctx *c, label_pool *lp, label_set *sets, ls_plan_resu
     local.objective = INFINITY;
     int lf = 0;
     LS_TRY(dp_run(c, INFINITY, lp, sets, &local, &lf));
-    if (!lf) return LS_OK;
+    /* the threshold search starts from the bottleneck of this candidate's best plan: the
+     * unbounded run's, or the incumbent's when that plan is of this candidate (then the
+     * unbounded run finds nothing better, yet a lower threshold may) */
+    const ls_plan_result *from = &local;
+    if (!lf) {
+        int same = !coarse && *found && best->mb_prefill == c->mb_pre && best->mb_decode == c->mb_dec;
+        for (int j = 0; same && j < c->N; j++) same = best->dev[j] == c->order[j];
+        if (!same) return LS_OK;
+        from = best;
+    }
     double tau0 = 0;
-    for (int j = 0; j < local.n_stage; j++)
-        if (local.stage_decode_s[j] > tau0) tau0 = local.stage_decode_s[j];
+    for (int j = 0; j < from->n_stage; j++)
+        if (from->stage_decode_s[j] > tau0) tau0 = from->stage_decode_s[j];
     double best_tau = tau0, tau = tau0;
     int steps = coarse ? 2 : 8;
     double ratio = coarse ? 0.8 : 0.93;
