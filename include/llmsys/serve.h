@@ -221,6 +221,7 @@ void ls_server_get_stats(ls_server *s, ls_server_stats *out);
  * counts. Steps, in order: _open, _profile, _cluster, _solve, _measure; then _report. */
 
 enum { LS_VALIDATE_MAX_RUNS = 100 };
+#define LS_VALIDATE_OVERLAP_TOL 0.10 /* relative disagreement of measured and replayed stage overlap */
 
 typedef struct {
     const char *model;   /* fp32 checkpoint; NULL: a random one of config, EOS suppressed */
@@ -261,13 +262,19 @@ typedef struct {
     double batch_s, overlap;            /* mean batch seconds; summed busy over wall time */
     double ratio, ratio_min, ratio_max; /* first plan's tok/s over this one's, per round (median, range) */
     double pred_ratio, replay_ratio;    /* the same ratio predicted and replayed */
+    double replay_overlap;              /* summed busy over wall time in the replay */
+    double first_replay_tok_s;          /* the replay with the first probe (= replay unless re-taken) */
 } ls_validate_plan;
 
 typedef struct {
     char dir[1024], ckpt[1200], profile[1200], cluster[1200];
     ls_model_config cfg;  /* of the checkpoint */
     double profile_s;     /* seconds the profile took (0: reused) */
-    double host_capacity; /* ls_host_capacity (NAN: failed) */
+    double host_capacity; /* ls_host_capacity (NAN: failed); the re-taken one when probe_retaken */
+    double first_capacity; /* the probe taken before serving */
+    int probe_retaken;     /* the measured stage overlap disagreed with the replay's by more than
+                            * LS_VALIDATE_OVERLAP_TOL: the probe was re-taken after serving and
+                            * every replay recomputed with it */
     double hop_s;         /* ls_host_hop_latency (NAN: failed) */
     double link_lat_s;    /* the profile's link latency */
     int n_plans;

@@ -42,6 +42,55 @@ static int row_add(row_t *r, int idx, double v) {
     return LS_OK;
 }
 
+/* Width order of adjacent layers i, i+1 inside one stage: +1 when layer i gains at least
+ * as much as i+1 from every step up among the allowed widths (then some optimal plan has
+ * b_i >= b_{i+1} wherever both sit in one stage: swapping their widths keeps the stage's
+ * time and memory, which depend only on its counts per width, and does not raise the
+ * indicator), -1 for the mirror case, 0 when neither holds. */
+static int width_order(const ls_plan_problem *p, int i) {
+    const double *a = p->omega + i * NB, *b = p->omega + (i + 1) * NB;
+    int up = 1, down = 1;
+    for (int k = 0; k < NB; k++)
+        for (int k2 = k + 1; k2 < NB; k2++) {
+            if (!(p->bits_mask & (1 << k)) || !(p->bits_mask & (1 << k2))) continue;
+            double ga = a[k] - a[k2], gb = b[k] - b[k2];
+            if (ga < gb) up = 0;
+            if (gb < ga) down = 0;
+        }
+    return up ? 1 : down ? -1 : 0;
+}
+
+/* Orders a plan's widths inside each stage as width_order asks (adjacent swaps; each keeps
+ * the stage's counts and does not raise the indicator), so that it is a valid MIP start. */
+static void order_widths(const ls_plan_problem *p, ls_plan_result *pl) {
+    for (int j = 0; j < pl->n_stage; j++)
+        for (int changed = 1; changed;) {
+            changed = 0;
+            for (int i = pl->begin[j]; i + 1 < pl->begin[j + 1]; i++) {
+                int d = width_order(p, i);
+                if ((d > 0 && pl->bits[i] < pl->bits[i + 1]) || (d < 0 && pl->bits[i] > pl->bits[i + 1])) {
+                    unsigned char t = pl->bits[i];
+                    pl->bits[i] = pl->bits[i + 1], pl->bits[i + 1] = t;
+                    changed = 1;
+                }
+            }
+        }
+}
+
+/* Adds z[i][j][k] for i in [i0, i1), j in [j0, j1), every width with a column, at
+ * coefficient scale * (per_jk ? per_jk[j * jstride + k] : 1) * (per_ik ? per_ik[i * NB + k] : 1). */
+static int add_z(row_t *r, const zmap *zm, int i0, int i1, int j0, int j1, const double *per_jk, int jstride,
+                 const double *per_ik, double scale) {
+    for (int i = i0; i < i1; i++)
+        for (int j = j0; j < j1; j++)
+            for (int k = 0; k < NB; k++) {
+                if (ZC(zm, i, j, k) < 0) continue;
+                double c = scale * (per_jk ? per_jk[j * jstride + k] : 1) * (per_ik ? per_ik[i * NB + k] : 1);
+                LS_TRY(row_add(r, ZC(zm, i, j, k), c));
+            }
+    return LS_OK;
+}
+
 typedef struct {
     double obj;   /* best objective found (INFINITY if none) */
     double bound; /* proven lower bound */
@@ -122,9 +171,7 @@ static int solve_one(const ls_plan_problem *p, const int *order, int mb_pre, int
     /* (1) every layer exactly once */
     for (int i = 0; i < L; i++) {
         r.n = 0;
-        for (int j = 0; j < N; j++)
-            for (int k = 0; k < NB; k++)
-                if (ZC(&zm, i, j, k) >= 0 && (rc = row_add(&r, ZC(&zm, i, j, k), 1))) goto done;
+        if ((rc = add_z(&r, &zm, i, i + 1, 0, N, NULL, 0, NULL, 1))) goto done;
         if (r.n == 0) {
             rc = LS_EINFEASIBLE;
             goto done;
@@ -135,66 +182,72 @@ static int solve_one(const ls_plan_problem *p, const int *order, int mb_pre, int
     for (int i = 0; i + 1 < L; i++)
         for (int j = 0; j + 1 < N; j++) {
             r.n = 0;
-            for (int jj = 0; jj <= j; jj++)
-                for (int k = 0; k < NB; k++) {
-                    if (ZC(&zm, i, jj, k) >= 0 && (rc = row_add(&r, ZC(&zm, i, jj, k), 1))) goto done;
-                    if (ZC(&zm, i + 1, jj, k) >= 0 && (rc = row_add(&r, ZC(&zm, i + 1, jj, k), -1))) goto done;
-                }
+            if ((rc = add_z(&r, &zm, i, i + 1, 0, j + 1, NULL, 0, NULL, 1)) ||
+                (rc = add_z(&r, &zm, i + 1, i + 2, 0, j + 1, NULL, 0, NULL, -1)))
+                goto done;
             if (r.n) Cbc_addRow(m, "", r.n, r.idx, r.val, 'G', 0);
         }
+    double memk[NB];
+    for (int k = 0; k < NB; k++) memk[k] = (lw[k] + kv) / 1e9;
     for (int j = 0; j < N; j++) {
         /* (3) every device holds a stage; (4) memory in GB */
         r.n = 0;
-        for (int i = 0; i < L; i++)
-            for (int k = 0; k < NB; k++)
-                if (ZC(&zm, i, j, k) >= 0 && (rc = row_add(&r, ZC(&zm, i, j, k), 1))) goto done;
+        if ((rc = add_z(&r, &zm, 0, L, j, j + 1, NULL, 0, NULL, 1))) goto done;
         if (r.n == 0) {
             rc = LS_EINFEASIBLE;
             goto done;
         }
         Cbc_addRow(m, "", r.n, r.idx, r.val, 'G', 1);
         r.n = 0;
-        for (int i = 0; i < L; i++)
-            for (int k = 0; k < NB; k++)
-                if (ZC(&zm, i, j, k) >= 0 && (rc = row_add(&r, ZC(&zm, i, j, k), (lw[k] + kv) / 1e9))) goto done;
+        if ((rc = add_z(&r, &zm, 0, L, j, j + 1, memk, 0, NULL, 1))) goto done;
         Cbc_addRow(m, "", r.n, r.idx, r.val, 'L', (cl->dev[order[j]].usable_bytes - baseM[j]) / 1e9);
-        /* (5) Pmax >= P_j */
+        /* (5) Pmax >= P_j; (6) R >= m_d * D_j */
         r.n = 0;
-        if ((rc = row_add(&r, cPmax, 1))) goto done;
-        for (int i = 0; i < L; i++)
-            for (int k = 0; k < NB; k++)
-                if (ZC(&zm, i, j, k) >= 0 && (rc = row_add(&r, ZC(&zm, i, j, k), -lp[j][k]))) goto done;
+        if ((rc = row_add(&r, cPmax, 1)) || (rc = add_z(&r, &zm, 0, L, j, j + 1, &lp[0][0], NB, NULL, -1))) goto done;
         Cbc_addRow(m, "", r.n, r.idx, r.val, 'G', baseP[j]);
-        /* (6) R >= m_d * D_j */
         r.n = 0;
-        if ((rc = row_add(&r, cR, 1))) goto done;
-        for (int i = 0; i < L; i++)
-            for (int k = 0; k < NB; k++)
-                if (ZC(&zm, i, j, k) >= 0 && (rc = row_add(&r, ZC(&zm, i, j, k), -md * ld[j][k]))) goto done;
+        if ((rc = row_add(&r, cR, 1)) || (rc = add_z(&r, &zm, 0, L, j, j + 1, &ld[0][0], NB, NULL, -md))) goto done;
         Cbc_addRow(m, "", r.n, r.idx, r.val, 'G', md * baseD[j]);
     }
     /* (6') R >= sum_j D_j */
     r.n = 0;
-    if ((rc = row_add(&r, cR, 1))) goto done;
-    for (int i = 0; i < L; i++)
-        for (int j = 0; j < N; j++)
-            for (int k = 0; k < NB; k++)
-                if (ZC(&zm, i, j, k) >= 0 && (rc = row_add(&r, ZC(&zm, i, j, k), -ld[j][k]))) goto done;
+    if ((rc = row_add(&r, cR, 1)) || (rc = add_z(&r, &zm, 0, L, 0, N, &ld[0][0], NB, NULL, -1))) goto done;
     Cbc_addRow(m, "", r.n, r.idx, r.val, 'G', sumBaseD);
     /* (7) quality target */
     if (isfinite(p->qmax)) {
         r.n = 0;
-        for (int i = 0; i < L; i++)
-            for (int j = 0; j < N; j++)
-                for (int k = 0; k < NB; k++)
-                    if (ZC(&zm, i, j, k) >= 0 && (rc = row_add(&r, ZC(&zm, i, j, k), p->omega[i * NB + k]))) goto done;
+        if ((rc = add_z(&r, &zm, 0, L, 0, N, NULL, 0, p->omega, 1))) goto done;
         Cbc_addRow(m, "", r.n, r.idx, r.val, 'L', p->qmax);
+    }
+    /* (8) symmetry: inside a stage the widths follow width_order. For adjacent layers i, i+1
+     * and a threshold t among the allowed widths: layer i on position j below t and layer
+     * i+1 on j at t or above exclude each other (mirrored for -1). Without these rows every
+     * permutation of a stage's widths over its layers is a distinct solution to the MIP. */
+    for (int i = 0; i + 1 < L; i++) {
+        int d = width_order(p, i);
+        if (!d) continue;
+        int wide = d > 0 ? i : i + 1, narrow = d > 0 ? i + 1 : i; /* wide's width >= narrow's */
+        for (int j = 0; j < N; j++)
+            for (int t = 1; t < NB; t++) {
+                if (!(p->bits_mask & (1 << t)) || !(p->bits_mask & ((1 << t) - 1))) continue;
+                r.n = 0;
+                for (int k = 0; k < NB; k++) {
+                    int col = ZC(&zm, k >= t ? narrow : wide, j, k);
+                    if (col >= 0 && (rc = row_add(&r, col, 1))) goto done;
+                }
+                if (r.n > 1) Cbc_addRow(m, "", r.n, r.idx, r.val, 'L', 1);
+            }
     }
     /* warm start from a plan of the same candidate (the DP's), when it has one */
     int same = start && start->n_stage == N && start->mb_prefill == mb_pre && start->mb_decode == mb_dec;
     for (int j = 0; same && j < N; j++) same = start->dev[j] == order[j];
     /* CBC's MIP-start repair stalled on the 24-64 device models: warm start up to 16 devices */
-    if (same && N <= 16) {
+    ls_plan_result *st = same && N <= 16 ? malloc(sizeof *st) : NULL;
+    if (st) {
+        *st = *start;
+        order_widths(p, st);
+        if (ls_plan_evaluate(p, st) != LS_OK) *st = *start;
+        start = st;
         int *idx = malloc(sizeof(int) * (size_t)ncol);
         double *val = malloc(sizeof(double) * (size_t)ncol);
         if (idx && val) {
@@ -219,6 +272,7 @@ static int solve_one(const ls_plan_problem *p, const int *order, int mb_pre, int
         }
         free(idx);
         free(val);
+        free(st);
     }
     /* CBC 2.10's preprocessing (CglPreProcess) can dereference NULL in postProcess when the
      * time limit stops the search early (seen under ASan in `llmsys demo --quick plan`), so
@@ -342,37 +396,51 @@ int ls_plan_ilp(const ls_plan_problem *p, ls_plan_result *out) {
     }
     free(sq);
     ilp_result *res = malloc(sizeof *res);
-    if (!res) {
+    double *cb = malloc(sizeof(double) * (size_t)nc); /* per candidate: lower bound, -inf unvisited */
+    char *closed = calloc((size_t)nc, 1);
+    if (!res || !cb || !closed) {
+        free(res), free(cb), free(closed);
         rc = ls_err(LS_ENOMEM, "ILP");
         goto done;
     }
-    for (int t = 0; t < nc; t++) {
-        double left = p->time_limit_s - (ls_now() - t0);
-        if (left <= 0.02) {
-            /* unvisited candidates: no bound, the gap stays open */
-            all_opt = 0;
-            lb = -INFINITY;
-            break;
+    for (int t = 0; t < nc; t++) cb[t] = -INFINITY;
+    /* pass 0 gives every candidate a share of the time left; pass 1 re-solves the ones that
+     * hit their share with what the easy ones left over (a fresh search, now cut off at
+     * the best plan found) */
+    for (int pass = 0; pass < 2 && !rc; pass++) {
+        int todo = 0;
+        for (int t = 0; t < nc; t++) todo += !closed[t];
+        for (int t = 0; t < nc && !rc; t++) {
+            if (closed[t]) continue;
+            double left = p->time_limit_s - (ls_now() - t0);
+            if (left <= 0.02) break; /* unvisited or unproven candidates keep their bound */
+            double lim = left / todo-- * (pass == 0 && t == 0 ? 2.0 : 1.0);
+            if (lim > left) lim = left;
+            rc = solve_one(p, orders[co[t]], mbs[cm[t]][0], mbs[cm[t]][1], lim, best, have_start ? &tmp : NULL, res);
+            if (rc == LS_EINFEASIBLE) {
+                rc = LS_OK;
+                if (pass == 0) visited++;
+                closed[t] = 1, cb[t] = INFINITY;
+                continue;
+            }
+            if (rc) break;
+            if (pass == 0) visited++;
+            if (res->has_sol && res->obj < best) {
+                best = res->obj;
+                *out = res->plan;
+                found = 1;
+            }
+            double b = res->optimal ? (res->has_sol ? res->obj : INFINITY) : res->bound;
+            closed[t] = (char)res->optimal;
+            if (b > cb[t]) cb[t] = b;
         }
-        double lim = left / (nc - t) * (t == 0 ? 2.0 : 1.0);
-        if (lim > left) lim = left;
-        rc = solve_one(p, orders[co[t]], mbs[cm[t]][0], mbs[cm[t]][1], lim, best, have_start ? &tmp : NULL, res);
-        if (rc == LS_EINFEASIBLE) {
-            rc = LS_OK;
-            visited++;
-            continue;
-        }
-        if (rc) break;
-        visited++;
-        if (res->has_sol && res->obj < best) {
-            best = res->obj;
-            *out = res->plan;
-            found = 1;
-        }
-        if (!res->optimal) all_opt = 0;
-        double b = res->optimal ? (res->has_sol ? res->obj : INFINITY) : res->bound;
-        if (b < lb) lb = b;
     }
+    for (int t = 0; t < nc; t++) {
+        if (!closed[t]) all_opt = 0;
+        if (cb[t] < lb) lb = cb[t];
+    }
+    free(cb);
+    free(closed);
     free(res);
     if (rc) goto done;
     if (!found) {

@@ -766,14 +766,22 @@ static int try_uniform_bits(const ls_plan_problem *p, ls_plan_result *pl, int ig
     return LS_EINFEASIBLE;
 }
 
-static int plan_uniform(const ls_plan_problem *p, ls_plan_result *out) {
+/* The start of a fixed-split baseline: one stage per device in file order, one micro-batch
+ * ceil(B / #devices) for both phases. */
+static int baseline_init(const ls_plan_problem *p, ls_plan_result *pl) {
     int L = p->arch->n_layer, N = p->cl->n_dev;
     if (N > L) return ls_err(LS_EINFEASIBLE, "%d devices but only %d layers", N, L);
+    memset(pl, 0, sizeof *pl);
+    pl->n_stage = N;
+    pl->mb_prefill = pl->mb_decode = (p->wl.batch + N - 1) / N;
+    for (int j = 0; j < N; j++) pl->dev[j] = j;
+    return LS_OK;
+}
+
+static int plan_uniform(const ls_plan_problem *p, ls_plan_result *out) {
+    int L = p->arch->n_layer, N = p->cl->n_dev;
     ls_plan_result pl;
-    memset(&pl, 0, sizeof pl);
-    pl.n_stage = N;
-    pl.mb_prefill = pl.mb_decode = (p->wl.batch + N - 1) / N;
-    for (int j = 0; j < N; j++) pl.dev[j] = j;
+    LS_TRY(baseline_init(p, &pl));
     for (int j = 0; j <= N; j++) pl.begin[j] = (int)((long)L * j / N);
     int rc = try_uniform_bits(p, &pl, 1);
     if (rc) return rc;
@@ -811,16 +819,12 @@ static int plan_pipeedge(const ls_plan_problem *p, ls_plan_result *out) {
  * bits its memory allows (two adjacent widths mixed to fill it); quality is not consulted. */
 static int plan_adabits(const ls_plan_problem *p, ls_plan_result *out) {
     int L = p->arch->n_layer, N = p->cl->n_dev;
-    if (N > L) return ls_err(LS_EINFEASIBLE, "%d devices but only %d layers", N, L);
     ls_plan_result pl;
-    memset(&pl, 0, sizeof pl);
-    pl.n_stage = N;
-    pl.mb_prefill = pl.mb_decode = (p->wl.batch + N - 1) / N;
+    LS_TRY(baseline_init(p, &pl));
     double tot = 0, acc = 0;
     for (int j = 0; j < N; j++) tot += p->cl->dev[j].usable_bytes > 0 ? p->cl->dev[j].usable_bytes : 0;
     pl.begin[0] = 0;
     for (int j = 0; j < N; j++) {
-        pl.dev[j] = j;
         acc += p->cl->dev[j].usable_bytes > 0 ? p->cl->dev[j].usable_bytes : 0;
         int e = tot > 0 ? (int)floor(L * acc / tot + 0.5) : L * (j + 1) / N;
         if (e <= pl.begin[j]) e = pl.begin[j] + 1;
@@ -1041,29 +1045,10 @@ int ls_plan_solve(const ls_plan_problem *p, ls_plan_algo algo, ls_plan_result *o
     LS_TRY(ls_plan_problem_validate(p));
     memset(out, 0, sizeof *out);
     double t0 = ls_now();
-    int rc;
-    switch (algo) {
-    case LS_PLAN_ALGO_SPLITQUANT:
-        rc = plan_splitquant_seeded(p, out);
-        break;
-    case LS_PLAN_ALGO_ILP:
-        rc = ls_plan_ilp(p, out);
-        break;
-    case LS_PLAN_ALGO_UNIFORM:
-        rc = plan_uniform(p, out);
-        break;
-    case LS_PLAN_ALGO_PIPEEDGE:
-        rc = plan_pipeedge(p, out);
-        break;
-    case LS_PLAN_ALGO_ADABITS:
-        rc = plan_adabits(p, out);
-        break;
-    case LS_PLAN_ALGO_BRUTE:
-        rc = plan_brute(p, out);
-        break;
-    default:
-        return ls_err(LS_EINVAL, "unknown planner algorithm %d", (int)algo);
-    }
+    static int (*const fn[LS_PLAN_ALGO_COUNT])(const ls_plan_problem *, ls_plan_result *) = {
+        plan_splitquant_seeded, ls_plan_ilp, plan_uniform, plan_pipeedge, plan_adabits, plan_brute};
+    if (algo < 0 || algo >= LS_PLAN_ALGO_COUNT) return ls_err(LS_EINVAL, "unknown planner algorithm %d", (int)algo);
+    int rc = fn[algo](p, out);
     if (rc == LS_EINFEASIBLE) {
         int keep = strstr(ls_errmsg(), "devices but") != NULL;
         char why[512];

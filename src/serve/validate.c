@@ -72,7 +72,7 @@ int ls_validate_open(ls_validate **out, const ls_validate_opts *o) {
     if (!v) return ls_err(LS_ENOMEM, "out of memory");
     v->o = *o;
     ls_validate_result *r = &v->r;
-    r->host_capacity = r->hop_s = NAN;
+    r->host_capacity = r->first_capacity = r->hop_s = NAN;
     int rc = LS_OK, *fbits = NULL;
     if (o->workdir) {
         snprintf(r->dir, sizeof r->dir, "%s", o->workdir);
@@ -152,7 +152,7 @@ int ls_validate_cluster(ls_validate *v) {
     /* `stages` identical profiled CPU devices on one host, whose parallel capacity and
      * message latency are measured now */
     double cap = ls_host_capacity(r->ckpt, v->o.stages), hop = ls_host_hop_latency(40, 0.005);
-    r->host_capacity = cap;
+    r->host_capacity = r->first_capacity = cap;
     r->hop_s = hop;
     snprintf(r->cluster, sizeof r->cluster, "%s/cluster.json", r->dir);
     cJSON *j = cJSON_CreateObject(), *nodes = cJSON_AddArrayToObject(j, "nodes"), *n = cJSON_CreateObject();
@@ -293,6 +293,9 @@ static void summarize(ls_validate *v) {
         /* stage overlap: summed busy time over wall time (1 = the stages never computed at
          * the same time, n_stage = always all at once) */
         p->overlap = busy / p->batch_s;
+        double rb = 0;
+        for (int s = 0; s < x->n_stage && s < LS_SERVE_MAX_STAGES; s++) rb += p->replay.busy_s[s];
+        p->replay_overlap = p->replay.seconds > 0 ? rb / p->replay.seconds : NAN;
         if (a == 0) continue;
         /* the planner's decision, checked with both plans under the same load: predicted and
          * measured throughput of the first plan relative to this one (paired by round) */
@@ -303,6 +306,32 @@ static void summarize(ls_validate *v) {
         p->pred_ratio = r->plans[0].plan.throughput_tok_s / x->throughput_tok_s;
         p->replay_ratio = r->plans[0].replay.tok_s / p->replay.tok_s;
     }
+}
+
+/* The host probe against the run: when the stages overlapped (summed busy over wall time)
+ * more than LS_VALIDATE_OVERLAP_TOL apart from what the replay with the probe's capacity
+ * says, the host was not what the probe saw before serving; the probe is taken again now
+ * and every replay recomputed with it (the first replay is kept in the result). */
+static void recheck_probe(ls_validate *v) {
+    ls_validate_result *r = &v->r;
+    int off = 0;
+    for (int a = 0; a < r->n_plans; a++) {
+        const ls_validate_plan *p = &r->plans[a];
+        off |= !(fabs(p->overlap - p->replay_overlap) <= LS_VALIDATE_OVERLAP_TOL * p->replay_overlap);
+    }
+    if (!off || !v->cl || v->o.stages < 2) return;
+    double cap = ls_host_capacity(r->ckpt, v->o.stages);
+    if (!isfinite(cap)) return;
+    r->probe_retaken = 1;
+    r->host_capacity = cap;
+    v->cl->host_capacity = cap;
+    ls_plan_sim_opts so = ls_plan_sim_for_cluster(v->cl);
+    for (int a = 0; a < r->n_plans; a++) {
+        ls_validate_plan *p = &r->plans[a];
+        ls_plan_sim_result sr;
+        if (ls_plan_simulate(v->pb, &p->plan, &so, &sr) == LS_OK) p->replay = sr;
+    }
+    summarize(v);
 }
 
 int ls_validate_measure(ls_validate *v) {
@@ -318,7 +347,11 @@ int ls_validate_measure(ls_validate *v) {
     free(prompts);
     free(sv);
     free(sp);
-    if (rc == LS_OK) summarize(v);
+    if (rc == LS_OK) {
+        summarize(v);
+        for (int a = 0; a < n; a++) v->r.plans[a].first_replay_tok_s = v->r.plans[a].replay.tok_s;
+        recheck_probe(v);
+    }
     return rc;
 }
 
@@ -331,6 +364,8 @@ cJSON *ls_validate_report(const ls_validate *v) {
     }
     if (isfinite(r->host_capacity)) cJSON_AddNumberToObject(rep, "host_capacity_cores", r->host_capacity);
     if (isfinite(r->hop_s)) cJSON_AddNumberToObject(rep, "idle_hop_s", r->hop_s);
+    if (isfinite(r->first_capacity)) cJSON_AddNumberToObject(rep, "host_capacity_first_probe", r->first_capacity);
+    cJSON_AddBoolToObject(rep, "probe_retaken", r->probe_retaken);
     for (int a = 0; a < r->n_plans; a++) {
         const ls_validate_plan *p = &r->plans[a];
         const ls_plan_result *x = &p->plan;
@@ -365,6 +400,8 @@ cJSON *ls_validate_report(const ls_validate *v) {
         }
         cJSON_AddNumberToObject(o, "measured_batch_s", p->batch_s);
         cJSON_AddNumberToObject(o, "stage_overlap", p->overlap);
+        cJSON_AddNumberToObject(o, "replay_stage_overlap", p->replay_overlap);
+        cJSON_AddNumberToObject(o, "replay_first_probe_tok_s", p->first_replay_tok_s);
         if (a > 0) {
             cJSON_AddNumberToObject(o, "predicted_ratio_first_over_this", p->pred_ratio);
             cJSON_AddNumberToObject(o, "replay_ratio_first_over_this", p->replay_ratio);
@@ -432,8 +469,8 @@ static void validate_print(FILE *f, const ls_validate_result *r) {
                 p->pred_mb_decode, p->replay.mb_decode);
         for (int s = 0; s < x->n_stage; s++)
             fprintf(f, " %.3f/%.3f/%.3f", p->busy_s[s], p->pred_busy_s[s], p->replay.busy_s[s]);
-        fprintf(f, "; batch %.3f s (planner %.3f, replay %.3f); stage overlap %.2f\n", p->batch_s, x->total_s,
-                p->replay.seconds, p->overlap);
+        fprintf(f, "; batch %.3f s (planner %.3f, replay %.3f); stage overlap %.2f (replay %.2f)\n", p->batch_s,
+                x->total_s, p->replay.seconds, p->overlap, p->replay_overlap);
     }
     for (int a = 1; a < r->n_plans; a++) {
         const ls_validate_plan *p = &r->plans[a];
@@ -472,6 +509,15 @@ int ls_validate_all(ls_validate *v, FILE *f, int *cluster_failed) {
             "measured", "error", "replay", "error", "spread");
     LS_TRY(ls_validate_solve(v));
     LS_TRY(ls_validate_measure(v));
+    if (r->probe_retaken) {
+        fprintf(f, "host probe re-taken after serving: the measured stage overlap was more than %.0f%% from the "
+                   "replay's; capacity %.2f -> %.2f cores, replays recomputed (with the first probe:",
+                LS_VALIDATE_OVERLAP_TOL * 100, r->first_capacity, r->host_capacity);
+        for (int a = 0; a < r->n_plans; a++)
+            fprintf(f, " %s %.1f/s %+.1f%%", ls_plan_algo_name(r->plans[a].plan.algo), r->plans[a].first_replay_tok_s,
+                    (r->plans[a].tok_s / r->plans[a].first_replay_tok_s - 1) * 100);
+        fprintf(f, ")\n");
+    }
     validate_print(f, r);
     return LS_OK;
 }
