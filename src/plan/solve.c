@@ -1000,8 +1000,9 @@ static int explain_infeasible(const ls_plan_problem *p, ls_plan_algo algo, const
             break;
         }
     int mb = (p->wl.batch + N - 1) / N;
-    double need = L * (ls_plan_layer_weight_bytes(a, ls_plan_bits[kmin]) + ls_plan_layer_kv_bytes(a, &p->wl)) +
-                  ls_plan_embed_bytes(a) + ls_plan_head_bytes(a) + N * ls_plan_workspace_bytes(a, &p->wl, 1, mb);
+    double fixed = L * ls_plan_layer_kv_bytes(a, &p->wl) + ls_plan_embed_bytes(a) + ls_plan_head_bytes(a) +
+                   N * ls_plan_workspace_bytes(a, &p->wl, 1, mb);
+    double need = fixed + L * ls_plan_layer_weight_bytes(a, ls_plan_bits[kmin]);
     double have = 0;
     for (int d = 0; d < N; d++) have += cl->dev[d].usable_bytes > 0 ? cl->dev[d].usable_bytes : 0;
     if (need > have) {
@@ -1029,7 +1030,33 @@ static int explain_infeasible(const ls_plan_problem *p, ls_plan_algo algo, const
                           "%.4g (add memory or relax --quality)",
                           p->qmax, pl.quality);
     }
-    /* a fixed split (uniform, adabits) names its stage and the GB it is over */
+    /* pipeedge keeps one width for all layers: why each allowed width fails */
+    if (algo == LS_PLAN_ALGO_PIPEEDGE) {
+        char buf[512] = "";
+        for (int k = 0; k < NB && strlen(buf) < 400; k++) {
+            if (!(p->bits_mask & (1 << k))) continue;
+            double q = 0, nk = fixed + L * ls_plan_layer_weight_bytes(a, ls_plan_bits[k]);
+            for (int i = 0; i < L; i++) q += p->omega[i * NB + k];
+            size_t l = strlen(buf);
+            if (q > p->qmax)
+                snprintf(buf + l, sizeof buf - l, "; at %d bits the indicator is %.4g, %.4g allowed", ls_plan_bits[k], q,
+                         p->qmax);
+            else if (nk > have)
+                snprintf(buf + l, sizeof buf - l, "; at %d bits it needs %.1f GB, %.1f GB more than the %.1f GB usable",
+                         ls_plan_bits[k], nk / 1e9, (nk - have) / 1e9, have / 1e9);
+            else
+                snprintf(buf + l, sizeof buf - l, "; at %d bits (%.1f GB of %.1f GB usable) no split fits every device",
+                         ls_plan_bits[k], nk / 1e9, have / 1e9);
+        }
+        return ls_err(LS_EINFEASIBLE, "no pipeedge plan (one width for all layers) fits %s on %s%s (try another --algo "
+                      "or --bits)", a->name, cl->name, buf);
+    }
+    /* a fixed split (uniform, adabits) names its stage and the GB it is over, or the quality
+     * its widths (chosen by memory) reach */
+    const char *qual = strstr(why, "plan: quality indicator ");
+    if (qual)
+        return ls_err(LS_EINFEASIBLE, "the %s plan for %s on %s misses the quality target: %s (try another --algo, "
+                      "--bits or --quality)", ls_plan_algo_name(algo), a->name, cl->name, qual + 6);
     const char *over = strstr(why, "plan: stage ");
     if (over && strstr(over, "GB over"))
         return ls_err(LS_EINFEASIBLE, "no %s plan fits %s on %s with the allowed widths: %s (try another --algo, "
@@ -1049,6 +1076,15 @@ int ls_plan_solve(const ls_plan_problem *p, ls_plan_algo algo, ls_plan_result *o
         plan_splitquant_seeded, ls_plan_ilp, plan_uniform, plan_pipeedge, plan_adabits, plan_brute};
     if (algo < 0 || algo >= LS_PLAN_ALGO_COUNT) return ls_err(LS_EINVAL, "unknown planner algorithm %d", (int)algo);
     int rc = fn[algo](p, out);
+    if (rc == LS_ETIMEDOUT && algo == LS_PLAN_ALGO_ILP) {
+        /* the ILP ran out of time; where splitquant finds the request infeasible, say why */
+        char t[256], why[512];
+        snprintf(t, sizeof t, "%s", ls_errmsg());
+        if (plan_splitquant_seeded(p, out) != LS_EINFEASIBLE) return ls_err(LS_ETIMEDOUT, "%s", t);
+        explain_infeasible(p, LS_PLAN_ALGO_SPLITQUANT, "");
+        snprintf(why, sizeof why, "%s", ls_errmsg());
+        return ls_err(LS_ETIMEDOUT, "%s; splitquant finds none either: %s", t, why);
+    }
     if (rc == LS_EINFEASIBLE) {
         int keep = strstr(ls_errmsg(), "devices but") != NULL;
         char why[512];

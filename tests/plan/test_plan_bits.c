@@ -1,7 +1,8 @@
 /* test_plan_bits.c - every non-empty --bits subset of {3,4,8,16} with every planner on two
- * catalog clusters: a plan uses only allowed widths and passes ls_plan_evaluate, splitquant
- * is never worse than a baseline that succeeds, and a subset that cannot fit fails with
- * an infeasibility error naming the shortfall in GB. */
+ * catalog clusters, without and with a quality target: a plan uses only allowed widths and
+ * passes ls_plan_evaluate, splitquant is never worse than a baseline that succeeds and meets
+ * the target, and a subset that cannot fit fails with an infeasibility error naming the
+ * shortfall (GB, or the quality reached), never an internal one. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,14 +19,16 @@ static void one_cluster(const char *name, int expect_min_ok) {
     ls_plan_arch a;
     CHECK(ls_plan_cluster_load(cat, name, &cl) == LS_OK);
     CHECK(ls_plan_catalog_model(cat, cl->model, &a) == LS_OK);
-    ls_plan_problem *pb = malloc(sizeof *pb);
+    ls_plan_problem *pb = malloc(sizeof *pb), *pq = malloc(sizeof *pq);
     ls_plan_result *pl = malloc(sizeof *pl);
     const ls_plan_algo algos[] = {LS_PLAN_ALGO_UNIFORM, LS_PLAN_ALGO_ADABITS, LS_PLAN_ALGO_PIPEEDGE,
                                   LS_PLAN_ALGO_ILP, LS_PLAN_ALGO_SPLITQUANT};
     int n_ok = 0;
-    for (int mask = 1; mask < 16; mask++) {
+    for (int mq = 0; mq < 30; mq++) {
+        int mask = mq % 15 + 1, qk = mq / 15; /* every subset without, then with the target bits:4 */
         CHECK(ls_plan_problem_init(pb, &a, cl, (ls_plan_workload){cl->batch, cl->prompt, cl->gen}) == LS_OK);
-        CHECK(ls_plan_problem_set_quality(pb, (ls_plan_qtarget){LS_PLAN_Q_NONE, 0}) == LS_OK);
+        CHECK(ls_plan_problem_set_quality(pb, qk ? (ls_plan_qtarget){LS_PLAN_Q_BITS, 4}
+                                                 : (ls_plan_qtarget){LS_PLAN_Q_NONE, 0}) == LS_OK);
         pb->bits_mask = mask;
         pb->time_limit_s = 0.05;
         double best_base = INFINITY;
@@ -39,21 +42,32 @@ static void one_cluster(const char *name, int expect_min_ok) {
                               pl->bits[i]);
                 }
                 double obj = pl->objective;
-                CHECK_MSG(ls_plan_evaluate(pb, pl) == LS_OK, "%s mask %d %s: %s", name, mask, an, ls_errmsg());
+                /* uniform and adabits choose widths by memory alone: their plans may miss the target */
+                ls_plan_problem *ev = pb;
+                if (algos[t] == LS_PLAN_ALGO_UNIFORM || algos[t] == LS_PLAN_ALGO_ADABITS) {
+                    *pq = *pb;
+                    pq->qmax = INFINITY;
+                    ev = pq;
+                }
+                CHECK_MSG(ls_plan_evaluate(ev, pl) == LS_OK, "%s mask %d %s: %s", name, mask, an, ls_errmsg());
                 CHECK_NEAR(pl->objective, obj, 1e-9 * obj);
                 if (algos[t] == LS_PLAN_ALGO_SPLITQUANT) {
                     n_ok++;
                     CHECK_MSG(obj <= best_base * (1 + 1e-9), "%s mask %d: splitquant %g worse than a baseline %g",
                               name, mask, obj, best_base);
-                } else if (algos[t] != LS_PLAN_ALGO_ILP && obj < best_base) {
+                } else if (algos[t] != LS_PLAN_ALGO_ILP && obj < best_base && pl->quality <= pb->qmax) {
                     best_base = obj;
                 }
             } else {
-                /* infeasible, named with the GB missing or over; the ILP may also run out of time */
+                /* infeasible, named with the GB missing or over or the quality reached; the ILP
+                 * may also run out of time */
                 int timed = algos[t] == LS_PLAN_ALGO_ILP && rc == LS_ETIMEDOUT;
-                CHECK_MSG(rc == LS_EINFEASIBLE || timed, "%s mask %d %s: rc %d: %s", name, mask, an, rc, ls_errmsg());
-                CHECK_MSG(timed || strstr(ls_errmsg(), "GB") != NULL, "%s mask %d %s: %s", name, mask, an,
-                          ls_errmsg());
+                const char *msg = ls_errmsg();
+                CHECK_MSG(rc == LS_EINFEASIBLE || timed, "%s mask %d %s: rc %d: %s", name, mask, an, rc, msg);
+                CHECK_MSG(timed || strstr(msg, "GB") || (qk && strstr(msg, "quality")), "%s mask %d q %d %s: %s", name,
+                          mask, qk, an, msg);
+                CHECK_MSG(!strstr(msg, "has bits") && !strstr(msg, "split exceeds"), "%s mask %d %s: %s", name, mask,
+                          an, msg);
                 /* splitquant fails only when no baseline found a plan either */
                 if (algos[t] == LS_PLAN_ALGO_SPLITQUANT)
                     CHECK_MSG(!isfinite(best_base), "%s mask %d: splitquant infeasible, a baseline was not", name,
@@ -61,8 +75,8 @@ static void one_cluster(const char *name, int expect_min_ok) {
             }
         }
     }
-    CHECK_MSG(n_ok >= expect_min_ok, "%s: %d subsets planned", name, n_ok);
-    free(pb), free(pl);
+    CHECK_MSG(n_ok >= expect_min_ok, "%s: %d subsets x targets planned", name, n_ok);
+    free(pb), free(pq), free(pl);
     ls_plan_cluster_free(cl);
 }
 
@@ -164,8 +178,8 @@ static void test_two_stage_exact(void) {
 }
 
 static void test_subsets(void) {
-    one_cluster("llmpq-2", 8);
-    one_cluster("llmpq-8", 8);
+    one_cluster("llmpq-2", 12);
+    one_cluster("llmpq-8", 12);
 }
 
 int main(void) {

@@ -2,7 +2,8 @@
 # validate.sh - `llmsys plan validate` reduced (tiny model, 2 CPU stages, one timed batch):
 # parses the report and checks its figures against values computed here: the tokens the
 # served run returned (batch x gen), tok/s from tokens and seconds, the errors from the
-# measured, replayed and predicted rates, busy time on every stage, overlap in (0, 1].
+# measured, replayed and predicted rates, busy time on every stage, overlap in (0, 1], and the
+# host probe's re-take rule (stage overlap measured vs replayed).
 set -u
 BIN="$1"
 T=$(mktemp -d)
@@ -41,6 +42,18 @@ for p in plans:
         bad.append("%s: stage overlap %s" % (a, p["stage_overlap"]))
     if p["predicted_mb_prefill"] > 2 or p["predicted_mb_decode"] > 2 * 4 or p["predicted_mb_prefill"] < 1:
         bad.append("%s: micro-batches %s/%s for batch 2" % (a, p["predicted_mb_prefill"], p["predicted_mb_decode"]))
+# the probe check: without a re-take every plan's measured overlap is within 10% of its replay's;
+# with one, the first probe and the first replays are kept beside the recomputed ones
+if r["probe_retaken"] is False:
+    if r["host_capacity_first_probe"] != r["host_capacity_cores"]:
+        bad.append("no re-take, yet capacities %s / %s" % (r["host_capacity_first_probe"], r["host_capacity_cores"]))
+    for p in plans:
+        if abs(p["stage_overlap"] - p["replay_stage_overlap"]) > 0.10 * p["replay_stage_overlap"]:
+            bad.append("%s: overlap %s vs replay %s without a re-take" % (p["algo"], p["stage_overlap"], p["replay_stage_overlap"]))
+        if not near(p["replay_first_probe_tok_s"], p["replay_tok_s"]):
+            bad.append("%s: first replay %s differs without a re-take" % (p["algo"], p["replay_first_probe_tok_s"]))
+elif r["probe_retaken"] is not True or not (r["host_capacity_first_probe"] > 0 and all(p["replay_first_probe_tok_s"] > 0 for p in plans)):
+    bad.append("probe fields %s %s" % (r.get("probe_retaken"), r.get("host_capacity_first_probe")))
 if not (r["host_capacity_cores"] > 0 and r["idle_hop_s"] > 0):
     bad.append("host capacity %s, hop %s" % (r["host_capacity_cores"], r["idle_hop_s"]))
 for b in bad:
