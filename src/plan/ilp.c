@@ -222,8 +222,9 @@ static int solve_one(const ls_plan_problem *p, const int *order, int mb_pre, int
     /* (8) symmetry: inside a stage the widths follow width_order. For adjacent layers i, i+1
      * and a threshold t among the allowed widths: layer i on position j below t and layer
      * i+1 on j at t or above exclude each other (mirrored for -1). Without these rows every
-     * permutation of a stage's widths over its layers is a distinct solution to the MIP. */
-    for (int i = 0; i + 1 < L; i++) {
+     * permutation of a stage's widths over its layers is a distinct solution to the MIP.
+     * Up to 16 devices (as the warm start): on 24-64 the rows only slowed the model's setup. */
+    for (int i = 0; i + 1 < L && N <= 16; i++) {
         int d = width_order(p, i);
         if (!d) continue;
         int wide = d > 0 ? i : i + 1, narrow = d > 0 ? i + 1 : i; /* wide's width >= narrow's */
@@ -404,6 +405,7 @@ int ls_plan_ilp(const ls_plan_problem *p, ls_plan_result *out) {
         goto done;
     }
     for (int t = 0; t < nc; t++) cb[t] = -INFINITY;
+    double setup = 0;
     /* pass 0 gives every candidate a share of the time left; pass 1 re-solves the ones that
      * hit their share with what the easy ones left over (a fresh search, now cut off at
      * the best plan found) */
@@ -413,10 +415,15 @@ int ls_plan_ilp(const ls_plan_problem *p, ls_plan_result *out) {
         for (int t = 0; t < nc && !rc; t++) {
             if (closed[t]) continue;
             double left = p->time_limit_s - (ls_now() - t0);
-            if (left <= 0.02) break; /* unvisited or unproven candidates keep their bound */
+            /* unvisited or unproven candidates keep their bound; a MIP's setup (seconds on
+             * 64 devices) is outside CBC's limit, so one is not started without the time
+             * the last one took beyond its limit */
+            if (left <= 0.02 + setup) break;
             double lim = left / todo-- * (pass == 0 && t == 0 ? 2.0 : 1.0);
             if (lim > left) lim = left;
+            double ts = ls_now();
             rc = solve_one(p, orders[co[t]], mbs[cm[t]][0], mbs[cm[t]][1], lim, best, have_start ? &tmp : NULL, res);
+            if (ls_now() - ts - lim > setup) setup = ls_now() - ts - lim;
             if (rc == LS_EINFEASIBLE) {
                 rc = LS_OK;
                 if (pass == 0) visited++;
