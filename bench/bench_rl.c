@@ -19,16 +19,17 @@
 
 enum { NCONF = 5 };
 static const char *const CONF[NCONF] = {"sync", "onestep", "areal", "laminar", "laminar-norepack"};
+static int use[NCONF] = {1, 1, 1, 1, 1}; /* --designs */
 
 typedef struct {
-    double tps, tok, idle, stall, bcast, kv, stale;
+    double tps, tok, idle, stall, bcast, kv, stale, repacks, moved;
 } fig;
 
 static int one_run(const char *exe, const char *tasks, const char *init, const char *wd, int conf, int updates,
-                   double step_ms, fig *f) {
+                   int bgroups, double step_ms, fig *f) {
     ls_rl_run_opts o = ls_rl_run_defaults();
     o.exe = exe, o.tasks = tasks, o.init = init, o.workdir = wd;
-    o.rollouts = 3, o.relays = 2, o.updates = updates, o.group = 4, o.batch_groups = 3, o.max_seqs = 8;
+    o.rollouts = 3, o.relays = 2, o.updates = updates, o.group = 4, o.batch_groups = bgroups, o.max_seqs = 8;
     o.max_new = 96, o.step_ms = step_ms, o.eval_n = 0, o.quiet = 1, o.timeout_s = 300, o.lr = 1e-4;
     o.repack = conf != 4;
     LS_TRY(ls_rl_mode_parse(conf == 4 ? "laminar" : CONF[conf], &o.mode));
@@ -44,6 +45,8 @@ static int one_run(const char *exe, const char *tasks, const char *init, const c
     ls_json_get_double(j, "all_rollouts_updated_mean_s", 0, &f->bcast);
     ls_json_get_double(j, "kv_util", 0, &f->kv);
     ls_json_get_double(j, "staleness_mean", 0, &f->stale);
+    ls_json_get_double(j, "repacks", 0, &f->repacks);
+    ls_json_get_double(j, "moved_trajectories", 0, &f->moved);
     cJSON_Delete(j);
     return LS_OK;
 }
@@ -63,22 +66,38 @@ static void stats(double *v, int n, double *mn, double *md, double *mx) {
 int main(int argc, char **argv) {
     ls_omp_passive_reexec(argv);
     ls_model_set_threads(1);
-    int quick = 0, reps = 3, updates = 24;
+    int quick = 0, reps = 5, updates = 48, keep = 0, bgroups = 3, noscale = 0;
     const char *out = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick"))
             quick = 1;
+        else if (!strcmp(argv[i], "--keep"))
+            keep = 1;
+        else if (!strcmp(argv[i], "--no-scale"))
+            noscale = 1;
         else if (!strcmp(argv[i], "--out") && i + 1 < argc)
             out = argv[++i];
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
             reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--updates") && i + 1 < argc)
+            updates = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--batch-groups") && i + 1 < argc)
+            bgroups = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--designs") && i + 1 < argc) {
+            const char *l = argv[++i];
+            for (int c = 0; c < NCONF; c++) {
+                const char *p = strstr(l, CONF[c]);
+                size_t k = strlen(CONF[c]);
+                use[c] = p && (p == l || p[-1] == ',') && (p[k] == 0 || p[k] == ',');
+            }
+        }
         else {
-            fprintf(stderr, "usage: bench_rl [--quick] [--reps N] [--out PATH]\n");
+            fprintf(stderr, "usage: bench_rl [--quick] [--reps N] [--updates N] [--designs a,b] [--batch-groups N] [--keep] [--no-scale] [--out PATH]\n");
             return 2;
         }
     }
     if (quick) reps = 1, updates = 4;
-    if (reps < 1 || reps > 60) reps = 3;
+    if (reps < 1 || reps > 60) reps = 5;
     char self[4096], exe[4200];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n <= 0) return 1;
@@ -132,8 +151,8 @@ int main(int argc, char **argv) {
            q[0], q[1], q[2], q[3], lsum / nt, q[2] / q[0]);
     printf("bench_rl: 3 rollouts + 2 relays + manager + trainer processes, model \"rl\" (%zu params, scalar/OpenBLAS "
            "engine, 1 thread each), copy tasks mean response %.1f tokens (CV 1.5), %d SFT steps (%.1f s), decode-step "
-           "floor %.0f ms, %d updates x 12 trajectories, interleaved, %d repeat(s), %d cores, load average %.2f at start\n\n",
-           ls_model_config_num_params(&mc), lsum / nt, sft, ls_now() - t0, step_ms, updates, reps, ls_num_cores(),
+           "floor %.0f ms, %d updates x %d trajectories, interleaved, %d repeat(s), %d cores, load average %.2f at start\n\n",
+           ls_model_config_num_params(&mc), lsum / nt, sft, ls_now() - t0, step_ms, updates, 4 * bgroups, reps, ls_num_cores(),
            load);
     fflush(stdout);
     fig f[NCONF][64];
@@ -143,9 +162,10 @@ int main(int argc, char **argv) {
         if (ls_rl_measure_rtt(200, &rtt[r])) rtt[r] = 0; /* micro-measurement, apart from the runs */
         for (int c0 = 0; c0 < NCONF && !rc; c0++) {
             int c = (c0 + r) % NCONF; /* interleaved, rotating order */
+            if (!use[c]) continue;
             char w[300];
             snprintf(w, sizeof w, "%s/%s-%d", wd, CONF[c], r);
-            if (one_run(exe, tasks, init, w, c, updates, step_ms, &f[c][r])) {
+            if (one_run(exe, tasks, init, w, c, updates, bgroups, step_ms, &f[c][r])) {
                 fprintf(stderr, "bench_rl: %s: %s\n", CONF[c], ls_errmsg());
                 rc = 1;
             }
@@ -164,6 +184,7 @@ int main(int argc, char **argv) {
     double med_tps[NCONF] = {0};
     (void)med_tps;
     for (int c = 0; c < NCONF; c++) {
+        if (!use[c]) continue;
         double v[64], ra[64], id[64], tk[64], kv[64], st[64], bc[64], mn, md, mx, rmn, rmd, rmx, imn, imd, imx, x, y;
         for (int r = 0; r < reps; r++) {
             v[r] = f[c][r].tps, ra[r] = f[0][r].tps > 0 ? f[c][r].tps / f[0][r].tps : 0, id[r] = 100 * f[c][r].idle;
@@ -178,8 +199,12 @@ int main(int argc, char **argv) {
         stats(kv, reps, &x, &kvm, &y);
         stats(st, reps, &x, &stm, &y);
         stats(bc, reps, &x, &bcm, &y);
-        printf("%-17s %6.2f/%6.2f/%6.2f %5.2f/%5.2f/%5.2fx %5.1f/%5.1f/%5.1f %10.0f %8.1f %14.4f %14.3f\n", CONF[c], mn,
-               md, mx, rmn, rmd, rmx, imn, imd, imx, tkm, kvm, stm, bcm);
+        double rps[64], mvs[64], rpm, mvm;
+        for (int r = 0; r < reps; r++) rps[r] = f[c][r].repacks, mvs[r] = f[c][r].moved;
+        stats(rps, reps, &x, &rpm, &y);
+        stats(mvs, reps, &x, &mvm, &y);
+        printf("%-17s %6.2f/%6.2f/%6.2f %5.2f/%5.2f/%5.2fx %5.1f/%5.1f/%5.1f %10.0f %8.1f %14.4f %14.3f  repacks %.0f moved %.0f\n",
+               CONF[c], mn, md, mx, rmn, rmd, rmx, imn, imd, imx, tkm, kvm, stm, bcm, rpm, mvm);
         cJSON *j = cJSON_CreateObject();
         cJSON_AddStringToObject(j, "design", CONF[c]);
         cJSON_AddNumberToObject(j, "traj_per_s_min", mn);
@@ -193,16 +218,18 @@ int main(int argc, char **argv) {
         cJSON_AddNumberToObject(j, "all_rollouts_updated_s_median", bcm);
         cJSON_AddItemToArray(real, j);
     }
-    double rg[64], rt[64], gmn, gmd, gmx, tmn, tmd, tmx;
-    for (int r = 0; r < reps; r++) {
-        rg[r] = f[4][r].tok > 0 ? f[3][r].tok / f[4][r].tok : 0;
-        rt[r] = f[4][r].tps > 0 ? f[3][r].tps / f[4][r].tps : 0;
+    double rg[64], rt[64], gmn = 0, gmd = 0, gmx = 0, tmn, tmd = 0, tmx;
+    for (int c = 3; c == 3 && use[3] && use[4]; c++) {
+        for (int r = 0; r < reps; r++) {
+            rg[r] = f[4][r].tok > 0 ? f[c][r].tok / f[4][r].tok : 0;
+            rt[r] = f[4][r].tps > 0 ? f[c][r].tps / f[4][r].tps : 0;
+        }
+        stats(rg, reps, &gmn, &gmd, &gmx);
+        stats(rt, reps, &tmn, &tmd, &tmx);
+        printf("\nrepack gain (%s / laminar-norepack, same repeat, min/median/max): generation tokens/s "
+               "%.2f/%.2f/%.2fx, trajectories/s %.2f/%.2f/%.2fx (Laminar reports 1.26x generation throughput)\n",
+               CONF[c], gmn, gmd, gmx, tmn, tmd, tmx);
     }
-    stats(rg, reps, &gmn, &gmd, &gmx);
-    stats(rt, reps, &tmn, &tmd, &tmx);
-    printf("\nrepack gain (laminar / laminar-norepack, same repeat, min/median/max): generation tokens/s "
-           "%.2f/%.2f/%.2fx, trajectories/s %.2f/%.2f/%.2fx (Laminar reports 1.26x generation throughput)\n",
-           gmn, gmd, gmx, tmn, tmd, tmx);
     cJSON_AddNumberToObject(root, "repack_gain_min", gmn);
     cJSON_AddNumberToObject(root, "repack_gain_median", gmd);
     cJSON_AddNumberToObject(root, "repack_gain_max", gmx);
@@ -220,6 +247,7 @@ int main(int argc, char **argv) {
     cJSON_AddNumberToObject(root, "rtt_s_median", rttm);
     double worst = 0;
     for (int c = 0; c < NCONF; c++) {
+        if (!use[c]) continue;
         double pr[64], ms[64], er[64], pmd, mmd, emn, emd, emx;
         int k = 0;
         for (int r = 0; r < reps; r++) {
@@ -263,7 +291,7 @@ int main(int argc, char **argv) {
     cJSON *cl = cJSON_CreateArray();
     cJSON_AddItemToObject(root, "sim_1024", cl);
     const char *models[3] = {"qwen2.5-7b", "qwen2.5-32b", "qwen2.5-72b"};
-    for (int k = 0; k < (quick ? 1 : 3); k++)
+    for (int k = 0; k < (quick ? 1 : 3) && !noscale; k++)
         for (int split = 0; split < 2; split++) {
             double tp[4];
             int pct[4];
@@ -302,6 +330,9 @@ int main(int argc, char **argv) {
     free(trace);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", wd);
-    if (system(cmd) != 0) fprintf(stderr, "bench_rl: could not remove %s\n", wd);
+    if (keep)
+        printf("run directories kept in %s\n", wd);
+    else if (system(cmd) != 0)
+        fprintf(stderr, "bench_rl: could not remove %s\n", wd);
     return 0;
 }

@@ -156,6 +156,7 @@ typedef struct {
     int max_batch;       /* destination decode-batch cap */
     double falling_frac; /* a rollout is falling when waiting == 0 and n_traj <= falling_frac·max_batch */
     int exact_limit;     /* exact search when candidates <= this (default 10) */
+    int any_dest;        /* 1: any rollout of the version with a free decode slot may receive, not only falling ones */
 } ls_rl_repack_cfg;
 
 typedef struct {
@@ -163,8 +164,12 @@ typedef struct {
     int from, to; /* rollout ids */
 } ls_rl_move;
 
-/* Plans moves that empty as many falling-phase rollouts as possible (same version only),
- * destination load within kv_threshold and max_batch; ties: fewer moved KV tokens.
+/* The runtime's and the simulator's planner settings: KV threshold 90 %, decode-batch cap max_batch,
+ * falling at half the cap or less, exact search up to 10 candidates, any rollout with room receives. */
+ls_rl_repack_cfg ls_rl_repack_defaults(int max_batch);
+/* Plans moves that empty as many falling-phase rollouts as possible (same version only) onto falling
+ * rollouts (or, with any_dest, any rollout with a free slot), destination load within kv_threshold
+ * and max_batch; ties: fewer moved KV tokens.
  * Exact for up to exact_limit candidates of one version, best-fit decreasing beyond.
  * *moves malloc'd (may be NULL when *n_moves == 0); *freed receives the count emptied. */
 int ls_rl_repack_plan(const ls_rl_rollout_view *r, int n, const ls_rl_repack_cfg *c, ls_rl_move **moves, int *n_moves,
@@ -257,8 +262,8 @@ typedef struct {
     const char *model;  /* catalog name, e.g. "qwen2.5-7b" */
     const char *gpu;    /* catalog GPU, e.g. "H800-80G" */
     int gpus;           /* total GPUs */
-    int train_frac_pct; /* share of GPUs training in the disaggregated designs (default 25; 0: the best of
-                           25, 37, 50, 62 and 75 % for each design, as its operator would choose) */
+    int train_frac_pct; /* share of GPUs training in the disaggregated designs (default 25; 0: the best
+                           for each design, searched to 2 points, as its operator would choose) */
     int tp;             /* GPUs per rollout replica (0: by model size) */
     int mode;
     double mean_len, cv; /* response length distribution (tokens) */
@@ -281,6 +286,10 @@ typedef struct {
     int repack;      /* laminar: 0 disables repack */
     double refill_s; /* pause before a replica's new batch starts (a manager round trip; 0: none) */
     int batch_refill; /* every design takes new work only when a replica's batch is done (llmsys's runtime) */
+    double idle_poll_s;    /* a replica that got no work asks again after this (0: it sees work at once) */
+    double trainer_poll_s; /* the trainer that found no complete batch asks again after this (0: at once) */
+    double trainer_extra_s; /* per update beyond train_s: handing the version to the relays, the batch round trip */
+    int group; /* samples per prompt: the trainer takes only complete groups (0 or 1: single trajectories) */
 } ls_rl_sim_opts;
 
 typedef struct {

@@ -239,25 +239,29 @@ int ls_rl_sim_table(const ls_rl_sim_opts *o0, const char *models, const char *gp
 }
 
 /* The simulator's inputs for a real run: its design and sizes, its measured per-operation costs
- * (mean decode step, weight pull, train time), its workload (the response lengths it consumed,
- * else trace) and a round trip measured apart from it (refill_s). */
+ * (mean decode step, manager round trip, weight pull, train time, trainer stall), its workload (the
+ * response lengths it consumed, else trace) and the runtime's poll periods; refill_s, a round trip
+ * measured apart, stands in when the report has no round trip. */
 int ls_rl_sim_opts_from_report(const char *report, const int *trace, int nt, double refill_s, ls_rl_sim_opts *o,
                                int **lens, int *nl, double *measured) {
     cJSON *j;
     LS_TRY(ls_json_read_file(report, &j));
     const char *mode = "laminar";
-    static const char *const keys[12] = {"step_ms",  "train_mean_s",       "rollouts",    "group",
-                                         "batch_groups", "traj_per_s",     "updates",     "max_seqs",
-                                         "decode_step_mean_s", "pull_mean_s", "repack_enabled", "staleness_bound"};
-    static const double defs[12] = {0, 0, 0, 4, 4, 0, 0, 8, 0, 0, 1, 2};
-    double v[12];
-    for (int i = 0; i < 12; i++) ls_json_get_double(j, keys[i], defs[i], &v[i]);
+    static const char *const keys[14] = {"step_ms",         "train_mean_s",       "rollouts",    "group",
+                                         "batch_groups",    "traj_per_s",         "updates",     "max_seqs",
+                                         "decode_step_mean_s", "pull_mean_s",     "repack_enabled", "staleness_bound",
+                                         "poll_rtt_mean_s", "trainer_stall_mean_s"};
+    static const double defs[14] = {0, 0, 0, 4, 4, 0, 0, 8, 0, 0, 1, 2, 0, 0};
+    double v[14];
+    for (int i = 0; i < 14; i++) ls_json_get_double(j, keys[i], defs[i], &v[i]);
     ls_json_get_string(j, "mode", "laminar", &mode);
     *o = ls_rl_sim_defaults();
     int rc = ls_rl_mode_parse(mode, &o->mode);
     if (rc == LS_OK && (v[0] <= 0 || v[2] < 1 || v[6] < 1))
         rc = ls_err(LS_EINVAL, "%s: a report of a run with --step-ms > 0 is needed for calibration", report);
-    const cJSON *rl = cJSON_GetObjectItemCaseSensitive(j, "response_lengths");
+    /* the run's workload in issue order (unfinished trajectories as far as they got), else what it consumed */
+    const cJSON *rl = cJSON_GetObjectItemCaseSensitive(j, "issued_response_lengths");
+    if (!cJSON_IsArray(rl) || cJSON_GetArraySize(rl) == 0) rl = cJSON_GetObjectItemCaseSensitive(j, "response_lengths");
     int n = cJSON_IsArray(rl) ? cJSON_GetArraySize(rl) : 0;
     *lens = NULL, *nl = 0;
     if (rc == LS_OK && n > 0) {
@@ -272,15 +276,24 @@ int ls_rl_sim_opts_from_report(const char *report, const int *trace, int nt, dou
     }
     if (rc == LS_OK) {
         o->gpus = (int)v[2] + 1;
+        /* the manager round trip as the run measured it (its polls), else as measured apart */
+        double rtt = v[12] > 0 ? v[12] : refill_s;
         /* the measured mean decode step, plus the manager round trip a rollout pays after every step */
-        o->step_s = (v[8] > 0 ? v[8] : v[0] / 1000.0) + refill_s;
+        o->step_s = (v[8] > 0 ? v[8] : v[0] / 1000.0) + rtt;
         o->train_s = v[1], o->pull_s = v[9], o->repack = v[10] != 0, o->staleness = (int)v[11];
         o->batch = (int)(v[3] * v[4]), o->updates = (int)v[6], o->max_batch = (int)v[7];
+        o->group = (int)v[3];
         o->prompt_len = 8;
         o->trace = *nl ? *lens : trace, o->n_trace = *nl ? *nl : nt;
         o->trace_replay = *nl > 0; /* the run's own responses, in the order they were issued */
         o->repack_s = o->step_s; /* the manager repacks on each poll: once a decode step */
-        o->refill_s = refill_s, o->batch_refill = 1;
+        o->refill_s = rtt, o->batch_refill = 1;
+        /* what the runtime adds: an idle rollout or a waiting trainer asks again after a fixed sleep
+         * and a round trip; an update also pays handing the version to the master relay (measured)
+         * and the round trip that brings the batch */
+        o->idle_poll_s = RL_IDLE_POLL_MS * 1e-3 + rtt;
+        o->trainer_poll_s = RL_TRAINER_POLL_MS * 1e-3 + rtt;
+        o->trainer_extra_s = v[13] + rtt;
         *measured = v[5];
     }
     cJSON_Delete(j);

@@ -84,6 +84,10 @@ int rl_bind(void *sock, const char *ep, char *out, size_t cap);
 /* Sends the chunk messages of one version blob to sock (DEALER, or ROUTER with id). */
 int rl_send_version(void *sock, const uint8_t *id, size_t idn, int64_t version, const void *blob, size_t len);
 
+/* How long an idle rollout and a trainer without a batch wait before asking the manager again
+ * (the simulator's prediction of a real run uses the same periods). */
+enum { RL_IDLE_POLL_MS = 10, RL_TRAINER_POLL_MS = 5 };
+
 /* The run config every worker receives from the manager (JSON on the wire). */
 typedef struct {
     int mode;

@@ -293,7 +293,7 @@ static void handle_poll(mgr *m, const uint8_t *ident, size_t identn, rl_rd *r) {
      * so its drops leave with this reply and the destinations get them at their next poll */
     int now_running = running_on(m, id);
     if (!m->done && m->cfg.mode == LS_RL_MODE_LAMINAR && m->cfg.repack && now_running > 0 &&
-        2 * now_running <= m->cfg.max_seqs && ro->n_assign == 0 && !ro->pulling)
+        now_running <= m->cfg.max_seqs * ls_rl_repack_defaults(m->cfg.max_seqs).falling_frac && ro->n_assign == 0 && !ro->pulling)
         repack(m);
     if (ro->kv_cap > 0 && now_running > 0) {
         m->kv_sum += (double)ro->kv_used / ro->kv_cap;
@@ -390,7 +390,7 @@ static void repack(mgr *m) {
             r, ro->version, 0, cnt, kv[n], ro->kv_cap > 0 ? ro->kv_cap : m->cfg.max_seqs * 128, ids[n]};
         n++;
     }
-    ls_rl_repack_cfg c = {0.9, m->cfg.max_seqs, 0.5, 10};
+    ls_rl_repack_cfg c = ls_rl_repack_defaults(m->cfg.max_seqs);
     ls_rl_move *mv;
     int nm, freed;
     if (n >= 2 && ls_rl_repack_plan(v, n, &c, &mv, &nm, &freed) == LS_OK) {
@@ -537,6 +537,9 @@ static int write_report(mgr *m) {
     for (int64_t i = 0; i < issued; i++)
         if (m->traj[i].state == T_CONSUMED) cJSON_AddItemToArray(lens, cJSON_CreateNumber(m->traj[i].n_gen));
     cJSON_AddItemToObject(j, "response_lengths", lens);
+    cJSON *il = cJSON_CreateArray(); /* every issued trajectory in issue order: final or, if unfinished, so far */
+    for (int64_t i = 0; i < issued; i++) cJSON_AddItemToArray(il, cJSON_CreateNumber(m->traj[i].n_gen));
+    cJSON_AddItemToObject(j, "issued_response_lengths", il);
     cJSON *h = cJSON_CreateArray();
     double smean = 0;
     int smax = 0;

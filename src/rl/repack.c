@@ -28,6 +28,11 @@ static int falling(const ls_rl_rollout_view *v, const ls_rl_repack_cfg *c) {
     return v->waiting == 0 && v->n_traj > 0 && v->n_traj <= (int)(c->falling_frac * c->max_batch + 1e-9);
 }
 
+/* A rollout that may receive: falling, or (any_dest) any rollout with a free decode slot. */
+static int receiver(const ls_rl_rollout_view *v, const ls_rl_repack_cfg *c) {
+    return falling(v, c) || (c->any_dest && v->waiting == 0 && v->n_traj > 0 && v->n_traj < c->max_batch);
+}
+
 static long kv_sum(const ls_rl_rollout_view *v) {
     long s = 0;
     for (int i = 0; i < v->n_traj; i++) s += v->kv[i];
@@ -110,6 +115,11 @@ static int add_moves(ctx *x, ls_rl_move **moves, int *n_moves, int *cap) {
     return LS_OK;
 }
 
+ls_rl_repack_cfg ls_rl_repack_defaults(int max_batch) {
+    ls_rl_repack_cfg c = {0.9, max_batch, 0.5, 10, 1};
+    return c;
+}
+
 int ls_rl_repack_plan(const ls_rl_rollout_view *r, int n, const ls_rl_repack_cfg *c, ls_rl_move **moves, int *n_moves,
                       int *freed) {
     *moves = NULL;
@@ -140,10 +150,10 @@ int ls_rl_repack_plan(const ls_rl_rollout_view *r, int n, const ls_rl_repack_cfg
     }
     for (int g = 0; g < n && rc == LS_OK; g++) {
         if (done[g] || !falling(&r[g], c)) continue;
-        /* the candidates of this version */
+        /* the candidates of this version: falling ones (sources or receivers) and other receivers */
         x.k = 0;
-        for (int i = g; i < n; i++)
-            if (!done[i] && r[i].version == r[g].version && falling(&r[i], c)) {
+        for (int i = 0; i < n; i++)
+            if (!done[i] && r[i].version == r[g].version && receiver(&r[i], c)) {
                 x.cand[x.k++] = i;
                 done[i] = 1;
             }
@@ -153,7 +163,9 @@ int ls_rl_repack_plan(const ls_rl_rollout_view *r, int n, const ls_rl_repack_cfg
             int best_n = 0, best_cnt = -1;
             long best_moved = 0;
             for (unsigned mask = 1; mask < (1u << x.k) - 1; mask++) {
-                int cnt = __builtin_popcount(mask);
+                int cnt = __builtin_popcount(mask), src_ok = 1;
+                for (int s = 0; s < x.k; s++) src_ok &= !(mask >> s & 1u) || falling(&r[x.cand[s]], c);
+                if (!src_ok) continue;
                 long moved = 0;
                 for (int s = 0; s < x.k; s++) {
                     in_set[s] = mask >> s & 1u;
@@ -195,7 +207,9 @@ int ls_rl_repack_plan(const ls_rl_rollout_view *r, int n, const ls_rl_repack_cfg
             for (int pass = 0; pass < x.k && rc == LS_OK; pass++) {
                 int s = -1; /* lightest remaining non-source candidate that is not a destination */
                 for (int q = 0; q < x.k; q++)
-                    if (!is_src[q] && x.cnt[q] == r[x.cand[q]].n_traj && (s < 0 || x.load[q] < x.load[s])) s = q;
+                    if (!is_src[q] && x.cnt[q] == r[x.cand[q]].n_traj && falling(&r[x.cand[q]], c) &&
+                        (s < 0 || x.load[q] < x.load[s]))
+                        s = q;
                 if (s < 0) break;
                 memcpy(ld, x.load, sizeof(long) * (size_t)x.k);
                 memcpy(cn, x.cnt, sizeof(long) * (size_t)x.k);

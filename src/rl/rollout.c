@@ -302,7 +302,7 @@ int rl_rollout_main(const ls_rl_worker_opts *o) {
             last_poll = ls_now();
             /* nothing to do: wait a little before asking again, unless a pull just brought new
              * weights (then the next poll brings the batch at once) */
-            if (rc == LS_OK && n_active(w) == 0 && !stop && w->version == v_before) ls_sleep_ms(10);
+            if (rc == LS_OK && n_active(w) == 0 && !stop && w->version == v_before) ls_sleep_ms(RL_IDLE_POLL_MS);
             now = ls_now();
             w->idle += now - t_prev; /* polling and pulling are not generation */
             t_prev = now;

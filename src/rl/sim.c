@@ -21,14 +21,16 @@ typedef struct {
     strj *a;
     int n, version;
     double pause_until, busy, idle;
+    double idle_since; /* polling for work since then, every idle_poll_s (< 0: not waiting) */
     double t_upd, st, t_next; /* progress is applied lazily: state is exact at t_upd */
 } srep;
 
 typedef struct {
     const ls_rl_sim_opts *o;
     int calibrated;
-    double step0, kv_cost;
+    double step0, kv_cost, prefill_tok; /* prefill seconds per token (cluster scale) */
     int64_t *buf_ver, buf_cap, buf_tail;
+    int group, *gdone, *ver_of; /* per group (ring): members done; per trajectory (ring): its version */
     double tokens;
 } sim;
 
@@ -66,8 +68,14 @@ static void advance(sim *s, srep *x, double t) {
             double adv = fmin(k, j->rem);
             j->rem -= adv, j->len += adv;
             if (j->rem <= 1e-6) {
-                s->buf_ver[s->buf_tail % s->buf_cap] = j->version;
-                s->buf_tail++;
+                /* a group enters the buffer when its last member completes */
+                int64_t g = j->id / s->group, c = s->buf_cap;
+                s->ver_of[j->id % c] = j->version;
+                if (++s->gdone[g % c] == s->group) {
+                    s->gdone[g % c] = 0;
+                    for (int64_t q = g * s->group; q < (g + 1) * s->group; q++)
+                        s->buf_ver[s->buf_tail++ % c] = s->ver_of[q % c];
+                }
                 s->tokens += j->len - s->o->prompt_len;
                 x->a[i] = x->a[--x->n];
             } else {
@@ -76,6 +84,12 @@ static void advance(sim *s, srep *x, double t) {
         }
     }
     x->t_upd = t;
+}
+
+/* The first poll at or after t of a poller that started asking at since, every p seconds. */
+static double next_poll(double since, double p, double t) {
+    if (since < 0 || p <= 0 || t <= since) return t;
+    return since + ceil((t - since) / p - 1e-9) * p;
 }
 
 ls_rl_sim_opts ls_rl_sim_defaults(void) {
@@ -112,13 +126,23 @@ static int simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res);
 
 int ls_rl_simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
     if (o->train_frac_pct != 0 || o->step_s > 0 || o->mode == LS_RL_MODE_SYNC) return simulate(o, res);
-    static const int grid[5] = {25, 37, 50, 62, 75}; /* the split each design runs best with */
+    /* the split each design runs best with: every 10 % from 20 to 80, then 5 and 2 points around the best */
     ls_rl_sim_opts q = *o;
     ls_rl_sim_result best = {0}, r;
-    for (int i = 0; i < 5; i++) {
-        q.train_frac_pct = grid[i];
+    int at = 0;
+    for (int pct = 20; pct <= 80; pct += 10) {
+        q.train_frac_pct = pct;
         LS_TRY(simulate(&q, &r));
-        if (r.traj_per_s > best.traj_per_s) best = r;
+        if (r.traj_per_s > best.traj_per_s) best = r, at = pct;
+    }
+    for (int step = 5; step >= 2; step -= 3) {
+        int c0 = at;
+        for (int d = -1; d <= 1; d += 2) {
+            q.train_frac_pct = c0 + d * step;
+            if (q.train_frac_pct < 5 || q.train_frac_pct > 95) continue;
+            LS_TRY(simulate(&q, &r));
+            if (r.traj_per_s > best.traj_per_s) best = r, at = q.train_frac_pct;
+        }
     }
     *res = best;
     return LS_OK;
@@ -164,6 +188,9 @@ static int simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
         S.step0 = (W / tp) / bw + 2e-3; /* weights read once per step, plus launch overhead */
         S.kv_cost = 2.0 * a.n_layer * a.n_kv_head * (a.d_model / (double)a.n_head) * 2.0 / (tp * bw);
         train_per_tok = 8.0 * params / (train_gpus * g.fp16_flops * 0.35); /* fwd+bwd (6) + proximal log-probs (2) */
+        /* recomputing a trajectory's KV cache (AReaL-like after an interrupt, Laminar-style at a repack
+         * destination): a forward pass over its tokens at the training efficiency */
+        S.prefill_tok = 2.0 * params / (tp * g.fp16_flops * 0.35);
     }
     if (R < 1) return ls_err(LS_EINVAL, "sim rl: no GPUs left for rollouts");
     int B = o->batch, MB = o->max_batch;
@@ -181,19 +208,23 @@ static int simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
     }
     double repack_dt = o->repack_s > 0 ? o->repack_s : 10.0 * (S.calibrated ? o->step_s : S.step0);
     srep *rp = calloc((size_t)R, sizeof *rp);
-    S.buf_cap = (int64_t)B * (o->updates + 4) + (int64_t)R * MB + 16;
+    S.group = o->group > 1 ? o->group : 1;
+    S.buf_cap = (int64_t)B * (o->updates + (o->staleness > 0 ? o->staleness : 0) + 4) + (int64_t)R * MB + 16;
     S.buf_ver = malloc(sizeof(int64_t) * (size_t)S.buf_cap);
+    S.gdone = calloc((size_t)S.buf_cap, sizeof(int));
+    S.ver_of = malloc(sizeof(int) * (size_t)S.buf_cap);
     int *order = malloc(sizeof(int) * (size_t)R);
-    if (!rp || !S.buf_ver || !order) {
-        free(rp), free(S.buf_ver), free(order);
+    if (!rp || !S.buf_ver || !order || !S.gdone || !S.ver_of) {
+        free(rp), free(S.buf_ver), free(order), free(S.gdone), free(S.ver_of);
         return ls_err(LS_ENOMEM, "sim rl: out of memory");
     }
     for (int r = 0; r < R; r++) {
         rp[r].a = malloc(sizeof(strj) * (size_t)MB);
         rp[r].t_next = INFINITY;
+        rp[r].idle_since = -1;
         if (!rp[r].a) {
             for (int q = 0; q < r; q++) free(rp[q].a);
-            free(rp), free(S.buf_ver), free(order);
+            free(rp), free(S.buf_ver), free(order), free(S.gdone), free(S.ver_of);
             return ls_err(LS_ENOMEM, "sim rl: out of memory");
         }
     }
@@ -201,12 +232,13 @@ static int simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
     ls_rng_seed(&rng, o->seed);
     double t = 0, train_until = -1, t_first = -1, t_last = 0, stall_sum = 0, next_repack = 0, excluded = 0;
     double avail_at = 0; /* laminar: when the relays hold version avail_ver */
+    double tr_idle_since = -1; /* the trainer has asked for a batch since then */
     int P = 0, training = 0, consumed_batches = 0, stale_max = 0, avail_ver = 0;
     int64_t issued = 0, buf_head = 0, stale_sum = 0, consumed = 0;
     int rc = LS_OK, mode = o->mode;
     /* rollouts pull new weights from a relay between batches: Laminar-style, and one-step-stale as
      * llmsys's runtime runs it (batch_refill); otherwise every rollout pauses for a broadcast */
-    int pulls = mode == LS_RL_MODE_LAMINAR || (mode == LS_RL_MODE_ONESTEP && o->batch_refill);
+    int pulls = mode == LS_RL_MODE_LAMINAR || (mode != LS_RL_MODE_AREAL && o->batch_refill);
     while (consumed_batches < o->updates) {
         /* 1. hand out work */
         int64_t cap_issue;
@@ -233,7 +265,9 @@ static int simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
                 if (newest > x->version && pull > 0) { /* pull from the local relay first */
                     advance(&S, x, t);
                     x->version = newest;
-                    x->pause_until = t + o->refill_s + pull; /* the poll that names the version, then the pull */
+                    /* the poll that names the version (the next one of an idle replica), then the pull */
+                    x->pause_until = next_poll(x->idle_since, o->idle_poll_s, t) + o->refill_s + pull;
+                    x->idle_since = -1;
                     schedule(&S, x);
                     continue;
                 }
@@ -242,7 +276,11 @@ static int simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
             if (mode == LS_RL_MODE_SYNC && (x->n > 0 || x->version < P)) continue;
             if (mode == LS_RL_MODE_ONESTEP && x->version < issued / B - 1) continue;
             advance(&S, x, t);
-            if (x->n == 0 && o->refill_s > 0) x->pause_until = t + o->refill_s; /* the poll that brings the batch */
+            if (x->n == 0) { /* the poll that brings the batch: the next one of a replica that waited */
+                double tp = next_poll(x->idle_since, o->idle_poll_s, t) + o->refill_s;
+                if (tp > t) x->pause_until = tp;
+            }
+            x->idle_since = -1;
             while (x->n < MB && issued < cap_issue) {
                 strj *j = &x->a[x->n++];
                 j->rem = draw_len(o, &rng, issued);
@@ -254,7 +292,10 @@ static int simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
             }
             schedule(&S, x);
         }
-        /* 2. the trainer starts an update when a batch is complete */
+        for (int r = 0; r < R; r++) /* replicas left without work keep asking */
+            if (rp[r].n == 0 && rp[r].pause_until <= t && rp[r].idle_since < 0) rp[r].idle_since = t;
+        /* 2. the trainer starts an update when a batch is complete (at its next ask if it waited) */
+        if (!training && t >= train_until && S.buf_tail - buf_head < B && tr_idle_since < 0) tr_idle_since = t;
         if (!training && t >= train_until && S.buf_tail - buf_head >= B) {
             for (int64_t i = 0; i < B; i++) {
                 int st = P - (int)S.buf_ver[buf_head++ % S.buf_cap];
@@ -264,7 +305,8 @@ static int simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
             consumed += B;
             double tr = S.calibrated ? o->train_s : (double)B * (o->prompt_len + o->mean_len) * train_per_tok;
             training = 1;
-            train_until = t + tr;
+            train_until = next_poll(tr_idle_since, o->trainer_poll_s, t) + tr;
+            tr_idle_since = -1;
             if (colocated) excluded += tr * R; /* the rollout GPUs are training, not idle */
         }
         /* 3. next event */
@@ -291,18 +333,23 @@ static int simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
             consumed_batches++;
             t_last = t;
             P++;
+            /* the trainer's stall: a real run's measured hand-over (and batch round trip) */
+            double ts = S.calibrated ? o->trainer_extra_s : pulls ? stall_relay : bcast;
+            stall_sum += ts;
+            train_until = t + ts;
             if (pulls) {
-                stall_sum += stall_relay;
-                train_until = t + stall_relay;
                 avail_ver = P;
-                avail_at = t + stall_relay + chain;
+                avail_at = t + (S.calibrated ? ts : stall_relay + chain);
             } else { /* global sync: every rollout stops for the weight update, the trainer too */
-                stall_sum += bcast;
-                train_until = t + bcast;
                 if (colocated) excluded += bcast * R;
                 for (int r = 0; r < R; r++) {
                     advance(&S, &rp[r], t);
-                    rp[r].pause_until = fmax(rp[r].pause_until, t + bcast);
+                    /* AReaL-like interrupts: the in-flight trajectories' KV caches are recomputed
+                     * with the new weights before decoding resumes */
+                    double pre = 0;
+                    if (mode == LS_RL_MODE_AREAL)
+                        for (int i = 0; i < rp[r].n; i++) pre += rp[r].a[i].len * S.prefill_tok;
+                    rp[r].pause_until = fmax(rp[r].pause_until, t + bcast + pre);
                     rp[r].version = P;
                     schedule(&S, &rp[r]);
                 }
@@ -311,9 +358,12 @@ static int simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
         /* 6. laminar repack of falling-phase replicas (the 48 lightest, as one manager poll) */
         if (mode == LS_RL_MODE_LAMINAR && o->repack && t >= next_repack) {
             next_repack = t + repack_dt;
+            ls_rl_repack_cfg c = ls_rl_repack_defaults(MB); /* as the manager plans */
             int nc = 0;
             for (int r = 0; r < R; r++)
-                if (rp[r].n > 0 && rp[r].n <= MB / 2 && rp[r].pause_until <= t) order[nc++] = r;
+                if (rp[r].n > 0 && (rp[r].n <= MB * c.falling_frac || (c.any_dest && rp[r].n < MB)) &&
+                    rp[r].pause_until <= t)
+                    order[nc++] = r;
             for (int i = 1; i < nc; i++) /* insertion sort by load, small nc typical */
                 for (int q = i; q > 0 && rp[order[q]].n < rp[order[q - 1]].n; q--) {
                     int tmp = order[q];
@@ -331,7 +381,6 @@ static int simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
                     v[q] = (ls_rl_rollout_view){order[q], x->version,          0, x->n, kv + (size_t)q * MB,
                                                 1 << 30,  ids + (size_t)q * MB};
                 }
-                ls_rl_repack_cfg c = {0.9, MB, 0.5, 8};
                 ls_rl_move *mv;
                 int nm, freed;
                 if (ls_rl_repack_plan(v, nc, &c, &mv, &nm, &freed) == LS_OK) {
@@ -339,7 +388,14 @@ static int simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
                         srep *f = &rp[mv[i].from], *d = &rp[mv[i].to];
                         for (int q = 0; q < f->n; q++)
                             if (f->a[q].id == mv[i].traj) {
-                                if (d->n < MB) d->a[d->n++] = f->a[q];
+                                if (d->n < MB) {
+                                    strj *j = &d->a[d->n++];
+                                    *j = f->a[q];
+                                    if (S.calibrated) /* it reaches the destination at its next poll: one step */
+                                        j->rem += 1, j->len -= 1;
+                                    else /* the destination recomputes its KV cache */
+                                        d->pause_until = fmax(d->pause_until, t) + j->len * S.prefill_tok;
+                                }
                                 f->a[q] = f->a[--f->n];
                                 break;
                             }
@@ -358,7 +414,7 @@ static int simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
         busy += rp[r].busy, idle += rp[r].idle;
         free(rp[r].a);
     }
-    free(rp), free(S.buf_ver), free(order);
+    free(rp), free(S.buf_ver), free(order), free(S.gdone), free(S.ver_of);
     LS_TRY(rc);
     idle = fmax(0.0, idle - excluded);
     double span = t_last - (t_first > 0 ? t_first : 0);

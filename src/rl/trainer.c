@@ -203,7 +203,7 @@ int rl_trainer_main(const ls_rl_worker_opts *o) {
         int n = 0;
         while (rc == LS_OK && n == 0 && !stop) {
             rc = get_batch(t, want, &tr, &n, &stop);
-            if (rc == LS_OK && n == 0) ls_sleep_ms(5);
+            if (rc == LS_OK && n == 0) ls_sleep_ms(RL_TRAINER_POLL_MS);
         }
         if (rc || stop) {
             free_traj(tr, n);

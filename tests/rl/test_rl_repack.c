@@ -39,9 +39,10 @@ static void brute(const scase *c, const ls_rl_repack_cfg *cfg, int *best_n, long
             }
             for (int i = 0; i < items && good; i++) {
                 int d = dest[i];
-                /* receivers: outside S, falling, same version as the source */
-                if (mask >> d & 1u || c->version[d] != c->version[ir[i]] || c->cnt[d] == 0 ||
-                    c->cnt[d] > cfg->falling_frac * cfg->max_batch)
+                /* receivers: outside S, same version as the source, falling (or, with any_dest, with a
+                 * free slot) */
+                int lim = cfg->any_dest ? cfg->max_batch - 1 : (int)(cfg->falling_frac * cfg->max_batch);
+                if (mask >> d & 1u || c->version[d] != c->version[ir[i]] || c->cnt[d] == 0 || c->cnt[d] > lim)
                     good = 0;
                 load[d] += ikv[i], cnt[d]++;
             }
@@ -64,10 +65,10 @@ static void brute(const scase *c, const ls_rl_repack_cfg *cfg, int *best_n, long
     }
 }
 
-static void test_brute_force(void) {
+static void brute_force_cases(int any_dest) {
     ls_rng r;
     ls_rng_seed(&r, 42);
-    ls_rl_repack_cfg cfg = {0.9, 4, 0.5, 10};
+    ls_rl_repack_cfg cfg = {0.9, 4, 0.5, 10, any_dest};
     int agree = 0, cases = 300, freed_total = 0;
     for (int cs = 0; cs < cases; cs++) {
         scase c = {0};
@@ -128,6 +129,12 @@ static void test_brute_force(void) {
             freed_total);
     CHECK_EQ_INT(agree, cases);
     CHECK(freed_total > 50);
+}
+
+/* Receivers: falling rollouts only, then any rollout with a free slot (the runtime's setting). */
+static void test_brute_force(void) {
+    brute_force_cases(0);
+    brute_force_cases(1);
 }
 
 static void test_best_fit_path(void) {

@@ -1,6 +1,6 @@
 /* test_rl_sim.c - the simulator against hand-computed timelines (calibrated costs, fixed lengths,
- * with and without the per-batch refill term), the best-split search against its fixed splits,
- * and the round-trip micro-measurement's bounds. */
+ * with and without the per-batch refill term, complete groups, poll periods), the best-split search
+ * against its fixed splits, and the round-trip micro-measurement's bounds. */
 #include <math.h>
 
 #include "llmsys/rl.h"
@@ -45,24 +45,55 @@ static void test_laminar_refill(void) {
     CHECK(tps[1] > 0 && tps[1] < tps[0]);
 }
 
-/* The best split is the best of the fixed splits it tries, and says which it took. */
+/* The best split is at least as good as every fixed split of its coarse pass, and is what a
+ * simulation at the split it reports gives. */
 static void test_best_split(void) {
     ls_rl_sim_opts o = ls_rl_sim_defaults();
     o.gpus = 64, o.batch = 256, o.updates = 2, o.mean_len = 500, o.max_len = 4096;
     ls_rl_sim_result best, r;
     o.train_frac_pct = 0;
     CHECK(ls_rl_simulate(&o, &best) == LS_OK);
-    double mx = 0;
-    int at = 0;
-    static const int grid[5] = {25, 37, 50, 62, 75};
-    for (int i = 0; i < 5; i++) {
-        o.train_frac_pct = grid[i];
+    for (int pct = 20; pct <= 80; pct += 10) {
+        o.train_frac_pct = pct;
         CHECK(ls_rl_simulate(&o, &r) == LS_OK);
-        CHECK_EQ_INT(r.train_pct, grid[i]);
-        if (r.traj_per_s > mx) mx = r.traj_per_s, at = grid[i];
+        CHECK_EQ_INT(r.train_pct, pct);
+        CHECK(best.traj_per_s >= r.traj_per_s * (1 - 1e-9));
     }
-    CHECK_NEAR(best.traj_per_s, mx, 1e-9 * mx);
-    CHECK_EQ_INT(best.train_pct, at);
+    o.train_frac_pct = best.train_pct;
+    CHECK(ls_rl_simulate(&o, &r) == LS_OK);
+    CHECK_NEAR(best.traj_per_s, r.traj_per_s, 1e-9 * r.traj_per_s);
+}
+
+/* The trainer takes complete groups only: one rollout of 4 slots, responses 1, 5, 5, 1 tokens,
+ * step 10 ms, train 50 ms, one update of 2. Singly, trajectories 0 and 3 make the batch after one
+ * step; in groups of 2 the first complete group is {2, 3} after five steps. */
+static void test_groups(void) {
+    static const int len[4] = {1, 5, 5, 1};
+    for (int g = 1; g <= 2; g++) {
+        ls_rl_sim_opts o = ls_rl_sim_defaults();
+        o.mode = LS_RL_MODE_LAMINAR, o.gpus = 2, o.batch = 2, o.max_batch = 4, o.updates = 1, o.prompt_len = 8;
+        o.step_s = 0.01, o.train_s = 0.05, o.trace = len, o.n_trace = 4, o.trace_replay = 1, o.batch_refill = 1;
+        o.group = g;
+        ls_rl_sim_result r;
+        CHECK(ls_rl_simulate(&o, &r) == LS_OK);
+        double span = (g == 1 ? 1 : 5) * 0.01 + 0.05;
+        CHECK_NEAR(r.traj_per_s, 2 / span, 1e-6 * 2 / span);
+    }
+}
+
+/* Poll periods, synchronous, one rollout of 4 slots, responses of 10 tokens, step 10 ms, train 50 ms;
+ * the rollout asks every 40 ms once idle, the trainer every 30 ms. Batch 1 runs 0-0.10; the trainer
+ * (asking since 0) starts at 0.12 and publishes at 0.17; the rollout (asking since 0.10) starts batch 2
+ * at 0.18, done at 0.28; the trainer (asking since 0.17) starts at 0.29 and ends at 0.34. */
+static void test_poll_periods(void) {
+    static const int len[1] = {10};
+    ls_rl_sim_opts o = ls_rl_sim_defaults();
+    o.mode = LS_RL_MODE_SYNC, o.gpus = 2, o.batch = 4, o.max_batch = 4, o.updates = 2, o.prompt_len = 8;
+    o.step_s = 0.01, o.train_s = 0.05, o.trace = len, o.n_trace = 1, o.batch_refill = 1;
+    o.idle_poll_s = 0.04, o.trainer_poll_s = 0.03;
+    ls_rl_sim_result r;
+    CHECK(ls_rl_simulate(&o, &r) == LS_OK);
+    CHECK_NEAR(r.traj_per_s, 8 / 0.34, 1e-6 * 8 / 0.34);
 }
 
 static void test_rtt(void) {
@@ -75,6 +106,8 @@ int main(void) {
     RUN(test_sync_timeline);
     RUN(test_laminar_refill);
     RUN(test_best_split);
+    RUN(test_groups);
+    RUN(test_poll_periods);
     RUN(test_rtt);
     return TEST_RESULT();
 }
