@@ -25,8 +25,12 @@ typedef struct {
     double tps, tok, idle, stall, bcast, kv, stale, repacks, moved;
 } fig;
 
+static int read_fig(const char *wd, fig *f);
+
+/* One real run of design conf in wd (reuse: only read the report a run left there). */
 static int one_run(const char *exe, const char *tasks, const char *init, const char *wd, int conf, int updates,
-                   int bgroups, double step_ms, fig *f) {
+                   int bgroups, double step_ms, int reuse, fig *f) {
+    if (reuse) return read_fig(wd, f);
     ls_rl_run_opts o = ls_rl_run_defaults();
     o.exe = exe, o.tasks = tasks, o.init = init, o.workdir = wd;
     o.rollouts = 3, o.relays = 2, o.updates = updates, o.group = 4, o.batch_groups = bgroups, o.max_seqs = 8;
@@ -34,21 +38,25 @@ static int one_run(const char *exe, const char *tasks, const char *init, const c
     o.repack = conf != 4;
     LS_TRY(ls_rl_mode_parse(conf == 4 ? "laminar" : CONF[conf], &o.mode));
     LS_TRY(ls_rl_run(&o));
+    return read_fig(wd, f);
+}
+
+static int read_fig(const char *wd, fig *f) {
     char rp[1200];
     snprintf(rp, sizeof rp, "%s/report.json", wd);
     cJSON *j;
     LS_TRY(ls_json_read_file(rp, &j));
-    ls_json_get_double(j, "traj_per_s", 0, &f->tps);
-    ls_json_get_double(j, "tokens_per_s", 0, &f->tok);
-    ls_json_get_double(j, "rollout_idle_frac", 0, &f->idle);
-    ls_json_get_double(j, "trainer_stall_mean_s", 0, &f->stall);
-    ls_json_get_double(j, "all_rollouts_updated_mean_s", 0, &f->bcast);
-    ls_json_get_double(j, "kv_util", 0, &f->kv);
-    ls_json_get_double(j, "staleness_mean", 0, &f->stale);
-    ls_json_get_double(j, "repacks", 0, &f->repacks);
-    ls_json_get_double(j, "moved_trajectories", 0, &f->moved);
+    static const char *const keys[9] = {"traj_per_s",     "tokens_per_s", "rollout_idle_frac",
+                                        "trainer_stall_mean_s", "all_rollouts_updated_mean_s", "kv_util",
+                                        "staleness_mean", "repacks", "moved_trajectories"};
+    double *dst[9] = {&f->tps, &f->tok, &f->idle, &f->stall, &f->bcast, &f->kv, &f->stale, &f->repacks, &f->moved};
+    for (int i = 0; i < 9; i++) ls_json_get_double(j, keys[i], 0, dst[i]);
     cJSON_Delete(j);
     return LS_OK;
+}
+
+static void add_nums(cJSON *j, const char *const *keys, const double *v, int n) {
+    for (int i = 0; i < n; i++) cJSON_AddNumberToObject(j, keys[i], v[i]);
 }
 
 static int cmp_dbl(const void *a, const void *b) {
@@ -67,7 +75,7 @@ int main(int argc, char **argv) {
     ls_omp_passive_reexec(argv);
     ls_model_set_threads(1);
     int quick = 0, reps = 5, updates = 48, keep = 0, bgroups = 3, noscale = 0;
-    const char *out = NULL;
+    const char *out = NULL, *reuse = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick"))
             quick = 1;
@@ -75,6 +83,8 @@ int main(int argc, char **argv) {
             keep = 1;
         else if (!strcmp(argv[i], "--no-scale"))
             noscale = 1;
+        else if (!strcmp(argv[i], "--reuse") && i + 1 < argc)
+            reuse = argv[++i];
         else if (!strcmp(argv[i], "--out") && i + 1 < argc)
             out = argv[++i];
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
@@ -92,7 +102,7 @@ int main(int argc, char **argv) {
             }
         }
         else {
-            fprintf(stderr, "usage: bench_rl [--quick] [--reps N] [--updates N] [--designs a,b] [--batch-groups N] [--keep] [--no-scale] [--out PATH]\n");
+            fprintf(stderr, "usage: bench_rl [--quick] [--reps N] [--updates N] [--designs a,b] [--batch-groups N] [--keep] [--no-scale] [--reuse DIR] [--out PATH]\n");
             return 2;
         }
     }
@@ -113,9 +123,12 @@ int main(int argc, char **argv) {
         if (fscanf(lf, "%lf", &load) != 1) load = 0;
         fclose(lf);
     }
-    char wd[] = "/tmp/bench_rl_XXXXXX";
-    if (!mkdtemp(wd)) return 1;
-    char tasks[256], init[256];
+    char wd[4096] = "/tmp/bench_rl_XXXXXX";
+    if (reuse) /* the runs a --keep run left: tables and models again, no new runs */
+        snprintf(wd, sizeof wd, "%s", reuse), keep = 1;
+    else if (!mkdtemp(wd))
+        return 1;
+    char tasks[4200], init[4200];
     snprintf(tasks, sizeof tasks, "%s/tasks.jsonl", wd);
     snprintf(init, sizeof init, "%s/init.safetensors", wd);
     /* a long-tailed workload: copy with log-normal input lengths, CV 1.5 */
@@ -138,12 +151,12 @@ int main(int argc, char **argv) {
     ls_model *m;
     double t0 = ls_now();
     int sft = quick ? 150 : 400;
-    if (ls_model_init(&m, &mc, 1) || ls_rl_sft(m, t, nt, sft, 16, 3e-3f, 1, NULL) ||
-        ls_ckpt_save(init, m, sft, NULL, LS_CKPT_WEIGHTS)) {
+    if (!reuse && (ls_model_init(&m, &mc, 1) || ls_rl_sft(m, t, nt, sft, 16, 3e-3f, 1, NULL) ||
+                   ls_ckpt_save(init, m, sft, NULL, LS_CKPT_WEIGHTS))) {
         fprintf(stderr, "bench_rl: %s\n", ls_errmsg());
         return 1;
     }
-    ls_model_free(m);
+    if (!reuse) ls_model_free(m);
     ls_rl_tasks_free(t, nt);
     double step_ms = 20;
     printf("workload: response tokens (answer + EOS) median %.0f, p90 %.0f, p99 %.0f, max %.0f, mean %.1f "
@@ -163,9 +176,9 @@ int main(int argc, char **argv) {
         for (int c0 = 0; c0 < NCONF && !rc; c0++) {
             int c = (c0 + r) % NCONF; /* interleaved, rotating order */
             if (!use[c]) continue;
-            char w[300];
+            char w[4400];
             snprintf(w, sizeof w, "%s/%s-%d", wd, CONF[c], r);
-            if (one_run(exe, tasks, init, w, c, updates, bgroups, step_ms, &f[c][r])) {
+            if (one_run(exe, tasks, init, w, c, updates, bgroups, step_ms, reuse != NULL, &f[c][r])) {
                 fprintf(stderr, "bench_rl: %s: %s\n", CONF[c], ls_errmsg());
                 rc = 1;
             }
@@ -207,15 +220,12 @@ int main(int argc, char **argv) {
                CONF[c], mn, md, mx, rmn, rmd, rmx, imn, imd, imx, tkm, kvm, stm, bcm, rpm, mvm);
         cJSON *j = cJSON_CreateObject();
         cJSON_AddStringToObject(j, "design", CONF[c]);
-        cJSON_AddNumberToObject(j, "traj_per_s_min", mn);
-        cJSON_AddNumberToObject(j, "traj_per_s_median", md);
-        cJSON_AddNumberToObject(j, "traj_per_s_max", mx);
-        cJSON_AddNumberToObject(j, "ratio_vs_sync_median", rmd);
-        cJSON_AddNumberToObject(j, "idle_frac_median", imd / 100);
-        cJSON_AddNumberToObject(j, "tokens_per_s_median", tkm);
-        cJSON_AddNumberToObject(j, "kv_util_median", kvm / 100);
-        cJSON_AddNumberToObject(j, "trainer_stall_s_median", stm);
-        cJSON_AddNumberToObject(j, "all_rollouts_updated_s_median", bcm);
+        static const char *const kk[11] = {"traj_per_s_min",         "traj_per_s_median", "traj_per_s_max",
+                                           "ratio_vs_sync_median",   "idle_frac_median",  "tokens_per_s_median",
+                                           "kv_util_median",         "trainer_stall_s_median",
+                                           "all_rollouts_updated_s_median", "repacks_median", "moved_median"};
+        double kv_[11] = {mn, md, mx, rmd, imd / 100, tkm, kvm / 100, stm, bcm, rpm, mvm};
+        add_nums(j, kk, kv_, 11);
         cJSON_AddItemToArray(real, j);
     }
     double rg[64], rt[64], gmn = 0, gmd = 0, gmx = 0, tmn, tmd = 0, tmx;
@@ -238,9 +248,9 @@ int main(int argc, char **argv) {
      * response lengths it consumed, plus a manager round trip measured apart (between repeats) */
     double rttm, x0, x1;
     stats(rtt, reps, &x0, &rttm, &x1);
-    printf("\nMODELLED: simulator predicting every real run from its measured mean decode step, weight pull, train\n"
-           "time and consumed response lengths, plus the manager round trip measured apart from the runs\n"
-           "(%.2f ms median of %d micro-measurements: one per decode step and one before each batch)\n",
+    printf("\nMODELLED: simulator predicting every real run from what it measured (mean decode step, manager round\n"
+           "trip, weight pull, train time, trainer hand-over), the response lengths it issued, and the runtime's\n"
+           "poll periods (a round trip micro-measured apart, %.2f ms median of %d, only where a report has none)\n",
            1e3 * rttm, reps);
     cJSON *cal = cJSON_CreateArray();
     cJSON_AddItemToObject(root, "sim_vs_real", cal);
@@ -251,7 +261,7 @@ int main(int argc, char **argv) {
         double pr[64], ms[64], er[64], pmd, mmd, emn, emd, emx;
         int k = 0;
         for (int r = 0; r < reps; r++) {
-            char rp[300];
+            char rp[4400];
             snprintf(rp, sizeof rp, "%s/%s-%d/report.json", wd, CONF[c], r);
             ls_rl_sim_opts o;
             int *lens, nl;
@@ -273,17 +283,45 @@ int main(int argc, char **argv) {
                CONF[c], mmd, pmd, 100 * e, 100 * emn, 100 * emd, 100 * emx);
         cJSON *x = cJSON_CreateObject();
         cJSON_AddStringToObject(x, "design", CONF[c]);
-        cJSON_AddNumberToObject(x, "measured_median", mmd);
-        cJSON_AddNumberToObject(x, "simulated_median", pmd);
-        cJSON_AddNumberToObject(x, "error", e);
-        cJSON_AddNumberToObject(x, "error_per_run_min", emn);
-        cJSON_AddNumberToObject(x, "error_per_run_max", emx);
+        static const char *const kk[5] = {"measured_median", "simulated_median", "error", "error_per_run_min",
+                                          "error_per_run_max"};
+        double v5[5] = {mmd, pmd, e, emn, emx};
+        add_nums(x, kk, v5, 5);
         cJSON_AddItemToArray(cal, x);
     }
     printf("  largest |error| %.1f%% (goal <= 15%%)\n", 100 * worst);
     cJSON_AddNumberToObject(root, "sim_max_abs_error", worst);
+    /* what repack can gain on these runs' workload and costs: each no-repack run replayed without
+     * repack, with it, and with repack free to mix weight versions (an upper bound Laminar forbids) */
+    double gs[2][64];
+    int kg = 0;
+    for (int r = 0; r < reps && use[4]; r++) {
+        char rp[4400];
+        snprintf(rp, sizeof rp, "%s/%s-%d/report.json", wd, CONF[4], r);
+        ls_rl_sim_opts o;
+        int *lens, nl, bad = 0;
+        double meas, v[3];
+        if (ls_rl_sim_opts_from_report(rp, trace, nt, rttm, &o, &lens, &nl, &meas)) continue;
+        for (int k = 0; k < 3 && !bad; k++) {
+            ls_rl_sim_result sr;
+            o.repack = k > 0, o.repack_any_version = k == 2;
+            bad = ls_rl_simulate(&o, &sr);
+            v[k] = sr.traj_per_s;
+        }
+        free(lens);
+        if (!bad && v[0] > 0) gs[0][kg] = v[1] / v[0], gs[1][kg] = v[2] / v[0], kg++;
+    }
+    if (kg) {
+        double a0, a1, a2, b0, b1, b2;
+        stats(gs[0], kg, &a0, &a1, &a2);
+        stats(gs[1], kg, &b0, &b1, &b2);
+        printf("  repack on the no-repack runs (MODELLED, traj/s over none, min/median/max): same version %.2f/%.2f/%.2fx, "
+               "across versions %.2f/%.2f/%.2fx\n", a0, a1, a2, b0, b1, b2);
+        cJSON_AddNumberToObject(root, "sim_repack_gain_median", a1);
+        cJSON_AddNumberToObject(root, "sim_repack_gain_any_version_median", b1);
+    }
     /* cluster scale: the disaggregated designs with 25 % of the GPUs training, then with the split
-     * that suits each design best (25/37/50/62/75 %); the synchronous baseline is colocated */
+     * that suits each design best (searched to 2 points); the synchronous baseline is colocated */
     printf("\nMODELLED at 1024 H800 GPUs (catalog costs), log-normal responses mean 2000 tokens CV 1.3 (cap 16384), "
            "batch 8192\n");
     printf("%-12s %-10s %10s %10s %10s %10s %9s %9s\n", "model", "train GPUs", "sync", "onestep", "areal", "laminar",
@@ -321,14 +359,14 @@ int main(int argc, char **argv) {
             double v[8] = {tp[0], tp[1], tp[2], tp[3], tp[3] / tp[0], tp[3] / tp[2], pct[2], pct[3]};
             const char *kk[8] = {"sync", "onestep", "areal", "laminar", "speedup_vs_sync", "speedup_vs_areal",
                                  "areal_train_pct", "laminar_train_pct"};
-            for (int i = 0; i < 8; i++) cJSON_AddNumberToObject(x, kk[i], v[i]);
+            add_nums(x, kk, v, 8);
             cJSON_AddItemToArray(cl, x);
         }
     printf("(goal: >= 5x vs sync; Laminar reports up to 5.48x vs verl and 1.39x vs AReaL on average)\n");
     if (out && ls_json_write_file(out, root)) fprintf(stderr, "bench_rl: %s\n", ls_errmsg());
     cJSON_Delete(root);
     free(trace);
-    char cmd[300];
+    char cmd[4200];
     snprintf(cmd, sizeof cmd, "rm -rf %s", wd);
     if (keep)
         printf("run directories kept in %s\n", wd);

@@ -290,6 +290,7 @@ typedef struct {
     double trainer_poll_s; /* the trainer that found no complete batch asks again after this (0: at once) */
     double trainer_extra_s; /* per update beyond train_s: handing the version to the relays, the batch round trip */
     int group; /* samples per prompt: the trainer takes only complete groups (0 or 1: single trajectories) */
+    int repack_any_version; /* analysis only: repack across weight versions (a trajectory would mix versions) */
 } ls_rl_sim_opts;
 
 typedef struct {

@@ -84,6 +84,9 @@ int rl_bind(void *sock, const char *ep, char *out, size_t cap);
 /* Sends the chunk messages of one version blob to sock (DEALER, or ROUTER with id). */
 int rl_send_version(void *sock, const uint8_t *id, size_t idn, int64_t version, const void *blob, size_t len);
 
+/* Index of name in names[0..n) (-1: none, or name NULL). */
+int rl_name_index(const char *const *names, int n, const char *name);
+
 /* How long an idle rollout and a trainer without a batch wait before asking the manager again
  * (the simulator's prediction of a real run uses the same periods). */
 enum { RL_IDLE_POLL_MS = 10, RL_TRAINER_POLL_MS = 5 };

@@ -510,20 +510,14 @@ static int write_report(mgr *m) {
     }
     int64_t lost = issued - cnt[0] - cnt[1] - cnt[2] - cnt[3];
     cJSON_AddStringToObject(j, "format", "llmsys.rl.report");
-    cJSON_AddNumberToObject(j, "version", 1);
     cJSON_AddStringToObject(j, "mode", ls_rl_mode_name(m->cfg.mode));
-    cJSON_AddNumberToObject(j, "rollouts", m->cfg.rollouts);
-    cJSON_AddNumberToObject(j, "relays", m->cfg.relays);
-    cJSON_AddNumberToObject(j, "updates", m->n_curve);
-    cJSON_AddNumberToObject(j, "group", m->cfg.group);
-    cJSON_AddNumberToObject(j, "batch_groups", m->cfg.batch_groups);
-    cJSON_AddNumberToObject(j, "max_seqs", m->cfg.max_seqs);
-    cJSON_AddNumberToObject(j, "staleness_bound", m->cfg.staleness);
-    cJSON_AddNumberToObject(j, "repack_enabled", m->cfg.repack);
-    cJSON_AddNumberToObject(j, "step_ms", m->cfg.step_ms);
-    cJSON_AddNumberToObject(j, "wall_s", ls_now() - m->t0);
-    cJSON_AddNumberToObject(j, "span_s", span);
-    cJSON_AddNumberToObject(j, "trajectories", (double)m->traj_consumed);
+    static const char *const keys[13] = {"version",         "rollouts",       "relays",  "updates", "group",
+                                         "batch_groups",    "max_seqs",       "staleness_bound",
+                                         "repack_enabled",  "step_ms",        "wall_s",  "span_s",  "trajectories"};
+    const rl_config *c = &m->cfg;
+    double vals[13] = {1,          c->rollouts, c->relays,  m->n_curve,         c->group, c->batch_groups, c->max_seqs,
+                       c->staleness, c->repack, c->step_ms, ls_now() - m->t0, span,     (double)m->traj_consumed};
+    for (int i = 0; i < 13; i++) cJSON_AddNumberToObject(j, keys[i], vals[i]);
     cJSON_AddNumberToObject(j, "traj_per_s", span > 0 ? m->traj_consumed / span : 0);
     cJSON_AddNumberToObject(j, "tokens_per_s", span > 0 ? m->tokens_consumed / span : 0);
     cJSON_AddNumberToObject(j, "mean_response_tokens",

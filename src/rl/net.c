@@ -96,22 +96,23 @@ const void *rl_get_bytes(rl_rd *r, size_t n) {
     return p;
 }
 
+static void get_n(rl_rd *r, void *v, size_t n) { /* v keeps its zero when the message is short */
+    const void *p = rl_get_bytes(r, n);
+    if (p) memcpy(v, p, n);
+}
 int32_t rl_get_i32(rl_rd *r) {
     int32_t v = 0;
-    const void *p = rl_get_bytes(r, 4);
-    if (p) memcpy(&v, p, 4);
+    get_n(r, &v, 4);
     return v;
 }
 int64_t rl_get_i64(rl_rd *r) {
     int64_t v = 0;
-    const void *p = rl_get_bytes(r, 8);
-    if (p) memcpy(&v, p, 8);
+    get_n(r, &v, 8);
     return v;
 }
 double rl_get_f64(rl_rd *r) {
     double v = 0;
-    const void *p = rl_get_bytes(r, 8);
-    if (p) memcpy(&v, p, 8);
+    get_n(r, &v, 8);
     return v;
 }
 char *rl_get_str(rl_rd *r, char *dst, size_t cap) {

@@ -17,11 +17,8 @@
 static const char *const MODE_NAMES[LS_RL_MODE_COUNT] = {"laminar", "sync", "onestep", "areal"};
 
 int ls_rl_mode_parse(const char *name, int *mode) {
-    for (int i = 0; i < LS_RL_MODE_COUNT; i++)
-        if (name && !strcmp(name, MODE_NAMES[i])) {
-            *mode = i;
-            return LS_OK;
-        }
+    int i = rl_name_index(MODE_NAMES, LS_RL_MODE_COUNT, name);
+    if (i >= 0) return *mode = i, LS_OK;
     return ls_err(LS_EINVAL, "unknown mode '%s' (known: laminar, sync, onestep, areal)", name ? name : "(null)");
 }
 

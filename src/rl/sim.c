@@ -378,8 +378,8 @@ static int simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
                     srep *x = &rp[order[q]];
                     advance(&S, x, t);
                     for (int i = 0; i < x->n; i++) kv[q * MB + i] = (int)x->a[i].len, ids[q * MB + i] = x->a[i].id;
-                    v[q] = (ls_rl_rollout_view){order[q], x->version,          0, x->n, kv + (size_t)q * MB,
-                                                1 << 30,  ids + (size_t)q * MB};
+                    v[q] = (ls_rl_rollout_view){order[q], o->repack_any_version ? 0 : x->version, 0, x->n,
+                                                kv + (size_t)q * MB, 1 << 30, ids + (size_t)q * MB};
                 }
                 ls_rl_move *mv;
                 int nm, freed;

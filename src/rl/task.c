@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "llmsys/rl.h"
+#include "rl/internal.h"
 
 static const char *const KIND_NAMES[LS_RL_KIND_COUNT] = {"copy", "reverse", "sort", "add"};
 static const char *const KIND_PREFIX[LS_RL_KIND_COUNT] = {"copy:", "rev:", "sort:", "add:"};
@@ -22,12 +23,15 @@ ls_model_config ls_rl_model_config(void) {
     return c;
 }
 
+int rl_name_index(const char *const *names, int n, const char *name) {
+    for (int k = 0; k < n; k++)
+        if (name && !strcmp(name, names[k])) return k;
+    return -1;
+}
+
 int ls_rl_kind_parse(const char *name, int *kind) {
-    for (int k = 0; k < LS_RL_KIND_COUNT; k++)
-        if (name && !strcmp(name, KIND_NAMES[k])) {
-            *kind = k;
-            return LS_OK;
-        }
+    int k = rl_name_index(KIND_NAMES, LS_RL_KIND_COUNT, name);
+    if (k >= 0) return *kind = k, LS_OK;
     return ls_err(LS_EINVAL, "unknown task kind '%s' (known: copy, reverse, sort, add)", name ? name : "(null)");
 }
 
