@@ -22,6 +22,7 @@ typedef struct {
     int n, version;
     double pause_until, busy, idle;
     double idle_since; /* polling for work since then, every idle_poll_s (< 0: not waiting) */
+    int topup;         /* interrupted (AReaL-like): takes new work into its free slots once, as after a batch */
     double t_upd, st, t_next; /* progress is applied lazily: state is exact at t_upd */
 } srep;
 
@@ -258,8 +259,12 @@ static int simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
         }
         for (int r = 0; r < R && issued < cap_issue; r++) {
             srep *x = &rp[r];
-            if (x->pause_until > t || x->n == MB) continue;
-            if ((mode == LS_RL_MODE_LAMINAR || o->batch_refill) && x->n > 0) continue; /* refill when the batch is done */
+            if (x->pause_until > t) continue;
+            /* refill when the batch is done, or once after an interrupt (the runtime hands an interrupted
+             * rollout a new batch: the partial responses and new groups) */
+            int top = x->topup;
+            x->topup = 0;
+            if (x->n == MB || ((mode == LS_RL_MODE_LAMINAR || o->batch_refill) && x->n > 0 && !top)) continue;
             if (pulls) {
                 int newest = avail_at <= t ? avail_ver : avail_ver - 1;
                 if (newest > x->version && pull > 0) { /* pull from the local relay first */
@@ -351,6 +356,7 @@ static int simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
                         for (int i = 0; i < rp[r].n; i++) pre += rp[r].a[i].len * S.prefill_tok;
                     rp[r].pause_until = fmax(rp[r].pause_until, t + bcast + pre);
                     rp[r].version = P;
+                    rp[r].topup = mode == LS_RL_MODE_AREAL;
                     schedule(&S, &rp[r]);
                 }
             }
