@@ -39,7 +39,7 @@ expect 2 "plot of a non-report" -- "$BIN" rl plot --report "$T/t.jsonl" --out "$
 expect 1 "sim unknown model" -- "$BIN" sim rl --models gpt-9 --gpus 64
 expect 2 "sim calibrate on a non-report" -- "$BIN" sim rl --calibrate "$T/t.jsonl"
 expect 0 "sim at each design's best split" -- "$BIN" sim rl --models qwen2.5-7b --gpus 64 --updates 2 --batch 256 --train-pct 0 --out "$T/b.json"
-python3 -c "import json; r=json.load(open('$T/b.json'))['rows']; assert all(x['train_pct'] in (25, 37, 50, 62, 75, 100) for x in r)" ||
+python3 -c "import json; r=json.load(open('$T/b.json'))['rows']; assert all(5 <= x['train_pct'] <= 95 or x['train_pct'] == 100 for x in r)" ||
     { echo "FAIL best-split rows"; fail=1; }
 expect 2 "sim unknown system" -- "$BIN" sim juggling
 exit $fail
