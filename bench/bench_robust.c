@@ -87,6 +87,23 @@ static double fault_field(const cJSON *j, const char *kind, const char *field) {
     return -1;
 }
 
+/* The first crash's restart_parts_s (resume_point, launch, load_connect, first_step) into
+ * column i of p (0 when the report has none). */
+static void restart_parts(const cJSON *j, double p[4][20], int i) {
+    static const char *const pn[4] = {"resume_point", "launch", "load_connect", "first_step"};
+    const cJSON *e;
+    for (int q = 0; q < 4; q++) p[q][i] = 0;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(j, "faults")) {
+        const cJSON *rp = cJSON_GetObjectItemCaseSensitive(e, "restart_parts_s");
+        if (!rp) continue;
+        for (int q = 0; q < 4; q++) {
+            const cJSON *x = cJSON_GetObjectItemCaseSensitive(rp, pn[q]);
+            p[q][i] = cJSON_IsNumber(x) ? x->valuedouble : 0;
+        }
+        return;
+    }
+}
+
 /* Adds n named numbers to o. */
 static void add_nums(cJSON *o, const char *const *keys, const double *vals, int n) {
     for (int q = 0; q < n; q++) cJSON_AddNumberToObject(o, keys[q], vals[q]);
@@ -103,13 +120,13 @@ int main(int argc, char **argv) {
     double ettr_min = 10, every = 120;
     const char *out = NULL;
     int parts = 0; /* bit k: part k of {faults, blocking, ettr, sim}; 0: all */
-    static const char *const part_names[4] = {"faults", "blocking", "ettr", "sim"};
+    static const char *const part_names[5] = {"faults", "blocking", "ettr", "sim", "restart"};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--part") && i + 1 < argc) {
             int k = 0;
-            while (k < 4 && strcmp(argv[i + 1], part_names[k])) k++;
-            if (k == 4) {
-                fprintf(stderr, "bench_robust: --part must be faults, blocking, ettr or sim\n");
+            while (k < 5 && strcmp(argv[i + 1], part_names[k])) k++;
+            if (k == 5) {
+                fprintf(stderr, "bench_robust: --part must be faults, blocking, ettr, sim or restart (warm vs cold only)\n");
                 return 2;
             }
             parts |= 1 << k;
@@ -160,11 +177,11 @@ int main(int argc, char **argv) {
     /* 1. detection latency per kind, and warm vs cold restarts, interleaved per repetition */
     enum { K_CRASH, K_HANG, K_NAN, K_SLOW, K_OOM, NK };
     static const char *const kn[NK] = {"crash", "hang", "nan", "slow", "oom"};
-    double det[NK][20], warm[20], cold[20];
+    double det[NK][20], warm[20], cold[20], wpart[4][20], cpart[4][20];
     int nd[NK] = {0}, nw = 0, nc = 0, warm_ok = 0, cold_ok = 0;
     double hang_timeout = 3;
-    for (int r = 0; r < reps && (parts & 1); r++) {
-        cJSON *j =
+    for (int r = 0; r < reps && (parts & 17); r++) {
+        cJSON *j = !(parts & 1) ? NULL :
             robust("mixed",
                    "{\"faults\": [{\"kind\": \"crash\", \"step\": 6, \"rank\": 3}, {\"kind\": \"nan\", \"step\": 14,"
                    " \"rank\": 1}, {\"kind\": \"oom\", \"step\": 22, \"rank\": 2}]}",
@@ -183,6 +200,7 @@ int main(int argc, char **argv) {
         j = robust("warm", crash20, "--standby 1 --disk-every 2", 30);
         if (j) {
             double w = fault_field(j, "crash", "restart_s");
+            if (w > 0) restart_parts(j, wpart, nw);
             if (w > 0) warm[nw++] = w;
             warm_ok += resumed_from(j, "memory");
             cJSON_Delete(j);
@@ -190,10 +208,12 @@ int main(int argc, char **argv) {
         j = robust("cold", crash20, "--standby 0 --cold --disk-every 2", 30);
         if (j) {
             double cr = fault_field(j, "crash", "restart_s");
+            if (cr > 0) restart_parts(j, cpart, nc);
             if (cr > 0) cold[nc++] = cr;
             cold_ok += resumed_from(j, "disk");
             cJSON_Delete(j);
         }
+        if (!(parts & 1)) continue;
         char ho[64];
         snprintf(ho, sizeof ho, "--hang-timeout %g", hang_timeout);
         j = robust("hang", "{\"faults\": [{\"kind\": \"hang\", \"step\": 6, \"rank\": 1}]}", ho, 20);
@@ -227,6 +247,8 @@ int main(int argc, char **argv) {
             cJSON_AddNumberToObject(e, "max", mx);
             cJSON_AddNumberToObject(e, "runs", nd[k]);
         }
+    }
+    if (parts & 17) {
         double wmn, wmd, wmx, cmn, cmd, cmx;
         stats(warm, nw, &wmn, &wmd, &wmx);
         stats(cold, nc, &cmn, &cmd, &cmx);
@@ -239,6 +261,31 @@ int main(int argc, char **argv) {
         static const char *const rk[] = {"warm_min", "warm_median", "warm_max",      "cold_min",
                                          "cold_median", "cold_max", "cold_over_warm"};
         add_nums(rj, rk, (const double[]){wmn, wmd, wmx, cmn, cmd, cmx, cmd / wmd}, 7);
+        /* where the time goes (the report's restart_parts_s), and the ratio of the restart
+         * proper: everything before the relaunched job's first step */
+        static const char *const pn[4] = {"resume_point", "launch", "load_connect", "first_step"};
+        printf("  %-28s %8s %8s   (medians, s)\n", "restart parts", "warm", "cold");
+        double wpre = 0, cpre = 0;
+        cJSON *pj = cJSON_AddObjectToObject(res, "restart_parts_median_s");
+        for (int q = 0; q < 4; q++) {
+            double a, wm, b, cm;
+            stats(wpart[q], nw, &a, &wm, &b);
+            stats(cpart[q], nc, &a, &cm, &b);
+            printf("  %-28s %8.3f %8.3f\n", pn[q], wm, cm);
+            cJSON *e = cJSON_AddObjectToObject(pj, pn[q]);
+            cJSON_AddNumberToObject(e, "warm", wm);
+            cJSON_AddNumberToObject(e, "cold", cm);
+        }
+        double wb[20], cb[20];
+        for (int i = 0; i < nw; i++) wb[i] = warm[i] - wpart[3][i];
+        for (int i = 0; i < nc; i++) cb[i] = cold[i] - cpart[3][i];
+        double bmn, bmx;
+        stats(wb, nw, &bmn, &wpre, &bmx);
+        stats(cb, nc, &bmn, &cpre, &bmx);
+        printf("  %-28s %8.2fx (%.3f s / %.3f s: localized until every rank holds the state, the first step "
+               "left out)\n", "cold / warm before 1st step", cpre / wpre, cpre, wpre);
+        cJSON_AddNumberToObject(rj, "cold_over_warm_before_first_step", cpre / wpre);
+        cJSON_AddNumberToObject(rj, "load", load1());
     }
 
     /* 2. blocking time of one checkpoint: snapshot into memory vs atomic disk save, same

@@ -446,6 +446,7 @@ static void on_ctl_msg(agent *a, cJSON *j) {
         for (int i = 0; i < a->nrk; i++) unthrottle(&a->rk[i]);
         a->nrk = 0;
         ls_mkdirs(lsr_str(j, "shm_dir"));
+        send_ctl(a, msg("launched"));
     } else if (!strcmp(t, "inject")) {
         rank_state *r = find_rank(a, (int)lsr_num(j, "rank", -1));
         if (r && r->pid > 0 && !r->exited)

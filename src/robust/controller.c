@@ -38,6 +38,7 @@ typedef struct {
     int kind, rank, node;
     int64_t step;             /* step at which it was seen */
     double t_fault, t_detect, t_localized, t_relaunch, t_resumed; /* wall clock */
+    double t_launched, t_ready; /* relaunch: the job started (or promoted), every rank connected */
     double recompute_s;
     int recomputed_steps;
     int injected;             /* 1 when it came from the plan */
@@ -107,7 +108,8 @@ typedef struct {
     cJSON *stacks;
     int materialized;
     char mat_err[512];
-    int killed_acks;
+    int killed_acks, launch_acks;
+    double launched_t; /* when the last launch started its ranks (wall) */
     int tearing_down;
     double last_ping;
     double inj_times[LS_FAULT_COUNT_][MAXR]; /* when each kind was injected on each rank (wall) */
@@ -310,6 +312,13 @@ static void pump(ctl *c, int ms) {
         } else if (!strcmp(t, "hello")) {
             int r = (int)lsr_num(j, "rank", -1);
             if (r >= 0 && r < c->ranks) c->rank_pid[r] = (int)lsr_num(j, "pid", 0);
+            int hellos = 0;
+            for (int q = 0; q < c->ranks; q++) hellos += c->rank_pid[q] > 0;
+            fault_t *f = c->cur >= 0 ? &c->f[c->cur] : NULL;
+            if (hellos == c->ranks && f && f->open && f->t_launched > 0 && f->t_ready <= 0) {
+                f->t_ready = ls_wall_time();
+                tl(c, "ready", "%d ranks loaded the state and connected to their agents", c->ranks);
+            }
         } else if (!strcmp(t, "exit") && !c->tearing_down) {
             int r = (int)lsr_num(j, "rank", -1);
             double tt = lsr_num(j, "time", 0);
@@ -360,6 +369,8 @@ static void pump(ctl *c, int ms) {
             }
         } else if (!strcmp(t, "killed")) {
             c->killed_acks++;
+        } else if (!strcmp(t, "launched")) {
+            c->launch_acks++;
         }
         cJSON_Delete(j);
     }
@@ -519,6 +530,7 @@ static int launch(ctl *c, const char *resume, int64_t stop_at) {
     int warm = resume && stop_at <= 0 && c->spare_pid > 0 && c->spare_parked == c->ranks;
     char **av = warm ? NULL : job_argv(c, resume, stop_at, eps, NULL, np, hostfile, stopb);
     if (!warm && !av) return ls_err(LS_ENOMEM, "out of memory");
+    c->launch_acks = 0;
     /* tell each active agent its ranks and this launch's injections */
     for (int s = 0; s < o->nodes; s++) {
         int nd = c->slot_node[s];
@@ -551,7 +563,8 @@ static int launch(ctl *c, const char *resume, int64_t stop_at) {
         }
         send_node(c, nd, j);
     }
-    pump(c, 50); /* the agents take the launch settings before the ranks say hello */
+    /* the agents take the launch settings before the ranks say hello: each acknowledges */
+    for (double t = ls_now(); c->launch_acks < o->nodes && ls_now() - t < 2;) pump(c, 5);
     for (int r = 0; r < c->ranks; r++) {
         c->rank_step[r] = c->launch_step;
         c->rank_pid[r] = 0;
@@ -580,7 +593,7 @@ static int launch(ctl *c, const char *resume, int64_t stop_at) {
         if (pid < 0) return pid;
         c->mpirun_pid = pid;
     }
-    c->launch_t = c->last_progress = ls_wall_time();
+    c->launch_t = c->last_progress = c->launched_t = ls_wall_time();
     c->tearing_down = 0;
     return LS_OK;
 }
@@ -1115,7 +1128,9 @@ static int relaunch(ctl *c, int64_t limit) {
     }
     tl(c, "relaunch", "restart %d from the %s checkpoint of step %" PRId64 "%s%s", c->restarts, kind, s,
        path[0] ? ": " : "", path);
-    return launch(c, path[0] ? path : NULL, 0) < 0 ? -1 : 0;
+    int rc = launch(c, path[0] ? path : NULL, 0);
+    if (f && f->open) f->t_launched = c->launched_t;
+    return rc < 0 ? -1 : 0;
 }
 
 /* ---------------------------------------------------------------- main loop */
@@ -1416,6 +1431,16 @@ static void write_report(ctl *c, ls_robust_result *res) {
         cJSON_AddNumberToObject(e, "detection_s", det);
         cJSON_AddNumberToObject(e, "localization_s", loc);
         cJSON_AddNumberToObject(e, "restart_s", rst);
+        if (f->t_resumed > 0 && f->t_ready >= f->t_launched && f->t_launched >= f->t_relaunch) {
+            /* localized -> resume point ready (evict, promote, back-off, snapshot materialised or
+             * disk checkpoint chosen) -> ranks started or promoted -> all connected with the state
+             * loaded -> first step done */
+            cJSON *rp = cJSON_AddObjectToObject(e, "restart_parts_s");
+            cJSON_AddNumberToObject(rp, "resume_point", f->t_relaunch - f->t_localized);
+            cJSON_AddNumberToObject(rp, "launch", f->t_launched - f->t_relaunch);
+            cJSON_AddNumberToObject(rp, "load_connect", f->t_ready - f->t_launched);
+            cJSON_AddNumberToObject(rp, "first_step", f->t_resumed - f->t_ready);
+        }
         cJSON_AddNumberToObject(e, "recompute_s", f->recompute_s);
         cJSON_AddNumberToObject(e, "recomputed_steps", f->recomputed_steps);
         cJSON_AddNumberToObject(e, "lost_s", det + loc + rst + f->recompute_s);
