@@ -26,13 +26,8 @@
 static char self_dir[4096], bin[4200], work[256];
 
 static double load1(void) {
-    double l = -1;
-    FILE *f = fopen("/proc/loadavg", "r");
-    if (f) {
-        if (fscanf(f, "%lf", &l) != 1) l = -1;
-        fclose(f);
-    }
-    return l;
+    double la[3];
+    return ls_load_avg(la) == LS_OK ? la[0] : -1;
 }
 
 static void stats(const double *v, int n, double *mn, double *md, double *mx) {
@@ -177,7 +172,7 @@ int main(int argc, char **argv) {
     /* 1. detection latency per kind, and warm vs cold restarts, interleaved per repetition */
     enum { K_CRASH, K_HANG, K_NAN, K_SLOW, K_OOM, NK };
     static const char *const kn[NK] = {"crash", "hang", "nan", "slow", "oom"};
-    double det[NK][20], warm[20], cold[20], wpart[4][20], cpart[4][20];
+    double det[NK][20], warm[20], cold[20], wpart[4][20], cpart[4][20], wstep[20];
     int nd[NK] = {0}, nw = 0, nc = 0, warm_ok = 0, cold_ok = 0;
     double hang_timeout = 3;
     for (int r = 0; r < reps && (parts & 17); r++) {
@@ -201,6 +196,7 @@ int main(int argc, char **argv) {
         if (j) {
             double w = fault_field(j, "crash", "restart_s");
             if (w > 0) restart_parts(j, wpart, nw);
+            if (w > 0) wstep[nw] = num(j, "productive_s", NULL) / num(j, "end_step", NULL);
             if (w > 0) warm[nw++] = w;
             warm_ok += resumed_from(j, "memory");
             cJSON_Delete(j);
@@ -284,6 +280,10 @@ int main(int argc, char **argv) {
         stats(cb, nc, &bmn, &cpre, &bmx);
         printf("  %-28s %8.2fx (%.3f s / %.3f s: localized until every rank holds the state, the first step "
                "left out)\n", "cold / warm before 1st step", cpre / wpre, cpre, wpre);
+        double smd;
+        stats(wstep, nw, &bmn, &smd, &bmx);
+        printf("  %-28s %8.3f s (the warm runs' productive time per step, median)\n", "one training step", smd);
+        cJSON_AddNumberToObject(rj, "step_median", smd);
         cJSON_AddNumberToObject(rj, "cold_over_warm_before_first_step", cpre / wpre);
         cJSON_AddNumberToObject(rj, "load", load1());
     }

@@ -1344,7 +1344,11 @@ static int run_loop(ctl *c) {
             /* let the other exits and the failing rank's own report arrive; when mpirun
              * noticed first, the agents' exit reports name the rank a moment later */
             for (double t = ls_now(); ls_now() - t < 0.15;) pump(c, 10);
-            for (double t = ls_now(); c->ev_exit_rank < 0 && c->ev_oom_rank < 0 && ls_now() - t < 2;) pump(c, 10);
+            /* (no rank of this launch said hello: no agent knows one, none will report) */
+            int known = 0;
+            for (int q = 0; q < c->ranks; q++) known += c->rank_pid[q] > 0;
+            for (double t = ls_now(); known && c->ev_exit_rank < 0 && c->ev_oom_rank < 0 && ls_now() - t < 2;)
+                pump(c, 10);
             if (c->ev_oom_rank >= 0) {
                 kind = LS_FAULT_OOM;
                 rank = c->ev_oom_rank;

@@ -18,22 +18,14 @@ static int injectable(int k) {
            k == LS_FAULT_OOM || k == LS_FAULT_CORRUPT_CKPT;
 }
 
-int ls_fault_plan_parse(const char *json, size_t len, const char *what, int ranks, ls_fault_plan *p) {
-    memset(p, 0, sizeof *p);
-    cJSON *j;
-    LS_TRY(ls_json_parse(json, len, what, &j));
+/* The plan of a parsed document (j is the caller's). */
+static int plan_from_json(const cJSON *j, const char *what, int ranks, ls_fault_plan *p) {
     int rc = LS_OK;
     const cJSON *arr = cJSON_IsObject(j) ? cJSON_GetObjectItemCaseSensitive(j, "faults") : NULL;
-    if (!cJSON_IsArray(arr)) {
-        cJSON_Delete(j);
-        return ls_err(LS_EINVAL, "%s: expected an object with a \"faults\" array", what);
-    }
+    if (!cJSON_IsArray(arr)) return ls_err(LS_EINVAL, "%s: expected an object with a \"faults\" array", what);
     int n = cJSON_GetArraySize(arr);
     p->f = calloc((size_t)(n > 0 ? n : 1), sizeof *p->f);
-    if (!p->f) {
-        cJSON_Delete(j);
-        return ls_err(LS_ENOMEM, "out of memory");
-    }
+    if (!p->f) return ls_err(LS_ENOMEM, "out of memory");
     for (int i = 0; i < n && rc == LS_OK; i++) {
         const cJSON *e = cJSON_GetArrayItem(arr, i);
         ls_fault_spec *f = &p->f[i];
@@ -82,17 +74,27 @@ int ls_fault_plan_parse(const char *json, size_t len, const char *what, int rank
         f->sticky = sticky != 0;
         p->n = i + 1;
     }
-    cJSON_Delete(j);
     if (rc < 0) ls_fault_plan_free(p);
     return rc;
 }
 
-int ls_fault_plan_load(const char *path, int ranks, ls_fault_plan *p) {
-    char *text;
-    size_t len;
-    memset(p, 0, sizeof *p);
-    LS_TRY(ls_file_read(path, &text, &len));
-    int rc = ls_fault_plan_parse(text, len, path, ranks, p);
-    free(text);
+/* The plan of a parsed document j (NULL: its reading failed with rc); frees j. */
+static int plan_take(int rc, cJSON *j, const char *what, int ranks, ls_fault_plan *p) {
+    if (rc == LS_OK) rc = plan_from_json(j, what, ranks, p);
+    cJSON_Delete(j);
     return rc;
+}
+
+int ls_fault_plan_parse(const char *json, size_t len, const char *what, int ranks, ls_fault_plan *p) {
+    memset(p, 0, sizeof *p);
+    cJSON *j = NULL;
+    int rc = ls_json_parse(json, len, what, &j);
+    return plan_take(rc, j, what, ranks, p);
+}
+
+int ls_fault_plan_load(const char *path, int ranks, ls_fault_plan *p) {
+    memset(p, 0, sizeof *p);
+    cJSON *j = NULL;
+    int rc = ls_json_read_file(path, &j);
+    return plan_take(rc, j, path, ranks, p);
 }

@@ -4,23 +4,8 @@
 # of the same command; the status page; an agent losing its controller; then bad input: a
 # command failing at once, malformed plans and flags (standbys exhausted: limits.sh).
 # Small steps (batch 8 x seq 32, 24 steps): under load the run time is the steps' compute.
-set -u
-BIN=$1
-T=$(mktemp -d /tmp/llmsys-robust-XXXXXX)
-cleanup() {
-  # our process tree only: the runs started from this script
-  for p in $(jobs -p); do kill -9 "$p" 2> /dev/null; done
-  for p in $(pgrep -f "$T/" 2> /dev/null); do kill -9 "$p" 2> /dev/null; done
-  rm -rf "$T"
-}
-trap cleanup EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-root=()
-[ "$(id -u)" -eq 0 ] && root=(--allow-run-as-root)
-for i in $(seq 1 1500); do
-  echo "line $i: the quick brown fox jumps over the lazy dog $((i * 7 % 13)) times; copy $((i % 5))."
-done > "$T/corpus.txt"
+. "$(dirname "$0")/lib.sh" "$1" faults
+corpus 1500
 TA=(--config tiny --data "$T/corpus.txt" --batch 8 --seq 32 --steps 24 --threads 1 --log-every 100)
 
 # the slow-rank runs take larger steps (batch 16 x seq 64): a rank held to 1% of a core must
@@ -96,7 +81,7 @@ busy
 # parallel jobs, two busy loops and the rest of the suite on 2 cores made a rank 1.6x late in
 # 3 windows running: preemption is not host-wide when jobs outnumber cores); this run also
 # serves the status page and Prometheus /metrics (127.0.0.1, a free port), read while it trains
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+PORT=$(freeport)
 timeout 90 "$BIN" robust run --quiet --slow-window 3 --slow-factor 3 --status-port "$PORT" --report "$T/calm.json" \
   -- llmsys train "${TS[@]}" --out "$T/calm.st" > /dev/null 2> "$T/calm.err" &
 CALM=$!

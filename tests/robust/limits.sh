@@ -3,18 +3,7 @@
 # restart bound with its back-off, a SIGKILLed agent, SIGTERM to the controller, malformed
 # plans and flags.
 # Tiny model, 1 rank per node, few steps; every run under `timeout`, every process ours killed.
-set -u
-BIN=$1
-T=$(mktemp -d /tmp/llmsys-robust-lim-XXXXXX)
-cleanup() {
-  for p in $(jobs -p); do kill -9 "$p" 2> /dev/null; done
-  for p in $(pgrep -f "$T/" 2> /dev/null); do kill -9 "$p" 2> /dev/null; done
-  rm -rf "$T"
-}
-trap cleanup EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+. "$(dirname "$0")/lib.sh" "$1" limits
 # the /metrics value of NAME on PORT (empty when not served)
 metric() { curl -s "http://127.0.0.1:$1/metrics" 2> /dev/null | awk -v k="$2" '$1 == k {print $2}'; }
 # waits until the job on PORT has reported step >= N (at most 30 s)
@@ -37,9 +26,7 @@ ranks_of() {
 ckpt_step() {
   python3 -c 'import json,struct,sys; f=open(sys.argv[1],"rb"); n=struct.unpack("<Q",f.read(8))[0]; print(json.loads(f.read(n))["__metadata__"]["llmsys.step"])' "$1"
 }
-for i in $(seq 1 600); do
-  echo "line $i: the quick brown fox jumps over the lazy dog $((i * 7 % 13)) times; copy $((i % 5))."
-done > "$T/corpus.txt"
+corpus 600
 TA=(--config tiny --data "$T/corpus.txt" --batch 8 --seq 32 --threads 1 --log-every 100000)
 
 # 1. standbys exhausted by two node faults (2 nodes x 1 rank, 1 standby): the first crash
@@ -122,8 +109,6 @@ n=$(ls "$T/rck"/ckpt-*.safetensors 2> /dev/null | tail -1)
 #    of a core (an injected slow rank, its detector off) so that the job outlasts the detection;
 #    the relaunched ranks run at full speed.
 echo '{"faults": [{"kind": "slow", "step": 1, "rank": 1, "share": 0.05}]}' > "$T/a.plan"
-root=()
-[ "$(id -u)" -eq 0 ] && root=(--allow-run-as-root)
 timeout 60 mpirun -q -np 2 "${root[@]}" --oversubscribe --bind-to none "$BIN" train "${TA[@]}" --steps 100 \
   --out "$T/ref.st" --report "$T/ref.json" > /dev/null 2> "$T/ref.err" || { fail "reference run"; cat "$T/ref.err"; }
 PORT=$(freeport)
