@@ -87,10 +87,10 @@ timeout 90 "$BIN" robust run --quiet --slow-window 3 --slow-factor 3 --status-po
 CALM=$!
 status_poll() {
   for _ in $(seq 1 600); do
-    m=$(curl -s "http://127.0.0.1:$PORT/metrics" || true)
+    m=$(curl -s -m 5 "http://127.0.0.1:$PORT/metrics" || true)
     if echo "$m" | grep -q '^llmsys_robust_step [1-9]'; then
       echo "$m" > "$T/metrics.txt"
-      curl -s "http://127.0.0.1:$PORT/" > "$T/page.html"
+      curl -s -m 5 "http://127.0.0.1:$PORT/" > "$T/page.html"
       return
     fi
     sleep 0.1
