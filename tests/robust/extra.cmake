@@ -7,5 +7,5 @@ add_test(NAME robust.demo_quick COMMAND $<TARGET_FILE:llmsys> demo robust --quic
 set_tests_properties(robust.demo_quick PROPERTIES TIMEOUT 120 LABELS robust
   ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1;OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
 add_test(NAME robust.limits COMMAND ${CMAKE_SOURCE_DIR}/tests/robust/limits.sh $<TARGET_FILE:llmsys>)
-set_tests_properties(robust.limits PROPERTIES TIMEOUT 180 LABELS robust
+set_tests_properties(robust.limits PROPERTIES TIMEOUT 480 LABELS robust
   ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1;OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")

@@ -133,11 +133,16 @@ grep -q '"resumed_step":[[:space:]]*10' "$T/corrupt.json" || fail "corrupt: did 
 # (no `timeout` wrapper: the kill must reach the controller itself); it runs in the
 # background while the sticky NaN and the bad input are checked (mostly waiting)
 lost_controller() {
-  "$BIN" robust run --quiet --report "$T/lost.json" -- llmsys train "${TA[@]}" --steps 100000 \
+  local lport
+  lport=$(freeport)
+  "$BIN" robust run --quiet --status-port "$lport" --report "$T/lost.json" -- llmsys train "${TA[@]}" --steps 100000 \
     --out "$T/lost.st" > /dev/null 2> "$T/lost.err" &
   cpid=$!
-  for _ in $(seq 1 200); do pgrep -f "$T/lost.st" > /dev/null && break; sleep 0.1; done
-  sleep 2
+  # the job trains (a step reported; at most 120 s: ASan under load starts slowly)
+  for _ in $(seq 1 1200); do
+    curl -s -m 5 "http://127.0.0.1:$lport/metrics" 2> /dev/null | grep -q '^llmsys_robust_step [1-9]' && break
+    sleep 0.1
+  done
   kill -9 $cpid 2> /dev/null
   wait $cpid 2> /dev/null
   sleep 3

@@ -5,10 +5,10 @@
 # Tiny model, 1 rank per node, few steps; every run under `timeout`, every process ours killed.
 . "$(dirname "$0")/lib.sh" "$1" limits
 # the /metrics value of NAME on PORT (empty when not served)
-metric() { curl -s "http://127.0.0.1:$1/metrics" 2> /dev/null | awk -v k="$2" '$1 == k {print $2}'; }
-# waits until the job on PORT has reported step >= N (at most 30 s)
+metric() { curl -s -m 5 "http://127.0.0.1:$1/metrics" 2> /dev/null | awk -v k="$2" '$1 == k {print $2}'; }
+# waits until the job on PORT has reported step >= N (at most 120 s: ASan under load is slow)
 wait_step() {
-  for _ in $(seq 1 300); do
+  for _ in $(seq 1 1200); do
     v=$(metric "$1" llmsys_robust_step)
     [ -n "$v" ] && [ "${v%.*}" -ge "$2" ] && return 0
     sleep 0.1
@@ -109,11 +109,11 @@ n=$(ls "$T/rck"/ckpt-*.safetensors 2> /dev/null | tail -1)
 #    of a core (an injected slow rank, its detector off) so that the job outlasts the detection;
 #    the relaunched ranks run at full speed.
 echo '{"faults": [{"kind": "slow", "step": 1, "rank": 1, "share": 0.05}]}' > "$T/a.plan"
-timeout 60 mpirun -q -np 2 "${root[@]}" --oversubscribe --bind-to none "$BIN" train "${TA[@]}" --steps 100 \
+timeout 180 mpirun -q -np 2 "${root[@]}" --oversubscribe --bind-to none "$BIN" train "${TA[@]}" --steps 100 \
   --out "$T/ref.st" --report "$T/ref.json" > /dev/null 2> "$T/ref.err" || { fail "reference run"; cat "$T/ref.err"; }
 PORT=$(freeport)
 t0=$SECONDS
-timeout 90 "$BIN" robust run --nodes 2 --ranks-per-node 1 --standby 1 --status-port "$PORT" \
+timeout 240 "$BIN" robust run --nodes 2 --ranks-per-node 1 --standby 1 --status-port "$PORT" \
   --inject "$T/a.plan" --slow-window 0 --report "$T/a.json" -- llmsys train "${TA[@]}" --steps 100 --out "$T/a.st" > /dev/null 2> "$T/a.err" &
 apid=$!
 if wait_step "$PORT" 2; then
