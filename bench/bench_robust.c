@@ -1,14 +1,15 @@
 /*
  * bench_robust.c - robust training measured end to end on this machine (4 ranks on 2
  * nodes + standbys, tiny model): detection latency per injected fault kind, restart time on
- * a warm standby vs a cold restart (new node, checkpoint from disk) and their ratio,
+ * a warm standby vs a cold restart (new node, checkpoint from disk), their parts and ratio,
  * blocking time of an in-memory snapshot vs a disk save of the same state, and the ETTR of
  * a run with a fault at a fixed period. Runs `llmsys robust run` (the binary beside this
  * one) and reads its reports.
  *
  *   build/bench_robust [--quick] [--reps N] [--ettr-minutes M] [--fault-every S] [--part P]... [--out FILE]
  *
- * --part faults|blocking|ettr|sim runs only those parts (repeatable; default all).
+ * --part faults|blocking|ettr|sim runs only those parts (repeatable; default all); --part
+ * restart runs only the warm vs cold restarts of `faults` (interleaved).
  *
  * --quick: 1 repetition, a 1-minute ETTR run with a fault every 20 s (the full run: 3
  * repetitions, 10 minutes with a fault every 2 minutes).
