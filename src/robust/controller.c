@@ -894,8 +894,8 @@ static void set_peers(ctl *c) {
     }
 }
 
-/* Writes the newest good state to disk when the job must stop (atomic; ckpt_dir). */
-/* Puts the last good state (at most step limit) on disk; returns its step (0: none). */
+/* Puts the last good state (at most step limit) on disk when the job must stop (atomic, in
+ * ckpt_dir) and makes it the job's reported step; returns that step (0: none). */
 static int64_t save_last_good(ctl *c, int64_t limit) {
     char path[2200], kind[16];
     int64_t s = resume_point(c, limit, path, sizeof path, kind);
@@ -913,6 +913,9 @@ static int64_t save_last_good(ctl *c, int64_t limit) {
     } else {
         s = 0;
     }
+    /* the job stops here: the step it reports is the saved state's (the ranks may have
+     * checkpointed a step whose report has not reached us yet, or be past the newest state) */
+    if (s > 0) c->job_step = s;
     return s;
 }
 
@@ -1251,10 +1254,7 @@ static int run_loop(ctl *c) {
             snprintf(c->diagnosis, sizeof c->diagnosis,
                      "interrupted (signal %d); the job is stopped with its last good checkpoint on disk",
                      (int)interrupted);
-            /* the step reported is the saved state's: the ranks may have checkpointed a step whose
-             * report has not reached us yet, or be past the newest state */
-            int64_t saved = save_last_good(c, INT64_MAX);
-            if (saved > 0) c->job_step = saved;
+            save_last_good(c, INT64_MAX);
             return 1;
         }
         double now = ls_wall_time();
