@@ -50,13 +50,20 @@
 extern "C" {
 #endif
 
-/* AUTO: the level ls_cpu_isa() picks (env honoured); REF: scalar; FAST: the best the CPU
- * has; AVX2 / AVX512: that level, or the best lower one the CPU has. */
 /* Version of the quantized checkpoint format (serve.h) this build writes: 2 stores the
  * scales and minima as F16; version 1 files (F32) still load, rounded to fp16. */
 #define LS_QUANT_FORMAT_VERSION 2
 
-typedef enum { LS_QIMPL_AUTO = 0, LS_QIMPL_REF = 1, LS_QIMPL_FAST = 2, LS_QIMPL_AVX2 = 3, LS_QIMPL_AVX512 = 4 } ls_qimpl;
+/* AUTO: the level ls_cpu_isa() picks (env honoured); REF: scalar; FAST: the best the CPU
+ * has; AVX2 / AVX512: that level, or the best lower one the CPU has. */
+typedef enum {
+    LS_QIMPL_AUTO = 0,
+    LS_QIMPL_REF = 1,
+    LS_QIMPL_FAST = 2,
+    LS_QIMPL_AVX2 = 3,
+    LS_QIMPL_AVX512 = 4,
+    LS_QIMPL_DEQUANT = 5 /* ls_qmat_matmul only: dequantize + sgemm at the AUTO level (a baseline) */
+} ls_qimpl;
 
 typedef struct {
     int bits;          /* 32, 16, 8, 4, 3 */
@@ -109,11 +116,12 @@ void ls_qmat_matvec_impl(const ls_qmat *q, const float *x, float *y, ls_qimpl im
  * nthreads > 1 splits W's rows over OpenMP threads (each output computed by one thread
  * the same way: results are identical for any nthreads). */
 void ls_qmat_matmul_rows(const ls_qmat *q, const float *X, int M, float *Y, int nthreads, ls_qimpl impl);
-/* Prefill GEMM: Y (M, rows) = X (M, cols) · Wᵀ. 8/4/3 bits with M > 8 at the avx512 level:
- * integer GEMM, X rounded to int8 per (row, weight group), int32 sums per group (error
- * within Σ|w − group code centre|·absmax/254 per group of the exact product). Otherwise
- * tiles of W dequantized to fp32 and OpenBLAS sgemm. Results may depend on M; the
- * reference impl is a scalar triple loop. */
+/* Prefill GEMM: Y (M, rows) = X (M, cols) · Wᵀ. 8/4/3 bits at a SIMD level: M <= 8 as
+ * ls_qmat_matmul_rows; M > 8 an integer GEMM (avx512: VNNI, avx2: vpmaddubsw), X rounded
+ * to int8 per (row, weight group), int32 sums per group (error within Σ|w − group code
+ * centre|·absmax/254 per group of the exact product). 32/16 bits, LS_QIMPL_DEQUANT and the
+ * scalar level without REF: tiles of W dequantized to fp32 and OpenBLAS sgemm. Results
+ * may depend on M; the reference impl is a scalar triple loop. */
 void ls_qmat_matmul(const ls_qmat *q, const float *X, int M, float *Y, ls_qimpl impl);
 
 #ifdef __cplusplus

@@ -281,6 +281,7 @@ static ls_isa impl_isa(ls_qimpl impl) {
     case LS_QIMPL_REF: return LS_ISA_SCALAR;
     case LS_QIMPL_AUTO: return ls_quant_isa();
     case LS_QIMPL_AVX2: return ls_cpu_isa_supported(LS_ISA_AVX2) ? LS_ISA_AVX2 : LS_ISA_SCALAR;
+    case LS_QIMPL_DEQUANT: return ls_quant_isa();
     default: /* FAST, AVX512 */
         if (ls_cpu_isa_supported(LS_ISA_AVX512)) return LS_ISA_AVX512;
         return ls_cpu_isa_supported(LS_ISA_AVX2) ? LS_ISA_AVX2 : LS_ISA_SCALAR;
@@ -474,8 +475,12 @@ void ls_qmat_matmul(const ls_qmat *q, const float *X, int M, float *Y, ls_qimpl 
         matmul_ref(q, X, M, Y);
         return;
     }
-    if (q->bits <= 8 && M > LS_QTILE_SMALL_M && isa == LS_ISA_AVX512) {
-        ls_quant_prefill_avx512(q, X, M, Y);
+    if (q->bits <= 8 && isa != LS_ISA_SCALAR && impl != LS_QIMPL_DEQUANT) {
+        /* a few rows: the decode kernels (weights streamed once for all rows); more: the
+         * level's integer GEMM */
+        if (M <= LS_QTILE_SMALL_M) ls_qmat_matmul_rows(q, X, M, Y, 1, impl);
+        else LS_ASSERT(ls_quant_prefill_run(q, X, M, Y, isa == LS_ISA_AVX512 ? &ls_quant_pf_avx512 : &ls_quant_pf_avx2) ==
+                       LS_OK);
         return;
     }
     if (q->bits == 32) {

@@ -45,10 +45,44 @@ void ls_quant_x_i8(const float *X, int M, int cols, int cols_pad, int8_t *xq, fl
 void ls_quant_dequant_row_avx2(const ls_qmat *q, int r, float *out);
 void ls_quant_dequant_row_avx512(const ls_qmat *q, int r, float *out);
 
-/* Prefill GEMM Y (M, rows) = X (M, cols) · Wᵀ for 8/4/3 bits on AVX-512 VNNI: int8
- * activations per (token, weight group) times int8 codes, int32 per group
- * (prefill_avx512.c). Call only when the CPU has LS_ISA_AVX512. */
-void ls_quant_prefill_avx512(const ls_qmat *q, const float *X, int M, float *Y);
+/* Activations of a prefill GEMM (prefill.c): X rounded to int8 per (token, weight group),
+ * absmax/127, in blocks of TW tokens: xp [MB][K4][TW][4] (4 columns of one token per
+ * dword; u8: code + 128, else int8), and per [MB][G][TW]: xs = absmax/127, xsum = Σx (exact),
+ * xcs = -ctr·Σx̂ (when asked for). Padding tokens: code 0, zero scales and sums. */
+typedef struct {
+    int TW, u8, K4, G, MB;
+    uint8_t *xp;
+    float *xs, *xsum;
+    int32_t *xcs;
+} ls_quant_xpack;
+int ls_quant_pack_x(const ls_qmat *q, const float *X, int M, int TW, int u8, int want_xcs, ls_quant_xpack *p);
+void ls_quant_xpack_free(ls_quant_xpack *p);
+
+enum { LS_PF_RBMAX = 8 };
+/* One block of RB weight rows and the packed activations, as a level's tile reads them:
+ * w[i]: cols_pad code bytes of row i (centred levels: q - ctr, 8 bits in place; others:
+ * the unsigned codes, |q| for 8 bits); wq[i]: the row's packed data (8 bits: signed codes);
+ * per group: s[i] scale, c[i] = m + ctr·s (NULL for 8 bits), ws[i] = 128·Σ centred codes
+ * (centred levels). */
+typedef struct {
+    const ls_qmat *q;
+    ls_quant_xpack x;
+    int RB;
+    const int8_t *w[LS_PF_RBMAX], *wq[LS_PF_RBMAX];
+    const float *s[LS_PF_RBMAX], *c[LS_PF_RBMAX];
+    const int32_t *ws[LS_PF_RBMAX];
+} ls_quant_pf;
+/* A level's register tile: outputs of p's RB rows for token blocks tb0..tb0+ntb-1 into
+ * out[RB][ntb·TW]; called with RB = the level's RB and ntb = TB or 1, or RB = ntb = 1. */
+typedef void (*ls_quant_pf_tile)(const ls_quant_pf *p, int tb0, int ntb, float *out);
+typedef struct {
+    int TW, u8, centred, RB, TB; /* tokens per block, activations as u8, centred codes, tile */
+    ls_quant_pf_tile tile;
+} ls_quant_pf_level;
+/* Prefill GEMM Y (M, rows) = X (M, cols) · Wᵀ (8/4/3 bits) with a level's tile. LS_ENOMEM. */
+int ls_quant_prefill_run(const ls_qmat *q, const float *X, int M, float *Y, const ls_quant_pf_level *lv);
+/* The integer prefill levels: AVX-512 VNNI (prefill_avx512.c) and AVX2 (prefill_avx2.c). */
+extern const ls_quant_pf_level ls_quant_pf_avx512, ls_quant_pf_avx2;
 
 /* The 32 codes (0..7) of a packed 3-bit block p as bytes: byte k takes bits 2(k/8).. of
  * byte k%8, then bit k of the block's high word as bit 2. For AVX2 (and AVX-512) code. */

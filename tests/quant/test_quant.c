@@ -143,7 +143,8 @@ static void exact_and_bound(const ls_qmat *q, int r, const float *d, const float
 }
 
 /* Decode kernels (fast vs scalar reference, same arithmetic): |fast - ref| <= 2e-6·Σ|w||x|
- * + 1e-7. Prefill GEMM vs the exact product, same tolerance. For 8/4/3 bits the decode
+ * + 1e-7. Prefill GEMM (M <= 7 here): 8/4/3 bits bit-identical to the decode kernel, 32/16
+ * bits vs the exact product, same tolerance. For 8/4/3 bits the decode
  * kernels quantize activations to int8 per 32-block: within Σ|w - mid|·absmax/254 of exact
  * (mid = the group's mid-range for the centred 4/3-bit codes, 0 for 8 bits). */
 static void test_kernels(void) {
@@ -182,10 +183,12 @@ static void test_kernels(void) {
                 exact_and_bound(&q, r, d, X + (size_t)m * cols, 32, &exact, &mag, &aq);
                 double tol = 2e-6 * mag + 1e-7, tol_aq = bits <= 8 ? aq * 1.001 + tol : tol;
                 double ref = yr[(size_t)m * rows + r], f = yf[(size_t)m * rows + r], g = yg[(size_t)m * rows + r];
-                if (fabs(f - ref) > tol || fabs(g - exact) > tol || fabs(ref - exact) > tol_aq) {
+                /* M <= 8: the prefill GEMM of 8/4/3 bits is the decode kernel, bit for bit */
+                int gbad = bits <= 8 ? memcmp(&g, &f, sizeof g) != 0 : fabs(g - exact) > tol;
+                if (fabs(f - ref) > tol || gbad || fabs(ref - exact) > tol_aq) {
                     fprintf(stderr, "  bits %d group %d shape (%d,%d) M %d at row %d, x %d:\n", bits, group, rows, cols, M, r, m);
                     CHECK_NEAR(f, ref, tol);         /* fast decode kernel vs its scalar reference */
-                    CHECK_NEAR(g, exact, tol);       /* prefill GEMM vs exact product */
+                    CHECK_NEAR(g, bits <= 8 ? f : exact, bits <= 8 ? 0 : tol); /* prefill GEMM */
                     CHECK_NEAR(ref, exact, tol_aq);  /* int8 activations within their rounding bound */
                     bad = 1;
                 }
@@ -272,46 +275,86 @@ static void test_levels(void) {
     else unsetenv("LLMSYS_ISA");
 }
 
-/* Prefill GEMM (M > 8) for 8/4/3 bits: on AVX-512 VNNI the integer GEMM, activations
- * rounded to int8 per (token, weight group): within Σ_g Σ|w - mid_g|·absmax_g(x)/254 of
- * the exact product of the dequantized weights (mid_g = the group's code centre, where
- * the codes are centred), plus float rounding 2e-6·Σ|w||x|. Elsewhere dequantize + sgemm. */
+/* Float64 reference of the integer prefill GEMM's arithmetic for one output: x rounded
+ * to int8 per weight group (absmax/127, round to nearest even as the kernels' float
+ * multiply + convert), then per group s·xs·Σ(q - ctr)·x̂ + (m + ctr·s)·Σx (ctr = the code
+ * centre of 4/3 bits, 0 for 8). Codes are recovered from the dequantized row d. */
+static double prefill_ref(const ls_qmat *q, int r, const float *d, const float *x) {
+    int ctr = q->bits == 8 ? 0 : 1 << (q->bits - 1);
+    double y = 0;
+    for (int g = 0; g < q->ngroups; g++) {
+        int c0 = g * q->group, c1 = c0 + q->group < q->cols ? c0 + q->group : q->cols;
+        float amax = 0.0f;
+        for (int c = c0; c < c1; c++) amax = fmaxf(amax, fabsf(x[c]));
+        float inv = amax > 0 ? 127.0f / amax : 0.0f;
+        double s = ls_qmat_scale(q, r, g), m = ls_qmat_min(q, r, g), sx = 0;
+        long long iq = 0;
+        for (int c = c0; c < c1; c++) {
+            long v = lrintf(x[c] * inv), code = s > 0 ? lround((d[c] - m) / s) : ctr;
+            v = v > 127 ? 127 : v < -127 ? -127 : v;
+            iq += (code - ctr) * v;
+            sx += x[c];
+        }
+        y += s * (amax / 127.0f) * (double)iq + (m + ctr * s) * sx;
+    }
+    return y;
+}
+
+/* Prefill GEMM for 8/4/3 bits at every level the CPU has (levels it lacks: SKIPPED), M > 8
+ * (integer GEMM) and M <= 8 (decode kernels): the integer GEMM against prefill_ref (same
+ * rounding, float64 sums) within 2e-6·Σ|w||x|, and against the exact product of the
+ * dequantized weights within Σ_g Σ|w - mid_g|·absmax_g(x)/254 (mid_g = the group's code
+ * centre) plus that float rounding; LS_QIMPL_DEQUANT within the float rounding alone. */
 static void test_prefill(void) {
-    if (!ls_cpu_isa_supported(LS_ISA_AVX512)) fprintf(stderr, "  SKIPPED: avx512 integer prefill (not on this CPU)\n");
+    const ls_qimpl impls[2] = {LS_QIMPL_AVX2, LS_QIMPL_AVX512};
+    const ls_isa isas[2] = {LS_ISA_AVX2, LS_ISA_AVX512};
     ls_rng rng;
     ls_rng_seed(&rng, 4242);
-    const int bits_list[] = {8, 4, 3}, Ms[] = {9, 16, 33, 70};
-    double worst = 0;
-    for (int iter = 0; iter < 24; iter++) {
-        int bits = bits_list[iter % 3], group = 32 << ls_rng_below(&rng, 4), M = Ms[iter % 4];
-        int rows = 1 + (int)ls_rng_below(&rng, 70), cols = 1 + (int)ls_rng_below(&rng, 600);
-        float *w = malloc(sizeof(float) * rows * cols), *X = malloc(sizeof(float) * M * cols);
-        float *y = malloc(sizeof(float) * M * rows), *d = malloc(sizeof(float) * cols);
-        fill(&rng, w, (size_t)rows * cols, 0.05f);
-        fill(&rng, X, (size_t)M * cols, 1.0f);
-        ls_qmat q;
-        CHECK(ls_qmat_quantize(&q, w, rows, cols, bits, group) == LS_OK);
-        ls_qmat_matmul(&q, X, M, y, LS_QIMPL_AUTO);
-        int bad = 0;
-        for (int r = 0; r < rows && !bad; r++) {
-            ls_qmat_dequant_row(&q, r, d);
-            for (int m = 0; m < M && !bad; m++) {
-                double exact, mag, aq; /* activations rounded per weight group */
-                exact_and_bound(&q, r, d, X + (size_t)m * cols, group, &exact, &mag, &aq);
-                double tol = aq * 1.001 + 2e-6 * mag + 1e-6, e = fabs(y[(size_t)m * rows + r] - exact);
-                worst = e / tol > worst ? e / tol : worst;
-                if (e > tol) {
-                    fprintf(stderr, "  bits %d group %d (%d,%d) M %d row %d token %d:\n", bits, group, rows, cols, M, r,
-                            m);
-                    CHECK_NEAR(y[(size_t)m * rows + r], exact, tol);
-                    bad = 1;
+    const int bits_list[] = {8, 4, 3}, Ms[] = {9, 16, 33, 70, 3};
+    double worst[2] = {0, 0};
+    for (int lv = 0; lv < 2; lv++) {
+        if (!ls_cpu_isa_supported(isas[lv])) {
+            fprintf(stderr, "  SKIPPED: %s integer prefill (not on this CPU)\n", ls_isa_name(isas[lv]));
+            continue;
+        }
+        for (int iter = 0; iter < 30; iter++) {
+            int bits = bits_list[iter % 3], group = 32 << ls_rng_below(&rng, 4), M = Ms[iter % 5];
+            int rows = 1 + (int)ls_rng_below(&rng, 70), cols = 1 + (int)ls_rng_below(&rng, 600);
+            float *w = malloc(sizeof(float) * rows * cols), *X = malloc(sizeof(float) * M * cols);
+            float *y = malloc(sizeof(float) * M * rows), *yd = malloc(sizeof(float) * M * rows);
+            float *d = malloc(sizeof(float) * cols);
+            fill(&rng, w, (size_t)rows * cols, 0.05f);
+            fill(&rng, X, (size_t)M * cols, 1.0f);
+            ls_qmat q;
+            CHECK(ls_qmat_quantize(&q, w, rows, cols, bits, group) == LS_OK);
+            ls_qmat_matmul(&q, X, M, y, impls[lv]);
+            ls_qmat_matmul(&q, X, M, yd, LS_QIMPL_DEQUANT);
+            int bad = 0;
+            for (int r = 0; r < rows && !bad; r++) {
+                ls_qmat_dequant_row(&q, r, d);
+                for (int m = 0; m < M && !bad; m++) {
+                    const float *x = X + (size_t)m * cols;
+                    double exact, mag, aq; /* activations rounded per weight group (32-blocks for M <= 8) */
+                    exact_and_bound(&q, r, d, x, M > 8 ? group : 32, &exact, &mag, &aq);
+                    double tf = 2e-6 * mag + 1e-6, tol = aq * 1.001 + tf, v = y[(size_t)m * rows + r];
+                    double e = fabs(v - exact), ref = M > 8 ? prefill_ref(&q, r, d, x) : v;
+                    worst[lv] = e / tol > worst[lv] ? e / tol : worst[lv];
+                    if (e > tol || fabs(v - ref) > tf || fabs(yd[(size_t)m * rows + r] - exact) > tf) {
+                        fprintf(stderr, "  %s: bits %d group %d (%d,%d) M %d row %d token %d:\n", ls_isa_name(isas[lv]),
+                                bits, group, rows, cols, M, r, m);
+                        CHECK_NEAR(v, exact, tol);
+                        CHECK_NEAR(v, ref, tf);
+                        CHECK_NEAR(yd[(size_t)m * rows + r], exact, tf);
+                        bad = 1;
+                    }
                 }
             }
+            ls_qmat_free(&q);
+            free(w), free(X), free(y), free(yd), free(d);
         }
-        ls_qmat_free(&q);
-        free(w), free(X), free(y), free(d);
+        fprintf(stderr, "  prefill (%s): worst error %.3f of the int8-activation bound\n", ls_isa_name(isas[lv]),
+                worst[lv]);
     }
-    fprintf(stderr, "  prefill (%s): worst error %.3f of the int8-activation bound\n", ls_quant_impl_name(), worst);
 }
 
 static void test_bad_args(void) {

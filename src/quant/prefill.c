@@ -1,0 +1,179 @@
+/* prefill.c - what the integer prefill GEMMs (prefill_avx2.c, prefill_avx512.c) share:
+ * activations rounded to int8 per (token, weight group) and packed in token blocks, the
+ * per-row weight codes, scales and offsets of a block of rows, and the loop over row
+ * blocks and token tiles that calls a level's register tile. AVX2 code: it runs on both
+ * levels. Per group g of row r and token t the tiles compute
+ *     y += s_g·xs_tg·Σ (q - ctr)·x̂  +  (m_g + ctr·s_g)·Σx_tg
+ * (ctr = 0 / 8 / 4 for 8 / 4 / 3 bits, Σx exact in fp32), so the error against the
+ * product of the dequantized weights is Σ_g Σ|w - mid_g|·absmax_g(x)/254. */
+#include <immintrin.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llmsys/core.h"
+#include "quant/quant_internal.h"
+
+#define TARGET __attribute__((target("avx2,fma,f16c")))
+
+/* Token t of X (cols floats, padded with zeros to cols_pad in xr) into the packed blocks. */
+TARGET static void pack_token(const ls_qmat *q, const float *xr, int t, ls_quant_xpack *p) {
+    int TW = p->TW, tb = t / TW, l = t % TW, gs = q->group, ctr = q->bits == 8 ? 0 : 1 << (q->bits - 1);
+    const __m256 signm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
+    const __m256i flip = _mm256_set1_epi8(p->u8 ? (char)0x80 : 0);
+    for (int g = 0; g < p->G; g++) {
+        const float *x = xr + (size_t)g * gs;
+        __m256 am = _mm256_setzero_ps(), fs = am;
+        for (int c = 0; c < gs; c += 8) {
+            __m256 v = _mm256_loadu_ps(x + c);
+            am = _mm256_max_ps(am, _mm256_and_ps(v, signm));
+            fs = _mm256_add_ps(fs, v);
+        }
+        float a8[8], s8[8], amax = 0.0f, sum = 0.0f;
+        _mm256_storeu_ps(a8, am);
+        _mm256_storeu_ps(s8, fs);
+        for (int k = 0; k < 8; k++) amax = a8[k] > amax ? a8[k] : amax, sum += s8[k];
+        __m256 iv = _mm256_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
+        __m256i isum = _mm256_setzero_si256();
+        for (int c = 0; c < gs; c += 8) {
+            __m256i v = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + c), iv));
+            v = _mm256_min_epi32(_mm256_max_epi32(v, lo), hi);
+            isum = _mm256_add_epi32(isum, v);
+            /* 8 codes as bytes (columns c..c+7): two dwords, for quads (g·gs + c)/4 and +1 */
+            __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(v, v), _mm256_setzero_si256());
+            b = _mm256_xor_si256(b, flip);
+            int32_t d0 = _mm256_extract_epi32(b, 0), d1 = _mm256_extract_epi32(b, 4);
+            size_t k = (size_t)(g * gs + c) / 4;
+            memcpy(p->xp + (((size_t)tb * p->K4 + k) * TW + l) * 4, &d0, 4);
+            memcpy(p->xp + (((size_t)tb * p->K4 + k + 1) * TW + l) * 4, &d1, 4);
+        }
+        int32_t i8[8], is = 0;
+        _mm256_storeu_si256((__m256i *)i8, isum);
+        for (int k = 0; k < 8; k++) is += i8[k];
+        size_t o = ((size_t)tb * p->G + g) * TW + l;
+        p->xs[o] = amax / 127.0f;
+        p->xsum[o] = sum;
+        if (p->xcs) p->xcs[o] = -ctr * is;
+    }
+}
+
+int ls_quant_pack_x(const ls_qmat *q, const float *X, int M, int TW, int u8, int want_xcs, ls_quant_xpack *p) {
+    memset(p, 0, sizeof *p);
+    p->TW = TW, p->u8 = u8, p->K4 = q->cols_pad / 4, p->G = q->ngroups, p->MB = (M + TW - 1) / TW;
+    size_t na = (size_t)p->MB * p->G * TW;
+    p->xp = ls_aligned_alloc(64, (size_t)p->MB * p->K4 * TW * 4);
+    p->xs = ls_aligned_calloc(64, sizeof(float) * na);
+    p->xsum = ls_aligned_calloc(64, sizeof(float) * na);
+    if (want_xcs) p->xcs = ls_aligned_calloc(64, sizeof(int32_t) * na);
+    float *xr = ls_aligned_calloc(32, sizeof(float) * (size_t)q->cols_pad);
+    if (!p->xp || !p->xs || !p->xsum || (want_xcs && !p->xcs) || !xr) {
+        ls_aligned_free(xr);
+        ls_quant_xpack_free(p);
+        return ls_err(LS_ENOMEM, "prefill: out of memory");
+    }
+    /* padding tokens hold code 0 (byte 128 when stored as u8) and zero scales and sums */
+    if (M % TW) memset(p->xp, u8 ? 128 : 0, (size_t)p->MB * p->K4 * TW * 4);
+    for (int t = 0; t < M; t++) {
+        memcpy(xr, X + (size_t)t * q->cols, sizeof(float) * (size_t)q->cols);
+        pack_token(q, xr, t, p);
+    }
+    ls_aligned_free(xr);
+    return LS_OK;
+}
+
+void ls_quant_xpack_free(ls_quant_xpack *p) {
+    ls_aligned_free(p->xp), ls_aligned_free(p->xs), ls_aligned_free(p->xsum), ls_aligned_free(p->xcs);
+    memset(p, 0, sizeof *p);
+}
+
+/* Codes of row r (cols_pad bytes) into dst as the level's tile reads them (see
+ * ls_quant_pf), and per group: scale, offset m + ctr·s (4/3 bits), 128·Σ centred codes. */
+TARGET static void prep_row(const ls_qmat *q, int r, int centred, int8_t *dst, float *s, float *c, int32_t *ws) {
+    const uint8_t *row = q->data + (size_t)r * q->row_bytes;
+    int ctr = q->bits == 8 ? 0 : 1 << (q->bits - 1), nb = q->cols_pad / 32, bpg = q->group / 32;
+    __m256i e = _mm256_set1_epi8((char)(centred ? ctr : 0));
+    for (int b = 0; b < nb; b++) {
+        __m256i v;
+        if (q->bits == 8) v = _mm256_abs_epi8(_mm256_loadu_si256((const __m256i *)(row + 32 * b)));
+        else if (q->bits == 4) {
+            __m128i h = _mm_loadu_si128((const __m128i *)(row + 16 * b)), m = _mm_set1_epi8(15);
+            v = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(h, 4), m), _mm_and_si128(h, m));
+        } else v = ls_quant_unpack3(row + 12 * b);
+        if (q->bits != 8 || !centred) _mm256_storeu_si256((__m256i *)(dst + 32 * b), _mm256_sub_epi8(v, e));
+    }
+    /* 8 bits centred: the codes are used in place (the tile reads q->data) */
+    const int8_t *cd = q->bits == 8 && centred ? (const int8_t *)row : dst;
+    __m256i flip = _mm256_set1_epi8((char)0x80), z = _mm256_setzero_si256();
+    for (int g = 0; g < q->ngroups; g++) {
+        s[g] = ls_qmat_scale(q, r, g);
+        if (c) c[g] = ls_qmat_min(q, r, g) + (float)ctr * s[g];
+        if (!ws) continue;
+        /* Σ (code + 128) per 8 bytes with vpsadbw, then minus 128 per byte */
+        __m256i acc = z;
+        for (int b = g * bpg; b < (g + 1) * bpg; b++)
+            acc = _mm256_add_epi64(
+                acc, _mm256_sad_epu8(_mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(cd + 32 * b)), flip), z));
+        __m128i h = _mm_add_epi64(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+        ws[g] = 128 * ((int32_t)(_mm_cvtsi128_si64(h) + _mm_extract_epi64(h, 1)) - 128 * q->group);
+    }
+}
+
+/* Stores tile outputs out[RB][n] to Y rows r.., tokens t0.. (those < M). */
+static void store_tile(const float *out, int RB, int n, int t0, int r, int M, int N, float *Y) {
+    for (int i = 0; i < RB; i++)
+        for (int l = 0; l < n && t0 + l < M; l++) Y[(size_t)(t0 + l) * N + r + i] = out[(size_t)i * n + l];
+}
+
+int ls_quant_prefill_run(const ls_qmat *q, const float *X, int M, float *Y, const ls_quant_pf_level *lv) {
+    ls_quant_pf p;
+    memset(&p, 0, sizeof p);
+    p.q = q;
+    LS_TRY(ls_quant_pack_x(q, X, M, lv->TW, lv->u8, !lv->centred && q->hmin, &p.x));
+    int K = q->cols_pad, G = q->ngroups, RBm = lv->RB;
+    int8_t *wbuf = ls_aligned_alloc(64, (size_t)RBm * K);
+    int32_t *wsum = malloc(sizeof(int32_t) * (size_t)RBm * G);
+    float *sc = malloc(sizeof(float) * 2 * (size_t)RBm * G);
+    float *out = ls_aligned_alloc(64, sizeof(float) * (size_t)RBm * lv->TB * lv->TW);
+    if (!wbuf || !wsum || !sc || !out) {
+        ls_aligned_free(wbuf), free(wsum), free(sc), ls_aligned_free(out);
+        ls_quant_xpack_free(&p.x);
+        return ls_err(LS_ENOMEM, "prefill: out of memory");
+    }
+    for (int r = 0; r < q->rows; r += RBm) {
+        p.RB = q->rows - r < RBm ? q->rows - r : RBm;
+        for (int i = 0; i < p.RB; i++) {
+            int8_t *d = wbuf + (size_t)i * K;
+            prep_row(q, r + i, lv->centred, d, sc + (size_t)i * G, q->hmin ? sc + (size_t)(RBm + i) * G : NULL,
+                     lv->centred ? wsum + (size_t)i * G : NULL);
+            p.w[i] = q->bits == 8 && lv->centred ? (const int8_t *)(q->data + (size_t)(r + i) * q->row_bytes) : d;
+            p.wq[i] = (const int8_t *)(q->data + (size_t)(r + i) * q->row_bytes);
+            p.s[i] = sc + (size_t)i * G;
+            p.c[i] = q->hmin ? sc + (size_t)(RBm + i) * G : NULL;
+            p.ws[i] = wsum + (size_t)i * G;
+        }
+        if (p.RB == RBm) {
+            int tb = 0;
+            for (; tb + lv->TB <= p.x.MB; tb += lv->TB) {
+                lv->tile(&p, tb, lv->TB, out);
+                store_tile(out, RBm, lv->TB * lv->TW, tb * lv->TW, r, M, q->rows, Y);
+            }
+            for (; tb < p.x.MB; tb++) {
+                lv->tile(&p, tb, 1, out);
+                store_tile(out, RBm, lv->TW, tb * lv->TW, r, M, q->rows, Y);
+            }
+            continue;
+        }
+        /* the last rows, one at a time */
+        for (int i = 0; i < p.RB; i++) {
+            ls_quant_pf p1 = p;
+            p1.RB = 1, p1.w[0] = p.w[i], p1.wq[0] = p.wq[i], p1.s[0] = p.s[i], p1.c[0] = p.c[i], p1.ws[0] = p.ws[i];
+            for (int tb = 0; tb < p.x.MB; tb++) {
+                lv->tile(&p1, tb, 1, out);
+                store_tile(out, 1, lv->TW, tb * lv->TW, r + i, M, q->rows, Y);
+            }
+        }
+    }
+    ls_aligned_free(wbuf), free(wsum), free(sc), ls_aligned_free(out);
+    ls_quant_xpack_free(&p.x);
+    return LS_OK;
+}
