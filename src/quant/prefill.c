@@ -129,11 +129,11 @@ int ls_quant_prefill_run(const ls_qmat *q, const float *X, int M, float *Y, cons
     memset(&p, 0, sizeof p);
     p.q = q;
     LS_TRY(ls_quant_pack_x(q, X, M, lv->TW, lv->u8, !lv->centred && q->hmin, &p.x));
-    int K = q->cols_pad, G = q->ngroups, RBm = lv->RB;
+    int f = q->bits == 8 ? 0 : q->bits == 4 ? 1 : 2, K = q->cols_pad, G = q->ngroups, RBm = lv->RB[f], TBm = lv->TB[f];
     int8_t *wbuf = ls_aligned_alloc(64, (size_t)RBm * K);
     int32_t *wsum = malloc(sizeof(int32_t) * (size_t)RBm * G);
     float *sc = malloc(sizeof(float) * 2 * (size_t)RBm * G);
-    float *out = ls_aligned_alloc(64, sizeof(float) * (size_t)RBm * lv->TB * lv->TW);
+    float *out = ls_aligned_alloc(64, sizeof(float) * (size_t)RBm * TBm * lv->TW);
     if (!wbuf || !wsum || !sc || !out) {
         ls_aligned_free(wbuf), free(wsum), free(sc), ls_aligned_free(out);
         ls_quant_xpack_free(&p.x);
@@ -153,9 +153,9 @@ int ls_quant_prefill_run(const ls_qmat *q, const float *X, int M, float *Y, cons
         }
         if (p.RB == RBm) {
             int tb = 0;
-            for (; tb + lv->TB <= p.x.MB; tb += lv->TB) {
-                lv->tile(&p, tb, lv->TB, out);
-                store_tile(out, RBm, lv->TB * lv->TW, tb * lv->TW, r, M, q->rows, Y);
+            for (; tb + TBm <= p.x.MB; tb += TBm) {
+                lv->tile(&p, tb, TBm, out);
+                store_tile(out, RBm, TBm * lv->TW, tb * lv->TW, r, M, q->rows, Y);
             }
             for (; tb < p.x.MB; tb++) {
                 lv->tile(&p, tb, 1, out);

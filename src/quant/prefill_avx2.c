@@ -9,9 +9,9 @@
  *     widened once by vpmaddwd; each group's int32 sums start at -ctr·Σx̂ (centring);
  *   8 bits: |q| times x̂ with q's sign (vpsignb), at most 2·127·127 = 32258: widened per
  *     quad.
- * Tiles: 4 weight rows x 2 token blocks (8 int32 accumulators in registers, the 4 rows'
- * codes in L1 for all token blocks; the fp32 sums in an L1 buffer, updated once per
- * group). */
+ * Tiles: 3 weight rows x 2 token blocks (8 bits) and 8 rows x 1 block (4/3 bits), the
+ * int32 sums in registers, the rows' codes in L1 for all token blocks, the fp32 sums in an
+ * L1 buffer updated once per group. */
 #include <immintrin.h>
 #include <string.h>
 
@@ -20,7 +20,8 @@
 #define TARGET __attribute__((target("avx2,fma,f16c")))
 #define LS_UNROLL _Pragma("GCC unroll 8")
 
-enum { RB2 = 4, TB2 = 2, CH2 = 8 /* quads per int16 chain, 4/3 bits */ };
+/* tile shapes (W rows x token blocks), measured (docs/serve.md): 8 bits 3 x 2, 4/3 bits 8 x 1 */
+enum { RB8 = 3, TB8 = 2, RBQ = 8, CH2 = 8 /* quads per int16 chain, 4/3 bits */ };
 
 TARGET static inline __attribute__((always_inline)) __m256i bcast4(const int8_t *p) {
     int32_t d;
@@ -33,12 +34,12 @@ TARGET static inline __attribute__((always_inline)) void tile2(const ls_quant_pf
     const ls_quant_xpack *a = &p->x;
     int kpg = p->q->group / 4;
     memset(out, 0, sizeof(float) * (size_t)RB * TB * 8);
-    const uint8_t *xb[TB2];
+    const uint8_t *xb[TB8];
     LS_UNROLL
     for (int t = 0; t < TB; t++) xb[t] = a->xp + (size_t)(tb0 + t) * a->K4 * 32;
     const __m256i ones = _mm256_set1_epi16(1);
     for (int g = 0; g < a->G; g++) {
-        __m256i acc[RB2][TB2];
+        __m256i acc[RBQ][TB8];
         LS_UNROLL
         for (int t = 0; t < TB; t++) {
             __m256i init = BITS == 8 ? _mm256_setzero_si256()
@@ -48,7 +49,7 @@ TARGET static inline __attribute__((always_inline)) void tile2(const ls_quant_pf
         }
         if (BITS == 8) {
             for (int k = g * kpg; k < (g + 1) * kpg; k++) {
-                __m256i xv[TB2];
+                __m256i xv[TB8];
                 LS_UNROLL
                 for (int t = 0; t < TB; t++) xv[t] = _mm256_load_si256((const __m256i *)(xb[t] + (size_t)k * 32));
                 LS_UNROLL
@@ -94,14 +95,17 @@ TARGET static inline __attribute__((always_inline)) void tile2(const ls_quant_pf
 }
 
 TARGET static void tile_avx2(const ls_quant_pf *p, int tb0, int ntb, float *out) {
-    /* one instantiation per format and tile shape (RB2 x TB2, RB2 x 1, 1 x 1) */
-#define TILE2_SHAPES(BITS)                                                      \
-    (p->RB == 1 ? tile2(p, BITS, 1, 1, tb0, out)                                \
-     : ntb == TB2 ? tile2(p, BITS, RB2, TB2, tb0, out) : tile2(p, BITS, RB2, 1, tb0, out))
-    if (p->q->bits == 8) TILE2_SHAPES(8);
-    else if (p->q->bits == 4) TILE2_SHAPES(4);
-    else TILE2_SHAPES(3);
-#undef TILE2_SHAPES
+    /* one instantiation per format and tile shape */
+    int b = p->q->bits;
+    if (p->RB == 1) {
+        if (b == 8) tile2(p, 8, 1, 1, tb0, out);
+        else if (b == 4) tile2(p, 4, 1, 1, tb0, out);
+        else tile2(p, 3, 1, 1, tb0, out);
+    } else if (b == 8) {
+        if (ntb == TB8) tile2(p, 8, RB8, TB8, tb0, out);
+        else tile2(p, 8, RB8, 1, tb0, out);
+    } else if (b == 4) tile2(p, 4, RBQ, 1, tb0, out);
+    else tile2(p, 3, RBQ, 1, tb0, out);
 }
 
-const ls_quant_pf_level ls_quant_pf_avx2 = {8, 0, 0, RB2, TB2, tile_avx2};
+const ls_quant_pf_level ls_quant_pf_avx2 = {8, 0, 0, {RB8, RBQ, RBQ}, {TB8, 1, 1}, tile_avx2};

@@ -65,4 +65,4 @@ TARGET static void tile_avx512(const ls_quant_pf *p, int tb0, int ntb, float *ou
     else tile5(p, RB5, 1, tb0, out);
 }
 
-const ls_quant_pf_level ls_quant_pf_avx512 = {16, 1, 1, RB5, TB5, tile_avx512};
+const ls_quant_pf_level ls_quant_pf_avx512 = {16, 1, 1, {RB5, RB5, RB5}, {TB5, TB5, TB5}, tile_avx512};

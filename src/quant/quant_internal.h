@@ -73,10 +73,11 @@ typedef struct {
     const int32_t *ws[LS_PF_RBMAX];
 } ls_quant_pf;
 /* A level's register tile: outputs of p's RB rows for token blocks tb0..tb0+ntb-1 into
- * out[RB][ntb·TW]; called with RB = the level's RB and ntb = TB or 1, or RB = ntb = 1. */
+ * out[RB][ntb·TW]; called with the format's RB and ntb = TB or 1, or RB = ntb = 1. */
 typedef void (*ls_quant_pf_tile)(const ls_quant_pf *p, int tb0, int ntb, float *out);
 typedef struct {
-    int TW, u8, centred, RB, TB; /* tokens per block, activations as u8, centred codes, tile */
+    int TW, u8, centred;  /* tokens per block, activations as u8, centred codes */
+    int RB[3], TB[3];     /* tile per format (8, 4, 3 bits): W rows x token blocks */
     ls_quant_pf_tile tile;
 } ls_quant_pf_level;
 /* Prefill GEMM Y (M, rows) = X (M, cols) · Wᵀ (8/4/3 bits) with a level's tile. LS_ENOMEM. */
