@@ -370,21 +370,25 @@ TARGET static inline __attribute__((always_inline)) void scales_f32(const ls_qma
     }
 }
 
-/* RB W rows from r against all M X rows, NT at a time (then the remainder one by one). */
+/* RB W rows from r against all M X rows, NT at a time (then the remainder in one tile). */
 TARGET static inline __attribute__((always_inline)) void rowblk_i8(const ls_qmat *q, int BITS, int RB, int NT, int r,
                                                                    const ls_quant_act *a, int M, float *Y, float *scr) {
     scales_f32(q, r, RB, scr);
     int m = 0;
     for (; m + NT <= M; m += NT) tile_i8(q, BITS, RB, NT, r, a, m, Y, scr);
-    for (; m < M; m++) tile_i8(q, BITS, RB, 1, r, a, m, Y, scr);
+    /* the 1-3 X rows left in one tile (each output the same whatever the tile) */
+    if (M - m == 3) tile_i8(q, BITS, RB, 3, r, a, m, Y, scr);
+    else if (M - m == 2) tile_i8(q, BITS, RB, 2, r, a, m, Y, scr);
+    else if (M - m == 1) tile_i8(q, BITS, RB, 1, r, a, m, Y, scr);
 }
 
 /* Rows [r0, r1) of an integer format, tile shape by batch size, chosen by measurement
  * (docs/serve.md, quantized kernels): one X row (decode of one sequence): 4 W rows at a
  * time, or 1 where a->decode_rows says so (AMD Zen, where 1-row tiles streamed 10-25 %
- * faster; on the Intel development machine 4 rows were 5-10 % faster); 2-3 X rows: 2 W
- * rows x 2 X rows, the W rows' bytes reused from L1 for every X pair; 4 and more: 2 W
- * rows x 4 X rows (10-30 % over 2 x 2 at 4 and 16 rows). */
+ * faster; on the Intel development machine 4 rows were 5-10 % faster); 2-3 X rows: 4 W
+ * rows x all of them (10-55 % over 2 x 2); 4 and more: 2 W rows x 4 X rows, the 1-3 X
+ * rows left in one 2 x 1-3 tile (not one by one). The W rows' bytes stay in L1 for all X
+ * rows. */
 TARGET static inline __attribute__((always_inline)) void rows_i8(const ls_qmat *q, int BITS, int r0, int r1,
                                                                   const ls_quant_act *a, int M, float *Y) {
     int ng8 = (q->ngroups + 7) & ~7;
@@ -400,9 +404,12 @@ TARGET static inline __attribute__((always_inline)) void rows_i8(const ls_qmat *
     } else if (M == 1) {
         for (; r + 4 <= r1; r += 4) rowblk_i8(q, BITS, 4, 1, r, a, M, Y, scr);
         for (; r < r1; r++) rowblk_i8(q, BITS, 1, 1, r, a, M, Y, scr);
-    } else if (M < 4) {
-        for (; r + 2 <= r1; r += 2) rowblk_i8(q, BITS, 2, 2, r, a, M, Y, scr);
+    } else if (M == 2) { /* 4 W rows x both X rows */
+        for (; r + 4 <= r1; r += 4) rowblk_i8(q, BITS, 4, 2, r, a, M, Y, scr);
         for (; r < r1; r++) rowblk_i8(q, BITS, 1, 2, r, a, M, Y, scr);
+    } else if (M == 3) {
+        for (; r + 4 <= r1; r += 4) rowblk_i8(q, BITS, 4, 3, r, a, M, Y, scr);
+        for (; r < r1; r++) rowblk_i8(q, BITS, 1, 3, r, a, M, Y, scr);
     } else {
         for (; r + 2 <= r1; r += 2) rowblk_i8(q, BITS, 2, 4, r, a, M, Y, scr);
         for (; r < r1; r++) rowblk_i8(q, BITS, 1, 4, r, a, M, Y, scr);
