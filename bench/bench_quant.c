@@ -5,8 +5,10 @@
  * thread count in the same round (median over rounds: the machine is shared); when a ggml
  * build is given (--ggml DIR / LLMSYS_GGML_DIR), int8 and 4-bit decode against ggml's
  * q8_0 and repacked q4_0 in the same process, sides interleaved; and the prefill GEMM
- * (integer GEMM where the CPU has AVX-512 VNNI) against dequantize-then-sgemm and OpenBLAS
- * sgemm. Prints a table, writes JSON (--out). */
+ * (the level's integer GEMM: AVX-512 VNNI or AVX2) against dequantize-then-sgemm and OpenBLAS
+ * sgemm at a 2048-wide shape and the "small" model's shapes, and batches of 1-8 rows
+ * (decode kernels) against dequantize-then-sgemm, sides interleaved. Prints tables, writes
+ * JSON (--out); --only decode|prefill|batch runs one part. */
 #include <cblas.h>
 #include <cjson/cJSON.h>
 #include <dlfcn.h>
@@ -274,12 +276,118 @@ static void gg_mv_free(gg_api *g, gg_mv *m) {
     if (m->ctxw) g->free_ctx(m->ctxw);
 }
 
-enum { NFMT = 5, MAXROUNDS = 64 };
-static const int fmts[NFMT] = {32, 16, 8, 4, 3};
+enum { NFMT = 5, MAXROUNDS = 64, NPF = 5 };
+static const int fmts[NFMT] = {32, 16, 8, 4, 3}, ifmts[3] = {8, 4, 3};
+
+/* min, median, max of v[0..n) into r[3] */
+static void mmm(const double *v, int n, double r[3]) {
+    r[0] = r[2] = v[0];
+    for (int i = 1; i < n; i++) r[0] = v[i] < r[0] ? v[i] : r[0], r[2] = v[i] > r[2] ? v[i] : r[2];
+    r[1] = median(v, n);
+}
+
+/* Prefill shapes M x N x K (tokens x weight rows x columns): a 2048-wide layer and the core
+ * "small" model's four Linear shapes at its 128-token context (qkv, proj, fc, fc2). */
+static const int pf_shapes[NPF][3] = {{64, 2048, 2048}, {128, 768, 256}, {128, 256, 256}, {128, 1024, 256}, {128, 256, 1024}};
+static const int pf_quick[3] = {64, 512, 512};
+
+typedef struct {
+    int M, N, K, bits;
+    double gops, dq_gops, ratio[3], relerr, dq_relerr;
+} pf_res;
+
+/* One prefill shape: OpenBLAS sgemm on the fp32 weights (best of the rounds), then per
+ * integer format the level's GEMM (AUTO) and dequantize + sgemm, the two sides
+ * alternating which goes first; GOP/s medians, per-round ratio min/median/max, and the
+ * GEMM's max error against the fp32 product relative to its max |y|. */
+static void prefill_shape(const int *shape, int rounds, int reps, ls_rng *rng, double *sgemm_gf, pf_res *res) {
+    int M = shape[0], N = shape[1], K = shape[2];
+    double ops = 2.0 * M * N * K;
+    float *w = malloc(sizeof(float) * (size_t)N * K), *X = malloc(sizeof(float) * (size_t)M * K);
+    float *y = malloc(sizeof(float) * (size_t)M * N), *y32 = malloc(sizeof(float) * (size_t)M * N);
+    LS_ASSERT(w && X && y && y32);
+    for (size_t i = 0; i < (size_t)N * K; i++) w[i] = 0.02f * ls_rng_normal(rng);
+    for (size_t i = 0; i < (size_t)M * K; i++) X[i] = ls_rng_normal(rng);
+    double best = 1e30;
+    for (int r = 0; r < reps * rounds; r++) {
+        double t0 = now();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, X, K, w, K, 0.0f, y32, N);
+        double t = now() - t0;
+        best = t < best ? t : best;
+    }
+    *sgemm_gf = ops / best / 1e9;
+    for (int f = 0; f < 3; f++) {
+        ls_qmat q;
+        LS_ASSERT(ls_qmat_quantize(&q, w, N, K, ifmts[f], 64) == LS_OK);
+        double g[MAXROUNDS], d[MAXROUNDS], rt[MAXROUNDS], ymax = 0, emax = 0, dmax = 0;
+        for (int rd = 0; rd < rounds; rd++) {
+            double t[2][16];
+            for (int r = 0; r < reps; r++)
+                for (int o = 0; o < 2; o++) {
+                    int side = (o + rd + r) % 2; /* 0: the kernels' GEMM, 1: dequantize + sgemm */
+                    double t0 = now();
+                    ls_qmat_matmul(&q, X, M, y, side ? LS_QIMPL_DEQUANT : LS_QIMPL_AUTO);
+                    t[side][r] = now() - t0;
+                }
+            g[rd] = ops / best_of(t[0], reps) / 1e9, d[rd] = ops / best_of(t[1], reps) / 1e9, rt[rd] = g[rd] / d[rd];
+        }
+        ls_qmat_matmul(&q, X, M, y, LS_QIMPL_DEQUANT);
+        for (size_t i = 0; i < (size_t)M * N; i++) ymax = fmax(ymax, fabs(y32[i])), dmax = fmax(dmax, fabs(y[i] - y32[i]));
+        ls_qmat_matmul(&q, X, M, y, LS_QIMPL_AUTO);
+        for (size_t i = 0; i < (size_t)M * N; i++) emax = fmax(emax, fabs(y[i] - y32[i]));
+        pf_res *e = &res[f];
+        e->M = M, e->N = N, e->K = K, e->bits = ifmts[f];
+        e->gops = median(g, rounds), e->dq_gops = median(d, rounds), e->relerr = emax / ymax, e->dq_relerr = dmax / ymax;
+        mmm(rt, rounds, e->ratio);
+        ls_qmat_free(&q);
+    }
+    free(w), free(X), free(y), free(y32);
+}
+
+typedef struct {
+    int bits;
+    double mvs, dq_mvs, ratio[3];
+} sb_res;
+
+/* Batches of M = 1..8 X rows through ls_qmat_matmul on an n x n matrix: the decode
+ * kernels (AUTO) against dequantize + sgemm, sides alternating; mat-vecs/s = M / time. */
+static void small_batches(int n, int rounds, int reps, ls_rng *rng, sb_res res[3][8]) {
+    float *w = malloc(sizeof(float) * (size_t)n * n), *X = malloc(sizeof(float) * 8 * (size_t)n);
+    float *y = malloc(sizeof(float) * 8 * (size_t)n);
+    LS_ASSERT(w && X && y);
+    for (size_t i = 0; i < (size_t)n * n; i++) w[i] = 0.02f * ls_rng_normal(rng);
+    for (size_t i = 0; i < 8 * (size_t)n; i++) X[i] = ls_rng_normal(rng);
+    for (int f = 0; f < 3; f++) {
+        ls_qmat q;
+        LS_ASSERT(ls_qmat_quantize(&q, w, n, n, ifmts[f], 64) == LS_OK);
+        double k[8][MAXROUNDS], d[8][MAXROUNDS], rt[8][MAXROUNDS];
+        for (int rd = 0; rd < rounds; rd++)
+            for (int M = 1; M <= 8; M++) {
+                double t[2][16];
+                for (int r = 0; r < reps; r++)
+                    for (int o = 0; o < 2; o++) {
+                        int side = (o + rd + r + M) % 2;
+                        double t0 = now();
+                        ls_qmat_matmul(&q, X, M, y, side ? LS_QIMPL_DEQUANT : LS_QIMPL_AUTO);
+                        t[side][r] = now() - t0;
+                    }
+                k[M - 1][rd] = M / best_of(t[0], reps), d[M - 1][rd] = M / best_of(t[1], reps);
+                rt[M - 1][rd] = k[M - 1][rd] / d[M - 1][rd];
+            }
+        for (int m = 0; m < 8; m++) {
+            res[f][m].bits = ifmts[f];
+            res[f][m].mvs = median(k[m], rounds), res[f][m].dq_mvs = median(d[m], rounds);
+            mmm(rt[m], rounds, res[f][m].ratio);
+        }
+        ls_qmat_free(&q);
+    }
+    free(w), free(X), free(y);
+}
 
 int main(int argc, char **argv) {
     const char *out = NULL, *ggml_dir = getenv("LLMSYS_GGML_DIR");
-    int rows = 16384, cols = 8192, threads = omp_get_num_procs(), reps = 3, rounds = 5, M = 64, gk = 2048, gn = 2048;
+    int rows = 16384, cols = 8192, threads = omp_get_num_procs(), reps = 3, rounds = 5, quick = 0;
+    int do_dec = 1, do_pf = 1, do_sb = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
         else if (!strcmp(argv[i], "--rows") && i + 1 < argc) rows = atoi(argv[++i]);
@@ -288,11 +396,17 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--ggml") && i + 1 < argc) ggml_dir = argv[++i];
-        else if (!strcmp(argv[i], "--quick")) rows = 4096, cols = 4096, reps = 2, rounds = 3, gk = gn = 512;
+        else if (!strcmp(argv[i], "--quick")) rows = 4096, cols = 4096, reps = 2, rounds = 3, quick = 1;
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc &&
+                 (!strcmp(argv[i + 1], "decode") || !strcmp(argv[i + 1], "prefill") || !strcmp(argv[i + 1], "batch"))) {
+            const char *o = argv[++i];
+            do_dec = !strcmp(o, "decode"), do_pf = !strcmp(o, "prefill"), do_sb = !strcmp(o, "batch");
+        }
         else {
             fprintf(stderr,
                     "usage: bench_quant [--out FILE] [--rows R --cols C] [--threads N] [--reps N] [--rounds N] [--quick]\n"
                     "                   [--ggml DIR]   (or LLMSYS_GGML_DIR: a ggml build to compare against)\n"
+                    "                   [--only decode|prefill|batch]\n"
                     "  decode mat-vec on an R x C matrix (default 16384 x 8192 = 512 MiB in fp32), at 1 thread and\n"
                     "  at N threads (default: all processors); each of `rounds` rounds measures read bandwidth\n"
                     "  before and after the kernels at each thread count (best of `reps` calls each); medians\n");
@@ -303,17 +417,20 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_quant: reps in [1,16], rounds in [1,%d], threads >= 1, rows/cols >= 64\n", MAXROUNDS);
         return 2;
     }
-    int tcs[2] = {1, threads}, ntc = threads > 1 ? 2 : 1;
+    int tcs[2] = {1, threads}, ntc = !do_dec ? 0 : threads > 1 ? 2 : 1;
+    if (!do_dec) rows = cols = 64; /* no decode section: a token matrix */
     char feat[160];
     double la[3] = {0};
     if (getloadavg(la, 3) < 0) la[0] = -1;
     printf("bench_quant: kernels %s (CPU: %s; LLMSYS_ISA=%s), 1 and %d thread(s); load average %.2f\n"
-           "1 thread timed by its CPU time, more by wall clock; %d rounds, each: read bandwidth (512 MiB), every\n"
-           "format's decode (calls streaming ~512 MiB), read bandwidth again; best of %d timings each; medians\n",
+           "1 thread timed by its CPU time, more by wall clock; best of %d timings each; medians over %d rounds\n",
            ls_quant_impl_name(), ls_cpu_features_str(ls_cpu_features(), feat, sizeof feat),
-           getenv("LLMSYS_ISA") ? getenv("LLMSYS_ISA") : "(unset)", threads, la[0], rounds, reps);
+           getenv("LLMSYS_ISA") ? getenv("LLMSYS_ISA") : "(unset)", threads, la[0], reps, rounds);
+    if (do_dec)
+        printf("decode rounds, each: read bandwidth (512 MiB), every format's decode (calls streaming ~512 MiB),\n"
+               "read bandwidth again\n");
 
-    size_t nw = (size_t)rows * cols, nbw = (512u << 20) / sizeof(float);
+    size_t nw = (size_t)rows * cols, nbw = (do_dec ? 512u << 20 : 1u << 16) / sizeof(float);
     float *w = malloc(nw * sizeof(float)), *x = malloc(sizeof(float) * cols), *y = malloc(sizeof(float) * rows);
     float *ba = ls_aligned_alloc(64, nbw * sizeof(float)), *bb = ls_aligned_alloc(64, nbw * sizeof(float));
     LS_ASSERT(w && x && y && ba && bb);
@@ -331,7 +448,7 @@ int main(int argc, char **argv) {
     /* ggml peer: int8 vs q8_0, 4-bit vs repacked q4_0, one thread, sides interleaved */
     gg_api gg;
     gg_mv gm[2];
-    int have_gg = ggml_dir && *ggml_dir && gg_load(ggml_dir, &gg) == 0;
+    int have_gg = do_dec && ggml_dir && *ggml_dir && gg_load(ggml_dir, &gg) == 0;
     const int gtypes[2] = {GG_Q8_0, GG_Q4_0}, gfmt[2] = {2, 3};
     double pv[2][2][MAXROUNDS]; /* [pair][side: llmsys, ggml][round] mat-vecs/s */
     if (have_gg)
@@ -411,42 +528,17 @@ int main(int argc, char **argv) {
     ls_aligned_free(ba);
     ls_aligned_free(bb);
 
-    /* prefill GEMM operands (weights gk x gn, M tokens) and the sgemm baseline, 1 thread */
+    /* prefill GEMMs and small batches: one thread, each against dequantize + sgemm */
     timer_threads = 1;
     openblas_set_num_threads(1);
-    float *gw = malloc(sizeof(float) * (size_t)gn * gk), *gx = malloc(sizeof(float) * (size_t)M * gk);
-    float *gy = malloc(sizeof(float) * (size_t)M * gn);
-    LS_ASSERT(gw && gx && gy);
-    for (size_t i = 0; i < (size_t)gn * gk; i++) gw[i] = 0.02f * ls_rng_normal(&rng);
-    for (size_t i = 0; i < (size_t)M * gk; i++) gx[i] = ls_rng_normal(&rng);
-    double tg[16] = {0};
-    for (int r = 0; r < reps; r++) {
-        double t0 = now();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, gn, gk, 1.0f, gx, gk, gw, gk, 0.0f, gy, gn);
-        tg[r] = now() - t0;
-    }
-    double sgemm_gflops = 2.0 * M * gn * gk / best_of(tg, reps) / 1e9, gf[NFMT], gd[NFMT];
-    for (int f = 0; f < NFMT; f++) {
-        ls_qmat gq;
-        if (ls_qmat_quantize(&gq, gw, gn, gk, fmts[f], 64) != LS_OK) {
-            fprintf(stderr, "bench_quant: %s\n", ls_errmsg());
-            return 1;
-        }
-        /* the kernels' prefill (AUTO) and dequantize-then-sgemm (the AVX2 level's prefill),
-         * interleaved */
-        double t[16] = {0}, td[16] = {0};
-        for (int r = 0; r < reps; r++) {
-            double t0 = now();
-            ls_qmat_matmul(&gq, gx, M, gy, LS_QIMPL_AUTO);
-            double t1 = now();
-            ls_qmat_matmul(&gq, gx, M, gy, LS_QIMPL_AVX2);
-            t[r] = t1 - t0;
-            td[r] = now() - t1;
-        }
-        gf[f] = 2.0 * M * gn * gk / best_of(t, reps) / 1e9;
-        gd[f] = 2.0 * M * gn * gk / best_of(td, reps) / 1e9;
-        ls_qmat_free(&gq);
-    }
+    pf_res pres[NPF][3];
+    double sg_gf[NPF];
+    int npf = quick ? 2 : NPF;
+    if (do_pf)
+        for (int s = 0; s < npf; s++) prefill_shape(s == 0 && quick ? pf_quick : pf_shapes[s], rounds, reps, &rng, &sg_gf[s], pres[s]);
+    sb_res sres[3][8];
+    int sbn = quick ? 1024 : 4096;
+    if (do_sb) small_batches(sbn, rounds, reps, &rng, sres);
 
     cJSON *j = cJSON_CreateObject(), *runs = cJSON_AddArrayToObject(j, "decode");
     for (int k = 0; k < ntc; k++) {
@@ -519,23 +611,66 @@ int main(int argc, char **argv) {
             cJSON_AddItemToArray(pa, e);
             gg_mv_free(&gg, &gm[k]);
         }
-    } else {
+    } else if (do_dec) {
         printf("\n(no ggml peer: %s)\n",
                ggml_dir && *ggml_dir ? "could not load it, see above" : "give a build with --ggml DIR or LLMSYS_GGML_DIR");
     }
-    printf("\nprefill GEMM %d tokens x (%d x %d), 1 thread; OpenBLAS sgemm %.1f GFLOP/s\n", M, gn, gk, sgemm_gflops);
-    printf("  %-6s %12s %20s %12s %12s\n", "bits", "GOP/s", "dequant+sgemm GOP/s", "ratio", "% of sgemm");
-    cJSON *pf = cJSON_AddArrayToObject(j, "prefill");
-    for (int f = 0; f < NFMT; f++) {
-        printf("  %-6d %12.1f %20.1f %11.2fx %11.0f%%\n", fmts[f], gf[f], gd[f], gf[f] / gd[f],
-               100 * gf[f] / sgemm_gflops);
-        cJSON *e = cJSON_CreateObject();
-        cJSON_AddNumberToObject(e, "bits", fmts[f]);
-        cJSON_AddNumberToObject(e, "prefill_gflops", gf[f]);
-        cJSON_AddNumberToObject(e, "prefill_dequant_sgemm_gflops", gd[f]);
-        cJSON_AddNumberToObject(e, "prefill_frac_sgemm", gf[f] / sgemm_gflops);
-        cJSON_AddItemToArray(pf, e);
+    if (do_pf) {
+        printf("\nprefill GEMM, 1 thread, %d rounds, sides interleaved: integer GEMM (%s) vs dequantize + OpenBLAS sgemm\n"
+               "(OpenBLAS core %s)\n",
+               rounds, ls_quant_impl_name(), openblas_get_corename());
+        printf("  %-18s %5s %10s %14s %14s   %-18s %s\n", "M x N x K", "bits", "GOP/s", "dequant GOP/s", "sgemm GFLOP/s",
+               "ratio (min-max)", "rel. error: GEMM, dequant");
+        cJSON *pf = cJSON_AddArrayToObject(j, "prefill");
+        for (int s = 0; s < npf; s++)
+            for (int f = 0; f < 3; f++) {
+                const pf_res *e = &pres[s][f];
+                char shape[40];
+                snprintf(shape, sizeof shape, "%d x %d x %d", e->M, e->N, e->K);
+                printf("  %-18s %5d %10.1f %14.1f %14.1f   %.2fx (%.2f-%.2f)   %.2e, %.2e\n", shape, e->bits, e->gops,
+                       e->dq_gops, sg_gf[s], e->ratio[1], e->ratio[0], e->ratio[2], e->relerr, e->dq_relerr);
+                cJSON *o = cJSON_CreateObject();
+                cJSON_AddNumberToObject(o, "M", e->M);
+                cJSON_AddNumberToObject(o, "N", e->N);
+                cJSON_AddNumberToObject(o, "K", e->K);
+                cJSON_AddNumberToObject(o, "bits", e->bits);
+                cJSON_AddNumberToObject(o, "prefill_gops", e->gops);
+                cJSON_AddNumberToObject(o, "dequant_sgemm_gops", e->dq_gops);
+                cJSON_AddNumberToObject(o, "sgemm_gflops", sg_gf[s]);
+                cJSON_AddNumberToObject(o, "ratio_median", e->ratio[1]);
+                cJSON_AddNumberToObject(o, "ratio_min", e->ratio[0]);
+                cJSON_AddNumberToObject(o, "ratio_max", e->ratio[2]);
+                cJSON_AddNumberToObject(o, "max_rel_error_vs_fp32", e->relerr);
+                cJSON_AddNumberToObject(o, "dequant_max_rel_error_vs_fp32", e->dq_relerr);
+                cJSON_AddItemToArray(pf, o);
+            }
+        printf("  rel. error: max |y - y_fp32| / max |y_fp32| against sgemm on the unquantized weights, of the GEMM\n"
+               "  (weights and int8 activations) and of dequantize + sgemm (weights only)\n");
     }
+    if (do_sb) {
+        printf("\nsmall batches, %d x %d weights, 1 thread, %d rounds, sides interleaved: mat-vecs/s (X rows per second)\n"
+               "of the decode kernels (%s) vs dequantize + sgemm; 'vs M=1': per-row rate over batch 1\n",
+               sbn, sbn, rounds, ls_quant_impl_name());
+        printf("  %5s %3s %12s %8s %14s   %s\n", "bits", "M", "mat-vecs/s", "vs M=1", "dequant mv/s", "kernel / dequant (min-max)");
+        cJSON *sb = cJSON_AddArrayToObject(j, "small_batch");
+        for (int f = 0; f < 3; f++)
+            for (int m = 0; m < 8; m++) {
+                const sb_res *e = &sres[f][m];
+                printf("  %5d %3d %12.0f %7.2fx %14.0f   %.2fx (%.2f-%.2f)\n", e->bits, m + 1, e->mvs, e->mvs / sres[f][0].mvs,
+                       e->dq_mvs, e->ratio[1], e->ratio[0], e->ratio[2]);
+                cJSON *o = cJSON_CreateObject();
+                cJSON_AddNumberToObject(o, "bits", e->bits);
+                cJSON_AddNumberToObject(o, "M", m + 1);
+                cJSON_AddNumberToObject(o, "matvec_s", e->mvs);
+                cJSON_AddNumberToObject(o, "vs_batch1", e->mvs / sres[f][0].mvs);
+                cJSON_AddNumberToObject(o, "dequant_matvec_s", e->dq_mvs);
+                cJSON_AddNumberToObject(o, "ratio_median", e->ratio[1]);
+                cJSON_AddNumberToObject(o, "ratio_min", e->ratio[0]);
+                cJSON_AddNumberToObject(o, "ratio_max", e->ratio[2]);
+                cJSON_AddItemToArray(sb, o);
+            }
+    }
+    cJSON_AddStringToObject(j, "openblas_core", openblas_get_corename());
     cJSON_AddStringToObject(j, "kernels", ls_quant_impl_name());
     cJSON_AddStringToObject(j, "cpu_features", feat);
     cJSON_AddNumberToObject(j, "load_avg_1min", la[0]);
@@ -543,7 +678,6 @@ int main(int argc, char **argv) {
     cJSON_AddNumberToObject(j, "cols", cols);
     cJSON_AddNumberToObject(j, "rounds", rounds);
     cJSON_AddNumberToObject(j, "reps", reps);
-    cJSON_AddNumberToObject(j, "sgemm_gflops", sgemm_gflops);
     int rc = 0;
     if (out && ls_json_write_file(out, j) != LS_OK) {
         fprintf(stderr, "bench_quant: %s\n", ls_errmsg());
@@ -551,6 +685,6 @@ int main(int argc, char **argv) {
     }
     cJSON_Delete(j);
     for (int f = 0; f < NFMT; f++) ls_qmat_free(&q[f]);
-    free(x), free(y), free(gw), free(gx), free(gy);
+    free(x), free(y);
     return rc;
 }
