@@ -118,10 +118,12 @@ TARGET static void prep_row(const ls_qmat *q, int r, int centred, int8_t *dst, f
     }
 }
 
-/* Stores tile outputs out[RB][n] to Y rows r.., tokens t0.. (those < M). */
+/* Stores tile outputs out[RB][n] to Y rows r.., tokens t0.. (those < M), token by token:
+ * each Y line written once (row by row, a power-of-two N put every token's line in one
+ * L1 set and halved the GEMM's rate at N = 1024). */
 static void store_tile(const float *out, int RB, int n, int t0, int r, int M, int N, float *Y) {
-    for (int i = 0; i < RB; i++)
-        for (int l = 0; l < n && t0 + l < M; l++) Y[(size_t)(t0 + l) * N + r + i] = out[(size_t)i * n + l];
+    for (int l = 0; l < n && t0 + l < M; l++)
+        for (int i = 0; i < RB; i++) Y[(size_t)(t0 + l) * N + r + i] = out[(size_t)i * n + l];
 }
 
 int ls_quant_prefill_run(const ls_qmat *q, const float *X, int M, float *Y, const ls_quant_pf_level *lv) {
