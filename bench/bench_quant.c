@@ -495,6 +495,7 @@ int main(int argc, char **argv) {
 
     /* decode: rounds × thread counts, bandwidth measured around the kernels */
     double rd[2][MAXROUNDS], gbs[2][NFMT][MAXROUNDS], frac[2][NFMT][MAXROUNDS], r4[2][MAXROUNDS], cp[2];
+    double fj[2][MAXROUNDS] = {{0}}; /* µs per empty parallel region of tc threads (fork + barrier) */
     for (int k = 0; k < ntc; k++) {
         timer_threads = tcs[k];
         cp[k] = copy_bw(ba, bb, nbw, tcs[k], reps);
@@ -520,6 +521,15 @@ int main(int argc, char **argv) {
                 gbs[k][f][rd_i] = qb / best_of(t, reps) / 1e9;
             }
             double bw1 = read_bw(ba, nbw, tc, reps);
+            if (tc > 1) {
+                /* what a threaded call pays besides its rows: the fork and the one barrier */
+                double t0 = ls_now();
+                for (int it = 0; it < 200; it++) {
+#pragma omp parallel num_threads(tc)
+                    { __asm__ volatile(""); }
+                }
+                fj[k][rd_i] = (ls_now() - t0) / 200 * 1e6;
+            }
             /* the higher of the two readings: the ratio is not flattered by a slow reading */
             rd[k][rd_i] = bw0 > bw1 ? bw0 : bw1;
             for (int f = 0; f < NFMT; f++) frac[k][f][rd_i] = gbs[k][f][rd_i] / rd[k][rd_i];
@@ -548,8 +558,15 @@ int main(int argc, char **argv) {
         double lo = rd[k][0], hi = rd[k][0];
         for (int i = 1; i < rounds; i++) lo = rd[k][i] < lo ? rd[k][i] : lo, hi = rd[k][i] > hi ? rd[k][i] : hi;
         printf("  (read bandwidth over the rounds: %.1f-%.1f GB/s)\n", lo, hi);
+        double f3[3] = {0, 0, 0};
+        if (tcs[k] > 1) {
+            mmm(fj[k], rounds, f3);
+            printf("  empty parallel region of %d threads (fork + barrier), wall: %.1f us median (%.1f-%.1f)\n", tcs[k], f3[1],
+                   f3[0], f3[2]);
+        }
         printf("  %-6s %10s %10s %16s %10s %10s\n", "bits", "MiB", "GB/s", "% of read bw", "(min-max)", "tokens/s");
         cJSON *o = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(o, "formats");
+        if (tcs[k] > 1) cJSON_AddNumberToObject(o, "fork_barrier_us", f3[1]);
         cJSON_AddNumberToObject(o, "threads", tcs[k]);
         cJSON_AddStringToObject(o, "timer", tcs[k] == 1 ? "thread_cputime" : "wall");
         cJSON_AddNumberToObject(o, "read_gb_s", bw);
