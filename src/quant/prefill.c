@@ -156,10 +156,12 @@ int ls_quant_prefill_run(const ls_qmat *q, const float *X, int M, float *Y, cons
         if (p.RB == RBm) {
             int tb = 0;
             for (; tb + TBm <= p.x.MB; tb += TBm) {
+                memset(out, 0, sizeof(float) * (size_t)RBm * TBm * lv->TW);
                 lv->tile(&p, tb, TBm, out);
                 store_tile(out, RBm, TBm * lv->TW, tb * lv->TW, r, M, q->rows, Y);
             }
             for (; tb < p.x.MB; tb++) {
+                memset(out, 0, sizeof(float) * (size_t)RBm * lv->TW);
                 lv->tile(&p, tb, 1, out);
                 store_tile(out, RBm, lv->TW, tb * lv->TW, r, M, q->rows, Y);
             }
@@ -170,6 +172,7 @@ int ls_quant_prefill_run(const ls_qmat *q, const float *X, int M, float *Y, cons
             ls_quant_pf p1 = p;
             p1.RB = 1, p1.w[0] = p.w[i], p1.wq[0] = p.wq[i], p1.s[0] = p.s[i], p1.c[0] = p.c[i], p1.ws[0] = p.ws[i];
             for (int tb = 0; tb < p.x.MB; tb++) {
+                memset(out, 0, sizeof(float) * (size_t)lv->TW);
                 lv->tile(&p1, tb, 1, out);
                 store_tile(out, 1, lv->TW, tb * lv->TW, r + i, M, q->rows, Y);
             }

@@ -30,13 +30,11 @@ TARGET static inline __attribute__((always_inline)) __m256i bcast4(const int8_t 
 }
 
 TARGET static inline __attribute__((always_inline)) void tile2(const ls_quant_pf *p, int BITS, int RB, int TB, int tb0,
-                                                               float *out /* [RB][TB*8] */) {
+                                                               float *out /* [RB][TB*8], zeroed */) {
     const ls_quant_xpack *a = &p->x;
     int kpg = p->q->group / 4;
-    memset(out, 0, sizeof(float) * (size_t)RB * TB * 8);
-    const uint8_t *xb[TB8];
-    LS_UNROLL
-    for (int t = 0; t < TB; t++) xb[t] = a->xp + (size_t)(tb0 + t) * a->K4 * 32;
+    size_t xstride = (size_t)a->K4 * 32; /* bytes per token block */
+    const uint8_t *x0 = a->xp + (size_t)tb0 * xstride;
     const __m256i ones = _mm256_set1_epi16(1);
     for (int g = 0; g < a->G; g++) {
         __m256i acc[RBQ][TB8];
@@ -51,7 +49,7 @@ TARGET static inline __attribute__((always_inline)) void tile2(const ls_quant_pf
             for (int k = g * kpg; k < (g + 1) * kpg; k++) {
                 __m256i xv[TB8];
                 LS_UNROLL
-                for (int t = 0; t < TB; t++) xv[t] = _mm256_load_si256((const __m256i *)(xb[t] + (size_t)k * 32));
+                for (int t = 0; t < TB; t++) xv[t] = _mm256_load_si256((const __m256i *)(x0 + t * xstride + (size_t)k * 32));
                 LS_UNROLL
                 for (int i = 0; i < RB; i++) {
                     __m256i wa = bcast4(p->w[i] + 4 * (size_t)k), wsg = bcast4(p->wq[i] + 4 * (size_t)k);
@@ -67,7 +65,7 @@ TARGET static inline __attribute__((always_inline)) void tile2(const ls_quant_pf
                 for (int i = 0; i < RB; i++) {
                     LS_UNROLL
                     for (int t = 0; t < TB; t++) {
-                        const uint8_t *x = xb[t] + (size_t)k * 32;
+                        const uint8_t *x = x0 + t * xstride + (size_t)k * 32;
                         __m256i s = _mm256_maddubs_epi16(bcast4(p->w[i] + 4 * (size_t)k), _mm256_load_si256((const __m256i *)x));
                         LS_UNROLL
                         for (int j = 1; j < CH2; j++)
@@ -78,17 +76,16 @@ TARGET static inline __attribute__((always_inline)) void tile2(const ls_quant_pf
                 }
             }
         }
+        /* into fp32 once per group: the token block's x scales and sums loaded once */
         LS_UNROLL
-        for (int i = 0; i < RB; i++) {
-            __m256 sg = _mm256_set1_ps(p->s[i][g]);
+        for (int t = 0; t < TB; t++) {
+            size_t xo = ((size_t)(tb0 + t) * a->G + g) * 8;
+            __m256 xs = _mm256_load_ps(a->xs + xo), xsum = _mm256_load_ps(a->xsum + xo);
             LS_UNROLL
-            for (int t = 0; t < TB; t++) {
-                size_t xo = ((size_t)(tb0 + t) * a->G + g) * 8;
-                float *o = out + (size_t)i * TB * 8 + t * 8;
-                __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[i][t]), _mm256_mul_ps(sg, _mm256_load_ps(a->xs + xo)),
-                                           _mm256_load_ps(o));
-                if (BITS != 8) f = _mm256_fmadd_ps(_mm256_set1_ps(p->c[i][g]), _mm256_load_ps(a->xsum + xo), f);
-                _mm256_store_ps(o, f);
+            for (int i = 0; i < RB; i++) {
+                __m256 *o = (__m256 *)(out + (size_t)(i * TB + t) * 8);
+                *o = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[i][t]), _mm256_mul_ps(_mm256_set1_ps(p->s[i][g]), xs), *o);
+                if (BITS != 8) *o = _mm256_fmadd_ps(_mm256_set1_ps(p->c[i][g]), xsum, *o);
             }
         }
     }

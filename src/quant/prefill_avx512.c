@@ -17,13 +17,9 @@
 enum { RB5 = 8, TB5 = 2 };
 
 TARGET static inline __attribute__((always_inline)) void tile5(const ls_quant_pf *p, int RB, int TB, int tb0,
-                                                               float *out /* [RB][TB*16] */) {
+                                                               float *out /* [RB][TB*16], zeroed */) {
     const ls_quant_xpack *a = &p->x;
-    int kpg = p->q->group / 4;
-    memset(out, 0, sizeof(float) * (size_t)RB * TB * 16);
-    const uint8_t *xb[TB5];
-    LS_UNROLL
-    for (int t = 0; t < TB; t++) xb[t] = a->xp + (size_t)(tb0 + t) * a->K4 * 64;
+    const uint8_t *x0 = a->xp + (size_t)tb0 * a->K4 * 64;
     for (int g = 0; g < a->G; g++) {
         /* each sum starts at -128·Σcodes: the u8 offset of the activations, removed */
         __m512i acc[RB5][TB5];
@@ -32,10 +28,10 @@ TARGET static inline __attribute__((always_inline)) void tile5(const ls_quant_pf
             LS_UNROLL
             for (int t = 0; t < TB; t++) acc[i][t] = off;
         }
-        for (int k = g * kpg; k < (g + 1) * kpg; k++) {
+        for (int k = g * a->K4 / a->G, k1 = k + a->K4 / a->G; k < k1; k++) {
             __m512i xv[TB5];
             LS_UNROLL
-            for (int t = 0; t < TB; t++) xv[t] = _mm512_load_si512((const void *)(xb[t] + (size_t)k * 64));
+            for (int t = 0; t < TB; t++) xv[t] = _mm512_load_si512((const void *)(x0 + ((size_t)t * a->K4 + k) * 64));
             _Pragma("GCC unroll 8") for (int i = 0; i < RB; i++) {
                 int32_t wd;
                 memcpy(&wd, p->w[i] + 4 * (size_t)k, 4);

@@ -72,8 +72,9 @@ typedef struct {
     const float *s[LS_PF_RBMAX], *c[LS_PF_RBMAX];
     const int32_t *ws[LS_PF_RBMAX];
 } ls_quant_pf;
-/* A level's register tile: outputs of p's RB rows for token blocks tb0..tb0+ntb-1 into
- * out[RB][ntb·TW]; called with the format's RB and ntb = TB or 1, or RB = ntb = 1. */
+/* A level's register tile: adds the outputs of p's RB rows for token blocks tb0..tb0+ntb-1
+ * to out[RB][ntb·TW] (zeroed by the caller); called with the format's RB and ntb = TB or 1,
+ * or RB = ntb = 1. */
 typedef void (*ls_quant_pf_tile)(const ls_quant_pf *p, int tb0, int ntb, float *out);
 typedef struct {
     int TW, u8, centred;  /* tokens per block, activations as u8, centred codes */
