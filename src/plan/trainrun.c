@@ -236,7 +236,8 @@ int ls_tplan_apply(const char *path, ls_model *m, ls_dist *d, int batch, int seq
         }
     }
     if (rc == LS_OK)
-        LS_INFO("train: rank %d throttle: %s", rank, p->dev[rank].gpu ? "none (planned for a GPU)" : thr->mech);
+        LS_INFO("train: rank %d throttle: %s (pid %d)", rank, p->dev[rank].gpu ? "none (planned for a GPU)" : thr->mech,
+                (int)getpid());
     free(all);
     free(p);
     return rc;

@@ -78,7 +78,12 @@ grep -q '"precision_plan"' "$T/a.rep" || fail "report names the plan"
 import json, sys
 r = json.load(open(sys.argv[1])); s = r["cpu_share"]; y = r["sync_s"]
 sys.exit(not (len(s) == 2 == len(y) and 0 < s[0] <= 1.05 and 0 < s[1] <= 0.55 and min(y) >= 0))' "$T/a.rep" || { fail "report cpu_share/sync_s"; grep -E 'cpu_share|sync_s' -A3 "$T/a.rep"; }
-for d in /sys/fs/cgroup/cpu/llmsys-[0-9]*; do [ -d "$d" ] && ! kill -0 "${d##*-}" 2> /dev/null && fail "throttle cgroup $d left behind by a finished process"; done
+# this test's throttled ranks removed their cgroups (others' may exist: tests run in parallel)
+for e in "$T"/a.err "$T"/b.err; do
+  p=$(sed -n 's/.*rank 1 throttle: cgroup.*(pid \([0-9]*\))$/\1/p' "$e")
+  grep -q "rank 1 throttle: cgroup" "$e" && [ -z "$p" ] && fail "rank 1's cgroup log line names no pid"
+  [ -n "$p" ] && [ -d "/sys/fs/cgroup/cpu/llmsys-$p" ] && fail "throttle cgroup llmsys-$p left behind by rank 1 of run $e"
+done
 
 [ $fails -eq 0 ] && echo "qsync: all checks passed"
 exit $((fails > 0))
