@@ -73,6 +73,9 @@ typedef struct {
     char *field; /* JSONL text field (default "text"); owned */
     ls_loader_split split;
     double weight; /* static weight when there is no schedule */
+    /* CPU microseconds a source worker burns per document (a stand-in for heavy preprocessing, to
+     * measure worker scaling; 0 = none; the tokens are unchanged, the in-process loader ignores it) */
+    double preprocess_us;
 } ls_loader_source_spec;
 
 typedef struct {
@@ -145,12 +148,17 @@ int ls_loader_tokenize(const ls_loader_source_spec *spec, int strict, const char
 
 typedef struct ls_loader ls_loader;
 
-/* Kept for source compatibility; both fields are ignored since the tokens are read once,
- * straight from the mapped source files into each rank's batch (ls_loader_step_batch):
- * there is no read-ahead thread or queue to configure. */
+/* The constructor's end of the source workers (ls_loader_hub_open); NULL in ls_loader_opts: the
+ * loader reads its sources itself. */
+typedef struct ls_loader_hub ls_loader_hub;
+
+/* threads and queue_docs are ignored (tokens are read once, straight from the mapped source files
+ * into each rank's batch). hub (may be NULL): the loader reads no source itself but takes each
+ * source's documents, read and preprocessed, from its source workers; batches are the same. */
 typedef struct {
     int threads;    /* ignored */
     int queue_docs; /* ignored */
+    ls_loader_hub *hub;
 } ls_loader_opts;
 
 /* One piece of a document placed in a batch. */
@@ -180,6 +188,10 @@ typedef struct {
     uint8_t *state_after; /* loader state at the start of step+1 (resume blob) */
     size_t state_len;
     const ls_loader *loader; /* the loader that built it (source files, for the tokens) */
+    /* sources read by workers (a hub): the step's tokens in draw order, item i's from item_off[i];
+     * NULL: read from the mapped files when a batch is laid out */
+    int32_t *tokens;
+    int64_t *item_off;
 } ls_loader_step;
 
 /* One rank's share of a step, laid out for a trainer. Owned by the caller. */
@@ -304,6 +316,47 @@ int ls_loader_demo(FILE *f, const char *workdir, int quick);
 int ls_loader_fetch_print(FILE *f, const char *addr, int rank, int64_t step, int count, int timeout,
                           const char *state_out);
 
+/* ---------------------------------------------------------------- source workers (workers.c) */
+
+/* Source loaders as processes of their own. A worker serves one source: it reads and preprocesses
+ * the documents the constructor asks for (at most `credit` outstanding per worker) and sends their
+ * tokens; the hub (the constructor's end) puts them back in the order the loader consumes them, so
+ * batches equal the in-process loader's whichever worker read a document. A worker that dies or
+ * stays silent with work outstanding loses its share to the source's other workers (and is started
+ * again when the hub started it). The hub sizes each source's workers by its measured preprocessing
+ * cost (seconds per token, measured by each worker at start and with every document) times its
+ * weight, within a budget of worker processes. */
+typedef struct {
+    const char *bind; /* address to bind (default 127.0.0.1) */
+    int port;         /* 0: a free one (ls_loader_hub_port) */
+    int workers;      /* worker processes in all (<= 0: one per online CPU); at least one per source */
+    const char *exe;  /* llmsys binary that starts workers (`loader worker`); NULL: start none, wait for workers
+                         started elsewhere */
+    int timeout_ms;   /* a worker silent this long with work outstanding is dead (default 3000) */
+    int wait_ms;      /* how long to wait for a source's first worker, and for a live one (default 30000) */
+} ls_loader_hub_opts;
+
+/* Binds the worker link, starts one worker per source (with exe), waits until every source has a
+ * worker that has indexed it and measured its cost, then starts the workers the costs call for. mix
+ * must outlive the hub; pass the hub in ls_loader_opts. */
+int ls_loader_hub_open(ls_loader_hub **out, const ls_loader_mix *mix, const ls_loader_hub_opts *opts);
+/* Tells every worker to stop, reaps those the hub started, closes the link. */
+void ls_loader_hub_close(ls_loader_hub *h);
+int ls_loader_hub_port(const ls_loader_hub *h);
+/* Source s: its documents, its live workers, the count its cost calls for, its measured preprocessing
+ * rate per worker (tokens/s), and the workers lost so far. */
+typedef struct {
+    int64_t docs, skipped, lost;
+    int live, want;
+    double tokens_per_s;
+} ls_loader_hub_source;
+void ls_loader_hub_source_info(const ls_loader_hub *h, int s, ls_loader_hub_source *out);
+
+/* Runs one source worker (`llmsys loader worker --role source`): connects to the constructor's hub
+ * at endpoint, asks for the spec of source `name`, serves it until told to stop. Returns LS_OK on a
+ * stop, an error when the hub refuses it (unknown source, other data). */
+int ls_loader_worker_run(const char *endpoint, const char *name);
+
 /* ---------------------------------------------------------------- service */
 
 typedef struct ls_loader_server ls_loader_server;
@@ -329,6 +382,9 @@ typedef struct {
      * serves byte-identical batches. Clients list it after the primary (ls_loader_client_open). */
     const char *shadow_of;
     int shadow_ms;
+    /* Source workers (NULL: the service reads its sources itself): the service opens this hub on
+     * its bind address and takes every source's documents from the workers. */
+    const ls_loader_hub_opts *workers;
 } ls_loader_serve_opts;
 
 /* Binds tcp://<bind>:port (port 0 picks a free one; see ls_loader_server_port) and starts
@@ -336,6 +392,8 @@ typedef struct {
 int ls_loader_server_open(ls_loader_server **out, const ls_loader_mix *mix, int n_ranks, const char *bind, int port,
                           const ls_loader_serve_opts *opts, const uint8_t *state, size_t state_len);
 int ls_loader_server_port(const ls_loader_server *srv);
+/* The port of the worker link (0 without source workers). */
+int ls_loader_server_worker_port(const ls_loader_server *srv);
 /* Serves requests until a shutdown request or ls_loader_server_stop (from any thread). */
 int ls_loader_server_run(ls_loader_server *srv);
 void ls_loader_server_stop(ls_loader_server *srv);

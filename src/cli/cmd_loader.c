@@ -31,7 +31,7 @@ static void on_signal(int sig) {
 
 static int loader_serve(int argc, char **argv) {
     const char *mix_path = NULL, *bind = "127.0.0.1", *resume = NULL, *port_file = NULL, *journal = NULL,
-               *topology = NULL, *shadow_of = NULL;
+               *topology = NULL, *shadow_of = NULL, *workers = NULL;
     int ranks = 0, port = 0, prefetch = 4, history = 4;
     ls_arg spec[] = {
         opt_mix(&mix_path),
@@ -48,6 +48,8 @@ static int loader_serve(int argc, char **argv) {
          "the trainer's grid (D = --ranks): clients fetch by global rank, each DP group read once"},
         {"shadow-of", LS_ARG_STR, &shadow_of, "URL",
          "run as a standby of the primary at URL: follow its state, take over on the first request"},
+        {"source-workers", LS_ARG_STR, &workers, "auto|N",
+         "read the sources in N worker processes (auto: one per CPU), sized per source by cost"},
     };
     int rc =
         ls_args("loader serve", "Runs the source loaders and the data constructor; trainers fetch batches over ZeroMQ.",
@@ -65,7 +67,10 @@ static int loader_serve(int argc, char **argv) {
         ls_loader_mix_free(&mix);
         return ls_cli_fail();
     }
-    ls_loader_serve_opts o = {prefetch, history, 1, journal, topology ? &topo : NULL, shadow_of, 0};
+    ls_loader_hub_opts ho = {NULL, 0, workers && strcmp(workers, "auto") ? atoi(workers) : 0, ls_cli_self(), 0, 0};
+    if (workers && strcmp(workers, "auto") && ho.workers < 1)
+        return ls_usage_err("loader serve", "--source-workers must be auto or a count >= 1");
+    ls_loader_serve_opts o = {prefetch, history, 1, journal, topology ? &topo : NULL, shadow_of, 0, workers ? &ho : NULL};
     ls_loader_server *srv;
     rc = ls_loader_server_open(&srv, &mix, ranks, bind, port, &o, (const uint8_t *)state, state_len);
     free(state);
@@ -80,8 +85,10 @@ static int loader_serve(int argc, char **argv) {
         ls_loader_mix_free(&mix);
         return ls_cli_fail();
     }
-    printf("llmsys loader: serving %d ranks on tcp://%s:%d (%d sources, %d tokens per rank per step)\n", ranks, bind,
+    printf("llmsys loader: serving %d ranks on tcp://%s:%d (%d sources, %d tokens per rank per step)", ranks, bind,
            ls_loader_server_port(srv), mix.n_sources, mix.tokens_per_rank);
+    if (workers) printf("; source workers on tcp://%s:%d", bind, ls_loader_server_worker_port(srv));
+    printf("\n");
     fflush(stdout);
     g_serving = srv;
     signal(SIGINT, on_signal);
@@ -93,6 +100,20 @@ static int loader_serve(int argc, char **argv) {
     if (rc != LS_OK) return ls_cli_fail();
     printf("llmsys loader: stopped\n");
     return 0;
+}
+
+static int loader_worker(int argc, char **argv) {
+    const char *role = NULL, *source = NULL, *constructor = NULL;
+    ls_arg spec[] = {
+        {"role", LS_ARG_STR, &role, "source", "the role to run (source: one source loader)", 1},
+        {"source", LS_ARG_STR, &source, "NAME", "the mix's source to read and preprocess", 1},
+        {"constructor", LS_ARG_STR, &constructor, "URL", "the constructor's worker link, tcp://host:port", 1},
+    };
+    int rc = ls_args("loader worker", "Runs a source loader for a constructor (loader serve --source-workers).", spec,
+                     LS_NARGS(spec), argc, argv);
+    if (rc >= 0) return rc;
+    if (strcmp(role, "source")) return ls_usage_err("loader worker", "--role must be source");
+    return ls_loader_worker_run(constructor, source) < 0 ? ls_cli_fail() : 0;
 }
 
 /* ---------------------------------------------------------------- fetch / control */
@@ -220,14 +241,16 @@ static int loader_stats(int argc, char **argv) {
 static const char loader_usage[] = "usage: llmsys loader <command> [options]\n\n"
                                    "Multi-source data loading with mixing and cost balancing (OVERLORD).\n\ncommands:\n"
                                    "  serve      run the loader service (source loaders + data constructor)\n"
+                                   "  worker     run one source loader for a constructor (any host)\n"
                                    "  fetch      fetch batches from a service (debugging, tests)\n"
                                    "  control    change a running service's weights; query or stop it\n"
                                    "  stats      token shares and per-rank cost balance of a mix, with an SVG chart\n"
                                    "  tokenize   write a pre-tokenized .lstok file\n";
 
 int cmd_loader(int argc, char **argv) {
-    static const ls_subcmd subs[] = {{"serve", loader_serve}, {"fetch", loader_fetch}, {"control", loader_control},
-                                     {"stats", loader_stats}, {"tokenize", loader_tokenize}};
+    static const ls_subcmd subs[] = {{"serve", loader_serve},     {"worker", loader_worker},
+                                     {"fetch", loader_fetch},     {"control", loader_control},
+                                     {"stats", loader_stats},     {"tokenize", loader_tokenize}};
     return ls_args_subcommand("loader", subs, LS_NARGS(subs), argc, argv, loader_usage);
 }
 

@@ -23,7 +23,8 @@
  * counts are known at open); the tokens are read once, straight from the mapped files
  * into each rank's batch (ls_loader_step_batch), so no read-ahead queue or copy is kept. */
 typedef struct {
-    ls_src *src;
+    ls_src *src;         /* NULL when a hub's workers read the source */
+    ls_loader_hub *hub;
     int idx;
     uint32_t ndocs;
     uint64_t epoch, pos, off; /* next: document perm[pos] of epoch, token off within it */
@@ -31,7 +32,6 @@ typedef struct {
     uint32_t *perm;
     uint64_t perm_epoch;
     int perm_valid;
-    ls_rng base;
 } srcl;
 
 typedef struct {
@@ -54,35 +54,46 @@ struct ls_loader {
 
 /* ---------------------------------------------------------------- source loaders */
 
-static void make_perm(srcl *l, uint64_t epoch) {
+void ls_loader_perm(uint64_t seed, int idx, uint64_t epoch, uint32_t *perm, uint32_t n) {
     /* Each (source, epoch) has its own stream, so an order is reproducible from the state. */
-    ls_rng r = ls_rng_split(&l->base, ((uint64_t)l->idx << 40) ^ epoch);
-    for (uint32_t i = 0; i < l->ndocs; i++) l->perm[i] = i;
-    for (uint32_t i = l->ndocs; i > 1; i--) {
+    ls_rng base;
+    ls_rng_seed(&base, seed);
+    ls_rng r = ls_rng_split(&base, ((uint64_t)idx << 40) ^ epoch);
+    for (uint32_t i = 0; i < n; i++) perm[i] = i;
+    for (uint32_t i = n; i > 1; i--) {
         uint32_t j = (uint32_t)ls_rng_below(&r, i);
-        uint32_t t = l->perm[i - 1];
-        l->perm[i - 1] = l->perm[j];
-        l->perm[j] = t;
+        uint32_t t = perm[i - 1];
+        perm[i - 1] = perm[j];
+        perm[j] = t;
     }
-    l->perm_epoch = epoch;
-    l->perm_valid = 1;
 }
 
-/* Takes up to max tokens of the current document (metadata only); fills seg. */
-static int take(srcl *l, int max, ls_loader_seg *seg) {
-    if (!l->perm_valid || l->perm_epoch != l->epoch) make_perm(l, l->epoch);
+/* Takes up to max tokens of the current document; fills seg (metadata only when the loader reads
+ * the source itself; from a hub, the segment's tokens go to dst). */
+static int take(srcl *l, uint64_t seed, int max, ls_loader_seg *seg, int32_t *dst) {
+    if (!l->perm_valid || l->perm_epoch != l->epoch) {
+        ls_loader_perm(seed, l->idx, l->epoch, l->perm, l->ndocs);
+        l->perm_epoch = l->epoch;
+        l->perm_valid = 1;
+    }
     uint32_t doc = l->perm[l->pos];
-    /* the shuffled order makes each index entry a cache miss: ask for the next ones early */
-    if (l->pos + 4 < l->ndocs) ls_src_prefetch_meta(l->src, l->perm[l->pos + 4]);
-    uint64_t len = ls_src_doc_tokens(l->src, doc);
+    const int32_t *tok = NULL;
+    uint32_t hlen = 0;
+    if (l->hub)
+        LS_TRY(ls_hub_doc(l->hub, l->idx, l->epoch, l->pos, doc, &tok, &hlen));
+    else if (l->pos + 4 < l->ndocs) /* the shuffled order makes each index entry a cache miss: ask early */
+        ls_src_prefetch_meta(l->src, l->perm[l->pos + 4]);
+    uint64_t len = l->hub ? hlen : ls_src_doc_tokens(l->src, doc);
     if (l->off >= len) /* only a doctored state blob gets here */
         return ls_err(LS_EFORMAT, "loader state: offset %llu beyond document %u of source %d",
                       (unsigned long long)l->off, doc, l->idx);
     int n = (int)(len - l->off);
     if (n > max) n = max;
     *seg = (ls_loader_seg){l->idx, -1, -1, n, (uint32_t)l->epoch, doc, (uint32_t)l->off};
+    if (tok) memcpy(dst, tok + l->off, (size_t)n * sizeof *dst);
     l->off += (uint64_t)n;
     if (l->off == len) {
+        if (l->hub) ls_hub_consumed(l->hub, l->idx);
         l->off = 0;
         if (++l->pos == l->ndocs) l->pos = 0, l->epoch++;
     }
@@ -111,22 +122,26 @@ int ls_loader_open(ls_loader **out, const ls_loader_mix *mix, int n_ranks, const
     if (!ld) return ls_err(LS_ENOMEM, "out of memory");
     ld->mix = mix;
     ld->n_ranks = n_ranks;
-    (void)opts; /* no read-ahead: tokens go from the mapped files straight into batches */
+    ls_loader_hub *hub = opts ? opts->hub : NULL; /* else no read-ahead: mapped files straight into batches */
     ld->s = calloc((size_t)mix->n_sources, sizeof *ld->s);
     if (!ld->s) {
         free(ld);
         return ls_err(LS_ENOMEM, "out of memory");
     }
-    ls_rng base;
-    ls_rng_seed(&base, mix->seed);
     int rc = LS_OK;
     for (int i = 0; i < mix->n_sources && rc == LS_OK; i++) {
         srcl *l = &ld->s[i];
         l->idx = i;
-        l->base = base;
-        rc = ls_src_open(&l->src, &mix->src[i], mix->strict);
-        if (rc < 0) break;
-        l->ndocs = ls_src_ndocs(l->src);
+        l->hub = hub;
+        if (hub) {
+            ls_loader_hub_source hs;
+            ls_loader_hub_source_info(hub, i, &hs);
+            l->ndocs = (uint32_t)hs.docs;
+        } else {
+            rc = ls_src_open(&l->src, &mix->src[i], mix->strict);
+            if (rc < 0) break;
+            l->ndocs = ls_src_ndocs(l->src);
+        }
         l->perm = malloc((size_t)l->ndocs * sizeof *l->perm);
         if (!l->perm) rc = ls_err(LS_ENOMEM, "out of memory");
     }
@@ -153,13 +168,18 @@ void ls_loader_close(ls_loader *ld) {
 int64_t ls_loader_step_index(const ls_loader *ld) { return ld->step; }
 int ls_loader_pending_count(const ls_loader *ld) { return ld->n_pending; }
 int64_t ls_loader_source_docs(const ls_loader *ld, int s) { return ld->s[s].ndocs; }
-int64_t ls_loader_source_skipped(const ls_loader *ld, int s) { return ls_src_skipped(ld->s[s].src); }
+int64_t ls_loader_source_skipped(const ls_loader *ld, int s) {
+    if (!ld->s[s].hub) return ls_src_skipped(ld->s[s].src);
+    ls_loader_hub_source hs;
+    ls_loader_hub_source_info(ld->s[s].hub, s, &hs);
+    return hs.skipped;
+}
 
 size_t ls_loader_state_bytes(const ls_loader *ld) {
     size_t b = sizeof *ld;
     for (int i = 0; i < ld->mix->n_sources; i++) {
         srcl *l = &ld->s[i];
-        b += sizeof *l + ls_src_state_bytes(l->src) + (size_t)l->ndocs * sizeof *l->perm;
+        b += sizeof *l + (l->src ? ls_src_state_bytes(l->src) : 0) + (size_t)l->ndocs * sizeof *l->perm;
     }
     return b;
 }
@@ -337,6 +357,8 @@ void ls_loader_step_free(ls_loader_step *st) {
     free(st->source_tokens);
     free(st->weights);
     free(st->state_after);
+    free(st->tokens);
+    free(st->item_off);
     free(st);
 }
 
@@ -372,12 +394,16 @@ int ls_loader_next_step(ls_loader *ld, ls_loader_step **out) {
     st->rank_cost = calloc((size_t)R, sizeof *st->rank_cost);
     st->source_tokens = calloc((size_t)n, sizeof *st->source_tokens);
     st->weights = calloc((size_t)n, sizeof *st->weights);
-    if (!st->items || !st->rank_cost || !st->source_tokens || !st->weights) {
+    ls_loader_hub *hub = ld->s[0].hub;
+    if (hub) /* the sources' workers send the tokens: the step keeps its own */
+        st->tokens = malloc((size_t)G * sizeof *st->tokens);
+    if (!st->items || !st->rank_cost || !st->source_tokens || !st->weights || (hub && !st->tokens)) {
         ls_loader_step_free(st);
         return ls_err(LS_ENOMEM, "out of memory");
     }
     /* The step is built from the document index alone: no token is read here. */
     weights_for_step(ld, st->weights);
+    if (hub) ls_hub_plan(hub, st->weights);
     for (int k = 0; k < n; k++)
         if (st->weights[k] <= 0) ld->s[k].deficit = 0; /* a muted source keeps no stale credit */
     int64_t filled = 0;
@@ -399,7 +425,7 @@ int ls_loader_next_step(ls_loader *ld, ls_loader_step **out) {
             items_cap *= 2;
         }
         ls_loader_seg *seg = &st->items[st->n_items];
-        rc = take(&ld->s[best], max, seg);
+        rc = take(&ld->s[best], m->seed, max, seg, hub ? st->tokens + filled : NULL);
         if (rc < 0) break;
         for (int k = 0; k < n; k++)
             if (st->weights[k] > 0) ld->s[k].deficit += st->weights[k] * seg->len;
@@ -411,7 +437,9 @@ int ls_loader_next_step(ls_loader *ld, ls_loader_step **out) {
     if (rc == LS_OK) {
         st->item_cost = malloc((size_t)st->n_items * sizeof *st->item_cost);
         st->part = malloc((size_t)st->n_items * sizeof *st->part);
-        if (!st->item_cost || !st->part) rc = ls_err(LS_ENOMEM, "out of memory");
+        if (hub && (st->item_off = malloc((size_t)st->n_items * sizeof *st->item_off)))
+            for (int64_t i = 0, at = 0; i < st->n_items; at += st->items[i].len, i++) st->item_off[i] = at;
+        if (!st->item_cost || !st->part || (hub && !st->item_off)) rc = ls_err(LS_ENOMEM, "out of memory");
     }
     if (rc == LS_OK) {
         for (int i = 0; i < st->n_items; i++) st->item_cost[i] = ls_loader_cost(m->cost_a, m->cost_b, st->items[i].len);
@@ -470,6 +498,10 @@ static void fill_i32(int32_t *dst, int32_t v, int n) {
 int ls_loader_step_item_tokens(const ls_loader_step *st, int i, int32_t *dst) {
     if (i < 0 || i >= st->n_items) return ls_err(LS_EINVAL, "item %d out of range [0, %d)", i, st->n_items);
     const ls_loader_seg *g = &st->items[i];
+    if (st->tokens) {
+        memcpy(dst, st->tokens + st->item_off[i], (size_t)g->len * sizeof *dst);
+        return LS_OK;
+    }
     return ls_src_copy_tokens(st->loader->s[g->source].src, g->doc, g->doc_off, g->len, dst);
 }
 
@@ -493,6 +525,7 @@ int ls_loader_step_batch(const ls_loader_step *st, int rank, ls_loader_batch *ou
     double *rcost = calloc((size_t)(cnt ? cnt : 1), sizeof *rcost);
     out->segs = malloc((size_t)(cnt ? cnt : 1) * sizeof *out->segs);
     int rc = (!o || !fill || !rcost || !out->segs) ? ls_err(LS_ENOMEM, "out of memory") : LS_OK;
+    const int local = st->tokens == NULL; /* read from the mapped files (else the step holds the tokens) */
     int rows = 0;
     if (rc == LS_OK) {
         for (int i = 0, k = 0; i < st->n_items; i++)
@@ -541,15 +574,15 @@ int ls_loader_step_batch(const ls_loader_step *st, int rank, ls_loader_batch *ou
             /* Documents are in shuffled order, so each segment's index entry and text are
              * cache misses: ask for index entries 8 segments ahead and text 3 ahead. */
             enum { AHEAD_META = 8, AHEAD = 3 };
-            for (int k = 0; k < cnt && k < AHEAD_META; k++)
+            for (int k = 0; local && k < cnt && k < AHEAD_META; k++)
                 ls_src_prefetch_meta(sl[out->segs[k].source].src, out->segs[k].doc);
-            for (int k = 0; k < cnt && k < AHEAD; k++)
+            for (int k = 0; local && k < cnt && k < AHEAD; k++)
                 ls_src_prefetch(sl[out->segs[k].source].src, out->segs[k].doc, out->segs[k].doc_off, out->segs[k].len);
             for (int k = 0; k < cnt && rc == LS_OK; k++) {
                 ls_loader_seg *sg = &out->segs[k];
-                if (k + AHEAD_META < cnt)
+                if (local && k + AHEAD_META < cnt)
                     ls_src_prefetch_meta(sl[out->segs[k + AHEAD_META].source].src, out->segs[k + AHEAD_META].doc);
-                if (k + AHEAD < cnt) {
+                if (local && k + AHEAD < cnt) {
                     const ls_loader_seg *nx = &out->segs[k + AHEAD];
                     ls_src_prefetch(sl[nx->source].src, nx->doc, nx->doc_off, nx->len);
                 }
@@ -557,7 +590,10 @@ int ls_loader_step_batch(const ls_loader_step *st, int rank, ls_loader_batch *ou
                 int32_t *dt = out->tokens + (size_t)sg->row * T + sg->col,
                         *dd = out->doc_ids + (size_t)sg->row * T + sg->col;
                 /* Read and tokenize straight into the row; doc ids are one run per segment. */
-                rc = ls_src_copy_tokens(sl[sg->source].src, sg->doc, sg->doc_off, sg->len, dt);
+                if (local)
+                    rc = ls_src_copy_tokens(sl[sg->source].src, sg->doc, sg->doc_off, sg->len, dt);
+                else
+                    memcpy(dt, st->tokens + st->item_off[o[k].i], (size_t)sg->len * sizeof *dt);
                 fill_i32(dd, nseg[sg->row]++, sg->len);
             }
             free(nseg);

@@ -41,4 +41,24 @@ void ls_src_prefetch(const ls_src *s, uint32_t doc, uint32_t off, int len);
 /* Hints the CPU to fetch document doc's index entry. */
 void ls_src_prefetch_meta(const ls_src *s, uint32_t doc);
 
+/* The wire frames of the service and of the worker link: header (magic, u16 version, ...) | payload |
+ * xxh3 of both (service.c). */
+int ls_lwire_pack(const void *hdr, size_t hlen, const void *payload, size_t plen, uint8_t **out, size_t *olen);
+/* Validates magic, version, length and checksum of a frame; points *payload into it. */
+int ls_lwire_check(const uint8_t *p, size_t n, const char *magic, size_t hdr_size, uint32_t len_field,
+                   const uint8_t **payload);
+
+/* The shuffle order of a source's documents in an epoch (engine.c): perm[0..n) from (seed, source
+ * index, epoch) alone, so a source worker rebuilds the constructor's order. */
+void ls_loader_perm(uint64_t seed, int idx, uint64_t epoch, uint32_t *perm, uint32_t n);
+
+/* The constructor's side of the source workers (workers.c), used from one thread at a time (the
+ * one building steps). ls_hub_doc returns document perm[pos] of epoch of source s (EOS included)
+ * once a worker has sent it, waiting for it; the pointer stays valid until ls_hub_consumed(s),
+ * which drops the document at the head of s (the one last returned). ls_hub_plan tells the hub the
+ * weights of the step being built, from which it sizes each source's workers. */
+int ls_hub_doc(ls_loader_hub *h, int s, uint64_t epoch, uint64_t pos, uint32_t doc, const int32_t **tok, uint32_t *len);
+void ls_hub_consumed(ls_loader_hub *h, int s);
+void ls_hub_plan(ls_loader_hub *h, const double *w);
+
 #endif

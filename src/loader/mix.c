@@ -108,6 +108,9 @@ static int parse_source(const cJSON *js, const char *base, int idx, ls_loader_so
     s->path = resolve_path(base, path);
     s->field = dup_str(field);
     if (!s->path || !s->field) return ls_err(LS_ENOMEM, "out of memory");
+    LS_TRY(ls_json_get_double(js, "preprocess_us", 0, &s->preprocess_us));
+    if (!(s->preprocess_us >= 0 && s->preprocess_us <= 1e7))
+        return ls_err(LS_EINVAL, "source '%s': preprocess_us must be in [0, 1e7]", name);
     const cJSON *w = cJSON_GetObjectItemCaseSensitive(js, "weight");
     s->weight = 1.0;
     if (w) {

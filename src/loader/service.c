@@ -219,7 +219,7 @@ int ls_loader_batch_decode(const uint8_t *buf, size_t len, ls_loader_batch *out)
 
 /* A frame is header | payload | xxh3 of both: fills *out (malloc'd) and *olen. The header
  * already carries its magic, version and payload length. */
-static int frame_pack(const void *hdr, size_t hlen, const void *payload, size_t plen, uint8_t **out, size_t *olen) {
+int ls_lwire_pack(const void *hdr, size_t hlen, const void *payload, size_t plen, uint8_t **out, size_t *olen) {
     size_t n = hlen + plen + 8;
     uint8_t *p = malloc(n);
     if (!p) return ls_err(LS_ENOMEM, "out of memory");
@@ -235,18 +235,18 @@ static int frame_pack(const void *hdr, size_t hlen, const void *payload, size_t 
 static int frame_req(int type, int64_t step, int rank, const void *payload, size_t plen, uint8_t **out, size_t *olen) {
     req_hdr h = {{0}, WIRE_VERSION, (uint16_t)type, step, rank, (uint32_t)plen};
     memcpy(h.magic, REQ_MAGIC, 4);
-    return frame_pack(&h, sizeof h, payload, plen, out, olen);
+    return ls_lwire_pack(&h, sizeof h, payload, plen, out, olen);
 }
 
 static int frame_rep(int type, int status, const void *payload, size_t plen, uint8_t **out, size_t *olen) {
     rep_hdr h = {{0}, WIRE_VERSION, (uint16_t)type, status, (uint32_t)plen};
     memcpy(h.magic, REP_MAGIC, 4);
-    return frame_pack(&h, sizeof h, payload, plen, out, olen);
+    return ls_lwire_pack(&h, sizeof h, payload, plen, out, olen);
 }
 
 /* Validates magic, version, length and checksum of a frame; points *payload into it. */
-static int frame_check(const uint8_t *p, size_t n, const char *magic, size_t hdr_size, uint32_t len_field,
-                       const uint8_t **payload) {
+int ls_lwire_check(const uint8_t *p, size_t n, const char *magic, size_t hdr_size, uint32_t len_field,
+                   const uint8_t **payload) {
     if (n < hdr_size + 8 || memcmp(p, magic, 4) != 0)
         return ls_err(LS_EFORMAT, "not a loader message (bad magic or size)");
     uint16_t ver;
@@ -273,6 +273,7 @@ struct ls_loader_server {
     const ls_loader_mix *mix;
     int R, W, prefetch, port;
     ls_loader *ld;
+    ls_loader_hub *hub; /* source workers (NULL: the service reads its sources) */
     void *zctx, *sock, *wake_rx, *wake_tx;
     pthread_t builder;
     int builder_on;
@@ -403,6 +404,7 @@ void ls_loader_server_close(ls_loader_server *s) {
     if (s->wake_tx) zmq_close(s->wake_tx);
     if (s->zctx) zmq_ctx_term(s->zctx);
     ls_loader_close(s->ld);
+    ls_loader_hub_close(s->hub);
     cJSON_Delete(s->changes);
     pthread_mutex_destroy(&s->mu);
     pthread_mutex_destroy(&s->ldmu);
@@ -620,8 +622,15 @@ int ls_loader_server_open(ls_loader_server **out, const ls_loader_mix *mix, int 
     pthread_mutex_init(&s->mu, NULL);
     pthread_mutex_init(&s->ldmu, NULL);
     pthread_cond_init(&s->cv, NULL);
-    ls_loader_opts lo = {opts ? opts->threads : 1, 0};
-    int rc = ls_loader_open(&s->ld, mix, n_ranks, &lo);
+    ls_loader_opts lo = {opts ? opts->threads : 1, 0, NULL};
+    int rc = LS_OK;
+    if (opts && opts->workers) { /* the worker link on the service's address */
+        ls_loader_hub_opts ho = *opts->workers;
+        if (!ho.bind) ho.bind = bind;
+        rc = ls_loader_hub_open(&s->hub, mix, &ho);
+        lo.hub = s->hub;
+    }
+    if (rc == LS_OK) rc = ls_loader_open(&s->ld, mix, n_ranks, &lo);
     if (rc == LS_OK && state) rc = ls_loader_set_state(s->ld, state, state_len);
     s->journal = opts ? opts->journal : NULL;
     if (rc == LS_OK && !(s->changes = cJSON_CreateArray())) rc = ls_err(LS_ENOMEM, "out of memory");
@@ -695,6 +704,7 @@ int ls_loader_server_open(ls_loader_server **out, const ls_loader_mix *mix, int 
 }
 
 int ls_loader_server_port(const ls_loader_server *s) { return s->port; }
+int ls_loader_server_worker_port(const ls_loader_server *s) { return s->hub ? ls_loader_hub_port(s->hub) : 0; }
 void ls_loader_server_stop(ls_loader_server *s) { atomic_store(&s->stop, 1); }
 
 /* Sends envelope frames (consumed) then one body frame. */
@@ -921,13 +931,24 @@ static void info(ls_loader_server *s, char *buf, size_t cap) {
         if (!s->passive) cJSON_AddNumberToObject(o, "took_over_at_step", (double)s->peer_step);
     }
     pthread_mutex_unlock(&s->mu);
+    pthread_mutex_lock(&s->ldmu); /* the constructor thread changes the hub's counts */
+    if (s->hub) cJSON_AddNumberToObject(o, "worker_port", ls_loader_hub_port(s->hub));
     for (int i = 0; i < s->mix->n_sources; i++) {
         cJSON *e = cJSON_CreateObject();
         cJSON_AddStringToObject(e, "name", s->mix->src[i].name);
         cJSON_AddNumberToObject(e, "docs", (double)ls_loader_source_docs(s->ld, i));
         cJSON_AddNumberToObject(e, "skipped", (double)ls_loader_source_skipped(s->ld, i));
+        if (s->hub) {
+            ls_loader_hub_source hs;
+            ls_loader_hub_source_info(s->hub, i, &hs);
+            cJSON_AddNumberToObject(e, "workers", hs.live);
+            cJSON_AddNumberToObject(e, "workers_wanted", hs.want);
+            cJSON_AddNumberToObject(e, "workers_lost", (double)hs.lost);
+            cJSON_AddNumberToObject(e, "worker_tokens_per_s", hs.tokens_per_s);
+        }
         cJSON_AddItemToArray(arr, e);
     }
+    pthread_mutex_unlock(&s->ldmu);
     if (!cJSON_PrintPreallocated(o, buf, (int)cap, 0)) snprintf(buf, cap, "{\"ranks\":%d}", s->R);
     cJSON_Delete(o);
 }
@@ -938,7 +959,7 @@ static void handle(ls_loader_server *s, zmq_msg_t *env, size_t n_env, zmq_msg_t 
     req_hdr h;
     memset(&h, 0, sizeof h);
     if (n >= sizeof h) memcpy(&h, p, sizeof h);
-    if (frame_check(p, n, REQ_MAGIC, sizeof h, h.len, &payload) < 0) {
+    if (ls_lwire_check(p, n, REQ_MAGIC, sizeof h, h.len, &payload) < 0) {
         LS_WARN("loader service: rejected a request: %s", ls_errmsg());
         reply_error(s, env, n_env, 0, LS_EFORMAT, ls_errmsg());
         return;
@@ -1124,7 +1145,7 @@ static int roundtrip(ls_loader_client *c, int type, int64_t step, const void *pl
             rep_hdr h;
             memset(&h, 0, sizeof h);
             if (n >= sizeof h) memcpy(&h, p, sizeof h);
-            rc = frame_check(p, n, REP_MAGIC, sizeof h, h.len, &body);
+            rc = ls_lwire_check(p, n, REP_MAGIC, sizeof h, h.len, &body);
             if (rc == LS_OK) {
                 *payload = malloc(h.len + 1);
                 if (!*payload)
