@@ -71,6 +71,24 @@ done
 "$LLMSYS" loader control --addr "$A" --shutdown > /dev/null || fail "shutdown"
 wait "${PIDS[-1]}" || fail "server exit status"
 
+# the same batches with the sources read by 3 worker processes the service starts; kill -9 of one
+# of them mid-run: the service starts another, batches unchanged; none is left after the shutdown
+start --source-workers 3
+A="tcp://127.0.0.1:$PORT"
+for s in $(seq 0 11); do
+    [ "$s" = 6 ] && { W=$(pgrep -P "${PIDS[-1]}" | head -1); [ -n "$W" ] || fail "no worker processes"; kill -9 "$W"; }
+    "$LLMSYS" loader fetch --addr "$A" --rank 0 --step "$s" >> "$T/w0" || fail "fetch from workers"
+    "$LLMSYS" loader fetch --addr "$A" --rank 1 --step "$s" >> "$T/w1" || fail "fetch from workers"
+done
+diff "$T/ref0" "$T/w0" > /dev/null && diff "$T/ref1" "$T/w1" > /dev/null || fail "batches from source workers differ"
+"$LLMSYS" loader control --addr "$A" --info | grep -q '"workers_lost":1' || fail "the killed worker was not noticed"
+KIDS=$(pgrep -P "${PIDS[-1]}")
+"$LLMSYS" loader control --addr "$A" --shutdown > /dev/null || fail "shutdown"
+wait "${PIDS[-1]}" || fail "server with workers: exit status"
+for k in $KIDS; do kill -0 "$k" 2>/dev/null && fail "worker $k outlived the service"; done
+"$LLMSYS" loader serve --mix "$T/mix.json" --ranks 2 --port 0 --source-workers 0 2>/dev/null; [ $? -eq 2 ] || fail "--source-workers 0"
+"$LLMSYS" loader worker --role sink --source docs --constructor "$A" 2>/dev/null; [ $? -eq 2 ] || fail "--role sink"
+
 # interrupted: fetch 0..4, save the state with step 4, kill -9, restart, fetch 5..11
 start --journal "$T/journal"
 A="tcp://127.0.0.1:$PORT"

@@ -3,14 +3,17 @@
 #ifndef LLMSYS_TEST_LOADER_UTIL_H
 #define LLMSYS_TEST_LOADER_UTIL_H
 
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "llmsys/loader.h"
 
-static pid_t lu_kid[4] = {-1, -1, -1, -1};
+#define LU_SLOTS 8
+static pid_t lu_kid[LU_SLOTS] = {-1, -1, -1, -1, -1, -1, -1, -1};
 
 /* Kills and reaps the service in slot i (if any). */
 static void lu_kill(int i) {
@@ -22,12 +25,12 @@ static void lu_kill(int i) {
 }
 
 static void lu_kill_all(void) {
-    for (int i = 0; i < 4; i++) lu_kill(i);
+    for (int i = 0; i < LU_SLOTS; i++) lu_kill(i);
 }
 
 static void lu_on_alarm(int sig) {
     (void)sig;
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < LU_SLOTS; i++)
         if (lu_kid[i] > 0) kill(lu_kid[i], SIGKILL);
     _exit(3);
 }
@@ -63,6 +66,25 @@ static int lu_start(int i, const ls_loader_mix *mix, int ranks, const ls_loader_
     int port = -1;
     if (read(fd[0], &port, sizeof port) != (ssize_t)sizeof port) port = -1;
     close(fd[0]);
+    return port;
+}
+
+/* Forks a source worker for the hub at endpoint into slot i (ls_loader_worker_run). */
+static inline void lu_worker(int i, const char *endpoint, const char *source) {
+    lu_kid[i] = fork();
+    if (lu_kid[i] == 0) _exit(ls_loader_worker_run(endpoint, source) == 0 ? 0 : 1);
+}
+
+/* A TCP port free on 127.0.0.1 a moment ago (for a link whose workers start before it binds). */
+static inline int lu_free_port(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+    struct sockaddr_in a = {0};
+    socklen_t n = sizeof a;
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &n) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0) close(fd);
     return port;
 }
 

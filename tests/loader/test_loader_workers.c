@@ -1,0 +1,169 @@
+/* test_loader_workers.c - source loaders as processes: a service whose sources are read by worker
+ * processes (two on one source) serves batches byte-identical to the in-process loader; after kill -9
+ * of one of them its share goes to the other, and a worker started again joins; a service restarted
+ * from a saved state with the same workers resumes identically. Every process is a forked child that
+ * is always killed and reaped. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "llmsys/loader.h"
+#include "loader_util.h"
+#include "test.h"
+
+static char dir[256];
+
+/* text documents (blank-line blocks) and JSON Lines: both preprocessing paths of a worker */
+static const char *MIX =
+    "{\"n_ctx\": 48, \"tokens_per_rank\": 160, \"micro_batches\": 2, \"seed\": 11,"
+    " \"sources\": [{\"name\": \"a\", \"path\": \"a\", \"split\": \"blank\", \"weight\": 0.6},"
+    " {\"name\": \"b\", \"type\": \"jsonl\", \"path\": \"b.jsonl\", \"weight\": 0.4}]}";
+enum { R = 2 };
+
+static void make_data(void) {
+    char p[512], buf[8192];
+    snprintf(p, sizeof p, "%s/a", dir);
+    CHECK_EQ_INT(ls_mkdirs(p), 0);
+    for (int f = 0; f < 4; f++) { /* 4 files of 30 blocks of 5..120 bytes */
+        size_t n = 0;
+        for (int b = 0; b < 30; b++) {
+            int len = 5 + (b * 37 + f * 11) % 116;
+            for (int i = 0; i < len; i++) buf[n++] = (char)('a' + (i * 7 + b + f) % 26);
+            buf[n++] = '\n', buf[n++] = '\n';
+        }
+        snprintf(p, sizeof p, "%s/a/f%d.txt", dir, f);
+        CHECK_EQ_INT(ls_file_write_atomic(p, buf, n), 0);
+    }
+    size_t n = 0;
+    for (int d = 0; d < 60; d++) {
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "{\"text\": \"doc %d", d);
+        for (int i = 0; i < (d * 13) % 70; i++) buf[n++] = (char)('A' + (i + d) % 26);
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "\"}\n");
+    }
+    snprintf(p, sizeof p, "%s/b.jsonl", dir);
+    CHECK_EQ_INT(ls_file_write_atomic(p, buf, n), 0);
+    snprintf(p, sizeof p, "%s/mix.json", dir);
+    CHECK_EQ_INT(ls_file_write_atomic(p, MIX, strlen(MIX)), 0);
+}
+
+/* Rank r's batch of step from the client equals the in-process loader's, byte for byte. */
+static int same(ls_loader_client *c, ls_loader_step *st, int r, int64_t step) {
+    ls_loader_batch a, b;
+    uint8_t *ea = NULL, *eb = NULL;
+    size_t la = 0, lb = 0;
+    int ok = ls_loader_client_batch(c, step, &a) == LS_OK;
+    if (!ok) fprintf(stderr, "step %lld rank %d: %s\n", (long long)step, r, ls_errmsg());
+    ok = ok && ls_loader_step_batch(st, r, &b) == LS_OK;
+    ok = ok && ls_loader_batch_encode(&a, &ea, &la) == LS_OK && ls_loader_batch_encode(&b, &eb, &lb) == LS_OK;
+    ok = ok && la == lb && !memcmp(ea, eb, la);
+    free(ea);
+    free(eb);
+    ls_loader_batch_free(&a);
+    ls_loader_batch_free(&b);
+    return ok;
+}
+
+/* Fetches steps [from, to) for every rank and compares them with the reference loader. */
+static void compare(int port, ls_loader *ref, int64_t from, int64_t to, const char *what) {
+    char ep[64];
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
+    ls_loader_client *c[R];
+    for (int r = 0; r < R; r++) CHECK_EQ_INT(ls_loader_client_open(&c[r], ep, r, 20000, 0), 0);
+    for (int64_t step = from; step < to; step++) {
+        ls_loader_step *st;
+        CHECK_EQ_INT(ls_loader_next_step(ref, &st), 0);
+        for (int r = 0; r < R; r++) CHECK_MSG(same(c[r], st, r, step), "%s: step %lld rank %d", what, (long long)step, r);
+        ls_loader_step_free(st);
+    }
+    for (int r = 0; r < R; r++) ls_loader_client_close(c[r]);
+}
+
+/* The service's info for source `name`: its live workers and the workers it lost. */
+static void workers_of(int port, const char *name, int *live, int *lost) {
+    char ep[64], key[64];
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
+    ls_loader_client *c;
+    char *reply = NULL;
+    *live = *lost = -1;
+    if (ls_loader_client_open(&c, ep, 0, 5000, 0) != LS_OK) return;
+    if (ls_loader_client_control(c, NULL, &reply) == LS_OK && reply) {
+        snprintf(key, sizeof key, "\"name\":\"%s\"", name);
+        const char *e = strstr(reply, key), *w = e ? strstr(e, "\"workers\":") : NULL,
+                   *l = e ? strstr(e, "\"workers_lost\":") : NULL;
+        if (w) *live = atoi(w + 10);
+        if (l) *lost = atoi(l + 15);
+    }
+    free(reply);
+    ls_loader_client_close(c);
+}
+
+static void test_workers(void) {
+    char p[512], link[64];
+    snprintf(p, sizeof p, "%s/mix.json", dir);
+    ls_loader_mix mix;
+    CHECK_EQ_INT(ls_loader_mix_load(p, &mix), 0);
+    int wport = lu_free_port();
+    CHECK(wport > 0);
+    snprintf(link, sizeof link, "tcp://127.0.0.1:%d", wport);
+    /* workers started elsewhere (exe NULL): two on source a, one on b; a dead one is found in 400 ms */
+    ls_loader_hub_opts ho = {NULL, wport, 3, NULL, 400, 20000};
+    ls_loader_serve_opts o = {2, 2, 1, NULL, NULL, NULL, 0, &ho};
+    lu_worker(1, link, "a");
+    lu_worker(2, link, "a");
+    lu_worker(3, link, "b");
+    lu_worker(4, link, "nope"); /* a source the mix lacks: refused */
+    int port = lu_start(0, &mix, R, &o, NULL, 0);
+    CHECK(port > 0);
+    if (port <= 0) return;
+    ls_loader *ref;
+    CHECK_EQ_INT(ls_loader_open(&ref, &mix, R, NULL), 0);
+    compare(port, ref, 0, 6, "two workers on a");
+    int live, lost;
+    workers_of(port, "a", &live, &lost);
+    CHECK_EQ_INT(live, 2);
+    /* kill -9 of one worker of a: the other takes its share, batches unchanged */
+    lu_kill(2);
+    compare(port, ref, 6, 16, "after kill -9 of a worker");
+    workers_of(port, "a", &live, &lost);
+    CHECK_EQ_INT(live, 1);
+    CHECK_EQ_INT(lost, 1);
+    /* a worker started again joins and shares the work */
+    lu_worker(2, link, "a");
+    compare(port, ref, 16, 22, "after the restart of the worker");
+    workers_of(port, "a", &live, &lost);
+    CHECK_EQ_INT(live, 2);
+    /* kill -9 of the service, restarted from the state saved after step 21 on the same link: the
+     * workers join the new constructor, which resumes where the old one left off */
+    char ep[64];
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
+    ls_loader_client *c;
+    ls_loader_batch b;
+    CHECK_EQ_INT(ls_loader_client_open(&c, ep, 0, 20000, 0), 0);
+    CHECK_EQ_INT(ls_loader_client_batch(c, 21, &b), 0);
+    ls_loader_client_close(c);
+    lu_kill(0);
+    port = lu_start(0, &mix, R, &o, b.state, b.state_len);
+    ls_loader_batch_free(&b);
+    CHECK(port > 0);
+    if (port > 0) compare(port, ref, 22, 28, "resumed service");
+    int st = -1;
+    for (int t = 0; t < 500 && waitpid(lu_kid[4], &st, WNOHANG) == 0; t++) ls_sleep_ms(10);
+    CHECK_MSG(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 1, "the worker for an unknown source exits with 1");
+    lu_kid[4] = -1;
+    ls_loader_close(ref);
+    lu_kill_all();
+    ls_loader_mix_free(&mix);
+}
+
+int main(void) {
+    snprintf(dir, sizeof dir, "/tmp/llmsys-test-workers-%d", (int)getpid());
+    lu_guard(100);
+    ls_log_set_level(LS_LOG_ERROR);
+    make_data();
+    RUN(test_workers);
+    lu_kill_all();
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) fprintf(stderr, "cleanup of %s failed\n", dir);
+    return TEST_RESULT();
+}
