@@ -16,6 +16,8 @@
  * 3b. Placement on a dp=8 x tp=8 grid over the same 16 sources: tokens read and step time with
  *    one layout per DP group placed on its TP members, vs every process laying out its own.
  * 3c. Fail-over: kill -9 of a primary service, time to the next batch from its shadow.
+ * 3d. Source workers: step time with one slow source (CPU burnt per document by its worker) read
+ *    by one worker vs by the workers its measured cost calls for; interleaved.
  * 4. (--calibrate) the cost model: forward+backward time of the "small" GPT at batch 1
  *    vs sequence length, least-squares fit time = b·L + a·L², ratio b/a.
  */
@@ -604,6 +606,86 @@ static int bench_failover(cJSON *out, int quick) {
     return rc;
 }
 
+/* ---------------------------------------------------------------- 3d. source workers */
+
+/* Builds steps from a hub of source workers (started from the llmsys binary beside this one) over
+ * 4 of the memory section's sources, the first burning us CPU microseconds per document; budget is the
+ * worker processes in all. Median step time (ms) over steps after 3 warm-up steps; *want gets the
+ * slow source's worker count. */
+static int workers_run(const char *exe, int budget, double us, int steps, double *median, int *want) {
+    ls_loader_mix mix;
+    LS_TRY(mem_mix(4, &mix));
+    mix.src[0].preprocess_us = us;
+    ls_loader_hub_opts ho = {NULL, 0, budget, exe, 0, 30000};
+    ls_loader_hub *hub = NULL;
+    ls_loader *ld = NULL;
+    double *t = calloc((size_t)steps, sizeof *t);
+    int rc = t ? ls_loader_hub_open(&hub, &mix, &ho) : ls_err(LS_ENOMEM, "out of memory");
+    ls_loader_opts lo = {0, 0, hub};
+    if (rc == LS_OK) rc = ls_loader_open(&ld, &mix, 2, &lo);
+    /* warm-up: 3 steps, and until the workers the hub started after measuring the costs have joined */
+    ls_loader_hub_source hs = {0};
+    for (int k = -3, warm = 0; rc == LS_OK && k < steps; k++) {
+        if (k == 0 && warm < 200 && (ls_loader_hub_source_info(hub, 0, &hs), hs.live < hs.want)) k = -1, warm++;
+        ls_loader_step *st;
+        double t0 = ls_now();
+        if ((rc = ls_loader_next_step(ld, &st)) == LS_OK && k >= 0) t[k] = 1e3 * (ls_now() - t0);
+        ls_loader_step_free(st);
+    }
+    if (rc == LS_OK) {
+        qsort(t, (size_t)steps, sizeof *t, cmp_d);
+        *median = t[steps / 2];
+        ls_loader_hub_source_info(hub, 0, &hs);
+        *want = hs.want;
+    }
+    free(t);
+    ls_loader_close(ld);
+    ls_loader_hub_close(hub);
+    ls_loader_mix_free(&mix);
+    return rc;
+}
+
+static int bench_workers(cJSON *out, int quick) {
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 16);
+    if (n <= 0) return ls_err(LS_EIO, "cannot find this binary");
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    snprintf(slash ? slash + 1 : exe, 16, "llmsys");
+    if (access(exe, X_OK) != 0) {
+        printf("\n3d. source workers: skipped (no %s)\n", exe);
+        return LS_OK;
+    }
+    const int NS = 4, extra = 3, steps = quick ? 8 : 20, reps = quick ? 1 : 3;
+    const double us = 2000;
+    double one[8], scaled[8];
+    int want1 = 0, wantn = 0, rc = LS_OK;
+    for (int r = 0; r < reps && rc == LS_OK; r++) { /* interleaved: one worker, then scaled */
+        rc = workers_run(exe, NS, us, steps, &one[r], &want1);
+        if (rc == LS_OK) rc = workers_run(exe, NS + extra, us, steps, &scaled[r], &wantn);
+    }
+    if (rc != LS_OK) return rc;
+    qsort(one, (size_t)reps, sizeof *one, cmp_d);
+    qsort(scaled, (size_t)reps, sizeof *scaled, cmp_d);
+    double la[3] = {0};
+    if (getloadavg(la, 3) < 1) la[0] = -1;
+    printf("\n3d. source workers: 4 sources, one burning %.0f us CPU per document in its worker, 2 ranks x 4096 "
+           "tokens, median step time over %d steps, %d runs, load %.1f\n",
+           us, steps, reps, la[0]);
+    printf("   slow source on %d worker:   min %.1f  median %.1f  max %.1f ms\n", want1, one[0], one[reps / 2],
+           one[reps - 1]);
+    printf("   slow source on %d workers:  min %.1f  median %.1f  max %.1f ms  (%.2fx faster; sized by measured cost)\n",
+           wantn, scaled[0], scaled[reps / 2], scaled[reps - 1], one[reps / 2] / scaled[reps / 2]);
+    cJSON *j = cJSON_AddObjectToObject(out, "source_workers");
+    cJSON_AddNumberToObject(j, "preprocess_us", us);
+    cJSON_AddNumberToObject(j, "load", la[0]);
+    cJSON_AddNumberToObject(j, "one_worker_median_ms", one[reps / 2]);
+    cJSON_AddNumberToObject(j, "scaled_workers", wantn);
+    cJSON_AddNumberToObject(j, "scaled_median_ms", scaled[reps / 2]);
+    cJSON_AddNumberToObject(j, "speedup", one[reps / 2] / scaled[reps / 2]);
+    return LS_OK;
+}
+
 /* ---------------------------------------------------------------- 4. calibration */
 
 static int bench_calibrate(cJSON *out) {
@@ -697,6 +779,7 @@ int main(int argc, char **argv) {
     if (rc == LS_OK && !only_cal) rc = bench_memory(out, quick);
     if (rc == LS_OK && !only_cal) rc = bench_topology(out, quick);
     if (rc == LS_OK && !only_cal) rc = bench_failover(out, quick);
+    if (rc == LS_OK && !only_cal) rc = bench_workers(out, quick);
     if (rc == LS_OK && calibrate) rc = bench_calibrate(out);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
