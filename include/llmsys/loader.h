@@ -154,11 +154,16 @@ typedef struct ls_loader_hub ls_loader_hub;
 
 /* threads and queue_docs are ignored (tokens are read once, straight from the mapped source files
  * into each rank's batch). hub (may be NULL): the loader reads no source itself but takes each
- * source's documents, read and preprocessed, from its source workers; batches are the same. */
+ * source's documents, read and preprocessed, from its source workers; batches are the same (the hub's
+ * tokenizer must be this one). */
+struct ls_bpe;
 typedef struct {
     int threads;    /* ignored */
     int queue_docs; /* ignored */
     ls_loader_hub *hub;
+    /* (may be NULL: byte tokens) documents are BPE-encoded with this tokenizer (added tokens' text
+     * stays text), EOS closing each; part of the state's signature. Must outlive the loader. */
+    const struct ls_bpe *tokenizer;
 } ls_loader_opts;
 
 /* One piece of a document placed in a batch. */
@@ -334,6 +339,7 @@ typedef struct {
                          started elsewhere */
     int timeout_ms;   /* a worker silent this long with work outstanding is dead (default 3000) */
     int wait_ms;      /* how long to wait for a source's first worker, and for a live one (default 30000) */
+    const struct ls_bpe *tokenizer; /* the workers BPE-encode with it (NULL: byte tokens) */
 } ls_loader_hub_opts;
 
 /* Binds the worker link, starts one worker per source (with exe), waits until every source has a
@@ -385,6 +391,9 @@ typedef struct {
     /* Source workers (NULL: the service reads its sources itself): the service opens this hub on
      * its bind address and takes every source's documents from the workers. */
     const ls_loader_hub_opts *workers;
+    /* BPE tokenizer of the run (NULL: byte tokens): the service (or its workers) encodes every
+     * document with it; info reports its vocabulary size and fingerprint, which trainers check. */
+    const struct ls_bpe *tokenizer;
 } ls_loader_serve_opts;
 
 /* Binds tcp://<bind>:port (port 0 picks a free one; see ls_loader_server_port) and starts
@@ -424,9 +433,11 @@ void ls_loader_client_close(ls_loader_client *c);
 /* A training batch source (llmsys/train.h) that fetches rank's batch for each step from
  * the service at endpoint: rows are copied into the trainer's (rows, T) batch, padding
  * and segment ends get target -1. Fails at open when the service serves another number
- * of ranks than n_ranks, and on a step whose rows do not fit. */
+ * of ranks than n_ranks or tokenizes otherwise than tokenizer (NULL: byte tokens), and on a
+ * step whose rows do not fit. */
 struct ls_batch_source;
-int ls_loader_batch_source(struct ls_batch_source **out, const char *endpoint, int rank, int n_ranks, int timeout_ms);
+int ls_loader_batch_source(struct ls_batch_source **out, const char *endpoint, int rank, int n_ranks,
+                           const struct ls_bpe *tokenizer, int timeout_ms);
 /* Writes the loader state after the last fetched step (what `loader serve --resume`
  * takes) atomically to path; *step (may be NULL) gets the step it resumes at. */
 int ls_loader_batch_source_save_state(struct ls_batch_source *s, const char *path, int64_t *step);

@@ -10,6 +10,7 @@
 #include "cli/cli.h"
 #include "llmsys/core.h"
 #include "llmsys/loader.h"
+#include "llmsys/tokenizer.h"
 
 /* ---------------------------------------------------------------- options */
 
@@ -31,7 +32,7 @@ static void on_signal(int sig) {
 
 static int loader_serve(int argc, char **argv) {
     const char *mix_path = NULL, *bind = "127.0.0.1", *resume = NULL, *port_file = NULL, *journal = NULL,
-               *topology = NULL, *shadow_of = NULL, *workers = NULL;
+               *topology = NULL, *shadow_of = NULL, *workers = NULL, *tokenizer = NULL;
     int ranks = 0, port = 0, prefetch = 4, history = 4;
     ls_arg spec[] = {
         opt_mix(&mix_path),
@@ -50,6 +51,7 @@ static int loader_serve(int argc, char **argv) {
          "run as a standby of the primary at URL: follow its state, take over on the first request"},
         {"source-workers", LS_ARG_STR, &workers, "auto|N",
          "read the sources in N worker processes (auto: one per CPU), sized per source by cost"},
+        {"tokenizer", LS_ARG_STR, &tokenizer, "FILE", "BPE-encode documents with this tokenizer.json (the run's)"},
     };
     int rc =
         ls_args("loader serve", "Runs the source loaders and the data constructor; trainers fetch batches over ZeroMQ.",
@@ -70,32 +72,30 @@ static int loader_serve(int argc, char **argv) {
     ls_loader_hub_opts ho = {NULL, 0, workers && strcmp(workers, "auto") ? atoi(workers) : 0, ls_cli_self(), 0, 0};
     if (workers && strcmp(workers, "auto") && ho.workers < 1)
         return ls_usage_err("loader serve", "--source-workers must be auto or a count >= 1");
-    ls_loader_serve_opts o = {prefetch, history, 1, journal, topology ? &topo : NULL, shadow_of, 0, workers ? &ho : NULL};
-    ls_loader_server *srv;
-    rc = ls_loader_server_open(&srv, &mix, ranks, bind, port, &o, (const uint8_t *)state, state_len);
+    ls_bpe *bpe = NULL;
+    ls_loader_serve_opts o = {prefetch, history, 1, journal, topology ? &topo : NULL, shadow_of, 0, workers ? &ho : NULL, NULL};
+    ls_loader_server *srv = NULL;
+    rc = tokenizer ? ls_bpe_load(tokenizer, &bpe) : LS_OK;
+    o.tokenizer = bpe;
+    if (rc == LS_OK) rc = ls_loader_server_open(&srv, &mix, ranks, bind, port, &o, (const uint8_t *)state, state_len);
     free(state);
-    if (rc != LS_OK) {
-        ls_loader_mix_free(&mix);
-        return ls_cli_fail();
-    }
     char pbuf[16];
-    int n = snprintf(pbuf, sizeof pbuf, "%d\n", ls_loader_server_port(srv));
-    if (port_file && ls_file_write_atomic(port_file, pbuf, (size_t)n) != LS_OK) {
-        ls_loader_server_close(srv);
-        ls_loader_mix_free(&mix);
-        return ls_cli_fail();
+    int n = rc == LS_OK ? snprintf(pbuf, sizeof pbuf, "%d\n", ls_loader_server_port(srv)) : 0;
+    if (rc == LS_OK && port_file) rc = ls_file_write_atomic(port_file, pbuf, (size_t)n);
+    if (rc == LS_OK) {
+        printf("llmsys loader: serving %d ranks on tcp://%s:%d (%d sources, %d tokens per rank per step)", ranks, bind,
+               ls_loader_server_port(srv), mix.n_sources, mix.tokens_per_rank);
+        if (workers) printf("; source workers on tcp://%s:%d", bind, ls_loader_server_worker_port(srv));
+        printf("\n");
+        fflush(stdout);
+        g_serving = srv;
+        signal(SIGINT, on_signal);
+        signal(SIGTERM, on_signal);
+        rc = ls_loader_server_run(srv);
+        g_serving = NULL;
     }
-    printf("llmsys loader: serving %d ranks on tcp://%s:%d (%d sources, %d tokens per rank per step)", ranks, bind,
-           ls_loader_server_port(srv), mix.n_sources, mix.tokens_per_rank);
-    if (workers) printf("; source workers on tcp://%s:%d", bind, ls_loader_server_worker_port(srv));
-    printf("\n");
-    fflush(stdout);
-    g_serving = srv;
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
-    rc = ls_loader_server_run(srv);
-    g_serving = NULL;
     ls_loader_server_close(srv);
+    ls_bpe_free(bpe);
     ls_loader_mix_free(&mix);
     if (rc != LS_OK) return ls_cli_fail();
     printf("llmsys loader: stopped\n");

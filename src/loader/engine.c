@@ -32,6 +32,10 @@ typedef struct {
     uint32_t *perm;
     uint64_t perm_epoch;
     int perm_valid;
+    ls_src_reader rd; /* with a tokenizer: the current document, encoded (sequence number cur_q) */
+    uint64_t cur_q;
+    uint32_t cur_len;
+    int cur_ok;
 } srcl;
 
 typedef struct {
@@ -42,6 +46,7 @@ typedef struct {
 
 struct ls_loader {
     const ls_loader_mix *mix;
+    const ls_bpe *bpe;
     int n_ranks;
     int64_t step;
     srcl *s;
@@ -70,7 +75,7 @@ void ls_loader_perm(uint64_t seed, int idx, uint64_t epoch, uint32_t *perm, uint
 
 /* Takes up to max tokens of the current document; fills seg (metadata only when the loader reads
  * the source itself; from a hub, the segment's tokens go to dst). */
-static int take(srcl *l, uint64_t seed, int max, ls_loader_seg *seg, int32_t *dst) {
+static int take(srcl *l, uint64_t seed, const ls_bpe *bpe, int max, ls_loader_seg *seg, int32_t *dst) {
     if (!l->perm_valid || l->perm_epoch != l->epoch) {
         ls_loader_perm(seed, l->idx, l->epoch, l->perm, l->ndocs);
         l->perm_epoch = l->epoch;
@@ -79,11 +84,19 @@ static int take(srcl *l, uint64_t seed, int max, ls_loader_seg *seg, int32_t *ds
     uint32_t doc = l->perm[l->pos];
     const int32_t *tok = NULL;
     uint32_t hlen = 0;
-    if (l->hub)
+    uint64_t q = l->epoch * l->ndocs + l->pos;
+    if (l->hub) {
         LS_TRY(ls_hub_doc(l->hub, l->idx, l->epoch, l->pos, doc, &tok, &hlen));
-    else if (l->pos + 4 < l->ndocs) /* the shuffled order makes each index entry a cache miss: ask early */
+    } else if (bpe) { /* encoded once, when the document comes up (it may span steps) */
+        if (!l->cur_ok || l->cur_q != q) {
+            l->cur_ok = 0;
+            LS_TRY(ls_src_encode_doc(l->src, &l->rd, doc, bpe, &l->cur_len));
+            l->cur_q = q, l->cur_ok = 1;
+        }
+        tok = l->rd.ids, hlen = l->cur_len;
+    } else if (l->pos + 4 < l->ndocs) /* the shuffled order makes each index entry a cache miss: ask early */
         ls_src_prefetch_meta(l->src, l->perm[l->pos + 4]);
-    uint64_t len = l->hub ? hlen : ls_src_doc_tokens(l->src, doc);
+    uint64_t len = tok ? hlen : ls_src_doc_tokens(l->src, doc);
     if (l->off >= len) /* only a doctored state blob gets here */
         return ls_err(LS_EFORMAT, "loader state: offset %llu beyond document %u of source %d",
                       (unsigned long long)l->off, doc, l->idx);
@@ -150,6 +163,10 @@ int ls_loader_open(ls_loader **out, const ls_loader_mix *mix, int n_ranks, const
         return rc;
     }
     ld->sig = mix_signature(ld);
+    if ((ld->bpe = opts ? opts->tokenizer : NULL)) { /* a state for other tokens is another run's */
+        uint64_t v[2] = {ld->sig, ls_loader_tokenizer_print(ld->bpe)};
+        ld->sig = ls_hash64(v, sizeof v);
+    }
     *out = ld;
     return LS_OK;
 }
@@ -159,10 +176,18 @@ void ls_loader_close(ls_loader *ld) {
     for (int i = 0; i < ld->mix->n_sources; i++) {
         srcl *l = &ld->s[i];
         free(l->perm);
+        ls_src_reader_free(&l->rd);
         ls_src_close(l->src);
     }
     free(ld->s);
     free(ld);
+}
+
+uint64_t ls_loader_tokenizer_print(const ls_bpe *t) {
+    char *js = ls_bpe_to_json(t);
+    uint64_t h = js ? ls_hash64(js, strlen(js)) : 0;
+    free(js);
+    return h ? h : 1;
 }
 
 int64_t ls_loader_step_index(const ls_loader *ld) { return ld->step; }
@@ -395,9 +420,9 @@ int ls_loader_next_step(ls_loader *ld, ls_loader_step **out) {
     st->source_tokens = calloc((size_t)n, sizeof *st->source_tokens);
     st->weights = calloc((size_t)n, sizeof *st->weights);
     ls_loader_hub *hub = ld->s[0].hub;
-    if (hub) /* the sources' workers send the tokens: the step keeps its own */
-        st->tokens = malloc((size_t)G * sizeof *st->tokens);
-    if (!st->items || !st->rank_cost || !st->source_tokens || !st->weights || (hub && !st->tokens)) {
+    int own = hub || ld->bpe; /* preprocessed tokens (workers' or BPE): the step keeps its own */
+    if (own) st->tokens = malloc((size_t)G * sizeof *st->tokens);
+    if (!st->items || !st->rank_cost || !st->source_tokens || !st->weights || (own && !st->tokens)) {
         ls_loader_step_free(st);
         return ls_err(LS_ENOMEM, "out of memory");
     }
@@ -425,7 +450,7 @@ int ls_loader_next_step(ls_loader *ld, ls_loader_step **out) {
             items_cap *= 2;
         }
         ls_loader_seg *seg = &st->items[st->n_items];
-        rc = take(&ld->s[best], m->seed, max, seg, hub ? st->tokens + filled : NULL);
+        rc = take(&ld->s[best], m->seed, hub ? NULL : ld->bpe, max, seg, own ? st->tokens + filled : NULL);
         if (rc < 0) break;
         for (int k = 0; k < n; k++)
             if (st->weights[k] > 0) ld->s[k].deficit += st->weights[k] * seg->len;
@@ -437,9 +462,9 @@ int ls_loader_next_step(ls_loader *ld, ls_loader_step **out) {
     if (rc == LS_OK) {
         st->item_cost = malloc((size_t)st->n_items * sizeof *st->item_cost);
         st->part = malloc((size_t)st->n_items * sizeof *st->part);
-        if (hub && (st->item_off = malloc((size_t)st->n_items * sizeof *st->item_off)))
+        if (own && (st->item_off = malloc((size_t)st->n_items * sizeof *st->item_off)))
             for (int64_t i = 0, at = 0; i < st->n_items; at += st->items[i].len, i++) st->item_off[i] = at;
-        if (!st->item_cost || !st->part || (hub && !st->item_off)) rc = ls_err(LS_ENOMEM, "out of memory");
+        if (!st->item_cost || !st->part || (own && !st->item_off)) rc = ls_err(LS_ENOMEM, "out of memory");
     }
     if (rc == LS_OK) {
         for (int i = 0; i < st->n_items; i++) st->item_cost[i] = ls_loader_cost(m->cost_a, m->cost_b, st->items[i].len);

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "llmsys/loader.h"
+#include "llmsys/tokenizer.h"
 
 typedef struct ls_src ls_src;
 
@@ -15,6 +16,8 @@ typedef struct {
     size_t cap;
     uint16_t *tok;
     size_t tok_cap;
+    int32_t *ids; /* a preprocessed document (ls_src_encode_doc) */
+    size_t ids_cap;
 } ls_src_reader;
 
 /* Indexes a source (every file, every document; malformed JSON lines skipped with a
@@ -31,6 +34,11 @@ void ls_src_reader_free(ls_src_reader *r);
 /* Reads document doc as EOS-terminated tokens into r->tok; *len gets the count. */
 int ls_src_read_doc(const ls_src *s, ls_src_reader *r, uint32_t doc, int *len);
 
+/* Reads and preprocesses document doc into r->ids (*len tokens, EOS last): its bytes, or with a
+ * tokenizer their BPE encoding (added tokens' text stays text). What a source worker sends, and what
+ * the loader lays out when it tokenizes with BPE itself. */
+int ls_src_encode_doc(const ls_src *s, ls_src_reader *r, uint32_t doc, const ls_bpe *bpe, uint32_t *len);
+
 /* Tokens of document doc, EOS included (known from the index, without reading). */
 uint32_t ls_src_doc_tokens(const ls_src *s, uint32_t doc);
 /* Writes tokens [off, off+len) of document doc (EOS included) as int32 into dst, straight
@@ -40,6 +48,9 @@ int ls_src_copy_tokens(const ls_src *s, uint32_t doc, uint32_t off, int len, int
 void ls_src_prefetch(const ls_src *s, uint32_t doc, uint32_t off, int len);
 /* Hints the CPU to fetch document doc's index entry. */
 void ls_src_prefetch_meta(const ls_src *s, uint32_t doc);
+
+/* A tokenizer's fingerprint: the hash of its tokenizer.json (never 0). */
+uint64_t ls_loader_tokenizer_print(const ls_bpe *t);
 
 /* The wire frames of the service and of the worker link: header (magic, u16 version, ...) | payload |
  * xxh3 of both (service.c). */

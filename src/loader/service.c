@@ -50,6 +50,7 @@ typedef struct {
 } batch_hdr;
 
 #define BATCH_CP_SHARD 1u /* flags (the header's pad word): a CP shard; cp rank and size, doc ids and positions follow */
+#define BATCH_BPE 2u      /* tokens of a BPE vocabulary: any u16 (else bytes and specials, < LS_VOCAB) */
 
 static size_t batch_size(const batch_hdr *h) {
     size_t cells = (size_t)h->n_rows * h->n_ctx;
@@ -58,6 +59,8 @@ static size_t batch_size(const batch_hdr *h) {
 }
 
 int ls_loader_batch_encode(const ls_loader_batch *b, uint8_t **buf, size_t *len) {
+    uint32_t wide = 0;
+    for (size_t i = 0; i < (size_t)b->n_rows * b->n_ctx && !wide; i++) wide = b->tokens[i] >= LS_VOCAB ? BATCH_BPE : 0;
     batch_hdr h = {{0},
                    b->step,
                    b->rank,
@@ -67,7 +70,7 @@ int ls_loader_batch_encode(const ls_loader_batch *b, uint8_t **buf, size_t *len)
                    b->micro_batches,
                    b->n_segs,
                    (uint32_t)b->state_len,
-                   b->positions ? BATCH_CP_SHARD : 0,
+                   (b->positions ? BATCH_CP_SHARD : 0) | wide,
                    b->cost,
                    b->n_tokens};
     memcpy(h.magic, BATCH_MAGIC, 8);
@@ -135,7 +138,7 @@ int ls_loader_batch_decode(const uint8_t *buf, size_t len, ls_loader_batch *out)
     if (memcmp(h.magic, BATCH_MAGIC, 8) != 0) return ls_err(LS_EFORMAT, "batch: bad magic");
     if (h.n_ctx < 1 || h.n_ctx > 65536 || h.n_rows < 0 || h.n_rows > (1 << 24) || h.n_segs < 0 ||
         h.n_segs > (1 << 26) || h.micro_batches < 1 || h.n_ranks < 1 || h.rank < 0 || h.rank >= h.n_ranks ||
-        h.state_len > (1u << 20) || (int64_t)h.n_rows * h.n_ctx > (1 << 28) || (h.pad & ~BATCH_CP_SHARD) ||
+        h.state_len > (1u << 20) || (int64_t)h.n_rows * h.n_ctx > (1 << 28) || (h.pad & ~(BATCH_CP_SHARD | BATCH_BPE)) ||
         batch_size(&h) != len)
         return ls_err(LS_EFORMAT, "batch: inconsistent header (rows %d, n_ctx %d, segments %d, %zu bytes)", h.n_rows,
                       h.n_ctx, h.n_segs, len);
@@ -154,7 +157,7 @@ int ls_loader_batch_decode(const uint8_t *buf, size_t len, ls_loader_batch *out)
     for (size_t i = 0; rc == LS_OK && i < ntok; i++) {
         uint16_t t;
         memcpy(&t, q + 2 * i, 2);
-        if (t >= LS_VOCAB) rc = ls_err(LS_EFORMAT, "batch: token %u out of range", t);
+        if (t >= LS_VOCAB && !(h.pad & BATCH_BPE)) rc = ls_err(LS_EFORMAT, "batch: token %u out of range", t);
         out->tokens[i] = t;
         out->doc_ids[i] = -1;
     }
@@ -274,6 +277,8 @@ struct ls_loader_server {
     int R, W, prefetch, port;
     ls_loader *ld;
     ls_loader_hub *hub; /* source workers (NULL: the service reads its sources) */
+    int vocab;          /* LS_VOCAB, or the tokenizer's */
+    uint64_t tok_print; /* the tokenizer's fingerprint (0: byte tokens) */
     void *zctx, *sock, *wake_rx, *wake_tx;
     pthread_t builder;
     int builder_on;
@@ -622,10 +627,17 @@ int ls_loader_server_open(ls_loader_server **out, const ls_loader_mix *mix, int 
     pthread_mutex_init(&s->mu, NULL);
     pthread_mutex_init(&s->ldmu, NULL);
     pthread_cond_init(&s->cv, NULL);
-    ls_loader_opts lo = {opts ? opts->threads : 1, 0, NULL};
+    ls_loader_opts lo = {opts ? opts->threads : 1, 0, NULL, opts ? opts->tokenizer : NULL};
     int rc = LS_OK;
-    if (opts && opts->workers) { /* the worker link on the service's address */
+    if (lo.tokenizer && ls_bpe_vocab_size(lo.tokenizer) > 65536)
+        rc = ls_err(LS_EINVAL, "tokenizer of %d tokens: batches carry at most 65536", ls_bpe_vocab_size(lo.tokenizer));
+    if (rc == LS_OK && lo.tokenizer) { /* what trainers check: the same vocabulary as theirs */
+        s->vocab = ls_bpe_vocab_size(lo.tokenizer);
+        s->tok_print = ls_loader_tokenizer_print(lo.tokenizer);
+    }
+    if (rc == LS_OK && opts && opts->workers) { /* the worker link on the service's address */
         ls_loader_hub_opts ho = *opts->workers;
+        ho.tokenizer = lo.tokenizer;
         if (!ho.bind) ho.bind = bind;
         rc = ls_loader_hub_open(&s->hub, mix, &ho);
         lo.hub = s->hub;
@@ -910,6 +922,10 @@ static void info(ls_loader_server *s, char *buf, size_t cap) {
     cJSON *o = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(o, "sources");
     pthread_mutex_lock(&s->mu);
     cJSON_AddNumberToObject(o, "ranks", s->R);
+    cJSON_AddNumberToObject(o, "vocab", s->vocab ? s->vocab : LS_VOCAB);
+    char fp[24];
+    snprintf(fp, sizeof fp, "%016llx", (unsigned long long)s->tok_print);
+    cJSON_AddStringToObject(o, "tokenizer", s->tok_print ? fp : "bytes");
     cJSON_AddNumberToObject(o, "n_ctx", s->mix->n_ctx);
     cJSON_AddNumberToObject(o, "tokens_per_rank", s->mix->tokens_per_rank);
     cJSON_AddNumberToObject(o, "lo", (double)s->lo);

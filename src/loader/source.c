@@ -342,6 +342,7 @@ void ls_src_reader_init(ls_src_reader *r) { memset(r, 0, sizeof *r); }
 void ls_src_reader_free(ls_src_reader *r) {
     free(r->buf);
     free(r->tok);
+    free(r->ids);
     ls_src_reader_init(r);
 }
 
@@ -497,6 +498,39 @@ int ls_src_copy_tokens(const ls_src *s, uint32_t doc, uint32_t off, int len, int
     widen_u8(text + off, dst, (size_t)nb);
     if (nb < len) dst[nb] = LS_TOK_EOS;
     cJSON_Delete(j);
+    return LS_OK;
+}
+
+int ls_src_encode_doc(const ls_src *s, ls_src_reader *r, uint32_t doc, const ls_bpe *bpe, uint32_t *len) {
+    int n;
+    LS_TRY(ls_src_read_doc(s, r, doc, &n));
+    if (n < 1) return ls_err(LS_EFORMAT, "source '%s': document %u is empty", s->spec.name, doc);
+    int body = n > 0 && r->tok[n - 1] == LS_TOK_EOS ? n - 1 : n;
+    int32_t *enc = NULL;
+    size_t ne = (size_t)body;
+    if (bpe) { /* the document's bytes (a .lstok source holds byte tokens) through the tokenizer */
+        LS_TRY(reserve(r, (size_t)body + 1, 0));
+        for (int i = 0; i < body; i++) {
+            if (r->tok[i] > 255)
+                return ls_err(LS_EFORMAT, "source '%s': document %u holds token %u, not a byte, so it cannot be "
+                              "tokenized again", s->spec.name, doc, r->tok[i]);
+            r->buf[i] = (char)r->tok[i];
+        }
+        LS_TRY(ls_bpe_encode_ex(bpe, r->buf, (size_t)body, LS_BPE_ORDINARY, &enc, &ne));
+    }
+    if (ne + 1 > r->ids_cap) {
+        int32_t *g = realloc(r->ids, (ne + 1) * sizeof *g);
+        if (!g) {
+            free(enc);
+            return ls_err(LS_ENOMEM, "out of memory");
+        }
+        r->ids = g, r->ids_cap = ne + 1;
+    }
+    if (!bpe) ne = (size_t)n - 1; /* the tokens as they are (EOS included, when the source has it) */
+    for (size_t i = 0; i < ne + (bpe ? 0 : 1); i++) r->ids[i] = enc ? enc[i] : r->tok[i];
+    if (bpe) r->ids[ne] = LS_TOK_EOS;
+    free(enc);
+    *len = (uint32_t)ne + 1;
     return LS_OK;
 }
 

@@ -24,7 +24,8 @@
 #define MAX_WORKERS 256
 #define BEAT_MS 200
 
-/* JOIN (name) -> SPEC (u32 index, mix JSON of the one source) -> READY (measurement) -> GRANT
+/* JOIN (name) -> SPEC (u32 index, u32 length of the mix JSON of the one source, that JSON, then the
+ * tokenizer's JSON or nothing) -> READY (measurement) -> GRANT
  * (epoch, pos pairs) -> DOC (one document's tokens) ... ; BEAT keeps a busy worker alive; STOP ends
  * it; RESET makes a worker the hub does not know join again; REFUSE ends it with a message. */
 enum { W_JOIN = 1, W_SPEC, W_READY, W_GRANT, W_DOC, W_BEAT, W_STOP, W_RESET, W_REFUSE };
@@ -86,47 +87,39 @@ typedef struct {
     ls_loader_mix mix;
     ls_src *src;
     ls_src_reader rd;
+    ls_bpe *bpe;
     int idx;
     uint32_t *perm;
     uint64_t perm_epoch;
     int perm_ok;
-    int32_t *buf;
-    size_t cap;
 } worker;
 
-/* Reads document doc and preprocesses it (its tokens into w->buf, the CPU time spent in *cpu). */
+/* Reads document doc and preprocesses it (its tokens into w->rd.ids, the CPU time spent in *cpu). */
 static int preprocess(worker *w, uint32_t doc, uint32_t *n, double *cpu) {
     double t0 = cpu_seconds();
-    int len;
-    LS_TRY(ls_src_read_doc(w->src, &w->rd, doc, &len));
-    if ((size_t)len > w->cap) {
-        int32_t *g = realloc(w->buf, (size_t)len * sizeof *g);
-        if (!g) return ls_err(LS_ENOMEM, "out of memory");
-        w->buf = g, w->cap = (size_t)len;
-    }
-    for (int i = 0; i < len; i++) w->buf[i] = w->rd.tok[i];
+    LS_TRY(ls_src_encode_doc(w->src, &w->rd, doc, w->bpe, n));
     /* the configured stand-in for heavy preprocessing: CPU time burnt per document */
     double burn = w->mix.src[0].preprocess_us * 1e-6;
     volatile uint64_t x = doc;
     while (burn > 0 && cpu_seconds() - t0 < burn)
         for (int i = 0; i < 256; i++) x = x * 6364136223846793005ull + 1442695040888963407ull;
-    *n = (uint32_t)len;
     *cpu = cpu_seconds() - t0;
     return LS_OK;
 }
 
 /* SPEC: opens the source, then measures its cost on up to 32 documents (0.2 s at most). */
 static int worker_setup(worker *w, const uint8_t *p, size_t n, w_ready *r) {
-    if (n < 4) return ls_err(LS_EFORMAT, "worker link: short spec");
-    uint32_t idx;
-    memcpy(&idx, p, 4);
-    char *json = malloc(n - 4 + 1);
+    uint32_t idx, ml;
+    if (n < 8 || (memcpy(&idx, p, 4), memcpy(&ml, p + 4, 4), ml > n - 8))
+        return ls_err(LS_EFORMAT, "worker link: short spec");
+    char *json = malloc(ml + 1);
     if (!json) return ls_err(LS_ENOMEM, "out of memory");
-    memcpy(json, p + 4, n - 4);
-    json[n - 4] = '\0';
+    memcpy(json, p + 8, ml);
+    json[ml] = '\0';
     int rc = ls_loader_mix_parse(json, NULL, &w->mix);
     free(json);
     LS_TRY(rc);
+    if (n - 8 > ml) LS_TRY(ls_bpe_parse((const char *)p + 8 + ml, n - 8 - ml, &w->bpe));
     w->idx = (int)idx;
     LS_TRY(ls_src_open(&w->src, &w->mix.src[0], w->mix.strict));
     uint32_t nd = ls_src_ndocs(w->src);
@@ -159,7 +152,7 @@ static int worker_doc(worker *w, void *sock, uint64_t epoch, uint64_t pos) {
     if (!msg) return ls_err(LS_ENOMEM, "out of memory");
     w_doc d = {epoch, pos, w->perm[pos], n, (uint64_t)(cpu * 1e9)};
     memcpy(msg, &d, sizeof d);
-    memcpy(msg + sizeof d, w->buf, (size_t)n * 4);
+    memcpy(msg + sizeof d, w->rd.ids, (size_t)n * 4);
     w_send(sock, NULL, 0, W_DOC, msg, plen);
     free(msg);
     return LS_OK;
@@ -225,6 +218,7 @@ int ls_loader_worker_run(const char *endpoint, const char *name) {
                 ready = joined = 0; /* the hub forgot us (restarted, or declared us dead): join again */
                 ls_src_close(w.src), w.src = NULL;
                 ls_loader_mix_free(&w.mix);
+                ls_bpe_free(w.bpe), w.bpe = NULL;
                 free(w.perm), w.perm = NULL, w.perm_ok = 0;
             } else if (type == W_STOP) {
                 done = 1;
@@ -243,7 +237,7 @@ int ls_loader_worker_run(const char *endpoint, const char *name) {
         }
     }
     free(queue);
-    free(w.buf);
+    ls_bpe_free(w.bpe);
     free(w.perm);
     ls_src_reader_free(&w.rd);
     ls_src_close(w.src);
@@ -314,18 +308,20 @@ static int spec_message(const ls_loader_hub *h, int i, uint8_t **out, size_t *le
     cJSON_AddNumberToObject(e, "preprocess_us", sp->preprocess_us);
     char *js = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
-    uint8_t *p = js ? malloc(4 + strlen(js)) : NULL;
-    if (!p) {
-        free(js);
-        return ls_err(LS_ENOMEM, "out of memory");
+    char *tj = h->o.tokenizer ? ls_bpe_to_json(h->o.tokenizer) : NULL;
+    size_t ml = js ? strlen(js) : 0, tl = tj ? strlen(tj) : 0;
+    uint8_t *p = js && (tj || !h->o.tokenizer) ? malloc(8 + ml + tl) : NULL;
+    if (p) {
+        uint32_t u[2] = {(uint32_t)i, (uint32_t)ml};
+        memcpy(p, u, 8);
+        memcpy(p + 8, js, ml);
+        if (tl) memcpy(p + 8 + ml, tj, tl);
+        *out = p;
+        *len = 8 + ml + tl;
     }
-    uint32_t idx = (uint32_t)i;
-    memcpy(p, &idx, 4);
-    memcpy(p + 4, js, strlen(js));
-    *out = p;
-    *len = 4 + strlen(js);
     free(js);
-    return LS_OK;
+    free(tj);
+    return p ? LS_OK : ls_err(LS_ENOMEM, "out of memory");
 }
 
 /* Starts a worker for source i (exe loader worker ...), which dies with the hub's process. */

@@ -104,7 +104,7 @@ static int job_fail(ls_dist *d, int rc, ls_train_job_result *r) {
 static int job_source(const ls_train_job *o, job_ctx *c, int ranks) {
     if (o->loader) {
         /* each rank fetches its own cost-balanced share of every step from the service */
-        LS_TRY(ls_loader_batch_source(&c->src, o->loader, ls_dist_rank(c->d), ranks, 10000));
+        LS_TRY(ls_loader_batch_source(&c->src, o->loader, ls_dist_rank(c->d), ranks, c->tok, 10000));
         return ls_trainer_set_shards(c->t, ranks);
     }
     ls_train_config tc = *ls_trainer_config(c->t);
@@ -218,8 +218,6 @@ static int job_run(const ls_train_job *o, job_ctx *c, ls_train_job_result *res) 
     /* a fresh run's vocabulary from --tokenizer, a resumed one's from its checkpoint */
     if (o->resume) rc = ls_ckpt_tokenizer_load(o->resume, NULL, &c->tok);
     else if (o->tokenizer) rc = ls_bpe_load(o->tokenizer, &c->tok);
-    if (rc == LS_OK && o->loader && c->tok)
-        rc = ls_err(LS_EUNSUPPORTED, "a BPE vocabulary with --loader: the loader service serves byte tokens");
     co.tokenizer = c->tok;
     /* the loader service owns its sources */
     if (rc == LS_OK) rc = o->loader ? LS_OK : ls_corpus_load(&c->corpus, o->data, o->n_data, &co);

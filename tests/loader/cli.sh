@@ -142,4 +142,16 @@ A="tcp://127.0.0.1:$PORT"
 "$LLMSYS" train --loader "$A" --resume "$T/m.safetensors" --out "$T/m.safetensors" > "$T/train.log" 2>&1 || fail "resumed train --loader: $(tail -3 "$T/train.log")"
 grep -q "trained steps 2..4" "$T/train.log" || fail "resume did not continue at step 2: $(tail -2 "$T/train.log")"
 "$LLMSYS" train --config tiny --loader "$A" --data "$T/docs" --steps 1 --out "$T/x.safetensors" 2>/dev/null; [ $? -eq 2 ] || fail "--data with --loader"
+# a BPE run: the service encodes with the run's tokenizer.json; a byte-token model is refused
+"$LLMSYS" loader control --addr "$A" --shutdown > /dev/null
+wait "${PIDS[-1]}"
+"$LLMSYS" tokenizer train --input "$T"/docs/d*.txt --vocab-size 300 --out "$T/tok.json" > /dev/null 2>&1 || fail "tokenizer train"
+start --tokenizer "$T/tok.json"
+A="tcp://127.0.0.1:$PORT"
+"$LLMSYS" loader control --addr "$A" --info | grep -q '"vocab":300' || fail "the service does not report the tokenizer"
+"$LLMSYS" train --config tiny --loader "$A" --seq 32 --batch 6 --steps 2 --out "$T/z.safetensors" 2> "$T/err"; [ $? -eq 1 ] || fail "a byte model took BPE batches"
+grep -q "tokenizes with a BPE tokenizer but this run.s model uses byte tokens" "$T/err" || fail "tokenizer mismatch message: $(cat "$T/err")"
+"$LLMSYS" train --config tiny --loader "$A" --tokenizer "$T/tok.json" --seq 32 --batch 6 --steps 2 --out "$T/b.safetensors" > "$T/train.log" 2>&1 || fail "train --loader --tokenizer: $(tail -3 "$T/train.log")"
+[ -s "$T/b.safetensors.loader-state" ] || fail "no loader state beside the BPE checkpoint"
+"$LLMSYS" loader control --addr "$A" --shutdown > /dev/null
 echo "loader cli: ok"

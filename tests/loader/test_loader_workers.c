@@ -1,13 +1,16 @@
 /* test_loader_workers.c - source loaders as processes: a service whose sources are read by worker
  * processes (two on one source) serves batches byte-identical to the in-process loader; after kill -9
  * of one of them its share goes to the other, and a worker started again joins; a service restarted
- * from a saved state with the same workers resumes identically. Every process is a forked child that
- * is always killed and reaped. */
+ * from a saved state with the same workers resumes identically. With a BPE tokenizer every segment
+ * is its document's encoding, cut where the loader says, and the service (its workers included) serves
+ * the in-process loader's batches. Every process is a forked child that is always killed and reaped. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "llmsys/loader.h"
+#include "llmsys/model.h"
+#include "llmsys/tokenizer.h"
 #include "loader_util.h"
 #include "test.h"
 
@@ -20,6 +23,16 @@ static const char *MIX =
     " {\"name\": \"b\", \"type\": \"jsonl\", \"path\": \"b.jsonl\", \"weight\": 0.4}]}";
 enum { R = 2 };
 
+/* every document's text, in index order (a: file by file, block by block; b: line by line) */
+static char *texts[2][200];
+static size_t text_len[2][200];
+
+static void keep(int s, int d, const char *t, size_t n) {
+    texts[s][d] = malloc(n + 1);
+    if (texts[s][d]) memcpy(texts[s][d], t, n), texts[s][d][n] = '\0';
+    text_len[s][d] = n;
+}
+
 static void make_data(void) {
     char p[512], buf[8192];
     snprintf(p, sizeof p, "%s/a", dir);
@@ -28,16 +41,22 @@ static void make_data(void) {
         size_t n = 0;
         for (int b = 0; b < 30; b++) {
             int len = 5 + (b * 37 + f * 11) % 116;
-            for (int i = 0; i < len; i++) buf[n++] = (char)('a' + (i * 7 + b + f) % 26);
-            buf[n++] = '\n', buf[n++] = '\n';
+            for (int i = 0; i < len; i++) buf[n + (size_t)i] = (char)(i % 9 == 8 ? ' ' : 'a' + (i * 7 + b + f) % 26);
+            buf[n + (size_t)len] = '\n';
+            keep(0, f * 30 + b, buf + n, (size_t)len + 1); /* a block keeps its last newline */
+            n += (size_t)len + 1;
+            buf[n++] = '\n';
         }
         snprintf(p, sizeof p, "%s/a/f%d.txt", dir, f);
         CHECK_EQ_INT(ls_file_write_atomic(p, buf, n), 0);
     }
     size_t n = 0;
     for (int d = 0; d < 60; d++) {
-        n += (size_t)snprintf(buf + n, sizeof buf - n, "{\"text\": \"doc %d", d);
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "{\"text\": \"");
+        size_t at = n;
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "doc %d", d);
         for (int i = 0; i < (d * 13) % 70; i++) buf[n++] = (char)('A' + (i + d) % 26);
+        keep(1, d, buf + at, n - at);
         n += (size_t)snprintf(buf + n, sizeof buf - n, "\"}\n");
     }
     snprintf(p, sizeof p, "%s/b.jsonl", dir);
@@ -155,13 +174,87 @@ static void test_workers(void) {
     ls_loader_mix_free(&mix);
 }
 
+/* Every item's tokens are the slice [doc_off, doc_off + len) of its document's encoding + EOS. */
+static int items_match(const ls_loader_step *st, const ls_bpe *tok) {
+    int ok = 1;
+    for (int i = 0; i < st->n_items && ok; i++) {
+        const ls_loader_seg *g = &st->items[i];
+        int32_t *ids = NULL, got[64];
+        size_t n = 0;
+        ok = g->len <= 64 && ls_bpe_encode_ex(tok, texts[g->source][g->doc], text_len[g->source][g->doc],
+                                               LS_BPE_ORDINARY, &ids, &n) == LS_OK;
+        ok = ok && g->doc_off + (size_t)g->len <= n + 1 && ls_loader_step_item_tokens(st, i, got) == LS_OK;
+        for (int t = 0; ok && t < g->len; t++)
+            ok = got[t] == (g->doc_off + (size_t)t == n ? LS_TOK_EOS : ids[g->doc_off + t]);
+        if (!ok) fprintf(stderr, "item %d: source %d document %u tokens [%u, +%d)\n", i, g->source, g->doc, g->doc_off, g->len);
+        free(ids);
+    }
+    return ok;
+}
+
+static void test_bpe(void) {
+    const char *spec[] = LS_BPE_SPECIALS;
+    const char *tx[120];
+    size_t tl[120];
+    for (int d = 0; d < 120; d++) tx[d] = texts[0][d], tl[d] = text_len[0][d];
+    ls_bpe_train_opts bo = {330, 2, spec, 3, 0};
+    ls_bpe *tok;
+    CHECK_EQ_INT(ls_bpe_train(tx, tl, 120, &bo, &tok), 0);
+    CHECK(ls_bpe_n_merges(tok) > 20);
+    char p[512], link[64];
+    snprintf(p, sizeof p, "%s/mix.json", dir);
+    ls_loader_mix mix;
+    CHECK_EQ_INT(ls_loader_mix_load(p, &mix), 0);
+    /* in-process: every segment against its document's own encoding; merged tokens do occur */
+    ls_loader_opts lo = {0, 0, NULL, tok};
+    ls_loader *ref;
+    CHECK_EQ_INT(ls_loader_open(&ref, &mix, R, &lo), 0);
+    int merged = 0;
+    for (int k = 0; k < 8; k++) {
+        ls_loader_step *st;
+        CHECK_EQ_INT(ls_loader_next_step(ref, &st), 0);
+        CHECK_MSG(items_match(st, tok), "step %d: segments are not their documents' encodings", k);
+        for (int64_t t = 0; t < st->n_items && st->tokens; t++) merged |= st->tokens[st->item_off[t]] > LS_TOK_PAD;
+        ls_loader_step_free(st);
+    }
+    CHECK(merged);
+    ls_loader_close(ref);
+    /* a byte-token state is refused by a BPE loader (another run's tokens) */
+    ls_loader *bytes;
+    uint8_t *blob;
+    size_t blen;
+    CHECK_EQ_INT(ls_loader_open(&bytes, &mix, R, NULL), 0);
+    CHECK_EQ_INT(ls_loader_get_state(bytes, &blob, &blen), 0);
+    CHECK_EQ_INT(ls_loader_open(&ref, &mix, R, &lo), 0);
+    CHECK(ls_loader_set_state(ref, blob, blen) == LS_EINVAL);
+    free(blob);
+    ls_loader_close(bytes);
+    /* the service with workers that encode: the same batches */
+    int wport = lu_free_port();
+    snprintf(link, sizeof link, "tcp://127.0.0.1:%d", wport);
+    ls_loader_hub_opts ho = {NULL, wport, 2, NULL, 2000, 20000, NULL};
+    ls_loader_serve_opts o = {2, 2, 1, NULL, NULL, NULL, 0, &ho, tok};
+    lu_worker(1, link, "a");
+    lu_worker(2, link, "b");
+    int port = lu_start(0, &mix, R, &o, NULL, 0);
+    CHECK(port > 0);
+    if (port > 0) compare(port, ref, 0, 6, "BPE from workers");
+    lu_kill_all();
+    ls_loader_close(ref);
+    ls_loader_mix_free(&mix);
+    ls_bpe_free(tok);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/llmsys-test-workers-%d", (int)getpid());
     lu_guard(100);
     ls_log_set_level(LS_LOG_ERROR);
     make_data();
     RUN(test_workers);
+    RUN(test_bpe);
     lu_kill_all();
+    for (int s = 0; s < 2; s++)
+        for (int d = 0; d < 200; d++) free(texts[s][d]);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "cleanup of %s failed\n", dir);
