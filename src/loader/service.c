@@ -529,16 +529,21 @@ static int state_message(ls_loader_server *s, uint8_t **out, size_t *len) {
     return LS_OK;
 }
 
-static int roundtrip_raw(const char *endpoint, int timeout_ms, int type, uint8_t **payload, size_t *len);
+static int roundtrip_raw(ls_loader_client *c, int type, uint8_t **payload, size_t *len);
 
 /* Pulls the primary's state every shadow_ms until the takeover (a few dozen bytes per source plus
  * the changes: the differential checkpoint of a service whose batches are a pure function of it). */
 static void *follower_main(void *arg) {
     ls_loader_server *s = arg;
+    ls_loader_client *c = NULL; /* one client (and ZeroMQ context) for every pull */
+    if (ls_loader_client_open(&c, s->shadow_of, 0, s->shadow_ms > 500 ? s->shadow_ms : 500, 0) != LS_OK) {
+        LS_WARN("loader shadow: %s", ls_errmsg());
+        return NULL;
+    }
     while (!atomic_load(&s->stop)) {
         uint8_t *p = NULL;
         size_t n = 0;
-        if (roundtrip_raw(s->shadow_of, s->shadow_ms > 500 ? s->shadow_ms : 500, MSG_STATE, &p, &n) == LS_OK && n >= 4) {
+        if (roundtrip_raw(c, MSG_STATE, &p, &n) == LS_OK && n >= 4) {
             uint32_t sl;
             memcpy(&sl, p, 4);
             if (sl <= n - 4) {
@@ -569,6 +574,7 @@ static void *follower_main(void *arg) {
         if (!passive) break;
         for (int t = 0; t < s->shadow_ms && !atomic_load(&s->stop); t += 20) ls_sleep_ms(20);
     }
+    ls_loader_client_close(c);
     return NULL;
 }
 
@@ -1181,18 +1187,17 @@ static int roundtrip(ls_loader_client *c, int type, int64_t step, const void *pl
     return rc;
 }
 
-/* One request to endpoint on a fresh socket (a shadow's pull): the answer's payload if its status is OK. */
-static int roundtrip_raw(const char *endpoint, int timeout_ms, int type, uint8_t **payload, size_t *len) {
-    ls_loader_client *c;
+/* One request on a client kept open (a shadow's pulls): the answer's payload if its status is OK. A
+ * request that got no answer leaves the REQ socket waiting, so it is replaced (same context). */
+static int roundtrip_raw(ls_loader_client *c, int type, uint8_t **payload, size_t *len) {
     *payload = NULL;
-    LS_TRY(ls_loader_client_open(&c, endpoint, 0, timeout_ms, 0));
     int status = 0;
     int rc = roundtrip(c, type, 0, NULL, 0, payload, len, &status);
-    ls_loader_client_close(c);
+    if (rc != LS_OK) client_connect(c);
     if (rc == LS_OK && status < 0) {
         free(*payload);
         *payload = NULL;
-        rc = ls_err(status, "loader service %s refused the request", endpoint);
+        rc = ls_err(status, "loader service %s refused the request", c->endpoint);
     }
     return rc;
 }
