@@ -8,6 +8,9 @@
  *    index, Karmarkar–Karp) and every rank's batch laid out (packing, reading and
  *    tokenizing from the mapped files, doc ids), with its time split; and the floor of
  *    the output format (widening bytes to int32 tokens plus int32 doc ids, sequentially).
+ * 1b. The whole pipeline with BPE (a 512-token vocabulary trained on the first file): tokens/s of
+ *    steps and batches, in bytes/s through the measured bytes per token, vs the raw read of the same
+ *    cached files by another process; interleaved, 3 runs.
  * 2. Balance: max/mean per-rank cost, naive vs LPT vs KK, on a long-tailed (log-normal,
  *    sigma 2) document length distribution, 8 ranks, n_ctx 16384.
  * 3. Memory: one central loader vs R per-rank loaders, 16 sources x 64 ranks: resident
@@ -38,6 +41,7 @@
 #include "llmsys/core.h"
 #include "llmsys/loader.h"
 #include "llmsys/model.h"
+#include "llmsys/tokenizer.h"
 
 static char g_dir[256];
 
@@ -299,6 +303,100 @@ static int bench_throughput(cJSON *out, int quick, int mb) {
     cJSON_AddNumberToObject(j, "split_batch_s", split[1]);
     cJSON_AddNumberToObject(j, "padding_fraction", (double)pad / (double)(pad + tokens));
     cJSON_AddNumberToObject(j, "open_s", t_open);
+    return LS_OK;
+}
+
+/* ---------------------------------------------------------------- 1b. the whole pipeline with BPE */
+
+static int cmp_d(const void *a, const void *b);
+
+/* The raw read of the files, in a child process (another process, as a trainer's reader would be). */
+static double raw_read_other_process(const char *dirs[], int n, int files) {
+    int fd[2];
+    double r = 0;
+    if (pipe(fd) != 0) return 0;
+    pid_t pid = fork();
+    if (pid == 0) {
+        size_t total;
+        rate x = read_bandwidth(dirs, n, files, &total);
+        _exit(write(fd[1], &x.wall, sizeof x.wall) == (ssize_t)sizeof x.wall ? 0 : 1);
+    }
+    close(fd[1]);
+    if (pid < 0 || read(fd[0], &r, sizeof r) != (ssize_t)sizeof r) r = 0;
+    close(fd[0]);
+    if (pid > 0) waitpid(pid, NULL, 0);
+    return r;
+}
+
+static int bench_bpe(cJSON *out, int quick) {
+    const int NS = 4, files = quick ? 2 : 4, R = 8, steps = quick ? 8 : 24, reps = 3;
+    char dirs_buf[4][300], p[400];
+    const char *dirs[4];
+    for (int i = 0; i < NS; i++) {
+        snprintf(dirs_buf[i], sizeof dirs_buf[i], "%s/tp%d", g_dir, i); /* section 1's files */
+        dirs[i] = dirs_buf[i];
+    }
+    char *text;
+    size_t tlen;
+    snprintf(p, sizeof p, "%s/f000.txt", dirs[0]);
+    LS_TRY(ls_file_read(p, &text, &tlen));
+    size_t sample = tlen < (256u << 10) ? tlen : (256u << 10);
+    const char *spec[] = LS_BPE_SPECIALS, *tx[1] = {text};
+    ls_bpe_train_opts bo = {512, 2, spec, 3, 0};
+    ls_bpe *tok = NULL;
+    int32_t *ids = NULL;
+    size_t nids = 0;
+    int rc = ls_bpe_train(tx, &sample, 1, &bo, &tok);
+    if (rc == LS_OK) rc = ls_bpe_encode_ex(tok, text, sample, LS_BPE_ORDINARY, &ids, &nids);
+    double bytes_per_token = nids ? (double)sample / (double)nids : 1;
+    free(ids);
+    free(text);
+    ls_loader_mix mix;
+    int mix_ok = rc == LS_OK && (rc = mix_for(dirs, NS, 1024, 8192, &mix)) == LS_OK;
+    double raw[3] = {0}, pipe_tps[3] = {0};
+    for (int k = 0; k < reps && rc == LS_OK; k++) { /* interleaved: the raw read, then the pipeline */
+        raw[k] = raw_read_other_process(dirs, NS, files);
+        ls_loader_opts lo = {0, 0, NULL, tok};
+        ls_loader *ld;
+        if ((rc = ls_loader_open(&ld, &mix, R, &lo)) != LS_OK) break;
+        int64_t tokens = 0;
+        double t0 = ls_now();
+        for (int s = 0; s < steps && rc == LS_OK; s++) {
+            ls_loader_step *st;
+            if ((rc = ls_loader_next_step(ld, &st)) != LS_OK) break;
+            for (int r = 0; r < R && rc == LS_OK; r++) {
+                ls_loader_batch b;
+                if ((rc = ls_loader_step_batch(st, r, &b)) == LS_OK) tokens += b.n_tokens;
+                ls_loader_batch_free(&b);
+            }
+            ls_loader_step_free(st);
+        }
+        pipe_tps[k] = (double)tokens / (ls_now() - t0);
+        ls_loader_close(ld);
+    }
+    if (mix_ok) ls_loader_mix_free(&mix);
+    ls_bpe_free(tok);
+    if (rc != LS_OK) return rc;
+    qsort(raw, reps, sizeof *raw, cmp_d);
+    qsort(pipe_tps, reps, sizeof *pipe_tps, cmp_d);
+    double la[3] = {0};
+    if (getloadavg(la, 3) < 1) la[0] = -1;
+    double bps = pipe_tps[1] * bytes_per_token;
+    printf("\n1b. whole pipeline with BPE (vocabulary 512, %.2f bytes/token on this text), one thread, %d steps of %d "
+           "tokens, %d runs, load %.1f\n",
+           bytes_per_token, steps, R * 8192, reps, la[0]);
+    printf("   raw read(2) of the same cached files by another process: min %.0f  median %.0f  max %.0f MB/s\n",
+           raw[0] / 1e6, raw[1] / 1e6, raw[2] / 1e6);
+    printf("   pipeline (read, BPE, steps, batches): min %.2f  median %.2f  max %.2f M tokens/s = %.1f MB/s of text "
+           "(%.3f%% of the raw read)\n",
+           pipe_tps[0] / 1e6, pipe_tps[1] / 1e6, pipe_tps[2] / 1e6, bps / 1e6, 100 * bps / raw[1]);
+    cJSON *j = cJSON_AddObjectToObject(out, "bpe_pipeline");
+    cJSON_AddNumberToObject(j, "bytes_per_token", bytes_per_token);
+    cJSON_AddNumberToObject(j, "raw_read_bytes_per_s", raw[1]);
+    cJSON_AddNumberToObject(j, "pipeline_tokens_per_s", pipe_tps[1]);
+    cJSON_AddNumberToObject(j, "pipeline_bytes_per_s", bps);
+    cJSON_AddNumberToObject(j, "ratio_vs_raw", bps / raw[1]);
+    cJSON_AddNumberToObject(j, "load", la[0]);
     return LS_OK;
 }
 
@@ -775,6 +873,7 @@ int main(int argc, char **argv) {
     cJSON *out = cJSON_CreateObject();
     cJSON_AddStringToObject(out, "bench", "loader");
     int rc = only_cal ? LS_OK : bench_throughput(out, quick, mb);
+    if (rc == LS_OK && !only_cal) rc = bench_bpe(out, quick);
     if (rc == LS_OK && !only_cal) bench_balance(out, quick);
     if (rc == LS_OK && !only_cal) rc = bench_memory(out, quick);
     if (rc == LS_OK && !only_cal) rc = bench_topology(out, quick);
