@@ -52,6 +52,11 @@ void ls_src_prefetch_meta(const ls_src *s, uint32_t doc);
 /* A tokenizer's fingerprint: the hash of its tokenizer.json (never 0). */
 uint64_t ls_loader_tokenizer_print(const ls_bpe *t);
 
+/* Binds sock (ZMQ_LINGER 0, the CURVE policy) on tcp://bind:port (port 0: a free one); *bound gets the
+ * port, last (may be NULL, cap bytes) the bound endpoint. what names the socket in errors. */
+int ls_lzmq_bind(void *zctx, void *sock, const char *bind, int port, const char *what, int *bound, char *last,
+                 size_t cap);
+
 /* The wire frames of the service and of the worker link: header (magic, u16 version, ...) | payload |
  * xxh3 of both (service.c). */
 int ls_lwire_pack(const void *hdr, size_t hlen, const void *payload, size_t plen, uint8_t **out, size_t *olen);

@@ -671,7 +671,6 @@ int ls_loader_server_open(ls_loader_server **out, const ls_loader_mix *mix, int 
         s->parked = calloc(MAX_PARKED, sizeof *s->parked);
         if (!s->ring || !s->fetched || !s->dpb || !s->dpb_ok || !s->parked) rc = ls_err(LS_ENOMEM, "out of memory");
     }
-    char ep[256];
     if (rc == LS_OK) {
         s->zctx = zmq_ctx_new();
         s->sock = s->zctx ? zmq_socket(s->zctx, ZMQ_ROUTER) : NULL;
@@ -679,23 +678,8 @@ int ls_loader_server_open(ls_loader_server **out, const ls_loader_mix *mix, int 
         s->wake_tx = s->zctx ? zmq_socket(s->zctx, ZMQ_PAIR) : NULL;
         if (!s->sock || !s->wake_rx || !s->wake_tx) rc = ls_err(LS_ENET, "zmq: %s", zmq_strerror(zmq_errno()));
     }
+    if (rc == LS_OK) rc = ls_lzmq_bind(s->zctx, s->sock, bind, port, "loader service", &s->port, NULL, 0);
     if (rc == LS_OK) {
-        int zero = 0;
-        zmq_setsockopt(s->sock, ZMQ_LINGER, &zero, sizeof zero);
-        if (port)
-            snprintf(ep, sizeof ep, "tcp://%s:%d", bind ? bind : "127.0.0.1", port);
-        else
-            snprintf(ep, sizeof ep, "tcp://%s:*", bind ? bind : "127.0.0.1");
-        rc = ls_zsec_bind(s->zctx, s->sock, ep, "loader service");
-    }
-    if (rc == LS_OK) {
-        char last[256];
-        size_t n = sizeof last;
-        const char *colon;
-        if (zmq_getsockopt(s->sock, ZMQ_LAST_ENDPOINT, last, &n) != 0 || !(colon = strrchr(last, ':')))
-            rc = ls_err(LS_ENET, "zmq: cannot read the bound endpoint");
-        else
-            s->port = atoi(colon + 1);
         char wake[64];
         snprintf(wake, sizeof wake, "inproc://ls-loader-wake-%p", (void *)s);
         if (rc == LS_OK && (zmq_bind(s->wake_rx, wake) != 0 || zmq_connect(s->wake_tx, wake) != 0))
@@ -718,6 +702,22 @@ int ls_loader_server_open(ls_loader_server **out, const ls_loader_mix *mix, int 
         return rc;
     }
     *out = s;
+    return LS_OK;
+}
+
+int ls_lzmq_bind(void *zctx, void *sock, const char *bind, int port, const char *what, int *bound, char *last,
+                 size_t cap) {
+    int zero = 0;
+    zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof zero);
+    char ep[300], got[256];
+    snprintf(ep, sizeof ep, port ? "tcp://%s:%d" : "tcp://%s:*", bind ? bind : "127.0.0.1", port);
+    LS_TRY(ls_zsec_bind(zctx, sock, ep, what));
+    size_t n = sizeof got;
+    const char *colon;
+    if (zmq_getsockopt(sock, ZMQ_LAST_ENDPOINT, got, &n) != 0 || !(colon = strrchr(got, ':')))
+        return ls_err(LS_ENET, "zmq: cannot read the bound endpoint of the %s", what);
+    *bound = atoi(colon + 1);
+    if (last) snprintf(last, cap, "%s", got);
     return LS_OK;
 }
 

@@ -623,21 +623,9 @@ int ls_loader_hub_open(ls_loader_hub **out, const ls_loader_mix *mix, const ls_l
         h->sock = h->zctx ? zmq_socket(h->zctx, ZMQ_ROUTER) : NULL;
         if (!h->sock) rc = ls_err(LS_ENET, "zmq: %s", zmq_strerror(zmq_errno()));
     }
+    char last[256];
+    if (rc == LS_OK) rc = ls_lzmq_bind(h->zctx, h->sock, bind, h->o.port, "loader worker link", &h->port, last, sizeof last);
     if (rc == LS_OK) {
-        int zero = 0;
-        zmq_setsockopt(h->sock, ZMQ_LINGER, &zero, sizeof zero);
-        char ep[300];
-        snprintf(ep, sizeof ep, h->o.port ? "tcp://%s:%d" : "tcp://%s:*", bind, h->o.port);
-        rc = ls_zsec_bind(h->zctx, h->sock, ep, "loader worker link");
-    }
-    if (rc == LS_OK) {
-        char last[256];
-        size_t n = sizeof last;
-        const char *colon;
-        if (zmq_getsockopt(h->sock, ZMQ_LAST_ENDPOINT, last, &n) != 0 || !(colon = strrchr(last, ':')))
-            rc = ls_err(LS_ENET, "zmq: cannot read the bound endpoint");
-        else
-            h->port = atoi(colon + 1);
         /* workers started here connect over loopback, with CURVE when the link is bound off it */
         h->curve = ls_zsec_wanted(last);
         snprintf(h->ep, sizeof h->ep, "tcp://%s:%d",
