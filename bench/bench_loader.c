@@ -772,8 +772,9 @@ static int bench_workers(cJSON *out, int quick) {
            us, steps, reps, la[0]);
     printf("   slow source on %d worker:   min %.1f  median %.1f  max %.1f ms\n", want1, one[0], one[reps / 2],
            one[reps - 1]);
-    printf("   slow source on %d workers:  min %.1f  median %.1f  max %.1f ms  (%.2fx faster; sized by measured cost)\n",
-           wantn, scaled[0], scaled[reps / 2], scaled[reps - 1], one[reps / 2] / scaled[reps / 2]);
+    printf(
+        "   slow source on %d workers:  min %.1f  median %.1f  max %.1f ms  (%.2fx faster; sized by measured cost)\n",
+        wantn, scaled[0], scaled[reps / 2], scaled[reps - 1], one[reps / 2] / scaled[reps / 2]);
     cJSON *j = cJSON_AddObjectToObject(out, "source_workers");
     cJSON_AddNumberToObject(j, "preprocess_us", us);
     cJSON_AddNumberToObject(j, "load", la[0]);

@@ -73,7 +73,8 @@ static int loader_serve(int argc, char **argv) {
     if (workers && strcmp(workers, "auto") && ho.workers < 1)
         return ls_usage_err("loader serve", "--source-workers must be auto or a count >= 1");
     ls_bpe *bpe = NULL;
-    ls_loader_serve_opts o = {prefetch, history, 1, journal, topology ? &topo : NULL, shadow_of, 0, workers ? &ho : NULL, NULL};
+    ls_loader_serve_opts o = {
+        prefetch, history, 1, journal, topology ? &topo : NULL, shadow_of, 0, workers ? &ho : NULL, NULL};
     ls_loader_server *srv = NULL;
     rc = tokenizer ? ls_bpe_load(tokenizer, &bpe) : LS_OK;
     o.tokenizer = bpe;
@@ -248,9 +249,9 @@ static const char loader_usage[] = "usage: llmsys loader <command> [options]\n\n
                                    "  tokenize   write a pre-tokenized .lstok file\n";
 
 int cmd_loader(int argc, char **argv) {
-    static const ls_subcmd subs[] = {{"serve", loader_serve},     {"worker", loader_worker},
-                                     {"fetch", loader_fetch},     {"control", loader_control},
-                                     {"stats", loader_stats},     {"tokenize", loader_tokenize}};
+    static const ls_subcmd subs[] = {{"serve", loader_serve}, {"worker", loader_worker},
+                                     {"fetch", loader_fetch}, {"control", loader_control},
+                                     {"stats", loader_stats}, {"tokenize", loader_tokenize}};
     return ls_args_subcommand("loader", subs, LS_NARGS(subs), argc, argv, loader_usage);
 }
 

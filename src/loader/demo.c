@@ -100,9 +100,11 @@ static int demo_placement(FILE *f, const ls_loader_mix *mix) {
                 ls_topology_coords(&t, g, &at);
                 if (at.dp != d) continue;
                 if ((rc = ls_loader_batch_place(&t, g, &b, &p[members])) != LS_OK) break;
-                if (at.pp > 0) empty &= p[members].n_rows == 0;
-                else same &= p[members].n_rows == b.n_rows &&
-                             !memcmp(p[members].tokens, b.tokens, (size_t)b.n_rows * b.n_ctx * sizeof *b.tokens);
+                if (at.pp > 0)
+                    empty &= p[members].n_rows == 0;
+                else
+                    same &= p[members].n_rows == b.n_rows &&
+                            !memcmp(p[members].tokens, b.tokens, (size_t)b.n_rows * b.n_ctx * sizeof *b.tokens);
                 members++;
             }
             placed += b.n_tokens, naive += b.n_tokens * members;
@@ -115,10 +117,11 @@ static int demo_placement(FILE *f, const ls_loader_mix *mix) {
     }
     ls_loader_close(ld);
     if (rc == LS_OK)
-        fprintf(f, "read %lld tokens placed vs %lld when every process reads its own (%.1fx); TP partners %s, later "
-                   "pipeline stages %s\n",
-                (long long)placed, (long long)naive, (double)naive / (double)placed,
-                same ? "identical" : "DIFFER", empty ? "empty" : "NOT EMPTY");
+        fprintf(f,
+                "read %lld tokens placed vs %lld when every process reads its own (%.1fx); TP partners %s, later "
+                "pipeline stages %s\n",
+                (long long)placed, (long long)naive, (double)naive / (double)placed, same ? "identical" : "DIFFER",
+                empty ? "empty" : "NOT EMPTY");
     if (rc == LS_OK && !(same && empty)) rc = ls_err(LS_EINVAL, "placement: a member got the wrong batch");
     return rc;
 }
@@ -135,7 +138,8 @@ static pid_t demo_fork_service(const ls_loader_mix *mix, int R, const char *prim
         close(fd[0]);
         ls_loader_serve_opts o = {2, 2, 1, NULL, NULL, primary, 50};
         ls_loader_server *srv;
-        int p = ls_loader_server_open(&srv, mix, R, "127.0.0.1", 0, &o, NULL, 0) == LS_OK ? ls_loader_server_port(srv) : -1;
+        int p =
+            ls_loader_server_open(&srv, mix, R, "127.0.0.1", 0, &o, NULL, 0) == LS_OK ? ls_loader_server_port(srv) : -1;
         if (write(fd[1], &p, sizeof p) != (ssize_t)sizeof p || p < 0) _exit(1);
         close(fd[1]);
         _exit(ls_loader_server_run(srv) == LS_OK ? 0 : 1);
@@ -162,7 +166,8 @@ static int demo_failover(FILE *f, const ls_loader_mix *mix) {
     for (int r = 0; r < R && rc == LS_OK; r++) rc = ls_loader_client_open(&c[r], eps, r, timeout_ms, 0);
     if (rc == LS_OK) rc = ls_loader_open(&ref, mix, R, NULL);
     if (rc == LS_OK)
-        fprintf(f, "\nfail-over: primary %s and its shadow; kill -9 of the primary after step 3 (client timeout %d ms)\n",
+        fprintf(f,
+                "\nfail-over: primary %s and its shadow; kill -9 of the primary after step 3 (client timeout %d ms)\n",
                 prim, timeout_ms);
     int same = 1;
     double t_kill = 0, first = -1;

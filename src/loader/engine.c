@@ -23,7 +23,7 @@
  * counts are known at open); the tokens are read once, straight from the mapped files
  * into each rank's batch (ls_loader_step_batch), so no read-ahead queue or copy is kept. */
 typedef struct {
-    ls_src *src;         /* NULL when a hub's workers read the source */
+    ls_src *src; /* NULL when a hub's workers read the source */
     ls_loader_hub *hub;
     int idx;
     uint32_t ndocs;

@@ -138,8 +138,8 @@ int ls_loader_batch_decode(const uint8_t *buf, size_t len, ls_loader_batch *out)
     if (memcmp(h.magic, BATCH_MAGIC, 8) != 0) return ls_err(LS_EFORMAT, "batch: bad magic");
     if (h.n_ctx < 1 || h.n_ctx > 65536 || h.n_rows < 0 || h.n_rows > (1 << 24) || h.n_segs < 0 ||
         h.n_segs > (1 << 26) || h.micro_batches < 1 || h.n_ranks < 1 || h.rank < 0 || h.rank >= h.n_ranks ||
-        h.state_len > (1u << 20) || (int64_t)h.n_rows * h.n_ctx > (1 << 28) || (h.pad & ~(BATCH_CP_SHARD | BATCH_BPE)) ||
-        batch_size(&h) != len)
+        h.state_len > (1u << 20) || (int64_t)h.n_rows * h.n_ctx > (1 << 28) ||
+        (h.pad & ~(BATCH_CP_SHARD | BATCH_BPE)) || batch_size(&h) != len)
         return ls_err(LS_EFORMAT, "batch: inconsistent header (rows %d, n_ctx %d, segments %d, %zu bytes)", h.n_rows,
                       h.n_ctx, h.n_segs, len);
     size_t ntok = (size_t)h.n_rows * h.n_ctx;

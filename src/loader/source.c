@@ -512,8 +512,10 @@ int ls_src_encode_doc(const ls_src *s, ls_src_reader *r, uint32_t doc, const ls_
         LS_TRY(reserve(r, (size_t)body + 1, 0));
         for (int i = 0; i < body; i++) {
             if (r->tok[i] > 255)
-                return ls_err(LS_EFORMAT, "source '%s': document %u holds token %u, not a byte, so it cannot be "
-                              "tokenized again", s->spec.name, doc, r->tok[i]);
+                return ls_err(LS_EFORMAT,
+                              "source '%s': document %u holds token %u, not a byte, so it cannot be "
+                              "tokenized again",
+                              s->spec.name, doc, r->tok[i]);
             r->buf[i] = (char)r->tok[i];
         }
         LS_TRY(ls_bpe_encode_ex(bpe, r->buf, (size_t)body, LS_BPE_ORDINARY, &enc, &ne));

@@ -94,16 +94,20 @@ int ls_loader_batch_source(struct ls_batch_source **out, const char *endpoint, i
                         endpoint, served, n_ranks, n_ranks);
         /* the service's tokens must be the model's: the same tokenizer, or bytes on both sides */
         char want[24];
-        snprintf(want, sizeof want, "%016llx", tokenizer ? (unsigned long long)ls_loader_tokenizer_print(tokenizer) : 0ull);
+        snprintf(want, sizeof want, "%016llx",
+                 tokenizer ? (unsigned long long)ls_loader_tokenizer_print(tokenizer) : 0ull);
         const char *t = strstr(info, "\"tokenizer\":\"");
         int bytes = !t || !strncmp(t + 13, "bytes\"", 6), same = tokenizer ? t && !strncmp(t + 13, want, 16) : bytes;
         if (rc == LS_OK && !same && tokenizer)
-            rc = ls_err(LS_EINVAL, "the loader service at %s tokenizes %s but this run's model uses a BPE tokenizer: "
-                        "start the service with --tokenizer (the run's tokenizer.json)", endpoint,
-                        bytes ? "into bytes" : "with another tokenizer");
+            rc = ls_err(LS_EINVAL,
+                        "the loader service at %s tokenizes %s but this run's model uses a BPE tokenizer: "
+                        "start the service with --tokenizer (the run's tokenizer.json)",
+                        endpoint, bytes ? "into bytes" : "with another tokenizer");
         else if (rc == LS_OK && !same)
-            rc = ls_err(LS_EINVAL, "the loader service at %s tokenizes with a BPE tokenizer but this run's model uses "
-                        "byte tokens: give train the service's --tokenizer, or start the service without one", endpoint);
+            rc = ls_err(LS_EINVAL,
+                        "the loader service at %s tokenizes with a BPE tokenizer but this run's model uses "
+                        "byte tokens: give train the service's --tokenizer, or start the service without one",
+                        endpoint);
     }
     free(info);
     if (rc < 0) {

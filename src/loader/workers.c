@@ -19,8 +19,8 @@
 
 #define W_MAGIC "LSLW"
 #define W_VERSION 1
-#define CREDIT 4     /* documents outstanding per worker */
-#define RING 256     /* documents a source may have requested ahead of its head */
+#define CREDIT 4 /* documents outstanding per worker */
+#define RING 256 /* documents a source may have requested ahead of its head */
 #define MAX_WORKERS 256
 #define BEAT_MS 200
 
@@ -139,7 +139,8 @@ static int worker_setup(worker *w, const uint8_t *p, size_t n, w_ready *r) {
 /* One granted document: read, preprocess, send. */
 static int worker_doc(worker *w, void *sock, uint64_t epoch, uint64_t pos) {
     uint32_t nd = ls_src_ndocs(w->src);
-    if (pos >= nd) return ls_err(LS_EFORMAT, "worker link: position %llu beyond %u documents", (unsigned long long)pos, nd);
+    if (pos >= nd)
+        return ls_err(LS_EFORMAT, "worker link: position %llu beyond %u documents", (unsigned long long)pos, nd);
     if (!w->perm_ok || w->perm_epoch != epoch) {
         ls_loader_perm(w->mix.seed, w->idx, epoch, w->perm, nd);
         w->perm_epoch = epoch, w->perm_ok = 1;
@@ -169,7 +170,7 @@ int ls_loader_worker_run(const char *endpoint, const char *name) {
     int zero = 0;
     if (rc == LS_OK) zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof zero);
     if (rc == LS_OK) rc = ls_zsec_connect(sock, endpoint, "loader source worker");
-    uint64_t (*queue)[2] = NULL; /* granted (epoch, pos), in order */
+    uint64_t(*queue)[2] = NULL; /* granted (epoch, pos), in order */
     size_t qn = 0, qcap = 0, qhead = 0;
     int joined = 0, ready = 0, done = 0;
     double last_send = 0;
@@ -209,8 +210,10 @@ int ls_loader_worker_run(const char *endpoint, const char *name) {
                 if (qn + n / 16 > qcap) {
                     size_t nc = (qn + n / 16) * 2;
                     void *g = realloc(queue, nc * sizeof *queue);
-                    if (!g) rc = ls_err(LS_ENOMEM, "out of memory");
-                    else queue = g, qcap = nc;
+                    if (!g)
+                        rc = ls_err(LS_ENOMEM, "out of memory");
+                    else
+                        queue = g, qcap = nc;
                 }
                 if (rc == LS_OK) memcpy(queue + qn, p, n), qn += n / 16;
             } else if (type == W_RESET) {
@@ -253,8 +256,8 @@ typedef struct {
     uint8_t id[256];
     size_t idlen;
     int src, ready, gone;
-    pid_t pid;  /* > 0: started by the hub */
-    int fails;  /* consecutive deaths before READY (a worker that cannot start) */
+    pid_t pid; /* > 0: started by the hub */
+    int fails; /* consecutive deaths before READY (a worker that cannot start) */
     double seen;
     int outstanding;
 } hworker;
@@ -358,8 +361,10 @@ static void drop_worker(ls_loader_hub *h, int k, const char *why, int reaped) {
     w->gone = 1;
     for (int j = 0; j < RING; j++)
         if (s->ring[j].state == 1 && s->ring[j].worker == k) s->ring[j].state = 0;
-    if (w->ready) s->lost++;
-    else if (w->pid > 0) s->starting--;
+    if (w->ready)
+        s->lost++;
+    else if (w->pid > 0)
+        s->starting--;
     if (w->pid > 0 && !reaped) {
         kill(w->pid, SIGKILL);
         waitpid(w->pid, NULL, 0);
@@ -368,8 +373,10 @@ static void drop_worker(ls_loader_hub *h, int k, const char *why, int reaped) {
             w->pid > 0 ? "starting another" : "its share goes to the others");
     if (w->pid <= 0) return;
     int fails = w->ready ? 0 : w->fails + 1;
-    if (fails >= 3) s->broken = 1;
-    else if (spawn(h, w->src) == LS_OK) h->w[h->nw - 1].fails = fails;
+    if (fails >= 3)
+        s->broken = 1;
+    else if (spawn(h, w->src) == LS_OK)
+        h->w[h->nw - 1].fails = fails;
 }
 
 static int find_worker(const ls_loader_hub *h, const uint8_t *id, size_t n) {
@@ -581,9 +588,10 @@ int ls_hub_doc(ls_loader_hub *h, int i, uint64_t epoch, uint64_t pos, uint32_t d
         } else if (alone_since == 0) {
             alone_since = ls_now();
         } else if (ls_now() - alone_since > h->o.wait_ms * 1e-3) {
-            return ls_err(LS_ETIMEDOUT, "source '%s': no live worker for %d ms (start one: llmsys loader worker "
-                          "--role source --source %s --constructor %s)", h->mix->src[i].name, h->o.wait_ms,
-                          h->mix->src[i].name, h->ep);
+            return ls_err(LS_ETIMEDOUT,
+                          "source '%s': no live worker for %d ms (start one: llmsys loader worker "
+                          "--role source --source %s --constructor %s)",
+                          h->mix->src[i].name, h->o.wait_ms, h->mix->src[i].name, h->ep);
         }
     }
     if (sl->doc != doc)
@@ -624,12 +632,13 @@ int ls_loader_hub_open(ls_loader_hub **out, const ls_loader_mix *mix, const ls_l
         if (!h->sock) rc = ls_err(LS_ENET, "zmq: %s", zmq_strerror(zmq_errno()));
     }
     char last[256];
-    if (rc == LS_OK) rc = ls_lzmq_bind(h->zctx, h->sock, bind, h->o.port, "loader worker link", &h->port, last, sizeof last);
+    if (rc == LS_OK)
+        rc = ls_lzmq_bind(h->zctx, h->sock, bind, h->o.port, "loader worker link", &h->port, last, sizeof last);
     if (rc == LS_OK) {
         /* workers started here connect over loopback, with CURVE when the link is bound off it */
         h->curve = ls_zsec_wanted(last);
-        snprintf(h->ep, sizeof h->ep, "tcp://%s:%d",
-                 strcmp(bind, "0.0.0.0") && strcmp(bind, "*") ? bind : "127.0.0.1", h->port);
+        snprintf(h->ep, sizeof h->ep, "tcp://%s:%d", strcmp(bind, "0.0.0.0") && strcmp(bind, "*") ? bind : "127.0.0.1",
+                 h->port);
     }
     for (int i = 0; rc == LS_OK && h->exe && i < mix->n_sources; i++) rc = spawn(h, i);
     /* every source needs a worker that has indexed it (the document counts shape the state) */
@@ -638,7 +647,8 @@ int ls_loader_hub_open(ls_loader_hub **out, const ls_loader_mix *mix, const ls_l
         while (!h->s[i].have_ndocs && rc == LS_OK) {
             pump(h, 20);
             if (h->s[i].broken)
-                rc = ls_err(LS_EIO, "source '%s': its worker exits before it is ready (see its messages)", mix->src[i].name);
+                rc = ls_err(LS_EIO, "source '%s': its worker exits before it is ready (see its messages)",
+                            mix->src[i].name);
             else if (ls_now() - t0 > h->o.wait_ms * 1e-3)
                 rc = ls_err(LS_ETIMEDOUT,
                             "source '%s': no worker within %d ms (start one: llmsys loader worker --role source "
@@ -692,6 +702,6 @@ int ls_loader_hub_port(const ls_loader_hub *h) { return h->port; }
 
 void ls_loader_hub_source_info(const ls_loader_hub *h, int i, ls_loader_hub_source *out) {
     const hsrc *s = &h->s[i];
-    *out = (ls_loader_hub_source){s->ndocs, s->skipped, s->lost, live_workers(h, i), s->want,
-                                  s->spt > 0 ? 1.0 / s->spt : 0};
+    *out = (ls_loader_hub_source){s->ndocs,           s->skipped, s->lost,
+                                  live_workers(h, i), s->want,    s->spt > 0 ? 1.0 / s->spt : 0};
 }

@@ -17,10 +17,9 @@
 static char dir[256];
 
 /* text documents (blank-line blocks) and JSON Lines: both preprocessing paths of a worker */
-static const char *MIX =
-    "{\"n_ctx\": 48, \"tokens_per_rank\": 160, \"micro_batches\": 2, \"seed\": 11,"
-    " \"sources\": [{\"name\": \"a\", \"path\": \"a\", \"split\": \"blank\", \"weight\": 0.6},"
-    " {\"name\": \"b\", \"type\": \"jsonl\", \"path\": \"b.jsonl\", \"weight\": 0.4}]}";
+static const char *MIX = "{\"n_ctx\": 48, \"tokens_per_rank\": 160, \"micro_batches\": 2, \"seed\": 11,"
+                         " \"sources\": [{\"name\": \"a\", \"path\": \"a\", \"split\": \"blank\", \"weight\": 0.6},"
+                         " {\"name\": \"b\", \"type\": \"jsonl\", \"path\": \"b.jsonl\", \"weight\": 0.4}]}";
 enum { R = 2 };
 
 /* every document's text, in index order (a: file by file, block by block; b: line by line) */
@@ -91,7 +90,8 @@ static void compare(int port, ls_loader *ref, int64_t from, int64_t to, const ch
     for (int64_t step = from; step < to; step++) {
         ls_loader_step *st;
         CHECK_EQ_INT(ls_loader_next_step(ref, &st), 0);
-        for (int r = 0; r < R; r++) CHECK_MSG(same(c[r], st, r, step), "%s: step %lld rank %d", what, (long long)step, r);
+        for (int r = 0; r < R; r++)
+            CHECK_MSG(same(c[r], st, r, step), "%s: step %lld rank %d", what, (long long)step, r);
         ls_loader_step_free(st);
     }
     for (int r = 0; r < R; r++) ls_loader_client_close(c[r]);
@@ -182,11 +182,13 @@ static int items_match(const ls_loader_step *st, const ls_bpe *tok) {
         int32_t *ids = NULL, got[64];
         size_t n = 0;
         ok = g->len <= 64 && ls_bpe_encode_ex(tok, texts[g->source][g->doc], text_len[g->source][g->doc],
-                                               LS_BPE_ORDINARY, &ids, &n) == LS_OK;
+                                              LS_BPE_ORDINARY, &ids, &n) == LS_OK;
         ok = ok && g->doc_off + (size_t)g->len <= n + 1 && ls_loader_step_item_tokens(st, i, got) == LS_OK;
         for (int t = 0; ok && t < g->len; t++)
             ok = got[t] == (g->doc_off + (size_t)t == n ? LS_TOK_EOS : ids[g->doc_off + t]);
-        if (!ok) fprintf(stderr, "item %d: source %d document %u tokens [%u, +%d)\n", i, g->source, g->doc, g->doc_off, g->len);
+        if (!ok)
+            fprintf(stderr, "item %d: source %d document %u tokens [%u, +%d)\n", i, g->source, g->doc, g->doc_off,
+                    g->len);
         free(ids);
     }
     return ok;
