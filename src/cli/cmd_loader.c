@@ -59,6 +59,9 @@ static int loader_serve(int argc, char **argv) {
     if (rc >= 0) return rc;
     if (ranks < 1 || prefetch < 1 || history < 1)
         return ls_usage_err("loader serve", "--ranks, --prefetch and --history must be >= 1");
+    ls_loader_hub_opts ho = {NULL, 0, workers && strcmp(workers, "auto") ? atoi(workers) : 0, ls_cli_self(), 0, 0};
+    if (workers && strcmp(workers, "auto") && ho.workers < 1)
+        return ls_usage_err("loader serve", "--source-workers must be auto or a count >= 1");
     ls_topology topo;
     if (topology && ls_topology_parse(topology, &topo) != LS_OK) return ls_usage_err("loader serve", "%s", ls_errmsg());
     ls_loader_mix mix;
@@ -69,9 +72,6 @@ static int loader_serve(int argc, char **argv) {
         ls_loader_mix_free(&mix);
         return ls_cli_fail();
     }
-    ls_loader_hub_opts ho = {NULL, 0, workers && strcmp(workers, "auto") ? atoi(workers) : 0, ls_cli_self(), 0, 0};
-    if (workers && strcmp(workers, "auto") && ho.workers < 1)
-        return ls_usage_err("loader serve", "--source-workers must be auto or a count >= 1");
     ls_bpe *bpe = NULL;
     ls_loader_serve_opts o = {
         prefetch, history, 1, journal, topology ? &topo : NULL, shadow_of, 0, workers ? &ho : NULL, NULL};
