@@ -66,7 +66,7 @@ static void make_data(void) {
 
 /* Rank r's batch of step from the client equals the in-process loader's, byte for byte. */
 static int same(ls_loader_client *c, ls_loader_step *st, int r, int64_t step) {
-    ls_loader_batch a, b;
+    ls_loader_batch a = {0}, b = {0};
     uint8_t *ea = NULL, *eb = NULL;
     size_t la = 0, lb = 0;
     int ok = ls_loader_client_batch(c, step, &a) == LS_OK;
@@ -120,9 +120,11 @@ static void workers_of(int port, const char *name, int *live, int *lost) {
  * while the constructor builds, which takes steps, not wall time (at most 60). */
 static void until_live(int port, ls_loader *ref, int64_t *step, int want, const char *what) {
     int live = -1, lost;
-    for (int k = 0; k < 60 && live != want; k++, (*step)++) {
+    for (int k = 0; k < 60; k++) {
         workers_of(port, "a", &live, &lost);
-        if (live != want) compare(port, ref, *step, *step + 1, what);
+        if (live == want) break;
+        compare(port, ref, *step, *step + 1, what);
+        (*step)++;
     }
     CHECK_MSG(live == want, "%s: %d live workers on a, expected %d", what, live, want);
 }
