@@ -6,6 +6,8 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -86,6 +88,25 @@ static inline int lu_free_port(void) {
         port = ntohs(a.sin_port);
     if (fd >= 0) close(fd);
     return port;
+}
+
+/* Rank r's batch of step from the client equals rank r's of the in-process step st, byte for
+ * byte; without_state leaves their resume blobs out of the comparison. */
+static inline int lu_same_batch(ls_loader_client *c, ls_loader_step *st, int r, int64_t step, int without_state) {
+    ls_loader_batch a = {0}, b = {0};
+    uint8_t *ea = NULL, *eb = NULL;
+    size_t la = 0, lb = 0;
+    int ok = ls_loader_client_batch(c, step, &a) == LS_OK;
+    if (!ok) fprintf(stderr, "step %lld rank %d: %s\n", (long long)step, r, ls_errmsg());
+    ok = ok && ls_loader_step_batch(st, r, &b) == LS_OK;
+    if (without_state) a.state_len = b.state_len = 0;
+    ok = ok && ls_loader_batch_encode(&a, &ea, &la) == LS_OK && ls_loader_batch_encode(&b, &eb, &lb) == LS_OK;
+    ok = ok && la == lb && !memcmp(ea, eb, la);
+    free(ea);
+    free(eb);
+    ls_loader_batch_free(&a);
+    ls_loader_batch_free(&b);
+    return ok;
 }
 
 #endif

@@ -64,23 +64,6 @@ static void make_data(void) {
     CHECK_EQ_INT(ls_file_write_atomic(p, MIX, strlen(MIX)), 0);
 }
 
-/* Rank r's batch of step from the client equals the in-process loader's, byte for byte. */
-static int same(ls_loader_client *c, ls_loader_step *st, int r, int64_t step) {
-    ls_loader_batch a = {0}, b = {0};
-    uint8_t *ea = NULL, *eb = NULL;
-    size_t la = 0, lb = 0;
-    int ok = ls_loader_client_batch(c, step, &a) == LS_OK;
-    if (!ok) fprintf(stderr, "step %lld rank %d: %s\n", (long long)step, r, ls_errmsg());
-    ok = ok && ls_loader_step_batch(st, r, &b) == LS_OK;
-    ok = ok && ls_loader_batch_encode(&a, &ea, &la) == LS_OK && ls_loader_batch_encode(&b, &eb, &lb) == LS_OK;
-    ok = ok && la == lb && !memcmp(ea, eb, la);
-    free(ea);
-    free(eb);
-    ls_loader_batch_free(&a);
-    ls_loader_batch_free(&b);
-    return ok;
-}
-
 /* Fetches steps [from, to) for every rank and compares them with the reference loader. */
 static void compare(int port, ls_loader *ref, int64_t from, int64_t to, const char *what) {
     char ep[64];
@@ -91,7 +74,7 @@ static void compare(int port, ls_loader *ref, int64_t from, int64_t to, const ch
         ls_loader_step *st;
         CHECK_EQ_INT(ls_loader_next_step(ref, &st), 0);
         for (int r = 0; r < R; r++)
-            CHECK_MSG(same(c[r], st, r, step), "%s: step %lld rank %d", what, (long long)step, r);
+            CHECK_MSG(lu_same_batch(c[r], st, r, step, 0), "%s: step %lld rank %d", what, (long long)step, r);
         ls_loader_step_free(st);
     }
     for (int r = 0; r < R; r++) ls_loader_client_close(c[r]);
