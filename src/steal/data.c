@@ -357,6 +357,21 @@ int ls_steal_csv_write(const char *path, const ls_steal_data *d) {
 
 /* ---------------------------------------------------------------- split, normalise */
 
+int ls_scaler_dup(const float *mn, const float *mx, int d, float **omin, float **omax) {
+    *omin = *omax = NULL;
+    if (!mn || !mx) return LS_OK;
+    *omin = malloc(sizeof(float) * (size_t)d);
+    *omax = malloc(sizeof(float) * (size_t)d);
+    if (!*omin || !*omax) {
+        free(*omin), free(*omax);
+        *omin = *omax = NULL;
+        return LS_ENOMEM;
+    }
+    memcpy(*omin, mn, sizeof(float) * (size_t)d);
+    memcpy(*omax, mx, sizeof(float) * (size_t)d);
+    return LS_OK;
+}
+
 static int take_rows(const ls_steal_data *src, const int *idx, int64_t n, ls_steal_data *out) {
     LS_TRY(ls_steal_data_alloc(out, n, src->d, src->k));
     out->c = src->c;
@@ -365,15 +380,9 @@ static int take_rows(const ls_steal_data *src, const int *idx, int64_t n, ls_ste
     out->lo = src->lo;
     out->hi = src->hi;
     memcpy(out->name, src->name, sizeof out->name);
-    if (src->raw_min && src->raw_max) {
-        out->raw_min = malloc(sizeof(float) * (size_t)src->d);
-        out->raw_max = malloc(sizeof(float) * (size_t)src->d);
-        if (!out->raw_min || !out->raw_max) {
-            ls_steal_data_free(out);
-            return ls_err(LS_ENOMEM, "dataset: out of memory");
-        }
-        memcpy(out->raw_min, src->raw_min, sizeof(float) * (size_t)src->d);
-        memcpy(out->raw_max, src->raw_max, sizeof(float) * (size_t)src->d);
+    if (ls_scaler_dup(src->raw_min, src->raw_max, src->d, &out->raw_min, &out->raw_max)) {
+        ls_steal_data_free(out);
+        return ls_err(LS_ENOMEM, "dataset: out of memory");
     }
     for (int64_t i = 0; i < n; i++) {
         memcpy(out->x + i * src->d, src->x + (int64_t)idx[i] * src->d, sizeof(float) * (size_t)src->d);

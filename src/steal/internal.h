@@ -106,6 +106,10 @@ int ls_cnn_loss_grad(ls_cnn *m, const float *x, int n, const int32_t *y, double 
 void ls_cnn_conv2d(const float *x, int n, int h, int w, int cin, const float *W, const float *b, int cout, int ks,
                    float *cols, float *y);
 
+/* Copies a scaler (per-feature raw minima and maxima of d features) into fresh arrays; both
+ * NULL when mn or mx is. LS_ENOMEM (nothing allocated) when out of memory. */
+int ls_scaler_dup(const float *mn, const float *mx, int d, float **omin, float **omax);
+
 struct ls_replica {
     ls_mlp net[LS_REPLICA_MAX_MEMBERS]; /* members; their softmax outputs are averaged */
     int members;

@@ -531,16 +531,10 @@ int ls_victim_train(const ls_victim_opts *o, const ls_steal_data *t, ls_victim *
     v->w = t->w;
     v->lo = t->lo;
     v->hi = t->hi;
-    if (t->raw_min && t->raw_max) {
-        /* the scaler is part of the model: the API takes the training data's own units */
-        v->raw_min = malloc(sizeof(float) * (size_t)t->d);
-        v->raw_max = malloc(sizeof(float) * (size_t)t->d);
-        if (!v->raw_min || !v->raw_max) {
-            ls_victim_free(v);
-            return ls_err(LS_ENOMEM, "victim: out of memory");
-        }
-        memcpy(v->raw_min, t->raw_min, sizeof(float) * (size_t)t->d);
-        memcpy(v->raw_max, t->raw_max, sizeof(float) * (size_t)t->d);
+    /* the scaler is part of the model: the API takes the training data's own units */
+    if (ls_scaler_dup(t->raw_min, t->raw_max, t->d, &v->raw_min, &v->raw_max)) {
+        ls_victim_free(v);
+        return ls_err(LS_ENOMEM, "victim: out of memory");
     }
     int rc;
     switch (o->type) {

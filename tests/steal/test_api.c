@@ -16,6 +16,7 @@
 #include "llmsys/core.h"
 #include "llmsys/steal.h"
 #include "http_test.h"
+#include "steal_test.h"
 #include "test.h"
 
 /* Raw HTTP POST as client "raw" (so malformed bodies can be sent); the status, reply in out. */
@@ -25,6 +26,17 @@ static int raw_post(int port, const char *path, const char *body, size_t blen, c
 
 static ls_victim *victim;
 static ls_steal_data tr, te;
+
+/* A /predict body of `rows` blobs-shaped rows (20 features, every one 0.5); its length. */
+static int rows_body(char *buf, size_t cap, int rows) {
+    int n = snprintf(buf, cap, "{\"inputs\":[");
+    for (int i = 0; i < rows; i++) {
+        n += snprintf(buf + n, cap - (size_t)n, "%s[", i ? "," : "");
+        for (int j = 0; j < 20; j++) n += snprintf(buf + n, cap - (size_t)n, "%s0.5", j ? "," : "");
+        n += snprintf(buf + n, cap - (size_t)n, "]");
+    }
+    return n + snprintf(buf + n, cap - (size_t)n, "]}");
+}
 
 static void setup(void) {
     CHECK_EQ_INT(ls_steal_dataset_open("blobs", 1000, &tr, &te), LS_OK);
@@ -40,9 +52,7 @@ static int client_for(ls_victim_server *s, const char *key, ls_steal_client **c)
 }
 
 static void test_validation(void) {
-    ls_victim_server_opts so;
-    ls_victim_server_opts_default(&so);
-    so.model_units = 1; /* the rows here are already scaled into [0, 1] */
+    ls_victim_server_opts so = scaled_server_opts();
     so.max_batch = 8;
     so.max_body = 20000;
     so.output_proba = 1;
@@ -83,13 +93,7 @@ static void test_validation(void) {
     }
     /* Too many inputs (413), oversized body (413), unknown endpoint (404). */
     char big[4096];
-    int n = snprintf(big, sizeof big, "{\"inputs\":[");
-    for (int i = 0; i < 9; i++) {
-        n += snprintf(big + n, sizeof big - (size_t)n, "%s[", i ? "," : "");
-        for (int j = 0; j < 20; j++) n += snprintf(big + n, sizeof big - (size_t)n, "%s0.5", j ? "," : "");
-        n += snprintf(big + n, sizeof big - (size_t)n, "]");
-    }
-    n += snprintf(big + n, sizeof big - (size_t)n, "]}");
+    int n = rows_body(big, sizeof big, 9);
     CHECK_EQ_INT(raw_post(port, "/predict", big, (size_t)n, out, sizeof out), 413);
     char *huge = malloc(30000);
     memset(huge, ' ', 30000);
@@ -113,9 +117,7 @@ static void test_validation(void) {
 }
 
 static void test_budget_rate(void) {
-    ls_victim_server_opts so;
-    ls_victim_server_opts_default(&so);
-    so.model_units = 1; /* the rows here are already scaled into [0, 1] */
+    ls_victim_server_opts so = scaled_server_opts();
     so.budget = 100;
     so.admin_key = "admin";
     ls_victim_key keys[2] = {{"bob", "bob", 0}, {"carol", "carol", 0}};
@@ -154,19 +156,12 @@ static void test_budget_rate(void) {
     remove(logp);
 
     /* Rate limit: 100 inputs/s, bucket 100. */
-    ls_victim_server_opts_default(&so);
-    so.model_units = 1; /* the rows here are already scaled into [0, 1] */
+    so = scaled_server_opts();
     so.rate_qps = 100;
     so.burst = 100;
     CHECK_EQ_INT(ls_victim_server_start(victim, &so, &s), LS_OK);
     char body[8192];
-    int n = snprintf(body, sizeof body, "{\"inputs\":[");
-    for (int i = 0; i < 60; i++) {
-        n += snprintf(body + n, sizeof body - (size_t)n, "%s[", i ? "," : "");
-        for (int j = 0; j < 20; j++) n += snprintf(body + n, sizeof body - (size_t)n, "%s0.5", j ? "," : "");
-        n += snprintf(body + n, sizeof body - (size_t)n, "]");
-    }
-    n += snprintf(body + n, sizeof body - (size_t)n, "]}");
+    int n = rows_body(body, sizeof body, 60);
     char out[16384];
     int port = ls_victim_server_port(s);
     CHECK_EQ_INT(raw_post(port, "/predict", body, (size_t)n, out, sizeof out), 200);
@@ -188,9 +183,7 @@ static void test_prada_modes(void) {
     float *x = malloc(sizeof(float) * 50 * (size_t)te.d);
     int32_t lab[50];
     for (int m = 0; m < 3; m++) {
-        ls_victim_server_opts so;
-        ls_victim_server_opts_default(&so);
-        so.model_units = 1; /* the rows here are already scaled into [0, 1] */
+        ls_victim_server_opts so = scaled_server_opts();
         so.prada_mode = modes[m];
         so.throttle_s = 1.0;
         /* On a table, natural traffic's W runs 0.92-0.95 here (PRADA's published 0.95 flags
@@ -373,9 +366,7 @@ static void test_keys(void) {
     CHECK_EQ_INT(nk, 2);
     CHECK(!strcmp(keys[1].name, "carol") && !strcmp(keys[1].secret, "carol-secret-2") && keys[1].budget == 0);
     free(keys);
-    ls_victim_server_opts so;
-    ls_victim_server_opts_default(&so);
-    so.model_units = 1;
+    ls_victim_server_opts so = scaled_server_opts();
     so.budget = 50;
     so.admin_key = "the-admin-secret";
     so.keys_path = path; /* read by the server, as `victim serve --keys` does */
@@ -423,9 +414,7 @@ static void test_keys(void) {
 /* Without a key file the budget is per source address: invented keys share it. (Before:
  * each X-API-Key got its own budget.) */
 static void test_no_key_multiplying(void) {
-    ls_victim_server_opts so;
-    ls_victim_server_opts_default(&so);
-    so.model_units = 1;
+    ls_victim_server_opts so = scaled_server_opts();
     so.budget = 40;
     ls_victim_server *s;
     CHECK_EQ_INT(ls_victim_server_start(victim, &so, &s), LS_OK);
@@ -450,9 +439,7 @@ static void test_no_key_multiplying(void) {
  * from one address leave another client's requests answered at once. (Before: all
  * interfaces, and 256 half-open connections locked every client out for 30 s.) */
 static void test_bind_and_flood(void) {
-    ls_victim_server_opts so;
-    ls_victim_server_opts_default(&so);
-    so.model_units = 1;
+    ls_victim_server_opts so = scaled_server_opts();
     ls_victim_server *s;
     CHECK_EQ_INT(ls_victim_server_start(victim, &so, &s), LS_OK);
     int port = ls_victim_server_port(s);

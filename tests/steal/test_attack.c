@@ -12,6 +12,7 @@
 #include "llmsys/core.h"
 #include "llmsys/safetensors.h"
 #include "llmsys/steal.h"
+#include "steal_test.h"
 #include "test.h"
 
 typedef struct {
@@ -110,9 +111,7 @@ static void check_same_labels(const ls_replica *r, const ls_replica *back) {
 static void test_target_stops(void) {
     /* The server allows 300 queries; the attack wants 1000: it stops with a clear error and
      * still returns the replica trained on the 300 answers. */
-    ls_victim_server_opts so;
-    ls_victim_server_opts_default(&so);
-    so.model_units = 1; /* the rows here are already scaled into [0, 1] */
+    ls_victim_server_opts so = scaled_server_opts();
     so.budget = 300;
     so.output_proba = 1;
     ls_victim_server *s;

@@ -12,7 +12,7 @@
 #include "llmsys/steal.h"
 #include "test.h"
 
-static char dir[256];
+static char dir[] = "/tmp/llmsys-steal-data.XXXXXX";
 
 static void put_be32(unsigned char *p, uint32_t v) {
     p[0] = (unsigned char)(v >> 24);
@@ -250,15 +250,11 @@ static void test_split_norm_tables(void) {
 
 int main(void) {
     openblas_set_num_threads(1); /* small matmuls; threads only spin on shared cores */
-    snprintf(dir, sizeof dir, "/tmp/llmsys-steal-data-%d", (int)getpid());
-    ls_mkdirs(dir);
+    if (!mkdtemp(dir)) return 1;
     RUN(test_idx);
     RUN(test_fmnist);
     RUN(test_csv);
     RUN(test_split_norm_tables);
     RUN(test_real_tables);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd)) fprintf(stderr, "cleanup failed\n");
-    return TEST_RESULT();
+    return TEST_RESULT_RMTREE(dir);
 }

@@ -77,9 +77,7 @@ static void test_task_files(void) {
     CHECK(csv.n == gen.n && csv.d == gen.d && !memcmp(csv.y, gen.y, sizeof(int32_t) * (size_t)gen.n));
     CHECK_MSG(err < 1e-5, "csv round trip error %g", err);
     ls_steal_data_free(&csv), ls_steal_data_free(&gen);
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    CHECK(system(cmd) == 0);
+    CHECK(test_rmtree(dir) == 0);
 }
 
 /* With rank = d the score is the Mahalanobis distance / d under the ridged sample covariance. */

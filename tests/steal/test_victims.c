@@ -12,7 +12,7 @@
 #include "llmsys/steal.h"
 #include "test.h"
 
-static char dir[256];
+static char dir[] = "/tmp/llmsys-steal-victims.XXXXXX";
 
 static void check_learns(const char *spec, int64_t ntrain, int64_t ntest, double min_acc) {
     ls_steal_data tr, tef, te;
@@ -124,13 +124,9 @@ static void test_corrupt(void) {
 
 int main(void) {
     openblas_set_num_threads(1); /* small matmuls; threads only spin on shared cores */
-    snprintf(dir, sizeof dir, "/tmp/llmsys-steal-victims-%d", (int)getpid());
-    ls_mkdirs(dir);
+    if (!mkdtemp(dir)) return 1;
     RUN(test_blobs);
     RUN(test_fmnist_small);
     RUN(test_corrupt);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd)) fprintf(stderr, "cleanup failed\n");
-    return TEST_RESULT();
+    return TEST_RESULT_RMTREE(dir);
 }
