@@ -384,7 +384,16 @@ typedef struct {
     int members;      /* replica MLPs averaged at prediction, 1..LS_REPLICA_MAX_MEMBERS (default 3) */
     int use_proba;    /* use probabilities when the API gives them */
     int verbose;      /* progress bar */
+    int table_ideas;  /* tables only: LS_STEAL_IDEA_* bits, all measured and off by default (docs/steal.md) */
 } ls_steal_opts;
+
+/* Table query ideas (ls_steal_opts.table_ideas). */
+enum {
+    LS_STEAL_IDEA_AXIS = 1,       /* bisection pairs walked to differ in one feature (axis-aligned splits) */
+    LS_STEAL_IDEA_CURRICULUM = 2, /* the bisection share grows from 15 % to 55 % over the rounds */
+    LS_STEAL_IDEA_COMMITTEE = 4,  /* candidates ranked by the disagreement of three replicas */
+    LS_STEAL_IDEA_CROSSINGS = 8,  /* with AXIS: seeds placed at the boundary crossings found */
+};
 
 typedef struct {
     int64_t queries; /* answered queries spent */

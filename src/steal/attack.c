@@ -77,6 +77,11 @@ typedef struct {
     ls_rng rng;
     ls_mlp net;
     int have_net;
+    ls_mlp com[2]; /* tables: a committee of two more replicas, for query by disagreement */
+    int ncom;
+    int32_t *thr_f; /* tables: the feature of each boundary crossing the axis walks found */
+    float *thr_v;   /* and where on it */
+    int64_t nthr, thr_cap;
     ls_progress pg;
     int64_t count[64];
     int rounds;
@@ -141,17 +146,27 @@ static int net_new(attack_t *a, uint64_t seed) {
     return LS_OK;
 }
 
-static int fit(attack_t *a, int epochs, float lr, uint64_t seed) {
+/* Fits net to every answer so far (Adam, lr 1e-3 decaying to lr_end of it); label: the
+ * progress bar's, shown when the attack is verbose (NULL: none). */
+static int fit_net(attack_t *a, ls_mlp *net, int epochs, float lr_end, uint64_t seed, const char *label) {
     ls_mlp_fit_opts fo = {.epochs = epochs,
                           .batch = 128,
-                          .lr = lr,
-                          .lr_end_frac = 0.1f,
+                          .lr = 1e-3f,
+                          .lr_end_frac = lr_end,
                           .wd = 1e-5f,
-                          .input_noise = 0.0f,
                           .lo = a->o->lo,
                           .hi = a->o->hi,
-                          .seed = seed};
-    return ls_mlp_fit(&a->net, a->x, a->p, NULL, a->n, &fo, NULL);
+                          .seed = seed,
+                          .verbose = label && a->o->verbose,
+                          .label = label};
+    return ls_mlp_fit(net, a->x, a->p, NULL, a->n, &fo, NULL);
+}
+
+/* Refits the replica (warm start) and the committee, each with its own shuffle. */
+static int fit(attack_t *a, int epochs, uint64_t seed) {
+    LS_TRY(fit_net(a, &a->net, epochs, 0.1f, seed, NULL));
+    for (int m = 0; m < a->ncom; m++) LS_TRY(fit_net(a, &a->com[m], epochs, 0.1f, seed + 7919 * (uint64_t)(m + 1), NULL));
+    return LS_OK;
 }
 
 static int is_image(const ls_steal_opts *o) { return o->h > 1 && o->w > 1; }
@@ -449,6 +464,17 @@ static void gen_seed(attack_t *a, float *x, obj_params *P) {
         object_seed(a, x, P);
         return;
     }
+    if (a->nthr >= 8 && ls_rng_uniform(r) < 0.5f) {
+        /* Crossing seeds: each feature at a crossing of the victim's boundary found on it (a
+         * tree splits where its training data was), jittered; uniform where none was found. */
+        float sg = rg * 0.03f * ls_rng_uniform(r);
+        for (int j = 0; j < d; j++) x[j] = lo + rg * ls_rng_uniform(r);
+        for (int t = 0; t < 4 * d; t++) {
+            int64_t i = (int64_t)ls_rng_below(r, (uint64_t)a->nthr);
+            x[a->thr_f[i]] = clampf(a->thr_v[i] + sg * ls_rng_normal(r), lo, hi);
+        }
+        return;
+    }
     int kind = (int)ls_rng_below(r, 4);
     if (kind == 3) {
         /* Skewed rows. Real tables' positive quantities (sizes, counts, concentrations) are
@@ -498,14 +524,10 @@ static int jacobian_steps(attack_t *a, float *xs, int n, const int32_t *ycur, in
     float *z = malloc(sizeof(float) * (size_t)n * k);
     int *tgt = malloc(sizeof(int) * (size_t)n), *done = calloc((size_t)n, sizeof(int));
     float *lam = malloc(sizeof(float) * (size_t)n);
+    int rc = LS_OK;
     if (!dl || !gx || !z || !tgt || !done || !lam) {
-        free(dl);
-        free(gx);
-        free(z);
-        free(tgt);
-        free(done);
-        free(lam);
-        return ls_err(LS_ENOMEM, "attack: out of memory");
+        rc = ls_err(LS_ENOMEM, "attack: out of memory");
+        goto out;
     }
     float rg = a->o->hi - a->o->lo;
     for (int i = 0; i < n; i++) {
@@ -537,13 +559,14 @@ static int jacobian_steps(attack_t *a, float *xs, int n, const int32_t *ycur, in
             if (b != ycur[i]) done[i] = 1;
         }
     }
+out:
     free(dl);
     free(gx);
     free(z);
     free(tgt);
     free(done);
     free(lam);
-    return LS_OK;
+    return rc;
 }
 
 typedef struct {
@@ -556,6 +579,87 @@ static int cmp_scored(const void *p, const void *q) {
     return a > b ? -1 : a < b;
 }
 
+/* Halves each pair (A[t] labelled la[t], B[t] another label) `steps` times with a query
+ * each, keeping the half whose ends the victim labels differently: points next to its
+ * boundary. Stops early when the budget runs out. */
+static void bisect_pairs(attack_t *a, float *A, float *B, const int32_t *la, float *mid, int64_t np, int steps) {
+    int d = a->d;
+    for (int s = 0; s < steps && !a->failed && np > 0; s++) {
+        for (int64_t t = 0; t < np; t++)
+            for (int j = 0; j < d; j++) mid[t * d + j] = 0.5f * (A[t * d + j] + B[t * d + j]);
+        int64_t base = a->n, got = ask(a, mid, np);
+        for (int64_t t = 0; t < got; t++)
+            memcpy((a->y[base + t] == la[t] ? A : B) + t * d, mid + t * d, sizeof(float) * d);
+        if (got < np) break;
+    }
+}
+
+/* Axis walks (tables): the pair's ends differ in every feature; a path replaces p's features
+ * by q's one at a time (in a random order), and a binary search over the path (a query a
+ * step, log2 d of them) finds two neighbours on it whose labels differ: rows that differ in
+ * ONE feature, which bisect_pairs then halves. The points end on an axis-aligned boundary
+ * of the victim, where a tree's splits are. perm: np x d scratch. */
+static void walk_axes(attack_t *a, float *A, float *B, const int32_t *la, float *mid, int *perm, int64_t np) {
+    int d = a->d;
+    int *lo = calloc((size_t)np, sizeof(int)), *hi = malloc(sizeof(int) * (size_t)np);
+    float *q = malloc(sizeof(float) * (size_t)np * d);
+    if (!lo || !hi || !q) goto out;
+    memcpy(q, B, sizeof(float) * (size_t)np * d);
+    for (int64_t t = 0; t < np; t++) {
+        hi[t] = d;
+        for (int j = 0; j < d; j++) perm[t * d + j] = j;
+        for (int j = d - 1; j > 0; j--) {
+            int r = (int)ls_rng_below(&a->rng, (uint64_t)j + 1), tmp = perm[t * d + j];
+            perm[t * d + j] = perm[t * d + r];
+            perm[t * d + r] = tmp;
+        }
+    }
+    for (int more = 1; more && !a->failed;) {
+        more = 0;
+        int64_t nq = 0, *who = malloc(sizeof(int64_t) * (size_t)np);
+        int *at = malloc(sizeof(int) * (size_t)np);
+        if (!who || !at) {
+            free(who);
+            free(at);
+            break;
+        }
+        for (int64_t t = 0; t < np; t++) {
+            if (hi[t] - lo[t] < 2) continue;
+            int m = (lo[t] + hi[t]) / 2;
+            float *x = mid + nq * d;
+            memcpy(x, A + t * d, sizeof(float) * d); /* A holds p with perm[0..lo) from q */
+            for (int i = lo[t]; i < m; i++) x[perm[t * d + i]] = q[t * d + perm[t * d + i]];
+            who[nq] = t;
+            at[nq++] = m;
+        }
+        int64_t base = a->n, got = nq ? ask(a, mid, nq) : 0;
+        for (int64_t i = 0; i < got; i++) {
+            int64_t t = who[i];
+            if (a->y[base + i] == la[t]) {
+                memcpy(A + t * d, mid + i * d, sizeof(float) * d);
+                lo[t] = at[i];
+            } else {
+                memcpy(B + t * d, mid + i * d, sizeof(float) * d);
+                hi[t] = at[i];
+            }
+            more = 1;
+        }
+        free(who);
+        free(at);
+        if (got < nq) break;
+    }
+    /* B = A with one more feature from q (hi = lo + 1): the pair differs in that feature */
+    for (int64_t t = 0; t < np; t++) {
+        memcpy(B + t * d, A + t * d, sizeof(float) * d);
+        int j = perm[t * d + lo[t]];
+        B[t * d + j] = q[t * d + j];
+    }
+out:
+    free(lo);
+    free(hi);
+    free(q);
+}
+
 /* Bisection in pixel space between a new answer (rows first..n-1) and an older row with
  * another label: `steps` halvings with a query each put points next to the victim's boundary.
  * Uses up to npairs pairs. */
@@ -565,8 +669,9 @@ static int bisect_pixels(attack_t *a, int64_t first, int64_t npairs, int steps) 
     float *pa = malloc(sizeof(float) * (size_t)npairs * d), *pb = malloc(sizeof(float) * (size_t)npairs * d);
     float *mid = malloc(sizeof(float) * (size_t)npairs * d);
     int32_t *la = malloc(sizeof(int32_t) * (size_t)npairs);
+    int *perm = malloc(sizeof(int) * (size_t)npairs * d);
     int rc = LS_OK;
-    if (!pa || !pb || !mid || !la) {
+    if (!pa || !pb || !mid || !la || !perm) {
         rc = ls_err(LS_ENOMEM, "attack: out of memory");
         goto out;
     }
@@ -580,21 +685,23 @@ static int bisect_pixels(attack_t *a, int64_t first, int64_t npairs, int steps) 
         la[np] = a->y[p];
         np++;
     }
-    for (int s = 0; s < steps && !a->failed && np > 0; s++) {
-        for (int64_t t = 0; t < np; t++)
-            for (int j = 0; j < d; j++) mid[t * d + j] = 0.5f * (pa[t * d + j] + pb[t * d + j]);
-        int64_t base = a->n, got = ask(a, mid, np);
-        for (int64_t t = 0; t < got; t++) {
-            float *dst = a->y[base + t] == la[t] ? pa : pb;
-            memcpy(dst + t * d, mid + t * d, sizeof(float) * d);
-        }
-        if (got < np) break;
-    }
+    int walked = !is_image(a->o) && (a->o->table_ideas & LS_STEAL_IDEA_AXIS);
+    if (walked) walk_axes(a, pa, pb, la, mid, perm, np);
+    bisect_pairs(a, pa, pb, la, mid, np, steps);
+    if (walked && a->thr_f) /* each pair now differs in one feature: a crossing of the boundary */
+        for (int64_t t = 0; t < np && a->nthr < a->thr_cap; t++)
+            for (int j = 0; j < d; j++)
+                if (pa[t * d + j] != pb[t * d + j]) {
+                    a->thr_f[a->nthr] = j;
+                    a->thr_v[a->nthr++] = 0.5f * (pa[t * d + j] + pb[t * d + j]);
+                    break;
+                }
 out:
     free(pa);
     free(pb);
     free(mid);
     free(la);
+    free(perm);
     return rc;
 }
 
@@ -668,7 +775,7 @@ static int round_synth(attack_t *a, int64_t want) {
     scored *sc = malloc(sizeof(scored) * (size_t)pool);
     obj_params *candP = a->par ? malloc(sizeof(obj_params) * (size_t)pool) : NULL;
     int64_t *cpar = malloc(sizeof(int64_t) * (size_t)pool); /* the answered row varied, or -1 */
-    float *sel = NULL;
+    float *sel = NULL, *dis = NULL;
     int64_t *selidx = NULL, *parent = NULL;
     int rc = LS_OK;
     if (!cand || !ysrc || !z || !sc || !cpar || (a->par && !candP)) {
@@ -678,7 +785,8 @@ static int round_synth(attack_t *a, int64_t want) {
     float lo = a->o->lo, hi = a->o->hi, rg = hi - lo;
     int64_t nj = img ? 0 : pool * 35 / 100, nmix = img ? 0 : pool * 25 / 100;
     int64_t nvary = a->par ? pool * 30 / 100 : 0;
-    int64_t nseed = img ? pool - nvary : pool * 10 / 100;
+    int64_t nseed = img ? pool - nvary : pool * (a->thr_f ? 30 : 10) / 100;
+    if (!img && a->thr_f) nmix = pool * 15 / 100, nj = pool * 25 / 100;
     int64_t i = 0;
     /* Jacobian-based: class-balanced starting rows, stepped towards other classes. */
     for (; i < nj; i++) {
@@ -739,6 +847,45 @@ static int round_synth(attack_t *a, int64_t want) {
     /* Score: small top-2 margin of the replica = uncertain; rare predicted class = bonus. */
     if ((rc = ls_mlp_logits(&a->net, cand, pool, z))) goto out;
     ls_softmax_rows(z, pool, k);
+    if (a->ncom) {
+        /* query by committee: the members' probabilities averaged, and the share of members
+         * whose label differs from the majority as a disagreement bonus */
+        float *zc = malloc(sizeof(float) * (size_t)pool * k * a->ncom);
+        dis = calloc((size_t)pool, sizeof(float));
+        if (!zc || !dis) {
+            free(zc);
+            rc = ls_err(LS_ENOMEM, "attack: out of memory");
+            goto out;
+        }
+        for (int m = 0; m < a->ncom && !rc; m++) {
+            rc = ls_mlp_logits(&a->com[m], cand, pool, zc + (size_t)m * pool * k);
+            ls_softmax_rows(zc + (size_t)m * pool * k, pool, k);
+        }
+        for (int64_t c = 0; c < pool && !rc; c++) {
+            int lab[3], nv = a->ncom + 1;
+            for (int m = 0; m < nv; m++) {
+                const float *pr = m ? zc + ((size_t)(m - 1) * pool + c) * k : z + c * k;
+                int b = 0;
+                for (int j = 1; j < k; j++)
+                    if (pr[j] > pr[b]) b = j;
+                lab[m] = b;
+            }
+            int best = 0;
+            for (int m = 0; m < nv; m++) {
+                int same = 0;
+                for (int q = 0; q < nv; q++) same += lab[q] == lab[m];
+                best = same > best ? same : best;
+            }
+            dis[c] = 1.0f - (float)best / (float)nv;
+            for (int j = 0; j < k; j++) {
+                float s = z[c * k + j];
+                for (int m = 0; m < a->ncom; m++) s += zc[((size_t)m * pool + c) * k + j];
+                z[c * k + j] = s / (float)nv;
+            }
+        }
+        free(zc);
+        if (rc) goto out;
+    }
     int64_t maxc = 1;
     for (int j = 0; j < k && j < 64; j++) maxc = a->count[j] > maxc ? a->count[j] : maxc;
     for (int64_t c = 0; c < pool; c++) {
@@ -750,12 +897,19 @@ static int round_synth(attack_t *a, int64_t want) {
         for (int j = 0; j < k; j++)
             if (j != b1 && pr[j] > p2) p2 = pr[j];
         float rare = b1 < 64 ? 1.0f - (float)a->count[b1] / (float)maxc : 0;
-        sc[c].score = 1.0f - (pr[b1] - p2) + 0.5f * rare + 0.05f * ls_rng_uniform(&a->rng);
+        sc[c].score = 1.0f - (pr[b1] - p2) + 0.5f * rare + 0.05f * ls_rng_uniform(&a->rng) + (dis ? dis[c] : 0);
         sc[c].idx = (int)c;
     }
     qsort(sc, (size_t)pool, sizeof(scored), cmp_scored);
     /* 65% of the round by score, 20% random picks from the rest (diversity), 15% bisection. */
     int64_t ntop = want * 65 / 100, nrand = want * 20 / 100, nbis = want - ntop - nrand;
+    if (!img && (a->o->table_ideas & LS_STEAL_IDEA_CURRICULUM)) { /* curriculum: the bisection share grows from 15 % to 55 % */
+        int64_t pct = 15 + 10 * (a->rounds - 1);
+        if (pct > 55) pct = 55;
+        nbis = want * pct / 100;
+        nrand = (want - nbis) * 20 / 85;
+        ntop = want - nbis - nrand;
+    }
     if (nbis < 3) {
         /* Too small to bisect: spend it all on ranked candidates. */
         ntop += nbis;
@@ -784,8 +938,10 @@ static int round_synth(attack_t *a, int64_t want) {
         }
     /* Bisection, 3 halvings a pair: first morphs of variations labelled unlike their parent
      * (images), then pixel blends of a new answer and an older row with another label. */
-    int steps = 3;
-    int64_t npairs = nbis / steps, used = 0;
+    int steps = 3, walk = 0;
+    if (!img && (a->o->table_ideas & LS_STEAL_IDEA_AXIS)) /* an axis walk costs ceil(log2 d) queries before the halvings */
+        while ((1 << walk) < d) walk++;
+    int64_t npairs = nbis / (steps + walk), used = 0;
     if (a->par && (rc = bisect_objects(a, first, parent, nnew, npairs, steps, &used))) goto out;
     rc = bisect_pixels(a, first, npairs - used, steps);
 out:
@@ -798,6 +954,7 @@ out:
     free(sel);
     free(selidx);
     free(parent);
+    free(dis);
     return rc;
 }
 
@@ -879,10 +1036,21 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
         }
         a.rounds = 1;
         rc = net_new(&a, o->seed + 17);
+        if (!is_image(o) && (o->table_ideas & LS_STEAL_IDEA_AXIS) && (o->table_ideas & LS_STEAL_IDEA_CROSSINGS)) {
+            a.thr_cap = o->budget;
+            a.thr_f = malloc(sizeof(int32_t) * (size_t)a.thr_cap);
+            a.thr_v = malloc(sizeof(float) * (size_t)a.thr_cap);
+            if (!a.thr_f || !a.thr_v) rc = ls_err(LS_ENOMEM, "steal: out of memory");
+        }
+        if (!is_image(o) && (o->table_ideas & LS_STEAL_IDEA_COMMITTEE)) {
+            int sizes[4] = {d, o->hidden1 > 0 ? o->hidden1 : 256, o->hidden2 > 0 ? o->hidden2 : 128, o->k};
+            for (int m = 0; m < 2 && !rc; m++)
+                if (!(rc = ls_mlp_init(&a.com[m], 3, sizes, o->seed + 31 + 13 * (uint64_t)m))) a.ncom = m + 1;
+        }
         /* Rounds grow with what is known: each spends ~30% more than the last. */
         int64_t rsz = o->budget / 12 > 50 ? o->budget / 12 : 50;
         while (!rc && !a.failed && a.n < o->budget && a.n > 0) {
-            rc = fit(&a, a.rounds == 1 ? 6 : 3, 1e-3f, o->seed + (uint64_t)a.rounds);
+            rc = fit(&a, a.rounds == 1 ? 6 : 3, o->seed + (uint64_t)a.rounds);
             if (rc) break;
             style_weights(&a);
             int64_t want = o->budget - a.n < rsz ? o->budget - a.n : rsz;
@@ -912,17 +1080,7 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
     for (int m = 0; m < o->members && !rc; m++) {
         rc = net_new(&a, o->seed + 99 + 1000 * (uint64_t)m);
         if (rc) break;
-        ls_mlp_fit_opts fo = {.epochs = o->final_epochs > 0 ? o->final_epochs : 30,
-                              .batch = 128,
-                              .lr = 1e-3f,
-                              .lr_end_frac = 0.02f,
-                              .wd = 1e-5f,
-                              .lo = o->lo,
-                              .hi = o->hi,
-                              .seed = o->seed + 5 + (uint64_t)m,
-                              .verbose = o->verbose,
-                              .label = "replica"};
-        rc = ls_mlp_fit(&a.net, a.x, a.p, NULL, a.n, &fo, NULL);
+        rc = fit_net(&a, &a.net, o->final_epochs > 0 ? o->final_epochs : 30, 0.02f, o->seed + 5 + (uint64_t)m, "replica");
         if (rc) break;
         r->net[m] = a.net;
         r->members = m + 1;
@@ -948,6 +1106,9 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
 done:
     res->seconds = ls_now() - t0;
     if (a.have_net) ls_mlp_free(&a.net);
+    for (int m = 0; m < a.ncom; m++) ls_mlp_free(&a.com[m]);
+    free(a.thr_f);
+    free(a.thr_v);
     free(a.x);
     free(a.y);
     free(a.p);

@@ -2,6 +2,7 @@
  * queries on a small Fashion-MNIST case, keeps its replica when the target stops answering,
  * uses probabilities when given; replica file round trip, one member and several; image
  * queries (objects, their variations and morphs) stay inside the declared range. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -259,6 +260,68 @@ static void test_image_queries_in_range(void) {
     ls_replica_free(r);
 }
 
+/* An axis-aligned table (6 features in [0, 1]; the label says whether x2 > 0.37 and whether
+ * x4 > 0.61, as a depth-2 tree would) that keeps its queries and counts those that differ
+ * from an earlier one in exactly one feature (what an axis walk asks). */
+typedef struct {
+    int64_t asked, out_of_range, one_off;
+    int32_t seen[4];
+    float q[1201 * 6];
+} axis_table;
+
+static int axis_query(void *ctx, const float *x, int n, int32_t *labels, float *proba, int *got) {
+    (void)proba;
+    axis_table *t = ctx;
+    for (int i = 0; i < n && t->asked < 1201; i++, t->asked++) {
+        const float *row = x + (size_t)i * 6;
+        for (int j = 0; j < 6; j++) t->out_of_range += !(row[j] >= 0 && row[j] <= 1);
+        labels[i] = (row[2] > 0.37f) + 2 * (row[4] > 0.61f);
+        t->seen[labels[i]] = 1;
+        int one = 0;
+        for (int64_t e = 0; e < t->asked && !one; e++) {
+            int diff = 0;
+            for (int j = 0; j < 6; j++) diff += t->q[e * 6 + j] != row[j];
+            one = diff == 1;
+        }
+        t->one_off += one;
+        memcpy(t->q + t->asked * 6, row, sizeof(float) * 6);
+    }
+    *got = 0;
+    return 0;
+}
+
+/* The table ideas (axis walks, curriculum, committee, crossing seeds) spend the budget
+ * exactly and stay in range; only the axis walks ask rows one feature away from earlier ones. */
+static void test_table_ideas(void) {
+    int64_t one_off[2] = {0, 0};
+    for (int v = 0; v < 2; v++) {
+        axis_table *t = calloc(1, sizeof *t);
+        ls_steal_opts o;
+        ls_steal_opts_default(&o);
+        o.c = o.h = 1;
+        o.w = 6;
+        o.k = 4;
+        o.budget = 1201;
+        o.final_epochs = 2;
+        o.members = 1;
+        o.table_ideas = v ? LS_STEAL_IDEA_AXIS | LS_STEAL_IDEA_CURRICULUM | LS_STEAL_IDEA_COMMITTEE | LS_STEAL_IDEA_CROSSINGS : 0;
+        ls_steal_oracle orc = {t, axis_query};
+        ls_replica *r = NULL;
+        ls_steal_result res;
+        CHECK_EQ_INT(ls_steal_run(&o, orc, &r, &res), LS_OK);
+        CHECK_EQ_INT(t->asked, 1201);
+        CHECK_EQ_INT(t->out_of_range, 0);
+        CHECK(t->seen[0] && t->seen[1] && t->seen[2] && t->seen[3]);
+        one_off[v] = t->one_off;
+        ls_replica_free(r);
+        free(t);
+    }
+    fprintf(stderr, "  queries one feature from an earlier one: plain %lld, with the ideas %lld of 1201\n",
+            (long long)one_off[0], (long long)one_off[1]);
+    CHECK_MSG(one_off[0] < 10 && one_off[1] > 100, "plain %lld, ideas %lld", (long long)one_off[0],
+              (long long)one_off[1]);
+}
+
 int main(void) {
     openblas_set_num_threads(1); /* small matmuls; threads only spin on shared cores */
     setup();
@@ -266,6 +329,7 @@ int main(void) {
     RUN(test_target_stops);
     RUN(test_members);
     RUN(test_image_queries_in_range);
+    RUN(test_table_ideas);
     ls_victim_free(victim);
     ls_steal_data_free(&tr);
     ls_steal_data_free(&te);
