@@ -321,7 +321,7 @@ int main(int argc, char **argv) {
                    "  victims: logreg,svm,tree,forest,knn,nb,mlp,cnn (cnn on image data only, skipped on tables)\n"
                    "  --datasets: development tasks (default %s), 'none' for none\n"
                    "  --heldout:  held-out tasks (default %s), 'none' for none\n"
-                   "  --table-ideas: the attack's table query ideas (1 axis walks, 2 curriculum, 4 committee,\n"
+                   "  --table-ideas: the attack's table query ideas (1 axis walks, 2 curriculum, 4 committee, 16 uniform,\n"
                    "          8 crossing seeds with 1); off by default\n"
                    "  --goal: the issue's 20k goal on held-out images in bounded time: the seven classic victims,\n"
                    "          budget 20000, 20000 training rows, 1000 test rows, 10 final epochs, no development\n"

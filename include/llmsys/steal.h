@@ -393,6 +393,7 @@ enum {
     LS_STEAL_IDEA_CURRICULUM = 2, /* the bisection share grows from 15 % to 55 % over the rounds */
     LS_STEAL_IDEA_COMMITTEE = 4,  /* candidates ranked by the disagreement of three replicas */
     LS_STEAL_IDEA_CROSSINGS = 8,  /* with AXIS: seeds placed at the boundary crossings found */
+    LS_STEAL_IDEA_UNIFORM = 16,   /* half of every round uniform random rows (coverage) */
 };
 
 typedef struct {

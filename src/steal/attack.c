@@ -767,6 +767,14 @@ static int round_synth(attack_t *a, int64_t want) {
      * Leaving the prior in pixel space (Jacobian steps, mixes, noise, shifts) loses agreement
      * on natural images (docs/notes/steal-experiments.md); moving within it, in its parameters, gains. */
     int img = is_image(a->o);
+    if (!img && (a->o->table_ideas & LS_STEAL_IDEA_UNIFORM) && want >= 4) {
+        int64_t nu = want / 2;
+        float *u = malloc(sizeof(float) * (size_t)nu * d);
+        if (!u) return ls_err(LS_ENOMEM, "attack: out of memory");
+        for (int64_t i = 0; i < nu * d; i++) u[i] = a->o->lo + (a->o->hi - a->o->lo) * ls_rng_uniform(&a->rng);
+        want -= ask(a, u, nu);
+        free(u);
+    }
     int64_t pool = want * (img ? 8 : 4);
     if (pool < 64) pool = 64;
     float *cand = malloc(sizeof(float) * (size_t)pool * d);

@@ -290,7 +290,7 @@ static int axis_query(void *ctx, const float *x, int n, int32_t *labels, float *
     return 0;
 }
 
-/* The table ideas (axis walks, curriculum, committee, crossing seeds) spend the budget
+/* The table ideas (axis walks, curriculum, committee, crossing seeds, uniform share) spend the budget
  * exactly and stay in range; only the axis walks ask rows one feature away from earlier ones. */
 static void test_table_ideas(void) {
     int64_t one_off[2] = {0, 0};
@@ -304,7 +304,9 @@ static void test_table_ideas(void) {
         o.budget = 1201;
         o.final_epochs = 2;
         o.members = 1;
-        o.table_ideas = v ? LS_STEAL_IDEA_AXIS | LS_STEAL_IDEA_CURRICULUM | LS_STEAL_IDEA_COMMITTEE | LS_STEAL_IDEA_CROSSINGS : 0;
+        o.table_ideas = v ? LS_STEAL_IDEA_AXIS | LS_STEAL_IDEA_CURRICULUM | LS_STEAL_IDEA_COMMITTEE | LS_STEAL_IDEA_CROSSINGS |
+                                     LS_STEAL_IDEA_UNIFORM
+                          : 0;
         ls_steal_oracle orc = {t, axis_query};
         ls_replica *r = NULL;
         ls_steal_result res;
