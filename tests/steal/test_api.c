@@ -117,11 +117,11 @@ static void test_validation(void) {
 }
 
 static void test_budget_rate(void) {
+    ls_victim_key keys[2] = {{"bob", "bob", 0}, {"carol", "carol", 0}};
     ls_victim_server_opts so = scaled_server_opts();
+    so.keys = keys;
     so.budget = 100;
     so.admin_key = "admin";
-    ls_victim_key keys[2] = {{"bob", "bob", 0}, {"carol", "carol", 0}};
-    so.keys = keys;
     so.n_keys = 2;
     char logp[128];
     snprintf(logp, sizeof logp, "/tmp/llmsys-steal-api-%d.log", (int)getpid());
