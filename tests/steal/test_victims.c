@@ -123,8 +123,8 @@ static void test_corrupt(void) {
 }
 
 int main(void) {
-    openblas_set_num_threads(1); /* small matmuls; threads only spin on shared cores */
     if (!mkdtemp(dir)) return 1;
+    openblas_set_num_threads(1); /* small matmuls; threads only spin on shared cores */
     RUN(test_blobs);
     RUN(test_fmnist_small);
     RUN(test_corrupt);
