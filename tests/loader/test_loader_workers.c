@@ -255,8 +255,5 @@ int main(void) {
     lu_kill_all();
     for (int s = 0; s < 2; s++)
         for (int d = 0; d < 200; d++) free(texts[s][d]);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0) fprintf(stderr, "cleanup of %s failed\n", dir);
-    return TEST_RESULT();
+    return TEST_RESULT_RMTREE(dir);
 }
