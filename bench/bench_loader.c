@@ -75,12 +75,6 @@ static int gen_text_source(const char *dir, int files, size_t bytes_per_file, do
     return LS_OK;
 }
 
-static double cpu_now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 typedef struct {
     double wall, cpu; /* best rates (per second) by wall-clock and by this thread's CPU time */
 } rate;
@@ -96,7 +90,7 @@ static rate read_bandwidth(const char *dirs[], int ndirs, int files, size_t *tot
     rate best = {0, 0};
     for (int rep = 0; rep < 6 && buf; rep++) { /* rep 0 warms the page cache */
         size_t bytes = 0;
-        double t0 = ls_now(), c0 = cpu_now();
+        double t0 = ls_now(), c0 = ls_thread_cpu_time();
         for (int d = 0; d < ndirs; d++)
             for (int f = 0; f < files; f++) {
                 char p[512];
@@ -107,7 +101,7 @@ static rate read_bandwidth(const char *dirs[], int ndirs, int files, size_t *tot
                 while ((n = read(fd, buf, 1 << 20)) > 0) bytes += (size_t)n;
                 close(fd);
             }
-        if (rep > 0) rate_keep(&best, (double)bytes, ls_now() - t0, cpu_now() - c0);
+        if (rep > 0) rate_keep(&best, (double)bytes, ls_now() - t0, ls_thread_cpu_time() - c0);
         *total = bytes;
     }
     free(buf);
@@ -151,7 +145,7 @@ static rate layout_floor(const char *dirs[], int ndirs, int files) {
     uint64_t sink = 0;
     for (int rep = 0; rep < 5 && tok && ids; rep++) {
         size_t bytes = 0;
-        double t0 = ls_now(), c0 = cpu_now();
+        double t0 = ls_now(), c0 = ls_thread_cpu_time();
         for (int f = 0; f < nf; f++) {
             const uint8_t *b = (const uint8_t *)data[f];
             for (size_t o = 0; o < len[f]; o += CH) {
@@ -161,7 +155,7 @@ static rate layout_floor(const char *dirs[], int ndirs, int files) {
             }
             bytes += len[f];
         }
-        rate_keep(&best, (double)bytes, ls_now() - t0, cpu_now() - c0);
+        rate_keep(&best, (double)bytes, ls_now() - t0, ls_thread_cpu_time() - c0);
     }
     if (sink == 42) printf(" "); /* keeps the passes from being optimised away */
     for (int f = 0; f < nf; f++) free(data[f]);
@@ -221,7 +215,7 @@ static int bench_throughput(cJSON *out, int quick, int mb) {
         if (rc < 0) break;
         double t[2] = {0};
         int64_t tk = 0, eos = 0, it = 0, pd = 0;
-        double c0 = cpu_now();
+        double c0 = ls_thread_cpu_time();
         for (int s = 0; s < steps && rc == LS_OK; s++) {
             ls_loader_step *st;
             ls_loader_batch b;
@@ -244,7 +238,7 @@ static int bench_throughput(cJSON *out, int quick, int mb) {
             it += st->n_items;
             ls_loader_step_free(st);
         }
-        double cpu = cpu_now() - c0;
+        double cpu = ls_thread_cpu_time() - c0;
         ls_loader_close(ld);
         if (rc < 0) break;
         if (count) {

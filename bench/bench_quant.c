@@ -33,10 +33,7 @@
  * like. */
 static int timer_threads = 1;
 static double now(void) {
-    if (timer_threads > 1) return ls_now();
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return timer_threads > 1 ? ls_now() : ls_thread_cpu_time();
 }
 
 static double best_of(double *t, int n) {

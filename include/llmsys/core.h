@@ -190,6 +190,8 @@ int ls_json_get_string(const struct cJSON *obj, const char *key, const char *def
 double ls_now(void);
 /* Wall-clock seconds since the epoch. */
 double ls_wall_time(void);
+/* CPU seconds the calling thread has used. */
+double ls_thread_cpu_time(void);
 void ls_sleep_ms(int ms);
 /* The median of v[0..n) (mean of the two middle values for even n), sorting v in place
  * (so v[0] and v[n-1] are then its extremes); NAN when n < 1. */

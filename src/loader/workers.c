@@ -75,12 +75,6 @@ static int w_parse(const uint8_t *p, size_t n, int *type, const uint8_t **payloa
     return LS_OK;
 }
 
-static double cpu_seconds(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* ================================================================ the worker */
 
 typedef struct {
@@ -96,14 +90,14 @@ typedef struct {
 
 /* Reads document doc and preprocesses it (its tokens into w->rd.ids, the CPU time spent in *cpu). */
 static int preprocess(worker *w, uint32_t doc, uint32_t *n, double *cpu) {
-    double t0 = cpu_seconds();
+    double t0 = ls_thread_cpu_time();
     LS_TRY(ls_src_encode_doc(w->src, &w->rd, doc, w->bpe, n));
     /* the configured stand-in for heavy preprocessing: CPU time burnt per document */
     double burn = w->mix.src[0].preprocess_us * 1e-6;
     volatile uint64_t x = doc;
-    while (burn > 0 && cpu_seconds() - t0 < burn)
+    while (burn > 0 && ls_thread_cpu_time() - t0 < burn)
         for (int i = 0; i < 256; i++) x = x * 6364136223846793005ull + 1442695040888963407ull;
-    *cpu = cpu_seconds() - t0;
+    *cpu = ls_thread_cpu_time() - t0;
     return LS_OK;
 }
 
