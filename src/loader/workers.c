@@ -332,10 +332,11 @@ static int spawn(ls_loader_hub *h, int i) {
     argv[a++] = "--source", argv[a++] = (char *)h->mix->src[i].name, argv[a++] = "--constructor", argv[a++] = h->ep;
     argv[a] = NULL;
     fflush(NULL);
-    pid_t pid = fork();
+    pid_t parent = getpid(), pid = fork();
     if (pid < 0) return ls_err(LS_EIO, "fork: %s", strerror(errno));
     if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(1); /* the hub died before the death signal was set */
         execv(h->exe, argv);
         _exit(127);
     }
