@@ -375,15 +375,11 @@ int ls_loader_set_state(ls_loader *ld, const uint8_t *blob, size_t len) {
 
 void ls_loader_step_free(ls_loader_step *st) {
     if (!st) return;
-    free(st->items);
-    free(st->item_cost);
-    free(st->part);
-    free(st->rank_cost);
-    free(st->source_tokens);
-    free(st->weights);
+    free(st->items), free(st->item_cost);
+    free(st->part), free(st->rank_cost);
+    free(st->source_tokens), free(st->weights);
     free(st->state_after);
-    free(st->tokens);
-    free(st->item_off);
+    free(st->tokens), free(st->item_off);
     free(st);
 }
 

@@ -138,17 +138,12 @@ int ls_model_init(ls_model **out, const ls_model_config *cfg, uint64_t seed) {
 
 void ls_model_free(ls_model *m) {
     if (!m) return;
-    ls_aligned_free(m->params);
-    ls_aligned_free(m->grads);
-    ls_aligned_free(m->adam_m);
-    ls_aligned_free(m->adam_v);
+    ls_aligned_free(m->params), ls_aligned_free(m->grads);
+    ls_aligned_free(m->adam_m), ls_aligned_free(m->adam_v);
     ls_aligned_free(m->acts);
-    ls_aligned_free(m->kv);
-    free(m->kv_blocks);
-    ls_gpt_scratch_free(&m->kv_scratch);
+    ls_aligned_free(m->kv), free(m->kv_blocks), ls_gpt_scratch_free(&m->kv_scratch);
     free(m->layers);
-    free(m->tokens);
-    free(m->targets);
+    free(m->tokens), free(m->targets);
     free(m->tensors);
     ls_model_prec_free(m->mprec);
     ls_bpe_free(m->tok);

@@ -36,18 +36,13 @@ ls_rl_run_opts ls_rl_run_defaults(void) {
     o.batch_groups = 8;
     o.max_seqs = 16;
     o.max_new = 96;
-    o.lr = 3e-4;
-    o.clip_eps = 0.2;
-    o.is_cap = 5.0;
-    o.staleness = 2;
-    o.repack = 1;
+    o.lr = 3e-4, o.clip_eps = 0.2, o.is_cap = 5.0;
+    o.staleness = 2, o.repack = 1; /* areal's bound, laminar's repack */
     o.step_ms = 0;
     o.eval_n = 64;
     o.seed = 1;
     o.timeout_s = 600;
-    o.sft_steps = -1;
-    o.sft_batch = 16;
-    o.sft_lr = 3e-3;
+    o.sft_steps = -1, o.sft_batch = 16, o.sft_lr = 3e-3; /* the warm start */
     return o;
 }
 

@@ -97,17 +97,11 @@ ls_rl_sim_opts ls_rl_sim_defaults(void) {
     ls_rl_sim_opts o;
     memset(&o, 0, sizeof o);
     o.model = "qwen2.5-7b";
-    o.gpu = "H800-80G";
-    o.gpus = 1024;
-    o.train_frac_pct = 25;
+    o.gpu = "H800-80G", o.gpus = 1024, o.train_frac_pct = 25;
     o.mode = LS_RL_MODE_LAMINAR;
-    o.mean_len = 2000;
-    o.cv = 1.3; /* p99 about 10x the median */
-    o.max_len = 16384;
-    o.prompt_len = 256;
-    o.batch = 8192;
-    o.updates = 10;
-    o.staleness = 2;
+    o.mean_len = 2000, o.cv = 1.3; /* p99 about 10x the median */
+    o.max_len = 16384, o.prompt_len = 256;
+    o.batch = 8192, o.updates = 10, o.staleness = 2;
     o.max_batch = 64;
     o.seed = 1;
     o.repack = 1;

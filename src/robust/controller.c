@@ -1156,18 +1156,12 @@ static int64_t arg_int(int argc, char **argv, const char *name, int64_t def) {
 
 void ls_robust_opts_defaults(ls_robust_opts *o) {
     memset(o, 0, sizeof *o);
-    o->nodes = 2;
-    o->ranks_per_node = 2;
-    o->standby = 1;
+    o->nodes = 2, o->ranks_per_node = 2, o->standby = 1;
     o->hang_timeout = 10;
-    o->ckpt_every = 1;
-    o->disk_every = 10;
-    o->keep_disk = 2;
-    o->max_restarts = 10;
-    o->backoff_s = 0.5;
+    o->ckpt_every = 1, o->disk_every = 10, o->keep_disk = 2;
+    o->max_restarts = 10, o->backoff_s = 0.5;
     o->jump_factor = 5;
-    o->slow_window = 20;
-    o->slow_factor = 2;
+    o->slow_window = 20, o->slow_factor = 2;
     o->status_bind = "127.0.0.1";
 }
 

@@ -33,15 +33,13 @@ static const sim_kind kinds[] = {
 
 void ls_sim_defaults(ls_sim_config *c) {
     memset(c, 0, sizeof *c);
-    c->gpus = 9600;
-    c->gpus_per_node = 8;
+    c->gpus = 9600, c->gpus_per_node = 8;
     c->days = 90;
     c->policy = LS_SIM_STANDBY;
     c->fail_per_1000_node_days = 6.5;
     c->step_s = 10;
     c->ckpt_bytes = 70e9 * 16; /* bf16 weights + fp32 master weights and two AdamW moments */
-    c->disk_GBps = 0.1;
-    c->host_GBps = 50;
+    c->disk_GBps = 0.1, c->host_GBps = 50;
     c->disk_interval_s = 0;
     c->requeue_s = 600;
     c->warm_restart_s = 600 / 10.9;

@@ -18,18 +18,14 @@
 
 void ls_steal_opts_default(ls_steal_opts *o) {
     memset(o, 0, sizeof *o);
-    o->c = 1;
-    o->h = 28;
-    o->w = 28;
-    o->lo = 0;
-    o->hi = 1;
+    o->c = 1, o->h = 28, o->w = 28; /* input shape */
+    o->lo = 0, o->hi = 1;
     o->k = 10;
     o->budget = 5000;
     o->strategy = LS_STEAL_SYNTH;
     o->seed = 1;
     o->batch = 256;
-    o->hidden1 = 256;
-    o->hidden2 = 128;
+    o->hidden1 = 256, o->hidden2 = 128;
     o->final_epochs = 30;
     o->members = 3;
     o->use_proba = 1;

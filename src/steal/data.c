@@ -38,10 +38,8 @@ int ls_steal_data_alloc(ls_steal_data *d, int64_t n, int dim, int k) {
 
 void ls_steal_data_free(ls_steal_data *d) {
     if (!d) return;
-    free(d->x);
-    free(d->y);
-    free(d->raw_min);
-    free(d->raw_max);
+    free(d->x), free(d->y);
+    free(d->raw_min), free(d->raw_max);
     memset(d, 0, sizeof *d);
 }
 

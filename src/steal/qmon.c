@@ -35,9 +35,7 @@ const double ls_qmon_grid[LS_QMON_GRID] = {2, 3, 4, 6, 8, 12, 16, 24};
 void ls_qmon_opts_default(ls_qmon_opts *o) {
     o->rank = 24;
     o->quantile = 0.99;
-    o->null_rate = 0.05;
-    o->z = 4;
-    o->min_queries = 50;
+    o->null_rate = 0.05, o->z = 4, o->min_queries = 50; /* the z-test */
     o->max_rows = 4000;
     o->seed = 5;
 }

@@ -38,12 +38,9 @@ struct ls_victim_server {
 
 void ls_victim_server_opts_default(ls_victim_server_opts *o) {
     memset(o, 0, sizeof *o);
-    o->port = 0;
-    o->budget = 0;
-    o->rate_qps = 0;
-    o->burst = 1024;
-    o->max_batch = 512;
-    o->max_body = 16u << 20;
+    o->port = 0;                                     /* any free port */
+    o->budget = 0, o->rate_qps = 0, o->burst = 1024; /* no budget, no rate limit */
+    o->max_batch = 512, o->max_body = 16u << 20;
     o->prada_mode = LS_PRADA_LOG;
     ls_prada_opts_default(&o->prada);
     o->throttle_s = 0.2;

@@ -291,9 +291,7 @@ void ls_bpe_free(ls_bpe *t) {
     if (!t) return;
     for (int i = 0; i < t->n_tok; i++) free(t->tok[i].bytes);
     free(t->tok);
-    free(t->merge);
-    free(t->pair_key);
-    free(t->pair_rank);
+    free(t->merge), free(t->pair_key), free(t->pair_rank);
     free(t->id_slot);
     free(t->special_ids);
     free(t);

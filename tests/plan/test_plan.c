@@ -29,15 +29,21 @@ static ls_plan_arch test_arch(void) {
     ls_plan_arch a;
     memset(&a, 0, sizeof a);
     snprintf(a.name, sizeof a.name, "test-1k");
-    a.n_layer = 4;
-    a.d_model = 1024;
-    a.n_head = 8;
-    a.n_kv_head = 8;
-    a.d_ff = 4096;
-    a.vocab = 1000;
-    a.n_ctx = 4096;
-    a.tied = 1;
+    a.n_layer = 4, a.d_model = 1024, a.n_head = 8, a.n_kv_head = 8, a.d_ff = 4096;
+    a.vocab = 1000, a.n_ctx = 4096, a.tied = 1;
     return a;
+}
+
+/* Two T4s on n_node nodes (1 or 2) joined by a 12.5 GB/s, 20 us network; the caller frees it. */
+static ls_plan_cluster *two_t4(int n_node) {
+    ls_plan_cluster *cl = calloc(1, sizeof *cl);
+    cl->n_dev = 2, cl->n_node = n_node;
+    cl->inter_Bps = 12.5e9, cl->inter_lat_s = 20e-6;
+    CHECK(ls_plan_catalog_gpu(cat, "t4", &cl->dev[0].gpu) == LS_OK);
+    cl->dev[0].prof = -1;
+    cl->dev[1] = cl->dev[0];
+    cl->dev[1].node = n_node - 1;
+    return cl;
 }
 
 /* ---------------------------------------------------------------- terms */
@@ -57,15 +63,7 @@ static void test_terms_one_layer(void) {
     CHECK_NEAR(ls_plan_embed_bytes(&a), 1000.0 * 1024 * 2, 0);
 
     /* times on a one-T4 cluster, every term written out */
-    ls_plan_cluster *cl = calloc(1, sizeof *cl);
-    cl->n_dev = 2;
-    cl->n_node = 2;
-    cl->inter_Bps = 12.5e9;
-    cl->inter_lat_s = 20e-6;
-    CHECK(ls_plan_catalog_gpu(cat, "t4", &cl->dev[0].gpu) == LS_OK);
-    cl->dev[0].prof = -1;
-    cl->dev[1] = cl->dev[0];
-    cl->dev[1].node = 1;
+    ls_plan_cluster *cl = two_t4(2);
     double f16 = 65e12 * 0.55, bw = 320e9 * 0.8;
     double pre16 = 2.0 * 4 * 512 * n / f16 + 2.0 * 4 * 512 * 512 * 1024 / f16 + (25165824.0 + 12288) / bw + 30e-6;
     CHECK_NEAR(ls_plan_layer_prefill_s(&a, cl, 0, 16, 4, 512), pre16, 1e-12);
@@ -92,15 +90,8 @@ static void test_terms_one_layer(void) {
  * holds the attention scores mb x heads x prompt^2 in fp16. */
 static void test_stage_memory(void) {
     ls_plan_arch a = test_arch();
-    ls_plan_cluster *cl = calloc(1, sizeof *cl);
-    cl->n_dev = 2;
-    cl->n_node = 1;
-    cl->inter_Bps = 12.5e9;
-    cl->inter_lat_s = 20e-6;
-    CHECK(ls_plan_catalog_gpu(cat, "t4", &cl->dev[0].gpu) == LS_OK);
-    cl->dev[0].prof = -1;
-    cl->dev[0].usable_bytes = 1e12;
-    cl->dev[1] = cl->dev[0];
+    ls_plan_cluster *cl = two_t4(1);
+    cl->dev[0].usable_bytes = cl->dev[1].usable_bytes = 1e12;
     ls_plan_workload w = {8, 512, 100};
     /* workspace, micro-batches 4 (prefill) and 8 (decode) */
     double pre_act = 4.0 * 512 * (4 * 1024 + 4096) * 2; /* 33554432 */

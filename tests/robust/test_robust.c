@@ -299,9 +299,7 @@ static void test_plans(void) {
 static void test_sim_hand_cases(void) {
     ls_sim_config c;
     ls_sim_defaults(&c);
-    c.gpus = 8;
-    c.gpus_per_node = 8;
-    c.days = 1;
+    c.gpus = 8, c.gpus_per_node = 8, c.days = 1;
     c.fail_per_1000_node_days = 0;
     c.step_s = 10;
     c.ckpt_bytes = 1e9;
