@@ -1,6 +1,6 @@
 /*
  * core.h - the shared substrate of llmsys: status codes, logging, RNG, memory,
- * files, JSON, timing and progress bars.
+ * files, JSON, timing, progress bars and child processes.
  *
  * Error model (after libuv): every function that can fail returns 0 (LS_OK) or a
  * negative LS_E* code, and records a one-line human message for the calling
@@ -22,6 +22,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -176,6 +177,11 @@ int ls_json_read_file(const char *path, struct cJSON **out);
 int ls_json_parse(const char *text, size_t len, const char *what, struct cJSON **out);
 /* Pretty-prints and writes atomically. */
 int ls_json_write_file(const char *path, const struct cJSON *j);
+/* Checks that j is an object whose "format" is format and, when version > 0, whose "version" is
+ * version; otherwise LS_EFORMAT with a message that names what (the file). */
+int ls_json_check_format(const struct cJSON *j, const char *what, const char *format, int version);
+/* ls_json_read_file, then ls_json_check_format (*out is NULL when either fails). */
+int ls_json_read_format(const char *path, const char *format, int version, struct cJSON **out);
 /* Typed getters with defaults: missing key -> def; wrong type -> LS_EINVAL with message. */
 int ls_json_get_int(const struct cJSON *obj, const char *key, int def, int *out);
 /* 1 (and *out set) when v is a number holding an integer within int's range, else 0: the
@@ -255,6 +261,23 @@ const char *ls_isa_name(ls_isa isa);
  * (/proc/self/exe, same argv and PID) so OpenMP workers sleep between parallel regions
  * instead of spinning. Call first thing in main; returns only when no re-exec happened. */
 void ls_omp_passive_reexec(char **argv);
+
+/* ---------------------------------------------------------------- child processes */
+
+/* How ls_spawn_self starts a child; all zero: as fork + exec, nothing changed. */
+typedef struct {
+    int death_signal;       /* signal the child gets when this process dies (0: none, it may outlive us) */
+    int unblock_signals;    /* the child starts with no signal blocked (for a parent that blocks them to sigwait) */
+    const char *log;        /* the child's stdout and stderr go to this file (NULL: this process's) */
+    int log_append;         /* append to log instead of truncating it */
+    const char *const *env; /* NAME, VALUE, NAME, VALUE, ..., NULL: set (overwritten) in the child only */
+} ls_spawn_opts;
+
+/* Starts exe (an llmsys binary; argv NULL-terminated, argv[0] included) as a child as o (may be
+ * NULL) says, after flushing stdio; *pid gets its id. The child exits 1 if this process died before
+ * its death signal was set, 127 (with a line on its stderr) if exec fails. */
+int ls_spawn_self(const char *exe, const char *const *argv, const ls_spawn_opts *o, pid_t *pid);
+
 /* Human-readable byte count into buf ("12.3 MiB"). Returns buf. */
 const char *ls_fmt_bytes(double bytes, char *buf, size_t n);
 /* Resident set size of this process in bytes (from /proc/self/statm), 0 if unknown. */

@@ -37,6 +37,26 @@ int ls_json_write_file(const char *path, const cJSON *j) {
     return rc;
 }
 
+int ls_json_check_format(const cJSON *j, const char *what, const char *format, int version) {
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(j, "format");
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "version");
+    if (!cJSON_IsObject(j) || !cJSON_IsString(f) || strcmp(f->valuestring, format) != 0)
+        return ls_err(LS_EFORMAT, "%s: not a %s file (\"format\" must be \"%s\")", what, format, format);
+    if (version > 0 && (!cJSON_IsNumber(v) || v->valueint != version))
+        return ls_err(LS_EFORMAT, "%s: unsupported %s version (expected %d)", what, format, version);
+    return LS_OK;
+}
+
+int ls_json_read_format(const char *path, const char *format, int version, cJSON **out) {
+    LS_TRY(ls_json_read_file(path, out));
+    int rc = ls_json_check_format(*out, path, format, version);
+    if (rc < 0) {
+        cJSON_Delete(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
 int ls_json_get_int(const cJSON *obj, const char *key, int def, int *out) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
     if (!v) {

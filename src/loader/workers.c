@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -324,22 +323,16 @@ static int spec_message(const ls_loader_hub *h, int i, uint8_t **out, size_t *le
 /* Starts a worker for source i (exe loader worker ...), which dies with the hub's process. */
 static int spawn(ls_loader_hub *h, int i) {
     if (h->nw == MAX_WORKERS) return ls_err(LS_EBUSY, "too many source workers (%d)", MAX_WORKERS);
-    char *argv[12];
+    const char *argv[12];
     int a = 0;
     argv[a++] = h->exe;
     if (h->curve) argv[a++] = "--curve";
     argv[a++] = "loader", argv[a++] = "worker", argv[a++] = "--role", argv[a++] = "source";
-    argv[a++] = "--source", argv[a++] = (char *)h->mix->src[i].name, argv[a++] = "--constructor", argv[a++] = h->ep;
+    argv[a++] = "--source", argv[a++] = h->mix->src[i].name, argv[a++] = "--constructor", argv[a++] = h->ep;
     argv[a] = NULL;
-    fflush(NULL);
-    pid_t parent = getpid(), pid = fork();
-    if (pid < 0) return ls_err(LS_EIO, "fork: %s", strerror(errno));
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent) _exit(1); /* the hub died before the death signal was set */
-        execv(h->exe, argv);
-        _exit(127);
-    }
+    ls_spawn_opts so = {.death_signal = SIGKILL};
+    pid_t pid;
+    LS_TRY(ls_spawn_self(h->exe, argv, &so, &pid));
     hworker *w = &h->w[h->nw++];
     memset(w, 0, sizeof *w);
     w->src = i, w->pid = pid, w->seen = ls_now();

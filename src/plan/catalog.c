@@ -45,17 +45,6 @@ static void copy_name(char *dst, const char *src) {
     dst[n] = 0;
 }
 
-/* Reads "format"/"version" and refuses foreign files. */
-static int check_format(const cJSON *j, const char *path, const char *fmt) {
-    const cJSON *f = cJSON_GetObjectItemCaseSensitive(j, "format");
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "version");
-    if (!cJSON_IsObject(j) || !cJSON_IsString(f) || strcmp(f->valuestring, fmt) != 0)
-        return ls_err(LS_EFORMAT, "%s: not a %s file (\"format\" must be \"%s\")", path, fmt, fmt);
-    if (!cJSON_IsNumber(v) || v->valueint != 1)
-        return ls_err(LS_EFORMAT, "%s: unsupported %s version (expected 1)", path, fmt);
-    return LS_OK;
-}
-
 /* Number field that must be finite and within [lo, hi]. */
 static int get_num(const cJSON *o, const char *key, double lo, double hi, double def, double *out,
                    const char *path, const char *what) {
@@ -105,8 +94,7 @@ static int catalog_array(ls_plan_catalog *c, const char *what, char path[1100], 
     snprintf(path, 1100, "%s/%s.json", c->dir, what);
     snprintf(format, sizeof format, "llmsys-%s", what);
     *j = NULL;
-    LS_TRY(ls_json_read_file(path, j));
-    LS_TRY(check_format(*j, path, format));
+    LS_TRY(ls_json_read_format(path, format, 1, j));
     *arr = cJSON_GetObjectItemCaseSensitive(*j, what);
     if (!cJSON_IsArray(*arr)) return ls_err(LS_EFORMAT, "%s: missing \"%s\" array", path, what);
     int n = cJSON_GetArraySize(*arr);
@@ -371,7 +359,7 @@ static int parse_node(const ls_plan_catalog *c, ls_plan_cluster *cl, const cJSON
 }
 
 static int parse_cluster(const ls_plan_catalog *c, const cJSON *j, const char *path, ls_plan_cluster *cl) {
-    LS_TRY(check_format(j, path, "llmsys-cluster"));
+    LS_TRY(ls_json_check_format(j, path, "llmsys-cluster", 1));
     const char *name = NULL, *model = NULL;
     LS_TRY(ls_json_get_string(j, "name", NULL, &name));
     LS_TRY(ls_json_get_string(j, "model", "", &model));

@@ -266,19 +266,13 @@ static int prof_rows(const cJSON *arr, const char *path, const char *what, int w
 int ls_plan_profile_load(const char *path, ls_plan_profile *out) {
     memset(out, 0, sizeof *out);
     cJSON *j;
-    LS_TRY(ls_json_read_file(path, &j));
+    LS_TRY(ls_json_read_format(path, "llmsys-profile", 1, &j));
     int rc = LS_OK;
     enum { CAP = 512 };
     double(*x)[3] = malloc(sizeof(double[3]) * CAP);
     double *y = malloc(sizeof(double) * CAP);
     if (!x || !y) {
         rc = ls_err(LS_ENOMEM, "profile");
-        goto done;
-    }
-    const cJSON *f = cJSON_GetObjectItemCaseSensitive(j, "format");
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "version");
-    if (!cJSON_IsString(f) || strcmp(f->valuestring, "llmsys-profile") || !cJSON_IsNumber(v) || v->valueint != 1) {
-        rc = ls_err(LS_EFORMAT, "%s: not an llmsys-profile version 1 file", path);
         goto done;
     }
     const char *dev;

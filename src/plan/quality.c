@@ -175,14 +175,10 @@ int ls_plan_quality_measured(const char *path, const ls_plan_arch *a, double *om
 
 int ls_plan_quality_from_file(const char *path, const ls_plan_arch *a, double *omega) {
     cJSON *j;
-    LS_TRY(ls_json_read_file(path, &j));
+    LS_TRY(ls_json_read_format(path, "llmsys-indicator", 1, &j));
     int rc = LS_OK;
-    const cJSON *f = cJSON_GetObjectItemCaseSensitive(j, "format");
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "version");
     const cJSON *om = cJSON_GetObjectItemCaseSensitive(j, "omega");
-    if (!cJSON_IsString(f) || strcmp(f->valuestring, "llmsys-indicator") || !cJSON_IsNumber(v) || v->valueint != 1) {
-        rc = ls_err(LS_EFORMAT, "%s: not an llmsys-indicator version 1 file", path);
-    } else if (!cJSON_IsArray(om) || cJSON_GetArraySize(om) != a->n_layer) {
+    if (!cJSON_IsArray(om) || cJSON_GetArraySize(om) != a->n_layer) {
         rc = ls_err(LS_EFORMAT, "%s: \"omega\" must list %d layers for %s", path, a->n_layer, a->name);
     } else {
         int i = 0;

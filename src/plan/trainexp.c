@@ -2,7 +2,6 @@
  * bench/bench_qsync.c: profile this machine once, write plans by strategy, run each plan as
  * a 2-rank `llmsys train` (one rank throttled), and evaluate held-out bits/byte. */
 #include <cjson/cJSON.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,16 +50,10 @@ static int exp_train(const ls_tplan_exp *e, int steps, const char *plan, const c
         e->bin,     "train", "--config",    e->config, "--data",  e->data, "--batch",          b,    "--seq", s,
         "--steps",  k,       "--threads",   "1",       "--ranks", "2",     "--precision-plan", plan, "--out", out,
         "--report", report,  "--log-every", "1",       NULL};
-    pid_t pid = fork();
-    if (pid < 0) return ls_err(LS_EIO, "fork failed");
-    if (pid == 0) {
-        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd >= 0) dup2(fd, 1), dup2(fd, 2);
-        setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-        setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-        execv(e->bin, (char *const *)av);
-        _exit(127);
-    }
+    const char *env[] = {"OMPI_ALLOW_RUN_AS_ROOT", "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", NULL};
+    ls_spawn_opts so = {.log = log, .env = env};
+    pid_t pid;
+    LS_TRY(ls_spawn_self(e->bin, av, &so, &pid));
     int ws;
     if (waitpid(pid, &ws, 0) < 0 || !WIFEXITED(ws) || WEXITSTATUS(ws) != 0)
         return ls_err(LS_EIO, "`llmsys train --precision-plan %s` failed (see %s)", plan, log);

@@ -829,17 +829,11 @@ int ls_tplan_write(const ls_tplan *p, const char *path) {
 int ls_tplan_load(const char *path, ls_tplan *p) {
     memset(p, 0, sizeof *p);
     cJSON *j;
-    LS_TRY(ls_json_read_file(path, &j));
-    int rc = LS_OK;
-    const char *fmt = NULL;
+    LS_TRY(ls_json_read_format(path, "llmsys-precision-plan", 0, &j));
     cJSON *model = cJSON_GetObjectItem(j, "model"), *layers = cJSON_GetObjectItem(j, "layers"),
           *ranks = cJSON_GetObjectItem(j, "rank_plans");
-    ls_json_get_string(j, "format", NULL, &fmt);
-    if (!fmt || strcmp(fmt, "llmsys-precision-plan"))
-        rc = ls_err(LS_EFORMAT, "%s: not an llmsys precision plan (format \"llmsys-precision-plan\")", path);
-    char *ms = rc == LS_OK && model ? cJSON_PrintUnformatted(model) : NULL;
-    if (rc == LS_OK && !ms) rc = ls_err(LS_EFORMAT, "%s: no \"model\" config", path);
-    if (rc == LS_OK) rc = ls_model_config_from_json(ms, &p->cfg);
+    char *ms = model ? cJSON_PrintUnformatted(model) : NULL;
+    int rc = ms ? ls_model_config_from_json(ms, &p->cfg) : ls_err(LS_EFORMAT, "%s: no \"model\" config", path);
     free(ms);
     if (rc == LS_OK) rc = ls_model_config_validate(&p->cfg);
     if (rc == LS_OK) rc = ls_json_get_int(j, "batch", 0, &p->batch);

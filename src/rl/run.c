@@ -2,7 +2,6 @@
  * trainer as separate processes (fork + exec of the llmsys binary), injects the requested
  * faults, restarts a killed rollout, and stops everything when the trainer is done. */
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,22 +71,12 @@ static pid_t spawn(const ls_rl_run_opts *o, const char *role, int id, const char
                    const char *port_file, const char *log) {
     char ids[16];
     snprintf(ids, sizeof ids, "%d", id);
-    pid_t pid = fork();
-    if (pid != 0) return pid;
-    int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (fd >= 0) {
-        dup2(fd, 2);
-        dup2(fd, 1);
-        close(fd);
-    }
-    setenv("OMP_NUM_THREADS", "1", 1);
-    setenv("OPENBLAS_NUM_THREADS", "1", 1);
-    if (!strcmp(role, "manager"))
-        execl(o->exe, o->exe, "rl", "worker", "--role", role, "--config", cfg_path, "--port-file", port_file,
-              (char *)NULL);
-    else
-        execl(o->exe, o->exe, "rl", "worker", "--role", role, "--id", ids, "--manager", manager, (char *)NULL);
-    _exit(127);
+    const char *mgr[] = {o->exe, "rl", "worker", "--role", role, "--config", cfg_path, "--port-file", port_file, NULL};
+    const char *wrk[] = {o->exe, "rl", "worker", "--role", role, "--id", ids, "--manager", manager, NULL};
+    const char *env[] = {"OMP_NUM_THREADS", "1", "OPENBLAS_NUM_THREADS", "1", NULL};
+    ls_spawn_opts so = {.log = log, .log_append = 1, .env = env};
+    pid_t pid;
+    return ls_spawn_self(o->exe, strcmp(role, "manager") ? wrk : mgr, &so, &pid) == LS_OK ? pid : -1;
 }
 
 static void last_line(const char *path, char *out, size_t cap) {

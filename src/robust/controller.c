@@ -382,17 +382,11 @@ static int start_agent(ctl *c, int n) {
     char id[16], grace[16];
     snprintf(id, sizeof id, "%d", n);
     snprintf(grace, sizeof grace, "%g", 5.0);
-    fflush(NULL);
-    int pid = fork();
-    if (pid < 0) return ls_err(LS_EIO, "cannot fork an agent: %s", strerror(errno));
-    if (pid == 0) {
-        /* no parent-death signal: an agent that loses the controller keeps its ranks for a
-         * grace period, then stops them cleanly (agent.c) */
-        execl(c->o->self, c->o->self, "robust", "agent", "--id", id, "--controller", c->ep, "--grace", grace,
-              (char *)NULL);
-        fprintf(stderr, "llmsys robust: cannot run %s: %s\n", c->o->self, strerror(errno));
-        _exit(127);
-    }
+    const char *argv[] = {c->o->self, "robust", "agent", "--id", id, "--controller", c->ep, "--grace", grace, NULL};
+    /* no parent-death signal: an agent that loses the controller keeps its ranks for a grace
+     * period, then stops them cleanly (agent.c) */
+    pid_t pid;
+    LS_TRY(ls_spawn_self(c->o->self, argv, NULL, &pid));
     c->node[n].pid = pid;
     c->node[n].last_hb = ls_now();
     return LS_OK;

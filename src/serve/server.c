@@ -14,7 +14,6 @@
 #include <string.h>
 #include <netinet/in.h>
 #include <dirent.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -187,22 +186,12 @@ static int spawn_worker(ls_server *s, int i) {
     snprintf(thr, sizeof thr, "%d", s->o.nthreads);
     const char *argv[] = {s->self, "serve", "--worker", "--model", s->model, "--plan", s->plan_path, "--stage", stage,
                           "--max-seqs", seqs, "--threads", thr, "--in", s->addr[i], "--out", s->addr[i + 1], NULL};
-    pid_t pid = fork();
-    if (pid < 0) return ls_err(LS_EIO, "fork: %s", strerror(errno));
-    if (pid == 0) {
-        /* a worker never outlives its front, even when the front is killed */
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL); /* the front may block signals for sigwait */
-        prctl(PR_SET_PDEATHSIG, SIGTERM); /* the worker removes the front's temp dir, then exits */
-        if (getppid() == 1) _exit(1);
-        setenv("OPENBLAS_NUM_THREADS", thr, 1);
-        setenv("LLMSYS_SERVE_TMPDIR", s->tmpdir, 1); /* removed by the workers if the front is killed */
-        setenv("OMP_NUM_THREADS", thr, 1);
-        execv(s->self, (char *const *)argv);
-        fprintf(stderr, "llmsys: exec %s: %s\n", s->self, strerror(errno));
-        _exit(127);
-    }
+    /* A worker never outlives its front, even when the front is killed: on SIGTERM it removes the
+     * front's temp dir (LLMSYS_SERVE_TMPDIR), then exits. The front may block signals for sigwait. */
+    const char *env[] = {"OPENBLAS_NUM_THREADS", thr, "LLMSYS_SERVE_TMPDIR", s->tmpdir, "OMP_NUM_THREADS", thr, NULL};
+    ls_spawn_opts so = {.death_signal = SIGTERM, .unblock_signals = 1, .env = env};
+    pid_t pid;
+    LS_TRY(ls_spawn_self(s->self, argv, &so, &pid));
     s->pids[i] = pid;
     s->alive[i] = 1;
     return LS_OK;
