@@ -15,6 +15,14 @@ wait_step() {
   done
   return 1
 }
+# waits for the background job PID of case NAME (started at t0): its exit status must be WANT,
+# else ERRFILE is shown; the status stays in rc
+reap() { # PID NAME WANT ERRFILE
+  wait "$1"
+  rc=$?
+  echo "$2: exit $rc in $((SECONDS - t0)) s"
+  [ $rc -eq "$3" ] || { fail "$2: exit $rc, expected $3"; cat "$4"; }
+}
 # the training ranks (not mpirun, not the controller) whose command line holds PATTERN
 ranks_of() {
   for p in $(pgrep -f "$1"); do
@@ -82,10 +90,7 @@ if wait_step "$PORT" 3; then
 else
   fail "restarts: the job never reached step 3"
 fi
-wait $rpid
-rc=$?
-echo "restarts: exit $rc in $((SECONDS - t0)) s"
-[ $rc -eq 1 ] || { fail "restarts: exit $rc, expected 1"; cat "$T/r.err"; }
+reap $rpid restarts 1 "$T/r.err"
 grep -q 'restart limit reached (3 restarts' "$T/r.err" || { fail "restarts: no restart-limit diagnosis"; cat "$T/r.err"; }
 # the back-off delays, in timeline order: 0.5 then 1.0 (non-decreasing, doubling)
 bo=$(python3 -c '
@@ -123,10 +128,7 @@ if wait_step "$PORT" 2; then
 else
   fail "agent: the job never reached step 2"
 fi
-wait $apid
-rc=$?
-echo "agent: exit $rc in $((SECONDS - t0)) s"
-[ $rc -eq 0 ] || { fail "agent: exit $rc"; cat "$T/a.err"; }
+reap $apid agent 0 "$T/a.err"
 python3 - "$T/a.json" "$T/ref.json" << 'EOF' || { fail "agent: report check"; cat "$T/a.err"; }
 import json, sys
 a, ref = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
@@ -143,15 +145,14 @@ EOF
 # 4. SIGTERM to the controller (Ctrl-C alike): the job stopped, exit 1, one diagnosis line,
 #    the last good state on disk at the step it stopped, nothing left running, no /dev/shm dir
 PORT=$(freeport)
+t0=$SECONDS
 timeout 60 "$BIN" robust run --quiet --nodes 2 --ranks-per-node 1 --ckpt-dir "$T/ick" --report "$T/i.json" \
   --status-port "$PORT" -- llmsys train "${TA[@]}" --steps 100000 --out "$T/i.st" > /dev/null 2> "$T/i.err" &
 ipid=$!
 wait_step "$PORT" 2 || fail "interrupt: the job never reached step 2" # a state to save (slow under ASan)
 icpid=$(pgrep -P $ipid -f 'robust run')
 kill -TERM "$icpid"
-wait $ipid
-rc=$?
-[ $rc -eq 1 ] || { fail "interrupt: exit $rc, expected 1"; cat "$T/i.err"; }
+reap $ipid interrupt 1 "$T/i.err"
 S=$(sed -n 's/.*stopped at step \([0-9]*\): interrupted (signal 15).*/\1/p' "$T/i.err")
 [ -n "$S" ] || { fail "interrupt: no diagnosis"; cat "$T/i.err"; }
 [ -f "$(printf '%s/ick/ckpt-%08d.safetensors' "$T" "${S:-0}")" ] || { fail "interrupt: no checkpoint of step $S"; ls "$T/ick"; }
