@@ -241,21 +241,22 @@ enum {
     LS_CPU_AVX512BW = 1u << 4,
     LS_CPU_AVX512VL = 1u << 5,
     LS_CPU_AVX512VNNI = 1u << 6,
-    LS_CPU_AVX512BF16 = 1u << 7
+    LS_CPU_AVX512BF16 = 1u << 7,
+    LS_CPU_AMXINT8 = 1u << 8 /* AMX-TILE + AMX-INT8, and the OS lets this process use them */
 };
 /* SIMD levels of kernel families: avx2 = AVX2+FMA+F16C; avx512 = that plus AVX-512
- * F/BW/VL/VNNI. */
-typedef enum { LS_ISA_SCALAR = 0, LS_ISA_AVX2 = 1, LS_ISA_AVX512 = 2 } ls_isa;
+ * F/BW/VL/VNNI; amx = avx512 plus AMX-INT8 tiles (usable by this process). */
+typedef enum { LS_ISA_SCALAR = 0, LS_ISA_AVX2 = 1, LS_ISA_AVX512 = 2, LS_ISA_AMX = 3 } ls_isa;
 /* The CPU's feature bits (cpuid, probed once). */
 unsigned ls_cpu_features(void);
 /* Comma-separated names of the bits in f ("none" when empty), written to buf. */
 const char *ls_cpu_features_str(unsigned f, char *buf, size_t n);
 /* 1 if this CPU can run kernels of level isa. */
 int ls_cpu_isa_supported(ls_isa isa);
-/* The best level this CPU has, or a lower one named by LLMSYS_ISA=scalar|avx2|avx512
+/* The best level this CPU has, or a lower one named by LLMSYS_ISA=scalar|avx2|avx512|amx
  * (a level the CPU lacks falls back to the best it has). */
 ls_isa ls_cpu_isa(void);
-/* "scalar", "avx2" or "avx512". */
+/* "scalar", "avx2", "avx512" or "amx". */
 const char *ls_isa_name(ls_isa isa);
 /* Unless OMP_WAIT_POLICY is set, sets it to passive and re-executes this program
  * (/proc/self/exe, same argv and PID) so OpenMP workers sleep between parallel regions

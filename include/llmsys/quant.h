@@ -32,8 +32,9 @@
  *     ls_qmat_free(&q);
  *
  * Every kernel exists as a scalar reference (LS_QIMPL_REF) and SIMD paths for AVX2/FMA/
- * F16C and for AVX-512 (F/BW/VL + VNNI), chosen at run time from cpuid (ls_cpu_isa():
- * LLMSYS_ISA=scalar|avx2|avx512 forces a lower level, LLMSYS_NO_SIMD=1 the reference).
+ * F16C and for AVX-512 (F/BW/VL + VNNI), and a prefill GEMM on AMX-INT8 tiles, chosen at
+ * run time from cpuid (ls_cpu_isa(): LLMSYS_ISA=scalar|avx2|avx512|amx forces a lower level,
+ * LLMSYS_NO_SIMD=1 the reference).
  * The SIMD paths compute each output with a fixed reduction order that does not depend
  * on how many rows are batched together, nor on the level, so batched decode is
  * bit-identical to one-at-a-time decode on every machine with AVX2.
@@ -55,14 +56,15 @@ extern "C" {
 #define LS_QUANT_FORMAT_VERSION 2
 
 /* AUTO: the level ls_cpu_isa() picks (env honoured); REF: scalar; FAST: the best the CPU
- * has; AVX2 / AVX512: that level, or the best lower one the CPU has. */
+ * has (amx where usable); AVX2 / AVX512 / AMX: that level, or the best lower one the CPU has. */
 typedef enum {
     LS_QIMPL_AUTO = 0,
     LS_QIMPL_REF = 1,
     LS_QIMPL_FAST = 2,
     LS_QIMPL_AVX2 = 3,
     LS_QIMPL_AVX512 = 4,
-    LS_QIMPL_DEQUANT = 5 /* ls_qmat_matmul only: dequantize + sgemm at the AUTO level (a baseline) */
+    LS_QIMPL_DEQUANT = 5, /* ls_qmat_matmul only: dequantize + sgemm at the AUTO level (a baseline) */
+    LS_QIMPL_AMX = 6      /* avx512, with the prefill GEMM (more than 8 rows) on AMX-INT8 tiles */
 } ls_qimpl;
 
 typedef struct {

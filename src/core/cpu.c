@@ -2,10 +2,34 @@
  * kernel family should use, overridable with LLMSYS_ISA for tests and benchmarks. */
 #include <cpuid.h>
 #include <stdio.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "llmsys/core.h"
+
+/* AMX-TILE and AMX-INT8 (cpuid leaf 7, EDX bits 24 and 25) and the kernel's leave to use the
+ * tile data (Linux: arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) once per process;
+ * then XCR0 bits 17-18). Asked once; 0 when any step fails. */
+static int amx_usable(void) {
+    static int known = -1;
+    if (known >= 0) return known;
+    unsigned a, b, c, d;
+    int ok = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 24)) && (d & (1u << 25));
+#if defined(__linux__) && defined(SYS_arch_prctl)
+    if (ok && syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) != 0) ok = 0;
+#else
+    ok = 0;
+#endif
+    if (ok) {
+        unsigned lo, hi;
+        __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+        ok = (lo & (3u << 17)) == (3u << 17);
+    }
+    known = ok;
+    return ok;
+}
 
 unsigned ls_cpu_features(void) {
     __builtin_cpu_init(); /* probes once; later calls return at once */
@@ -19,15 +43,16 @@ unsigned ls_cpu_features(void) {
     if (__builtin_cpu_supports("avx512vl")) f |= LS_CPU_AVX512VL;
     if (__builtin_cpu_supports("avx512vnni")) f |= LS_CPU_AVX512VNNI;
     if (__builtin_cpu_supports("avx512bf16")) f |= LS_CPU_AVX512BF16;
+    if (amx_usable()) f |= LS_CPU_AMXINT8;
     return f;
 }
 
 const char *ls_cpu_features_str(unsigned f, char *buf, size_t n) {
     static const char *const names[] = {"avx2",     "fma",      "f16c",       "avx512f",
-                                        "avx512bw", "avx512vl", "avx512vnni", "avx512bf16"};
+                                        "avx512bw", "avx512vl", "avx512vnni", "avx512bf16", "amx-int8"};
     size_t o = 0;
     if (n) buf[0] = '\0';
-    for (int i = 0; i < 8; i++) {
+    for (int i = 0; i < 9; i++) {
         if (!(f & (1u << i)) || o + strlen(names[i]) + 2 > n) continue;
         o += (size_t)snprintf(buf + o, n - o, "%s%s", o ? "," : "", names[i]);
     }
@@ -43,6 +68,7 @@ int ls_cpu_isa_supported(ls_isa isa) {
     case LS_ISA_SCALAR: return 1;
     case LS_ISA_AVX2: return (f & avx2) == avx2;
     case LS_ISA_AVX512: return (f & avx512) == avx512;
+    case LS_ISA_AMX: return (f & (avx512 | LS_CPU_AMXINT8)) == (avx512 | LS_CPU_AMXINT8);
     default: return 0;
     }
 }
@@ -52,17 +78,19 @@ const char *ls_isa_name(ls_isa isa) {
     case LS_ISA_SCALAR: return "scalar";
     case LS_ISA_AVX2: return "avx2";
     case LS_ISA_AVX512: return "avx512";
+    case LS_ISA_AMX: return "amx";
     default: return "?";
     }
 }
 
 ls_isa ls_cpu_isa(void) {
     ls_isa best = LS_ISA_SCALAR;
-    if (ls_cpu_isa_supported(LS_ISA_AVX512)) best = LS_ISA_AVX512;
+    if (ls_cpu_isa_supported(LS_ISA_AMX)) best = LS_ISA_AMX;
+    else if (ls_cpu_isa_supported(LS_ISA_AVX512)) best = LS_ISA_AVX512;
     else if (ls_cpu_isa_supported(LS_ISA_AVX2)) best = LS_ISA_AVX2;
     const char *e = getenv("LLMSYS_ISA");
     if (!e || !*e) return best;
-    for (int i = LS_ISA_SCALAR; i <= LS_ISA_AVX512; i++)
+    for (int i = LS_ISA_SCALAR; i <= LS_ISA_AMX; i++)
         if (!strcmp(e, ls_isa_name((ls_isa)i))) return (ls_isa)i <= best ? (ls_isa)i : best;
     return best; /* unknown names are ignored: the best level is always safe */
 }

@@ -133,8 +133,8 @@ int ls_quant_prefill_run(const ls_qmat *q, const float *X, int M, float *Y, cons
     LS_TRY(ls_quant_pack_x(q, X, M, lv->TW, lv->u8, !lv->centred && q->hmin, &p.x));
     int f = q->bits == 8 ? 0 : q->bits == 4 ? 1 : 2, K = q->cols_pad, G = q->ngroups, RBm = lv->RB[f], TBm = lv->TB[f];
     int8_t *wbuf = ls_aligned_alloc(64, (size_t)RBm * K);
-    int32_t *wsum = malloc(sizeof(int32_t) * (size_t)RBm * G);
-    float *sc = malloc(sizeof(float) * 2 * (size_t)RBm * G);
+    int32_t *wsum = calloc((size_t)RBm * G, sizeof(int32_t));
+    float *sc = calloc(2 * (size_t)RBm * G, sizeof(float));
     float *out = ls_aligned_alloc(64, sizeof(float) * (size_t)RBm * TBm * lv->TW);
     if (!wbuf || !wsum || !sc || !out) {
         ls_aligned_free(wbuf), free(wsum), free(sc), ls_aligned_free(out);
@@ -143,27 +143,37 @@ int ls_quant_prefill_run(const ls_qmat *q, const float *X, int M, float *Y, cons
     }
     for (int r = 0; r < q->rows; r += RBm) {
         p.RB = q->rows - r < RBm ? q->rows - r : RBm;
-        for (int i = 0; i < p.RB; i++) {
+        /* a padding level's last block: zero rows (codes, scales, offsets) up to RBm, and
+         * 8-bit rows copied so that all rows lie at stride K */
+        int padded = lv->pad && p.RB < RBm;
+        for (int i = 0; i < (padded ? RBm : p.RB); i++) {
             int8_t *d = wbuf + (size_t)i * K;
-            prep_row(q, r + i, lv->centred, d, sc + (size_t)i * G, q->hmin ? sc + (size_t)(RBm + i) * G : NULL,
-                     lv->centred ? wsum + (size_t)i * G : NULL);
-            p.w[i] = q->bits == 8 && lv->centred ? (const int8_t *)(q->data + (size_t)(r + i) * q->row_bytes) : d;
-            p.wq[i] = (const int8_t *)(q->data + (size_t)(r + i) * q->row_bytes);
-            p.s[i] = sc + (size_t)i * G;
-            p.c[i] = q->hmin ? sc + (size_t)(RBm + i) * G : NULL;
-            p.ws[i] = wsum + (size_t)i * G;
+            float *si = sc + (size_t)i * G, *ci = q->hmin ? sc + (size_t)(RBm + i) * G : NULL;
+            if (i < p.RB) prep_row(q, r + i, lv->centred, d, si, ci, lv->u8 ? wsum + (size_t)i * G : NULL);
+            else {
+                memset(d, 0, (size_t)K);
+                memset(si, 0, sizeof(float) * (size_t)G);
+                if (ci) memset(ci, 0, sizeof(float) * (size_t)G);
+            }
+            const int8_t *row = (const int8_t *)(q->data + (size_t)(r + i) * q->row_bytes);
+            if (padded && i < p.RB && q->bits == 8 && lv->centred) memcpy(d, row, (size_t)K);
+            p.w[i] = q->bits == 8 && lv->centred && !padded ? row : d;
+            p.wq[i] = i < p.RB ? row : d;
+            p.s[i] = si, p.c[i] = ci, p.ws[i] = wsum + (size_t)i * G;
         }
-        if (p.RB == RBm) {
+        if (p.RB == RBm || padded) {
+            int nst = p.RB; /* rows stored */
+            p.RB = RBm;
             int tb = 0;
             for (; tb + TBm <= p.x.MB; tb += TBm) {
                 memset(out, 0, sizeof(float) * (size_t)RBm * TBm * lv->TW);
                 lv->tile(&p, tb, TBm, out);
-                store_tile(out, RBm, TBm * lv->TW, tb * lv->TW, r, M, q->rows, Y);
+                store_tile(out, nst, TBm * lv->TW, tb * lv->TW, r, M, q->rows, Y);
             }
             for (; tb < p.x.MB; tb++) {
                 memset(out, 0, sizeof(float) * (size_t)RBm * lv->TW);
                 lv->tile(&p, tb, 1, out);
-                store_tile(out, RBm, lv->TW, tb * lv->TW, r, M, q->rows, Y);
+                store_tile(out, nst, lv->TW, tb * lv->TW, r, M, q->rows, Y);
             }
             continue;
         }

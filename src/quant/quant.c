@@ -34,7 +34,10 @@ int ls_quant_have_fast(void) { return ls_quant_isa() != LS_ISA_SCALAR; }
 
 const char *ls_quant_impl_name(void) {
     ls_isa i = ls_quant_isa();
-    return i == LS_ISA_AVX512 ? "avx512+vnni" : i == LS_ISA_AVX2 ? "avx2+fma+f16c" : "scalar";
+    return i == LS_ISA_AMX      ? "amx-int8+avx512"
+           : i == LS_ISA_AVX512 ? "avx512+vnni"
+           : i == LS_ISA_AVX2   ? "avx2+fma+f16c"
+                                : "scalar";
 }
 
 float ls_qmat_scale(const ls_qmat *q, int r, int g) {
@@ -282,7 +285,11 @@ static ls_isa impl_isa(ls_qimpl impl) {
     case LS_QIMPL_AUTO: return ls_quant_isa();
     case LS_QIMPL_AVX2: return ls_cpu_isa_supported(LS_ISA_AVX2) ? LS_ISA_AVX2 : LS_ISA_SCALAR;
     case LS_QIMPL_DEQUANT: return ls_quant_isa();
-    default: /* FAST, AVX512 */
+    case LS_QIMPL_AVX512:
+        if (ls_cpu_isa_supported(LS_ISA_AVX512)) return LS_ISA_AVX512;
+        return ls_cpu_isa_supported(LS_ISA_AVX2) ? LS_ISA_AVX2 : LS_ISA_SCALAR;
+    default: /* FAST, AMX */
+        if (ls_cpu_isa_supported(LS_ISA_AMX)) return LS_ISA_AMX;
         if (ls_cpu_isa_supported(LS_ISA_AVX512)) return LS_ISA_AVX512;
         return ls_cpu_isa_supported(LS_ISA_AVX2) ? LS_ISA_AVX2 : LS_ISA_SCALAR;
     }
@@ -290,7 +297,7 @@ static ls_isa impl_isa(ls_qimpl impl) {
 
 static void rows_simd(ls_isa isa, const ls_qmat *q, int r0, int r1, const float *Xpad, int M, float *Y,
                       const ls_quant_act *a) {
-    if (isa == LS_ISA_AVX512) ls_quant_rows_avx512(q, r0, r1, Xpad, M, Y, a);
+    if (isa >= LS_ISA_AVX512) ls_quant_rows_avx512(q, r0, r1, Xpad, M, Y, a); /* amx: the same decode kernels */
     else ls_quant_rows_avx2(q, r0, r1, Xpad, M, Y, a);
 }
 
@@ -479,8 +486,11 @@ void ls_qmat_matmul(const ls_qmat *q, const float *X, int M, float *Y, ls_qimpl 
         /* a few rows: the decode kernels (weights streamed once for all rows); more: the
          * level's integer GEMM */
         if (M <= LS_QTILE_SMALL_M) ls_qmat_matmul_rows(q, X, M, Y, 1, impl);
-        else LS_ASSERT(ls_quant_prefill_run(q, X, M, Y, isa == LS_ISA_AVX512 ? &ls_quant_pf_avx512 : &ls_quant_pf_avx2) ==
-                       LS_OK);
+        else
+            LS_ASSERT(ls_quant_prefill_run(q, X, M, Y,
+                                           isa == LS_ISA_AMX      ? &ls_quant_pf_amx
+                                           : isa == LS_ISA_AVX512 ? &ls_quant_pf_avx512
+                                                                  : &ls_quant_pf_avx2) == LS_OK);
         return;
     }
     if (q->bits == 32) {
@@ -494,7 +504,7 @@ void ls_qmat_matmul(const ls_qmat *q, const float *X, int M, float *Y, ls_qimpl 
     for (int r0 = 0; r0 < q->rows; r0 += TILE_ROWS) {
         int nr = q->rows - r0 < TILE_ROWS ? q->rows - r0 : TILE_ROWS;
         for (int r = 0; r < nr; r++) {
-            if (isa == LS_ISA_AVX512) ls_quant_dequant_row_avx512(q, r0 + r, buf + (size_t)r * q->cols_pad);
+            if (isa >= LS_ISA_AVX512) ls_quant_dequant_row_avx512(q, r0 + r, buf + (size_t)r * q->cols_pad);
             else if (isa == LS_ISA_AVX2) ls_quant_dequant_row_avx2(q, r0 + r, buf + (size_t)r * q->cols_pad);
             else dequant_row_pad(q, r0 + r, buf + (size_t)r * q->cols_pad);
         }

@@ -58,12 +58,12 @@ typedef struct {
 int ls_quant_pack_x(const ls_qmat *q, const float *X, int M, int TW, int u8, int want_xcs, ls_quant_xpack *p);
 void ls_quant_xpack_free(ls_quant_xpack *p);
 
-enum { LS_PF_RBMAX = 8 };
+enum { LS_PF_RBMAX = 32 };
 /* One block of RB weight rows and the packed activations, as a level's tile reads them:
  * w[i]: cols_pad code bytes of row i (centred levels: q - ctr, 8 bits in place; others:
  * the unsigned codes, |q| for 8 bits); wq[i]: the row's packed data (8 bits: signed codes);
  * per group: s[i] scale, c[i] = m + ctr·s (NULL for 8 bits), ws[i] = 128·Σ centred codes
- * (centred levels). */
+ * (levels with u8 activations). */
 typedef struct {
     const ls_qmat *q;
     ls_quant_xpack x;
@@ -80,11 +80,14 @@ typedef struct {
     int TW, u8, centred;  /* tokens per block, activations as u8, centred codes */
     int RB[3], TB[3];     /* tile per format (8, 4, 3 bits): W rows x token blocks */
     ls_quant_pf_tile tile;
+    int pad;              /* the tile takes RB full rows only, at stride cols_pad from w[0] (the
+                             last block padded with zero rows); else the last rows go one by one */
 } ls_quant_pf_level;
 /* Prefill GEMM Y (M, rows) = X (M, cols) · Wᵀ (8/4/3 bits) with a level's tile. LS_ENOMEM. */
 int ls_quant_prefill_run(const ls_qmat *q, const float *X, int M, float *Y, const ls_quant_pf_level *lv);
-/* The integer prefill levels: AVX-512 VNNI (prefill_avx512.c) and AVX2 (prefill_avx2.c). */
-extern const ls_quant_pf_level ls_quant_pf_avx512, ls_quant_pf_avx2;
+/* The integer prefill levels: AMX-INT8 (prefill_amx.c), AVX-512 VNNI (prefill_avx512.c) and
+ * AVX2 (prefill_avx2.c). */
+extern const ls_quant_pf_level ls_quant_pf_amx, ls_quant_pf_avx512, ls_quant_pf_avx2;
 
 /* The 32 codes (0..7) of a packed 3-bit block p as bytes: byte k takes bits 2(k/8).. of
  * byte k%8, then bit k of the block's high word as bit 2. For AVX2 (and AVX-512) code. */
