@@ -32,7 +32,12 @@ static int amx_usable(void) {
 }
 
 unsigned ls_cpu_features(void) {
-    __builtin_cpu_init(); /* probes once; later calls return at once */
+    /* probed once: cpuid traps to the hypervisor in a VM (several µs a call), and the
+     * kernels ask on every call */
+    static _Atomic unsigned known; /* the bits + 1u << 31 once probed */
+    unsigned k = known;
+    if (k) return k & ~(1u << 31);
+    __builtin_cpu_init();
     unsigned f = 0;
     if (__builtin_cpu_supports("avx2")) f |= LS_CPU_AVX2;
     if (__builtin_cpu_supports("fma")) f |= LS_CPU_FMA;
@@ -44,6 +49,7 @@ unsigned ls_cpu_features(void) {
     if (__builtin_cpu_supports("avx512vnni")) f |= LS_CPU_AVX512VNNI;
     if (__builtin_cpu_supports("avx512bf16")) f |= LS_CPU_AVX512BF16;
     if (amx_usable()) f |= LS_CPU_AMXINT8;
+    known = f | 1u << 31;
     return f;
 }
 

@@ -15,12 +15,12 @@
 
 #define TARGET __attribute__((target("avx2,fma,f16c")))
 
-/* Token t of X (cols floats, padded with zeros to cols_pad in xr) into the packed blocks. */
-TARGET static void pack_token(const ls_qmat *q, const float *xr, int t, ls_quant_xpack *p) {
+/* Token t of X (xr: cols_pad floats) rounded to int8 per group into dst (cols_pad bytes,
+ * natural order; u8: code + 128), its scales and sums into p. */
+TARGET static void pack_token(const ls_qmat *q, const float *xr, int t, ls_quant_xpack *p, uint8_t *dst) {
     int TW = p->TW, tb = t / TW, l = t % TW, gs = q->group, ctr = q->bits == 8 ? 0 : 1 << (q->bits - 1);
     const __m256 signm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-    const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
-    const __m256i flip = _mm256_set1_epi8(p->u8 ? (char)0x80 : 0);
+    const __m256i flip = _mm256_set1_epi8(p->u8 ? (char)0x80 : 0), perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     for (int g = 0; g < p->G; g++) {
         const float *x = xr + (size_t)g * gs;
         __m256 am = _mm256_setzero_ps(), fs = am;
@@ -35,17 +35,17 @@ TARGET static void pack_token(const ls_qmat *q, const float *xr, int t, ls_quant
         for (int k = 0; k < 8; k++) amax = a8[k] > amax ? a8[k] : amax, sum += s8[k];
         __m256 iv = _mm256_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
         __m256i isum = _mm256_setzero_si256();
-        for (int c = 0; c < gs; c += 8) {
-            __m256i v = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + c), iv));
-            v = _mm256_min_epi32(_mm256_max_epi32(v, lo), hi);
-            isum = _mm256_add_epi32(isum, v);
-            /* 8 codes as bytes (columns c..c+7): two dwords, for quads (g·gs + c)/4 and +1 */
-            __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(v, v), _mm256_setzero_si256());
-            b = _mm256_xor_si256(b, flip);
-            int32_t d0 = _mm256_extract_epi32(b, 0), d1 = _mm256_extract_epi32(b, 4);
-            size_t k = (size_t)(g * gs + c) / 4;
-            memcpy(p->xp + (((size_t)tb * p->K4 + k) * TW + l) * 4, &d0, 4);
-            memcpy(p->xp + (((size_t)tb * p->K4 + k + 1) * TW + l) * 4, &d1, 4);
+        /* |x|·127/absmax rounds to at most 127: the codes need no clamp */
+        for (int c = 0; c < gs; c += 32) {
+            __m256i v0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + c), iv));
+            __m256i v1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + c + 8), iv));
+            __m256i v2 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + c + 16), iv));
+            __m256i v3 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + c + 24), iv));
+            isum = _mm256_add_epi32(isum, _mm256_add_epi32(_mm256_add_epi32(v0, v1), _mm256_add_epi32(v2, v3)));
+            /* packs interleave the 128-bit lanes: dwords 0,4,1,5,2,6,3,7 restore column order */
+            __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(v0, v1), _mm256_packs_epi32(v2, v3));
+            b = _mm256_xor_si256(_mm256_permutevar8x32_epi32(b, perm), flip);
+            _mm256_storeu_si256((__m256i *)(dst + (size_t)g * gs + c), b);
         }
         int32_t i8[8], is = 0;
         _mm256_storeu_si256((__m256i *)i8, isum);
@@ -57,27 +57,59 @@ TARGET static void pack_token(const ls_qmat *q, const float *xr, int t, ls_quant
     }
 }
 
+/* A block of TW tokens' codes (tmp: TW rows of K bytes) into xp's [K/4][TW][4] layout:
+ * 8 × 8 dword transposes. */
+TARGET static void transpose_block(const uint8_t *tmp, int TW, int K, uint8_t *xp) {
+    int K4 = K / 4;
+    for (int k = 0; k < K4; k += 8)
+        for (int l = 0; l < TW; l += 8) {
+            __m256 v[8], u[8];
+            for (int j = 0; j < 8; j++) v[j] = _mm256_loadu_ps((const float *)(tmp + (size_t)(l + j) * K + 4 * (size_t)k));
+            for (int j = 0; j < 8; j += 2) {
+                u[j] = _mm256_unpacklo_ps(v[j], v[j + 1]);
+                u[j + 1] = _mm256_unpackhi_ps(v[j], v[j + 1]);
+            }
+            for (int j = 0; j < 8; j += 4) {
+                v[j] = _mm256_shuffle_ps(u[j], u[j + 2], 0x44);
+                v[j + 1] = _mm256_shuffle_ps(u[j], u[j + 2], 0xee);
+                v[j + 2] = _mm256_shuffle_ps(u[j + 1], u[j + 3], 0x44);
+                v[j + 3] = _mm256_shuffle_ps(u[j + 1], u[j + 3], 0xee);
+            }
+            for (int j = 0; j < 4; j++) {
+                _mm256_storeu_ps((float *)(xp + ((size_t)(k + j) * TW + l) * 4), _mm256_permute2f128_ps(v[j], v[j + 4], 0x20));
+                _mm256_storeu_ps((float *)(xp + ((size_t)(k + j + 4) * TW + l) * 4),
+                                 _mm256_permute2f128_ps(v[j], v[j + 4], 0x31));
+            }
+        }
+}
+
 int ls_quant_pack_x(const ls_qmat *q, const float *X, int M, int TW, int u8, int want_xcs, ls_quant_xpack *p) {
     memset(p, 0, sizeof *p);
-    p->TW = TW, p->u8 = u8, p->K4 = q->cols_pad / 4, p->G = q->ngroups, p->MB = (M + TW - 1) / TW;
+    int K = q->cols_pad;
+    p->TW = TW, p->u8 = u8, p->K4 = K / 4, p->G = q->ngroups, p->MB = (M + TW - 1) / TW;
     size_t na = (size_t)p->MB * p->G * TW;
     p->xp = ls_aligned_alloc(64, (size_t)p->MB * p->K4 * TW * 4);
     p->xs = ls_aligned_calloc(64, sizeof(float) * na);
     p->xsum = ls_aligned_calloc(64, sizeof(float) * na);
     if (want_xcs) p->xcs = ls_aligned_calloc(64, sizeof(int32_t) * na);
-    float *xr = ls_aligned_calloc(32, sizeof(float) * (size_t)q->cols_pad);
-    if (!p->xp || !p->xs || !p->xsum || (want_xcs && !p->xcs) || !xr) {
-        ls_aligned_free(xr);
+    float *xr = ls_aligned_calloc(32, sizeof(float) * (size_t)K);
+    uint8_t *tmp = ls_aligned_alloc(64, (size_t)TW * K);
+    if (!p->xp || !p->xs || !p->xsum || (want_xcs && !p->xcs) || !xr || !tmp) {
+        ls_aligned_free(xr), ls_aligned_free(tmp);
         ls_quant_xpack_free(p);
         return ls_err(LS_ENOMEM, "prefill: out of memory");
     }
-    /* padding tokens hold code 0 (byte 128 when stored as u8) and zero scales and sums */
-    if (M % TW) memset(p->xp, u8 ? 128 : 0, (size_t)p->MB * p->K4 * TW * 4);
-    for (int t = 0; t < M; t++) {
-        memcpy(xr, X + (size_t)t * q->cols, sizeof(float) * (size_t)q->cols);
-        pack_token(q, xr, t, p);
+    for (int tb = 0; tb < p->MB; tb++) {
+        /* padding tokens hold code 0 (byte 128 when stored as u8) and zero scales and sums */
+        if ((tb + 1) * TW > M) memset(tmp, u8 ? 128 : 0, (size_t)TW * K);
+        for (int t = tb * TW; t < M && t < (tb + 1) * TW; t++) {
+            const float *xt = X + (size_t)t * q->cols;
+            if (q->cols < K) memcpy(xr, xt, sizeof(float) * (size_t)q->cols), xt = xr;
+            pack_token(q, xt, t, p, tmp + (size_t)(t % TW) * K);
+        }
+        transpose_block(tmp, TW, K, p->xp + (size_t)tb * p->K4 * TW * 4);
     }
-    ls_aligned_free(xr);
+    ls_aligned_free(xr), ls_aligned_free(tmp);
     return LS_OK;
 }
 
@@ -120,9 +152,31 @@ TARGET static void prep_row(const ls_qmat *q, int r, int centred, int8_t *dst, f
 
 /* Stores tile outputs out[RB][n] to Y rows r.., tokens t0.. (those < M), token by token:
  * each Y line written once (row by row, a power-of-two N put every token's line in one
- * L1 set and halved the GEMM's rate at N = 1024). */
-static void store_tile(const float *out, int RB, int n, int t0, int r, int M, int N, float *Y) {
-    for (int l = 0; l < n && t0 + l < M; l++)
+ * L1 set and halved the GEMM's rate at N = 1024); 8 × 8 blocks transposed in registers. */
+TARGET static void store_tile(const float *out, int RB, int n, int t0, int r, int M, int N, float *Y) {
+    int nl = M - t0 < n ? M - t0 : n, l = 0;
+    if (RB % 8 == 0)
+        for (; l + 8 <= nl; l += 8)
+            for (int i = 0; i < RB; i += 8) {
+                __m256 v[8], u[8];
+                for (int k = 0; k < 8; k++) v[k] = _mm256_loadu_ps(out + (size_t)(i + k) * n + l);
+                for (int k = 0; k < 8; k += 2) {
+                    u[k] = _mm256_unpacklo_ps(v[k], v[k + 1]);
+                    u[k + 1] = _mm256_unpackhi_ps(v[k], v[k + 1]);
+                }
+                for (int k = 0; k < 8; k += 4) {
+                    v[k] = _mm256_shuffle_ps(u[k], u[k + 2], 0x44);
+                    v[k + 1] = _mm256_shuffle_ps(u[k], u[k + 2], 0xee);
+                    v[k + 2] = _mm256_shuffle_ps(u[k + 1], u[k + 3], 0x44);
+                    v[k + 3] = _mm256_shuffle_ps(u[k + 1], u[k + 3], 0xee);
+                }
+                /* v[0..3]: tokens 0,1,2,3 (rows 0-3 | 4-7 of lanes 0-3 / 4-7 of the token block); v[4..7] rows 4-7 */
+                for (int k = 0; k < 4; k++) {
+                    _mm256_storeu_ps(Y + (size_t)(t0 + l + k) * N + r + i, _mm256_permute2f128_ps(v[k], v[k + 4], 0x20));
+                    _mm256_storeu_ps(Y + (size_t)(t0 + l + k + 4) * N + r + i, _mm256_permute2f128_ps(v[k], v[k + 4], 0x31));
+                }
+            }
+    for (; l < nl; l++)
         for (int i = 0; i < RB; i++) Y[(size_t)(t0 + l) * N + r + i] = out[(size_t)i * n + l];
 }
 
