@@ -219,8 +219,8 @@ static void test_levels(void) {
     char feat[128];
     fprintf(stderr, "  CPU features: %s\n", ls_cpu_features_str(ls_cpu_features(), feat, sizeof feat));
     const ls_qimpl impls[2] = {LS_QIMPL_AVX2, LS_QIMPL_AVX512};
-    const ls_isa isas[2] = {LS_ISA_AVX2, LS_ISA_AVX512};
-    for (int k = 0; k < 2; k++)
+    const ls_isa isas[3] = {LS_ISA_AVX2, LS_ISA_AVX512, LS_ISA_AMX};
+    for (int k = 0; k < 3; k++)
         if (!ls_cpu_isa_supported(isas[k]))
             fprintf(stderr, "  SKIPPED: %s path (not on this CPU)\n", ls_isa_name(isas[k]));
     if (!ls_cpu_isa_supported(LS_ISA_AVX2)) return;
@@ -271,6 +271,10 @@ static void test_levels(void) {
     CHECK(ls_cpu_isa() == LS_ISA_AVX2);
     setenv("LLMSYS_ISA", "avx512", 1);
     CHECK(ls_cpu_isa() == (ls_cpu_isa_supported(LS_ISA_AVX512) ? LS_ISA_AVX512 : LS_ISA_AVX2));
+    setenv("LLMSYS_ISA", "amx", 1);
+    CHECK(ls_cpu_isa() == (ls_cpu_isa_supported(LS_ISA_AMX)      ? LS_ISA_AMX
+                           : ls_cpu_isa_supported(LS_ISA_AVX512) ? LS_ISA_AVX512
+                                                                 : LS_ISA_AVX2));
     if (saved[0]) setenv("LLMSYS_ISA", saved, 1);
     else unsetenv("LLMSYS_ISA");
 }
@@ -306,13 +310,14 @@ static double prefill_ref(const ls_qmat *q, int r, const float *d, const float *
  * dequantized weights within Σ_g Σ|w - mid_g|·absmax_g(x)/254 (mid_g = the group's code
  * centre) plus that float rounding; LS_QIMPL_DEQUANT within the float rounding alone. */
 static void test_prefill(void) {
-    const ls_qimpl impls[2] = {LS_QIMPL_AVX2, LS_QIMPL_AVX512};
-    const ls_isa isas[2] = {LS_ISA_AVX2, LS_ISA_AVX512};
+    const ls_qimpl impls[3] = {LS_QIMPL_AVX2, LS_QIMPL_AVX512, LS_QIMPL_AMX};
+    const ls_isa isas[3] = {LS_ISA_AVX2, LS_ISA_AVX512, LS_ISA_AMX};
     ls_rng rng;
     ls_rng_seed(&rng, 4242);
     const int bits_list[] = {8, 4, 3}, Ms[] = {9, 16, 33, 70, 3};
-    double worst[2] = {0, 0};
-    for (int lv = 0; lv < 2; lv++) {
+    double worst[3] = {0, 0, 0};
+    int same = 0;
+    for (int lv = 0; lv < 3; lv++) {
         if (!ls_cpu_isa_supported(isas[lv])) {
             fprintf(stderr, "  SKIPPED: %s integer prefill (not on this CPU)\n", ls_isa_name(isas[lv]));
             continue;
@@ -328,6 +333,13 @@ static void test_prefill(void) {
             ls_qmat q;
             CHECK(ls_qmat_quantize(&q, w, rows, cols, bits, group) == LS_OK);
             ls_qmat_matmul(&q, X, M, y, impls[lv]);
+            if (isas[lv] == LS_ISA_AMX) {
+                /* the same integer sums and fp32 operations as the avx512 tile, in the same order */
+                ls_qmat_matmul(&q, X, M, yd, LS_QIMPL_AVX512);
+                CHECK_MSG(memcmp(y, yd, sizeof(float) * M * rows) == 0,
+                          "amx prefill differs from avx512: bits %d group %d (%d,%d) M %d", bits, group, rows, cols, M);
+                same++;
+            }
             ls_qmat_matmul(&q, X, M, yd, LS_QIMPL_DEQUANT);
             int bad = 0;
             for (int r = 0; r < rows && !bad; r++) {
@@ -355,6 +367,7 @@ static void test_prefill(void) {
         fprintf(stderr, "  prefill (%s): worst error %.3f of the int8-activation bound\n", ls_isa_name(isas[lv]),
                 worst[lv]);
     }
+    if (same) fprintf(stderr, "  amx prefill: %d cases bit-identical to avx512\n", same);
 }
 
 static void test_bad_args(void) {
