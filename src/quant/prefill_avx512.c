@@ -4,8 +4,9 @@
  * 16 tokens per zmm: activations are packed as [token block][column quad][16 tokens][4
  * bytes] (u8 = code + 128), so one vpdpbusd takes 16 tokens' 4 columns against a
  * broadcast of one weight row's 4 centred codes; the +128 offset is removed per group by
- * starting each sum at -128·Σcodes. Tiles: 8 weight rows x 2 token blocks (16 int32
- * accumulators in registers; the fp32 sums in an L1 buffer, updated once per group). */
+ * starting each sum at -128·Σcodes. Tiles: 6 weight rows x 2 token blocks, the 12 int32
+ * sums and the 12 fp32 outputs in registers (the outputs updated once per group, stored
+ * once per tile). */
 #include <immintrin.h>
 #include <string.h>
 
@@ -14,12 +15,19 @@
 #define TARGET __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
 #define LS_UNROLL _Pragma("GCC unroll 4")
 
-enum { RB5 = 8, TB5 = 2 };
+/* tile shape, measured at the "small" model's shapes (docs/serve.md): 6 x 2 ahead of 8 x 2,
+ * 4 x 3, 4 x 2, 8 x 1 and 3 x 4 by 3-10 % at K = 256, 5-7 % behind 8 x 2 at K = 1024 */
+enum { RB5 = 6, TB5 = 2 };
 
 TARGET static inline __attribute__((always_inline)) void tile5(const ls_quant_pf *p, int RB, int TB, int tb0,
                                                                float *out /* [RB][TB*16], zeroed */) {
     const ls_quant_xpack *a = &p->x;
     const uint8_t *x0 = a->xp + (size_t)tb0 * a->K4 * 64;
+    __m512 fo[RB5][TB5]; /* the fp32 outputs, in registers over all groups */
+    _Pragma("GCC unroll 8") for (int i = 0; i < RB; i++) {
+        LS_UNROLL
+        for (int t = 0; t < TB; t++) fo[i][t] = _mm512_setzero_ps();
+    }
     for (int g = 0; g < a->G; g++) {
         /* each sum starts at -128·Σcodes: the u8 offset of the activations, removed */
         __m512i acc[RB5][TB5];
@@ -40,18 +48,20 @@ TARGET static inline __attribute__((always_inline)) void tile5(const ls_quant_pf
                 for (int t = 0; t < TB; t++) acc[i][t] = _mm512_dpbusd_epi32(acc[i][t], xv[t], wb);
             }
         }
-        _Pragma("GCC unroll 8") for (int i = 0; i < RB; i++) {
-            __m512 sg = _mm512_set1_ps(p->s[i][g]);
-            LS_UNROLL
-            for (int t = 0; t < TB; t++) {
-                size_t xo = ((size_t)(tb0 + t) * a->G + g) * 16;
-                float *o = out + (size_t)i * TB * 16 + t * 16;
-                __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[i][t]), _mm512_mul_ps(sg, _mm512_load_ps(a->xs + xo)),
-                                           _mm512_load_ps(o));
-                if (p->c[0]) f = _mm512_fmadd_ps(_mm512_set1_ps(p->c[i][g]), _mm512_load_ps(a->xsum + xo), f);
-                _mm512_store_ps(o, f);
+        LS_UNROLL
+        for (int t = 0; t < TB; t++) {
+            size_t xo = ((size_t)(tb0 + t) * a->G + g) * 16;
+            __m512 xs = _mm512_load_ps(a->xs + xo), xsum = _mm512_load_ps(a->xsum + xo);
+            _Pragma("GCC unroll 8") for (int i = 0; i < RB; i++) {
+                fo[i][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[i][t]), _mm512_mul_ps(_mm512_set1_ps(p->s[i][g]), xs),
+                                           fo[i][t]);
+                if (p->c[0]) fo[i][t] = _mm512_fmadd_ps(_mm512_set1_ps(p->c[i][g]), xsum, fo[i][t]);
             }
         }
+    }
+    _Pragma("GCC unroll 8") for (int i = 0; i < RB; i++) {
+        LS_UNROLL
+        for (int t = 0; t < TB; t++) _mm512_store_ps(out + (size_t)i * TB * 16 + t * 16, fo[i][t]);
     }
 }
 
