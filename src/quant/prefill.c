@@ -29,10 +29,12 @@ TARGET static void pack_token(const ls_qmat *q, const float *xr, int t, ls_quant
             am = _mm256_max_ps(am, _mm256_and_ps(v, signm));
             fs = _mm256_add_ps(fs, v);
         }
-        float a8[8], s8[8], amax = 0.0f, sum = 0.0f;
-        _mm256_storeu_ps(a8, am);
-        _mm256_storeu_ps(s8, fs);
-        for (int k = 0; k < 8; k++) amax = a8[k] > amax ? a8[k] : amax, sum += s8[k];
+        /* horizontal max and sum in registers */
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(am), _mm256_extractf128_ps(am, 1));
+        __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(fs), _mm256_extractf128_ps(fs, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4)), s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+        float amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+        float sum = _mm_cvtss_f32(_mm_add_ss(s4, _mm_movehdup_ps(s4)));
         __m256 iv = _mm256_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
         __m256i isum = _mm256_setzero_si256();
         /* |x|·127/absmax rounds to at most 127: the codes need no clamp */
@@ -41,19 +43,21 @@ TARGET static void pack_token(const ls_qmat *q, const float *xr, int t, ls_quant
             __m256i v1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + c + 8), iv));
             __m256i v2 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + c + 16), iv));
             __m256i v3 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + c + 24), iv));
-            isum = _mm256_add_epi32(isum, _mm256_add_epi32(_mm256_add_epi32(v0, v1), _mm256_add_epi32(v2, v3)));
+            if (p->xcs) isum = _mm256_add_epi32(isum, _mm256_add_epi32(_mm256_add_epi32(v0, v1), _mm256_add_epi32(v2, v3)));
             /* packs interleave the 128-bit lanes: dwords 0,4,1,5,2,6,3,7 restore column order */
             __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(v0, v1), _mm256_packs_epi32(v2, v3));
             b = _mm256_xor_si256(_mm256_permutevar8x32_epi32(b, perm), flip);
             _mm256_storeu_si256((__m256i *)(dst + (size_t)g * gs + c), b);
         }
-        int32_t i8[8], is = 0;
-        _mm256_storeu_si256((__m256i *)i8, isum);
-        for (int k = 0; k < 8; k++) is += i8[k];
         size_t o = ((size_t)tb * p->G + g) * TW + l;
         p->xs[o] = amax / 127.0f;
         p->xsum[o] = sum;
-        if (p->xcs) p->xcs[o] = -ctr * is;
+        if (p->xcs) {
+            int32_t i8[8], is = 0;
+            _mm256_storeu_si256((__m256i *)i8, isum);
+            for (int k = 0; k < 8; k++) is += i8[k];
+            p->xcs[o] = -ctr * is;
+        }
     }
 }
 
@@ -64,17 +68,21 @@ TARGET static void transpose_block(const uint8_t *tmp, int TW, int K, uint8_t *x
     for (int k = 0; k < K4; k += 8)
         for (int l = 0; l < TW; l += 8) {
             __m256 v[8], u[8];
+            _Pragma("GCC unroll 8")
             for (int j = 0; j < 8; j++) v[j] = _mm256_loadu_ps((const float *)(tmp + (size_t)(l + j) * K + 4 * (size_t)k));
+            _Pragma("GCC unroll 8")
             for (int j = 0; j < 8; j += 2) {
                 u[j] = _mm256_unpacklo_ps(v[j], v[j + 1]);
                 u[j + 1] = _mm256_unpackhi_ps(v[j], v[j + 1]);
             }
+            _Pragma("GCC unroll 8")
             for (int j = 0; j < 8; j += 4) {
                 v[j] = _mm256_shuffle_ps(u[j], u[j + 2], 0x44);
                 v[j + 1] = _mm256_shuffle_ps(u[j], u[j + 2], 0xee);
                 v[j + 2] = _mm256_shuffle_ps(u[j + 1], u[j + 3], 0x44);
                 v[j + 3] = _mm256_shuffle_ps(u[j + 1], u[j + 3], 0xee);
             }
+            _Pragma("GCC unroll 8")
             for (int j = 0; j < 4; j++) {
                 _mm256_storeu_ps((float *)(xp + ((size_t)(k + j) * TW + l) * 4), _mm256_permute2f128_ps(v[j], v[j + 4], 0x20));
                 _mm256_storeu_ps((float *)(xp + ((size_t)(k + j + 4) * TW + l) * 4),
@@ -136,10 +144,20 @@ TARGET static void prep_row(const ls_qmat *q, int r, int centred, int8_t *dst, f
     /* 8 bits centred: the codes are used in place (the tile reads q->data) */
     const int8_t *cd = q->bits == 8 && centred ? (const int8_t *)row : dst;
     __m256i flip = _mm256_set1_epi8((char)0x80), z = _mm256_setzero_si256();
-    for (int g = 0; g < q->ngroups; g++) {
-        s[g] = ls_qmat_scale(q, r, g);
-        if (c) c[g] = ls_qmat_min(q, r, g) + (float)ctr * s[g];
-        if (!ws) continue;
+    /* fp16 scales and minima 8 at a time (the arrays carry 8 values of slack) */
+    const uint16_t *hs = q->hscale + (size_t)r * q->ngroups, *hm = q->hmin ? q->hmin + (size_t)r * q->ngroups : NULL;
+    for (int g = 0; g < q->ngroups; g += 8) {
+        float sv[8], cv[8];
+        __m256 v = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(hs + g)));
+        _mm256_storeu_ps(sv, v);
+        if (c) _mm256_storeu_ps(cv, _mm256_add_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(hm + g))),
+                                                  _mm256_mul_ps(_mm256_set1_ps((float)ctr), v)));
+        for (int j = 0; j < 8 && g + j < q->ngroups; j++) {
+            s[g + j] = sv[j];
+            if (c) c[g + j] = cv[j];
+        }
+    }
+    for (int g = 0; ws && g < q->ngroups; g++) {
         /* Σ (code + 128) per 8 bytes with vpsadbw, then minus 128 per byte */
         __m256i acc = z;
         for (int b = g * bpg; b < (g + 1) * bpg; b++)
@@ -152,30 +170,40 @@ TARGET static void prep_row(const ls_qmat *q, int r, int centred, int8_t *dst, f
 
 /* Stores tile outputs out[RB][n] to Y rows r.., tokens t0.. (those < M), token by token:
  * each Y line written once (row by row, a power-of-two N put every token's line in one
- * L1 set and halved the GEMM's rate at N = 1024); 8 × 8 blocks transposed in registers. */
+ * L1 set and halved the GEMM's rate at N = 1024). 8 × 8 blocks are transposed in
+ * registers; out holds whole 8-row blocks (rows past RB zero), stored whole while inside
+ * the Y line. Call with ascending r. */
 TARGET static void store_tile(const float *out, int RB, int n, int t0, int r, int M, int N, float *Y) {
     int nl = M - t0 < n ? M - t0 : n, l = 0;
-    if (RB % 8 == 0)
-        for (; l + 8 <= nl; l += 8)
-            for (int i = 0; i < RB; i += 8) {
-                __m256 v[8], u[8];
-                for (int k = 0; k < 8; k++) v[k] = _mm256_loadu_ps(out + (size_t)(i + k) * n + l);
-                for (int k = 0; k < 8; k += 2) {
-                    u[k] = _mm256_unpacklo_ps(v[k], v[k + 1]);
-                    u[k + 1] = _mm256_unpackhi_ps(v[k], v[k + 1]);
-                }
-                for (int k = 0; k < 8; k += 4) {
-                    v[k] = _mm256_shuffle_ps(u[k], u[k + 2], 0x44);
-                    v[k + 1] = _mm256_shuffle_ps(u[k], u[k + 2], 0xee);
-                    v[k + 2] = _mm256_shuffle_ps(u[k + 1], u[k + 3], 0x44);
-                    v[k + 3] = _mm256_shuffle_ps(u[k + 1], u[k + 3], 0xee);
-                }
-                /* v[0..3]: tokens 0,1,2,3 (rows 0-3 | 4-7 of lanes 0-3 / 4-7 of the token block); v[4..7] rows 4-7 */
-                for (int k = 0; k < 4; k++) {
-                    _mm256_storeu_ps(Y + (size_t)(t0 + l + k) * N + r + i, _mm256_permute2f128_ps(v[k], v[k + 4], 0x20));
-                    _mm256_storeu_ps(Y + (size_t)(t0 + l + k + 4) * N + r + i, _mm256_permute2f128_ps(v[k], v[k + 4], 0x31));
-                }
+    for (; l + 8 <= nl; l += 8)
+        for (int i = 0; i < RB; i += 8) {
+            __m256 v[8], u[8];
+            _Pragma("GCC unroll 8")
+            for (int k = 0; k < 8; k++) v[k] = _mm256_loadu_ps(out + (size_t)(i + k) * n + l);
+            _Pragma("GCC unroll 8")
+            for (int k = 0; k < 8; k += 2) {
+                u[k] = _mm256_unpacklo_ps(v[k], v[k + 1]);
+                u[k + 1] = _mm256_unpackhi_ps(v[k], v[k + 1]);
             }
+            _Pragma("GCC unroll 8")
+            for (int k = 0; k < 8; k += 4) {
+                v[k] = _mm256_shuffle_ps(u[k], u[k + 2], 0x44);
+                v[k + 1] = _mm256_shuffle_ps(u[k], u[k + 2], 0xee);
+                v[k + 2] = _mm256_shuffle_ps(u[k + 1], u[k + 3], 0x44);
+                v[k + 3] = _mm256_shuffle_ps(u[k + 1], u[k + 3], 0xee);
+            }
+            /* v[0..3]: tokens 0-3 (lanes 0-3) and 4-7 (lanes 4-7) of rows 0-3; v[4..7]: rows 4-7 */
+            __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(RB - i), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+            _Pragma("GCC unroll 8")
+            for (int k = 0; k < 8; k++) {
+                __m256 y = _mm256_permute2f128_ps(v[k % 4], v[k % 4 + 4], k < 4 ? 0x20 : 0x31);
+                float *dst = Y + (size_t)(t0 + l + k) * N + r + i;
+                /* past RB: out's zero rows, overwritten later by the next row block (rows
+                 * ascend), unless past the end of the Y line: masked there */
+                if (r + i + 8 <= N) _mm256_storeu_ps(dst, y);
+                else _mm256_maskstore_ps(dst, mask, y);
+            }
+        }
     for (; l < nl; l++)
         for (int i = 0; i < RB; i++) Y[(size_t)(t0 + l) * N + r + i] = out[(size_t)i * n + l];
 }
@@ -189,7 +217,8 @@ int ls_quant_prefill_run(const ls_qmat *q, const float *X, int M, float *Y, cons
     int8_t *wbuf = ls_aligned_alloc(64, (size_t)RBm * K);
     int32_t *wsum = calloc((size_t)RBm * G, sizeof(int32_t));
     float *sc = calloc(2 * (size_t)RBm * G, sizeof(float));
-    float *out = ls_aligned_alloc(64, sizeof(float) * (size_t)RBm * TBm * lv->TW);
+    /* whole 8-row blocks for store_tile (the rows past RBm stay zero) */
+    float *out = ls_aligned_calloc(64, sizeof(float) * (size_t)((RBm + 7) / 8 * 8) * TBm * lv->TW);
     if (!wbuf || !wsum || !sc || !out) {
         ls_aligned_free(wbuf), free(wsum), free(sc), ls_aligned_free(out);
         ls_quant_xpack_free(&p.x);
