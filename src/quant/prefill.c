@@ -196,7 +196,8 @@ TARGET static void store_tile(const float *out, int RB, int n, int t0, int r, in
             __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(RB - i), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
             _Pragma("GCC unroll 8")
             for (int k = 0; k < 8; k++) {
-                __m256 y = _mm256_permute2f128_ps(v[k % 4], v[k % 4 + 4], k < 4 ? 0x20 : 0x31);
+                __m256 y = k < 4 ? _mm256_permute2f128_ps(v[k % 4], v[k % 4 + 4], 0x20)
+                                 : _mm256_permute2f128_ps(v[k % 4], v[k % 4 + 4], 0x31);
                 float *dst = Y + (size_t)(t0 + l + k) * N + r + i;
                 /* past RB: out's zero rows, overwritten later by the next row block (rows
                  * ascend), unless past the end of the Y line: masked there */
