@@ -5,8 +5,8 @@
  * thread count in the same round (median over rounds: the machine is shared); when a ggml
  * build is given (--ggml DIR / LLMSYS_GGML_DIR), int8 and 4-bit decode against ggml's
  * q8_0 and repacked q4_0 in the same process, sides interleaved; and the prefill GEMM
- * (the level's integer GEMM: AVX-512 VNNI or AVX2) against dequantize-then-sgemm and OpenBLAS
- * sgemm at a 2048-wide shape and the "small" model's shapes, and batches of 1-8 rows
+ * (the level's integer GEMM: AMX-INT8, AVX-512 VNNI or AVX2; on an AMX machine the VNNI GEMM
+ * too, as its own column) against dequantize-then-sgemm and OpenBLAS sgemm at a 2048-wide shape and the "small" model's shapes, and batches of 1-8 rows
  * (decode kernels) against dequantize-then-sgemm, sides interleaved. Prints tables, writes
  * JSON (--out); --only decode|prefill|batch runs one part. */
 #include <cblas.h>
@@ -291,6 +291,7 @@ static const int pf_quick[3] = {64, 512, 512};
 typedef struct {
     int M, N, K, bits;
     double gops, dq_gops, ratio[3], relerr, dq_relerr;
+    double v_gops, v_ratio[3]; /* the avx512 (VNNI) GEMM when the level is amx, else 0 */
 } pf_res;
 
 /* One prefill shape: OpenBLAS sgemm on the fp32 weights (best of the rounds), then per
@@ -316,17 +317,20 @@ static void prefill_shape(const int *shape, int rounds, int reps, ls_rng *rng, d
     for (int f = 0; f < 3; f++) {
         ls_qmat q;
         LS_ASSERT(ls_qmat_quantize(&q, w, N, K, ifmts[f], 64) == LS_OK);
-        double g[MAXROUNDS], d[MAXROUNDS], rt[MAXROUNDS], ymax = 0, emax = 0, dmax = 0;
+        double g[MAXROUNDS], d[MAXROUNDS], rt[MAXROUNDS], v[MAXROUNDS], rv[MAXROUNDS], ymax = 0, emax = 0, dmax = 0;
+        /* on an AMX machine a third side: the avx512 (VNNI) GEMM, reported apart */
+        int nside = ls_quant_isa() == LS_ISA_AMX ? 3 : 2;
         for (int rd = 0; rd < rounds; rd++) {
-            double t[2][16];
+            double t[3][16];
             for (int r = 0; r < reps; r++)
-                for (int o = 0; o < 2; o++) {
-                    int side = (o + rd + r) % 2; /* 0: the kernels' GEMM, 1: dequantize + sgemm */
+                for (int o = 0; o < nside; o++) {
+                    int side = (o + rd + r) % nside; /* 0: the kernels' GEMM, 1: dequantize + sgemm, 2: VNNI */
                     double t0 = now();
-                    ls_qmat_matmul(&q, X, M, y, side ? LS_QIMPL_DEQUANT : LS_QIMPL_AUTO);
+                    ls_qmat_matmul(&q, X, M, y, side == 1 ? LS_QIMPL_DEQUANT : side == 2 ? LS_QIMPL_AVX512 : LS_QIMPL_AUTO);
                     t[side][r] = now() - t0;
                 }
             g[rd] = ops / best_of(t[0], reps) / 1e9, d[rd] = ops / best_of(t[1], reps) / 1e9, rt[rd] = g[rd] / d[rd];
+            v[rd] = nside == 3 ? ops / best_of(t[2], reps) / 1e9 : 0, rv[rd] = v[rd] / d[rd];
         }
         ls_qmat_matmul(&q, X, M, y, LS_QIMPL_DEQUANT);
         for (size_t i = 0; i < (size_t)M * N; i++) ymax = fmax(ymax, fabs(y32[i])), dmax = fmax(dmax, fabs(y[i] - y32[i]));
@@ -336,6 +340,8 @@ static void prefill_shape(const int *shape, int rounds, int reps, ls_rng *rng, d
         e->M = M, e->N = N, e->K = K, e->bits = ifmts[f];
         e->gops = median(g, rounds), e->dq_gops = median(d, rounds), e->relerr = emax / ymax, e->dq_relerr = dmax / ymax;
         mmm(rt, rounds, e->ratio);
+        e->v_gops = median(v, rounds);
+        mmm(rv, rounds, e->v_ratio);
         ls_qmat_free(&q);
     }
     free(w), free(X), free(y), free(y32);
@@ -643,6 +649,9 @@ int main(int argc, char **argv) {
                 snprintf(shape, sizeof shape, "%d x %d x %d", e->M, e->N, e->K);
                 printf("  %-18s %5d %10.1f %14.1f %14.1f   %.2fx (%.2f-%.2f)   %.2e, %.2e\n", shape, e->bits, e->gops,
                        e->dq_gops, sg_gf[s], e->ratio[1], e->ratio[0], e->ratio[2], e->relerr, e->dq_relerr);
+                if (e->v_gops > 0)
+                    printf("  %-18s %5s %10.1f %44s%.2fx (%.2f-%.2f)   (avx512 VNNI GEMM, same rounds)\n", "", "", e->v_gops,
+                           "", e->v_ratio[1], e->v_ratio[0], e->v_ratio[2]);
                 cJSON *o = cJSON_CreateObject();
                 cJSON_AddNumberToObject(o, "M", e->M);
                 cJSON_AddNumberToObject(o, "N", e->N);
@@ -654,6 +663,13 @@ int main(int argc, char **argv) {
                 cJSON_AddNumberToObject(o, "ratio_median", e->ratio[1]);
                 cJSON_AddNumberToObject(o, "ratio_min", e->ratio[0]);
                 cJSON_AddNumberToObject(o, "ratio_max", e->ratio[2]);
+                cJSON_AddStringToObject(o, "level", ls_isa_name(ls_quant_isa()));
+                if (e->v_gops > 0) {
+                    cJSON_AddNumberToObject(o, "vnni_gops", e->v_gops);
+                    cJSON_AddNumberToObject(o, "vnni_ratio_median", e->v_ratio[1]);
+                    cJSON_AddNumberToObject(o, "vnni_ratio_min", e->v_ratio[0]);
+                    cJSON_AddNumberToObject(o, "vnni_ratio_max", e->v_ratio[2]);
+                }
                 cJSON_AddNumberToObject(o, "max_rel_error_vs_fp32", e->relerr);
                 cJSON_AddNumberToObject(o, "dequant_max_rel_error_vs_fp32", e->dq_relerr);
                 cJSON_AddItemToArray(pf, o);
