@@ -61,33 +61,40 @@ TARGET static void pack_token(const ls_qmat *q, const float *xr, int t, ls_quant
     }
 }
 
+/* An 8 × 8 block of 32-bit values: rows src[j·stride], j < 8, into t[k] = column k. */
+TARGET static inline __attribute__((always_inline)) void transpose8(const float *src, size_t stride, __m256 t[8]) {
+    __m256 v[8], u[8];
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < 8; j++) v[j] = _mm256_loadu_ps(src + j * stride);
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < 8; j += 2) {
+        u[j] = _mm256_unpacklo_ps(v[j], v[j + 1]);
+        u[j + 1] = _mm256_unpackhi_ps(v[j], v[j + 1]);
+    }
+    /* v[0..3]: columns 0-3 (lanes 0-3) and 4-7 (lanes 4-7) of rows 0-3; v[4..7]: rows 4-7 */
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < 8; j += 4) {
+        v[j] = _mm256_shuffle_ps(u[j], u[j + 2], 0x44);
+        v[j + 1] = _mm256_shuffle_ps(u[j], u[j + 2], 0xee);
+        v[j + 2] = _mm256_shuffle_ps(u[j + 1], u[j + 3], 0x44);
+        v[j + 3] = _mm256_shuffle_ps(u[j + 1], u[j + 3], 0xee);
+    }
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < 4; j++) {
+        t[j] = _mm256_permute2f128_ps(v[j], v[j + 4], 0x20);
+        t[j + 4] = _mm256_permute2f128_ps(v[j], v[j + 4], 0x31);
+    }
+}
+
 /* A block of TW tokens' codes (tmp: TW rows of K bytes) into xp's [K/4][TW][4] layout:
  * 8 × 8 dword transposes. */
 TARGET static void transpose_block(const uint8_t *tmp, int TW, int K, uint8_t *xp) {
-    int K4 = K / 4;
-    for (int k = 0; k < K4; k += 8)
+    for (int k = 0; k < K / 4; k += 8)
         for (int l = 0; l < TW; l += 8) {
-            __m256 v[8], u[8];
+            __m256 t[8];
+            transpose8((const float *)(tmp + (size_t)l * K + 4 * (size_t)k), (size_t)K / 4, t);
             _Pragma("GCC unroll 8")
-            for (int j = 0; j < 8; j++) v[j] = _mm256_loadu_ps((const float *)(tmp + (size_t)(l + j) * K + 4 * (size_t)k));
-            _Pragma("GCC unroll 8")
-            for (int j = 0; j < 8; j += 2) {
-                u[j] = _mm256_unpacklo_ps(v[j], v[j + 1]);
-                u[j + 1] = _mm256_unpackhi_ps(v[j], v[j + 1]);
-            }
-            _Pragma("GCC unroll 8")
-            for (int j = 0; j < 8; j += 4) {
-                v[j] = _mm256_shuffle_ps(u[j], u[j + 2], 0x44);
-                v[j + 1] = _mm256_shuffle_ps(u[j], u[j + 2], 0xee);
-                v[j + 2] = _mm256_shuffle_ps(u[j + 1], u[j + 3], 0x44);
-                v[j + 3] = _mm256_shuffle_ps(u[j + 1], u[j + 3], 0xee);
-            }
-            _Pragma("GCC unroll 8")
-            for (int j = 0; j < 4; j++) {
-                _mm256_storeu_ps((float *)(xp + ((size_t)(k + j) * TW + l) * 4), _mm256_permute2f128_ps(v[j], v[j + 4], 0x20));
-                _mm256_storeu_ps((float *)(xp + ((size_t)(k + j + 4) * TW + l) * 4),
-                                 _mm256_permute2f128_ps(v[j], v[j + 4], 0x31));
-            }
+            for (int j = 0; j < 8; j++) _mm256_storeu_ps((float *)(xp + ((size_t)(k + j) * TW + l) * 4), t[j]);
         }
 }
 
@@ -177,32 +184,16 @@ TARGET static void store_tile(const float *out, int RB, int n, int t0, int r, in
     int nl = M - t0 < n ? M - t0 : n, l = 0;
     for (; l + 8 <= nl; l += 8)
         for (int i = 0; i < RB; i += 8) {
-            __m256 v[8], u[8];
-            _Pragma("GCC unroll 8")
-            for (int k = 0; k < 8; k++) v[k] = _mm256_loadu_ps(out + (size_t)(i + k) * n + l);
-            _Pragma("GCC unroll 8")
-            for (int k = 0; k < 8; k += 2) {
-                u[k] = _mm256_unpacklo_ps(v[k], v[k + 1]);
-                u[k + 1] = _mm256_unpackhi_ps(v[k], v[k + 1]);
-            }
-            _Pragma("GCC unroll 8")
-            for (int k = 0; k < 8; k += 4) {
-                v[k] = _mm256_shuffle_ps(u[k], u[k + 2], 0x44);
-                v[k + 1] = _mm256_shuffle_ps(u[k], u[k + 2], 0xee);
-                v[k + 2] = _mm256_shuffle_ps(u[k + 1], u[k + 3], 0x44);
-                v[k + 3] = _mm256_shuffle_ps(u[k + 1], u[k + 3], 0xee);
-            }
-            /* v[0..3]: tokens 0-3 (lanes 0-3) and 4-7 (lanes 4-7) of rows 0-3; v[4..7]: rows 4-7 */
+            __m256 t[8];
+            transpose8(out + (size_t)i * n + l, (size_t)n, t);
             __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(RB - i), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
             _Pragma("GCC unroll 8")
             for (int k = 0; k < 8; k++) {
-                __m256 y = k < 4 ? _mm256_permute2f128_ps(v[k % 4], v[k % 4 + 4], 0x20)
-                                 : _mm256_permute2f128_ps(v[k % 4], v[k % 4 + 4], 0x31);
                 float *dst = Y + (size_t)(t0 + l + k) * N + r + i;
                 /* past RB: out's zero rows, overwritten later by the next row block (rows
                  * ascend), unless past the end of the Y line: masked there */
-                if (r + i + 8 <= N) _mm256_storeu_ps(dst, y);
-                else _mm256_maskstore_ps(dst, mask, y);
+                if (r + i + 8 <= N) _mm256_storeu_ps(dst, t[k]);
+                else _mm256_maskstore_ps(dst, mask, t[k]);
             }
         }
     for (; l < nl; l++)
