@@ -2,10 +2,10 @@
  * kernel family should use, overridable with LLMSYS_ISA for tests and benchmarks. */
 #include <cpuid.h>
 #include <stdio.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "llmsys/core.h"
 
@@ -13,7 +13,7 @@
  * tile data (Linux: arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) once per process;
  * then XCR0 bits 17-18). Asked once; 0 when any step fails. */
 static int amx_usable(void) {
-    static int known = -1;
+    static _Atomic int known = -1;
     if (known >= 0) return known;
     unsigned a, b, c, d;
     int ok = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 24)) && (d & (1u << 25));

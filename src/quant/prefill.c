@@ -1,8 +1,8 @@
-/* prefill.c - what the integer prefill GEMMs (prefill_avx2.c, prefill_avx512.c) share:
- * activations rounded to int8 per (token, weight group) and packed in token blocks, the
- * per-row weight codes, scales and offsets of a block of rows, and the loop over row
- * blocks and token tiles that calls a level's register tile. AVX2 code: it runs on both
- * levels. Per group g of row r and token t the tiles compute
+/* prefill.c - what the integer prefill GEMMs (prefill_avx2.c, prefill_avx512.c,
+ * prefill_amx.c) share: activations rounded to int8 per (token, weight group) and packed in
+ * token blocks, the per-row weight codes, scales and offsets of a block of rows, and the
+ * loop over row blocks and token tiles that calls a level's tile. AVX2 code: it runs on
+ * every level. Per group g of row r and token t the tiles compute
  *     y += s_g·xs_tg·Σ (q - ctr)·x̂  +  (m_g + ctr·s_g)·Σx_tg
  * (ctr = 0 / 8 / 4 for 8 / 4 / 3 bits, Σx exact in fp32), so the error against the
  * product of the dequantized weights is Σ_g Σ|w - mid_g|·absmax_g(x)/254. */
