@@ -182,6 +182,24 @@ TARGET static void prep_row(const ls_qmat *q, int r, int centred, int8_t *dst, f
  * the Y line. Call with ascending r. */
 TARGET static void store_tile(const float *out, int RB, int n, int t0, int r, int M, int N, float *Y) {
     int nl = M - t0 < n ? M - t0 : n, l = 0;
+    if (RB <= 4) /* 4 × 8 blocks (the avx2 8-bit tile's 3 rows, single rows) */
+        for (; l + 8 <= nl; l += 8) {
+            __m256 v0 = _mm256_loadu_ps(out + l), v1 = _mm256_loadu_ps(out + (size_t)n + l);
+            __m256 v2 = _mm256_loadu_ps(out + 2 * (size_t)n + l), v3 = _mm256_loadu_ps(out + 3 * (size_t)n + l);
+            __m256 u0 = _mm256_unpacklo_ps(v0, v1), u1 = _mm256_unpackhi_ps(v0, v1);
+            __m256 u2 = _mm256_unpacklo_ps(v2, v3), u3 = _mm256_unpackhi_ps(v2, v3);
+            /* t[k]: rows 0-3 of token k (lanes 0-3) and of token k + 4 (lanes 4-7) */
+            __m256 t[4] = {_mm256_shuffle_ps(u0, u2, 0x44), _mm256_shuffle_ps(u0, u2, 0xee),
+                           _mm256_shuffle_ps(u1, u3, 0x44), _mm256_shuffle_ps(u1, u3, 0xee)};
+            __m128i mask = _mm_cmpgt_epi32(_mm_set1_epi32(RB), _mm_setr_epi32(0, 1, 2, 3));
+            _Pragma("GCC unroll 8")
+            for (int k = 0; k < 8; k++) {
+                __m128 y = k < 4 ? _mm256_castps256_ps128(t[k % 4]) : _mm256_extractf128_ps(t[k % 4], 1);
+                float *dst = Y + (size_t)(t0 + l + k) * N + r;
+                if (r + 4 <= N) _mm_storeu_ps(dst, y); /* past RB: zero rows, overwritten later */
+                else _mm_maskstore_ps(dst, mask, y);
+            }
+        }
     for (; l + 8 <= nl; l += 8)
         for (int i = 0; i < RB; i += 8) {
             __m256 t[8];
