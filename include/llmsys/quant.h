@@ -89,7 +89,7 @@ size_t ls_quant_row_bytes(int bits, int cols_pad);
 int ls_quant_have_fast(void);
 /* The level LS_QIMPL_AUTO uses ("scalar", "avx2" or "avx512"; LLMSYS_NO_SIMD honoured). */
 ls_isa ls_quant_isa(void);
-/* "avx512+vnni", "avx2+fma+f16c" or "scalar": what LS_QIMPL_AUTO uses. */
+/* "amx-int8+avx512", "avx512+vnni", "avx2+fma+f16c" or "scalar": what LS_QIMPL_AUTO uses. */
 const char *ls_quant_impl_name(void);
 /* Group g's scale and min (0 for 8 bits) of row r as fp32. */
 float ls_qmat_scale(const ls_qmat *q, int r, int g);
