@@ -282,6 +282,15 @@ int main(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "cpu_share_rank0", rows[k].share0);
         cJSON_AddNumberToObject(o, "cpu_share_rank1", rows[k].share1);
         cJSON_AddNumberToObject(o, "sync_ms", rows[k].sync_s * 1e3);
+        cJSON_AddNumberToObject(o, "sync_modelled_ms", rows[k].sync_pred_s * 1e3);
+        cJSON_AddNumberToObject(o, "expected_max_excess_ms", rows[k].emax_s * 1e3);
+        for (int r = 0; r < 2; r++) {
+            char key[64];
+            snprintf(key, sizeof key, "rank%d_compute_predicted_ms", r);
+            cJSON_AddNumberToObject(o, key, rows[k].comp_pred_s[r] * 1e3);
+            snprintf(key, sizeof key, "rank%d_compute_measured_ms", r);
+            cJSON_AddNumberToObject(o, key, rows[k].comp_meas_s[r] * 1e3);
+        }
         const char *vn[3] = {"run", "sync", "loo"};
         const double pv[3][3] = {{rows[k].pred_run_s, rows[k].err_run, rows[k].err_run_max},
                                  {rows[k].pred_sync_s, rows[k].err_sync, rows[k].err_sync_max},
@@ -311,6 +320,8 @@ int main(int argc, char **argv) {
         cJSON_AddNumberToObject(J, key, err[v][1]);
     }
     cJSON_AddNumberToObject(J, "profile_cpu_share", p->cpu_share);
+    cJSON_AddNumberToObject(J, "profile_step_cv", p->step_cv);
+    cJSON_AddNumberToObject(J, "sync_modelled_ms_at_profile", p->allreduce_s * 1e3);
     int same = !strcmp(rows[1].mix, rows[4].mix);
     double gain_uni = rows[1].eq_bpb - rows[4].eq_bpb, gain_fp32 = rows[0].eq_bpb - rows[4].eq_bpb,
            thr_gain = rows[0].meas_s / rows[4].meas_s;

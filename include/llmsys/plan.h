@@ -450,8 +450,13 @@ typedef struct {
     int keeps_pace[LS_TPLAN_MAX_RANK];
     double target_s, pred_iter_s, quality, solve_s;
     double cpu_share; /* here: the share of a core the profiling process got (0: unknown) */
+    double step_cv;   /* here: the spread of one step's time in the profile, a robust standard deviation
+                       * over the median (0: none); each rank's step is taken as normal with it */
 } ls_tplan;
 
+/* E[max] of n independent normal step times with means mu and standard deviations cv·mu
+ * (Clark's moments, exact for n = 2): the iteration of synchronous ranks whose steps vary. */
+double ls_tplan_expected_max(const double *mu, double cv, int n);
 /* Replays one step of Linear layers prec (n_lin entries) on device d: other_s plus each
  * layer's GEMMs and the casts its neighbours and master weight require. Seconds. */
 double ls_tplan_replay(const ls_tplan_device *d, const uint8_t *prec, int n_lin);
@@ -482,10 +487,11 @@ void ls_tplan_indicator_finish(const ls_tplan_indicator *ind, double omega[][LS_
 int ls_tplan_allocate(ls_tplan *p, ls_tplan_strategy s, int uniform_prec);
 /* The plan's iteration time on this machine when rank r runs at share[r] of a core (each
  * rank's CPU seconds over wall seconds in a run): every cost profiled at p->cpu_share, each
- * rank's throttle measured by its share instead of the profile's slowdown; plus sync_s, the
- * time per step at the synchronisations measured in a run, or when sync_s < 0 the modelled
- * all-reduce at the slowest share. Seconds; p->pred_iter_s when p has no profile share
- * (catalog GPUs); step_s (may be NULL) gets each rank's compute. */
+ * rank's throttle measured by its share instead of the profile's slowdown, the ranks'
+ * expected maximum (ls_tplan_expected_max with p->step_cv); plus sync_s, the time per step
+ * at the synchronisations measured in a run, or when sync_s < 0 the modelled synchronisation
+ * work (allreduce_s) at the slowest share. Seconds; p->pred_iter_s when p has no profile
+ * share (catalog GPUs); step_s (may be NULL) gets each rank's compute. */
 double ls_tplan_predict_at(const ls_tplan *p, const double *share, double sync_s, double *step_s);
 /* Least total indicator under the time budget by exhaustion (tests; n_lin <= 10). */
 double ls_tplan_brute_force(const ls_tplan *p, int rank, double budget_s, uint8_t *best);
@@ -571,6 +577,10 @@ typedef struct {
      * "run": with the modelled all-reduce; "sync": with the synchronisation time measured in
      * that run; "loo": measured in the same round's runs of the other plans (median) */
     double share0, share1, sync_s; /* mean share of a core of rank 0 and 1, sync seconds per step */
+    /* the @run prediction by part, means over the runs: each rank's compute predicted and
+     * measured (per step, the first left out), the expected maximum's excess over the larger
+     * compute, the modelled synchronisation */
+    double comp_pred_s[2], comp_meas_s[2], emax_s, sync_pred_s;
     double pred_run_s, err_run, err_run_max;
     double pred_sync_s, err_sync, err_sync_max;
     double pred_loo_s, err_loo, err_loo_max;

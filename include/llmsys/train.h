@@ -300,6 +300,7 @@ typedef struct {
     double *step_s;               /* n_losses: each step's wall seconds on this rank (step, hook, agreement) */
     int n_losses;
     double wall_s;       /* the loop, without the final save */
+    double busy0_s;      /* data + forward/backward + update seconds of the run's first step */
     double tokens_per_s; /* global tokens per wall second */
     int stopped;         /* ended early by stop_flag or an after_step hook */
 } ls_train_run_result;

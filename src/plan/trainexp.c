@@ -33,7 +33,9 @@ double ls_tplan_exp_cpu_fraction(void) {
 
 static double quantile(double *v, int n, double q);
 
-enum { RUN_N = 4 }; /* per run: median step, rank 0's and rank 1's share of a core, sync seconds per step */
+/* per run: median step, rank 0's and rank 1's share of a core, the least sync seconds per
+ * step of the ranks, rank 0's and rank 1's compute seconds per step */
+enum { RUN_N = 6 };
 
 /* Runs `bin train ...` on 2 ranks with plan, output to log; appends each step's wall time
  * after the first (rank 0's report, step_s) to st[*n] when st is not NULL (room for steps);
@@ -60,7 +62,7 @@ static int exp_train(const ls_tplan_exp *e, int steps, const char *plan, const c
     cJSON *j;
     LS_TRY(ls_json_read_file(report, &j));
     const cJSON *arr = cJSON_GetObjectItem(j, "step_s"), *sh = cJSON_GetObjectItem(j, "cpu_share"),
-                *sy = cJSON_GetObjectItem(j, "sync_s");
+                *sy = cJSON_GetObjectItem(j, "sync_s"), *co = cJSON_GetObjectItem(j, "compute_s");
     int m = cJSON_GetArraySize(arr), n0 = st ? *n : 0;
     for (int i = 1; st && i < m && i < steps; i++) st[(*n)++] = cJSON_GetArrayItem(arr, i)->valuedouble;
     if (run && st && *n > n0) {
@@ -73,6 +75,8 @@ static int exp_train(const ls_tplan_exp *e, int steps, const char *plan, const c
         run[3] = cJSON_GetArraySize(sy) == 2
                      ? fmin(cJSON_GetArrayItem(sy, 0)->valuedouble, cJSON_GetArrayItem(sy, 1)->valuedouble)
                      : -1;
+        for (int r = 0; r < 2; r++)
+            run[4 + r] = cJSON_GetArraySize(co) == 2 ? cJSON_GetArrayItem(co, r)->valuedouble : 0;
     }
     cJSON_Delete(j);
     return m == steps ? LS_OK : ls_err(LS_EFORMAT, "%s: %d step times for %d steps", report, m, steps);
@@ -135,15 +139,22 @@ static double quantile(double *v, int n, double q) {
  * and max |error| of each into w. */
 static void exp_errors(const ls_tplan *q, const double *run, int runs, const double *loo, ls_tplan_exp_row *w) {
     double pv[3][8], mean[3] = {0}, mx[3] = {0};
-    w->share0 = w->share1 = w->sync_s = 0;
+    w->share0 = w->share1 = w->sync_s = w->sync_pred_s = w->emax_s = 0;
+    memset(w->comp_pred_s, 0, sizeof w->comp_pred_s), memset(w->comp_meas_s, 0, sizeof w->comp_meas_s);
     for (int r = 0; r < runs; r++) {
         const double *x = run + RUN_N * r;
-        double sh[2] = {x[1], x[2]}, sync[3] = {-1, x[3], loo[r]};
+        double sh[2] = {x[1], x[2]}, sync[3] = {-1, x[3], loo[r]}, st[2];
         for (int v = 0; v < 3; v++) {
-            pv[v][r] = ls_tplan_predict_at(q, sh, sync[v], NULL);
+            pv[v][r] = ls_tplan_predict_at(q, sh, sync[v], st);
             double e = (pv[v][r] - x[0]) / x[0];
             mean[v] += e / runs, mx[v] = fmax(mx[v], fabs(e));
         }
+        /* the decomposition of the modelled prediction: each rank's compute, the ranks'
+         * expected maximum over the larger, the modelled synchronisation */
+        double sync_model = pv[0][r] - ls_tplan_expected_max(st, q->step_cv, 2);
+        w->sync_pred_s += sync_model / runs;
+        w->emax_s += (pv[0][r] - sync_model - fmax(st[0], st[1])) / runs;
+        for (int k = 0; k < 2; k++) w->comp_pred_s[k] += st[k] / runs, w->comp_meas_s[k] += x[4 + k] / runs;
         w->share0 += x[1] / runs, w->share1 += x[2] / runs, w->sync_s += x[3] / runs;
     }
     w->pred_run_s = quantile(pv[0], runs, 0.5), w->err_run = mean[0], w->err_run_max = mx[0];
@@ -251,10 +262,11 @@ void ls_tplan_exp_print(FILE *f, const ls_tplan_exp *e, const ls_tplan_exp_row *
             rows[0].n_steps_timed, e->repeats, e->steps);
     fprintf(f,
             "  pred: the plan file's prediction (costs at the profile's share of a core, %.2f, its measured throttle "
-            "slowdown, the modelled all-reduce)\n"
-            "  per run, each rank's compute rescaled to the share of a core it got in that run, plus: @run the "
-            "modelled all-reduce; @sync the run's own time at the synchronisations (sync: the rank that waited "
-            "least, per step); @loo that time measured in the same round's runs of the other plans\n"
+            "slowdown, the ranks' expected maximum, the modelled synchronisation)\n"
+            "  per run, each rank's compute rescaled to the share of a core it got in that run, their expected "
+            "maximum, plus: @run the modelled synchronisation; @sync the run's own time at the synchronisations "
+            "(sync: the rank that waited least, per step); @loo that time measured in the same round's runs of the "
+            "other plans\n"
             "  error: mean over a plan's runs; max: the largest |error| of one run\n",
             p->cpu_share);
     fprintf(f,
@@ -262,6 +274,20 @@ void ls_tplan_exp_print(FILE *f, const ls_tplan_exp *e, const ls_tplan_exp_row *
             "(%.1f%%); goal < 5%%\n",
             100 * err[0][0], 100 * err[0][1], 100 * err[1][0], 100 * err[1][1], 100 * err[2][0], 100 * err[2][1],
             100 * err[3][0], 100 * err[3][1]);
+    fprintf(f,
+            "\n  the @run error by part (means over a plan's runs, ms per step): each rank's compute (data, "
+            "forward/backward, update; the first step left out) predicted at its run's share vs measured, the "
+            "ranks' expected maximum over the larger (step spread %.1f%% in the profile), the synchronisation "
+            "modelled vs measured (the rank that waited least)\n",
+            100 * p->step_cv);
+    fprintf(f, "  %-13s %17s %17s %8s %17s %9s %8s\n", "plan", "r0 compute p/m", "r1 compute p/m", "E[max]+",
+            "sync p/m", "meas ms", "@run");
+    for (int k = 0; k < n; k++) {
+        const ls_tplan_exp_row *w = &rows[k];
+        fprintf(f, "  %-13s %8.1f/%-8.1f %8.1f/%-8.1f %8.1f %8.1f/%-8.1f %9.1f %+7.1f%%\n", w->name,
+                w->comp_pred_s[0] * 1e3, w->comp_meas_s[0] * 1e3, w->comp_pred_s[1] * 1e3, w->comp_meas_s[1] * 1e3,
+                w->emax_s * 1e3, w->sync_pred_s * 1e3, w->sync_s * 1e3, w->meas_s * 1e3, 100 * w->err_run);
+    }
     fprintf(f, "\nequal wall time (%.1f s: %s's %d steps at its measured pace): held-out bits/byte\n",
             rows[0].meas_s * e->steps, rows[0].name, e->steps);
     for (int k = 0; k < n; k++)

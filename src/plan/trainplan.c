@@ -54,6 +54,23 @@ double ls_tplan_replay(const ls_tplan_device *d, const uint8_t *prec, int n_lin)
     return t;
 }
 
+double ls_tplan_expected_max(const double *mu, double cv, int n) {
+    if (n < 1) return 0;
+    double m = mu[0], v = cv * mu[0] * cv * mu[0];
+    for (int k = 1; k < n; k++) {
+        double a = mu[k], va = cv * a * cv * a, th = sqrt(v + va);
+        if (!(th > 1e-12 * (fabs(m) + fabs(a)))) {
+            if (a > m) m = a, v = va;
+            continue;
+        }
+        double al = (m - a) / th, P = 0.5 * erfc(-al / sqrt(2)), Q = 1 - P,
+               phi = exp(-0.5 * al * al) / sqrt(2 * M_PI);
+        double m1 = m * P + a * Q + th * phi, m2 = (m * m + v) * P + (a * a + va) * Q + (m + a) * th * phi;
+        m = m1, v = fmax(0, m2 - m1 * m1);
+    }
+    return m;
+}
+
 double ls_tplan_memory(const ls_model_config *c, int rows, int seq, const uint8_t *prec, int n_lin) {
     double N = (double)rows * seq, C = c->d_model, F = c->d_ff, V = c->vocab, L = c->n_layer;
     double A = (double)rows * c->n_head * seq * seq;
@@ -340,9 +357,7 @@ int ls_tplan_allocate(ls_tplan *p, ls_tplan_strategy s, int uniform_prec) {
             return ls_err(LS_EINFEASIBLE, "rank %d (%s) needs %.2f GB for this model and batch, it has %.2f GB", r,
                           d->name, p->mem_need[r] / 1e9, d->mem_bytes / 1e9);
     }
-    p->pred_iter_s = 0;
-    for (int r = 0; r < R; r++) p->pred_iter_s = fmax(p->pred_iter_s, p->pred_s[r]);
-    p->pred_iter_s += p->allreduce_s;
+    p->pred_iter_s = ls_tplan_expected_max(p->pred_s, p->step_cv, R) + p->allreduce_s;
     p->solve_s = ls_now() - t0;
     return LS_OK;
 }
@@ -383,7 +398,7 @@ static double cpu_seconds(void) {
 }
 
 double ls_tplan_predict_at(const ls_tplan *p, const double *share, double sync_s, double *step_s) {
-    double smax = 1, smin = INFINITY, it = 0;
+    double smax = 1, smin = INFINITY, st[LS_TPLAN_MAX_RANK];
     for (int r = 0; r < p->ranks; r++) smax = fmax(smax, p->dev[r].slowdown), smin = fmin(smin, share[r]);
     if (!(p->cpu_share > 0) || p->dev[0].gpu || !(smin > 0)) return p->pred_iter_s;
     for (int r = 0; r < p->ranks; r++) {
@@ -391,10 +406,10 @@ double ls_tplan_predict_at(const ls_tplan *p, const double *share, double sync_s
         double slow = d->slowdown > 1 ? d->slowdown : 1;
         /* the step at the profile's share, then at the rank's: the throttle's stalls at the
          * synchronisations are inside the share a run measures */
-        double st = (ls_tplan_replay(d, p->prec[r], p->n_lin) - throttle_wait(slow)) / slow * p->cpu_share / share[r];
-        if (step_s) step_s[r] = st;
-        it = fmax(it, st);
+        st[r] = (ls_tplan_replay(d, p->prec[r], p->n_lin) - throttle_wait(slow)) / slow * p->cpu_share / share[r];
+        if (step_s) step_s[r] = st[r];
     }
+    double it = ls_tplan_expected_max(st, p->step_cv, p->ranks);
     return it + (sync_s >= 0 ? sync_s : p->allreduce_s / smax * p->cpu_share / smin); /* at the slowest pace */
 }
 
@@ -532,6 +547,7 @@ static int profile_insitu(ls_tplan *p, ls_trainer *t, ls_batch_source *src, int 
     if (!lt) return ls_err(LS_ENOMEM, "plan: out of memory");
     double *other = lt + (size_t)n * LS_PREC_COUNT * MAXREP, *acc = other + MAXREP * LS_PREC_COUNT;
     uint8_t prec[LS_TPLAN_MAX_LIN];
+    double whole[LS_PREC_COUNT][MAXREP] = {{0}};
     int rc = ls_model_set_linear_timer(m, acc), k = 0;
     double w0 = ls_now(), c0 = cpu_seconds();
     for (int rep = -1; rc == LS_OK && rep < reps; rep++) /* a warm-up round: oneDNN builds its kernels */
@@ -542,6 +558,7 @@ static int profile_insitu(ls_tplan *p, ls_trainer *t, ls_batch_source *src, int 
             double st = 0, lin = 0;
             if (rc == LS_OK) rc = time_steps(t, src, 1, &st);
             if (rc < 0 || rep < 0) continue;
+            whole[q][rep] = st;
             for (int i = 0; i < n; i++) lt[((size_t)i * LS_PREC_COUNT + q) * MAXREP + rep] = acc[i], lin += acc[i];
             other[k++] = st - lin;
         }
@@ -576,8 +593,35 @@ static int profile_insitu(ls_tplan *p, ls_trainer *t, ls_batch_source *src, int 
             d->lin_s[i][q] = situ - d->cast_in_s[i][q] - d->cast_w_s[i][q];
         }
     if (rc == LS_OK) d->other_s = fmax(0, median(other, k));
+    /* the spread of one step, not the drift of the load: the log ratios of a precision's
+     * steps in consecutive rounds (a few seconds apart), pooled over the precisions; their
+     * median absolute deviation x 1.4826 (a normal's standard deviation) over sqrt(2) */
+    double lr[MAXREP * LS_PREC_COUNT], dev[MAXREP * LS_PREC_COUNT];
+    int nd = 0;
+    for (int q = 0; q < LS_PREC_COUNT; q++)
+        for (int rep = 1; rep < reps; rep++)
+            if (whole[q][rep] > 0 && whole[q][rep - 1] > 0) lr[nd++] = log(whole[q][rep] / whole[q][rep - 1]);
+    double md = nd ? median(lr, nd) : 0;
+    for (int i = 0; i < nd; i++) dev[i] = fabs(lr[i] - md);
+    p->step_cv = nd ? 1.4826 * median(dev, nd) / sqrt(2) : 0;
     free(lt);
     return rc;
+}
+
+/* One step's synchronisation work on one rank of R, as the trainer and a shared-memory ring
+ * all-reduce do it: the count-weighted copy of the gradient g into red, (R-1)/R of it sent
+ * (copied out to peer) and the peers' part added in (reduce-scatter), (R-1)/R sent and
+ * received again (all-gather), and the sum copied back into g over the count. */
+static void sync_work(float *g, float *red, float *peer, size_t np, int R) {
+    volatile float wv = 1.0f, tv = 1.0f;
+    float w = wv, inv = 1.0f / tv;
+    size_t c = np * (size_t)(R - 1) / (size_t)R;
+    for (size_t i = 0; i < np; i++) red[i] = g[i] * w;
+    memcpy(peer, red, c * 4);
+    for (size_t i = 0; i < c; i++) red[np - c + i] += peer[i];
+    memcpy(peer, red + np - c, c * 4);
+    memcpy(red, peer, c * 4);
+    for (size_t i = 0; i < np; i++) g[i] = red[i] * inv;
 }
 
 int ls_tplan_profile_here(ls_tplan *p, const ls_corpus *corpus, const char *ckpt, const double *shares, int threads,
@@ -632,25 +676,24 @@ int ls_tplan_profile_here(ls_tplan *p, const ls_corpus *corpus, const char *ckpt
         }
         if (rc == LS_OK) slow[r] = fmax(1.0, median(th, 3) / median(fr, 3));
     }
-    /* the gradient all-reduce: modelled as 2(R-1)/R passes over the gradient, each pass the
-     * measured time of summing one buffer into another (what shared-memory MPI does) */
-    if (rc == LS_OK) {
+    /* the synchronisation: the step's memory passes over the gradient, timed here
+     * (sync_work); both ranks' CPUs do them, so they go at the pace of the slowest rank */
+    if (rc == LS_OK && p->ranks > 1) {
         size_t np = ls_model_num_params(m);
-        float *a = malloc(np * 4), *b = malloc(np * 4);
+        float *buf = calloc(np * 3, 4);
         double v[MAXREP];
-        if (!a || !b) rc = ls_err(LS_ENOMEM, "plan: out of memory");
+        if (!buf) rc = ls_err(LS_ENOMEM, "plan: out of memory");
         for (int k = 0; rc == LS_OK && k < reps; k++) {
-            memset(a, 0, np * 4);
-            memset(b, 0, np * 4);
             double t0 = ls_now();
-            for (size_t i = 0; i < np; i++) a[i] += b[i];
+            sync_work(buf, buf + np, buf + 2 * np, np, p->ranks);
             v[k] = ls_now() - t0;
         }
-        /* both ranks' CPUs run the reduction: it goes at the pace of the slowest rank */
         double smax = 1;
         for (int r = 0; r < p->ranks; r++) smax = fmax(smax, slow[r]);
-        if (rc == LS_OK) p->allreduce_s = p->ranks > 1 ? 2.0 * (p->ranks - 1) / p->ranks * median(v, reps) * smax : 0;
-        free(a), free(b);
+        if (rc == LS_OK) p->allreduce_s = median(v, reps) * smax;
+        free(buf);
+    } else if (rc == LS_OK) {
+        p->allreduce_s = 0;
     }
     long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGE_SIZE);
     for (int r = 0; rc == LS_OK && r < p->ranks; r++) {
@@ -816,6 +859,7 @@ int ls_tplan_write(const ls_tplan *p, const char *path) {
     cJSON_AddNumberToObject(j, "target_step_s", p->target_s);
     cJSON_AddNumberToObject(j, "allreduce_s", p->allreduce_s);
     if (p->cpu_share > 0) cJSON_AddNumberToObject(j, "profile_cpu_share", p->cpu_share);
+    if (p->cpu_share > 0) cJSON_AddNumberToObject(j, "step_cv", p->step_cv);
     cJSON_AddNumberToObject(j, "predicted_iteration_s", p->pred_iter_s);
     cJSON_AddNumberToObject(j, "indicator_total", p->quality);
     cJSON_AddNumberToObject(j, "solve_s", p->solve_s);

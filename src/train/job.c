@@ -78,7 +78,8 @@ typedef struct {
     ls_throttle thr;  /* this rank's CPU limit from the precision plan */
     char qsync[1024]; /* every rank's precisions and throttle (on rank 0), for the log and report */
     /* precision-plan runs, per rank: [0, N) its share of a core over the run, [N, 2N) its
-     * seconds per step outside its own compute (waiting and communicating at the syncs) */
+     * seconds per step outside its own compute (waiting and communicating at the syncs),
+     * [2N, 3N) inside it (data, forward/backward, update); the first step left out */
     float qrank[128];
 } job_ctx;
 
@@ -197,9 +198,11 @@ static int job_report(const ls_train_job *o, job_ctx *c, const ls_train_run_resu
     if (o->resume) cJSON_AddStringToObject(j, "resumed_from", o->resume);
     if (o->precision_plan) cJSON_AddStringToObject(j, "precision_plan", o->precision_plan);
     if (c->qsync[0]) cJSON_AddStringToObject(j, "precision_ranks", c->qsync);
-    if (c->qsync[0] && ls_dist_size(c->d) <= 64) {
+    if (c->qsync[0] && ls_dist_size(c->d) <= 42) {
         cJSON_AddItemToObject(j, "cpu_share", cJSON_CreateFloatArray(c->qrank, ls_dist_size(c->d)));
         cJSON_AddItemToObject(j, "sync_s", cJSON_CreateFloatArray(c->qrank + ls_dist_size(c->d), ls_dist_size(c->d)));
+        cJSON_AddItemToObject(j, "compute_s",
+                              cJSON_CreateFloatArray(c->qrank + 2 * ls_dist_size(c->d), ls_dist_size(c->d)));
     }
     int rc = ls_json_write_file(o->report, j);
     cJSON_Delete(j);
@@ -262,13 +265,17 @@ static int job_run(const ls_train_job *o, job_ctx *c, ls_train_job_result *res) 
     rc = ls_train_run(c->t, c->src, d, &ro, &r);
     if (o->detach) o->detach(o->ctx, c->t);
     if (rc < 0) return job_fail(d, rc, res);
-    if (o->precision_plan && o->plan_apply && N <= 64) { /* what each rank ran at: checks the plan's predictions */
+    if (o->precision_plan && o->plan_apply && N <= 42) { /* what each rank ran at: checks the plan's predictions */
         ls_train_timing tm;
         ls_trainer_timing(c->t, &tm);
         c->qrank[rank] = (float)ls_throttle_cpu_share(&c->thr);
-        double busy = tm.data_s + tm.compute_s + tm.update_s;
-        c->qrank[N + rank] = (float)((r.wall_s - busy) / (r.n_losses ? r.n_losses : 1));
-        if ((rc = ls_dist_allreduce_sum(d, c->qrank, (size_t)N * 2)) < 0) {
+        /* per step after the first (oneDNN builds its kernels there): outside and inside compute */
+        double busy = tm.data_s + tm.compute_s + tm.update_s - r.busy0_s;
+        int ns = r.n_losses > 1 ? r.n_losses - 1 : 1;
+        double wall = r.n_losses > 1 ? r.wall_s - r.step_s[0] : r.wall_s;
+        c->qrank[N + rank] = (float)((wall - busy) / ns);
+        c->qrank[2 * N + rank] = (float)(busy / ns);
+        if ((rc = ls_dist_allreduce_sum(d, c->qrank, (size_t)N * 3)) < 0) {
             ls_train_run_result_free(&r);
             return job_fail(d, rc, res);
         }
