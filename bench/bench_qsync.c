@@ -8,7 +8,7 @@
  *   4. held-out bits/byte at equal steps and at equal wall time (qsync vs uniform low
  *      precision vs fp32 at the slow rank's pace) and the throughput gain over fp32.
  *
- *   build/bench_qsync [--quick] [--gemm-only] [--config small] [--steps 8] [--repeats 3] [--reps 5 (profile rounds)]
+ *   build/bench_qsync [--quick] [--gemm-only] [--config small] [--steps 10] [--repeats 3] [--reps 8 (profile rounds)]
  *                     [--share auto|X] [--out FILE]
  *
  * The slow rank's CPU share: "auto" is 2/3 of what an unthrottled process gets right now
@@ -126,7 +126,7 @@ static cJSON *gemm_table(const ls_model_config *c, int N, int reps) {
 }
 
 int main(int argc, char **argv) {
-    int quick = 0, steps = 8, reps = 5, gemm_only = 0, repeats = 3;
+    int quick = 0, steps = 10, reps = 8, gemm_only = 0, repeats = 3;
     const char *config = "small", *out = NULL, *share_arg = "auto";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick"))
@@ -281,6 +281,8 @@ int main(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "error", (rows[k].pred_s - rows[k].meas_s) / rows[k].meas_s);
         cJSON_AddNumberToObject(o, "cpu_share_rank0", rows[k].share0);
         cJSON_AddNumberToObject(o, "cpu_share_rank1", rows[k].share1);
+        cJSON_AddNumberToObject(o, "run_cpu_share_rank0", rows[k].run_share[0]);
+        cJSON_AddNumberToObject(o, "run_cpu_share_rank1", rows[k].run_share[1]);
         cJSON_AddNumberToObject(o, "sync_ms", rows[k].sync_s * 1e3);
         cJSON_AddNumberToObject(o, "sync_modelled_ms", rows[k].sync_pred_s * 1e3);
         cJSON_AddNumberToObject(o, "expected_max_excess_ms", rows[k].emax_s * 1e3);

@@ -198,6 +198,8 @@ double ls_now(void);
 double ls_wall_time(void);
 /* CPU seconds the calling thread has used. */
 double ls_thread_cpu_time(void);
+/* CPU seconds the calling process has used (all its threads). */
+double ls_process_cpu_time(void);
 void ls_sleep_ms(int ms);
 /* The median of v[0..n) (mean of the two middle values for even n), sorting v in place
  * (so v[0] and v[n-1] are then its extremes); NAN when n < 1. */

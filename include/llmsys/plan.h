@@ -576,7 +576,8 @@ typedef struct {
      * vs that run's median step: mean signed error over the runs and the largest |error|;
      * "run": with the modelled all-reduce; "sync": with the synchronisation time measured in
      * that run; "loo": measured in the same round's runs of the other plans (median) */
-    double share0, share1, sync_s; /* mean share of a core of rank 0 and 1, sync seconds per step */
+    double share0, share1, sync_s; /* mean share of a core of rank 0 and 1 while computing, sync s per step */
+    double run_share[2];           /* mean share of a core of rank 0 and 1 over the whole run */
     /* the @run prediction by part, means over the runs: each rank's compute predicted and
      * measured (per step, the first left out), the expected maximum's excess over the larger
      * compute, the modelled synchronisation */

@@ -231,6 +231,7 @@ typedef struct {
     double compute_s; /* forward + backward */
     double comm_s;    /* gradient all-reduce (0 on one rank) */
     double update_s;  /* AdamW */
+    double busy_cpu_s; /* process CPU seconds during data, forward/backward and update */
 } ls_train_timing;
 void ls_trainer_timing(const ls_trainer *t, ls_train_timing *out);
 ls_model *ls_trainer_model(ls_trainer *t);
@@ -301,6 +302,7 @@ typedef struct {
     int n_losses;
     double wall_s;       /* the loop, without the final save */
     double busy0_s;      /* data + forward/backward + update seconds of the run's first step */
+    double busy0_cpu_s;  /* the process CPU seconds in them */
     double tokens_per_s; /* global tokens per wall second */
     int stopped;         /* ended early by stop_flag or an after_step hook */
 } ls_train_run_result;

@@ -33,9 +33,10 @@ double ls_tplan_exp_cpu_fraction(void) {
 
 static double quantile(double *v, int n, double q);
 
-/* per run: median step, rank 0's and rank 1's share of a core, the least sync seconds per
- * step of the ranks, rank 0's and rank 1's compute seconds per step */
-enum { RUN_N = 6 };
+/* per run: median step, rank 0's and rank 1's share of a core while computing, the least sync
+ * seconds per step of the ranks, rank 0's and rank 1's compute seconds per step, rank 0's and
+ * rank 1's share of a core over the whole run */
+enum { RUN_N = 8 };
 
 /* Runs `bin train ...` on 2 ranks with plan, output to log; appends each step's wall time
  * after the first (rank 0's report, step_s) to st[*n] when st is not NULL (room for steps);
@@ -62,7 +63,8 @@ static int exp_train(const ls_tplan_exp *e, int steps, const char *plan, const c
     cJSON *j;
     LS_TRY(ls_json_read_file(report, &j));
     const cJSON *arr = cJSON_GetObjectItem(j, "step_s"), *sh = cJSON_GetObjectItem(j, "cpu_share"),
-                *sy = cJSON_GetObjectItem(j, "sync_s"), *co = cJSON_GetObjectItem(j, "compute_s");
+                *sy = cJSON_GetObjectItem(j, "sync_s"), *co = cJSON_GetObjectItem(j, "compute_s"),
+                *csh = cJSON_GetObjectItem(j, "compute_share");
     int m = cJSON_GetArraySize(arr), n0 = st ? *n : 0;
     for (int i = 1; st && i < m && i < steps; i++) st[(*n)++] = cJSON_GetArrayItem(arr, i)->valuedouble;
     if (run && st && *n > n0) {
@@ -70,8 +72,12 @@ static int exp_train(const ls_tplan_exp *e, int steps, const char *plan, const c
         if (v) memcpy(v, st + n0, sizeof(double) * (size_t)(*n - n0));
         run[0] = v ? quantile(v, *n - n0, 0.5) : 0;
         free(v);
-        for (int r = 0; r < 2; r++)
-            run[1 + r] = cJSON_GetArraySize(sh) == 2 ? cJSON_GetArrayItem(sh, r)->valuedouble : 0;
+        /* the share while computing: a rank that waits at a synchronisation gives its core away,
+         * so its share over the whole run understates what it gets when it has work */
+        for (int r = 0; r < 2; r++) {
+            run[6 + r] = cJSON_GetArraySize(sh) == 2 ? cJSON_GetArrayItem(sh, r)->valuedouble : 0;
+            run[1 + r] = cJSON_GetArraySize(csh) == 2 ? cJSON_GetArrayItem(csh, r)->valuedouble : run[6 + r];
+        }
         run[3] = cJSON_GetArraySize(sy) == 2
                      ? fmin(cJSON_GetArrayItem(sy, 0)->valuedouble, cJSON_GetArrayItem(sy, 1)->valuedouble)
                      : -1;
@@ -139,7 +145,7 @@ static double quantile(double *v, int n, double q) {
  * and max |error| of each into w. */
 static void exp_errors(const ls_tplan *q, const double *run, int runs, const double *loo, ls_tplan_exp_row *w) {
     double pv[3][8], mean[3] = {0}, mx[3] = {0};
-    w->share0 = w->share1 = w->sync_s = w->sync_pred_s = w->emax_s = 0;
+    w->share0 = w->share1 = w->sync_s = w->sync_pred_s = w->emax_s = w->run_share[0] = w->run_share[1] = 0;
     memset(w->comp_pred_s, 0, sizeof w->comp_pred_s), memset(w->comp_meas_s, 0, sizeof w->comp_meas_s);
     for (int r = 0; r < runs; r++) {
         const double *x = run + RUN_N * r;
@@ -156,6 +162,7 @@ static void exp_errors(const ls_tplan *q, const double *run, int runs, const dou
         w->emax_s += (pv[0][r] - sync_model - fmax(st[0], st[1])) / runs;
         for (int k = 0; k < 2; k++) w->comp_pred_s[k] += st[k] / runs, w->comp_meas_s[k] += x[4 + k] / runs;
         w->share0 += x[1] / runs, w->share1 += x[2] / runs, w->sync_s += x[3] / runs;
+        w->run_share[0] += x[6] / runs, w->run_share[1] += x[7] / runs;
     }
     w->pred_run_s = quantile(pv[0], runs, 0.5), w->err_run = mean[0], w->err_run_max = mx[0];
     w->pred_sync_s = quantile(pv[1], runs, 0.5), w->err_sync = mean[1], w->err_sync_max = mx[1];
@@ -263,7 +270,8 @@ void ls_tplan_exp_print(FILE *f, const ls_tplan_exp *e, const ls_tplan_exp_row *
     fprintf(f,
             "  pred: the plan file's prediction (costs at the profile's share of a core, %.2f, its measured throttle "
             "slowdown, the ranks' expected maximum, the modelled synchronisation)\n"
-            "  per run, each rank's compute rescaled to the share of a core it got in that run, their expected "
+            "  per run, each rank's compute rescaled to the share of a core it got in that run while computing "
+            "(share r0/r1), their expected "
             "maximum, plus: @run the modelled synchronisation; @sync the run's own time at the synchronisations "
             "(sync: the rank that waited least, per step); @loo that time measured in the same round's runs of the "
             "other plans\n"
@@ -280,13 +288,14 @@ void ls_tplan_exp_print(FILE *f, const ls_tplan_exp *e, const ls_tplan_exp_row *
             "ranks' expected maximum over the larger (step spread %.1f%% in the profile), the synchronisation "
             "modelled vs measured (the rank that waited least)\n",
             100 * p->step_cv);
-    fprintf(f, "  %-13s %17s %17s %8s %17s %9s %8s\n", "plan", "r0 compute p/m", "r1 compute p/m", "E[max]+",
-            "sync p/m", "meas ms", "@run");
+    fprintf(f, "  %-13s %17s %17s %8s %17s %9s %8s %19s\n", "plan", "r0 compute p/m", "r1 compute p/m", "E[max]+",
+            "sync p/m", "meas ms", "@run", "whole-run share r0/r1");
     for (int k = 0; k < n; k++) {
         const ls_tplan_exp_row *w = &rows[k];
-        fprintf(f, "  %-13s %8.1f/%-8.1f %8.1f/%-8.1f %8.1f %8.1f/%-8.1f %9.1f %+7.1f%%\n", w->name,
+        fprintf(f, "  %-13s %8.1f/%-8.1f %8.1f/%-8.1f %8.1f %8.1f/%-8.1f %9.1f %+7.1f%% %9.2f/%-9.2f\n", w->name,
                 w->comp_pred_s[0] * 1e3, w->comp_meas_s[0] * 1e3, w->comp_pred_s[1] * 1e3, w->comp_meas_s[1] * 1e3,
-                w->emax_s * 1e3, w->sync_pred_s * 1e3, w->sync_s * 1e3, w->meas_s * 1e3, 100 * w->err_run);
+                w->emax_s * 1e3, w->sync_pred_s * 1e3, w->sync_s * 1e3, w->meas_s * 1e3, 100 * w->err_run,
+                w->run_share[0], w->run_share[1]);
     }
     fprintf(f, "\nequal wall time (%.1f s: %s's %d steps at its measured pace): held-out bits/byte\n",
             rows[0].meas_s * e->steps, rows[0].name, e->steps);

@@ -391,12 +391,6 @@ enum { MAXREP = 64 };
  * rest of its period with probability 1 - 1/slowdown: half a period then. */
 static double throttle_wait(double slow) { return slow > 1 ? 2 * (1 - 1 / slow) * 0.5 * LS_THROTTLE_PERIOD_S : 0; }
 
-static double cpu_seconds(void) {
-    struct timespec c;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c);
-    return (double)c.tv_sec + 1e-9 * (double)c.tv_nsec;
-}
-
 double ls_tplan_predict_at(const ls_tplan *p, const double *share, double sync_s, double *step_s) {
     double smax = 1, smin = INFINITY, st[LS_TPLAN_MAX_RANK];
     for (int r = 0; r < p->ranks; r++) smax = fmax(smax, p->dev[r].slowdown), smin = fmin(smin, share[r]);
@@ -549,7 +543,7 @@ static int profile_insitu(ls_tplan *p, ls_trainer *t, ls_batch_source *src, int 
     uint8_t prec[LS_TPLAN_MAX_LIN];
     double whole[LS_PREC_COUNT][MAXREP] = {{0}};
     int rc = ls_model_set_linear_timer(m, acc), k = 0;
-    double w0 = ls_now(), c0 = cpu_seconds();
+    double w0 = ls_now(), c0 = ls_process_cpu_time();
     for (int rep = -1; rc == LS_OK && rep < reps; rep++) /* a warm-up round: oneDNN builds its kernels */
         for (int q = 0; rc == LS_OK && q < LS_PREC_COUNT; q++) {
             memset(prec, q, (size_t)n);
@@ -563,7 +557,7 @@ static int profile_insitu(ls_tplan *p, ls_trainer *t, ls_batch_source *src, int 
             other[k++] = st - lin;
         }
     ls_model_set_linear_timer(m, NULL);
-    p->cpu_share = (cpu_seconds() - c0) / fmax(1e-9, ls_now() - w0); /* the share the costs were measured at */
+    p->cpu_share = (ls_process_cpu_time() - c0) / fmax(1e-9, ls_now() - w0); /* the share the costs were measured at */
     if (rc == LS_OK) rc = ls_model_set_precision(m, NULL, n, p->per_channel);
     /* layers of one kind have one shape: per round the mean over them, then the median over
      * rounds (7 layers of noise averaged per sample instead of one) */

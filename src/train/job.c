@@ -79,7 +79,8 @@ typedef struct {
     char qsync[1024]; /* every rank's precisions and throttle (on rank 0), for the log and report */
     /* precision-plan runs, per rank: [0, N) its share of a core over the run, [N, 2N) its
      * seconds per step outside its own compute (waiting and communicating at the syncs),
-     * [2N, 3N) inside it (data, forward/backward, update); the first step left out */
+     * [2N, 3N) inside it (data, forward/backward, update), [3N, 4N) its share of a core
+     * inside it (process CPU over wall seconds); the first step left out */
     float qrank[128];
 } job_ctx;
 
@@ -198,11 +199,13 @@ static int job_report(const ls_train_job *o, job_ctx *c, const ls_train_run_resu
     if (o->resume) cJSON_AddStringToObject(j, "resumed_from", o->resume);
     if (o->precision_plan) cJSON_AddStringToObject(j, "precision_plan", o->precision_plan);
     if (c->qsync[0]) cJSON_AddStringToObject(j, "precision_ranks", c->qsync);
-    if (c->qsync[0] && ls_dist_size(c->d) <= 42) {
+    if (c->qsync[0] && ls_dist_size(c->d) <= 32) {
         cJSON_AddItemToObject(j, "cpu_share", cJSON_CreateFloatArray(c->qrank, ls_dist_size(c->d)));
         cJSON_AddItemToObject(j, "sync_s", cJSON_CreateFloatArray(c->qrank + ls_dist_size(c->d), ls_dist_size(c->d)));
         cJSON_AddItemToObject(j, "compute_s",
                               cJSON_CreateFloatArray(c->qrank + 2 * ls_dist_size(c->d), ls_dist_size(c->d)));
+        cJSON_AddItemToObject(j, "compute_share",
+                              cJSON_CreateFloatArray(c->qrank + 3 * ls_dist_size(c->d), ls_dist_size(c->d)));
     }
     int rc = ls_json_write_file(o->report, j);
     cJSON_Delete(j);
@@ -265,7 +268,7 @@ static int job_run(const ls_train_job *o, job_ctx *c, ls_train_job_result *res) 
     rc = ls_train_run(c->t, c->src, d, &ro, &r);
     if (o->detach) o->detach(o->ctx, c->t);
     if (rc < 0) return job_fail(d, rc, res);
-    if (o->precision_plan && o->plan_apply && N <= 42) { /* what each rank ran at: checks the plan's predictions */
+    if (o->precision_plan && o->plan_apply && N <= 32) { /* what each rank ran at: checks the plan's predictions */
         ls_train_timing tm;
         ls_trainer_timing(c->t, &tm);
         c->qrank[rank] = (float)ls_throttle_cpu_share(&c->thr);
@@ -275,7 +278,8 @@ static int job_run(const ls_train_job *o, job_ctx *c, ls_train_job_result *res) 
         double wall = r.n_losses > 1 ? r.wall_s - r.step_s[0] : r.wall_s;
         c->qrank[N + rank] = (float)((wall - busy) / ns);
         c->qrank[2 * N + rank] = (float)(busy / ns);
-        if ((rc = ls_dist_allreduce_sum(d, c->qrank, (size_t)N * 3)) < 0) {
+        c->qrank[3 * N + rank] = (float)(busy > 0 ? (tm.busy_cpu_s - r.busy0_cpu_s) / busy : 0);
+        if ((rc = ls_dist_allreduce_sum(d, c->qrank, (size_t)N * 4)) < 0) {
             ls_train_run_result_free(&r);
             return job_fail(d, rc, res);
         }

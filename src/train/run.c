@@ -49,7 +49,7 @@ int ls_train_run(ls_trainer *t, ls_batch_source *src, ls_dist *d, const ls_train
     double t0 = ls_now();
     int nl = 0, stopped = 0;
     ls_train_timing tm0, tm1;
-    double busy0 = 0;
+    double busy0 = 0, busy0_cpu = 0;
     for (int64_t s = start; s < (end = run_end(t, o)); s++) {
         float loss, gn;
         double ts = ls_now();
@@ -59,6 +59,7 @@ int ls_train_run(ls_trainer *t, ls_batch_source *src, ls_dist *d, const ls_train
         if (nl == 0) {
             ls_trainer_timing(t, &tm1);
             busy0 = tm1.data_s + tm1.compute_s + tm1.update_s - (tm0.data_s + tm0.compute_s + tm0.update_s);
+            busy0_cpu = tm1.busy_cpu_s - tm0.busy_cpu_s;
         }
         double now = ls_now(), el = now - t0, tps = (nl + 1) * tok_per_step / (el > 0 ? el : 1e-9);
         if (nl == cap) { /* a hook lengthened the schedule */
@@ -119,6 +120,7 @@ int ls_train_run(ls_trainer *t, ls_batch_source *src, ls_dist *d, const ls_train
     r->n_losses = nl;
     r->wall_s = wall;
     r->busy0_s = busy0;
+    r->busy0_cpu_s = busy0_cpu;
     r->tokens_per_s = wall > 0 ? nl * tok_per_step / wall : 0;
     r->stopped = stopped;
     return LS_OK;

@@ -96,21 +96,15 @@ static int duty_apply(ls_throttle *t, double frac) {
     return LS_OK;
 }
 
-static double cpu_now(void) {
-    struct timespec c;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c);
-    return (double)c.tv_sec + 1e-9 * (double)c.tv_nsec;
-}
-
 double ls_throttle_cpu_share(const ls_throttle *t) {
     double w = ls_now() - t->wall0;
-    return w > 0 ? (cpu_now() - t->cpu0) / w : 0;
+    return w > 0 ? (ls_process_cpu_time() - t->cpu0) / w : 0;
 }
 
 int ls_throttle_apply(ls_throttle *t, double share, int threads) {
     memset(t, 0, sizeof *t);
     t->share = share;
-    t->wall0 = ls_now(), t->cpu0 = cpu_now();
+    t->wall0 = ls_now(), t->cpu0 = ls_process_cpu_time();
     if (threads < 1) threads = 1;
     if (!(share > 0) || share >= threads) {
         snprintf(t->mech, sizeof t->mech, "none");

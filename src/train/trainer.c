@@ -247,7 +247,7 @@ void ls_trainer_hooks(const ls_trainer *t, ls_train_hooks *out) { *out = t->hook
 int ls_trainer_step(ls_trainer *t, ls_batch_source *src, float *loss, float *grad_norm) {
     int N = ls_dist_size(t->d), r = ls_dist_rank(t->d), T = t->tc.seq;
     float l = NAN;
-    double t0 = ls_now();
+    double t0 = ls_now(), c0 = ls_process_cpu_time();
     int rc = src->fill(src, t->step, r * t->rows, t->rows, T, t->tokens, t->targets);
     double t1 = ls_now();
     ls_model_zero_grad(t->m);
@@ -263,7 +263,7 @@ int ls_trainer_step(ls_trainer *t, ls_batch_source *src, float *loss, float *gra
         else
             ls_model_backward(t->m);
     }
-    double t2 = ls_now();
+    double t2 = ls_now(), c2 = ls_process_cpu_time();
     if (N > 1) {
         /* One all-reduce carries the count-weighted gradients, the loss, a failure flag and
          * the target count, so a failing rank stops every rank at the same step instead of
@@ -288,7 +288,7 @@ int ls_trainer_step(ls_trainer *t, ls_batch_source *src, float *loss, float *gra
     } else if (rc < 0) {
         return rc;
     }
-    double t3 = ls_now();
+    double t3 = ls_now(), c3 = ls_process_cpu_time();
     if (t->hooks.before_update) {
         /* the gradients are global here; a hook failing on one rank fails the step on all */
         int hrc = t->hooks.before_update(t->hooks.ctx, t, t->step);
@@ -297,6 +297,7 @@ int ls_trainer_step(ls_trainer *t, ls_batch_source *src, float *loss, float *gra
     }
     float gn = ls_model_adamw_step(t->m, &t->tc.opt, (int)t->step);
     double t4 = ls_now();
+    t->timing.busy_cpu_s += c2 - c0 + ls_process_cpu_time() - c3;
     t->timing.steps++;
     t->timing.data_s += t1 - t0;
     t->timing.compute_s += t2 - t1;
