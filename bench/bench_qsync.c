@@ -4,7 +4,8 @@
  *   2. planning time (profile here; allocation for a catalog cluster);
  *   3. predictor error: 5 plans (fp32, uniform bf16, uniform fp16, uniform int8, qsync) for 2
  *      ranks, one throttled, each run --repeats times interleaved as `llmsys train --ranks 2`,
- *      predicted vs the median of the measured per-step times;
+ *      predicted vs the median of the measured per-step times, and the error by part (each
+ *      rank's compute, the ranks' expected maximum, the synchronisation);
  *   4. held-out bits/byte at equal steps and at equal wall time (qsync vs uniform low
  *      precision vs fp32 at the slow rank's pace) and the throughput gain over fp32.
  *

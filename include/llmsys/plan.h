@@ -440,7 +440,7 @@ typedef struct {
     char cluster[128];
     char throttle[96]; /* mechanism ("cgroup v1 ...", "duty cycle ...", "modelled") */
     ls_tplan_device dev[LS_TPLAN_MAX_RANK];
-    double allreduce_s;
+    double allreduce_s; /* the synchronisation per step: all-reduce and its copies (here: timed memory passes) */
     double omega[LS_TPLAN_MAX_LIN][LS_PREC_COUNT]; /* indicator, 0 at fp32 */
     /* the result */
     ls_tplan_strategy strategy;
@@ -502,8 +502,8 @@ int ls_tplan_indicator_run(ls_tplan *p, const ls_corpus *corpus, const char *ckp
 /* Profiles this machine for the plan: one-rank training steps on corpus (global batch /
  * ranks rows; weights from ckpt when not NULL, else initialised) for the fp32 step, every Linear shape's GEMMs and
  * casts per precision, the indicator from the same run, and each distinct throttle share's slowdown. shares has
- * p->ranks entries (0 = unthrottled). Fills dev[], omega, allreduce_s (modelled from a
- * measured memory pass). */
+ * p->ranks entries (0 = unthrottled). Fills dev[], omega, cpu_share, step_cv and allreduce_s
+ * (the step's synchronisation: its memory passes over the gradient, timed here). */
 int ls_tplan_profile_here(ls_tplan *p, const ls_corpus *corpus, const char *ckpt, const double *shares, int threads,
                           int reps);
 /* Models catalog GPUs (names per rank) for the plan from their datasheet figures; the
