@@ -227,10 +227,10 @@ int64_t ls_trainer_step_index(const ls_trainer *t);
 /* Where this rank's step time went, summed over the steps run by this trainer. */
 typedef struct {
     int64_t steps;
-    double data_s;    /* batch source fill */
-    double compute_s; /* forward + backward */
-    double comm_s;    /* gradient all-reduce (0 on one rank) */
-    double update_s;  /* AdamW */
+    double data_s;     /* batch source fill */
+    double compute_s;  /* forward + backward */
+    double comm_s;     /* gradient all-reduce (0 on one rank) */
+    double update_s;   /* AdamW */
     double busy_cpu_s; /* process CPU seconds during data, forward/backward and update */
 } ls_train_timing;
 void ls_trainer_timing(const ls_trainer *t, ls_train_timing *out);

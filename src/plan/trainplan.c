@@ -63,8 +63,7 @@ double ls_tplan_expected_max(const double *mu, double cv, int n) {
             if (a > m) m = a, v = va;
             continue;
         }
-        double al = (m - a) / th, P = 0.5 * erfc(-al / sqrt(2)), Q = 1 - P,
-               phi = exp(-0.5 * al * al) / sqrt(2 * M_PI);
+        double al = (m - a) / th, P = 0.5 * erfc(-al / sqrt(2)), Q = 1 - P, phi = exp(-0.5 * al * al) / sqrt(2 * M_PI);
         double m1 = m * P + a * Q + th * phi, m2 = (m * m + v) * P + (a * a + va) * Q + (m + a) * th * phi;
         m = m1, v = fmax(0, m2 - m1 * m1);
     }
