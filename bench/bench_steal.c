@@ -32,7 +32,7 @@ static void detector_view(ls_victim_server *srv, const char *key, outcome *out) 
 }
 
 static int run_one(ls_victim_server *srv, const ls_steal_data *tr, const ls_steal_data *te, const int32_t *vlab,
-                   int strategy, int64_t budget, int final_epochs, int proba, uint64_t seed, int ideas,
+                   int strategy, int64_t budget, int final_epochs, int proba, uint64_t seed, int ideas, int img_ideas,
                    const char *key, outcome *out) {
     char url[128];
     snprintf(url, sizeof url, "http://127.0.0.1:%d/predict", ls_victim_server_port(srv));
@@ -48,6 +48,7 @@ static int run_one(ls_victim_server *srv, const ls_steal_data *tr, const ls_stea
     o.final_epochs = final_epochs;
     o.seed = seed;
     o.table_ideas = ideas;
+    o.image_ideas = img_ideas;
     ls_replica *r = NULL;
     ls_steal_result res;
     int rc = ls_steal_run(&o, ls_steal_client_oracle(cl), &r, &res);
@@ -100,7 +101,7 @@ static int is_classic(const char *v) {
 }
 
 typedef struct {
-    int nb, epochs, proba, no_base, ideas;
+    int nb, epochs, proba, no_base, ideas, img_ideas;
     int64_t train_n, test_n, budgets[16];
     uint64_t seed;
     double delta;
@@ -182,12 +183,15 @@ static int run_set(const char *set, char **dl, int nd, char **vl, int nv, const 
                 for (int g = 0; g < LS_QMON_GRID; g++) nat.mon_at[g] = rnd.mon_at[g] = -1;
                 char key[64];
                 snprintf(key, sizeof key, "synth-%lld", (long long)budget);
-                LS_TRY(run_one(srv, &tr, &te, vlab, LS_STEAL_SYNTH, budget, c->epochs, c->proba, c->seed, c->ideas, key, &ours));
+                LS_TRY(run_one(srv, &tr, &te, vlab, LS_STEAL_SYNTH, budget, c->epochs, c->proba, c->seed, c->ideas,
+                               c->img_ideas, key, &ours));
                 if (!c->no_base) {
                     snprintf(key, sizeof key, "random-%lld", (long long)budget);
-                    LS_TRY(run_one(srv, &tr, &te, vlab, LS_STEAL_RANDOM, budget, c->epochs, c->proba, c->seed, c->ideas, key, &rnd));
+                    LS_TRY(run_one(srv, &tr, &te, vlab, LS_STEAL_RANDOM, budget, c->epochs, c->proba, c->seed, c->ideas,
+                                   c->img_ideas, key, &rnd));
                     snprintf(key, sizeof key, "natural-%lld", (long long)budget);
-                    LS_TRY(run_one(srv, &tr, &te, vlab, LS_STEAL_NATURAL, budget, c->epochs, c->proba, c->seed, c->ideas, key, &nat));
+                    LS_TRY(run_one(srv, &tr, &te, vlab, LS_STEAL_NATURAL, budget, c->epochs, c->proba, c->seed,
+                                   c->ideas, c->img_ideas, key, &nat));
                     if (ds.naturals < 512) {
                         ds.natural_minw[ds.naturals] = nat.w;
                         memcpy(ds.natural_mon[ds.naturals++], nat.mon_at, sizeof nat.mon_at);
@@ -317,12 +321,14 @@ int main(int argc, char **argv) {
             printf("usage: bench_steal [--out FILE] [--victims LIST] [--datasets LIST] [--heldout LIST] [--budgets LIST]\n"
                    "                   [--train-n N] [--test-n N] [--epochs N] [--delta W] [--monitor-z Z]\n"
                    "                   [--no-baselines] [--proba] [--seed N] [--quick] [--goal]\n"
-                   "                   [--table-ideas BITS]\n"
+                   "                   [--table-ideas BITS] [--image-ideas BITS]\n"
                    "  victims: logreg,svm,tree,forest,knn,nb,mlp,cnn (cnn on image data only, skipped on tables)\n"
                    "  --datasets: development tasks (default %s), 'none' for none\n"
                    "  --heldout:  held-out tasks (default %s), 'none' for none\n"
                    "  --table-ideas: the attack's table query ideas (1 axis walks, 2 curriculum, 4 committee, 16 uniform,\n"
                    "          8 crossing seeds with 1); off by default\n"
+                   "  --image-ideas: the attack's image query ideas (1 pixel walks, 2 plane seeds with 1, 4 stable\n"
+                   "          centres); off by default\n"
                    "  --goal: the issue's 20k goal on held-out images in bounded time: the seven classic victims,\n"
                    "          budget 20000, 20000 training rows, 1000 test rows, 10 final epochs, no development\n"
                    "          tasks, held-out glyphs,fmnist-inv (options after --goal override these)\n",
@@ -368,6 +374,8 @@ int main(int argc, char **argv) {
             c.delta = atof(argv[++i]);
         else if (!strcmp(a, "--table-ideas"))
             c.ideas = atoi(argv[++i]);
+        else if (!strcmp(a, "--image-ideas"))
+            c.img_ideas = atoi(argv[++i]);
         else if (!strcmp(a, "--monitor-z"))
             c.mo.z = atof(argv[++i]);
         else {

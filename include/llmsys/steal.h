@@ -385,6 +385,7 @@ typedef struct {
     int use_proba;    /* use probabilities when the API gives them */
     int verbose;      /* progress bar */
     int table_ideas;  /* tables only: LS_STEAL_IDEA_* bits, all measured and off by default (docs/steal.md) */
+    int image_ideas;  /* images only: LS_STEAL_IMG_* bits, measured and off by default (docs/steal.md) */
 } ls_steal_opts;
 
 /* Table query ideas (ls_steal_opts.table_ideas). */
@@ -394,6 +395,13 @@ enum {
     LS_STEAL_IDEA_COMMITTEE = 4,  /* candidates ranked by the disagreement of three replicas */
     LS_STEAL_IDEA_CROSSINGS = 8,  /* with AXIS: seeds placed at the boundary crossings found */
     LS_STEAL_IDEA_UNIFORM = 16,   /* half of every round uniform random rows (coverage) */
+};
+/* Image query ideas (ls_steal_opts.image_ideas), against tree, forest and kNN victims. */
+enum {
+    LS_STEAL_IMG_WALKS = 1,   /* a larger bisection share, pixel pairs walked to differ in one pixel (split planes) */
+    LS_STEAL_IMG_PLANES = 2,  /* with WALKS: a quarter of the fresh objects get pixels set near the planes found */
+    LS_STEAL_IMG_CENTRES = 4, /* variations drawn from answered objects whose variations kept their label */
+    LS_STEAL_IMG_GROUND = 8,  /* a ground level and pixel noise under each image, adapted like the styles */
 };
 
 typedef struct {

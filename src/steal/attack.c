@@ -50,6 +50,7 @@ typedef struct {
     float grid[25]; /* g x g shading values in [0,1] */
     int style;      /* STYLE_*: how the parameters are rendered */
     float sv[12];   /* strokes: up to 5 points (y, x) then width; field: angle, freq, phase, contrast, mean, kind */
+    int ground;     /* LS_STEAL_IMG_GROUND: the ground cell (level x noise), 0 = plain */
 } obj_params;
 
 /* The styles of the image prior. The prior started as objects on a dark background, a look
@@ -86,6 +87,9 @@ typedef struct {
     obj_params *par;     /* cap (images): each answered object's parameters, when has_par */
     unsigned char *has_par;
     float style_w[NSTYLE]; /* the prior's current share of each style */
+    float ground_w[16];    /* LS_STEAL_IMG_GROUND: the current share of each ground cell */
+    uint16_t *vn, *vs;     /* LS_STEAL_IMG_CENTRES: each answered object's answered variations, and those
+                              the victim gave its label */
 } attack_t;
 
 static float clampf(float v, float lo, float hi) { return v < lo ? lo : v > hi ? hi : v; }
@@ -227,6 +231,11 @@ static void obj_finish(attack_t *a, const obj_params *P, ls_rng *r, float *x) {
                                 !mask[i - 1] || !mask[i + 1]))
                     x[i] = P->e;
             }
+    if (P->ground > 0 && P->style != STYLE_FIELD) { /* the ground: a level under the image, and pixel noise */
+        static const float glev[4] = {0, 0.1f, 0.2f, 0.35f}, gsd[4] = {0, 0.03f, 0.08f, 0.15f};
+        float gl = glev[P->ground / 4], gs = gsd[P->ground % 4];
+        for (int i = 0; i < H * W; i++) x[i] = clampf(gl + (1 - gl) * x[i] + gs * ls_rng_normal(r), 0, 1);
+    }
     if (P->style == STYLE_INVERTED)
         for (int i = 0; i < H * W; i++) x[i] = 1.0f - x[i];
     for (int ch = 1; ch < o->c; ch++) {
@@ -331,6 +340,35 @@ static int style_pick(attack_t *a) {
     return STYLE_OBJECT;
 }
 
+/* The ground cells' shares, as the styles' (below): by the label entropy of each cell's answers. */
+static void ground_weights(attack_t *a) {
+    int k = a->k < 64 ? a->k : 64;
+    int64_t *hist = calloc(16 * 64, sizeof(int64_t)), tot[16] = {0};
+    if (!hist) return;
+    for (int64_t i = 0; i < a->n; i++)
+        if (a->has_par[i] && a->y[i] < 64 && a->par[i].style != STYLE_FIELD) {
+            hist[a->par[i].ground * 64 + a->y[i]]++;
+            tot[a->par[i].ground]++;
+        }
+    double H[16], hmax = 0, w[16], sum = 0, sum2 = 0;
+    for (int c = 0; c < 16; c++) {
+        H[c] = -1;
+        if (tot[c] < 20) continue;
+        double e = 0;
+        for (int j = 0; j < k; j++)
+            if (hist[c * 64 + j]) {
+                double p = (double)hist[c * 64 + j] / tot[c];
+                e -= p * log(p);
+            }
+        H[c] = e / log((double)k);
+        if (H[c] > hmax) hmax = H[c];
+    }
+    free(hist);
+    for (int c = 0; c < 16; c++) sum += w[c] = H[c] < 0 ? 1.0 / 16 : exp(8 * (H[c] - hmax));
+    for (int c = 0; c < 16; c++) sum2 += w[c] = w[c] / sum < 0.02 ? 0.02 : w[c] / sum;
+    for (int c = 0; c < 16; c++) a->ground_w[c] = (float)(w[c] / sum2);
+}
+
 /* The shares from the answers so far: each style's label entropy (normalised by log k) H_s;
  * share ~ exp(8 (H_s - max H)), at least 4 % each, styles not yet asked kept at the mean. */
 static void style_weights(attack_t *a) {
@@ -368,6 +406,7 @@ static void style_weights(attack_t *a) {
         sum2 += w[s];
     }
     for (int s = 0; s < NSTYLE; s++) a->style_w[s] = (float)(w[s] / sum2);
+    if (a->o->image_ideas & LS_STEAL_IMG_GROUND) ground_weights(a);
 }
 
 /* An object on a dark background, the generic prior for image-shaped inputs: the union of 1..4
@@ -380,6 +419,15 @@ static void object_seed(attack_t *a, float *x, obj_params *P) {
     int H = a->o->h, W = a->o->w;
     ls_rng *r = &a->rng;
     P->style = style_pick(a);
+    P->ground = 0;
+    if (a->o->image_ideas & LS_STEAL_IMG_GROUND) { /* a cell drawn from the current shares */
+        float u = ls_rng_uniform(r), acc = 0;
+        for (int c = 0; c < 16; c++)
+            if ((acc += a->ground_w[c]) > u || c == 15) {
+                P->ground = c;
+                break;
+            }
+    }
     if (P->style >= STYLE_STROKES) {
         style_draw(a, P);
         obj_render(a, P, x);
@@ -681,7 +729,8 @@ static int bisect_pixels(attack_t *a, int64_t first, int64_t npairs, int steps) 
         la[np] = a->y[p];
         np++;
     }
-    int walked = !is_image(a->o) && (a->o->table_ideas & LS_STEAL_IDEA_AXIS);
+    int walked =
+        is_image(a->o) ? (a->o->image_ideas & LS_STEAL_IMG_WALKS) != 0 : (a->o->table_ideas & LS_STEAL_IDEA_AXIS) != 0;
     if (walked) walk_axes(a, pa, pb, la, mid, perm, np);
     bisect_pairs(a, pa, pb, la, mid, np, steps);
     if (walked && a->thr_f) /* each pair now differs in one feature: a crossing of the boundary */
@@ -814,6 +863,15 @@ static int round_synth(attack_t *a, int64_t want) {
         gen_seed(a, cand + i * d, candP ? &candP[i] : NULL);
         ysrc[i] = -1;
         cpar[i] = -1;
+        if (img && a->thr_f && a->nthr >= 8 && ls_rng_uniform(&a->rng) < 0.25f) {
+            /* planes: 32 pixels put at split planes the walks found (jittered); not an object any more */
+            if (candP) candP[i].style = -1;
+            float sg = rg * 0.05f * ls_rng_uniform(&a->rng);
+            for (int t = 0; t < 32; t++) {
+                int64_t c = (int64_t)ls_rng_below(&a->rng, (uint64_t)a->nthr);
+                cand[i * d + a->thr_f[c]] = clampf(a->thr_v[c] + sg * ls_rng_normal(&a->rng), lo, hi);
+            }
+        }
     }
     /* Variations of answered objects (images): class-balanced parents, each parameter moved
      * by Gaussian noise of up to 0.4 of its range (0.15, 0.25 and 0.6 measured against it in
@@ -824,6 +882,13 @@ static int round_synth(attack_t *a, int64_t want) {
             int64_t c = pick_balanced(a, seen_class(a));
             if (a->has_par[c]) s = c;
         }
+        if (s >= 0 && a->vn) /* centres: of four parents of s's class, the one whose variations kept its label most */
+            for (int t = 0; t < 3; t++) {
+                int64_t c = pick_balanced(a, a->y[s]);
+                if (a->has_par[c] && a->y[c] == a->y[s] &&
+                    (a->vs[c] + 1.0f) / (a->vn[c] + 2.0f) > (a->vs[s] + 1.0f) / (a->vn[s] + 2.0f))
+                    s = c;
+            }
         if (s < 0) {
             gen_seed(a, cand + i * d, &candP[i]);
             ysrc[i] = -1;
@@ -907,6 +972,9 @@ static int round_synth(attack_t *a, int64_t want) {
     qsort(sc, (size_t)pool, sizeof(scored), cmp_scored);
     /* 65% of the round by score, 20% random picks from the rest (diversity), 15% bisection. */
     int64_t ntop = want * 65 / 100, nrand = want * 20 / 100, nbis = want - ntop - nrand;
+    int iwalk = img && (a->o->image_ideas & LS_STEAL_IMG_WALKS);
+    if (iwalk) /* walks: 35 % of the round bisects, 15 % as morphs and 20 % as walked pixel pairs */
+        ntop = want * 45 / 100, nbis = want - ntop - nrand;
     if (!img && (a->o->table_ideas & LS_STEAL_IDEA_CURRICULUM)) { /* curriculum: the bisection share grows from 15 % to 55 % */
         int64_t pct = 15 + 10 * (a->rounds - 1);
         if (pct > 55) pct = 55;
@@ -937,8 +1005,12 @@ static int round_synth(attack_t *a, int64_t want) {
     if (a->par)
         for (int64_t t = 0; t < nnew; t++) {
             a->par[first + t] = candP[selidx[t]];
-            a->has_par[first + t] = 1;
+            a->has_par[first + t] = candP[selidx[t]].style >= 0;
             parent[t] = cpar[selidx[t]];
+            if (a->vn && parent[t] >= 0 && a->vn[parent[t]] < 65535) {
+                a->vn[parent[t]]++;
+                a->vs[parent[t]] += a->y[first + t] == a->y[parent[t]];
+            }
         }
     /* Bisection, 3 halvings a pair: first morphs of variations labelled unlike their parent
      * (images), then pixel blends of a new answer and an older row with another label. */
@@ -946,7 +1018,12 @@ static int round_synth(attack_t *a, int64_t want) {
     if (!img && (a->o->table_ideas & LS_STEAL_IDEA_AXIS)) /* an axis walk costs ceil(log2 d) queries before the halvings */
         while ((1 << walk) < d) walk++;
     int64_t npairs = nbis / (steps + walk), used = 0;
+    if (iwalk) { /* morphs take 3/7 of the share, walked pixel pairs (log2 d + 3 queries each) the rest */
+        while ((1 << walk) < d) walk++;
+        npairs = nbis * 3 / 7 / steps;
+    }
     if (a->par && (rc = bisect_objects(a, first, parent, nnew, npairs, steps, &used))) goto out;
+    if (iwalk) npairs = (nbis - used * steps) / (steps + walk) + used;
     rc = bisect_pixels(a, first, npairs - used, steps);
 out:
     free(cand);
@@ -1027,6 +1104,7 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
         if (n0 < 20 * o->k) n0 = 20 * o->k;
         if (n0 > o->budget) n0 = o->budget;
         for (int s = 0; s < NSTYLE; s++) a.style_w[s] = 1.0f / NSTYLE;
+        for (int c = 0; c < 16; c++) a.ground_w[c] = 1.0f / 16;
         int64_t probe = n0 * 4 / 10; /* the first 40 % of the seeds probe every style evenly */
         for (int64_t s = 0; s < n0 && !a.failed;) {
             int64_t b = n0 - s < 4096 ? n0 - s : 4096;
@@ -1040,7 +1118,14 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
         }
         a.rounds = 1;
         rc = net_new(&a, o->seed + 17);
-        if (!is_image(o) && (o->table_ideas & LS_STEAL_IDEA_AXIS) && (o->table_ideas & LS_STEAL_IDEA_CROSSINGS)) {
+        int img_planes = is_image(o) && (o->image_ideas & LS_STEAL_IMG_WALKS) && (o->image_ideas & LS_STEAL_IMG_PLANES);
+        if (objects && (o->image_ideas & LS_STEAL_IMG_CENTRES)) {
+            a.vn = calloc((size_t)a.cap, sizeof(uint16_t));
+            a.vs = calloc((size_t)a.cap, sizeof(uint16_t));
+            if (!a.vn || !a.vs) rc = ls_err(LS_ENOMEM, "steal: out of memory");
+        }
+        if (img_planes ||
+            (!is_image(o) && (o->table_ideas & LS_STEAL_IDEA_AXIS) && (o->table_ideas & LS_STEAL_IDEA_CROSSINGS))) {
             a.thr_cap = o->budget;
             a.thr_f = malloc(sizeof(int32_t) * (size_t)a.thr_cap);
             a.thr_v = malloc(sizeof(float) * (size_t)a.thr_cap);
@@ -1113,6 +1198,8 @@ done:
     for (int m = 0; m < a.ncom; m++) ls_mlp_free(&a.com[m]);
     free(a.thr_f);
     free(a.thr_v);
+    free(a.vn);
+    free(a.vs);
     free(a.x);
     free(a.y);
     free(a.p);

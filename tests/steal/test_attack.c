@@ -207,6 +207,7 @@ typedef struct {
     int64_t asked, out_of_range, distinct;
     float first[105];
     int32_t seen[3];
+    float *all; /* every query, when non-NULL (room for 1500) */
 } recorder;
 
 static int record_query(void *ctx, const float *x, int n, int32_t *labels, float *proba, int *got) {
@@ -223,6 +224,7 @@ static int record_query(void *ctx, const float *x, int n, int32_t *labels, float
         m = (m / plane - r->lo) / (r->hi - r->lo);
         labels[i] = m < 0.05 ? 0 : m < 0.15 ? 1 : 2;
         r->seen[labels[i]] = 1;
+        if (r->all && r->asked < 1500) memcpy(r->all + r->asked * r->d, row, sizeof(float) * (size_t)r->d);
         if (r->asked == 0) memcpy(r->first, row, sizeof(float) * (size_t)r->d);
         else if (memcmp(r->first, row, sizeof(float) * (size_t)r->d)) r->distinct++;
         r->asked++;
@@ -231,11 +233,27 @@ static int record_query(void *ctx, const float *x, int n, int32_t *labels, float
     return 0;
 }
 
-/* The object prior and its variations and morphs on an odd image shape (3 x 5 x 7, range
- * [-1, 2]): every query value inside the range, the budget spent exactly, the queries
- * varied and every label reached. */
-static void test_image_queries_in_range(void) {
-    recorder rec = {.d = 105, .lo = -1, .hi = 2};
+/* Queries of rec that differ from an earlier one in exactly one value (what a pixel walk's
+ * halvings ask). */
+static int64_t one_value_off(const recorder *rec) {
+    int64_t n = rec->asked < 1500 ? rec->asked : 1500, one = 0;
+    for (int64_t i = 1; i < n; i++) {
+        int hit = 0;
+        for (int64_t e = 0; e < i && !hit; e++) {
+            int diff = 0;
+            for (int j = 0; j < rec->d && diff < 2; j++) diff += rec->all[e * rec->d + j] != rec->all[i * rec->d + j];
+            hit = diff == 1;
+        }
+        one += hit;
+    }
+    return one;
+}
+
+/* One attack on an odd image shape (3 x 5 x 7, range [-1, 2]) with the image ideas given:
+ * every query value inside the range, the budget spent exactly, the queries varied and every
+ * label reached. Returns the queries one value away from an earlier one. */
+static int64_t image_run(int ideas) {
+    recorder rec = {.d = 105, .lo = -1, .hi = 2, .all = malloc(sizeof(float) * 1500 * 105)};
     ls_steal_opts o;
     ls_steal_opts_default(&o);
     o.c = 3;
@@ -248,16 +266,32 @@ static void test_image_queries_in_range(void) {
     o.final_epochs = 2;
     o.members = 1;
     o.seed = 5;
+    o.image_ideas = ideas;
     ls_steal_oracle orc = {&rec, record_query};
     ls_replica *r = NULL;
     ls_steal_result res;
+    CHECK(rec.all != NULL);
     CHECK_EQ_INT(ls_steal_run(&o, orc, &r, &res), LS_OK);
     CHECK_EQ_INT(rec.asked, 1500);
     CHECK_EQ_INT(rec.out_of_range, 0);
     CHECK(rec.distinct > 1400);
     CHECK(rec.seen[0] && rec.seen[1] && rec.seen[2]);
     CHECK(res.rounds > 2);
+    int64_t one = one_value_off(&rec);
     ls_replica_free(r);
+    free(rec.all);
+    return one;
+}
+
+/* The object prior and its variations and morphs, and the same with every image idea on
+ * (pixel walks, plane seeds, stable centres, adaptive ground), whose walks ask queries one
+ * pixel value away from an earlier one, which the plain attack never does. */
+static void test_image_queries_in_range(void) {
+    int64_t plain = image_run(0),
+            ideas = image_run(LS_STEAL_IMG_WALKS | LS_STEAL_IMG_PLANES | LS_STEAL_IMG_CENTRES | LS_STEAL_IMG_GROUND);
+    fprintf(stderr, "  image queries one value from an earlier one: plain %lld, with the ideas %lld of 1500\n",
+            (long long)plain, (long long)ideas);
+    CHECK_MSG(plain == 0 && ideas > 20, "plain %lld, ideas %lld", (long long)plain, (long long)ideas);
 }
 
 /* An axis-aligned table (6 features in [0, 1]; the label says whether x2 > 0.37 and whether
