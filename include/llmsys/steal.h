@@ -402,6 +402,7 @@ enum {
     LS_STEAL_IMG_PLANES = 2,  /* with WALKS: a quarter of the fresh objects get pixels set near the planes found */
     LS_STEAL_IMG_CENTRES = 4, /* variations drawn from answered objects whose variations kept their label */
     LS_STEAL_IMG_GROUND = 8,  /* a ground level and pixel noise under each image, adapted like the styles */
+    LS_STEAL_IMG_TREE = 16,   /* the replica adds a CART fitted on the queries to its members (not saved) */
 };
 
 typedef struct {

@@ -1179,6 +1179,19 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
         ls_replica_free(r);
         goto done;
     }
+    if (objects && (o->image_ideas & LS_STEAL_IMG_TREE)) {
+        /* a CART of the queries: on held-out images it extrapolates to a tree victim's natural
+         * inputs better than the MLP members, and their average better than either */
+        ls_steal_data q = {.n = a.n, .d = d, .k = o->k, .c = o->c, .h = o->h, .w = o->w, .lo = o->lo, .hi = o->hi,
+                           .x = a.x, .y = a.y};
+        ls_victim_opts vo;
+        ls_victim_opts_default(&vo, LS_VICTIM_TREE);
+        rc = ls_victim_train(&vo, &q, &r->tree);
+        if (rc) {
+            ls_replica_free(r);
+            goto done;
+        }
+    }
     r->c = o->c;
     r->h = o->h;
     r->w = o->w;
@@ -1215,6 +1228,7 @@ done:
 void ls_replica_free(ls_replica *r) {
     if (!r) return;
     for (int m = 0; m < r->members; m++) ls_mlp_free(&r->net[m]);
+    ls_victim_free(r->tree);
     free(r);
 }
 
@@ -1241,6 +1255,10 @@ int ls_replica_predict(const ls_replica *r, const float *x, int64_t n, int32_t *
             ls_softmax_rows(z, b, k);
             for (int i = 0; i < b * k; i++) avg[i] += z[i];
         }
+        if (r->tree && !rc) { /* the members' mean plus the tree's leaf probabilities */
+            rc = ls_victim_predict_proba(r->tree, x + s * d, b, z);
+            for (int i = 0; i < b * k && !rc; i++) avg[i] = avg[i] / (float)r->members + z[i];
+        }
         for (int i = 0; i < b && !rc; i++) {
             int best = 0;
             for (int j = 1; j < k; j++)
@@ -1263,6 +1281,7 @@ static void member_name(char *buf, size_t n, int m, int l, char wb) {
 }
 
 int ls_replica_save(const ls_replica *r, const char *path, const char *meta_json) {
+    if (r->tree) return ls_err(LS_EINVAL, "replica: a replica with a tree member (image idea 16) cannot be saved");
     ls_st_writer *w;
     LS_TRY(ls_st_writer_init(&w));
     int rc = LS_OK;

@@ -113,6 +113,8 @@ int ls_scaler_dup(const float *mn, const float *mx, int d, float **omin, float *
 struct ls_replica {
     ls_mlp net[LS_REPLICA_MAX_MEMBERS]; /* members; their softmax outputs are averaged */
     int members;
+    ls_victim *tree; /* LS_STEAL_IMG_TREE: a CART fitted on the queries, its leaf probabilities added to that
+                        average (in memory only; NULL otherwise) */
     int c, h, w, k;
     float lo, hi;
 };
