@@ -327,8 +327,8 @@ int main(int argc, char **argv) {
                    "  --heldout:  held-out tasks (default %s), 'none' for none\n"
                    "  --table-ideas: the attack's table query ideas (1 axis walks, 2 curriculum, 4 committee, 16 uniform,\n"
                    "          8 crossing seeds with 1); off by default\n"
-                   "  --image-ideas: the attack's image query ideas (1 pixel walks, 2 plane seeds with 1, 4 stable\n"
-                   "          centres); off by default\n"
+                   "  --image-ideas: the attack's image ideas (1 pixel walks, 2 plane seeds with 1, 4 stable centres,\n"
+                   "          8 adaptive ground, 16 a CART of the queries as a replica member); off by default\n"
                    "  --goal: the issue's 20k goal on held-out images in bounded time: the seven classic victims,\n"
                    "          budget 20000, 20000 training rows, 1000 test rows, 10 final epochs, no development\n"
                    "          tasks, held-out glyphs,fmnist-inv (options after --goal override these)\n",
