@@ -340,18 +340,12 @@ static int style_pick(attack_t *a) {
     return STYLE_OBJECT;
 }
 
-/* The ground cells' shares, as the styles' (below): by the label entropy of each cell's answers. */
-static void ground_weights(attack_t *a) {
-    int k = a->k < 64 ? a->k : 64;
-    int64_t *hist = calloc(16 * 64, sizeof(int64_t)), tot[16] = {0};
-    if (!hist) return;
-    for (int64_t i = 0; i < a->n; i++)
-        if (a->has_par[i] && a->y[i] < 64 && a->par[i].style != STYLE_FIELD) {
-            hist[a->par[i].ground * 64 + a->y[i]]++;
-            tot[a->par[i].ground]++;
-        }
+/* Shares of n cells (n <= 16) from the labels their queries got: hist[c * 64 + label] counts,
+ * tot[c] their sums. A cell's label entropy H_c (normalised by log k) weighs it by
+ * exp(8 (H_c - max H)); at least fl each; cells with under 20 answers kept at 1/n. */
+static void entropy_shares(const int64_t *hist, const int64_t *tot, int n, int k, double fl, float *out) {
     double H[16], hmax = 0, w[16], sum = 0, sum2 = 0;
-    for (int c = 0; c < 16; c++) {
+    for (int c = 0; c < n; c++) {
         H[c] = -1;
         if (tot[c] < 20) continue;
         double e = 0;
@@ -363,50 +357,37 @@ static void ground_weights(attack_t *a) {
         H[c] = e / log((double)k);
         if (H[c] > hmax) hmax = H[c];
     }
-    free(hist);
-    for (int c = 0; c < 16; c++) sum += w[c] = H[c] < 0 ? 1.0 / 16 : exp(8 * (H[c] - hmax));
-    for (int c = 0; c < 16; c++) sum2 += w[c] = w[c] / sum < 0.02 ? 0.02 : w[c] / sum;
-    for (int c = 0; c < 16; c++) a->ground_w[c] = (float)(w[c] / sum2);
+    for (int c = 0; c < n; c++) {
+        w[c] = H[c] < 0 ? 1.0 / n : exp(8 * (H[c] - hmax));
+        sum += w[c];
+    }
+    for (int c = 0; c < n; c++) {
+        w[c] = w[c] / sum < fl ? fl : w[c] / sum;
+        sum2 += w[c];
+    }
+    for (int c = 0; c < n; c++) out[c] = (float)(w[c] / sum2);
 }
 
 /* The shares from the answers so far: each style's label entropy (normalised by log k) H_s;
- * share ~ exp(8 (H_s - max H)), at least 4 % each, styles not yet asked kept at the mean. */
+ * share ~ exp(8 (H_s - max H)), at least 4 % each, styles not yet asked kept at the mean. With
+ * LS_STEAL_IMG_GROUND the 16 ground cells the same way (at least 2 % each; fields have none). */
 static void style_weights(attack_t *a) {
     if (!a->par) return;
-    int k = a->k < 64 ? a->k : 64;
-    int64_t *hist = calloc((size_t)NSTYLE * 64, sizeof(int64_t)), tot[NSTYLE] = {0};
+    int k = a->k < 64 ? a->k : 64, ground = (a->o->image_ideas & LS_STEAL_IMG_GROUND) != 0;
+    int64_t *hist = calloc((size_t)(NSTYLE + 16) * 64, sizeof(int64_t)), tot[NSTYLE + 16] = {0};
     if (!hist) return;
     for (int64_t i = 0; i < a->n; i++)
         if (a->has_par[i] && a->y[i] < 64) {
             hist[a->par[i].style * 64 + a->y[i]]++;
             tot[a->par[i].style]++;
-        }
-    double H[NSTYLE], hmax = 0;
-    for (int s = 0; s < NSTYLE; s++) {
-        H[s] = -1;
-        if (tot[s] < 20) continue;
-        double e = 0;
-        for (int c = 0; c < k; c++)
-            if (hist[s * 64 + c]) {
-                double p = (double)hist[s * 64 + c] / tot[s];
-                e -= p * log(p);
+            if (ground && a->par[i].style != STYLE_FIELD) {
+                hist[(NSTYLE + a->par[i].ground) * 64 + a->y[i]]++;
+                tot[NSTYLE + a->par[i].ground]++;
             }
-        H[s] = e / log((double)k);
-        if (H[s] > hmax) hmax = H[s];
-    }
+        }
+    entropy_shares(hist, tot, NSTYLE, k, 0.04, a->style_w);
+    if (ground) entropy_shares(hist + NSTYLE * 64, tot + NSTYLE, 16, k, 0.02, a->ground_w);
     free(hist);
-    double w[NSTYLE], sum = 0;
-    for (int s = 0; s < NSTYLE; s++) {
-        w[s] = H[s] < 0 ? 1.0 / NSTYLE : exp(8 * (H[s] - hmax));
-        sum += w[s];
-    }
-    double fl = 0.04, sum2 = 0;
-    for (int s = 0; s < NSTYLE; s++) {
-        w[s] = w[s] / sum < fl ? fl : w[s] / sum;
-        sum2 += w[s];
-    }
-    for (int s = 0; s < NSTYLE; s++) a->style_w[s] = (float)(w[s] / sum2);
-    if (a->o->image_ideas & LS_STEAL_IMG_GROUND) ground_weights(a);
 }
 
 /* An object on a dark background, the generic prior for image-shaped inputs: the union of 1..4
