@@ -129,8 +129,8 @@ int ls_engine_score(ls_engine *e, const int *tokens, int n, float *nll);
 /* Greedy generation in slot 0: prefill the prompt in one call, then one token per step;
  * stops after EOS, n_new tokens or a full context. */
 int ls_engine_generate(ls_engine *e, const int *prompt, int n_prompt, int n_new, int *out, int *n_out);
-/* Whole-model engines only: the same evaluation as ls_eval_tokens (train.h) - windows of
- * T tokens, BOS targets not counted, bits per text byte - but through this engine's
+/* Whole-model engines only: the same evaluation as ls_eval_tokens (train.h) - the same
+ * windows of T tokens, BOS targets not counted, bits per text byte - but through this engine's
  * (quantized) kernels. This is what `llmsys eval` calls for a quantized checkpoint. */
 int ls_engine_eval_tokens(ls_engine *e, const uint16_t *tokens, size_t n, int T, size_t max_tokens,
                           ls_eval_result *r);

@@ -341,6 +341,14 @@ typedef struct {
  * forward; targets that are BOS (always after EOS) are not counted. max_tokens > 0 caps
  * the work at about that many tokens, in windows spread evenly over the whole text. */
 int ls_eval_tokens(ls_model *m, const uint16_t *tokens, size_t n, int T, int B, size_t max_tokens, ls_eval_result *r);
+/* The windows every evaluation scores (ls_eval_tokens, ls_engine_eval_tokens): *avail
+ * non-overlapping windows of T fit in n tokens; returns how many are scored (all of them, or
+ * about max_tokens / T when max_tokens > 0), 0 when not even one fits. */
+size_t ls_eval_windows(size_t n, int T, size_t max_tokens, size_t *avail);
+/* The first token of scored window w (of `windows`, spread evenly over `avail`). */
+static inline size_t ls_eval_window_start(size_t w, size_t windows, size_t avail, int T) {
+    return (w * avail / windows) * (size_t)T;
+}
 /* Completes r from the nats summed over its r->tokens predicted tokens (r->bytes of them
  * text bytes): loss, bits per byte, perplexity. LS_EINVAL when there was no text. */
 int ls_eval_finish(ls_eval_result *r, double nats);

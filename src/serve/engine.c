@@ -298,8 +298,7 @@ int ls_engine_eval_tokens(ls_engine *e, const uint16_t *tokens, size_t n, int T,
     memset(r, 0, sizeof *r);
     LS_TRY(require_whole(e, "eval"));
     if (T < 1 || T > e->cfg.n_ctx) return ls_err(LS_EINVAL, "eval seq %d outside [1, %d]", T, e->cfg.n_ctx);
-    if (max_tokens > 0 && max_tokens + 1 < n) n = max_tokens + 1;
-    size_t windows = n > 0 ? (n - 1) / (size_t)T : 0;
+    size_t avail, windows = ls_eval_windows(n, T, max_tokens, &avail);
     if (windows == 0) return ls_err(LS_EINVAL, "too little data to evaluate: %zu tokens, need at least %d", n, T + 1);
     int *tok = malloc(sizeof(int) * (size_t)(T + 1));
     float *nll = malloc(sizeof(float) * (size_t)T);
@@ -308,7 +307,8 @@ int ls_engine_eval_tokens(ls_engine *e, const uint16_t *tokens, size_t n, int T,
     for (size_t w = 0; rc == LS_OK && w < windows; w++) {
         /* window w predicts tokens[wT+1 .. wT+T]: score T+1 tokens would exceed the context,
          * so run the T inputs and read each position's log-prob of the next token */
-        for (int k = 0; k <= T; k++) tok[k] = tokens[w * (size_t)T + (size_t)k];
+        size_t at = ls_eval_window_start(w, windows, avail, T);
+        for (int k = 0; k <= T; k++) tok[k] = tokens[at + (size_t)k];
         rc = score_window(e, tok, T, nll);
         for (int k = 0; rc == LS_OK && k < T; k++) {
             int y = tok[k + 1];

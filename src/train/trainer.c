@@ -321,16 +321,20 @@ int ls_trainer_save(ls_trainer *t, const char *path) {
 
 /* ---------------------------------------------------------------- evaluation */
 
+size_t ls_eval_windows(size_t n, int T, size_t max_tokens, size_t *avail) {
+    *avail = n > 0 && T > 0 ? (n - 1) / (size_t)T : 0;
+    /* a cap takes windows evenly spread over the whole text, not its beginning */
+    if (max_tokens > 0 && max_tokens / (size_t)T < *avail) return max_tokens / (size_t)T > 0 ? max_tokens / (size_t)T : 1;
+    return *avail;
+}
+
 int ls_eval_tokens(ls_model *m, const uint16_t *tokens, size_t n, int T, int B, size_t max_tokens, ls_eval_result *r) {
     memset(r, 0, sizeof *r);
     if (T < 1 || T > ls_model_cfg(m)->n_ctx)
         return ls_err(LS_EINVAL, "eval seq %d outside [1, %d]", T, ls_model_cfg(m)->n_ctx);
     if (B < 1) return ls_err(LS_EINVAL, "eval batch must be >= 1");
-    size_t avail = n > 0 ? (n - 1) / (size_t)T : 0, windows = avail;
-    if (avail == 0) return ls_err(LS_EINVAL, "too little data to evaluate: %zu tokens, need at least %d", n, T + 1);
-    /* a cap takes windows evenly spread over the whole text, not its beginning */
-    if (max_tokens > 0 && max_tokens / (size_t)T < avail)
-        windows = max_tokens / (size_t)T > 0 ? max_tokens / (size_t)T : 1;
+    size_t avail, windows = ls_eval_windows(n, T, max_tokens, &avail);
+    if (windows == 0) return ls_err(LS_EINVAL, "too little data to evaluate: %zu tokens, need at least %d", n, T + 1);
     int *tok = malloc((size_t)B * (size_t)T * sizeof(int)), *tgt = malloc((size_t)B * (size_t)T * sizeof(int));
     if (!tok || !tgt) {
         free(tok);
@@ -344,7 +348,7 @@ int ls_eval_tokens(ls_model *m, const uint16_t *tokens, size_t n, int T, int B, 
         size_t counted = 0;
         for (int i = 0; i < b; i++)
             for (int k = 0; k < T; k++) {
-                size_t p = ((w + (size_t)i) * avail / windows) * (size_t)T + (size_t)k;
+                size_t p = ls_eval_window_start(w + (size_t)i, windows, avail, T) + (size_t)k;
                 tok[i * T + k] = tokens[p];
                 int y = tokens[p + 1];
                 /* BOS always follows EOS: predicting it carries no information about the text */

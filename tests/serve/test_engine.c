@@ -216,13 +216,20 @@ static void test_eval_matches_train(void) {
     fprintf(stderr, "  bits/byte: ls_eval_tokens %.5f, engine fp32 %.5f, engine 4-bit %.5f\n", rf.bits_per_byte,
             re.bits_per_byte, r4.bits_per_byte);
     CHECK(fabs(r4.bits_per_byte - rf.bits_per_byte) > 1e-6); /* quantization changes something */
-    /* max_tokens = 32 at seq 16: two whole windows, every target in tokens 1..32 but BOS */
+    /* max_tokens = 32 at seq 16: two whole windows spread over the text, at 0 and at window
+     * avail/2, every target in them but BOS; the same windows as ls_eval_tokens with a cap */
     if (n > 40) {
-        ls_eval_result rm;
+        ls_eval_result rm, rmf;
         CHECK(ls_engine_eval_tokens(e, tok, n, 16, 32, &rm) == LS_OK);
+        CHECK(ls_eval_tokens(m, tok, n, 16, 4, 32, &rmf) == LS_OK);
+        size_t avail = (n - 1) / 16, second = (avail / 2) * 16;
+        CHECK(avail > 2);
         int64_t want = 0;
-        for (int i = 1; i <= 32; i++) want += tok[i] != LS_TOK_BOS;
+        for (int i = 1; i <= 16; i++) want += (tok[i] != LS_TOK_BOS) + (tok[second + (size_t)i] != LS_TOK_BOS);
         CHECK_EQ_INT(rm.tokens, want);
+        CHECK_EQ_INT(rmf.tokens, want);
+        CHECK_EQ_INT(rm.bytes, rmf.bytes);
+        CHECK_NEAR(rm.bits_per_byte, rmf.bits_per_byte, 1e-4);
     } else {
         CHECK_MSG(0, "corpus of %zu tokens too short for the max_tokens check", n);
     }
