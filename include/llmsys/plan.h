@@ -128,8 +128,9 @@ typedef struct {
     double inter_Bps, inter_lat_s;
     /* devices that share one host ("host" object of the file): the compute they share in
      * units of one device alone (0: each device is its own) and the measured one-way
-     * latency of a message between their processes (-1: the link latencies) */
-    double host_capacity, host_hop_s;
+     * latency of a message between their processes (-1: the link latencies); the serving
+     * front's work per micro-batch on that host (0: none) */
+    double host_capacity, host_hop_s, host_front_s;
     int n_prof;
     ls_plan_profile prof[8];
 } ls_plan_cluster;
@@ -311,6 +312,8 @@ typedef struct {
                       * no cost for the front's two hops */
     double capacity; /* compute the stages share, in units of one stage running alone (a host with
                       * C free cores: C); <= 0: every stage has a device of its own */
+    double front_s;  /* the front's work per micro-batch it takes back (sample, answer, schedule the
+                      * next), seconds at full speed, on the host the stages share; 0: none */
 } ls_plan_sim_opts;
 
 typedef struct {
@@ -319,9 +322,9 @@ typedef struct {
     double busy_s[LS_PLAN_MAX_DEV]; /* per stage: wall seconds spent computing */
 } ls_plan_sim_result;
 
-/* Default options: hop -1, capacity 0. */
+/* Default options: hop -1, capacity 0, front 0. */
 ls_plan_sim_opts ls_plan_sim_defaults(void);
-/* The defaults with the cluster's "host" facts (capacity, hop) filled in. */
+/* The defaults with the cluster's "host" facts (capacity, hop, front) filled in. */
 ls_plan_sim_opts ls_plan_sim_for_cluster(const ls_plan_cluster *cl);
 /* Replays serving one batch of the problem's workload with plan the way `llmsys serve` does
  * (all B requests admitted at once, continuous batching: a micro-batch is formed from the

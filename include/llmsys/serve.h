@@ -246,6 +246,7 @@ typedef struct {
     int tokens;
     double busy_s[LS_SERVE_MAX_STAGES]; /* per stage, from the server's counters */
     double mb_prefill, mb_decode;       /* micro-batches sent */
+    double front_cpu_s; /* CPU seconds of this process (serve's front, HTTP, load generator) during the batch */
 } ls_validate_run;
 
 typedef struct {
@@ -264,6 +265,7 @@ typedef struct {
     double pred_ratio, replay_ratio;    /* the same ratio predicted and replayed */
     double replay_overlap;              /* summed busy over wall time in the replay */
     double first_replay_tok_s;          /* the replay with the first probe (= replay unless re-taken) */
+    double nofront_replay_tok_s;        /* the replay without the front's work (front_s = 0) */
 } ls_validate_plan;
 
 typedef struct {
@@ -276,6 +278,8 @@ typedef struct {
                             * LS_VALIDATE_OVERLAP_TOL: the probe was re-taken after serving and
                             * every replay recomputed with it */
     double hop_s;         /* ls_host_hop_latency (NAN: failed) */
+    double front_s;       /* serve's front (this process: scheduler, HTTP, load generator) CPU seconds
+                           * per micro-batch in the warm-up rounds; the replays charge it (0: none) */
     double link_lat_s;    /* the profile's link latency */
     int n_plans;
     ls_validate_plan *plans; /* n_plans, in the order of opts.algos */

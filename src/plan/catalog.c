@@ -382,12 +382,15 @@ static int parse_cluster(const ls_plan_catalog *c, const cJSON *j, const char *p
     cl->inter_lat_s = lat * 1e-6;
     cl->host_capacity = 0;
     cl->host_hop_s = -1;
+    cl->host_front_s = 0;
     const cJSON *host = cJSON_GetObjectItemCaseSensitive(j, "host");
     if (host) {
-        double cap, hop;
+        double cap, hop, front;
         if (!cJSON_IsObject(host)) return ls_err(LS_EFORMAT, "%s: \"host\" must be an object", path);
         LS_TRY(get_num(host, "capacity", 0, 1e4, 0, &cap, path, "host"));
         LS_TRY(get_num(host, "hop_us", -1, 1e7, -1, &hop, path, "host"));
+        LS_TRY(get_num(host, "front_us", 0, 1e7, 0, &front, path, "host"));
+        cl->host_front_s = front * 1e-6;
         cl->host_capacity = cap;
         cl->host_hop_s = hop < 0 ? -1 : hop * 1e-6;
     }

@@ -8,13 +8,14 @@
 #include "plan/internal.h"
 
 ls_plan_sim_opts ls_plan_sim_defaults(void) {
-    return (ls_plan_sim_opts){.hop_s = -1, .capacity = 0};
+    return (ls_plan_sim_opts){.hop_s = -1, .capacity = 0, .front_s = 0};
 }
 
 ls_plan_sim_opts ls_plan_sim_for_cluster(const ls_plan_cluster *cl) {
     ls_plan_sim_opts o = ls_plan_sim_defaults();
     o.capacity = cl->host_capacity;
     o.hop_s = cl->host_hop_s;
+    o.front_s = cl->host_front_s;
     return o;
 }
 
@@ -42,7 +43,7 @@ typedef struct {
     int *prefilled, *pos, *n_out, *in_flight, *done;
     int rr, last_prefill, n_done, n_inflight;
     sim_mb *mbs; /* depth entries (one in flight per stage, as serve); n == 0: free */
-    sim_station st[LS_PLAN_MAX_DEV];
+    sim_station st[LS_PLAN_MAX_DEV + 1]; /* the stages, then the front (station S) */
     sim_msg *msgs;
     int n_msgs;
     double now;
@@ -55,8 +56,9 @@ static void station_push(sim_station *s, int mb) {
     s->len++;
 }
 
-/* Work of micro-batch m at stage k (seconds at full speed). */
+/* Work of micro-batch m at stage k, or at the front for k == S (seconds at full speed). */
 static double station_work(const sim_t *x, int k, const sim_mb *m) {
+    if (k == x->S) return x->o.front_s;
     const ls_plan_problem *p = x->p;
     const ls_plan_result *pl = x->pl;
     int d = pl->dev[k];
@@ -177,7 +179,8 @@ int ls_plan_simulate(const ls_plan_problem *p, const ls_plan_result *pl, const l
     }
     x.prefilled = ints, x.pos = ints + B, x.n_out = ints + 2 * B, x.in_flight = ints + 3 * B, x.done = ints + 4 * B;
     for (int i = 0; i < x.depth; i++) x.mbs[i].req = ints + 5 * B + (size_t)i * B;
-    for (int k = 0; k < S; k++) x.st[k].cur = -1;
+    int NS = S + (o->front_s > 0); /* stations: the stages, and the front when it costs time */
+    for (int k = 0; k < NS; k++) x.st[k].cur = -1;
     while (x.n_inflight < x.depth && schedule_one(&x)) {
     }
     int rc = LS_OK;
@@ -187,37 +190,41 @@ int ls_plan_simulate(const ls_plan_problem *p, const ls_plan_result *pl, const l
             rc = ls_err(LS_ESTATE, "simulate: the replay stalled with %d of %d requests done", x.n_done, B);
             break;
         }
-        /* processor sharing: the busy stages split the capacity */
+        /* processor sharing: the busy stages (and the front when it works) split the capacity */
         int busy = 0;
-        for (int k = 0; k < S; k++) busy += x.st[k].cur >= 0;
+        for (int k = 0; k < NS; k++) busy += x.st[k].cur >= 0;
         double rate = o->capacity > 0 && busy > o->capacity ? o->capacity / busy : 1.0;
         double dt = INFINITY;
-        for (int k = 0; k < S; k++)
+        for (int k = 0; k < NS; k++)
             if (x.st[k].cur >= 0 && x.st[k].left / rate < dt) dt = x.st[k].left / rate;
         for (int i = 0; i < x.n_msgs; i++)
             if (x.msgs[i].at - x.now < dt) dt = x.msgs[i].at - x.now;
         if (dt < 0) dt = 0;
         x.now += dt;
-        for (int k = 0; k < S; k++) {
+        for (int k = 0; k < NS; k++) {
             sim_station *s = &x.st[k];
             if (s->cur < 0) continue;
             s->left -= rate * dt;
-            out->busy_s[k] += dt;
+            if (k < S) out->busy_s[k] += dt;
         }
-        /* completions, then arrivals (the front samples and schedules at once: its work is
-         * negligible next to a stage's), then idle stages take their next */
-        for (int k = 0; k < S; k++) {
+        /* completions, then arrivals (at the front: its work on the micro-batch, then
+         * front_done samples and schedules; with no front work at once), then idle
+         * stations take their next */
+        for (int k = 0; k < NS; k++) {
             sim_station *s = &x.st[k];
             if (s->cur < 0 || s->left > 1e-12) continue;
             int mb = s->cur;
             s->cur = -1;
-            send_to(&x, mb, k);
+            if (k == S)
+                front_done(&x, mb);
+            else
+                send_to(&x, mb, k);
         }
         for (int i = 0; i < x.n_msgs;) {
             if (x.msgs[i].at <= x.now + 1e-15) {
                 sim_msg g = x.msgs[i];
                 x.msgs[i] = x.msgs[--x.n_msgs];
-                if (g.to == S)
+                if (g.to == S && NS == S)
                     front_done(&x, g.mb);
                 else
                     station_push(&x.st[g.to], g.mb);
@@ -225,7 +232,7 @@ int ls_plan_simulate(const ls_plan_problem *p, const ls_plan_result *pl, const l
                 i++;
             }
         }
-        for (int k = 0; k < S; k++) station_start(&x, k);
+        for (int k = 0; k < NS; k++) station_start(&x, k);
     }
     free(ints), free(x.mbs), free(x.msgs);
     if (rc) return rc;

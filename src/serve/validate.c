@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "llmsys/serve.h"
@@ -221,6 +222,13 @@ int ls_validate_solve(ls_validate *v) {
     return LS_OK;
 }
 
+/* CPU seconds of this process, all threads. */
+static double process_cpu(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 /* Serves every plan at once (their idle workers sleep in their receive) and times `runs`
  * rounds of one batch per plan after a warm-up round, the plans alternating. */
 static int measure(ls_validate *v, ls_plan *sp, ls_server **sv, char **prompts) {
@@ -246,24 +254,34 @@ static int measure(ls_validate *v, ls_plan *sp, ls_server **sv, char **prompts) 
         o.nthreads = v->o.threads;
         LS_TRY(ls_server_start(&sv[a], &o));
     }
-    for (int k = -1; k < runs; k++)
+    double warm_cpu = 0, warm_mb = 0;
+    for (int k = -1; k < runs; k++) {
+        if (k == 0 && warm_mb > 0) r->front_s = warm_cpu / warm_mb;
         for (int a = 0; a < n; a++) {
             ls_server_stats before, after;
             ls_load_result lr;
             ls_server_get_stats(sv[a], &before);
+            double c0 = process_cpu();
             LS_TRY(ls_http_load("127.0.0.1", ls_server_port(sv[a]), (const char *const *)prompts, wl->batch, wl->batch,
                                 wl->batch, wl->gen, &lr));
+            double c1 = process_cpu();
             ls_server_get_stats(sv[a], &after);
             if (lr.tokens != wl->batch * wl->gen)
                 LS_WARN("run %d generated %d tokens, not %d (a request stopped at EOS)", k, lr.tokens,
                         wl->batch * wl->gen);
-            if (k < 0) continue;
+            if (k < 0) {
+                warm_cpu += c1 - c0;
+                warm_mb += (double)(after.mb_prefill - before.mb_prefill + after.mb_decode - before.mb_decode);
+                continue;
+            }
             ls_validate_run *x = &r->plans[a].run[k];
             x->seconds = lr.seconds, x->tokens = lr.tokens, x->tok_s = lr.tokens_per_s;
             for (int i = 0; i < sp[a].n_stages; i++) x->busy_s[i] = after.busy_s[i] - before.busy_s[i];
             x->mb_prefill = (double)(after.mb_prefill - before.mb_prefill);
             x->mb_decode = (double)(after.mb_decode - before.mb_decode);
+            x->front_cpu_s = c1 - c0;
         }
+    }
     return LS_OK;
 }
 
@@ -348,6 +366,19 @@ int ls_validate_measure(ls_validate *v) {
     free(sv);
     free(sp);
     if (rc == LS_OK) {
+        /* the front's work per micro-batch, measured in the warm-up rounds: the replays take it
+         * as a station of its own on the shared host (each micro-batch passes it between the
+         * last stage and the next schedule) */
+        ls_validate_result *r = &v->r;
+        ls_plan_sim_opts so = ls_plan_sim_for_cluster(v->cl);
+        so.front_s = r->front_s;
+        for (int a = 0; a < n; a++) {
+            ls_validate_plan *p = &r->plans[a];
+            ls_plan_sim_result sr;
+            p->nofront_replay_tok_s = p->replay.tok_s;
+            if (r->front_s > 0 && ls_plan_simulate(v->pb, &p->plan, &so, &sr) == LS_OK) p->replay = sr;
+        }
+        if (r->front_s > 0) v->cl->host_front_s = r->front_s;
         summarize(v);
         for (int a = 0; a < n; a++) v->r.plans[a].first_replay_tok_s = v->r.plans[a].replay.tok_s;
         recheck_probe(v);
@@ -366,6 +397,7 @@ cJSON *ls_validate_report(const ls_validate *v) {
     if (isfinite(r->hop_s)) cJSON_AddNumberToObject(rep, "idle_hop_s", r->hop_s);
     if (isfinite(r->first_capacity)) cJSON_AddNumberToObject(rep, "host_capacity_first_probe", r->first_capacity);
     cJSON_AddBoolToObject(rep, "probe_retaken", r->probe_retaken);
+    cJSON_AddNumberToObject(rep, "front_s_per_microbatch", r->front_s);
     for (int a = 0; a < r->n_plans; a++) {
         const ls_validate_plan *p = &r->plans[a];
         const ls_plan_result *x = &p->plan;
@@ -402,6 +434,7 @@ cJSON *ls_validate_report(const ls_validate *v) {
         cJSON_AddNumberToObject(o, "stage_overlap", p->overlap);
         cJSON_AddNumberToObject(o, "replay_stage_overlap", p->replay_overlap);
         cJSON_AddNumberToObject(o, "replay_first_probe_tok_s", p->first_replay_tok_s);
+        cJSON_AddNumberToObject(o, "replay_without_front_tok_s", p->nofront_replay_tok_s);
         if (a > 0) {
             cJSON_AddNumberToObject(o, "predicted_ratio_first_over_this", p->pred_ratio);
             cJSON_AddNumberToObject(o, "replay_ratio_first_over_this", p->replay_ratio);
@@ -471,6 +504,7 @@ static void validate_print(FILE *f, const ls_validate_result *r) {
             fprintf(f, " %.3f/%.3f/%.3f", p->busy_s[s], p->pred_busy_s[s], p->replay.busy_s[s]);
         fprintf(f, "; batch %.3f s (planner %.3f, replay %.3f); stage overlap %.2f (replay %.2f)\n", p->batch_s,
                 x->total_s, p->replay.seconds, p->overlap, p->replay_overlap);
+
     }
     for (int a = 1; a < r->n_plans; a++) {
         const ls_validate_plan *p = &r->plans[a];
@@ -509,6 +543,12 @@ int ls_validate_all(ls_validate *v, FILE *f, int *cluster_failed) {
             "measured", "error", "replay", "error", "spread");
     LS_TRY(ls_validate_solve(v));
     LS_TRY(ls_validate_measure(v));
+    fprintf(f, "front (scheduler, HTTP, load generator): %.0f us CPU per micro-batch in the warm-up, charged by the "
+               "replays (without it:", r->front_s * 1e6);
+    for (int a = 0; a < r->n_plans; a++)
+        fprintf(f, " %s %.1f/s %+.1f%%", ls_plan_algo_name(r->plans[a].plan.algo), r->plans[a].nofront_replay_tok_s,
+                (r->plans[a].tok_s / r->plans[a].nofront_replay_tok_s - 1) * 100);
+    fprintf(f, ")\n");
     if (r->probe_retaken) {
         fprintf(f, "host probe re-taken after serving: the measured stage overlap was more than %.0f%% from the "
                    "replay's; capacity %.2f -> %.2f cores, replays recomputed (with the first probe:",

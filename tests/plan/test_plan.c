@@ -538,6 +538,16 @@ static void test_sim_one_stage(void) {
     ls_plan_sim_result r2;
     CHECK(ls_plan_simulate(pb, pl, &o, &r2) == LS_OK);
     CHECK_NEAR(r2.seconds, want + 2e-3 * w.gen, 1e-9);
+    /* the front's work lies on the ring too: one micro-batch in flight, so each of the gen
+     * micro-batches waits for it in full; on one shared core the front and the stage never
+     * work at once here, so sharing changes nothing */
+    o.front_s = 5e-4;
+    CHECK(ls_plan_simulate(pb, pl, &o, &r2) == LS_OK);
+    CHECK_NEAR(r2.seconds, want + 2.5e-3 * w.gen, 1e-9);
+    CHECK_NEAR(r2.busy_s[0], want, 1e-12 * want);
+    o.capacity = 1;
+    CHECK(ls_plan_simulate(pb, pl, &o, &r2) == LS_OK);
+    CHECK_NEAR(r2.seconds, want + 2.5e-3 * w.gen, 1e-9);
     free(pb), free(pl);
     ls_plan_cluster_free(cl);
 }
@@ -577,6 +587,13 @@ static void test_sim_scheduler(void) {
     CHECK_MSG(shared.seconds >= work * (1 - 1e-9), "shared %.6f s < work %.6f s", shared.seconds, work);
     CHECK_MSG(own.seconds < 0.9 * shared.seconds, "own devices %.6f s, one shared core %.6f s", own.seconds,
               shared.seconds);
+    /* the front's work on a shared core: at least all work done one piece at a time */
+    ls_plan_sim_result fr;
+    o.front_s = 1e-3;
+    CHECK(ls_plan_simulate(pb, pl, &o, &fr) == LS_OK);
+    double fwork = work + 1e-3 * (fr.mb_prefill + fr.mb_decode);
+    CHECK_MSG(fr.seconds >= fwork * (1 - 1e-9), "with front %.6f s < work %.6f s", fr.seconds, fwork);
+    o.front_s = 0;
     /* full micro-batches through two balanced stages: close to the closed form */
     CHECK_MSG(fabs(own.seconds - pl->total_s) < 0.15 * pl->total_s, "replay %.6f s, closed form %.6f s", own.seconds,
               pl->total_s);
