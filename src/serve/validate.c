@@ -326,6 +326,21 @@ static void summarize(ls_validate *v) {
     }
 }
 
+/* Replays every plan again with the cluster's host facts as they are now (capacity, the
+ * front's work), and without the front's work; a replay that fails keeps the previous one. */
+static void replay_all(ls_validate *v) {
+    ls_validate_result *r = &v->r;
+    ls_plan_sim_opts so = ls_plan_sim_for_cluster(v->cl);
+    for (int a = 0; a < r->n_plans; a++) {
+        ls_validate_plan *p = &r->plans[a];
+        ls_plan_sim_result sr;
+        so.front_s = 0;
+        p->nofront_replay_tok_s = ls_plan_simulate(v->pb, &p->plan, &so, &sr) == LS_OK ? sr.tok_s : p->replay.tok_s;
+        so.front_s = v->cl->host_front_s;
+        if (ls_plan_simulate(v->pb, &p->plan, &so, &sr) == LS_OK) p->replay = sr;
+    }
+}
+
 /* The host probe against the run: when the stages overlapped (summed busy over wall time)
  * more than LS_VALIDATE_OVERLAP_TOL apart from what the replay with the probe's capacity
  * says, the host was not what the probe saw before serving; the probe is taken again now
@@ -343,12 +358,7 @@ static void recheck_probe(ls_validate *v) {
     r->probe_retaken = 1;
     r->host_capacity = cap;
     v->cl->host_capacity = cap;
-    ls_plan_sim_opts so = ls_plan_sim_for_cluster(v->cl);
-    for (int a = 0; a < r->n_plans; a++) {
-        ls_validate_plan *p = &r->plans[a];
-        ls_plan_sim_result sr;
-        if (ls_plan_simulate(v->pb, &p->plan, &so, &sr) == LS_OK) p->replay = sr;
-    }
+    replay_all(v);
     summarize(v);
 }
 
@@ -369,16 +379,8 @@ int ls_validate_measure(ls_validate *v) {
         /* the front's work per micro-batch, measured in the warm-up rounds: the replays take it
          * as a station of its own on the shared host (each micro-batch passes it between the
          * last stage and the next schedule) */
-        ls_validate_result *r = &v->r;
-        ls_plan_sim_opts so = ls_plan_sim_for_cluster(v->cl);
-        so.front_s = r->front_s;
-        for (int a = 0; a < n; a++) {
-            ls_validate_plan *p = &r->plans[a];
-            ls_plan_sim_result sr;
-            p->nofront_replay_tok_s = p->replay.tok_s;
-            if (r->front_s > 0 && ls_plan_simulate(v->pb, &p->plan, &so, &sr) == LS_OK) p->replay = sr;
-        }
-        if (r->front_s > 0) v->cl->host_front_s = r->front_s;
+        v->cl->host_front_s = v->r.front_s;
+        replay_all(v);
         summarize(v);
         for (int a = 0; a < n; a++) v->r.plans[a].first_replay_tok_s = v->r.plans[a].replay.tok_s;
         recheck_probe(v);

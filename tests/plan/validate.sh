@@ -3,7 +3,7 @@
 # parses the report and checks its figures against values computed here: the tokens the
 # served run returned (batch x gen), tok/s from tokens and seconds, the errors from the
 # measured, replayed and predicted rates, busy time on every stage, overlap in (0, 1], and the
-# host probe's re-take rule (stage overlap measured vs replayed).
+# host probe's re-take rule (stage overlap measured vs replayed), and the front's cost.
 set -u
 BIN="$1"
 T=$(mktemp -d)
@@ -54,6 +54,12 @@ if r["probe_retaken"] is False:
             bad.append("%s: first replay %s differs without a re-take" % (p["algo"], p["replay_first_probe_tok_s"]))
 elif r["probe_retaken"] is not True or not (r["host_capacity_first_probe"] > 0 and all(p["replay_first_probe_tok_s"] > 0 for p in plans)):
     bad.append("probe fields %s %s" % (r.get("probe_retaken"), r.get("host_capacity_first_probe")))
+# the front's CPU per micro-batch, measured in the warm-up, only lengthens the replay
+if not (r["front_s_per_microbatch"] > 0):
+    bad.append("front %s s per micro-batch" % r.get("front_s_per_microbatch"))
+for p in plans:
+    if not (0 < p["replay_tok_s"] <= p["replay_without_front_tok_s"]):
+        bad.append("%s: replay %s with the front, %s without" % (p["algo"], p["replay_tok_s"], p["replay_without_front_tok_s"]))
 if not (r["host_capacity_cores"] > 0 and r["idle_hop_s"] > 0):
     bad.append("host capacity %s, hop %s" % (r["host_capacity_cores"], r["idle_hop_s"]))
 for b in bad:
