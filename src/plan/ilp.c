@@ -149,8 +149,32 @@ static int solve_one(const ls_plan_problem *p, const int *order, int mb_pre, int
         rc = ls_err(LS_ENOMEM, "CBC model");
         goto done;
     }
-    Cbc_setLogLevel(m, 0);
+    Cbc_setLogLevel(m, getenv("LS_ILP_LOG") ? 1 : 0);
     int ncol = 0;
+    /* (0) integer aggregates, branched on before the z: F_j = number of layers on positions
+     * before j (the stage boundaries) and c_jk = layers at width k on position j (a stage's
+     * time and memory depend only on these). In the LP the z split layers fractionally so
+     * that every stage is exactly balanced; branching on a single z barely moves that bound,
+     * branching on a boundary or a count does. Up to 16 devices, as the symmetry rows. */
+    int aux = N <= 16 && !getenv("LS_ILP_NOAUX"), cF = ncol, cC[LS_PLAN_MAX_DEV][NB];
+    for (int j = 0; j < N; j++)
+        for (int k = 0; k < NB; k++) cC[j][k] = -1;
+    if (aux) {
+        for (int j = 1; j < N; j++) {
+            char nm[32];
+            snprintf(nm, sizeof nm, "F_%d", j);
+            Cbc_addCol(m, nm, j, L - (N - j), 0, 1, 0, NULL, NULL);
+            ncol++;
+        }
+        for (int j = 0; j < N; j++)
+            for (int k = 0; k < NB; k++) {
+                if (!(p->bits_mask & (1 << k))) continue;
+                char nm[32];
+                snprintf(nm, sizeof nm, "c_%d_%d", j, k);
+                Cbc_addCol(m, nm, 0, L, 0, 1, 0, NULL, NULL);
+                cC[j][k] = ncol++;
+            }
+    }
     for (int i = 0; i < L; i++)
         for (int j = 0; j < N; j++)
             for (int k = 0; k < NB; k++) {
@@ -166,6 +190,23 @@ static int solve_one(const ls_plan_problem *p, const int *order, int mb_pre, int
                 ZC(&zm, i, j, k) = ncol++;
             }
     int cPmax = ncol++, cR = ncol++;
+    if (aux) {
+        for (int j = 1; j < N; j++) {
+            r.n = 0;
+            if ((rc = row_add(&r, cF + j - 1, 1)) || (rc = add_z(&r, &zm, 0, L, 0, j, NULL, 0, NULL, -1))) goto done;
+            Cbc_addRow(m, "", r.n, r.idx, r.val, 'E', 0);
+        }
+        for (int j = 0; j < N; j++)
+            for (int k = 0; k < NB; k++) {
+                if (cC[j][k] < 0) continue;
+                r.n = 0;
+                if ((rc = row_add(&r, cC[j][k], 1))) goto done;
+                for (int i = 0; i < L; i++)
+                    if (ZC(&zm, i, j, k) >= 0 && (rc = row_add(&r, ZC(&zm, i, j, k), -1))) goto done;
+                Cbc_addRow(m, "", r.n, r.idx, r.val, 'E', 0);
+            }
+        if (!getenv("LS_ILP_NOPRI")) Cbc_setParameter(m, "costStrategy", "01last");
+    }
     Cbc_addCol(m, "Pmax", 0, 1e9, mp - 1, 0, 0, NULL, NULL);
     Cbc_addCol(m, "R", 0, 1e9, n - 1, 0, 0, NULL, NULL);
     /* (1) every layer exactly once */
@@ -240,6 +281,7 @@ static int solve_one(const ls_plan_problem *p, const int *order, int mb_pre, int
             }
     }
     /* warm start from a plan of the same candidate (the DP's), when it has one */
+    double start_obj = INFINITY; /* objective of the MIP start given to CBC */
     int same = start && start->n_stage == N && start->mb_prefill == mb_pre && start->mb_decode == mb_dec;
     for (int j = 0; same && j < N; j++) same = start->dev[j] == order[j];
     /* CBC's MIP-start repair stalled on the 24-64 device models: warm start up to 16 devices */
@@ -267,9 +309,16 @@ static int solve_one(const ls_plan_problem *p, const int *order, int mb_pre, int
                 maxD = start->stage_decode_s[j] > maxD ? start->stage_decode_s[j] : maxD;
                 sumD += start->stage_decode_s[j];
             }
+            for (int j = 0; aux && j < N; j++) {
+                if (j > 0) idx[cnt] = cF + j - 1, val[cnt++] = start->begin[j];
+                int cnt_k[NB] = {0};
+                for (int i = start->begin[j]; i < start->begin[j + 1]; i++) cnt_k[ls_plan_bits_index(start->bits[i])]++;
+                for (int k = 0; k < NB; k++)
+                    if (cC[j][k] >= 0) idx[cnt] = cC[j][k], val[cnt++] = cnt_k[k];
+            }
             idx[cnt] = cPmax, val[cnt++] = maxP;
             idx[cnt] = cR, val[cnt++] = md * maxD > sumD ? md * maxD : sumD;
-            if (ok) Cbc_setMIPStartI(m, cnt, idx, val);
+            if (ok) Cbc_setMIPStartI(m, cnt, idx, val), start_obj = start->objective;
         }
         free(idx);
         free(val);
@@ -281,9 +330,25 @@ static int solve_one(const ls_plan_problem *p, const int *order, int mb_pre, int
     Cbc_setParameter(m, "preprocess", "off");
     Cbc_setParameter(m, "timeMode", "elapsed"); /* the limit is wall time, also on a loaded machine */
     Cbc_setMaximumSeconds(m, limit_s > 0.05 ? limit_s : 0.05);
+    if (getenv("LS_ILP_P1")) Cbc_setParameter(m, getenv("LS_ILP_P1"), getenv("LS_ILP_V1"));
     Cbc_setAllowableFractionGap(m, 1e-6);
-    if (isfinite(cutoff)) Cbc_setCutoff(m, cutoff - sumBaseP);
+    /* A candidate whose own plan (the start) is no better than the cutoff: without a
+     * solution CBC searches depth first for one and its bound stays at the root's. With the
+     * start as its incumbent and "increment" = start - cutoff, it accepts only solutions
+     * below the cutoff, prunes at the cutoff and searches best bound first; the allowable
+     * gap of the same size stops it once its bound reaches the cutoff. */
+    int lift = isfinite(cutoff) && isfinite(start_obj) && start_obj >= cutoff && !getenv("LS_ILP_NOLIFT");
+    if (lift) {
+        char inc[32];
+        snprintf(inc, sizeof inc, "%.17g", start_obj - cutoff);
+        Cbc_setParameter(m, "increment", inc);
+        Cbc_setAllowableGap(m, start_obj - cutoff);
+        Cbc_setCutoff(m, start_obj * (1 + 1e-9) - sumBaseP);
+    } else if (isfinite(cutoff)) {
+        Cbc_setCutoff(m, cutoff - sumBaseP);
+    }
     Cbc_solve(m);
+    if (getenv("LS_ILP_LOG")) fprintf(stderr, "CAND mb %d/%d lim %.1f opt %d inf %d best %.6f bound %.6f\n", mb_pre, mb_dec, limit_s, Cbc_isProvenOptimal(m), Cbc_isProvenInfeasible(m), Cbc_getObjValue(m) + sumBaseP, Cbc_getBestPossibleObjValue(m) + sumBaseP);
     double off = sumBaseP;
     if (Cbc_isProvenOptimal(m)) {
         res->optimal = 1;
@@ -331,6 +396,21 @@ static int solve_one(const ls_plan_problem *p, const int *order, int mb_pre, int
     } else if (!res->optimal) {
         res->bound = Cbc_getBestPossibleObjValue(m) + off;
     }
+    if (lift) {
+        /* what is proven: nothing below the cutoff while CBC's incumbent stayed at or above it
+         * (then a finished search closes the candidate, as an infeasible one); after a better
+         * plan, nothing below that plan minus the increment outside the open nodes */
+        double inc = start_obj - cutoff, bp = Cbc_getBestPossibleObjValue(m) + off;
+        double io = Cbc_bestSolution(m) ? Cbc_getObjValue(m) + off : INFINITY; /* CBC's incumbent */
+        if (io >= start_obj * (1 - 1e-9)) { /* every node was pruned at the cutoff or above */
+            res->has_sol = 0;
+            res->optimal = Cbc_isProvenOptimal(m) || Cbc_isProvenInfeasible(m);
+            res->bound = res->optimal || bp > cutoff ? cutoff : bp;
+        } else { /* after a plan below the start, nodes were pruned at that plan minus inc */
+            res->optimal = 0;
+            res->bound = bp < io - inc ? bp : io - inc;
+        }
+    }
 done:
     if (m) Cbc_deleteModel(m);
     free(lp);
@@ -355,6 +435,7 @@ int ls_plan_ilp(const ls_plan_problem *p, ls_plan_result *out) {
     ls_plan_microbatches(p, N, mbs, &n_mb);
     int nc = n_orders * n_mb;
     int *co = malloc(sizeof(int) * (size_t)nc), *cm = malloc(sizeof(int) * (size_t)nc);
+    ls_plan_result *cp = NULL; /* per candidate: the DP's screening plan */
     int rc = LS_OK;
     if (!co || !cm) {
         rc = ls_err(LS_ENOMEM, "ILP");
@@ -363,7 +444,11 @@ int ls_plan_ilp(const ls_plan_problem *p, ls_plan_result *out) {
     /* visit candidates best first (a cheap screening by the DP; each MIP is still exact) */
     int ncr = 0;
     ls_plan_result tmp;
-    int have_start = ls_plan_splitquant(p, &tmp, 1, co, cm, &ncr, INFINITY) == LS_OK;
+    /* each candidate's own screening plan: its MIP start when it is not splitquant's (up to
+     * 16 devices, as every warm start) */
+    cp = N <= 16 ? malloc(sizeof *cp * (size_t)nc) : NULL;
+    for (int t = 0; cp && t < nc; t++) cp[t].objective = INFINITY;
+    int have_start = ls_plan_splitquant(p, &tmp, 1, co, cm, &ncr, cp, INFINITY) == LS_OK;
     if (!have_start || ncr != nc) {
         for (int o = 0, t = 0; o < n_orders; o++)
             for (int q = 0; q < n_mb; q++, t++) co[t] = o, cm[t] = q;
@@ -422,7 +507,12 @@ int ls_plan_ilp(const ls_plan_problem *p, ls_plan_result *out) {
             double lim = left / todo-- * (pass == 0 && t == 0 ? 2.0 : 1.0);
             if (lim > left) lim = left;
             double ts = ls_now();
-            rc = solve_one(p, orders[co[t]], mbs[cm[t]][0], mbs[cm[t]][1], lim, best, have_start ? &tmp : NULL, res);
+            const ls_plan_result *st = have_start ? &tmp : NULL;
+            if (cp && isfinite(cp[co[t] * n_mb + cm[t]].objective) &&
+                !(st && st->mb_prefill == mbs[cm[t]][0] && st->mb_decode == mbs[cm[t]][1] &&
+                  !memcmp(st->dev, orders[co[t]], sizeof(int) * (size_t)N)))
+                st = &cp[co[t] * n_mb + cm[t]];
+            rc = solve_one(p, orders[co[t]], mbs[cm[t]][0], mbs[cm[t]][1], lim, best, st, res);
             if (ls_now() - ts - lim > setup) setup = ls_now() - ts - lim;
             if (rc == LS_EINFEASIBLE) {
                 rc = LS_OK;
@@ -462,5 +552,6 @@ done:
     free(orders);
     free(co);
     free(cm);
+    free(cp);
     return rc;
 }

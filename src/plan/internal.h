@@ -9,10 +9,12 @@ int ls_plan_orders(const ls_plan_cluster *cl, int max_orders, int (*orders)[LS_P
 /* (prefill, decode) micro-batch candidates. */
 int ls_plan_microbatches(const ls_plan_problem *p, int n_dev, int (*mb)[2], int *n);
 /* The splitquant DP. With rank_only the candidates (order index, micro-batch index) are
- * also returned best first by their screening objective. Only plans with an objective
- * below incumbent are returned (LS_EINFEASIBLE when none; INFINITY: any plan). */
+ * also returned best first by their screening objective. cand_plans (optional, one entry
+ * per candidate, at order index * #micro-batch pairs + micro-batch index) gets each
+ * candidate's screening plan (objective INFINITY when it has none). Only plans with an
+ * objective below incumbent are returned (LS_EINFEASIBLE when none; INFINITY: any plan). */
 int ls_plan_splitquant(const ls_plan_problem *p, ls_plan_result *out, int rank_only, int *cand_order, int *cand_mb,
-                       int *n_cand, double incumbent);
+                       int *n_cand, ls_plan_result *cand_plans, double incumbent);
 /* splitquant as ls_plan_solve runs it by the objective (baselines seed the incumbent). */
 int ls_plan_splitquant_seeded(const ls_plan_problem *p, ls_plan_result *out);
 /* Activation element size on the wire: fp16 between GPUs, fp32 between llmsys CPU stages. */

@@ -648,7 +648,7 @@ static int cmp_cand(const void *x, const void *y) {
 }
 
 int ls_plan_splitquant(const ls_plan_problem *p, ls_plan_result *out, int rank_only, int *cand_order, int *cand_mb,
-                       int *n_cand_out, double incumbent) {
+                       int *n_cand_out, ls_plan_result *cand_plans, double incumbent) {
     enum { MAX_ORDERS = 24 };
     int(*orders)[LS_PLAN_MAX_DEV] = malloc(sizeof(int[LS_PLAN_MAX_DEV]) * MAX_ORDERS);
     int mbs[64][2], n_orders, n_mb;
@@ -693,6 +693,7 @@ int ls_plan_splitquant(const ls_plan_problem *p, ls_plan_result *out, int rank_o
             int f = 0;
             if ((rc = dp_candidate(c, &lp, sets, &one, &f, 1))) goto done;
             x->obj = f ? one.objective : INFINITY;
+            if (cand_plans) cand_plans[o * n_mb + m] = one; /* objective INFINITY: none */
             if (f && one.objective < best.objective) best = one, found = 1;
         }
     qsort(cs, (size_t)nc, sizeof *cs, cmp_cand);
@@ -804,7 +805,7 @@ static int plan_pipeedge(const ls_plan_problem *p, ls_plan_result *out) {
         q.fix_mb = 1;
         ls_plan_result pl;
         /* each width only has to beat the best of the widths before it */
-        int rc = ls_plan_splitquant(&q, &pl, 0, NULL, NULL, NULL, best.objective * (1 + 1e-12));
+        int rc = ls_plan_splitquant(&q, &pl, 0, NULL, NULL, NULL, NULL, best.objective * (1 + 1e-12));
         if (rc == LS_EINFEASIBLE) continue;
         if (rc) return rc;
         ls_plan_evaluate(p, &pl);
@@ -887,7 +888,7 @@ static int plan_splitquant_seeded(const ls_plan_problem *p, ls_plan_result *out)
          * objective below */
         ls_plan_sim_opts so = ls_plan_sim_for_cluster(p->cl);
         ls_plan_sim_result sr;
-        int rc = ls_plan_splitquant(p, out, 0, NULL, NULL, NULL, INFINITY);
+        int rc = ls_plan_splitquant(p, out, 0, NULL, NULL, NULL, NULL, INFINITY);
         if (rc != LS_OK && rc != LS_EINFEASIBLE) return rc;
         if (rc == LS_EINFEASIBLE && isfinite(seed.objective)) {
             int nc = out->n_candidates;
@@ -908,7 +909,7 @@ static int plan_splitquant_seeded(const ls_plan_problem *p, ls_plan_result *out)
     }
     ls_plan_problem q = *p; /* by the objective alone */
     q.replay_select = 0;
-    int rc = ls_plan_splitquant(&q, out, 0, NULL, NULL, NULL, seed.objective * (1 + 1e-12));
+    int rc = ls_plan_splitquant(&q, out, 0, NULL, NULL, NULL, NULL, seed.objective * (1 + 1e-12));
     if (rc == LS_EINFEASIBLE && isfinite(seed.objective)) {
         int nc = out->n_candidates;
         *out = seed;
@@ -1024,7 +1025,7 @@ static int explain_infeasible(const ls_plan_problem *p, ls_plan_algo algo, const
         q.qmax = INFINITY;
         q.theta = 1e9;
         ls_plan_result pl;
-        if (ls_plan_splitquant(&q, &pl, 0, NULL, NULL, NULL, INFINITY) == LS_OK && pl.quality > p->qmax)
+        if (ls_plan_splitquant(&q, &pl, 0, NULL, NULL, NULL, NULL, INFINITY) == LS_OK && pl.quality > p->qmax)
             return ls_err(LS_EINFEASIBLE,
                           "quality target unreachable: at most %.4g allowed, the best plan that fits memory reaches "
                           "%.4g (add memory or relax --quality)",
