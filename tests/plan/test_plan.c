@@ -610,7 +610,7 @@ static void test_replay_select(void) {
     char path[300];
     tmp_path(path, sizeof path, "host-cluster.json");
     write_text(path, "{\"format\":\"llmsys-cluster\",\"version\":1,\"name\":\"shared\","
-                     "\"host\":{\"capacity\":1.5,\"hop_us\":120},"
+                     "\"host\":{\"capacity\":1.5,\"hop_us\":120,\"front_us\":80},"
                      "\"nodes\":[{\"gpu\":\"T4\",\"count\":2},{\"gpu\":\"V100-32G\",\"count\":1}]}");
     char bad[300];
     tmp_path(bad, sizeof bad, "bad-host.json");
@@ -622,6 +622,10 @@ static void test_replay_select(void) {
                     "\"nodes\":[{\"gpu\":\"T4\",\"count\":1}]}");
     CHECK(ls_plan_cluster_load(cat, bad, &bcl) != LS_OK && bcl == NULL);
     CHECK_MSG(strstr(ls_errmsg(), "capacity") != NULL, "%s", ls_errmsg());
+    write_text(bad, "{\"format\":\"llmsys-cluster\",\"version\":1,\"host\":{\"front_us\":-1},"
+                    "\"nodes\":[{\"gpu\":\"T4\",\"count\":1}]}");
+    CHECK(ls_plan_cluster_load(cat, bad, &bcl) != LS_OK && bcl == NULL);
+    CHECK_MSG(strstr(ls_errmsg(), "front_us") != NULL, "%s", ls_errmsg());
     const char *clusters[] = {"llmpq-2", path};
     for (int c = 0; c < 2; c++) {
         ls_plan_cluster *cl;
@@ -629,6 +633,8 @@ static void test_replay_select(void) {
         if (c == 1) {
             CHECK_NEAR(cl->host_capacity, 1.5, 0);
             CHECK_NEAR(cl->host_hop_s, 120e-6, 1e-15);
+            CHECK_NEAR(cl->host_front_s, 80e-6, 1e-15);
+            CHECK_NEAR(ls_plan_sim_for_cluster(cl).front_s, 80e-6, 1e-15);
         } else {
             CHECK_NEAR(cl->host_capacity, 0, 0);
         }
