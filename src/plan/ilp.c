@@ -149,14 +149,14 @@ static int solve_one(const ls_plan_problem *p, const int *order, int mb_pre, int
         rc = ls_err(LS_ENOMEM, "CBC model");
         goto done;
     }
-    Cbc_setLogLevel(m, getenv("LS_ILP_LOG") ? 1 : 0);
+    Cbc_setLogLevel(m, 0);
     int ncol = 0;
     /* (0) integer aggregates, branched on before the z: F_j = number of layers on positions
      * before j (the stage boundaries) and c_jk = layers at width k on position j (a stage's
      * time and memory depend only on these). In the LP the z split layers fractionally so
      * that every stage is exactly balanced; branching on a single z barely moves that bound,
      * branching on a boundary or a count does. Up to 16 devices, as the symmetry rows. */
-    int aux = N <= 16 && !getenv("LS_ILP_NOAUX"), cF = ncol, cC[LS_PLAN_MAX_DEV][NB];
+    int aux = N <= 16, cF = ncol, cC[LS_PLAN_MAX_DEV][NB];
     for (int j = 0; j < N; j++)
         for (int k = 0; k < NB; k++) cC[j][k] = -1;
     if (aux) {
@@ -205,7 +205,7 @@ static int solve_one(const ls_plan_problem *p, const int *order, int mb_pre, int
                     if (ZC(&zm, i, j, k) >= 0 && (rc = row_add(&r, ZC(&zm, i, j, k), -1))) goto done;
                 Cbc_addRow(m, "", r.n, r.idx, r.val, 'E', 0);
             }
-        if (!getenv("LS_ILP_NOPRI")) Cbc_setParameter(m, "costStrategy", "01last");
+        Cbc_setParameter(m, "costStrategy", "01last");
     }
     Cbc_addCol(m, "Pmax", 0, 1e9, mp - 1, 0, 0, NULL, NULL);
     Cbc_addCol(m, "R", 0, 1e9, n - 1, 0, 0, NULL, NULL);
@@ -330,14 +330,13 @@ static int solve_one(const ls_plan_problem *p, const int *order, int mb_pre, int
     Cbc_setParameter(m, "preprocess", "off");
     Cbc_setParameter(m, "timeMode", "elapsed"); /* the limit is wall time, also on a loaded machine */
     Cbc_setMaximumSeconds(m, limit_s > 0.05 ? limit_s : 0.05);
-    if (getenv("LS_ILP_P1")) Cbc_setParameter(m, getenv("LS_ILP_P1"), getenv("LS_ILP_V1"));
     Cbc_setAllowableFractionGap(m, 1e-6);
     /* A candidate whose own plan (the start) is no better than the cutoff: without a
      * solution CBC searches depth first for one and its bound stays at the root's. With the
      * start as its incumbent and "increment" = start - cutoff, it accepts only solutions
      * below the cutoff, prunes at the cutoff and searches best bound first; the allowable
      * gap of the same size stops it once its bound reaches the cutoff. */
-    int lift = isfinite(cutoff) && isfinite(start_obj) && start_obj >= cutoff && !getenv("LS_ILP_NOLIFT");
+    int lift = isfinite(cutoff) && isfinite(start_obj) && start_obj >= cutoff;
     if (lift) {
         char inc[32];
         snprintf(inc, sizeof inc, "%.17g", start_obj - cutoff);
@@ -348,7 +347,6 @@ static int solve_one(const ls_plan_problem *p, const int *order, int mb_pre, int
         Cbc_setCutoff(m, cutoff - sumBaseP);
     }
     Cbc_solve(m);
-    if (getenv("LS_ILP_LOG")) fprintf(stderr, "CAND mb %d/%d lim %.1f opt %d inf %d best %.6f bound %.6f\n", mb_pre, mb_dec, limit_s, Cbc_isProvenOptimal(m), Cbc_isProvenInfeasible(m), Cbc_getObjValue(m) + sumBaseP, Cbc_getBestPossibleObjValue(m) + sumBaseP);
     double off = sumBaseP;
     if (Cbc_isProvenOptimal(m)) {
         res->optimal = 1;
