@@ -491,7 +491,8 @@ int ls_plan_ilp(const ls_plan_problem *p, ls_plan_result *out) {
     double setup = 0;
     /* pass 0 gives every candidate a share of the time left; pass 1 re-solves the ones that
      * hit their share with what the easy ones left over (a fresh search, now cut off at
-     * the best plan found) */
+     * the best plan found, and lifted by the candidate's own plan: see solve_one; in pass 0
+     * that start would only cost the candidates whose root bound closes them at once) */
     for (int pass = 0; pass < 2 && !rc; pass++) {
         int todo = 0;
         for (int t = 0; t < nc; t++) todo += !closed[t];
@@ -506,7 +507,7 @@ int ls_plan_ilp(const ls_plan_problem *p, ls_plan_result *out) {
             if (lim > left) lim = left;
             double ts = ls_now();
             const ls_plan_result *st = have_start ? &tmp : NULL;
-            if (cp && isfinite(cp[co[t] * n_mb + cm[t]].objective) &&
+            if (pass == 1 && cp && isfinite(cp[co[t] * n_mb + cm[t]].objective) &&
                 !(st && st->mb_prefill == mbs[cm[t]][0] && st->mb_decode == mbs[cm[t]][1] &&
                   !memcmp(st->dev, orders[co[t]], sizeof(int) * (size_t)N)))
                 st = &cp[co[t] * n_mb + cm[t]];
