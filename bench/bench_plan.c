@@ -3,7 +3,8 @@
  * to the exact ILP, and solve time; then splitquant against the ILP (best objective found
  * and proven bound) on mixed clusters generated from the catalog by a seeded rule
  * (unseen_cluster). Usage: bench_plan [--quick] [--out FILE] [--ilp-limit S]
- * [--unseen-limit S] [--unseen N] [--seed N] [--only NAME | unseen-K | unseen]. */
+ * [--unseen-limit S] [--unseen N] [--seed N] [--ilp-cpu] [--only NAME | unseen-K | unseen].
+ * --ilp-cpu: the ILP limits count CPU seconds of the solving thread (a loaded machine). */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdint.h>
@@ -82,7 +83,7 @@ typedef struct {
 int main(int argc, char **argv) {
     const char *out = NULL, *only = NULL;
     double ilp_limit = 6.0, unseen_limit = 60.0;
-    int quick = 0, n_unseen = 6, seed = 1;
+    int quick = 0, n_unseen = 6, seed = 1, ilp_cpu = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--out") && i + 1 < argc)
             out = argv[++i];
@@ -96,11 +97,13 @@ int main(int argc, char **argv) {
             seed = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--ilp-limit") && i + 1 < argc)
             ilp_limit = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--ilp-cpu"))
+            ilp_cpu = 1;
         else if (!strcmp(argv[i], "--only") && i + 1 < argc)
             only = argv[++i];
         else {
             fprintf(stderr, "usage: bench_plan [--quick] [--out FILE] [--ilp-limit S] [--unseen-limit S] [--unseen N] "
-                            "[--seed N] [--only CLUSTER]\n");
+                            "[--seed N] [--ilp-cpu] [--only CLUSTER]\n");
             return 2;
         }
     }
@@ -152,6 +155,7 @@ int main(int argc, char **argv) {
         ls_plan_workload wl = {cl->batch ? cl->batch : 32, cl->prompt ? cl->prompt : 512, cl->gen ? cl->gen : 100};
         ls_plan_problem_init(pb, &arch, cl, wl);
         pb->time_limit_s = ilp_limit;
+        pb->time_limit_cpu = ilp_cpu;
         for (int t = 0; t < NA; t++) {
             /* when even the uniform split does not fit, the target is "no worse than all at 4 bits" */
             if (t == 1 && !r[0].ok) ls_plan_problem_set_quality(pb, (ls_plan_qtarget){LS_PLAN_Q_BITS, 4});
@@ -270,6 +274,7 @@ int main(int argc, char **argv) {
         ls_plan_problem_init(pb, &arch, cl, (ls_plan_workload){cl->batch, cl->prompt, cl->gen});
         ls_plan_problem_set_quality(pb, (ls_plan_qtarget){LS_PLAN_Q_BITS, 4});
         pb->time_limit_s = unseen_limit;
+        pb->time_limit_cpu = ilp_cpu;
         struct timespec c0, c1;
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
         int rs = ls_plan_solve(pb, LS_PLAN_ALGO_SPLITQUANT, sq);
@@ -341,6 +346,7 @@ int main(int argc, char **argv) {
     cJSON_AddNumberToObject(s, "max_solve_cpu_ms_gt8", max_cpu64);
     cJSON_AddNumberToObject(s, "splitquant_worse_than_baseline", n_worse);
     cJSON_AddNumberToObject(s, "ilp_limit_s", ilp_limit);
+    cJSON_AddBoolToObject(s, "ilp_limit_cpu", ilp_cpu);
     cJSON_AddNumberToObject(s, "unseen_seed", seed);
     cJSON_AddNumberToObject(s, "unseen_ilp_limit_s", unseen_limit);
     cJSON_AddNumberToObject(s, "unseen_max_over_best_ilp", max_best);

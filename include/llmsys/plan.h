@@ -225,6 +225,8 @@ typedef struct {
     double qmax;         /* max total indicator (INFINITY: none) */
     int bits_mask;       /* allowed bit widths, bit k = ls_plan_bits[k] */
     double time_limit_s; /* ILP: total time limit */
+    int time_limit_cpu;  /* ILP: the limit counts CPU seconds of the solving thread, not wall (for
+                          * measuring on a loaded machine what an idle one does in wall time) */
     int fix_mb;          /* baselines: b_pre = b_dec = ceil(B / n_dev) */
     int replay_select;   /* splitquant: > 0 re-ranks the best plans of this many top candidates and the
                           * baselines meeting the target by ls_plan_simulate on the cluster's host

@@ -328,7 +328,8 @@ static int solve_one(const ls_plan_problem *p, const int *order, int mb_pre, int
      * time limit stops the search early (seen under ASan in `llmsys demo --quick plan`), so
      * it is switched off: the models are small enough that it saves little. */
     Cbc_setParameter(m, "preprocess", "off");
-    Cbc_setParameter(m, "timeMode", "elapsed"); /* the limit is wall time, also on a loaded machine */
+    /* the limit is wall time, also on a loaded machine, unless the caller asks for CPU time */
+    Cbc_setParameter(m, "timeMode", p->time_limit_cpu ? "cpu" : "elapsed");
     Cbc_setMaximumSeconds(m, limit_s > 0.05 ? limit_s : 0.05);
     Cbc_setAllowableFractionGap(m, 1e-6);
     /* A candidate whose own plan (the start) is no better than the cutoff: without a
@@ -451,7 +452,8 @@ int ls_plan_ilp(const ls_plan_problem *p, ls_plan_result *out) {
         for (int o = 0, t = 0; o < n_orders; o++)
             for (int q = 0; q < n_mb; q++, t++) co[t] = o, cm[t] = q;
     }
-    double t0 = ls_now(), best = INFINITY, lb = INFINITY;
+    double (*clk)(void) = p->time_limit_cpu ? ls_thread_cpu_time : ls_now;
+    double t0 = clk(), best = INFINITY, lb = INFINITY;
     int all_opt = 1, found = 0, visited = 0;
     /* splitquant's plan is the incumbent from the start: it is the MIP start of its own
      * candidate (visited first) and every candidate's cutoff, so a candidate that cannot
@@ -498,21 +500,21 @@ int ls_plan_ilp(const ls_plan_problem *p, ls_plan_result *out) {
         for (int t = 0; t < nc; t++) todo += !closed[t];
         for (int t = 0; t < nc && !rc; t++) {
             if (closed[t]) continue;
-            double left = p->time_limit_s - (ls_now() - t0);
+            double left = p->time_limit_s - (clk() - t0);
             /* unvisited or unproven candidates keep their bound; a MIP's setup (seconds on
              * 64 devices) is outside CBC's limit, so one is not started without the time
              * the last one took beyond its limit */
             if (left <= 0.02 + setup) break;
             double lim = left / todo-- * (pass == 0 && t == 0 ? 2.0 : 1.0);
             if (lim > left) lim = left;
-            double ts = ls_now();
+            double ts = clk();
             const ls_plan_result *st = have_start ? &tmp : NULL;
             if (pass == 1 && cp && isfinite(cp[co[t] * n_mb + cm[t]].objective) &&
                 !(st && st->mb_prefill == mbs[cm[t]][0] && st->mb_decode == mbs[cm[t]][1] &&
                   !memcmp(st->dev, orders[co[t]], sizeof(int) * (size_t)N)))
                 st = &cp[co[t] * n_mb + cm[t]];
             rc = solve_one(p, orders[co[t]], mbs[cm[t]][0], mbs[cm[t]][1], lim, best, st, res);
-            if (ls_now() - ts - lim > setup) setup = ls_now() - ts - lim;
+            if (clk() - ts - lim > setup) setup = clk() - ts - lim;
             if (rc == LS_EINFEASIBLE) {
                 rc = LS_OK;
                 if (pass == 0) visited++;
