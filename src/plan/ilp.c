@@ -423,6 +423,12 @@ done:
     return rc;
 }
 
+/* Whether plan pl is of the candidate (device order, micro-batch pair). */
+static int of_candidate(const ls_plan_result *pl, const int *order, const int *mb, int N) {
+    return pl->n_stage == N && pl->mb_prefill == mb[0] && pl->mb_decode == mb[1] &&
+           !memcmp(pl->dev, order, sizeof(int) * (size_t)N);
+}
+
 int ls_plan_ilp(const ls_plan_problem *p, ls_plan_result *out) {
     enum { MAX_ORDERS = 24 };
     int L = p->arch->n_layer, N = p->cl->n_dev;
@@ -495,6 +501,7 @@ int ls_plan_ilp(const ls_plan_problem *p, ls_plan_result *out) {
      * hit their share with what the easy ones left over (a fresh search, now cut off at
      * the best plan found, and lifted by the candidate's own plan: see solve_one; in pass 0
      * that start would only cost the candidates whose root bound closes them at once) */
+    int retried = -1;
     for (int pass = 0; pass < 2 && !rc; pass++) {
         int todo = 0;
         for (int t = 0; t < nc; t++) todo += !closed[t];
@@ -508,11 +515,15 @@ int ls_plan_ilp(const ls_plan_problem *p, ls_plan_result *out) {
             double lim = left / todo-- * (pass == 0 && t == 0 ? 2.0 : 1.0);
             if (lim > left) lim = left;
             double ts = clk();
+            /* the MIP start: the best plan so far when it is of this candidate, else in pass
+             * 1 the candidate's own DP plan (solve_one ignores a plan of another candidate) */
             const ls_plan_result *st = have_start ? &tmp : NULL;
-            if (pass == 1 && cp && isfinite(cp[co[t] * n_mb + cm[t]].objective) &&
-                !(st && st->mb_prefill == mbs[cm[t]][0] && st->mb_decode == mbs[cm[t]][1] &&
-                  !memcmp(st->dev, orders[co[t]], sizeof(int) * (size_t)N)))
+            if (found && of_candidate(out, orders[co[t]], mbs[cm[t]], N))
+                st = out;
+            else if (pass == 1 && cp && isfinite(cp[co[t] * n_mb + cm[t]].objective) &&
+                     !(st && of_candidate(st, orders[co[t]], mbs[cm[t]], N)))
                 st = &cp[co[t] * n_mb + cm[t]];
+            double before = best;
             rc = solve_one(p, orders[co[t]], mbs[cm[t]][0], mbs[cm[t]][1], lim, best, st, res);
             if (clk() - ts - lim > setup) setup = clk() - ts - lim;
             if (rc == LS_EINFEASIBLE) {
@@ -531,6 +542,12 @@ int ls_plan_ilp(const ls_plan_problem *p, ls_plan_result *out) {
             double b = res->optimal ? (res->has_sol ? res->obj : INFINITY) : res->bound;
             closed[t] = (char)res->optimal;
             if (b > cb[t]) cb[t] = b;
+            /* a lifted candidate that found a plan below the cutoff proved only up to the
+             * increment: solved once more, from that plan, in what is left of its share */
+            if (pass == 1 && !res->optimal && res->has_sol && res->obj < before && retried != t) {
+                retried = t, todo++, t--;
+                continue;
+            }
         }
     }
     for (int t = 0; t < nc; t++) {
