@@ -2,7 +2,7 @@
 # validate.sh - `llmsys plan validate` reduced (tiny model, 2 CPU stages, one timed batch):
 # parses the report and checks its figures against values computed here: the tokens the
 # served run returned (batch x gen), tok/s from tokens and seconds, the errors from the
-# measured, replayed and predicted rates, busy time on every stage, overlap in (0, 1], and the
+# measured, replayed and predicted rates, busy time on every stage, overlap in (0, stages], the
 # host probe's re-take rule (stage overlap measured vs replayed), and the front's cost.
 set -u
 BIN="$1"
@@ -38,7 +38,9 @@ for p in plans:
         bad.append("%s: error %s / replay_error %s disagree with the rates" % (a, p["error"], p["replay_error"]))
     if not (p["measured_min_tok_s"] <= m <= p["measured_max_tok_s"]):
         bad.append("%s: median %s outside [min, max]" % (a, m))
-    if not (0 < p["stage_overlap"] <= 1):
+    # summed busy over wall: above 1 when both stages computed at once (two micro-batches in
+    # flight, as on a quiet machine), never above the number of stages
+    if not (0 < p["stage_overlap"] <= 2 * 1.05):
         bad.append("%s: stage overlap %s" % (a, p["stage_overlap"]))
     if p["predicted_mb_prefill"] > 2 or p["predicted_mb_decode"] > 2 * 4 or p["predicted_mb_prefill"] < 1:
         bad.append("%s: micro-batches %s/%s for batch 2" % (a, p["predicted_mb_prefill"], p["predicted_mb_decode"]))
