@@ -281,29 +281,17 @@ int ls_mkdirs(const char *path) {
 
 /* ---------------------------------------------------------------- timing */
 
-double ls_now(void) {
+/* Seconds on one of the kernel's clocks. */
+static double clock_s(clockid_t id) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(id, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-double ls_wall_time(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-double ls_thread_cpu_time(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-double ls_process_cpu_time(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+double ls_now(void) { return clock_s(CLOCK_MONOTONIC); }
+double ls_wall_time(void) { return clock_s(CLOCK_REALTIME); }
+double ls_thread_cpu_time(void) { return clock_s(CLOCK_THREAD_CPUTIME_ID); }
+double ls_process_cpu_time(void) { return clock_s(CLOCK_PROCESS_CPUTIME_ID); }
 
 void ls_sleep_ms(int ms) {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
