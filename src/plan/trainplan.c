@@ -363,16 +363,6 @@ int ls_tplan_allocate(ls_tplan *p, ls_tplan_strategy s, int uniform_prec) {
 
 /* ---------------------------------------------------------------- profile here */
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* The costs are means, not medians: on a shared machine a short operator often runs
  * without being preempted while a whole step never does, so medians of short runs
  * under-count what they cost inside a step. */
@@ -570,7 +560,7 @@ static int profile_insitu(ls_tplan *p, ls_trainer *t, ls_batch_source *src, int 
                     sum += lt[((size_t)i * LS_PREC_COUNT + q) * MAXREP + rep];
                 v[rep] = cnt ? sum / cnt : 0;
             }
-            kind[kd][q] = median(v, reps);
+            kind[kd][q] = ls_median(v, reps);
         }
     for (int i = 0; rc == LS_OK && i < n; i++)
         for (int q = 0; q < LS_PREC_COUNT; q++) {
@@ -585,7 +575,7 @@ static int profile_insitu(ls_tplan *p, ls_trainer *t, ls_batch_source *src, int 
             d->cast_in_s[i][q] *= f, d->cast_w_s[i][q] *= f;
             d->lin_s[i][q] = situ - d->cast_in_s[i][q] - d->cast_w_s[i][q];
         }
-    if (rc == LS_OK) d->other_s = fmax(0, median(other, k));
+    if (rc == LS_OK) d->other_s = fmax(0, ls_median(other, k));
     /* the spread of one step, not the drift of the load: the log ratios of a precision's
      * steps in consecutive rounds (a few seconds apart), pooled over the precisions; their
      * median absolute deviation x 1.4826 (a normal's standard deviation) over sqrt(2) */
@@ -594,9 +584,9 @@ static int profile_insitu(ls_tplan *p, ls_trainer *t, ls_batch_source *src, int 
     for (int q = 0; q < LS_PREC_COUNT; q++)
         for (int rep = 1; rep < reps; rep++)
             if (whole[q][rep] > 0 && whole[q][rep - 1] > 0) lr[nd++] = log(whole[q][rep] / whole[q][rep - 1]);
-    double md = nd ? median(lr, nd) : 0;
+    double md = nd ? ls_median(lr, nd) : 0;
     for (int i = 0; i < nd; i++) dev[i] = fabs(lr[i] - md);
-    p->step_cv = nd ? 1.4826 * median(dev, nd) / sqrt(2) : 0;
+    p->step_cv = nd ? 1.4826 * ls_median(dev, nd) / sqrt(2) : 0;
     free(lt);
     return rc;
 }
@@ -667,7 +657,7 @@ int ls_tplan_profile_here(ls_tplan *p, const ls_corpus *corpus, const char *ckpt
                 ls_throttle_release(&thr);
             }
         }
-        if (rc == LS_OK) slow[r] = fmax(1.0, median(th, 3) / median(fr, 3));
+        if (rc == LS_OK) slow[r] = fmax(1.0, ls_median(th, 3) / ls_median(fr, 3));
     }
     /* the synchronisation: the step's memory passes over the gradient, timed here
      * (sync_work); both ranks' CPUs do them, so they go at the pace of the slowest rank */
@@ -683,7 +673,7 @@ int ls_tplan_profile_here(ls_tplan *p, const ls_corpus *corpus, const char *ckpt
         }
         double smax = 1;
         for (int r = 0; r < p->ranks; r++) smax = fmax(smax, slow[r]);
-        if (rc == LS_OK) p->allreduce_s = median(v, reps) * smax;
+        if (rc == LS_OK) p->allreduce_s = ls_median(v, reps) * smax;
         free(buf);
     } else if (rc == LS_OK) {
         p->allreduce_s = 0;
