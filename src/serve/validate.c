@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "llmsys/serve.h"
@@ -222,12 +221,6 @@ int ls_validate_solve(ls_validate *v) {
     return LS_OK;
 }
 
-/* CPU seconds of this process, all threads. */
-static double process_cpu(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* Serves every plan at once (their idle workers sleep in their receive) and times `runs`
  * rounds of one batch per plan after a warm-up round, the plans alternating. */
@@ -261,10 +254,10 @@ static int measure(ls_validate *v, ls_plan *sp, ls_server **sv, char **prompts) 
             ls_server_stats before, after;
             ls_load_result lr;
             ls_server_get_stats(sv[a], &before);
-            double c0 = process_cpu();
+            double c0 = ls_process_cpu_time();
             LS_TRY(ls_http_load("127.0.0.1", ls_server_port(sv[a]), (const char *const *)prompts, wl->batch, wl->batch,
                                 wl->batch, wl->gen, &lr));
-            double c1 = process_cpu();
+            double c1 = ls_process_cpu_time();
             ls_server_get_stats(sv[a], &after);
             if (lr.tokens != wl->batch * wl->gen)
                 LS_WARN("run %d generated %d tokens, not %d (a request stopped at EOS)", k, lr.tokens,
