@@ -200,13 +200,17 @@ int main(int argc, char **argv) {
     if (share < 0.1) share = 0.1; /* the kernel's minimum quota is 1 ms of a 10 ms period */
     char dir[] = "/tmp/llmsys-bench-qsync-XXXXXX";
     if (!mkdtemp(dir)) return 1;
-    enum { NP = 5 };
+    /* the uniform plans are configurations the profile ran; the two fixed mixes (a precision per
+     * Linear kind: qkv, proj, fc, mlp.proj) are not: they test how the replayer composes costs */
+    enum { NP = 7 };
     const ls_tplan_exp_row want[NP] = {
         {.name = "fp32", .strategy = LS_TPLAN_FP32, .uniform = -1},
         {.name = "uniform-bf16", .strategy = LS_TPLAN_UNIFORM, .uniform = LS_PREC_BF16, .eq_time = 1},
         {.name = "uniform-fp16", .strategy = LS_TPLAN_UNIFORM, .uniform = LS_PREC_FP16},
         {.name = "uniform-int8", .strategy = LS_TPLAN_UNIFORM, .uniform = LS_PREC_INT8},
-        {.name = "qsync", .strategy = LS_TPLAN_QSYNC, .uniform = -1, .eq_time = 1}};
+        {.name = "qsync", .strategy = LS_TPLAN_QSYNC, .uniform = -1, .eq_time = 1},
+        {.name = "mix-a", .fixed = 1, .kinds = {LS_PREC_BF16, LS_PREC_FP32, LS_PREC_INT8, LS_PREC_FP16}},
+        {.name = "mix-b", .fixed = 1, .kinds = {LS_PREC_FP16, LS_PREC_INT8, LS_PREC_BF16, LS_PREC_FP32}}};
     ls_tplan_exp e = {.bin = bin,
                       .config = config,
                       .data = paths[0],
@@ -322,9 +326,10 @@ int main(int argc, char **argv) {
         snprintf(key, sizeof key, "predictor_%s_max_abs_error", en[v]);
         cJSON_AddNumberToObject(J, key, err[v][1]);
     }
-    cJSON_AddNumberToObject(J, "profile_cpu_share", p->cpu_share);
+    cJSON_AddNumberToObject(J, "profile_cpu_share_rank0", p->dev[0].cpu_share);
+    cJSON_AddNumberToObject(J, "profile_cpu_share_rank1", p->dev[1].cpu_share);
     cJSON_AddNumberToObject(J, "profile_step_cv", p->step_cv);
-    cJSON_AddNumberToObject(J, "sync_modelled_ms_at_profile", p->allreduce_s * 1e3);
+    cJSON_AddNumberToObject(J, "sync_profiled_ms", p->allreduce_s * 1e3);
     int same = !strcmp(rows[1].mix, rows[4].mix);
     double gain_uni = rows[1].eq_bpb - rows[4].eq_bpb, gain_fp32 = rows[0].eq_bpb - rows[4].eq_bpb,
            thr_gain = rows[0].meas_s / rows[4].meas_s;

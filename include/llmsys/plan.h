@@ -426,7 +426,9 @@ typedef struct {
     char name[LS_PLAN_NAME]; /* "cpu@0.50" (a rank here at that CPU share) or a catalog GPU */
     int gpu;                 /* 1: catalog GPU, costs modelled; 0: a rank here, costs measured */
     double share;            /* here: cores granted by the throttle (0: unthrottled) */
-    double slowdown;         /* here: measured step-time factor of the throttle (1: none) */
+    double slowdown;         /* here: this rank's fp32 step over the fastest rank's, as profiled (1: none) */
+    double cpu_share;        /* here: CPU over wall seconds of this rank while it computed in the
+                              * profile, its throttle included (0: unknown, e.g. a catalog GPU) */
     double mem_bytes;        /* capacity the plan must fit */
     int supported[LS_PREC_COUNT];
     /* one step on this device, seconds: the three GEMMs of each Linear layer without casts,
@@ -437,6 +439,10 @@ typedef struct {
     double cast_in_s[LS_TPLAN_MAX_LIN][LS_PREC_COUNT];
     double cast_w_s[LS_TPLAN_MAX_LIN][LS_PREC_COUNT];
     double other_s;
+    /* here: the seconds this rank's step gains when the other ranks run every Linear layer at
+     * precision q instead of fp32 (they share this machine's cores, caches and memory);
+     * 0 at fp32 and on catalog GPUs */
+    double neigh_s[LS_PREC_COUNT];
 } ls_tplan_device;
 
 typedef struct {
@@ -445,7 +451,8 @@ typedef struct {
     char cluster[128];
     char throttle[96]; /* mechanism ("cgroup v1 ...", "duty cycle ...", "modelled") */
     ls_tplan_device dev[LS_TPLAN_MAX_RANK];
-    double allreduce_s; /* the synchronisation per step: all-reduce and its copies (here: timed memory passes) */
+    double allreduce_s; /* the synchronisation per step: here measured (the gradient all-reduce and the
+                         * stop agreement of the rank that waited least), on GPUs modelled */
     double omega[LS_TPLAN_MAX_LIN][LS_PREC_COUNT]; /* indicator, 0 at fp32 */
     /* the result */
     ls_tplan_strategy strategy;
@@ -454,7 +461,6 @@ typedef struct {
     double mem_need[LS_TPLAN_MAX_RANK];
     int keeps_pace[LS_TPLAN_MAX_RANK];
     double target_s, pred_iter_s, quality, solve_s;
-    double cpu_share; /* here: the share of a core the profiling process got (0: unknown) */
     double step_cv;   /* here: the spread of one step's time in the profile, a robust standard deviation
                        * over the median (0: none); each rank's step is taken as normal with it */
 } ls_tplan;
@@ -490,13 +496,21 @@ void ls_tplan_indicator_finish(const ls_tplan_indicator *ind, double omega[][LS_
  * LS_EINFEASIBLE when a rank's memory does not fit; LS_EINVAL when uniform_prec is not
  * supported by a slow rank's device. */
 int ls_tplan_allocate(ls_tplan *p, ls_tplan_strategy s, int uniform_prec);
+/* Fills the predictions of p's current precisions (pred_s with each rank's neighbour term,
+ * keeps_pace against target_s, quality, mem_need, pred_iter_s); LS_EINFEASIBLE when a rank's
+ * memory does not fit. ls_tplan_allocate ends with it; a caller that sets prec by hand calls it. */
+int ls_tplan_predict(ls_tplan *p);
+/* Rank r's predicted step: ls_tplan_replay of its precisions plus its neighbour term (neigh_s
+ * weighted by the share of the other ranks' Linear time spent at each precision). Seconds. */
+double ls_tplan_rank_step(const ls_tplan *p, int r);
 /* The plan's iteration time on this machine when rank r runs at share[r] of a core (each
- * rank's CPU seconds over wall seconds in a run): every cost profiled at p->cpu_share, each
- * rank's throttle measured by its share instead of the profile's slowdown, the ranks'
- * expected maximum (ls_tplan_expected_max with p->step_cv); plus sync_s, the time per step
- * at the synchronisations measured in a run, or when sync_s < 0 the modelled synchronisation
- * work (allreduce_s) at the slowest share. Seconds; p->pred_iter_s when p has no profile
- * share (catalog GPUs); step_s (may be NULL) gets each rank's compute. */
+ * rank's CPU seconds over wall seconds in a run while computing): each rank's step
+ * (ls_tplan_rank_step) rescaled from the share it got in the profile (dev[r].cpu_share) to
+ * share[r], the ranks' expected maximum (ls_tplan_expected_max with p->step_cv); plus sync_s,
+ * the time per step at the synchronisations measured in a run, or when sync_s < 0 the
+ * profiled synchronisation (allreduce_s) rescaled by the slowest rank's share. Seconds;
+ * p->pred_iter_s when p has no profile shares (catalog GPUs); step_s (may be NULL) gets each
+ * rank's compute. */
 double ls_tplan_predict_at(const ls_tplan *p, const double *share, double sync_s, double *step_s);
 /* Least total indicator under the time budget by exhaustion (tests; n_lin <= 10). */
 double ls_tplan_brute_force(const ls_tplan *p, int rank, double budget_s, uint8_t *best);
@@ -504,13 +518,16 @@ double ls_tplan_brute_force(const ls_tplan *p, int rank, double budget_s, uint8_
 /* The indicator (omega) from two training steps of one rank's share of the batch on corpus,
  * after two warm-up steps; weights from ckpt when not NULL, else initialised from seed 1. */
 int ls_tplan_indicator_run(ls_tplan *p, const ls_corpus *corpus, const char *ckpt, int threads);
-/* Profiles this machine for the plan: one-rank training steps on corpus (global batch /
- * ranks rows; weights from ckpt when not NULL, else initialised) for the fp32 step, every Linear shape's GEMMs and
- * casts per precision, the indicator from the same run, and each distinct throttle share's slowdown. shares has
- * p->ranks entries (0 = unthrottled). Fills dev[], omega, cpu_share, step_cv and allreduce_s
- * (the step's synchronisation: its memory passes over the gradient, timed here). */
+/* Profiles this machine for the plan, collectively on d's ranks (one process per planned rank,
+ * d may be NULL for one rank): every rank trains real data-parallel steps on corpus (weights
+ * from ckpt when not NULL, else initialised) under its throttle (shares, p->ranks entries,
+ * 0 = unthrottled), in rounds that interleave the precisions: the slower ranks run every
+ * Linear layer at one precision while the fastest run fp32. Per rank: each Linear kind's cost
+ * per precision in situ (split into GEMM and casts by an isolated profile), the rest of the
+ * step, its neighbour term, its share of a core; the synchronisation measured; the indicator.
+ * Every rank gets the whole profile in p (dev[], omega, step_cv, allreduce_s). */
 int ls_tplan_profile_here(ls_tplan *p, const ls_corpus *corpus, const char *ckpt, const double *shares, int threads,
-                          int reps);
+                          int reps, ls_dist *d);
 /* Models catalog GPUs (names per rank) for the plan from their datasheet figures; the
  * indicator still needs real tensors (omega filled by the caller). */
 int ls_tplan_model_gpus(ls_tplan *p, const ls_plan_catalog *cat, char names[][LS_PLAN_NAME]);
@@ -531,11 +548,15 @@ typedef struct {
     const char *uniform;           /* precision of the uniform strategy (NULL: each rank's fastest) */
     const char *int8;              /* int8 scales: channel (default) or tensor */
     double mem_gb;                 /* memory per rank (0: the device's, or RAM / ranks here) */
+    ls_dist *dist;                 /* a local cluster of R > 1 ranks: the R processes (under mpirun) */
 } ls_tplan_opts;
 ls_tplan_opts ls_tplan_defaults(void);
 /* "local:1,0.5" (CPU shares) or "A100x2,T4" (catalog names): fills shares or names and *local;
  * returns the rank count or a negative status. */
 int ls_tplan_parse_cluster(const char *s, double *shares, char names[][LS_PLAN_NAME], int *local);
+/* The options alone (no profiling, nothing written): 0 and *local_ranks = the rank count of a
+ * local cluster (0 for catalog GPUs), or a negative status. */
+int ls_tplan_check_opts(const ls_tplan_opts *o, int *local_ranks);
 /* Checks the options (before any profiling), profiles this machine or models the catalog GPUs,
  * allocates and writes o->out; p receives the plan. Bad input: LS_EINVAL, LS_ENOTFOUND,
  * LS_EFORMAT, LS_ERANGE or LS_EINFEASIBLE (memory), with nothing written. */
@@ -573,6 +594,8 @@ typedef struct {
     ls_tplan_strategy strategy;
     int uniform; /* precision of LS_TPLAN_UNIFORM, -1: the fastest */
     int eq_time; /* also train it at the first plan's wall time */
+    int fixed;   /* 1: no strategy; rank 1 runs kinds[k] on every Linear layer of kind k, rank 0 fp32 */
+    int kinds[LS_LIN_COUNT];
     /* out */
     char mix[32];                                /* rank 1's fp32/bf16/fp16/int8 layer counts */
     double pred_s, meas_s, meas_lo_s, meas_hi_s; /* predicted; measured median and quartiles */

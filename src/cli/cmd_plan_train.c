@@ -42,12 +42,27 @@ int plan_train(int argc, char **argv) {
     }
     o.data = (const char *const *)data.v;
     o.n_data = data.n;
+    int ranks = 0, rc = ls_tplan_check_opts(&o, &ranks), code = 0;
     ls_tplan *p = malloc(sizeof *p);
-    int rc = p ? ls_tplan_make(&o, p) : ls_err(LS_ENOMEM, "out of memory"), code = 0;
-    if (rc < 0)
-        code = is_input_error(rc) ? 2 : 1, ls_cli_fail();
-    else if (!quiet)
+    if (rc == LS_OK && ranks > 1 && !getenv("OMPI_COMM_WORLD_SIZE")) {
+        /* this machine's ranks are profiled together, one process each: hand over to mpirun
+         * (argv - 1 is `plan`'s own argv: ls_args_subcommand passed argv + 1) */
+        char lost[300];
+        code = ls_cli_status(ls_dist_relaunch(ranks, ls_cli_self(), "plan", argc + 1, argv - 1, lost, sizeof lost));
+        if (lost[0]) fprintf(stderr, "llmsys plan train: %s\n", lost);
+        ls_strlist_free(&data);
+        free(p);
+        return code;
+    }
+    if (rc == LS_OK && ranks > 1) rc = ls_dist_init(&o.dist);
+    int rank = o.dist ? ls_dist_rank(o.dist) : 0;
+    if (rc == LS_OK) rc = p ? ls_tplan_make(&o, p) : ls_err(LS_ENOMEM, "out of memory");
+    if (rc < 0) {
+        code = is_input_error(rc) ? 2 : 1;
+        if (rank == 0 || rc != LS_EPEER) ls_cli_fail(); /* the rank that failed says why */
+    } else if (!quiet && rank == 0)
         ls_tplan_print(stdout, p), printf("wrote %s\n", o.out);
+    ls_dist_free(o.dist);
     ls_strlist_free(&data);
     free(p);
     return code;

@@ -101,28 +101,44 @@ int ls_tplan_exp_eval(const char *ckpt, const ls_corpus *c, int seq, double *bpb
     return rc;
 }
 
-/* Profiles this machine for a 2-rank cluster (rank 1 at share) and writes plan files
- * <dir>/plan-<name>.json for each strategy; p receives the qsync plan, pred_iter_s each
- * plan's predicted iteration time. names/strats/uniform/pred_iter_s have n entries. */
-static int exp_plans(ls_tplan *p, const ls_corpus *c, const char *config, int batch, int seq, double share, int reps,
-                     const char *dir, int n, const char *const *names, const ls_tplan_strategy *strats,
-                     const int *uniform, ls_tplan *plans, double *profile_s) {
-    memset(p, 0, sizeof *p);
-    LS_TRY(ls_model_config_named(config, &p->cfg));
-    p->ranks = 2, p->batch = batch, p->seq = seq, p->per_channel = 1;
-    snprintf(p->cluster, sizeof p->cluster, "local:1,%.3f", share);
-    double shares[2] = {0, share}, t0 = ls_now();
-    LS_TRY(ls_tplan_profile_here(p, c, NULL, shares, 1, reps));
+/* Profiles this machine for a 2-rank cluster (rank 1 at share) with `bin plan train` (its ranks
+ * under mpirun, the profile written to <dir>/plan-profile.json), then writes plan files
+ * <dir>/plan-<name>.json for each wanted plan from that one profile; p receives the profile's
+ * qsync plan, plans[k] each plan. */
+static int exp_plans(const ls_tplan_exp *e, ls_tplan *p, int n, const ls_tplan_exp_row *want, ls_tplan *plans,
+                     double *profile_s) {
+    char path[8192], log[8192], b[16], s[16], sh[32], reps[16];
+    snprintf(path, sizeof path, "%s/plan-profile.json", e->dir);
+    snprintf(log, sizeof log, "%s/plan-profile.log", e->dir);
+    snprintf(b, sizeof b, "%d", e->batch), snprintf(s, sizeof s, "%d", e->seq), snprintf(reps, sizeof reps, "%d", e->reps);
+    snprintf(sh, sizeof sh, "local:1,%.3f", e->share);
+    const char *av[] = {e->bin, "plan",  "train", "--model", e->config, "--cluster", sh,   "--batch", b,      "--seq",
+                        s,      "--reps", reps,   "--threads", "1",     "--data",    e->data, "--out", path, "--quiet",
+                        NULL};
+    const char *env[] = {"OMPI_ALLOW_RUN_AS_ROOT", "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", NULL};
+    ls_spawn_opts so = {.log = log, .env = env};
+    pid_t pid;
+    double t0 = ls_now();
+    LS_TRY(ls_spawn_self(e->bin, av, &so, &pid));
+    int ws;
+    if (waitpid(pid, &ws, 0) < 0 || !WIFEXITED(ws) || WEXITSTATUS(ws) != 0)
+        return ls_err(LS_EIO, "`llmsys plan train --cluster %s` failed (see %s)", sh, log);
     *profile_s = ls_now() - t0;
+    LS_TRY(ls_tplan_load(path, p));
     int rc = LS_OK;
     for (int k = 0; rc == LS_OK && k < n; k++) {
         ls_tplan *q = &plans[k];
         memcpy(q, p, sizeof *q);
-        rc = ls_tplan_allocate(q, strats[k], uniform[k]);
-        char path[8192];
-        snprintf(path, sizeof path, "%s/plan-%s.json", dir, names[k]);
+        if (want[k].fixed) { /* a fixed plan: rank 1's precision per Linear kind */
+            memset(q->prec, LS_PREC_FP32, sizeof q->prec);
+            for (int i = 0; i < q->n_lin; i++) q->prec[1][i] = (uint8_t)want[k].kinds[i % LS_LIN_COUNT];
+            rc = ls_tplan_predict(q);
+        } else {
+            rc = ls_tplan_allocate(q, want[k].strategy, want[k].uniform);
+        }
+        snprintf(path, sizeof path, "%s/plan-%s.json", e->dir, want[k].name);
         if (rc == LS_OK) rc = ls_tplan_write(q, path);
-        if (rc == LS_OK && strats[k] == LS_TPLAN_QSYNC) memcpy(p, q, sizeof *q);
+        if (rc == LS_OK && !want[k].fixed && want[k].strategy == LS_TPLAN_QSYNC) memcpy(p, q, sizeof *q);
     }
     return rc;
 }
@@ -172,13 +188,11 @@ static void exp_errors(const ls_tplan *q, const double *run, int runs, const dou
 int ls_tplan_exp_run(const ls_tplan_exp *e, const ls_corpus *c, int n, const ls_tplan_exp_row *want, ls_tplan *p,
                      ls_tplan_exp_row *rows, double *profile_s) {
     const char *names[LS_TPLAN_EXP_MAX];
-    ls_tplan_strategy st[LS_TPLAN_EXP_MAX];
-    int uni[LS_TPLAN_EXP_MAX];
     if (n < 1 || n > LS_TPLAN_EXP_MAX || e->steps < 2 || e->repeats < 1 || e->repeats > 8)
         return ls_err(LS_EINVAL, "experiment: 1..%d plans, >= 2 steps, 1..8 repeats", LS_TPLAN_EXP_MAX);
     for (int k = 0; k < n; k++) {
         rows[k] = want[k];
-        names[k] = want[k].name, st[k] = want[k].strategy, uni[k] = want[k].uniform;
+        names[k] = want[k].name;
     }
     ls_tplan *plans = malloc(sizeof *plans * (size_t)n);
     int cap = e->repeats * e->steps;
@@ -186,8 +200,7 @@ int ls_tplan_exp_run(const ls_tplan_exp *e, const ls_corpus *c, int n, const ls_
     int *cnt = calloc((size_t)n, sizeof(int));
     int rc = plans && times && cnt ? LS_OK : ls_err(LS_ENOMEM, "out of memory");
     if (rc == LS_OK)
-        rc = exp_plans(p, c, e->config, e->batch, e->seq, e->share, e->reps, e->dir, n, names, st, uni, plans,
-                       profile_s);
+        rc = exp_plans(e, p, n, want, plans, profile_s);
     char plan[4200], ck[4200], rep[4200], log[4200];
 #define EXP_PATHS(k, tag)                                                                                              \
     snprintf(plan, sizeof plan, "%s/plan-%s.json", e->dir, names[k]);                                                  \
@@ -268,15 +281,15 @@ void ls_tplan_exp_print(FILE *f, const ls_tplan_exp *e, const ls_tplan_exp_row *
     fprintf(f, "  measured: median of %d steps per plan (%d interleaved runs x %d steps, the first of each left out)\n",
             rows[0].n_steps_timed, e->repeats, e->steps);
     fprintf(f,
-            "  pred: the plan file's prediction (costs at the profile's share of a core, %.2f, its measured throttle "
-            "slowdown, the ranks' expected maximum, the modelled synchronisation)\n"
+            "  pred: the plan file's prediction (costs measured in the paired profile, ranks at %.2f / %.2f of a core "
+            "while computing, the ranks' expected maximum, the synchronisation measured there)\n"
             "  per run, each rank's compute rescaled to the share of a core it got in that run while computing "
             "(share r0/r1), their expected "
             "maximum, plus: @run the modelled synchronisation; @sync the run's own time at the synchronisations "
             "(sync: the rank that waited least, per step); @loo that time measured in the same round's runs of the "
             "other plans\n"
             "  error: mean over a plan's runs; max: the largest |error| of one run\n",
-            p->cpu_share);
+            p->dev[0].cpu_share, p->dev[1].cpu_share);
     fprintf(f,
             "  mean |error| (max): pred %.1f%% (%.1f%%), @run %.1f%% (%.1f%%), @sync %.1f%% (%.1f%%), @loo %.1f%% "
             "(%.1f%%); goal < 5%%\n",

@@ -307,6 +307,49 @@ static int greedy_alloc(const ls_tplan *p, int r, double budget, uint8_t *out) {
     }
 }
 
+/* The share of the other ranks' Linear time (at their plans' precisions) spent at each precision. */
+static void neigh_mix(const ls_tplan *p, int r, double f[LS_PREC_COUNT]) {
+    double tot = 0;
+    for (int q = 0; q < LS_PREC_COUNT; q++) f[q] = 0;
+    for (int s = 0; s < p->ranks; s++)
+        for (int i = 0; s != r && i < p->n_lin; i++) {
+            double c = lin_cost(&p->dev[s], i, p->prec[s][i]);
+            f[p->prec[s][i]] += c, tot += c;
+        }
+    for (int q = 0; q < LS_PREC_COUNT; q++) f[q] = tot > 0 ? f[q] / tot : 0;
+}
+
+double ls_tplan_rank_step(const ls_tplan *p, int r) {
+    double t = ls_tplan_replay(&p->dev[r], p->prec[r], p->n_lin), f[LS_PREC_COUNT];
+    neigh_mix(p, r, f);
+    for (int q = 0; q < LS_PREC_COUNT; q++) t += f[q] * p->dev[r].neigh_s[q];
+    return t;
+}
+
+int ls_tplan_predict(ls_tplan *p) {
+    int R = p->ranks, n = p->n_lin;
+    uint8_t fp32[LS_TPLAN_MAX_LIN] = {0};
+    p->target_s = INFINITY;
+    for (int r = 0; r < R; r++) {
+        p->pred_fp32_s[r] = ls_tplan_replay(&p->dev[r], fp32, n);
+        p->target_s = fmin(p->target_s, p->pred_fp32_s[r]);
+    }
+    p->quality = 0;
+    for (int r = 0; r < R; r++) {
+        const uint8_t *pr = p->prec[r];
+        p->pred_s[r] = ls_tplan_rank_step(p, r);
+        /* what the allocator promises: the rank's own work within the target */
+        p->keeps_pace[r] = ls_tplan_replay(&p->dev[r], pr, n) <= p->target_s * (1 + 1e-9);
+        for (int i = 0; i < n; i++) p->quality += p->omega[i][pr[i]];
+        p->mem_need[r] = ls_tplan_memory(&p->cfg, p->batch / R, p->seq, pr, n);
+        if (p->mem_need[r] > p->dev[r].mem_bytes)
+            return ls_err(LS_EINFEASIBLE, "rank %d (%s) needs %.2f GB for this model and batch, it has %.2f GB", r,
+                          p->dev[r].name, p->mem_need[r] / 1e9, p->dev[r].mem_bytes / 1e9);
+    }
+    p->pred_iter_s = ls_tplan_expected_max(p->pred_s, p->step_cv, R) + p->allreduce_s;
+    return LS_OK;
+}
+
 int ls_tplan_allocate(ls_tplan *p, ls_tplan_strategy s, int uniform_prec) {
     double t0 = ls_now();
     int R = p->ranks, n = p->n_lin;
@@ -317,7 +360,6 @@ int ls_tplan_allocate(ls_tplan *p, ls_tplan_strategy s, int uniform_prec) {
         p->pred_fp32_s[r] = ls_tplan_replay(&p->dev[r], fp32, n);
         p->target_s = fmin(p->target_s, p->pred_fp32_s[r]);
     }
-    p->quality = 0;
     for (int r = 0; r < R; r++) {
         ls_tplan_device *d = &p->dev[r];
         uint8_t *pr = p->prec[r];
@@ -348,15 +390,8 @@ int ls_tplan_allocate(ls_tplan *p, ls_tplan_strategy s, int uniform_prec) {
             if (!ok)
                 for (int i = 0; i < n; i++) pr[i] = (uint8_t)fastest_prec(d, i);
         }
-        p->pred_s[r] = ls_tplan_replay(d, pr, n);
-        p->keeps_pace[r] = p->pred_s[r] <= p->target_s * (1 + 1e-9);
-        for (int i = 0; i < n; i++) p->quality += p->omega[i][pr[i]];
-        p->mem_need[r] = ls_tplan_memory(&p->cfg, p->batch / R, p->seq, pr, n);
-        if (p->mem_need[r] > d->mem_bytes)
-            return ls_err(LS_EINFEASIBLE, "rank %d (%s) needs %.2f GB for this model and batch, it has %.2f GB", r,
-                          d->name, p->mem_need[r] / 1e9, d->mem_bytes / 1e9);
     }
-    p->pred_iter_s = ls_tplan_expected_max(p->pred_s, p->step_cv, R) + p->allreduce_s;
+    LS_TRY(ls_tplan_predict(p));
     p->solve_s = ls_now() - t0;
     return LS_OK;
 }
@@ -373,27 +408,18 @@ static double mean(const double *v, int n) {
 }
 
 enum { MAXREP = 64 };
-#define LS_THROTTLE_PERIOD_S 0.010 /* the period of both throttle mechanisms (src/train/throttle.c) */
-
-/* A throttled rank runs 1/slowdown of each 10 ms period; at each of the step's two
- * synchronisations (the gradient all-reduce and the stop agreement) it is stopped for the
- * rest of its period with probability 1 - 1/slowdown: half a period then. */
-static double throttle_wait(double slow) { return slow > 1 ? 2 * (1 - 1 / slow) * 0.5 * LS_THROTTLE_PERIOD_S : 0; }
 
 double ls_tplan_predict_at(const ls_tplan *p, const double *share, double sync_s, double *step_s) {
-    double smax = 1, smin = INFINITY, st[LS_TPLAN_MAX_RANK];
-    for (int r = 0; r < p->ranks; r++) smax = fmax(smax, p->dev[r].slowdown), smin = fmin(smin, share[r]);
-    if (!(p->cpu_share > 0) || p->dev[0].gpu || !(smin > 0)) return p->pred_iter_s;
+    double smin = INFINITY, pmin = INFINITY, st[LS_TPLAN_MAX_RANK];
+    for (int r = 0; r < p->ranks; r++)
+        if (p->dev[r].gpu || !(p->dev[r].cpu_share > 0) || !(share[r] > 0)) return p->pred_iter_s;
     for (int r = 0; r < p->ranks; r++) {
-        const ls_tplan_device *d = &p->dev[r];
-        double slow = d->slowdown > 1 ? d->slowdown : 1;
-        /* the step at the profile's share, then at the rank's: the throttle's stalls at the
-         * synchronisations are inside the share a run measures */
-        st[r] = (ls_tplan_replay(d, p->prec[r], p->n_lin) - throttle_wait(slow)) / slow * p->cpu_share / share[r];
+        st[r] = ls_tplan_rank_step(p, r) * p->dev[r].cpu_share / share[r];
+        smin = fmin(smin, share[r]), pmin = fmin(pmin, p->dev[r].cpu_share);
         if (step_s) step_s[r] = st[r];
     }
     double it = ls_tplan_expected_max(st, p->step_cv, p->ranks);
-    return it + (sync_s >= 0 ? sync_s : p->allreduce_s / smax * p->cpu_share / smin); /* at the slowest pace */
+    return it + (sync_s >= 0 ? sync_s : p->allreduce_s * pmin / smin); /* at the slowest pace */
 }
 
 /* The three GEMMs of a Linear layer at precision q, as the model runs them. */
@@ -461,7 +487,7 @@ static int profile_linears(ls_tplan *p, ls_tplan_device *d, int reps) {
     return rc;
 }
 
-/* Median seconds of k training steps. */
+/* Mean seconds of k training steps. */
 static int time_steps(ls_trainer *t, ls_batch_source *src, int k, double *out) {
     double v[MAXREP];
     if (k > MAXREP) k = MAXREP;
@@ -475,20 +501,21 @@ static int time_steps(ls_trainer *t, ls_batch_source *src, int k, double *out) {
     return LS_OK;
 }
 
-/* One rank's share of the plan's batch as a one-process trainer (weights from ckpt when not
- * NULL, else initialised from seed 1) and its corpus batch source; both NULL on failure. */
+/* A trainer for the plan's global batch over d's ranks (d NULL: one rank's share of it, alone;
+ * weights from ckpt when not NULL, else initialised from seed 1) and its corpus batch source;
+ * both NULL on failure. */
 static int rank_trainer(const ls_tplan *p, const ls_corpus *corpus, const char *ckpt, int threads, int warmup,
-                        ls_trainer **t, ls_batch_source **src) {
+                        ls_dist *d, ls_trainer **t, ls_batch_source **src) {
     *t = NULL, *src = NULL;
     ls_model_set_threads(threads);
     ls_train_config tc = ls_train_defaults();
-    tc.batch = p->batch / p->ranks;
+    tc.batch = d ? p->batch : p->batch / p->ranks;
     tc.seq = p->seq;
     tc.steps = 10000;
     tc.opt.warmup_steps = warmup;
-    int rc = ls_trainer_init(t, &p->cfg, &tc, NULL);
+    int rc = ls_trainer_init(t, &p->cfg, &tc, d);
     if (rc == LS_OK && ckpt) rc = ls_ckpt_load_into(ckpt, ls_trainer_model(*t), LS_CKPT_WEIGHTS, NULL);
-    if (rc == LS_OK) rc = ls_batch_source_corpus(src, corpus, &tc, 1);
+    if (rc == LS_OK) rc = ls_batch_source_corpus(src, corpus, &tc, d ? ls_dist_size(d) : 1);
     if (rc < 0) {
         ls_batch_source_free(*src);
         ls_trainer_free(*t);
@@ -505,7 +532,7 @@ int ls_tplan_indicator_run(ls_tplan *p, const ls_corpus *corpus, const char *ckp
     ls_trainer *t = NULL;
     ls_batch_source *src = NULL;
     ls_tplan_indicator *ind = calloc(1, sizeof *ind);
-    int rc = ind ? rank_trainer(p, corpus, ckpt, threads, 2, &t, &src) : ls_err(LS_ENOMEM, "plan: out of memory");
+    int rc = ind ? rank_trainer(p, corpus, ckpt, threads, 2, NULL, &t, &src) : ls_err(LS_ENOMEM, "plan: out of memory");
     double unused;
     if (rc == LS_OK) rc = time_steps(t, src, 2, &unused); /* past the first, untypical steps */
     /* then the indicator from two steps' real weights, activations and gradients */
@@ -519,191 +546,241 @@ int ls_tplan_indicator_run(ls_tplan *p, const ls_corpus *corpus, const char *ckp
     return rc;
 }
 
-/* In-situ costs: training steps with every Linear layer at one precision, rounds that
- * interleave the precisions (so load changes hit all of them), each step timed whole and per
- * Linear layer (the model's linear timer). Per Linear kind and precision the median over rounds
- * of the kind's mean layer; other = the median over every step of (step - its Linear layers). */
-static int profile_insitu(ls_tplan *p, ls_trainer *t, ls_batch_source *src, int reps, ls_tplan_device *d) {
+/* Seconds of the trainer's own work so far (data, forward/backward, update) and its CPU seconds. */
+static double busy_s(const ls_trainer *t, double *cpu) {
+    ls_train_timing tm;
+    ls_trainer_timing(t, &tm);
+    *cpu = tm.busy_cpu_s;
+    return tm.data_s + tm.compute_s + tm.update_s;
+}
+
+/* What one rank measured in the paired rounds, packed for the sum over ranks (floats: a
+ * rank's slot is zero on every other rank). Per rank: lin, cast_in, cast_w (n_lin x
+ * precisions each), other, neigh (precisions), cpu_share, the median fp32 step, step_cv,
+ * the throttle (0 none, 1 cgroup, 2 duty cycle), then each round's synchronisation seconds. */
+static size_t slot_size(int n, int rounds) { return (size_t)3 * n * LS_PREC_COUNT + LS_PREC_COUNT + 5 + rounds; }
+
+static void slot_pack(float *s, const ls_tplan_device *d, int n, double fp32_s, double cv, int mech,
+                      const double *sync, int rounds) {
+    size_t k = 0;
+    for (int i = 0; i < n; i++)
+        for (int q = 0; q < LS_PREC_COUNT; q++)
+            s[k++] = (float)d->lin_s[i][q], s[k++] = (float)d->cast_in_s[i][q], s[k++] = (float)d->cast_w_s[i][q];
+    s[k++] = (float)d->other_s;
+    for (int q = 0; q < LS_PREC_COUNT; q++) s[k++] = (float)d->neigh_s[q];
+    s[k++] = (float)d->cpu_share, s[k++] = (float)fp32_s, s[k++] = (float)cv, s[k++] = (float)mech;
+    for (int j = 0; j < rounds; j++) s[k++] = (float)sync[j];
+}
+
+static void slot_unpack(const float *s, ls_tplan_device *d, int n, double *fp32_s, double *cv, int *mech,
+                        double *sync, int rounds) {
+    size_t k = 0;
+    for (int i = 0; i < n; i++)
+        for (int q = 0; q < LS_PREC_COUNT; q++)
+            d->lin_s[i][q] = s[k++], d->cast_in_s[i][q] = s[k++], d->cast_w_s[i][q] = s[k++];
+    d->other_s = s[k++];
+    for (int q = 0; q < LS_PREC_COUNT; q++) d->neigh_s[q] = s[k++];
+    d->cpu_share = s[k++], *fp32_s = s[k++], *cv = s[k++], *mech = (int)s[k++];
+    for (int j = 0; j < rounds; j++) sync[j] = s[k++];
+}
+
+/* The paired rounds' step hook: records the step just done (its own work, CPU seconds and
+ * Linear layers) and sets the precision of the next: round j = step / nq, precision step % nq. */
+typedef struct {
+    const ls_tplan *p;
+    int slow, nq, steps;
+    double *lt, *acc, busy_prev, cpu_prev;
+    double busy[LS_PREC_COUNT][MAXREP + 1], rest[LS_PREC_COUNT][MAXREP + 1], cpu_sum, busy_sum;
+} rounds_ctx;
+
+static int rounds_set(rounds_ctx *c, ls_trainer *t, int step) {
+    uint8_t prec[LS_TPLAN_MAX_LIN];
+    memset(prec, c->slow ? step % c->nq : LS_PREC_FP32, (size_t)c->p->n_lin);
+    memset(c->acc, 0, (size_t)c->p->n_lin * sizeof *c->acc);
+    c->busy_prev = busy_s(t, &c->cpu_prev);
+    return ls_model_set_precision(ls_trainer_model(t), prec, c->p->n_lin, c->p->per_channel);
+}
+
+static int rounds_after_step(void *ctx, ls_trainer *t, const ls_train_step_info *info) {
+    (void)info;
+    rounds_ctx *c = ctx;
+    int k = c->steps++, q = k % c->nq, j = k / c->nq, n = c->p->n_lin;
+    double cpu, b = busy_s(t, &cpu) - c->busy_prev, lin = 0;
+    c->busy[q][j] = b;
+    if (j > 0) c->busy_sum += b, c->cpu_sum += cpu - c->cpu_prev; /* round 0 warms up: oneDNN builds its kernels */
+    for (int i = 0; i < n; i++) c->lt[((size_t)i * LS_PREC_COUNT + q) * (MAXREP + 1) + j] = c->acc[i], lin += c->acc[i];
+    c->rest[q][j] = b - lin;
+    return rounds_set(c, t, k + 1) < 0 ? -1 : 0;
+}
+
+/* The paired rounds on this rank (every rank at once, each under its throttle): a warm-up
+ * round then reps rounds of nq data-parallel steps, run by the training loop (ls_train_run,
+ * its per-step agreement included), this rank at precision q when it is slow, else at fp32,
+ * each step timed whole, in its own work (busy) and per Linear layer. Fills d (in-situ costs
+ * per kind, split into GEMM and casts by d's isolated profile; other; neigh for a fast rank),
+ * and *fp32_s (median busy step at fp32), *cv (the busy step's spread) and sync[round]. */
+static int paired_rounds(ls_tplan *p, ls_trainer *t, ls_batch_source *src, ls_dist *dist, int reps, int nq, int slow,
+                         ls_tplan_device *d, double *fp32_s, double *cv, double *sync) {
     ls_model *m = ls_trainer_model(t);
     int n = p->n_lin;
-    double *lt = calloc((size_t)n * LS_PREC_COUNT * MAXREP + MAXREP * LS_PREC_COUNT + n, sizeof(double));
-    if (!lt) return ls_err(LS_ENOMEM, "plan: out of memory");
-    double *other = lt + (size_t)n * LS_PREC_COUNT * MAXREP, *acc = other + MAXREP * LS_PREC_COUNT;
-    uint8_t prec[LS_TPLAN_MAX_LIN];
-    double whole[LS_PREC_COUNT][MAXREP] = {{0}};
-    int rc = ls_model_set_linear_timer(m, acc), k = 0;
-    double w0 = ls_now(), c0 = ls_process_cpu_time();
-    for (int rep = -1; rc == LS_OK && rep < reps; rep++) /* a warm-up round: oneDNN builds its kernels */
-        for (int q = 0; rc == LS_OK && q < LS_PREC_COUNT; q++) {
-            memset(prec, q, (size_t)n);
-            memset(acc, 0, (size_t)n * sizeof *acc);
-            rc = ls_model_set_precision(m, prec, n, p->per_channel);
-            double st = 0, lin = 0;
-            if (rc == LS_OK) rc = time_steps(t, src, 1, &st);
-            if (rc < 0 || rep < 0) continue;
-            whole[q][rep] = st;
-            for (int i = 0; i < n; i++) lt[((size_t)i * LS_PREC_COUNT + q) * MAXREP + rep] = acc[i], lin += acc[i];
-            other[k++] = st - lin;
-        }
+    rounds_ctx *c = calloc(1, sizeof *c);
+    double *lt = calloc((size_t)n * LS_PREC_COUNT * (MAXREP + 1) + n, sizeof(double));
+    if (!c || !lt) {
+        free(c), free(lt);
+        return ls_err(LS_ENOMEM, "plan: out of memory");
+    }
+    *c = (rounds_ctx){.p = p, .slow = slow, .nq = nq, .lt = lt, .acc = lt + (size_t)n * LS_PREC_COUNT * (MAXREP + 1)};
+    ls_train_hooks h = {.ctx = c, .after_step = rounds_after_step};
+    ls_train_run_opts ro = {.quiet = 1, .stop_at = ls_trainer_step_index(t) + (int64_t)(reps + 1) * nq};
+    ls_train_run_result res = {0};
+    int rc = ls_model_set_linear_timer(m, c->acc);
+    if (rc == LS_OK) rc = rounds_set(c, t, 0);
+    if (rc == LS_OK) ls_trainer_set_hooks(t, &h);
+    if (rc == LS_OK) rc = ls_train_run(t, src, dist, &ro, &res);
+    ls_trainer_set_hooks(t, NULL);
+    if (rc == LS_OK && res.n_losses != (reps + 1) * nq)
+        rc = ls_err(LS_EINVAL, "plan: the profile ran %d steps of %d", res.n_losses, (reps + 1) * nq);
+    /* outside its own work: the step's all-reduce, the loop's agreement and the waits */
+    for (int k = nq; rc == LS_OK && k < res.n_losses; k++) sync[k - nq] = res.step_s[k] - c->busy[k % nq][k / nq];
+    ls_train_run_result_free(&res);
+    double(*busy)[MAXREP + 1] = c->busy, (*rest)[MAXREP + 1] = c->rest, cpu_sum = c->cpu_sum, busy_sum = c->busy_sum;
+    /* from here on rounds are 0..reps-1 (the warm-up round 0 dropped) */
+    for (int q = 0; q < LS_PREC_COUNT; q++)
+        for (int j = 0; j < reps; j++) busy[q][j] = busy[q][j + 1], rest[q][j] = rest[q][j + 1];
+    for (size_t i = 0; i < (size_t)n * LS_PREC_COUNT; i++)
+        for (int j = 0; j < reps; j++) lt[i * (MAXREP + 1) + j] = lt[i * (MAXREP + 1) + j + 1];
     ls_model_set_linear_timer(m, NULL);
-    p->cpu_share = (ls_process_cpu_time() - c0) / fmax(1e-9, ls_now() - w0); /* the share the costs were measured at */
     if (rc == LS_OK) rc = ls_model_set_precision(m, NULL, n, p->per_channel);
+    d->cpu_share = busy_sum > 0 ? cpu_sum / busy_sum : 0;
     /* layers of one kind have one shape: per round the mean over them, then the median over
      * rounds (7 layers of noise averaged per sample instead of one) */
-    double kind[LS_LIN_COUNT][LS_PREC_COUNT], v[MAXREP];
+    double v[(MAXREP + 1) * LS_PREC_COUNT];
     for (int kd = 0; kd < LS_LIN_COUNT; kd++)
-        for (int q = 0; q < LS_PREC_COUNT; q++) {
+        for (int q = 0; q < nq; q++) {
+            int pq = slow ? q : LS_PREC_FP32;
+            if (!slow && q > 0) break; /* a fast rank's fp32 costs: from the rounds its neighbours ran fp32 */
             for (int rep = 0; rep < reps; rep++) {
                 double sum = 0;
                 int cnt = 0;
                 for (int i = kd; i < n; i += LS_LIN_COUNT, cnt++)
-                    sum += lt[((size_t)i * LS_PREC_COUNT + q) * MAXREP + rep];
+                    sum += lt[((size_t)i * LS_PREC_COUNT + q) * (MAXREP + 1) + rep];
                 v[rep] = cnt ? sum / cnt : 0;
             }
-            kind[kd][q] = ls_median(v, reps);
-        }
-    for (int i = 0; rc == LS_OK && i < n; i++)
-        for (int q = 0; q < LS_PREC_COUNT; q++) {
-            double situ = kind[i % LS_LIN_COUNT][q];
-            if (q == LS_PREC_FP32) {
-                d->lin_s[i][q] = situ, d->cast_in_s[i][q] = d->cast_w_s[i][q] = 0;
-                continue;
+            double situ = ls_median(v, reps);
+            for (int i = kd; i < n; i += LS_LIN_COUNT) {
+                if (pq == LS_PREC_FP32) {
+                    d->lin_s[i][pq] = situ, d->cast_in_s[i][pq] = d->cast_w_s[i][pq] = 0;
+                    continue;
+                }
+                /* split the in-situ total by the isolated profile's casts (d holds them), keeping
+                 * the total: the casts at most 90% of it */
+                double cs = d->cast_in_s[i][pq] + d->cast_w_s[i][pq], f = cs > 0.9 * situ ? 0.9 * situ / cs : 1;
+                d->cast_in_s[i][pq] *= f, d->cast_w_s[i][pq] *= f;
+                d->lin_s[i][pq] = situ - d->cast_in_s[i][pq] - d->cast_w_s[i][pq];
             }
-            /* split the in-situ total by the isolated profile's casts (d holds them), keeping
-             * the total: the casts at most 90% of it */
-            double c = d->cast_in_s[i][q] + d->cast_w_s[i][q], f = c > 0.9 * situ ? 0.9 * situ / c : 1;
-            d->cast_in_s[i][q] *= f, d->cast_w_s[i][q] *= f;
-            d->lin_s[i][q] = situ - d->cast_in_s[i][q] - d->cast_w_s[i][q];
         }
-    if (rc == LS_OK) d->other_s = fmax(0, ls_median(other, k));
+    /* the rest of the step: a slow rank's neighbours always run fp32 (every round counts); a fast
+     * rank's from its fp32 rounds, and what its step gains next to neighbours at q (medians) */
+    int k = 0;
+    for (int q = 0; q < (slow ? nq : 1); q++)
+        for (int rep = 0; rep < reps; rep++) v[k++] = rest[q][rep];
+    d->other_s = fmax(0, ls_median(v, k));
+    *fp32_s = ls_median(busy[LS_PREC_FP32], reps);
+    for (int q = 0; q < LS_PREC_COUNT; q++) d->neigh_s[q] = !slow && q > 0 && q < nq ? ls_median(busy[q], reps) - *fp32_s : 0;
     /* the spread of one step, not the drift of the load: the log ratios of a precision's
      * steps in consecutive rounds (a few seconds apart), pooled over the precisions; their
      * median absolute deviation x 1.4826 (a normal's standard deviation) over sqrt(2) */
     double lr[MAXREP * LS_PREC_COUNT], dev[MAXREP * LS_PREC_COUNT];
     int nd = 0;
-    for (int q = 0; q < LS_PREC_COUNT; q++)
+    for (int q = 0; q < nq; q++)
         for (int rep = 1; rep < reps; rep++)
-            if (whole[q][rep] > 0 && whole[q][rep - 1] > 0) lr[nd++] = log(whole[q][rep] / whole[q][rep - 1]);
+            if (busy[q][rep] > 0 && busy[q][rep - 1] > 0) lr[nd++] = log(busy[q][rep] / busy[q][rep - 1]);
     double md = nd ? ls_median(lr, nd) : 0;
     for (int i = 0; i < nd; i++) dev[i] = fabs(lr[i] - md);
-    p->step_cv = nd ? 1.4826 * ls_median(dev, nd) / sqrt(2) : 0;
-    free(lt);
+    *cv = nd ? 1.4826 * ls_median(dev, nd) / sqrt(2) : 0;
+    free(lt), free(c);
     return rc;
 }
 
-/* One step's synchronisation work on one rank of R, as the trainer and a shared-memory ring
- * all-reduce do it: the count-weighted copy of the gradient g into red, (R-1)/R of it sent
- * (copied out to peer) and the peers' part added in (reduce-scatter), (R-1)/R sent and
- * received again (all-gather), and the sum copied back into g over the count. */
-static void sync_work(float *g, float *red, float *peer, size_t np, int R) {
-    volatile float wv = 1.0f, tv = 1.0f;
-    float w = wv, inv = 1.0f / tv;
-    size_t c = np * (size_t)(R - 1) / (size_t)R;
-    for (size_t i = 0; i < np; i++) red[i] = g[i] * w;
-    memcpy(peer, red, c * 4);
-    for (size_t i = 0; i < c; i++) red[np - c + i] += peer[i];
-    memcpy(peer, red + np - c, c * 4);
-    memcpy(red, peer, c * 4);
-    for (size_t i = 0; i < np; i++) g[i] = red[i] * inv;
-}
-
 int ls_tplan_profile_here(ls_tplan *p, const ls_corpus *corpus, const char *ckpt, const double *shares, int threads,
-                          int reps) {
+                          int reps, ls_dist *d) {
     if (p->ranks < 1 || p->ranks > LS_TPLAN_MAX_RANK)
         return ls_err(LS_EINVAL, "plan: ranks must be in [1, %d], got %d", LS_TPLAN_MAX_RANK, p->ranks);
     if (p->batch % p->ranks)
         return ls_err(LS_EINVAL, "plan: batch %d does not split over %d ranks", p->batch, p->ranks);
+    int R = p->ranks, me = d ? ls_dist_rank(d) : 0, size = d ? ls_dist_size(d) : 1;
+    if (size != R)
+        return ls_err(LS_EINVAL,
+                      "plan: %d ranks are profiled by %d processes, one per rank (`plan train` starts them "
+                      "under mpirun)",
+                      R, size);
     p->n_lin = p->cfg.n_layer * LS_LIN_COUNT;
     if (p->n_lin > LS_TPLAN_MAX_LIN) return ls_err(LS_ERANGE, "plan: at most %d Linear layers", LS_TPLAN_MAX_LIN);
     if (reps < 3) reps = 3;
     if (reps > MAXREP) reps = MAXREP;
+    /* the slow ranks: granted less than the most any rank is granted */
+    double eff[LS_TPLAN_MAX_RANK], emax = 0;
+    for (int r = 0; r < R; r++) {
+        eff[r] = shares[r] > 0 && shares[r] < threads ? shares[r] : threads;
+        emax = fmax(emax, eff[r]);
+    }
+    int any_slow = 0;
+    for (int r = 0; r < R; r++) any_slow |= eff[r] < emax;
+    int slow = eff[me] < emax, nq = any_slow ? LS_PREC_COUNT : 1, rounds = reps * nq, n = p->n_lin;
+    size_t S = slot_size(n, rounds);
     ls_trainer *t = NULL;
     ls_batch_source *src = NULL;
+    ls_throttle thr = {0};
     ls_tplan_device *base = calloc(1, sizeof *base);
-    int rc = base ? rank_trainer(p, corpus, ckpt, threads, 10, &t, &src) : ls_err(LS_ENOMEM, "plan: out of memory");
-    double step_s = 0;
-    if (rc == LS_OK) rc = time_steps(t, src, 2, &step_s); /* warm-up */
-    ls_model *m = t ? ls_trainer_model(t) : NULL;
-    if (rc == LS_OK) rc = ls_tplan_indicator_run(p, corpus, ckpt, threads);
-    if (rc == LS_OK) rc = profile_linears(p, base, reps); /* the casts' share of each layer */
-    if (rc == LS_OK) rc = profile_insitu(p, t, src, reps, base);
-    /* each distinct throttle share: step time inside the throttle over step time outside,
-     * interleaved so that load changes hit both sides */
-    double slow[LS_TPLAN_MAX_RANK];
-    char mech[96] = "none";
-    for (int r = 0; rc == LS_OK && r < p->ranks; r++) {
-        slow[r] = 1.0;
-        if (!(shares[r] > 0) || shares[r] >= threads) continue;
-        int seen = -1;
-        for (int j = 0; j < r; j++)
-            if (shares[j] == shares[r]) seen = j;
-        if (seen >= 0) {
-            slow[r] = slow[seen];
-            continue;
-        }
-        /* enough steps per sample to span 20 throttle periods: a step shorter than a period
-         * may fit in one quota and not be slowed at all */
-        double fr[3], th[3], per = base->other_s;
-        for (int i = 0; i < p->n_lin; i++) per += base->lin_s[i][LS_PREC_FP32];
-        int ks = per > 0 ? (int)ceil(20 * LS_THROTTLE_PERIOD_S / per) : 1;
-        ks = ks < 1 ? 1 : ks > 16 ? 16 : ks;
-        for (int k = 0; rc == LS_OK && k < 3; k++) {
-            rc = time_steps(t, src, ks, &fr[k]);
-            ls_throttle thr;
-            if (rc == LS_OK) rc = ls_throttle_apply(&thr, shares[r], threads);
-            if (rc == LS_OK) {
-                snprintf(mech, sizeof mech, "%s", thr.mech);
-                rc = time_steps(t, src, ks, &th[k]);
-                ls_throttle_release(&thr);
-            }
-        }
-        if (rc == LS_OK) slow[r] = fmax(1.0, ls_median(th, 3) / ls_median(fr, 3));
+    float *all = calloc((size_t)R * S, sizeof(float));
+    double *sync = calloc((size_t)R * rounds, sizeof(double)), fp32_s = 0, cv = 0, unused;
+    /* the indicator first, on every rank alike (the same data and weights), unthrottled */
+    int rc = base && all && sync ? ls_tplan_indicator_run(p, corpus, ckpt, threads) : ls_err(LS_ENOMEM, "plan: out of memory");
+    if (rc == LS_OK) rc = rank_trainer(p, corpus, ckpt, threads, 10, d, &t, &src);
+    if ((rc = ls_dist_agree(d, rc, NULL)) < 0) goto done;
+    rc = time_steps(t, src, 2, &unused); /* warm-up, every rank together */
+    if (rc == LS_OK && slow) rc = ls_throttle_apply(&thr, shares[me], threads);
+    int mech_me = !thr.active ? 0 : thr.dir[0] ? 1 : 2;
+    if (rc == LS_OK) rc = profile_linears(p, base, reps); /* the casts' share of each layer, alone */
+    if ((rc = ls_dist_agree(d, rc, NULL)) < 0) {
+        if (slow) ls_throttle_release(&thr);
+        goto done;
     }
-    /* the synchronisation: the step's memory passes over the gradient, timed here
-     * (sync_work); both ranks' CPUs do them, so they go at the pace of the slowest rank */
-    if (rc == LS_OK && p->ranks > 1) {
-        size_t np = ls_model_num_params(m);
-        float *buf = calloc(np * 3, 4);
-        double v[MAXREP];
-        if (!buf) rc = ls_err(LS_ENOMEM, "plan: out of memory");
-        for (int k = 0; rc == LS_OK && k < reps; k++) {
-            double t0 = ls_now();
-            sync_work(buf, buf + np, buf + 2 * np, np, p->ranks);
-            v[k] = ls_now() - t0;
-        }
-        double smax = 1;
-        for (int r = 0; r < p->ranks; r++) smax = fmax(smax, slow[r]);
-        if (rc == LS_OK) p->allreduce_s = ls_median(v, reps) * smax;
-        free(buf);
-    } else if (rc == LS_OK) {
-        p->allreduce_s = 0;
-    }
+    rc = paired_rounds(p, t, src, d, reps, nq, slow, base, &fp32_s, &cv, sync);
+    if (slow) ls_throttle_release(&thr);
+    if ((rc = ls_dist_agree(d, rc, NULL)) < 0) goto done;
+    /* every rank's profile to every rank */
+    slot_pack(all + (size_t)me * S, base, n, fp32_s, cv, mech_me, sync, rounds);
+    if (d && R > 1) rc = ls_dist_allreduce_sum(d, all, (size_t)R * S);
     long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGE_SIZE);
-    for (int r = 0; rc == LS_OK && r < p->ranks; r++) {
-        ls_tplan_device *d = &p->dev[r];
-        memcpy(d, base, sizeof *d);
-        d->gpu = 0;
-        d->share = shares[r] > 0 && shares[r] < threads ? shares[r] : 0;
-        d->slowdown = slow[r];
-        snprintf(d->name, sizeof d->name, "cpu@%.2f", d->share > 0 ? d->share : (double)threads);
-        d->mem_bytes = (double)pages * psz / p->ranks;
-        for (int q = 0; q < LS_PREC_COUNT; q++) d->supported[q] = 1;
-        d->other_s *= slow[r];
-        /* a throttled rank runs 1/slowdown of each 10 ms period; at each of the step's two
-         * synchronisations (the gradient all-reduce and the stop agreement) it is stopped
-         * for the rest of its period with probability 1 - 1/slowdown: half a period then */
-        d->other_s += throttle_wait(slow[r]);
-        for (int i = 0; i < p->n_lin; i++)
-            for (int q = 0; q < LS_PREC_COUNT; q++) {
-                d->lin_s[i][q] *= slow[r];
-                d->cast_in_s[i][q] *= slow[r];
-                d->cast_w_s[i][q] *= slow[r];
-            }
+    double f32[LS_TPLAN_MAX_RANK], fmin32 = INFINITY, cvs = 0;
+    for (int r = 0; rc == LS_OK && r < R; r++) {
+        ls_tplan_device *dv = &p->dev[r];
+        memset(dv, 0, sizeof *dv);
+        int mech;
+        slot_unpack(all + (size_t)r * S, dv, n, &f32[r], &cv, &mech, sync + (size_t)r * rounds, rounds);
+        const char *mn[3] = {"none", "cgroup v1 cpu.cfs_quota_us", "duty cycle SIGSTOP/SIGCONT"};
+        if (r == 0) snprintf(p->throttle, sizeof p->throttle, "none");
+        if (mech > 0) snprintf(p->throttle, sizeof p->throttle, "%s", mn[mech % 3]);
+        fmin32 = fmin(fmin32, f32[r]), cvs += cv / R;
+        dv->share = eff[r] < threads ? eff[r] : 0;
+        snprintf(dv->name, sizeof dv->name, "cpu@%.2f", eff[r]);
+        dv->mem_bytes = (double)pages * psz / R;
+        for (int q = 0; q < LS_PREC_COUNT; q++) dv->supported[q] = 1;
     }
-    if (rc == LS_OK) snprintf(p->throttle, sizeof p->throttle, "%s", mech);
+    for (int r = 0; rc == LS_OK && r < R; r++) p->dev[r].slowdown = fmin32 > 0 ? f32[r] / fmin32 : 1;
+    /* the synchronisation: in each round the least any rank spent outside its own work (the
+     * rank that waited least: the all-reduce and the stop agreement themselves), median over rounds */
+    double mins[MAXREP * LS_PREC_COUNT];
+    for (int j = 0; rc == LS_OK && j < rounds; j++) {
+        mins[j] = INFINITY;
+        for (int r = 0; r < R; r++) mins[j] = fmin(mins[j], sync[(size_t)r * rounds + j]);
+    }
+    if (rc == LS_OK) p->allreduce_s = R > 1 ? fmax(0, ls_median(mins, rounds)) : 0, p->step_cv = cvs;
+done:
     ls_batch_source_free(src);
     ls_trainer_free(t);
-    free(base);
+    free(base), free(all), free(sync);
     return rc;
 }
 
@@ -824,10 +901,15 @@ int ls_tplan_write(const ls_tplan *p, const char *path) {
         cJSON_AddNumberToObject(o, "predicted_step_s", p->pred_s[r]);
         cJSON_AddNumberToObject(o, "predicted_fp32_step_s", p->pred_fp32_s[r]);
         cJSON_AddNumberToObject(o, "memory_GB", p->mem_need[r] / 1e9);
+        cJSON_AddNumberToObject(o, "memory_capacity_GB", d->mem_bytes / 1e9);
+        if (d->cpu_share > 0) cJSON_AddNumberToObject(o, "cpu_share", d->cpu_share);
         cJSON_AddBoolToObject(o, "keeps_pace", p->keeps_pace[r]);
         /* the replayer's inputs, per Linear kind (all blocks alike): GEMMs, input casts, weight casts */
         cJSON *costs = cJSON_AddObjectToObject(o, "costs_ms");
         cJSON_AddNumberToObject(costs, "other", d->other_s * 1e3);
+        double nb[LS_PREC_COUNT];
+        for (int q = 0; q < LS_PREC_COUNT; q++) nb[q] = d->neigh_s[q] * 1e3;
+        cJSON_AddItemToObject(costs, "neighbour", cJSON_CreateDoubleArray(nb, LS_PREC_COUNT));
         for (int k = 0; k < LS_LIN_COUNT && k < p->n_lin; k++) {
             char kn[64];
             const char *nm = ls_linear_name(k, kn, sizeof kn) + 4; /* drop "h.0." */
@@ -841,8 +923,7 @@ int ls_tplan_write(const ls_tplan *p, const char *path) {
     }
     cJSON_AddNumberToObject(j, "target_step_s", p->target_s);
     cJSON_AddNumberToObject(j, "allreduce_s", p->allreduce_s);
-    if (p->cpu_share > 0) cJSON_AddNumberToObject(j, "profile_cpu_share", p->cpu_share);
-    if (p->cpu_share > 0) cJSON_AddNumberToObject(j, "step_cv", p->step_cv);
+    cJSON_AddNumberToObject(j, "step_cv", p->step_cv);
     cJSON_AddNumberToObject(j, "predicted_iteration_s", p->pred_iter_s);
     cJSON_AddNumberToObject(j, "indicator_total", p->quality);
     cJSON_AddNumberToObject(j, "solve_s", p->solve_s);
@@ -850,6 +931,47 @@ int ls_tplan_write(const ls_tplan *p, const char *path) {
     for (int i = 0; i < p->n_lin; i++) cJSON_AddItemToArray(om, cJSON_CreateDoubleArray(p->omega[i], LS_PREC_COUNT));
     int rc = ls_json_write_file(path, j);
     cJSON_Delete(j);
+    return rc;
+}
+
+/* n finite numbers of a JSON array into v, each >= 0 unless signed. */
+static int nums(const cJSON *a, double *v, int n, int sign, const char *path, const char *what) {
+    if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != n)
+        return ls_err(LS_EFORMAT, "%s: \"%s\" entries must be arrays of %d numbers", path, what, n);
+    for (int k = 0; k < n; k++) {
+        const cJSON *e = cJSON_GetArrayItem(a, k);
+        if (!cJSON_IsNumber(e) || !isfinite(e->valuedouble) || (!sign && e->valuedouble < 0))
+            return ls_err(LS_EFORMAT, "%s: \"%s\" holds %s", path, what, sign ? "a non-number" : "a non-number or < 0");
+        v[k] = e->valuedouble;
+    }
+    return LS_OK;
+}
+
+/* A rank's profile, when the file carries it (a plan re-allocated without profiling again):
+ * slowdown, share of a core, memory capacity and costs_ms. Absent fields stay 0. */
+static int load_profile(const cJSON *o, ls_tplan_device *d, int n_lin, const char *path, int r) {
+    double gb = 0;
+    int rc = ls_json_get_double(o, "slowdown", 1, &d->slowdown);
+    if (rc == LS_OK) rc = ls_json_get_double(o, "cpu_share", 0, &d->cpu_share);
+    if (rc == LS_OK) rc = ls_json_get_double(o, "memory_capacity_GB", 0, &gb);
+    d->mem_bytes = gb * 1e9;
+    const cJSON *costs = cJSON_GetObjectItem(o, "costs_ms");
+    if (rc < 0 || !costs) return rc < 0 ? ls_err_wrap(rc, "%s: rank %d", path, r) : LS_OK;
+    double v[LS_PREC_COUNT];
+    rc = ls_json_get_double(costs, "other", 0, &d->other_s);
+    d->other_s *= 1e-3;
+    const cJSON *nb = cJSON_GetObjectItem(costs, "neighbour");
+    if (rc == LS_OK && nb) rc = nums(nb, v, LS_PREC_COUNT, 1, path, "neighbour");
+    for (int q = 0; rc == LS_OK && nb && q < LS_PREC_COUNT; q++) d->neigh_s[q] = v[q] * 1e-3;
+    for (int k = 0; rc == LS_OK && k < LS_LIN_COUNT && k < n_lin; k++) {
+        char kn[64];
+        const cJSON *kk = cJSON_GetObjectItem(costs, ls_linear_name(k, kn, sizeof kn) + 4);
+        for (int q = 0; rc == LS_OK && q < LS_PREC_COUNT; q++) {
+            rc = nums(kk ? cJSON_GetObjectItem(kk, ls_prec_name(q)) : NULL, v, 3, 0, path, "costs_ms");
+            for (int i = k; rc == LS_OK && i < n_lin; i += LS_LIN_COUNT)
+                d->lin_s[i][q] = v[0] * 1e-3, d->cast_in_s[i][q] = v[1] * 1e-3, d->cast_w_s[i][q] = v[2] * 1e-3;
+        }
+    }
     return rc;
 }
 
@@ -935,7 +1057,20 @@ int ls_tplan_load(const char *path, ls_tplan *p) {
             else
                 p->prec[r][idx[c]] = (uint8_t)q;
         }
+        if (rc == LS_OK) rc = load_profile(o, d, p->n_lin, path, r);
     }
+    cJSON *om = cJSON_GetObjectItem(j, "indicator");
+    if (rc == LS_OK && om && (!cJSON_IsArray(om) || cJSON_GetArraySize(om) != p->n_lin))
+        rc = ls_err(LS_EFORMAT, "%s: \"indicator\" must have %d entries", path, p->n_lin);
+    for (int c = 0; rc == LS_OK && om && c < p->n_lin; c++) {
+        double v[LS_PREC_COUNT];
+        rc = nums(cJSON_GetArrayItem(om, c), v, LS_PREC_COUNT, 0, path, "indicator");
+        for (int q = 0; rc == LS_OK && q < LS_PREC_COUNT; q++) p->omega[idx[c]][q] = v[q];
+    }
+    if (rc == LS_OK) rc = ls_json_get_double(j, "allreduce_s", 0, &p->allreduce_s);
+    if (rc == LS_OK) rc = ls_json_get_double(j, "step_cv", 0, &p->step_cv);
+    if (rc == LS_OK && (!(p->allreduce_s >= 0) || !(p->step_cv >= 0)))
+        rc = ls_err(LS_EFORMAT, "%s: allreduce_s and step_cv must be >= 0", path);
     cJSON_Delete(j);
     return rc;
 }

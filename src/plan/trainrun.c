@@ -119,6 +119,20 @@ static int check_opts(const ls_tplan_opts *o, ls_tplan *p, ls_tplan_strategy *st
     return LS_OK;
 }
 
+int ls_tplan_check_opts(const ls_tplan_opts *o, int *local_ranks) {
+    ls_tplan *p = calloc(1, sizeof *p);
+    double shares[LS_TPLAN_MAX_RANK] = {0};
+    char names[LS_TPLAN_MAX_RANK][LS_PLAN_NAME];
+    int local = 0, uq = -1;
+    ls_tplan_strategy st;
+    ls_plan_catalog *cat = NULL;
+    int rc = p ? check_opts(o, p, &st, &uq, shares, names, &local, &cat) : ls_err(LS_ENOMEM, "out of memory");
+    *local_ranks = rc == LS_OK && local ? p->ranks : 0;
+    ls_plan_catalog_free(cat);
+    free(p);
+    return rc;
+}
+
 int ls_tplan_make(const ls_tplan_opts *o, ls_tplan *p) {
     memset(p, 0, sizeof *p);
     double shares[LS_TPLAN_MAX_RANK] = {0};
@@ -137,9 +151,10 @@ int ls_tplan_make(const ls_tplan_opts *o, ls_tplan *p) {
     const char *ckpt = ls_is_file(o->model) ? o->model : NULL;
     int th = o->threads > 0 ? o->threads : (local && p->ranks > 0 ? ls_num_cores() / p->ranks : ls_num_cores());
     if (th < 1) th = 1;
+    if (local && o->dist) rc = ls_dist_agree(o->dist, rc, NULL); /* the ranks profile together */
     if (rc == LS_OK) {
         if (local)
-            rc = ls_tplan_profile_here(p, corpus, ckpt, shares, th, o->reps);
+            rc = ls_tplan_profile_here(p, corpus, ckpt, shares, th, o->reps, o->dist);
         else {
             rc = ls_tplan_indicator_run(p, corpus, ckpt, th);
             if (rc == LS_OK) rc = ls_tplan_model_gpus(p, cat, names);
@@ -148,7 +163,7 @@ int ls_tplan_make(const ls_tplan_opts *o, ls_tplan *p) {
     if (rc == LS_OK && o->mem_gb > 0)
         for (int r = 0; r < p->ranks; r++) p->dev[r].mem_bytes = o->mem_gb * 1e9;
     if (rc == LS_OK) rc = ls_tplan_allocate(p, st, uq);
-    if (rc == LS_OK) rc = ls_tplan_write(p, o->out);
+    if (rc == LS_OK && (!o->dist || ls_dist_rank(o->dist) == 0)) rc = ls_tplan_write(p, o->out);
     ls_corpus_free(corpus);
     ls_plan_catalog_free(cat);
     return rc;

@@ -26,27 +26,41 @@ static void test_replay_hand(void) {
     free(d);
 }
 
-/* The prediction at the shares of a core the ranks got in a run, by hand: rank 0 unthrottled,
- * rank 1 the same costs at slowdown 2 (+ its 5 ms of waits at the synchronisations), costs
- * profiled at 0.5 of a core, the run at 0.25 and 0.125. */
-static void test_predict_at_hand(void) {
+/* A plan's prediction by hand: rank 0 fp32 next to rank 1's bf16 and int8 layers (its
+ * neighbour term weighted by rank 1's Linear time at each), then at the shares of a core the
+ * ranks got in a run: profiled at 0.5 and 0.25 of a core, the run at 0.25 and 0.125. */
+static void test_predict_hand(void) {
     ls_tplan *p = calloc(1, sizeof *p);
-    p->ranks = 2, p->n_lin = 2, p->allreduce_s = 0.004, p->pred_iter_s = 0.123;
-    for (int r = 0; r < 2; r++) {
-        ls_tplan_device *d = &p->dev[r];
-        double k = r ? 2 : 1;
-        d->slowdown = k;
-        d->other_s = 0.020 * k + (r ? 2 * 0.5 * 0.5 * 0.010 : 0);
-        d->lin_s[0][LS_PREC_FP32] = 0.010 * k, d->lin_s[1][LS_PREC_FP32] = 0.006 * k;
-    }
+    ls_model_config_named("tiny", &p->cfg);
+    p->ranks = 2, p->n_lin = 2, p->batch = 2, p->seq = 16, p->allreduce_s = 0.004;
+    ls_tplan_device *d0 = &p->dev[0], *d1 = &p->dev[1];
+    d0->other_s = 0.020, d0->lin_s[0][LS_PREC_FP32] = 0.010, d0->lin_s[1][LS_PREC_FP32] = 0.006;
+    d0->neigh_s[LS_PREC_BF16] = 0.004, d0->neigh_s[LS_PREC_INT8] = 0.008;
+    d1->other_s = 0.040, d1->lin_s[0][LS_PREC_FP32] = 0.020, d1->lin_s[1][LS_PREC_FP32] = 0.012;
+    d1->lin_s[0][LS_PREC_BF16] = 0.008, d1->cast_in_s[0][LS_PREC_BF16] = 0.002, d1->cast_w_s[0][LS_PREC_BF16] = 0.001;
+    d1->lin_s[1][LS_PREC_INT8] = 0.004, d1->cast_in_s[1][LS_PREC_INT8] = 0.004, d1->cast_w_s[1][LS_PREC_INT8] = 0.002;
+    d1->neigh_s[LS_PREC_BF16] = 1; /* rank 1's neighbour runs fp32: never counted */
+    d0->mem_bytes = d1->mem_bytes = 1e12;
+    p->prec[1][0] = LS_PREC_BF16, p->prec[1][1] = LS_PREC_INT8, p->pred_iter_s = 0.123;
     double sh[2] = {0.25, 0.125}, st[2];
-    CHECK_NEAR(ls_tplan_predict_at(p, sh, -1, st), 0.123, 1e-15); /* no profile share: the plan's own */
-    p->cpu_share = 0.5;
-    /* rank 0: 36 ms x 0.5/0.25 = 72; rank 1: (77 - 5)/2 = 36 x 0.5/0.125 = 144; all-reduce 4/2 x 4 = 8 */
-    CHECK_NEAR(ls_tplan_predict_at(p, sh, -1, st), 0.152, 1e-12);
-    CHECK_NEAR(ls_tplan_predict_at(p, sh, 0.030, NULL), 0.174, 1e-12); /* 144 + a measured 30 ms at the syncs */
-    CHECK_NEAR(st[0], 0.072, 1e-12);
-    CHECK_NEAR(st[1], 0.144, 1e-12);
+    CHECK_NEAR(ls_tplan_predict_at(p, sh, -1, st), 0.123, 1e-15); /* no profile shares: the plan's own */
+    /* rank 1: 40 + 11 + 10 = 61 ms; rank 0: 36 + (4·11 + 8·10)/21 */
+    double r0 = 0.036 + (0.004 * 11 + 0.008 * 10) / 21;
+    CHECK_NEAR(ls_tplan_rank_step(p, 0), r0, 1e-12);
+    CHECK_NEAR(ls_tplan_rank_step(p, 1), 0.061, 1e-12);
+    CHECK(ls_tplan_predict(p) == LS_OK);
+    CHECK_NEAR(p->target_s, 0.036, 1e-12);
+    CHECK_NEAR(p->pred_s[0], r0, 1e-12);
+    CHECK_NEAR(p->pred_iter_s, 0.061 + 0.004, 1e-12); /* no spread: the larger step + the all-reduce */
+    CHECK(p->keeps_pace[0] && !p->keeps_pace[1]);
+    d0->cpu_share = 0.5, d1->cpu_share = 0.25;
+    /* each rank's step x 2 (profile share / run share); the all-reduce 4 x 0.25/0.125 */
+    CHECK_NEAR(ls_tplan_predict_at(p, sh, -1, st), 0.122 + 0.008, 1e-12);
+    CHECK_NEAR(st[0], 2 * r0, 1e-12);
+    CHECK_NEAR(st[1], 0.122, 1e-12);
+    CHECK_NEAR(ls_tplan_predict_at(p, sh, 0.030, NULL), 0.152, 1e-12); /* a measured 30 ms at the syncs */
+    d1->mem_bytes = 1;
+    CHECK(ls_tplan_predict(p) == LS_EINFEASIBLE);
     free(p);
 }
 
@@ -79,10 +93,10 @@ static void test_expected_max(void) {
     double three[3] = {0.5, 2.0, 0.7};
     CHECK_NEAR(ls_tplan_expected_max(three, 0, 3), 2.0, 1e-15);
     CHECK_NEAR(ls_tplan_expected_max(three, 0.01, 3), 2.0, 1e-9); /* 15 sigma apart */
-    /* test_predict_at_hand's plan with a 10% spread: computes 72 and 144 ms, all-reduce 8 */
+    /* computes 72 and 144 ms at the run's shares with a 10% spread, all-reduce 8 */
     ls_tplan *p = calloc(1, sizeof *p);
-    p->ranks = 2, p->n_lin = 1, p->allreduce_s = 0.004, p->cpu_share = 0.5, p->step_cv = 0.1;
-    p->dev[0].slowdown = p->dev[1].slowdown = 1;
+    p->ranks = 2, p->n_lin = 1, p->allreduce_s = 0.004, p->step_cv = 0.1;
+    p->dev[0].cpu_share = p->dev[1].cpu_share = 0.5;
     p->dev[0].other_s = 0.036, p->dev[1].other_s = 0.072;
     double sh[2] = {0.25, 0.25};
     CHECK_NEAR(ls_tplan_predict_at(p, sh, -1, NULL), emax_numeric(0.072, 0.0072, 0.144, 0.0144) + 0.008, 1e-10);
@@ -324,9 +338,18 @@ static void test_catalog_and_file(void) {
     char path[] = "/tmp/llmsys-tplan-XXXXXX";
     int fd = mkstemp(path);
     close(fd);
+    p->dev[0].neigh_s[LS_PREC_INT8] = -0.0005; /* a neighbour term may be negative */
+    CHECK_EQ_INT(ls_tplan_predict(p), LS_OK);
     CHECK_EQ_INT(ls_tplan_write(p, path), LS_OK);
     CHECK_EQ_INT(ls_tplan_load(path, q), LS_OK);
     CHECK_EQ_INT(q->ranks, 3);
+    CHECK(!memcmp(q->prec, p->prec, sizeof p->prec));
+    /* the file carries the whole profile: the same predictions, and the same plan again */
+    CHECK_EQ_INT(ls_tplan_predict(q), LS_OK);
+    CHECK_NEAR(q->pred_iter_s, p->pred_iter_s, 1e-9 * p->pred_iter_s);
+    CHECK_NEAR(q->pred_s[0], p->pred_s[0], 1e-9 * p->pred_s[0]);
+    CHECK_NEAR(q->quality, p->quality, 1e-9 * p->quality);
+    CHECK_EQ_INT(ls_tplan_allocate(q, LS_TPLAN_QSYNC, -1), LS_OK);
     CHECK(!memcmp(q->prec, p->prec, sizeof p->prec));
     /* a hand-edited plan: bf16 on the T4 (the file's own support list claims it) */
     char *txt = calloc(1, 1 << 20);
@@ -367,7 +390,7 @@ static void test_catalog_and_file(void) {
 int main(void) {
     ls_model_set_threads(1);
     RUN(test_replay_hand);
-    RUN(test_predict_at_hand);
+    RUN(test_predict_hand);
     RUN(test_expected_max);
     RUN(test_allocator_brute);
     RUN(test_indicator_f64);
