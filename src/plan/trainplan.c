@@ -350,6 +350,19 @@ int ls_tplan_predict(ls_tplan *p) {
     return LS_OK;
 }
 
+double ls_tplan_predict_at(const ls_tplan *p, const double *share, double sync_s, double *step_s) {
+    double smin = INFINITY, pmin = INFINITY, st[LS_TPLAN_MAX_RANK];
+    for (int r = 0; r < p->ranks; r++)
+        if (p->dev[r].gpu || !(p->dev[r].cpu_share > 0) || !(share[r] > 0)) return p->pred_iter_s;
+    for (int r = 0; r < p->ranks; r++) {
+        st[r] = ls_tplan_rank_step(p, r) * p->dev[r].cpu_share / share[r];
+        smin = fmin(smin, share[r]), pmin = fmin(pmin, p->dev[r].cpu_share);
+        if (step_s) step_s[r] = st[r];
+    }
+    double it = ls_tplan_expected_max(st, p->step_cv, p->ranks);
+    return it + (sync_s >= 0 ? sync_s : p->allreduce_s * pmin / smin); /* at the slowest pace */
+}
+
 int ls_tplan_allocate(ls_tplan *p, ls_tplan_strategy s, int uniform_prec) {
     double t0 = ls_now();
     int R = p->ranks, n = p->n_lin;
@@ -408,19 +421,6 @@ static double mean(const double *v, int n) {
 }
 
 enum { MAXREP = 64 };
-
-double ls_tplan_predict_at(const ls_tplan *p, const double *share, double sync_s, double *step_s) {
-    double smin = INFINITY, pmin = INFINITY, st[LS_TPLAN_MAX_RANK];
-    for (int r = 0; r < p->ranks; r++)
-        if (p->dev[r].gpu || !(p->dev[r].cpu_share > 0) || !(share[r] > 0)) return p->pred_iter_s;
-    for (int r = 0; r < p->ranks; r++) {
-        st[r] = ls_tplan_rank_step(p, r) * p->dev[r].cpu_share / share[r];
-        smin = fmin(smin, share[r]), pmin = fmin(pmin, p->dev[r].cpu_share);
-        if (step_s) step_s[r] = st[r];
-    }
-    double it = ls_tplan_expected_max(st, p->step_cv, p->ranks);
-    return it + (sync_s >= 0 ? sync_s : p->allreduce_s * pmin / smin); /* at the slowest pace */
-}
 
 /* The three GEMMs of a Linear layer at precision q, as the model runs them. */
 static int lin_gemms(ls_prec_ctx *c, int q, int pc, int N, int IC, int OC, const float *X, const float *W,

@@ -36,6 +36,15 @@ stale=/sys/fs/cgroup/cpu/llmsys-$dead
 timeout 90 "$BIN" "${P[@]}" --cluster local:1,0.5 --out "$T/local.json" 2> "$T/err" || { fail "local plan"; cat "$T/err"; }
 [ -d "$stale" ] && { fail "stale cgroup $stale not swept"; rmdir "$stale"; }
 grep -q '"costs_ms"' "$T/local.json" || fail "local plan carries its measured costs"
+# the profile ran on both ranks at once: each rank's share, the fast rank's neighbour term
+# (the slow rank's neighbour is always fp32), the synchronisation measured, the slow rank's throttle
+/usr/bin/python3 -c '
+import json, sys
+p = json.load(open(sys.argv[1])); r0, r1 = p["rank_plans"]
+ok = (r0["cpu_share"] > 0 and r1["cpu_share"] > 0 and r0["costs_ms"]["neighbour"][0] == 0
+      and r1["costs_ms"]["neighbour"] == [0, 0, 0, 0] and p["allreduce_s"] > 0 and p["throttle"] != "none"
+      and r0["memory_capacity_GB"] > 0 and len(p["indicator"]) == len(p["layers"]))
+sys.exit(0 if ok else 1)' "$T/local.json" || { fail "local plan: per-rank profile fields"; cat "$T/local.json"; }
 
 # a mixed plan for rank 1 (every precision), rank 0 fp32, rank 1 throttled to half a core
 /usr/bin/python3 - "$T/local.json" "$T/mixed.json" "$T/fp32.json" "$T/badlayer.json" "$T/badprec.json" <<'PY'
