@@ -204,6 +204,10 @@ void ls_sleep_ms(int ms);
 /* The median of v[0..n) (mean of the two middle values for even n), sorting v in place
  * (so v[0] and v[n-1] are then its extremes); NAN when n < 1. */
 double ls_median(double *v, int n);
+/* Quantile q in [0, 1] of v[0..n), linear between order statistics, sorting v in place; NAN when n < 1. */
+double ls_quantile(double *v, int n, double q);
+/* Sorts v[0..n) ascending. */
+void ls_sort_doubles(double *v, size_t n);
 
 /* ---------------------------------------------------------------- progress bar */
 

@@ -304,10 +304,20 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+void ls_sort_doubles(double *v, size_t n) { qsort(v, n, sizeof(double), cmp_double); }
+
 double ls_median(double *v, int n) {
     if (n < 1) return NAN;
-    qsort(v, (size_t)n, sizeof(double), cmp_double);
+    ls_sort_doubles(v, (size_t)n);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double ls_quantile(double *v, int n, double q) {
+    if (n < 1) return NAN;
+    ls_sort_doubles(v, (size_t)n);
+    double x = q * (n - 1);
+    int i = (int)x;
+    return i + 1 < n ? v[i] + (x - i) * (v[i + 1] - v[i]) : v[n - 1];
 }
 
 /* ---------------------------------------------------------------- misc */

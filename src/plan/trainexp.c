@@ -31,7 +31,6 @@ double ls_tplan_exp_cpu_fraction(void) {
     return f > 1 ? 1 : f;
 }
 
-static double quantile(double *v, int n, double q);
 
 /* per run: median step, rank 0's and rank 1's share of a core while computing, the least sync
  * seconds per step of the ranks, rank 0's and rank 1's compute seconds per step, rank 0's and
@@ -70,7 +69,7 @@ static int exp_train(const ls_tplan_exp *e, int steps, const char *plan, const c
     if (run && st && *n > n0) {
         double *v = malloc(sizeof(double) * (size_t)(*n - n0));
         if (v) memcpy(v, st + n0, sizeof(double) * (size_t)(*n - n0));
-        run[0] = v ? quantile(v, *n - n0, 0.5) : 0;
+        run[0] = v ? ls_quantile(v, *n - n0, 0.5) : 0;
         free(v);
         /* the share while computing: a rank that waits at a synchronisation gives its core away,
          * so its share over the whole run understates what it gets when it has work */
@@ -142,19 +141,6 @@ static int exp_plans(const ls_tplan_exp *e, ls_tplan *p, int n, const ls_tplan_e
     }
     return rc;
 }
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Quantile q of v (n > 0 entries, sorted in place), linear between order statistics. */
-static double quantile(double *v, int n, double q) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    double x = q * (n - 1);
-    int i = (int)x;
-    return i + 1 < n ? v[i] + (x - i) * (v[i + 1] - v[i]) : v[n - 1];
-}
-
 /* Per run of plan q (runs of RUN_N numbers): predicted at the shares of a core the ranks got
  * in it, with the modelled all-reduce, with the sync time measured in the run, and with the
  * one measured in the same round's other runs (loo[r]), vs its median step: the mean signed
@@ -180,9 +166,9 @@ static void exp_errors(const ls_tplan *q, const double *run, int runs, const dou
         w->share0 += x[1] / runs, w->share1 += x[2] / runs, w->sync_s += x[3] / runs;
         w->run_share[0] += x[6] / runs, w->run_share[1] += x[7] / runs;
     }
-    w->pred_run_s = quantile(pv[0], runs, 0.5), w->err_run = mean[0], w->err_run_max = mx[0];
-    w->pred_sync_s = quantile(pv[1], runs, 0.5), w->err_sync = mean[1], w->err_sync_max = mx[1];
-    w->pred_loo_s = quantile(pv[2], runs, 0.5), w->err_loo = mean[2], w->err_loo_max = mx[2];
+    w->pred_run_s = ls_quantile(pv[0], runs, 0.5), w->err_run = mean[0], w->err_run_max = mx[0];
+    w->pred_sync_s = ls_quantile(pv[1], runs, 0.5), w->err_sync = mean[1], w->err_sync_max = mx[1];
+    w->pred_loo_s = ls_quantile(pv[2], runs, 0.5), w->err_loo = mean[2], w->err_loo_max = mx[2];
 }
 
 int ls_tplan_exp_run(const ls_tplan_exp *e, const ls_corpus *c, int n, const ls_tplan_exp_row *want, ls_tplan *p,
@@ -223,12 +209,12 @@ int ls_tplan_exp_run(const ls_tplan_exp *e, const ls_corpus *c, int n, const ls_
             int m = 0;
             for (int j = 0; j < n; j++)
                 if (j != k) o[m++] = run[j][RUN_N * r + 3];
-            loo[r] = m ? quantile(o, m, 0.5) : run[k][RUN_N * r + 3];
+            loo[r] = m ? ls_quantile(o, m, 0.5) : run[k][RUN_N * r + 3];
         }
         exp_errors(&plans[k], run[k], e->repeats, loo, w);
-        w->meas_s = quantile(v, cnt[k], 0.5);
-        w->meas_lo_s = quantile(v, cnt[k], 0.25);
-        w->meas_hi_s = quantile(v, cnt[k], 0.75);
+        w->meas_s = ls_quantile(v, cnt[k], 0.5);
+        w->meas_lo_s = ls_quantile(v, cnt[k], 0.25);
+        w->meas_hi_s = ls_quantile(v, cnt[k], 0.75);
         w->n_steps_timed = cnt[k];
         ls_tplan_mix(&plans[k], 1, w->mix, sizeof w->mix);
     }

@@ -110,6 +110,13 @@ static void test_median(void) {
     CHECK_NEAR(ls_median(even, 4), 3.5, 0);
     CHECK_NEAR(ls_median(one, 1), 5, 0);
     CHECK(isnan(ls_median(one, 0)));
+    /* quantiles: linear between order statistics (numpy's default), by hand */
+    double q[5] = {4, 0, 3, 1, 2};
+    CHECK_NEAR(ls_quantile(q, 5, 0.25), 1, 0);
+    CHECK_NEAR(ls_quantile(q, 5, 0.6), 2.4, 1e-12);
+    CHECK_NEAR(ls_quantile(q, 5, 1), 4, 0);
+    CHECK_NEAR(ls_quantile(q, 5, 0), 0, 0);
+    CHECK(isnan(ls_quantile(q, 0, 0.5)));
 }
 
 int main(void) {
