@@ -185,7 +185,16 @@ void ls_tplan_print(FILE *f, const ls_tplan *p) {
             p->target_s * 1e3, p->allreduce_s * 1e3, p->pred_iter_s * 1e3);
     fprintf(f, "  indicator total %.4g, allocated in %.2f ms; costs: %s\n", p->quality, p->solve_s * 1e3,
             p->dev[0].gpu ? "modelled from the GPU catalog" : "measured here");
-    if (!p->dev[0].gpu) fprintf(f, "  throttle: %s\n", p->throttle);
+    if (p->dev[0].gpu) return;
+    fprintf(f, "  throttle: %s\n", p->throttle);
+    for (int r = 0; r < p->ranks; r++) {
+        const double *nb = p->dev[r].neigh_s;
+        fprintf(f, "  rank %d: %.2f of a core while computing", r, p->dev[r].cpu_share);
+        if (nb[1] != 0 || nb[2] != 0 || nb[3] != 0)
+            fprintf(f, "; its step next to ranks at bf16 / fp16 / int8 instead of fp32: %+.1f / %+.1f / %+.1f ms",
+                    nb[1] * 1e3, nb[2] * 1e3, nb[3] * 1e3);
+        fprintf(f, "\n");
+    }
 }
 
 const char *ls_tplan_mix(const ls_tplan *p, int rank, char *buf, size_t n) {
