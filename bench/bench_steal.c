@@ -21,6 +21,8 @@ typedef struct {
     double agree, acc, secs;
     int64_t queries, flagged_at, mon_at[LS_QMON_GRID];
     double w, max_z;
+    int tree_kept;            /* the replica kept its CART member */
+    double tree_acc, mlp_acc; /* the attacker's test that decided it (0: not run) */
 } outcome;
 
 /* What the detectors saw of one client: PRADA's min W and flag; the monitor's flag per grid z. */
@@ -32,7 +34,7 @@ static void detector_view(ls_victim_server *srv, const char *key, outcome *out) 
 }
 
 static int run_one(ls_victim_server *srv, const ls_steal_data *tr, const ls_steal_data *te, const int32_t *vlab,
-                   int strategy, int64_t budget, int final_epochs, int proba, uint64_t seed, int ideas, int img_ideas,
+                   int strategy, int64_t budget, int final_epochs, int proba, uint64_t seed, int tree_member,
                    const char *key, outcome *out) {
     char url[128];
     snprintf(url, sizeof url, "http://127.0.0.1:%d/predict", ls_victim_server_port(srv));
@@ -47,8 +49,7 @@ static int run_one(ls_victim_server *srv, const ls_steal_data *tr, const ls_stea
     o.use_proba = proba;
     o.final_epochs = final_epochs;
     o.seed = seed;
-    o.table_ideas = ideas;
-    o.image_ideas = img_ideas;
+    if (tree_member >= 0) o.tree_member = tree_member;
     ls_replica *r = NULL;
     ls_steal_result res;
     int rc = ls_steal_run(&o, ls_steal_client_oracle(cl), &r, &res);
@@ -59,6 +60,7 @@ static int run_one(ls_victim_server *srv, const ls_steal_data *tr, const ls_stea
     ls_replica_free(r);
     out->secs = res.seconds;
     out->queries = res.queries;
+    out->tree_kept = res.tree_kept, out->tree_acc = res.tree_acc, out->mlp_acc = res.mlp_acc;
     detector_view(srv, key, out);
     return rc;
 }
@@ -101,7 +103,7 @@ static int is_classic(const char *v) {
 }
 
 typedef struct {
-    int nb, epochs, proba, no_base, ideas, img_ideas;
+    int nb, epochs, proba, no_base, tree_member; /* tree_member < 0: the attack's default */
     int64_t train_n, test_n, budgets[16];
     uint64_t seed;
     double delta;
@@ -183,15 +185,15 @@ static int run_set(const char *set, char **dl, int nd, char **vl, int nv, const 
                 for (int g = 0; g < LS_QMON_GRID; g++) nat.mon_at[g] = rnd.mon_at[g] = -1;
                 char key[64];
                 snprintf(key, sizeof key, "synth-%lld", (long long)budget);
-                LS_TRY(run_one(srv, &tr, &te, vlab, LS_STEAL_SYNTH, budget, c->epochs, c->proba, c->seed, c->ideas,
-                               c->img_ideas, key, &ours));
+                LS_TRY(run_one(srv, &tr, &te, vlab, LS_STEAL_SYNTH, budget, c->epochs, c->proba, c->seed,
+                               c->tree_member, key, &ours));
                 if (!c->no_base) {
                     snprintf(key, sizeof key, "random-%lld", (long long)budget);
-                    LS_TRY(run_one(srv, &tr, &te, vlab, LS_STEAL_RANDOM, budget, c->epochs, c->proba, c->seed, c->ideas,
-                                   c->img_ideas, key, &rnd));
+                    LS_TRY(run_one(srv, &tr, &te, vlab, LS_STEAL_RANDOM, budget, c->epochs, c->proba, c->seed,
+                                   c->tree_member, key, &rnd));
                     snprintf(key, sizeof key, "natural-%lld", (long long)budget);
                     LS_TRY(run_one(srv, &tr, &te, vlab, LS_STEAL_NATURAL, budget, c->epochs, c->proba, c->seed,
-                                   c->ideas, c->img_ideas, key, &nat));
+                                   c->tree_member, key, &nat));
                     if (ds.naturals < 512) {
                         ds.natural_minw[ds.naturals] = nat.w;
                         memcpy(ds.natural_mon[ds.naturals++], nat.mon_at, sizeof nat.mon_at);
@@ -210,6 +212,9 @@ static int run_set(const char *set, char **dl, int nd, char **vl, int nv, const 
                        dl[di], vl[vi], vacc, (long long)budget, ours.agree, ours.secs, rnd.agree, nat.agree,
                        c->no_base ? 0.0 : prog, (long long)ours.flagged_at, (long long)nat.flagged_at,
                        (long long)ours.mon_at[zi], (long long)nat.mon_at[zi]);
+                if (ours.tree_acc > 0)
+                    printf("%-10s %-7s   tree member %s: CART %.3f, MLP %.3f on the held-back fifth of the answers\n",
+                           "", "", ours.tree_kept ? "kept" : "dropped", ours.tree_acc, ours.mlp_acc);
                 fflush(stdout);
                 if (is_classic(vl[vi])) {
                     sum[di][bi] += ours.agree;
@@ -226,6 +231,9 @@ static int run_set(const char *set, char **dl, int nd, char **vl, int nv, const 
                 cJSON_AddNumberToObject(row, "accuracy", ours.acc);
                 cJSON_AddNumberToObject(row, "queries", (double)ours.queries);
                 cJSON_AddNumberToObject(row, "seconds", ours.secs);
+                cJSON_AddBoolToObject(row, "tree_member_kept", ours.tree_kept);
+                cJSON_AddNumberToObject(row, "tree_test_cart", ours.tree_acc);
+                cJSON_AddNumberToObject(row, "tree_test_mlp", ours.mlp_acc);
                 cJSON_AddNumberToObject(row, "prada_flagged_at", (double)ours.flagged_at);
                 cJSON_AddNumberToObject(row, "prada_min_w", ours.w);
                 cJSON_AddNumberToObject(row, "monitor_flagged_at", (double)ours.mon_at[zi]);
@@ -311,7 +319,7 @@ int main(int argc, char **argv) {
     const char *dev_s = "fmnist,blobs,rings,wine,cancer,digits";
     const char *held_s = "glyphs,shapes,textures,fmnist-inv,moons,checker,skewed";
     const char *budgets_s = "1000,5000,20000";
-    bench_cfg c = {.epochs = 30, .train_n = 30000, .seed = 1, .delta = 0.95};
+    bench_cfg c = {.epochs = 30, .train_n = 30000, .seed = 1, .delta = 0.95, .tree_member = -1};
     ls_qmon_opts_default(&c.mo);
     int quick = 0;
     openblas_set_num_threads(1); /* small batches on shared cores: OpenBLAS threads would mostly spin */
@@ -321,14 +329,12 @@ int main(int argc, char **argv) {
             printf("usage: bench_steal [--out FILE] [--victims LIST] [--datasets LIST] [--heldout LIST] [--budgets LIST]\n"
                    "                   [--train-n N] [--test-n N] [--epochs N] [--delta W] [--monitor-z Z]\n"
                    "                   [--no-baselines] [--proba] [--seed N] [--quick] [--goal]\n"
-                   "                   [--table-ideas BITS] [--image-ideas BITS]\n"
+                   "                   [--tree-member 0|1]\n"
                    "  victims: logreg,svm,tree,forest,knn,nb,mlp,cnn (cnn on image data only, skipped on tables)\n"
                    "  --datasets: development tasks (default %s), 'none' for none\n"
                    "  --heldout:  held-out tasks (default %s), 'none' for none\n"
-                   "  --table-ideas: the attack's table query ideas (1 axis walks, 2 curriculum, 4 committee, 16 uniform,\n"
-                   "          8 crossing seeds with 1); off by default\n"
-                   "  --image-ideas: the attack's image ideas (1 pixel walks, 2 plane seeds with 1, 4 stable centres,\n"
-                   "          8 adaptive ground, 16 a CART of the queries as a replica member); off by default\n"
+                   "  --tree-member: 0 = the replica is MLPs only, 1 = it adds a CART of the queries when the attacker's\n"
+                   "          own test keeps it (images; the attack's default)\n"
                    "  --goal: the issue's 20k goal on held-out images in bounded time: the seven classic victims,\n"
                    "          budget 20000, 20000 training rows, 1000 test rows, 10 final epochs, no development\n"
                    "          tasks, held-out glyphs,fmnist-inv (options after --goal override these)\n",
@@ -372,10 +378,8 @@ int main(int argc, char **argv) {
             c.seed = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(a, "--delta"))
             c.delta = atof(argv[++i]);
-        else if (!strcmp(a, "--table-ideas"))
-            c.ideas = atoi(argv[++i]);
-        else if (!strcmp(a, "--image-ideas"))
-            c.img_ideas = atoi(argv[++i]);
+        else if (!strcmp(a, "--tree-member"))
+            c.tree_member = atoi(argv[++i]);
         else if (!strcmp(a, "--monitor-z"))
             c.mo.z = atof(argv[++i]);
         else {

@@ -353,13 +353,20 @@ ls_steal_oracle ls_steal_client_oracle(ls_steal_client *c);
 void ls_steal_client_counts(const ls_steal_client *c, int64_t *requests, int64_t *inputs);
 
 /* A replica: one or more MLPs d -> h1 -> h2 -> k (ReLU) whose softmax outputs are averaged
- * (members trained on the same answers from different initialisations), saved as
- * safetensors: member 0 as fc{i}.w (out,in) and fc{i}.b, member m >= 1 as m{m}.fc{i}.w/.b;
- * metadata "llmsys.steal" = JSON with shape, range, classes and "members" (absent = 1). */
+ * (members trained on the same answers from different initialisations), plus optionally a
+ * CART whose leaf probabilities are added to that mean (ls_steal_opts.tree_member). Saved as
+ * safetensors: member 0 as fc{i}.w (out,in) and fc{i}.b, member m >= 1 as m{m}.fc{i}.w/.b,
+ * the CART as tree.feat, tree.left, tree.right (I32, one per node), tree.thr (F32, one per
+ * node), tree.probs (F32, leaves x k); metadata "llmsys.steal" = JSON with shape, range,
+ * classes, "members" (absent = 1) and "tree" (absent = 0). */
 typedef struct ls_replica ls_replica;
 #define LS_REPLICA_MAX_MEMBERS 8
 int ls_replica_save(const ls_replica *r, const char *path, const char *meta_json);
+/* Loads what ls_replica_save wrote; every shape, tree index and leaf table is checked
+ * (LS_EFORMAT with a message naming the file otherwise). */
 int ls_replica_load(const char *path, ls_replica **out);
+/* 1 when the replica holds a CART member. */
+int ls_replica_has_tree(const ls_replica *r);
 void ls_replica_free(ls_replica *r);
 int ls_replica_predict(const ls_replica *r, const float *x, int64_t n, int32_t *labels);
 void ls_replica_info(const ls_replica *r, int *d, int *k);
@@ -384,26 +391,10 @@ typedef struct {
     int members;      /* replica MLPs averaged at prediction, 1..LS_REPLICA_MAX_MEMBERS (default 3) */
     int use_proba;    /* use probabilities when the API gives them */
     int verbose;      /* progress bar */
-    int table_ideas;  /* tables only: LS_STEAL_IDEA_* bits, all measured and off by default (docs/steal.md) */
-    int image_ideas;  /* images only: LS_STEAL_IMG_* bits, measured and off by default (docs/steal.md) */
+    /* images: add to the replica a CART fitted on the queries when a CART fitted on 4 of every 5
+     * answers predicts the 5th better than an MLP of the replica's shape (default 1; 0 = MLPs only) */
+    int tree_member;
 } ls_steal_opts;
-
-/* Table query ideas (ls_steal_opts.table_ideas). */
-enum {
-    LS_STEAL_IDEA_AXIS = 1,       /* bisection pairs walked to differ in one feature (axis-aligned splits) */
-    LS_STEAL_IDEA_CURRICULUM = 2, /* the bisection share grows from 15 % to 55 % over the rounds */
-    LS_STEAL_IDEA_COMMITTEE = 4,  /* candidates ranked by the disagreement of three replicas */
-    LS_STEAL_IDEA_CROSSINGS = 8,  /* with AXIS: seeds placed at the boundary crossings found */
-    LS_STEAL_IDEA_UNIFORM = 16,   /* half of every round uniform random rows (coverage) */
-};
-/* Image query ideas (ls_steal_opts.image_ideas), against tree, forest and kNN victims. */
-enum {
-    LS_STEAL_IMG_WALKS = 1,   /* a larger bisection share, pixel pairs walked to differ in one pixel (split planes) */
-    LS_STEAL_IMG_PLANES = 2,  /* with WALKS: a quarter of the fresh objects get pixels set near the planes found */
-    LS_STEAL_IMG_CENTRES = 4, /* variations drawn from answered objects whose variations kept their label */
-    LS_STEAL_IMG_GROUND = 8,  /* a ground level and pixel noise under each image, adapted like the styles */
-    LS_STEAL_IMG_TREE = 16,   /* the replica adds a CART fitted on the queries to its members (not saved) */
-};
 
 typedef struct {
     int64_t queries; /* answered queries spent */
@@ -413,6 +404,8 @@ typedef struct {
     char error[256];   /* the oracle's message when stopped_early */
     double seconds;
     int64_t class_count[64]; /* answered labels per class (first 64 classes) */
+    int tree_kept;           /* opts.tree_member: the CART was kept in the replica */
+    double tree_acc, mlp_acc; /* its test: the CART's and the MLP's accuracy on the held-back fifth (0: not run) */
 } ls_steal_result;
 
 void ls_steal_opts_default(ls_steal_opts *o);

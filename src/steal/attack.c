@@ -29,6 +29,7 @@ void ls_steal_opts_default(ls_steal_opts *o) {
     o->final_epochs = 30;
     o->members = 3;
     o->use_proba = 1;
+    o->tree_member = 1;
 }
 
 /* ---------------------------------------------------------------- state */
@@ -50,7 +51,6 @@ typedef struct {
     float grid[25]; /* g x g shading values in [0,1] */
     int style;      /* STYLE_*: how the parameters are rendered */
     float sv[12];   /* strokes: up to 5 points (y, x) then width; field: angle, freq, phase, contrast, mean, kind */
-    int ground;     /* LS_STEAL_IMG_GROUND: the ground cell (level x noise), 0 = plain */
 } obj_params;
 
 /* The styles of the image prior. The prior started as objects on a dark background, a look
@@ -74,11 +74,6 @@ typedef struct {
     ls_rng rng;
     ls_mlp net;
     int have_net;
-    ls_mlp com[2]; /* tables: a committee of two more replicas, for query by disagreement */
-    int ncom;
-    int32_t *thr_f; /* tables: the feature of each boundary crossing the axis walks found */
-    float *thr_v;   /* and where on it */
-    int64_t nthr, thr_cap;
     ls_progress pg;
     int64_t count[64];
     int rounds;
@@ -87,9 +82,6 @@ typedef struct {
     obj_params *par;     /* cap (images): each answered object's parameters, when has_par */
     unsigned char *has_par;
     float style_w[NSTYLE]; /* the prior's current share of each style */
-    float ground_w[16];    /* LS_STEAL_IMG_GROUND: the current share of each ground cell */
-    uint16_t *vn, *vs;     /* LS_STEAL_IMG_CENTRES: each answered object's answered variations, and those
-                              the victim gave its label */
 } attack_t;
 
 static float clampf(float v, float lo, float hi) { return v < lo ? lo : v > hi ? hi : v; }
@@ -162,12 +154,6 @@ static int fit_net(attack_t *a, ls_mlp *net, int epochs, float lr_end, uint64_t 
     return ls_mlp_fit(net, a->x, a->p, NULL, a->n, &fo, NULL);
 }
 
-/* Refits the replica (warm start) and the committee, each with its own shuffle. */
-static int fit(attack_t *a, int epochs, uint64_t seed) {
-    LS_TRY(fit_net(a, &a->net, epochs, 0.1f, seed, NULL));
-    for (int m = 0; m < a->ncom; m++) LS_TRY(fit_net(a, &a->com[m], epochs, 0.1f, seed + 7919 * (uint64_t)(m + 1), NULL));
-    return LS_OK;
-}
 
 static int is_image(const ls_steal_opts *o) { return o->h > 1 && o->w > 1; }
 
@@ -231,11 +217,6 @@ static void obj_finish(attack_t *a, const obj_params *P, ls_rng *r, float *x) {
                                 !mask[i - 1] || !mask[i + 1]))
                     x[i] = P->e;
             }
-    if (P->ground > 0 && P->style != STYLE_FIELD) { /* the ground: a level under the image, and pixel noise */
-        static const float glev[4] = {0, 0.1f, 0.2f, 0.35f}, gsd[4] = {0, 0.03f, 0.08f, 0.15f};
-        float gl = glev[P->ground / 4], gs = gsd[P->ground % 4];
-        for (int i = 0; i < H * W; i++) x[i] = clampf(gl + (1 - gl) * x[i] + gs * ls_rng_normal(r), 0, 1);
-    }
     if (P->style == STYLE_INVERTED)
         for (int i = 0; i < H * W; i++) x[i] = 1.0f - x[i];
     for (int ch = 1; ch < o->c; ch++) {
@@ -340,11 +321,11 @@ static int style_pick(attack_t *a) {
     return STYLE_OBJECT;
 }
 
-/* Shares of n cells (n <= 16) from the labels their queries got: hist[c * 64 + label] counts,
- * tot[c] their sums. A cell's label entropy H_c (normalised by log k) weighs it by
+/* Shares of n cells (n <= NSTYLE) from the labels their queries got: hist[c * 64 + label]
+ * counts, tot[c] their sums. A cell's label entropy H_c (normalised by log k) weighs it by
  * exp(8 (H_c - max H)); at least fl each; cells with under 20 answers kept at 1/n. */
 static void entropy_shares(const int64_t *hist, const int64_t *tot, int n, int k, double fl, float *out) {
-    double H[16], hmax = 0, w[16], sum = 0, sum2 = 0;
+    double H[NSTYLE], hmax = 0, w[NSTYLE], sum = 0, sum2 = 0;
     for (int c = 0; c < n; c++) {
         H[c] = -1;
         if (tot[c] < 20) continue;
@@ -369,25 +350,17 @@ static void entropy_shares(const int64_t *hist, const int64_t *tot, int n, int k
 }
 
 /* The shares from the answers so far: each style's label entropy (normalised by log k) H_s;
- * share ~ exp(8 (H_s - max H)), at least 4 % each, styles not yet asked kept at the mean. With
- * LS_STEAL_IMG_GROUND the 16 ground cells the same way (at least 2 % each; fields have none). */
+ * share ~ exp(8 (H_s - max H)), at least 4 % each, styles not yet asked kept at the mean. */
 static void style_weights(attack_t *a) {
     if (!a->par) return;
-    int k = a->k < 64 ? a->k : 64, ground = (a->o->image_ideas & LS_STEAL_IMG_GROUND) != 0;
-    int64_t *hist = calloc((size_t)(NSTYLE + 16) * 64, sizeof(int64_t)), tot[NSTYLE + 16] = {0};
-    if (!hist) return;
+    int k = a->k < 64 ? a->k : 64;
+    int64_t hist[NSTYLE * 64] = {0}, tot[NSTYLE] = {0};
     for (int64_t i = 0; i < a->n; i++)
         if (a->has_par[i] && a->y[i] < 64) {
             hist[a->par[i].style * 64 + a->y[i]]++;
             tot[a->par[i].style]++;
-            if (ground && a->par[i].style != STYLE_FIELD) {
-                hist[(NSTYLE + a->par[i].ground) * 64 + a->y[i]]++;
-                tot[NSTYLE + a->par[i].ground]++;
-            }
         }
     entropy_shares(hist, tot, NSTYLE, k, 0.04, a->style_w);
-    if (ground) entropy_shares(hist + NSTYLE * 64, tot + NSTYLE, 16, k, 0.02, a->ground_w);
-    free(hist);
 }
 
 /* An object on a dark background, the generic prior for image-shaped inputs: the union of 1..4
@@ -400,15 +373,6 @@ static void object_seed(attack_t *a, float *x, obj_params *P) {
     int H = a->o->h, W = a->o->w;
     ls_rng *r = &a->rng;
     P->style = style_pick(a);
-    P->ground = 0;
-    if (a->o->image_ideas & LS_STEAL_IMG_GROUND) { /* a cell drawn from the current shares */
-        float u = ls_rng_uniform(r), acc = 0;
-        for (int c = 0; c < 16; c++)
-            if ((acc += a->ground_w[c]) > u || c == 15) {
-                P->ground = c;
-                break;
-            }
-    }
     if (P->style >= STYLE_STROKES) {
         style_draw(a, P);
         obj_render(a, P, x);
@@ -487,17 +451,6 @@ static void gen_seed(attack_t *a, float *x, obj_params *P) {
     ls_rng *r = &a->rng;
     if (is_image(o)) {
         object_seed(a, x, P);
-        return;
-    }
-    if (a->nthr >= 8 && ls_rng_uniform(r) < 0.5f) {
-        /* Crossing seeds: each feature at a crossing of the victim's boundary found on it (a
-         * tree splits where its training data was), jittered; uniform where none was found. */
-        float sg = rg * 0.03f * ls_rng_uniform(r);
-        for (int j = 0; j < d; j++) x[j] = lo + rg * ls_rng_uniform(r);
-        for (int t = 0; t < 4 * d; t++) {
-            int64_t i = (int64_t)ls_rng_below(r, (uint64_t)a->nthr);
-            x[a->thr_f[i]] = clampf(a->thr_v[i] + sg * ls_rng_normal(r), lo, hi);
-        }
         return;
     }
     int kind = (int)ls_rng_below(r, 4);
@@ -619,72 +572,6 @@ static void bisect_pairs(attack_t *a, float *A, float *B, const int32_t *la, flo
     }
 }
 
-/* Axis walks (tables): the pair's ends differ in every feature; a path replaces p's features
- * by q's one at a time (in a random order), and a binary search over the path (a query a
- * step, log2 d of them) finds two neighbours on it whose labels differ: rows that differ in
- * ONE feature, which bisect_pairs then halves. The points end on an axis-aligned boundary
- * of the victim, where a tree's splits are. perm: np x d scratch. */
-static void walk_axes(attack_t *a, float *A, float *B, const int32_t *la, float *mid, int *perm, int64_t np) {
-    int d = a->d;
-    int *lo = calloc((size_t)np, sizeof(int)), *hi = malloc(sizeof(int) * (size_t)np);
-    float *q = malloc(sizeof(float) * (size_t)np * d);
-    if (!lo || !hi || !q) goto out;
-    memcpy(q, B, sizeof(float) * (size_t)np * d);
-    for (int64_t t = 0; t < np; t++) {
-        hi[t] = d;
-        for (int j = 0; j < d; j++) perm[t * d + j] = j;
-        for (int j = d - 1; j > 0; j--) {
-            int r = (int)ls_rng_below(&a->rng, (uint64_t)j + 1), tmp = perm[t * d + j];
-            perm[t * d + j] = perm[t * d + r];
-            perm[t * d + r] = tmp;
-        }
-    }
-    for (int more = 1; more && !a->failed;) {
-        more = 0;
-        int64_t nq = 0, *who = malloc(sizeof(int64_t) * (size_t)np);
-        int *at = malloc(sizeof(int) * (size_t)np);
-        if (!who || !at) {
-            free(who);
-            free(at);
-            break;
-        }
-        for (int64_t t = 0; t < np; t++) {
-            if (hi[t] - lo[t] < 2) continue;
-            int m = (lo[t] + hi[t]) / 2;
-            float *x = mid + nq * d;
-            memcpy(x, A + t * d, sizeof(float) * d); /* A holds p with perm[0..lo) from q */
-            for (int i = lo[t]; i < m; i++) x[perm[t * d + i]] = q[t * d + perm[t * d + i]];
-            who[nq] = t;
-            at[nq++] = m;
-        }
-        int64_t base = a->n, got = nq ? ask(a, mid, nq) : 0;
-        for (int64_t i = 0; i < got; i++) {
-            int64_t t = who[i];
-            if (a->y[base + i] == la[t]) {
-                memcpy(A + t * d, mid + i * d, sizeof(float) * d);
-                lo[t] = at[i];
-            } else {
-                memcpy(B + t * d, mid + i * d, sizeof(float) * d);
-                hi[t] = at[i];
-            }
-            more = 1;
-        }
-        free(who);
-        free(at);
-        if (got < nq) break;
-    }
-    /* B = A with one more feature from q (hi = lo + 1): the pair differs in that feature */
-    for (int64_t t = 0; t < np; t++) {
-        memcpy(B + t * d, A + t * d, sizeof(float) * d);
-        int j = perm[t * d + lo[t]];
-        B[t * d + j] = q[t * d + j];
-    }
-out:
-    free(lo);
-    free(hi);
-    free(q);
-}
-
 /* Bisection in pixel space between a new answer (rows first..n-1) and an older row with
  * another label: `steps` halvings with a query each put points next to the victim's boundary.
  * Uses up to npairs pairs. */
@@ -694,9 +581,8 @@ static int bisect_pixels(attack_t *a, int64_t first, int64_t npairs, int steps) 
     float *pa = malloc(sizeof(float) * (size_t)npairs * d), *pb = malloc(sizeof(float) * (size_t)npairs * d);
     float *mid = malloc(sizeof(float) * (size_t)npairs * d);
     int32_t *la = malloc(sizeof(int32_t) * (size_t)npairs);
-    int *perm = malloc(sizeof(int) * (size_t)npairs * d);
     int rc = LS_OK;
-    if (!pa || !pb || !mid || !la || !perm) {
+    if (!pa || !pb || !mid || !la) {
         rc = ls_err(LS_ENOMEM, "attack: out of memory");
         goto out;
     }
@@ -710,24 +596,12 @@ static int bisect_pixels(attack_t *a, int64_t first, int64_t npairs, int steps) 
         la[np] = a->y[p];
         np++;
     }
-    int walked =
-        is_image(a->o) ? (a->o->image_ideas & LS_STEAL_IMG_WALKS) != 0 : (a->o->table_ideas & LS_STEAL_IDEA_AXIS) != 0;
-    if (walked) walk_axes(a, pa, pb, la, mid, perm, np);
     bisect_pairs(a, pa, pb, la, mid, np, steps);
-    if (walked && a->thr_f) /* each pair now differs in one feature: a crossing of the boundary */
-        for (int64_t t = 0; t < np && a->nthr < a->thr_cap; t++)
-            for (int j = 0; j < d; j++)
-                if (pa[t * d + j] != pb[t * d + j]) {
-                    a->thr_f[a->nthr] = j;
-                    a->thr_v[a->nthr++] = 0.5f * (pa[t * d + j] + pb[t * d + j]);
-                    break;
-                }
 out:
     free(pa);
     free(pb);
     free(mid);
     free(la);
-    free(perm);
     return rc;
 }
 
@@ -793,14 +667,6 @@ static int round_synth(attack_t *a, int64_t want) {
      * Leaving the prior in pixel space (Jacobian steps, mixes, noise, shifts) loses agreement
      * on natural images (docs/notes/steal-experiments.md); moving within it, in its parameters, gains. */
     int img = is_image(a->o);
-    if (!img && (a->o->table_ideas & LS_STEAL_IDEA_UNIFORM) && want >= 4) {
-        int64_t nu = want / 2;
-        float *u = malloc(sizeof(float) * (size_t)nu * d);
-        if (!u) return ls_err(LS_ENOMEM, "attack: out of memory");
-        for (int64_t i = 0; i < nu * d; i++) u[i] = a->o->lo + (a->o->hi - a->o->lo) * ls_rng_uniform(&a->rng);
-        want -= ask(a, u, nu);
-        free(u);
-    }
     int64_t pool = want * (img ? 8 : 4);
     if (pool < 64) pool = 64;
     float *cand = malloc(sizeof(float) * (size_t)pool * d);
@@ -809,7 +675,7 @@ static int round_synth(attack_t *a, int64_t want) {
     scored *sc = malloc(sizeof(scored) * (size_t)pool);
     obj_params *candP = a->par ? malloc(sizeof(obj_params) * (size_t)pool) : NULL;
     int64_t *cpar = malloc(sizeof(int64_t) * (size_t)pool); /* the answered row varied, or -1 */
-    float *sel = NULL, *dis = NULL;
+    float *sel = NULL;
     int64_t *selidx = NULL, *parent = NULL;
     int rc = LS_OK;
     if (!cand || !ysrc || !z || !sc || !cpar || (a->par && !candP)) {
@@ -819,8 +685,7 @@ static int round_synth(attack_t *a, int64_t want) {
     float lo = a->o->lo, hi = a->o->hi, rg = hi - lo;
     int64_t nj = img ? 0 : pool * 35 / 100, nmix = img ? 0 : pool * 25 / 100;
     int64_t nvary = a->par ? pool * 30 / 100 : 0;
-    int64_t nseed = img ? pool - nvary : pool * (a->thr_f ? 30 : 10) / 100;
-    if (!img && a->thr_f) nmix = pool * 15 / 100, nj = pool * 25 / 100;
+    int64_t nseed = img ? pool - nvary : pool * 10 / 100;
     int64_t i = 0;
     /* Jacobian-based: class-balanced starting rows, stepped towards other classes. */
     for (; i < nj; i++) {
@@ -844,15 +709,6 @@ static int round_synth(attack_t *a, int64_t want) {
         gen_seed(a, cand + i * d, candP ? &candP[i] : NULL);
         ysrc[i] = -1;
         cpar[i] = -1;
-        if (img && a->thr_f && a->nthr >= 8 && ls_rng_uniform(&a->rng) < 0.25f) {
-            /* planes: 32 pixels put at split planes the walks found (jittered); not an object any more */
-            if (candP) candP[i].style = -1;
-            float sg = rg * 0.05f * ls_rng_uniform(&a->rng);
-            for (int t = 0; t < 32; t++) {
-                int64_t c = (int64_t)ls_rng_below(&a->rng, (uint64_t)a->nthr);
-                cand[i * d + a->thr_f[c]] = clampf(a->thr_v[c] + sg * ls_rng_normal(&a->rng), lo, hi);
-            }
-        }
     }
     /* Variations of answered objects (images): class-balanced parents, each parameter moved
      * by Gaussian noise of up to 0.4 of its range (0.15, 0.25 and 0.6 measured against it in
@@ -863,13 +719,6 @@ static int round_synth(attack_t *a, int64_t want) {
             int64_t c = pick_balanced(a, seen_class(a));
             if (a->has_par[c]) s = c;
         }
-        if (s >= 0 && a->vn) /* centres: of four parents of s's class, the one whose variations kept its label most */
-            for (int t = 0; t < 3; t++) {
-                int64_t c = pick_balanced(a, a->y[s]);
-                if (a->has_par[c] && a->y[c] == a->y[s] &&
-                    (a->vs[c] + 1.0f) / (a->vn[c] + 2.0f) > (a->vs[s] + 1.0f) / (a->vn[s] + 2.0f))
-                    s = c;
-            }
         if (s < 0) {
             gen_seed(a, cand + i * d, &candP[i]);
             ysrc[i] = -1;
@@ -897,45 +746,6 @@ static int round_synth(attack_t *a, int64_t want) {
     /* Score: small top-2 margin of the replica = uncertain; rare predicted class = bonus. */
     if ((rc = ls_mlp_logits(&a->net, cand, pool, z))) goto out;
     ls_softmax_rows(z, pool, k);
-    if (a->ncom) {
-        /* query by committee: the members' probabilities averaged, and the share of members
-         * whose label differs from the majority as a disagreement bonus */
-        float *zc = malloc(sizeof(float) * (size_t)pool * k * a->ncom);
-        dis = calloc((size_t)pool, sizeof(float));
-        if (!zc || !dis) {
-            free(zc);
-            rc = ls_err(LS_ENOMEM, "attack: out of memory");
-            goto out;
-        }
-        for (int m = 0; m < a->ncom && !rc; m++) {
-            rc = ls_mlp_logits(&a->com[m], cand, pool, zc + (size_t)m * pool * k);
-            ls_softmax_rows(zc + (size_t)m * pool * k, pool, k);
-        }
-        for (int64_t c = 0; c < pool && !rc; c++) {
-            int lab[3], nv = a->ncom + 1;
-            for (int m = 0; m < nv; m++) {
-                const float *pr = m ? zc + ((size_t)(m - 1) * pool + c) * k : z + c * k;
-                int b = 0;
-                for (int j = 1; j < k; j++)
-                    if (pr[j] > pr[b]) b = j;
-                lab[m] = b;
-            }
-            int best = 0;
-            for (int m = 0; m < nv; m++) {
-                int same = 0;
-                for (int q = 0; q < nv; q++) same += lab[q] == lab[m];
-                best = same > best ? same : best;
-            }
-            dis[c] = 1.0f - (float)best / (float)nv;
-            for (int j = 0; j < k; j++) {
-                float s = z[c * k + j];
-                for (int m = 0; m < a->ncom; m++) s += zc[((size_t)m * pool + c) * k + j];
-                z[c * k + j] = s / (float)nv;
-            }
-        }
-        free(zc);
-        if (rc) goto out;
-    }
     int64_t maxc = 1;
     for (int j = 0; j < k && j < 64; j++) maxc = a->count[j] > maxc ? a->count[j] : maxc;
     for (int64_t c = 0; c < pool; c++) {
@@ -947,22 +757,12 @@ static int round_synth(attack_t *a, int64_t want) {
         for (int j = 0; j < k; j++)
             if (j != b1 && pr[j] > p2) p2 = pr[j];
         float rare = b1 < 64 ? 1.0f - (float)a->count[b1] / (float)maxc : 0;
-        sc[c].score = 1.0f - (pr[b1] - p2) + 0.5f * rare + 0.05f * ls_rng_uniform(&a->rng) + (dis ? dis[c] : 0);
+        sc[c].score = 1.0f - (pr[b1] - p2) + 0.5f * rare + 0.05f * ls_rng_uniform(&a->rng);
         sc[c].idx = (int)c;
     }
     qsort(sc, (size_t)pool, sizeof(scored), cmp_scored);
     /* 65% of the round by score, 20% random picks from the rest (diversity), 15% bisection. */
     int64_t ntop = want * 65 / 100, nrand = want * 20 / 100, nbis = want - ntop - nrand;
-    int iwalk = img && (a->o->image_ideas & LS_STEAL_IMG_WALKS);
-    if (iwalk) /* walks: 35 % of the round bisects, 15 % as morphs and 20 % as walked pixel pairs */
-        ntop = want * 45 / 100, nbis = want - ntop - nrand;
-    if (!img && (a->o->table_ideas & LS_STEAL_IDEA_CURRICULUM)) { /* curriculum: the bisection share grows from 15 % to 55 % */
-        int64_t pct = 15 + 10 * (a->rounds - 1);
-        if (pct > 55) pct = 55;
-        nbis = want * pct / 100;
-        nrand = (want - nbis) * 20 / 85;
-        ntop = want - nbis - nrand;
-    }
     if (nbis < 3) {
         /* Too small to bisect: spend it all on ranked candidates. */
         ntop += nbis;
@@ -988,23 +788,12 @@ static int round_synth(attack_t *a, int64_t want) {
             a->par[first + t] = candP[selidx[t]];
             a->has_par[first + t] = candP[selidx[t]].style >= 0;
             parent[t] = cpar[selidx[t]];
-            if (a->vn && parent[t] >= 0 && a->vn[parent[t]] < 65535) {
-                a->vn[parent[t]]++;
-                a->vs[parent[t]] += a->y[first + t] == a->y[parent[t]];
-            }
         }
     /* Bisection, 3 halvings a pair: first morphs of variations labelled unlike their parent
      * (images), then pixel blends of a new answer and an older row with another label. */
-    int steps = 3, walk = 0;
-    if (!img && (a->o->table_ideas & LS_STEAL_IDEA_AXIS)) /* an axis walk costs ceil(log2 d) queries before the halvings */
-        while ((1 << walk) < d) walk++;
-    int64_t npairs = nbis / (steps + walk), used = 0;
-    if (iwalk) { /* morphs take 3/7 of the share, walked pixel pairs (log2 d + 3 queries each) the rest */
-        while ((1 << walk) < d) walk++;
-        npairs = nbis * 3 / 7 / steps;
-    }
+    int steps = 3;
+    int64_t npairs = nbis / steps, used = 0;
     if (a->par && (rc = bisect_objects(a, first, parent, nnew, npairs, steps, &used))) goto out;
-    if (iwalk) npairs = (nbis - used * steps) / (steps + walk) + used;
     rc = bisect_pixels(a, first, npairs - used, steps);
 out:
     free(cand);
@@ -1016,16 +805,15 @@ out:
     free(sel);
     free(selidx);
     free(parent);
-    free(dis);
     return rc;
 }
 
-/* LS_STEAL_IMG_TREE: a CART of the queries as a member of r, kept only when it is the better
+/* opts.tree_member: a CART of the queries as a member of r, kept only when it is the better
  * model of the victim on the attacker's own data: a CART fitted on 4 of every 5 answers predicts
  * the 5th better than an MLP of the replica's shape fitted on the same rows (one member's
  * training more). Meant to keep it for tree victims, whose natural inputs it and its average
  * with the members extrapolate to better, and drop it for the others, which it costs. */
-static int tree_member(attack_t *a, ls_replica *r) {
+static int tree_member(attack_t *a, ls_replica *r, ls_steal_result *res) {
     int d = a->d;
     int64_t nh = a->n / 5, nt = a->n - nh;
     if (nh < 20) return LS_OK;
@@ -1072,11 +860,13 @@ static int tree_member(attack_t *a, ls_replica *r) {
     free(wt), free(z);
     if (rc) goto out;
     double mlp_acc = ls_steal_label_accuracy(lab, &ho);
+    res->tree_acc = cart_acc, res->mlp_acc = mlp_acc;
     if (cart_acc > mlp_acc) { /* kept: refitted on every answer */
         ls_steal_data all = {
             .n = a->n, .d = d, .k = a->k, .c = a->o->c, .h = a->o->h, .w = a->o->w, .lo = a->o->lo, .hi = a->o->hi};
         all.x = a->x, all.y = a->y;
         rc = ls_victim_train(&vo, &all, &r->tree);
+        res->tree_kept = !rc;
     }
 out:
     ls_victim_free(cart);
@@ -1151,7 +941,6 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
         if (n0 < 20 * o->k) n0 = 20 * o->k;
         if (n0 > o->budget) n0 = o->budget;
         for (int s = 0; s < NSTYLE; s++) a.style_w[s] = 1.0f / NSTYLE;
-        for (int c = 0; c < 16; c++) a.ground_w[c] = 1.0f / 16;
         int64_t probe = n0 * 4 / 10; /* the first 40 % of the seeds probe every style evenly */
         for (int64_t s = 0; s < n0 && !a.failed;) {
             int64_t b = n0 - s < 4096 ? n0 - s : 4096;
@@ -1165,28 +954,10 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
         }
         a.rounds = 1;
         rc = net_new(&a, o->seed + 17);
-        int img_planes = is_image(o) && (o->image_ideas & LS_STEAL_IMG_WALKS) && (o->image_ideas & LS_STEAL_IMG_PLANES);
-        if (objects && (o->image_ideas & LS_STEAL_IMG_CENTRES)) {
-            a.vn = calloc((size_t)a.cap, sizeof(uint16_t));
-            a.vs = calloc((size_t)a.cap, sizeof(uint16_t));
-            if (!a.vn || !a.vs) rc = ls_err(LS_ENOMEM, "steal: out of memory");
-        }
-        if (img_planes ||
-            (!is_image(o) && (o->table_ideas & LS_STEAL_IDEA_AXIS) && (o->table_ideas & LS_STEAL_IDEA_CROSSINGS))) {
-            a.thr_cap = o->budget;
-            a.thr_f = malloc(sizeof(int32_t) * (size_t)a.thr_cap);
-            a.thr_v = malloc(sizeof(float) * (size_t)a.thr_cap);
-            if (!a.thr_f || !a.thr_v) rc = ls_err(LS_ENOMEM, "steal: out of memory");
-        }
-        if (!is_image(o) && (o->table_ideas & LS_STEAL_IDEA_COMMITTEE)) {
-            int sizes[4] = {d, o->hidden1 > 0 ? o->hidden1 : 256, o->hidden2 > 0 ? o->hidden2 : 128, o->k};
-            for (int m = 0; m < 2 && !rc; m++)
-                if (!(rc = ls_mlp_init(&a.com[m], 3, sizes, o->seed + 31 + 13 * (uint64_t)m))) a.ncom = m + 1;
-        }
         /* Rounds grow with what is known: each spends ~30% more than the last. */
         int64_t rsz = o->budget / 12 > 50 ? o->budget / 12 : 50;
         while (!rc && !a.failed && a.n < o->budget && a.n > 0) {
-            rc = fit(&a, a.rounds == 1 ? 6 : 3, o->seed + (uint64_t)a.rounds);
+            rc = fit_net(&a, &a.net, a.rounds == 1 ? 6 : 3, 0.1f, o->seed + (uint64_t)a.rounds, NULL);
             if (rc) break;
             style_weights(&a);
             int64_t want = o->budget - a.n < rsz ? o->budget - a.n : rsz;
@@ -1226,9 +997,9 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
         ls_replica_free(r);
         goto done;
     }
-    if (objects && (o->image_ideas & LS_STEAL_IMG_TREE)) {
+    if (objects && o->tree_member) {
         r->c = o->c, r->h = o->h, r->w = o->w, r->k = o->k, r->lo = o->lo, r->hi = o->hi;
-        if ((rc = tree_member(&a, r))) {
+        if ((rc = tree_member(&a, r, res))) {
             ls_replica_free(r);
             goto done;
         }
@@ -1249,11 +1020,6 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
 done:
     res->seconds = ls_now() - t0;
     if (a.have_net) ls_mlp_free(&a.net);
-    for (int m = 0; m < a.ncom; m++) ls_mlp_free(&a.com[m]);
-    free(a.thr_f);
-    free(a.thr_v);
-    free(a.vn);
-    free(a.vs);
     free(a.x);
     free(a.y);
     free(a.p);
@@ -1322,10 +1088,19 @@ static void member_name(char *buf, size_t n, int m, int l, char wb) {
 }
 
 int ls_replica_save(const ls_replica *r, const char *path, const char *meta_json) {
-    if (r->tree) return ls_err(LS_EINVAL, "replica: a replica with a tree member (image idea 16) cannot be saved");
     ls_st_writer *w;
     LS_TRY(ls_st_writer_init(&w));
     int rc = LS_OK;
+    if (r->tree) { /* the CART member: its node arrays and leaf table */
+        ls_tree_view t;
+        rc = ls_victim_tree_view(r->tree, &t);
+        int64_t ns[1] = {t.nnodes}, ps[2] = {t.nleaves, r->k};
+        if (!rc) rc = ls_st_writer_add(w, "tree.feat", LS_DT_I32, 1, ns, t.feat);
+        if (!rc) rc = ls_st_writer_add(w, "tree.left", LS_DT_I32, 1, ns, t.left);
+        if (!rc) rc = ls_st_writer_add(w, "tree.right", LS_DT_I32, 1, ns, t.right);
+        if (!rc) rc = ls_st_writer_add(w, "tree.thr", LS_DT_F32, 1, ns, t.thr);
+        if (!rc) rc = ls_st_writer_add(w, "tree.probs", LS_DT_F32, 2, ps, t.probs);
+    }
     for (int m = 0; m < r->members && !rc; m++) {
         const ls_mlp *net = &r->net[m];
         for (int l = 0; l < net->nl && !rc; l++) {
@@ -1339,8 +1114,9 @@ int ls_replica_save(const ls_replica *r, const char *path, const char *meta_json
     }
     char meta[512];
     snprintf(meta, sizeof meta,
-             "{\"layers\":%d,\"members\":%d,\"input_shape\":[%d,%d,%d],\"input_range\":[%g,%g],\"classes\":%d}",
-             r->net[0].nl, r->members, r->c, r->h, r->w, r->lo, r->hi, r->k);
+             "{\"layers\":%d,\"members\":%d,\"tree\":%d,\"input_shape\":[%d,%d,%d],\"input_range\":[%g,%g],"
+             "\"classes\":%d}",
+             r->net[0].nl, r->members, r->tree != NULL, r->c, r->h, r->w, r->lo, r->hi, r->k);
     if (!rc) rc = ls_st_writer_meta(w, "llmsys.steal", meta);
     if (!rc && meta_json) rc = ls_st_writer_meta(w, "llmsys.steal.report", meta_json);
     if (!rc) rc = ls_st_writer_write(w, path);
@@ -1388,6 +1164,31 @@ static int load_member(ls_st_file *f, const char *path, int m, int nl, int d, in
     return LS_OK;
 }
 
+/* The CART member of a replica file, when its metadata says "tree": 1: five tensors whose
+ * shapes agree with each other and with r's classes, checked by ls_victim_tree_from. */
+static int load_tree(ls_st_file *f, const cJSON *meta, const char *path, ls_replica *r) {
+    int has = 0;
+    if (cJSON_GetObjectItemCaseSensitive(meta, "tree")) LS_TRY(ls_json_get_int(meta, "tree", 0, &has));
+    if (has != 0 && has != 1) return ls_err(LS_EFORMAT, "%s: \"tree\" must be 0 or 1, got %d", path, has);
+    if (!has) return LS_OK;
+    const ls_st_tensor *t = ls_st_find(f, "tree.feat"), *p = ls_st_find(f, "tree.probs");
+    if (!t || t->ndim != 1 || t->shape[0] < 1 || t->shape[0] > (1 << 26))
+        return ls_err(LS_EFORMAT, "%s: missing or bad tree.feat", path);
+    if (!p || p->ndim != 2 || p->shape[1] != r->k || p->shape[0] < 1 || p->shape[0] > t->shape[0])
+        return ls_err(LS_EFORMAT, "%s: missing or bad tree.probs (leaves x %d classes)", path, r->k);
+    int64_t ns[1] = {t->shape[0]}, ps[2] = {p->shape[0], r->k};
+    const ls_st_tensor *feat, *left, *right, *thr, *probs;
+    LS_TRY(ls_st_expect(f, "tree.feat", LS_DT_I32, 1, ns, &feat));
+    LS_TRY(ls_st_expect(f, "tree.left", LS_DT_I32, 1, ns, &left));
+    LS_TRY(ls_st_expect(f, "tree.right", LS_DT_I32, 1, ns, &right));
+    LS_TRY(ls_st_expect(f, "tree.thr", LS_DT_F32, 1, ns, &thr));
+    LS_TRY(ls_st_expect(f, "tree.probs", LS_DT_F32, 2, ps, &probs));
+    ls_tree_view v = {(int32_t)ns[0], (int32_t)ps[0], feat->data, left->data, right->data, thr->data, probs->data};
+    return ls_victim_tree_from(&v, r->c * r->h * r->w, r->k, r->c, r->h, r->w, r->lo, r->hi, path, &r->tree);
+}
+
+int ls_replica_has_tree(const ls_replica *r) { return r->tree != NULL; }
+
 int ls_replica_load(const char *path, ls_replica **out) {
     *out = NULL;
     ls_st_file *f;
@@ -1432,6 +1233,7 @@ int ls_replica_load(const char *path, ls_replica **out) {
         r->members = m + 1;
         if (m == 0) r->k = r->net[0].sizes[nl];
     }
+    if (!rc) rc = load_tree(f, j, path, r);
 done:
     cJSON_Delete(j);
     ls_st_close(f);

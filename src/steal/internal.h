@@ -110,11 +110,25 @@ void ls_cnn_conv2d(const float *x, int n, int h, int w, int cin, const float *W,
  * NULL when mn or mx is. LS_ENOMEM (nothing allocated) when out of memory. */
 int ls_scaler_dup(const float *mn, const float *mx, int d, float **omin, float **omax);
 
+/* A single CART's flat arrays (a tree victim): nnodes nodes, feat < 0 marking a leaf whose
+ * row of probs (nleaves x k) is left[i]; x goes left when x[feat] < thr. */
+typedef struct {
+    int32_t nnodes, nleaves;
+    const int32_t *feat, *left, *right;
+    const float *thr, *probs;
+} ls_tree_view;
+/* The arrays of v, which must be a tree victim (else LS_EINVAL); they stay v's. */
+int ls_victim_tree_view(const ls_victim *v, ls_tree_view *out);
+/* A tree victim (d = c*h*w features, k classes, range [lo, hi]) from copies of t's arrays,
+ * checked as victim.bin's loader checks a tree; LS_EFORMAT naming `what` otherwise. */
+int ls_victim_tree_from(const ls_tree_view *t, int d, int k, int c, int h, int w, float lo, float hi,
+                        const char *what, ls_victim **out);
+
 struct ls_replica {
     ls_mlp net[LS_REPLICA_MAX_MEMBERS]; /* members; their softmax outputs are averaged */
     int members;
-    ls_victim *tree; /* LS_STEAL_IMG_TREE: a CART fitted on the queries, its leaf probabilities added to that
-                        average (in memory only; NULL otherwise) */
+    ls_victim *tree; /* ls_steal_opts.tree_member: a CART fitted on the queries, its leaf probabilities
+                        added to that average (NULL otherwise) */
     int c, h, w, k;
     float lo, hi;
 };

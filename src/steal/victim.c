@@ -835,6 +835,65 @@ static double cnn_params(const ls_victim *v, const int32_t *arch) {
     return np + (hid > 0 ? hid * feat + hid + k * hid + k : k * feat + k);
 }
 
+/* Every child index and feature of t in bounds, children after their parent (so a walk
+ * from the root ends), leaf probabilities finite: prediction walks and reads them. */
+static int tree_check(const tree_t *t, int d, const char *path) {
+    for (int64_t i = 0; i < t->nnodes; i++) {
+        if (t->feat[i] < 0) {
+            if (t->left[i] < 0 || t->left[i] >= t->nleaves) return ls_err(LS_EFORMAT, "%s: leaf index out of range", path);
+        } else if (t->feat[i] >= d || t->left[i] <= i || t->right[i] <= i || t->left[i] >= t->nnodes ||
+                   t->right[i] >= t->nnodes) {
+            return ls_err(LS_EFORMAT, "%s: tree node %lld out of range", path, (long long)i);
+        }
+    }
+    return LS_OK;
+}
+
+int ls_victim_tree_view(const ls_victim *v, ls_tree_view *out) {
+    if (v->type != LS_VICTIM_TREE || v->ntrees != 1) return ls_err(LS_EINVAL, "victim: not a single tree");
+    const tree_t *t = &v->trees[0];
+    *out = (ls_tree_view){t->nnodes, t->nleaves, t->feat, t->left, t->right, t->thr, t->probs};
+    return LS_OK;
+}
+
+int ls_victim_tree_from(const ls_tree_view *t, int d, int k, int c, int h, int w, float lo, float hi,
+                        const char *what, ls_victim **out) {
+    *out = NULL;
+    if (t->nnodes < 1 || t->nnodes > (1 << 26) || t->nleaves < 1 || t->nleaves > t->nnodes || k < 2 || k > 64 ||
+        d < 1 || (int64_t)c * h * w != d)
+        return ls_err(LS_EFORMAT, "%s: a tree of %d nodes and %d leaves (%d classes, %d features)", what, t->nnodes,
+                      t->nleaves, k, d);
+    for (int64_t i = 0; i < (int64_t)t->nleaves * k; i++)
+        if (!isfinite(t->probs[i])) return ls_err(LS_EFORMAT, "%s: a leaf probability is not finite", what);
+    ls_victim *v = calloc(1, sizeof *v);
+    tree_t *tr = v ? calloc(1, sizeof *tr) : NULL;
+    size_t nn = (size_t)t->nnodes, pk = (size_t)t->nleaves * k;
+    if (v) v->trees = tr;
+    if (tr) {
+        tr->feat = malloc(4 * nn), tr->left = malloc(4 * nn), tr->right = malloc(4 * nn);
+        tr->thr = malloc(4 * nn), tr->probs = malloc(4 * pk);
+    }
+    if (!tr || !tr->feat || !tr->left || !tr->right || !tr->thr || !tr->probs) {
+        if (tr) tree_free(tr);
+        free(tr);
+        free(v);
+        return ls_err(LS_ENOMEM, "%s: out of memory", what);
+    }
+    v->type = LS_VICTIM_TREE, v->d = d, v->k = k, v->c = c, v->h = h, v->w = w, v->lo = lo, v->hi = hi, v->ntrees = 1;
+    memcpy(tr->feat, t->feat, 4 * nn);
+    memcpy(tr->left, t->left, 4 * nn);
+    memcpy(tr->right, t->right, 4 * nn);
+    memcpy(tr->thr, t->thr, 4 * nn);
+    memcpy(tr->probs, t->probs, 4 * pk);
+    tr->nnodes = t->nnodes, tr->nleaves = t->nleaves;
+    int rc = tree_check(tr, d, what);
+    if (rc)
+        ls_victim_free(v);
+    else
+        *out = v;
+    return rc;
+}
+
 static int load_body(rd_t *r, ls_victim *v) {
     switch (v->type) {
     case LS_VICTIM_LOGREG:
@@ -894,16 +953,7 @@ static int load_body(rd_t *r, ls_victim *v) {
             if (np < v->k || np % v->k) return ls_err(LS_EFORMAT, "%s: bad leaf table", r->path);
             LS_TRY(get_arr(r, (void **)&tr->probs, np, 4));
             tr->nleaves = (int32_t)(np / v->k);
-            /* Every child index and feature must stay in bounds: prediction walks them. */
-            for (int64_t i = 0; i < nn; i++) {
-                if (tr->feat[i] < 0) {
-                    if (tr->left[i] < 0 || tr->left[i] >= tr->nleaves)
-                        return ls_err(LS_EFORMAT, "%s: leaf index out of range", r->path);
-                } else if (tr->feat[i] >= v->d || tr->left[i] <= i || tr->right[i] <= i || tr->left[i] >= nn ||
-                           tr->right[i] >= nn) {
-                    return ls_err(LS_EFORMAT, "%s: tree node %lld out of range", r->path, (long long)i);
-                }
-            }
+            LS_TRY(tree_check(tr, v->d, r->path));
         }
         return LS_OK;
     }

@@ -1,7 +1,7 @@
 /* test_attack.c - the extraction attack never exceeds its budget, beats uniform random
  * queries on a small Fashion-MNIST case, keeps its replica when the target stops answering,
- * uses probabilities when given; replica file round trip, one member and several; image
- * queries (objects, their variations and morphs) stay inside the declared range. */
+ * uses probabilities when given; replica file round trip, one member and several, with a CART
+ * member (and forged ones refused); image and table queries stay inside the declared range. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -236,27 +236,11 @@ static int record_query(void *ctx, const float *x, int n, int32_t *labels, float
     return 0;
 }
 
-/* Queries of rec that differ from an earlier one in exactly one value (what a pixel walk's
- * halvings ask). */
-static int64_t one_value_off(const recorder *rec) {
-    int64_t n = rec->asked < 1500 ? rec->asked : 1500, one = 0;
-    for (int64_t i = 1; i < n; i++) {
-        int hit = 0;
-        for (int64_t e = 0; e < i && !hit; e++) {
-            int diff = 0;
-            for (int j = 0; j < rec->d && diff < 2; j++) diff += rec->all[e * rec->d + j] != rec->all[i * rec->d + j];
-            hit = diff == 1;
-        }
-        one += hit;
-    }
-    return one;
-}
-
-/* One attack on an odd image shape (3 x 5 x 7, range [-1, 2]) with the image ideas given:
- * every query value inside the range, the budget spent exactly, the queries varied and every
- * label reached. Returns the queries one value away from an earlier one. */
-static int64_t image_run(int ideas) {
-    recorder rec = {.d = 105, .lo = -1, .hi = 2, .all = malloc(sizeof(float) * 1500 * 105)};
+/* One attack on an odd image shape (3 x 5 x 7, range [-1, 2]): objects, their variations and
+ * morphs; every query value inside the range, the budget spent exactly, the queries varied
+ * and every label reached. */
+static void test_image_queries_in_range(void) {
+    recorder rec = {.d = 105, .lo = -1, .hi = 2};
     ls_steal_opts o;
     ls_steal_opts_default(&o);
     o.c = 3;
@@ -269,39 +253,139 @@ static int64_t image_run(int ideas) {
     o.final_epochs = 2;
     o.members = 1;
     o.seed = 5;
-    o.image_ideas = ideas;
     ls_steal_oracle orc = {&rec, record_query};
     ls_replica *r = NULL;
     ls_steal_result res;
-    CHECK(rec.all != NULL);
     CHECK_EQ_INT(ls_steal_run(&o, orc, &r, &res), LS_OK);
     CHECK_EQ_INT(rec.asked, 1500);
     CHECK_EQ_INT(rec.out_of_range, 0);
     CHECK(rec.distinct > 1400);
     CHECK(rec.seen[0] && rec.seen[1] && rec.seen[2]);
     CHECK(res.rounds > 2);
-    int64_t one = one_value_off(&rec);
     ls_replica_free(r);
-    free(rec.all);
-    return one;
 }
 
-/* The object prior and its variations and morphs, and the same with every image idea on
- * (pixel walks, plane seeds, stable centres, adaptive ground), whose walks ask queries one
- * pixel value away from an earlier one, which the plain attack never does. */
-static void test_image_queries_in_range(void) {
-    int64_t plain = image_run(0),
-            ideas = image_run(LS_STEAL_IMG_WALKS | LS_STEAL_IMG_PLANES | LS_STEAL_IMG_CENTRES | LS_STEAL_IMG_GROUND);
-    fprintf(stderr, "  image queries one value from an earlier one: plain %lld, with the ideas %lld of 1500\n",
-            (long long)plain, (long long)ideas);
-    CHECK_MSG(plain == 0 && ideas > 20, "plain %lld, ideas %lld", (long long)plain, (long long)ideas);
+/* Writes r (members and CART) as ls_replica_save does, but with the CART's tensor `skip`
+ * left out, tree.probs declared with `pk` classes and the metadata's "tree" set to has. */
+static int write_forged(const ls_replica *r, const char *path, const char *skip, int pk, int has) {
+    ls_st_writer *w;
+    LS_TRY(ls_st_writer_init(&w));
+    int rc = LS_OK;
+    for (int m = 0; m < r->members && !rc; m++)
+        for (int l = 0; l < r->net[m].nl && !rc; l++) {
+            const ls_mlp *net = &r->net[m];
+            int64_t ws[2] = {net->sizes[l + 1], net->sizes[l]}, bs[1] = {net->sizes[l + 1]};
+            char nw[32], nb[32];
+            if (m)
+                snprintf(nw, sizeof nw, "m%d.fc%d.w", m, l), snprintf(nb, sizeof nb, "m%d.fc%d.b", m, l);
+            else
+                snprintf(nw, sizeof nw, "fc%d.w", l), snprintf(nb, sizeof nb, "fc%d.b", l);
+            rc = ls_st_writer_add(w, nw, LS_DT_F32, 2, ws, net->W[l]);
+            if (!rc) rc = ls_st_writer_add(w, nb, LS_DT_F32, 1, bs, net->b[l]);
+        }
+    ls_tree_view t;
+    if (!rc) rc = ls_victim_tree_view(r->tree, &t);
+    int64_t ns[1] = {t.nnodes}, ps[2] = {(int64_t)t.nleaves * r->k / pk, pk};
+    const char *names[5] = {"tree.feat", "tree.left", "tree.right", "tree.thr", "tree.probs"};
+    const void *data[5] = {t.feat, t.left, t.right, t.thr, t.probs};
+    for (int i = 0; i < 5 && !rc; i++)
+        if (strcmp(names[i], skip))
+            rc = ls_st_writer_add(w, names[i], i < 3 ? LS_DT_I32 : LS_DT_F32, i < 4 ? 1 : 2, i < 4 ? ns : ps, data[i]);
+    char meta[256];
+    snprintf(meta, sizeof meta,
+             "{\"layers\":%d,\"members\":%d,\"tree\":%d,\"input_shape\":[%d,%d,%d],\"input_range\":[%g,%g],"
+             "\"classes\":%d}",
+             r->net[0].nl, r->members, has, r->c, r->h, r->w, r->lo, r->hi, r->k);
+    if (!rc) rc = ls_st_writer_meta(w, "llmsys.steal", meta);
+    if (!rc) rc = ls_st_writer_write(w, path);
+    ls_st_writer_free(w);
+    return rc;
 }
 
-/* The tree member (image idea 16), on an oracle that is a depth-2 tree of two pixels: the
- * CART of the queries predicts held-out answers better than an MLP and is kept; the replica's
- * labels are the arg-max of its MLP members' mean softmax plus the CART's leaf probabilities,
- * recomputed here from the parts; such a replica is not saved. On the mean-thirds oracle
- * (a linear rule, which an MLP fits better than a tree of 105 pixels) it is dropped. */
+/* The saved replica with its CART predicts exactly as the one in memory, on the queries and
+ * on uniform rows; forged CARTs (an index out of range, a child before its parent, a feature
+ * past d, a non-finite leaf, a missing tensor, a leaf table of one class a row, "tree"
+ * not 0/1) are refused with LS_EFORMAT, and a file saying "tree": 0 loads without it. */
+static void check_tree_file(ls_replica *r, const float *queries, int n) {
+    char path[] = "/tmp/ls_test_tree_replica_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    CHECK_EQ_INT(ls_replica_save(r, path, NULL), LS_OK);
+    ls_replica *back = NULL;
+    CHECK_EQ_INT(ls_replica_load(path, &back), LS_OK);
+    if (!back) return;
+    CHECK(ls_replica_has_tree(back));
+    enum { NU = 500 };
+    float *x = malloc(sizeof(float) * (size_t)(n + NU) * 105);
+    int32_t *a = malloc(sizeof(int32_t) * (size_t)(n + NU)), *b = malloc(sizeof(int32_t) * (size_t)(n + NU));
+    memcpy(x, queries, sizeof(float) * (size_t)n * 105);
+    ls_rng g;
+    ls_rng_seed(&g, 9);
+    for (int i = 0; i < NU * 105; i++) x[(size_t)n * 105 + i] = -1 + 3 * ls_rng_uniform(&g);
+    CHECK_EQ_INT(ls_replica_predict(r, x, n + NU, a), LS_OK);
+    CHECK_EQ_INT(ls_replica_predict(back, x, n + NU, b), LS_OK);
+    CHECK(memcmp(a, b, sizeof(int32_t) * (size_t)(n + NU)) == 0);
+    ls_replica_free(back);
+    /* forged node arrays, written through the real writer, restored afterwards */
+    ls_tree_view t;
+    CHECK_EQ_INT(ls_victim_tree_view(r->tree, &t), LS_OK);
+    int32_t *feat = (int32_t *)t.feat, *left = (int32_t *)t.left, *right = (int32_t *)t.right;
+    float *probs = (float *)t.probs;
+    int inner = 0, leaf = 0;
+    while (inner < t.nnodes && feat[inner] < 0) inner++;
+    while (leaf < t.nnodes && feat[leaf] >= 0) leaf++;
+    CHECK(inner < t.nnodes && leaf < t.nnodes);
+    struct {
+        int32_t *at, val;
+        const char *what;
+    } bad[] = {{&left[leaf], t.nleaves, "leaf index"},
+               {&left[inner], inner, "child before parent"},
+               {&right[inner], t.nnodes, "child past the end"},
+               {&feat[inner], 105, "feature past d"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int32_t keep = *bad[i].at;
+        *bad[i].at = bad[i].val;
+        CHECK_EQ_INT(ls_replica_save(r, path, NULL), LS_OK);
+        *bad[i].at = keep;
+        CHECK_MSG(ls_replica_load(path, &back) == LS_EFORMAT, "%s accepted", bad[i].what);
+        CHECK(back == NULL && strstr(ls_errmsg(), path) != NULL);
+    }
+    float keep = probs[0];
+    probs[0] = NAN;
+    CHECK_EQ_INT(ls_replica_save(r, path, NULL), LS_OK);
+    probs[0] = keep;
+    CHECK_EQ_INT(ls_replica_load(path, &back), LS_EFORMAT);
+    CHECK(strstr(ls_errmsg(), "finite") != NULL);
+    /* tensors missing or of the wrong shape, and the metadata's flag */
+    const char *skip[] = {"tree.feat", "tree.left", "tree.right", "tree.thr", "tree.probs"};
+    for (int i = 0; i < 5; i++) {
+        CHECK_EQ_INT(write_forged(r, path, skip[i], r->k, 1), LS_OK);
+        CHECK_MSG(ls_replica_load(path, &back) == LS_EFORMAT, "without %s accepted", skip[i]);
+    }
+    CHECK_EQ_INT(write_forged(r, path, "", 1, 1), LS_OK); /* the leaf table as one class a row */
+    CHECK_EQ_INT(ls_replica_load(path, &back), LS_EFORMAT);
+    CHECK_EQ_INT(write_forged(r, path, "", r->k, 2), LS_OK);
+    CHECK_EQ_INT(ls_replica_load(path, &back), LS_EFORMAT);
+    CHECK(strstr(ls_errmsg(), "tree") != NULL);
+    CHECK_EQ_INT(write_forged(r, path, "", r->k, 1), LS_OK); /* the forger itself writes a good file */
+    CHECK_EQ_INT(ls_replica_load(path, &back), LS_OK);
+    CHECK(back && ls_replica_has_tree(back));
+    ls_replica_free(back);
+    CHECK_EQ_INT(write_forged(r, path, "", r->k, 0), LS_OK); /* "tree": 0: the MLPs alone */
+    CHECK_EQ_INT(ls_replica_load(path, &back), LS_OK);
+    CHECK(back && !ls_replica_has_tree(back));
+    ls_replica_free(back);
+    unlink(path);
+    free(x), free(a), free(b);
+}
+
+/* The tree member, on an oracle that is a depth-2 tree of two pixels: the CART of the queries
+ * predicts held-out answers better than an MLP and is kept; the replica's labels are the
+ * arg-max of its MLP members' mean softmax plus the CART's leaf probabilities, recomputed
+ * here from the parts; its file (check_tree_file). On the mean-thirds oracle (a linear rule,
+ * which an MLP fits better than a tree of 105 pixels) it is dropped, and with tree_member 0
+ * never tested. */
 static void test_tree_member(void) {
     for (int axis = 1; axis >= 0; axis--) {
         recorder rec = {.d = 105, .lo = -1, .hi = 2, .all = malloc(sizeof(float) * 1500 * 105), .axis = axis};
@@ -312,16 +396,24 @@ static void test_tree_member(void) {
         o.final_epochs = 2;
         o.members = 2;
         o.seed = 3;
-        o.image_ideas = LS_STEAL_IMG_TREE;
+        CHECK_EQ_INT(o.tree_member, 1); /* the default */
         ls_replica *r = NULL;
         ls_steal_result res;
         CHECK(rec.all != NULL);
         CHECK_EQ_INT(ls_steal_run(&o, (ls_steal_oracle){&rec, record_query}, &r, &res), LS_OK);
         CHECK(r != NULL && r->members == 2);
-        fprintf(stderr, "  %s oracle: tree member %s\n", axis ? "two-pixel tree" : "mean-thirds",
-                r && r->tree ? "kept" : "dropped");
+        fprintf(stderr, "  %s oracle: tree member %s (CART %.3f, MLP %.3f on the held-back fifth)\n",
+                axis ? "two-pixel tree" : "mean-thirds", r && r->tree ? "kept" : "dropped", res.tree_acc, res.mlp_acc);
+        CHECK_EQ_INT(res.tree_kept, r && r->tree);
+        CHECK(res.tree_acc > 0 && res.mlp_acc > 0 && (res.tree_acc > res.mlp_acc) == res.tree_kept);
         if (!axis) {
             CHECK(r->tree == NULL);
+            recorder again = {.d = 105, .lo = -1, .hi = 2};
+            o.tree_member = 0;
+            ls_replica *r0 = NULL;
+            CHECK_EQ_INT(ls_steal_run(&o, (ls_steal_oracle){&again, record_query}, &r0, &res), LS_OK);
+            CHECK(r0 && !r0->tree && res.tree_acc == 0 && res.mlp_acc == 0);
+            ls_replica_free(r0);
             free(rec.all);
             ls_replica_free(r);
             continue;
@@ -364,79 +456,52 @@ static void test_tree_member(void) {
                 n, agree);
         CHECK(same >= n - 2); /* float sums in another order may flip an exact tie */
         CHECK(agree > n * 9 / 10);
-        char path[] = "/tmp/ls_test_tree_replica_XXXXXX";
-        int fd = mkstemp(path);
-        CHECK(fd >= 0);
-        close(fd);
-        CHECK_EQ_INT(ls_replica_save(r, path, NULL), LS_EINVAL);
-        unlink(path);
+        check_tree_file(r, rec.all, n);
         free(lab), free(orc), free(z), free(tp), free(avg), free(rec.all);
         ls_replica_free(r);
     }
 }
 
 /* An axis-aligned table (6 features in [0, 1]; the label says whether x2 > 0.37 and whether
- * x4 > 0.61, as a depth-2 tree would) that keeps its queries and counts those that differ
- * from an earlier one in exactly one feature (what an axis walk asks). */
+ * x4 > 0.61, as a depth-2 tree would). */
 typedef struct {
-    int64_t asked, out_of_range, one_off;
+    int64_t asked, out_of_range;
     int32_t seen[4];
-    float q[1201 * 6];
 } axis_table;
 
 static int axis_query(void *ctx, const float *x, int n, int32_t *labels, float *proba, int *got) {
     (void)proba;
     axis_table *t = ctx;
-    for (int i = 0; i < n && t->asked < 1201; i++, t->asked++) {
+    for (int i = 0; i < n; i++, t->asked++) {
         const float *row = x + (size_t)i * 6;
         for (int j = 0; j < 6; j++) t->out_of_range += !(row[j] >= 0 && row[j] <= 1);
         labels[i] = (row[2] > 0.37f) + 2 * (row[4] > 0.61f);
         t->seen[labels[i]] = 1;
-        int one = 0;
-        for (int64_t e = 0; e < t->asked && !one; e++) {
-            int diff = 0;
-            for (int j = 0; j < 6; j++) diff += t->q[e * 6 + j] != row[j];
-            one = diff == 1;
-        }
-        t->one_off += one;
-        memcpy(t->q + t->asked * 6, row, sizeof(float) * 6);
     }
     *got = 0;
     return 0;
 }
 
-/* The table ideas (axis walks, curriculum, committee, crossing seeds, uniform share) spend the budget
- * exactly and stay in range; only the axis walks ask rows one feature away from earlier ones. */
-static void test_table_ideas(void) {
-    int64_t one_off[2] = {0, 0};
-    for (int v = 0; v < 2; v++) {
-        axis_table *t = calloc(1, sizeof *t);
-        ls_steal_opts o;
-        ls_steal_opts_default(&o);
-        o.c = o.h = 1;
-        o.w = 6;
-        o.k = 4;
-        o.budget = 1201;
-        o.final_epochs = 2;
-        o.members = 1;
-        o.table_ideas = v ? LS_STEAL_IDEA_AXIS | LS_STEAL_IDEA_CURRICULUM | LS_STEAL_IDEA_COMMITTEE | LS_STEAL_IDEA_CROSSINGS |
-                                     LS_STEAL_IDEA_UNIFORM
-                          : 0;
-        ls_steal_oracle orc = {t, axis_query};
-        ls_replica *r = NULL;
-        ls_steal_result res;
-        CHECK_EQ_INT(ls_steal_run(&o, orc, &r, &res), LS_OK);
-        CHECK_EQ_INT(t->asked, 1201);
-        CHECK_EQ_INT(t->out_of_range, 0);
-        CHECK(t->seen[0] && t->seen[1] && t->seen[2] && t->seen[3]);
-        one_off[v] = t->one_off;
-        ls_replica_free(r);
-        free(t);
-    }
-    fprintf(stderr, "  queries one feature from an earlier one: plain %lld, with the ideas %lld of 1201\n",
-            (long long)one_off[0], (long long)one_off[1]);
-    CHECK_MSG(one_off[0] < 10 && one_off[1] > 100, "plain %lld, ideas %lld", (long long)one_off[0],
-              (long long)one_off[1]);
+/* Table queries (seeds, Jacobian steps, mixes, perturbations, bisection) spend an odd budget
+ * exactly, stay in range and reach every label; tables get no tree member. */
+static void test_table_queries(void) {
+    axis_table t = {0};
+    ls_steal_opts o;
+    ls_steal_opts_default(&o);
+    o.c = o.h = 1;
+    o.w = 6;
+    o.k = 4;
+    o.budget = 1201;
+    o.final_epochs = 2;
+    o.members = 1;
+    ls_replica *r = NULL;
+    ls_steal_result res;
+    CHECK_EQ_INT(ls_steal_run(&o, (ls_steal_oracle){&t, axis_query}, &r, &res), LS_OK);
+    CHECK_EQ_INT(t.asked, 1201);
+    CHECK_EQ_INT(t.out_of_range, 0);
+    CHECK(t.seen[0] && t.seen[1] && t.seen[2] && t.seen[3]);
+    CHECK(r && !ls_replica_has_tree(r) && res.tree_acc == 0);
+    ls_replica_free(r);
 }
 
 int main(void) {
@@ -446,7 +511,7 @@ int main(void) {
     RUN(test_target_stops);
     RUN(test_members);
     RUN(test_image_queries_in_range);
-    RUN(test_table_ideas);
+    RUN(test_table_queries);
     RUN(test_tree_member);
     ls_victim_free(victim);
     ls_steal_data_free(&tr);
