@@ -113,6 +113,12 @@ cJSON *ls_steal_result_json(const char *target, const char *strategy, const ls_s
     cJSON_AddBoolToObject(j, "stopped_early", res->stopped_early);
     if (res->stopped_early) cJSON_AddStringToObject(j, "error", res->error);
     cJSON_AddNumberToObject(j, "seconds", res->seconds);
+    if (res->tree_acc > 0) { /* the tree member's test (images) and whether the CART was kept */
+        cJSON *t = cJSON_AddObjectToObject(j, "tree_member");
+        cJSON_AddBoolToObject(t, "kept", res->tree_kept);
+        cJSON_AddNumberToObject(t, "cart_holdout_accuracy", res->tree_acc);
+        cJSON_AddNumberToObject(t, "mlp_holdout_accuracy", res->mlp_acc);
+    }
     cJSON *cc = cJSON_AddArrayToObject(j, "answers_per_class");
     for (int i = 0; i < o->k && i < 64; i++) cJSON_AddItemToArray(cc, cJSON_CreateNumber((double)res->class_count[i]));
     return j;

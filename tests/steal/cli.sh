@@ -2,13 +2,16 @@
 # cli.sh - end-to-end CLI test of the steal module: make-data, victim train, victim serve
 # (background, port 0), steal (budget respected, target budget exhausted keeps the replica),
 # steal eval (whole file in raw units, or a split with baselines), the victim taking the CSV's own
-# units, and bad input. Usage: cli.sh path/to/llmsys
+# units, an image replica with its CART member saved and evaluated, and bad input.
+# Usage: cli.sh path/to/llmsys
 set -u
 BIN="$1"
 T=$(mktemp -d /tmp/llmsys-steal-cli.XXXXXX)
 SRV=""
+SRV3=""
 cleanup() {
   [ -n "$SRV" ] && kill "$SRV" 2>/dev/null && wait "$SRV" 2>/dev/null
+  [ -n "$SRV3" ] && kill "$SRV3" 2>/dev/null && wait "$SRV3" 2>/dev/null
   rm -rf "$T"
 }
 trap cleanup EXIT
@@ -117,4 +120,27 @@ PY
 grep -q "refused" "$T/err" || { kill $SRV2; fail "refusal message"; }
 kill $SRV2; wait $SRV2 2>/dev/null
 grep -q "client key:eve flagged by the query monitor after" "$T/serve2.out" || fail "monitor flag logged"
+# images (digits, 8x8): against a tree victim the replica keeps its CART member (the attacker's
+# own test), writes it into the replica file, and steal eval loads and evaluates it
+"$BIN" victim train --type tree --data digits --out "$T/d.bin" --quiet > /dev/null || fail "train digits"
+"$BIN" victim serve --model "$T/d.bin" --port 0 --port-file "$T/port3" --model-units --duration 60 \
+  > "$T/serve3.out" 2>&1 &
+SRV3=$!
+for i in $(seq 1 100); do [ -s "$T/port3" ] && break; sleep 0.1; done
+[ -s "$T/port3" ] || fail "digits server did not start"
+URL3="http://127.0.0.1:$(cat "$T/port3")/predict"
+"$BIN" steal --target "$URL3" --input-shape 1,8,8 --classes 10 --budget 1500 --out "$T/rd.st" --report "$T/rd.json" \
+  --epochs 3 --quiet > /dev/null || fail "steal digits"
+python3 - "$T/rd.json" "$T/rd.st" <<'PY' || fail "tree member in the report and the replica file"
+import json, struct, sys
+t = json.load(open(sys.argv[1]))["tree_member"]
+print("  digits tree victim, 1500 queries: tree member", t)
+assert t["kept"] and t["cart_holdout_accuracy"] > t["mlp_holdout_accuracy"], t
+raw = open(sys.argv[2], "rb").read()
+head = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
+assert head["tree.feat"]["dtype"] == "I32" and head["tree.probs"]["shape"][1] == 10, head.keys()
+assert json.loads(head["__metadata__"]["llmsys.steal"])["tree"] == 1
+PY
+"$BIN" steal eval --replica "$T/rd.st" --target "$URL3" --test-data digits > "$T/evald.out" || fail "eval digits"
+grep -q "agreement with victim" "$T/evald.out" || fail "eval digits output"
 echo "cli ok"
