@@ -2,8 +2,9 @@
  * parametric prior, variations of answered objects and morphs between them; for tables
  * structured seeds, Jacobian-based steps towards other classes, mixes of differently-labelled
  * points; for both boundary bisection and selection by replica uncertainty) and replica MLP
- * training on the victim's answers; baselines (uniform random queries, natural samples); the
- * replica file. */
+ * training on the victim's answers, with a CART member for images when the attacker's own
+ * held-back test prefers it; baselines (uniform random queries, natural samples); the replica
+ * file. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
