@@ -190,11 +190,6 @@ static int parse_num(const char *s, double *v) {
     return *end == '\0' && errno == 0;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 int ls_steal_csv_load(const char *path, ls_steal_data *out) {
     memset(out, 0, sizeof *out);
     /* Gzipped tables (scikit-learn's digits.csv.gz, say) are read through zlib like idx files. */
@@ -304,7 +299,7 @@ int ls_steal_csv_load(const char *path, ls_steal_data *out) {
         goto done;
     }
     memcpy(u, lab, sizeof(double) * (size_t)rows);
-    qsort(u, (size_t)rows, sizeof(double), cmp_double);
+    ls_sort_doubles(u, (size_t)rows);
     int k = 0;
     for (int i = 0; i < rows; i++)
         if (i == 0 || u[i] != u[k - 1]) u[k++] = u[i];
@@ -533,7 +528,7 @@ int ls_steal_make_table(const char *kind, int64_t n, int d, int k, uint64_t seed
             }
             rad[i] = s;
         }
-        qsort(rad, PILOT, sizeof(double), cmp_double);
+        ls_sort_doubles(rad, PILOT);
         for (int64_t i = 0; i < n; i++) {
             float *x = out->x + i * d;
             double s = 0;

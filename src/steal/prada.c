@@ -51,11 +51,6 @@ static double poly(const double *cc, int nord, double x) {
     return r;
 }
 
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 int ls_shapiro_wilk(const double *xin, int n, double *w_out, double *pval) {
     if (n < 3 || n > 5000) return ls_err(LS_EINVAL, "shapiro-wilk: n = %d outside 3..5000", n);
     double *x = malloc(sizeof(double) * (size_t)n), *a = malloc(sizeof(double) * (size_t)(n / 2 + 1));
@@ -65,7 +60,7 @@ int ls_shapiro_wilk(const double *xin, int n, double *w_out, double *pval) {
         return ls_err(LS_ENOMEM, "shapiro-wilk: out of memory");
     }
     memcpy(x, xin, sizeof(double) * (size_t)n);
-    qsort(x, (size_t)n, sizeof(double), cmp_d);
+    ls_sort_doubles(x, (size_t)n);
     int nn2 = n / 2;
     double an = n;
     /* Coefficients a[1..nn2] (Royston 1992): polynomial corrections in 1/sqrt(n) for the two

@@ -154,11 +154,6 @@ static void score_rows(const ls_qmon_ref *r, const float *x, int64_t n, double *
     free(xc), free(z);
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 int ls_qmon_fit(const ls_steal_data *ref, const ls_qmon_opts *o, ls_qmon_ref **out) {
     *out = NULL;
     if (ref->n < 20 || ref->d < 1) return ls_err(LS_EINVAL, "query monitor: need at least 20 reference rows");
@@ -189,7 +184,7 @@ int ls_qmon_fit(const ls_steal_data *ref, const ls_qmon_opts *o, ls_qmon_ref **o
     }
     free(fx);
     if (!rc) {
-        qsort(sc, (size_t)sub.n, sizeof(double), cmp_double);
+        ls_sort_doubles(sc, (size_t)sub.n);
         int64_t qi = (int64_t)ceil(o->quantile * (double)sub.n) - 1;
         r->tau = sc[qi < 0 ? 0 : qi >= sub.n ? sub.n - 1 : qi];
         rc = fit_profile(sub.x, sub.n, d, m, o->seed, r);
