@@ -2,7 +2,7 @@
 # qsync_accuracy.sh - held-out bits/byte of the QSync plan vs uniform low precision (and fp32)
 # on the slow rank, paired by seed, with a 95% confidence interval of each difference.
 #
-#   scripts/qsync_accuracy.sh [--share 0.25] [--steps 150] [--seeds "1 2 3"] [--plans "qsync int8 bf16 fp32"]
+#   scripts/qsync_accuracy.sh [--share 0.8] [--steps 150] [--seeds "1 2 3"] [--plans "qsync int8 bf16 fp32"]
 #
 # Profiles this machine once (`llmsys plan train --cluster local:1,SHARE`), takes the qsync
 # plan's rank-1 precisions and writes uniform bf16 / int8 / fp32 variants of it, then trains
@@ -13,7 +13,7 @@
 # Output: one line per run and the paired differences, in WORK (default /tmp/qsync-accuracy).
 set -eu
 BIN=${BIN:-$(dirname "$0")/../build/llmsys}
-SHARE=0.25 STEPS=150 SEEDS="1 2 3" PLANS="qsync int8 bf16 fp32"
+SHARE=0.8 STEPS=150 SEEDS="1 2 3" PLANS="qsync int8 bf16 fp32"
 WORK=${WORK:-/tmp/qsync-accuracy}
 DATA=/usr/share/common-licenses
 while [ $# -gt 0 ]; do
