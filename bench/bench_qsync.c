@@ -289,7 +289,7 @@ int main(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "run_cpu_share_rank0", rows[k].run_share[0]);
         cJSON_AddNumberToObject(o, "run_cpu_share_rank1", rows[k].run_share[1]);
         cJSON_AddNumberToObject(o, "sync_ms", rows[k].sync_s * 1e3);
-        cJSON_AddNumberToObject(o, "sync_modelled_ms", rows[k].sync_pred_s * 1e3);
+        cJSON_AddNumberToObject(o, "sync_profiled_ms", rows[k].sync_pred_s * 1e3);
         cJSON_AddNumberToObject(o, "expected_max_excess_ms", rows[k].emax_s * 1e3);
         for (int r = 0; r < 2; r++) {
             char key[64];

@@ -602,13 +602,13 @@ typedef struct {
     int n_steps_timed;
     /* per run, predicted at the share of a core each rank got in that run (ls_tplan_predict_at)
      * vs that run's median step: mean signed error over the runs and the largest |error|;
-     * "run": with the modelled all-reduce; "sync": with the synchronisation time measured in
+     * "run": with the profiled synchronisation; "sync": with the synchronisation time measured in
      * that run; "loo": measured in the same round's runs of the other plans (median) */
     double share0, share1, sync_s; /* mean share of a core of rank 0 and 1 while computing, sync s per step */
     double run_share[2];           /* mean share of a core of rank 0 and 1 over the whole run */
     /* the @run prediction by part, means over the runs: each rank's compute predicted and
      * measured (per step, the first left out), the expected maximum's excess over the larger
-     * compute, the modelled synchronisation */
+     * compute, the profiled synchronisation at the run's shares */
     double comp_pred_s[2], comp_meas_s[2], emax_s, sync_pred_s;
     double pred_run_s, err_run, err_run_max;
     double pred_sync_s, err_sync, err_sync_max;

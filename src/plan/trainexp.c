@@ -142,7 +142,7 @@ static int exp_plans(const ls_tplan_exp *e, ls_tplan *p, int n, const ls_tplan_e
     return rc;
 }
 /* Per run of plan q (runs of RUN_N numbers): predicted at the shares of a core the ranks got
- * in it, with the modelled all-reduce, with the sync time measured in the run, and with the
+ * in it, with the profiled synchronisation, with the sync time measured in the run, and with the
  * one measured in the same round's other runs (loo[r]), vs its median step: the mean signed
  * and max |error| of each into w. */
 static void exp_errors(const ls_tplan *q, const double *run, int runs, const double *loo, ls_tplan_exp_row *w) {
@@ -157,8 +157,8 @@ static void exp_errors(const ls_tplan *q, const double *run, int runs, const dou
             double e = (pv[v][r] - x[0]) / x[0];
             mean[v] += e / runs, mx[v] = fmax(mx[v], fabs(e));
         }
-        /* the decomposition of the modelled prediction: each rank's compute, the ranks'
-         * expected maximum over the larger, the modelled synchronisation */
+        /* the decomposition of the prediction: each rank's compute, the ranks'
+         * expected maximum over the larger, the profiled synchronisation */
         double sync_model = pv[0][r] - ls_tplan_expected_max(st, q->step_cv, 2);
         w->sync_pred_s += sync_model / runs;
         w->emax_s += (pv[0][r] - sync_model - fmax(st[0], st[1])) / runs;
@@ -271,7 +271,7 @@ void ls_tplan_exp_print(FILE *f, const ls_tplan_exp *e, const ls_tplan_exp_row *
             "while computing, the ranks' expected maximum, the synchronisation measured there)\n"
             "  per run, each rank's compute rescaled to the share of a core it got in that run while computing "
             "(share r0/r1), their expected "
-            "maximum, plus: @run the modelled synchronisation; @sync the run's own time at the synchronisations "
+            "maximum, plus: @run the profiled synchronisation (at the slowest rank's share); @sync the run's own time at the synchronisations "
             "(sync: the rank that waited least, per step); @loo that time measured in the same round's runs of the "
             "other plans\n"
             "  error: mean over a plan's runs; max: the largest |error| of one run\n",
@@ -285,7 +285,7 @@ void ls_tplan_exp_print(FILE *f, const ls_tplan_exp *e, const ls_tplan_exp_row *
             "\n  the @run error by part (means over a plan's runs, ms per step): each rank's compute (data, "
             "forward/backward, update; the first step left out) predicted at its run's share vs measured, the "
             "ranks' expected maximum over the larger (step spread %.1f%% in the profile), the synchronisation "
-            "modelled vs measured (the rank that waited least)\n",
+            "profiled vs measured (the rank that waited least)\n",
             100 * p->step_cv);
     fprintf(f, "  %-13s %17s %17s %8s %17s %9s %8s %19s\n", "plan", "r0 compute p/m", "r1 compute p/m", "E[max]+",
             "sync p/m", "meas ms", "@run", "whole-run share r0/r1");
