@@ -234,6 +234,8 @@ typedef struct {
     double busy_cpu_s; /* process CPU seconds during data, forward/backward and update */
 } ls_train_timing;
 void ls_trainer_timing(const ls_trainer *t, ls_train_timing *out);
+/* The rank's own work in t: data, forward/backward and update (all but the all-reduce). */
+static inline double ls_train_timing_busy(const ls_train_timing *t) { return t->data_s + t->compute_s + t->update_s; }
 ls_model *ls_trainer_model(ls_trainer *t);
 const ls_train_config *ls_trainer_config(const ls_trainer *t);
 /* Changes the schedule length (e.g. after timing the first steps); must exceed the

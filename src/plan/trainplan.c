@@ -551,7 +551,7 @@ static double busy_s(const ls_trainer *t, double *cpu) {
     ls_train_timing tm;
     ls_trainer_timing(t, &tm);
     *cpu = tm.busy_cpu_s;
-    return tm.data_s + tm.compute_s + tm.update_s;
+    return ls_train_timing_busy(&tm);
 }
 
 /* What one rank measured in the paired rounds, packed for the sum over ranks (floats: a

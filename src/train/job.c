@@ -273,7 +273,7 @@ static int job_run(const ls_train_job *o, job_ctx *c, ls_train_job_result *res) 
         ls_trainer_timing(c->t, &tm);
         c->qrank[rank] = (float)ls_throttle_cpu_share(&c->thr);
         /* per step after the first (oneDNN builds its kernels there): outside and inside compute */
-        double busy = tm.data_s + tm.compute_s + tm.update_s - r.busy0_s;
+        double busy = ls_train_timing_busy(&tm) - r.busy0_s;
         int ns = r.n_losses > 1 ? r.n_losses - 1 : 1;
         double wall = r.n_losses > 1 ? r.wall_s - r.step_s[0] : r.wall_s;
         c->qrank[N + rank] = (float)((wall - busy) / ns);

@@ -58,7 +58,7 @@ int ls_train_run(ls_trainer *t, ls_batch_source *src, ls_dist *d, const ls_train
         if (rc < 0) break;
         if (nl == 0) {
             ls_trainer_timing(t, &tm1);
-            busy0 = tm1.data_s + tm1.compute_s + tm1.update_s - (tm0.data_s + tm0.compute_s + tm0.update_s);
+            busy0 = ls_train_timing_busy(&tm1) - ls_train_timing_busy(&tm0);
             busy0_cpu = tm1.busy_cpu_s - tm0.busy_cpu_s;
         }
         double now = ls_now(), el = now - t0, tps = (nl + 1) * tok_per_step / (el > 0 ? el : 1e-9);
