@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "llmsys/core.h"
@@ -19,16 +18,25 @@
  * on a loaded machine an unthrottled rank already gets less than a core, so the slow rank's
  * throttle is set relative to this. */
 double ls_tplan_exp_cpu_fraction(void) {
-    struct timespec c0, c1;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
-    double t0 = ls_now();
+    double c0 = ls_process_cpu_time(), t0 = ls_now();
     volatile double x = 0;
     while (ls_now() - t0 < 0.3)
         for (int i = 0; i < 100000; i++) x += i * 1e-9;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
-    double cpu = (double)(c1.tv_sec - c0.tv_sec) + 1e-9 * (double)(c1.tv_nsec - c0.tv_nsec);
-    double f = cpu / (ls_now() - t0);
+    double f = (ls_process_cpu_time() - c0) / (ls_now() - t0);
     return f > 1 ? 1 : f;
+}
+
+/* Runs av (this llmsys binary; MPI allowed as root) with its output to log and waits: LS_OK
+ * when it exits 0, else LS_EIO naming `what` and the log. */
+static int exp_spawn_wait(const char *bin, const char *const *av, const char *log, const char *what) {
+    const char *env[] = {"OMPI_ALLOW_RUN_AS_ROOT", "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", NULL};
+    ls_spawn_opts so = {.log = log, .env = env};
+    pid_t pid;
+    LS_TRY(ls_spawn_self(bin, av, &so, &pid));
+    int ws;
+    if (waitpid(pid, &ws, 0) < 0 || !WIFEXITED(ws) || WEXITSTATUS(ws) != 0)
+        return ls_err(LS_EIO, "`%s` failed (see %s)", what, log);
+    return LS_OK;
 }
 
 
@@ -52,13 +60,9 @@ static int exp_train(const ls_tplan_exp *e, int steps, const char *plan, const c
         e->bin,     "train", "--config",    e->config, "--data",  e->data, "--batch",          b,    "--seq", s,
         "--steps",  k,       "--threads",   "1",       "--ranks", "2",     "--precision-plan", plan, "--out", out,
         "--report", report,  "--log-every", "1",       NULL};
-    const char *env[] = {"OMPI_ALLOW_RUN_AS_ROOT", "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", NULL};
-    ls_spawn_opts so = {.log = log, .env = env};
-    pid_t pid;
-    LS_TRY(ls_spawn_self(e->bin, av, &so, &pid));
-    int ws;
-    if (waitpid(pid, &ws, 0) < 0 || !WIFEXITED(ws) || WEXITSTATUS(ws) != 0)
-        return ls_err(LS_EIO, "`llmsys train --precision-plan %s` failed (see %s)", plan, log);
+    char what[4200];
+    snprintf(what, sizeof what, "llmsys train --precision-plan %s", plan);
+    LS_TRY(exp_spawn_wait(e->bin, av, log, what));
     cJSON *j;
     LS_TRY(ls_json_read_file(report, &j));
     const cJSON *arr = cJSON_GetObjectItem(j, "step_s"), *sh = cJSON_GetObjectItem(j, "cpu_share"),
@@ -114,14 +118,10 @@ static int exp_plans(const ls_tplan_exp *e, ls_tplan *p, int n, const ls_tplan_e
     const char *av[] = {e->bin, "plan",  "train", "--model", e->config, "--cluster", sh,   "--batch", b,      "--seq",
                         s,      "--reps", reps,   "--threads", "1",     "--data",    e->data, "--out", path, "--quiet",
                         NULL};
-    const char *env[] = {"OMPI_ALLOW_RUN_AS_ROOT", "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", NULL};
-    ls_spawn_opts so = {.log = log, .env = env};
-    pid_t pid;
+    char what[64];
+    snprintf(what, sizeof what, "llmsys plan train --cluster %s", sh);
     double t0 = ls_now();
-    LS_TRY(ls_spawn_self(e->bin, av, &so, &pid));
-    int ws;
-    if (waitpid(pid, &ws, 0) < 0 || !WIFEXITED(ws) || WEXITSTATUS(ws) != 0)
-        return ls_err(LS_EIO, "`llmsys plan train --cluster %s` failed (see %s)", sh, log);
+    LS_TRY(exp_spawn_wait(e->bin, av, log, what));
     *profile_s = ls_now() - t0;
     LS_TRY(ls_tplan_load(path, p));
     int rc = LS_OK;
