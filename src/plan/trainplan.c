@@ -585,12 +585,13 @@ static void slot_unpack(const float *s, ls_tplan_device *d, int n, double *fp32_
 }
 
 /* The paired rounds' step hook: records the step just done (its own work, CPU seconds and
- * Linear layers) and sets the precision of the next: round j = step / nq, precision step % nq. */
+ * Linear layers; round j = step / nq - 1, precision step % nq: the first nq steps warm up,
+ * oneDNN builds its kernels there) and sets the precision of the next. */
 typedef struct {
     const ls_tplan *p;
     int slow, nq, steps;
     double *lt, *acc, busy_prev, cpu_prev;
-    double busy[LS_PREC_COUNT][MAXREP + 1], rest[LS_PREC_COUNT][MAXREP + 1], cpu_sum, busy_sum;
+    double busy[LS_PREC_COUNT][MAXREP], rest[LS_PREC_COUNT][MAXREP], cpu_sum, busy_sum;
 } rounds_ctx;
 
 static int rounds_set(rounds_ctx *c, ls_trainer *t, int step) {
@@ -604,12 +605,13 @@ static int rounds_set(rounds_ctx *c, ls_trainer *t, int step) {
 static int rounds_after_step(void *ctx, ls_trainer *t, const ls_train_step_info *info) {
     (void)info;
     rounds_ctx *c = ctx;
-    int k = c->steps++, q = k % c->nq, j = k / c->nq, n = c->p->n_lin;
+    int k = c->steps++, q = k % c->nq, j = k / c->nq - 1, n = c->p->n_lin;
     double cpu, b = busy_s(t, &cpu) - c->busy_prev, lin = 0;
-    c->busy[q][j] = b;
-    if (j > 0) c->busy_sum += b, c->cpu_sum += cpu - c->cpu_prev; /* round 0 warms up: oneDNN builds its kernels */
-    for (int i = 0; i < n; i++) c->lt[((size_t)i * LS_PREC_COUNT + q) * (MAXREP + 1) + j] = c->acc[i], lin += c->acc[i];
-    c->rest[q][j] = b - lin;
+    if (j >= 0) {
+        c->busy[q][j] = b, c->busy_sum += b, c->cpu_sum += cpu - c->cpu_prev;
+        for (int i = 0; i < n; i++) c->lt[((size_t)i * LS_PREC_COUNT + q) * MAXREP + j] = c->acc[i], lin += c->acc[i];
+        c->rest[q][j] = b - lin;
+    }
     return rounds_set(c, t, k + 1) < 0 ? -1 : 0;
 }
 
@@ -624,12 +626,12 @@ static int paired_rounds(ls_tplan *p, ls_trainer *t, ls_batch_source *src, ls_di
     ls_model *m = ls_trainer_model(t);
     int n = p->n_lin;
     rounds_ctx *c = calloc(1, sizeof *c);
-    double *lt = calloc((size_t)n * LS_PREC_COUNT * (MAXREP + 1) + n, sizeof(double));
+    double *lt = calloc((size_t)n * LS_PREC_COUNT * MAXREP + n, sizeof(double));
     if (!c || !lt) {
         free(c), free(lt);
         return ls_err(LS_ENOMEM, "plan: out of memory");
     }
-    *c = (rounds_ctx){.p = p, .slow = slow, .nq = nq, .lt = lt, .acc = lt + (size_t)n * LS_PREC_COUNT * (MAXREP + 1)};
+    *c = (rounds_ctx){.p = p, .slow = slow, .nq = nq, .lt = lt, .acc = lt + (size_t)n * LS_PREC_COUNT * MAXREP};
     ls_train_hooks h = {.ctx = c, .after_step = rounds_after_step};
     ls_train_run_opts ro = {.quiet = 1, .stop_at = ls_trainer_step_index(t) + (int64_t)(reps + 1) * nq};
     ls_train_run_result res = {0};
@@ -641,20 +643,15 @@ static int paired_rounds(ls_tplan *p, ls_trainer *t, ls_batch_source *src, ls_di
     if (rc == LS_OK && res.n_losses != (reps + 1) * nq)
         rc = ls_err(LS_EINVAL, "plan: the profile ran %d steps of %d", res.n_losses, (reps + 1) * nq);
     /* outside its own work: the step's all-reduce, the loop's agreement and the waits */
-    for (int k = nq; rc == LS_OK && k < res.n_losses; k++) sync[k - nq] = res.step_s[k] - c->busy[k % nq][k / nq];
+    for (int k = nq; rc == LS_OK && k < res.n_losses; k++) sync[k - nq] = res.step_s[k] - c->busy[k % nq][k / nq - 1];
     ls_train_run_result_free(&res);
-    double(*busy)[MAXREP + 1] = c->busy, (*rest)[MAXREP + 1] = c->rest, cpu_sum = c->cpu_sum, busy_sum = c->busy_sum;
-    /* from here on rounds are 0..reps-1 (the warm-up round 0 dropped) */
-    for (int q = 0; q < LS_PREC_COUNT; q++)
-        for (int j = 0; j < reps; j++) busy[q][j] = busy[q][j + 1], rest[q][j] = rest[q][j + 1];
-    for (size_t i = 0; i < (size_t)n * LS_PREC_COUNT; i++)
-        for (int j = 0; j < reps; j++) lt[i * (MAXREP + 1) + j] = lt[i * (MAXREP + 1) + j + 1];
+    double(*busy)[MAXREP] = c->busy, (*rest)[MAXREP] = c->rest;
     ls_model_set_linear_timer(m, NULL);
     if (rc == LS_OK) rc = ls_model_set_precision(m, NULL, n, p->per_channel);
-    d->cpu_share = busy_sum > 0 ? cpu_sum / busy_sum : 0;
+    d->cpu_share = c->busy_sum > 0 ? c->cpu_sum / c->busy_sum : 0;
     /* layers of one kind have one shape: per round the mean over them, then the median over
      * rounds (7 layers of noise averaged per sample instead of one) */
-    double v[(MAXREP + 1) * LS_PREC_COUNT];
+    double v[MAXREP * LS_PREC_COUNT];
     for (int kd = 0; kd < LS_LIN_COUNT; kd++)
         for (int q = 0; q < nq; q++) {
             int pq = slow ? q : LS_PREC_FP32;
@@ -663,7 +660,7 @@ static int paired_rounds(ls_tplan *p, ls_trainer *t, ls_batch_source *src, ls_di
                 double sum = 0;
                 int cnt = 0;
                 for (int i = kd; i < n; i += LS_LIN_COUNT, cnt++)
-                    sum += lt[((size_t)i * LS_PREC_COUNT + q) * (MAXREP + 1) + rep];
+                    sum += lt[((size_t)i * LS_PREC_COUNT + q) * MAXREP + rep];
                 v[rep] = cnt ? sum / cnt : 0;
             }
             double situ = ls_median(v, reps);
