@@ -196,12 +196,13 @@ int ls_dist_mpirun_args(char **av, char np[16], int ranks);
  * with 128 + signal), lost receives one line naming the rank that ended first (else ""). */
 int ls_dist_watch_open(char dir[64]);
 int ls_dist_wait_job(int job, const char *dir, int ranks, char *lost, size_t n);
-/* Runs `mpirun -np ranks self cmd argv[1..argc)` (without --ranks N / --ranks=N) on this
+/* Runs `mpirun -np ranks self [prefix] argv[0..argc)` (without --ranks N / --ranks=N; prefix
+ * NULL or a parent command, e.g. "plan" before a subcommand's own argv) on this
  * host, each rank's threads set to its share of the cores, and waits for it, watching the
  * ranks (ls_dist_wait_job: lost receives the line naming a killed rank, else ""); SIGINT and
  * SIGTERM meanwhile reach the ranks as SIGUSR1 (a stop request). Returns mpirun's exit
  * code (128 + signal when killed), or a negative status when it cannot start it. */
-int ls_dist_relaunch(int ranks, const char *self, const char *cmd, int argc, char **argv, char *lost, size_t nlost);
+int ls_dist_relaunch(int ranks, const char *self, const char *prefix, int argc, char **argv, char *lost, size_t nlost);
 
 /* ---------------------------------------------------------------- training loop */
 

@@ -45,10 +45,9 @@ int plan_train(int argc, char **argv) {
     int ranks = 0, rc = ls_tplan_check_opts(&o, &ranks), code = 0;
     ls_tplan *p = malloc(sizeof *p);
     if (rc == LS_OK && ranks > 1 && !getenv("OMPI_COMM_WORLD_SIZE")) {
-        /* this machine's ranks are profiled together, one process each: hand over to mpirun
-         * (argv - 1 is `plan`'s own argv: ls_args_subcommand passed argv + 1) */
+        /* this machine's ranks are profiled together, one process each: hand over to mpirun */
         char lost[300];
-        code = ls_cli_status(ls_dist_relaunch(ranks, ls_cli_self(), "plan", argc + 1, argv - 1, lost, sizeof lost));
+        code = ls_cli_status(ls_dist_relaunch(ranks, ls_cli_self(), "plan", argc, argv, lost, sizeof lost));
         if (lost[0]) fprintf(stderr, "llmsys plan train: %s\n", lost);
         ls_strlist_free(&data);
         free(p);

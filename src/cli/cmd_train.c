@@ -135,7 +135,7 @@ int cmd_train(int argc, char **argv) {
         rc = ls_usage_err("train", "%s", ls_errmsg());
     else if (o.ranks > 1 && !ws) { /* --ranks N outside mpirun: hand over to mpirun, which starts N copies of us */
         char lost[300];
-        rc = ls_cli_status(ls_dist_relaunch(o.ranks, ls_cli_self(), "train", argc, argv, lost, sizeof lost));
+        rc = ls_cli_status(ls_dist_relaunch(o.ranks, ls_cli_self(), NULL, argc, argv, lost, sizeof lost));
         if (lost[0]) fprintf(stderr, "llmsys train --ranks %d: %s\n", o.ranks, lost);
     } else if (ws && o.ranks > 1 && atoi(ws) != o.ranks)
         rc = ls_usage_err("train", "--ranks %d but mpirun started %s ranks", o.ranks, ws);

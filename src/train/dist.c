@@ -266,15 +266,15 @@ static void forward_stop_signal(int sig) {
     if (mpirun_pid > 0) kill(mpirun_pid, SIGUSR1);
 }
 
-int ls_dist_relaunch(int ranks, const char *self, const char *cmd, int argc, char **argv, char *lost, size_t nlost) {
+int ls_dist_relaunch(int ranks, const char *self, const char *prefix, int argc, char **argv, char *lost, size_t nlost) {
     if (nlost) lost[0] = '\0';
     char np[16];
     char **av = calloc((size_t)argc + LS_DIST_MPIRUN_ARGC + 3, sizeof *av);
     if (!av) return ls_err(LS_ENOMEM, "out of memory");
     int n = ls_dist_mpirun_args(av, np, ranks);
     av[n++] = (char *)self;
-    av[n++] = (char *)cmd;
-    for (int i = 1; i < argc; i++) {
+    if (prefix) av[n++] = (char *)prefix;
+    for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--ranks")) {
             i++;
             continue;
