@@ -487,17 +487,12 @@ static int profile_linears(ls_tplan *p, ls_tplan_device *d, int reps) {
     return rc;
 }
 
-/* Mean seconds of k training steps. */
-static int time_steps(ls_trainer *t, ls_batch_source *src, int k, double *out) {
-    double v[MAXREP];
-    if (k > MAXREP) k = MAXREP;
+/* k training steps (warm-up, or the indicator's observed steps). */
+static int run_steps(ls_trainer *t, ls_batch_source *src, int k) {
     for (int i = 0; i < k; i++) {
         float loss;
-        double t0 = ls_now();
         LS_TRY(ls_trainer_step(t, src, &loss, NULL));
-        v[i] = ls_now() - t0;
     }
-    *out = mean(v, k);
     return LS_OK;
 }
 
@@ -533,12 +528,11 @@ int ls_tplan_indicator_run(ls_tplan *p, const ls_corpus *corpus, const char *ckp
     ls_batch_source *src = NULL;
     ls_tplan_indicator *ind = calloc(1, sizeof *ind);
     int rc = ind ? rank_trainer(p, corpus, ckpt, threads, 2, NULL, &t, &src) : ls_err(LS_ENOMEM, "plan: out of memory");
-    double unused;
-    if (rc == LS_OK) rc = time_steps(t, src, 2, &unused); /* past the first, untypical steps */
+    if (rc == LS_OK) rc = run_steps(t, src, 2); /* past the first, untypical steps */
     /* then the indicator from two steps' real weights, activations and gradients */
     ls_model *m = t ? ls_trainer_model(t) : NULL;
     if (rc == LS_OK) rc = ls_model_set_linear_observer(m, ls_tplan_indicator_observe, ind);
-    if (rc == LS_OK) rc = time_steps(t, src, 2, &unused);
+    if (rc == LS_OK) rc = run_steps(t, src, 2);
     if (rc == LS_OK) ls_tplan_indicator_finish(ind, p->omega);
     ls_batch_source_free(src);
     ls_trainer_free(t);
@@ -730,12 +724,12 @@ int ls_tplan_profile_here(ls_tplan *p, const ls_corpus *corpus, const char *ckpt
     ls_throttle thr = {0};
     ls_tplan_device *base = calloc(1, sizeof *base);
     float *all = calloc((size_t)R * S, sizeof(float));
-    double *sync = calloc((size_t)R * rounds, sizeof(double)), fp32_s = 0, cv = 0, unused;
+    double *sync = calloc((size_t)R * rounds, sizeof(double)), fp32_s = 0, cv = 0;
     /* the indicator first, on every rank alike (the same data and weights), unthrottled */
     int rc = base && all && sync ? ls_tplan_indicator_run(p, corpus, ckpt, threads) : ls_err(LS_ENOMEM, "plan: out of memory");
     if (rc == LS_OK) rc = rank_trainer(p, corpus, ckpt, threads, 10, d, &t, &src);
     if ((rc = ls_dist_agree(d, rc, NULL)) < 0) goto done;
-    rc = time_steps(t, src, 2, &unused); /* warm-up, every rank together */
+    rc = run_steps(t, src, 2); /* warm-up, every rank together */
     if (rc == LS_OK && slow) rc = ls_throttle_apply(&thr, shares[me], threads);
     int mech_me = !thr.active ? 0 : thr.dir[0] ? 1 : 2;
     if (rc == LS_OK) rc = profile_linears(p, base, reps); /* the casts' share of each layer, alone */
