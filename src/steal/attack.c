@@ -787,7 +787,7 @@ static int round_synth(attack_t *a, int64_t want) {
     if (a->par)
         for (int64_t t = 0; t < nnew; t++) {
             a->par[first + t] = candP[selidx[t]];
-            a->has_par[first + t] = candP[selidx[t]].style >= 0;
+            a->has_par[first + t] = 1;
             parent[t] = cpar[selidx[t]];
         }
     /* Bisection, 3 halvings a pair: first morphs of variations labelled unlike their parent
