@@ -998,12 +998,9 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
         ls_replica_free(r);
         goto done;
     }
-    if (objects && o->tree_member) {
-        r->c = o->c, r->h = o->h, r->w = o->w, r->k = o->k, r->lo = o->lo, r->hi = o->hi;
-        if ((rc = tree_member(&a, r, res))) {
-            ls_replica_free(r);
-            goto done;
-        }
+    if (objects && o->tree_member && (rc = tree_member(&a, r, res))) {
+        ls_replica_free(r);
+        goto done;
     }
     r->c = o->c;
     r->h = o->h;
