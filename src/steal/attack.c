@@ -139,9 +139,9 @@ static int net_new(attack_t *a, uint64_t seed) {
     return LS_OK;
 }
 
-/* Fits net to every answer so far (Adam, lr 1e-3 decaying to lr_end of it); label: the
- * progress bar's, shown when the attack is verbose (NULL: none). */
-static int fit_net(attack_t *a, ls_mlp *net, int epochs, float lr_end, uint64_t seed, const char *label) {
+/* Fits a->net to every answer so far, weighted by wt (NULL = 1 each; Adam, lr 1e-3 decaying
+ * to lr_end of it); label: the progress bar's, shown when the attack is verbose (NULL: none). */
+static int fit_net(attack_t *a, const float *wt, int epochs, float lr_end, uint64_t seed, const char *label) {
     ls_mlp_fit_opts fo = {.epochs = epochs,
                           .batch = 128,
                           .lr = 1e-3f,
@@ -152,9 +152,8 @@ static int fit_net(attack_t *a, ls_mlp *net, int epochs, float lr_end, uint64_t 
                           .seed = seed,
                           .verbose = label && a->o->verbose,
                           .label = label};
-    return ls_mlp_fit(net, a->x, a->p, NULL, a->n, &fo, NULL);
+    return ls_mlp_fit(&a->net, a->x, a->p, wt, a->n, &fo, NULL);
 }
-
 
 static int is_image(const ls_steal_opts *o) { return o->h > 1 && o->w > 1; }
 
@@ -828,7 +827,7 @@ static int tree_member(attack_t *a, ls_replica *r, ls_steal_result *res) {
     fit.lo = ho.lo = a->o->lo, fit.hi = ho.hi = a->o->hi;
     fit.c = ho.c = a->o->c, fit.h = ho.h = a->o->h, fit.w = ho.w = a->o->w;
     for (int64_t i = 0, f = 0, h = 0; i < a->n; i++) {
-        ls_steal_data *dst = i % 5 == 4 && h < nh ? &ho : &fit;
+        ls_steal_data *dst = i % 5 == 4 ? &ho : &fit; /* n / 5 = nh such rows */
         int64_t j = dst == &ho ? h++ : f++;
         memcpy(dst->x + j * d, a->x + i * d, sizeof(float) * (size_t)d);
         dst->y[j] = a->y[i];
@@ -837,27 +836,20 @@ static int tree_member(attack_t *a, ls_replica *r, ls_steal_result *res) {
     ls_victim_opts_default(&vo, LS_VICTIM_TREE);
     double cart_acc;
     if ((rc = ls_victim_train(&vo, &fit, &cart)) || (rc = ls_victim_accuracy(cart, &ho, &cart_acc))) goto out;
-    /* an MLP of the replica's shape fitted on the same 4 of 5 (the 5th weighted 0) */
-    ls_mlp m;
-    int sizes[4] = {d, a->o->hidden1 > 0 ? a->o->hidden1 : 256, a->o->hidden2 > 0 ? a->o->hidden2 : 128, a->k};
+    /* an MLP of the replica's shape, trained as member 0 is, on the same 4 of 5 (the 5th weighted 0);
+     * a->net, which ls_steal_run frees */
     float *wt = malloc(sizeof(float) * (size_t)a->n), *z = malloc(sizeof(float) * (size_t)nh * a->k);
-    if (!wt || !z || (rc = ls_mlp_init(&m, 3, sizes, a->o->seed + 99))) {
-        free(wt), free(z);
-        if (!rc) rc = ls_err(LS_ENOMEM, "steal: out of memory");
-        goto out;
-    }
-    for (int64_t i = 0, h = 0; i < a->n; i++) wt[i] = i % 5 == 4 && h++ < nh ? 0.0f : 1.0f;
-    ls_mlp_fit_opts fo = {.epochs = a->o->final_epochs > 0 ? a->o->final_epochs : 30, .batch = 128, .lr = 1e-3f,
-                          .lr_end_frac = 0.02f, .wd = 1e-5f, .lo = a->o->lo, .hi = a->o->hi, .seed = a->o->seed + 5};
-    rc = ls_mlp_fit(&m, a->x, a->p, wt, a->n, &fo, NULL);
-    if (!rc) rc = ls_mlp_logits(&m, ho.x, nh, z);
+    if (!wt || !z) rc = ls_err(LS_ENOMEM, "steal: out of memory");
+    for (int64_t i = 0; i < a->n && !rc; i++) wt[i] = i % 5 == 4 ? 0.0f : 1.0f;
+    if (!rc) rc = net_new(a, a->o->seed + 99);
+    if (!rc) rc = fit_net(a, wt, a->o->final_epochs > 0 ? a->o->final_epochs : 30, 0.02f, a->o->seed + 5, NULL);
+    if (!rc) rc = ls_mlp_logits(&a->net, ho.x, nh, z);
     for (int64_t i = 0; i < nh && !rc; i++) {
         int b = 0;
         for (int j = 1; j < a->k; j++)
             if (z[i * a->k + j] > z[i * a->k + b]) b = j;
         lab[i] = b;
     }
-    ls_mlp_free(&m);
     free(wt), free(z);
     if (rc) goto out;
     double mlp_acc = ls_steal_label_accuracy(lab, &ho);
@@ -958,7 +950,7 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
         /* Rounds grow with what is known: each spends ~30% more than the last. */
         int64_t rsz = o->budget / 12 > 50 ? o->budget / 12 : 50;
         while (!rc && !a.failed && a.n < o->budget && a.n > 0) {
-            rc = fit_net(&a, &a.net, a.rounds == 1 ? 6 : 3, 0.1f, o->seed + (uint64_t)a.rounds, NULL);
+            rc = fit_net(&a, NULL, a.rounds == 1 ? 6 : 3, 0.1f, o->seed + (uint64_t)a.rounds, NULL);
             if (rc) break;
             style_weights(&a);
             int64_t want = o->budget - a.n < rsz ? o->budget - a.n : rsz;
@@ -988,7 +980,7 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
     for (int m = 0; m < o->members && !rc; m++) {
         rc = net_new(&a, o->seed + 99 + 1000 * (uint64_t)m);
         if (rc) break;
-        rc = fit_net(&a, &a.net, o->final_epochs > 0 ? o->final_epochs : 30, 0.02f, o->seed + 5 + (uint64_t)m, "replica");
+        rc = fit_net(&a, NULL, o->final_epochs > 0 ? o->final_epochs : 30, 0.02f, o->seed + 5 + (uint64_t)m, "replica");
         if (rc) break;
         r->net[m] = a.net;
         r->members = m + 1;
