@@ -1158,7 +1158,7 @@ static int load_member(ls_st_file *f, const char *path, int m, int nl, int d, in
  * shapes agree with each other and with r's classes, checked by ls_victim_tree_from. */
 static int load_tree(ls_st_file *f, const cJSON *meta, const char *path, ls_replica *r) {
     int has = 0;
-    if (cJSON_GetObjectItemCaseSensitive(meta, "tree")) LS_TRY(ls_json_get_int(meta, "tree", 0, &has));
+    LS_TRY(ls_json_get_int(meta, "tree", 0, &has)); /* absent: 0 */
     if (has != 0 && has != 1) return ls_err(LS_EFORMAT, "%s: \"tree\" must be 0 or 1, got %d", path, has);
     if (!has) return LS_OK;
     const ls_st_tensor *t = ls_st_find(f, "tree.feat"), *p = ls_st_find(f, "tree.probs");
