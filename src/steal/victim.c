@@ -836,7 +836,7 @@ static double cnn_params(const ls_victim *v, const int32_t *arch) {
 }
 
 /* Every child index and feature of t in bounds, children after their parent (so a walk
- * from the root ends), leaf probabilities finite: prediction walks and reads them. */
+ * from the root ends): prediction walks them. */
 static int tree_check(const tree_t *t, int d, const char *path) {
     for (int64_t i = 0; i < t->nnodes; i++) {
         if (t->feat[i] < 0) {
