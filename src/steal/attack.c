@@ -321,12 +321,19 @@ static int style_pick(attack_t *a) {
     return STYLE_OBJECT;
 }
 
-/* Shares of n cells (n <= NSTYLE) from the labels their queries got: hist[c * 64 + label]
- * counts, tot[c] their sums. A cell's label entropy H_c (normalised by log k) weighs it by
- * exp(8 (H_c - max H)); at least fl each; cells with under 20 answers kept at 1/n. */
-static void entropy_shares(const int64_t *hist, const int64_t *tot, int n, int k, double fl, float *out) {
+/* The shares from the answers so far: each style's label entropy (normalised by log k) H_s;
+ * share ~ exp(8 (H_s - max H)), at least 4 % each, styles with under 20 answers kept at 1/NSTYLE. */
+static void style_weights(attack_t *a) {
+    if (!a->par) return;
+    int k = a->k < 64 ? a->k : 64;
+    int64_t hist[NSTYLE * 64] = {0}, tot[NSTYLE] = {0};
+    for (int64_t i = 0; i < a->n; i++)
+        if (a->has_par[i] && a->y[i] < 64) {
+            hist[a->par[i].style * 64 + a->y[i]]++;
+            tot[a->par[i].style]++;
+        }
     double H[NSTYLE], hmax = 0, w[NSTYLE], sum = 0, sum2 = 0;
-    for (int c = 0; c < n; c++) {
+    for (int c = 0; c < NSTYLE; c++) {
         H[c] = -1;
         if (tot[c] < 20) continue;
         double e = 0;
@@ -338,29 +345,15 @@ static void entropy_shares(const int64_t *hist, const int64_t *tot, int n, int k
         H[c] = e / log((double)k);
         if (H[c] > hmax) hmax = H[c];
     }
-    for (int c = 0; c < n; c++) {
-        w[c] = H[c] < 0 ? 1.0 / n : exp(8 * (H[c] - hmax));
+    for (int c = 0; c < NSTYLE; c++) {
+        w[c] = H[c] < 0 ? 1.0 / NSTYLE : exp(8 * (H[c] - hmax));
         sum += w[c];
     }
-    for (int c = 0; c < n; c++) {
-        w[c] = w[c] / sum < fl ? fl : w[c] / sum;
+    for (int c = 0; c < NSTYLE; c++) {
+        w[c] = w[c] / sum < 0.04 ? 0.04 : w[c] / sum;
         sum2 += w[c];
     }
-    for (int c = 0; c < n; c++) out[c] = (float)(w[c] / sum2);
-}
-
-/* The shares from the answers so far: each style's label entropy (normalised by log k) H_s;
- * share ~ exp(8 (H_s - max H)), at least 4 % each, styles not yet asked kept at the mean. */
-static void style_weights(attack_t *a) {
-    if (!a->par) return;
-    int k = a->k < 64 ? a->k : 64;
-    int64_t hist[NSTYLE * 64] = {0}, tot[NSTYLE] = {0};
-    for (int64_t i = 0; i < a->n; i++)
-        if (a->has_par[i] && a->y[i] < 64) {
-            hist[a->par[i].style * 64 + a->y[i]]++;
-            tot[a->par[i].style]++;
-        }
-    entropy_shares(hist, tot, NSTYLE, k, 0.04, a->style_w);
+    for (int c = 0; c < NSTYLE; c++) a->style_w[c] = (float)(w[c] / sum2);
 }
 
 /* An object on a dark background, the generic prior for image-shaped inputs: the union of 1..4
