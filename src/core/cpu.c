@@ -11,10 +11,8 @@
 
 /* AMX-TILE and AMX-INT8 (cpuid leaf 7, EDX bits 24 and 25) and the kernel's leave to use the
  * tile data (Linux: arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) once per process;
- * then XCR0 bits 17-18). Asked once; 0 when any step fails. */
+ * then XCR0 bits 17-18). 0 when any step fails; ls_cpu_features asks once and keeps it. */
 static int amx_usable(void) {
-    static _Atomic int known = -1;
-    if (known >= 0) return known;
     unsigned a, b, c, d;
     int ok = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 24)) && (d & (1u << 25));
 #if defined(__linux__) && defined(SYS_arch_prctl)
@@ -27,7 +25,6 @@ static int amx_usable(void) {
         __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
         ok = (lo & (3u << 17)) == (3u << 17);
     }
-    known = ok;
     return ok;
 }
 
