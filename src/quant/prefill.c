@@ -248,10 +248,11 @@ int ls_quant_prefill_run(const ls_qmat *q, const float *X, int M, float *Y, cons
                 memset(si, 0, sizeof(float) * (size_t)G);
                 if (ci) memset(ci, 0, sizeof(float) * (size_t)G);
             }
-            const int8_t *row = (const int8_t *)(q->data + (size_t)(r + i) * q->row_bytes);
+            /* the row's packed data; a padding row's: its zero codes */
+            const int8_t *row = i < p.RB ? (const int8_t *)(q->data + (size_t)(r + i) * q->row_bytes) : d;
             if (padded && i < p.RB && q->bits == 8 && lv->centred) memcpy(d, row, (size_t)K);
             p.w[i] = q->bits == 8 && lv->centred && !padded ? row : d;
-            p.wq[i] = i < p.RB ? row : d;
+            p.wq[i] = row;
             p.s[i] = si, p.c[i] = ci, p.ws[i] = wsum + (size_t)i * G;
         }
         if (p.RB == RBm || padded) {
