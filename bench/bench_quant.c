@@ -103,16 +103,11 @@ static double copy_bw(const float *a, float *b, size_t n, int threads, int reps)
     return 2.0 * (double)n * sizeof(float) / best_of(t, reps) / 1e9;
 }
 
-static int cmp_dbl(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
+/* The median of v[0..n), n <= 64, leaving v as it is. */
 static double median(const double *v, int n) {
     double t[64];
     memcpy(t, v, sizeof(double) * (size_t)n);
-    qsort(t, (size_t)n, sizeof(double), cmp_dbl);
-    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+    return ls_median(t, n);
 }
 
 /* ---------------------------------------------------------------- ggml peer (optional)
