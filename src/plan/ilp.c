@@ -99,6 +99,12 @@ typedef struct {
     ls_plan_result plan;
 } ilp_result;
 
+/* Whether plan pl is of the candidate (device order, micro-batch pair). */
+static int of_candidate(const ls_plan_result *pl, const int *order, const int *mb, int N) {
+    return pl->n_stage == N && pl->mb_prefill == mb[0] && pl->mb_decode == mb[1] &&
+           !memcmp(pl->dev, order, sizeof(int) * (size_t)N);
+}
+
 /* Builds and solves the MIP for one candidate. cutoff: only solutions below it matter. */
 static int solve_one(const ls_plan_problem *p, const int *order, int mb_pre, int mb_dec, double limit_s, double cutoff,
                      const ls_plan_result *start, ilp_result *res) {
@@ -282,8 +288,7 @@ static int solve_one(const ls_plan_problem *p, const int *order, int mb_pre, int
     }
     /* warm start from a plan of the same candidate (the DP's), when it has one */
     double start_obj = INFINITY; /* objective of the MIP start given to CBC */
-    int same = start && start->n_stage == N && start->mb_prefill == mb_pre && start->mb_decode == mb_dec;
-    for (int j = 0; same && j < N; j++) same = start->dev[j] == order[j];
+    int same = start && of_candidate(start, order, (const int[2]){mb_pre, mb_dec}, N);
     /* CBC's MIP-start repair stalled on the 24-64 device models: warm start up to 16 devices */
     ls_plan_result *st = same && N <= 16 ? malloc(sizeof *st) : NULL;
     if (st) {
@@ -421,12 +426,6 @@ done:
     free(r.idx);
     free(r.val);
     return rc;
-}
-
-/* Whether plan pl is of the candidate (device order, micro-batch pair). */
-static int of_candidate(const ls_plan_result *pl, const int *order, const int *mb, int N) {
-    return pl->n_stage == N && pl->mb_prefill == mb[0] && pl->mb_decode == mb[1] &&
-           !memcmp(pl->dev, order, sizeof(int) * (size_t)N);
 }
 
 int ls_plan_ilp(const ls_plan_problem *p, ls_plan_result *out) {
