@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "llmsys/core.h"
@@ -159,11 +158,9 @@ int main(int argc, char **argv) {
         for (int t = 0; t < NA; t++) {
             /* when even the uniform split does not fit, the target is "no worse than all at 4 bits" */
             if (t == 1 && !r[0].ok) ls_plan_problem_set_quality(pb, (ls_plan_qtarget){LS_PLAN_Q_BITS, 4});
-            struct timespec c0, c1;
-            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+            double c0 = ls_thread_cpu_time();
             int rc = ls_plan_solve(pb, algos[t], pl);
-            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
-            double cpu = (double)(c1.tv_sec - c0.tv_sec) + 1e-9 * (double)(c1.tv_nsec - c0.tv_nsec);
+            double cpu = ls_thread_cpu_time() - c0;
             if (rc) {
                 fprintf(stderr, "  %s %s: %s\n", names[c], ls_plan_algo_name(algos[t]), ls_errmsg());
                 continue;
@@ -275,11 +272,9 @@ int main(int argc, char **argv) {
         ls_plan_problem_set_quality(pb, (ls_plan_qtarget){LS_PLAN_Q_BITS, 4});
         pb->time_limit_s = unseen_limit;
         pb->time_limit_cpu = ilp_cpu;
-        struct timespec c0, c1;
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+        double c0 = ls_thread_cpu_time();
         int rs = ls_plan_solve(pb, LS_PLAN_ALGO_SPLITQUANT, sq);
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
-        double cpu = (double)(c1.tv_sec - c0.tv_sec) + 1e-9 * (double)(c1.tv_nsec - c0.tv_nsec);
+        double cpu = ls_thread_cpu_time() - c0;
         int ri = ls_plan_solve(pb, LS_PLAN_ALGO_ILP, il);
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "case", cl->name);
