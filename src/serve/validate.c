@@ -221,7 +221,6 @@ int ls_validate_solve(ls_validate *v) {
     return LS_OK;
 }
 
-
 /* Serves every plan at once (their idle workers sleep in their receive) and times `runs`
  * rounds of one batch per plan after a warm-up round, the plans alternating. */
 static int measure(ls_validate *v, ls_plan *sp, ls_server **sv, char **prompts) {
