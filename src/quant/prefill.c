@@ -178,7 +178,7 @@ TARGET static void prep_row(const ls_qmat *q, int r, int centred, int8_t *dst, f
 /* Stores tile outputs out[RB][n] to Y rows r.., tokens t0.. (those < M), token by token:
  * each Y line written once (row by row, a power-of-two N put every token's line in one
  * L1 set and halved the GEMM's rate at N = 1024). 8 × 8 blocks are transposed in
- * registers; out holds whole 8-row blocks (rows past RB zero), stored whole while inside
+ * registers; out holds whole 8-row blocks (rows past RB of no use), stored whole while inside
  * the Y line. Call with ascending r. */
 TARGET static void store_tile(const float *out, int RB, int n, int t0, int r, int M, int N, float *Y) {
     int nl = M - t0 < n ? M - t0 : n, l = 0;
@@ -196,7 +196,7 @@ TARGET static void store_tile(const float *out, int RB, int n, int t0, int r, in
             for (int k = 0; k < 8; k++) {
                 __m128 y = k < 4 ? _mm256_castps256_ps128(t[k % 4]) : _mm256_extractf128_ps(t[k % 4], 1);
                 float *dst = Y + (size_t)(t0 + l + k) * N + r;
-                if (r + 4 <= N) _mm_storeu_ps(dst, y); /* past RB: zero rows, overwritten later */
+                if (r + 4 <= N) _mm_storeu_ps(dst, y); /* past RB: rows of no use, overwritten later */
                 else _mm_maskstore_ps(dst, mask, y);
             }
         }
@@ -208,7 +208,7 @@ TARGET static void store_tile(const float *out, int RB, int n, int t0, int r, in
             _Pragma("GCC unroll 8")
             for (int k = 0; k < 8; k++) {
                 float *dst = Y + (size_t)(t0 + l + k) * N + r + i;
-                /* past RB: out's zero rows, overwritten later by the next row block (rows
+                /* past RB: rows of no use, overwritten later by the next row block (rows
                  * ascend), unless past the end of the Y line: masked there */
                 if (r + i + 8 <= N) _mm256_storeu_ps(dst, t[k]);
                 else _mm256_maskstore_ps(dst, mask, t[k]);
@@ -227,7 +227,7 @@ int ls_quant_prefill_run(const ls_qmat *q, const float *X, int M, float *Y, cons
     int8_t *wbuf = ls_aligned_alloc(64, (size_t)RBm * K);
     int32_t *wsum = calloc((size_t)RBm * G, sizeof(int32_t));
     float *sc = calloc(2 * (size_t)RBm * G, sizeof(float));
-    /* whole 8-row blocks for store_tile (the rows past RBm stay zero) */
+    /* whole 8-row blocks for store_tile (the rows past RB: zero, or left by a wider tile; never kept) */
     float *out = ls_aligned_calloc(64, sizeof(float) * (size_t)((RBm + 7) / 8 * 8) * TBm * lv->TW);
     if (!wbuf || !wsum || !sc || !out) {
         ls_aligned_free(wbuf), free(wsum), free(sc), ls_aligned_free(out);
