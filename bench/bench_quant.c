@@ -6,9 +6,10 @@
  * build is given (--ggml DIR / LLMSYS_GGML_DIR), int8 and 4-bit decode against ggml's
  * q8_0 and repacked q4_0 in the same process, sides interleaved; and the prefill GEMM
  * (the level's integer GEMM: AMX-INT8, AVX-512 VNNI or AVX2; on an AMX machine the VNNI GEMM
- * too, as its own column) against dequantize-then-sgemm and OpenBLAS sgemm at a 2048-wide shape and the "small" model's shapes, and batches of 1-8 rows
- * (decode kernels) against dequantize-then-sgemm, sides interleaved. Prints tables, writes
- * JSON (--out); --only decode|prefill|batch runs one part. */
+ * too, on a line of its own) against dequantize-then-sgemm and OpenBLAS sgemm at a 2048-wide
+ * shape and the "small" model's shapes, and batches of 1-8 rows (decode kernels) against
+ * dequantize-then-sgemm, sides interleaved. Prints tables, writes JSON (--out); --only
+ * decode|prefill|batch runs one part. */
 #include <cblas.h>
 #include <cjson/cJSON.h>
 #include <dlfcn.h>
