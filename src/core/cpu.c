@@ -55,7 +55,7 @@ const char *ls_cpu_features_str(unsigned f, char *buf, size_t n) {
                                         "avx512bw", "avx512vl", "avx512vnni", "avx512bf16", "amx-int8"};
     size_t o = 0;
     if (n) buf[0] = '\0';
-    for (int i = 0; i < 9; i++) {
+    for (int i = 0; i < (int)(sizeof names / sizeof *names); i++) {
         if (!(f & (1u << i)) || o + strlen(names[i]) + 2 > n) continue;
         o += (size_t)snprintf(buf + o, n - o, "%s%s", o ? "," : "", names[i]);
     }
