@@ -2,15 +2,17 @@
  *   1. low-precision GEMMs (bf16, fp16, int8, casts included, as training runs them) vs
  *      OpenBLAS sgemm at the model's Linear shapes, interleaved, same run;
  *   2. planning time (profile here; allocation for a catalog cluster);
- *   3. predictor error: 5 plans (fp32, uniform bf16, uniform fp16, uniform int8, qsync) for 2
- *      ranks, one throttled, each run --repeats times interleaved as `llmsys train --ranks 2`,
- *      predicted vs the median of the measured per-step times, and the error by part (each
- *      rank's compute, the ranks' expected maximum, the synchronisation);
+ *   3. predictor error: 7 plans (fp32, uniform bf16, fp16 and int8, qsync, two fixed mixes) for
+ *      2 ranks, one throttled, run in --repeats interleaved rounds as `llmsys train --ranks 2`;
+ *      predicted (the plan files', from the profile before the first round; and each round's
+ *      from a profile taken just before it, unless --one-profile) vs the median of the measured
+ *      per-step times, and the error by part (each rank's compute, the ranks' expected maximum,
+ *      the synchronisation);
  *   4. held-out bits/byte at equal steps and at equal wall time (qsync vs uniform low
  *      precision vs fp32 at the slow rank's pace) and the throughput gain over fp32.
  *
- *   build/bench_qsync [--quick] [--gemm-only] [--config small] [--steps 10] [--repeats 3] [--reps 8 (profile rounds)]
- *                     [--share auto|X] [--out FILE]
+ *   build/bench_qsync [--quick] [--gemm-only] [--config small] [--steps 10] [--repeats 6] [--reps 8 (profile rounds)]
+ *                     [--one-profile] [--share auto|X] [--out FILE]
  *
  * The slow rank's CPU share: "auto" is 2/3 of what an unthrottled process gets right now
  * (the machine may be shared), so the slow rank runs at about 2/3 of the fast one's speed. */
@@ -127,7 +129,7 @@ static cJSON *gemm_table(const ls_model_config *c, int N, int reps) {
 }
 
 int main(int argc, char **argv) {
-    int quick = 0, steps = 10, reps = 8, gemm_only = 0, repeats = 3;
+    int quick = 0, steps = 10, reps = 8, gemm_only = 0, repeats = 6, reprofile = 1;
     const char *config = "small", *out = NULL, *share_arg = "auto";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick"))
@@ -144,15 +146,17 @@ int main(int argc, char **argv) {
             reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--share") && i + 1 < argc)
             share_arg = argv[++i];
+        else if (!strcmp(argv[i], "--one-profile"))
+            reprofile = 0;
         else if (!strcmp(argv[i], "--out") && i + 1 < argc)
             out = argv[++i];
         else {
             fprintf(stderr, "usage: bench_qsync [--quick] [--gemm-only] [--config NAME] [--steps N] [--repeats N] "
-                            "[--reps N] [--share auto|X] [--out FILE]\n");
+                            "[--reps N] [--one-profile] [--share auto|X] [--out FILE]\n");
             return 2;
         }
     }
-    if (quick && !gemm_only) config = "tiny", steps = 4, reps = 3, repeats = 1;
+    if (quick && !gemm_only) config = "tiny", steps = 4, reps = 3, repeats = 2;
     if (steps < 2) steps = 2;
     if (repeats < 1) repeats = 1;
     ls_model_set_threads(1);
@@ -220,7 +224,8 @@ int main(int argc, char **argv) {
                       .steps = steps,
                       .repeats = repeats,
                       .reps = reps,
-                      .share = share};
+                      .share = share,
+                      .reprofile = reprofile};
     ls_tplan_exp_row rows[NP];
     double prof_s = 0;
     ls_tplan *p = malloc(sizeof *p);
@@ -291,6 +296,11 @@ int main(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "sync_ms", rows[k].sync_s * 1e3);
         cJSON_AddNumberToObject(o, "sync_profiled_ms", rows[k].sync_pred_s * 1e3);
         cJSON_AddNumberToObject(o, "expected_max_excess_ms", rows[k].emax_s * 1e3);
+        cJSON *rm = cJSON_AddArrayToObject(o, "round_measured_ms"), *rp = cJSON_AddArrayToObject(o, "round_predicted_ms");
+        for (int r = 0; r < repeats; r++) {
+            cJSON_AddItemToArray(rm, cJSON_CreateNumber(rows[k].run_meas_s[r] * 1e3));
+            cJSON_AddItemToArray(rp, cJSON_CreateNumber(rows[k].run_pred_s[r] * 1e3));
+        }
         for (int r = 0; r < 2; r++) {
             char key[64];
             snprintf(key, sizeof key, "rank%d_compute_predicted_ms", r);
@@ -298,17 +308,17 @@ int main(int argc, char **argv) {
             snprintf(key, sizeof key, "rank%d_compute_measured_ms", r);
             cJSON_AddNumberToObject(o, key, rows[k].comp_meas_s[r] * 1e3);
         }
-        const char *vn[3] = {"run", "sync", "loo"};
-        const double pv[3][3] = {{rows[k].pred_run_s, rows[k].err_run, rows[k].err_run_max},
-                                 {rows[k].pred_sync_s, rows[k].err_sync, rows[k].err_sync_max},
-                                 {rows[k].pred_loo_s, rows[k].err_loo, rows[k].err_loo_max}};
+        const char *vn[3] = {"rounds", "at_run", "at_sync"};
+        const double pv[3][3] = {{rows[k].pred_rounds_s, rows[k].err_rounds, rows[k].err_rounds_max},
+                                 {rows[k].pred_run_s, rows[k].err_run, rows[k].err_run_max},
+                                 {rows[k].pred_sync_s, rows[k].err_sync, rows[k].err_sync_max}};
         for (int v = 0; v < 3; v++) {
             char key[64];
-            snprintf(key, sizeof key, "predicted_at_%s_ms", vn[v]);
+            snprintf(key, sizeof key, "predicted_%s_ms", vn[v]);
             cJSON_AddNumberToObject(o, key, pv[v][0] * 1e3);
-            snprintf(key, sizeof key, "error_at_%s_mean", vn[v]);
+            snprintf(key, sizeof key, "error_%s", vn[v]);
             cJSON_AddNumberToObject(o, key, pv[v][1]);
-            snprintf(key, sizeof key, "error_at_%s_max_abs", vn[v]);
+            snprintf(key, sizeof key, "error_%s_max_abs", vn[v]);
             cJSON_AddNumberToObject(o, key, pv[v][2]);
         }
         cJSON_AddNumberToObject(o, "heldout_bpb_equal_steps", rows[k].bpb);
@@ -318,7 +328,7 @@ int main(int argc, char **argv) {
     }
     double err[4][2];
     ls_tplan_exp_errors(rows, NP, err);
-    const char *en[4] = {"profile", "at_run", "at_sync", "at_loo"};
+    const char *en[4] = {"profile", "rounds", "at_run", "at_sync"};
     for (int v = 0; v < 4; v++) {
         char key[64];
         snprintf(key, sizeof key, "predictor_%s_mean_abs_error", en[v]);
@@ -326,6 +336,7 @@ int main(int argc, char **argv) {
         snprintf(key, sizeof key, "predictor_%s_max_abs_error", en[v]);
         cJSON_AddNumberToObject(J, key, err[v][1]);
     }
+    cJSON_AddBoolToObject(J, "reprofile", reprofile);
     cJSON_AddNumberToObject(J, "profile_cpu_share_rank0", p->dev[0].cpu_share);
     cJSON_AddNumberToObject(J, "profile_cpu_share_rank1", p->dev[1].cpu_share);
     cJSON_AddNumberToObject(J, "profile_step_cv", p->step_cv);

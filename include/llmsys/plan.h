@@ -587,6 +587,7 @@ typedef struct {
     int repeats;               /* interleaved rounds of every plan */
     int reps;                  /* profile repetitions */
     double share;              /* rank 1's CPU share */
+    int reprofile;             /* 1: profile again before every round after the first */
 } ls_tplan_exp;
 typedef struct {
     /* in: the plan */
@@ -603,7 +604,7 @@ typedef struct {
     /* per run, predicted at the share of a core each rank got in that run (ls_tplan_predict_at)
      * vs that run's median step: mean signed error over the runs and the largest |error|;
      * "run": with the profiled synchronisation; "sync": with the synchronisation time measured in
-     * that run; "loo": measured in the same round's runs of the other plans (median) */
+     * that run */
     double share0, share1, sync_s; /* mean share of a core of rank 0 and 1 while computing, sync s per step */
     double run_share[2];           /* mean share of a core of rank 0 and 1 over the whole run */
     /* the @run prediction by part, means over the runs: each rank's compute predicted and
@@ -612,22 +613,27 @@ typedef struct {
     double comp_pred_s[2], comp_meas_s[2], emax_s, sync_pred_s;
     double pred_run_s, err_run, err_run_max;
     double pred_sync_s, err_sync, err_sync_max;
-    double pred_loo_s, err_loo, err_loo_max;
+    /* per round: its run's median step and the prediction from the profile taken just before
+     * it (e->reprofile; else the plan file's); "rounds": the mean of those predictions vs
+     * meas_s, and the largest |error| of one round's prediction vs that round's median */
+    double run_meas_s[8], run_pred_s[8];
+    double pred_rounds_s, err_rounds, err_rounds_max;
     double bpb;    /* held-out bits/byte after e->steps */
     int eq_steps;  /* steps that fit the first plan's e->steps at its measured pace */
     double eq_bpb; /* held-out bits/byte after eq_steps (eq_time), else bpb */
 } ls_tplan_exp_row;
 /* The experiment: profiles a 2-rank cluster here (rank 1 at e->share), writes each plan, runs
- * every plan e->repeats times interleaved as `bin train --ranks 2` (per-step times from the
- * report, the first step of each run left out; median and quartiles), evaluates each after
- * e->steps and, where asked, at the first plan's wall time. p receives the qsync plan. */
+ * every plan in e->repeats interleaved rounds as `bin train --ranks 2` (each round starting one
+ * plan later; per-step times from the report, the first step of each run left out; median and
+ * quartiles; with e->reprofile a new profile before each later round predicts it), evaluates
+ * each after e->steps and, where asked, at the first plan's wall time. p receives the qsync plan. */
 int ls_tplan_exp_run(const ls_tplan_exp *e, const ls_corpus *c, int n, const ls_tplan_exp_row *want, ls_tplan *p,
                      ls_tplan_exp_row *rows, double *profile_s);
 /* The rows as a table (predicted vs measured, error, bits/byte; equal wall time); p: the
  * profiled plan. */
 void ls_tplan_exp_print(FILE *f, const ls_tplan_exp *e, const ls_tplan_exp_row *rows, int n, const ls_tplan *p);
 /* Mean |error| over the rows and the largest |error| of: [0] the plan files' predictions
- * (vs the median step), [1] @run, [2] @sync, [3] @loo (per run, ls_tplan_exp_row). */
+ * (vs the median step), [1] the rounds' profiles, [2] @run, [3] @sync (ls_tplan_exp_row). */
 void ls_tplan_exp_errors(const ls_tplan_exp_row *rows, int n, double err[4][2]);
 /* `llmsys demo qsync`: profiles, plans (fp32, uniform, qsync), trains each as a 2-rank run of
  * bin with rank 1 throttled, and prints predicted vs measured and the loss tables to out;

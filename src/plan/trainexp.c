@@ -108,11 +108,9 @@ int ls_tplan_exp_eval(const char *ckpt, const ls_corpus *c, int seq, double *bpb
  * under mpirun, the profile written to <dir>/plan-profile.json), then writes plan files
  * <dir>/plan-<name>.json for each wanted plan from that one profile; p receives the profile's
  * qsync plan, plans[k] each plan. */
-static int exp_plans(const ls_tplan_exp *e, ls_tplan *p, int n, const ls_tplan_exp_row *want, ls_tplan *plans,
-                     double *profile_s) {
-    char path[8192], log[8192], b[16], s[16], sh[32], reps[16];
-    snprintf(path, sizeof path, "%s/plan-profile.json", e->dir);
-    snprintf(log, sizeof log, "%s/plan-profile.log", e->dir);
+static int exp_profile(const ls_tplan_exp *e, const char *path, double *profile_s) {
+    char log[8192], b[16], s[16], sh[32], reps[16];
+    snprintf(log, sizeof log, "%s.log", path);
     snprintf(b, sizeof b, "%d", e->batch), snprintf(s, sizeof s, "%d", e->seq), snprintf(reps, sizeof reps, "%d", e->reps);
     snprintf(sh, sizeof sh, "local:1,%.3f", e->share);
     const char *av[] = {e->bin, "plan",  "train", "--model", e->config, "--cluster", sh,   "--batch", b,      "--seq",
@@ -123,6 +121,13 @@ static int exp_plans(const ls_tplan_exp *e, ls_tplan *p, int n, const ls_tplan_e
     double t0 = ls_now();
     LS_TRY(exp_spawn_wait(e->bin, av, log, what));
     *profile_s = ls_now() - t0;
+    return LS_OK;
+}
+static int exp_plans(const ls_tplan_exp *e, ls_tplan *p, int n, const ls_tplan_exp_row *want, ls_tplan *plans,
+                     double *profile_s) {
+    char path[8192];
+    snprintf(path, sizeof path, "%s/plan-profile.json", e->dir);
+    LS_TRY(exp_profile(e, path, profile_s));
     LS_TRY(ls_tplan_load(path, p));
     int rc = LS_OK;
     for (int k = 0; rc == LS_OK && k < n; k++) {
@@ -142,17 +147,16 @@ static int exp_plans(const ls_tplan_exp *e, ls_tplan *p, int n, const ls_tplan_e
     return rc;
 }
 /* Per run of plan q (runs of RUN_N numbers): predicted at the shares of a core the ranks got
- * in it, with the profiled synchronisation, with the sync time measured in the run, and with the
- * one measured in the same round's other runs (loo[r]), vs its median step: the mean signed
- * and max |error| of each into w. */
-static void exp_errors(const ls_tplan *q, const double *run, int runs, const double *loo, ls_tplan_exp_row *w) {
-    double pv[3][8], mean[3] = {0}, mx[3] = {0};
+ * in it, with the profiled synchronisation and with the sync time measured in the run, vs its
+ * median step: the mean signed and max |error| of each into w. */
+static void exp_errors(const ls_tplan *q, const double *run, int runs, ls_tplan_exp_row *w) {
+    double pv[2][8], mean[2] = {0}, mx[2] = {0};
     w->share0 = w->share1 = w->sync_s = w->sync_pred_s = w->emax_s = w->run_share[0] = w->run_share[1] = 0;
     memset(w->comp_pred_s, 0, sizeof w->comp_pred_s), memset(w->comp_meas_s, 0, sizeof w->comp_meas_s);
     for (int r = 0; r < runs; r++) {
         const double *x = run + RUN_N * r;
-        double sh[2] = {x[1], x[2]}, sync[3] = {-1, x[3], loo[r]}, st[2];
-        for (int v = 0; v < 3; v++) {
+        double sh[2] = {x[1], x[2]}, sync[2] = {-1, x[3]}, st[2];
+        for (int v = 0; v < 2; v++) {
             pv[v][r] = ls_tplan_predict_at(q, sh, sync[v], st);
             double e = (pv[v][r] - x[0]) / x[0];
             mean[v] += e / runs, mx[v] = fmax(mx[v], fabs(e));
@@ -168,7 +172,6 @@ static void exp_errors(const ls_tplan *q, const double *run, int runs, const dou
     }
     w->pred_run_s = ls_quantile(pv[0], runs, 0.5), w->err_run = mean[0], w->err_run_max = mx[0];
     w->pred_sync_s = ls_quantile(pv[1], runs, 0.5), w->err_sync = mean[1], w->err_sync_max = mx[1];
-    w->pred_loo_s = ls_quantile(pv[2], runs, 0.5), w->err_loo = mean[2], w->err_loo_max = mx[2];
 }
 
 int ls_tplan_exp_run(const ls_tplan_exp *e, const ls_corpus *c, int n, const ls_tplan_exp_row *want, ls_tplan *p,
@@ -193,28 +196,50 @@ int ls_tplan_exp_run(const ls_tplan_exp *e, const ls_corpus *c, int n, const ls_
     snprintf(ck, sizeof ck, "%s/%s%s.safetensors", e->dir, names[k], tag);                                             \
     snprintf(rep, sizeof rep, "%s/%s%s.json", e->dir, names[k], tag);                                                  \
     snprintf(log, sizeof log, "%s/%s%s.log", e->dir, names[k], tag)
-    /* rounds interleaving the plans, so a change of the machine's load hits all of them */
-    for (int r = 0; rc == LS_OK && r < e->repeats; r++)
-        for (int k = 0; rc == LS_OK && k < n; k++) {
+    /* rounds interleaving the plans, so a change of the machine's speed hits all of them; each
+     * round is also predicted from the profile taken just before it (the first round: the plan
+     * files' own; later ones: a new profile when e->reprofile, the same plans predicted on it) */
+    double fresh[LS_TPLAN_EXP_MAX][8];
+    ls_tplan *fp = malloc(sizeof *fp);
+    if (rc == LS_OK && !fp) rc = ls_err(LS_ENOMEM, "out of memory");
+    for (int r = 0; rc == LS_OK && r < e->repeats; r++) {
+        for (int k = 0; k < n; k++) fresh[k][r] = plans[k].pred_iter_s;
+        if (r > 0 && e->reprofile) {
+            char pp[4200];
+            double secs;
+            snprintf(pp, sizeof pp, "%s/plan-profile-%d.json", e->dir, r);
+            rc = exp_profile(e, pp, &secs);
+            if (rc == LS_OK) rc = ls_tplan_load(pp, fp);
+            for (int k = 0; rc == LS_OK && k < n; k++) {
+                memcpy(fp->prec, plans[k].prec, sizeof fp->prec);
+                rc = ls_tplan_predict(fp);
+                fresh[k][r] = fp->pred_iter_s;
+            }
+        }
+        for (int j = 0; rc == LS_OK && j < n; j++) {
+            int k = (j + r) % n; /* each round starts one plan later: no plan always runs last */
             EXP_PATHS(k, "");
             rc = exp_train(e, e->steps, plan, ck, rep, log, times + (size_t)k * cap, &cnt[k], run[k] + RUN_N * r);
             if (rc == LS_OK && r == 0) rc = ls_tplan_exp_eval(ck, c, e->seq, &rows[k].bpb);
         }
+    }
+    free(fp);
     for (int k = 0; rc == LS_OK && k < n; k++) {
         ls_tplan_exp_row *w = &rows[k];
         double *v = times + (size_t)k * cap;
         w->pred_s = plans[k].pred_iter_s;
-        double loo[8], o[LS_TPLAN_EXP_MAX];
-        for (int r = 0; r < e->repeats; r++) { /* the other plans' sync time in the same round */
-            int m = 0;
-            for (int j = 0; j < n; j++)
-                if (j != k) o[m++] = run[j][RUN_N * r + 3];
-            loo[r] = m ? ls_quantile(o, m, 0.5) : run[k][RUN_N * r + 3];
-        }
-        exp_errors(&plans[k], run[k], e->repeats, loo, w);
+        exp_errors(&plans[k], run[k], e->repeats, w);
         w->meas_s = ls_quantile(v, cnt[k], 0.5);
         w->meas_lo_s = ls_quantile(v, cnt[k], 0.25);
         w->meas_hi_s = ls_quantile(v, cnt[k], 0.75);
+        w->pred_rounds_s = w->err_rounds_max = 0;
+        for (int r = 0; r < e->repeats; r++) {
+            double m = run[k][RUN_N * r];
+            w->run_meas_s[r] = m, w->run_pred_s[r] = fresh[k][r];
+            w->pred_rounds_s += fresh[k][r] / e->repeats;
+            w->err_rounds_max = fmax(w->err_rounds_max, fabs(fresh[k][r] - m) / m);
+        }
+        w->err_rounds = (w->pred_rounds_s - w->meas_s) / w->meas_s;
         w->n_steps_timed = cnt[k];
         ls_tplan_mix(&plans[k], 1, w->mix, sizeof w->mix);
     }
@@ -241,44 +266,46 @@ void ls_tplan_exp_errors(const ls_tplan_exp_row *rows, int n, double err[4][2]) 
     for (int k = 0; k < n; k++) {
         const ls_tplan_exp_row *w = &rows[k];
         double e[4][2] = {{fabs(w->pred_s - w->meas_s) / w->meas_s, fabs(w->pred_s - w->meas_s) / w->meas_s},
+                          {fabs(w->err_rounds), w->err_rounds_max},
                           {fabs(w->err_run), w->err_run_max},
-                          {fabs(w->err_sync), w->err_sync_max},
-                          {fabs(w->err_loo), w->err_loo_max}};
+                          {fabs(w->err_sync), w->err_sync_max}};
         for (int v = 0; v < 4; v++) err[v][0] += e[v][0] / n, err[v][1] = fmax(err[v][1], e[v][1]);
     }
 }
 
 void ls_tplan_exp_print(FILE *f, const ls_tplan_exp *e, const ls_tplan_exp_row *rows, int n, const ls_tplan *p) {
-    fprintf(f, "  %-13s %-13s %8s %8s %15s %7s %11s %7s | %8s %7s %6s | %8s %7s %6s | %8s %7s %6s %9s\n", "plan",
-            "r1 fp/bf/16/i8", "pred ms", "meas ms", "quartiles ms", "error", "share r0/r1", "sync ms", "@run ms",
-            "error", "max", "@sync ms", "error", "max", "@loo ms", "error", "max", "bits/byte");
+    fprintf(f, "  %-13s %-13s %8s %8s %15s %7s | %9s %7s %6s | %11s %7s | %8s %7s %6s | %8s %7s %6s %9s\n", "plan",
+            "r1 fp/bf/16/i8", "pred ms", "meas ms", "quartiles ms", "error", "rounds ms", "error", "max",
+            "share r0/r1", "sync ms", "@run ms", "error", "max", "@sync ms", "error", "max", "bits/byte");
     for (int k = 0; k < n; k++) {
         const ls_tplan_exp_row *w = &rows[k];
         fprintf(f,
-                "  %-13s %-13s %8.1f %8.1f %7.1f-%-7.1f %+6.1f%% %5.2f/%-5.2f %7.1f | %8.1f %+6.1f%% %5.1f%% | %8.1f "
+                "  %-13s %-13s %8.1f %8.1f %7.1f-%-7.1f %+6.1f%% | %9.1f %+6.1f%% %5.1f%% | %5.2f/%-5.2f %7.1f | %8.1f "
                 "%+6.1f%% %5.1f%% | %8.1f %+6.1f%% %5.1f%% %9.4f\n",
                 w->name, w->mix, w->pred_s * 1e3, w->meas_s * 1e3, w->meas_lo_s * 1e3, w->meas_hi_s * 1e3,
-                100 * (w->pred_s - w->meas_s) / w->meas_s, w->share0, w->share1, w->sync_s * 1e3, w->pred_run_s * 1e3,
-                100 * w->err_run, 100 * w->err_run_max, w->pred_sync_s * 1e3, 100 * w->err_sync, 100 * w->err_sync_max,
-                w->pred_loo_s * 1e3, 100 * w->err_loo, 100 * w->err_loo_max, w->bpb);
+                100 * (w->pred_s - w->meas_s) / w->meas_s, w->pred_rounds_s * 1e3, 100 * w->err_rounds,
+                100 * w->err_rounds_max, w->share0, w->share1, w->sync_s * 1e3, w->pred_run_s * 1e3, 100 * w->err_run,
+                100 * w->err_run_max, w->pred_sync_s * 1e3, 100 * w->err_sync, 100 * w->err_sync_max, w->bpb);
     }
     double err[4][2];
     ls_tplan_exp_errors(rows, n, err);
-    fprintf(f, "  measured: median of %d steps per plan (%d interleaved runs x %d steps, the first of each left out)\n",
+    fprintf(f, "  measured: median of %d steps per plan (%d interleaved rounds x %d steps, the first of each left out)\n",
             rows[0].n_steps_timed, e->repeats, e->steps);
     fprintf(f,
-            "  pred: the plan file's prediction (costs measured in the paired profile, ranks at %.2f / %.2f of a core "
-            "while computing, the ranks' expected maximum, the synchronisation measured there)\n"
+            "  pred: the plan file's prediction (costs measured in the paired profile before the first round, ranks at "
+            "%.2f / %.2f of a core while computing, the ranks' expected maximum, the synchronisation measured there)\n"
+            "  rounds: the mean of each round's prediction from %s; max: the largest |error| of one round's "
+            "prediction vs that round's median step\n"
             "  per run, each rank's compute rescaled to the share of a core it got in that run while computing "
-            "(share r0/r1), their expected "
-            "maximum, plus: @run the profiled synchronisation (at the slowest rank's share); @sync the run's own time at the synchronisations "
-            "(sync: the rank that waited least, per step); @loo that time measured in the same round's runs of the "
-            "other plans\n"
-            "  error: mean over a plan's runs; max: the largest |error| of one run\n",
-            p->dev[0].cpu_share, p->dev[1].cpu_share);
+            "(share r0/r1), their expected maximum, plus: @run the profiled synchronisation (at the slowest rank's "
+            "share); @sync the run's own time at the synchronisations (sync: the rank that waited least, per step); "
+            "error: mean over a plan's runs, max: the largest |error| of one run\n",
+            p->dev[0].cpu_share, p->dev[1].cpu_share,
+            e->reprofile ? "the profile taken just before it (the same plans predicted on a new profile)"
+                         : "the one profile before the first round");
     fprintf(f,
-            "  mean |error| (max): pred %.1f%% (%.1f%%), @run %.1f%% (%.1f%%), @sync %.1f%% (%.1f%%), @loo %.1f%% "
-            "(%.1f%%); goal < 5%%\n",
+            "  mean |error| (max): pred %.1f%% (%.1f%%), rounds %.1f%% (%.1f%% in one round), @run %.1f%% (%.1f%%), "
+            "@sync %.1f%% (%.1f%%); goal < 5%%\n",
             100 * err[0][0], 100 * err[0][1], 100 * err[1][0], 100 * err[1][1], 100 * err[2][0], 100 * err[2][1],
             100 * err[3][0], 100 * err[3][1]);
     fprintf(f,
