@@ -259,6 +259,8 @@ unsigned ls_cpu_features(void);
 const char *ls_cpu_features_str(unsigned f, char *buf, size_t n);
 /* 1 if this CPU can run kernels of level isa. */
 int ls_cpu_isa_supported(ls_isa isa);
+/* Level top if this CPU has it, else the best lower level it has. */
+ls_isa ls_cpu_isa_upto(ls_isa top);
 /* The best level this CPU has, or a lower one named by LLMSYS_ISA=scalar|avx2|avx512|amx
  * (a level the CPU lacks falls back to the best it has). */
 ls_isa ls_cpu_isa(void);

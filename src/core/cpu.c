@@ -86,11 +86,14 @@ const char *ls_isa_name(ls_isa isa) {
     }
 }
 
+ls_isa ls_cpu_isa_upto(ls_isa top) {
+    int i = top;
+    while (i > LS_ISA_SCALAR && !ls_cpu_isa_supported((ls_isa)i)) i--;
+    return (ls_isa)i;
+}
+
 ls_isa ls_cpu_isa(void) {
-    ls_isa best = LS_ISA_SCALAR;
-    if (ls_cpu_isa_supported(LS_ISA_AMX)) best = LS_ISA_AMX;
-    else if (ls_cpu_isa_supported(LS_ISA_AVX512)) best = LS_ISA_AVX512;
-    else if (ls_cpu_isa_supported(LS_ISA_AVX2)) best = LS_ISA_AVX2;
+    ls_isa best = ls_cpu_isa_upto(LS_ISA_AMX);
     const char *e = getenv("LLMSYS_ISA");
     if (!e || !*e) return best;
     for (int i = LS_ISA_SCALAR; i <= LS_ISA_AMX; i++)

@@ -278,22 +278,15 @@ int ls_quant_decode_rows(void) {
     return __builtin_cpu_is("amd") ? 1 : 4;
 }
 
-/* Level top, or the best lower one the CPU has. */
-static ls_isa best_upto(ls_isa top) {
-    int i = top;
-    while (i > LS_ISA_SCALAR && !ls_cpu_isa_supported((ls_isa)i)) i--;
-    return (ls_isa)i;
-}
-
 /* The level a call runs at. */
 static ls_isa impl_isa(ls_qimpl impl) {
     switch (impl) {
     case LS_QIMPL_REF: return LS_ISA_SCALAR;
     case LS_QIMPL_AUTO: return ls_quant_isa();
-    case LS_QIMPL_AVX2: return best_upto(LS_ISA_AVX2);
+    case LS_QIMPL_AVX2: return ls_cpu_isa_upto(LS_ISA_AVX2);
     case LS_QIMPL_DEQUANT: return ls_quant_isa();
-    case LS_QIMPL_AVX512: return best_upto(LS_ISA_AVX512);
-    default: return best_upto(LS_ISA_AMX); /* FAST, AMX */
+    case LS_QIMPL_AVX512: return ls_cpu_isa_upto(LS_ISA_AVX512);
+    default: return ls_cpu_isa_upto(LS_ISA_AMX); /* FAST, AMX */
     }
 }
 
