@@ -104,10 +104,8 @@ int ls_tplan_exp_eval(const char *ckpt, const ls_corpus *c, int seq, double *bpb
     return rc;
 }
 
-/* Profiles this machine for a 2-rank cluster (rank 1 at share) with `bin plan train` (its ranks
- * under mpirun, the profile written to <dir>/plan-profile.json), then writes plan files
- * <dir>/plan-<name>.json for each wanted plan from that one profile; p receives the profile's
- * qsync plan, plans[k] each plan. */
+/* Profiles this machine for a 2-rank cluster (rank 1 at e->share) with `bin plan train` (its
+ * ranks under mpirun), the profile written to path, its log to path.log. */
 static int exp_profile(const ls_tplan_exp *e, const char *path, double *profile_s) {
     char log[8192], b[16], s[16], sh[32], reps[16];
     snprintf(log, sizeof log, "%s.log", path);
@@ -123,6 +121,8 @@ static int exp_profile(const ls_tplan_exp *e, const char *path, double *profile_
     *profile_s = ls_now() - t0;
     return LS_OK;
 }
+/* The profile (<dir>/plan-profile.json), then plan files <dir>/plan-<name>.json for each wanted
+ * plan from that one profile; p receives the profile's qsync plan, plans[k] each plan. */
 static int exp_plans(const ls_tplan_exp *e, ls_tplan *p, int n, const ls_tplan_exp_row *want, ls_tplan *plans,
                      double *profile_s) {
     char path[8192];
@@ -199,11 +199,10 @@ int ls_tplan_exp_run(const ls_tplan_exp *e, const ls_corpus *c, int n, const ls_
     /* rounds interleaving the plans, so a change of the machine's speed hits all of them; each
      * round is also predicted from the profile taken just before it (the first round: the plan
      * files' own; later ones: a new profile when e->reprofile, the same plans predicted on it) */
-    double fresh[LS_TPLAN_EXP_MAX][8];
     ls_tplan *fp = malloc(sizeof *fp);
     if (rc == LS_OK && !fp) rc = ls_err(LS_ENOMEM, "out of memory");
     for (int r = 0; rc == LS_OK && r < e->repeats; r++) {
-        for (int k = 0; k < n; k++) fresh[k][r] = plans[k].pred_iter_s;
+        for (int k = 0; k < n; k++) rows[k].run_pred_s[r] = plans[k].pred_iter_s;
         if (r > 0 && e->reprofile) {
             char pp[4200];
             double secs;
@@ -213,7 +212,7 @@ int ls_tplan_exp_run(const ls_tplan_exp *e, const ls_corpus *c, int n, const ls_
             for (int k = 0; rc == LS_OK && k < n; k++) {
                 memcpy(fp->prec, plans[k].prec, sizeof fp->prec);
                 rc = ls_tplan_predict(fp);
-                fresh[k][r] = fp->pred_iter_s;
+                rows[k].run_pred_s[r] = fp->pred_iter_s;
             }
         }
         for (int j = 0; rc == LS_OK && j < n; j++) {
@@ -235,9 +234,9 @@ int ls_tplan_exp_run(const ls_tplan_exp *e, const ls_corpus *c, int n, const ls_
         w->pred_rounds_s = w->err_rounds_max = 0;
         for (int r = 0; r < e->repeats; r++) {
             double m = run[k][RUN_N * r];
-            w->run_meas_s[r] = m, w->run_pred_s[r] = fresh[k][r];
-            w->pred_rounds_s += fresh[k][r] / e->repeats;
-            w->err_rounds_max = fmax(w->err_rounds_max, fabs(fresh[k][r] - m) / m);
+            w->run_meas_s[r] = m;
+            w->pred_rounds_s += w->run_pred_s[r] / e->repeats;
+            w->err_rounds_max = fmax(w->err_rounds_max, fabs(w->run_pred_s[r] - m) / m);
         }
         w->err_rounds = (w->pred_rounds_s - w->meas_s) / w->meas_s;
         w->n_steps_timed = cnt[k];
