@@ -21,7 +21,7 @@ typedef struct {
     double agree, acc, secs;
     int64_t queries, flagged_at, mon_at[LS_QMON_GRID];
     double w, max_z;
-    int tree_kept;            /* the replica kept its CART member */
+    int tree_tested, tree_kept; /* the attacker's CART test ran; the replica kept its CART member */
     double tree_acc, mlp_acc; /* the attacker's test that decided it (0: not run) */
 } outcome;
 
@@ -60,7 +60,7 @@ static int run_one(ls_victim_server *srv, const ls_steal_data *tr, const ls_stea
     ls_replica_free(r);
     out->secs = res.seconds;
     out->queries = res.queries;
-    out->tree_kept = res.tree_kept, out->tree_acc = res.tree_acc, out->mlp_acc = res.mlp_acc;
+    out->tree_tested = res.tree_tested, out->tree_kept = res.tree_kept, out->tree_acc = res.tree_acc, out->mlp_acc = res.mlp_acc;
     detector_view(srv, key, out);
     return rc;
 }
@@ -212,7 +212,7 @@ static int run_set(const char *set, char **dl, int nd, char **vl, int nv, const 
                        dl[di], vl[vi], vacc, (long long)budget, ours.agree, ours.secs, rnd.agree, nat.agree,
                        c->no_base ? 0.0 : prog, (long long)ours.flagged_at, (long long)nat.flagged_at,
                        (long long)ours.mon_at[zi], (long long)nat.mon_at[zi]);
-                if (ours.tree_acc > 0)
+                if (ours.tree_tested)
                     printf("%-10s %-7s   tree member %s: CART %.3f, MLP %.3f on the held-back fifth of the answers\n",
                            "", "", ours.tree_kept ? "kept" : "dropped", ours.tree_acc, ours.mlp_acc);
                 fflush(stdout);

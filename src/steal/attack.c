@@ -846,7 +846,7 @@ static int tree_member(attack_t *a, ls_replica *r, ls_steal_result *res) {
     free(wt), free(z);
     if (rc) goto out;
     double mlp_acc = ls_steal_label_accuracy(lab, &ho);
-    res->tree_acc = cart_acc, res->mlp_acc = mlp_acc;
+    res->tree_tested = 1, res->tree_acc = cart_acc, res->mlp_acc = mlp_acc;
     if (cart_acc > mlp_acc) { /* kept: refitted on every answer */
         ls_steal_data all = {
             .n = a->n, .d = d, .k = a->k, .c = a->o->c, .h = a->o->h, .w = a->o->w, .lo = a->o->lo, .hi = a->o->hi};

@@ -113,7 +113,7 @@ cJSON *ls_steal_result_json(const char *target, const char *strategy, const ls_s
     cJSON_AddBoolToObject(j, "stopped_early", res->stopped_early);
     if (res->stopped_early) cJSON_AddStringToObject(j, "error", res->error);
     cJSON_AddNumberToObject(j, "seconds", res->seconds);
-    if (res->tree_acc > 0) { /* the tree member's test (images) and whether the CART was kept */
+    if (res->tree_tested) { /* the tree member's test (images) and whether the CART was kept */
         cJSON *t = cJSON_AddObjectToObject(j, "tree_member");
         cJSON_AddBoolToObject(t, "kept", res->tree_kept);
         cJSON_AddNumberToObject(t, "cart_holdout_accuracy", res->tree_acc);
