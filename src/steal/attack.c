@@ -61,13 +61,6 @@ typedef struct {
  * classes gets more of the budget. */
 enum { STYLE_OBJECT = 0, STYLE_INVERTED, STYLE_STROKES, STYLE_FIELD, NSTYLE };
 
-/* EXPERIMENT (LS_STEAL_CELLS=1, branch only): each style's draws split into NCELL cells of
- * two rendering parameters in thirds (objects: primitive scale x fill level; strokes: width x
- * point count; fields: frequency band x wave kind); a cell's share within its style follows
- * the style rule on the label entropy of its answers. A row's cell is a function of its
- * parameters (cell_of), so variations and morphs move across cells with their parameters. */
-enum { NCELL = 9 };
-
 typedef struct {
     const ls_steal_opts *o;
     ls_steal_oracle oracle;
@@ -90,9 +83,6 @@ typedef struct {
     obj_params *par;     /* cap (images): each answered object's parameters, when has_par */
     unsigned char *has_par;
     float style_w[NSTYLE]; /* the prior's current share of each style */
-    int cells;             /* EXPERIMENT: cell shares on (1 entropy, 2 even, 3 replica surprise) */
-    unsigned char *surp;   /* EXPERIMENT cap: 0 no replica guess at query time, 1 guessed right, 2 wrong */
-    float cell_w[NSTYLE][NCELL];
 } attack_t;
 
 static float clampf(float v, float lo, float hi) { return v < lo ? lo : v > hi ? hi : v; }
@@ -169,51 +159,13 @@ static int is_image(const ls_steal_opts *o) { return o->h > 1 && o->w > 1; }
 
 /* ---------------------------------------------------------------- generators */
 
-/* u uniform in [0,1), or in third t of it when t >= 0 */
-static float third_u(ls_rng *r, int t) {
-    float u = ls_rng_uniform(r);
-    return t < 0 ? u : (t + u) / 3.0f;
-}
-
-static void obj_prim_draw_t(ls_rng *r, obj_prim *q, int H, int W, int t) {
+static void obj_prim_draw(ls_rng *r, obj_prim *q, int H, int W) {
     q->cy = H * (0.2f + 0.6f * ls_rng_uniform(r));
     q->cx = W * (0.2f + 0.6f * ls_rng_uniform(r));
-    q->ry = H * (0.08f + 0.3f * third_u(r, t));
-    q->rx = W * (0.06f + 0.3f * third_u(r, t));
+    q->ry = H * (0.08f + 0.3f * ls_rng_uniform(r));
+    q->rx = W * (0.06f + 0.3f * ls_rng_uniform(r));
     q->kind = (int)ls_rng_below(r, 3);
     q->slope = 1.2f * (ls_rng_uniform(r) - 0.5f);
-}
-
-static void obj_prim_draw(ls_rng *r, obj_prim *q, int H, int W) { obj_prim_draw_t(r, q, H, W, -1); }
-
-static int third_of(float u) {
-    int t = (int)(u * 3.0f);
-    return t < 0 ? 0 : t > 2 ? 2 : t;
-}
-
-/* EXPERIMENT: the cell of P within its style (3 x 3 thirds of two parameters). */
-static int cell_of(const attack_t *a, const obj_params *P) {
-    int H = a->o->h, W = a->o->w;
-    if (P->style <= STYLE_INVERTED) {
-        float s = 0;
-        for (int p = 0; p < P->np; p++)
-            s += 0.5f * ((P->p[p].ry / H - 0.08f) / 0.3f + (P->p[p].rx / W - 0.06f) / 0.3f);
-        s = P->np > 0 ? s / P->np : 0;
-        return 3 * third_of(s) + third_of((P->base - 0.2f) / 0.8f);
-    }
-    if (P->style == STYLE_STROKES)
-        return 3 * third_of((P->sv[10] - 1.0f) / (0.12f * W)) + (P->np <= 2 ? 0 : P->np == 3 ? 1 : 2);
-    return 3 * third_of((P->sv[1] - 4.0f) / 40.0f) + (int)P->sv[5];
-}
-
-/* EXPERIMENT: a cell of style s drawn from its current shares. */
-static int cell_pick(attack_t *a, int s) {
-    float u = ls_rng_uniform(&a->rng), acc = 0;
-    for (int c = 0; c < NCELL; c++) {
-        acc += a->cell_w[s][c];
-        if (u < acc) return c;
-    }
-    return NCELL - 1;
 }
 
 /* Channel 0 of x: the object's mask (into a->mask) filled with its level, shading (the
@@ -314,29 +266,28 @@ static void obj_render(attack_t *a, const obj_params *P, float *x) {
 }
 
 /* Draws the stroke or field parameters of P (its style already set). */
-static void style_draw(attack_t *a, obj_params *P, int cell) {
+static void style_draw(attack_t *a, obj_params *P) {
     ls_rng *r = &a->rng;
     int H = a->o->h, W = a->o->w;
-    int t1 = cell < 0 ? -1 : cell / 3, t2 = cell < 0 ? -1 : cell % 3;
     P->outline = 0;
     P->g = 0, P->sym = 0, P->ax = 0, P->sa = 0, P->e = 0; /* the object's fields, unused here */
     P->tex = 0.15f * ls_rng_uniform(r) * ls_rng_uniform(r);
     P->base = 0.5f + 0.5f * ls_rng_uniform(r);
     if (P->style == STYLE_STROKES) {
-        P->np = t2 < 0 ? 2 + (int)ls_rng_below(r, 4) : t2 < 2 ? 2 + t2 : 4 + (int)ls_rng_below(r, 2);
+        P->np = 2 + (int)ls_rng_below(r, 4);
         for (int i = 0; i < P->np; i++) {
             P->sv[2 * i] = H * (0.15f + 0.7f * ls_rng_uniform(r));
             P->sv[2 * i + 1] = W * (0.15f + 0.7f * ls_rng_uniform(r));
         }
-        P->sv[10] = 1.0f + 0.12f * W * third_u(r, t1);
+        P->sv[10] = 1.0f + 0.12f * W * ls_rng_uniform(r);
     } else {
         P->np = 0;
         P->sv[0] = 3.14159265f * ls_rng_uniform(r);
-        P->sv[1] = 4.0f + 40.0f * third_u(r, t1);
+        P->sv[1] = 4.0f + 40.0f * ls_rng_uniform(r);
         P->sv[2] = 6.2831853f * ls_rng_uniform(r);
         P->sv[3] = 0.1f + 0.4f * ls_rng_uniform(r);
         P->sv[4] = 0.3f + 0.4f * ls_rng_uniform(r);
-        P->sv[5] = t2 < 0 ? (float)ls_rng_below(r, 3) : (float)t2;
+        P->sv[5] = (float)ls_rng_below(r, 3);
     }
 }
 
@@ -368,63 +319,6 @@ static int style_pick(attack_t *a) {
         if (u < acc) return s;
     }
     return STYLE_OBJECT;
-}
-
-/* EXPERIMENT: each cell's share within its style by the style rule on its answers' label
- * entropy; log != 0 prints the table to stderr. */
-static void cell_weights(attack_t *a, int log_it) {
-    int k = a->k < 64 ? a->k : 64;
-    int64_t *hist = calloc((size_t)NSTYLE * NCELL * 64, sizeof(int64_t));
-    int64_t tot[NSTYLE][NCELL] = {{0}};
-    if (!hist) return;
-    int64_t nsur[NSTYLE][NCELL] = {{0}}, nwrong[NSTYLE][NCELL] = {{0}};
-    for (int64_t i = 0; i < a->n; i++)
-        if (a->has_par[i] && a->y[i] < 64) {
-            int s = a->par[i].style, c = cell_of(a, &a->par[i]);
-            hist[((size_t)s * NCELL + c) * 64 + a->y[i]]++;
-            tot[s][c]++;
-            if (a->surp && a->surp[i]) nsur[s][c]++, nwrong[s][c] += a->surp[i] == 2;
-        }
-    for (int s = 0; s < NSTYLE; s++) {
-        double H[NCELL], hmax = 0, w[NCELL], sum = 0, sum2 = 0;
-        for (int c = 0; c < NCELL; c++) {
-            H[c] = -1;
-            if (a->cells == 3 || a->cells == 5) {
-                if (nsur[s][c] >= 20) H[c] = (double)nwrong[s][c] / nsur[s][c];
-                if (H[c] > hmax) hmax = H[c];
-                continue;
-            }
-            if (tot[s][c] < 20) continue;
-            double e = 0;
-            for (int j = 0; j < k; j++) {
-                int64_t h = hist[((size_t)s * NCELL + c) * 64 + j];
-                if (h) {
-                    double p = (double)h / tot[s][c];
-                    e -= p * log(p);
-                }
-            }
-            H[c] = e / log((double)k);
-            if (H[c] > hmax) hmax = H[c];
-        }
-        for (int c = 0; c < NCELL; c++) {
-            w[c] = H[c] < 0 ? 1.0 / NCELL : exp(8 * (H[c] - hmax));
-            sum += w[c];
-        }
-        for (int c = 0; c < NCELL; c++) {
-            w[c] = w[c] / sum < 0.04 ? 0.04 : w[c] / sum;
-            sum2 += w[c];
-        }
-        for (int c = 0; c < NCELL; c++) a->cell_w[s][c] = (float)(w[c] / sum2);
-        if (a->cells >= 4) /* acceptance of a default draw in cell c: the base prior reweighted */
-            for (int c = 0; c < NCELL; c++) a->cell_w[s][c] = H[c] < 0 ? 1.0f : (float)fmax(exp(8 * (H[c] - hmax)), 0.36);
-        if (log_it) {
-            fprintf(stderr, "cells style %d (share %.3f):", s, a->style_w[s]);
-            for (int c = 0; c < NCELL; c++)
-                fprintf(stderr, " [%d%d n=%lld H=%.3f w=%.3f]", c / 3, c % 3, (long long)tot[s][c], H[c], a->cell_w[s][c]);
-            fprintf(stderr, "\n");
-        }
-    }
-    free(hist);
 }
 
 /* The shares from the answers so far: each style's label entropy (normalised by log k) H_s;
@@ -460,7 +354,6 @@ static void style_weights(attack_t *a) {
         sum2 += w[c];
     }
     for (int c = 0; c < NSTYLE; c++) a->style_w[c] = (float)(w[c] / sum2);
-    if (a->cells == 1 || a->cells >= 3) cell_weights(a, 0); /* 2: cells drawn at even shares (diagnostic) */
 }
 
 /* An object on a dark background, the generic prior for image-shaped inputs: the union of 1..4
@@ -473,28 +366,20 @@ static void object_seed(attack_t *a, float *x, obj_params *P) {
     int H = a->o->h, W = a->o->w;
     ls_rng *r = &a->rng;
     P->style = style_pick(a);
-    int cell = a->cells && a->cells < 4 ? cell_pick(a, P->style) : -1;
-    int t1 = cell < 0 ? -1 : cell / 3, t2 = cell < 0 ? -1 : cell % 3;
     if (P->style >= STYLE_STROKES) {
-        style_draw(a, P, cell);
-        for (int tries = 0; a->cells >= 4 && tries < 64 && ls_rng_uniform(r) >= a->cell_w[P->style][cell_of(a, P)];
-             tries++)
-            style_draw(a, P, -1);
+        style_draw(a, P);
         obj_render(a, P, x);
         return;
     }
-    for (int tries = 0;; tries++) {
-        P->np = 1 + (int)ls_rng_below(r, 4);
-        P->sym = ls_rng_below(r, 2) == 0;
-        P->ax = W * (0.4f + 0.2f * ls_rng_uniform(r));
-        for (int p = 0; p < P->np; p++) obj_prim_draw_t(r, &P->p[p], H, W, t1);
-        P->g = 2 + (int)ls_rng_below(r, 4);
-        for (int i = 0; i < P->g * P->g; i++) P->grid[i] = ls_rng_uniform(r);
-        P->base = 0.2f + 0.8f * third_u(r, t2);
-        P->sa = 0.6f * ls_rng_uniform(r);
-        P->tex = 0.25f * ls_rng_uniform(r) * ls_rng_uniform(r);
-        if (a->cells < 4 || tries >= 63 || ls_rng_uniform(r) < a->cell_w[P->style][cell_of(a, P)]) break;
-    }
+    P->np = 1 + (int)ls_rng_below(r, 4);
+    P->sym = ls_rng_below(r, 2) == 0;
+    P->ax = W * (0.4f + 0.2f * ls_rng_uniform(r));
+    for (int p = 0; p < P->np; p++) obj_prim_draw(r, &P->p[p], H, W);
+    P->g = 2 + (int)ls_rng_below(r, 4);
+    for (int i = 0; i < P->g * P->g; i++) P->grid[i] = ls_rng_uniform(r);
+    P->base = 0.2f + 0.8f * ls_rng_uniform(r);
+    P->sa = 0.6f * ls_rng_uniform(r);
+    P->tex = 0.25f * ls_rng_uniform(r) * ls_rng_uniform(r);
     obj_fill(a, P, r, x);
     P->outline = ls_rng_below(r, 2) == 0;
     P->e = !P->outline ? 0 : ls_rng_below(r, 2) ? 0.3f * ls_rng_uniform(r) : 1.0f;
@@ -896,13 +781,6 @@ static int round_synth(attack_t *a, int64_t want) {
             a->par[first + t] = candP[selidx[t]];
             a->has_par[first + t] = 1;
             parent[t] = cpar[selidx[t]];
-            if (a->surp) {
-                const float *pr = z + (int64_t)selidx[t] * k;
-                int b1 = 0;
-                for (int j = 1; j < k; j++)
-                    if (pr[j] > pr[b1]) b1 = j;
-                a->surp[first + t] = a->y[first + t] == b1 ? 1 : 2;
-            }
         }
     /* Bisection, 3 halvings a pair: first morphs of variations labelled unlike their parent
      * (images), then pixel blends of a new answer and an older row with another label. */
@@ -1049,13 +927,6 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
         if (n0 < 20 * o->k) n0 = 20 * o->k;
         if (n0 > o->budget) n0 = o->budget;
         for (int s = 0; s < NSTYLE; s++) a.style_w[s] = 1.0f / NSTYLE;
-        a.cells = a.par && getenv("LS_STEAL_CELLS") ? atoi(getenv("LS_STEAL_CELLS")) : 0;
-        for (int s = 0; s < NSTYLE; s++)
-            for (int c = 0; c < NCELL; c++) a.cell_w[s][c] = 1.0f / NCELL;
-        if (a.cells == 3 || a.cells == 5) a.surp = calloc((size_t)a.cap, 1);
-        if (a.cells >= 4)
-            for (int s = 0; s < NSTYLE; s++)
-                for (int c = 0; c < NCELL; c++) a.cell_w[s][c] = 1.0f;
         int64_t probe = n0 * 4 / 10; /* the first 40 % of the seeds probe every style evenly */
         for (int64_t s = 0; s < n0 && !a.failed;) {
             int64_t b = n0 - s < 4096 ? n0 - s : 4096;
@@ -1081,10 +952,6 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
             a.rounds++;
             if (a.n == before) break; /* nothing more could be asked: stop rather than spin */
             rsz = rsz * 13 / 10;
-        }
-        if (a.par && getenv("LS_STEAL_CELLS_LOG")) {
-            style_weights(&a);
-            cell_weights(&a, 1);
         }
     }
     free(buf);
@@ -1143,7 +1010,6 @@ done:
     free(a.shade);
     free(a.par);
     free(a.has_par);
-    free(a.surp);
     return rc;
 }
 
