@@ -83,9 +83,6 @@ typedef struct {
     obj_params *par;     /* cap (images): each answered object's parameters, when has_par */
     unsigned char *has_par;
     float style_w[NSTYLE]; /* the prior's current share of each style */
-    int mix_mode;          /* experiment (LS_STEAL_MIX): 0 off, 1 always, 2 gated by mix_gate */
-    int mix_on;            /* class mixes in the rounds */
-    int gate_done;
 } attack_t;
 
 static float clampf(float v, float lo, float hi) { return v < lo ? lo : v > hi ? hi : v; }
@@ -654,130 +651,6 @@ out:
     return rc;
 }
 
-/* Experiment: class mixes. Convex mixes (flat Dirichlet weights) of 2 or 3 answered queries of
- * one victim label (uniform among the labels seen), queried directly: nq queries. */
-static int class_mixes(attack_t *a, int64_t nq) {
-    int d = a->d, k = a->k;
-    int64_t *idx = malloc(sizeof(int64_t) * (size_t)a->n), start[65] = {0}, fill[64];
-    float *q = malloc(sizeof(float) * (size_t)nq * d);
-    int rc = LS_OK;
-    if (!idx || !q) {
-        rc = ls_err(LS_ENOMEM, "attack: out of memory");
-        goto out;
-    }
-    for (int64_t i = 0; i < a->n; i++) start[a->y[i] + 1]++;
-    for (int c = 0; c < k; c++) start[c + 1] += start[c];
-    for (int c = 0; c < k; c++) fill[c] = start[c];
-    for (int64_t i = 0; i < a->n; i++) idx[fill[a->y[i]]++] = i;
-    int seen[64], ns = 0;
-    for (int c = 0; c < k; c++)
-        if (start[c + 1] > start[c]) seen[ns++] = c;
-    if (!ns) goto out;
-    for (int64_t t = 0; t < nq; t++) {
-        int c = seen[ls_rng_below(&a->rng, (uint64_t)ns)];
-        int m = 2 + (int)ls_rng_below(&a->rng, 2);
-        float w[3], sw = 0;
-        int64_t r[3];
-        for (int j = 0; j < m; j++) {
-            w[j] = -logf(1.0f - ls_rng_uniform(&a->rng) * 0.999999f);
-            sw += w[j];
-            r[j] = idx[start[c] + (int64_t)ls_rng_below(&a->rng, (uint64_t)(start[c + 1] - start[c]))];
-        }
-        float *x = q + t * d;
-        for (int jj = 0; jj < d; jj++) {
-            float v = 0;
-            for (int j = 0; j < m; j++) v += w[j] / sw * a->x[r[j] * d + jj];
-            x[jj] = clampf(v, a->o->lo, a->o->hi);
-        }
-    }
-    ask(a, q, nq);
-out:
-    free(idx);
-    free(q);
-    return rc;
-}
-
-static double env_num(const char *name, double def) {
-    const char *e = getenv(name);
-    return e && *e ? atof(e) : def;
-}
-
-/* Experiment: the gate of the class mixes. On the attacker's own answers, every fifth held
- * back: a forest of the queries (the forest victim's trainer, 20 trees), a CART and an MLP of
- * the replica's shape are fitted on the other four fifths; the mixes go on when the forest
- * predicts the fifth better than the MLP by more than LS_STEAL_GATE_MARGIN (0.05) and the CART
- * does not beat the MLP by more than LS_STEAL_GATE_TREE (0.02; a tree victim, which mixes blur). */
-static int mix_gate(attack_t *a) {
-    int d = a->d, k = a->k;
-    double t0 = ls_now();
-    int64_t nh = a->n / 5, nt = a->n - nh;
-    if (nh < 20) return LS_OK;
-    ls_steal_data fit = {0}, ho = {0};
-    int rc = ls_steal_data_alloc(&fit, nt, d, k);
-    if (!rc) rc = ls_steal_data_alloc(&ho, nh, d, k);
-    ls_victim *forest = NULL, *cart = NULL;
-    ls_mlp net = {0};
-    int have = 0;
-    float *wt = NULL, *z = NULL;
-    int32_t *lab = NULL;
-    if (rc) goto out;
-    fit.lo = ho.lo = a->o->lo, fit.hi = ho.hi = a->o->hi;
-    fit.c = ho.c = a->o->c, fit.h = ho.h = a->o->h, fit.w = ho.w = a->o->w;
-    for (int64_t i = 0, f = 0, h = 0; i < a->n; i++) {
-        ls_steal_data *dst = i % 5 == 4 ? &ho : &fit;
-        int64_t j = dst == &ho ? h++ : f++;
-        memcpy(dst->x + j * d, a->x + i * d, sizeof(float) * (size_t)d);
-        dst->y[j] = a->y[i];
-    }
-    ls_victim_opts vo;
-    ls_victim_opts_default(&vo, LS_VICTIM_FOREST);
-    vo.trees = (int)env_num("LS_STEAL_GATE_TREES", 20);
-    double f_acc, c_acc, m_acc;
-    if ((rc = ls_victim_train(&vo, &fit, &forest)) || (rc = ls_victim_accuracy(forest, &ho, &f_acc))) goto out;
-    double t1 = ls_now();
-    ls_victim_opts_default(&vo, LS_VICTIM_TREE);
-    if ((rc = ls_victim_train(&vo, &fit, &cart)) || (rc = ls_victim_accuracy(cart, &ho, &c_acc))) goto out;
-    double t2 = ls_now();
-    int sizes[4] = {d, a->o->hidden1 > 0 ? a->o->hidden1 : 256, a->o->hidden2 > 0 ? a->o->hidden2 : 128, k};
-    wt = malloc(sizeof(float) * (size_t)a->n), z = malloc(sizeof(float) * (size_t)nh * k);
-    lab = malloc(sizeof(int32_t) * (size_t)nh);
-    if (!wt || !z || !lab) {
-        rc = ls_err(LS_ENOMEM, "steal: out of memory");
-        goto out;
-    }
-    for (int64_t i = 0; i < a->n; i++) wt[i] = i % 5 == 4 ? 0.0f : 1.0f;
-    if ((rc = ls_mlp_init(&net, 3, sizes, a->o->seed + 77))) goto out;
-    have = 1;
-    ls_mlp_fit_opts fo = {.epochs = (int)env_num("LS_STEAL_GATE_EPOCHS", 10),
-                          .batch = 128,
-                          .lr = 1e-3f,
-                          .lr_end_frac = 0.02f,
-                          .wd = 1e-5f,
-                          .lo = a->o->lo,
-                          .hi = a->o->hi,
-                          .seed = a->o->seed + 78};
-    if ((rc = ls_mlp_fit(&net, a->x, a->p, wt, a->n, &fo, NULL)) || (rc = ls_mlp_logits(&net, ho.x, nh, z))) goto out;
-    for (int64_t i = 0; i < nh; i++) {
-        int b = 0;
-        for (int j = 1; j < k; j++)
-            if (z[i * k + j] > z[i * k + b]) b = j;
-        lab[i] = b;
-    }
-    m_acc = ls_steal_label_accuracy(lab, &ho);
-    double margin = env_num("LS_STEAL_GATE_MARGIN", 0.05), tmargin = env_num("LS_STEAL_GATE_TREE", 0.02);
-    a->mix_on = f_acc - m_acc > margin && c_acc - m_acc <= tmargin;
-    fprintf(stderr, "mixgate: n %lld forest %.3f cart %.3f mlp %.3f -> %s (forest %.1fs, cart %.1fs, mlp %.1fs)\n",
-            (long long)a->n, f_acc, c_acc, m_acc, a->mix_on ? "ON" : "off", t1 - t0, t2 - t1, ls_now() - t2);
-out:
-    if (have) ls_mlp_free(&net);
-    ls_victim_free(forest);
-    ls_victim_free(cart);
-    free(wt), free(z), free(lab);
-    ls_steal_data_free(&fit);
-    ls_steal_data_free(&ho);
-    return rc;
-}
-
 /* One adaptive round: build a candidate pool, rank by replica uncertainty (and class rarity),
  * query the best and a random share, then bisect between differently-labelled pairs. */
 static int round_synth(attack_t *a, int64_t want) {
@@ -888,13 +761,6 @@ static int round_synth(attack_t *a, int64_t want) {
         ntop += nbis;
         nbis = 0;
     }
-    int64_t nmixq = 0;
-    if (a->mix_on) {
-        const char *e = getenv("LS_STEAL_MIX_SHARE");
-        nmixq = want * (e ? atoi(e) : 20) / 100;
-        if (nmixq > ntop) nmixq = ntop;
-        ntop -= nmixq;
-    }
     sel = malloc(sizeof(float) * (size_t)(ntop + nrand) * d);
     selidx = malloc(sizeof(int64_t) * (size_t)(ntop + nrand));
     parent = malloc(sizeof(int64_t) * (size_t)(ntop + nrand));
@@ -910,10 +776,6 @@ static int round_synth(attack_t *a, int64_t want) {
     int64_t first = a->n;
     ask(a, sel, ns);
     int64_t nnew = a->n - first;
-    /* experiment: LS_STEAL_MIX_EARLY=1 asks the mixes with the ranked picks, before bisection
-     * (they count among the round's new answers that pixel bisection pairs) */
-    int mix_early = getenv("LS_STEAL_MIX_EARLY") != NULL;
-    if (nmixq > 0 && mix_early && (rc = class_mixes(a, nmixq))) goto out;
     if (a->par)
         for (int64_t t = 0; t < nnew; t++) {
             a->par[first + t] = candP[selidx[t]];
@@ -926,7 +788,6 @@ static int round_synth(attack_t *a, int64_t want) {
     int64_t npairs = nbis / steps, used = 0;
     if (a->par && (rc = bisect_objects(a, first, parent, nnew, npairs, steps, &used))) goto out;
     rc = bisect_pixels(a, first, npairs - used, steps);
-    if (!rc && nmixq > 0 && !mix_early) rc = class_mixes(a, nmixq);
 out:
     free(cand);
     free(ysrc);
@@ -1079,21 +940,12 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
         }
         a.rounds = 1;
         rc = net_new(&a, o->seed + 17);
-        if (objects) {
-            const char *e = getenv("LS_STEAL_MIX");
-            a.mix_mode = e && !strcmp(e, "gate") ? 2 : e && !strcmp(e, "1") ? 1 : 0;
-            a.mix_on = a.mix_mode == 1;
-        }
         /* Rounds grow with what is known: each spends ~30% more than the last. */
         int64_t rsz = o->budget / 12 > 50 ? o->budget / 12 : 50;
         while (!rc && !a.failed && a.n < o->budget && a.n > 0) {
             rc = fit_net(&a, NULL, a.rounds == 1 ? 6 : 3, 0.1f, o->seed + (uint64_t)a.rounds, NULL);
             if (rc) break;
             style_weights(&a);
-            if (a.mix_mode == 2 && !a.gate_done && a.n >= (int64_t)(env_num("LS_STEAL_GATE_AT", 0.3) * (double)o->budget)) {
-                a.gate_done = 1;
-                if ((rc = mix_gate(&a))) break;
-            }
             int64_t want = o->budget - a.n < rsz ? o->budget - a.n : rsz;
             int64_t before = a.n;
             rc = round_synth(&a, want);
