@@ -22,7 +22,7 @@ typedef struct {
     int64_t queries, flagged_at, mon_at[LS_QMON_GRID];
     double w, max_z;
     int tree_tested, tree_kept; /* the attacker's CART test ran; the replica kept its CART member */
-    double tree_acc, mlp_acc; /* the attacker's test that decided it (0: not run) */
+    double tree_acc, mlp_acc; /* the accuracies of that test (when tree_tested) */
 } outcome;
 
 /* What the detectors saw of one client: PRADA's min W and flag; the monitor's flag per grid z. */

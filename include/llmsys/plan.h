@@ -578,13 +578,13 @@ int ls_tplan_apply(const char *path, ls_model *m, ls_dist *d, int batch, int seq
 double ls_tplan_exp_cpu_fraction(void);
 /* Held-out bits/byte of a checkpoint on the corpus's held-out split. */
 int ls_tplan_exp_eval(const char *ckpt, const ls_corpus *c, int seq, double *bpb);
-enum { LS_TPLAN_EXP_MAX = 8 };
+enum { LS_TPLAN_EXP_MAX = 8, LS_TPLAN_EXP_ROUNDS = 8 }; /* plans, interleaved rounds */
 typedef struct {
     const char *bin;           /* the llmsys binary that trains */
     const char *config, *data; /* model config name, training corpus path */
     const char *dir;           /* plans, checkpoints, reports and logs go here */
     int batch, seq, steps;     /* per run */
-    int repeats;               /* interleaved rounds of every plan */
+    int repeats;               /* interleaved rounds of every plan (1..LS_TPLAN_EXP_ROUNDS) */
     int reps;                  /* profile repetitions */
     double share;              /* rank 1's CPU share */
     int reprofile;             /* 1: profile again before every round after the first */
@@ -616,7 +616,7 @@ typedef struct {
     /* per round: its run's median step and the prediction from the profile taken just before
      * it (e->reprofile; else the plan file's); "rounds": the mean of those predictions vs
      * meas_s, and the largest |error| of one round's prediction vs that round's median */
-    double run_meas_s[8], run_pred_s[8];
+    double run_meas_s[LS_TPLAN_EXP_ROUNDS], run_pred_s[LS_TPLAN_EXP_ROUNDS];
     double pred_rounds_s, err_rounds, err_rounds_max;
     double bpb;    /* held-out bits/byte after e->steps */
     int eq_steps;  /* steps that fit the first plan's e->steps at its measured pace */

@@ -406,7 +406,7 @@ typedef struct {
     int64_t class_count[64]; /* answered labels per class (first 64 classes) */
     int tree_tested;          /* opts.tree_member: the CART's test ran (images) */
     int tree_kept;            /* ... and the CART was kept in the replica */
-    double tree_acc, mlp_acc; /* the test: the CART's and the MLP's accuracy on the held-back fifth (0: not run) */
+    double tree_acc, mlp_acc; /* the test: the CART's and the MLP's accuracy on the held-back fifth */
 } ls_steal_result;
 
 void ls_steal_opts_default(ls_steal_opts *o);

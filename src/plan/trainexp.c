@@ -150,7 +150,7 @@ static int exp_plans(const ls_tplan_exp *e, ls_tplan *p, int n, const ls_tplan_e
  * in it, with the profiled synchronisation and with the sync time measured in the run, vs its
  * median step: the mean signed and max |error| of each into w. */
 static void exp_errors(const ls_tplan *q, const double *run, int runs, ls_tplan_exp_row *w) {
-    double pv[2][8], mean[2] = {0}, mx[2] = {0};
+    double pv[2][LS_TPLAN_EXP_ROUNDS], mean[2] = {0}, mx[2] = {0};
     w->share0 = w->share1 = w->sync_s = w->sync_pred_s = w->emax_s = w->run_share[0] = w->run_share[1] = 0;
     memset(w->comp_pred_s, 0, sizeof w->comp_pred_s), memset(w->comp_meas_s, 0, sizeof w->comp_meas_s);
     for (int r = 0; r < runs; r++) {
@@ -177,15 +177,17 @@ static void exp_errors(const ls_tplan *q, const double *run, int runs, ls_tplan_
 int ls_tplan_exp_run(const ls_tplan_exp *e, const ls_corpus *c, int n, const ls_tplan_exp_row *want, ls_tplan *p,
                      ls_tplan_exp_row *rows, double *profile_s) {
     const char *names[LS_TPLAN_EXP_MAX];
-    if (n < 1 || n > LS_TPLAN_EXP_MAX || e->steps < 2 || e->repeats < 1 || e->repeats > 8)
-        return ls_err(LS_EINVAL, "experiment: 1..%d plans, >= 2 steps, 1..8 repeats", LS_TPLAN_EXP_MAX);
+    if (n < 1 || n > LS_TPLAN_EXP_MAX || e->steps < 2 || e->repeats < 1 ||
+        e->repeats > LS_TPLAN_EXP_ROUNDS)
+        return ls_err(LS_EINVAL, "experiment: 1..%d plans, >= 2 steps, 1..%d repeats", LS_TPLAN_EXP_MAX,
+                      LS_TPLAN_EXP_ROUNDS);
     for (int k = 0; k < n; k++) {
         rows[k] = want[k];
         names[k] = want[k].name;
     }
     ls_tplan *plans = malloc(sizeof *plans * (size_t)n);
     int cap = e->repeats * e->steps;
-    double *times = malloc(sizeof(double) * (size_t)cap * n), run[LS_TPLAN_EXP_MAX][RUN_N * 8];
+    double *times = malloc(sizeof(double) * (size_t)cap * n), run[LS_TPLAN_EXP_MAX][RUN_N * LS_TPLAN_EXP_ROUNDS];
     int *cnt = calloc((size_t)n, sizeof(int));
     int rc = plans && times && cnt ? LS_OK : ls_err(LS_ENOMEM, "out of memory");
     if (rc == LS_OK)
@@ -204,7 +206,7 @@ int ls_tplan_exp_run(const ls_tplan_exp *e, const ls_corpus *c, int n, const ls_
     for (int r = 0; rc == LS_OK && r < e->repeats; r++) {
         for (int k = 0; k < n; k++) rows[k].run_pred_s[r] = plans[k].pred_iter_s;
         if (r > 0 && e->reprofile) {
-            char pp[4200];
+            char pp[8192];
             double secs;
             snprintf(pp, sizeof pp, "%s/plan-profile-%d.json", e->dir, r);
             rc = exp_profile(e, pp, &secs);
