@@ -100,16 +100,24 @@ ls_log_level ls_log_get_level(void) {
     return (ls_log_level)l;
 }
 
+/* One line goes out in one write: processes sharing a pipe (MPI ranks, a server and its
+ * workers) then never split each other's lines. A line longer than the buffer is cut. */
 void ls_log(ls_log_level level, const char *file, int line, const char *fmt, ...) {
     static const char *names[] = {"debug", "info", "warn", "error"};
     if (level < ls_log_get_level() || level >= LS_LOG_OFF) return;
+    char buf[2048];
+    int n = level == LS_LOG_DEBUG ? snprintf(buf, sizeof buf, "[llmsys %s %s:%d] ", names[level], file, line)
+                                  : snprintf(buf, sizeof buf, "[llmsys %s] ", names[level]);
+    if (n < 0 || (size_t)n > sizeof buf - 2) n = 0;
     va_list ap;
-    pthread_mutex_lock(&log_mu);
-    if (level == LS_LOG_DEBUG) fprintf(stderr, "[llmsys %s %s:%d] ", names[level], file, line);
-    else fprintf(stderr, "[llmsys %s] ", names[level]);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    int m = vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
+    size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
+    if (len > sizeof buf - 2) len = sizeof buf - 2;
+    buf[len++] = '\n';
+    pthread_mutex_lock(&log_mu);
+    fwrite(buf, 1, len, stderr);
+    fflush(stderr);
     pthread_mutex_unlock(&log_mu);
 }
