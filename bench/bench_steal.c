@@ -335,6 +335,7 @@ int main(int argc, char **argv) {
                    "  --heldout:  held-out tasks (default %s), 'none' for none\n"
                    "  --tree-member: 0 = the replica is MLPs only, 1 = it adds a CART of the queries when the attacker's\n"
                    "          own test keeps it (images; the attack's default)\n"
+                   "  --train-n / --test-n: rows of each task's splits used (0: all; default 30000 / all)\n"
                    "  --goal: the issue's 20k goal on held-out images: the seven classic victims, budget 20000, the\n"
                    "          tasks' whole splits (20000 training, 5000 test rows), the attack's default 30 final\n"
                    "          epochs, no development tasks, held-out glyphs,fmnist-inv (options after --goal\n"
@@ -351,7 +352,7 @@ int main(int argc, char **argv) {
             held_s = "glyphs,fmnist-inv";
             budgets_s = "20000";
             c.train_n = 20000;
-            c.test_n = 5000;
+            c.test_n = 0; /* all */
             c.epochs = 30;
         }
         else if (!strcmp(a, "--proba"))
