@@ -3,6 +3,7 @@
  * stops its ranks when the controller is lost. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -204,6 +205,10 @@ static char proc_state(int pid, int *status) {
     return st;
 }
 
+static void drain_ranks(agent *a, int max);
+
+/* Notices ranks that exited (and reports each, after every report its rank sent: the last
+ * ones explain a failure) and keeps duty-cycle throttles ticking. */
 static void check_ranks(agent *a) {
     for (int i = 0; i < a->nrk; i++) {
         rank_state *r = &a->rk[i];
@@ -214,6 +219,9 @@ static void check_ranks(agent *a) {
             duty_tick(r);
             continue;
         }
+        int pid = r->pid;
+        drain_ranks(a, INT_MAX);
+        if (r->pid != pid || r->exited) continue; /* (its entry was taken over meanwhile) */
         r->exited = 1;
         cJSON *j = msg("exit");
         cJSON_AddNumberToObject(j, "rank", r->rank);
@@ -253,6 +261,7 @@ static void inject(agent *a, rank_state *r, int kind, double share, int64_t step
         return;
     }
     cJSON *j = msg("injected");
+    cJSON_AddNumberToObject(j, "launch", lsr_num(a->launch, "launch", 0)); /* whose job it hit */
     cJSON_AddStringToObject(j, "kind", ls_fault_name(kind));
     cJSON_AddNumberToObject(j, "rank", r->rank);
     cJSON_AddNumberToObject(j, "step", (double)step);
@@ -387,6 +396,20 @@ static void on_rank_msg(agent *a, const char *from, cJSON *j, void *bin, size_t 
     free(bin);
 }
 
+/* Handles up to max pending rank messages. */
+static void drain_ranks(agent *a, int max) {
+    cJSON *j;
+    void *bin;
+    size_t bl;
+    char from[64];
+    int got;
+    for (int k = 0; k < max && (got = lsr_recv(a->rt, from, &j, &bin, &bl)) != 0; k++)
+        if (got > 0) {
+            on_rank_msg(a, from, j, bin, bl);
+            cJSON_Delete(j);
+        }
+}
+
 static void materialize(agent *a, cJSON *j) {
     int64_t step = (int64_t)lsr_num(j, "step", -1);
     const char *path = lsr_str(j, "path");
@@ -487,19 +510,13 @@ int ls_agent_run(const ls_agent_opts *o) {
         zmq_pollitem_t it[2] = {{a->ctl, 0, ZMQ_POLLIN, 0}, {a->rt, 0, ZMQ_POLLIN, 0}};
         zmq_poll(it, 2, 10);
         cJSON *j;
-        void *bin;
-        size_t bl;
-        char from[64];
         while (lsr_recv(a->ctl, NULL, &j, NULL, NULL) > 0) {
             on_ctl_msg(a, j);
             cJSON_Delete(j);
         }
-        int got;
-        while ((got = lsr_recv(a->rt, from, &j, &bin, &bl)) != 0) {
-            if (got < 0) continue;
-            on_rank_msg(a, from, j, bin, bl);
-            cJSON_Delete(j);
-        }
+        /* a few rank messages a turn: sealing and storing snapshots is slow under load, and
+         * a burst of them must not starve the controller's orders and our heartbeats */
+        drain_ranks(a, 4);
         check_ranks(a);
         double now = ls_now();
         if (now - last_hb > 0.2) {

@@ -67,12 +67,15 @@ typedef struct {
     ls_fault_plan plan;
     int *plan_done;  /* 0 armed, 1 handed to the agents, 2 fired */
     int *plan_flags; /* PLAN_HANDLED, PLAN_REARMED, PLAN_DEFER_NOTED */
+    int64_t *plan_at; /* a re-armed entry: the job step it fired at again (see plan_rearm) */
     /* the job */
     int mpirun_pid, launches, relaunches;
     int slot_node[MAXN]; /* active slot -> node */
     int64_t end_step, best_step, job_step;
     int64_t rank_step[MAXR];
     int rank_pid[MAXR];
+    int rank_gone[MAXR]; /* this launch's rank reported its exit */
+    double last_exit_t;  /* when the newest of them arrived */
     double rank_time[MAXR];
     int ranks;
     double t0, last_progress, launch_t, first_step_t;
@@ -275,11 +278,6 @@ static void mark_injected(ctl *c, cJSON *j) {
             c->plan_done[i] = 2;
             break;
         }
-    for (int i = 0; i < c->plan.n; i++)
-        if (!c->plan_done[i] && c->plan.f[i].kind == kind && c->plan.f[i].rank == rank) {
-            c->plan_done[i] = 2;
-            break;
-        }
     if (kind == LS_FAULT_SLOW) snprintf(c->slow_method, sizeof c->slow_method, "%s", lsr_str(j, "method"));
     tl(c, "inject", "%s on rank %d at step %.0f (%s)", ls_fault_name(kind), rank, lsr_num(j, "step", 0),
        lsr_str(j, "method"));
@@ -324,6 +322,10 @@ static void pump(ctl *c, int ms) {
             double tt = lsr_num(j, "time", 0);
             /* only this launch's processes: a late exit of an earlier launch is no news */
             int ours = r >= 0 && r < c->ranks && c->rank_pid[r] == (int)lsr_num(j, "pid", -1);
+            if (ours) {
+                c->rank_gone[r] = 1;
+                c->last_exit_t = ls_now();
+            }
             if (ours && c->rank_step[r] < c->end_step && (c->ev_exit_rank < 0 || tt < c->ev_exit_time)) {
                 c->ev_exit_rank = r;
                 c->ev_exit_time = tt;
@@ -338,7 +340,8 @@ static void pump(ctl *c, int ms) {
                 for (int i = 0; i < c->plan.n; i++)
                     if (c->plan.f[i].kind == LS_FAULT_OOM && c->plan.f[i].rank == r) c->plan_done[i] = 2;
             }
-        } else if (!strcmp(t, "injected")) {
+        } else if (!strcmp(t, "injected") && lsr_num(j, "launch", -1) == c->launches) {
+            /* (an earlier launch's injection, reported late, is no news: plan_rearm judged it) */
             int kind = ls_fault_parse(lsr_str(j, "kind")), r = (int)lsr_num(j, "rank", -1);
             if (kind > 0 && r >= 0 && r < MAXR) c->inj_times[kind][r] = lsr_num(j, "time", -1);
             mark_injected(c, j);
@@ -532,6 +535,7 @@ static int launch(ctl *c, const char *resume, int64_t stop_at) {
         cJSON *rk = cJSON_AddArrayToObject(j, "ranks");
         for (int r = s * o->ranks_per_node; r < (s + 1) * o->ranks_per_node; r++)
             cJSON_AddItemToArray(rk, cJSON_CreateNumber(r));
+        cJSON_AddNumberToObject(j, "launch", c->launches);
         cJSON_AddNumberToObject(j, "ckpt_every", o->ckpt_every);
         cJSON_AddNumberToObject(j, "disk_every", o->disk_every);
         cJSON_AddNumberToObject(j, "keep", o->keep_disk);
@@ -546,6 +550,7 @@ static int launch(ctl *c, const char *resume, int64_t stop_at) {
             int replay_it = stop_at > 0 && f->kind == LS_FAULT_NAN && f->sticky && f->step == stop_at;
             if (stop_at > 0 && !replay_it) continue;
             if ((c->plan_done[i] && !replay_it) || f->step < 1 || f->kind == LS_FAULT_CORRUPT_CKPT) continue;
+            if ((c->plan_flags[i] & PLAN_REARMED) && !replay_it) continue; /* the controller fires these */
             if (f->rank < s * o->ranks_per_node || f->rank >= (s + 1) * o->ranks_per_node) continue;
             cJSON *e = cJSON_CreateObject();
             cJSON_AddStringToObject(e, "kind", ls_fault_name(f->kind));
@@ -562,6 +567,7 @@ static int launch(ctl *c, const char *resume, int64_t stop_at) {
     for (int r = 0; r < c->ranks; r++) {
         c->rank_step[r] = c->launch_step;
         c->rank_pid[r] = 0;
+        c->rank_gone[r] = 0;
         ls_jump_init(&c->jl[r], o->jump_factor, 20, 8);
         ls_jump_init(&c->jg[r], o->jump_factor, 20, 8);
     }
@@ -937,8 +943,8 @@ static void plan_handled(ctl *c, int kind, int rank) {
 }
 
 /* Injections that fired but were swallowed by a recovery (they landed in a job being stopped,
- * or in the same incident as the fault detected) fire again, once, in the relaunched job: at
- * its first step when their step has passed. Nothing planned is silently lost. */
+ * or in the same incident as the fault detected) fire again, once, in a relaunched job, by
+ * the controller (rearm_due). Nothing planned is silently lost. */
 static void plan_rearm(ctl *c) {
     for (int i = 0; i < c->plan.n; i++) {
         const ls_fault_spec *f = &c->plan.f[i];
@@ -947,9 +953,44 @@ static void plan_rearm(ctl *c) {
             continue;
         c->plan_done[i] = 0;
         c->plan_flags[i] |= PLAN_REARMED;
-        tl(c, "defer", "%s on rank %d fired into the stopped job, unhandled: fires again in the relaunched job",
+        tl(c, "defer", "%s on rank %d fired into the stopped job, unhandled: fires again in a relaunched job",
            ls_fault_name(f->kind), f->rank);
     }
+}
+
+/* Sends one injection to the agent of its rank, which executes it at once. */
+static void inject_now(ctl *c, int i, double now) {
+    const ls_fault_spec *f = &c->plan.f[i];
+    cJSON *j = msg("inject");
+    cJSON_AddStringToObject(j, "kind", ls_fault_name(f->kind));
+    cJSON_AddNumberToObject(j, "rank", f->rank);
+    cJSON_AddNumberToObject(j, "share", f->share);
+    send_node(c, node_of_rank(c, f->rank), j);
+    c->plan_done[i] = 2;
+    if (f->kind == LS_FAULT_NAN) c->inj_times[LS_FAULT_NAN][f->rank] = now;
+}
+
+/* Re-armed injections fire one at a time once the job trains: the next when the one before
+ * was handled, or when the job went on REARM_GAP steps (plus the slow detector's three
+ * windows) past it undetected. Fired together, a fault detected fast (a crash, in a fraction
+ * of a second) would swallow a slow one (a hang, --hang-timeout) again: agents see their
+ * ranks' steps late under load, so even one step apart is not apart. */
+enum { REARM_GAP = 4 };
+static void rearm_due(ctl *c, double now) {
+    if (c->first_step_t <= 0) return;
+    int64_t gap = REARM_GAP + (c->o->slow_window > 0 ? 3 * (int64_t)c->o->slow_window : 0);
+    for (int i = 0; i < c->plan.n; i++)
+        if ((c->plan_flags[i] & (PLAN_REARMED | PLAN_HANDLED)) == PLAN_REARMED && c->plan_done[i] == 2 &&
+            c->job_step < c->plan_at[i] + gap)
+            return; /* one in flight */
+    for (int i = 0; i < c->plan.n; i++)
+        if ((c->plan_flags[i] & PLAN_REARMED) && c->plan_done[i] == 0) {
+            c->plan_at[i] = c->job_step;
+            tl(c, "rearm", "%s on rank %d fires again at step %" PRId64, ls_fault_name(c->plan.f[i].kind),
+               c->plan.f[i].rank, c->job_step);
+            inject_now(c, i, now);
+            return;
+        }
 }
 
 static int handle_fault(ctl *c, int kind, int rank, int64_t step, double t_detect, const char *detail) {
@@ -1130,6 +1171,31 @@ static int relaunch(ctl *c, int64_t limit) {
     return rc < 0 ? -1 : 0;
 }
 
+/* A rank exited (or mpirun did): lets the news of the incident arrive before it is judged.
+ * The other exits and the failing rank's own report come a moment later (0.15 s); when
+ * mpirun noticed first, the agents' exit reports name the rank. Unless the rank was killed by
+ * an injected crash or said it ran out of memory, the burst of exits is waited for (until every rank is gone, or none came
+ * for 0.5 s): a rank whose update turned its parameters NaN fails at its next step, its peers
+ * fail with it, and their exits may be reported before its own last reports (a busy rank's
+ * messages lag), which explain them. At most 2 s. */
+static void settle_exit(ctl *c) {
+    double t0 = ls_now();
+    while (ls_now() - t0 < 0.15) pump(c, 10);
+    for (;;) {
+        int known = 0, gone = 0;
+        for (int q = 0; q < c->ranks; q++) {
+            known += c->rank_pid[q] > 0;
+            gone += c->rank_pid[q] > 0 && c->rank_gone[q];
+        }
+        int named = c->ev_exit_rank >= 0 || c->ev_oom_rank >= 0;
+        int injected = c->ev_exit_rank >= 0 && c->ev_exit_rank < MAXR && c->inj_times[LS_FAULT_CRASH][c->ev_exit_rank] > 0;
+        int quiet = named && ls_now() - (c->last_exit_t > t0 ? c->last_exit_t : t0) > 0.5;
+        /* (no rank of this launch said hello: no agent knows one, none will report) */
+        if (!known || (named && (injected || quiet || c->ev_oom_rank >= 0)) || gone == known || c->ev_nan_rank >= 0 || ls_now() - t0 > 2) break;
+        pump(c, 10);
+    }
+}
+
 /* ---------------------------------------------------------------- main loop */
 
 /* The value of a training option (the last occurrence wins, as in the train parser). */
@@ -1253,7 +1319,7 @@ static int run_loop(ctl *c) {
         /* time- and step-triggered injections the controller executes */
         for (int i = 0; i < c->plan.n; i++) {
             const ls_fault_spec *f = &c->plan.f[i];
-            if (c->plan_done[i] == 2) continue;
+            if (c->plan_done[i] == 2 || (c->plan_flags[i] & PLAN_REARMED)) continue;
             int due = f->step >= 1 ? (f->kind == LS_FAULT_CORRUPT_CKPT && c->job_step >= f->step)
                                    : (now - c->t0 >= f->time);
             if (!due) continue;
@@ -1267,16 +1333,10 @@ static int run_loop(ctl *c) {
                 corrupt_newest(c);
                 c->plan_done[i] = 2;
             } else if (f->step < 1 && c->first_step_t > 0) {
-                int nd = node_of_rank(c, f->rank);
-                cJSON *j = msg("inject");
-                cJSON_AddStringToObject(j, "kind", ls_fault_name(f->kind));
-                cJSON_AddNumberToObject(j, "rank", f->rank);
-                cJSON_AddNumberToObject(j, "share", f->share);
-                send_node(c, nd, j);
-                c->plan_done[i] = 2;
-                if (f->kind == LS_FAULT_NAN) c->inj_times[LS_FAULT_NAN][f->rank] = now;
+                inject_now(c, i, now);
             }
         }
+        rearm_due(c, now);
         repair_due(c);
         /* the pre-started world for the next restart: once this launch trains; one that died is
          * replaced (twice at most) */
@@ -1308,6 +1368,11 @@ static int run_loop(ctl *c) {
         int exited = c->mpirun_pid > 0 && waitpid(c->mpirun_pid, &status, WNOHANG) == c->mpirun_pid;
         if (exited) c->mpirun_pid = 0;
         int all_done = c->job_step >= c->end_step;
+        int gone = c->ev_exit_rank >= 0 || c->ev_oom_rank >= 0 || (exited && !all_done), pending = c->ev_nan_rank >= 0;
+        if (gone && !pending) {
+            settle_exit(c);
+            all_done = c->job_step >= c->end_step; /* the last reports may come after mpirun's exit */
+        }
         if (exited && all_done && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
             if (c->cur >= 0) c->f[c->cur].open = 0;
             tl(c, "complete", "step %" PRId64 " reached; final checkpoint %s", c->job_step, c->out);
@@ -1317,7 +1382,8 @@ static int run_loop(ctl *c) {
         int64_t step = c->job_step;
         double td = now;
         char detail[256] = "";
-        if (c->ev_nan_rank >= 0) {
+        /* a NaN or jump reported while settling explains the exits; a slow rank does not */
+        if (c->ev_nan_rank >= 0 && (pending || c->ev_nan_kind != LS_FAULT_SLOW)) {
             kind = c->ev_nan_kind;
             rank = c->ev_nan_rank;
             step = c->ev_nan_step;
@@ -1328,15 +1394,7 @@ static int run_loop(ctl *c) {
                                              : "compute time an outlier over 3 windows");
             if (kind == LS_FAULT_SLOW)
                 snprintf(detail, sizeof detail, "entered the all-reduce %.1fx later than the median rank, 3 windows running", c->slow.last_ratio);
-        } else if (c->ev_exit_rank >= 0 || c->ev_oom_rank >= 0 || (exited && !all_done)) {
-            /* let the other exits and the failing rank's own report arrive; when mpirun
-             * noticed first, the agents' exit reports name the rank a moment later */
-            for (double t = ls_now(); ls_now() - t < 0.15;) pump(c, 10);
-            /* (no rank of this launch said hello: no agent knows one, none will report) */
-            int known = 0;
-            for (int q = 0; q < c->ranks; q++) known += c->rank_pid[q] > 0;
-            for (double t = ls_now(); known && c->ev_exit_rank < 0 && c->ev_oom_rank < 0 && ls_now() - t < 2;)
-                pump(c, 10);
+        } else if (gone) {
             if (c->ev_oom_rank >= 0) {
                 kind = LS_FAULT_OOM;
                 rank = c->ev_oom_rank;
@@ -1498,7 +1556,8 @@ int ls_robust_run(const ls_robust_opts *o, ls_robust_result *res) {
     if (rc == LS_OK) {
         c->plan_done = calloc((size_t)c->plan.n + 1, sizeof(int));
         c->plan_flags = calloc((size_t)c->plan.n + 1, sizeof(int));
-        if (!c->plan_done || !c->plan_flags) rc = ls_err(LS_ENOMEM, "out of memory");
+        c->plan_at = calloc((size_t)c->plan.n + 1, sizeof(int64_t));
+        if (!c->plan_done || !c->plan_flags || !c->plan_at) rc = ls_err(LS_ENOMEM, "out of memory");
     }
     if (rc == LS_OK) {
         if (o->ckpt_dir) {
@@ -1593,6 +1652,7 @@ int ls_robust_run(const ls_robust_opts *o, ls_robust_result *res) {
     ls_fault_plan_free(&c->plan);
     free(c->plan_done);
     free(c->plan_flags);
+    free(c->plan_at);
     free(c->loss_of);
     free(c->lbits);
     if (c->rt) zmq_close(c->rt);
