@@ -1173,11 +1173,11 @@ static int relaunch(ctl *c, int64_t limit) {
 
 /* A rank exited (or mpirun did): lets the news of the incident arrive before it is judged.
  * The other exits and the failing rank's own report come a moment later (0.15 s); when
- * mpirun noticed first, the agents' exit reports name the rank. Unless the rank was killed by
- * an injected crash or said it ran out of memory, the burst of exits is waited for (until every rank is gone, or none came
- * for 0.5 s): a rank whose update turned its parameters NaN fails at its next step, its peers
- * fail with it, and their exits may be reported before its own last reports (a busy rank's
- * messages lag), which explain them. At most 2 s. */
+ * mpirun noticed first, the agents' exit reports name the rank. Unless the rank was killed
+ * by an injected crash or said it ran out of memory, the burst of exits is waited for (until
+ * every rank is gone, or none came for 0.5 s): a rank whose update turned its parameters NaN
+ * fails at its next step, its peers fail with it, and their exits may be reported before its
+ * own last reports (a busy rank's messages lag), which explain them. At most 2 s. */
 static void settle_exit(ctl *c) {
     double t0 = ls_now();
     while (ls_now() - t0 < 0.15) pump(c, 10);
@@ -1187,11 +1187,11 @@ static void settle_exit(ctl *c) {
             known += c->rank_pid[q] > 0;
             gone += c->rank_pid[q] > 0 && c->rank_gone[q];
         }
-        int named = c->ev_exit_rank >= 0 || c->ev_oom_rank >= 0;
-        int injected = c->ev_exit_rank >= 0 && c->ev_exit_rank < MAXR && c->inj_times[LS_FAULT_CRASH][c->ev_exit_rank] > 0;
-        int quiet = named && ls_now() - (c->last_exit_t > t0 ? c->last_exit_t : t0) > 0.5;
+        int r = c->ev_exit_rank, named = r >= 0 || c->ev_oom_rank >= 0;
+        int explained = c->ev_oom_rank >= 0 || (r >= 0 && c->inj_times[LS_FAULT_CRASH][r] > 0) ||
+                        ls_now() - (c->last_exit_t > t0 ? c->last_exit_t : t0) > 0.5;
         /* (no rank of this launch said hello: no agent knows one, none will report) */
-        if (!known || (named && (injected || quiet || c->ev_oom_rank >= 0)) || gone == known || c->ev_nan_rank >= 0 || ls_now() - t0 > 2) break;
+        if (!known || gone == known || (named && explained) || c->ev_nan_rank >= 0 || ls_now() - t0 > 2) break;
         pump(c, 10);
     }
 }
@@ -1368,8 +1368,9 @@ static int run_loop(ctl *c) {
         int exited = c->mpirun_pid > 0 && waitpid(c->mpirun_pid, &status, WNOHANG) == c->mpirun_pid;
         if (exited) c->mpirun_pid = 0;
         int all_done = c->job_step >= c->end_step;
-        int gone = c->ev_exit_rank >= 0 || c->ev_oom_rank >= 0 || (exited && !all_done), pending = c->ev_nan_rank >= 0;
-        if (gone && !pending) {
+        int exit_ev = c->ev_exit_rank >= 0 || c->ev_oom_rank >= 0 || (exited && !all_done);
+        int pending = c->ev_nan_rank >= 0;
+        if (exit_ev && !pending) {
             settle_exit(c);
             all_done = c->job_step >= c->end_step; /* the last reports may come after mpirun's exit */
         }
@@ -1394,7 +1395,7 @@ static int run_loop(ctl *c) {
                                              : "compute time an outlier over 3 windows");
             if (kind == LS_FAULT_SLOW)
                 snprintf(detail, sizeof detail, "entered the all-reduce %.1fx later than the median rank, 3 windows running", c->slow.last_ratio);
-        } else if (gone) {
+        } else if (exit_ev) {
             if (c->ev_oom_rank >= 0) {
                 kind = LS_FAULT_OOM;
                 rank = c->ev_oom_rank;
