@@ -185,7 +185,7 @@ int ls_gpt_forward(const ls_gpt_weights *w, ls_gpt_scratch *sc, const ls_gpt_seq
         const ls_gpt_seq *s = &seqs[i];
         if (s->slot < 0 || s->slot >= w->slots)
             return ls_err(LS_EINVAL, "engine: KV slot %d out of range [0, %d)", s->slot, w->slots);
-        if (s->n < 1 || s->pos < 0 || s->pos + s->n > c->n_ctx)
+        if (s->n < 1 || s->pos < 0 || s->n > c->n_ctx - s->pos) /* no int overflow at pos near INT_MAX */
             return ls_err(LS_EINVAL, "engine: sequence of %d tokens at position %d exceeds the context (%d)", s->n,
                           s->pos, c->n_ctx);
         ntok += (size_t)s->n;
