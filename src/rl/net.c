@@ -281,6 +281,10 @@ int rl_join(void *zctx, const char *manager, const char *role, int id, const cha
     const char *js = n > 0 ? rl_get_bytes(&r, (size_t)n) : NULL;
     rc = js ? rl_config_from_json(js, (size_t)n, cfg) : ls_err(LS_EFORMAT, "manager: empty config");
     free(rep);
+    /* started by `rl run`: tell it the manager knows this worker now (its fault timers wait for this) */
+    const char *joined = getenv("LLMSYS_RL_JOINED");
+    if (rc == LS_OK && joined && *joined && ls_file_write_atomic(joined, "joined\n", 7) != LS_OK)
+        LS_WARN("%s %d: %s", role, id, ls_errmsg());
     return rc;
 }
 

@@ -65,18 +65,30 @@ typedef struct {
     char role[16];
     int id;
     char log[1200];
+    char joined[1200]; /* the file the worker writes once the manager has answered its hello */
+    double joined_at;  /* run time it was first seen; -1 until then */
 } child;
 
-static pid_t spawn(const ls_rl_run_opts *o, const char *role, int id, const char *manager, const char *cfg_path,
-                   const char *port_file, const char *log) {
+static pid_t spawn(const ls_rl_run_opts *o, child *c, const char *manager, const char *cfg_path,
+                   const char *port_file) {
+    const char *role = c->role;
     char ids[16];
-    snprintf(ids, sizeof ids, "%d", id);
+    snprintf(ids, sizeof ids, "%d", c->id);
     const char *mgr[] = {o->exe, "rl", "worker", "--role", role, "--config", cfg_path, "--port-file", port_file, NULL};
     const char *wrk[] = {o->exe, "rl", "worker", "--role", role, "--id", ids, "--manager", manager, NULL};
-    const char *env[] = {"OMP_NUM_THREADS", "1", "OPENBLAS_NUM_THREADS", "1", NULL};
-    ls_spawn_opts so = {.log = log, .log_append = 1, .env = env};
+    const char *env[] = {"OMP_NUM_THREADS", "1", "OPENBLAS_NUM_THREADS", "1", "LLMSYS_RL_JOINED", c->joined, NULL};
+    ls_spawn_opts so = {.log = c->log, .log_append = 1, .env = env};
+    unlink(c->joined);
+    c->joined_at = -1;
     pid_t pid;
     return ls_spawn_self(o->exe, strcmp(role, "manager") ? wrk : mgr, &so, &pid) == LS_OK ? pid : -1;
+}
+
+/* Run time since worker c joined the manager (the fault timers count from there, so a worker
+ * is never killed before the manager knows it); -1 while it has not. */
+static double since_join(child *c, double now) {
+    if (c->joined_at < 0 && c->pid > 0 && ls_is_file(c->joined)) c->joined_at = now;
+    return c->joined_at < 0 ? -1 : now - c->joined_at;
 }
 
 static void last_line(const char *path, char *out, size_t cap) {
@@ -190,7 +202,8 @@ int ls_rl_run(const ls_rl_run_opts *o) {
         snprintf(ch[k].role, sizeof ch[k].role, "%s", R);                                                              \
         ch[k].id = I;                                                                                                  \
         snprintf(ch[k].log, sizeof ch[k].log, "%s/%s-%d.log", logdir, R, I);                                           \
-        ch[k].pid = spawn(o, R, I, MGR, cfg_path, port_file, ch[k].log);                                               \
+        snprintf(ch[k].joined, sizeof ch[k].joined, "%s/%s-%d.joined", logdir, R, I);                                  \
+        ch[k].pid = spawn(o, &ch[k], MGR, cfg_path, port_file);                                                        \
         if (ch[k].pid < 0) rc = ls_err(LS_EIO, "rl run: cannot start %s %d: %s", R, I, strerror(errno));               \
         k++;                                                                                                           \
     } while (0)
@@ -239,33 +252,39 @@ int ls_rl_run(const ls_rl_run_opts *o) {
                      !(killed_relay && !strcmp(ch[i].role, "relay") && ch[i].id == 1))
                 fprintf(stderr, "rl run: %s %d exited: %s\n", ch[i].role, ch[i].id, l);
         }
-        if (o->kill_rollout_s > 0 && !killed_roll && now >= o->kill_rollout_s) {
+        if (o->kill_rollout_s > 0 && !killed_roll) {
             for (int i = 0; i < k; i++)
-                if (!strcmp(ch[i].role, "rollout") && ch[i].id == 0 && ch[i].pid > 0) {
+                if (!strcmp(ch[i].role, "rollout") && ch[i].id == 0 && ch[i].pid > 0 &&
+                    since_join(&ch[i], now) >= o->kill_rollout_s) {
                     kill(ch[i].pid, SIGKILL);
                     waitpid(ch[i].pid, NULL, 0);
                     ch[i].pid = 0;
                     killed_roll = 1;
                     killed_at = now;
-                    if (!o->quiet) fprintf(stderr, "rl run: killed rollout 0 at %.1f s\n", now);
+                    if (!o->quiet)
+                        fprintf(stderr, "rl run: killed rollout 0 at %.1f s (%.1f s after it joined)\n", now,
+                                now - ch[i].joined_at);
                 }
         }
         if (killed_roll == 1 && o->restart_s > 0 && now >= killed_at + o->restart_s) {
             for (int i = 0; i < k; i++)
                 if (!strcmp(ch[i].role, "rollout") && ch[i].id == 0) {
-                    ch[i].pid = spawn(o, "rollout", 0, mep, cfg_path, port_file, ch[i].log);
+                    ch[i].pid = spawn(o, &ch[i], mep, cfg_path, port_file);
                     if (!o->quiet) fprintf(stderr, "rl run: restarted rollout 0 at %.1f s\n", now);
                 }
             killed_roll = 2;
         }
-        if (o->kill_relay_s > 0 && !killed_relay && now >= o->kill_relay_s) {
+        if (o->kill_relay_s > 0 && !killed_relay) {
             for (int i = 0; i < k; i++)
-                if (!strcmp(ch[i].role, "relay") && ch[i].id == (o->relays > 1 ? 1 : 0) && ch[i].pid > 0) {
+                if (!strcmp(ch[i].role, "relay") && ch[i].id == (o->relays > 1 ? 1 : 0) && ch[i].pid > 0 &&
+                    since_join(&ch[i], now) >= o->kill_relay_s) {
                     kill(ch[i].pid, SIGKILL);
                     waitpid(ch[i].pid, NULL, 0);
                     ch[i].pid = 0;
                     killed_relay = 1;
-                    if (!o->quiet) fprintf(stderr, "rl run: killed relay %d at %.1f s\n", ch[i].id, now);
+                    if (!o->quiet)
+                        fprintf(stderr, "rl run: killed relay %d at %.1f s (%.1f s after it joined)\n", ch[i].id, now,
+                                now - ch[i].joined_at);
                 }
         }
         if (o->timeout_s > 0 && now > o->timeout_s)
