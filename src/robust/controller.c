@@ -447,8 +447,10 @@ static char **job_argv(ctl *c, const char *resume, int64_t stop_at, const char *
     return av;
 }
 
-/* Forks mpirun av in its own process group, output to outf/errf; returns its pid or < 0. */
-static int fork_mpirun(char **av, const char *outf, const char *errf) {
+/* Forks mpirun av in its own process group, output to outf/errf; returns its pid or < 0. The
+ * ranks' shared-memory files go under the controller's shm_dir: a job killed with SIGKILL
+ * cannot remove its own, and the controller removes that directory when it ends. */
+static int fork_mpirun(ctl *c, char **av, const char *outf, const char *errf) {
     fflush(NULL);
     int pid = fork();
     if (pid < 0) return ls_err(LS_EIO, "cannot fork mpirun: %s", strerror(errno));
@@ -456,6 +458,7 @@ static int fork_mpirun(char **av, const char *outf, const char *errf) {
         setpgid(0, 0);
         if (!freopen(outf, "w", stdout) || !freopen(errf, "w", stderr)) _exit(126);
         setenv("OMPI_MCA_mpi_yield_when_idle", "1", 1);
+        setenv("OMPI_MCA_btl_vader_backing_directory", c->shm_dir, 1);
         setenv("OMP_WAIT_POLICY", "passive", 0);
         setenv("LLMSYS_PROGRESS", "0", 1);
         execvp("mpirun", av);
@@ -495,7 +498,7 @@ static void spare_start(ctl *c) {
     snprintf(outf, sizeof outf, "%s/spare-%d.out", c->shm_dir, c->spare_gen);
     snprintf(park, sizeof park, "%s,%d", c->ep, c->spare_gen);
     char **av = job_argv(c, NULL, 0, NULL, park, np, hostfile, stopb);
-    int pid = av ? fork_mpirun(av, outf, errf) : -1;
+    int pid = av ? fork_mpirun(c, av, outf, errf) : -1;
     free(av);
     c->spare_parked = 0;
     memset(c->spare_id, 0, sizeof c->spare_id);
@@ -588,7 +591,7 @@ static int launch(ctl *c, const char *resume, int64_t stop_at) {
         c->spare_pid = 0;
         tl(c, "standby", "pre-started world %d promoted", c->spare_gen);
     } else {
-        int pid = fork_mpirun(av, outf, errf);
+        int pid = fork_mpirun(c, av, outf, errf);
         free(av);
         if (pid < 0) return pid;
         c->mpirun_pid = pid;
