@@ -515,9 +515,14 @@ double ls_tplan_predict_at(const ls_tplan *p, const double *share, double sync_s
 /* Least total indicator under the time budget by exhaustion (tests; n_lin <= 10). */
 double ls_tplan_brute_force(const ls_tplan *p, int rank, double budget_s, uint8_t *best);
 
-/* The indicator (omega) from two training steps of one rank's share of the batch on corpus,
- * after two warm-up steps; weights from ckpt when not NULL, else initialised from seed 1. */
-int ls_tplan_indicator_run(ls_tplan *p, const ls_corpus *corpus, const char *ckpt, int threads);
+/* The indicator (omega) from two training steps on corpus, after two warm-up steps; weights
+ * from ckpt when not NULL, else initialised from seed 1. d NULL: one rank's share of the batch,
+ * alone. Otherwise collective on d's ranks: each observes its own shard of the global batch
+ * and the ranks sum what they observed, so the indicator covers the whole batch (each rank's
+ * int8 terms from its own tensors' ranges, as its casts would have). acc (may be NULL) gets
+ * the summed statistics. */
+int ls_tplan_indicator_run(ls_tplan *p, const ls_corpus *corpus, const char *ckpt, int threads, ls_dist *d,
+                           ls_tplan_indicator *acc);
 /* Profiles this machine for the plan, collectively on d's ranks (one process per planned rank,
  * d may be NULL for one rank): every rank trains real data-parallel steps on corpus (weights
  * from ckpt when not NULL, else initialised) under its throttle (shares, p->ranks entries,

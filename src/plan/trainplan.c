@@ -519,7 +519,33 @@ static int rank_trainer(const ls_tplan *p, const ls_corpus *corpus, const char *
     return rc;
 }
 
-int ls_tplan_indicator_run(ls_tplan *p, const ls_corpus *corpus, const char *ckpt, int threads) {
+/* What d's ranks observed, combined into the statistics of one pass over the global batch.
+ * A rank's loss is its own rows' mean, so its dY is R times the global one (R ranks, equal
+ * rows: the corpus source masks no targets): fwd and dw, sums of dY² terms over rows, are
+ * summed and divided by R²; dx, a mean over the rank's rows of dY² terms, by R³; xmass, a sum
+ * over rows without dY, is summed. */
+static int indicator_sum(ls_dist *d, ls_tplan_indicator *ind) {
+    int n = ind->n_lin, P = LS_PREC_COUNT;
+    double R = ls_dist_size(d), a = 1 / (R * R), b = a / R;
+    float *v = calloc((size_t)n * (3 * P + 1), sizeof(float));
+    if (!v) return ls_err(LS_ENOMEM, "plan: out of memory");
+    size_t k = 0;
+    for (int i = 0; i < n; i++) {
+        for (int q = 0; q < P; q++) v[k++] = (float)ind->fwd[i][q], v[k++] = (float)ind->dx[i][q], v[k++] = (float)ind->dw[i][q];
+        v[k++] = (float)ind->xmass[i];
+    }
+    int rc = ls_dist_allreduce_sum(d, v, k);
+    k = 0;
+    for (int i = 0; rc == LS_OK && i < n; i++) {
+        for (int q = 0; q < P; q++) ind->fwd[i][q] = a * v[k++], ind->dx[i][q] = b * v[k++], ind->dw[i][q] = a * v[k++];
+        ind->xmass[i] = v[k++];
+    }
+    free(v);
+    return rc;
+}
+
+int ls_tplan_indicator_run(ls_tplan *p, const ls_corpus *corpus, const char *ckpt, int threads, ls_dist *d,
+                           ls_tplan_indicator *acc) {
     p->n_lin = p->cfg.n_layer * LS_LIN_COUNT;
     if (p->n_lin > LS_TPLAN_MAX_LIN) return ls_err(LS_ERANGE, "plan: at most %d Linear layers", LS_TPLAN_MAX_LIN);
     if (p->ranks < 1 || p->batch % p->ranks)
@@ -527,13 +553,17 @@ int ls_tplan_indicator_run(ls_tplan *p, const ls_corpus *corpus, const char *ckp
     ls_trainer *t = NULL;
     ls_batch_source *src = NULL;
     ls_tplan_indicator *ind = calloc(1, sizeof *ind);
-    int rc = ind ? rank_trainer(p, corpus, ckpt, threads, 2, NULL, &t, &src) : ls_err(LS_ENOMEM, "plan: out of memory");
-    if (rc == LS_OK) rc = run_steps(t, src, 2); /* past the first, untypical steps */
+    int rc = ind ? rank_trainer(p, corpus, ckpt, threads, 2, d, &t, &src) : ls_err(LS_ENOMEM, "plan: out of memory");
+    if ((rc = ls_dist_agree(d, rc, NULL)) < 0) goto done;
+    rc = run_steps(t, src, 2); /* past the first, untypical steps */
     /* then the indicator from two steps' real weights, activations and gradients */
-    ls_model *m = t ? ls_trainer_model(t) : NULL;
-    if (rc == LS_OK) rc = ls_model_set_linear_observer(m, ls_tplan_indicator_observe, ind);
+    if (rc == LS_OK) rc = ls_model_set_linear_observer(ls_trainer_model(t), ls_tplan_indicator_observe, ind);
     if (rc == LS_OK) rc = run_steps(t, src, 2);
+    if ((rc = ls_dist_agree(d, rc, NULL)) < 0) goto done;
+    if (ls_dist_size(d) > 1) rc = indicator_sum(d, ind);
     if (rc == LS_OK) ls_tplan_indicator_finish(ind, p->omega);
+    if (rc == LS_OK && acc) *acc = *ind;
+done:
     ls_batch_source_free(src);
     ls_trainer_free(t);
     free(ind);
@@ -725,8 +755,9 @@ int ls_tplan_profile_here(ls_tplan *p, const ls_corpus *corpus, const char *ckpt
     ls_tplan_device *base = calloc(1, sizeof *base);
     float *all = calloc((size_t)R * S, sizeof(float));
     double *sync = calloc((size_t)R * rounds, sizeof(double)), fp32_s = 0, cv = 0;
-    /* the indicator first, on every rank alike (the same data and weights), unthrottled */
-    int rc = base && all && sync ? ls_tplan_indicator_run(p, corpus, ckpt, threads) : ls_err(LS_ENOMEM, "plan: out of memory");
+    /* the indicator first, unthrottled: each rank observes its own shard of the global batch */
+    int rc = base && all && sync ? LS_OK : ls_err(LS_ENOMEM, "plan: out of memory");
+    if ((rc = ls_dist_agree(d, rc, NULL)) == LS_OK) rc = ls_tplan_indicator_run(p, corpus, ckpt, threads, d, NULL);
     if (rc == LS_OK) rc = rank_trainer(p, corpus, ckpt, threads, 10, d, &t, &src);
     if ((rc = ls_dist_agree(d, rc, NULL)) < 0) goto done;
     rc = run_steps(t, src, 2); /* warm-up, every rank together */

@@ -156,7 +156,7 @@ int ls_tplan_make(const ls_tplan_opts *o, ls_tplan *p) {
         if (local)
             rc = ls_tplan_profile_here(p, corpus, ckpt, shares, th, o->reps, o->dist);
         else {
-            rc = ls_tplan_indicator_run(p, corpus, ckpt, th);
+            rc = ls_tplan_indicator_run(p, corpus, ckpt, th, NULL, NULL);
             if (rc == LS_OK) rc = ls_tplan_model_gpus(p, cat, names);
         }
     }

@@ -10,7 +10,9 @@ add_test(NAME plan.validate COMMAND ${CMAKE_SOURCE_DIR}/tests/plan/validate.sh $
 set_tests_properties(plan.validate PROPERTIES TIMEOUT 60 LABELS plan)
 # Training precision plans (QSync): plan train, bad input, a 2-rank run with a mixed plan
 # and a throttled rank, bit-reproducible.
-add_test(NAME plan.qsync COMMAND ${CMAKE_SOURCE_DIR}/tests/plan/qsync.sh $<TARGET_FILE:llmsys>)
+add_executable(mpi_indicator ${CMAKE_SOURCE_DIR}/tests/plan/mpi_indicator.c)
+target_link_libraries(mpi_indicator PRIVATE llmsys_lib)
+add_test(NAME plan.qsync COMMAND ${CMAKE_SOURCE_DIR}/tests/plan/qsync.sh $<TARGET_FILE:llmsys> $<TARGET_FILE:mpi_indicator>)
 set_tests_properties(plan.qsync PROPERTIES TIMEOUT 240 LABELS plan
   ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
 add_test(NAME plan.demo_qsync COMMAND sh -c "d=$(mktemp -d) && $<TARGET_FILE:llmsys> demo --quick --workdir $d qsync; rc=$?; rm -rf $d; exit $rc")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # qsync.sh - training precision plans end to end: `plan train` on this machine's ranks and on
 # catalog GPUs, bad input (exit 2, one line), and a 2-rank MPI run with a mixed plan and a
-# throttled rank that is bit-reproducible and differs from the fp32 run.
+# throttled rank that is bit-reproducible and differs from the fp32 run; the indicator summed
+# over 2 ranks against 1 rank's (argument 2: tests/plan/mpi_indicator.c).
 . "$(dirname "$0")/../lib.sh"
 # expect_usage NAME CMD...: exit 2 and exactly one line on stderr
 expect_usage() {
@@ -98,6 +99,28 @@ for e in "$T"/a.err "$T"/b.err; do
   grep -q "rank 1 throttle: cgroup" "$e" && [ -z "$p" ] && fail "rank 1's cgroup log line names no pid"
   [ -n "$p" ] && [ -d "/sys/fs/cgroup/cpu/llmsys-$p" ] && fail "throttle cgroup llmsys-$p left behind by rank 1 of run $e"
 done
+
+# the indicator on 2 ranks (each its shard of the batch, summed) against 1 rank on the whole
+# batch: the same rows and weights, so the statistics agree but for int8's, which each rank
+# scales by its own tensors' ranges (same weights: dw's weight term is rank-independent)
+IND=$2
+timeout 60 "$IND" "$T/ind1.txt" 2> "$T/ind1.err" || { fail "indicator, 1 rank"; cat "$T/ind1.err"; }
+timeout 60 mpirun -q -np 2 $([ "$(id -u)" -eq 0 ] && echo --allow-run-as-root) --oversubscribe --bind-to none \
+  "$IND" "$T/ind2.txt" 2> "$T/ind2.err" || { fail "indicator, 2 ranks"; cat "$T/ind2.err"; }
+/usr/bin/python3 - "$T/ind1.txt" "$T/ind2.txt" <<'PY' || fail "indicator: 2 ranks summed differ from 1 rank"
+import sys
+a = [list(map(float, l.split())) for l in open(sys.argv[1])]
+b = [list(map(float, l.split())) for l in open(sys.argv[2])]
+assert len(a) == len(b) == 8, (len(a), len(b))
+worst, int8 = 0.0, 0.0
+for ra, rb in zip(a, b):
+    assert ra[13] == rb[13] == 2, "observed passes"
+    for j in list(range(3, 9)) + [12]:  # bf16 and fp16 fwd/dx/dw, then xmass
+        worst = max(worst, abs(ra[j] - rb[j]) / max(abs(ra[j]), 1e-30))
+    int8 = max(int8, abs(ra[9] - rb[9]) / ra[9])
+print("  indicator, 2 ranks vs 1: worst relative difference %.2g (int8 fwd: %.2g)" % (worst, int8))
+sys.exit(0 if worst < 1e-4 and all(r[j] > 0 for r in a for j in range(3, 13)) else 1)
+PY
 
 [ $fails -eq 0 ] && echo "qsync: all checks passed"
 exit $((fails > 0))
