@@ -531,7 +531,8 @@ static int indicator_sum(ls_dist *d, ls_tplan_indicator *ind) {
     if (!v) return ls_err(LS_ENOMEM, "plan: out of memory");
     size_t k = 0;
     for (int i = 0; i < n; i++) {
-        for (int q = 0; q < P; q++) v[k++] = (float)ind->fwd[i][q], v[k++] = (float)ind->dx[i][q], v[k++] = (float)ind->dw[i][q];
+        for (int q = 0; q < P; q++)
+            v[k++] = (float)ind->fwd[i][q], v[k++] = (float)ind->dx[i][q], v[k++] = (float)ind->dw[i][q];
         v[k++] = (float)ind->xmass[i];
     }
     int rc = ls_dist_allreduce_sum(d, v, k);
