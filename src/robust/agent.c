@@ -380,6 +380,11 @@ static void on_rank_msg(agent *a, const char *from, cJSON *j, void *bin, size_t 
         int64_t step = (int64_t)lsr_num(j, "step", -1);
         int slot = (int)lsr_num(j, "snap", -1);
         if (r) r->last_step = step;
+        /* test hook: a starved agent, late with the report that explains a failure (the
+         * report of a non-finite loss or gradient norm: they travel as strings) */
+        const char *lag = getenv("LLMSYS_ROBUST_LAG_S");
+        if (lag && (cJSON_IsString(cJSON_GetObjectItem(j, "loss")) || cJSON_IsString(cJSON_GetObjectItem(j, "gn"))))
+            ls_sleep_ms((int)(atof(lag) * 1000));
         cJSON *fw = cJSON_Duplicate(j, 1);
         send_ctl(a, fw);
         if (slot >= 0 && a->launch) take_snapshot(a, rank, slot, step);

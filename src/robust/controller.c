@@ -31,6 +31,7 @@ typedef struct {
     int pid, registered, state;
     char ep[256];
     double last_hb, evicted_at;
+    int hbs;         /* heartbeats received */
     int64_t held[2]; /* newest snapshot steps this agent holds (own or replica) */
 } node_t;
 
@@ -302,6 +303,7 @@ static void pump(ctl *c, int ms) {
         int n = (int)lsr_num(j, "agent", -1);
         const char *t = lsr_str(j, "t");
         if (n >= 0 && n < c->n_nodes) c->node[n].last_hb = ls_now();
+        if (n >= 0 && n < c->n_nodes && !strcmp(t, "hb")) c->node[n].hbs++;
         if (!strcmp(t, "reg") && n >= 0 && n < c->n_nodes) {
             c->node[n].registered = 1;
             snprintf(c->node[n].ep, sizeof c->node[n].ep, "%s", lsr_str(j, "ep"));
@@ -1180,21 +1182,28 @@ static int relaunch(ctl *c, int64_t limit) {
  * by an injected crash or said it ran out of memory, the burst of exits is waited for (until
  * every rank is gone, or none came for 0.5 s): a rank whose update turned its parameters NaN
  * fails at its next step, its peers fail with it, and their exits may be reported before its
- * own last reports (a busy rank's messages lag), which explain them. At most 2 s. */
+ * own last reports, which explain them. Those wait in its agent, so the 0.5 s count only once
+ * every agent still holding a live rank has sent two heartbeats since the first exit (two
+ * turns of its loop: a starved agent is not taken for a quiet one). At most 5 s (an agent
+ * silent that long is lost anyway). */
 static void settle_exit(ctl *c) {
     double t0 = ls_now();
+    int base[MAXN];
+    for (int n = 0; n < c->n_nodes; n++) base[n] = c->node[n].hbs;
     while (ls_now() - t0 < 0.15) pump(c, 10);
     for (;;) {
-        int known = 0, gone = 0;
+        int known = 0, gone = 0, heard = 1;
         for (int q = 0; q < c->ranks; q++) {
             known += c->rank_pid[q] > 0;
             gone += c->rank_pid[q] > 0 && c->rank_gone[q];
+            int n = node_of_rank(c, q);
+            if (c->rank_pid[q] > 0 && !c->rank_gone[q] && n >= 0 && c->node[n].hbs - base[n] < 2) heard = 0;
         }
         int r = c->ev_exit_rank, named = r >= 0 || c->ev_oom_rank >= 0;
         int explained = c->ev_oom_rank >= 0 || (r >= 0 && c->inj_times[LS_FAULT_CRASH][r] > 0) ||
-                        ls_now() - (c->last_exit_t > t0 ? c->last_exit_t : t0) > 0.5;
+                        (heard && ls_now() - (c->last_exit_t > t0 ? c->last_exit_t : t0) > 0.5);
         /* (no rank of this launch said hello: no agent knows one, none will report) */
-        if (!known || gone == known || (named && explained) || c->ev_nan_rank >= 0 || ls_now() - t0 > 2) break;
+        if (!known || gone == known || (named && explained) || c->ev_nan_rank >= 0 || ls_now() - t0 > 5) break;
         pump(c, 10);
     }
 }
