@@ -91,6 +91,16 @@ static double since_join(child *c, double now) {
     return c->joined_at < 0 ? -1 : now - c->joined_at;
 }
 
+/* SIGKILLs worker c (fault injection) and reaps it. */
+static void kill_worker(child *c, double now, int quiet) {
+    kill(c->pid, SIGKILL);
+    waitpid(c->pid, NULL, 0);
+    c->pid = 0;
+    if (!quiet)
+        fprintf(stderr, "rl run: killed %s %d at %.1f s (%.1f s after it joined)\n", c->role, c->id, now,
+                now - c->joined_at);
+}
+
 static void last_line(const char *path, char *out, size_t cap) {
     out[0] = 0;
     char *d;
@@ -256,14 +266,9 @@ int ls_rl_run(const ls_rl_run_opts *o) {
             for (int i = 0; i < k; i++)
                 if (!strcmp(ch[i].role, "rollout") && ch[i].id == 0 && ch[i].pid > 0 &&
                     since_join(&ch[i], now) >= o->kill_rollout_s) {
-                    kill(ch[i].pid, SIGKILL);
-                    waitpid(ch[i].pid, NULL, 0);
-                    ch[i].pid = 0;
+                    kill_worker(&ch[i], now, o->quiet);
                     killed_roll = 1;
                     killed_at = now;
-                    if (!o->quiet)
-                        fprintf(stderr, "rl run: killed rollout 0 at %.1f s (%.1f s after it joined)\n", now,
-                                now - ch[i].joined_at);
                 }
         }
         if (killed_roll == 1 && o->restart_s > 0 && now >= killed_at + o->restart_s) {
@@ -278,13 +283,8 @@ int ls_rl_run(const ls_rl_run_opts *o) {
             for (int i = 0; i < k; i++)
                 if (!strcmp(ch[i].role, "relay") && ch[i].id == (o->relays > 1 ? 1 : 0) && ch[i].pid > 0 &&
                     since_join(&ch[i], now) >= o->kill_relay_s) {
-                    kill(ch[i].pid, SIGKILL);
-                    waitpid(ch[i].pid, NULL, 0);
-                    ch[i].pid = 0;
+                    kill_worker(&ch[i], now, o->quiet);
                     killed_relay = 1;
-                    if (!o->quiet)
-                        fprintf(stderr, "rl run: killed relay %d at %.1f s (%.1f s after it joined)\n", ch[i].id, now,
-                                now - ch[i].joined_at);
                 }
         }
         if (o->timeout_s > 0 && now > o->timeout_s)

@@ -50,6 +50,7 @@ typedef struct {
     cJSON *launch; /* the current launch settings (owned) */
     double last_ctl;
     int quit;
+    int lag_ms; /* test hook LLMSYS_ROBUST_LAG_S (on_rank_msg); 0: none */
 } agent;
 
 static void send_ctl(agent *a, cJSON *j) {
@@ -382,9 +383,9 @@ static void on_rank_msg(agent *a, const char *from, cJSON *j, void *bin, size_t 
         if (r) r->last_step = step;
         /* test hook: a starved agent, late with the report that explains a failure (the
          * report of a non-finite loss or gradient norm: they travel as strings) */
-        const char *lag = getenv("LLMSYS_ROBUST_LAG_S");
-        if (lag && (cJSON_IsString(cJSON_GetObjectItem(j, "loss")) || cJSON_IsString(cJSON_GetObjectItem(j, "gn"))))
-            ls_sleep_ms((int)(atof(lag) * 1000));
+        if (a->lag_ms > 0 &&
+            (cJSON_IsString(cJSON_GetObjectItem(j, "loss")) || cJSON_IsString(cJSON_GetObjectItem(j, "gn"))))
+            ls_sleep_ms(a->lag_ms);
         cJSON *fw = cJSON_Duplicate(j, 1);
         send_ctl(a, fw);
         if (slot >= 0 && a->launch) take_snapshot(a, rank, slot, step);
@@ -496,6 +497,8 @@ int ls_agent_run(const ls_agent_opts *o) {
     agent *a = calloc(1, sizeof *a);
     if (!a) return ls_err(LS_ENOMEM, "out of memory");
     a->o = o;
+    const char *lag = getenv("LLMSYS_ROBUST_LAG_S");
+    a->lag_ms = lag ? (int)(atof(lag) * 1000) : 0;
     char id[32];
     snprintf(id, sizeof id, "a%d", o->id);
     a->zctx = zmq_ctx_new();

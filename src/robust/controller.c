@@ -302,8 +302,10 @@ static void pump(ctl *c, int ms) {
         if (got < 0) continue;
         int n = (int)lsr_num(j, "agent", -1);
         const char *t = lsr_str(j, "t");
-        if (n >= 0 && n < c->n_nodes) c->node[n].last_hb = ls_now();
-        if (n >= 0 && n < c->n_nodes && !strcmp(t, "hb")) c->node[n].hbs++;
+        if (n >= 0 && n < c->n_nodes) {
+            c->node[n].last_hb = ls_now();
+            c->node[n].hbs += !strcmp(t, "hb");
+        }
         if (!strcmp(t, "reg") && n >= 0 && n < c->n_nodes) {
             c->node[n].registered = 1;
             snprintf(c->node[n].ep, sizeof c->node[n].ep, "%s", lsr_str(j, "ep"));
