@@ -22,6 +22,7 @@ typedef struct {
     int64_t queries, flagged_at, mon_at[LS_QMON_GRID];
     double w, max_z;
     int tree_tested, tree_kept; /* the attacker's CART test ran; the replica kept its CART member */
+    double style_share[LS_STEAL_NSTYLE]; /* images: the queries' spread over the prior's styles */
     double tree_acc, mlp_acc; /* the accuracies of that test (when tree_tested) */
 } outcome;
 
@@ -61,6 +62,7 @@ static int run_one(ls_victim_server *srv, const ls_steal_data *tr, const ls_stea
     out->secs = res.seconds;
     out->queries = res.queries;
     out->tree_tested = res.tree_tested, out->tree_kept = res.tree_kept, out->tree_acc = res.tree_acc, out->mlp_acc = res.mlp_acc;
+    memcpy(out->style_share, res.style_share, sizeof out->style_share);
     detector_view(srv, key, out);
     return rc;
 }
@@ -215,6 +217,12 @@ static int run_set(const char *set, char **dl, int nd, char **vl, int nv, const 
                 if (ours.tree_tested)
                     printf("%-10s %-7s   tree member %s: CART %.3f, MLP %.3f on the held-back fifth of the answers\n",
                            "", "", ours.tree_kept ? "kept" : "dropped", ours.tree_acc, ours.mlp_acc);
+                if (ours.style_share[0] + ours.style_share[1] > 0) {
+                    printf("%-10s %-7s   query styles:", "", "");
+                    for (int s = 0; s < LS_STEAL_NSTYLE; s++)
+                        printf(" %s %.2f", ls_steal_style_names[s], ours.style_share[s]);
+                    printf("\n");
+                }
                 fflush(stdout);
                 if (is_classic(vl[vi])) {
                     sum[di][bi] += ours.agree;
@@ -234,6 +242,9 @@ static int run_set(const char *set, char **dl, int nd, char **vl, int nv, const 
                 cJSON_AddBoolToObject(row, "tree_member_kept", ours.tree_kept);
                 cJSON_AddNumberToObject(row, "tree_test_cart", ours.tree_acc);
                 cJSON_AddNumberToObject(row, "tree_test_mlp", ours.mlp_acc);
+                cJSON *st = cJSON_AddObjectToObject(row, "style_share");
+                for (int s = 0; s < LS_STEAL_NSTYLE; s++)
+                    cJSON_AddNumberToObject(st, ls_steal_style_names[s], ours.style_share[s]);
                 cJSON_AddNumberToObject(row, "prada_flagged_at", (double)ours.flagged_at);
                 cJSON_AddNumberToObject(row, "prada_min_w", ours.w);
                 cJSON_AddNumberToObject(row, "monitor_flagged_at", (double)ours.mon_at[zi]);

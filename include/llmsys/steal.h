@@ -396,6 +396,10 @@ typedef struct {
     int tree_member;
 } ls_steal_opts;
 
+/* The image prior's styles, in the order of ls_steal_result.style_share. */
+#define LS_STEAL_NSTYLE 5
+extern const char *const ls_steal_style_names[LS_STEAL_NSTYLE];
+
 typedef struct {
     int64_t queries; /* answered queries spent */
     int rounds;
@@ -407,6 +411,8 @@ typedef struct {
     int tree_tested;          /* opts.tree_member: the CART's test ran (images) */
     int tree_kept;            /* ... and the CART was kept in the replica */
     double tree_acc, mlp_acc; /* the test: the CART's and the MLP's accuracy on the held-back fifth */
+    /* images: the share of each query style (ls_steal_style_names) among all answered queries */
+    double style_share[LS_STEAL_NSTYLE];
 } ls_steal_result;
 
 void ls_steal_opts_default(ls_steal_opts *o);

@@ -51,15 +51,19 @@ typedef struct {
     obj_prim p[4];
     float grid[25]; /* g x g shading values in [0,1] */
     int style;      /* STYLE_*: how the parameters are rendered */
-    float sv[12];   /* strokes: up to 5 points (y, x) then width; field: angle, freq, phase, contrast, mean, kind */
+    float sv[32];   /* strokes: up to 5 points (y, x), width at 10; field: angle, freq, phase, contrast, mean, kind;
+                     * drawing: P->np strokes of 8 numbers (draw_segments), width at 30 */
 } obj_params;
 
 /* The styles of the image prior. The prior started as objects on a dark background, a look
  * chosen on Fashion-MNIST; the other styles cover images of other character (dark objects on
- * a bright ground, thin strokes, full-frame periodic fields), and their shares adapt to the
- * victim's answers (style_weights): a style whose queries the victim spreads over many
- * classes gets more of the budget. */
-enum { STYLE_OBJECT = 0, STYLE_INVERTED, STYLE_STROKES, STYLE_FIELD, NSTYLE };
+ * a bright ground, thin strokes, full-frame periodic fields, line drawings of a few pen
+ * strokes on a dim, noisy ground), and their shares adapt to the victim's answers
+ * (style_weights): a style whose queries the victim spreads over many classes gets more of
+ * the budget. */
+enum { STYLE_OBJECT = 0, STYLE_INVERTED, STYLE_STROKES, STYLE_FIELD, STYLE_DRAWING, NSTYLE };
+_Static_assert(NSTYLE == LS_STEAL_NSTYLE, "ls_steal_style_names lists every style");
+const char *const ls_steal_style_names[LS_STEAL_NSTYLE] = {"object", "inverted", "strokes", "field", "drawing"};
 
 typedef struct {
     const ls_steal_opts *o;
@@ -226,26 +230,56 @@ static void obj_finish(attack_t *a, const obj_params *P, ls_rng *r, float *x) {
     for (int i = 0; i < a->d; i++) x[i] = o->lo + (o->hi - o->lo) * x[i];
 }
 
-/* Channel 0 of a stroke or field image: strokes are a polyline of P->np points (sv) of width
- * sv[10], level P->base, on a dark ground; a field is a full-frame wave at angle sv[0],
+/* A drawing's strokes as line segments (y0, x0, y1, x1): stroke s is sv[8 s .. 8 s + 7], a
+ * polyline (sv[8 s] < 0.5) through 2 or 3 points (count at 8 s + 7, points from 8 s + 1) or an
+ * elliptic arc (centre, radii, start angle, sweep from 8 s + 1) drawn as 8 chords. Returns
+ * the count. */
+#define DRAW_MAXSEG 24
+static int draw_segments(const obj_params *P, float seg[][4]) {
+    int n = 0;
+    for (int s = 0; s < P->np && s < 3; s++) {
+        const float *v = P->sv + 8 * s;
+        if (v[0] < 0.5f) {
+            for (int i = 0; i + 1 < (v[7] > 2.5f ? 3 : 2); i++, n++) memcpy(seg[n], v + 1 + 2 * i, sizeof seg[n]);
+        } else {
+            for (int i = 0; i < 8; i++, n++) {
+                float t0 = v[5] + v[6] * i / 8, t1 = v[5] + v[6] * (i + 1) / 8;
+                seg[n][0] = v[1] + v[3] * sinf(t0), seg[n][1] = v[2] + v[4] * cosf(t0);
+                seg[n][2] = v[1] + v[3] * sinf(t1), seg[n][3] = v[2] + v[4] * cosf(t1);
+            }
+        }
+    }
+    return n;
+}
+
+/* Channel 0 of a stroke, drawing or field image: strokes are a polyline of P->np points (sv)
+ * of width sv[10], level P->base, on a dark ground; a drawing is its segments (draw_segments)
+ * of width sv[30] on a ground of level sv[31]; a field is a full-frame wave at angle sv[0],
  * frequency sv[1], phase sv[2], contrast sv[3] around mean sv[4], kind sv[5] (sine, square,
  * crossed), with P->tex texture. */
 static void style_fill(attack_t *a, const obj_params *P, ls_rng *r, float *x) {
     int H = a->o->h, W = a->o->w;
     const float *v = P->sv;
+    float seg[DRAW_MAXSEG][4], width = P->style == STYLE_DRAWING ? v[30] : v[10];
+    int nseg = 0;
+    if (P->style == STYLE_DRAWING)
+        nseg = draw_segments(P, seg);
+    else if (P->style == STYLE_STROKES)
+        for (; nseg + 1 < P->np; nseg++) memcpy(seg[nseg], v + 2 * nseg, sizeof seg[nseg]);
     for (int yy = 0; yy < H; yy++)
         for (int xx = 0; xx < W; xx++) {
             float val;
-            if (P->style == STYLE_STROKES) {
+            if (nseg) {
                 float best = 1e30f;
-                for (int s = 0; s + 1 < P->np; s++) {
-                    float ay = v[2 * s], ax = v[2 * s + 1], by = v[2 * s + 2], bx = v[2 * s + 3];
+                for (int s = 0; s < nseg; s++) {
+                    float ay = seg[s][0], ax = seg[s][1], by = seg[s][2], bx = seg[s][3];
                     float dy = by - ay, dx = bx - ax, l2 = dy * dy + dx * dx;
                     float t = l2 > 0 ? clampf(((yy - ay) * dy + (xx - ax) * dx) / l2, 0, 1) : 0;
                     float ey = yy - (ay + t * dy), ex = xx - (ax + t * dx), dd = ey * ey + ex * ex;
                     if (dd < best) best = dd;
                 }
-                val = P->base * clampf(v[10] * 0.5f + 0.5f - sqrtf(best), 0, 1);
+                float ink = clampf(width * 0.5f + 0.5f - sqrtf(best), 0, 1), g = P->style == STYLE_DRAWING ? v[31] : 0;
+                val = g + (P->base - g) * ink;
             } else {
                 float u = (float)xx / W, w = (float)yy / H, ph = v[1] * (u * cosf(v[0]) + w * sinf(v[0])) + v[2];
                 float sn = sinf(ph);
@@ -280,6 +314,27 @@ static void style_draw(attack_t *a, obj_params *P) {
             P->sv[2 * i + 1] = W * (0.15f + 0.7f * ls_rng_uniform(r));
         }
         P->sv[10] = 1.0f + 0.12f * W * ls_rng_uniform(r);
+    } else if (P->style == STYLE_DRAWING) {
+        P->np = 1 + (int)ls_rng_below(r, 3);
+        for (int s = 0; s < P->np; s++) {
+            float *v = P->sv + 8 * s;
+            v[0] = (float)ls_rng_below(r, 2);
+            if (v[0] < 0.5f) {
+                for (int i = 0; i < 3; i++) {
+                    v[1 + 2 * i] = H * (0.15f + 0.7f * ls_rng_uniform(r));
+                    v[2 + 2 * i] = W * (0.15f + 0.7f * ls_rng_uniform(r));
+                }
+                v[7] = 2.0f + (float)ls_rng_below(r, 2);
+            } else {
+                v[1] = H * (0.3f + 0.4f * ls_rng_uniform(r)), v[2] = W * (0.3f + 0.4f * ls_rng_uniform(r));
+                v[3] = H * (0.08f + 0.25f * ls_rng_uniform(r)), v[4] = W * (0.08f + 0.25f * ls_rng_uniform(r));
+                v[5] = 6.2831853f * ls_rng_uniform(r), v[6] = 1.5707963f + 4.712389f * ls_rng_uniform(r);
+                v[7] = 0;
+            }
+        }
+        P->sv[30] = 1.0f + 0.1f * W * ls_rng_uniform(r);
+        float u = ls_rng_uniform(r);
+        P->sv[31] = 0.3f * u * u;
     } else {
         P->np = 0;
         P->sv[0] = 3.14159265f * ls_rng_uniform(r);
@@ -302,6 +357,25 @@ static void style_vary(attack_t *a, obj_params *P, float s) {
             P->sv[2 * i + 1] = clampf(P->sv[2 * i + 1] + s * 0.7f * W * ls_rng_normal(r), 0.15f * W, 0.85f * W);
         }
         P->sv[10] = clampf(P->sv[10] + s * 0.12f * W * ls_rng_normal(r), 1, 1 + 0.12f * W);
+    } else if (P->style == STYLE_DRAWING) {
+        for (int k = 0; k < P->np; k++) {
+            float *v = P->sv + 8 * k;
+            if (v[0] < 0.5f) {
+                for (int i = 0; i < 3; i++) {
+                    v[1 + 2 * i] = clampf(v[1 + 2 * i] + s * 0.7f * H * ls_rng_normal(r), 0.15f * H, 0.85f * H);
+                    v[2 + 2 * i] = clampf(v[2 + 2 * i] + s * 0.7f * W * ls_rng_normal(r), 0.15f * W, 0.85f * W);
+                }
+            } else {
+                v[1] = clampf(v[1] + s * 0.4f * H * ls_rng_normal(r), 0.3f * H, 0.7f * H);
+                v[2] = clampf(v[2] + s * 0.4f * W * ls_rng_normal(r), 0.3f * W, 0.7f * W);
+                v[3] = clampf(v[3] + s * 0.25f * H * ls_rng_normal(r), 0.08f * H, 0.33f * H);
+                v[4] = clampf(v[4] + s * 0.25f * W * ls_rng_normal(r), 0.08f * W, 0.33f * W);
+                v[5] += s * 6.2831853f * ls_rng_normal(r);
+                v[6] = clampf(v[6] + s * 4.712389f * ls_rng_normal(r), 1.5707963f, 6.2831853f);
+            }
+        }
+        P->sv[30] = clampf(P->sv[30] + s * 0.1f * W * ls_rng_normal(r), 1, 1 + 0.1f * W);
+        P->sv[31] = clampf(P->sv[31] + s * 0.3f * ls_rng_normal(r), 0.001f, 0.3f);
     } else {
         P->sv[0] += s * 3.14159265f * ls_rng_normal(r);
         P->sv[1] = clampf(P->sv[1] + s * 40 * ls_rng_normal(r), 4, 44);
@@ -432,6 +506,8 @@ static void obj_lerp(const obj_params *A, const obj_params *B, float t, obj_para
     if (A->style == STYLE_STROKES) M->sv[10] = A->sv[10] + t * (B->sv[10] - A->sv[10]);
     if (A->style == STYLE_STROKES)
         for (int i = 5; i < 10; i++) M->sv[i] = A->sv[i] + t * (B->sv[i] - A->sv[i]);
+    if (A->style == STYLE_DRAWING)
+        for (int i = 5; i < 32; i++) M->sv[i] = A->sv[i] + t * (B->sv[i] - A->sv[i]);
 }
 
 /* Seeds. Image-shaped inputs (h, w > 1): objects (above), whose parameters go to P.
@@ -1000,6 +1076,8 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
     res->stopped_early = a.failed;
     snprintf(res->error, sizeof res->error, "%s", a.err);
     memcpy(res->class_count, a.count, sizeof a.count);
+    for (int64_t i = 0; a.par && i < a.n; i++)
+        if (a.has_par[i]) res->style_share[a.par[i].style] += 1.0 / (double)a.n;
 done:
     res->seconds = ls_now() - t0;
     if (a.have_net) ls_mlp_free(&a.net);

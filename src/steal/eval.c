@@ -119,6 +119,13 @@ cJSON *ls_steal_result_json(const char *target, const char *strategy, const ls_s
         cJSON_AddNumberToObject(t, "cart_holdout_accuracy", res->tree_acc);
         cJSON_AddNumberToObject(t, "mlp_holdout_accuracy", res->mlp_acc);
     }
+    double styled = 0;
+    for (int i = 0; i < LS_STEAL_NSTYLE; i++) styled += res->style_share[i];
+    if (styled > 0) { /* images: how the prior's queries were spread over its styles */
+        cJSON *st = cJSON_AddObjectToObject(j, "style_share");
+        for (int i = 0; i < LS_STEAL_NSTYLE; i++)
+            cJSON_AddNumberToObject(st, ls_steal_style_names[i], res->style_share[i]);
+    }
     cJSON *cc = cJSON_AddArrayToObject(j, "answers_per_class");
     for (int i = 0; i < o->k && i < 64; i++) cJSON_AddItemToArray(cc, cJSON_CreateNumber((double)res->class_count[i]));
     return j;
