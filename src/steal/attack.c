@@ -1076,8 +1076,12 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
     res->stopped_early = a.failed;
     snprintf(res->error, sizeof res->error, "%s", a.err);
     memcpy(res->class_count, a.count, sizeof a.count);
-    for (int64_t i = 0; a.par && i < a.n; i++)
-        if (a.has_par[i]) res->style_share[a.par[i].style] += 1.0 / (double)a.n;
+    if (a.par) {
+        int64_t per[NSTYLE] = {0};
+        for (int64_t i = 0; i < a.n; i++)
+            if (a.has_par[i]) per[a.par[i].style]++;
+        for (int s = 0; s < NSTYLE; s++) res->style_share[s] = (double)per[s] / (double)a.n;
+    }
 done:
     res->seconds = ls_now() - t0;
     if (a.have_net) ls_mlp_free(&a.net);
