@@ -27,6 +27,15 @@ fails=$((fails + $(grep -c '^FAIL' "$T/ref.log" 2> /dev/null || true)))
 RUN_TA=("${TA[@]}")
 RUN_REF=ref
 losses() { tr -d ' \n\t' < "$1" | grep -o '"losses":\[[^]]*\]'; }
+# what a report says happened (a failing case prints it: CI keeps no files)
+summary() {
+  python3 -c 'import json, sys
+j = json.load(open(sys.argv[1]))
+for f in j.get("faults", []):
+    print("  fault:", f.get("kind"), "rank", f.get("rank"), "step", f.get("step"), "-", f.get("detail"))
+for e in j.get("timeline", [])[-25:]:
+    print("  timeline:", json.dumps(e)[:200])' "$1" 2>&1 | head -40
+}
 # run NAME PLAN EXPECTED_KINDS [robust options...]
 run() {
   local name=$1 plan=$2 kinds=$3
@@ -42,7 +51,11 @@ run() {
   [ "$(losses "$T/$name.json")" = "$(losses "$T/$RUN_REF.json")" ] || fail "$name: losses differ from the uninterrupted run"
   grep -q '"recomputed_loss_mismatches":[[:space:]]*0' "$T/$name.json" || fail "$name: a recomputed step's loss differs"
   for k in $kinds; do
-    grep -q "\"kind\":[[:space:]]*\"$k\"" "$T/$name.json" || { fail "$name: no $k fault in the report"; cat "$T/$name.err"; }
+    grep -q "\"kind\":[[:space:]]*\"$k\"" "$T/$name.json" || {
+      fail "$name: no $k fault in the report"
+      cat "$T/$name.err"
+      summary "$T/$name.json"
+    }
   done
 }
 
