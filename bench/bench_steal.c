@@ -217,7 +217,8 @@ static int run_set(const char *set, char **dl, int nd, char **vl, int nv, const 
                 if (ours.tree_tested)
                     printf("%-10s %-7s   tree member %s: CART %.3f, MLP %.3f on the held-back fifth of the answers\n",
                            "", "", ours.tree_kept ? "kept" : "dropped", ours.tree_acc, ours.mlp_acc);
-                if (ours.style_share[0] + ours.style_share[1] > 0) {
+                int image = te.h > 1 && te.w > 1; /* the attack's image prior and its styles */
+                if (image) {
                     printf("%-10s %-7s   query styles:", "", "");
                     for (int s = 0; s < LS_STEAL_NSTYLE; s++)
                         printf(" %s %.2f", ls_steal_style_names[s], ours.style_share[s]);
@@ -242,8 +243,8 @@ static int run_set(const char *set, char **dl, int nd, char **vl, int nv, const 
                 cJSON_AddBoolToObject(row, "tree_member_kept", ours.tree_kept);
                 cJSON_AddNumberToObject(row, "tree_test_cart", ours.tree_acc);
                 cJSON_AddNumberToObject(row, "tree_test_mlp", ours.mlp_acc);
-                cJSON *st = cJSON_AddObjectToObject(row, "style_share");
-                for (int s = 0; s < LS_STEAL_NSTYLE; s++)
+                cJSON *st = image ? cJSON_AddObjectToObject(row, "style_share") : NULL;
+                for (int s = 0; st && s < LS_STEAL_NSTYLE; s++)
                     cJSON_AddNumberToObject(st, ls_steal_style_names[s], ours.style_share[s]);
                 cJSON_AddNumberToObject(row, "prada_flagged_at", (double)ours.flagged_at);
                 cJSON_AddNumberToObject(row, "prada_min_w", ours.w);

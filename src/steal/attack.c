@@ -52,7 +52,7 @@ typedef struct {
     float grid[25]; /* g x g shading values in [0,1] */
     int style;      /* STYLE_*: how the parameters are rendered */
     float sv[32];   /* strokes: up to 5 points (y, x), width at 10; field: angle, freq, phase, contrast, mean, kind;
-                     * drawing: P->np strokes of 8 numbers (draw_segments), width at 30 */
+                     * drawing: P->np strokes of DRAW_STRIDE numbers (draw_segments), width and ground level */
 } obj_params;
 
 /* The styles of the image prior. The prior started as objects on a dark background, a look
@@ -230,20 +230,23 @@ static void obj_finish(attack_t *a, const obj_params *P, ls_rng *r, float *x) {
     for (int i = 0; i < a->d; i++) x[i] = o->lo + (o->hi - o->lo) * x[i];
 }
 
-/* A drawing's strokes as line segments (y0, x0, y1, x1): stroke s is sv[8 s .. 8 s + 7], a
- * polyline (sv[8 s] < 0.5) through 2 or 3 points (count at 8 s + 7, points from 8 s + 1) or an
- * elliptic arc (centre, radii, start angle, sweep from 8 s + 1) drawn as 8 chords. Returns
- * the count. */
-#define DRAW_MAXSEG 24
+/* A drawing's layout in sv: up to DRAW_MAXSTROKES strokes of DRAW_STRIDE numbers each, then
+ * the pen width and the ground level. A stroke is a kind (< 0.5: polyline) and either 3 points
+ * (y, x) and their count in use (2 or 3), or an elliptic arc: centre, radii, start angle, sweep. */
+enum { DRAW_STRIDE = 8, DRAW_MAXSTROKES = 3, DRAW_WIDTH = 30, DRAW_GROUND = 31, DRAW_ARC_CHORDS = 8 };
+#define DRAW_MAXSEG (DRAW_MAXSTROKES * DRAW_ARC_CHORDS)
+
+/* A drawing's strokes as line segments (y0, x0, y1, x1), an arc as DRAW_ARC_CHORDS chords.
+ * Returns the count. */
 static int draw_segments(const obj_params *P, float seg[][4]) {
     int n = 0;
-    for (int s = 0; s < P->np && s < 3; s++) {
-        const float *v = P->sv + 8 * s;
+    for (int s = 0; s < P->np && s < DRAW_MAXSTROKES; s++) {
+        const float *v = P->sv + DRAW_STRIDE * s;
         if (v[0] < 0.5f) {
             for (int i = 0; i + 1 < (v[7] > 2.5f ? 3 : 2); i++, n++) memcpy(seg[n], v + 1 + 2 * i, sizeof seg[n]);
         } else {
-            for (int i = 0; i < 8; i++, n++) {
-                float t0 = v[5] + v[6] * i / 8, t1 = v[5] + v[6] * (i + 1) / 8;
+            for (int i = 0; i < DRAW_ARC_CHORDS; i++, n++) {
+                float t0 = v[5] + v[6] * i / DRAW_ARC_CHORDS, t1 = v[5] + v[6] * (i + 1) / DRAW_ARC_CHORDS;
                 seg[n][0] = v[1] + v[3] * sinf(t0), seg[n][1] = v[2] + v[4] * cosf(t0);
                 seg[n][2] = v[1] + v[3] * sinf(t1), seg[n][3] = v[2] + v[4] * cosf(t1);
             }
@@ -254,15 +257,15 @@ static int draw_segments(const obj_params *P, float seg[][4]) {
 
 /* Channel 0 of a stroke, drawing or field image: strokes are a polyline of P->np points (sv)
  * of width sv[10], level P->base, on a dark ground; a drawing is its segments (draw_segments)
- * of width sv[30] on a ground of level sv[31]; a field is a full-frame wave at angle sv[0],
+ * of width sv[DRAW_WIDTH] on a ground of level sv[DRAW_GROUND]; a field is a full-frame wave at angle sv[0],
  * frequency sv[1], phase sv[2], contrast sv[3] around mean sv[4], kind sv[5] (sine, square,
  * crossed), with P->tex texture. */
 static void style_fill(attack_t *a, const obj_params *P, ls_rng *r, float *x) {
     int H = a->o->h, W = a->o->w;
     const float *v = P->sv;
-    float seg[DRAW_MAXSEG][4], width = P->style == STYLE_DRAWING ? v[30] : v[10];
-    int nseg = 0;
-    if (P->style == STYLE_DRAWING)
+    int drawing = P->style == STYLE_DRAWING, nseg = 0;
+    float seg[DRAW_MAXSEG][4], width = drawing ? v[DRAW_WIDTH] : v[10], ground = drawing ? v[DRAW_GROUND] : 0;
+    if (drawing)
         nseg = draw_segments(P, seg);
     else if (P->style == STYLE_STROKES)
         for (; nseg + 1 < P->np; nseg++) memcpy(seg[nseg], v + 2 * nseg, sizeof seg[nseg]);
@@ -278,8 +281,8 @@ static void style_fill(attack_t *a, const obj_params *P, ls_rng *r, float *x) {
                     float ey = yy - (ay + t * dy), ex = xx - (ax + t * dx), dd = ey * ey + ex * ex;
                     if (dd < best) best = dd;
                 }
-                float ink = clampf(width * 0.5f + 0.5f - sqrtf(best), 0, 1), g = P->style == STYLE_DRAWING ? v[31] : 0;
-                val = g + (P->base - g) * ink;
+                float ink = clampf(width * 0.5f + 0.5f - sqrtf(best), 0, 1);
+                val = ground + (P->base - ground) * ink;
             } else {
                 float u = (float)xx / W, w = (float)yy / H, ph = v[1] * (u * cosf(v[0]) + w * sinf(v[0])) + v[2];
                 float sn = sinf(ph);
@@ -299,7 +302,23 @@ static void obj_render(attack_t *a, const obj_params *P, float *x) {
     obj_finish(a, P, &a->rng, x);
 }
 
-/* Draws the stroke or field parameters of P (its style already set). */
+/* Pen points (y, x) of strokes and drawings: drawn in the middle 70 % of the frame; varied by
+ * Gaussian noise of s times 0.7 of the frame, kept inside it. */
+static void pen_points_draw(ls_rng *r, float *pt, int n, int H, int W) {
+    for (int i = 0; i < n; i++) {
+        pt[2 * i] = H * (0.15f + 0.7f * ls_rng_uniform(r));
+        pt[2 * i + 1] = W * (0.15f + 0.7f * ls_rng_uniform(r));
+    }
+}
+
+static void pen_points_vary(ls_rng *r, float *pt, int n, float s, int H, int W) {
+    for (int i = 0; i < n; i++) {
+        pt[2 * i] = clampf(pt[2 * i] + s * 0.7f * H * ls_rng_normal(r), 0.15f * H, 0.85f * H);
+        pt[2 * i + 1] = clampf(pt[2 * i + 1] + s * 0.7f * W * ls_rng_normal(r), 0.15f * W, 0.85f * W);
+    }
+}
+
+/* Draws the stroke, drawing or field parameters of P (its style already set). */
 static void style_draw(attack_t *a, obj_params *P) {
     ls_rng *r = &a->rng;
     int H = a->o->h, W = a->o->w;
@@ -309,21 +328,15 @@ static void style_draw(attack_t *a, obj_params *P) {
     P->base = 0.5f + 0.5f * ls_rng_uniform(r);
     if (P->style == STYLE_STROKES) {
         P->np = 2 + (int)ls_rng_below(r, 4);
-        for (int i = 0; i < P->np; i++) {
-            P->sv[2 * i] = H * (0.15f + 0.7f * ls_rng_uniform(r));
-            P->sv[2 * i + 1] = W * (0.15f + 0.7f * ls_rng_uniform(r));
-        }
+        pen_points_draw(r, P->sv, P->np, H, W);
         P->sv[10] = 1.0f + 0.12f * W * ls_rng_uniform(r);
     } else if (P->style == STYLE_DRAWING) {
-        P->np = 1 + (int)ls_rng_below(r, 3);
+        P->np = 1 + (int)ls_rng_below(r, DRAW_MAXSTROKES);
         for (int s = 0; s < P->np; s++) {
-            float *v = P->sv + 8 * s;
+            float *v = P->sv + DRAW_STRIDE * s;
             v[0] = (float)ls_rng_below(r, 2);
             if (v[0] < 0.5f) {
-                for (int i = 0; i < 3; i++) {
-                    v[1 + 2 * i] = H * (0.15f + 0.7f * ls_rng_uniform(r));
-                    v[2 + 2 * i] = W * (0.15f + 0.7f * ls_rng_uniform(r));
-                }
+                pen_points_draw(r, v + 1, 3, H, W);
                 v[7] = 2.0f + (float)ls_rng_below(r, 2);
             } else {
                 v[1] = H * (0.3f + 0.4f * ls_rng_uniform(r)), v[2] = W * (0.3f + 0.4f * ls_rng_uniform(r));
@@ -332,9 +345,9 @@ static void style_draw(attack_t *a, obj_params *P) {
                 v[7] = 0;
             }
         }
-        P->sv[30] = 1.0f + 0.1f * W * ls_rng_uniform(r);
+        P->sv[DRAW_WIDTH] = 1.0f + 0.1f * W * ls_rng_uniform(r);
         float u = ls_rng_uniform(r);
-        P->sv[31] = 0.3f * u * u;
+        P->sv[DRAW_GROUND] = 0.3f * u * u;
     } else {
         P->np = 0;
         P->sv[0] = 3.14159265f * ls_rng_uniform(r);
@@ -346,25 +359,19 @@ static void style_draw(attack_t *a, obj_params *P) {
     }
 }
 
-/* Moves the stroke or field parameters by Gaussian noise of s times their range. */
+/* Moves the stroke, drawing or field parameters by Gaussian noise of s times their range. */
 static void style_vary(attack_t *a, obj_params *P, float s) {
     ls_rng *r = &a->rng;
     int H = a->o->h, W = a->o->w;
     P->base = clampf(P->base + s * 0.5f * ls_rng_normal(r), 0.5f, 1);
     if (P->style == STYLE_STROKES) {
-        for (int i = 0; i < P->np; i++) {
-            P->sv[2 * i] = clampf(P->sv[2 * i] + s * 0.7f * H * ls_rng_normal(r), 0.15f * H, 0.85f * H);
-            P->sv[2 * i + 1] = clampf(P->sv[2 * i + 1] + s * 0.7f * W * ls_rng_normal(r), 0.15f * W, 0.85f * W);
-        }
+        pen_points_vary(r, P->sv, P->np, s, H, W);
         P->sv[10] = clampf(P->sv[10] + s * 0.12f * W * ls_rng_normal(r), 1, 1 + 0.12f * W);
     } else if (P->style == STYLE_DRAWING) {
         for (int k = 0; k < P->np; k++) {
-            float *v = P->sv + 8 * k;
+            float *v = P->sv + DRAW_STRIDE * k;
             if (v[0] < 0.5f) {
-                for (int i = 0; i < 3; i++) {
-                    v[1 + 2 * i] = clampf(v[1 + 2 * i] + s * 0.7f * H * ls_rng_normal(r), 0.15f * H, 0.85f * H);
-                    v[2 + 2 * i] = clampf(v[2 + 2 * i] + s * 0.7f * W * ls_rng_normal(r), 0.15f * W, 0.85f * W);
-                }
+                pen_points_vary(r, v + 1, 3, s, H, W);
             } else {
                 v[1] = clampf(v[1] + s * 0.4f * H * ls_rng_normal(r), 0.3f * H, 0.7f * H);
                 v[2] = clampf(v[2] + s * 0.4f * W * ls_rng_normal(r), 0.3f * W, 0.7f * W);
@@ -374,8 +381,8 @@ static void style_vary(attack_t *a, obj_params *P, float s) {
                 v[6] = clampf(v[6] + s * 4.712389f * ls_rng_normal(r), 1.5707963f, 6.2831853f);
             }
         }
-        P->sv[30] = clampf(P->sv[30] + s * 0.1f * W * ls_rng_normal(r), 1, 1 + 0.1f * W);
-        P->sv[31] = clampf(P->sv[31] + s * 0.3f * ls_rng_normal(r), 0.001f, 0.3f);
+        P->sv[DRAW_WIDTH] = clampf(P->sv[DRAW_WIDTH] + s * 0.1f * W * ls_rng_normal(r), 1, 1 + 0.1f * W);
+        P->sv[DRAW_GROUND] = clampf(P->sv[DRAW_GROUND] + s * 0.3f * ls_rng_normal(r), 0.001f, 0.3f);
     } else {
         P->sv[0] += s * 3.14159265f * ls_rng_normal(r);
         P->sv[1] = clampf(P->sv[1] + s * 40 * ls_rng_normal(r), 4, 44);
@@ -502,12 +509,9 @@ static void obj_lerp(const obj_params *A, const obj_params *B, float t, obj_para
     for (int i = 0; i < A->g * A->g; i++) M->grid[i] = A->grid[i] + t * (B->grid[i] - A->grid[i]);
     M->base = A->base + t * (B->base - A->base);
     M->sa = A->sa + t * (B->sa - A->sa);
-    for (int i = 0; i < 5; i++) M->sv[i] = A->sv[i] + t * (B->sv[i] - A->sv[i]);
-    if (A->style == STYLE_STROKES) M->sv[10] = A->sv[10] + t * (B->sv[10] - A->sv[10]);
-    if (A->style == STYLE_STROKES)
-        for (int i = 5; i < 10; i++) M->sv[i] = A->sv[i] + t * (B->sv[i] - A->sv[i]);
-    if (A->style == STYLE_DRAWING)
-        for (int i = 5; i < 32; i++) M->sv[i] = A->sv[i] + t * (B->sv[i] - A->sv[i]);
+    /* the style's continuous numbers (a field's kind, sv[5], stays A's) */
+    int nsv = A->style == STYLE_STROKES ? 11 : A->style == STYLE_DRAWING ? DRAW_GROUND + 1 : 5;
+    for (int i = 0; i < nsv; i++) M->sv[i] = A->sv[i] + t * (B->sv[i] - A->sv[i]);
 }
 
 /* Seeds. Image-shaped inputs (h, w > 1): objects (above), whose parameters go to P.
