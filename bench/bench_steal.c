@@ -425,15 +425,23 @@ int main(int argc, char **argv) {
         if (fscanf(lf, "%lf %lf %lf", &load[0], &load[1], &load[2]) != 3) load[0] = -1;
         fclose(lf);
     }
-    printf("bench_steal: %s, one OpenBLAS thread (%s), load %.2f %.2f %.2f; %s; monitor z %g, PRADA delta %.2f\n",
-           un.machine, openblas_get_config(), load[0], load[1], load[2], c.proba ? "probabilities" : "label-only", c.mo.z,
-           c.delta);
+    /* The kernel OpenBLAS picks for the CPU changes the victims' and replicas' floats, and so single
+     * agreement rows by about a point: the header and the JSON name it (OPENBLAS_CORETYPE overrides it). */
+    char feat[128];
+    ls_cpu_features_str(ls_cpu_features(), feat, sizeof feat);
+    printf("bench_steal: %s [%s], one OpenBLAS thread (%s), load %.2f %.2f %.2f; %s; monitor z %g, PRADA "
+           "delta %.2f\n",
+           un.machine, feat, openblas_get_config(), load[0], load[1], load[2], c.proba ? "probabilities" : "label-only",
+           c.mo.z, c.delta);
     cJSON *root = cJSON_CreateObject();
     cJSON *rows = cJSON_AddArrayToObject(root, "rows"), *summ = cJSON_AddArrayToObject(root, "summary");
     cJSON_AddNumberToObject(root, "prada_delta", c.delta);
     cJSON_AddNumberToObject(root, "monitor_z", c.mo.z);
     cJSON_AddBoolToObject(root, "probabilities", c.proba);
     cJSON_AddNumberToObject(root, "load", load[0]);
+    cJSON_AddStringToObject(root, "cpu_features", feat);
+    cJSON_AddStringToObject(root, "openblas", openblas_get_config());
+    cJSON_AddStringToObject(root, "openblas_core", openblas_get_corename());
     int rc = LS_OK;
     if (nd) rc = run_set("development", dl, nd, vl, nv, &c, rows, summ);
     if (!rc && nh) rc = run_set("held-out", hl, nh, vl, nv, &c, rows, summ);
