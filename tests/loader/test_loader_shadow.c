@@ -54,6 +54,23 @@ static int start_pair(ls_loader_mix *mix, int *pp, int *sp) {
     return *pp > 0 && *sp > 0;
 }
 
+/* The shadow's count of state pulls from its primary (-1 when it does not answer). */
+static int state_pulls(int port) {
+    char ep[64];
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
+    ls_loader_client *c;
+    char *reply = NULL;
+    int n = -1;
+    if (ls_loader_client_open(&c, ep, 0, 2000, 0) != LS_OK) return -1;
+    if (ls_loader_client_control(c, NULL, &reply) == LS_OK && reply) {
+        const char *p = strstr(reply, "\"state_pulls\":");
+        if (p) n = atoi(p + 14);
+    }
+    free(reply);
+    ls_loader_client_close(c);
+    return n;
+}
+
 /* Batches are compared without their resume blobs: the services built their first steps
  * before the weight change arrived, the in-process reference after. */
 static void test_failover(void) {
@@ -78,7 +95,12 @@ static void test_failover(void) {
     CHECK_EQ_INT(ls_loader_client_set_weights(c[0], "{\"a\": 0.95, \"b\": 0.05}", 9, NULL), 0);
     double w[2] = {0.95, 0.05};
     CHECK_EQ_INT(ls_loader_set_weights(ref, w, 9), 0);
-    ls_sleep_ms(300); /* the shadow pulls every 50 ms */
+    /* the shadow pulls every 50 ms; two more pulls and one began after the change (bounded by
+     * wall time: a loaded machine may not run the shadow for a while) */
+    int pulls = state_pulls(sp), now = pulls;
+    for (double t0 = ls_now(); pulls >= 0 && now < pulls + 2 && ls_now() - t0 < 20; now = state_pulls(sp))
+        ls_sleep_ms(20);
+    CHECK_MSG(pulls >= 0 && now >= pulls + 2, "the shadow pulled the state %d times after the change", now - pulls);
     lu_kill(0);
     double t0 = ls_now(), first = -1;
     for (; step < 14; step++) {
