@@ -77,6 +77,17 @@ static inline void lu_worker(int i, const char *endpoint, const char *source) {
     if (lu_kid[i] == 0) _exit(ls_loader_worker_run(endpoint, source) == 0 ? 0 : 1);
 }
 
+/* The info JSON of the service on 127.0.0.1:port (malloc'd), or NULL when it does not answer. */
+static inline char *lu_info(int port) {
+    char ep[64], *reply = NULL;
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
+    ls_loader_client *c;
+    if (ls_loader_client_open(&c, ep, 0, 5000, 0) != LS_OK) return NULL;
+    if (ls_loader_client_control(c, NULL, &reply) != LS_OK) free(reply), reply = NULL;
+    ls_loader_client_close(c);
+    return reply;
+}
+
 /* A TCP port free on 127.0.0.1 a moment ago (for a link whose workers start before it binds). */
 static inline int lu_free_port(void) {
     int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;

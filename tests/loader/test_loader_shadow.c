@@ -56,18 +56,10 @@ static int start_pair(ls_loader_mix *mix, int *pp, int *sp) {
 
 /* The shadow's count of state pulls from its primary (-1 when it does not answer). */
 static int state_pulls(int port) {
-    char ep[64];
-    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
-    ls_loader_client *c;
-    char *reply = NULL;
-    int n = -1;
-    if (ls_loader_client_open(&c, ep, 0, 2000, 0) != LS_OK) return -1;
-    if (ls_loader_client_control(c, NULL, &reply) == LS_OK && reply) {
-        const char *p = strstr(reply, "\"state_pulls\":");
-        if (p) n = atoi(p + 14);
-    }
-    free(reply);
-    ls_loader_client_close(c);
+    char *info = lu_info(port);
+    const char *p = info ? strstr(info, "\"state_pulls\":") : NULL;
+    int n = p ? atoi(p + 14) : -1;
+    free(info);
     return n;
 }
 

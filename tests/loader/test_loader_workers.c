@@ -82,21 +82,13 @@ static void compare(int port, ls_loader *ref, int64_t from, int64_t to, const ch
 
 /* The service's info for source `name`: its live workers and the workers it lost. */
 static void workers_of(int port, const char *name, int *live, int *lost) {
-    char ep[64], key[64];
-    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
-    ls_loader_client *c;
-    char *reply = NULL;
-    *live = *lost = -1;
-    if (ls_loader_client_open(&c, ep, 0, 5000, 0) != LS_OK) return;
-    if (ls_loader_client_control(c, NULL, &reply) == LS_OK && reply) {
-        snprintf(key, sizeof key, "\"name\":\"%s\"", name);
-        const char *e = strstr(reply, key), *w = e ? strstr(e, "\"workers\":") : NULL,
-                   *l = e ? strstr(e, "\"workers_lost\":") : NULL;
-        if (w) *live = atoi(w + 10);
-        if (l) *lost = atoi(l + 15);
-    }
-    free(reply);
-    ls_loader_client_close(c);
+    char key[64], *info = lu_info(port);
+    snprintf(key, sizeof key, "\"name\":\"%s\"", name);
+    const char *e = info ? strstr(info, key) : NULL, *w = e ? strstr(e, "\"workers\":") : NULL,
+               *l = e ? strstr(e, "\"workers_lost\":") : NULL;
+    *live = w ? atoi(w + 10) : -1;
+    *lost = l ? atoi(l + 15) : -1;
+    free(info);
 }
 
 /* Fetches (and compares) step after step until source a has `want` live workers. The hub hears a
