@@ -13,7 +13,7 @@ rank_pid() {
     tr '\0' '\n' < /proc/"$p"/environ 2> /dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1" && { echo "$p"; return; }
   done
 }
-wait_rank() { for i in $(seq 1 100); do r=$(rank_pid "$1" "$2"); [ -n "$r" ] && { echo "$r"; return; }; sleep 0.1; done; }
+wait_rank() { for i in $(seq 1 300); do r=$(rank_pid "$1" "$2"); [ -n "$r" ] && { echo "$r"; return; }; sleep 0.1; done; }
 losses() { tr -d ' \n\t' < "$1" | grep -o '"losses":\[[^]]*\]'; }
 
 # --- kill -9 of rank 1: one line naming it, non-zero exit

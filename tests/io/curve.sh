@@ -31,7 +31,7 @@ start() { # start [global options]: a loader service on a free loopback port; se
     rm -f "$T/port"
     "$LLMSYS" "$@" loader serve --mix "$T/mix.json" --ranks 1 --port 0 --port-file "$T/port" > "$T/serve.log" 2>&1 &
     PIDS+=($!)
-    for _ in $(seq 1 100); do [ -s "$T/port" ] && break; sleep 0.05; done
+    for _ in $(seq 1 600); do [ -s "$T/port" ] && break; sleep 0.05; done
     [ -s "$T/port" ] || fail "service did not start: $(cat "$T/serve.log")"
     PORT=$(cat "$T/port")
 }

@@ -55,7 +55,7 @@ start() { # start [--resume FILE]: launches a server for $RANKS (default 2) rank
     rm -f "$T/port"
     "$LLMSYS" loader serve --mix "$T/mix.json" --ranks "${RANKS:-2}" --port 0 --port-file "$T/port" --prefetch 2 --history 2 "$@" > "$T/serve.log" 2>&1 &
     PIDS+=($!)
-    for _ in $(seq 1 100); do [ -s "$T/port" ] && break; sleep 0.05; done
+    for _ in $(seq 1 600); do [ -s "$T/port" ] && break; sleep 0.05; done
     [ -s "$T/port" ] || fail "server did not start: $(cat "$T/serve.log")"
     PORT=$(cat "$T/port")
 }

@@ -20,7 +20,7 @@ echo '{"n_ctx": 32, "tokens_per_rank": 96, "seed": 2, "sources": [{"name": "docs
 # a window of 2 steps (prefetch 1 + history 1): a step leaves it only once both ranks have it
 "$LLMSYS" loader serve --mix "$T/mix.json" --ranks 2 --prefetch 1 --history 1 --port 0 --port-file "$T/port" > "$T/serve.log" 2>&1 &
 SP=$!
-for _ in $(seq 1 100); do [ -s "$T/port" ] && break; sleep 0.05; done
+for _ in $(seq 1 600); do [ -s "$T/port" ] && break; sleep 0.05; done
 [ -s "$T/port" ] || fail "server did not start: $(cat "$T/serve.log")"
 A="tcp://127.0.0.1:$(cat "$T/port")"
 "$LLMSYS" train --config tiny --ranks 2 --threads 1 --loader "$A" --seq 32 --batch 12 --steps 3 --out "$T/m.safetensors" > "$T/train.log" 2>&1 \

@@ -47,7 +47,7 @@ grep -q "unreachable" "$T/err" || fail "unreachable message"
 "$BIN" victim serve --model "$T/v.bin" --port 0 --port-file "$T/port" --budget 500 --admin-key admin \
   --log "$T/q.log" --duration 60 > "$T/serve.out" 2>&1 &
 SRV=$!
-for i in $(seq 1 100); do [ -s "$T/port" ] && break; sleep 0.1; done
+for i in $(seq 1 300); do [ -s "$T/port" ] && break; sleep 0.1; done
 [ -s "$T/port" ] || fail "server did not start"
 URL="http://127.0.0.1:$(cat "$T/port")/predict"
 grep -q "training data's units" "$T/serve.out" || fail "serve says it takes the training data's units"
@@ -126,7 +126,7 @@ grep -q "client key:eve flagged by the query monitor after" "$T/serve2.out" || f
 "$BIN" victim serve --model "$T/d.bin" --port 0 --port-file "$T/port3" --model-units --duration 60 \
   > "$T/serve3.out" 2>&1 &
 SRV3=$!
-for i in $(seq 1 100); do [ -s "$T/port3" ] && break; sleep 0.1; done
+for i in $(seq 1 300); do [ -s "$T/port3" ] && break; sleep 0.1; done
 [ -s "$T/port3" ] || fail "digits server did not start"
 URL3="http://127.0.0.1:$(cat "$T/port3")/predict"
 "$BIN" steal --target "$URL3" --input-shape 1,8,8 --classes 10 --budget 1500 --out "$T/rd.st" --report "$T/rd.json" \

@@ -27,7 +27,7 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); p
 "$BIN" serve --model q.safetensors --port "$port" >serve.log 2>&1 &
 sp=$!
 trap 'kill $sp 2>/dev/null; wait $sp 2>/dev/null; rm -rf "$T"' EXIT
-for _ in $(seq 100); do curl -s "localhost:$port/health" >/dev/null && break; sleep 0.1; done
+for _ in $(seq 300); do curl -s "localhost:$port/health" >/dev/null && break; sleep 0.1; done
 r=$(curl -s --max-time 20 "localhost:$port/v1/completions" -d '{"prompt": "The licensee", "max_tokens": 8, "seed": 1}')
 python3 - "$r" <<'PY' || fail "serve: $r"
 import json, sys
