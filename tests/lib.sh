@@ -6,6 +6,7 @@ BIN=$1
 T=$(mktemp -d /tmp/llmsys-test-XXXXXX)
 trap 'rm -rf "$T"' EXIT
 fails=0
+. "$(dirname "${BASH_SOURCE[0]}")/wait.sh"
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 # expect CODE DESCRIPTION -- command...: exits CODE, and (CODE != 0) says so in one stderr line
 expect() {

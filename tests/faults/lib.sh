@@ -12,6 +12,7 @@ cleanup() {
 }
 trap cleanup EXIT
 fails=0
+. "$(dirname "${BASH_SOURCE[0]}")/../wait.sh"
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 finish() {
   # a sanitizer report from any process (stages and ranks included) in what they wrote

@@ -12,8 +12,7 @@ start() {
   rm -f "$T/port"
   "$BIN" loader serve --mix "$T/mix.json" --ranks 1 --port 0 --port-file "$T/port" "$@" >> "$T/serve.log" 2>&1 &
   SRV=$!
-  for i in $(seq 1 600); do [ -s "$T/port" ] && break; sleep 0.05; done
-  [ -s "$T/port" ] || { fail "loader serve did not start: $(cat "$T/serve.log")"; exit 1; }
+  wait_file "$T/port" "$SRV" || { fail "loader serve did not start: $(cat "$T/serve.log")"; exit 1; }
   A=tcp://127.0.0.1:$(cat "$T/port")
 }
 fetch() { "$BIN" loader fetch --addr "$A" --rank 0 --timeout-ms 400 "$@"; }

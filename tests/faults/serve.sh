@@ -31,8 +31,7 @@ start() {
   rm -f "$T/port"
   "$BIN" serve --model "$T/m.st" --plan "$T/plan.json" --port 0 --port-file "$T/port" "$@" >> "$T/serve.out" 2>> "$T/serve.err" &
   SRV=$!
-  for i in $(seq 1 300); do [ -s "$T/port" ] && break; kill -0 $SRV 2> /dev/null || break; sleep 0.1; done
-  [ -s "$T/port" ] || { fail "serve did not start"; cat "$T/serve.err"; return 1; }
+  wait_file "$T/port" "$SRV" || { fail "serve did not start"; cat "$T/serve.err"; return 1; }
   URL=http://127.0.0.1:$(cat "$T/port")
 }
 stage_pid() { http GET "$URL/health" "" 5 | python3 -c "import sys,json; print(json.loads(sys.stdin.read().split(' ',1)[1])['stages'][$1]['pid'])"; }

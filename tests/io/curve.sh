@@ -6,6 +6,7 @@
 set -u
 LLMSYS=$1
 T=$(mktemp -d /tmp/llmsys-curve.XXXXXX)
+. "$(dirname "$0")/../wait.sh"
 PIDS=()
 cleanup() {
     for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
@@ -31,8 +32,7 @@ start() { # start [global options]: a loader service on a free loopback port; se
     rm -f "$T/port"
     "$LLMSYS" "$@" loader serve --mix "$T/mix.json" --ranks 1 --port 0 --port-file "$T/port" > "$T/serve.log" 2>&1 &
     PIDS+=($!)
-    for _ in $(seq 1 600); do [ -s "$T/port" ] && break; sleep 0.05; done
-    [ -s "$T/port" ] || fail "service did not start: $(cat "$T/serve.log")"
+    wait_file "$T/port" "${PIDS[-1]}" || fail "service did not start: $(cat "$T/serve.log")"
     PORT=$(cat "$T/port")
 }
 

@@ -5,6 +5,7 @@
 set -u
 LLMSYS=$1
 T=$(mktemp -d /tmp/llmsys-loader-cli.XXXXXX)
+. "$(dirname "$0")/../wait.sh"
 PIDS=()
 cleanup() {
     for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
@@ -55,8 +56,7 @@ start() { # start [--resume FILE]: launches a server for $RANKS (default 2) rank
     rm -f "$T/port"
     "$LLMSYS" loader serve --mix "$T/mix.json" --ranks "${RANKS:-2}" --port 0 --port-file "$T/port" --prefetch 2 --history 2 "$@" > "$T/serve.log" 2>&1 &
     PIDS+=($!)
-    for _ in $(seq 1 600); do [ -s "$T/port" ] && break; sleep 0.05; done
-    [ -s "$T/port" ] || fail "server did not start: $(cat "$T/serve.log")"
+    wait_file "$T/port" "${PIDS[-1]}" || fail "server did not start: $(cat "$T/serve.log")"
     PORT=$(cat "$T/port")
 }
 

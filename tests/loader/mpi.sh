@@ -4,6 +4,7 @@
 set -u
 LLMSYS=$1
 T=$(mktemp -d /tmp/llmsys-loader-mpi.XXXXXX)
+. "$(dirname "$0")/../wait.sh"
 SP=
 cleanup() {
     [ -n "$SP" ] && { kill -9 "$SP" 2>/dev/null; wait "$SP" 2>/dev/null; }
@@ -20,8 +21,7 @@ echo '{"n_ctx": 32, "tokens_per_rank": 96, "seed": 2, "sources": [{"name": "docs
 # a window of 2 steps (prefetch 1 + history 1): a step leaves it only once both ranks have it
 "$LLMSYS" loader serve --mix "$T/mix.json" --ranks 2 --prefetch 1 --history 1 --port 0 --port-file "$T/port" > "$T/serve.log" 2>&1 &
 SP=$!
-for _ in $(seq 1 600); do [ -s "$T/port" ] && break; sleep 0.05; done
-[ -s "$T/port" ] || fail "server did not start: $(cat "$T/serve.log")"
+wait_file "$T/port" "$SP" || fail "server did not start: $(cat "$T/serve.log")"
 A="tcp://127.0.0.1:$(cat "$T/port")"
 "$LLMSYS" train --config tiny --ranks 2 --threads 1 --loader "$A" --seq 32 --batch 12 --steps 3 --out "$T/m.safetensors" > "$T/train.log" 2>&1 \
     || fail "train --ranks 2 --loader: $(tail -5 "$T/train.log")"

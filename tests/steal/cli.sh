@@ -7,6 +7,7 @@
 set -u
 BIN="$1"
 T=$(mktemp -d /tmp/llmsys-steal-cli.XXXXXX)
+. "$(dirname "$0")/../wait.sh"
 SRV=""
 SRV3=""
 cleanup() {
@@ -47,8 +48,7 @@ grep -q "unreachable" "$T/err" || fail "unreachable message"
 "$BIN" victim serve --model "$T/v.bin" --port 0 --port-file "$T/port" --budget 500 --admin-key admin \
   --log "$T/q.log" --duration 60 > "$T/serve.out" 2>&1 &
 SRV=$!
-for i in $(seq 1 300); do [ -s "$T/port" ] && break; sleep 0.1; done
-[ -s "$T/port" ] || fail "server did not start"
+wait_file "$T/port" "$SRV" || fail "server did not start"
 URL="http://127.0.0.1:$(cat "$T/port")/predict"
 grep -q "training data's units" "$T/serve.out" || fail "serve says it takes the training data's units"
 
@@ -103,8 +103,7 @@ printf 'nat natsecret1\neve evesecret1\n' > "$T/keys"
 "$BIN" victim serve --model "$T/m.bin" --port 0 --port-file "$T/port2" --prada off --monitor refuse \
   --monitor-data "$T/moons/moons.csv" --keys "$T/keys" --duration 60 > "$T/serve2.out" 2>&1 &
 SRV2=$!
-for i in $(seq 1 200); do [ -s "$T/port2" ] && break; sleep 0.1; done
-[ -s "$T/port2" ] || { kill $SRV2; fail "monitored server did not start"; }
+wait_file "$T/port2" "$SRV2" || { kill $SRV2; fail "monitored server did not start"; }
 URL2="http://127.0.0.1:$(cat "$T/port2")/predict"
 python3 - "$URL2" "$T/moons/moons.csv" <<'PY' || { kill $SRV2; fail "natural client refused"; }
 import json, sys, urllib.request
@@ -126,8 +125,7 @@ grep -q "client key:eve flagged by the query monitor after" "$T/serve2.out" || f
 "$BIN" victim serve --model "$T/d.bin" --port 0 --port-file "$T/port3" --model-units --duration 60 \
   > "$T/serve3.out" 2>&1 &
 SRV3=$!
-for i in $(seq 1 300); do [ -s "$T/port3" ] && break; sleep 0.1; done
-[ -s "$T/port3" ] || fail "digits server did not start"
+wait_file "$T/port3" "$SRV3" || fail "digits server did not start"
 URL3="http://127.0.0.1:$(cat "$T/port3")/predict"
 "$BIN" steal --target "$URL3" --input-shape 1,8,8 --classes 10 --budget 1500 --out "$T/rd.st" --report "$T/rd.json" \
   --epochs 3 --quiet > /dev/null || fail "steal digits"
