@@ -1020,8 +1020,13 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
         }
         a.rounds = 1;
         rc = net_new(&a, o->seed + 17);
-        /* Rounds grow with what is known: each spends ~30% more than the last. */
-        int64_t rsz = o->budget / 12 > 50 ? o->budget / 12 : 50;
+        /* Rounds grow with what is known. Images: many small rounds (1/40 of the budget to
+         * start, each ~10% larger: 15 after the seeds at 20k), so the replica that ranks the
+         * candidates is refitted often; on tables that moved agreement only within a seed's
+         * spread, so they keep fewer, larger ones (1/12, ~30% larger each). */
+        int img = is_image(o);
+        int64_t rsz = o->budget / (img ? 40 : 12);
+        if (rsz < 50) rsz = 50;
         while (!rc && !a.failed && a.n < o->budget && a.n > 0) {
             rc = fit_net(&a, NULL, a.rounds == 1 ? 6 : 3, 0.1f, o->seed + (uint64_t)a.rounds, NULL);
             if (rc) break;
@@ -1031,7 +1036,7 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
             rc = round_synth(&a, want);
             a.rounds++;
             if (a.n == before) break; /* nothing more could be asked: stop rather than spin */
-            rsz = rsz * 13 / 10;
+            rsz = rsz * (img ? 11 : 13) / 10;
         }
     }
     free(buf);
