@@ -1020,10 +1020,10 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
         }
         a.rounds = 1;
         rc = net_new(&a, o->seed + 17);
-        /* Rounds grow with what is known. Images: many small rounds (1/40 of the budget to
+        /* Rounds grow with what is known. Images: many small ones (1/40 of the budget to
          * start, each ~10% larger: 15 after the seeds at 20k), so the replica that ranks the
-         * candidates is refitted often; on tables that moved agreement only within a seed's
-         * spread, so they keep fewer, larger ones (1/12, ~30% larger each). */
+         * candidates is refitted often. Tables keep fewer, larger ones (1/12, ~30% larger
+         * each): small rounds moved their agreement only within a seed's spread. */
         int img = is_image(o);
         int64_t rsz = o->budget / (img ? 40 : 12);
         if (rsz < 50) rsz = 50;
