@@ -263,7 +263,8 @@ static void test_image_queries_in_range(void) {
     CHECK(rec.seen[0] && rec.seen[1] && rec.seen[2]);
     /* image rounds start at max(budget / 40, 50) and grow 10 % each: after 450 seeds, 50, 55,
      * 60, ... take at least 13 rounds to spend the other 1 050 queries (res.rounds counts the
-     * seeds as the first); the larger rounds that tables keep would take 6 */
+     * seeds as the first, and a round may spend less than its size); the tables' larger
+     * rounds need at least 6 (this run took 7 with them) */
     CHECK_MSG(res.rounds >= 14, "rounds %d", res.rounds);
     /* every style of the prior was asked (the first 40 % of the seeds, 30 % of the budget,
      * probe them evenly: 2.4 % of the budget each) and the shares cover every answer */
