@@ -23,6 +23,7 @@ typedef struct {
     double w, max_z;
     int tree_tested, tree_kept; /* the attacker's CART test ran; the replica kept its CART member */
     double style_share[LS_STEAL_NSTYLE]; /* images: the queries' spread over the prior's styles */
+    double blend_share;                  /* ... and the pixel blends, which have none */
     double tree_acc, mlp_acc; /* the accuracies of that test (when tree_tested) */
 } outcome;
 
@@ -63,6 +64,7 @@ static int run_one(ls_victim_server *srv, const ls_steal_data *tr, const ls_stea
     out->queries = res.queries;
     out->tree_tested = res.tree_tested, out->tree_kept = res.tree_kept, out->tree_acc = res.tree_acc, out->mlp_acc = res.mlp_acc;
     memcpy(out->style_share, res.style_share, sizeof out->style_share);
+    out->blend_share = res.blend_share;
     detector_view(srv, key, out);
     return rc;
 }
@@ -222,7 +224,7 @@ static int run_set(const char *set, char **dl, int nd, char **vl, int nv, const 
                     printf("%-10s %-7s   query styles:", "", "");
                     for (int s = 0; s < LS_STEAL_NSTYLE; s++)
                         printf(" %s %.2f", ls_steal_style_names[s], ours.style_share[s]);
-                    printf("\n");
+                    printf(", pixel blends %.2f\n", ours.blend_share);
                 }
                 fflush(stdout);
                 if (is_classic(vl[vi])) {
@@ -246,6 +248,7 @@ static int run_set(const char *set, char **dl, int nd, char **vl, int nv, const 
                 cJSON *st = image ? cJSON_AddObjectToObject(row, "style_share") : NULL;
                 for (int s = 0; st && s < LS_STEAL_NSTYLE; s++)
                     cJSON_AddNumberToObject(st, ls_steal_style_names[s], ours.style_share[s]);
+                if (image) cJSON_AddNumberToObject(row, "blend_share", ours.blend_share);
                 cJSON_AddNumberToObject(row, "prada_flagged_at", (double)ours.flagged_at);
                 cJSON_AddNumberToObject(row, "prada_min_w", ours.w);
                 cJSON_AddNumberToObject(row, "monitor_flagged_at", (double)ours.mon_at[zi]);

@@ -411,8 +411,11 @@ typedef struct {
     int tree_tested;          /* opts.tree_member: the CART's test ran (images) */
     int tree_kept;            /* ... and the CART was kept in the replica */
     double tree_acc, mlp_acc; /* the test: the CART's and the MLP's accuracy on the held-back fifth */
-    /* images: the share of each query style (ls_steal_style_names) among all answered queries */
+    /* images: the share of each query style (ls_steal_style_names) among all answered queries,
+     * and of the pixel blends (bisection midpoints of two answers, which have no style); the
+     * style shares and the blend share sum to 1 */
     double style_share[LS_STEAL_NSTYLE];
+    double blend_share;
 } ls_steal_result;
 
 void ls_steal_opts_default(ls_steal_opts *o);

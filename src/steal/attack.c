@@ -1086,10 +1086,14 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
     snprintf(res->error, sizeof res->error, "%s", a.err);
     memcpy(res->class_count, a.count, sizeof a.count);
     if (a.par) {
-        int64_t per[NSTYLE] = {0};
+        int64_t per[NSTYLE] = {0}, blends = 0;
         for (int64_t i = 0; i < a.n; i++)
-            if (a.has_par[i]) per[a.par[i].style]++;
+            if (a.has_par[i])
+                per[a.par[i].style]++;
+            else
+                blends++;
         for (int s = 0; s < NSTYLE; s++) res->style_share[s] = (double)per[s] / (double)a.n;
+        res->blend_share = (double)blends / (double)a.n;
     }
 done:
     res->seconds = ls_now() - t0;

@@ -123,6 +123,7 @@ cJSON *ls_steal_result_json(const char *target, const char *strategy, const ls_s
         cJSON *st = cJSON_AddObjectToObject(j, "style_share");
         for (int i = 0; i < LS_STEAL_NSTYLE; i++)
             cJSON_AddNumberToObject(st, ls_steal_style_names[i], res->style_share[i]);
+        cJSON_AddNumberToObject(j, "blend_share", res->blend_share);
     }
     cJSON *cc = cJSON_AddArrayToObject(j, "answers_per_class");
     for (int i = 0; i < o->k && i < 64; i++) cJSON_AddItemToArray(cc, cJSON_CreateNumber((double)res->class_count[i]));

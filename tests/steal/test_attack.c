@@ -267,13 +267,15 @@ static void test_image_queries_in_range(void) {
      * rounds need at least 6 (this run took 7 with them) */
     CHECK_MSG(res.rounds >= 14, "rounds %d", res.rounds);
     /* every style of the prior was asked (the first 40 % of the seeds, 30 % of the budget,
-     * probe them evenly: 2.4 % of the budget each) and the shares cover every answer */
-    double tot = 0;
+     * probe them evenly: 2.4 % of the budget each); with the pixel blends the shares cover
+     * every answer, and blends are at most the bisection share of the rounds (15 %) */
+    double tot = res.blend_share;
     for (int s = 0; s < LS_STEAL_NSTYLE; s++) {
         CHECK_MSG(res.style_share[s] >= 0.02, "style %s: share %.3f", ls_steal_style_names[s], res.style_share[s]);
         tot += res.style_share[s];
     }
     CHECK(fabs(tot - 1) < 1e-9);
+    CHECK_MSG(res.blend_share >= 0 && res.blend_share <= 0.15, "pixel blends %.3f", res.blend_share);
     ls_replica_free(r);
 }
 
