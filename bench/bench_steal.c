@@ -22,10 +22,20 @@ typedef struct {
     int64_t queries, flagged_at, mon_at[LS_QMON_GRID];
     double w, max_z;
     int tree_tested, tree_kept; /* the attacker's CART test ran; the replica kept its CART member */
+    int distilled;              /* the replica's members were distilled (ls_steal_opts.distill) */
     double style_share[LS_STEAL_NSTYLE]; /* images: the queries' spread over the prior's styles */
     double blend_share;                  /* ... and the pixel blends, which have none */
     double tree_acc, mlp_acc; /* the accuracies of that test (when tree_tested) */
 } outcome;
+
+typedef struct {
+    int nb, epochs, proba, no_base, tree_member; /* tree_member < 0: the attack's default */
+    double distill;                              /* < 0: the attack's default */
+    int64_t train_n, test_n, budgets[16];
+    uint64_t seed;
+    double delta;
+    ls_qmon_opts mo;
+} bench_cfg;
 
 /* What the detectors saw of one client: PRADA's min W and flag; the monitor's flag per grid z. */
 static void detector_view(ls_victim_server *srv, const char *key, outcome *out) {
@@ -36,8 +46,7 @@ static void detector_view(ls_victim_server *srv, const char *key, outcome *out) 
 }
 
 static int run_one(ls_victim_server *srv, const ls_steal_data *tr, const ls_steal_data *te, const int32_t *vlab,
-                   int strategy, int64_t budget, int final_epochs, int proba, uint64_t seed, int tree_member,
-                   const char *key, outcome *out) {
+                   int strategy, int64_t budget, const bench_cfg *c, const char *key, outcome *out) {
     char url[128];
     snprintf(url, sizeof url, "http://127.0.0.1:%d/predict", ls_victim_server_port(srv));
     ls_steal_client *cl;
@@ -48,10 +57,11 @@ static int run_one(ls_victim_server *srv, const ls_steal_data *tr, const ls_stea
     o.budget = budget;
     o.strategy = strategy;
     o.natural = tr;
-    o.use_proba = proba;
-    o.final_epochs = final_epochs;
-    o.seed = seed;
-    if (tree_member >= 0) o.tree_member = tree_member;
+    o.use_proba = c->proba;
+    o.final_epochs = c->epochs;
+    o.seed = c->seed;
+    if (c->tree_member >= 0) o.tree_member = c->tree_member;
+    if (c->distill >= 0) o.distill = c->distill;
     ls_replica *r = NULL;
     ls_steal_result res;
     int rc = ls_steal_run(&o, ls_steal_client_oracle(cl), &r, &res);
@@ -63,6 +73,7 @@ static int run_one(ls_victim_server *srv, const ls_steal_data *tr, const ls_stea
     out->secs = res.seconds;
     out->queries = res.queries;
     out->tree_tested = res.tree_tested, out->tree_kept = res.tree_kept, out->tree_acc = res.tree_acc, out->mlp_acc = res.mlp_acc;
+    out->distilled = res.distilled;
     memcpy(out->style_share, res.style_share, sizeof out->style_share);
     out->blend_share = res.blend_share;
     detector_view(srv, key, out);
@@ -105,14 +116,6 @@ static int is_classic(const char *v) {
         if (!strcmp(v, classic[i])) return 1;
     return 0;
 }
-
-typedef struct {
-    int nb, epochs, proba, no_base, tree_member; /* tree_member < 0: the attack's default */
-    int64_t train_n, test_n, budgets[16];
-    uint64_t seed;
-    double delta;
-    ls_qmon_opts mo;
-} bench_cfg;
 
 static int cmp_i64(const void *a, const void *b) {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
@@ -189,15 +192,12 @@ static int run_set(const char *set, char **dl, int nd, char **vl, int nv, const 
                 for (int g = 0; g < LS_QMON_GRID; g++) nat.mon_at[g] = rnd.mon_at[g] = -1;
                 char key[64];
                 snprintf(key, sizeof key, "synth-%lld", (long long)budget);
-                LS_TRY(run_one(srv, &tr, &te, vlab, LS_STEAL_SYNTH, budget, c->epochs, c->proba, c->seed,
-                               c->tree_member, key, &ours));
+                LS_TRY(run_one(srv, &tr, &te, vlab, LS_STEAL_SYNTH, budget, c, key, &ours));
                 if (!c->no_base) {
                     snprintf(key, sizeof key, "random-%lld", (long long)budget);
-                    LS_TRY(run_one(srv, &tr, &te, vlab, LS_STEAL_RANDOM, budget, c->epochs, c->proba, c->seed,
-                                   c->tree_member, key, &rnd));
+                    LS_TRY(run_one(srv, &tr, &te, vlab, LS_STEAL_RANDOM, budget, c, key, &rnd));
                     snprintf(key, sizeof key, "natural-%lld", (long long)budget);
-                    LS_TRY(run_one(srv, &tr, &te, vlab, LS_STEAL_NATURAL, budget, c->epochs, c->proba, c->seed,
-                                   c->tree_member, key, &nat));
+                    LS_TRY(run_one(srv, &tr, &te, vlab, LS_STEAL_NATURAL, budget, c, key, &nat));
                     if (ds.naturals < 512) {
                         ds.natural_minw[ds.naturals] = nat.w;
                         memcpy(ds.natural_mon[ds.naturals++], nat.mon_at, sizeof nat.mon_at);
@@ -219,6 +219,7 @@ static int run_set(const char *set, char **dl, int nd, char **vl, int nv, const 
                 if (ours.tree_tested)
                     printf("%-10s %-7s   tree member %s: CART %.3f, MLP %.3f on the held-back fifth of the answers\n",
                            "", "", ours.tree_kept ? "kept" : "dropped", ours.tree_acc, ours.mlp_acc);
+                if (ours.distilled) printf("%-10s %-7s   members distilled on unlabeled prior draws\n", "", "");
                 int image = te.h > 1 && te.w > 1; /* the attack's image prior and its styles */
                 if (image) {
                     printf("%-10s %-7s   query styles:", "", "");
@@ -245,6 +246,7 @@ static int run_set(const char *set, char **dl, int nd, char **vl, int nv, const 
                 cJSON_AddBoolToObject(row, "tree_member_kept", ours.tree_kept);
                 cJSON_AddNumberToObject(row, "tree_test_cart", ours.tree_acc);
                 cJSON_AddNumberToObject(row, "tree_test_mlp", ours.mlp_acc);
+                cJSON_AddBoolToObject(row, "distilled", ours.distilled);
                 cJSON *st = image ? cJSON_AddObjectToObject(row, "style_share") : NULL;
                 for (int s = 0; st && s < LS_STEAL_NSTYLE; s++)
                     cJSON_AddNumberToObject(st, ls_steal_style_names[s], ours.style_share[s]);
@@ -334,28 +336,31 @@ int main(int argc, char **argv) {
     const char *dev_s = "fmnist,blobs,rings,wine,cancer,digits";
     const char *held_s = "glyphs,shapes,textures,fmnist-inv,moons,checker,skewed";
     const char *budgets_s = "1000,5000,20000";
-    bench_cfg c = {.epochs = 30, .train_n = 30000, .seed = 1, .delta = 0.95, .tree_member = -1};
+    bench_cfg c = {.epochs = 30, .train_n = 30000, .seed = 1, .delta = 0.95, .tree_member = -1, .distill = -1};
     ls_qmon_opts_default(&c.mo);
     int quick = 0;
     openblas_set_num_threads(1); /* small batches on shared cores: OpenBLAS threads would mostly spin */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help")) {
-            printf("usage: bench_steal [--out FILE] [--victims LIST] [--datasets LIST] [--heldout LIST] [--budgets LIST]\n"
-                   "                   [--train-n N] [--test-n N] [--epochs N] [--delta W] [--monitor-z Z]\n"
-                   "                   [--no-baselines] [--proba] [--seed N] [--quick] [--goal]\n"
-                   "                   [--tree-member 0|1]\n"
-                   "  victims: logreg,svm,tree,forest,knn,nb,mlp,cnn (cnn on image data only, skipped on tables)\n"
-                   "  --datasets: development tasks (default %s), 'none' for none\n"
-                   "  --heldout:  held-out tasks (default %s), 'none' for none\n"
-                   "  --tree-member: 0 = the replica is MLPs only, 1 = it adds a CART of the queries when the attacker's\n"
-                   "          own test keeps it (images; the attack's default)\n"
-                   "  --train-n / --test-n: rows of each task's splits used (0: all; default 30000 / all)\n"
-                   "  --goal: the issue's 20k goal on held-out images: the seven classic victims, budget 20000, the\n"
-                   "          tasks' whole splits (20000 training, 5000 test rows), the attack's default 30 final\n"
-                   "          epochs, no development tasks, held-out glyphs,fmnist-inv (options after --goal\n"
-                   "          override these)\n",
-                   dev_s, held_s);
+            printf(
+                "usage: bench_steal [--out FILE] [--victims LIST] [--datasets LIST] [--heldout LIST] [--budgets LIST]\n"
+                "                   [--train-n N] [--test-n N] [--epochs N] [--delta W] [--monitor-z Z]\n"
+                "                   [--no-baselines] [--proba] [--seed N] [--quick] [--goal]\n"
+                "                   [--tree-member 0|1] [--distill R]\n"
+                "  victims: logreg,svm,tree,forest,knn,nb,mlp,cnn (cnn on image data only, skipped on tables)\n"
+                "  --datasets: development tasks (default %s), 'none' for none\n"
+                "  --heldout:  held-out tasks (default %s), 'none' for none\n"
+                "  --tree-member: 0 = the replica is MLPs only, 1 = it adds a CART of the queries when the attacker's\n"
+                "          own test keeps it (images; the attack's default)\n"
+                "  --distill: unlabeled prior draws per answer on which the members are distilled (images, when\n"
+                "          the CART is not kept; default 1, 0 = off)\n"
+                "  --train-n / --test-n: rows of each task's splits used (0: all; default 30000 / all)\n"
+                "  --goal: the issue's 20k goal on held-out images: the seven classic victims, budget 20000, the\n"
+                "          tasks' whole splits (20000 training, 5000 test rows), the attack's default 30 final\n"
+                "          epochs, no development tasks, held-out glyphs,fmnist-inv (options after --goal\n"
+                "          override these)\n",
+                dev_s, held_s);
             return 0;
         } else if (!strcmp(a, "--no-baselines"))
             c.no_base = 1;
@@ -397,6 +402,8 @@ int main(int argc, char **argv) {
             c.delta = atof(argv[++i]);
         else if (!strcmp(a, "--tree-member"))
             c.tree_member = atoi(argv[++i]);
+        else if (!strcmp(a, "--distill"))
+            c.distill = atof(argv[++i]);
         else if (!strcmp(a, "--monitor-z"))
             c.mo.z = atof(argv[++i]);
         else {

@@ -394,6 +394,10 @@ typedef struct {
     /* images: add to the replica a CART fitted on the queries when a CART fitted on 4 of every 5
      * answers predicts the 5th better than an MLP of the replica's shape (default 1; 0 = MLPs only) */
     int tree_member;
+    /* images, when the CART is not kept: the members distilled into new ones trained on the
+     * answers plus distill x answers unlabeled draws of the prior, labelled by the members'
+     * mean softmax (default 1; 0 = off) */
+    double distill;
 } ls_steal_opts;
 
 /* The image prior's styles, in the order of ls_steal_result.style_share. */
@@ -411,6 +415,7 @@ typedef struct {
     int tree_tested;          /* opts.tree_member: the CART's test ran (images) */
     int tree_kept;            /* ... and the CART was kept in the replica */
     double tree_acc, mlp_acc; /* the test: the CART's and the MLP's accuracy on the held-back fifth */
+    int distilled;            /* opts.distill: the members were replaced by distilled ones */
     /* images: the share of each query style (ls_steal_style_names) among all answered queries,
      * and of the pixel blends (bisection midpoints of two answers, which have no style); the
      * style shares and the blend share sum to 1 */

@@ -203,6 +203,8 @@ int cmd_steal(int argc, char **argv) {
         {"label-only", LS_ARG_FLAG, &no_proba, NULL, "ignore probabilities even if the API gives them"},
         {"epochs", LS_ARG_INT, &o.final_epochs, "N", "final replica epochs (default 30)"},
         {"members", LS_ARG_INT, &o.members, "N", "replica networks averaged at prediction (default 3)"},
+        {"distill", LS_ARG_FLOAT, &o.distill, "R",
+         "images: unlabeled prior draws per answer the members are distilled on (default 1, 0 = off)"},
         {"batch", LS_ARG_INT, &o.batch, "N", "inputs per request (default 256)"},
         {"timeout", LS_ARG_FLOAT, &timeout, "S", "per-request network timeout (default 30)"},
         {"seed", LS_ARG_INT, &seed, "S", "random seed (default 1)"},
@@ -222,9 +224,12 @@ int cmd_steal(int argc, char **argv) {
         return 2;
     }
     if (o.k < 2 || o.k > 64 || o.budget < 1 || o.batch < 1 || o.final_epochs < 1 || o.members < 1 ||
-        o.members > LS_REPLICA_MAX_MEMBERS || (strcmp(strategy, "synth") && strcmp(strategy, "random"))) {
-        fprintf(stderr, "llmsys steal: need --classes 2..64, --budget >= 1, --batch >= 1, --epochs >= 1, --members "
-                        "1..%d, --strategy synth or random\n", LS_REPLICA_MAX_MEMBERS);
+        o.members > LS_REPLICA_MAX_MEMBERS || !(o.distill >= 0 && o.distill <= 8) ||
+        (strcmp(strategy, "synth") && strcmp(strategy, "random"))) {
+        fprintf(stderr,
+                "llmsys steal: need --classes 2..64, --budget >= 1, --batch >= 1, --epochs >= 1, --members "
+                "1..%d, --distill 0..8, --strategy synth or random\n",
+                LS_REPLICA_MAX_MEMBERS);
         return 2;
     }
     o.lo = (float)lo;

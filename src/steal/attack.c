@@ -31,6 +31,7 @@ void ls_steal_opts_default(ls_steal_opts *o) {
     o->members = 3;
     o->use_proba = 1;
     o->tree_member = 1;
+    o->distill = 1;
 }
 
 /* ---------------------------------------------------------------- state */
@@ -143,19 +144,24 @@ static int net_new(attack_t *a, uint64_t seed) {
     return LS_OK;
 }
 
-/* Fits a->net to every answer so far, weighted by wt (NULL = 1 each; Adam, lr 1e-3 decaying
- * to lr_end of it); label: the progress bar's, shown when the attack is verbose (NULL: none). */
+/* How the attack fits its networks: Adam, lr 1e-3 decaying to lr_end of it; label: the
+ * progress bar's, shown when the attack is verbose (NULL: none). */
+static ls_mlp_fit_opts fit_opts(const attack_t *a, int epochs, float lr_end, uint64_t seed, const char *label) {
+    return (ls_mlp_fit_opts){.epochs = epochs,
+                             .batch = 128,
+                             .lr = 1e-3f,
+                             .lr_end_frac = lr_end,
+                             .wd = 1e-5f,
+                             .lo = a->o->lo,
+                             .hi = a->o->hi,
+                             .seed = seed,
+                             .verbose = label && a->o->verbose,
+                             .label = label};
+}
+
+/* Fits a->net to every answer so far, weighted by wt (NULL = 1 each). */
 static int fit_net(attack_t *a, const float *wt, int epochs, float lr_end, uint64_t seed, const char *label) {
-    ls_mlp_fit_opts fo = {.epochs = epochs,
-                          .batch = 128,
-                          .lr = 1e-3f,
-                          .lr_end_frac = lr_end,
-                          .wd = 1e-5f,
-                          .lo = a->o->lo,
-                          .hi = a->o->hi,
-                          .seed = seed,
-                          .verbose = label && a->o->verbose,
-                          .label = label};
+    ls_mlp_fit_opts fo = fit_opts(a, epochs, lr_end, seed, label);
     return ls_mlp_fit(&a->net, a->x, a->p, wt, a->n, &fo, NULL);
 }
 
@@ -566,6 +572,16 @@ static int seen_class(attack_t *a) {
     return ns ? seen[ls_rng_below(&a->rng, (uint64_t)ns)] : -1;
 }
 
+/* An answered object (images) to vary, drawn class-balanced; -1 when 64 draws found none. */
+static int64_t pick_parent(attack_t *a) {
+    int64_t s = -1;
+    for (int t = 0; t < 64 && s < 0; t++) {
+        int64_t c = pick_balanced(a, seen_class(a));
+        if (a->has_par[c]) s = c;
+    }
+    return s;
+}
+
 /* Jacobian-based steps (Papernot et al.): x <- x + lambda * sign(grad(z_t - z_y)) towards a
  * target class t of the replica, repeated until the replica's label changes or steps run out.
  * Moves rows of xs (n x d) in place. */
@@ -787,11 +803,7 @@ static int round_synth(attack_t *a, int64_t want) {
      * by Gaussian noise of up to 0.4 of its range (0.15, 0.25 and 0.6 measured against it in
      * docs/notes/steal-experiments.md, "Variations and morphs"). */
     for (; i < nj + nmix + nseed + nvary; i++) {
-        int64_t s = -1;
-        for (int t = 0; t < 64 && s < 0; t++) {
-            int64_t c = pick_balanced(a, seen_class(a));
-            if (a->has_par[c]) s = c;
-        }
+        int64_t s = pick_parent(a);
         if (s < 0) {
             gen_seed(a, cand + i * d, &candP[i]);
             ysrc[i] = -1;
@@ -942,6 +954,70 @@ out:
     return rc;
 }
 
+/* opts.distill: the replica's members replaced by new ones (other initialisations and
+ * orders) trained on every answer plus u = distill x answers draws of the prior that cost no
+ * query: 70 % fresh objects at the final style shares, 30 % variations of answered ones (as in a
+ * round's pool), each the members' mean softmax as its soft target. The draws carry the
+ * replica's decisions to regions of the prior between the answers, where each member alone
+ * extrapolates its own way. The CART member, when kept, is left as it is. */
+static int distill_members(attack_t *a, ls_replica *r, ls_steal_result *res) {
+    const ls_steal_opts *o = a->o;
+    int d = a->d, k = a->k;
+    int64_t u = (int64_t)(o->distill * (double)a->n), n = a->n + u;
+    if (u < 1) return LS_OK;
+    float *x = malloc(sizeof(float) * (size_t)n * d), *t = malloc(sizeof(float) * (size_t)n * k);
+    float *z = malloc(sizeof(float) * (size_t)u * k);
+    ls_mlp nets[LS_REPLICA_MAX_MEMBERS];
+    int made = 0, rc = LS_OK;
+    if (!x || !t || !z) {
+        rc = ls_err(LS_ENOMEM, "steal: out of memory for %lld distillation draws", (long long)u);
+        goto out;
+    }
+    memcpy(x, a->x, sizeof(float) * (size_t)a->n * d);
+    memcpy(t, a->p, sizeof(float) * (size_t)a->n * k);
+    style_weights(a);
+    for (int64_t i = 0; i < u; i++) {
+        float *xi = x + (a->n + i) * d;
+        obj_params P;
+        int64_t s = ls_rng_uniform(&a->rng) < 0.3f ? pick_parent(a) : -1;
+        if (s < 0) {
+            gen_seed(a, xi, &P);
+            continue;
+        }
+        P = a->par[s];
+        obj_vary(a, &P, 0.4f * (0.2f + 0.8f * ls_rng_uniform(&a->rng)));
+        obj_render(a, &P, xi);
+    }
+    float *tu = t + a->n * k;
+    memset(tu, 0, sizeof(float) * (size_t)u * k);
+    for (int m = 0; m < r->members && !rc; m++) {
+        rc = ls_mlp_logits(&r->net[m], x + a->n * d, u, z);
+        ls_softmax_rows(z, u, k);
+        for (int64_t i = 0; i < u * k && !rc; i++) tu[i] += z[i] / (float)r->members;
+    }
+    for (int m = 0; m < r->members && !rc; m++) {
+        if ((rc = net_new(a, o->seed + 7777 + 1000 * (uint64_t)m))) break;
+        ls_mlp_fit_opts fo =
+            fit_opts(a, o->final_epochs > 0 ? o->final_epochs : 30, 0.02f, o->seed + 55 + (uint64_t)m, "distill");
+        if ((rc = ls_mlp_fit(&a->net, x, t, NULL, n, &fo, NULL))) break;
+        nets[made++] = a->net;
+        a->have_net = 0;
+    }
+    if (!rc) { /* every new member trained: they replace the old ones */
+        for (int m = 0; m < r->members; m++) {
+            ls_mlp_free(&r->net[m]);
+            r->net[m] = nets[m];
+        }
+        res->distilled = 1;
+    } else
+        for (int m = 0; m < made; m++) ls_mlp_free(&nets[m]);
+out:
+    free(x);
+    free(t);
+    free(z);
+    return rc;
+}
+
 int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **out, ls_steal_result *res) {
     *out = NULL;
     memset(res, 0, sizeof *res);
@@ -955,6 +1031,8 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
     if (o->budget < 1) return ls_err(LS_EINVAL, "steal: budget must be >= 1");
     if (o->members < 1 || o->members > LS_REPLICA_MAX_MEMBERS)
         return ls_err(LS_EINVAL, "steal: replica members must be 1..%d, got %d", LS_REPLICA_MAX_MEMBERS, o->members);
+    if (!(o->distill >= 0 && o->distill <= 8))
+        return ls_err(LS_EINVAL, "steal: distillation draws per answer must be in [0, 8], got %g", o->distill);
     if (o->strategy == LS_STEAL_NATURAL && (!o->natural || o->natural->d != d))
         return ls_err(LS_EINVAL, "steal: the natural-data reference needs samples of %d features", d);
     double t0 = ls_now();
@@ -1069,6 +1147,10 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
         goto done;
     }
     if (objects && o->tree_member && (rc = tree_member(&a, r, res))) {
+        ls_replica_free(r);
+        goto done;
+    }
+    if (objects && o->distill > 0 && !r->tree && (rc = distill_members(&a, r, res))) {
         ls_replica_free(r);
         goto done;
     }

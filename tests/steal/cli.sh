@@ -134,6 +134,7 @@ import json, struct, sys
 t = json.load(open(sys.argv[1]))["tree_member"]
 print("  digits tree victim, 1500 queries: tree member", t)
 assert t["kept"] and t["cart_holdout_accuracy"] > t["mlp_holdout_accuracy"], t
+assert json.load(open(sys.argv[1]))["distilled"] is False  # the CART kept: members as trained
 raw = open(sys.argv[2], "rb").read()
 head = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
 assert head["tree.feat"]["dtype"] == "I32" and head["tree.probs"]["shape"][1] == 10, head.keys()
@@ -141,4 +142,9 @@ assert json.loads(head["__metadata__"]["llmsys.steal"])["tree"] == 1
 PY
 "$BIN" steal eval --replica "$T/rd.st" --target "$URL3" --test-data digits > "$T/evald.out" || fail "eval digits"
 grep -q "agreement with victim" "$T/evald.out" || fail "eval digits output"
+for bad in -1 8.5 nan; do
+  "$BIN" steal --target "$URL3" --input-shape 1,8,8 --classes 10 --budget 10 --out "$T/bad.st" --distill $bad \
+    --quiet 2>"$T/err"
+  [ $? -eq 2 ] && grep -q -- "--distill" "$T/err" && [ ! -e "$T/bad.st" ] || fail "--distill $bad refused"
+done
 echo "cli ok"

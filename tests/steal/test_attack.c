@@ -421,6 +421,7 @@ static void test_tree_member(void) {
                 axis ? "two-pixel tree" : "mean-thirds", r && r->tree ? "kept" : "dropped", res.tree_acc, res.mlp_acc);
         CHECK_EQ_INT(res.tree_kept, r && r->tree);
         CHECK(res.tree_acc > 0 && res.mlp_acc > 0 && (res.tree_acc > res.mlp_acc) == res.tree_kept);
+        CHECK_EQ_INT(res.distilled, !res.tree_kept); /* distillation only when the CART is dropped */
         if (!axis) {
             CHECK(r->tree == NULL);
             recorder again = {.d = 105, .lo = -1, .hi = 2};
@@ -477,6 +478,72 @@ static void test_tree_member(void) {
     }
 }
 
+/* Agreement of two replicas on n rows. */
+static double replica_agreement(const ls_replica *a, const ls_replica *b, const float *x, int n) {
+    int32_t *la = malloc(sizeof(int32_t) * n), *lb = malloc(sizeof(int32_t) * n);
+    int same = 0;
+    CHECK_EQ_INT(ls_replica_predict(a, x, n, la), LS_OK);
+    CHECK_EQ_INT(ls_replica_predict(b, x, n, lb), LS_OK);
+    for (int i = 0; i < n; i++) same += la[i] == lb[i];
+    free(la), free(lb);
+    return (double)same / n;
+}
+
+/* Distillation (opts.distill, on by default) on the mean-thirds oracle, where the CART is
+ * dropped: the attack asks exactly the queries it asks without it (its draws cost none); its
+ * members are new networks, and on prior draws they never saw (the queries of an attack with
+ * another seed) they agree with the replica they were distilled from, their teacher, more
+ * than that teacher agrees with the oracle. Out-of-range ratios are refused before any query. */
+static void test_distill(void) {
+    enum { N = 1500, D = 105 };
+    float *q[3];
+    recorder rec[3];
+    ls_replica *r[3] = {NULL, NULL, NULL};
+    ls_steal_result res[3];
+    ls_steal_opts o;
+    ls_steal_opts_default(&o);
+    CHECK(o.distill == 1); /* the default */
+    o.c = 3, o.h = 5, o.w = 7, o.lo = -1, o.hi = 2, o.k = 3;
+    o.budget = N;
+    o.final_epochs = 10;
+    o.members = 2;
+    for (int i = 0; i < 3; i++) {
+        q[i] = malloc(sizeof(float) * N * D);
+        rec[i] = (recorder){.d = D, .lo = -1, .hi = 2, .all = q[i]};
+        o.seed = i == 2 ? 4 : 3; /* 0: the teacher, 1: distilled, 2: another seed */
+        o.distill = i == 1 ? 1 : 0;
+        CHECK_EQ_INT(ls_steal_run(&o, (ls_steal_oracle){&rec[i], record_query}, &r[i], &res[i]), LS_OK);
+        CHECK(r[i] && !r[i]->tree && r[i]->members == 2);
+        CHECK_EQ_INT(res[i].distilled, i == 1);
+        CHECK_EQ_INT(rec[i].asked, N);
+    }
+    if (!r[0] || !r[1] || !r[2]) goto out;
+    CHECK(memcmp(q[0], q[1], sizeof(float) * N * D) == 0);
+    for (int m = 0; m < 2; m++)
+        CHECK(memcmp(r[0]->net[m].p, r[1]->net[m].p, sizeof(float) * (size_t)r[0]->net[m].np) != 0);
+    int32_t *truth = malloc(sizeof(int32_t) * N), *lab = malloc(sizeof(int32_t) * N);
+    recorder again = {.d = D, .lo = -1, .hi = 2};
+    int got = 0, right = 0;
+    CHECK_EQ_INT(record_query(&again, q[2], N, truth, NULL, &got), 0);
+    CHECK_EQ_INT(ls_replica_predict(r[0], q[2], N, lab), LS_OK);
+    for (int i = 0; i < N; i++) right += lab[i] == truth[i];
+    double student = replica_agreement(r[1], r[0], q[2], N), teacher = (double)right / N;
+    fprintf(stderr, "  on another seed's queries: student-teacher %.3f, teacher-oracle %.3f\n", student, teacher);
+    CHECK(student > teacher);
+    CHECK(student > 0.9);
+    free(truth), free(lab);
+    double bad[3] = {-1, 8.5, NAN};
+    for (int i = 0; i < 3; i++) {
+        recorder none = {.d = D, .lo = -1, .hi = 2};
+        ls_replica *rb = NULL;
+        o.distill = bad[i];
+        CHECK_EQ_INT(ls_steal_run(&o, (ls_steal_oracle){&none, record_query}, &rb, &res[0]), LS_EINVAL);
+        CHECK(rb == NULL && none.asked == 0);
+    }
+out:
+    for (int i = 0; i < 3; i++) ls_replica_free(r[i]), free(q[i]);
+}
+
 /* An axis-aligned table (6 features in [0, 1]; the label says whether x2 > 0.37 and whether
  * x4 > 0.61, as a depth-2 tree would). */
 typedef struct {
@@ -528,6 +595,7 @@ int main(void) {
     RUN(test_image_queries_in_range);
     RUN(test_table_queries);
     RUN(test_tree_member);
+    RUN(test_distill);
     ls_victim_free(victim);
     ls_steal_data_free(&tr);
     ls_steal_data_free(&te);
