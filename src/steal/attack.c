@@ -582,6 +582,22 @@ static int64_t pick_parent(attack_t *a) {
     return s;
 }
 
+/* A variation of an answered object (pick_parent) into x and P: each parameter moved by
+ * Gaussian noise of up to 0.4 of its range (0.15, 0.25 and 0.6 measured against it in
+ * docs/notes/steal-experiments.md, "Variations and morphs"). With no parent to vary, a fresh
+ * seed instead. Returns the parent, or -1. */
+static int64_t vary_answered(attack_t *a, float *x, obj_params *P) {
+    int64_t s = pick_parent(a);
+    if (s < 0) {
+        gen_seed(a, x, P);
+        return -1;
+    }
+    *P = a->par[s];
+    obj_vary(a, P, 0.4f * (0.2f + 0.8f * ls_rng_uniform(&a->rng)));
+    obj_render(a, P, x);
+    return s;
+}
+
 /* Jacobian-based steps (Papernot et al.): x <- x + lambda * sign(grad(z_t - z_y)) towards a
  * target class t of the replica, repeated until the replica's label changes or steps run out.
  * Moves rows of xs (n x d) in place. */
@@ -799,21 +815,10 @@ static int round_synth(attack_t *a, int64_t want) {
         ysrc[i] = -1;
         cpar[i] = -1;
     }
-    /* Variations of answered objects (images): class-balanced parents, each parameter moved
-     * by Gaussian noise of up to 0.4 of its range (0.15, 0.25 and 0.6 measured against it in
-     * docs/notes/steal-experiments.md, "Variations and morphs"). */
+    /* Variations of answered objects (images), class-balanced parents. */
     for (; i < nj + nmix + nseed + nvary; i++) {
-        int64_t s = pick_parent(a);
-        if (s < 0) {
-            gen_seed(a, cand + i * d, &candP[i]);
-            ysrc[i] = -1;
-            cpar[i] = -1;
-            continue;
-        }
-        candP[i] = a->par[s];
-        obj_vary(a, &candP[i], 0.4f * (0.2f + 0.8f * ls_rng_uniform(&a->rng)));
-        obj_render(a, &candP[i], cand + i * d);
-        ysrc[i] = a->y[s];
+        int64_t s = vary_answered(a, cand + i * d, &candP[i]);
+        ysrc[i] = s < 0 ? -1 : a->y[s];
         cpar[i] = s;
     }
     /* Local perturbations (tables): Gaussian noise of random scale. */
@@ -979,14 +984,10 @@ static int distill_members(attack_t *a, ls_replica *r, ls_steal_result *res) {
     for (int64_t i = 0; i < u; i++) {
         float *xi = x + (a->n + i) * d;
         obj_params P;
-        int64_t s = ls_rng_uniform(&a->rng) < 0.3f ? pick_parent(a) : -1;
-        if (s < 0) {
+        if (ls_rng_uniform(&a->rng) < 0.3f)
+            vary_answered(a, xi, &P);
+        else
             gen_seed(a, xi, &P);
-            continue;
-        }
-        P = a->par[s];
-        obj_vary(a, &P, 0.4f * (0.2f + 0.8f * ls_rng_uniform(&a->rng)));
-        obj_render(a, &P, xi);
     }
     float *tu = t + a->n * k;
     memset(tu, 0, sizeof(float) * (size_t)u * k);

@@ -119,8 +119,8 @@ cJSON *ls_steal_result_json(const char *target, const char *strategy, const ls_s
         cJSON_AddNumberToObject(t, "cart_holdout_accuracy", res->tree_acc);
         cJSON_AddNumberToObject(t, "mlp_holdout_accuracy", res->mlp_acc);
     }
-    if (o->strategy == LS_STEAL_SYNTH && o->h > 1 && o->w > 1) cJSON_AddBoolToObject(j, "distilled", res->distilled);
     if (o->strategy == LS_STEAL_SYNTH && o->h > 1 && o->w > 1) { /* the image prior's queries over its styles */
+        cJSON_AddBoolToObject(j, "distilled", res->distilled);
         cJSON *st = cJSON_AddObjectToObject(j, "style_share");
         for (int i = 0; i < LS_STEAL_NSTYLE; i++)
             cJSON_AddNumberToObject(st, ls_steal_style_names[i], res->style_share[i]);
