@@ -387,7 +387,7 @@ typedef struct {
     uint64_t seed;
     int batch; /* inputs per HTTP request */
     int hidden1, hidden2;
-    int final_epochs; /* epochs of the last replica fit */
+    int final_epochs; /* epochs of the last replica fit (default 30; 0 = 30) */
     int members;      /* replica MLPs averaged at prediction, 1..LS_REPLICA_MAX_MEMBERS (default 3) */
     int use_proba;    /* use probabilities when the API gives them */
     int verbose;      /* progress bar */

@@ -167,6 +167,9 @@ static int fit_net(attack_t *a, const float *wt, int epochs, float lr_end, uint6
 
 static int is_image(const ls_steal_opts *o) { return o->h > 1 && o->w > 1; }
 
+/* Epochs of a final member's fit (the replica's, the member test's, distillation's): 0 = 30. */
+static int final_epochs(const ls_steal_opts *o) { return o->final_epochs > 0 ? o->final_epochs : 30; }
+
 /* ---------------------------------------------------------------- generators */
 
 static void obj_prim_draw(ls_rng *r, obj_prim *q, int H, int W) {
@@ -932,7 +935,7 @@ static int tree_member(attack_t *a, ls_replica *r, ls_steal_result *res) {
     if (!wt || !z) rc = ls_err(LS_ENOMEM, "steal: out of memory");
     for (int64_t i = 0; i < a->n && !rc; i++) wt[i] = i % 5 == 4 ? 0.0f : 1.0f;
     if (!rc) rc = net_new(a, a->o->seed + 99);
-    if (!rc) rc = fit_net(a, wt, a->o->final_epochs > 0 ? a->o->final_epochs : 30, 0.02f, a->o->seed + 5, NULL);
+    if (!rc) rc = fit_net(a, wt, final_epochs(a->o), 0.02f, a->o->seed + 5, NULL);
     if (!rc) rc = ls_mlp_logits(&a->net, ho.x, nh, z);
     for (int64_t i = 0; i < nh && !rc; i++) {
         int b = 0;
@@ -998,8 +1001,7 @@ static int distill_members(attack_t *a, ls_replica *r, ls_steal_result *res) {
     }
     for (int m = 0; m < r->members && !rc; m++) {
         if ((rc = net_new(a, o->seed + 7777 + 1000 * (uint64_t)m))) break;
-        ls_mlp_fit_opts fo =
-            fit_opts(a, o->final_epochs > 0 ? o->final_epochs : 30, 0.02f, o->seed + 55 + (uint64_t)m, "distill");
+        ls_mlp_fit_opts fo = fit_opts(a, final_epochs(o), 0.02f, o->seed + 55 + (uint64_t)m, "distill");
         if ((rc = ls_mlp_fit(&a->net, x, t, NULL, n, &fo, NULL))) break;
         nets[made++] = a->net;
         a->have_net = 0;
@@ -1137,7 +1139,7 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
     for (int m = 0; m < o->members && !rc; m++) {
         rc = net_new(&a, o->seed + 99 + 1000 * (uint64_t)m);
         if (rc) break;
-        rc = fit_net(&a, NULL, o->final_epochs > 0 ? o->final_epochs : 30, 0.02f, o->seed + 5 + (uint64_t)m, "replica");
+        rc = fit_net(&a, NULL, final_epochs(o), 0.02f, o->seed + 5 + (uint64_t)m, "replica");
         if (rc) break;
         r->net[m] = a.net;
         r->members = m + 1;
