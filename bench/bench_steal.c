@@ -345,7 +345,8 @@ int main(int argc, char **argv) {
         if (!strcmp(a, "--help")) {
             printf(
                 "usage: bench_steal [--out FILE] [--victims LIST] [--datasets LIST] [--heldout LIST] [--budgets LIST]\n"
-                "                   [--train-n N] [--test-n N] [--epochs N] [--delta W] [--monitor-z Z]\n"
+                "                   [--train-n N] [--test-n N] [--epochs N] [--delta W] [--monitor-z Z] "
+                "[--monitor-stats 0|1]\n"
                 "                   [--no-baselines] [--proba] [--seed N] [--quick] [--goal]\n"
                 "                   [--tree-member 0|1] [--distill R]\n"
                 "  victims: logreg,svm,tree,forest,knn,nb,mlp,cnn (cnn on image data only, skipped on tables)\n"
@@ -355,6 +356,8 @@ int main(int argc, char **argv) {
                 "          own test keeps it (images; the attack's default)\n"
                 "  --distill: unlabeled prior draws per answer on which the members are distilled (images, when\n"
                 "          the CART is not kept; default 1, 0 = off)\n"
+                "  --monitor-stats: 1 = the query monitor also profiles each image's level and edge statistics (its\n"
+                "          default), 0 = the pixels only\n"
                 "  --train-n / --test-n: rows of each task's splits used (0: all; default 30000 / all)\n"
                 "  --goal: the issue's 20k goal on held-out images: the seven classic victims, budget 20000, the\n"
                 "          tasks' whole splits (20000 training, 5000 test rows), the attack's default 30 final\n"
@@ -406,6 +409,8 @@ int main(int argc, char **argv) {
             c.distill = atof(argv[++i]);
         else if (!strcmp(a, "--monitor-z"))
             c.mo.z = atof(argv[++i]);
+        else if (!strcmp(a, "--monitor-stats"))
+            c.mo.image_stats = atoi(argv[++i]) != 0;
         else {
             fprintf(stderr, "bench_steal: unknown option %s (see --help)\n", a);
             return 2;
@@ -439,14 +444,15 @@ int main(int argc, char **argv) {
      * agreement rows by about a point: the header and the JSON name it (OPENBLAS_CORETYPE overrides it). */
     char feat[128];
     ls_cpu_features_str(ls_cpu_features(), feat, sizeof feat);
-    printf("bench_steal: %s [%s], one OpenBLAS thread (%s), load %.2f %.2f %.2f; %s; monitor z %g, PRADA "
+    printf("bench_steal: %s [%s], one OpenBLAS thread (%s), load %.2f %.2f %.2f; %s; monitor z %g%s, PRADA "
            "delta %.2f\n",
            un.machine, feat, openblas_get_config(), load[0], load[1], load[2], c.proba ? "probabilities" : "label-only",
-           c.mo.z, c.delta);
+           c.mo.z, c.mo.image_stats ? "" : " (pixels only)", c.delta);
     cJSON *root = cJSON_CreateObject();
     cJSON *rows = cJSON_AddArrayToObject(root, "rows"), *summ = cJSON_AddArrayToObject(root, "summary");
     cJSON_AddNumberToObject(root, "prada_delta", c.delta);
     cJSON_AddNumberToObject(root, "monitor_z", c.mo.z);
+    cJSON_AddBoolToObject(root, "monitor_image_stats", c.mo.image_stats);
     cJSON_AddBoolToObject(root, "probabilities", c.proba);
     cJSON_AddNumberToObject(root, "load", load[0]);
     cJSON_AddStringToObject(root, "cpu_features", feat);

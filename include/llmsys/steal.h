@@ -240,6 +240,10 @@ typedef struct {
     int64_t min_queries; /* test from this many queries on (default 50) */
     int64_t max_rows;   /* reference rows used (subsample, default 4000) */
     uint64_t seed;
+    /* images (h, w > 1): a second view of each row, the quantiles of its pixel levels and of
+     * its neighbouring pixels' differences, with its own profile and threshold; a query is an
+     * outlier when either view's score passes its threshold (default 1; 0 = pixels only) */
+    int image_stats;
 } ls_qmon_opts;
 typedef struct ls_qmon_ref ls_qmon_ref; /* the profile: shared by all clients, read-only */
 typedef struct ls_qmon ls_qmon;         /* one client's counters */
@@ -251,7 +255,8 @@ void ls_qmon_opts_default(ls_qmon_opts *o);
 int ls_qmon_fit(const ls_steal_data *ref, const ls_qmon_opts *o, ls_qmon_ref **out);
 void ls_qmon_ref_free(ls_qmon_ref *r);
 int ls_qmon_ref_dim(const ls_qmon_ref *r);
-/* Scores n rows into score[n] and, when outlier is non-NULL, whether each exceeds the threshold. */
+/* Scores n rows into score[n] (the pixel view's score) and, when outlier is non-NULL, whether
+ * each is an outlier (past the threshold of either view). */
 int ls_qmon_score(const ls_qmon_ref *r, const float *x, int64_t n, double *score, int *outlier);
 int ls_qmon_init(const ls_qmon_ref *ref, ls_qmon **out);
 void ls_qmon_free(ls_qmon *q);

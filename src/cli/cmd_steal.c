@@ -85,7 +85,8 @@ static int victim_serve(int argc, char **argv) {
         {"port", LS_ARG_INT, &so.port, "P", "TCP port (default 8090; 0 = any free port)"},
         {"port-file", LS_ARG_STR, &port_file, "FILE", "write the bound port here (for scripts)"},
         {"bind", LS_ARG_STR, &so.bind, "ADDR", "address to listen on (default 127.0.0.1; 0.0.0.0 = all)"},
-        {"keys", LS_ARG_STR, &so.keys_path, "FILE", "API keys, one per line: NAME SECRET [BUDGET]; only these may query"},
+        {"keys", LS_ARG_STR, &so.keys_path, "FILE",
+         "API keys, one per line: NAME SECRET [BUDGET]; only these may query"},
         {"max-conns", LS_ARG_INT, &conns, "N", "open connections in total (default 512)"},
         {"max-conns-per-ip", LS_ARG_INT, &per_ip, "N", "open connections per client address (default 64)"},
         {"output", LS_ARG_STR, &output, "KIND", "label (default) or proba"},
@@ -99,7 +100,10 @@ static int victim_serve(int argc, char **argv) {
         {"monitor", LS_ARG_STR, &monitor, "MODE", "query-distribution monitor: off (default), log, throttle, refuse"},
         {"monitor-data", LS_ARG_STR, &monitor_data, "D", "the victim's training data (as victim train --data)"},
         {"monitor-z", LS_ARG_FLOAT, &mo.z, "Z", "monitor: flag when the outlier z-score exceeds Z (default 4)"},
-        {"throttle", LS_ARG_FLOAT, &so.throttle_s, "S", "throttle: seconds per input for a flagged client (default 0.2)"},
+        {"monitor-stats", LS_ARG_INT, &mo.image_stats, "0|1",
+         "monitor, images: also profile each image's level and edge statistics (default 1; 0 = pixels only)"},
+        {"throttle", LS_ARG_FLOAT, &so.throttle_s, "S",
+         "throttle: seconds per input for a flagged client (default 0.2)"},
         {"admin-key", LS_ARG_STR, &so.admin_key, "KEY", "X-API-Key for GET /stats, exempt from budget, rate, detector"},
         {"model-units", LS_ARG_FLAG, &so.model_units, NULL,
          "take inputs already scaled into the model's range instead of the training data's units"},
@@ -112,11 +116,14 @@ static int victim_serve(int argc, char **argv) {
     so.prada_mode = ls_prada_mode_parse(prada);
     so.monitor_mode = ls_prada_mode_parse(monitor);
     if ((!so.output_proba && strcmp(output, "label")) || so.prada_mode < 0 || so.monitor_mode < 0 ||
-        (so.monitor_mode && !monitor_data) || !(mo.z > 0) || so.port < 0 || so.port > 65535 || so.max_batch < 1 ||
-        !(so.prada.delta > 0 && so.prada.delta < 1) || conns < 0 || per_ip < 0) {
-        fprintf(stderr, "llmsys victim serve: need --output label or proba; --prada and --monitor off, log, throttle or "
-                        "refuse (--monitor with --monitor-data, --monitor-z > 0); --port 0..65535, --max-batch >= 1, "
-                        "--prada-delta in (0,1), --max-conns* >= 0\n");
+        (so.monitor_mode && !monitor_data) || !(mo.z > 0) || (mo.image_stats != 0 && mo.image_stats != 1) ||
+        so.port < 0 || so.port > 65535 || so.max_batch < 1 || !(so.prada.delta > 0 && so.prada.delta < 1) ||
+        conns < 0 || per_ip < 0) {
+        fprintf(stderr,
+                "llmsys victim serve: need --output label or proba; --prada and --monitor off, log, throttle or "
+                "refuse (--monitor with --monitor-data, --monitor-z > 0, --monitor-stats 0 or 1); --port 0..65535, "
+                "--max-batch >= 1, "
+                "--prada-delta in (0,1), --max-conns* >= 0\n");
         return 2;
     }
     so.max_conns = (unsigned)conns, so.max_conns_per_ip = (unsigned)per_ip;

@@ -3,7 +3,14 @@
  * top principal subspace, Mahalanobis metric inside it, residual energy outside it) scores
  * every query; the q-quantile of the scores of rows the profile was not fitted on is the
  * outlier threshold, and a client whose share of outliers exceeds what natural data gives
- * (a one-sided binomial z-test against a generous null rate) is flagged. */
+ * (a one-sided binomial z-test against a generous null rate) is flagged.
+ *
+ * Images get a second view of the same kind: a profile of each image's intensity statistics
+ * (quantiles of its pixel levels and of the differences between neighbouring pixels). Where
+ * the training images spread over the whole pixel cube (full-frame textures at any phase), a
+ * Gaussian of the pixels holds nearly any image, a dark frame with a few strokes included;
+ * the level and edge statistics still tell such an image from the data. A query is an outlier
+ * when either view's score exceeds that view's threshold. */
 #include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
@@ -12,13 +19,24 @@
 #include "llmsys/core.h"
 #include "llmsys/steal.h"
 
-struct ls_qmon_ref {
-    int d, m;       /* input width, subspace rank */
-    float *mean;    /* d */
-    float *Q;       /* m x d, orthonormal rows */
-    float *L;       /* m x m, lower Cholesky factor of the subspace covariance */
+/* One view's profile: a Gaussian of d-wide rows, Mahalanobis inside the top-m subspace. */
+typedef struct {
+    int d, m;        /* row width, subspace rank */
+    float *mean;     /* d */
+    float *Q;        /* m x d, orthonormal rows */
+    float *L;        /* m x m, lower Cholesky factor of the subspace covariance */
     double res_mean; /* mean squared residual outside the subspace (0: none, m == d) */
-    double tau;     /* outlier threshold on the score */
+    double tau;      /* outlier threshold on the score */
+} view;
+
+#define NQ 16          /* quantiles of each statistic */
+#define NSTAT (2 * NQ) /* the statistics view: pixel levels, neighbour differences */
+
+struct ls_qmon_ref {
+    int d;          /* input width */
+    int c, h, w;    /* image shape (the statistics view when h, w > 1) */
+    float lo, hi;   /* input range */
+    view pix, stat; /* stat.d == 0: no statistics view */
     ls_qmon_opts o;
 };
 
@@ -38,6 +56,7 @@ void ls_qmon_opts_default(ls_qmon_opts *o) {
     o->null_rate = 0.05, o->z = 4, o->min_queries = 50; /* the z-test */
     o->max_rows = 4000;
     o->seed = 5;
+    o->image_stats = 1;
 }
 
 /* Cholesky of the m x m SPD matrix A (row-major) into L (lower); 0 ok, -1 not positive. */
@@ -82,8 +101,19 @@ static void orthonormalise(float *Q, int m, int d) {
         }
 }
 
-/* Fits a profile to n rows of x (d wide) into r (mean, Q, L, res_mean). */
-static int fit_profile(const float *x, int64_t n, int d, int m, uint64_t seed, ls_qmon_ref *r) {
+static int view_alloc(view *v, int d, int m) {
+    v->d = d, v->m = m;
+    v->mean = malloc(sizeof(float) * (size_t)d);
+    v->Q = malloc(sizeof(float) * (size_t)m * d);
+    v->L = malloc(sizeof(float) * (size_t)m * m);
+    return v->mean && v->Q && v->L ? LS_OK : ls_err(LS_ENOMEM, "query monitor: out of memory");
+}
+
+static void view_free(view *v) { free(v->mean), free(v->Q), free(v->L); }
+
+/* Fits view v to n rows of x (v->d wide): mean, Q, L, res_mean. */
+static int fit_profile(const float *x, int64_t n, uint64_t seed, view *r) {
+    int d = r->d, m = r->m;
     float *xc = calloc((size_t)n * d, sizeof(float)), *C = malloc(sizeof(float) * (size_t)d * d);
     float *T = malloc(sizeof(float) * (size_t)m * d);
     double *B = malloc(sizeof(double) * (size_t)m * m);
@@ -124,9 +154,9 @@ static int fit_profile(const float *x, int64_t n, int d, int m, uint64_t seed, l
     return rc;
 }
 
-/* Scores n rows: Mahalanobis distance in the subspace over m, plus residual energy over its
- * training mean (each about 1 on training-like rows). */
-static void score_rows(const ls_qmon_ref *r, const float *x, int64_t n, double *score) {
+/* Scores n rows of v->d: Mahalanobis distance in the subspace over m, plus residual energy
+ * over its training mean (each about 1 on training-like rows). */
+static void score_rows(const view *r, const float *x, int64_t n, double *score) {
     int d = r->d, m = r->m;
     float *xc = malloc(sizeof(float) * (size_t)d), *z = malloc(sizeof(float) * (size_t)m);
     if (!xc || !z) {
@@ -154,6 +184,90 @@ static void score_rows(const ls_qmon_ref *r, const float *x, int64_t n, double *
     free(xc), free(z);
 }
 
+/* The NQ quantiles ((q + 0.5) / NQ) of the cnt values counted in hist (bins over [0, 1]). */
+enum { NBIN = 256 };
+static void hist_quantiles(const int *hist, int64_t cnt, float *out) {
+    int64_t acc = 0;
+    for (int q = 0, b = 0; q < NQ; q++) {
+        int64_t want = (int64_t)((q + 0.5) / NQ * (double)cnt);
+        while (b < NBIN - 1 && acc + hist[b] <= want) acc += hist[b++];
+        out[q] = ((float)b + 0.5f) / NBIN;
+    }
+}
+
+/* The statistics view of n image rows into f (n x NSTAT): quantiles of the pixel levels and
+ * of |difference| between horizontally and vertically neighbouring pixels, both as shares of
+ * the input range (256-bin histograms). */
+static void image_stats(const ls_qmon_ref *r, const float *x, int64_t n, float *f) {
+    int c = r->c, h = r->h, w = r->w;
+    float sc = 1.0f / (r->hi - r->lo);
+    for (int64_t i = 0; i < n; i++) {
+        const float *row = x + i * r->d;
+        int lev[NBIN] = {0}, dif[NBIN] = {0};
+        int64_t nd = 0;
+        for (int ch = 0; ch < c; ch++)
+            for (int y = 0; y < h; y++)
+                for (int xx = 0; xx < w; xx++) {
+                    const float *p = row + ((int64_t)ch * h + y) * w + xx;
+                    float v = (*p - r->lo) * sc;
+                    lev[(int)(v <= 0 ? 0 : v >= 1 ? NBIN - 1 : v * NBIN)]++;
+                    if (xx + 1 < w) {
+                        float dv = fabsf(p[1] - *p) * sc;
+                        dif[(int)(dv >= 1 ? NBIN - 1 : dv * NBIN)]++, nd++;
+                    }
+                    if (y + 1 < h) {
+                        float dv = fabsf(p[w] - *p) * sc;
+                        dif[(int)(dv >= 1 ? NBIN - 1 : dv * NBIN)]++, nd++;
+                    }
+                }
+        hist_quantiles(lev, (int64_t)c * h * w, f + i * NSTAT);
+        hist_quantiles(dif, nd, f + i * NSTAT + NQ);
+    }
+}
+
+/* The score of n rows in each view (stat NULL or no statistics view: the pixel view only). */
+static int score_views(const ls_qmon_ref *r, const float *x, int64_t n, double *pix, double *stat) {
+    score_rows(&r->pix, x, n, pix);
+    if (!stat || !r->stat.d) return LS_OK;
+    float *f = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1) * NSTAT);
+    if (!f) return ls_err(LS_ENOMEM, "query monitor: out of memory");
+    image_stats(r, x, n, f);
+    score_rows(&r->stat, f, n, stat);
+    free(f);
+    return LS_OK;
+}
+
+/* The q-quantile of n scores (sorted in place). */
+static double quantile_of(double *sc, int64_t n, double q) {
+    ls_sort_doubles(sc, (size_t)n);
+    int64_t qi = (int64_t)ceil(q * (double)n) - 1;
+    return sc[qi < 0 ? 0 : qi >= n ? n - 1 : qi];
+}
+
+/* Fits one view to the rows of x (n x v->d): the threshold from out-of-fold scores (4 folds,
+ * rows each profile did not see), then the profile on every row. */
+static int fit_view(const float *x, int64_t n, uint64_t seed, double q, view *v) {
+    enum { FOLDS = 4 };
+    int d = v->d;
+    double *sc = malloc(sizeof(double) * (size_t)n);
+    float *fx = malloc(sizeof(float) * (size_t)n * d);
+    int rc = sc && fx ? LS_OK : ls_err(LS_ENOMEM, "query monitor: out of memory");
+    for (int f = 0; !rc && f < FOLDS; f++) {
+        int64_t nf = 0;
+        for (int64_t i = 0; i < n; i++)
+            if (i % FOLDS != f) memcpy(fx + nf++ * d, x + i * d, sizeof(float) * (size_t)d);
+        rc = fit_profile(fx, nf, seed + (uint64_t)f, v);
+        for (int64_t i = f; !rc && i < n; i += FOLDS) score_rows(v, x + i * d, 1, &sc[i]);
+    }
+    if (!rc) {
+        v->tau = quantile_of(sc, n, q);
+        rc = fit_profile(x, n, seed, v);
+    }
+    free(sc);
+    free(fx);
+    return rc;
+}
+
 int ls_qmon_fit(const ls_steal_data *ref, const ls_qmon_opts *o, ls_qmon_ref **out) {
     *out = NULL;
     if (ref->n < 20 || ref->d < 1) return ls_err(LS_EINVAL, "query monitor: need at least 20 reference rows");
@@ -161,35 +275,23 @@ int ls_qmon_fit(const ls_steal_data *ref, const ls_qmon_opts *o, ls_qmon_ref **o
         return ls_err(LS_EINVAL, "query monitor: quantile in (0.5, 1), null rate in (0, 1), rank >= 1");
     ls_steal_data sub;
     LS_TRY(ls_steal_data_subset(ref, o->max_rows, o->seed, &sub));
-    int d = ref->d, m = o->rank < d ? o->rank : d;
+    int d = ref->d;
     ls_qmon_ref *r = calloc(1, sizeof *r);
-    double *sc = malloc(sizeof(double) * (size_t)sub.n);
-    if (r) {
-        r->mean = malloc(sizeof(float) * (size_t)d);
-        r->Q = malloc(sizeof(float) * (size_t)m * d);
-        r->L = malloc(sizeof(float) * (size_t)m * m);
-    }
-    int rc = r && sc && r->mean && r->Q && r->L ? LS_OK : ls_err(LS_ENOMEM, "query monitor: out of memory");
-    if (r) r->d = d, r->m = m, r->o = *o;
-    /* out-of-fold scores (4 folds) calibrate the threshold on rows each profile did not see */
-    enum { FOLDS = 4 };
-    float *fx = rc ? NULL : malloc(sizeof(float) * (size_t)sub.n * d);
-    if (!rc && !fx) rc = ls_err(LS_ENOMEM, "query monitor: out of memory");
-    for (int f = 0; !rc && f < FOLDS; f++) {
-        int64_t nf = 0;
-        for (int64_t i = 0; i < sub.n; i++)
-            if (i % FOLDS != f) memcpy(fx + nf++ * d, sub.x + i * d, sizeof(float) * (size_t)d);
-        rc = fit_profile(fx, nf, d, m, o->seed + (uint64_t)f, r);
-        for (int64_t i = f; !rc && i < sub.n; i += FOLDS) score_rows(r, sub.x + i * d, 1, &sc[i]);
-    }
-    free(fx);
+    int rc = r ? LS_OK : ls_err(LS_ENOMEM, "query monitor: out of memory");
     if (!rc) {
-        ls_sort_doubles(sc, (size_t)sub.n);
-        int64_t qi = (int64_t)ceil(o->quantile * (double)sub.n) - 1;
-        r->tau = sc[qi < 0 ? 0 : qi >= sub.n ? sub.n - 1 : qi];
-        rc = fit_profile(sub.x, sub.n, d, m, o->seed, r);
+        r->d = d, r->c = ref->c, r->h = ref->h, r->w = ref->w, r->lo = ref->lo, r->hi = ref->hi, r->o = *o;
+        rc = view_alloc(&r->pix, d, o->rank < d ? o->rank : d);
     }
-    free(sc);
+    if (!rc) rc = fit_view(sub.x, sub.n, o->seed, o->quantile, &r->pix);
+    if (!rc && o->image_stats && r->h > 1 && r->w > 1 && (int64_t)r->c * r->h * r->w == d && r->hi > r->lo) {
+        float *f = malloc(sizeof(float) * (size_t)sub.n * NSTAT);
+        rc = f ? view_alloc(&r->stat, NSTAT, NSTAT) : ls_err(LS_ENOMEM, "query monitor: out of memory");
+        if (!rc) {
+            image_stats(r, sub.x, sub.n, f);
+            rc = fit_view(f, sub.n, o->seed + 100, o->quantile, &r->stat);
+        }
+        free(f);
+    }
     ls_steal_data_free(&sub);
     if (rc) {
         ls_qmon_ref_free(r);
@@ -201,17 +303,25 @@ int ls_qmon_fit(const ls_steal_data *ref, const ls_qmon_opts *o, ls_qmon_ref **o
 
 void ls_qmon_ref_free(ls_qmon_ref *r) {
     if (!r) return;
-    free(r->mean), free(r->Q), free(r->L);
+    view_free(&r->pix), view_free(&r->stat);
     free(r);
 }
 
 int ls_qmon_ref_dim(const ls_qmon_ref *r) { return r->d; }
 
+/* The pixel view's score of n rows into score and, when out is non-NULL, whether each is an
+ * outlier in either view. */
+static int score_outliers(const ls_qmon_ref *r, const float *x, int64_t n, double *score, int *out) {
+    double *st = out && r->stat.d ? malloc(sizeof(double) * (size_t)(n > 0 ? n : 1)) : NULL;
+    if (out && r->stat.d && !st) return ls_err(LS_ENOMEM, "query monitor: out of memory");
+    int rc = score_views(r, x, n, score, st);
+    for (int64_t i = 0; out && !rc && i < n; i++) out[i] = score[i] > r->pix.tau || (st && st[i] > r->stat.tau);
+    free(st);
+    return rc;
+}
+
 int ls_qmon_score(const ls_qmon_ref *r, const float *x, int64_t n, double *score, int *outlier) {
-    score_rows(r, x, n, score);
-    if (outlier)
-        for (int64_t i = 0; i < n; i++) outlier[i] = score[i] > r->tau;
-    return LS_OK;
+    return score_outliers(r, x, n, score, outlier);
 }
 
 int ls_qmon_init(const ls_qmon_ref *ref, ls_qmon **out) {
@@ -228,10 +338,11 @@ void ls_qmon_free(ls_qmon *q) { free(q); }
 
 int ls_qmon_observe(ls_qmon *q, const float *x, int n) {
     double *sc = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
-    if (!sc) return ls_err(LS_ENOMEM, "query monitor: out of memory");
-    score_rows(q->ref, x, n, sc);
-    for (int i = 0; i < n; i++) q->k += sc[i] > q->ref->tau;
-    free(sc);
+    int *out = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
+    int rc = sc && out ? score_outliers(q->ref, x, n, sc, out) : ls_err(LS_ENOMEM, "query monitor: out of memory");
+    for (int i = 0; !rc && i < n; i++) q->k += out[i];
+    free(sc), free(out);
+    if (rc) return rc;
     q->n += n;
     const ls_qmon_opts *o = &q->ref->o;
     if (q->n >= o->min_queries) {

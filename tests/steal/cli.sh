@@ -99,6 +99,8 @@ grep -q "12000 rows, 10 features, 3 classes" "$T/mt.out" || fail "make-task outp
 "$BIN" victim make-task --task nope --out "$T/nope" 2>"$T/err"; [ $? -eq 1 ] || fail "make-task unknown exit"
 "$BIN" victim train --type logreg --epochs 2 --data "$T/moons/moons.csv" --out "$T/m.bin" --quiet > /dev/null || fail "train moons"
 "$BIN" victim serve --model "$T/m.bin" --port 0 --monitor refuse 2>"$T/err"; [ $? -eq 2 ] || fail "monitor without data exit"
+"$BIN" victim serve --model "$T/m.bin" --port 0 --monitor refuse --monitor-data "$T/moons/moons.csv" --monitor-stats 2 \
+  2>"$T/err"; [ $? -eq 2 ] || fail "--monitor-stats 2 exit"
 printf 'nat natsecret1\neve evesecret1\n' > "$T/keys"
 "$BIN" victim serve --model "$T/m.bin" --port 0 --port-file "$T/port2" --prada off --monitor refuse \
   --monitor-data "$T/moons/moons.csv" --keys "$T/keys" --duration 60 > "$T/serve2.out" 2>&1 &

@@ -1,7 +1,8 @@
 /* test_heldout.c - the held-out tasks (determinism by seed, ranges, classes, the idx / CSV
  * files victim make-task writes read back bit for bit) and the query-distribution monitor
  * (its score against a float64 Mahalanobis distance; natural clients not flagged, uniform
- * queries and a scripted attack through ls_steal_run flagged). */
+ * queries and a scripted attack through ls_steal_run flagged; the image statistics view on
+ * rows a Gaussian of the pixels takes for data). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -199,11 +200,69 @@ static void test_qmon_detector(void) {
     detector_case("fmnist", 2000, 600, 600);
 }
 
+/* The outlier share of n rows of x under profile p. */
+static double outlier_share(const ls_qmon_ref *p, const float *x, int64_t n) {
+    double *sc = malloc(sizeof(double) * (size_t)n);
+    int *out = malloc(sizeof(int) * (size_t)n);
+    CHECK_EQ_INT(ls_qmon_score(p, x, n, sc, out), LS_OK);
+    int64_t k = 0;
+    for (int64_t i = 0; i < n; i++) k += out[i];
+    free(sc), free(out);
+    return (double)k / (double)n;
+}
+
+/* The statistics view on textures, whose training images spread over the whole pixel cube:
+ * two kinds of row that a Gaussian of the pixels takes for data must be outliers of the
+ * statistics view, and the task's test images must not: (a) a grey disc on a dark frame (the
+ * look of the attack's object style), (b) one bright bar on a dark frame (its stroke style). */
+static void test_qmon_image_stats(void) {
+    ls_steal_data tr, te;
+    CHECK_EQ_INT(ls_steal_dataset_open("textures", 2000, &tr, &te), LS_OK);
+    enum { N = 400 };
+    int d = tr.d;
+    float *disc = calloc(N * (size_t)d, sizeof(float)), *bar = calloc(N * (size_t)d, sizeof(float));
+    ls_rng r;
+    ls_rng_seed(&r, 12);
+    for (int i = 0; i < N; i++) {
+        float *a = disc + (int64_t)i * d, *b = bar + (int64_t)i * d;
+        float cy = 10 + 8 * ls_rng_uniform(&r), cx = 10 + 8 * ls_rng_uniform(&r), rad = 4 + 6 * ls_rng_uniform(&r);
+        float lv = 0.4f + 0.5f * ls_rng_uniform(&r);
+        for (int y = 0; y < 28; y++)
+            for (int x = 0; x < 28; x++)
+                if ((y - cy) * (y - cy) + (x - cx) * (x - cx) <= rad * rad) a[y * 28 + x] = lv;
+        int y = 4 + (int)ls_rng_below(&r, 20), w = 2 + (int)ls_rng_below(&r, 2);
+        for (int yy = y; yy < y + w; yy++)
+            for (int x = 3; x < 25; x++) b[yy * 28 + x] = 0.9f;
+    }
+    double share[2][3];
+    for (int v = 0; v < 2; v++) {
+        ls_qmon_opts o;
+        ls_qmon_opts_default(&o);
+        o.image_stats = v;
+        ls_qmon_ref *p;
+        CHECK_EQ_INT(ls_qmon_fit(&tr, &o, &p), LS_OK);
+        share[v][0] = outlier_share(p, te.x, te.n);
+        share[v][1] = outlier_share(p, disc, N);
+        share[v][2] = outlier_share(p, bar, N);
+        fprintf(stderr, "  textures, %s: outlier share of test rows %.3f, discs %.3f, bars %.3f\n",
+                v ? "pixels + statistics" : "pixels alone", share[v][0], share[v][1], share[v][2]);
+        ls_qmon_ref_free(p);
+    }
+    CHECK(share[0][1] < 0.15 && share[0][2] < 0.15); /* the pixels alone take them for data */
+    CHECK(share[1][1] > 0.8 && share[1][2] > 0.99);
+    /* natural rows: one 1 % threshold, or two; under the z-test's null rate of 5 % */
+    CHECK(share[0][0] < 0.02 && share[1][0] < 0.035);
+    free(disc), free(bar);
+    ls_steal_data_free(&tr);
+    ls_steal_data_free(&te);
+}
+
 int main(void) {
     openblas_set_num_threads(1); /* small matmuls; threads only spin on shared cores */
     RUN(test_task_determinism);
     RUN(test_task_files);
     RUN(test_qmon_score);
     RUN(test_qmon_detector);
+    RUN(test_qmon_image_stats);
     return TEST_RESULT();
 }
