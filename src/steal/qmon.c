@@ -195,6 +195,9 @@ static void hist_quantiles(const int *hist, int64_t cnt, float *out) {
     }
 }
 
+/* The histogram bin of a share v of the input range (NaN or past 1: the last bin). */
+static int bin_of(float v) { return v <= 0 ? 0 : v < 1 ? (int)(v * NBIN) : NBIN - 1; }
+
 /* The statistics view of n image rows into f (n x NSTAT): quantiles of the pixel levels and
  * of |difference| between horizontally and vertically neighbouring pixels, both as shares of
  * the input range (256-bin histograms). */
@@ -210,14 +213,12 @@ static void image_stats(const ls_qmon_ref *r, const float *x, int64_t n, float *
                 for (int xx = 0; xx < w; xx++) {
                     const float *p = row + ((int64_t)ch * h + y) * w + xx;
                     float v = (*p - r->lo) * sc;
-                    lev[(int)(v <= 0 ? 0 : v >= 1 ? NBIN - 1 : v * NBIN)]++;
+                    lev[bin_of(v)]++;
                     if (xx + 1 < w) {
-                        float dv = fabsf(p[1] - *p) * sc;
-                        dif[(int)(dv >= 1 ? NBIN - 1 : dv * NBIN)]++, nd++;
+                        dif[bin_of(fabsf(p[1] - *p) * sc)]++, nd++;
                     }
                     if (y + 1 < h) {
-                        float dv = fabsf(p[w] - *p) * sc;
-                        dif[(int)(dv >= 1 ? NBIN - 1 : dv * NBIN)]++, nd++;
+                        dif[bin_of(fabsf(p[w] - *p) * sc)]++, nd++;
                     }
                 }
         hist_quantiles(lev, (int64_t)c * h * w, f + i * NSTAT);
