@@ -122,8 +122,7 @@ static int victim_serve(int argc, char **argv) {
         fprintf(stderr,
                 "llmsys victim serve: need --output label or proba; --prada and --monitor off, log, throttle or "
                 "refuse (--monitor with --monitor-data, --monitor-z > 0, --monitor-stats 0 or 1); --port 0..65535, "
-                "--max-batch >= 1, "
-                "--prada-delta in (0,1), --max-conns* >= 0\n");
+                "--max-batch >= 1, --prada-delta in (0,1), --max-conns* >= 0\n");
         return 2;
     }
     so.max_conns = (unsigned)conns, so.max_conns_per_ip = (unsigned)per_ip;

@@ -214,12 +214,8 @@ static void image_stats(const ls_qmon_ref *r, const float *x, int64_t n, float *
                     const float *p = row + ((int64_t)ch * h + y) * w + xx;
                     float v = (*p - r->lo) * sc;
                     lev[bin_of(v)]++;
-                    if (xx + 1 < w) {
-                        dif[bin_of(fabsf(p[1] - *p) * sc)]++, nd++;
-                    }
-                    if (y + 1 < h) {
-                        dif[bin_of(fabsf(p[w] - *p) * sc)]++, nd++;
-                    }
+                    if (xx + 1 < w) dif[bin_of(fabsf(p[1] - *p) * sc)]++, nd++;
+                    if (y + 1 < h) dif[bin_of(fabsf(p[w] - *p) * sc)]++, nd++;
                 }
         hist_quantiles(lev, (int64_t)c * h * w, f + i * NSTAT);
         hist_quantiles(dif, nd, f + i * NSTAT + NQ);
