@@ -361,7 +361,7 @@ int main(int argc, char **argv) {
                 "  --train-n / --test-n: rows of each task's splits used (0: all; default 30000 / all)\n"
                 "  --goal: the issue's 20k goal on held-out images: the seven classic victims, budget 20000, the\n"
                 "          tasks' whole splits (20000 training, 5000 test rows), the attack's default 30 final\n"
-                "          epochs, no development tasks, held-out glyphs,fmnist-inv (options after --goal\n"
+                "          epochs, no development tasks, the four held-out image tasks (options after --goal\n"
                 "          override these)\n",
                 dev_s, held_s);
             return 0;
@@ -372,7 +372,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--goal")) {
             victims_s = "logreg,svm,tree,forest,knn,nb,mlp";
             dev_s = "none";
-            held_s = "glyphs,fmnist-inv";
+            held_s = "glyphs,fmnist-inv,shapes,textures";
             budgets_s = "20000";
             c.train_n = 20000;
             c.test_n = 0; /* all */
