@@ -222,18 +222,6 @@ static void image_stats(const ls_qmon_ref *r, const float *x, int64_t n, float *
     }
 }
 
-/* The score of n rows in each view (stat NULL or no statistics view: the pixel view only). */
-static int score_views(const ls_qmon_ref *r, const float *x, int64_t n, double *pix, double *stat) {
-    score_rows(&r->pix, x, n, pix);
-    if (!stat || !r->stat.d) return LS_OK;
-    float *f = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1) * NSTAT);
-    if (!f) return ls_err(LS_ENOMEM, "query monitor: out of memory");
-    image_stats(r, x, n, f);
-    score_rows(&r->stat, f, n, stat);
-    free(f);
-    return LS_OK;
-}
-
 /* The q-quantile of n scores (sorted in place). */
 static double quantile_of(double *sc, int64_t n, double q) {
     ls_sort_doubles(sc, (size_t)n);
@@ -306,19 +294,22 @@ void ls_qmon_ref_free(ls_qmon_ref *r) {
 
 int ls_qmon_ref_dim(const ls_qmon_ref *r) { return r->d; }
 
-/* The pixel view's score of n rows into score and, when out is non-NULL, whether each is an
- * outlier in either view. */
-static int score_outliers(const ls_qmon_ref *r, const float *x, int64_t n, double *score, int *out) {
-    double *st = out && r->stat.d ? malloc(sizeof(double) * (size_t)(n > 0 ? n : 1)) : NULL;
-    if (out && r->stat.d && !st) return ls_err(LS_ENOMEM, "query monitor: out of memory");
-    int rc = score_views(r, x, n, score, st);
-    for (int64_t i = 0; out && !rc && i < n; i++) out[i] = score[i] > r->pix.tau || (st && st[i] > r->stat.tau);
-    free(st);
-    return rc;
-}
-
 int ls_qmon_score(const ls_qmon_ref *r, const float *x, int64_t n, double *score, int *outlier) {
-    return score_outliers(r, x, n, score, outlier);
+    score_rows(&r->pix, x, n, score);
+    if (!outlier) return LS_OK;
+    for (int64_t i = 0; i < n; i++) outlier[i] = score[i] > r->pix.tau;
+    if (!r->stat.d || n < 1) return LS_OK;
+    float *f = malloc(sizeof(float) * (size_t)n * NSTAT);
+    double *st = malloc(sizeof(double) * (size_t)n);
+    if (!f || !st) {
+        free(f), free(st);
+        return ls_err(LS_ENOMEM, "query monitor: out of memory");
+    }
+    image_stats(r, x, n, f);
+    score_rows(&r->stat, f, n, st);
+    for (int64_t i = 0; i < n; i++) outlier[i] |= st[i] > r->stat.tau;
+    free(f), free(st);
+    return LS_OK;
 }
 
 int ls_qmon_init(const ls_qmon_ref *ref, ls_qmon **out) {
@@ -336,7 +327,7 @@ void ls_qmon_free(ls_qmon *q) { free(q); }
 int ls_qmon_observe(ls_qmon *q, const float *x, int n) {
     double *sc = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
     int *out = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
-    int rc = sc && out ? score_outliers(q->ref, x, n, sc, out) : ls_err(LS_ENOMEM, "query monitor: out of memory");
+    int rc = sc && out ? ls_qmon_score(q->ref, x, n, sc, out) : ls_err(LS_ENOMEM, "query monitor: out of memory");
     for (int i = 0; !rc && i < n; i++) q->k += out[i];
     free(sc), free(out);
     if (rc) return rc;
