@@ -168,7 +168,7 @@ def main():
             if rc:
                 status, why = "stillborn", "does not compile"
             else:
-                rc, out = sh(["ctest", "-R", m["regex"], "-j", str(a.jobs), "--timeout", str(a.timeout),
+                rc, out = sh(["ctest", "-R", m["regex"], "-j", str(a.jobs), "--timeout", str(a.timeout), "--stop-on-failure",
                               "--output-on-failure"], cwd=bld, timeout=a.timeout * max(ntests, 1) + 60)
                 failed = re.findall(r"\d+ - (\S+) \((\w+)", out)
                 if rc and failed:

@@ -183,8 +183,8 @@ static int may_issue(mgr *m, int version) {
         return version >= P && issued < (P + 1) * B;
     case LS_RL_MODE_ONESTEP:
         return version >= P - 1 && issued < (P + 2) * B && version >= issued / B - 1;
-    case LS_RL_MODE_AREAL:
-        return issued < (P + m->cfg.staleness + 1) * B;
+    case LS_RL_MODE_AREAL: /* AReaL's capacity rule, on the version the asking rollout holds */
+        return issued < (version + m->cfg.staleness + 1) * B;
     default: /* laminar: no staleness bound; the buffer holds at most one batch beyond what rollouts run */
         return issued - m->groups_consumed < B + m->cfg.rollouts * (m->cfg.max_seqs / m->cfg.group);
     }

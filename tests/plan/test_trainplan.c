@@ -129,6 +129,50 @@ static void random_problem(ls_tplan *p, int n, double k, ls_rng *r) {
     snprintf(p->dev[1].name, sizeof p->dev[1].name, "slow");
 }
 
+/* A hand problem for the allocators: rank 0 runs fp32 and sets the target, rank 1 runs fp32 and
+ * int8 only (lin[i][0] fp32, lin[i][1] int8 seconds; om8 the int8 indicator, om32 fp32's). */
+static void hand_problem(ls_tplan *p, int n, const double (*lin)[2], const double *om8, const double *om32,
+                         double target) {
+    memset(p, 0, sizeof *p);
+    ls_model_config_named("tiny", &p->cfg);
+    p->ranks = 2, p->n_lin = n, p->batch = 2, p->seq = 16;
+    for (int q = 0; q < LS_PREC_COUNT; q++) p->dev[0].supported[q] = 1;
+    p->dev[1].supported[LS_PREC_FP32] = p->dev[1].supported[LS_PREC_INT8] = 1;
+    for (int i = 0; i < n; i++) {
+        p->dev[0].lin_s[i][LS_PREC_FP32] = target / n;
+        p->dev[1].lin_s[i][LS_PREC_FP32] = lin[i][0], p->dev[1].lin_s[i][LS_PREC_INT8] = lin[i][1];
+        p->omega[i][LS_PREC_FP32] = om32 ? om32[i] : 0, p->omega[i][LS_PREC_INT8] = om8[i];
+    }
+    p->dev[0].mem_bytes = p->dev[1].mem_bytes = 1e12;
+}
+
+/* QSync's greedy moves by indicator gained per second spent, not by indicator gained: from
+ * all-int8 (15 ms) with 10.5 ms to spend, layers 1 and 2 (0.6 and 0.5 for 1 ms each) beat
+ * layer 0 (1.0 for 10 ms), which no longer fits after them; the exact programme agrees.
+ * And a precision measured slower than fp32 is never chosen even where its indicator is
+ * lower (an fp32 indicator above 0, as a hand-edited profile may give). */
+static void test_allocator_hand(void) {
+    ls_tplan *p = malloc(sizeof *p);
+    const double lin[3][2] = {{0.015, 0.005}, {0.006, 0.005}, {0.006, 0.005}}, om8[3] = {1.0, 0.6, 0.5};
+    for (int s = 0; s < 2; s++) {
+        hand_problem(p, 3, lin, om8, NULL, 0.0255);
+        CHECK_EQ_INT(ls_tplan_allocate(p, s ? LS_TPLAN_GREEDY : LS_TPLAN_QSYNC, -1), LS_OK);
+        CHECK_EQ_INT(p->prec[1][0], LS_PREC_INT8);
+        CHECK_EQ_INT(p->prec[1][1], LS_PREC_FP32);
+        CHECK_EQ_INT(p->prec[1][2], LS_PREC_FP32);
+        CHECK_NEAR(p->quality, 1.0, 1e-12);
+    }
+    /* layer 0's int8 is 1 ms slower than its fp32 (indicator 0 against 0.5): fp32 stays */
+    const double lin2[2][2] = {{0.010, 0.011}, {0.010, 0.002}}, om8b[2] = {0, 1}, om32b[2] = {0.5, 0};
+    for (int s = 0; s < 2; s++) {
+        hand_problem(p, 2, lin2, om8b, om32b, 0.015);
+        CHECK_EQ_INT(ls_tplan_allocate(p, s ? LS_TPLAN_GREEDY : LS_TPLAN_QSYNC, -1), LS_OK);
+        CHECK_EQ_INT(p->prec[1][0], LS_PREC_FP32);
+        CHECK_EQ_INT(p->prec[1][1], LS_PREC_INT8);
+    }
+    free(p);
+}
+
 static void test_allocator_brute(void) {
     ls_rng r;
     ls_rng_seed(&r, 21);
@@ -392,6 +436,7 @@ int main(void) {
     RUN(test_replay_hand);
     RUN(test_predict_hand);
     RUN(test_expected_max);
+    RUN(test_allocator_hand);
     RUN(test_allocator_brute);
     RUN(test_indicator_f64);
     RUN(test_catalog_and_file);

@@ -42,4 +42,12 @@ expect 0 "sim at each design's best split" -- "$BIN" sim rl --models qwen2.5-7b 
 python3 -c "import json; r=json.load(open('$T/b.json'))['rows']; assert all(5 <= x['train_pct'] <= 95 or x['train_pct'] == 100 for x in r)" ||
     { echo "FAIL best-split rows"; fail=1; }
 expect 2 "sim unknown system" -- "$BIN" sim juggling
+# AReaL-like at staleness bound 0: issue capacity is counted on the version the asking rollout
+# holds (as AReaL's rollout controller counts it), so nearly every trajectory is trained on by
+# the version that generated it; a group that finishes after a later one can be one version old
+expect 0 "areal run, staleness 0" -- timeout 120 "$BIN" rl run --tasks "$T/t.jsonl" --mode areal --staleness 0 \
+    --sft-steps 30 --updates 8 --group 4 --batch-groups 2 --max-seqs 4 --max-new 16 --rollouts 3 --relays 1 \
+    --eval-n 8 --workdir "$T/ar" --quiet
+python3 -c "import json,sys; h=json.load(open('$T/ar/report.json'))['staleness_hist']; print('  staleness hist', h[:4]); sys.exit(0 if sum(h) == 64 and sum(h[2:]) == 0 and h[0] >= 32 else 1)" ||
+    { echo "FAIL areal staleness at bound 0"; fail=1; }
 exit $fail

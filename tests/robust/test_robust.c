@@ -344,6 +344,23 @@ static void test_sim_hand_cases(void) {
     CHECK_EQ_INT(r.failures, 2);
     CHECK_EQ_INT(r.standby_misses, 1);
     CHECK_NEAR(r.ettr, (86400.0 - (2 + 50) - (2 + 600) - 8) / 86400.0, 1e-12);
+    /* the same with a 5000 s repair: the standby taken at 10000 s is back at 15000 s, so the
+     * second failure restarts warm too */
+    c.repair_s = 5000;
+    CHECK(ls_sim_run(&c, &r) == LS_OK);
+    CHECK_EQ_INT(r.standby_misses, 0);
+    CHECK_NEAR(r.ettr, (86400.0 - (2 + 50) - (2 + 50) - 8) / 86400.0, 1e-12);
+    /* disk checkpoints at Young's interval sqrt(2 x save x MTBF): one node at 1000 failures per
+     * 1000 node-days (MTBF 86400 s), a 1 s save; the only failure is past the end */
+    double never[1] = {1e12};
+    c.policy = LS_SIM_DISK;
+    c.fail_per_1000_node_days = 1000;
+    c.ckpt_bytes = 1e9, c.disk_GBps = 1, c.disk_interval_s = 0;
+    c.fail_at = never, c.n_fail_at = 1;
+    CHECK(ls_sim_run(&c, &r) == LS_OK);
+    CHECK_EQ_INT(r.failures, 0);
+    double young = sqrt(2 * 1.0 * 86400);
+    CHECK_NEAR(r.ettr, young / (young + 1), 1e-12);
     c.days = 0;
     CHECK(ls_sim_run(&c, &r) == LS_EINVAL);
 }

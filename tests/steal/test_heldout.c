@@ -127,6 +127,62 @@ static void test_qmon_score(void) {
     ls_steal_data_free(&ref);
 }
 
+/* With rank < d the score adds the energy outside the principal subspace: rows in a plane of 6
+ * dimensions (plus noise 100x smaller), rank 2; a point on the plane scores as the mean does,
+ * one off it by 1 in four directions is an outlier by the residual alone. */
+static void test_qmon_residual(void) {
+    enum { N = 2000, D = 6 };
+    ls_steal_data ref;
+    CHECK_EQ_INT(ls_steal_data_alloc(&ref, N, D, 2), LS_OK);
+    ls_rng r;
+    ls_rng_seed(&r, 10);
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < D; j++) ref.x[i * D + j] = (j < 2 ? 1.0f : 0.01f) * ls_rng_normal(&r);
+    ls_qmon_opts o;
+    ls_qmon_opts_default(&o);
+    o.rank = 2;
+    ls_qmon_ref *q;
+    CHECK_EQ_INT(ls_qmon_fit(&ref, &o, &q), LS_OK);
+    float pts[2 * D] = {0.5f, -0.5f, 0, 0, 0, 0, 0.5f, -0.5f, 1, 1, 1, 1};
+    double sc[2];
+    int out[2];
+    CHECK_EQ_INT(ls_qmon_score(q, pts, 2, sc, out), LS_OK);
+    fprintf(stderr, "  rank 2 of 6: score on the plane %.3f, off it %.1f\n", sc[0], sc[1]);
+    CHECK(!out[0] && out[1]);
+    CHECK(sc[0] < 1 && sc[1] > 1000); /* 4 / (4 x 1e-4) = 1e4 from the residual */
+    ls_qmon_ref_free(q);
+    ls_steal_data_free(&ref);
+}
+
+/* The threshold comes from rows the profile was not fitted on: with 300 rows in 40 dimensions
+ * an in-sample threshold would sit far too low (each row pulls the fit towards itself), so
+ * fresh rows of the same Gaussian would pass it far more often than 1 - quantile = 1 %. */
+static void test_qmon_out_of_fold(void) {
+    enum { N = 300, D = 40, M = 20000 };
+    ls_steal_data ref;
+    CHECK_EQ_INT(ls_steal_data_alloc(&ref, N, D, 2), LS_OK);
+    ls_rng r;
+    ls_rng_seed(&r, 11);
+    for (int i = 0; i < N * D; i++) ref.x[i] = ls_rng_normal(&r);
+    ls_qmon_opts o;
+    ls_qmon_opts_default(&o);
+    o.rank = D;
+    ls_qmon_ref *q;
+    CHECK_EQ_INT(ls_qmon_fit(&ref, &o, &q), LS_OK);
+    float *x = malloc(sizeof(float) * (size_t)M * D);
+    double *sc = malloc(sizeof(double) * M);
+    int *out = malloc(sizeof(int) * M);
+    for (int i = 0; i < M * D; i++) x[i] = ls_rng_normal(&r);
+    CHECK_EQ_INT(ls_qmon_score(q, x, M, sc, out), LS_OK);
+    int k = 0;
+    for (int i = 0; i < M; i++) k += out[i];
+    fprintf(stderr, "  fresh rows past the out-of-fold threshold: %.2f %% (nominal 1 %%)\n", 100.0 * k / M);
+    CHECK(k <= 0.03 * M);
+    free(x), free(sc), free(out);
+    ls_qmon_ref_free(q);
+    ls_steal_data_free(&ref);
+}
+
 /* An oracle over a victim in process that feeds every query to a monitor. */
 typedef struct {
     const ls_victim *v;
@@ -185,6 +241,9 @@ static void detector_case(const char *data, int64_t train_n, int64_t budget, int
     ls_qmon_state(atk, &q, &k, &z, &mz);
     fprintf(stderr, "  %s attack: %lld queries, %lld outliers, flagged at %lld\n", data, (long long)q, (long long)k,
             (long long)ls_qmon_flagged_at(atk, 0));
+    /* z of the one-sided binomial test at p0 = 0.05 */
+    CHECK_NEAR(z, ((double)k - 0.05 * (double)q) / sqrt((double)q * 0.05 * 0.95), 1e-9 * (1 + fabs(z)));
+    CHECK(q == budget && mz >= z);
     CHECK_MSG(ls_qmon_flagged_at(atk, 0) > 0 && ls_qmon_flagged_at(atk, 0) <= attack_within, "%s: attack not flagged",
               data);
     ls_qmon_free(nat), ls_qmon_free(uni), ls_qmon_free(atk);
@@ -234,7 +293,24 @@ static void test_qmon_image_stats(void) {
         for (int yy = y; yy < y + w; yy++)
             for (int x = 3; x < 25; x++) b[yy * 28 + x] = 0.9f;
     }
-    double share[2][3];
+    /* (c) test images with their rows shuffled, (d) with their columns shuffled: the same
+     * levels and the same differences along one axis, noise along the other */
+    float *rows = malloc(sizeof(float) * N * (size_t)d), *cols = malloc(sizeof(float) * N * (size_t)d);
+    for (int i = 0; i < N; i++) {
+        int perm[28];
+        for (int k = 0; k < 28; k++) perm[k] = k;
+        for (int k = 27; k > 0; k--) {
+            int j = (int)ls_rng_below(&r, (uint64_t)k + 1), t = perm[k];
+            perm[k] = perm[j], perm[j] = t;
+        }
+        const float *src = te.x + (int64_t)i * d;
+        for (int y = 0; y < 28; y++)
+            for (int x = 0; x < 28; x++) {
+                rows[(int64_t)i * d + y * 28 + x] = src[perm[y] * 28 + x];
+                cols[(int64_t)i * d + y * 28 + x] = src[y * 28 + perm[x]];
+            }
+    }
+    double share[2][5];
     for (int v = 0; v < 2; v++) {
         ls_qmon_opts o;
         ls_qmon_opts_default(&o);
@@ -244,15 +320,23 @@ static void test_qmon_image_stats(void) {
         share[v][0] = outlier_share(p, te.x, te.n);
         share[v][1] = outlier_share(p, disc, N);
         share[v][2] = outlier_share(p, bar, N);
-        fprintf(stderr, "  textures, %s: outlier share of test rows %.3f, discs %.3f, bars %.3f\n",
-                v ? "pixels + statistics" : "pixels alone", share[v][0], share[v][1], share[v][2]);
+        share[v][3] = outlier_share(p, rows, N);
+        share[v][4] = outlier_share(p, cols, N);
+        fprintf(stderr,
+                "  textures, %s: outlier share of test rows %.3f, discs %.3f, bars %.3f, rows shuffled %.3f, columns "
+                "shuffled %.3f\n",
+                v ? "pixels + statistics" : "pixels alone", share[v][0], share[v][1], share[v][2], share[v][3],
+                share[v][4]);
         ls_qmon_ref_free(p);
     }
     CHECK(share[0][1] < 0.15 && share[0][2] < 0.15); /* the pixels alone take them for data */
     CHECK(share[1][1] > 0.8 && share[1][2] > 0.99);
+    /* shuffled rows (columns) keep the levels and the differences along rows (columns): what
+     * flags them is the differences across, 0.11 and 0.10 here against 0.04 without them */
+    CHECK(share[1][3] > 0.07 && share[1][4] > 0.07);
     /* natural rows: one 1 % threshold, or two; under the z-test's null rate of 5 % */
     CHECK(share[0][0] < 0.02 && share[1][0] < 0.035);
-    free(disc), free(bar);
+    free(disc), free(bar), free(rows), free(cols);
     ls_steal_data_free(&tr);
     ls_steal_data_free(&te);
 }
@@ -262,6 +346,8 @@ int main(void) {
     RUN(test_task_determinism);
     RUN(test_task_files);
     RUN(test_qmon_score);
+    RUN(test_qmon_residual);
+    RUN(test_qmon_out_of_fold);
     RUN(test_qmon_detector);
     RUN(test_qmon_image_stats);
     return TEST_RESULT();

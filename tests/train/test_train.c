@@ -157,6 +157,20 @@ static void test_eval(void) {
     CHECK_NEAR(r1.loss, l, 1e-6);
     CHECK(ls_eval_tokens(m, ho, 10, 32, 1, 0, &r1) == LS_EINVAL);
     CHECK(ls_eval_tokens(m, ho, n, 1000, 1, 0, &r1) == LS_EINVAL);
+    /* a window of T inputs needs T + 1 tokens: k*T + 1 tokens hold k windows, k*T only k - 1 */
+    size_t avail = 99;
+    CHECK_EQ_INT(ls_eval_windows(3 * 32 + 1, 32, 0, &avail), 3);
+    CHECK_EQ_INT(avail, 3);
+    CHECK_EQ_INT(ls_eval_windows(3 * 32, 32, 0, &avail), 2);
+    CHECK_EQ_INT(ls_eval_windows(32, 32, 0, &avail), 0);
+    CHECK_EQ_INT(ls_eval_windows(3 * 32 + 1, 32, 64, &avail), 2); /* a cap of two windows */
+    CHECK_EQ_INT(ls_eval_windows(3 * 32 + 1, 32, 5, &avail), 1);  /* under one window: one */
+    CHECK(ls_eval_tokens(m, ho, 32, 32, 1, 0, &r1) == LS_EINVAL);
+    CHECK(n > 2 * 32);
+    CHECK(ls_eval_tokens(m, ho, 2 * 32, 32, 1, 0, &r1) == LS_OK);
+    int64_t want = 0; /* one window: the targets ho[1..32], BOS not counted */
+    for (int i = 1; i <= 32; i++) want += ho[i] != LS_TOK_BOS;
+    CHECK_EQ_INT(r1.tokens, want);
     ls_model_free(m);
 }
 
