@@ -55,7 +55,6 @@ static int place_exact(ctx *x, int i, unsigned mask) {
     if (++x->nodes > x->node_limit) return 0;
     for (int s = 0; s < x->k; s++) {
         if (mask >> s & 1u || !fits(x, s, x->it[i].kv)) continue;
-        /* symmetric empty-ish slots give the same subtree: skip a slot equal to an earlier one */
         x->load[s] += x->it[i].kv, x->cnt[s]++;
         x->dest[i] = s;
         int ok = place_exact(x, i + 1, mask);
