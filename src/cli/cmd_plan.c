@@ -91,7 +91,7 @@ static int plan_serve(int argc, char **argv) {
 static int plan_list(int argc, char **argv) {
     const char *data = NULL;
     ls_arg spec[] = {{"data", LS_ARG_STR, &data, "DIR", "catalog directory"}};
-    int rc = ls_args("plan list", "Lists the catalog: GPUs, models, clusters.", spec, LS_NARGS(spec), argc, argv);
+    int rc = ls_args("plan list", "Lists the catalog: models, clusters.", spec, LS_NARGS(spec), argc, argv);
     if (rc >= 0) return rc;
     ls_plan_catalog *cat;
     if (ls_plan_catalog_load(data, &cat)) return fail_input();
@@ -233,7 +233,7 @@ int cmd_plan(int argc, char **argv) {
                               "  indicator  per-layer quality indicator of a checkpoint\n"
                               "  validate   plan on profiled CPU stages, serve the plan, compare measured with "
                               "predicted\n"
-                              "  list       the GPU / model / cluster catalogs\n");
+                              "  list       the model and cluster catalogs\n");
 }
 
 /* ---------------------------------------------------------------- demo */

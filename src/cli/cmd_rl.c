@@ -110,7 +110,7 @@ static int rl_plot(int argc, char **argv) {
     ls_strlist reps = {0};
     const char *out = NULL;
     ls_arg spec[] = {
-        {"report", LS_ARG_STR_LIST, &reps, "JSON...", "rl run reports (1 to 6)", 1},
+        {"report", LS_ARG_STR_LIST, &reps, "JSON", "rl run reports (1 to 6)", 1},
         {"out", LS_ARG_STR, &out, "PATH", "SVG file to write", 1},
     };
     int rc = ls_args_parse("rl plot", "Plots reward per update and staleness of rl run reports as SVG", spec, 2, argc,
@@ -151,7 +151,7 @@ int cmd_sim_rl(int argc, char **argv) {
         {"staleness", LS_ARG_INT, &o.staleness, "N", "AReaL-like staleness bound (default 2)"},
         {"train-pct", LS_ARG_INT, &o.train_frac_pct, "P", "% of GPUs training if disaggregated (default 25; 0: best)"},
         {"trace", LS_ARG_STR, &trace, "PATH", "take response lengths from a task file (answer + EOS)"},
-        {"calibrate", LS_ARG_STR_LIST, &cal, "REPORT...",
+        {"calibrate", LS_ARG_STR_LIST, &cal, "REPORT",
          "predict real runs (rl run reports) from their measured costs and workload"},
         {"seed", LS_ARG_FLOAT, &seed, "S", "random seed (default 1)"},
         {"out", LS_ARG_STR, &out, "PATH", "JSON results"},

@@ -16,10 +16,10 @@ static int tok_train(int argc, char **argv) {
     const char *out = NULL;
     int vocab = 0, min_freq = 2;
     ls_arg spec[] = {
-        {"input", LS_ARG_STR_LIST, &inputs, "FILE...", "training text files", 1},
+        {"input", LS_ARG_STR_LIST, &inputs, "FILE", "training text files", 1},
         {"vocab-size", LS_ARG_INT, &vocab, "N", "tokens in all: 256 bytes + 3 model specials + added + merges", 1},
         {"min-freq", LS_ARG_INT, &min_freq, "N", "stop when the best pair occurs fewer times (default 2)"},
-        {"special", LS_ARG_STR_LIST, &specials, "TOKEN...",
+        {"special", LS_ARG_STR_LIST, &specials, "TOKEN",
          "more added tokens, e.g. '<|endoftext|>' (ids 256-258 are always <|bos|> <|eos|> <|pad|>)"},
         {"out", LS_ARG_STR, &out, "FILE", "tokenizer.json to write", 1},
     };

@@ -18,5 +18,15 @@ expect2 "--ranks expects an integer, got '2x'" -- "$bin" loader stats --ranks 2x
 expect2 "--steps expects an integer, got '99999999999'" -- "$bin" train --steps 99999999999
 expect2 "unexpected argument '--'" -- "$bin" train --
 expect2 "unexpected argument 'extra'" -- "$bin" train extra
+# every command's --help: a list option's metavar shows its "..." once; plan list names what it lists
+for c in "tokenizer train" "rl plot" "sim rl" "train" "eval" "loader serve" "plan list"; do
+    # shellcheck disable=SC2086
+    "$bin" $c --help > "$T/help" 2>&1
+    if grep -q '\.\.\.\.' "$T/help"; then echo "FAIL: $c --help: $(grep '\.\.\.\.' "$T/help")"; fails=$((fails + 1)); fi
+done
+"$bin" plan list > "$T/list" 2>&1
+if "$bin" plan list --help | grep -qi 'gpu' && ! grep -qi 'gpu' "$T/list"; then
+    echo "FAIL: plan list --help promises GPUs that plan list does not print"; fails=$((fails + 1))
+fi
 [ "$fails" -eq 0 ] || exit 1
 echo "cli.args: ok"
