@@ -1,10 +1,11 @@
 /* bench_rl.c - RL post-training designs, measured and modelled. Real, on this machine: one
- * warm-started model and one long-tailed task file, then Laminar-style (with and without
- * repack), synchronous, one-step-stale and AReaL-like runs on the same processes, interleaved
- * and repeated: trajectories/s, rollout idle fraction, trainer stall per update vs the time
- * until every rollout holds a new version, and each ratio against the synchronous run of
- * the same repeat. Modelled: the simulator at 1024 GPUs (speedups vs sync and AReaL-like)
- * and its error predicting the real runs from their measured step costs. */
+ * warm-started model and one long-tailed task file, then Laminar-style (as it is, without
+ * repack, and with a waiting queue), synchronous, one-step-stale and AReaL-like runs on the
+ * same processes, interleaved and repeated: trajectories/s, rollout idle fraction, staleness,
+ * trainer stall per update vs the time until every rollout holds a new version, each ratio
+ * against the synchronous run of the same repeat, Laminar-style's against AReaL-like's, and the
+ * queue's against none. Modelled: the simulator at 1024 GPUs (speedups vs sync and
+ * AReaL-like) and its error predicting the real runs from their measured step costs. */
 #include <cjson/cJSON.h>
 #include <libgen.h>
 #include <math.h>
@@ -17,9 +18,11 @@
 #include "llmsys/rl.h"
 #include "llmsys/train.h"
 
-enum { NCONF = 5 };
-static const char *const CONF[NCONF] = {"sync", "onestep", "areal", "laminar", "laminar-norepack"};
-static int use[NCONF] = {1, 1, 1, 1, 1}; /* --designs */
+enum { NCONF = 6 };
+/* laminar-norepack: without dynamic repack; laminar-queue: a rollout batch of twice its decode
+ * slots, a waiting queue refilling them */
+static const char *const CONF[NCONF] = {"sync", "onestep", "areal", "laminar", "laminar-norepack", "laminar-queue"};
+static int use[NCONF] = {1, 1, 1, 1, 1, 1}; /* --designs */
 
 typedef struct {
     double tps, tok, idle, stall, bcast, kv, stale, repacks, moved;
@@ -36,7 +39,8 @@ static int one_run(const char *exe, const char *tasks, const char *init, const c
     o.rollouts = 3, o.relays = 2, o.updates = updates, o.group = 4, o.batch_groups = bgroups, o.max_seqs = 8;
     o.max_new = 96, o.step_ms = step_ms, o.eval_n = 0, o.quiet = 1, o.timeout_s = 300, o.lr = 1e-4;
     o.repack = conf != 4;
-    LS_TRY(ls_rl_mode_parse(conf == 4 ? "laminar" : CONF[conf], &o.mode));
+    o.rollout_batch = conf == 5 ? 2 * o.max_seqs : 0;
+    LS_TRY(ls_rl_mode_parse(conf >= 4 ? "laminar" : CONF[conf], &o.mode));
     LS_TRY(ls_rl_run(&o));
     return read_fig(wd, f);
 }
@@ -192,22 +196,25 @@ int main(int argc, char **argv) {
     cJSON_AddNumberToObject(root, "step_ms", step_ms);
     cJSON_AddItemToObject(root, "real", real);
     printf("MEASURED (min / median / max over repeats; ratio = this design's traj/s over sync's in the same repeat)\n");
-    printf("%-17s %22s %20s %18s %10s %8s %14s %14s\n", "design", "traj/s", "ratio vs sync", "rollout idle %", "tok/s",
-           "KV %", "stall s/update", "all-updated s");
+    printf("%-17s %22s %20s %18s %10s %8s %6s %14s %14s\n", "design", "traj/s", "ratio vs sync", "rollout idle %",
+           "tok/s", "KV %", "stale", "stall s/update", "all-updated s");
     double med_tps[NCONF] = {0};
     (void)med_tps;
     for (int c = 0; c < NCONF; c++) {
         if (!use[c]) continue;
-        double v[64], ra[64], id[64], tk[64], kv[64], st[64], bc[64], mn, md, mx, rmn, rmd, rmx, imn, imd, imx, x, y;
+        double v[64], ra[64], id[64], tk[64], kv[64], st[64], bc[64], sl[64], mn, md, mx, rmn, rmd, rmx, imn, imd, imx,
+            x, y;
         for (int r = 0; r < reps; r++) {
             v[r] = f[c][r].tps, ra[r] = f[0][r].tps > 0 ? f[c][r].tps / f[0][r].tps : 0, id[r] = 100 * f[c][r].idle;
             tk[r] = f[c][r].tok, kv[r] = 100 * f[c][r].kv, st[r] = f[c][r].stall, bc[r] = f[c][r].bcast;
+            sl[r] = f[c][r].stale;
         }
         stats(v, reps, &mn, &md, &mx);
         med_tps[c] = md;
         stats(ra, reps, &rmn, &rmd, &rmx);
         stats(id, reps, &imn, &imd, &imx);
-        double tkm, kvm, stm, bcm;
+        double tkm, kvm, stm, bcm, slm;
+        stats(sl, reps, &x, &slm, &y);
         stats(tk, reps, &x, &tkm, &y);
         stats(kv, reps, &x, &kvm, &y);
         stats(st, reps, &x, &stm, &y);
@@ -216,16 +223,19 @@ int main(int argc, char **argv) {
         for (int r = 0; r < reps; r++) rps[r] = f[c][r].repacks, mvs[r] = f[c][r].moved;
         stats(rps, reps, &x, &rpm, &y);
         stats(mvs, reps, &x, &mvm, &y);
-        printf("%-17s %6.2f/%6.2f/%6.2f %5.2f/%5.2f/%5.2fx %5.1f/%5.1f/%5.1f %10.0f %8.1f %14.4f %14.3f  repacks %.0f moved %.0f\n",
-               CONF[c], mn, md, mx, rmn, rmd, rmx, imn, imd, imx, tkm, kvm, stm, bcm, rpm, mvm);
+        printf("%-17s %6.2f/%6.2f/%6.2f %5.2f/%5.2f/%5.2fx %5.1f/%5.1f/%5.1f %10.0f %8.1f %6.2f %14.4f %14.3f  repacks "
+               "%.0f "
+               "moved %.0f\n",
+               CONF[c], mn, md, mx, rmn, rmd, rmx, imn, imd, imx, tkm, kvm, slm, stm, bcm, rpm, mvm);
         cJSON *j = cJSON_CreateObject();
         cJSON_AddStringToObject(j, "design", CONF[c]);
-        static const char *const kk[11] = {"traj_per_s_min",         "traj_per_s_median", "traj_per_s_max",
-                                           "ratio_vs_sync_median",   "idle_frac_median",  "tokens_per_s_median",
-                                           "kv_util_median",         "trainer_stall_s_median",
-                                           "all_rollouts_updated_s_median", "repacks_median", "moved_median"};
-        double kv_[11] = {mn, md, mx, rmd, imd / 100, tkm, kvm / 100, stm, bcm, rpm, mvm};
-        add_nums(j, kk, kv_, 11);
+        static const char *const kk[12] = {
+            "traj_per_s_min",       "traj_per_s_median",      "traj_per_s_max",
+            "ratio_vs_sync_median", "idle_frac_median",       "tokens_per_s_median",
+            "kv_util_median",       "trainer_stall_s_median", "all_rollouts_updated_s_median",
+            "repacks_median",       "moved_median",           "staleness_mean_median"};
+        double kv_[12] = {mn, md, mx, rmd, imd / 100, tkm, kvm / 100, stm, bcm, rpm, mvm, slm};
+        add_nums(j, kk, kv_, 12);
         cJSON_AddItemToArray(real, j);
     }
     double rg[64], rt[64], gmn = 0, gmd = 0, gmx = 0, tmn, tmd = 0, tmx;
@@ -244,6 +254,25 @@ int main(int argc, char **argv) {
     cJSON_AddNumberToObject(root, "repack_gain_median", gmd);
     cJSON_AddNumberToObject(root, "repack_gain_max", gmx);
     cJSON_AddNumberToObject(root, "repack_traj_gain_median", tmd);
+    /* trajectories/s over another design's in the same repeat: Laminar-style over AReaL-like (the
+     * fastest of the others here), Laminar-style with the waiting queue over without */
+    static const int num[2] = {3, 5}, den[2] = {2, 3};
+    static const char *const vs_key[2] = {"laminar_over_areal", "queue_gain"};
+    for (int q = 0; q < 2; q++) {
+        if (!use[num[q]] || !use[den[q]]) continue;
+        double rr[64], a, b, c;
+        for (int r = 0; r < reps; r++) rr[r] = f[den[q]][r].tps > 0 ? f[num[q]][r].tps / f[den[q]][r].tps : 0;
+        stats(rr, reps, &a, &b, &c);
+        printf("%s%s / %s, trajectories/s, same repeat (min/median/max): %.2f/%.2f/%.2fx\n", q ? "" : "\n",
+               CONF[num[q]], CONF[den[q]], a, b, c);
+        char key[64];
+        snprintf(key, sizeof key, "%s_min", vs_key[q]);
+        cJSON_AddNumberToObject(root, key, a);
+        snprintf(key, sizeof key, "%s_median", vs_key[q]);
+        cJSON_AddNumberToObject(root, key, b);
+        snprintf(key, sizeof key, "%s_max", vs_key[q]);
+        cJSON_AddNumberToObject(root, key, c);
+    }
     /* the simulator on the real runs: each run's measured decode step, pull and train time and the
      * response lengths it consumed, plus a manager round trip measured apart (between repeats) */
     double rttm, x0, x1;

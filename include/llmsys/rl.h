@@ -203,6 +203,8 @@ typedef struct {
     double lr, clip_eps, is_cap;
     int staleness;   /* AReaL bound */
     int repack;      /* 0 disables repack in laminar mode */
+    int rollout_batch; /* laminar: trajectories a rollout takes at one weight version, its max_seqs slots
+                          and a waiting queue that refills them (0: max_seqs, no queue; whole groups) */
     double step_ms;  /* rollout decode-step floor (emulates a dedicated accelerator) */
     double train_ms; /* trainer update floor */
     int eval_n;      /* held-out prompts evaluated before/after */
@@ -284,6 +286,8 @@ typedef struct {
     int trace_replay; /* take the trace in order (the k-th issued trajectory gets trace[k % n]) */
     double repack_s; /* manager poll period for repack (0: 10 decode steps) */
     int repack;      /* laminar: 0 disables repack */
+    int rollout_batch; /* laminar: trajectories a replica takes at one weight version (its waiting queue
+                          refills free slots until they are issued; 0: max_batch, no queue) */
     double refill_s; /* pause before a replica's new batch starts (a manager round trip; 0: none) */
     int batch_refill; /* every design takes new work only when a replica's batch is done (llmsys's runtime) */
     double idle_poll_s;    /* a replica that got no work asks again after this (0: it sees work at once) */

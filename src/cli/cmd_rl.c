@@ -62,6 +62,9 @@ static int rl_run(int argc, char **argv) {
         {"is-cap", LS_ARG_FLOAT, &o.is_cap, "C", "importance-weight truncation (default 5)"},
         {"staleness", LS_ARG_INT, &o.staleness, "N", "areal mode's staleness bound (default 2)"},
         {"no-repack", LS_ARG_FLAG, &no_repack, NULL, "laminar mode without dynamic repack"},
+        {"rollout-batch", LS_ARG_INT, &o.rollout_batch, "N",
+         "laminar: trajectories a rollout takes per weight version, its slots and a waiting queue (default "
+         "max-seqs: no queue)"},
         {"step-ms", LS_ARG_FLOAT, &o.step_ms, "MS", "floor of a rollout decode step (emulated accelerator, default 0)"},
         {"train-ms", LS_ARG_FLOAT, &o.train_ms, "MS", "floor of a trainer update (default 0)"},
         {"eval-n", LS_ARG_INT, &o.eval_n, "N", "held-out prompts evaluated before and after (default 64)"},

@@ -247,13 +247,25 @@ int ls_rl_sim_opts_from_report(const char *report, const int *trace, int nt, dou
     cJSON *j;
     LS_TRY(ls_json_read_file(report, &j));
     const char *mode = "laminar";
-    static const char *const keys[14] = {"step_ms",         "train_mean_s",       "rollouts",    "group",
-                                         "batch_groups",    "traj_per_s",         "updates",     "max_seqs",
-                                         "decode_step_mean_s", "pull_mean_s",     "repack_enabled", "staleness_bound",
-                                         "poll_rtt_mean_s", "trainer_stall_mean_s"};
-    static const double defs[14] = {0, 0, 0, 4, 4, 0, 0, 8, 0, 0, 1, 2, 0, 0};
-    double v[14];
-    for (int i = 0; i < 14; i++) ls_json_get_double(j, keys[i], defs[i], &v[i]);
+    static const char *const keys[15] = {"step_ms",
+                                         "train_mean_s",
+                                         "rollouts",
+                                         "group",
+                                         "batch_groups",
+                                         "traj_per_s",
+                                         "updates",
+                                         "max_seqs",
+                                         "decode_step_mean_s",
+                                         "pull_mean_s",
+                                         "repack_enabled",
+                                         "staleness_bound",
+                                         "poll_rtt_mean_s",
+                                         "trainer_stall_mean_s",
+                                         "rollout_batch"};
+    /* rollout_batch: absent in reports of runs without a waiting queue (0: the decode slots) */
+    static const double defs[15] = {0, 0, 0, 4, 4, 0, 0, 8, 0, 0, 1, 2, 0, 0, 0};
+    double v[15];
+    for (int i = 0; i < 15; i++) ls_json_get_double(j, keys[i], defs[i], &v[i]);
     ls_json_get_string(j, "mode", "laminar", &mode);
     *o = ls_rl_sim_defaults();
     int rc = ls_rl_mode_parse(mode, &o->mode);
@@ -283,6 +295,7 @@ int ls_rl_sim_opts_from_report(const char *report, const int *trace, int nt, dou
         o->train_s = v[1], o->pull_s = v[9], o->repack = v[10] != 0, o->staleness = (int)v[11];
         o->batch = (int)(v[3] * v[4]), o->updates = (int)v[6], o->max_batch = (int)v[7];
         o->group = (int)v[3];
+        o->rollout_batch = (int)v[14];
         o->prompt_len = 8;
         o->trace = *nl ? *lens : trace, o->n_trace = *nl ? *nl : nt;
         o->trace_replay = *nl > 0; /* the run's own responses, in the order they were issued */

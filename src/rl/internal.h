@@ -96,6 +96,7 @@ typedef struct {
     int mode;
     char tasks[1024], heldout[1024], init[1024], report[1024], workdir[1024];
     int rollouts, relays, updates, group, batch_groups, max_seqs, max_new, staleness, repack, eval_n, ppo_epochs;
+    int rollout_batch; /* laminar: trajectories a rollout takes at one version (a multiple of group) */
     double lr, clip_eps, is_cap, step_ms, train_ms, hb_timeout_s;
     uint64_t seed;
 } rl_config;

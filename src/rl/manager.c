@@ -39,6 +39,7 @@ typedef struct {
     double base_busy, base_idle, base_pull; /* totals of earlier incarnations */
     int64_t base_steps;
     int base_pulls;
+    int quota; /* laminar: new groups it may still take at its version (its waiting queue) */
 } mroll;
 
 typedef struct {
@@ -65,7 +66,8 @@ typedef struct {
     double t0, t_first_issue, t_last_consume;
     /* figures */
     int64_t traj_consumed, tokens_consumed;
-    int stale_hist[MAX_STALE + 1], repacks, moved, roll_failures, relay_failures, chain_rebuilds, joins, resumed;
+    int stale_hist[MAX_STALE + 1], repacks, moved, topups, roll_failures, relay_failures, chain_rebuilds, joins,
+        resumed;
     int mixed_consumed;
     double kv_sum;
     int64_t kv_n;
@@ -176,6 +178,13 @@ static const mrelay *relay_for(mgr *m, int r) {
 
 /* ---------------------------------------------------------------- scheduling */
 
+/* laminar: new groups a rollout takes at one weight version: its decode slots' worth and a
+ * waiting queue that refills them as trajectories finish (cfg.rollout_batch, whole groups) */
+static int queue_groups(const mgr *m) {
+    int q = m->cfg.rollout_batch / m->cfg.group, slots = m->cfg.max_seqs / m->cfg.group;
+    return q > slots ? q : slots > 0 ? slots : 1;
+}
+
 static int may_issue(mgr *m, int version) {
     int B = m->cfg.batch_groups, P = m->trainer_version, issued = m->n_groups;
     switch (m->cfg.mode) {
@@ -186,7 +195,7 @@ static int may_issue(mgr *m, int version) {
     case LS_RL_MODE_AREAL: /* AReaL's capacity rule, on the version the asking rollout holds */
         return issued < (version + m->cfg.staleness + 1) * B;
     default: /* laminar: no staleness bound; the buffer holds at most one batch beyond what rollouts run */
-        return issued - m->groups_consumed < B + m->cfg.rollouts * (m->cfg.max_seqs / m->cfg.group);
+        return issued - m->groups_consumed < B + m->cfg.rollouts * queue_groups(m);
     }
 }
 
@@ -241,6 +250,23 @@ static int append_tokens(mtraj *t, const int32_t *tok, const float *lp, int n) {
     return LS_OK;
 }
 
+/* New groups into rollout id's free slots, whole groups, while the design's issue rule allows;
+ * counted (laminar): at most its quota of them, which they use up. */
+static void issue_groups(mgr *m, int id, int slots, int counted) {
+    mroll *ro = &m->roll[id];
+    while (slots >= m->cfg.group && (!counted || ro->quota > 0) && may_issue(m, ro->version)) {
+        int g = new_group(m);
+        if (g < 0) break;
+        for (int k = 0; k < m->cfg.group; k++) {
+            int64_t i = (int64_t)g * m->cfg.group + k;
+            T(m, i)->state = T_RUN, T(m, i)->rollout = id;
+            push_id(&ro->assign, &ro->n_assign, &ro->cap_assign, i);
+        }
+        slots -= m->cfg.group;
+        if (counted) ro->quota--;
+    }
+}
+
 static void repack(mgr *m);
 
 static void handle_poll(mgr *m, const uint8_t *ident, size_t identn, rl_rd *r) {
@@ -293,7 +319,8 @@ static void handle_poll(mgr *m, const uint8_t *ident, size_t identn, rl_rd *r) {
      * so its drops leave with this reply and the destinations get them at their next poll */
     int now_running = running_on(m, id);
     if (!m->done && m->cfg.mode == LS_RL_MODE_LAMINAR && m->cfg.repack && now_running > 0 &&
-        now_running <= m->cfg.max_seqs * ls_rl_repack_defaults(m->cfg.max_seqs).falling_frac && ro->n_assign == 0 && !ro->pulling)
+        now_running <= m->cfg.max_seqs * ls_rl_repack_defaults(m->cfg.max_seqs).falling_frac && ro->n_assign == 0 &&
+        !ro->pulling && ro->quota == 0)
         repack(m);
     if (ro->kv_cap > 0 && now_running > 0) {
         m->kv_sum += (double)ro->kv_used / ro->kv_cap;
@@ -318,15 +345,22 @@ static void handle_poll(mgr *m, const uint8_t *ident, size_t identn, rl_rd *r) {
             running = 0;
         }
     }
-    int n_assign_before = ro->n_assign;
     if (!m->done && running == 0 && !ro->pulling && wants_version(m, id, &target)) {
         ro->pulling = 1;
     } else {
         target = -1;
     }
+    int laminar = m->cfg.mode == LS_RL_MODE_LAMINAR;
+    if (!m->done && laminar && running > 0 && ro->quota > 0 && !ro->pulling) {
+        /* its waiting queue refills the free slots, at the version it holds */
+        int before = ro->quota;
+        issue_groups(m, id, m->cfg.max_seqs - running, 1);
+        m->topups += before - ro->quota;
+    }
     if (!m->done && running == 0 && !ro->pulling && ro->version >= 0) {
         /* a new batch: partial responses first (same version preferred), then new groups */
         int slots = m->cfg.max_seqs;
+        ro->quota = laminar ? queue_groups(m) : 0;
         for (int pass = 0; pass < 2 && slots > 0; pass++)
             for (int64_t i = 0; i < (int64_t)m->n_groups * m->cfg.group && slots > 0; i++) {
                 mtraj *t = &m->traj[i];
@@ -336,18 +370,8 @@ static void handle_poll(mgr *m, const uint8_t *ident, size_t identn, rl_rd *r) {
                 push_id(&ro->assign, &ro->n_assign, &ro->cap_assign, i);
                 slots--;
             }
-        while (slots >= m->cfg.group && may_issue(m, ro->version)) {
-            int g = new_group(m);
-            if (g < 0) break;
-            for (int k = 0; k < m->cfg.group; k++) {
-                int64_t i = (int64_t)g * m->cfg.group + k;
-                T(m, i)->state = T_RUN, T(m, i)->rollout = id;
-                push_id(&ro->assign, &ro->n_assign, &ro->cap_assign, i);
-            }
-            slots -= m->cfg.group;
-        }
+        issue_groups(m, id, slots, laminar);
     }
-    (void)n_assign_before;
     const mrelay *rel = relay_for(m, id + ro->relay);
     rl_put_i32(&b, (int32_t)target);
     rl_put_str(&b, target >= 0 && rel ? rel->ep : "");
@@ -386,8 +410,9 @@ static void repack(mgr *m) {
             mtraj *t = &m->traj[i];
             if (t->state == T_RUN && t->rollout == r) kv[n][k] = t->n_prompt + t->n_gen, ids[n][k++] = i;
         }
-        v[n] = (ls_rl_rollout_view){
-            r, ro->version, 0, cnt, kv[n], ro->kv_cap > 0 ? ro->kv_cap : m->cfg.max_seqs * 128, ids[n]};
+        v[n] = (ls_rl_rollout_view){r,     ro->version, ro->quota * m->cfg.group,
+                                    cnt,   kv[n],       ro->kv_cap > 0 ? ro->kv_cap : m->cfg.max_seqs * 128,
+                                    ids[n]};
         n++;
     }
     ls_rl_repack_cfg c = ls_rl_repack_defaults(m->cfg.max_seqs);
@@ -524,6 +549,9 @@ static int write_report(mgr *m) {
                             m->traj_consumed ? (double)m->tokens_consumed / m->traj_consumed : 0);
     cJSON_AddNumberToObject(j, "rollout_idle_frac", busy + idle > 0 ? idle / (busy + idle) : 0);
     cJSON_AddNumberToObject(j, "kv_util", m->kv_n ? m->kv_sum / m->kv_n : 0);
+    cJSON_AddNumberToObject(j, "rollout_batch",
+                            c->mode == LS_RL_MODE_LAMINAR ? queue_groups(m) * c->group : c->max_seqs);
+    cJSON_AddNumberToObject(j, "topup_groups", m->topups);
     cJSON_AddNumberToObject(j, "decode_step_mean_s", steps ? busy / (double)steps : 0);
     cJSON_AddNumberToObject(j, "pull_mean_s", pulls ? pull / (double)pulls : 0);
     cJSON_AddNumberToObject(j, "poll_rtt_mean_s", rtts ? rtt / (double)rtts : 0);

@@ -298,7 +298,7 @@ char *rl_config_to_json(const rl_config *c) {
 #define N(f) cJSON_AddNumberToObject(j, #f, (double)c->f)
     S(tasks), S(heldout), S(init), S(report), S(workdir);
     N(rollouts), N(relays), N(updates), N(group), N(batch_groups), N(max_seqs), N(max_new), N(staleness), N(repack),
-        N(eval_n), N(ppo_epochs);
+        N(eval_n), N(ppo_epochs), N(rollout_batch);
     N(lr), N(clip_eps), N(is_cap), N(step_ms), N(train_ms), N(hb_timeout_s), N(seed);
 #undef S
 #undef N
@@ -325,8 +325,10 @@ int rl_config_from_json(const char *s, size_t n, rl_config *c) {
 #define D(f, def)                                                                                                      \
     if (rc == LS_OK && ls_json_get_double(j, #f, def, &c->f)) rc = LS_EINVAL;
     S(tasks)
-    S(heldout) S(init) S(report) S(workdir) I(rollouts, 2) I(relays, 2) I(updates, 10) I(group, 4) I(batch_groups, 4)
-        I(max_seqs, 8) I(max_new, 64) I(staleness, 2) I(repack, 1) I(eval_n, 64) I(ppo_epochs, 2) D(lr, 1e-4)
+    S(heldout)
+    S(init)
+    S(report) S(workdir) I(rollouts, 2) I(relays, 2) I(updates, 10) I(group, 4) I(batch_groups, 4) I(max_seqs, 8)
+        I(max_new, 64) I(staleness, 2) I(repack, 1) I(eval_n, 64) I(ppo_epochs, 2) I(rollout_batch, 0) D(lr, 1e-4)
             D(clip_eps, 0.2) D(is_cap, 5.0) D(step_ms, 0) D(train_ms, 0) D(hb_timeout_s, 1.5)
 #undef S
 #undef I

@@ -144,6 +144,8 @@ int ls_rl_run(const ls_rl_run_opts *o) {
     if (o->group < 1 || o->group > 64 || o->max_seqs < o->group || o->batch_groups < 1 || o->updates < 1)
         return ls_err(LS_EINVAL, "rl run: need 1 <= group <= max_seqs, batch_groups >= 1, updates >= 1");
     if (o->max_new < 1) return ls_err(LS_EINVAL, "rl run: --max-new must be >= 1");
+    if (o->rollout_batch < 0 || o->rollout_batch > 64 * o->max_seqs)
+        return ls_err(LS_EINVAL, "rl run: --rollout-batch must be in [0, 64 x max_seqs], got %d", o->rollout_batch);
     LS_TRY(ls_mkdirs(o->workdir));
     char init[1200];
     if (!o->init)
@@ -188,6 +190,9 @@ int ls_rl_run(const ls_rl_run_opts *o) {
     c.rollouts = o->rollouts, c.relays = o->relays, c.updates = o->updates, c.group = o->group;
     c.batch_groups = o->batch_groups, c.max_seqs = o->max_seqs, c.max_new = o->max_new, c.staleness = o->staleness;
     c.repack = o->repack, c.eval_n = o->eval_n, c.ppo_epochs = 2;
+    /* whole groups, at least the decode slots' worth */
+    int rb = o->rollout_batch > 0 ? o->rollout_batch : o->max_seqs;
+    c.rollout_batch = (rb < o->max_seqs ? o->max_seqs : rb) / o->group * o->group;
     c.lr = o->lr, c.clip_eps = o->clip_eps, c.is_cap = o->is_cap, c.step_ms = o->step_ms, c.train_ms = o->train_ms;
     c.hb_timeout_s = 1.5, c.seed = o->seed;
     char cfg_path[1100], port_file[1100], logdir[1100];

@@ -23,6 +23,7 @@ typedef struct {
     double pause_until, busy, idle;
     double idle_since; /* polling for work since then, every idle_poll_s (< 0: not waiting) */
     int topup;         /* interrupted (AReaL-like): takes new work into its free slots once, as after a batch */
+    int quota;         /* laminar: trajectories it may still take at its version (its waiting queue) */
     double t_upd, st, t_next; /* progress is applied lazily: state is exact at t_upd */
 } srep;
 
@@ -147,6 +148,8 @@ static int simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
     memset(res, 0, sizeof *res);
     if (o->gpus < 2 || o->batch < 1 || o->updates < 1 || o->max_batch < 1 || o->mode < 0 || o->mode >= LS_RL_MODE_COUNT)
         return ls_err(LS_EINVAL, "sim rl: need gpus >= 2, batch, updates and max batch >= 1, a known mode");
+    if (o->rollout_batch < 0 || o->rollout_batch > 64 * o->max_batch)
+        return ls_err(LS_EINVAL, "sim rl: rollout batch must be in [0, 64 x max batch], got %d", o->rollout_batch);
     if (!(o->mean_len >= 1) && !(o->trace && o->n_trace > 0))
         return ls_err(LS_EINVAL, "sim rl: mean length must be >= 1");
     sim S = {0};
@@ -189,6 +192,7 @@ static int simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
     }
     if (R < 1) return ls_err(LS_EINVAL, "sim rl: no GPUs left for rollouts");
     int B = o->batch, MB = o->max_batch;
+    int QB = o->rollout_batch > MB ? o->rollout_batch : MB; /* laminar: a replica's batch at one version */
     /* weight movement */
     double bcast, stall_relay = 0, chain = 0, pull;
     if (S.calibrated) {
@@ -204,7 +208,7 @@ static int simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
     double repack_dt = o->repack_s > 0 ? o->repack_s : 10.0 * (S.calibrated ? o->step_s : S.step0);
     srep *rp = calloc((size_t)R, sizeof *rp);
     S.group = o->group > 1 ? o->group : 1;
-    S.buf_cap = (int64_t)B * (o->updates + (o->staleness > 0 ? o->staleness : 0) + 4) + (int64_t)R * MB + 16;
+    S.buf_cap = (int64_t)B * (o->updates + (o->staleness > 0 ? o->staleness : 0) + 4) + (int64_t)R * QB + 16;
     S.buf_ver = malloc(sizeof(int64_t) * (size_t)S.buf_cap);
     S.gdone = calloc((size_t)S.buf_cap, sizeof(int));
     S.ver_of = malloc(sizeof(int) * (size_t)S.buf_cap);
@@ -248,7 +252,7 @@ static int simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
             cap_issue = (int64_t)(P + o->staleness + 1) * B;
             break;
         default:
-            cap_issue = consumed + (int64_t)B + (int64_t)R * MB;
+            cap_issue = consumed + (int64_t)B + (int64_t)R * QB;
             break;
         }
         for (int r = 0; r < R && issued < cap_issue; r++) {
@@ -258,8 +262,10 @@ static int simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
              * rollout a new batch: the partial responses and new groups) */
             int top = x->topup;
             x->topup = 0;
-            if (x->n == MB || ((mode == LS_RL_MODE_LAMINAR || o->batch_refill) && x->n > 0 && !top)) continue;
-            if (pulls) {
+            /* laminar: a running replica's waiting queue refills free slots a group at a time */
+            int queue = mode == LS_RL_MODE_LAMINAR && x->n > 0 && x->quota >= S.group && MB - x->n >= S.group;
+            if (x->n == MB || ((mode == LS_RL_MODE_LAMINAR || o->batch_refill) && x->n > 0 && !top && !queue)) continue;
+            if (pulls && x->n == 0) {
                 int newest = avail_at <= t ? avail_ver : avail_ver - 1;
                 if (newest > x->version && pull > 0) { /* pull from the local relay first */
                     advance(&S, x, t);
@@ -278,9 +284,12 @@ static int simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
             if (x->n == 0) { /* the poll that brings the batch: the next one of a replica that waited */
                 double tp = next_poll(x->idle_since, o->idle_poll_s, t) + o->refill_s;
                 if (tp > t) x->pause_until = tp;
+                x->quota = mode == LS_RL_MODE_LAMINAR ? QB : 0;
             }
             x->idle_since = -1;
-            while (x->n < MB && issued < cap_issue) {
+            int lim = queue ? x->n + (MB - x->n) / S.group * S.group : MB;
+            while (x->n < lim && issued < cap_issue && (mode != LS_RL_MODE_LAMINAR || x->quota > 0)) {
+                x->quota -= mode == LS_RL_MODE_LAMINAR;
                 strj *j = &x->a[x->n++];
                 j->rem = draw_len(o, &rng, issued);
                 j->len = o->prompt_len;
@@ -378,8 +387,13 @@ static int simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
                     srep *x = &rp[order[q]];
                     advance(&S, x, t);
                     for (int i = 0; i < x->n; i++) kv[q * MB + i] = (int)x->a[i].len, ids[q * MB + i] = x->a[i].id;
-                    v[q] = (ls_rl_rollout_view){order[q], o->repack_any_version ? 0 : x->version, 0, x->n,
-                                                kv + (size_t)q * MB, 1 << 30, ids + (size_t)q * MB};
+                    v[q] = (ls_rl_rollout_view){order[q],
+                                                o->repack_any_version ? 0 : x->version,
+                                                x->quota,
+                                                x->n,
+                                                kv + (size_t)q * MB,
+                                                1 << 30,
+                                                ids + (size_t)q * MB};
                 }
                 ls_rl_move *mv;
                 int nm, freed;

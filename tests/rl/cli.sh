@@ -50,4 +50,14 @@ expect 0 "areal run, staleness 0" -- timeout 120 "$BIN" rl run --tasks "$T/t.jso
     --eval-n 8 --workdir "$T/ar" --quiet
 python3 -c "import json,sys; h=json.load(open('$T/ar/report.json'))['staleness_hist']; print('  staleness hist', h[:4]); sys.exit(0 if sum(h) == 64 and sum(h[2:]) == 0 and h[0] >= 32 else 1)" ||
     { echo "FAIL areal staleness at bound 0"; fail=1; }
+# Laminar-style with a waiting queue (a rollout batch of 2 x max-seqs): a running rollout takes new
+# groups into the slots its finished trajectories free; with the default batch (max-seqs) it never does
+for rb in 0 8; do
+    expect 0 "laminar run, rollout batch $rb" -- timeout 120 "$BIN" rl run --tasks "$T/t.jsonl" --rollout-batch $rb \
+        --sft-steps 30 --updates 6 --group 2 --batch-groups 4 --max-seqs 4 --max-new 16 --rollouts 2 --relays 1 \
+        --eval-n 8 --workdir "$T/lq$rb" --quiet
+    python3 -c "import json,sys; r=json.load(open('$T/lq$rb/report.json')); print('  rollout_batch', r['rollout_batch'], 'topup_groups', r['topup_groups']); sys.exit(0 if (r['rollout_batch'], r['topup_groups'] > 0) == ((4, False) if $rb == 0 else (8, True)) else 1)" ||
+        { echo "FAIL laminar waiting queue at rollout batch $rb"; fail=1; }
+done
+expect 2 "negative rollout batch" -- "$BIN" rl run --tasks "$T/t.jsonl" --rollout-batch -1 --workdir "$T/w5" --quiet
 exit $fail
