@@ -102,9 +102,12 @@ int cmd_serve(int argc, char **argv) {
                            spec, (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
     if (worker) return run_worker(model, plan_path, stage, max_seqs, threads, w_in, w_out);
-    if (port < 0 || port > 65535 || max_seqs < 1 || max_seqs > 4096 || threads < 1 || max_body < 16 || mbp < 1 || mbd < 1 ||
-        conns < 0 || per_ip < 0) {
-        fprintf(stderr, "llmsys serve: --port in [0, 65535], --max-seqs in [1, 4096], --threads/--prefill-mb/--decode-mb >= 1, --max-body >= 16, --max-conns* >= 0 (0: default)\n");
+    if (port < 0 || port > 65535 || max_seqs < 1 || max_seqs > 4096 || threads < 1 || threads > LS_MODEL_MAX_THREADS ||
+        max_body < 16 || mbp < 1 || mbd < 1 || conns < 0 || per_ip < 0) {
+        fprintf(stderr,
+                "llmsys serve: --port in [0, 65535], --max-seqs in [1, 4096], --threads in [1, %d], "
+                "--prefill-mb/--decode-mb >= 1, --max-body >= 16, --max-conns* >= 0 (0: default)\n",
+                LS_MODEL_MAX_THREADS);
         return 2;
     }
     ls_model_config cfg;
@@ -187,8 +190,8 @@ int cmd_profile(int argc, char **argv) {
             return 2;
         }
     }
-    if (reps < 1 || threads < 1) {
-        fprintf(stderr, "llmsys profile: --reps and --threads must be >= 1\n");
+    if (reps < 1 || threads < 1 || threads > LS_MODEL_MAX_THREADS) {
+        fprintf(stderr, "llmsys profile: --reps must be >= 1, --threads in [1, %d]\n", LS_MODEL_MAX_THREADS);
         for (int k = 0; k < 4; k++) free(lists[k]);
         return 2;
     }

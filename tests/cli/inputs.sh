@@ -2,6 +2,7 @@
 # inputs.sh - hostile input files and values through the CLI's commands: each refused with
 # exit 1 (a bad file) or 2 (a bad flag) and one stderr line, nothing written.
 . "$(dirname "$0")/../lib.sh"
+BIN=$(readlink -f "$BIN")
 cd "$T" || exit 1
 for i in $(seq 1 100); do echo "the quick brown fox jumps over the lazy dog $i times"; done > corpus.txt
 
@@ -14,6 +15,16 @@ grep -q "ids.txt" "$T/err" || fail "decode: the error does not name ids.txt"
 printf '65 66\0zz' > nul.txt
 expect 1 "decode: ids file with a NUL byte" -- "$BIN" tokenizer decode --tokenizer tok.json --input nul.txt
 expect 2 "decode: --ids of words" -- "$BIN" tokenizer decode --tokenizer tok.json --ids "one two"
+
+# --threads beyond LS_MODEL_MAX_THREADS: a usage error, not OpenMP's stack overflow (once SIGSEGV)
+expect 0 "train a tiny model" -- "$BIN" train --config tiny --data corpus.txt --steps 1 --out m.safetensors
+expect 2 "train --threads 100000" -- "$BIN" train --config tiny --data corpus.txt --steps 1 --threads 100000 --out x.safetensors
+expect 2 "eval --threads 100000" -- "$BIN" eval --model m.safetensors --data corpus.txt --threads 100000
+expect 2 "generate --threads 100000" -- "$BIN" generate --model m.safetensors --threads 100000
+expect 2 "profile --threads 100000" -- "$BIN" profile --model m.safetensors --out x.json --threads 100000
+expect 2 "serve --threads 100000" -- timeout 20 "$BIN" serve --model m.safetensors --port 0 --threads 100000
+expect 2 "plan train --threads 100000" -- "$BIN" plan train --model tiny --cluster local:1 --threads 100000 --out x.json
+ls x.* > /dev/null 2>&1 && fail "a refused command wrote x.*"
 
 [ "$fails" -eq 0 ] && echo "cli.inputs: all passed"
 exit "$fails"
