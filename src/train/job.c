@@ -135,6 +135,7 @@ static int job_save_state(void *ctx, const char *ckpt) {
 
 /* Fails before any work when an output (--out, --report) could not be written where asked. */
 static int check_out_path(const char *flag, const char *path) {
+    if (!*path) return ls_err(LS_EINVAL, "--%s '': not a file path", flag);
     if (ls_is_dir(path)) return ls_err(LS_EINVAL, "--%s %s is a directory", flag, path);
     char *dup = strdup(path);
     if (!dup) return ls_err(LS_ENOMEM, "out of memory");

@@ -26,5 +26,11 @@ expect 2 "serve --threads 100000" -- timeout 20 "$BIN" serve --model m.safetenso
 expect 2 "plan train --threads 100000" -- "$BIN" plan train --model tiny --cluster local:1 --threads 100000 --out x.json
 ls x.* > /dev/null 2>&1 && fail "a refused command wrote x.*"
 
+# train --out '' / --report '': refused before the first step (once trained, then failed to save)
+expect 1 "train --out ''" -- "$BIN" train --config tiny --data corpus.txt --steps 1 --out ''
+grep -q "step 1" "$T/err" "$T/out" && fail "train --out '' ran a step"
+expect 1 "train --report ''" -- "$BIN" train --config tiny --data corpus.txt --steps 1 --out x.safetensors --report ''
+[ -e x.safetensors ] && fail "train --report '' wrote its checkpoint"
+
 [ "$fails" -eq 0 ] && echo "cli.inputs: all passed"
 exit "$fails"
