@@ -32,5 +32,8 @@ grep -q "step 1" "$T/err" "$T/out" && fail "train --out '' ran a step"
 expect 1 "train --report ''" -- "$BIN" train --config tiny --data corpus.txt --steps 1 --out x.safetensors --report ''
 [ -e x.safetensors ] && fail "train --report '' wrote its checkpoint"
 
+# eval --batch beyond the text's windows: buffers for the windows there are (was: out of memory)
+expect 0 "eval --batch 2147483647" -- "$BIN" eval --model m.safetensors --data corpus.txt --batch 2147483647
+
 [ "$fails" -eq 0 ] && echo "cli.inputs: all passed"
 exit "$fails"
