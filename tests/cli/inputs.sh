@@ -35,5 +35,12 @@ expect 1 "train --report ''" -- "$BIN" train --config tiny --data corpus.txt --s
 # eval --batch beyond the text's windows: buffers for the windows there are (was: out of memory)
 expect 0 "eval --batch 2147483647" -- "$BIN" eval --model m.safetensors --data corpus.txt --batch 2147483647
 
+# a quantized checkpoint where an fp32 one is needed: said so (was: "missing tensor 'h.0.attn.qkv.w'")
+expect 0 "quantize" -- "$BIN" quantize --model m.safetensors --bits 4 --out q.safetensors
+expect 1 "generate on a quantized checkpoint" -- "$BIN" generate --model q.safetensors --tokens 2
+grep -q "a quantized checkpoint" "$T/err" || fail "generate: $(cat "$T/err")"
+expect 1 "train --resume a quantized checkpoint" -- "$BIN" train --data corpus.txt --resume q.safetensors --steps 2 --out x.safetensors
+grep -q "a quantized checkpoint" "$T/err" || fail "train --resume: $(cat "$T/err")"
+
 [ "$fails" -eq 0 ] && echo "cli.inputs: all passed"
 exit "$fails"
