@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/args.h"
@@ -14,6 +15,20 @@
 #include "llmsys/train.h"
 
 /* ---------------------------------------------------------------- quantize */
+
+/* 1 when writing out (atomically: a new file renamed over the name) would replace the file
+ * that model names, also through a symlink or another spelling of its path. */
+static int replaces_input(const char *model, const char *out) {
+    char *in = realpath(model, NULL), *dir = strdup(out), *slash = dir ? strrchr(dir, '/') : NULL, path[8192];
+    if (slash) *slash = '\0';
+    char *rdir = dir ? realpath(slash ? (slash == dir ? "/" : dir) : ".", NULL) : NULL;
+    if (rdir) snprintf(path, sizeof path, "%s/%s", strcmp(rdir, "/") ? rdir : "", slash ? slash + 1 : out);
+    int same = in && rdir && !strcmp(in, path);
+    free(in);
+    free(dir);
+    free(rdir);
+    return same;
+}
 
 int cmd_quantize(int argc, char **argv) {
     const char *model = NULL, *out = NULL, *bits_map = NULL, *report = NULL;
@@ -40,6 +55,8 @@ int cmd_quantize(int argc, char **argv) {
         rc = ls_usage_err("quantize", "--bits must be 16, 8, 4 or 3, got %d", bits);
     else if (rc < 0 && !ls_quant_group_valid(group))
         rc = ls_usage_err("quantize", "--group must be 32, 64, 128 or 256, got %d", group);
+    else if (rc < 0 && replaces_input(model, out))
+        rc = ls_usage_err("quantize", "--out %s is the --model checkpoint; write the quantized one elsewhere", out);
     ls_quantize_result q = {0};
     if (rc < 0 && (rc = ls_cli_status(ls_quantize(model, out, bits_map, bits, group, &q))) == 0) {
         printf("quantized %s -> %s in %.2f s: %d layers, group %d, bits [", model, out, q.seconds, q.n_layer, group);

@@ -42,5 +42,15 @@ grep -q "a quantized checkpoint" "$T/err" || fail "generate: $(cat "$T/err")"
 expect 1 "train --resume a quantized checkpoint" -- "$BIN" train --data corpus.txt --resume q.safetensors --steps 2 --out x.safetensors
 grep -q "a quantized checkpoint" "$T/err" || fail "train --resume: $(cat "$T/err")"
 
+# quantize --out naming the --model checkpoint: refused, the fp32 file kept (was: replaced by
+# the quantized one); a symlink as --out is replaced, not followed, so that one is fine
+ln -s m.safetensors link.safetensors
+sum=$(cksum < m.safetensors)
+expect 2 "quantize --out = --model" -- "$BIN" quantize --model m.safetensors --bits 4 --out ./m.safetensors
+expect 2 "quantize --model through a link, --out the file" -- "$BIN" quantize --model link.safetensors --bits 4 --out "$T/m.safetensors"
+[ "$(cksum < m.safetensors)" = "$sum" ] || fail "quantize replaced its fp32 input"
+expect 0 "quantize --out a link to --model" -- "$BIN" quantize --model m.safetensors --bits 4 --out link.safetensors
+[ "$(cksum < m.safetensors)" = "$sum" ] || fail "quantize wrote through the link"
+
 [ "$fails" -eq 0 ] && echo "cli.inputs: all passed"
 exit "$fails"
