@@ -55,6 +55,10 @@ int cmd_quantize(int argc, char **argv) {
         rc = ls_usage_err("quantize", "--bits must be 16, 8, 4 or 3, got %d", bits);
     else if (rc < 0 && !ls_quant_group_valid(group))
         rc = ls_usage_err("quantize", "--group must be 32, 64, 128 or 256, got %d", group);
+    else if (rc < 0 && !(heldout > 0 && heldout <= 0.5))
+        rc = ls_usage_err("quantize", "--heldout must be in (0, 0.5], got %g", heldout);
+    else if (rc < 0 && eval_tokens < 0)
+        rc = ls_usage_err("quantize", "--eval-tokens must be >= 0");
     else if (rc < 0 && replaces_input(model, out))
         rc = ls_usage_err("quantize", "--out %s is the --model checkpoint; write the quantized one elsewhere", out);
     ls_quantize_result q = {0};

@@ -51,6 +51,10 @@ expect 2 "quantize --model through a link, --out the file" -- "$BIN" quantize --
 [ "$(cksum < m.safetensors)" = "$sum" ] || fail "quantize replaced its fp32 input"
 expect 0 "quantize --out a link to --model" -- "$BIN" quantize --model m.safetensors --bits 4 --out link.safetensors
 [ "$(cksum < m.safetensors)" = "$sum" ] || fail "quantize wrote through the link"
+# --heldout / --eval-tokens checked before the checkpoint is written (was: exit 1 after it)
+expect 2 "quantize --heldout 0.9" -- "$BIN" quantize --model m.safetensors --bits 4 --out x.safetensors --eval corpus.txt --heldout 0.9
+expect 2 "quantize --eval-tokens -1" -- "$BIN" quantize --model m.safetensors --bits 4 --out x.safetensors --eval corpus.txt --eval-tokens -1
+[ -e x.safetensors ] && fail "a refused quantize wrote x.safetensors"
 
 [ "$fails" -eq 0 ] && echo "cli.inputs: all passed"
 exit "$fails"
