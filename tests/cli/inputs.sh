@@ -56,5 +56,21 @@ expect 2 "quantize --heldout 0.9" -- "$BIN" quantize --model m.safetensors --bit
 expect 2 "quantize --eval-tokens -1" -- "$BIN" quantize --model m.safetensors --bits 4 --out x.safetensors --eval corpus.txt --eval-tokens -1
 [ -e x.safetensors ] && fail "a refused quantize wrote x.safetensors"
 
+# loader serve/stats: --prefetch/--history past the window (was UBSan: int overflow), a
+# --source-workers that is not a count (was atoi: "2x" served with 2, 99999999999 overflowed),
+# --ranks past 4096 (was exit 1)
+cat > mix.json <<'JSON'
+{"n_ctx": 64, "tokens_per_rank": 512, "micro_batches": 1, "seed": 1,
+ "sources": [{"name": "a", "type": "text", "path": "corpus.txt"}],
+ "schedule": [{"step": 0, "weights": {"a": 1}}]}
+JSON
+expect 2 "loader serve --prefetch 2^31-1" -- timeout 20 "$BIN" loader serve --mix mix.json --ranks 1 --port 0 --prefetch 2147483647
+expect 2 "loader serve --history 2^31-1" -- timeout 20 "$BIN" loader serve --mix mix.json --ranks 1 --port 0 --history 2147483647
+expect 2 "loader serve --source-workers 2x" -- timeout 20 "$BIN" loader serve --mix mix.json --ranks 1 --port 0 --source-workers 2x
+expect 2 "loader serve --source-workers 99999999999" -- timeout 20 "$BIN" loader serve --mix mix.json --ranks 1 --port 0 --source-workers 99999999999
+expect 2 "loader serve --ranks 4097" -- timeout 20 "$BIN" loader serve --mix mix.json --ranks 4097 --port 0
+expect 2 "loader stats --ranks 4097" -- "$BIN" loader stats --mix mix.json --ranks 4097 --steps 2
+expect 0 "loader stats" -- "$BIN" loader stats --mix mix.json --ranks 2 --steps 2
+
 [ "$fails" -eq 0 ] && echo "cli.inputs: all passed"
 exit "$fails"
