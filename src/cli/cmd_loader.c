@@ -141,6 +141,8 @@ static int loader_fetch(int argc, char **argv) {
                      "Fetches batches from a loader service and prints one line per step (debugging, tests).", spec,
                      LS_NARGS(spec), argc, argv);
     if (rc >= 0) return rc;
+    if (rank < 0 || step < 0 || count < 1 || timeout < 1) /* a negative timeout waited forever */
+        return ls_usage_err("loader fetch", "--rank and --step must be >= 0, --count and --timeout-ms >= 1");
     return ls_loader_fetch_print(stdout, addr, rank, step, count, timeout, state_out) < 0 ? ls_cli_fail() : 0;
 }
 

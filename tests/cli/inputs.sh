@@ -71,6 +71,9 @@ expect 2 "loader serve --source-workers 99999999999" -- timeout 20 "$BIN" loader
 expect 2 "loader serve --ranks 4097" -- timeout 20 "$BIN" loader serve --mix mix.json --ranks 4097 --port 0
 expect 2 "loader stats --ranks 4097" -- "$BIN" loader stats --mix mix.json --ranks 4097 --steps 2
 expect 0 "loader stats" -- "$BIN" loader stats --mix mix.json --ranks 2 --steps 2
+# loader fetch: a negative --timeout-ms waited forever; --count 0 or -1 printed nothing, exit 0
+expect 2 "loader fetch --timeout-ms -5" -- timeout 20 "$BIN" loader fetch --addr tcp://127.0.0.1:9 --timeout-ms -5
+expect 2 "loader fetch --count -1" -- "$BIN" loader fetch --addr tcp://127.0.0.1:9 --count -1
 
 [ "$fails" -eq 0 ] && echo "cli.inputs: all passed"
 exit "$fails"
