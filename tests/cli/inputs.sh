@@ -75,5 +75,12 @@ expect 0 "loader stats" -- "$BIN" loader stats --mix mix.json --ranks 2 --steps 
 expect 2 "loader fetch --timeout-ms -5" -- timeout 20 "$BIN" loader fetch --addr tcp://127.0.0.1:9 --timeout-ms -5
 expect 2 "loader fetch --count -1" -- "$BIN" loader fetch --addr tcp://127.0.0.1:9 --count -1
 
+# victim make-data: sizes past the bounds refused (was UBSan: 2 * --classes overflowed; rows x
+# features past size_t)
+expect 1 "make-data --classes 2^31-1" -- "$BIN" victim make-data --out x.csv --n 10 --classes 2147483647
+grep -q "make_table: at most" "$T/err" || fail "make-data --classes: $(cat "$T/err")"
+expect 1 "make-data --n 2^62" -- "$BIN" victim make-data --out x.csv --n 4611686018427387904 --features 4
+[ -e x.csv ] && fail "a refused make-data wrote x.csv"
+
 [ "$fails" -eq 0 ] && echo "cli.inputs: all passed"
 exit "$fails"
