@@ -64,6 +64,8 @@ typedef enum {
 } ls_balance_algo;
 
 #define LS_LOADER_MAX_SOURCES 64
+#define LS_LOADER_MAX_RANKS 4096   /* data-parallel ranks one service or simulation serves */
+#define LS_LOADER_MAX_WINDOW 65536 /* steps of a service's prefetch, and of its history */
 #define LS_LOADER_NAME_MAX 48
 
 typedef struct {
@@ -368,8 +370,8 @@ int ls_loader_worker_run(const char *endpoint, const char *name);
 typedef struct ls_loader_server ls_loader_server;
 
 typedef struct {
-    int prefetch; /* steps built ahead of the furthest request (default 4) */
-    int history;  /* fully-fetched steps kept for retries (default 4) */
+    int prefetch; /* steps built ahead of the furthest request (default 4; at most LS_LOADER_MAX_WINDOW) */
+    int history;  /* fully-fetched steps kept for retries (default 4; at most LS_LOADER_MAX_WINDOW) */
     int threads;  /* source loader threads (default 1) */
     /* Journal of acknowledged weight changes (NULL: none). Each change is written here
      * (atomically) before it is acknowledged; a service resumed from a state blob replays

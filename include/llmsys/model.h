@@ -384,7 +384,9 @@ size_t ls_gpt_out_floats(const ls_gpt_weights *w, const ls_gpt_seq *seqs, int ns
  * loops; OpenBLAS runs single-threaded inside them); 0 = all cores. Sets OpenMP's
  * default for the calling thread. */
 void ls_model_set_threads(int n);
-
+/* The most threads a --threads option accepts (OpenMP's team start overflows the stack
+ * near 100000). */
+#define LS_MODEL_MAX_THREADS 1024
 
 /* ---------------------------------------------------------------- per-layer precision
  * Mixed-precision Linear layers (docs/qsync.md): each of the 4·n_layer Linear layers of

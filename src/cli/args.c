@@ -78,8 +78,8 @@ static int parse_value(const char *prog, const ls_arg *a, const char *val) {
     return LS_ARGS_USAGE;
 }
 
-int ls_args_parse(const char *prog, const char *summary, const ls_arg *spec, int n, int argc, char **argv,
-                  const char **pos, int max_pos, int *npos) {
+static int parse_args(const char *prog, const char *summary, const ls_arg *spec, int n, int argc, char **argv,
+                      const char **pos, int max_pos, int *npos) {
     unsigned char seen[256] = {0};
     if (npos) *npos = 0;
     if (n > 256) n = 256;
@@ -140,6 +140,15 @@ int ls_args_parse(const char *prog, const char *summary, const ls_arg *spec, int
         }
     }
     return LS_ARGS_OK;
+}
+
+int ls_args_parse(const char *prog, const char *summary, const ls_arg *spec, int n, int argc, char **argv,
+                  const char **pos, int max_pos, int *npos) {
+    int rc = parse_args(prog, summary, spec, n, argc, argv, pos, max_pos, npos);
+    /* after --help or a usage error the caller returns at once: free the lists it would own */
+    for (int j = 0; rc != LS_ARGS_OK && j < n; j++)
+        if (spec[j].kind == LS_ARG_STR_LIST) ls_strlist_free(spec[j].dst);
+    return rc;
 }
 
 int ls_args_int_list(const char *s, const char *seps, int **out) {

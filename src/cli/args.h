@@ -34,7 +34,7 @@ enum { LS_ARGS_OK = 0, LS_ARGS_HELP = 1, LS_ARGS_USAGE = 2 };
  * "--name V" or "--name=V". Positional arguments are allowed only when pos != NULL, and are
  * collected there (max_pos at most). On --help prints usage to stdout and returns
  * LS_ARGS_HELP; on a bad flag or value prints one line to stderr and returns
- * LS_ARGS_USAGE. */
+ * LS_ARGS_USAGE; either way the LS_ARG_STR_LIST values are freed. */
 int ls_args_parse(const char *prog, const char *summary, const ls_arg *spec, int n, int argc, char **argv,
                   const char **pos, int max_pos, int *npos);
 void ls_args_usage(const char *prog, const char *summary, const ls_arg *spec, int n);

@@ -59,9 +59,15 @@ static int loader_serve(int argc, char **argv) {
     if (rc >= 0) return rc;
     if (ranks < 1 || prefetch < 1 || history < 1)
         return ls_usage_err("loader serve", "--ranks, --prefetch and --history must be >= 1");
-    ls_loader_hub_opts ho = {NULL, 0, workers && strcmp(workers, "auto") ? atoi(workers) : 0, ls_cli_self(), 0, 0};
-    if (workers && strcmp(workers, "auto") && ho.workers < 1)
-        return ls_usage_err("loader serve", "--source-workers must be auto or a count >= 1");
+    if (ranks > LS_LOADER_MAX_RANKS)
+        return ls_usage_err("loader serve", "--ranks must be at most %d", LS_LOADER_MAX_RANKS);
+    if (prefetch > LS_LOADER_MAX_WINDOW || history > LS_LOADER_MAX_WINDOW)
+        return ls_usage_err("loader serve", "--prefetch and --history must be at most %d", LS_LOADER_MAX_WINDOW);
+    char *wend = NULL;
+    long nw = workers && strcmp(workers, "auto") ? strtol(workers, &wend, 10) : 0;
+    if (wend && (wend == workers || *wend || nw < 1 || nw > 4096))
+        return ls_usage_err("loader serve", "--source-workers must be auto or a count in [1, 4096], got '%s'", workers);
+    ls_loader_hub_opts ho = {NULL, 0, (int)nw, ls_cli_self(), 0, 0};
     ls_topology topo;
     if (topology && ls_topology_parse(topology, &topo) != LS_OK) return ls_usage_err("loader serve", "%s", ls_errmsg());
     ls_loader_mix mix;
@@ -135,6 +141,8 @@ static int loader_fetch(int argc, char **argv) {
                      "Fetches batches from a loader service and prints one line per step (debugging, tests).", spec,
                      LS_NARGS(spec), argc, argv);
     if (rc >= 0) return rc;
+    if (rank < 0 || step < 0 || count < 1 || timeout < 1) /* a negative timeout waited forever */
+        return ls_usage_err("loader fetch", "--rank and --step must be >= 0, --count and --timeout-ms >= 1");
     return ls_loader_fetch_print(stdout, addr, rank, step, count, timeout, state_out) < 0 ? ls_cli_fail() : 0;
 }
 
@@ -221,6 +229,8 @@ static int loader_stats(int argc, char **argv) {
                      LS_NARGS(spec), argc, argv);
     if (rc >= 0) return rc;
     if (ranks < 1 || steps < 1) return ls_usage_err("loader stats", "--ranks and --steps must be >= 1");
+    if (ranks > LS_LOADER_MAX_RANKS)
+        return ls_usage_err("loader stats", "--ranks must be at most %d", LS_LOADER_MAX_RANKS);
     ls_loader_mix mix;
     if (ls_loader_mix_load(mix_path, &mix) != LS_OK) return ls_cli_fail();
     ls_loader_stats s;

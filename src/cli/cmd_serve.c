@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/args.h"
@@ -14,6 +15,20 @@
 #include "llmsys/train.h"
 
 /* ---------------------------------------------------------------- quantize */
+
+/* 1 when writing out (atomically: a new file renamed over the name) would replace the file
+ * that model names, also through a symlink or another spelling of its path. */
+static int replaces_input(const char *model, const char *out) {
+    char *in = realpath(model, NULL), *dir = strdup(out), *slash = dir ? strrchr(dir, '/') : NULL, path[8192];
+    if (slash) *slash = '\0';
+    char *rdir = dir ? realpath(slash ? (slash == dir ? "/" : dir) : ".", NULL) : NULL;
+    if (rdir) snprintf(path, sizeof path, "%s/%s", strcmp(rdir, "/") ? rdir : "", slash ? slash + 1 : out);
+    int same = in && rdir && !strcmp(in, path);
+    free(in);
+    free(dir);
+    free(rdir);
+    return same;
+}
 
 int cmd_quantize(int argc, char **argv) {
     const char *model = NULL, *out = NULL, *bits_map = NULL, *report = NULL;
@@ -40,6 +55,12 @@ int cmd_quantize(int argc, char **argv) {
         rc = ls_usage_err("quantize", "--bits must be 16, 8, 4 or 3, got %d", bits);
     else if (rc < 0 && !ls_quant_group_valid(group))
         rc = ls_usage_err("quantize", "--group must be 32, 64, 128 or 256, got %d", group);
+    else if (rc < 0 && !(heldout > 0 && heldout <= 0.5))
+        rc = ls_usage_err("quantize", "--heldout must be in (0, 0.5], got %g", heldout);
+    else if (rc < 0 && eval_tokens < 0)
+        rc = ls_usage_err("quantize", "--eval-tokens must be >= 0");
+    else if (rc < 0 && replaces_input(model, out))
+        rc = ls_usage_err("quantize", "--out %s is the --model checkpoint; write the quantized one elsewhere", out);
     ls_quantize_result q = {0};
     if (rc < 0 && (rc = ls_cli_status(ls_quantize(model, out, bits_map, bits, group, &q))) == 0) {
         printf("quantized %s -> %s in %.2f s: %d layers, group %d, bits [", model, out, q.seconds, q.n_layer, group);
@@ -102,9 +123,12 @@ int cmd_serve(int argc, char **argv) {
                            spec, (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
     if (worker) return run_worker(model, plan_path, stage, max_seqs, threads, w_in, w_out);
-    if (port < 0 || port > 65535 || max_seqs < 1 || max_seqs > 4096 || threads < 1 || max_body < 16 || mbp < 1 || mbd < 1 ||
-        conns < 0 || per_ip < 0) {
-        fprintf(stderr, "llmsys serve: --port in [0, 65535], --max-seqs in [1, 4096], --threads/--prefill-mb/--decode-mb >= 1, --max-body >= 16, --max-conns* >= 0 (0: default)\n");
+    if (port < 0 || port > 65535 || max_seqs < 1 || max_seqs > 4096 || threads < 1 || threads > LS_MODEL_MAX_THREADS ||
+        max_body < 16 || mbp < 1 || mbd < 1 || conns < 0 || per_ip < 0) {
+        fprintf(stderr,
+                "llmsys serve: --port in [0, 65535], --max-seqs in [1, 4096], --threads in [1, %d], "
+                "--prefill-mb/--decode-mb >= 1, --max-body >= 16, --max-conns* >= 0 (0: default)\n",
+                LS_MODEL_MAX_THREADS);
         return 2;
     }
     ls_model_config cfg;
@@ -187,8 +211,8 @@ int cmd_profile(int argc, char **argv) {
             return 2;
         }
     }
-    if (reps < 1 || threads < 1) {
-        fprintf(stderr, "llmsys profile: --reps and --threads must be >= 1\n");
+    if (reps < 1 || threads < 1 || threads > LS_MODEL_MAX_THREADS) {
+        fprintf(stderr, "llmsys profile: --reps must be >= 1, --threads in [1, %d]\n", LS_MODEL_MAX_THREADS);
         for (int k = 0; k < 4; k++) free(lists[k]);
         return 2;
     }

@@ -100,8 +100,10 @@ static int tok_decode(int argc, char **argv) {
     char *buf = NULL;
     size_t blen;
     if (input && ls_file_read(input, &buf, &blen) != LS_OK) return ls_cli_fail();
-    int *v = NULL, n = ls_args_int_list(input ? buf : list, " ,\n\t\r", &v);
+    /* a NUL byte would end the list early: such a file is not a list of ids */
+    int *v = NULL, n = input && strlen(buf) != blen ? -1 : ls_args_int_list(input ? buf : list, " ,\n\t\r", &v);
     free(buf);
+    if (n < 0 && input) return fprintf(stderr, "llmsys: %s: the ids are not a list of integers\n", input), 1;
     if (n < 0) return fprintf(stderr, "llmsys tokenizer decode: the ids are not a list of integers\n"), 2;
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
     ls_bpe *t = NULL;

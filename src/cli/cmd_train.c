@@ -175,6 +175,8 @@ int cmd_eval(int argc, char **argv) {
         rc = ls_usage_err("eval", "%s", ls_errmsg());
     else if (rc < 0 && (seq < 0 || batch < 1 || max_tokens < 0 || threads < 0))
         rc = ls_usage_err("eval", "--seq, --max-tokens and --threads must be >= 0, --batch >= 1");
+    else if (rc < 0 && threads > LS_MODEL_MAX_THREADS)
+        rc = ls_usage_err("eval", "--threads must be at most %d, got %d", LS_MODEL_MAX_THREADS, threads);
     else if (rc < 0 && !(co.heldout_frac > 0 && co.heldout_frac <= 0.5))
         rc = ls_usage_err("eval", "--heldout must be in (0, 0.5], got %g", co.heldout_frac);
     else if (rc < 0 && max_bytes < 0)
@@ -222,6 +224,8 @@ int cmd_generate(int argc, char **argv) {
     if (top_k < 0) return ls_usage_err("generate", "--top-k must be >= 0");
     if (!(top_p > 0 && top_p <= 1)) return ls_usage_err("generate", "--top-p must be in (0, 1]");
     if (seed < 0 || threads < 0) return ls_usage_err("generate", "--seed and --threads must be >= 0");
+    if (threads > LS_MODEL_MAX_THREADS)
+        return ls_usage_err("generate", "--threads must be at most %d, got %d", LS_MODEL_MAX_THREADS, threads);
     ls_model_set_threads(threads);
     ls_model *m;
     if (ls_ckpt_load(model, LS_CKPT_WEIGHTS, &m, NULL) < 0) return ls_cli_fail();

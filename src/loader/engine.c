@@ -129,7 +129,8 @@ static uint64_t mix_signature(const ls_loader *ld) {
 
 int ls_loader_open(ls_loader **out, const ls_loader_mix *mix, int n_ranks, const ls_loader_opts *opts) {
     *out = NULL;
-    if (n_ranks < 1 || n_ranks > 4096) return ls_err(LS_EINVAL, "ranks must be in [1, 4096], got %d", n_ranks);
+    if (n_ranks < 1 || n_ranks > LS_LOADER_MAX_RANKS)
+        return ls_err(LS_EINVAL, "ranks must be in [1, %d], got %d", LS_LOADER_MAX_RANKS, n_ranks);
     if ((int64_t)mix->tokens_per_rank * n_ranks > (1 << 28)) return ls_err(LS_EINVAL, "global batch too large");
     ls_loader *ld = calloc(1, sizeof *ld);
     if (!ld) return ls_err(LS_ENOMEM, "out of memory");

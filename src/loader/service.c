@@ -617,6 +617,8 @@ int ls_loader_server_open(ls_loader_server **out, const ls_loader_mix *mix, int 
                           const ls_loader_serve_opts *opts, const uint8_t *state, size_t state_len) {
     *out = NULL;
     if (port < 0 || port > 65535) return ls_err(LS_EINVAL, "port must be in [0, 65535], got %d", port);
+    if (opts && (opts->prefetch > LS_LOADER_MAX_WINDOW || opts->history > LS_LOADER_MAX_WINDOW))
+        return ls_err(LS_EINVAL, "prefetch and history must be at most %d steps", LS_LOADER_MAX_WINDOW);
     ls_loader_server *s = calloc(1, sizeof *s);
     if (!s) return ls_err(LS_ENOMEM, "out of memory");
     s->mix = mix;

@@ -18,18 +18,20 @@ int ls_plan_bits_index(int bits) {
 }
 
 int ls_plan_bits_mask_parse(const char *list, int *mask) {
-    char tmp[64];
-    int m = 0;
-    snprintf(tmp, sizeof tmp, "%s", list);
-    for (char *save = NULL, *t = strtok_r(tmp, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    char *tmp = strdup(list);
+    int m = 0, rc = tmp ? LS_OK : ls_err(LS_ENOMEM, "out of memory");
+    for (char *save = NULL, *t = tmp ? strtok_r(tmp, ",", &save) : NULL; t && rc == LS_OK;
+         t = strtok_r(NULL, ",", &save)) {
         char *end;
         long b = strtol(t, &end, 10);
-        int k = *end ? -1 : ls_plan_bits_index((int)b);
-        if (k < 0) return ls_err(LS_EINVAL, "'%s' is not one of 3, 4, 8, 16", t);
-        m |= 1 << k;
+        int k = *end || b < 3 || b > 16 ? -1 : ls_plan_bits_index((int)b);
+        if (k < 0) rc = ls_err(LS_EINVAL, "'%s' is not one of 3, 4, 8, 16", t);
+        m |= k < 0 ? 0 : 1 << k;
     }
-    *mask = m;
-    return LS_OK;
+    free(tmp);
+    if (rc == LS_OK && !m) rc = ls_err(LS_EINVAL, "'%s' names no bit width (3, 4, 8, 16)", list);
+    if (rc == LS_OK) *mask = m;
+    return rc;
 }
 
 /* Modelling constants (docs/plan.md, "Cost model"). */

@@ -237,6 +237,9 @@ int ls_plan_quality_load(const char *how, const char *model, const ls_plan_arch 
 
 int ls_plan_quality_method(const char *how, const char *model, const ls_plan_arch *a, double *omega) {
     if (!strcmp(how, "default")) return ls_plan_quality_default(a, omega);
+    if ((!strcmp(how, "variance") || !strcmp(how, "measured")) && !ls_is_file(model)) /* a catalog name */
+        return ls_err(LS_EINVAL, "--method %s needs --model to be an llmsys checkpoint path (%s: use --method default)",
+                      how, model);
     if (!strcmp(how, "variance")) return ls_plan_quality_from_checkpoint(model, a, omega);
     if (!strcmp(how, "measured")) return ls_plan_quality_measured(model, a, omega);
     return ls_err(LS_EINVAL, "--method '%s': variance, measured or default", how);

@@ -76,6 +76,9 @@ static int parse_step(const ls_st_file *f, int64_t *step) {
 /* Validates every tensor first, copies only when all are present, so a failed load
  * leaves m unchanged. */
 static int load_tensors(ls_st_file *f, ls_model *m, int flags) {
+    if (ls_st_meta(f, "llmsys.quant")) /* its packed layers are not the fp32 tensors looked for below */
+        return ls_err(LS_EFORMAT, "%s: a quantized checkpoint; this needs the fp32 one (eval and serve read both)",
+                      ls_st_path(f));
     int n = ls_model_num_tensors(m);
     const char *prefixes[3] = {"", "opt.m.", "opt.v."};
     int kinds = (flags & LS_CKPT_WITH_OPT) ? 3 : 1;

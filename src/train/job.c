@@ -54,6 +54,8 @@ int ls_train_job_check(ls_train_job *o, int world) {
         return ls_err(LS_EINVAL, "--batch %d does not split evenly over %d ranks", batch, o->ranks);
     if (o->save_every < 0 || o->stop_at < 0 || o->log_every < 0 || o->threads < 0)
         return ls_err(LS_EINVAL, "--save-every, --stop-at, --log-every and --threads must be >= 0");
+    if (o->threads > LS_MODEL_MAX_THREADS)
+        return ls_err(LS_EINVAL, "--threads must be at most %d, got %d", LS_MODEL_MAX_THREADS, o->threads);
     if (o->stop_at > 0 && o->steps != LS_TRAIN_UNSET && o->stop_at > o->steps)
         return ls_err(LS_EINVAL, "--stop-at %d is beyond --steps %d", o->stop_at, o->steps);
     if (o->precision_plan && o->plan_check && o->plan_check(o->precision_plan, world ? world : o->ranks) < 0)
@@ -133,6 +135,7 @@ static int job_save_state(void *ctx, const char *ckpt) {
 
 /* Fails before any work when an output (--out, --report) could not be written where asked. */
 static int check_out_path(const char *flag, const char *path) {
+    if (!*path) return ls_err(LS_EINVAL, "--%s '': not a file path", flag);
     if (ls_is_dir(path)) return ls_err(LS_EINVAL, "--%s %s is a directory", flag, path);
     char *dup = strdup(path);
     if (!dup) return ls_err(LS_ENOMEM, "out of memory");

@@ -335,6 +335,7 @@ int ls_eval_tokens(ls_model *m, const uint16_t *tokens, size_t n, int T, int B, 
     if (B < 1) return ls_err(LS_EINVAL, "eval batch must be >= 1");
     size_t avail, windows = ls_eval_windows(n, T, max_tokens, &avail);
     if (windows == 0) return ls_err(LS_EINVAL, "too little data to evaluate: %zu tokens, need at least %d", n, T + 1);
+    if ((size_t)B > windows) B = (int)windows; /* no buffers for windows that do not exist */
     int *tok = malloc((size_t)B * (size_t)T * sizeof(int)), *tgt = malloc((size_t)B * (size_t)T * sizeof(int));
     if (!tok || !tgt) {
         free(tok);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # args.sh - the argument parser's usage errors through real commands: exit 2 and one line
-# naming the option and the bad value (an empty or partial number, a bare `--`).
+# naming the option and the bad value (an empty or partial number, a bare `--`), with
+# nothing leaked.
 set -u
 bin=$1
 T=$(mktemp -d)
@@ -28,5 +29,10 @@ done
 if "$bin" plan list --help | grep -qi 'gpu' && ! grep -qi 'gpu' "$T/list"; then
     echo "FAIL: plan list --help promises GPUs that plan list does not print"; fails=$((fails + 1))
 fi
+# a list option's values freed after a later usage error or --help (once leaked: ASan's report)
+expect2 "--out needs a value" -- "$bin" tokenizer train --input a b --vocab-size 300 --out
+expect2 "missing required option --vocab-size" -- "$bin" tokenizer train --input a --special x --out t.json
+"$bin" tokenizer train --input a --help > /dev/null 2> "$T/err" && [ ! -s "$T/err" ] \
+  || { echo "FAIL: tokenizer train --input a --help: $(cat "$T/err")"; fails=$((fails + 1)); }
 [ "$fails" -eq 0 ] || exit 1
 echo "cli.args: ok"

@@ -23,6 +23,16 @@ echo '{"format":"llmsys-cluster","version":1,"nodes":[]}' >"$T/c2.json"
 expect 2 "zero devices" -- "$BIN" plan serve --cluster "$T/c2.json" --model opt-13b
 echo '{"format":"llmsys-cluster","version":1,"nodes":[{"gpu":"T4"' >"$T/c3.json"
 expect 2 "malformed JSON" -- "$BIN" plan serve --cluster "$T/c3.json" --model opt-13b
+# --bits: an empty list (was exit 1 "no bit width allowed"), a width past 2^32 (was read as
+# 4) and a bad entry past the 63rd character (was cut off unseen) are usage errors
+expect 2 "bits empty" -- "$BIN" plan serve --cluster llmpq-2 --bits '' --quiet
+expect 2 "bits 2^32+4" -- "$BIN" plan serve --cluster llmpq-2 --bits 4294967300 --quiet
+expect 2 "bits long list, bad last" -- "$BIN" plan serve --cluster llmpq-2 --bits "$(printf '4,%.0s' $(seq 40))5" --quiet
+# plan indicator on a catalog model: its default method needs a checkpoint, and says so (was:
+# "opt-30b: No such file or directory")
+expect 2 "indicator of a catalog model" -- "$BIN" plan indicator --model opt-30b --out "$T/i.json"
+grep -q "needs --model to be an llmsys checkpoint" "$T/err" || fail "indicator message: $(cat "$T/err")"
+expect 0 "indicator default of a catalog model" -- "$BIN" plan indicator --model opt-30b --method default --out "$T/i.json"
 expect 0 "bits 8,16 adabits" -- "$BIN" plan serve --cluster llmpq-2 --bits 8,16 --algo adabits --quiet
 expect 1 "bits 16 does not fit" -- "$BIN" plan serve --cluster llmpq-2 --bits 16 --quiet
 grep -q "GB short" "$T/err" || { echo "FAIL bits 16 message"; fails=$((fails + 1)); }
