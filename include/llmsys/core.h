@@ -157,6 +157,10 @@ void ls_atomic_abort(ls_atomic_file *af);
 /* 1 if path exists and is a regular file / directory. */
 int ls_is_file(const char *path);
 int ls_is_dir(const char *path);
+/* Whether an output could be written at path, checked before the work that produces it: not
+ * empty, not a directory, its directory present and writable. Errors name the option
+ * ("--flag path: ..."). */
+int ls_out_path_check(const char *flag, const char *path);
 /* mkdir -p. */
 int ls_mkdirs(const char *path);
 /* Copies the first max bytes of file from to to (atomically). */

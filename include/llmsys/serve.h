@@ -62,6 +62,11 @@ void ls_quantize_result_free(ls_quantize_result *r);
  * fp32 checkpoint fp32_path (the training module's evaluator), on the same windows. */
 int ls_quant_eval_heldout(const char *fp32_path, const char *qpath, const char *const *paths, int n_paths,
                           double heldout, size_t max_tokens, double *bpb_f, double *bpb_q);
+/* What ls_quant_eval_heldout would refuse about its corpus, checked before anything is written:
+ * the paths read and tokenized with fp32_path's tokenizer, and enough held-out tokens for one
+ * window of the model's context. */
+int ls_quant_eval_check(const char *fp32_path, const char *const *paths, int n_paths, double heldout,
+                        size_t max_tokens);
 /* `llmsys eval`: the checkpoint at path, fp32 (ls_eval_tokens, B windows per pass) or
  * quantized (the engine), on split s of the corpus (paths, co) in windows of T tokens (0: the
  * model's context), at most max_tokens (0: all). wall_s times the evaluation alone. */

@@ -61,6 +61,11 @@ int cmd_quantize(int argc, char **argv) {
         rc = ls_usage_err("quantize", "--eval-tokens must be >= 0");
     else if (rc < 0 && replaces_input(model, out))
         rc = ls_usage_err("quantize", "--out %s is the --model checkpoint; write the quantized one elsewhere", out);
+    /* what could fail after the quantized checkpoint is written is checked before it is */
+    if (rc < 0 && eval.n && ls_quant_eval_check(model, eval.v, eval.n, heldout, (size_t)eval_tokens) != LS_OK)
+        rc = ls_cli_fail();
+    else if (rc < 0 && report && ls_out_path_check("report", report) != LS_OK)
+        rc = ls_cli_fail();
     ls_quantize_result q = {0};
     if (rc < 0 && (rc = ls_cli_status(ls_quantize(model, out, bits_map, bits, group, &q))) == 0) {
         printf("quantized %s -> %s in %.2f s: %d layers, group %d, bits [", model, out, q.seconds, q.n_layer, group);

@@ -261,6 +261,22 @@ int ls_is_dir(const char *path) {
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+int ls_out_path_check(const char *flag, const char *path) {
+    if (!*path) return ls_err(LS_EINVAL, "--%s '': not a file path", flag);
+    if (ls_is_dir(path)) return ls_err(LS_EINVAL, "--%s %s is a directory", flag, path);
+    char *dup = strdup(path);
+    if (!dup) return ls_err(LS_ENOMEM, "out of memory");
+    char *slash = strrchr(dup, '/');
+    const char *parent = slash ? (slash == dup ? "/" : (*slash = '\0', dup)) : ".";
+    int rc = LS_OK;
+    if (!ls_is_dir(parent))
+        rc = ls_err(LS_ENOTFOUND, "--%s %s: directory %s does not exist", flag, path, parent);
+    else if (access(parent, W_OK) != 0)
+        rc = ls_err(LS_EIO, "--%s %s: directory %s is not writable", flag, path, parent);
+    free(dup);
+    return rc;
+}
+
 int ls_mkdirs(const char *path) {
     char buf[4096];
     size_t n = strlen(path);

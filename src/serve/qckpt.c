@@ -195,19 +195,45 @@ void ls_quantize_result_free(ls_quantize_result *r) {
     r->n_layer = 0;
 }
 
-int ls_quant_eval_heldout(const char *fp32_path, const char *qpath, const char *const *paths, int n_paths,
-                          double heldout, size_t max_tokens, double *bpb_f, double *bpb_q) {
+/* The corpus at paths split as in training (heldout share), tokenized with the tokenizer the
+ * checkpoint ckpt carries (bytes when none); the caller frees both. */
+static int load_corpus(const char *ckpt, const char *const *paths, int n_paths, double heldout, ls_corpus **c,
+                       ls_bpe **bpe) {
     ls_corpus_opts co = ls_corpus_defaults();
     co.heldout_frac = heldout;
+    *bpe = NULL;
+    LS_TRY(ls_ckpt_tokenizer_load(ckpt, NULL, bpe));
+    co.tokenizer = *bpe;
+    int rc = ls_corpus_load(c, paths, n_paths, &co);
+    if (rc) ls_bpe_free(*bpe), *bpe = NULL;
+    return rc;
+}
+
+int ls_quant_eval_check(const char *fp32_path, const char *const *paths, int n_paths, double heldout,
+                        size_t max_tokens) {
+    ls_st_file *f;
+    ls_model_config cfg;
+    LS_TRY(ls_ckpt_open(fp32_path, &f, &cfg));
+    ls_st_close(f);
     ls_corpus *c;
-    ls_bpe *bpe = NULL;
-    LS_TRY(ls_ckpt_tokenizer_load(qpath, NULL, &bpe));
-    co.tokenizer = bpe;
-    int lrc = ls_corpus_load(&c, paths, n_paths, &co);
-    if (lrc) {
-        ls_bpe_free(bpe);
-        return lrc;
-    }
+    ls_bpe *bpe;
+    LS_TRY(load_corpus(fp32_path, paths, n_paths, heldout, &c, &bpe));
+    size_t n, avail;
+    ls_corpus_tokens(c, LS_SPLIT_HELDOUT, &n);
+    int rc =
+        ls_eval_windows(n, cfg.n_ctx, max_tokens, &avail) > 0
+            ? LS_OK
+            : ls_err(LS_EINVAL, "too little held-out data to evaluate: %zu tokens, need at least %d", n, cfg.n_ctx + 1);
+    ls_corpus_free(c);
+    ls_bpe_free(bpe);
+    return rc;
+}
+
+int ls_quant_eval_heldout(const char *fp32_path, const char *qpath, const char *const *paths, int n_paths,
+                          double heldout, size_t max_tokens, double *bpb_f, double *bpb_q) {
+    ls_corpus *c;
+    ls_bpe *bpe;
+    LS_TRY(load_corpus(qpath, paths, n_paths, heldout, &c, &bpe));
     size_t n;
     const uint16_t *tok = ls_corpus_tokens(c, LS_SPLIT_HELDOUT, &n);
     ls_eval_result rf, rq;

@@ -133,23 +133,6 @@ static int job_save_state(void *ctx, const char *ckpt) {
     return ls_loader_batch_source_save_state(c->src, p, NULL);
 }
 
-/* Fails before any work when an output (--out, --report) could not be written where asked. */
-static int check_out_path(const char *flag, const char *path) {
-    if (!*path) return ls_err(LS_EINVAL, "--%s '': not a file path", flag);
-    if (ls_is_dir(path)) return ls_err(LS_EINVAL, "--%s %s is a directory", flag, path);
-    char *dup = strdup(path);
-    if (!dup) return ls_err(LS_ENOMEM, "out of memory");
-    char *slash = strrchr(dup, '/');
-    const char *parent = slash ? (slash == dup ? "/" : (*slash = '\0', dup)) : ".";
-    int rc = LS_OK;
-    if (!ls_is_dir(parent))
-        rc = ls_err(LS_ENOTFOUND, "--%s %s: directory %s does not exist", flag, path, parent);
-    else if (access(parent, W_OK) != 0)
-        rc = ls_err(LS_EIO, "--%s %s: directory %s is not writable", flag, path, parent);
-    free(dup);
-    return rc;
-}
-
 /* The trainer: resumed from the checkpoint, or fresh from the options. */
 static int job_trainer(const ls_train_job *o, job_ctx *c) {
     if (o->resume) return ls_trainer_resume(&c->t, o->resume, o->steps, c->d); /* with its tokenizer */
@@ -218,8 +201,8 @@ static int job_report(const ls_train_job *o, job_ctx *c, const ls_train_run_resu
 static int job_run(const ls_train_job *o, job_ctx *c, ls_train_job_result *res) {
     ls_dist *d = c->d;
     int rank = ls_dist_rank(d), N = ls_dist_size(d);
-    int rc = rank == 0 ? check_out_path("out", o->out) : LS_OK;
-    if (rc == LS_OK && rank == 0 && o->report) rc = check_out_path("report", o->report);
+    int rc = rank == 0 ? ls_out_path_check("out", o->out) : LS_OK;
+    if (rc == LS_OK && rank == 0 && o->report) rc = ls_out_path_check("report", o->report);
     if (ls_dist_agree(d, rc, NULL) < 0) return job_fail(d, rc, res);
     ls_corpus_opts co = ls_corpus_defaults();
     co.heldout_frac = o->heldout;

@@ -55,6 +55,17 @@ expect 0 "quantize --out a link to --model" -- "$BIN" quantize --model m.safeten
 expect 2 "quantize --heldout 0.9" -- "$BIN" quantize --model m.safetensors --bits 4 --out x.safetensors --eval corpus.txt --heldout 0.9
 expect 2 "quantize --eval-tokens -1" -- "$BIN" quantize --model m.safetensors --bits 4 --out x.safetensors --eval corpus.txt --eval-tokens -1
 [ -e x.safetensors ] && fail "a refused quantize wrote x.safetensors"
+# quantize: an --eval corpus it cannot read or that is too short, or a --report it could not
+# write, is found before the quantized checkpoint is written (was: the existing --out replaced,
+# then exit 1)
+qsum=$(cksum < q.safetensors)
+expect 1 "quantize --eval of a missing file" -- "$BIN" quantize --model m.safetensors --bits 8 --out q.safetensors --eval nosuch.txt
+printf 'tiny' > tiny.txt
+expect 1 "quantize --eval of a too short corpus" -- "$BIN" quantize --model m.safetensors --bits 8 --out q.safetensors --eval tiny.txt
+grep -q "too little held-out data" "$T/err" || fail "quantize --eval tiny: $(cat "$T/err")"
+expect 1 "quantize --report in a missing directory" -- "$BIN" quantize --model m.safetensors --bits 8 --out q.safetensors --report nodir/r.json
+[ "$(cksum < q.safetensors)" = "$qsum" ] || fail "a failed quantize replaced its earlier --out"
+expect 0 "quantize --eval that reads" -- "$BIN" quantize --model m.safetensors --bits 8 --out q8.safetensors --eval corpus.txt
 
 # loader serve/stats: --prefetch/--history past the window (was UBSan: int overflow), a
 # --source-workers that is not a count (was atoi: "2x" served with 2, 99999999999 overflowed),
