@@ -371,6 +371,8 @@ static void handle_poll(mgr *m, const uint8_t *ident, size_t identn, rl_rd *r) {
                 slots--;
             }
         issue_groups(m, id, slots, laminar);
+        /* without a queue (a batch of the slots' worth) a batch that started short stays short */
+        if (queue_groups(m) <= m->cfg.max_seqs / m->cfg.group) ro->quota = 0;
     }
     const mrelay *rel = relay_for(m, id + ro->relay);
     rl_put_i32(&b, (int32_t)target);
