@@ -196,12 +196,12 @@ static int loader_tokenize(int argc, char **argv) {
     int rc = ls_args("loader tokenize", "Writes a pre-tokenized .lstok file (tokens + document index, checksummed).",
                      spec, LS_NARGS(spec), argc, argv);
     if (rc >= 0) return rc;
+    if (strcmp(type, "text") && strcmp(type, "jsonl"))
+        return ls_usage_err("loader tokenize", "--type must be text or jsonl, got '%s'", type);
+    if (strcmp(split, "file") && strcmp(split, "blank"))
+        return ls_usage_err("loader tokenize", "--split must be file or blank, got '%s'", split);
     ls_loader_mix mix;
     if (ls_loader_mix_single(type, in, field, split, &mix) != LS_OK) return ls_cli_fail();
-    if (mix.src[0].type == LS_SRC_TOKENS) {
-        ls_loader_mix_free(&mix);
-        return ls_usage_err("loader tokenize", "--type must be text or jsonl");
-    }
     int64_t nd, nt;
     double t0 = ls_now();
     rc = ls_loader_tokenize(&mix.src[0], strict, out, &nd, &nt);

@@ -93,5 +93,10 @@ grep -q "make_table: at most" "$T/err" || fail "make-data --classes: $(cat "$T/e
 expect 1 "make-data --n 2^62" -- "$BIN" victim make-data --out x.csv --n 4611686018427387904 --features 4
 [ -e x.csv ] && fail "a refused make-data wrote x.csv"
 
+# loader tokenize: an unknown --type or --split is a usage error (was: exit 1 from the source parser)
+expect 2 "loader tokenize --type bogus" -- "$BIN" loader tokenize --in corpus.txt --out t.lstok --type bogus
+expect 2 "loader tokenize --split bogus" -- "$BIN" loader tokenize --in corpus.txt --out t.lstok --split bogus
+[ -e t.lstok ] && fail "a refused loader tokenize wrote t.lstok"
+
 [ "$fails" -eq 0 ] && echo "cli.inputs: all passed"
 exit "$fails"
