@@ -298,6 +298,7 @@ static int simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
                 j->id = issued++;
                 if (t_first < 0) t_first = t;
             }
+            if (QB == MB) x->quota = 0; /* without a queue a batch that started short stays short, as in the runtime */
             schedule(&S, x);
         }
         for (int r = 0; r < R; r++) /* replicas left without work keep asking */
