@@ -28,7 +28,7 @@ int plan_train(int argc, char **argv) {
         {"uniform", LS_ARG_STR, &o.uniform, "P", "precision of --strategy uniform (default: each rank's fastest)"},
         {"int8", LS_ARG_STR, &o.int8, "SCALES", "int8 scales: channel (default) or tensor"},
         {"threads", LS_ARG_INT, &o.threads, "N", "threads per rank (local; default cores / ranks)"},
-        {"reps", LS_ARG_INT, &o.reps, "N", "profile repetitions (mean; default 5)"},
+        {"reps", LS_ARG_INT, &o.reps, "N", "profile rounds on this machine's ranks (median; default 5, at least 3)"},
         {"mem-gb", LS_ARG_FLOAT, &o.mem_gb, "GB", "memory per rank (default: the device's, or RAM / ranks here)"},
         {"quiet", LS_ARG_FLAG, &quiet, NULL, "print nothing but errors"},
     };

@@ -197,7 +197,7 @@ int cmd_profile(int argc, char **argv) {
         {"batches", LS_ARG_STR, &batch_s, "LIST", "micro-batch sizes (default 1,2,4,8)"},
         {"seqs", LS_ARG_STR, &seq_s, "LIST", "prefill lengths (default 16,32,64)"},
         {"ctxs", LS_ARG_STR, &ctx_s, "LIST", "decode context lengths (default 16,64,128)"},
-        {"reps", LS_ARG_INT, &reps, "N", "timings per point, minimum kept (default 3)"},
+        {"reps", LS_ARG_INT, &reps, "N", "timings per point after a warm-up, median kept (default 3)"},
         {"threads", LS_ARG_INT, &threads, "N", "kernel threads (default 1, as one serve stage)"},
     };
     int rc = ls_args("profile", "Measures per-layer prefill/decode latency per bit width for the planner.", spec, LS_NARGS(spec), argc, argv);

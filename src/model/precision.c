@@ -5,7 +5,7 @@
  * Why cast on the fly: the fp32 weights stay the master copy that AdamW updates, so a
  * layer's precision can change between steps and ranks (QSync's setting: the same model,
  * a different precision plan per device). The cast of each operand is part of the
- * measured cost of a low-precision GEMM; the predictor profiles it (src/plan/train.c).
+ * measured cost of a low-precision GEMM; the predictor profiles it (src/plan/trainplan.c).
  * Where oneDNN cannot build a bf16/fp16 matmul on this CPU, the operands are rounded to
  * that format and multiplied by sgemm (the same numbers, no speed-up); ls_prec_kernel
  * says which path runs. */

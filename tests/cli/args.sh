@@ -29,6 +29,13 @@ done
 if "$bin" plan list --help | grep -qi 'gpu' && ! grep -qi 'gpu' "$T/list"; then
     echo "FAIL: plan list --help promises GPUs that plan list does not print"; fails=$((fails + 1))
 fi
+# --reps of profile and plan train keeps the median of its timings (src/serve/profile.c, src/plan/trainplan.c);
+# profile's help once said "minimum kept"
+for c in "profile" "plan train"; do
+    # shellcheck disable=SC2086
+    "$bin" $c --help 2>&1 | grep -e '--reps' | grep -q 'median' \
+      || { echo "FAIL: $c --help: --reps does not say the median is kept"; fails=$((fails + 1)); }
+done
 # a list option's values freed after a later usage error or --help (once leaked: ASan's report)
 expect2 "--out needs a value" -- "$bin" tokenizer train --input a b --vocab-size 300 --out
 expect2 "missing required option --vocab-size" -- "$bin" tokenizer train --input a --special x --out t.json
