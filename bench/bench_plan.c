@@ -16,19 +16,24 @@
 #include "llmsys/core.h"
 #include "llmsys/plan.h"
 
+/* The GPU kinds the unseen rule draws from: data/gpus.json as it stood when the rule was set.
+ * Later catalog entries (H200-141G) stay out, so that case i of seed S stays the same case. */
+static const char *const unseen_gpus[] = {"T4-16G",   "V100-16G", "V100-32G", "P100-12G", "P100-16G",
+                                          "A10-24G",  "L4-24G",   "A100-40G", "A100-80G", "A800-80G",
+                                          "H100-80G", "H800-80G", "RTX3090",  "RTX4090"};
+
 /* The generation rule of the unseen clusters (docs/plan.md): case i of seed S draws from
- * ls_rng seeded with S * 1000 + i: 2 or 3 distinct GPU kinds of data/gpus.json (uniformly),
+ * ls_rng seeded with S * 1000 + i: 2 or 3 distinct GPU kinds of unseen_gpus (uniformly),
  * 1 to 3 devices of each on a node of their own (at most 8 devices), and a catalog model
  * (llmsys-* excluded), until the model needs more than the cluster's usable memory at 16
  * bits and at most 90% of it at 4 bits (workload batch 32, prompt 512, 128 generated
  * tokens), so that quantization decides; the quality target is bits:4. */
 static int unseen_cluster(const ls_plan_catalog *cat, uint64_t seed, int i, const char *path, ls_plan_arch *arch) {
-    char gp[1024];
-    snprintf(gp, sizeof gp, "%s/gpus.json", ls_plan_catalog_dir(cat));
-    cJSON *g;
-    if (ls_json_read_file(gp, &g)) return -1;
-    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(g, "gpus");
-    int ng = cJSON_GetArraySize(arr), nm = ls_plan_catalog_num_models(cat);
+    enum { NG = sizeof unseen_gpus / sizeof unseen_gpus[0] };
+    ls_plan_gpu gpu[NG];
+    for (int k = 0; k < NG; k++)
+        if (ls_plan_catalog_gpu(cat, unseen_gpus[k], &gpu[k])) return -1;
+    int ng = NG, nm = ls_plan_catalog_num_models(cat);
     ls_rng r;
     ls_rng_seed(&r, seed * 1000 + (uint64_t)i);
     ls_plan_workload wl = {32, 512, 128};
@@ -48,10 +53,7 @@ static int unseen_cluster(const ls_plan_catalog *cat, uint64_t seed, int i, cons
         const char *mname = ls_plan_catalog_model_name(cat, (int)ls_rng_below(&r, (uint64_t)nm));
         if (tot > 8 || !strncmp(mname, "llmsys-", 7) || ls_plan_catalog_model(cat, mname, arch)) continue;
         double have = 0;
-        for (int k = 0; k < nk; k++) {
-            const cJSON *gk = cJSON_GetArrayItem(arr, kind[k]);
-            have += cnt[k] * ls_plan_usable_bytes(cJSON_GetObjectItemCaseSensitive(gk, "memory_GB")->valuedouble * 1e9);
-        }
+        for (int k = 0; k < nk; k++) have += cnt[k] * ls_plan_usable_bytes(gpu[kind[k]].mem_bytes);
         double fixed = ls_plan_embed_bytes(arch) + ls_plan_head_bytes(arch) + arch->n_layer * ls_plan_layer_kv_bytes(arch, &wl);
         double need16 = fixed + arch->n_layer * ls_plan_layer_weight_bytes(arch, 16);
         double need4 = fixed + arch->n_layer * ls_plan_layer_weight_bytes(arch, 4);
@@ -62,12 +64,10 @@ static int unseen_cluster(const ls_plan_catalog *cat, uint64_t seed, int i, cons
         fprintf(f, "\"workload\":{\"batch\":%d,\"prompt\":%d,\"gen\":%d},\"inter_node_GBps\":12.5,"
                    "\"inter_node_latency_us\":20,\"nodes\":[", wl.batch, wl.prompt, wl.gen);
         for (int k = 0; k < nk; k++)
-            fprintf(f, "%s{\"gpu\":\"%s\",\"count\":%d}", k ? "," : "",
-                    cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(arr, kind[k]), "name")->valuestring, cnt[k]);
+            fprintf(f, "%s{\"gpu\":\"%s\",\"count\":%d}", k ? "," : "", unseen_gpus[kind[k]], cnt[k]);
         fprintf(f, "]}\n");
         rc = fclose(f) ? -1 : 0;
     }
-    cJSON_Delete(g);
     return rc;
 }
 

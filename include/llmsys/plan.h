@@ -104,6 +104,7 @@ typedef struct {
     double pre[LS_PLAN_NBITS][3], dec[LS_PLAN_NBITS][3];
     double head_pre[3], head_dec[2];
     double link_lat_s, link_Bps;
+    double act_bytes;     /* bytes of one activation element between stages: 4 (fp32, CPU), 2 (fp16) */
     int n_layer, d_model; /* of the profiled model: checked against the planned one */
 } ls_plan_profile;
 

@@ -168,8 +168,12 @@ double ls_plan_link_s(const ls_plan_cluster *cl, int from, int to, double bytes)
     return cl->inter_lat_s + bytes / cl->inter_Bps;
 }
 
-/* Activation element size on the wire: fp16 between GPUs, fp32 between llmsys CPU stages. */
-double ls_plan_act_bytes(const ls_plan_cluster *cl, int dev) { return cl->dev[dev].prof >= 0 ? 4.0 : 2.0; }
+/* Activation element size on the wire: fp16 between catalog GPUs; a profiled device's own
+ * (fp32 between llmsys CPU stages, the default). */
+double ls_plan_act_bytes(const ls_plan_cluster *cl, int dev) {
+    const ls_plan_device *d = &cl->dev[dev];
+    return d->prof >= 0 ? cl->prof[d->prof].act_bytes : 2.0;
+}
 
 /* ---------------------------------------------------------------- profiles */
 
@@ -281,6 +285,11 @@ int ls_plan_profile_load(const char *path, ls_plan_profile *out) {
     if ((rc = ls_json_get_string(j, "device", "cpu", &dev))) goto done;
     snprintf(out->device, sizeof out->device, "%s", dev);
     if ((rc = ls_json_get_int(j, "threads", 1, &out->threads))) goto done;
+    if ((rc = ls_json_get_double(j, "act_bytes", 4, &out->act_bytes))) goto done;
+    if (out->act_bytes != 2 && out->act_bytes != 4) {
+        rc = ls_err(LS_EFORMAT, "%s: \"act_bytes\" must be 2 (fp16) or 4 (fp32)", path);
+        goto done;
+    }
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "model");
     if (m) {
         if ((rc = ls_json_get_int(m, "n_layer", 0, &out->n_layer))) goto done;

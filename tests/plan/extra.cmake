@@ -18,3 +18,6 @@ set_tests_properties(plan.qsync PROPERTIES TIMEOUT 240 LABELS plan
 add_test(NAME plan.demo_qsync COMMAND sh -c "d=$(mktemp -d) && $<TARGET_FILE:llmsys> demo --quick --workdir $d qsync; rc=$?; rm -rf $d; exit $rc")
 set_tests_properties(plan.demo_qsync PROPERTIES TIMEOUT 120 LABELS plan
   ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+# The planner's cost model against the H200 layer profiles of data/profiles (bench_costmodel).
+add_test(NAME plan.costmodel COMMAND ${CMAKE_SOURCE_DIR}/tests/plan/costmodel.sh $<TARGET_FILE:llmsys> $<TARGET_FILE:bench_costmodel>)
+set_tests_properties(plan.costmodel PROPERTIES TIMEOUT 60 LABELS plan)

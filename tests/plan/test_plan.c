@@ -437,7 +437,6 @@ static void test_profile_fit(void) {
     cJSON_AddNumberToObject(link, "latency_s", 1e-4);
     cJSON_AddNumberToObject(link, "bandwidth_Bps", 1e9);
     CHECK(ls_json_write_file(path, j) == LS_OK);
-    cJSON_Delete(j);
     ls_plan_profile p;
     CHECK_MSG(ls_plan_profile_load(path, &p) == LS_OK, "%s", ls_errmsg());
     CHECK(p.has_bits[2] && p.has_bits[3] && !p.has_bits[0]);
@@ -447,6 +446,16 @@ static void test_profile_fit(void) {
     CHECK_NEAR(p.dec[2][1], 1e-5, 1e-11);
     CHECK_NEAR(p.dec[2][2], 4e-8, 1e-13);
     CHECK_NEAR(p.link_Bps, 1e9, 0);
+    CHECK(p.act_bytes == 4); /* a CPU stage's fp32 activations unless the profile says */
+    /* a GPU profile's fp16 activations; anything else refused */
+    cJSON_AddNumberToObject(j, "act_bytes", 2);
+    CHECK(ls_json_write_file(path, j) == LS_OK);
+    CHECK_MSG(ls_plan_profile_load(path, &p) == LS_OK, "%s", ls_errmsg());
+    CHECK(p.act_bytes == 2);
+    cJSON_ReplaceItemInObject(j, "act_bytes", cJSON_CreateNumber(3));
+    CHECK(ls_json_write_file(path, j) == LS_OK);
+    CHECK(ls_plan_profile_load(path, &p) == LS_EFORMAT && strstr(ls_errmsg(), "act_bytes"));
+    cJSON_Delete(j);
 }
 
 /* ---------------------------------------------------------------- bad input */
@@ -468,7 +477,7 @@ static void test_bad_input(void) {
     CHECK(ls_plan_cluster_load(cat, path, &cl) == LS_EINVAL);
     write_text(path, "{\"format\":\"llmsys-cluster\",\"version\":1,\"nodes\":[{\"gpu\":\"T4\",\"count\":-2}]}");
     CHECK(ls_plan_cluster_load(cat, path, &cl) == LS_EFORMAT);
-    write_text(path, "{\"format\":\"llmsys-cluster\",\"version\":1,\"nodes\":[{\"gpu\":\"H200\",\"count\":2}]}");
+    write_text(path, "{\"format\":\"llmsys-cluster\",\"version\":1,\"nodes\":[{\"gpu\":\"B300\",\"count\":2}]}");
     CHECK(ls_plan_cluster_load(cat, path, &cl) == LS_ENOTFOUND);
     write_text(path, "{\"format\":\"llmsys-cluster\", \"nodes\": [");
     CHECK(ls_plan_cluster_load(cat, path, &cl) == LS_EFORMAT);
