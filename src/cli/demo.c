@@ -36,7 +36,7 @@ int cmd_demo(int argc, char **argv) {
         {"quick", LS_ARG_FLAG, &quick, NULL, "reduced run of each scenario (seconds, for tests)"},
         {"workdir", LS_ARG_STR, &workdir, "DIR", "where scenarios write their files (default demo-out)"},
     };
-    int rc = ls_args_parse("demo", "Runs every scenario (a few minutes), or only those named: llmsys demo [NAME...]",
+    int rc = ls_args_parse("demo", "Runs every scenario (about ten minutes on 2 cores), or only those named: llmsys demo [NAME...]",
                            spec, 3, argc, argv, pos, 8, &npos);
     if (rc) return LS_ARGS_EXIT(rc);
     if (list) {
