@@ -161,6 +161,10 @@ int ls_is_dir(const char *path);
  * empty, not a directory, its directory present and writable. Errors name the option
  * ("--flag path: ..."). */
 int ls_out_path_check(const char *flag, const char *path);
+/* 1 when writing out (atomically: a new file renamed over the name) would replace the file
+ * in names, also through a symlink or another spelling of its path; when in does not exist
+ * (another output), 1 when both name the same new file. 0 when either is NULL. */
+int ls_path_replaces(const char *in, const char *out);
 /* mkdir -p. */
 int ls_mkdirs(const char *path);
 /* Copies the first max bytes of file from to to (atomically). */

@@ -9,6 +9,7 @@
 int cmd_keys(int argc, char **argv) {
     if (argc < 2 || strcmp(argv[1], "gen")) {
         int help = argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"));
+        if (argc >= 2 && !help) return ls_usage_err("keys", "unknown subcommand '%s' (gen)", argv[1]);
         fprintf(help ? stdout : stderr,
                 "usage: llmsys keys gen --out DIR [--force]\n"
                 "  writes a CURVE server and client key pair: DIR/server.key, DIR/client.key\n");

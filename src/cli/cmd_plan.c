@@ -65,6 +65,10 @@ static int plan_serve(int argc, char **argv) {
         return ls_usage_err("plan serve", "--select must be objective or replay, not '%s'", select);
     rq.replay_select = strcmp(select, "replay") ? 0 : 16;
     if (ls_plan_qtarget_parse(quality, &rq.quality)) return fail_input();
+    /* the outputs can be written: checked before the solve (an ILP may take --time-limit) */
+    if ((out && ls_out_path_check("out", out)) || (report && ls_out_path_check("report", report)) ||
+        (vllm && ls_out_path_check("export-vllm", vllm)))
+        return ls_cli_fail();
     ls_plan_catalog *cat;
     ls_plan_cluster *cl;
     ls_plan_arch arch;
@@ -194,6 +198,7 @@ static int plan_validate(int argc, char **argv) {
     if ((o.n_algos = ls_plan_algos_parse(algos, o.algos, LS_PLAN_ALGO_COUNT)) < 0)
         return ls_usage_err("plan validate", "--algos: %s", ls_errmsg());
     if (!o.n_algos) return ls_usage_err("plan validate", "--algos is empty");
+    if (report && ls_out_path_check("report", report)) return ls_cli_fail(); /* before the measurements */
     o.self = ls_cli_self();
     ls_validate *v = NULL;
     int ret = 0;

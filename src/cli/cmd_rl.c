@@ -1,10 +1,19 @@
 /* cmd_rl.c - `llmsys rl` (tasks, run, worker, plot), `llmsys sim rl` and the rl demo scenario. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "llmsys/rl.h"
+
+/* --seed: an integer in [0, 2^53] (a double cast to uint64_t out of range is undefined). */
+static int seed_arg(const char *prog, double seed, uint64_t *out) {
+    if (!(seed >= 0 && seed <= 9007199254740992.0 && seed == floor(seed)))
+        return ls_usage_err(prog, "--seed must be an integer in [0, 2^53], got %g", seed);
+    *out = (uint64_t)seed;
+    return 0;
+}
 
 static int input_error(int rc) { return rc == LS_EINVAL || rc == LS_ENOTFOUND || rc == LS_EFORMAT || rc == LS_ERANGE; }
 static int fail(int rc) { return input_error(rc) ? (ls_cli_fail(), 2) : ls_cli_fail(); }
@@ -29,7 +38,7 @@ static int rl_tasks(int argc, char **argv) {
     int rc = ls_args_parse("rl tasks", "Writes a JSONL file of tasks with verifiable rewards", spec, 9, argc, argv,
                            NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
-    g.seed = (uint64_t)seed;
+    if (seed_arg("rl tasks", seed, &g.seed)) return 2;
     if (ls_rl_kind_parse(kind, &g.kind)) return fail(LS_EINVAL);
     rc = ls_rl_tasks_make(&g, out, &mean, &mx);
     if (rc) return fail(rc);
@@ -83,7 +92,8 @@ static int rl_run(int argc, char **argv) {
                            (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
     if (ls_rl_mode_parse(mode, &o.mode)) return fail(LS_EINVAL);
-    o.repack = !no_repack, o.seed = (uint64_t)seed, o.exe = ls_cli_self();
+    if (seed_arg("rl run", seed, &o.seed)) return 2;
+    o.repack = !no_repack, o.exe = ls_cli_self();
     if ((rc = ls_rl_run(&o))) return fail(rc);
     char rp[1200];
     snprintf(rp, sizeof rp, "%s", o.report ? o.report : "");
@@ -162,7 +172,10 @@ int cmd_sim_rl(int argc, char **argv) {
     int rc = ls_args_parse("sim rl", "Simulates sync, one-step, AReaL-like and Laminar-style RL at cluster scale", spec,
                            (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
-    o.seed = (uint64_t)seed;
+    if (seed_arg("sim rl", seed, &o.seed)) {
+        ls_strlist_free(&cal);
+        return 2;
+    }
     if (cal.n > 0)
         rc = (rc = ls_rl_sim_calibrate((const char *const *)cal.v, cal.n, trace, out, NULL)) ? fail(rc) : 0;
     else

@@ -16,20 +16,6 @@
 
 /* ---------------------------------------------------------------- quantize */
 
-/* 1 when writing out (atomically: a new file renamed over the name) would replace the file
- * that model names, also through a symlink or another spelling of its path. */
-static int replaces_input(const char *model, const char *out) {
-    char *in = realpath(model, NULL), *dir = strdup(out), *slash = dir ? strrchr(dir, '/') : NULL, path[8192];
-    if (slash) *slash = '\0';
-    char *rdir = dir ? realpath(slash ? (slash == dir ? "/" : dir) : ".", NULL) : NULL;
-    if (rdir) snprintf(path, sizeof path, "%s/%s", strcmp(rdir, "/") ? rdir : "", slash ? slash + 1 : out);
-    int same = in && rdir && !strcmp(in, path);
-    free(in);
-    free(dir);
-    free(rdir);
-    return same;
-}
-
 int cmd_quantize(int argc, char **argv) {
     const char *model = NULL, *out = NULL, *bits_map = NULL, *report = NULL;
     ls_strlist eval = {0};
@@ -59,7 +45,7 @@ int cmd_quantize(int argc, char **argv) {
         rc = ls_usage_err("quantize", "--heldout must be in (0, 0.5], got %g", heldout);
     else if (rc < 0 && eval_tokens < 0)
         rc = ls_usage_err("quantize", "--eval-tokens must be >= 0");
-    else if (rc < 0 && replaces_input(model, out))
+    else if (rc < 0 && ls_path_replaces(model, out))
         rc = ls_usage_err("quantize", "--out %s is the --model checkpoint; write the quantized one elsewhere", out);
     /* what could fail after the quantized checkpoint is written is checked before it is */
     if (rc < 0 && eval.n && ls_quant_eval_check(model, eval.v, eval.n, heldout, (size_t)eval_tokens) != LS_OK)
@@ -220,6 +206,10 @@ int cmd_profile(int argc, char **argv) {
         fprintf(stderr, "llmsys profile: --reps must be >= 1, --threads in [1, %d]\n", LS_MODEL_MAX_THREADS);
         for (int k = 0; k < 4; k++) free(lists[k]);
         return 2;
+    }
+    if (ls_out_path_check("out", out) != LS_OK) { /* before the measurement, not after it */
+        for (int k = 0; k < 4; k++) free(lists[k]);
+        return ls_cli_fail();
     }
     ls_profile_opts o = ls_profile_defaults();
     o.bits = lists[0], o.n_bits = counts[0];

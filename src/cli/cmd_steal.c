@@ -1,5 +1,8 @@
 /* cmd_steal.c - `llmsys victim` (train, serve, make-data, make-task), `llmsys steal` (attack, eval), demo steal. */
 #include <cblas.h>
+#include <float.h>
+#include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +23,18 @@ static int victim_train(int argc, char **argv) {
     const char *type_s = NULL, *data = NULL, *out = NULL, *report = NULL;
     int64_t train_n = 0;
     int seed = 42, quiet = 0;
-    ls_victim_opts g = {.hidden = -1}; /* what was given; 0 (hidden: -1) = the type's default */
+    int knn_ref = 0;
+    ls_victim_opts g = {0}; /* what was given, for ls_victim_opts_given */
+    /* the sizes: NOT_GIVEN (never parsed: ints are in [-(2^31-1), 2^31-1]) until given; one
+     * given must be at least min (was: a negative or zero one silently meant the default) */
+    enum { NOT_GIVEN = INT_MIN };
+    const struct {
+        const char *name;
+        int *v, min;
+    } sizes[] = {{"epochs", &g.epochs, 1},       {"hidden", &g.hidden, 0}, {"conv1", &g.conv1, 1},
+                 {"conv2", &g.conv2, 1},         {"kernel", &g.kernel, 1}, {"trees", &g.trees, 1},
+                 {"max-depth", &g.max_depth, 1}, {"knn-ref", &knn_ref, 1}};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) *sizes[i].v = NOT_GIVEN;
     ls_arg spec[] = {
         {"type", LS_ARG_STR, &type_s, "T", "logreg, svm, tree, forest, knn, nb, mlp or cnn (images only)", 1},
         {"data", LS_ARG_STR, &data, "D",
@@ -36,7 +50,7 @@ static int victim_train(int argc, char **argv) {
         {"kernel", LS_ARG_INT, &g.kernel, "N", "cnn: odd kernel size of both conv layers (default 3)"},
         {"trees", LS_ARG_INT, &g.trees, "N", "forest size (default 40)"},
         {"max-depth", LS_ARG_INT, &g.max_depth, "N", "tree/forest depth limit"},
-        {"knn-ref", LS_ARG_I64, &g.knn_ref, "N", "knn reference rows kept (default 10000)"},
+        {"knn-ref", LS_ARG_INT, &knn_ref, "N", "knn reference rows kept (default 10000)"},
         {"seed", LS_ARG_INT, &seed, "S", "random seed (default 42)"},
         {"quiet", LS_ARG_FLAG, &quiet, NULL, "no progress bar"},
     };
@@ -49,6 +63,17 @@ static int victim_train(int argc, char **argv) {
                 type_s);
         return 2;
     }
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        if (*sizes[i].v != NOT_GIVEN && *sizes[i].v < sizes[i].min)
+            return ls_usage_err("victim train", "--%s must be >= %d, got %d", sizes[i].name, sizes[i].min, *sizes[i].v);
+        if (*sizes[i].v == NOT_GIVEN) *sizes[i].v = sizes[i].min - 1; /* below min: the type's default */
+    }
+    g.knn_ref = knn_ref;
+    if (train_n < 0) return ls_usage_err("victim train", "--train-n must be >= 1 (or 0: all rows)");
+    int replaces_data = ls_is_file(data) && ls_path_replaces(data, out); /* not a dataset's name */
+    if (replaces_data) return ls_usage_err("victim train", "--out %s would replace the --data file", out);
+    if (ls_path_replaces(out, report))
+        return ls_usage_err("victim train", "--out and --report name the same file %s", out);
     ls_victim_opts o;
     ls_victim_opts_given(&o, type, &g);
     o.seed = (uint64_t)seed;
@@ -125,6 +150,10 @@ static int victim_serve(int argc, char **argv) {
                 "--max-batch >= 1, --prada-delta in (0,1), --max-conns* >= 0\n");
         return 2;
     }
+    if (so.budget < 0 || so.rate_qps < 0 || so.burst < 1 || so.throttle_s < 0 || duration < 0)
+        return ls_usage_err("victim serve", "--budget, --rate, --throttle and --duration must be >= 0, --burst >= 1");
+    if (so.admin_key && !*so.admin_key) /* an empty X-API-Key header would be the admin */
+        return ls_usage_err("victim serve", "--admin-key must not be empty");
     so.max_conns = (unsigned)conns, so.max_conns_per_ip = (unsigned)per_ip;
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
@@ -225,10 +254,14 @@ int cmd_steal(int argc, char **argv) {
         fprintf(stderr, "llmsys steal: --input-shape expects C,H,W or N, got '%s'\n", shape_s);
         return 2;
     }
-    if (*e != ',' || (hi = strtod(e + 1, &e), *e) || !(hi > lo)) {
-        fprintf(stderr, "llmsys steal: --input-range expects LO,HI with LO < HI, got '%s'\n", range_s);
+    if (*e != ',' || (hi = strtod(e + 1, &e), *e) || !(fabs(lo) <= FLT_MAX && fabs(hi) <= FLT_MAX) ||
+        !((float)hi > (float)lo)) {
+        fprintf(stderr, "llmsys steal: --input-range expects finite LO,HI with LO < HI, got '%s'\n", range_s);
         return 2;
     }
+    if (!(timeout > 0 && timeout <= 86400)) return ls_usage_err("steal", "--timeout must be in (0, 86400] s");
+    if (ls_path_replaces(out, report))
+        return ls_usage_err("steal", "--report %s would replace the replica --out", report);
     if (o.k < 2 || o.k > 64 || o.budget < 1 || o.batch < 1 || o.final_epochs < 1 || o.members < 1 ||
         o.members > LS_REPLICA_MAX_MEMBERS || !(o.distill >= 0 && o.distill <= 8) ||
         (strcmp(strategy, "synth") && strcmp(strategy, "random"))) {
@@ -285,6 +318,11 @@ static int steal_eval(int argc, char **argv) {
                         "held-out split)\n", eo.data);
         return 2;
     }
+    if (eo.test_n < 0 || eo.budget < 0 || eo.epochs < 1 || !(eo.timeout_s > 0 && eo.timeout_s <= 86400))
+        return ls_usage_err("steal eval", "--test-n and --budget must be >= 0 (0: all, the replica's), --epochs >= 1, "
+                                          "--timeout in (0, 86400] s");
+    if (ls_path_replaces(eo.replica, eo.report) || (ls_is_file(eo.data) && ls_path_replaces(eo.data, eo.report)))
+        return ls_usage_err("steal eval", "--report %s would replace an input (--replica or --test-data)", eo.report);
     ls_steal_eval_result r;
     int fail = ls_steal_eval(&eo, &r);
     if (r.evaluated)

@@ -277,6 +277,28 @@ int ls_out_path_check(const char *flag, const char *path) {
     return rc;
 }
 
+/* Where an atomic write to out lands: its directory resolved, its own name kept (a symlink
+ * there is replaced, not followed). 0, or -1 when the directory does not resolve. */
+static int out_target(const char *out, char *path, size_t n) {
+    char *dir = strdup(out), *slash = dir ? strrchr(dir, '/') : NULL;
+    if (slash) *slash = '\0';
+    char *rdir = dir ? realpath(slash ? (slash == dir ? "/" : dir) : ".", NULL) : NULL;
+    int ok = rdir != NULL;
+    if (ok) snprintf(path, n, "%s/%s", strcmp(rdir, "/") ? rdir : "", slash ? slash + 1 : out);
+    free(dir);
+    free(rdir);
+    return ok ? 0 : -1;
+}
+
+int ls_path_replaces(const char *in, const char *out) {
+    if (!in || !out) return 0;
+    char a[8192], b[8192], *rin = realpath(in, NULL);
+    if (rin) snprintf(a, sizeof a, "%s", rin);
+    int same = (rin || out_target(in, a, sizeof a) == 0) && out_target(out, b, sizeof b) == 0 && !strcmp(a, b);
+    free(rin);
+    return same;
+}
+
 int ls_mkdirs(const char *path) {
     char buf[4096];
     size_t n = strlen(path);

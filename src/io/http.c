@@ -163,6 +163,7 @@ int ls_http_exchange(const char *host, const char *port, const char *method, con
                      const char *body, size_t blen, double timeout_s, ls_http_reply *r) {
     memset(r, 0, sizeof *r);
     if (!(timeout_s > 0)) timeout_s = 30;
+    if (timeout_s > 86400) timeout_s = 86400; /* poll() takes int milliseconds */
     int fd = -1;
     LS_TRY(connect_to(host, port, timeout_s, &fd));
     char head[1024];

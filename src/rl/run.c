@@ -144,8 +144,33 @@ int ls_rl_run(const ls_rl_run_opts *o) {
     if (o->group < 1 || o->group > 64 || o->max_seqs < o->group || o->batch_groups < 1 || o->updates < 1)
         return ls_err(LS_EINVAL, "rl run: need 1 <= group <= max_seqs, batch_groups >= 1, updates >= 1");
     if (o->max_new < 1) return ls_err(LS_EINVAL, "rl run: --max-new must be >= 1");
+    if (o->max_seqs > 1024 || o->batch_groups > 1024 || o->updates > 1000000) /* (updates + 2) x batch fits an int */
+        return ls_err(LS_EINVAL, "rl run: --max-seqs and --batch-groups must be at most 1024, --updates 10^6");
     if (o->rollout_batch < 0 || o->rollout_batch > 64 * o->max_seqs)
         return ls_err(LS_EINVAL, "rl run: --rollout-batch must be in [0, 64 x max_seqs], got %d", o->rollout_batch);
+    if (!(o->lr > 0 && o->lr < 10) || !(o->sft_lr > 0 && o->sft_lr < 10) || !(o->clip_eps > 0 && o->clip_eps <= 1) ||
+        !(o->is_cap >= 0))
+        return ls_err(LS_EINVAL, "rl run: --lr and --sft-lr must be in (0, 10), --clip in (0, 1], --is-cap >= 0");
+    if (o->staleness < 0 || o->eval_n < 0 || o->sft_steps < -1) /* sft_steps -1: the default */
+        return ls_err(LS_EINVAL, "rl run: --staleness, --eval-n and --sft-steps must be >= 0");
+    if (!(o->step_ms >= 0 && o->step_ms <= 3.6e6) || !(o->train_ms >= 0 && o->train_ms <= 3.6e6)) /* slept as int ms */
+        return ls_err(LS_EINVAL, "rl run: --step-ms and --train-ms must be in [0, 3600000]");
+    if (!(o->timeout_s >= 0) || !(o->kill_rollout_s >= 0) || !(o->kill_relay_s >= 0) || !(o->restart_s >= 0))
+        return ls_err(LS_EINVAL,
+                      "rl run: --timeout, --kill-rollout-at, --kill-relay-at and --restart-after must be >= 0");
+    /* the report is found writable before the run, and never in place of an input (the report
+     * of an earlier run is removed at the start: that was the task file itself) */
+    if (ls_path_replaces(o->tasks, o->report) || ls_path_replaces(o->heldout, o->report) ||
+        ls_path_replaces(o->init, o->report))
+        return ls_err(LS_EINVAL, "rl run: --report %s would replace an input (--tasks, --heldout or --init)",
+                      o->report);
+    if (o->report) LS_TRY(ls_out_path_check("report", o->report));
+    if (o->heldout) { /* a bad held-out file fails here, not in the trainer after the warm start */
+        ls_rl_task *hk;
+        int nhk;
+        LS_TRY(ls_rl_tasks_read(o->heldout, &hk, &nhk));
+        ls_rl_tasks_free(hk, nhk);
+    }
     LS_TRY(ls_mkdirs(o->workdir));
     char init[1200];
     if (!o->init)

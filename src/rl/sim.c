@@ -150,8 +150,12 @@ static int simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
         return ls_err(LS_EINVAL, "sim rl: need gpus >= 2, batch, updates and max batch >= 1, a known mode");
     if (o->rollout_batch < 0 || o->rollout_batch > 64 * o->max_batch)
         return ls_err(LS_EINVAL, "sim rl: rollout batch must be in [0, 64 x max batch], got %d", o->rollout_batch);
-    if (!(o->mean_len >= 1) && !(o->trace && o->n_trace > 0))
-        return ls_err(LS_EINVAL, "sim rl: mean length must be >= 1");
+    if (!(o->mean_len >= 1 && o->mean_len <= 1e6) && !(o->trace && o->n_trace > 0)) /* past it: a hang */
+        return ls_err(LS_EINVAL, "sim rl: mean length must be in [1, 10^6]");
+    if (!(o->cv >= 0 && o->cv <= 20) || o->prompt_len < 0 || o->prompt_len > 1000000 || o->staleness < 0 ||
+        o->train_frac_pct < 0 || o->train_frac_pct > 100)
+        return ls_err(LS_EINVAL, "sim rl: need CV in [0, 20], prompt length in [0, 10^6], staleness >= 0, "
+                                 "train %% in [0, 100]");
     sim S = {0};
     S.o = o;
     S.calibrated = o->step_s > 0;

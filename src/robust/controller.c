@@ -833,7 +833,7 @@ static int localize_by_stacks(ctl *c, fault_t *f, int *bad, int maxbad) {
 
 /* ---------------------------------------------------------------- recovery */
 
-static void write_report(ctl *c, ls_robust_result *res);
+static int write_report(ctl *c, ls_robust_result *res);
 static void set_peers(ctl *c);
 
 /* Evicted nodes whose repair time has passed rejoin the warm standbys. Called from the
@@ -1249,6 +1249,12 @@ int ls_robust_opts_check(const ls_robust_opts *o) {
     if (o->ckpt_every < 0 || o->disk_every < 0) return ls_err(LS_EINVAL, "--ckpt-every and --disk-every must be >= 0");
     if (o->max_restarts < 0) return ls_err(LS_EINVAL, "--max-restarts must be >= 0");
     if (!o->report) return ls_err(LS_EINVAL, "missing --report FILE");
+    if (!*o->report || ls_is_dir(o->report)) /* (its directory may be made with the checkpoints') */
+        return ls_err(LS_EINVAL, "--report '%s' is not a file path", o->report);
+    if (o->keep_disk < 1 || !(o->repair_s >= 0) || !(o->jump_factor >= 0) || o->slow_window < 0 ||
+        !(o->slow_factor > 1))
+        return ls_err(LS_EINVAL,
+                      "--keep must be >= 1, --repair, --jump-factor and --slow-window >= 0, --slow-factor > 1");
     if (o->argc < 2) return ls_err(LS_EINVAL, "missing the training command after --: -- llmsys train ...");
     const char *p = o->argv[0], *slash = strrchr(p, '/');
     if (strcmp(slash ? slash + 1 : p, "llmsys") != 0 || strcmp(o->argv[1], "train") != 0)
@@ -1448,7 +1454,7 @@ static int run_loop(ctl *c) {
     }
 }
 
-static void write_report(ctl *c, ls_robust_result *res) {
+static int write_report(ctl *c, ls_robust_result *res) {
     const ls_robust_opts *o = c->o;
     double wall = ls_wall_time() - c->t0;
     cJSON *j = cJSON_CreateObject();
@@ -1535,10 +1541,11 @@ static void write_report(ctl *c, ls_robust_result *res) {
     }
     cJSON_AddItemToObject(j, "timeline", c->timeline);
     c->timeline = NULL;
-    if (ls_json_write_file(o->report, j) < 0) fprintf(stderr, "llmsys robust: %s\n", ls_errmsg());
+    int rc = ls_json_write_file(o->report, j);
     cJSON_Delete(j);
     res->ettr = wall > 0 ? c->productive_s / wall : 0;
     res->wall_s = wall;
+    return rc;
 }
 
 int ls_robust_run(const ls_robust_opts *o, ls_robust_result *res) {
@@ -1585,6 +1592,7 @@ int ls_robust_run(const ls_robust_opts *o, ls_robust_result *res) {
         }
         snprintf(c->shm_dir, sizeof c->shm_dir, "/dev/shm/llmsys-robust-%d", (int)getpid());
         rc = ls_mkdirs(c->ckpt_dir);
+        if (rc == LS_OK) rc = ls_out_path_check("report", o->report); /* before the job, not after it */
         if (rc == LS_OK) rc = ls_mkdirs(c->shm_dir);
     }
     c->zctx = zmq_ctx_new();
@@ -1656,7 +1664,13 @@ int ls_robust_run(const ls_robust_opts *o, ls_robust_result *res) {
     res->restarts = c->restarts;
     res->end_step = c->job_step;
     snprintf(res->diagnosis, sizeof res->diagnosis, "%s", c->diagnosis);
-    if (c->timeline && (rc == LS_OK || loop > 0)) write_report(c, res);
+    if (c->timeline && (rc == LS_OK || loop > 0)) {
+        int wrc = write_report(c, res); /* a report that could not be written fails the run */
+        if (rc == LS_OK)
+            rc = wrc;
+        else if (wrc < 0)
+            fprintf(stderr, "llmsys robust: %s\n", ls_errmsg());
+    }
     if (loop == 2) rc = ls_err(LS_EINVAL, "%s", c->diagnosis);
     lsr_status_stop(c->status);
     if (c->shm_dir[0]) rm_tree(c->shm_dir);

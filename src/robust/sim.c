@@ -156,9 +156,9 @@ int ls_sim_run(const ls_sim_config *c, ls_sim_result *out) {
         return ls_err(LS_EINVAL, "--gpus must be >= --gpus-per-node >= 1");
     if (!(c->days > 0 && c->days <= 3650)) return ls_err(LS_EINVAL, "--days must be in (0, 3650]");
     if (c->policy < LS_SIM_DISK || c->policy > LS_SIM_STANDBY) return ls_err(LS_EINVAL, "unknown policy");
-    if (!(c->fail_per_1000_node_days >= 0) || !(c->step_s > 0) || c->ckpt_bytes < 0 || c->disk_GBps < 0 ||
-        c->host_GBps < 0 || c->requeue_s < 0 || c->warm_restart_s < 0 || c->repair_s < 0)
-        return ls_err(LS_EINVAL, "simulator: rates, times and sizes must be >= 0 (step time > 0)");
+    if (!(c->fail_per_1000_node_days >= 0) || !(c->step_s > 0) || c->ckpt_bytes < 0 || !(c->disk_GBps > 0) ||
+        !(c->host_GBps > 0) || c->requeue_s < 0 || c->warm_restart_s < 0 || c->repair_s < 0)
+        return ls_err(LS_EINVAL, "simulator: rates, times and sizes must be >= 0 (step time and bandwidths > 0)");
     int trials = c->trials < 1 ? 1 : c->trials;
     memset(out, 0, sizeof *out);
     for (int i = 0; i < trials; i++) {

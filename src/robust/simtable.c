@@ -57,6 +57,8 @@ int ls_sim_table(ls_sim_table_opts *o, FILE *f) {
     if (pol < 0 && strcmp(o->policy, "all") != 0) return ls_err(LS_EINVAL, "--policy must be disk, memory, standby or all");
     if (c->gpus < 1 || c->gpus_per_node < 1 || c->gpus % c->gpus_per_node || c->trials < 1 || c->trials > 10000)
         return ls_err(LS_EINVAL, "--gpus must be a positive multiple of --gpus-per-node; --trials in [1, 10000]");
+    if (!(o->interruptions >= 0)) return ls_err(LS_EINVAL, "--interruptions must be >= 0");
+    if (o->out) LS_TRY(ls_out_path_check("out", o->out)); /* before the table is printed */
     double params = 0;
     char *end;
     double p = strtod(model, &end);

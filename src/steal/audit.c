@@ -26,6 +26,8 @@ void ls_victim_opts_given(ls_victim_opts *o, int type, const ls_victim_opts *g) 
 int ls_victim_train_file(const ls_victim_opts *o, const char *data, int64_t train_n, const char *out,
                          const char *report, ls_victim_train_summary *s) {
     memset(s, 0, sizeof *s);
+    LS_TRY(ls_out_path_check("out", out)); /* before the training, not after it */
+    if (report) LS_TRY(ls_out_path_check("report", report));
     ls_steal_data tr, te;
     LS_TRY(ls_steal_dataset_open(data, train_n, &tr, &te));
     double t0 = ls_now();
@@ -129,6 +131,8 @@ int ls_victim_serve_file(const char *model, const ls_victim_server_opts *so_in, 
 
 int ls_steal_attack_url(const ls_steal_opts *o, const char *target, const char *api_key, double timeout_s,
                         const char *out, const char *report, ls_steal_result *res) {
+    LS_TRY(ls_out_path_check("out", out)); /* before the queries are spent */
+    if (report) LS_TRY(ls_out_path_check("report", report));
     ls_steal_client *cl;
     LS_TRY(ls_steal_client_init(target, api_key, timeout_s, o->c * o->h * o->w, o->k, &cl));
     ls_replica *r = NULL;
@@ -193,6 +197,7 @@ static int eval_baselines(const ls_steal_eval_opts *eo, ls_steal_client *cl, con
 int ls_steal_eval(const ls_steal_eval_opts *eo, ls_steal_eval_result *r) {
     memset(r, 0, sizeof *r);
     r->units = "as given";
+    if (eo->report) LS_TRY(ls_out_path_check("report", eo->report)); /* before the queries */
     ls_replica *rep;
     LS_TRY(ls_replica_load(eo->replica, &rep));
     ls_steal_data tr, te_full, te;

@@ -554,6 +554,7 @@ int ls_victim_server_start(const ls_victim *v, const ls_victim_server_opts *o, l
     *out = NULL;
     if (o->port < 0 || o->port > 65535) return ls_err(LS_EINVAL, "victim serve: bad port %d", o->port);
     if (o->max_batch < 1) return ls_err(LS_EINVAL, "victim serve: max batch must be >= 1");
+    if (o->admin_key && !*o->admin_key) return ls_err(LS_EINVAL, "victim serve: an empty admin key");
     if (o->monitor) {
         int vd, vk, sh[3];
         float vlo, vhi;

@@ -98,5 +98,71 @@ expect 2 "loader tokenize --type bogus" -- "$BIN" loader tokenize --in corpus.tx
 expect 2 "loader tokenize --split bogus" -- "$BIN" loader tokenize --in corpus.txt --out t.lstok --split bogus
 [ -e t.lstok ] && fail "a refused loader tokenize wrote t.lstok"
 
+# outputs checked before the work (was: profile measured, plan serve wrote --out, plan validate
+# served every plan, then each failed on the missing directory)
+expect 1 "profile --out in a missing directory" -- "$BIN" profile --model m.safetensors --out nodir/p.json
+grep -q -- "--out nodir/p.json" "$T/err" || fail "profile --out nodir: $(cat "$T/err")"
+expect 1 "plan serve --report in a missing directory" -- "$BIN" plan serve --cluster llmpq-2 --model opt-30b --out x.json --report nodir/r.json
+[ -e x.json ] && fail "plan serve wrote --out, then failed on --report"
+expect 1 "plan validate --report in a missing directory" -- "$BIN" plan validate --config tiny --stages 1 --runs 1 --reps 1 --report nodir/r.json
+grep -q -- "--report nodir/r.json" "$T/err" || fail "plan validate --report nodir: $(cat "$T/err")"
+# tokenizer train: a token added twice (was: two ids for it)
+expect 2 "tokenizer train --special a a" -- "$BIN" tokenizer train --input corpus.txt --vocab-size 300 --special a a --out x.json
+expect 2 "tokenizer train --special of a model special" -- "$BIN" tokenizer train --input corpus.txt --vocab-size 300 --special '<|eos|>' --out x.json
+[ -e x.json ] && fail "a refused command wrote x.json"
+expect 2 "keys: an unknown subcommand in one line" -- "$BIN" keys bogus
+
+# victim train: --out naming --data (was: the CSV replaced by the victim, exit 0), --out = --report,
+# a size that is not one (was: --epochs -1 silently the default), --report checked before training
+expect 0 "victim make-data" -- "$BIN" victim make-data --out t.csv --n 200 --features 4 --classes 3
+cp t.csv t0.csv
+expect 2 "victim train --out = --data" -- "$BIN" victim train --type logreg --data t.csv --out ./t.csv --quiet
+cmp -s t.csv t0.csv || fail "victim train replaced its --data file"
+expect 2 "victim train --out = --report" -- "$BIN" victim train --type logreg --data t.csv --out v.bin --report v.bin --quiet
+expect 2 "victim train --epochs -1" -- "$BIN" victim train --type logreg --data t.csv --out v.bin --epochs -1 --quiet
+expect 2 "victim train --trees 0" -- "$BIN" victim train --type forest --data t.csv --out v.bin --trees 0 --quiet
+expect 1 "victim train --report in a missing directory" -- "$BIN" victim train --type logreg --data t.csv --out v.bin --report nodir/r.json --quiet
+[ -e v.bin ] && fail "a refused victim train wrote v.bin"
+expect 0 "victim train" -- "$BIN" victim train --type logreg --data t.csv --out v.bin --quiet
+# victim serve: an empty --admin-key made an empty X-API-Key header the admin; a negative budget
+# meant none
+expect 2 "victim serve --admin-key ''" -- timeout 20 "$BIN" victim serve --model v.bin --port 0 --duration 0.1 --admin-key ''
+expect 2 "victim serve --budget -5" -- timeout 20 "$BIN" victim serve --model v.bin --port 0 --duration 0.1 --budget -5
+# steal: outputs checked before any query is spent; a range that is not finite; --timeout past
+# poll()'s int milliseconds (was: an undefined conversion)
+S=(steal --target http://127.0.0.1:9/predict --input-shape 4 --classes 3 --budget 50 --quiet)
+expect 1 "steal --out in a missing directory" -- "$BIN" "${S[@]}" --out nodir/r.st
+grep -q -- "--out nodir/r.st" "$T/err" || fail "steal --out nodir: $(cat "$T/err")"
+expect 2 "steal --report = --out" -- "$BIN" "${S[@]}" --out r.st --report ./r.st
+expect 2 "steal --input-range 0,inf" -- "$BIN" "${S[@]}" --out r.st --input-range 0,inf
+expect 2 "steal --timeout 1e30" -- "$BIN" "${S[@]}" --out r.st --timeout 1e30
+cp v.bin rep.st
+expect 2 "steal eval --report = --replica" -- "$BIN" steal eval --replica rep.st --target http://127.0.0.1:9/predict --test-data t.csv --report rep.st
+expect 2 "steal eval --test-n -1" -- "$BIN" steal eval --replica rep.st --target http://127.0.0.1:9/predict --test-data t.csv --test-n -1
+cmp -s rep.st v.bin || fail "steal eval replaced its --replica"
+
+# rl: --seed outside [0, 2^53] (was: an undefined conversion; 1.5 read as 1); rl run: --report
+# naming --tasks (was: the task file deleted before the run), values that mean nothing (was:
+# --lr -1 ran, --step-ms 1e30 an undefined conversion)
+expect 2 "rl tasks --seed -1" -- "$BIN" rl tasks --n 20 --seed -1 --out x.jsonl
+expect 0 "rl tasks" -- "$BIN" rl tasks --n 20 --out tasks.jsonl
+R=(rl run --tasks tasks.jsonl --sft-steps 1 --updates 1 --group 2 --batch-groups 1 --max-seqs 2 --max-new 4 --rollouts 1 --relays 1 --eval-n 2 --quiet --workdir rlw)
+cp tasks.jsonl t2.jsonl
+expect 2 "rl run --report = --tasks" -- timeout 60 "$BIN" "${R[@]}" --tasks t2.jsonl --report t2.jsonl
+[ -s t2.jsonl ] || fail "rl run deleted its task file"
+expect 2 "rl run --lr -1" -- timeout 60 "$BIN" "${R[@]}" --lr -1
+expect 2 "rl run --step-ms 1e30" -- timeout 60 "$BIN" "${R[@]}" --step-ms 1e30
+expect 2 "rl run --batch-groups 2^31-1" -- timeout 60 "$BIN" "${R[@]}" --batch-groups 2147483647
+# sim rl: --mean-len 1e30 or --prompt-len 2^31-1 (was: a hang); sim robust: a zero bandwidth (was:
+# a table of NaN, exit 0)
+expect 1 "sim rl --mean-len 1e30" -- timeout 20 "$BIN" sim rl --models qwen2.5-7b --gpus 64 --updates 2 --batch 256 --mean-len 1e30
+expect 1 "sim rl --prompt-len 2^31-1" -- timeout 20 "$BIN" sim rl --models qwen2.5-7b --gpus 64 --updates 2 --batch 256 --prompt-len 2147483647
+expect 2 "sim rl --seed 1e30" -- "$BIN" sim rl --models qwen2.5-7b --gpus 64 --updates 2 --batch 256 --seed 1e30
+expect 2 "sim robust --disk-gbps 0" -- "$BIN" sim robust --trials 1 --disk-gbps 0
+# robust run: a --report that is a directory (was: the job ran, the report failed, exit 0)
+mkdir -p rdir
+expect 2 "robust run --report DIR" -- timeout 60 "$BIN" robust run --nodes 1 --ranks-per-node 1 --standby 0 --quiet --report rdir -- "$BIN" train --config tiny --data corpus.txt --steps 2 --out rm.safetensors
+ls x.* r.st rm.safetensors > /dev/null 2>&1 && fail "a refused command wrote an output"
+
 [ "$fails" -eq 0 ] && echo "cli.inputs: all passed"
 exit "$fails"
