@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -226,7 +227,10 @@ int ls_rl_run(const ls_rl_run_opts *o) {
     snprintf(logdir, sizeof logdir, "%s/logs", o->workdir);
     LS_TRY(ls_mkdirs(logdir));
     unlink(port_file);
-    unlink(c.report);
+    /* The manager writes the report atomically (a new file renamed over the name), so a new
+     * report is a new inode: an older one stays in place until then, also when this run fails. */
+    struct stat old_report;
+    int had_report = stat(c.report, &old_report) == 0;
     char *js = rl_config_to_json(&c);
     if (!js) return ls_err(LS_ENOMEM, "rl run: out of memory");
     int rc = ls_file_write_atomic(cfg_path, js, strlen(js));
@@ -324,7 +328,10 @@ int ls_rl_run(const ls_rl_run_opts *o) {
 finished:
     stop_all(ch, k);
     free(ch);
-    if (rc == LS_OK && !ls_is_file(c.report)) rc = ls_err(LS_EIO, "rl run: the manager left no report at %s", c.report);
+    struct stat st;
+    int fresh = stat(c.report, &st) == 0 && S_ISREG(st.st_mode) &&
+                !(had_report && st.st_ino == old_report.st_ino && st.st_dev == old_report.st_dev);
+    if (rc == LS_OK && !fresh) rc = ls_err(LS_EIO, "rl run: the manager left no report at %s", c.report);
     return rc;
 #undef START
 }

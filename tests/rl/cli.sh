@@ -59,5 +59,11 @@ for rb in 0 8; do
     python3 -c "import json,sys; r=json.load(open('$T/lq$rb/report.json')); print('  rollout_batch', r['rollout_batch'], 'topup_groups', r['topup_groups']); sys.exit(0 if (r['rollout_batch'], r['topup_groups'] > 0) == ((4, False) if $rb == 0 else (8, True)) else 1)" ||
         { echo "FAIL laminar waiting queue at rollout batch $rb"; fail=1; }
 done
+# a run that fails (here: its timeout) leaves the report of the run before it in place
+cp "$T/ar/report.json" "$T/ar-report.json"
+expect 1 "a run past its timeout" -- timeout 120 "$BIN" rl run --tasks "$T/t.jsonl" --mode areal --sft-steps 1 \
+    --updates 50 --group 4 --batch-groups 2 --max-seqs 4 --max-new 16 --rollouts 1 --relays 1 --timeout 1 \
+    --workdir "$T/ar" --quiet
+cmp -s "$T/ar/report.json" "$T/ar-report.json" || { echo "FAIL the failed run lost the earlier report"; fail=1; }
 expect 2 "negative rollout batch" -- "$BIN" rl run --tasks "$T/t.jsonl" --rollout-batch -1 --workdir "$T/w5" --quiet
 exit $fail
