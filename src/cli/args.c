@@ -1,6 +1,7 @@
 /* args.c - option parsing shared by every llmsys command. */
 #include "cli/args.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -158,7 +159,9 @@ int ls_args_int_list(const char *s, const char *seps, int **out) {
     while (s && *s) {
         char *end;
         long x = strtol(s, &end, 10);
-        if (end == s || (*end && !strchr(seps, *end)) || x < INT_MIN || x > INT_MAX) {
+        /* a separator must be followed by another number, unless it is white space */
+        if (end == s || (*end && !strchr(seps, *end)) || (*end && !end[1] && !isspace((unsigned char)*end)) ||
+            x < INT_MIN || x > INT_MAX) {
             free(v);
             return -1;
         }

@@ -214,11 +214,20 @@ int ls_rl_sim_table(const ls_rl_sim_opts *o0, const char *models, const char *gp
     if (trace) LS_TRY(ls_rl_trace_read(trace, &tr, &ntr));
     o.trace = tr, o.n_trace = ntr;
     int gl[16], ng = 0;
-    for (const char *p = gpus; *p && ng < 16;) {
-        gl[ng++] = atoi(p);
-        p = strchr(p, ',');
-        if (!p) break;
-        p++;
+    for (const char *p = gpus;;) { /* "64,256,1024": integers in [2, 2^20], at most 16 */
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || (*end && *end != ',') || (*end && !end[1]) || v < 2 || v > (1 << 20) || ng == 16) {
+            free(tr);
+            return ls_err(LS_EINVAL, "sim rl: --gpus '%s': a list of at most 16 GPU counts in [2, 2^20]", gpus);
+        }
+        gl[ng++] = (int)v;
+        if (!*end) break;
+        p = end + 1;
+    }
+    if (strlen(models) >= 512) {
+        free(tr);
+        return ls_err(LS_EINVAL, "sim rl: --models is longer than 511 characters");
     }
     printf("modelled from data/gpus.json and data/models.json (%s, CV %.2f, mean %.0f tokens, batch %d)\n", o.gpu, o.cv,
            o.mean_len, o.batch);

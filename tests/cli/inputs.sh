@@ -156,6 +156,10 @@ expect 2 "rl run --batch-groups 2^31-1" -- timeout 60 "$BIN" "${R[@]}" --batch-g
 # sim rl: --mean-len 1e30 or --prompt-len 2^31-1 (was: a hang); sim robust: a zero bandwidth (was:
 # a table of NaN, exit 0)
 expect 1 "sim rl --mean-len 1e30" -- timeout 20 "$BIN" sim rl --models qwen2.5-7b --gpus 64 --updates 2 --batch 256 --mean-len 1e30
+# list values with a trailing separator or junk were cut short silently (`64x` read as 64, a 17th count dropped)
+expect 1 "sim rl --gpus 64x" -- "$BIN" sim rl --models qwen2.5-7b --gpus 64x --updates 2 --batch 256
+expect 1 "sim rl --gpus of 17 counts" -- "$BIN" sim rl --models qwen2.5-7b --gpus 2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2 --updates 2 --batch 256
+expect 2 "steal --input-shape 4x" -- "$BIN" steal --target http://127.0.0.1:9/predict --input-shape 4x --classes 2 --budget 10 --out x.st
 expect 1 "sim rl --prompt-len 2^31-1" -- timeout 20 "$BIN" sim rl --models qwen2.5-7b --gpus 64 --updates 2 --batch 256 --prompt-len 2147483647
 expect 2 "sim rl --seed 1e30" -- "$BIN" sim rl --models qwen2.5-7b --gpus 64 --updates 2 --batch 256 --seed 1e30
 expect 2 "sim robust --disk-gbps 0" -- "$BIN" sim robust --trials 1 --disk-gbps 0
