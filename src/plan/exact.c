@@ -322,8 +322,9 @@ int ls_plan_exact(const ls_plan_problem *p, const ls_plan_cand_cost *cc, double 
                 if (j < N - 1 && b2 > L - (N - 1 - j)) continue;
                 double qn = j < N - 1 ? QSX(j + 1, b2) : 0;
                 if (o->q + qn < QSX(j, b)) QSX(j, b) = o->q + qn;
-                int uo = G ? (int)floor(o->q / delta) : 0;
-                if (uo > G) continue;
+                double uq = G ? floor(o->q / delta) : 0; /* compared before the cast: q / delta may be huge */
+                if (!(uq <= G)) continue;
+                int uo = uq > 0 ? (int)uq : 0;
                 double X[X_TYPES] = {o->P, o->P, o->D, o->D};
                 for (int t = 0; t < X_TYPES; t++) {
                     if (t == X_SD && !use_sd) continue;

@@ -355,7 +355,7 @@ static void test_exact_random_brute(void) {
     ls_plan_result *bf = malloc(sizeof *bf), *il = malloc(sizeof *il);
     ls_rng r;
     ls_rng_seed(&r, 7);
-    for (int trial = 0; trial < 6; trial++) {
+    for (int trial = 0; trial < 8; trial++) {
         CHECK(ls_plan_problem_init(pb, &a, cl, (ls_plan_workload){96, 1024, 64}) == LS_OK);
         for (int i = 0; i < a.n_layer; i++) {
             double s = 0.5 + ls_rng_uniform(&r);
@@ -365,8 +365,12 @@ static void test_exact_random_brute(void) {
                 pb->omega[i * LS_PLAN_NBITS + k] = s * base * base * (trial & 1 ? 0.3 + ls_rng_uniform(&r) : 1);
             }
         }
-        ls_plan_qtarget q = trial % 3 == 2 ? (ls_plan_qtarget){LS_PLAN_Q_THETA, 0.5 + trial}
-                                           : (ls_plan_qtarget){LS_PLAN_Q_BITS, trial % 3 ? 8 : 4};
+        /* bits:16 makes the quality target tiny against a 3-bit layer's omega (the exact
+         * search's quality grid must not overflow) */
+        ls_plan_qtarget q = trial % 4 == 2 ? (ls_plan_qtarget){LS_PLAN_Q_THETA, 0.5 + trial}
+                                           : (ls_plan_qtarget){LS_PLAN_Q_BITS, trial % 4 == 3 ? 16
+                                                                               : trial % 4    ? 8
+                                                                                              : 4};
         CHECK(ls_plan_problem_set_quality(pb, q) == LS_OK);
         pb->time_limit_s = 20;
         int rb = ls_plan_solve(pb, LS_PLAN_ALGO_BRUTE, bf), ri = ls_plan_solve(pb, LS_PLAN_ALGO_ILP, il);
