@@ -71,7 +71,6 @@ static int gains_ge(const ls_plan_problem *p, int i, int i2) {
     return 1;
 }
 
-static const ls_plan_problem *g_key_p; /* qsort context (the planner is single-threaded per call) */
 static double layer_key(const ls_plan_problem *p, int i) {
     int lo = -1, hi = -1;
     for (int k = 0; k < NB; k++)
@@ -81,11 +80,6 @@ static double layer_key(const ls_plan_problem *p, int i) {
         }
     return p->omega[i * NB + lo] - p->omega[i * NB + hi];
 }
-static int cmp_key(const void *x, const void *y) {
-    int i = *(const int *)x, j = *(const int *)y;
-    double a = layer_key(g_key_p, i), b = layer_key(g_key_p, j);
-    return a > b ? -1 : a < b ? 1 : i - j;
-}
 
 static int cmp_opt(const void *x, const void *y) {
     const xopt *a = x, *b = y;
@@ -94,17 +88,16 @@ static int cmp_opt(const void *x, const void *y) {
     return a->q < b->q ? -1 : a->q > b->q;
 }
 
-static const xopt *g_sort_opts; /* qsort context */
-static int cmp_by_d(const void *x, const void *y) {
-    double a = g_sort_opts[*(const int *)x].D, b = g_sort_opts[*(const int *)y].D;
-    return a < b ? -1 : a > b;
-}
+/* Sorting by a key without a global context: (key, index) pairs, ties by index. */
+typedef struct {
+    double k;
+    int i;
+} xkey;
 
-static const xlabel *g_pool; /* qsort context */
-static int cmp_label(const void *x, const void *y) {
-    const xlabel *a = &g_pool[*(const int *)x], *b = &g_pool[*(const int *)y];
-    if (a->sP != b->sP) return a->sP < b->sP ? -1 : 1;
-    return *(const int *)x - *(const int *)y;
+static int cmp_xkey(const void *x, const void *y) {
+    const xkey *a = x, *b = y;
+    if (a->k != b->k) return a->k < b->k ? -1 : 1;
+    return (a->i > b->i) - (a->i < b->i);
 }
 
 typedef struct {
@@ -189,6 +182,7 @@ static int build_opts(xctx *x, int j, int a) {
     xopt *cand = NULL;
     int ncand = 0, capc = 0, rc = LS_OK, capr = 0, *rk = NULL;
     double *fw = NULL;
+    xkey *byd = NULL;
     for (int n = nlo; n <= nhi; n++) {
         range_sorted(x, a, a + n, srt);
         for (int k = 0; k < NB; k++) pre[k] = 0;
@@ -234,24 +228,24 @@ static int build_opts(xctx *x, int j, int a) {
          * the ranks of D holds the least q seen per prefix of D */
         if (ncand > capr) {
             capr = ncand;
-            int *nr = realloc(rk, sizeof(int) * 2 * (size_t)capr);
+            int *nr = realloc(rk, sizeof(int) * (size_t)capr);
             double *nf = realloc(fw, sizeof(double) * ((size_t)capr + 1));
+            xkey *nk = realloc(byd, sizeof(xkey) * (size_t)capr);
             if (nr) rk = nr;
             if (nf) fw = nf;
-            if (!nr || !nf) {
+            if (nk) byd = nk;
+            if (!nr || !nf || !nk) {
                 rc = LS_ENOMEM;
                 goto done;
             }
         }
-        int *byd = rk + ncand;
-        for (int t = 0; t < ncand; t++) byd[t] = t;
-        g_sort_opts = cand;
-        qsort(byd, (size_t)ncand, sizeof(int), cmp_by_d);
+        for (int t = 0; t < ncand; t++) byd[t] = (xkey){cand[t].D, t};
+        qsort(byd, (size_t)ncand, sizeof *byd, cmp_xkey);
         for (int t = 0; t < ncand; t++) {
             /* equal D share the last rank, so "D <= d" covers them */
             int e = t;
-            while (e + 1 < ncand && cand[byd[e + 1]].D == cand[byd[t]].D) e++;
-            for (int u = t; u <= e; u++) rk[byd[u]] = e + 1;
+            while (e + 1 < ncand && byd[e + 1].k == byd[t].k) e++;
+            for (int u = t; u <= e; u++) rk[byd[u].i] = e + 1;
             t = e;
         }
         for (int t = 0; t <= ncand; t++) fw[t] = INFINITY;
@@ -270,6 +264,7 @@ done:
     free(cand);
     free(rk);
     free(fw);
+    free(byd);
     return rc;
 }
 
@@ -281,9 +276,10 @@ int ls_plan_exact(const ls_plan_problem *p, const ls_plan_cand_cost *cc, double 
     /* too many stage shapes to price each (e.g. 80 layers on an 80 GB device): no claim */
     if (N < 1 || N > L || n_vectors(cc) > 3e7) return LS_OK;
     xctx x = {.p = p, .cc = cc, .L = L, .N = N, .work_max = 400000000LL, .deadline = deadline, .clk = clk};
-    for (int i = 0; i < L; i++) x.rank[i] = i;
-    g_key_p = p;
-    qsort(x.rank, (size_t)L, sizeof(int), cmp_key);
+    xkey keys[LS_PLAN_MAX_LAYER];
+    for (int i = 0; i < L; i++) keys[i] = (xkey){-layer_key(p, i), i}; /* largest gain first */
+    qsort(keys, (size_t)L, sizeof *keys, cmp_xkey);
+    for (int i = 0; i < L; i++) x.rank[i] = keys[i].i;
     x.exact_q = 1;
     for (int t = 0; t + 1 < L && x.exact_q; t++) x.exact_q = gains_ge(p, x.rank[t], x.rank[t + 1]);
     double qmax = p->qmax, delta = 1;
@@ -294,6 +290,8 @@ int ls_plan_exact(const ls_plan_problem *p, const ls_plan_cand_cost *cc, double 
     double *F = malloc(sizeof(double) * nF * X_TYPES), *QS = malloc(sizeof(double) * (nst + L + 1));
     xint_list *S = calloc((size_t)(L + 1), sizeof *S), *S2 = calloc((size_t)(L + 1), sizeof *S2);
     xlabel *pool = NULL;
+    xkey *lk = NULL; /* labels by sum P */
+    int cks = 0;
     int npool = 0, cpool = 0, rc = LS_OK, aborted = 0;
     if (!x.opts || !F || !QS || !S || !S2) {
         rc = LS_ENOMEM;
@@ -419,8 +417,17 @@ int ls_plan_exact(const ls_plan_problem *p, const ls_plan_cand_cost *cc, double 
         for (int b = 0; b <= L; b++) {
             xint_list *st = &S2[b];
             S[b].n = 0;
-            g_pool = pool;
-            qsort(st->v, (size_t)st->n, sizeof(int), cmp_label);
+            if (st->n > cks) {
+                xkey *nk = realloc(lk, sizeof *nk * (size_t)st->n);
+                if (!nk) {
+                    rc = LS_ENOMEM;
+                    goto done;
+                }
+                lk = nk, cks = st->n;
+            }
+            for (int s = 0; s < st->n; s++) lk[s] = (xkey){pool[st->v[s]].sP, st->v[s]};
+            qsort(lk, (size_t)st->n, sizeof *lk, cmp_xkey);
+            for (int s = 0; s < st->n; s++) st->v[s] = lk[s].i;
             for (int s = 0; s < st->n; s++) {
                 const xlabel *l = &pool[st->v[s]];
                 int dom = 0;
@@ -467,6 +474,7 @@ done:
     free(S);
     free(S2);
     free(pool);
+    free(lk);
     res->work = x.work;
     return rc == LS_ENOMEM ? ls_err(LS_ENOMEM, "exact candidate search") : rc;
 #undef FX

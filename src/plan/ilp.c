@@ -552,8 +552,9 @@ int ls_plan_ilp(const ls_plan_problem *p, ls_plan_result *out) {
             /* first the exact search (exact.c), within a quarter of this candidate's share:
              * where it finishes, the candidate is closed without CBC */
             if (pass == 0) {
-                rc = ls_plan_exact(p, &cc, best, ts + lim / 4, clk, ex);
-                if (!rc && ex->done && (ex->lb == INFINITY || ex->has_plan)) {
+                /* a failure of the search (memory) only leaves the candidate to CBC */
+                if (ls_plan_exact(p, &cc, best, ts + lim / 4, clk, ex) != LS_OK) ex->done = 0;
+                if (ex->done && (ex->lb == INFINITY || ex->has_plan)) {
                     ls_plan_cand_cost_free(&cc);
                     visited++;
                     closed[t] = 1;
@@ -565,10 +566,10 @@ int ls_plan_ilp(const ls_plan_problem *p, ls_plan_result *out) {
                     }
                     continue;
                 }
-                if (!rc && ex->done && ex->lb > cb[t]) cb[t] = ex->lb; /* a bound, no plan */
-                if (!rc) lim -= clk() - ts, ts = clk();                /* CBC gets the rest of the share */
+                if (ex->done && ex->lb > cb[t]) cb[t] = ex->lb; /* a bound, no plan */
+                lim -= clk() - ts, ts = clk();                  /* CBC gets the rest of the share */
             }
-            if (!rc) rc = solve_one(p, &cc, lim, best, st, res);
+            rc = solve_one(p, &cc, lim, best, st, res);
             ls_plan_cand_cost_free(&cc);
             if (clk() - ts - lim > setup) setup = clk() - ts - lim;
             if (rc == LS_EINFEASIBLE) {
