@@ -107,6 +107,7 @@ typedef struct {
     int rank[LS_PLAN_MAX_LAYER]; /* layers by gains, largest first */
     xopt_list *opts;             /* [j * (L + 1) + a] */
     long long work, work_max, calls;
+    int stop; /* a budget ran out: the search claims nothing */
     double deadline;
     double (*clk)(void);
 } xctx;
@@ -135,7 +136,12 @@ static double stage_q(const xctx *x, const double *pre, const double *mins, cons
     return q;
 }
 
-static int over_budget(xctx *x) { return x->work > x->work_max || (++x->calls % 64 == 0 && x->clk() > x->deadline); }
+/* Once over a budget, always: a caller that sees it after a stage's options were cut
+ * short must not take them as complete. */
+static int over_budget(xctx *x) {
+    if (x->work > x->work_max || (++x->calls % 64 == 0 && x->clk() > x->deadline)) x->stop = 1;
+    return x->stop;
+}
 
 /* Stage lengths [*nlo, *nhi] of position j from layer a (memory, and one layer left for
  * every later position); 0 when no width fits there. */

@@ -430,6 +430,9 @@ static void test_exact_keeps_known_plans(void) {
                       "%s candidate %d: done %d, lb %.9g over the plan's %.9g", names[c], t, ex->done, ex->lb, known);
             /* the default indicator is priced exactly: the bound comes with its plan */
             CHECK(ex->has_plan && fabs(ex->plan.objective - ex->lb) <= 1e-9 * known);
+            /* out of time: no claim */
+            CHECK(ls_plan_exact(pb, &cc, known * (1 + 1e-6), ls_now() - 1, ls_now, ex) == LS_OK);
+            CHECK(!ex->done);
             ls_plan_cand_cost_free(&cc);
             checked++;
         }
