@@ -105,51 +105,82 @@ static int of_candidate(const ls_plan_result *pl, const int *order, const int *m
            !memcmp(pl->dev, order, sizeof(int) * (size_t)N);
 }
 
-/* Builds and solves the MIP for one candidate. cutoff: only solutions below it matter. */
-static int solve_one(const ls_plan_problem *p, const int *order, int mb_pre, int mb_dec, double limit_s, double cutoff,
-                     const ls_plan_result *start, ilp_result *res) {
+void ls_plan_cand_cost_free(ls_plan_cand_cost *cc) {
+    free(cc->lp);
+    free(cc->ld);
+    free(cc->baseP);
+    free(cc->ok);
+    memset(cc, 0, sizeof *cc);
+}
+
+int ls_plan_cand_cost_init(const ls_plan_problem *p, const int *order, int mb_pre, int mb_dec, ls_plan_cand_cost *cc) {
     const ls_plan_arch *a = p->arch;
     const ls_plan_cluster *cl = p->cl;
-    int L = a->n_layer, N = cl->n_dev, n = p->wl.gen;
-    int mp = (p->wl.batch + mb_pre - 1) / mb_pre, md = (p->wl.batch + mb_dec - 1) / mb_dec;
+    int L = a->n_layer, N = cl->n_dev;
     double ctx = p->wl.prompt + p->wl.gen / 2.0;
     double kv = ls_plan_layer_kv_bytes(a, &p->wl), ws = ls_plan_workspace_bytes(a, &p->wl, mb_pre, mb_dec);
-    double act = cl->dev[order[0]].prof >= 0 ? 4.0 : 2.0;
+    double act = cl->dev[order[0]].prof >= 0 ? 4.0 : 2.0, lw[NB];
+    memset(cc, 0, sizeof *cc);
+    cc->L = L, cc->N = N, cc->order = order, cc->mb_pre = mb_pre, cc->mb_dec = mb_dec;
+    cc->mp = (p->wl.batch + mb_pre - 1) / mb_pre, cc->md = (p->wl.batch + mb_dec - 1) / mb_dec;
+    cc->lp = malloc(sizeof(double[NB]) * (size_t)N);
+    cc->ld = malloc(sizeof(double[NB]) * (size_t)N);
+    cc->baseP = malloc(sizeof(double) * 4 * (size_t)N);
+    cc->ok = malloc(sizeof(unsigned char[NB]) * (size_t)N);
+    if (!cc->lp || !cc->ld || !cc->baseP || !cc->ok) {
+        ls_plan_cand_cost_free(cc);
+        return ls_err(LS_ENOMEM, "ILP");
+    }
+    cc->baseD = cc->baseP + N, cc->baseM = cc->baseD + N, cc->cap = cc->baseM + N;
+    for (int k = 0; k < NB; k++) {
+        lw[k] = ls_plan_layer_weight_bytes(a, ls_plan_bits[k]);
+        cc->memk[k] = (lw[k] + kv) / 1e9;
+    }
+    for (int j = 0; j < N; j++) {
+        int d = order[j];
+        for (int k = 0; k < NB; k++) {
+            cc->lp[j][k] = ls_plan_layer_prefill_s(a, cl, d, ls_plan_bits[k], mb_pre, p->wl.prompt);
+            cc->ld[j][k] = ls_plan_layer_decode_s(a, cl, d, ls_plan_bits[k], mb_dec, ctx);
+        }
+        cc->baseM[j] = ws + (j == 0 ? ls_plan_embed_bytes(a) : 0);
+        if (j == N - 1) {
+            cc->baseM[j] += (N == 1 && a->tied) ? 2.0 * a->d_model * 2.0 : ls_plan_head_bytes(a);
+            cc->baseP[j] = ls_plan_head_prefill_s(a, cl, d, mb_pre, p->wl.prompt);
+            cc->baseD[j] = ls_plan_head_decode_s(a, cl, d, mb_dec);
+        } else {
+            cc->baseP[j] = ls_plan_link_s(cl, d, order[j + 1], (double)mb_pre * p->wl.prompt * a->d_model * act);
+            cc->baseD[j] = ls_plan_link_s(cl, d, order[j + 1], (double)mb_dec * a->d_model * act);
+        }
+        cc->cap[j] = (cl->dev[d].usable_bytes - cc->baseM[j]) / 1e9;
+        /* width k at j: allowed, priced, and one layer fits beside the stage's fixed memory */
+        for (int k = 0; k < NB; k++)
+            cc->ok[j][k] = (p->bits_mask & (1 << k)) && isfinite(cc->lp[j][k]) && isfinite(cc->ld[j][k]) &&
+                           !(lw[k] + kv + cc->baseM[j] > cl->dev[d].usable_bytes);
+    }
+    return LS_OK;
+}
+
+/* Builds and solves the MIP for one candidate. cutoff: only solutions below it matter. */
+static int solve_one(const ls_plan_problem *p, const ls_plan_cand_cost *cc, double limit_s, double cutoff,
+                     const ls_plan_result *start, ilp_result *res) {
+    const int *order = cc->order;
+    int mb_pre = cc->mb_pre, mb_dec = cc->mb_dec;
+    int L = cc->L, N = cc->N, n = p->wl.gen, mp = cc->mp, md = cc->md;
+    double(*lp)[NB] = cc->lp, (*ld)[NB] = cc->ld;
+    const double *baseP = cc->baseP, *baseD = cc->baseD;
     memset(res, 0, sizeof *res);
     res->obj = INFINITY;
     res->bound = -INFINITY;
-
-    double(*lp)[NB] = malloc(sizeof(double[NB]) * (size_t)N), (*ld)[NB] = malloc(sizeof(double[NB]) * (size_t)N);
-    double *baseP = malloc(sizeof(double) * (size_t)N), *baseD = malloc(sizeof(double) * (size_t)N);
-    double *baseM = malloc(sizeof(double) * (size_t)N), lw[NB];
     zmap zm = {malloc(sizeof(int) * (size_t)L * N * NB), L, N};
     row_t r = {0};
     Cbc_Model *m = NULL;
     int rc = LS_OK;
-    if (!lp || !ld || !baseP || !baseD || !baseM || !zm.col) {
+    if (!zm.col) {
         rc = ls_err(LS_ENOMEM, "ILP");
         goto done;
     }
-    for (int k = 0; k < NB; k++) lw[k] = ls_plan_layer_weight_bytes(a, ls_plan_bits[k]);
     double sumBaseP = 0, sumBaseD = 0;
-    for (int j = 0; j < N; j++) {
-        int d = order[j];
-        for (int k = 0; k < NB; k++) {
-            lp[j][k] = ls_plan_layer_prefill_s(a, cl, d, ls_plan_bits[k], mb_pre, p->wl.prompt);
-            ld[j][k] = ls_plan_layer_decode_s(a, cl, d, ls_plan_bits[k], mb_dec, ctx);
-        }
-        baseM[j] = ws + (j == 0 ? ls_plan_embed_bytes(a) : 0);
-        if (j == N - 1) {
-            baseM[j] += (N == 1 && a->tied) ? 2.0 * a->d_model * 2.0 : ls_plan_head_bytes(a);
-            baseP[j] = ls_plan_head_prefill_s(a, cl, d, mb_pre, p->wl.prompt);
-            baseD[j] = ls_plan_head_decode_s(a, cl, d, mb_dec);
-        } else {
-            baseP[j] = ls_plan_link_s(cl, d, order[j + 1], (double)mb_pre * p->wl.prompt * a->d_model * act);
-            baseD[j] = ls_plan_link_s(cl, d, order[j + 1], (double)mb_dec * a->d_model * act);
-        }
-        sumBaseP += baseP[j];
-        sumBaseD += baseD[j];
-    }
+    for (int j = 0; j < N; j++) sumBaseP += baseP[j], sumBaseD += baseD[j];
     m = Cbc_newModel();
     if (!m) {
         rc = ls_err(LS_ENOMEM, "CBC model");
@@ -187,8 +218,7 @@ static int solve_one(const ls_plan_problem *p, const int *order, int mb_pre, int
                 ZC(&zm, i, j, k) = -1;
                 /* position j can hold layer i only if j <= i and the later layers fill the rest */
                 if (j > i || N - 1 - j > L - 1 - i) continue;
-                if (!(p->bits_mask & (1 << k)) || !isfinite(lp[j][k]) || !isfinite(ld[j][k])) continue;
-                if (lw[k] + kv + baseM[j] > cl->dev[order[j]].usable_bytes) continue;
+                if (!cc->ok[j][k]) continue;
                 double c = lp[j][k] + p->theta * p->omega[i * NB + k];
                 char nm[48];
                 snprintf(nm, sizeof nm, "z_%d_%d_%d", i, j, k); /* CBC maps MIP starts by name */
@@ -234,8 +264,6 @@ static int solve_one(const ls_plan_problem *p, const int *order, int mb_pre, int
                 goto done;
             if (r.n) Cbc_addRow(m, "", r.n, r.idx, r.val, 'G', 0);
         }
-    double memk[NB];
-    for (int k = 0; k < NB; k++) memk[k] = (lw[k] + kv) / 1e9;
     for (int j = 0; j < N; j++) {
         /* (3) every device holds a stage; (4) memory in GB */
         r.n = 0;
@@ -246,8 +274,8 @@ static int solve_one(const ls_plan_problem *p, const int *order, int mb_pre, int
         }
         Cbc_addRow(m, "", r.n, r.idx, r.val, 'G', 1);
         r.n = 0;
-        if ((rc = add_z(&r, &zm, 0, L, j, j + 1, memk, 0, NULL, 1))) goto done;
-        Cbc_addRow(m, "", r.n, r.idx, r.val, 'L', (cl->dev[order[j]].usable_bytes - baseM[j]) / 1e9);
+        if ((rc = add_z(&r, &zm, 0, L, j, j + 1, cc->memk, 0, NULL, 1))) goto done;
+        Cbc_addRow(m, "", r.n, r.idx, r.val, 'L', cc->cap[j]);
         /* (5) Pmax >= P_j; (6) R >= m_d * D_j */
         r.n = 0;
         if ((rc = row_add(&r, cPmax, 1)) || (rc = add_z(&r, &zm, 0, L, j, j + 1, &lp[0][0], NB, NULL, -1))) goto done;
@@ -417,11 +445,6 @@ static int solve_one(const ls_plan_problem *p, const int *order, int mb_pre, int
     }
 done:
     if (m) Cbc_deleteModel(m);
-    free(lp);
-    free(ld);
-    free(baseP);
-    free(baseD);
-    free(baseM);
     free(zm.col);
     free(r.idx);
     free(r.val);
@@ -487,10 +510,11 @@ int ls_plan_ilp(const ls_plan_problem *p, ls_plan_result *out) {
     }
     free(sq);
     ilp_result *res = malloc(sizeof *res);
+    ls_plan_exact_result *ex = malloc(sizeof *ex);
     double *cb = malloc(sizeof(double) * (size_t)nc); /* per candidate: lower bound, -inf unvisited */
     char *closed = calloc((size_t)nc, 1);
-    if (!res || !cb || !closed) {
-        free(res), free(cb), free(closed);
+    if (!res || !cb || !closed || !ex) {
+        free(res), free(cb), free(closed), free(ex);
         rc = ls_err(LS_ENOMEM, "ILP");
         goto done;
     }
@@ -523,7 +547,30 @@ int ls_plan_ilp(const ls_plan_problem *p, ls_plan_result *out) {
                      !(st && of_candidate(st, orders[co[t]], mbs[cm[t]], N)))
                 st = &cp[co[t] * n_mb + cm[t]];
             double before = best;
-            rc = solve_one(p, orders[co[t]], mbs[cm[t]][0], mbs[cm[t]][1], lim, best, st, res);
+            ls_plan_cand_cost cc;
+            if ((rc = ls_plan_cand_cost_init(p, orders[co[t]], mbs[cm[t]][0], mbs[cm[t]][1], &cc))) break;
+            /* first the exact search (exact.c), within a quarter of this candidate's share:
+             * where it finishes, the candidate is closed without CBC */
+            if (pass == 0) {
+                /* a failure of the search (memory) only leaves the candidate to CBC */
+                if (ls_plan_exact(p, &cc, best, ts + lim / 4, clk, ex) != LS_OK) ex->done = 0;
+                if (ex->done && (ex->lb == INFINITY || ex->has_plan)) {
+                    ls_plan_cand_cost_free(&cc);
+                    visited++;
+                    closed[t] = 1;
+                    cb[t] = ex->lb;
+                    if (ex->has_plan && ex->plan.objective < best) {
+                        best = ex->plan.objective;
+                        *out = ex->plan;
+                        found = 1;
+                    }
+                    continue;
+                }
+                if (ex->done && ex->lb > cb[t]) cb[t] = ex->lb; /* a bound, no plan */
+                lim -= clk() - ts, ts = clk();                  /* CBC gets the rest of the share */
+            }
+            rc = solve_one(p, &cc, lim, best, st, res);
+            ls_plan_cand_cost_free(&cc);
             if (clk() - ts - lim > setup) setup = clk() - ts - lim;
             if (rc == LS_EINFEASIBLE) {
                 rc = LS_OK;
@@ -556,6 +603,7 @@ int ls_plan_ilp(const ls_plan_problem *p, ls_plan_result *out) {
     free(cb);
     free(closed);
     free(res);
+    free(ex);
     if (rc) goto done;
     if (!found) {
         rc = all_opt ? LS_EINFEASIBLE : ls_err(LS_ETIMEDOUT, "ILP found no plan within %.1f s", p->time_limit_s);

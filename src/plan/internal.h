@@ -19,6 +19,38 @@ int ls_plan_splitquant(const ls_plan_problem *p, ls_plan_result *out, int rank_o
 int ls_plan_splitquant_seeded(const ls_plan_problem *p, ls_plan_result *out);
 /* Activation element size on the wire: fp16 between GPUs, fp32 between llmsys CPU stages. */
 double ls_plan_act_bytes(const ls_plan_cluster *cl, int dev);
+/* One ILP candidate's costs (ilp.c builds them for the MIP and the exact search alike):
+ * per position j (device order[j]) and width k the layer prefill / decode seconds, the
+ * stage's fixed prefill / decode (link or head) and the GB left for layers; memk the GB of
+ * one layer (weights and KV cache) at width k; ok[j][k] whether width k may sit at j. */
+typedef struct {
+    int L, N, mp, md, mb_pre, mb_dec;
+    const int *order;
+    double (*lp)[LS_PLAN_NBITS], (*ld)[LS_PLAN_NBITS];
+    double *baseP, *baseD, *baseM, *cap;
+    double memk[LS_PLAN_NBITS];
+    unsigned char (*ok)[LS_PLAN_NBITS];
+} ls_plan_cand_cost;
+
+/* Builds cc for the candidate (order: N device indices, kept by pointer); free with
+ * ls_plan_cand_cost_free. */
+int ls_plan_cand_cost_init(const ls_plan_problem *p, const int *order, int mb_pre, int mb_dec, ls_plan_cand_cost *cc);
+void ls_plan_cand_cost_free(ls_plan_cand_cost *cc);
+
+typedef struct {
+    int done;       /* the search finished: lb is exact (below) */
+    int has_plan;   /* plan attains lb (it is the candidate's optimum below the cutoff) */
+    double lb;      /* least objective below the cutoff; INFINITY: none */
+    long long work; /* options, suffix entries and labels examined */
+    int labels;     /* labels created */
+    ls_plan_result plan;
+} ls_plan_exact_result;
+
+/* Exact search over one candidate (exact.c): every plan below cutoff * (1 - 1e-9) or a
+ * proof that there is none, within a work budget and the deadline on clk; else done = 0. */
+int ls_plan_exact(const ls_plan_problem *p, const ls_plan_cand_cost *cc, double cutoff, double deadline,
+                  double (*clk)(void), ls_plan_exact_result *res);
+
 /* The LLM-PQ MIP with CBC (ilp.c). */
 int ls_plan_ilp(const ls_plan_problem *p, ls_plan_result *out);
 

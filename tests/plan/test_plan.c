@@ -10,6 +10,7 @@
 
 #include "llmsys/plan.h"
 #include "llmsys/safetensors.h"
+#include "plan/internal.h"
 #include "test.h"
 
 static char tmpdir[256];
@@ -277,12 +278,18 @@ static void test_llmpq3_near_ilp(void) {
 
 /* ---------------------------------------------------------------- brute force */
 
-static void brute_case(const char *cluster_json, ls_plan_arch a, ls_plan_workload w, ls_plan_qtarget q) {
+/* A cluster from its JSON text (through a file, as users give it); NULL on failure. */
+static ls_plan_cluster *tiny_cluster(const char *cluster_json) {
     char path[512];
     tmp_path(path, sizeof path, "tiny-cluster.json");
     write_text(path, cluster_json);
-    ls_plan_cluster *cl;
+    ls_plan_cluster *cl = NULL;
     CHECK(ls_plan_cluster_load(cat, path, &cl) == LS_OK);
+    return cl;
+}
+
+static void brute_case(const char *cluster_json, ls_plan_arch a, ls_plan_workload w, ls_plan_qtarget q) {
+    ls_plan_cluster *cl = tiny_cluster(cluster_json);
     if (!cl) return;
     ls_plan_problem *pb = malloc(sizeof *pb);
     ls_plan_result *bf = malloc(sizeof *bf), *il = malloc(sizeof *il), *sq = malloc(sizeof *sq);
@@ -330,6 +337,111 @@ static void test_agree_brute_force(void) {
     const char *c2 = "{\"format\":\"llmsys-cluster\",\"version\":1,\"name\":\"tiny2\",\"nodes\":["
                      "{\"gpu\":\"T4\",\"count\":1},{\"gpu\":\"A10\",\"count\":1}]}";
     brute_case(c2, a, (ls_plan_workload){64, 1024, 32}, (ls_plan_qtarget){LS_PLAN_Q_BITS, 4});
+}
+
+/* The exact candidate search (exact.c) that closes ILP candidates, against brute force on
+ * tiny cases with indicators it prices exactly (per-layer scale times a width term) and
+ * ones where it only bounds a stage's quality (random, not ordered by gains): the ILP with
+ * it must still reach the brute-force optimum and prove it. */
+static void test_exact_random_brute(void) {
+    ls_plan_arch a = test_arch();
+    a.d_model = 8192, a.n_head = 64, a.n_kv_head = 64, a.d_ff = 28672, a.vocab = 32000, a.n_layer = 5;
+    const char *c3 =
+        "{\"format\":\"llmsys-cluster\",\"version\":1,\"name\":\"tiny3\",\"nodes\":["
+        "{\"gpu\":\"T4\",\"count\":1},{\"gpu\":\"V100-16G\",\"count\":1},{\"gpu\":\"P100-12G\",\"count\":1}]}";
+    ls_plan_cluster *cl = tiny_cluster(c3);
+    if (!cl) return;
+    ls_plan_problem *pb = malloc(sizeof *pb);
+    ls_plan_result *bf = malloc(sizeof *bf), *il = malloc(sizeof *il);
+    ls_rng r;
+    ls_rng_seed(&r, 7);
+    for (int trial = 0; trial < 8; trial++) {
+        CHECK(ls_plan_problem_init(pb, &a, cl, (ls_plan_workload){96, 1024, 64}) == LS_OK);
+        for (int i = 0; i < a.n_layer; i++) {
+            double s = 0.5 + ls_rng_uniform(&r);
+            for (int k = 0; k < LS_PLAN_NBITS; k++) {
+                double base = 1.0 / ((1 << (ls_plan_bits[k] - 1)) - 1.0);
+                /* odd trials: widths scaled per layer and width at random (no gains order) */
+                pb->omega[i * LS_PLAN_NBITS + k] = s * base * base * (trial & 1 ? 0.3 + ls_rng_uniform(&r) : 1);
+            }
+        }
+        /* bits:16 makes the quality target tiny against a 3-bit layer's omega (the exact
+         * search's quality grid must not overflow) */
+        ls_plan_qtarget q = trial % 4 == 2 ? (ls_plan_qtarget){LS_PLAN_Q_THETA, 0.5 + trial}
+                                           : (ls_plan_qtarget){LS_PLAN_Q_BITS, trial % 4 == 3 ? 16
+                                                                               : trial % 4    ? 8
+                                                                                              : 4};
+        CHECK(ls_plan_problem_set_quality(pb, q) == LS_OK);
+        pb->time_limit_s = 20;
+        int rb = ls_plan_solve(pb, LS_PLAN_ALGO_BRUTE, bf), ri = ls_plan_solve(pb, LS_PLAN_ALGO_ILP, il);
+        CHECK_MSG(rb == ri, "trial %d: brute %d ilp %d: %s", trial, rb, ri, ls_errmsg());
+        if (rb == LS_OK && ri == LS_OK) {
+            CHECK(il->ilp_optimal);
+            CHECK_NEAR(il->objective, bf->objective, 1e-6 * bf->objective);
+            /* the search alone, without a cutoff, on the optimum's candidate: its least is the
+             * optimum (a lower bound where it only bounds the quality, odd trials) */
+            ls_plan_cand_cost cc;
+            ls_plan_exact_result *ex = malloc(sizeof *ex);
+            CHECK(ls_plan_cand_cost_init(pb, bf->dev, bf->mb_prefill, bf->mb_decode, &cc) == LS_OK);
+            CHECK(ls_plan_exact(pb, &cc, INFINITY, ls_now() + 60, ls_now, ex) == LS_OK);
+            CHECK(ex->done && ex->lb <= bf->objective * (1 + 1e-9));
+            if (!(trial & 1)) CHECK(ex->has_plan && fabs(ex->lb - bf->objective) <= 1e-9 * bf->objective);
+            ls_plan_cand_cost_free(&cc);
+            free(ex);
+        }
+    }
+    free(pb);
+    free(bf);
+    free(il);
+    ls_plan_cluster_free(cl);
+}
+
+/* The exact search never cuts off a known plan: on catalog clusters, each candidate's
+ * screening plan (splitquant's DP) within 0.3% of the best, with the cutoff just above it,
+ * must be found or beaten, and the search must finish on these sizes (quality no worse
+ * than all layers at 4 bits, as the bench's target on these clusters). */
+static void test_exact_keeps_known_plans(void) {
+    const char *names[] = {"llmpq-2", "llmpq-6", "llmpq-7"};
+    for (int c = 0; c < 3; c++) {
+        ls_plan_cluster *cl;
+        ls_plan_arch arch;
+        CHECK(ls_plan_cluster_load(cat, names[c], &cl) == LS_OK);
+        if (!cl) continue;
+        CHECK(ls_plan_catalog_model(cat, cl->model, &arch) == LS_OK);
+        ls_plan_problem *pb = malloc(sizeof *pb);
+        CHECK(ls_plan_problem_init(pb, &arch, cl, (ls_plan_workload){32, 512, 100}) == LS_OK);
+        CHECK(ls_plan_problem_set_quality(pb, (ls_plan_qtarget){LS_PLAN_Q_BITS, 4}) == LS_OK);
+        int orders[24][LS_PLAN_MAX_DEV], mbs[64][2], no, nm, co[24 * 64], cm[24 * 64], nc = 0;
+        ls_plan_orders(cl, 24, orders, &no);
+        ls_plan_microbatches(pb, cl->n_dev, mbs, &nm);
+        ls_plan_result *cp = malloc(sizeof *cp * (size_t)(no * nm)), tmp;
+        ls_plan_exact_result *ex = malloc(sizeof *ex);
+        CHECK(ls_plan_splitquant(pb, &tmp, 1, co, cm, &nc, cp, INFINITY) == LS_OK);
+        int checked = 0;
+        for (int t = 0; t < no * nm; t++) {
+            /* the candidates near the best plan (where a proof is asked for; far above it the
+             * search may run out of its budgets, and then claims nothing) */
+            if (!isfinite(cp[t].objective) || cp[t].objective > tmp.objective * 1.003) continue;
+            ls_plan_cand_cost cc;
+            CHECK(ls_plan_cand_cost_init(pb, orders[t / nm], mbs[t % nm][0], mbs[t % nm][1], &cc) == LS_OK);
+            double known = cp[t].objective;
+            CHECK(ls_plan_exact(pb, &cc, known * (1 + 1e-6), ls_now() + 60, ls_now, ex) == LS_OK);
+            CHECK_MSG(ex->done && ex->lb <= known * (1 + 1e-9),
+                      "%s candidate %d: done %d, lb %.9g over the plan's %.9g", names[c], t, ex->done, ex->lb, known);
+            /* the default indicator is priced exactly: the bound comes with its plan */
+            CHECK(ex->has_plan && fabs(ex->plan.objective - ex->lb) <= 1e-9 * known);
+            /* out of time: no claim */
+            CHECK(ls_plan_exact(pb, &cc, known * (1 + 1e-6), ls_now() - 1, ls_now, ex) == LS_OK);
+            CHECK(!ex->done);
+            ls_plan_cand_cost_free(&cc);
+            checked++;
+        }
+        CHECK(checked > 0);
+        free(cp);
+        free(ex);
+        free(pb);
+        ls_plan_cluster_free(cl);
+    }
 }
 
 /* ---------------------------------------------------------------- indicators */
@@ -704,6 +816,8 @@ int main(void) {
     RUN(test_never_worse_than_baselines);
     RUN(test_llmpq3_near_ilp);
     RUN(test_agree_brute_force);
+    RUN(test_exact_random_brute);
+    RUN(test_exact_keeps_known_plans);
     RUN(test_indicators);
     RUN(test_profile_fit);
     RUN(test_bad_input);
