@@ -225,9 +225,13 @@ int ls_rl_sim_table(const ls_rl_sim_opts *o0, const char *models, const char *gp
         if (!*end) break;
         p = end + 1;
     }
-    if (strlen(models) >= 512) {
+    if (strlen(models) >= 512 || !*models || *models == ',' || strstr(models, ",,") ||
+        models[strlen(models) - 1] == ',') {
         free(tr);
-        return ls_err(LS_EINVAL, "sim rl: --models is longer than 511 characters");
+        return ls_err(LS_EINVAL,
+                      "sim rl: --models '%.64s': a comma-separated list of catalog models, none empty, "
+                      "at most 511 characters",
+                      models);
     }
     printf("modelled from data/gpus.json and data/models.json (%s, CV %.2f, mean %.0f tokens, batch %d)\n", o.gpu, o.cv,
            o.mean_len, o.batch);

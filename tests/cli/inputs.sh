@@ -159,6 +159,8 @@ expect 1 "sim rl --mean-len 1e30" -- timeout 20 "$BIN" sim rl --models qwen2.5-7
 # list values with a trailing separator or junk were cut short silently (`64x` read as 64, a 17th count dropped)
 expect 1 "sim rl --gpus 64x" -- "$BIN" sim rl --models qwen2.5-7b --gpus 64x --updates 2 --batch 256
 expect 1 "sim rl --gpus of 17 counts" -- "$BIN" sim rl --models qwen2.5-7b --gpus 2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2 --updates 2 --batch 256
+expect 1 "sim rl --models ,," -- "$BIN" sim rl --models ,, --gpus 64 --updates 2 --batch 256
+expect 2 "plan validate --algos with an empty entry" -- "$BIN" plan validate --algos splitquant,,uniform
 expect 2 "steal --input-shape 4x" -- "$BIN" steal --target http://127.0.0.1:9/predict --input-shape 4x --classes 2 --budget 10 --out x.st
 expect 1 "sim rl --prompt-len 2^31-1" -- timeout 20 "$BIN" sim rl --models qwen2.5-7b --gpus 64 --updates 2 --batch 256 --prompt-len 2147483647
 expect 2 "sim rl --seed 1e30" -- "$BIN" sim rl --models qwen2.5-7b --gpus 64 --updates 2 --batch 256 --seed 1e30
