@@ -229,7 +229,7 @@ static int build_opts(xctx *x, int j, int a) {
                 }
         x->work += ncand;
         /* Pareto filter: sorted by P, keep what no kept option beats in D and q */
-        qsort(cand, (size_t)ncand, sizeof *cand, cmp_opt);
+        if (ncand > 1) qsort(cand, (size_t)ncand, sizeof *cand, cmp_opt); /* (cand may be NULL at 0) */
         /* kept[s] iff no option before it (in P order) has D <= and q <=: a Fenwick tree over
          * the ranks of D holds the least q seen per prefix of D */
         if (ncand > capr) {
@@ -246,7 +246,7 @@ static int build_opts(xctx *x, int j, int a) {
             }
         }
         for (int t = 0; t < ncand; t++) byd[t] = (xkey){cand[t].D, t};
-        qsort(byd, (size_t)ncand, sizeof *byd, cmp_xkey);
+        if (ncand > 1) qsort(byd, (size_t)ncand, sizeof *byd, cmp_xkey);
         for (int t = 0; t < ncand; t++) {
             /* equal D share the last rank, so "D <= d" covers them */
             int e = t;
@@ -432,7 +432,7 @@ int ls_plan_exact(const ls_plan_problem *p, const ls_plan_cand_cost *cc, double 
                 lk = nk, cks = st->n;
             }
             for (int s = 0; s < st->n; s++) lk[s] = (xkey){pool[st->v[s]].sP, st->v[s]};
-            qsort(lk, (size_t)st->n, sizeof *lk, cmp_xkey);
+            if (st->n > 1) qsort(lk, (size_t)st->n, sizeof *lk, cmp_xkey); /* (lk may be NULL at 0) */
             for (int s = 0; s < st->n; s++) st->v[s] = lk[s].i;
             for (int s = 0; s < st->n; s++) {
                 const xlabel *l = &pool[st->v[s]];
