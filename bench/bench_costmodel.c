@@ -34,8 +34,8 @@ static int cmp_dbl(const void *a, const void *b) {
 }
 
 /* A cluster file of one node in dir: the catalog GPU, or the profile (absolute path). */
-static int one_device_cluster(const ls_plan_catalog *cat, const char *dir, const char *tag, const char *node,
-                              ls_plan_cluster **cl) {
+static int node_cluster(const ls_plan_catalog *cat, const char *dir, const char *tag, const char *node,
+                        ls_plan_cluster **cl) {
     char path[512];
     snprintf(path, sizeof path, "%s/%s.json", dir, tag);
     FILE *f = fopen(path, "w");
@@ -45,6 +45,12 @@ static int one_device_cluster(const ls_plan_catalog *cat, const char *dir, const
     int rc = ls_plan_cluster_load(cat, path, cl);
     unlink(path);
     return rc;
+}
+
+/* KV cache bytes one decode step of a layer reads: batch sequences of ctx + 1 tokens (the
+ * planner's per-layer KV size for that many tokens). */
+static double kv_read(const ls_plan_arch *a, int batch, int ctx) {
+    return ls_plan_layer_kv_bytes(a, &(ls_plan_workload){batch, ctx + 1, 0});
 }
 
 static int read_rows(const cJSON *arr, int phase, const char *key, row_t *rows, int *n, const char *path) {
@@ -142,13 +148,13 @@ static int check_profile(const ls_plan_catalog *cat, const char *prof_path, cons
     if (rc == LS_OK) rc = ls_plan_catalog_model(cat, model, &a);
     if (rc == LS_OK) {
         snprintf(node, sizeof node, "{\"gpu\":\"%s\",\"count\":%d}", gpu, n_gpu);
-        rc = one_device_cluster(cat, dir, "datasheet", node, &cl_gpu);
+        rc = node_cluster(cat, dir, "datasheet", node, &cl_gpu);
     }
     if (rc == LS_OK && !realpath(prof_path, abs_prof)) rc = ls_err(LS_EIO, "%s: cannot resolve the path", prof_path);
     if (rc == LS_OK) {
         snprintf(node, sizeof node, "{\"profile\":\"%s\",\"count\":%d,\"memory_GB\":%g}", abs_prof, n_gpu,
                  ls_plan_usable_bytes(cl_gpu->dev[0].gpu.mem_bytes) / 1e9);
-        rc = one_device_cluster(cat, dir, "measured", node, &cl_prof);
+        rc = node_cluster(cat, dir, "measured", node, &cl_prof);
     }
     if (rc == LS_OK) rc = read_rows(cJSON_GetObjectItemCaseSensitive(pj, "prefill"), 0, "seq", rows, &n, prof_path);
     if (rc == LS_OK) rc = read_rows(cJSON_GetObjectItemCaseSensitive(pj, "decode"), 1, "ctx", rows, &n, prof_path);
@@ -165,7 +171,7 @@ static int check_profile(const ls_plan_catalog *cat, const char *prof_path, cons
     if (rc != LS_OK) goto done;
 
     const ls_plan_gpu *g = &cl_gpu->dev[0].gpu;
-    double params = ls_plan_layer_params(&a), kvd = (double)a.d_model / a.n_head * a.n_kv_head;
+    double params = ls_plan_layer_params(&a);
     for (int i = 0; i < n; i++) {
         row_t *r = &rows[i];
         double tok = r->phase ? r->batch : (double)r->batch * r->len;
@@ -179,8 +185,7 @@ static int check_profile(const ls_plan_catalog *cat, const char *prof_path, cons
         /* floor: the linear layers' products at the measured GEMM rate, or the weights (and
          * the KV cache a decode step reads) at the measured copy bandwidth, whichever is more */
         double rate = r->bits == 8 && int8_ops > 0 ? int8_ops : fp16_fl;
-        double bytes =
-            ls_plan_layer_weight_bytes(&a, r->bits) + (r->phase ? r->batch * (r->len + 1.0) * 2 * kvd * 2 : 0);
+        double bytes = ls_plan_layer_weight_bytes(&a, r->bits) + (r->phase ? kv_read(&a, r->batch, r->len) : 0);
         r->floor = rate > 0 && copy_Bps > 0 ? fmax(2 * tok * params / rate, bytes / copy_Bps) : NAN;
     }
 
@@ -271,7 +276,7 @@ static int check_profile(const ls_plan_catalog *cat, const char *prof_path, cons
         cJSON_AddNumberToObject(jr, "prefill16_of_datasheet", achieved / g->fp16_flops);
     }
     if (one) {
-        double achieved = (ls_plan_layer_weight_bytes(&a, 16) + (one->len + 1.0) * 2 * kvd * 2) / one->measured;
+        double achieved = (ls_plan_layer_weight_bytes(&a, 16) + kv_read(&a, 1, one->len)) / one->measured;
         printf("16-bit decode, batch 1, context %d: %.0f GB/s of weights and KV cache = %.2f of the datasheet's %.0f "
                "(the model assumes 0.80)\n",
                one->len, achieved / 1e9, achieved / g->bw_Bps, g->bw_Bps / 1e9);

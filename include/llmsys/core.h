@@ -165,6 +165,9 @@ int ls_out_path_check(const char *flag, const char *path);
  * in names, also through a symlink or another spelling of its path; when in does not exist
  * (another output), 1 when both name the same new file. 0 when either is NULL. */
 int ls_path_replaces(const char *in, const char *out);
+/* 1 when list is a comma-separated list of non-empty entries shorter than max characters in
+ * all (what strtok would split without silently dropping an entry), else 0. */
+int ls_list_ok(const char *list, size_t max);
 /* mkdir -p. */
 int ls_mkdirs(const char *path);
 /* Copies the first max bytes of file from to to (atomically). */

@@ -299,6 +299,11 @@ int ls_path_replaces(const char *in, const char *out) {
     return same;
 }
 
+int ls_list_ok(const char *list, size_t max) {
+    size_t n = list ? strlen(list) : 0;
+    return n > 0 && n < max && list[0] != ',' && list[n - 1] != ',' && !strstr(list, ",,");
+}
+
 int ls_mkdirs(const char *path) {
     char buf[4096];
     size_t n = strlen(path);

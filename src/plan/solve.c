@@ -25,8 +25,7 @@ int ls_plan_algo_parse(const char *s) {
 
 int ls_plan_algos_parse(const char *list, int *algos, int max) {
     char tmp[128], *save = NULL;
-    size_t len = strlen(list);
-    if (!len || len >= sizeof tmp || list[0] == ',' || list[len - 1] == ',' || strstr(list, ",,"))
+    if (!ls_list_ok(list, sizeof tmp))
         return ls_err(LS_EINVAL, "'%.64s' is not a comma-separated list of planners (none empty)", list);
     snprintf(tmp, sizeof tmp, "%s", list);
     int n = 0;

@@ -225,8 +225,8 @@ int ls_rl_sim_table(const ls_rl_sim_opts *o0, const char *models, const char *gp
         if (!*end) break;
         p = end + 1;
     }
-    if (strlen(models) >= 512 || !*models || *models == ',' || strstr(models, ",,") ||
-        models[strlen(models) - 1] == ',') {
+    char buf[512];
+    if (!ls_list_ok(models, sizeof buf)) {
         free(tr);
         return ls_err(LS_EINVAL,
                       "sim rl: --models '%.64s': a comma-separated list of catalog models, none empty, "
@@ -236,7 +236,6 @@ int ls_rl_sim_table(const ls_rl_sim_opts *o0, const char *models, const char *gp
     printf("modelled from data/gpus.json and data/models.json (%s, CV %.2f, mean %.0f tokens, batch %d)\n", o.gpu, o.cv,
            o.mean_len, o.batch);
     cJSON *rows = cJSON_CreateArray();
-    char buf[512];
     snprintf(buf, sizeof buf, "%s", models);
     char *save = NULL;
     for (char *m = strtok_r(buf, ",", &save); rc == LS_OK && m; m = strtok_r(NULL, ",", &save)) {

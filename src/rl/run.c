@@ -159,8 +159,8 @@ int ls_rl_run(const ls_rl_run_opts *o) {
     if (!(o->timeout_s >= 0) || !(o->kill_rollout_s >= 0) || !(o->kill_relay_s >= 0) || !(o->restart_s >= 0))
         return ls_err(LS_EINVAL,
                       "rl run: --timeout, --kill-rollout-at, --kill-relay-at and --restart-after must be >= 0");
-    /* the report is found writable before the run, and never in place of an input (the report
-     * of an earlier run is removed at the start: that was the task file itself) */
+    /* the report is found writable before the run, and never in place of an input (a run used
+     * to remove an earlier report at its start: with --report naming the task file, that file) */
     if (ls_path_replaces(o->tasks, o->report) || ls_path_replaces(o->heldout, o->report) ||
         ls_path_replaces(o->init, o->report))
         return ls_err(LS_EINVAL, "rl run: --report %s would replace an input (--tasks, --heldout or --init)",
