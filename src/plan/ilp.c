@@ -119,7 +119,7 @@ int ls_plan_cand_cost_init(const ls_plan_problem *p, const int *order, int mb_pr
     int L = a->n_layer, N = cl->n_dev;
     double ctx = p->wl.prompt + p->wl.gen / 2.0;
     double kv = ls_plan_layer_kv_bytes(a, &p->wl), ws = ls_plan_workspace_bytes(a, &p->wl, mb_pre, mb_dec);
-    double act = cl->dev[order[0]].prof >= 0 ? 4.0 : 2.0, lw[NB];
+    double lw[NB];
     memset(cc, 0, sizeof *cc);
     cc->L = L, cc->N = N, cc->order = order, cc->mb_pre = mb_pre, cc->mb_dec = mb_dec;
     cc->mp = (p->wl.batch + mb_pre - 1) / mb_pre, cc->md = (p->wl.batch + mb_dec - 1) / mb_dec;
@@ -148,6 +148,7 @@ int ls_plan_cand_cost_init(const ls_plan_problem *p, const int *order, int mb_pr
             cc->baseP[j] = ls_plan_head_prefill_s(a, cl, d, mb_pre, p->wl.prompt);
             cc->baseD[j] = ls_plan_head_decode_s(a, cl, d, mb_dec);
         } else {
+            double act = ls_plan_act_bytes(cl, d); /* as ls_plan_evaluate prices the link */
             cc->baseP[j] = ls_plan_link_s(cl, d, order[j + 1], (double)mb_pre * p->wl.prompt * a->d_model * act);
             cc->baseD[j] = ls_plan_link_s(cl, d, order[j + 1], (double)mb_dec * a->d_model * act);
         }

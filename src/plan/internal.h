@@ -17,7 +17,8 @@ int ls_plan_splitquant(const ls_plan_problem *p, ls_plan_result *out, int rank_o
                        int *n_cand, ls_plan_result *cand_plans, double incumbent);
 /* splitquant as ls_plan_solve runs it by the objective (baselines seed the incumbent). */
 int ls_plan_splitquant_seeded(const ls_plan_problem *p, ls_plan_result *out);
-/* Activation element size on the wire: fp16 between GPUs, fp32 between llmsys CPU stages. */
+/* Activation element size on the wire from dev: fp16 from a catalog GPU, a profiled device's
+ * own (its profile's act_bytes); every stage cost (evaluate, the DP, the ILP) prices the link by it. */
 double ls_plan_act_bytes(const ls_plan_cluster *cl, int dev);
 /* One ILP candidate's costs (ilp.c builds them for the MIP and the exact search alike):
  * per position j (device order[j]) and width k the layer prefill / decode seconds, the

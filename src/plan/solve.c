@@ -210,7 +210,6 @@ static void dp_setup(dp_ctx *c, const ls_plan_problem *p, const int *order, int 
     double ctx = p->wl.prompt + p->wl.gen / 2.0;
     c->kv = ls_plan_layer_kv_bytes(a, &p->wl);
     double ws = ls_plan_workspace_bytes(a, &p->wl, mb_pre, mb_dec);
-    double act = cl->dev[order[0]].prof >= 0 ? 4.0 : 2.0;
     for (int k = 0; k < NB; k++) c->lw[k] = ls_plan_layer_weight_bytes(a, ls_plan_bits[k]);
     for (int j = 0; j < c->N; j++) {
         int d = order[j];
@@ -225,6 +224,7 @@ static void dp_setup(dp_ctx *c, const ls_plan_problem *p, const int *order, int 
             c->baseP[j] = ls_plan_head_prefill_s(a, cl, d, mb_pre, p->wl.prompt);
             c->baseD[j] = ls_plan_head_decode_s(a, cl, d, mb_dec);
         } else {
+            double act = ls_plan_act_bytes(cl, d); /* as ls_plan_evaluate prices the link */
             c->baseP[j] = ls_plan_link_s(cl, d, order[j + 1], (double)mb_pre * p->wl.prompt * a->d_model * act);
             c->baseD[j] = ls_plan_link_s(cl, d, order[j + 1], (double)mb_dec * a->d_model * act);
         }

@@ -444,6 +444,242 @@ static void test_exact_keeps_known_plans(void) {
     }
 }
 
+/* The exact search on every candidate, not only the optimum's, against that candidate's own
+ * brute force (every stage split and every width of every layer, through ls_plan_evaluate):
+ * three unequal GPUs, five layers of a 70B-sized block, the micro-batch pairs that make
+ * m_p = 1 (prefill cost the sum of the stages), m_d = 1 and 2 (< 3 stages: a decode round
+ * the sum of the stages) and a pipelined one; indicators priced exactly (per-layer scale
+ * times a width term), with a bits target and with a weight on quality, the last also
+ * prefill-heavy (2 tokens generated). */
+static void test_exact_each_candidate(void) {
+    ls_plan_arch a = test_arch();
+    a.d_model = 8192, a.n_head = 64, a.n_kv_head = 64, a.d_ff = 28672, a.vocab = 32000, a.n_layer = 5;
+    ls_plan_cluster *cl = tiny_cluster("{\"format\":\"llmsys-cluster\",\"version\":1,\"name\":\"tiny3\",\"nodes\":["
+                                       "{\"gpu\":\"T4\",\"count\":1},{\"gpu\":\"V100-16G\",\"count\":1},"
+                                       "{\"gpu\":\"P100-12G\",\"count\":1}]}");
+    if (!cl) return;
+    ls_plan_problem *pb = malloc(sizeof *pb);
+    ls_plan_result *pl = calloc(1, sizeof *pl);
+    ls_plan_exact_result *ex = malloc(sizeof *ex);
+    const int mbs[4][2] = {{32, 32}, {32, 16}, {16, 32}, {4, 8}};
+    int orders[24][LS_PLAN_MAX_DEV], no, L = a.n_layer, n_plans = 0, n_checked = 0;
+    ls_rng r;
+    ls_rng_seed(&r, 11);
+    for (int trial = 0; trial < 3; trial++) {
+        /* the last prefill-heavy: a decode step or two beside 32 x 1024 prompt tokens */
+        ls_plan_workload w = trial < 2 ? (ls_plan_workload){32, 512, 32} : (ls_plan_workload){32, 1024, 2};
+        CHECK(ls_plan_problem_init(pb, &a, cl, w) == LS_OK);
+        for (int i = 0; i < L; i++) {
+            double s = 0.5 + ls_rng_uniform(&r);
+            for (int k = 0; k < LS_PLAN_NBITS; k++) {
+                double base = 1.0 / ((1 << (ls_plan_bits[k] - 1)) - 1.0);
+                pb->omega[i * LS_PLAN_NBITS + k] = s * base * base;
+            }
+        }
+        CHECK(ls_plan_problem_set_quality(pb, trial ? (ls_plan_qtarget){LS_PLAN_Q_THETA, 2.0}
+                                                    : (ls_plan_qtarget){LS_PLAN_Q_BITS, 8}) == LS_OK);
+        ls_plan_orders(cl, 24, orders, &no);
+        for (int o = 0; o < no; o++)
+            for (int m = 0; m < 4; m++) {
+                double ref = INFINITY;
+                pl->n_stage = 3, pl->mb_prefill = mbs[m][0], pl->mb_decode = mbs[m][1];
+                for (int j = 0; j < 3; j++) pl->dev[j] = orders[o][j];
+                pl->begin[0] = 0, pl->begin[3] = L;
+                for (int b1 = 1; b1 <= L - 2; b1++)
+                    for (int b2 = b1 + 1; b2 <= L - 1; b2++)
+                        for (int code = 0; code < 1 << (2 * L); code++) {
+                            pl->begin[1] = b1, pl->begin[2] = b2;
+                            for (int i = 0; i < L; i++)
+                                pl->bits[i] = (unsigned char)ls_plan_bits[(code >> (2 * i)) & 3];
+                            if (ls_plan_evaluate(pb, pl) == LS_OK && pl->objective < ref) ref = pl->objective;
+                        }
+                ls_plan_cand_cost cc;
+                CHECK(ls_plan_cand_cost_init(pb, orders[o], mbs[m][0], mbs[m][1], &cc) == LS_OK);
+                CHECK(ls_plan_exact(pb, &cc, INFINITY, ls_now() + 60, ls_now, ex) == LS_OK);
+                CHECK_MSG(ex->done &&
+                              (ref == INFINITY ? ex->lb == INFINITY : ex->has_plan && fabs(ex->lb - ref) <= 1e-9 * ref),
+                          "trial %d order %d mb %d/%d: done %d plan %d, exact search %.9g, brute force %.9g", trial, o,
+                          mbs[m][0], mbs[m][1], ex->done, ex->has_plan, ex->lb, ref);
+                ls_plan_cand_cost_free(&cc);
+                n_checked++;
+                n_plans += ref < INFINITY;
+            }
+    }
+    CHECK_MSG(n_plans >= n_checked / 2, "%d of %d candidates have a plan", n_plans, n_checked);
+    fprintf(stderr, "  %d of %d candidates have a plan\n", n_plans, n_checked);
+    free(pb), free(pl), free(ex);
+    ls_plan_cluster_free(cl);
+}
+
+/* Stages as long as memory allows: two T4s whose memory holds 4 and 2 layers of llama-2-7b
+ * at 3 bits and nothing more (at micro-batches of the whole batch), so that plan, all 3-bit
+ * and split 4 + 2, is the candidate's only one; the exact search must find it at its
+ * evaluated objective. */
+static void test_exact_full_stage(void) {
+    ls_plan_cluster *cl = tiny_cluster("{\"format\":\"llmsys-cluster\",\"version\":1,\"name\":\"t4x2\",\"nodes\":["
+                                       "{\"gpu\":\"T4\",\"count\":2}]}");
+    if (!cl) return;
+    ls_plan_arch a;
+    CHECK(ls_plan_catalog_model(cat, "llama-2-7b", &a) == LS_OK);
+    a.n_layer = 6;
+    ls_plan_workload w = {16, 512, 8};
+    double ws = ls_plan_workspace_bytes(&a, &w, 16, 16),
+           lay = ls_plan_layer_weight_bytes(&a, 3) + ls_plan_layer_kv_bytes(&a, &w);
+    cl->dev[0].usable_bytes = ws + ls_plan_embed_bytes(&a) + 4 * lay + 1.0;
+    cl->dev[1].usable_bytes = ws + ls_plan_head_bytes(&a) + 2 * lay + 1.0;
+    ls_plan_problem *pb = malloc(sizeof *pb);
+    ls_plan_result *pl = calloc(1, sizeof *pl);
+    CHECK(ls_plan_problem_init(pb, &a, cl, w) == LS_OK);
+    CHECK(ls_plan_problem_set_quality(pb, (ls_plan_qtarget){LS_PLAN_Q_NONE, 0}) == LS_OK);
+    pl->n_stage = 2, pl->dev[0] = 0, pl->dev[1] = 1, pl->begin[0] = 0, pl->begin[1] = 4, pl->begin[2] = 6;
+    pl->mb_prefill = pl->mb_decode = 16;
+    for (int i = 0; i < 6; i++) pl->bits[i] = 3;
+    pl->bits[3] = 4;
+    CHECK(ls_plan_evaluate(pb, pl) == LS_EINFEASIBLE); /* one layer wider does not fit */
+    pl->bits[3] = 3, pl->bits[5] = 4;
+    CHECK(ls_plan_evaluate(pb, pl) == LS_EINFEASIBLE);
+    pl->bits[5] = 3;
+    CHECK(ls_plan_evaluate(pb, pl) == LS_OK);
+    int order[2] = {0, 1};
+    ls_plan_cand_cost cc;
+    ls_plan_exact_result *ex = malloc(sizeof *ex);
+    CHECK(ls_plan_cand_cost_init(pb, order, 16, 16, &cc) == LS_OK);
+    CHECK(ls_plan_exact(pb, &cc, INFINITY, ls_now() + 60, ls_now, ex) == LS_OK);
+    CHECK_MSG(ex->done && ex->has_plan && fabs(ex->lb - pl->objective) <= 1e-9 * pl->objective,
+              "done %d, plan %d, exact search %.9g, the 4 + 2 all-3-bit plan %.9g", ex->done, ex->has_plan, ex->lb,
+              pl->objective);
+    ls_plan_cand_cost_free(&cc);
+    free(ex), free(pb), free(pl);
+    ls_plan_cluster_free(cl);
+}
+
+/* A measured profile may trade the phases: here 8-bit layers prefill in half the time of
+ * fp16 ones and decode in twice the time (an int8 GEMM beside a slow dequantising GEMV), so
+ * an all-8-bit stage is better than an all-fp16 one in prefill only, worse in decode and in
+ * quality. On two such devices, prefill-heavy, the exact search and the ILP must still
+ * reach the brute force's optimum (4 layers of test_arch). */
+static void test_exact_profile_tradeoff(void) {
+    char path[512], cpath[512], json[1024];
+    tmp_path(path, sizeof path, "tradeoff-prof.json");
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "format", "llmsys-profile");
+    cJSON_AddNumberToObject(j, "version", 1);
+    cJSON_AddStringToObject(j, "device", "cpu:tradeoff");
+    cJSON *pre = cJSON_AddArrayToObject(j, "prefill"), *dec = cJSON_AddArrayToObject(j, "decode");
+    for (int bits = 8; bits <= 16; bits += 8)
+        for (int b = 1; b <= 4; b *= 2)
+            for (int s = 16; s <= 64; s *= 2) {
+                cJSON *r = cJSON_CreateObject();
+                cJSON_AddNumberToObject(r, "bits", bits);
+                cJSON_AddNumberToObject(r, "batch", b);
+                cJSON_AddNumberToObject(r, "seq", s);
+                cJSON_AddNumberToObject(r, "seconds", (bits == 8 ? 0.5e-5 : 1e-5) * b * s);
+                cJSON_AddItemToArray(pre, r);
+                r = cJSON_CreateObject();
+                cJSON_AddNumberToObject(r, "bits", bits);
+                cJSON_AddNumberToObject(r, "batch", b);
+                cJSON_AddNumberToObject(r, "ctx", s);
+                cJSON_AddNumberToObject(r, "seconds", (bits == 8 ? 2e-4 : 1e-4) * b);
+                cJSON_AddItemToArray(dec, r);
+            }
+    cJSON *link = cJSON_AddObjectToObject(j, "link");
+    cJSON_AddNumberToObject(link, "latency_s", 1e-4);
+    cJSON_AddNumberToObject(link, "bandwidth_Bps", 1e9);
+    CHECK(ls_json_write_file(path, j) == LS_OK);
+    cJSON_Delete(j);
+    snprintf(json, sizeof json,
+             "{\"format\":\"llmsys-cluster\",\"version\":1,\"name\":\"tradeoff\",\"nodes\":["
+             "{\"profile\":\"%s\",\"memory_GB\":16,\"count\":2}]}",
+             path);
+    tmp_path(cpath, sizeof cpath, "tradeoff-cluster.json");
+    write_text(cpath, json);
+    ls_plan_cluster *cl = NULL;
+    CHECK(ls_plan_cluster_load(cat, cpath, &cl) == LS_OK);
+    if (!cl) return;
+    ls_plan_arch a = test_arch();
+    ls_plan_problem *pb = malloc(sizeof *pb);
+    ls_plan_result *bf = malloc(sizeof *bf), *il = malloc(sizeof *il);
+    CHECK(ls_plan_problem_init(pb, &a, cl, (ls_plan_workload){8, 256, 4}) == LS_OK);
+    CHECK(ls_plan_problem_set_quality(pb, (ls_plan_qtarget){LS_PLAN_Q_THETA, 1e-3}) == LS_OK);
+    pb->time_limit_s = 20;
+    int rb = ls_plan_solve(pb, LS_PLAN_ALGO_BRUTE, bf), ri = ls_plan_solve(pb, LS_PLAN_ALGO_ILP, il);
+    CHECK_MSG(rb == LS_OK && ri == LS_OK, "brute %d ilp %d: %s", rb, ri, ls_errmsg());
+    if (rb == LS_OK && ri == LS_OK) {
+        int n8 = 0;
+        for (int i = 0; i < a.n_layer; i++) n8 += bf->bits[i] == 8;
+        CHECK_MSG(n8 > 0, "the optimum uses no 8-bit layer: the case means nothing");
+        CHECK(il->ilp_optimal);
+        CHECK_NEAR(il->objective, bf->objective, 1e-9 * bf->objective);
+        ls_plan_cand_cost cc;
+        ls_plan_exact_result *ex = malloc(sizeof *ex);
+        CHECK(ls_plan_cand_cost_init(pb, bf->dev, bf->mb_prefill, bf->mb_decode, &cc) == LS_OK);
+        CHECK(ls_plan_exact(pb, &cc, INFINITY, ls_now() + 60, ls_now, ex) == LS_OK);
+        CHECK_MSG(ex->done && ex->has_plan && fabs(ex->lb - bf->objective) <= 1e-9 * bf->objective,
+                  "exact search %.9g, brute force %.9g (%d layers at 8 bits)", ex->lb, bf->objective, n8);
+        ls_plan_cand_cost_free(&cc);
+        free(ex);
+    }
+    free(pb), free(bf), free(il);
+    ls_plan_cluster_free(cl);
+}
+
+/* Profiled devices send activations of the profile's own element size (act_bytes: 2 in the
+ * H200 profiles, fp16): the link term of a stage written out by hand, doubled at 4 bytes;
+ * and the exact search and the ILP, which price the stages themselves, reach the brute
+ * force's optimum on such a cluster (4 layers of llama-2-7b on two profiled H200s). */
+static void test_profiled_links(void) {
+    char json[1024];
+    snprintf(json, sizeof json,
+             "{\"format\":\"llmsys-cluster\",\"version\":1,\"name\":\"h200x2\",\"nodes\":["
+             "{\"profile\":\"%s/data/profiles/h200-llama-2-7b.json\",\"memory_GB\":80,\"count\":2}]}",
+             LLMSYS_SOURCE_DIR);
+    ls_plan_cluster *cl = tiny_cluster(json);
+    if (!cl) return;
+    ls_plan_arch a;
+    CHECK(ls_plan_catalog_model(cat, "llama-2-7b", &a) == LS_OK);
+    a.n_layer = 4;
+    ls_plan_problem *pb = malloc(sizeof *pb);
+    ls_plan_result *pl = calloc(1, sizeof *pl), *bf = malloc(sizeof *bf), *il = malloc(sizeof *il);
+    ls_plan_workload w = {16, 512, 8};
+    CHECK(ls_plan_problem_init(pb, &a, cl, w) == LS_OK);
+    CHECK(cl->n_dev == 2 && cl->dev[0].prof == 0 && cl->prof[0].act_bytes == 2);
+    pl->n_stage = 2, pl->dev[0] = 0, pl->dev[1] = 1, pl->begin[0] = 0, pl->begin[1] = 2, pl->begin[2] = 4;
+    for (int i = 0; i < 4; i++) pl->bits[i] = 16;
+    pl->mb_prefill = pl->mb_decode = 8;
+    for (int ab = 2; ab <= 4; ab += 2) {
+        cl->prof[0].act_bytes = ab;
+        CHECK(ls_plan_evaluate(pb, pl) == LS_OK);
+        double P = 0, D = 0, ctx = w.prompt + w.gen / 2.0;
+        for (int i = 0; i < 2; i++) {
+            P += ls_plan_layer_prefill_s(&a, cl, 0, 16, 8, w.prompt);
+            D += ls_plan_layer_decode_s(&a, cl, 0, 16, 8, ctx);
+        }
+        /* 8 x 512 x 4096 activations of ab bytes for prefill, 8 x 4096 for a decode step */
+        double lat = cl->prof[0].link_lat_s, bps = cl->prof[0].link_Bps;
+        CHECK_NEAR(pl->stage_prefill_s[0], P + lat + 8.0 * 512 * 4096 * ab / bps, 1e-12 * P);
+        CHECK_NEAR(pl->stage_decode_s[0], D + lat + 8.0 * 4096 * ab / bps, 1e-12 * D);
+    }
+    cl->prof[0].act_bytes = 2;
+    CHECK(ls_plan_problem_set_quality(pb, (ls_plan_qtarget){LS_PLAN_Q_BITS, 8}) == LS_OK);
+    pb->time_limit_s = 20;
+    int rb = ls_plan_solve(pb, LS_PLAN_ALGO_BRUTE, bf), ri = ls_plan_solve(pb, LS_PLAN_ALGO_ILP, il);
+    CHECK_MSG(rb == LS_OK && ri == LS_OK, "brute %d ilp %d: %s", rb, ri, ls_errmsg());
+    if (rb == LS_OK && ri == LS_OK) {
+        CHECK(il->ilp_optimal);
+        CHECK_NEAR(il->objective, bf->objective, 1e-9 * bf->objective);
+        ls_plan_cand_cost cc;
+        ls_plan_exact_result *ex = malloc(sizeof *ex);
+        CHECK(ls_plan_cand_cost_init(pb, bf->dev, bf->mb_prefill, bf->mb_decode, &cc) == LS_OK);
+        CHECK(ls_plan_exact(pb, &cc, INFINITY, ls_now() + 60, ls_now, ex) == LS_OK);
+        CHECK_MSG(ex->done && ex->has_plan && fabs(ex->lb - bf->objective) <= 1e-9 * bf->objective,
+                  "exact search %.9g, brute force %.9g", ex->lb, bf->objective);
+        ls_plan_cand_cost_free(&cc);
+        free(ex);
+    }
+    free(pb), free(pl), free(bf), free(il);
+    ls_plan_cluster_free(cl);
+}
+
 /* ---------------------------------------------------------------- indicators */
 
 static void write_checkpoint(const char *path, int L, int C, int F, uint64_t seed) {
@@ -678,6 +914,38 @@ static void test_sim_one_stage(void) {
  * P(r0); D(r0) (decode after a prefill); P(r1); D(r0, r1) (r0 done); D(r1) (done):
  * 2 prefill and 3 decode micro-batches. Then two stages sharing one core take at least
  * the sum of their work, and longer than on devices of their own. */
+/* Two stages, whole batch per micro-batch (one in flight, so the replay is serial): as
+ * above, plus the activations' time on the link between the stages, 4 x 64 (prefill) or
+ * 4 x 1 (decode) vectors of d_model fp16 elements at the T4's link bandwidth, by hand
+ * (hops 0, so the link's latency is the hop's). */
+static void test_sim_two_stages(void) {
+    ls_plan_cluster *cl = two_t4(1);
+    cl->dev[0].usable_bytes = cl->dev[1].usable_bytes = 14e9;
+    ls_plan_arch a = test_arch();
+    ls_plan_problem *pb = malloc(sizeof *pb);
+    ls_plan_result *pl = calloc(1, sizeof *pl);
+    ls_plan_workload w = {4, 64, 5};
+    CHECK(ls_plan_problem_init(pb, &a, cl, w) == LS_OK);
+    pl->n_stage = 2, pl->dev[0] = 0, pl->dev[1] = 1, pl->begin[0] = 0, pl->begin[1] = 1, pl->begin[2] = 4;
+    for (int i = 0; i < a.n_layer; i++) pl->bits[i] = i % 2 ? 8 : 16;
+    pl->mb_prefill = pl->mb_decode = 4;
+    CHECK_MSG(ls_plan_evaluate(pb, pl) == LS_OK, "%s", ls_errmsg());
+    double bps = cl->dev[0].gpu.link_Bps;
+    double want = ls_plan_head_prefill_s(&a, cl, 1, 4, 64) + 4.0 * 64 * a.d_model * 2 / bps;
+    for (int i = 0; i < a.n_layer; i++) want += ls_plan_layer_prefill_s(&a, cl, i < 1 ? 0 : 1, pl->bits[i], 4, 64);
+    for (int t = 0; t < w.gen - 1; t++) {
+        want += ls_plan_head_decode_s(&a, cl, 1, 4) + 4.0 * a.d_model * 2 / bps;
+        for (int i = 0; i < a.n_layer; i++)
+            want += ls_plan_layer_decode_s(&a, cl, i < 1 ? 0 : 1, pl->bits[i], 4, 64 + t);
+    }
+    ls_plan_sim_opts o = ls_plan_sim_defaults();
+    o.hop_s = 0;
+    ls_plan_sim_result r;
+    CHECK(ls_plan_simulate(pb, pl, &o, &r) == LS_OK);
+    CHECK_NEAR(r.seconds, want, 1e-12 * want);
+    free(pb), free(pl), free(cl);
+}
+
 static void test_sim_scheduler(void) {
     ls_plan_cluster *cl;
     CHECK(ls_plan_cluster_load(cat, "llmpq-8", &cl) == LS_OK); /* 4 x T4 */
@@ -818,10 +1086,15 @@ int main(void) {
     RUN(test_agree_brute_force);
     RUN(test_exact_random_brute);
     RUN(test_exact_keeps_known_plans);
+    RUN(test_exact_each_candidate);
+    RUN(test_exact_full_stage);
+    RUN(test_exact_profile_tradeoff);
+    RUN(test_profiled_links);
     RUN(test_indicators);
     RUN(test_profile_fit);
     RUN(test_bad_input);
     RUN(test_sim_one_stage);
+    RUN(test_sim_two_stages);
     RUN(test_sim_scheduler);
     RUN(test_replay_select);
     ls_plan_catalog_free(cat);
