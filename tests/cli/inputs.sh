@@ -15,6 +15,12 @@ grep -q "ids.txt" "$T/err" || fail "decode: the error does not name ids.txt"
 printf '65 66\0zz' > nul.txt
 expect 1 "decode: ids file with a NUL byte" -- "$BIN" tokenizer decode --tokenizer tok.json --input nul.txt
 expect 2 "decode: --ids of words" -- "$BIN" tokenizer decode --tokenizer tok.json --ids "one two"
+# a list that ends in a newline (as a file usually does) is a list; a character that is not a
+# separator between two ids makes it none (not "65;66" read as 65 66)
+printf '65 66\n' > ids-nl.txt
+expect 0 "decode: ids file ending in a newline" -- "$BIN" tokenizer decode --tokenizer tok.json --input ids-nl.txt
+[ "$(cat "$T/out")" = AB ] || fail "decode of 65 66: '$(cat "$T/out")'"
+expect 2 "decode: --ids 65;66" -- "$BIN" tokenizer decode --tokenizer tok.json --ids "65;66"
 
 # --threads beyond LS_MODEL_MAX_THREADS: a usage error, not OpenMP's stack overflow (once SIGSEGV)
 expect 0 "train a tiny model" -- "$BIN" train --config tiny --data corpus.txt --steps 1 --out m.safetensors
@@ -161,6 +167,15 @@ expect 1 "sim rl --gpus 64x" -- "$BIN" sim rl --models qwen2.5-7b --gpus 64x --u
 expect 1 "sim rl --gpus of 17 counts" -- "$BIN" sim rl --models qwen2.5-7b --gpus 2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2 --updates 2 --batch 256
 expect 1 "sim rl --models ,," -- "$BIN" sim rl --models ,, --gpus 64 --updates 2 --batch 256
 expect 2 "plan validate --algos with an empty entry" -- "$BIN" plan validate --algos splitquant,,uniform
+# an empty first or last entry is one too (was: the list taken without it), and a --models
+# list one character over its 511 (was: cut to 511, its last entry "x" dropped, exit 0)
+expect 2 "plan validate --algos with a trailing comma" -- "$BIN" plan validate --algos splitquant,
+expect 2 "plan validate --algos with a leading comma" -- "$BIN" plan validate --algos ,splitquant
+expect 1 "sim rl --models with a trailing comma" -- "$BIN" sim rl --models qwen2.5-7b, --gpus 64 --updates 2 --batch 256
+expect 1 "sim rl --models with a leading comma" -- "$BIN" sim rl --models ,qwen2.5-7b --gpus 64 --updates 2 --batch 256
+long=$(printf 'qwen2.5-7b,%.0s' $(seq 45))opt-13b,opt-13b,x
+[ ${#long} = 512 ] || fail "the over-long --models list has ${#long} characters, not 512"
+expect 1 "sim rl --models of 512 characters" -- "$BIN" sim rl --models "$long" --gpus 64 --updates 2 --batch 256
 expect 2 "steal --input-shape 4x" -- "$BIN" steal --target http://127.0.0.1:9/predict --input-shape 4x --classes 2 --budget 10 --out x.st
 expect 1 "sim rl --prompt-len 2^31-1" -- timeout 20 "$BIN" sim rl --models qwen2.5-7b --gpus 64 --updates 2 --batch 256 --prompt-len 2147483647
 expect 2 "sim rl --seed 1e30" -- "$BIN" sim rl --models qwen2.5-7b --gpus 64 --updates 2 --batch 256 --seed 1e30

@@ -65,5 +65,6 @@ expect 1 "a run past its timeout" -- timeout 120 "$BIN" rl run --tasks "$T/t.jso
     --updates 50 --group 4 --batch-groups 2 --max-seqs 4 --max-new 16 --rollouts 1 --relays 1 --timeout 1 \
     --workdir "$T/ar" --quiet
 cmp -s "$T/ar/report.json" "$T/ar-report.json" || { echo "FAIL the failed run lost the earlier report"; fail=1; }
+grep -q "not finished within 1 s" "$T/err" || { echo "FAIL the failed run does not say why: $(cat "$T/err")"; fail=1; }
 expect 2 "negative rollout batch" -- "$BIN" rl run --tasks "$T/t.jsonl" --rollout-batch -1 --workdir "$T/w5" --quiet
 exit $fail

@@ -130,6 +130,32 @@ static void test_identical_greedy(void) {
     }
 }
 
+/* A request that asks for more tokens than the context holds stops there ("length"), with
+ * the tokens single-process generation gives (it stops at the context too): a 60-token
+ * prompt in a 64-token context, max_tokens 64. */
+static void test_context_end(void) {
+    ls_engine_opts o = ls_engine_defaults();
+    o.bits = BITS;
+    ls_engine *e;
+    int prompt[60], ref[64], nref = 0, out[72];
+    for (int k = 0; k < 60; k++) prompt[k] = (k * 13 + 40) % 256;
+    CHECK(ls_engine_open(&e, ckpt, &o) == LS_OK);
+    CHECK(ls_engine_generate(e, prompt, 60, 64, ref, &nref) == LS_OK);
+    ls_engine_free(e);
+    CHECK_MSG(nref == cfg.n_ctx - 60 + 1, "the reference stopped after %d tokens, before the context's end", nref);
+    char body[600];
+    int n = snprintf(body, sizeof body, "{\"prompt\":[");
+    for (int k = 0; k < 60; k++) n += snprintf(body + n, sizeof body - (size_t)n, "%s%d", k ? "," : "", prompt[k]);
+    snprintf(body + n, sizeof body - (size_t)n, "],\"max_tokens\":64,\"temperature\":0}");
+    int st = 0;
+    char *resp = NULL;
+    CHECK(http("POST", "/v1/completions", body, &st, &resp) == LS_OK);
+    CHECK_MSG(st == 200 && resp && strstr(resp, "\"finish_reason\":\"length\""), "status %d: %s", st, resp ? resp : "");
+    int got = resp ? collect_tokens(resp, out, 72) : 0;
+    CHECK_MSG(got == nref && !memcmp(out, ref, sizeof(int) * (size_t)nref), "%d tokens, the reference %d", got, nref);
+    free(resp);
+}
+
 static void expect_status(const char *method, const char *path, const char *body, int want, const char *needle) {
     int st = 0;
     char *resp = NULL;
@@ -168,13 +194,25 @@ static void test_bad_requests(void) {
     memset(longp + 11, 'a', 80);
     strcat(longp, "\"}");
     expect_status("POST", "/v1/completions", longp, 400, "too long");
+    /* at the bounds: a token id one past the vocabulary, max_tokens 0, and a text prompt that
+     * (with its BOS) fills the context are refused; one token shorter is served */
+    char edge[200];
+    snprintf(edge, sizeof edge, "{\"prompt\":[1,%d]}", cfg.vocab);
+    expect_status("POST", "/v1/completions", edge, 400, "token id");
+    expect_status("POST", "/v1/completions", "{\"prompt\":\"hi\",\"max_tokens\":0}", 400, "max_tokens");
+    int n = snprintf(edge, sizeof edge, "{\"prompt\":\"");
+    memset(edge + n, 'a', (size_t)cfg.n_ctx - 1);
+    snprintf(edge + n + cfg.n_ctx - 1, sizeof edge - (size_t)(n + cfg.n_ctx - 1), "\",\"max_tokens\":1}");
+    expect_status("POST", "/v1/completions", edge, 400, "too long");
+    snprintf(edge + n + cfg.n_ctx - 2, sizeof edge - (size_t)(n + cfg.n_ctx - 2), "\",\"max_tokens\":1}");
+    expect_status("POST", "/v1/completions", edge, 200, "\"completion_tokens\":1");
     expect_status("GET", "/v1/completions", NULL, 405, "POST");
     expect_status("GET", "/nope", NULL, 404, "unknown path");
     /* still serving, sampled completions too */
     expect_status("POST", "/v1/completions", "{\"prompt\":\"The \",\"max_tokens\":5,\"temperature\":0.8,\"top_p\":0.9,\"seed\":3}", 200,
                   "\"completion_tokens\":");
     expect_status("GET", "/health", NULL, 200, "\"status\":\"ok\"");
-    expect_status("GET", "/metrics", NULL, 200, "llmsys_requests_rejected_total 16\n");
+    expect_status("GET", "/metrics", NULL, 200, "llmsys_requests_rejected_total 19\n");
     int st;
     char *m = NULL;
     CHECK(http("GET", "/metrics", NULL, &st, &m) == LS_OK);
@@ -253,6 +291,7 @@ int main(int argc, char **argv) {
         return TEST_RESULT();
     }
     RUN(test_identical_greedy);
+    RUN(test_context_end);
     RUN(test_bad_requests);
     server_stop_checked();
     RUN(test_stage_death);

@@ -173,6 +173,8 @@ static void test_qckpt_and_stages(void) {
     ls_engine_opts orng = ls_engine_defaults();
     orng.layer_begin = 1, orng.layer_end = 9;
     CHECK(ls_engine_open(&bad, qckpt, &orng) == LS_EINVAL);
+    orng.layer_end = 1; /* an empty range: no layers to hold */
+    CHECK(ls_engine_open(&bad, qckpt, &orng) == LS_EINVAL);
     int five[8] = {5, 5, 5, 5};
     CHECK(ls_quant_checkpoint(ckpt, five, cfg.n_layer, 64, qckpt) == LS_EINVAL);
     CHECK(ls_quant_checkpoint(ckpt, bits, cfg.n_layer - 1, 64, qckpt) == LS_EINVAL);
