@@ -8,6 +8,7 @@ import os
 import shutil
 import struct
 import subprocess
+import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "fuzz", "corpus")
@@ -133,8 +134,52 @@ def http():
     put("fuzz_http_victim", "bad", json.dumps({"inputs": [[0.1, "x"]]}))
 
 
+def steal():
+    # replica files (`steal --out`): hand-made and small (the CLI's replicas have 256 + 128 hidden
+    # units, past the fuzzers' 64 KB inputs), no checksum key: one member; two members; a member
+    # plus a CART stump (node 0 splits feature 0 at 0.5 into leaves 0 and 1)
+    f32 = lambda *v: struct.pack("<%df" % len(v), *v)
+    i32 = lambda *v: struct.pack("<%di" % len(v), *v)
+    def mlp(prefix, d, h, k):
+        return {prefix + "fc0.w": ("F32", [h, d], f32(*[0.1 * (i % 7 - 3) for i in range(h * d)])),
+                prefix + "fc0.b": ("F32", [h], f32(*[0.01] * h)),
+                prefix + "fc1.w": ("F32", [k, h], f32(*[0.2 * (i % 5 - 2) for i in range(k * h)])),
+                prefix + "fc1.b": ("F32", [k], f32(*[0.0] * k))}
+    meta = lambda members, tree: json.dumps({"layers": 2, "members": members, "tree": tree, "input_shape": [1, 1, 4],
+                                             "input_range": [0, 1], "classes": 3})
+    put("fuzz_replica_file", "one", st_file(mlp("", 4, 5, 3), {"llmsys.steal": meta(1, 0)}))
+    put("fuzz_replica_file", "two", st_file({**mlp("", 4, 5, 3), **mlp("m1.", 4, 3, 3)}, {"llmsys.steal": meta(2, 0)}))
+    stump = {"tree.feat": ("I32", [3], i32(0, -1, -1)), "tree.left": ("I32", [3], i32(1, 0, 1)),
+             "tree.right": ("I32", [3], i32(2, 0, 0)), "tree.thr": ("F32", [3], f32(0.5, 0, 0)),
+             "tree.probs": ("F32", [2, 3], f32(0.7, 0.2, 0.1, 0.1, 0.1, 0.8))}
+    put("fuzz_replica_file", "tree", st_file({**mlp("", 4, 5, 3), **stump}, {"llmsys.steal": meta(1, 1)}))
+    # victim files (`victim train --out`), one per type, trained by the CLI at tiny sizes, without
+    # their trailing 8-byte hash (fuzz_victim_file appends it to whatever it is given)
+    llmsys = os.path.join(ROOT, "build", "llmsys")
+    if not os.path.exists(llmsys):
+        return
+    tmp = tempfile.mkdtemp()
+    run = lambda *a: subprocess.run([llmsys, *a], check=True, stdout=subprocess.DEVNULL,
+                                    env=dict(os.environ, LLMSYS_PROGRESS="0"))
+    csv = os.path.join(tmp, "t.csv")
+    run("victim", "make-data", "--n", "60", "--features", "4", "--classes", "3", "--out", csv)
+    kinds = {"logreg": ["--epochs", "1"], "svm": ["--epochs", "1"], "mlp": ["--epochs", "1", "--hidden", "4"],
+             "tree": ["--max-depth", "3"], "forest": ["--trees", "2", "--max-depth", "2"],
+             "knn": ["--knn-ref", "8"], "nb": []}
+    for t, extra in kinds.items():
+        out = os.path.join(tmp, t + ".bin")
+        run("victim", "train", "--type", t, "--data", csv, "--out", out, "--quiet", *extra)
+        put("fuzz_victim_file", t, open(out, "rb").read()[:-8])
+    out = os.path.join(tmp, "cnn.bin")  # images (the 28x28 held-out task), a 1-channel 1x1 network
+    run("victim", "train", "--type", "cnn", "--data", "shapes", "--train-n", "20", "--epochs", "1", "--conv1", "1",
+        "--conv2", "1", "--kernel", "1", "--hidden", "0", "--out", out, "--quiet")
+    put("fuzz_victim_file", "cnn", open(out, "rb").read()[:-8])
+    shutil.rmtree(tmp)
+
+
 if __name__ == "__main__":
     safetensors()
     configs()
     wire()
     http()
+    steal()

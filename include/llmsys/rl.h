@@ -221,6 +221,9 @@ typedef struct {
 } ls_rl_run_opts;
 
 ls_rl_run_opts ls_rl_run_defaults(void);
+/* o's values, and its report naming none of its inputs: LS_EINVAL naming what is wrong (a
+ * usage error; ls_rl_run checks them first too). */
+int ls_rl_run_check(const ls_rl_run_opts *o);
 /* Warm start unless o->init is given (LS_EINVAL for both init and sft_steps > 0), then
  * starts manager, relays, rollouts and trainer as separate processes (fork+exec of
  * o->exe "rl worker ..."), waits for the trainer to finish, stops the rest, and leaves the
@@ -308,8 +311,16 @@ ls_rl_sim_opts ls_rl_sim_defaults(void);
 int ls_rl_simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *r);
 /* Response lengths (answer bytes + EOS) of a task file, as a trace; *trace malloc'd. */
 int ls_rl_trace_read(const char *path, int **trace, int *n);
-/* Prints the four designs for every model × GPU count (comma lists) with o's other fields;
- * trace (NULL: log-normal) a task file; out (NULL: none) the JSON {"rows": [...]}. */
+/* Whether ls_rl_sim_table could run these: the GPU counts (a comma list of at most 16 in
+ * [2, 2^20]), the model names (a comma list of catalog models) and o->gpu in the catalog, and
+ * o's values (its mean length unused when have_trace). LS_EINVAL for any of these (a usage
+ * error); a catalog that cannot be read keeps its own code. */
+int ls_rl_sim_check(const ls_rl_sim_opts *o, const char *models, const char *gpus, int have_trace);
+/* Parses a --gpus list into gl (may be NULL): the count, or LS_EINVAL. */
+int ls_rl_sim_gpus_parse(const char *gpus, int gl[16]);
+/* Prints the four designs for every model × GPU count (comma lists) with o's other fields,
+ * checked first (ls_rl_sim_check, then out's directory); trace (NULL: log-normal) a task file;
+ * out (NULL: none) the JSON {"rows": [...]}. */
 int ls_rl_sim_table(const ls_rl_sim_opts *o, const char *models, const char *gpus, const char *trace,
                     const char *out);
 /* The simulator's options for predicting a real run from its report: the run's sizes, measured

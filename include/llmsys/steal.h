@@ -89,7 +89,9 @@ void ls_steal_unscale_rows(const float *raw_min, const float *raw_max, int d, fl
  *            (redundant) and noise dims, 3% label noise.
  *   "rings": nonlinear - k classes by the quantiles of the radius of a Gaussian point
  *            (make_gaussian_quantiles-style), plus noise dims.
- * Features are raw; normalise after splitting. */
+ * Features are raw; normalise after splitting. n in [2, LS_TABLE_MAX_ROWS], d and k in
+ * [2, LS_TABLE_MAX_DIM] (n·d and the 2k clusters stay in range), else LS_EINVAL. */
+enum { LS_TABLE_MAX_ROWS = INT32_MAX, LS_TABLE_MAX_DIM = 65536 };
 int ls_steal_make_table(const char *kind, int64_t n, int d, int k, uint64_t seed, ls_steal_data *out);
 /* ls_steal_make_table written as CSV to path (`victim make-data`). */
 int ls_steal_write_table(const char *kind, int64_t n, int d, int k, uint64_t seed, const char *path);

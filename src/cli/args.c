@@ -44,7 +44,7 @@ static int parse_value(const char *prog, const ls_arg *a, const char *val) {
     }
     case LS_ARG_I64: {
         long long v = strtoll(val, &end, 10);
-        if (*val == '\0' || *end || errno) {
+        if (*val == '\0' || *end || errno || v == LLONG_MIN) { /* LLONG_MIN: LS_ARG_UNSET64 */
             fprintf(stderr, "llmsys %s: --%s expects an integer, got '%s'\n", prog, a->name, val);
             return LS_ARGS_USAGE;
         }
@@ -206,6 +206,21 @@ int ls_usage_err(const char *prog, const char *fmt, ...) {
     fputc('\n', stderr);
     va_end(ap);
     return 2;
+}
+
+int ls_args_given64(const char *prog, const char *name, int64_t *v, int64_t min, int64_t def) {
+    if (*v == LS_ARG_UNSET64)
+        *v = def;
+    else if (*v < min)
+        return ls_usage_err(prog, "--%s must be >= %lld, got %lld", name, (long long)min, (long long)*v);
+    return 0;
+}
+
+int ls_args_given(const char *prog, const char *name, int *v, int min, int def) {
+    int64_t x = *v == LS_ARG_UNSET ? LS_ARG_UNSET64 : *v;
+    int rc = ls_args_given64(prog, name, &x, min, def);
+    *v = (int)x;
+    return rc;
 }
 
 int ls_args_subcommand(const char *prog, const ls_subcmd *subs, int n, int argc, char **argv, const char *usage) {

@@ -66,5 +66,14 @@ typedef struct {
 int ls_args_subcommand(const char *prog, const ls_subcmd *subs, int n, int argc, char **argv, const char *usage);
 /* A usage error found after parsing: prints "llmsys <prog>: <message>" on stderr, returns 2. */
 int ls_usage_err(const char *prog, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* "Not given", for an LS_ARG_INT (LS_ARG_I64) option whose default is a value a user could type
+ * too (-1 or 0 standing for "the default" in the library): no value parses to it. */
+#define LS_ARG_UNSET INT32_MIN
+#define LS_ARG_UNSET64 INT64_MIN
+/* After parsing such an option (*v preset to LS_ARG_UNSET or LS_ARG_UNSET64): not given, *v
+ * becomes def; given, it must be >= min, else a usage error naming --name (returns 2). 0 when
+ * fine. */
+int ls_args_given(const char *prog, const char *name, int *v, int min, int def);
+int ls_args_given64(const char *prog, const char *name, int64_t *v, int64_t min, int64_t def);
 
 #endif

@@ -149,7 +149,7 @@ static int loader_fetch(int argc, char **argv) {
 static int loader_control(int argc, char **argv) {
     const char *addr = NULL, *weights = NULL;
     int info = 0, shutdown = 0, reset = 0;
-    int64_t step = -1;
+    int64_t step = LS_ARG_UNSET64; /* -1: the next step built (a given step is >= 0) */
     ls_arg spec[] = {
         opt_addr(&addr),
         {"weights", LS_ARG_STR, &weights, "JSON",
@@ -164,6 +164,7 @@ static int loader_control(int argc, char **argv) {
     if (rc >= 0) return rc;
     if (!!weights + info + shutdown + reset != 1)
         return ls_usage_err("loader control", "give exactly one of --weights, --schedule, --info, --shutdown");
+    if (ls_args_given64("loader control", "step", &step, 0, -1)) return 2;
     ls_loader_client *c;
     if (ls_loader_client_open(&c, addr, 0, 10000, 1) != LS_OK) return ls_cli_fail();
     char *reply = NULL;

@@ -26,7 +26,8 @@ static int is_input_error(int rc) {
 static int plan_serve(int argc, char **argv) {
     const char *quality = "bits:4", *algo = "splitquant", *out = NULL, *report = NULL, *vllm = NULL;
     const char *select = "objective";
-    ls_plan_request rq = {.batch = -1, .prompt = -1, .gen = -1, .time_limit_s = 10};
+    /* -1: the cluster file's workload (a value a user could type: not given is LS_ARG_UNSET) */
+    ls_plan_request rq = {.batch = LS_ARG_UNSET, .prompt = LS_ARG_UNSET, .gen = LS_ARG_UNSET, .time_limit_s = 10};
     int quiet = 0;
     ls_arg spec[] = {
         {"model", LS_ARG_STR, &rq.model, "M",
@@ -56,6 +57,9 @@ static int plan_serve(int argc, char **argv) {
     int rc = ls_args("plan serve", "Plans stages, per-layer bits and micro-batches for serving a model on a cluster.",
                      spec, LS_NARGS(spec), argc, argv);
     if (rc >= 0) return rc;
+    if (ls_args_given("plan serve", "batch", &rq.batch, 1, -1) ||
+        ls_args_given("plan serve", "prompt", &rq.prompt, 1, -1) || ls_args_given("plan serve", "gen", &rq.gen, 1, -1))
+        return 2;
     int a = ls_plan_algo_parse(algo);
     if (a < 0 || a == LS_PLAN_ALGO_BRUTE)
         return ls_usage_err("plan serve", "unknown --algo '%s' (splitquant, ilp, uniform, pipeedge, adabits)", algo);

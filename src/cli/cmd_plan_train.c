@@ -42,6 +42,11 @@ int plan_train(int argc, char **argv) {
     }
     o.data = (const char *const *)data.v;
     o.n_data = data.n;
+    /* an output it could not write is a runtime error (1), as for every command (was 2) */
+    if (ls_out_path_check("out", o.out)) {
+        ls_strlist_free(&data);
+        return ls_cli_fail();
+    }
     int ranks = 0, rc = ls_tplan_check_opts(&o, &ranks), code = 0;
     ls_tplan *p = malloc(sizeof *p);
     if (rc == LS_OK && ranks > 1 && !getenv("OMPI_COMM_WORLD_SIZE")) {

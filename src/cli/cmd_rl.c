@@ -51,6 +51,7 @@ static int rl_run(int argc, char **argv) {
     const char *mode = "laminar";
     int no_repack = 0;
     double seed = 1;
+    o.sft_steps = o.rollout_batch = LS_ARG_UNSET; /* their defaults are values a user could type */
     ls_arg spec[] = {
         {"tasks", LS_ARG_STR, &o.tasks, "PATH", "JSONL task file (llmsys rl tasks)", 1},
         {"heldout", LS_ARG_STR, &o.heldout, "PATH", "held-out tasks (default: the last --eval-n of --tasks, unused)"},
@@ -93,7 +94,13 @@ static int rl_run(int argc, char **argv) {
     if (rc) return LS_ARGS_EXIT(rc);
     if (ls_rl_mode_parse(mode, &o.mode)) return fail(LS_EINVAL);
     if (seed_arg("rl run", seed, &o.seed)) return 2;
+    if (ls_args_given("rl run", "sft-steps", &o.sft_steps, 0, ls_rl_run_defaults().sft_steps) ||
+        ls_args_given("rl run", "rollout-batch", &o.rollout_batch, 1, ls_rl_run_defaults().rollout_batch))
+        return 2;
     o.repack = !no_repack, o.exe = ls_cli_self();
+    if ((rc = ls_rl_run_check(&o))) return fail(rc);
+    /* an unwritable report is a runtime error (1), as for every command; found before the run */
+    if (o.report && ls_out_path_check("report", o.report)) return ls_cli_fail();
     if ((rc = ls_rl_run(&o))) return fail(rc);
     char rp[1200];
     snprintf(rp, sizeof rp, "%s", o.report ? o.report : "");
@@ -178,6 +185,8 @@ int cmd_sim_rl(int argc, char **argv) {
     }
     if (cal.n > 0)
         rc = (rc = ls_rl_sim_calibrate((const char *const *)cal.v, cal.n, trace, out, NULL)) ? fail(rc) : 0;
+    else if ((rc = ls_rl_sim_check(&o, models, gpus, trace != NULL))) /* values and names: usage errors */
+        rc = rc == LS_EINVAL ? (ls_cli_fail(), 2) : ls_cli_fail();
     else
         rc = ls_rl_sim_table(&o, models, gpus, trace, out) ? ls_cli_fail() : 0;
     ls_strlist_free(&cal);

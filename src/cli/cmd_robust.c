@@ -89,6 +89,8 @@ int cmd_sim_robust(int argc, char **argv) {
     ls_sim_table_opts o;
     ls_sim_table_defaults(&o);
     ls_sim_config *c = &o.c;
+    int standbys_def = c->standbys; /* -1: P99 of the failures in a repair; a given count is >= 0 */
+    c->standbys = LS_ARG_UNSET;
     ls_arg spec[] = {
         {"preset", LS_ARG_STR, &o.preset, "NAME", "byterobust (9,600 GPUs, 90 days) or llama3 (16,384 GPUs, 54 days)"},
         {"gpus", LS_ARG_INT, &c->gpus, "N", "GPUs (default 9600)"},
@@ -115,6 +117,7 @@ int cmd_sim_robust(int argc, char **argv) {
                             "standbys). Assumptions: docs/robust.md.",
                             spec, (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
     if (prc) return LS_ARGS_EXIT(prc);
+    if (ls_args_given("sim robust", "standbys", &c->standbys, 0, standbys_def)) return 2;
     int rc = ls_sim_table(&o, stdout);
     if (rc == LS_EINVAL) fprintf(stderr, "llmsys sim robust: %s\n", ls_errmsg());
     return rc == LS_EINVAL ? 2 : rc < 0 ? ls_cli_fail() : 0;

@@ -1,7 +1,6 @@
 /* cmd_steal.c - `llmsys victim` (train, serve, make-data, make-task), `llmsys steal` (attack, eval), demo steal. */
 #include <cblas.h>
 #include <float.h>
-#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -25,16 +24,15 @@ static int victim_train(int argc, char **argv) {
     int seed = 42, quiet = 0;
     int knn_ref = 0;
     ls_victim_opts g = {0}; /* what was given, for ls_victim_opts_given */
-    /* the sizes: NOT_GIVEN (never parsed: ints are in [-(2^31-1), 2^31-1]) until given; one
-     * given must be at least min (was: a negative or zero one silently meant the default) */
-    enum { NOT_GIVEN = INT_MIN };
+    /* the sizes: LS_ARG_UNSET until given; one given must be at least min (was: a negative or
+     * zero one silently meant the default) */
     const struct {
         const char *name;
         int *v, min;
     } sizes[] = {{"epochs", &g.epochs, 1},       {"hidden", &g.hidden, 0}, {"conv1", &g.conv1, 1},
                  {"conv2", &g.conv2, 1},         {"kernel", &g.kernel, 1}, {"trees", &g.trees, 1},
                  {"max-depth", &g.max_depth, 1}, {"knn-ref", &knn_ref, 1}};
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) *sizes[i].v = NOT_GIVEN;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) *sizes[i].v = LS_ARG_UNSET;
     ls_arg spec[] = {
         {"type", LS_ARG_STR, &type_s, "T", "logreg, svm, tree, forest, knn, nb, mlp or cnn (images only)", 1},
         {"data", LS_ARG_STR, &data, "D",
@@ -63,11 +61,8 @@ static int victim_train(int argc, char **argv) {
                 type_s);
         return 2;
     }
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        if (*sizes[i].v != NOT_GIVEN && *sizes[i].v < sizes[i].min)
-            return ls_usage_err("victim train", "--%s must be >= %d, got %d", sizes[i].name, sizes[i].min, *sizes[i].v);
-        if (*sizes[i].v == NOT_GIVEN) *sizes[i].v = sizes[i].min - 1; /* below min: the type's default */
-    }
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) /* not given: below min, the type's default */
+        if (ls_args_given("victim train", sizes[i].name, sizes[i].v, sizes[i].min, sizes[i].min - 1)) return 2;
     g.knn_ref = knn_ref;
     if (train_n < 0) return ls_usage_err("victim train", "--train-n must be >= 1 (or 0: all rows)");
     int replaces_data = ls_is_file(data) && ls_path_replaces(data, out); /* not a dataset's name */
@@ -104,6 +99,7 @@ static int victim_serve(int argc, char **argv) {
     ls_victim_server_opts so;
     ls_victim_server_opts_default(&so);
     so.port = 8090;
+    so.budget = LS_ARG_UNSET64, so.rate_qps = NAN; /* not given: no budget, no limit (0 is not "none") */
     int conns = 0, per_ip = 0;
     ls_arg spec[] = {
         {"model", LS_ARG_STR, &model, "FILE", "victim file (from victim train)", 1},
@@ -150,8 +146,13 @@ static int victim_serve(int argc, char **argv) {
                 "--max-batch >= 1, --prada-delta in (0,1), --max-conns* >= 0\n");
         return 2;
     }
-    if (so.budget < 0 || so.rate_qps < 0 || so.burst < 1 || so.throttle_s < 0 || duration < 0)
-        return ls_usage_err("victim serve", "--budget, --rate, --throttle and --duration must be >= 0, --burst >= 1");
+    if (ls_args_given64("victim serve", "budget", &so.budget, 1, 0)) return 2;
+    if (isnan(so.rate_qps))
+        so.rate_qps = 0;
+    else if (!(so.rate_qps > 0))
+        return ls_usage_err("victim serve", "--rate must be > 0 inputs/s, got %g", so.rate_qps);
+    if (so.burst < 1 || so.throttle_s < 0 || duration < 0)
+        return ls_usage_err("victim serve", "--throttle and --duration must be >= 0, --burst >= 1");
     if (so.admin_key && !*so.admin_key) /* an empty X-API-Key header would be the admin */
         return ls_usage_err("victim serve", "--admin-key must not be empty");
     so.max_conns = (unsigned)conns, so.max_conns_per_ip = (unsigned)per_ip;
@@ -175,6 +176,13 @@ static int victim_make_data(int argc, char **argv) {
     int rc = ls_args_parse("victim make-data", "Writes a reproducible synthetic CSV table (features, label).", spec,
                            (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
+    if (strcmp(kind, "blobs") && strcmp(kind, "rings"))
+        return ls_usage_err("victim make-data", "unknown --kind '%s' (blobs, rings)", kind);
+    if (n < 2 || n > LS_TABLE_MAX_ROWS) /* the library's bounds, named by flag before any work */
+        return ls_usage_err("victim make-data", "--n must be in [2, %d], got %lld", LS_TABLE_MAX_ROWS, (long long)n);
+    if (d < 2 || d > LS_TABLE_MAX_DIM || k < 2 || k > LS_TABLE_MAX_DIM)
+        return ls_usage_err("victim make-data", "--features and --classes must be in [2, %d], got %d and %d",
+                            LS_TABLE_MAX_DIM, d, k);
     if (ls_steal_write_table(kind, n, d, k, (uint64_t)seed, out)) return ls_cli_fail();
     printf("wrote %s: %lld rows, %d features, %d classes (%s)\n", out, (long long)n, d, k, kind);
     return 0;
@@ -191,6 +199,12 @@ static int victim_make_task(int argc, char **argv) {
     int rc = ls_args_parse("victim make-task", "Writes a held-out task of the extraction audit to a directory.", spec,
                            (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
+    if (ls_steal_task_index(task) < 0) {
+        fprintf(stderr, "llmsys victim make-task: unknown --task '%s' (", task);
+        for (int i = 0; i < ls_steal_task_count(); i++) fprintf(stderr, "%s%s", i ? ", " : "", ls_steal_task_name(i));
+        fprintf(stderr, ")\n");
+        return 2;
+    }
     char desc[2400];
     if (ls_steal_write_task(task, (uint64_t)seed, out, desc, sizeof desc)) return ls_cli_fail();
     printf("wrote %s\n", desc);

@@ -82,18 +82,7 @@ static int check_opts(const ls_tplan_opts *o, ls_tplan *p, ls_tplan_strategy *st
     if (o->threads < 0 || o->mem_gb < 0) return ls_err(LS_EINVAL, "--threads and --mem-gb must be >= 0");
     if (o->threads > LS_MODEL_MAX_THREADS)
         return ls_err(LS_EINVAL, "--threads must be at most %d, got %d", LS_MODEL_MAX_THREADS, o->threads);
-    /* fail before profiling when the plan could not be written */
-    char *dup = strdup(o->out), *slash = dup ? strrchr(dup, '/') : NULL;
-    const char *parent = slash ? (slash == dup ? "/" : (*slash = '\0', dup)) : ".";
-    int rc = LS_OK;
-    if (!dup)
-        rc = ls_err(LS_ENOMEM, "out of memory");
-    else if (ls_is_dir(o->out))
-        rc = ls_err(LS_EINVAL, "--out %s is a directory", o->out);
-    else if (!ls_is_dir(parent) || access(parent, W_OK) != 0)
-        rc = ls_err(LS_EINVAL, "--out %s: directory %s does not exist or is not writable", o->out, parent);
-    free(dup);
-    LS_TRY(rc);
+    LS_TRY(ls_out_path_check("out", o->out)); /* fail before profiling when the plan could not be written */
     if (ls_is_file(o->model)) {
         ls_st_file *f;
         LS_TRY(ls_ckpt_open(o->model, &f, &p->cfg));

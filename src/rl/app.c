@@ -210,29 +210,13 @@ static int write_sim_json(const char *out, cJSON *rows, cJSON *cal, double worst
 int ls_rl_sim_table(const ls_rl_sim_opts *o0, const char *models, const char *gpus, const char *trace,
                     const char *out) {
     ls_rl_sim_opts o = *o0;
-    int *tr = NULL, ntr = 0, rc = LS_OK;
+    int *tr = NULL, ntr = 0, rc = LS_OK, gl[16], ng;
+    LS_TRY(ls_rl_sim_check(&o, models, gpus, trace != NULL)); /* options and names before any work */
+    if (out) LS_TRY(ls_out_path_check("out", out));           /* before the table, not after it */
+    if ((ng = ls_rl_sim_gpus_parse(gpus, gl)) < 0) return ng;
     if (trace) LS_TRY(ls_rl_trace_read(trace, &tr, &ntr));
     o.trace = tr, o.n_trace = ntr;
-    int gl[16], ng = 0;
-    for (const char *p = gpus;;) { /* "64,256,1024": integers in [2, 2^20], at most 16 */
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || (*end && *end != ',') || (*end && !end[1]) || v < 2 || v > (1 << 20) || ng == 16) {
-            free(tr);
-            return ls_err(LS_EINVAL, "sim rl: --gpus '%s': a list of at most 16 GPU counts in [2, 2^20]", gpus);
-        }
-        gl[ng++] = (int)v;
-        if (!*end) break;
-        p = end + 1;
-    }
     char buf[512];
-    if (!ls_list_ok(models, sizeof buf)) {
-        free(tr);
-        return ls_err(LS_EINVAL,
-                      "sim rl: --models '%.64s': a comma-separated list of catalog models, none empty, "
-                      "at most 511 characters",
-                      models);
-    }
     printf("modelled from data/gpus.json and data/models.json (%s, CV %.2f, mean %.0f tokens, batch %d)\n", o.gpu, o.cv,
            o.mean_len, o.batch);
     cJSON *rows = cJSON_CreateArray();

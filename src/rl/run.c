@@ -136,7 +136,7 @@ static void stop_all(child *c, int n) {
     }
 }
 
-int ls_rl_run(const ls_rl_run_opts *o) {
+int ls_rl_run_check(const ls_rl_run_opts *o) {
     if (!o->exe || !o->tasks) return ls_err(LS_EINVAL, "rl run: needs the llmsys binary and a task file");
     if (o->init && o->sft_steps > 0)
         return ls_err(LS_EINVAL, "rl run: --sft-steps applies to a fresh model; drop it or --init");
@@ -165,6 +165,11 @@ int ls_rl_run(const ls_rl_run_opts *o) {
         ls_path_replaces(o->init, o->report))
         return ls_err(LS_EINVAL, "rl run: --report %s would replace an input (--tasks, --heldout or --init)",
                       o->report);
+    return LS_OK;
+}
+
+int ls_rl_run(const ls_rl_run_opts *o) {
+    LS_TRY(ls_rl_run_check(o));
     if (o->report) LS_TRY(ls_out_path_check("report", o->report));
     if (o->heldout) { /* a bad held-out file fails here, not in the trainer after the warm start */
         ls_rl_task *hk;

@@ -5,6 +5,7 @@
  * A replica advances in segments between trajectory completions, so events scale with the
  * number of trajectories, not tokens. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -144,18 +145,65 @@ int ls_rl_simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
     return LS_OK;
 }
 
-static int simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
-    memset(res, 0, sizeof *res);
+/* The option values one design is simulated with (its lengths come from a trace when
+ * have_trace): LS_EINVAL naming what is wrong. */
+static int sim_values_check(const ls_rl_sim_opts *o, int have_trace) {
     if (o->gpus < 2 || o->batch < 1 || o->updates < 1 || o->max_batch < 1 || o->mode < 0 || o->mode >= LS_RL_MODE_COUNT)
         return ls_err(LS_EINVAL, "sim rl: need gpus >= 2, batch, updates and max batch >= 1, a known mode");
     if (o->rollout_batch < 0 || o->rollout_batch > 64 * o->max_batch)
         return ls_err(LS_EINVAL, "sim rl: rollout batch must be in [0, 64 x max batch], got %d", o->rollout_batch);
-    if (!(o->mean_len >= 1 && o->mean_len <= 1e6) && !(o->trace && o->n_trace > 0)) /* past it: a hang */
+    if (!(o->mean_len >= 1 && o->mean_len <= 1e6) && !have_trace) /* past it: a hang */
         return ls_err(LS_EINVAL, "sim rl: mean length must be in [1, 10^6]");
     if (!(o->cv >= 0 && o->cv <= 20) || o->prompt_len < 0 || o->prompt_len > 1000000 || o->staleness < 0 ||
         o->train_frac_pct < 0 || o->train_frac_pct > 100)
         return ls_err(LS_EINVAL, "sim rl: need CV in [0, 20], prompt length in [0, 10^6], staleness >= 0, "
                                  "train %% in [0, 100]");
+    return LS_OK;
+}
+
+int ls_rl_sim_check(const ls_rl_sim_opts *o, const char *models, const char *gpus, int have_trace) {
+    LS_TRY(ls_rl_sim_gpus_parse(gpus, NULL));
+    char buf[512];
+    if (!ls_list_ok(models, sizeof buf))
+        return ls_err(LS_EINVAL,
+                      "sim rl: --models '%.64s': a comma-separated list of catalog models, none empty, "
+                      "at most 511 characters",
+                      models);
+    ls_rl_sim_opts q = *o;
+    q.gpus = 2, q.mode = LS_RL_MODE_SYNC; /* set per row */
+    LS_TRY(sim_values_check(&q, have_trace));
+    ls_plan_catalog *cat;
+    LS_TRY(ls_plan_catalog_load(o->data_dir, &cat)); /* a missing catalog is no usage error */
+    ls_plan_arch a;
+    ls_plan_gpu g;
+    int rc = ls_plan_catalog_gpu(cat, o->gpu, &g);
+    snprintf(buf, sizeof buf, "%s", models);
+    char *save = NULL;
+    for (char *m = strtok_r(buf, ",", &save); rc == LS_OK && m; m = strtok_r(NULL, ",", &save))
+        rc = ls_plan_catalog_model(cat, m, &a);
+    ls_plan_catalog_free(cat);
+    if (rc == LS_OK) return LS_OK;
+    snprintf(buf, sizeof buf, "%s", ls_errmsg()); /* ls_err writes the buffer ls_errmsg reads */
+    return ls_err(LS_EINVAL, "sim rl: %s", buf);  /* an unknown name (or its catalog shape) */
+}
+
+int ls_rl_sim_gpus_parse(const char *gpus, int gl[16]) {
+    int ng = 0;
+    for (const char *p = gpus;;) { /* "64,256,1024": integers in [2, 2^20], at most 16 */
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || (*end && *end != ',') || (*end && !end[1]) || v < 2 || v > (1 << 20) || ng == 16)
+            return ls_err(LS_EINVAL, "sim rl: --gpus '%s': a list of at most 16 GPU counts in [2, 2^20]", gpus);
+        if (gl) gl[ng] = (int)v;
+        ng++;
+        if (!*end) return ng;
+        p = end + 1;
+    }
+}
+
+static int simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
+    memset(res, 0, sizeof *res);
+    LS_TRY(sim_values_check(o, o->trace && o->n_trace > 0));
     sim S = {0};
     S.o = o;
     S.calibrated = o->step_s > 0;

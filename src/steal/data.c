@@ -479,7 +479,7 @@ int ls_steal_data_normalize(ls_steal_data *train, ls_steal_data *test, float lo,
 int ls_steal_make_table(const char *kind, int64_t n, int d, int k, uint64_t seed, ls_steal_data *out) {
     if (k < 2 || d < 2 || n < 2) return ls_err(LS_EINVAL, "make_table: need n, d, k >= 2");
     /* bounds keep n·d and 2k (the blobs' clusters) in range */
-    if (n > INT32_MAX || d > 65536 || k > 65536)
+    if (n > LS_TABLE_MAX_ROWS || d > LS_TABLE_MAX_DIM || k > LS_TABLE_MAX_DIM)
         return ls_err(LS_EINVAL, "make_table: at most 2^31-1 rows, 65536 features and 65536 classes");
     LS_TRY(ls_steal_data_alloc(out, n, d, k));
     ls_rng r;

@@ -93,11 +93,16 @@ expect 2 "loader fetch --timeout-ms -5" -- timeout 20 "$BIN" loader fetch --addr
 expect 2 "loader fetch --count -1" -- "$BIN" loader fetch --addr tcp://127.0.0.1:9 --count -1
 
 # victim make-data: sizes past the bounds refused (was UBSan: 2 * --classes overflowed; rows x
-# features past size_t)
-expect 1 "make-data --classes 2^31-1" -- "$BIN" victim make-data --out x.csv --n 10 --classes 2147483647
-grep -q "make_table: at most" "$T/err" || fail "make-data --classes: $(cat "$T/err")"
-expect 1 "make-data --n 2^62" -- "$BIN" victim make-data --out x.csv --n 4611686018427387904 --features 4
-[ -e x.csv ] && fail "a refused make-data wrote x.csv"
+# features past size_t), usage errors naming the flag (was: exit 1 from the library); an unknown
+# --kind too; make-task: an unknown --task (was: exit 1)
+expect 2 "make-data --classes 2^31-1" -- "$BIN" victim make-data --out x.csv --n 10 --classes 2147483647
+grep -q -- "--classes" "$T/err" || fail "make-data --classes: $(cat "$T/err")"
+expect 2 "make-data --n 2^62" -- "$BIN" victim make-data --out x.csv --n 4611686018427387904 --features 4
+expect 2 "make-data --n 0" -- "$BIN" victim make-data --out x.csv --n 0
+grep -q -- "--n must be" "$T/err" || fail "make-data --n 0: $(cat "$T/err")"
+expect 2 "make-data --kind bogus" -- "$BIN" victim make-data --out x.csv --n 20 --kind bogus
+expect 2 "make-task --task bogus" -- "$BIN" victim make-task --task bogus --out x.dir
+[ -e x.csv ] || [ -e x.dir ] && fail "a refused make-data/make-task wrote x.csv or x.dir"
 
 # loader tokenize: an unknown --type or --split is a usage error (was: exit 1 from the source parser)
 expect 2 "loader tokenize --type bogus" -- "$BIN" loader tokenize --in corpus.txt --out t.lstok --type bogus
@@ -112,6 +117,11 @@ expect 1 "plan serve --report in a missing directory" -- "$BIN" plan serve --clu
 [ -e x.json ] && fail "plan serve wrote --out, then failed on --report"
 expect 1 "plan validate --report in a missing directory" -- "$BIN" plan validate --config tiny --stages 1 --runs 1 --reps 1 --report nodir/r.json
 grep -q -- "--report nodir/r.json" "$T/err" || fail "plan validate --report nodir: $(cat "$T/err")"
+# plan train, rl run and sim rl: a missing output directory is exit 1 as for the commands above
+# (was: 2 from plan train and rl run; sim rl found it after printing the table)
+expect 1 "plan train --out in a missing directory" -- "$BIN" plan train --model tiny --cluster A100x2 --out nodir/p.json
+expect 1 "sim rl --out in a missing directory" -- "$BIN" sim rl --models qwen2.5-7b --gpus 64 --updates 2 --batch 256 --out nodir/s.json
+[ -s "$T/out" ] && fail "sim rl printed its table before failing on --out"
 # tokenizer train: a token added twice (was: two ids for it)
 expect 2 "tokenizer train --special a a" -- "$BIN" tokenizer train --input corpus.txt --vocab-size 300 --special a a --out x.json
 expect 2 "tokenizer train --special of a model special" -- "$BIN" tokenizer train --input corpus.txt --vocab-size 300 --special '<|eos|>' --out x.json
@@ -159,13 +169,33 @@ expect 2 "rl run --report = --tasks" -- timeout 60 "$BIN" "${R[@]}" --tasks t2.j
 expect 2 "rl run --lr -1" -- timeout 60 "$BIN" "${R[@]}" --lr -1
 expect 2 "rl run --step-ms 1e30" -- timeout 60 "$BIN" "${R[@]}" --step-ms 1e30
 expect 2 "rl run --batch-groups 2^31-1" -- timeout 60 "$BIN" "${R[@]}" --batch-groups 2147483647
+expect 1 "rl run --report in a missing directory" -- timeout 60 "$BIN" "${R[@]}" --report nodir/r.json
+# an explicit value equal to an internal "not given" (was: -1 meant the default 1500 SFT steps, a
+# rollout batch of 0 the decode slots, --standbys -1 the P99, plan serve --batch -1 the cluster
+# file's, loader control --step -1 the next step, victim serve --budget 0 / --rate 0 no limit)
+expect 2 "rl run --sft-steps -1" -- timeout 60 "$BIN" "${R[@]}" --sft-steps -1
+expect 2 "rl run --rollout-batch 0" -- timeout 60 "$BIN" "${R[@]}" --rollout-batch 0
+expect 2 "sim robust --standbys -1" -- "$BIN" sim robust --trials 1 --standbys -1
+expect 0 "sim robust --standbys 0" -- "$BIN" sim robust --trials 1 --standbys 0
+expect 2 "plan serve --batch -1" -- "$BIN" plan serve --cluster llmpq-2 --model opt-30b --batch -1 --quiet
+expect 2 "plan serve --gen -1" -- "$BIN" plan serve --cluster llmpq-2 --model opt-30b --gen -1 --quiet
+expect 2 "loader control --step -1" -- timeout 20 "$BIN" loader control --addr tcp://127.0.0.1:9 --weights '{"a": 1}' --step -1
+expect 2 "victim serve --budget 0" -- timeout 20 "$BIN" victim serve --model v.bin --port 0 --duration 0.1 --budget 0
+expect 2 "victim serve --rate 0" -- timeout 20 "$BIN" victim serve --model v.bin --port 0 --duration 0.1 --rate 0
 # sim rl: --mean-len 1e30 or --prompt-len 2^31-1 (was: a hang); sim robust: a zero bandwidth (was:
-# a table of NaN, exit 0)
-expect 1 "sim rl --mean-len 1e30" -- timeout 20 "$BIN" sim rl --models qwen2.5-7b --gpus 64 --updates 2 --batch 256 --mean-len 1e30
+# a table of NaN, exit 0). sim rl's values and names are usage errors, found before the table (was:
+# exit 1, an unknown model after the rows of the ones before it)
+expect 2 "sim rl --mean-len 1e30" -- timeout 20 "$BIN" sim rl --models qwen2.5-7b --gpus 64 --updates 2 --batch 256 --mean-len 1e30
 # list values with a trailing separator or junk were cut short silently (`64x` read as 64, a 17th count dropped)
-expect 1 "sim rl --gpus 64x" -- "$BIN" sim rl --models qwen2.5-7b --gpus 64x --updates 2 --batch 256
-expect 1 "sim rl --gpus of 17 counts" -- "$BIN" sim rl --models qwen2.5-7b --gpus 2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2 --updates 2 --batch 256
-expect 1 "sim rl --models ,," -- "$BIN" sim rl --models ,, --gpus 64 --updates 2 --batch 256
+expect 2 "sim rl --gpus 64x" -- "$BIN" sim rl --models qwen2.5-7b --gpus 64x --updates 2 --batch 256
+expect 2 "sim rl --gpus of 17 counts" -- "$BIN" sim rl --models qwen2.5-7b --gpus 2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2 --updates 2 --batch 256
+expect 2 "sim rl --models ,," -- "$BIN" sim rl --models ,, --gpus 64 --updates 2 --batch 256
+expect 2 "sim rl --gpus 0" -- "$BIN" sim rl --models qwen2.5-7b --gpus 0 --updates 2 --batch 256
+expect 2 "sim rl --batch 0" -- "$BIN" sim rl --models qwen2.5-7b --gpus 64 --updates 2 --batch 0
+expect 2 "sim rl --gpu bogus" -- "$BIN" sim rl --models qwen2.5-7b --gpu bogus --gpus 64 --updates 2 --batch 256
+expect 2 "sim rl --models with an unknown name" -- "$BIN" sim rl --models qwen2.5-7b,bogus --gpus 64 --updates 2 --batch 256
+grep -q "unknown model 'bogus'" "$T/err" || fail "sim rl --models bogus: $(cat "$T/err")"
+[ -s "$T/out" ] && fail "sim rl printed rows before refusing an unknown model"
 expect 2 "plan validate --algos with an empty entry" -- "$BIN" plan validate --algos splitquant,,uniform
 # an empty first or last entry is one too (was: the list taken without it), and a --models
 # list one character over its 511 (was: cut to 511, its last entry "x" dropped, exit 0)
@@ -177,7 +207,7 @@ long=$(printf 'qwen2.5-7b,%.0s' $(seq 45))opt-13b,opt-13b,x
 [ ${#long} = 512 ] || fail "the over-long --models list has ${#long} characters, not 512"
 expect 1 "sim rl --models of 512 characters" -- "$BIN" sim rl --models "$long" --gpus 64 --updates 2 --batch 256
 expect 2 "steal --input-shape 4x" -- "$BIN" steal --target http://127.0.0.1:9/predict --input-shape 4x --classes 2 --budget 10 --out x.st
-expect 1 "sim rl --prompt-len 2^31-1" -- timeout 20 "$BIN" sim rl --models qwen2.5-7b --gpus 64 --updates 2 --batch 256 --prompt-len 2147483647
+expect 2 "sim rl --prompt-len 2^31-1" -- timeout 20 "$BIN" sim rl --models qwen2.5-7b --gpus 64 --updates 2 --batch 256 --prompt-len 2147483647
 expect 2 "sim rl --seed 1e30" -- "$BIN" sim rl --models qwen2.5-7b --gpus 64 --updates 2 --batch 256 --seed 1e30
 expect 2 "sim robust --disk-gbps 0" -- "$BIN" sim robust --trials 1 --disk-gbps 0
 # robust run: a --report that is a directory (was: the job ran, the report failed, exit 0)

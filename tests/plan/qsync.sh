@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # qsync.sh - training precision plans end to end: `plan train` on this machine's ranks and on
-# catalog GPUs, bad input (exit 2, one line), and a 2-rank MPI run with a mixed plan and a
+# catalog GPUs, bad input (exit 2, one line; a missing output directory exit 1), and a 2-rank MPI run with a mixed plan and a
 # throttled rank that is bit-reproducible and differs from the fp32 run; the indicator summed
 # over 2 ranks against 1 rank's (argument 2: tests/plan/mpi_indicator.c).
 . "$(dirname "$0")/../lib.sh"
@@ -22,7 +22,9 @@ expect_usage "T4 has no bf16" "$BIN" "${P[@]}" --cluster A100,T4 --strategy unif
 expect_usage "unknown precision" "$BIN" "${P[@]}" --cluster A100,T4 --strategy uniform --uniform fp8 --out "$T/x.json"
 expect_usage "memory" "$BIN" "${P[@]}" --cluster A100,T4 --mem-gb 0.000001 --out "$T/x.json"
 expect_usage "batch split" "$BIN" "${P[@]}" --cluster A100x3 --out "$T/x.json"
-expect_usage "unwritable out" "$BIN" "${P[@]}" --cluster local:1,0.5 --out "$T/no/such/dir/x.json"
+# a missing output directory: a runtime error (exit 1) as for every command, before the relaunch
+timeout 60 "$BIN" "${P[@]}" --cluster local:1,0.5 --out "$T/no/such/dir/x.json" > /dev/null 2> "$T/err"; rc=$?
+[ $rc -eq 1 ] && [ "$(wc -l < "$T/err")" -eq 1 ] || fail "unwritable out: exit $rc, expected 1 ($(head -c 300 "$T/err"))"
 [ -e "$T/x.json" ] && fail "a failed plan left a file"
 
 timeout 60 "$BIN" "${P[@]}" --cluster A100,T4 --out "$T/gpu.json" 2> "$T/err" || { fail "catalog plan"; cat "$T/err"; }

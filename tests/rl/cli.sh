@@ -36,7 +36,7 @@ expect 0 "sim rl" -- "$BIN" sim rl --models qwen2.5-7b --gpus 64,256 --updates 2
 python3 -c "import json; r=json.load(open('$T/s.json'))['rows']; assert len(r) == 8 and all(x['traj_per_s'] > 0 for x in r)" ||
     { echo "FAIL sim rows"; fail=1; }
 expect 2 "plot of a non-report" -- "$BIN" rl plot --report "$T/t.jsonl" --out "$T/p.svg"
-expect 1 "sim unknown model" -- "$BIN" sim rl --models gpt-9 --gpus 64
+expect 2 "sim unknown model" -- "$BIN" sim rl --models gpt-9 --gpus 64
 expect 2 "sim calibrate on a non-report" -- "$BIN" sim rl --calibrate "$T/t.jsonl"
 expect 0 "sim at each design's best split" -- "$BIN" sim rl --models qwen2.5-7b --gpus 64 --updates 2 --batch 256 --train-pct 0 --out "$T/b.json"
 python3 -c "import json; r=json.load(open('$T/b.json'))['rows']; assert all(5 <= x['train_pct'] <= 95 or x['train_pct'] == 100 for x in r)" ||
@@ -52,8 +52,9 @@ python3 -c "import json,sys; h=json.load(open('$T/ar/report.json'))['staleness_h
     { echo "FAIL areal staleness at bound 0"; fail=1; }
 # Laminar-style with a waiting queue (a rollout batch of 2 x max-seqs): a running rollout takes new
 # groups into the slots its finished trajectories free; with the default batch (max-seqs) it never does
-for rb in 0 8; do
-    expect 0 "laminar run, rollout batch $rb" -- timeout 120 "$BIN" rl run --tasks "$T/t.jsonl" --rollout-batch $rb \
+for rb in 0 8; do # 0: not given (the default, max-seqs)
+    rbo=(); [ $rb -ne 0 ] && rbo=(--rollout-batch $rb)
+    expect 0 "laminar run, rollout batch $rb" -- timeout 120 "$BIN" rl run --tasks "$T/t.jsonl" "${rbo[@]}" \
         --sft-steps 30 --updates 6 --group 2 --batch-groups 4 --max-seqs 4 --max-new 16 --rollouts 2 --relays 1 \
         --eval-n 8 --workdir "$T/lq$rb" --quiet
     python3 -c "import json,sys; r=json.load(open('$T/lq$rb/report.json')); print('  rollout_batch', r['rollout_batch'], 'topup_groups', r['topup_groups']); sys.exit(0 if (r['rollout_batch'], r['topup_groups'] > 0) == ((4, False) if $rb == 0 else (8, True)) else 1)" ||

@@ -96,7 +96,7 @@ grep -q '"status":403' "$T/q.log" || fail "query log"
 # a natural client replaying the task's rows is served, the attack is refused after its first request
 "$BIN" victim make-task --task moons --out "$T/moons" > "$T/mt.out" || fail "make-task"
 grep -q "12000 rows, 10 features, 3 classes" "$T/mt.out" || fail "make-task output"
-"$BIN" victim make-task --task nope --out "$T/nope" 2>"$T/err"; [ $? -eq 1 ] || fail "make-task unknown exit"
+"$BIN" victim make-task --task nope --out "$T/nope" 2>"$T/err"; [ $? -eq 2 ] || fail "make-task unknown exit"
 "$BIN" victim train --type logreg --epochs 2 --data "$T/moons/moons.csv" --out "$T/m.bin" --quiet > /dev/null || fail "train moons"
 "$BIN" victim serve --model "$T/m.bin" --port 0 --monitor refuse 2>"$T/err"; [ $? -eq 2 ] || fail "monitor without data exit"
 "$BIN" victim serve --model "$T/m.bin" --port 0 --monitor refuse --monitor-data "$T/moons/moons.csv" --monitor-stats 2 \
