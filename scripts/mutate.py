@@ -138,6 +138,8 @@ def main():
     ap.add_argument("--timeout", type=int, default=300, help="seconds per ctest case")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--check", action="store_true", help="only check that every original text occurs once")
+    ap.add_argument("--no-baseline", action="store_true",
+                    help="skip running the selected mutants' tests on the unmutated tree first")
     a = ap.parse_args()
     for sig in (signal.SIGINT, signal.SIGTERM):  # also when started in the background
         signal.signal(sig, on_signal)
@@ -153,6 +155,13 @@ def main():
         print(f"mutate: {len(muts)} mutants, {bad} bad")
         return 1 if bad else 0
     src, bld = seed_scratch(root, os.path.realpath(a.build), os.path.realpath(a.scratch), a.jobs)
+    if not a.no_baseline:  # a case that fails unmutated would count every mutant as killed
+        union = "|".join(f"(?:{r})" for r in sorted({m["regex"] for m in muts}))
+        print("mutate: the selected mutants' tests on the unmutated tree ...", flush=True)
+        rc, out = sh(["ctest", "-R", union, "-j", str(a.jobs), "--timeout", str(a.timeout)], cwd=bld)
+        if rc:
+            failed = ", ".join(f"{t} ({r})" for t, r in re.findall(r"\d+ - (\S+) \((\w+)", out)) or "ctest failed"
+            sys.exit(f"mutate: these fail without any mutant, so no mutant can be judged by them: {failed}")
     res = []
     t_all = time.time()
     for i, m in enumerate(muts):

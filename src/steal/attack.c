@@ -5,6 +5,7 @@
  * training on the victim's answers, with a CART member for images when the attacker's own
  * held-back test prefers it; baselines (uniform random queries, natural samples); the replica
  * file. */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1373,6 +1374,12 @@ int ls_replica_load(const char *path, ls_replica **out) {
     const cJSON *range = cJSON_GetObjectItemCaseSensitive(j, "input_range");
     if (!rc && (cJSON_GetArraySize(shape) != 3 || cJSON_GetArraySize(range) != 2))
         rc = ls_err(LS_EFORMAT, "%s: bad input_shape/input_range metadata", path);
+    if (!rc) { /* the range queries were drawn from: finite floats, low below high */
+        const cJSON *lo = cJSON_GetArrayItem(range, 0), *hi = cJSON_GetArrayItem(range, 1);
+        if (!cJSON_IsNumber(lo) || !cJSON_IsNumber(hi) || !(fabs(lo->valuedouble) <= FLT_MAX) ||
+            !(fabs(hi->valuedouble) <= FLT_MAX) || !(lo->valuedouble < hi->valuedouble))
+            rc = ls_err(LS_EFORMAT, "%s: bad input_range metadata (finite, low < high)", path);
+    }
     if (rc) goto done;
     r = calloc(1, sizeof *r);
     if (!r) {
@@ -1395,6 +1402,7 @@ int ls_replica_load(const char *path, ls_replica **out) {
         if (rc) break;
         r->members = m + 1;
         if (m == 0) r->k = r->net[0].sizes[nl];
+        if (r->k < 2) rc = ls_err(LS_EFORMAT, "%s: %d output classes (at least 2)", path, r->k);
     }
     if (!rc) rc = load_tree(f, j, path, r);
 done:

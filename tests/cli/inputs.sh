@@ -201,11 +201,11 @@ expect 2 "plan validate --algos with an empty entry" -- "$BIN" plan validate --a
 # list one character over its 511 (was: cut to 511, its last entry "x" dropped, exit 0)
 expect 2 "plan validate --algos with a trailing comma" -- "$BIN" plan validate --algos splitquant,
 expect 2 "plan validate --algos with a leading comma" -- "$BIN" plan validate --algos ,splitquant
-expect 1 "sim rl --models with a trailing comma" -- "$BIN" sim rl --models qwen2.5-7b, --gpus 64 --updates 2 --batch 256
-expect 1 "sim rl --models with a leading comma" -- "$BIN" sim rl --models ,qwen2.5-7b --gpus 64 --updates 2 --batch 256
+expect 2 "sim rl --models with a trailing comma" -- "$BIN" sim rl --models qwen2.5-7b, --gpus 64 --updates 2 --batch 256
+expect 2 "sim rl --models with a leading comma" -- "$BIN" sim rl --models ,qwen2.5-7b --gpus 64 --updates 2 --batch 256
 long=$(printf 'qwen2.5-7b,%.0s' $(seq 45))opt-13b,opt-13b,x
 [ ${#long} = 512 ] || fail "the over-long --models list has ${#long} characters, not 512"
-expect 1 "sim rl --models of 512 characters" -- "$BIN" sim rl --models "$long" --gpus 64 --updates 2 --batch 256
+expect 2 "sim rl --models of 512 characters" -- "$BIN" sim rl --models "$long" --gpus 64 --updates 2 --batch 256
 expect 2 "steal --input-shape 4x" -- "$BIN" steal --target http://127.0.0.1:9/predict --input-shape 4x --classes 2 --budget 10 --out x.st
 expect 2 "sim rl --prompt-len 2^31-1" -- timeout 20 "$BIN" sim rl --models qwen2.5-7b --gpus 64 --updates 2 --batch 256 --prompt-len 2147483647
 expect 2 "sim rl --seed 1e30" -- "$BIN" sim rl --models qwen2.5-7b --gpus 64 --updates 2 --batch 256 --seed 1e30

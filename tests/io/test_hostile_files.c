@@ -382,6 +382,32 @@ static void test_replica_shapes(void) {
         ls_replica *r = NULL;
         CHECK_MSG(ls_replica_load(at("replica.safetensors"), &r) == LS_EFORMAT && r == NULL, "meta %d", i);
     }
+    /* an input range that is empty, reversed, not numbers or out of float's range, and a
+     * network of one class, against a file that differs only there and loads */
+    struct {
+        const char *meta;
+        int k, ok;
+    } bad[] = {{"{\"layers\":1,\"input_shape\":[1,1,4],\"input_range\":[0,1]}", 2, 1},
+               {"{\"layers\":1,\"input_shape\":[1,1,4],\"input_range\":[1,1]}", 2, 0},
+               {"{\"layers\":1,\"input_shape\":[1,1,4],\"input_range\":[1,0]}", 2, 0},
+               {"{\"layers\":1,\"input_shape\":[1,1,4],\"input_range\":[0,\"1\"]}", 2, 0},
+               {"{\"layers\":1,\"input_shape\":[1,1,4],\"input_range\":[0,1e39]}", 2, 0},
+               {"{\"layers\":1,\"input_shape\":[1,1,4],\"input_range\":[0,1]}", 1, 0}};
+    for (int i = 0; i < (int)(sizeof bad / sizeof bad[0]); i++) {
+        int64_t wk[2] = {bad[i].k, 4}, bk[1] = {bad[i].k};
+        ls_st_writer *wr;
+        CHECK(ls_st_writer_init(&wr) == LS_OK);
+        CHECK(ls_st_writer_add(wr, "fc0.w", LS_DT_F32, 2, wk, w) == LS_OK);
+        CHECK(ls_st_writer_add(wr, "fc0.b", LS_DT_F32, 1, bk, b) == LS_OK);
+        CHECK(ls_st_writer_meta(wr, "llmsys.steal", bad[i].meta) == LS_OK);
+        CHECK(ls_st_writer_write(wr, at("replica.safetensors")) == LS_OK);
+        ls_st_writer_free(wr);
+        ls_replica *r = NULL;
+        int rc = ls_replica_load(at("replica.safetensors"), &r);
+        CHECK_MSG(bad[i].ok ? rc == LS_OK && r : rc == LS_EFORMAT && !r, "range/classes case %d: rc %d %s", i, rc,
+                  ls_errmsg());
+        ls_replica_free(r);
+    }
 }
 
 /* ---------------------------------------------------------------- 4: non-regular inputs */

@@ -339,6 +339,34 @@ static void test_agree_brute_force(void) {
     brute_case(c2, a, (ls_plan_workload){64, 1024, 32}, (ls_plan_qtarget){LS_PLAN_Q_BITS, 4});
 }
 
+/* The ILP against the brute force on pb (the brute force's plan left in bf), then the exact
+ * search alone, without a cutoff, on the optimum's candidate: its least is the optimum (with a
+ * plan at it when exact; only a lower bound where it can only bound the quality). Returns 1
+ * when both solvers found a plan, 0 otherwise (both failing alike passes). */
+static int check_brute_ilp_exact(ls_plan_problem *pb, ls_plan_result *bf, int exact, double tol, const char *what) {
+    ls_plan_result *il = malloc(sizeof *il);
+    int rb = ls_plan_solve(pb, LS_PLAN_ALGO_BRUTE, bf), ri = ls_plan_solve(pb, LS_PLAN_ALGO_ILP, il), both = 0;
+    CHECK_MSG(rb == ri, "%s: brute %d ilp %d: %s", what, rb, ri, ls_errmsg());
+    if (rb == LS_OK && ri == LS_OK) {
+        both = 1;
+        CHECK_MSG(il->ilp_optimal, "%s: the ILP did not prove its plan", what);
+        CHECK_NEAR(il->objective, bf->objective, tol * bf->objective);
+        ls_plan_cand_cost cc;
+        ls_plan_exact_result *ex = malloc(sizeof *ex);
+        CHECK(ls_plan_cand_cost_init(pb, bf->dev, bf->mb_prefill, bf->mb_decode, &cc) == LS_OK);
+        CHECK(ls_plan_exact(pb, &cc, INFINITY, ls_now() + 60, ls_now, ex) == LS_OK);
+        CHECK_MSG(ex->done && ex->lb <= bf->objective * (1 + 1e-9), "%s: exact search %.9g above the optimum %.9g",
+                  what, ex->lb, bf->objective);
+        if (exact)
+            CHECK_MSG(ex->has_plan && fabs(ex->lb - bf->objective) <= 1e-9 * bf->objective,
+                      "%s: exact search %.9g, brute force %.9g", what, ex->lb, bf->objective);
+        ls_plan_cand_cost_free(&cc);
+        free(ex);
+    }
+    free(il);
+    return both;
+}
+
 /* The exact candidate search (exact.c) that closes ILP candidates, against brute force on
  * tiny cases with indicators it prices exactly (per-layer scale times a width term) and
  * ones where it only bounds a stage's quality (random, not ordered by gains): the ILP with
@@ -352,7 +380,7 @@ static void test_exact_random_brute(void) {
     ls_plan_cluster *cl = tiny_cluster(c3);
     if (!cl) return;
     ls_plan_problem *pb = malloc(sizeof *pb);
-    ls_plan_result *bf = malloc(sizeof *bf), *il = malloc(sizeof *il);
+    ls_plan_result *bf = malloc(sizeof *bf);
     ls_rng r;
     ls_rng_seed(&r, 7);
     for (int trial = 0; trial < 8; trial++) {
@@ -373,26 +401,12 @@ static void test_exact_random_brute(void) {
                                                                                               : 4};
         CHECK(ls_plan_problem_set_quality(pb, q) == LS_OK);
         pb->time_limit_s = 20;
-        int rb = ls_plan_solve(pb, LS_PLAN_ALGO_BRUTE, bf), ri = ls_plan_solve(pb, LS_PLAN_ALGO_ILP, il);
-        CHECK_MSG(rb == ri, "trial %d: brute %d ilp %d: %s", trial, rb, ri, ls_errmsg());
-        if (rb == LS_OK && ri == LS_OK) {
-            CHECK(il->ilp_optimal);
-            CHECK_NEAR(il->objective, bf->objective, 1e-6 * bf->objective);
-            /* the search alone, without a cutoff, on the optimum's candidate: its least is the
-             * optimum (a lower bound where it only bounds the quality, odd trials) */
-            ls_plan_cand_cost cc;
-            ls_plan_exact_result *ex = malloc(sizeof *ex);
-            CHECK(ls_plan_cand_cost_init(pb, bf->dev, bf->mb_prefill, bf->mb_decode, &cc) == LS_OK);
-            CHECK(ls_plan_exact(pb, &cc, INFINITY, ls_now() + 60, ls_now, ex) == LS_OK);
-            CHECK(ex->done && ex->lb <= bf->objective * (1 + 1e-9));
-            if (!(trial & 1)) CHECK(ex->has_plan && fabs(ex->lb - bf->objective) <= 1e-9 * bf->objective);
-            ls_plan_cand_cost_free(&cc);
-            free(ex);
-        }
+        char what[32];
+        snprintf(what, sizeof what, "trial %d", trial);
+        check_brute_ilp_exact(pb, bf, !(trial & 1), 1e-6, what);
     }
     free(pb);
     free(bf);
-    free(il);
     ls_plan_cluster_free(cl);
 }
 
@@ -598,28 +612,17 @@ static void test_exact_profile_tradeoff(void) {
     if (!cl) return;
     ls_plan_arch a = test_arch();
     ls_plan_problem *pb = malloc(sizeof *pb);
-    ls_plan_result *bf = malloc(sizeof *bf), *il = malloc(sizeof *il);
+    ls_plan_result *bf = malloc(sizeof *bf);
     CHECK(ls_plan_problem_init(pb, &a, cl, (ls_plan_workload){8, 256, 4}) == LS_OK);
     CHECK(ls_plan_problem_set_quality(pb, (ls_plan_qtarget){LS_PLAN_Q_THETA, 1e-3}) == LS_OK);
     pb->time_limit_s = 20;
-    int rb = ls_plan_solve(pb, LS_PLAN_ALGO_BRUTE, bf), ri = ls_plan_solve(pb, LS_PLAN_ALGO_ILP, il);
-    CHECK_MSG(rb == LS_OK && ri == LS_OK, "brute %d ilp %d: %s", rb, ri, ls_errmsg());
-    if (rb == LS_OK && ri == LS_OK) {
+    if (check_brute_ilp_exact(pb, bf, 1, 1e-9, "tradeoff profile")) {
         int n8 = 0;
         for (int i = 0; i < a.n_layer; i++) n8 += bf->bits[i] == 8;
         CHECK_MSG(n8 > 0, "the optimum uses no 8-bit layer: the case means nothing");
-        CHECK(il->ilp_optimal);
-        CHECK_NEAR(il->objective, bf->objective, 1e-9 * bf->objective);
-        ls_plan_cand_cost cc;
-        ls_plan_exact_result *ex = malloc(sizeof *ex);
-        CHECK(ls_plan_cand_cost_init(pb, bf->dev, bf->mb_prefill, bf->mb_decode, &cc) == LS_OK);
-        CHECK(ls_plan_exact(pb, &cc, INFINITY, ls_now() + 60, ls_now, ex) == LS_OK);
-        CHECK_MSG(ex->done && ex->has_plan && fabs(ex->lb - bf->objective) <= 1e-9 * bf->objective,
-                  "exact search %.9g, brute force %.9g (%d layers at 8 bits)", ex->lb, bf->objective, n8);
-        ls_plan_cand_cost_free(&cc);
-        free(ex);
-    }
-    free(pb), free(bf), free(il);
+    } else
+        CHECK_MSG(0, "tradeoff profile: no plan: %s", ls_errmsg());
+    free(pb), free(bf);
     ls_plan_cluster_free(cl);
 }
 
@@ -639,7 +642,7 @@ static void test_profiled_links(void) {
     CHECK(ls_plan_catalog_model(cat, "llama-2-7b", &a) == LS_OK);
     a.n_layer = 4;
     ls_plan_problem *pb = malloc(sizeof *pb);
-    ls_plan_result *pl = calloc(1, sizeof *pl), *bf = malloc(sizeof *bf), *il = malloc(sizeof *il);
+    ls_plan_result *pl = calloc(1, sizeof *pl), *bf = malloc(sizeof *bf);
     ls_plan_workload w = {16, 512, 8};
     CHECK(ls_plan_problem_init(pb, &a, cl, w) == LS_OK);
     CHECK(cl->n_dev == 2 && cl->dev[0].prof == 0 && cl->prof[0].act_bytes == 2);
@@ -662,21 +665,9 @@ static void test_profiled_links(void) {
     cl->prof[0].act_bytes = 2;
     CHECK(ls_plan_problem_set_quality(pb, (ls_plan_qtarget){LS_PLAN_Q_BITS, 8}) == LS_OK);
     pb->time_limit_s = 20;
-    int rb = ls_plan_solve(pb, LS_PLAN_ALGO_BRUTE, bf), ri = ls_plan_solve(pb, LS_PLAN_ALGO_ILP, il);
-    CHECK_MSG(rb == LS_OK && ri == LS_OK, "brute %d ilp %d: %s", rb, ri, ls_errmsg());
-    if (rb == LS_OK && ri == LS_OK) {
-        CHECK(il->ilp_optimal);
-        CHECK_NEAR(il->objective, bf->objective, 1e-9 * bf->objective);
-        ls_plan_cand_cost cc;
-        ls_plan_exact_result *ex = malloc(sizeof *ex);
-        CHECK(ls_plan_cand_cost_init(pb, bf->dev, bf->mb_prefill, bf->mb_decode, &cc) == LS_OK);
-        CHECK(ls_plan_exact(pb, &cc, INFINITY, ls_now() + 60, ls_now, ex) == LS_OK);
-        CHECK_MSG(ex->done && ex->has_plan && fabs(ex->lb - bf->objective) <= 1e-9 * bf->objective,
-                  "exact search %.9g, brute force %.9g", ex->lb, bf->objective);
-        ls_plan_cand_cost_free(&cc);
-        free(ex);
-    }
-    free(pb), free(pl), free(bf), free(il);
+    if (!check_brute_ilp_exact(pb, bf, 1, 1e-9, "profiled H200s"))
+        CHECK_MSG(0, "profiled H200s: no plan: %s", ls_errmsg());
+    free(pb), free(pl), free(bf);
     ls_plan_cluster_free(cl);
 }
 
