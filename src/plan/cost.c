@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "llmsys/plan.h"
+#include "plan/internal.h"
 
 const int ls_plan_bits[LS_PLAN_NBITS] = {3, 4, 8, 16};
 
@@ -173,6 +174,24 @@ double ls_plan_link_s(const ls_plan_cluster *cl, int from, int to, double bytes)
 double ls_plan_act_bytes(const ls_plan_cluster *cl, int dev) {
     const ls_plan_device *d = &cl->dev[dev];
     return d->prof >= 0 ? cl->prof[d->prof].act_bytes : 2.0;
+}
+
+void ls_plan_stage_fixed(const ls_plan_problem *p, const int *order, int n, int j, int mb_pre, int mb_dec, double *mem,
+                         double *pre_s, double *dec_s) {
+    const ls_plan_arch *a = p->arch;
+    const ls_plan_cluster *cl = p->cl;
+    int d = order[j];
+    *mem = j == 0 ? ls_plan_embed_bytes(a) : 0;
+    if (j == n - 1) {
+        /* a single stage with a tied head keeps one copy of the matrix */
+        *mem += (n == 1 && a->tied) ? 2.0 * a->d_model * 2.0 : ls_plan_head_bytes(a);
+        *pre_s = ls_plan_head_prefill_s(a, cl, d, mb_pre, p->wl.prompt);
+        *dec_s = ls_plan_head_decode_s(a, cl, d, mb_dec);
+    } else {
+        double act = ls_plan_act_bytes(cl, d);
+        *pre_s = ls_plan_link_s(cl, d, order[j + 1], (double)mb_pre * p->wl.prompt * a->d_model * act);
+        *dec_s = ls_plan_link_s(cl, d, order[j + 1], (double)mb_dec * a->d_model * act);
+    }
 }
 
 /* ---------------------------------------------------------------- profiles */
@@ -467,17 +486,9 @@ int ls_plan_evaluate(const ls_plan_problem *p, ls_plan_result *pl) {
             mem += ls_plan_layer_weight_bytes(a, pl->bits[i]) + kv;
             q += p->omega[i * LS_PLAN_NBITS + ls_plan_bits_index(pl->bits[i])];
         }
-        if (j == 0) mem += ls_plan_embed_bytes(a);
-        if (j == S - 1) {
-            /* a single stage with a tied head keeps one copy of the matrix */
-            mem += (S == 1 && a->tied) ? 2.0 * a->d_model * 2.0 : ls_plan_head_bytes(a);
-            P += ls_plan_head_prefill_s(a, cl, d, pl->mb_prefill, w->prompt);
-            D += ls_plan_head_decode_s(a, cl, d, pl->mb_decode);
-        } else {
-            int nx = pl->dev[j + 1];
-            P += ls_plan_link_s(cl, d, nx, (double)pl->mb_prefill * w->prompt * a->d_model * ls_plan_act_bytes(cl, d));
-            D += ls_plan_link_s(cl, d, nx, (double)pl->mb_decode * a->d_model * ls_plan_act_bytes(cl, d));
-        }
+        double fm, fp, fd;
+        ls_plan_stage_fixed(p, pl->dev, S, j, pl->mb_prefill, pl->mb_decode, &fm, &fp, &fd);
+        mem += fm, P += fp, D += fd;
         pl->stage_prefill_s[j] = P;
         pl->stage_decode_s[j] = D;
         pl->stage_mem[j] = mem;

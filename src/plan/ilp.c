@@ -142,16 +142,9 @@ int ls_plan_cand_cost_init(const ls_plan_problem *p, const int *order, int mb_pr
             cc->lp[j][k] = ls_plan_layer_prefill_s(a, cl, d, ls_plan_bits[k], mb_pre, p->wl.prompt);
             cc->ld[j][k] = ls_plan_layer_decode_s(a, cl, d, ls_plan_bits[k], mb_dec, ctx);
         }
-        cc->baseM[j] = ws + (j == 0 ? ls_plan_embed_bytes(a) : 0);
-        if (j == N - 1) {
-            cc->baseM[j] += (N == 1 && a->tied) ? 2.0 * a->d_model * 2.0 : ls_plan_head_bytes(a);
-            cc->baseP[j] = ls_plan_head_prefill_s(a, cl, d, mb_pre, p->wl.prompt);
-            cc->baseD[j] = ls_plan_head_decode_s(a, cl, d, mb_dec);
-        } else {
-            double act = ls_plan_act_bytes(cl, d); /* as ls_plan_evaluate prices the link */
-            cc->baseP[j] = ls_plan_link_s(cl, d, order[j + 1], (double)mb_pre * p->wl.prompt * a->d_model * act);
-            cc->baseD[j] = ls_plan_link_s(cl, d, order[j + 1], (double)mb_dec * a->d_model * act);
-        }
+        double fm;
+        ls_plan_stage_fixed(p, order, N, j, mb_pre, mb_dec, &fm, &cc->baseP[j], &cc->baseD[j]);
+        cc->baseM[j] = ws + fm;
         cc->cap[j] = (cl->dev[d].usable_bytes - cc->baseM[j]) / 1e9;
         /* width k at j: allowed, priced, and one layer fits beside the stage's fixed memory */
         for (int k = 0; k < NB; k++)

@@ -18,8 +18,14 @@ int ls_plan_splitquant(const ls_plan_problem *p, ls_plan_result *out, int rank_o
 /* splitquant as ls_plan_solve runs it by the objective (baselines seed the incumbent). */
 int ls_plan_splitquant_seeded(const ls_plan_problem *p, ls_plan_result *out);
 /* Activation element size on the wire from dev: fp16 from a catalog GPU, a profiled device's
- * own (its profile's act_bytes); every stage cost (evaluate, the DP, the ILP) prices the link by it. */
+ * own (its profile's act_bytes). */
 double ls_plan_act_bytes(const ls_plan_cluster *cl, int dev);
+/* What stage j of n (on device order[j]) costs besides its layers and the workspace, as
+ * every stage cost (evaluate, the DP, the ILP) prices it: mem, the embedding (first stage)
+ * and head (last) bytes; pre_s / dec_s, the head's time on the last stage, else the link's
+ * to order[j + 1] (activations of ls_plan_act_bytes) per prefill / decode micro-batch. */
+void ls_plan_stage_fixed(const ls_plan_problem *p, const int *order, int n, int j, int mb_pre, int mb_dec, double *mem,
+                         double *pre_s, double *dec_s);
 /* One ILP candidate's costs (ilp.c builds them for the MIP and the exact search alike):
  * per position j (device order[j]) and width k the layer prefill / decode seconds, the
  * stage's fixed prefill / decode (link or head) and the GB left for layers; memk the GB of

@@ -218,16 +218,9 @@ static void dp_setup(dp_ctx *c, const ls_plan_problem *p, const int *order, int 
             c->lp[j][k] = ok ? ls_plan_layer_prefill_s(a, cl, d, ls_plan_bits[k], mb_pre, p->wl.prompt) : INFINITY;
             c->ld[j][k] = ok ? ls_plan_layer_decode_s(a, cl, d, ls_plan_bits[k], mb_dec, ctx) : INFINITY;
         }
-        c->baseM[j] = ws + (j == 0 ? ls_plan_embed_bytes(a) : 0);
-        if (j == c->N - 1) {
-            c->baseM[j] += (c->N == 1 && a->tied) ? 2.0 * a->d_model * 2.0 : ls_plan_head_bytes(a);
-            c->baseP[j] = ls_plan_head_prefill_s(a, cl, d, mb_pre, p->wl.prompt);
-            c->baseD[j] = ls_plan_head_decode_s(a, cl, d, mb_dec);
-        } else {
-            double act = ls_plan_act_bytes(cl, d); /* as ls_plan_evaluate prices the link */
-            c->baseP[j] = ls_plan_link_s(cl, d, order[j + 1], (double)mb_pre * p->wl.prompt * a->d_model * act);
-            c->baseD[j] = ls_plan_link_s(cl, d, order[j + 1], (double)mb_dec * a->d_model * act);
-        }
+        double fm;
+        ls_plan_stage_fixed(p, order, c->N, j, mb_pre, mb_dec, &fm, &c->baseP[j], &c->baseD[j]);
+        c->baseM[j] = ws + fm;
         c->cap[j] = cl->dev[d].usable_bytes;
     }
     c->minP = c->minD = INFINITY;
