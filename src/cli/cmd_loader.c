@@ -201,6 +201,7 @@ static int loader_tokenize(int argc, char **argv) {
         return ls_usage_err("loader tokenize", "--type must be text or jsonl, got '%s'", type);
     if (strcmp(split, "file") && strcmp(split, "blank"))
         return ls_usage_err("loader tokenize", "--split must be file or blank, got '%s'", split);
+    if (!*field) return ls_usage_err("loader tokenize", "--field must name a JSON field, got ''");
     ls_loader_mix mix;
     if (ls_loader_mix_single(type, in, field, split, &mix) != LS_OK) return ls_cli_fail();
     int64_t nd, nt;

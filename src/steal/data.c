@@ -481,6 +481,8 @@ int ls_steal_make_table(const char *kind, int64_t n, int d, int k, uint64_t seed
     /* bounds keep n·d and 2k (the blobs' clusters) in range */
     if (n > LS_TABLE_MAX_ROWS || d > LS_TABLE_MAX_DIM || k > LS_TABLE_MAX_DIM)
         return ls_err(LS_EINVAL, "make_table: at most 2^31-1 rows, 65536 features and 65536 classes");
+    if (strcmp(kind, "blobs") && strcmp(kind, "rings")) /* before the rows are allocated */
+        return ls_err(LS_EINVAL, "make_table: unknown kind '%s' (blobs, rings)", kind);
     LS_TRY(ls_steal_data_alloc(out, n, d, k));
     ls_rng r;
     ls_rng_seed(&r, seed);
@@ -545,9 +547,6 @@ int ls_steal_make_table(const char *kind, int64_t n, int d, int k, uint64_t seed
             out->y[i] = c;
         }
         free(rad);
-    } else {
-        ls_steal_data_free(out);
-        return ls_err(LS_EINVAL, "make_table: unknown kind '%s' (blobs, rings)", kind);
     }
     snprintf(out->name, sizeof out->name, "%s", kind);
     return LS_OK;

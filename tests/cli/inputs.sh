@@ -107,6 +107,7 @@ expect 2 "make-task --task bogus" -- "$BIN" victim make-task --task bogus --out 
 # loader tokenize: an unknown --type or --split is a usage error (was: exit 1 from the source parser)
 expect 2 "loader tokenize --type bogus" -- "$BIN" loader tokenize --in corpus.txt --out t.lstok --type bogus
 expect 2 "loader tokenize --split bogus" -- "$BIN" loader tokenize --in corpus.txt --out t.lstok --split bogus
+expect 2 "loader tokenize --field ''" -- "$BIN" loader tokenize --in corpus.txt --out t.lstok --type jsonl --field ''
 [ -e t.lstok ] && fail "a refused loader tokenize wrote t.lstok"
 
 # outputs checked before the work (was: profile measured, plan serve wrote --out, plan validate

@@ -240,6 +240,9 @@ static void test_split_norm_tables(void) {
     CHECK_EQ_INT(ls_steal_make_table("rings", 500, 8, 3, 5, &tr2) == LS_OK, 1);
     ls_steal_data_free(&te2);
     CHECK_EQ_INT(ls_steal_make_table("nope", 500, 8, 3, 5, &te2), LS_EINVAL);
+    /* an unknown kind is refused before its rows are allocated (here 2^31-1 x 65536 floats) */
+    CHECK_EQ_INT(ls_steal_make_table("nope", LS_TABLE_MAX_ROWS, LS_TABLE_MAX_DIM, 3, 5, &te2), LS_EINVAL);
+    CHECK(strstr(ls_errmsg(), "unknown kind") != NULL);
     ls_steal_data_free(&back);
     ls_steal_data_free(&tr2);
     ls_steal_data_free(&all);
