@@ -567,6 +567,31 @@ static void test_exact_full_stage(void) {
     ls_plan_cluster_free(cl);
 }
 
+/* A synthetic llmsys-profile: the header, empty prefill / decode arrays (returned in pre,
+ * dec) and a link of 0.1 ms and 1 GB/s; rows go in with profile_row. */
+static cJSON *profile_json(const char *device, cJSON **pre, cJSON **dec) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "format", "llmsys-profile");
+    cJSON_AddNumberToObject(j, "version", 1);
+    cJSON_AddStringToObject(j, "device", device);
+    *pre = cJSON_AddArrayToObject(j, "prefill"), *dec = cJSON_AddArrayToObject(j, "decode");
+    cJSON *link = cJSON_AddObjectToObject(j, "link");
+    cJSON_AddNumberToObject(link, "latency_s", 1e-4);
+    cJSON_AddNumberToObject(link, "bandwidth_Bps", 1e9);
+    return j;
+}
+
+/* One measured point: len is the prompt ("seq") of a prefill row, the context ("ctx") of a
+ * decode one. */
+static void profile_row(cJSON *rows, int prefill, int bits, int batch, int len, double seconds) {
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddNumberToObject(r, "bits", bits);
+    cJSON_AddNumberToObject(r, "batch", batch);
+    cJSON_AddNumberToObject(r, prefill ? "seq" : "ctx", len);
+    cJSON_AddNumberToObject(r, "seconds", seconds);
+    cJSON_AddItemToArray(rows, r);
+}
+
 /* A measured profile may trade the phases: here 8-bit layers prefill in half the time of
  * fp16 ones and decode in twice the time (an int8 GEMM beside a slow dequantising GEMV), so
  * an all-8-bit stage is better than an all-fp16 one in prefill only, worse in decode and in
@@ -575,30 +600,13 @@ static void test_exact_full_stage(void) {
 static void test_exact_profile_tradeoff(void) {
     char path[512], cpath[512], json[1024];
     tmp_path(path, sizeof path, "tradeoff-prof.json");
-    cJSON *j = cJSON_CreateObject();
-    cJSON_AddStringToObject(j, "format", "llmsys-profile");
-    cJSON_AddNumberToObject(j, "version", 1);
-    cJSON_AddStringToObject(j, "device", "cpu:tradeoff");
-    cJSON *pre = cJSON_AddArrayToObject(j, "prefill"), *dec = cJSON_AddArrayToObject(j, "decode");
+    cJSON *pre, *dec, *j = profile_json("cpu:tradeoff", &pre, &dec);
     for (int bits = 8; bits <= 16; bits += 8)
         for (int b = 1; b <= 4; b *= 2)
             for (int s = 16; s <= 64; s *= 2) {
-                cJSON *r = cJSON_CreateObject();
-                cJSON_AddNumberToObject(r, "bits", bits);
-                cJSON_AddNumberToObject(r, "batch", b);
-                cJSON_AddNumberToObject(r, "seq", s);
-                cJSON_AddNumberToObject(r, "seconds", (bits == 8 ? 0.5e-5 : 1e-5) * b * s);
-                cJSON_AddItemToArray(pre, r);
-                r = cJSON_CreateObject();
-                cJSON_AddNumberToObject(r, "bits", bits);
-                cJSON_AddNumberToObject(r, "batch", b);
-                cJSON_AddNumberToObject(r, "ctx", s);
-                cJSON_AddNumberToObject(r, "seconds", (bits == 8 ? 2e-4 : 1e-4) * b);
-                cJSON_AddItemToArray(dec, r);
+                profile_row(pre, 1, bits, b, s, (bits == 8 ? 0.5e-5 : 1e-5) * b * s);
+                profile_row(dec, 0, bits, b, s, (bits == 8 ? 2e-4 : 1e-4) * b);
             }
-    cJSON *link = cJSON_AddObjectToObject(j, "link");
-    cJSON_AddNumberToObject(link, "latency_s", 1e-4);
-    cJSON_AddNumberToObject(link, "bandwidth_Bps", 1e9);
     CHECK(ls_json_write_file(path, j) == LS_OK);
     cJSON_Delete(j);
     snprintf(json, sizeof json,
@@ -749,32 +757,15 @@ static void test_profile_fit(void) {
     char path[512];
     tmp_path(path, sizeof path, "prof.json");
     /* rows generated from known coefficients; the fit must recover them */
-    cJSON *j = cJSON_CreateObject();
-    cJSON_AddStringToObject(j, "format", "llmsys-profile");
-    cJSON_AddNumberToObject(j, "version", 1);
-    cJSON_AddStringToObject(j, "device", "cpu:test");
-    cJSON *pre = cJSON_AddArrayToObject(j, "prefill"), *dec = cJSON_AddArrayToObject(j, "decode");
+    cJSON *pre, *dec, *j = profile_json("cpu:test", &pre, &dec);
     int bits[2] = {8, 16};
     for (int bi = 0; bi < 2; bi++)
         for (int b = 1; b <= 4; b *= 2)
             for (int s = 16; s <= 64; s *= 2) {
-                cJSON *r = cJSON_CreateObject();
                 double bs = (double)b * s;
-                cJSON_AddNumberToObject(r, "bits", bits[bi]);
-                cJSON_AddNumberToObject(r, "batch", b);
-                cJSON_AddNumberToObject(r, "seq", s);
-                cJSON_AddNumberToObject(r, "seconds", 1e-4 * (bi + 1) + 2e-6 * bs + 3e-9 * bs * s);
-                cJSON_AddItemToArray(pre, r);
-                r = cJSON_CreateObject();
-                cJSON_AddNumberToObject(r, "bits", bits[bi]);
-                cJSON_AddNumberToObject(r, "batch", b);
-                cJSON_AddNumberToObject(r, "ctx", s);
-                cJSON_AddNumberToObject(r, "seconds", 5e-5 + 1e-5 * b + 4e-8 * b * s);
-                cJSON_AddItemToArray(dec, r);
+                profile_row(pre, 1, bits[bi], b, s, 1e-4 * (bi + 1) + 2e-6 * bs + 3e-9 * bs * s);
+                profile_row(dec, 0, bits[bi], b, s, 5e-5 + 1e-5 * b + 4e-8 * b * s);
             }
-    cJSON *link = cJSON_AddObjectToObject(j, "link");
-    cJSON_AddNumberToObject(link, "latency_s", 1e-4);
-    cJSON_AddNumberToObject(link, "bandwidth_Bps", 1e9);
     CHECK(ls_json_write_file(path, j) == LS_OK);
     ls_plan_profile p;
     CHECK_MSG(ls_plan_profile_load(path, &p) == LS_OK, "%s", ls_errmsg());
