@@ -238,8 +238,12 @@ typedef struct {
     const char *config;    /* manager: run config JSON (written by ls_rl_run) */
     int id;
 } ls_rl_worker_opts;
+/* o's role and the options it needs: LS_EINVAL naming what is missing (a usage error;
+ * ls_rl_worker checks them first too). */
+int ls_rl_worker_check(const ls_rl_worker_opts *o);
 /* Runs one worker until the manager says stop (or the manager is unreachable: LS_ENET with
- * one clear message). */
+ * one clear message). Its links follow the CURVE policy of llmsys/zsec.h: off loopback, or
+ * forced, the keys are required and only allowed peers get in. */
 int ls_rl_worker(const ls_rl_worker_opts *o);
 
 /* Writes an SVG figure of 1..6 run reports: reward per update (a line each) and their

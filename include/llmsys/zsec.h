@@ -1,6 +1,6 @@
 /*
  * zsec.h - ZeroMQ CURVE authentication and encryption for every llmsys socket that
- * crosses a process boundary (loader service, pipeline stages, robust agents).
+ * crosses a process boundary (loader service, pipeline stages, robust agents, rl workers).
  *
  * Keys: `llmsys keys gen --out DIR` writes DIR/server.key (the server key pair and an
  * "allow" line with the client's public key) and DIR/client.key (the client key pair and

@@ -121,9 +121,8 @@ static int rl_worker(int argc, char **argv) {
     };
     int rc = ls_args_parse("rl worker", "Runs one process of an RL job", spec, 6, argc, argv, NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
-    rc = ls_rl_worker(&w);
-    if (rc) return rc == LS_EINVAL ? (ls_cli_fail(), 2) : ls_cli_fail();
-    return 0;
+    if (ls_rl_worker_check(&w)) return ls_cli_fail(), 2;
+    return ls_rl_worker(&w) ? ls_cli_fail() : 0;
 }
 
 static int rl_plot(int argc, char **argv) {

@@ -78,8 +78,10 @@ int rl_recv(void *sock, int timeout_ms, void **msg, size_t *len, int *more);
 /* ROUTER: receives [identity][payload]; identity copied into id (cap 64), *idn its size. */
 int rl_recv_routed(void *sock, int timeout_ms, uint8_t *id, size_t *idn, void **msg, size_t *len);
 int rl_send_routed(void *sock, const uint8_t *id, size_t idn, const void *d, size_t n);
-/* Binds ep (port 0 = ephemeral) and writes the actual endpoint into out. */
-int rl_bind(void *sock, const char *ep, char *out, size_t cap);
+/* Binds ep (port 0 = ephemeral) under the CURVE policy of llmsys/zsec.h (off loopback, or
+ * forced: the server keys, and only allowed clients get in; what names the socket in errors)
+ * and writes the actual endpoint into out. */
+int rl_bind(void *zctx, void *sock, const char *ep, const char *what, char *out, size_t cap);
 
 /* Sends the chunk messages of one version blob to sock (DEALER, or ROUTER with id). */
 int rl_send_version(void *sock, const uint8_t *id, size_t idn, int64_t version, const void *blob, size_t len);

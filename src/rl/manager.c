@@ -757,7 +757,8 @@ int rl_manager_main(const ls_rl_worker_opts *o) {
     if (rc == LS_OK) {
         m->zctx = zmq_ctx_new();
         m->sock = m->zctx ? rl_socket(m->zctx, ZMQ_ROUTER) : NULL;
-        rc = m->sock ? rl_bind(m->sock, o->bind ? o->bind : "tcp://127.0.0.1:0", ep, sizeof ep) : LS_ENET;
+        rc = m->sock ? rl_bind(m->zctx, m->sock, o->bind ? o->bind : "tcp://127.0.0.1:0", "rl manager", ep, sizeof ep)
+                     : LS_ENET;
     }
     if (rc == LS_OK && o->port_file) rc = ls_file_write_atomic(o->port_file, ep, strlen(ep));
     m->t0 = ls_now();

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <zmq.h>
 
+#include "llmsys/zsec.h"
 #include "rl/internal.h"
 
 /* ---------------------------------------------------------------- messages */
@@ -205,14 +206,14 @@ int rl_send_routed(void *sock, const uint8_t *id, size_t idn, const void *d, siz
     return LS_OK;
 }
 
-int rl_bind(void *sock, const char *ep, char *out, size_t cap) {
+int rl_bind(void *zctx, void *sock, const char *ep, const char *what, char *out, size_t cap) {
     char want[300];
     const char *colon = strrchr(ep, ':');
     if (colon && !strcmp(colon, ":0"))
         snprintf(want, sizeof want, "%.*s:*", (int)(colon - ep), ep);
     else
         snprintf(want, sizeof want, "%s", ep);
-    if (zmq_bind(sock, want) != 0) return ls_err(LS_ENET, "cannot bind %s: %s", ep, zmq_strerror(zmq_errno()));
+    LS_TRY(ls_zsec_bind(zctx, sock, want, what));
     size_t n = cap;
     if (zmq_getsockopt(sock, ZMQ_LAST_ENDPOINT, out, &n) != 0)
         return ls_err(LS_ENET, "zmq: cannot read the bound endpoint");
@@ -259,8 +260,7 @@ int rl_join(void *zctx, const char *manager, const char *role, int id, const cha
             rl_config *cfg) {
     *sock = rl_socket(zctx, ZMQ_DEALER);
     if (!*sock) return LS_ENET;
-    if (zmq_connect(*sock, manager) != 0)
-        return ls_err(LS_ENET, "cannot connect to the manager at %s: %s", manager, zmq_strerror(zmq_errno()));
+    LS_TRY(ls_zsec_connect(*sock, manager, "rl manager link"));
     rl_buf b = {0};
     rl_msg_begin(&b, M_HELLO);
     rl_put_str(&b, role);

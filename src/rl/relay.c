@@ -6,6 +6,7 @@
 #include <string.h>
 #include <zmq.h>
 
+#include "llmsys/zsec.h"
 #include "rl/internal.h"
 
 int rl_relay_main(const ls_rl_worker_opts *o) {
@@ -17,7 +18,7 @@ int rl_relay_main(const ls_rl_worker_opts *o) {
     int rc = zctx ? LS_OK : ls_err(LS_ENET, "zmq context");
     if (rc == LS_OK) sock = rl_socket(zctx, ZMQ_ROUTER);
     if (rc == LS_OK && !sock) rc = LS_ENET;
-    if (rc == LS_OK) rc = rl_bind(sock, o->bind ? o->bind : "tcp://127.0.0.1:0", ep, sizeof ep);
+    if (rc == LS_OK) rc = rl_bind(zctx, sock, o->bind ? o->bind : "tcp://127.0.0.1:0", "rl relay", ep, sizeof ep);
     if (rc == LS_OK) rc = rl_join(zctx, o->manager, "relay", o->id, ep, &msock, &cfg);
     if (rc == LS_OK) rc = ls_rl_asm_init(&as);
     /* fault injection for tests: LLMSYS_RL_CORRUPT=N flips a byte of every Nth chunk received */
@@ -101,12 +102,11 @@ int rl_relay_main(const ls_rl_worker_opts *o) {
                 snprintf(succ_ep, sizeof succ_ep, "%s", s);
                 if (s[0]) {
                     succ = rl_socket(zctx, ZMQ_DEALER);
-                    if (succ && zmq_connect(succ, s) == 0) {
-                        const void *data;
-                        size_t n;
-                        int64_t v = ls_rl_asm_latest(as, &data, &n);
-                        if (v >= 0) rl_send_version(succ, NULL, 0, v, data, n);
-                    }
+                    rc = succ ? ls_zsec_connect(succ, s, "rl relay chain") : LS_ENET;
+                    const void *data;
+                    size_t n;
+                    int64_t v = rc == LS_OK ? ls_rl_asm_latest(as, &data, &n) : -1;
+                    if (v >= 0) rl_send_version(succ, NULL, 0, v, data, n);
                 }
             }
         }

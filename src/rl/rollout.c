@@ -9,6 +9,7 @@
 #include <zmq.h>
 
 #include "llmsys/serve.h"
+#include "llmsys/zsec.h"
 #include "rl/internal.h"
 
 typedef struct {
@@ -96,7 +97,7 @@ static int pull(roll *w, const char *ep) {
         if (w->rsock) zmq_close(w->rsock);
         w->rsock = rl_socket(w->zctx, ZMQ_DEALER);
         if (!w->rsock) return LS_ENET;
-        if (zmq_connect(w->rsock, ep) != 0) return ls_err(LS_ENET, "relay %s: %s", ep, zmq_strerror(zmq_errno()));
+        LS_TRY(ls_zsec_connect(w->rsock, ep, "rollout's relay link"));
         snprintf(w->rsock_ep, sizeof w->rsock_ep, "%s", ep);
     }
     rl_buf b = {0};

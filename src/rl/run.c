@@ -46,17 +46,21 @@ ls_rl_run_opts ls_rl_run_defaults(void) {
     return o;
 }
 
-int ls_rl_worker(const ls_rl_worker_opts *o) {
+int ls_rl_worker_check(const ls_rl_worker_opts *o) {
+    static const char *const roles[] = {"manager", "trainer", "rollout", "relay"};
     if (!o->role) return ls_err(LS_EINVAL, "worker: --role is required (manager, trainer, rollout, relay)");
-    if (!strcmp(o->role, "manager")) {
-        if (!o->config) return ls_err(LS_EINVAL, "manager: --config is required");
-        return rl_manager_main(o);
-    }
-    if (!o->manager) return ls_err(LS_EINVAL, "worker: --manager tcp://HOST:PORT is required");
+    int known = 0;
+    for (size_t i = 0; i < sizeof roles / sizeof roles[0]; i++) known |= !strcmp(o->role, roles[i]);
+    if (!known) return ls_err(LS_EINVAL, "worker: unknown role '%s' (manager, trainer, rollout, relay)", o->role);
+    if (!strcmp(o->role, "manager")) return o->config ? LS_OK : ls_err(LS_EINVAL, "manager: --config is required");
+    return o->manager ? LS_OK : ls_err(LS_EINVAL, "worker: --manager tcp://HOST:PORT is required");
+}
+
+int ls_rl_worker(const ls_rl_worker_opts *o) {
+    LS_TRY(ls_rl_worker_check(o));
+    if (!strcmp(o->role, "manager")) return rl_manager_main(o);
     if (!strcmp(o->role, "trainer")) return rl_trainer_main(o);
-    if (!strcmp(o->role, "rollout")) return rl_rollout_main(o);
-    if (!strcmp(o->role, "relay")) return rl_relay_main(o);
-    return ls_err(LS_EINVAL, "worker: unknown role '%s' (manager, trainer, rollout, relay)", o->role);
+    return !strcmp(o->role, "rollout") ? rl_rollout_main(o) : rl_relay_main(o);
 }
 
 /* ---------------------------------------------------------------- processes */

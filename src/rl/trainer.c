@@ -10,6 +10,7 @@
 #include <zmq.h>
 
 #include "llmsys/train.h"
+#include "llmsys/zsec.h"
 #include "rl/internal.h"
 
 typedef struct {
@@ -58,8 +59,7 @@ static int get_batch(trainer *t, int want, ttraj **out, int *got, int *stop) {
         snprintf(t->master, sizeof t->master, "%s", ep);
         if (ep[0]) {
             t->rsock = rl_socket(t->zctx, ZMQ_DEALER);
-            if (t->rsock && zmq_connect(t->rsock, ep) != 0)
-                rc = ls_err(LS_ENET, "trainer: relay %s: %s", ep, zmq_strerror(zmq_errno()));
+            rc = t->rsock ? ls_zsec_connect(t->rsock, ep, "trainer's relay link") : LS_ENET;
         }
     }
     int ng = rl_get_i32(&r), G = rl_get_i32(&r);
