@@ -10,10 +10,10 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-/* One raw HTTP/1.1 request to 127.0.0.1:port (key: X-API-Key or NULL; body may be malformed,
- * blen 0 for none); returns the status (-1 when unreachable), the whole reply in out. */
-static inline int raw_http(int port, const char *method, const char *path, const char *key, const char *body,
-                           size_t blen, char *out, size_t outsz) {
+/* One raw HTTP/1.1 request to 127.0.0.1:port (header: one "Name: value" line or NULL; body may
+ * be malformed, blen 0 for none); returns the status (-1 when unreachable), the whole reply in out. */
+static inline int raw_http_h(int port, const char *method, const char *path, const char *header, const char *body,
+                             size_t blen, char *out, size_t outsz) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {0};
     a.sin_family = AF_INET;
@@ -26,9 +26,10 @@ static inline int raw_http(int port, const char *method, const char *path, const
         close(fd);
         return -1;
     }
-    char head[512];
-    int hn = snprintf(head, sizeof head, "%s %s HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n%s%s%sConnection: close\r\n\r\n",
-                      method, path, blen, key ? "X-API-Key: " : "", key ? key : "", key ? "\r\n" : "");
+    char head[640];
+    int hn =
+        snprintf(head, sizeof head, "%s %s HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n%s%sConnection: close\r\n\r\n",
+                 method, path, blen, header ? header : "", header ? "\r\n" : "");
     if (send(fd, head, (size_t)hn, MSG_NOSIGNAL) < 0) blen = 0;
     for (size_t off = 0; off < blen;) {
         ssize_t w = send(fd, body + off, blen - off, MSG_NOSIGNAL);
@@ -43,6 +44,14 @@ static inline int raw_http(int port, const char *method, const char *path, const
     int st = -1;
     sscanf(out, "HTTP/%*d.%*d %d", &st);
     return st;
+}
+
+/* raw_http_h with key sent as X-API-Key (NULL: no header). */
+static inline int raw_http(int port, const char *method, const char *path, const char *key, const char *body,
+                           size_t blen, char *out, size_t outsz) {
+    char h[300];
+    if (key) snprintf(h, sizeof h, "X-API-Key: %s", key);
+    return raw_http_h(port, method, path, key ? h : NULL, body, blen, out, outsz);
 }
 
 /* raw_http GET without a body. */

@@ -238,7 +238,8 @@ typedef struct {
     const char *ckpt_dir; /* disk checkpoints (default <report>.ckpt) */
     const char *self;     /* path of the llmsys binary (agents) */
     int status_port;      /* 0: no status server; -1: any free port */
-    const char *status_bind; /* 127.0.0.1 */
+    const char *status_bind; /* 127.0.0.1; another address needs status_key */
+    const char *status_key;  /* non-NULL: the status page answers only "Authorization: Bearer KEY" */
     int quiet;            /* no progress lines on stderr */
     int argc;             /* the training command: "llmsys train ..." or "<self> train ..." */
     char **argv;

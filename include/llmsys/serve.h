@@ -185,6 +185,8 @@ typedef struct {
     unsigned max_conns, max_conns_per_ip; /* HTTP connections in total / per client address (0: 512 / 64) */
     unsigned http_timeout_s;              /* an idle or stalled HTTP client is dropped after this (0: 60) */
     double probe_timeout_s;               /* idle pipeline probe not back in this: /health not ok (default 2) */
+    const char *api_key; /* non-NULL (kept, not copied): every /v1/ request needs "Authorization: Bearer KEY";
+                          * a host off loopback is refused without one */
 } ls_server_opts;
 
 ls_server_opts ls_server_defaults(void);

@@ -86,7 +86,8 @@ static int run_worker(const char *model, const char *plan, int stage, int max_se
 
 int cmd_serve(int argc, char **argv) {
     const char *model = NULL, *plan_path = NULL, *host = "127.0.0.1", *port_file = NULL, *name = NULL;
-    const char *w_in = NULL, *w_out = NULL;
+    const char *w_in = NULL, *w_out = NULL, *api_key = getenv("LLMSYS_API_KEY");
+    if (api_key && !*api_key) api_key = NULL; /* an empty variable is no key; an empty --api-key is refused */
     int port = 8080, max_seqs = 16, threads = 1, worker = 0, stage = 0, mbp = 2, mbd = 8, conns = 0, per_ip = 0;
     int64_t max_body = 64 * 1024;
     ls_arg spec[] = {
@@ -95,6 +96,8 @@ int cmd_serve(int argc, char **argv) {
         {"port", LS_ARG_INT, &port, "P", "HTTP port (default 8080; 0 picks a free one)"},
         {"bind", LS_ARG_STR, &host, "ADDR", "HTTP bind address (default 127.0.0.1)"},
         {"host", LS_ARG_STR, &host, "ADDR", "same as --bind"},
+        {"api-key", LS_ARG_STR, &api_key, "KEY",
+         "require \"Authorization: Bearer KEY\" on /v1/ (default $LLMSYS_API_KEY; needed off loopback)"},
         {"max-conns", LS_ARG_INT, &conns, "N", "open HTTP connections in total (0: default 512)"},
         {"max-conns-per-ip", LS_ARG_INT, &per_ip, "N", "open HTTP connections per client address (0: default 64)"},
         {"port-file", LS_ARG_STR, &port_file, "FILE", "write the bound port here once serving"},
@@ -103,7 +106,8 @@ int cmd_serve(int argc, char **argv) {
         {"max-body", LS_ARG_I64, &max_body, "BYTES", "largest request body (default 65536)"},
         {"prefill-mb", LS_ARG_INT, &mbp, "N", "prefill micro-batch without a plan (default 2)"},
         {"decode-mb", LS_ARG_INT, &mbd, "N", "decode micro-batch without a plan (default 8)"},
-        {"served-model-name", LS_ARG_STR, &name, "NAME", "name in /v1/models and responses (default: the checkpoint's file stem)"},
+        {"served-model-name", LS_ARG_STR, &name, "NAME",
+         "name in /v1/models and responses (default: the checkpoint's file stem)"},
         {"name", LS_ARG_STR, &name, "NAME", "same as --served-model-name"},
         {"worker", LS_ARG_FLAG, &worker, NULL, "(internal) run one pipeline stage"},
         {"stage", LS_ARG_INT, &stage, "I", "(worker) the stage of --plan to run"},
@@ -148,6 +152,7 @@ int cmd_serve(int argc, char **argv) {
     o.model_name = name;
     o.max_conns = (unsigned)conns;
     o.max_conns_per_ip = (unsigned)per_ip;
+    o.api_key = api_key;
     ls_server *s;
     if (ls_server_start(&s, &o) != LS_OK) return ls_cli_fail();
     printf("llmsys serve: %s on http://%s:%d with %d stage(s) (POST /v1/completions, GET /health, GET /metrics)\n", model,

@@ -6,21 +6,36 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 
 #include "llmsys/core.h"
+
+int ls_httpd_check_bind(const ls_httpd_opts *o) {
+    const char *what = o->what ? o->what : "http";
+    const char *bind = o->bind && o->bind[0] ? o->bind : "127.0.0.1";
+    struct in_addr a;
+    if (inet_pton(AF_INET, bind, &a) != 1)
+        return ls_err(LS_EINVAL, "%s: bad bind address '%s' (an IPv4 address such as 127.0.0.1 or 0.0.0.0)", what,
+                      bind);
+    if (!o->authenticated && (ntohl(a.s_addr) >> 24) != 127)
+        return ls_err(LS_EINVAL,
+                      "%s: refusing to listen on %s without authentication (not loopback): give %s, or bind 127.0.0.1",
+                      what, bind, o->auth_hint ? o->auth_hint : "a key");
+    return LS_OK;
+}
 
 int ls_httpd_start(const ls_httpd_opts *o, struct MHD_Daemon **d, int *port_out) {
     *d = NULL;
     const char *what = o->what ? o->what : "http";
     const char *bind = o->bind && o->bind[0] ? o->bind : "127.0.0.1";
     if (o->port < 0 || o->port > 65535) return ls_err(LS_EINVAL, "%s: port %d outside [0, 65535]", what, o->port);
+    LS_TRY(ls_httpd_check_bind(o));
     struct sockaddr_in sa;
     memset(&sa, 0, sizeof sa);
     sa.sin_family = AF_INET;
     sa.sin_port = htons((uint16_t)o->port);
-    if (inet_pton(AF_INET, bind, &sa.sin_addr) != 1)
-        return ls_err(LS_EINVAL, "%s: bad bind address '%s' (an IPv4 address such as 127.0.0.1 or 0.0.0.0)", what, bind);
+    inet_pton(AF_INET, bind, &sa.sin_addr);
     unsigned total = o->max_conns ? o->max_conns : LS_HTTPD_MAX_CONNS;
     unsigned per_ip = o->max_per_ip ? o->max_per_ip : LS_HTTPD_MAX_PER_IP;
     unsigned timeout = o->timeout_s ? o->timeout_s : LS_HTTPD_TIMEOUT_S;
@@ -47,4 +62,18 @@ void ls_httpd_client_addr(struct MHD_Connection *c, char *out, size_t n) {
         inet_ntop(AF_INET, &((const struct sockaddr_in *)ci->client_addr)->sin_addr, out, (socklen_t)n);
     else if (ci->client_addr->sa_family == AF_INET6)
         inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)ci->client_addr)->sin6_addr, out, (socklen_t)n);
+}
+
+int ls_httpd_secret_eq(const char *given, const char *secret) {
+    size_t lg = strlen(given), ls = strlen(secret);
+    unsigned char d = lg != ls;
+    for (size_t i = 0; i < ls; i++) d |= (unsigned char)(given[i < lg ? i : 0] ^ secret[i]);
+    return d == 0;
+}
+
+int ls_httpd_bearer_ok(struct MHD_Connection *c, const char *key) {
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    if (!h || strncasecmp(h, "Bearer ", 7)) return 0;
+    for (h += 7; *h == ' ';) h++;
+    return ls_httpd_secret_eq(h, key);
 }

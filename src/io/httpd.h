@@ -1,6 +1,7 @@
 /* httpd.h - the one place every llmsys HTTP service (serve, victim serve, the robust status
- * page) starts libmicrohttpd: bind address (127.0.0.1 by default), connection limits in total
- * and per client address, and a timeout for idle or slow clients. Internal to the library. */
+ * page) starts libmicrohttpd: bind address (127.0.0.1 by default; any other only when the
+ * service authenticates its requests), connection limits in total and per client address,
+ * and a timeout for idle or slow clients. Internal to the library. */
 #ifndef LLMSYS_IO_HTTPD_H
 #define LLMSYS_IO_HTTPD_H
 
@@ -23,11 +24,22 @@ typedef struct {
     void *cls;
     MHD_RequestCompletedCallback completed; /* may be NULL */
     void *completed_cls;
+    int authenticated;     /* 1: the handler refuses requests without the service's key */
+    const char *auth_hint; /* the option that gives the key, named when an open bind is refused */
 } ls_httpd_opts;
 
+/* The bind address is IPv4 and, unless o->authenticated, loopback (127.0.0.0/8): LS_EINVAL
+ * naming the address and o->auth_hint otherwise. ls_httpd_start checks it first; a service
+ * may call it before its expensive start-up. */
+int ls_httpd_check_bind(const ls_httpd_opts *o);
 /* Starts the daemon. On success *d and *port_out (the bound port) are set and LS_OK is
  * returned; otherwise a negative status with a message naming the address. */
 int ls_httpd_start(const ls_httpd_opts *o, struct MHD_Daemon **d, int *port_out);
+
+/* 1 when the strings are equal; the time taken depends only on the length of secret. */
+int ls_httpd_secret_eq(const char *given, const char *secret);
+/* 1 when the request carries "Authorization: Bearer KEY" (the scheme's case ignored). */
+int ls_httpd_bearer_ok(struct MHD_Connection *c, const char *key);
 
 /* The client's IP address as text ("unknown" when not available). */
 void ls_httpd_client_addr(struct MHD_Connection *c, char *out, size_t n);

@@ -1267,6 +1267,8 @@ int ls_robust_opts_check(const ls_robust_opts *o) {
         return ls_err(LS_EINVAL, "the training command needs --steps N (the run's end)");
     if (!arg_str(o->argc, o->argv, "--out")) return ls_err(LS_EINVAL, "the training command needs --out FILE");
     if (o->status_port < -1 || o->status_port > 65535) return ls_err(LS_EINVAL, "--status-port must be in [-1, 65535]");
+    if (o->status_key && !o->status_key[0]) return ls_err(LS_EINVAL, "--status-key must not be empty");
+    if (o->status_port) LS_TRY(lsr_status_check(o->status_bind, o->status_key));
     if (o->inject) { /* a malformed plan is a usage error, found before anything starts */
         ls_fault_plan p;
         LS_TRY(ls_fault_plan_load(o->inject, o->nodes * o->ranks_per_node, &p));
@@ -1599,7 +1601,8 @@ int ls_robust_run(const ls_robust_opts *o, ls_robust_result *res) {
     if (rc == LS_OK) rc = lsr_socket(c->zctx, ZMQ_ROUTER, NULL, "tcp://127.0.0.1:*", NULL, &c->rt, c->ep);
     if (rc == LS_OK && o->status_port != 0) {
         int port = 0;
-        rc = lsr_status_start(&c->status, o->status_bind, o->status_port < 0 ? 0 : o->status_port, &port);
+        rc =
+            lsr_status_start(&c->status, o->status_bind, o->status_port < 0 ? 0 : o->status_port, o->status_key, &port);
         if (rc == LS_OK) tl(c, "status", "http://%s:%d/ (and /metrics)", o->status_bind, port);
     }
     /* agents: the first `nodes` hold ranks, the rest are warm standbys */

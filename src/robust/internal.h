@@ -36,7 +36,10 @@ typedef struct {
     int restarts;
     char state[64];
 } lsr_status_view;
-int lsr_status_start(lsr_status **out, const char *bind, int port, int *port_out);
+/* The bind address is valid and, off loopback, has a key (LS_EINVAL naming --status-key). */
+int lsr_status_check(const char *bind, const char *key);
+/* key non-NULL (kept, not copied): every request needs "Authorization: Bearer KEY" (401 otherwise). */
+int lsr_status_start(lsr_status **out, const char *bind, int port, const char *key, int *port_out);
 void lsr_status_update(lsr_status *s, const lsr_status_view *v);
 void lsr_status_stop(lsr_status *s);
 

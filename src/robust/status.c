@@ -11,7 +11,19 @@ struct lsr_status {
     struct MHD_Daemon *d;
     pthread_mutex_t mu;
     lsr_status_view v;
+    const char *key; /* NULL: open (loopback only) */
 };
+
+static enum MHD_Result unauthorized(struct MHD_Connection *conn) {
+    static const char msg[] = "401: this status page needs Authorization: Bearer KEY (robust run --status-key)\n";
+    struct MHD_Response *r = MHD_create_response_from_buffer(sizeof msg - 1, (void *)msg, MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", "text/plain");
+    MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+    enum MHD_Result ret = MHD_queue_response(conn, 401, r);
+    MHD_destroy_response(r);
+    return ret;
+}
 
 static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                               const char *version, const char *upload, size_t *upload_len, void **con_cls) {
@@ -21,6 +33,7 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
     (void)upload_len;
     (void)con_cls;
     if (strcmp(method, "GET") != 0) return MHD_NO;
+    if (s->key && !ls_httpd_bearer_ok(conn, s->key)) return unauthorized(conn);
     lsr_status_view v;
     pthread_mutex_lock(&s->mu);
     v = s->v;
@@ -76,14 +89,32 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
     return ret;
 }
 
-int lsr_status_start(lsr_status **out, const char *bind, int port, int *port_out) {
+/* a status page: few viewers, each a quick GET */
+static ls_httpd_opts status_httpd(const char *bind, int port, const char *key, lsr_status *s) {
+    return (ls_httpd_opts){.what = "status page",
+                           .bind = bind,
+                           .port = port,
+                           .max_conns = 64,
+                           .max_per_ip = 16,
+                           .timeout_s = 10,
+                           .handler = answer,
+                           .cls = s,
+                           .authenticated = key != NULL,
+                           .auth_hint = "--status-key KEY"};
+}
+
+int lsr_status_check(const char *bind, const char *key) {
+    ls_httpd_opts ho = status_httpd(bind, 0, key, NULL);
+    return ls_httpd_check_bind(&ho);
+}
+
+int lsr_status_start(lsr_status **out, const char *bind, int port, const char *key, int *port_out) {
     lsr_status *s = calloc(1, sizeof *s);
     if (!s) return ls_err(LS_ENOMEM, "out of memory");
     pthread_mutex_init(&s->mu, NULL);
     snprintf(s->v.state, sizeof s->v.state, "starting");
-    /* a status page: few viewers, each a quick GET */
-    ls_httpd_opts ho = {.what = "status page", .bind = bind, .port = port, .max_conns = 64, .max_per_ip = 16,
-                        .timeout_s = 10, .handler = answer, .cls = s};
+    s->key = key;
+    ls_httpd_opts ho = status_httpd(bind, port, key, s);
     int rc = ls_httpd_start(&ho, &s->d, port_out);
     if (rc) {
         pthread_mutex_destroy(&s->mu);

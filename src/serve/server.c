@@ -997,6 +997,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     int is_get = !strcmp(method, "GET"), is_post = !strcmp(method, "POST");
+    /* the API needs the key when there is one; /health and /metrics stay open for probes and scrapers */
+    if (s->o.api_key && !strncmp(url, "/v1/", 4) && !ls_httpd_bearer_ok(c, s->o.api_key))
+        return send_error(c, 401, "invalid_request_error", "a valid API key is required (Authorization: Bearer KEY)");
     int chat = !strcmp(url, "/v1/chat/completions");
     if (chat || !strcmp(url, "/v1/completions")) {
         if (!is_post) return send_error(c, 405, "invalid_request_error", chat ? "use POST for /v1/chat/completions" : "use POST for /v1/completions");
@@ -1091,9 +1094,28 @@ int ls_server_start(ls_server **out, const ls_server_opts *opts) {
     if (s->o.mb_decode <= 0) s->o.mb_decode = d.mb_decode;
     int rc = LS_OK, *bits = NULL;
     if (!opts->model || !opts->self) { rc = ls_err(LS_EINVAL, "server: model and self are required"); goto fail; }
+    if (s->o.api_key && !s->o.api_key[0]) {
+        rc = ls_err(LS_EINVAL, "serve: an empty API key");
+        goto fail;
+    }
     snprintf(s->model, sizeof s->model, "%s", opts->model);
     snprintf(s->self, sizeof s->self, "%s", opts->self);
     snprintf(s->host, sizeof s->host, "%s", s->o.host);
+    /* a thread per connection: completions block their connection while they generate */
+    ls_httpd_opts ho = {.what = "serve",
+                        .bind = s->host,
+                        .port = s->o.port,
+                        .thread_per_conn = 1,
+                        .max_conns = s->o.max_conns,
+                        .max_per_ip = s->o.max_conns_per_ip,
+                        .timeout_s = s->o.http_timeout_s ? s->o.http_timeout_s : 60,
+                        .handler = on_request,
+                        .cls = s,
+                        .completed = on_complete,
+                        .completed_cls = s,
+                        .authenticated = s->o.api_key != NULL,
+                        .auth_hint = "--api-key KEY (or LLMSYS_API_KEY)"};
+    if ((rc = ls_httpd_check_bind(&ho))) goto fail; /* before any stage starts */
     if (opts->model_name && opts->model_name[0]) snprintf(s->name, sizeof s->name, "%s", opts->model_name);
     else ls_oai_model_stem(opts->model, s->name, sizeof s->name);
     if ((rc = ls_ckpt_info(s->model, &s->cfg, &bits, NULL))) goto fail;
@@ -1153,11 +1175,6 @@ int ls_server_start(ls_server **out, const ls_server_opts *opts) {
     __atomic_store_n(&s->running, 1, __ATOMIC_RELEASE);
     if (pthread_create(&s->sched, NULL, scheduler_main, s) != 0) { rc = ls_err(LS_EIO, "cannot start the scheduler thread"); goto fail; }
     s->sched_started = 1;
-    /* a thread per connection: completions block their connection while they generate */
-    ls_httpd_opts ho = {.what = "serve", .bind = s->host, .port = s->o.port, .thread_per_conn = 1,
-                        .max_conns = s->o.max_conns, .max_per_ip = s->o.max_conns_per_ip,
-                        .timeout_s = s->o.http_timeout_s ? s->o.http_timeout_s : 60, .handler = on_request, .cls = s,
-                        .completed = on_complete, .completed_cls = s};
     if ((rc = ls_httpd_start(&ho, &s->httpd, &s->port))) goto fail;
     free(bits);
     *out = s;

@@ -85,13 +85,6 @@ static enum MHD_Result respond_err(ls_victim_server *s, struct MHD_Connection *c
 }
 
 /* Compares a secret in time independent of where it differs. */
-static int secret_eq(const char *a, const char *b) {
-    size_t la = strlen(a), lb = strlen(b);
-    unsigned char d = la != lb;
-    for (size_t i = 0; i < lb; i++) d |= (unsigned char)(a[i < la ? i : 0] ^ b[i]);
-    return d == 0;
-}
-
 /* Who is asking: the admin key ("admin"), a key of the key file ("key:<name>", with its
  * budget), or without a key file the source address ("addr:<ip>"; X-API-Key is not an
  * identity then, so inventing keys gives no new budget). 0, or 401 for a missing or
@@ -101,14 +94,14 @@ static unsigned client_id(const ls_victim_server *s, struct MHD_Connection *c, c
     const char *key = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-API-Key");
     *admin = 0;
     *budget = s->o.budget;
-    if (key && s->o.admin_key && secret_eq(key, s->o.admin_key)) {
+    if (key && s->o.admin_key && ls_httpd_secret_eq(key, s->o.admin_key)) {
         *admin = 1;
         snprintf(out, n, "admin");
         return 0;
     }
     if (s->o.n_keys > 0) {
         for (int i = 0; key && i < s->o.n_keys; i++)
-            if (secret_eq(key, s->o.keys[i].secret)) {
+            if (ls_httpd_secret_eq(key, s->o.keys[i].secret)) {
                 snprintf(out, n, "key:%s", s->o.keys[i].name);
                 if (s->o.keys[i].budget > 0) *budget = s->o.keys[i].budget;
                 return 0;
@@ -530,7 +523,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     }
     if (!strcmp(url, "/stats") && !strcmp(method, "GET")) {
         const char *key = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-API-Key");
-        if (!key || !s->o.admin_key || !secret_eq(key, s->o.admin_key))
+        if (!key || !s->o.admin_key || !ls_httpd_secret_eq(key, s->o.admin_key))
             return respond_err(s, c, 401, "GET /stats needs the admin key in X-API-Key (--admin-key)", 0);
         cJSON *j = ls_victim_server_stats(s);
         char *t = cJSON_PrintUnformatted(j);
@@ -601,9 +594,18 @@ int ls_victim_server_start(const ls_victim *v, const ls_victim_server_opts *o, l
         }
     }
     /* one epoll thread: idle or slow clients cost a descriptor each, and are dropped after 15 s */
-    ls_httpd_opts ho = {.what = "victim serve", .bind = o->bind, .port = o->port, .max_conns = o->max_conns,
-                        .max_per_ip = o->max_conns_per_ip, .timeout_s = 15, .handler = handler, .cls = s,
-                        .completed = completed, .completed_cls = s};
+    ls_httpd_opts ho = {.what = "victim serve",
+                        .bind = o->bind,
+                        .port = o->port,
+                        .max_conns = o->max_conns,
+                        .max_per_ip = o->max_conns_per_ip,
+                        .timeout_s = 15,
+                        .handler = handler,
+                        .cls = s,
+                        .completed = completed,
+                        .completed_cls = s,
+                        .authenticated = s->o.n_keys > 0,
+                        .auth_hint = "--keys FILE (only listed API keys may query)"};
     int rc = ls_httpd_start(&ho, &s->mhd, &s->port);
     if (rc) {
         if (s->log) fclose(s->log);

@@ -145,6 +145,12 @@ expect 0 "victim train" -- "$BIN" victim train --type logreg --data t.csv --out 
 # meant none
 expect 2 "victim serve --admin-key ''" -- timeout 20 "$BIN" victim serve --model v.bin --port 0 --duration 0.1 --admin-key ''
 expect 2 "victim serve --budget -5" -- timeout 20 "$BIN" victim serve --model v.bin --port 0 --duration 0.1 --budget -5
+# every HTTP service off loopback only with authentication (was: open to anyone reaching the port)
+expect 1 "victim serve --bind 0.0.0.0 without --keys" -- timeout 20 "$BIN" victim serve --model v.bin --port 0 --duration 0.1 --bind 0.0.0.0
+grep -q "refusing to listen on 0.0.0.0 without authentication.*--keys" "$T/err" || fail "victim serve open bind: $(cat "$T/err")"
+expect 2 "robust run --status-bind 0.0.0.0 without --status-key" -- timeout 20 "$BIN" robust run --nodes 1 --ranks-per-node 1 --standby 0 --quiet --status-port -1 --status-bind 0.0.0.0 --report rs.json -- "$BIN" train --config tiny --data corpus.txt --steps 2 --out rs.safetensors
+grep -q "without authentication.*--status-key" "$T/err" || fail "robust open status page: $(cat "$T/err")"
+[ -e rs.json ] && fail "a refused robust run wrote its report"
 # steal: outputs checked before any query is spent; a range that is not finite; --timeout past
 # poll()'s int milliseconds (was: an undefined conversion)
 S=(steal --target http://127.0.0.1:9/predict --input-shape 4 --classes 3 --budget 50 --quiet)

@@ -380,7 +380,7 @@ static void test_status_page_flood(void) {
     }
     lsr_status *st;
     int port = 0;
-    CHECK_EQ_INT(lsr_status_start(&st, "127.0.0.1", 0, &port), LS_OK);
+    CHECK_EQ_INT(lsr_status_start(&st, "127.0.0.1", 0, NULL, &port), LS_OK);
     CHECK(port > 0);
     static int fds[FLOOD];
     int n = half_open("127.0.0.2", port, fds, FLOOD);
@@ -398,12 +398,54 @@ static void test_status_page_flood(void) {
     for (int i = 0; i < n; i++) close(fds[i]);
     lsr_status_stop(st);
     lsr_status *bad = NULL;
-    CHECK_EQ_INT(lsr_status_start(&bad, "127.0.0.300", 0, &port), LS_EINVAL);
+    CHECK_EQ_INT(lsr_status_start(&bad, "127.0.0.300", 0, NULL, &port), LS_EINVAL);
     CHECK(bad == NULL);
+}
+
+/* A status page with a key answers only "Authorization: Bearer KEY" (the scheme in any case);
+ * one without a key is refused off loopback, before robust run starts anything. */
+static void test_status_page_key(void) {
+    lsr_status *st;
+    int port = 0;
+    CHECK_EQ_INT(lsr_status_start(&st, "127.0.0.1", 0, "s3cret", &port), LS_OK);
+    char out[8192];
+    CHECK_EQ_INT(raw_http_h(port, "GET", "/metrics", NULL, NULL, 0, out, sizeof out), 401);
+    CHECK(strstr(out, "llmsys_robust_step") == NULL && strstr(out, "WWW-Authenticate: Bearer") != NULL);
+    CHECK_EQ_INT(raw_http_h(port, "GET", "/", "Authorization: Bearer s3cre", NULL, 0, out, sizeof out), 401);
+    CHECK_EQ_INT(raw_http_h(port, "GET", "/", "Authorization: Bearer s3cretx", NULL, 0, out, sizeof out), 401);
+    CHECK_EQ_INT(raw_http_h(port, "GET", "/", "Authorization: Basic s3cret", NULL, 0, out, sizeof out), 401);
+    CHECK_EQ_INT(raw_http_h(port, "GET", "/metrics", "X-API-Key: s3cret", NULL, 0, out, sizeof out), 401);
+    CHECK_EQ_INT(raw_http_h(port, "GET", "/metrics", "Authorization: Bearer s3cret", NULL, 0, out, sizeof out), 200);
+    CHECK(strstr(out, "llmsys_robust_step") != NULL);
+    CHECK_EQ_INT(raw_http_h(port, "GET", "/", "Authorization: bearer s3cret", NULL, 0, out, sizeof out), 200);
+    lsr_status_stop(st);
+    CHECK_EQ_INT(lsr_status_check("0.0.0.0", NULL), LS_EINVAL);
+    CHECK_MSG(strstr(ls_errmsg(), "refusing to listen on 0.0.0.0 without authentication") &&
+                  strstr(ls_errmsg(), "--status-key"),
+              "%s", ls_errmsg());
+    CHECK_EQ_INT(lsr_status_check("10.1.2.3", NULL), LS_EINVAL);
+    CHECK_EQ_INT(lsr_status_check("0.0.0.0", "k"), LS_OK);
+    CHECK_EQ_INT(lsr_status_check("127.0.0.2", NULL), LS_OK);
+    CHECK_EQ_INT(lsr_status_check(NULL, NULL), LS_OK);
+    ls_robust_opts o;
+    ls_robust_opts_defaults(&o);
+    char *cmd[] = {"llmsys", "train", "--config", "tiny", "--steps", "10", "--out", "m.safetensors", NULL};
+    o.argc = 8, o.argv = cmd, o.report = "r.json";
+    CHECK_MSG(ls_robust_opts_check(&o) == LS_OK, "control: %s", ls_errmsg());
+    o.status_port = -1;
+    o.status_bind = "0.0.0.0";
+    CHECK_EQ_INT(ls_robust_opts_check(&o), LS_EINVAL);
+    CHECK_MSG(strstr(ls_errmsg(), "--status-key KEY"), "%s", ls_errmsg());
+    o.status_key = "";
+    CHECK_EQ_INT(ls_robust_opts_check(&o), LS_EINVAL);
+    CHECK_MSG(strstr(ls_errmsg(), "--status-key must not be empty"), "%s", ls_errmsg());
+    o.status_key = "k";
+    CHECK_MSG(ls_robust_opts_check(&o) == LS_OK, "keyed status page off loopback: %s", ls_errmsg());
 }
 
 int main(void) {
     RUN(test_status_page_flood);
+    RUN(test_status_page_key);
     RUN(test_snapshot_exact_resume);
     RUN(test_jump_detector);
     RUN(test_slow_detector);

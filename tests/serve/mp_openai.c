@@ -12,31 +12,27 @@
 #include <cjson/cJSON.h>
 
 #include "ckpt_util.h"
-#include "server_util.h"
+#include "http_test.h"
 #include "llmsys/serve.h"
 #include "serve/openai.h"
+#include "server_util.h"
 #include "test.h"
 
 static char ckpt[256];
 static int port;
 
-static int start_server(const char *name) {
+/* `llmsys serve` on a free loopback port; name: --served-model-name, api_key: --api-key (NULL: none). */
+static int start_server(const char *name, const char *api_key) {
     unlink(port_path);
-    char *argv[] = {(char *)llmsys_bin,
-                    "serve",
-                    "--model",
-                    ckpt,
-                    "--port",
-                    "0",
-                    "--port-file",
-                    port_path,
-                    name ? "--served-model-name" : NULL,
-                    (char *)name,
-                    NULL};
+    const char *argv[16] = {llmsys_bin, "serve", "--model", ckpt, "--port", "0", "--port-file", port_path};
+    int n = 8;
+    if (name) argv[n++] = "--served-model-name", argv[n++] = name;
+    if (api_key) argv[n++] = "--api-key", argv[n++] = api_key;
+    argv[n] = NULL;
     server_pid = fork();
     if (server_pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
-        execv(argv[0], argv);
+        execv(argv[0], (char *const *)argv);
         _exit(127);
     }
     return server_wait_port(&server_pid, port_path, 50, &port);
@@ -299,7 +295,7 @@ static void test_stem(void) {
 }
 
 static void test_default_name(void) {
-    CHECK(start_server(NULL) == 0);
+    CHECK(start_server(NULL, NULL) == 0);
     if (server_pid < 0) return;
     check_models("m");
     check_chat("m");
@@ -310,11 +306,68 @@ static void test_default_name(void) {
 }
 
 static void test_served_name(void) {
-    CHECK(start_server("org/tiny-chat") == 0);
+    CHECK(start_server("org/tiny-chat", NULL) == 0);
     if (server_pid < 0) return;
     check_models("org/tiny-chat");
     check_completion_name("org/tiny-chat");
     server_stop_checked();
+}
+
+/* --api-key (or LLMSYS_API_KEY): every /v1/ request needs "Authorization: Bearer KEY", answered
+ * otherwise with an OpenAI error object (401); /health and /metrics stay open. */
+static void check_api_key(const char *key) {
+    char out[8192], h[128];
+    CHECK_EQ_INT(raw_http_h(port, "GET", "/v1/models", NULL, NULL, 0, out, sizeof out), 401);
+    CHECK_MSG(strstr(out, "\"error\"") && strstr(out, "a valid API key is required"), "%s", out);
+    snprintf(h, sizeof h, "Authorization: Bearer %.*s", (int)strlen(key) - 1, key); /* one character short */
+    CHECK_EQ_INT(raw_http_h(port, "GET", "/v1/models", h, NULL, 0, out, sizeof out), 401);
+    snprintf(h, sizeof h, "Authorization: Bearer %sx", key);
+    CHECK_EQ_INT(raw_http_h(port, "GET", "/v1/models", h, NULL, 0, out, sizeof out), 401);
+    snprintf(h, sizeof h, "X-API-Key: %s", key);
+    CHECK_EQ_INT(raw_http_h(port, "GET", "/v1/models", h, NULL, 0, out, sizeof out), 401);
+    static const char body[] = "{\"prompt\":\"a\",\"max_tokens\":1}";
+    CHECK_EQ_INT(raw_http_h(port, "POST", "/v1/completions", NULL, body, sizeof body - 1, out, sizeof out), 401);
+    CHECK_EQ_INT(raw_http_h(port, "GET", "/health", NULL, NULL, 0, out, sizeof out), 200);
+    CHECK_EQ_INT(raw_http_h(port, "GET", "/metrics", NULL, NULL, 0, out, sizeof out), 200);
+    snprintf(h, sizeof h, "Authorization: Bearer %s", key);
+    CHECK_EQ_INT(raw_http_h(port, "GET", "/v1/models", h, NULL, 0, out, sizeof out), 200);
+    CHECK_MSG(strstr(out, "\"object\":\"list\""), "%s", out);
+    CHECK_EQ_INT(raw_http_h(port, "POST", "/v1/completions", h, body, sizeof body - 1, out, sizeof out), 200);
+    CHECK_MSG(strstr(out, "\"text_completion\""), "%s", out);
+}
+
+/* serve off loopback without a key: one error line, exit 1, before any stage starts */
+static void check_open_bind_refused(void) {
+    char err[300], cmd[1200];
+    snprintf(err, sizeof err, "%s/err", dir);
+    snprintf(cmd, sizeof cmd, "env -u LLMSYS_API_KEY %s serve --model %s --bind 0.0.0.0 --port 0 2> %s", llmsys_bin,
+             ckpt, err);
+    double t0 = ls_now();
+    int st = system(cmd);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 1, "serve --bind 0.0.0.0 without a key: status %d", st);
+    CHECK_MSG(ls_now() - t0 < 10, "the refusal took %.1f s", ls_now() - t0);
+    char *t = NULL;
+    size_t n = 0;
+    CHECK(ls_file_read(err, &t, &n) == LS_OK);
+    CHECK_MSG(t && strstr(t, "refusing to listen on 0.0.0.0 without authentication") && strstr(t, "--api-key") &&
+                  strchr(t, '\n') == t + n - 1,
+              "%s", t ? t : "");
+    free(t);
+    unlink(err);
+}
+
+static void test_api_key(void) {
+    CHECK(start_server(NULL, "k-123") == 0);
+    if (server_pid < 0) return;
+    check_api_key("k-123");
+    server_stop_checked();
+    setenv("LLMSYS_API_KEY", "from-env", 1); /* the server inherits it */
+    CHECK(start_server(NULL, NULL) == 0);
+    unsetenv("LLMSYS_API_KEY");
+    if (server_pid < 0) return;
+    check_api_key("from-env");
+    server_stop_checked();
+    check_open_bind_refused();
 }
 
 int main(int argc, char **argv) {
@@ -328,6 +381,7 @@ int main(int argc, char **argv) {
     RUN(test_stem);
     RUN(test_default_name);
     RUN(test_served_name);
+    RUN(test_api_key);
     free(content_plain);
     unlink(ckpt), unlink(port_path), rmdir(dir);
     return TEST_RESULT();

@@ -470,6 +470,22 @@ static void test_bind_and_flood(void) {
     so.bind = "not-an-address";
     CHECK_EQ_INT(ls_victim_server_start(victim, &so, &s), LS_EINVAL);
     CHECK(strstr(ls_errmsg(), "not-an-address") != NULL);
+    /* off loopback only with API keys: anyone reaching the port could query it otherwise */
+    so.bind = "0.0.0.0";
+    CHECK_EQ_INT(ls_victim_server_start(victim, &so, &s), LS_EINVAL);
+    CHECK_MSG(strstr(ls_errmsg(), "refusing to listen on 0.0.0.0 without authentication") &&
+                  strstr(ls_errmsg(), "--keys"),
+              "%s", ls_errmsg());
+    ls_victim_key keys[1] = {{"dave", "dave-secret", 0}};
+    so.keys = keys, so.n_keys = 1;
+    CHECK_EQ_INT(ls_victim_server_start(victim, &so, &s), LS_OK);
+    port = ls_victim_server_port(s);
+    CHECK_EQ_INT(raw_http(port, "POST", "/predict", NULL, "{}", 2, out, sizeof out), 401);
+    CHECK_EQ_INT(raw_http(port, "POST", "/predict", "dave-secre", "{}", 2, out, sizeof out), 401);
+    CHECK_EQ_INT(client_for(s, "dave-secret", &c), LS_OK);
+    CHECK_EQ_INT(ls_steal_client_query(c, te.x, 8, lab, NULL, NULL), LS_OK);
+    ls_steal_client_free(c);
+    ls_victim_server_stop(s);
 }
 
 int main(void) {
