@@ -1,10 +1,15 @@
 # lib.sh - sourced by the shell tests (`. "$(dirname "$0")/../lib.sh"`): BIN (the llmsys
-# binary, the script's $1), a work directory T removed on exit, a failure count `fails`
-# with fail(), and expect().
+# binary, the script's $1), a work directory T removed on exit with the script's background
+# jobs killed, a failure count `fails` with fail(), and expect().
 set -u
 BIN=$1
 T=$(mktemp -d /tmp/llmsys-test-XXXXXX)
-trap 'rm -rf "$T"' EXIT
+cleanup() {
+    for p in $(jobs -p); do kill -9 "$p" 2> /dev/null; done
+    wait 2> /dev/null
+    rm -rf "$T"
+}
+trap cleanup EXIT
 fails=0
 . "$(dirname "${BASH_SOURCE[0]}")/wait.sh"
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
