@@ -122,6 +122,7 @@ def targets_for(bld, regex):
     names = {"llmsys"}
     for m in re.finditer(r"Test command: (\S+)(.*)", out):
         for tok in [m.group(1)] + m.group(2).split():
+            tok = tok.strip('"')  # ctest -V quotes the arguments: helper programs passed to scripts
             if tok.startswith(bld) and os.path.basename(tok) and "." not in os.path.basename(tok):
                 names.add(os.path.basename(tok))
     n = len(re.findall(r"Test +#", out))
