@@ -38,6 +38,7 @@ def load(path):
 def sh(cmd, cwd=None, timeout=None):
     """Runs cmd in its own process group; on a timeout or an interrupt the whole group goes."""
     p = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         encoding="utf-8", errors="replace",  # a failing test may print any bytes
                          start_new_session=True)
     try:
         out, _ = p.communicate(timeout=timeout)
@@ -47,7 +48,10 @@ def sh(cmd, cwd=None, timeout=None):
         out, _ = p.communicate()
         return 124, out
     except BaseException:
-        os.killpg(p.pid, signal.SIGKILL)
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:  # already gone
+            pass
         p.wait()
         raise
 
@@ -122,6 +126,7 @@ def targets_for(bld, regex):
     names = {"llmsys"}
     for m in re.finditer(r"Test command: (\S+)(.*)", out):
         for tok in [m.group(1)] + m.group(2).split():
+            tok = tok.strip('"')  # ctest -V quotes the arguments: helper programs passed to scripts
             if tok.startswith(bld) and os.path.basename(tok) and "." not in os.path.basename(tok):
                 names.add(os.path.basename(tok))
     n = len(re.findall(r"Test +#", out))

@@ -172,11 +172,55 @@ static void test_offsets(void) {
     if (f) ls_st_close(f);
 }
 
+/* At the limits: a tensor of LS_ST_MAX_DIMS dimensions opens and one of a dimension more is
+ * refused; a file of metadata and no tensor (an empty data section) opens. */
+static void test_limits(void) {
+    char p[256];
+    path_of(p, sizeof p, "limits.safetensors");
+    const float v[2] = {1.5f, -2.0f};
+    int64_t shape[LS_ST_MAX_DIMS];
+    for (int i = 0; i < LS_ST_MAX_DIMS; i++) shape[i] = i == LS_ST_MAX_DIMS - 1 ? 2 : 1;
+    ls_st_writer *w;
+    CHECK(ls_st_writer_init(&w) == LS_OK);
+    CHECK(ls_st_writer_add(w, "x", LS_DT_F32, LS_ST_MAX_DIMS, shape, v) == LS_OK);
+    CHECK(ls_st_writer_write(w, p) == LS_OK);
+    ls_st_writer_free(w);
+    ls_st_file *f = NULL;
+    CHECK_MSG(ls_st_open(p, &f) == LS_OK, "%d dims: %s", LS_ST_MAX_DIMS, ls_errmsg());
+    const ls_st_tensor *t = f ? ls_st_find(f, "x") : NULL;
+    CHECK(t && t->ndim == LS_ST_MAX_DIMS && t->numel == 2 && !memcmp(t->data, v, sizeof v));
+    if (f) ls_st_close(f);
+    char sum[17], h[256], dims[64] = "[";
+    for (int i = 0; i <= LS_ST_MAX_DIMS; i++) strcat(dims, i == LS_ST_MAX_DIMS ? "2]" : "1,");
+    snprintf(sum, sizeof sum, "%016llx", (unsigned long long)XXH3_64bits(v, sizeof v));
+    int hl = snprintf(h, sizeof h,
+                      "{\"__metadata__\":{\"llmsys.xxh3\":\"%s\"},\"x\":{\"dtype\":\"F32\",\"shape\":%s,"
+                      "\"data_offsets\":[0,8]}}",
+                      sum, dims);
+    unsigned char buf[512] = {0};
+    for (int k = 0; k < 8; k++) buf[k] = (unsigned char)((uint64_t)hl >> (8 * k));
+    memcpy(buf + 8, h, (size_t)hl);
+    memcpy(buf + 8 + hl, v, sizeof v);
+    CHECK(ls_file_write_atomic(p, buf, 8 + (size_t)hl + sizeof v) == LS_OK);
+    f = NULL;
+    CHECK(ls_st_open(p, &f) == LS_EFORMAT && strstr(ls_errmsg(), "dims"));
+    if (f) ls_st_close(f);
+    CHECK(ls_st_writer_init(&w) == LS_OK);
+    CHECK(ls_st_writer_meta(w, "note", "no tensors") == LS_OK);
+    CHECK(ls_st_writer_write(w, p) == LS_OK);
+    ls_st_writer_free(w);
+    f = NULL;
+    CHECK_MSG(ls_st_open(p, &f) == LS_OK, "metadata only: %s", ls_errmsg());
+    CHECK(f && ls_st_count(f) == 0 && ls_st_meta(f, "note") && !strcmp(ls_st_meta(f, "note"), "no tensors"));
+    if (f) ls_st_close(f);
+}
+
 int main(void) {
     if (!mkdtemp(dir)) return 1;
     RUN(test_roundtrip);
     RUN(test_broken);
     RUN(test_foreign);
     RUN(test_offsets);
+    RUN(test_limits);
     return TEST_RESULT_RMTREE(dir);
 }

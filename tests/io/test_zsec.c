@@ -53,6 +53,33 @@ static void test_bad_key_files(void) {
     CHECK(ls_zsec_configure(f, 0) == LS_EFORMAT);
     CHECK_MSG(strstr(ls_errmsg(), "does not belong") != NULL, "%s", ls_errmsg());
     free(text);
+    /* a secret the group may read is refused too; the same file at 0600 loads */
+    CHECK(ls_file_read(srv, &text, &n) == LS_OK);
+    CHECK(ls_file_write_atomic(f, text, n) == LS_OK);
+    free(text);
+    chmod(f, 0640);
+    CHECK(ls_zsec_configure(f, 0) == LS_EINVAL);
+    CHECK_MSG(strstr(ls_errmsg(), "chmod 600") != NULL, "%s", ls_errmsg());
+    chmod(f, 0600);
+    CHECK_MSG(ls_zsec_configure(f, 0) == LS_OK, "%s", ls_errmsg());
+    /* at most 64 allow lines: 64 load, 65 are refused */
+    char cli[256], key[41] = "", *lines = malloc(65 * 64);
+    snprintf(cli, sizeof cli, "%s/client.key", dir);
+    CHECK(ls_file_read(cli, &text, &n) == LS_OK);
+    char *pub = strstr(text, "client-public = ");
+    CHECK(pub != NULL);
+    if (pub) memcpy(key, pub + 16, 40);
+    free(text);
+    size_t len = 0;
+    for (int i = 0; i < 65; i++) {
+        len += (size_t)sprintf(lines + len, "allow = %s\n", key);
+        if (i < 63) continue;
+        CHECK(ls_file_write_atomic(f, lines, len) == LS_OK);
+        int rc = ls_zsec_configure(f, 0);
+        CHECK_MSG(i == 63 ? rc == LS_OK : rc == LS_ERANGE && strstr(ls_errmsg(), "more than 64"),
+                  "%d allow lines: rc %d (%s)", i + 1, rc, rc ? ls_errmsg() : "loaded");
+    }
+    free(lines);
     unlink(f);
 }
 
@@ -70,6 +97,7 @@ static void test_policy(void) {
     CHECK(ls_zsec_wanted("tcp://eth0:5555"));
     CHECK(ls_zsec_wanted("tcp://127.evil.example:5555")); /* a name, not the loopback net */
     CHECK(!ls_zsec_wanted("tcp://127.0.0.2:5555"));
+    CHECK(!ls_zsec_wanted("tcp://127.1.2.3:5555")); /* all of 127.0.0.0/8 */
     CHECK(!ls_zsec_wanted("tcp://[::1]:5555"));
     /* a non-loopback bind or connect without keys is refused before any socket work */
     void *ctx = zmq_ctx_new(), *s = zmq_socket(ctx, ZMQ_REP);

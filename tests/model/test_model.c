@@ -259,7 +259,7 @@ static void test_sampling(void) {
         float tp = (float)(n == 1 ? 0.05 : sorted[n - 2] + 0.01);
         ls_sample_config pp = {1.0f, 0, tp};
         CHECK_EQ_INT(ls_sample_probs(logits, V, &pp, p), n);
-        for (int i = 0; i < n; i++) CHECK(p[order[i]] > 0.0f);
+        for (int i = 0; i < n; i++) CHECK_NEAR(p[order[i]], full[order[i]] / sorted[n - 1], 1e-6); /* renormalised */
         for (int i = n; i < V; i++) CHECK(p[order[i]] == 0.0f);
     }
     /* a threshold just below the mass of n tokens keeps exactly n (no slack past top_p) */
@@ -326,6 +326,33 @@ static void test_generate_limits(void) {
     ls_model_free(m);
 }
 
+/* Text generation's first window: a prompt that leaves room keeps its BOS; one that fills the
+ * context but one token does not; a longer one keeps its last n_ctx - 1 bytes. One greedy token
+ * each, against ls_model_generate on that window written out by hand. */
+static void test_generate_text_window(void) {
+    ls_model *m = tiny(5);
+    int ctx = ls_model_cfg(m)->n_ctx;
+    char text[200];
+    int win[200], out[4], ref[4], got, n;
+    ls_sample_config g = {0.0f, 0, 1.0f};
+    ls_rng r;
+    ls_rng_seed(&r, 1);
+    for (int i = 0; i < 199; i++) text[i] = (char)('a' + (i * 7) % 26);
+    const int lens[] = {ctx - 2, ctx - 1, ctx + 10};
+    for (int k = 0; k < 3; k++) {
+        int len = lens[k], nw = 0;
+        text[len] = '\0';
+        if (len + 1 < ctx) win[nw++] = LS_TOK_BOS;
+        for (int i = len > ctx - 1 ? len - (ctx - 1) : 0; i < len; i++) win[nw++] = (unsigned char)text[i];
+        CHECK(ls_model_generate(m, win, nw, 1, &g, &r, ref, &n) == LS_OK && n == 1);
+        CHECK(ls_model_generate_text(m, text, 1, &g, &r, out, &got) == LS_OK);
+        CHECK_MSG(got == 1 && out[0] == ref[0], "prompt of %d bytes: %d tokens, first %d, reference %d", len, got,
+                  got > 0 ? out[0] : -1, ref[0]);
+        text[len] = (char)('a' + (len * 7) % 26);
+    }
+    ls_model_free(m);
+}
+
 static void test_lr_schedule(void) {
     ls_adamw_config c = {.lr = 1.0f, .warmup_steps = 4, .total_steps = 14, .min_lr_frac = 0.1f}; /* all it reads */
     CHECK_NEAR(ls_lr_at(&c, 0), 0.25, 1e-7);
@@ -337,11 +364,13 @@ static void test_lr_schedule(void) {
     for (int s = 4; s < 14; s++) CHECK(ls_lr_at(&c, s + 1) <= ls_lr_at(&c, s)); /* monotone decay */
     c.total_steps = 0;
     CHECK_NEAR(ls_lr_at(&c, 50), 1.0, 1e-7); /* no horizon: constant after warmup */
+    c.total_steps = c.warmup_steps;          /* a horizon that ends with warmup: no decay phase either */
+    for (int s = 3; s < 8; s++) CHECK_NEAR(ls_lr_at(&c, s), 1.0, 1e-7);
 }
 
 /* AdamW against a scalar float64 re-implementation: bias correction, decay on 2-D tensors
  * only, clipping by the global norm. */
-static void test_adamw(void) {
+static void adamw_run(float clip) {
     ls_model *m = tiny(3);
     size_t n = ls_model_num_params(m);
     double *w = malloc(n * sizeof(double)), *mm = calloc(n, sizeof(double)), *vv = calloc(n, sizeof(double));
@@ -352,7 +381,7 @@ static void test_adamw(void) {
     }
     for (size_t i = 0; i < n; i++) w[i] = ls_model_params(m)[i];
     ls_adamw_config c = ls_adamw_defaults(); /* the shipped betas and eps */
-    c.lr = 0.01f, c.weight_decay = 0.5f, c.grad_clip = 2.0f, c.warmup_steps = 2, c.total_steps = 5;
+    c.lr = 0.01f, c.weight_decay = 0.5f, c.grad_clip = clip, c.warmup_steps = 2, c.total_steps = 5;
     ls_rng r;
     ls_rng_seed(&r, 8);
     for (int step = 0; step < 4; step++) {
@@ -363,8 +392,9 @@ static void test_adamw(void) {
             g[i] = (float)(gs * ls_rng_normal(&r));
             ss += (double)g[i] * g[i];
         }
-        double norm = sqrt(ss), scale = norm > c.grad_clip ? c.grad_clip / norm : 1.0;
-        CHECK((step % 2 == 0) == (norm > c.grad_clip));
+        /* a clip <= 0 is no clipping */
+        double norm = sqrt(ss), scale = clip > 0 && norm > c.grad_clip ? c.grad_clip / norm : 1.0;
+        CHECK((step % 2 == 0) == (norm > 2.0));
         float got = ls_model_adamw_step(m, &c, step);
         CHECK_NEAR(got, norm, 1e-5 * norm);
         double lr = ls_lr_at(&c, step), t = step + 1;
@@ -384,6 +414,11 @@ static void test_adamw(void) {
     ls_model_free(m);
 }
 
+static void test_adamw(void) {
+    adamw_run(2.0f);
+    adamw_run(0.0f);
+}
+
 int main(void) {
     ls_model_set_threads(2);
     RUN(test_config);
@@ -396,5 +431,6 @@ int main(void) {
     RUN(test_determinism);
     RUN(test_sampling);
     RUN(test_generate_limits);
+    RUN(test_generate_text_window);
     return TEST_RESULT();
 }

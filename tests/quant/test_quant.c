@@ -19,6 +19,13 @@ static void test_f16(void) {
     CHECK_EQ_INT(ls_f32_to_f16(1e6f), 0x7c00);
     CHECK_EQ_INT(ls_f32_to_f16(5.9604645e-8f), 0x0001);
     CHECK_NEAR(ls_f16_to_f32(0x3555), 0.333251953125, 0);
+    /* halfway between two halves: to the even one (IEEE round-to-nearest-even) */
+    CHECK_EQ_INT(ls_f32_to_f16(1.0f + ldexpf(1.0f, -11)), 0x3c00);     /* 1 + half an ulp: down to 1 */
+    CHECK_EQ_INT(ls_f32_to_f16(1.0f + 3 * ldexpf(1.0f, -11)), 0x3c02); /* 1 + 1.5 ulp: up to 1 + 2 ulp */
+    CHECK_EQ_INT(ls_f32_to_f16(-(1.0f + ldexpf(1.0f, -11))), 0xbc00);
+    CHECK_EQ_INT(ls_f32_to_f16(ldexpf(1.0f, -25)), 0x0000); /* half the smallest subnormal: 0 */
+    CHECK_EQ_INT(ls_f32_to_f16(ldexpf(5.0f, -25)), 0x0002); /* 2.5 subnormal steps: 2 */
+    CHECK_EQ_INT(ls_f32_to_f16(ldexpf(3.0f, -25)), 0x0002); /* 1.5 steps: 2 */
     ls_rng rng;
     ls_rng_seed(&rng, 7);
     for (int i = 0; i < 20000; i++) {
@@ -63,6 +70,24 @@ static void test_dequant_error(void) {
             free(w);
             free(d);
         }
+}
+
+/* Storage: bits/8 bytes per padded weight in a row (3 bits: 12 bytes per 32), plus per group
+ * an fp16 scale and, below 8 bits, an fp16 minimum. */
+static void test_sizes(void) {
+    const int bits_list[] = {32, 16, 8, 4, 3};
+    float *w = calloc(5 * 300, sizeof(float));
+    for (int i = 0; i < 5 * 300; i++) w[i] = (float)((i * 37) % 101) / 101.0f - 0.5f;
+    for (int bi = 0; bi < 5; bi++) {
+        int bits = bits_list[bi];
+        ls_qmat q;
+        CHECK(ls_qmat_quantize(&q, w, 5, 300, bits, 64) == LS_OK); /* 320 padded columns, 5 groups */
+        size_t row = (size_t)320 * bits / 8, groups = bits <= 8 ? 5 * 2 * (bits < 8 ? 2 : 1) : 0;
+        CHECK_MSG(q.row_bytes == row && ls_qmat_bytes(&q) == 5 * (row + groups), "%d bits: %zu bytes a row, %zu in all",
+                  bits, q.row_bytes, ls_qmat_bytes(&q));
+        ls_qmat_free(&q);
+    }
+    free(w);
 }
 
 /* Error bound from the weights alone: per group of a row, 3/4-bit codes span [lo, hi] of the
@@ -389,6 +414,7 @@ static void test_bad_args(void) {
 
 int main(void) {
     RUN(test_f16);
+    RUN(test_sizes);
     RUN(test_dequant_error);
     RUN(test_range_bound);
     RUN(test_kernels);

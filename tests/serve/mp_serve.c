@@ -206,13 +206,25 @@ static void test_bad_requests(void) {
     expect_status("POST", "/v1/completions", edge, 400, "too long");
     snprintf(edge + n + cfg.n_ctx - 2, sizeof edge - (size_t)(n + cfg.n_ctx - 2), "\",\"max_tokens\":1}");
     expect_status("POST", "/v1/completions", edge, 200, "\"completion_tokens\":1");
+    /* a token prompt may not fill the context either (no room for a token); one shorter is served */
+    char ids[1024];
+    for (int len = cfg.n_ctx; len >= cfg.n_ctx - 1; len--) {
+        n = snprintf(ids, sizeof ids, "{\"prompt\":[");
+        for (int k = 0; k < len; k++) n += snprintf(ids + n, sizeof ids - (size_t)n, "%s%d", k ? "," : "", 40 + k % 50);
+        snprintf(ids + n, sizeof ids - (size_t)n, "],\"max_tokens\":1}");
+        expect_status("POST", "/v1/completions", ids, len == cfg.n_ctx ? 400 : 200,
+                      len == cfg.n_ctx ? "too long" : "\"completion_tokens\":1");
+    }
+    /* top_p 1 (no nucleus cut) is the top of its range */
+    expect_status("POST", "/v1/completions", "{\"prompt\":\"hi\",\"max_tokens\":1,\"top_p\":1}", 200,
+                  "\"completion_tokens\":1");
     expect_status("GET", "/v1/completions", NULL, 405, "POST");
     expect_status("GET", "/nope", NULL, 404, "unknown path");
     /* still serving, sampled completions too */
     expect_status("POST", "/v1/completions", "{\"prompt\":\"The \",\"max_tokens\":5,\"temperature\":0.8,\"top_p\":0.9,\"seed\":3}", 200,
                   "\"completion_tokens\":");
     expect_status("GET", "/health", NULL, 200, "\"status\":\"ok\"");
-    expect_status("GET", "/metrics", NULL, 200, "llmsys_requests_rejected_total 19\n");
+    expect_status("GET", "/metrics", NULL, 200, "llmsys_requests_rejected_total 20\n");
     int st;
     char *m = NULL;
     CHECK(http("GET", "/metrics", NULL, &st, &m) == LS_OK);

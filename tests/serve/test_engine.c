@@ -75,6 +75,8 @@ static void decode_batch(const int *bits, double tol) {
     memcpy(ptok, tok, 8 * sizeof(int));
     memcpy(ptok + 8, tok2, 8 * sizeof(int));
     CHECK(ls_engine_forward(e, pre, 2, ptok, NULL, pair, 0) == LS_OK);
+    /* a prefill's one row of logits is its last token's: row 7 of the 16-token all-logits run */
+    CHECK_NEAR(max_abs_diff(pair, all + (size_t)7 * V, (size_t)V), 0, tol);
     ls_engine_seq s1 = {4, 0, 8};
     CHECK(ls_engine_forward(e, &s1, 1, tok2, NULL, solo, 0) == LS_OK);
     CHECK(memcmp(solo, pair + V, sizeof(float) * V) == 0);

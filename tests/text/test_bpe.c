@@ -45,6 +45,8 @@ static void test_pieces(void) {
     check_pieces("\xce\xb1\xce\xb2\xd9\xa3x", "\xce\xb1\xce\xb2|\xd9\xa3|x");     /* αβ ٣ x */
     check_pieces("a\xe3\x80\x80" "b", "a|\xe3\x80\x80|b");                       /* U+3000 is whitespace */
     check_pieces("\xff\xfe" "ab\x80", "\xff\xfe|ab|\x80");                         /* invalid bytes: other */
+    check_pieces("a\xc1\x81!", "a|\xc1\x81!"); /* overlong "A": two invalid bytes (other), not a letter */
+    check_pieces("x\xe2\x80\x8b\xe2\x80\x8b!", "x|\xe2\x80\x8b\xe2\x80\x8b!"); /* U+200B is not White_Space */
 }
 
 /* Reference encoder: each merge, in rank order, applied left to right over the whole piece. */
@@ -223,11 +225,181 @@ static void test_refusals(void) {
     CHECK_MSG(ls_bpe_train(&text, &len, 1, &small, &t) != LS_OK, "vocab below 256 refused");
 }
 
+/* Reference trainer: before each merge every adjacent pair of every piece is counted afresh;
+ * the most frequent pair wins (ties to the smaller left id, then right id) and is merged left
+ * to right in every piece. No heap, no incremental counts. Returns the merges found. */
+static int reference_train(const char *text, size_t len, int want, int min_freq, int32_t (*merge)[2]) {
+    int32_t *sym = malloc(sizeof(int32_t) * len);
+    size_t *start = malloc(sizeof(size_t) * (len + 1)), *n = malloc(sizeof(size_t) * (len + 1)), np = 0;
+    for (size_t i = 0; i < len;) { /* pieces as runs of sym; byte tokens first */
+        size_t e = ls_bpe_piece_end(text, len, i);
+        start[np] = i, n[np++] = e - i;
+        for (size_t k = i; k < e; k++) sym[k] = (unsigned char)text[k];
+        i = e;
+    }
+    int V = 256 + want, done = 0;
+    int64_t *cnt = malloc(sizeof(int64_t) * (size_t)V * V);
+    for (; done < want; done++) {
+        memset(cnt, 0, sizeof(int64_t) * (size_t)V * V);
+        for (size_t p = 0; p < np; p++)
+            for (size_t k = 0; k + 1 < n[p]; k++) cnt[(size_t)sym[start[p] + k] * V + sym[start[p] + k + 1]]++;
+        int64_t best = 0;
+        int ba = -1, bb = -1;
+        for (int a = 0; a < V; a++)
+            for (int b = 0; b < V; b++)
+                if (cnt[(size_t)a * V + b] > best) best = cnt[(size_t)a * V + b], ba = a, bb = b;
+        if (best < min_freq) break;
+        merge[done][0] = ba, merge[done][1] = bb;
+        for (size_t p = 0; p < np; p++) {
+            int32_t *w = sym + start[p];
+            size_t o = 0;
+            for (size_t k = 0; k < n[p]; k++) {
+                if (k + 1 < n[p] && w[k] == ba && w[k + 1] == bb)
+                    w[o++] = 256 + done, k++;
+                else
+                    w[o++] = w[k];
+            }
+            n[p] = o;
+        }
+    }
+    free(cnt), free(sym), free(start), free(n);
+    return done;
+}
+
+/* Training against the reference on text whose pairs overlap a lot (runs over a three-letter
+ * alphabet), so merges keep lowering the counts of pairs already queued. */
+static void test_train_reference(void) {
+    enum { LEN = 6000, WANT = 120 };
+    char *text = malloc(LEN);
+    ls_rng r;
+    ls_rng_seed(&r, 19);
+    size_t len = 0;
+    while (len + 12 < LEN) {
+        if (len) text[len++] = ' ';
+        int w = 2 + (int)ls_rng_below(&r, 7);
+        for (int k = 0; k < w; k++) text[len++] = "aab"[ls_rng_below(&r, 3)] + (ls_rng_below(&r, 5) == 0);
+    }
+    int32_t(*want)[2] = malloc(sizeof *want * WANT);
+    int nw = reference_train(text, len, WANT, 2, want);
+    ls_bpe_train_opts o = {256 + WANT, 2, NULL, 0, 0};
+    ls_bpe *t;
+    const char *texts[] = {text};
+    CHECK_MSG(ls_bpe_train(texts, &len, 1, &o, &t) == LS_OK, "train");
+    CHECK_MSG(nw == WANT && ls_bpe_n_merges(t) == nw, "merges: %d, reference %d", ls_bpe_n_merges(t), nw);
+    int first_bad = -1;
+    for (int i = 0; i < nw && i < ls_bpe_n_merges(t) && first_bad < 0; i++)
+        if (t->merge[i].a != want[i][0] || t->merge[i].b != want[i][1] || t->merge[i].to != 256 + i) first_bad = i;
+    CHECK_MSG(first_bad < 0, "merge %d: (%d, %d), reference (%d, %d)", first_bad,
+              first_bad >= 0 ? t->merge[first_bad].a : 0, first_bad >= 0 ? t->merge[first_bad].b : 0,
+              first_bad >= 0 ? want[first_bad][0] : 0, first_bad >= 0 ? want[first_bad][1] : 0);
+    ls_bpe_free(t);
+    free(want);
+    free(text);
+}
+
+/* Encodes text and compares with the n ids of want. */
+static void check_ids(const ls_bpe *t, const char *text, const int32_t *want, size_t n, const char *what) {
+    int32_t *ids;
+    size_t got;
+    CHECK_MSG(ls_bpe_encode(t, text, strlen(text), &ids, &got) == LS_OK && got == n &&
+                  !memcmp(ids, want, n * sizeof *ids),
+              "%s: %zu ids, want %zu", what, got, n);
+    free(ids);
+}
+
+/* Added tokens where one is a prefix of another (the longer wins wherever both match, in either
+ * order of declaration); ids past the vocabulary are refused by decode. */
+static void test_specials_and_ids(void) {
+    const char *text = "ab";
+    size_t len = 2;
+    const char *sp1[] = {"<x>", "<x>y"}, *sp2[] = {"<x>y", "<x>"};
+    for (int order = 0; order < 2; order++) {
+        ls_bpe_train_opts o = {258, 2, order ? sp2 : sp1, 2, 0};
+        ls_bpe *t;
+        CHECK_MSG(ls_bpe_train(&text, &len, 1, &o, &t) == LS_OK, "train");
+        int32_t x = order ? 257 : 256, xy = order ? 256 : 257;
+        int32_t want[] = {'a', xy, x, 'b', x, xy};
+        check_ids(t, "a<x>y<x>b<x><x>y", want, 6, "overlapping added tokens");
+        char *back;
+        size_t blen;
+        int32_t bad[] = {'a', ls_bpe_vocab_size(t)}, neg[] = {-1};
+        CHECK_MSG(ls_bpe_decode(t, bad, 2, &back, &blen) == LS_EINVAL, "decode of id = vocab size refused");
+        CHECK_MSG(ls_bpe_decode(t, neg, 1, &back, &blen) == LS_EINVAL, "decode of id -1 refused");
+        CHECK(ls_bpe_token(t, ls_bpe_vocab_size(t), NULL) == NULL);
+        ls_bpe_free(t);
+    }
+}
+
+/* add_prefix_space (a tokenizer.json setting): text not starting with a space is encoded as if
+ * it did; text that starts with one is left as it is. */
+static void test_prefix_space(void) {
+    const char *text = "hi there hi there hi there";
+    size_t len = strlen(text);
+    ls_bpe_train_opts o = {270, 2, NULL, 0, 0};
+    ls_bpe *t, *u = NULL;
+    CHECK_MSG(ls_bpe_train(&text, &len, 1, &o, &t) == LS_OK, "train");
+    char *js = ls_bpe_to_json(t);
+    const char *key = "\"add_prefix_space\":false"; /* the first is the pre-tokenizer's */
+    char *at = js ? strstr(js, key) : NULL;
+    CHECK_MSG(at != NULL, "pre_tokenizer add_prefix_space in %s", js ? js : "(null)");
+    if (at) {
+        size_t jl = strlen(js), kl = strlen(key);
+        char *mod = malloc(jl + 1);
+        size_t o1 = (size_t)(at - js);
+        memcpy(mod, js, o1);
+        int n = sprintf(mod + o1, "\"add_prefix_space\":true");
+        memcpy(mod + o1 + n, at + kl, jl - o1 - kl + 1);
+        CHECK_MSG(ls_bpe_parse(mod, strlen(mod), &u) == LS_OK, "parse with add_prefix_space");
+        free(mod);
+    }
+    if (u) {
+        int32_t *a, *b;
+        size_t na, nb;
+        CHECK(ls_bpe_encode(u, "hi there", 8, &a, &na) == LS_OK && ls_bpe_encode(t, " hi there", 9, &b, &nb) == LS_OK);
+        CHECK_MSG(na == nb && !memcmp(a, b, na * sizeof *a), "prefixed: %zu ids vs %zu", na, nb);
+        free(a), free(b);
+        CHECK(ls_bpe_encode(u, " hi", 3, &a, &na) == LS_OK && ls_bpe_encode(t, " hi", 3, &b, &nb) == LS_OK);
+        CHECK_MSG(na == nb && !memcmp(a, b, na * sizeof *a), "a leading space is not doubled: %zu ids vs %zu", na, nb);
+        free(a), free(b);
+        ls_bpe_free(u);
+    }
+    free(js);
+    ls_bpe_free(t);
+}
+
+/* Streaming text of byte tokens (t == NULL): a character split across tokens waits for its last
+ * byte; invalid sequences become U+FFFD, one per byte that starts none. */
+static void test_utf8_stream(void) {
+    const int e_acute[] = {0xC3, 0xA9}, euro[] = {'a', 0xE2, 0x82, 0xAC}, smile[] = {0xF0, 0x9F, 0x98, 0x80};
+    CHECK_EQ_INT(ls_text_utf8_ready(NULL, e_acute, 0, 1, 0), 0);
+    CHECK_EQ_INT(ls_text_utf8_ready(NULL, e_acute, 0, 2, 0), 2);
+    CHECK_EQ_INT(ls_text_utf8_ready(NULL, e_acute, 0, 1, 1), 1); /* final: everything */
+    CHECK_EQ_INT(ls_text_utf8_ready(NULL, euro, 0, 3, 0), 1);
+    CHECK_EQ_INT(ls_text_utf8_ready(NULL, euro, 0, 4, 0), 4);
+    CHECK_EQ_INT(ls_text_utf8_ready(NULL, smile, 0, 3, 0), 0);
+    CHECK_EQ_INT(ls_text_utf8_ready(NULL, smile, 0, 4, 0), 4);
+    char *s = ls_text_utf8(NULL, euro, 0, 4);
+    CHECK_MSG(s && !strcmp(s, "a\xE2\x82\xAC"), "euro: %s", s ? s : "(null)");
+    free(s);
+    const int bad[] = {0xE2, 0x82, 'A', 0xA9, 'b'};
+    s = ls_text_utf8(NULL, bad, 0, 5);
+    CHECK_MSG(s && !strcmp(s, "\xEF\xBF\xBD\xEF\xBF\xBD"
+                              "A\xEF\xBF\xBD"
+                              "b"),
+              "invalid bytes: %s", s ? s : "(null)");
+    free(s);
+    CHECK_EQ_INT(ls_text_utf8_ready(NULL, bad, 0, 3, 0), 3);
+}
+
 int main(void) {
     const char *dir = getenv("LLMSYS_SOURCE_DIR") ? getenv("LLMSYS_SOURCE_DIR") : LLMSYS_SOURCE_DIR;
     test_pieces();
     test_train_by_hand();
     test_corpus(dir);
     test_refusals();
+    test_train_reference();
+    test_specials_and_ids();
+    test_prefix_space();
+    test_utf8_stream();
     return TEST_RESULT();
 }

@@ -194,6 +194,35 @@ static void test_batch_source(void) {
     ls_batch_source_free(s1);
     ls_batch_source_free(s4);
 
+    /* windows as long as the shortest shard allows: there a row's only window is the whole
+     * shard (its last target the shard's last token), in the others one of two */
+    size_t shortest = n;
+    for (int j = 0; j < 8; j++) {
+        size_t len = n * (size_t)(j + 1) / 8 - n * (size_t)j / 8;
+        shortest = len < shortest ? len : shortest;
+    }
+    ls_train_config tw = tc;
+    tw.seq = (int)shortest - 1;
+    tw.shards = 8;
+    ls_batch_source *sw = NULL;
+    CHECK(ls_batch_source_corpus(&sw, c, &tw, 1) == LS_OK);
+    int *wtok = malloc(sizeof(int) * 8 * shortest), *wtgt = malloc(sizeof(int) * 8 * shortest), outside = 0;
+    for (int step = 0; sw && step < 4; step++) {
+        CHECK(sw->fill(sw, step, 0, 8, tw.seq, wtok, wtgt) == LS_OK);
+        for (int j = 0; j < 8; j++) {
+            size_t lo = n * (size_t)j / 8, hi = n * (size_t)(j + 1) / 8, T2 = (size_t)tw.seq;
+            int found = 0;
+            for (size_t off = lo; off + T2 < hi && !found; off++) {
+                found = tr[off + T2] == (uint16_t)wtgt[(size_t)j * T2 + T2 - 1];
+                for (size_t i = 0; i < T2 && found; i++) found = tr[off + i] == (uint16_t)wtok[(size_t)j * T2 + i];
+            }
+            outside += !found;
+        }
+    }
+    CHECK_MSG(outside == 0, "%d rows of whole-shard windows reach past their shard", outside);
+    free(wtok), free(wtgt);
+    ls_batch_source_free(sw);
+
     /* ranks that do not divide the shards, too little data, more ranks than shards */
     ls_batch_source *s = NULL;
     ls_train_config bad = tc;

@@ -278,6 +278,15 @@ static void test_save_every(void) {
     ls_train_run_result_free(&r);
     done(t, s);
     resume_and_compare(out, 7);
+    /* a run that ends on a multiple of save_every saves that step once, as its final save */
+    CHECK(fresh(&t, &s, &tc) == 0);
+    seen v2 = {0};
+    o = (ls_train_run_opts){
+        .out = out, .save_every = 5, .stop_at = 10, .quiet = 1, .after_save = saved, .save_ctx = &v2};
+    CHECK(ls_train_run(t, s, NULL, &o, &r) == LS_OK);
+    CHECK_MSG(v2.saves == 2 && v2.save_steps[0] == 5 && v2.save_steps[1] == 10, "%d saves", v2.saves);
+    ls_train_run_result_free(&r);
+    done(t, s);
 }
 
 static void test_failing_hooks(void) {

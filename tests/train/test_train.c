@@ -96,6 +96,17 @@ static void test_determinism_and_resume(void) {
     CHECK(ls_ckpt_save(pw, ma, K, NULL, LS_CKPT_WEIGHTS) == LS_OK);
     CHECK(ls_trainer_resume(&x, pw, 0, NULL) == LS_EFORMAT && x == NULL);
     CHECK(ls_trainer_resume(&x, p, K / 4, NULL) == LS_EINVAL && x == NULL);
+    /* one exactly at the requested steps resumes, with nothing left to run */
+    CHECK(ls_trainer_resume(&x, p, K / 2, NULL) == LS_OK && x && ls_trainer_step_index(x) == K / 2);
+    ls_trainer_free(x);
+    x = NULL;
+    /* warmup 0 means steps/10 (train.h), over a schedule of the run's steps */
+    ls_train_config tw = small_run(50);
+    tw.opt.warmup_steps = 0;
+    CHECK(ls_trainer_init(&x, &mc, &tw, NULL) == LS_OK && x);
+    if (x) CHECK(ls_trainer_config(x)->opt.warmup_steps == 5 && ls_trainer_config(x)->opt.total_steps == 50);
+    ls_trainer_free(x);
+    x = NULL;
     CHECK(ls_trainer_set_steps(a, K) == LS_EINVAL);
     tcd.seq = 1000;
     CHECK(ls_trainer_init(&x, &mc, &tcd, NULL) == LS_EINVAL);
