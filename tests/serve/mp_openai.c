@@ -340,8 +340,8 @@ static void check_api_key(const char *key) {
 static void check_open_bind_refused(void) {
     char err[300], cmd[1200];
     snprintf(err, sizeof err, "%s/err", dir);
-    snprintf(cmd, sizeof cmd, "env -u LLMSYS_API_KEY %s serve --model %s --bind 0.0.0.0 --port 0 2> %s", llmsys_bin,
-             ckpt, err);
+    snprintf(cmd, sizeof cmd, "env -u LLMSYS_API_KEY timeout 20 %s serve --model %s --bind 0.0.0.0 --port 0 2> %s",
+             llmsys_bin, ckpt, err);
     double t0 = ls_now();
     int st = system(cmd);
     CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 1, "serve --bind 0.0.0.0 without a key: status %d", st);
