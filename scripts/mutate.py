@@ -35,6 +35,13 @@ def load(path):
     return out
 
 
+def kill_group(p):
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:  # the group is already gone
+        pass
+
+
 def sh(cmd, cwd=None, timeout=None):
     """Runs cmd in its own process group; on a timeout or an interrupt the whole group goes."""
     p = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -44,14 +51,11 @@ def sh(cmd, cwd=None, timeout=None):
         out, _ = p.communicate(timeout=timeout)
         return p.returncode, out
     except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
+        kill_group(p)
         out, _ = p.communicate()
         return 124, out
     except BaseException:
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except ProcessLookupError:  # already gone
-            pass
+        kill_group(p)
         p.wait()
         raise
 
