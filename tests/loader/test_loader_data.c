@@ -7,6 +7,7 @@
 
 #include "llmsys/loader.h"
 #include "llmsys/model.h"
+#include "loader/loader_internal.h"
 #include "test.h"
 
 static char dir[256];
@@ -130,6 +131,8 @@ static void test_bad_configs(void) {
         "{\"n_ctx\": 1, \"sources\": [{\"name\": \"a\", \"path\": \"code\"}]}",
         "{\"sources\": [{\"name\": \"a\", \"path\": \"code\"}], \"balance\": \"magic\"}",
         "{\"sources\": [{\"name\": \"a\", \"path\": \"code\", \"weight\": NaN}]}",
+        "{\"sources\": [{\"name\": \"a\", \"path\": \"code\"}], \"schedule\": [{\"step\": 4, \"weights\": {\"a\": "
+        "1}}, {\"step\": 4, \"weights\": {\"a\": 2}}]}", /* two points at one step */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int rc = ls_loader_mix_parse(bad[i], dir, &m);
@@ -168,6 +171,35 @@ static void test_schedule(void) {
     ls_loader_mix_weights_at(&m, 1000, w);
     CHECK_NEAR(w[0], 0.75, 1e-12);
     ls_loader_mix_free(&m);
+    /* points at 100 and 300: step 200 is halfway, (0.5 + 0.75) / 2; step 150 a quarter */
+    const char *js2 =
+        "{\"sources\": [{\"name\": \"a\", \"path\": \"code\"}, {\"name\": \"b\", \"path\": \"code\"}],"
+        " \"schedule\": [{\"step\": 100, \"weights\": {\"a\": 1, \"b\": 1}}, {\"step\": 300, \"weights\": "
+        "{\"a\": 3, \"b\": 1}}]}";
+    CHECK_EQ_INT(ls_loader_mix_parse(js2, dir, &m), 0);
+    ls_loader_mix_weights_at(&m, 200, w);
+    CHECK_NEAR(w[0], 0.625, 1e-12);
+    ls_loader_mix_weights_at(&m, 150, w);
+    CHECK_NEAR(w[0], 0.75 * 0.5 + 0.25 * 0.75, 1e-12);
+    ls_loader_mix_free(&m);
+}
+
+/* A source's order in each epoch is a uniformly random permutation: over 6,000 epochs of 3
+ * documents each of the 6 orders comes up 1,000 times on average (a bound of +-200 is over 6
+ * standard deviations); a single-cycle shuffle would give only 2 of them. */
+static void test_perm_uniform(void) {
+    int seen[27] = {0};
+    for (uint64_t e = 0; e < 6000; e++) {
+        uint32_t p[3];
+        ls_loader_perm(42, 1, e, p, 3);
+        CHECK(p[0] < 3 && p[1] < 3 && p[2] < 3 && p[0] != p[1] && p[1] != p[2] && p[0] != p[2]);
+        seen[p[0] * 9 + p[1] * 3 + p[2]]++;
+    }
+    static const int orders[6] = {0 * 9 + 1 * 3 + 2, 0 * 9 + 2 * 3 + 1, 1 * 9 + 0 * 3 + 2,
+                                  1 * 9 + 2 * 3 + 0, 2 * 9 + 0 * 3 + 1, 2 * 9 + 1 * 3 + 0};
+    for (int i = 0; i < 6; i++)
+        CHECK_MSG(seen[orders[i]] > 800 && seen[orders[i]] < 1200, "order %d drawn %d times of 6000", orders[i],
+                  seen[orders[i]]);
 }
 
 /* Hash of everything a trainer sees for a step: every rank's tokens, doc ids, segments. */
@@ -265,6 +297,21 @@ static void test_mixing_and_resume(void) {
     CHECK_EQ_INT(ls_loader_get_state(b, &blob, &blen), 0);
     CHECK(blen < 400);
     CHECK(ls_loader_set_weights(b, nw, 5) == LS_ESTATE); /* the past is immutable */
+    /* two changes for one step: the later call wins (a stable insert, engine.c) */
+    {
+        ls_loader *c;
+        double w1[3] = {0.5, 0.25, 0.25}, w2[3] = {0.25, 0.25, 0.5};
+        CHECK_EQ_INT(ls_loader_open(&c, &mix, R, &inl), 0);
+        CHECK_EQ_INT(ls_loader_set_weights(c, w1, 2), 0);
+        CHECK_EQ_INT(ls_loader_set_weights(c, w2, 2), 0);
+        for (int s = 0; s < 3; s++) {
+            ls_loader_step *st;
+            CHECK_EQ_INT(ls_loader_next_step(c, &st), 0);
+            if (s == 2) CHECK_NEAR(st->weights[2], 0.5, 1e-12);
+            ls_loader_step_free(st);
+        }
+        ls_loader_close(c);
+    }
     ls_loader_close(b);
     CHECK_EQ_INT(ls_loader_open(&b, &mix, R, &thr), 0);
     /* Corrupt and foreign blobs are refused, loader unchanged. */
@@ -379,6 +426,7 @@ int main(void) {
     RUN(test_sources_and_config);
     RUN(test_bad_configs);
     RUN(test_schedule);
+    RUN(test_perm_uniform);
     RUN(test_mixing_and_resume);
     RUN(test_epochs);
     RUN(test_batch_layout);

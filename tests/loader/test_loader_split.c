@@ -52,12 +52,12 @@ static void make_data(void) {
 
 static int open_mix(const char *balance, ls_loader_mix *mix) {
     char json[1024];
-    snprintf(
-        json, sizeof json,
-        "{\"n_ctx\": %d, \"tokens_per_rank\": %d, \"seed\": 9, \"balance\": \"%s\", \"cost\": {\"a\": %g, \"b\": %g},"
-        " \"sources\": [{\"name\": \"long\", \"path\": \"long.txt\", \"split\": \"blank\", \"weight\": 0.7},"
-        " {\"name\": \"short\", \"type\": \"jsonl\", \"path\": \"short.jsonl\", \"weight\": 0.3}]}",
-        NCTX, TPR, balance, COST_A, COST_B);
+    snprintf(json, sizeof json,
+             "{\"n_ctx\": %d, \"tokens_per_rank\": %d, \"seed\": 9, \"micro_batches\": 3, \"balance\": \"%s\", "
+             "\"cost\": {\"a\": %g, \"b\": %g},"
+             " \"sources\": [{\"name\": \"long\", \"path\": \"long.txt\", \"split\": \"blank\", \"weight\": 0.7},"
+             " {\"name\": \"short\", \"type\": \"jsonl\", \"path\": \"short.jsonl\", \"weight\": 0.3}]}",
+             NCTX, TPR, balance, COST_A, COST_B);
     return ls_loader_mix_parse(json, dir, mix);
 }
 
@@ -101,6 +101,66 @@ static double naive_max_mean(const ls_loader_step *st, int64_t *tok) {
     return mx / (sum / R);
 }
 
+static int cmp_int_desc(const void *a, const void *b) {
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x < y) - (x > y);
+}
+
+static int cmp_dbl(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Replays how a rank's items become rows and micro-batches (loader.h): first-fit decreasing
+ * into rows of n_ctx tokens (a segment fits a row while the row's tokens plus its length stay
+ * <= n_ctx), then rows to micro-batches by LPT on their cost. The served batch must have the
+ * same row fills and the same per-micro-batch costs (both compared as sorted lists). */
+static void check_rows(const ls_loader_step *st, int rank, const ls_loader_batch *b) {
+    int n = 0, rows = 0, M = st->micro_batches;
+    int *len = malloc(sizeof(int) * (size_t)(st->n_items + 1)), *fill = calloc((size_t)st->n_items + 1, sizeof(int));
+    int *got = calloc((size_t)b->n_rows + 1, sizeof(int));
+    double *rc = calloc((size_t)st->n_items + 1, sizeof(double)), mb[16] = {0}, mb_got[16] = {0};
+    for (int i = 0; i < st->n_items; i++)
+        if (st->part[i] == rank) len[n++] = st->items[i].len;
+    qsort(len, (size_t)n, sizeof *len, cmp_int_desc);
+    for (int k = 0; k < n; k++) {
+        int r = 0;
+        while (r < rows && fill[r] + len[k] > st->n_ctx) r++;
+        if (r == rows) rows++;
+        fill[r] += len[k];
+        rc[r] += cost_of(len[k]);
+    }
+    CHECK_EQ_INT(b->n_rows, rows);
+    for (int r = 0; r < rows; r++) { /* LPT: heaviest row first, to the lightest micro-batch */
+        int h = 0;
+        for (int q = 1; q < rows; q++) h = rc[q] > rc[h] ? q : h;
+        int best = 0;
+        for (int m = 1; m < M; m++) best = mb[m] < mb[best] ? m : best;
+        mb[best] += rc[h];
+        rc[h] = -1;
+    }
+    for (int row = 0; row < b->n_rows && row < rows; row++) {
+        int64_t t;
+        double c;
+        ls_loader_batch one = *b;
+        one.n_rows = 1;
+        one.tokens = b->tokens + (size_t)row * b->n_ctx;
+        one.doc_ids = b->doc_ids + (size_t)row * b->n_ctx;
+        batch_load(&one, &t, &c);
+        got[row] = (int)t;
+        mb_got[b->row_micro[row]] += c;
+    }
+    qsort(fill, (size_t)rows, sizeof *fill, cmp_int_desc);
+    qsort(got, (size_t)b->n_rows, sizeof *got, cmp_int_desc);
+    for (int r = 0; r < rows && r < b->n_rows; r++)
+        CHECK_MSG(got[r] == fill[r], "rank %d: row fill %d served, first-fit decreasing gives %d", rank, got[r],
+                  fill[r]);
+    qsort(mb, (size_t)M, sizeof *mb, cmp_dbl);
+    qsort(mb_got, (size_t)M, sizeof *mb_got, cmp_dbl);
+    for (int m = 0; m < M; m++) CHECK_NEAR(mb_got[m], mb[m], 1e-9 * (mb[m] + 1));
+    free(len), free(fill), free(got), free(rc);
+}
+
 static void check_algo(const char *name, ls_balance_algo algo) {
     ls_loader_mix mix;
     CHECK_EQ_INT(open_mix(name, &mix), 0);
@@ -120,6 +180,7 @@ static void check_algo(const char *name, ls_balance_algo algo) {
             ls_loader_batch b;
             CHECK_EQ_INT(ls_loader_step_batch(st, r, &b), 0);
             batch_load(&b, &tok[r], &cost[r]);
+            check_rows(st, r, &b);
             ls_loader_batch_free(&b);
             tok_sum += tok[r];
             cost_sum += cost[r];

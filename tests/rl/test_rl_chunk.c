@@ -98,6 +98,23 @@ static void test_rejection(void) {
     CHECK_EQ_INT(last, 1);
     CHECK_EQ_INT(ls_rl_asm_latest(a, NULL, NULL), 8);
     CHECK_EQ_INT(ls_rl_asm_add(a, &h[1], blob + h[1].offset), LS_ERANGE);
+    /* while version 10 (other bytes, same size) is assembled, a chunk of version 9 (newer than
+     * the held 8, older than the partial 10) is skipped: version 10 completes with its own bytes */
+    uint8_t *blob2 = malloc(n);
+    fill(blob2, n, 3);
+    ls_rl_chunk_hdr *h9, *h10;
+    int k9, k10;
+    CHECK(ls_rl_chunk_split(9, blob, n, 4096, &h9, &k9) == LS_OK);
+    CHECK(ls_rl_chunk_split(10, blob2, n, 4096, &h10, &k10) == LS_OK);
+    CHECK_EQ_INT(ls_rl_asm_add(a, &h10[0], blob2), 0);
+    CHECK_EQ_INT(ls_rl_asm_add(a, &h9[1], blob + h9[1].offset), 0);
+    for (int i = 1; i < k10; i++) last = ls_rl_asm_add(a, &h10[i], blob2 + h10[i].offset);
+    CHECK_EQ_INT(last, 1);
+    const void *d10;
+    size_t n10;
+    CHECK_EQ_INT(ls_rl_asm_latest(a, &d10, &n10), 10);
+    CHECK(n10 == n && memcmp(d10, blob2, n) == 0);
+    free(h9), free(h10), free(blob2);
     free(h), free(h8);
     ls_rl_asm_free(a);
     free(blob), free(bad);

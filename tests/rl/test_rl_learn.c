@@ -4,6 +4,8 @@
  * policy-gradient loss, AdamW), and the held-out reward, greedy and sampled, must rise
  * clearly. A sign error, a wrong token mask or log-probs that do not match the sampling
  * distribution leave it flat or make it fall. */
+#include <math.h>
+
 #include "llmsys/model.h"
 #include "llmsys/rl.h"
 #include "test.h"
@@ -20,6 +22,30 @@ static evals eval(ls_model *m, const ls_rl_task *h, int nh) {
     CHECK(ls_rl_eval(m, h, nh, 0.0f, 1, &e.greedy, &ex) == LS_OK);
     CHECK(ls_rl_eval(m, h, nh, 1.0f, 4, &e.sampled, &ex) == LS_OK);
     return e;
+}
+
+/* ls_rl_eval replayed (rl.h: each held-out task sampled `samples` times from a generator
+ * seeded 12345, the response read up to EOS): the mean reward over every sample, and the
+ * share of exact answers. */
+static void eval_replay(ls_model *m, const ls_rl_task *h, int nh, int samples, double *mean, double *exact) {
+    ls_rng rng;
+    ls_rng_seed(&rng, 12345);
+    ls_sample_config sc = {1.0f, 0, 1.0f};
+    int T = ls_model_cfg(m)->n_ctx;
+    double sum = 0, ex = 0;
+    for (int i = 0; i < nh; i++)
+        for (int s = 0; s < samples; s++) {
+            int tok[MAXT], out[MAXT], L = 0, no = 0, nt = 0;
+            char txt[MAXT];
+            tok[L++] = LS_TOK_BOS;
+            for (const char *p = h[i].prompt; *p && L < T; p++) tok[L++] = (unsigned char)*p;
+            CHECK(ls_model_generate(m, tok, L, T - L, &sc, &rng, out, &no) == LS_OK);
+            for (int j = 0; j < no && out[j] != LS_TOK_EOS; j++) txt[nt++] = out[j] < 256 ? (char)out[j] : '\x7f';
+            double r = ls_rl_reward(&h[i], txt, (size_t)nt);
+            sum += r, ex += r >= 1.0;
+        }
+    *mean = sum / ((double)nh * samples);
+    *exact = ex / ((double)nh * samples);
 }
 
 /* One synchronous update: NG prompts, G samples each, two PPO epochs. Returns the mean
@@ -103,6 +129,11 @@ static void test_rl_raises_reward(void) {
         if (u >= UPDATES - 10) last += r / 10;
     }
     evals after = eval(p, h, nh);
+    double mr, xr, mref, xref;
+    CHECK(ls_rl_eval(p, h, nh, 1.0f, 3, &mr, &xr) == LS_OK);
+    eval_replay(p, h, nh, 3, &mref, &xref);
+    CHECK_MSG(fabs(mr - mref) < 1e-12 && fabs(xr - xref) < 1e-12,
+              "eval over 3 samples: %.6f / %.6f, replay %.6f / %.6f", mr, xr, mref, xref);
     printf("held-out greedy %.3f -> %.3f, sampled %.3f -> %.3f; training reward %.3f -> %.3f\n", before.greedy,
            after.greedy, before.sampled, after.sampled, first, last);
     /* imperfect demos leave about half the answers one byte short: RL must fix that */

@@ -121,6 +121,30 @@ static void test_poll_periods(void) {
     CHECK_NEAR(r.traj_per_s, 8 / 0.34, 1e-6 * 8 / 0.34);
 }
 
+/* The staleness bounds, with generation much faster than training (step 1 ms, 10-token
+ * responses, train 0.5 s) so rollouts run ahead as far as each design lets them: a batch the
+ * trainer consumes at version P was issued at version >= P - s under AReaL's rule (issued <
+ * (P + s + 1) B), >= P - 1 one step stale (a rollout at version v takes trajectory `issued`
+ * only while v >= issued / B - 1); both bounds are reached. */
+static void test_staleness_bounds(void) {
+    static const int len[1] = {10};
+    for (int m = 0; m < 4; m++) {
+        ls_rl_sim_opts o = ls_rl_sim_defaults();
+        int s = m < 3 ? m + 1 : 1;
+        o.mode = m < 3 ? LS_RL_MODE_AREAL : LS_RL_MODE_ONESTEP, o.staleness = s;
+        o.gpus = 3, o.batch = 4, o.max_batch = 4, o.updates = 8, o.prompt_len = 8;
+        o.step_s = 0.001, o.train_s = 0.5, o.trace = len, o.n_trace = 1, o.batch_refill = m == 3;
+        /* one step stale with pulls: for 0.2 s after each update the relays still hold the
+         * previous version, so idle rollouts ask for work one version behind the trainer */
+        if (m == 3) o.trainer_extra_s = 0.2;
+        ls_rl_sim_result r;
+        CHECK(ls_rl_simulate(&o, &r) == LS_OK);
+        fprintf(stderr, "  %s, bound %d: max staleness %d, mean %.3f\n", m < 3 ? "areal" : "one-step", s,
+                r.max_staleness, r.mean_staleness);
+        CHECK_EQ_INT(r.max_staleness, s);
+    }
+}
+
 static void test_rtt(void) {
     double rtt = -1;
     CHECK(ls_rl_measure_rtt(50, &rtt) == LS_OK);
@@ -134,6 +158,7 @@ int main(void) {
     RUN(test_best_split);
     RUN(test_groups);
     RUN(test_poll_periods);
+    RUN(test_staleness_bounds);
     RUN(test_rtt);
     return TEST_RESULT();
 }

@@ -100,6 +100,15 @@ static void test_files(void) {
     }
     ls_rl_tasks_free(t, n);
     ls_rl_tasks_free(u, m);
+    /* without "id" a task's id is its 0-based line number (blank lines count); without "len",
+     * its answer's length; without "kind", -1 */
+    write_file("test_rl_tasks.jsonl", "{\"prompt\":\"a=\",\"answer\":\"bc\"}\n\n"
+                                      "{\"prompt\":\"x=\",\"answer\":\"y\",\"id\":7,\"len\":5}\n");
+    CHECK(ls_rl_tasks_read("test_rl_tasks.jsonl", &u, &m) == LS_OK);
+    CHECK_EQ_INT(m, 2);
+    CHECK(u[0].id == 0 && u[0].len == 2 && u[0].kind == -1);
+    CHECK(u[1].id == 7 && u[1].len == 5);
+    ls_rl_tasks_free(u, m);
     const char *bad[][2] = {
         {"{\"prompt\":\"a=\",\"answer\":\"b\"}\n{\"prompt\":\"a=\"}\n", ":2:"},
         {"{\"prompt\":\"a=\",\"answer\":\"b\"}\nnot json\n", ":2: not a JSON"},

@@ -51,6 +51,7 @@ static void test_snapshot_exact_resume(void) {
     CHECK(ls_snapshot_write(b, buf, cap, &len) == LS_OK);
     ls_snapshot_info info;
     CHECK(ls_snapshot_check(buf, len, &info) == LS_OK);
+    CHECK(ls_snapshot_check(buf, len - 1, NULL) == LS_EFORMAT); /* a byte short of its total */
     CHECK_EQ_INT(info.step, 3);
     CHECK_EQ_INT(info.params, ls_model_num_params(ls_trainer_model(b)));
     char path[] = "/tmp/llmsys-robust-snapXXXXXX";
@@ -108,6 +109,16 @@ static void test_jump_detector(void) {
     /* now 9 values 2.00..2.06, 10.17, 100: median = 2.04; x5 = 10.2 */
     CHECK_EQ_INT(ls_jump_feed(&j, 10.21), LS_FAULT_JUMP);
     CHECK_EQ_INT(ls_jump_feed(&j, 10.19), LS_FAULT_NONE);
+    /* a verdict from exactly min_history values on: 1, 1, 1 (median 1), then 10 > 5 x 1 */
+    ls_jump_init(&j, 5, 20, 3);
+    for (int i = 0; i < 3; i++) CHECK_EQ_INT(ls_jump_feed(&j, 1.0), LS_FAULT_NONE);
+    CHECK_EQ_INT(ls_jump_feed(&j, 10.0), LS_FAULT_JUMP);
+    /* the median is over the last `window` values only: window 3 after 1, 1, 1, 4, 4, 4 holds
+     * 4, 4, 4 (median 4, bound 20), so 19 is no jump and 21 is */
+    ls_jump_init(&j, 5, 3, 1);
+    for (int i = 0; i < 6; i++) CHECK_EQ_INT(ls_jump_feed(&j, i < 3 ? 1.0 : 4.0), LS_FAULT_NONE);
+    CHECK_EQ_INT(ls_jump_feed(&j, 21.0), LS_FAULT_JUMP);
+    CHECK_EQ_INT(ls_jump_feed(&j, 19.0), LS_FAULT_NONE);
     ls_jump_detector off;
     ls_jump_init(&off, 0, 20, 1);
     ls_jump_feed(&off, 1);
@@ -142,6 +153,40 @@ static void test_slow_detector(void) {
         }
     ls_slow_free(&s);
     CHECK(ls_slow_init(&s, 0, 5, 3, 2.0) == LS_EINVAL);
+    /* a step some rank did not report is not judged: rank 2 takes 3x throughout but reports
+     * only steps 4 and 5 of every window; late in both judged steps, it is reported when the
+     * third window closes (the first report of step 16) */
+    CHECK(ls_slow_init(&s, 4, 5, 3, 2.0) == LS_OK);
+    found = -1, at = -1;
+    for (int step = 1; step <= 30 && found < 0; step++)
+        for (int r = 0; r < 4 && found < 0; r++) {
+            if (r == 2 && step % 5 >= 1 && step % 5 <= 3) continue;
+            double t = r == 2 ? 0.033 : 0.010 + 0.001 * r;
+            ls_robust_step rs = {r, step, 1, 1, t, t, 0};
+            found = ls_slow_feed(&s, &rs);
+            if (found >= 0) at = step;
+        }
+    CHECK_EQ_INT(found, 2);
+    CHECK_EQ_INT(at, 16);
+    ls_slow_free(&s);
+    /* a step is late only with factor x the others' median and min_excess_s (1 ms) more:
+     * rank 1 takes 10 ms against 1 ms in steps 4 and 5 of every window and 0.3 ms against
+     * 0.1 ms (3x, 0.2 ms more) in the other three, so it is late in 2 of 5 steps and never
+     * named; with 3 ms against 1 ms in those three steps it is late in all 5 and named */
+    for (int big = 0; big < 2; big++) {
+        CHECK(ls_slow_init(&s, 4, 5, 3, 2.0) == LS_OK);
+        found = -1;
+        for (int step = 1; step <= 30 && found < 0; step++)
+            for (int r = 0; r < 4 && found < 0; r++) {
+                int slow_step = step % 5 == 4 || step % 5 == 0;
+                double base = slow_step ? 1e-3 : big ? 1e-3 : 1e-4;
+                double t = r == 1 ? (slow_step ? 10 * base : 3 * base) : base;
+                ls_robust_step rs = {r, step, 1, 1, t, t, 0};
+                found = ls_slow_feed(&s, &rs);
+            }
+        CHECK_EQ_INT(found, big ? 1 : -1);
+        ls_slow_free(&s);
+    }
 }
 
 /* One step of 4 ranks on a loaded host: 5 ms of compute +-10%, and with probability p a
@@ -249,6 +294,12 @@ static void test_stack_grouping(void) {
     CHECK(ls_stack_group(tt, 4, NULL, &g) == LS_OK);
     CHECK_EQ_INT(g.outlier, -1);
     ls_stack_groups_free(&g);
+    /* three groups of 2, 1 and 1: the two smallest tie, so no outlier */
+    const char *t3[4] = {t[0], t[0], t[1], NULL};
+    CHECK(ls_stack_group(t3, 4, NULL, &g) == LS_OK);
+    CHECK_EQ_INT(g.n_groups, 3);
+    CHECK_EQ_INT(g.outlier, -1);
+    ls_stack_groups_free(&g);
     const char *tm[4] = {t[0], t[0], NULL, t[0]};
     CHECK(ls_stack_group(tm, 4, NULL, &g) == LS_OK);
     CHECK(g.outlier >= 0 && g.group_of[2] == g.outlier);
@@ -260,18 +311,29 @@ static void test_stack_grouping(void) {
     CHECK(na && nb && !strcmp(na, nb) && !strcmp(na, "foo <- main"));
     free(na);
     free(nb);
+    /* every suffix clean_fn documents, and a symbol version, read as the plain name */
+    static const char *const sfx[] = {".part.0", ".isra.0", ".constprop.0", ".cold", ".lto_priv.0", "@GLIBC_2.2.5"};
+    for (int i = 0; i < 6; i++) {
+        char d[256];
+        snprintf(d, sizeof d, "TID 1:\n#0  0x0000000000001000 foo%s - /x/prog\n#1  0x0000000000002000 main - /x/prog\n",
+                 sfx[i]);
+        char *n = ls_stack_normalise(d, NULL);
+        CHECK_MSG(n && !strcmp(n, "foo <- main"), "%s: %s", sfx[i], n ? n : "(null)");
+        free(n);
+    }
     for (int r = 0; r < 4; r++) free(t[r]);
 }
 
 static void test_plans(void) {
     ls_fault_plan p;
     const char *ok = "{\"faults\": [{\"kind\": \"crash\", \"step\": 5, \"rank\": 1},"
-                     " {\"kind\": \"slow\", \"time\": 2.5, \"rank\": 3, \"share\": 0.1},"
+                     " {\"kind\": \"slow\", \"time\": 2.5, \"rank\": 3, \"share\": 0.1, \"sticky\": 1},"
                      " {\"kind\": \"corrupt-ckpt\", \"step\": 9}]}";
     CHECK(ls_fault_plan_parse(ok, strlen(ok), "plan", 4, &p) == LS_OK);
     CHECK_EQ_INT(p.n, 3);
     CHECK(p.f[0].kind == LS_FAULT_CRASH && p.f[0].step == 5 && p.f[0].rank == 1 && p.f[0].time < 0);
     CHECK(p.f[1].kind == LS_FAULT_SLOW && p.f[1].step == -1 && p.f[1].time == 2.5 && p.f[1].share == 0.1);
+    CHECK(p.f[0].sticky == 0 && p.f[1].sticky == 1);
     CHECK(p.f[2].kind == LS_FAULT_CORRUPT_CKPT);
     ls_fault_plan_free(&p);
     const char *bad[] = {
@@ -361,6 +423,32 @@ static void test_sim_hand_cases(void) {
     CHECK_EQ_INT(r.failures, 0);
     double young = sqrt(2 * 1.0 * 86400);
     CHECK_NEAR(r.ettr, young / (young + 1), 1e-12);
+    /* in-memory snapshots read back from host memory, not storage: one CPU overload at 5005 s
+     * (detect 50 s, localize 10 s), a 1 GB snapshot at 10 GB/s (0.1 s; storage would take 1 s),
+     * requeue 600 s; productive share 10 / 10.1 while running, half a step (5 s) redone */
+    double f_run = 10.0 / 10.1;
+    c.policy = LS_SIM_MEMORY;
+    c.fail_per_1000_node_days = 0;
+    c.ckpt_bytes = 1e9, c.host_GBps = 10, c.disk_GBps = 1, c.disk_interval_s = 1000;
+    c.requeue_s = 600;
+    c.fail_at = one, c.n_fail_at = 1, c.fail_kind = 1;
+    CHECK(ls_sim_run(&c, &r) == LS_OK);
+    CHECK_NEAR(r.lost_detect_s, 50, 1e-9);
+    CHECK_NEAR(r.lost_localize_s, 10, 1e-9);
+    CHECK_NEAR(r.lost_restart_s, 600.1, 1e-9);
+    CHECK_NEAR(r.lost_recompute_s, 5 * f_run, 1e-6);
+    CHECK_NEAR(r.ettr, (86400.0 - 50 - 10 - 600.1 - 5) * f_run / 86400.0, 1e-9);
+    /* a manual restart (kind 8) needs no new machine: a warm restart (50 s) with no standby
+     * left, no miss, and nothing redone (it saves first) */
+    c.policy = LS_SIM_STANDBY;
+    c.ckpt_bytes = 0;
+    c.standbys = 0, c.warm_restart_s = 50;
+    c.fail_kind = 8;
+    CHECK(ls_sim_run(&c, &r) == LS_OK);
+    CHECK_EQ_INT(r.standby_misses, 0);
+    CHECK_NEAR(r.lost_restart_s, 50, 1e-9);
+    CHECK_NEAR(r.lost_recompute_s, 0, 1e-9);
+    CHECK_NEAR(r.ettr, (86400.0 - 50) / 86400.0, 1e-12);
     c.days = 0;
     CHECK(ls_sim_run(&c, &r) == LS_EINVAL);
 }

@@ -146,10 +146,93 @@ static void test_detector(void) {
     free(lab);
 }
 
+/* A float64 replay of the detector as documented (prada.c, Juuti et al.): per class a growing
+ * set of at most max_set queries (the oldest replaced when full); each query's distance to the
+ * nearest member of its class's set joins a window of the last `window` distances and, when
+ * above the class threshold, the query joins the set and the threshold becomes the largest
+ * mean - sd of the distances that grew it; after each request with >= min_dists distances, W
+ * of the window without values <= mean - 3 sd. Coordinates are multiples of 1/16, so every
+ * squared distance is exact in float and the replay's W must equal the detector's. */
+typedef struct {
+    double set[2][8][8], thr[2], gs[2], gq[2], win[50];
+    int n_set[2], next[2], gn[2];
+    long ndist;
+} prada_ref;
+
+static void ref_observe(prada_ref *r, const float *x, int c) {
+    if (r->n_set[c] > 0) {
+        double best = INFINITY;
+        for (int m = 0; m < r->n_set[c]; m++) {
+            double d2 = 0;
+            for (int j = 0; j < 8; j++) d2 += (x[j] - r->set[c][m][j]) * (x[j] - r->set[c][m][j]);
+            best = fmin(best, d2);
+        }
+        double dm = sqrt(best);
+        r->win[r->ndist++ % 50] = dm;
+        if (!(dm > r->thr[c])) return;
+        r->gs[c] += dm, r->gq[c] += dm * dm, r->gn[c]++;
+        double mu = r->gs[c] / r->gn[c], var = r->gq[c] / r->gn[c] - mu * mu;
+        r->thr[c] = fmax(r->thr[c], mu - sqrt(fmax(var, 0)));
+    }
+    int slot;
+    if (r->n_set[c] < 8) {
+        slot = r->n_set[c]++;
+    } else { /* full: the oldest member makes room */
+        slot = r->next[c];
+        r->next[c] = (slot + 1) % 8;
+    }
+    for (int j = 0; j < 8; j++) r->set[c][slot][j] = x[j];
+}
+
+static double ref_w(const prada_ref *r) {
+    int n = r->ndist < 50 ? (int)r->ndist : 50, m = 0;
+    double mean = 0, sd = 0, v[50], w = 1;
+    for (int i = 0; i < n; i++) mean += r->win[i];
+    mean /= n;
+    for (int i = 0; i < n; i++) sd += (r->win[i] - mean) * (r->win[i] - mean);
+    sd = sqrt(sd / n);
+    for (int i = 0; i < n; i++)
+        if (r->win[i] > mean - 3 * sd) v[m++] = r->win[i];
+    if (m >= 3 && ls_shapiro_wilk(v, m, &w, NULL) == LS_ERANGE) w = 0;
+    return w;
+}
+
+static void test_detector_replay(void) {
+    ls_prada_opts po;
+    ls_prada_opts_default(&po);
+    po.max_set = 8, po.window = 50, po.min_dists = 20;
+    ls_prada *p;
+    CHECK_EQ_INT(ls_prada_init(&po, 8, 2, &p), LS_OK);
+    static prada_ref ref;
+    memset(&ref, 0, sizeof ref);
+    ls_rng r;
+    ls_rng_seed(&r, 3);
+    float x[25 * 8];
+    int32_t lab[25];
+    int differ = 0;
+    for (int req = 0; req < 24; req++) {
+        for (int i = 0; i < 25; i++) {
+            lab[i] = (int32_t)ls_rng_below(&r, 2);
+            int near = i > 0 && ls_rng_below(&r, 4) == 0; /* a neighbour of the previous query */
+            for (int j = 0; j < 8; j++) x[i * 8 + j] = near ? x[(i - 1) * 8 + j] : (float)ls_rng_below(&r, 17) / 16.0f;
+            if (near) x[i * 8 + (int)ls_rng_below(&r, 8)] += 1.0f / 16;
+        }
+        CHECK(ls_prada_observe(p, x, lab, 25) >= 0);
+        for (int i = 0; i < 25; i++) ref_observe(&ref, x + i * 8, lab[i]);
+        double w;
+        ls_prada_state(p, NULL, NULL, &w);
+        if (ref.ndist >= 20 && fabs(w - ref_w(&ref)) > 1e-9 && differ++ < 3)
+            fprintf(stderr, "  request %d: W %.9f, replay %.9f\n", req, w, ref_w(&ref));
+    }
+    CHECK_MSG(differ == 0, "%d of 24 requests: W differs from the float64 replay", differ);
+    ls_prada_free(p);
+}
+
 int main(void) {
     openblas_set_num_threads(1); /* small matmuls; threads only spin on shared cores */
     RUN(test_sw_reference);
     RUN(test_sw_calibration);
     RUN(test_detector);
+    RUN(test_detector_replay);
     return TEST_RESULT();
 }

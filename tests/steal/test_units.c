@@ -14,6 +14,7 @@
 
 #include "llmsys/core.h"
 #include "llmsys/steal.h"
+#include "steal/internal.h"
 #include "test.h"
 
 static char dir[128], csv[256];
@@ -63,6 +64,15 @@ static void test_scaler_recorded(void) {
     }
     CHECK_MSG(err < 1e-5, "unscale(scale(x)) off by %g of the range", err);
     free(back);
+    /* steal.h: a constant feature maps to the middle of [lo, hi] and back to its value; the
+     * other feature scales and clips as usual (3 -> -1 + 2 x 0.5 = 0, 9 -> 1 clipped) */
+    {
+        float cmin[2] = {4, 1}, cmax[2] = {4, 5}, row[4] = {4, 3, 7, 9};
+        ls_steal_scale_rows(cmin, cmax, 2, -1, 1, row, 2);
+        CHECK(row[0] == 0 && row[2] == 0 && row[1] == 0 && row[3] == 1);
+        ls_steal_unscale_rows(cmin, cmax, 2, -1, 1, row, 2);
+        CHECK(row[0] == 4 && row[2] == 4 && row[1] == 3 && row[3] == 5);
+    }
     ls_steal_data_free(&all), ls_steal_data_free(&rtr), ls_steal_data_free(&rte);
     ls_steal_data_free(&tr), ls_steal_data_free(&te);
 }
@@ -237,6 +247,143 @@ static void test_images_identity(void) {
     ls_steal_data_free(&tr), ls_steal_data_free(&te);
 }
 
+/* Gini impurity (n_c - sum cnt^2 / n_c over both children) of the split x[f] < thr of rows
+ * idx, or INFINITY when a side has fewer than min_leaf rows. */
+static double gini_split(const ls_steal_data *t, const int *idx, int n, int f, float thr, int min_leaf) {
+    double l[64] = {0}, r[64] = {0}, nl = 0, nr = 0, sl = 0, sr = 0;
+    for (int i = 0; i < n; i++) {
+        int y = t->y[idx[i]];
+        if (t->x[(int64_t)idx[i] * t->d + f] < thr)
+            l[y]++, nl++;
+        else
+            r[y]++, nr++;
+    }
+    if (nl < min_leaf || nr < min_leaf) return INFINITY;
+    for (int c = 0; c < t->k; c++) sl += l[c] * l[c], sr += r[c] * r[c];
+    return (nl - sl / nl) + (nr - sr / nr);
+}
+
+/* Trained victims against float64 recomputations on blobs: naive Bayes from per-class means
+ * and variances (variance smoothed by 0.05 x the largest one, victim.c); k-NN (every training
+ * row kept) by brute force, votes 1 + 0.001 x (k - rank) so ties go to the nearest; the tree's
+ * leaves hold the class shares of the training rows that reach them (x < thr goes left) and
+ * its root split is the best Gini split over the 32 uniform bin edges of [lo, hi] (victim.c's
+ * NBINS). */
+static void test_victim_references(void) {
+    ls_steal_data tr, te;
+    CHECK_EQ_INT(ls_steal_dataset_open("blobs", 500, &tr, &te), LS_OK);
+    int d = tr.d, k = tr.k;
+    int64_t n = tr.n, nt = te.n < 100 ? te.n : 100;
+    float *p = malloc(sizeof(float) * (size_t)(nt * k));
+    ls_victim_opts o;
+    ls_victim *v;
+    /* naive Bayes */
+    ls_victim_opts_default(&o, LS_VICTIM_NB);
+    CHECK_EQ_INT(ls_victim_train(&o, &tr, &v), LS_OK);
+    CHECK_EQ_INT(ls_victim_predict_proba(v, te.x, nt, p), LS_OK);
+    ls_victim_free(v);
+    {
+        double cnt[64] = {0}, *mu = calloc((size_t)(k * d), sizeof(double)),
+               *var = calloc((size_t)(k * d), sizeof(double));
+        double maxvar = 0, worst = 0;
+        for (int64_t i = 0; i < n; i++) {
+            cnt[tr.y[i]]++;
+            for (int j = 0; j < d; j++) mu[tr.y[i] * d + j] += tr.x[i * d + j];
+        }
+        for (int c = 0; c < k; c++)
+            for (int j = 0; j < d; j++) mu[c * d + j] /= cnt[c];
+        for (int64_t i = 0; i < n; i++)
+            for (int j = 0; j < d; j++) var[tr.y[i] * d + j] += pow(tr.x[i * d + j] - mu[tr.y[i] * d + j], 2);
+        for (int c = 0; c < k * d; c++) var[c] /= cnt[c / d], maxvar = fmax(maxvar, var[c]);
+        for (int64_t i = 0; i < nt; i++) {
+            double sc[64], mx = -INFINITY, z = 0;
+            for (int c = 0; c < k; c++) {
+                sc[c] = log(cnt[c] / (double)n);
+                for (int j = 0; j < d; j++) {
+                    double vv = var[c * d + j] + 0.05 * maxvar + 1e-9;
+                    sc[c] -= 0.5 * log(vv) + 0.5 * pow(te.x[i * d + j] - mu[c * d + j], 2) / vv;
+                }
+                mx = fmax(mx, sc[c]);
+            }
+            for (int c = 0; c < k; c++) z += exp(sc[c] - mx);
+            for (int c = 0; c < k; c++) worst = fmax(worst, fabs(p[i * k + c] - exp(sc[c] - mx) / z));
+        }
+        CHECK_MSG(worst < 1e-4, "naive Bayes probabilities differ from float64 by %g", worst);
+        free(mu), free(var);
+    }
+    /* k-NN over every training row */
+    ls_victim_opts_default(&o, LS_VICTIM_KNN);
+    o.knn_k = 5, o.knn_ref = n;
+    CHECK_EQ_INT(ls_victim_train(&o, &tr, &v), LS_OK);
+    CHECK_EQ_INT(ls_victim_predict_proba(v, te.x, nt, p), LS_OK);
+    ls_victim_free(v);
+    {
+        double *dist = malloc(sizeof(double) * (size_t)n), worst = 0;
+        int checked = 0;
+        for (int64_t i = 0; i < nt; i++) {
+            for (int64_t r = 0; r < n; r++) {
+                dist[r] = 0;
+                for (int j = 0; j < d; j++) dist[r] += pow((double)te.x[i * d + j] - tr.x[r * d + j], 2);
+            }
+            int nb[6], near_tie = 0;
+            for (int q = 0; q < 6; q++) { /* the 6 nearest, lower index first on equal distance */
+                nb[q] = -1;
+                for (int64_t r = 0; r < n; r++) {
+                    int used = 0;
+                    for (int u = 0; u < q; u++) used |= nb[u] == r;
+                    if (!used && (nb[q] < 0 || dist[r] < dist[nb[q]])) nb[q] = (int)r;
+                }
+                if (q > 0 && dist[nb[q]] - dist[nb[q - 1]] < 1e-4 * (dist[nb[q]] + 1e-6)) near_tie = 1;
+            }
+            if (near_tie) continue; /* float32 distances may order these otherwise */
+            double pr[64] = {0}, z = 0;
+            for (int q = 0; q < 5; q++) pr[tr.y[nb[q]]] += 1.0 + 1e-3 * (5 - q), z += 1.0 + 1e-3 * (5 - q);
+            for (int c = 0; c < k; c++) worst = fmax(worst, fabs(p[i * k + c] - pr[c] / z));
+            checked++;
+        }
+        CHECK_MSG(worst < 1e-5, "k-NN probabilities differ from brute force by %g", worst);
+        CHECK(checked > nt / 2);
+        free(dist);
+    }
+    /* one tree */
+    ls_victim_opts_default(&o, LS_VICTIM_TREE);
+    o.max_depth = 4;
+    CHECK_EQ_INT(ls_victim_train(&o, &tr, &v), LS_OK);
+    ls_tree_view tv;
+    CHECK_EQ_INT(ls_victim_tree_view(v, &tv), LS_OK);
+    {
+        double *share = calloc((size_t)tv.nleaves * k, sizeof(double)), worst = 0;
+        for (int64_t i = 0; i < n; i++) {
+            int nd = 0;
+            while (tv.feat[nd] >= 0) nd = tr.x[i * d + tv.feat[nd]] < tv.thr[nd] ? tv.left[nd] : tv.right[nd];
+            share[(size_t)tv.left[nd] * k + tr.y[i]]++;
+        }
+        for (int l = 0; l < tv.nleaves; l++) {
+            double m = 0;
+            for (int c = 0; c < k; c++) m += share[(size_t)l * k + c];
+            for (int c = 0; c < k && m > 0; c++)
+                worst = fmax(worst, fabs(tv.probs[(size_t)l * k + c] - share[(size_t)l * k + c] / m));
+        }
+        CHECK_MSG(worst < 1e-6, "tree leaves differ from their training rows' class shares by %g", worst);
+        int *idx = malloc(sizeof(int) * (size_t)n);
+        for (int64_t i = 0; i < n; i++) idx[i] = (int)i;
+        float bw = (tr.hi - tr.lo) / 32;
+        double best = INFINITY;
+        for (int f = 0; f < d; f++)
+            for (int b = 1; b < 32; b++)
+                best = fmin(best, gini_split(&tr, idx, (int)n, f, tr.lo + (float)b * bw, o.min_leaf));
+        CHECK(tv.feat[0] >= 0);
+        if (tv.feat[0] >= 0) {
+            double root = gini_split(&tr, idx, (int)n, tv.feat[0], tv.thr[0], o.min_leaf);
+            CHECK_MSG(root <= best + 1e-9, "root split Gini %.6f, best over the bin edges %.6f", root, best);
+        }
+        free(idx), free(share);
+    }
+    ls_victim_free(v);
+    free(p);
+    ls_steal_data_free(&tr), ls_steal_data_free(&te);
+}
+
 static void test_testset(void) {
     ls_steal_data tr, te, dtr, dte;
     char desc[512];
@@ -270,6 +417,7 @@ int main(void) {
     RUN(test_victim_raw_api);
     RUN(test_version1_loads);
     RUN(test_images_identity);
+    RUN(test_victim_references);
     RUN(test_testset);
     char p[300];
     const char *files[] = {"table.csv", "v.bin", "v1.bin"};
