@@ -115,7 +115,8 @@ static int rl_worker(int argc, char **argv) {
         {"role", LS_ARG_STR, &w.role, "R", "manager, trainer, rollout or relay", 1},
         {"manager", LS_ARG_STR, &w.manager, "EP", "the manager's endpoint, tcp://HOST:PORT"},
         {"id", LS_ARG_INT, &w.id, "N", "worker index within its role"},
-        {"bind", LS_ARG_STR, &w.bind, "EP", "manager/relay bind address (default tcp://127.0.0.1:0)"},
+        {"bind", LS_ARG_STR, &w.bind, "EP",
+         "manager/relay bind address (default tcp://127.0.0.1:0; another needs llmsys --keys DIR)"},
         {"config", LS_ARG_STR, &w.config, "PATH", "manager: the run config (written by rl run)"},
         {"port-file", LS_ARG_STR, &w.port_file, "PATH", "manager: write the bound endpoint here"},
     };
