@@ -154,6 +154,9 @@ typedef struct {
 int ls_atomic_open(ls_atomic_file *af, const char *path);
 int ls_atomic_commit(ls_atomic_file *af);
 void ls_atomic_abort(ls_atomic_file *af);
+/* 1 when host names this machine only: "localhost", "[::1]" or an IPv4 address in
+ * 127.0.0.0/8 ("127.x.com" is not). Services that listen anywhere else authenticate. */
+int ls_host_is_loopback(const char *host);
 /* 1 if path exists and is a regular file / directory. */
 int ls_is_file(const char *path);
 int ls_is_dir(const char *path);

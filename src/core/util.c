@@ -1,6 +1,7 @@
 /* util.c - aligned memory, atomic file writes, timing and small system helpers. */
 #include "llmsys/core.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -463,4 +464,10 @@ int ls_load_avg(double la[3]) {
     if (n == 3) return LS_OK;
     la[0] = la[1] = la[2] = -1;
     return ls_err(LS_EIO, "cannot read the load average from /proc/loadavg");
+}
+
+int ls_host_is_loopback(const char *host) {
+    struct in_addr a;
+    if (!strcmp(host, "localhost") || !strcmp(host, "[::1]")) return 1;
+    return inet_pton(AF_INET, host, &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
 }

@@ -18,7 +18,7 @@ int ls_httpd_check_bind(const ls_httpd_opts *o) {
     if (inet_pton(AF_INET, bind, &a) != 1)
         return ls_err(LS_EINVAL, "%s: bad bind address '%s' (an IPv4 address such as 127.0.0.1 or 0.0.0.0)", what,
                       bind);
-    if (!o->authenticated && (ntohl(a.s_addr) >> 24) != 127)
+    if (!o->authenticated && !ls_host_is_loopback(bind))
         return ls_err(LS_EINVAL,
                       "%s: refusing to listen on %s without authentication (not loopback): give %s, or bind 127.0.0.1",
                       what, bind, o->auth_hint ? o->auth_hint : "a key");

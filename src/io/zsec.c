@@ -1,7 +1,6 @@
 /* zsec.c - CURVE keys, the loopback policy and the ZAP handler behind every llmsys ZeroMQ bind/connect. */
 #include "llmsys/zsec.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -195,12 +194,10 @@ static int is_loopback(const char *ep) {
     if (strncmp(ep, "tcp://", 6)) return 0;
     const char *h = ep + 6, *colon = strrchr(h, ':');
     char host[64];
-    struct in_addr a;
     if (!colon || colon - h >= (long)sizeof host) return 0;
     memcpy(host, h, (size_t)(colon - h));
     host[colon - h] = '\0';
-    if (!strcmp(host, "localhost") || !strcmp(host, "[::1]")) return 1;
-    return inet_pton(AF_INET, host, &a) == 1 && (ntohl(a.s_addr) >> 24) == 127; /* 127.0.0.0/8, not "127.x.com" */
+    return ls_host_is_loopback(host);
 }
 
 int ls_zsec_wanted(const char *endpoint) {

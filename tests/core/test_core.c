@@ -119,11 +119,22 @@ static void test_median(void) {
     CHECK(isnan(ls_quantile(q, 0, 0.5)));
 }
 
+/* What counts as this machine only, for the ZeroMQ CURVE policy and the HTTP services' binds. */
+static void test_loopback(void) {
+    static const char *const yes[] = {"127.0.0.1", "127.1.2.3", "127.255.255.255", "localhost", "[::1]"};
+    static const char *const no[] = {
+        "0.0.0.0", "128.0.0.1", "126.255.255.255", "10.0.0.1", "127.x.com", "127.0.0.1.nip.io", "localhost2", "::1",
+        "",        "1"};
+    for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++) CHECK_MSG(ls_host_is_loopback(yes[i]), "%s", yes[i]);
+    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) CHECK_MSG(!ls_host_is_loopback(no[i]), "%s", no[i]);
+}
+
 int main(void) {
     RUN(test_errors);
     RUN(test_rng);
     RUN(test_files);
     RUN(test_alloc);
     RUN(test_median);
+    RUN(test_loopback);
     return TEST_RESULT();
 }
