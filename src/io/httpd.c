@@ -54,6 +54,17 @@ int ls_httpd_start(const ls_httpd_opts *o, struct MHD_Daemon **d, int *port_out)
     return LS_OK;
 }
 
+enum MHD_Result ls_httpd_respond(struct MHD_Connection *c, unsigned status, const char *ctype, const char *body,
+                                 size_t len, const char *hname, const char *hval) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", ctype);
+    if (hname) MHD_add_response_header(r, hname, hval);
+    enum MHD_Result ret = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
 void ls_httpd_client_addr(struct MHD_Connection *c, char *out, size_t n) {
     snprintf(out, n, "unknown");
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);

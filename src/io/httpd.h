@@ -41,6 +41,11 @@ int ls_httpd_secret_eq(const char *given, const char *secret);
 /* 1 when the request carries "Authorization: Bearer KEY" (the scheme's case ignored). */
 int ls_httpd_bearer_ok(struct MHD_Connection *c, const char *key);
 
+/* Queues one complete response: len bytes of body (copied), its Content-Type, and one more
+ * header when hname is non-NULL. MHD_NO when the response cannot be made. */
+enum MHD_Result ls_httpd_respond(struct MHD_Connection *c, unsigned status, const char *ctype, const char *body,
+                                 size_t len, const char *hname, const char *hval);
+
 /* The client's IP address as text ("unknown" when not available). */
 void ls_httpd_client_addr(struct MHD_Connection *c, char *out, size_t n);
 

@@ -16,13 +16,7 @@ struct lsr_status {
 
 static enum MHD_Result unauthorized(struct MHD_Connection *conn) {
     static const char msg[] = "401: this status page needs Authorization: Bearer KEY (robust run --status-key)\n";
-    struct MHD_Response *r = MHD_create_response_from_buffer(sizeof msg - 1, (void *)msg, MHD_RESPMEM_PERSISTENT);
-    if (!r) return MHD_NO;
-    MHD_add_response_header(r, "Content-Type", "text/plain");
-    MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
-    enum MHD_Result ret = MHD_queue_response(conn, 401, r);
-    MHD_destroy_response(r);
-    return ret;
+    return ls_httpd_respond(conn, 401, "text/plain", msg, sizeof msg - 1, "WWW-Authenticate", "Bearer");
 }
 
 static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
@@ -81,12 +75,7 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
         status = 404;
         n = snprintf(buf, sizeof buf, "not found\n");
     }
-    struct MHD_Response *r = MHD_create_response_from_buffer((size_t)n, buf, MHD_RESPMEM_MUST_COPY);
-    if (!r) return MHD_NO;
-    MHD_add_response_header(r, "Content-Type", ctype);
-    enum MHD_Result ret = MHD_queue_response(conn, (unsigned)status, r);
-    MHD_destroy_response(r);
-    return ret;
+    return ls_httpd_respond(conn, (unsigned)status, ctype, buf, (size_t)n, NULL, NULL);
 }
 
 /* a status page: few viewers, each a quick GET */

@@ -542,12 +542,7 @@ typedef struct {
 } stream_state;
 
 static enum MHD_Result send_text(struct MHD_Connection *c, int status, const char *ctype, const char *text) {
-    struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_MUST_COPY);
-    if (!resp) return MHD_NO;
-    MHD_add_response_header(resp, "Content-Type", ctype);
-    enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, resp);
-    MHD_destroy_response(resp);
-    return ret;
+    return ls_httpd_respond(c, (unsigned)status, ctype, text, strlen(text), NULL, NULL);
 }
 
 static enum MHD_Result send_error(struct MHD_Connection *c, int status, const char *type, const char *msg) {

@@ -54,19 +54,11 @@ typedef struct {
 } conn_t;
 
 static enum MHD_Result respond(struct MHD_Connection *c, unsigned status, char *text, double retry_after) {
-    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
-    if (!r) {
-        free(text);
-        return MHD_NO;
-    }
-    MHD_add_response_header(r, "Content-Type", "application/json");
-    if (retry_after > 0) {
-        char ra[32];
-        snprintf(ra, sizeof ra, "%d", (int)ceil(retry_after));
-        MHD_add_response_header(r, "Retry-After", ra);
-    }
-    enum MHD_Result ret = MHD_queue_response(c, status, r);
-    MHD_destroy_response(r);
+    char ra[32];
+    snprintf(ra, sizeof ra, "%d", retry_after > 0 ? (int)ceil(retry_after) : 0);
+    enum MHD_Result ret =
+        ls_httpd_respond(c, status, "application/json", text, strlen(text), retry_after > 0 ? "Retry-After" : NULL, ra);
+    free(text);
     return ret;
 }
 
