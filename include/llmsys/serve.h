@@ -332,9 +332,12 @@ typedef struct {
 } ls_profile_opts;
 
 ls_profile_opts ls_profile_defaults(void);
-/* Measures a layer of the fp32 checkpoint at each bit width over the grid (the mean over a
- * span of consecutive middle layers, as a stage runs them), the head, and the local
- * ZeroMQ link; *out is the profile JSON of docs/plan-format.md (caller deletes). */
+/* Every grid non-empty, widths in {16, 8, 4, 3}, batches, lengths and reps >= 1, threads in
+ * [1, LS_MODEL_MAX_THREADS]: LS_OK, else LS_EINVAL naming the option (--bits, --reps, ...). */
+int ls_profile_opts_check(const ls_profile_opts *o);
+/* Checks o (ls_profile_opts_check), then measures a layer of the fp32 checkpoint at each bit width over the grid (the
+ * mean over a span of consecutive middle layers, as a stage runs them), the head, and the local ZeroMQ link; *out is
+ * the profile JSON of docs/plan-format.md (caller deletes). */
 struct cJSON;
 int ls_profile_run(const char *model, const ls_profile_opts *o, struct cJSON **out);
 /* One-way latency and bandwidth between two local processes over ZeroMQ ipc. */

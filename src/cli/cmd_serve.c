@@ -194,34 +194,24 @@ int cmd_profile(int argc, char **argv) {
     int rc = ls_args("profile", "Measures per-layer prefill/decode latency per bit width for the planner.", spec, LS_NARGS(spec), argc, argv);
     if (rc >= 0) return rc;
     int *lists[4] = {NULL, NULL, NULL, NULL}, counts[4];
-    const char *srcs[4] = {bits_s, batch_s, seq_s, ctx_s}, *names[4] = {"--bits", "--batches", "--seqs", "--ctxs"};
-    for (int i = 0; i < 4; i++) {
-        counts[i] = ls_args_int_list(srcs[i], ",", &lists[i]);
-        int ok = counts[i] > 0;
-        for (int k = 0; ok && k < counts[i]; k++)
-            ok = i == 0 ? (lists[i][k] == 16 || lists[i][k] == 8 || lists[i][k] == 4 || lists[i][k] == 3) : lists[i][k] >= 1;
-        if (!ok) {
-            fprintf(stderr, "llmsys profile: %s must be a comma-separated list of %s\n", names[i],
-                    i == 0 ? "widths in {16, 8, 4, 3}" : "positive integers");
-            for (int k = 0; k < 4; k++) free(lists[k]);
-            return 2;
-        }
-    }
-    if (reps < 1 || threads < 1 || threads > LS_MODEL_MAX_THREADS) {
-        fprintf(stderr, "llmsys profile: --reps must be >= 1, --threads in [1, %d]\n", LS_MODEL_MAX_THREADS);
-        for (int k = 0; k < 4; k++) free(lists[k]);
-        return 2;
-    }
-    if (ls_out_path_check("out", out) != LS_OK) { /* before the measurement, not after it */
-        for (int k = 0; k < 4; k++) free(lists[k]);
-        return ls_cli_fail();
-    }
+    const char *srcs[4] = {bits_s, batch_s, seq_s, ctx_s};
+    for (int i = 0; i < 4; i++) counts[i] = ls_args_int_list(srcs[i], ",", &lists[i]);
     ls_profile_opts o = ls_profile_defaults();
     o.bits = lists[0], o.n_bits = counts[0];
     o.batches = lists[1], o.n_batches = counts[1];
     o.seqs = lists[2], o.n_seqs = counts[2];
     o.ctxs = lists[3], o.n_ctxs = counts[3];
     o.reps = reps, o.nthreads = threads;
+    rc = 0;
+    if (ls_profile_opts_check(&o)) {
+        fprintf(stderr, "llmsys profile: %s\n", ls_errmsg());
+        rc = 2;
+    } else if (ls_out_path_check("out", out)) /* before the measurement, not after it */
+        rc = ls_cli_fail();
+    if (rc) {
+        for (int k = 0; k < 4; k++) free(lists[k]);
+        return rc;
+    }
     cJSON *j = NULL;
     double t0 = ls_now();
     rc = ls_profile_run(model, &o, &j);

@@ -7,8 +7,7 @@
 #include <strings.h>
 
 #include "llmsys/plan.h"
-
-static int bits_ok(int v) { return v == 3 || v == 4 || v == 8 || v == 16 || v == 32; }
+#include "llmsys/quant.h"
 
 /* Stage i's range against the stage before it (which ended at expect_begin) and the model. */
 static int check_range(const ls_plan *p, int i, int expect_begin, const char *what) {
@@ -43,7 +42,7 @@ int ls_plan_validate(const ls_plan *p, const char *what) {
         LS_TRY(check_range(p, i, end, what));
         end = p->stages[i].layer_end;
         for (int l = p->stages[i].layer_begin; l < end; l++)
-            if (!bits_ok(p->bits[l])) return bad_bits(what, i, l, p->bits[l], 0);
+            if (!ls_quant_bits_valid(p->bits[l])) return bad_bits(what, i, l, p->bits[l], 0);
     }
     if (end != p->n_layer) return ls_err(LS_EINVAL, "%s: gap: layers [%d, %d) are in no stage", what, end, p->n_layer);
     if (p->mb_prefill < 1 || p->mb_decode < 1 || p->mb_prefill > 1024 || p->mb_decode > 1024)
@@ -108,7 +107,7 @@ static int parse_doc(const cJSON *j, const char *what, int expect_n_layer, ls_pl
         for (int k = 0; k < nl; k++) {
             const cJSON *b = cJSON_GetArrayItem(bits, k);
             int v = cJSON_IsNumber(b) ? b->valueint : -1;
-            if (!bits_ok(v)) return bad_bits(what, i, s->layer_begin + k, v, !cJSON_IsNumber(b));
+            if (!ls_quant_bits_valid(v)) return bad_bits(what, i, s->layer_begin + k, v, !cJSON_IsNumber(b));
             p->bits[s->layer_begin + k] = v;
         }
     }

@@ -28,6 +28,21 @@ ls_profile_opts ls_profile_defaults(void) {
     return o;
 }
 
+int ls_profile_opts_check(const ls_profile_opts *o) {
+    const int *v[4] = {o->bits, o->batches, o->seqs, o->ctxs}, n[4] = {o->n_bits, o->n_batches, o->n_seqs, o->n_ctxs};
+    static const char *const names[4] = {"--bits", "--batches", "--seqs", "--ctxs"};
+    for (int i = 0; i < 4; i++) {
+        int ok = n[i] > 0 && v[i];
+        for (int k = 0; ok && k < n[i]; k++) ok = i == 0 ? ls_quant_bits_valid(v[i][k]) && v[i][k] != 32 : v[i][k] >= 1;
+        if (!ok)
+            return ls_err(LS_EINVAL, "%s must be a comma-separated list of %s", names[i],
+                          i == 0 ? "widths in {16, 8, 4, 3}" : "positive integers");
+    }
+    if (o->reps < 1 || o->nthreads < 1 || o->nthreads > LS_MODEL_MAX_THREADS)
+        return ls_err(LS_EINVAL, "--reps must be >= 1, --threads in [1, %d]", LS_MODEL_MAX_THREADS);
+    return LS_OK;
+}
+
 /* Echo server for the link measurements: a forked child with its own ZeroMQ context;
  * a 1-byte message is echoed and ends it. */
 static void echo_child(const char *in, const char *out) {
@@ -211,6 +226,7 @@ static void cpu_name(char *out, size_t n) {
 
 int ls_profile_run(const char *model, const ls_profile_opts *o, struct cJSON **out) {
     *out = NULL;
+    LS_TRY(ls_profile_opts_check(o));
     ls_model_config cfg;
     int *fbits = NULL;
     LS_TRY(ls_ckpt_info(model, &cfg, &fbits, NULL));

@@ -28,6 +28,9 @@ expect 2 "train --threads 100000" -- "$BIN" train --config tiny --data corpus.tx
 expect 2 "eval --threads 100000" -- "$BIN" eval --model m.safetensors --data corpus.txt --threads 100000
 expect 2 "generate --threads 100000" -- "$BIN" generate --model m.safetensors --threads 100000
 expect 2 "profile --threads 100000" -- "$BIN" profile --model m.safetensors --out x.json --threads 100000
+expect 2 "profile --bits 5" -- "$BIN" profile --model m.safetensors --out x.json --bits 16,5
+grep -q -- "--bits must be" "$T/err" || fail "profile --bits 5: $(cat "$T/err")"
+expect 2 "profile --ctxs 0" -- "$BIN" profile --model m.safetensors --out x.json --ctxs 4,0
 expect 2 "serve --threads 100000" -- timeout 20 "$BIN" serve --model m.safetensors --port 0 --threads 100000
 expect 2 "plan train --threads 100000" -- "$BIN" plan train --model tiny --cluster local:1 --threads 100000 --out x.json
 ls x.* > /dev/null 2>&1 && fail "a refused command wrote x.*"

@@ -22,6 +22,32 @@ static void test_profile(void) {
     o.bits = bits, o.n_bits = 2, o.batches = batches, o.n_batches = 2, o.seqs = seqs, o.n_seqs = 2;
     o.ctxs = ctxs, o.n_ctxs = 2, o.reps = 1;
     cJSON *j = NULL;
+    /* the library refuses a bad grid itself, before it measures anything, naming the option */
+    CHECK(ls_profile_opts_check(&o) == LS_OK);
+    int bad5[2] = {16, 5}, bad32[1] = {32}, zero[2] = {1, 0};
+    struct {
+        const int **v;
+        int *n;
+        const int *val;
+        int nval;
+        const char *name;
+    } bad[] = {{&o.bits, &o.n_bits, bad5, 2, "--bits"}, {&o.bits, &o.n_bits, bad32, 1, "--bits"},
+               {&o.bits, &o.n_bits, bits, 0, "--bits"}, {&o.batches, &o.n_batches, zero, 2, "--batches"},
+               {&o.seqs, &o.n_seqs, zero, 2, "--seqs"}, {&o.ctxs, &o.n_ctxs, zero, 2, "--ctxs"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const int *keep = *bad[i].v;
+        int keep_n = *bad[i].n;
+        *bad[i].v = bad[i].val, *bad[i].n = bad[i].nval;
+        CHECK_MSG(ls_profile_run(ckpt, &o, &j) == LS_EINVAL && !j && strstr(ls_errmsg(), bad[i].name), "case %zu: %s",
+                  i, ls_errmsg());
+        *bad[i].v = keep, *bad[i].n = keep_n;
+    }
+    o.reps = 0;
+    CHECK(ls_profile_opts_check(&o) == LS_EINVAL && strstr(ls_errmsg(), "--reps"));
+    o.reps = 1, o.nthreads = LS_MODEL_MAX_THREADS + 1;
+    CHECK(ls_profile_opts_check(&o) == LS_EINVAL);
+    o.nthreads = 1;
+    CHECK(ls_profile_opts_check(&o) == LS_OK);
     CHECK(ls_profile_run(ckpt, &o, &j) == LS_OK);
     if (j) {
         CHECK(!strcmp(cJSON_GetObjectItem(j, "format")->valuestring, "llmsys-profile"));
