@@ -187,6 +187,27 @@ typedef enum {
 int ls_rl_mode_parse(const char *name, int *mode);
 const char *ls_rl_mode_name(int mode);
 
+/* The issue rule of the four designs, shared by the runtime's manager and the simulator.
+ * One unit is what the caller hands out: a group (G trajectories) in the manager, a
+ * trajectory in the simulator; batch, issued, consumed and window all count that unit. */
+typedef struct {
+    int mode;            /* ls_rl_mode */
+    int64_t batch;       /* B: units the trainer consumes per update (>= 1) */
+    int staleness;       /* s: AReaL's bound */
+    int64_t window;      /* laminar: units that may be issued and not yet consumed */
+    int trainer_version; /* P: the trainer's newest version (updates it has made) */
+    int64_t consumed;    /* units the trainer has taken */
+} ls_rl_issue_state;
+/* Whether unit number `issued` (0-based: the count issued so far) may go to a rollout
+ * holding weights of `version`:
+ *   sync     version >= P and issued < (P + 1) B
+ *   onestep  version >= P - 1, issued < (P + 2) B and version >= issued / B - 1
+ *   areal    issued < (version + s + 1) B
+ *   laminar  issued - consumed < window
+ * A rollout may be a version ahead of P in the manager (it pulled from a relay before the
+ * trainer's next batch request came in): the caps in P still hold for it. 0 when batch < 1. */
+int ls_rl_may_issue(const ls_rl_issue_state *s, int64_t issued, int version);
+
 typedef struct {
     int mode;
     const char *tasks, *heldout; /* JSONL task files (heldout may be NULL: last 64 of tasks) */

@@ -186,17 +186,15 @@ static int queue_groups(const mgr *m) {
 }
 
 static int may_issue(mgr *m, int version) {
-    int B = m->cfg.batch_groups, P = m->trainer_version, issued = m->n_groups;
-    switch (m->cfg.mode) {
-    case LS_RL_MODE_SYNC:
-        return version >= P && issued < (P + 1) * B;
-    case LS_RL_MODE_ONESTEP:
-        return version >= P - 1 && issued < (P + 2) * B && version >= issued / B - 1;
-    case LS_RL_MODE_AREAL: /* AReaL's capacity rule, on the version the asking rollout holds */
-        return issued < (version + m->cfg.staleness + 1) * B;
-    default: /* laminar: no staleness bound; the buffer holds at most one batch beyond what rollouts run */
-        return issued - m->groups_consumed < B + m->cfg.rollouts * queue_groups(m);
-    }
+    /* the design's rule (ls_rl_may_issue), counted in groups; laminar's window is a batch beyond
+     * what the rollouts' queues hold */
+    ls_rl_issue_state q = {.mode = m->cfg.mode,
+                           .batch = m->cfg.batch_groups,
+                           .staleness = m->cfg.staleness,
+                           .window = (int64_t)m->cfg.batch_groups + (int64_t)m->cfg.rollouts * queue_groups(m),
+                           .trainer_version = m->trainer_version,
+                           .consumed = m->groups_consumed};
+    return ls_rl_may_issue(&q, m->n_groups, version);
 }
 
 static int wants_version(mgr *m, int r, int64_t *target) {

@@ -291,23 +291,15 @@ static int simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
      * llmsys's runtime runs it (batch_refill); otherwise every rollout pauses for a broadcast */
     int pulls = mode == LS_RL_MODE_LAMINAR || (mode != LS_RL_MODE_AREAL && o->batch_refill);
     while (consumed_batches < o->updates) {
-        /* 1. hand out work */
-        int64_t cap_issue;
-        switch (mode) {
-        case LS_RL_MODE_SYNC:
-            cap_issue = (int64_t)(P + 1) * B;
-            break;
-        case LS_RL_MODE_ONESTEP:
-            cap_issue = (int64_t)(P + 2) * B;
-            break;
-        case LS_RL_MODE_AREAL:
-            cap_issue = (int64_t)(P + o->staleness + 1) * B;
-            break;
-        default:
-            cap_issue = consumed + (int64_t)B + (int64_t)R * QB;
-            break;
-        }
-        for (int r = 0; r < R && issued < cap_issue; r++) {
+        /* 1. hand out work under the design's rule (ls_rl_may_issue), counted in trajectories;
+         * asked at the trainer's version P it says whether any rollout may take one more */
+        ls_rl_issue_state iq = {.mode = mode,
+                                .batch = B,
+                                .staleness = o->staleness,
+                                .window = (int64_t)B + (int64_t)R * QB,
+                                .trainer_version = P,
+                                .consumed = consumed};
+        for (int r = 0; r < R && ls_rl_may_issue(&iq, issued, P); r++) {
             srep *x = &rp[r];
             if (x->pause_until > t) continue;
             /* refill when the batch is done, or once after an interrupt (the runtime hands an interrupted
@@ -330,8 +322,10 @@ static int simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
                 }
                 x->version = newest > x->version ? newest : x->version;
             }
-            if (mode == LS_RL_MODE_SYNC && (x->n > 0 || x->version < P)) continue;
-            if (mode == LS_RL_MODE_ONESTEP && x->version < issued / B - 1) continue;
+            if (mode == LS_RL_MODE_SYNC && x->n > 0) continue; /* synchronous: a whole batch at once */
+            /* the rollout's own version (sync: the trainer's; one-step: at most one behind the batch
+             * being issued). It is asked once per batch: the batch then fills up to the rule at P */
+            if (!ls_rl_may_issue(&iq, issued, x->version)) continue;
             advance(&S, x, t);
             if (x->n == 0) { /* the poll that brings the batch: the next one of a replica that waited */
                 double tp = next_poll(x->idle_since, o->idle_poll_s, t) + o->refill_s;
@@ -340,7 +334,7 @@ static int simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
             }
             x->idle_since = -1;
             int lim = queue ? x->n + (MB - x->n) / S.group * S.group : MB;
-            while (x->n < lim && issued < cap_issue && (mode != LS_RL_MODE_LAMINAR || x->quota > 0)) {
+            while (x->n < lim && ls_rl_may_issue(&iq, issued, P) && (mode != LS_RL_MODE_LAMINAR || x->quota > 0)) {
                 x->quota -= mode == LS_RL_MODE_LAMINAR;
                 strj *j = &x->a[x->n++];
                 j->rem = draw_len(o, &rng, issued);

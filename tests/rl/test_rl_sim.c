@@ -1,10 +1,54 @@
-/* test_rl_sim.c - the simulator against hand-computed timelines (calibrated costs, fixed lengths,
- * with and without the per-batch refill term, Laminar's waiting queue, complete groups, poll periods), the best-split
- * search against its fixed splits, and the round-trip micro-measurement's bounds. */
+/* test_rl_sim.c - the four designs' issue rule by hand at its boundaries; the simulator against
+ * hand-computed timelines (calibrated costs, fixed lengths, with and without the per-batch refill term,
+ * Laminar's waiting queue, complete groups, poll periods; catalog costs from a catalog of round figures
+ * for an AReaL interrupt's KV recompute), the best-split search against its fixed splits, and the
+ * round-trip micro-measurement's bounds. */
 #include <math.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include "llmsys/rl.h"
 #include "test.h"
+
+/* The issue rule (ls_rl_may_issue) at its boundaries, by hand. B = 4 units a batch, trainer at
+ * P = 2 (8 units consumed), AReaL bound s = 1, laminar window 10. */
+static void test_issue_rule(void) {
+    ls_rl_issue_state q = {
+        .mode = LS_RL_MODE_SYNC, .batch = 4, .staleness = 1, .window = 10, .trainer_version = 2, .consumed = 8};
+    /* sync: version 2 only, units 8..11 (batch 2); the cap (P + 1) B = 12 holds for a rollout
+     * already at version 3 too */
+    CHECK(ls_rl_may_issue(&q, 8, 2) && ls_rl_may_issue(&q, 11, 2));
+    CHECK(!ls_rl_may_issue(&q, 12, 2));
+    CHECK(!ls_rl_may_issue(&q, 8, 1)); /* P - 1 */
+    CHECK(ls_rl_may_issue(&q, 11, 3) && !ls_rl_may_issue(&q, 12, 3));
+    /* one step stale: cap (P + 2) B = 16; a rollout at v takes unit i only while v >= i / 4 - 1 */
+    q.mode = LS_RL_MODE_ONESTEP;
+    CHECK(ls_rl_may_issue(&q, 15, 2));  /* 15 / 4 - 1 = 2 */
+    CHECK(!ls_rl_may_issue(&q, 16, 2)); /* at the cap, and 16 / 4 - 1 = 3 */
+    CHECK(ls_rl_may_issue(&q, 11, 1));  /* P - 1: 11 / 4 - 1 = 1, batch 2 on version 1 */
+    CHECK(!ls_rl_may_issue(&q, 12, 1)); /* 12 / 4 - 1 = 2 > 1: batch 3 needs version 2 */
+    /* a rollout ahead of the trainer (pulled version 3 before the trainer's next request reached
+     * the manager): 16 / 4 - 1 = 3 would allow unit 16, the cap does not */
+    CHECK(ls_rl_may_issue(&q, 15, 3) && !ls_rl_may_issue(&q, 16, 3));
+    /* P - 2 is refused by the first clause alone (unit 4: 4 / 4 - 1 = 0 passes the last); no caller
+     * asks this, as issued >= P B there, but the rule says it */
+    CHECK(!ls_rl_may_issue(&q, 4, 0));
+    CHECK(ls_rl_may_issue(&q, 4, 1));
+    /* AReaL: unit i while i < (v + s + 1) B, on the asking rollout's version v */
+    q.mode = LS_RL_MODE_AREAL;
+    CHECK(ls_rl_may_issue(&q, 15, 2) && !ls_rl_may_issue(&q, 16, 2)); /* (2 + 1 + 1) 4 = 16 */
+    CHECK(ls_rl_may_issue(&q, 11, 1) && !ls_rl_may_issue(&q, 12, 1)); /* 12 */
+    CHECK(ls_rl_may_issue(&q, 19, 3) && !ls_rl_may_issue(&q, 20, 3)); /* 20: no cap in P */
+    q.staleness = 0;
+    CHECK(ls_rl_may_issue(&q, 11, 2) && !ls_rl_may_issue(&q, 12, 2)); /* bound 0: (2 + 0 + 1) 4 = 12 */
+    /* laminar: issued - consumed < window, whatever the version */
+    q.mode = LS_RL_MODE_LAMINAR;
+    CHECK(ls_rl_may_issue(&q, 17, 0) && ls_rl_may_issue(&q, 17, 2)); /* 17 - 8 = 9 < 10 */
+    CHECK(!ls_rl_may_issue(&q, 18, 2));                              /* 10 */
+    /* no batch: nothing issues (and no division by zero) */
+    q.mode = LS_RL_MODE_ONESTEP, q.batch = 0;
+    CHECK(!ls_rl_may_issue(&q, 0, 2));
+}
 
 /* Synchronous, one rollout of 4 slots, every response 10 tokens, step 10 ms, train 50 ms, no pull:
  * each update is refill + 10 steps + train, so 3 updates of 4 take 3 (refill + 0.1 + 0.05) s. */
@@ -68,6 +112,72 @@ static void test_laminar_queue(void) {
     ls_rl_sim_result r;
     o.mode = LS_RL_MODE_LAMINAR, o.max_batch = 2, o.rollout_batch = -1;
     CHECK(ls_rl_simulate(&o, &r) == LS_EINVAL);
+}
+
+static char dir[64]; /* the test's work directory (a catalog) */
+
+/* Writes a catalog of one GPU and one model with round figures into dir (catalog-mode costs by hand). */
+static int write_catalog(void) {
+    static const char *const files[2][2] = {
+        {"gpus.json", "{\"format\": \"llmsys-gpus\", \"version\": 1, \"gpus\": [{\"name\": \"unit-gpu\", "
+                      "\"memory_GB\": 1, \"bandwidth_GBps\": 1, \"fp16_tflops\": 0.01}]}\n"},
+        {"models.json", "{\"format\": \"llmsys-models\", \"version\": 1, \"models\": [{\"name\": \"unit-model\", "
+                        "\"n_layer\": 1, \"d_model\": 64, \"n_head\": 1, \"n_kv_head\": 1, \"d_ff\": 64, "
+                        "\"vocab\": 128, \"n_ctx\": 64, \"tied\": true}]}\n"}};
+    for (int i = 0; i < 2; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", dir, files[i][0]);
+        FILE *f = fopen(path, "w");
+        if (!f) return -1;
+        int bad = fputs(files[i][1], f) < 0;
+        if (fclose(f) != 0 || bad) return -1;
+    }
+    return 0;
+}
+
+/* An AReaL interrupt recomputes each in-flight trajectory's KV cache (its whole length) before
+ * decoding resumes; catalog costs, by hand. The model: 1 layer, d 64, 1 head, d_ff 64, vocab 128
+ * tied: 64 (64 + 128) + 64^2 + 2 64 64 + 128 64 = 32768 parameters, W = 65536 bytes. The GPU:
+ * 1 GB/s (0.7 effective), 0.01 TFLOPS (0.35 effective). 2 GPUs at 50 %: one trains, one replica
+ * at tp 1 with 2 slots; batch 1, bound s = 1, prompt 64, mean length 64, responses 1, 16, 1 in
+ * issue order. Costs:
+ *   step a = W / 0.7 GB/s + 2 ms, per KV token c = 2 x 64 x 2 B / 0.7 GB/s (K and V, one layer),
+ *   prefill per token f = 2 x 32768 / 3.5 GFLOP/s, training T = 1 x (64 + 64) x 8 x 32768 / 3.5 GFLOP/s,
+ *   global sync b = W / 25 GB/s (replica) + W / 25 GB/s (trainer) + 1 ms x log2(2).
+ * Timeline: at 0 the replica takes units 0 and 1 ((0 + 1 + 1) x 1 = 2); unit 0 ends after one step of
+ * a + 128 c at t1; training runs t1 .. t2 = t1 + T while unit 1 decodes at a + 65 c a step, holding
+ * len = 65 + T / (a + 65 c) tokens at t2 (about 69.5). Version 1: the replica pauses b + len f
+ * (the mutant without the length: b + f, 1.3 ms less), then takes unit 2 (cap 3) and unit 2 ends
+ * one step of a + (len + 64) c later at t4; the second update ends at t4 + T. */
+static void test_areal_prefill(void) {
+    static const int len[3] = {1, 16, 1};
+    CHECK(write_catalog() == 0);
+    ls_rl_sim_opts o = ls_rl_sim_defaults();
+    o.data_dir = dir, o.model = "unit-model", o.gpu = "unit-gpu";
+    o.mode = LS_RL_MODE_AREAL, o.staleness = 1, o.gpus = 2, o.train_frac_pct = 50;
+    o.batch = 1, o.max_batch = 2, o.updates = 2, o.prompt_len = 64, o.mean_len = 64;
+    o.trace = len, o.n_trace = 3, o.trace_replay = 1;
+    ls_rl_sim_result r;
+    CHECK(ls_rl_simulate(&o, &r) == LS_OK);
+    const double bw = 0.7e9, fl = 0.35 * 0.01e12, W = 65536;
+    const double a = W / bw + 2e-3, c = 2.0 * 64 * 2 / bw, f = 2.0 * 32768 / fl;
+    const double T = 1.0 * (64 + 64) * 8 * 32768 / fl, b = W / 25e9 + W / 25e9 + 1e-3;
+    /* the figures the timeline uses reach the simulator as worked out above */
+    CHECK_EQ_INT(r.tp, 1);
+    CHECK_EQ_INT(r.replicas, 1);
+    CHECK_NEAR(r.step_s, a, 1e-12);
+    CHECK_NEAR(r.train_s, T, 1e-12);
+    CHECK_NEAR(r.bcast_s, b, 1e-12);
+    double t1 = a + 128 * c, t2 = t1 + T, held = 65 + T / (a + 65 * c);
+    double pause = b + held * f, t4 = t2 + pause + a + (held + 64) * c, end = t4 + T;
+    fprintf(stderr, "  interrupt at %.6f s: %.3f tokens held, pause %.6f s, end %.6f s\n", t2, held, pause, end);
+    /* unit 1 runs on past t2 with more than the one token unit 2 needs: unit 2 ends first, at t4 */
+    CHECK(held > 69 && held < 70 && 16 - (held - 64) > 1);
+    CHECK_NEAR(r.wall_s, end, 1e-9);
+    CHECK_NEAR(r.traj_per_s, 2 / end, 1e-9 * 2 / end);
+    /* the replica idles only while paused */
+    CHECK_NEAR(r.idle_frac, pause / end, 1e-9);
+    CHECK_EQ_INT(r.max_staleness, 0);
 }
 
 /* The best split is at least as good as every fixed split of its coarse pass, and is what a
@@ -152,13 +262,17 @@ static void test_rtt(void) {
 }
 
 int main(void) {
+    snprintf(dir, sizeof dir, "/tmp/llmsys-rl-sim-XXXXXX");
+    if (!mkdtemp(dir)) return 1;
+    RUN(test_issue_rule);
     RUN(test_sync_timeline);
     RUN(test_laminar_refill);
     RUN(test_laminar_queue);
+    RUN(test_areal_prefill);
     RUN(test_best_split);
     RUN(test_groups);
     RUN(test_poll_periods);
     RUN(test_staleness_bounds);
     RUN(test_rtt);
-    return TEST_RESULT();
+    return TEST_RESULT_RMTREE(dir);
 }
