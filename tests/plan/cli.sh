@@ -3,14 +3,14 @@
 # and single error line of each kind of bad input.
 . "$(dirname "$0")/../lib.sh"
 expect 0 "plan llmpq-2" -- "$BIN" plan serve --cluster llmpq-2 --out "$T/p.json" --report "$T/r.json" --export-vllm "$T/v.sh"
-grep -q 'llmsys-plan' "$T/p.json" || { echo "FAIL plan file"; fails=$((fails + 1)); }
-grep -q 'VLLM_PP_LAYER_PARTITION' "$T/r.json" || { echo "FAIL report vllm"; fails=$((fails + 1)); }
-grep -q 'headroom_GB' "$T/r.json" || { echo "FAIL report memory"; fails=$((fails + 1)); }
-grep -q -- '--pipeline-parallel-size 4' "$T/v.sh" || { echo "FAIL vllm export"; fails=$((fails + 1)); }
+grep -q 'llmsys-plan' "$T/p.json" || fail "plan file"
+grep -q 'VLLM_PP_LAYER_PARTITION' "$T/r.json" || fail "report vllm"
+grep -q 'headroom_GB' "$T/r.json" || fail "report memory"
+grep -q -- '--pipeline-parallel-size 4' "$T/v.sh" || fail "vllm export"
 expect 0 "case-insensitive names" -- "$BIN" plan serve --cluster LLMPQ-8 --model OPT-30B --algo pipeedge --quiet
 expect 0 "ilp" -- "$BIN" plan serve --cluster llmpq-2 --algo ilp --time-limit 2 --quiet
 expect 2 "unknown model" -- "$BIN" plan serve --cluster llmpq-2 --model gpt-9
-grep -q "opt-30b" "$T/err" || { echo "FAIL unknown model lists known"; fails=$((fails + 1)); }
+grep -q "opt-30b" "$T/err" || fail "unknown model lists known"
 expect 2 "unknown cluster" -- "$BIN" plan serve --cluster nowhere-7
 expect 2 "negative batch" -- "$BIN" plan serve --cluster llmpq-2 --batch -4
 expect 2 "absurd prompt" -- "$BIN" plan serve --cluster llmpq-2 --prompt 100000000
@@ -18,7 +18,7 @@ expect 2 "bad algo" -- "$BIN" plan serve --cluster llmpq-2 --algo magic
 expect 2 "bad quality" -- "$BIN" plan serve --cluster llmpq-2 --quality bits:5
 echo '{"format":"llmsys-cluster","version":1,"nodes":[{"gpu":"T5","count":2}]}' >"$T/c1.json"
 expect 2 "unknown GPU" -- "$BIN" plan serve --cluster "$T/c1.json" --model opt-13b
-grep -q "T4-16G" "$T/err" || { echo "FAIL unknown GPU lists known"; fails=$((fails + 1)); }
+grep -q "T4-16G" "$T/err" || fail "unknown GPU lists known"
 echo '{"format":"llmsys-cluster","version":1,"nodes":[]}' >"$T/c2.json"
 expect 2 "zero devices" -- "$BIN" plan serve --cluster "$T/c2.json" --model opt-13b
 echo '{"format":"llmsys-cluster","version":1,"nodes":[{"gpu":"T4"' >"$T/c3.json"
@@ -35,8 +35,8 @@ grep -q "needs --model to be an llmsys checkpoint" "$T/err" || fail "indicator m
 expect 0 "indicator default of a catalog model" -- "$BIN" plan indicator --model opt-30b --method default --out "$T/i.json"
 expect 0 "bits 8,16 adabits" -- "$BIN" plan serve --cluster llmpq-2 --bits 8,16 --algo adabits --quiet
 expect 1 "bits 16 does not fit" -- "$BIN" plan serve --cluster llmpq-2 --bits 16 --quiet
-grep -q "GB short" "$T/err" || { echo "FAIL bits 16 message"; fails=$((fails + 1)); }
+grep -q "GB short" "$T/err" || fail "bits 16 message"
 expect 1 "does not fit" -- "$BIN" plan serve --cluster llmpq-8 --model bloom-176b --out "$T/none.json"
-grep -q "GB short" "$T/err" || { echo "FAIL infeasible message"; fails=$((fails + 1)); }
-[ ! -e "$T/none.json" ] || { echo "FAIL infeasible plan left $T/none.json"; fails=$((fails + 1)); }
-exit $((fails > 0))
+grep -q "GB short" "$T/err" || fail "infeasible message"
+[ ! -e "$T/none.json" ] || fail "infeasible plan left $T/none.json"
+finish plan.cli

@@ -33,4 +33,4 @@ PY
 sed 's/"act_bytes": 2/"act_bytes": 3/' "$(dirname "$0")/../../data/profiles/h200-opt-30b.json" > "$T/bad.json"
 expect 1 "a profile with act_bytes 3" -- "$BENCH" --quiet --profile "$T/bad.json"
 grep -q act_bytes "$T/err" || fail "the error does not name act_bytes"
-exit $((fails > 0))
+finish plan.costmodel

@@ -4,10 +4,7 @@
 # served run returned (batch x gen), tok/s from tokens and seconds, the errors from the
 # measured, replayed and predicted rates, busy time on every stage, overlap in (0, stages], the
 # host probe's re-take rule (stage overlap measured vs replayed), and the front's cost.
-set -u
-BIN="$1"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+. "$(dirname "$0")/../lib.sh" "$1"
 "$BIN" plan validate --config tiny --stages 2 --batch 2 --prompt 8 --gen 4 --runs 1 --reps 1 --algos splitquant,uniform \
     --quality none --workdir "$T" --report "$T/r.json" > "$T/out" 2>&1 || { echo "FAIL plan validate:"; tail -5 "$T/out"; exit 1; }
 /usr/bin/python3 - "$T/r.json" <<'PY'

@@ -3,17 +3,13 @@
 # mid-batch when it is killed): a rollout killed and restarted (with
 # corrupt weight chunks injected at the relays), and a relay killed mid-chain. Each must
 # finish every update, lose and duplicate no trajectory, and record the failure.
-set -u
-BIN="$1"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0
+. "$(dirname "$0")/../lib.sh" "$1"
 "$BIN" rl tasks --kind copy --n 200 --mean-len 5 --cv 1 --max-len 20 --demo-noise 0 --out "$T/tasks.jsonl" >/dev/null || exit 1
 check() { # check REPORT PYTHON-CONDITION DESCRIPTION
     if python3 -c "import json,sys; r=json.load(open('$1')); t=r['trainer']; sys.exit(0 if ($2) else 1)"; then
         echo "ok   $3"
     else
-        echo "FAIL $3"; python3 -c "import json; r=json.load(open('$1')); print({k:v for k,v in r.items() if not isinstance(v,list)})"; fail=1
+        echo "FAIL $3"; python3 -c "import json; r=json.load(open('$1')); print({k:v for k,v in r.items() if not isinstance(v,list)})"; fails=$((fails + 1))
     fi
 }
 COMMON=(--tasks "$T/tasks.jsonl" --sft-steps 0 --updates 16 --group 4 --batch-groups 2 --max-seqs 8 --max-new 40 --step-ms 50 --eval-n 8 --timeout 80 --quiet)
@@ -27,9 +23,9 @@ if LLMSYS_RL_CORRUPT=3 "$BIN" rl run "${COMMON[@]}" --rollouts 3 --relays 2 --ki
     check "$R" "r['resumed_trajectories'] >= 1" "kill rollout: partial responses resumed elsewhere"
     check "$R" "r['rejected_chunks'] >= 1" "corrupt chunks rejected by checksum"
     "$BIN" rl plot --report "$R" --out "$T/kr.svg" >/dev/null && grep -q "<polyline" "$T/kr.svg" && echo "ok   plot" ||
-        { echo "FAIL plot"; fail=1; }
+        fail "plot"
 else
-    echo "FAIL kill rollout run"; cat "$T/kr.err"; tail -n 5 "$T"/kr/logs/*.log; fail=1
+    echo "FAIL kill rollout run"; cat "$T/kr.err"; tail -n 5 "$T"/kr/logs/*.log; fails=$((fails + 1))
 fi
 # 2. kill relay 1 of a 3-relay chain 1 s after it joined: the chain is rebuilt around it
 if "$BIN" rl run "${COMMON[@]}" --rollouts 2 --relays 3 --kill-relay-at 1.0 --workdir "$T/kl" 2>"$T/kl.err"; then
@@ -38,6 +34,6 @@ if "$BIN" rl run "${COMMON[@]}" --rollouts 2 --relays 3 --kill-relay-at 1.0 --wo
     check "$R" "r['relay_failures'] == 1 and r['chain_rebuilds'] >= 1" "kill relay: chain rebuilt"
     check "$R" "r['relay_versions'][1] == -1 and r['relay_versions'][2] >= t['versions'] - 3" "kill relay: the relay after the dead one still gets new versions"
 else
-    echo "FAIL kill relay run"; cat "$T/kl.err"; tail -n 5 "$T"/kl/logs/*.log; fail=1
+    echo "FAIL kill relay run"; cat "$T/kl.err"; tail -n 5 "$T"/kl/logs/*.log; fails=$((fails + 1))
 fi
-exit $fail
+finish rl.faults

@@ -4,56 +4,44 @@
 # steal eval (whole file in raw units, or a split with baselines), the victim taking the CSV's own
 # units, an image replica with its CART member saved and evaluated, and bad input.
 # Usage: cli.sh path/to/llmsys
-set -u
-BIN="$1"
-T=$(mktemp -d /tmp/llmsys-steal-cli.XXXXXX)
-. "$(dirname "$0")/../wait.sh"
-SRV=""
-SRV3=""
-cleanup() {
-  [ -n "$SRV" ] && kill "$SRV" 2>/dev/null && wait "$SRV" 2>/dev/null
-  [ -n "$SRV3" ] && kill "$SRV3" 2>/dev/null && wait "$SRV3" 2>/dev/null
-  rm -rf "$T"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$(dirname "$0")/../lib.sh" "$1"
 export OPENBLAS_NUM_THREADS=1 LLMSYS_PROGRESS=0
 
-"$BIN" victim make-data --kind blobs --n 2000 --features 12 --classes 4 --out "$T/t.csv" || fail "make-data"
+"$BIN" victim make-data --kind blobs --n 2000 --features 12 --classes 4 --out "$T/t.csv" || die "make-data"
 "$BIN" victim train --type forest --trees 8 --data "$T/t.csv" --out "$T/v.bin" --report "$T/train.json" --quiet \
-  > "$T/train.out" || fail "victim train"
-grep -q '"test_accuracy"' "$T/train.json" || fail "train report"
-grep -q "test accuracy" "$T/train.out" || fail "train output"
-grep -q "on $T/t.csv:" "$T/train.out" || fail "train output names the data path"
+  > "$T/train.out" || die "victim train"
+grep -q '"test_accuracy"' "$T/train.json" || die "train report"
+grep -q "test accuracy" "$T/train.out" || die "train output"
+grep -q "on $T/t.csv:" "$T/train.out" || die "train output names the data path"
 
 # usage and runtime errors: exit 2 / exit 1 with one line
-"$BIN" victim train --type nope --data "$T/t.csv" --out "$T/x.bin" 2>"$T/err"; [ $? -eq 2 ] || fail "bad type exit"
-"$BIN" victim train --type tree --data "$T/missing.csv" --out "$T/x.bin" 2>"$T/err"; [ $? -eq 1 ] || fail "missing data exit"
-[ "$(wc -l < "$T/err")" -eq 1 ] || fail "one error line"
-[ ! -e "$T/x.bin" ] || fail "half-written output"
-"$BIN" victim train --type cnn --data "$T/t.csv" --out "$T/x.bin" 2>"$T/err"; [ $? -eq 1 ] || fail "cnn on a table exit"
-grep -q "cnn victim needs image-shaped data (C,H,W)" "$T/err" || fail "cnn on a table message"
-[ "$(wc -l < "$T/err")" -eq 1 ] || fail "cnn: one error line"
-[ ! -e "$T/x.bin" ] || fail "cnn: output written"
-"$BIN" victim train --help | grep -q "cnn" || fail "victim train --help lists cnn"
+"$BIN" victim train --type nope --data "$T/t.csv" --out "$T/x.bin" 2>"$T/err"; [ $? -eq 2 ] || die "bad type exit"
+"$BIN" victim train --type tree --data "$T/missing.csv" --out "$T/x.bin" 2>"$T/err"; [ $? -eq 1 ] || die "missing data exit"
+[ "$(wc -l < "$T/err")" -eq 1 ] || die "one error line"
+[ ! -e "$T/x.bin" ] || die "half-written output"
+"$BIN" victim train --type cnn --data "$T/t.csv" --out "$T/x.bin" 2>"$T/err"; [ $? -eq 1 ] || die "cnn on a table exit"
+grep -q "cnn victim needs image-shaped data (C,H,W)" "$T/err" || die "cnn on a table message"
+[ "$(wc -l < "$T/err")" -eq 1 ] || die "cnn: one error line"
+[ ! -e "$T/x.bin" ] || die "cnn: output written"
+"$BIN" victim train --help | grep -q "cnn" || die "victim train --help lists cnn"
 printf 'garbage' > "$T/bad.bin"
-"$BIN" victim serve --model "$T/bad.bin" --port 0 2>"$T/err"; [ $? -eq 1 ] || fail "bad model exit"
-grep -q "magic" "$T/err" || fail "bad model message"
+"$BIN" victim serve --model "$T/bad.bin" --port 0 2>"$T/err"; [ $? -eq 1 ] || die "bad model exit"
+grep -q "magic" "$T/err" || die "bad model message"
 "$BIN" steal --target http://127.0.0.1:1/predict --input-shape 12 --classes 4 --budget 10 --out "$T/r0.st" \
-  --timeout 2 --quiet 2>"$T/err"; [ $? -eq 1 ] || fail "unreachable exit"
-grep -q "unreachable" "$T/err" || fail "unreachable message"
+  --timeout 2 --quiet 2>"$T/err"; [ $? -eq 1 ] || die "unreachable exit"
+grep -q "unreachable" "$T/err" || die "unreachable message"
 "$BIN" steal --target http://127.0.0.1:1/predict --input-shape 0 --classes 4 --budget 10 --out "$T/r0.st" 2>/dev/null
-[ $? -eq 2 ] || fail "bad shape exit"
+[ $? -eq 2 ] || die "bad shape exit"
 
 "$BIN" victim serve --model "$T/v.bin" --port 0 --port-file "$T/port" --budget 500 --admin-key admin \
   --log "$T/q.log" --duration 60 > "$T/serve.out" 2>&1 &
 SRV=$!
-wait_file "$T/port" "$SRV" || fail "server did not start"
+wait_file "$T/port" "$SRV" || die "server did not start"
 URL="http://127.0.0.1:$(cat "$T/port")/predict"
-grep -q "training data's units" "$T/serve.out" || fail "serve says it takes the training data's units"
+grep -q "training data's units" "$T/serve.out" || die "serve says it takes the training data's units"
 
 # the victim answers the CSV's own rows (raw units); /info gives the raw range the attacker uses
-python3 - "$URL" "$T/t.csv" "$T/range" <<'PY' || fail "raw-unit request"
+python3 - "$URL" "$T/t.csv" "$T/range" <<'PY' || die "raw-unit request"
 import json, sys, urllib.request
 url, csv, out = sys.argv[1:4]
 info = json.load(urllib.request.urlopen(url.replace("/predict", "/info"), timeout=10))
@@ -67,47 +55,47 @@ open(out, "w").write("%r,%r" % tuple(info["input_range"]))
 PY
 
 "$BIN" steal --target "$URL" --input-shape 12 --input-range "$(cat "$T/range")" --classes 4 --budget 300 --api-key eve \
-  --out "$T/r.safetensors" --report "$T/r.json" --epochs 5 --quiet > "$T/steal.out" || fail "steal"
+  --out "$T/r.safetensors" --report "$T/r.json" --epochs 5 --quiet > "$T/steal.out" || die "steal"
 q=$(python3 -c "import json;print(json.load(open('$T/r.json'))['queries'])" 2>/dev/null || \
     grep -o '"queries":[[:space:]]*[0-9]*' "$T/r.json" | grep -o '[0-9]*$')
-[ "$q" -le 300 ] && [ "$q" -ge 290 ] || fail "queries $q not within budget 300"
+[ "$q" -le 300 ] && [ "$q" -ge 290 ] || die "queries $q not within budget 300"
 # the whole file handed as test data is the test set, sent in the victim's raw units
 "$BIN" steal eval --replica "$T/r.safetensors" --target "$URL" --test-data "$T/t.csv" --api-key admin \
-  > "$T/eval.out" || fail "eval"
+  > "$T/eval.out" || die "eval"
 agree=$(sed -n 's/.*agreement with victim \([0-9.]*\).*/\1/p' "$T/eval.out")
 echo "replica agreement with the victim: ${agree:-?}"
-awk -v a="${agree:-0}" 'BEGIN { exit !(a >= 0.45 && a <= 1) }' || fail "agreement ${agree:-?} below 0.45 (chance is 0.25 with 4 classes; observed 0.62)"
-grep -q "eval on all 2000 rows of $T/t.csv, 2000 rows in raw units" "$T/eval.out" || fail "eval names its rows"
+awk -v a="${agree:-0}" 'BEGIN { exit !(a >= 0.45 && a <= 1) }' || die "agreement ${agree:-?} below 0.45 (chance is 0.25 with 4 classes; observed 0.62)"
+grep -q "eval on all 2000 rows of $T/t.csv, 2000 rows in raw units" "$T/eval.out" || die "eval names its rows"
 # a split of it on request, with baselines (natural rows kept apart from the test rows)
 "$BIN" steal eval --replica "$T/r.safetensors" --target "$URL" --test-data "$T/t.csv" --test-split 0.2 --api-key admin \
-  --baselines --epochs 3 --report "$T/e.json" > "$T/eval.out" || fail "eval split"
-grep -q "400 of 2000 rows" "$T/eval.out" || fail "eval split names its rows"
-grep -q '"random"' "$T/e.json" && grep -q '"natural"' "$T/e.json" || fail "eval baselines"
+  --baselines --epochs 3 --report "$T/e.json" > "$T/eval.out" || die "eval split"
+grep -q "400 of 2000 rows" "$T/eval.out" || die "eval split names its rows"
+grep -q '"random"' "$T/e.json" && grep -q '"natural"' "$T/e.json" || die "eval baselines"
 "$BIN" steal eval --replica "$T/r.safetensors" --target "$URL" --test-data blobs --test-split 0.2 2>/dev/null
-[ $? -eq 2 ] || fail "test split of a named dataset exit"
+[ $? -eq 2 ] || die "test split of a named dataset exit"
 
 # the server's budget (500) runs out during a second attack by the same client: exit 1, replica kept
 "$BIN" steal --target "$URL" --input-shape 12 --classes 4 --budget 1000 --api-key eve --out "$T/r2.safetensors" \
-  --epochs 2 --quiet 2>"$T/err"; [ $? -eq 1 ] || fail "budget exhausted exit"
-grep -q "budget" "$T/err" || fail "budget message"
-[ -s "$T/r2.safetensors" ] || fail "replica not kept"
-grep -q '"status":403' "$T/q.log" || fail "query log"
+  --epochs 2 --quiet 2>"$T/err"; [ $? -eq 1 ] || die "budget exhausted exit"
+grep -q "budget" "$T/err" || die "budget message"
+[ -s "$T/r2.safetensors" ] || die "replica not kept"
+grep -q '"status":403' "$T/q.log" || die "query log"
 # a held-out task written to a directory; a victim on it served with the query monitor refusing:
 # a natural client replaying the task's rows is served, the attack is refused after its first request
-"$BIN" victim make-task --task moons --out "$T/moons" > "$T/mt.out" || fail "make-task"
-grep -q "12000 rows, 10 features, 3 classes" "$T/mt.out" || fail "make-task output"
-"$BIN" victim make-task --task nope --out "$T/nope" 2>"$T/err"; [ $? -eq 2 ] || fail "make-task unknown exit"
-"$BIN" victim train --type logreg --epochs 2 --data "$T/moons/moons.csv" --out "$T/m.bin" --quiet > /dev/null || fail "train moons"
-"$BIN" victim serve --model "$T/m.bin" --port 0 --monitor refuse 2>"$T/err"; [ $? -eq 2 ] || fail "monitor without data exit"
+"$BIN" victim make-task --task moons --out "$T/moons" > "$T/mt.out" || die "make-task"
+grep -q "12000 rows, 10 features, 3 classes" "$T/mt.out" || die "make-task output"
+"$BIN" victim make-task --task nope --out "$T/nope" 2>"$T/err"; [ $? -eq 2 ] || die "make-task unknown exit"
+"$BIN" victim train --type logreg --epochs 2 --data "$T/moons/moons.csv" --out "$T/m.bin" --quiet > /dev/null || die "train moons"
+"$BIN" victim serve --model "$T/m.bin" --port 0 --monitor refuse 2>"$T/err"; [ $? -eq 2 ] || die "monitor without data exit"
 "$BIN" victim serve --model "$T/m.bin" --port 0 --monitor refuse --monitor-data "$T/moons/moons.csv" --monitor-stats 2 \
-  2>"$T/err"; [ $? -eq 2 ] || fail "--monitor-stats 2 exit"
+  2>"$T/err"; [ $? -eq 2 ] || die "--monitor-stats 2 exit"
 printf 'nat natsecret1\neve evesecret1\n' > "$T/keys"
 "$BIN" victim serve --model "$T/m.bin" --port 0 --port-file "$T/port2" --prada off --monitor refuse \
   --monitor-data "$T/moons/moons.csv" --keys "$T/keys" --duration 60 > "$T/serve2.out" 2>&1 &
 SRV2=$!
-wait_file "$T/port2" "$SRV2" || { kill $SRV2; fail "monitored server did not start"; }
+wait_file "$T/port2" "$SRV2" || { kill $SRV2; die "monitored server did not start"; }
 URL2="http://127.0.0.1:$(cat "$T/port2")/predict"
-python3 - "$URL2" "$T/moons/moons.csv" <<'PY' || { kill $SRV2; fail "natural client refused"; }
+python3 - "$URL2" "$T/moons/moons.csv" <<'PY' || { kill $SRV2; die "natural client refused"; }
 import json, sys, urllib.request
 url, csv = sys.argv[1:3]
 rows = [[float(v) for v in l.split(",")[:-1]] for l in open(csv).read().split("\n")[1:] if l]
@@ -117,21 +105,21 @@ for s in range(0, 2000, 200):
 PY
 "$BIN" steal --target "$URL2" --input-shape 10 --input-range "$(python3 -c "import json,urllib.request;print(','.join(map(repr,json.load(urllib.request.urlopen('${URL2%/predict}/info'))['input_range'])))")" \
   --classes 3 --budget 2000 --api-key evesecret1 --out "$T/r3.st" --epochs 2 --quiet 2>"$T/err"
-[ $? -eq 1 ] || { kill $SRV2; fail "attack on the monitored victim not stopped"; }
-grep -q "refused" "$T/err" || { kill $SRV2; fail "refusal message"; }
+[ $? -eq 1 ] || { kill $SRV2; die "attack on the monitored victim not stopped"; }
+grep -q "refused" "$T/err" || { kill $SRV2; die "refusal message"; }
 kill $SRV2; wait $SRV2 2>/dev/null
-grep -q "client key:eve flagged by the query monitor after" "$T/serve2.out" || fail "monitor flag logged"
+grep -q "client key:eve flagged by the query monitor after" "$T/serve2.out" || die "monitor flag logged"
 # images (digits, 8x8): against a tree victim the replica keeps its CART member (the attacker's
 # own test), writes it into the replica file, and steal eval loads and evaluates it
-"$BIN" victim train --type tree --data digits --out "$T/d.bin" --quiet > /dev/null || fail "train digits"
+"$BIN" victim train --type tree --data digits --out "$T/d.bin" --quiet > /dev/null || die "train digits"
 "$BIN" victim serve --model "$T/d.bin" --port 0 --port-file "$T/port3" --model-units --duration 60 \
   > "$T/serve3.out" 2>&1 &
 SRV3=$!
-wait_file "$T/port3" "$SRV3" || fail "digits server did not start"
+wait_file "$T/port3" "$SRV3" || die "digits server did not start"
 URL3="http://127.0.0.1:$(cat "$T/port3")/predict"
 "$BIN" steal --target "$URL3" --input-shape 1,8,8 --classes 10 --budget 1500 --out "$T/rd.st" --report "$T/rd.json" \
-  --epochs 3 --quiet > /dev/null || fail "steal digits"
-python3 - "$T/rd.json" "$T/rd.st" <<'PY' || fail "tree member in the report and the replica file"
+  --epochs 3 --quiet > /dev/null || die "steal digits"
+python3 - "$T/rd.json" "$T/rd.st" <<'PY' || die "tree member in the report and the replica file"
 import json, struct, sys
 t = json.load(open(sys.argv[1]))["tree_member"]
 print("  digits tree victim, 1500 queries: tree member", t)
@@ -142,11 +130,11 @@ head = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
 assert head["tree.feat"]["dtype"] == "I32" and head["tree.probs"]["shape"][1] == 10, head.keys()
 assert json.loads(head["__metadata__"]["llmsys.steal"])["tree"] == 1
 PY
-"$BIN" steal eval --replica "$T/rd.st" --target "$URL3" --test-data digits > "$T/evald.out" || fail "eval digits"
-grep -q "agreement with victim" "$T/evald.out" || fail "eval digits output"
+"$BIN" steal eval --replica "$T/rd.st" --target "$URL3" --test-data digits > "$T/evald.out" || die "eval digits"
+grep -q "agreement with victim" "$T/evald.out" || die "eval digits output"
 for bad in -1 8.5 nan; do
   "$BIN" steal --target "$URL3" --input-shape 1,8,8 --classes 10 --budget 10 --out "$T/bad.st" --distill $bad \
     --quiet 2>"$T/err"
-  [ $? -eq 2 ] && grep -q -- "--distill" "$T/err" && [ ! -e "$T/bad.st" ] || fail "--distill $bad refused"
+  [ $? -eq 2 ] && grep -q -- "--distill" "$T/err" && [ ! -e "$T/bad.st" ] || die "--distill $bad refused"
 done
 echo "cli ok"

@@ -112,5 +112,4 @@ expect 2 "$o" "--temperature must be" -- "$BIN" generate --model "$T/a.st" --tem
 expect 2 "$o" "--tokens must be" -- "$BIN" generate --model "$T/a.st" --tokens 0
 expect 1 "$o" "binary.dat" -- "$BIN" generate --model "$T/binary.dat"
 
-if [ "$fails" -ne 0 ]; then echo "train.cli: $fails failure(s)"; exit 1; fi
-echo "train.cli: ok"
+finish train.cli

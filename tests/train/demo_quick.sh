@@ -1,12 +1,7 @@
 #!/usr/bin/env bash
 # demo_quick.sh - `llmsys demo --quick core`: trains the tiny model for a few seconds on
 # local text, saves, reloads, evaluates and samples; the checkpoint is a valid model.
-set -u
-BIN=$1
-T=$(mktemp -d /tmp/llmsys-demo-core-XXXXXX)
-trap 'rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/../lib.sh" "$1"
 timeout 100 "$BIN" demo --quick --workdir "$T" core > "$T/out.txt" 2> "$T/err.txt" || { fail "demo exit $?"; cat "$T/err.txt"; }
 cat "$T/out.txt"
 for pat in "calibrated:" "held-out unigram entropy" "bits/byte" "sample" "=== demo core: ok"; do
@@ -24,5 +19,4 @@ awk '$1 == "held-out" && $3 == "bits/byte" { h = $2 } $1 == "held-out" && $2 == 
   || fail "figures out of bounds"
 [ -s "$T/core/model.safetensors" ] || fail "no checkpoint at core/model.safetensors"
 "$BIN" generate --model "$T/core/model.safetensors" --tokens 20 > /dev/null 2>&1 || fail "checkpoint does not load"
-if [ "$fails" -ne 0 ]; then echo "train.demo_quick: $fails failure(s)"; exit 1; fi
-echo "train.demo_quick: ok"
+finish train.demo_quick

@@ -2,17 +2,10 @@
 # mpi.sh - data parallelism over Open MPI: 2 ranks (through `--ranks 2` and through a
 # plain `mpirun -np 2`) and 1 rank on the same global batch end with the same parameters
 # after k steps, within float tolerance; more ranks than data shards is one clear error.
-set -u
-BIN=$1
+. "$(dirname "$0")/../lib.sh" "$1"
 CMP=$2
 MASK=$3
-T=$(mktemp -d /tmp/llmsys-trainmpi-XXXXXX)
-trap 'rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 if ! command -v mpirun > /dev/null; then echo "mpirun not found (openmpi-bin)"; exit 1; fi
-root=()
-[ "$(id -u)" -eq 0 ] && root=(--allow-run-as-root)
 
 for i in $(seq 1 1500); do
   echo "line $i: the quick brown fox jumps over the lazy dog $((i * 7 % 13)) times; copy $((i % 5))."
@@ -70,5 +63,4 @@ rc=$?
 grep -q "more ranks (3) than data shards" "$T/err" || { fail "message"; cat "$T/err"; }
 [ -e "$T/x.st" ] && fail "checkpoint written despite the error"
 
-if [ "$fails" -ne 0 ]; then echo "train.mpi: $fails failure(s)"; exit 1; fi
-echo "train.mpi: ok"
+finish train.mpi
