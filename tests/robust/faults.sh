@@ -36,6 +36,36 @@ for f in j.get("faults", []):
 for e in j.get("timeline", [])[-25:]:
     print("  timeline:", json.dumps(e)[:200])' "$1" 2>&1 | head -40
 }
+# check NAME PYTHON: PYTHON asserts on the report j of case NAME (its faults in fs, by kind in
+# kinds); a failed assertion fails the case with its message
+check() {
+  python3 - "$T/$1.json" "$2" << 'EOF' || fail "$1: report check"
+import json, sys
+j = json.load(open(sys.argv[1]))
+fs = j["faults"]
+kinds = {}
+for f in fs:
+    kinds.setdefault(f["kind"], []).append(f)
+try:
+    exec(sys.argv[2])
+except AssertionError as e:
+    print("  report check:", e)
+    sys.exit(1)
+EOF
+}
+# every fault localized to a node reports the localization time its timeline line gave
+# (localized - detected, printed to 0.01 s)
+LOC_TIMES='
+import re
+loc = [e["detail"] for e in j["timeline"] if e["event"] == "localize"]
+for f in fs:
+    if f["node"] < 0:
+        continue
+    head = "%s: rank %d on node %d (" % (f["kind"], f["rank"], f["node"])
+    ts = [float(re.search(r"\(([0-9.]+) s\)$", d).group(1)) for d in loc if d.startswith(head)]
+    assert any(abs(t - f["localization_s"]) < 0.006 for t in ts), \
+        "%s: localization_s %.3f, timeline says %s" % (head, f["localization_s"], ts)
+'
 # run NAME PLAN EXPECTED_KINDS [robust options...]
 run() {
   local name=$1 plan=$2 kinds=$3
@@ -50,6 +80,7 @@ run() {
   grep -q '"completed":[[:space:]]*true' "$T/$name.json" || fail "$name: not completed"
   [ "$(losses "$T/$name.json")" = "$(losses "$T/$RUN_REF.json")" ] || fail "$name: losses differ from the uninterrupted run"
   grep -q '"recomputed_loss_mismatches":[[:space:]]*0' "$T/$name.json" || fail "$name: a recomputed step's loss differs"
+  check "$name" "$LOC_TIMES"
   for k in $kinds; do
     grep -q "\"kind\":[[:space:]]*\"$k\"" "$T/$name.json" || {
       fail "$name: no $k fault in the report"
@@ -65,6 +96,16 @@ run() {
 LLMSYS_ROBUST_LAG_S=1.5 run mixed '{"faults": [{"kind": "crash", "step": 5, "rank": 3}, {"kind": "nan", "step": 12, "rank": 1},
   {"kind": "oom", "step": 20, "rank": 2}]}' "crash nan oom" --standby 3 --disk-every 5
 grep -q 'does not repeat: the node' "$T/mixed.json" || fail "mixed: NaN replay verdict missing"
+# each fault evicted its own node and promoted a different standby (nodes 2-4); the job ends
+# on 2 active nodes, the 3 faulty ones evicted; the crash resumed from a snapshot in memory
+check mixed '
+for f in fs:
+    assert f["evicted_node"] == f["node"] and f["promoted_node"] >= 2, "evicted/promoted: %s" % f
+assert len({f["promoted_node"] for f in fs}) == len(fs), "a standby promoted twice"
+st = j["node_states"]
+assert st.count("active") == 2 and st.count("evicted") == 3, "node states %s" % st
+assert kinds["crash"][0]["resumed_from"] == "memory", "crash resumed from %s" % kinds["crash"][0]["resumed_from"]
+'
 # every restart promoted the pre-started world (MPI up, data open) instead of a fresh mpirun
 [ "$(grep -c 'pre-started world [0-9]* promoted' "$T/mixed.json")" -eq 3 ] || fail "mixed: not every restart was warm"
 # two faults at the same step on two nodes: whichever is detected first, the other (swallowed
@@ -83,6 +124,12 @@ run race '{"faults": [{"kind": "crash", "step": 6, "rank": 3}, {"kind": "hang", 
 tr -d ' \n\t' < "$T/race.json" | grep -q '"kind":"hang","rank":1,' || fail "race: the hang not localized to rank 1"
 grep -q -e '"outlier":[[:space:]]*true' -e 'process state (stopped)' "$T/race.json" || fail "race: neither an outlier stack group nor a stopped process"
 grep -q 'PMPI_Allreduce' "$T/race.json" || fail "race: stacks not kept in the report"
+# the hang is counted from its injection: detection takes the 2 s timeout (from the last step
+# report, at most a step before the rank stopped)
+check race '
+h = kinds["hang"][-1]
+assert h["injected"] and h["detection_s"] >= 1.0, "hang detection_s %.3f (injected %s)" % (h["detection_s"], h["injected"])
+'
 # slow rank (CPU quota or duty cycle) under extra host-wide load (two busy loops, one per
 # core): an outlier against the median rank in windows of 2 steps after the warm-up window;
 # named at the first report of step 9 (3 windows: steps 3-8) when no window is lost to the
@@ -142,10 +189,18 @@ grep -q "llmsys robust" "$T/page.html" 2> /dev/null || fail "status: no status p
 grep -q '"slow_method"' "$T/slow.json" || fail "slow: throttling method not stated"
 RUN_TA=("${TA[@]}")
 RUN_REF=ref
-# corrupt newest disk checkpoint, then a crash with disk checkpoints only: previous one used
-run corrupt '{"faults": [{"kind": "corrupt-ckpt", "step": 16}, {"kind": "crash", "step": 18, "rank": 0}]}' \
-  "corrupt-ckpt crash" --ckpt-every 0 --disk-every 5
+# disk checkpoints only: a NaN at step 10 (its poisoned state is already on disk as step 10) is
+# replayed and resumed from step 5, the checkpoint before it; then the newest disk checkpoint
+# is corrupted and a crash resumes from the previous one
+run corrupt '{"faults": [{"kind": "nan", "step": 10, "rank": 1}, {"kind": "corrupt-ckpt", "step": 16},
+  {"kind": "crash", "step": 18, "rank": 0}]}' "nan corrupt-ckpt crash" --ckpt-every 0 --disk-every 5 --standby 2
 grep -q '"resumed_step":[[:space:]]*10' "$T/corrupt.json" || fail "corrupt: did not fall back to step 10"
+# the crash redid exactly the steps after the checkpoint it resumed from
+check corrupt '
+n, c = kinds["nan"][0], kinds["crash"][0]
+assert n["resumed_from"] == "disk" and n["resumed_step"] == 5 and n["localization"]["replay_from"] == 5, "nan: %s" % n
+assert c["resumed_step"] == 10 and c["recomputed_steps"] == c["step"] - 10, "crash: %s" % c
+'
 
 # an agent that loses its controller keeps its ranks for the grace period (5 s), then stops
 # them cleanly: they agree, save --out and exit; the agents exit too
@@ -178,9 +233,11 @@ lost_controller() {
 lost_controller > "$T/lost.log" 2>&1 &
 LOST=$!
 
-# a NaN that the data itself causes (sticky): the replay repeats it -> data or model, stopped
+# a NaN that the data itself causes (sticky): the replay repeats it -> data or model, stopped.
+# No standby: the state before the NaN comes from the active nodes' own memory (a standby's
+# replica would stand in for a node that kept only the newest step)
 echo '{"faults": [{"kind": "nan", "step": 8, "rank": 1, "sticky": 1}]}' > "$T/sticky.plan.json"
-timeout 60 "$BIN" robust run --quiet --inject "$T/sticky.plan.json" --ckpt-dir "$T/sck" --report "$T/sticky.json" \
+timeout 60 "$BIN" robust run --quiet --standby 0 --inject "$T/sticky.plan.json" --ckpt-dir "$T/sck" --report "$T/sticky.json" \
   -- llmsys train "${TA[@]}" --out "$T/sticky.st" > /dev/null 2> "$T/sticky.err"
 rc=$?
 [ $rc -eq 1 ] || fail "sticky NaN: exit $rc, expected 1"
