@@ -73,6 +73,7 @@ typedef struct {
     int mpirun_pid, launches, relaunches;
     int slot_node[MAXN]; /* active slot -> node */
     int64_t end_step, best_step, job_step;
+    int64_t heard_step; /* newest step whose loss a report brought (or the user's --resume step) */
     int64_t rank_step[MAXR];
     int rank_pid[MAXR];
     int rank_gone[MAXR]; /* this launch's rank reported its exit */
@@ -216,6 +217,7 @@ static void on_step(ctl *c, cJSON *j) {
         if (c->loss_of[s - 1] == c->loss_of[s - 1] && strcmp(c->lbits + 9 * (s - 1), bits) != 0) c->recompute_mismatch++;
         c->loss_of[s - 1] = loss;
         snprintf(c->lbits + 9 * (s - 1), 9, "%s", bits);
+        if (s > c->heard_step) c->heard_step = s;
     }
     /* the job's step: the slowest rank's */
     int64_t js = INT64_MAX;
@@ -726,6 +728,11 @@ static void corrupt_newest(ctl *c) {
  * agent, materialized on tmpfs; else the newest good disk checkpoint. path receives the
  * checkpoint ("" = from scratch); returns its step. */
 static int64_t resume_point(ctl *c, int64_t limit, char *path, size_t cap, char *kind) {
+    /* never past the newest step a report brought: the ranks save a step before they report
+     * it, and a state whose step never reached us (its agent lost, or the ranks stopped
+     * between the save and the report) would leave that step out of the losses, neither
+     * productive nor redone; it is computed again instead */
+    if (limit > c->heard_step) limit = c->heard_step;
     for (int pass = c->o->cold ? 2 : 0; pass < 2; pass++) {
         int64_t best = -1;
         int holder = -1;
@@ -1636,7 +1643,7 @@ int ls_robust_run(const ls_robust_opts *o, ls_robust_result *res) {
                 ls_st_close(f);
             }
         }
-        c->job_step = c->launch_step;
+        c->job_step = c->heard_step = c->launch_step;
         rc = launch(c, NULL, 0);
         if (rc == LS_OK) loop = run_loop(c);
         if (loop < 0) rc = -1;

@@ -112,17 +112,18 @@ n=$(ls "$T/rck"/ckpt-*.safetensors 2> /dev/null | tail -1)
 # 3. a SIGKILLed agent: silent for 3 s -> its node is lost, evicted, the standby promoted,
 #    the job resumed and completed with the losses of an uninterrupted run. Rank 1 runs at 5%
 #    of a core (an injected slow rank, its detector off) so that the job outlasts the detection;
-#    the relaunched ranks run at full speed. No checkpoints (--ckpt-every 0 --disk-every 0):
-#    the standby receives no replicas, so only its heartbeats keep it from being taken for lost
-#    before it is needed, and the restart recomputes from scratch (a disk checkpoint written
-#    while the lost agent went unnoticed can be of a step whose report never arrived).
+#    the relaunched ranks run at full speed. No in-memory snapshots (--ckpt-every 0): the
+#    standby receives no replicas, so only its heartbeats keep it from being taken for lost
+#    before it is needed. A disk checkpoint every step (--disk-every 1): while the lost agent
+#    goes unnoticed the ranks save steps whose reports never arrive, and the restart must not
+#    resume from one of those (its loss would be missing from the report).
 echo '{"faults": [{"kind": "slow", "step": 1, "rank": 1, "share": 0.05}]}' > "$T/a.plan"
 timeout 180 mpirun -q -np 2 "${root[@]}" --oversubscribe --bind-to none "$BIN" train "${TA[@]}" --steps 100 \
   --out "$T/ref.st" --report "$T/ref.json" > /dev/null 2> "$T/ref.err" || { fail "reference run"; cat "$T/ref.err"; }
 PORT=$(freeport)
 t0=$SECONDS
 timeout 240 "$BIN" robust run --nodes 2 --ranks-per-node 1 --standby 1 --status-port "$PORT" \
-  --inject "$T/a.plan" --slow-window 0 --ckpt-every 0 --disk-every 0 --report "$T/a.json" -- llmsys train "${TA[@]}" --steps 100 --out "$T/a.st" > /dev/null 2> "$T/a.err" &
+  --inject "$T/a.plan" --slow-window 0 --ckpt-every 0 --disk-every 1 --ckpt-dir "$T/ack" --report "$T/a.json" -- llmsys train "${TA[@]}" --steps 100 --out "$T/a.st" > /dev/null 2> "$T/a.err" &
 apid=$!
 if wait_step "$PORT" 2; then
   cpid=$(pgrep -P $apid -f 'robust run')
