@@ -4,7 +4,7 @@
 # of the same command; the status page; an agent losing its controller; then bad input: a
 # command failing at once, malformed plans and flags (standbys exhausted: limits.sh).
 # Small steps (batch 8 x seq 32, 24 steps): under load the run time is the steps' compute.
-. "$(dirname "$0")/lib.sh" "$1" faults
+. "$(dirname "$0")/lib.sh" "$1"
 corpus 1500
 TA=(--config tiny --data "$T/corpus.txt" --batch 8 --seq 32 --steps 24 --threads 1 --log-every 100)
 

@@ -3,7 +3,7 @@
 # restart bound with its back-off, a SIGKILLed agent, SIGTERM to the controller, malformed
 # plans and flags.
 # Tiny model, 1 rank per node, few steps; every run under `timeout`, every process ours killed.
-. "$(dirname "$0")/lib.sh" "$1" limits
+. "$(dirname "$0")/lib.sh" "$1"
 # the /metrics value of NAME on PORT (empty when not served)
 metric() { curl -s -m 5 "http://127.0.0.1:$1/metrics" 2> /dev/null | awk -v k="$2" '$1 == k {print $2}'; }
 # waits until the job on PORT has reported step >= N (at most 120 s: ASan under load is slow)
