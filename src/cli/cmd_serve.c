@@ -206,8 +206,9 @@ int cmd_profile(int argc, char **argv) {
     if (ls_profile_opts_check(&o)) {
         fprintf(stderr, "llmsys profile: %s\n", ls_errmsg());
         rc = 2;
-    } else if (ls_out_path_check("out", out)) /* before the measurement, not after it */
+    } else if (ls_out_path_check("out", out)) { /* before the measurement, not after it */
         rc = ls_cli_fail();
+    }
     if (rc) {
         for (int k = 0; k < 4; k++) free(lists[k]);
         return rc;
