@@ -3,7 +3,7 @@
 # the script's background jobs and every process still running from under T (ranks an mpirun
 # left behind) are killed, even on failure; a failure count
 # `fails` with fail(), die() for a failure nothing after can survive, expect(), finish() to end
-# the script, freeport, mpirun's root flag in root[], wait_file (wait.sh).
+# the script, corpus, freeport, mpirun's root flag in root[], wait_file (wait.sh).
 set -u
 BIN=$1
 # named from the script's path only: a script that sources this file without arguments passes
@@ -43,6 +43,12 @@ finish() {
     [ -s "$T/san" ] && fails=$((fails + 1))
     if [ "$fails" -eq 0 ]; then echo "$1: all passed"; else echo "$1: $fails failure(s)"; fi
     exit $((fails > 0))
+}
+# corpus FILE LINES: a small text corpus of varied lines (1500 lines: about 100 KB)
+corpus() {
+    for i in $(seq 1 "$2"); do
+        echo "line $i: the quick brown fox jumps over the lazy dog $((i * 7 % 13)) times; copy $((i % 5))."
+    done > "$1"
 }
 # a TCP port free on loopback now
 freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }

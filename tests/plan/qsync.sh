@@ -11,9 +11,7 @@ expect_usage() {
   [ $rc -eq 2 ] || fail "$name: exit $rc, expected 2 ($(head -c 300 "$T/err"))"
   [ "$(wc -l < "$T/err")" -eq 1 ] || { fail "$name: stderr is not one line"; cat "$T/err"; }
 }
-for i in $(seq 1 800); do
-  echo "line $i: the quick brown fox jumps over the lazy dog $((i * 7 % 13)) times; copy $((i % 5))."
-done > "$T/corpus.txt"
+corpus "$T/corpus.txt" 800
 P=(plan train --model tiny --batch 4 --seq 32 --data "$T/corpus.txt" --reps 1 --quiet)
 
 expect_usage "share 0" "$BIN" "${P[@]}" --cluster local:1,0 --out "$T/x.json"

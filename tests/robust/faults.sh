@@ -5,7 +5,7 @@
 # command failing at once, malformed plans and flags (standbys exhausted: limits.sh).
 # Small steps (batch 8 x seq 32, 24 steps): under load the run time is the steps' compute.
 . "$(dirname "$0")/lib.sh" "$1"
-corpus 1500
+corpus "$T/corpus.txt" 1500
 TA=(--config tiny --data "$T/corpus.txt" --batch 8 --seq 32 --steps 24 --threads 1 --log-every 100)
 
 # the slow-rank runs take larger steps (batch 16 x seq 64): a rank held to 2% of a core must

@@ -34,7 +34,7 @@ ranks_of() {
 ckpt_step() {
   python3 -c 'import json,struct,sys; f=open(sys.argv[1],"rb"); n=struct.unpack("<Q",f.read(8))[0]; print(json.loads(f.read(n))["__metadata__"]["llmsys.step"])' "$1"
 }
-corpus 600
+corpus "$T/corpus.txt" 600
 TA=(--config tiny --data "$T/corpus.txt" --batch 8 --seq 32 --threads 1 --log-every 100000)
 
 # 1. standbys exhausted by two node faults (2 nodes x 1 rank, 1 standby): the first crash

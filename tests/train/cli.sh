@@ -5,15 +5,13 @@
 . "$(dirname "$0")/../lib.sh"
 
 # a small text corpus (about 100 KB of varied lines)
-for i in $(seq 1 1500); do
-  echo "line $i: the quick brown fox jumps over the lazy dog $((i * 7 % 13)) times; copy $((i % 5))."
-done > "$T/corpus.txt"
+corpus "$T/corpus.txt" 1500
 head -c 3000 "$BIN" > "$T/binary.dat"  # an ELF header: NUL bytes
 : > "$T/empty.txt"
 
-# expect CODE OUTFILE PATTERN -- command...: checks the exit code, that stderr is one line
+# expect_out CODE OUTFILE PATTERN -- command...: checks the exit code, that stderr is one line
 # matching PATTERN, and that OUTFILE was not created.
-expect() {
+expect_out() {
   local code=$1 out=$2 pat=$3
   shift 4
   rm -f "$out"
@@ -30,23 +28,23 @@ expect() {
 
 tr_args=(train --config tiny --data "$T/corpus.txt" --batch 4 --seq 32 --threads 1)
 o=$T/out.safetensors
-expect 2 "$o" "unknown option '--bogus'" -- "$BIN" "${tr_args[@]}" --steps 5 --out "$o" --bogus
-expect 2 "$o" "steps must be >= 1" -- "$BIN" "${tr_args[@]}" --steps 0 --out "$o"
-expect 2 "$o" "missing --steps" -- "$BIN" "${tr_args[@]}" --out "$o"
-expect 2 "$o" "expects an integer" -- "$BIN" "${tr_args[@]}" --steps ten --out "$o"
-expect 2 "$o" "unknown model config 'huge'" -- "$BIN" train --config huge --data "$T/corpus.txt" --steps 5 --out "$o"
-expect 2 "$o" "batch must be >= 1" -- "$BIN" "${tr_args[@]}" --steps 5 --batch 0 --out "$o"
-expect 2 "$o" "seq must be in" -- "$BIN" "${tr_args[@]}" --steps 5 --seq 100000 --out "$o"
-expect 2 "$o" "lr must be in" -- "$BIN" "${tr_args[@]}" --steps 5 --lr -1 --out "$o"
-expect 2 "$o" "does not split evenly" -- "$BIN" "${tr_args[@]}" --steps 5 --batch 3 --ranks 2 --out "$o"
-expect 2 "$o" "missing required option --out" -- "$BIN" "${tr_args[@]}" --steps 5
-expect 2 "$o" "missing --data" -- "$BIN" train --config tiny --steps 5 --out "$o"
-expect 1 "$o" "/nonexistent/corpus.txt" -- "$BIN" "${tr_args[@]}" --data /nonexistent/corpus.txt --steps 5 --out "$o"
-expect 1 "$o" "binary data" -- "$BIN" train --config tiny --data "$T/binary.dat" --steps 5 --out "$o"
-expect 1 "$o" "no data" -- "$BIN" train --config tiny --data "$T/empty.txt" --steps 5 --out "$o"
-expect 1 "$o" "too little training data" -- "$BIN" train --config tiny --data "$T/corpus.txt" --max-bytes 40 --steps 5 --out "$o"
-expect 1 "$o" "is a directory" -- "$BIN" "${tr_args[@]}" --steps 2 --out "$T"
-expect 1 "$o" "directory /nonexistent/dir does not exist" -- "$BIN" "${tr_args[@]}" --steps 2 --out "$o" --report /nonexistent/dir/r.json
+expect_out 2 "$o" "unknown option '--bogus'" -- "$BIN" "${tr_args[@]}" --steps 5 --out "$o" --bogus
+expect_out 2 "$o" "steps must be >= 1" -- "$BIN" "${tr_args[@]}" --steps 0 --out "$o"
+expect_out 2 "$o" "missing --steps" -- "$BIN" "${tr_args[@]}" --out "$o"
+expect_out 2 "$o" "expects an integer" -- "$BIN" "${tr_args[@]}" --steps ten --out "$o"
+expect_out 2 "$o" "unknown model config 'huge'" -- "$BIN" train --config huge --data "$T/corpus.txt" --steps 5 --out "$o"
+expect_out 2 "$o" "batch must be >= 1" -- "$BIN" "${tr_args[@]}" --steps 5 --batch 0 --out "$o"
+expect_out 2 "$o" "seq must be in" -- "$BIN" "${tr_args[@]}" --steps 5 --seq 100000 --out "$o"
+expect_out 2 "$o" "lr must be in" -- "$BIN" "${tr_args[@]}" --steps 5 --lr -1 --out "$o"
+expect_out 2 "$o" "does not split evenly" -- "$BIN" "${tr_args[@]}" --steps 5 --batch 3 --ranks 2 --out "$o"
+expect_out 2 "$o" "missing required option --out" -- "$BIN" "${tr_args[@]}" --steps 5
+expect_out 2 "$o" "missing --data" -- "$BIN" train --config tiny --steps 5 --out "$o"
+expect_out 1 "$o" "/nonexistent/corpus.txt" -- "$BIN" "${tr_args[@]}" --data /nonexistent/corpus.txt --steps 5 --out "$o"
+expect_out 1 "$o" "binary data" -- "$BIN" train --config tiny --data "$T/binary.dat" --steps 5 --out "$o"
+expect_out 1 "$o" "no data" -- "$BIN" train --config tiny --data "$T/empty.txt" --steps 5 --out "$o"
+expect_out 1 "$o" "too little training data" -- "$BIN" train --config tiny --data "$T/corpus.txt" --max-bytes 40 --steps 5 --out "$o"
+expect_out 1 "$o" "is a directory" -- "$BIN" "${tr_args[@]}" --steps 2 --out "$T"
+expect_out 1 "$o" "directory /nonexistent/dir does not exist" -- "$BIN" "${tr_args[@]}" --steps 2 --out "$o" --report /nonexistent/dir/r.json
 "$BIN" train --help > /dev/null || fail "train --help"
 
 # determinism: two runs, same seed -> the same loss sequence and the same checkpoint
@@ -69,8 +67,8 @@ cmp -s "$T/a.st" "$T/r.st" || fail "resumed run differs from the uninterrupted o
 l1=$(tr -d ' \n\t' < "$T/h1.json" | grep -o '"losses":\[[^]]*\]' | sed 's/.*\[//; s/\]//')
 l2=$(tr -d ' \n\t' < "$T/h2.json" | grep -o '"losses":\[[^]]*\]' | sed 's/.*\[//; s/\]//')
 [ "\"losses\":[$l1,$l2]" = "$la" ] || fail "resumed losses differ: [$l1 | $l2] vs $la"
-expect 2 "$o" "come from the checkpoint" -- "$BIN" train --data "$T/corpus.txt" --resume "$T/h.st" --batch 8 --out "$o"
-expect 1 "$o" "not an llmsys checkpoint\|malformed\|safetensors\|header" -- "$BIN" train --data "$T/corpus.txt" --resume "$T/corpus.txt" --out "$o"
+expect_out 2 "$o" "come from the checkpoint" -- "$BIN" train --data "$T/corpus.txt" --resume "$T/h.st" --batch 8 --out "$o"
+expect_out 1 "$o" "not an llmsys checkpoint\|malformed\|safetensors\|header" -- "$BIN" train --data "$T/corpus.txt" --resume "$T/corpus.txt" --out "$o"
 
 # SIGTERM mid-run: the current step finishes, the checkpoint is saved, exit 130, and the
 # run continues from there with --resume
@@ -94,10 +92,10 @@ fi
 "$BIN" eval --threads 1 --model "$T/a.st" --data "$T/corpus.txt" --report "$T/e.json" > "$T/eval.txt" 2>&1 || fail "eval"
 grep -q "bits/byte" "$T/eval.txt" || fail "eval prints no bits/byte"
 grep -q '"perplexity"' "$T/e.json" || fail "eval report lacks perplexity"
-expect 2 "$T/e2.json" "--split must be" -- "$BIN" eval --model "$T/a.st" --data "$T/corpus.txt" --split dev --report "$T/e2.json"
-expect 1 "$T/e2.json" "/nonexistent.st" -- "$BIN" eval --model /nonexistent.st --data "$T/corpus.txt" --report "$T/e2.json"
+expect_out 2 "$T/e2.json" "--split must be" -- "$BIN" eval --model "$T/a.st" --data "$T/corpus.txt" --split dev --report "$T/e2.json"
+expect_out 1 "$T/e2.json" "/nonexistent.st" -- "$BIN" eval --model /nonexistent.st --data "$T/corpus.txt" --report "$T/e2.json"
 head -c 5000 "$T/a.st" > "$T/trunc.st"
-expect 1 "$T/e2.json" "trunc.st" -- "$BIN" eval --model "$T/trunc.st" --data "$T/corpus.txt" --report "$T/e2.json"
+expect_out 1 "$T/e2.json" "trunc.st" -- "$BIN" eval --model "$T/trunc.st" --data "$T/corpus.txt" --report "$T/e2.json"
 
 # generate: greedy is deterministic and continues the prompt; bad values are usage errors
 g1=$("$BIN" generate --threads 1 --model "$T/a.st" --prompt "line 1" --tokens 150 --temperature 0 2> /dev/null) || fail "generate"
@@ -107,9 +105,9 @@ case "$g1" in "line 1"*) ;; *) fail "generate does not start with the prompt: $g
 s1=$("$BIN" generate --threads 1 --model "$T/a.st" --tokens 100 --top-k 5 --top-p 0.9 --seed 3 2> /dev/null) || fail "sample"
 s2=$("$BIN" generate --threads 1 --model "$T/a.st" --tokens 100 --top-k 5 --top-p 0.9 --seed 3 2> /dev/null)
 [ "$s1" = "$s2" ] || fail "sampling with one seed is not reproducible"
-expect 2 "$o" "--top-p must be" -- "$BIN" generate --model "$T/a.st" --top-p 0
-expect 2 "$o" "--temperature must be" -- "$BIN" generate --model "$T/a.st" --temperature -1
-expect 2 "$o" "--tokens must be" -- "$BIN" generate --model "$T/a.st" --tokens 0
-expect 1 "$o" "binary.dat" -- "$BIN" generate --model "$T/binary.dat"
+expect_out 2 "$o" "--top-p must be" -- "$BIN" generate --model "$T/a.st" --top-p 0
+expect_out 2 "$o" "--temperature must be" -- "$BIN" generate --model "$T/a.st" --temperature -1
+expect_out 2 "$o" "--tokens must be" -- "$BIN" generate --model "$T/a.st" --tokens 0
+expect_out 1 "$o" "binary.dat" -- "$BIN" generate --model "$T/binary.dat"
 
 finish train.cli

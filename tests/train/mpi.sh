@@ -7,9 +7,7 @@ CMP=$2
 MASK=$3
 if ! command -v mpirun > /dev/null; then echo "mpirun not found (openmpi-bin)"; exit 1; fi
 
-for i in $(seq 1 1500); do
-  echo "line $i: the quick brown fox jumps over the lazy dog $((i * 7 % 13)) times; copy $((i % 5))."
-done > "$T/corpus.txt"
+corpus "$T/corpus.txt" 1500
 
 # Tolerance: the ranks sum their gradients in another order than one rank's single
 # backward pass, so values differ in the last float bits; AdamW divides by sqrt(v) and
