@@ -229,7 +229,7 @@ typedef struct {
     double repair_s;      /* an evicted node rejoins the standbys after this (0: never) */
     int cold;             /* no standby left: start a new node and resume from disk (requeue) */
     int no_prestart;      /* no pre-started world: every restart starts a fresh mpirun */
-    double backoff_s;     /* first back-off after a failed restart (0.5, doubling, max 8) */
+    double backoff_s;     /* first back-off after a failed restart (0.5; ls_robust_backoff) */
     double jump_factor;   /* 5; 0 = off */
     int slow_window;      /* steps per slow-rank window (20) */
     double slow_factor;   /* 2 */
@@ -259,6 +259,10 @@ typedef struct {
     char diagnosis[512]; /* why it stopped, when it did not complete */
 } ls_robust_result;
 
+/* Seconds waited before a restart that follows `failures` consecutive restarts without
+ * progress: first_s, doubling, at most LS_ROBUST_BACKOFF_MAX_S; 0 when failures < 1. */
+#define LS_ROBUST_BACKOFF_MAX_S 8.0
+double ls_robust_backoff(double first_s, int failures);
 /* Runs the supervised job to its end or until it cannot be recovered; writes the report. */
 int ls_robust_run(const ls_robust_opts *o, ls_robust_result *r);
 /* Prints the fault table and the wall/productive/ETTR line of a run's JSON report to f. */

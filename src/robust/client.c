@@ -279,6 +279,7 @@ int ls_robust_client_after_step(ls_robust_client *c, ls_trainer *t, int64_t step
     cJSON_AddStringToObject(j, "t", "step");
     cJSON_AddNumberToObject(j, "rank", c->rank);
     cJSON_AddNumberToObject(j, "step", (double)step);
+    cJSON_AddNumberToObject(j, "pid", getpid()); /* which launch's process: see on_step */
     /* JSON has no NaN: non-finite values travel as strings */
     if (isfinite(loss))
         cJSON_AddNumberToObject(j, "loss", loss);

@@ -178,6 +178,10 @@ static void on_step(ctl *c, cJSON *j) {
     int r = (int)lsr_num(j, "rank", -1);
     int64_t s = (int64_t)lsr_num(j, "step", -1);
     if (r < 0 || r >= c->ranks || s < 1 || s > c->end_step) return;
+    /* only this launch's processes: a report that reached its agent before a kill and the
+     * controller after the next launch began is an earlier launch's, not this one's progress
+     * (nor a replay's result); that step counts as not heard and is computed again */
+    if ((int)lsr_num(j, "pid", -1) != c->rank_pid[r]) return;
     double now = ls_wall_time(), loss = num_or_nan(j, "loss"), gn = num_or_nan(j, "gn");
     c->rank_step[r] = s;
     c->rank_time[r] = now;
@@ -1070,12 +1074,15 @@ static int handle_fault(ctl *c, int kind, int rank, int64_t step, double t_detec
         if (path[0]) {
             tl(c, "replay", "step %" PRId64 " from the %s checkpoint of step %" PRId64, step, rk, from);
             c->launch_step = from;
-            c->replaying = 1;
             c->replay_rank = rank;
             c->replay_step = step;
             c->replay_got = 0;
             double orig_loss = c->ev_nan_loss, orig_gn = c->ev_nan_gn;
-            if (launch(c, path, step) == LS_OK) {
+            /* replaying from here on: launch() still takes the stopped job's last reports as
+             * that job's progress; the replay's own come after it returns (its ranks say hello first) */
+            int lrc = launch(c, path, step);
+            c->replaying = 1;
+            if (lrc == LS_OK) {
                 int status = 0;
                 for (double t = ls_now(); ls_now() - t < 60;) {
                     pump(c, 10);
@@ -1149,6 +1156,13 @@ static int handle_fault(ctl *c, int kind, int rank, int64_t step, double t_detec
     return 0;
 }
 
+double ls_robust_backoff(double first_s, int failures) {
+    if (failures < 1 || !(first_s > 0)) return 0;
+    double b = first_s;
+    for (int i = 1; i < failures && b < LS_ROBUST_BACKOFF_MAX_S; i++) b *= 2;
+    return b < LS_ROBUST_BACKOFF_MAX_S ? b : LS_ROBUST_BACKOFF_MAX_S;
+}
+
 /* Relaunches from the newest good state, with back-off after failures that made no progress.
  * Returns 0 when relaunched, 1 when the restart limit stops the job (diagnosis set, last good
  * state saved), negative on error. */
@@ -1162,8 +1176,7 @@ static int relaunch(ctl *c, int64_t limit) {
         return 1;
     }
     if (c->consecutive_fail > 0) {
-        double b = c->o->backoff_s * pow(2, c->consecutive_fail - 1);
-        if (b > 8) b = 8;
+        double b = ls_robust_backoff(c->o->backoff_s, c->consecutive_fail);
         tl(c, "backoff", "%.1f s before restart %d (no progress since the last one)", b, c->restarts + 1);
         for (double t = ls_now(); ls_now() - t < b;) pump(c, 20);
     }

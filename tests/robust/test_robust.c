@@ -1,6 +1,6 @@
 /* test_robust.c - the robust module's pure parts against hand-computed references:
  * snapshots (exact resume), jump and slow-rank detectors, stack grouping on recorded
- * eu-stack dumps, injection plans, and the cluster simulator's hand cases. */
+ * eu-stack dumps, injection plans, the restart back-off, and the cluster simulator's hand cases. */
 #include <stdint.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -357,6 +357,20 @@ static void test_plans(void) {
     }
 }
 
+/* The restart back-off: the first delay, doubling per failed restart, capped at 8 s. */
+static void test_backoff(void) {
+    CHECK(ls_robust_backoff(0.5, 0) == 0);
+    CHECK(ls_robust_backoff(0.5, -3) == 0);
+    CHECK(ls_robust_backoff(0, 4) == 0);
+    const double half[] = {0.5, 1, 2, 4, 8, 8, 8};
+    for (int i = 0; i < 7; i++) CHECK_MSG(ls_robust_backoff(0.5, i + 1) == half[i], "failures %d", i + 1);
+    CHECK(ls_robust_backoff(3, 1) == 3);
+    CHECK(ls_robust_backoff(3, 2) == 6);
+    CHECK(ls_robust_backoff(3, 3) == LS_ROBUST_BACKOFF_MAX_S);
+    CHECK(ls_robust_backoff(20, 1) == LS_ROBUST_BACKOFF_MAX_S);        /* a first delay over the cap */
+    CHECK(ls_robust_backoff(0.5, 1 << 30) == LS_ROBUST_BACKOFF_MAX_S); /* no overflow, no long loop */
+}
+
 /* Hand-computed simulator cases (one machine, one day: T = 86400 s). */
 static void test_sim_hand_cases(void) {
     ls_sim_config c;
@@ -540,6 +554,7 @@ int main(void) {
     RUN(test_slow_detector_under_load);
     RUN(test_stack_grouping);
     RUN(test_plans);
+    RUN(test_backoff);
     RUN(test_sim_hand_cases);
     return TEST_RESULT();
 }
