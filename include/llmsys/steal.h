@@ -347,7 +347,8 @@ typedef struct {
 } ls_steal_oracle;
 
 typedef struct ls_steal_client ls_steal_client;
-/* HTTP/1.1 client over plain sockets for URL "http://host:port/path". api_key (may be NULL)
+/* HTTP/1.1 client over plain sockets for URL "http://host:port/path" (an IPv6 host in
+ * brackets: "http://[::1]:8080/predict"; port 80 when absent). api_key (may be NULL)
  * goes in X-API-Key. timeout_s bounds connect, send and each receive. d and k: the expected
  * input width and class count (answers with another class count are an error). */
 int ls_steal_client_init(const char *url, const char *api_key, double timeout_s, int d, int k, ls_steal_client **out);
