@@ -285,7 +285,7 @@ typedef struct {
 int ls_victim_keys_read(const char *path, ls_victim_key **keys, int *n);
 
 typedef struct {
-    const char *bind;     /* IPv4 address to listen on (NULL: 127.0.0.1) */
+    const char *bind;     /* IPv4 or IPv6 address to listen on (NULL: 127.0.0.1) */
     int port;             /* 0: any free port (see ls_victim_server_port) */
     unsigned max_conns, max_conns_per_ip; /* open connections in total / per address (0: 512 / 64) */
     const ls_victim_key *keys; /* n_keys > 0: only these keys may query, each with its budget */
