@@ -1,5 +1,5 @@
-/* http_test.h - test helpers for the HTTP services: a raw GET (status and reply) and a
- * flood of half-open connections from another loopback address. */
+/* http_test.h - test helpers for the HTTP services: a raw GET (status and reply), a flood of
+ * half-open connections from another loopback address, whether IPv6 loopback works here. */
 #ifndef LLMSYS_TEST_HTTP_TEST_H
 #define LLMSYS_TEST_HTTP_TEST_H
 
@@ -80,6 +80,15 @@ static inline int half_open(const char *src_ip, int port, int *fds, int n) {
         fds[k] = fd;
     }
     return k;
+}
+
+/* 1 when this host can bind the IPv6 loopback ::1 (0 where IPv6 is off). */
+static inline int v6_loopback_ok(void) {
+    int fd = socket(AF_INET6, SOCK_STREAM, 0);
+    struct sockaddr_in6 a = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    int ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    if (fd >= 0) close(fd);
+    return ok;
 }
 
 #endif

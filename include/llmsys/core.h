@@ -154,9 +154,17 @@ typedef struct {
 int ls_atomic_open(ls_atomic_file *af, const char *path);
 int ls_atomic_commit(ls_atomic_file *af);
 void ls_atomic_abort(ls_atomic_file *af);
-/* 1 when host names this machine only: "localhost", "[::1]" or an IPv4 address in
- * 127.0.0.0/8 ("127.x.com" is not). Services that listen anywhere else authenticate. */
+/* 1 when host names this machine only: "localhost", an IPv4 address in 127.0.0.0/8
+ * ("127.x.com" is not) or the IPv6 loopback "::1" (also "[::1]", and ::ffff:127.x.x.x).
+ * Services that listen anywhere else authenticate. */
 int ls_host_is_loopback(const char *host);
+/* What IP address literal host is: 4 for IPv4 ("127.0.0.1"), 6 for IPv6 ("::1", or in
+ * brackets "[::1]"), with its 4 or 16 bytes (network order) in addr; 0 for anything else (a
+ * name, garbage). An IPv4-mapped address (::ffff:a.b.c.d) is the IPv4 address a.b.c.d. */
+int ls_ip_parse(const char *host, unsigned char addr[16]);
+/* host as a URL writes it before ":port": an IPv6 literal in brackets ("[::1]"), anything
+ * else as it is. Returns out (n bytes). */
+const char *ls_url_host(const char *host, char *out, size_t n);
 /* 1 if path exists and is a regular file / directory. */
 int ls_is_file(const char *path);
 int ls_is_dir(const char *path);

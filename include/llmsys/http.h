@@ -27,13 +27,13 @@ typedef struct {
     double retry_after; /* seconds of a Retry-After header, 0 when absent */
 } ls_http_reply;
 
-/* Sends method path to host:port (a name or an address) with Content-Type:
- * application/json, the extra header lines in headers ("Name: value\r\n" each, or NULL)
- * and blen bytes of body, then reads the whole reply into *r. timeout_s (> 0) bounds the
- * connect, each send and the wait for the complete reply. When the peer stops reading
- * early (a 413 answer) its reply is still returned. Errors name "target host:port":
- * LS_ENET (unresolvable, unreachable, reset), LS_ETIMEDOUT, LS_EFORMAT (not HTTP,
- * truncated, over 64 MiB), LS_ENOMEM. On error *r holds nothing to free. */
+/* Sends method path to host:port (a name or an address; an IPv6 one without brackets, "::1")
+ * with Content-Type: application/json, the extra header lines in headers ("Name: value\r\n"
+ * each, or NULL) and blen bytes of body, then reads the whole reply into *r. timeout_s (> 0)
+ * bounds the connect, each send and the wait for the complete reply. When the peer stops
+ * reading early (a 413 answer) its reply is still returned. Errors name "target host:port"
+ * ("target [::1]:8080"): LS_ENET (unresolvable, unreachable, reset), LS_ETIMEDOUT,
+ * LS_EFORMAT (not HTTP, truncated, over 64 MiB), LS_ENOMEM. On error *r holds nothing to free. */
 int ls_http_exchange(const char *host, const char *port, const char *method, const char *path, const char *headers,
                      const char *body, size_t blen, double timeout_s, ls_http_reply *r);
 void ls_http_reply_free(ls_http_reply *r);

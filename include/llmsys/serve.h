@@ -174,7 +174,7 @@ typedef struct {
     const char *model;      /* checkpoint (fp32 or quantized) */
     const ls_plan *plan;    /* NULL: one stage, the checkpoint's own bits */
     const char *self;       /* llmsys binary, launched as `serve --worker` per stage */
-    const char *host;       /* HTTP bind address (default 127.0.0.1) */
+    const char *host;       /* HTTP bind address, IPv4 or IPv6 (default 127.0.0.1) */
     int port;               /* 0: any free port (see ls_server_port) */
     int max_seqs;           /* sequences decoded concurrently = KV slots (default 16) */
     size_t max_body;        /* largest accepted request body (default 64 KiB) */

@@ -285,7 +285,7 @@ typedef struct {
 int ls_victim_keys_read(const char *path, ls_victim_key **keys, int *n);
 
 typedef struct {
-    const char *bind;     /* IPv4 address to listen on (NULL: 127.0.0.1) */
+    const char *bind;     /* IPv4 or IPv6 address to listen on (NULL: 127.0.0.1) */
     int port;             /* 0: any free port (see ls_victim_server_port) */
     unsigned max_conns, max_conns_per_ip; /* open connections in total / per address (0: 512 / 64) */
     const ls_victim_key *keys; /* n_keys > 0: only these keys may query, each with its budget */
@@ -347,7 +347,8 @@ typedef struct {
 } ls_steal_oracle;
 
 typedef struct ls_steal_client ls_steal_client;
-/* HTTP/1.1 client over plain sockets for URL "http://host:port/path". api_key (may be NULL)
+/* HTTP/1.1 client over plain sockets for URL "http://host:port/path" (an IPv6 host in
+ * brackets: "http://[::1]:8080/predict"; port 80 when absent). api_key (may be NULL)
  * goes in X-API-Key. timeout_s bounds connect, send and each receive. d and k: the expected
  * input width and class count (answers with another class count are an error). */
 int ls_steal_client_init(const char *url, const char *api_key, double timeout_s, int d, int k, ls_steal_client **out);

@@ -31,7 +31,7 @@ static int robust_run_cmd(int argc, char **argv) {
         {"inject", LS_ARG_STR, &o.inject, "PLAN.json", "fault-injection plan (docs/robust.md)"},
         {"status-port", LS_ARG_INT, &o.status_port, "P", "serve a status page and /metrics on P (0: off, -1: any)"},
         {"status-bind", LS_ARG_STR, &o.status_bind, "ADDR",
-         "status address (default 127.0.0.1; another needs --status-key)"},
+         "status address, IPv4 or IPv6 (default 127.0.0.1; off loopback needs --status-key)"},
         {"status-key", LS_ARG_STR, &o.status_key, "KEY", "the status page answers only \"Authorization: Bearer KEY\""},
         {"ckpt-dir", LS_ARG_STR, &o.ckpt_dir, "DIR", "disk checkpoints (default <report>.ckpt)"},
         {"report", LS_ARG_STR, &o.report, "FILE", "JSON report: faults, timeline, ETTR, losses", 1},

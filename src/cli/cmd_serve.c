@@ -94,7 +94,7 @@ int cmd_serve(int argc, char **argv) {
         {"model", LS_ARG_STR, &model, "PATH", "checkpoint to serve (fp32 or quantized)", 1},
         {"plan", LS_ARG_STR, &plan_path, "FILE", "pipeline plan (docs/plan-format.md); default one stage"},
         {"port", LS_ARG_INT, &port, "P", "HTTP port (default 8080; 0 picks a free one)"},
-        {"bind", LS_ARG_STR, &host, "ADDR", "HTTP bind address (default 127.0.0.1)"},
+        {"bind", LS_ARG_STR, &host, "ADDR", "HTTP bind address, IPv4 or IPv6 (default 127.0.0.1; ::1: IPv6 loopback)"},
         {"host", LS_ARG_STR, &host, "ADDR", "same as --bind"},
         {"api-key", LS_ARG_STR, &api_key, "KEY",
          "require \"Authorization: Bearer KEY\" on /v1/ (default $LLMSYS_API_KEY; needed off loopback)"},
@@ -155,8 +155,9 @@ int cmd_serve(int argc, char **argv) {
     o.api_key = api_key;
     ls_server *s;
     if (ls_server_start(&s, &o) != LS_OK) return ls_cli_fail();
-    printf("llmsys serve: %s on http://%s:%d with %d stage(s) (POST /v1/completions, GET /health, GET /metrics)\n", model,
-           host, ls_server_port(s), ls_server_num_stages(s));
+    char uh[80];
+    printf("llmsys serve: %s on http://%s:%d with %d stage(s) (POST /v1/completions, GET /health, GET /metrics)\n",
+           model, ls_url_host(host, uh, sizeof uh), ls_server_port(s), ls_server_num_stages(s));
     fflush(stdout);
     printf("llmsys serve: served as '%s' (GET /v1/models, POST /v1/chat/completions)\n", ls_server_model_name(s));
     fflush(stdout);

@@ -105,7 +105,8 @@ static int victim_serve(int argc, char **argv) {
         {"model", LS_ARG_STR, &model, "FILE", "victim file (from victim train)", 1},
         {"port", LS_ARG_INT, &so.port, "P", "TCP port (default 8090; 0 = any free port)"},
         {"port-file", LS_ARG_STR, &port_file, "FILE", "write the bound port here (for scripts)"},
-        {"bind", LS_ARG_STR, &so.bind, "ADDR", "address to listen on (default 127.0.0.1; 0.0.0.0 = all)"},
+        {"bind", LS_ARG_STR, &so.bind, "ADDR",
+         "address to listen on, IPv4 or IPv6 (default 127.0.0.1; 0.0.0.0 / :: = all IPv4 / IPv6)"},
         {"keys", LS_ARG_STR, &so.keys_path, "FILE",
          "API keys, one per line: NAME SECRET [BUDGET]; only these may query"},
         {"max-conns", LS_ARG_INT, &conns, "N", "open connections in total (default 512)"},
@@ -240,7 +241,8 @@ int cmd_steal(int argc, char **argv) {
     ls_steal_opts o;
     ls_steal_opts_default(&o);
     ls_arg spec[] = {
-        {"target", LS_ARG_STR, &target, "URL", "victim API, e.g. http://127.0.0.1:8090/predict", 1},
+        {"target", LS_ARG_STR, &target, "URL",
+         "victim API, e.g. http://127.0.0.1:8090/predict (IPv6: http://[::1]:8090/predict)", 1},
         {"input-shape", LS_ARG_STR, &shape_s, "C,H,W", "declared input shape (1,28,28 or 784)", 1},
         {"input-range", LS_ARG_STR, &range_s, "LO,HI", "declared input range (default 0,1)"},
         {"classes", LS_ARG_INT, &o.k, "K", "number of classes", 1},

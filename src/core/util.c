@@ -466,8 +466,38 @@ int ls_load_avg(double la[3]) {
     return ls_err(LS_EIO, "cannot read the load average from /proc/loadavg");
 }
 
+int ls_ip_parse(const char *host, unsigned char addr[16]) {
+    static const unsigned char v4mapped[12] = {[10] = 0xff, [11] = 0xff};
+    char in[INET6_ADDRSTRLEN + 16]; /* room for a zone or junk, refused by inet_pton */
+    size_t n = strlen(host);
+    if (inet_pton(AF_INET, host, addr) == 1) return 4;
+    if (n >= 2 && host[0] == '[' && host[n - 1] == ']') { /* brackets only around IPv6 */
+        if (n - 2 >= sizeof in) return 0;
+        memcpy(in, host + 1, n - 2);
+        in[n - 2] = '\0';
+        host = in;
+    }
+    if (inet_pton(AF_INET6, host, addr) != 1) return 0;
+    if (memcmp(addr, v4mapped, 12)) return 6;
+    memmove(addr, addr + 12, 4); /* ::ffff:a.b.c.d is the IPv4 address a.b.c.d */
+    return 4;
+}
+
+const char *ls_url_host(const char *host, char *out, size_t n) {
+    snprintf(out, n, strchr(host, ':') && host[0] != '[' ? "[%s]" : "%s", host);
+    return out;
+}
+
 int ls_host_is_loopback(const char *host) {
-    struct in_addr a;
-    if (!strcmp(host, "localhost") || !strcmp(host, "[::1]")) return 1;
-    return inet_pton(AF_INET, host, &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
+    static const unsigned char lo6[16] = {[15] = 1};
+    unsigned char a[16];
+    if (!strcmp(host, "localhost")) return 1;
+    switch (ls_ip_parse(host, a)) {
+    case 4:
+        return a[0] == 127; /* 127.0.0.0/8 */
+    case 6:
+        return !memcmp(a, lo6, 16);
+    default:
+        return 0;
+    }
 }

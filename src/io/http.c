@@ -19,13 +19,14 @@
 #define MAX_REPLY (64u << 20)
 
 /* Connects to host:port within timeout_s (non-blocking connect + poll), trying every
- * address the name resolves to; the socket then has send/receive timeouts of timeout_s. */
-static int connect_to(const char *host, const char *port, double timeout_s, int *fd_out) {
+ * address the name resolves to; the socket then has send/receive timeouts of timeout_s.
+ * name: host as messages write it ("[::1]"). */
+static int connect_to(const char *host, const char *name, const char *port, double timeout_s, int *fd_out) {
     struct addrinfo hints = {0}, *res = NULL;
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
     int g = getaddrinfo(host, port, &hints, &res);
-    if (g) return ls_err(LS_ENET, "target %s:%s: cannot resolve (%s)", host, port, gai_strerror(g));
+    if (g) return ls_err(LS_ENET, "target %s:%s: cannot resolve (%s)", name, port, gai_strerror(g));
     int fd = -1, err = 0;
     for (struct addrinfo *a = res; a; a = a->ai_next) {
         fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
@@ -59,7 +60,7 @@ static int connect_to(const char *host, const char *port, double timeout_s, int 
     }
     freeaddrinfo(res);
     if (fd < 0)
-        return ls_err(err == ETIMEDOUT ? LS_ETIMEDOUT : LS_ENET, "target %s:%s unreachable (%s)", host, port,
+        return ls_err(err == ETIMEDOUT ? LS_ETIMEDOUT : LS_ENET, "target %s:%s unreachable (%s)", name, port,
                       strerror(err ? err : ECONNREFUSED));
     *fd_out = fd;
     return LS_OK;
@@ -165,15 +166,17 @@ int ls_http_exchange(const char *host, const char *port, const char *method, con
     if (!(timeout_s > 0)) timeout_s = 30;
     if (timeout_s > 86400) timeout_s = 86400; /* poll() takes int milliseconds */
     int fd = -1;
-    LS_TRY(connect_to(host, port, timeout_s, &fd));
+    char name[300]; /* host as the Host header and messages write it: "[::1]" for IPv6 */
+    ls_url_host(host, name, sizeof name);
+    LS_TRY(connect_to(host, name, port, timeout_s, &fd));
     char head[1024];
     int hn = snprintf(head, sizeof head,
                       "%s %s HTTP/1.1\r\nHost: %s:%s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
                       "%sConnection: close\r\n\r\n",
-                      method, path, host, port, blen, headers ? headers : "");
+                      method, path, name, port, blen, headers ? headers : "");
     if (hn < 0 || (size_t)hn >= sizeof head) {
         close(fd);
-        return ls_err(LS_EINVAL, "target %s:%s: request line and headers too long", host, port);
+        return ls_err(LS_EINVAL, "target %s:%s: request line and headers too long", name, port);
     }
     const char *parts[2] = {head, body};
     size_t lens[2] = {(size_t)hn, body ? blen : 0};
@@ -181,13 +184,13 @@ int ls_http_exchange(const char *host, const char *port, const char *method, con
     int send_err = send_all(fd, parts, lens, 2);
     char *buf = NULL;
     size_t len = 0;
-    int rc = recv_all(fd, host, port, ls_now() + timeout_s, &buf, &len);
+    int rc = recv_all(fd, name, port, ls_now() + timeout_s, &buf, &len);
     close(fd);
-    if (rc == LS_OK) rc = parse_reply(buf, len, host, port, r);
+    if (rc == LS_OK) rc = parse_reply(buf, len, name, port, r);
     if (rc != LS_OK) {
         free(buf);
         if (send_err)
-            return ls_err(send_err == EAGAIN ? LS_ETIMEDOUT : LS_ENET, "target %s:%s: send failed (%s)", host, port,
+            return ls_err(send_err == EAGAIN ? LS_ETIMEDOUT : LS_ENET, "target %s:%s: send failed (%s)", name, port,
                           send_err == EAGAIN ? "timed out" : strerror(send_err));
         return rc;
     }

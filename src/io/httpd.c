@@ -14,14 +14,16 @@
 int ls_httpd_check_bind(const ls_httpd_opts *o) {
     const char *what = o->what ? o->what : "http";
     const char *bind = o->bind && o->bind[0] ? o->bind : "127.0.0.1";
-    struct in_addr a;
-    if (inet_pton(AF_INET, bind, &a) != 1)
-        return ls_err(LS_EINVAL, "%s: bad bind address '%s' (an IPv4 address such as 127.0.0.1 or 0.0.0.0)", what,
+    unsigned char a[16];
+    if (!ls_ip_parse(bind, a))
+        return ls_err(LS_EINVAL,
+                      "%s: bad bind address '%s' (an IPv4 or IPv6 address such as 127.0.0.1, 0.0.0.0, ::1 or ::)", what,
                       bind);
     if (!o->authenticated && !ls_host_is_loopback(bind))
-        return ls_err(LS_EINVAL,
-                      "%s: refusing to listen on %s without authentication (not loopback): give %s, or bind 127.0.0.1",
-                      what, bind, o->auth_hint ? o->auth_hint : "a key");
+        return ls_err(
+            LS_EINVAL,
+            "%s: refusing to listen on %s without authentication (not loopback): give %s, or bind 127.0.0.1 or ::1",
+            what, bind, o->auth_hint ? o->auth_hint : "a key");
     return LS_OK;
 }
 
@@ -31,11 +33,22 @@ int ls_httpd_start(const ls_httpd_opts *o, struct MHD_Daemon **d, int *port_out)
     const char *bind = o->bind && o->bind[0] ? o->bind : "127.0.0.1";
     if (o->port < 0 || o->port > 65535) return ls_err(LS_EINVAL, "%s: port %d outside [0, 65535]", what, o->port);
     LS_TRY(ls_httpd_check_bind(o));
-    struct sockaddr_in sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons((uint16_t)o->port);
-    inet_pton(AF_INET, bind, &sa.sin_addr);
+    /* an IPv6 address listens on IPv6 only (no dual stack): "::1" is not also 127.0.0.1 */
+    unsigned char a[16];
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    int v6 = ls_ip_parse(bind, a) == 6;
+    if (v6) {
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+        s6->sin6_family = AF_INET6;
+        s6->sin6_port = htons((uint16_t)o->port);
+        memcpy(&s6->sin6_addr, a, 16);
+    } else {
+        struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+        s4->sin_family = AF_INET;
+        s4->sin_port = htons((uint16_t)o->port);
+        memcpy(&s4->sin_addr, a, 4);
+    }
     unsigned total = o->max_conns ? o->max_conns : LS_HTTPD_MAX_CONNS;
     unsigned per_ip = o->max_per_ip ? o->max_per_ip : LS_HTTPD_MAX_PER_IP;
     unsigned timeout = o->timeout_s ? o->timeout_s : LS_HTTPD_TIMEOUT_S;
@@ -44,11 +57,15 @@ int ls_httpd_start(const ls_httpd_opts *o, struct MHD_Daemon **d, int *port_out)
      * otherwise one epoll thread holds any number of idle connections cheaply */
     unsigned flags = o->thread_per_conn ? MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD
                                         : MHD_USE_EPOLL_INTERNAL_THREAD;
+    if (v6) flags |= MHD_USE_IPv6;
     *d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, o->handler, o->cls, MHD_OPTION_SOCK_ADDR,
-                          (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED, o->completed, o->completed_cls,
+                          (struct sockaddr *)&ss, MHD_OPTION_NOTIFY_COMPLETED, o->completed, o->completed_cls,
                           MHD_OPTION_CONNECTION_LIMIT, total, MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip,
                           MHD_OPTION_CONNECTION_TIMEOUT, timeout, MHD_OPTION_END);
-    if (!*d) return ls_err(LS_ENET, "%s: cannot listen on %s:%d (port in use?)", what, bind, o->port);
+    char host[INET6_ADDRSTRLEN + 2];
+    if (!*d)
+        return ls_err(LS_ENET, "%s: cannot listen on %s:%d (port in use, or not an address of this host?)", what,
+                      ls_url_host(bind, host, sizeof host), o->port);
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(*d, MHD_DAEMON_INFO_BIND_PORT);
     if (port_out) *port_out = di && di->port ? di->port : o->port;
     return LS_OK;

@@ -14,7 +14,7 @@
 
 typedef struct {
     const char *what;               /* service name for messages ("serve", "victim serve") */
-    const char *bind;               /* IPv4 address; NULL or "": 127.0.0.1 */
+    const char *bind;               /* IPv4 or IPv6 address ("::1" or "[::1]"); NULL or "": 127.0.0.1 */
     int port;                       /* 0: any free port */
     int thread_per_conn;            /* 1: a thread per connection (handlers that block); else epoll */
     unsigned max_conns;             /* open connections in total (0: LS_HTTPD_MAX_CONNS) */
@@ -28,9 +28,10 @@ typedef struct {
     const char *auth_hint; /* the option that gives the key, named when an open bind is refused */
 } ls_httpd_opts;
 
-/* The bind address is IPv4 and, unless o->authenticated, loopback (127.0.0.0/8): LS_EINVAL
- * naming the address and o->auth_hint otherwise. ls_httpd_start checks it first; a service
- * may call it before its expensive start-up. */
+/* The bind address is an IPv4 or IPv6 literal (ls_ip_parse) and, unless o->authenticated,
+ * loopback (ls_host_is_loopback: 127.0.0.0/8, ::1): LS_EINVAL naming the address and
+ * o->auth_hint otherwise. ls_httpd_start checks it first; a service may call it before its
+ * expensive start-up. */
 int ls_httpd_check_bind(const ls_httpd_opts *o);
 /* Starts the daemon. On success *d and *port_out (the bound port) are set and LS_OK is
  * returned; otherwise a negative status with a message naming the address. */

@@ -1623,7 +1623,9 @@ int ls_robust_run(const ls_robust_opts *o, ls_robust_result *res) {
         int port = 0;
         rc =
             lsr_status_start(&c->status, o->status_bind, o->status_port < 0 ? 0 : o->status_port, o->status_key, &port);
-        if (rc == LS_OK) tl(c, "status", "http://%s:%d/ (and /metrics)", o->status_bind, port);
+        char uh[80];
+        if (rc == LS_OK)
+            tl(c, "status", "http://%s:%d/ (and /metrics)", ls_url_host(o->status_bind, uh, sizeof uh), port);
     }
     /* agents: the first `nodes` hold ranks, the rest are warm standbys */
     for (int n = 0; rc == LS_OK && n < c->n_nodes; n++) {

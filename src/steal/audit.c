@@ -99,12 +99,14 @@ int ls_victim_serve_file(const char *model, const ls_victim_server_opts *so_in, 
     ls_victim_info(v, &d, &k, &lo, &hi, shape);
     const char *units =
         ls_victim_server_input_range(srv, &lo, &hi) ? "the training data's units, per-feature ranges in GET /info" : "";
+    char uh[80];
     fprintf(out,
             "victim %s serving on http://%s:%d/predict (input %dx%dx%d in [%g,%g]%s%s, %d classes, output %s, "
             "PRADA %s, query monitor %s)\n",
-            ls_victim_type_name(ls_victim_kind(v)), so->bind ? so->bind : "127.0.0.1", ls_victim_server_port(srv), shape[0], shape[1], shape[2], lo, hi,
-            units[0] ? ", " : "", units, k, so->output_proba ? "proba" : "label", ls_prada_mode_name(so->prada_mode),
-            ls_prada_mode_name(so->monitor_mode));
+            ls_victim_type_name(ls_victim_kind(v)),
+            ls_url_host(so->bind && so->bind[0] ? so->bind : "127.0.0.1", uh, sizeof uh), ls_victim_server_port(srv),
+            shape[0], shape[1], shape[2], lo, hi, units[0] ? ", " : "", units, k, so->output_proba ? "proba" : "label",
+            ls_prada_mode_name(so->prada_mode), ls_prada_mode_name(so->monitor_mode));
     fflush(out);
     int rc = LS_OK;
     if (port_file) {

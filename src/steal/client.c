@@ -34,7 +34,19 @@ int ls_steal_client_init(const char *url, const char *api_key, double timeout_s,
     }
     memcpy(hostport, h, hl);
     hostport[hl] = '\0';
-    char *colon = strrchr(hostport, ':');
+    /* an IPv6 host is in brackets ("[::1]:8080"), which the resolver does not take */
+    char *host = hostport, *colon = strrchr(hostport, ':');
+    if (hostport[0] == '[') {
+        char *close = strchr(hostport, ']');
+        unsigned char a[16];
+        if (close) *close = '\0';
+        if (!close || (close[1] && close[1] != ':') || !strchr(hostport, ':') || !ls_ip_parse(hostport + 1, a)) {
+            free(c);
+            return ls_err(LS_EINVAL, "target '%s': bad host (an IPv6 address goes in brackets: [::1])", url);
+        }
+        host = hostport + 1;
+        colon = close[1] ? close + 1 : NULL;
+    }
     if (colon) {
         *colon = '\0';
         char *end;
@@ -47,7 +59,7 @@ int ls_steal_client_init(const char *url, const char *api_key, double timeout_s,
     } else {
         snprintf(c->port, sizeof c->port, "80");
     }
-    snprintf(c->host, sizeof c->host, "%s", hostport);
+    snprintf(c->host, sizeof c->host, "%s", host);
     snprintf(c->path, sizeof c->path, "%s", slash && slash[1] ? slash : "/predict");
     if (api_key) snprintf(c->key, sizeof c->key, "%s", api_key);
     c->timeout = timeout_s > 0 ? timeout_s : 30;

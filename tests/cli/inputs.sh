@@ -151,8 +151,17 @@ expect 2 "victim serve --budget -5" -- timeout 20 "$BIN" victim serve --model v.
 # every HTTP service off loopback only with authentication (was: open to anyone reaching the port)
 expect 1 "victim serve --bind 0.0.0.0 without --keys" -- timeout 20 "$BIN" victim serve --model v.bin --port 0 --duration 0.1 --bind 0.0.0.0
 grep -q "refusing to listen on 0.0.0.0 without authentication.*--keys" "$T/err" || fail "victim serve open bind: $(cat "$T/err")"
+expect 1 "victim serve --bind :: without --keys" -- timeout 20 "$BIN" victim serve --model v.bin --port 0 --duration 0.1 --bind ::
+grep -q "refusing to listen on :: without authentication.*--keys" "$T/err" || fail "victim serve open v6 bind: $(cat "$T/err")"
+# a bind address that is not an IPv4 or IPv6 literal (was: IPv6 ones refused as these are)
+for b in 1.2.3 ::zz '[127.0.0.1]' localhost; do
+    expect 1 "victim serve --bind $b" -- timeout 20 "$BIN" victim serve --model v.bin --port 0 --duration 0.1 --bind "$b"
+    grep -qF "bad bind address '$b' (an IPv4 or IPv6 address" "$T/err" || fail "victim serve --bind $b: $(cat "$T/err")"
+done
 expect 2 "robust run --status-bind 0.0.0.0 without --status-key" -- timeout 20 "$BIN" robust run --nodes 1 --ranks-per-node 1 --standby 0 --quiet --status-port -1 --status-bind 0.0.0.0 --report rs.json -- "$BIN" train --config tiny --data corpus.txt --steps 2 --out rs.safetensors
 grep -q "without authentication.*--status-key" "$T/err" || fail "robust open status page: $(cat "$T/err")"
+expect 2 "robust run --status-bind :: without --status-key" -- timeout 20 "$BIN" robust run --nodes 1 --ranks-per-node 1 --standby 0 --quiet --status-port -1 --status-bind :: --report rs.json -- "$BIN" train --config tiny --data corpus.txt --steps 2 --out rs.safetensors
+grep -q "refusing to listen on :: without authentication.*--status-key" "$T/err" || fail "robust open v6 status page: $(cat "$T/err")"
 [ -e rs.json ] && fail "a refused robust run wrote its report"
 # steal: outputs checked before any query is spent; a range that is not finite; --timeout past
 # poll()'s int milliseconds (was: an undefined conversion)

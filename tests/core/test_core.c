@@ -121,12 +121,36 @@ static void test_median(void) {
 
 /* What counts as this machine only, for the ZeroMQ CURVE policy and the HTTP services' binds. */
 static void test_loopback(void) {
-    static const char *const yes[] = {"127.0.0.1", "127.1.2.3", "127.255.255.255", "localhost", "[::1]"};
+    static const char *const yes[] = {"127.0.0.1", "127.1.2.3",       "127.255.255.255",  "localhost",         "[::1]",
+                                      "::1",       "0:0:0:0:0:0:0:1", "::ffff:127.0.0.1", "[::ffff:127.9.8.7]"};
     static const char *const no[] = {
-        "0.0.0.0", "128.0.0.1", "126.255.255.255", "10.0.0.1", "127.x.com", "127.0.0.1.nip.io", "localhost2", "::1",
-        "",        "1"};
+        "0.0.0.0", "128.0.0.1", "126.255.255.255", "10.0.0.1", "127.x.com", "127.0.0.1.nip.io", "localhost2", "", "1"};
+    static const char *const no6[] = {"::",          "[::]",        "::2",  "fe80::1", "::ffff:10.0.0.1",
+                                      "::127.0.0.1", "[127.0.0.1]", "[::1", "::1]",    "[[::1]]",
+                                      "::zz",        "::1%lo"};
     for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++) CHECK_MSG(ls_host_is_loopback(yes[i]), "%s", yes[i]);
     for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) CHECK_MSG(!ls_host_is_loopback(no[i]), "%s", no[i]);
+    for (size_t i = 0; i < sizeof no6 / sizeof no6[0]; i++) CHECK_MSG(!ls_host_is_loopback(no6[i]), "%s", no6[i]);
+}
+
+/* IP literals: the family and bytes of what the HTTP services bind, and how a URL writes them. */
+static void test_ip_parse(void) {
+    static const char *const v4[] = {"127.0.0.1", "0.0.0.0", "::ffff:10.1.2.3"}; /* IPv4-mapped is IPv4 */
+    static const char *const v6[] = {"::1", "[::1]", "::", "[::]", "fe80::1", "2001:db8::8a2e:370:7334"};
+    static const char *const none[] = {"1.2.3", "1.2.3.256", "::zz", "[127.0.0.1]", "[::1",      "::1]",
+                                       "[]",    "",          " ::1", "localhost",   "fe80::1%lo"};
+    unsigned char a[16];
+    for (size_t i = 0; i < sizeof v4 / sizeof v4[0]; i++) CHECK_MSG(ls_ip_parse(v4[i], a) == 4, "%s", v4[i]);
+    for (size_t i = 0; i < sizeof v6 / sizeof v6[0]; i++) CHECK_MSG(ls_ip_parse(v6[i], a) == 6, "%s", v6[i]);
+    for (size_t i = 0; i < sizeof none / sizeof none[0]; i++) CHECK_MSG(ls_ip_parse(none[i], a) == 0, "%s", none[i]);
+    static const unsigned char lo6[16] = {[15] = 1}, ten[4] = {10, 1, 2, 3};
+    CHECK(ls_ip_parse("[::1]", a) == 6 && !memcmp(a, lo6, 16));
+    CHECK(ls_ip_parse("::ffff:10.1.2.3", a) == 4 && !memcmp(a, ten, 4));
+    char b[64];
+    CHECK_MSG(!strcmp(ls_url_host("::1", b, sizeof b), "[::1]"), "%s", b);
+    CHECK_MSG(!strcmp(ls_url_host("[::1]", b, sizeof b), "[::1]"), "%s", b);
+    CHECK_MSG(!strcmp(ls_url_host("127.0.0.1", b, sizeof b), "127.0.0.1"), "%s", b);
+    CHECK_MSG(!strcmp(ls_url_host("localhost", b, sizeof b), "localhost"), "%s", b);
 }
 
 int main(void) {
@@ -136,5 +160,6 @@ int main(void) {
     RUN(test_alloc);
     RUN(test_median);
     RUN(test_loopback);
+    RUN(test_ip_parse);
     return TEST_RESULT();
 }

@@ -99,6 +99,9 @@ static void test_policy(void) {
     CHECK(!ls_zsec_wanted("tcp://127.0.0.2:5555"));
     CHECK(!ls_zsec_wanted("tcp://127.1.2.3:5555")); /* all of 127.0.0.0/8 */
     CHECK(!ls_zsec_wanted("tcp://[::1]:5555"));
+    CHECK(!ls_zsec_wanted("tcp://[::ffff:127.0.0.1]:5555"));
+    CHECK(ls_zsec_wanted("tcp://[::]:5555"));
+    CHECK(ls_zsec_wanted("tcp://[::2]:5555"));
     /* a non-loopback bind or connect without keys is refused before any socket work */
     void *ctx = zmq_ctx_new(), *s = zmq_socket(ctx, ZMQ_REP);
     CHECK(ls_zsec_bind(ctx, s, "tcp://0.0.0.0:*", "test") == LS_EINVAL);

@@ -18,20 +18,24 @@
 #include "server_util.h"
 #include "test.h"
 
-static char ckpt[256];
+static char ckpt[256], out_path[256];
 static int port;
+static const char *host = "127.0.0.1"; /* where start_server binds and call() connects */
 
-/* `llmsys serve` on a free loopback port; name: --served-model-name, api_key: --api-key (NULL: none). */
+/* `llmsys serve` on a free port of host, its stdout in out_path; name: --served-model-name,
+ * api_key: --api-key (NULL: none). */
 static int start_server(const char *name, const char *api_key) {
     unlink(port_path);
-    const char *argv[16] = {llmsys_bin, "serve", "--model", ckpt, "--port", "0", "--port-file", port_path};
-    int n = 8;
+    const char *argv[18] = {llmsys_bin, "serve",       "--model", ckpt,     "--port",
+                            "0",        "--port-file", port_path, "--bind", host};
+    int n = 10;
     if (name) argv[n++] = "--served-model-name", argv[n++] = name;
     if (api_key) argv[n++] = "--api-key", argv[n++] = api_key;
     argv[n] = NULL;
     server_pid = fork();
     if (server_pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (!freopen(out_path, "w", stdout)) _exit(126);
         execv(argv[0], (char *const *)argv);
         _exit(127);
     }
@@ -42,7 +46,7 @@ static int start_server(const char *name, const char *api_key) {
 static cJSON *call(const char *method, const char *path, const char *body, int *st, char **raw) {
     char *resp = NULL;
     *st = 0;
-    CHECK(ls_http_request("127.0.0.1", port, method, path, body, 30.0, st, &resp) == LS_OK);
+    CHECK_MSG(ls_http_request(host, port, method, path, body, 30.0, st, &resp) == LS_OK, "%s", ls_errmsg());
     cJSON *j = resp ? cJSON_Parse(resp) : NULL;
     if (raw)
         *raw = resp;
@@ -336,24 +340,32 @@ static void check_api_key(const char *key) {
     CHECK_MSG(strstr(out, "\"text_completion\""), "%s", out);
 }
 
-/* serve off loopback without a key: one error line, exit 1, before any stage starts */
-static void check_open_bind_refused(void) {
+/* serve --bind addr refused: one error line holding want (and want2 unless NULL), exit 1,
+ * before any stage starts */
+static void check_bind_refused(const char *addr, const char *want, const char *want2) {
     char err[300], cmd[1200];
     snprintf(err, sizeof err, "%s/err", dir);
-    snprintf(cmd, sizeof cmd, "env -u LLMSYS_API_KEY timeout 20 %s serve --model %s --bind 0.0.0.0 --port 0 2> %s",
-             llmsys_bin, ckpt, err);
+    snprintf(cmd, sizeof cmd, "env -u LLMSYS_API_KEY timeout 20 %s serve --model %s --bind '%s' --port 0 2> %s",
+             llmsys_bin, ckpt, addr, err);
     double t0 = ls_now();
     int st = system(cmd);
-    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 1, "serve --bind 0.0.0.0 without a key: status %d", st);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 1, "serve --bind %s without a key: status %d", addr, st);
     CHECK_MSG(ls_now() - t0 < 10, "the refusal took %.1f s", ls_now() - t0);
     char *t = NULL;
     size_t n = 0;
     CHECK(ls_file_read(err, &t, &n) == LS_OK);
-    CHECK_MSG(t && strstr(t, "refusing to listen on 0.0.0.0 without authentication") && strstr(t, "--api-key") &&
-                  strchr(t, '\n') == t + n - 1,
-              "%s", t ? t : "");
+    CHECK_MSG(t && strstr(t, want) && (!want2 || strstr(t, want2)) && strchr(t, '\n') == t + n - 1, "%s", t ? t : "");
     free(t);
     unlink(err);
+}
+
+/* serve off loopback without a key (IPv4 or IPv6), or on an address that is none */
+static void check_open_bind_refused(void) {
+    check_bind_refused("0.0.0.0", "refusing to listen on 0.0.0.0 without authentication", "--api-key");
+    check_bind_refused("::", "refusing to listen on :: without authentication", "--api-key");
+    check_bind_refused("[::]", "refusing to listen on [::] without authentication", "--api-key");
+    check_bind_refused("::zz", "bad bind address '::zz' (an IPv4 or IPv6 address", NULL);
+    check_bind_refused("1.2.3", "bad bind address '1.2.3'", NULL);
 }
 
 static void test_api_key(void) {
@@ -370,9 +382,37 @@ static void test_api_key(void) {
     check_open_bind_refused();
 }
 
+/* --bind ::1: serve listens on the IPv6 loopback only, gives its URL as http://[::1]:PORT and
+ * answers the library's client there (skipped where ::1 cannot be bound) */
+static void test_bind_v6(void) {
+    if (!v6_loopback_ok()) {
+        printf("SKIP: ::1 cannot be bound here (IPv6 off): no IPv6 serving check\n");
+        return;
+    }
+    host = "::1";
+    CHECK(start_server(NULL, NULL) == 0);
+    if (server_pid > 0) {
+        int st;
+        cJSON_Delete(call("GET", "/v1/models", NULL, &st, NULL));
+        CHECK_EQ_INT(st, 200);
+        char out[4096], want[64];
+        CHECK_MSG(raw_http_h(port, "GET", "/health", NULL, NULL, 0, out, sizeof out) == -1,
+                  "serve --bind ::1 reachable on 127.0.0.1 too");
+        char *t = NULL;
+        size_t n = 0;
+        snprintf(want, sizeof want, " on http://[::1]:%d with ", port);
+        CHECK(ls_file_read(out_path, &t, &n) == LS_OK);
+        CHECK_MSG(t && strstr(t, want), "stdout lacks '%s': %s", want, t ? t : "");
+        free(t);
+        server_stop_checked();
+    }
+    host = "127.0.0.1";
+}
+
 int main(int argc, char **argv) {
     if (server_test_begin(argc, argv, "mp_openai")) return 2;
     snprintf(ckpt, sizeof ckpt, "%s/m.safetensors", dir);
+    snprintf(out_path, sizeof out_path, "%s/out", dir);
     ls_model_config cfg = {.vocab = LS_VOCAB, .n_ctx = 128, .n_layer = 2, .n_head = 2, .d_model = 32, .d_ff = 64};
     ls_model *m = make_model(&cfg, 9, 3.0f);
     CHECK(m && write_model_ckpt(m, ckpt) == 0);
@@ -382,7 +422,8 @@ int main(int argc, char **argv) {
     RUN(test_default_name);
     RUN(test_served_name);
     RUN(test_api_key);
+    RUN(test_bind_v6);
     free(content_plain);
-    unlink(ckpt), unlink(port_path), rmdir(dir);
+    unlink(ckpt), unlink(port_path), unlink(out_path), rmdir(dir);
     return TEST_RESULT();
 }

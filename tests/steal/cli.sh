@@ -137,4 +137,23 @@ for bad in -1 8.5 nan; do
     --quiet 2>"$T/err"
   [ $? -eq 2 ] && grep -q -- "--distill" "$T/err" && [ ! -e "$T/bad.st" ] || die "--distill $bad refused"
 done
+
+# IPv6 loopback: victim serve --bind ::1 gives its URL as http://[::1]:PORT, answers curl and an
+# attack whose --target is that URL (skipped where IPv6 is off or ::1 cannot be bound)
+if [ "$(cat /proc/sys/net/ipv6/conf/lo/disable_ipv6 2> /dev/null || echo 1)" != 0 ] ||
+  ! python3 -c 'import socket; socket.socket(socket.AF_INET6).bind(("::1", 0))' 2> /dev/null; then
+  echo "SKIP: ::1 cannot be bound here: no IPv6 serving check"
+else
+  "$BIN" victim serve --model "$T/v.bin" --bind ::1 --port 0 --port-file "$T/port6" --duration 60 > "$T/serve6.out" 2>&1 &
+  SRV6=$!
+  wait_file "$T/port6" "$SRV6" || die "victim serve --bind ::1 did not start: $(cat "$T/serve6.out")"
+  P6=$(cat "$T/port6")
+  grep -qF "serving on http://[::1]:$P6/predict" "$T/serve6.out" || die "--bind ::1 URL: $(cat "$T/serve6.out")"
+  if command -v curl > /dev/null; then
+    curl -g -s -m 10 "http://[::1]:$P6/info" | grep -q '"classes":4' || die "curl over ::1"
+  fi
+  "$BIN" steal --target "http://[::1]:$P6/predict" --input-shape 12 --classes 4 --budget 50 --out "$T/r6.st" \
+    --epochs 1 --quiet > /dev/null 2> "$T/err" || die "steal over ::1: $(cat "$T/err")"
+  kill "$SRV6"; wait "$SRV6" 2> /dev/null
+fi
 echo "cli ok"

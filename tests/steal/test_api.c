@@ -315,6 +315,15 @@ static void test_bad_targets(void) {
     CHECK(strstr(ls_errmsg(), "unreachable") != NULL);
     ls_steal_client_free(c);
     CHECK_EQ_INT(ls_steal_client_init("ftp://x/predict", NULL, 2, te.d, te.k, &c), LS_EINVAL);
+    /* an IPv6 host in brackets, nothing but a port after them */
+    const char *bad_urls[] = {"http://[::1/predict", "http://[::1]x/predict", "http://[::1]:/predict",
+                              "http://[127.0.0.1]:80/predict", "http://[::zz]:80/predict"};
+    for (int i = 0; i < 5; i++) {
+        CHECK_MSG(ls_steal_client_init(bad_urls[i], NULL, 2, te.d, te.k, &c) == LS_EINVAL, "%s", bad_urls[i]);
+        CHECK_MSG(strstr(ls_errmsg(), bad_urls[i]) != NULL, "%s", ls_errmsg());
+    }
+    CHECK_EQ_INT(ls_steal_client_init("http://[::1]/predict", NULL, 2, te.d, te.k, &c), LS_OK); /* port 80 */
+    ls_steal_client_free(c);
     /* Misbehaving replies. */
     const char *replies[] = {
         "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n<html>hello</html>",
@@ -488,6 +497,63 @@ static void test_bind_and_flood(void) {
     ls_victim_server_stop(s);
 }
 
+/* IPv6 binds: a garbage address is one clear error; "::" (and any other address off
+ * loopback) needs API keys; "::1", bare or in brackets, and "::" with keys serve the client
+ * over IPv6 only (not also on 127.0.0.1: no dual stack). The serving part is skipped where
+ * ::1 cannot be bound. */
+static void test_bind_v6(void) {
+    ls_victim_server_opts so = scaled_server_opts();
+    ls_victim_server *s;
+    const char *bad[] = {"::zz", "1.2.3", "[127.0.0.1]", "[::1", "::1%lo"};
+    for (int i = 0; i < 5; i++) {
+        so.bind = bad[i];
+        CHECK_MSG(ls_victim_server_start(victim, &so, &s) == LS_EINVAL, "%s", bad[i]);
+        CHECK_MSG(strstr(ls_errmsg(), "bad bind address") && strstr(ls_errmsg(), bad[i]) &&
+                      strstr(ls_errmsg(), "IPv4 or IPv6"),
+                  "%s", ls_errmsg());
+    }
+    const char *open[] = {"::", "[::]", "fe80::1", "::ffff:10.1.2.3"};
+    for (int i = 0; i < 4; i++) {
+        so.bind = open[i];
+        char want[128];
+        snprintf(want, sizeof want, "refusing to listen on %s without authentication", open[i]);
+        CHECK_MSG(ls_victim_server_start(victim, &so, &s) == LS_EINVAL, "%s", open[i]);
+        CHECK_MSG(strstr(ls_errmsg(), want) && strstr(ls_errmsg(), "--keys"), "%s", ls_errmsg());
+    }
+    if (!v6_loopback_ok()) {
+        printf("SKIP: ::1 cannot be bound here (IPv6 off): no IPv6 serving check\n");
+        return;
+    }
+    const char *lo[] = {"::1", "[::1]", "::"};
+    ls_victim_key keys[1] = {{"dave", "dave-secret", 0}};
+    for (int i = 0; i < 3; i++) {
+        so.bind = lo[i];
+        if (i == 2) so.keys = keys, so.n_keys = 1;
+        int rc = ls_victim_server_start(victim, &so, &s);
+        CHECK_MSG(rc == LS_OK, "%s: %s", lo[i], ls_errmsg());
+        if (rc != LS_OK) continue;
+        int port = ls_victim_server_port(s);
+        CHECK_MSG(port > 0, "%s: port %d", lo[i], port);
+        char url[128];
+        snprintf(url, sizeof url, "http://[::1]:%d/predict", port);
+        ls_steal_client *c;
+        CHECK_EQ_INT(ls_steal_client_init(url, so.n_keys ? "dave-secret" : NULL, 5, te.d, te.k, &c), LS_OK);
+        int32_t lab[8], want[8];
+        CHECK_MSG(ls_steal_client_query(c, te.x, 8, lab, NULL, NULL) == LS_OK, "%s: %s", url, ls_errmsg());
+        ls_victim_predict(victim, te.x, 8, want);
+        CHECK(memcmp(lab, want, sizeof lab) == 0);
+        char out[4096];
+        CHECK_MSG(raw_get(port, "/info", NULL, out, sizeof out) == -1, "%s: reachable on 127.0.0.1 too", lo[i]);
+        ls_victim_server_stop(s);
+        /* the client's messages write the address as a URL does */
+        char msg[64];
+        snprintf(msg, sizeof msg, "target [::1]:%d unreachable", port);
+        CHECK_EQ_INT(ls_steal_client_query(c, te.x, 8, lab, NULL, NULL), LS_ENET);
+        CHECK_MSG(strstr(ls_errmsg(), msg), "%s", ls_errmsg());
+        ls_steal_client_free(c);
+    }
+}
+
 int main(void) {
     openblas_set_num_threads(1); /* small matmuls; threads only spin on shared cores */
     setup();
@@ -498,6 +564,7 @@ int main(void) {
     RUN(test_keys);
     RUN(test_no_key_multiplying);
     RUN(test_bind_and_flood);
+    RUN(test_bind_v6);
     ls_victim_free(victim);
     ls_steal_data_free(&tr);
     ls_steal_data_free(&te);
