@@ -13,6 +13,11 @@ int ls_cli_fail(void);
 /* Exit code of a library status: 0 for LS_OK, ls_cli_fail() (1) for a negative one, and
  * any other value as it is (an exit code already). */
 int ls_cli_status(int rc);
+/* 1 when a library error lies in what the user gave (a bad value or name, a missing, malformed
+ * or corrupt file: LS_EINVAL, LS_ENOTFOUND, LS_EFORMAT, LS_ERANGE, LS_ECHECKSUM): a usage error. */
+int ls_cli_input_error(int rc);
+/* ls_cli_fail(), then the exit code of rc: 2 for an input error, else 1. */
+int ls_cli_fail_rc(int rc);
 
 /* commands: cmd_train.c */
 int cmd_train(int argc, char **argv);

@@ -14,14 +14,7 @@
 #include "llmsys/train.h"
 
 /* Errors in what the user gave (names, files, numbers) are usage errors: exit 2. */
-static int fail_input(void) {
-    ls_cli_fail();
-    return 2;
-}
-
-static int is_input_error(int rc) {
-    return rc == LS_EINVAL || rc == LS_ENOTFOUND || rc == LS_EFORMAT || rc == LS_ERANGE || rc == LS_ECHECKSUM;
-}
+static int fail_input(void) { return ls_cli_fail_rc(LS_EINVAL); }
 
 static int plan_serve(int argc, char **argv) {
     const char *quality = "bits:4", *algo = "splitquant", *out = NULL, *report = NULL, *vllm = NULL;
@@ -134,7 +127,7 @@ static int plan_indicator(int argc, char **argv) {
         rc = ls_plan_quality_method(how, model, &arch, om);
         if (!rc) rc = ls_plan_quality_write(out, &arch, om);
         if (rc)
-            ret = is_input_error(rc) ? fail_input() : ls_cli_fail();
+            ret = ls_cli_fail_rc(rc);
         else
             printf("indicator of %s (%d layers, %s) written to %s\n", arch.name, arch.n_layer, how, out);
     }
@@ -147,7 +140,7 @@ static int plan_indicator(int argc, char **argv) {
 
 /* `llmsys plan validate` (ls_validate_*, serve.h): plan on profiled CPU stages, serve each
  * plan, compare measured with predicted. Exit 2 for what the user gave, 1 for the rest. */
-static int validate_fail(int rc, int input) { return input || is_input_error(rc) ? fail_input() : ls_cli_fail(); }
+static int validate_fail(int rc, int input) { return input ? fail_input() : ls_cli_fail_rc(rc); }
 
 static int plan_validate(int argc, char **argv) {
     ls_validate_opts o = ls_validate_defaults();

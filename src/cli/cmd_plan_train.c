@@ -7,10 +7,6 @@
 #include "cli/cli.h"
 #include "llmsys/plan.h"
 
-static int is_input_error(int rc) {
-    return rc == LS_EINVAL || rc == LS_ENOTFOUND || rc == LS_EFORMAT || rc == LS_ERANGE || rc == LS_EINFEASIBLE;
-}
-
 int plan_train(int argc, char **argv) {
     ls_tplan_opts o = ls_tplan_defaults();
     ls_strlist data = {0};
@@ -62,7 +58,7 @@ int plan_train(int argc, char **argv) {
     int rank = o.dist ? ls_dist_rank(o.dist) : 0;
     if (rc == LS_OK) rc = p ? ls_tplan_make(&o, p) : ls_err(LS_ENOMEM, "out of memory");
     if (rc < 0) {
-        code = is_input_error(rc) ? 2 : 1;
+        code = ls_cli_input_error(rc) || rc == LS_EINFEASIBLE ? 2 : 1; /* infeasible: the request */
         if (rank == 0 || rc != LS_EPEER) ls_cli_fail(); /* the rank that failed says why */
     } else if (!quiet && rank == 0)
         ls_tplan_print(stdout, p), printf("wrote %s\n", o.out);

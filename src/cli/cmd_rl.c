@@ -15,9 +15,6 @@ static int seed_arg(const char *prog, double seed, uint64_t *out) {
     return 0;
 }
 
-static int input_error(int rc) { return rc == LS_EINVAL || rc == LS_ENOTFOUND || rc == LS_EFORMAT || rc == LS_ERANGE; }
-static int fail(int rc) { return input_error(rc) ? (ls_cli_fail(), 2) : ls_cli_fail(); }
-
 static int rl_tasks(int argc, char **argv) {
     ls_rl_gen_opts g = ls_rl_gen_defaults();
     g.kind = LS_RL_COPY, g.n = 2000, g.demo_noise = 0.5;
@@ -39,9 +36,9 @@ static int rl_tasks(int argc, char **argv) {
                            NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
     if (seed_arg("rl tasks", seed, &g.seed)) return 2;
-    if (ls_rl_kind_parse(kind, &g.kind)) return fail(LS_EINVAL);
+    if (ls_rl_kind_parse(kind, &g.kind)) return ls_cli_fail_rc(LS_EINVAL);
     rc = ls_rl_tasks_make(&g, out, &mean, &mx);
-    if (rc) return fail(rc);
+    if (rc) return ls_cli_fail_rc(rc);
     printf("wrote %d %s tasks to %s: answer length mean %.1f, max %.0f bytes\n", g.n, kind, out, mean, mx);
     return 0;
 }
@@ -92,16 +89,16 @@ static int rl_run(int argc, char **argv) {
     int rc = ls_args_parse("rl run", "Runs trainer, relays, rollouts and manager as separate processes", spec,
                            (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
-    if (ls_rl_mode_parse(mode, &o.mode)) return fail(LS_EINVAL);
+    if (ls_rl_mode_parse(mode, &o.mode)) return ls_cli_fail_rc(LS_EINVAL);
     if (seed_arg("rl run", seed, &o.seed)) return 2;
     if (ls_args_given("rl run", "sft-steps", &o.sft_steps, 0, ls_rl_run_defaults().sft_steps) ||
         ls_args_given("rl run", "rollout-batch", &o.rollout_batch, 1, ls_rl_run_defaults().rollout_batch))
         return 2;
     o.repack = !no_repack, o.exe = ls_cli_self();
-    if ((rc = ls_rl_run_check(&o))) return fail(rc);
+    if ((rc = ls_rl_run_check(&o))) return ls_cli_fail_rc(rc);
     /* an unwritable report is a runtime error (1), as for every command; found before the run */
     if (o.report && ls_out_path_check("report", o.report)) return ls_cli_fail();
-    if ((rc = ls_rl_run(&o))) return fail(rc);
+    if ((rc = ls_rl_run(&o))) return ls_cli_fail_rc(rc);
     char rp[1200];
     snprintf(rp, sizeof rp, "%s", o.report ? o.report : "");
     if (!o.report) snprintf(rp, sizeof rp, "%s/report.json", o.workdir);
@@ -138,7 +135,7 @@ static int rl_plot(int argc, char **argv) {
     if (rc) return LS_ARGS_EXIT(rc);
     rc = ls_rl_report_svg((const char *const *)reps.v, reps.n, out);
     ls_strlist_free(&reps);
-    if (rc) return fail(rc);
+    if (rc) return ls_cli_fail_rc(rc);
     printf("wrote %s\n", out);
     return 0;
 }
@@ -184,7 +181,7 @@ int cmd_sim_rl(int argc, char **argv) {
         return 2;
     }
     if (cal.n > 0)
-        rc = (rc = ls_rl_sim_calibrate((const char *const *)cal.v, cal.n, trace, out, NULL)) ? fail(rc) : 0;
+        rc = (rc = ls_rl_sim_calibrate((const char *const *)cal.v, cal.n, trace, out, NULL)) ? ls_cli_fail_rc(rc) : 0;
     else if ((rc = ls_rl_sim_check(&o, models, gpus, trace != NULL))) /* values and names: usage errors */
         rc = rc == LS_EINVAL ? (ls_cli_fail(), 2) : ls_cli_fail();
     else

@@ -44,6 +44,15 @@ int ls_cli_fail(void) {
 
 int ls_cli_status(int rc) { return rc < 0 ? ls_cli_fail() : rc; }
 
+int ls_cli_input_error(int rc) {
+    return rc == LS_EINVAL || rc == LS_ENOTFOUND || rc == LS_EFORMAT || rc == LS_ERANGE || rc == LS_ECHECKSUM;
+}
+
+int ls_cli_fail_rc(int rc) {
+    ls_cli_fail();
+    return ls_cli_input_error(rc) ? 2 : 1;
+}
+
 static void usage(FILE *f) {
     fprintf(f, "usage: llmsys COMMAND [options]   (llmsys COMMAND --help for details)\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
