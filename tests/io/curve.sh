@@ -3,7 +3,8 @@
 # same batches as without CURVE for the keyed client; a client with another deployment's
 # keys, one with a client key off the allow list and one without keys get nothing and the
 # service logs each refusal; a non-loopback bind without keys (0.0.0.0, ::) is refused with
-# one line; --bind ::1 serves a client at tcp://[::1]:P (skipped where IPv6 is off).
+# one line; --bind ::1 serves a client at tcp://[::1]:P, --bind :: with keys its source worker
+# and keyed clients over [::1] and 127.0.0.1 (skipped where IPv6 is off).
 . "$(dirname "$0")/../lib.sh" "$1"
 LLMSYS=$BIN
 PIDS=()
@@ -90,6 +91,22 @@ else
     cmp -s "$T/plain" "$T/v6" || die "batches differ over IPv6"
     "$LLMSYS" loader control --addr "$A6" --shutdown > /dev/null || die "shutdown over $A6"
     wait "${PIDS[-1]}" || die "--bind ::1 service exit status"
+    # --bind :: with keys: the source worker it starts reaches it over [::1], a keyed client gets
+    # the same batches over [::1] and over 127.0.0.1 (libzmq's :: takes IPv4 too)
+    rm -f "$T/port"
+    "$LLMSYS" --keys "$T/a" loader serve --mix "$T/mix.json" --ranks 1 --port 0 --port-file "$T/port" --bind :: \
+        --source-workers 1 > "$T/serve6a.log" 2>&1 &
+    PIDS+=($!)
+    wait_file "$T/port" "${PIDS[-1]}" || die "--bind :: with keys: service did not start: $(cat "$T/serve6a.log")"
+    P6=$(cat "$T/port")
+    "$LLMSYS" --keys "$T/a" --curve loader fetch --addr "tcp://[::1]:$P6" --count 2 > "$T/v6a" ||
+        die "keyed fetch over [::1] from a :: bind: $(cat "$T/serve6a.log")"
+    "$LLMSYS" --keys "$T/a" --curve loader fetch --addr "tcp://127.0.0.1:$P6" --step 2 >> "$T/v6a" ||
+        die "keyed fetch over 127.0.0.1 from a :: bind"
+    cmp -s "$T/plain" "$T/v6a" || die "batches differ from a :: bind"
+    grep -q "to tcp://\[::1\]:" "$T/serve6a.log" || die "the source worker's link: $(cat "$T/serve6a.log")"
+    "$LLMSYS" --keys "$T/a" --curve loader control --addr "tcp://[::1]:$P6" --shutdown > /dev/null || die "shutdown (::)"
+    wait "${PIDS[-1]}" || die "--bind :: service exit status"
 fi
 # bad key paths: one line, exit 1
 "$LLMSYS" --keys "$T/missing" loader fetch --addr "$A" 2> "$T/err"; [ $? -eq 1 ] || die "missing key file exit"
