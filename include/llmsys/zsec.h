@@ -18,6 +18,10 @@
  * only the client public keys on its allow list; every refused handshake (unknown client
  * key, wrong server key, a client without CURVE) is logged as a warning.
  *
+ * IPv6: a tcp endpoint takes an IPv6 literal in brackets (tcp://[::1]:5555, tcp://[::]:5555;
+ * the socket gets ZMQ_IPV6); [::1] is loopback, any other needs CURVE like 0.0.0.0. One
+ * without brackets (tcp://::1:5555) is refused with one error line.
+ *
  * Configuration is per process: ls_zsec_configure sets it and exports LLMSYS_KEYS /
  * LLMSYS_CURVE so that the processes this one starts (stages, MPI ranks) inherit it.
  */

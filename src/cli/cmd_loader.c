@@ -38,7 +38,8 @@ static int loader_serve(int argc, char **argv) {
         opt_mix(&mix_path),
         {"ranks", LS_ARG_INT, &ranks, "R", "data-parallel ranks served", 1},
         {"port", LS_ARG_INT, &port, "P", "TCP port (0 picks a free one; see --port-file)", 1},
-        {"bind", LS_ARG_STR, &bind, "ADDR", "address to bind (default 127.0.0.1; 0.0.0.0 for all)"},
+        {"bind", LS_ARG_STR, &bind, "ADDR",
+         "address to bind, IPv4 or IPv6 (default 127.0.0.1; 0.0.0.0 or :: for all; ::1: IPv6 loopback)"},
         {"resume", LS_ARG_STR, &resume, "FILE", "start from a saved loader state blob"},
         {"prefetch", LS_ARG_INT, &prefetch, "N", "steps built ahead of the furthest request (default 4)"},
         {"history", LS_ARG_INT, &history, "N", "fetched steps kept for retried requests (default 4)"},
@@ -90,9 +91,11 @@ static int loader_serve(int argc, char **argv) {
     int n = rc == LS_OK ? snprintf(pbuf, sizeof pbuf, "%d\n", ls_loader_server_port(srv)) : 0;
     if (rc == LS_OK && port_file) rc = ls_file_write_atomic(port_file, pbuf, (size_t)n);
     if (rc == LS_OK) {
-        printf("llmsys loader: serving %d ranks on tcp://%s:%d (%d sources, %d tokens per rank per step)", ranks, bind,
+        char host[256];
+        ls_url_host(bind, host, sizeof host); /* ::1 -> [::1] */
+        printf("llmsys loader: serving %d ranks on tcp://%s:%d (%d sources, %d tokens per rank per step)", ranks, host,
                ls_loader_server_port(srv), mix.n_sources, mix.tokens_per_rank);
-        if (workers) printf("; source workers on tcp://%s:%d", bind, ls_loader_server_worker_port(srv));
+        if (workers) printf("; source workers on tcp://%s:%d", host, ls_loader_server_worker_port(srv));
         printf("\n");
         fflush(stdout);
         g_serving = srv;

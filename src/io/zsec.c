@@ -189,15 +189,36 @@ int ls_zsec_keygen(const char *dir, int overwrite) {
 
 /* ---------------------------------------------------------------- policy */
 
-static int is_loopback(const char *ep) {
-    if (!strncmp(ep, "ipc://", 6) || !strncmp(ep, "inproc://", 9)) return 1;
+/* The host of a tcp:// endpoint ("tcp://[::1]:5555": "[::1]") into host; 0 if it has none. */
+static int tcp_host(const char *ep, char host[64]) {
     if (strncmp(ep, "tcp://", 6)) return 0;
     const char *h = ep + 6, *colon = strrchr(h, ':');
-    char host[64];
-    if (!colon || colon - h >= (long)sizeof host) return 0;
+    if (!colon || colon - h >= 64) return 0;
     memcpy(host, h, (size_t)(colon - h));
     host[colon - h] = '\0';
+    return 1;
+}
+
+static int is_loopback(const char *ep) {
+    if (!strncmp(ep, "ipc://", 6) || !strncmp(ep, "inproc://", 9)) return 1;
+    char host[64];
+    if (!tcp_host(ep, host) || (host[0] != '[' && strchr(host, ':'))) return 0; /* IPv6 needs brackets */
     return ls_host_is_loopback(host);
+}
+
+/* Readies sock for endpoint: an IPv6 literal host must be in brackets (libzmq cannot read
+ * tcp://::1:5555), and one in brackets needs ZMQ_IPV6 (else libzmq takes it for an interface). */
+static int ip_family(void *sock, const char *ep, const char *what) {
+    char host[64];
+    unsigned char a[16];
+    if (!tcp_host(ep, host) || !strchr(host, ':') || !ls_ip_parse(host, a)) return LS_OK;
+    if (host[0] != '[')
+        return ls_err(LS_EINVAL, "%s: the IPv6 address in %s needs brackets: tcp://[%s]%s", what, ep, host,
+                      strrchr(ep + 6, ':'));
+    int one = 1;
+    if (zmq_setsockopt(sock, ZMQ_IPV6, &one, sizeof one) != 0)
+        return ls_err(LS_ENET, "%s: ZMQ_IPV6: %s", what, zmq_strerror(zmq_errno()));
+    return LS_OK;
 }
 
 int ls_zsec_wanted(const char *endpoint) {
@@ -396,6 +417,7 @@ static int no_keys(const char *what, const char *verb, const char *ep, const cha
 }
 
 int ls_zsec_bind(void *zctx, void *sock, const char *endpoint, const char *what) {
+    LS_TRY(ip_family(sock, endpoint, what));
     if (ls_zsec_wanted(endpoint)) {
         pthread_mutex_lock(&g_mu);
         int rc = ensure_loaded(), one = 1;
@@ -414,6 +436,7 @@ int ls_zsec_bind(void *zctx, void *sock, const char *endpoint, const char *what)
 }
 
 int ls_zsec_connect(void *sock, const char *endpoint, const char *what) {
+    LS_TRY(ip_family(sock, endpoint, what));
     if (ls_zsec_wanted(endpoint)) {
         pthread_mutex_lock(&g_mu);
         int rc = ensure_loaded();

@@ -711,8 +711,9 @@ int ls_lzmq_bind(void *zctx, void *sock, const char *bind, int port, const char 
                  size_t cap) {
     int zero = 0;
     zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof zero);
-    char ep[300], got[256];
-    snprintf(ep, sizeof ep, port ? "tcp://%s:%d" : "tcp://%s:*", bind ? bind : "127.0.0.1", port);
+    char ep[300], got[256], host[256];
+    ls_url_host(bind ? bind : "127.0.0.1", host, sizeof host); /* ::1 -> [::1] */
+    snprintf(ep, sizeof ep, port ? "tcp://%s:%d" : "tcp://%s:*", host, port);
     LS_TRY(ls_zsec_bind(zctx, sock, ep, what));
     size_t n = sizeof got;
     const char *colon;

@@ -625,8 +625,14 @@ int ls_loader_hub_open(ls_loader_hub **out, const ls_loader_mix *mix, const ls_l
     if (rc == LS_OK) {
         /* workers started here connect over loopback, with CURVE when the link is bound off it */
         h->curve = ls_zsec_wanted(last);
-        snprintf(h->ep, sizeof h->ep, "tcp://%s:%d", strcmp(bind, "0.0.0.0") && strcmp(bind, "*") ? bind : "127.0.0.1",
-                 h->port);
+        unsigned char a[16] = {0}, any[16] = {0};
+        int fam = strcmp(bind, "*") ? ls_ip_parse(bind, a) : 4;
+        char host[256];
+        if (fam && !memcmp(a, any, (size_t)(fam == 4 ? 4 : 16))) /* a wildcard: its loopback */
+            snprintf(host, sizeof host, "%s", fam == 4 ? "127.0.0.1" : "[::1]");
+        else
+            ls_url_host(bind, host, sizeof host);
+        snprintf(h->ep, sizeof h->ep, "tcp://%s:%d", host, h->port);
     }
     for (int i = 0; rc == LS_OK && h->exe && i < mix->n_sources; i++) rc = spawn(h, i);
     /* every source needs a worker that has indexed it (the document counts shape the state) */

@@ -2,7 +2,9 @@
 # curve.sh - the loader service under ZeroMQ CURVE (llmsys keys gen, --keys, --curve): the
 # same batches as without CURVE for the keyed client; a client with another deployment's
 # keys, one with a client key off the allow list and one without keys get nothing and the
-# service logs each refusal; a non-loopback bind without keys is refused with one line.
+# service logs each refusal; a non-loopback bind without keys (0.0.0.0, ::) is refused with
+# one line; --bind ::1 serves a client at tcp://[::1]:P, --bind :: with keys its source worker
+# and keyed clients over [::1] and 127.0.0.1 (skipped where IPv6 is off).
 . "$(dirname "$0")/../lib.sh" "$1"
 LLMSYS=$BIN
 PIDS=()
@@ -63,6 +65,49 @@ rc=$?
 [ $rc -eq 1 ] || die "non-loopback bind without keys: exit $rc"
 [ "$(wc -l < "$T/err")" -eq 1 ] && grep -q "refusing to bind tcp://0.0.0.0:\* without CURVE keys" "$T/err" ||
     die "non-loopback refusal message: $(cat "$T/err")"
+# IPv6: --bind :: without keys is refused like 0.0.0.0; --bind ::1 (loopback, no keys) serves a
+# client at tcp://[::1]:P the same batches (skipped only where IPv6 is off on loopback)
+"$LLMSYS" loader serve --mix "$T/mix.json" --ranks 1 --port 0 --bind :: > "$T/out" 2> "$T/err"
+rc=$?
+[ $rc -eq 1 ] || die "--bind :: without keys: exit $rc"
+[ "$(wc -l < "$T/err")" -eq 1 ] && grep -q "refusing to bind tcp://\[::\]:\* without CURVE keys" "$T/err" ||
+    die "--bind :: refusal message: $(cat "$T/err")"
+v6=1 # 0: IPv6 off on loopback (disabled, or ::1 not assignable)
+[ "$(cat /proc/sys/net/ipv6/conf/lo/disable_ipv6 2> /dev/null)" = 1 ] && v6=0
+python3 -c '
+import errno, socket, sys
+try: socket.socket(socket.AF_INET6).bind(("::1", 0))
+except OSError as e: sys.exit(e.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT))' 2> /dev/null || v6=0
+if [ $v6 = 0 ]; then
+    echo "SKIP: ::1 cannot be bound here (IPv6 off): no loader serve --bind ::1 check"
+else
+    rm -f "$T/port"
+    "$LLMSYS" loader serve --mix "$T/mix.json" --ranks 1 --port 0 --port-file "$T/port" --bind ::1 > "$T/serve6.log" 2>&1 &
+    PIDS+=($!)
+    wait_file "$T/port" "${PIDS[-1]}" || die "--bind ::1: service did not start: $(cat "$T/serve6.log")"
+    A6="tcp://[::1]:$(cat "$T/port")"
+    grep -qF "serving 1 ranks on $A6 " "$T/serve6.log" || die "--bind ::1: printed endpoint: $(cat "$T/serve6.log")"
+    "$LLMSYS" loader fetch --addr "$A6" --count 3 > "$T/v6" || die "fetch over $A6"
+    cmp -s "$T/plain" "$T/v6" || die "batches differ over IPv6"
+    "$LLMSYS" loader control --addr "$A6" --shutdown > /dev/null || die "shutdown over $A6"
+    wait "${PIDS[-1]}" || die "--bind ::1 service exit status"
+    # --bind :: with keys: the source worker it starts reaches it over [::1], a keyed client gets
+    # the same batches over [::1] and over 127.0.0.1 (libzmq's :: takes IPv4 too)
+    rm -f "$T/port"
+    "$LLMSYS" --keys "$T/a" loader serve --mix "$T/mix.json" --ranks 1 --port 0 --port-file "$T/port" --bind :: \
+        --source-workers 1 > "$T/serve6a.log" 2>&1 &
+    PIDS+=($!)
+    wait_file "$T/port" "${PIDS[-1]}" || die "--bind :: with keys: service did not start: $(cat "$T/serve6a.log")"
+    P6=$(cat "$T/port")
+    "$LLMSYS" --keys "$T/a" --curve loader fetch --addr "tcp://[::1]:$P6" --count 2 > "$T/v6a" ||
+        die "keyed fetch over [::1] from a :: bind: $(cat "$T/serve6a.log")"
+    "$LLMSYS" --keys "$T/a" --curve loader fetch --addr "tcp://127.0.0.1:$P6" --step 2 >> "$T/v6a" ||
+        die "keyed fetch over 127.0.0.1 from a :: bind"
+    cmp -s "$T/plain" "$T/v6a" || die "batches differ from a :: bind"
+    grep -q "to tcp://\[::1\]:" "$T/serve6a.log" || die "the source worker's link: $(cat "$T/serve6a.log")"
+    "$LLMSYS" --keys "$T/a" --curve loader control --addr "tcp://[::1]:$P6" --shutdown > /dev/null || die "shutdown (::)"
+    wait "${PIDS[-1]}" || die "--bind :: service exit status"
+fi
 # bad key paths: one line, exit 1
 "$LLMSYS" --keys "$T/missing" loader fetch --addr "$A" 2> "$T/err"; [ $? -eq 1 ] || die "missing key file exit"
 grep -q "missing" "$T/err" || die "missing key file message"
