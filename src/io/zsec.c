@@ -412,7 +412,7 @@ static int no_keys(const char *what, const char *verb, const char *ep, const cha
         return ls_err(LS_EINVAL, "%s: %s %s needs CURVE %s, which %s does not hold", what, verb, ep, need, g_keys.path);
     return ls_err(LS_EINVAL,
                   "%s: refusing to %s %s without CURVE keys (not loopback): make keys with `llmsys keys gen --out DIR` "
-                  "and run `llmsys --keys DIR ...` (or set LLMSYS_KEYS), or use 127.0.0.1",
+                  "and run `llmsys --keys DIR ...` (or set LLMSYS_KEYS), or use 127.0.0.1 or [::1]",
                   what, verb, ep);
 }
 
