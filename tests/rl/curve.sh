@@ -2,8 +2,8 @@
 # curve.sh - the rl job's ZeroMQ links under CURVE (llmsys --keys, --curve): a run with CURVE
 # forced on loopback (manager, two relays in a chain, rollouts, trainer) finishes like one
 # without; a worker with another deployment's keys, or none, never joins a CURVE manager and the
-# manager logs the refusal; a manager or relay bound off loopback without keys is refused with
-# one error line.
+# manager logs the refusal; a job over the IPv6 loopback (tcp://[::1]) completes without keys; a
+# manager or relay bound off loopback without keys is refused with one error line.
 . "$(dirname "$0")/../lib.sh"
 
 "$BIN" keys gen --out "$T/a" > /dev/null || fail "keys gen"
@@ -30,6 +30,33 @@ grep -q "unreachable" "$T/err" || fail "stranger rollout's error: $(cat "$T/err"
 expect 1 "a relay without keys" -- timeout 30 "$BIN" rl worker --role relay --manager "$M"
 grep -q "unreachable" "$T/err" || fail "keyless relay's error: $(cat "$T/err")"
 grep -q "refused" "$T/mgr.log" || fail "the manager did not log the refusals: $(cat "$T/mgr.log")"
+
+# over IPv6 loopback, no keys: a manager and a relay bound on tcp://[::1]:0, a rollout and the
+# trainer joining through the manager's [::1] endpoint; the job's 2 updates reported
+if [ "$(cat /proc/sys/net/ipv6/conf/lo/disable_ipv6 2> /dev/null || echo 1)" = 0 ]; then
+  python3 -c "import json,sys; c=json.load(open(sys.argv[1])); c.update(rollouts=1, relays=1, updates=2,
+report=sys.argv[2], workdir=sys.argv[3]); json.dump(c, open(sys.argv[4], 'w'))" \
+      "$T/run/config.json" "$T/v6.json" "$T/v6" "$T/v6.cfg"
+  mkdir -p "$T/v6"
+  "$BIN" rl worker --role manager --bind 'tcp://[::1]:0' --config "$T/v6.cfg" --port-file "$T/v6.ep" \
+      > "$T/v6m.log" 2>&1 &
+  v6m=$!
+  if wait_file "$T/v6.ep" $v6m; then
+    M6=$(cat "$T/v6.ep")
+    case "$M6" in tcp://\[::1\]:*) ;; *) fail "IPv6 manager endpoint '$M6'" ;; esac
+    "$BIN" rl worker --role relay --bind 'tcp://[::1]:0' --manager "$M6" > "$T/v6r.log" 2>&1 &
+    "$BIN" rl worker --role rollout --manager "$M6" > "$T/v6o.log" 2>&1 &
+    timeout 120 "$BIN" rl worker --role trainer --manager "$M6" > "$T/v6t.log" 2>&1 ||
+      fail "IPv6 trainer: $(tail -n 3 "$T/v6t.log")"
+    timeout 30 tail --pid=$v6m -f /dev/null || fail "IPv6 manager did not stop"
+    python3 -c "import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))['updates'] == 2 else 1)" "$T/v6.json" ||
+      fail "IPv6 run: no report with its 2 updates: $(tail -n 3 "$T/v6m.log")"
+  else
+    fail "IPv6 manager did not start: $(cat "$T/v6m.log")"
+  fi
+else
+  echo "SKIP: IPv6 loopback disabled (rl over tcp://[::1])"
+fi
 
 # off loopback without keys: refused before anything binds, one line, exit 1
 expect 1 "a manager off loopback without keys" -- timeout 30 "$BIN" rl worker --role manager \
