@@ -207,13 +207,7 @@ int rl_send_routed(void *sock, const uint8_t *id, size_t idn, const void *d, siz
 }
 
 int rl_bind(void *zctx, void *sock, const char *ep, const char *what, char *out, size_t cap) {
-    char want[300];
-    const char *colon = strrchr(ep, ':');
-    if (colon && !strcmp(colon, ":0"))
-        snprintf(want, sizeof want, "%.*s:*", (int)(colon - ep), ep);
-    else
-        snprintf(want, sizeof want, "%s", ep);
-    LS_TRY(ls_zsec_bind(zctx, sock, want, what));
+    LS_TRY(ls_zsec_bind(zctx, sock, ep, what)); /* libzmq picks a free port for :0 itself */
     size_t n = cap;
     if (zmq_getsockopt(sock, ZMQ_LAST_ENDPOINT, out, &n) != 0)
         return ls_err(LS_ENET, "zmq: cannot read the bound endpoint");

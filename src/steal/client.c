@@ -46,6 +46,10 @@ int ls_steal_client_init(const char *url, const char *api_key, double timeout_s,
         }
         host = hostport + 1;
         colon = close[1] ? close + 1 : NULL;
+    } else if (colon && strchr(hostport, ':') != colon) {
+        /* "::1:8080" is itself an IPv6 address: which part is the port only brackets say */
+        free(c);
+        return ls_err(LS_EINVAL, "target '%s': bad host (an IPv6 address goes in brackets: http://[::1]:8080/)", url);
     }
     if (colon) {
         *colon = '\0';

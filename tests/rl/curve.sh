@@ -3,7 +3,8 @@
 # forced on loopback (manager, two relays in a chain, rollouts, trainer) finishes like one
 # without; a worker with another deployment's keys, or none, never joins a CURVE manager and the
 # manager logs the refusal; a job over the IPv6 loopback (tcp://[::1]) completes without keys; a
-# manager or relay bound off loopback without keys is refused with one error line.
+# manager or relay bound off loopback without keys, or on an IPv6 address without brackets, is
+# refused with one error line.
 . "$(dirname "$0")/../lib.sh"
 
 "$BIN" keys gen --out "$T/a" > /dev/null || fail "keys gen"
@@ -65,4 +66,8 @@ grep -q "without CURVE keys" "$T/err" || fail "manager off loopback: $(cat "$T/e
 expect 1 "a relay off loopback without keys" -- timeout 30 "$BIN" rl worker --role relay --bind tcp://0.0.0.0:0 \
     --manager "$M"
 grep -q "without CURVE keys" "$T/err" || fail "relay off loopback: $(cat "$T/err")"
+# an IPv6 address without brackets: refused naming what was typed and its bracket form
+expect 1 "a relay bound on an IPv6 address without brackets" -- timeout 30 "$BIN" rl worker --role relay \
+    --bind tcp://::1:0 --manager "$M"
+grep -q "tcp://::1:0 needs brackets: tcp://\[::1\]:0" "$T/err" || fail "relay on tcp://::1:0: $(cat "$T/err")"
 finish rl.curve

@@ -315,10 +315,11 @@ static void test_bad_targets(void) {
     CHECK(strstr(ls_errmsg(), "unreachable") != NULL);
     ls_steal_client_free(c);
     CHECK_EQ_INT(ls_steal_client_init("ftp://x/predict", NULL, 2, te.d, te.k, &c), LS_EINVAL);
-    /* an IPv6 host in brackets, nothing but a port after them */
-    const char *bad_urls[] = {"http://[::1/predict", "http://[::1]x/predict", "http://[::1]:/predict",
-                              "http://[127.0.0.1]:80/predict", "http://[::zz]:80/predict"};
-    for (int i = 0; i < 5; i++) {
+    /* an IPv6 host in brackets, nothing but a port after them; without brackets it is refused */
+    const char *bad_urls[] = {
+        "http://[::1/predict",      "http://[::1]x/predict",   "http://[::1]:/predict", "http://[127.0.0.1]:80/predict",
+        "http://[::zz]:80/predict", "http://::1:8080/predict", "http://::1/predict"};
+    for (int i = 0; i < 7; i++) {
         CHECK_MSG(ls_steal_client_init(bad_urls[i], NULL, 2, te.d, te.k, &c) == LS_EINVAL, "%s", bad_urls[i]);
         CHECK_MSG(strstr(ls_errmsg(), bad_urls[i]) != NULL, "%s", ls_errmsg());
     }
