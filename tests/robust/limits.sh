@@ -5,7 +5,8 @@
 # Tiny model, 1 rank per node, few steps; every run under `timeout`, every process ours killed.
 . "$(dirname "$0")/lib.sh" "$1"
 # the /metrics value of NAME on PORT (empty when not served)
-metric() { curl -s -m 5 "http://127.0.0.1:$1/metrics" 2> /dev/null | awk -v k="$2" '$1 == k {print $2}'; }
+# (the page's host is MHOST: 127.0.0.1 unless a case binds it elsewhere)
+metric() { curl -g -s -m 5 "http://${MHOST:-127.0.0.1}:$1/metrics" 2> /dev/null | awk -v k="$2" '$1 == k {print $2}'; }
 # waits until the job on PORT has reported step >= N (at most 120 s: ASan under load is slow)
 wait_step() {
   for _ in $(seq 1 1200); do
@@ -149,13 +150,17 @@ assert len(la) == 100 and la == lr, "losses differ from the uninterrupted run: %
 EOF
 
 # 4. SIGTERM to the controller (Ctrl-C alike): the job stopped, exit 1, one diagnosis line,
-#    the last good state on disk at the step it stopped, nothing left running, no /dev/shm dir
+#    the last good state on disk at the step it stopped, nothing left running, no /dev/shm dir.
+#    Its status page is on the IPv6 loopback where lo has IPv6: watched at http://[::1]:PORT,
+#    and the report's timeline names that URL.
 PORT=$(freeport)
+SB=127.0.0.1 MHOST=127.0.0.1
+[ "$(cat /proc/sys/net/ipv6/conf/lo/disable_ipv6 2> /dev/null || echo 1)" = 0 ] && SB=::1 MHOST='[::1]'
 t0=$SECONDS
 timeout 60 "$BIN" robust run --quiet --nodes 2 --ranks-per-node 1 --ckpt-dir "$T/ick" --report "$T/i.json" \
-  --status-port "$PORT" -- llmsys train "${TA[@]}" --steps 100000 --out "$T/i.st" > /dev/null 2> "$T/i.err" &
+  --status-port "$PORT" --status-bind "$SB" -- llmsys train "${TA[@]}" --steps 100000 --out "$T/i.st" > /dev/null 2> "$T/i.err" &
 ipid=$!
-wait_step "$PORT" 2 || fail "interrupt: the job never reached step 2" # a state to save (slow under ASan)
+wait_step "$PORT" 2 || fail "interrupt: the job never reached step 2 (status page on $MHOST)" # a state to save (slow under ASan)
 icpid=$(pgrep -P $ipid -f 'robust run')
 kill -TERM "$icpid"
 reap $ipid interrupt 1 "$T/i.err"
@@ -163,6 +168,8 @@ S=$(sed -n 's/.*stopped at step \([0-9]*\): interrupted (signal 15).*/\1/p' "$T/
 [ -n "$S" ] || { fail "interrupt: no diagnosis"; cat "$T/i.err"; }
 [ -f "$(printf '%s/ick/ckpt-%08d.safetensors' "$T" "${S:-0}")" ] || { fail "interrupt: no checkpoint of step $S"; ls "$T/ick"; }
 grep -q '"completed":[[:space:]]*false' "$T/i.json" || fail "interrupt: no report"
+grep -qF "http://$MHOST:$PORT/" "$T/i.json" || fail "interrupt: the timeline lacks the status URL http://$MHOST:$PORT/"
+MHOST=127.0.0.1
 [ -n "$(ranks_of "$T/i.st")" ] && fail "interrupt: ranks still running"
 [ -e "/dev/shm/llmsys-robust-$icpid" ] && fail "interrupt: /dev/shm/llmsys-robust-$icpid left behind"
 
