@@ -121,6 +121,17 @@ def wire():
     put("fuzz_loader_wire", "info", req(2, 0, 0))
     put("fuzz_loader_wire", "raw", bytes([1]) + b"LSLQ\x01\x00\x01\x00" + b"\0" * 24)
     put("fuzz_loader_wire", "batch_reply", bytes([0]) + b"LSBATv01" + b"\0" * 64)
+    # rl: a message's type byte and payload; then weight-chunk records: flags (1 small count and
+    # index, 2 small extents, 4 a wrong chunk hash, 8 a whole-version hash that checks), version
+    # + 1, count, index, total (3 bytes), offset (3), len, version hash (2), then len bytes
+    def chunk(flags, ver, count, index, total, offset, n):
+        return (bytes([flags, ver + 1]) + struct.pack("<HH", count, index) + total.to_bytes(3, "little") +
+                offset.to_bytes(3, "little") + struct.pack("<HH", n, 0) + bytes(range(n)))
+    put("fuzz_rl_wire", "message", bytes([3]) + struct.pack("<5i3di", 0, 1, 2, 3, 0, 1.5, 1.5, 1.5, 4) + b"abcd")
+    put("fuzz_rl_wire", "versions", chunk(11, 0, 1, 0, 10, 0, 10) + chunk(11, 1, 1, 0, 12, 0, 12) +
+        chunk(11, 2, 1, 0, 5, 0, 5) + chunk(11, 2, 1, 0, 5, 0, 5) + chunk(11, 0, 1, 0, 5, 0, 5))
+    put("fuzz_rl_wire", "chunks", chunk(3, 3, 2, 0, 20, 0, 10) + chunk(3, 3, 2, 1, 20, 10, 10) +
+        chunk(7, 4, 1, 0, 8, 0, 8) + chunk(3, 4, 2, 3, 8, 4, 9))
 
 
 def http():

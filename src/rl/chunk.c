@@ -51,8 +51,9 @@ int ls_rl_asm_add(ls_rl_asm *a, const ls_rl_chunk_hdr *h, const void *data) {
         return ls_err(LS_ERANGE, "weights: version %lld goes backwards (newest held is %lld)", (long long)h->version,
                       (long long)a->latest);
     }
+    /* a chunk holds at least one byte, so a version has no more chunks than bytes */
     if (h->count == 0 || h->index >= h->count || h->total == 0 || h->total > ((uint64_t)1 << 36) ||
-        h->offset > h->total || h->len > h->total - h->offset)
+        h->count > h->total || h->offset > h->total || h->len > h->total - h->offset)
         return ls_err(LS_EFORMAT, "weights: chunk %u/%u of version %lld has inconsistent extents", h->index, h->count,
                       (long long)h->version);
     if (ls_hash64(data, (size_t)h->len) != h->chunk_hash)

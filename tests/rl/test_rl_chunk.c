@@ -1,5 +1,6 @@
 /* test_rl_chunk.c - weight chunks: reassembly in any order, repeats, checksum rejection,
- * inconsistent extents, versions going backwards, a newer version abandoning a partial one. */
+ * inconsistent extents (more chunks than bytes too), versions going backwards, a newer version abandoning a partial
+ * one. */
 #include "llmsys/rl.h"
 #include "test.h"
 
@@ -71,6 +72,10 @@ static void test_rejection(void) {
     x = h[2];
     x.index = (uint32_t)k;
     CHECK_EQ_INT(ls_rl_asm_add(a, &x, blob + h[2].offset), LS_EFORMAT);
+    /* more chunks than bytes (each chunk holds one at least): refused before anything is allocated */
+    x = h[0];
+    x.count = (uint32_t)n + 1;
+    CHECK_EQ_INT(ls_rl_asm_add(a, &x, blob), LS_EFORMAT);
     /* a chunk whose version hash disagrees with the version's other chunks */
     CHECK_EQ_INT(ls_rl_asm_add(a, &h[0], blob), 0);
     x = h[3];
