@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # limits.sh - `llmsys robust run` at its limits: standbys exhausted by two node faults, the
-# restart bound with its back-off, a SIGKILLed agent, SIGTERM to the controller, malformed
-# plans and flags.
+# restart bound with its back-off, a SIGKILLed agent, SIGTERM to the controller, a step
+# report of an earlier launch (forged: limits.sh BIN FORGE_STEP), malformed plans and flags.
 # Tiny model, 1 rank per node, few steps; every run under `timeout`, every process ours killed.
 . "$(dirname "$0")/lib.sh" "$1"
+FORGE=$2
 # the /metrics value of NAME on PORT (empty when not served)
 # (the page's host is MHOST: 127.0.0.1 unless a case binds it elsewhere)
 metric() { curl -g -s -m 5 "http://${MHOST:-127.0.0.1}:$1/metrics" 2> /dev/null | awk -v k="$2" '$1 == k {print $2}'; }
@@ -173,7 +174,56 @@ MHOST=127.0.0.1
 [ -n "$(ranks_of "$T/i.st")" ] && fail "interrupt: ranks still running"
 [ -e "/dev/shm/llmsys-robust-$icpid" ] && fail "interrupt: /dev/shm/llmsys-robust-$icpid left behind"
 
-# 5. bad input: one line, exit 2, nothing started
+# 5. a step report of an earlier launch (one that reached its agent before a kill and the
+#    controller after the next launch began) is dropped. That race cannot be timed, so such a
+#    report is forged (forge_step): rank 0, the last step, loss 0.25, a process id that is no
+#    rank's (this script's), sent to the controller's endpoint (the agent's --controller
+#    argument: loopback, no CURVE) while the only rank, stopped once it has saved its first
+#    step, cannot move the job. The job's step must stay put, and the run end as an
+#    uninterrupted one: no fault, every loss the rank's own (a taken report's loss, replaced
+#    by the rank's at step 40, would count as a recomputed mismatch).
+PORT=$(freeport)
+t0=$SECONDS
+timeout 60 "$BIN" robust run --quiet --nodes 1 --ranks-per-node 1 --standby 0 --no-prestart --status-port "$PORT" \
+  --disk-every 1 --ckpt-dir "$T/sck" --report "$T/s.json" -- llmsys train "${TA[@]}" --steps 40 --out "$T/s.st" \
+  > /dev/null 2> "$T/s.err" &
+spid=$!
+rk=
+for _ in $(seq 1 3000); do
+  [ -z "$rk" ] && rk=$(ranks_of "$T/s.st")
+  ck=("$T"/sck/ckpt-*.safetensors)
+  [ -n "$rk" ] && [ -e "${ck[0]}" ] && break
+  sleep 0.02
+done
+if [ -n "$rk" ] && [ -e "${ck[0]}" ] && kill -STOP "$rk"; then
+  sleep 1 # the reports on their way arrive; the status page (every 0.5 s) shows the last
+  k=$(metric "$PORT" llmsys_robust_step)
+  ag=$(pgrep -P "$(pgrep -P $spid -f 'robust run')" -f 'robust agent --id 0 ')
+  ep=$(tr '\0' '\n' < "/proc/$ag/cmdline" 2> /dev/null | sed -n '/^--controller$/{n;p;q}')
+  if [ -z "$ep" ] || [ "${k:-40}" -ge 40 ]; then
+    fail "stale report: controller endpoint '$ep', job step '$k'"
+  elif timeout 20 "$FORGE" "$ep" 0 40 $$ 0.25; then
+    echo "stale: a report of step 40 forged while the rank is stopped at step $k"
+    sleep 1.2 # read by the controller within milliseconds, shown on the page within 0.5 s
+    v=$(metric "$PORT" llmsys_robust_step)
+    [ "$v" = "$k" ] || fail "stale report: job step $v after a forged report of step 40 (rank stopped at step $k)"
+  else
+    fail "stale report: forge_step failed"
+  fi
+  kill -CONT "$rk"
+else
+  fail "stale report: no rank stopped after its first checkpoint (rank '$rk')"
+fi
+reap $spid stale 0 "$T/s.err"
+python3 - "$T/s.json" << 'EOF' || fail "stale report: report check"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["completed"] and not j["faults"], "completed %s, faults %s" % (j["completed"], j["faults"])
+assert j["recomputed_loss_mismatches"] == 0, "%d recomputed loss mismatch(es)" % j["recomputed_loss_mismatches"]
+assert len(j["losses"]) == 40, "%d losses" % len(j["losses"])
+EOF
+
+# 6. bad input: one line, exit 2, nothing started
 printf '{"faults": [{"kind": "crash", "step": 3' > "$T/trunc.json"
 echo '{"faults": [{"kind": "crash", "step": 3, "rank": 4}]}' > "$T/rank.json"
 echo '{"faults": [{"kind": "crash", "step": 0}]}' > "$T/step0.json"
