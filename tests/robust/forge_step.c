@@ -1,8 +1,9 @@
-/* forge_step.c - sends the controller of `llmsys robust run` one step report, as an agent
- * forwards a rank's, with a process id of the caller's choosing: tests/robust/limits.sh
- * forges a report of an earlier launch, which the controller must drop (on_step).
+/* forge_step.c - sends the controller of `llmsys robust run` one step or exit report, as an
+ * agent forwards a rank's, with a process id of the caller's choosing: tests/robust/limits.sh
+ * forges reports of an earlier launch, which the controller must drop (on_step, and the exit
+ * rule in pump).
  *
- * Usage: forge_step ENDPOINT RANK STEP PID LOSS
+ * Usage: forge_step ENDPOINT step|exit RANK STEP PID LOSS   (an exit report ignores STEP, LOSS)
  * ENDPOINT is the agents' --controller argument. Exits 0 once the report is handed to a
  * connected controller (1 with one line on stderr when no connection comes within 5 s). */
 #include <stdint.h>
@@ -16,26 +17,31 @@
 #include "robust/internal.h"
 
 int main(int argc, char **argv) {
-    if (argc != 6) {
-        fprintf(stderr, "usage: forge_step ENDPOINT RANK STEP PID LOSS\n");
+    if (argc != 7 || (strcmp(argv[2], "step") && strcmp(argv[2], "exit"))) {
+        fprintf(stderr, "usage: forge_step ENDPOINT step|exit RANK STEP PID LOSS\n");
         return 2;
     }
-    float loss = strtof(argv[5], NULL);
-    uint32_t u;
-    memcpy(&u, &loss, 4);
-    char bits[16];
-    snprintf(bits, sizeof bits, "%08x", u);
     cJSON *j = cJSON_CreateObject();
-    cJSON_AddStringToObject(j, "t", "step");
-    cJSON_AddNumberToObject(j, "rank", atoi(argv[2]));
-    cJSON_AddNumberToObject(j, "step", atof(argv[3]));
-    cJSON_AddNumberToObject(j, "pid", atoi(argv[4]));
-    cJSON_AddNumberToObject(j, "loss", loss);
-    cJSON_AddNumberToObject(j, "gn", 1.0);
-    cJSON_AddStringToObject(j, "loss_bits", bits);
-    cJSON_AddNumberToObject(j, "step_s", 0.01);
-    cJSON_AddNumberToObject(j, "snap", -1);
+    cJSON_AddStringToObject(j, "t", argv[2]);
+    cJSON_AddNumberToObject(j, "rank", atoi(argv[3]));
+    cJSON_AddNumberToObject(j, "pid", atoi(argv[5]));
     cJSON_AddNumberToObject(j, "agent", 0); /* forwarded by node 0's agent */
+    if (!strcmp(argv[2], "exit")) {         /* a rank killed by a signal, as the agent reports it */
+        cJSON_AddNumberToObject(j, "time", ls_wall_time());
+        cJSON_AddStringToObject(j, "status", "signal 9");
+    } else {
+        float loss = strtof(argv[6], NULL);
+        uint32_t u;
+        memcpy(&u, &loss, 4);
+        char bits[16];
+        snprintf(bits, sizeof bits, "%08x", u);
+        cJSON_AddNumberToObject(j, "step", atof(argv[4]));
+        cJSON_AddNumberToObject(j, "loss", loss);
+        cJSON_AddNumberToObject(j, "gn", 1.0);
+        cJSON_AddStringToObject(j, "loss_bits", bits);
+        cJSON_AddNumberToObject(j, "step_s", 0.01);
+        cJSON_AddNumberToObject(j, "snap", -1);
+    }
 
     /* ZMQ_IMMEDIATE: the socket is writable only once the connection is up, so a writable
      * socket means the report reaches the controller, not a queue that linger may drop */

@@ -181,7 +181,8 @@ MHOST=127.0.0.1
 #    argument: loopback, no CURVE) while the only rank, stopped once it has saved its first
 #    step, cannot move the job. The job's step must stay put, and the run end as an
 #    uninterrupted one: no fault, every loss the rank's own (a taken report's loss, replaced
-#    by the rank's at step 40, would count as a recomputed mismatch).
+#    by the rank's at step 40, would count as a recomputed mismatch). Then an exit report of
+#    that earlier launch ("signal 9", same process id): taken, it would be a crash to recover.
 PORT=$(freeport)
 t0=$SECONDS
 timeout 60 "$BIN" robust run --quiet --nodes 1 --ranks-per-node 1 --standby 0 --no-prestart --status-port "$PORT" \
@@ -202,11 +203,13 @@ if [ -n "$rk" ] && [ -e "${ck[0]}" ] && kill -STOP "$rk"; then
   ep=$(tr '\0' '\n' < "/proc/$ag/cmdline" 2> /dev/null | sed -n '/^--controller$/{n;p;q}')
   if [ -z "$ep" ] || [ "${k:-40}" -ge 40 ]; then
     fail "stale report: controller endpoint '$ep', job step '$k'"
-  elif timeout 20 "$FORGE" "$ep" 0 40 $$ 0.25; then
+  elif timeout 20 "$FORGE" "$ep" step 0 40 $$ 0.25; then
     echo "stale: a report of step 40 forged while the rank is stopped at step $k"
     sleep 1.2 # read by the controller within milliseconds, shown on the page within 0.5 s
     v=$(metric "$PORT" llmsys_robust_step)
     [ "$v" = "$k" ] || fail "stale report: job step $v after a forged report of step 40 (rank stopped at step $k)"
+    timeout 20 "$FORGE" "$ep" exit 0 0 $$ 0 || fail "stale report: forge_step exit failed"
+    sleep 0.5
   else
     fail "stale report: forge_step failed"
   fi
