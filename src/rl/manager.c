@@ -22,7 +22,7 @@ typedef struct {
 } mtraj;
 
 typedef struct {
-    int task, n_done;
+    int task, n_done, consumed_before; /* groups the trainer had taken when this one was issued */
 } mgroup;
 
 typedef struct {
@@ -95,7 +95,7 @@ static int new_group(mgr *m) {
         m->cap_groups = nc;
     }
     int g = m->n_groups++;
-    m->groups[g] = (mgroup){m->next_task++ % m->n_issue, 0};
+    m->groups[g] = (mgroup){m->next_task++ % m->n_issue, 0, m->groups_consumed};
     for (int k = 0; k < m->cfg.group; k++) {
         mtraj *t = T(m, (int64_t)g * m->cfg.group + k);
         memset(t, 0, sizeof *t);
@@ -562,6 +562,18 @@ static int write_report(mgr *m) {
     cJSON *il = cJSON_CreateArray(); /* every issued trajectory in issue order: final or, if unfinished, so far */
     for (int64_t i = 0; i < issued; i++) cJSON_AddItemToArray(il, cJSON_CreateNumber(m->traj[i].n_gen));
     cJSON_AddItemToObject(j, "issued_response_lengths", il);
+    cJSON *gv = cJSON_CreateArray(), *gc = cJSON_CreateArray(); /* every issued group in issue order */
+    for (int g = 0; g < m->n_groups; g++) {
+        int v = -1; /* the oldest version that generated any of its trajectories; -1: none yet */
+        for (int k = 0; k < c->group; k++) {
+            const mtraj *t = T(m, (int64_t)g * c->group + k);
+            if (t->n_gen > 0 && t->version >= 0 && (v < 0 || t->version < v)) v = t->version;
+        }
+        cJSON_AddItemToArray(gv, cJSON_CreateNumber(v));
+        cJSON_AddItemToArray(gc, cJSON_CreateNumber(m->groups[g].consumed_before));
+    }
+    cJSON_AddItemToObject(j, "group_versions", gv);
+    cJSON_AddItemToObject(j, "group_consumed_before", gc);
     cJSON *h = cJSON_CreateArray();
     double smean = 0;
     int smax = 0;
