@@ -205,6 +205,7 @@ static int loader_tokenize(int argc, char **argv) {
     if (strcmp(split, "file") && strcmp(split, "blank"))
         return ls_usage_err("loader tokenize", "--split must be file or blank, got '%s'", split);
     if (!*field) return ls_usage_err("loader tokenize", "--field must name a JSON field, got ''");
+    if (ls_out_path_check("out", out)) return ls_cli_fail(); /* before the work */
     ls_loader_mix mix;
     if (ls_loader_mix_single(type, in, field, split, &mix) != LS_OK) return ls_cli_fail();
     int64_t nd, nt;
@@ -236,6 +237,8 @@ static int loader_stats(int argc, char **argv) {
     if (ranks < 1 || steps < 1) return ls_usage_err("loader stats", "--ranks and --steps must be >= 1");
     if (ranks > LS_LOADER_MAX_RANKS)
         return ls_usage_err("loader stats", "--ranks must be at most %d", LS_LOADER_MAX_RANKS);
+    /* before the work (was: the --svg written, then --report failed) */
+    if ((svg && ls_out_path_check("svg", svg)) || (report && ls_out_path_check("report", report))) return ls_cli_fail();
     ls_loader_mix mix;
     if (ls_loader_mix_load(mix_path, &mix) != LS_OK) return ls_cli_fail();
     ls_loader_stats s;

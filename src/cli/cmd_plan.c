@@ -112,6 +112,7 @@ static int plan_indicator(int argc, char **argv) {
     int rc = ls_args("plan indicator", "Computes the per-layer, per-bit quality indicator of a model.", spec,
                      LS_NARGS(spec), argc, argv);
     if (rc >= 0) return rc;
+    if (ls_out_path_check("out", out)) return ls_cli_fail(); /* before the work */
     ls_plan_catalog *cat;
     if (ls_plan_catalog_load(data, &cat)) return fail_input();
     ls_plan_arch arch;

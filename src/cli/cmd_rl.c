@@ -37,6 +37,7 @@ static int rl_tasks(int argc, char **argv) {
     if (rc) return LS_ARGS_EXIT(rc);
     if (seed_arg("rl tasks", seed, &g.seed)) return 2;
     if (ls_rl_kind_parse(kind, &g.kind)) return ls_cli_fail_rc(LS_EINVAL);
+    if (ls_out_path_check("out", out)) return ls_cli_fail(); /* a runtime error (1), as for every command */
     rc = ls_rl_tasks_make(&g, out, &mean, &mx);
     if (rc) return ls_cli_fail_rc(rc);
     printf("wrote %d %s tasks to %s: answer length mean %.1f, max %.0f bytes\n", g.n, kind, out, mean, mx);
@@ -133,6 +134,10 @@ static int rl_plot(int argc, char **argv) {
     int rc = ls_args_parse("rl plot", "Plots reward per update and staleness of rl run reports as SVG", spec, 2, argc,
                            argv, NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
+    if (ls_out_path_check("out", out)) {
+        ls_strlist_free(&reps);
+        return ls_cli_fail();
+    }
     rc = ls_rl_report_svg((const char *const *)reps.v, reps.n, out);
     ls_strlist_free(&reps);
     if (rc) return ls_cli_fail_rc(rc);

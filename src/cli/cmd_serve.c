@@ -52,6 +52,8 @@ int cmd_quantize(int argc, char **argv) {
         rc = ls_cli_fail();
     else if (rc < 0 && report && ls_out_path_check("report", report) != LS_OK)
         rc = ls_cli_fail();
+    else if (rc < 0 && ls_out_path_check("out", out) != LS_OK)
+        rc = ls_cli_fail();
     ls_quantize_result q = {0};
     if (rc < 0 && (rc = ls_cli_status(ls_quantize(model, out, bits_map, bits, group, &q))) == 0) {
         printf("quantized %s -> %s in %.2f s: %d layers, group %d, bits [", model, out, q.seconds, q.n_layer, group);
@@ -118,14 +120,18 @@ int cmd_serve(int argc, char **argv) {
                            spec, (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
     if (worker) return run_worker(model, plan_path, stage, max_seqs, threads, w_in, w_out);
-    if (port < 0 || port > 65535 || max_seqs < 1 || max_seqs > 4096 || threads < 1 || threads > LS_MODEL_MAX_THREADS ||
-        max_body < 16 || mbp < 1 || mbd < 1 || conns < 0 || per_ip < 0) {
-        fprintf(stderr,
-                "llmsys serve: --port in [0, 65535], --max-seqs in [1, 4096], --threads in [1, %d], "
-                "--prefill-mb/--decode-mb >= 1, --max-body >= 16, --max-conns* >= 0 (0: default)\n",
-                LS_MODEL_MAX_THREADS);
-        return 2;
-    }
+    /* each value refused by name (was: one line listing every rule) */
+    if (port < 0 || port > 65535) return ls_usage_err("serve", "--port must be in [0, 65535], got %d", port);
+    if (max_seqs < 1 || max_seqs > 4096)
+        return ls_usage_err("serve", "--max-seqs must be in [1, 4096], got %d", max_seqs);
+    if (threads < 1 || threads > LS_MODEL_MAX_THREADS)
+        return ls_usage_err("serve", "--threads must be in [1, %d], got %d", LS_MODEL_MAX_THREADS, threads);
+    if (max_body < 16) return ls_usage_err("serve", "--max-body must be >= 16, got %lld", (long long)max_body);
+    if (mbp < 1 || mbd < 1 || mbp > 1024 || mbd > 1024) /* a plan's bounds */
+        return ls_usage_err("serve", "--prefill-mb and --decode-mb must be in [1, 1024], got %d and %d", mbp, mbd);
+    if (conns < 0 || per_ip < 0)
+        return ls_usage_err("serve", "--max-conns and --max-conns-per-ip must be >= 0 (0: the default)");
+    if (port_file && ls_out_path_check("port-file", port_file)) return ls_cli_fail(); /* before the stages start */
     ls_model_config cfg;
     int *bits = NULL;
     if (ls_ckpt_info(model, &cfg, &bits, NULL) != LS_OK) return ls_cli_fail();

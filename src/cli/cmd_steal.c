@@ -137,16 +137,22 @@ static int victim_serve(int argc, char **argv) {
     so.output_proba = !strcmp(output, "proba");
     so.prada_mode = ls_prada_mode_parse(prada);
     so.monitor_mode = ls_prada_mode_parse(monitor);
-    if ((!so.output_proba && strcmp(output, "label")) || so.prada_mode < 0 || so.monitor_mode < 0 ||
-        (so.monitor_mode && !monitor_data) || !(mo.z > 0) || (mo.image_stats != 0 && mo.image_stats != 1) ||
-        so.port < 0 || so.port > 65535 || so.max_batch < 1 || !(so.prada.delta > 0 && so.prada.delta < 1) ||
-        conns < 0 || per_ip < 0) {
-        fprintf(stderr,
-                "llmsys victim serve: need --output label or proba; --prada and --monitor off, log, throttle or "
-                "refuse (--monitor with --monitor-data, --monitor-z > 0, --monitor-stats 0 or 1); --port 0..65535, "
-                "--max-batch >= 1, --prada-delta in (0,1), --max-conns* >= 0\n");
-        return 2;
-    }
+    /* each value refused by name (was: one line listing every rule, naming none) */
+    const char *vs = "victim serve", *modes = "off, log, throttle or refuse";
+    if (!so.output_proba && strcmp(output, "label"))
+        return ls_usage_err(vs, "--output must be label or proba, got '%s'", output);
+    if (so.prada_mode < 0) return ls_usage_err(vs, "--prada must be %s, got '%s'", modes, prada);
+    if (so.monitor_mode < 0) return ls_usage_err(vs, "--monitor must be %s, got '%s'", modes, monitor);
+    if (so.monitor_mode && !monitor_data) return ls_usage_err(vs, "--monitor %s needs --monitor-data", monitor);
+    if (!(mo.z > 0)) return ls_usage_err(vs, "--monitor-z must be > 0, got %g", mo.z);
+    if (mo.image_stats != 0 && mo.image_stats != 1)
+        return ls_usage_err(vs, "--monitor-stats must be 0 or 1, got %d", mo.image_stats);
+    if (so.port < 0 || so.port > 65535) return ls_usage_err(vs, "--port must be in [0, 65535], got %d", so.port);
+    if (so.max_batch < 1) return ls_usage_err(vs, "--max-batch must be >= 1, got %d", so.max_batch);
+    if (!(so.prada.delta > 0 && so.prada.delta < 1))
+        return ls_usage_err(vs, "--prada-delta must be in (0, 1), got %g", so.prada.delta);
+    if (conns < 0 || per_ip < 0) return ls_usage_err(vs, "--max-conns and --max-conns-per-ip must be >= 0");
+    if (port_file && ls_out_path_check("port-file", port_file)) return ls_cli_fail(); /* before it serves */
     if (ls_args_given64("victim serve", "budget", &so.budget, 1, 0)) return 2;
     if (isnan(so.rate_qps))
         so.rate_qps = 0;
@@ -278,15 +284,17 @@ int cmd_steal(int argc, char **argv) {
     if (!(timeout > 0 && timeout <= 86400)) return ls_usage_err("steal", "--timeout must be in (0, 86400] s");
     if (ls_path_replaces(out, report))
         return ls_usage_err("steal", "--report %s would replace the replica --out", report);
-    if (o.k < 2 || o.k > 64 || o.budget < 1 || o.batch < 1 || o.final_epochs < 1 || o.members < 1 ||
-        o.members > LS_REPLICA_MAX_MEMBERS || !(o.distill >= 0 && o.distill <= 8) ||
-        (strcmp(strategy, "synth") && strcmp(strategy, "random"))) {
-        fprintf(stderr,
-                "llmsys steal: need --classes 2..64, --budget >= 1, --batch >= 1, --epochs >= 1, --members "
-                "1..%d, --distill 0..8, --strategy synth or random\n",
-                LS_REPLICA_MAX_MEMBERS);
-        return 2;
-    }
+    /* each value refused by name (was: one line listing every rule) */
+    if (o.k < 2 || o.k > 64) return ls_usage_err("steal", "--classes must be in [2, 64], got %d", o.k);
+    if (o.budget < 1) return ls_usage_err("steal", "--budget must be >= 1, got %lld", (long long)o.budget);
+    if (o.batch < 1 || o.final_epochs < 1)
+        return ls_usage_err("steal", "--batch and --epochs must be >= 1, got %d and %d", o.batch, o.final_epochs);
+    if (o.members < 1 || o.members > LS_REPLICA_MAX_MEMBERS)
+        return ls_usage_err("steal", "--members must be in [1, %d], got %d", LS_REPLICA_MAX_MEMBERS, o.members);
+    if (!(o.distill >= 0 && o.distill <= 8))
+        return ls_usage_err("steal", "--distill must be in [0, 8], got %g", o.distill);
+    if (strcmp(strategy, "synth") && strcmp(strategy, "random"))
+        return ls_usage_err("steal", "--strategy must be synth or random, got '%s'", strategy);
     o.lo = (float)lo;
     o.hi = (float)hi;
     o.strategy = strcmp(strategy, "random") ? LS_STEAL_SYNTH : LS_STEAL_RANDOM;

@@ -50,7 +50,8 @@ static int tok_train(int argc, char **argv) {
     ls_bpe_train_opts o = {vocab, min_freq, all, specials.n + 3, 1};
     ls_bpe *t = NULL;
     double t0 = ls_now();
-    rc = ls_bpe_train_files(inputs.v, inputs.n, &o, &t);
+    rc = ls_out_path_check("out", out); /* before the training */
+    if (rc == LS_OK) rc = ls_bpe_train_files(inputs.v, inputs.n, &o, &t);
     if (rc == LS_OK) rc = ls_bpe_save(t, out);
     if (rc == LS_OK)
         printf("tokenizer: %d tokens (%d merges) from %d file(s) in %.2f s -> %s\n", ls_bpe_vocab_size(t),

@@ -181,6 +181,8 @@ int cmd_eval(int argc, char **argv) {
         rc = ls_usage_err("eval", "--heldout must be in (0, 0.5], got %g", co.heldout_frac);
     else if (rc < 0 && max_bytes < 0)
         rc = ls_usage_err("eval", "--max-bytes must be >= 0");
+    else if (rc < 0 && report && ls_out_path_check("report", report)) /* before the work */
+        rc = ls_cli_fail();
     if (rc >= 0) {
         ls_strlist_free(&data);
         return rc;
@@ -226,6 +228,7 @@ int cmd_generate(int argc, char **argv) {
     if (seed < 0 || threads < 0) return ls_usage_err("generate", "--seed and --threads must be >= 0");
     if (threads > LS_MODEL_MAX_THREADS)
         return ls_usage_err("generate", "--threads must be at most %d, got %d", LS_MODEL_MAX_THREADS, threads);
+    if (report && ls_out_path_check("report", report)) return ls_cli_fail(); /* before the work */
     ls_model_set_threads(threads);
     ls_model *m;
     if (ls_ckpt_load(model, LS_CKPT_WEIGHTS, &m, NULL) < 0) return ls_cli_fail();

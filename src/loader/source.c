@@ -99,7 +99,7 @@ static int list_dir(ls_src *s, const char *dir, int depth) {
         snprintf(names[n++], len, "%s/%s", dir, e->d_name);
     }
     closedir(d);
-    if (rc == LS_OK) qsort(names, (size_t)n, sizeof *names, cmp_str);
+    if (rc == LS_OK && n > 0) qsort(names, (size_t)n, sizeof *names, cmp_str); /* names: NULL when empty */
     for (int i = 0; i < n && rc == LS_OK; i++) {
         struct stat st;
         if (stat(names[i], &st) != 0)

@@ -19,6 +19,8 @@ int ls_plan_bits_index(int bits) {
 }
 
 int ls_plan_bits_mask_parse(const char *list, int *mask) {
+    if (*list && !ls_list_ok(list, 64)) /* strtok would skip an empty entry: "4,,8", "4," */
+        return ls_err(LS_EINVAL, "'%.64s': a comma-separated list of 3, 4, 8, 16, none empty", list);
     char *tmp = strdup(list);
     int m = 0, rc = tmp ? LS_OK : ls_err(LS_ENOMEM, "out of memory");
     for (char *save = NULL, *t = tmp ? strtok_r(tmp, ",", &save) : NULL; t && rc == LS_OK;

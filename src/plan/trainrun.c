@@ -79,7 +79,8 @@ static int check_opts(const ls_tplan_opts *o, ls_tplan *p, ls_tplan_strategy *st
     if (strcmp(o->int8, "channel") && strcmp(o->int8, "tensor"))
         return ls_err(LS_EINVAL, "--int8 '%s': use channel or tensor", o->int8);
     if (o->reps < 1 || o->reps > 64) return ls_err(LS_EINVAL, "--reps must be in [1, 64]");
-    if (o->threads < 0 || o->mem_gb < 0) return ls_err(LS_EINVAL, "--threads and --mem-gb must be >= 0");
+    if (o->threads < 0 || o->mem_gb < 0 || o->seq < 0) /* 0: the default; -1 once meant it too */
+        return ls_err(LS_EINVAL, "--threads, --mem-gb and --seq must be >= 0");
     if (o->threads > LS_MODEL_MAX_THREADS)
         return ls_err(LS_EINVAL, "--threads must be at most %d, got %d", LS_MODEL_MAX_THREADS, o->threads);
     LS_TRY(ls_out_path_check("out", o->out)); /* fail before profiling when the plan could not be written */

@@ -150,6 +150,11 @@ int ls_rl_simulate(const ls_rl_sim_opts *o, ls_rl_sim_result *res) {
 static int sim_values_check(const ls_rl_sim_opts *o, int have_trace) {
     if (o->gpus < 2 || o->batch < 1 || o->updates < 1 || o->max_batch < 1 || o->mode < 0 || o->mode >= LS_RL_MODE_COUNT)
         return ls_err(LS_EINVAL, "sim rl: need gpus >= 2, batch, updates and max batch >= 1, a known mode");
+    /* the trajectory buffer holds batch x (updates + staleness) entries: bounded before it is sized */
+    if (o->max_batch > 65536 || o->updates > 1000000 || o->staleness > 1000000 ||
+        (int64_t)o->batch * (o->updates + (o->staleness > 0 ? o->staleness : 0)) > (int64_t)1 << 26)
+        return ls_err(LS_EINVAL, "sim rl: need max batch <= 65536, updates and staleness <= 10^6, "
+                                 "batch x (updates + staleness) <= 2^26");
     if (o->rollout_batch < 0 || o->rollout_batch > 64 * o->max_batch)
         return ls_err(LS_EINVAL, "sim rl: rollout batch must be in [0, 64 x max batch], got %d", o->rollout_batch);
     if (!(o->mean_len >= 1 && o->mean_len <= 1e6) && !have_trace) /* past it: a hang */

@@ -232,6 +232,39 @@ expect 2 "sim robust --disk-gbps 0" -- "$BIN" sim robust --trials 1 --disk-gbps 
 # robust run: a --report that is a directory (was: the job ran, the report failed, exit 0)
 mkdir -p rdir
 expect 2 "robust run --report DIR" -- timeout 60 "$BIN" robust run --nodes 1 --ranks-per-node 1 --standby 0 --quiet --report rdir -- "$BIN" train --config tiny --data corpus.txt --steps 2 --out rm.safetensors
+# sim rl: values past the trajectory buffer (was UBSan: int overflow, then an allocation of
+# 2^31 x batch); loader tokenize --in an empty directory (was UBSan: qsort of NULL); plan serve
+# --bits with an empty entry (was: "4," and "4,,8" read as 4 and 4,8); plan train --seq -1 (was:
+# the model's context, as for 0)
+S2=(sim rl --models qwen2.5-7b --gpus 64)
+expect 2 "sim rl --updates 2^31-1" -- "$BIN" "${S2[@]}" --batch 256 --updates 2147483647
+expect 2 "sim rl --staleness 2^31-1" -- "$BIN" "${S2[@]}" --batch 256 --updates 2 --staleness 2147483647
+expect 2 "sim rl --max-batch 2^31-1" -- "$BIN" "${S2[@]}" --batch 256 --updates 2 --max-batch 2147483647
+mkdir -p emptydir
+expect 1 "loader tokenize --in an empty directory" -- "$BIN" loader tokenize --in emptydir --out x.lstok
+expect 2 "plan serve --bits 4,,8" -- "$BIN" plan serve --cluster llmpq-2 --model opt-30b --bits 4,,8 --quiet
+expect 2 "plan train --seq -1" -- "$BIN" plan train --model tiny --cluster A100x2 --seq -1 --out x.json
+# victim serve and steal name the value they refuse (was: one line listing every rule)
+expect 2 "victim serve --port 70000" -- timeout 20 "$BIN" victim serve --model v.bin --port 70000 --duration 0.1
+grep -qF -- "--port must be in [0, 65535], got 70000" "$T/err" || fail "victim serve --port: $(cat "$T/err")"
+expect 2 "steal --members 9" -- "$BIN" "${S[@]}" --out r.st --members 9
+grep -qF -- "--members must be in [1, 8], got 9" "$T/err" || fail "steal --members: $(cat "$T/err")"
+expect 2 "serve --decode-mb 2000" -- timeout 20 "$BIN" serve --model m.safetensors --port 0 --decode-mb 2000
+grep -qF -- "--prefill-mb and --decode-mb must be in [1, 1024], got 2 and 2000" "$T/err" || fail "serve --decode-mb: $(cat "$T/err")"
+# a --port-file that cannot be written: refused before serving (was: served, then exit 1)
+expect 1 "serve --port-file DIR" -- timeout 20 "$BIN" serve --model m.safetensors --port 0 --port-file rdir
+grep -q -- "--port-file rdir is a directory" "$T/err" || fail "serve --port-file DIR: $(cat "$T/err")"
+# outputs checked before the work, naming the flag (was: loader stats replaced --svg, then failed
+# on --report; the others did their work, then "rdir: rename failed")
+echo keep > s.svg
+expect 1 "loader stats --report DIR" -- "$BIN" loader stats --mix mix.json --ranks 2 --steps 2 --svg s.svg --report rdir
+[ "$(cat s.svg)" = keep ] || fail "loader stats replaced --svg, then failed on --report"
+for c in "tokenizer train --input corpus.txt --vocab-size 280 --out" "quantize --model m.safetensors --bits 4 --out" \
+    "eval --model m.safetensors --data corpus.txt --report"; do
+    read -ra a <<< "$c"
+    expect 1 "$c DIR" -- "$BIN" "${a[@]}" rdir
+    grep -q -- "--${a[-1]#--} rdir is a directory" "$T/err" || fail "$c DIR: $(cat "$T/err")"
+done
 ls x.* r.st rm.safetensors > /dev/null 2>&1 && fail "a refused command wrote an output"
 
 finish cli.inputs
