@@ -179,7 +179,7 @@ MHOST=127.0.0.1
 #    report is forged (forge_step): rank 0, the last step, loss 0.25, a process id that is no
 #    rank's (this script's), sent to the controller's endpoint (the agent's --controller
 #    argument: loopback, no CURVE) while the only rank, stopped once it has saved its first
-#    step, cannot move the job. The job's step must stay put, and the run end as an
+#    step, cannot move the job. The job's step must stay short of 40, and the run end as an
 #    uninterrupted one: no fault, every loss the rank's own (a taken report's loss, replaced
 #    by the rank's at step 40, would count as a recomputed mismatch). Then an exit report of
 #    that earlier launch ("signal 9", same process id): taken, it would be a crash to recover.
@@ -207,7 +207,9 @@ if [ -n "$rk" ] && [ -e "${ck[0]}" ] && kill -STOP "$rk"; then
     echo "stale: a report of step 40 forged while the rank is stopped at step $k"
     sleep 1.2 # read by the controller within milliseconds, shown on the page within 0.5 s
     v=$(metric "$PORT" llmsys_robust_step)
-    [ "$v" = "$k" ] || fail "stale report: job step $v after a forged report of step 40 (rank stopped at step $k)"
+    # (a report of the stopped rank still on its way under load may move it a step or two)
+    [ -n "$v" ] && [ "${v%.*}" -lt 40 ] ||
+      fail "stale report: job step '$v' after a forged report of step 40 (rank stopped at step $k)"
     timeout 20 "$FORGE" "$ep" exit 0 0 $$ 0 || fail "stale report: forge_step exit failed"
     sleep 0.5
   else
