@@ -62,6 +62,10 @@ static int loader_serve(int argc, char **argv) {
         return ls_usage_err("loader serve", "--ranks, --prefetch and --history must be >= 1");
     if (ranks > LS_LOADER_MAX_RANKS)
         return ls_usage_err("loader serve", "--ranks must be at most %d", LS_LOADER_MAX_RANKS);
+    if (port < 0 || port > 65535) return ls_usage_err("loader serve", "--port must be in [0, 65535], got %d", port);
+    /* before binding (was: a directory refused once serving) */
+    if ((port_file && ls_out_path_check("port-file", port_file)) || (journal && ls_out_path_check("journal", journal)))
+        return ls_cli_fail();
     if (prefetch > LS_LOADER_MAX_WINDOW || history > LS_LOADER_MAX_WINDOW)
         return ls_usage_err("loader serve", "--prefetch and --history must be at most %d", LS_LOADER_MAX_WINDOW);
     char *wend = NULL;

@@ -180,11 +180,13 @@ static int plan_validate(int argc, char **argv) {
     const ls_plan_workload *wl = &o.wl;
     if (o.stages < 1 || o.stages > LS_SERVE_MAX_STAGES || wl->batch < 1 || wl->batch > 256 || wl->prompt < 2 ||
         wl->gen < 1 || o.threads < 1 || o.threads > 64 || o.runs < 1 || o.runs > LS_VALIDATE_MAX_RUNS || o.reps < 1 ||
-        o.reps > 100 || !(o.mem_gb > 0))
+        o.reps > 100 || !(o.mem_gb > 0 && o.mem_gb <= 1e6))
         return ls_usage_err("plan validate",
                             "--stages in [1, %d], --batch in [1, 256], --prompt >= 2, --gen >= 1, "
-                            "--threads in [1, 64], --runs/--reps in [1, 100], --memory-gb > 0",
+                            "--threads in [1, 64], --runs/--reps in [1, 100], --memory-gb in (0, 1e6]",
                             LS_SERVE_MAX_STAGES);
+    if (o.profile && !*o.profile) /* was: the workdir read as the profile */
+        return ls_usage_err("plan validate", "--profile must name a file, got ''");
     if (strcmp(select, "objective") && strcmp(select, "replay"))
         return ls_usage_err("plan validate", "--select must be objective or replay, not '%s'", select);
     o.replay_select = strcmp(select, "replay") ? 0 : 16;

@@ -122,6 +122,7 @@ int cmd_serve(int argc, char **argv) {
     if (worker) return run_worker(model, plan_path, stage, max_seqs, threads, w_in, w_out);
     /* each value refused by name (was: one line listing every rule) */
     if (port < 0 || port > 65535) return ls_usage_err("serve", "--port must be in [0, 65535], got %d", port);
+    if (!*host) return ls_usage_err("serve", "--bind must be an IPv4 or IPv6 address, got ''"); /* was: loopback */
     if (max_seqs < 1 || max_seqs > 4096)
         return ls_usage_err("serve", "--max-seqs must be in [1, 4096], got %d", max_seqs);
     if (threads < 1 || threads > LS_MODEL_MAX_THREADS)

@@ -148,6 +148,7 @@ static int victim_serve(int argc, char **argv) {
     if (mo.image_stats != 0 && mo.image_stats != 1)
         return ls_usage_err(vs, "--monitor-stats must be 0 or 1, got %d", mo.image_stats);
     if (so.port < 0 || so.port > 65535) return ls_usage_err(vs, "--port must be in [0, 65535], got %d", so.port);
+    if (so.bind && !*so.bind) return ls_usage_err(vs, "--bind must be an IPv4 or IPv6 address, got ''");
     if (so.max_batch < 1) return ls_usage_err(vs, "--max-batch must be >= 1, got %d", so.max_batch);
     if (!(so.prada.delta > 0 && so.prada.delta < 1))
         return ls_usage_err(vs, "--prada-delta must be in (0, 1), got %g", so.prada.delta);

@@ -13,7 +13,7 @@
 
 int ls_httpd_check_bind(const ls_httpd_opts *o) {
     const char *what = o->what ? o->what : "http";
-    const char *bind = o->bind && o->bind[0] ? o->bind : "127.0.0.1";
+    const char *bind = o->bind ? o->bind : "127.0.0.1"; /* "" is no address */
     unsigned char a[16];
     if (!ls_ip_parse(bind, a))
         return ls_err(LS_EINVAL,
@@ -30,7 +30,7 @@ int ls_httpd_check_bind(const ls_httpd_opts *o) {
 int ls_httpd_start(const ls_httpd_opts *o, struct MHD_Daemon **d, int *port_out) {
     *d = NULL;
     const char *what = o->what ? o->what : "http";
-    const char *bind = o->bind && o->bind[0] ? o->bind : "127.0.0.1";
+    const char *bind = o->bind ? o->bind : "127.0.0.1"; /* "" is no address */
     if (o->port < 0 || o->port > 65535) return ls_err(LS_EINVAL, "%s: port %d outside [0, 65535]", what, o->port);
     LS_TRY(ls_httpd_check_bind(o));
     /* an IPv6 address listens on IPv6 only (no dual stack): "::1" is not also 127.0.0.1 */

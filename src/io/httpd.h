@@ -14,7 +14,7 @@
 
 typedef struct {
     const char *what;               /* service name for messages ("serve", "victim serve") */
-    const char *bind;               /* IPv4 or IPv6 address ("::1" or "[::1]"); NULL or "": 127.0.0.1 */
+    const char *bind;               /* IPv4 or IPv6 address ("::1" or "[::1]"); NULL: 127.0.0.1 ("" is refused) */
     int port;                       /* 0: any free port */
     int thread_per_conn;            /* 1: a thread per connection (handlers that block); else epoll */
     unsigned max_conns;             /* open connections in total (0: LS_HTTPD_MAX_CONNS) */

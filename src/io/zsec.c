@@ -206,6 +206,29 @@ static int is_loopback(const char *ep) {
     return ls_host_is_loopback(host);
 }
 
+/* 1 if ep is tcp://HOST:PORT (HOST an IPv4 address, a bracketed IPv6 address, a name or *;
+ * PORT 0..65535 or *), ipc://PATH or inproc://NAME; what libzmq would refuse later, or take
+ * for something else, is refused here with one message. */
+static int endpoint_ok(const char *ep) {
+    if (!strncmp(ep, "ipc://", 6)) return ep[6] != '\0';
+    if (!strncmp(ep, "inproc://", 9)) return ep[9] != '\0';
+    char host[64];
+    unsigned char a[16];
+    if (!tcp_host(ep, host) || !host[0]) return 0;
+    const char *port = ep + 6 + strlen(host) + 1;
+    if (strcmp(port, "*")) {
+        if (!*port || strlen(port) > 5 || strspn(port, "0123456789") != strlen(port) || atoi(port) > 65535) return 0;
+    }
+    if (host[0] == '[') return ls_ip_parse(host, a) == 6;
+    if (!strcmp(host, "*")) return 1;
+    return strspn(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") == strlen(host);
+}
+
+static int check_endpoint(const char *ep, const char *what) {
+    if (endpoint_ok(ep)) return LS_OK;
+    return ls_err(LS_EINVAL, "%s: bad endpoint '%s' (tcp://HOST:PORT, ipc://PATH or inproc://NAME)", what, ep);
+}
+
 /* Readies sock for endpoint: an IPv6 literal host must be in brackets (libzmq cannot read
  * tcp://::1:5555), and one in brackets needs ZMQ_IPV6 (else libzmq takes it for an interface). */
 static int ip_family(void *sock, const char *ep, const char *what) {
@@ -418,6 +441,7 @@ static int no_keys(const char *what, const char *verb, const char *ep, const cha
 
 int ls_zsec_bind(void *zctx, void *sock, const char *endpoint, const char *what) {
     LS_TRY(ip_family(sock, endpoint, what));
+    LS_TRY(check_endpoint(endpoint, what));
     if (ls_zsec_wanted(endpoint)) {
         pthread_mutex_lock(&g_mu);
         int rc = ensure_loaded(), one = 1;
@@ -437,6 +461,7 @@ int ls_zsec_bind(void *zctx, void *sock, const char *endpoint, const char *what)
 
 int ls_zsec_connect(void *sock, const char *endpoint, const char *what) {
     LS_TRY(ip_family(sock, endpoint, what));
+    LS_TRY(check_endpoint(endpoint, what));
     if (ls_zsec_wanted(endpoint)) {
         pthread_mutex_lock(&g_mu);
         int rc = ensure_loaded();

@@ -265,6 +265,22 @@ for c in "tokenizer train --input corpus.txt --vocab-size 280 --out" "quantize -
     expect 1 "$c DIR" -- "$BIN" "${a[@]}" rdir
     grep -q -- "--${a[-1]#--} rdir is a directory" "$T/err" || fail "$c DIR: $(cat "$T/err")"
 done
+# an explicitly empty --bind: a usage error (was: exit 0 on loopback); loader serve's port and
+# outputs checked before binding (was: --port -1 exit 1, a directory refused once serving)
+expect 2 "serve --bind ''" -- timeout 20 "$BIN" serve --model m.safetensors --port 0 --bind ''
+expect 2 "victim serve --bind ''" -- timeout 20 "$BIN" victim serve --model v.bin --port 0 --duration 0.1 --bind ''
+expect 2 "loader serve --port -1" -- timeout 20 "$BIN" loader serve --mix mix.json --ranks 1 --port -1
+for f in port-file journal; do
+    expect 1 "loader serve --$f DIR" -- timeout 20 "$BIN" loader serve --mix mix.json --ranks 1 --port 0 --$f rdir
+    grep -q -- "--$f rdir is a directory" "$T/err" || fail "loader serve --$f DIR: $(cat "$T/err")"
+done
+# a ZeroMQ endpoint that is none: "bad endpoint" (was: "refusing ... without CURVE keys")
+expect 1 "rl worker --manager ''" -- timeout 20 "$BIN" rl worker --role rollout --manager ''
+grep -qF "bad endpoint '' (tcp://HOST:PORT" "$T/err" || fail "rl worker --manager '': $(cat "$T/err")"
+# plan validate: --memory-gb past the cluster file's bound and an empty --profile refused before the
+# work (was: refused after profiling, naming a temporary cluster.json; the workdir read as the profile)
+expect 2 "plan validate --memory-gb 1e20" -- "$BIN" plan validate --config tiny --memory-gb 1e20
+expect 2 "plan validate --profile ''" -- "$BIN" plan validate --config tiny --profile ''
 ls x.* r.st rm.safetensors > /dev/null 2>&1 && fail "a refused command wrote an output"
 
 finish cli.inputs

@@ -122,8 +122,23 @@ static void test_policy(void) {
               "%s", ls_errmsg());
     CHECK(ls_zsec_connect(s, "tcp://fe80::1:5555", "test") == LS_EINVAL);
     CHECK_MSG(strstr(ls_errmsg(), "needs brackets: tcp://[fe80::1]:5555") != NULL, "%s", ls_errmsg());
+    /* what is not tcp://HOST:PORT, ipc://PATH or inproc://NAME: a bad endpoint, not a key refusal */
+    static const char *bad[] = {"",           "abc",          "tcp://",      "tcp://127.0.0.1",
+                                "tcp://:5",   "tcp://h:",     "tcp://h:x",   "tcp://h:99999",
+                                "tcp://h:-1", "tcp://[::1:5", "tcp://[x]:5", "tcp://a b:5",
+                                "http://h:1", "ipc://",       "inproc://"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK_MSG(ls_zsec_connect(s, bad[i], "test") == LS_EINVAL && strstr(ls_errmsg(), "bad endpoint '") &&
+                      !strstr(ls_errmsg(), "CURVE"),
+                  "'%s': %s", bad[i], ls_errmsg());
+        CHECK_MSG(ls_zsec_bind(ctx, s, bad[i], "test") == LS_EINVAL && strstr(ls_errmsg(), "bad endpoint '"),
+                  "'%s': %s", bad[i], ls_errmsg());
+    }
+    CHECK(ls_zsec_connect(s, "tcp://h.example:5555", "test") == LS_EINVAL); /* a name: no keys */
+    CHECK_MSG(strstr(ls_errmsg(), "CURVE") != NULL, "%s", ls_errmsg());
     /* loopback stays plain without keys */
     CHECK(ls_zsec_bind(ctx, s, "tcp://127.0.0.1:*", "test") == LS_OK);
+    CHECK(ls_zsec_bind(ctx, s, "inproc://zsec-test", "test") == LS_OK);
     zmq_close(s);
     zmq_ctx_term(ctx);
 }

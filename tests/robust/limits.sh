@@ -244,6 +244,14 @@ for args in "--inject $T/trunc.json" "--inject $T/rank.json" "--inject $T/step0.
   [ "$(wc -l < "$T/b.err")" -eq 1 ] || { fail "'$args': not one line"; cat "$T/b.err"; }
 done
 [ -e "$T/b.json" ] && fail "a usage error wrote a report"
+# an empty --status-bind (was: taken for 127.0.0.1)
+timeout 20 "$BIN" robust run --status-port -1 --status-bind '' --report "$T/b.json" -- llmsys train "${TA[@]}" \
+  --steps 5 --out "$T/b.st" > /dev/null 2> "$T/b.err"
+[ $? -eq 2 ] && grep -q "bad bind address ''" "$T/b.err" || { fail "--status-bind ''"; cat "$T/b.err"; }
+[ -e "$T/b.json" ] && fail "--status-bind '' wrote a report"
+# an agent's --controller that is not an endpoint (was: "refusing ... without CURVE keys")
+timeout 20 "$BIN" robust agent --id 0 --controller abc > /dev/null 2> "$T/b.err"
+[ $? -eq 1 ] && grep -q "bad endpoint 'abc'" "$T/b.err" || { fail "agent --controller abc"; cat "$T/b.err"; }
 
 echo "limits.sh: $fails failure(s)"
 [ $fails -eq 0 ]
