@@ -7,4 +7,4 @@ add_test(NAME cli.docs_commands COMMAND ${CMAKE_SOURCE_DIR}/tests/cli/docs_comma
 set_tests_properties(cli.docs_commands PROPERTIES TIMEOUT 120 LABELS cli)
 # Hostile files and values through the commands (audit): exit 1 or 2, one line, nothing written.
 add_test(NAME cli.inputs COMMAND ${CMAKE_SOURCE_DIR}/tests/cli/inputs.sh $<TARGET_FILE:llmsys>)
-set_tests_properties(cli.inputs PROPERTIES TIMEOUT 120 LABELS cli ENVIRONMENT "LLMSYS_PROGRESS=0")
+set_tests_properties(cli.inputs PROPERTIES TIMEOUT 300 LABELS cli ENVIRONMENT "LLMSYS_PROGRESS=0")
