@@ -185,13 +185,18 @@ typedef struct {
     unsigned max_conns, max_conns_per_ip; /* HTTP connections in total / per client address (0: 512 / 64) */
     unsigned http_timeout_s;              /* an idle or stalled HTTP client is dropped after this (0: 60) */
     double probe_timeout_s;               /* idle pipeline probe not back in this: /health not ok (default 2) */
+    int stage_restarts;                   /* times a stage that dies is started again, per stage over the server's life
+                                           * (default 3; 0: a dead stage stays dead) */
+    double load_timeout_s;                /* stages loaded and a ping round the ring within this, at start and after a
+                                           * restart (default 120) */
     const char *api_key; /* non-NULL (kept, not copied): every /v1/ request needs "Authorization: Bearer KEY";
                           * a host off loopback is refused without one */
 } ls_server_opts;
 
 ls_server_opts ls_server_defaults(void);
 /* Starts the stage workers, waits until every stage has loaded its layers, then starts the
- * scheduler and the HTTP daemon. On failure everything started is stopped again. */
+ * scheduler and the HTTP daemon. On failure everything started is stopped again. A stage that
+ * dies while serving fails what is in flight and is started again (o->stage_restarts). */
 int ls_server_start(ls_server **out, const ls_server_opts *o);
 int ls_server_port(const ls_server *s);
 int ls_server_num_stages(const ls_server *s);
@@ -211,6 +216,7 @@ typedef struct {
     int n_stages;
     double busy_s[LS_SERVE_MAX_STAGES]; /* seconds each stage spent computing */
     int up[LS_SERVE_MAX_STAGES];        /* stage process alive */
+    int restarts[LS_SERVE_MAX_STAGES];  /* times each stage was started again after it died */
     double uptime_s;
 } ls_server_stats;
 

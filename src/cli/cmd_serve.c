@@ -91,6 +91,7 @@ int cmd_serve(int argc, char **argv) {
     const char *w_in = NULL, *w_out = NULL, *api_key = getenv("LLMSYS_API_KEY");
     if (api_key && !*api_key) api_key = NULL; /* an empty variable is no key; an empty --api-key is refused */
     int port = 8080, max_seqs = 16, threads = 1, worker = 0, stage = 0, mbp = 2, mbd = 8, conns = 0, per_ip = 0;
+    int restarts = ls_server_defaults().stage_restarts;
     int64_t max_body = 64 * 1024;
     ls_arg spec[] = {
         {"model", LS_ARG_STR, &model, "PATH", "checkpoint to serve (fp32 or quantized)", 1},
@@ -108,6 +109,8 @@ int cmd_serve(int argc, char **argv) {
         {"max-body", LS_ARG_I64, &max_body, "BYTES", "largest request body (default 65536)"},
         {"prefill-mb", LS_ARG_INT, &mbp, "N", "prefill micro-batch without a plan (default 2)"},
         {"decode-mb", LS_ARG_INT, &mbd, "N", "decode micro-batch without a plan (default 8)"},
+        {"stage-restarts", LS_ARG_INT, &restarts, "N",
+         "start a stage that dies again, up to N times per stage (default 3; 0: it stays dead)"},
         {"served-model-name", LS_ARG_STR, &name, "NAME",
          "name in /v1/models and responses (default: the checkpoint's file stem)"},
         {"name", LS_ARG_STR, &name, "NAME", "same as --served-model-name"},
@@ -130,6 +133,8 @@ int cmd_serve(int argc, char **argv) {
     if (max_body < 16) return ls_usage_err("serve", "--max-body must be >= 16, got %lld", (long long)max_body);
     if (mbp < 1 || mbd < 1 || mbp > 1024 || mbd > 1024) /* a plan's bounds */
         return ls_usage_err("serve", "--prefill-mb and --decode-mb must be in [1, 1024], got %d and %d", mbp, mbd);
+    if (restarts < 0 || restarts > 1000000)
+        return ls_usage_err("serve", "--stage-restarts must be in [0, 1000000], got %d", restarts);
     if (conns < 0 || per_ip < 0)
         return ls_usage_err("serve", "--max-conns and --max-conns-per-ip must be >= 0 (0: the default)");
     if (port_file && ls_out_path_check("port-file", port_file)) return ls_cli_fail(); /* before the stages start */
@@ -160,6 +165,7 @@ int cmd_serve(int argc, char **argv) {
     o.max_conns = (unsigned)conns;
     o.max_conns_per_ip = (unsigned)per_ip;
     o.api_key = api_key;
+    o.stage_restarts = restarts;
     ls_server *s;
     if (ls_server_start(&s, &o) != LS_OK) return ls_cli_fail();
     char uh[80];

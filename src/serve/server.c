@@ -61,7 +61,14 @@ struct ls_server {
     pid_t pids[LS_SERVE_MAX_STAGES];
     int alive[LS_SERVE_MAX_STAGES];
     int stopped[LS_SERVE_MAX_STAGES]; /* the signal that stopped a stage (SIGSTOP, ...), 0 when running */
-    char death[LS_SERVE_MAX_STAGES][160];
+    char death[LS_SERVE_MAX_STAGES][160]; /* how its last worker ended ("killed by signal 9") */
+    pid_t dead_pid[LS_SERVE_MAX_STAGES];  /* that worker */
+    /* restarts: a dead stage is spawned again (restarts <= o.stage_restarts) and serves once a
+     * ping sent after the spawn has come back round the ring */
+    int restarts[LS_SERVE_MAX_STAGES], restarting[LS_SERVE_MAX_STAGES];
+    double t_spawn[LS_SERVE_MAX_STAGES], busy_base[LS_SERVE_MAX_STAGES]; /* busy_base: earlier workers' busy s */
+    uint32_t ring_ping;    /* id of the first ping sent after the last spawn (0: none yet) */
+    double ring_ping_sent; /* when the last of those pings went out */
     char addr[LS_SERVE_MAX_STAGES + 1][300];
     char tmpdir[128], plan_path[160]; /* the plan file the workers read */
     void *zctx, *to_first, *from_last;
@@ -78,7 +85,6 @@ struct ls_server {
     /* metrics (under mu) */
     uint64_t m_requests, m_failed, m_rejected, m_tokens, m_prompt_tokens, m_mb_prefill, m_mb_decode;
     double busy[LS_SERVE_MAX_STAGES], t_start;
-    char degraded[256];
     /* health probe: a ping sent round the ring while it is idle; late = not back in time */
     double probe_sent, probe_back, poll_empty; /* poll_empty: when the ring last had nothing for us */
     uint32_t probe_id;
@@ -96,7 +102,9 @@ ls_server_opts ls_server_defaults(void) {
                             .step_timeout_s = 60,
                             .mb_prefill = 2,
                             .mb_decode = 8,
-                            .probe_timeout_s = 2};
+                            .probe_timeout_s = 2,
+                            .stage_restarts = 3,
+                            .load_timeout_s = 120};
 }
 
 int ls_server_port(const ls_server *s) { return s->port; }
@@ -194,6 +202,7 @@ static int spawn_worker(ls_server *s, int i) {
     LS_TRY(ls_spawn_self(s->self, argv, &so, &pid));
     s->pids[i] = pid;
     s->alive[i] = 1;
+    s->t_spawn[i] = ls_now();
     return LS_OK;
 }
 
@@ -203,9 +212,37 @@ static void stopped_msg(const ls_server *s, int i, char *m, size_t n) {
              s->plan.stages[i].layer_end, (int)s->pids[i], s->stopped[i]);
 }
 
+/* "pipeline stage i (layers [a, b), pid N) killed by signal 9" (its last worker's end) into m. */
+static void death_msg(const ls_server *s, int i, char *m, size_t n) {
+    snprintf(m, n, "pipeline stage %d (layers [%d, %d), pid %d) %s", i, s->plan.stages[i].layer_begin,
+             s->plan.stages[i].layer_end, (int)s->dead_pid[i], s->death[i]);
+}
+
+/* Why stage i does not serve (dead, restarting, stopped) into m: 1, or 0 when it serves. */
+static int stage_down(const ls_server *s, int i, char *m, size_t n) {
+    char d[300];
+    death_msg(s, i, d, sizeof d);
+    if (s->alive[i] && s->restarting[i])
+        snprintf(m, n, "pipeline stage %d (layers [%d, %d), pid %d) is restarting (restart %d of %d; pid %d %s)", i,
+                 s->plan.stages[i].layer_begin, s->plan.stages[i].layer_end, (int)s->pids[i], s->restarts[i],
+                 s->o.stage_restarts, (int)s->dead_pid[i], s->death[i]);
+    else if (s->alive[i] && s->stopped[i])
+        stopped_msg(s, i, m, n);
+    else if (s->alive[i])
+        return 0;
+    else if (s->restarts[i] < s->o.stage_restarts)
+        snprintf(m, n, "%.240s; restarting", d);
+    else if (s->o.stage_restarts > 0)
+        snprintf(m, n, "%.240s; restarted %d time%s; not restarted again", d, s->restarts[i],
+                 s->restarts[i] == 1 ? "" : "s");
+    else
+        snprintf(m, n, "%.240s", d);
+    return 1;
+}
+
 /* Reaps dead workers and notes stopped (SIGSTOP) and continued ones; returns 1 if one died,
- * 2 if one stopped since the last call (msg describes it), else 0. */
-static int check_workers(ls_server *s, char *msg, size_t n) {
+ * 2 if one stopped since the last call (msg describes it, *stage is its index), else 0. */
+static int check_workers(ls_server *s, char *msg, size_t n, int *stage) {
     int died = 0;
     for (int i = 0; i < s->ns; i++) {
         if (!s->alive[i]) continue;
@@ -214,27 +251,34 @@ static int check_workers(ls_server *s, char *msg, size_t n) {
         if (r == s->pids[i] && WIFSTOPPED(st)) {
             s->stopped[i] = WSTOPSIG(st);
             stopped_msg(s, i, msg, n);
-            died = died ? died : 2;
+            if (!died) died = 2, *stage = i;
         } else if (r == s->pids[i] && WIFCONTINUED(st)) {
             s->stopped[i] = 0;
             LS_WARN("pipeline stage %d (pid %d) continues", i, (int)s->pids[i]);
         } else if (r == s->pids[i]) {
             s->alive[i] = 0;
             s->stopped[i] = 0;
+            s->restarting[i] = 0; /* a restart that died before serving: it counted */
+            s->dead_pid[i] = s->pids[i];
             if (WIFSIGNALED(st))
                 snprintf(s->death[i], sizeof s->death[i], "killed by signal %d", WTERMSIG(st));
             else
                 snprintf(s->death[i], sizeof s->death[i], "exited with status %d", WEXITSTATUS(st));
-            snprintf(msg, n, "pipeline stage %d (layers [%d, %d), pid %d) %s", i, s->plan.stages[i].layer_begin,
-                     s->plan.stages[i].layer_end, (int)s->pids[i], s->death[i]);
+            death_msg(s, i, msg, n);
             died = 1;
+            *stage = i;
         }
     }
     return died;
 }
 
+/* Shuts the workers down (called without the mutex; it takes it to mark them gone, as /health
+ * may be reading): a polite shutdown through the ring first, then SIGKILL what is left after 2 s.
+ * A worker that did not pass the shutdown on and exit 0 is named in the log. */
 static void stop_workers(ls_server *s) {
-    /* polite shutdown through the ring first, then SIGTERM/SIGKILL what is left */
+    int any = 0;
+    for (int i = 0; i < s->ns; i++) any |= s->alive[i];
+    if (!any) return;
     if (s->to_first) {
         ls_wire_hdr h = {0};
         h.magic = LS_WIRE_MAGIC, h.version = LS_WIRE_VERSION, h.type = LS_MSG_SHUTDOWN, h.stage = -1;
@@ -242,26 +286,92 @@ static void stop_workers(ls_server *s) {
         zmq_send(s->to_first, &h, sizeof h, ZMQ_DONTWAIT);
     }
     double t0 = ls_now();
-    for (;;) {
-        int left = 0;
-        for (int i = 0; i < s->ns; i++)
-            if (s->alive[i]) {
-                int st;
-                if (waitpid(s->pids[i], &st, WNOHANG) == s->pids[i]) s->alive[i] = 0;
-                else left++;
+    for (int left = 1; left;) {
+        int kill_now = ls_now() - t0 > 2.0;
+        left = 0;
+        for (int i = 0; i < s->ns; i++) {
+            if (!s->alive[i]) continue;
+            int st = 0;
+            if (kill_now) kill(s->pids[i], SIGKILL);
+            if (waitpid(s->pids[i], &st, kill_now ? 0 : WNOHANG) == s->pids[i] || kill_now) {
+                if (kill_now)
+                    LS_WARN("pipeline stage %d (pid %d) did not stop within 2 s; killed", i, (int)s->pids[i]);
+                else if (!WIFEXITED(st) || WEXITSTATUS(st))
+                    LS_WARN("pipeline stage %d (pid %d) ended with %s %d at shutdown", i, (int)s->pids[i],
+                            WIFEXITED(st) ? "status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+                pthread_mutex_lock(&s->mu);
+                s->alive[i] = 0;
+                pthread_mutex_unlock(&s->mu);
+            } else {
+                left++;
             }
-        if (!left) break;
-        if (ls_now() - t0 > 2.0) {
-            for (int i = 0; i < s->ns; i++)
-                if (s->alive[i]) {
-                    kill(s->pids[i], SIGKILL);
-                    waitpid(s->pids[i], NULL, 0);
-                    s->alive[i] = 0;
-                }
-            break;
         }
-        ls_sleep_ms(10);
+        if (left) ls_sleep_ms(10);
     }
+}
+
+/* A ping into the ring (mutex held); its id, 0 if it could not be queued. */
+static uint32_t send_ping(ls_server *s) {
+    ls_wire_hdr h = {0};
+    h.magic = LS_WIRE_MAGIC, h.version = LS_WIRE_VERSION, h.type = LS_MSG_PING, h.stage = -1;
+    h.mb_id = ++s->probe_id;
+    ls_wire_seal(&h, sizeof h);
+    return zmq_send(s->to_first, &h, sizeof h, ZMQ_DONTWAIT) == (int)sizeof h ? h.mb_id : 0;
+}
+
+/* Restarts (mutex held, every scheduler tick): a dead stage is spawned again, with the same
+ * arguments and endpoints, while its budget lasts; then a ping goes round the ring every 0.25 s
+ * until one sent after the last spawn comes back (ring_back). Every link is one FIFO ZeroMQ
+ * pipe and every stage handles its messages in order, so that ping comes back behind every
+ * micro-batch sent before the death: nothing stale is left in the ring when scheduling resumes
+ * (what a dead stage held is lost; what its neighbours held for it runs on the new worker's
+ * empty KV cache and its result, for an unknown micro-batch, is dropped). A restarted worker
+ * without a ping back within load_timeout_s is killed; that restart counted. */
+static void restart_stages(ls_server *s, double now) {
+    int waiting = 0, down = 0;
+    for (int i = 0; i < s->ns && !s->stopping; i++) {
+        const ls_plan_stage *st = &s->plan.stages[i];
+        if (!s->alive[i] && s->restarts[i] < s->o.stage_restarts) {
+            s->restarts[i]++;
+            if (spawn_worker(s, i) != LS_OK) {
+                snprintf(s->death[i], sizeof s->death[i], "could not be restarted: %.100s", ls_errmsg());
+                LS_ERROR("pipeline stage %d (layers [%d, %d)) %s", i, st->layer_begin, st->layer_end, s->death[i]);
+            } else {
+                s->restarting[i] = 1;
+                s->busy_base[i] = s->busy[i];
+                s->ring_ping = 0;
+                LS_WARN("pipeline stage %d (layers [%d, %d)) restarted as pid %d (restart %d of %d)", i,
+                        st->layer_begin, st->layer_end, (int)s->pids[i], s->restarts[i], s->o.stage_restarts);
+            }
+        }
+        if (s->alive[i] && s->restarting[i] && now - s->t_spawn[i] > s->o.load_timeout_s) {
+            LS_ERROR("pipeline stage %d (pid %d): no ping back within %.0f s of its restart; killing it", i,
+                     (int)s->pids[i], s->o.load_timeout_s);
+            kill(s->pids[i], SIGKILL);
+            s->t_spawn[i] = now; /* once: check_workers() reaps it within a tick */
+        }
+        waiting |= s->alive[i] && s->restarting[i];
+        down |= !s->alive[i] || s->stopped[i];
+    }
+    if (waiting && !down && now - s->ring_ping_sent >= 0.25) {
+        uint32_t id = send_ping(s);
+        if (id && !s->ring_ping) s->ring_ping = id;
+        s->ring_ping_sent = now;
+    }
+}
+
+/* A ping sent after the last spawn came back (mutex held): every restarted stage serves. */
+static void ring_back(ls_server *s) {
+    double now = ls_now();
+    for (int i = 0; i < s->ns; i++)
+        if (s->restarting[i]) {
+            s->restarting[i] = 0;
+            LS_WARN("pipeline stage %d (pid %d) answers round the ring %.2f s after its restart; serving again", i,
+                    (int)s->pids[i], now - s->t_spawn[i]);
+        }
+    s->ring_ping = 0;
+    s->probe_sent = s->probe_back = now; /* a probe that went out before the death is not waited for */
+    s->probe_late = 0;
 }
 
 /* ---------------------------------------------------------------- scheduling */
@@ -351,13 +461,15 @@ static void handle_result(ls_server *s, const char *data, size_t len) {
     }
     ls_wire_hdr h;
     memcpy(&h, data, sizeof h);
+    /* a restarted stage counts from 0 again; what its earlier workers sent is ahead of the ping */
     for (int i = 0; i < s->ns && i < LS_SERVE_MAX_STAGES; i++)
-        if (h.busy_s[i] > s->busy[i]) s->busy[i] = h.busy_s[i];
+        if (!s->restarting[i] && s->busy_base[i] + h.busy_s[i] > s->busy[i]) s->busy[i] = s->busy_base[i] + h.busy_s[i];
     if (h.type == LS_MSG_PING && h.mb_id && h.mb_id == s->probe_id) {
         s->probe_back = ls_now();
         if (s->probe_late) LS_WARN("pipeline answers health probes again");
         s->probe_late = 0;
     }
+    if (h.type == LS_MSG_PING && s->ring_ping && h.mb_id >= s->ring_ping) ring_back(s);
     if (h.type == LS_MSG_PING || h.type == LS_MSG_SHUTDOWN) return;
     int k = 0;
     while (k < s->n_inflight && s->mbs[k].id != h.mb_id) k++;
@@ -414,13 +526,15 @@ static void handle_result(ls_server *s, const char *data, size_t len) {
     free(m.r);
 }
 
-/* Why the pipeline cannot take requests now (a dead or stopped stage, a late probe, shutdown):
+/* Why the pipeline cannot take requests now (a dead, restarting or stopped stage, a late
+ * probe, shutdown; a dead or restarting one first):
  * 1 with the reason in m, else 0. Caller holds the mutex. */
 static int unavailable(const ls_server *s, char *m, size_t n) {
     if (s->stopping) return snprintf(m, n, "server shutting down"), 1;
-    if (s->degraded[0]) return snprintf(m, n, "%s", s->degraded), 1;
     for (int i = 0; i < s->ns; i++)
-        if (s->alive[i] && s->stopped[i]) return stopped_msg(s, i, m, n), 1;
+        if (!s->alive[i] || s->restarting[i]) return stage_down(s, i, m, n);
+    for (int i = 0; i < s->ns; i++)
+        if (stage_down(s, i, m, n)) return 1;
     if (s->probe_late)
         return snprintf(m, n, "pipeline did not answer a health probe within %.1f s (a stage is hung or overloaded)",
                         s->o.probe_timeout_s),
@@ -433,6 +547,8 @@ static int unavailable(const ls_server *s, char *m, size_t n) {
  * fails what is in flight. Late means the ring was found empty that long after the ping was
  * sent (so a front that was itself stopped or starved does not blame the stages). */
 static void probe(ls_server *s, double now) {
+    for (int i = 0; i < s->ns; i++)
+        if (!s->alive[i] || s->restarting[i]) return; /* restart_stages() pings */
     if (s->probe_sent > s->probe_back) {
         if (!s->probe_late && s->poll_empty - s->probe_sent > s->o.probe_timeout_s) {
             char m[256];
@@ -443,12 +559,8 @@ static void probe(ls_server *s, double now) {
         }
         return;
     }
-    if (s->n_inflight || now - s->probe_sent < 1.0 || s->degraded[0]) return;
-    ls_wire_hdr h = {0};
-    h.magic = LS_WIRE_MAGIC, h.version = LS_WIRE_VERSION, h.type = LS_MSG_PING, h.stage = -1;
-    h.mb_id = ++s->probe_id;
-    ls_wire_seal(&h, sizeof h);
-    if (zmq_send(s->to_first, &h, sizeof h, ZMQ_DONTWAIT) == (int)sizeof h) s->probe_sent = now;
+    if (s->n_inflight || now - s->probe_sent < 1.0) return;
+    if (send_ping(s)) s->probe_sent = now;
 }
 
 static void *scheduler_main(void *arg) {
@@ -459,13 +571,17 @@ static void *scheduler_main(void *arg) {
         double now = ls_now();
         if (now - last_check > 0.02) {
             char msg[256];
+            int who = 0, ev = check_workers(s, msg, sizeof msg, &who);
             last_check = now;
-            int ev = check_workers(s, msg, sizeof msg);
             if (ev) {
-                if (ev == 1) snprintf(s->degraded, sizeof s->degraded, "%s", msg);
-                LS_ERROR("%s; failing in-flight requests", msg);
+                char out[64] = "";
+                if (ev == 1 && s->o.stage_restarts > 0 && s->restarts[who] >= s->o.stage_restarts)
+                    snprintf(out, sizeof out, "; restarted %d time%s, not restarted again", s->restarts[who],
+                             s->restarts[who] == 1 ? "" : "s");
+                LS_ERROR("%s; failing in-flight requests%s", msg, out);
                 fail_all(s, msg);
             }
+            restart_stages(s, now);
             probe(s, now);
             for (int i = 0; i < s->n_inflight; i++)
                 if (now - s->mbs[i].t_sent > s->o.step_timeout_s) {
@@ -520,6 +636,13 @@ static void *scheduler_main(void *arg) {
             zmq_msg_close(&msg);
         }
     }
+    /* PR_SET_PDEATHSIG follows the thread that forked: the workers restarted by this thread
+     * would get SIGTERM as it ends, so the workers are shut down first */
+    pthread_mutex_lock(&s->mu);
+    s->stopping = 1;
+    fail_all(s, "server shutting down");
+    pthread_mutex_unlock(&s->mu);
+    stop_workers(s);
     return NULL;
 }
 
@@ -872,7 +995,9 @@ static enum MHD_Result handle_health(ls_server *s, struct MHD_Connection *c) {
         cJSON_AddNumberToObject(o, "pid", (double)s->pids[i]);
         cJSON_AddBoolToObject(o, "alive", s->alive[i]);
         cJSON_AddBoolToObject(o, "stopped", s->stopped[i] != 0);
-        cJSON_AddBoolToObject(o, "ok", s->alive[i] && !s->stopped[i]);
+        cJSON_AddBoolToObject(o, "restarting", s->alive[i] && s->restarting[i]);
+        cJSON_AddNumberToObject(o, "restarts", s->restarts[i]);
+        cJSON_AddBoolToObject(o, "ok", s->alive[i] && !s->stopped[i] && !s->restarting[i]);
         if (!s->alive[i]) {
             cJSON_AddStringToObject(o, "exit", s->death[i]);
             cJSON_AddItemToArray(dead, cJSON_CreateNumber(i));
@@ -907,6 +1032,7 @@ void ls_server_get_stats(ls_server *s, ls_server_stats *out) {
     for (int i = 0; i < s->ns; i++) {
         out->busy_s[i] = s->busy[i];
         out->up[i] = s->alive[i];
+        out->restarts[i] = s->restarts[i];
     }
     pthread_mutex_unlock(&s->mu);
     out->uptime_s = ls_now() - s->t_start;
@@ -940,6 +1066,9 @@ static enum MHD_Result handle_metrics(ls_server *s, struct MHD_Connection *c) {
     for (int i = 0; i < st.n_stages; i++) M("llmsys_stage_busy_seconds_total{stage=\"%d\"} %.6f\n", i, st.busy_s[i]);
     M("# HELP llmsys_stage_up Whether each stage process is alive.\n# TYPE llmsys_stage_up gauge\n");
     for (int i = 0; i < st.n_stages; i++) M("llmsys_stage_up{stage=\"%d\"} %d\n", i, st.up[i]);
+    M("# HELP llmsys_stage_restarts_total Times each stage was started again after it died.\n# TYPE "
+      "llmsys_stage_restarts_total counter\n");
+    for (int i = 0; i < st.n_stages; i++) M("llmsys_stage_restarts_total{stage=\"%d\"} %d\n", i, st.restarts[i]);
     M("# HELP llmsys_uptime_seconds Seconds since the server started.\n# TYPE llmsys_uptime_seconds gauge\nllmsys_uptime_seconds %.3f\n",
       st.uptime_s);
 #undef M
@@ -1034,7 +1163,9 @@ static int wait_ready(ls_server *s, double timeout) {
     double t0 = ls_now();
     while (ls_now() - t0 < timeout) {
         char msg[256];
-        if (check_workers(s, msg, sizeof msg)) return ls_err(LS_EPEER, "%s while loading (see its message above)", msg);
+        int who;
+        if (check_workers(s, msg, sizeof msg, &who))
+            return ls_err(LS_EPEER, "%s while loading (see its message above)", msg);
         zmq_pollitem_t it = {s->from_last, 0, ZMQ_POLLIN, 0};
         if (zmq_poll(&it, 1, 50) > 0) {
             char buf[sizeof(ls_wire_hdr) + 64];
@@ -1087,8 +1218,13 @@ int ls_server_start(ls_server **out, const ls_server_opts *opts) {
     if (s->o.step_timeout_s <= 0) s->o.step_timeout_s = d.step_timeout_s;
     if (s->o.mb_prefill <= 0) s->o.mb_prefill = d.mb_prefill;
     if (s->o.mb_decode <= 0) s->o.mb_decode = d.mb_decode;
+    if (s->o.load_timeout_s <= 0) s->o.load_timeout_s = d.load_timeout_s;
     int rc = LS_OK, *bits = NULL;
     if (!opts->model || !opts->self) { rc = ls_err(LS_EINVAL, "server: model and self are required"); goto fail; }
+    if (s->o.stage_restarts < 0) {
+        rc = ls_err(LS_EINVAL, "serve: stage_restarts must be >= 0, got %d", s->o.stage_restarts);
+        goto fail;
+    }
     if (s->o.api_key && !s->o.api_key[0]) {
         rc = ls_err(LS_EINVAL, "serve: an empty API key");
         goto fail;
@@ -1164,7 +1300,7 @@ int ls_server_start(ls_server **out, const ls_server_opts *opts) {
         goto fail;
     for (int i = 0; i < s->ns; i++)
         if ((rc = spawn_worker(s, i))) goto fail;
-    if ((rc = wait_ready(s, 120.0))) goto fail;
+    if ((rc = wait_ready(s, s->o.load_timeout_s))) goto fail;
     s->t_start = ls_now();
     s->created = (long)ls_wall_time();
     __atomic_store_n(&s->running, 1, __ATOMIC_RELEASE);

@@ -251,6 +251,8 @@ expect 2 "steal --members 9" -- "$BIN" "${S[@]}" --out r.st --members 9
 grep -qF -- "--members must be in [1, 8], got 9" "$T/err" || fail "steal --members: $(cat "$T/err")"
 expect 2 "serve --decode-mb 2000" -- timeout 20 "$BIN" serve --model m.safetensors --port 0 --decode-mb 2000
 grep -qF -- "--prefill-mb and --decode-mb must be in [1, 1024], got 2 and 2000" "$T/err" || fail "serve --decode-mb: $(cat "$T/err")"
+expect 2 "serve --stage-restarts -1" -- timeout 20 "$BIN" serve --model m.safetensors --port 0 --stage-restarts -1
+grep -qF -- "--stage-restarts must be in [0, 1000000], got -1" "$T/err" || fail "serve --stage-restarts: $(cat "$T/err")"
 # a --port-file that cannot be written: refused before serving (was: served, then exit 1)
 expect 1 "serve --port-file DIR" -- timeout 20 "$BIN" serve --model m.safetensors --port 0 --port-file rdir
 grep -q -- "--port-file rdir is a directory" "$T/err" || fail "serve --port-file DIR: $(cat "$T/err")"

@@ -2,9 +2,11 @@
 # serve.sh - fault injection against `llmsys serve` (2 stages): SIGSTOP of a stage (/health
 # names it within seconds, requests fail fast with 503 naming it, SIGCONT recovers), a hung
 # stage (ptrace stop: caught by the health probe), SIGSTOP
-# of the front (clients time out, healthy after SIGCONT), kill -9 of a stage (503 naming it),
-# SIGTERM and kill -9 of the front (no llmsys-serve-* dir left),
-# and slow-client floods (1000 idle connections, 300 half-open) that leave /health answered.
+# of the front (clients time out, healthy after SIGCONT), kill -9 of a stage (restarted: 503
+# naming it as restarting, then 200 and the same completion; with its restarts used up, or
+# --stage-restarts 0, it stays dead and 503 names it), SIGTERM and kill -9 of the front (no
+# llmsys-serve-* dir left, restarted stages gone too), and slow-client floods (1000 idle
+# connections, 300 half-open) that leave /health answered.
 . "$(dirname "$0")/lib.sh"
 corpus "$T/c.txt" 400
 "$BIN" train --config tiny --data "$T/c.txt" --steps 2 --batch 4 --seq 32 --threads 1 --out "$T/m.st" > /dev/null 2>&1 \
@@ -34,6 +36,60 @@ start() {
   wait_file "$T/port" "$SRV" || { fail "serve did not start"; cat "$T/serve.err"; return 1; }
   URL=http://127.0.0.1:$(cat "$T/port")
 }
+# kill_stage URL STAGE restart|dead RESTARTS [NEEDLE]: kill -9 of a stage, then either (restart)
+# /health 503 naming it as restarting within 5 s, 200 within 20 s, a greedy completion equal to
+# the one before, or (dead) 503 with dead_stages [STAGE] and NEEDLE, still so 1 s later, and a
+# completion 503 naming the stage; either way RESTARTS in /health and /metrics.
+cat > "$T/kill_stage.py" << 'PY'
+import json, os, re, sys, time, urllib.request, urllib.error
+url, stage, mode, want = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+needle = sys.argv[5] if len(sys.argv) > 5 else ""
+def get(path, body=None):
+    req = urllib.request.Request(url + path, body, {"Content-Type": "application/json"})
+    try:
+        r = urllib.request.urlopen(req, timeout=10); return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+comp = b'{"prompt": "the quick", "max_tokens": 8, "temperature": 0}'
+def text():
+    c, b = get("/v1/completions", comp)
+    return c, (json.loads(b)["choices"][0]["text"] if c == 200 else b)
+def stage_json():
+    return json.loads(get("/health")[1])["stages"][stage]
+c, before = text()
+assert c == 200, "completion before the kill: %d %s" % (c, before)
+pid = stage_json()["pid"]
+t0 = time.time()
+os.kill(pid, 9)
+code, h = 200, ""
+while code == 200 and time.time() - t0 < 5:
+    code, h = get("/health")
+    time.sleep(0.005)
+t503 = time.time() - t0
+assert code == 503 and "stage %d" % stage in h, "after kill -9 of stage %d: /health %d %s" % (stage, code, h[:300])
+if mode == "restart":
+    assert "restarting" in json.loads(h)["error"], "not named as restarting: " + h[:300]
+    while code != 200 and time.time() - t0 < 20:
+        code, h = get("/health")
+        time.sleep(0.01)
+    print("stage %d killed: /health 503 (restarting) after %.2f s, 200 after %.2f s" % (stage, t503, time.time() - t0))
+    assert code == 200, "no recovery within 20 s: %d %s" % (code, h[:300])
+    c, after = text()
+    assert (c, after) == (200, before), "after the restart: %d %r, before: %r" % (c, after, before)
+    assert stage_json()["pid"] != pid
+else:
+    dead = '"dead_stages":[%d]' % stage
+    assert dead in h and needle in h, "after kill -9 of stage %d: %s" % (stage, h[:300])
+    time.sleep(1)  # a restart would have come within 20 ms
+    code, h = get("/health")
+    assert code == 503 and dead in h and needle in h, "1 s later: %d %s" % (code, h[:300])
+    c, b = get("/v1/completions", comp)
+    assert c == 503 and "stage %d" % stage in b, "completion: %d %s" % (c, b[:300])
+    print("stage %d killed: stays dead: %s" % (stage, json.loads(h)["error"]))
+assert stage_json()["restarts"] == want, stage_json()
+m = get("/metrics")[1]
+assert re.search(r'llmsys_stage_restarts_total\{stage="%d"\} %d\n' % (stage, want), m), m
+PY
 stage_pid() { http GET "$URL/health" "" 5 | python3 -c "import sys,json; print(json.loads(sys.stdin.read().split(' ',1)[1])['stages'][$1]['pid'])"; }
 tmpdirs() { ls -d /tmp/llmsys-serve-"$1"-* 2> /dev/null | wc -l; }
 COMP='{"prompt": "the quick", "max_tokens": 4, "temperature": 0}'
@@ -142,17 +198,15 @@ print("flood: 1000 slow + 300 half-open connections; 5 x /health from another ad
 assert dt < 4, dt
 PY
 
-# --- a killed stage: 503 naming it, /health names the dead stage
-P0=$(stage_pid 0)
-kill -9 "$P0"
-sleep 0.3
-r=$(http POST "$URL/v1/completions" "$COMP" 10)
-case "$r" in 503*"stage 0"*"signal 9"*) ;; *) fail "request after kill -9 of stage 0: $r" ;; esac
-h=$(http GET "$URL/health" "" 5)
-case "$h" in 503*'"dead_stages":[0]'*) ;; *) fail "/health after kill -9 of stage 0: $h" ;; esac
+# --- a killed stage is restarted (default --stage-restarts 3): 503 restarting, then 200 and
+# the same completion
+python3 "$T/kill_stage.py" "$URL" 0 restart 1 || fail "kill -9 of stage 0: not restarted"
+N0=$(stage_pid 0)
 
-# --- SIGTERM to the front: exit 0, workers gone, no temp dir
+# --- SIGTERM to the front: exit 0, workers (stage 0 a restarted one) gone, each after passing the
+# shutdown on (exit 0: the front names any other end in its log), no temp dir
 FP=$SRV
+nerr=$(wc -l < "$T/serve.err")
 kill -TERM "$FP"
 for i in $(seq 1 100); do kill -0 "$FP" 2> /dev/null || break; sleep 0.05; done
 wait "$FP"; rc=$?
@@ -160,9 +214,18 @@ SRV=
 [ $rc = 0 ] || fail "front exit $rc after SIGTERM"
 [ "$(tmpdirs "$FP")" = 0 ] || fail "SIGTERM: /tmp/llmsys-serve-$FP-* left behind"
 kill -0 "$P1" 2> /dev/null && fail "SIGTERM: stage 1 (pid $P1) still runs"
+kill -0 "$N0" 2> /dev/null && fail "SIGTERM: restarted stage 0 (pid $N0) still runs"
+tail -n +$((nerr + 1)) "$T/serve.err" | grep -E "at shutdown|did not stop" && fail "SIGTERM: a stage did not stop cleanly"
 
-# --- kill -9 of the front: the workers remove its temp dir and exit
-start || exit 1
+# --- --stage-restarts 1: stage 0 restarted once; stage 1 restarted once, then killed again it
+# stays dead ("not restarted again")
+start --stage-restarts 1 || exit 1
+python3 "$T/kill_stage.py" "$URL" 0 restart 1 || fail "--stage-restarts 1: stage 0 not restarted"
+python3 "$T/kill_stage.py" "$URL" 1 restart 1 || fail "--stage-restarts 1: stage 1 not restarted"
+python3 "$T/kill_stage.py" "$URL" 1 dead 1 "restarted 1 time; not restarted again" \
+  || fail "--stage-restarts 1: stage 1 killed twice"
+
+# --- kill -9 of the front: the workers (stage 0 a restarted one) remove its temp dir and exit
 FP=$SRV
 W0=$(stage_pid 0)
 [ "$(tmpdirs "$FP")" = 1 ] || fail "no temp dir for the running front"
@@ -174,8 +237,11 @@ for i in $(seq 1 50); do [ "$(tmpdirs "$FP")" = 0 ] && ! kill -0 "$W0" 2> /dev/n
 kill -0 "$W0" 2> /dev/null && fail "kill -9 of the front: stage 0 (pid $W0) still runs"
 # a stale dir of a dead front (workers killed too) is removed by the next start
 mkdir -p /tmp/llmsys-serve-999999999-stale00 && touch /tmp/llmsys-serve-999999999-stale00/plan.json
-start || exit 1
+start --stage-restarts 0 || exit 1
 [ -e /tmp/llmsys-serve-999999999-stale00 ] && { fail "stale dir of a dead front kept"; rm -rf /tmp/llmsys-serve-999999999-stale00; }
+# --- --stage-restarts 0: a killed stage stays dead, 503 naming it
+python3 "$T/kill_stage.py" "$URL" 1 dead 0 "pid $(stage_pid 1)) killed by signal 9\"" \
+  || fail "--stage-restarts 0: kill -9 of stage 1"
 kill -TERM "$SRV"; wait "$SRV"; SRV=
 
 finish serve

@@ -1,7 +1,8 @@
 /* mp_serve.c - multi-process serving test (run by ctest with the llmsys binary as argv[1]):
  * a 2-stage mixed-bits pipeline must return greedy tokens identical to single-process
  * generation, under concurrency and streaming; bad requests get 4xx and the server keeps
- * serving; a stage killed mid-request fails that request clearly and shows in /health.
+ * serving; a stage killed mid-request fails that request clearly, is restarted and serves the
+ * same tokens again (with --stage-restarts 0 it stays dead and shows in /health).
  * Every child is killed on the way out, even on failure. */
 #include <pthread.h>
 #include <signal.h>
@@ -43,10 +44,12 @@ static int run_status(char *const argv[]) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-static int start_server(const char *delay) {
+/* restarts: --stage-restarts (NULL: the default) */
+static int start_server(const char *delay, const char *restarts) {
     unlink(port_path);
-    char *argv[] = {(char *)llmsys_bin, "serve", "--model", ckpt, "--plan", plan_path, "--port", "0", "--port-file",
-                    port_path, "--max-seqs", "8", NULL};
+    char *argv[] = {(char *)llmsys_bin, "serve",   "--model",    ckpt, "--plan", plan_path, "--port", "0",
+                    "--port-file",      port_path, "--max-seqs", "8",  NULL,     NULL,      NULL};
+    if (restarts) argv[12] = "--stage-restarts", argv[13] = (char *)restarts;
     server_pid = spawn(argv, delay);
     return server_wait_port(&server_pid, port_path, 100, &port);
 }
@@ -244,8 +247,11 @@ static void *long_request(void *arg) {
     return NULL;
 }
 
-static void test_stage_death(void) {
-    CHECK(start_server("20") == 0);
+/* Kills stage 1 while a request runs: the request fails naming the stage; with restarts (the
+ * default) the stage comes back within 20 s and serves the single-process tokens again, else it
+ * stays dead and /health says so. */
+static void stage_death(const char *restarts) {
+    CHECK(start_server("20", restarts) == 0);
     job j = {0};
     pthread_t th;
     pthread_create(&th, NULL, long_request, &j);
@@ -257,16 +263,32 @@ static void test_stage_death(void) {
     p = p ? strstr(p, "\"pid\":") : NULL;
     int pid = p ? atoi(p + 6) : 0;
     free(h);
+    h = NULL;
     CHECK(pid > 0);
     if (pid > 0) kill(pid, SIGKILL);
     pthread_join(th, NULL);
     CHECK_EQ_INT(j.status, 503);
     CHECK_MSG(j.n == 1, "the failed request names the dead stage");
-    expect_status("GET", "/health", NULL, 503, "\"dead_stages\":[1]");
-    expect_status("POST", "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":2}", 503, "stage 1");
-    expect_status("GET", "/metrics", NULL, 200, "llmsys_stage_up{stage=\"1\"} 0");
+    if (restarts && !strcmp(restarts, "0")) {
+        expect_status("GET", "/health", NULL, 503, "\"dead_stages\":[1]");
+        expect_status("POST", "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":2}", 503, "stage 1");
+        expect_status("GET", "/metrics", NULL, 200, "llmsys_stage_up{stage=\"1\"} 0");
+    } else {
+        double t0 = ls_now();
+        while (ls_now() - t0 < 20 && (http("GET", "/health", NULL, &st, &h) != LS_OK || st != 200)) {
+            free(h), h = NULL;
+            ls_sleep_ms(20);
+        }
+        CHECK_MSG(st == 200 && h && strstr(h, "\"restarts\":1"), "no recovery within 20 s: %d %s", st, h ? h : "");
+        free(h);
+        test_identical_greedy();
+        expect_status("GET", "/metrics", NULL, 200, "llmsys_stage_restarts_total{stage=\"1\"} 1\n");
+    }
     server_stop_checked();
 }
+
+static void test_stage_death(void) { stage_death(NULL); }
+static void test_stage_death_no_restart(void) { stage_death("0"); }
 
 static void test_cli_refusals(void) {
     /* plan for another model and unsupported bits are refused before anything starts */
@@ -298,7 +320,7 @@ int main(int argc, char **argv) {
                "\"micro_batch\":{\"prefill\":2,\"decode\":3}}");
     fclose(f);
     make_reference();
-    if (start_server(NULL) != 0) {
+    if (start_server(NULL, NULL) != 0) {
         CHECK_MSG(0, "server did not start");
         return TEST_RESULT();
     }
@@ -307,6 +329,7 @@ int main(int argc, char **argv) {
     RUN(test_bad_requests);
     server_stop_checked();
     RUN(test_stage_death);
+    RUN(test_stage_death_no_restart);
     RUN(test_cli_refusals);
     unlink(ckpt), unlink(plan_path), unlink(port_path), rmdir(dir);
     return TEST_RESULT();
