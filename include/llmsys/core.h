@@ -140,6 +140,8 @@ int ls_file_read(const char *path, char **data, size_t *len);
 /* Writes atomically: temp file in the same directory, fsync, rename. On failure the
  * destination is untouched and the temp file removed. */
 int ls_file_write_atomic(const char *path, const void *data, size_t len);
+/* Writes "PORT\n" to path atomically: a service's `--port-file`, which scripts wait for. */
+int ls_port_file_write(const char *path, int port);
 /* Atomic writer for streamed output: open creates "<path>.tmp.<pid>.<6 random chars>" in
  * the destination's directory exclusively (O_EXCL|O_NOFOLLOW: a planted file or link is
  * never opened or followed) and returns a FILE* on it; commit fsyncs, closes and renames
@@ -162,6 +164,11 @@ int ls_host_is_loopback(const char *host);
  * brackets "[::1]"), with its 4 or 16 bytes (network order) in addr; 0 for anything else (a
  * name, garbage). An IPv4-mapped address (::ffff:a.b.c.d) is the IPv4 address a.b.c.d. */
 int ls_ip_parse(const char *host, unsigned char addr[16]);
+/* LS_OK when addr is an address a service may listen on: an IPv4 or IPv6 literal
+ * (ls_ip_parse); else LS_EINVAL "<what>: bad bind address '<addr>' (an IPv4 or IPv6 address
+ * such as ...)". The one rule for every listening service (HTTP, the loader's ZeroMQ sockets)
+ * and every bind option of the CLI, which refuses a bad one before any work (exit 2). */
+int ls_bind_check(const char *what, const char *addr);
 /* host as a URL writes it before ":port": an IPv6 literal in brackets ("[::1]"), anything
  * else as it is. Returns out (n bytes). */
 const char *ls_url_host(const char *host, char *out, size_t n);
@@ -254,6 +261,12 @@ void ls_progress_end(ls_progress *p);
 
 /* Number of CPU cores available to this process. */
 int ls_num_cores(void);
+/* Bytes of physical memory of this machine. */
+double ls_mem_total(void);
+/* How many items of item_bytes each this machine's memory holds (at least 1): the bound of a
+ * size whose buffers grow with it, checked before they are allocated (past it an allocation
+ * can only fail, or be killed, or abort under a sanitizer). */
+int64_t ls_mem_max_items(double item_bytes);
 /* The 1-, 5- and 15-minute load averages of the machine (/proc/loadavg) into la; LS_EIO with
  * all three -1 when they cannot be read. (Benchmarks state the load with their figures.) */
 int ls_load_avg(double la[3]);

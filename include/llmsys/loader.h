@@ -334,7 +334,7 @@ int ls_loader_fetch_print(FILE *f, const char *addr, int rank, int64_t step, int
  * cost (seconds per token, measured by each worker at start and with every document) times its
  * weight, within a budget of worker processes. */
 typedef struct {
-    const char *bind; /* address to bind (default 127.0.0.1) */
+    const char *bind; /* IPv4 or IPv6 address to bind (default 127.0.0.1) */
     int port;         /* 0: a free one (ls_loader_hub_port) */
     int workers;      /* worker processes in all (<= 0: one per online CPU); at least one per source */
     const char *exe;  /* llmsys binary that starts workers (`loader worker`); NULL: start none, wait for workers
@@ -398,8 +398,9 @@ typedef struct {
     const struct ls_bpe *tokenizer;
 } ls_loader_serve_opts;
 
-/* Binds tcp://<bind>:port (port 0 picks a free one; see ls_loader_server_port) and starts
- * the constructor thread. state (may be NULL) resumes from a blob. */
+/* Binds tcp://<bind>:port (bind an IPv4 or IPv6 address, checked by ls_bind_check before any
+ * work; port 0 picks a free one, see ls_loader_server_port) and starts the constructor thread. state (may be NULL)
+ * resumes from a blob. */
 int ls_loader_server_open(ls_loader_server **out, const ls_loader_mix *mix, int n_ranks, const char *bind, int port,
                           const ls_loader_serve_opts *opts, const uint8_t *state, size_t state_len);
 int ls_loader_server_port(const ls_loader_server *srv);

@@ -104,8 +104,12 @@ typedef struct {
 } ls_rl_batch;
 void ls_rl_batch_free(ls_rl_batch *b);
 
-/* Supervised warm start on tasks (loss on the demo's or else the answer's bytes and EOS): steps of batch B,
- * AdamW at lr. Returns the final mean loss in *loss (may be NULL). */
+/* The largest seed (--seed): seeds travel as JSON numbers (the run config), exact up to 2^53. */
+#define LS_RL_SEED_MAX ((int64_t)1 << 53)
+/* Rows one SFT step draws at most (--sft-batch). */
+#define LS_RL_SFT_MAX_BATCH 256
+/* Supervised warm start on tasks (loss on the demo's or else the answer's bytes and EOS): steps of batch B
+ * (1..LS_RL_SFT_MAX_BATCH), AdamW at lr. Returns the final mean loss in *loss (may be NULL). */
 int ls_rl_sft(ls_model *m, const ls_rl_task *t, int n, int steps, int B, float lr, uint64_t seed, float *loss);
 /* Mean reward on tasks[0..n) (held-out evaluation): greedy answers when temperature is 0,
  * else the mean over `samples` answers sampled per task at that temperature (the policy's
@@ -273,9 +277,12 @@ int ls_rl_report_svg(const char *const *reports, int n, const char *out);
 
 /* Draws tasks per g and writes them to path (atomic); answer length mean and max in bytes. */
 int ls_rl_tasks_make(const ls_rl_gen_opts *g, const char *path, double *mean_len, double *max_len);
+/* How many of a task file's n tasks a run without a held-out file keeps for evaluation: its
+ * last eval_n, when more than that many remain (else none). */
+int ls_rl_held_tail(int n, int eval_n);
 /* Writes WORKDIR/init.safetensors (path in out): a fresh "rl" model after sft_steps of
- * supervised training on the tasks' demonstrations, leaving out the last hold_out tasks
- * when the file has more than twice as many. Prints one line unless quiet. */
+ * supervised training on the tasks' demonstrations, leaving out ls_rl_held_tail(n, hold_out)
+ * of them. Prints one line unless quiet. */
 int ls_rl_warm_start(const char *tasks, int hold_out, const char *workdir, int sft_steps, int sft_batch, double sft_lr,
                      uint64_t seed, char *out, size_t cap, int quiet);
 /* Micro-measurement for the simulator: mean round trip of n poll-sized messages between this

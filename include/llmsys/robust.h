@@ -199,9 +199,16 @@ int ls_robust_client_after_step(ls_robust_client *c, ls_trainer *t, int64_t step
  * to the controller and blocks until it is promoted; resume and agents receive the checkpoint
  * to resume from and the agent endpoints (static storage, for ls_robust_client_open). */
 int ls_robust_park(const char *spec, int rank, const char **resume, const char **agents);
-/* Hooks for ls_trainer_set_hooks (ctx = the client). */
-int ls_robust_hook_before_update(void *ctx, ls_trainer *t, int64_t step);
-int ls_robust_hook_after_step(void *ctx, ls_trainer *t, const ls_train_step_info *info);
+/* A training job under `llmsys robust run` (`train --robust-agent EPS`, `--robust-park EP,GEN`):
+ * every step is reported to this node's agent at agent; a pre-started world first waits at park
+ * for its promotion, which names the agents. */
+typedef struct {
+    const char *agent, *park;
+    ls_robust_client *cl;
+} ls_robust_train;
+/* Sets j's prepare/attach/detach so that it runs as r says (nothing when r names neither); r
+ * outlives the job. */
+void ls_robust_train_hooks(ls_train_job *j, ls_robust_train *r);
 
 /* ---------------------------------------------------------------- agent */
 

@@ -89,9 +89,12 @@ void ls_steal_unscale_rows(const float *raw_min, const float *raw_max, int d, fl
  *            (redundant) and noise dims, 3% label noise.
  *   "rings": nonlinear - k classes by the quantiles of the radius of a Gaussian point
  *            (make_gaussian_quantiles-style), plus noise dims.
- * Features are raw; normalise after splitting. n in [2, LS_TABLE_MAX_ROWS], d and k in
- * [2, LS_TABLE_MAX_DIM] (n·d and the 2k clusters stay in range), else LS_EINVAL. */
+ * Features are raw; normalise after splitting. n in [2, ls_steal_table_max_rows(d)], d and k
+ * in [2, LS_TABLE_MAX_DIM] (n·d and the 2k clusters stay in range), else LS_EINVAL. */
 enum { LS_TABLE_MAX_ROWS = INT32_MAX, LS_TABLE_MAX_DIM = 65536 };
+/* The most rows of d features a table can have on this machine: LS_TABLE_MAX_ROWS, and its
+ * rows (d floats and an int32 label each) within physical memory. */
+int64_t ls_steal_table_max_rows(int d);
 int ls_steal_make_table(const char *kind, int64_t n, int d, int k, uint64_t seed, ls_steal_data *out);
 /* ls_steal_make_table written as CSV to path (`victim make-data`). */
 int ls_steal_write_table(const char *kind, int64_t n, int d, int k, uint64_t seed, const char *path);
@@ -172,6 +175,10 @@ typedef struct {
 typedef struct ls_victim ls_victim;
 
 void ls_victim_opts_default(ls_victim_opts *o, int type);
+/* LS_OK when what o sizes before training fits this machine: a forest's trees (each at least a
+ * root node of up to 64 classes) within physical memory. Else LS_EINVAL naming --trees and its
+ * bound; ls_victim_train checks it before allocating. */
+int ls_victim_opts_fit(const ls_victim_opts *o);
 /* Trains a victim on train (rows in [lo,hi]); *out is owned by the caller. LS_EINVAL for a
  * cnn on table-shaped data (h or w below 4, e.g. the (1,1,d) of a CSV). */
 int ls_victim_train(const ls_victim_opts *o, const ls_steal_data *train, ls_victim **out);
@@ -497,6 +504,11 @@ int ls_victim_serve_file(const char *model, const ls_victim_server_opts *so, con
  * NULL). A target failing midway: LS_OK with res->stopped_early and the replica saved. */
 int ls_steal_attack_url(const ls_steal_opts *o, const char *target, const char *api_key, double timeout_s,
                         const char *out, const char *report, ls_steal_result *res);
+/* LS_OK when the memory attack o sizes by its options fits this machine: it keeps every query
+ * it spends (its input, c·h·w floats, and its answer, k probabilities and a label), and holds
+ * the answers of one request of o->batch inputs. Else LS_EINVAL naming --budget or --batch and
+ * its bound; checked before anything is allocated or sent. */
+int ls_steal_opts_fit(const ls_steal_opts *o);
 
 typedef struct {
     const char *replica, *target, *data, *api_key, *report;
@@ -517,7 +529,9 @@ typedef struct {
 } ls_steal_eval_result;
 void ls_steal_eval_opts_default(ls_steal_eval_opts *o);
 /* `steal eval`: agreement of a replica file with the target on test rows, replica and victim
- * accuracy, optional random/natural baselines with the same budget, JSON report. */
+ * accuracy, optional random/natural baselines with the same budget, JSON report. LS_EINVAL is
+ * for what the caller gave (a bad target URL, a replica that does not fit the test data, a
+ * baseline budget past ls_steal_opts_fit), found before any query. */
 int ls_steal_eval(const ls_steal_eval_opts *o, ls_steal_eval_result *r);
 /* The `llmsys demo steal` scenario under dir (created): two victims on Fashion-MNIST, the
  * attack and the random baseline, a table printed to out. quick: a reduced run. */

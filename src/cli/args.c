@@ -10,6 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "llmsys/core.h"
+
+static int is_list(const ls_arg *a) { return a->kind == LS_ARG_STR_LIST || a->kind == LS_ARG_PATH_LIST; }
+
 void ls_strlist_free(ls_strlist *l) {
     free(l->v);
     l->v = NULL;
@@ -23,32 +27,45 @@ void ls_args_usage(const char *prog, const char *summary, const ls_arg *spec, in
     for (int i = 0; i < n; i++) {
         char left[64];
         snprintf(left, sizeof left, "--%s%s%s%s", spec[i].name, spec[i].metavar ? " " : "",
-                 spec[i].metavar ? spec[i].metavar : "", spec[i].kind == LS_ARG_STR_LIST ? "..." : "");
+                 spec[i].metavar ? spec[i].metavar : "", is_list(&spec[i]) ? "..." : "");
         printf("  %-26s %s%s\n", left, spec[i].help ? spec[i].help : "", spec[i].required ? " (required)" : "");
     }
     printf("  %-26s %s\n", "--help", "show this help and exit");
 }
 
+/* An integer option's range: its entry's, [0, 65535] for a port, or none (0 returned). */
+static int arg_range(const ls_arg *a, int64_t *lo, int64_t *hi) {
+    *lo = a->kind == LS_ARG_PORT ? 0 : a->min;
+    *hi = a->kind == LS_ARG_PORT ? 65535 : a->max;
+    return *lo || *hi;
+}
+
 static int parse_value(const char *prog, const ls_arg *a, const char *val) {
     char *end;
+    int64_t lo, hi;
     errno = 0;
     switch (a->kind) {
-    case LS_ARG_INT: {
-        long v = strtol(val, &end, 10);
-        if (*val == '\0' || *end || errno || v < -2147483647L || v > 2147483647L) {
-            fprintf(stderr, "llmsys %s: --%s expects an integer, got '%s'\n", prog, a->name, val);
-            return LS_ARGS_USAGE;
-        }
-        *(int *)a->dst = (int)v;
-        return LS_ARGS_OK;
-    }
+    case LS_ARG_INT:
+    case LS_ARG_PORT:
     case LS_ARG_I64: {
         long long v = strtoll(val, &end, 10);
-        if (*val == '\0' || *end || errno || v == LLONG_MIN) { /* LLONG_MIN: LS_ARG_UNSET64 */
+        int i64 = a->kind == LS_ARG_I64; /* LLONG_MIN is LS_ARG_UNSET64, INT_MIN LS_ARG_UNSET */
+        if (*val == '\0' || *end || errno || v == LLONG_MIN || (!i64 && (v <= INT_MIN || v > INT_MAX))) {
             fprintf(stderr, "llmsys %s: --%s expects an integer, got '%s'\n", prog, a->name, val);
             return LS_ARGS_USAGE;
         }
-        *(int64_t *)a->dst = (int64_t)v;
+        if (arg_range(a, &lo, &hi) && (v < lo || v > hi)) {
+            if (hi == INT64_MAX)
+                fprintf(stderr, "llmsys %s: --%s must be >= %lld, got %lld\n", prog, a->name, (long long)lo, v);
+            else
+                fprintf(stderr, "llmsys %s: --%s must be in [%lld, %lld], got %lld\n", prog, a->name, (long long)lo,
+                        (long long)hi, v);
+            return LS_ARGS_USAGE;
+        }
+        if (i64)
+            *(int64_t *)a->dst = (int64_t)v;
+        else
+            *(int *)a->dst = (int)v;
         return LS_ARGS_OK;
     }
     case LS_ARG_FLOAT: {
@@ -60,10 +77,26 @@ static int parse_value(const char *prog, const ls_arg *a, const char *val) {
         *(double *)a->dst = v;
         return LS_ARGS_OK;
     }
+    case LS_ARG_PATH:
+    case LS_ARG_PATH_LIST:
+        if (!*val) { /* was: "llmsys: : No such file or directory", exit 1 or 2 by command */
+            fprintf(stderr, "llmsys %s: --%s needs a path, got ''\n", prog, a->name);
+            return LS_ARGS_USAGE;
+        }
+        break;
+    case LS_ARG_BIND:
+        if (ls_bind_check(a->name, val)) { /* the services' own rule, before any work */
+            fprintf(stderr, "llmsys %s: --%s\n", prog, ls_errmsg());
+            return LS_ARGS_USAGE;
+        }
+        break;
     case LS_ARG_STR:
-        *(const char **)a->dst = val;
-        return LS_ARGS_OK;
-    case LS_ARG_STR_LIST: {
+    case LS_ARG_STR_LIST:
+        break;
+    case LS_ARG_FLAG:
+        return LS_ARGS_USAGE; /* takes no value */
+    }
+    if (is_list(a)) {
         ls_strlist *l = a->dst;
         const char **nv = realloc(l->v, sizeof *nv * (size_t)(l->n + 1));
         if (!nv) {
@@ -74,9 +107,8 @@ static int parse_value(const char *prog, const ls_arg *a, const char *val) {
         l->v[l->n++] = val;
         return LS_ARGS_OK;
     }
-    case LS_ARG_FLAG: break;
-    }
-    return LS_ARGS_USAGE;
+    *(const char **)a->dst = val; /* LS_ARG_STR, LS_ARG_PATH, LS_ARG_BIND */
+    return LS_ARGS_OK;
 }
 
 static int parse_args(const char *prog, const char *summary, const ls_arg *spec, int n, int argc, char **argv,
@@ -128,7 +160,7 @@ static int parse_args(const char *prog, const char *summary, const ls_arg *spec,
             int rc = parse_value(prog, a, argv[++i]);
             if (rc) return rc;
             /* a list takes every following value up to the next option */
-            while (a->kind == LS_ARG_STR_LIST && i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) {
+            while (is_list(a) && i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) {
                 rc = parse_value(prog, a, argv[++i]);
                 if (rc) return rc;
             }
@@ -148,7 +180,7 @@ int ls_args_parse(const char *prog, const char *summary, const ls_arg *spec, int
     int rc = parse_args(prog, summary, spec, n, argc, argv, pos, max_pos, npos);
     /* after --help or a usage error the caller returns at once: free the lists it would own */
     for (int j = 0; rc != LS_ARGS_OK && j < n; j++)
-        if (spec[j].kind == LS_ARG_STR_LIST) ls_strlist_free(spec[j].dst);
+        if (is_list(&spec[j])) ls_strlist_free(spec[j].dst);
     return rc;
 }
 

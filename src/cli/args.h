@@ -5,13 +5,19 @@
 
 #include <stdint.h>
 
+/* What an option takes. The parser refuses a value its kind does not allow with one line naming
+ * the option (a usage error): checked once here, not by each command. */
 typedef enum {
-    LS_ARG_FLAG,     /* int*: set to 1 when present */
-    LS_ARG_INT,      /* int* */
-    LS_ARG_I64,      /* int64_t* */
-    LS_ARG_FLOAT,    /* double* */
-    LS_ARG_STR,      /* const char**: points into argv */
-    LS_ARG_STR_LIST, /* ls_strlist*: one or more values up to the next --option (or repeated) */
+    LS_ARG_FLAG,      /* int*: set to 1 when present */
+    LS_ARG_INT,       /* int*; within [min, max] when the entry gives a range */
+    LS_ARG_I64,       /* int64_t*; likewise */
+    LS_ARG_FLOAT,     /* double* */
+    LS_ARG_STR,       /* const char**: points into argv */
+    LS_ARG_STR_LIST,  /* ls_strlist*: one or more values up to the next --option (or repeated) */
+    LS_ARG_PATH,      /* LS_ARG_STR naming a file or directory: '' is refused */
+    LS_ARG_PATH_LIST, /* LS_ARG_STR_LIST of paths: '' is refused */
+    LS_ARG_PORT,      /* int*: a TCP port, in [0, 65535] (0: any free one) */
+    LS_ARG_BIND,      /* const char**: an address to listen on, as the service checks it (ls_bind_check) */
 } ls_arg_kind;
 
 typedef struct {
@@ -26,7 +32,13 @@ typedef struct {
     const char *metavar; /* "N", "PATH", ... (NULL for flags) */
     const char *help;
     int required;
+    int64_t min, max; /* LS_ARG_INT, LS_ARG_I64: the range a value must lie in (both 0: any); LS_RANGE */
 } ls_arg;
+
+/* The range of an integer option, after its `required`: {"n", LS_ARG_INT, &n, "N", "help", LS_RANGE(1, 64)}.
+ * LS_MIN(lo): at least lo. A value outside is refused as "--n must be in [1, 64], got 65". */
+#define LS_RANGE(lo, hi) .min = (lo), .max = (hi)
+#define LS_MIN(lo) LS_RANGE(lo, INT64_MAX)
 
 enum { LS_ARGS_OK = 0, LS_ARGS_HELP = 1, LS_ARGS_USAGE = 2 };
 

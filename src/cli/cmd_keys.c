@@ -18,7 +18,7 @@ int cmd_keys(int argc, char **argv) {
     const char *out = NULL;
     int force = 0;
     ls_arg spec[] = {
-        {"out", LS_ARG_STR, &out, "DIR", "directory for server.key and client.key (mode 0600)", 1},
+        {"out", LS_ARG_PATH, &out, "DIR", "directory for server.key and client.key (mode 0600)", 1},
         {"force", LS_ARG_FLAG, &force, NULL, "replace existing key files", 0},
     };
     int rc = ls_args_parse("keys gen", "Generate ZeroMQ CURVE keys for the loader service and pipeline stages.",
@@ -44,6 +44,7 @@ int cli_security_options(int argc, char **argv) {
         else
             break;
     }
+    if (keys && !*keys) return fprintf(stderr, "llmsys: --keys needs a path, got ''\n"), -2; /* as the parser says */
     if ((keys || force) && ls_zsec_configure(keys, force ? 1 : -1)) return ls_cli_fail(), -1;
     return i - 1;
 }

@@ -15,7 +15,7 @@
 /* ---------------------------------------------------------------- options */
 
 /* Options more than one subcommand takes, spelled once so their flag and help agree. */
-static ls_arg opt_mix(const char **dst) { return (ls_arg){"mix", LS_ARG_STR, dst, "FILE", "mix config (JSON)", 1}; }
+static ls_arg opt_mix(const char **dst) { return (ls_arg){"mix", LS_ARG_PATH, dst, "FILE", "mix config (JSON)", 1}; }
 static ls_arg opt_addr(const char **dst) {
     return (ls_arg){"addr", LS_ARG_STR, dst, "URL", "service endpoint, tcp://host:port", 1};
 }
@@ -36,15 +36,17 @@ static int loader_serve(int argc, char **argv) {
     int ranks = 0, port = 0, prefetch = 4, history = 4;
     ls_arg spec[] = {
         opt_mix(&mix_path),
-        {"ranks", LS_ARG_INT, &ranks, "R", "data-parallel ranks served", 1},
-        {"port", LS_ARG_INT, &port, "P", "TCP port (0 picks a free one; see --port-file)", 1},
-        {"bind", LS_ARG_STR, &bind, "ADDR",
+        {"ranks", LS_ARG_INT, &ranks, "R", "data-parallel ranks served", 1, LS_RANGE(1, LS_LOADER_MAX_RANKS)},
+        {"port", LS_ARG_PORT, &port, "P", "TCP port (0 picks a free one; see --port-file)", 1},
+        {"bind", LS_ARG_BIND, &bind, "ADDR",
          "address to bind, IPv4 or IPv6 (default 127.0.0.1; 0.0.0.0 or :: for all; ::1: IPv6 loopback)"},
-        {"resume", LS_ARG_STR, &resume, "FILE", "start from a saved loader state blob"},
-        {"prefetch", LS_ARG_INT, &prefetch, "N", "steps built ahead of the furthest request (default 4)"},
-        {"history", LS_ARG_INT, &history, "N", "fetched steps kept for retried requests (default 4)"},
-        {"port-file", LS_ARG_STR, &port_file, "FILE", "write the bound port here once serving"},
-        {"journal", LS_ARG_STR, &journal, "FILE",
+        {"resume", LS_ARG_PATH, &resume, "FILE", "start from a saved loader state blob"},
+        {"prefetch", LS_ARG_INT, &prefetch, "N", "steps built ahead of the furthest request (default 4)", 0,
+         LS_RANGE(1, LS_LOADER_MAX_WINDOW)},
+        {"history", LS_ARG_INT, &history, "N", "fetched steps kept for retried requests (default 4)", 0,
+         LS_RANGE(1, LS_LOADER_MAX_WINDOW)},
+        {"port-file", LS_ARG_PATH, &port_file, "FILE", "write the bound port here once serving"},
+        {"journal", LS_ARG_PATH, &journal, "FILE",
          "record acknowledged weight changes here; with --resume, replay those the state lacks"},
         {"topology", LS_ARG_STR, &topology, "dp=D,pp=P,tp=T,cp=C",
          "the trainer's grid (D = --ranks): clients fetch by global rank, each DP group read once"},
@@ -52,22 +54,15 @@ static int loader_serve(int argc, char **argv) {
          "run as a standby of the primary at URL: follow its state, take over on the first request"},
         {"source-workers", LS_ARG_STR, &workers, "auto|N",
          "read the sources in N worker processes (auto: one per CPU), sized per source by cost"},
-        {"tokenizer", LS_ARG_STR, &tokenizer, "FILE", "BPE-encode documents with this tokenizer.json (the run's)"},
+        {"tokenizer", LS_ARG_PATH, &tokenizer, "FILE", "BPE-encode documents with this tokenizer.json (the run's)"},
     };
     int rc =
         ls_args("loader serve", "Runs the source loaders and the data constructor; trainers fetch batches over ZeroMQ.",
                 spec, LS_NARGS(spec), argc, argv);
     if (rc >= 0) return rc;
-    if (ranks < 1 || prefetch < 1 || history < 1)
-        return ls_usage_err("loader serve", "--ranks, --prefetch and --history must be >= 1");
-    if (ranks > LS_LOADER_MAX_RANKS)
-        return ls_usage_err("loader serve", "--ranks must be at most %d", LS_LOADER_MAX_RANKS);
-    if (port < 0 || port > 65535) return ls_usage_err("loader serve", "--port must be in [0, 65535], got %d", port);
     /* before binding (was: a directory refused once serving) */
     if ((port_file && ls_out_path_check("port-file", port_file)) || (journal && ls_out_path_check("journal", journal)))
         return ls_cli_fail();
-    if (prefetch > LS_LOADER_MAX_WINDOW || history > LS_LOADER_MAX_WINDOW)
-        return ls_usage_err("loader serve", "--prefetch and --history must be at most %d", LS_LOADER_MAX_WINDOW);
     char *wend = NULL;
     long nw = workers && strcmp(workers, "auto") ? strtol(workers, &wend, 10) : 0;
     if (wend && (wend == workers || *wend || nw < 1 || nw > 4096))
@@ -91,9 +86,7 @@ static int loader_serve(int argc, char **argv) {
     o.tokenizer = bpe;
     if (rc == LS_OK) rc = ls_loader_server_open(&srv, &mix, ranks, bind, port, &o, (const uint8_t *)state, state_len);
     free(state);
-    char pbuf[16];
-    int n = rc == LS_OK ? snprintf(pbuf, sizeof pbuf, "%d\n", ls_loader_server_port(srv)) : 0;
-    if (rc == LS_OK && port_file) rc = ls_file_write_atomic(port_file, pbuf, (size_t)n);
+    if (rc == LS_OK && port_file) rc = ls_port_file_write(port_file, ls_loader_server_port(srv));
     if (rc == LS_OK) {
         char host[256];
         ls_url_host(bind, host, sizeof host); /* ::1 -> [::1] */
@@ -138,18 +131,16 @@ static int loader_fetch(int argc, char **argv) {
     int64_t step = 0;
     ls_arg spec[] = {
         opt_addr(&addr),
-        {"rank", LS_ARG_INT, &rank, "R", "rank to fetch for (default 0)"},
-        {"step", LS_ARG_I64, &step, "S", "first step (default 0)"},
-        {"count", LS_ARG_INT, &count, "N", "steps to fetch (default 1)"},
-        {"timeout-ms", LS_ARG_INT, &timeout, "MS", "per-attempt timeout (default 10000)"},
-        {"state-out", LS_ARG_STR, &state_out, "FILE", "save the resume state after the last step fetched"},
+        {"rank", LS_ARG_INT, &rank, "R", "rank to fetch for (default 0)", 0, LS_MIN(0)},
+        {"step", LS_ARG_I64, &step, "S", "first step (default 0)", 0, LS_MIN(0)},
+        {"count", LS_ARG_INT, &count, "N", "steps to fetch (default 1)", 0, LS_MIN(1)},
+        {"timeout-ms", LS_ARG_INT, &timeout, "MS", "per-attempt timeout (default 10000)", 0, LS_MIN(1)},
+        {"state-out", LS_ARG_PATH, &state_out, "FILE", "save the resume state after the last step fetched"},
     };
     int rc = ls_args("loader fetch",
                      "Fetches batches from a loader service and prints one line per step (debugging, tests).", spec,
                      LS_NARGS(spec), argc, argv);
     if (rc >= 0) return rc;
-    if (rank < 0 || step < 0 || count < 1 || timeout < 1) /* a negative timeout waited forever */
-        return ls_usage_err("loader fetch", "--rank and --step must be >= 0, --count and --timeout-ms >= 1");
     return ls_loader_fetch_print(stdout, addr, rank, step, count, timeout, state_out) < 0 ? ls_cli_fail() : 0;
 }
 
@@ -194,8 +185,8 @@ static int loader_tokenize(int argc, char **argv) {
     const char *in = NULL, *out = NULL, *type = "text", *field = "text", *split = "file";
     int strict = 0;
     ls_arg spec[] = {
-        {"in", LS_ARG_STR, &in, "PATH", "text file/directory or JSON Lines file", 1},
-        {"out", LS_ARG_STR, &out, "FILE", "the .lstok file to write", 1},
+        {"in", LS_ARG_PATH, &in, "PATH", "text file/directory or JSON Lines file", 1},
+        {"out", LS_ARG_PATH, &out, "FILE", "the .lstok file to write", 1},
         {"type", LS_ARG_STR, &type, "T", "text (default) or jsonl"},
         {"field", LS_ARG_STR, &field, "NAME", "JSONL text field (default text)"},
         {"split", LS_ARG_STR, &split, "S", "text: file (default) or blank (blank-line blocks)"},
@@ -229,18 +220,15 @@ static int loader_stats(int argc, char **argv) {
     int ranks = 0, steps = 100;
     ls_arg spec[] = {
         opt_mix(&mix_path),
-        {"ranks", LS_ARG_INT, &ranks, "R", "data-parallel ranks", 1},
-        {"steps", LS_ARG_INT, &steps, "N", "steps to simulate (default 100)"},
-        {"svg", LS_ARG_STR, &svg, "FILE", "write a chart of per-rank cost per step, naive vs balanced"},
-        {"report", LS_ARG_STR, &report, "FILE", "write a JSON summary"},
+        {"ranks", LS_ARG_INT, &ranks, "R", "data-parallel ranks", 1, LS_RANGE(1, LS_LOADER_MAX_RANKS)},
+        {"steps", LS_ARG_INT, &steps, "N", "steps to simulate (default 100)", 0, LS_MIN(1)},
+        {"svg", LS_ARG_PATH, &svg, "FILE", "write a chart of per-rank cost per step, naive vs balanced"},
+        {"report", LS_ARG_PATH, &report, "FILE", "write a JSON summary"},
     };
     int rc = ls_args("loader stats",
                      "Builds N steps in-process: token shares vs targets, per-rank cost imbalance per algorithm.", spec,
                      LS_NARGS(spec), argc, argv);
     if (rc >= 0) return rc;
-    if (ranks < 1 || steps < 1) return ls_usage_err("loader stats", "--ranks and --steps must be >= 1");
-    if (ranks > LS_LOADER_MAX_RANKS)
-        return ls_usage_err("loader stats", "--ranks must be at most %d", LS_LOADER_MAX_RANKS);
     /* before the work (was: the --svg written, then --report failed) */
     if ((svg && ls_out_path_check("svg", svg)) || (report && ls_out_path_check("report", report))) return ls_cli_fail();
     ls_loader_mix mix;

@@ -32,7 +32,7 @@ static int plan_serve(int argc, char **argv) {
         {"quality", LS_ARG_STR, &quality, "Q",
          "bits:B (no worse than all layers at B bits; default bits:4), max:X (total indicator), theta:X (trade-off "
          "weight, s per unit), none"},
-        {"indicator", LS_ARG_STR, &rq.indicator, "I",
+        {"indicator", LS_ARG_PATH, &rq.indicator, "I",
          "default | variance | measured (checkpoint models) | FILE (llmsys-indicator JSON)"},
         {"algo", LS_ARG_STR, &algo, "A", "splitquant (default) | ilp | uniform | pipeedge | adabits"},
         {"bits", LS_ARG_STR, &rq.bits, "LIST", "allowed bit widths, e.g. 4,8,16 (default 3,4,8,16)"},
@@ -41,10 +41,10 @@ static int plan_serve(int argc, char **argv) {
         {"select", LS_ARG_STR, &select, "HOW",
          "splitquant: objective (default; the LLM-PQ closed form) | replay (top plans re-ranked by the replay of "
          "serve's schedule on the cluster's host)"},
-        {"out", LS_ARG_STR, &out, "FILE", "write the plan (llmsys-plan v1)"},
-        {"report", LS_ARG_STR, &report, "FILE", "write the plan with per-device memory, solve time and vLLM export"},
-        {"export-vllm", LS_ARG_STR, &vllm, "FILE", "write vLLM launch lines and the per-layer quantization map"},
-        {"data", LS_ARG_STR, &rq.data, "DIR", "catalog directory (default $LLMSYS_DATA or the source tree's data/)"},
+        {"out", LS_ARG_PATH, &out, "FILE", "write the plan (llmsys-plan v1)"},
+        {"report", LS_ARG_PATH, &report, "FILE", "write the plan with per-device memory, solve time and vLLM export"},
+        {"export-vllm", LS_ARG_PATH, &vllm, "FILE", "write vLLM launch lines and the per-layer quantization map"},
+        {"data", LS_ARG_PATH, &rq.data, "DIR", "catalog directory (default $LLMSYS_DATA or the source tree's data/)"},
         {"quiet", LS_ARG_FLAG, &quiet, NULL, "print nothing on success"},
     };
     int rc = ls_args("plan serve", "Plans stages, per-layer bits and micro-batches for serving a model on a cluster.",
@@ -91,7 +91,7 @@ static int plan_serve(int argc, char **argv) {
 
 static int plan_list(int argc, char **argv) {
     const char *data = NULL;
-    ls_arg spec[] = {{"data", LS_ARG_STR, &data, "DIR", "catalog directory"}};
+    ls_arg spec[] = {{"data", LS_ARG_PATH, &data, "DIR", "catalog directory"}};
     int rc = ls_args("plan list", "Lists the catalog: models, clusters.", spec, LS_NARGS(spec), argc, argv);
     if (rc >= 0) return rc;
     ls_plan_catalog *cat;
@@ -106,8 +106,8 @@ static int plan_indicator(int argc, char **argv) {
     ls_arg spec[] = {
         {"model", LS_ARG_STR, &model, "PATH", "llmsys checkpoint (or a catalog name for the default profile)", 1},
         {"method", LS_ARG_STR, &how, "M", "variance (LLM-PQ, default) | measured | default"},
-        {"out", LS_ARG_STR, &out, "FILE", "write the indicator (llmsys-indicator JSON)", 1},
-        {"data", LS_ARG_STR, &data, "DIR", "catalog directory"},
+        {"out", LS_ARG_PATH, &out, "FILE", "write the indicator (llmsys-indicator JSON)", 1},
+        {"data", LS_ARG_PATH, &data, "DIR", "catalog directory"},
     };
     int rc = ls_args("plan indicator", "Computes the per-layer, per-bit quality indicator of a model.", spec,
                      LS_NARGS(spec), argc, argv);
@@ -148,29 +148,31 @@ static int plan_validate(int argc, char **argv) {
     const char *report = NULL, *quality = "bits:8", *algos = "splitquant,uniform", *select = "replay";
     int realtime = 0;
     ls_arg spec[] = {
-        {"model", LS_ARG_STR, &o.model, "CKPT",
+        {"model", LS_ARG_PATH, &o.model, "CKPT",
          "fp32 llmsys checkpoint (default: a random one of --config, EOS suppressed)"},
         {"config", LS_ARG_STR, &o.config, "NAME", "config of the random checkpoint: tiny or small (default small)"},
-        {"stages", LS_ARG_INT, &o.stages, "N", "CPU stages in the virtual cluster (default 2)"},
-        {"batch", LS_ARG_INT, &o.wl.batch, "B", "requests submitted together (default 8)"},
-        {"prompt", LS_ARG_INT, &o.wl.prompt, "S", "prompt tokens per request (default 32)"},
-        {"gen", LS_ARG_INT, &o.wl.gen, "N", "generated tokens per request (default 32)"},
+        {"stages", LS_ARG_INT, &o.stages, "N", "CPU stages in the virtual cluster (default 2)", 0,
+         LS_RANGE(1, LS_SERVE_MAX_STAGES)},
+        {"batch", LS_ARG_INT, &o.wl.batch, "B", "requests submitted together (default 8)", 0, LS_RANGE(1, 256)},
+        {"prompt", LS_ARG_INT, &o.wl.prompt, "S", "prompt tokens per request (default 32)", 0, LS_MIN(2)},
+        {"gen", LS_ARG_INT, &o.wl.gen, "N", "generated tokens per request (default 32)", 0, LS_MIN(1)},
         {"quality", LS_ARG_STR, &quality, "Q", "quality target as for plan serve (default bits:8)"},
         {"algos", LS_ARG_STR, &algos, "LIST", "planners whose plans are served (default splitquant,uniform)"},
         {"select", LS_ARG_STR, &select, "HOW",
          "how splitquant picks its plan: replay (default: top plans re-ranked by the replay on this host) | "
          "objective (the closed form alone)"},
-        {"threads", LS_ARG_INT, &o.threads, "N", "kernel threads per stage (default 1)"},
-        {"runs", LS_ARG_INT, &o.runs, "R", "timed batches per plan after one warm-up (default 5)"},
-        {"reps", LS_ARG_INT, &o.reps, "R", "profile repetitions per point (default 5)"},
+        {"threads", LS_ARG_INT, &o.threads, "N", "kernel threads per stage (default 1)", 0, LS_RANGE(1, 64)},
+        {"runs", LS_ARG_INT, &o.runs, "R", "timed batches per plan after one warm-up (default 5)", 0,
+         LS_RANGE(1, LS_VALIDATE_MAX_RUNS)},
+        {"reps", LS_ARG_INT, &o.reps, "R", "profile repetitions per point (default 5)", 0, LS_RANGE(1, 100)},
         {"memory-gb", LS_ARG_FLOAT, &o.mem_gb, "GB", "memory each CPU stage offers the planner (default 2)"},
-        {"profile", LS_ARG_STR, &o.profile, "FILE", "reuse this device profile instead of measuring one"},
+        {"profile", LS_ARG_PATH, &o.profile, "FILE", "reuse this device profile instead of measuring one"},
         {"realtime", LS_ARG_FLAG, &realtime, NULL,
          "run this command and the stages it starts at real-time priority (SCHED_FIFO 1; needs root or "
          "CAP_SYS_NICE) so other jobs on a shared machine do not preempt the measurement"},
-        {"workdir", LS_ARG_STR, &o.workdir, "DIR",
+        {"workdir", LS_ARG_PATH, &o.workdir, "DIR",
          "keep checkpoint, profile, cluster and plans here (default: a /tmp dir removed at exit)"},
-        {"report", LS_ARG_STR, &report, "FILE", "JSON summary: predicted vs measured per plan and stage"},
+        {"report", LS_ARG_PATH, &report, "FILE", "JSON summary: predicted vs measured per plan and stage"},
     };
     int rc = ls_args("plan validate",
                      "Plans a model on a virtual cluster of profiled CPU stages, serves the plan with llmsys serve "
@@ -178,15 +180,8 @@ static int plan_validate(int argc, char **argv) {
                      spec, LS_NARGS(spec), argc, argv);
     if (rc >= 0) return rc;
     const ls_plan_workload *wl = &o.wl;
-    if (o.stages < 1 || o.stages > LS_SERVE_MAX_STAGES || wl->batch < 1 || wl->batch > 256 || wl->prompt < 2 ||
-        wl->gen < 1 || o.threads < 1 || o.threads > 64 || o.runs < 1 || o.runs > LS_VALIDATE_MAX_RUNS || o.reps < 1 ||
-        o.reps > 100 || !(o.mem_gb > 0 && o.mem_gb <= 1e6))
-        return ls_usage_err("plan validate",
-                            "--stages in [1, %d], --batch in [1, 256], --prompt >= 2, --gen >= 1, "
-                            "--threads in [1, 64], --runs/--reps in [1, 100], --memory-gb in (0, 1e6]",
-                            LS_SERVE_MAX_STAGES);
-    if (o.profile && !*o.profile) /* was: the workdir read as the profile */
-        return ls_usage_err("plan validate", "--profile must name a file, got ''");
+    if (!(o.mem_gb > 0 && o.mem_gb <= 1e6))
+        return ls_usage_err("plan validate", "--memory-gb must be in (0, 1e6], got %g", o.mem_gb);
     if (strcmp(select, "objective") && strcmp(select, "replay"))
         return ls_usage_err("plan validate", "--select must be objective or replay, not '%s'", select);
     o.replay_select = strcmp(select, "replay") ? 0 : 16;

@@ -1,5 +1,4 @@
 /* cmd_rl.c - `llmsys rl` (tasks, run, worker, plot), `llmsys sim rl` and the rl demo scenario. */
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -7,19 +6,11 @@
 #include "cli/cli.h"
 #include "llmsys/rl.h"
 
-/* --seed: an integer in [0, 2^53] (a double cast to uint64_t out of range is undefined). */
-static int seed_arg(const char *prog, double seed, uint64_t *out) {
-    if (!(seed >= 0 && seed <= 9007199254740992.0 && seed == floor(seed)))
-        return ls_usage_err(prog, "--seed must be an integer in [0, 2^53], got %g", seed);
-    *out = (uint64_t)seed;
-    return 0;
-}
-
 static int rl_tasks(int argc, char **argv) {
     ls_rl_gen_opts g = ls_rl_gen_defaults();
     g.kind = LS_RL_COPY, g.n = 2000, g.demo_noise = 0.5;
     const char *kind = "copy", *out = NULL;
-    double seed = 1, mean, mx;
+    double mean, mx;
     ls_arg spec[] = {
         {"kind", LS_ARG_STR, &kind, "K", "copy, reverse, sort or add (default copy)"},
         {"n", LS_ARG_INT, &g.n, "N", "tasks to draw (default 2000)"},
@@ -27,15 +18,14 @@ static int rl_tasks(int argc, char **argv) {
         {"cv", LS_ARG_FLOAT, &g.cv, "C", "coefficient of variation of the log-normal length (default 1)"},
         {"min-len", LS_ARG_INT, &g.min_len, "N", "shortest input (default 1)"},
         {"max-len", LS_ARG_INT, &g.max_len, "N", "longest input (default 40)"},
-        {"seed", LS_ARG_FLOAT, &seed, "S", "random seed (default 1)"},
+        {"seed", LS_ARG_I64, &g.seed, "S", "random seed (default 1)", 0, LS_RANGE(0, LS_RL_SEED_MAX)},
         {"demo-noise", LS_ARG_FLOAT, &g.demo_noise, "P",
          "imperfect demonstrations: drop the last byte with probability P (default 0.5; 0: none)"},
-        {"out", LS_ARG_STR, &out, "PATH", "JSONL task file to write", 1},
+        {"out", LS_ARG_PATH, &out, "PATH", "JSONL task file to write", 1},
     };
     int rc = ls_args_parse("rl tasks", "Writes a JSONL file of tasks with verifiable rewards", spec, 9, argc, argv,
                            NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
-    if (seed_arg("rl tasks", seed, &g.seed)) return 2;
     if (ls_rl_kind_parse(kind, &g.kind)) return ls_cli_fail_rc(LS_EINVAL);
     if (ls_out_path_check("out", out)) return ls_cli_fail(); /* a runtime error (1), as for every command */
     rc = ls_rl_tasks_make(&g, out, &mean, &mx);
@@ -48,12 +38,11 @@ static int rl_run(int argc, char **argv) {
     ls_rl_run_opts o = ls_rl_run_defaults();
     const char *mode = "laminar";
     int no_repack = 0;
-    double seed = 1;
     o.sft_steps = o.rollout_batch = LS_ARG_UNSET; /* their defaults are values a user could type */
     ls_arg spec[] = {
-        {"tasks", LS_ARG_STR, &o.tasks, "PATH", "JSONL task file (llmsys rl tasks)", 1},
-        {"heldout", LS_ARG_STR, &o.heldout, "PATH", "held-out tasks (default: the last --eval-n of --tasks, unused)"},
-        {"init", LS_ARG_STR, &o.init, "CKPT", "starting checkpoint (default: a fresh model, see --sft-steps)"},
+        {"tasks", LS_ARG_PATH, &o.tasks, "PATH", "JSONL task file (llmsys rl tasks)", 1},
+        {"heldout", LS_ARG_PATH, &o.heldout, "PATH", "held-out tasks (default: the last --eval-n of --tasks, unused)"},
+        {"init", LS_ARG_PATH, &o.init, "CKPT", "starting checkpoint (default: a fresh model, see --sft-steps)"},
         {"sft-steps", LS_ARG_INT, &o.sft_steps, "N", "supervised warm-start steps of a fresh model (default 1500)"},
         {"sft-batch", LS_ARG_INT, &o.sft_batch, "B", "warm-start batch (default 16)"},
         {"sft-lr", LS_ARG_FLOAT, &o.sft_lr, "LR", "warm-start learning rate (default 3e-3)"},
@@ -76,9 +65,9 @@ static int rl_run(int argc, char **argv) {
         {"step-ms", LS_ARG_FLOAT, &o.step_ms, "MS", "floor of a rollout decode step (emulated accelerator, default 0)"},
         {"train-ms", LS_ARG_FLOAT, &o.train_ms, "MS", "floor of a trainer update (default 0)"},
         {"eval-n", LS_ARG_INT, &o.eval_n, "N", "held-out prompts evaluated before and after (default 64)"},
-        {"seed", LS_ARG_FLOAT, &seed, "S", "random seed (default 1)"},
-        {"workdir", LS_ARG_STR, &o.workdir, "DIR", "config, logs, report (default rl-out)"},
-        {"report", LS_ARG_STR, &o.report, "PATH", "JSON report (default WORKDIR/report.json)"},
+        {"seed", LS_ARG_I64, &o.seed, "S", "random seed (default 1)", 0, LS_RANGE(0, LS_RL_SEED_MAX)},
+        {"workdir", LS_ARG_PATH, &o.workdir, "DIR", "config, logs, report (default rl-out)"},
+        {"report", LS_ARG_PATH, &o.report, "PATH", "JSON report (default WORKDIR/report.json)"},
         {"kill-rollout-at", LS_ARG_FLOAT, &o.kill_rollout_s, "S",
          "fault injection: kill rollout 0 S seconds after it joined"},
         {"kill-relay-at", LS_ARG_FLOAT, &o.kill_relay_s, "S",
@@ -91,7 +80,6 @@ static int rl_run(int argc, char **argv) {
                            (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
     if (ls_rl_mode_parse(mode, &o.mode)) return ls_cli_fail_rc(LS_EINVAL);
-    if (seed_arg("rl run", seed, &o.seed)) return 2;
     if (ls_args_given("rl run", "sft-steps", &o.sft_steps, 0, ls_rl_run_defaults().sft_steps) ||
         ls_args_given("rl run", "rollout-batch", &o.rollout_batch, 1, ls_rl_run_defaults().rollout_batch))
         return 2;
@@ -115,8 +103,8 @@ static int rl_worker(int argc, char **argv) {
         {"id", LS_ARG_INT, &w.id, "N", "worker index within its role"},
         {"bind", LS_ARG_STR, &w.bind, "EP",
          "manager/relay bind address (default tcp://127.0.0.1:0; another needs llmsys --keys DIR)"},
-        {"config", LS_ARG_STR, &w.config, "PATH", "manager: the run config (written by rl run)"},
-        {"port-file", LS_ARG_STR, &w.port_file, "PATH", "manager: write the bound endpoint here"},
+        {"config", LS_ARG_PATH, &w.config, "PATH", "manager: the run config (written by rl run)"},
+        {"port-file", LS_ARG_PATH, &w.port_file, "PATH", "manager: write the bound endpoint here"},
     };
     int rc = ls_args_parse("rl worker", "Runs one process of an RL job", spec, 6, argc, argv, NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
@@ -128,8 +116,8 @@ static int rl_plot(int argc, char **argv) {
     ls_strlist reps = {0};
     const char *out = NULL;
     ls_arg spec[] = {
-        {"report", LS_ARG_STR_LIST, &reps, "JSON", "rl run reports (1 to 6)", 1},
-        {"out", LS_ARG_STR, &out, "PATH", "SVG file to write", 1},
+        {"report", LS_ARG_PATH_LIST, &reps, "JSON", "rl run reports (1 to 6)", 1},
+        {"out", LS_ARG_PATH, &out, "PATH", "SVG file to write", 1},
     };
     int rc = ls_args_parse("rl plot", "Plots reward per update and staleness of rl run reports as SVG", spec, 2, argc,
                            argv, NULL, 0, NULL);
@@ -159,7 +147,6 @@ int cmd_sim_rl(int argc, char **argv) {
     ls_rl_sim_opts o = ls_rl_sim_defaults();
     const char *models = "qwen2.5-7b,qwen2.5-32b,qwen2.5-72b", *gpus = "64,256,1024", *out = NULL, *trace = NULL;
     ls_strlist cal = {0};
-    double seed = 1;
     ls_arg spec[] = {
         {"models", LS_ARG_STR, &models, "LIST", "catalog models, comma separated (default qwen2.5-7b,32b,72b)"},
         {"gpu", LS_ARG_STR, &o.gpu, "NAME", "catalog GPU (default H800-80G)"},
@@ -172,19 +159,15 @@ int cmd_sim_rl(int argc, char **argv) {
         {"max-batch", LS_ARG_INT, &o.max_batch, "N", "decode batch per replica (default 64)"},
         {"staleness", LS_ARG_INT, &o.staleness, "N", "AReaL-like staleness bound (default 2)"},
         {"train-pct", LS_ARG_INT, &o.train_frac_pct, "P", "% of GPUs training if disaggregated (default 25; 0: best)"},
-        {"trace", LS_ARG_STR, &trace, "PATH", "take response lengths from a task file (answer + EOS)"},
-        {"calibrate", LS_ARG_STR_LIST, &cal, "REPORT",
+        {"trace", LS_ARG_PATH, &trace, "PATH", "take response lengths from a task file (answer + EOS)"},
+        {"calibrate", LS_ARG_PATH_LIST, &cal, "REPORT",
          "predict real runs (rl run reports) from their measured costs and workload"},
-        {"seed", LS_ARG_FLOAT, &seed, "S", "random seed (default 1)"},
-        {"out", LS_ARG_STR, &out, "PATH", "JSON results"},
+        {"seed", LS_ARG_I64, &o.seed, "S", "random seed (default 1)", 0, LS_RANGE(0, LS_RL_SEED_MAX)},
+        {"out", LS_ARG_PATH, &out, "PATH", "JSON results"},
     };
     int rc = ls_args_parse("sim rl", "Simulates sync, one-step, AReaL-like and Laminar-style RL at cluster scale", spec,
                            (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
-    if (seed_arg("sim rl", seed, &o.seed)) {
-        ls_strlist_free(&cal);
-        return 2;
-    }
     if (cal.n > 0)
         rc = (rc = ls_rl_sim_calibrate((const char *const *)cal.v, cal.n, trace, out, NULL)) ? ls_cli_fail_rc(rc) : 0;
     else if ((rc = ls_rl_sim_check(&o, models, gpus, trace != NULL))) /* values and names: usage errors */

@@ -28,13 +28,13 @@ static int robust_run_cmd(int argc, char **argv) {
         {"slow-window", LS_ARG_INT, &o.slow_window, "STEPS", "slow-rank window (default 20; 0: off)"},
         {"slow-factor", LS_ARG_FLOAT, &o.slow_factor, "X",
          "slow rank: X x later than the other ranks' median (default 2)"},
-        {"inject", LS_ARG_STR, &o.inject, "PLAN.json", "fault-injection plan (docs/robust.md)"},
+        {"inject", LS_ARG_PATH, &o.inject, "PLAN.json", "fault-injection plan (docs/robust.md)"},
         {"status-port", LS_ARG_INT, &o.status_port, "P", "serve a status page and /metrics on P (0: off, -1: any)"},
-        {"status-bind", LS_ARG_STR, &o.status_bind, "ADDR",
+        {"status-bind", LS_ARG_BIND, &o.status_bind, "ADDR",
          "status address, IPv4 or IPv6 (default 127.0.0.1; off loopback needs --status-key)"},
         {"status-key", LS_ARG_STR, &o.status_key, "KEY", "the status page answers only \"Authorization: Bearer KEY\""},
-        {"ckpt-dir", LS_ARG_STR, &o.ckpt_dir, "DIR", "disk checkpoints (default <report>.ckpt)"},
-        {"report", LS_ARG_STR, &o.report, "FILE", "JSON report: faults, timeline, ETTR, losses", 1},
+        {"ckpt-dir", LS_ARG_PATH, &o.ckpt_dir, "DIR", "disk checkpoints (default <report>.ckpt)"},
+        {"report", LS_ARG_PATH, &o.report, "FILE", "JSON report: faults, timeline, ETTR, losses", 1},
         {"cold", LS_ARG_FLAG, &o.cold, NULL, "cold restarts: a new node, state from disk (baseline)"},
         {"no-prestart", LS_ARG_FLAG, &o.no_prestart, NULL, "no pre-started world: restarts start a fresh mpirun"},
         {"quiet", LS_ARG_FLAG, &o.quiet, NULL, "no timeline lines on stderr"},
@@ -49,10 +49,8 @@ static int robust_run_cmd(int argc, char **argv) {
     o.argc = split < argc ? argc - split - 1 : 0;
     o.argv = argv + split + 1;
     o.self = ls_cli_self();
-    if (ls_robust_opts_check(&o) < 0) { /* flags and the injection plan, before anything starts */
-        fprintf(stderr, "llmsys robust run: %s\n", ls_errmsg());
-        return 2;
-    }
+    if (ls_robust_opts_check(&o) < 0) /* flags and the injection plan, before anything starts */
+        return ls_usage_err("robust run", "%s", ls_errmsg());
     ls_robust_result r;
     if (ls_robust_run(&o, &r) < 0) return ls_cli_fail();
     ls_robust_print_summary(o.report, stdout);
@@ -72,10 +70,7 @@ static int robust_agent_cmd(int argc, char **argv) {
     int prc = ls_args_parse("robust agent", "A node agent (started by `llmsys robust run`).", spec, 4, argc, argv, NULL,
                             0, NULL);
     if (prc) return LS_ARGS_EXIT(prc);
-    if (o.id < 0 || !(o.grace_s > 0)) {
-        fprintf(stderr, "llmsys robust agent: --id must be >= 0 and --grace > 0\n");
-        return 2;
-    }
+    if (o.id < 0 || !(o.grace_s > 0)) return ls_usage_err("robust agent", "--id must be >= 0 and --grace > 0");
     return ls_agent_run(&o) < 0 ? ls_cli_fail() : 0;
 }
 
@@ -112,7 +107,7 @@ int cmd_sim_robust(int argc, char **argv) {
         {"repair-h", LS_ARG_FLOAT, &o.repair_h, "H", "hours until an evicted machine returns (default 6)"},
         {"trials", LS_ARG_INT, &c->trials, "N", "independent runs averaged (default 20)"},
         {"seed", LS_ARG_I64, &c->seed, "S", "random seed (default 1)"},
-        {"out", LS_ARG_STR, &o.out, "FILE", "write the table as JSON"},
+        {"out", LS_ARG_PATH, &o.out, "FILE", "write the table as JSON"},
     };
     int prc = ls_args_parse("sim robust",
                             "Discrete-event simulation of a long training job under failures: ETTR per recovery "
@@ -122,8 +117,7 @@ int cmd_sim_robust(int argc, char **argv) {
     if (prc) return LS_ARGS_EXIT(prc);
     if (ls_args_given("sim robust", "standbys", &c->standbys, 0, standbys_def)) return 2;
     int rc = ls_sim_table(&o, stdout);
-    if (rc == LS_EINVAL) fprintf(stderr, "llmsys sim robust: %s\n", ls_errmsg());
-    return rc == LS_EINVAL ? 2 : rc < 0 ? ls_cli_fail() : 0;
+    return rc == LS_EINVAL ? ls_usage_err("sim robust", "%s", ls_errmsg()) : rc < 0 ? ls_cli_fail() : 0;
 }
 
 /* 4 ranks on 2 nodes plus a warm standby survive a crash, a hang and a NaN (docs/robust.md). */

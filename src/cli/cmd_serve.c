@@ -23,15 +23,15 @@ int cmd_quantize(int argc, char **argv) {
     int64_t eval_tokens = 0;
     double heldout = 0.05, bpb_f = 0, bpb_q = 0;
     ls_arg spec[] = {
-        {"model", LS_ARG_STR, &model, "PATH", "fp32 checkpoint to quantize", 1},
-        {"out", LS_ARG_STR, &out, "PATH", "quantized checkpoint to write", 1},
+        {"model", LS_ARG_PATH, &model, "PATH", "fp32 checkpoint to quantize", 1},
+        {"out", LS_ARG_PATH, &out, "PATH", "quantized checkpoint to write", 1},
         {"bits", LS_ARG_INT, &bits, "B", "one width for every layer: 16, 8, 4 or 3"},
-        {"bits-map", LS_ARG_STR, &bits_map, "FILE", "per-layer widths: JSON {\"bits\":[..]} or a list of integers"},
+        {"bits-map", LS_ARG_PATH, &bits_map, "FILE", "per-layer widths: JSON {\"bits\":[..]} or a list of integers"},
         {"group", LS_ARG_INT, &group, "G", "columns per quantization group: 32, 64, 128, 256 (default 64)"},
-        {"eval", LS_ARG_STR_LIST, &eval, "PATH", "also report held-out bits/byte on this corpus, fp32 vs quantized"},
+        {"eval", LS_ARG_PATH_LIST, &eval, "PATH", "also report held-out bits/byte on this corpus, fp32 vs quantized"},
         {"heldout", LS_ARG_FLOAT, &heldout, "FRAC", "held-out share of the corpus, as in training (default 0.05)"},
-        {"eval-tokens", LS_ARG_I64, &eval_tokens, "N", "evaluate at most N tokens (default all)"},
-        {"report", LS_ARG_STR, &report, "FILE", "write a JSON summary"},
+        {"eval-tokens", LS_ARG_I64, &eval_tokens, "N", "evaluate at most N tokens (default all)", 0, LS_MIN(0)},
+        {"report", LS_ARG_PATH, &report, "FILE", "write a JSON summary"},
     };
     int rc = ls_args("quantize", "Quantizes a checkpoint, each layer at its own bit width (group-wise RTN).", spec,
                      LS_NARGS(spec), argc, argv);
@@ -43,8 +43,6 @@ int cmd_quantize(int argc, char **argv) {
         rc = ls_usage_err("quantize", "--group must be 32, 64, 128 or 256, got %d", group);
     else if (rc < 0 && !(heldout > 0 && heldout <= 0.5))
         rc = ls_usage_err("quantize", "--heldout must be in (0, 0.5], got %g", heldout);
-    else if (rc < 0 && eval_tokens < 0)
-        rc = ls_usage_err("quantize", "--eval-tokens must be >= 0");
     else if (rc < 0 && ls_path_replaces(model, out))
         rc = ls_usage_err("quantize", "--out %s is the --model checkpoint; write the quantized one elsewhere", out);
     /* what could fail after the quantized checkpoint is written is checked before it is */
@@ -74,10 +72,7 @@ int cmd_quantize(int argc, char **argv) {
 
 static int run_worker(const char *model, const char *plan, int stage, int max_seqs, int threads, const char *in,
                       const char *out) {
-    if (!plan || !in || !out) {
-        fprintf(stderr, "llmsys serve --worker: needs --plan FILE, --stage I, --in and --out\n");
-        return 2;
-    }
+    if (!plan || !in || !out) return ls_usage_err("serve --worker", "needs --plan FILE, --stage I, --in and --out");
     ls_worker_opts o = {model, plan, stage, max_seqs, threads, in, out};
     if (ls_serve_worker_run(&o) != LS_OK) {
         fprintf(stderr, "llmsys: stage %d: %s\n", stage, ls_errmsg());
@@ -94,23 +89,27 @@ int cmd_serve(int argc, char **argv) {
     int restarts = ls_server_defaults().stage_restarts;
     int64_t max_body = 64 * 1024;
     ls_arg spec[] = {
-        {"model", LS_ARG_STR, &model, "PATH", "checkpoint to serve (fp32 or quantized)", 1},
-        {"plan", LS_ARG_STR, &plan_path, "FILE", "pipeline plan (docs/plan-format.md); default one stage"},
-        {"port", LS_ARG_INT, &port, "P", "HTTP port (default 8080; 0 picks a free one)"},
-        {"bind", LS_ARG_STR, &host, "ADDR", "HTTP bind address, IPv4 or IPv6 (default 127.0.0.1; ::1: IPv6 loopback)"},
-        {"host", LS_ARG_STR, &host, "ADDR", "same as --bind"},
+        {"model", LS_ARG_PATH, &model, "PATH", "checkpoint to serve (fp32 or quantized)", 1},
+        {"plan", LS_ARG_PATH, &plan_path, "FILE", "pipeline plan (docs/plan-format.md); default one stage"},
+        {"port", LS_ARG_PORT, &port, "P", "HTTP port (default 8080; 0 picks a free one)"},
+        {"bind", LS_ARG_BIND, &host, "ADDR", "HTTP bind address, IPv4 or IPv6 (default 127.0.0.1; ::1: IPv6 loopback)"},
+        {"host", LS_ARG_BIND, &host, "ADDR", "same as --bind"},
         {"api-key", LS_ARG_STR, &api_key, "KEY",
          "require \"Authorization: Bearer KEY\" on /v1/ (default $LLMSYS_API_KEY; needed off loopback)"},
-        {"max-conns", LS_ARG_INT, &conns, "N", "open HTTP connections in total (0: default 512)"},
-        {"max-conns-per-ip", LS_ARG_INT, &per_ip, "N", "open HTTP connections per client address (0: default 64)"},
-        {"port-file", LS_ARG_STR, &port_file, "FILE", "write the bound port here once serving"},
-        {"max-seqs", LS_ARG_INT, &max_seqs, "N", "concurrent sequences / KV slots per stage (default 16)"},
-        {"threads", LS_ARG_INT, &threads, "N", "kernel threads per stage (default 1)"},
-        {"max-body", LS_ARG_I64, &max_body, "BYTES", "largest request body (default 65536)"},
-        {"prefill-mb", LS_ARG_INT, &mbp, "N", "prefill micro-batch without a plan (default 2)"},
-        {"decode-mb", LS_ARG_INT, &mbd, "N", "decode micro-batch without a plan (default 8)"},
+        {"max-conns", LS_ARG_INT, &conns, "N", "open HTTP connections in total (0: default 512)", 0, LS_MIN(0)},
+        {"max-conns-per-ip", LS_ARG_INT, &per_ip, "N", "open HTTP connections per client address (0: default 64)", 0,
+         LS_MIN(0)},
+        {"port-file", LS_ARG_PATH, &port_file, "FILE", "write the bound port here once serving"},
+        {"max-seqs", LS_ARG_INT, &max_seqs, "N", "concurrent sequences / KV slots per stage (default 16)", 0,
+         LS_RANGE(1, 4096)},
+        {"threads", LS_ARG_INT, &threads, "N", "kernel threads per stage (default 1)", 0,
+         LS_RANGE(1, LS_MODEL_MAX_THREADS)},
+        {"max-body", LS_ARG_I64, &max_body, "BYTES", "largest request body (default 65536)", 0, LS_MIN(16)},
+        {"prefill-mb", LS_ARG_INT, &mbp, "N", "prefill micro-batch without a plan (default 2)", 0, LS_RANGE(1, 1024)},
+        {"decode-mb", LS_ARG_INT, &mbd, "N", "decode micro-batch without a plan (default 8)", 0, LS_RANGE(1, 1024)},
         {"stage-restarts", LS_ARG_INT, &restarts, "N",
-         "start a stage that dies again, up to N times per stage (default 3; 0: it stays dead)"},
+         "start a stage that dies again, up to N times per stage (default 3; 0: it stays dead)", 0,
+         LS_RANGE(0, 1000000)},
         {"served-model-name", LS_ARG_STR, &name, "NAME",
          "name in /v1/models and responses (default: the checkpoint's file stem)"},
         {"name", LS_ARG_STR, &name, "NAME", "same as --served-model-name"},
@@ -123,20 +122,6 @@ int cmd_serve(int argc, char **argv) {
                            spec, (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
     if (worker) return run_worker(model, plan_path, stage, max_seqs, threads, w_in, w_out);
-    /* each value refused by name (was: one line listing every rule) */
-    if (port < 0 || port > 65535) return ls_usage_err("serve", "--port must be in [0, 65535], got %d", port);
-    if (!*host) return ls_usage_err("serve", "--bind must be an IPv4 or IPv6 address, got ''"); /* was: loopback */
-    if (max_seqs < 1 || max_seqs > 4096)
-        return ls_usage_err("serve", "--max-seqs must be in [1, 4096], got %d", max_seqs);
-    if (threads < 1 || threads > LS_MODEL_MAX_THREADS)
-        return ls_usage_err("serve", "--threads must be in [1, %d], got %d", LS_MODEL_MAX_THREADS, threads);
-    if (max_body < 16) return ls_usage_err("serve", "--max-body must be >= 16, got %lld", (long long)max_body);
-    if (mbp < 1 || mbd < 1 || mbp > 1024 || mbd > 1024) /* a plan's bounds */
-        return ls_usage_err("serve", "--prefill-mb and --decode-mb must be in [1, 1024], got %d and %d", mbp, mbd);
-    if (restarts < 0 || restarts > 1000000)
-        return ls_usage_err("serve", "--stage-restarts must be in [0, 1000000], got %d", restarts);
-    if (conns < 0 || per_ip < 0)
-        return ls_usage_err("serve", "--max-conns and --max-conns-per-ip must be >= 0 (0: the default)");
     if (port_file && ls_out_path_check("port-file", port_file)) return ls_cli_fail(); /* before the stages start */
     ls_model_config cfg;
     int *bits = NULL;
@@ -174,13 +159,9 @@ int cmd_serve(int argc, char **argv) {
     fflush(stdout);
     printf("llmsys serve: served as '%s' (GET /v1/models, POST /v1/chat/completions)\n", ls_server_model_name(s));
     fflush(stdout);
-    if (port_file) {
-        char buf[32];
-        int n = snprintf(buf, sizeof buf, "%d\n", ls_server_port(s));
-        if (ls_file_write_atomic(port_file, buf, (size_t)n) != LS_OK) {
-            ls_server_stop(s);
-            return ls_cli_fail();
-        }
+    if (port_file && ls_port_file_write(port_file, ls_server_port(s)) != LS_OK) {
+        ls_server_stop(s);
+        return ls_cli_fail();
     }
     int sig = 0;
     sigwait(&set, &sig);
@@ -196,8 +177,8 @@ int cmd_profile(int argc, char **argv) {
                *ctx_s = "16,64,128";
     int reps = 3, threads = 1;
     ls_arg spec[] = {
-        {"model", LS_ARG_STR, &model, "PATH", "fp32 checkpoint whose layer shapes are profiled", 1},
-        {"out", LS_ARG_STR, &out, "FILE", "device profile to write (JSON, docs/plan-format.md)", 1},
+        {"model", LS_ARG_PATH, &model, "PATH", "fp32 checkpoint whose layer shapes are profiled", 1},
+        {"out", LS_ARG_PATH, &out, "FILE", "device profile to write (JSON, docs/plan-format.md)", 1},
         {"bits", LS_ARG_STR, &bits_s, "LIST", "bit widths (default 16,8,4,3)"},
         {"batches", LS_ARG_STR, &batch_s, "LIST", "micro-batch sizes (default 1,2,4,8)"},
         {"seqs", LS_ARG_STR, &seq_s, "LIST", "prefill lengths (default 16,32,64)"},

@@ -22,33 +22,25 @@ static int victim_train(int argc, char **argv) {
     const char *type_s = NULL, *data = NULL, *out = NULL, *report = NULL;
     int64_t train_n = 0;
     int seed = 42, quiet = 0;
-    int knn_ref = 0;
-    ls_victim_opts g = {0}; /* what was given, for ls_victim_opts_given */
-    /* the sizes: LS_ARG_UNSET until given; one given must be at least min (was: a negative or
-     * zero one silently meant the default) */
-    const struct {
-        const char *name;
-        int *v, min;
-    } sizes[] = {{"epochs", &g.epochs, 1},       {"hidden", &g.hidden, 0}, {"conv1", &g.conv1, 1},
-                 {"conv2", &g.conv2, 1},         {"kernel", &g.kernel, 1}, {"trees", &g.trees, 1},
-                 {"max-depth", &g.max_depth, 1}, {"knn-ref", &knn_ref, 1}};
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) *sizes[i].v = LS_ARG_UNSET;
+    /* what was given, for ls_victim_opts_given (not given: 0, --hidden LS_ARG_UNSET); the ranges
+     * below refuse a given size under its minimum (was: a negative or zero one meant the default) */
+    ls_victim_opts g = {.hidden = LS_ARG_UNSET};
     ls_arg spec[] = {
         {"type", LS_ARG_STR, &type_s, "T", "logreg, svm, tree, forest, knn, nb, mlp or cnn (images only)", 1},
-        {"data", LS_ARG_STR, &data, "D",
+        {"data", LS_ARG_PATH, &data, "D",
          "fmnist[:DIR], blobs, rings, wine, cancer, digits or a CSV path (features, label; .gz ok)", 1},
-        {"out", LS_ARG_STR, &out, "FILE", "victim file to write (victim.bin)", 1},
-        {"report", LS_ARG_STR, &report, "FILE", "JSON summary (test accuracy, timings)"},
-        {"train-n", LS_ARG_I64, &train_n, "N", "use at most N training rows (default all)"},
-        {"epochs", LS_ARG_INT, &g.epochs, "N", "passes for logreg/svm/mlp/cnn"},
+        {"out", LS_ARG_PATH, &out, "FILE", "victim file to write (victim.bin)", 1},
+        {"report", LS_ARG_PATH, &report, "FILE", "JSON summary (test accuracy, timings)"},
+        {"train-n", LS_ARG_I64, &train_n, "N", "use at most N training rows (default all)", 0, LS_MIN(0)},
+        {"epochs", LS_ARG_INT, &g.epochs, "N", "passes for logreg/svm/mlp/cnn", 0, LS_MIN(1)},
         {"hidden", LS_ARG_INT, &g.hidden, "N",
-         "mlp hidden width (default 256); cnn fc hidden width, 0 none (default 128)"},
-        {"conv1", LS_ARG_INT, &g.conv1, "N", "cnn: channels of conv layer 1 (default 16)"},
-        {"conv2", LS_ARG_INT, &g.conv2, "N", "cnn: channels of conv layer 2 (default 32)"},
-        {"kernel", LS_ARG_INT, &g.kernel, "N", "cnn: odd kernel size of both conv layers (default 3)"},
-        {"trees", LS_ARG_INT, &g.trees, "N", "forest size (default 40)"},
-        {"max-depth", LS_ARG_INT, &g.max_depth, "N", "tree/forest depth limit"},
-        {"knn-ref", LS_ARG_INT, &knn_ref, "N", "knn reference rows kept (default 10000)"},
+         "mlp hidden width (default 256); cnn fc hidden width, 0 none (default 128)", 0, LS_MIN(0)},
+        {"conv1", LS_ARG_INT, &g.conv1, "N", "cnn: channels of conv layer 1 (default 16)", 0, LS_MIN(1)},
+        {"conv2", LS_ARG_INT, &g.conv2, "N", "cnn: channels of conv layer 2 (default 32)", 0, LS_MIN(1)},
+        {"kernel", LS_ARG_INT, &g.kernel, "N", "cnn: odd kernel size of both conv layers (default 3)", 0, LS_MIN(1)},
+        {"trees", LS_ARG_INT, &g.trees, "N", "forest size (default 40)", 0, LS_MIN(1)},
+        {"max-depth", LS_ARG_INT, &g.max_depth, "N", "tree/forest depth limit", 0, LS_MIN(1)},
+        {"knn-ref", LS_ARG_I64, &g.knn_ref, "N", "knn reference rows kept (default 10000)", 0, LS_MIN(1)},
         {"seed", LS_ARG_INT, &seed, "S", "random seed (default 42)"},
         {"quiet", LS_ARG_FLAG, &quiet, NULL, "no progress bar"},
     };
@@ -56,21 +48,16 @@ static int victim_train(int argc, char **argv) {
                            (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
     int type = ls_victim_type_parse(type_s);
-    if (type < 0) {
-        fprintf(stderr, "llmsys victim train: unknown --type '%s' (logreg, svm, tree, forest, knn, nb, mlp, cnn)\n",
-                type_s);
-        return 2;
-    }
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) /* not given: below min, the type's default */
-        if (ls_args_given("victim train", sizes[i].name, sizes[i].v, sizes[i].min, sizes[i].min - 1)) return 2;
-    g.knn_ref = knn_ref;
-    if (train_n < 0) return ls_usage_err("victim train", "--train-n must be >= 1 (or 0: all rows)");
+    if (type < 0)
+        return ls_usage_err("victim train", "unknown --type '%s' (logreg, svm, tree, forest, knn, nb, mlp, cnn)",
+                            type_s);
     int replaces_data = ls_is_file(data) && ls_path_replaces(data, out); /* not a dataset's name */
     if (replaces_data) return ls_usage_err("victim train", "--out %s would replace the --data file", out);
     if (ls_path_replaces(out, report))
         return ls_usage_err("victim train", "--out and --report name the same file %s", out);
     ls_victim_opts o;
     ls_victim_opts_given(&o, type, &g);
+    if (ls_victim_opts_fit(&o)) return ls_usage_err("victim train", "%s", ls_errmsg());
     o.seed = (uint64_t)seed;
     o.verbose = !quiet;
     ls_victim_train_summary sm;
@@ -102,28 +89,30 @@ static int victim_serve(int argc, char **argv) {
     so.budget = LS_ARG_UNSET64, so.rate_qps = NAN; /* not given: no budget, no limit (0 is not "none") */
     int conns = 0, per_ip = 0;
     ls_arg spec[] = {
-        {"model", LS_ARG_STR, &model, "FILE", "victim file (from victim train)", 1},
-        {"port", LS_ARG_INT, &so.port, "P", "TCP port (default 8090; 0 = any free port)"},
-        {"port-file", LS_ARG_STR, &port_file, "FILE", "write the bound port here (for scripts)"},
-        {"bind", LS_ARG_STR, &so.bind, "ADDR",
+        {"model", LS_ARG_PATH, &model, "FILE", "victim file (from victim train)", 1},
+        {"port", LS_ARG_PORT, &so.port, "P", "TCP port (default 8090; 0 = any free port)"},
+        {"port-file", LS_ARG_PATH, &port_file, "FILE", "write the bound port here (for scripts)"},
+        {"bind", LS_ARG_BIND, &so.bind, "ADDR",
          "address to listen on, IPv4 or IPv6 (default 127.0.0.1; 0.0.0.0 / :: = all IPv4 / IPv6)"},
-        {"keys", LS_ARG_STR, &so.keys_path, "FILE",
+        {"keys", LS_ARG_PATH, &so.keys_path, "FILE",
          "API keys, one per line: NAME SECRET [BUDGET]; only these may query"},
-        {"max-conns", LS_ARG_INT, &conns, "N", "open connections in total (default 512)"},
-        {"max-conns-per-ip", LS_ARG_INT, &per_ip, "N", "open connections per client address (default 64)"},
+        {"max-conns", LS_ARG_INT, &conns, "N", "open connections in total (default 512)", 0, LS_MIN(0)},
+        {"max-conns-per-ip", LS_ARG_INT, &per_ip, "N", "open connections per client address (default 64)", 0,
+         LS_MIN(0)},
         {"output", LS_ARG_STR, &output, "KIND", "label (default) or proba"},
         {"budget", LS_ARG_I64, &so.budget, "Q", "query budget per key (--keys) or per address (default unlimited)"},
         {"rate", LS_ARG_FLOAT, &so.rate_qps, "QPS", "per-client rate limit in inputs/s (default unlimited)"},
         {"burst", LS_ARG_FLOAT, &so.burst, "N", "rate-limit bucket size in inputs (default 1024)"},
-        {"max-batch", LS_ARG_INT, &so.max_batch, "N", "inputs per request (default 512)"},
-        {"log", LS_ARG_STR, &so.log_path, "FILE", "query log (JSON lines)"},
+        {"max-batch", LS_ARG_INT, &so.max_batch, "N", "inputs per request (default 512)", 0, LS_MIN(1)},
+        {"log", LS_ARG_PATH, &so.log_path, "FILE", "query log (JSON lines)"},
         {"prada", LS_ARG_STR, &prada, "MODE", "extraction detector: off, log (default), throttle, refuse"},
         {"prada-delta", LS_ARG_FLOAT, &so.prada.delta, "W", "flag when Shapiro-Wilk W < W (default 0.95)"},
         {"monitor", LS_ARG_STR, &monitor, "MODE", "query-distribution monitor: off (default), log, throttle, refuse"},
-        {"monitor-data", LS_ARG_STR, &monitor_data, "D", "the victim's training data (as victim train --data)"},
+        {"monitor-data", LS_ARG_PATH, &monitor_data, "D", "the victim's training data (as victim train --data)"},
         {"monitor-z", LS_ARG_FLOAT, &mo.z, "Z", "monitor: flag when the outlier z-score exceeds Z (default 4)"},
         {"monitor-stats", LS_ARG_INT, &mo.image_stats, "0|1",
-         "monitor, images: also profile each image's level and edge statistics (default 1; 0 = pixels only)"},
+         "monitor, images: also profile each image's level and edge statistics (default 1; 0 = pixels only)", 0,
+         LS_RANGE(0, 1)},
         {"throttle", LS_ARG_FLOAT, &so.throttle_s, "S",
          "throttle: seconds per input for a flagged client (default 0.2)"},
         {"admin-key", LS_ARG_STR, &so.admin_key, "KEY", "X-API-Key for GET /stats, exempt from budget, rate, detector"},
@@ -145,14 +134,8 @@ static int victim_serve(int argc, char **argv) {
     if (so.monitor_mode < 0) return ls_usage_err(vs, "--monitor must be %s, got '%s'", modes, monitor);
     if (so.monitor_mode && !monitor_data) return ls_usage_err(vs, "--monitor %s needs --monitor-data", monitor);
     if (!(mo.z > 0)) return ls_usage_err(vs, "--monitor-z must be > 0, got %g", mo.z);
-    if (mo.image_stats != 0 && mo.image_stats != 1)
-        return ls_usage_err(vs, "--monitor-stats must be 0 or 1, got %d", mo.image_stats);
-    if (so.port < 0 || so.port > 65535) return ls_usage_err(vs, "--port must be in [0, 65535], got %d", so.port);
-    if (so.bind && !*so.bind) return ls_usage_err(vs, "--bind must be an IPv4 or IPv6 address, got ''");
-    if (so.max_batch < 1) return ls_usage_err(vs, "--max-batch must be >= 1, got %d", so.max_batch);
     if (!(so.prada.delta > 0 && so.prada.delta < 1))
         return ls_usage_err(vs, "--prada-delta must be in (0, 1), got %g", so.prada.delta);
-    if (conns < 0 || per_ip < 0) return ls_usage_err(vs, "--max-conns and --max-conns-per-ip must be >= 0");
     if (port_file && ls_out_path_check("port-file", port_file)) return ls_cli_fail(); /* before it serves */
     if (ls_args_given64("victim serve", "budget", &so.budget, 1, 0)) return 2;
     if (isnan(so.rate_qps))
@@ -176,21 +159,20 @@ static int victim_make_data(int argc, char **argv) {
     ls_arg spec[] = {
         {"kind", LS_ARG_STR, &kind, "K", "blobs (make_classification-style) or rings (nonlinear)"},
         {"n", LS_ARG_I64, &n, "N", "rows (default 12000)"},
-        {"features", LS_ARG_INT, &d, "D", "features (default 20)"},
-        {"classes", LS_ARG_INT, &k, "K", "classes (default 5)"},
+        {"features", LS_ARG_INT, &d, "D", "features (default 20)", 0, LS_RANGE(2, LS_TABLE_MAX_DIM)},
+        {"classes", LS_ARG_INT, &k, "K", "classes (default 5)", 0, LS_RANGE(2, LS_TABLE_MAX_DIM)},
         {"seed", LS_ARG_INT, &seed, "S", "seed (default 11)"},
-        {"out", LS_ARG_STR, &out, "FILE", "CSV to write", 1},
+        {"out", LS_ARG_PATH, &out, "FILE", "CSV to write", 1},
     };
     int rc = ls_args_parse("victim make-data", "Writes a reproducible synthetic CSV table (features, label).", spec,
                            (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
     if (strcmp(kind, "blobs") && strcmp(kind, "rings"))
         return ls_usage_err("victim make-data", "unknown --kind '%s' (blobs, rings)", kind);
-    if (n < 2 || n > LS_TABLE_MAX_ROWS) /* the library's bounds, named by flag before any work */
-        return ls_usage_err("victim make-data", "--n must be in [2, %d], got %lld", LS_TABLE_MAX_ROWS, (long long)n);
-    if (d < 2 || d > LS_TABLE_MAX_DIM || k < 2 || k > LS_TABLE_MAX_DIM)
-        return ls_usage_err("victim make-data", "--features and --classes must be in [2, %d], got %d and %d",
-                            LS_TABLE_MAX_DIM, d, k);
+    int64_t max_n = ls_steal_table_max_rows(d); /* the library's bounds, named by flag before any work */
+    if (n < 2 || n > max_n)
+        return ls_usage_err("victim make-data", "--n must be in [2, %lld] for %d features here, got %lld",
+                            (long long)max_n, d, (long long)n);
     if (ls_steal_write_table(kind, n, d, k, (uint64_t)seed, out)) return ls_cli_fail();
     printf("wrote %s: %lld rows, %d features, %d classes (%s)\n", out, (long long)n, d, k, kind);
     return 0;
@@ -202,7 +184,7 @@ static int victim_make_task(int argc, char **argv) {
     ls_arg spec[] = {
         {"task", LS_ARG_STR, &task, "T", "glyphs, shapes, textures, fmnist-inv (images); moons, checker, skewed", 1},
         {"seed", LS_ARG_INT, &seed, "S", "seed (default 1: the rows `--data T` trains on)"},
-        {"out", LS_ARG_STR, &out, "DIR", "directory to write (idx images for fmnist:DIR, or DIR/T.csv)", 1},
+        {"out", LS_ARG_PATH, &out, "DIR", "directory to write (idx images for fmnist:DIR, or DIR/T.csv)", 1},
     };
     int rc = ls_args_parse("victim make-task", "Writes a held-out task of the extraction audit to a directory.", spec,
                            (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
@@ -252,18 +234,19 @@ int cmd_steal(int argc, char **argv) {
          "victim API, e.g. http://127.0.0.1:8090/predict (IPv6: http://[::1]:8090/predict)", 1},
         {"input-shape", LS_ARG_STR, &shape_s, "C,H,W", "declared input shape (1,28,28 or 784)", 1},
         {"input-range", LS_ARG_STR, &range_s, "LO,HI", "declared input range (default 0,1)"},
-        {"classes", LS_ARG_INT, &o.k, "K", "number of classes", 1},
-        {"budget", LS_ARG_I64, &o.budget, "Q", "queries to spend (never exceeded)", 1},
-        {"out", LS_ARG_STR, &out, "FILE", "replica (safetensors)", 1},
-        {"report", LS_ARG_STR, &report, "FILE", "JSON summary"},
+        {"classes", LS_ARG_INT, &o.k, "K", "number of classes", 1, LS_RANGE(2, 64)},
+        {"budget", LS_ARG_I64, &o.budget, "Q", "queries to spend (never exceeded)", 1, LS_MIN(1)},
+        {"out", LS_ARG_PATH, &out, "FILE", "replica (safetensors)", 1},
+        {"report", LS_ARG_PATH, &report, "FILE", "JSON summary"},
         {"api-key", LS_ARG_STR, &key, "KEY", "sent as X-API-Key"},
         {"strategy", LS_ARG_STR, &strategy, "S", "synth (default) or random (baseline)"},
         {"label-only", LS_ARG_FLAG, &no_proba, NULL, "ignore probabilities even if the API gives them"},
-        {"epochs", LS_ARG_INT, &o.final_epochs, "N", "final replica epochs (default 30)"},
-        {"members", LS_ARG_INT, &o.members, "N", "replica networks averaged at prediction (default 3)"},
+        {"epochs", LS_ARG_INT, &o.final_epochs, "N", "final replica epochs (default 30)", 0, LS_MIN(1)},
+        {"members", LS_ARG_INT, &o.members, "N", "replica networks averaged at prediction (default 3)", 0,
+         LS_RANGE(1, LS_REPLICA_MAX_MEMBERS)},
         {"distill", LS_ARG_FLOAT, &o.distill, "R",
          "images: unlabeled prior draws per answer the members are distilled on (default 1, 0 = off)"},
-        {"batch", LS_ARG_INT, &o.batch, "N", "inputs per request (default 256)"},
+        {"batch", LS_ARG_INT, &o.batch, "N", "inputs per request (default 256)", 0, LS_MIN(1)},
         {"timeout", LS_ARG_FLOAT, &timeout, "S", "per-request network timeout (default 30)"},
         {"seed", LS_ARG_INT, &seed, "S", "random seed (default 1)"},
         {"quiet", LS_ARG_FLAG, &quiet, NULL, "no progress bar"},
@@ -273,25 +256,16 @@ int cmd_steal(int argc, char **argv) {
     if (rc) return LS_ARGS_EXIT(rc);
     char *e;
     double hi = 0, lo = strtod(range_s, &e);
-    if (ls_args_shape(shape_s, &o.c, &o.h, &o.w)) {
-        fprintf(stderr, "llmsys steal: --input-shape expects C,H,W or N, got '%s'\n", shape_s);
-        return 2;
-    }
+    if (ls_args_shape(shape_s, &o.c, &o.h, &o.w))
+        return ls_usage_err("steal", "--input-shape expects C,H,W or N, got '%s'", shape_s);
     if (*e != ',' || (hi = strtod(e + 1, &e), *e) || !(fabs(lo) <= FLT_MAX && fabs(hi) <= FLT_MAX) ||
-        !((float)hi > (float)lo)) {
-        fprintf(stderr, "llmsys steal: --input-range expects finite LO,HI with LO < HI, got '%s'\n", range_s);
-        return 2;
-    }
+        !((float)hi > (float)lo))
+        return ls_usage_err("steal", "--input-range expects finite LO,HI with LO < HI, got '%s'", range_s);
     if (!(timeout > 0 && timeout <= 86400)) return ls_usage_err("steal", "--timeout must be in (0, 86400] s");
     if (ls_path_replaces(out, report))
         return ls_usage_err("steal", "--report %s would replace the replica --out", report);
     /* each value refused by name (was: one line listing every rule) */
-    if (o.k < 2 || o.k > 64) return ls_usage_err("steal", "--classes must be in [2, 64], got %d", o.k);
-    if (o.budget < 1) return ls_usage_err("steal", "--budget must be >= 1, got %lld", (long long)o.budget);
-    if (o.batch < 1 || o.final_epochs < 1)
-        return ls_usage_err("steal", "--batch and --epochs must be >= 1, got %d and %d", o.batch, o.final_epochs);
-    if (o.members < 1 || o.members > LS_REPLICA_MAX_MEMBERS)
-        return ls_usage_err("steal", "--members must be in [1, %d], got %d", LS_REPLICA_MAX_MEMBERS, o.members);
+    if (ls_steal_opts_fit(&o)) return ls_usage_err("steal", "%s", ls_errmsg()); /* was: an ASan abort */
     if (!(o.distill >= 0 && o.distill <= 8))
         return ls_usage_err("steal", "--distill must be in [0, 8], got %g", o.distill);
     if (strcmp(strategy, "synth") && strcmp(strategy, "random"))
@@ -320,32 +294,33 @@ static int steal_eval(int argc, char **argv) {
     ls_steal_eval_opts eo;
     ls_steal_eval_opts_default(&eo);
     ls_arg spec[] = {
-        {"replica", LS_ARG_STR, &eo.replica, "FILE", "replica from llmsys steal", 1},
+        {"replica", LS_ARG_PATH, &eo.replica, "FILE", "replica from llmsys steal", 1},
         {"target", LS_ARG_STR, &eo.target, "URL", "the victim API", 1},
-        {"test-data", LS_ARG_STR, &eo.data, "D",
+        {"test-data", LS_ARG_PATH, &eo.data, "D",
          "a CSV file (all its rows are the test set) or a named dataset (its held-out test split)", 1},
         {"test-split", LS_ARG_FLOAT, &eo.test_split, "F",
          "CSV only: evaluate on a fraction F of the file instead (0.2 = the rows victim train held out)"},
-        {"test-n", LS_ARG_I64, &eo.test_n, "N", "use N test rows (default all)"},
+        {"test-n", LS_ARG_I64, &eo.test_n, "N", "use N test rows (default all)", 0, LS_MIN(0)},
         {"api-key", LS_ARG_STR, &eo.api_key, "KEY", "X-API-Key for the evaluation queries"},
-        {"baselines", LS_ARG_FLAG, &eo.baselines, NULL, "also train random-query and natural-data replicas (same budget)"},
-        {"budget", LS_ARG_I64, &eo.budget, "Q", "baseline budget (default: the replica's own query count)"},
-        {"epochs", LS_ARG_INT, &eo.epochs, "N", "baseline replica epochs (default 30)"},
+        {"baselines", LS_ARG_FLAG, &eo.baselines, NULL,
+         "also train random-query and natural-data replicas (same budget)"},
+        {"budget", LS_ARG_I64, &eo.budget, "Q", "baseline budget (default: the replica's own query count)", 0,
+         LS_MIN(0)},
+        {"epochs", LS_ARG_INT, &eo.epochs, "N", "baseline replica epochs (default 30)", 0, LS_MIN(1)},
         {"timeout", LS_ARG_FLOAT, &eo.timeout_s, "S", "network timeout (default 30)"},
-        {"report", LS_ARG_STR, &eo.report, "FILE", "JSON summary"},
+        {"report", LS_ARG_PATH, &eo.report, "FILE", "JSON summary"},
     };
     int rc = ls_args_parse("steal eval",
                            "Agreement of a replica with the victim on held-out natural test data, and its accuracy.",
                            spec, (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
-    if (eo.test_split < 0 || eo.test_split >= 1 || (eo.test_split > 0 && ls_steal_dataset_is_named(eo.data))) {
-        fprintf(stderr, "llmsys steal eval: --test-split takes a fraction in (0, 1) and a CSV file (%s has its own "
-                        "held-out split)\n", eo.data);
-        return 2;
-    }
-    if (eo.test_n < 0 || eo.budget < 0 || eo.epochs < 1 || !(eo.timeout_s > 0 && eo.timeout_s <= 86400))
-        return ls_usage_err("steal eval", "--test-n and --budget must be >= 0 (0: all, the replica's), --epochs >= 1, "
-                                          "--timeout in (0, 86400] s");
+    if (eo.test_split < 0 || eo.test_split >= 1 || (eo.test_split > 0 && ls_steal_dataset_is_named(eo.data)))
+        return ls_usage_err("steal eval",
+                            "--test-split takes a fraction in (0, 1) and a CSV file (%s has its own "
+                            "held-out split)",
+                            eo.data);
+    if (!(eo.timeout_s > 0 && eo.timeout_s <= 86400))
+        return ls_usage_err("steal eval", "--timeout must be in (0, 86400] s, got %g", eo.timeout_s);
     if (ls_path_replaces(eo.replica, eo.report) || (ls_is_file(eo.data) && ls_path_replaces(eo.data, eo.report)))
         return ls_usage_err("steal eval", "--report %s would replace an input (--replica or --test-data)", eo.report);
     ls_steal_eval_result r;
@@ -361,7 +336,7 @@ static int steal_eval(int argc, char **argv) {
         else if (b && r.natural_skipped)
             printf("  baseline natural skipped: the whole file is the test set (give --test-split to keep "
                    "natural rows apart)\n");
-    return fail ? ls_cli_fail() : 0;
+    return !fail ? 0 : fail == LS_EINVAL ? (ls_cli_fail(), 2) : ls_cli_fail(); /* EINVAL: a value given */
 }
 
 /* ---------------------------------------------------------------- demo */

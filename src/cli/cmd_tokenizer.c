@@ -9,22 +9,20 @@
 #include "llmsys/core.h"
 #include "llmsys/tokenizer.h"
 
-#define N_OPTS(spec) ((int)(sizeof(spec) / sizeof((spec)[0])))
-
 static int tok_train(int argc, char **argv) {
     ls_strlist inputs = {0}, specials = {0};
     const char *out = NULL;
     int vocab = 0, min_freq = 2;
     ls_arg spec[] = {
-        {"input", LS_ARG_STR_LIST, &inputs, "FILE", "training text files", 1},
+        {"input", LS_ARG_PATH_LIST, &inputs, "FILE", "training text files", 1},
         {"vocab-size", LS_ARG_INT, &vocab, "N", "tokens in all: 256 bytes + 3 model specials + added + merges", 1},
         {"min-freq", LS_ARG_INT, &min_freq, "N", "stop when the best pair occurs fewer times (default 2)"},
         {"special", LS_ARG_STR_LIST, &specials, "TOKEN",
          "more added tokens, e.g. '<|endoftext|>' (ids 256-258 are always <|bos|> <|eos|> <|pad|>)"},
-        {"out", LS_ARG_STR, &out, "FILE", "tokenizer.json to write", 1},
+        {"out", LS_ARG_PATH, &out, "FILE", "tokenizer.json to write", 1},
     };
     int rc = ls_args_parse("tokenizer train", "Trains a byte-level BPE vocabulary (GPT-2 pre-tokenizer).", spec,
-                           N_OPTS(spec), argc, argv, NULL, 0, NULL);
+                           LS_NARGS(spec), argc, argv, NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
     const char *model_specials[] = LS_BPE_SPECIALS, **all = calloc((size_t)specials.n + 3, sizeof *all);
     if (vocab < 259 + specials.n || min_freq < 1 || !all) {
@@ -75,12 +73,12 @@ static int tok_encode(int argc, char **argv) {
     const char *path = NULL, *text = NULL, *input = NULL;
     int count = 0;
     ls_arg spec[] = {
-        {"tokenizer", LS_ARG_STR, &path, "FILE", "tokenizer.json", 1},
+        {"tokenizer", LS_ARG_PATH, &path, "FILE", "tokenizer.json", 1},
         {"text", LS_ARG_STR, &text, "STRING", "text to encode"},
-        {"input", LS_ARG_STR, &input, "FILE", "file to encode (instead of --text)"},
+        {"input", LS_ARG_PATH, &input, "FILE", "file to encode (instead of --text)"},
         {"count", LS_ARG_FLAG, &count, NULL, "print only the byte and token counts"},
     };
-    int rc = ls_args_parse("tokenizer encode", "Prints the token ids of a text, space-separated.", spec, N_OPTS(spec),
+    int rc = ls_args_parse("tokenizer encode", "Prints the token ids of a text, space-separated.", spec, LS_NARGS(spec),
                            argc, argv, NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
     if (!text == !input) return fprintf(stderr, "llmsys tokenizer encode: give one of --text or --input\n"), 2;
@@ -102,12 +100,12 @@ static int tok_encode(int argc, char **argv) {
 static int tok_decode(int argc, char **argv) {
     const char *path = NULL, *list = NULL, *input = NULL;
     ls_arg spec[] = {
-        {"tokenizer", LS_ARG_STR, &path, "FILE", "tokenizer.json", 1},
+        {"tokenizer", LS_ARG_PATH, &path, "FILE", "tokenizer.json", 1},
         {"ids", LS_ARG_STR, &list, "\"ID ID ...\"", "token ids separated by spaces or commas"},
-        {"input", LS_ARG_STR, &input, "FILE", "read the ids from a file (instead of --ids)"},
+        {"input", LS_ARG_PATH, &input, "FILE", "read the ids from a file (instead of --ids)"},
     };
     int rc = ls_args_parse("tokenizer decode", "Writes the text of token ids to stdout, byte for byte.", spec,
-                           N_OPTS(spec), argc, argv, NULL, 0, NULL);
+                           LS_NARGS(spec), argc, argv, NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
     if (!list == !input) return fprintf(stderr, "llmsys tokenizer decode: give one of --ids or --input\n"), 2;
     char *buf = NULL;

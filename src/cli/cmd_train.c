@@ -23,34 +23,6 @@ static volatile sig_atomic_t train_stop_signal = 0;
 
 static void on_stop_signal(int sig) { train_stop_signal = sig; }
 
-/* Under `llmsys robust run`: every step is reported to this node's agent (robust.h). */
-typedef struct {
-    const char *agent;
-    const char *park; /* a pre-started world waits for its promotion (`--robust-park EP,GEN`) */
-    ls_robust_client *cl;
-} robust_ctx;
-
-static int robust_prepare(void *ctx, ls_dist *d, const char **resume) {
-    robust_ctx *r = ctx;
-    return r->park ? ls_robust_park(r->park, ls_dist_rank(d), resume, &r->agent) : LS_OK;
-}
-
-static int robust_attach(void *ctx, ls_trainer *t, ls_dist *d) {
-    robust_ctx *r = ctx;
-    LS_TRY(ls_robust_client_open(&r->cl, r->agent, ls_dist_rank(d), ls_dist_size(d)));
-    ls_train_hooks hk = {
-        .ctx = r->cl, .before_update = ls_robust_hook_before_update, .after_step = ls_robust_hook_after_step};
-    ls_trainer_set_hooks(t, &hk);
-    return LS_OK;
-}
-
-static void robust_detach(void *ctx, ls_trainer *t) {
-    robust_ctx *r = ctx;
-    ls_trainer_set_hooks(t, NULL);
-    ls_robust_client_close(r->cl);
-    r->cl = NULL;
-}
-
 /* Runs a checked job on this process's ranks; prints its outcome; returns the exit code. */
 static int train_job(const ls_train_job *j) {
     ls_dist *d;
@@ -87,16 +59,16 @@ static int train_job(const ls_train_job *j) {
 int cmd_train(int argc, char **argv) {
     ls_train_job o = ls_train_job_defaults();
     ls_strlist data = {0};
-    robust_ctx robust = {0};
+    ls_robust_train robust = {0}; /* under `llmsys robust run` */
     ls_arg spec[] = {
         {"config", LS_ARG_STR, &o.config, "NAME", "model config: tiny or small (default small)"},
-        {"data", LS_ARG_STR_LIST, &data, "PATH", "text files or directories (recursive)"},
+        {"data", LS_ARG_PATH_LIST, &data, "PATH", "text files or directories (recursive)"},
         {"loader", LS_ARG_STR, &o.loader, "URL",
          "fetch each step's batch from `llmsys loader serve` at tcp://host:port instead of --data"},
         {"steps", LS_ARG_INT, &o.steps, "N", "total optimizer steps of the run (the lr schedule length)"},
-        {"out", LS_ARG_STR, &o.out, "FILE", "checkpoint to write (.safetensors, atomic)", 1},
-        {"resume", LS_ARG_STR, &o.resume, "CKPT", "continue the run saved in CKPT exactly"},
-        {"tokenizer", LS_ARG_STR, &o.tokenizer, "FILE", "BPE vocabulary (tokenizer.json; default: bytes)"},
+        {"out", LS_ARG_PATH, &o.out, "FILE", "checkpoint to write (.safetensors, atomic)", 1},
+        {"resume", LS_ARG_PATH, &o.resume, "CKPT", "continue the run saved in CKPT exactly"},
+        {"tokenizer", LS_ARG_PATH, &o.tokenizer, "FILE", "BPE vocabulary (tokenizer.json; default: bytes)"},
         {"batch", LS_ARG_INT, &o.batch, "B", "global batch: sequences per step over all ranks (default 8)"},
         {"seq", LS_ARG_INT, &o.seq, "T", "tokens per sequence (default: the model's context)"},
         {"lr", LS_ARG_FLOAT, &o.lr, "LR", "peak learning rate (default 1e-3)"},
@@ -111,8 +83,8 @@ int cmd_train(int argc, char **argv) {
         {"heldout", LS_ARG_FLOAT, &o.heldout, "FRAC", "share of the data held out (default 0.05)"},
         {"max-bytes", LS_ARG_I64, &o.max_bytes, "N", "read at most N bytes of text (default 256 MiB)"},
         {"threads", LS_ARG_INT, &o.threads, "N", "threads per rank (default: cores / ranks on this host)"},
-        {"report", LS_ARG_STR, &o.report, "FILE", "write a JSON summary (losses, tokens/s, wall time)"},
-        {"precision-plan", LS_ARG_STR, &o.precision_plan, "FILE",
+        {"report", LS_ARG_PATH, &o.report, "FILE", "write a JSON summary (losses, tokens/s, wall time)"},
+        {"precision-plan", LS_ARG_PATH, &o.precision_plan, "FILE",
          "per-rank Linear-layer precisions and CPU shares from `llmsys plan train`"},
         {"robust-agent", LS_ARG_STR, &robust.agent, "EPS",
          "report every step to these node agents (set by `llmsys robust run`)"},
@@ -126,8 +98,7 @@ int cmd_train(int argc, char **argv) {
     o.data = data.v, o.n_data = data.n;
     o.plan_check = ls_tplan_check, o.plan_apply = ls_tplan_apply;
     o.stop_flag = &train_stop_signal;
-    if (robust.agent || robust.park) o.attach = robust_attach, o.detach = robust_detach, o.ctx = &robust;
-    if (robust.park) o.prepare = robust_prepare;
+    ls_robust_train_hooks(&o, &robust);
     const char *ws = getenv("OMPI_COMM_WORLD_SIZE");
     if (rc)
         rc = LS_ARGS_EXIT(rc);
@@ -154,16 +125,16 @@ int cmd_eval(int argc, char **argv) {
     ls_strlist data = {0};
     ls_corpus_opts co = ls_corpus_defaults();
     ls_arg spec[] = {
-        {"model", LS_ARG_STR, &model, "CKPT", "checkpoint (.safetensors)", 1},
-        {"data", LS_ARG_STR_LIST, &data, "PATH", "text files or directories", 1},
+        {"model", LS_ARG_PATH, &model, "CKPT", "checkpoint (.safetensors)", 1},
+        {"data", LS_ARG_PATH_LIST, &data, "PATH", "text files or directories", 1},
         {"split", LS_ARG_STR, &split_name, "S", "heldout (default), train or all"},
-        {"seq", LS_ARG_INT, &seq, "T", "window length (default: the model's context)"},
-        {"batch", LS_ARG_INT, &batch, "B", "windows per forward pass (default 8)"},
-        {"max-tokens", LS_ARG_I64, &max_tokens, "N", "evaluate at most N tokens (default all)"},
+        {"seq", LS_ARG_INT, &seq, "T", "window length (default: the model's context)", 0, LS_MIN(0)},
+        {"batch", LS_ARG_INT, &batch, "B", "windows per forward pass (default 8)", 0, LS_MIN(1)},
+        {"max-tokens", LS_ARG_I64, &max_tokens, "N", "evaluate at most N tokens (default all)", 0, LS_MIN(0)},
         {"heldout", LS_ARG_FLOAT, &co.heldout_frac, "FRAC", "held-out share, as used in training (default 0.05)"},
-        {"max-bytes", LS_ARG_I64, &max_bytes, "N", "read at most N bytes of text"},
-        {"threads", LS_ARG_INT, &threads, "N", "threads (default: all cores)"},
-        {"report", LS_ARG_STR, &report, "FILE", "write a JSON summary"},
+        {"max-bytes", LS_ARG_I64, &max_bytes, "N", "read at most N bytes of text", 0, LS_MIN(0)},
+        {"threads", LS_ARG_INT, &threads, "N", "threads (default: all cores)", 0, LS_RANGE(0, LS_MODEL_MAX_THREADS)},
+        {"report", LS_ARG_PATH, &report, "FILE", "write a JSON summary"},
     };
     int rc = ls_args("eval",
                      "Loss, bits per byte and perplexity of a checkpoint on the held-out part of a corpus "
@@ -173,14 +144,8 @@ int cmd_eval(int argc, char **argv) {
     ls_eval_ckpt_result r;
     if (rc < 0 && ls_split_parse(split_name, &split) < 0)
         rc = ls_usage_err("eval", "%s", ls_errmsg());
-    else if (rc < 0 && (seq < 0 || batch < 1 || max_tokens < 0 || threads < 0))
-        rc = ls_usage_err("eval", "--seq, --max-tokens and --threads must be >= 0, --batch >= 1");
-    else if (rc < 0 && threads > LS_MODEL_MAX_THREADS)
-        rc = ls_usage_err("eval", "--threads must be at most %d, got %d", LS_MODEL_MAX_THREADS, threads);
     else if (rc < 0 && !(co.heldout_frac > 0 && co.heldout_frac <= 0.5))
         rc = ls_usage_err("eval", "--heldout must be in (0, 0.5], got %g", co.heldout_frac);
-    else if (rc < 0 && max_bytes < 0)
-        rc = ls_usage_err("eval", "--max-bytes must be >= 0");
     else if (rc < 0 && report && ls_out_path_check("report", report)) /* before the work */
         rc = ls_cli_fail();
     if (rc >= 0) {
@@ -207,54 +172,25 @@ int cmd_generate(int argc, char **argv) {
     double temperature = 0.8, top_p = 1.0;
     int64_t seed = 1;
     ls_arg spec[] = {
-        {"model", LS_ARG_STR, &model, "CKPT", "checkpoint (.safetensors)", 1},
+        {"model", LS_ARG_PATH, &model, "CKPT", "checkpoint (.safetensors)", 1},
         {"prompt", LS_ARG_STR, &prompt, "TEXT", "text to continue (default: start of a document)"},
-        {"tokens", LS_ARG_INT, &tokens, "N", "bytes to generate (default 256)"},
+        {"tokens", LS_ARG_INT, &tokens, "N", "bytes to generate (default 256)", 0, LS_RANGE(1, 1000000)},
         {"temperature", LS_ARG_FLOAT, &temperature, "T", "sampling temperature; 0 = greedy (default 0.8)"},
-        {"top-k", LS_ARG_INT, &top_k, "K", "sample among the K most likely bytes (0: off)"},
+        {"top-k", LS_ARG_INT, &top_k, "K", "sample among the K most likely bytes (0: off)", 0, LS_MIN(0)},
         {"top-p", LS_ARG_FLOAT, &top_p, "P", "nucleus sampling mass in (0, 1] (1: off)"},
-        {"seed", LS_ARG_I64, &seed, "S", "sampling seed (default 1)"},
-        {"threads", LS_ARG_INT, &threads, "N", "threads (default: all cores)"},
-        {"report", LS_ARG_STR, &report, "FILE", "write a JSON summary (text, tokens/s)"},
+        {"seed", LS_ARG_I64, &seed, "S", "sampling seed (default 1)", 0, LS_MIN(0)},
+        {"threads", LS_ARG_INT, &threads, "N", "threads (default: all cores)", 0, LS_RANGE(0, LS_MODEL_MAX_THREADS)},
+        {"report", LS_ARG_PATH, &report, "FILE", "write a JSON summary (text, tokens/s)"},
     };
     int rc = ls_args("generate", "Samples text from a checkpoint: the prompt, then its continuation.", spec,
                      LS_NARGS(spec), argc, argv);
     if (rc >= 0) return rc;
-    if (tokens < 1 || tokens > 1000000)
-        return ls_usage_err("generate", "--tokens must be in [1, 1000000], got %d", tokens);
     if (!(temperature >= 0 && temperature <= 100)) return ls_usage_err("generate", "--temperature must be in [0, 100]");
-    if (top_k < 0) return ls_usage_err("generate", "--top-k must be >= 0");
     if (!(top_p > 0 && top_p <= 1)) return ls_usage_err("generate", "--top-p must be in (0, 1]");
-    if (seed < 0 || threads < 0) return ls_usage_err("generate", "--seed and --threads must be >= 0");
-    if (threads > LS_MODEL_MAX_THREADS)
-        return ls_usage_err("generate", "--threads must be at most %d, got %d", LS_MODEL_MAX_THREADS, threads);
     if (report && ls_out_path_check("report", report)) return ls_cli_fail(); /* before the work */
     ls_model_set_threads(threads);
-    ls_model *m;
-    if (ls_ckpt_load(model, LS_CKPT_WEIGHTS, &m, NULL) < 0) return ls_cli_fail();
-    int *out = malloc((size_t)tokens * sizeof(int)), got = 0;
     ls_sample_config s = {(float)temperature, top_k, (float)top_p};
-    ls_rng rng;
-    ls_rng_seed(&rng, (uint64_t)seed);
-    double t0 = ls_now();
-    rc = out ? ls_model_generate_text(m, prompt, tokens, &s, &rng, out, &got) : ls_err(LS_ENOMEM, "out of memory");
-    double el = ls_now() - t0;
-    if (rc == LS_OK) {
-        char *text = NULL; /* the bytes as they are; specials are not text */
-        size_t tl = 0;
-        rc = ls_text_decode(ls_model_tokenizer(m), out, (size_t)got, &text, &tl);
-        if (rc == LS_OK) {
-            fputs(prompt, stdout);
-            fwrite(text, 1, tl, stdout);
-            fputc('\n', stdout);
-            fflush(stdout);
-        }
-        free(text);
-        if (rc == LS_OK && report) rc = ls_generate_report_write(report, m, model, prompt, out, got, el);
-    }
-    free(out);
-    ls_model_free(m);
-    return rc < 0 ? ls_cli_fail() : 0;
+    return ls_generate_checkpoint(model, prompt, tokens, &s, (uint64_t)seed, stdout, report) < 0 ? ls_cli_fail() : 0;
 }
 
 /* ---------------------------------------------------------------- demo core */

@@ -34,7 +34,7 @@ int cmd_demo(int argc, char **argv) {
     ls_arg spec[] = {
         {"list", LS_ARG_FLAG, &list, NULL, "name the scenarios and exit"},
         {"quick", LS_ARG_FLAG, &quick, NULL, "reduced run of each scenario (seconds, for tests)"},
-        {"workdir", LS_ARG_STR, &workdir, "DIR", "where scenarios write their files (default demo-out)"},
+        {"workdir", LS_ARG_PATH, &workdir, "DIR", "where scenarios write their files (default demo-out)"},
     };
     int rc = ls_args_parse("demo", "Runs every scenario (about ten minutes on 2 cores), or only those named: llmsys demo [NAME...]",
                            spec, 3, argc, argv, pos, 8, &npos);
@@ -46,10 +46,7 @@ int cmd_demo(int argc, char **argv) {
     for (int p = 0; p < npos; p++) {
         int found = 0;
         for (int i = 0; i < N_SCENARIOS; i++) found |= !strcmp(pos[p], scenarios[i].name);
-        if (!found) {
-            fprintf(stderr, "llmsys demo: unknown scenario '%s' (see llmsys demo --list)\n", pos[p]);
-            return 2;
-        }
+        if (!found) return ls_usage_err("demo", "unknown scenario '%s' (see llmsys demo --list)", pos[p]);
     }
     if (ls_mkdirs(workdir) != LS_OK) return ls_cli_fail();
     ls_demo_ctx ctx = {workdir, quick};

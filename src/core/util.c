@@ -252,6 +252,12 @@ int ls_file_write_atomic(const char *path, const void *data, size_t len) {
     return ls_atomic_commit(&af);
 }
 
+int ls_port_file_write(const char *path, int port) {
+    char b[16];
+    int n = snprintf(b, sizeof b, "%d\n", port);
+    return ls_file_write_atomic(path, b, (size_t)n);
+}
+
 int ls_is_file(const char *path) {
     struct stat st;
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
@@ -371,6 +377,16 @@ int ls_num_cores(void) {
     return n > 0 ? (int)n : 1;
 }
 
+double ls_mem_total(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && psz > 0 ? (double)pages * psz : 1e9; /* unknown: a small machine's */
+}
+
+int64_t ls_mem_max_items(double item_bytes) {
+    double n = floor(ls_mem_total() / (item_bytes > 1 ? item_bytes : 1));
+    return n < 1 ? 1 : n > 9e18 ? (int64_t)9e18 : (int64_t)n;
+}
+
 /* libgomp reads OMP_WAIT_POLICY once, as it loads (before main), so only a fresh start can
  * change it. Its default spin-wait halves training speed when the cores are shared with
  * other processes: spinning workers burn the time slices the thread they wait for needs
@@ -481,6 +497,14 @@ int ls_ip_parse(const char *host, unsigned char addr[16]) {
     if (memcmp(addr, v4mapped, 12)) return 6;
     memmove(addr, addr + 12, 4); /* ::ffff:a.b.c.d is the IPv4 address a.b.c.d */
     return 4;
+}
+
+int ls_bind_check(const char *what, const char *addr) {
+    unsigned char a[16];
+    if (ls_ip_parse(addr, a)) return LS_OK;
+    return ls_err(LS_EINVAL,
+                  "%s: bad bind address '%s' (an IPv4 or IPv6 address such as 127.0.0.1, 0.0.0.0, ::1 or ::)", what,
+                  addr);
 }
 
 const char *ls_url_host(const char *host, char *out, size_t n) {

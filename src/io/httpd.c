@@ -14,11 +14,7 @@
 int ls_httpd_check_bind(const ls_httpd_opts *o) {
     const char *what = o->what ? o->what : "http";
     const char *bind = o->bind ? o->bind : "127.0.0.1"; /* "" is no address */
-    unsigned char a[16];
-    if (!ls_ip_parse(bind, a))
-        return ls_err(LS_EINVAL,
-                      "%s: bad bind address '%s' (an IPv4 or IPv6 address such as 127.0.0.1, 0.0.0.0, ::1 or ::)", what,
-                      bind);
+    LS_TRY(ls_bind_check(what, bind));
     if (!o->authenticated && !ls_host_is_loopback(bind))
         return ls_err(
             LS_EINVAL,

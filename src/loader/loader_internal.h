@@ -52,7 +52,8 @@ void ls_src_prefetch_meta(const ls_src *s, uint32_t doc);
 /* A tokenizer's fingerprint: the hash of its tokenizer.json (never 0). */
 uint64_t ls_loader_tokenizer_print(const ls_bpe *t);
 
-/* Binds sock (ZMQ_LINGER 0, the CURVE policy) on tcp://bind:port (port 0: a free one); *bound gets the
+/* Binds sock (ZMQ_LINGER 0, the CURVE policy) on tcp://bind:port (bind an IPv4 or IPv6 address,
+ * ls_bind_check; NULL: 127.0.0.1; port 0: a free one); *bound gets the
  * port, last (may be NULL, cap bytes) the bound endpoint. what names the socket in errors. */
 int ls_lzmq_bind(void *zctx, void *sock, const char *bind, int port, const char *what, int *bound, char *last,
                  size_t cap);

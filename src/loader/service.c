@@ -617,6 +617,7 @@ int ls_loader_server_open(ls_loader_server **out, const ls_loader_mix *mix, int 
                           const ls_loader_serve_opts *opts, const uint8_t *state, size_t state_len) {
     *out = NULL;
     if (port < 0 || port > 65535) return ls_err(LS_EINVAL, "port must be in [0, 65535], got %d", port);
+    LS_TRY(ls_bind_check("loader service", bind ? bind : "127.0.0.1")); /* before the sources are read */
     if (opts && (opts->prefetch > LS_LOADER_MAX_WINDOW || opts->history > LS_LOADER_MAX_WINDOW))
         return ls_err(LS_EINVAL, "prefetch and history must be at most %d steps", LS_LOADER_MAX_WINDOW);
     ls_loader_server *s = calloc(1, sizeof *s);
@@ -712,6 +713,7 @@ int ls_lzmq_bind(void *zctx, void *sock, const char *bind, int port, const char 
     int zero = 0;
     zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof zero);
     char ep[300], got[256], host[256];
+    LS_TRY(ls_bind_check(what, bind ? bind : "127.0.0.1"));
     ls_url_host(bind ? bind : "127.0.0.1", host, sizeof host); /* ::1 -> [::1] */
     snprintf(ep, sizeof ep, port ? "tcp://%s:%d" : "tcp://%s:*", host, port);
     LS_TRY(ls_zsec_bind(zctx, sock, ep, what));

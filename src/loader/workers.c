@@ -626,7 +626,7 @@ int ls_loader_hub_open(ls_loader_hub **out, const ls_loader_mix *mix, const ls_l
         /* workers started here connect over loopback, with CURVE when the link is bound off it */
         h->curve = ls_zsec_wanted(last);
         unsigned char a[16] = {0}, any[16] = {0};
-        int fam = strcmp(bind, "*") ? ls_ip_parse(bind, a) : 4;
+        int fam = ls_ip_parse(bind, a); /* ls_lzmq_bind took it for an address */
         char host[256];
         if (fam && !memcmp(a, any, (size_t)(fam == 4 ? 4 : 16))) /* a wildcard: its loopback */
             snprintf(host, sizeof host, "%s", fam == 4 ? "127.0.0.1" : "[::1]");

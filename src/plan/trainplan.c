@@ -775,7 +775,6 @@ int ls_tplan_profile_here(ls_tplan *p, const ls_corpus *corpus, const char *ckpt
     /* every rank's profile to every rank */
     slot_pack(all + (size_t)me * S, base, n, fp32_s, cv, mech_me, sync, rounds);
     if (d && R > 1) rc = ls_dist_allreduce_sum(d, all, (size_t)R * S);
-    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGE_SIZE);
     double f32[LS_TPLAN_MAX_RANK], fmin32 = INFINITY, cvs = 0;
     for (int r = 0; rc == LS_OK && r < R; r++) {
         ls_tplan_device *dv = &p->dev[r];
@@ -788,7 +787,7 @@ int ls_tplan_profile_here(ls_tplan *p, const ls_corpus *corpus, const char *ckpt
         fmin32 = fmin(fmin32, f32[r]), cvs += cv / R;
         dv->share = eff[r] < threads ? eff[r] : 0;
         snprintf(dv->name, sizeof dv->name, "cpu@%.2f", eff[r]);
-        dv->mem_bytes = (double)pages * psz / R;
+        dv->mem_bytes = ls_mem_total() / R;
         for (int q = 0; q < LS_PREC_COUNT; q++) dv->supported[q] = 1;
     }
     for (int r = 0; rc == LS_OK && r < R; r++) p->dev[r].slowdown = fmin32 > 0 ? f32[r] / fmin32 : 1;

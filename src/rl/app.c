@@ -41,7 +41,7 @@ int ls_rl_warm_start(const char *tasks, int hold_out, const char *workdir, int s
         ls_rl_tasks_free(t, n);
         return rc;
     }
-    int ntrain = n > 2 * hold_out && hold_out > 0 ? n - hold_out : n; /* keep the held-out tail unseen */
+    int ntrain = n - ls_rl_held_tail(n, hold_out); /* keep the held-out tail unseen */
     float loss = NAN;
     double t0 = ls_now();
     if (sft_steps > 0) rc = ls_rl_sft(m, t, ntrain, sft_steps, sft_batch, (float)sft_lr, seed, &loss);

@@ -762,7 +762,7 @@ int rl_manager_main(const ls_rl_worker_opts *o) {
     free(cj);
     if (rc == LS_OK) rc = ls_rl_tasks_read(m->cfg.tasks, &m->tasks, &m->n_tasks);
     m->n_issue = m->n_tasks;
-    if (!m->cfg.heldout[0] && m->cfg.eval_n > 0 && m->n_tasks > 2 * m->cfg.eval_n) m->n_issue -= m->cfg.eval_n;
+    if (!m->cfg.heldout[0]) m->n_issue -= ls_rl_held_tail(m->n_tasks, m->cfg.eval_n);
     char ep[256];
     if (rc == LS_OK) {
         m->zctx = zmq_ctx_new();

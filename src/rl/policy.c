@@ -17,7 +17,8 @@ static int encode(const char *s, int *tok, int cap) {
 int ls_rl_sft(ls_model *m, const ls_rl_task *t, int n, int steps, int B, float lr, uint64_t seed, float *loss) {
     const ls_model_config *c = ls_model_cfg(m);
     int T = c->n_ctx;
-    if (n < 1 || steps < 0 || B < 1) return ls_err(LS_EINVAL, "sft: need tasks, steps >= 0 and batch >= 1");
+    if (n < 1 || steps < 0 || B < 1 || B > LS_RL_SFT_MAX_BATCH)
+        return ls_err(LS_EINVAL, "sft: need tasks, steps >= 0 and a batch in [1, %d]", LS_RL_SFT_MAX_BATCH);
     for (int i = 0; i < n; i++)
         if ((int)(strlen(t[i].prompt) + strlen(t[i].demo ? t[i].demo : t[i].answer)) + 2 > T)
             return ls_err(LS_EINVAL, "sft: task %lld needs %zu tokens, the model's context is %d", (long long)t[i].id,
@@ -39,8 +40,8 @@ int ls_rl_sft(ls_model *m, const ls_rl_task *t, int n, int steps, int B, float l
     float last = NAN;
     for (int s = 0; s < steps && rc == LS_OK; s++) {
         int Tb = 1;
-        int idx[256];
-        for (int b = 0; b < B && b < 256; b++) {
+        int idx[LS_RL_SFT_MAX_BATCH]; /* was: 256 drawn, B read (past the array for B > 256) */
+        for (int b = 0; b < B; b++) {
             idx[b] = (int)ls_rng_below(&rng, (uint64_t)n);
             int L = (int)(strlen(t[idx[b]].prompt) + strlen(t[idx[b]].demo ? t[idx[b]].demo : t[idx[b]].answer)) + 2;
             Tb = L > Tb ? L : Tb;

@@ -222,6 +222,8 @@ static int parse_line(const char *path, int lineno, const char *line, size_t len
     return rc;
 }
 
+int ls_rl_held_tail(int n, int eval_n) { return eval_n > 0 && n - eval_n > eval_n ? eval_n : 0; } /* no 2·eval_n */
+
 int ls_rl_tasks_read(const char *path, ls_rl_task **out, int *n) {
     *out = NULL;
     *n = 0;

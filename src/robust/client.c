@@ -134,12 +134,37 @@ int ls_robust_client_before_update(ls_robust_client *c, ls_trainer *t, int64_t s
     return LS_OK;
 }
 
-int ls_robust_hook_before_update(void *ctx, ls_trainer *t, int64_t step) {
+static int hook_before_update(void *ctx, ls_trainer *t, int64_t step) {
     return ls_robust_client_before_update(ctx, t, step);
 }
 
-int ls_robust_hook_after_step(void *ctx, ls_trainer *t, const ls_train_step_info *info) {
+static int hook_after_step(void *ctx, ls_trainer *t, const ls_train_step_info *info) {
     return ls_robust_client_after_step(ctx, t, info->step, info->loss, info->grad_norm, info->step_s);
+}
+
+static int train_prepare(void *ctx, ls_dist *d, const char **resume) {
+    ls_robust_train *r = ctx;
+    return r->park ? ls_robust_park(r->park, ls_dist_rank(d), resume, &r->agent) : LS_OK;
+}
+
+static int train_attach(void *ctx, ls_trainer *t, ls_dist *d) {
+    ls_robust_train *r = ctx;
+    LS_TRY(ls_robust_client_open(&r->cl, r->agent, ls_dist_rank(d), ls_dist_size(d)));
+    ls_train_hooks hk = {.ctx = r->cl, .before_update = hook_before_update, .after_step = hook_after_step};
+    ls_trainer_set_hooks(t, &hk);
+    return LS_OK;
+}
+
+static void train_detach(void *ctx, ls_trainer *t) {
+    ls_robust_train *r = ctx;
+    ls_trainer_set_hooks(t, NULL);
+    ls_robust_client_close(r->cl);
+    r->cl = NULL;
+}
+
+void ls_robust_train_hooks(ls_train_job *j, ls_robust_train *r) {
+    if (r->agent || r->park) j->attach = train_attach, j->detach = train_detach, j->ctx = r;
+    if (r->park) j->prepare = train_prepare;
 }
 
 /* Maps the two shared-memory slots this rank's snapshots alternate between; the agent

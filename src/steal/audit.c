@@ -108,12 +108,7 @@ int ls_victim_serve_file(const char *model, const ls_victim_server_opts *so_in, 
             shape[0], shape[1], shape[2], lo, hi, units[0] ? ", " : "", units, k, so->output_proba ? "proba" : "label",
             ls_prada_mode_name(so->prada_mode), ls_prada_mode_name(so->monitor_mode));
     fflush(out);
-    int rc = LS_OK;
-    if (port_file) {
-        char b[32];
-        int n = snprintf(b, sizeof b, "%d\n", ls_victim_server_port(srv));
-        rc = ls_file_write_atomic(port_file, b, (size_t)n);
-    }
+    int rc = port_file ? ls_port_file_write(port_file, ls_victim_server_port(srv)) : LS_OK;
     double t0 = ls_now();
     while (!rc && !*stop && (duration <= 0 || ls_now() - t0 < duration)) ls_sleep_ms(50);
     if (!rc) {
@@ -130,6 +125,18 @@ int ls_victim_serve_file(const char *model, const ls_victim_server_opts *so_in, 
 }
 
 /* ---------------------------------------------------------------- the attack */
+
+int ls_steal_opts_fit(const ls_steal_opts *o) {
+    int64_t max_q = ls_mem_max_items(4.0 * ((double)o->c * o->h * o->w + o->k + 1)),
+            max_b = ls_mem_max_items(4.0 * o->k);
+    if (o->budget > max_q)
+        return ls_err(LS_EINVAL, "--budget must be at most %lld here (every query kept in memory), got %lld",
+                      (long long)max_q, (long long)o->budget);
+    if (o->batch > max_b)
+        return ls_err(LS_EINVAL, "--batch must be at most %lld here (a request's answers in memory), got %d",
+                      (long long)max_b, o->batch);
+    return LS_OK;
+}
 
 int ls_steal_attack_url(const ls_steal_opts *o, const char *target, const char *api_key, double timeout_s,
                         const char *out, const char *report, ls_steal_result *res) {
@@ -159,11 +166,19 @@ void ls_steal_eval_opts_default(ls_steal_eval_opts *o) {
     o->timeout_s = 30;
 }
 
+/* The baselines' attack on the evaluation rows te with the same budget: their options, each
+ * baseline's strategy to be set. */
+static int baseline_opts(const ls_steal_eval_opts *eo, const ls_steal_data *te, ls_steal_opts *o) {
+    ls_steal_opts_default(o);
+    ls_steal_opts_for_data(o, te);
+    o->budget = eo->budget > 0 ? eo->budget : ls_replica_recorded_queries(eo->replica);
+    if (o->budget <= 0) return ls_err(LS_EINVAL, "baselines need --budget (the replica records no query count)");
+    return ls_steal_opts_fit(o); /* before any query (was: an ASan abort for --budget 2^31-1) */
+}
+
 /* The two baselines with the same budget, each on the evaluation rows te. */
 static int eval_baselines(const ls_steal_eval_opts *eo, ls_steal_client *cl, const ls_steal_data *tr,
                           const ls_steal_data *te, const int32_t *vlab, ls_steal_eval_result *r, cJSON *j) {
-    int64_t budget = eo->budget > 0 ? eo->budget : ls_replica_recorded_queries(eo->replica);
-    if (budget <= 0) return ls_err(LS_EINVAL, "baselines need --budget (the replica records no query count)");
     const char *names[2] = {"random", "natural"};
     int strat[2] = {LS_STEAL_RANDOM, LS_STEAL_NATURAL};
     for (int b = 0; b < 2; b++) {
@@ -172,9 +187,7 @@ static int eval_baselines(const ls_steal_eval_opts *eo, ls_steal_client *cl, con
             continue;
         }
         ls_steal_opts o;
-        ls_steal_opts_default(&o);
-        ls_steal_opts_for_data(&o, te);
-        o.budget = budget;
+        LS_TRY(baseline_opts(eo, te, &o));
         o.strategy = strat[b];
         o.natural = tr;
         o.final_epochs = eo->epochs;
@@ -218,6 +231,8 @@ int ls_steal_eval(const ls_steal_eval_opts *eo, ls_steal_eval_result *r) {
     ls_replica_info(rep, &d, &k);
     if (!fail && (d != te.d || k != te.k))
         fail = ls_err(LS_EINVAL, "replica is %d features / %d classes but %s has %d / %d", d, k, eo->data, te.d, te.k);
+    ls_steal_opts bo;
+    if (!fail && eo->baselines) fail = baseline_opts(eo, &te, &bo);
     ls_steal_client *cl = NULL;
     int32_t *vlab = NULL;
     if (!fail) fail = ls_steal_client_init(eo->target, eo->api_key, eo->timeout_s, te.d, te.k, &cl);

@@ -476,13 +476,21 @@ int ls_steal_data_normalize(ls_steal_data *train, ls_steal_data *test, float lo,
 
 /* ---------------------------------------------------------------- synthetic tables */
 
+int64_t ls_steal_table_max_rows(int d) {
+    int64_t n = ls_mem_max_items(4.0 * d + 4); /* was: 2^31-1 rows of any width, then out of memory */
+    return n < LS_TABLE_MAX_ROWS ? n : LS_TABLE_MAX_ROWS;
+}
+
 int ls_steal_make_table(const char *kind, int64_t n, int d, int k, uint64_t seed, ls_steal_data *out) {
     if (k < 2 || d < 2 || n < 2) return ls_err(LS_EINVAL, "make_table: need n, d, k >= 2");
-    /* bounds keep n·d and 2k (the blobs' clusters) in range */
-    if (n > LS_TABLE_MAX_ROWS || d > LS_TABLE_MAX_DIM || k > LS_TABLE_MAX_DIM)
-        return ls_err(LS_EINVAL, "make_table: at most 2^31-1 rows, 65536 features and 65536 classes");
     if (strcmp(kind, "blobs") && strcmp(kind, "rings")) /* before the rows are allocated */
         return ls_err(LS_EINVAL, "make_table: unknown kind '%s' (blobs, rings)", kind);
+    /* bounds keep n·d and 2k (the blobs' clusters) in range, and the rows in memory */
+    if (d > LS_TABLE_MAX_DIM || k > LS_TABLE_MAX_DIM)
+        return ls_err(LS_EINVAL, "make_table: at most 65536 features and 65536 classes");
+    if (n > ls_steal_table_max_rows(d))
+        return ls_err(LS_EINVAL, "make_table: at most %lld rows of %d features here",
+                      (long long)ls_steal_table_max_rows(d), d);
     LS_TRY(ls_steal_data_alloc(out, n, d, k));
     ls_rng r;
     ls_rng_seed(&r, seed);

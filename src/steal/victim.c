@@ -74,6 +74,14 @@ void ls_victim_opts_default(ls_victim_opts *o, int type) {
     o->kernel = CNN_KERNEL;
 }
 
+int ls_victim_opts_fit(const ls_victim_opts *o) {
+    int64_t max_trees = ls_mem_max_items(sizeof(tree_t) + 4 * sizeof(int32_t) + 64 * sizeof(float));
+    if (o->type == LS_VICTIM_FOREST && o->trees > max_trees) /* was: an ASan abort */
+        return ls_err(LS_EINVAL, "--trees must be at most %lld here (every tree in memory), got %d",
+                      (long long)max_trees, o->trees);
+    return LS_OK;
+}
+
 int ls_victim_kind(const ls_victim *v) { return v->type; }
 
 void ls_victim_scaler(const ls_victim *v, const float **raw_min, const float **raw_max) {
@@ -521,6 +529,7 @@ int ls_victim_train(const ls_victim_opts *o, const ls_steal_data *t, ls_victim *
     *out = NULL;
     if (o->type < 0 || o->type >= LS_VICTIM_COUNT) return ls_err(LS_EINVAL, "victim: unknown type %d", o->type);
     if (t->n < 2 || t->k < 2 || t->k > 64) return ls_err(LS_EINVAL, "victim: need >= 2 rows and 2..64 classes");
+    LS_TRY(ls_victim_opts_fit(o));
     ls_victim *v = calloc(1, sizeof *v);
     if (!v) return ls_err(LS_ENOMEM, "victim: out of memory");
     v->type = o->type;

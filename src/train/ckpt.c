@@ -167,3 +167,29 @@ void ls_ckpt_state_free(ls_ckpt_state *st) {
     free(st->train_json);
     st->train_json = NULL;
 }
+
+int ls_generate_checkpoint(const char *path, const char *prompt, int n_new, const ls_sample_config *s, uint64_t seed,
+                           FILE *out, const char *report) {
+    ls_model *m;
+    LS_TRY(ls_ckpt_load(path, LS_CKPT_WEIGHTS, &m, NULL));
+    int *ids = malloc((size_t)n_new * sizeof(int)), got = 0;
+    ls_rng rng;
+    ls_rng_seed(&rng, seed);
+    double t0 = ls_now();
+    int rc = ids ? ls_model_generate_text(m, prompt, n_new, s, &rng, ids, &got) : ls_err(LS_ENOMEM, "out of memory");
+    double el = ls_now() - t0;
+    char *text = NULL;
+    size_t tl = 0;
+    if (rc == LS_OK) rc = ls_text_decode(ls_model_tokenizer(m), ids, (size_t)got, &text, &tl);
+    if (rc == LS_OK) {
+        fputs(prompt, out);
+        fwrite(text, 1, tl, out);
+        fputc('\n', out);
+        fflush(out);
+    }
+    if (rc == LS_OK && report) rc = ls_generate_report_write(report, m, path, prompt, ids, got, el);
+    free(text);
+    free(ids);
+    ls_model_free(m);
+    return rc;
+}

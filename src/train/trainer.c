@@ -147,6 +147,7 @@ static int trainer_alloc(ls_trainer *t) {
         return ls_err(LS_EINVAL, "seq %d exceeds the model's context %d", t->tc.seq, ls_model_cfg(t->m)->n_ctx);
     if (t->tc.steps > 0 && t->tc.opt.total_steps <= 0) t->tc.opt.total_steps = t->tc.steps;
     t->rows = t->tc.batch / N;
+    LS_TRY(ls_model_batch_fit(ls_model_cfg(t->m), t->tc.batch, N, t->tc.seq)); /* before allocating */
     size_t nt = (size_t)t->rows * (size_t)t->tc.seq;
     t->tokens = malloc(nt * sizeof(int));
     t->targets = malloc(nt * sizeof(int));

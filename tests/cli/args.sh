@@ -16,6 +16,36 @@ expect2 "--ranks expects an integer, got '2x'" -- "$bin" loader stats --ranks 2x
 expect2 "--steps expects an integer, got '99999999999'" -- "$bin" train --steps 99999999999
 expect2 "unexpected argument '--'" -- "$bin" train --
 expect2 "unexpected argument 'extra'" -- "$bin" train extra
+# what an option takes is checked by the parser itself, one rule and one line for every command
+# (src/cli/args.c), before any work: an integer's range and a port's (was: a check per command,
+# the port's written three times), a path that is empty (was: "llmsys: : No such file or
+# directory", exit 1 or 2 by command), a bind address that is not an IPv4 or IPv6 address
+# (ls_bind_check, the services' own rule; was: exit 1 from the HTTP server, '' alone exit 2)
+for c in "serve --model m" "victim serve --model v" "loader serve --mix m.json --ranks 1"; do
+    # shellcheck disable=SC2086
+    expect2 "--port must be in [0, 65535], got 70000" -- "$bin" $c --port 70000
+    # shellcheck disable=SC2086
+    expect2 "--port must be in [0, 65535], got -1" -- "$bin" $c --port -1
+    for b in '' 1.2.3 ::zz '[127.0.0.1]' localhost '*'; do
+        # shellcheck disable=SC2086
+        expect2 "--bind: bad bind address '$b' (an IPv4 or IPv6 address such as" -- "$bin" $c --bind "$b"
+    done
+    for b in 127.0.0.1 0.0.0.0 ::1 '[::1]' ::; do # taken: the port after it is the error
+        # shellcheck disable=SC2086
+        expect2 "--port must be in [0, 65535], got 70000" -- "$bin" $c --bind "$b" --port 70000
+    done
+done
+expect2 "--host: bad bind address '1.2.3'" -- "$bin" serve --model m --host 1.2.3
+expect2 "--status-bind: bad bind address 'nope'" -- "$bin" robust run --status-bind nope
+expect2 "--members must be in [1, 8], got 9" -- "$bin" steal --members 9
+expect2 "--timeout-ms must be >= 1, got -5" -- "$bin" loader fetch --timeout-ms -5
+expect2 "--budget must be >= 1, got 0" -- "$bin" steal --budget 0
+expect2 "--eval-tokens must be >= 0, got -1" -- "$bin" quantize --eval-tokens -1
+expect2 "--tasks needs a path, got ''" -- "$bin" rl run --tasks ''
+expect2 "--out needs a path, got ''" -- "$bin" train --out ''
+expect2 "--data needs a path, got ''" -- "$bin" train --data a.txt '' # a list's second entry
+expect2 "--report needs a path, got ''" -- "$bin" rl plot --report a.json --report ''
+expect2 "--keys needs a path, got ''" -- "$bin" --keys '' keys gen --out k
 # every command's --help: a list option's metavar shows its "..." once; plan list names what it lists
 for c in "tokenizer train" "rl plot" "sim rl" "train" "eval" "loader serve" "plan list"; do
     # shellcheck disable=SC2086

@@ -35,10 +35,11 @@ expect 2 "serve --threads 100000" -- timeout 20 "$BIN" serve --model m.safetenso
 expect 2 "plan train --threads 100000" -- "$BIN" plan train --model tiny --cluster local:1 --threads 100000 --out x.json
 ls x.* > /dev/null 2>&1 && fail "a refused command wrote x.*"
 
-# train --out '' / --report '': refused before the first step (once trained, then failed to save)
-expect 1 "train --out ''" -- "$BIN" train --config tiny --data corpus.txt --steps 1 --out ''
+# train --out '' / --report '': refused before the first step (once trained, then failed to save);
+# a usage error since an empty path is one (was: exit 1)
+expect 2 "train --out ''" -- "$BIN" train --config tiny --data corpus.txt --steps 1 --out ''
 grep -q "step 1" "$T/err" "$T/out" && fail "train --out '' ran a step"
-expect 1 "train --report ''" -- "$BIN" train --config tiny --data corpus.txt --steps 1 --out x.safetensors --report ''
+expect 2 "train --report ''" -- "$BIN" train --config tiny --data corpus.txt --steps 1 --out x.safetensors --report ''
 [ -e x.safetensors ] && fail "train --report '' wrote its checkpoint"
 
 # eval --batch beyond the text's windows: buffers for the windows there are (was: out of memory)
@@ -153,10 +154,11 @@ expect 1 "victim serve --bind 0.0.0.0 without --keys" -- timeout 20 "$BIN" victi
 grep -q "refusing to listen on 0.0.0.0 without authentication.*--keys" "$T/err" || fail "victim serve open bind: $(cat "$T/err")"
 expect 1 "victim serve --bind :: without --keys" -- timeout 20 "$BIN" victim serve --model v.bin --port 0 --duration 0.1 --bind ::
 grep -q "refusing to listen on :: without authentication.*--keys" "$T/err" || fail "victim serve open v6 bind: $(cat "$T/err")"
-# a bind address that is not an IPv4 or IPv6 literal (was: IPv6 ones refused as these are)
+# a bind address that is not an IPv4 or IPv6 literal (was: IPv6 ones refused as these are): a
+# usage error naming the flag (was: exit 1 from the HTTP server)
 for b in 1.2.3 ::zz '[127.0.0.1]' localhost; do
-    expect 1 "victim serve --bind $b" -- timeout 20 "$BIN" victim serve --model v.bin --port 0 --duration 0.1 --bind "$b"
-    grep -qF "bad bind address '$b' (an IPv4 or IPv6 address" "$T/err" || fail "victim serve --bind $b: $(cat "$T/err")"
+    expect 2 "victim serve --bind $b" -- timeout 20 "$BIN" victim serve --model v.bin --port 0 --duration 0.1 --bind "$b"
+    grep -qF -- "--bind: bad bind address '$b' (an IPv4 or IPv6 address" "$T/err" || fail "victim serve --bind $b: $(cat "$T/err")"
 done
 expect 2 "robust run --status-bind 0.0.0.0 without --status-key" -- timeout 20 "$BIN" robust run --nodes 1 --ranks-per-node 1 --standby 0 --quiet --status-port -1 --status-bind 0.0.0.0 --report rs.json -- "$BIN" train --config tiny --data corpus.txt --steps 2 --out rs.safetensors
 grep -q "without authentication.*--status-key" "$T/err" || fail "robust open status page: $(cat "$T/err")"
@@ -189,6 +191,14 @@ expect 2 "rl run --lr -1" -- timeout 60 "$BIN" "${R[@]}" --lr -1
 expect 2 "rl run --step-ms 1e30" -- timeout 60 "$BIN" "${R[@]}" --step-ms 1e30
 expect 2 "rl run --batch-groups 2^31-1" -- timeout 60 "$BIN" "${R[@]}" --batch-groups 2147483647
 expect 1 "rl run --report in a missing directory" -- timeout 60 "$BIN" "${R[@]}" --report nodir/r.json
+# --sft-batch past the rows a warm-start step draws (was: 2^31-1 an allocation of 512 GiB, an
+# ASan abort; 300 a read past the step's 256 drawn rows); --eval-n 2^31-1 (was UBSan: 2 x --eval-n
+# overflowed deciding the held-out tail, in rl run and in the manager)
+expect 2 "rl run --sft-batch 300" -- timeout 60 "$BIN" "${R[@]}" --sft-batch 300
+grep -qF -- "--sft-batch must be in [1, 256], got 300" "$T/err" || fail "rl run --sft-batch 300: $(cat "$T/err")"
+rm -rf rlw
+expect 0 "rl run --eval-n 2^31-1" -- timeout 120 "$BIN" "${R[@]}" --eval-n 2147483647
+grep -rq "runtime error" "$T/err" rlw && fail "rl run --eval-n 2^31-1: $(grep -rh "runtime error" "$T/err" rlw | head -1)"
 # an explicit value equal to an internal "not given" (was: -1 meant the default 1500 SFT steps, a
 # rollout batch of 0 the decode slots, --standbys -1 the P99, plan serve --batch -1 the cluster
 # file's, loader control --step -1 the next step, victim serve --budget 0 / --rate 0 no limit)
@@ -250,7 +260,7 @@ grep -qF -- "--port must be in [0, 65535], got 70000" "$T/err" || fail "victim s
 expect 2 "steal --members 9" -- "$BIN" "${S[@]}" --out r.st --members 9
 grep -qF -- "--members must be in [1, 8], got 9" "$T/err" || fail "steal --members: $(cat "$T/err")"
 expect 2 "serve --decode-mb 2000" -- timeout 20 "$BIN" serve --model m.safetensors --port 0 --decode-mb 2000
-grep -qF -- "--prefill-mb and --decode-mb must be in [1, 1024], got 2 and 2000" "$T/err" || fail "serve --decode-mb: $(cat "$T/err")"
+grep -qF -- "--decode-mb must be in [1, 1024], got 2000" "$T/err" || fail "serve --decode-mb: $(cat "$T/err")"
 expect 2 "serve --stage-restarts -1" -- timeout 20 "$BIN" serve --model m.safetensors --port 0 --stage-restarts -1
 grep -qF -- "--stage-restarts must be in [0, 1000000], got -1" "$T/err" || fail "serve --stage-restarts: $(cat "$T/err")"
 # a --port-file that cannot be written: refused before serving (was: served, then exit 1)
@@ -267,10 +277,9 @@ for c in "tokenizer train --input corpus.txt --vocab-size 280 --out" "quantize -
     expect 1 "$c DIR" -- "$BIN" "${a[@]}" rdir
     grep -q -- "--${a[-1]#--} rdir is a directory" "$T/err" || fail "$c DIR: $(cat "$T/err")"
 done
-# an explicitly empty --bind: a usage error (was: exit 0 on loopback); loader serve's port and
-# outputs checked before binding (was: --port -1 exit 1, a directory refused once serving)
-expect 2 "serve --bind ''" -- timeout 20 "$BIN" serve --model m.safetensors --port 0 --bind ''
-expect 2 "victim serve --bind ''" -- timeout 20 "$BIN" victim serve --model v.bin --port 0 --duration 0.1 --bind ''
+# an explicitly empty --bind (was: exit 0 on loopback): below, with every other bad address;
+# loader serve's port and outputs checked before binding (was: --port -1 exit 1, a directory
+# refused once serving)
 expect 2 "loader serve --port -1" -- timeout 20 "$BIN" loader serve --mix mix.json --ranks 1 --port -1
 for f in port-file journal; do
     expect 1 "loader serve --$f DIR" -- timeout 20 "$BIN" loader serve --mix mix.json --ranks 1 --port 0 --$f rdir
@@ -283,6 +292,59 @@ grep -qF "bad endpoint '' (tcp://HOST:PORT" "$T/err" || fail "rl worker --manage
 # work (was: refused after profiling, naming a temporary cluster.json; the workdir read as the profile)
 expect 2 "plan validate --memory-gb 1e20" -- "$BIN" plan validate --config tiny --memory-gb 1e20
 expect 2 "plan validate --profile ''" -- "$BIN" plan validate --config tiny --profile ''
+
+# one rule for every bind address, port and path (the parser's: src/cli/args.c): refused before
+# any work, the same line and exit 2 from each command (was: serve and victim serve exit 1 from the
+# HTTP server for a bad address but 2 for '', loader serve took '*' and host names; an empty input
+# path "llmsys: : No such file or directory", exit 1 or 2 by command). loader serve's --mix is not
+# even read.
+for c in "serve --model m.safetensors" "loader serve --mix nosuch.json --ranks 1" "victim serve --model v.bin --duration 0.1"; do
+    read -ra a <<< "$c"
+    for b in '' 1.2.3 localhost '*'; do
+        expect 2 "$c --bind '$b'" -- timeout 20 "$BIN" "${a[@]}" --port 0 --bind "$b"
+        grep -qF -- "--bind: bad bind address '$b' (an IPv4 or IPv6 address" "$T/err" || fail "$c --bind '$b': $(cat "$T/err")"
+    done
+    expect 2 "$c --port 70000" -- timeout 20 "$BIN" "${a[@]}" --port 70000
+    grep -qF -- "--port must be in [0, 65535], got 70000" "$T/err" || fail "$c --port 70000: $(cat "$T/err")"
+done
+expect 2 "serve --host ::zz" -- timeout 20 "$BIN" serve --model m.safetensors --port 0 --host ::zz
+expect 2 "robust run --status-bind 1.2.3" -- timeout 20 "$BIN" robust run --status-port -1 --status-bind 1.2.3 --report rs.json -- "$BIN" train --config tiny --data corpus.txt --steps 2 --out rs.safetensors
+grep -qF -- "--status-bind: bad bind address '1.2.3'" "$T/err" || fail "robust run --status-bind 1.2.3: $(cat "$T/err")"
+# loopback by default and keys off it, as before: ::1 serves, 0.0.0.0 without a key is exit 1
+expect 1 "serve --bind 0.0.0.0 without a key" -- env -u LLMSYS_API_KEY timeout 20 "$BIN" serve --model m.safetensors --port 0 --bind 0.0.0.0
+grep -q "refusing to listen on 0.0.0.0 without authentication" "$T/err" || fail "serve --bind 0.0.0.0: $(cat "$T/err")"
+empty() { # empty FLAG -- ARGS...: `llmsys ARGS FLAG ''` is a usage error naming FLAG
+    local f=$1; shift 2
+    expect 2 "$* $f ''" -- timeout 20 "$BIN" "$@" "$f" ''
+    grep -qF -- "$f needs a path, got ''" "$T/err" || fail "$* $f '': $(cat "$T/err")"
+}
+empty --tasks -- rl run
+empty --heldout -- rl run --tasks tasks.jsonl
+empty --data -- train --config tiny --steps 1 --out x.safetensors --data corpus.txt
+empty --model -- eval --data corpus.txt
+empty --mix -- loader serve --ranks 1 --port 0
+empty --tokenizer -- tokenizer encode --text hi
+empty --data -- victim train --type logreg --out x.bin --quiet
+empty --test-data -- steal eval --replica rep.st --target http://127.0.0.1:9/predict
+empty --indicator -- plan serve --cluster llmpq-2 --model opt-30b --quiet
+empty --state-out -- loader fetch --addr tcp://127.0.0.1:9 --timeout-ms 100
+empty --out -- victim make-data --n 20
+expect 2 "llmsys --keys ''" -- "$BIN" --keys '' keys gen --out kk
+# sizes whose buffers cannot fit this machine's memory: refused naming the flag and the bound
+# before anything is allocated or sent (was: "out of memory", exit 1; an abort under ASan). The
+# shapes make each far past any machine's memory.
+expect 2 "victim make-data --n 2^31-1" -- "$BIN" victim make-data --out x.csv --n 2147483647 --features 4096
+grep -q -- "--n must be in \[2, [0-9]*\] for 4096 features here, got 2147483647" "$T/err" || fail "make-data --n: $(cat "$T/err")"
+expect 2 "steal --budget 2^31-1" -- "$BIN" steal --target http://127.0.0.1:9/predict --input-shape 1,28,28 --classes 10 --budget 2147483647 --out r.st --quiet
+grep -q -- "--budget must be at most [0-9]* here (every query kept in memory), got 2147483647" "$T/err" || fail "steal --budget: $(cat "$T/err")"
+expect 2 "steal --batch 2^31-1" -- "$BIN" steal --target http://127.0.0.1:9/predict --input-shape 4 --classes 64 --budget 50 --batch 2147483647 --out r.st --quiet
+grep -q -- "--batch must be at most [0-9]* here" "$T/err" || fail "steal --batch: $(cat "$T/err")"
+expect 2 "train --batch 2^31-1" -- "$BIN" train --config small --data corpus.txt --steps 1 --batch 2147483647 --out x.safetensors
+grep -q -- "--batch must be at most [0-9]* here (a rank's activations for 128-token sequences" "$T/err" || fail "train --batch: $(cat "$T/err")"
+expect 2 "plan train --batch 2^31-2" -- "$BIN" plan train --model small --cluster A100x2 --batch 2147483646 --out x.json
+grep -q -- "--batch must be at most" "$T/err" || fail "plan train --batch: $(cat "$T/err")"
+expect 2 "victim train --trees 2^31-1" -- "$BIN" victim train --type forest --data t.csv --out x.bin --trees 2147483647 --quiet
+grep -q -- "--trees must be at most [0-9]* here" "$T/err" || fail "victim train --trees: $(cat "$T/err")"
 ls x.* r.st rm.safetensors > /dev/null 2>&1 && fail "a refused command wrote an output"
 
 finish cli.inputs
