@@ -77,6 +77,10 @@ fi
 #    every relaunch then fails before its first step. --max-restarts 3: restart 1 at once,
 #    then 0.5 s and 1 s of back-off (doubling), then the limit: exit 1, last good state on disk.
 #    (--no-prestart: a world pre-started before the data went would still have it open.)
+# SN steps: a Release rank takes about 12 ms a step, so the window between its first checkpoint
+# and its last step, in which this script must stop it, is SN x 12 ms; the rank stays stopped a
+# few seconds, under load more, which --hang-timeout 60 keeps from being taken for a hang
+SN=120
 PORT=$(freeport)
 t0=$SECONDS
 timeout 90 "$BIN" robust run --nodes 1 --ranks-per-node 1 --standby 4 --max-restarts 3 --no-prestart \
@@ -179,37 +183,41 @@ MHOST=127.0.0.1
 #    report is forged (forge_step): rank 0, the last step, loss 0.25, a process id that is no
 #    rank's (this script's), sent to the controller's endpoint (the agent's --controller
 #    argument: loopback, no CURVE) while the only rank, stopped once it has saved its first
-#    step, cannot move the job. The job's step must stay short of 40, and the run end as an
+#    step, cannot move the job. The job's step must stay short of SN, and the run end as an
 #    uninterrupted one: no fault, every loss the rank's own (a taken report's loss, replaced
-#    by the rank's at step 40, would count as a recomputed mismatch). Then an exit report of
+#    by the rank's at step SN, would count as a recomputed mismatch). Then an exit report of
 #    that earlier launch ("signal 9", same process id): taken, it would be a crash to recover.
+# SN steps: a Release rank takes about 12 ms a step, so the window between its first checkpoint
+# and its last step, in which this script must stop it, is SN x 12 ms; the rank stays stopped a
+# few seconds, under load more, which --hang-timeout 60 keeps from being taken for a hang
+SN=120
 PORT=$(freeport)
 t0=$SECONDS
-timeout 60 "$BIN" robust run --quiet --nodes 1 --ranks-per-node 1 --standby 0 --no-prestart --status-port "$PORT" \
-  --disk-every 1 --ckpt-dir "$T/sck" --report "$T/s.json" -- llmsys train "${TA[@]}" --steps 40 --out "$T/s.st" \
-  > /dev/null 2> "$T/s.err" &
+timeout 90 "$BIN" robust run --quiet --nodes 1 --ranks-per-node 1 --standby 0 --no-prestart --status-port "$PORT" \
+  --hang-timeout 60 --disk-every 1 --ckpt-dir "$T/sck" --report "$T/s.json" -- llmsys train "${TA[@]}" --steps $SN \
+  --out "$T/s.st" > /dev/null 2> "$T/s.err" &
 spid=$!
 rk=
 for _ in $(seq 1 3000); do
   [ -z "$rk" ] && rk=$(ranks_of "$T/s.st")
   ck=("$T"/sck/ckpt-*.safetensors)
   [ -n "$rk" ] && [ -e "${ck[0]}" ] && break
-  sleep 0.02
+  if [ -n "$rk" ]; then sleep 0.005; else sleep 0.02; fi
 done
 if [ -n "$rk" ] && [ -e "${ck[0]}" ] && kill -STOP "$rk"; then
   sleep 1 # the reports on their way arrive; the status page (every 0.5 s) shows the last
   k=$(metric "$PORT" llmsys_robust_step)
   ag=$(pgrep -P "$(pgrep -P $spid -f 'robust run')" -f 'robust agent --id 0 ')
   ep=$(tr '\0' '\n' < "/proc/$ag/cmdline" 2> /dev/null | sed -n '/^--controller$/{n;p;q}')
-  if [ -z "$ep" ] || [ "${k:-40}" -ge 40 ]; then
+  if [ -z "$ep" ] || [ "${k:-$SN}" -ge $SN ]; then
     fail "stale report: controller endpoint '$ep', job step '$k'"
-  elif timeout 20 "$FORGE" "$ep" step 0 40 $$ 0.25; then
-    echo "stale: a report of step 40 forged while the rank is stopped at step $k"
+  elif timeout 20 "$FORGE" "$ep" step 0 $SN $$ 0.25; then
+    echo "stale: a report of step $SN forged while the rank is stopped at step $k"
     sleep 1.2 # read by the controller within milliseconds, shown on the page within 0.5 s
     v=$(metric "$PORT" llmsys_robust_step)
     # (a report of the stopped rank still on its way under load may move it a step or two)
-    [ -n "$v" ] && [ "${v%.*}" -lt 40 ] ||
-      fail "stale report: job step '$v' after a forged report of step 40 (rank stopped at step $k)"
+    [ -n "$v" ] && [ "${v%.*}" -lt $SN ] ||
+      fail "stale report: job step '$v' after a forged report of step $SN (rank stopped at step $k)"
     timeout 20 "$FORGE" "$ep" exit 0 0 $$ 0 || fail "stale report: forge_step exit failed"
     sleep 0.5
   else
@@ -220,12 +228,12 @@ else
   fail "stale report: no rank stopped after its first checkpoint (rank '$rk')"
 fi
 reap $spid stale 0 "$T/s.err"
-python3 - "$T/s.json" << 'EOF' || fail "stale report: report check"
+python3 - "$T/s.json" $SN << 'EOF' || fail "stale report: report check"
 import json, sys
 j = json.load(open(sys.argv[1]))
 assert j["completed"] and not j["faults"], "completed %s, faults %s" % (j["completed"], j["faults"])
 assert j["recomputed_loss_mismatches"] == 0, "%d recomputed loss mismatch(es)" % j["recomputed_loss_mismatches"]
-assert len(j["losses"]) == 40, "%d losses" % len(j["losses"])
+assert len(j["losses"]) == int(sys.argv[2]), "%d losses" % len(j["losses"])
 EOF
 
 # 6. bad input: one line, exit 2, nothing started
