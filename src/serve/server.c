@@ -67,6 +67,7 @@ struct ls_server {
      * ping sent after the spawn has come back round the ring */
     int restarts[LS_SERVE_MAX_STAGES], restarting[LS_SERVE_MAX_STAGES];
     double t_spawn[LS_SERVE_MAX_STAGES], busy_base[LS_SERVE_MAX_STAGES]; /* busy_base: earlier workers' busy s */
+    double t_death[LS_SERVE_MAX_STAGES];                                 /* when its last worker was found dead */
     uint32_t ring_ping;    /* id of the first ping sent after the last spawn (0: none yet) */
     double ring_ping_sent; /* when the last of those pings went out */
     char addr[LS_SERVE_MAX_STAGES + 1][300];
@@ -260,6 +261,7 @@ static int check_workers(ls_server *s, char *msg, size_t n, int *stage) {
             s->stopped[i] = 0;
             s->restarting[i] = 0; /* a restart that died before serving: it counted */
             s->dead_pid[i] = s->pids[i];
+            s->t_death[i] = ls_now();
             if (WIFSIGNALED(st))
                 snprintf(s->death[i], sizeof s->death[i], "killed by signal %d", WTERMSIG(st));
             else
@@ -327,14 +329,21 @@ static uint32_t send_ping(ls_server *s) {
  * (what a dead stage held is lost; what its neighbours held for it runs on the new worker's
  * empty KV cache and its result, for an unknown micro-batch, is dropped). A restarted worker
  * without a ping back within load_timeout_s is killed; that restart counted. */
+/* How long after a death a stage restarted `done` times before is started again: at once the
+ * first time, then 0.5 s, 1 s, 2 s ... up to 8 s, so a worker that cannot start (its checkpoint
+ * gone) does not spend its budget in milliseconds. */
+static double restart_delay(int done) { return done ? fmin(ldexp(0.5, done - 1), 8.0) : 0; }
+
 static void restart_stages(ls_server *s, double now) {
     int waiting = 0, down = 0;
     for (int i = 0; i < s->ns && !s->stopping; i++) {
         const ls_plan_stage *st = &s->plan.stages[i];
-        if (!s->alive[i] && s->restarts[i] < s->o.stage_restarts) {
+        if (!s->alive[i] && s->restarts[i] < s->o.stage_restarts &&
+            now - s->t_death[i] >= restart_delay(s->restarts[i])) {
             s->restarts[i]++;
             if (spawn_worker(s, i) != LS_OK) {
                 snprintf(s->death[i], sizeof s->death[i], "could not be restarted: %.100s", ls_errmsg());
+                s->t_death[i] = now;
                 LS_ERROR("pipeline stage %d (layers [%d, %d)) %s", i, st->layer_begin, st->layer_end, s->death[i]);
             } else {
                 s->restarting[i] = 1;

@@ -244,4 +244,33 @@ python3 "$T/kill_stage.py" "$URL" 1 dead 0 "pid $(stage_pid 1)) killed by signal
   || fail "--stage-restarts 0: kill -9 of stage 1"
 kill -TERM "$SRV"; wait "$SRV"; SRV=
 
+# --- a worker that cannot start (its checkpoint moved away) is restarted at once, then after
+# 0.5 s and 1 s: its three restarts take at least 1.5 s, then it stays dead
+start --stage-restarts 3 || exit 1
+nerr=$(wc -l < "$T/serve.err")
+mv "$T/m.st" "$T/m.away"
+python3 - "$URL" "$(stage_pid 1)" << 'PY' || fail "restart backoff"
+import os, sys, time, urllib.request, urllib.error
+url, pid = sys.argv[1], int(sys.argv[2])
+def health():
+    try:
+        return urllib.request.urlopen(url + "/health", timeout=10).read().decode()
+    except urllib.error.HTTPError as e:
+        return e.read().decode()
+t0 = time.time()
+os.kill(pid, 9)
+h = ""
+while "not restarted again" not in h and time.time() - t0 < 20:
+    h = health()
+    time.sleep(0.01)
+dt = time.time() - t0
+print("a stage that cannot start: 3 restarts used up %.2f s after the kill" % dt)
+assert "restarted 3 times; not restarted again" in h, "after 20 s: " + h[:300]
+assert dt >= 1.5, "3 restarts used up in %.2f s (no backoff)" % dt
+PY
+mv "$T/m.away" "$T/m.st"
+n=$(tail -n +$((nerr + 1)) "$T/serve.err" | grep -c "restarted as pid")
+[ "$n" = 3 ] || fail "restart backoff: $n restart lines, expected 3"
+kill -TERM "$SRV"; wait "$SRV"; SRV=
+
 finish serve
