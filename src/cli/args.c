@@ -79,7 +79,7 @@ static int parse_value(const char *prog, const ls_arg *a, const char *val) {
     }
     case LS_ARG_PATH:
     case LS_ARG_PATH_LIST:
-        if (!*val) { /* was: "llmsys: : No such file or directory", exit 1 or 2 by command */
+        if (!*val) {
             fprintf(stderr, "llmsys %s: --%s needs a path, got ''\n", prog, a->name);
             return LS_ARGS_USAGE;
         }

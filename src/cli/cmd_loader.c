@@ -60,7 +60,7 @@ static int loader_serve(int argc, char **argv) {
         ls_args("loader serve", "Runs the source loaders and the data constructor; trainers fetch batches over ZeroMQ.",
                 spec, LS_NARGS(spec), argc, argv);
     if (rc >= 0) return rc;
-    /* before binding (was: a directory refused once serving) */
+    /* before binding */
     if ((port_file && ls_out_path_check("port-file", port_file)) || (journal && ls_out_path_check("journal", journal)))
         return ls_cli_fail();
     char *wend = NULL;

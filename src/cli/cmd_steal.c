@@ -23,7 +23,7 @@ static int victim_train(int argc, char **argv) {
     int64_t train_n = 0;
     int seed = 42, quiet = 0;
     /* what was given, for ls_victim_opts_given (not given: 0, --hidden LS_ARG_UNSET); the ranges
-     * below refuse a given size under its minimum (was: a negative or zero one meant the default) */
+     * below refuse a given size under its minimum */
     ls_victim_opts g = {.hidden = LS_ARG_UNSET};
     ls_arg spec[] = {
         {"type", LS_ARG_STR, &type_s, "T", "logreg, svm, tree, forest, knn, nb, mlp or cnn (images only)", 1},
@@ -265,7 +265,7 @@ int cmd_steal(int argc, char **argv) {
     if (ls_path_replaces(out, report))
         return ls_usage_err("steal", "--report %s would replace the replica --out", report);
     /* each value refused by name (was: one line listing every rule) */
-    if (ls_steal_opts_fit(&o)) return ls_usage_err("steal", "%s", ls_errmsg()); /* was: an ASan abort */
+    if (ls_steal_opts_fit(&o)) return ls_usage_err("steal", "%s", ls_errmsg());
     if (!(o.distill >= 0 && o.distill <= 8))
         return ls_usage_err("steal", "--distill must be in [0, 8], got %g", o.distill);
     if (strcmp(strategy, "synth") && strcmp(strategy, "random"))

@@ -100,7 +100,7 @@ static int check_opts(const ls_tplan_opts *o, ls_tplan *p, ls_tplan_strategy *st
     snprintf(p->cluster, sizeof p->cluster, "%s", o->cluster);
     if (o->batch < 1 || o->batch % n) return ls_err(LS_EINVAL, "--batch %d does not split over %d ranks", o->batch, n);
     if (p->seq > p->cfg.n_ctx) return ls_err(LS_EINVAL, "--seq %d exceeds the context %d", p->seq, p->cfg.n_ctx);
-    LS_TRY(ls_model_batch_fit(&p->cfg, o->batch, n, p->seq)); /* the profile's steps (was: an ASan abort) */
+    LS_TRY(ls_model_batch_fit(&p->cfg, o->batch, n, p->seq)); /* the profile's steps */
     if (p->cfg.n_layer * LS_LIN_COUNT > LS_TPLAN_MAX_LIN)
         return ls_err(LS_ERANGE, "the model has more than %d Linear layers", LS_TPLAN_MAX_LIN);
     if (*local) return LS_OK;

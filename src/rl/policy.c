@@ -40,7 +40,7 @@ int ls_rl_sft(ls_model *m, const ls_rl_task *t, int n, int steps, int B, float l
     float last = NAN;
     for (int s = 0; s < steps && rc == LS_OK; s++) {
         int Tb = 1;
-        int idx[LS_RL_SFT_MAX_BATCH]; /* was: 256 drawn, B read (past the array for B > 256) */
+        int idx[LS_RL_SFT_MAX_BATCH]; /* the rows a step draws */
         for (int b = 0; b < B; b++) {
             idx[b] = (int)ls_rng_below(&rng, (uint64_t)n);
             int L = (int)(strlen(t[idx[b]].prompt) + strlen(t[idx[b]].demo ? t[idx[b]].demo : t[idx[b]].answer)) + 2;

@@ -149,7 +149,7 @@ int ls_rl_run_check(const ls_rl_run_opts *o) {
     if (o->group < 1 || o->group > 64 || o->max_seqs < o->group || o->batch_groups < 1 || o->updates < 1)
         return ls_err(LS_EINVAL, "rl run: need 1 <= group <= max_seqs, batch_groups >= 1, updates >= 1");
     if (o->max_new < 1) return ls_err(LS_EINVAL, "rl run: --max-new must be >= 1");
-    if (o->sft_batch < 1 || o->sft_batch > LS_RL_SFT_MAX_BATCH) /* was: an allocation of 2^31 rows, a read past 256 */
+    if (o->sft_batch < 1 || o->sft_batch > LS_RL_SFT_MAX_BATCH)
         return ls_err(LS_EINVAL, "rl run: --sft-batch must be in [1, %d], got %d", LS_RL_SFT_MAX_BATCH, o->sft_batch);
     if (o->max_seqs > 1024 || o->batch_groups > 1024 || o->updates > 1000000) /* (updates + 2) x batch fits an int */
         return ls_err(LS_EINVAL, "rl run: --max-seqs and --batch-groups must be at most 1024, --updates 10^6");

@@ -173,7 +173,7 @@ static int baseline_opts(const ls_steal_eval_opts *eo, const ls_steal_data *te, 
     ls_steal_opts_for_data(o, te);
     o->budget = eo->budget > 0 ? eo->budget : ls_replica_recorded_queries(eo->replica);
     if (o->budget <= 0) return ls_err(LS_EINVAL, "baselines need --budget (the replica records no query count)");
-    return ls_steal_opts_fit(o); /* before any query (was: an ASan abort for --budget 2^31-1) */
+    return ls_steal_opts_fit(o); /* before any query */
 }
 
 /* The two baselines with the same budget, each on the evaluation rows te. */

@@ -477,7 +477,7 @@ int ls_steal_data_normalize(ls_steal_data *train, ls_steal_data *test, float lo,
 /* ---------------------------------------------------------------- synthetic tables */
 
 int64_t ls_steal_table_max_rows(int d) {
-    int64_t n = ls_mem_max_items(4.0 * d + 4); /* was: 2^31-1 rows of any width, then out of memory */
+    int64_t n = ls_mem_max_items(4.0 * d + 4);
     return n < LS_TABLE_MAX_ROWS ? n : LS_TABLE_MAX_ROWS;
 }
 

@@ -76,7 +76,7 @@ void ls_victim_opts_default(ls_victim_opts *o, int type) {
 
 int ls_victim_opts_fit(const ls_victim_opts *o) {
     int64_t max_trees = ls_mem_max_items(sizeof(tree_t) + 4 * sizeof(int32_t) + 64 * sizeof(float));
-    if (o->type == LS_VICTIM_FOREST && o->trees > max_trees) /* was: an ASan abort */
+    if (o->type == LS_VICTIM_FOREST && o->trees > max_trees)
         return ls_err(LS_EINVAL, "--trees must be at most %lld here (every tree in memory), got %d",
                       (long long)max_trees, o->trees);
     return LS_OK;

@@ -52,7 +52,7 @@ int ls_train_job_check(ls_train_job *o, int world) {
     if (o->ranks < 1 || o->ranks > 1024) return ls_err(LS_EINVAL, "--ranks must be in [1, 1024], got %d", o->ranks);
     if (!o->resume && batch % o->ranks != 0)
         return ls_err(LS_EINVAL, "--batch %d does not split evenly over %d ranks", batch, o->ranks);
-    if (!o->resume) /* before any allocation (was: out of memory, an ASan abort) */
+    if (!o->resume) /* before any allocation */
         LS_TRY(ls_model_batch_fit(&mc, batch, o->ranks, o->seq != LS_TRAIN_UNSET ? o->seq : mc.n_ctx));
     if (o->save_every < 0 || o->stop_at < 0 || o->log_every < 0 || o->threads < 0)
         return ls_err(LS_EINVAL, "--save-every, --stop-at, --log-every and --threads must be >= 0");
