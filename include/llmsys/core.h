@@ -216,6 +216,14 @@ int ls_json_get_int(const struct cJSON *obj, const char *key, int def, int *out)
 /* 1 (and *out set) when v is a number holding an integer within int's range, else 0: the
  * range check comes before any conversion (a double outside int's range cannot be cast). */
 int ls_json_as_int(const struct cJSON *v, int *out);
+/* JSON numbers are doubles, exact for integers up to 2^53: the widest integer a JSON field
+ * (a seed, a step, an id) may hold. */
+#define LS_JSON_INT_MAX ((int64_t)1 << 53)
+/* 1 (and *out set) when d is an integer in [lo, hi], else 0 (NaN included); the range check
+ * comes before the cast. For integers read as doubles: lo and hi within ±LS_JSON_INT_MAX. */
+int ls_f64_as_i64(double d, int64_t lo, int64_t hi, int64_t *out);
+/* ls_f64_as_i64 of v's value when v is a number, else 0. */
+int ls_json_as_i64(const struct cJSON *v, int64_t lo, int64_t hi, int64_t *out);
 int ls_json_get_double(const struct cJSON *obj, const char *key, double def, double *out);
 int ls_json_get_string(const struct cJSON *obj, const char *key, const char *def, const char **out);
 

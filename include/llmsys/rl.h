@@ -104,8 +104,8 @@ typedef struct {
 } ls_rl_batch;
 void ls_rl_batch_free(ls_rl_batch *b);
 
-/* The largest seed (--seed): seeds travel as JSON numbers (the run config), exact up to 2^53. */
-#define LS_RL_SEED_MAX ((int64_t)1 << 53)
+/* The largest seed (--seed): seeds travel as JSON numbers (the run config). */
+#define LS_RL_SEED_MAX LS_JSON_INT_MAX
 /* Rows one SFT step draws at most (--sft-batch). */
 #define LS_RL_SFT_MAX_BATCH 256
 /* Supervised warm start on tasks (loss on the demo's or else the answer's bytes and EOS): steps of batch B

@@ -76,6 +76,16 @@ int ls_json_as_int(const cJSON *v, int *out) {
     return 1;
 }
 
+int ls_f64_as_i64(double d, int64_t lo, int64_t hi, int64_t *out) {
+    if (!(d >= (double)lo && d <= (double)hi) || d != floor(d)) return 0;
+    *out = (int64_t)d;
+    return 1;
+}
+
+int ls_json_as_i64(const cJSON *v, int64_t lo, int64_t hi, int64_t *out) {
+    return cJSON_IsNumber(v) && ls_f64_as_i64(v->valuedouble, lo, hi, out);
+}
+
 int ls_json_get_double(const cJSON *obj, const char *key, double def, double *out) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
     if (!v) {

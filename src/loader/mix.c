@@ -141,10 +141,8 @@ static int parse_schedule(const cJSON *js, ls_loader_mix *mix) {
         pt->w = calloc((size_t)mix->n_sources, sizeof *pt->w);
         if (!pt->w) return ls_err(LS_ENOMEM, "out of memory");
         const cJSON *st = cJSON_GetObjectItemCaseSensitive(p, "step");
-        if (!cJSON_IsNumber(st) || !(st->valuedouble >= 0 && st->valuedouble <= 9007199254740992.0) ||
-            st->valuedouble != floor(st->valuedouble))
+        if (!ls_json_as_i64(st, 0, LS_JSON_INT_MAX, &pt->step))
             return ls_err(LS_EINVAL, "schedule[%d]: \"step\" must be an integer in [0, 2^53]", i);
-        pt->step = (int64_t)st->valuedouble;
         const cJSON *w = cJSON_GetObjectItemCaseSensitive(p, "weights");
         if (!cJSON_IsObject(w)) return ls_err(LS_EINVAL, "schedule[%d]: \"weights\" must be an object", i);
         const cJSON *e;
@@ -185,9 +183,10 @@ static int parse_mix(const cJSON *j, const char *base, ls_loader_mix *mix) {
         return ls_err(LS_EINVAL, "tokens_per_rank must be in [1, 2^26], got %d", mix->tokens_per_rank);
     if (mix->micro_batches < 1 || mix->micro_batches > 1024)
         return ls_err(LS_EINVAL, "micro_batches must be in [1, 1024], got %d", mix->micro_batches);
-    if (!(seed >= 0 && seed <= 9007199254740992.0) || seed != floor(seed))
+    int64_t seed_i;
+    if (!ls_f64_as_i64(seed, 0, LS_JSON_INT_MAX, &seed_i))
         return ls_err(LS_EINVAL, "seed must be an integer in [0, 2^53]");
-    mix->seed = (uint64_t)seed;
+    mix->seed = (uint64_t)seed_i;
     /* Defaults a = 1, b = 950: the "small" GPT's forward+backward time per row measured
      * against row length (bench_loader --calibrate-only: t = 1.29e-3·L + 1.36e-6·L² s,
      * b/a = 950, docs/loader.md). The FLOP count alone gives b/a = 6·d_model = 1536 (as

@@ -438,10 +438,8 @@ static int journal_write(const ls_loader_server *s) {
 static int journal_entry(const ls_loader_server *s, const cJSON *e, int64_t *at, double *w, int *clear,
                          const char *what) {
     const cJSON *ja = cJSON_GetObjectItemCaseSensitive(e, "at"), *jw = cJSON_GetObjectItemCaseSensitive(e, "weights");
-    if (!cJSON_IsNumber(ja) || !(ja->valuedouble >= 0 && ja->valuedouble <= 9007199254740992.0) ||
-        ja->valuedouble != floor(ja->valuedouble) || !(cJSON_IsNull(jw) || cJSON_IsObject(jw)))
+    if (!ls_json_as_i64(ja, 0, LS_JSON_INT_MAX, at) || !(cJSON_IsNull(jw) || cJSON_IsObject(jw)))
         return ls_err(LS_EFORMAT, "%s: malformed change entry", what);
-    *at = (int64_t)ja->valuedouble;
     *clear = cJSON_IsNull(jw);
     for (int k = 0; k < s->mix->n_sources; k++) w[k] = 0;
     const cJSON *x;
@@ -875,11 +873,12 @@ static int control(ls_loader_server *s, const uint8_t *payload, size_t len, char
     LS_TRY(ls_json_parse((const char *)payload, len, "control message", &j));
     int rc = LS_OK;
     double w[LS_LOADER_MAX_SOURCES] = {0}, step = -1;
+    int64_t at = -1; /* -1: from the next step */
     const cJSON *jw = cJSON_GetObjectItemCaseSensitive(j, "weights");
     if (!cJSON_IsObject(j) || !jw)
         rc = ls_err(LS_EINVAL, "control message: expected {\"weights\": {...} | null, \"step\": N}");
     if (rc == LS_OK) rc = ls_json_get_double(j, "step", -1, &step);
-    if (rc == LS_OK && (step != floor(step) || !(step >= -1 && step <= 9007199254740992.0)))
+    if (rc == LS_OK && !ls_f64_as_i64(step, -1, LS_JSON_INT_MAX, &at))
         rc = ls_err(LS_EINVAL, "control message: \"step\" must be an integer in [0, 2^53]");
     if (rc == LS_OK && !cJSON_IsNull(jw)) {
         if (!cJSON_IsObject(jw)) rc = ls_err(LS_EINVAL, "control message: \"weights\" must be an object or null");
@@ -898,7 +897,7 @@ static int control(ls_loader_server *s, const uint8_t *payload, size_t len, char
     int64_t from = -1;
     if (rc == LS_OK) {
         pthread_mutex_lock(&s->ldmu);
-        from = step >= 0 ? (int64_t)step : ls_loader_step_index(s->ld);
+        from = at >= 0 ? at : ls_loader_step_index(s->ld);
         /* journaled before it is applied and acknowledged; taken out again if refused */
         cJSON *e = cJSON_CreateObject();
         if (!e || !cJSON_AddNumberToObject(e, "at", (double)from) ||

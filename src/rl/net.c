@@ -328,8 +328,9 @@ int rl_config_from_json(const char *s, size_t n, rl_config *c) {
 #undef I
 #undef D
                 if (rc == LS_OK && ls_json_get_double(j, "seed", 1, &d) == LS_OK) {
-        if (d >= 0 && d <= (double)LS_RL_SEED_MAX && d == floor(d)) /* checked before the cast */
-            c->seed = (uint64_t)d;
+        int64_t seed;
+        if (ls_f64_as_i64(d, 0, LS_RL_SEED_MAX, &seed))
+            c->seed = (uint64_t)seed;
         else
             rc = ls_err(LS_EINVAL, "\"seed\" must be an integer in [0, 2^53]");
     }

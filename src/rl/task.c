@@ -207,11 +207,11 @@ static int parse_line(const char *path, int lineno, const char *line, size_t len
         rc = ls_err(LS_EFORMAT, "%s:%d: \"demo\" must be printable ASCII", path, lineno);
     else if ((id && !cJSON_IsNumber(id)) || (ln && !cJSON_IsNumber(ln)))
         rc = ls_err(LS_EFORMAT, "%s:%d: \"id\" and \"len\" must be numbers", path, lineno);
-    else if (id && !(fabs(id->valuedouble) <= 9007199254740992.0 && id->valuedouble == floor(id->valuedouble)))
-        rc = ls_err(LS_EFORMAT, "%s:%d: \"id\" must be an integer in [-2^53, 2^53]", path, lineno); /* before the cast */
+    else if (id && !ls_json_as_i64(id, -LS_JSON_INT_MAX, LS_JSON_INT_MAX, &t->id))
+        rc = ls_err(LS_EFORMAT, "%s:%d: \"id\" must be an integer in [-2^53, 2^53]", path, lineno);
     if (rc == LS_OK) {
         if (!k) t->kind = -1;
-        t->id = id ? (int64_t)id->valuedouble : lineno - 1;
+        if (!id) t->id = lineno - 1;
         t->len = ln ? ln->valueint : (int)strlen(a->valuestring);
         t->prompt = dupstr(p->valuestring);
         t->answer = dupstr(a->valuestring);

@@ -884,13 +884,12 @@ static int parse_completion(ls_server *s, const char *body, size_t len, req *r, 
     }
     r->include_usage = r->stream && cJSON_IsTrue(iu);
     if (nn && (!cJSON_IsNumber(nn) || nn->valueint != 1)) { snprintf(err, en, "only \"n\": 1 is supported"); goto out; }
-    /* checked before the cast: a double outside uint64's range cannot be converted */
-    if (sd && (!cJSON_IsNumber(sd) || !(sd->valuedouble >= 0 && sd->valuedouble <= 9007199254740992.0) ||
-               sd->valuedouble != floor(sd->valuedouble))) {
+    int64_t seed = 0;
+    if (sd && !ls_json_as_i64(sd, 0, LS_JSON_INT_MAX, &seed)) {
         snprintf(err, en, "\"seed\" must be an integer in [0, 2^53]");
         goto out;
     }
-    ls_rng_seed(&r->rng, sd ? (uint64_t)sd->valuedouble : (uint64_t)r->id * 0x9E3779B97F4A7C15ull + 1);
+    ls_rng_seed(&r->rng, sd ? (uint64_t)seed : (uint64_t)r->id * 0x9E3779B97F4A7C15ull + 1);
     ok = 1;
 out:
     free(chat_text);

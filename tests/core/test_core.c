@@ -1,5 +1,6 @@
 /* test_core.c - status messages, RNG determinism and splitting, atomic files, JSON. */
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <unistd.h>
 
 #include "llmsys/core.h"
@@ -87,7 +88,18 @@ static void test_files(void) {
     CHECK(ls_json_get_int(j, "steps", 0, &steps) == LS_OK && steps == 12);
     CHECK(ls_json_get_string(j, "name", NULL, &name) == LS_OK && !strcmp(name, "tiny"));
     CHECK(ls_json_get_int(j, "name", 0, &steps) == LS_EINVAL);
+    int64_t v = 7;
+    CHECK(ls_json_as_i64(cJSON_GetObjectItem(j, "steps"), 0, LS_JSON_INT_MAX, &v) && v == 12);
+    CHECK(!ls_json_as_i64(cJSON_GetObjectItem(j, "steps"), 13, LS_JSON_INT_MAX, &v) && v == 12);
+    CHECK(!ls_json_as_i64(cJSON_GetObjectItem(j, "name"), 0, LS_JSON_INT_MAX, &v));
     cJSON_Delete(j);
+    /* the JSON integer limit: 2^53 and -2^53 are in, one more or a fraction is out, NaN is out */
+    const double two53 = 9007199254740992.0;
+    CHECK(ls_f64_as_i64(two53, 0, LS_JSON_INT_MAX, &v) && v == LS_JSON_INT_MAX);
+    CHECK(ls_f64_as_i64(-two53, -LS_JSON_INT_MAX, 0, &v) && v == -LS_JSON_INT_MAX);
+    CHECK(!ls_f64_as_i64(two53 * 2, 0, LS_JSON_INT_MAX, &v) && !ls_f64_as_i64(1e300, 0, LS_JSON_INT_MAX, &v));
+    CHECK(!ls_f64_as_i64(2.5, 0, 10, &v) && !ls_f64_as_i64(-1, 0, 10, &v) && !ls_f64_as_i64(NAN, 0, 10, &v));
+    CHECK(ls_f64_as_i64(10, 0, 10, &v) && v == 10 && !ls_f64_as_i64(11, 0, 10, &v));
     CHECK(ls_file_write_atomic(path, "{\"a\": [1, 2", 11) == LS_OK);
     CHECK(ls_json_read_file(path, &j) == LS_EFORMAT);
     CHECK(strstr(ls_errmsg(), "r.json") != NULL);
