@@ -269,9 +269,14 @@ void ls_progress_end(ls_progress *p);
 
 /* Number of CPU cores available to this process. */
 int ls_num_cores(void);
-/* Bytes of physical memory of this machine. */
+/* Bytes of memory this process may use: the machine's physical memory, or less where a memory
+ * cgroup of the process (v1 memory.limit_in_bytes or v2 memory.max, its own or an ancestor's)
+ * sets a lower limit, as in a container. */
 double ls_mem_total(void);
-/* How many items of item_bytes each this machine's memory holds (at least 1): the bound of a
+/* The lowest memory limit in bytes that the cgroups listed in proc_cgroup (the format of
+ * /proc/self/cgroup) set under root (the cgroup mount, /sys/fs/cgroup), or 0 when none does. */
+double ls_mem_cgroup_limit(const char *proc_cgroup, const char *root);
+/* How many items of item_bytes each the memory this process may use (ls_mem_total) holds (at least 1): the bound of a
  * size whose buffers grow with it, checked before they are allocated (past it an allocation
  * can only fail, or be killed, or abort under a sanitizer). */
 int64_t ls_mem_max_items(double item_bytes);

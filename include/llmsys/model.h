@@ -66,8 +66,8 @@ int ls_model_config_validate(const ls_model_config *cfg);
 size_t ls_model_config_num_params(const ls_model_config *cfg);
 /* LS_OK when a step of batch sequences of T tokens (T >= 1) split over ranks fits this machine:
  * a rank's batch / ranks rows, their activation and backward buffers (one allocation per (B, T))
- * and token ids within physical memory, and B·T within an int (the kernels count tokens with
- * int). Else LS_EINVAL "--batch must be at most N here (...)", before anything is allocated. */
+ * and token ids within the memory the process may use (ls_mem_total), and B·T within an int (the kernels count tokens
+ * with int). Else LS_EINVAL "--batch must be at most N here (...)", before anything is allocated. */
 int ls_model_batch_fit(const ls_model_config *cfg, int batch, int ranks, int T);
 /* Config <-> compact JSON string (stored in checkpoint metadata as "llmsys.config").
  * to_json returns a malloc'd string (caller frees). */

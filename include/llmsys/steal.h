@@ -93,7 +93,7 @@ void ls_steal_unscale_rows(const float *raw_min, const float *raw_max, int d, fl
  * in [2, LS_TABLE_MAX_DIM] (n·d and the 2k clusters stay in range), else LS_EINVAL. */
 enum { LS_TABLE_MAX_ROWS = INT32_MAX, LS_TABLE_MAX_DIM = 65536 };
 /* The most rows of d features a table can have on this machine: LS_TABLE_MAX_ROWS, and its
- * rows (d floats and an int32 label each) within physical memory. */
+ * rows (d floats and an int32 label each) within the memory the process may use (ls_mem_total). */
 int64_t ls_steal_table_max_rows(int d);
 int ls_steal_make_table(const char *kind, int64_t n, int d, int k, uint64_t seed, ls_steal_data *out);
 /* ls_steal_make_table written as CSV to path (`victim make-data`). */
@@ -176,7 +176,7 @@ typedef struct ls_victim ls_victim;
 
 void ls_victim_opts_default(ls_victim_opts *o, int type);
 /* LS_OK when what o sizes before training fits this machine: a forest's trees (each at least a
- * root node of up to 64 classes) within physical memory. Else LS_EINVAL naming --trees and its
+ * root node of up to 64 classes) within the memory the process may use. Else LS_EINVAL naming --trees and its
  * bound; ls_victim_train checks it before allocating. */
 int ls_victim_opts_fit(const ls_victim_opts *o);
 /* Trains a victim on train (rows in [lo,hi]); *out is owned by the caller. LS_EINVAL for a

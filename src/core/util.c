@@ -377,9 +377,62 @@ int ls_num_cores(void) {
     return n > 0 ? (int)n : 1;
 }
 
+/* The smallest limit that file (a number of bytes, or "max") gives in cgroup dir/path and
+ * each of its ancestors up to dir itself: a parent's limit holds for its children, and in a
+ * container dir may be the container's own cgroup while path still names it from the host. */
+static double cgroup_walk(const char *dir, const char *path, const char *file, double best) {
+    char p[1024], f[2048];
+    snprintf(p, sizeof p, "%s", path);
+    size_t n = strlen(p);
+    while (n > 0 && p[n - 1] == '/') p[--n] = '\0';
+    for (;;) {
+        snprintf(f, sizeof f, "%s%s/%s", dir, p, file);
+        FILE *fp = fopen(f, "r");
+        char v[64];
+        if (fp && fgets(v, sizeof v, fp)) {
+            char *e;
+            double x = strtod(v, &e);
+            if (e != v && x > 0 && (best == 0 || x < best)) best = x;
+        }
+        if (fp) fclose(fp);
+        if (n == 0) return best;
+        while (n > 0 && p[n - 1] != '/') n--; /* up one level */
+        if (n > 0) n--;
+        p[n] = '\0';
+    }
+}
+
+double ls_mem_cgroup_limit(const char *proc_cgroup, const char *root) {
+    FILE *fp = fopen(proc_cgroup, "r");
+    if (!fp) return 0;
+    char line[1200], dir[1100];
+    double best = 0;
+    while (fgets(line, sizeof line, fp)) { /* "id:controllers:path" */
+        char *c = strchr(line, ':'), *p = c ? strchr(c + 1, ':') : NULL;
+        if (!p) continue;
+        *p++ = '\0';
+        p[strcspn(p, "\n")] = '\0';
+        char *ctl = c + 1, *save;
+        if (!*ctl) { /* v2: the unified tree, at root or (hybrid layout) root/unified */
+            best = cgroup_walk(root, p, "memory.max", best);
+            snprintf(dir, sizeof dir, "%s/unified", root);
+            best = cgroup_walk(dir, p, "memory.max", best);
+        }
+        for (char *t = strtok_r(ctl, ",", &save); t; t = strtok_r(NULL, ",", &save)) /* v1 */
+            if (!strcmp(t, "memory")) {
+                snprintf(dir, sizeof dir, "%s/memory", root);
+                best = cgroup_walk(dir, p, "memory.limit_in_bytes", best);
+            }
+    }
+    fclose(fp);
+    return best;
+}
+
 double ls_mem_total(void) {
     long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGE_SIZE);
-    return pages > 0 && psz > 0 ? (double)pages * psz : 1e9; /* unknown: a small machine's */
+    double phys = pages > 0 && psz > 0 ? (double)pages * psz : 1e9; /* unknown: a small machine's */
+    double lim = ls_mem_cgroup_limit("/proc/self/cgroup", "/sys/fs/cgroup");
+    return lim > 0 && lim < phys ? lim : phys;
 }
 
 int64_t ls_mem_max_items(double item_bytes) {

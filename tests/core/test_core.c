@@ -165,6 +165,48 @@ static void test_ip_parse(void) {
     CHECK_MSG(!strcmp(ls_url_host("localhost", b, sizeof b), "localhost"), "%s", b);
 }
 
+/* Writes text to dir/rel, making its directories. */
+static void put(const char *dir, const char *rel, const char *text) {
+    char path[512], sub[512];
+    snprintf(path, sizeof path, "%s/%s", dir, rel);
+    snprintf(sub, sizeof sub, "%s", path);
+    *strrchr(sub, '/') = '\0';
+    CHECK(ls_mkdirs(sub) == LS_OK);
+    CHECK(ls_file_write_atomic(path, text, strlen(text)) == LS_OK);
+}
+
+/* The memory limit of a process's cgroups, on a fake /proc/self/cgroup and cgroup mount. */
+static void test_mem_cgroup(void) {
+    char dir[] = "/tmp/llmsys-test-XXXXXX", proc[256], root[256];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(proc, sizeof proc, "%s/cgroup", dir);
+    snprintf(root, sizeof root, "%s/fs", dir);
+    /* v1 (hybrid layout): the process's own cgroup is unlimited, its parent is not, the mount's
+     * root is unlimited; the v2 line's memory.max says "max" */
+    put(dir, "cgroup", "9:name=systemd:/\n4:cpuacct,memory:/svc/job-1/\n1:cpu:/\n0::/svc\n");
+    put(dir, "fs/memory/svc/job-1/memory.limit_in_bytes", "9223372036854771712\n");
+    put(dir, "fs/memory/svc/memory.limit_in_bytes", "268435456\n");
+    put(dir, "fs/memory/memory.limit_in_bytes", "9223372036854771712\n");
+    put(dir, "fs/unified/svc/memory.max", "max\n");
+    put(dir, "fs/cpu/svc/job-1/memory.limit_in_bytes", "1000\n"); /* not the memory controller */
+    CHECK(ls_mem_cgroup_limit(proc, root) == 268435456.0);
+    /* a lower v2 limit (pure v2 layout: the unified tree is the mount itself) wins */
+    put(dir, "fs/svc/memory.max", "134217728\n");
+    CHECK(ls_mem_cgroup_limit(proc, root) == 134217728.0);
+    /* no limit anywhere, a missing file, an empty or garbage one: 0 */
+    put(dir, "cgroup", "3:cpu,cpuacct:/a\n0::/\nnonsense\n");
+    CHECK(ls_mem_cgroup_limit(proc, root) == 0);
+    put(dir, "cgroup", "4:memory:/nowhere\n");
+    put(dir, "fs/memory/memory.limit_in_bytes", "garbage\n");
+    CHECK(ls_mem_cgroup_limit(proc, root) == 0);
+    snprintf(proc, sizeof proc, "%s/missing", dir);
+    CHECK(ls_mem_cgroup_limit(proc, root) == 0);
+    /* this process: at least one byte, at most the machine's memory */
+    double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE), m = ls_mem_total();
+    CHECK(m >= 1 && m <= phys);
+    CHECK(test_rmtree(dir) == 0);
+}
+
 int main(void) {
     RUN(test_errors);
     RUN(test_rng);
@@ -173,5 +215,6 @@ int main(void) {
     RUN(test_median);
     RUN(test_loopback);
     RUN(test_ip_parse);
+    RUN(test_mem_cgroup);
     return TEST_RESULT();
 }
