@@ -86,7 +86,7 @@ int cmd_serve(int argc, char **argv) {
     const char *w_in = NULL, *w_out = NULL, *api_key = getenv("LLMSYS_API_KEY");
     if (api_key && !*api_key) api_key = NULL; /* an empty variable is no key; an empty --api-key is refused */
     int port = 8080, max_seqs = 16, threads = 1, worker = 0, stage = 0, mbp = 2, mbd = 8, conns = 0, per_ip = 0;
-    int restarts = ls_server_defaults().stage_restarts;
+    int restarts = ls_server_defaults().stage_restarts, load_timeout = (int)ls_server_defaults().load_timeout_s;
     int64_t max_body = 64 * 1024;
     ls_arg spec[] = {
         {"model", LS_ARG_PATH, &model, "PATH", "checkpoint to serve (fp32 or quantized)", 1},
@@ -110,6 +110,10 @@ int cmd_serve(int argc, char **argv) {
         {"stage-restarts", LS_ARG_INT, &restarts, "N",
          "start a stage that dies again, up to N times per stage (default 3; 0: it stays dead)", 0,
          LS_RANGE(0, 1000000)},
+        {"load-timeout", LS_ARG_INT, &load_timeout, "SECONDS",
+         "a stage loads and answers a ping within this, at start and after a restart (a restarted one is killed "
+         "past it) (default 120)",
+         0, LS_RANGE(1, 86400)},
         {"served-model-name", LS_ARG_STR, &name, "NAME",
          "name in /v1/models and responses (default: the checkpoint's file stem)"},
         {"name", LS_ARG_STR, &name, "NAME", "same as --served-model-name"},
@@ -151,6 +155,7 @@ int cmd_serve(int argc, char **argv) {
     o.max_conns_per_ip = (unsigned)per_ip;
     o.api_key = api_key;
     o.stage_restarts = restarts;
+    o.load_timeout_s = load_timeout;
     ls_server *s;
     if (ls_server_start(&s, &o) != LS_OK) return ls_cli_fail();
     char uh[80];

@@ -241,18 +241,19 @@ static int stage_down(const ls_server *s, int i, char *m, size_t n) {
     return 1;
 }
 
-/* Reaps dead workers and notes stopped (SIGSTOP) and continued ones; returns 1 if one died,
- * 2 if one stopped since the last call (msg describes it, *stage is its index), else 0. */
-static int check_workers(ls_server *s, char *msg, size_t n, int *stage) {
-    int died = 0;
+/* Reaps dead workers and notes stopped (SIGSTOP) and continued ones (mutex held): sets bit i
+ * of *died for every stage found dead since the last call and of *stopped for every one found
+ * stopped (each may be several: two stages killed at once); returns *died | *stopped. */
+_Static_assert(LS_SERVE_MAX_STAGES <= 32, "check_workers' stage masks are 32 bits");
+static unsigned check_workers(ls_server *s, unsigned *died, unsigned *stopped) {
+    *died = *stopped = 0;
     for (int i = 0; i < s->ns; i++) {
         if (!s->alive[i]) continue;
         int st;
         pid_t r = waitpid(s->pids[i], &st, WNOHANG | WUNTRACED | WCONTINUED);
         if (r == s->pids[i] && WIFSTOPPED(st)) {
             s->stopped[i] = WSTOPSIG(st);
-            stopped_msg(s, i, msg, n);
-            if (!died) died = 2, *stage = i;
+            *stopped |= 1u << i;
         } else if (r == s->pids[i] && WIFCONTINUED(st)) {
             s->stopped[i] = 0;
             LS_WARN("pipeline stage %d (pid %d) continues", i, (int)s->pids[i]);
@@ -266,12 +267,18 @@ static int check_workers(ls_server *s, char *msg, size_t n, int *stage) {
                 snprintf(s->death[i], sizeof s->death[i], "killed by signal %d", WTERMSIG(st));
             else
                 snprintf(s->death[i], sizeof s->death[i], "exited with status %d", WEXITSTATUS(st));
-            death_msg(s, i, msg, n);
-            died = 1;
-            *stage = i;
+            *died |= 1u << i;
         }
     }
-    return died;
+    return *died | *stopped;
+}
+
+/* What check_workers found of stage i (its death, else its stop) into m. */
+static void worker_event_msg(const ls_server *s, int i, unsigned died, char *m, size_t n) {
+    if (died >> i & 1)
+        death_msg(s, i, m, n);
+    else
+        stopped_msg(s, i, m, n);
 }
 
 /* Shuts the workers down (called without the mutex; it takes it to mark them gone, as /health
@@ -551,6 +558,28 @@ static int unavailable(const ls_server *s, char *m, size_t n) {
     return 0;
 }
 
+/* The Retry-After of a 503 (mutex held), in whole seconds, when the pipeline is down only
+ * because stages are restarting: until the latest next restart attempt of a dead stage
+ * (restart_delay) plus a 0.25 s margin, rounded up; 1 while restarted stages load (and when an
+ * attempt is due). 0, no header, when a stage will not come back by itself (its restarts are
+ * used up, or it is stopped and not restarting), when none is down, and at shutdown. */
+static int retry_after(const ls_server *s, double now) {
+    int restarting = 0;
+    double wait = 0;
+    for (int i = 0; i < s->ns && !s->stopping; i++) {
+        if (s->alive[i] && s->restarting[i]) {
+            restarting = 1;
+        } else if (s->alive[i] && s->stopped[i]) {
+            return 0;
+        } else if (!s->alive[i]) {
+            if (s->restarts[i] >= s->o.stage_restarts) return 0;
+            restarting = 1;
+            wait = fmax(wait, s->t_death[i] + restart_delay(s->restarts[i]) - now);
+        }
+    }
+    return restarting ? (int)fmax(1, ceil(wait + 0.25)) : 0;
+}
+
 /* The health probe (mutex held): a ping round the ring whenever the pipeline is idle, at
  * most once a second; one not back within probe_timeout_s marks the pipeline not ok and
  * fails what is in flight. Late means the ring was found empty that long after the ping was
@@ -580,13 +609,17 @@ static void *scheduler_main(void *arg) {
         double now = ls_now();
         if (now - last_check > 0.02) {
             char msg[256];
-            int who = 0, ev = check_workers(s, msg, sizeof msg, &who);
+            unsigned died, stopped, ev = check_workers(s, &died, &stopped);
             last_check = now;
-            if (ev) {
+            /* a line per stage that died or stopped (two killed at once: two lines); the first fail_all ends
+             * what is in flight */
+            for (int i = 0; ev && i < s->ns; i++) {
+                if (!(ev >> i & 1)) continue;
                 char out[64] = "";
-                if (ev == 1 && s->o.stage_restarts > 0 && s->restarts[who] >= s->o.stage_restarts)
-                    snprintf(out, sizeof out, "; restarted %d time%s, not restarted again", s->restarts[who],
-                             s->restarts[who] == 1 ? "" : "s");
+                if ((died >> i & 1) && s->o.stage_restarts > 0 && s->restarts[i] >= s->o.stage_restarts)
+                    snprintf(out, sizeof out, "; restarted %d time%s, not restarted again", s->restarts[i],
+                             s->restarts[i] == 1 ? "" : "s");
+                worker_event_msg(s, i, died, msg, sizeof msg);
                 LS_ERROR("%s; failing in-flight requests%s", msg, out);
                 fail_all(s, msg);
             }
@@ -673,21 +706,31 @@ typedef struct {
     char id[32];
 } stream_state;
 
-static enum MHD_Result send_text(struct MHD_Connection *c, int status, const char *ctype, const char *text) {
-    return ls_httpd_respond(c, (unsigned)status, ctype, text, strlen(text), NULL, NULL);
+/* A complete reply; retry_s > 0 adds "Retry-After: retry_s" (a 503 while stages restart). */
+static enum MHD_Result send_text(struct MHD_Connection *c, int status, const char *ctype, const char *text,
+                                 int retry_s) {
+    char ra[16];
+    snprintf(ra, sizeof ra, "%d", retry_s);
+    return ls_httpd_respond(c, (unsigned)status, ctype, text, strlen(text), retry_s > 0 ? "Retry-After" : NULL, ra);
 }
 
-static enum MHD_Result send_error(struct MHD_Connection *c, int status, const char *type, const char *msg) {
+/* An OpenAI error object; retry_s > 0 adds Retry-After (a 503 while stages restart). */
+static enum MHD_Result send_error_retry(struct MHD_Connection *c, int status, const char *type, const char *msg,
+                                        int retry_s) {
     cJSON *j = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(j, "error");
     cJSON_AddStringToObject(e, "message", msg);
     cJSON_AddStringToObject(e, "type", type);
     cJSON_AddNullToObject(e, "param");
     cJSON_AddNumberToObject(e, "code", status);
     char *t = cJSON_PrintUnformatted(j);
-    enum MHD_Result r = send_text(c, status, "application/json", t ? t : "{}");
+    enum MHD_Result r = send_text(c, status, "application/json", t ? t : "{}", retry_s);
     free(t);
     cJSON_Delete(j);
     return r;
+}
+
+static enum MHD_Result send_error(struct MHD_Connection *c, int status, const char *type, const char *msg) {
+    return send_error_retry(c, status, type, msg, 0);
 }
 
 static int bytes_ready(const ls_server *s, const req *r, int from, int final) {
@@ -929,11 +972,12 @@ static enum MHD_Result handle_completion(ls_server *s, struct MHD_Connection *c,
     if (unavailable(s, why, sizeof why)) {
         char m[400];
         snprintf(m, sizeof m, "service unavailable: %s", why);
+        int ra = retry_after(s, ls_now());
         s->m_rejected++;
         r->refs = 1;
         req_unref(r);
         pthread_mutex_unlock(&s->mu);
-        return send_error(c, 503, "server_error", m);
+        return send_error_retry(c, 503, "server_error", m, ra);
     }
     s->m_requests++;
     s->m_prompt_tokens += (uint64_t)r->n_prompt;
@@ -972,11 +1016,12 @@ static enum MHD_Result handle_completion(ls_server *s, struct MHD_Connection *c,
     char *text = r->state == RQ_DONE ? completion_json(s, r, id) : NULL;
     char errm[300];
     snprintf(errm, sizeof errm, "%s", r->error);
-    int failed = r->state == RQ_FAILED;
+    int failed = r->state == RQ_FAILED, ra = failed ? retry_after(s, ls_now()) : 0;
     req_unref(r);
     pthread_mutex_unlock(&s->mu);
-    if (failed) return send_error(c, 503, "server_error", errm);
-    enum MHD_Result ret = text ? send_text(c, 200, "application/json", text) : send_error(c, 500, "server_error", "out of memory");
+    if (failed) return send_error_retry(c, 503, "server_error", errm, ra);
+    enum MHD_Result ret =
+        text ? send_text(c, 200, "application/json", text, 0) : send_error(c, 500, "server_error", "out of memory");
     free(text);
     return ret;
 }
@@ -985,7 +1030,7 @@ static enum MHD_Result handle_health(ls_server *s, struct MHD_Connection *c) {
     cJSON *j = cJSON_CreateObject(), *arr;
     pthread_mutex_lock(&s->mu);
     char why[300];
-    int ok = !unavailable(s, why, sizeof why);
+    int ok = !unavailable(s, why, sizeof why), ra = ok ? 0 : retry_after(s, ls_now());
     cJSON_AddStringToObject(j, "status", ok ? "ok" : "degraded");
     if (!ok) cJSON_AddStringToObject(j, "error", why);
     cJSON_AddStringToObject(j, "model", s->name);
@@ -1018,7 +1063,7 @@ static enum MHD_Result handle_health(ls_server *s, struct MHD_Connection *c) {
     pthread_mutex_unlock(&s->mu);
     char *t = cJSON_PrintUnformatted(j);
     cJSON_Delete(j);
-    enum MHD_Result r = send_text(c, ok ? 200 : 503, "application/json", t ? t : "{}");
+    enum MHD_Result r = send_text(c, ok ? 200 : 503, "application/json", t ? t : "{}", ra);
     free(t);
     return r;
 }
@@ -1080,7 +1125,7 @@ static enum MHD_Result handle_metrics(ls_server *s, struct MHD_Connection *c) {
     M("# HELP llmsys_uptime_seconds Seconds since the server started.\n# TYPE llmsys_uptime_seconds gauge\nllmsys_uptime_seconds %.3f\n",
       st.uptime_s);
 #undef M
-    enum MHD_Result r = send_text(c, 200, "text/plain; version=0.0.4", b);
+    enum MHD_Result r = send_text(c, 200, "text/plain; version=0.0.4", b, 0);
     free(b);
     return r;
 }
@@ -1095,7 +1140,8 @@ static enum MHD_Result handle_models(ls_server *s, struct MHD_Connection *c, con
     cJSON *j = id ? ls_oai_model(s->name, s->created) : ls_oai_models(s->name, s->created);
     char *t = cJSON_PrintUnformatted(j);
     cJSON_Delete(j);
-    enum MHD_Result r = t ? send_text(c, 200, "application/json", t) : send_error(c, 500, "server_error", "out of memory");
+    enum MHD_Result r =
+        t ? send_text(c, 200, "application/json", t, 0) : send_error(c, 500, "server_error", "out of memory");
     free(t);
     return r;
 }
@@ -1171,9 +1217,11 @@ static int wait_ready(ls_server *s, double timeout) {
     double t0 = ls_now();
     while (ls_now() - t0 < timeout) {
         char msg[256];
-        int who;
-        if (check_workers(s, msg, sizeof msg, &who))
+        unsigned died, stopped, ev = check_workers(s, &died, &stopped);
+        if (ev) {
+            worker_event_msg(s, __builtin_ctz(ev), died, msg, sizeof msg);
             return ls_err(LS_EPEER, "%s while loading (see its message above)", msg);
+        }
         zmq_pollitem_t it = {s->from_last, 0, ZMQ_POLLIN, 0};
         if (zmq_poll(&it, 1, 50) > 0) {
             char buf[sizeof(ls_wire_hdr) + 64];

@@ -263,6 +263,8 @@ expect 2 "serve --decode-mb 2000" -- timeout 20 "$BIN" serve --model m.safetenso
 grep -qF -- "--decode-mb must be in [1, 1024], got 2000" "$T/err" || fail "serve --decode-mb: $(cat "$T/err")"
 expect 2 "serve --stage-restarts -1" -- timeout 20 "$BIN" serve --model m.safetensors --port 0 --stage-restarts -1
 grep -qF -- "--stage-restarts must be in [0, 1000000], got -1" "$T/err" || fail "serve --stage-restarts: $(cat "$T/err")"
+expect 2 "serve --load-timeout 0" -- timeout 20 "$BIN" serve --model m.safetensors --port 0 --load-timeout 0
+grep -qF -- "--load-timeout must be in [1, 86400], got 0" "$T/err" || fail "serve --load-timeout: $(cat "$T/err")"
 # a --port-file that cannot be written: refused before serving (was: served, then exit 1)
 expect 1 "serve --port-file DIR" -- timeout 20 "$BIN" serve --model m.safetensors --port 0 --port-file rdir
 grep -q -- "--port-file rdir is a directory" "$T/err" || fail "serve --port-file DIR: $(cat "$T/err")"
