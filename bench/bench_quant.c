@@ -632,9 +632,10 @@ int main(int argc, char **argv) {
                ggml_dir && *ggml_dir ? "could not load it, see above" : "give a build with --ggml DIR or LLMSYS_GGML_DIR");
     }
     if (do_pf) {
-        printf("\nprefill GEMM, 1 thread, %d rounds, sides interleaved: integer GEMM (%s) vs dequantize + OpenBLAS sgemm\n"
-               "(OpenBLAS core %s)\n",
-               rounds, ls_quant_impl_name(), openblas_get_corename());
+        printf(
+            "\nprefill GEMM, 1 thread, %d rounds, sides interleaved: integer GEMM (%s) vs dequantize + OpenBLAS sgemm\n"
+            "(OpenBLAS core %s; AVX-512 VNNI tile %s)\n",
+            rounds, ls_quant_impl_name(), openblas_get_corename(), ls_quant_prefill_tile());
         printf("  %-18s %5s %10s %14s %14s   %-18s %s\n", "M x N x K", "bits", "GOP/s", "dequant GOP/s", "sgemm GFLOP/s",
                "ratio (min-max)", "rel. error: GEMM, dequant");
         cJSON *pf = cJSON_AddArrayToObject(j, "prefill");
@@ -660,6 +661,7 @@ int main(int argc, char **argv) {
                 cJSON_AddNumberToObject(o, "ratio_min", e->ratio[0]);
                 cJSON_AddNumberToObject(o, "ratio_max", e->ratio[2]);
                 cJSON_AddStringToObject(o, "level", ls_isa_name(ls_quant_isa()));
+                if (ls_quant_isa() >= LS_ISA_AVX512) cJSON_AddStringToObject(o, "vnni_tile", ls_quant_prefill_tile());
                 if (e->v_gops > 0) {
                     cJSON_AddNumberToObject(o, "vnni_gops", e->v_gops);
                     cJSON_AddNumberToObject(o, "vnni_ratio_median", e->v_ratio[1]);

@@ -314,6 +314,9 @@ ls_isa ls_cpu_isa_upto(ls_isa top);
 ls_isa ls_cpu_isa(void);
 /* "scalar", "avx2", "avx512" or "amx". */
 const char *ls_isa_name(ls_isa isa);
+/* The CPU's family (cpuid leaf 1: base + extended family; 0x19 Zen 3/4, 0x1a Zen 5) when its
+ * vendor is AMD, else 0 (probed once). */
+int ls_cpu_amd_family(void);
 /* Unless OMP_WAIT_POLICY is set, sets it to passive and re-executes this program
  * (/proc/self/exe, same argv and PID) so OpenMP workers sleep between parallel regions
  * instead of spinning. Call first thing in main; returns only when no re-exec happened. */

@@ -34,7 +34,7 @@
  * Every kernel exists as a scalar reference (LS_QIMPL_REF) and SIMD paths for AVX2/FMA/
  * F16C and for AVX-512 (F/BW/VL + VNNI), and a prefill GEMM on AMX-INT8 tiles, chosen at
  * run time from cpuid (ls_cpu_isa(): LLMSYS_ISA=scalar|avx2|avx512|amx forces a lower level,
- * LLMSYS_NO_SIMD=1 the reference).
+ * LLMSYS_NO_SIMD=1 the reference; LLMSYS_PF_TILE=6x2|32x2 the AVX-512 prefill tile).
  * The SIMD paths compute each output with a fixed reduction order that does not depend
  * on how many rows are batched together, nor on the level, so batched decode is
  * bit-identical to one-at-a-time decode on every machine with AVX2.
@@ -91,6 +91,10 @@ int ls_quant_have_fast(void);
 ls_isa ls_quant_isa(void);
 /* "amx-int8+avx512", "avx512+vnni", "avx2+fma+f16c" or "scalar": what LS_QIMPL_AUTO uses. */
 const char *ls_quant_impl_name(void);
+/* The tile of the AVX-512 VNNI prefill GEMM here, rows x 16-token blocks: "32x2" on AMD
+ * Zen 5 (family 0x1a on), else "6x2"; LLMSYS_PF_TILE=6x2|32x2 forces one. The two give
+ * bit-identical outputs. */
+const char *ls_quant_prefill_tile(void);
 /* Group g's scale and min (0 for 8 bits) of row r as fp32. */
 float ls_qmat_scale(const ls_qmat *q, int r, int g);
 float ls_qmat_min(const ls_qmat *q, int r, int g);

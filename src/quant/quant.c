@@ -40,6 +40,8 @@ const char *ls_quant_impl_name(void) {
                                 : "scalar";
 }
 
+const char *ls_quant_prefill_tile(void) { return ls_quant_pf_avx512_level() == &ls_quant_pf_avx512w ? "32x2" : "6x2"; }
+
 float ls_qmat_scale(const ls_qmat *q, int r, int g) {
     return q->hscale ? ls_f16_to_f32(q->hscale[(size_t)r * q->ngroups + g]) : 0.0f;
 }
@@ -484,7 +486,7 @@ void ls_qmat_matmul(const ls_qmat *q, const float *X, int M, float *Y, ls_qimpl 
         else
             LS_ASSERT(ls_quant_prefill_run(q, X, M, Y,
                                            isa == LS_ISA_AMX      ? &ls_quant_pf_amx
-                                           : isa == LS_ISA_AVX512 ? &ls_quant_pf_avx512
+                                           : isa == LS_ISA_AVX512 ? ls_quant_pf_avx512_level()
                                                                   : &ls_quant_pf_avx2) == LS_OK);
         return;
     }

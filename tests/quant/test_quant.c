@@ -341,7 +341,7 @@ static void test_prefill(void) {
     ls_rng_seed(&rng, 4242);
     const int bits_list[] = {8, 4, 3}, Ms[] = {9, 16, 33, 70, 3};
     double worst[3] = {0, 0, 0};
-    int same = 0;
+    int same = 0, tiles = 0;
     for (int lv = 0; lv < 3; lv++) {
         if (!ls_cpu_isa_supported(isas[lv])) {
             fprintf(stderr, "  SKIPPED: %s integer prefill (not on this CPU)\n", ls_isa_name(isas[lv]));
@@ -358,6 +358,19 @@ static void test_prefill(void) {
             ls_qmat q;
             CHECK(ls_qmat_quantize(&q, w, rows, cols, bits, group) == LS_OK);
             ls_qmat_matmul(&q, X, M, y, impls[lv]);
+            if (isas[lv] == LS_ISA_AVX512) {
+                /* both AVX-512 tiles: the same sums and fp32 operations, bit for bit (y, the
+                 * 6x2 tile's now, is checked against the references below) */
+                setenv("LLMSYS_PF_TILE", "6x2", 1);
+                ls_qmat_matmul(&q, X, M, y, LS_QIMPL_AVX512);
+                setenv("LLMSYS_PF_TILE", "32x2", 1);
+                ls_qmat_matmul(&q, X, M, yd, LS_QIMPL_AVX512);
+                unsetenv("LLMSYS_PF_TILE");
+                CHECK_MSG(memcmp(y, yd, sizeof(float) * M * rows) == 0,
+                          "avx512 32x2 tile differs from 6x2: bits %d group %d (%d,%d) M %d", bits, group, rows, cols,
+                          M);
+                tiles++;
+            }
             if (isas[lv] == LS_ISA_AMX) {
                 /* the same integer sums and fp32 operations as the avx512 tile, in the same order */
                 ls_qmat_matmul(&q, X, M, yd, LS_QIMPL_AVX512);
@@ -393,6 +406,40 @@ static void test_prefill(void) {
                 worst[lv]);
     }
     if (same) fprintf(stderr, "  amx prefill: %d cases bit-identical to avx512\n", same);
+    if (tiles) fprintf(stderr, "  avx512 prefill: %d cases, 6x2 and 32x2 tiles bit-identical\n", tiles);
+}
+
+/* The AVX-512 prefill tile: 32x2 on AMD family 0x1a on, else 6x2; LLMSYS_PF_TILE forces
+ * either, other values are ignored (the caller's value restored). */
+static void test_prefill_tile(void) {
+    char saved[64] = "";
+    if (getenv("LLMSYS_PF_TILE")) snprintf(saved, sizeof saved, "%s", getenv("LLMSYS_PF_TILE"));
+    unsetenv("LLMSYS_PF_TILE");
+    /* the family against the kernel's view (Linux): "vendor_id" and "cpu family" (decimal) */
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f) {
+        char line[256];
+        int amd = -1, fam = -1;
+        while (fgets(line, sizeof line, f) && (amd < 0 || fam < 0)) {
+            if (!strncmp(line, "vendor_id", 9)) amd = strstr(line, "AuthenticAMD") != NULL;
+            if (!strncmp(line, "cpu family", 10)) fam = atoi(strchr(line, ':') + 1);
+        }
+        fclose(f);
+        if (amd >= 0 && fam >= 0) CHECK(ls_cpu_amd_family() == (amd ? fam : 0));
+    }
+    const char *def = ls_cpu_amd_family() >= 0x1a ? "32x2" : "6x2";
+    CHECK(strcmp(ls_quant_prefill_tile(), def) == 0);
+    fprintf(stderr, "  AMD family 0x%x: default tile %s\n", ls_cpu_amd_family(), ls_quant_prefill_tile());
+    setenv("LLMSYS_PF_TILE", "6x2", 1);
+    CHECK(strcmp(ls_quant_prefill_tile(), "6x2") == 0);
+    setenv("LLMSYS_PF_TILE", "32x2", 1);
+    CHECK(strcmp(ls_quant_prefill_tile(), "32x2") == 0);
+    setenv("LLMSYS_PF_TILE", "8x8", 1);
+    CHECK(strcmp(ls_quant_prefill_tile(), def) == 0);
+    if (saved[0])
+        setenv("LLMSYS_PF_TILE", saved, 1);
+    else
+        unsetenv("LLMSYS_PF_TILE");
 }
 
 static void test_bad_args(void) {
@@ -420,6 +467,7 @@ int main(void) {
     RUN(test_kernels);
     RUN(test_levels);
     RUN(test_prefill);
+    RUN(test_prefill_tile);
     RUN(test_bad_args);
     return TEST_RESULT();
 }
