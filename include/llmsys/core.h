@@ -131,8 +131,8 @@ void ls_aligned_free(void *p);
 
 /* Opens an input file read-only (*fd, close-on-exec; *size its length, size may be NULL).
  * Only regular files are accepted: a FIFO, socket, device or directory is refused at once
- * with LS_EIO (never waited on); a missing file gives LS_ENOTFOUND. Every loader opens its
- * inputs through this or ls_file_read. */
+ * with LS_EINVAL (never waited on); a missing file gives LS_ENOTFOUND, one it may not read
+ * LS_EIO. Every loader opens its inputs through this or ls_file_read. */
 int ls_file_open_input(const char *path, int *fd, size_t *size);
 /* Reads a whole regular file (as ls_file_open_input); *data is NUL-terminated (not counted
  * in *len), owned by the caller (free()). Errors name the path. */
@@ -176,8 +176,9 @@ const char *ls_url_host(const char *host, char *out, size_t n);
 int ls_is_file(const char *path);
 int ls_is_dir(const char *path);
 /* Whether an output could be written at path, checked before the work that produces it: not
- * empty, not a directory, its directory present and writable. Errors name the option
- * ("--flag path: ..."). */
+ * empty (LS_EINVAL), not a directory, its directory present and writable (else LS_EIO: an
+ * output that cannot be written is an I/O failure, exit 1, found early or not). Errors name the
+ * option ("--flag path: ..."). */
 int ls_out_path_check(const char *flag, const char *path);
 /* 1 when writing out (atomically: a new file renamed over the name) would replace the file
  * in names, also through a symlink or another spelling of its path; when in does not exist

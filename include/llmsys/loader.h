@@ -295,7 +295,8 @@ typedef struct {
     double seconds; /* wall time of building the steps */
 } ls_loader_stats;
 
-/* Builds `steps` steps of mix for `ranks` ranks, rebalancing each with every algorithm (progress on stderr). */
+/* Builds `steps` steps of mix for `ranks` ranks, rebalancing each with every algorithm (progress on stderr).
+ * Every step's per-rank costs are kept: steps past what memory holds are LS_EINVAL, before any work. */
 int ls_loader_stats_run(const ls_loader_mix *mix, int ranks, int steps, ls_loader_stats *out);
 void ls_loader_stats_free(ls_loader_stats *s);
 /* Prints the share table and the imbalance table to f. */

@@ -246,8 +246,9 @@ typedef struct {
 } ls_rl_run_opts;
 
 ls_rl_run_opts ls_rl_run_defaults(void);
-/* o's values, and its report naming none of its inputs: LS_EINVAL naming what is wrong (a
- * usage error; ls_rl_run checks them first too). */
+/* o's values, its report naming none of its inputs, and the inputs themselves (--tasks,
+ * --heldout, --init read): LS_EINVAL naming what is wrong, or the input's error (LS_ENOTFOUND,
+ * LS_EFORMAT, ...). What fails here is the command line's; ls_rl_run checks it first too. */
 int ls_rl_run_check(const ls_rl_run_opts *o);
 /* Warm start unless o->init is given (LS_EINVAL for both init and sft_steps > 0), then
  * starts manager, relays, rollouts and trainer as separate processes (fork+exec of
@@ -263,8 +264,11 @@ typedef struct {
     const char *config;    /* manager: run config JSON (written by ls_rl_run) */
     int id;
 } ls_rl_worker_opts;
-/* o's role and the options it needs: LS_EINVAL naming what is missing (a usage error;
- * ls_rl_worker checks them first too). */
+/* o's role and the options it needs: LS_EINVAL naming what is missing, or an endpoint it would
+ * refuse to bind or connect to (ls_zsec_check); a manager's --config and the task file it
+ * names are read (their error: LS_ENOTFOUND, LS_EFORMAT, ...). What fails here is the command
+ * line's; ls_rl_worker checks it first too. The other roles get their config from the
+ * manager, in the run. */
 int ls_rl_worker_check(const ls_rl_worker_opts *o);
 /* Runs one worker until the manager says stop (or the manager is unreachable: LS_ENET with
  * one clear message). Its links follow the CURVE policy of llmsys/zsec.h: off loopback, or

@@ -338,8 +338,10 @@ typedef struct {
 } ls_profile_opts;
 
 ls_profile_opts ls_profile_defaults(void);
-/* Every grid non-empty, widths in {16, 8, 4, 3}, batches, lengths and reps >= 1, threads in
- * [1, LS_MODEL_MAX_THREADS]: LS_OK, else LS_EINVAL naming the option (--bits, --reps, ...). */
+#define LS_PROFILE_MAX_REPS 1000
+/* Every grid non-empty, widths in {16, 8, 4, 3}, batches and lengths >= 1, reps in
+ * [1, LS_PROFILE_MAX_REPS], threads in [1, LS_MODEL_MAX_THREADS]: LS_OK, else LS_EINVAL naming
+ * the option (--bits, --reps, ...). */
 int ls_profile_opts_check(const ls_profile_opts *o);
 /* Checks o (ls_profile_opts_check), then measures a layer of the fp32 checkpoint at each bit width over the grid (the
  * mean over a span of consecutive middle layers, as a stage runs them), the head, and the local ZeroMQ link; *out is

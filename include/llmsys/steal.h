@@ -176,8 +176,14 @@ typedef struct ls_victim ls_victim;
 
 void ls_victim_opts_default(ls_victim_opts *o, int type);
 /* LS_OK when what o sizes before training fits this machine: a forest's trees (each at least a
+<<<<<<< HEAD
  * root node of up to 64 classes) within the memory the process may use. Else LS_EINVAL naming --trees and its
  * bound; ls_victim_train checks it before allocating. */
+=======
+ * root node of up to 64 classes) within physical memory, an mlp's hidden layer within the
+ * network's width. Else LS_EINVAL naming --trees or --hidden and its bound; ls_victim_train
+ * checks it before allocating. */
+>>>>>>> exitcodes
 int ls_victim_opts_fit(const ls_victim_opts *o);
 /* Trains a victim on train (rows in [lo,hi]); *out is owned by the caller. LS_EINVAL for a
  * cnn on table-shaped data (h or w below 4, e.g. the (1,1,d) of a CSV). */
@@ -359,6 +365,8 @@ typedef struct ls_steal_client ls_steal_client;
  * goes in X-API-Key. timeout_s bounds connect, send and each receive. d and k: the expected
  * input width and class count (answers with another class count are an error). */
 int ls_steal_client_init(const char *url, const char *api_key, double timeout_s, int d, int k, ls_steal_client **out);
+/* LS_OK when url is a target ls_steal_client_init takes (nothing is sent); else LS_EINVAL naming it. */
+int ls_steal_target_check(const char *url);
 void ls_steal_client_free(ls_steal_client *c);
 int ls_steal_client_query(ls_steal_client *c, const float *x, int n, int32_t *labels, float *proba, int *got_proba);
 /* GET of another path on the same host (e.g. "/stats"); *body owned by caller. */
@@ -521,6 +529,8 @@ typedef struct {
     const char *units; /* "raw units", "model units", "as given" */
     int64_t test_rows;
     int evaluated; /* agreement and accuracies below are valid (even if a baseline failed) */
+    int queried;   /* the inputs were read and checked: a failure is the run's (the victim, the
+                    * network), not the command line's */
     double agreement, accuracy, victim_accuracy;
     int has_base[2];          /* [0] random, [1] natural */
     int natural_skipped;      /* the whole file was the test set: no natural rows */

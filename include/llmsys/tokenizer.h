@@ -19,8 +19,10 @@
 
 typedef struct ls_bpe ls_bpe;
 
+#define LS_BPE_MAX_VOCAB (1 << 22) /* tokens of a vocabulary, at most */
+
 typedef struct {
-    int vocab_size;              /* total tokens: 256 bytes + merges + specials (>= 256 + n_specials) */
+    int vocab_size;              /* 256 bytes + merges + specials: 256 + n_specials..LS_BPE_MAX_VOCAB */
     int min_freq;                /* stop when the most frequent pair occurs fewer times (0: 2) */
     const char *const *specials; /* added tokens such as "<|endoftext|>": ids 256.., before the merges */
     int n_specials;

@@ -442,6 +442,8 @@ typedef struct {
     double tokens_per_s, wall_s;
     int stopped;     /* ended early by stop_flag: saved, resumable */
     int report_here; /* on failure: this rank is the one that reports the error */
+    int started;     /* the job's inputs were read and checked: a failure is the run's (a rank,
+                      * the loader service, the loop), not the command line's */
 } ls_train_job_result;
 
 /* Runs a checked job on d (collective): threads, data, trainer, precision plan, the loop

@@ -42,6 +42,11 @@ int ls_zsec_configure(const char *keys, int force);
 int ls_zsec_keygen(const char *dir, int overwrite);
 /* 1 if CURVE applies to endpoint under the current policy. */
 int ls_zsec_wanted(const char *endpoint);
+/* What ls_zsec_bind (bind != 0) or ls_zsec_connect would refuse, checked without a socket
+ * (before any work, for a flag naming the endpoint): a malformed endpoint, an IPv6 host without
+ * brackets, or CURVE wanted without the keys it needs. LS_EINVAL naming what (and the keys'
+ * error, if they cannot be read). */
+int ls_zsec_check(const char *endpoint, int bind, const char *what);
 /* zmq_bind with the policy applied: CURVE server options and the context's ZAP handler
  * when wanted (zctx: sock's context); what names the socket in errors. */
 int ls_zsec_bind(void *zctx, void *sock, const char *endpoint, const char *what);

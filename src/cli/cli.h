@@ -1,6 +1,14 @@
 /* cli.h - the commands and demo scenarios of the llmsys binary. Each command parses its
- * own arguments (cli/args.h), calls library modules, and returns the process exit code:
- * 0 success, 1 runtime error, 2 usage error. Only src/cli/ prints errors and exits. */
+ * own arguments (cli/args.h), calls library modules, and returns the process exit code.
+ * Only src/cli/ prints errors and exits.
+ *
+ * Exit codes, one rule for every command (README.md, "Exit codes"): 0 success; 2 the request
+ * is wrong and nothing was done (a flag or value, or an input file or config the command line
+ * names that is missing, malformed or inconsistent); 1 it failed while running. A command
+ * returns through ls_cli_fail_rc(rc) while it reads and checks what the command line names
+ * (its start-up), and through ls_cli_fail() once the work has started: what a peer, a
+ * service or the run itself gets wrong later is 1, whatever its status code. An output that
+ * cannot be written is 1 (the library reports it as LS_EIO), found before the work or not. */
 #ifndef LLMSYS_CLI_H
 #define LLMSYS_CLI_H
 
@@ -8,15 +16,17 @@
 
 #include "llmsys/train.h"
 
-/* Prints "llmsys: <message>" for the thread's last library error to stderr; returns 1. */
+/* A failure once the work has started (or one that is never the user's): prints "llmsys:
+ * <message>" for the thread's last library error to stderr; returns 1. */
 int ls_cli_fail(void);
 /* Exit code of a library status: 0 for LS_OK, ls_cli_fail() (1) for a negative one, and
  * any other value as it is (an exit code already). */
 int ls_cli_status(int rc);
 /* 1 when a library error lies in what the user gave (a bad value or name, a missing, malformed
- * or corrupt file: LS_EINVAL, LS_ENOTFOUND, LS_EFORMAT, LS_ERANGE, LS_ECHECKSUM): a usage error. */
+ * or corrupt file, a request its inputs cannot meet: LS_EINVAL, LS_ENOTFOUND, LS_EFORMAT,
+ * LS_ERANGE, LS_ECHECKSUM, LS_EINFEASIBLE): a usage error when it is found at start-up. */
 int ls_cli_input_error(int rc);
-/* ls_cli_fail(), then the exit code of rc: 2 for an input error, else 1. */
+/* A failure at start-up: ls_cli_fail(), then 2 for an input error, else 1. */
 int ls_cli_fail_rc(int rc);
 
 /* commands: cmd_train.c */

@@ -24,7 +24,7 @@ int cmd_keys(int argc, char **argv) {
     int rc = ls_args_parse("keys gen", "Generate ZeroMQ CURVE keys for the loader service and pipeline stages.",
                            spec, 2, argc - 1, argv + 1, NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
-    if (ls_zsec_keygen(out, force)) return ls_cli_fail();
+    if ((rc = ls_zsec_keygen(out, force))) return ls_cli_fail_rc(rc); /* existing keys: 2; a write: LS_EIO */
     printf("wrote %s/server.key and %s/client.key (use: llmsys --keys %s COMMAND ...)\n", out, out, out);
     return 0;
 }
@@ -45,6 +45,8 @@ int cli_security_options(int argc, char **argv) {
             break;
     }
     if (keys && !*keys) return fprintf(stderr, "llmsys: --keys needs a path, got ''\n"), -2; /* as the parser says */
-    if ((keys || force) && ls_zsec_configure(keys, force ? 1 : -1)) return ls_cli_fail(), -1;
+    /* reads --keys: a missing or malformed key file is a usage error */
+    int rc = keys || force ? ls_zsec_configure(keys, force ? 1 : -1) : LS_OK;
+    if (rc) return -ls_cli_fail_rc(rc);
     return i - 1;
 }

@@ -11,6 +11,7 @@
 #include "llmsys/core.h"
 #include "llmsys/loader.h"
 #include "llmsys/tokenizer.h"
+#include "llmsys/zsec.h"
 
 /* ---------------------------------------------------------------- options */
 
@@ -71,21 +72,23 @@ static int loader_serve(int argc, char **argv) {
     ls_topology topo;
     if (topology && ls_topology_parse(topology, &topo) != LS_OK) return ls_usage_err("loader serve", "%s", ls_errmsg());
     ls_loader_mix mix;
-    if (ls_loader_mix_load(mix_path, &mix) != LS_OK) return ls_cli_fail();
+    if ((rc = ls_loader_mix_load(mix_path, &mix)) != LS_OK) return ls_cli_fail_rc(rc);
     char *state = NULL;
     size_t state_len = 0;
-    if (resume && ls_file_read(resume, &state, &state_len) != LS_OK) {
+    if (resume && (rc = ls_file_read(resume, &state, &state_len)) != LS_OK) {
         ls_loader_mix_free(&mix);
-        return ls_cli_fail();
+        return ls_cli_fail_rc(rc);
     }
     ls_bpe *bpe = NULL;
     ls_loader_serve_opts o = {
         prefetch, history, 1, journal, topology ? &topo : NULL, shadow_of, 0, workers ? &ho : NULL, NULL};
     ls_loader_server *srv = NULL;
+    /* start-up: the tokenizer, the sources and the --resume state are read, the port is bound */
     rc = tokenizer ? ls_bpe_load(tokenizer, &bpe) : LS_OK;
     o.tokenizer = bpe;
     if (rc == LS_OK) rc = ls_loader_server_open(&srv, &mix, ranks, bind, port, &o, (const uint8_t *)state, state_len);
     free(state);
+    int code = rc != LS_OK ? ls_cli_fail_rc(rc) : 0;
     if (rc == LS_OK && port_file) rc = ls_port_file_write(port_file, ls_loader_server_port(srv));
     if (rc == LS_OK) {
         char host[256];
@@ -104,7 +107,7 @@ static int loader_serve(int argc, char **argv) {
     ls_loader_server_close(srv);
     ls_bpe_free(bpe);
     ls_loader_mix_free(&mix);
-    if (rc != LS_OK) return ls_cli_fail();
+    if (code || rc != LS_OK) return code ? code : ls_cli_fail(); /* serving: what a client sends is never 2 */
     printf("llmsys loader: stopped\n");
     return 0;
 }
@@ -120,6 +123,8 @@ static int loader_worker(int argc, char **argv) {
                      LS_NARGS(spec), argc, argv);
     if (rc >= 0) return rc;
     if (strcmp(role, "source")) return ls_usage_err("loader worker", "--role must be source");
+    if ((rc = ls_zsec_check(constructor, 0, "loader source worker"))) return ls_cli_fail_rc(rc);
+    /* its source and what to read come from the constructor: the run's */
     return ls_loader_worker_run(constructor, source) < 0 ? ls_cli_fail() : 0;
 }
 
@@ -141,6 +146,7 @@ static int loader_fetch(int argc, char **argv) {
                      "Fetches batches from a loader service and prints one line per step (debugging, tests).", spec,
                      LS_NARGS(spec), argc, argv);
     if (rc >= 0) return rc;
+    if ((rc = ls_zsec_check(addr, 0, "loader client"))) return ls_cli_fail_rc(rc); /* --addr, before the work */
     return ls_loader_fetch_print(stdout, addr, rank, step, count, timeout, state_out) < 0 ? ls_cli_fail() : 0;
 }
 
@@ -163,7 +169,8 @@ static int loader_control(int argc, char **argv) {
     if (!!weights + info + shutdown + reset != 1)
         return ls_usage_err("loader control", "give exactly one of --weights, --schedule, --info, --shutdown");
     if (ls_args_given64("loader control", "step", &step, 0, -1)) return 2;
-    ls_loader_client *c;
+    if ((rc = ls_zsec_check(addr, 0, "loader client"))) return ls_cli_fail_rc(rc); /* --addr, before the work */
+    ls_loader_client *c; /* what the service answers (an unknown source included) is the run's: 1 */
     if (ls_loader_client_open(&c, addr, 0, 10000, 1) != LS_OK) return ls_cli_fail();
     char *reply = NULL;
     if (shutdown)
@@ -202,12 +209,12 @@ static int loader_tokenize(int argc, char **argv) {
     if (!*field) return ls_usage_err("loader tokenize", "--field must name a JSON field, got ''");
     if (ls_out_path_check("out", out)) return ls_cli_fail(); /* before the work */
     ls_loader_mix mix;
-    if (ls_loader_mix_single(type, in, field, split, &mix) != LS_OK) return ls_cli_fail();
+    if ((rc = ls_loader_mix_single(type, in, field, split, &mix)) != LS_OK) return ls_cli_fail_rc(rc);
     int64_t nd, nt;
     double t0 = ls_now();
-    rc = ls_loader_tokenize(&mix.src[0], strict, out, &nd, &nt);
+    rc = ls_loader_tokenize(&mix.src[0], strict, out, &nd, &nt); /* reads --in, writes --out (LS_EIO) */
     ls_loader_mix_free(&mix);
-    if (rc != LS_OK) return ls_cli_fail();
+    if (rc != LS_OK) return ls_cli_fail_rc(rc);
     printf("llmsys loader: wrote %s: %lld documents, %lld tokens (%.2f s)\n", out, (long long)nd, (long long)nt,
            ls_now() - t0);
     return 0;
@@ -232,19 +239,21 @@ static int loader_stats(int argc, char **argv) {
     /* before the work (was: the --svg written, then --report failed) */
     if ((svg && ls_out_path_check("svg", svg)) || (report && ls_out_path_check("report", report))) return ls_cli_fail();
     ls_loader_mix mix;
-    if (ls_loader_mix_load(mix_path, &mix) != LS_OK) return ls_cli_fail();
+    if ((rc = ls_loader_mix_load(mix_path, &mix)) != LS_OK) return ls_cli_fail_rc(rc);
     ls_loader_stats s;
-    rc = ls_loader_stats_run(&mix, ranks, steps, &s);
+    rc = ls_loader_stats_run(&mix, ranks, steps, &s); /* reads the mix's sources, in-process */
+    int code = rc != LS_OK ? ls_cli_fail_rc(rc) : 0;
     if (rc == LS_OK) {
         ls_loader_stats_print(stdout, &mix, &s);
         const char *bn = mix.balance == LS_BALANCE_LPT ? "lpt" : "kk";
         if (svg && (rc = ls_loader_stats_svg(svg, &s, bn)) == LS_OK) printf("wrote %s\n", svg);
         if (rc == LS_OK && report && (rc = ls_loader_stats_report(report, &mix, &s)) == LS_OK)
             printf("wrote %s\n", report);
+        if (rc != LS_OK) code = ls_cli_fail();
     }
     ls_loader_stats_free(&s);
     ls_loader_mix_free(&mix);
-    return rc == LS_OK ? 0 : ls_cli_fail();
+    return code;
 }
 
 /* ---------------------------------------------------------------- dispatch */

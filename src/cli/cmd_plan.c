@@ -76,8 +76,10 @@ static int plan_serve(int argc, char **argv) {
         ret = kind == LS_PLAN_REQ_OPTION  ? ls_usage_err("plan serve", "%s", ls_errmsg())
               : kind == LS_PLAN_REQ_INPUT ? fail_input()
                                           : ls_cli_fail();
-    else if (!pl || ls_plan_solve(pb, (ls_plan_algo)a, pl))
+    else if (!pl)
         ret = ls_cli_fail();
+    else if ((rc = ls_plan_solve(pb, (ls_plan_algo)a, pl))) /* nothing fits: the request (2) */
+        ret = ls_cli_fail_rc(rc);
     if (!ret && !quiet) ls_plan_print(stdout, pb, pl);
     if (!ret && out && ls_plan_result_write(pb, pl, out)) ret = ls_cli_fail();
     if (!ret && report && ls_plan_report_write(pb, pl, report)) ret = ls_cli_fail();

@@ -58,7 +58,7 @@ int plan_train(int argc, char **argv) {
     int rank = o.dist ? ls_dist_rank(o.dist) : 0;
     if (rc == LS_OK) rc = p ? ls_tplan_make(&o, p) : ls_err(LS_ENOMEM, "out of memory");
     if (rc < 0) {
-        code = ls_cli_input_error(rc) || rc == LS_EINFEASIBLE ? 2 : 1; /* infeasible: the request */
+        code = ls_cli_input_error(rc) ? 2 : 1;          /* an infeasible request included */
         if (rank == 0 || rc != LS_EPEER) ls_cli_fail(); /* the rank that failed says why */
     } else if (!quiet && rank == 0)
         ls_tplan_print(stdout, p), printf("wrote %s\n", o.out);

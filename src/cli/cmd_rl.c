@@ -84,10 +84,10 @@ static int rl_run(int argc, char **argv) {
         ls_args_given("rl run", "rollout-batch", &o.rollout_batch, 1, ls_rl_run_defaults().rollout_batch))
         return 2;
     o.repack = !no_repack, o.exe = ls_cli_self();
-    if ((rc = ls_rl_run_check(&o))) return ls_cli_fail_rc(rc);
+    if ((rc = ls_rl_run_check(&o))) return ls_cli_fail_rc(rc); /* the values and the input files */
     /* an unwritable report is a runtime error (1), as for every command; found before the run */
     if (o.report && ls_out_path_check("report", o.report)) return ls_cli_fail();
-    if ((rc = ls_rl_run(&o))) return ls_cli_fail_rc(rc);
+    if (ls_rl_run(&o)) return ls_cli_fail(); /* the warm start and the workers: the run's */
     char rp[1200];
     snprintf(rp, sizeof rp, "%s", o.report ? o.report : "");
     if (!o.report) snprintf(rp, sizeof rp, "%s/report.json", o.workdir);
@@ -108,8 +108,8 @@ static int rl_worker(int argc, char **argv) {
     };
     int rc = ls_args_parse("rl worker", "Runs one process of an RL job", spec, 6, argc, argv, NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
-    if (ls_rl_worker_check(&w)) return ls_cli_fail(), 2;
-    return ls_rl_worker(&w) ? ls_cli_fail() : 0;
+    if ((rc = ls_rl_worker_check(&w))) return ls_cli_fail_rc(rc); /* the role's options, a manager's --config */
+    return ls_rl_worker(&w) ? ls_cli_fail() : 0;                  /* what the manager or a peer sends is the run's */
 }
 
 static int rl_plot(int argc, char **argv) {
@@ -171,9 +171,9 @@ int cmd_sim_rl(int argc, char **argv) {
     if (cal.n > 0)
         rc = (rc = ls_rl_sim_calibrate((const char *const *)cal.v, cal.n, trace, out, NULL)) ? ls_cli_fail_rc(rc) : 0;
     else if ((rc = ls_rl_sim_check(&o, models, gpus, trace != NULL))) /* values and names: usage errors */
-        rc = rc == LS_EINVAL ? (ls_cli_fail(), 2) : ls_cli_fail();
-    else
-        rc = ls_rl_sim_table(&o, models, gpus, trace, out) ? ls_cli_fail() : 0;
+        rc = ls_cli_fail_rc(rc);
+    else /* reads --trace, simulates here, writes --out (LS_EIO) */
+        rc = (rc = ls_rl_sim_table(&o, models, gpus, trace, out)) ? ls_cli_fail_rc(rc) : 0;
     ls_strlist_free(&cal);
     return rc;
 }

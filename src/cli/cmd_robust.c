@@ -7,6 +7,7 @@
 #include "cli/cli.h"
 #include "llmsys/core.h"
 #include "llmsys/robust.h"
+#include "llmsys/zsec.h"
 
 static int robust_run_cmd(int argc, char **argv) {
     int split = argc;
@@ -49,10 +50,10 @@ static int robust_run_cmd(int argc, char **argv) {
     o.argc = split < argc ? argc - split - 1 : 0;
     o.argv = argv + split + 1;
     o.self = ls_cli_self();
-    if (ls_robust_opts_check(&o) < 0) /* flags and the injection plan, before anything starts */
-        return ls_usage_err("robust run", "%s", ls_errmsg());
+    int rc = ls_robust_opts_check(&o); /* flags and the injection plan, before anything starts */
+    if (rc < 0) return ls_cli_fail_rc(rc);
     ls_robust_result r;
-    if (ls_robust_run(&o, &r) < 0) return ls_cli_fail();
+    if (ls_robust_run(&o, &r) < 0) return ls_cli_fail(); /* the agents, the ranks: the run's */
     ls_robust_print_summary(o.report, stdout);
     if (r.completed) return 0;
     fprintf(stderr, "llmsys robust run: stopped at step %" PRId64 ": %s\n", r.end_step, r.diagnosis);
@@ -71,7 +72,9 @@ static int robust_agent_cmd(int argc, char **argv) {
                             0, NULL);
     if (prc) return LS_ARGS_EXIT(prc);
     if (o.id < 0 || !(o.grace_s > 0)) return ls_usage_err("robust agent", "--id must be >= 0 and --grace > 0");
-    return ls_agent_run(&o) < 0 ? ls_cli_fail() : 0;
+    int rc = ls_zsec_check(o.controller, 0, "robust"); /* --controller, before the work */
+    if (rc) return ls_cli_fail_rc(rc);
+    return ls_agent_run(&o) < 0 ? ls_cli_fail() : 0; /* the controller's messages: the run's */
 }
 
 int cmd_robust(int argc, char **argv) {
@@ -116,8 +119,8 @@ int cmd_sim_robust(int argc, char **argv) {
                             spec, (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
     if (prc) return LS_ARGS_EXIT(prc);
     if (ls_args_given("sim robust", "standbys", &c->standbys, 0, standbys_def)) return 2;
-    int rc = ls_sim_table(&o, stdout);
-    return rc == LS_EINVAL ? ls_usage_err("sim robust", "%s", ls_errmsg()) : rc < 0 ? ls_cli_fail() : 0;
+    int rc = ls_sim_table(&o, stdout); /* checks the values, simulates here, writes --out (LS_EIO) */
+    return rc < 0 ? ls_cli_fail_rc(rc) : 0;
 }
 
 /* 4 ranks on 2 nodes plus a warm standby survive a crash, a hang and a NaN (docs/robust.md). */

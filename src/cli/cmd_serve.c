@@ -46,14 +46,18 @@ int cmd_quantize(int argc, char **argv) {
     else if (rc < 0 && ls_path_replaces(model, out))
         rc = ls_usage_err("quantize", "--out %s is the --model checkpoint; write the quantized one elsewhere", out);
     /* what could fail after the quantized checkpoint is written is checked before it is */
-    if (rc < 0 && eval.n && ls_quant_eval_check(model, eval.v, eval.n, heldout, (size_t)eval_tokens) != LS_OK)
-        rc = ls_cli_fail();
+    int st = LS_OK;
+    if (rc < 0 && eval.n && (st = ls_quant_eval_check(model, eval.v, eval.n, heldout, (size_t)eval_tokens)) != LS_OK)
+        rc = ls_cli_fail_rc(st);
     else if (rc < 0 && report && ls_out_path_check("report", report) != LS_OK)
         rc = ls_cli_fail();
     else if (rc < 0 && ls_out_path_check("out", out) != LS_OK)
         rc = ls_cli_fail();
     ls_quantize_result q = {0};
-    if (rc < 0 && (rc = ls_cli_status(ls_quantize(model, out, bits_map, bits, group, &q))) == 0) {
+    /* reads --model and --bits-map, quantizes, writes --out (LS_EIO) */
+    if (rc < 0 && (st = ls_quantize(model, out, bits_map, bits, group, &q)) != LS_OK) rc = ls_cli_fail_rc(st);
+    if (rc < 0) { /* quantized and written */
+        rc = 0;
         printf("quantized %s -> %s in %.2f s: %d layers, group %d, bits [", model, out, q.seconds, q.n_layer, group);
         for (int l = 0; l < q.n_layer; l++) printf("%s%d", l ? "," : "", q.bits[l]);
         printf("], layer weights %.2f MiB (fp32 %.2f MiB)\n", q.weight_bytes / 1048576.0, q.fp32_bytes / 1048576.0);
@@ -61,7 +65,7 @@ int cmd_quantize(int argc, char **argv) {
         if (eval.n && rc == LS_OK)
             printf("held-out bits/byte: fp32 %.4f, quantized %.4f (%+.4f)\n", bpb_f, bpb_q, bpb_q - bpb_f);
         if (rc == LS_OK && report) rc = ls_quantize_report_write(report, model, out, group, &q, eval.n > 0, bpb_f, bpb_q);
-        rc = ls_cli_status(rc);
+        if (rc < 0) rc = ls_cli_fail(); /* after --out is written: the run's */
     }
     ls_quantize_result_free(&q);
     ls_strlist_free(&eval);
@@ -129,10 +133,10 @@ int cmd_serve(int argc, char **argv) {
     if (port_file && ls_out_path_check("port-file", port_file)) return ls_cli_fail(); /* before the stages start */
     ls_model_config cfg;
     int *bits = NULL;
-    if (ls_ckpt_info(model, &cfg, &bits, NULL) != LS_OK) return ls_cli_fail();
+    if ((rc = ls_ckpt_info(model, &cfg, &bits, NULL)) != LS_OK) return ls_cli_fail_rc(rc);
     free(bits);
     ls_plan plan;
-    if (plan_path && ls_plan_read(plan_path, cfg.n_layer, &plan) != LS_OK) return ls_cli_fail();
+    if (plan_path && (rc = ls_plan_read(plan_path, cfg.n_layer, &plan)) != LS_OK) return ls_cli_fail_rc(rc);
     /* block the stop signals in every thread; the main thread waits for them below */
     sigset_t set;
     sigemptyset(&set);
@@ -155,9 +159,14 @@ int cmd_serve(int argc, char **argv) {
     o.max_conns_per_ip = (unsigned)per_ip;
     o.api_key = api_key;
     o.stage_restarts = restarts;
+<<<<<<< HEAD
     o.load_timeout_s = load_timeout;
     ls_server *s;
     if (ls_server_start(&s, &o) != LS_OK) return ls_cli_fail();
+=======
+    ls_server *s; /* start-up: the stages load the checked model, the HTTP port is bound (LS_EIO if taken) */
+    if ((rc = ls_server_start(&s, &o)) != LS_OK) return ls_cli_fail_rc(rc);
+>>>>>>> exitcodes
     char uh[80];
     printf("llmsys serve: %s on http://%s:%d with %d stage(s) (POST /v1/completions, GET /health, GET /metrics)\n",
            model, ls_url_host(host, uh, sizeof uh), ls_server_port(s), ls_server_num_stages(s));
@@ -217,7 +226,7 @@ int cmd_profile(int argc, char **argv) {
     double t0 = ls_now();
     rc = ls_profile_run(model, &o, &j);
     for (int k = 0; k < 4; k++) free(lists[k]);
-    if (rc != LS_OK) return ls_cli_fail();
+    if (rc != LS_OK) return ls_cli_fail_rc(rc); /* --model read, then measured here */
     rc = ls_json_write_file(out, j);
     if (rc == LS_OK) {
         cJSON *lk = cJSON_GetObjectItem(j, "link");

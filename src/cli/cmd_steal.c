@@ -60,8 +60,8 @@ static int victim_train(int argc, char **argv) {
     if (ls_victim_opts_fit(&o)) return ls_usage_err("victim train", "%s", ls_errmsg());
     o.seed = (uint64_t)seed;
     o.verbose = !quiet;
-    ls_victim_train_summary sm;
-    if (ls_victim_train_file(&o, data, train_n, out, report, &sm)) return ls_cli_fail();
+    ls_victim_train_summary sm; /* reads --data, trains here, writes --out and --report (LS_EIO) */
+    if ((rc = ls_victim_train_file(&o, data, train_n, out, report, &sm))) return ls_cli_fail_rc(rc);
     printf("victim %s on %s: %lld train rows, %d features, %d classes; train accuracy %.4f, test accuracy %.4f "
            "(%lld test rows); trained in %.1f s -> %s\n",
            type_s, sm.data_name, (long long)sm.train_rows, sm.d, sm.k, sm.train_acc, sm.test_acc,
@@ -149,7 +149,10 @@ static int victim_serve(int argc, char **argv) {
     so.max_conns = (unsigned)conns, so.max_conns_per_ip = (unsigned)per_ip;
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
-    return ls_victim_serve_file(model, &so, monitor_data, &mo, port_file, duration, &stop_flag, stdout) ? ls_cli_fail() : 0;
+    /* start-up: --model, --keys and --monitor-data read, the port bound; then it only serves (a
+     * client's bad request is answered, never the exit code) and writes --port-file (LS_EIO) */
+    rc = ls_victim_serve_file(model, &so, monitor_data, &mo, port_file, duration, &stop_flag, stdout);
+    return rc ? ls_cli_fail_rc(rc) : 0;
 }
 
 static int victim_make_data(int argc, char **argv) {
@@ -270,13 +273,14 @@ int cmd_steal(int argc, char **argv) {
         return ls_usage_err("steal", "--distill must be in [0, 8], got %g", o.distill);
     if (strcmp(strategy, "synth") && strcmp(strategy, "random"))
         return ls_usage_err("steal", "--strategy must be synth or random, got '%s'", strategy);
+    if (ls_steal_target_check(target)) return ls_usage_err("steal", "--%s", ls_errmsg());
     o.lo = (float)lo;
     o.hi = (float)hi;
     o.strategy = strcmp(strategy, "random") ? LS_STEAL_SYNTH : LS_STEAL_RANDOM;
     o.seed = (uint64_t)seed;
     o.use_proba = !no_proba;
     o.verbose = !quiet;
-    ls_steal_result res;
+    ls_steal_result res; /* all queries: a failure is the run's */
     if (ls_steal_attack_url(&o, target, key, timeout, out, report, &res)) return ls_cli_fail();
     printf("steal: %lld queries (budget %lld) in %d rounds, %s answers, %.1f s -> %s\n", (long long)res.queries,
            (long long)o.budget, res.rounds, res.used_proba ? "probability" : "label-only", res.seconds, out);
@@ -336,7 +340,7 @@ static int steal_eval(int argc, char **argv) {
         else if (b && r.natural_skipped)
             printf("  baseline natural skipped: the whole file is the test set (give --test-split to keep "
                    "natural rows apart)\n");
-    return !fail ? 0 : fail == LS_EINVAL ? (ls_cli_fail(), 2) : ls_cli_fail(); /* EINVAL: a value given */
+    return !fail ? 0 : r.queried ? ls_cli_fail() : ls_cli_fail_rc(fail);
 }
 
 /* ---------------------------------------------------------------- demo */

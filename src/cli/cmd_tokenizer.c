@@ -15,7 +15,8 @@ static int tok_train(int argc, char **argv) {
     int vocab = 0, min_freq = 2;
     ls_arg spec[] = {
         {"input", LS_ARG_PATH_LIST, &inputs, "FILE", "training text files", 1},
-        {"vocab-size", LS_ARG_INT, &vocab, "N", "tokens in all: 256 bytes + 3 model specials + added + merges", 1},
+        {"vocab-size", LS_ARG_INT, &vocab, "N", "tokens in all: 256 bytes + 3 model specials + added + merges", 1,
+         LS_RANGE(259, LS_BPE_MAX_VOCAB)},
         {"min-freq", LS_ARG_INT, &min_freq, "N", "stop when the best pair occurs fewer times (default 2)"},
         {"special", LS_ARG_STR_LIST, &specials, "TOKEN",
          "more added tokens, e.g. '<|endoftext|>' (ids 256-258 are always <|bos|> <|eos|> <|pad|>)"},
@@ -48,17 +49,20 @@ static int tok_train(int argc, char **argv) {
     ls_bpe_train_opts o = {vocab, min_freq, all, specials.n + 3, 1};
     ls_bpe *t = NULL;
     double t0 = ls_now();
-    rc = ls_out_path_check("out", out); /* before the training */
-    if (rc == LS_OK) rc = ls_bpe_train_files(inputs.v, inputs.n, &o, &t);
-    if (rc == LS_OK) rc = ls_bpe_save(t, out);
-    if (rc == LS_OK)
+    if (ls_out_path_check("out", out)) /* before the training */
+        rc = ls_cli_fail();
+    else if ((rc = ls_bpe_train_files(inputs.v, inputs.n, &o, &t))) /* reads --input, trains here */
+        rc = ls_cli_fail_rc(rc);
+    else if (ls_bpe_save(t, out))
+        rc = ls_cli_fail();
+    else
         printf("tokenizer: %d tokens (%d merges) from %d file(s) in %.2f s -> %s\n", ls_bpe_vocab_size(t),
                ls_bpe_n_merges(t), inputs.n, ls_now() - t0, out);
     ls_bpe_free(t);
     ls_strlist_free(&inputs);
     ls_strlist_free(&specials);
     free(all);
-    return rc ? ls_cli_fail() : 0;
+    return rc;
 }
 
 /* Reads --text or --input into a malloc'd buffer. */
@@ -94,7 +98,7 @@ static int tok_encode(int argc, char **argv) {
     free(ids);
     free(buf);
     ls_bpe_free(t);
-    return rc ? ls_cli_fail() : 0;
+    return rc ? ls_cli_fail_rc(rc) : 0; /* the inputs, then local work */
 }
 
 static int tok_decode(int argc, char **argv) {
@@ -110,11 +114,11 @@ static int tok_decode(int argc, char **argv) {
     if (!list == !input) return fprintf(stderr, "llmsys tokenizer decode: give one of --ids or --input\n"), 2;
     char *buf = NULL;
     size_t blen;
-    if (input && ls_file_read(input, &buf, &blen) != LS_OK) return ls_cli_fail();
+    if (input && (rc = ls_file_read(input, &buf, &blen)) != LS_OK) return ls_cli_fail_rc(rc);
     /* a NUL byte would end the list early: such a file is not a list of ids */
     int *v = NULL, n = input && strlen(buf) != blen ? -1 : ls_args_int_list(input ? buf : list, " ,\n\t\r", &v);
     free(buf);
-    if (n < 0 && input) return fprintf(stderr, "llmsys: %s: the ids are not a list of integers\n", input), 1;
+    if (n < 0 && input) return fprintf(stderr, "llmsys: %s: the ids are not a list of integers\n", input), 2;
     if (n < 0) return fprintf(stderr, "llmsys tokenizer decode: the ids are not a list of integers\n"), 2;
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
     ls_bpe *t = NULL;
@@ -128,7 +132,7 @@ static int tok_decode(int argc, char **argv) {
     free(ids);
     free(v);
     ls_bpe_free(t);
-    return rc ? ls_cli_fail() : 0;
+    return rc ? ls_cli_fail_rc(rc) : 0; /* --tokenizer, and ids it has no token for */
 }
 
 int cmd_tokenizer(int argc, char **argv) {

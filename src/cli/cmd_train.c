@@ -41,7 +41,7 @@ static int train_job(const ls_train_job *j) {
     sigaction(SIGTERM, &old_term, NULL);
     sigaction(SIGUSR1, &old_usr1, NULL);
     if (rc < 0) {
-        ret = 1;
+        ret = !r.started && ls_cli_input_error(rc) ? 2 : 1; /* what the command line named, until the run */
         if (r.report_here && ls_dist_size(d) > 1) fprintf(stderr, "llmsys: rank %d: %s\n", rank, ls_errmsg());
         if (r.report_here && ls_dist_size(d) == 1) ls_cli_fail();
     } else if (rank == 0) {
@@ -156,7 +156,7 @@ int cmd_eval(int argc, char **argv) {
     if (max_bytes > 0) co.max_bytes = (size_t)max_bytes;
     rc = ls_eval_checkpoint(model, data.v, data.n, &co, split, seq, batch, (size_t)max_tokens, &r);
     ls_strlist_free(&data);
-    if (rc < 0) return ls_cli_fail();
+    if (rc < 0) return ls_cli_fail_rc(rc); /* reads the inputs, then computes: no run of its own to fail */
     printf("%s on %s split: %zu tokens (%zu bytes)\n", model, split_name, r.r.tokens, r.r.bytes);
     printf("  loss        %.4f nats/token\n", r.r.loss);
     printf("  bits/byte   %.4f   (unigram entropy of this text: %.4f)\n", r.r.bits_per_byte, r.unigram_entropy);
@@ -190,7 +190,8 @@ int cmd_generate(int argc, char **argv) {
     if (report && ls_out_path_check("report", report)) return ls_cli_fail(); /* before the work */
     ls_model_set_threads(threads);
     ls_sample_config s = {(float)temperature, top_k, (float)top_p};
-    return ls_generate_checkpoint(model, prompt, tokens, &s, (uint64_t)seed, stdout, report) < 0 ? ls_cli_fail() : 0;
+    rc = ls_generate_checkpoint(model, prompt, tokens, &s, (uint64_t)seed, stdout, report);
+    return rc < 0 ? ls_cli_fail_rc(rc) : 0; /* as eval: the inputs, then local compute and writes (LS_EIO) */
 }
 
 /* ---------------------------------------------------------------- demo core */

@@ -45,7 +45,8 @@ int ls_cli_fail(void) {
 int ls_cli_status(int rc) { return rc < 0 ? ls_cli_fail() : rc; }
 
 int ls_cli_input_error(int rc) {
-    return rc == LS_EINVAL || rc == LS_ENOTFOUND || rc == LS_EFORMAT || rc == LS_ERANGE || rc == LS_ECHECKSUM;
+    return rc == LS_EINVAL || rc == LS_ENOTFOUND || rc == LS_EFORMAT || rc == LS_ERANGE || rc == LS_ECHECKSUM ||
+           rc == LS_EINFEASIBLE;
 }
 
 int ls_cli_fail_rc(int rc) {

@@ -59,7 +59,7 @@ int ls_file_open_input(const char *path, int *fd, size_t *size) {
     }
     if (!S_ISREG(st.st_mode)) {
         close(f);
-        return ls_err(LS_EIO, "%s: is %s; only regular files are read as inputs", path, file_kind(st.st_mode));
+        return ls_err(LS_EINVAL, "%s: is %s; only regular files are read as inputs", path, file_kind(st.st_mode));
     }
     int fl = fcntl(f, F_GETFL);
     if (fl < 0 || fcntl(f, F_SETFL, fl & ~O_NONBLOCK) != 0) {
@@ -270,14 +270,14 @@ int ls_is_dir(const char *path) {
 
 int ls_out_path_check(const char *flag, const char *path) {
     if (!*path) return ls_err(LS_EINVAL, "--%s '': not a file path", flag);
-    if (ls_is_dir(path)) return ls_err(LS_EINVAL, "--%s %s is a directory", flag, path);
+    if (ls_is_dir(path)) return ls_err(LS_EIO, "--%s %s is a directory", flag, path);
     char *dup = strdup(path);
     if (!dup) return ls_err(LS_ENOMEM, "out of memory");
     char *slash = strrchr(dup, '/');
     const char *parent = slash ? (slash == dup ? "/" : (*slash = '\0', dup)) : ".";
     int rc = LS_OK;
     if (!ls_is_dir(parent))
-        rc = ls_err(LS_ENOTFOUND, "--%s %s: directory %s does not exist", flag, path, parent);
+        rc = ls_err(LS_EIO, "--%s %s: directory %s does not exist", flag, path, parent);
     else if (access(parent, W_OK) != 0)
         rc = ls_err(LS_EIO, "--%s %s: directory %s is not writable", flag, path, parent);
     free(dup);

@@ -122,6 +122,8 @@ static int load_keys(keystore *k, const char *path) {
     }
     LS_TRY(check_pair(path, "server", k->srv_pub, k->srv_sec));
     LS_TRY(check_pair(path, "client", k->cli_pub, k->cli_sec));
+    if (!k->srv_pub[0] && !k->cli_pub[0] && !k->n_allow)
+        return ls_err(LS_EFORMAT, "%s: no keys (make them with `llmsys keys gen`)", path);
     if (k->srv_sec[0] && !k->n_allow)
         return ls_err(LS_EFORMAT, "%s: a server key without any 'allow = <client public key>' line admits nobody",
                       path);
@@ -229,8 +231,9 @@ static int check_endpoint(const char *ep, const char *what) {
     return ls_err(LS_EINVAL, "%s: bad endpoint '%s' (tcp://HOST:PORT, ipc://PATH or inproc://NAME)", what, ep);
 }
 
-/* Readies sock for endpoint: an IPv6 literal host must be in brackets (libzmq cannot read
- * tcp://::1:5555), and one in brackets needs ZMQ_IPV6 (else libzmq takes it for an interface). */
+/* Readies sock (NULL: only checks) for endpoint: an IPv6 literal host must be in brackets
+ * (libzmq cannot read tcp://::1:5555), and one in brackets needs ZMQ_IPV6 (else libzmq takes
+ * it for an interface). */
 static int ip_family(void *sock, const char *ep, const char *what) {
     char host[64];
     unsigned char a[16];
@@ -239,7 +242,7 @@ static int ip_family(void *sock, const char *ep, const char *what) {
         return ls_err(LS_EINVAL, "%s: the IPv6 address in %s needs brackets: tcp://[%s]%s", what, ep, host,
                       strrchr(ep + 6, ':'));
     int one = 1;
-    if (zmq_setsockopt(sock, ZMQ_IPV6, &one, sizeof one) != 0)
+    if (sock && zmq_setsockopt(sock, ZMQ_IPV6, &one, sizeof one) != 0)
         return ls_err(LS_ENET, "%s: ZMQ_IPV6: %s", what, zmq_strerror(zmq_errno()));
     return LS_OK;
 }
@@ -439,13 +442,25 @@ static int no_keys(const char *what, const char *verb, const char *ep, const cha
                   what, verb, ep);
 }
 
-int ls_zsec_bind(void *zctx, void *sock, const char *endpoint, const char *what) {
-    LS_TRY(ip_family(sock, endpoint, what));
+int ls_zsec_check(const char *endpoint, int bind, const char *what) {
+    LS_TRY(ip_family(NULL, endpoint, what));
     LS_TRY(check_endpoint(endpoint, what));
+    if (!ls_zsec_wanted(endpoint)) return LS_OK;
+    pthread_mutex_lock(&g_mu);
+    int rc = ensure_loaded();
+    if (rc == LS_OK && bind && !g_keys.srv_sec[0]) rc = no_keys(what, "bind", endpoint, "server keys");
+    if (rc == LS_OK && !bind && (!g_keys.cli_sec[0] || !g_keys.srv_pub[0]))
+        rc = no_keys(what, "connect to", endpoint, "client keys and the server's public key");
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+int ls_zsec_bind(void *zctx, void *sock, const char *endpoint, const char *what) {
+    LS_TRY(ls_zsec_check(endpoint, 1, what));
+    LS_TRY(ip_family(sock, endpoint, what));
     if (ls_zsec_wanted(endpoint)) {
         pthread_mutex_lock(&g_mu);
         int rc = ensure_loaded(), one = 1;
-        if (rc == LS_OK && !g_keys.srv_sec[0]) rc = no_keys(what, "bind", endpoint, "server keys");
         if (rc == LS_OK && (zmq_setsockopt(sock, ZMQ_CURVE_SERVER, &one, sizeof one) != 0 ||
                             zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, g_keys.srv_sec, KEY_Z85) != 0 ||
                             zmq_setsockopt(sock, ZMQ_ZAP_DOMAIN, "llmsys", 6) != 0))
@@ -460,13 +475,11 @@ int ls_zsec_bind(void *zctx, void *sock, const char *endpoint, const char *what)
 }
 
 int ls_zsec_connect(void *sock, const char *endpoint, const char *what) {
+    LS_TRY(ls_zsec_check(endpoint, 0, what));
     LS_TRY(ip_family(sock, endpoint, what));
-    LS_TRY(check_endpoint(endpoint, what));
     if (ls_zsec_wanted(endpoint)) {
         pthread_mutex_lock(&g_mu);
         int rc = ensure_loaded();
-        if (rc == LS_OK && (!g_keys.cli_sec[0] || !g_keys.srv_pub[0]))
-            rc = no_keys(what, "connect to", endpoint, "client keys and the server's public key");
         if (rc == LS_OK && (zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, g_keys.srv_pub, KEY_Z85) != 0 ||
                             zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, g_keys.cli_pub, KEY_Z85) != 0 ||
                             zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, g_keys.cli_sec, KEY_Z85) != 0))

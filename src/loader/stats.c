@@ -17,6 +17,10 @@ void ls_loader_stats_free(ls_loader_stats *s) {
 
 int ls_loader_stats_run(const ls_loader_mix *mix, int R, int steps, ls_loader_stats *out) {
     memset(out, 0, sizeof *out);
+    int64_t max_steps = ls_mem_max_items(2.0 * sizeof(double) * (R > 0 ? R : 1));
+    if (steps < 1 || steps > max_steps) /* before the per-step costs are allocated */
+        return ls_err(LS_EINVAL, "--steps must be in [1, %lld] for %d ranks here (every step's costs kept), got %d",
+                      (long long)max_steps, R, steps);
     out->steps = steps;
     out->ranks = R;
     out->n_sources = mix->n_sources;

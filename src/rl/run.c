@@ -12,6 +12,7 @@
 
 #include "llmsys/safetensors.h"
 #include "llmsys/train.h"
+#include "llmsys/zsec.h"
 #include "rl/internal.h"
 
 static const char *const MODE_NAMES[LS_RL_MODE_COUNT] = {"laminar", "sync", "onestep", "areal"};
@@ -52,8 +53,23 @@ int ls_rl_worker_check(const ls_rl_worker_opts *o) {
     int known = 0;
     for (size_t i = 0; i < sizeof roles / sizeof roles[0]; i++) known |= !strcmp(o->role, roles[i]);
     if (!known) return ls_err(LS_EINVAL, "worker: unknown role '%s' (manager, trainer, rollout, relay)", o->role);
-    if (!strcmp(o->role, "manager")) return o->config ? LS_OK : ls_err(LS_EINVAL, "manager: --config is required");
-    return o->manager ? LS_OK : ls_err(LS_EINVAL, "worker: --manager tcp://HOST:PORT is required");
+    /* the endpoints it binds and connects to, as the run would refuse them (syntax, CURVE keys) */
+    int relay = !strcmp(o->role, "relay"), manager = !strcmp(o->role, "manager");
+    if ((relay || manager) && o->bind) LS_TRY(ls_zsec_check(o->bind, 1, relay ? "rl relay" : "rl manager"));
+    if (!manager && !o->manager) return ls_err(LS_EINVAL, "worker: --manager tcp://HOST:PORT is required");
+    if (!manager) return ls_zsec_check(o->manager, 0, "rl manager link");
+    if (!o->config) return ls_err(LS_EINVAL, "manager: --config is required");
+    /* the config and the task file it names, as the manager reads them at its start */
+    char *cj = NULL;
+    size_t cn;
+    rl_config c;
+    int rc = ls_file_read(o->config, &cj, &cn);
+    if (rc == LS_OK && (rc = rl_config_from_json(cj, cn, &c)) != LS_OK) ls_err_wrap(rc, "%s", o->config);
+    free(cj);
+    ls_rl_task *tk;
+    int ntk;
+    if (rc == LS_OK && (rc = ls_rl_tasks_read(c.tasks, &tk, &ntk)) == LS_OK) ls_rl_tasks_free(tk, ntk);
+    return rc;
 }
 
 int ls_rl_worker(const ls_rl_worker_opts *o) {
@@ -171,18 +187,28 @@ int ls_rl_run_check(const ls_rl_run_opts *o) {
         ls_path_replaces(o->init, o->report))
         return ls_err(LS_EINVAL, "rl run: --report %s would replace an input (--tasks, --heldout or --init)",
                       o->report);
+    /* the inputs, read once here rather than in every worker or after the warm start (a bad one
+     * is the command line's: LS_ENOTFOUND, LS_EFORMAT, ...) */
+    const char *files[2] = {o->tasks, o->heldout};
+    for (int i = 0; i < 2; i++) {
+        if (!files[i]) continue;
+        ls_rl_task *tk;
+        int ntk;
+        LS_TRY(ls_rl_tasks_read(files[i], &tk, &ntk));
+        ls_rl_tasks_free(tk, ntk);
+    }
+    if (o->init) {
+        ls_st_file *ck;
+        ls_model_config mc;
+        LS_TRY(ls_ckpt_open(o->init, &ck, &mc));
+        ls_st_close(ck);
+    }
     return LS_OK;
 }
 
 int ls_rl_run(const ls_rl_run_opts *o) {
     LS_TRY(ls_rl_run_check(o));
     if (o->report) LS_TRY(ls_out_path_check("report", o->report));
-    if (o->heldout) { /* a bad held-out file fails here, not in the trainer after the warm start */
-        ls_rl_task *hk;
-        int nhk;
-        LS_TRY(ls_rl_tasks_read(o->heldout, &hk, &nhk));
-        ls_rl_tasks_free(hk, nhk);
-    }
     LS_TRY(ls_mkdirs(o->workdir));
     char init[1200];
     if (!o->init)
@@ -210,15 +236,6 @@ int ls_rl_run(const ls_rl_run_opts *o) {
     if (!rp) return ls_err(LS_ENOTFOUND, "%s: %s", o->init ? o->init : init, strerror(errno));
     snprintf(c.init, sizeof c.init, "%s", rp);
     free(rp);
-    /* a bad task file or checkpoint fails here, once, rather than in every worker */
-    ls_st_file *ck;
-    ls_model_config mc;
-    LS_TRY(ls_ckpt_open(c.init, &ck, &mc));
-    ls_st_close(ck);
-    ls_rl_task *tk;
-    int ntk;
-    LS_TRY(ls_rl_tasks_read(c.tasks, &tk, &ntk));
-    ls_rl_tasks_free(tk, ntk);
     snprintf(c.workdir, sizeof c.workdir, "%s", o->workdir);
     if (o->report)
         snprintf(c.report, sizeof c.report, "%s", o->report);

@@ -1261,16 +1261,17 @@ void ls_robust_opts_defaults(ls_robust_opts *o) {
 
 int ls_robust_opts_check(const ls_robust_opts *o) {
     if (o->nodes < 1 || o->nodes > 32) return ls_err(LS_EINVAL, "--nodes must be in [1, 32], got %d", o->nodes);
-    if (o->ranks_per_node < 1 || o->nodes * o->ranks_per_node > MAXR)
+    if (o->ranks_per_node < 1 || o->ranks_per_node > MAXR / o->nodes) /* (a product would overflow) */
         return ls_err(LS_EINVAL, "--ranks-per-node must be >= 1 with at most %d ranks in all", MAXR);
-    if (o->standby < 0 || o->nodes + o->standby > MAXN)
+    if (o->standby < 0 || o->standby > MAXN - o->nodes)
         return ls_err(LS_EINVAL, "--standby must be in [0, %d]", MAXN - o->nodes);
     if (!(o->hang_timeout > 0 && o->hang_timeout <= 86400)) return ls_err(LS_EINVAL, "--hang-timeout must be in (0, 86400] s");
     if (o->ckpt_every < 0 || o->disk_every < 0) return ls_err(LS_EINVAL, "--ckpt-every and --disk-every must be >= 0");
     if (o->max_restarts < 0) return ls_err(LS_EINVAL, "--max-restarts must be >= 0");
     if (!o->report) return ls_err(LS_EINVAL, "missing --report FILE");
-    if (!*o->report || ls_is_dir(o->report)) /* (its directory may be made with the checkpoints') */
-        return ls_err(LS_EINVAL, "--report '%s' is not a file path", o->report);
+    if (!*o->report) return ls_err(LS_EINVAL, "--report '': not a file path");
+    if (ls_is_dir(o->report)) /* an output: LS_EIO (its directory may be made with the checkpoints') */
+        return ls_err(LS_EIO, "--report %s is a directory", o->report);
     if (o->keep_disk < 1 || !(o->repair_s >= 0) || !(o->jump_factor >= 0) || o->slow_window < 0 ||
         !(o->slow_factor > 1))
         return ls_err(LS_EINVAL,

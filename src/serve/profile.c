@@ -38,8 +38,10 @@ int ls_profile_opts_check(const ls_profile_opts *o) {
             return ls_err(LS_EINVAL, "%s must be a comma-separated list of %s", names[i],
                           i == 0 ? "widths in {16, 8, 4, 3}" : "positive integers");
     }
-    if (o->reps < 1 || o->nthreads < 1 || o->nthreads > LS_MODEL_MAX_THREADS)
-        return ls_err(LS_EINVAL, "--reps must be >= 1, --threads in [1, %d]", LS_MODEL_MAX_THREADS);
+    if (o->reps < 1 || o->reps > LS_PROFILE_MAX_REPS)
+        return ls_err(LS_EINVAL, "--reps must be in [1, %d], got %d", LS_PROFILE_MAX_REPS, o->reps);
+    if (o->nthreads < 1 || o->nthreads > LS_MODEL_MAX_THREADS)
+        return ls_err(LS_EINVAL, "--threads must be in [1, %d], got %d", LS_MODEL_MAX_THREADS, o->nthreads);
     return LS_OK;
 }
 

@@ -32,18 +32,19 @@ int ls_victim_train_file(const ls_victim_opts *o, const char *data, int64_t trai
     LS_TRY(ls_steal_dataset_open(data, train_n, &tr, &te));
     double t0 = ls_now();
     ls_victim *v;
-    int fail = ls_victim_train(o, &tr, &v);
-    if (!fail) {
+    int rc = ls_victim_train(o, &tr, &v);
+    if (rc == LS_OK) {
         s->seconds = ls_now() - t0;
-        fail = ls_victim_accuracy(v, &te, &s->test_acc) || ls_victim_accuracy(v, &tr, &s->train_acc) ||
-               ls_victim_save(v, out);
+        rc = ls_victim_accuracy(v, &te, &s->test_acc);
+        if (rc == LS_OK) rc = ls_victim_accuracy(v, &tr, &s->train_acc);
+        if (rc == LS_OK) rc = ls_victim_save(v, out);
         ls_victim_free(v);
     }
     snprintf(s->data_name, sizeof s->data_name, "%s", tr.name);
     s->train_rows = tr.n, s->test_rows = te.n, s->d = tr.d, s->k = tr.k;
     s->has_scaler = tr.raw_min != NULL;
     s->knn_ref = o->knn_ref < tr.n ? o->knn_ref : tr.n;
-    if (!fail && report) {
+    if (rc == LS_OK && report) {
         cJSON *j = cJSON_CreateObject();
         cJSON_AddStringToObject(j, "type", ls_victim_type_name(o->type));
         cJSON_AddStringToObject(j, "data", data);
@@ -53,12 +54,12 @@ int ls_victim_train_file(const ls_victim_opts *o, const char *data, int64_t trai
         cJSON_AddNumberToObject(j, "test_accuracy", s->test_acc);
         cJSON_AddNumberToObject(j, "train_seconds", s->seconds);
         cJSON_AddStringToObject(j, "out", out);
-        fail = ls_json_write_file(report, j);
+        rc = ls_json_write_file(report, j);
         cJSON_Delete(j);
     }
     ls_steal_data_free(&tr);
     ls_steal_data_free(&te);
-    return fail ? LS_EIO : LS_OK;
+    return rc;
 }
 
 /* ---------------------------------------------------------------- victim serve */
@@ -84,15 +85,16 @@ int ls_victim_serve_file(const char *model, const ls_victim_server_opts *so_in, 
         so->monitor = prof;
     }
     ls_victim *v;
-    if (ls_victim_load(model, &v)) {
+    int rc = ls_victim_load(model, &v);
+    if (rc) {
         ls_qmon_ref_free(prof);
-        return LS_EIO;
+        return rc;
     }
     ls_victim_server *srv;
-    if (ls_victim_server_start(v, so, &srv)) {
+    if ((rc = ls_victim_server_start(v, so, &srv))) {
         ls_victim_free(v);
         ls_qmon_ref_free(prof);
-        return LS_EIO;
+        return rc;
     }
     int d, k, shape[3];
     float lo, hi;
@@ -108,7 +110,7 @@ int ls_victim_serve_file(const char *model, const ls_victim_server_opts *so_in, 
             shape[0], shape[1], shape[2], lo, hi, units[0] ? ", " : "", units, k, so->output_proba ? "proba" : "label",
             ls_prada_mode_name(so->prada_mode), ls_prada_mode_name(so->monitor_mode));
     fflush(out);
-    int rc = port_file ? ls_port_file_write(port_file, ls_victim_server_port(srv)) : LS_OK;
+    rc = port_file ? ls_port_file_write(port_file, ls_victim_server_port(srv)) : LS_OK;
     double t0 = ls_now();
     while (!rc && !*stop && (duration <= 0 || ls_now() - t0 < duration)) ls_sleep_ms(50);
     if (!rc) {
@@ -216,11 +218,12 @@ int ls_steal_eval(const ls_steal_eval_opts *eo, ls_steal_eval_result *r) {
     ls_replica *rep;
     LS_TRY(ls_replica_load(eo->replica, &rep));
     ls_steal_data tr, te_full, te;
-    if (ls_steal_testset_open(eo->data, eo->test_split, &tr, &te_full, r->desc, sizeof r->desc)) {
+    int fail = ls_steal_testset_open(eo->data, eo->test_split, &tr, &te_full, r->desc, sizeof r->desc);
+    if (fail) {
         ls_replica_free(rep);
-        return LS_EIO;
+        return fail;
     }
-    int fail = ls_steal_data_subset(&te_full, eo->test_n, 3, &te);
+    fail = ls_steal_data_subset(&te_full, eo->test_n, 3, &te);
     int64_t full_n = te_full.n;
     ls_steal_data_free(&te_full);
     if (!fail && te.n < full_n) {
@@ -236,6 +239,7 @@ int ls_steal_eval(const ls_steal_eval_opts *eo, ls_steal_eval_result *r) {
     ls_steal_client *cl = NULL;
     int32_t *vlab = NULL;
     if (!fail) fail = ls_steal_client_init(eo->target, eo->api_key, eo->timeout_s, te.d, te.k, &cl);
+    r->queried = !fail; /* the inputs and --target are checked: from here on the victim answers */
     if (!fail) {
         ls_steal_data *sets[2] = {&te, &tr};
         fail = ls_steal_match_units(cl, sets, 2, &r->units);
@@ -263,7 +267,7 @@ int ls_steal_eval(const ls_steal_eval_opts *eo, ls_steal_eval_result *r) {
     ls_replica_free(rep);
     ls_steal_data_free(&tr);
     ls_steal_data_free(&te);
-    return fail ? LS_EIO : LS_OK;
+    return fail;
 }
 
 /* ---------------------------------------------------------------- demo */

@@ -76,6 +76,13 @@ int ls_steal_client_init(const char *url, const char *api_key, double timeout_s,
 
 void ls_steal_client_free(ls_steal_client *c) { free(c); }
 
+int ls_steal_target_check(const char *url) {
+    ls_steal_client *c;
+    LS_TRY(ls_steal_client_init(url, NULL, 1, 1, 2, &c));
+    ls_steal_client_free(c);
+    return LS_OK;
+}
+
 void ls_steal_client_counts(const ls_steal_client *c, int64_t *requests, int64_t *inputs) {
     if (requests) *requests = c->requests;
     if (inputs) *inputs = c->inputs;

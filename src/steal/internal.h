@@ -9,6 +9,7 @@
 #include "llmsys/steal.h"
 
 #define MLP_MAX_LAYERS 4
+#define MLP_MAX_WIDTH (1 << 20) /* units of a layer */
 
 typedef struct {
     int nl;                                       /* linear layers */

@@ -41,7 +41,7 @@ int ls_mlp_init(ls_mlp *m, int nl, const int *sizes, uint64_t seed) {
     m->nl = nl;
     int in[MLP_MAX_LAYERS], out[MLP_MAX_LAYERS];
     for (int l = 0; l <= nl; l++) {
-        if (sizes[l] <= 0 || sizes[l] > (1 << 20)) return ls_err(LS_EINVAL, "mlp: layer size %d", sizes[l]);
+        if (sizes[l] <= 0 || sizes[l] > MLP_MAX_WIDTH) return ls_err(LS_EINVAL, "mlp: layer size %d", sizes[l]);
         m->sizes[l] = sizes[l];
     }
     for (int l = 0; l < nl; l++) in[l] = sizes[l], out[l] = sizes[l + 1];

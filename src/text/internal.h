@@ -8,7 +8,6 @@
 
 #include "llmsys/tokenizer.h"
 
-#define LS_BPE_MAX_VOCAB (1 << 22)
 #define LS_BPE_MAX_TOKEN 4096 /* bytes in one token */
 
 typedef struct {

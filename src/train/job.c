@@ -11,6 +11,7 @@
 
 #include "llmsys/loader.h"
 #include "llmsys/train.h"
+#include "llmsys/zsec.h"
 
 ls_train_job ls_train_job_defaults(void) {
     /* "not given" sentinels: values the option parser can never produce for real input */
@@ -34,6 +35,7 @@ int ls_train_job_check(ls_train_job *o, int world) {
     int batch = o->batch != LS_TRAIN_UNSET ? o->batch : 8;
     if (o->n_data == 0 && !o->loader) return ls_err(LS_EINVAL, "missing --data PATH... or --loader URL (see --help)");
     if (o->n_data > 0 && o->loader) return ls_err(LS_EINVAL, "give --data or --loader, not both");
+    if (o->loader) LS_TRY(ls_zsec_check(o->loader, 0, "--loader")); /* as the client would refuse it */
     if (!o->resume && o->steps == LS_TRAIN_UNSET) return ls_err(LS_EINVAL, "missing --steps N (see --help)");
     if (o->steps != LS_TRAIN_UNSET && o->steps < 1) return ls_err(LS_EINVAL, "--steps must be >= 1, got %d", o->steps);
     if (o->resume && given_run_setting)
@@ -218,6 +220,7 @@ static int job_run(const ls_train_job *o, job_ctx *c, ls_train_job_result *res) 
     if (ls_dist_agree(d, rc, NULL) < 0) return job_fail(d, rc, res);
     ls_train_job po = *o; /* a pre-started world learns here what to resume from */
     if (o->prepare) {
+        res->started = 1; /* a pre-started world: what it resumes from is no input of its command line */
         rc = o->prepare(o->ctx, d, &po.resume);
         if (ls_dist_agree(d, rc, NULL) < 0) return job_fail(d, rc, res);
         if (po.resume && !o->resume && !c->tok && ls_ckpt_tokenizer_load(po.resume, NULL, &c->tok) == LS_OK && c->tok)
@@ -227,6 +230,7 @@ static int job_run(const ls_train_job *o, job_ctx *c, ls_train_job_result *res) 
     }
     o = &po;
     rc = job_trainer(o, c);
+    if (rc == LS_OK && o->loader) res->started = 1; /* the service's answers are the run's */
     if (rc == LS_OK) rc = job_source(o, c, N);
     if (rc == LS_OK && o->precision_plan && o->plan_apply) {
         const ls_train_config *ptc = ls_trainer_config(c->t);
@@ -234,6 +238,7 @@ static int job_run(const ls_train_job *o, job_ctx *c, ls_train_job_result *res) 
                            sizeof c->qsync);
         if (rc == LS_OK && rank == 0) LS_INFO("train: %s", c->qsync);
     }
+    if (rc == LS_OK) res->started = 1;
     if (ls_dist_agree(d, rc, NULL) < 0) return job_fail(d, rc, res);
 
     const ls_train_config *tc = ls_trainer_config(c->t);
@@ -274,8 +279,8 @@ static int job_run(const ls_train_job *o, job_ctx *c, ls_train_job_result *res) 
     }
     int nl = r.n_losses;
     *res = (ls_train_job_result){
-        r.start_step,   r.end_step, tc->steps, nl, nl ? r.losses[0] : NAN, nl ? r.losses[nl - 1] : NAN,
-        r.tokens_per_s, r.wall_s,   r.stopped, 0};
+        r.start_step, r.end_step, tc->steps, nl, nl ? r.losses[0] : NAN, nl ? r.losses[nl - 1] : NAN, r.tokens_per_s,
+        r.wall_s,     r.stopped,  0,         1};
     if (rank == 0 && o->report) rc = job_report(o, c, &r);
     ls_train_run_result_free(&r);
     if (ls_dist_agree(d, rc, NULL) < 0) return job_fail(d, rc, res);

@@ -31,7 +31,8 @@ int ls_train_run(ls_trainer *t, ls_batch_source *src, ls_dist *d, const ls_train
     const ls_train_config *tc = ls_trainer_config(t);
     int rank = ls_dist_rank(d), N = ls_dist_size(d);
     int64_t start = ls_trainer_step_index(t), end = run_end(t, o);
-    int cap = end > start ? (int)(end - start) : 0;
+    /* the per-step records grow with the run: a long schedule is no allocation up front */
+    int nsteps = end > start ? (int)(end - start) : 0, cap = nsteps < 4096 ? nsteps : 4096;
     float *losses = malloc(((size_t)cap + 1) * sizeof *losses);
     double *step_s = malloc(((size_t)cap + 1) * sizeof *step_s);
     int rc = losses && step_s ? LS_OK : ls_err(LS_ENOMEM, "out of memory");
@@ -40,7 +41,6 @@ int ls_train_run(ls_trainer *t, ls_batch_source *src, ls_dist *d, const ls_train
         free(losses), free(step_s);
         return rc;
     }
-    int nsteps = cap;
     int log_every = o->log_every > 0 ? o->log_every : (nsteps >= 10 ? nsteps / 10 : 1);
     double tok_per_step = (double)tc->batch * tc->seq;
     ls_progress pb;
@@ -62,7 +62,7 @@ int ls_train_run(ls_trainer *t, ls_batch_source *src, ls_dist *d, const ls_train
             busy0_cpu = tm1.busy_cpu_s - tm0.busy_cpu_s;
         }
         double now = ls_now(), el = now - t0, tps = (nl + 1) * tok_per_step / (el > 0 ? el : 1e-9);
-        if (nl == cap) { /* a hook lengthened the schedule */
+        if (nl == cap) { /* a long run, or a hook lengthened the schedule */
             int nc = cap < 64 ? 128 : 2 * cap;
             float *nlp = realloc(losses, ((size_t)nc + 1) * sizeof *losses);
             if (nlp) losses = nlp;

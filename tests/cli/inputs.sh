@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
-# inputs.sh - hostile input files and values through the CLI's commands: each refused with
-# exit 1 (a bad file) or 2 (a bad flag) and one stderr line, nothing written.
+# inputs.sh - hostile input files and values through the CLI's commands: each refused with one
+# stderr line and nothing written, exit 2 for what the command line names (a flag, a value, an
+# input file) and 1 for what fails while running (an output it cannot write, a peer, the
+# network): the rule of README.md, "Exit codes".
 . "$(dirname "$0")/../lib.sh"
 BIN=$(readlink -f "$BIN")
 cd "$T" || exit 1
 for i in $(seq 1 100); do echo "the quick brown fox jumps over the lazy dog $i times"; done > corpus.txt
 
-# tokenizer decode --input: a file that is not a list of ids is a bad input (1), not a usage
-# error (2), and names the file; a NUL byte does not end the list early
+# tokenizer decode --input: a file that is not a list of ids is a bad input (2, as --ids is) and
+# names the file; a NUL byte does not end the list early
 expect 0 "tokenizer train" -- "$BIN" tokenizer train --input corpus.txt --vocab-size 280 --out tok.json
 printf 'one two\n' > ids.txt
-expect 1 "decode: ids file of words" -- "$BIN" tokenizer decode --tokenizer tok.json --input ids.txt
+expect 2 "decode: ids file of words" -- "$BIN" tokenizer decode --tokenizer tok.json --input ids.txt
 grep -q "ids.txt" "$T/err" || fail "decode: the error does not name ids.txt"
 printf '65 66\0zz' > nul.txt
-expect 1 "decode: ids file with a NUL byte" -- "$BIN" tokenizer decode --tokenizer tok.json --input nul.txt
+expect 2 "decode: ids file with a NUL byte" -- "$BIN" tokenizer decode --tokenizer tok.json --input nul.txt
 expect 2 "decode: --ids of words" -- "$BIN" tokenizer decode --tokenizer tok.json --ids "one two"
 # a list that ends in a newline (as a file usually does) is a list; a character that is not a
 # separator between two ids makes it none (not "65;66" read as 65 66)
@@ -47,9 +49,9 @@ expect 0 "eval --batch 2147483647" -- "$BIN" eval --model m.safetensors --data c
 
 # a quantized checkpoint where an fp32 one is needed: said so (was: "missing tensor 'h.0.attn.qkv.w'")
 expect 0 "quantize" -- "$BIN" quantize --model m.safetensors --bits 4 --out q.safetensors
-expect 1 "generate on a quantized checkpoint" -- "$BIN" generate --model q.safetensors --tokens 2
+expect 2 "generate on a quantized checkpoint" -- "$BIN" generate --model q.safetensors --tokens 2
 grep -q "a quantized checkpoint" "$T/err" || fail "generate: $(cat "$T/err")"
-expect 1 "train --resume a quantized checkpoint" -- "$BIN" train --data corpus.txt --resume q.safetensors --steps 2 --out x.safetensors
+expect 2 "train --resume a quantized checkpoint" -- "$BIN" train --data corpus.txt --resume q.safetensors --steps 2 --out x.safetensors
 grep -q "a quantized checkpoint" "$T/err" || fail "train --resume: $(cat "$T/err")"
 
 # quantize --out naming the --model checkpoint: refused, the fp32 file kept (was: replaced by
@@ -65,13 +67,13 @@ expect 0 "quantize --out a link to --model" -- "$BIN" quantize --model m.safeten
 expect 2 "quantize --heldout 0.9" -- "$BIN" quantize --model m.safetensors --bits 4 --out x.safetensors --eval corpus.txt --heldout 0.9
 expect 2 "quantize --eval-tokens -1" -- "$BIN" quantize --model m.safetensors --bits 4 --out x.safetensors --eval corpus.txt --eval-tokens -1
 [ -e x.safetensors ] && fail "a refused quantize wrote x.safetensors"
-# quantize: an --eval corpus it cannot read or that is too short, or a --report it could not
-# write, is found before the quantized checkpoint is written (was: the existing --out replaced,
-# then exit 1)
+# quantize: an --eval corpus it cannot read or that is too short (2), or a --report it could not
+# write (1), is found before the quantized checkpoint is written (was: the existing --out
+# replaced, then exit 1)
 qsum=$(cksum < q.safetensors)
-expect 1 "quantize --eval of a missing file" -- "$BIN" quantize --model m.safetensors --bits 8 --out q.safetensors --eval nosuch.txt
+expect 2 "quantize --eval of a missing file" -- "$BIN" quantize --model m.safetensors --bits 8 --out q.safetensors --eval nosuch.txt
 printf 'tiny' > tiny.txt
-expect 1 "quantize --eval of a too short corpus" -- "$BIN" quantize --model m.safetensors --bits 8 --out q.safetensors --eval tiny.txt
+expect 2 "quantize --eval of a too short corpus" -- "$BIN" quantize --model m.safetensors --bits 8 --out q.safetensors --eval tiny.txt
 grep -q "too little held-out data" "$T/err" || fail "quantize --eval tiny: $(cat "$T/err")"
 expect 1 "quantize --report in a missing directory" -- "$BIN" quantize --model m.safetensors --bits 8 --out q.safetensors --report nodir/r.json
 [ "$(cksum < q.safetensors)" = "$qsum" ] || fail "a failed quantize replaced its earlier --out"
@@ -149,10 +151,11 @@ expect 0 "victim train" -- "$BIN" victim train --type logreg --data t.csv --out 
 # meant none
 expect 2 "victim serve --admin-key ''" -- timeout 20 "$BIN" victim serve --model v.bin --port 0 --duration 0.1 --admin-key ''
 expect 2 "victim serve --budget -5" -- timeout 20 "$BIN" victim serve --model v.bin --port 0 --duration 0.1 --budget -5
-# every HTTP service off loopback only with authentication (was: open to anyone reaching the port)
-expect 1 "victim serve --bind 0.0.0.0 without --keys" -- timeout 20 "$BIN" victim serve --model v.bin --port 0 --duration 0.1 --bind 0.0.0.0
+# every HTTP service off loopback only with authentication (was: open to anyone reaching the port);
+# the flags ask for what is refused: 2
+expect 2 "victim serve --bind 0.0.0.0 without --keys" -- timeout 20 "$BIN" victim serve --model v.bin --port 0 --duration 0.1 --bind 0.0.0.0
 grep -q "refusing to listen on 0.0.0.0 without authentication.*--keys" "$T/err" || fail "victim serve open bind: $(cat "$T/err")"
-expect 1 "victim serve --bind :: without --keys" -- timeout 20 "$BIN" victim serve --model v.bin --port 0 --duration 0.1 --bind ::
+expect 2 "victim serve --bind :: without --keys" -- timeout 20 "$BIN" victim serve --model v.bin --port 0 --duration 0.1 --bind ::
 grep -q "refusing to listen on :: without authentication.*--keys" "$T/err" || fail "victim serve open v6 bind: $(cat "$T/err")"
 # a bind address that is not an IPv4 or IPv6 literal (was: IPv6 ones refused as these are): a
 # usage error naming the flag (was: exit 1 from the HTTP server)
@@ -239,9 +242,10 @@ expect 2 "steal --input-shape 4x" -- "$BIN" steal --target http://127.0.0.1:9/pr
 expect 2 "sim rl --prompt-len 2^31-1" -- timeout 20 "$BIN" sim rl --models qwen2.5-7b --gpus 64 --updates 2 --batch 256 --prompt-len 2147483647
 expect 2 "sim rl --seed 1e30" -- "$BIN" sim rl --models qwen2.5-7b --gpus 64 --updates 2 --batch 256 --seed 1e30
 expect 2 "sim robust --disk-gbps 0" -- "$BIN" sim robust --trials 1 --disk-gbps 0
-# robust run: a --report that is a directory (was: the job ran, the report failed, exit 0)
+# robust run: a --report that is a directory (was: the job ran, the report failed, exit 0): an
+# output it cannot write, 1 as for every command
 mkdir -p rdir
-expect 2 "robust run --report DIR" -- timeout 60 "$BIN" robust run --nodes 1 --ranks-per-node 1 --standby 0 --quiet --report rdir -- "$BIN" train --config tiny --data corpus.txt --steps 2 --out rm.safetensors
+expect 1 "robust run --report DIR" -- timeout 60 "$BIN" robust run --nodes 1 --ranks-per-node 1 --standby 0 --quiet --report rdir -- "$BIN" train --config tiny --data corpus.txt --steps 2 --out rm.safetensors
 # sim rl: values past the trajectory buffer (was UBSan: int overflow, then an allocation of
 # 2^31 x batch); loader tokenize --in an empty directory (was UBSan: qsort of NULL); plan serve
 # --bits with an empty entry (was: "4," and "4,,8" read as 4 and 4,8); plan train --seq -1 (was:
@@ -251,7 +255,7 @@ expect 2 "sim rl --updates 2^31-1" -- "$BIN" "${S2[@]}" --batch 256 --updates 21
 expect 2 "sim rl --staleness 2^31-1" -- "$BIN" "${S2[@]}" --batch 256 --updates 2 --staleness 2147483647
 expect 2 "sim rl --max-batch 2^31-1" -- "$BIN" "${S2[@]}" --batch 256 --updates 2 --max-batch 2147483647
 mkdir -p emptydir
-expect 1 "loader tokenize --in an empty directory" -- "$BIN" loader tokenize --in emptydir --out x.lstok
+expect 2 "loader tokenize --in an empty directory" -- "$BIN" loader tokenize --in emptydir --out x.lstok
 expect 2 "plan serve --bits 4,,8" -- "$BIN" plan serve --cluster llmpq-2 --model opt-30b --bits 4,,8 --quiet
 expect 2 "plan train --seq -1" -- "$BIN" plan train --model tiny --cluster A100x2 --seq -1 --out x.json
 # victim serve and steal name the value they refuse (was: one line listing every rule)
@@ -287,9 +291,17 @@ for f in port-file journal; do
     expect 1 "loader serve --$f DIR" -- timeout 20 "$BIN" loader serve --mix mix.json --ranks 1 --port 0 --$f rdir
     grep -q -- "--$f rdir is a directory" "$T/err" || fail "loader serve --$f DIR: $(cat "$T/err")"
 done
-# a ZeroMQ endpoint that is none: "bad endpoint" (was: "refusing ... without CURVE keys")
-expect 1 "rl worker --manager ''" -- timeout 20 "$BIN" rl worker --role rollout --manager ''
+# a ZeroMQ endpoint that is none: "bad endpoint" (was: "refusing ... without CURVE keys"), a bad
+# flag value found before the work (was: exit 1), as from every command that takes an endpoint
+expect 2 "rl worker --manager ''" -- timeout 20 "$BIN" rl worker --role rollout --manager ''
 grep -qF "bad endpoint '' (tcp://HOST:PORT" "$T/err" || fail "rl worker --manager '': $(cat "$T/err")"
+for c in "loader fetch --addr" "loader control --info --addr" "loader worker --role source --source a --constructor" \
+    "robust agent --id 0 --controller" "rl worker --role relay --manager tcp://127.0.0.1:9 --bind" \
+    "train --config tiny --steps 1 --out x.safetensors --loader"; do
+    read -ra a <<< "$c"
+    expect 2 "$c tcp://h" -- timeout 20 "$BIN" "${a[@]}" tcp://h
+    grep -qF "bad endpoint 'tcp://h'" "$T/err" || fail "$c tcp://h: $(cat "$T/err")"
+done
 # plan validate: --memory-gb past the cluster file's bound and an empty --profile refused before the
 # work (was: refused after profiling, naming a temporary cluster.json; the workdir read as the profile)
 expect 2 "plan validate --memory-gb 1e20" -- "$BIN" plan validate --config tiny --memory-gb 1e20
@@ -312,8 +324,8 @@ done
 expect 2 "serve --host ::zz" -- timeout 20 "$BIN" serve --model m.safetensors --port 0 --host ::zz
 expect 2 "robust run --status-bind 1.2.3" -- timeout 20 "$BIN" robust run --status-port -1 --status-bind 1.2.3 --report rs.json -- "$BIN" train --config tiny --data corpus.txt --steps 2 --out rs.safetensors
 grep -qF -- "--status-bind: bad bind address '1.2.3'" "$T/err" || fail "robust run --status-bind 1.2.3: $(cat "$T/err")"
-# loopback by default and keys off it, as before: ::1 serves, 0.0.0.0 without a key is exit 1
-expect 1 "serve --bind 0.0.0.0 without a key" -- env -u LLMSYS_API_KEY timeout 20 "$BIN" serve --model m.safetensors --port 0 --bind 0.0.0.0
+# loopback by default and keys off it, as before: ::1 serves, 0.0.0.0 without a key is exit 2
+expect 2 "serve --bind 0.0.0.0 without a key" -- env -u LLMSYS_API_KEY timeout 20 "$BIN" serve --model m.safetensors --port 0 --bind 0.0.0.0
 grep -q "refusing to listen on 0.0.0.0 without authentication" "$T/err" || fail "serve --bind 0.0.0.0: $(cat "$T/err")"
 empty() { # empty FLAG -- ARGS...: `llmsys ARGS FLAG ''` is a usage error naming FLAG
     local f=$1; shift 2
@@ -348,5 +360,127 @@ grep -q -- "--batch must be at most" "$T/err" || fail "plan train --batch: $(cat
 expect 2 "victim train --trees 2^31-1" -- "$BIN" victim train --type forest --data t.csv --out x.bin --trees 2147483647 --quiet
 grep -q -- "--trees must be at most [0-9]* here" "$T/err" || fail "victim train --trees: $(cat "$T/err")"
 ls x.* r.st rm.safetensors > /dev/null 2>&1 && fail "a refused command wrote an output"
+
+# ---------------------------------------------------------------- exit codes: one rule
+# An input file or config the command line names that is missing, empty or not of its format:
+# exit 2 and one line naming it, from every command that reads one, before any work (was: 1
+# from train, eval, generate, quantize, serve, profile, loader, victim, steal eval, tokenizer,
+# rl worker, sim rl --trace and --keys; 2 from plan, rl run and sim rl --calibrate)
+: > empty.in
+printf 'garbage\0\377{[ not any format\n' > garbage.in
+"$BIN" victim serve --model v.bin --port 0 --port-file vport --duration 60 > /dev/null 2>&1 &
+VPIDS=($!)
+wait_file vport $! || fail "victim serve did not start"
+VT=http://127.0.0.1:$(cat vport)/predict
+"$BIN" steal --target "$VT" --input-shape 4 --classes 3 --budget 200 --epochs 2 --members 1 --out real.st --quiet \
+    > /dev/null 2>&1 || fail "steal for a replica"
+bad() { # bad WHICH NAME -- ARGS with @F@ for the file: exit 2, one line naming it, for each of WHICH (m e g)
+    local which=$1 name=$2 f a x; shift 3
+    for f in $which; do
+        case $f in m) f=missing.in ;; e) f=empty.in ;; g) f=garbage.in ;; esac
+        a=()
+        for x in "$@"; do a+=("${x//@F@/$f}"); done
+        expect 2 "$name $f" -- timeout 60 "$BIN" "${a[@]}"
+        grep -q "${NAMED:-$f}" "$T/err" || fail "$name $f: the error does not name it: $(cat "$T/err")"
+    done
+}
+R1=(--updates 1 --group 2 --batch-groups 1 --max-seqs 2 --max-new 4 --rollouts 1 --relays 1 --eval-n 2 --quiet --workdir xw)
+bad "m e g" "train --data" -- train --config tiny --data @F@ --steps 1 --out x.safetensors
+bad "m e g" "train --resume" -- train --data corpus.txt --resume @F@ --steps 2 --out x.safetensors
+bad "m e g" "train --tokenizer" -- train --config tiny --data corpus.txt --tokenizer @F@ --steps 1 --out x.safetensors
+bad "m e g" "train --precision-plan" -- train --config tiny --data corpus.txt --precision-plan @F@ --steps 1 --out x.safetensors
+bad "m e g" "eval --model" -- eval --model @F@ --data corpus.txt
+bad "m e g" "eval --data" -- eval --model m.safetensors --data @F@
+bad "m e g" "generate --model" -- generate --model @F@ --tokens 2
+bad "m e g" "quantize --model" -- quantize --model @F@ --bits 4 --out x.safetensors
+bad "m e g" "quantize --bits-map" -- quantize --model m.safetensors --bits-map @F@ --out x.safetensors
+bad "m e g" "quantize --eval" -- quantize --model m.safetensors --bits 4 --eval @F@ --out x.safetensors
+bad "m e g" "serve --model" -- serve --model @F@ --port 0
+bad "m e g" "serve --plan" -- serve --model m.safetensors --plan @F@ --port 0
+bad "m e g" "profile --model" -- profile --model @F@ --out x.json --reps 1
+bad "m e g" "plan serve --cluster" -- plan serve --cluster @F@ --model opt-30b --quiet
+bad "m e g" "plan serve --indicator" -- plan serve --cluster llmpq-2 --model opt-30b --indicator @F@ --quiet
+bad "m e g" "plan serve --model" -- plan serve --cluster llmpq-2 --model @F@ --quiet
+bad "m e g" "plan train --model" -- plan train --model @F@ --cluster A100x2 --out x.json
+bad "m e g" "plan train --data" -- plan train --model tiny --cluster A100x2 --data @F@ --out x.json
+bad "m e g" "plan indicator --model" -- plan indicator --model @F@ --out x.json
+bad "m e g" "plan list --data" -- plan list --data @F@
+bad "m e g" "plan validate --model" -- plan validate --model @F@ --stages 1 --runs 1 --reps 1
+bad "m e g" "plan validate --profile" -- plan validate --config tiny --profile @F@ --stages 1 --runs 1 --reps 1
+bad "m e g" "loader serve --mix" -- loader serve --mix @F@ --ranks 1 --port 0
+bad "m" "loader serve --resume" -- loader serve --mix mix.json --ranks 1 --port 0 --resume @F@
+NAMED="loader state" bad "e g" "loader serve --resume" -- loader serve --mix mix.json --ranks 1 --port 0 --resume @F@
+bad "m e g" "loader serve --tokenizer" -- loader serve --mix mix.json --ranks 1 --port 0 --tokenizer @F@
+bad "m e g" "loader stats --mix" -- loader stats --mix @F@ --ranks 1 --steps 2
+bad "m e" "loader tokenize --in" -- loader tokenize --in @F@ --out x.lstok
+bad "m e g" "victim train --data" -- victim train --type logreg --data @F@ --out x.bin --quiet
+bad "m e g" "victim serve --model" -- victim serve --model @F@ --port 0 --duration 0.1
+bad "m e g" "victim serve --keys" -- victim serve --model v.bin --keys @F@ --port 0 --duration 0.1
+bad "m e g" "victim serve --monitor-data" -- victim serve --model v.bin --monitor log --monitor-data @F@ --port 0 --duration 0.1
+bad "m e g" "steal eval --replica" -- steal eval --replica @F@ --target "$VT" --test-data t.csv
+bad "m e g" "steal eval --test-data" -- steal eval --replica real.st --target "$VT" --test-data @F@
+bad "m e g" "rl run --tasks" -- rl run --tasks @F@ --sft-steps 1 "${R1[@]}"
+bad "m e g" "rl run --heldout" -- rl run --tasks tasks.jsonl --heldout @F@ --sft-steps 1 "${R1[@]}"
+bad "m e g" "rl run --init" -- rl run --tasks tasks.jsonl --init @F@ "${R1[@]}"
+bad "m e g" "rl worker --config" -- rl worker --role manager --config @F@
+bad "m e g" "rl plot --report" -- rl plot --report @F@ --out x.svg
+bad "m e g" "robust run --inject" -- robust run --nodes 1 --ranks-per-node 1 --standby 0 --quiet --inject @F@ --report x.json -- "$BIN" train --config tiny --data corpus.txt --steps 2 --out x.safetensors
+bad "m" "tokenizer train --input" -- tokenizer train --input @F@ --vocab-size 280 --out x.json
+bad "m e g" "tokenizer encode --tokenizer" -- tokenizer encode --tokenizer @F@ --text hi
+bad "m" "tokenizer encode --input" -- tokenizer encode --tokenizer tok.json --input @F@
+bad "m e g" "tokenizer decode --tokenizer" -- tokenizer decode --tokenizer @F@ --ids "65 66"
+bad "m g" "tokenizer decode --input" -- tokenizer decode --tokenizer tok.json --input @F@
+bad "m e g" "llmsys --keys" -- --keys @F@ keys gen --out xk
+bad "m e g" "sim rl --trace" -- sim rl --models qwen2.5-7b --gpus 64 --updates 2 --batch 256 --trace @F@
+bad "m e g" "sim rl --calibrate" -- sim rl --calibrate @F@
+# a directory where an input file belongs is no file of its format either (was: exit 1)
+mkdir -p adir
+for c in "eval --data corpus.txt --model" "victim serve --port 0 --duration 0.1 --model" "loader stats --ranks 1 --mix"; do
+    read -ra a <<< "$c"
+    expect 2 "$c DIR" -- timeout 20 "$BIN" "${a[@]}" adir
+    grep -q "adir: is a directory; only regular files" "$T/err" || fail "$c DIR: $(cat "$T/err")"
+done
+ls x.* xk xw > /dev/null 2>&1 && fail "a refused command wrote an output"
+
+# sizes past what the command can hold: refused naming the flag, exit 2, before any work (was:
+# exit 1 from the library, out of memory, or a vocabulary size that named no flag)
+expect 2 "tokenizer train --vocab-size 2^31-1" -- timeout 60 "$BIN" tokenizer train --input corpus.txt --vocab-size 2147483647 --out x.json
+grep -qF -- "--vocab-size must be in [259, 4194304], got 2147483647" "$T/err" || fail "--vocab-size: $(cat "$T/err")"
+expect 2 "eval --seq 2^31-1" -- timeout 60 "$BIN" eval --model m.safetensors --data corpus.txt --seq 2147483647
+grep -q "eval seq 2147483647 outside \[1, 64\]" "$T/err" || fail "eval --seq: $(cat "$T/err")"
+expect 2 "victim train --hidden 10^8" -- timeout 60 "$BIN" victim train --type mlp --data t.csv --out x.bin --hidden 100000000 --quiet
+grep -qF -- "--hidden must be at most 1048576 for an mlp, got 100000000" "$T/err" || fail "--hidden: $(cat "$T/err")"
+expect 2 "profile --reps 2^31-1" -- timeout 60 "$BIN" profile --model m.safetensors --out x.json --reps 2147483647
+grep -qF -- "--reps must be in [1, 1000], got 2147483647" "$T/err" || fail "profile --reps: $(cat "$T/err")"
+expect 2 "loader stats --steps 2^31-1" -- timeout 60 "$BIN" loader stats --mix mix.json --ranks 1 --steps 2147483647
+grep -q -- "--steps must be in \[1, [0-9]*\] for 1 ranks here" "$T/err" || fail "loader stats --steps: $(cat "$T/err")"
+# robust run: a sum or product past int (was: --standby 2^31-1 passed the check by overflow)
+RB=(--quiet --report x.json -- "$BIN" train --config tiny --data corpus.txt --steps 2 --out x.safetensors)
+expect 2 "robust run --standby 2^31-1" -- timeout 60 "$BIN" robust run --nodes 1 --ranks-per-node 1 --standby 2147483647 "${RB[@]}"
+grep -qF -- "--standby must be in [0, 63]" "$T/err" || fail "robust --standby: $(cat "$T/err")"
+expect 2 "robust run --ranks-per-node 2^31-1" -- timeout 60 "$BIN" robust run --nodes 2 --ranks-per-node 2147483647 --standby 0 "${RB[@]}"
+# a schedule of 2^31-1 steps allocates nothing up front (was: 24 GiB of per-step records, out
+# of memory at once): it trains until stopped, then saves (130); under a sanitizer the
+# address-space limit cannot apply
+if ! ldd "$BIN" | grep -q libasan; then
+    (ulimit -v 4000000; timeout --preserve-status -s TERM 8 "$BIN" train --config tiny --data corpus.txt --steps 2147483647 \
+        --out xs.safetensors) > /dev/null 2> "$T/err"
+    rc=$?
+    [ $rc = 130 ] && grep -q "interrupted: saved step" "$T/err" || fail "train --steps 2^31-1: exit $rc: $(tail -1 "$T/err")"
+fi
+ls x.* > /dev/null 2>&1 && fail "a refused command wrote an output"
+
+# what fails once the work has started is 1, whatever its status code: a victim answering with
+# another class count is a malformed answer (LS_EFORMAT), not a bad input of the command line
+"$BIN" victim make-data --out t2.csv --n 200 --features 4 --classes 2 > /dev/null 2>&1
+"$BIN" victim train --type logreg --data t2.csv --out v2.bin --quiet > /dev/null 2>&1 || fail "victim train (2 classes)"
+"$BIN" victim serve --model v2.bin --port 0 --port-file vport2 --output proba --duration 60 > /dev/null 2>&1 &
+VPIDS+=($!)
+wait_file vport2 $! || fail "victim serve (2 classes) did not start"
+expect 1 "steal eval: an answer of another class count" -- timeout 60 "$BIN" steal eval --replica real.st \
+    --target "http://127.0.0.1:$(cat vport2)/predict" --test-data t.csv
+grep -q "target returned 2 class probabilities, expected 3" "$T/err" || fail "steal eval, 2 classes: $(cat "$T/err")"
+kill "${VPIDS[@]}" 2> /dev/null
+wait "${VPIDS[@]}" 2> /dev/null
 
 finish cli.inputs

@@ -2,10 +2,11 @@
 # cli_inputs.sh - hostile input files given to every loader of the `llmsys` CLI: a FIFO (once
 # blocked forever), a checkpoint with two "__metadata__" objects (once a heap overflow) and
 # a checkpoint whose checksum key was stripped and data corrupted (once accepted). Each must
-# end at once with exit 1 and one clear line naming the file, leaving no output file.
+# end at once with exit 2 (an input the command line names) and one clear line naming the
+# file, leaving no output file.
 . "$(dirname "$0")/../lib.sh"
 
-# run PATTERN -- command...: exit 1 within 20 s, stderr's last line matches PATTERN, no $T/out*
+# run PATTERN -- command...: exit 2 within 20 s, stderr's last line matches PATTERN, no $T/out*
 run() {
   local pat=$1
   shift 2
@@ -13,7 +14,7 @@ run() {
   timeout 20 "$@" > "$T/stdout" 2> "$T/stderr"
   local rc=$?
   [ "$rc" -eq 124 ] && { fail "hung: $*"; return; }
-  [ "$rc" -eq 1 ] || { fail "exit $rc (want 1): $*"; tail -3 "$T/stderr"; }
+  [ "$rc" -eq 2 ] || { fail "exit $rc (want 2): $*"; tail -3 "$T/stderr"; }
   tail -1 "$T/stderr" | grep -q -- "$pat" || { fail "stderr lacks '$pat': $*"; tail -3 "$T/stderr"; }
   ls "$T"/out* > /dev/null 2>&1 && fail "output left behind: $*"
 }

@@ -59,17 +59,17 @@ grep -q "refused a client from 127.0.0.1: its key .* is not on the allow list" "
 "$LLMSYS" --keys "$T/a/client.key" --curve loader control --addr "$A" --shutdown > /dev/null || die "keyed shutdown"
 wait "${PIDS[-1]}" || die "curve service exit status"
 
-# a non-loopback bind without keys is refused with one line and exit 1; with keys it starts
+# a non-loopback bind without keys is refused with one line and exit 2 (the flags); with keys it starts
 "$LLMSYS" loader serve --mix "$T/mix.json" --ranks 1 --port 0 --bind 0.0.0.0 > "$T/out" 2> "$T/err"
 rc=$?
-[ $rc -eq 1 ] || die "non-loopback bind without keys: exit $rc"
+[ $rc -eq 2 ] || die "non-loopback bind without keys: exit $rc"
 [ "$(wc -l < "$T/err")" -eq 1 ] && grep -q "refusing to bind tcp://0.0.0.0:\* without CURVE keys" "$T/err" ||
     die "non-loopback refusal message: $(cat "$T/err")"
 # IPv6: --bind :: without keys is refused like 0.0.0.0; --bind ::1 (loopback, no keys) serves a
 # client at tcp://[::1]:P the same batches (skipped only where IPv6 is off on loopback)
 "$LLMSYS" loader serve --mix "$T/mix.json" --ranks 1 --port 0 --bind :: > "$T/out" 2> "$T/err"
 rc=$?
-[ $rc -eq 1 ] || die "--bind :: without keys: exit $rc"
+[ $rc -eq 2 ] || die "--bind :: without keys: exit $rc"
 [ "$(wc -l < "$T/err")" -eq 1 ] && grep -q "refusing to bind tcp://\[::\]:\* without CURVE keys" "$T/err" ||
     die "--bind :: refusal message: $(cat "$T/err")"
 v6=1 # 0: IPv6 off on loopback (disabled, or ::1 not assignable)
@@ -108,8 +108,8 @@ else
     "$LLMSYS" --keys "$T/a" --curve loader control --addr "tcp://[::1]:$P6" --shutdown > /dev/null || die "shutdown (::)"
     wait "${PIDS[-1]}" || die "--bind :: service exit status"
 fi
-# bad key paths: one line, exit 1
-"$LLMSYS" --keys "$T/missing" loader fetch --addr "$A" 2> "$T/err"; [ $? -eq 1 ] || die "missing key file exit"
+# bad key paths: one line, exit 2 (an input the command line names)
+"$LLMSYS" --keys "$T/missing" loader fetch --addr "$A" 2> "$T/err"; [ $? -eq 2 ] || die "missing key file exit"
 grep -q "missing" "$T/err" || die "missing key file message"
 "$LLMSYS" --keys 2> "$T/err"; [ $? -eq 2 ] || die "--keys without a path"
 echo "curve.sh: ok"

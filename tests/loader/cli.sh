@@ -35,12 +35,12 @@ awk '$1 == "naive" && NF == 3 { nm = $2; nw = $3 } $1 == "kk" && NF == 3 { km = 
              printf "kk %s/%s, naive %s/%s, %d sources, worst share miss %.2f points\n", km, kw, nm, nw, ns, dmax; exit 1 } }' \
     "$T/stats" || die "stats figures out of bounds: $(cat "$T/stats")"
 
-# bad input: clear one-line errors, exit 1 (runtime) or 2 (usage)
+# bad input: clear one-line errors, exit 2 (a bad mix or flag) or 1 (the service, at run time)
 echo '{"sources": [{"name": "a", "path": "docs", "weight": -1}]}' > "$T/neg.json"
-"$LLMSYS" loader stats --mix "$T/neg.json" --ranks 2 2> "$T/err"; [ $? -eq 1 ] || die "negative weight"
+"$LLMSYS" loader stats --mix "$T/neg.json" --ranks 2 2> "$T/err"; [ $? -eq 2 ] || die "negative weight"
 grep -q "weight must be finite and >= 0, got -1" "$T/err" || die "negative weight message: $(cat "$T/err")"
 echo '{"sources": [{"name": "a", "path": "missing-dir"}]}' > "$T/miss.json"
-"$LLMSYS" loader stats --mix "$T/miss.json" --ranks 2 2> "$T/err"; [ $? -eq 1 ] || die "missing source"
+"$LLMSYS" loader stats --mix "$T/miss.json" --ranks 2 2> "$T/err"; [ $? -eq 2 ] || die "missing source"
 grep -q "missing-dir" "$T/err" || die "missing source message"
 "$LLMSYS" loader serve --mix "$T/mix.json" 2>/dev/null; [ $? -eq 2 ] || die "usage error exit code"
 
@@ -107,7 +107,7 @@ diff "$T/ref0" "$T/b0" > /dev/null || die "rank 0 batches differ after kill/rest
 diff "$T/ref1" "$T/b1" > /dev/null || die "rank 1 batches differ after kill/restart"
 # a corrupt state blob is refused at start
 printf 'garbage' > "$T/bad.state"
-"$LLMSYS" loader serve --mix "$T/mix.json" --ranks 2 --port 0 --resume "$T/bad.state" 2> "$T/err"; [ $? -eq 1 ] || die "bad state accepted"
+"$LLMSYS" loader serve --mix "$T/mix.json" --ranks 2 --port 0 --resume "$T/bad.state" 2> "$T/err"; [ $? -eq 2 ] || die "bad state accepted"
 grep -q "loader state" "$T/err" || die "bad state message"
 
 # llmsys train --loader: 2 steps from the service, the loader state saved beside the

@@ -34,9 +34,9 @@ expect 2 "indicator of a catalog model" -- "$BIN" plan indicator --model opt-30b
 grep -q "needs --model to be an llmsys checkpoint" "$T/err" || fail "indicator message: $(cat "$T/err")"
 expect 0 "indicator default of a catalog model" -- "$BIN" plan indicator --model opt-30b --method default --out "$T/i.json"
 expect 0 "bits 8,16 adabits" -- "$BIN" plan serve --cluster llmpq-2 --bits 8,16 --algo adabits --quiet
-expect 1 "bits 16 does not fit" -- "$BIN" plan serve --cluster llmpq-2 --bits 16 --quiet
+expect 2 "bits 16 does not fit" -- "$BIN" plan serve --cluster llmpq-2 --bits 16 --quiet
 grep -q "GB short" "$T/err" || fail "bits 16 message"
-expect 1 "does not fit" -- "$BIN" plan serve --cluster llmpq-8 --model bloom-176b --out "$T/none.json"
+expect 2 "does not fit" -- "$BIN" plan serve --cluster llmpq-8 --model bloom-176b --out "$T/none.json"
 grep -q "GB short" "$T/err" || fail "infeasible message"
 [ ! -e "$T/none.json" ] || fail "infeasible plan left $T/none.json"
 finish plan.cli

@@ -59,15 +59,15 @@ else
   echo "SKIP: IPv6 loopback disabled (rl over tcp://[::1])"
 fi
 
-# off loopback without keys: refused before anything binds, one line, exit 1
-expect 1 "a manager off loopback without keys" -- timeout 30 "$BIN" rl worker --role manager \
+# off loopback without keys: refused before anything binds, one line, exit 2 (the flags)
+expect 2 "a manager off loopback without keys" -- timeout 30 "$BIN" rl worker --role manager \
     --bind tcp://0.0.0.0:0 --config "$T/run/config.json"
 grep -q "without CURVE keys" "$T/err" || fail "manager off loopback: $(cat "$T/err")"
-expect 1 "a relay off loopback without keys" -- timeout 30 "$BIN" rl worker --role relay --bind tcp://0.0.0.0:0 \
+expect 2 "a relay off loopback without keys" -- timeout 30 "$BIN" rl worker --role relay --bind tcp://0.0.0.0:0 \
     --manager "$M"
 grep -q "without CURVE keys" "$T/err" || fail "relay off loopback: $(cat "$T/err")"
 # an IPv6 address without brackets: refused naming what was typed and its bracket form
-expect 1 "a relay bound on an IPv6 address without brackets" -- timeout 30 "$BIN" rl worker --role relay \
+expect 2 "a relay bound on an IPv6 address without brackets" -- timeout 30 "$BIN" rl worker --role relay \
     --bind tcp://::1:0 --manager "$M"
 grep -q "tcp://::1:0 needs brackets: tcp://\[::1\]:0" "$T/err" || fail "relay on tcp://::1:0: $(cat "$T/err")"
 finish rl.curve

@@ -257,9 +257,10 @@ timeout 20 "$BIN" robust run --status-port -1 --status-bind '' --report "$T/b.js
   --steps 5 --out "$T/b.st" > /dev/null 2> "$T/b.err"
 [ $? -eq 2 ] && grep -q "bad bind address ''" "$T/b.err" || { fail "--status-bind ''"; cat "$T/b.err"; }
 [ -e "$T/b.json" ] && fail "--status-bind '' wrote a report"
-# an agent's --controller that is not an endpoint (was: "refusing ... without CURVE keys")
+# an agent's --controller that is not an endpoint (was: "refusing ... without CURVE keys"): a
+# bad flag value, exit 2
 timeout 20 "$BIN" robust agent --id 0 --controller abc > /dev/null 2> "$T/b.err"
-[ $? -eq 1 ] && grep -q "bad endpoint 'abc'" "$T/b.err" || { fail "agent --controller abc"; cat "$T/b.err"; }
+[ $? -eq 2 ] && grep -q "bad endpoint 'abc'" "$T/b.err" || { fail "agent --controller abc"; cat "$T/b.err"; }
 
 echo "limits.sh: $fails failure(s)"
 [ $fails -eq 0 ]

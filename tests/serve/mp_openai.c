@@ -341,8 +341,8 @@ static void check_api_key(const char *key) {
 }
 
 /* serve --bind addr refused: one error line holding want (and want2 unless NULL), exit code
- * status (2: not an address, a usage error; 1: off loopback without a key), before any stage
- * starts */
+ * status (2: not an address, or off loopback without a key: the flags, README.md "Exit
+ * codes"), before any stage starts */
 static void check_bind_refused(const char *addr, int status, const char *want, const char *want2) {
     char err[300], cmd[1200];
     snprintf(err, sizeof err, "%s/err", dir);
@@ -362,9 +362,9 @@ static void check_bind_refused(const char *addr, int status, const char *want, c
 
 /* serve off loopback without a key (IPv4 or IPv6), or on an address that is none */
 static void check_open_bind_refused(void) {
-    check_bind_refused("0.0.0.0", 1, "refusing to listen on 0.0.0.0 without authentication", "--api-key");
-    check_bind_refused("::", 1, "refusing to listen on :: without authentication", "--api-key");
-    check_bind_refused("[::]", 1, "refusing to listen on [::] without authentication", "--api-key");
+    check_bind_refused("0.0.0.0", 2, "refusing to listen on 0.0.0.0 without authentication", "--api-key");
+    check_bind_refused("::", 2, "refusing to listen on :: without authentication", "--api-key");
+    check_bind_refused("[::]", 2, "refusing to listen on [::] without authentication", "--api-key");
     check_bind_refused("::zz", 2, "--bind: bad bind address '::zz' (an IPv4 or IPv6 address", NULL);
     check_bind_refused("1.2.3", 2, "--bind: bad bind address '1.2.3'", NULL);
 }

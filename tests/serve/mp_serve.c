@@ -300,14 +300,15 @@ static void test_stage_death(void) { stage_death(NULL); }
 static void test_stage_death_no_restart(void) { stage_death("0"); }
 
 static void test_cli_refusals(void) {
-    /* plan for another model and unsupported bits are refused before anything starts */
+    /* plan for another model and unsupported bits are refused before anything starts: usage
+     * errors (2), an input file and a flag */
     const char *bad = "/tmp/llmsys_mp_badplan.json";
     FILE *f = fopen(bad, "w");
     fprintf(f, "{\"format\":\"llmsys-plan\",\"version\":1,\"model\":{\"name\":\"x\",\"n_layer\":6},"
                "\"stages\":[{\"layers\":[0,6],\"bits\":[4,4,4,4,4,4]}]}");
     fclose(f);
     char *a1[] = {(char *)llmsys_bin, "serve", "--model", ckpt, "--plan", (char *)bad, "--port", "0", NULL};
-    CHECK_EQ_INT(run_status(a1), 1);
+    CHECK_EQ_INT(run_status(a1), 2);
     char *a2[] = {(char *)llmsys_bin, "quantize", "--model", ckpt, "--bits", "5", "--out", "/tmp/llmsys_mp_x.safetensors", NULL};
     CHECK_EQ_INT(run_status(a2), 2);
     char *a3[] = {(char *)llmsys_bin, "quantize", "--model", ckpt, "--out", "/tmp/llmsys_mp_x.safetensors", NULL};

@@ -14,18 +14,18 @@ grep -q '"test_accuracy"' "$T/train.json" || die "train report"
 grep -q "test accuracy" "$T/train.out" || die "train output"
 grep -q "on $T/t.csv:" "$T/train.out" || die "train output names the data path"
 
-# usage and runtime errors: exit 2 / exit 1 with one line
+# usage errors (flags, input files) and runtime errors (the network): exit 2 / exit 1 with one line
 "$BIN" victim train --type nope --data "$T/t.csv" --out "$T/x.bin" 2>"$T/err"; [ $? -eq 2 ] || die "bad type exit"
-"$BIN" victim train --type tree --data "$T/missing.csv" --out "$T/x.bin" 2>"$T/err"; [ $? -eq 1 ] || die "missing data exit"
+"$BIN" victim train --type tree --data "$T/missing.csv" --out "$T/x.bin" 2>"$T/err"; [ $? -eq 2 ] || die "missing data exit"
 [ "$(wc -l < "$T/err")" -eq 1 ] || die "one error line"
 [ ! -e "$T/x.bin" ] || die "half-written output"
-"$BIN" victim train --type cnn --data "$T/t.csv" --out "$T/x.bin" 2>"$T/err"; [ $? -eq 1 ] || die "cnn on a table exit"
+"$BIN" victim train --type cnn --data "$T/t.csv" --out "$T/x.bin" 2>"$T/err"; [ $? -eq 2 ] || die "cnn on a table exit"
 grep -q "cnn victim needs image-shaped data (C,H,W)" "$T/err" || die "cnn on a table message"
 [ "$(wc -l < "$T/err")" -eq 1 ] || die "cnn: one error line"
 [ ! -e "$T/x.bin" ] || die "cnn: output written"
 "$BIN" victim train --help | grep -q "cnn" || die "victim train --help lists cnn"
 printf 'garbage' > "$T/bad.bin"
-"$BIN" victim serve --model "$T/bad.bin" --port 0 2>"$T/err"; [ $? -eq 1 ] || die "bad model exit"
+"$BIN" victim serve --model "$T/bad.bin" --port 0 2>"$T/err"; [ $? -eq 2 ] || die "bad model exit"
 grep -q "magic" "$T/err" || die "bad model message"
 "$BIN" steal --target http://127.0.0.1:1/predict --input-shape 12 --classes 4 --budget 10 --out "$T/r0.st" \
   --timeout 2 --quiet 2>"$T/err"; [ $? -eq 1 ] || die "unreachable exit"

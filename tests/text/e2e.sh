@@ -12,7 +12,7 @@ expect 0 "train on BPE" -- "$BIN" train --config tiny --tokenizer tok.json --dat
 expect 0 "resume" -- "$BIN" train --data $L --resume m.safetensors --steps 50 --out m.safetensors
 expect 2 "resume with another tokenizer" -- "$BIN" train --data $L --resume m.safetensors --tokenizer tok.json --out x.safetensors
 echo '{"model": {"type": "Unigram"}}' > bad.json
-expect 1 "foreign tokenizer.json" -- "$BIN" train --config tiny --tokenizer bad.json --data $L --steps 2 --out x.safetensors
+expect 2 "foreign tokenizer.json" -- "$BIN" train --config tiny --tokenizer bad.json --data $L --steps 2 --out x.safetensors
 [ ! -e x.safetensors ] || fail "a refused run wrote its output"
 bpb() { "$BIN" eval --model "$1" --data $L | awk '/bits\/byte/ {print $2}'; }
 f=$(bpb m.safetensors)
