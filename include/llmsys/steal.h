@@ -176,14 +176,9 @@ typedef struct ls_victim ls_victim;
 
 void ls_victim_opts_default(ls_victim_opts *o, int type);
 /* LS_OK when what o sizes before training fits this machine: a forest's trees (each at least a
-<<<<<<< HEAD
- * root node of up to 64 classes) within the memory the process may use. Else LS_EINVAL naming --trees and its
- * bound; ls_victim_train checks it before allocating. */
-=======
- * root node of up to 64 classes) within physical memory, an mlp's hidden layer within the
- * network's width. Else LS_EINVAL naming --trees or --hidden and its bound; ls_victim_train
- * checks it before allocating. */
->>>>>>> exitcodes
+ * root node of up to 64 classes) within the memory the process may use, an mlp's hidden
+ * layer within the network's width. Else LS_EINVAL naming --trees or --hidden and its bound;
+ * ls_victim_train checks it before allocating. */
 int ls_victim_opts_fit(const ls_victim_opts *o);
 /* Trains a victim on train (rows in [lo,hi]); *out is owned by the caller. LS_EINVAL for a
  * cnn on table-shaped data (h or w below 4, e.g. the (1,1,d) of a CSV). */

@@ -159,14 +159,9 @@ int cmd_serve(int argc, char **argv) {
     o.max_conns_per_ip = (unsigned)per_ip;
     o.api_key = api_key;
     o.stage_restarts = restarts;
-<<<<<<< HEAD
     o.load_timeout_s = load_timeout;
-    ls_server *s;
-    if (ls_server_start(&s, &o) != LS_OK) return ls_cli_fail();
-=======
     ls_server *s; /* start-up: the stages load the checked model, the HTTP port is bound (LS_EIO if taken) */
     if ((rc = ls_server_start(&s, &o)) != LS_OK) return ls_cli_fail_rc(rc);
->>>>>>> exitcodes
     char uh[80];
     printf("llmsys serve: %s on http://%s:%d with %d stage(s) (POST /v1/completions, GET /health, GET /metrics)\n",
            model, ls_url_host(host, uh, sizeof uh), ls_server_port(s), ls_server_num_stages(s));
