@@ -382,6 +382,7 @@ typedef struct {
     char mech[96];  /* what limits it, for reports */
     char dir[128];  /* the cgroup directory, "" when none */
     int child;      /* duty-cycle process id, 0 when none */
+    int quit;       /* with a child: the socket that tells it to continue us and end */
     int active;
     double wall0, cpu0; /* wall and process CPU seconds when it was applied */
 } ls_throttle;

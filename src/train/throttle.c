@@ -3,11 +3,13 @@
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -72,26 +74,46 @@ static int cgroup_apply(ls_throttle *t, double share) {
     return LS_OK;
 }
 
-/* The duty-cycle child: runs `on` µs of every period, stopped the rest; dies with the parent. */
-static void duty_loop(pid_t parent, long on_us) {
+/* The duty-cycle child: runs `on` µs of every period, stopped the rest; dies with the parent.
+ * It ends only when told to (a byte or EOF on `quit`), and its last act is a SIGCONT: were
+ * the parent to kill it instead, a SIGSTOP sent just before could leave the parent stopped
+ * for good, with nobody left to continue it. */
+static void duty_loop(pid_t parent, long on_us, int quit) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(0);
     struct timespec on = {0, on_us * 1000L}, off = {0, (PERIOD_US - on_us) * 1000L};
+    struct pollfd p = {quit, POLLIN, 0};
     for (;;) {
-        nanosleep(&on, NULL);
+        int q = ppoll(&p, 1, &on, NULL);
+        if (q > 0 || (q < 0 && errno != EINTR)) break;
         if (kill(parent, SIGSTOP) != 0) _exit(0);
-        nanosleep(&off, NULL);
+        q = ppoll(&p, 1, &off, NULL);
+        if (q > 0 || (q < 0 && errno != EINTR)) break;
         if (kill(parent, SIGCONT) != 0) _exit(0);
     }
+    kill(parent, SIGCONT);
+    _exit(0);
 }
 
 static int duty_apply(ls_throttle *t, double frac) {
     long on_us = lround(frac * PERIOD_US);
     if (on_us < 500) on_us = 500;
+    int fd[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fd) != 0)
+        return ls_err(LS_EIO, "throttle: socketpair failed: %s", strerror(errno));
     pid_t parent = getpid(), pid = fork();
-    if (pid < 0) return ls_err(LS_EIO, "throttle: fork failed: %s", strerror(errno));
-    if (pid == 0) duty_loop(parent, on_us);
+    if (pid < 0) {
+        int e = errno;
+        close(fd[0]), close(fd[1]);
+        return ls_err(LS_EIO, "throttle: fork failed: %s", strerror(e));
+    }
+    if (pid == 0) {
+        close(fd[1]);
+        duty_loop(parent, on_us, fd[0]);
+    }
+    close(fd[0]);
     t->child = (int)pid;
+    t->quit = fd[1];
     snprintf(t->mech, sizeof t->mech, "duty cycle SIGSTOP/SIGCONT, running %ld of every %d us", on_us, PERIOD_US);
     return LS_OK;
 }
@@ -121,9 +143,12 @@ int ls_throttle_apply(ls_throttle *t, double share, int threads) {
 void ls_throttle_release(ls_throttle *t) {
     if (!t->active) return;
     if (t->child > 0) {
-        kill(t->child, SIGKILL);
-        waitpid(t->child, NULL, 0);
-        kill(getpid(), SIGCONT);
+        /* the child continues us and exits; we may be stopped once more while we wait */
+        ssize_t w = send(t->quit, "q", 1, MSG_NOSIGNAL);
+        (void)w; /* EOF on close tells it too, unless another fork still holds the socket */
+        close(t->quit);
+        while (waitpid(t->child, NULL, 0) < 0 && errno == EINTR) {
+        }
         t->child = 0;
     }
     if (t->dir[0]) {
