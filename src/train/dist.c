@@ -171,17 +171,22 @@ static int rank_gone(int pid, int pfd) {
     return kill(pid, 0) != 0 && errno == ESRCH;
 }
 
-/* 1 when the process is stopped (SIGSTOP, SIGTSTP: state T in /proc/<pid>/stat). */
-static int rank_stopped(int pid) {
-    char path[64], buf[256];
+/* 1 when the process is stopped (SIGSTOP, SIGTSTP: state T in /proc/<pid>/stat); *cpu is
+ * its CPU time so far in clock ticks (utime + stime). */
+static int rank_stopped(int pid, unsigned long *cpu) {
+    char path[64], buf[512];
     snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    *cpu = 0;
     FILE *f = fopen(path, "r");
     if (!f) return 0;
     size_t k = fread(buf, 1, sizeof buf - 1, f);
     fclose(f);
     buf[k] = '\0';
     const char *p = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
-    return p && p[1] == ' ' && (p[2] == 'T' || p[2] == 't');
+    if (!p || p[1] != ' ') return 0;
+    unsigned long ut = 0, st = 0;
+    if (sscanf(p + 3, " %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) == 2) *cpu = ut + st;
+    return p[2] == 'T' || p[2] == 't';
 }
 
 int ls_dist_wait_job(int job, const char *dir, int ranks, char *lost, size_t n) {
@@ -189,6 +194,7 @@ int ls_dist_wait_job(int job, const char *dir, int ranks, char *lost, size_t n) 
     int nr = ranks < WATCH_MAX ? ranks : WATCH_MAX;
     int pid[WATCH_MAX] = {0}, pfd[WATCH_MAX], first = -1;
     double t0 = ls_now(), t_first = 0, t_check = 0, stop_since[WATCH_MAX] = {0};
+    unsigned long stop_cpu[WATCH_MAX] = {0};
     for (int r = 0; r < WATCH_MAX; r++) pfd[r] = -1;
     int status = 0;
     for (;;) {
@@ -215,12 +221,16 @@ int ls_dist_wait_job(int job, const char *dir, int ranks, char *lost, size_t n) 
             }
             if (pfd[r] >= 0) pf[np++] = (struct pollfd){pfd[r], POLLIN, 0};
         }
-        /* a stopped rank stalls the others in the all-reduce: say so (once), not silently hang */
+        /* a stopped rank stalls the others in the all-reduce: say so (once), not silently hang.
+         * Stopped means found stopped for a second with no CPU time gained: a rank held to a
+         * share of a core by a duty cycle of SIGSTOP/SIGCONT is often found stopped too. */
         double now = ls_now();
         for (int r = 0; first < 0 && now - t_check > 0.5 && r < nr; r++) {
             if (!pid[r]) continue;
-            int st = rank_stopped(pid[r]);
-            if (st && stop_since[r] == 0) stop_since[r] = now;
+            unsigned long cpu;
+            int st = rank_stopped(pid[r], &cpu);
+            if (st && stop_since[r] > 0 && cpu != stop_cpu[r]) stop_since[r] = 0; /* it ran meanwhile */
+            if (st && stop_since[r] == 0) stop_since[r] = now, stop_cpu[r] = cpu;
             if (st && stop_since[r] > 0 && now - stop_since[r] >= 1.0) {
                 LS_WARN("rank %d of %d (pid %d) is stopped (SIGSTOP?); the other ranks wait for it (SIGCONT resumes)", r,
                         ranks, pid[r]);
