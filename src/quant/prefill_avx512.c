@@ -8,9 +8,9 @@
  * in the same order (bit-identical outputs): 6 weight rows x 2 token blocks, the 12 int32
  * sums and the 12 fp32 outputs in registers (the outputs updated once per group, stored
  * once per tile); and 32 rows x 2 token blocks, four passes of 8 rows whose 16 fp32
- * outputs live in out (updated once per group), for AMD Zen 5 (ls_quant_pf_avx512_level). */
+ * outputs live in out (updated once per group), for AMD Zen 5 (ls_quant_pf_avx512_level in
+ * quant.c). */
 #include <immintrin.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "quant/quant_internal.h"
@@ -137,10 +137,3 @@ TARGET static void tile_avx512w(const ls_quant_pf *p, int tb0, int ntb, float *o
 }
 
 const ls_quant_pf_level ls_quant_pf_avx512w = {16, 1, 1, {RBW, RBW, RBW}, {TBW, TBW, TBW}, tile_avx512w, 1};
-
-const ls_quant_pf_level *ls_quant_pf_avx512_level(void) {
-    const char *e = getenv("LLMSYS_PF_TILE");
-    if (e && !strcmp(e, "6x2")) return &ls_quant_pf_avx512;
-    if (e && !strcmp(e, "32x2")) return &ls_quant_pf_avx512w;
-    return ls_cpu_amd_family() >= 0x1a ? &ls_quant_pf_avx512w : &ls_quant_pf_avx512;
-}
