@@ -34,7 +34,8 @@
  * Every kernel exists as a scalar reference (LS_QIMPL_REF) and SIMD paths for AVX2/FMA/
  * F16C and for AVX-512 (F/BW/VL + VNNI), and a prefill GEMM on AMX-INT8 tiles, chosen at
  * run time from cpuid (ls_cpu_isa(): LLMSYS_ISA=scalar|avx2|avx512|amx forces a lower level,
- * LLMSYS_NO_SIMD=1 the reference; LLMSYS_PF_TILE=6x2|32x2 the AVX-512 prefill tile).
+ * LLMSYS_NO_SIMD=1 the reference; LLMSYS_PF_TILE=6x2|32x2 the AVX-512 prefill tile; these
+ * three are read once, at the first call that needs them: see ls_quant_reselect).
  * The SIMD paths compute each output with a fixed reduction order that does not depend
  * on how many rows are batched together, nor on the level, so batched decode is
  * bit-identical to one-at-a-time decode on every machine with AVX2.
@@ -95,6 +96,11 @@ const char *ls_quant_impl_name(void);
  * Zen 5 (family 0x1a on), else "6x2"; LLMSYS_PF_TILE=6x2|32x2 forces one. The two give
  * bit-identical outputs. */
 const char *ls_quant_prefill_tile(void);
+/* Reads LLMSYS_NO_SIMD, LLMSYS_ISA and LLMSYS_PF_TILE again and picks the AUTO level and
+ * the AVX-512 prefill tile from them. The kernels read them once, at the first call that
+ * needs them, never per matmul; a program that changes them later (a test) calls this, with
+ * no quantized call running in another thread (such a call may run with either pick). */
+void ls_quant_reselect(void);
 /* Group g's scale and min (0 for 8 bits) of row r as fp32. */
 float ls_qmat_scale(const ls_qmat *q, int r, int g);
 float ls_qmat_min(const ls_qmat *q, int r, int g);

@@ -24,10 +24,32 @@ size_t ls_quant_row_bytes(int bits, int cols_pad) {
     }
 }
 
-ls_isa ls_quant_isa(void) {
-    const char *e = getenv("LLMSYS_NO_SIMD");
-    if (e && *e && strcmp(e, "0") != 0) return LS_ISA_SCALAR;
-    return ls_cpu_isa();
+/* What the environment picks (LLMSYS_NO_SIMD, LLMSYS_ISA, LLMSYS_PF_TILE), read once by
+ * the first call that asks and again by ls_quant_reselect, never per matmul: getenv walks
+ * the whole environment, and it races a setenv in another thread. Bits 0-1: the AUTO level,
+ * ENV_TILE32: the avx512 level's 32x2 tile, ENV_READ: read. */
+enum { ENV_ISA = 3, ENV_TILE32 = 4, ENV_READ = 8 };
+static _Atomic int env_picks;
+
+static int read_env(void) {
+    const char *e = getenv("LLMSYS_NO_SIMD"), *t = getenv("LLMSYS_PF_TILE");
+    int isa = e && *e && strcmp(e, "0") != 0 ? LS_ISA_SCALAR : ls_cpu_isa();
+    int w = t && !strcmp(t, "6x2") ? 0 : t && !strcmp(t, "32x2") ? 1 : ls_cpu_amd_family() >= 0x1a;
+    return ENV_READ | isa | (w ? ENV_TILE32 : 0);
+}
+
+static int env(void) {
+    int k = env_picks;
+    if (!k) env_picks = k = read_env(); /* racing first calls store the same value */
+    return k;
+}
+
+void ls_quant_reselect(void) { env_picks = read_env(); }
+
+ls_isa ls_quant_isa(void) { return (ls_isa)(env() & ENV_ISA); }
+
+const ls_quant_pf_level *ls_quant_pf_avx512_level(void) {
+    return env() & ENV_TILE32 ? &ls_quant_pf_avx512w : &ls_quant_pf_avx512;
 }
 
 int ls_quant_have_fast(void) { return ls_quant_isa() != LS_ISA_SCALAR; }

@@ -291,6 +291,7 @@ static void test_levels(void) {
     char saved[32] = "";
     if (getenv("LLMSYS_ISA")) snprintf(saved, sizeof saved, "%s", getenv("LLMSYS_ISA"));
     setenv("LLMSYS_ISA", "scalar", 1);
+    ls_quant_reselect();
     CHECK(ls_cpu_isa() == LS_ISA_SCALAR && !ls_quant_have_fast());
     setenv("LLMSYS_ISA", "avx2", 1);
     CHECK(ls_cpu_isa() == LS_ISA_AVX2);
@@ -302,6 +303,7 @@ static void test_levels(void) {
                                                                  : LS_ISA_AVX2));
     if (saved[0]) setenv("LLMSYS_ISA", saved, 1);
     else unsetenv("LLMSYS_ISA");
+    ls_quant_reselect();
 }
 
 /* Float64 reference of the integer prefill GEMM's arithmetic for one output: x rounded
@@ -362,10 +364,13 @@ static void test_prefill(void) {
                 /* both AVX-512 tiles: the same sums and fp32 operations, bit for bit (y, the
                  * 6x2 tile's now, is checked against the references below) */
                 setenv("LLMSYS_PF_TILE", "6x2", 1);
+                ls_quant_reselect();
                 ls_qmat_matmul(&q, X, M, y, LS_QIMPL_AVX512);
                 setenv("LLMSYS_PF_TILE", "32x2", 1);
+                ls_quant_reselect();
                 ls_qmat_matmul(&q, X, M, yd, LS_QIMPL_AVX512);
                 unsetenv("LLMSYS_PF_TILE");
+                ls_quant_reselect();
                 CHECK_MSG(memcmp(y, yd, sizeof(float) * M * rows) == 0,
                           "avx512 32x2 tile differs from 6x2: bits %d group %d (%d,%d) M %d", bits, group, rows, cols,
                           M);
@@ -410,11 +415,13 @@ static void test_prefill(void) {
 }
 
 /* The AVX-512 prefill tile: 32x2 on AMD family 0x1a on, else 6x2; LLMSYS_PF_TILE forces
- * either, other values are ignored (the caller's value restored). */
+ * either, other values are ignored, read by ls_quant_reselect only (the caller's value
+ * restored). */
 static void test_prefill_tile(void) {
     char saved[64] = "";
     if (getenv("LLMSYS_PF_TILE")) snprintf(saved, sizeof saved, "%s", getenv("LLMSYS_PF_TILE"));
     unsetenv("LLMSYS_PF_TILE");
+    ls_quant_reselect();
     /* the family against the kernel's view (Linux): "vendor_id" and "cpu family" (decimal) */
     FILE *f = fopen("/proc/cpuinfo", "r");
     if (f) {
@@ -430,16 +437,61 @@ static void test_prefill_tile(void) {
     const char *def = ls_cpu_amd_family() >= 0x1a ? "32x2" : "6x2";
     CHECK(strcmp(ls_quant_prefill_tile(), def) == 0);
     fprintf(stderr, "  AMD family 0x%x: default tile %s\n", ls_cpu_amd_family(), ls_quant_prefill_tile());
+    const char *other = strcmp(def, "6x2") ? "6x2" : "32x2";
+    setenv("LLMSYS_PF_TILE", other, 1); /* not read until ls_quant_reselect */
+    CHECK(strcmp(ls_quant_prefill_tile(), def) == 0);
+    ls_quant_reselect();
+    CHECK(strcmp(ls_quant_prefill_tile(), other) == 0);
     setenv("LLMSYS_PF_TILE", "6x2", 1);
+    ls_quant_reselect();
     CHECK(strcmp(ls_quant_prefill_tile(), "6x2") == 0);
     setenv("LLMSYS_PF_TILE", "32x2", 1);
+    ls_quant_reselect();
     CHECK(strcmp(ls_quant_prefill_tile(), "32x2") == 0);
     setenv("LLMSYS_PF_TILE", "8x8", 1);
+    ls_quant_reselect();
     CHECK(strcmp(ls_quant_prefill_tile(), def) == 0);
     if (saved[0])
         setenv("LLMSYS_PF_TILE", saved, 1);
     else
         unsetenv("LLMSYS_PF_TILE");
+    ls_quant_reselect();
+}
+
+/* LLMSYS_NO_SIMD=1 sends LS_QIMPL_AUTO to the scalar reference once ls_quant_reselect reads
+ * it, not before: a matmul never reads the environment. */
+static void test_env_read_once(void) {
+    if (!ls_quant_have_fast()) {
+        fprintf(stderr, "  (no SIMD level in use: nothing to switch from)\n");
+        return;
+    }
+    ls_rng rng;
+    ls_rng_seed(&rng, 99);
+    enum { ROWS = 16, COLS = 300 };
+    float *w = malloc(sizeof(float) * ROWS * COLS), x[COLS], yref[ROWS], yfast[ROWS], y[ROWS];
+    fill(&rng, w, (size_t)ROWS * COLS, 0.05f);
+    fill(&rng, x, COLS, 1.0f);
+    ls_qmat q;
+    CHECK(ls_qmat_quantize(&q, w, ROWS, COLS, 32, 32) == LS_OK);
+    ls_qmat_matvec_impl(&q, x, yref, LS_QIMPL_REF);
+    ls_qmat_matvec(&q, x, yfast);
+    CHECK(memcmp(yref, yfast, sizeof yref) != 0); /* float vs double sums: the two paths tell apart */
+    char saved[32] = "";
+    if (getenv("LLMSYS_NO_SIMD")) snprintf(saved, sizeof saved, "%s", getenv("LLMSYS_NO_SIMD"));
+    setenv("LLMSYS_NO_SIMD", "1", 1);
+    ls_qmat_matvec(&q, x, y);
+    CHECK(memcmp(y, yfast, sizeof y) == 0 && ls_quant_have_fast());
+    ls_quant_reselect();
+    ls_qmat_matvec(&q, x, y);
+    CHECK(memcmp(y, yref, sizeof y) == 0 && !ls_quant_have_fast());
+    if (saved[0])
+        setenv("LLMSYS_NO_SIMD", saved, 1);
+    else
+        unsetenv("LLMSYS_NO_SIMD");
+    ls_quant_reselect();
+    CHECK(ls_quant_have_fast());
+    ls_qmat_free(&q);
+    free(w);
 }
 
 static void test_bad_args(void) {
@@ -468,6 +520,7 @@ int main(void) {
     RUN(test_levels);
     RUN(test_prefill);
     RUN(test_prefill_tile);
+    RUN(test_env_read_once);
     RUN(test_bad_args);
     return TEST_RESULT();
 }
