@@ -41,7 +41,7 @@ static int one_run(const char *exe, const char *tasks, const char *init, const c
     o.repack = conf != 4;
     o.rollout_batch = conf == 5 ? 2 * o.max_seqs : 0;
     LS_TRY(ls_rl_mode_parse(conf >= 4 ? "laminar" : CONF[conf], &o.mode));
-    LS_TRY(ls_rl_run(&o));
+    LS_TRY(ls_rl_run(&o, NULL));
     return read_fig(wd, f);
 }
 

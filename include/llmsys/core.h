@@ -129,11 +129,21 @@ void ls_aligned_free(void *p);
 
 /* ---------------------------------------------------------------- files */
 
+/* Status of an input path (a file or directory a command reads) that the system refused with
+ * errno err: LS_ENOTFOUND when it is not there (ENOENT, ENOTDIR), LS_EINVAL when it may not be
+ * read or names no file (EACCES, EPERM, ELOOP, ENAMETOOLONG): both the input's fault, exit 2 at
+ * start-up; LS_EIO for the rest (the system's: EIO, EMFILE, ENOMEM, ...). */
+int ls_file_input_status(int err);
 /* Opens an input file read-only (*fd, close-on-exec; *size its length, size may be NULL).
  * Only regular files are accepted: a FIFO, socket, device or directory is refused at once
- * with LS_EINVAL (never waited on); a missing file gives LS_ENOTFOUND, one it may not read
- * LS_EIO. Every loader opens its inputs through this or ls_file_read. */
+ * with LS_EINVAL (never waited on); an open that fails gets ls_file_input_status (a missing
+ * file LS_ENOTFOUND, one it may not read LS_EINVAL). Every loader opens its inputs through
+ * this or ls_file_read. */
 int ls_file_open_input(const char *path, int *fd, size_t *size);
+/* 1 when data[0, len) is no text: a NUL byte, or more than 5% control bytes other than
+ * whitespace, backspace and escape (bytes >= 0x80, UTF-8 or not, count as text). The one rule
+ * of the commands that read text files (train --data, the loader's text sources). */
+int ls_is_binary(const void *data, size_t len);
 /* Reads a whole regular file (as ls_file_open_input); *data is NUL-terminated (not counted
  * in *len), owned by the caller (free()). Errors name the path. */
 int ls_file_read(const char *path, char **data, size_t *len);

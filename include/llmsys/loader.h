@@ -397,11 +397,14 @@ typedef struct {
     /* BPE tokenizer of the run (NULL: byte tokens): the service (or its workers) encodes every
      * document with it; info reports its vocabulary size and fingerprint, which trainers check. */
     const struct ls_bpe *tokenizer;
+    /* Where the resume state came from (its file; NULL: none), named in its errors. */
+    const char *state_from;
 } ls_loader_serve_opts;
 
 /* Binds tcp://<bind>:port (bind an IPv4 or IPv6 address, checked by ls_bind_check before any
  * work; port 0 picks a free one, see ls_loader_server_port) and starts the constructor thread. state (may be NULL)
- * resumes from a blob. */
+ * resumes from a blob (one of another mix, corrupt or foreign: LS_EFORMAT, LS_ECHECKSUM, LS_EINVAL, the
+ * message led by opts->state_from). */
 int ls_loader_server_open(ls_loader_server **out, const ls_loader_mix *mix, int n_ranks, const char *bind, int port,
                           const ls_loader_serve_opts *opts, const uint8_t *state, size_t state_len);
 int ls_loader_server_port(const ls_loader_server *srv);

@@ -110,6 +110,8 @@ typedef struct {
 
 /* Reads and fits a profile file; errors name the file and the bad row. */
 int ls_plan_profile_load(const char *path, ls_plan_profile *out);
+/* The same for a profile already read (j, from the file path: named in the errors). */
+int ls_plan_profile_parse(const struct cJSON *j, const char *path, ls_plan_profile *out);
 
 typedef struct {
     char name[LS_PLAN_NAME]; /* catalog GPU name or "cpu:..." for profiled devices */

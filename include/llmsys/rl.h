@@ -246,15 +246,23 @@ typedef struct {
 } ls_rl_run_opts;
 
 ls_rl_run_opts ls_rl_run_defaults(void);
-/* o's values, its report naming none of its inputs, and the inputs themselves (--tasks,
- * --heldout, --init read): LS_EINVAL naming what is wrong, or the input's error (LS_ENOTFOUND,
- * LS_EFORMAT, ...). What fails here is the command line's; ls_rl_run checks it first too. */
-int ls_rl_run_check(const ls_rl_run_opts *o);
-/* Warm start unless o->init is given (LS_EINVAL for both init and sft_steps > 0), then
- * starts manager, relays, rollouts and trainer as separate processes (fork+exec of
- * o->exe "rl worker ..."), waits for the trainer to finish, stops the rest, and leaves the
- * JSON report. Errors: a worker that cannot start, the manager or trainer dying, timeout. */
-int ls_rl_run(const ls_rl_run_opts *o);
+/* The input files of an rl command, read and checked once at its start-up (ls_rl_run_check,
+ * ls_rl_worker_check) and handed on to the work (ls_rl_run, ls_rl_worker): a file that changes
+ * after the check is not read again. */
+typedef struct ls_rl_inputs ls_rl_inputs;
+void ls_rl_inputs_free(ls_rl_inputs *in);
+/* o's values, its report naming none of its inputs, and the inputs themselves: --tasks and
+ * --heldout read into *in, --init opened. LS_EINVAL naming what is wrong, or the input's error
+ * (LS_ENOTFOUND, LS_EFORMAT, ...); *in is NULL then. What fails here is the command line's. */
+int ls_rl_run_check(const ls_rl_run_opts *o, ls_rl_inputs **in);
+/* Warm start on in's tasks unless o->init is given (LS_EINVAL for both init and sft_steps > 0),
+ * then writes the tasks it read to WORKDIR/tasks.jsonl (and --heldout's to
+ * WORKDIR/heldout.jsonl): the run's own copies, which its workers read. Starts manager, relays,
+ * rollouts and trainer as separate processes (fork+exec of o->exe "rl worker ..."), waits for
+ * the trainer to finish, stops the rest, and leaves the JSON report. in: from
+ * ls_rl_run_check(o) (NULL: checked here). Errors: a worker that cannot start, the manager or
+ * trainer dying, timeout. */
+int ls_rl_run(const ls_rl_run_opts *o, const ls_rl_inputs *in);
 
 typedef struct {
     const char *role;      /* manager, trainer, rollout, relay */
@@ -266,14 +274,15 @@ typedef struct {
 } ls_rl_worker_opts;
 /* o's role and the options it needs: LS_EINVAL naming what is missing, or an endpoint it would
  * refuse to bind or connect to (ls_zsec_check); a manager's --config and the task file it
- * names are read (their error: LS_ENOTFOUND, LS_EFORMAT, ...). What fails here is the command
- * line's; ls_rl_worker checks it first too. The other roles get their config from the
- * manager, in the run. */
-int ls_rl_worker_check(const ls_rl_worker_opts *o);
+ * names are read into *in (their error: LS_ENOTFOUND, LS_EFORMAT, ...; *in is NULL then). What
+ * fails here is the command line's. The other roles get their config from the manager, in the
+ * run. */
+int ls_rl_worker_check(const ls_rl_worker_opts *o, ls_rl_inputs **in);
 /* Runs one worker until the manager says stop (or the manager is unreachable: LS_ENET with
- * one clear message). Its links follow the CURVE policy of llmsys/zsec.h: off loopback, or
- * forced, the keys are required and only allowed peers get in. */
-int ls_rl_worker(const ls_rl_worker_opts *o);
+ * one clear message); in: from ls_rl_worker_check(o) (NULL: checked here). Its links follow
+ * the CURVE policy of llmsys/zsec.h: off loopback, or forced, the keys are required and only
+ * allowed peers get in. */
+int ls_rl_worker(const ls_rl_worker_opts *o, const ls_rl_inputs *in);
 
 /* Writes an SVG figure of 1..6 run reports: reward per update (a line each) and their
  * staleness histograms. Atomic; errors name a report that is not an rl run report. */
@@ -285,10 +294,10 @@ int ls_rl_tasks_make(const ls_rl_gen_opts *g, const char *path, double *mean_len
  * last eval_n, when more than that many remain (else none). */
 int ls_rl_held_tail(int n, int eval_n);
 /* Writes WORKDIR/init.safetensors (path in out): a fresh "rl" model after sft_steps of
- * supervised training on the tasks' demonstrations, leaving out ls_rl_held_tail(n, hold_out)
- * of them. Prints one line unless quiet. */
-int ls_rl_warm_start(const char *tasks, int hold_out, const char *workdir, int sft_steps, int sft_batch, double sft_lr,
-                     uint64_t seed, char *out, size_t cap, int quiet);
+ * supervised training on the demonstrations of tasks t[0, n), leaving out
+ * ls_rl_held_tail(n, hold_out) of them. Prints one line unless quiet. */
+int ls_rl_warm_start(const ls_rl_task *t, int n, int hold_out, const char *workdir, int sft_steps, int sft_batch,
+                     double sft_lr, uint64_t seed, char *out, size_t cap, int quiet);
 /* Micro-measurement for the simulator: mean round trip of n poll-sized messages between this
  * process and a forked echoing process over ZeroMQ (what a rollout pays per manager poll). */
 int ls_rl_measure_rtt(int n, double *mean_s);

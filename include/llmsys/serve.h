@@ -240,7 +240,7 @@ typedef struct {
     const char *model;   /* fp32 checkpoint; NULL: a random one of config, EOS suppressed */
     const char *config;  /* config of the random checkpoint ("tiny", "small") */
     const char *workdir; /* keep checkpoint, profile, cluster and plans here; NULL: a /tmp dir _free removes */
-    const char *profile; /* reuse this device profile; NULL: measure one */
+    const char *profile; /* reuse this device profile (copied to the work directory); NULL: measure one */
     const char *self;    /* llmsys binary, launched for the stage workers */
     int stages;          /* CPU stages in the virtual cluster, 1..LS_SERVE_MAX_STAGES */
     int threads;         /* kernel threads per stage */
@@ -303,11 +303,12 @@ typedef struct ls_validate ls_validate;
 /* Defaults: config small, 2 stages, batch 8, prompt 32, gen 32, 1 thread, 5 runs, 5 reps,
  * 2 GB, quality bits:8, splitquant and uniform, replay selection. */
 ls_validate_opts ls_validate_defaults(void);
-/* Checks the options, makes the work directory and the checkpoint (or reads the given one's
- * config). LS_EINVAL for options out of range. (A workload beyond the model context is
- * refused by _cluster.) */
+/* Checks the options, reads and checks opts.profile (errors name that path), makes the work
+ * directory and the checkpoint (or reads the given one's config). LS_EINVAL for options out of
+ * range. (A workload beyond the model context is refused by _cluster.) */
 int ls_validate_open(ls_validate **out, const ls_validate_opts *o);
-/* Measures the device profile over a grid that brackets the workload (or takes opts.profile). */
+/* Measures the device profile over a grid that brackets the workload, or writes the opts.profile
+ * _open read, to <dir>/profile.json. */
 int ls_validate_profile(ls_validate *v);
 /* Probes the host (capacity, hop), writes the virtual cluster and sets up the problem. */
 int ls_validate_cluster(ls_validate *v);

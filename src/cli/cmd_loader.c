@@ -81,7 +81,7 @@ static int loader_serve(int argc, char **argv) {
     }
     ls_bpe *bpe = NULL;
     ls_loader_serve_opts o = {
-        prefetch, history, 1, journal, topology ? &topo : NULL, shadow_of, 0, workers ? &ho : NULL, NULL};
+        prefetch, history, 1, journal, topology ? &topo : NULL, shadow_of, 0, workers ? &ho : NULL, NULL, resume};
     ls_loader_server *srv = NULL;
     /* start-up: the tokenizer, the sources and the --resume state are read, the port is bound */
     rc = tokenizer ? ls_bpe_load(tokenizer, &bpe) : LS_OK;

@@ -84,10 +84,13 @@ static int rl_run(int argc, char **argv) {
         ls_args_given("rl run", "rollout-batch", &o.rollout_batch, 1, ls_rl_run_defaults().rollout_batch))
         return 2;
     o.repack = !no_repack, o.exe = ls_cli_self();
-    if ((rc = ls_rl_run_check(&o))) return ls_cli_fail_rc(rc); /* the values and the input files */
+    ls_rl_inputs *in;
+    if ((rc = ls_rl_run_check(&o, &in))) return ls_cli_fail_rc(rc); /* the values and the input files, read */
     /* an unwritable report is a runtime error (1), as for every command; found before the run */
-    if (o.report && ls_out_path_check("report", o.report)) return ls_cli_fail();
-    if (ls_rl_run(&o)) return ls_cli_fail(); /* the warm start and the workers: the run's */
+    rc = o.report ? ls_out_path_check("report", o.report) : LS_OK;
+    if (rc == LS_OK) rc = ls_rl_run(&o, in); /* the warm start and the workers: the run's */
+    ls_rl_inputs_free(in);
+    if (rc) return ls_cli_fail();
     char rp[1200];
     snprintf(rp, sizeof rp, "%s", o.report ? o.report : "");
     if (!o.report) snprintf(rp, sizeof rp, "%s/report.json", o.workdir);
@@ -108,8 +111,11 @@ static int rl_worker(int argc, char **argv) {
     };
     int rc = ls_args_parse("rl worker", "Runs one process of an RL job", spec, 6, argc, argv, NULL, 0, NULL);
     if (rc) return LS_ARGS_EXIT(rc);
-    if ((rc = ls_rl_worker_check(&w))) return ls_cli_fail_rc(rc); /* the role's options, a manager's --config */
-    return ls_rl_worker(&w) ? ls_cli_fail() : 0;                  /* what the manager or a peer sends is the run's */
+    ls_rl_inputs *in;
+    if ((rc = ls_rl_worker_check(&w, &in))) return ls_cli_fail_rc(rc); /* the role's options, a manager's --config */
+    rc = ls_rl_worker(&w, in); /* what the manager or a peer sends is the run's */
+    ls_rl_inputs_free(in);
+    return rc ? ls_cli_fail() : 0;
 }
 
 static int rl_plot(int argc, char **argv) {

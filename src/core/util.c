@@ -44,13 +44,28 @@ static const char *file_kind(mode_t m) {
                          : "not a regular file";
 }
 
+int ls_file_input_status(int err) {
+    switch (err) {
+    case ENOENT:
+    case ENOTDIR:
+        return LS_ENOTFOUND;
+    case EACCES:
+    case EPERM:
+    case ELOOP:
+    case ENAMETOOLONG:
+        return LS_EINVAL;
+    default:
+        return LS_EIO;
+    }
+}
+
 /* O_NONBLOCK makes the open of a FIFO return at once instead of waiting for a writer
  * (forever, if none comes); fstat then refuses it, and the flag is cleared for real files. */
 int ls_file_open_input(const char *path, int *fd, size_t *size) {
     *fd = -1;
     if (size) *size = 0;
     int f = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-    if (f < 0) return ls_err(errno == ENOENT ? LS_ENOTFOUND : LS_EIO, "%s: %s", path, strerror(errno));
+    if (f < 0) return ls_err(ls_file_input_status(errno), "%s: %s", path, strerror(errno));
     struct stat st;
     if (fstat(f, &st) != 0) {
         int rc = ls_err(LS_EIO, "%s: %s", path, strerror(errno));
@@ -106,6 +121,19 @@ int ls_file_read(const char *path, char **data, size_t *len) {
     *data = buf;
     if (len) *len = n;
     return LS_OK;
+}
+
+int ls_is_binary(const void *data, size_t len) {
+    const unsigned char *d = data;
+    size_t ctrl = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = d[i];
+        if (c == 0) return 1;
+        if ((c < 32 && c != '\t' && c != '\n' && c != '\r' && c != '\f' && c != '\v' && c != '\b' && c != 27) ||
+            c == 127)
+            ctrl++;
+    }
+    return ctrl * 20 > len;
 }
 
 /* ---------------------------------------------------------------- atomic writes */

@@ -650,7 +650,9 @@ int ls_loader_server_open(ls_loader_server **out, const ls_loader_mix *mix, int 
         lo.hub = s->hub;
     }
     if (rc == LS_OK) rc = ls_loader_open(&s->ld, mix, n_ranks, &lo);
-    if (rc == LS_OK && state) rc = ls_loader_set_state(s->ld, state, state_len);
+    if (rc == LS_OK && state && (rc = ls_loader_set_state(s->ld, state, state_len)) != LS_OK && opts &&
+        opts->state_from)
+        ls_err_wrap(rc, "%s", opts->state_from);
     s->journal = opts ? opts->journal : NULL;
     if (rc == LS_OK && !(s->changes = cJSON_CreateArray())) rc = ls_err(LS_ENOMEM, "out of memory");
     if (rc == LS_OK && s->journal) rc = journal_open(s, state != NULL);

@@ -76,7 +76,7 @@ static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *
 static int list_dir(ls_src *s, const char *dir, int depth) {
     if (depth > 32) return ls_err(LS_EINVAL, "%s: directory nesting too deep", dir);
     DIR *d = opendir(dir);
-    if (!d) return ls_err(LS_EIO, "%s: cannot open directory: %s", dir, strerror(errno));
+    if (!d) return ls_err(ls_file_input_status(errno), "%s: cannot open directory: %s", dir, strerror(errno));
     char **names = NULL;
     int n = 0, rc = LS_OK;
     struct dirent *e;
@@ -273,11 +273,11 @@ int ls_src_open(ls_src **out, const ls_loader_source_spec *spec, int strict) {
     ls_src *s = calloc(1, sizeof *s);
     if (!s) return ls_err(LS_ENOMEM, "out of memory");
     s->spec = *spec;
-    int rc;
+    int rc, in_dir = 0;
     struct stat st;
     if (stat(spec->path, &st) != 0) {
-        rc = ls_err(LS_ENOTFOUND, "%s: %s", spec->path, strerror(errno));
-    } else if (S_ISDIR(st.st_mode)) {
+        rc = ls_err(ls_file_input_status(errno), "%s: %s", spec->path, strerror(errno));
+    } else if ((in_dir = S_ISDIR(st.st_mode))) {
         rc = spec->type == LS_SRC_TOKENS ? ls_err(LS_EINVAL, "%s: a tokens source must be a .lstok file", spec->path)
                                          : list_dir(s, spec->path, 0);
     } else {
@@ -296,6 +296,15 @@ int ls_src_open(ls_src **out, const ls_loader_source_spec *spec, int strict) {
             const char *buf = s->maps[f].p;
             size_t len = s->maps[f].len;
             if (len == 0) continue;
+            /* text, by train --data's rule (ls_is_binary): a binary file named as the source is
+             * refused, one met in its directory skipped */
+            if (ls_is_binary(buf, len)) {
+                if (!in_dir)
+                    rc = ls_err(LS_EFORMAT, "%s: binary data (NUL or control bytes), expected text", s->files[f]);
+                else
+                    LS_DEBUG("%s: skipped (binary)", s->files[f]);
+                continue;
+            }
             rc = spec->type == LS_SRC_JSONL ? index_jsonl(s, (uint32_t)f, buf, len, strict)
                                             : index_text(s, (uint32_t)f, buf, len);
         }

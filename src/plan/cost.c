@@ -293,7 +293,15 @@ static int prof_rows(const cJSON *arr, const char *path, const char *what, int w
 int ls_plan_profile_load(const char *path, ls_plan_profile *out) {
     memset(out, 0, sizeof *out);
     cJSON *j;
-    LS_TRY(ls_json_read_format(path, "llmsys-profile", 1, &j));
+    LS_TRY(ls_json_read_file(path, &j));
+    int rc = ls_plan_profile_parse(j, path, out);
+    cJSON_Delete(j);
+    return rc;
+}
+
+int ls_plan_profile_parse(const cJSON *j, const char *path, ls_plan_profile *out) {
+    memset(out, 0, sizeof *out);
+    LS_TRY(ls_json_check_format(j, path, "llmsys-profile", 1));
     int rc = LS_OK;
     enum { CAP = 512 };
     double(*x)[3] = malloc(sizeof(double[3]) * CAP);
@@ -367,7 +375,6 @@ done:
     if (rc < 0 && !strstr(ls_errmsg(), path)) ls_err_wrap(rc, "%s", path);
     free(x);
     free(y);
-    cJSON_Delete(j);
     return rc;
 }
 

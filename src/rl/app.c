@@ -29,19 +29,12 @@ int ls_rl_tasks_make(const ls_rl_gen_opts *g, const char *path, double *mean_len
     return rc;
 }
 
-int ls_rl_warm_start(const char *tasks, int hold_out, const char *workdir, int sft_steps, int sft_batch, double sft_lr,
-                     uint64_t seed, char *out, size_t cap, int quiet) {
+int ls_rl_warm_start(const ls_rl_task *t, int n, int hold_out, const char *workdir, int sft_steps, int sft_batch,
+                     double sft_lr, uint64_t seed, char *out, size_t cap, int quiet) {
     ls_model_config c = ls_rl_model_config();
     ls_model *m;
-    ls_rl_task *t;
-    int n;
-    LS_TRY(ls_rl_tasks_read(tasks, &t, &n));
-    int rc = ls_model_init(&m, &c, seed);
-    if (rc) {
-        ls_rl_tasks_free(t, n);
-        return rc;
-    }
-    int ntrain = n - ls_rl_held_tail(n, hold_out); /* keep the held-out tail unseen */
+    LS_TRY(ls_model_init(&m, &c, seed));
+    int rc = LS_OK, ntrain = n - ls_rl_held_tail(n, hold_out); /* keep the held-out tail unseen */
     float loss = NAN;
     double t0 = ls_now();
     if (sft_steps > 0) rc = ls_rl_sft(m, t, ntrain, sft_steps, sft_batch, (float)sft_lr, seed, &loss);
@@ -53,7 +46,6 @@ int ls_rl_warm_start(const char *tasks, int hold_out, const char *workdir, int s
                ls_now() - t0, loss, out);
         fflush(stdout);
     }
-    ls_rl_tasks_free(t, n);
     ls_model_free(m);
     return rc;
 }
@@ -377,7 +369,12 @@ int ls_rl_demo(const char *workdir, int quick, const char *exe) {
     int sft = quick ? 60 : 1500;
     printf("supervised warm start (%d steps), then RL on separate processes:\n", sft);
     fflush(stdout);
-    LS_TRY(ls_rl_warm_start(tasks, 0, wd, sft, 16, 3e-3, 1, init, sizeof init, 0));
+    ls_rl_task *t;
+    int nt;
+    LS_TRY(ls_rl_tasks_read(tasks, &t, &nt));
+    int rc = ls_rl_warm_start(t, nt, 0, wd, sft, 16, 3e-3, 1, init, sizeof init, 0);
+    ls_rl_tasks_free(t, nt);
+    LS_TRY(rc);
     double tps[2] = {0};
     for (int k = 0; k < 2; k++) { /* the same run, Laminar-style then synchronous */
         snprintf(w[k], sizeof w[k], "%s/%s", wd, k ? "sync" : "laminar");
@@ -387,7 +384,7 @@ int ls_rl_demo(const char *workdir, int quick, const char *exe) {
         o.mode = k ? LS_RL_MODE_SYNC : LS_RL_MODE_LAMINAR;
         o.group = o.batch_groups = quick ? 4 : 8, o.max_seqs = quick ? 8 : 16, o.updates = quick ? 3 : 20;
         o.step_ms = 20, o.lr = 3e-4, o.eval_n = 64, o.timeout_s = 300;
-        LS_TRY(ls_rl_run(&o));
+        LS_TRY(ls_rl_run(&o, NULL));
         LS_TRY(ls_rl_report_print(rep[k]));
         printf("report: %s\n", rep[k]);
         cJSON *j;

@@ -106,8 +106,16 @@ typedef struct {
 char *rl_config_to_json(const rl_config *c);
 int rl_config_from_json(const char *s, size_t n, rl_config *c);
 
-/* Worker roles. */
-int rl_manager_main(const ls_rl_worker_opts *o);
+/* What an rl command read at its start-up (rl.h). */
+struct ls_rl_inputs {
+    rl_config cfg;       /* a manager's --config */
+    ls_rl_task *tasks;   /* rl run's --tasks; a manager's: the task file its config names */
+    ls_rl_task *heldout; /* rl run's --heldout (NULL: none) */
+    int n_tasks, n_heldout;
+};
+
+/* Worker roles. The manager runs on its config and tasks as ls_rl_worker_check read them. */
+int rl_manager_main(const ls_rl_worker_opts *o, const ls_rl_inputs *in);
 int rl_trainer_main(const ls_rl_worker_opts *o);
 int rl_rollout_main(const ls_rl_worker_opts *o);
 int rl_relay_main(const ls_rl_worker_opts *o);

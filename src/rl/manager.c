@@ -53,7 +53,7 @@ typedef struct {
 typedef struct {
     rl_config cfg;
     void *zctx, *sock;
-    ls_rl_task *tasks;
+    const ls_rl_task *tasks;         /* ls_rl_worker_check's */
     int n_tasks, n_issue, next_task; /* tasks issued: all but the held-out tail when it is the task file's */
     mtraj *traj;
     mgroup *groups;
@@ -752,15 +752,12 @@ static void check_liveness(mgr *m) {
     }
 }
 
-int rl_manager_main(const ls_rl_worker_opts *o) {
+int rl_manager_main(const ls_rl_worker_opts *o, const ls_rl_inputs *in) {
     mgr *m = calloc(1, sizeof *m);
     if (!m) return ls_err(LS_ENOMEM, "manager: out of memory");
-    char *cj = NULL;
-    size_t cn;
-    int rc = ls_file_read(o->config, &cj, &cn);
-    if (rc == LS_OK) rc = rl_config_from_json(cj, cn, &m->cfg);
-    free(cj);
-    if (rc == LS_OK) rc = ls_rl_tasks_read(m->cfg.tasks, &m->tasks, &m->n_tasks);
+    int rc = LS_OK;
+    m->cfg = in->cfg; /* read once, at the start-up (was: read again here) */
+    m->tasks = in->tasks, m->n_tasks = in->n_tasks;
     m->n_issue = m->n_tasks;
     if (!m->cfg.heldout[0]) m->n_issue -= ls_rl_held_tail(m->n_tasks, m->cfg.eval_n);
     char ep[256];
@@ -825,7 +822,6 @@ int rl_manager_main(const ls_rl_worker_opts *o) {
                       m->clip,         m->isw,        m->t_pub, m->t_all};
     for (size_t i = 0; i < sizeof arrs / sizeof arrs[0]; i++) free(arrs[i]);
     cJSON_Delete(m->final);
-    ls_rl_tasks_free(m->tasks, m->n_tasks);
     free(m);
     return rc;
 }

@@ -47,7 +47,14 @@ ls_rl_run_opts ls_rl_run_defaults(void) {
     return o;
 }
 
-int ls_rl_worker_check(const ls_rl_worker_opts *o) {
+void ls_rl_inputs_free(ls_rl_inputs *in) {
+    if (!in) return;
+    ls_rl_tasks_free(in->tasks, in->n_tasks);
+    ls_rl_tasks_free(in->heldout, in->n_heldout);
+    free(in);
+}
+
+static int worker_check(const ls_rl_worker_opts *o, ls_rl_inputs *in) {
     static const char *const roles[] = {"manager", "trainer", "rollout", "relay"};
     if (!o->role) return ls_err(LS_EINVAL, "worker: --role is required (manager, trainer, rollout, relay)");
     int known = 0;
@@ -59,24 +66,33 @@ int ls_rl_worker_check(const ls_rl_worker_opts *o) {
     if (!manager && !o->manager) return ls_err(LS_EINVAL, "worker: --manager tcp://HOST:PORT is required");
     if (!manager) return ls_zsec_check(o->manager, 0, "rl manager link");
     if (!o->config) return ls_err(LS_EINVAL, "manager: --config is required");
-    /* the config and the task file it names, as the manager reads them at its start */
+    /* the config and the task file it names, read once: the manager runs on these */
     char *cj = NULL;
     size_t cn;
-    rl_config c;
     int rc = ls_file_read(o->config, &cj, &cn);
-    if (rc == LS_OK && (rc = rl_config_from_json(cj, cn, &c)) != LS_OK) ls_err_wrap(rc, "%s", o->config);
+    if (rc == LS_OK && (rc = rl_config_from_json(cj, cn, &in->cfg)) != LS_OK) ls_err_wrap(rc, "%s", o->config);
     free(cj);
-    ls_rl_task *tk;
-    int ntk;
-    if (rc == LS_OK && (rc = ls_rl_tasks_read(c.tasks, &tk, &ntk)) == LS_OK) ls_rl_tasks_free(tk, ntk);
+    return rc == LS_OK ? ls_rl_tasks_read(in->cfg.tasks, &in->tasks, &in->n_tasks) : rc;
+}
+
+int ls_rl_worker_check(const ls_rl_worker_opts *o, ls_rl_inputs **in) {
+    *in = calloc(1, sizeof **in);
+    if (!*in) return ls_err(LS_ENOMEM, "out of memory");
+    int rc = worker_check(o, *in);
+    if (rc != LS_OK) ls_rl_inputs_free(*in), *in = NULL;
     return rc;
 }
 
-int ls_rl_worker(const ls_rl_worker_opts *o) {
-    LS_TRY(ls_rl_worker_check(o));
-    if (!strcmp(o->role, "manager")) return rl_manager_main(o);
-    if (!strcmp(o->role, "trainer")) return rl_trainer_main(o);
-    return !strcmp(o->role, "rollout") ? rl_rollout_main(o) : rl_relay_main(o);
+int ls_rl_worker(const ls_rl_worker_opts *o, const ls_rl_inputs *in) {
+    ls_rl_inputs *own = NULL;
+    if (!in) LS_TRY(ls_rl_worker_check(o, &own));
+    if (!in) in = own;
+    int rc = !strcmp(o->role, "manager")   ? rl_manager_main(o, in)
+             : !strcmp(o->role, "trainer") ? rl_trainer_main(o)
+             : !strcmp(o->role, "rollout") ? rl_rollout_main(o)
+                                           : rl_relay_main(o);
+    ls_rl_inputs_free(own);
+    return rc;
 }
 
 /* ---------------------------------------------------------------- processes */
@@ -156,8 +172,10 @@ static void stop_all(child *c, int n) {
     }
 }
 
-int ls_rl_run_check(const ls_rl_run_opts *o) {
-    if (!o->exe || !o->tasks) return ls_err(LS_EINVAL, "rl run: needs the llmsys binary and a task file");
+/* o's values and where its outputs go (no file is read) */
+static int run_values(const ls_rl_run_opts *o) {
+    if (!o->exe || !o->tasks || !o->workdir)
+        return ls_err(LS_EINVAL, "rl run: needs the llmsys binary, a task file and a work directory");
     if (o->init && o->sft_steps > 0)
         return ls_err(LS_EINVAL, "rl run: --sft-steps applies to a fresh model; drop it or --init");
     if (o->rollouts < 1 || o->rollouts > 32 || o->relays < 1 || o->relays > 16)
@@ -187,16 +205,27 @@ int ls_rl_run_check(const ls_rl_run_opts *o) {
         ls_path_replaces(o->init, o->report))
         return ls_err(LS_EINVAL, "rl run: --report %s would replace an input (--tasks, --heldout or --init)",
                       o->report);
-    /* the inputs, read once here rather than in every worker or after the warm start (a bad one
-     * is the command line's: LS_ENOTFOUND, LS_EFORMAT, ...) */
-    const char *files[2] = {o->tasks, o->heldout};
-    for (int i = 0; i < 2; i++) {
-        if (!files[i]) continue;
-        ls_rl_task *tk;
-        int ntk;
-        LS_TRY(ls_rl_tasks_read(files[i], &tk, &ntk));
-        ls_rl_tasks_free(tk, ntk);
+    /* nor do the run's copies of --tasks and --heldout (rewritten from what was read, they would
+     * lose what the reader ignores) */
+    const char *in[3][2] = {{"tasks", o->tasks}, {"heldout", o->heldout}, {"init", o->init}};
+    for (int k = 0; k < 2; k++) {
+        char copy[1100];
+        snprintf(copy, sizeof copy, "%s/%s.jsonl", o->workdir, k ? "heldout" : "tasks");
+        for (int i = 0; i < 3; i++)
+            if (ls_path_replaces(in[i][1], copy))
+                return ls_err(LS_EINVAL,
+                              "rl run: --%s %s is where the run keeps its copy of --%s; choose another "
+                              "--workdir or move the file",
+                              in[i][0], in[i][1], k ? "heldout" : "tasks");
     }
+    return LS_OK;
+}
+
+/* The inputs, read once here (a bad one is the command line's: LS_ENOTFOUND, LS_EFORMAT, ...);
+ * the warm start and the run's copies for its workers are made from what was read. */
+static int run_inputs(const ls_rl_run_opts *o, ls_rl_inputs *in) {
+    LS_TRY(ls_rl_tasks_read(o->tasks, &in->tasks, &in->n_tasks));
+    if (o->heldout) LS_TRY(ls_rl_tasks_read(o->heldout, &in->heldout, &in->n_heldout));
     if (o->init) {
         ls_st_file *ck;
         ls_model_config mc;
@@ -206,14 +235,23 @@ int ls_rl_run_check(const ls_rl_run_opts *o) {
     return LS_OK;
 }
 
-int ls_rl_run(const ls_rl_run_opts *o) {
-    LS_TRY(ls_rl_run_check(o));
+int ls_rl_run_check(const ls_rl_run_opts *o, ls_rl_inputs **in) {
+    *in = NULL;
+    LS_TRY(run_values(o));
+    if (!(*in = calloc(1, sizeof **in))) return ls_err(LS_ENOMEM, "out of memory");
+    int rc = run_inputs(o, *in);
+    if (rc != LS_OK) ls_rl_inputs_free(*in), *in = NULL;
+    return rc;
+}
+
+static int run(const ls_rl_run_opts *o, const ls_rl_inputs *in) {
     if (o->report) LS_TRY(ls_out_path_check("report", o->report));
     LS_TRY(ls_mkdirs(o->workdir));
     char init[1200];
     if (!o->init)
-        LS_TRY(ls_rl_warm_start(o->tasks, o->heldout ? 0 : o->eval_n, o->workdir, o->sft_steps < 0 ? 1500 : o->sft_steps,
-                                o->sft_batch, o->sft_lr, o->seed, init, sizeof init, o->quiet));
+        LS_TRY(ls_rl_warm_start(in->tasks, in->n_tasks, o->heldout ? 0 : o->eval_n, o->workdir,
+                                o->sft_steps < 0 ? 1500 : o->sft_steps, o->sft_batch, o->sft_lr, o->seed, init,
+                                sizeof init, o->quiet));
     if (!o->quiet) {
         printf("rl run: %s, %d rollouts, %d relays, %d updates of %d groups x %d\n", ls_rl_mode_name(o->mode),
                o->rollouts, o->relays, o->updates, o->batch_groups, o->group);
@@ -222,16 +260,14 @@ int ls_rl_run(const ls_rl_run_opts *o) {
     rl_config c;
     memset(&c, 0, sizeof c);
     c.mode = o->mode;
-    char *rp = realpath(o->tasks, NULL);
-    if (!rp) return ls_err(LS_ENOTFOUND, "%s: %s", o->tasks, strerror(errno));
-    snprintf(c.tasks, sizeof c.tasks, "%s", rp);
+    /* the workers read the run's copies of the tasks it read, never the files again */
+    char *rp = realpath(o->workdir, NULL);
+    if (!rp) return ls_err(LS_EIO, "%s: %s", o->workdir, strerror(errno));
+    snprintf(c.tasks, sizeof c.tasks, "%s/tasks.jsonl", rp);
+    if (in->heldout) snprintf(c.heldout, sizeof c.heldout, "%s/heldout.jsonl", rp);
     free(rp);
-    if (o->heldout) {
-        rp = realpath(o->heldout, NULL);
-        if (!rp) return ls_err(LS_ENOTFOUND, "%s: %s", o->heldout, strerror(errno));
-        snprintf(c.heldout, sizeof c.heldout, "%s", rp);
-        free(rp);
-    }
+    LS_TRY(ls_rl_tasks_write(c.tasks, in->tasks, in->n_tasks));
+    if (in->heldout) LS_TRY(ls_rl_tasks_write(c.heldout, in->heldout, in->n_heldout));
     rp = realpath(o->init ? o->init : init, NULL);
     if (!rp) return ls_err(LS_ENOTFOUND, "%s: %s", o->init ? o->init : init, strerror(errno));
     snprintf(c.init, sizeof c.init, "%s", rp);
@@ -362,4 +398,12 @@ finished:
     if (rc == LS_OK && !fresh) rc = ls_err(LS_EIO, "rl run: the manager left no report at %s", c.report);
     return rc;
 #undef START
+}
+
+int ls_rl_run(const ls_rl_run_opts *o, const ls_rl_inputs *in) {
+    ls_rl_inputs *own = NULL;
+    if (!in) LS_TRY(ls_rl_run_check(o, &own));
+    int rc = run(o, in ? in : own);
+    ls_rl_inputs_free(own);
+    return rc;
 }

@@ -158,7 +158,7 @@ int ls_rl_tasks_write(const char *path, const ls_rl_task *t, int n) {
             return ls_err(LS_ENOMEM, "tasks: out of memory");
         }
         cJSON_AddNumberToObject(o, "id", (double)t[i].id);
-        cJSON_AddStringToObject(o, "kind", ls_rl_kind_name(t[i].kind));
+        if (t[i].kind >= 0) cJSON_AddStringToObject(o, "kind", ls_rl_kind_name(t[i].kind)); /* -1: none given */
         cJSON_AddStringToObject(o, "prompt", t[i].prompt);
         cJSON_AddStringToObject(o, "answer", t[i].answer);
         cJSON_AddNumberToObject(o, "len", t[i].len);

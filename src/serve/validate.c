@@ -18,6 +18,7 @@ struct ls_validate {
     ls_plan_cluster *cl;
     ls_plan_arch arch;
     ls_plan_problem *pb;
+    cJSON *profile; /* opts.profile, read and checked by _open (written to the work directory by _profile) */
 };
 
 ls_validate_opts ls_validate_defaults(void) {
@@ -74,10 +75,16 @@ int ls_validate_open(ls_validate **out, const ls_validate_opts *o) {
     ls_validate_result *r = &v->r;
     r->host_capacity = r->first_capacity = r->hop_s = NAN;
     int rc = LS_OK, *fbits = NULL;
-    if (o->workdir) {
+    /* the given profile, read once here and checked as the cluster will read it: its errors name
+     * the user's path, before any work (was: found through the cluster file, a relative path then
+     * looked up in the work directory and named there) */
+    ls_plan_profile p;
+    if (o->profile && (rc = ls_json_read_file(o->profile, &v->profile)) == LS_OK)
+        rc = ls_plan_profile_parse(v->profile, o->profile, &p);
+    if (rc == LS_OK && o->workdir) {
         snprintf(r->dir, sizeof r->dir, "%s", o->workdir);
         rc = ls_mkdirs(r->dir);
-    } else {
+    } else if (rc == LS_OK) {
         snprintf(r->dir, sizeof r->dir, "/tmp/llmsys-validate-XXXXXX");
         if (!mkdtemp(r->dir))
             rc = ls_err(LS_EIO, "mkdtemp %s failed", r->dir);
@@ -85,6 +92,7 @@ int ls_validate_open(ls_validate **out, const ls_validate_opts *o) {
             v->own_dir = 1;
     }
     if (rc) {
+        cJSON_Delete(v->profile);
         free(v);
         return rc;
     }
@@ -116,11 +124,8 @@ static int uniq_grid(int *v, int n, int hi) {
 
 int ls_validate_profile(ls_validate *v) {
     ls_validate_result *r = &v->r;
-    if (v->o.profile) {
-        snprintf(r->profile, sizeof r->profile, "%s", v->o.profile);
-        return LS_OK;
-    }
     snprintf(r->profile, sizeof r->profile, "%s/profile.json", r->dir);
+    if (v->profile) return ls_json_write_file(r->profile, v->profile); /* the one _open read */
     /* a grid that brackets the workload */
     const ls_plan_workload *wl = &v->o.wl;
     int n_ctx = r->cfg.n_ctx;
@@ -470,6 +475,7 @@ void ls_validate_free(ls_validate *v) {
     free(v->pb);
     ls_plan_cluster_free(v->cl);
     ls_plan_catalog_free(v->cat);
+    cJSON_Delete(v->profile);
     free(v);
 }
 

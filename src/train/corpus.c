@@ -78,26 +78,12 @@ static int builder_add(builder *b, const unsigned char *d, size_t len) {
     return LS_OK;
 }
 
-/* Text, not binary: no NUL byte and at most 5% control bytes other than whitespace,
- * backspace and escape. UTF-8 (bytes >= 0x80) counts as text. */
-static int looks_binary(const unsigned char *d, size_t len) {
-    size_t ctrl = 0;
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = d[i];
-        if (c == 0) return 1;
-        if ((c < 32 && c != '\t' && c != '\n' && c != '\r' && c != '\f' && c != '\v' && c != '\b' && c != 27) ||
-            c == 127)
-            ctrl++;
-    }
-    return ctrl * 20 > len;
-}
-
 static int add_file(builder *b, const char *path, int explicit_path, int *added) {
     char *data;
     size_t len;
     LS_TRY(ls_file_read(path, &data, &len));
     int rc = LS_OK;
-    if (looks_binary((const unsigned char *)data, len)) {
+    if (ls_is_binary(data, len)) { /* core.h: the rule of every text input */
         if (explicit_path)
             rc = ls_err(LS_EFORMAT, "%s: binary data (NUL or control bytes), expected text", path);
         else
@@ -118,7 +104,7 @@ static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *
 static int add_dir(builder *b, const char *dir, int depth, int *added) {
     if (depth > 32) return ls_err(LS_EINVAL, "%s: directories nested too deep", dir);
     DIR *d = opendir(dir);
-    if (!d) return ls_err(errno == ENOENT ? LS_ENOTFOUND : LS_EIO, "%s: %s", dir, strerror(errno));
+    if (!d) return ls_err(ls_file_input_status(errno), "%s: %s", dir, strerror(errno));
     char **names = NULL;
     size_t n = 0, cap = 0;
     int rc = LS_OK;
@@ -247,7 +233,7 @@ int ls_corpus_load(ls_corpus **out, const char *const *paths, int n, const ls_co
         int added = 0, rc;
         struct stat st;
         if (stat(paths[i], &st) != 0) {
-            rc = ls_err(errno == ENOENT ? LS_ENOTFOUND : LS_EIO, "%s: %s", paths[i], strerror(errno));
+            rc = ls_err(ls_file_input_status(errno), "%s: %s", paths[i], strerror(errno));
         } else if (S_ISDIR(st.st_mode)) {
             rc = add_dir(&b, paths[i], 0, &added);
             if (rc == LS_OK && added == 0 && b.bytes < b.max_bytes)
@@ -272,7 +258,7 @@ int ls_corpus_from_docs(ls_corpus **out, const char *what, const char *const *do
     for (int i = 0; i < n; i++) {
         size_t len = lens ? lens[i] : strlen(docs[i]);
         int rc = LS_OK;
-        if (looks_binary((const unsigned char *)docs[i], len))
+        if (ls_is_binary(docs[i], len))
             rc = ls_err(LS_EFORMAT, "%s: document %d is binary data, expected text", what, i);
         if (rc == LS_OK) rc = builder_add(&b, (const unsigned char *)docs[i], len);
         if (rc < 0) {

@@ -408,11 +408,10 @@ bad "m e g" "plan list --data" -- plan list --data @F@
 bad "m e g" "plan validate --model" -- plan validate --model @F@ --stages 1 --runs 1 --reps 1
 bad "m e g" "plan validate --profile" -- plan validate --config tiny --profile @F@ --stages 1 --runs 1 --reps 1
 bad "m e g" "loader serve --mix" -- loader serve --mix @F@ --ranks 1 --port 0
-bad "m" "loader serve --resume" -- loader serve --mix mix.json --ranks 1 --port 0 --resume @F@
-NAMED="loader state" bad "e g" "loader serve --resume" -- loader serve --mix mix.json --ranks 1 --port 0 --resume @F@
+bad "m e g" "loader serve --resume" -- loader serve --mix mix.json --ranks 1 --port 0 --resume @F@
 bad "m e g" "loader serve --tokenizer" -- loader serve --mix mix.json --ranks 1 --port 0 --tokenizer @F@
 bad "m e g" "loader stats --mix" -- loader stats --mix @F@ --ranks 1 --steps 2
-bad "m e" "loader tokenize --in" -- loader tokenize --in @F@ --out x.lstok
+bad "m e g" "loader tokenize --in" -- loader tokenize --in @F@ --out x.lstok
 bad "m e g" "victim train --data" -- victim train --type logreg --data @F@ --out x.bin --quiet
 bad "m e g" "victim serve --model" -- victim serve --model @F@ --port 0 --duration 0.1
 bad "m e g" "victim serve --keys" -- victim serve --model v.bin --keys @F@ --port 0 --duration 0.1
@@ -433,6 +432,47 @@ bad "m g" "tokenizer decode --input" -- tokenizer decode --tokenizer tok.json --
 bad "m e g" "llmsys --keys" -- --keys @F@ keys gen --out xk
 bad "m e g" "sim rl --trace" -- sim rl --models qwen2.5-7b --gpus 64 --updates 2 --batch 256 --trace @F@
 bad "m e g" "sim rl --calibrate" -- sim rl --calibrate @F@
+# --profile names the user's path as given (was: a missing relative one named inside the work
+# directory, /tmp/llmsys-validate-*/missing.in), before any work (nothing printed)
+expect 2 "plan validate --profile nodir/p.json" -- "$BIN" plan validate --config tiny --stages 1 --runs 1 --reps 1 --profile nodir/p.json
+grep -qx "llmsys: nodir/p.json: No such file or directory" "$T/err" && [ ! -s "$T/out" ] || fail "plan validate --profile nodir/p.json: $(cat "$T/err" "$T/out")"
+echo '{"format": "llmsys-profile", "version": 1}' > rowless.json
+expect 2 "plan validate --profile of no rows" -- "$BIN" plan validate --config tiny --stages 1 --runs 1 --reps 1 --profile rowless.json
+grep -q "^llmsys: rowless.json: " "$T/err" && [ ! -s "$T/out" ] || fail "plan validate --profile rowless.json: $(cat "$T/err" "$T/out")"
+# loader tokenize: a binary file (train --data's rule: a NUL byte, or more than 5% control bytes)
+# named as the input is refused naming it, nothing written (was: tokenized byte by byte, exit 0);
+# one met in a directory is skipped, as train --data skips it; text in any encoding is text
+head -c 3000 "$BIN" > elf.in
+printf 'caf\303\251 cr\350me\n' > mixed.in # UTF-8 and Latin-1
+mkdir -p tokdir && cp elf.in tokdir/a.bin && cp corpus.txt tokdir/b.txt
+for f in elf.in tokdir/a.bin; do
+    expect 2 "loader tokenize --in $f (binary)" -- "$BIN" loader tokenize --in "$f" --out x.lstok
+    grep -qF "$f: binary data (NUL or control bytes), expected text" "$T/err" || fail "loader tokenize $f: $(cat "$T/err")"
+done
+expect 0 "loader tokenize --in of Latin-1 and UTF-8 text" -- "$BIN" loader tokenize --in mixed.in --out tm.lstok
+expect 0 "loader tokenize --in DIR with a binary file" -- "$BIN" loader tokenize --in tokdir --out td.lstok
+grep -q "wrote td.lstok: 1 documents" "$T/out" || fail "loader tokenize DIR: $(cat "$T/out")"
+# an input file or directory the command may not read (EACCES) is as bad as a missing one: exit 2,
+# one line naming it (was: 1). Root reads any file, so as root the commands run without
+# CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH (setpriv); skipped where neither makes it unreadable
+printf 'the text\n' > noread.in && mkdir -p noread.d && cp corpus.txt noread.d/ && chmod 000 noread.in noread.d
+nocap=()
+[ "$(id -u)" -eq 0 ] && nocap=(setpriv --bounding-set=-dac_override,-dac_read_search)
+if ! "${nocap[@]}" true 2> /dev/null || "${nocap[@]}" cat noread.in > /dev/null 2>&1; then
+    echo "skip  unreadable inputs: a mode-000 file is readable here"
+else
+    for c in "train --config tiny --steps 1 --out x.safetensors --data" "eval --model m.safetensors --data" \
+        "eval --data corpus.txt --model" "tokenizer train --vocab-size 280 --out x.json --input" \
+        "loader tokenize --out x.lstok --in" "rl run --quiet --workdir xw --tasks" "plan validate --config tiny --profile"; do
+        read -ra a <<< "$c"
+        for f in noread.in noread.d; do
+            case "$c $f" in *"--data noread.d" | *"--in noread.d") ;; *noread.d) continue ;; esac
+            expect 2 "$c $f (permission denied)" -- timeout 20 "${nocap[@]}" "$BIN" "${a[@]}" "$f"
+            grep -qF "$f: " "$T/err" && grep -q "Permission denied" "$T/err" || fail "$c $f: $(cat "$T/err")"
+        done
+    done
+fi
+chmod 700 noread.d && chmod 600 noread.in
 # a directory where an input file belongs is no file of its format either (was: exit 1)
 mkdir -p adir
 for c in "eval --data corpus.txt --model" "victim serve --port 0 --duration 0.1 --model" "loader stats --ranks 1 --mix"; do

@@ -105,10 +105,14 @@ for s in $(seq 5 11); do
 done
 diff "$T/ref0" "$T/b0" > /dev/null || die "rank 0 batches differ after kill/restart"
 diff "$T/ref1" "$T/b1" > /dev/null || die "rank 1 batches differ after kill/restart"
-# a corrupt state blob is refused at start
+# a corrupt state blob is refused at start, naming its file (was: "loader state: ..." alone); so is
+# a state whose bytes changed (its checksum)
 printf 'garbage' > "$T/bad.state"
 "$LLMSYS" loader serve --mix "$T/mix.json" --ranks 2 --port 0 --resume "$T/bad.state" 2> "$T/err"; [ $? -eq 2 ] || die "bad state accepted"
-grep -q "loader state" "$T/err" || die "bad state message"
+grep -q "bad.state: loader state" "$T/err" || die "bad state message: $(cat "$T/err")"
+python3 -c "import sys; b = bytearray(open(sys.argv[1], 'rb').read()); b[12] ^= 1; open(sys.argv[2], 'wb').write(b)" "$T/state" "$T/flip.state"
+"$LLMSYS" loader serve --mix "$T/mix.json" --ranks 2 --port 0 --resume "$T/flip.state" 2> "$T/err"; [ $? -eq 2 ] || die "changed state accepted"
+grep -q "flip.state: loader state: checksum mismatch" "$T/err" || die "changed state message: $(cat "$T/err")"
 
 # llmsys train --loader: 2 steps from the service, the loader state saved beside the
 # checkpoint, service restarted from it, training resumed to step 4

@@ -7,6 +7,21 @@
 . "$(dirname "$0")/../lib.sh" "$1"
 "$BIN" plan validate --config tiny --stages 2 --batch 2 --prompt 8 --gen 4 --runs 1 --reps 1 --algos splitquant,uniform \
     --quality none --workdir "$T" --report "$T/r.json" > "$T/out" 2>&1 || { echo "FAIL plan validate:"; tail -5 "$T/out"; exit 1; }
+# --profile: the file the user named, read before the work (its errors name that path), then used
+# as read; a relative path that is missing is not looked up in the work directory (was: the
+# work directory's profile.json used in its place, and a missing one named there)
+mkdir -p "$T/elsewhere" "$T/w2"
+cp "$T/profile.json" "$T/elsewhere/mine.json"
+(cd "$T/elsewhere" && "$BIN" plan validate --config tiny --stages 1 --batch 2 --prompt 8 --gen 4 --runs 1 --algos uniform \
+    --quality none --workdir "$T" --profile profile.json) > "$T/out2" 2> "$T/err2"
+rc=$?
+[ $rc = 2 ] && grep -qx "llmsys: profile.json: No such file or directory" "$T/err2" && [ ! -s "$T/out2" ] ||
+    { echo "FAIL --profile missing here, present in --workdir: exit $rc: $(cat "$T/err2")"; exit 1; }
+(cd "$T/elsewhere" && "$BIN" plan validate --config tiny --stages 1 --batch 2 --prompt 8 --gen 4 --runs 1 --algos uniform \
+    --quality none --workdir "$T/w2" --profile mine.json) > "$T/out2" 2>&1 || { echo "FAIL --profile mine.json:"; tail -5 "$T/out2"; exit 1; }
+python3 -c "import json, sys; sys.exit(json.load(open('$T/w2/cluster.json'))['nodes'][0]['profile'] != '$T/w2/profile.json')" &&
+    cmp -s <(python3 -m json.tool "$T/w2/profile.json") <(python3 -m json.tool "$T/profile.json") ||
+    { echo "FAIL the run's cluster does not name its copy of the given profile"; exit 1; }
 /usr/bin/python3 - "$T/r.json" <<'PY'
 import json, math, sys
 r = json.load(open(sys.argv[1]))

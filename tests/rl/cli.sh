@@ -66,4 +66,25 @@ expect 1 "a run past its timeout" -- timeout 120 "$BIN" rl run --tasks "$T/t.jso
 cmp -s "$T/ar/report.json" "$T/ar-report.json" || fail "the failed run lost the earlier report"
 grep -q "not finished within 1 s" "$T/err" || fail "the failed run does not say why: $(cat "$T/err")"
 expect 2 "negative rollout batch" -- "$BIN" rl run --tasks "$T/t.jsonl" --rollout-batch -1 --workdir "$T/w5" --quiet
+# rl run reads --tasks once, at its start-up: the warm start uses what it read and the workers the
+# run's copy of it (WORKDIR/tasks.jsonl), so a task file replaced once the run has begun changes
+# nothing (was: read again by the warm start, the manager and the trainer, which failed on it)
+cp "$T/t.jsonl" "$T/t2.jsonl"
+timeout 120 "$BIN" rl run --tasks "$T/t2.jsonl" --sft-steps 100 --updates 1 --group 2 --batch-groups 1 --max-seqs 2 \
+    --max-new 4 --rollouts 1 --relays 1 --eval-n 2 --quiet --workdir "$T/once" > "$T/once.out" 2>&1 &
+run=$!
+for i in $(seq 1 600); do [ -d "$T/once" ] || ! kill -0 $run 2> /dev/null && break; sleep 0.05; done
+echo "not a task file" > "$T/t2.jsonl"
+wait $run
+rc=$?
+[ $rc = 0 ] || fail "rl run, its task file replaced once begun: exit $rc: $(tail -2 "$T/once.out")"
+cmp -s "$T/t.jsonl" "$T/once/tasks.jsonl" || fail "the run's copy of its tasks is not what it read"
+# the copies never replace an input (rewritten from what was read, a file would lose what the
+# reader ignores): an input naming WORKDIR/tasks.jsonl or WORKDIR/heldout.jsonl is refused, kept
+mkdir -p "$T/w6" && cp "$T/a.jsonl" "$T/w6/tasks.jsonl"
+expect 2 "--heldout where the run keeps its copy of --tasks" -- "$BIN" rl run --tasks "$T/t.jsonl" \
+    --heldout "$T/w6/tasks.jsonl" --workdir "$T/w6" --quiet
+grep -qF -- "--heldout $T/w6/tasks.jsonl is where the run keeps its copy of --tasks" "$T/err" || fail "copy message: $(cat "$T/err")"
+expect 2 "--tasks where the run keeps its copy of --tasks" -- "$BIN" rl run --tasks "$T/w6/tasks.jsonl" --workdir "$T/w6" --quiet
+cmp -s "$T/a.jsonl" "$T/w6/tasks.jsonl" || fail "a refused run replaced its input"
 finish rl.cli

@@ -1,6 +1,9 @@
 /* test_rl_tasks.c - rewards on hand-made cases, generators checked against independent
  * solutions, the long-tail length law, and the JSONL task file (round trip, bad files). */
+#include <signal.h>
 #include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "llmsys/rl.h"
 #include "test.h"
@@ -108,6 +111,13 @@ static void test_files(void) {
     CHECK_EQ_INT(m, 2);
     CHECK(u[0].id == 0 && u[0].len == 2 && u[0].kind == -1);
     CHECK(u[1].id == 7 && u[1].len == 5);
+    /* written back (as rl run keeps its copy) and read again: the same tasks, still without a
+     * kind (was: written as "kind":"?", which no read accepts) */
+    CHECK(ls_rl_tasks_write("test_rl_tasks.jsonl", u, m) == LS_OK);
+    ls_rl_tasks_free(u, m);
+    CHECK_MSG(ls_rl_tasks_read("test_rl_tasks.jsonl", &u, &m) == LS_OK, "%s", ls_errmsg());
+    CHECK(m == 2 && u[0].kind == -1 && u[0].id == 0 && u[0].len == 2 && !strcmp(u[0].answer, "bc"));
+    CHECK(m == 2 && u[1].kind == -1 && u[1].id == 7 && u[1].len == 5);
     ls_rl_tasks_free(u, m);
     const char *bad[][2] = {
         {"{\"prompt\":\"a=\",\"answer\":\"b\"}\n{\"prompt\":\"a=\"}\n", ":2:"},
@@ -131,10 +141,40 @@ static void test_files(void) {
     CHECK(ls_rl_tasks_generate(&g, &t, &n) == LS_EINVAL);
 }
 
+/* The manager runs on the config and task file its check read: both removed after the check, it
+ * still starts (binds and writes its endpoint); it used to read them again and fail. */
+static void test_manager_reads_once(void) {
+    const char *cfg = "test_rl_mgr.json", *tasks = "test_rl_mgr.jsonl", *port = "test_rl_mgr.endpoint";
+    write_file(tasks, "{\"prompt\":\"a=\",\"answer\":\"b\"}\n");
+    write_file(cfg, "{\"tasks\":\"test_rl_mgr.jsonl\",\"updates\":1}");
+    remove(port);
+    ls_rl_worker_opts w = {.role = "manager", .config = cfg, .port_file = port};
+    ls_rl_inputs *in = NULL;
+    CHECK_MSG(ls_rl_worker_check(&w, &in) == LS_OK && in, "%s", ls_errmsg());
+    remove(cfg);
+    write_file(tasks, "not a task file\n");
+    pid_t pid = fork();
+    if (pid == 0) _exit(ls_rl_worker(&w, in) == LS_OK ? 0 : 1);
+    int up = 0, ended = 0, st;
+    for (int i = 0; i < 200 && !up && !ended; i++) { /* 10 s */
+        FILE *f = fopen(port, "r");
+        up = f && fgetc(f) != EOF;
+        if (f) fclose(f);
+        ended = !up && waitpid(pid, &st, WNOHANG) == pid; /* it failed */
+        if (!up && !ended) usleep(50000);
+    }
+    CHECK_MSG(up, "the manager did not start on what its check read");
+    if (pid > 0 && !ended) kill(pid, SIGKILL), waitpid(pid, &st, 0);
+    ls_rl_inputs_free(in);
+    remove(tasks);
+    remove(port);
+}
+
 int main(void) {
     RUN(test_rewards);
     RUN(test_generators);
     RUN(test_lengths);
     RUN(test_files);
+    RUN(test_manager_reads_once);
     return TEST_RESULT();
 }
