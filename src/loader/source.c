@@ -170,6 +170,20 @@ static const cJSON *jsonl_text(const cJSON *j, const char *field) {
     return cJSON_IsString(v) ? v : NULL;
 }
 
+/* 1 when the JSON text [p, e) holds a \u0000 escape: cJSON decodes it to a NUL, which ends
+ * the C string and would cut the document short without a word. */
+static int has_nul_escape(const char *p, const char *e) {
+    while (p < e) {
+        if (*p != '\\') {
+            p++;
+            continue;
+        }
+        if (e - p >= 6 && !memcmp(p + 1, "u0000", 5)) return 1;
+        p += 2; /* an escape: the backslash and what it escapes */
+    }
+    return 0;
+}
+
 static int index_jsonl(ls_src *s, uint32_t f, const char *buf, size_t len, int strict) {
     const char *p = buf, *end = buf + len;
     int line = 0;
@@ -180,17 +194,21 @@ static int index_jsonl(ls_src *s, uint32_t f, const char *buf, size_t len, int s
         if (!is_blank_line(p, end)) {
             cJSON *j = cJSON_ParseWithLength(p, (size_t)(eol - p));
             const cJSON *v = j ? jsonl_text(j, s->spec.field) : NULL;
-            const char *why = !j ? "malformed JSON" : !v ? "no string field" : NULL;
+            const char *why = !j                       ? "malformed JSON"
+                              : !v                     ? "no string field"
+                              : has_nul_escape(p, eol) ? "a \\u0000 escape (a NUL would cut the text short)"
+                                                       : NULL;
+            int named = j && !v; /* the field is named where it is missing */
             /* The token count is known from here on, so steps are built without reading. */
             size_t tlen = v ? strlen(v->valuestring) : 0;
             cJSON_Delete(j);
             if (why) {
                 if (strict)
-                    return ls_err(LS_EFORMAT, "%s:%d: %s%s%s", s->files[f], line, why, j ? " " : "",
-                                  j ? s->spec.field : "");
+                    return ls_err(LS_EFORMAT, "%s:%d: %s%s%s", s->files[f], line, why, named ? " " : "",
+                                  named ? s->spec.field : "");
                 if (s->skipped < MAX_WARNINGS)
-                    LS_WARN("%s:%d: %s%s%s, line skipped", s->files[f], line, why, j ? " " : "",
-                            j ? s->spec.field : "");
+                    LS_WARN("%s:%d: %s%s%s, line skipped", s->files[f], line, why, named ? " " : "",
+                            named ? s->spec.field : "");
                 s->skipped++;
             } else {
                 LS_TRY(add_doc(s, f, (uint64_t)(p - buf), (size_t)(eol - p), tlen));

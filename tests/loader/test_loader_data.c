@@ -85,6 +85,21 @@ static void test_sources_and_config(void) {
     CHECK(ls_loader_open(&ld, &mix, 2, &o) == LS_EFORMAT);
     CHECK_MSG(strstr(ls_errmsg(), "math.jsonl:11") != NULL, "%s", ls_errmsg());
     mix.strict = 0;
+    /* a \u0000 escape would end the decoded text at the NUL: the line is skipped (strict: an
+     * error naming it); an escaped backslash before u0000 is text */
+    write_file("nul.jsonl", "{\"text\": \"ab\"}\n{\"text\": \"a\\u0000b\"}\n{\"text\": \"a\\\\u0000b\"}\n");
+    char nj[512];
+    snprintf(nj, sizeof nj,
+             "{\"n_ctx\": 64, \"sources\": [{\"name\": \"n\", \"type\": \"jsonl\", \"path\": \"nul.jsonl\"}]}");
+    ls_loader_mix mn;
+    CHECK_EQ_INT(ls_loader_mix_parse(nj, dir, &mn), 0);
+    CHECK_EQ_INT(ls_loader_open(&ld, &mn, 1, &o), 0);
+    CHECK_EQ_INT(ls_loader_source_docs(ld, 0), 2);
+    CHECK_EQ_INT(ls_loader_source_skipped(ld, 0), 1);
+    ls_loader_close(ld);
+    mn.strict = 1;
+    CHECK(ls_loader_open(&ld, &mn, 1, &o) == LS_EFORMAT);
+    CHECK_MSG(strstr(ls_errmsg(), "nul.jsonl:2: a \\u0000 escape") != NULL, "%s", ls_errmsg());
     /* .lstok round trip: same documents and tokens as the text source. */
     char tok[512];
     snprintf(tok, sizeof tok, "%s/code.lstok", dir);
