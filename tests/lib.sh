@@ -6,6 +6,10 @@
 # the script, corpus, freeport, mpirun's root flag in root[], wait_file (wait.sh).
 set -u
 BIN=$1
+# the CLI re-execs itself once to set OMP_WAIT_POLICY=passive before libgomp loads (src/core/
+# util.c); set here, each of a script's many starts loads its libraries once, not twice
+# (cli.args checks the re-exec itself)
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 # named from the script's path only: a script that sources this file without arguments passes
 # its own, so $2 is no name
 T=$(mktemp -d "/tmp/llmsys-$(basename "$(dirname "$0")")-$(basename "$0" .sh)-XXXXXX")

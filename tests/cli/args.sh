@@ -68,4 +68,9 @@ expect2 "--out needs a value" -- "$bin" tokenizer train --input a b --vocab-size
 expect2 "missing required option --vocab-size" -- "$bin" tokenizer train --input a --special x --out t.json
 "$bin" tokenizer train --input a --help > /dev/null 2> "$T/err" && [ ! -s "$T/err" ] \
   || { fail "tokenizer train --input a --help: $(cat "$T/err")"; }
+# with no policy set, the CLI re-execs itself with the passive one: libgomp, loaded twice, says
+# its spin count at each load (OMP_DISPLAY_ENV), 300000 and then 0
+env -u OMP_WAIT_POLICY OMP_DISPLAY_ENV=verbose "$bin" --help > /dev/null 2> "$T/omp"
+spins=$(grep -o "GOMP_SPINCOUNT = '[0-9]*'" "$T/omp" | tr -dc "0-9\n" | paste -sd, -)
+[ "${spins##*,}" = 0 ] && [ "$spins" != 0 ] || fail "no re-exec with OMP_WAIT_POLICY=passive: spin counts '$spins'"
 finish cli.args
