@@ -9,7 +9,7 @@
  * sums and the 12 fp32 outputs in registers (the outputs updated once per group, stored
  * once per tile); and 32 rows x 2 token blocks, four passes of 8 rows whose 16 fp32
  * outputs live in out (updated once per group), for AMD Zen 5 (ls_quant_pf_avx512_level in
- * quant.c). Both take each group's int32 sums from group_sums. */
+ * quant.c). */
 #include <immintrin.h>
 #include <string.h>
 
@@ -22,53 +22,35 @@
  * 4 x 3, 4 x 2, 8 x 1 and 3 x 4 by 3-10 % at K = 256, 5-7 % behind 8 x 2 at K = 1024 */
 enum { RB5 = 6, TB5 = 2 };
 
-/* vpdpbusd as asm: GCC 12 copies each accumulator twice around the intrinsic */
-TARGET static inline __attribute__((always_inline)) __m512i dpbusd(__m512i acc, __m512i x, __m512i w) {
-    __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(x), "v"(w));
-    return acc;
-}
-
-/* Group g's int32 sums of rows i0..i0+RB-1 x TB <= 2 token blocks (activations from x0) into
- * acc, the same in both tiles: each starts at -128·Σcodes (the u8 offset of the activations,
- * removed), then one vpdpbusd per column quad of the group (kg = K4/G of them); use_asm:
- * through dpbusd, else the intrinsic (each tile keeps the form it was measured with). */
-TARGET static inline __attribute__((always_inline)) void group_sums(const ls_quant_pf *p, const uint8_t *x0, int i0,
-                                                                    int RB, int TB, int g, int kg, int use_asm,
-                                                                    __m512i acc[][2]) {
-    const ls_quant_xpack *a = &p->x;
-    _Pragma("GCC unroll 8") for (int i = 0; i < RB; i++) {
-        __m512i off = _mm512_set1_epi32(-p->ws[i0 + i][g]);
-        LS_UNROLL
-        for (int t = 0; t < TB; t++) acc[i][t] = off;
-    }
-    for (int k = g * kg; k < (g + 1) * kg; k++) {
-        __m512i xv[2];
-        LS_UNROLL
-        for (int t = 0; t < TB; t++) xv[t] = _mm512_load_si512((const void *)(x0 + ((size_t)t * a->K4 + k) * 64));
-        _Pragma("GCC unroll 8") for (int i = 0; i < RB; i++) {
-            int32_t wd;
-            memcpy(&wd, p->w[i0 + i] + 4 * (size_t)k, 4);
-            __m512i wb = _mm512_set1_epi32(wd);
-            LS_UNROLL
-            for (int t = 0; t < TB; t++)
-                acc[i][t] = use_asm ? dpbusd(acc[i][t], xv[t], wb) : _mm512_dpbusd_epi32(acc[i][t], xv[t], wb);
-        }
-    }
-}
-
 TARGET static inline __attribute__((always_inline)) void tile5(const ls_quant_pf *p, int RB, int TB, int tb0,
                                                                float *out /* [RB][TB*16], zeroed */) {
     const ls_quant_xpack *a = &p->x;
     const uint8_t *x0 = a->xp + (size_t)tb0 * a->K4 * 64;
-    int kg = a->K4 / a->G; /* column quads per group */
-    __m512 fo[RB5][TB5];   /* the fp32 outputs, in registers over all groups */
+    __m512 fo[RB5][TB5]; /* the fp32 outputs, in registers over all groups */
     _Pragma("GCC unroll 8") for (int i = 0; i < RB; i++) {
         LS_UNROLL
         for (int t = 0; t < TB; t++) fo[i][t] = _mm512_setzero_ps();
     }
     for (int g = 0; g < a->G; g++) {
+        /* each sum starts at -128·Σcodes: the u8 offset of the activations, removed */
         __m512i acc[RB5][TB5];
-        group_sums(p, x0, 0, RB, TB, g, kg, 0, acc);
+        _Pragma("GCC unroll 8") for (int i = 0; i < RB; i++) {
+            __m512i off = _mm512_set1_epi32(-p->ws[i][g]);
+            LS_UNROLL
+            for (int t = 0; t < TB; t++) acc[i][t] = off;
+        }
+        for (int k = g * a->K4 / a->G, k1 = k + a->K4 / a->G; k < k1; k++) {
+            __m512i xv[TB5];
+            LS_UNROLL
+            for (int t = 0; t < TB; t++) xv[t] = _mm512_load_si512((const void *)(x0 + ((size_t)t * a->K4 + k) * 64));
+            _Pragma("GCC unroll 8") for (int i = 0; i < RB; i++) {
+                int32_t wd;
+                memcpy(&wd, p->w[i] + 4 * (size_t)k, 4);
+                __m512i wb = _mm512_set1_epi32(wd);
+                LS_UNROLL
+                for (int t = 0; t < TB; t++) acc[i][t] = _mm512_dpbusd_epi32(acc[i][t], xv[t], wb);
+            }
+        }
         LS_UNROLL
         for (int t = 0; t < TB; t++) {
             size_t xo = ((size_t)(tb0 + t) * a->G + g) * 16;
@@ -94,6 +76,12 @@ TARGET static void tile_avx512(const ls_quant_pf *p, int tb0, int ntb, float *ou
 
 const ls_quant_pf_level ls_quant_pf_avx512 = {16, 1, 1, {RB5, RB5, RB5}, {TB5, TB5, TB5}, tile_avx512};
 
+/* vpdpbusd as asm: GCC 12 copies each accumulator twice around the intrinsic */
+TARGET static inline __attribute__((always_inline)) __m512i dpbusd(__m512i acc, __m512i x, __m512i w) {
+    __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(x), "v"(w));
+    return acc;
+}
+
 /* Rows i0..i0+RB-1 (RB <= 8) x TB <= 2 token blocks added to out [.][TB*16]: per group the
  * RB·TB int32 sums in registers, then each output loaded, updated as in tile5 and stored. */
 TARGET static inline __attribute__((always_inline)) void tile8m(const ls_quant_pf *p, int i0, int RB, int TB, int tb0,
@@ -103,7 +91,23 @@ TARGET static inline __attribute__((always_inline)) void tile8m(const ls_quant_p
     int kg = a->K4 / a->G;
     for (int g = 0; g < a->G; g++) {
         __m512i acc[8][2];
-        group_sums(p, x0, i0, RB, TB, g, kg, 1, acc);
+        _Pragma("GCC unroll 8") for (int i = 0; i < RB; i++) {
+            __m512i off = _mm512_set1_epi32(-p->ws[i0 + i][g]);
+            LS_UNROLL
+            for (int t = 0; t < TB; t++) acc[i][t] = off;
+        }
+        for (int k = g * kg; k < (g + 1) * kg; k++) {
+            __m512i xv[2];
+            LS_UNROLL
+            for (int t = 0; t < TB; t++) xv[t] = _mm512_load_si512((const void *)(x0 + ((size_t)t * a->K4 + k) * 64));
+            _Pragma("GCC unroll 8") for (int i = 0; i < RB; i++) {
+                int32_t wd;
+                memcpy(&wd, p->w[i0 + i] + 4 * (size_t)k, 4);
+                __m512i wb = _mm512_set1_epi32(wd);
+                LS_UNROLL
+                for (int t = 0; t < TB; t++) acc[i][t] = dpbusd(acc[i][t], xv[t], wb);
+            }
+        }
         LS_UNROLL
         for (int t = 0; t < TB; t++) {
             size_t xo = ((size_t)(tb0 + t) * a->G + g) * 16;
