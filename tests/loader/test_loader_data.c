@@ -100,6 +100,7 @@ static void test_sources_and_config(void) {
     mn.strict = 1;
     CHECK(ls_loader_open(&ld, &mn, 1, &o) == LS_EFORMAT);
     CHECK_MSG(strstr(ls_errmsg(), "nul.jsonl:2: a \\u0000 escape") != NULL, "%s", ls_errmsg());
+    ls_loader_mix_free(&mn);
     /* .lstok round trip: same documents and tokens as the text source. */
     char tok[512];
     snprintf(tok, sizeof tok, "%s/code.lstok", dir);
