@@ -26,10 +26,14 @@ typedef struct {
     double style_share[LS_STEAL_NSTYLE]; /* images: the queries' spread over the prior's styles */
     double blend_share;                  /* ... and the pixel blends, which have none */
     double tree_acc, mlp_acc; /* the accuracies of that test (when tree_tested) */
+    int cnn_tested, cnn_kept; /* the attacker's CNN test ran; the replica kept its CNN member */
+    double cnn_acc;           /* that test's accuracy of the MLP plus the CNN */
+    double agree_no_cnn;      /* the replica's agreement without its CNN member (= agree when none) */
+    int64_t cnn_better, cnn_worse; /* that test's held-back rows won and lost by adding the CNN */
 } outcome;
 
 typedef struct {
-    int nb, epochs, proba, no_base, tree_member; /* tree_member < 0: the attack's default */
+    int nb, epochs, proba, no_base, tree_member, cnn_member; /* < 0: the attack's default */
     double distill;                              /* < 0: the attack's default */
     int64_t train_n, test_n, budgets[16];
     uint64_t seed;
@@ -61,6 +65,7 @@ static int run_one(ls_victim_server *srv, const ls_steal_data *tr, const ls_stea
     o.final_epochs = c->epochs;
     o.seed = c->seed;
     if (c->tree_member >= 0) o.tree_member = c->tree_member;
+    if (c->cnn_member >= 0) o.cnn_member = c->cnn_member;
     if (c->distill >= 0) o.distill = c->distill;
     ls_replica *r = NULL;
     ls_steal_result res;
@@ -69,10 +74,17 @@ static int run_one(ls_victim_server *srv, const ls_steal_data *tr, const ls_stea
     if (rc) return rc;
     if (res.stopped_early) LS_WARN("bench: %s stopped early: %s", key, res.error);
     rc = ls_steal_agreement(r, te, vlab, &out->agree, &out->acc);
+    out->agree_no_cnn = out->agree;
+    if (!rc && ls_replica_has_cnn(r)) { /* the same replica without its CNN: what the member added */
+        ls_replica_drop_cnn(r);
+        rc = ls_steal_agreement(r, te, vlab, &out->agree_no_cnn, NULL);
+    }
     ls_replica_free(r);
     out->secs = res.seconds;
     out->queries = res.queries;
     out->tree_tested = res.tree_tested, out->tree_kept = res.tree_kept, out->tree_acc = res.tree_acc, out->mlp_acc = res.mlp_acc;
+    out->cnn_tested = res.cnn_tested, out->cnn_kept = res.cnn_kept, out->cnn_acc = res.cnn_acc;
+    out->cnn_better = res.cnn_better, out->cnn_worse = res.cnn_worse;
     out->distilled = res.distilled;
     memcpy(out->style_share, res.style_share, sizeof out->style_share);
     out->blend_share = res.blend_share;
@@ -219,6 +231,11 @@ static int run_set(const char *set, char **dl, int nd, char **vl, int nv, const 
                 if (ours.tree_tested)
                     printf("%-10s %-7s   tree member %s: CART %.3f, MLP %.3f on the held-back fifth of the answers\n",
                            "", "", ours.tree_kept ? "kept" : "dropped", ours.tree_acc, ours.mlp_acc);
+                if (ours.cnn_tested)
+                    printf("%-10s %-7s   cnn member %s: MLP + CNN %.3f, MLP %.3f on the held-back fifth (rows +%lld "
+                           "-%lld); agreement %.3f without it\n",
+                           "", "", ours.cnn_kept ? "kept" : "dropped", ours.cnn_acc, ours.mlp_acc,
+                           (long long)ours.cnn_better, (long long)ours.cnn_worse, ours.agree_no_cnn);
                 if (ours.distilled) printf("%-10s %-7s   members distilled on unlabeled prior draws\n", "", "");
                 int image = te.h > 1 && te.w > 1; /* the attack's image prior and its styles */
                 if (image) {
@@ -247,6 +264,13 @@ static int run_set(const char *set, char **dl, int nd, char **vl, int nv, const 
                 cJSON_AddNumberToObject(row, "tree_test_cart", ours.tree_acc);
                 cJSON_AddNumberToObject(row, "tree_test_mlp", ours.mlp_acc);
                 cJSON_AddBoolToObject(row, "distilled", ours.distilled);
+                if (ours.cnn_tested) {
+                    cJSON_AddBoolToObject(row, "cnn_member_kept", ours.cnn_kept);
+                    cJSON_AddNumberToObject(row, "cnn_test_mlp_plus_cnn", ours.cnn_acc);
+                    cJSON_AddNumberToObject(row, "agreement_without_cnn", ours.agree_no_cnn);
+                    cJSON_AddNumberToObject(row, "cnn_test_rows_better", (double)ours.cnn_better);
+                    cJSON_AddNumberToObject(row, "cnn_test_rows_worse", (double)ours.cnn_worse);
+                }
                 cJSON *st = image ? cJSON_AddObjectToObject(row, "style_share") : NULL;
                 for (int s = 0; st && s < LS_STEAL_NSTYLE; s++)
                     cJSON_AddNumberToObject(st, ls_steal_style_names[s], ours.style_share[s]);
@@ -336,7 +360,8 @@ int main(int argc, char **argv) {
     const char *dev_s = "fmnist,blobs,rings,wine,cancer,digits";
     const char *held_s = "glyphs,shapes,textures,fmnist-inv,moons,checker,skewed";
     const char *budgets_s = "1000,5000,20000";
-    bench_cfg c = {.epochs = 30, .train_n = 30000, .seed = 1, .delta = 0.95, .tree_member = -1, .distill = -1};
+    bench_cfg c = {
+        .epochs = 30, .train_n = 30000, .seed = 1, .delta = 0.95, .tree_member = -1, .cnn_member = -1, .distill = -1};
     ls_qmon_opts_default(&c.mo);
     int quick = 0;
     openblas_set_num_threads(1); /* small batches on shared cores: OpenBLAS threads would mostly spin */
@@ -348,12 +373,14 @@ int main(int argc, char **argv) {
                 "                   [--train-n N] [--test-n N] [--epochs N] [--delta W] [--monitor-z Z] "
                 "[--monitor-stats 0|1]\n"
                 "                   [--no-baselines] [--proba] [--seed N] [--quick] [--goal]\n"
-                "                   [--tree-member 0|1] [--distill R]\n"
+                "                   [--tree-member 0|1] [--cnn-member 0|1] [--distill R]\n"
                 "  victims: logreg,svm,tree,forest,knn,nb,mlp,cnn (cnn on image data only, skipped on tables)\n"
                 "  --datasets: development tasks (default %s), 'none' for none\n"
                 "  --heldout:  held-out tasks (default %s), 'none' for none\n"
                 "  --tree-member: 0 = the replica is MLPs only, 1 = it adds a CART of the queries when the attacker's\n"
                 "          own test keeps it (images; the attack's default)\n"
+                "  --cnn-member: 1 = the replica adds a small CNN of the answers when the attacker's own test keeps\n"
+                "          it (images), 0 = no CNN (the attack's default)\n"
                 "  --distill: unlabeled prior draws per answer on which the members are distilled (images, when\n"
                 "          the CART is not kept; default 1, 0 = off)\n"
                 "  --monitor-stats: 1 = the query monitor also profiles each image's level and edge statistics (its\n"
@@ -405,6 +432,8 @@ int main(int argc, char **argv) {
             c.delta = atof(argv[++i]);
         else if (!strcmp(a, "--tree-member"))
             c.tree_member = atoi(argv[++i]);
+        else if (!strcmp(a, "--cnn-member"))
+            c.cnn_member = atoi(argv[++i]);
         else if (!strcmp(a, "--distill"))
             c.distill = atof(argv[++i]);
         else if (!strcmp(a, "--monitor-z"))

@@ -156,14 +156,19 @@ def steal():
                 prefix + "fc0.b": ("F32", [h], f32(*[0.01] * h)),
                 prefix + "fc1.w": ("F32", [k, h], f32(*[0.2 * (i % 5 - 2) for i in range(k * h)])),
                 prefix + "fc1.b": ("F32", [k], f32(*[0.0] * k))}
-    meta = lambda members, tree: json.dumps({"layers": 2, "members": members, "tree": tree, "input_shape": [1, 1, 4],
-                                             "input_range": [0, 1], "classes": 3})
+    meta = lambda members, tree, shape=[1, 1, 4], cnn=0: json.dumps(
+        {"layers": 2, "members": members, "tree": tree, **({"cnn": 1} if cnn else {}), "input_shape": shape,
+         "input_range": [0, 1], "classes": 3})
     put("fuzz_replica_file", "one", st_file(mlp("", 4, 5, 3), {"llmsys.steal": meta(1, 0)}))
     put("fuzz_replica_file", "two", st_file({**mlp("", 4, 5, 3), **mlp("m1.", 4, 3, 3)}, {"llmsys.steal": meta(2, 0)}))
     stump = {"tree.feat": ("I32", [3], i32(0, -1, -1)), "tree.left": ("I32", [3], i32(1, 0, 1)),
              "tree.right": ("I32", [3], i32(2, 0, 0)), "tree.thr": ("F32", [3], f32(0.5, 0, 0)),
              "tree.probs": ("F32", [2, 3], f32(0.7, 0.2, 0.1, 0.1, 0.1, 0.8))}
     put("fuzz_replica_file", "tree", st_file({**mlp("", 4, 5, 3), **stump}, {"llmsys.steal": meta(1, 1)}))
+    # a member plus a CNN on 1 x 4 x 4 images: two 3x3 convolutions of 2 channels, no hidden
+    # layer (20 + 38 + 9 = 67 parameters)
+    cnn = {"cnn.arch": ("I32", [4], i32(2, 2, 3, 0)), "cnn.params": ("F32", [67], f32(*[0.05 * (i % 9 - 4) for i in range(67)]))}
+    put("fuzz_replica_file", "cnn", st_file({**mlp("", 16, 5, 3), **cnn}, {"llmsys.steal": meta(1, 0, [1, 4, 4], 1)}))
     # victim files (`victim train --out`), one per type, trained by the CLI at tiny sizes, without
     # their trailing 8-byte hash (fuzz_victim_file appends it to whatever it is given)
     llmsys = os.path.join(ROOT, "build", "llmsys")

@@ -372,11 +372,14 @@ void ls_steal_client_counts(const ls_steal_client *c, int64_t *requests, int64_t
 
 /* A replica: one or more MLPs d -> h1 -> h2 -> k (ReLU) whose softmax outputs are averaged
  * (members trained on the same answers from different initialisations), plus optionally a
- * CART whose leaf probabilities are added to that mean (ls_steal_opts.tree_member). Saved as
+ * CART whose leaf probabilities are added to that mean (ls_steal_opts.tree_member) and a CNN
+ * whose softmax is added too (ls_steal_opts.cnn_member). Saved as
  * safetensors: member 0 as fc{i}.w (out,in) and fc{i}.b, member m >= 1 as m{m}.fc{i}.w/.b,
  * the CART as tree.feat, tree.left, tree.right (I32, one per node), tree.thr (F32, one per
- * node), tree.probs (F32, leaves x k); metadata "llmsys.steal" = JSON with shape, range,
- * classes, "members" (absent = 1) and "tree" (absent = 0). */
+ * node), tree.probs (F32, leaves x k), the CNN as cnn.arch (I32: conv1, conv2, kernel, hidden
+ * widths) and cnn.params (F32, every weight in the order of the victim CNN's file); metadata
+ * "llmsys.steal" = JSON with shape, range, classes, "members" (absent = 1), "tree" and "cnn"
+ * (absent = 0). */
 typedef struct ls_replica ls_replica;
 #define LS_REPLICA_MAX_MEMBERS 8
 int ls_replica_save(const ls_replica *r, const char *path, const char *meta_json);
@@ -385,6 +388,10 @@ int ls_replica_save(const ls_replica *r, const char *path, const char *meta_json
 int ls_replica_load(const char *path, ls_replica **out);
 /* 1 when the replica holds a CART member. */
 int ls_replica_has_tree(const ls_replica *r);
+/* 1 when the replica holds a CNN member. */
+int ls_replica_has_cnn(const ls_replica *r);
+/* Frees the replica's CNN member, if any: it then predicts with its MLPs (and CART) alone. */
+void ls_replica_drop_cnn(ls_replica *r);
 void ls_replica_free(ls_replica *r);
 int ls_replica_predict(const ls_replica *r, const float *x, int64_t n, int32_t *labels);
 void ls_replica_info(const ls_replica *r, int *d, int *k);
@@ -412,6 +419,11 @@ typedef struct {
     /* images: add to the replica a CART fitted on the queries when a CART fitted on 4 of every 5
      * answers predicts the 5th better than an MLP of the replica's shape (default 1; 0 = MLPs only) */
     int tree_member;
+    /* images: add to the replica a small CNN trained on the answers when an MLP's softmax plus a
+     * CNN's, both fitted on 4 of every 5 answers, predicts the 5th better than the MLP's alone
+     * by more than two standard errors (ls_steal_result.cnn_better; default 0 = MLPs only;
+     * 1 = tested) */
+    int cnn_member;
     /* images, when the CART is not kept: the members distilled into new ones trained on the
      * answers plus distill x answers unlabeled draws of the prior, labelled by the members'
      * mean softmax (default 1; 0 = off) */
@@ -433,6 +445,12 @@ typedef struct {
     int tree_tested;          /* opts.tree_member: the CART's test ran (images) */
     int tree_kept;            /* ... and the CART was kept in the replica */
     double tree_acc, mlp_acc; /* the test: the CART's and the MLP's accuracy on the held-back fifth */
+    int cnn_tested;           /* opts.cnn_member: the CNN's test ran (images) */
+    int cnn_kept;             /* ... and the CNN was kept in the replica */
+    double cnn_acc;           /* the test: the accuracy of the MLP's plus the CNN's softmax there */
+    /* ... and its held-back rows that sum gets right and the MLP wrong (better), and the other
+     * way round (worse): kept when better - worse > 2 sqrt(better + worse) */
+    int64_t cnn_better, cnn_worse;
     int distilled;            /* opts.distill: the members were replaced by distilled ones */
     /* images: the share of each query style (ls_steal_style_names) among all answered queries,
      * and of the pixel blends (bisection midpoints of two answers, which have no style); the

@@ -32,6 +32,7 @@ void ls_steal_opts_default(ls_steal_opts *o) {
     o->members = 3;
     o->use_proba = 1;
     o->tree_member = 1;
+    o->cnn_member = 0;
     o->distill = 1;
 }
 
@@ -902,62 +903,131 @@ out:
     return rc;
 }
 
-/* opts.tree_member: a CART of the queries as a member of r, kept only when it is the better
- * model of the victim on the attacker's own data: a CART fitted on 4 of every 5 answers predicts
- * the 5th better than an MLP of the replica's shape fitted on the same rows (one member's
- * training more). Meant to keep it for tree victims, whose natural inputs it and its average
- * with the members extrapolate to better, and drop it for the others, which it costs. */
-static int tree_member(attack_t *a, ls_replica *r, ls_steal_result *res) {
-    int d = a->d;
+/* The CNN member's shape and training (opts.cnn_member): two 5x5 conv layers of 16 and 32
+ * channels, a hidden layer of 128, 15 epochs of Adam on the hard labels. */
+enum { CNN_C1 = 16, CNN_C2 = 32, CNN_KS = 5, CNN_HIDDEN = 128, CNN_EPOCHS = 15 };
+
+/* Trains a fresh CNN member on n rows of x with labels y (o's shape, range and seed). */
+static int cnn_train(const attack_t *a, const float *x, const int32_t *y, int64_t n, uint64_t seed, ls_cnn *m) {
+    const ls_steal_opts *o = a->o;
+    LS_TRY(ls_cnn_init(m, o->c, o->h, o->w, a->k, CNN_C1, CNN_C2, CNN_KS, CNN_HIDDEN, seed));
+    ls_mlp_fit_opts fo = {.epochs = CNN_EPOCHS,
+                          .batch = 64,
+                          .lr = 1e-3f,
+                          .lr_end_frac = 0.05f,
+                          .wd = 1e-4f,
+                          .lo = o->lo,
+                          .hi = o->hi,
+                          .seed = seed + 1,
+                          .verbose = o->verbose,
+                          .label = "cnn member"};
+    int rc = ls_cnn_fit(m, x, y, n, &fo, NULL);
+    if (rc) ls_cnn_free(m);
+    return rc;
+}
+
+static int argmax_row(const float *z, int k) {
+    int b = 0;
+    for (int j = 1; j < k; j++)
+        if (z[j] > z[b]) b = j;
+    return b;
+}
+
+/* The member tests (images): models other than MLPs join r only when the attacker's own data
+ * says they model the victim better. 4 of every 5 answers train an MLP of the replica's shape
+ * (as member 0 is trained) and each candidate; the 5th is held back.
+ *   opts.tree_member: a CART of the queries, kept when it alone predicts the 5th better than
+ *     the MLP. Meant to keep it for tree victims, whose natural inputs it and its average with
+ *     the members extrapolate to better, and drop it for the others, which it costs.
+ *   opts.cnn_member: a small CNN, kept when the MLP's softmax plus the CNN's predicts the 5th
+ *     better than the MLP's alone, by more than two standard errors of the paired difference. Its convolutions
+ * extrapolate from the prior's images to natural ones another way than the MLPs do, which helps where the victim's
+ * decisions are not smooth in the pixels (trees, forests, nearest neighbours) and costs where an MLP already matches
+ * the victim (linear and MLP victims). A kept member is refitted on every answer. */
+static int member_tests(attack_t *a, ls_replica *r, ls_steal_result *res) {
+    const ls_steal_opts *o = a->o;
+    int d = a->d, k = a->k;
     int64_t nh = a->n / 5, nt = a->n - nh;
     if (nh < 20) return LS_OK;
     ls_steal_data fit = {0}, ho = {0};
-    int rc = ls_steal_data_alloc(&fit, nt, d, a->k);
-    if (!rc) rc = ls_steal_data_alloc(&ho, nh, d, a->k);
+    int rc = ls_steal_data_alloc(&fit, nt, d, k);
+    if (!rc) rc = ls_steal_data_alloc(&ho, nh, d, k);
     int32_t *lab = rc ? NULL : malloc(sizeof(int32_t) * (size_t)nh);
+    float *zm = rc ? NULL : malloc(sizeof(float) * (size_t)nh * k);
+    float *zc = rc ? NULL : malloc(sizeof(float) * (size_t)nh * k);
+    float *wt = rc ? NULL : malloc(sizeof(float) * (size_t)a->n);
     ls_victim *cart = NULL;
-    if (!rc && !lab) rc = ls_err(LS_ENOMEM, "steal: out of memory");
+    ls_cnn cnn = {0};
+    int have_cnn = 0;
+    if (!rc && (!lab || !zm || !zc || !wt)) rc = ls_err(LS_ENOMEM, "steal: out of memory");
     if (rc) goto out;
-    fit.lo = ho.lo = a->o->lo, fit.hi = ho.hi = a->o->hi;
-    fit.c = ho.c = a->o->c, fit.h = ho.h = a->o->h, fit.w = ho.w = a->o->w;
+    fit.lo = ho.lo = o->lo, fit.hi = ho.hi = o->hi;
+    fit.c = ho.c = o->c, fit.h = ho.h = o->h, fit.w = ho.w = o->w;
     for (int64_t i = 0, f = 0, h = 0; i < a->n; i++) {
         ls_steal_data *dst = i % 5 == 4 ? &ho : &fit; /* n / 5 = nh such rows */
         int64_t j = dst == &ho ? h++ : f++;
         memcpy(dst->x + j * d, a->x + i * d, sizeof(float) * (size_t)d);
         dst->y[j] = a->y[i];
     }
-    ls_victim_opts vo;
-    ls_victim_opts_default(&vo, LS_VICTIM_TREE);
-    double cart_acc;
-    if ((rc = ls_victim_train(&vo, &fit, &cart)) || (rc = ls_victim_accuracy(cart, &ho, &cart_acc))) goto out;
     /* an MLP of the replica's shape, trained as member 0 is, on the same 4 of 5 (the 5th weighted 0);
      * a->net, which ls_steal_run frees */
-    float *wt = malloc(sizeof(float) * (size_t)a->n), *z = malloc(sizeof(float) * (size_t)nh * a->k);
-    if (!wt || !z) rc = ls_err(LS_ENOMEM, "steal: out of memory");
-    for (int64_t i = 0; i < a->n && !rc; i++) wt[i] = i % 5 == 4 ? 0.0f : 1.0f;
-    if (!rc) rc = net_new(a, a->o->seed + 99);
-    if (!rc) rc = fit_net(a, wt, final_epochs(a->o), 0.02f, a->o->seed + 5, NULL);
-    if (!rc) rc = ls_mlp_logits(&a->net, ho.x, nh, z);
-    for (int64_t i = 0; i < nh && !rc; i++) {
-        int b = 0;
-        for (int j = 1; j < a->k; j++)
-            if (z[i * a->k + j] > z[i * a->k + b]) b = j;
-        lab[i] = b;
-    }
-    free(wt), free(z);
-    if (rc) goto out;
+    for (int64_t i = 0; i < a->n; i++) wt[i] = i % 5 == 4 ? 0.0f : 1.0f;
+    if ((rc = net_new(a, o->seed + 99)) || (rc = fit_net(a, wt, final_epochs(o), 0.02f, o->seed + 5, NULL)) ||
+        (rc = ls_mlp_logits(&a->net, ho.x, nh, zm)))
+        goto out;
+    ls_softmax_rows(zm, nh, k);
+    for (int64_t i = 0; i < nh; i++) lab[i] = argmax_row(zm + i * k, k);
     double mlp_acc = ls_steal_label_accuracy(lab, &ho);
-    res->tree_tested = 1, res->tree_acc = cart_acc, res->mlp_acc = mlp_acc;
-    if (cart_acc > mlp_acc) { /* kept: refitted on every answer */
-        ls_steal_data all = {
-            .n = a->n, .d = d, .k = a->k, .c = a->o->c, .h = a->o->h, .w = a->o->w, .lo = a->o->lo, .hi = a->o->hi};
-        all.x = a->x, all.y = a->y;
-        rc = ls_victim_train(&vo, &all, &r->tree);
-        res->tree_kept = !rc;
+    res->mlp_acc = mlp_acc;
+    ls_steal_data all = {.n = a->n, .d = d, .k = k, .c = o->c, .h = o->h, .w = o->w, .lo = o->lo, .hi = o->hi};
+    all.x = a->x, all.y = a->y;
+    if (o->tree_member) {
+        ls_victim_opts vo;
+        ls_victim_opts_default(&vo, LS_VICTIM_TREE);
+        double cart_acc;
+        if ((rc = ls_victim_train(&vo, &fit, &cart)) || (rc = ls_victim_accuracy(cart, &ho, &cart_acc))) goto out;
+        res->tree_tested = 1, res->tree_acc = cart_acc;
+        if (cart_acc > mlp_acc) { /* kept: refitted on every answer */
+            if ((rc = ls_victim_train(&vo, &all, &r->tree))) goto out;
+            res->tree_kept = 1;
+        }
+    }
+    if (o->cnn_member) {
+        if ((rc = cnn_train(a, fit.x, fit.y, nt, o->seed + 313, &cnn))) goto out;
+        have_cnn = 1;
+        if ((rc = ls_cnn_logits(&cnn, ho.x, nh, zc))) goto out;
+        ls_softmax_rows(zc, nh, k);
+        for (int64_t i = 0; i < nh * k; i++) zc[i] += zm[i];
+        int64_t better = 0, worse = 0; /* held-back rows the sum gets right and the MLP wrong, and back */
+        for (int64_t i = 0; i < nh; i++) {
+            int e = argmax_row(zc + i * k, k), m = argmax_row(zm + i * k, k);
+            better += e == ho.y[i] && m != ho.y[i];
+            worse += m == ho.y[i] && e != ho.y[i];
+            lab[i] = e;
+        }
+        res->cnn_tested = 1, res->cnn_acc = ls_steal_label_accuracy(lab, &ho);
+        res->cnn_better = better, res->cnn_worse = worse;
+        /* kept when the gain is past two standard errors of a paired count (a one-sided sign test
+         * at z = 2), not for a difference of a few rows; then refitted on every answer */
+        if ((double)(better - worse) > 2.0 * sqrt((double)(better + worse))) {
+            ls_cnn_free(&cnn);
+            have_cnn = 0;
+            if (!(r->cnn = calloc(1, sizeof *r->cnn))) {
+                rc = ls_err(LS_ENOMEM, "steal: out of memory");
+                goto out;
+            }
+            if ((rc = cnn_train(a, a->x, a->y, a->n, o->seed + 317, r->cnn))) {
+                free(r->cnn);
+                r->cnn = NULL;
+                goto out;
+            }
+            res->cnn_kept = 1;
+        }
     }
 out:
+    if (have_cnn) ls_cnn_free(&cnn);
     ls_victim_free(cart);
-    free(lab);
+    free(lab), free(zm), free(zc), free(wt);
     ls_steal_data_free(&fit);
     ls_steal_data_free(&ho);
     return rc;
@@ -1150,7 +1220,7 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
         ls_replica_free(r);
         goto done;
     }
-    if (objects && o->tree_member && (rc = tree_member(&a, r, res))) {
+    if (objects && (o->tree_member || o->cnn_member) && (rc = member_tests(&a, r, res))) {
         ls_replica_free(r);
         goto done;
     }
@@ -1200,6 +1270,7 @@ void ls_replica_free(ls_replica *r) {
     if (!r) return;
     for (int m = 0; m < r->members; m++) ls_mlp_free(&r->net[m]);
     ls_victim_free(r->tree);
+    ls_replica_drop_cnn(r);
     free(r);
 }
 
@@ -1226,9 +1297,15 @@ int ls_replica_predict(const ls_replica *r, const float *x, int64_t n, int32_t *
             ls_softmax_rows(z, b, k);
             for (int i = 0; i < b * k; i++) avg[i] += z[i];
         }
+        for (int i = 0; i < b * k; i++) avg[i] /= (float)r->members;
         if (r->tree && !rc) { /* the members' mean plus the tree's leaf probabilities */
             rc = ls_victim_predict_proba(r->tree, x + s * d, b, z);
-            for (int i = 0; i < b * k && !rc; i++) avg[i] = avg[i] / (float)r->members + z[i];
+            for (int i = 0; i < b * k && !rc; i++) avg[i] += z[i];
+        }
+        if (r->cnn && !rc) { /* ... plus the CNN's softmax */
+            rc = ls_cnn_logits(r->cnn, x + s * d, b, z);
+            ls_softmax_rows(z, b, k);
+            for (int i = 0; i < b * k && !rc; i++) avg[i] += z[i];
         }
         for (int i = 0; i < b && !rc; i++) {
             int best = 0;
@@ -1255,6 +1332,7 @@ int ls_replica_save(const ls_replica *r, const char *path, const char *meta_json
     ls_st_writer *w;
     LS_TRY(ls_st_writer_init(&w));
     int rc = LS_OK;
+    int32_t arch[4] = {0}; /* the writer keeps pointers until it writes */
     if (r->tree) { /* the CART member: its node arrays and leaf table */
         ls_tree_view t;
         rc = ls_victim_tree_view(r->tree, &t);
@@ -1264,6 +1342,12 @@ int ls_replica_save(const ls_replica *r, const char *path, const char *meta_json
         if (!rc) rc = ls_st_writer_add(w, "tree.right", LS_DT_I32, 1, ns, t.right);
         if (!rc) rc = ls_st_writer_add(w, "tree.thr", LS_DT_F32, 1, ns, t.thr);
         if (!rc) rc = ls_st_writer_add(w, "tree.probs", LS_DT_F32, 2, ps, t.probs);
+    }
+    if (r->cnn && !rc) { /* the CNN member: its widths and its parameters in ls_cnn order */
+        arch[0] = r->cnn->c1, arch[1] = r->cnn->c2, arch[2] = r->cnn->ks, arch[3] = r->cnn->hidden;
+        int64_t as[1] = {4}, ps[1] = {r->cnn->np};
+        rc = ls_st_writer_add(w, "cnn.arch", LS_DT_I32, 1, as, arch);
+        if (!rc) rc = ls_st_writer_add(w, "cnn.params", LS_DT_F32, 1, ps, r->cnn->p);
     }
     for (int m = 0; m < r->members && !rc; m++) {
         const ls_mlp *net = &r->net[m];
@@ -1278,9 +1362,9 @@ int ls_replica_save(const ls_replica *r, const char *path, const char *meta_json
     }
     char meta[512];
     snprintf(meta, sizeof meta,
-             "{\"layers\":%d,\"members\":%d,\"tree\":%d,\"input_shape\":[%d,%d,%d],\"input_range\":[%g,%g],"
-             "\"classes\":%d}",
-             r->net[0].nl, r->members, r->tree != NULL, r->c, r->h, r->w, r->lo, r->hi, r->k);
+             "{\"layers\":%d,\"members\":%d,\"tree\":%d,\"cnn\":%d,\"input_shape\":[%d,%d,%d],"
+             "\"input_range\":[%g,%g],\"classes\":%d}",
+             r->net[0].nl, r->members, r->tree != NULL, r->cnn != NULL, r->c, r->h, r->w, r->lo, r->hi, r->k);
     if (!rc) rc = ls_st_writer_meta(w, "llmsys.steal", meta);
     if (!rc && meta_json) rc = ls_st_writer_meta(w, "llmsys.steal.report", meta_json);
     if (!rc) rc = ls_st_writer_write(w, path);
@@ -1351,7 +1435,45 @@ static int load_tree(ls_st_file *f, const cJSON *meta, const char *path, ls_repl
     return ls_victim_tree_from(&v, r->c * r->h * r->w, r->k, r->c, r->h, r->w, r->lo, r->hi, path, &r->tree);
 }
 
+/* The CNN member of a replica file, when its metadata says "cnn": 1: cnn.arch (4 widths) and
+ * cnn.params holding exactly the parameters those widths give r's shape and classes, counted
+ * before anything is allocated. */
+static int load_cnn(ls_st_file *f, const cJSON *meta, const char *path, ls_replica *r) {
+    int has = 0;
+    LS_TRY(ls_json_get_int(meta, "cnn", 0, &has)); /* absent: 0 */
+    if (has != 0 && has != 1) return ls_err(LS_EFORMAT, "%s: \"cnn\" must be 0 or 1, got %d", path, has);
+    if (!has) return LS_OK;
+    const ls_st_tensor *arch, *p = ls_st_find(f, "cnn.params");
+    int64_t as[1] = {4};
+    LS_TRY(ls_st_expect(f, "cnn.arch", LS_DT_I32, 1, as, &arch));
+    if (!p || p->dtype != LS_DT_F32 || p->ndim != 1) return ls_err(LS_EFORMAT, "%s: missing or bad cnn.params", path);
+    int32_t a[4];
+    memcpy(a, arch->data, sizeof a);
+    if (ls_cnn_param_count(r->c, r->h, r->w, r->k, a[0], a[1], a[2], a[3]) != (double)p->shape[0])
+        return ls_err(LS_EFORMAT, "%s: cnn.params holds %lld values, not what cnn.arch's widths need", path,
+                      (long long)p->shape[0]);
+    if (!(r->cnn = calloc(1, sizeof *r->cnn))) return ls_err(LS_ENOMEM, "%s: out of memory", path);
+    int rc = ls_cnn_init(r->cnn, r->c, r->h, r->w, r->k, a[0], a[1], a[2], a[3], 0);
+    if (rc) {
+        char why[256]; /* ls_err writes the buffer ls_errmsg reads: copy it first */
+        snprintf(why, sizeof why, "%s", ls_errmsg());
+        free(r->cnn);
+        r->cnn = NULL;
+        return ls_err(LS_EFORMAT, "%s: bad cnn member: %s", path, why);
+    }
+    memcpy(r->cnn->p, p->data, sizeof(float) * (size_t)r->cnn->np);
+    return LS_OK;
+}
+
 int ls_replica_has_tree(const ls_replica *r) { return r->tree != NULL; }
+int ls_replica_has_cnn(const ls_replica *r) { return r->cnn != NULL; }
+
+void ls_replica_drop_cnn(ls_replica *r) {
+    if (!r->cnn) return;
+    ls_cnn_free(r->cnn);
+    free(r->cnn);
+    r->cnn = NULL;
+}
 
 int ls_replica_load(const char *path, ls_replica **out) {
     *out = NULL;
@@ -1405,6 +1527,7 @@ int ls_replica_load(const char *path, ls_replica **out) {
         if (r->k < 2) rc = ls_err(LS_EFORMAT, "%s: %d output classes (at least 2)", path, r->k);
     }
     if (!rc) rc = load_tree(f, j, path, r);
+    if (!rc) rc = load_cnn(f, j, path, r);
 done:
     cJSON_Delete(j);
     ls_st_close(f);

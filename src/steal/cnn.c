@@ -44,6 +44,12 @@ int ls_cnn_init(ls_cnn *m, int c, int h, int w, int k, int c1, int c2, int ks, i
     return LS_OK;
 }
 
+double ls_cnn_param_count(int c, int h, int w, int k, int c1, int c2, int ks, int hidden) {
+    double feat = (double)(h / 4) * (double)(w / 4) * c2;
+    double np = (double)c1 * ks * ks * c + c1 + (double)c2 * ks * ks * c1 + c2;
+    return np + (hidden > 0 ? (double)hidden * feat + hidden + (double)k * hidden + k : (double)k * feat + k);
+}
+
 void ls_cnn_free(ls_cnn *m) {
     ls_aligned_free(m->p), ls_aligned_free(m->g), ls_aligned_free(m->m), ls_aligned_free(m->v);
     memset(m, 0, sizeof *m);

@@ -119,6 +119,14 @@ cJSON *ls_steal_result_json(const char *target, const char *strategy, const ls_s
         cJSON_AddNumberToObject(t, "cart_holdout_accuracy", res->tree_acc);
         cJSON_AddNumberToObject(t, "mlp_holdout_accuracy", res->mlp_acc);
     }
+    if (res->cnn_tested) { /* the CNN member's test (images) and whether the CNN was kept */
+        cJSON *t = cJSON_AddObjectToObject(j, "cnn_member");
+        cJSON_AddBoolToObject(t, "kept", res->cnn_kept);
+        cJSON_AddNumberToObject(t, "mlp_plus_cnn_holdout_accuracy", res->cnn_acc);
+        cJSON_AddNumberToObject(t, "rows_better", (double)res->cnn_better);
+        cJSON_AddNumberToObject(t, "rows_worse", (double)res->cnn_worse);
+        cJSON_AddNumberToObject(t, "mlp_holdout_accuracy", res->mlp_acc);
+    }
     if (o->strategy == LS_STEAL_SYNTH && o->h > 1 && o->w > 1) { /* the image prior's queries over its styles */
         cJSON_AddBoolToObject(j, "distilled", res->distilled);
         cJSON *st = cJSON_AddObjectToObject(j, "style_share");

@@ -93,6 +93,9 @@ typedef struct {
  * with a message on failure (then nothing to free). */
 int ls_cnn_init(ls_cnn *m, int c, int h, int w, int k, int c1, int c2, int ks, int hidden, uint64_t seed);
 void ls_cnn_free(ls_cnn *m);
+/* The parameter count ls_cnn_init gives these sizes, in double so that no forged size
+ * overflows: file readers compare it with what the file holds before allocating. */
+double ls_cnn_param_count(int c, int h, int w, int k, int c1, int c2, int ks, int hidden);
 /* Trains on n CHW rows with hard labels y in [0,k) by minibatch Adam (o: epochs, batch,
  * lr decayed linearly to lr_end_frac*lr, wd, input_noise clipped to [lo,hi], seed,
  * verbose, label). *loss (may be NULL): mean cross-entropy of the last epoch. */
@@ -130,6 +133,8 @@ struct ls_replica {
     int members;
     ls_victim *tree; /* ls_steal_opts.tree_member: a CART fitted on the queries, its leaf probabilities
                         added to that average (NULL otherwise) */
+    ls_cnn *cnn;     /* ls_steal_opts.cnn_member: a CNN trained on the answers, its softmax added too
+                        (NULL otherwise) */
     int c, h, w, k;
     float lo, hi;
 };

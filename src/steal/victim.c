@@ -836,16 +836,6 @@ static int expect_params(const rd_t *r, double np, size_t after, const char *wha
     return LS_OK;
 }
 
-/* The parameter count ls_cnn_init gives these sizes (two convolutions, then one or two
- * dense layers), in double so no forged size overflows; the count read back after
- * ls_cnn_init is still compared with the network's own. */
-static double cnn_params(const ls_victim *v, const int32_t *arch) {
-    double c1 = arch[0], c2 = arch[1], ks = arch[2], hid = arch[3], k = v->k;
-    double feat = (double)(v->h / 4) * (double)(v->w / 4) * c2;
-    double np = c1 * ks * ks * v->c + c1 + c2 * ks * ks * c1 + c2;
-    return np + (hid > 0 ? hid * feat + hid + k * hid + k : k * feat + k);
-}
-
 /* Every child index and feature of t in bounds, children after their parent (so a walk
  * from the root ends): prediction walks them. */
 static int tree_check(const tree_t *t, int d, const char *path) {
@@ -995,7 +985,8 @@ static int load_body(rd_t *r, ls_victim *v) {
         LS_TRY(get_arr(r, (void **)&arch, 4, sizeof(int32_t)));
         /* ls_cnn_init range-checks every size, and the file must hold the parameters those
          * sizes imply, so a forged header cannot size the buffers. */
-        int rc = expect_params(r, cnn_params(v, arch), 0, "cnn");
+        int rc =
+            expect_params(r, ls_cnn_param_count(v->c, v->h, v->w, v->k, arch[0], arch[1], arch[2], arch[3]), 0, "cnn");
         if (!rc) rc = ls_cnn_init(&v->cnn, v->c, v->h, v->w, v->k, arch[0], arch[1], arch[2], arch[3], 0);
         free(arch);
         if (rc) {

@@ -132,6 +132,24 @@ assert json.loads(head["__metadata__"]["llmsys.steal"])["tree"] == 1
 PY
 "$BIN" steal eval --replica "$T/rd.st" --target "$URL3" --test-data digits > "$T/evald.out" || die "eval digits"
 grep -q "agreement with victim" "$T/evald.out" || die "eval digits output"
+# --cnn-member 1: the CNN's test is in the report, and a kept CNN is in the file steal eval loads
+"$BIN" steal --target "$URL3" --input-shape 1,8,8 --classes 10 --budget 1500 --out "$T/rc.st" --report "$T/rc.json" \
+  --epochs 3 --cnn-member 1 --quiet > /dev/null || die "steal digits --cnn-member 1"
+python3 - "$T/rc.json" "$T/rc.st" <<'PY' || die "cnn member in the report and the replica file"
+import json, struct, sys
+c = json.load(open(sys.argv[1]))["cnn_member"]
+print("  digits tree victim, 1500 queries: cnn member", c)
+b, w = c["rows_better"], c["rows_worse"]
+assert c["kept"] == (b - w > 2 * (b + w) ** 0.5), c
+raw = open(sys.argv[2], "rb").read()
+head = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
+assert ("cnn.params" in head) == c["kept"] and json.loads(head["__metadata__"]["llmsys.steal"])["cnn"] == c["kept"]
+PY
+"$BIN" steal eval --replica "$T/rc.st" --target "$URL3" --test-data digits > "$T/evalc.out" || die "eval digits cnn"
+grep -q "agreement with victim" "$T/evalc.out" || die "eval digits cnn output"
+"$BIN" steal --target "$URL3" --input-shape 1,8,8 --classes 10 --budget 10 --out "$T/bad.st" --cnn-member 2 \
+  --quiet 2>"$T/err"
+[ $? -eq 2 ] && grep -q -- "--cnn-member" "$T/err" && [ ! -e "$T/bad.st" ] || die "--cnn-member 2 refused"
 for bad in -1 8.5 nan; do
   "$BIN" steal --target "$URL3" --input-shape 1,8,8 --classes 10 --budget 10 --out "$T/bad.st" --distill $bad \
     --quiet 2>"$T/err"

@@ -280,11 +280,8 @@ static void test_image_queries_in_range(void) {
     ls_replica_free(r);
 }
 
-/* Writes r (members and CART) as ls_replica_save does, but with the CART's tensor `skip`
- * left out, tree.probs declared with `pk` classes and the metadata's "tree" set to has. */
-static int write_forged(const ls_replica *r, const char *path, const char *skip, int pk, int has) {
-    ls_st_writer *w;
-    LS_TRY(ls_st_writer_init(&w));
+/* Adds r's MLP members to w under the names ls_replica_save gives them. */
+static int add_members(ls_st_writer *w, const ls_replica *r) {
     int rc = LS_OK;
     for (int m = 0; m < r->members && !rc; m++)
         for (int l = 0; l < r->net[m].nl && !rc; l++) {
@@ -298,6 +295,15 @@ static int write_forged(const ls_replica *r, const char *path, const char *skip,
             rc = ls_st_writer_add(w, nw, LS_DT_F32, 2, ws, net->W[l]);
             if (!rc) rc = ls_st_writer_add(w, nb, LS_DT_F32, 1, bs, net->b[l]);
         }
+    return rc;
+}
+
+/* Writes r (members and CART) as ls_replica_save does, but with the CART's tensor `skip`
+ * left out, tree.probs declared with `pk` classes and the metadata's "tree" set to has. */
+static int write_forged(const ls_replica *r, const char *path, const char *skip, int pk, int has) {
+    ls_st_writer *w;
+    LS_TRY(ls_st_writer_init(&w));
+    int rc = add_members(w, r);
     ls_tree_view t;
     if (!rc) rc = ls_victim_tree_view(r->tree, &t);
     int64_t ns[1] = {t.nnodes}, ps[2] = {(int64_t)t.nleaves * r->k / pk, pk};
@@ -478,6 +484,193 @@ static void test_tree_member(void) {
     }
 }
 
+/* An oracle on 3 x 5 x 7 images in [-1, 2] whose label is set by the brightest pixel of
+ * channel 0, wherever it is (a max over places, which convolutions and pooling express and an
+ * MLP of pixels only approximates). */
+static int max_query(void *ctx, const float *x, int n, int32_t *labels, float *proba, int *got) {
+    (void)proba;
+    recorder *r = ctx;
+    for (int i = 0; i < n; i++) {
+        const float *row = x + (size_t)i * 105;
+        float mx = row[0];
+        for (int j = 1; j < 35; j++) mx = row[j] > mx ? row[j] : mx;
+        labels[i] = mx > 1.5f ? 2 : mx > 0.9f ? 1 : 0;
+        if (r->all && r->asked < 1500) memcpy(r->all + r->asked * 105, row, sizeof(float) * 105);
+        r->asked++;
+    }
+    *got = 0;
+    return 0;
+}
+
+/* Writes r's MLP members and its CNN as ls_replica_save does, with cnn.params holding `np`
+ * values (the CNN's own count, or a forged one), cnn.arch's first width set to c1, the
+ * tensor `skip` left out and the metadata's "cnn" set to has. */
+static int write_forged_cnn(const ls_replica *r, const char *path, const char *skip, int64_t np, int c1, int has) {
+    ls_st_writer *w;
+    LS_TRY(ls_st_writer_init(&w));
+    int rc = add_members(w, r);
+    int32_t arch[4] = {c1, r->cnn->c2, r->cnn->ks, r->cnn->hidden};
+    int64_t as[1] = {4}, ps[1] = {np};
+    float *p = calloc((size_t)np, sizeof(float));
+    if (p) memcpy(p, r->cnn->p, sizeof(float) * (size_t)(np < r->cnn->np ? np : r->cnn->np));
+    if (!rc && !p) rc = LS_ENOMEM;
+    if (!rc && strcmp(skip, "cnn.arch")) rc = ls_st_writer_add(w, "cnn.arch", LS_DT_I32, 1, as, arch);
+    if (!rc && strcmp(skip, "cnn.params")) rc = ls_st_writer_add(w, "cnn.params", LS_DT_F32, 1, ps, p);
+    char meta[256];
+    snprintf(meta, sizeof meta,
+             "{\"layers\":%d,\"members\":%d,\"cnn\":%d,\"input_shape\":[%d,%d,%d],\"input_range\":[%g,%g],"
+             "\"classes\":%d}",
+             r->net[0].nl, r->members, has, r->c, r->h, r->w, r->lo, r->hi, r->k);
+    if (!rc) rc = ls_st_writer_meta(w, "llmsys.steal", meta);
+    if (!rc) rc = ls_st_writer_write(w, path);
+    ls_st_writer_free(w);
+    free(p); /* the writer kept pointers until it wrote */
+    return rc;
+}
+
+/* The saved replica with its CNN predicts exactly as the one in memory, and without it
+ * (ls_replica_drop_cnn) as its members' mean; forged CNNs (a
+ * parameter count off by one, a width of 0, a missing tensor, "cnn" not 0/1) are refused
+ * with LS_EFORMAT, and a file saying "cnn": 0 loads without it. */
+static void mean_softmax(const ls_replica *r, const float *x, int n, float *out);
+static void check_cnn_file(ls_replica *r, const float *x, int n) {
+    char path[] = "/tmp/ls_test_cnn_replica_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd < 0) return;
+    close(fd);
+    ls_replica *back = NULL;
+    int32_t *a = malloc(sizeof(int32_t) * n), *b = malloc(sizeof(int32_t) * n);
+    CHECK_EQ_INT(ls_replica_save(r, path, NULL), LS_OK);
+    CHECK_MSG(ls_replica_load(path, &back) == LS_OK, "%s", ls_errmsg());
+    CHECK(back && ls_replica_has_cnn(back) && !ls_replica_has_tree(back));
+    if (back) {
+        CHECK_EQ_INT(ls_replica_predict(r, x, n, a), LS_OK);
+        CHECK_EQ_INT(ls_replica_predict(back, x, n, b), LS_OK);
+        CHECK(memcmp(a, b, sizeof(int32_t) * n) == 0);
+        CHECK(memcmp(back->cnn->p, r->cnn->p, sizeof(float) * (size_t)r->cnn->np) == 0);
+        /* without its CNN it predicts as its MLP members' mean softmax */
+        ls_replica_drop_cnn(back);
+        CHECK(!ls_replica_has_cnn(back));
+        float *avg = malloc(sizeof(float) * (size_t)n * r->k);
+        mean_softmax(back, x, n, avg);
+        CHECK_EQ_INT(ls_replica_predict(back, x, n, b), LS_OK);
+        int same = 0, changed = 0;
+        for (int i = 0; i < n; i++) {
+            int t = 0;
+            for (int j = 1; j < r->k; j++)
+                if (avg[i * r->k + j] > avg[i * r->k + t]) t = j;
+            same += t == b[i], changed += a[i] != b[i];
+        }
+        fprintf(stderr, "  without the cnn: %d of %d labels as the members' mean, %d changed\n", same, n, changed);
+        CHECK(same >= n - 2);
+        CHECK(changed > 0);
+        free(avg);
+        ls_replica_free(back);
+    }
+    int64_t np = r->cnn->np;
+    struct {
+        const char *skip;
+        int64_t np;
+        int c1, has;
+    } bad[] = {{"", np + 1, r->cnn->c1, 1},     {"", np - 1, r->cnn->c1, 1},       {"", np, 0, 1},
+               {"cnn.arch", np, r->cnn->c1, 1}, {"cnn.params", np, r->cnn->c1, 1}, {"", np, r->cnn->c1, 2}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        back = NULL;
+        CHECK_EQ_INT(write_forged_cnn(r, path, bad[i].skip, bad[i].np, bad[i].c1, bad[i].has), LS_OK);
+        CHECK_MSG(ls_replica_load(path, &back) == LS_EFORMAT, "forged cnn %zu loaded", i);
+        CHECK(back == NULL);
+        CHECK(strstr(ls_errmsg(), "cnn") != NULL);
+    }
+    CHECK_EQ_INT(write_forged_cnn(r, path, "", np, r->cnn->c1, 1), LS_OK); /* the forger writes a good file */
+    CHECK_EQ_INT(ls_replica_load(path, &back), LS_OK);
+    CHECK(back && ls_replica_has_cnn(back));
+    ls_replica_free(back);
+    CHECK_EQ_INT(write_forged_cnn(r, path, "", np, r->cnn->c1, 0), LS_OK); /* "cnn": 0: the MLPs alone */
+    CHECK_EQ_INT(ls_replica_load(path, &back), LS_OK);
+    CHECK(back && !ls_replica_has_cnn(back));
+    ls_replica_free(back);
+    unlink(path);
+    free(a), free(b);
+}
+
+/* The CNN member (opts.cnn_member, off by default), tested by the attack on 4 of every 5
+ * answers: on the brightest-pixel oracle the MLP's softmax plus a CNN's predicts the held-back
+ * fifth better than the MLP's alone by more than two standard errors, and the CNN is kept; the
+ * replica's labels are the arg-max of its MLP members' mean softmax plus the CNN's, recomputed
+ * here from the parts; its file (check_cnn_file). On the two-pixel-tree oracle it is dropped,
+ * and on the mean-thirds oracle (a linear rule an MLP fits) too, though it gains a few rows. */
+static void test_cnn_member(void) {
+    ls_steal_opts o;
+    ls_steal_opts_default(&o);
+    CHECK_EQ_INT(o.cnn_member, 0);         /* the default */
+    for (int kind = 0; kind < 3; kind++) { /* 0: two-pixel tree, 1: brightest pixel, 2: mean-thirds */
+        recorder rec = {.d = 105, .lo = -1, .hi = 2, .all = malloc(sizeof(float) * 1500 * 105), .axis = kind == 0};
+        ls_steal_opts_default(&o);
+        o.c = 3, o.h = 5, o.w = 7, o.lo = -1, o.hi = 2, o.k = 3;
+        o.budget = 1500;
+        o.final_epochs = 10;
+        o.members = 2;
+        o.seed = 3;
+        o.tree_member = 0;
+        o.cnn_member = 1;
+        ls_replica *r = NULL;
+        ls_steal_result res;
+        CHECK(rec.all != NULL);
+        ls_steal_oracle orc = {&rec, kind == 1 ? max_query : record_query};
+        CHECK_EQ_INT(ls_steal_run(&o, orc, &r, &res), LS_OK);
+        CHECK(r != NULL && r->members == 2 && !r->tree);
+        fprintf(stderr,
+                "  %s oracle: cnn member %s (MLP + CNN %.3f, MLP %.3f on the held-back fifth, rows +%lld -%lld)\n",
+                kind == 1 ? "brightest-pixel"
+                : kind    ? "mean-thirds"
+                          : "two-pixel tree",
+                r && r->cnn ? "kept" : "dropped", res.cnn_acc, res.mlp_acc, (long long)res.cnn_better,
+                (long long)res.cnn_worse);
+        CHECK(res.cnn_tested && !res.tree_tested);
+        CHECK_EQ_INT(res.cnn_kept, r && r->cnn);
+        double gain = (double)(res.cnn_better - res.cnn_worse);
+        CHECK(res.cnn_acc > 0 && res.mlp_acc > 0 &&
+              (gain > 2 * sqrt((double)(res.cnn_better + res.cnn_worse))) == res.cnn_kept);
+        /* the paired counts are the two accuracies' difference, in rows of the held-back fifth */
+        CHECK(fabs(gain / 300.0 - (res.cnn_acc - res.mlp_acc)) < 1e-9);
+        CHECK_EQ_INT(res.cnn_kept, kind == 1);
+        /* on the linear rule the CNN wins a few held-back rows more than it loses, within the
+         * paired count's noise: dropped all the same */
+        if (kind == 2) CHECK(res.cnn_better > res.cnn_worse);
+        if (!r || !r->cnn) {
+            free(rec.all);
+            ls_replica_free(r);
+            continue;
+        }
+        int n = 1500, k = 3, same = 0, right = 0;
+        int32_t *lab = malloc(sizeof(int32_t) * n), *orl = malloc(sizeof(int32_t) * n);
+        float *z = malloc(sizeof(float) * n * k), *avg = malloc(sizeof(float) * n * k);
+        CHECK_EQ_INT(ls_replica_predict(r, rec.all, n, lab), LS_OK);
+        mean_softmax(r, rec.all, n, avg);
+        CHECK_EQ_INT(ls_cnn_logits(r->cnn, rec.all, n, z), LS_OK);
+        recorder again = {.d = 105, .lo = -1, .hi = 2};
+        int got = 0;
+        CHECK_EQ_INT(max_query(&again, rec.all, n, orl, NULL, &got), 0);
+        for (int i = 0; i < n; i++) {
+            double mx = z[i * k], s = 0, p[3];
+            for (int j = 1; j < k; j++) mx = z[i * k + j] > mx ? z[i * k + j] : mx;
+            for (int j = 0; j < k; j++) s += p[j] = exp(z[i * k + j] - mx);
+            int b = 0;
+            for (int j = 1; j < k; j++)
+                if (avg[i * k + j] + p[j] / s > avg[i * k + b] + p[b] / s) b = j;
+            same += b == lab[i];
+            right += lab[i] == orl[i];
+        }
+        fprintf(stderr, "  cnn member: %d of %d labels as recomputed, %d agree with the oracle\n", same, n, right);
+        CHECK(same >= n - 2); /* float sums in another order may flip an exact tie */
+        CHECK(right > n * 8 / 10);
+        check_cnn_file(r, rec.all, n);
+        free(lab), free(orl), free(z), free(avg), free(rec.all);
+        ls_replica_free(r);
+    }
+}
+
 /* Agreement of two replicas on n rows. */
 static double replica_agreement(const ls_replica *a, const ls_replica *b, const float *x, int n) {
     int32_t *la = malloc(sizeof(int32_t) * n), *lb = malloc(sizeof(int32_t) * n);
@@ -586,9 +779,9 @@ out:
     for (int i = 0; i < 3; i++) ls_replica_free(r[i]), free(q[i]);
 }
 
-/* An oracle whose label is a hash of the query's bytes: nothing generalises, so both models
- * of the tree member's test must score near chance (1/3) on the held-back fifth. An MLP that
- * had seen those rows would have memorised them. */
+/* An oracle whose label is a hash of the query's bytes: nothing generalises, so every model
+ * of the member tests must score near chance (1/3) on the held-back fifth. An MLP or a CNN
+ * that had seen those rows would have memorised them. */
 static int hash_query(void *ctx, const float *x, int n, int32_t *labels, float *proba, int *got) {
     (void)ctx, (void)proba;
     for (int i = 0; i < n; i++) labels[i] = (int32_t)(ls_hash64(x + (size_t)i * 105, 105 * sizeof(float)) % 3);
@@ -604,13 +797,14 @@ static void test_tree_member_held_out(void) {
     o.members = 1;
     o.distill = 0;
     o.seed = 5;
+    o.cnn_member = 1;
     ls_replica *r = NULL;
     ls_steal_result res;
     CHECK_EQ_INT(ls_steal_run(&o, (ls_steal_oracle){NULL, hash_query}, &r, &res), LS_OK);
-    fprintf(stderr, "  hashed labels: CART %.3f, MLP %.3f on the held-back fifth (chance 0.333)\n", res.tree_acc,
-            res.mlp_acc);
-    CHECK(res.tree_tested);
-    CHECK(res.tree_acc < 0.45 && res.mlp_acc < 0.45);
+    fprintf(stderr, "  hashed labels: CART %.3f, MLP %.3f, MLP + CNN %.3f on the held-back fifth (chance 0.333)\n",
+            res.tree_acc, res.mlp_acc, res.cnn_acc);
+    CHECK(res.tree_tested && res.cnn_tested);
+    CHECK(res.tree_acc < 0.45 && res.mlp_acc < 0.45 && res.cnn_acc < 0.45);
     ls_replica_free(r);
 }
 
@@ -660,6 +854,7 @@ int main(void) {
     openblas_set_num_threads(1); /* small matmuls; threads only spin on shared cores */
     setup();
     RUN(test_budget_and_beats_random);
+    RUN(test_cnn_member);
     RUN(test_target_stops);
     RUN(test_members);
     RUN(test_image_queries_in_range);
