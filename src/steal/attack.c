@@ -911,16 +911,7 @@ enum { CNN_C1 = 16, CNN_C2 = 32, CNN_KS = 5, CNN_HIDDEN = 128, CNN_EPOCHS = 15 }
 static int cnn_train(const attack_t *a, const float *x, const int32_t *y, int64_t n, uint64_t seed, ls_cnn *m) {
     const ls_steal_opts *o = a->o;
     LS_TRY(ls_cnn_init(m, o->c, o->h, o->w, a->k, CNN_C1, CNN_C2, CNN_KS, CNN_HIDDEN, seed));
-    ls_mlp_fit_opts fo = {.epochs = CNN_EPOCHS,
-                          .batch = 64,
-                          .lr = 1e-3f,
-                          .lr_end_frac = 0.05f,
-                          .wd = 1e-4f,
-                          .lo = o->lo,
-                          .hi = o->hi,
-                          .seed = seed + 1,
-                          .verbose = o->verbose,
-                          .label = "cnn member"};
+    ls_mlp_fit_opts fo = ls_cnn_fit_opts(CNN_EPOCHS, o->lo, o->hi, seed + 1, o->verbose, "cnn member");
     int rc = ls_cnn_fit(m, x, y, n, &fo, NULL);
     if (rc) ls_cnn_free(m);
     return rc;

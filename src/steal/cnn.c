@@ -44,6 +44,19 @@ int ls_cnn_init(ls_cnn *m, int c, int h, int w, int k, int c1, int c2, int ks, i
     return LS_OK;
 }
 
+ls_mlp_fit_opts ls_cnn_fit_opts(int epochs, float lo, float hi, uint64_t seed, int verbose, const char *label) {
+    return (ls_mlp_fit_opts){.epochs = epochs,
+                             .batch = 64,
+                             .lr = 1e-3f,
+                             .lr_end_frac = 0.05f,
+                             .wd = 1e-4f,
+                             .lo = lo,
+                             .hi = hi,
+                             .seed = seed,
+                             .verbose = verbose,
+                             .label = label};
+}
+
 double ls_cnn_param_count(int c, int h, int w, int k, int c1, int c2, int ks, int hidden) {
     double feat = (double)(h / 4) * (double)(w / 4) * c2;
     double np = (double)c1 * ks * ks * c + c1 + (double)c2 * ks * ks * c1 + c2;

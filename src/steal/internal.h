@@ -100,6 +100,9 @@ double ls_cnn_param_count(int c, int h, int w, int k, int c1, int c2, int ks, in
  * lr decayed linearly to lr_end_frac*lr, wd, input_noise clipped to [lo,hi], seed,
  * verbose, label). *loss (may be NULL): mean cross-entropy of the last epoch. */
 int ls_cnn_fit(ls_cnn *m, const float *x, const int32_t *y, int64_t n, const ls_mlp_fit_opts *o, double *loss);
+/* How steal trains its CNNs (the cnn victim, the replica's CNN member): minibatches of 64, Adam
+ * at 1e-3 decayed linearly to 5 % of it, weight decay 1e-4, no input noise. */
+ls_mlp_fit_opts ls_cnn_fit_opts(int epochs, float lo, float hi, uint64_t seed, int verbose, const char *label);
 /* Logits (n*k) of n CHW rows, in 64-row chunks; reentrant (own workspace per call). */
 int ls_cnn_logits(const ls_cnn *m, const float *x, int64_t n, float *logits);
 /* Mean softmax cross-entropy of n rows against y in *loss; overwrites m->g with its gradient

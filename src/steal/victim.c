@@ -243,16 +243,7 @@ static int train_cnn(ls_victim *v, const ls_victim_opts *o, const ls_steal_data 
         return ls_err(LS_EINVAL, "cnn victim needs image-shaped data (C,H,W) with H, W >= 4; %s has shape (%d,%d,%d)",
                       t->name[0] ? t->name : "the data", t->c, t->h, t->w);
     LS_TRY(ls_cnn_init(&v->cnn, t->c, t->h, t->w, t->k, o->conv1, o->conv2, o->kernel, o->hidden, o->seed));
-    ls_mlp_fit_opts fo = {.epochs = epochs_for(o, t, 64),
-                          .batch = 64,
-                          .lr = 1e-3f,
-                          .lr_end_frac = 0.05f,
-                          .wd = 1e-4f,
-                          .lo = t->lo,
-                          .hi = t->hi,
-                          .seed = o->seed,
-                          .verbose = o->verbose,
-                          .label = "cnn"};
+    ls_mlp_fit_opts fo = ls_cnn_fit_opts(epochs_for(o, t, 64), t->lo, t->hi, o->seed, o->verbose, "cnn");
     return ls_cnn_fit(&v->cnn, t->x, t->y, t->n, &fo, NULL);
 }
 
