@@ -215,6 +215,11 @@ struct cJSON;
 int ls_json_read_file(const char *path, struct cJSON **out);
 /* Parses a string; what names the source in error messages. */
 int ls_json_parse(const char *text, size_t len, const char *what, struct cJSON **out);
+/* Byte offset of the first \u0000 escape in the JSON text [text, text + len), or len when there
+ * is none. cJSON decodes the escape into a NUL, which ends the C string it lands in: a string
+ * holding one would be cut short without a word, so readers refuse it. An escaped backslash
+ * before "u0000" is text, not an escape. */
+size_t ls_json_nul_escape(const char *text, size_t len);
 /* Pretty-prints and writes atomically. */
 int ls_json_write_file(const char *path, const struct cJSON *j);
 /* Checks that j is an object whose "format" is format and, when version > 0, whose "version" is

@@ -7,12 +7,32 @@
 #include <stdlib.h>
 #include <string.h>
 
+size_t ls_json_nul_escape(const char *text, size_t len) {
+    size_t i = 0;
+    while (i < len) {
+        if (text[i] != '\\') {
+            i++;
+            continue;
+        }
+        if (len - i >= 6 && !memcmp(text + i + 1, "u0000", 5)) return i;
+        i += 2; /* an escape: the backslash and what it escapes */
+    }
+    return len;
+}
+
 int ls_json_parse(const char *text, size_t len, const char *what, cJSON **out) {
     const char *end = NULL;
     *out = cJSON_ParseWithLengthOpts(text, len, &end, 0);
     if (!*out) {
         size_t off = end ? (size_t)(end - text) : 0;
         return ls_err(LS_EFORMAT, "%s: invalid JSON near byte %zu", what, off);
+    }
+    size_t nul = ls_json_nul_escape(text, len);
+    if (nul < len) {
+        cJSON_Delete(*out);
+        *out = NULL;
+        return ls_err(LS_EFORMAT, "%s: a \\u0000 escape at byte %zu (a NUL character would cut its string short)", what,
+                      nul);
     }
     return LS_OK;
 }

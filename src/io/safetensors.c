@@ -222,6 +222,11 @@ int ls_st_open_ex(const char *path, unsigned flags, ls_st_file **out) {
         rc = ls_err(LS_EFORMAT, "%s: safetensors header is not valid JSON", path);
         goto fail;
     }
+    if (ls_json_nul_escape((const char *)base + 8, (size_t)hlen) < hlen) {
+        rc = ls_err(LS_EFORMAT, "%s: safetensors header holds a \\u0000 escape (a NUL would cut a name or value short)",
+                    path);
+        goto fail;
+    }
     if ((rc = check_unique(path, hdr, "header")) != LS_OK) goto fail;
     const uint8_t *data = base + 8 + hlen;
     size_t data_len = f->map_len - 8 - (size_t)hlen;

@@ -170,20 +170,6 @@ static const cJSON *jsonl_text(const cJSON *j, const char *field) {
     return cJSON_IsString(v) ? v : NULL;
 }
 
-/* 1 when the JSON text [p, e) holds a \u0000 escape: cJSON decodes it to a NUL, which ends
- * the C string and would cut the document short without a word. */
-static int has_nul_escape(const char *p, const char *e) {
-    while (p < e) {
-        if (*p != '\\') {
-            p++;
-            continue;
-        }
-        if (e - p >= 6 && !memcmp(p + 1, "u0000", 5)) return 1;
-        p += 2; /* an escape: the backslash and what it escapes */
-    }
-    return 0;
-}
-
 static int index_jsonl(ls_src *s, uint32_t f, const char *buf, size_t len, int strict) {
     const char *p = buf, *end = buf + len;
     int line = 0;
@@ -192,12 +178,13 @@ static int index_jsonl(ls_src *s, uint32_t f, const char *buf, size_t len, int s
         const char *eol = nl ? nl : end;
         line++;
         if (!is_blank_line(p, end)) {
-            cJSON *j = cJSON_ParseWithLength(p, (size_t)(eol - p));
+            size_t n = (size_t)(eol - p);
+            cJSON *j = cJSON_ParseWithLength(p, n);
             const cJSON *v = j ? jsonl_text(j, s->spec.field) : NULL;
-            const char *why = !j                       ? "malformed JSON"
-                              : !v                     ? "no string field"
-                              : has_nul_escape(p, eol) ? "a \\u0000 escape (a NUL would cut the text short)"
-                                                       : NULL;
+            const char *why = !j                             ? "malformed JSON"
+                              : !v                           ? "no string field"
+                              : ls_json_nul_escape(p, n) < n ? "a \\u0000 escape (a NUL would cut the text short)"
+                                                             : NULL;
             int named = j && !v; /* the field is named where it is missing */
             /* The token count is known from here on, so steps are built without reading. */
             size_t tlen = v ? strlen(v->valuestring) : 0;

@@ -191,6 +191,10 @@ static int parse_line(const char *path, int lineno, const char *line, size_t len
         cJSON_Delete(j);
         return ls_err(LS_EFORMAT, "%s:%d: not a JSON object", path, lineno);
     }
+    if (ls_json_nul_escape(line, len) < len) {
+        cJSON_Delete(j);
+        return ls_err(LS_EFORMAT, "%s:%d: a \\u0000 escape (a NUL would cut the text short)", path, lineno);
+    }
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "prompt"), *a = cJSON_GetObjectItemCaseSensitive(j, "answer");
     const cJSON *k = cJSON_GetObjectItemCaseSensitive(j, "kind"), *id = cJSON_GetObjectItemCaseSensitive(j, "id");
     const cJSON *ln = cJSON_GetObjectItemCaseSensitive(j, "len"), *dm = cJSON_GetObjectItemCaseSensitive(j, "demo");

@@ -832,6 +832,11 @@ static int parse_completion(ls_server *s, const char *body, size_t len, req *r, 
         snprintf(err, en, "request body is not valid JSON");
         return 400;
     }
+    if (ls_json_nul_escape(body, len) < len) {
+        cJSON_Delete(j);
+        snprintf(err, en, "request body holds a \\u0000 escape (NUL characters are not supported)");
+        return 400;
+    }
     int ok = 0, status = 400;
     char *chat_text = NULL;
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "prompt");

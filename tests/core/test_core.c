@@ -129,6 +129,18 @@ static void test_files(void) {
     CHECK(ls_file_write_atomic(path, "{\"a\": [1, 2", 11) == LS_OK);
     CHECK(ls_json_read_file(path, &j) == LS_EFORMAT);
     CHECK(strstr(ls_errmsg(), "r.json") != NULL);
+    /* a \u0000 escape would end the decoded C string early: refused, naming its byte; an escaped
+     * backslash before "u0000" is text and stays whole */
+    const char *nul = "{\"a\":\"x\\u0000y\"}", *lit = "{\"a\":\"x\\\\u0000y\"}";
+    CHECK(ls_json_nul_escape(nul, strlen(nul)) == 7);
+    CHECK(ls_json_nul_escape(lit, strlen(lit)) == strlen(lit));
+    CHECK(ls_json_nul_escape("\"\\\\\\u0000\"", 10) == 3); /* an escaped backslash, then the escape */
+    CHECK(ls_json_nul_escape("\"\\u000", 6) == 6);         /* cut short: no escape */
+    CHECK(ls_json_parse(nul, strlen(nul), "nul.json", &j) == LS_EFORMAT && j == NULL);
+    CHECK_MSG(strstr(ls_errmsg(), "nul.json: a \\u0000 escape at byte 7") != NULL, "%s", ls_errmsg());
+    CHECK(ls_json_parse(lit, strlen(lit), "lit.json", &j) == LS_OK &&
+          ls_json_get_string(j, "a", NULL, &name) == LS_OK && !strcmp(name, "x\\u0000y"));
+    cJSON_Delete(j);
     CHECK(test_rmtree(dir) == 0);
 }
 

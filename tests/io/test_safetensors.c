@@ -92,10 +92,12 @@ static void test_foreign(void) {
     /* a hand-made file with no llmsys metadata and a shape that disagrees with its bytes */
     const char *hdr = "{\"x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
     const char *hbad = "{\"x\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}";
+    /* a name holding a \u0000 escape, which would decode to "x" */
+    const char *hnul = "{\"x\\u0000y\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
     char p[256];
     path_of(p, sizeof p, "foreign.safetensors");
-    for (int k = 0; k < 2; k++) {
-        const char *h = k ? hbad : hdr;
+    for (int k = 0; k < 3; k++) {
+        const char *h = k == 2 ? hnul : k ? hbad : hdr;
         size_t hl = strlen(h);
         unsigned char buf[256] = {0};
         for (int i = 0; i < 8; i++) buf[i] = (unsigned char)((uint64_t)hl >> (8 * i));
@@ -118,7 +120,8 @@ static void test_foreign(void) {
             CHECK(t && got[1] == -2.0f);
             ls_st_close(f);
         } else {
-            CHECK(rc == LS_EFORMAT);
+            CHECK(rc == LS_EFORMAT && f == NULL);
+            if (k == 2) CHECK_MSG(strstr(ls_errmsg(), "u0000 escape") != NULL, "%s", ls_errmsg());
         }
     }
 }

@@ -126,6 +126,7 @@ static void test_files(void) {
         {"{\"prompt\":\"a=\",\"answer\":\"b\",\"kind\":\"juggle\"}\n", "unknown \"kind\""},
         {"\n\n", "no tasks"},
         {"[1,2]\n", ":1: not a JSON object"},
+        {"{\"prompt\":\"a\\u0000=\",\"answer\":\"b\"}\n", ":1: a \\u0000 escape"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         write_file("test_rl_bad.jsonl", bad[i][0]);

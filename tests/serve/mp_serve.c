@@ -179,6 +179,7 @@ static void test_bad_requests(void) {
     free(big);
     expect_status("POST", "/v1/completions", "{\"prompt\": \"abc\"", 400, "not valid JSON");
     expect_status("POST", "/v1/completions", "[1,2]", 400, "JSON object");
+    expect_status("POST", "/v1/completions", "{\"prompt\":\"hi\\u0000there\"}", 400, "u0000 escape");
     expect_status("POST", "/v1/completions", "{\"max_tokens\":3}", 400, "is required");
     expect_status("POST", "/v1/completions", "{\"prompt\":\"hi\",\"max_tokens\":-3}", 400, "max_tokens");
     expect_status("POST", "/v1/completions", "{\"prompt\":\"hi\",\"max_tokens\":1.5}", 400, "max_tokens");
@@ -228,7 +229,7 @@ static void test_bad_requests(void) {
     expect_status("POST", "/v1/completions", "{\"prompt\":\"The \",\"max_tokens\":5,\"temperature\":0.8,\"top_p\":0.9,\"seed\":3}", 200,
                   "\"completion_tokens\":");
     expect_status("GET", "/health", NULL, 200, "\"status\":\"ok\"");
-    expect_status("GET", "/metrics", NULL, 200, "llmsys_requests_rejected_total 20\n");
+    expect_status("GET", "/metrics", NULL, 200, "llmsys_requests_rejected_total 21\n");
     int st;
     char *m = NULL;
     CHECK(http("GET", "/metrics", NULL, &st, &m) == LS_OK);
