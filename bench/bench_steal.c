@@ -380,7 +380,7 @@ int main(int argc, char **argv) {
                 "  --tree-member: 0 = the replica is MLPs only, 1 = it adds a CART of the queries when the attacker's\n"
                 "          own test keeps it (images; the attack's default)\n"
                 "  --cnn-member: 1 = the replica adds a small CNN of the answers when the attacker's own test keeps\n"
-                "          it (images), 0 = no CNN (the attack's default)\n"
+                "          it (images; the attack's default), 0 = no CNN\n"
                 "  --distill: unlabeled prior draws per answer on which the members are distilled (images, when\n"
                 "          the CART is not kept; default 1, 0 = off)\n"
                 "  --monitor-stats: 1 = the query monitor also profiles each image's level and edge statistics (its\n"

@@ -248,8 +248,9 @@ int cmd_steal(int argc, char **argv) {
         {"members", LS_ARG_INT, &o.members, "N", "replica networks averaged at prediction (default 3)", 0,
          LS_RANGE(1, LS_REPLICA_MAX_MEMBERS)},
         {"cnn-member", LS_ARG_INT, &o.cnn_member, "0|1",
-         "images: 1 = add a small CNN of the answers when the attacker's own test keeps it (default 0)", 0,
-         LS_RANGE(0, 1)},
+         "images: 1 = add a small CNN of the answers when the attacker's own test keeps it (default 1; 0 = none, "
+         "faster)",
+         0, LS_RANGE(0, 1)},
         {"distill", LS_ARG_FLOAT, &o.distill, "R",
          "images: unlabeled prior draws per answer the members are distilled on (default 1, 0 = off)"},
         {"batch", LS_ARG_INT, &o.batch, "N", "inputs per request (default 256)", 0, LS_MIN(1)},

@@ -32,7 +32,7 @@ void ls_steal_opts_default(ls_steal_opts *o) {
     o->members = 3;
     o->use_proba = 1;
     o->tree_member = 1;
-    o->cnn_member = 0;
+    o->cnn_member = 1;
     o->distill = 1;
 }
 

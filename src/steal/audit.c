@@ -338,7 +338,8 @@ static int demo_victim(const char *dir, int quick, int type, const ls_steal_data
             o.strategy = s ? LS_STEAL_RANDOM : LS_STEAL_SYNTH;
             o.use_proba = 0;
             o.final_epochs = quick ? 15 : 20;
-            o.members = 1; /* one network keeps the demo quick; `llmsys steal` averages 3 */
+            o.members = 1;    /* one network and no CNN member keep the demo quick; */
+            o.cnn_member = 0; /* `llmsys steal` averages 3 and tests a CNN */
             if (quick) o.hidden1 = 64, o.hidden2 = 32;
             o.seed = 7;
             ls_replica *r;

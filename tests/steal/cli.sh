@@ -110,7 +110,8 @@ grep -q "refused" "$T/err" || { kill $SRV2; die "refusal message"; }
 kill $SRV2; wait $SRV2 2>/dev/null
 grep -q "client key:eve flagged by the query monitor after" "$T/serve2.out" || die "monitor flag logged"
 # images (digits, 8x8): against a tree victim the replica keeps its CART member (the attacker's
-# own test), writes it into the replica file, and steal eval loads and evaluates it
+# own test), writes it into the replica file, and steal eval loads and evaluates it; the CNN
+# member (on by default) is tested, its test is in the report, and a kept CNN is in the file
 "$BIN" victim train --type tree --data digits --out "$T/d.bin" --quiet > /dev/null || die "train digits"
 "$BIN" victim serve --model "$T/d.bin" --port 0 --port-file "$T/port3" --model-units --duration 60 \
   > "$T/serve3.out" 2>&1 &
@@ -129,24 +130,24 @@ raw = open(sys.argv[2], "rb").read()
 head = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
 assert head["tree.feat"]["dtype"] == "I32" and head["tree.probs"]["shape"][1] == 10, head.keys()
 assert json.loads(head["__metadata__"]["llmsys.steal"])["tree"] == 1
-PY
-"$BIN" steal eval --replica "$T/rd.st" --target "$URL3" --test-data digits > "$T/evald.out" || die "eval digits"
-grep -q "agreement with victim" "$T/evald.out" || die "eval digits output"
-# --cnn-member 1: the CNN's test is in the report, and a kept CNN is in the file steal eval loads
-"$BIN" steal --target "$URL3" --input-shape 1,8,8 --classes 10 --budget 1500 --out "$T/rc.st" --report "$T/rc.json" \
-  --epochs 3 --cnn-member 1 --quiet > /dev/null || die "steal digits --cnn-member 1"
-python3 - "$T/rc.json" "$T/rc.st" <<'PY' || die "cnn member in the report and the replica file"
-import json, struct, sys
 c = json.load(open(sys.argv[1]))["cnn_member"]
 print("  digits tree victim, 1500 queries: cnn member", c)
 b, w = c["rows_better"], c["rows_worse"]
 assert c["kept"] == (b - w > 2 * (b + w) ** 0.5), c
-raw = open(sys.argv[2], "rb").read()
-head = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
 assert ("cnn.params" in head) == c["kept"] and json.loads(head["__metadata__"]["llmsys.steal"])["cnn"] == c["kept"]
 PY
-"$BIN" steal eval --replica "$T/rc.st" --target "$URL3" --test-data digits > "$T/evalc.out" || die "eval digits cnn"
-grep -q "agreement with victim" "$T/evalc.out" || die "eval digits cnn output"
+"$BIN" steal eval --replica "$T/rd.st" --target "$URL3" --test-data digits > "$T/evald.out" || die "eval digits"
+grep -q "agreement with victim" "$T/evald.out" || die "eval digits output"
+# --cnn-member 0: no CNN tested, none in the report or the file
+"$BIN" steal --target "$URL3" --input-shape 1,8,8 --classes 10 --budget 1500 --out "$T/rc.st" --report "$T/rc.json" \
+  --epochs 3 --cnn-member 0 --quiet > /dev/null || die "steal digits --cnn-member 0"
+python3 - "$T/rc.json" "$T/rc.st" <<'PY' || die "no cnn member with --cnn-member 0"
+import json, struct, sys
+assert "cnn_member" not in json.load(open(sys.argv[1]))
+raw = open(sys.argv[2], "rb").read()
+head = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
+assert "cnn.params" not in head and json.loads(head["__metadata__"]["llmsys.steal"])["cnn"] == 0
+PY
 "$BIN" steal --target "$URL3" --input-shape 1,8,8 --classes 10 --budget 10 --out "$T/bad.st" --cnn-member 2 \
   --quiet 2>"$T/err"
 [ $? -eq 2 ] && grep -q -- "--cnn-member" "$T/err" && [ ! -e "$T/bad.st" ] || die "--cnn-member 2 refused"

@@ -229,6 +229,7 @@ static void detector_case(const char *data, int64_t train_n, int64_t budget, int
     so.final_epochs = 2;
     so.members = 1;
     so.hidden1 = 32, so.hidden2 = 16;
+    so.cnn_member = 0; /* the CNN member has its own test (steal.test_attack) */
     ls_replica *rep;
     ls_steal_result res;
     CHECK_EQ_INT(ls_steal_run(&so, (ls_steal_oracle){&mo, mon_query}, &rep, &res), LS_OK);
