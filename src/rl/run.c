@@ -385,8 +385,14 @@ static int run(const ls_rl_run_opts *o, const ls_rl_inputs *in) {
                     killed_relay = 1;
                 }
         }
-        if (o->timeout_s > 0 && now > o->timeout_s)
-            rc = ls_err(LS_ETIMEDOUT, "rl run: not finished within %.0f s", o->timeout_s);
+        if (o->timeout_s > 0 && now > o->timeout_s) { /* where it waited: the manager's and trainer's last lines */
+            char lm[160], lt[160];
+            last_line(ch[0].log, lm, sizeof lm);
+            last_line(ch[trainer].log, lt, sizeof lt);
+            rc = ls_err(LS_ETIMEDOUT,
+                        "rl run: not finished within %.0f s (manager: \"%s\"; trainer: \"%s\"; logs in %s)",
+                        o->timeout_s, lm, lt, logdir);
+        }
         ls_sleep_ms(20);
     }
 finished:
