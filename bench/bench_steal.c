@@ -33,7 +33,7 @@ typedef struct {
 } outcome;
 
 typedef struct {
-    int nb, epochs, proba, no_base, tree_member, cnn_member; /* < 0: the attack's default */
+    int nb, epochs, proba, no_base, tree_member, cnn_member, cnn_shift, cnn_epochs; /* < 0: the attack's default */
     double distill;                              /* < 0: the attack's default */
     int64_t train_n, test_n, budgets[16];
     uint64_t seed;
@@ -66,6 +66,8 @@ static int run_one(ls_victim_server *srv, const ls_steal_data *tr, const ls_stea
     o.seed = c->seed;
     if (c->tree_member >= 0) o.tree_member = c->tree_member;
     if (c->cnn_member >= 0) o.cnn_member = c->cnn_member;
+    if (c->cnn_shift >= 0) o.cnn_shift = c->cnn_shift;
+    if (c->cnn_epochs > 0) o.cnn_epochs = c->cnn_epochs;
     if (c->distill >= 0) o.distill = c->distill;
     ls_replica *r = NULL;
     ls_steal_result res;
@@ -360,8 +362,15 @@ int main(int argc, char **argv) {
     const char *dev_s = "fmnist,blobs,rings,wine,cancer,digits";
     const char *held_s = "glyphs,shapes,textures,fmnist-inv,moons,checker,skewed";
     const char *budgets_s = "1000,5000,20000";
-    bench_cfg c = {
-        .epochs = 30, .train_n = 30000, .seed = 1, .delta = 0.95, .tree_member = -1, .cnn_member = -1, .distill = -1};
+    bench_cfg c = {.epochs = 30,
+                   .train_n = 30000,
+                   .seed = 1,
+                   .delta = 0.95,
+                   .tree_member = -1,
+                   .cnn_member = -1,
+                   .cnn_shift = -1,
+                   .cnn_epochs = 0,
+                   .distill = -1};
     ls_qmon_opts_default(&c.mo);
     int quick = 0;
     openblas_set_num_threads(1); /* small batches on shared cores: OpenBLAS threads would mostly spin */
@@ -373,7 +382,8 @@ int main(int argc, char **argv) {
                 "                   [--train-n N] [--test-n N] [--epochs N] [--delta W] [--monitor-z Z] "
                 "[--monitor-stats 0|1]\n"
                 "                   [--no-baselines] [--proba] [--seed N] [--quick] [--goal]\n"
-                "                   [--tree-member 0|1] [--cnn-member 0|1] [--distill R]\n"
+                "                   [--tree-member 0|1] [--cnn-member 0|1] [--cnn-shift N] [--cnn-epochs N]\n"
+                "                   [--distill R]\n"
                 "  victims: logreg,svm,tree,forest,knn,nb,mlp,cnn (cnn on image data only, skipped on tables)\n"
                 "  --datasets: development tasks (default %s), 'none' for none\n"
                 "  --heldout:  held-out tasks (default %s), 'none' for none\n"
@@ -381,6 +391,8 @@ int main(int argc, char **argv) {
                 "          own test keeps it (images; the attack's default)\n"
                 "  --cnn-member: 1 = the replica adds a small CNN of the answers when the attacker's own test keeps\n"
                 "          it (images; the attack's default), 0 = no CNN\n"
+                "  --cnn-shift: the CNN member trained on answers moved by up to N pixels each way (default 0)\n"
+                "  --cnn-epochs: the CNN member's training epochs (default 15)\n"
                 "  --distill: unlabeled prior draws per answer on which the members are distilled (images, when\n"
                 "          the CART is not kept; default 1, 0 = off)\n"
                 "  --monitor-stats: 1 = the query monitor also profiles each image's level and edge statistics (its\n"
@@ -434,6 +446,10 @@ int main(int argc, char **argv) {
             c.tree_member = atoi(argv[++i]);
         else if (!strcmp(a, "--cnn-member"))
             c.cnn_member = atoi(argv[++i]);
+        else if (!strcmp(a, "--cnn-shift"))
+            c.cnn_shift = atoi(argv[++i]);
+        else if (!strcmp(a, "--cnn-epochs"))
+            c.cnn_epochs = atoi(argv[++i]);
         else if (!strcmp(a, "--distill"))
             c.distill = atof(argv[++i]);
         else if (!strcmp(a, "--monitor-z"))

@@ -424,11 +424,18 @@ typedef struct {
      * by more than two standard errors (ls_steal_result.cnn_better; default 1 = tested;
      * 0 = no CNN, about 2.5 times faster at 20k queries on 28x28 images) */
     int cnn_member;
+    /* images, with cnn_member: the CNN trained on answers each moved by a random offset of up to
+     * cnn_shift pixels each way, drawn anew per epoch (labels kept; default 0 = as asked) */
+    int cnn_shift;
+    int cnn_epochs; /* images, with cnn_member: the CNN's epochs (0 = LS_STEAL_CNN_EPOCHS) */
     /* images, when the CART is not kept: the members distilled into new ones trained on the
      * answers plus distill x answers unlabeled draws of the prior, labelled by the members'
      * mean softmax (default 1; 0 = off) */
     double distill;
 } ls_steal_opts;
+
+/* The CNN member's training epochs when ls_steal_opts.cnn_epochs is 0. */
+#define LS_STEAL_CNN_EPOCHS 15
 
 /* The image prior's styles, in the order of ls_steal_result.style_share. */
 #define LS_STEAL_NSTYLE 5

@@ -251,6 +251,10 @@ int cmd_steal(int argc, char **argv) {
          "images: 1 = add a small CNN of the answers when the attacker's own test keeps it (default 1; 0 = none, "
          "faster)",
          0, LS_RANGE(0, 1)},
+        {"cnn-shift", LS_ARG_INT, &o.cnn_shift, "N",
+         "images: the CNN member trained on answers moved by up to N pixels each way (default 0)", 0, LS_RANGE(0, 8)},
+        {"cnn-epochs", LS_ARG_INT, &o.cnn_epochs, "N", "images: the CNN member's training epochs (default 15)", 0,
+         LS_RANGE(1, 1000)},
         {"distill", LS_ARG_FLOAT, &o.distill, "R",
          "images: unlabeled prior draws per answer the members are distilled on (default 1, 0 = off)"},
         {"batch", LS_ARG_INT, &o.batch, "N", "inputs per request (default 256)", 0, LS_MIN(1)},

@@ -904,14 +904,17 @@ out:
 }
 
 /* The CNN member's shape and training (opts.cnn_member): two 5x5 conv layers of 16 and 32
- * channels, a hidden layer of 128, 15 epochs of Adam on the hard labels. */
-enum { CNN_C1 = 16, CNN_C2 = 32, CNN_KS = 5, CNN_HIDDEN = 128, CNN_EPOCHS = 15 };
+ * channels, a hidden layer of 128, Adam on the hard labels for opts.cnn_epochs (default
+ * LS_STEAL_CNN_EPOCHS) epochs, on the answers as asked or moved by up to opts.cnn_shift pixels. */
+enum { CNN_C1 = 16, CNN_C2 = 32, CNN_KS = 5, CNN_HIDDEN = 128 };
 
 /* Trains a fresh CNN member on n rows of x with labels y (o's shape, range and seed). */
 static int cnn_train(const attack_t *a, const float *x, const int32_t *y, int64_t n, uint64_t seed, ls_cnn *m) {
     const ls_steal_opts *o = a->o;
     LS_TRY(ls_cnn_init(m, o->c, o->h, o->w, a->k, CNN_C1, CNN_C2, CNN_KS, CNN_HIDDEN, seed));
-    ls_mlp_fit_opts fo = ls_cnn_fit_opts(CNN_EPOCHS, o->lo, o->hi, seed + 1, o->verbose, "cnn member");
+    ls_mlp_fit_opts fo = ls_cnn_fit_opts(o->cnn_epochs > 0 ? o->cnn_epochs : LS_STEAL_CNN_EPOCHS, o->lo, o->hi,
+                                         seed + 1, o->verbose, "cnn member");
+    fo.shift = o->cnn_shift;
     int rc = ls_cnn_fit(m, x, y, n, &fo, NULL);
     if (rc) ls_cnn_free(m);
     return rc;
@@ -1098,6 +1101,10 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
         return ls_err(LS_EINVAL, "steal: replica members must be 1..%d, got %d", LS_REPLICA_MAX_MEMBERS, o->members);
     if (!(o->distill >= 0 && o->distill <= 8))
         return ls_err(LS_EINVAL, "steal: distillation draws per answer must be in [0, 8], got %g", o->distill);
+    if (o->cnn_shift < 0 || o->cnn_shift > 8 || o->cnn_epochs < 0 || o->cnn_epochs > 1000)
+        return ls_err(LS_EINVAL,
+                      "steal: the CNN member's shift must be 0..8 pixels and its epochs 0..1000, got %d and %d",
+                      o->cnn_shift, o->cnn_epochs);
     if (o->strategy == LS_STEAL_NATURAL && (!o->natural || o->natural->d != d))
         return ls_err(LS_EINVAL, "steal: the natural-data reference needs samples of %d features", d);
     double t0 = ls_now();

@@ -337,11 +337,43 @@ typedef struct {
     cnn_ws s;
     const int32_t *y;
     int32_t *yb;
+    int shift; /* ls_mlp_fit_opts.shift */
+    float *xs; /* the shifted minibatch (shift > 0) */
+    ls_rng r;
 } cnn_fit;
+
+void ls_image_shift(const float *src, int c, int h, int w, int dy, int dx, float *dst) {
+    for (int ch = 0; ch < c; ch++) {
+        const float *s = src + (size_t)ch * h * w;
+        float *d = dst + (size_t)ch * h * w;
+        for (int y = 0; y < h; y++) {
+            int sy = y - dy < 0 ? 0 : y - dy >= h ? h - 1 : y - dy;
+            for (int x = 0; x < w; x++) {
+                int sx = x - dx < 0 ? 0 : x - dx >= w ? w - 1 : x - dx;
+                d[y * w + x] = s[sy * w + sx];
+            }
+        }
+    }
+}
+
+/* Each row of xb moved by its own offset, uniform in [-shift, shift] each way, into f->xs. */
+static void shift_rows(cnn_fit *f, const float *xb, int b) {
+    const ls_cnn *m = f->m;
+    int S = f->shift, d = m->c * m->h * m->w;
+    for (int i = 0; i < b; i++) {
+        int dy = (int)ls_rng_below(&f->r, (uint64_t)(2 * S + 1)) - S;
+        int dx = (int)ls_rng_below(&f->r, (uint64_t)(2 * S + 1)) - S;
+        ls_image_shift(xb + (size_t)i * d, m->c, m->h, m->w, dy, dx, f->xs + (size_t)i * d);
+    }
+}
 
 static int cnn_grad(void *ctx, const float *xb, const int *rows, int b, double *loss, double *weight) {
     cnn_fit *f = ctx;
     for (int i = 0; i < b; i++) f->yb[i] = f->y[rows[i]];
+    if (f->shift > 0) {
+        shift_rows(f, xb, b);
+        xb = f->xs;
+    }
     forward(f->m, xb, b, &f->s);
     *loss += xent(f->m, &f->s, b, f->yb, 1.0f / (float)b);
     *weight += b;
@@ -356,14 +388,22 @@ int ls_cnn_fit(ls_cnn *m, const float *x, const int32_t *y, int64_t n, const ls_
         if (y[i] < 0 || y[i] >= m->k) return ls_err(LS_EINVAL, "cnn: label %d outside 0..%d", y[i], m->k - 1);
     int bs = o->batch > 0 ? o->batch : 64;
     if (bs > n) bs = (int)n;
-    cnn_fit f = {m, {0}, y, malloc(sizeof(int32_t) * (size_t)bs)};
-    if (!f.yb) return ls_err(LS_ENOMEM, "cnn: out of memory");
+    int d = m->c * m->h * m->w, shift = o->shift > 0 ? (o->shift < m->h && o->shift < m->w ? o->shift : 0) : 0;
+    cnn_fit f = {.m = m, .y = y, .yb = malloc(sizeof(int32_t) * (size_t)bs), .shift = shift};
+    if (shift) f.xs = malloc(sizeof(float) * (size_t)bs * d);
+    ls_rng_seed(&f.r, o->seed ^ 0x5bd1e995u);
+    if (!f.yb || (shift && !f.xs)) {
+        free(f.yb);
+        free(f.xs);
+        return ls_err(LS_ENOMEM, "cnn: out of memory");
+    }
     int rc = ws_init(&f.s, m, bs, 1);
     if (rc == LS_OK) {
         ls_fit_net net = {m->p, m->g, m->m, m->v, m->np, &m->step, cnn_grad, &f};
-        rc = ls_fit_run(&net, x, m->c * m->h * m->w, n, bs, o, "cnn", loss);
+        rc = ls_fit_run(&net, x, d, n, bs, o, "cnn", loss);
         ws_free(&f.s);
     }
     free(f.yb);
+    free(f.xs);
     return rc;
 }

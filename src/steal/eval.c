@@ -126,6 +126,8 @@ cJSON *ls_steal_result_json(const char *target, const char *strategy, const ls_s
         cJSON_AddNumberToObject(t, "rows_better", (double)res->cnn_better);
         cJSON_AddNumberToObject(t, "rows_worse", (double)res->cnn_worse);
         cJSON_AddNumberToObject(t, "mlp_holdout_accuracy", res->mlp_acc);
+        cJSON_AddNumberToObject(t, "shift", o->cnn_shift);
+        cJSON_AddNumberToObject(t, "epochs", o->cnn_epochs > 0 ? o->cnn_epochs : LS_STEAL_CNN_EPOCHS);
     }
     if (o->strategy == LS_STEAL_SYNTH && o->h > 1 && o->w > 1) { /* the image prior's queries over its styles */
         cJSON_AddBoolToObject(j, "distilled", res->distilled);

@@ -28,6 +28,9 @@ typedef struct {
     float lr_end_frac;
     float wd;          /* decoupled weight decay */
     float input_noise; /* Gaussian std added to inputs while training */
+    int shift;         /* CNN only: each training image moved by a random offset of up to shift
+                          pixels each way, drawn per row and minibatch (edges replicated); 0 = none,
+                          and so is a shift not below the image's height or width */
     float lo, hi;      /* clip noisy inputs into range */
     uint64_t seed;
     int verbose;
@@ -96,8 +99,11 @@ void ls_cnn_free(ls_cnn *m);
 /* The parameter count ls_cnn_init gives these sizes, in double so that no forged size
  * overflows: file readers compare it with what the file holds before allocating. */
 double ls_cnn_param_count(int c, int h, int w, int k, int c1, int c2, int ks, int hidden);
+/* dst (c, h, w) = src moved by dy rows and dx columns: pixel (y, x) takes (y - dy, x - dx),
+ * clamped to the frame (the edge rows and columns are repeated). dst must not overlap src. */
+void ls_image_shift(const float *src, int c, int h, int w, int dy, int dx, float *dst);
 /* Trains on n CHW rows with hard labels y in [0,k) by minibatch Adam (o: epochs, batch,
- * lr decayed linearly to lr_end_frac*lr, wd, input_noise clipped to [lo,hi], seed,
+ * lr decayed linearly to lr_end_frac*lr, wd, input_noise clipped to [lo,hi], shift, seed,
  * verbose, label). *loss (may be NULL): mean cross-entropy of the last epoch. */
 int ls_cnn_fit(ls_cnn *m, const float *x, const int32_t *y, int64_t n, const ls_mlp_fit_opts *o, double *loss);
 /* How steal trains its CNNs (the cnn victim, the replica's CNN member): minibatches of 64, Adam

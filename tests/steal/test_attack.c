@@ -674,6 +674,40 @@ static void test_cnn_member(void) {
     }
 }
 
+/* opts.cnn_shift and opts.cnn_epochs reach the CNN member's fits: on the brightest-pixel oracle
+ * (the same queries each time: the member is fitted after the last one) a CNN trained on moved
+ * answers, or for 2 epochs, ends elsewhere than the default's, and its test counts differ. */
+static void test_cnn_options(void) {
+    ls_replica *r[3] = {NULL, NULL, NULL};
+    ls_steal_result res[3];
+    for (int v = 0; v < 3; v++) {
+        recorder rec = {.d = 105, .lo = -1, .hi = 2};
+        ls_steal_opts o;
+        ls_steal_opts_default(&o);
+        CHECK_EQ_INT(o.cnn_shift, 0);
+        CHECK_EQ_INT(o.cnn_epochs, 0);
+        o.c = 3, o.h = 5, o.w = 7, o.lo = -1, o.hi = 2, o.k = 3;
+        o.budget = 1000, o.final_epochs = 5, o.members = 1, o.seed = 3, o.tree_member = 0, o.distill = 0;
+        if (v == 1) o.cnn_shift = 1;
+        if (v == 2) o.cnn_epochs = 2;
+        ls_steal_oracle orc = {&rec, max_query};
+        CHECK_EQ_INT(ls_steal_run(&o, orc, &r[v], &res[v]), LS_OK);
+        CHECK(res[v].cnn_tested);
+        fprintf(stderr, "  cnn member, %s: %s, held-back rows +%lld -%lld\n",
+                v == 0   ? "default"
+                : v == 1 ? "shift 1"
+                         : "2 epochs",
+                r[v] && r[v]->cnn ? "kept" : "dropped", (long long)res[v].cnn_better, (long long)res[v].cnn_worse);
+    }
+    for (int v = 1; v < 3; v++) {
+        int same = res[v].cnn_better == res[0].cnn_better && res[v].cnn_worse == res[0].cnn_worse;
+        if (r[0] && r[v] && r[0]->cnn && r[v]->cnn)
+            same = same && !memcmp(r[0]->cnn->p, r[v]->cnn->p, sizeof(float) * (size_t)r[0]->cnn->np);
+        CHECK_MSG(!same, "%s left the CNN member as it was", v == 1 ? "cnn_shift" : "cnn_epochs");
+    }
+    for (int v = 0; v < 3; v++) ls_replica_free(r[v]);
+}
+
 /* Agreement of two replicas on n rows. */
 static double replica_agreement(const ls_replica *a, const ls_replica *b, const float *x, int n) {
     int32_t *la = malloc(sizeof(int32_t) * n), *lb = malloc(sizeof(int32_t) * n);
@@ -859,6 +893,7 @@ int main(void) {
     setup();
     RUN(test_budget_and_beats_random);
     RUN(test_cnn_member);
+    RUN(test_cnn_options);
     RUN(test_target_stops);
     RUN(test_members);
     RUN(test_image_queries_in_range);

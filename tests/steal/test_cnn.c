@@ -1,6 +1,6 @@
 /* test_cnn.c - the cnn victim's network (src/steal/cnn.c): im2col + sgemm convolution against
  * direct loops, every gradient (each parameter tensor and the input) against central finite
- * differences, and victim.bin shape checks for a cnn. */
+ * differences, image shifts and the shifted fit, and victim.bin shape checks for a cnn. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -214,8 +214,74 @@ static void test_victim_file_shape(void) {
     ls_steal_data_free(&tr);
 }
 
+/* ls_image_shift against hand-worked frames: rows down and columns left, edges repeated, each
+ * channel on its own. */
+static void test_image_shift(void) {
+    float src[2 * 3 * 4], dst[2 * 3 * 4];
+    for (int i = 0; i < 12; i++) src[i] = (float)i, src[12 + i] = 100.0f + (float)i;
+    ls_image_shift(src, 2, 3, 4, 1, -2, dst); /* pixel (y, x) takes (y - 1, x + 2), clamped */
+    const float want[12] = {2, 3, 3, 3, 2, 3, 3, 3, 6, 7, 7, 7};
+    for (int i = 0; i < 12; i++) {
+        CHECK_MSG(dst[i] == want[i], "channel 0, pixel %d: %g, want %g", i, dst[i], want[i]);
+        CHECK_MSG(dst[12 + i] == 100.0f + want[i], "channel 1, pixel %d: %g", i, dst[12 + i]);
+    }
+    ls_image_shift(src, 1, 3, 4, -1, 1, dst); /* (y + 1, x - 1) */
+    const float want2[12] = {4, 4, 5, 6, 8, 8, 9, 10, 8, 8, 9, 10};
+    for (int i = 0; i < 12; i++) CHECK_MSG(dst[i] == want2[i], "pixel %d: %g, want %g", i, dst[i], want2[i]);
+    ls_image_shift(src, 1, 3, 4, 0, 0, dst);
+    CHECK(memcmp(dst, src, sizeof(float) * 12) == 0);
+}
+
+/* A fit with ls_mlp_fit_opts.shift sees moved images: from the same seeds it ends elsewhere than
+ * a fit without, and it still learns a task whose classes do not depend on where the object sits
+ * (a 2x2 square or a 1x4 bar, placed so that a move of 2 keeps it inside the 12x12 frame),
+ * scored on fresh frames. */
+static void make_blobs(ls_steal_data *d, int64_t n, uint64_t seed) {
+    CHECK_EQ_INT(ls_steal_data_alloc(d, n, 144, 2), LS_OK);
+    d->c = 1, d->h = 12, d->w = 12, d->lo = 0, d->hi = 1;
+    ls_rng r;
+    ls_rng_seed(&r, seed);
+    for (int64_t i = 0; i < n; i++) {
+        float *x = d->x + i * 144;
+        int y = (int)(i % 2), py = 2 + (int)ls_rng_below(&r, 7), px = 2 + (int)ls_rng_below(&r, y ? 5 : 7);
+        for (int j = 0; j < 144; j++) x[j] = 0.1f * ls_rng_uniform(&r);
+        for (int a = 0; a < (y ? 1 : 2); a++)
+            for (int b = 0; b < (y ? 4 : 2); b++) x[(py + a) * 12 + px + b] = 0.9f;
+        d->y[i] = y;
+    }
+}
+
+static void test_fit_shift(void) {
+    ls_steal_data tr, te;
+    make_blobs(&tr, 600, 3);
+    make_blobs(&te, 200, 4);
+    ls_cnn m[2];
+    float *z = malloc(sizeof(float) * 2 * (size_t)te.n);
+    for (int s = 0; s < 2; s++) {
+        CHECK_EQ_INT(ls_cnn_init(&m[s], 1, 12, 12, 2, 4, 8, 3, 16, 7), LS_OK);
+        ls_mlp_fit_opts fo = ls_cnn_fit_opts(25, 0, 1, 9, 0, "shift");
+        fo.shift = s ? 2 : 0;
+        CHECK_EQ_INT(ls_cnn_fit(&m[s], tr.x, tr.y, tr.n, &fo, NULL), LS_OK);
+        CHECK_EQ_INT(ls_cnn_logits(&m[s], te.x, te.n, z), LS_OK);
+        int64_t hit = 0;
+        for (int64_t i = 0; i < te.n; i++) hit += (z[2 * i + 1] > z[2 * i]) == te.y[i];
+        fprintf(stderr, "  fit %s: %lld of %lld fresh frames right\n", s ? "with shift 2" : "as given", (long long)hit,
+                (long long)te.n);
+        if (s)
+            CHECK_MSG(hit >= 0.9 * te.n, "shifted fit: %lld of %lld fresh frames right", (long long)hit,
+                      (long long)te.n);
+    }
+    CHECK_MSG(memcmp(m[0].p, m[1].p, sizeof(float) * (size_t)m[0].np) != 0, "the shifted fit saw the same images");
+    free(z);
+    for (int s = 0; s < 2; s++) ls_cnn_free(&m[s]);
+    ls_steal_data_free(&tr);
+    ls_steal_data_free(&te);
+}
+
 int main(void) {
     openblas_set_num_threads(1);
+    RUN(test_image_shift);
+    RUN(test_fit_shift);
     RUN(test_conv_matches_naive);
     RUN(test_gradients_hidden);
     RUN(test_gradients_no_hidden);
