@@ -67,7 +67,7 @@ static int run_one(ls_victim_server *srv, const ls_steal_data *tr, const ls_stea
     if (c->tree_member >= 0) o.tree_member = c->tree_member;
     if (c->cnn_member >= 0) o.cnn_member = c->cnn_member;
     if (c->cnn_shift >= 0) o.cnn_shift = c->cnn_shift;
-    if (c->cnn_epochs > 0) o.cnn_epochs = c->cnn_epochs;
+    if (c->cnn_epochs >= 0) o.cnn_epochs = c->cnn_epochs;
     if (c->distill >= 0) o.distill = c->distill;
     ls_replica *r = NULL;
     ls_steal_result res;
@@ -369,7 +369,7 @@ int main(int argc, char **argv) {
                    .tree_member = -1,
                    .cnn_member = -1,
                    .cnn_shift = -1,
-                   .cnn_epochs = 0,
+                   .cnn_epochs = -1,
                    .distill = -1};
     ls_qmon_opts_default(&c.mo);
     int quick = 0;
@@ -392,7 +392,7 @@ int main(int argc, char **argv) {
                 "  --cnn-member: 1 = the replica adds a small CNN of the answers when the attacker's own test keeps\n"
                 "          it (images; the attack's default), 0 = no CNN\n"
                 "  --cnn-shift: the CNN member trained on answers moved by up to N pixels each way (default 0)\n"
-                "  --cnn-epochs: the CNN member's training epochs (default 15)\n"
+                "  --cnn-epochs: the CNN member's training epochs (default %d)\n"
                 "  --distill: unlabeled prior draws per answer on which the members are distilled (images, when\n"
                 "          the CART is not kept; default 1, 0 = off)\n"
                 "  --monitor-stats: 1 = the query monitor also profiles each image's level and edge statistics (its\n"
@@ -402,7 +402,7 @@ int main(int argc, char **argv) {
                 "          tasks' whole splits (20000 training, 5000 test rows), the attack's default 30 final\n"
                 "          epochs, no development tasks, the four held-out image tasks (options after --goal\n"
                 "          override these)\n",
-                dev_s, held_s);
+                dev_s, held_s, LS_STEAL_CNN_EPOCHS);
             return 0;
         } else if (!strcmp(a, "--no-baselines"))
             c.no_base = 1;

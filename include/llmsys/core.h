@@ -81,6 +81,10 @@ _Noreturn void ls_panic(const char *file, int line, const char *fmt, ...)
         if (ls_try_rc_ < 0) return ls_try_rc_; \
     } while (0)
 
+/* A macro's value as a string literal, for help texts: LS_STR(LS_STEAL_CNN_EPOCHS) is "15". */
+#define LS_STR_(x) #x
+#define LS_STR(x) LS_STR_(x)
+
 /* ---------------------------------------------------------------- logging */
 
 typedef enum { LS_LOG_DEBUG = 0, LS_LOG_INFO = 1, LS_LOG_WARN = 2, LS_LOG_ERROR = 3, LS_LOG_OFF = 4 } ls_log_level;

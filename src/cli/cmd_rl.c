@@ -86,9 +86,7 @@ static int rl_run(int argc, char **argv) {
     o.repack = !no_repack, o.exe = ls_cli_self();
     ls_rl_inputs *in;
     if ((rc = ls_rl_run_check(&o, &in))) return ls_cli_fail_rc(rc); /* the values and the input files, read */
-    /* an unwritable report is a runtime error (1), as for every command; found before the run */
-    rc = o.report ? ls_out_path_check("report", o.report) : LS_OK;
-    if (rc == LS_OK) rc = ls_rl_run(&o, in); /* the warm start and the workers: the run's */
+    rc = ls_rl_run(&o, in); /* an unwritable --report is found first: a runtime error (1), as for every command */
     ls_rl_inputs_free(in);
     if (rc) return ls_cli_fail();
     char rp[1200];

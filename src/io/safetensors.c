@@ -217,14 +217,9 @@ int ls_st_open_ex(const char *path, unsigned flags, ls_st_file **out) {
         rc = ls_err(LS_EFORMAT, "%s: not a safetensors file (header is not a JSON object)", path);
         goto fail;
     }
-    hdr = cJSON_ParseWithLength((const char *)base + 8, (size_t)hlen);
+    if ((rc = ls_json_parse((const char *)base + 8, (size_t)hlen, path, &hdr)) != LS_OK) goto fail;
     if (!cJSON_IsObject(hdr)) {
-        rc = ls_err(LS_EFORMAT, "%s: safetensors header is not valid JSON", path);
-        goto fail;
-    }
-    if (ls_json_nul_escape((const char *)base + 8, (size_t)hlen) < hlen) {
-        rc = ls_err(LS_EFORMAT, "%s: safetensors header holds a \\u0000 escape (a NUL would cut a name or value short)",
-                    path);
+        rc = ls_err(LS_EFORMAT, "%s: safetensors header is not a JSON object", path);
         goto fail;
     }
     if ((rc = check_unique(path, hdr, "header")) != LS_OK) goto fail;

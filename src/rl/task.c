@@ -186,14 +186,13 @@ static int printable(const char *s) {
 }
 
 static int parse_line(const char *path, int lineno, const char *line, size_t len, ls_rl_task *t) {
-    cJSON *j = cJSON_ParseWithLength(line, len);
-    if (!j || !cJSON_IsObject(j)) {
+    char where[1040];
+    snprintf(where, sizeof where, "%.1000s:%d", path, lineno);
+    cJSON *j;
+    LS_TRY(ls_json_parse(line, len, where, &j)); /* also refuses a \u0000 escape */
+    if (!cJSON_IsObject(j)) {
         cJSON_Delete(j);
-        return ls_err(LS_EFORMAT, "%s:%d: not a JSON object", path, lineno);
-    }
-    if (ls_json_nul_escape(line, len) < len) {
-        cJSON_Delete(j);
-        return ls_err(LS_EFORMAT, "%s:%d: a \\u0000 escape (a NUL would cut the text short)", path, lineno);
+        return ls_err(LS_EFORMAT, "%s: not a JSON object", where);
     }
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "prompt"), *a = cJSON_GetObjectItemCaseSensitive(j, "answer");
     const cJSON *k = cJSON_GetObjectItemCaseSensitive(j, "kind"), *id = cJSON_GetObjectItemCaseSensitive(j, "id");

@@ -827,14 +827,9 @@ static void stream_free(void *cls) {
 /* Parses and validates a completion (or, r->chat set, chat) request into r (prompt, limits,
  * sampling). Returns 0, or the HTTP status to refuse it with (err says why). */
 static int parse_completion(ls_server *s, const char *body, size_t len, req *r, char *err, size_t en) {
-    cJSON *j = cJSON_ParseWithLength(body, len);
-    if (!j) {
-        snprintf(err, en, "request body is not valid JSON");
-        return 400;
-    }
-    if (ls_json_nul_escape(body, len) < len) {
-        cJSON_Delete(j);
-        snprintf(err, en, "request body holds a \\u0000 escape (NUL characters are not supported)");
+    cJSON *j;
+    if (ls_json_parse(body, len, "request body", &j) != LS_OK) { /* also refuses a \u0000 escape */
+        snprintf(err, en, "%s", ls_errmsg());
         return 400;
     }
     int ok = 0, status = 400;

@@ -390,8 +390,10 @@ int ls_cnn_fit(ls_cnn *m, const float *x, const int32_t *y, int64_t n, const ls_
     if (bs > n) bs = (int)n;
     int d = m->c * m->h * m->w, shift = o->shift > 0 ? (o->shift < m->h && o->shift < m->w ? o->shift : 0) : 0;
     cnn_fit f = {.m = m, .y = y, .yb = malloc(sizeof(int32_t) * (size_t)bs), .shift = shift};
-    if (shift) f.xs = malloc(sizeof(float) * (size_t)bs * d);
-    ls_rng_seed(&f.r, o->seed ^ 0x5bd1e995u);
+    if (shift) {
+        f.xs = malloc(sizeof(float) * (size_t)bs * d);
+        ls_rng_seed(&f.r, o->seed ^ 0x5bd1e995u);
+    }
     if (!f.yb || (shift && !f.xs)) {
         free(f.yb);
         free(f.xs);

@@ -121,7 +121,7 @@ static void test_files(void) {
     ls_rl_tasks_free(u, m);
     const char *bad[][2] = {
         {"{\"prompt\":\"a=\",\"answer\":\"b\"}\n{\"prompt\":\"a=\"}\n", ":2:"},
-        {"{\"prompt\":\"a=\",\"answer\":\"b\"}\nnot json\n", ":2: not a JSON"},
+        {"{\"prompt\":\"a=\",\"answer\":\"b\"}\nnot json\n", ":2: invalid JSON"},
         {"{\"prompt\":\"a\\u0001=\",\"answer\":\"b\"}\n", ":1: prompt and answer must be"},
         {"{\"prompt\":\"a=\",\"answer\":\"b\",\"kind\":\"juggle\"}\n", "unknown \"kind\""},
         {"\n\n", "no tasks"},

@@ -261,7 +261,7 @@ static void check_completion_name(const char *name) {
 
 static void check_bad_chat(void) {
     const char *P = "/v1/chat/completions";
-    expect_error("POST", P, "{\"messages\": [", 400, "not valid JSON");
+    expect_error("POST", P, "{\"messages\": [", 400, "request body: invalid JSON");
     expect_error("POST", P, "{\"max_tokens\":3}", 400, "\\\"messages\\\" is required");
     expect_error("POST", P, "{\"messages\":[]}", 400, "non-empty array");
     expect_error("POST", P, "{\"messages\":{\"role\":\"user\",\"content\":\"x\"}}", 400, "non-empty array");

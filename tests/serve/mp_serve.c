@@ -177,7 +177,7 @@ static void test_bad_requests(void) {
     big[100 * 1024 - 1] = '\0';
     expect_status("POST", "/v1/completions", big, 413, "exceeds");
     free(big);
-    expect_status("POST", "/v1/completions", "{\"prompt\": \"abc\"", 400, "not valid JSON");
+    expect_status("POST", "/v1/completions", "{\"prompt\": \"abc\"", 400, "request body: invalid JSON");
     expect_status("POST", "/v1/completions", "[1,2]", 400, "JSON object");
     expect_status("POST", "/v1/completions", "{\"prompt\":\"hi\\u0000there\"}", 400, "u0000 escape");
     expect_status("POST", "/v1/completions", "{\"max_tokens\":3}", 400, "is required");
