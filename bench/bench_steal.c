@@ -34,7 +34,7 @@ typedef struct {
 
 typedef struct {
     int nb, epochs, proba, no_base, tree_member, cnn_member, cnn_shift, cnn_epochs; /* < 0: the attack's default */
-    double distill;                              /* < 0: the attack's default */
+    double distill, cnn_weight;                                                     /* < 0: the attack's default */
     int64_t train_n, test_n, budgets[16];
     uint64_t seed;
     double delta;
@@ -69,6 +69,7 @@ static int run_one(ls_victim_server *srv, const ls_steal_data *tr, const ls_stea
     if (c->cnn_shift >= 0) o.cnn_shift = c->cnn_shift;
     if (c->cnn_epochs >= 0) o.cnn_epochs = c->cnn_epochs;
     if (c->distill >= 0) o.distill = c->distill;
+    if (c->cnn_weight >= 0) o.cnn_weight = c->cnn_weight;
     ls_replica *r = NULL;
     ls_steal_result res;
     int rc = ls_steal_run(&o, ls_steal_client_oracle(cl), &r, &res);
@@ -370,7 +371,8 @@ int main(int argc, char **argv) {
                    .cnn_member = -1,
                    .cnn_shift = -1,
                    .cnn_epochs = -1,
-                   .distill = -1};
+                   .distill = -1,
+                   .cnn_weight = -1};
     ls_qmon_opts_default(&c.mo);
     int quick = 0;
     openblas_set_num_threads(1); /* small batches on shared cores: OpenBLAS threads would mostly spin */
@@ -383,7 +385,7 @@ int main(int argc, char **argv) {
                 "[--monitor-stats 0|1]\n"
                 "                   [--no-baselines] [--proba] [--seed N] [--quick] [--goal]\n"
                 "                   [--tree-member 0|1] [--cnn-member 0|1] [--cnn-shift N] [--cnn-epochs N]\n"
-                "                   [--distill R]\n"
+                "                   [--cnn-weight W] [--distill R]\n"
                 "  victims: logreg,svm,tree,forest,knn,nb,mlp,cnn (cnn on image data only, skipped on tables)\n"
                 "  --datasets: development tasks (default %s), 'none' for none\n"
                 "  --heldout:  held-out tasks (default %s), 'none' for none\n"
@@ -393,6 +395,7 @@ int main(int argc, char **argv) {
                 "          it (images; the attack's default), 0 = no CNN\n"
                 "  --cnn-shift: the CNN member trained on answers moved by up to N pixels each way (default 0)\n"
                 "  --cnn-epochs: the CNN member's training epochs (default %d)\n"
+                "  --cnn-weight: the CNN member's softmax counts W times in the replica's sum (default %g)\n"
                 "  --distill: unlabeled prior draws per answer on which the members are distilled (images, when\n"
                 "          the CART is not kept; default 1, 0 = off)\n"
                 "  --monitor-stats: 1 = the query monitor also profiles each image's level and edge statistics (its\n"
@@ -402,7 +405,7 @@ int main(int argc, char **argv) {
                 "          tasks' whole splits (20000 training, 5000 test rows), the attack's default 30 final\n"
                 "          epochs, no development tasks, the four held-out image tasks (options after --goal\n"
                 "          override these)\n",
-                dev_s, held_s, LS_STEAL_CNN_EPOCHS);
+                dev_s, held_s, LS_STEAL_CNN_EPOCHS, LS_STEAL_CNN_WEIGHT);
             return 0;
         } else if (!strcmp(a, "--no-baselines"))
             c.no_base = 1;
@@ -452,6 +455,8 @@ int main(int argc, char **argv) {
             c.cnn_epochs = atoi(argv[++i]);
         else if (!strcmp(a, "--distill"))
             c.distill = atof(argv[++i]);
+        else if (!strcmp(a, "--cnn-weight"))
+            c.cnn_weight = atof(argv[++i]);
         else if (!strcmp(a, "--monitor-z"))
             c.mo.z = atof(argv[++i]);
         else if (!strcmp(a, "--monitor-stats"))

@@ -379,7 +379,7 @@ void ls_steal_client_counts(const ls_steal_client *c, int64_t *requests, int64_t
  * node), tree.probs (F32, leaves x k), the CNN as cnn.arch (I32: conv1, conv2, kernel, hidden
  * widths) and cnn.params (F32, every weight in the order of the victim CNN's file); metadata
  * "llmsys.steal" = JSON with shape, range, classes, "members" (absent = 1), "tree" and "cnn"
- * (absent = 0). */
+ * (absent = 0) and, with a CNN, "cnn_weight" (its softmax's weight in the sum; absent = 1). */
 typedef struct ls_replica ls_replica;
 #define LS_REPLICA_MAX_MEMBERS 8
 int ls_replica_save(const ls_replica *r, const char *path, const char *meta_json);
@@ -428,14 +428,18 @@ typedef struct {
      * cnn_shift pixels each way, drawn anew per epoch (labels kept; default 0 = as asked) */
     int cnn_shift;
     int cnn_epochs; /* images, with cnn_member: the CNN's epochs (0 = LS_STEAL_CNN_EPOCHS) */
+    /* images, with cnn_member: the CNN's softmax enters the replica's sum, and its test, times
+     * this weight (default LS_STEAL_CNN_WEIGHT; 0 also means it; at most 10) */
+    double cnn_weight;
     /* images, when the CART is not kept: the members distilled into new ones trained on the
      * answers plus distill x answers unlabeled draws of the prior, labelled by the members'
      * mean softmax (default 1; 0 = off) */
     double distill;
 } ls_steal_opts;
 
-/* The CNN member's training epochs when ls_steal_opts.cnn_epochs is 0. */
+/* The CNN member's training epochs and weight when ls_steal_opts.cnn_epochs, cnn_weight are 0. */
 #define LS_STEAL_CNN_EPOCHS 15
+#define LS_STEAL_CNN_WEIGHT 1.0
 
 /* The image prior's styles, in the order of ls_steal_result.style_share. */
 #define LS_STEAL_NSTYLE 5

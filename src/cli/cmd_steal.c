@@ -255,6 +255,9 @@ int cmd_steal(int argc, char **argv) {
          "images: the CNN member trained on answers moved by up to N pixels each way (default 0)", 0, LS_RANGE(0, 8)},
         {"cnn-epochs", LS_ARG_INT, &o.cnn_epochs, "N",
          "images: the CNN member's training epochs (default " LS_STR(LS_STEAL_CNN_EPOCHS) ")", 0, LS_RANGE(1, 1000)},
+        {"cnn-weight", LS_ARG_FLOAT, &o.cnn_weight, "W",
+         "images: the CNN member's softmax counts W times in the replica's sum and its test (default " LS_STR(
+             LS_STEAL_CNN_WEIGHT) ")"},
         {"distill", LS_ARG_FLOAT, &o.distill, "R",
          "images: unlabeled prior draws per answer the members are distilled on (default 1, 0 = off)"},
         {"batch", LS_ARG_INT, &o.batch, "N", "inputs per request (default 256)", 0, LS_MIN(1)},
@@ -279,6 +282,8 @@ int cmd_steal(int argc, char **argv) {
     if (ls_steal_opts_fit(&o)) return ls_usage_err("steal", "%s", ls_errmsg());
     if (!(o.distill >= 0 && o.distill <= 8))
         return ls_usage_err("steal", "--distill must be in [0, 8], got %g", o.distill);
+    if (!(o.cnn_weight > 0 && o.cnn_weight <= 10))
+        return ls_usage_err("steal", "--cnn-weight must be in (0, 10], got %g", o.cnn_weight);
     if (strcmp(strategy, "synth") && strcmp(strategy, "random"))
         return ls_usage_err("steal", "--strategy must be synth or random, got '%s'", strategy);
     if (ls_steal_target_check(target)) return ls_usage_err("steal", "--%s", ls_errmsg());

@@ -33,6 +33,7 @@ void ls_steal_opts_default(ls_steal_opts *o) {
     o->use_proba = 1;
     o->tree_member = 1;
     o->cnn_member = 1;
+    o->cnn_weight = LS_STEAL_CNN_WEIGHT;
     o->distill = 1;
 }
 
@@ -991,7 +992,8 @@ static int member_tests(attack_t *a, ls_replica *r, ls_steal_result *res) {
         have_cnn = 1;
         if ((rc = ls_cnn_logits(&cnn, ho.x, nh, zc))) goto out;
         ls_softmax_rows(zc, nh, k);
-        for (int64_t i = 0; i < nh * k; i++) zc[i] += zm[i];
+        float cw = (float)(o->cnn_weight > 0 ? o->cnn_weight : LS_STEAL_CNN_WEIGHT);
+        for (int64_t i = 0; i < nh * k; i++) zc[i] = zm[i] + cw * zc[i];
         int64_t better = 0, worse = 0; /* held-back rows the sum gets right and the MLP wrong, and back */
         for (int64_t i = 0; i < nh; i++) {
             int e = argmax_row(zc + i * k, k), m = argmax_row(zm + i * k, k);
@@ -1015,6 +1017,7 @@ static int member_tests(attack_t *a, ls_replica *r, ls_steal_result *res) {
                 r->cnn = NULL;
                 goto out;
             }
+            r->cnn_weight = cw;
             res->cnn_kept = 1;
         }
     }
@@ -1105,6 +1108,9 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
         return ls_err(LS_EINVAL,
                       "steal: the CNN member's shift must be 0..8 pixels and its epochs 0..1000, got %d and %d",
                       o->cnn_shift, o->cnn_epochs);
+    if (!(o->cnn_weight >= 0 && o->cnn_weight <= 10))
+        return ls_err(LS_EINVAL, "steal: the CNN member's weight must be in [0, 10] (0: %g), got %g",
+                      LS_STEAL_CNN_WEIGHT, o->cnn_weight);
     if (o->strategy == LS_STEAL_NATURAL && (!o->natural || o->natural->d != d))
         return ls_err(LS_EINVAL, "steal: the natural-data reference needs samples of %d features", d);
     double t0 = ls_now();
@@ -1300,10 +1306,10 @@ int ls_replica_predict(const ls_replica *r, const float *x, int64_t n, int32_t *
             rc = ls_victim_predict_proba(r->tree, x + s * d, b, z);
             for (int i = 0; i < b * k && !rc; i++) avg[i] += z[i];
         }
-        if (r->cnn && !rc) { /* ... plus the CNN's softmax */
+        if (r->cnn && !rc) { /* ... plus the CNN's softmax times its weight */
             rc = ls_cnn_logits(r->cnn, x + s * d, b, z);
             ls_softmax_rows(z, b, k);
-            for (int i = 0; i < b * k && !rc; i++) avg[i] += z[i];
+            for (int i = 0; i < b * k && !rc; i++) avg[i] += r->cnn_weight * z[i];
         }
         for (int i = 0; i < b && !rc; i++) {
             int best = 0;
@@ -1358,11 +1364,12 @@ int ls_replica_save(const ls_replica *r, const char *path, const char *meta_json
             if (!rc) rc = ls_st_writer_add(w, nm, LS_DT_F32, 1, bs, net->b[l]);
         }
     }
-    char meta[512];
+    char meta[512], cw[48] = "";
+    if (r->cnn) snprintf(cw, sizeof cw, ",\"cnn_weight\":%.9g", r->cnn_weight);
     snprintf(meta, sizeof meta,
-             "{\"layers\":%d,\"members\":%d,\"tree\":%d,\"cnn\":%d,\"input_shape\":[%d,%d,%d],"
+             "{\"layers\":%d,\"members\":%d,\"tree\":%d,\"cnn\":%d%s,\"input_shape\":[%d,%d,%d],"
              "\"input_range\":[%g,%g],\"classes\":%d}",
-             r->net[0].nl, r->members, r->tree != NULL, r->cnn != NULL, r->c, r->h, r->w, r->lo, r->hi, r->k);
+             r->net[0].nl, r->members, r->tree != NULL, r->cnn != NULL, cw, r->c, r->h, r->w, r->lo, r->hi, r->k);
     if (!rc) rc = ls_st_writer_meta(w, "llmsys.steal", meta);
     if (!rc && meta_json) rc = ls_st_writer_meta(w, "llmsys.steal.report", meta_json);
     if (!rc) rc = ls_st_writer_write(w, path);
@@ -1435,12 +1442,16 @@ static int load_tree(ls_st_file *f, const cJSON *meta, const char *path, ls_repl
 
 /* The CNN member of a replica file, when its metadata says "cnn": 1: cnn.arch (4 widths) and
  * cnn.params holding exactly the parameters those widths give r's shape and classes, counted
- * before anything is allocated. */
+ * before anything is allocated; "cnn_weight" in (0, 10] (absent: 1, as files before it were read). */
 static int load_cnn(ls_st_file *f, const cJSON *meta, const char *path, ls_replica *r) {
     int has = 0;
+    double cw = 1;
     LS_TRY(ls_json_get_int(meta, "cnn", 0, &has)); /* absent: 0 */
     if (has != 0 && has != 1) return ls_err(LS_EFORMAT, "%s: \"cnn\" must be 0 or 1, got %d", path, has);
     if (!has) return LS_OK;
+    if (ls_json_get_double(meta, "cnn_weight", 1, &cw) != LS_OK || !(cw > 0 && cw <= 10))
+        return ls_err(LS_EFORMAT, "%s: \"cnn_weight\" must be a number in (0, 10]", path);
+    r->cnn_weight = (float)cw;
     const ls_st_tensor *arch, *p = ls_st_find(f, "cnn.params");
     int64_t as[1] = {4};
     LS_TRY(ls_st_expect(f, "cnn.arch", LS_DT_I32, 1, as, &arch));

@@ -128,6 +128,7 @@ cJSON *ls_steal_result_json(const char *target, const char *strategy, const ls_s
         cJSON_AddNumberToObject(t, "mlp_holdout_accuracy", res->mlp_acc);
         cJSON_AddNumberToObject(t, "shift", o->cnn_shift);
         cJSON_AddNumberToObject(t, "epochs", o->cnn_epochs > 0 ? o->cnn_epochs : LS_STEAL_CNN_EPOCHS);
+        cJSON_AddNumberToObject(t, "weight", o->cnn_weight > 0 ? o->cnn_weight : LS_STEAL_CNN_WEIGHT);
     }
     if (o->strategy == LS_STEAL_SYNTH && o->h > 1 && o->w > 1) { /* the image prior's queries over its styles */
         cJSON_AddBoolToObject(j, "distilled", res->distilled);

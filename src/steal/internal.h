@@ -144,6 +144,7 @@ struct ls_replica {
                         added to that average (NULL otherwise) */
     ls_cnn *cnn;     /* ls_steal_opts.cnn_member: a CNN trained on the answers, its softmax added too
                         (NULL otherwise) */
+    float cnn_weight; /* ... times this weight (ls_steal_opts.cnn_weight) */
     int c, h, w, k;
     float lo, hi;
 };

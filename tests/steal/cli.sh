@@ -132,10 +132,12 @@ assert head["tree.feat"]["dtype"] == "I32" and head["tree.probs"]["shape"][1] ==
 assert json.loads(head["__metadata__"]["llmsys.steal"])["tree"] == 1
 c = json.load(open(sys.argv[1]))["cnn_member"]
 print("  digits tree victim, 1500 queries: cnn member", c)
-assert (c["shift"], c["epochs"]) == (0, 15), c  # the defaults
+assert (c["shift"], c["epochs"], c["weight"]) == (0, 15, 1), c  # the defaults
 b, w = c["rows_better"], c["rows_worse"]
 assert c["kept"] == (b - w > 2 * (b + w) ** 0.5), c
-assert ("cnn.params" in head) == c["kept"] and json.loads(head["__metadata__"]["llmsys.steal"])["cnn"] == c["kept"]
+meta = json.loads(head["__metadata__"]["llmsys.steal"])
+assert ("cnn.params" in head) == c["kept"] and meta["cnn"] == c["kept"]
+assert meta.get("cnn_weight") == (1 if c["kept"] else None), meta  # written with a CNN only
 PY
 "$BIN" steal eval --replica "$T/rd.st" --target "$URL3" --test-data digits > "$T/evald.out" || die "eval digits"
 grep -q "agreement with victim" "$T/evald.out" || die "eval digits output"
@@ -152,7 +154,7 @@ PY
 "$BIN" steal --target "$URL3" --input-shape 1,8,8 --classes 10 --budget 10 --out "$T/bad.st" --cnn-member 2 \
   --quiet 2>"$T/err"
 [ $? -eq 2 ] && grep -q -- "--cnn-member" "$T/err" && [ ! -e "$T/bad.st" ] || die "--cnn-member 2 refused"
-for bad in "--cnn-shift 9" "--cnn-shift -1" "--cnn-epochs 0"; do
+for bad in "--cnn-shift 9" "--cnn-shift -1" "--cnn-epochs 0" "--cnn-weight 0" "--cnn-weight 10.5" "--cnn-weight nan"; do
   # shellcheck disable=SC2086 # flag and value
   "$BIN" steal --target "$URL3" --input-shape 1,8,8 --classes 10 --budget 10 --out "$T/bad.st" $bad --quiet 2>"$T/err"
   [ $? -eq 2 ] && grep -q -- "${bad% *}" "$T/err" && [ ! -e "$T/bad.st" ] || die "$bad refused"

@@ -508,7 +508,8 @@ static int max_query(void *ctx, const float *x, int n, int32_t *labels, float *p
 /* Writes r's MLP members and its CNN as ls_replica_save does, with cnn.params holding `np`
  * values (the CNN's own count, or a forged one), cnn.arch's first width set to c1, the
  * tensor `skip` left out and the metadata's "cnn" set to has. */
-static int write_forged_cnn(const ls_replica *r, const char *path, const char *skip, int64_t np, int c1, int has) {
+static int write_forged_cnn(const ls_replica *r, const char *path, const char *skip, int64_t np, int c1, int has,
+                            const char *weight) {
     ls_st_writer *w;
     LS_TRY(ls_st_writer_init(&w));
     int rc = add_members(w, r);
@@ -521,9 +522,9 @@ static int write_forged_cnn(const ls_replica *r, const char *path, const char *s
     if (!rc && strcmp(skip, "cnn.params")) rc = ls_st_writer_add(w, "cnn.params", LS_DT_F32, 1, ps, p);
     char meta[256];
     snprintf(meta, sizeof meta,
-             "{\"layers\":%d,\"members\":%d,\"cnn\":%d,\"input_shape\":[%d,%d,%d],\"input_range\":[%g,%g],"
+             "{\"layers\":%d,\"members\":%d,\"cnn\":%d%s,\"input_shape\":[%d,%d,%d],\"input_range\":[%g,%g],"
              "\"classes\":%d}",
-             r->net[0].nl, r->members, has, r->c, r->h, r->w, r->lo, r->hi, r->k);
+             r->net[0].nl, r->members, has, weight, r->c, r->h, r->w, r->lo, r->hi, r->k);
     if (!rc) rc = ls_st_writer_meta(w, "llmsys.steal", meta);
     if (!rc) rc = ls_st_writer_write(w, path);
     ls_st_writer_free(w);
@@ -531,10 +532,11 @@ static int write_forged_cnn(const ls_replica *r, const char *path, const char *s
     return rc;
 }
 
-/* The saved replica with its CNN predicts exactly as the one in memory, and without it
- * (ls_replica_drop_cnn) as its members' mean; forged CNNs (a
- * parameter count off by one, a width of 0, a missing tensor, "cnn" not 0/1) are refused
- * with LS_EFORMAT, and a file saying "cnn": 0 loads without it. */
+/* The saved replica with its CNN predicts exactly as the one in memory, its CNN's weight kept,
+ * and without it (ls_replica_drop_cnn) as its members' mean; forged CNNs (a
+ * parameter count off by one, a width of 0, a missing tensor, "cnn" not 0/1, a weight outside
+ * (0, 10] or not a number) are refused with LS_EFORMAT, a file without "cnn_weight" loads with
+ * weight 1, and a file saying "cnn": 0 loads without it. */
 static void mean_softmax(const ls_replica *r, const float *x, int n, float *out);
 static void check_cnn_file(ls_replica *r, const float *x, int n) {
     char path[] = "/tmp/ls_test_cnn_replica_XXXXXX";
@@ -552,6 +554,7 @@ static void check_cnn_file(ls_replica *r, const float *x, int n) {
         CHECK_EQ_INT(ls_replica_predict(back, x, n, b), LS_OK);
         CHECK(memcmp(a, b, sizeof(int32_t) * n) == 0);
         CHECK(memcmp(back->cnn->p, r->cnn->p, sizeof(float) * (size_t)r->cnn->np) == 0);
+        CHECK(back->cnn_weight == r->cnn_weight);
         /* without its CNN it predicts as its MLP members' mean softmax */
         ls_replica_drop_cnn(back);
         CHECK(!ls_replica_has_cnn(back));
@@ -576,20 +579,32 @@ static void check_cnn_file(ls_replica *r, const float *x, int n) {
         const char *skip;
         int64_t np;
         int c1, has;
-    } bad[] = {{"", np + 1, r->cnn->c1, 1},     {"", np - 1, r->cnn->c1, 1},       {"", np, 0, 1},
-               {"cnn.arch", np, r->cnn->c1, 1}, {"cnn.params", np, r->cnn->c1, 1}, {"", np, r->cnn->c1, 2}};
+        const char *weight;
+    } bad[] = {{"", np + 1, r->cnn->c1, 1, ""},
+               {"", np - 1, r->cnn->c1, 1, ""},
+               {"", np, 0, 1, ""},
+               {"cnn.arch", np, r->cnn->c1, 1, ""},
+               {"cnn.params", np, r->cnn->c1, 1, ""},
+               {"", np, r->cnn->c1, 2, ""},
+               {"", np, r->cnn->c1, 1, ",\"cnn_weight\":0"},
+               {"", np, r->cnn->c1, 1, ",\"cnn_weight\":10.5"},
+               {"", np, r->cnn->c1, 1, ",\"cnn_weight\":\"2\""}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         back = NULL;
-        CHECK_EQ_INT(write_forged_cnn(r, path, bad[i].skip, bad[i].np, bad[i].c1, bad[i].has), LS_OK);
+        CHECK_EQ_INT(write_forged_cnn(r, path, bad[i].skip, bad[i].np, bad[i].c1, bad[i].has, bad[i].weight), LS_OK);
         CHECK_MSG(ls_replica_load(path, &back) == LS_EFORMAT, "forged cnn %zu loaded", i);
         CHECK(back == NULL);
         CHECK(strstr(ls_errmsg(), "cnn") != NULL);
     }
-    CHECK_EQ_INT(write_forged_cnn(r, path, "", np, r->cnn->c1, 1), LS_OK); /* the forger writes a good file */
+    CHECK_EQ_INT(write_forged_cnn(r, path, "", np, r->cnn->c1, 1, ""), LS_OK); /* the forger writes a good file */
     CHECK_EQ_INT(ls_replica_load(path, &back), LS_OK);
-    CHECK(back && ls_replica_has_cnn(back));
+    CHECK(back && ls_replica_has_cnn(back) && back->cnn_weight == 1); /* written before the weight: 1 */
     ls_replica_free(back);
-    CHECK_EQ_INT(write_forged_cnn(r, path, "", np, r->cnn->c1, 0), LS_OK); /* "cnn": 0: the MLPs alone */
+    CHECK_EQ_INT(write_forged_cnn(r, path, "", np, r->cnn->c1, 1, ",\"cnn_weight\":2.5"), LS_OK);
+    CHECK_EQ_INT(ls_replica_load(path, &back), LS_OK);
+    CHECK(back && back->cnn_weight == 2.5f);
+    ls_replica_free(back);
+    CHECK_EQ_INT(write_forged_cnn(r, path, "", np, r->cnn->c1, 0, ""), LS_OK); /* "cnn": 0: the MLPs alone */
     CHECK_EQ_INT(ls_replica_load(path, &back), LS_OK);
     CHECK(back && !ls_replica_has_cnn(back));
     ls_replica_free(back);
@@ -646,66 +661,93 @@ static void test_cnn_member(void) {
             ls_replica_free(r);
             continue;
         }
-        int n = 1500, k = 3, same = 0, right = 0;
+        int n = 1500, k = 3;
         int32_t *lab = malloc(sizeof(int32_t) * n), *orl = malloc(sizeof(int32_t) * n);
+        int32_t *lab1 = malloc(sizeof(int32_t) * n);
         float *z = malloc(sizeof(float) * n * k), *avg = malloc(sizeof(float) * n * k);
-        CHECK_EQ_INT(ls_replica_predict(r, rec.all, n, lab), LS_OK);
         mean_softmax(r, rec.all, n, avg);
         CHECK_EQ_INT(ls_cnn_logits(r->cnn, rec.all, n, z), LS_OK);
         recorder again = {.d = 105, .lo = -1, .hi = 2};
         int got = 0;
         CHECK_EQ_INT(max_query(&again, rec.all, n, orl, NULL, &got), 0);
-        for (int i = 0; i < n; i++) {
-            double mx = z[i * k], s = 0, p[3];
-            for (int j = 1; j < k; j++) mx = z[i * k + j] > mx ? z[i * k + j] : mx;
-            for (int j = 0; j < k; j++) s += p[j] = exp(z[i * k + j] - mx);
-            int b = 0;
-            for (int j = 1; j < k; j++)
-                if (avg[i * k + j] + p[j] / s > avg[i * k + b] + p[b] / s) b = j;
-            same += b == lab[i];
-            right += lab[i] == orl[i];
+        CHECK(r->cnn_weight == (float)LS_STEAL_CNN_WEIGHT);
+        for (int pass = 0; pass < 2; pass++) { /* the weight the attack gave it, then 0.2 */
+            if (pass) r->cnn_weight = 0.2f;
+            int same = 0, right = 0, moved = 0;
+            CHECK_EQ_INT(ls_replica_predict(r, rec.all, n, lab), LS_OK);
+            for (int i = 0; i < n; i++) {
+                double mx = z[i * k], s = 0, p[3];
+                for (int j = 1; j < k; j++) mx = z[i * k + j] > mx ? z[i * k + j] : mx;
+                for (int j = 0; j < k; j++) s += p[j] = exp(z[i * k + j] - mx);
+                int b = 0;
+                for (int j = 1; j < k; j++)
+                    if (avg[i * k + j] + r->cnn_weight * p[j] / s > avg[i * k + b] + r->cnn_weight * p[b] / s) b = j;
+                same += b == lab[i];
+                right += lab[i] == orl[i];
+                if (pass) moved += lab[i] != lab1[i];
+            }
+            fprintf(stderr,
+                    "  cnn member at weight %g: %d of %d labels as recomputed, %d agree with the oracle, %d moved\n",
+                    r->cnn_weight, same, n, right, moved);
+            CHECK(same >= n - 2); /* float sums in another order may flip an exact tie */
+            CHECK(right > n * 8 / 10);
+            if (pass) CHECK(moved > 0);
+            memcpy(lab1, lab, sizeof(int32_t) * n);
         }
-        fprintf(stderr, "  cnn member: %d of %d labels as recomputed, %d agree with the oracle\n", same, n, right);
-        CHECK(same >= n - 2); /* float sums in another order may flip an exact tie */
-        CHECK(right > n * 8 / 10);
-        check_cnn_file(r, rec.all, n);
+        check_cnn_file(r, rec.all, n); /* at weight 0.2 */
+        free(lab1);
         free(lab), free(orl), free(z), free(avg), free(rec.all);
         ls_replica_free(r);
     }
 }
 
-/* opts.cnn_shift and opts.cnn_epochs reach the CNN member's fits: on the brightest-pixel oracle
+/* opts.cnn_shift, cnn_epochs and cnn_weight reach the CNN member: on the brightest-pixel oracle
  * (the same queries each time: the member is fitted after the last one) a CNN trained on moved
- * answers, or for 2 epochs, ends elsewhere than the default's, and its test counts differ. */
+ * answers, or for 2 epochs, ends elsewhere than the default's, and its test counts differ; at
+ * weight 3 the test sums the same CNN's softmax three times (other counts) and a kept CNN
+ * carries the weight. Values out of range are refused before any query. */
 static void test_cnn_options(void) {
-    ls_replica *r[3] = {NULL, NULL, NULL};
-    ls_steal_result res[3];
-    for (int v = 0; v < 3; v++) {
+    ls_replica *r[4] = {NULL, NULL, NULL, NULL};
+    ls_steal_result res[4];
+    for (int b = 0; b < 5; b++) {
+        counting cnt = {victim, 0, 0};
+        ls_steal_opts o;
+        opts_for(&o, 300, LS_STEAL_SYNTH);
+        if (b == 0) o.cnn_shift = 9;
+        if (b == 1) o.cnn_epochs = 1001;
+        if (b == 2) o.cnn_weight = -1;
+        if (b == 3) o.cnn_weight = 10.5;
+        if (b == 4) o.cnn_weight = NAN;
+        CHECK_EQ_INT(ls_steal_run(&o, (ls_steal_oracle){&cnt, count_query}, &r[0], &res[0]), LS_EINVAL);
+        CHECK(r[0] == NULL && cnt.asked == 0);
+    }
+    const char *name[4] = {"default", "shift 1", "2 epochs", "weight 3"};
+    for (int v = 0; v < 4; v++) {
         recorder rec = {.d = 105, .lo = -1, .hi = 2};
         ls_steal_opts o;
         ls_steal_opts_default(&o);
         CHECK_EQ_INT(o.cnn_shift, 0);
         CHECK_EQ_INT(o.cnn_epochs, 0);
+        CHECK(o.cnn_weight == LS_STEAL_CNN_WEIGHT);
         o.c = 3, o.h = 5, o.w = 7, o.lo = -1, o.hi = 2, o.k = 3;
         o.budget = 1000, o.final_epochs = 5, o.members = 1, o.seed = 3, o.tree_member = 0, o.distill = 0;
         if (v == 1) o.cnn_shift = 1;
         if (v == 2) o.cnn_epochs = 2;
+        if (v == 3) o.cnn_weight = 3;
         ls_steal_oracle orc = {&rec, max_query};
         CHECK_EQ_INT(ls_steal_run(&o, orc, &r[v], &res[v]), LS_OK);
         CHECK(res[v].cnn_tested);
-        fprintf(stderr, "  cnn member, %s: %s, held-back rows +%lld -%lld\n",
-                v == 0   ? "default"
-                : v == 1 ? "shift 1"
-                         : "2 epochs",
+        fprintf(stderr, "  cnn member, %s: %s, held-back rows +%lld -%lld\n", name[v],
                 r[v] && r[v]->cnn ? "kept" : "dropped", (long long)res[v].cnn_better, (long long)res[v].cnn_worse);
+        if (r[v] && r[v]->cnn) CHECK(r[v]->cnn_weight == (v == 3 ? 3.0f : 1.0f));
     }
-    for (int v = 1; v < 3; v++) {
+    for (int v = 1; v < 4; v++) {
         int same = res[v].cnn_better == res[0].cnn_better && res[v].cnn_worse == res[0].cnn_worse;
-        if (r[0] && r[v] && r[0]->cnn && r[v]->cnn)
+        if (v < 3 && r[0] && r[v] && r[0]->cnn && r[v]->cnn)
             same = same && !memcmp(r[0]->cnn->p, r[v]->cnn->p, sizeof(float) * (size_t)r[0]->cnn->np);
-        CHECK_MSG(!same, "%s left the CNN member as it was", v == 1 ? "cnn_shift" : "cnn_epochs");
+        CHECK_MSG(!same, "%s left the CNN member as it was", name[v]);
     }
-    for (int v = 0; v < 3; v++) ls_replica_free(r[v]);
+    for (int v = 0; v < 4; v++) ls_replica_free(r[v]);
 }
 
 /* Agreement of two replicas on n rows. */
