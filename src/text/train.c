@@ -211,12 +211,23 @@ static int apply_merge(trainer *tr, pair *pp, int32_t to) {
     return rc;
 }
 
-int ls_bpe_train(const char *const *texts, const size_t *lens, int n, const ls_bpe_train_opts *o, ls_bpe **out) {
-    *out = NULL;
-    int min_freq = o->min_freq > 0 ? o->min_freq : 2;
+/* The options' sizes, and each added token once (a token given twice would take two ids). */
+static int check_opts(const ls_bpe_train_opts *o) {
     if (o->vocab_size < 256 + o->n_specials || o->vocab_size > LS_BPE_MAX_VOCAB)
         return ls_err(LS_EINVAL, "tokenizer: vocabulary size %d outside [%d, %d]", o->vocab_size, 256 + o->n_specials,
                       LS_BPE_MAX_VOCAB);
+    for (int s = 1; s < o->n_specials; s++)
+        for (int k = 0; k < s; k++)
+            if (!strcmp(o->specials[k], o->specials[s]))
+                return ls_err(LS_EINVAL, "tokenizer: added token '%s' is given twice (ids %d and %d)", o->specials[s],
+                              256 + k, 256 + s);
+    return LS_OK;
+}
+
+int ls_bpe_train(const char *const *texts, const size_t *lens, int n, const ls_bpe_train_opts *o, ls_bpe **out) {
+    *out = NULL;
+    int min_freq = o->min_freq > 0 ? o->min_freq : 2;
+    LS_TRY(check_opts(o));
     trainer tr = {0};
     ls_bpe *t = NULL;
     int rc = ls_bpe_alloc(&t, o->vocab_size);
@@ -287,6 +298,7 @@ int ls_bpe_train(const char *const *texts, const size_t *lens, int n, const ls_b
 
 int ls_bpe_train_files(const char *const *paths, int n, const ls_bpe_train_opts *o, ls_bpe **out) {
     *out = NULL;
+    LS_TRY(check_opts(o)); /* before the inputs are read */
     char **texts = calloc((size_t)(n > 0 ? n : 1), sizeof *texts);
     size_t *lens = calloc((size_t)(n > 0 ? n : 1), sizeof *lens);
     int rc = texts && lens ? LS_OK : ls_err(LS_ENOMEM, "tokenizer inputs");

@@ -223,6 +223,16 @@ static void test_refusals(void) {
     ls_bpe_free(t);
     ls_bpe_train_opts small = {100, 2, NULL, 0, 0};
     CHECK_MSG(ls_bpe_train(&text, &len, 1, &small, &t) != LS_OK, "vocab below 256 refused");
+    /* an added token given twice would take two ids: refused, by the file trainer before reading */
+    const char *twice[] = {"<a>", "<b>", "<a>"};
+    ls_bpe_train_opts dup = {300, 2, twice, 3, 0};
+    CHECK_MSG(ls_bpe_train(&text, &len, 1, &dup, &t) == LS_EINVAL && t == NULL, "a token added twice refused");
+    CHECK_MSG(strstr(ls_errmsg(), "'<a>' is given twice (ids 256 and 258)") != NULL, "message: %s", ls_errmsg());
+    const char *none[] = {"/nonexistent/llmsys-bpe-input"};
+    CHECK_MSG(ls_bpe_train_files(none, 1, &dup, &t) == LS_EINVAL, "checked before the inputs are read");
+    dup.n_specials = 2;
+    CHECK_MSG(ls_bpe_train(&text, &len, 1, &dup, &t) == LS_OK, "two different tokens train");
+    ls_bpe_free(t);
 }
 
 /* Reference trainer: before each merge every adjacent pair of every piece is counted afresh;
