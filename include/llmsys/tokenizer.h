@@ -24,7 +24,7 @@ typedef struct ls_bpe ls_bpe;
 typedef struct {
     int vocab_size;              /* 256 bytes + merges + specials: 256 + n_specials..LS_BPE_MAX_VOCAB */
     int min_freq;                /* stop when the most frequent pair occurs fewer times (0: 2) */
-    const char *const *specials; /* added tokens such as "<|endoftext|>": ids 256.., before the merges */
+    const char *const *specials; /* added tokens such as "<|endoftext|>": ids 256.., before the merges; each once */
     int n_specials;
     int progress; /* progress bar on stderr */
 } ls_bpe_train_opts;
