@@ -1033,9 +1033,12 @@ out:
 /* opts.distill: the replica's members replaced by new ones (other initialisations and
  * orders) trained on every answer plus u = distill x answers draws of the prior that cost no
  * query: 70 % fresh objects at the final style shares, 30 % variations of answered ones (as in a
- * round's pool), each the members' mean softmax as its soft target. The draws carry the
- * replica's decisions to regions of the prior between the answers, where each member alone
- * extrapolates its own way. The CART member, when kept, is left as it is. */
+ * round's pool), each the replica's own output as its soft target: the members' mean softmax,
+ * and when the CNN member is kept, that plus its softmax times its weight w, over 1 + w. The
+ * draws carry the replica's decisions to regions of the prior between the answers, where each
+ * member alone extrapolates its own way; with the CNN in the teacher the new members learn its
+ * way there too. The CNN and the CART, when kept, are left as they are (distillation runs only
+ * without the CART). */
 static int distill_members(attack_t *a, ls_replica *r, ls_steal_result *res) {
     const ls_steal_opts *o = a->o;
     int d = a->d, k = a->k;
@@ -1066,6 +1069,10 @@ static int distill_members(attack_t *a, ls_replica *r, ls_steal_result *res) {
         rc = ls_mlp_logits(&r->net[m], x + a->n * d, u, z);
         ls_softmax_rows(z, u, k);
         for (int64_t i = 0; i < u * k && !rc; i++) tu[i] += z[i] / (float)r->members;
+    }
+    if (r->cnn && !rc && !(rc = ls_cnn_logits(r->cnn, x + a->n * d, u, z))) { /* ... with the kept CNN */
+        ls_softmax_rows(z, u, k);
+        for (int64_t i = 0; i < u * k; i++) tu[i] = (tu[i] + r->cnn_weight * z[i]) / (1.0f + r->cnn_weight);
     }
     for (int m = 0; m < r->members && !rc; m++) {
         if ((rc = net_new(a, o->seed + 7777 + 1000 * (uint64_t)m))) break;
