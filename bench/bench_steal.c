@@ -30,10 +30,13 @@ typedef struct {
     double cnn_acc;           /* that test's accuracy of the MLP plus the CNN */
     double agree_no_cnn;      /* the replica's agreement without its CNN member (= agree when none) */
     int64_t cnn_better, cnn_worse; /* that test's held-back rows won and lost by adding the CNN */
+    int linear_tested, linear_kept;     /* the same for the linear member (a softmax regression) */
+    double linear_acc, agree_no_linear; /* ... agree_no_cnn is then without both */
+    int64_t linear_better, linear_worse;
 } outcome;
 
 typedef struct {
-    int nb, epochs, proba, no_base, tree_member, cnn_member, cnn_shift, cnn_epochs; /* < 0: the attack's default */
+    int nb, epochs, proba, no_base, tree_member, cnn_member, cnn_shift, cnn_epochs, linear_member; /* < 0: default */
     double distill, cnn_weight;                                                     /* < 0: the attack's default */
     int64_t train_n, test_n, budgets[16];
     uint64_t seed;
@@ -70,6 +73,7 @@ static int run_one(ls_victim_server *srv, const ls_steal_data *tr, const ls_stea
     if (c->cnn_epochs >= 0) o.cnn_epochs = c->cnn_epochs;
     if (c->distill >= 0) o.distill = c->distill;
     if (c->cnn_weight >= 0) o.cnn_weight = c->cnn_weight;
+    if (c->linear_member >= 0) o.linear_member = c->linear_member;
     ls_replica *r = NULL;
     ls_steal_result res;
     int rc = ls_steal_run(&o, ls_steal_client_oracle(cl), &r, &res);
@@ -77,7 +81,12 @@ static int run_one(ls_victim_server *srv, const ls_steal_data *tr, const ls_stea
     if (rc) return rc;
     if (res.stopped_early) LS_WARN("bench: %s stopped early: %s", key, res.error);
     rc = ls_steal_agreement(r, te, vlab, &out->agree, &out->acc);
-    out->agree_no_cnn = out->agree;
+    out->agree_no_linear = out->agree;
+    if (!rc && ls_replica_has_linear(r)) { /* without its linear member: what that member added */
+        ls_replica_drop_linear(r);
+        rc = ls_steal_agreement(r, te, vlab, &out->agree_no_linear, NULL);
+    }
+    out->agree_no_cnn = out->agree_no_linear;
     if (!rc && ls_replica_has_cnn(r)) { /* the same replica without its CNN: what the member added */
         ls_replica_drop_cnn(r);
         rc = ls_steal_agreement(r, te, vlab, &out->agree_no_cnn, NULL);
@@ -88,6 +97,8 @@ static int run_one(ls_victim_server *srv, const ls_steal_data *tr, const ls_stea
     out->tree_tested = res.tree_tested, out->tree_kept = res.tree_kept, out->tree_acc = res.tree_acc, out->mlp_acc = res.mlp_acc;
     out->cnn_tested = res.cnn_tested, out->cnn_kept = res.cnn_kept, out->cnn_acc = res.cnn_acc;
     out->cnn_better = res.cnn_better, out->cnn_worse = res.cnn_worse;
+    out->linear_tested = res.linear_tested, out->linear_kept = res.linear_kept, out->linear_acc = res.linear_acc;
+    out->linear_better = res.linear_better, out->linear_worse = res.linear_worse;
     out->distilled = res.distilled;
     memcpy(out->style_share, res.style_share, sizeof out->style_share);
     out->blend_share = res.blend_share;
@@ -239,6 +250,11 @@ static int run_set(const char *set, char **dl, int nd, char **vl, int nv, const 
                            "-%lld); agreement %.3f without it\n",
                            "", "", ours.cnn_kept ? "kept" : "dropped", ours.cnn_acc, ours.mlp_acc,
                            (long long)ours.cnn_better, (long long)ours.cnn_worse, ours.agree_no_cnn);
+                if (ours.linear_tested)
+                    printf("%-10s %-7s   linear member %s: MLP + linear %.3f, MLP %.3f on the held-back fifth (rows "
+                           "+%lld -%lld); agreement %.3f without it\n",
+                           "", "", ours.linear_kept ? "kept" : "dropped", ours.linear_acc, ours.mlp_acc,
+                           (long long)ours.linear_better, (long long)ours.linear_worse, ours.agree_no_linear);
                 if (ours.distilled) printf("%-10s %-7s   members distilled on unlabeled prior draws\n", "", "");
                 int image = te.h > 1 && te.w > 1; /* the attack's image prior and its styles */
                 if (image) {
@@ -273,6 +289,13 @@ static int run_set(const char *set, char **dl, int nd, char **vl, int nv, const 
                     cJSON_AddNumberToObject(row, "agreement_without_cnn", ours.agree_no_cnn);
                     cJSON_AddNumberToObject(row, "cnn_test_rows_better", (double)ours.cnn_better);
                     cJSON_AddNumberToObject(row, "cnn_test_rows_worse", (double)ours.cnn_worse);
+                }
+                if (ours.linear_tested) {
+                    cJSON_AddBoolToObject(row, "linear_member_kept", ours.linear_kept);
+                    cJSON_AddNumberToObject(row, "linear_test_mlp_plus_linear", ours.linear_acc);
+                    cJSON_AddNumberToObject(row, "agreement_without_linear", ours.agree_no_linear);
+                    cJSON_AddNumberToObject(row, "linear_test_rows_better", (double)ours.linear_better);
+                    cJSON_AddNumberToObject(row, "linear_test_rows_worse", (double)ours.linear_worse);
                 }
                 cJSON *st = image ? cJSON_AddObjectToObject(row, "style_share") : NULL;
                 for (int s = 0; st && s < LS_STEAL_NSTYLE; s++)
@@ -372,7 +395,8 @@ int main(int argc, char **argv) {
                    .cnn_shift = -1,
                    .cnn_epochs = -1,
                    .distill = -1,
-                   .cnn_weight = -1};
+                   .cnn_weight = -1,
+                   .linear_member = -1};
     ls_qmon_opts_default(&c.mo);
     int quick = 0;
     openblas_set_num_threads(1); /* small batches on shared cores: OpenBLAS threads would mostly spin */
@@ -385,7 +409,7 @@ int main(int argc, char **argv) {
                 "[--monitor-stats 0|1]\n"
                 "                   [--no-baselines] [--proba] [--seed N] [--quick] [--goal]\n"
                 "                   [--tree-member 0|1] [--cnn-member 0|1] [--cnn-shift N] [--cnn-epochs N]\n"
-                "                   [--cnn-weight W] [--distill R]\n"
+                "                   [--cnn-weight W] [--linear-member 0|1] [--distill R]\n"
                 "  victims: logreg,svm,tree,forest,knn,nb,mlp,cnn (cnn on image data only, skipped on tables)\n"
                 "  --datasets: development tasks (default %s), 'none' for none\n"
                 "  --heldout:  held-out tasks (default %s), 'none' for none\n"
@@ -396,6 +420,8 @@ int main(int argc, char **argv) {
                 "  --cnn-shift: the CNN member trained on answers moved by up to N pixels each way (default 0)\n"
                 "  --cnn-epochs: the CNN member's training epochs (default %d)\n"
                 "  --cnn-weight: the CNN member's softmax counts W times in the replica's sum (default %g)\n"
+                "  --linear-member: 1 = the replica adds a softmax regression of the answers when the attacker's own\n"
+                "          test keeps it (images; the attack's default), 0 = none\n"
                 "  --distill: unlabeled prior draws per answer on which the members are distilled (images, when\n"
                 "          the CART is not kept; default 1, 0 = off)\n"
                 "  --monitor-stats: 1 = the query monitor also profiles each image's level and edge statistics (its\n"
@@ -457,6 +483,8 @@ int main(int argc, char **argv) {
             c.distill = atof(argv[++i]);
         else if (!strcmp(a, "--cnn-weight"))
             c.cnn_weight = atof(argv[++i]);
+        else if (!strcmp(a, "--linear-member"))
+            c.linear_member = atoi(argv[++i]);
         else if (!strcmp(a, "--monitor-z"))
             c.mo.z = atof(argv[++i]);
         else if (!strcmp(a, "--monitor-stats"))

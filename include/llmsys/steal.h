@@ -372,14 +372,16 @@ void ls_steal_client_counts(const ls_steal_client *c, int64_t *requests, int64_t
 
 /* A replica: one or more MLPs d -> h1 -> h2 -> k (ReLU) whose softmax outputs are averaged
  * (members trained on the same answers from different initialisations), plus optionally a
- * CART whose leaf probabilities are added to that mean (ls_steal_opts.tree_member) and a CNN
- * whose softmax is added too (ls_steal_opts.cnn_member). Saved as
+ * CART whose leaf probabilities are added to that mean (ls_steal_opts.tree_member), a CNN
+ * whose softmax is added too (ls_steal_opts.cnn_member) and a softmax regression whose softmax
+ * is added too (ls_steal_opts.linear_member). Saved as
  * safetensors: member 0 as fc{i}.w (out,in) and fc{i}.b, member m >= 1 as m{m}.fc{i}.w/.b,
  * the CART as tree.feat, tree.left, tree.right (I32, one per node), tree.thr (F32, one per
  * node), tree.probs (F32, leaves x k), the CNN as cnn.arch (I32: conv1, conv2, kernel, hidden
- * widths) and cnn.params (F32, every weight in the order of the victim CNN's file); metadata
- * "llmsys.steal" = JSON with shape, range, classes, "members" (absent = 1), "tree" and "cnn"
- * (absent = 0) and, with a CNN, "cnn_weight" (its softmax's weight in the sum; absent = 1). */
+ * widths) and cnn.params (F32, every weight in the order of the victim CNN's file), the
+ * softmax regression as lin.w (F32, k x d) and lin.b (F32, k); metadata "llmsys.steal" = JSON
+ * with shape, range, classes, "members" (absent = 1), "tree", "cnn" and "linear" (absent = 0)
+ * and, with a CNN, "cnn_weight" (its softmax's weight in the sum; absent = 1). */
 typedef struct ls_replica ls_replica;
 #define LS_REPLICA_MAX_MEMBERS 8
 int ls_replica_save(const ls_replica *r, const char *path, const char *meta_json);
@@ -392,6 +394,10 @@ int ls_replica_has_tree(const ls_replica *r);
 int ls_replica_has_cnn(const ls_replica *r);
 /* Frees the replica's CNN member, if any: it then predicts with its MLPs (and CART) alone. */
 void ls_replica_drop_cnn(ls_replica *r);
+/* 1 when the replica holds a linear member (a softmax regression). */
+int ls_replica_has_linear(const ls_replica *r);
+/* Frees the replica's linear member, if any: it then predicts without it. */
+void ls_replica_drop_linear(ls_replica *r);
 void ls_replica_free(ls_replica *r);
 int ls_replica_predict(const ls_replica *r, const float *x, int64_t n, int32_t *labels);
 void ls_replica_info(const ls_replica *r, int *d, int *k);
@@ -431,6 +437,11 @@ typedef struct {
     /* images, with cnn_member: the CNN's softmax enters the replica's sum, and its test, times
      * this weight (default LS_STEAL_CNN_WEIGHT; 0 also means it; at most 10) */
     double cnn_weight;
+    /* images: add to the replica a softmax regression of the answers (one linear layer, its
+     * softmax added to the sum with weight 1) when the MLP's softmax plus its own, both fitted on
+     * 4 of every 5 answers, predicts the 5th better than the MLP's alone by more than two
+     * standard errors (ls_steal_result.linear_better; default 1 = tested; 0 = none) */
+    int linear_member;
     /* images, when the CART is not kept: the members distilled into new ones trained on the
      * answers plus distill x answers unlabeled draws of the prior, labelled by the members'
      * mean softmax (default 1; 0 = off) */
@@ -440,6 +451,10 @@ typedef struct {
 /* The CNN member's training epochs and weight when ls_steal_opts.cnn_epochs, cnn_weight are 0. */
 #define LS_STEAL_CNN_EPOCHS 15
 #define LS_STEAL_CNN_WEIGHT 1.0
+/* The linear member's training: epochs of Adam at this step (it decays to 2 % of it), larger
+ * than the MLPs' 1e-3: a softmax regression is fitted on separable answers far into its margin. */
+#define LS_STEAL_LINEAR_EPOCHS 100
+#define LS_STEAL_LINEAR_LR 0.05f
 
 /* The image prior's styles, in the order of ls_steal_result.style_share. */
 #define LS_STEAL_NSTYLE 5
@@ -462,6 +477,10 @@ typedef struct {
     /* ... and its held-back rows that sum gets right and the MLP wrong (better), and the other
      * way round (worse): kept when better - worse > 2 sqrt(better + worse) */
     int64_t cnn_better, cnn_worse;
+    int linear_tested;                   /* opts.linear_member: the softmax regression's test ran (images) */
+    int linear_kept;                     /* ... and it was kept in the replica */
+    double linear_acc;                   /* the test: the accuracy of the MLP's plus its softmax there */
+    int64_t linear_better, linear_worse; /* ... its paired counts, as cnn_better and cnn_worse */
     int distilled;            /* opts.distill: the members were replaced by distilled ones */
     /* images: the share of each query style (ls_steal_style_names) among all answered queries,
      * and of the pixel blends (bisection midpoints of two answers, which have no style); the

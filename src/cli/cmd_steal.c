@@ -258,6 +258,10 @@ int cmd_steal(int argc, char **argv) {
         {"cnn-weight", LS_ARG_FLOAT, &o.cnn_weight, "W",
          "images: the CNN member's softmax counts W times in the replica's sum and its test (default " LS_STR(
              LS_STEAL_CNN_WEIGHT) ")"},
+        {"linear-member", LS_ARG_INT, &o.linear_member, "0|1",
+         "images: 1 = add a softmax regression of the answers when the attacker's own test keeps it (default 1; "
+         "0 = none)",
+         0, LS_RANGE(0, 1)},
         {"distill", LS_ARG_FLOAT, &o.distill, "R",
          "images: unlabeled prior draws per answer the members are distilled on (default 1, 0 = off)"},
         {"batch", LS_ARG_INT, &o.batch, "N", "inputs per request (default 256)", 0, LS_MIN(1)},

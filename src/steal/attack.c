@@ -34,6 +34,7 @@ void ls_steal_opts_default(ls_steal_opts *o) {
     o->tree_member = 1;
     o->cnn_member = 1;
     o->cnn_weight = LS_STEAL_CNN_WEIGHT;
+    o->linear_member = 1;
     o->distill = 1;
 }
 
@@ -928,6 +929,37 @@ static int argmax_row(const float *z, int k) {
     return b;
 }
 
+/* Trains a fresh linear member, a softmax regression (one layer d -> k), on every answer
+ * weighted by wt (NULL = 1 each): Adam at LS_STEAL_LINEAR_LR for LS_STEAL_LINEAR_EPOCHS. */
+static int linear_train(attack_t *a, const float *wt, uint64_t seed, ls_mlp *m) {
+    int sizes[2] = {a->d, a->k};
+    LS_TRY(ls_mlp_init(m, 1, sizes, seed));
+    ls_mlp_fit_opts fo = fit_opts(a, LS_STEAL_LINEAR_EPOCHS, 0.02f, seed + 1, "linear member");
+    fo.lr = LS_STEAL_LINEAR_LR;
+    int rc = ls_mlp_fit(m, a->x, a->p, wt, a->n, &fo, NULL);
+    if (rc) ls_mlp_free(m);
+    return rc;
+}
+
+/* The test of a candidate member whose softmax rows zc on the held-back fifth ho would join the
+ * MLP's, zm, in the replica's sum times w: zc becomes that sum and lab its labels; *better and
+ * *worse count the rows the sum gets right and the MLP wrong, and the other way round. 1 (keep)
+ * when the gain is past two standard errors of that paired count (a one-sided sign test at
+ * z = 2), not for a difference of a few rows. */
+static int sum_test(const float *zm, float *zc, float w, const ls_steal_data *ho, int k, int32_t *lab, int64_t *better,
+                    int64_t *worse) {
+    int64_t nh = ho->n, b = 0, wo = 0;
+    for (int64_t i = 0; i < nh * k; i++) zc[i] = zm[i] + w * zc[i];
+    for (int64_t i = 0; i < nh; i++) {
+        int e = argmax_row(zc + i * k, k), m = argmax_row(zm + i * k, k);
+        b += e == ho->y[i] && m != ho->y[i];
+        wo += m == ho->y[i] && e != ho->y[i];
+        lab[i] = e;
+    }
+    *better = b, *worse = wo;
+    return (double)(b - wo) > 2.0 * sqrt((double)(b + wo));
+}
+
 /* The member tests (images): models other than MLPs join r only when the attacker's own data
  * says they model the victim better. 4 of every 5 answers train an MLP of the replica's shape
  * (as member 0 is trained) and each candidate; the 5th is held back.
@@ -938,7 +970,11 @@ static int argmax_row(const float *z, int k) {
  *     better than the MLP's alone, by more than two standard errors of the paired difference. Its convolutions
  * extrapolate from the prior's images to natural ones another way than the MLPs do, which helps where the victim's
  * decisions are not smooth in the pixels (trees, forests, nearest neighbours) and costs where an MLP already matches
- * the victim (linear and MLP victims). A kept member is refitted on every answer. */
+ * the victim (linear and MLP victims).
+ *   opts.linear_member: a softmax regression, kept by the same test as the CNN. Where the victim's
+ * classes are split by hyperplanes (linear victims) it extrapolates from the prior's images to
+ * natural ones as the victim does, which an MLP fitted on the same answers does only near them.
+ * A kept member is refitted on every answer. */
 static int member_tests(attack_t *a, ls_replica *r, ls_steal_result *res) {
     const ls_steal_opts *o = a->o;
     int d = a->d, k = a->k;
@@ -993,19 +1029,9 @@ static int member_tests(attack_t *a, ls_replica *r, ls_steal_result *res) {
         if ((rc = ls_cnn_logits(&cnn, ho.x, nh, zc))) goto out;
         ls_softmax_rows(zc, nh, k);
         float cw = (float)(o->cnn_weight > 0 ? o->cnn_weight : LS_STEAL_CNN_WEIGHT);
-        for (int64_t i = 0; i < nh * k; i++) zc[i] = zm[i] + cw * zc[i];
-        int64_t better = 0, worse = 0; /* held-back rows the sum gets right and the MLP wrong, and back */
-        for (int64_t i = 0; i < nh; i++) {
-            int e = argmax_row(zc + i * k, k), m = argmax_row(zm + i * k, k);
-            better += e == ho.y[i] && m != ho.y[i];
-            worse += m == ho.y[i] && e != ho.y[i];
-            lab[i] = e;
-        }
+        int keep = sum_test(zm, zc, cw, &ho, k, lab, &res->cnn_better, &res->cnn_worse);
         res->cnn_tested = 1, res->cnn_acc = ls_steal_label_accuracy(lab, &ho);
-        res->cnn_better = better, res->cnn_worse = worse;
-        /* kept when the gain is past two standard errors of a paired count (a one-sided sign test
-         * at z = 2), not for a difference of a few rows; then refitted on every answer */
-        if ((double)(better - worse) > 2.0 * sqrt((double)(better + worse))) {
+        if (keep) { /* refitted on every answer */
             ls_cnn_free(&cnn);
             have_cnn = 0;
             if (!(r->cnn = calloc(1, sizeof *r->cnn))) {
@@ -1019,6 +1045,28 @@ static int member_tests(attack_t *a, ls_replica *r, ls_steal_result *res) {
             }
             r->cnn_weight = cw;
             res->cnn_kept = 1;
+        }
+    }
+    if (o->linear_member) { /* fitted on the same 4 of 5 (wt) */
+        ls_mlp lin;
+        if ((rc = linear_train(a, wt, o->seed + 331, &lin))) goto out;
+        rc = ls_mlp_logits(&lin, ho.x, nh, zc);
+        ls_mlp_free(&lin);
+        if (rc) goto out;
+        ls_softmax_rows(zc, nh, k);
+        int keep = sum_test(zm, zc, 1.0f, &ho, k, lab, &res->linear_better, &res->linear_worse);
+        res->linear_tested = 1, res->linear_acc = ls_steal_label_accuracy(lab, &ho);
+        if (keep) { /* refitted on every answer */
+            if (!(r->lin = malloc(sizeof *r->lin))) {
+                rc = ls_err(LS_ENOMEM, "steal: out of memory");
+                goto out;
+            }
+            if ((rc = linear_train(a, NULL, o->seed + 337, r->lin))) {
+                free(r->lin);
+                r->lin = NULL;
+                goto out;
+            }
+            res->linear_kept = 1;
         }
     }
 out:
@@ -1037,8 +1085,8 @@ out:
  * and when the CNN member is kept, that plus its softmax times its weight w, over 1 + w. The
  * draws carry the replica's decisions to regions of the prior between the answers, where each
  * member alone extrapolates its own way; with the CNN in the teacher the new members learn its
- * way there too. The CNN and the CART, when kept, are left as they are (distillation runs only
- * without the CART). */
+ * way there too. The CNN, the linear member and the CART, when kept, are left as they are
+ * (distillation runs only without the CART; the linear member is not in the teacher). */
 static int distill_members(attack_t *a, ls_replica *r, ls_steal_result *res) {
     const ls_steal_opts *o = a->o;
     int d = a->d, k = a->k;
@@ -1231,7 +1279,7 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
         ls_replica_free(r);
         goto done;
     }
-    if (objects && (o->tree_member || o->cnn_member) && (rc = member_tests(&a, r, res))) {
+    if (objects && (o->tree_member || o->cnn_member || o->linear_member) && (rc = member_tests(&a, r, res))) {
         ls_replica_free(r);
         goto done;
     }
@@ -1282,6 +1330,7 @@ void ls_replica_free(ls_replica *r) {
     for (int m = 0; m < r->members; m++) ls_mlp_free(&r->net[m]);
     ls_victim_free(r->tree);
     ls_replica_drop_cnn(r);
+    ls_replica_drop_linear(r);
     free(r);
 }
 
@@ -1317,6 +1366,11 @@ int ls_replica_predict(const ls_replica *r, const float *x, int64_t n, int32_t *
             rc = ls_cnn_logits(r->cnn, x + s * d, b, z);
             ls_softmax_rows(z, b, k);
             for (int i = 0; i < b * k && !rc; i++) avg[i] += r->cnn_weight * z[i];
+        }
+        if (r->lin && !rc) { /* ... plus the linear member's softmax */
+            rc = ls_mlp_logits(r->lin, x + s * d, b, z);
+            ls_softmax_rows(z, b, k);
+            for (int i = 0; i < b * k && !rc; i++) avg[i] += z[i];
         }
         for (int i = 0; i < b && !rc; i++) {
             int best = 0;
@@ -1360,6 +1414,11 @@ int ls_replica_save(const ls_replica *r, const char *path, const char *meta_json
         rc = ls_st_writer_add(w, "cnn.arch", LS_DT_I32, 1, as, arch);
         if (!rc) rc = ls_st_writer_add(w, "cnn.params", LS_DT_F32, 1, ps, r->cnn->p);
     }
+    if (r->lin && !rc) { /* the linear member: one layer, k x d and k */
+        int64_t ws[2] = {r->k, r->lin->sizes[0]}, bs[1] = {r->k};
+        rc = ls_st_writer_add(w, "lin.w", LS_DT_F32, 2, ws, r->lin->W[0]);
+        if (!rc) rc = ls_st_writer_add(w, "lin.b", LS_DT_F32, 1, bs, r->lin->b[0]);
+    }
     for (int m = 0; m < r->members && !rc; m++) {
         const ls_mlp *net = &r->net[m];
         for (int l = 0; l < net->nl && !rc; l++) {
@@ -1374,9 +1433,10 @@ int ls_replica_save(const ls_replica *r, const char *path, const char *meta_json
     char meta[512], cw[48] = "";
     if (r->cnn) snprintf(cw, sizeof cw, ",\"cnn_weight\":%.9g", r->cnn_weight);
     snprintf(meta, sizeof meta,
-             "{\"layers\":%d,\"members\":%d,\"tree\":%d,\"cnn\":%d%s,\"input_shape\":[%d,%d,%d],"
+             "{\"layers\":%d,\"members\":%d,\"tree\":%d,\"cnn\":%d%s,\"linear\":%d,\"input_shape\":[%d,%d,%d],"
              "\"input_range\":[%g,%g],\"classes\":%d}",
-             r->net[0].nl, r->members, r->tree != NULL, r->cnn != NULL, cw, r->c, r->h, r->w, r->lo, r->hi, r->k);
+             r->net[0].nl, r->members, r->tree != NULL, r->cnn != NULL, cw, r->lin != NULL, r->c, r->h, r->w, r->lo,
+             r->hi, r->k);
     if (!rc) rc = ls_st_writer_meta(w, "llmsys.steal", meta);
     if (!rc && meta_json) rc = ls_st_writer_meta(w, "llmsys.steal.report", meta_json);
     if (!rc) rc = ls_st_writer_write(w, path);
@@ -1481,7 +1541,37 @@ static int load_cnn(ls_st_file *f, const cJSON *meta, const char *path, ls_repli
     return LS_OK;
 }
 
+/* The linear member (lin.w, lin.b) when "linear" is 1; absent or 0: none. */
+static int load_linear(ls_st_file *f, const cJSON *meta, const char *path, ls_replica *r) {
+    int has = 0;
+    LS_TRY(ls_json_get_int(meta, "linear", 0, &has)); /* absent: 0 */
+    if (has != 0 && has != 1) return ls_err(LS_EFORMAT, "%s: \"linear\" must be 0 or 1, got %d", path, has);
+    if (!has) return LS_OK;
+    int d = r->net[0].sizes[0], sizes[2] = {d, r->k};
+    int64_t ws[2] = {r->k, d}, bs[1] = {r->k};
+    const ls_st_tensor *tw, *tb;
+    LS_TRY(ls_st_expect(f, "lin.w", LS_DT_F32, 2, ws, &tw));
+    LS_TRY(ls_st_expect(f, "lin.b", LS_DT_F32, 1, bs, &tb));
+    if (!(r->lin = malloc(sizeof *r->lin))) return ls_err(LS_ENOMEM, "%s: out of memory", path);
+    if (ls_mlp_init(r->lin, 1, sizes, 0)) {
+        free(r->lin);
+        r->lin = NULL;
+        return ls_err(LS_ENOMEM, "%s: out of memory for the linear member", path);
+    }
+    memcpy(r->lin->W[0], tw->data, tw->nbytes);
+    memcpy(r->lin->b[0], tb->data, tb->nbytes);
+    return LS_OK;
+}
+
 int ls_replica_has_tree(const ls_replica *r) { return r->tree != NULL; }
+int ls_replica_has_linear(const ls_replica *r) { return r->lin != NULL; }
+
+void ls_replica_drop_linear(ls_replica *r) {
+    if (!r->lin) return;
+    ls_mlp_free(r->lin);
+    free(r->lin);
+    r->lin = NULL;
+}
 int ls_replica_has_cnn(const ls_replica *r) { return r->cnn != NULL; }
 
 void ls_replica_drop_cnn(ls_replica *r) {
@@ -1544,6 +1634,7 @@ int ls_replica_load(const char *path, ls_replica **out) {
     }
     if (!rc) rc = load_tree(f, j, path, r);
     if (!rc) rc = load_cnn(f, j, path, r);
+    if (!rc) rc = load_linear(f, j, path, r);
 done:
     cJSON_Delete(j);
     ls_st_close(f);

@@ -101,6 +101,20 @@ double ls_steal_label_accuracy(const int32_t *labels, const ls_steal_data *d) {
     return d->n ? (double)ok / (double)d->n : 0;
 }
 
+/* The report of a member test that adds a model's softmax to the MLP's (the CNN's, the linear
+ * member's): object `name` of j with whether it was kept, the sum's held-back accuracy under
+ * `acc_key`, the rows won and lost, and the MLP's held-back accuracy. */
+static cJSON *sum_test_json(cJSON *j, const char *name, const char *acc_key, int kept, double acc, int64_t better,
+                            int64_t worse, double mlp_acc) {
+    cJSON *t = cJSON_AddObjectToObject(j, name);
+    cJSON_AddBoolToObject(t, "kept", kept);
+    cJSON_AddNumberToObject(t, acc_key, acc);
+    cJSON_AddNumberToObject(t, "rows_better", (double)better);
+    cJSON_AddNumberToObject(t, "rows_worse", (double)worse);
+    cJSON_AddNumberToObject(t, "mlp_holdout_accuracy", mlp_acc);
+    return t;
+}
+
 cJSON *ls_steal_result_json(const char *target, const char *strategy, const ls_steal_opts *o,
                             const ls_steal_result *res) {
     cJSON *j = cJSON_CreateObject();
@@ -120,16 +134,15 @@ cJSON *ls_steal_result_json(const char *target, const char *strategy, const ls_s
         cJSON_AddNumberToObject(t, "mlp_holdout_accuracy", res->mlp_acc);
     }
     if (res->cnn_tested) { /* the CNN member's test (images) and whether the CNN was kept */
-        cJSON *t = cJSON_AddObjectToObject(j, "cnn_member");
-        cJSON_AddBoolToObject(t, "kept", res->cnn_kept);
-        cJSON_AddNumberToObject(t, "mlp_plus_cnn_holdout_accuracy", res->cnn_acc);
-        cJSON_AddNumberToObject(t, "rows_better", (double)res->cnn_better);
-        cJSON_AddNumberToObject(t, "rows_worse", (double)res->cnn_worse);
-        cJSON_AddNumberToObject(t, "mlp_holdout_accuracy", res->mlp_acc);
+        cJSON *t = sum_test_json(j, "cnn_member", "mlp_plus_cnn_holdout_accuracy", res->cnn_kept, res->cnn_acc,
+                                 res->cnn_better, res->cnn_worse, res->mlp_acc);
         cJSON_AddNumberToObject(t, "shift", o->cnn_shift);
         cJSON_AddNumberToObject(t, "epochs", o->cnn_epochs > 0 ? o->cnn_epochs : LS_STEAL_CNN_EPOCHS);
         cJSON_AddNumberToObject(t, "weight", o->cnn_weight > 0 ? o->cnn_weight : LS_STEAL_CNN_WEIGHT);
     }
+    if (res->linear_tested) /* the linear member's test (images) and whether it was kept */
+        sum_test_json(j, "linear_member", "mlp_plus_linear_holdout_accuracy", res->linear_kept, res->linear_acc,
+                      res->linear_better, res->linear_worse, res->mlp_acc);
     if (o->strategy == LS_STEAL_SYNTH && o->h > 1 && o->w > 1) { /* the image prior's queries over its styles */
         cJSON_AddBoolToObject(j, "distilled", res->distilled);
         cJSON *st = cJSON_AddObjectToObject(j, "style_share");

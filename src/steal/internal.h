@@ -145,6 +145,8 @@ struct ls_replica {
     ls_cnn *cnn;     /* ls_steal_opts.cnn_member: a CNN trained on the answers, its softmax added too
                         (NULL otherwise) */
     float cnn_weight; /* ... times this weight (ls_steal_opts.cnn_weight) */
+    ls_mlp *lin;      /* ls_steal_opts.linear_member: a softmax regression (one layer) of the answers,
+                         its softmax added too, with weight 1 (NULL otherwise) */
     int c, h, w, k;
     float lo, hi;
 };

@@ -138,6 +138,11 @@ assert c["kept"] == (b - w > 2 * (b + w) ** 0.5), c
 meta = json.loads(head["__metadata__"]["llmsys.steal"])
 assert ("cnn.params" in head) == c["kept"] and meta["cnn"] == c["kept"]
 assert meta.get("cnn_weight") == (1 if c["kept"] else None), meta  # written with a CNN only
+l = json.load(open(sys.argv[1]))["linear_member"]  # tested by default too, by the same rule
+print("  digits tree victim, 1500 queries: linear member", l)
+b, w = l["rows_better"], l["rows_worse"]
+assert l["kept"] == (b - w > 2 * (b + w) ** 0.5), l
+assert ("lin.w" in head) == l["kept"] and meta["linear"] == l["kept"], meta
 PY
 "$BIN" steal eval --replica "$T/rd.st" --target "$URL3" --test-data digits > "$T/evald.out" || die "eval digits"
 grep -q "agreement with victim" "$T/evald.out" || die "eval digits output"
@@ -151,10 +156,40 @@ raw = open(sys.argv[2], "rb").read()
 head = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
 assert "cnn.params" not in head and json.loads(head["__metadata__"]["llmsys.steal"])["cnn"] == 0
 PY
+# a linear victim on digits: the linear member is kept, in the report and the file (lin.w, lin.b),
+# and steal eval loads it; --linear-member 0: none tested, none in the file
+"$BIN" victim train --type logreg --data digits --out "$T/dl.bin" --quiet > /dev/null || die "train digits logreg"
+"$BIN" victim serve --model "$T/dl.bin" --port 0 --port-file "$T/port4" --model-units --duration 60 \
+  > "$T/serve4.out" 2>&1 &
+SRV4=$!
+wait_file "$T/port4" "$SRV4" || die "digits logreg server did not start"
+URL4="http://127.0.0.1:$(cat "$T/port4")/predict"
+for lm in 1 0; do
+  "$BIN" steal --target "$URL4" --input-shape 1,8,8 --classes 10 --budget 1500 --out "$T/rl$lm.st" \
+    --report "$T/rl$lm.json" --epochs 3 --cnn-member 0 --linear-member $lm --quiet > /dev/null || die "steal digits logreg"
+done
+python3 - "$T/rl1.json" "$T/rl1.st" "$T/rl0.json" "$T/rl0.st" <<'PY' || die "linear member in the report and the file"
+import json, struct, sys
+def head(p):
+    raw = open(p, "rb").read()
+    return json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
+l = json.load(open(sys.argv[1]))["linear_member"]
+print("  digits logreg victim, 1500 queries: linear member", l)
+assert l["kept"] and l["rows_better"] - l["rows_worse"] > 2 * (l["rows_better"] + l["rows_worse"]) ** 0.5, l
+h = head(sys.argv[2])
+assert h["lin.w"]["shape"] == [10, 64] and h["lin.b"]["shape"] == [10], h.keys()
+assert json.loads(h["__metadata__"]["llmsys.steal"])["linear"] == 1
+assert "linear_member" not in json.load(open(sys.argv[3]))
+h = head(sys.argv[4])
+assert "lin.w" not in h and json.loads(h["__metadata__"]["llmsys.steal"])["linear"] == 0
+PY
+"$BIN" steal eval --replica "$T/rl1.st" --target "$URL4" --test-data digits > "$T/evall.out" || die "eval digits logreg"
+grep -q "agreement with victim" "$T/evall.out" || die "eval digits logreg output"
+kill $SRV4; wait $SRV4 2>/dev/null
 "$BIN" steal --target "$URL3" --input-shape 1,8,8 --classes 10 --budget 10 --out "$T/bad.st" --cnn-member 2 \
   --quiet 2>"$T/err"
 [ $? -eq 2 ] && grep -q -- "--cnn-member" "$T/err" && [ ! -e "$T/bad.st" ] || die "--cnn-member 2 refused"
-for bad in "--cnn-shift 9" "--cnn-shift -1" "--cnn-epochs 0" "--cnn-weight 0" "--cnn-weight 10.5" "--cnn-weight nan"; do
+for bad in "--linear-member 2" "--linear-member -1" "--cnn-shift 9" "--cnn-shift -1" "--cnn-epochs 0" "--cnn-weight 0" "--cnn-weight 10.5" "--cnn-weight nan"; do
   # shellcheck disable=SC2086 # flag and value
   "$BIN" steal --target "$URL3" --input-shape 1,8,8 --classes 10 --budget 10 --out "$T/bad.st" $bad --quiet 2>"$T/err"
   [ $? -eq 2 ] && grep -q -- "${bad% *}" "$T/err" && [ ! -e "$T/bad.st" ] || die "$bad refused"

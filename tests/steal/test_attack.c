@@ -58,7 +58,8 @@ static void opts_for(ls_steal_opts *o, int64_t budget, int strategy) {
     o->budget = budget;
     o->strategy = strategy;
     o->final_epochs = 10;
-    o->cnn_member = 0; /* the CNN member has its own test (test_cnn_member) */
+    o->cnn_member = 0;    /* the CNN member has its own test (test_cnn_member) */
+    o->linear_member = 0; /* ... and so has the linear member (test_linear_member) */
     o->batch = 100;
     o->seed = 3;
 }
@@ -414,6 +415,7 @@ static void test_tree_member(void) {
         recorder rec = {.d = 105, .lo = -1, .hi = 2, .all = malloc(sizeof(float) * 1500 * 105), .axis = axis};
         ls_steal_opts o;
         ls_steal_opts_default(&o);
+        o.linear_member = 0; /* its own test: test_linear_member */
         o.c = 3, o.h = 5, o.w = 7, o.lo = -1, o.hi = 2, o.k = 3;
         o.budget = 1500;
         o.final_epochs = 10; /* the CART test's MLP fitted well enough to win on the linear rule */
@@ -632,6 +634,7 @@ static void test_cnn_member(void) {
         o.seed = 3;
         o.tree_member = 0;
         o.cnn_member = 1;
+        o.linear_member = 0;
         ls_replica *r = NULL;
         ls_steal_result res;
         CHECK(rec.all != NULL);
@@ -726,6 +729,7 @@ static void test_cnn_options(void) {
         recorder rec = {.d = 105, .lo = -1, .hi = 2};
         ls_steal_opts o;
         ls_steal_opts_default(&o);
+        o.linear_member = 0;
         CHECK_EQ_INT(o.cnn_shift, 0);
         CHECK_EQ_INT(o.cnn_epochs, 0);
         CHECK(o.cnn_weight == LS_STEAL_CNN_WEIGHT);
@@ -794,6 +798,7 @@ static void test_distill(void) {
     ls_steal_result res[3];
     ls_steal_opts o;
     ls_steal_opts_default(&o);
+    o.linear_member = 0;
     CHECK(o.distill == 1); /* the default */
     o.c = 3, o.h = 5, o.w = 7, o.lo = -1, o.hi = 2, o.k = 3;
     o.budget = N;
@@ -947,7 +952,7 @@ static void test_distill_cnn(void) {
         ls_steal_opts o;
         ls_steal_opts_default(&o);
         o.c = 3, o.h = 5, o.w = 7, o.lo = -1, o.hi = 2, o.k = K;
-        o.budget = N, o.final_epochs = 10, o.members = 2, o.tree_member = 0;
+        o.budget = N, o.final_epochs = 10, o.members = 2, o.tree_member = 0, o.linear_member = 0;
         o.seed = i == 2 ? 4 : 3;
         o.cnn_member = i < 2;
         o.distill = i == 1 ? 4 : 0;
@@ -981,6 +986,184 @@ out:
     free(q);
 }
 
+/* An oracle on 3 x 5 x 7 images in [-1, 2] whose 3 classes are split by hyperplanes: the label
+ * is the arg-max of three fixed weight vectors' products with the image less 0.5 (a softmax
+ * regression's rule, which an MLP fitted on the same answers matches only near them). */
+static int linear_query(void *ctx, const float *x, int n, int32_t *labels, float *proba, int *got) {
+    (void)proba;
+    recorder *r = ctx;
+    for (int i = 0; i < n; i++) {
+        const float *row = x + (size_t)i * 105;
+        double z[3] = {0, 0, 0};
+        for (int c = 0; c < 3; c++)
+            for (int j = 0; j < 105; j++) z[c] += sin(1.3 * (c + 1) * (j + 1) + c) * (row[j] - 0.5);
+        labels[i] = z[1] > z[0] ? (z[2] > z[1] ? 2 : 1) : (z[2] > z[0] ? 2 : 0);
+        if (r->all && r->asked < 1500) memcpy(r->all + r->asked * 105, row, sizeof(float) * 105);
+        r->asked++;
+    }
+    *got = 0;
+    return 0;
+}
+
+/* Writes r's MLP members and its linear member as ls_replica_save does, with lin.w declared
+ * (rows x d), the tensor `skip` left out and the metadata's "linear" set to has. */
+static int write_forged_linear(const ls_replica *r, const char *path, const char *skip, int rows, int has) {
+    ls_st_writer *w;
+    LS_TRY(ls_st_writer_init(&w));
+    int rc = add_members(w, r);
+    int d = r->lin->sizes[0];
+    int64_t ws[2] = {rows, d}, bs[1] = {r->k};
+    float *p = calloc((size_t)rows * d, sizeof(float));
+    if (p) memcpy(p, r->lin->W[0], sizeof(float) * (size_t)(rows < r->k ? rows : r->k) * d);
+    if (!rc && !p) rc = LS_ENOMEM;
+    if (!rc && strcmp(skip, "lin.w")) rc = ls_st_writer_add(w, "lin.w", LS_DT_F32, 2, ws, p);
+    if (!rc && strcmp(skip, "lin.b")) rc = ls_st_writer_add(w, "lin.b", LS_DT_F32, 1, bs, r->lin->b[0]);
+    char meta[256];
+    snprintf(meta, sizeof meta,
+             "{\"layers\":%d,\"members\":%d,\"linear\":%d,\"input_shape\":[%d,%d,%d],\"input_range\":[%g,%g],"
+             "\"classes\":%d}",
+             r->net[0].nl, r->members, has, r->c, r->h, r->w, r->lo, r->hi, r->k);
+    if (!rc) rc = ls_st_writer_meta(w, "llmsys.steal", meta);
+    if (!rc) rc = ls_st_writer_write(w, path);
+    ls_st_writer_free(w);
+    free(p); /* the writer kept pointers until it wrote */
+    return rc;
+}
+
+/* The saved replica with its linear member predicts exactly as the one in memory, the member's
+ * weights kept; forged ones (lin.w with a row too many or too few, either tensor missing,
+ * "linear" not 0/1) are refused with LS_EFORMAT naming it, and "linear": 0 loads without it. */
+static void check_linear_file(ls_replica *r, const float *x, int n) {
+    char path[] = "/tmp/ls_test_linear_replica_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd < 0) return;
+    close(fd);
+    ls_replica *back = NULL;
+    int32_t *a = malloc(sizeof(int32_t) * n), *b = malloc(sizeof(int32_t) * n);
+    CHECK_EQ_INT(ls_replica_save(r, path, NULL), LS_OK);
+    CHECK_MSG(ls_replica_load(path, &back) == LS_OK, "%s", ls_errmsg());
+    CHECK(back && ls_replica_has_linear(back) && !ls_replica_has_cnn(back) && !ls_replica_has_tree(back));
+    if (back) {
+        CHECK_EQ_INT(ls_replica_predict(r, x, n, a), LS_OK);
+        CHECK_EQ_INT(ls_replica_predict(back, x, n, b), LS_OK);
+        CHECK(memcmp(a, b, sizeof(int32_t) * n) == 0);
+        CHECK(memcmp(back->lin->p, r->lin->p, sizeof(float) * (size_t)r->lin->np) == 0);
+        ls_replica_free(back);
+    }
+    struct {
+        const char *skip;
+        int rows, has;
+    } bad[] = {{"", r->k + 1, 1}, {"", r->k - 1, 1}, {"lin.w", r->k, 1}, {"lin.b", r->k, 1}, {"", r->k, 2}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        back = NULL;
+        CHECK_EQ_INT(write_forged_linear(r, path, bad[i].skip, bad[i].rows, bad[i].has), LS_OK);
+        CHECK_MSG(ls_replica_load(path, &back) == LS_EFORMAT, "forged linear member %zu loaded", i);
+        CHECK(back == NULL);
+        CHECK_MSG(strstr(ls_errmsg(), "lin") != NULL, "%s", ls_errmsg());
+    }
+    CHECK_EQ_INT(write_forged_linear(r, path, "", r->k, 1), LS_OK); /* the forger writes a good file */
+    CHECK_EQ_INT(ls_replica_load(path, &back), LS_OK);
+    CHECK(back && ls_replica_has_linear(back));
+    ls_replica_free(back);
+    CHECK_EQ_INT(write_forged_linear(r, path, "", r->k, 0), LS_OK); /* "linear": 0: the MLPs alone */
+    CHECK_EQ_INT(ls_replica_load(path, &back), LS_OK);
+    CHECK(back && !ls_replica_has_linear(back));
+    ls_replica_free(back);
+    unlink(path);
+    free(a), free(b);
+}
+
+/* The linear member (opts.linear_member, on by default), tested by the attack on 4 of every 5
+ * answers as the CNN is: on the hyperplane oracle the MLP's softmax plus a softmax regression's
+ * predicts the held-back fifth better than the MLP's alone by more than two standard errors,
+ * and it is kept; the replica's labels are the arg-max of its members' mean softmax plus the
+ * linear member's, recomputed here from the parts; on another seed's queries (prior images the
+ * attack never asked) the replica agrees with the oracle more with it than without it; its file
+ * (check_linear_file). On the brightest-pixel oracle (a max over places) it is dropped, and on
+ * hashed labels it scores near chance. */
+static void test_linear_member(void) {
+    enum { N = 1500, D = 105, K = 3 };
+    ls_steal_opts o;
+    ls_steal_opts_default(&o);
+    CHECK_EQ_INT(o.linear_member, 1); /* the default */
+    float *q = malloc(sizeof(float) * N * D), *all = malloc(sizeof(float) * N * D);
+    CHECK(q && all);
+    int (*fn[4])(void *, const float *, int, int32_t *, float *, int *) = {linear_query, linear_query, max_query,
+                                                                           hash_query};
+    for (int kind = 0; kind < 4; kind++) { /* 0: another seed's queries, 1: hyperplanes, 2: brightest, 3: hash */
+        recorder rec = {.d = D, .lo = -1, .hi = 2, .all = kind == 0 ? q : kind == 1 ? all : NULL};
+        ls_steal_opts_default(&o);
+        o.c = 3, o.h = 5, o.w = 7, o.lo = -1, o.hi = 2, o.k = K;
+        o.budget = N, o.final_epochs = 10, o.members = 2, o.tree_member = 0, o.cnn_member = 0;
+        o.seed = kind == 0 ? 4 : 3;
+        o.linear_member = kind > 0;
+        ls_replica *r = NULL;
+        ls_steal_result res;
+        CHECK_EQ_INT(ls_steal_run(&o, (ls_steal_oracle){kind == 3 ? NULL : &rec, fn[kind]}, &r, &res), LS_OK);
+        CHECK(r != NULL && !r->tree && !r->cnn);
+        if (!r) continue;
+        if (kind == 0) { /* the other seed's queries are recorded, and nothing tested */
+            CHECK(!res.linear_tested && !r->lin);
+            ls_replica_free(r);
+            continue;
+        }
+        static const char *name[4] = {"", "hyperplane", "brightest-pixel", "hashed"};
+        fprintf(
+            stderr,
+            "  %s oracle: linear member %s (MLP + linear %.3f, MLP %.3f on the held-back fifth, rows +%lld -%lld)\n",
+            name[kind], r->lin ? "kept" : "dropped", res.linear_acc, res.mlp_acc, (long long)res.linear_better,
+            (long long)res.linear_worse);
+        CHECK(res.linear_tested);
+        CHECK_EQ_INT(res.linear_kept, r->lin != NULL);
+        double gain = (double)(res.linear_better - res.linear_worse);
+        CHECK((gain > 2 * sqrt((double)(res.linear_better + res.linear_worse))) == res.linear_kept);
+        CHECK(fabs(gain / 300.0 - (res.linear_acc - res.mlp_acc)) < 1e-9);
+        CHECK_EQ_INT(res.linear_kept, kind == 1);
+        if (kind == 3) CHECK(res.linear_acc < 0.45 && res.mlp_acc < 0.45);
+        if (kind != 1 || !r->lin) {
+            ls_replica_free(r);
+            continue;
+        }
+        CHECK(r->lin->nl == 1 && r->lin->sizes[0] == D && r->lin->sizes[1] == K);
+        /* its labels: the members' mean softmax plus the linear member's, recomputed */
+        int32_t *lab = malloc(sizeof(int32_t) * N), *orl = malloc(sizeof(int32_t) * N);
+        float *z = malloc(sizeof(float) * N * K), *avg = malloc(sizeof(float) * N * K);
+        mean_softmax(r, all, N, avg);
+        CHECK_EQ_INT(ls_mlp_logits(r->lin, all, N, z), LS_OK);
+        CHECK_EQ_INT(ls_replica_predict(r, all, N, lab), LS_OK);
+        int same = 0;
+        for (int i = 0; i < N; i++) {
+            double mx = z[i * K], s = 0, p[K];
+            for (int j = 1; j < K; j++) mx = z[i * K + j] > mx ? z[i * K + j] : mx;
+            for (int j = 0; j < K; j++) s += p[j] = exp(z[i * K + j] - mx);
+            int b = 0;
+            for (int j = 1; j < K; j++)
+                if (avg[i * K + j] + p[j] / s > avg[i * K + b] + p[b] / s) b = j;
+            same += b == lab[i];
+        }
+        fprintf(stderr, "  linear member: %d of %d labels as recomputed\n", same, N);
+        CHECK(same >= N - 2); /* float sums in another order may flip an exact tie */
+        /* on the other seed's queries: the oracle's labels against the replica's, with and without it */
+        recorder again = {.d = D, .lo = -1, .hi = 2};
+        int got = 0, with = 0, without = 0;
+        CHECK_EQ_INT(linear_query(&again, q, N, orl, NULL, &got), 0);
+        CHECK_EQ_INT(ls_replica_predict(r, q, N, lab), LS_OK);
+        for (int i = 0; i < N; i++) with += lab[i] == orl[i];
+        check_linear_file(r, q, N);
+        ls_replica_drop_linear(r);
+        CHECK(!ls_replica_has_linear(r));
+        CHECK_EQ_INT(ls_replica_predict(r, q, N, lab), LS_OK);
+        for (int i = 0; i < N; i++) without += lab[i] == orl[i];
+        fprintf(stderr, "  on another seed's queries: the replica agrees with the oracle on %d of %d, %d without it\n",
+                with, N, without);
+        CHECK(with > without + N / 50);
+        free(lab), free(orl), free(z), free(avg);
+        ls_replica_free(r);
+    }
+    free(q), free(all);
+}
+
 int main(void) {
     openblas_set_num_threads(1); /* small matmuls; threads only spin on shared cores */
     setup();
@@ -995,6 +1178,7 @@ int main(void) {
     RUN(test_tree_member_held_out);
     RUN(test_distill);
     RUN(test_distill_cnn);
+    RUN(test_linear_member);
     ls_victim_free(victim);
     ls_steal_data_free(&tr);
     ls_steal_data_free(&te);
