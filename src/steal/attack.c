@@ -1564,21 +1564,21 @@ static int load_linear(ls_st_file *f, const cJSON *meta, const char *path, ls_re
 }
 
 int ls_replica_has_tree(const ls_replica *r) { return r->tree != NULL; }
-int ls_replica_has_linear(const ls_replica *r) { return r->lin != NULL; }
-
-void ls_replica_drop_linear(ls_replica *r) {
-    if (!r->lin) return;
-    ls_mlp_free(r->lin);
-    free(r->lin);
-    r->lin = NULL;
-}
 int ls_replica_has_cnn(const ls_replica *r) { return r->cnn != NULL; }
+int ls_replica_has_linear(const ls_replica *r) { return r->lin != NULL; }
 
 void ls_replica_drop_cnn(ls_replica *r) {
     if (!r->cnn) return;
     ls_cnn_free(r->cnn);
     free(r->cnn);
     r->cnn = NULL;
+}
+
+void ls_replica_drop_linear(ls_replica *r) {
+    if (!r->lin) return;
+    ls_mlp_free(r->lin);
+    free(r->lin);
+    r->lin = NULL;
 }
 
 int ls_replica_load(const char *path, ls_replica **out) {
