@@ -18,6 +18,12 @@
 #include "llmsys/steal.h"
 
 typedef struct {
+    int tested, kept;
+    double acc, agree_without;
+    int64_t better, worse;
+} member_test;
+
+typedef struct {
     double agree, acc, secs;
     int64_t queries, flagged_at, mon_at[LS_QMON_GRID];
     double w, max_z;
@@ -26,13 +32,10 @@ typedef struct {
     double style_share[LS_STEAL_NSTYLE]; /* images: the queries' spread over the prior's styles */
     double blend_share;                  /* ... and the pixel blends, which have none */
     double tree_acc, mlp_acc; /* the accuracies of that test (when tree_tested) */
-    int cnn_tested, cnn_kept; /* the attacker's CNN test ran; the replica kept its CNN member */
-    double cnn_acc;           /* that test's accuracy of the MLP plus the CNN */
-    double agree_no_cnn;      /* the replica's agreement without its CNN member (= agree when none) */
-    int64_t cnn_better, cnn_worse; /* that test's held-back rows won and lost by adding the CNN */
-    int linear_tested, linear_kept;     /* the same for the linear member (a softmax regression) */
-    double linear_acc, agree_no_linear; /* ... agree_no_cnn is then without both */
-    int64_t linear_better, linear_worse;
+    /* The attacker's tests of its CNN and linear members: ran; kept; the held-back accuracy of
+     * the MLP plus the member; the replica's agreement without the member (= agree when none;
+     * the CNN's without the linear member too); held-back rows won and lost by adding it. */
+    member_test cnn, lin;
 } outcome;
 
 typedef struct {
@@ -43,6 +46,32 @@ typedef struct {
     double delta;
     ls_qmon_opts mo;
 } bench_cfg;
+
+/* One member test under a result row: "cnn member kept: MLP + CNN 0.562, MLP 0.520 on ...". */
+static void member_print(const char *name, const char *shown, const member_test *t, double mlp_acc) {
+    if (!t->tested) return;
+    printf("%-10s %-7s   %s member %s: MLP + %s %.3f, MLP %.3f on the held-back fifth (rows +%lld -%lld); agreement "
+           "%.3f without it\n",
+           "", "", name, t->kept ? "kept" : "dropped", shown, t->acc, mlp_acc, (long long)t->better,
+           (long long)t->worse, t->agree_without);
+}
+
+/* The same in a JSON row: NAME_member_kept, NAME_test_mlp_plus_NAME, agreement_without_NAME,
+ * NAME_test_rows_better, NAME_test_rows_worse. */
+static void member_json(cJSON *row, const char *name, const member_test *t) {
+    if (!t->tested) return;
+    char k[64];
+    snprintf(k, sizeof k, "%s_member_kept", name);
+    cJSON_AddBoolToObject(row, k, t->kept);
+    snprintf(k, sizeof k, "%s_test_mlp_plus_%s", name, name);
+    cJSON_AddNumberToObject(row, k, t->acc);
+    snprintf(k, sizeof k, "agreement_without_%s", name);
+    cJSON_AddNumberToObject(row, k, t->agree_without);
+    snprintf(k, sizeof k, "%s_test_rows_better", name);
+    cJSON_AddNumberToObject(row, k, (double)t->better);
+    snprintf(k, sizeof k, "%s_test_rows_worse", name);
+    cJSON_AddNumberToObject(row, k, (double)t->worse);
+}
 
 /* What the detectors saw of one client: PRADA's min W and flag; the monitor's flag per grid z. */
 static void detector_view(ls_victim_server *srv, const char *key, outcome *out) {
@@ -81,24 +110,24 @@ static int run_one(ls_victim_server *srv, const ls_steal_data *tr, const ls_stea
     if (rc) return rc;
     if (res.stopped_early) LS_WARN("bench: %s stopped early: %s", key, res.error);
     rc = ls_steal_agreement(r, te, vlab, &out->agree, &out->acc);
-    out->agree_no_linear = out->agree;
+    out->lin.agree_without = out->agree;
     if (!rc && ls_replica_has_linear(r)) { /* without its linear member: what that member added */
         ls_replica_drop_linear(r);
-        rc = ls_steal_agreement(r, te, vlab, &out->agree_no_linear, NULL);
+        rc = ls_steal_agreement(r, te, vlab, &out->lin.agree_without, NULL);
     }
-    out->agree_no_cnn = out->agree_no_linear;
+    out->cnn.agree_without = out->lin.agree_without;
     if (!rc && ls_replica_has_cnn(r)) { /* the same replica without its CNN: what the member added */
         ls_replica_drop_cnn(r);
-        rc = ls_steal_agreement(r, te, vlab, &out->agree_no_cnn, NULL);
+        rc = ls_steal_agreement(r, te, vlab, &out->cnn.agree_without, NULL);
     }
     ls_replica_free(r);
     out->secs = res.seconds;
     out->queries = res.queries;
     out->tree_tested = res.tree_tested, out->tree_kept = res.tree_kept, out->tree_acc = res.tree_acc, out->mlp_acc = res.mlp_acc;
-    out->cnn_tested = res.cnn_tested, out->cnn_kept = res.cnn_kept, out->cnn_acc = res.cnn_acc;
-    out->cnn_better = res.cnn_better, out->cnn_worse = res.cnn_worse;
-    out->linear_tested = res.linear_tested, out->linear_kept = res.linear_kept, out->linear_acc = res.linear_acc;
-    out->linear_better = res.linear_better, out->linear_worse = res.linear_worse;
+    out->cnn =
+        (member_test){res.cnn_tested, res.cnn_kept, res.cnn_acc, out->cnn.agree_without, res.cnn_better, res.cnn_worse};
+    out->lin = (member_test){res.linear_tested,      res.linear_kept,   res.linear_acc,
+                             out->lin.agree_without, res.linear_better, res.linear_worse};
     out->distilled = res.distilled;
     memcpy(out->style_share, res.style_share, sizeof out->style_share);
     out->blend_share = res.blend_share;
@@ -245,16 +274,8 @@ static int run_set(const char *set, char **dl, int nd, char **vl, int nv, const 
                 if (ours.tree_tested)
                     printf("%-10s %-7s   tree member %s: CART %.3f, MLP %.3f on the held-back fifth of the answers\n",
                            "", "", ours.tree_kept ? "kept" : "dropped", ours.tree_acc, ours.mlp_acc);
-                if (ours.cnn_tested)
-                    printf("%-10s %-7s   cnn member %s: MLP + CNN %.3f, MLP %.3f on the held-back fifth (rows +%lld "
-                           "-%lld); agreement %.3f without it\n",
-                           "", "", ours.cnn_kept ? "kept" : "dropped", ours.cnn_acc, ours.mlp_acc,
-                           (long long)ours.cnn_better, (long long)ours.cnn_worse, ours.agree_no_cnn);
-                if (ours.linear_tested)
-                    printf("%-10s %-7s   linear member %s: MLP + linear %.3f, MLP %.3f on the held-back fifth (rows "
-                           "+%lld -%lld); agreement %.3f without it\n",
-                           "", "", ours.linear_kept ? "kept" : "dropped", ours.linear_acc, ours.mlp_acc,
-                           (long long)ours.linear_better, (long long)ours.linear_worse, ours.agree_no_linear);
+                member_print("cnn", "CNN", &ours.cnn, ours.mlp_acc);
+                member_print("linear", "linear", &ours.lin, ours.mlp_acc);
                 if (ours.distilled) printf("%-10s %-7s   members distilled on unlabeled prior draws\n", "", "");
                 int image = te.h > 1 && te.w > 1; /* the attack's image prior and its styles */
                 if (image) {
@@ -283,20 +304,8 @@ static int run_set(const char *set, char **dl, int nd, char **vl, int nv, const 
                 cJSON_AddNumberToObject(row, "tree_test_cart", ours.tree_acc);
                 cJSON_AddNumberToObject(row, "tree_test_mlp", ours.mlp_acc);
                 cJSON_AddBoolToObject(row, "distilled", ours.distilled);
-                if (ours.cnn_tested) {
-                    cJSON_AddBoolToObject(row, "cnn_member_kept", ours.cnn_kept);
-                    cJSON_AddNumberToObject(row, "cnn_test_mlp_plus_cnn", ours.cnn_acc);
-                    cJSON_AddNumberToObject(row, "agreement_without_cnn", ours.agree_no_cnn);
-                    cJSON_AddNumberToObject(row, "cnn_test_rows_better", (double)ours.cnn_better);
-                    cJSON_AddNumberToObject(row, "cnn_test_rows_worse", (double)ours.cnn_worse);
-                }
-                if (ours.linear_tested) {
-                    cJSON_AddBoolToObject(row, "linear_member_kept", ours.linear_kept);
-                    cJSON_AddNumberToObject(row, "linear_test_mlp_plus_linear", ours.linear_acc);
-                    cJSON_AddNumberToObject(row, "agreement_without_linear", ours.agree_no_linear);
-                    cJSON_AddNumberToObject(row, "linear_test_rows_better", (double)ours.linear_better);
-                    cJSON_AddNumberToObject(row, "linear_test_rows_worse", (double)ours.linear_worse);
-                }
+                member_json(row, "cnn", &ours.cnn);
+                member_json(row, "linear", &ours.lin);
                 cJSON *st = image ? cJSON_AddObjectToObject(row, "style_share") : NULL;
                 for (int s = 0; st && s < LS_STEAL_NSTYLE; s++)
                     cJSON_AddNumberToObject(st, ls_steal_style_names[s], ours.style_share[s]);
