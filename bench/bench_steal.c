@@ -17,6 +17,7 @@
 #include "llmsys/core.h"
 #include "llmsys/steal.h"
 
+/* One of the attacker's member tests (the CNN's, the linear member's) as a row reports it. */
 typedef struct {
     int tested, kept;
     double acc, agree_without;
