@@ -110,6 +110,8 @@ static int run_one(ls_victim_server *srv, const ls_steal_data *tr, const ls_stea
     ls_steal_client_free(cl);
     if (rc) return rc;
     if (res.stopped_early) LS_WARN("bench: %s stopped early: %s", key, res.error);
+    out->cnn = (member_test){res.cnn_tested, res.cnn_kept, res.cnn_acc, 0, res.cnn_better, res.cnn_worse};
+    out->lin = (member_test){res.linear_tested, res.linear_kept, res.linear_acc, 0, res.linear_better, res.linear_worse};
     rc = ls_steal_agreement(r, te, vlab, &out->agree, &out->acc);
     out->lin.agree_without = out->agree;
     if (!rc && ls_replica_has_linear(r)) { /* without its linear member: what that member added */
@@ -125,10 +127,6 @@ static int run_one(ls_victim_server *srv, const ls_steal_data *tr, const ls_stea
     out->secs = res.seconds;
     out->queries = res.queries;
     out->tree_tested = res.tree_tested, out->tree_kept = res.tree_kept, out->tree_acc = res.tree_acc, out->mlp_acc = res.mlp_acc;
-    out->cnn =
-        (member_test){res.cnn_tested, res.cnn_kept, res.cnn_acc, out->cnn.agree_without, res.cnn_better, res.cnn_worse};
-    out->lin = (member_test){res.linear_tested,      res.linear_kept,   res.linear_acc,
-                             out->lin.agree_without, res.linear_better, res.linear_worse};
     out->distilled = res.distilled;
     memcpy(out->style_share, res.style_share, sizeof out->style_share);
     out->blend_share = res.blend_share;
