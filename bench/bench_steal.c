@@ -37,10 +37,16 @@ typedef struct {
      * the MLP plus the member; the replica's agreement without the member (= agree when none;
      * the CNN's without the linear member too); held-back rows won and lost by adding it. */
     member_test cnn, lin;
+    /* ls_steal_opts.cnn_rank: the CNN's test after the seeds (its acc and counts; agree_without
+     * unused), the answers it ran on and the rounds then ranked with the CNN */
+    member_test rank;
+    int64_t rank_answers;
+    int rank_rounds;
 } outcome;
 
 typedef struct {
-    int nb, epochs, proba, no_base, tree_member, cnn_member, cnn_shift, cnn_epochs, linear_member; /* < 0: default */
+    int nb, epochs, proba, no_base, tree_member, cnn_member, cnn_shift, cnn_epochs, cnn_rank,
+        linear_member;                                                              /* < 0: default */
     double distill, cnn_weight;                                                     /* < 0: the attack's default */
     int64_t train_n, test_n, budgets[16];
     uint64_t seed;
@@ -101,6 +107,7 @@ static int run_one(ls_victim_server *srv, const ls_steal_data *tr, const ls_stea
     if (c->cnn_member >= 0) o.cnn_member = c->cnn_member;
     if (c->cnn_shift >= 0) o.cnn_shift = c->cnn_shift;
     if (c->cnn_epochs >= 0) o.cnn_epochs = c->cnn_epochs;
+    if (c->cnn_rank >= 0) o.cnn_rank = c->cnn_rank;
     if (c->distill >= 0) o.distill = c->distill;
     if (c->cnn_weight >= 0) o.cnn_weight = c->cnn_weight;
     if (c->linear_member >= 0) o.linear_member = c->linear_member;
@@ -112,6 +119,9 @@ static int run_one(ls_victim_server *srv, const ls_steal_data *tr, const ls_stea
     if (res.stopped_early) LS_WARN("bench: %s stopped early: %s", key, res.error);
     out->cnn = (member_test){res.cnn_tested, res.cnn_kept, res.cnn_acc, 0, res.cnn_better, res.cnn_worse};
     out->lin = (member_test){res.linear_tested, res.linear_kept, res.linear_acc, 0, res.linear_better, res.linear_worse};
+    out->rank = (member_test){res.cnn_rank_tested, res.cnn_rank_kept, res.cnn_rank_acc, 0,
+                              res.cnn_rank_better, res.cnn_rank_worse};
+    out->rank_answers = res.cnn_rank_answers, out->rank_rounds = res.cnn_rank_rounds;
     rc = ls_steal_agreement(r, te, vlab, &out->agree, &out->acc);
     out->lin.agree_without = out->agree;
     if (!rc && ls_replica_has_linear(r)) { /* without its linear member: what that member added */
@@ -275,6 +285,12 @@ static int run_set(const char *set, char **dl, int nd, char **vl, int nv, const 
                            "", "", ours.tree_kept ? "kept" : "dropped", ours.tree_acc, ours.mlp_acc);
                 member_print("cnn", "CNN", &ours.cnn, ours.mlp_acc);
                 member_print("linear", "linear", &ours.lin, ours.mlp_acc);
+                if (ours.rank.tested)
+                    printf("%-10s %-7s   cnn rank %s after %lld answers: MLP + CNN %.3f on the held-back fifth (rows "
+                           "+%lld "
+                           "-%lld); %d rounds ranked with it\n",
+                           "", "", ours.rank.kept ? "kept" : "dropped", (long long)ours.rank_answers, ours.rank.acc,
+                           (long long)ours.rank.better, (long long)ours.rank.worse, ours.rank_rounds);
                 if (ours.distilled) printf("%-10s %-7s   members distilled on unlabeled prior draws\n", "", "");
                 int image = te.h > 1 && te.w > 1; /* the attack's image prior and its styles */
                 if (image) {
@@ -305,6 +321,14 @@ static int run_set(const char *set, char **dl, int nd, char **vl, int nv, const 
                 cJSON_AddBoolToObject(row, "distilled", ours.distilled);
                 member_json(row, "cnn", &ours.cnn);
                 member_json(row, "linear", &ours.lin);
+                if (ours.rank.tested) {
+                    cJSON_AddBoolToObject(row, "cnn_rank_kept", ours.rank.kept);
+                    cJSON_AddNumberToObject(row, "cnn_rank_test_answers", (double)ours.rank_answers);
+                    cJSON_AddNumberToObject(row, "cnn_rank_test_mlp_plus_cnn", ours.rank.acc);
+                    cJSON_AddNumberToObject(row, "cnn_rank_test_rows_better", (double)ours.rank.better);
+                    cJSON_AddNumberToObject(row, "cnn_rank_test_rows_worse", (double)ours.rank.worse);
+                    cJSON_AddNumberToObject(row, "cnn_rank_rounds", ours.rank_rounds);
+                }
                 cJSON *st = image ? cJSON_AddObjectToObject(row, "style_share") : NULL;
                 for (int s = 0; st && s < LS_STEAL_NSTYLE; s++)
                     cJSON_AddNumberToObject(st, ls_steal_style_names[s], ours.style_share[s]);
@@ -404,6 +428,7 @@ int main(int argc, char **argv) {
                    .cnn_epochs = -1,
                    .distill = -1,
                    .cnn_weight = -1,
+                   .cnn_rank = -1,
                    .linear_member = -1};
     ls_qmon_opts_default(&c.mo);
     int quick = 0;
@@ -417,7 +442,7 @@ int main(int argc, char **argv) {
                 "[--monitor-stats 0|1]\n"
                 "                   [--no-baselines] [--proba] [--seed N] [--quick] [--goal]\n"
                 "                   [--tree-member 0|1] [--cnn-member 0|1] [--cnn-shift N] [--cnn-epochs N]\n"
-                "                   [--cnn-weight W] [--linear-member 0|1] [--distill R]\n"
+                "                   [--cnn-weight W] [--cnn-rank E] [--linear-member 0|1] [--distill R]\n"
                 "  victims: logreg,svm,tree,forest,knn,nb,mlp,cnn (cnn on image data only, skipped on tables)\n"
                 "  --datasets: development tasks (default %s), 'none' for none\n"
                 "  --heldout:  held-out tasks (default %s), 'none' for none\n"
@@ -428,6 +453,8 @@ int main(int argc, char **argv) {
                 "  --cnn-shift: the CNN member trained on answers moved by up to N pixels each way (default 0)\n"
                 "  --cnn-epochs: the CNN member's training epochs (default %d)\n"
                 "  --cnn-weight: the CNN member's softmax counts W times in the replica's sum (default %g)\n"
+                "  --cnn-rank: when the CNN's test after the seeds keeps it, the rounds rank their candidates with\n"
+                "          the MLP plus that CNN, refitted E epochs before each round (default 0 = off)\n"
                 "  --linear-member: 1 = the replica adds a softmax regression of the answers when the attacker's own\n"
                 "          test keeps it (images; the attack's default), 0 = none\n"
                 "  --distill: unlabeled prior draws per answer on which the members are distilled (images, when\n"
@@ -491,6 +518,8 @@ int main(int argc, char **argv) {
             c.distill = atof(argv[++i]);
         else if (!strcmp(a, "--cnn-weight"))
             c.cnn_weight = atof(argv[++i]);
+        else if (!strcmp(a, "--cnn-rank"))
+            c.cnn_rank = atoi(argv[++i]);
         else if (!strcmp(a, "--linear-member"))
             c.linear_member = atoi(argv[++i]);
         else if (!strcmp(a, "--monitor-z"))

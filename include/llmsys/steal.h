@@ -437,6 +437,11 @@ typedef struct {
     /* images, with cnn_member: the CNN's softmax enters the replica's sum, and its test, times
      * this weight (default LS_STEAL_CNN_WEIGHT; 0 also means it; at most 10) */
     double cnn_weight;
+    /* images, with cnn_member: the CNN's test also runs once the seeds are answered; when it keeps
+     * the CNN there, every later round ranks its candidates by the MLP's softmax plus the CNN's
+     * (times cnn_weight), the CNN refitted for cnn_rank epochs on every answer before each round
+     * (default 0 = off: the MLP alone ranks; at most LS_STEAL_CNN_RANK_MAX). Asks nothing more. */
+    int cnn_rank;
     /* images: add to the replica a softmax regression of the answers (one linear layer, its
      * softmax added to the sum with weight 1) when the MLP's softmax plus its own, both fitted on
      * 4 of every 5 answers, predicts the 5th better than the MLP's alone by more than two
@@ -451,6 +456,8 @@ typedef struct {
 /* The CNN member's training epochs and weight when ls_steal_opts.cnn_epochs, cnn_weight are 0. */
 #define LS_STEAL_CNN_EPOCHS 15
 #define LS_STEAL_CNN_WEIGHT 1.0
+/* The most epochs ls_steal_opts.cnn_rank may refit the ranking CNN for before a round. */
+#define LS_STEAL_CNN_RANK_MAX 100
 /* The linear member's training: epochs of Adam at this step (it decays to 2 % of it), larger
  * than the MLPs' 1e-3: a softmax regression is fitted on separable answers far into its margin. */
 #define LS_STEAL_LINEAR_EPOCHS 100
@@ -477,6 +484,12 @@ typedef struct {
     /* ... and its held-back rows that sum gets right and the MLP wrong (better), and the other
      * way round (worse): kept when better - worse > 2 sqrt(better + worse) */
     int64_t cnn_better, cnn_worse;
+    /* opts.cnn_rank: the CNN's test after the seeds ran, on this many answers; it kept the CNN
+     * for the ranking; the accuracies and paired counts as cnn_acc, mlp_acc, cnn_better and
+     * cnn_worse; and the rounds then ranked with it */
+    int cnn_rank_tested, cnn_rank_kept, cnn_rank_rounds;
+    int64_t cnn_rank_answers, cnn_rank_better, cnn_rank_worse;
+    double cnn_rank_acc, cnn_rank_mlp_acc;
     int linear_tested;                   /* opts.linear_member: the softmax regression's test ran (images) */
     int linear_kept;                     /* ... and it was kept in the replica */
     double linear_acc;                   /* the test: the accuracy of the MLP's plus its softmax there */

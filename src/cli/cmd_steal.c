@@ -258,6 +258,10 @@ int cmd_steal(int argc, char **argv) {
         {"cnn-weight", LS_ARG_FLOAT, &o.cnn_weight, "W",
          "images: the CNN member's softmax counts W times in the replica's sum and its test (default " LS_STR(
              LS_STEAL_CNN_WEIGHT) ")"},
+        {"cnn-rank", LS_ARG_INT, &o.cnn_rank, "E",
+         "images: when the CNN's test after the seeds keeps it, rank the rounds' queries with the MLP plus that "
+         "CNN, refitted E epochs a round (default 0 = off)",
+         0, LS_RANGE(0, LS_STEAL_CNN_RANK_MAX)},
         {"linear-member", LS_ARG_INT, &o.linear_member, "0|1",
          "images: 1 = add a softmax regression of the answers when the attacker's own test keeps it (default 1; "
          "0 = none)",
@@ -288,6 +292,8 @@ int cmd_steal(int argc, char **argv) {
         return ls_usage_err("steal", "--distill must be in [0, 8], got %g", o.distill);
     if (!(o.cnn_weight > 0 && o.cnn_weight <= 10))
         return ls_usage_err("steal", "--cnn-weight must be in (0, 10], got %g", o.cnn_weight);
+    if (o.cnn_rank && !o.cnn_member)
+        return ls_usage_err("steal", "--cnn-rank ranks with the CNN: not with --cnn-member 0");
     if (strcmp(strategy, "synth") && strcmp(strategy, "random"))
         return ls_usage_err("steal", "--strategy must be synth or random, got '%s'", strategy);
     if (ls_steal_target_check(target)) return ls_usage_err("steal", "--%s", ls_errmsg());

@@ -92,6 +92,8 @@ typedef struct {
     obj_params *par;     /* cap (images): each answered object's parameters, when has_par */
     unsigned char *has_par;
     float style_w[NSTYLE]; /* the prior's current share of each style */
+    ls_cnn rank_cnn;       /* opts.cnn_rank: a CNN of the answers that ranks the candidates with net, */
+    int have_rank_cnn;     /* ... when its test after the seeds kept it */
 } attack_t;
 
 static float clampf(float v, float lo, float hi) { return v < lo ? lo : v > hi ? hi : v; }
@@ -784,13 +786,14 @@ static int round_synth(attack_t *a, int64_t want) {
     float *cand = malloc(sizeof(float) * (size_t)pool * d);
     int32_t *ysrc = malloc(sizeof(int32_t) * (size_t)pool);
     float *z = malloc(sizeof(float) * (size_t)pool * k);
+    float *zc = a->have_rank_cnn ? malloc(sizeof(float) * (size_t)pool * k) : NULL;
     scored *sc = malloc(sizeof(scored) * (size_t)pool);
     obj_params *candP = a->par ? malloc(sizeof(obj_params) * (size_t)pool) : NULL;
     int64_t *cpar = malloc(sizeof(int64_t) * (size_t)pool); /* the answered row varied, or -1 */
     float *sel = NULL;
     int64_t *selidx = NULL, *parent = NULL;
     int rc = LS_OK;
-    if (!cand || !ysrc || !z || !sc || !cpar || (a->par && !candP)) {
+    if (!cand || !ysrc || !z || !sc || !cpar || (a->par && !candP) || (a->have_rank_cnn && !zc)) {
         rc = ls_err(LS_ENOMEM, "attack: out of memory");
         goto out;
     }
@@ -840,9 +843,17 @@ static int round_synth(attack_t *a, int64_t want) {
         float sg = rg * (0.02f + 0.15f * ls_rng_uniform(&a->rng));
         for (int j = 0; j < d; j++) dst[j] = clampf(src[j] + sg * ls_rng_normal(&a->rng), lo, hi);
     }
-    /* Score: small top-2 margin of the replica = uncertain; rare predicted class = bonus. */
+    /* Score: small top-2 margin of the replica = uncertain; rare predicted class = bonus. The
+     * replica is the MLP, with opts.cnn_rank and a kept CNN the MLP's softmax plus the CNN's times
+     * its weight w, over 1 + w. */
     if ((rc = ls_mlp_logits(&a->net, cand, pool, z))) goto out;
     ls_softmax_rows(z, pool, k);
+    if (a->have_rank_cnn) {
+        if ((rc = ls_cnn_logits(&a->rank_cnn, cand, pool, zc))) goto out;
+        ls_softmax_rows(zc, pool, k);
+        float w = (float)(a->o->cnn_weight > 0 ? a->o->cnn_weight : LS_STEAL_CNN_WEIGHT);
+        for (int64_t c = 0; c < pool * k; c++) z[c] = (z[c] + w * zc[c]) / (1 + w);
+    }
     int64_t maxc = 1;
     for (int j = 0; j < k && j < 64; j++) maxc = a->count[j] > maxc ? a->count[j] : maxc;
     for (int64_t c = 0; c < pool; c++) {
@@ -896,6 +907,7 @@ out:
     free(cand);
     free(ysrc);
     free(z);
+    free(zc);
     free(sc);
     free(candP);
     free(cpar);
@@ -960,6 +972,106 @@ static int sum_test(const float *zm, float *zc, float w, const ls_steal_data *ho
     return (double)(b - wo) > 2.0 * sqrt((double)(b + wo));
 }
 
+/* The attacker's own test data: 4 of every 5 answers (fit) and every 5th (ho, held back); an
+ * MLP of the replica's shape trained as member 0 is on the four fifths (a->net, which
+ * ls_steal_run frees), its softmax rows on ho (zm) and its accuracy there; wt weighs each answer
+ * 1, the held-back ones 0; zc and lab are scratch for a candidate's softmax rows and labels. */
+typedef struct {
+    ls_steal_data fit, ho;
+    float *wt, *zm, *zc;
+    int32_t *lab;
+    double mlp_acc;
+} heldout;
+
+static void heldout_free(heldout *h) {
+    ls_steal_data_free(&h->fit);
+    ls_steal_data_free(&h->ho);
+    free(h->wt), free(h->zm), free(h->zc), free(h->lab);
+}
+
+/* Fills h from a's answers (at least 100 of them: 20 held back). */
+static int heldout_init(attack_t *a, heldout *h) {
+    const ls_steal_opts *o = a->o;
+    int d = a->d, k = a->k;
+    int64_t nh = a->n / 5, nt = a->n - nh;
+    memset(h, 0, sizeof *h);
+    int rc = ls_steal_data_alloc(&h->fit, nt, d, k);
+    if (!rc) rc = ls_steal_data_alloc(&h->ho, nh, d, k);
+    if (!rc) {
+        h->wt = malloc(sizeof(float) * (size_t)a->n);
+        h->zm = malloc(sizeof(float) * (size_t)nh * k);
+        h->zc = malloc(sizeof(float) * (size_t)nh * k);
+        h->lab = malloc(sizeof(int32_t) * (size_t)nh);
+        if (!h->wt || !h->zm || !h->zc || !h->lab) rc = ls_err(LS_ENOMEM, "steal: out of memory");
+    }
+    if (rc) {
+        heldout_free(h);
+        return rc;
+    }
+    ls_steal_data *fit = &h->fit, *ho = &h->ho;
+    fit->lo = ho->lo = o->lo, fit->hi = ho->hi = o->hi;
+    fit->c = ho->c = o->c, fit->h = ho->h = o->h, fit->w = ho->w = o->w;
+    for (int64_t i = 0, f = 0, b = 0; i < a->n; i++) {
+        ls_steal_data *dst = i % 5 == 4 ? ho : fit; /* n / 5 = nh such rows */
+        int64_t j = dst == ho ? b++ : f++;
+        memcpy(dst->x + j * d, a->x + i * d, sizeof(float) * (size_t)d);
+        dst->y[j] = a->y[i];
+        h->wt[i] = i % 5 == 4 ? 0.0f : 1.0f;
+    }
+    if ((rc = net_new(a, o->seed + 99)) || (rc = fit_net(a, h->wt, final_epochs(o), 0.02f, o->seed + 5, NULL)) ||
+        (rc = ls_mlp_logits(&a->net, ho->x, nh, h->zm))) {
+        heldout_free(h);
+        return rc;
+    }
+    ls_softmax_rows(h->zm, nh, k);
+    for (int64_t i = 0; i < nh; i++) h->lab[i] = argmax_row(h->zm + i * k, k);
+    h->mlp_acc = ls_steal_label_accuracy(h->lab, ho);
+    return LS_OK;
+}
+
+/* The CNN's test on h: a CNN trained on the four fifths, its softmax times the CNN's weight
+ * added to the MLP's (sum_test). *keep, the counts and the sum's held-back accuracy out. */
+static int cnn_test(const attack_t *a, heldout *h, int *keep, int64_t *better, int64_t *worse, double *acc) {
+    const ls_steal_opts *o = a->o;
+    ls_cnn cnn;
+    LS_TRY(cnn_train(a, h->fit.x, h->fit.y, h->fit.n, o->seed + 313, &cnn));
+    int rc = ls_cnn_logits(&cnn, h->ho.x, h->ho.n, h->zc);
+    ls_cnn_free(&cnn);
+    if (rc) return rc;
+    ls_softmax_rows(h->zc, h->ho.n, a->k);
+    float cw = (float)(o->cnn_weight > 0 ? o->cnn_weight : LS_STEAL_CNN_WEIGHT);
+    *keep = sum_test(h->zm, h->zc, cw, &h->ho, a->k, h->lab, better, worse);
+    *acc = ls_steal_label_accuracy(h->lab, &h->ho);
+    return LS_OK;
+}
+
+/* opts.cnn_rank, once the seeds are answered: the CNN's test on them; kept, a CNN fitted on
+ * every answer ranks the rounds' candidates with the MLP (a->rank_cnn). The test's MLP is then
+ * a->net, which the caller replaces. */
+static int cnn_rank_test(attack_t *a, ls_steal_result *res) {
+    if (a->n / 5 < 20) return LS_OK;
+    heldout h;
+    int keep = 0;
+    LS_TRY(heldout_init(a, &h));
+    int rc = cnn_test(a, &h, &keep, &res->cnn_rank_better, &res->cnn_rank_worse, &res->cnn_rank_acc);
+    res->cnn_rank_tested = !rc, res->cnn_rank_answers = a->n, res->cnn_rank_mlp_acc = h.mlp_acc;
+    heldout_free(&h);
+    if (rc || !keep) return rc;
+    LS_TRY(cnn_train(a, a->x, a->y, a->n, a->o->seed + 317, &a->rank_cnn));
+    a->have_rank_cnn = 1;
+    res->cnn_rank_kept = 1;
+    return LS_OK;
+}
+
+/* Before a round after the first: the ranking CNN refitted (warm) for opts.cnn_rank epochs on
+ * every answer so far. */
+static int cnn_rank_refit(attack_t *a) {
+    const ls_steal_opts *o = a->o;
+    ls_mlp_fit_opts fo =
+        ls_cnn_fit_opts(o->cnn_rank, o->lo, o->hi, o->seed + 900 + (uint64_t)a->rounds, o->verbose, "ranking cnn");
+    return ls_cnn_fit(&a->rank_cnn, a->x, a->y, a->n, &fo, NULL);
+}
+
 /* The member tests (images): models other than MLPs join r only when the attacker's own data
  * says they model the victim better. 4 of every 5 answers train an MLP of the replica's shape
  * (as member 0 is trained) and each candidate; the 5th is held back.
@@ -978,62 +1090,31 @@ static int sum_test(const float *zm, float *zc, float w, const ls_steal_data *ho
 static int member_tests(attack_t *a, ls_replica *r, ls_steal_result *res) {
     const ls_steal_opts *o = a->o;
     int d = a->d, k = a->k;
-    int64_t nh = a->n / 5, nt = a->n - nh;
+    int64_t nh = a->n / 5;
     if (nh < 20) return LS_OK;
-    ls_steal_data fit = {0}, ho = {0};
-    int rc = ls_steal_data_alloc(&fit, nt, d, k);
-    if (!rc) rc = ls_steal_data_alloc(&ho, nh, d, k);
-    int32_t *lab = rc ? NULL : malloc(sizeof(int32_t) * (size_t)nh);
-    float *zm = rc ? NULL : malloc(sizeof(float) * (size_t)nh * k);
-    float *zc = rc ? NULL : malloc(sizeof(float) * (size_t)nh * k);
-    float *wt = rc ? NULL : malloc(sizeof(float) * (size_t)a->n);
+    heldout h;
     ls_victim *cart = NULL;
-    ls_cnn cnn = {0};
-    int have_cnn = 0;
-    if (!rc && (!lab || !zm || !zc || !wt)) rc = ls_err(LS_ENOMEM, "steal: out of memory");
-    if (rc) goto out;
-    fit.lo = ho.lo = o->lo, fit.hi = ho.hi = o->hi;
-    fit.c = ho.c = o->c, fit.h = ho.h = o->h, fit.w = ho.w = o->w;
-    for (int64_t i = 0, f = 0, h = 0; i < a->n; i++) {
-        ls_steal_data *dst = i % 5 == 4 ? &ho : &fit; /* n / 5 = nh such rows */
-        int64_t j = dst == &ho ? h++ : f++;
-        memcpy(dst->x + j * d, a->x + i * d, sizeof(float) * (size_t)d);
-        dst->y[j] = a->y[i];
-    }
-    /* an MLP of the replica's shape, trained as member 0 is, on the same 4 of 5 (the 5th weighted 0);
-     * a->net, which ls_steal_run frees */
-    for (int64_t i = 0; i < a->n; i++) wt[i] = i % 5 == 4 ? 0.0f : 1.0f;
-    if ((rc = net_new(a, o->seed + 99)) || (rc = fit_net(a, wt, final_epochs(o), 0.02f, o->seed + 5, NULL)) ||
-        (rc = ls_mlp_logits(&a->net, ho.x, nh, zm)))
-        goto out;
-    ls_softmax_rows(zm, nh, k);
-    for (int64_t i = 0; i < nh; i++) lab[i] = argmax_row(zm + i * k, k);
-    double mlp_acc = ls_steal_label_accuracy(lab, &ho);
-    res->mlp_acc = mlp_acc;
+    LS_TRY(heldout_init(a, &h));
+    res->mlp_acc = h.mlp_acc;
+    int rc = LS_OK;
     ls_steal_data all = {.n = a->n, .d = d, .k = k, .c = o->c, .h = o->h, .w = o->w, .lo = o->lo, .hi = o->hi};
     all.x = a->x, all.y = a->y;
     if (o->tree_member) {
         ls_victim_opts vo;
         ls_victim_opts_default(&vo, LS_VICTIM_TREE);
         double cart_acc;
-        if ((rc = ls_victim_train(&vo, &fit, &cart)) || (rc = ls_victim_accuracy(cart, &ho, &cart_acc))) goto out;
+        if ((rc = ls_victim_train(&vo, &h.fit, &cart)) || (rc = ls_victim_accuracy(cart, &h.ho, &cart_acc))) goto out;
         res->tree_tested = 1, res->tree_acc = cart_acc;
-        if (cart_acc > mlp_acc) { /* kept: refitted on every answer */
+        if (cart_acc > h.mlp_acc) { /* kept: refitted on every answer */
             if ((rc = ls_victim_train(&vo, &all, &r->tree))) goto out;
             res->tree_kept = 1;
         }
     }
     if (o->cnn_member) {
-        if ((rc = cnn_train(a, fit.x, fit.y, nt, o->seed + 313, &cnn))) goto out;
-        have_cnn = 1;
-        if ((rc = ls_cnn_logits(&cnn, ho.x, nh, zc))) goto out;
-        ls_softmax_rows(zc, nh, k);
-        float cw = (float)(o->cnn_weight > 0 ? o->cnn_weight : LS_STEAL_CNN_WEIGHT);
-        int keep = sum_test(zm, zc, cw, &ho, k, lab, &res->cnn_better, &res->cnn_worse);
-        res->cnn_tested = 1, res->cnn_acc = ls_steal_label_accuracy(lab, &ho);
+        int keep = 0;
+        if ((rc = cnn_test(a, &h, &keep, &res->cnn_better, &res->cnn_worse, &res->cnn_acc))) goto out;
+        res->cnn_tested = 1;
         if (keep) { /* refitted on every answer */
-            ls_cnn_free(&cnn);
-            have_cnn = 0;
             if (!(r->cnn = calloc(1, sizeof *r->cnn))) {
                 rc = ls_err(LS_ENOMEM, "steal: out of memory");
                 goto out;
@@ -1043,19 +1124,19 @@ static int member_tests(attack_t *a, ls_replica *r, ls_steal_result *res) {
                 r->cnn = NULL;
                 goto out;
             }
-            r->cnn_weight = cw;
+            r->cnn_weight = (float)(o->cnn_weight > 0 ? o->cnn_weight : LS_STEAL_CNN_WEIGHT);
             res->cnn_kept = 1;
         }
     }
     if (o->linear_member) { /* fitted on the same 4 of 5 (wt) */
         ls_mlp lin;
-        if ((rc = linear_train(a, wt, o->seed + 331, &lin))) goto out;
-        rc = ls_mlp_logits(&lin, ho.x, nh, zc);
+        if ((rc = linear_train(a, h.wt, o->seed + 331, &lin))) goto out;
+        rc = ls_mlp_logits(&lin, h.ho.x, nh, h.zc);
         ls_mlp_free(&lin);
         if (rc) goto out;
-        ls_softmax_rows(zc, nh, k);
-        int keep = sum_test(zm, zc, 1.0f, &ho, k, lab, &res->linear_better, &res->linear_worse);
-        res->linear_tested = 1, res->linear_acc = ls_steal_label_accuracy(lab, &ho);
+        ls_softmax_rows(h.zc, nh, k);
+        int keep = sum_test(h.zm, h.zc, 1.0f, &h.ho, k, h.lab, &res->linear_better, &res->linear_worse);
+        res->linear_tested = 1, res->linear_acc = ls_steal_label_accuracy(h.lab, &h.ho);
         if (keep) { /* refitted on every answer */
             if (!(r->lin = malloc(sizeof *r->lin))) {
                 rc = ls_err(LS_ENOMEM, "steal: out of memory");
@@ -1070,11 +1151,8 @@ static int member_tests(attack_t *a, ls_replica *r, ls_steal_result *res) {
         }
     }
 out:
-    if (have_cnn) ls_cnn_free(&cnn);
     ls_victim_free(cart);
-    free(lab), free(zm), free(zc), free(wt);
-    ls_steal_data_free(&fit);
-    ls_steal_data_free(&ho);
+    heldout_free(&h);
     return rc;
 }
 
@@ -1163,6 +1241,9 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
         return ls_err(LS_EINVAL,
                       "steal: the CNN member's shift must be 0..8 pixels and its epochs 0..1000, got %d and %d",
                       o->cnn_shift, o->cnn_epochs);
+    if (o->cnn_rank < 0 || o->cnn_rank > LS_STEAL_CNN_RANK_MAX || (o->cnn_rank && !o->cnn_member))
+        return ls_err(LS_EINVAL, "steal: ranking with the CNN takes 0..%d epochs a round and the CNN member, got %d%s",
+                      LS_STEAL_CNN_RANK_MAX, o->cnn_rank, o->cnn_member ? "" : " without it");
     if (!(o->cnn_weight >= 0 && o->cnn_weight <= 10))
         return ls_err(LS_EINVAL, "steal: the CNN member's weight must be in [0, 10] (0: %g), got %g",
                       LS_STEAL_CNN_WEIGHT, o->cnn_weight);
@@ -1230,7 +1311,8 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
             if (a.par) memset(a.has_par + first, 1, (size_t)(a.n - first));
         }
         a.rounds = 1;
-        rc = net_new(&a, o->seed + 17);
+        if (objects && o->cnn_rank && !a.failed) rc = cnn_rank_test(&a, res);
+        if (!rc) rc = net_new(&a, o->seed + 17);
         /* Rounds grow with what is known. Images: many small ones (1/40 of the budget to
          * start, each ~10% larger: 15 after the seeds at 20k), so the replica that ranks the
          * candidates is refitted often. Tables keep fewer, larger ones (1/12, ~30% larger
@@ -1240,7 +1322,9 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
         if (rsz < 50) rsz = 50;
         while (!rc && !a.failed && a.n < o->budget && a.n > 0) {
             rc = fit_net(&a, NULL, a.rounds == 1 ? 6 : 3, 0.1f, o->seed + (uint64_t)a.rounds, NULL);
+            if (!rc && a.have_rank_cnn && a.rounds > 1) rc = cnn_rank_refit(&a);
             if (rc) break;
+            res->cnn_rank_rounds += a.have_rank_cnn;
             style_weights(&a);
             int64_t want = o->budget - a.n < rsz ? o->budget - a.n : rsz;
             int64_t before = a.n;
@@ -1313,6 +1397,7 @@ int ls_steal_run(const ls_steal_opts *o, ls_steal_oracle oracle, ls_replica **ou
 done:
     res->seconds = ls_now() - t0;
     if (a.have_net) ls_mlp_free(&a.net);
+    if (a.have_rank_cnn) ls_cnn_free(&a.rank_cnn);
     free(a.x);
     free(a.y);
     free(a.p);

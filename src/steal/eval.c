@@ -140,6 +140,13 @@ cJSON *ls_steal_result_json(const char *target, const char *strategy, const ls_s
         cJSON_AddNumberToObject(t, "epochs", o->cnn_epochs > 0 ? o->cnn_epochs : LS_STEAL_CNN_EPOCHS);
         cJSON_AddNumberToObject(t, "weight", o->cnn_weight > 0 ? o->cnn_weight : LS_STEAL_CNN_WEIGHT);
     }
+    if (res->cnn_rank_tested) { /* opts.cnn_rank: the CNN's test after the seeds, for the ranking */
+        cJSON *t = sum_test_json(j, "cnn_rank", "mlp_plus_cnn_holdout_accuracy", res->cnn_rank_kept, res->cnn_rank_acc,
+                                 res->cnn_rank_better, res->cnn_rank_worse, res->cnn_rank_mlp_acc);
+        cJSON_AddNumberToObject(t, "answers", (double)res->cnn_rank_answers);
+        cJSON_AddNumberToObject(t, "epochs", o->cnn_rank);
+        cJSON_AddNumberToObject(t, "rounds", res->cnn_rank_rounds);
+    }
     if (res->linear_tested) /* the linear member's test (images) and whether it was kept */
         sum_test_json(j, "linear_member", "mlp_plus_linear_holdout_accuracy", res->linear_kept, res->linear_acc,
                       res->linear_better, res->linear_worse, res->mlp_acc);

@@ -189,10 +189,10 @@ kill $SRV4; wait $SRV4 2>/dev/null
 "$BIN" steal --target "$URL3" --input-shape 1,8,8 --classes 10 --budget 10 --out "$T/bad.st" --cnn-member 2 \
   --quiet 2>"$T/err"
 [ $? -eq 2 ] && grep -q -- "--cnn-member" "$T/err" && [ ! -e "$T/bad.st" ] || die "--cnn-member 2 refused"
-for bad in "--linear-member 2" "--linear-member -1" "--cnn-shift 9" "--cnn-shift -1" "--cnn-epochs 0" "--cnn-weight 0" "--cnn-weight 10.5" "--cnn-weight nan"; do
+for bad in "--linear-member 2" "--linear-member -1" "--cnn-shift 9" "--cnn-shift -1" "--cnn-epochs 0" "--cnn-weight 0" "--cnn-weight 10.5" "--cnn-weight nan" "--cnn-rank 101" "--cnn-rank -1" "--cnn-rank 2 --cnn-member 0"; do
   # shellcheck disable=SC2086 # flag and value
   "$BIN" steal --target "$URL3" --input-shape 1,8,8 --classes 10 --budget 10 --out "$T/bad.st" $bad --quiet 2>"$T/err"
-  [ $? -eq 2 ] && grep -q -- "${bad% *}" "$T/err" && [ ! -e "$T/bad.st" ] || die "$bad refused"
+  [ $? -eq 2 ] && grep -q -- "${bad%% *}" "$T/err" && [ ! -e "$T/bad.st" ] || die "$bad refused"
 done
 for bad in -1 8.5 nan; do
   "$BIN" steal --target "$URL3" --input-shape 1,8,8 --classes 10 --budget 10 --out "$T/bad.st" --distill $bad \

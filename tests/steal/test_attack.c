@@ -760,6 +760,75 @@ static void test_cnn_options(void) {
     for (int v = 0; v < 4; v++) ls_replica_free(r[v]);
 }
 
+/* hash_query's labels, every query recorded as record_query does. */
+static int hashed_record_query(void *ctx, const float *x, int n, int32_t *labels, float *proba, int *got) {
+    (void)proba;
+    recorder *r = ctx;
+    for (int i = 0; i < n; i++, r->asked++) {
+        labels[i] = (int32_t)(ls_hash64(x + (size_t)i * 105, 105 * sizeof(float)) % 3);
+        if (r->all && r->asked < 1500) memcpy(r->all + r->asked * 105, x + (size_t)i * 105, sizeof(float) * 105);
+    }
+    *got = 0;
+    return 0;
+}
+
+/* opts.cnn_rank: off by default. On the brightest-pixel oracle, whose rule a CNN expresses and an
+ * MLP of pixels only approximates, the CNN's test after the seeds (450 answers) keeps it, and
+ * every later round ranks with it: the seeds are asked as without the option, the rounds' queries
+ * differ. On hashed labels, which no model predicts, the test drops it and every query is as
+ * without the option. Out-of-range epochs, and the ranking without the CNN member, are refused
+ * before any query. */
+static void test_cnn_rank(void) {
+    for (int b = 0; b < 3; b++) {
+        counting cnt = {victim, 0, 0};
+        ls_steal_opts o;
+        ls_replica *r = NULL;
+        ls_steal_result res;
+        opts_for(&o, 300, LS_STEAL_SYNTH);
+        o.cnn_rank = b == 0 ? -1 : b == 1 ? LS_STEAL_CNN_RANK_MAX + 1 : 2;
+        if (b == 2) o.cnn_member = 0;
+        CHECK_EQ_INT(ls_steal_run(&o, (ls_steal_oracle){&cnt, count_query}, &r, &res), LS_EINVAL);
+        CHECK(r == NULL && cnt.asked == 0);
+    }
+    for (int oracle = 0; oracle < 2; oracle++) {
+        recorder rec[2] = {{.d = 105, .lo = -1, .hi = 2}, {.d = 105, .lo = -1, .hi = 2}};
+        ls_steal_result res[2];
+        for (int v = 0; v < 2; v++) {
+            ls_steal_opts o;
+            ls_steal_opts_default(&o);
+            CHECK_EQ_INT(o.cnn_rank, 0);
+            o.c = 3, o.h = 5, o.w = 7, o.lo = -1, o.hi = 2, o.k = 3;
+            o.budget = oracle ? 1000 : 1500, o.final_epochs = 5, o.members = 1, o.seed = 3;
+            o.hidden1 = 16, o.hidden2 = 8; /* a narrow MLP, which the CNN's sum beats on 450 answers */
+            o.tree_member = 0, o.linear_member = 0, o.distill = 0;
+            o.cnn_rank = v ? 2 : 0;
+            rec[v].all = malloc(sizeof(float) * 1500 * 105);
+            ls_steal_oracle orc = {&rec[v], oracle ? hashed_record_query : max_query};
+            ls_replica *r = NULL;
+            CHECK_EQ_INT(ls_steal_run(&o, orc, &r, &res[v]), LS_OK);
+            ls_replica_free(r);
+        }
+        CHECK(!res[0].cnn_rank_tested);
+        int64_t n = oracle ? 1000 : 1500, nseed = n * 3 / 10; /* every query recorded; 30 % are seeds */
+        CHECK(res[1].cnn_rank_tested && res[1].cnn_rank_answers == nseed);
+        CHECK(res[0].queries == n && res[1].queries == n);
+        int64_t seeds = nseed * 105, rest = (n - nseed) * 105;
+        int seeds_same = !memcmp(rec[0].all, rec[1].all, sizeof(float) * seeds);
+        int rest_same = !memcmp(rec[0].all + seeds, rec[1].all + seeds, sizeof(float) * rest);
+        fprintf(stderr,
+                "  cnn rank, %s oracle: %s after the seeds (held-back rows +%lld -%lld), %d of %d rounds ranked with "
+                "it; seeds %s, rounds' queries %s\n",
+                oracle ? "hashed" : "brightest-pixel", res[1].cnn_rank_kept ? "kept" : "dropped",
+                (long long)res[1].cnn_rank_better, (long long)res[1].cnn_rank_worse, res[1].cnn_rank_rounds,
+                res[1].rounds - 1, seeds_same ? "the same" : "differ", rest_same ? "the same" : "differ");
+        CHECK(seeds_same);
+        CHECK_EQ_INT(res[1].cnn_rank_kept, !oracle);
+        CHECK_EQ_INT(res[1].cnn_rank_rounds, oracle ? 0 : res[1].rounds - 1);
+        CHECK_EQ_INT(rest_same, oracle);
+        free(rec[0].all), free(rec[1].all);
+    }
+}
+
 /* Agreement of two replicas on n rows. */
 static double replica_agreement(const ls_replica *a, const ls_replica *b, const float *x, int n) {
     int32_t *la = malloc(sizeof(int32_t) * n), *lb = malloc(sizeof(int32_t) * n);
@@ -1169,6 +1238,7 @@ int main(void) {
     RUN(test_budget_and_beats_random);
     RUN(test_cnn_member);
     RUN(test_cnn_options);
+    RUN(test_cnn_rank);
     RUN(test_target_stops);
     RUN(test_members);
     RUN(test_image_queries_in_range);
