@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cblas.h>
+#include <cjson/cJSON.h>
 
 #include "llmsys/core.h"
 #include "llmsys/safetensors.h"
@@ -825,6 +826,23 @@ static void test_cnn_rank(void) {
         CHECK_EQ_INT(res[1].cnn_rank_kept, !oracle);
         CHECK_EQ_INT(res[1].cnn_rank_rounds, oracle ? 0 : res[1].rounds - 1);
         CHECK_EQ_INT(rest_same, oracle);
+        /* the report: a "cnn_rank" object with the test's figures, none without the option */
+        ls_steal_opts ro;
+        ls_steal_opts_default(&ro);
+        ro.cnn_rank = 2;
+        for (int v = 0; v < 2; v++) {
+            cJSON *j = ls_steal_result_json("t", "synth", &ro, &res[v]), *t = cJSON_GetObjectItem(j, "cnn_rank");
+            CHECK(v ? t != NULL : t == NULL);
+            if (v && t) {
+                CHECK(cJSON_IsTrue(cJSON_GetObjectItem(t, "kept")) == !oracle);
+                CHECK(cJSON_GetObjectItem(t, "answers")->valuedouble == (double)nseed);
+                CHECK(cJSON_GetObjectItem(t, "rows_better")->valuedouble == (double)res[1].cnn_rank_better);
+                CHECK(cJSON_GetObjectItem(t, "rows_worse")->valuedouble == (double)res[1].cnn_rank_worse);
+                CHECK(cJSON_GetObjectItem(t, "epochs")->valuedouble == 2);
+                CHECK(cJSON_GetObjectItem(t, "rounds")->valuedouble == (double)res[1].cnn_rank_rounds);
+            }
+            cJSON_Delete(j);
+        }
         free(rec[0].all), free(rec[1].all);
     }
 }
