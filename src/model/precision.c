@@ -8,7 +8,14 @@
  * measured cost of a low-precision GEMM; the predictor profiles it (src/plan/trainplan.c).
  * Where oneDNN cannot build a bf16/fp16 matmul on this CPU, the operands are rounded to
  * that format and multiplied by sgemm (the same numbers, no speed-up); ls_prec_kernel
- * says which path runs. */
+ * says which path runs.
+ *
+ * int8 without VNNI: oneDNN's int8 kernels there (AVX2, AVX-512 without VNNI, SSE4.1) multiply
+ * the u8 operand (A plus 128) by the s8 one with vpmaddubsw, which adds each pair of products in
+ * int16 and saturates past 32767 (oneDNN's "Nuances of int8 computations"): with 8-bit operands
+ * 2 x 255 x 127 = 64770 does not fit, and the GEMM is wrong by up to a few percent. There the s8
+ * operand, op(B), is quantized to 7 bits (|q| <= 63: 2 x 255 x 63 = 32130 fits), so the int32 sums
+ * stay exact; the cost is a coarser op(B). */
 #include <cblas.h>
 #include <ctype.h>
 #include <math.h>
@@ -164,10 +171,11 @@ static void absmax(float *amax, const float *src, int rows, int cols, int ld, in
     }
 }
 
-/* amax -> scale (amax/127; 1 for an all-zero channel) and its inverse, in place. */
-static void scales(float *s, float *inv, int n) {
+/* amax -> scale (amax/qmax: the largest |q|, 127 or 63; 1 for an all-zero channel) and its
+ * inverse, in place. */
+static void scales(float *s, float *inv, int n, float qmax) {
     for (int i = 0; i < n; i++) {
-        s[i] = s[i] > 0.0f ? s[i] / 127.0f : 1.0f;
+        s[i] = s[i] > 0.0f ? s[i] / qmax : 1.0f;
         inv[i] = 1.0f / s[i];
     }
 }
@@ -252,11 +260,15 @@ static void quant_rows(void *dst, float *sa, const float *src, int rows, int col
     qrows_base(dst, sa, src, rows, cols, ld, off);
 }
 
-/* 1 when the CPU has 8-bit dot-product instructions (AVX512-VNNI or AVX-VNNI): there oneDNN's
- * u8 x s8 GEMM is exact and its fastest int8 form. */
+/* 1 when oneDNN runs its AVX512-VNNI kernels here (the CPU has them and DNNL_MAX_CPU_ISA does
+ * not rule them out): they add four u8 x s8 products straight into int32, so its u8 x s8 GEMM is
+ * exact with 8-bit operands and is its fastest int8 form. Else 0: 7-bit op(B) (file comment).
+ * oneDNN's AVX-VNNI (avx2_vnni) is not counted: whether its GEMM uses it is not documented. */
 static int has_vnni(void) {
 #ifdef QUANT_X86
-    return __builtin_cpu_supports("avx512vnni");
+    static int v = -1;
+    if (v < 0) v = (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core_vnni) == dnnl_cpu_isa_avx512_core_vnni;
+    return v;
 #else
     return 0;
 #endif
@@ -428,6 +440,9 @@ const char *ls_prec_kernel(ls_prec_ctx *c, ls_prec p) {
     if (p == LS_PREC_INT8) {
         if (has_vnni() && !c->int8_matmul) return "onednn gemm_u8s8s32 (VNNI, int32 acc)";
         if (c->has_kernel[p] < 0) c->has_kernel[p] = matmul_prim(c, dnnl_s8, 64, 64, 64, 0, 1, 0, 64, 2) != NULL;
+        if (!has_vnni())
+            return c->has_kernel[p] ? "onednn matmul s8, 7-bit B (int32 acc)"
+                                    : "onednn gemm_s8s8s32, 7-bit B (int32 acc)";
         return c->has_kernel[p] ? "onednn matmul s8 (int32 acc)" : "onednn gemm_s8s8s32 (int32 acc)";
     }
     if (c->has_kernel[p] < 0) {
@@ -499,8 +514,8 @@ static int gemm_i8(ls_prec_ctx *c, int per_channel, int ta, int tb, int M, int N
     }
     absmax(c->sb, B, br, bc, ldb, axb);
     int na = axa < 0 ? 1 : M, nb = axb < 0 ? 1 : N;
-    if (!rows_a) scales(c->sa, c->ia, na);
-    scales(c->sb, c->ib, nb);
+    if (!rows_a) scales(c->sa, c->ia, na, 127.0f);
+    scales(c->sb, c->ib, nb, has_vnni() ? 127.0f : 63.0f); /* 7 bits where pairs add in int16 */
     if (!rows_a) quant_i8(c->buf_a, A, ar, ac, lda, c->ia, axa, vnni ? 128 : 0);
     quant_i8(c->buf_b, B, br, bc, ldb, c->ib, axb, 0);
     int32_t co = 0, *acc = c->buf_c;
@@ -570,7 +585,7 @@ int ls_prec_cast(ls_prec_ctx *c, ls_prec p, const float *x, int rows, int cols) 
         LS_TRY(grow(&c->buf_a, &c->cap_a, (size_t)rows * cols));
         LS_TRY(grow_scales(c, 1));
         absmax(c->sa, x, rows, cols, cols, -1);
-        scales(c->sa, c->ia, 1);
+        scales(c->sa, c->ia, 1, 127.0f);
         quant_i8(c->buf_a, x, rows, cols, cols, c->ia, -1, has_vnni() ? 128 : 0);
         return LS_OK;
     }
