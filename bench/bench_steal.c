@@ -42,6 +42,8 @@ typedef struct {
     member_test rank;
     int64_t rank_answers;
     int rank_rounds;
+    int rank_cart_tested, rank_cart_won; /* ... the CART's test there, which when won left the MLP ranking */
+    double rank_cart_acc, rank_mlp_acc;
 } outcome;
 
 typedef struct {
@@ -122,6 +124,8 @@ static int run_one(ls_victim_server *srv, const ls_steal_data *tr, const ls_stea
     out->rank = (member_test){res.cnn_rank_tested, res.cnn_rank_kept, res.cnn_rank_acc, 0,
                               res.cnn_rank_better, res.cnn_rank_worse};
     out->rank_answers = res.cnn_rank_answers, out->rank_rounds = res.cnn_rank_rounds;
+    out->rank_cart_tested = res.cnn_rank_cart_tested, out->rank_cart_won = res.cnn_rank_cart_won;
+    out->rank_cart_acc = res.cnn_rank_cart_acc, out->rank_mlp_acc = res.cnn_rank_mlp_acc;
     rc = ls_steal_agreement(r, te, vlab, &out->agree, &out->acc);
     out->lin.agree_without = out->agree;
     if (!rc && ls_replica_has_linear(r)) { /* without its linear member: what that member added */
@@ -285,10 +289,13 @@ static int run_set(const char *set, char **dl, int nd, char **vl, int nv, const 
                            "", "", ours.tree_kept ? "kept" : "dropped", ours.tree_acc, ours.mlp_acc);
                 member_print("cnn", "CNN", &ours.cnn, ours.mlp_acc);
                 member_print("linear", "linear", &ours.lin, ours.mlp_acc);
+                if (ours.rank_cart_tested)
+                    printf("%-10s %-7s   cnn rank: CART %.3f, MLP %.3f after %lld answers%s\n", "", "",
+                           ours.rank_cart_acc, ours.rank_mlp_acc, (long long)ours.rank_answers,
+                           ours.rank_cart_won ? ": the CART won, the MLP alone ranks" : "");
                 if (ours.rank.tested)
-                    printf("%-10s %-7s   cnn rank %s after %lld answers: MLP + CNN %.3f on the held-back fifth (rows "
-                           "+%lld "
-                           "-%lld); %d rounds ranked with it\n",
+                    printf("%-10s %-7s   cnn rank %s after %lld answers: MLP + CNN %.3f on the held-back fifth"
+                           " (rows +%lld -%lld); %d rounds ranked with it\n",
                            "", "", ours.rank.kept ? "kept" : "dropped", (long long)ours.rank_answers, ours.rank.acc,
                            (long long)ours.rank.better, (long long)ours.rank.worse, ours.rank_rounds);
                 if (ours.distilled) printf("%-10s %-7s   members distilled on unlabeled prior draws\n", "", "");
@@ -321,6 +328,11 @@ static int run_set(const char *set, char **dl, int nd, char **vl, int nv, const 
                 cJSON_AddBoolToObject(row, "distilled", ours.distilled);
                 member_json(row, "cnn", &ours.cnn);
                 member_json(row, "linear", &ours.lin);
+                if (ours.rank_cart_tested) {
+                    cJSON_AddBoolToObject(row, "cnn_rank_cart_won", ours.rank_cart_won);
+                    cJSON_AddNumberToObject(row, "cnn_rank_test_cart", ours.rank_cart_acc);
+                    cJSON_AddNumberToObject(row, "cnn_rank_test_mlp", ours.rank_mlp_acc);
+                }
                 if (ours.rank.tested) {
                     cJSON_AddBoolToObject(row, "cnn_rank_kept", ours.rank.kept);
                     cJSON_AddNumberToObject(row, "cnn_rank_test_answers", (double)ours.rank_answers);
@@ -454,7 +466,8 @@ int main(int argc, char **argv) {
                 "  --cnn-epochs: the CNN member's training epochs (default %d)\n"
                 "  --cnn-weight: the CNN member's softmax counts W times in the replica's sum (default %g)\n"
                 "  --cnn-rank: when the CNN's test after the seeds keeps it, the rounds rank their candidates with\n"
-                "          the MLP plus that CNN, refitted E epochs before each round (default 0 = off)\n"
+                "          the MLP plus that CNN, refitted E epochs before each round, unless a CART wins its test\n"
+                "          there first (default 0 = off)\n"
                 "  --linear-member: 1 = the replica adds a softmax regression of the answers when the attacker's own\n"
                 "          test keeps it (images; the attack's default), 0 = none\n"
                 "  --distill: unlabeled prior draws per answer on which the members are distilled (images, when\n"

@@ -440,7 +440,9 @@ typedef struct {
     /* images, with cnn_member: the CNN's test also runs once the seeds are answered; when it keeps
      * the CNN there, every later round ranks its candidates by the MLP's softmax plus the CNN's
      * (times cnn_weight), the CNN refitted for cnn_rank epochs on every answer before each round
-     * (default 0 = off: the MLP alone ranks; at most LS_STEAL_CNN_RANK_MAX). Asks nothing more. */
+     * (default 0 = off: the MLP alone ranks; at most LS_STEAL_CNN_RANK_MAX). With tree_member the
+     * CART's test runs there first, and a CART that wins it leaves the MLP alone ranking (the
+     * replica would keep the CART, which the CNN's ranking costs). Asks nothing more. */
     int cnn_rank;
     /* images: add to the replica a softmax regression of the answers (one linear layer, its
      * softmax added to the sum with weight 1) when the MLP's softmax plus its own, both fitted on
@@ -486,10 +488,12 @@ typedef struct {
     int64_t cnn_better, cnn_worse;
     /* opts.cnn_rank: the CNN's test after the seeds ran, on this many answers; it kept the CNN
      * for the ranking; the accuracies and paired counts as cnn_acc, mlp_acc, cnn_better and
-     * cnn_worse; and the rounds then ranked with it */
-    int cnn_rank_tested, cnn_rank_kept, cnn_rank_rounds;
+     * cnn_worse; and the rounds then ranked with it. With tree_member, the CART's test there
+     * first (cart_tested, its accuracy cart_acc): when the CART won it (cart_won), the CNN's test
+     * did not run and the MLP alone ranked. */
+    int cnn_rank_tested, cnn_rank_kept, cnn_rank_rounds, cnn_rank_cart_tested, cnn_rank_cart_won;
     int64_t cnn_rank_answers, cnn_rank_better, cnn_rank_worse;
-    double cnn_rank_acc, cnn_rank_mlp_acc;
+    double cnn_rank_acc, cnn_rank_mlp_acc, cnn_rank_cart_acc;
     int linear_tested;                   /* opts.linear_member: the softmax regression's test ran (images) */
     int linear_kept;                     /* ... and it was kept in the replica */
     double linear_acc;                   /* the test: the accuracy of the MLP's plus its softmax there */

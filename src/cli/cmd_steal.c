@@ -260,7 +260,7 @@ int cmd_steal(int argc, char **argv) {
              LS_STEAL_CNN_WEIGHT) ")"},
         {"cnn-rank", LS_ARG_INT, &o.cnn_rank, "E",
          "images: when the CNN's test after the seeds keeps it, rank the rounds' queries with the MLP plus that "
-         "CNN, refitted E epochs a round (default 0 = off)",
+         "CNN, refitted E epochs a round, unless the tree member's CART wins its test there first (default 0 = off)",
          0, LS_RANGE(0, LS_STEAL_CNN_RANK_MAX)},
         {"linear-member", LS_ARG_INT, &o.linear_member, "0|1",
          "images: 1 = add a softmax regression of the answers when the attacker's own test keeps it (default 1; "

@@ -1045,16 +1045,41 @@ static int cnn_test(const attack_t *a, heldout *h, int *keep, int64_t *better, i
     return LS_OK;
 }
 
-/* opts.cnn_rank, once the seeds are answered: the CNN's test on them; kept, a CNN fitted on
- * every answer ranks the rounds' candidates with the MLP (a->rank_cnn). The test's MLP is then
- * a->net, which the caller replaces. */
+/* The tree member's test on h: a CART fitted on the four fifths, its accuracy on the fifth held
+ * back (*acc); 1 (keep) when it predicts those rows better than the MLP alone, else 0, or a
+ * negative LS_E* code. */
+static int cart_test(const heldout *h, double *acc) {
+    ls_victim_opts vo;
+    ls_victim *cart = NULL;
+    ls_victim_opts_default(&vo, LS_VICTIM_TREE);
+    int rc = ls_victim_train(&vo, &h->fit, &cart);
+    if (!rc) rc = ls_victim_accuracy(cart, &h->ho, acc);
+    ls_victim_free(cart);
+    return rc ? rc : *acc > h->mlp_acc;
+}
+
+/* opts.cnn_rank, once the seeds are answered: with opts.tree_member, first the CART's test on
+ * them (a CART that wins there would be kept in a replica that the CNN's ranking does not
+ * serve: no ranking), then the CNN's; kept, a CNN fitted on every answer ranks the rounds'
+ * candidates with the MLP (a->rank_cnn). The tests' MLP is then a->net, which the caller
+ * replaces. */
 static int cnn_rank_test(attack_t *a, ls_steal_result *res) {
     if (a->n / 5 < 20) return LS_OK;
     heldout h;
-    int keep = 0;
+    int keep = 0, rc = LS_OK;
     LS_TRY(heldout_init(a, &h));
-    int rc = cnn_test(a, &h, &keep, &res->cnn_rank_better, &res->cnn_rank_worse, &res->cnn_rank_acc);
-    res->cnn_rank_tested = !rc, res->cnn_rank_answers = a->n, res->cnn_rank_mlp_acc = h.mlp_acc;
+    res->cnn_rank_answers = a->n, res->cnn_rank_mlp_acc = h.mlp_acc;
+    if (a->o->tree_member) {
+        if ((rc = cart_test(&h, &res->cnn_rank_cart_acc)) < 0) {
+            heldout_free(&h);
+            return rc;
+        }
+        res->cnn_rank_cart_tested = 1, res->cnn_rank_cart_won = rc, rc = LS_OK;
+    }
+    if (!res->cnn_rank_cart_won) {
+        rc = cnn_test(a, &h, &keep, &res->cnn_rank_better, &res->cnn_rank_worse, &res->cnn_rank_acc);
+        res->cnn_rank_tested = !rc;
+    }
     heldout_free(&h);
     if (rc || !keep) return rc;
     LS_TRY(cnn_train(a, a->x, a->y, a->n, a->o->seed + 317, &a->rank_cnn));
@@ -1093,22 +1118,21 @@ static int member_tests(attack_t *a, ls_replica *r, ls_steal_result *res) {
     int64_t nh = a->n / 5;
     if (nh < 20) return LS_OK;
     heldout h;
-    ls_victim *cart = NULL;
     LS_TRY(heldout_init(a, &h));
     res->mlp_acc = h.mlp_acc;
     int rc = LS_OK;
     ls_steal_data all = {.n = a->n, .d = d, .k = k, .c = o->c, .h = o->h, .w = o->w, .lo = o->lo, .hi = o->hi};
     all.x = a->x, all.y = a->y;
     if (o->tree_member) {
-        ls_victim_opts vo;
-        ls_victim_opts_default(&vo, LS_VICTIM_TREE);
-        double cart_acc;
-        if ((rc = ls_victim_train(&vo, &h.fit, &cart)) || (rc = ls_victim_accuracy(cart, &h.ho, &cart_acc))) goto out;
-        res->tree_tested = 1, res->tree_acc = cart_acc;
-        if (cart_acc > h.mlp_acc) { /* kept: refitted on every answer */
+        if ((rc = cart_test(&h, &res->tree_acc)) < 0) goto out;
+        res->tree_tested = 1;
+        if (rc) { /* kept: refitted on every answer */
+            ls_victim_opts vo;
+            ls_victim_opts_default(&vo, LS_VICTIM_TREE);
             if ((rc = ls_victim_train(&vo, &all, &r->tree))) goto out;
             res->tree_kept = 1;
         }
+        rc = LS_OK;
     }
     if (o->cnn_member) {
         int keep = 0;
@@ -1151,7 +1175,6 @@ static int member_tests(attack_t *a, ls_replica *r, ls_steal_result *res) {
         }
     }
 out:
-    ls_victim_free(cart);
     heldout_free(&h);
     return rc;
 }

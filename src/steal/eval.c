@@ -140,9 +140,20 @@ cJSON *ls_steal_result_json(const char *target, const char *strategy, const ls_s
         cJSON_AddNumberToObject(t, "epochs", o->cnn_epochs > 0 ? o->cnn_epochs : LS_STEAL_CNN_EPOCHS);
         cJSON_AddNumberToObject(t, "weight", o->cnn_weight > 0 ? o->cnn_weight : LS_STEAL_CNN_WEIGHT);
     }
-    if (res->cnn_rank_tested) { /* opts.cnn_rank: the CNN's test after the seeds, for the ranking */
-        cJSON *t = sum_test_json(j, "cnn_rank", "mlp_plus_cnn_holdout_accuracy", res->cnn_rank_kept, res->cnn_rank_acc,
-                                 res->cnn_rank_better, res->cnn_rank_worse, res->cnn_rank_mlp_acc);
+    if (res->cnn_rank_tested || res->cnn_rank_cart_tested) { /* opts.cnn_rank: the tests after the seeds */
+        cJSON *t;
+        if (res->cnn_rank_tested)
+            t = sum_test_json(j, "cnn_rank", "mlp_plus_cnn_holdout_accuracy", res->cnn_rank_kept, res->cnn_rank_acc,
+                              res->cnn_rank_better, res->cnn_rank_worse, res->cnn_rank_mlp_acc);
+        else { /* the CART won: the CNN's test did not run */
+            t = cJSON_AddObjectToObject(j, "cnn_rank");
+            cJSON_AddBoolToObject(t, "kept", 0);
+            cJSON_AddNumberToObject(t, "mlp_holdout_accuracy", res->cnn_rank_mlp_acc);
+        }
+        if (res->cnn_rank_cart_tested) {
+            cJSON_AddNumberToObject(t, "cart_holdout_accuracy", res->cnn_rank_cart_acc);
+            cJSON_AddBoolToObject(t, "cart_won", res->cnn_rank_cart_won);
+        }
         cJSON_AddNumberToObject(t, "answers", (double)res->cnn_rank_answers);
         cJSON_AddNumberToObject(t, "epochs", o->cnn_rank);
         cJSON_AddNumberToObject(t, "rounds", res->cnn_rank_rounds);

@@ -144,6 +144,24 @@ b, w = l["rows_better"], l["rows_worse"]
 assert l["kept"] == (b - w > 2 * (b + w) ** 0.5), l
 assert ("lin.w" in head) == l["kept"] and meta["linear"] == l["kept"], meta
 PY
+# --cnn-rank 1: the tests after the seeds (450 answers) in the report, by their rules: the CART's
+# first, and the CNN's only when the CART did not win
+"$BIN" steal --target "$URL3" --input-shape 1,8,8 --classes 10 --budget 1500 --out "$T/rr.st" --report "$T/rr.json" \
+  --epochs 3 --cnn-rank 1 --quiet > /dev/null || die "steal digits --cnn-rank 1"
+python3 - "$T/rr.json" <<'PY' || die "cnn_rank in the report"
+import json, sys
+j = json.load(open(sys.argv[1]))
+r = j["cnn_rank"]
+print("  digits tree victim, 1500 queries, --cnn-rank 1:", r)
+assert r["answers"] == 450 and r["epochs"] == 1, r
+assert r["cart_won"] == (r["cart_holdout_accuracy"] > r["mlp_holdout_accuracy"]), r
+if r["cart_won"]:
+    assert "rows_better" not in r and not r["kept"] and r["rounds"] == 0, r
+else:
+    b, w = r["rows_better"], r["rows_worse"]
+    assert r["kept"] == (b - w > 2 * (b + w) ** 0.5), r
+    assert r["rounds"] == (j["rounds"] - 1 if r["kept"] else 0), (r, j["rounds"])
+PY
 "$BIN" steal eval --replica "$T/rd.st" --target "$URL3" --test-data digits > "$T/evald.out" || die "eval digits"
 grep -q "agreement with victim" "$T/evald.out" || die "eval digits output"
 # --cnn-member 0: no CNN tested, none in the report or the file

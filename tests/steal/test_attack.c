@@ -773,12 +773,23 @@ static int hashed_record_query(void *ctx, const float *x, int n, int32_t *labels
     return 0;
 }
 
+static int linear_query(void *ctx, const float *x, int n, int32_t *labels, float *proba, int *got);
+
+/* A number of a JSON object, NaN when the key is missing or not a number (a check then fails). */
+static double json_num(const cJSON *o, const char *key) {
+    const cJSON *v = cJSON_GetObjectItem(o, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
 /* opts.cnn_rank: off by default. On the brightest-pixel oracle, whose rule a CNN expresses and an
  * MLP of pixels only approximates, the CNN's test after the seeds (450 answers) keeps it, and
  * every later round ranks with it: the seeds are asked as without the option, the rounds' queries
- * differ. On hashed labels, which no model predicts, the test drops it and every query is as
- * without the option. Out-of-range epochs, and the ranking without the CNN member, are refused
- * before any query. */
+ * differ. On hashed labels, which no model predicts, the CNN's test drops it and every query is
+ * as without the option. With the tree member: on the two-pixel tree oracle the CART wins its
+ * test after the seeds, the CNN's test does not run and every query is as without the option;
+ * on the linear oracle (linear_query: a rule over every pixel) the CART loses and the CNN's test
+ * runs, its verdict deciding the queries as above. Out-of-range epochs, and the ranking without the CNN member,
+ * are refused before any query. */
 static void test_cnn_rank(void) {
     for (int b = 0; b < 3; b++) {
         counting cnt = {victim, 0, 0};
@@ -791,42 +802,60 @@ static void test_cnn_rank(void) {
         CHECK_EQ_INT(ls_steal_run(&o, (ls_steal_oracle){&cnt, count_query}, &r, &res), LS_EINVAL);
         CHECK(r == NULL && cnt.asked == 0);
     }
-    for (int oracle = 0; oracle < 2; oracle++) {
-        recorder rec[2] = {{.d = 105, .lo = -1, .hi = 2}, {.d = 105, .lo = -1, .hi = 2}};
+    static const char *const names[4] = {"brightest-pixel", "hashed", "two-pixel tree", "linear"};
+    for (int oracle = 0; oracle < 4; oracle++) {
+        int tree = oracle >= 2; /* the tree member on: its CART's test after the seeds runs */
+        recorder rec[2] = {{.d = 105, .lo = -1, .hi = 2, .axis = oracle == 2},
+                           {.d = 105, .lo = -1, .hi = 2, .axis = oracle == 2}};
         ls_steal_result res[2];
         for (int v = 0; v < 2; v++) {
             ls_steal_opts o;
             ls_steal_opts_default(&o);
             CHECK_EQ_INT(o.cnn_rank, 0);
             o.c = 3, o.h = 5, o.w = 7, o.lo = -1, o.hi = 2, o.k = 3;
-            o.budget = oracle ? 1000 : 1500, o.final_epochs = 5, o.members = 1, o.seed = 3;
-            o.hidden1 = 16, o.hidden2 = 8; /* a narrow MLP, which the CNN's sum beats on 450 answers */
-            o.tree_member = 0, o.linear_member = 0, o.distill = 0;
+            o.budget = oracle == 1 ? 1000 : 1500, o.final_epochs = 5, o.members = 1, o.seed = 3;
+            if (oracle != 3)
+                o.hidden1 = 16, o.hidden2 = 8; /* narrow, which the CNN's sum beats on 450 answers */
+            else
+                o.final_epochs = 10; /* the default MLP, fitted well enough to beat the CART by a margin */
+            o.tree_member = tree, o.linear_member = 0, o.distill = 0;
             o.cnn_rank = v ? 2 : 0;
             rec[v].all = malloc(sizeof(float) * 1500 * 105);
-            ls_steal_oracle orc = {&rec[v], oracle ? hashed_record_query : max_query};
+            ls_steal_oracle orc = {&rec[v], oracle == 0   ? max_query
+                                            : oracle == 1 ? hashed_record_query
+                                            : oracle == 2 ? record_query
+                                                          : linear_query};
             ls_replica *r = NULL;
             CHECK_EQ_INT(ls_steal_run(&o, orc, &r, &res[v]), LS_OK);
             ls_replica_free(r);
         }
-        CHECK(!res[0].cnn_rank_tested);
-        int64_t n = oracle ? 1000 : 1500, nseed = n * 3 / 10; /* every query recorded; 30 % are seeds */
-        CHECK(res[1].cnn_rank_tested && res[1].cnn_rank_answers == nseed);
+        CHECK(!res[0].cnn_rank_tested && !res[0].cnn_rank_cart_tested);
+        int64_t n = oracle == 1 ? 1000 : 1500, nseed = n * 3 / 10; /* every query recorded; 30 % are seeds */
+        CHECK(res[1].cnn_rank_answers == nseed);
         CHECK(res[0].queries == n && res[1].queries == n);
         int64_t seeds = nseed * 105, rest = (n - nseed) * 105;
         int seeds_same = !memcmp(rec[0].all, rec[1].all, sizeof(float) * seeds);
         int rest_same = !memcmp(rec[0].all + seeds, rec[1].all + seeds, sizeof(float) * rest);
         fprintf(stderr,
-                "  cnn rank, %s oracle: %s after the seeds (held-back rows +%lld -%lld), %d of %d rounds ranked with "
-                "it; seeds %s, rounds' queries %s\n",
-                oracle ? "hashed" : "brightest-pixel", res[1].cnn_rank_kept ? "kept" : "dropped",
+                "  cnn rank, %s oracle: CART %.3f%s, MLP %.3f; CNN %s after the seeds (held-back rows +%lld -%lld), %d "
+                "of %d rounds ranked with it; seeds %s, rounds' queries %s\n",
+                names[oracle], res[1].cnn_rank_cart_acc, res[1].cnn_rank_cart_won ? " (won)" : "",
+                res[1].cnn_rank_mlp_acc,
+                !res[1].cnn_rank_tested ? "not tested"
+                : res[1].cnn_rank_kept  ? "kept"
+                                        : "dropped",
                 (long long)res[1].cnn_rank_better, (long long)res[1].cnn_rank_worse, res[1].cnn_rank_rounds,
                 res[1].rounds - 1, seeds_same ? "the same" : "differ", rest_same ? "the same" : "differ");
         CHECK(seeds_same);
-        CHECK_EQ_INT(res[1].cnn_rank_kept, !oracle);
-        CHECK_EQ_INT(res[1].cnn_rank_rounds, oracle ? 0 : res[1].rounds - 1);
-        CHECK_EQ_INT(rest_same, oracle);
-        /* the report: a "cnn_rank" object with the test's figures, none without the option */
+        CHECK_EQ_INT(res[1].cnn_rank_cart_tested, tree);
+        CHECK_EQ_INT(res[1].cnn_rank_cart_won, oracle == 2);
+        CHECK(!tree || (res[1].cnn_rank_cart_acc > res[1].cnn_rank_mlp_acc) == res[1].cnn_rank_cart_won);
+        CHECK_EQ_INT(res[1].cnn_rank_tested, oracle != 2);
+        int kept = oracle == 3 ? res[1].cnn_rank_kept : oracle == 0; /* linear: either verdict */
+        CHECK_EQ_INT(res[1].cnn_rank_kept, kept);
+        CHECK_EQ_INT(res[1].cnn_rank_rounds, kept ? res[1].rounds - 1 : 0);
+        CHECK_EQ_INT(rest_same, !kept);
+        /* the report: a "cnn_rank" object with the tests' figures, none without the option */
         ls_steal_opts ro;
         ls_steal_opts_default(&ro);
         ro.cnn_rank = 2;
@@ -834,12 +863,21 @@ static void test_cnn_rank(void) {
             cJSON *j = ls_steal_result_json("t", "synth", &ro, &res[v]), *t = cJSON_GetObjectItem(j, "cnn_rank");
             CHECK(v ? t != NULL : t == NULL);
             if (v && t) {
-                CHECK(cJSON_IsTrue(cJSON_GetObjectItem(t, "kept")) == !oracle);
-                CHECK(cJSON_GetObjectItem(t, "answers")->valuedouble == (double)nseed);
-                CHECK(cJSON_GetObjectItem(t, "rows_better")->valuedouble == (double)res[1].cnn_rank_better);
-                CHECK(cJSON_GetObjectItem(t, "rows_worse")->valuedouble == (double)res[1].cnn_rank_worse);
-                CHECK(cJSON_GetObjectItem(t, "epochs")->valuedouble == 2);
-                CHECK(cJSON_GetObjectItem(t, "rounds")->valuedouble == (double)res[1].cnn_rank_rounds);
+                CHECK(cJSON_IsTrue(cJSON_GetObjectItem(t, "kept")) == kept);
+                CHECK(json_num(t, "answers") == (double)nseed);
+                CHECK(json_num(t, "mlp_holdout_accuracy") == res[1].cnn_rank_mlp_acc);
+                CHECK(json_num(t, "epochs") == 2);
+                CHECK(json_num(t, "rounds") == (double)res[1].cnn_rank_rounds);
+                CHECK_EQ_INT(cJSON_GetObjectItem(t, "cart_won") != NULL, tree);
+                if (tree) {
+                    CHECK(cJSON_IsTrue(cJSON_GetObjectItem(t, "cart_won")) == (oracle == 2));
+                    CHECK(json_num(t, "cart_holdout_accuracy") == res[1].cnn_rank_cart_acc);
+                }
+                CHECK_EQ_INT(cJSON_GetObjectItem(t, "rows_better") != NULL, oracle != 2);
+                if (oracle != 2) {
+                    CHECK(json_num(t, "rows_better") == (double)res[1].cnn_rank_better);
+                    CHECK(json_num(t, "rows_worse") == (double)res[1].cnn_rank_worse);
+                }
             }
             cJSON_Delete(j);
         }
