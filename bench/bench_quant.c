@@ -634,8 +634,10 @@ int main(int argc, char **argv) {
     if (do_pf) {
         printf(
             "\nprefill GEMM, 1 thread, %d rounds, sides interleaved: integer GEMM (%s) vs dequantize + OpenBLAS sgemm\n"
-            "(OpenBLAS core %s; AVX-512 VNNI tile %s)\n",
-            rounds, ls_quant_impl_name(), openblas_get_corename(), ls_quant_prefill_tile());
+            "(OpenBLAS core %s%s%s)\n",
+            rounds, ls_quant_impl_name(), openblas_get_corename(),
+            strstr(ls_quant_impl_name(), "avx512") ? "; AVX-512 VNNI tile " : "", /* the tile only where it runs */
+            strstr(ls_quant_impl_name(), "avx512") ? ls_quant_prefill_tile() : "");
         printf("  %-18s %5s %10s %14s %14s   %-18s %s\n", "M x N x K", "bits", "GOP/s", "dequant GOP/s", "sgemm GFLOP/s",
                "ratio (min-max)", "rel. error: GEMM, dequant");
         cJSON *pf = cJSON_AddArrayToObject(j, "prefill");
