@@ -102,8 +102,9 @@ int ls_steal_write_table(const char *kind, int64_t n, int d, int k, uint64_t see
  * 25 000 rows) "glyphs" (letters from the installed DejaVu fonts, FreeType), "shapes",
  * "textures", "fmnist-inv" (a transformed Fashion-MNIST); tables "moons", "checker",
  * "skewed". Index of a name (-1 unknown), count, name, whether an image task, one-line
- * description. */
+ * description. ls_steal_task_check: LS_OK for a task's name, else LS_EINVAL naming the tasks. */
 int ls_steal_task_index(const char *name);
+int ls_steal_task_check(const char *name);
 int ls_steal_task_count(void);
 const char *ls_steal_task_name(int i);
 int ls_steal_task_is_image(int i);

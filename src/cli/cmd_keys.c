@@ -21,9 +21,9 @@ int cmd_keys(int argc, char **argv) {
         {"out", LS_ARG_PATH, &out, "DIR", "directory for server.key and client.key (mode 0600)", 1},
         {"force", LS_ARG_FLAG, &force, NULL, "replace existing key files", 0},
     };
-    int rc = ls_args_parse("keys gen", "Generate ZeroMQ CURVE keys for the loader service and pipeline stages.",
-                           spec, 2, argc - 1, argv + 1, NULL, 0, NULL);
-    if (rc) return LS_ARGS_EXIT(rc);
+    int rc = ls_args("keys gen", "Generate ZeroMQ CURVE keys for the loader service and pipeline stages.", spec,
+                     LS_NARGS(spec), argc - 1, argv + 1);
+    if (rc >= 0) return rc;
     if ((rc = ls_zsec_keygen(out, force))) return ls_cli_fail_rc(rc); /* existing keys: 2; a write: LS_EIO */
     printf("wrote %s/server.key and %s/client.key (use: llmsys --keys %s COMMAND ...)\n", out, out, out);
     return 0;

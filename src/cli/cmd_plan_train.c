@@ -28,13 +28,13 @@ int plan_train(int argc, char **argv) {
         {"mem-gb", LS_ARG_FLOAT, &o.mem_gb, "GB", "memory per rank (default: the device's, or RAM / ranks here)"},
         {"quiet", LS_ARG_FLAG, &quiet, NULL, "print nothing but errors"},
     };
-    int prc = ls_args_parse("plan train",
-                            "Plans the precision of every Linear layer on every rank so slow ranks keep pace (QSync). "
-                            "Example:\n  llmsys plan train --model small --cluster local:1,0.5 --out plan.json",
-                            spec, (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
-    if (prc) {
+    int prc = ls_args("plan train",
+                      "Plans the precision of every Linear layer on every rank so slow ranks keep pace (QSync). "
+                      "Example:\n  llmsys plan train --model small --cluster local:1,0.5 --out plan.json",
+                      spec, LS_NARGS(spec), argc, argv);
+    if (prc >= 0) {
         ls_strlist_free(&data);
-        return LS_ARGS_EXIT(prc);
+        return prc;
     }
     o.data = (const char *const *)data.v;
     o.n_data = data.n;

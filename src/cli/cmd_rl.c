@@ -23,9 +23,9 @@ static int rl_tasks(int argc, char **argv) {
          "imperfect demonstrations: drop the last byte with probability P (default 0.5; 0: none)"},
         {"out", LS_ARG_PATH, &out, "PATH", "JSONL task file to write", 1},
     };
-    int rc = ls_args_parse("rl tasks", "Writes a JSONL file of tasks with verifiable rewards", spec, 9, argc, argv,
-                           NULL, 0, NULL);
-    if (rc) return LS_ARGS_EXIT(rc);
+    int rc =
+        ls_args("rl tasks", "Writes a JSONL file of tasks with verifiable rewards", spec, LS_NARGS(spec), argc, argv);
+    if (rc >= 0) return rc;
     if (ls_rl_kind_parse(kind, &g.kind)) return ls_cli_fail_rc(LS_EINVAL);
     if (ls_out_path_check("out", out)) return ls_cli_fail(); /* a runtime error (1), as for every command */
     rc = ls_rl_tasks_make(&g, out, &mean, &mx);
@@ -76,9 +76,9 @@ static int rl_run(int argc, char **argv) {
         {"timeout", LS_ARG_FLOAT, &o.timeout_s, "S", "whole-run limit (default 600)"},
         {"quiet", LS_ARG_FLAG, &o.quiet, NULL, "no progress lines"},
     };
-    int rc = ls_args_parse("rl run", "Runs trainer, relays, rollouts and manager as separate processes", spec,
-                           (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
-    if (rc) return LS_ARGS_EXIT(rc);
+    int rc = ls_args("rl run", "Runs trainer, relays, rollouts and manager as separate processes", spec, LS_NARGS(spec),
+                     argc, argv);
+    if (rc >= 0) return rc;
     if (ls_rl_mode_parse(mode, &o.mode)) return ls_cli_fail_rc(LS_EINVAL);
     if (ls_args_given("rl run", "sft-steps", &o.sft_steps, 0, ls_rl_run_defaults().sft_steps) ||
         ls_args_given("rl run", "rollout-batch", &o.rollout_batch, 1, ls_rl_run_defaults().rollout_batch))
@@ -107,8 +107,8 @@ static int rl_worker(int argc, char **argv) {
         {"config", LS_ARG_PATH, &w.config, "PATH", "manager: the run config (written by rl run)"},
         {"port-file", LS_ARG_PATH, &w.port_file, "PATH", "manager: write the bound endpoint here"},
     };
-    int rc = ls_args_parse("rl worker", "Runs one process of an RL job", spec, 6, argc, argv, NULL, 0, NULL);
-    if (rc) return LS_ARGS_EXIT(rc);
+    int rc = ls_args("rl worker", "Runs one process of an RL job", spec, LS_NARGS(spec), argc, argv);
+    if (rc >= 0) return rc;
     ls_rl_inputs *in;
     if ((rc = ls_rl_worker_check(&w, &in))) return ls_cli_fail_rc(rc); /* the role's options, a manager's --config */
     rc = ls_rl_worker(&w, in); /* what the manager or a peer sends is the run's */
@@ -123,9 +123,9 @@ static int rl_plot(int argc, char **argv) {
         {"report", LS_ARG_PATH_LIST, &reps, "JSON", "rl run reports (1 to 6)", 1},
         {"out", LS_ARG_PATH, &out, "PATH", "SVG file to write", 1},
     };
-    int rc = ls_args_parse("rl plot", "Plots reward per update and staleness of rl run reports as SVG", spec, 2, argc,
-                           argv, NULL, 0, NULL);
-    if (rc) return LS_ARGS_EXIT(rc);
+    int rc = ls_args("rl plot", "Plots reward per update and staleness of rl run reports as SVG", spec, LS_NARGS(spec),
+                     argc, argv);
+    if (rc >= 0) return rc;
     if (ls_out_path_check("out", out)) {
         ls_strlist_free(&reps);
         return ls_cli_fail();
@@ -169,9 +169,9 @@ int cmd_sim_rl(int argc, char **argv) {
         {"seed", LS_ARG_I64, &o.seed, "S", "random seed (default 1)", 0, LS_RANGE(0, LS_RL_SEED_MAX)},
         {"out", LS_ARG_PATH, &out, "PATH", "JSON results"},
     };
-    int rc = ls_args_parse("sim rl", "Simulates sync, one-step, AReaL-like and Laminar-style RL at cluster scale", spec,
-                           (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
-    if (rc) return LS_ARGS_EXIT(rc);
+    int rc = ls_args("sim rl", "Simulates sync, one-step, AReaL-like and Laminar-style RL at cluster scale", spec,
+                     LS_NARGS(spec), argc, argv);
+    if (rc >= 0) return rc;
     if (cal.n > 0)
         rc = (rc = ls_rl_sim_calibrate((const char *const *)cal.v, cal.n, trace, out, NULL)) ? ls_cli_fail_rc(rc) : 0;
     else if ((rc = ls_rl_sim_check(&o, models, gpus, trace != NULL))) /* values and names: usage errors */

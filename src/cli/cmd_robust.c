@@ -40,13 +40,13 @@ static int robust_run_cmd(int argc, char **argv) {
         {"no-prestart", LS_ARG_FLAG, &o.no_prestart, NULL, "no pre-started world: restarts start a fresh mpirun"},
         {"quiet", LS_ARG_FLAG, &o.quiet, NULL, "no timeline lines on stderr"},
     };
-    int prc = ls_args_parse("robust run",
-                            "Runs `llmsys train` under a robust controller: one agent per node plus warm standbys, "
-                            "fault detection, localization and recovery. Example:\n  llmsys robust run --nodes 2 "
-                            "--ranks-per-node 2 --standby 1 --report r.json -- llmsys train --config tiny --data "
-                            "/usr/share/common-licenses --steps 100 --out m.safetensors",
-                            spec, (int)(sizeof spec / sizeof spec[0]), split, argv, NULL, 0, NULL);
-    if (prc) return LS_ARGS_EXIT(prc);
+    int prc = ls_args("robust run",
+                      "Runs `llmsys train` under a robust controller: one agent per node plus warm standbys, "
+                      "fault detection, localization and recovery. Example:\n  llmsys robust run --nodes 2 "
+                      "--ranks-per-node 2 --standby 1 --report r.json -- llmsys train --config tiny --data "
+                      "/usr/share/common-licenses --steps 100 --out m.safetensors",
+                      spec, LS_NARGS(spec), split, argv);
+    if (prc >= 0) return prc;
     o.argc = split < argc ? argc - split - 1 : 0;
     o.argv = argv + split + 1;
     o.self = ls_cli_self();
@@ -68,9 +68,9 @@ static int robust_agent_cmd(int argc, char **argv) {
         {"host", LS_ARG_STR, &o.host, "NAME", "this node's host name (default localhost)"},
         {"grace", LS_ARG_FLOAT, &o.grace_s, "S", "controller silent S seconds: stop ranks and exit (default 5)"},
     };
-    int prc = ls_args_parse("robust agent", "A node agent (started by `llmsys robust run`).", spec, 4, argc, argv, NULL,
-                            0, NULL);
-    if (prc) return LS_ARGS_EXIT(prc);
+    int prc =
+        ls_args("robust agent", "A node agent (started by `llmsys robust run`).", spec, LS_NARGS(spec), argc, argv);
+    if (prc >= 0) return prc;
     if (o.id < 0 || !(o.grace_s > 0)) return ls_usage_err("robust agent", "--id must be >= 0 and --grace > 0");
     int rc = ls_zsec_check(o.controller, 0, "robust"); /* --controller, before the work */
     if (rc) return ls_cli_fail_rc(rc);
@@ -112,12 +112,12 @@ int cmd_sim_robust(int argc, char **argv) {
         {"seed", LS_ARG_I64, &c->seed, "S", "random seed (default 1)"},
         {"out", LS_ARG_PATH, &o.out, "FILE", "write the table as JSON"},
     };
-    int prc = ls_args_parse("sim robust",
-                            "Discrete-event simulation of a long training job under failures: ETTR per recovery "
-                            "policy (disk checkpoints + requeue; in-memory checkpoints + requeue; in-memory + warm "
-                            "standbys). Assumptions: docs/robust.md.",
-                            spec, (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
-    if (prc) return LS_ARGS_EXIT(prc);
+    int prc = ls_args("sim robust",
+                      "Discrete-event simulation of a long training job under failures: ETTR per recovery "
+                      "policy (disk checkpoints + requeue; in-memory checkpoints + requeue; in-memory + warm "
+                      "standbys). Assumptions: docs/robust.md.",
+                      spec, LS_NARGS(spec), argc, argv);
+    if (prc >= 0) return prc;
     if (ls_args_given("sim robust", "standbys", &c->standbys, 0, standbys_def)) return 2;
     int rc = ls_sim_table(&o, stdout); /* checks the values, simulates here, writes --out (LS_EIO) */
     return rc < 0 ? ls_cli_fail_rc(rc) : 0;

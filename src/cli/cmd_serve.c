@@ -74,11 +74,10 @@ int cmd_quantize(int argc, char **argv) {
 
 /* ---------------------------------------------------------------- serve */
 
-static int run_worker(const char *model, const char *plan, int stage, int max_seqs, int threads, const char *in,
-                      const char *out) {
+static int run_worker(const ls_server_opts *o, const char *plan, int stage, const char *in, const char *out) {
     if (!plan || !in || !out) return ls_usage_err("serve --worker", "needs --plan FILE, --stage I, --in and --out");
-    ls_worker_opts o = {model, plan, stage, max_seqs, threads, in, out};
-    if (ls_serve_worker_run(&o) != LS_OK) {
+    ls_worker_opts w = {o->model, plan, stage, o->max_seqs, o->nthreads, in, out};
+    if (ls_serve_worker_run(&w) != LS_OK) {
         fprintf(stderr, "llmsys: stage %d: %s\n", stage, ls_errmsg());
         return 1;
     }
@@ -86,54 +85,58 @@ static int run_worker(const char *model, const char *plan, int stage, int max_se
 }
 
 int cmd_serve(int argc, char **argv) {
-    const char *model = NULL, *plan_path = NULL, *host = "127.0.0.1", *port_file = NULL, *name = NULL;
-    const char *w_in = NULL, *w_out = NULL, *api_key = getenv("LLMSYS_API_KEY");
-    if (api_key && !*api_key) api_key = NULL; /* an empty variable is no key; an empty --api-key is refused */
-    int port = 8080, max_seqs = 16, threads = 1, worker = 0, stage = 0, mbp = 2, mbd = 8, conns = 0, per_ip = 0;
-    int restarts = ls_server_defaults().stage_restarts, load_timeout = (int)ls_server_defaults().load_timeout_s;
-    int64_t max_body = 64 * 1024;
+    ls_server_opts o = ls_server_defaults();
+    o.port = 8080; /* the host: loopback, as every service by default */
+    o.api_key = getenv("LLMSYS_API_KEY");
+    if (o.api_key && !*o.api_key) o.api_key = NULL; /* an empty variable is no key; an empty --api-key is refused */
+    const char *plan_path = NULL, *port_file = NULL, *w_in = NULL, *w_out = NULL;
+    int worker = 0, stage = 0, conns = 0, per_ip = 0, load_timeout = (int)o.load_timeout_s;
+    int64_t max_body = (int64_t)o.max_body;
     ls_arg spec[] = {
-        {"model", LS_ARG_PATH, &model, "PATH", "checkpoint to serve (fp32 or quantized)", 1},
+        {"model", LS_ARG_PATH, &o.model, "PATH", "checkpoint to serve (fp32 or quantized)", 1},
         {"plan", LS_ARG_PATH, &plan_path, "FILE", "pipeline plan (docs/plan-format.md); default one stage"},
-        {"port", LS_ARG_PORT, &port, "P", "HTTP port (default 8080; 0 picks a free one)"},
-        {"bind", LS_ARG_BIND, &host, "ADDR", "HTTP bind address, IPv4 or IPv6 (default 127.0.0.1; ::1: IPv6 loopback)"},
-        {"host", LS_ARG_BIND, &host, "ADDR", "same as --bind"},
-        {"api-key", LS_ARG_STR, &api_key, "KEY",
+        {"port", LS_ARG_PORT, &o.port, "P", "HTTP port (default 8080; 0 picks a free one)"},
+        {"bind", LS_ARG_BIND, &o.host, "ADDR",
+         "HTTP bind address, IPv4 or IPv6 (default 127.0.0.1; ::1: IPv6 loopback)"},
+        {"host", LS_ARG_BIND, &o.host, "ADDR", "same as --bind"},
+        {"api-key", LS_ARG_STR, &o.api_key, "KEY",
          "require \"Authorization: Bearer KEY\" on /v1/ (default $LLMSYS_API_KEY; needed off loopback)"},
         {"max-conns", LS_ARG_INT, &conns, "N", "open HTTP connections in total (0: default 512)", 0, LS_MIN(0)},
         {"max-conns-per-ip", LS_ARG_INT, &per_ip, "N", "open HTTP connections per client address (0: default 64)", 0,
          LS_MIN(0)},
         {"port-file", LS_ARG_PATH, &port_file, "FILE", "write the bound port here once serving"},
-        {"max-seqs", LS_ARG_INT, &max_seqs, "N", "concurrent sequences / KV slots per stage (default 16)", 0,
+        {"max-seqs", LS_ARG_INT, &o.max_seqs, "N", "concurrent sequences / KV slots per stage (default 16)", 0,
          LS_RANGE(1, 4096)},
-        {"threads", LS_ARG_INT, &threads, "N", "kernel threads per stage (default 1)", 0,
+        {"threads", LS_ARG_INT, &o.nthreads, "N", "kernel threads per stage (default 1)", 0,
          LS_RANGE(1, LS_MODEL_MAX_THREADS)},
         {"max-body", LS_ARG_I64, &max_body, "BYTES", "largest request body (default 65536)", 0, LS_MIN(16)},
-        {"prefill-mb", LS_ARG_INT, &mbp, "N", "prefill micro-batch without a plan (default 2)", 0, LS_RANGE(1, 1024)},
-        {"decode-mb", LS_ARG_INT, &mbd, "N", "decode micro-batch without a plan (default 8)", 0, LS_RANGE(1, 1024)},
-        {"stage-restarts", LS_ARG_INT, &restarts, "N",
+        {"prefill-mb", LS_ARG_INT, &o.mb_prefill, "N", "prefill micro-batch without a plan (default 2)", 0,
+         LS_RANGE(1, 1024)},
+        {"decode-mb", LS_ARG_INT, &o.mb_decode, "N", "decode micro-batch without a plan (default 8)", 0,
+         LS_RANGE(1, 1024)},
+        {"stage-restarts", LS_ARG_INT, &o.stage_restarts, "N",
          "start a stage that dies again, up to N times per stage (default 3; 0: it stays dead)", 0,
          LS_RANGE(0, 1000000)},
         {"load-timeout", LS_ARG_INT, &load_timeout, "SECONDS",
          "a stage loads and answers a ping within this, at start and after a restart (a restarted one is killed "
          "past it) (default 120)",
          0, LS_RANGE(1, 86400)},
-        {"served-model-name", LS_ARG_STR, &name, "NAME",
+        {"served-model-name", LS_ARG_STR, &o.model_name, "NAME",
          "name in /v1/models and responses (default: the checkpoint's file stem)"},
-        {"name", LS_ARG_STR, &name, "NAME", "same as --served-model-name"},
+        {"name", LS_ARG_STR, &o.model_name, "NAME", "same as --served-model-name"},
         {"worker", LS_ARG_FLAG, &worker, NULL, "(internal) run one pipeline stage"},
         {"stage", LS_ARG_INT, &stage, "I", "(worker) the stage of --plan to run"},
         {"in", LS_ARG_STR, &w_in, "ENDPOINT", "(worker) ZeroMQ endpoint to bind"},
         {"out", LS_ARG_STR, &w_out, "ENDPOINT", "(worker) ZeroMQ endpoint of the next stage"},
     };
-    int rc = ls_args_parse("serve", "Serves a model over HTTP (OpenAI-style /v1/completions), pipeline-parallel by plan.",
-                           spec, (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
-    if (rc) return LS_ARGS_EXIT(rc);
-    if (worker) return run_worker(model, plan_path, stage, max_seqs, threads, w_in, w_out);
+    int rc = ls_args("serve", "Serves a model over HTTP (OpenAI-style /v1/completions), pipeline-parallel by plan.",
+                     spec, LS_NARGS(spec), argc, argv);
+    if (rc >= 0) return rc;
+    if (worker) return run_worker(&o, plan_path, stage, w_in, w_out);
     if (port_file && ls_out_path_check("port-file", port_file)) return ls_cli_fail(); /* before the stages start */
     ls_model_config cfg;
     int *bits = NULL;
-    if ((rc = ls_ckpt_info(model, &cfg, &bits, NULL)) != LS_OK) return ls_cli_fail_rc(rc);
+    if ((rc = ls_ckpt_info(o.model, &cfg, &bits, NULL)) != LS_OK) return ls_cli_fail_rc(rc);
     free(bits);
     ls_plan plan;
     if (plan_path && (rc = ls_plan_read(plan_path, cfg.n_layer, &plan)) != LS_OK) return ls_cli_fail_rc(rc);
@@ -143,28 +146,16 @@ int cmd_serve(int argc, char **argv) {
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
-    ls_server_opts o = ls_server_defaults();
-    o.model = model;
     o.plan = plan_path ? &plan : NULL;
     o.self = ls_cli_self();
-    o.host = host;
-    o.port = port;
-    o.max_seqs = max_seqs;
-    o.nthreads = threads;
     o.max_body = (size_t)max_body;
-    o.mb_prefill = mbp;
-    o.mb_decode = mbd;
-    o.model_name = name;
-    o.max_conns = (unsigned)conns;
-    o.max_conns_per_ip = (unsigned)per_ip;
-    o.api_key = api_key;
-    o.stage_restarts = restarts;
+    o.max_conns = (unsigned)conns, o.max_conns_per_ip = (unsigned)per_ip;
     o.load_timeout_s = load_timeout;
     ls_server *s; /* start-up: the stages load the checked model, the HTTP port is bound (LS_EIO if taken) */
     if ((rc = ls_server_start(&s, &o)) != LS_OK) return ls_cli_fail_rc(rc);
     char uh[80];
     printf("llmsys serve: %s on http://%s:%d with %d stage(s) (POST /v1/completions, GET /health, GET /metrics)\n",
-           model, ls_url_host(host, uh, sizeof uh), ls_server_port(s), ls_server_num_stages(s));
+           o.model, ls_url_host(o.host, uh, sizeof uh), ls_server_port(s), ls_server_num_stages(s));
     fflush(stdout);
     printf("llmsys serve: served as '%s' (GET /v1/models, POST /v1/chat/completions)\n", ls_server_model_name(s));
     fflush(stdout);

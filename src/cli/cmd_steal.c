@@ -44,9 +44,9 @@ static int victim_train(int argc, char **argv) {
         {"seed", LS_ARG_INT, &seed, "S", "random seed (default 42)"},
         {"quiet", LS_ARG_FLAG, &quiet, NULL, "no progress bar"},
     };
-    int rc = ls_args_parse("victim train", "Trains a black-box victim classifier and reports its test accuracy.", spec,
-                           (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
-    if (rc) return LS_ARGS_EXIT(rc);
+    int rc = ls_args("victim train", "Trains a black-box victim classifier and reports its test accuracy.", spec,
+                     LS_NARGS(spec), argc, argv);
+    if (rc >= 0) return rc;
     int type = ls_victim_type_parse(type_s);
     if (type < 0)
         return ls_usage_err("victim train", "unknown --type '%s' (logreg, svm, tree, forest, knn, nb, mlp, cnn)",
@@ -120,9 +120,9 @@ static int victim_serve(int argc, char **argv) {
          "take inputs already scaled into the model's range instead of the training data's units"},
         {"duration", LS_ARG_FLOAT, &duration, "S", "stop after S seconds (default: until SIGINT/SIGTERM)"},
     };
-    int rc = ls_args_parse("victim serve", "Serves a victim as a black-box prediction API: POST /predict.", spec,
-                           (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
-    if (rc) return LS_ARGS_EXIT(rc);
+    int rc = ls_args("victim serve", "Serves a victim as a black-box prediction API: POST /predict.", spec,
+                     LS_NARGS(spec), argc, argv);
+    if (rc >= 0) return rc;
     so.output_proba = !strcmp(output, "proba");
     so.prada_mode = ls_prada_mode_parse(prada);
     so.monitor_mode = ls_prada_mode_parse(monitor);
@@ -167,9 +167,9 @@ static int victim_make_data(int argc, char **argv) {
         {"seed", LS_ARG_INT, &seed, "S", "seed (default 11)"},
         {"out", LS_ARG_PATH, &out, "FILE", "CSV to write", 1},
     };
-    int rc = ls_args_parse("victim make-data", "Writes a reproducible synthetic CSV table (features, label).", spec,
-                           (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
-    if (rc) return LS_ARGS_EXIT(rc);
+    int rc = ls_args("victim make-data", "Writes a reproducible synthetic CSV table (features, label).", spec,
+                     LS_NARGS(spec), argc, argv);
+    if (rc >= 0) return rc;
     if (strcmp(kind, "blobs") && strcmp(kind, "rings"))
         return ls_usage_err("victim make-data", "unknown --kind '%s' (blobs, rings)", kind);
     int64_t max_n = ls_steal_table_max_rows(d); /* the library's bounds, named by flag before any work */
@@ -189,15 +189,10 @@ static int victim_make_task(int argc, char **argv) {
         {"seed", LS_ARG_INT, &seed, "S", "seed (default 1: the rows `--data T` trains on)"},
         {"out", LS_ARG_PATH, &out, "DIR", "directory to write (idx images for fmnist:DIR, or DIR/T.csv)", 1},
     };
-    int rc = ls_args_parse("victim make-task", "Writes a held-out task of the extraction audit to a directory.", spec,
-                           (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
-    if (rc) return LS_ARGS_EXIT(rc);
-    if (ls_steal_task_index(task) < 0) {
-        fprintf(stderr, "llmsys victim make-task: unknown --task '%s' (", task);
-        for (int i = 0; i < ls_steal_task_count(); i++) fprintf(stderr, "%s%s", i ? ", " : "", ls_steal_task_name(i));
-        fprintf(stderr, ")\n");
-        return 2;
-    }
+    int rc = ls_args("victim make-task", "Writes a held-out task of the extraction audit to a directory.", spec,
+                     LS_NARGS(spec), argc, argv);
+    if (rc >= 0) return rc;
+    if (ls_steal_task_check(task)) return ls_usage_err("victim make-task", "--task: %s", ls_errmsg());
     char desc[2400];
     if (ls_steal_write_task(task, (uint64_t)seed, out, desc, sizeof desc)) return ls_cli_fail();
     printf("wrote %s\n", desc);
@@ -273,9 +268,9 @@ int cmd_steal(int argc, char **argv) {
         {"seed", LS_ARG_INT, &seed, "S", "random seed (default 1)"},
         {"quiet", LS_ARG_FLAG, &quiet, NULL, "no progress bar"},
     };
-    int rc = ls_args_parse("steal", "Extracts a replica of a black-box classifier over HTTP (steal eval --help: evaluation).",
-                           spec, (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
-    if (rc) return LS_ARGS_EXIT(rc);
+    int rc = ls_args("steal", "Extracts a replica of a black-box classifier over HTTP (steal eval --help: evaluation).",
+                     spec, LS_NARGS(spec), argc, argv);
+    if (rc >= 0) return rc;
     char *e;
     double hi = 0, lo = strtod(range_s, &e);
     if (ls_args_shape(shape_s, &o.c, &o.h, &o.w))
@@ -337,10 +332,10 @@ static int steal_eval(int argc, char **argv) {
         {"timeout", LS_ARG_FLOAT, &eo.timeout_s, "S", "network timeout (default 30)"},
         {"report", LS_ARG_PATH, &eo.report, "FILE", "JSON summary"},
     };
-    int rc = ls_args_parse("steal eval",
-                           "Agreement of a replica with the victim on held-out natural test data, and its accuracy.",
-                           spec, (int)(sizeof spec / sizeof spec[0]), argc, argv, NULL, 0, NULL);
-    if (rc) return LS_ARGS_EXIT(rc);
+    int rc =
+        ls_args("steal eval", "Agreement of a replica with the victim on held-out natural test data, and its accuracy.",
+                spec, LS_NARGS(spec), argc, argv);
+    if (rc >= 0) return rc;
     if (eo.test_split < 0 || eo.test_split >= 1 || (eo.test_split > 0 && ls_steal_dataset_is_named(eo.data)))
         return ls_usage_err("steal eval",
                             "--test-split takes a fraction in (0, 1) and a CSV file (%s has its own "

@@ -22,9 +22,9 @@ static int tok_train(int argc, char **argv) {
          "more added tokens, e.g. '<|endoftext|>' (ids 256-258 are always <|bos|> <|eos|> <|pad|>)"},
         {"out", LS_ARG_PATH, &out, "FILE", "tokenizer.json to write", 1},
     };
-    int rc = ls_args_parse("tokenizer train", "Trains a byte-level BPE vocabulary (GPT-2 pre-tokenizer).", spec,
-                           LS_NARGS(spec), argc, argv, NULL, 0, NULL);
-    if (rc) return LS_ARGS_EXIT(rc);
+    int rc = ls_args("tokenizer train", "Trains a byte-level BPE vocabulary (GPT-2 pre-tokenizer).", spec,
+                     LS_NARGS(spec), argc, argv);
+    if (rc >= 0) return rc;
     const char *model_specials[] = LS_BPE_SPECIALS, **all = calloc((size_t)specials.n + 3, sizeof *all);
     if (vocab < 259 + specials.n || min_freq < 1 || !all) {
         fprintf(stderr, "llmsys tokenizer train: --vocab-size must be >= 259 + added tokens, --min-freq >= 1\n");
@@ -70,9 +70,9 @@ static int tok_encode(int argc, char **argv) {
         {"input", LS_ARG_PATH, &input, "FILE", "file to encode (instead of --text)"},
         {"count", LS_ARG_FLAG, &count, NULL, "print only the byte and token counts"},
     };
-    int rc = ls_args_parse("tokenizer encode", "Prints the token ids of a text, space-separated.", spec, LS_NARGS(spec),
-                           argc, argv, NULL, 0, NULL);
-    if (rc) return LS_ARGS_EXIT(rc);
+    int rc = ls_args("tokenizer encode", "Prints the token ids of a text, space-separated.", spec, LS_NARGS(spec), argc,
+                     argv);
+    if (rc >= 0) return rc;
     if (!text == !input) return fprintf(stderr, "llmsys tokenizer encode: give one of --text or --input\n"), 2;
     ls_bpe *t = NULL;
     char *buf = NULL;
@@ -96,9 +96,9 @@ static int tok_decode(int argc, char **argv) {
         {"ids", LS_ARG_STR, &list, "\"ID ID ...\"", "token ids separated by spaces or commas"},
         {"input", LS_ARG_PATH, &input, "FILE", "read the ids from a file (instead of --ids)"},
     };
-    int rc = ls_args_parse("tokenizer decode", "Writes the text of token ids to stdout, byte for byte.", spec,
-                           LS_NARGS(spec), argc, argv, NULL, 0, NULL);
-    if (rc) return LS_ARGS_EXIT(rc);
+    int rc = ls_args("tokenizer decode", "Writes the text of token ids to stdout, byte for byte.", spec, LS_NARGS(spec),
+                     argc, argv);
+    if (rc >= 0) return rc;
     if (!list == !input) return fprintf(stderr, "llmsys tokenizer decode: give one of --ids or --input\n"), 2;
     char *buf = NULL;
     size_t blen;

@@ -36,8 +36,9 @@ int cmd_demo(int argc, char **argv) {
         {"quick", LS_ARG_FLAG, &quick, NULL, "reduced run of each scenario (seconds, for tests)"},
         {"workdir", LS_ARG_PATH, &workdir, "DIR", "where scenarios write their files (default demo-out)"},
     };
-    int rc = ls_args_parse("demo", "Runs every scenario (about ten minutes on 2 cores), or only those named: llmsys demo [NAME...]",
-                           spec, 3, argc, argv, pos, 8, &npos);
+    int rc = ls_args_parse(
+        "demo", "Runs every scenario (about ten minutes on 2 cores), or only those named: llmsys demo [NAME...]", spec,
+        LS_NARGS(spec), argc, argv, pos, LS_NARGS(pos), &npos);
     if (rc) return LS_ARGS_EXIT(rc);
     if (list) {
         for (int i = 0; i < N_SCENARIOS; i++) printf("%-8s %s\n", scenarios[i].name, scenarios[i].help);

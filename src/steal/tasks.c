@@ -42,6 +42,13 @@ int ls_steal_task_index(const char *name) {
         if (!strcmp(name, tasks[i].name)) return i;
     return -1;
 }
+int ls_steal_task_check(const char *name) {
+    if (ls_steal_task_index(name) >= 0) return LS_OK;
+    char known[256] = "";
+    for (int i = 0; i < NTASKS; i++)
+        snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "", tasks[i].name);
+    return ls_err(LS_EINVAL, "unknown task '%s' (%s)", name, known);
+}
 int ls_steal_task_count(void) { return NTASKS; }
 const char *ls_steal_task_name(int i) { return i >= 0 && i < NTASKS ? tasks[i].name : NULL; }
 int ls_steal_task_is_image(int i) { return i >= 0 && i < NTASKS && tasks[i].image; }
@@ -292,8 +299,8 @@ static void make_table(int t, ls_rng *r, ls_steal_data *o) {
 /* ---------------------------------------------------------------- entry points */
 
 int ls_steal_make_task(const char *name, uint64_t seed, int64_t n, ls_steal_data *out) {
+    LS_TRY(ls_steal_task_check(name));
     int t = ls_steal_task_index(name);
-    if (t < 0) return ls_err(LS_EINVAL, "unknown task '%s' (glyphs, shapes, textures, fmnist-inv, moons, checker, skewed)", name);
     ls_rng r;
     ls_rng_seed(&r, seed * 0x9E3779B97F4A7C15ull + (uint64_t)t);
     int rc;
