@@ -189,6 +189,10 @@ int ls_ckpt_tensor(ls_st_file *f, const ls_model_config *c, int i, const float *
  * the error on invalid input (token out of range, T > n_ctx). */
 float ls_model_forward(ls_model *m, const int *tokens, const int *targets, int B, int T);
 const float *ls_model_logits(const ls_model *m);
+/* The input of block Linear kind (ls_linear_kind) of layer l in the last forward, row-major
+ * (*rows, *in): rows = B·T of that forward, in = d_model (d_ff for LS_LIN_MPROJ). Readable
+ * until the next forward; NULL before any forward or for l or kind out of range. */
+const float *ls_model_lin_input(const ls_model *m, int l, int kind, int *rows, int *in);
 /* Per-position losses (B, T) of the last forward with targets: -log p(target), 0 where
  * the target is -1 (for eval: sum them for total nats). NULL if the last forward had none. */
 const float *ls_model_losses(const ls_model *m);

@@ -206,6 +206,18 @@ int ls_plan_quality_from_checkpoint(const char *path, const ls_plan_arch *a, dou
  * weights are round-trip quantized at each bit width, on random unit inputs scaled by
  * the LayerNorm gains. */
 int ls_plan_quality_measured(const char *path, const ls_plan_arch *a, double *omega);
+/* Calibration (LLM-PQ's indicator from activations): the per-feature variance of every
+ * block Linear's input over the windows ls_eval_tokens would score of tok (T tokens, B per
+ * forward, about max_tokens, 0 all). var holds n_layer·(3·d_model + d_ff) entries, per layer
+ * the inputs of qkv, proj, fc (d_model each) and mproj (d_ff); r gets the windows' loss. */
+int ls_plan_calib_var(ls_model *m, const uint16_t *tok, size_t n, int T, int B, size_t max_tokens, double *var,
+                      ls_eval_result *r);
+/* The variance indicator (measured 0) or the quantization-error one (1) of the fp32
+ * checkpoint at path with its input variances measured by ls_plan_calib_var on the train
+ * split of the corpus paths (tokenized as the checkpoint was trained, windows of n_ctx, about
+ * max_tokens) instead of propagated; r gets the calibration text's loss. */
+int ls_plan_quality_calibrated(const char *path, const char *const *paths, int n_paths, size_t max_tokens,
+                               const ls_plan_arch *a, double *omega, int measured, ls_eval_result *r);
 /* User file {"format":"llmsys-indicator","version":1,"omega":[[w3,w4,w8,w16],...]}. */
 int ls_plan_quality_from_file(const char *path, const ls_plan_arch *a, double *omega);
 int ls_plan_quality_write(const char *path, const ls_plan_arch *a, const double *omega);

@@ -349,6 +349,10 @@ typedef struct {
  * forward; targets that are BOS (always after EOS) are not counted. max_tokens > 0 caps
  * the work at about that many tokens, in windows spread evenly over the whole text. */
 int ls_eval_tokens(ls_model *m, const uint16_t *tokens, size_t n, int T, int B, size_t max_tokens, ls_eval_result *r);
+/* The same, calling each(m, ctx) after every forward (its activations readable, e.g. through
+ * ls_model_lin_input); an error each returns stops the evaluation and is returned. */
+int ls_eval_tokens_each(ls_model *m, const uint16_t *tokens, size_t n, int T, int B, size_t max_tokens,
+                        int (*each)(const ls_model *m, void *ctx), void *ctx, ls_eval_result *r);
 /* The windows every evaluation scores (ls_eval_tokens, ls_engine_eval_tokens): *avail
  * non-overlapping windows of T fit in n tokens; returns how many are scored (all of them, or
  * about max_tokens / T when max_tokens > 0), 0 when not even one fits. */

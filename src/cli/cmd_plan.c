@@ -105,38 +105,55 @@ static int plan_list(int argc, char **argv) {
 
 static int plan_indicator(int argc, char **argv) {
     const char *model = NULL, *out = NULL, *how = "variance", *data = NULL;
+    ls_strlist calib = {0};
+    int64_t calib_tokens = 16384;
     ls_arg spec[] = {
         {"model", LS_ARG_STR, &model, "PATH", "llmsys checkpoint (or a catalog name for the default profile)", 1},
         {"method", LS_ARG_STR, &how, "M", "variance (LLM-PQ, default) | measured | default"},
         {"out", LS_ARG_PATH, &out, "FILE", "write the indicator (llmsys-indicator JSON)", 1},
         {"data", LS_ARG_PATH, &data, "DIR", "catalog directory"},
+        {"calib-data", LS_ARG_PATH_LIST, &calib, "PATH",
+         "variance, measured: the Linear inputs' variances measured on this text (its train split) by forward passes "
+         "of the fp32 checkpoint, instead of propagated from the weights"},
+        {"calib-tokens", LS_ARG_I64, &calib_tokens, "N", "calibration tokens (default 16384; 0: the whole split)", 0,
+         LS_MIN(0)},
     };
     int rc = ls_args("plan indicator", "Computes the per-layer, per-bit quality indicator of a model.", spec,
                      LS_NARGS(spec), argc, argv);
-    if (rc >= 0) return rc;
-    if (ls_out_path_check("out", out)) return ls_cli_fail(); /* before the work */
-    ls_plan_catalog *cat;
-    if (ls_plan_catalog_load(data, &cat)) return fail_input();
+    if (rc < 0 && calib.n && strcmp(how, "variance") && strcmp(how, "measured"))
+        rc = ls_usage_err("plan indicator", "--calib-data takes --method variance or measured, not '%s'", how);
+    else if (rc < 0 && calib.n && !ls_is_file(model))
+        rc = ls_usage_err("plan indicator", "--calib-data needs --model to be an llmsys checkpoint path, got '%s'",
+                          model);
+    else if (rc < 0 && ls_out_path_check("out", out)) /* before the work */
+        rc = ls_cli_fail();
+    ls_plan_catalog *cat = NULL;
+    if (rc < 0 && ls_plan_catalog_load(data, &cat)) rc = fail_input();
     ls_plan_arch arch;
-    double *om = malloc(sizeof(double) * LS_PLAN_MAX_LAYER * LS_PLAN_NBITS);
-    int ret = 0;
-    if (!om) {
-        ls_plan_catalog_free(cat);
-        return 1;
-    }
-    if ((rc = ls_plan_resolve_model(cat, model, &arch))) {
-        ret = fail_input();
-    } else {
-        rc = ls_plan_quality_method(how, model, &arch, om);
-        if (!rc) rc = ls_plan_quality_write(out, &arch, om);
-        if (rc)
-            ret = ls_cli_fail_rc(rc);
-        else
-            printf("indicator of %s (%d layers, %s) written to %s\n", arch.name, arch.n_layer, how, out);
+    double *om = rc < 0 ? malloc(sizeof(double) * LS_PLAN_MAX_LAYER * LS_PLAN_NBITS) : NULL;
+    ls_eval_result cr = {0};
+    if (rc < 0 && !om)
+        rc = ls_cli_fail_rc(ls_err(LS_ENOMEM, "indicator"));
+    else if (rc < 0 && ls_plan_resolve_model(cat, model, &arch))
+        rc = fail_input();
+    else if (rc < 0) {
+        int st = calib.n ? ls_plan_quality_calibrated(model, (const char *const *)calib.v, calib.n,
+                                                      (size_t)calib_tokens, &arch, om, !strcmp(how, "measured"), &cr)
+                         : ls_plan_quality_method(how, model, &arch, om);
+        if (st == LS_OK) st = ls_plan_quality_write(out, &arch, om);
+        if (st) {
+            rc = ls_cli_fail_rc(st);
+        } else {
+            rc = 0;
+            printf("indicator of %s (%d layers, %s) written to %s", arch.name, arch.n_layer, how, out);
+            if (calib.n) printf("; input variances measured on %zu tokens (loss %.4f)", cr.tokens, cr.loss);
+            printf("\n");
+        }
     }
     free(om);
     ls_plan_catalog_free(cat);
-    return ret;
+    ls_strlist_free(&calib);
+    return rc;
 }
 
 /* ---------------------------------------------------------------- validate (closing the loop) */

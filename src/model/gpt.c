@@ -299,6 +299,15 @@ ls_model_prof ls_model_profile_get(const ls_model *m) { return m->prof; }
 
 /* ---------------------------------------------------------------- forward / backward */
 
+const float *ls_model_lin_input(const ls_model *m, int l, int kind, int *rows, int *in) {
+    if (!m->acts || !m->layers || l < 0 || l >= m->cfg.n_layer || kind < 0 || kind >= LS_LIN_COUNT) return NULL;
+    const layer_acts *a = &m->layers[l];
+    const float *x[LS_LIN_COUNT] = {a->ln1, a->atty, a->ln2, a->fch_gelu};
+    *rows = m->B * m->T;
+    *in = kind == LS_LIN_MPROJ ? m->cfg.d_ff : m->cfg.d_model;
+    return x[kind];
+}
+
 float ls_model_forward(ls_model *m, const int *tokens, const int *targets, int B, int T) {
     const ls_model_config *c = &m->cfg;
     int V = c->vocab, C = c->d_model, F = c->d_ff, NH = c->n_head, L = c->n_layer;

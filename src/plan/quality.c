@@ -9,6 +9,7 @@
 
 #include "llmsys/model.h"
 #include "llmsys/plan.h"
+#include "llmsys/train.h"
 
 #define NB LS_PLAN_NBITS
 
@@ -45,7 +46,7 @@ int ls_plan_quality_default(const ls_plan_arch *a, double *omega) {
 typedef struct {
     const float *w;
     int out, in;
-    double *var_in; /* variance of each input feature (in) */
+    const double *var_in; /* variance of each input feature (in) */
 } linear_t;
 
 /* Variance of W x per output row given independent inputs of variance var_in. */
@@ -111,11 +112,13 @@ static void error_term(const linear_t *l, double *acc) {
     }
 }
 
-/* Walks every layer's four linears with input variances propagated from the weights:
- * after a LayerNorm Var(x_k) = gain_k^2; the attention output mixes values, so
+/* Walks every layer's four linears. Their input variances are calib's where given (per layer
+ * 3C + F: the inputs of qkv, proj, fc, mproj; ls_plan_calib_var), else propagated from the
+ * weights: after a LayerNorm Var(x_k) = gain_k^2; the attention output mixes values, so
  * Var = Var(W_v x); the MLP's second linear sees GELU(W_fc x), Var ~ 0.425 Var(W_fc x)
  * (GELU of a zero-mean Gaussian). */
-static int checkpoint_indicator(const char *path, const ls_plan_arch *a, double *omega, int measured) {
+static int checkpoint_indicator(const char *path, const ls_plan_arch *a, double *omega, int measured,
+                                const double *calib) {
     ls_st_file *f;
     ls_model_config mc;
     LS_TRY(ls_ckpt_open(path, &f, &mc));
@@ -138,20 +141,18 @@ static int checkpoint_indicator(const char *path, const ls_plan_arch *a, double 
         for (int k = 0; k < 6 && rc == LS_OK; k++) rc = ls_ckpt_tensor(f, &mc, ls_model_layout_index(&mc, l, kinds[k]), &t[k]);
         if (rc) break;
         const float *ln1 = t[0], *qkv = t[1], *proj = t[2], *ln2 = t[3], *fc = t[4], *mproj = t[5];
+        const double *cv = calib ? calib + (size_t)l * (3 * C + F) : NULL; /* qkv, proj, fc, mproj inputs */
         double acc[NB] = {0};
+        void (*term)(const linear_t *, double *) = measured ? error_term : variance_term;
         for (int k = 0; k < C; k++) v_ln[k] = (double)ln1[k] * ln1[k];
-        linear_t lin = {qkv, 3 * C, C, v_ln};
-        measured ? error_term(&lin, acc) : variance_term(&lin, acc);
-        propagate(qkv + (size_t)2 * C * C, C, C, v_ln, v_att); /* the V rows */
-        lin = (linear_t){proj, C, C, v_att};
-        measured ? error_term(&lin, acc) : variance_term(&lin, acc);
+        term(&(linear_t){qkv, 3 * C, C, cv ? cv : v_ln}, acc);
+        if (!cv) propagate(qkv + (size_t)2 * C * C, C, C, v_ln, v_att); /* the V rows */
+        term(&(linear_t){proj, C, C, cv ? cv + C : v_att}, acc);
         for (int k = 0; k < C; k++) v_ln[k] = (double)ln2[k] * ln2[k];
-        lin = (linear_t){fc, F, C, v_ln};
-        measured ? error_term(&lin, acc) : variance_term(&lin, acc);
-        propagate(fc, F, C, v_ln, v_mlp);
-        for (int k = 0; k < F; k++) v_mlp[k] *= 0.425;
-        lin = (linear_t){mproj, C, F, v_mlp};
-        measured ? error_term(&lin, acc) : variance_term(&lin, acc);
+        term(&(linear_t){fc, F, C, cv ? cv + 2 * C : v_ln}, acc);
+        if (!cv) propagate(fc, F, C, v_ln, v_mlp);
+        for (int k = 0; k < F && !cv; k++) v_mlp[k] *= 0.425;
+        term(&(linear_t){mproj, C, F, cv ? cv + 3 * C : v_mlp}, acc);
         for (int b = 0; b < NB; b++) omega[l * NB + b] = acc[b];
     }
     if (rc == LS_OK) rc = normalise(a, omega);
@@ -164,11 +165,87 @@ done:
 }
 
 int ls_plan_quality_from_checkpoint(const char *path, const ls_plan_arch *a, double *omega) {
-    return checkpoint_indicator(path, a, omega, 0);
+    return checkpoint_indicator(path, a, omega, 0, NULL);
 }
 
 int ls_plan_quality_measured(const char *path, const ls_plan_arch *a, double *omega) {
-    return checkpoint_indicator(path, a, omega, 1);
+    return checkpoint_indicator(path, a, omega, 1, NULL);
+}
+
+/* ---------------------------------------------------------------- calibration */
+
+typedef struct {
+    int L, C, F;
+    double *sum, *sq; /* per layer 3C + F features */
+    double rows;
+} calib_acc;
+
+/* Adds the last forward's Linear inputs to the sums (ls_eval_tokens_each's callback). */
+static int calib_add(const ls_model *m, void *ctx) {
+    calib_acc *c = ctx;
+    size_t S = (size_t)3 * c->C + c->F;
+    int rows = 0;
+    for (int l = 0; l < c->L; l++) {
+        size_t off = l * S;
+        for (int kind = 0; kind < LS_LIN_COUNT; kind++) {
+            int in;
+            const float *x = ls_model_lin_input(m, l, kind, &rows, &in);
+            if (!x) return ls_err(LS_ESTATE, "calibration: no activations after a forward");
+            double *s = c->sum + off, *q = c->sq + off;
+            for (int r = 0; r < rows; r++)
+                for (int k = 0; k < in; k++) {
+                    double v = x[(size_t)r * in + k];
+                    s[k] += v, q[k] += v * v;
+                }
+            off += (size_t)in;
+        }
+    }
+    c->rows += rows;
+    return LS_OK;
+}
+
+int ls_plan_calib_var(ls_model *m, const uint16_t *tok, size_t n, int T, int B, size_t max_tokens, double *var,
+                      ls_eval_result *r) {
+    const ls_model_config *mc = ls_model_cfg(m);
+    size_t S = (size_t)3 * mc->d_model + mc->d_ff, NV = (size_t)mc->n_layer * S;
+    calib_acc c = {mc->n_layer, mc->d_model, mc->d_ff, calloc(NV, sizeof(double)), calloc(NV, sizeof(double)), 0};
+    int rc = c.sum && c.sq ? ls_eval_tokens_each(m, tok, n, T, B, max_tokens, calib_add, &c, r)
+                           : ls_err(LS_ENOMEM, "calibration sums");
+    if (rc == LS_OK && !(c.rows > 1)) rc = ls_err(LS_EINVAL, "calibration: fewer than 2 tokens forwarded");
+    for (size_t i = 0; i < NV && rc == LS_OK; i++) {
+        double mean = c.sum[i] / c.rows, v = c.sq[i] / c.rows - mean * mean;
+        var[i] = v > 0 ? v : 0; /* rounding can leave -0 for a constant input */
+    }
+    free(c.sum);
+    free(c.sq);
+    return rc;
+}
+
+int ls_plan_quality_calibrated(const char *path, const char *const *paths, int n_paths, size_t max_tokens,
+                               const ls_plan_arch *a, double *omega, int measured, ls_eval_result *r) {
+    ls_model *m = NULL;
+    ls_bpe *bpe = NULL;
+    ls_corpus *c = NULL;
+    double *var = NULL;
+    ls_corpus_opts co = ls_corpus_defaults();
+    int rc = ls_ckpt_load(path, LS_CKPT_WEIGHTS, &m, NULL);         /* fp32 only */
+    if (rc == LS_OK) rc = ls_ckpt_tokenizer_load(path, NULL, &bpe); /* the text tokenized as in training */
+    co.tokenizer = bpe;
+    if (rc == LS_OK) rc = ls_corpus_load(&c, paths, n_paths, &co);
+    if (rc == LS_OK) {
+        const ls_model_config *mc = ls_model_cfg(m);
+        var = malloc(sizeof(double) * (size_t)mc->n_layer * (3 * (size_t)mc->d_model + mc->d_ff));
+        size_t n;
+        const uint16_t *tok = ls_corpus_tokens(c, LS_SPLIT_TRAIN, &n); /* the held-out text stays unseen */
+        rc = var ? ls_plan_calib_var(m, tok, n, mc->n_ctx, 8, max_tokens, var, r) : ls_err(LS_ENOMEM, "calibration");
+        if (rc < 0) rc = ls_err_wrap(rc, "calibration on the train split");
+    }
+    if (m) ls_model_free(m);
+    ls_corpus_free(c);
+    ls_bpe_free(bpe);
+    if (rc == LS_OK) rc = checkpoint_indicator(path, a, omega, measured, var);
+    free(var);
+    return rc;
 }
 
 /* ---------------------------------------------------------------- files */

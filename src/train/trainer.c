@@ -330,6 +330,11 @@ size_t ls_eval_windows(size_t n, int T, size_t max_tokens, size_t *avail) {
 }
 
 int ls_eval_tokens(ls_model *m, const uint16_t *tokens, size_t n, int T, int B, size_t max_tokens, ls_eval_result *r) {
+    return ls_eval_tokens_each(m, tokens, n, T, B, max_tokens, NULL, NULL, r);
+}
+
+int ls_eval_tokens_each(ls_model *m, const uint16_t *tokens, size_t n, int T, int B, size_t max_tokens,
+                        int (*each)(const ls_model *m, void *ctx), void *ctx, ls_eval_result *r) {
     memset(r, 0, sizeof *r);
     if (T < 1 || T > ls_model_cfg(m)->n_ctx)
         return ls_err(LS_EINVAL, "eval seq %d outside [1, %d]", T, ls_model_cfg(m)->n_ctx);
@@ -366,6 +371,7 @@ int ls_eval_tokens(ls_model *m, const uint16_t *tokens, size_t n, int T, int B, 
         }
         sum += (double)l * (double)counted;
         r->tokens += counted;
+        if (each) rc = each(m, ctx);
     }
     free(tok);
     free(tgt);

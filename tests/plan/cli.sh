@@ -33,6 +33,25 @@ expect 2 "bits long list, bad last" -- "$BIN" plan serve --cluster llmpq-2 --bit
 expect 2 "indicator of a catalog model" -- "$BIN" plan indicator --model opt-30b --out "$T/i.json"
 grep -q "needs --model to be an llmsys checkpoint" "$T/err" || fail "indicator message: $(cat "$T/err")"
 expect 0 "indicator default of a catalog model" -- "$BIN" plan indicator --model opt-30b --method default --out "$T/i.json"
+# --calib-data: input variances measured by forward passes of a checkpoint; the file it
+# writes feeds plan serve; what it cannot use is refused before anything is written
+"$BIN" train --config tiny --data /usr/share/common-licenses --steps 2 --out "$T/m.safetensors" >/dev/null 2>&1 ||
+  fail "train a tiny checkpoint"
+expect 0 "indicator calibrated" -- "$BIN" plan indicator --model "$T/m.safetensors" --method measured \
+  --calib-data /usr/share/common-licenses --calib-tokens 2000 --out "$T/ic.json"
+grep -q "input variances measured on" "$T/out" || fail "calibrated indicator output: $(cat "$T/out")"
+echo '{"format":"llmsys-cluster","version":1,"nodes":[{"gpu":"T4-16G","count":2}]}' >"$T/c4.json"
+expect 0 "plan serve with it" -- "$BIN" plan serve --cluster "$T/c4.json" --model "$T/m.safetensors" --prompt 32 \
+  --gen 16 --quality max:0.5 --indicator "$T/ic.json" --quiet
+expect 2 "calib with method default" -- "$BIN" plan indicator --model "$T/m.safetensors" --method default \
+  --calib-data /usr/share/common-licenses --out "$T/ib.json"
+expect 2 "calib of a catalog model" -- "$BIN" plan indicator --model opt-30b --calib-data /usr/share/common-licenses \
+  --out "$T/ib.json"
+expect 2 "calib-tokens -1" -- "$BIN" plan indicator --model "$T/m.safetensors" --calib-data /usr/share/common-licenses \
+  --calib-tokens -1 --out "$T/ib.json"
+expect 2 "calib data missing" -- "$BIN" plan indicator --model "$T/m.safetensors" --calib-data "$T/none.txt" \
+  --out "$T/ib.json"
+[ ! -e "$T/ib.json" ] || fail "a refused indicator wrote $T/ib.json"
 expect 0 "bits 8,16 adabits" -- "$BIN" plan serve --cluster llmpq-2 --bits 8,16 --algo adabits --quiet
 expect 2 "bits 16 does not fit" -- "$BIN" plan serve --cluster llmpq-2 --bits 16 --quiet
 grep -q "GB short" "$T/err" || fail "bits 16 message"

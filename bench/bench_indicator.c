@@ -1,0 +1,212 @@
+/* bench_indicator.c - how well each quality indicator of the planner ranks what quantization
+ * really costs. The truth is measured here: the held-out loss of the checkpoint with one layer
+ * at b bits and every other at 16 (the serving engine's kernels), minus the loss with all at 16,
+ * for every layer and each b. Each indicator's omega[layer, b] is scored by its Spearman rank
+ * correlation with that truth, per bit width (over the layers) and pooled (over every
+ * layer and width); the default profile, which reads no weights, is the baseline.
+ *
+ * Usage: bench_indicator --model CKPT --data PATH [--data PATH ...] [--calib-tokens N]
+ *                        [--eval-tokens N] [--out FILE]
+ * CKPT is an fp32 checkpoint trained on the corpus (docs/plan.md gives the command). */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llmsys/core.h"
+#include "llmsys/plan.h"
+#include "llmsys/quant.h"
+#include "llmsys/serve.h"
+#include "llmsys/train.h"
+
+#define NB LS_PLAN_NBITS
+enum { NIND = 5, NTRUE = 2, MAXDATA = 16 };
+static const int true_bits[NTRUE] = {3, 4}; /* where the planner's choices are */
+static const char *const ind_name[NIND] = {"default profile", "variance, propagated", "variance, calibrated",
+                                           "measured, propagated", "measured, calibrated"};
+
+/* Ranks of x[0..n) (ties share their mean rank). */
+static void ranks(const double *x, int n, double *r) {
+    for (int i = 0; i < n; i++) {
+        int less = 0, same = 0;
+        for (int j = 0; j < n; j++) less += x[j] < x[i], same += x[j] == x[i];
+        r[i] = less + (same + 1) / 2.0;
+    }
+}
+
+/* Spearman's rho: Pearson's correlation of the ranks. */
+static double spearman(const double *x, const double *y, int n) {
+    double *rx = malloc(sizeof(double) * (size_t)n * 2), *ry = rx + n, mx = 0, my = 0, sxy = 0, sxx = 0, syy = 0;
+    ranks(x, n, rx);
+    ranks(y, n, ry);
+    for (int i = 0; i < n; i++) mx += rx[i] / n, my += ry[i] / n;
+    for (int i = 0; i < n; i++)
+        sxy += (rx[i] - mx) * (ry[i] - my), sxx += (rx[i] - mx) * (rx[i] - mx), syy += (ry[i] - my) * (ry[i] - my);
+    free(rx);
+    return sxx > 0 && syy > 0 ? sxy / sqrt(sxx * syy) : NAN;
+}
+
+/* Held-out loss of model with layer `one` at b bits and the others at 16 (one < 0: all at 16). */
+static int engine_loss(const char *model, int L, int one, int b, const uint16_t *tok, size_t n, int T,
+                       size_t max_tokens, double *loss) {
+    int bits[LS_PLAN_MAX_LAYER];
+    for (int l = 0; l < L; l++) bits[l] = l == one ? b : 16;
+    ls_engine_opts eo = ls_engine_defaults();
+    eo.bits = bits;
+    ls_engine *e;
+    LS_TRY(ls_engine_open(&e, model, &eo));
+    ls_eval_result r;
+    int rc = ls_engine_eval_tokens(e, tok, n, T, max_tokens, &r);
+    ls_engine_free(e);
+    *loss = r.loss;
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    const char *model = NULL, *out = "bench-out/bench_indicator.json", *data[MAXDATA];
+    int nd = 0;
+    size_t calib_tokens = 16384, eval_tokens = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--model") && i + 1 < argc)
+            model = argv[++i];
+        else if (!strcmp(argv[i], "--data") && i + 1 < argc && nd < MAXDATA)
+            data[nd++] = argv[++i];
+        else if (!strcmp(argv[i], "--calib-tokens") && i + 1 < argc)
+            calib_tokens = (size_t)atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--eval-tokens") && i + 1 < argc)
+            eval_tokens = (size_t)atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--out") && i + 1 < argc)
+            out = argv[++i];
+        else {
+            fprintf(stderr, "usage: bench_indicator --model CKPT --data PATH [--data PATH ...] [--calib-tokens N] "
+                            "[--eval-tokens N] [--out FILE]\n");
+            return !strcmp(argv[i], "--help") ? 0 : 2;
+        }
+    }
+    if (!model || !nd) {
+        fprintf(stderr, "bench_indicator: needs --model CKPT and --data PATH (--help)\n");
+        return 2;
+    }
+    ls_plan_catalog *cat = NULL;
+    ls_plan_arch a;
+    ls_model_config mc;
+    ls_bpe *bpe = NULL;
+    ls_corpus *c = NULL;
+    ls_corpus_opts co = ls_corpus_defaults();
+    int rc = ls_plan_catalog_load(NULL, &cat);
+    if (rc == LS_OK) rc = ls_plan_resolve_model(cat, model, &a);
+    if (rc == LS_OK) rc = ls_ckpt_tokenizer_load(model, NULL, &bpe);
+    int *qbits = NULL;
+    if (rc == LS_OK) rc = ls_ckpt_info(model, &mc, &qbits, NULL);
+    free(qbits);
+    co.tokenizer = bpe;
+    if (rc == LS_OK) rc = ls_corpus_load(&c, data, nd, &co);
+    if (rc != LS_OK) {
+        fprintf(stderr, "bench_indicator: %s\n", ls_errmsg());
+        return 1;
+    }
+    int L = a.n_layer;
+    char feat[256];
+    double la[3] = {-1, -1, -1};
+    if (getloadavg(la, 3) < 0) la[0] = -1;
+    printf("bench_indicator: %s (%d layers, d_model %d); kernels %s; CPU %s; load %.2f %.2f %.2f\n", model, L,
+           a.d_model, ls_quant_impl_name(), ls_cpu_features_str(ls_cpu_features(), feat, sizeof feat), la[0], la[1],
+           la[2]);
+
+    /* the indicators */
+    double *om = calloc((size_t)NIND * L * NB, sizeof(double)), secs[NIND] = {0};
+    ls_eval_result cr = {0};
+    for (int k = 0; k < NIND && rc == LS_OK; k++) {
+        double t0 = ls_now(), *o = om + (size_t)k * L * NB;
+        rc = k == 0   ? ls_plan_quality_default(&a, o)
+             : k == 1 ? ls_plan_quality_from_checkpoint(model, &a, o)
+             : k == 3 ? ls_plan_quality_measured(model, &a, o)
+                      : ls_plan_quality_calibrated(model, data, nd, calib_tokens, &a, o, k == 4, &cr);
+        secs[k] = ls_now() - t0;
+    }
+
+    /* the truth: one layer at a time quantized, on the held-out split */
+    size_t n;
+    const uint16_t *tok = ls_corpus_tokens(c, LS_SPLIT_HELDOUT, &n);
+    double base = 0, *dl = calloc((size_t)L * NTRUE, sizeof(double));
+    double t0 = ls_now();
+    if (rc == LS_OK) rc = engine_loss(model, L, -1, 16, tok, n, mc.n_ctx, eval_tokens, &base);
+    for (int l = 0; l < L && rc == LS_OK; l++)
+        for (int j = 0; j < NTRUE && rc == LS_OK; j++) {
+            double loss;
+            rc = engine_loss(model, L, l, true_bits[j], tok, n, mc.n_ctx, eval_tokens, &loss);
+            dl[l * NTRUE + j] = loss - base;
+        }
+    double truth_s = ls_now() - t0;
+    if (rc != LS_OK) {
+        fprintf(stderr, "bench_indicator: %s\n", ls_errmsg());
+        return 1;
+    }
+    printf("held-out loss, every layer at 16 bits: %.4f nats/token (%zu tokens); calibration on %zu train tokens "
+           "(loss %.4f); truth measured in %.1f s\n\n",
+           base, n, cr.tokens, cr.loss, truth_s);
+
+    printf("%-6s", "layer");
+    for (int j = 0; j < NTRUE; j++) printf(" dloss@%d  ", true_bits[j]);
+    static const char *const shortn[NIND] = {"default", "var prop", "var cal", "meas prop", "meas cal"};
+    for (int k = 0; k < NIND; k++) printf(" %9s", shortn[k]);
+    printf("   (the indicators: omega at 3 bits)\n");
+    int k3 = ls_plan_bits_index(3);
+    for (int l = 0; l < L; l++) {
+        printf("%-6d", l);
+        for (int j = 0; j < NTRUE; j++) printf(" %+9.5f", dl[l * NTRUE + j]);
+        for (int k = 0; k < NIND; k++) printf(" %9.4f", om[((size_t)k * L + l) * NB + k3]);
+        printf("\n");
+    }
+
+    /* the scores */
+    cJSON *j = cJSON_CreateObject(), *ja = cJSON_AddArrayToObject(j, "indicators");
+    cJSON_AddStringToObject(j, "model", model);
+    cJSON_AddNumberToObject(j, "n_layer", L);
+    cJSON_AddStringToObject(j, "kernels", ls_quant_impl_name());
+    cJSON_AddStringToObject(j, "cpu_features", feat);
+    cJSON_AddNumberToObject(j, "load1", la[0]);
+    cJSON_AddNumberToObject(j, "heldout_loss_16bit", base);
+    cJSON_AddNumberToObject(j, "heldout_tokens", (double)n);
+    cJSON_AddNumberToObject(j, "calib_tokens", (double)cr.tokens);
+    cJSON *jd = cJSON_AddArrayToObject(j, "dloss");
+    for (int l = 0; l < L; l++) cJSON_AddItemToArray(jd, cJSON_CreateDoubleArray(dl + l * NTRUE, NTRUE));
+    printf("\n%-22s %9s %9s %9s %9s\n", "indicator", "rho@3", "rho@4", "pooled", "seconds");
+    double *x = malloc(sizeof(double) * (size_t)L * NTRUE), *y = malloc(sizeof(double) * (size_t)L * NTRUE);
+    for (int k = 0; k < NIND; k++) {
+        const double *o = om + (size_t)k * L * NB;
+        double rho[NTRUE + 1];
+        for (int jb = 0; jb < NTRUE; jb++) {
+            int kb = ls_plan_bits_index(true_bits[jb]);
+            for (int l = 0; l < L; l++) x[l] = o[l * NB + kb], y[l] = dl[l * NTRUE + jb];
+            rho[jb] = spearman(x, y, L);
+        }
+        for (int l = 0; l < L; l++)
+            for (int jb = 0; jb < NTRUE; jb++)
+                x[l * NTRUE + jb] = o[l * NB + ls_plan_bits_index(true_bits[jb])],
+                              y[l * NTRUE + jb] = dl[l * NTRUE + jb];
+        rho[NTRUE] = spearman(x, y, L * NTRUE);
+        printf("%-22s %9.3f %9.3f %9.3f %9.2f\n", ind_name[k], rho[0], rho[1], rho[2], secs[k]);
+        cJSON *ji = cJSON_CreateObject();
+        cJSON_AddStringToObject(ji, "name", ind_name[k]);
+        cJSON_AddNumberToObject(ji, "rho_3bit", rho[0]);
+        cJSON_AddNumberToObject(ji, "rho_4bit", rho[1]);
+        cJSON_AddNumberToObject(ji, "rho_pooled", rho[2]);
+        cJSON_AddNumberToObject(ji, "seconds", secs[k]);
+        cJSON *jo = cJSON_AddArrayToObject(ji, "omega");
+        for (int l = 0; l < L; l++) cJSON_AddItemToArray(jo, cJSON_CreateDoubleArray(o + l * NB, NB));
+        cJSON_AddItemToArray(ja, ji);
+    }
+    rc = ls_json_write_file(out, j);
+    if (rc == LS_OK) printf("\nwrote %s\n", out);
+    cJSON_Delete(j);
+    free(x);
+    free(y);
+    free(om);
+    free(dl);
+    ls_corpus_free(c);
+    ls_bpe_free(bpe);
+    ls_plan_catalog_free(cat);
+    return rc == LS_OK ? 0 : 1;
+}
