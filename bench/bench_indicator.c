@@ -1,9 +1,11 @@
 /* bench_indicator.c - how well each quality indicator of the planner ranks what quantization
- * really costs. The truth is measured here: the held-out loss of the checkpoint with one layer
- * at b bits and every other at 16 (the serving engine's kernels), minus the loss with all at 16,
- * for every layer and each b. Each indicator's omega[layer, b] is scored by its Spearman rank
- * correlation with that truth, per bit width (over the layers) and pooled (over every
- * layer and width); the default profile, which reads no weights, is the baseline.
+ * really costs. The truth is measured here, through the serving engine's kernels: with one
+ * layer at b bits and every other at 16, the mean KL divergence of the next-token
+ * distribution from the all-16-bit model's, over held-out windows (and the change of the
+ * held-out loss, which is reported but too small against its rounding to rank by), for every
+ * layer and each b. Each indicator's omega[layer, b] is scored by its Spearman rank
+ * correlation with the KL, per bit width (over the layers) and pooled (over every layer and
+ * width); the default profile, which reads no weights, is the baseline.
  *
  * Usage: bench_indicator --model CKPT --data PATH [--data PATH ...] [--calib-tokens N]
  *                        [--eval-tokens N] [--out FILE]
@@ -47,19 +49,50 @@ static double spearman(const double *x, const double *y, int n) {
     return sxx > 0 && syy > 0 ? sxy / sqrt(sxx * syy) : NAN;
 }
 
-/* Held-out loss of model with layer `one` at b bits and the others at 16 (one < 0: all at 16). */
-static int engine_loss(const char *model, int L, int one, int b, const uint16_t *tok, size_t n, int T,
-                       size_t max_tokens, double *loss) {
+/* An engine of model with layer `one` at b bits and the others at 16 (one < 0: all at 16). */
+static int engine_open(const char *model, int L, int one, int b, ls_engine **e) {
     int bits[LS_PLAN_MAX_LAYER];
     for (int l = 0; l < L; l++) bits[l] = l == one ? b : 16;
     ls_engine_opts eo = ls_engine_defaults();
     eo.bits = bits;
-    ls_engine *e;
-    LS_TRY(ls_engine_open(&e, model, &eo));
-    ls_eval_result r;
-    int rc = ls_engine_eval_tokens(e, tok, n, T, max_tokens, &r);
-    ls_engine_free(e);
-    *loss = r.loss;
+    return ls_engine_open(e, model, &eo);
+}
+
+/* log-softmax of the logits row x (V) into y. */
+static void log_softmax(const float *x, int V, double *y) {
+    double mx = x[0], s = 0;
+    for (int v = 1; v < V; v++) mx = x[v] > mx ? x[v] : mx;
+    for (int v = 0; v < V; v++) s += exp(x[v] - mx);
+    for (int v = 0; v < V; v++) y[v] = x[v] - mx - log(s);
+}
+
+/* The windows scored (ls_eval_windows) of tok through engine e: the log-probabilities of
+ * every position into lp (windows x T x V) when ref is NULL; else the mean KL(ref || e) over
+ * positions into *kl and the mean NLL of the next token into *nll. */
+static int engine_pass(ls_engine *e, const uint16_t *tok, size_t n, int T, size_t windows, size_t avail, double *lp,
+                       const double *ref, double *kl, double *nll) {
+    int V = ls_engine_config(e)->vocab, *in = malloc(sizeof(int) * T);
+    ls_engine_seq sq = {0, 0, T};
+    float *lg = malloc(sizeof(float) * ls_engine_out_floats(e, &sq, 1, 1));
+    double *row = malloc(sizeof(double) * V), skl = 0, snll = 0;
+    int rc = in && lg && row ? LS_OK : ls_err(LS_ENOMEM, "bench_indicator");
+    for (size_t w = 0; w < windows && rc == LS_OK; w++) {
+        size_t p0 = ls_eval_window_start(w, windows, avail, T);
+        for (int t = 0; t < T; t++) in[t] = tok[p0 + (size_t)t];
+        rc = ls_engine_forward(e, &sq, 1, in, NULL, lg, 1);
+        for (int t = 0; t < T && rc == LS_OK; t++) {
+            double *y = ref ? row : lp + (w * T + (size_t)t) * V;
+            log_softmax(lg + (size_t)t * V, V, y);
+            if (!ref) continue;
+            const double *r = ref + (w * T + (size_t)t) * V;
+            for (int v = 0; v < V; v++) skl += exp(r[v]) * (r[v] - y[v]);
+            snll -= y[tok[p0 + (size_t)t + 1]];
+        }
+    }
+    if (ref) *kl = skl / ((double)windows * T), *nll = snll / ((double)windows * T);
+    free(in);
+    free(lg);
+    free(row);
     return rc;
 }
 
@@ -127,35 +160,47 @@ int main(int argc, char **argv) {
     }
 
     /* the truth: one layer at a time quantized, on the held-out split */
-    size_t n;
+    size_t n, avail;
     const uint16_t *tok = ls_corpus_tokens(c, LS_SPLIT_HELDOUT, &n);
-    double base = 0, *dl = calloc((size_t)L * NTRUE, sizeof(double));
+    int T = mc.n_ctx, V = mc.vocab;
+    size_t windows = ls_eval_windows(n, T, eval_tokens, &avail);
+    if (rc == LS_OK && (!windows || windows * T * (size_t)V > ((size_t)1 << 27)))
+        rc = ls_err(LS_EINVAL, "held-out windows of %d tokens: %zu (need 1 to %zu: --eval-tokens)", T, windows,
+                    ((size_t)1 << 27) / ((size_t)T * V));
+    double *ref = rc == LS_OK ? malloc(sizeof(double) * windows * T * V) : NULL, base = 0, kl0;
+    double *kl = calloc((size_t)L * NTRUE, sizeof(double)), *dl = calloc((size_t)L * NTRUE, sizeof(double));
     double t0 = ls_now();
-    if (rc == LS_OK) rc = engine_loss(model, L, -1, 16, tok, n, mc.n_ctx, eval_tokens, &base);
+    ls_engine *e = NULL;
+    if (rc == LS_OK) rc = engine_open(model, L, -1, 16, &e);
+    if (rc == LS_OK) rc = engine_pass(e, tok, n, T, windows, avail, ref, NULL, NULL, NULL);
+    if (rc == LS_OK) rc = engine_pass(e, tok, n, T, windows, avail, NULL, ref, &kl0, &base); /* KL 0 */
+    ls_engine_free(e);
     for (int l = 0; l < L && rc == LS_OK; l++)
         for (int j = 0; j < NTRUE && rc == LS_OK; j++) {
-            double loss;
-            rc = engine_loss(model, L, l, true_bits[j], tok, n, mc.n_ctx, eval_tokens, &loss);
-            dl[l * NTRUE + j] = loss - base;
+            double nll = 0;
+            rc = engine_open(model, L, l, true_bits[j], &e);
+            if (rc == LS_OK) rc = engine_pass(e, tok, n, T, windows, avail, NULL, ref, &kl[l * NTRUE + j], &nll);
+            ls_engine_free(e);
+            dl[l * NTRUE + j] = nll - base;
         }
     double truth_s = ls_now() - t0;
     if (rc != LS_OK) {
         fprintf(stderr, "bench_indicator: %s\n", ls_errmsg());
         return 1;
     }
-    printf("held-out loss, every layer at 16 bits: %.4f nats/token (%zu tokens); calibration on %zu train tokens "
-           "(loss %.4f); truth measured in %.1f s\n\n",
-           base, n, cr.tokens, cr.loss, truth_s);
+    printf("held-out, every layer at 16 bits: loss %.4f nats/token over %zu windows of %d tokens (KL to itself %.1e); "
+           "calibration on %zu train tokens (loss %.4f); truth measured in %.1f s\n\n",
+           base, windows, T, kl0, cr.tokens, cr.loss, truth_s);
 
     printf("%-6s", "layer");
-    for (int j = 0; j < NTRUE; j++) printf(" dloss@%d  ", true_bits[j]);
+    for (int j = 0; j < NTRUE; j++) printf("   KL@%d     dloss@%d  ", true_bits[j], true_bits[j]);
     static const char *const shortn[NIND] = {"default", "var prop", "var cal", "meas prop", "meas cal"};
     for (int k = 0; k < NIND; k++) printf(" %9s", shortn[k]);
     printf("   (the indicators: omega at 3 bits)\n");
     int k3 = ls_plan_bits_index(3);
     for (int l = 0; l < L; l++) {
         printf("%-6d", l);
-        for (int j = 0; j < NTRUE; j++) printf(" %+9.5f", dl[l * NTRUE + j]);
+        for (int j = 0; j < NTRUE; j++) printf(" %9.2e %+9.5f", kl[l * NTRUE + j], dl[l * NTRUE + j]);
         for (int k = 0; k < NIND; k++) printf(" %9.4f", om[((size_t)k * L + l) * NB + k3]);
         printf("\n");
     }
@@ -169,9 +214,15 @@ int main(int argc, char **argv) {
     cJSON_AddNumberToObject(j, "load1", la[0]);
     cJSON_AddNumberToObject(j, "heldout_loss_16bit", base);
     cJSON_AddNumberToObject(j, "heldout_tokens", (double)n);
+    cJSON_AddNumberToObject(j, "truth_seconds", truth_s);
     cJSON_AddNumberToObject(j, "calib_tokens", (double)cr.tokens);
-    cJSON *jd = cJSON_AddArrayToObject(j, "dloss");
-    for (int l = 0; l < L; l++) cJSON_AddItemToArray(jd, cJSON_CreateDoubleArray(dl + l * NTRUE, NTRUE));
+    cJSON_AddNumberToObject(j, "heldout_windows", (double)windows);
+    cJSON_AddItemToObject(j, "truth_bits", cJSON_CreateIntArray(true_bits, NTRUE));
+    cJSON *jk = cJSON_AddArrayToObject(j, "kl"), *jd = cJSON_AddArrayToObject(j, "dloss");
+    for (int l = 0; l < L; l++) {
+        cJSON_AddItemToArray(jk, cJSON_CreateDoubleArray(kl + l * NTRUE, NTRUE));
+        cJSON_AddItemToArray(jd, cJSON_CreateDoubleArray(dl + l * NTRUE, NTRUE));
+    }
     printf("\n%-22s %9s %9s %9s %9s\n", "indicator", "rho@3", "rho@4", "pooled", "seconds");
     double *x = malloc(sizeof(double) * (size_t)L * NTRUE), *y = malloc(sizeof(double) * (size_t)L * NTRUE);
     for (int k = 0; k < NIND; k++) {
@@ -179,7 +230,7 @@ int main(int argc, char **argv) {
         double rho[NTRUE + 1];
         for (int jb = 0; jb < NTRUE; jb++) {
             int kb = ls_plan_bits_index(true_bits[jb]);
-            for (int l = 0; l < L; l++) x[l] = o[l * NB + kb], y[l] = dl[l * NTRUE + jb];
+            for (int l = 0; l < L; l++) x[l] = o[l * NB + kb], y[l] = kl[l * NTRUE + jb];
             rho[jb] = spearman(x, y, L);
         }
         for (int l = 0; l < L; l++)
@@ -205,6 +256,8 @@ int main(int argc, char **argv) {
     free(y);
     free(om);
     free(dl);
+    free(kl);
+    free(ref);
     ls_corpus_free(c);
     ls_bpe_free(bpe);
     ls_plan_catalog_free(cat);
