@@ -26,10 +26,10 @@
 #include "llmsys/train.h"
 
 #define NB LS_PLAN_NBITS
-enum { NIND = 5, NTRUE = 2, MAXDATA = 16 };
+enum { NIND = 6, NTRUE = 2, MAXDATA = 16 };
 static const int true_bits[NTRUE] = {3, 4}; /* where the planner's choices are */
-static const char *const ind_name[NIND] = {"default profile", "variance, propagated", "variance, calibrated",
-                                           "measured, propagated", "measured, calibrated"};
+static const char *const ind_name[NIND] = {"default profile",      "variance, propagated", "variance, calibrated",
+                                           "measured, propagated", "measured, calibrated", "KL, train split"};
 
 /* Ranks of x[0..n) (ties share their mean rank). */
 static void ranks(const double *x, int n, double *r) {
@@ -50,53 +50,6 @@ static double spearman(const double *x, const double *y, int n) {
         sxy += (rx[i] - mx) * (ry[i] - my), sxx += (rx[i] - mx) * (rx[i] - mx), syy += (ry[i] - my) * (ry[i] - my);
     free(rx);
     return sxx > 0 && syy > 0 ? sxy / sqrt(sxx * syy) : NAN;
-}
-
-/* An engine of model with layer `one` at b bits and the others at 16 (one < 0: all at 16). */
-static int engine_open(const char *model, int L, int one, int b, ls_engine **e) {
-    int bits[LS_PLAN_MAX_LAYER];
-    for (int l = 0; l < L; l++) bits[l] = l == one ? b : 16;
-    ls_engine_opts eo = ls_engine_defaults();
-    eo.bits = bits;
-    return ls_engine_open(e, model, &eo);
-}
-
-/* log-softmax of the logits row x (V) into y. */
-static void log_softmax(const float *x, int V, double *y) {
-    double mx = x[0], s = 0;
-    for (int v = 1; v < V; v++) mx = x[v] > mx ? x[v] : mx;
-    for (int v = 0; v < V; v++) s += exp(x[v] - mx);
-    for (int v = 0; v < V; v++) y[v] = x[v] - mx - log(s);
-}
-
-/* The windows scored (ls_eval_windows) of tok through engine e: the log-probabilities of
- * every position into lp (windows x T x V) when ref is NULL; else the mean KL(ref || e) over
- * positions into *kl and the mean NLL of the next token into *nll. */
-static int engine_pass(ls_engine *e, const uint16_t *tok, size_t n, int T, size_t windows, size_t avail, double *lp,
-                       const double *ref, double *kl, double *nll) {
-    int V = ls_engine_config(e)->vocab, *in = malloc(sizeof(int) * T);
-    ls_engine_seq sq = {0, 0, T};
-    float *lg = malloc(sizeof(float) * ls_engine_out_floats(e, &sq, 1, 1));
-    double *row = malloc(sizeof(double) * V), skl = 0, snll = 0;
-    int rc = in && lg && row ? LS_OK : ls_err(LS_ENOMEM, "bench_indicator");
-    for (size_t w = 0; w < windows && rc == LS_OK; w++) {
-        size_t p0 = ls_eval_window_start(w, windows, avail, T);
-        for (int t = 0; t < T; t++) in[t] = tok[p0 + (size_t)t];
-        rc = ls_engine_forward(e, &sq, 1, in, NULL, lg, 1);
-        for (int t = 0; t < T && rc == LS_OK; t++) {
-            double *y = ref ? row : lp + (w * T + (size_t)t) * V;
-            log_softmax(lg + (size_t)t * V, V, y);
-            if (!ref) continue;
-            const double *r = ref + (w * T + (size_t)t) * V;
-            for (int v = 0; v < V; v++) skl += exp(r[v]) * (r[v] - y[v]);
-            snll -= y[tok[p0 + (size_t)t + 1]];
-        }
-    }
-    if (ref) *kl = skl / ((double)windows * T), *nll = snll / ((double)windows * T);
-    free(in);
-    free(lg);
-    free(row);
-    return rc;
 }
 
 /* Trains config for steps on data into out, in this process (one rank). */
@@ -182,6 +135,7 @@ int main(int argc, char **argv) {
         rc = k == 0   ? ls_plan_quality_default(&a, o)
              : k == 1 ? ls_plan_quality_from_checkpoint(model, &a, o)
              : k == 3 ? ls_plan_quality_measured(model, &a, o)
+             : k == 5 ? ls_quant_indicator_kl(model, data, nd, calib_tokens, &a, o)
                       : ls_plan_quality_calibrated(model, data, nd, calib_tokens, &a, o, k == 4, &cr);
         secs[k] = ls_now() - t0;
     }
@@ -189,39 +143,23 @@ int main(int argc, char **argv) {
     /* the truth: one layer at a time quantized, on the held-out split */
     size_t n, avail;
     const uint16_t *tok = ls_corpus_tokens(c, LS_SPLIT_HELDOUT, &n);
-    int T = mc.n_ctx, V = mc.vocab;
-    size_t windows = ls_eval_windows(n, T, eval_tokens, &avail);
-    if (rc == LS_OK && (!windows || windows * T * (size_t)V > ((size_t)1 << 27)))
-        rc = ls_err(LS_EINVAL, "held-out windows of %d tokens: %zu (need 1 to %zu: --eval-tokens)", T, windows,
-                    ((size_t)1 << 27) / ((size_t)T * V));
-    double *ref = rc == LS_OK ? malloc(sizeof(double) * windows * T * V) : NULL, base = 0, kl0;
-    double *kl = calloc((size_t)L * NTRUE, sizeof(double)), *dl = calloc((size_t)L * NTRUE, sizeof(double));
+    size_t windows = ls_eval_windows(n, mc.n_ctx, eval_tokens, &avail);
+    double *kl = calloc((size_t)L * NTRUE, sizeof(double)), *dl = calloc((size_t)L * NTRUE + 1, sizeof(double));
     double t0 = ls_now();
-    ls_engine *e = NULL;
-    if (rc == LS_OK) rc = engine_open(model, L, -1, 16, &e);
-    if (rc == LS_OK) rc = engine_pass(e, tok, n, T, windows, avail, ref, NULL, NULL, NULL);
-    if (rc == LS_OK) rc = engine_pass(e, tok, n, T, windows, avail, NULL, ref, &kl0, &base); /* KL 0 */
-    ls_engine_free(e);
-    for (int l = 0; l < L && rc == LS_OK; l++)
-        for (int j = 0; j < NTRUE && rc == LS_OK; j++) {
-            double nll = 0;
-            rc = engine_open(model, L, l, true_bits[j], &e);
-            if (rc == LS_OK) rc = engine_pass(e, tok, n, T, windows, avail, NULL, ref, &kl[l * NTRUE + j], &nll);
-            ls_engine_free(e);
-            dl[l * NTRUE + j] = nll - base;
-        }
-    double truth_s = ls_now() - t0;
+    if (rc == LS_OK) rc = ls_quant_layer_kl(model, tok, n, eval_tokens, true_bits, NTRUE, kl, dl);
+    double truth_s = ls_now() - t0, base = dl[L * NTRUE];
+    for (int i = 0; i < L * NTRUE; i++) dl[i] -= base;
     if (rc != LS_OK) {
         fprintf(stderr, "bench_indicator: %s\n", ls_errmsg());
         return 1;
     }
-    printf("held-out, every layer at 16 bits: loss %.4f nats/token over %zu windows of %d tokens (KL to itself %.1e); "
-           "calibration on %zu train tokens (loss %.4f); truth measured in %.1f s\n\n",
-           base, windows, T, kl0, cr.tokens, cr.loss, truth_s);
+    printf("held-out, every layer at 16 bits: next-token NLL %.4f nats over %zu windows of %d tokens; calibration on "
+           "%zu train tokens (loss %.4f); truth measured in %.1f s\n\n",
+           base, windows, mc.n_ctx, cr.tokens, cr.loss, truth_s);
 
     printf("%-6s", "layer");
     for (int j = 0; j < NTRUE; j++) printf("   KL@%d     dloss@%d  ", true_bits[j], true_bits[j]);
-    static const char *const shortn[NIND] = {"default", "var prop", "var cal", "meas prop", "meas cal"};
+    static const char *const shortn[NIND] = {"default", "var prop", "var cal", "meas prop", "meas cal", "KL train"};
     for (int k = 0; k < NIND; k++) printf(" %9s", shortn[k]);
     printf("   (the indicators: omega at 3 bits)\n");
     int k3 = ls_plan_bits_index(3);
@@ -284,7 +222,6 @@ int main(int argc, char **argv) {
     free(om);
     free(dl);
     free(kl);
-    free(ref);
     ls_corpus_free(c);
     ls_bpe_free(bpe);
     ls_plan_catalog_free(cat);

@@ -218,6 +218,9 @@ int ls_plan_calib_var(ls_model *m, const uint16_t *tok, size_t n, int T, int B, 
  * max_tokens) instead of propagated; r gets the calibration text's loss. */
 int ls_plan_quality_calibrated(const char *path, const char *const *paths, int n_paths, size_t max_tokens,
                                const ls_plan_arch *a, double *omega, int measured, ls_eval_result *r);
+/* Scales omega so that all layers at 4 bits sum to 1 (a unit the user can reason with);
+ * LS_EINVAL when that sum is 0 or not finite. Every indicator above ends with it. */
+int ls_plan_quality_normalise(const ls_plan_arch *a, double *omega);
 /* User file {"format":"llmsys-indicator","version":1,"omega":[[w3,w4,w8,w16],...]}. */
 int ls_plan_quality_from_file(const char *path, const ls_plan_arch *a, double *omega);
 int ls_plan_quality_write(const char *path, const ls_plan_arch *a, const double *omega);

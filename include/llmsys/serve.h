@@ -67,6 +67,20 @@ int ls_quant_eval_heldout(const char *fp32_path, const char *qpath, const char *
  * window of the model's context. */
 int ls_quant_eval_check(const char *fp32_path, const char *const *paths, int n_paths, double heldout,
                         size_t max_tokens);
+/* Measured sensitivity of each layer to quantization, through the serving engine's kernels:
+ * for layer l and width bits[j] (nb widths), the mean KL divergence of the next-token
+ * distribution of the fp32 checkpoint model with layer l at bits[j] and every other layer at 16
+ * from the all-16-bit model's, over the windows ls_eval_tokens would score of tok (windows of
+ * the model's context, about max_tokens, 0 all), in kl[l*nb + j]. nll (may be NULL) gets each
+ * one's mean next-token NLL, and nll[n_layer*nb] the all-16-bit model's. The reference
+ * distributions are held in memory: LS_EINVAL when they would pass 1 GiB (lower max_tokens). */
+int ls_quant_layer_kl(const char *model, const uint16_t *tok, size_t n, size_t max_tokens, const int *bits, int nb,
+                      double *kl, double *nll);
+/* The quality indicator measured end to end (`llmsys plan indicator --method kl`):
+ * omega[l*4 + k] = ls_quant_layer_kl of the fp32 checkpoint model at ls_plan_bits[k] (0 at 16
+ * bits, the reference) on the train split of the corpus paths, normalised as every indicator. */
+int ls_quant_indicator_kl(const char *model, const char *const *paths, int n_paths, size_t max_tokens,
+                          const ls_plan_arch *a, double *omega);
 /* `llmsys eval`: the checkpoint at path, fp32 (ls_eval_tokens, B windows per pass) or
  * quantized (the engine), on split s of the corpus (paths, co) in windows of T tokens (0: the
  * model's context), at most max_tokens (0: all). wall_s times the evaluation alone. */

@@ -123,6 +123,11 @@ int ls_corpus_load(ls_corpus **out, const char *const *paths, int n, const ls_co
 int ls_corpus_from_docs(ls_corpus **out, const char *what, const char *const *docs, const size_t *lens, int n,
                         const ls_corpus_opts *o);
 void ls_corpus_free(ls_corpus *c);
+/* The corpus at paths as the checkpoint ckpt was trained on it: tokenized with the vocabulary
+ * ckpt carries (*bpe, NULL for bytes) and split with o's held-out share (o may be NULL:
+ * defaults; its tokenizer is replaced). The caller frees both. */
+int ls_corpus_load_for(const char *ckpt, const char *const *paths, int n, const ls_corpus_opts *o, ls_corpus **out,
+                       ls_bpe **bpe);
 /* Tokens of a split (bytes 0..255 or BPE ids, LS_TOK_BOS, LS_TOK_EOS); *n receives the count. */
 const uint16_t *ls_corpus_tokens(const ls_corpus *c, ls_split s, size_t *n);
 int ls_corpus_num_docs(const ls_corpus *c);

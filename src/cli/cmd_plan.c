@@ -106,22 +106,28 @@ static int plan_list(int argc, char **argv) {
 static int plan_indicator(int argc, char **argv) {
     const char *model = NULL, *out = NULL, *how = "variance", *data = NULL;
     ls_strlist calib = {0};
-    int64_t calib_tokens = 16384;
+    int64_t calib_tokens = LS_ARG_UNSET64; /* 16384; 4096 for kl (21 engine passes of them) */
     ls_arg spec[] = {
         {"model", LS_ARG_STR, &model, "PATH", "llmsys checkpoint (or a catalog name for the default profile)", 1},
-        {"method", LS_ARG_STR, &how, "M", "variance (LLM-PQ, default) | measured | default"},
+        {"method", LS_ARG_STR, &how, "M",
+         "variance (LLM-PQ, default) | measured | default | kl (each layer quantized alone, the KL divergence of "
+         "the output measured on --calib-data)"},
         {"out", LS_ARG_PATH, &out, "FILE", "write the indicator (llmsys-indicator JSON)", 1},
         {"data", LS_ARG_PATH, &data, "DIR", "catalog directory"},
         {"calib-data", LS_ARG_PATH_LIST, &calib, "PATH",
          "variance, measured: the Linear inputs' variances measured on this text (its train split) by forward passes "
          "of the fp32 checkpoint, instead of propagated from the weights"},
-        {"calib-tokens", LS_ARG_I64, &calib_tokens, "N", "calibration tokens (default 16384; 0: the whole split)", 0,
-         LS_MIN(0)},
+        {"calib-tokens", LS_ARG_I64, &calib_tokens, "N",
+         "calibration tokens (default 16384, kl 4096; 0: the whole split)", 0, LS_MIN(0)},
     };
     int rc = ls_args("plan indicator", "Computes the per-layer, per-bit quality indicator of a model.", spec,
                      LS_NARGS(spec), argc, argv);
-    if (rc < 0 && calib.n && strcmp(how, "variance") && strcmp(how, "measured"))
-        rc = ls_usage_err("plan indicator", "--calib-data takes --method variance or measured, not '%s'", how);
+    int kl = !strcmp(how, "kl");
+    if (calib_tokens == LS_ARG_UNSET64) calib_tokens = kl ? 4096 : 16384;
+    if (rc < 0 && kl && !calib.n)
+        rc = ls_usage_err("plan indicator", "--method kl measures on text: give --calib-data PATH");
+    else if (rc < 0 && calib.n && strcmp(how, "variance") && strcmp(how, "measured") && !kl)
+        rc = ls_usage_err("plan indicator", "--calib-data takes --method variance, measured or kl, not '%s'", how);
     else if (rc < 0 && calib.n && !ls_is_file(model))
         rc = ls_usage_err("plan indicator", "--calib-data needs --model to be an llmsys checkpoint path, got '%s'",
                           model);
@@ -137,16 +143,19 @@ static int plan_indicator(int argc, char **argv) {
     else if (rc < 0 && ls_plan_resolve_model(cat, model, &arch))
         rc = fail_input();
     else if (rc < 0) {
-        int st = calib.n ? ls_plan_quality_calibrated(model, (const char *const *)calib.v, calib.n,
-                                                      (size_t)calib_tokens, &arch, om, !strcmp(how, "measured"), &cr)
-                         : ls_plan_quality_method(how, model, &arch, om);
+        const char *const *cv = (const char *const *)calib.v;
+        int st = kl        ? ls_quant_indicator_kl(model, cv, calib.n, (size_t)calib_tokens, &arch, om)
+                 : calib.n ? ls_plan_quality_calibrated(model, cv, calib.n, (size_t)calib_tokens, &arch, om,
+                                                        !strcmp(how, "measured"), &cr)
+                           : ls_plan_quality_method(how, model, &arch, om);
         if (st == LS_OK) st = ls_plan_quality_write(out, &arch, om);
         if (st) {
             rc = ls_cli_fail_rc(st);
         } else {
             rc = 0;
             printf("indicator of %s (%d layers, %s) written to %s", arch.name, arch.n_layer, how, out);
-            if (calib.n) printf("; input variances measured on %zu tokens (loss %.4f)", cr.tokens, cr.loss);
+            if (calib.n && !kl) printf("; input variances measured on %zu tokens (loss %.4f)", cr.tokens, cr.loss);
+            if (kl) printf("; measured on the train split of --calib-data");
             printf("\n");
         }
     }

@@ -20,8 +20,7 @@ static double step2(int bits) {
     return 1.0 / (q * q);
 }
 
-/* Scales omega so that all layers at 4 bits sum to 1 (a unit the user can reason with). */
-static int normalise(const ls_plan_arch *a, double *omega) {
+int ls_plan_quality_normalise(const ls_plan_arch *a, double *omega) {
     double s = 0;
     int k4 = ls_plan_bits_index(4);
     for (int i = 0; i < a->n_layer; i++) s += omega[i * NB + k4];
@@ -38,7 +37,7 @@ int ls_plan_quality_default(const ls_plan_arch *a, double *omega) {
         double s = 1.0 + 1.5 * exp(-i / 1.5) + 0.5 * exp(-(L - 1 - i) / 1.5);
         for (int k = 0; k < NB; k++) omega[i * NB + k] = s * step2(ls_plan_bits[k]);
     }
-    return normalise(a, omega);
+    return ls_plan_quality_normalise(a, omega);
 }
 
 /* ---------------------------------------------------------------- from a checkpoint */
@@ -155,7 +154,7 @@ static int checkpoint_indicator(const char *path, const ls_plan_arch *a, double 
         term(&(linear_t){mproj, C, F, cv ? cv + 3 * C : v_mlp}, acc);
         for (int b = 0; b < NB; b++) omega[l * NB + b] = acc[b];
     }
-    if (rc == LS_OK) rc = normalise(a, omega);
+    if (rc == LS_OK) rc = ls_plan_quality_normalise(a, omega);
 done:
     free(v_ln);
     free(v_att);
@@ -227,11 +226,8 @@ int ls_plan_quality_calibrated(const char *path, const char *const *paths, int n
     ls_bpe *bpe = NULL;
     ls_corpus *c = NULL;
     double *var = NULL;
-    ls_corpus_opts co = ls_corpus_defaults();
-    int rc = ls_ckpt_load(path, LS_CKPT_WEIGHTS, &m, NULL);         /* fp32 only */
-    if (rc == LS_OK) rc = ls_ckpt_tokenizer_load(path, NULL, &bpe); /* the text tokenized as in training */
-    co.tokenizer = bpe;
-    if (rc == LS_OK) rc = ls_corpus_load(&c, paths, n_paths, &co);
+    int rc = ls_ckpt_load(path, LS_CKPT_WEIGHTS, &m, NULL); /* fp32 only */
+    if (rc == LS_OK) rc = ls_corpus_load_for(path, paths, n_paths, NULL, &c, &bpe);
     if (rc == LS_OK) {
         const ls_model_config *mc = ls_model_cfg(m);
         var = malloc(sizeof(double) * (size_t)mc->n_layer * (3 * (size_t)mc->d_model + mc->d_ff));
@@ -278,7 +274,7 @@ int ls_plan_quality_from_file(const char *path, const ls_plan_arch *a, double *o
         }
     }
     cJSON_Delete(j);
-    if (rc == LS_OK) rc = normalise(a, omega);
+    if (rc == LS_OK) rc = ls_plan_quality_normalise(a, omega);
     return rc;
 }
 

@@ -2,6 +2,7 @@
  * bits-map files, and `llmsys quantize` (quantize, then held-out bits/byte against fp32). */
 #include <cjson/cJSON.h>
 #include <ctype.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -195,18 +196,12 @@ void ls_quantize_result_free(ls_quantize_result *r) {
     r->n_layer = 0;
 }
 
-/* The corpus at paths split as in training (heldout share), tokenized with the tokenizer the
- * checkpoint ckpt carries (bytes when none); the caller frees both. */
+/* The corpus at paths split as in training (heldout share), tokenized as ckpt was trained. */
 static int load_corpus(const char *ckpt, const char *const *paths, int n_paths, double heldout, ls_corpus **c,
                        ls_bpe **bpe) {
     ls_corpus_opts co = ls_corpus_defaults();
     co.heldout_frac = heldout;
-    *bpe = NULL;
-    LS_TRY(ls_ckpt_tokenizer_load(ckpt, NULL, bpe));
-    co.tokenizer = *bpe;
-    int rc = ls_corpus_load(c, paths, n_paths, &co);
-    if (rc) ls_bpe_free(*bpe), *bpe = NULL;
-    return rc;
+    return ls_corpus_load_for(ckpt, paths, n_paths, &co, c, bpe);
 }
 
 int ls_quant_eval_check(const char *fp32_path, const char *const *paths, int n_paths, double heldout,
@@ -264,10 +259,7 @@ int ls_eval_checkpoint(const char *path, const char *const *paths, int n_paths, 
              : quantized < 0 ? quantized
                              : ls_ckpt_load(path, LS_CKPT_WEIGHTS, &m, NULL);
     ls_bpe *bpe = NULL; /* the checkpoint's vocabulary: the text is tokenized as in training */
-    ls_corpus_opts cop = *co;
-    if (rc == LS_OK) rc = ls_ckpt_tokenizer_load(path, NULL, &bpe);
-    cop.tokenizer = bpe;
-    if (rc == LS_OK) rc = ls_corpus_load(&c, paths, n_paths, &cop);
+    if (rc == LS_OK) rc = ls_corpus_load_for(path, paths, n_paths, co, &c, &bpe);
     if (rc == LS_OK) {
         size_t n;
         const uint16_t *tok = ls_corpus_tokens(c, s, &n);
@@ -320,5 +312,110 @@ int ls_quantize_report_write(const char *report, const char *model, const char *
     }
     int rc = ls_json_write_file(report, j);
     cJSON_Delete(j);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- sensitivity */
+
+/* An engine of model with layer `one` at b bits and the others at 16 (one < 0: all at 16). */
+static int engine_one_layer(const char *model, int L, int one, int b, ls_engine **e) {
+    int *bits = malloc(sizeof(int) * (size_t)L);
+    if (!bits) return ls_err(LS_ENOMEM, "sensitivity: out of memory");
+    for (int l = 0; l < L; l++) bits[l] = l == one ? b : 16;
+    ls_engine_opts eo = ls_engine_defaults();
+    eo.bits = bits;
+    int rc = ls_engine_open(e, model, &eo);
+    free(bits);
+    return rc;
+}
+
+/* log-softmax of the logits row x (V) into y. */
+static void log_softmax(const float *x, int V, double *y) {
+    double mx = x[0], s = 0;
+    for (int v = 1; v < V; v++) mx = x[v] > mx ? x[v] : mx;
+    for (int v = 0; v < V; v++) s += exp(x[v] - mx);
+    for (int v = 0; v < V; v++) y[v] = x[v] - mx - log(s);
+}
+
+/* The windows of tok through engine e (T tokens each, spread over avail): every position's
+ * log-probabilities into lp (windows x T x V) when ref is NULL; else the mean KL(ref || e)
+ * into *kl, and the mean next-token NLL into *nll. */
+static int engine_pass(ls_engine *e, const uint16_t *tok, int T, size_t windows, size_t avail, double *lp,
+                       const double *ref, double *kl, double *nll) {
+    int V = ls_engine_config(e)->vocab, *in = malloc(sizeof(int) * (size_t)T);
+    ls_engine_seq sq = {0, 0, T};
+    float *lg = malloc(sizeof(float) * ls_engine_out_floats(e, &sq, 1, 1));
+    double *row = malloc(sizeof(double) * (size_t)V), skl = 0, snll = 0;
+    int rc = in && lg && row ? LS_OK : ls_err(LS_ENOMEM, "sensitivity: out of memory");
+    for (size_t w = 0; w < windows && rc == LS_OK; w++) {
+        size_t p0 = ls_eval_window_start(w, windows, avail, T);
+        for (int t = 0; t < T; t++) in[t] = tok[p0 + (size_t)t];
+        rc = ls_engine_forward(e, &sq, 1, in, NULL, lg, 1);
+        for (int t = 0; t < T && rc == LS_OK; t++) {
+            double *y = ref ? row : lp + (w * T + (size_t)t) * V;
+            log_softmax(lg + (size_t)t * V, V, y);
+            const double *r = ref ? ref + (w * T + (size_t)t) * V : y;
+            for (int v = 0; ref && v < V; v++) skl += exp(r[v]) * (r[v] - y[v]);
+            snll -= y[tok[p0 + (size_t)t + 1]];
+        }
+    }
+    if (kl) *kl = skl / ((double)windows * T);
+    if (nll) *nll = snll / ((double)windows * T);
+    free(in);
+    free(lg);
+    free(row);
+    return rc;
+}
+
+int ls_quant_layer_kl(const char *model, const uint16_t *tok, size_t n, size_t max_tokens, const int *bits, int nb,
+                      double *kl, double *nll) {
+    ls_model_config cfg;
+    int *qb = NULL;
+    LS_TRY(ls_ckpt_info(model, &cfg, &qb, NULL));
+    free(qb);
+    int L = cfg.n_layer, T = cfg.n_ctx, V = cfg.vocab;
+    size_t avail, windows = ls_eval_windows(n, T, max_tokens, &avail), cap = (size_t)1 << 27; /* doubles: 1 GiB */
+    if (!windows) return ls_err(LS_EINVAL, "sensitivity: %zu tokens, need at least %d", n, T + 1);
+    if (windows * T > cap / (size_t)V)
+        return ls_err(LS_EINVAL,
+                      "sensitivity: %zu tokens of %d-token windows would hold %zu reference "
+                      "distributions of %d; at most %zu tokens here",
+                      windows * T, T, windows * T, V, cap / V);
+    double *ref = malloc(sizeof(double) * windows * T * V);
+    ls_engine *e = NULL;
+    int rc = ref ? engine_one_layer(model, L, -1, 16, &e) : ls_err(LS_ENOMEM, "sensitivity: reference");
+    if (rc == LS_OK) rc = engine_pass(e, tok, T, windows, avail, ref, NULL, NULL, nll ? nll + L * nb : NULL);
+    ls_engine_free(e);
+    for (int l = 0; l < L && rc == LS_OK; l++)
+        for (int j = 0; j < nb && rc == LS_OK; j++) {
+            e = NULL;
+            rc = engine_one_layer(model, L, l, bits[j], &e);
+            if (rc == LS_OK)
+                rc = engine_pass(e, tok, T, windows, avail, NULL, ref, &kl[l * nb + j], nll ? &nll[l * nb + j] : NULL);
+            ls_engine_free(e);
+        }
+    free(ref);
+    return rc;
+}
+
+int ls_quant_indicator_kl(const char *model, const char *const *paths, int n_paths, size_t max_tokens,
+                          const ls_plan_arch *a, double *omega) {
+    ls_corpus *c;
+    ls_bpe *bpe;
+    LS_TRY(ls_corpus_load_for(model, paths, n_paths, NULL, &c, &bpe));
+    size_t n;
+    const uint16_t *tok = ls_corpus_tokens(c, LS_SPLIT_TRAIN, &n); /* the held-out text stays unseen */
+    int L = a->n_layer, nb = LS_PLAN_NBITS - 1;                    /* every width but 16, the reference */
+    double *kl = malloc(sizeof(double) * (size_t)L * nb);
+    int rc =
+        kl ? ls_quant_layer_kl(model, tok, n, max_tokens, ls_plan_bits, nb, kl, NULL) : ls_err(LS_ENOMEM, "indicator");
+    for (int l = 0; l < L && rc == LS_OK; l++) {
+        for (int k = 0; k < nb; k++) omega[l * LS_PLAN_NBITS + k] = kl[l * nb + k];
+        omega[l * LS_PLAN_NBITS + nb] = 0;
+    }
+    if (rc == LS_OK) rc = ls_plan_quality_normalise(a, omega);
+    free(kl);
+    ls_corpus_free(c);
+    ls_bpe_free(bpe);
     return rc;
 }

@@ -382,3 +382,15 @@ int ls_split_parse(const char *name, ls_split *out) {
         }
     return ls_err(LS_EINVAL, "--split must be heldout, train or all, got '%s'", name);
 }
+
+int ls_corpus_load_for(const char *ckpt, const char *const *paths, int n, const ls_corpus_opts *o, ls_corpus **out,
+                       ls_bpe **bpe) {
+    ls_corpus_opts co = o ? *o : ls_corpus_defaults();
+    *out = NULL;
+    *bpe = NULL;
+    LS_TRY(ls_ckpt_tokenizer_load(ckpt, NULL, bpe));
+    co.tokenizer = *bpe;
+    int rc = ls_corpus_load(out, paths, n, &co);
+    if (rc) ls_bpe_free(*bpe), *bpe = NULL;
+    return rc;
+}

@@ -43,6 +43,10 @@ grep -q "input variances measured on" "$T/out" || fail "calibrated indicator out
 echo '{"format":"llmsys-cluster","version":1,"nodes":[{"gpu":"T4-16G","count":2}]}' >"$T/c4.json"
 expect 0 "plan serve with it" -- "$BIN" plan serve --cluster "$T/c4.json" --model "$T/m.safetensors" --prompt 32 \
   --gen 16 --quality max:0.5 --indicator "$T/ic.json" --quiet
+expect 0 "indicator kl" -- "$BIN" plan indicator --model "$T/m.safetensors" --method kl \
+  --calib-data /usr/share/common-licenses --calib-tokens 500 --out "$T/ik.json"
+grep -q "measured on the train split" "$T/out" || fail "kl indicator output: $(cat "$T/out")"
+expect 2 "kl without calib data" -- "$BIN" plan indicator --model "$T/m.safetensors" --method kl --out "$T/ib.json"
 expect 2 "calib with method default" -- "$BIN" plan indicator --model "$T/m.safetensors" --method default \
   --calib-data /usr/share/common-licenses --out "$T/ib.json"
 expect 2 "calib of a catalog model" -- "$BIN" plan indicator --model opt-30b --calib-data /usr/share/common-licenses \

@@ -1,8 +1,10 @@
-/* test_calib.c - the calibrated quality indicator: ls_plan_calib_var's per-feature variances of
+/* test_calib.c - the measured quality indicators: ls_plan_calib_var's per-feature variances of
  * every block Linear's input against a float64 forward written here (layer 0, where one-token
  * windows make attention the identity on V, and the LayerNorm input of longer windows), the
- * evaluation loss it reports against ls_eval_tokens, and ls_plan_quality_calibrated's omega
- * against the variance term computed by hand from those variances and the weights. */
+ * evaluation loss it reports against ls_eval_tokens, ls_plan_quality_calibrated's omega
+ * against the variance term computed by hand from those variances and the weights;
+ * ls_quant_layer_kl against a KL divergence computed here from two engines' logits, its NLL
+ * against ls_engine_eval_tokens, and the kl indicator's shape. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -205,6 +207,96 @@ static void test_indicator(void) {
     rmdir(dir);
 }
 
+static void log_softmax(const float *x, int V, double *y) {
+    double mx = -INFINITY, s = 0;
+    for (int v = 0; v < V; v++) mx = fmax(mx, x[v]);
+    for (int v = 0; v < V; v++) s += exp(x[v] - mx);
+    for (int v = 0; v < V; v++) y[v] = x[v] - mx - log(s);
+}
+
+static void test_layer_kl(void) {
+    char dir[] = "/tmp/ls_calib_XXXXXX", ck[128], txt[128];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(ck, sizeof ck, "%s/m.safetensors", dir);
+    snprintf(txt, sizeof txt, "%s/t.txt", dir);
+    CHECK(ls_ckpt_save(ck, m, 0, NULL, LS_CKPT_WEIGHTS) == LS_OK);
+    int L = cfg.n_layer, T = cfg.n_ctx, V = cfg.vocab;
+    size_t n = 301;
+    uint16_t *tok = tokens(n, 7);
+    const int bits[3] = {16, 3, 8};
+    double kl[2 * 3], nll[2 * 3 + 1];
+    CHECK(ls_quant_layer_kl(ck, tok, n, 0, bits, 3, kl, nll) == LS_OK);
+    for (int l = 0; l < L; l++) {
+        CHECK(kl[l * 3] == 0); /* at 16 bits the layer is the reference's */
+        CHECK_MSG(kl[l * 3 + 1] > kl[l * 3 + 2] && kl[l * 3 + 2] > 0, "layer %d: KL at 3 bits %g, at 8 %g", l,
+                  kl[l * 3 + 1], kl[l * 3 + 2]);
+        CHECK_NEAR(nll[l * 3], nll[L * 3], 0);
+    }
+    /* the reference's NLL: the evaluator's loss on the same windows (no BOS among bytes) */
+    int all16[2] = {16, 16}, one3[2] = {16, 3};
+    ls_engine_opts eo = ls_engine_defaults();
+    eo.bits = all16;
+    ls_engine *e16, *e3;
+    CHECK(ls_engine_open(&e16, ck, &eo) == LS_OK);
+    ls_eval_result r;
+    CHECK(ls_engine_eval_tokens(e16, tok, n, T, 0, &r) == LS_OK);
+    CHECK_NEAR(nll[L * 3], r.loss, 1e-5);
+    /* one window, by hand: layer 1 at 3 bits against all at 16 */
+    double k1;
+    CHECK(ls_quant_layer_kl(ck, tok, n, (size_t)T, one3 + 1, 1, kl, NULL) == LS_OK);
+    k1 = kl[1];
+    eo.bits = one3;
+    CHECK(ls_engine_open(&e3, ck, &eo) == LS_OK);
+    size_t avail, W = ls_eval_windows(n, T, (size_t)T, &avail), p0 = ls_eval_window_start(0, W, avail, T);
+    CHECK(W == 1);
+    int *in = malloc(sizeof(int) * T);
+    for (int t = 0; t < T; t++) in[t] = tok[p0 + t];
+    ls_engine_seq sq = {0, 0, T};
+    float *la = malloc(sizeof(float) * T * V), *lb = malloc(sizeof(float) * T * V);
+    double *ya = malloc(sizeof(double) * V), *yb = malloc(sizeof(double) * V), want = 0;
+    CHECK(ls_engine_forward(e16, &sq, 1, in, NULL, la, 1) == LS_OK);
+    CHECK(ls_engine_forward(e3, &sq, 1, in, NULL, lb, 1) == LS_OK);
+    for (int t = 0; t < T; t++) {
+        log_softmax(la + (size_t)t * V, V, ya);
+        log_softmax(lb + (size_t)t * V, V, yb);
+        for (int v = 0; v < V; v++) want += exp(ya[v]) * (ya[v] - yb[v]) / T;
+    }
+    CHECK_NEAR(k1, want, 1e-9 + 1e-6 * want);
+    CHECK(want > 0);
+    /* too little text: one clear error */
+    CHECK(ls_quant_layer_kl(ck, tok, 10, 0, bits, 3, kl, NULL) == LS_EINVAL);
+
+    /* the kl indicator: 0 at 16 bits, normalised, cheaper with more bits */
+    FILE *f = fopen(txt, "w");
+    for (int i = 0; i < 3000; i++) fputc('a' + (int)tok[i % n] % 20, f);
+    fclose(f);
+    ls_plan_arch a;
+    ls_plan_catalog *cat;
+    CHECK(ls_plan_catalog_load(NULL, &cat) == LS_OK);
+    CHECK(ls_plan_resolve_model(cat, ck, &a) == LS_OK);
+    double om[2 * LS_PLAN_NBITS], sum4 = 0;
+    const char *paths[1] = {txt};
+    CHECK(ls_quant_indicator_kl(ck, paths, 1, 1000, &a, om) == LS_OK);
+    for (int l = 0; l < L; l++) {
+        const double *o = om + l * LS_PLAN_NBITS; /* 3, 4, 8, 16 bits */
+        CHECK(o[3] == 0 && o[0] > o[1] && o[1] > o[2] && o[2] > 0);
+        sum4 += o[1];
+    }
+    CHECK_NEAR(sum4, 1, 1e-12);
+    ls_plan_catalog_free(cat);
+    free(in);
+    free(la);
+    free(lb);
+    free(ya);
+    free(yb);
+    free(tok);
+    ls_engine_free(e16);
+    ls_engine_free(e3);
+    unlink(ck);
+    unlink(txt);
+    rmdir(dir);
+}
+
 int main(void) {
     CHECK(ls_model_config_named("tiny", &cfg) == LS_OK);
     CHECK(ls_model_init(&m, &cfg, 3) == LS_OK);
@@ -222,6 +314,7 @@ int main(void) {
     }
     RUN(test_layer0);
     RUN(test_indicator);
+    RUN(test_layer_kl);
     ls_model_free(m);
     return TEST_RESULT();
 }
