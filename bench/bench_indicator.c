@@ -5,7 +5,8 @@
  * held-out loss, which is reported but too small against its rounding to rank by), for every
  * layer and each b. Each indicator's omega[layer, b] is scored by its Spearman rank
  * correlation with the KL, per bit width (over the layers) and pooled (over every layer and
- * width); the default profile, which reads no weights, is the baseline.
+ * width), and by the Pearson correlation of their logarithms, pooled (the sizes, which the
+ * planner adds up); the default profile, which reads no weights, is the baseline.
  *
  * Usage: bench_indicator [--model CKPT] [--data PATH ...] [--calib-tokens N] [--eval-tokens N]
  *                        [--quick] [--out FILE]
@@ -41,6 +42,23 @@ static void ranks(const double *x, int n, double *r) {
 }
 
 /* Spearman's rho: Pearson's correlation of the ranks. */
+/* Pearson's correlation of log x and log y over the pairs where both are > 0: whether the
+ * sizes agree (the planner sums omega), not only the order. */
+static double log_pearson(const double *x, const double *y, int n) {
+    double mx = 0, my = 0, sxy = 0, sxx = 0, syy = 0;
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (x[i] > 0 && y[i] > 0) mx += log(x[i]), my += log(y[i]), m++;
+    if (m < 2) return NAN;
+    mx /= m, my /= m;
+    for (int i = 0; i < n; i++)
+        if (x[i] > 0 && y[i] > 0) {
+            double a = log(x[i]) - mx, b = log(y[i]) - my;
+            sxy += a * b, sxx += a * a, syy += b * b;
+        }
+    return sxx > 0 && syy > 0 ? sxy / sqrt(sxx * syy) : NAN;
+}
+
 static double spearman(const double *x, const double *y, int n) {
     double *rx = malloc(sizeof(double) * (size_t)n * 2), *ry = rx + n, mx = 0, my = 0, sxy = 0, sxx = 0, syy = 0;
     ranks(x, n, rx);
@@ -188,7 +206,7 @@ int main(int argc, char **argv) {
         cJSON_AddItemToArray(jk, cJSON_CreateDoubleArray(kl + l * NTRUE, NTRUE));
         cJSON_AddItemToArray(jd, cJSON_CreateDoubleArray(dl + l * NTRUE, NTRUE));
     }
-    printf("\n%-22s %9s %9s %9s %9s\n", "indicator", "rho@3", "rho@4", "pooled", "seconds");
+    printf("\n%-22s %9s %9s %9s %9s %9s\n", "indicator", "rho@3", "rho@4", "pooled", "log r", "seconds");
     double *x = malloc(sizeof(double) * (size_t)L * NTRUE), *y = malloc(sizeof(double) * (size_t)L * NTRUE);
     for (int k = 0; k < NIND; k++) {
         const double *o = om + (size_t)k * L * NB;
@@ -201,14 +219,16 @@ int main(int argc, char **argv) {
         for (int l = 0; l < L; l++)
             for (int jb = 0; jb < NTRUE; jb++)
                 x[l * NTRUE + jb] = o[l * NB + ls_plan_bits_index(true_bits[jb])],
-                              y[l * NTRUE + jb] = dl[l * NTRUE + jb];
+                              y[l * NTRUE + jb] = kl[l * NTRUE + jb];
         rho[NTRUE] = spearman(x, y, L * NTRUE);
-        printf("%-22s %9.3f %9.3f %9.3f %9.2f\n", ind_name[k], rho[0], rho[1], rho[2], secs[k]);
+        double logr = log_pearson(x, y, L * NTRUE);
+        printf("%-22s %9.3f %9.3f %9.3f %9.3f %9.2f\n", ind_name[k], rho[0], rho[1], rho[2], logr, secs[k]);
         cJSON *ji = cJSON_CreateObject();
         cJSON_AddStringToObject(ji, "name", ind_name[k]);
         cJSON_AddNumberToObject(ji, "rho_3bit", rho[0]);
         cJSON_AddNumberToObject(ji, "rho_4bit", rho[1]);
         cJSON_AddNumberToObject(ji, "rho_pooled", rho[2]);
+        cJSON_AddNumberToObject(ji, "log_pearson_pooled", logr);
         cJSON_AddNumberToObject(ji, "seconds", secs[k]);
         cJSON *jo = cJSON_AddArrayToObject(ji, "omega");
         for (int l = 0; l < L; l++) cJSON_AddItemToArray(jo, cJSON_CreateDoubleArray(o + l * NB, NB));

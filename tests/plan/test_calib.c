@@ -147,12 +147,17 @@ static double term(const float *w, int out, int in, const double *v) {
     return range * range * sv;
 }
 
+/* A scratch directory dir with the model saved in ck and txt's path beside it. */
+static void scratch(char *dir, char ck[128], char txt[128]) {
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(ck, 128, "%s/m.safetensors", dir);
+    snprintf(txt, 128, "%s/t.txt", dir);
+    CHECK(ls_ckpt_save(ck, m, 0, NULL, LS_CKPT_WEIGHTS) == LS_OK);
+}
+
 static void test_indicator(void) {
     char dir[] = "/tmp/ls_calib_XXXXXX", ck[128], txt[128];
-    CHECK(mkdtemp(dir) != NULL);
-    snprintf(ck, sizeof ck, "%s/m.safetensors", dir);
-    snprintf(txt, sizeof txt, "%s/t.txt", dir);
-    CHECK(ls_ckpt_save(ck, m, 0, NULL, LS_CKPT_WEIGHTS) == LS_OK);
+    scratch(dir, ck, txt);
     FILE *f = fopen(txt, "w");
     ls_rng r;
     ls_rng_seed(&r, 9);
@@ -216,10 +221,7 @@ static void log_softmax(const float *x, int V, double *y) {
 
 static void test_layer_kl(void) {
     char dir[] = "/tmp/ls_calib_XXXXXX", ck[128], txt[128];
-    CHECK(mkdtemp(dir) != NULL);
-    snprintf(ck, sizeof ck, "%s/m.safetensors", dir);
-    snprintf(txt, sizeof txt, "%s/t.txt", dir);
-    CHECK(ls_ckpt_save(ck, m, 0, NULL, LS_CKPT_WEIGHTS) == LS_OK);
+    scratch(dir, ck, txt);
     int L = cfg.n_layer, T = cfg.n_ctx, V = cfg.vocab;
     size_t n = 301;
     uint16_t *tok = tokens(n, 7);
