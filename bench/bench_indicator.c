@@ -27,10 +27,11 @@
 #include "llmsys/train.h"
 
 #define NB LS_PLAN_NBITS
-enum { NIND = 6, NTRUE = 2, MAXDATA = 16 };
+enum { NIND = 8, NTRUE = 2, MAXDATA = 16 };
 static const int true_bits[NTRUE] = {3, 4}; /* where the planner's choices are */
 static const char *const ind_name[NIND] = {"default profile",      "variance, propagated", "variance, calibrated",
-                                           "measured, propagated", "measured, calibrated", "KL, train split"};
+                                           "measured, propagated", "measured, calibrated", "variance, relative",
+                                           "measured, relative",   "KL, train split"};
 
 /* Ranks of x[0..n) (ties share their mean rank). */
 static void ranks(const double *x, int n, double *r) {
@@ -153,8 +154,11 @@ int main(int argc, char **argv) {
         rc = k == 0   ? ls_plan_quality_default(&a, o)
              : k == 1 ? ls_plan_quality_from_checkpoint(model, &a, o)
              : k == 3 ? ls_plan_quality_measured(model, &a, o)
-             : k == 5 ? ls_quant_indicator_kl(model, data, nd, calib_tokens, &a, o)
-                      : ls_plan_quality_calibrated(model, data, nd, calib_tokens, &a, o, k == 4, &cr);
+             : k == 7 ? ls_quant_indicator_kl(model, data, nd, calib_tokens, &a, o)
+                      : ls_plan_quality_calibrated(model, data, nd, calib_tokens, &a, o,
+                                                   (k == 4 || k == 6 ? LS_PLAN_QUALITY_MEASURED : 0) |
+                                                       (k >= 5 ? LS_PLAN_QUALITY_RELATIVE : 0),
+                                                   &cr);
         secs[k] = ls_now() - t0;
     }
 
@@ -177,7 +181,8 @@ int main(int argc, char **argv) {
 
     printf("%-6s", "layer");
     for (int j = 0; j < NTRUE; j++) printf("   KL@%d     dloss@%d  ", true_bits[j], true_bits[j]);
-    static const char *const shortn[NIND] = {"default", "var prop", "var cal", "meas prop", "meas cal", "KL train"};
+    static const char *const shortn[NIND] = {"default",  "var prop", "var cal",  "meas prop",
+                                             "meas cal", "var rel",  "meas rel", "KL train"};
     for (int k = 0; k < NIND; k++) printf(" %9s", shortn[k]);
     printf("   (the indicators: omega at 3 bits)\n");
     int k3 = ls_plan_bits_index(3);

@@ -193,6 +193,10 @@ const float *ls_model_logits(const ls_model *m);
  * (*rows, *in): rows = B·T of that forward, in = d_model (d_ff for LS_LIN_MPROJ). Readable
  * until the next forward; NULL before any forward or for l or kind out of range. */
 const float *ls_model_lin_input(const ls_model *m, int l, int kind, int *rows, int *in);
+/* 1/sqrt(var + eps) of every row's input to LayerNorm `which` (0: ln1, 1: ln2) of layer l in the
+ * last forward, or of the final LayerNorm for l = n_layer (which ignored): *rows = B·T
+ * entries. Readable until the next forward; NULL as ls_model_lin_input. */
+const float *ls_model_ln_rstd(const ls_model *m, int l, int which, int *rows);
 /* Per-position losses (B, T) of the last forward with targets: -log p(target), 0 where
  * the target is -1 (for eval: sum them for total nats). NULL if the last forward had none. */
 const float *ls_model_losses(const ls_model *m);

@@ -209,15 +209,24 @@ int ls_plan_quality_measured(const char *path, const ls_plan_arch *a, double *om
 /* Calibration (LLM-PQ's indicator from activations): the per-feature variance of every
  * block Linear's input over the windows ls_eval_tokens would score of tok (T tokens, B per
  * forward, about max_tokens, 0 all). var holds n_layer·(3·d_model + d_ff) entries, per layer
- * the inputs of qkv, proj, fc (d_model each) and mproj (d_ff); r gets the windows' loss. */
+ * the inputs of qkv, proj, fc (d_model each) and mproj (d_ff); rstd2 (may be NULL) 2·n_layer
+ * + 1: the mean 1/σ² of the input rows of ln1 and ln2 of each layer, then of the final
+ * LayerNorm; r gets the windows' loss. */
 int ls_plan_calib_var(ls_model *m, const uint16_t *tok, size_t n, int T, int B, size_t max_tokens, double *var,
-                      ls_eval_result *r);
-/* The variance indicator (measured 0) or the quantization-error one (1) of the fp32
- * checkpoint at path with its input variances measured by ls_plan_calib_var on the train
- * split of the corpus paths (tokenized as the checkpoint was trained, windows of n_ctx, about
- * max_tokens) instead of propagated; r gets the calibration text's loss. */
+                      double *rstd2, ls_eval_result *r);
+enum {
+    LS_PLAN_QUALITY_MEASURED = 1, /* the quantization-error term instead of the variance term */
+    LS_PLAN_QUALITY_RELATIVE = 2  /* each layer's attention terms times its ln2's mean 1/σ², its MLP
+                                     terms times the next LayerNorm's: errors relative to the
+                                     residual stream they are added to */
+};
+/* The variance indicator or (flags LS_PLAN_QUALITY_MEASURED) the quantization-error one of
+ * the fp32 checkpoint at path with its input variances measured by ls_plan_calib_var on the
+ * train split of the corpus paths (tokenized as the checkpoint was trained, windows of n_ctx,
+ * about max_tokens) instead of propagated, scaled as LS_PLAN_QUALITY_RELATIVE says when set;
+ * r gets the calibration text's loss. */
 int ls_plan_quality_calibrated(const char *path, const char *const *paths, int n_paths, size_t max_tokens,
-                               const ls_plan_arch *a, double *omega, int measured, ls_eval_result *r);
+                               const ls_plan_arch *a, double *omega, int flags, ls_eval_result *r);
 /* Scales omega so that all layers at 4 bits sum to 1 (a unit the user can reason with);
  * LS_EINVAL when that sum is 0 or not finite. Every indicator above ends with it. */
 int ls_plan_quality_normalise(const ls_plan_arch *a, double *omega);

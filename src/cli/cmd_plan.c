@@ -107,6 +107,7 @@ static int plan_indicator(int argc, char **argv) {
     const char *model = NULL, *out = NULL, *how = "variance", *data = NULL;
     ls_strlist calib = {0};
     int64_t calib_tokens = LS_ARG_UNSET64; /* 16384; 4096 for kl (21 engine passes of them) */
+    int relative = 0;
     ls_arg spec[] = {
         {"model", LS_ARG_STR, &model, "PATH", "llmsys checkpoint (or a catalog name for the default profile)", 1},
         {"method", LS_ARG_STR, &how, "M",
@@ -117,6 +118,9 @@ static int plan_indicator(int argc, char **argv) {
         {"calib-data", LS_ARG_PATH_LIST, &calib, "PATH",
          "variance, measured: the Linear inputs' variances measured on this text (its train split) by forward passes "
          "of the fp32 checkpoint, instead of propagated from the weights"},
+        {"relative", LS_ARG_FLAG, &relative, NULL,
+         "with --calib-data: each layer's error relative to the residual stream it is added to (the next "
+         "LayerNorm's measured 1/sigma^2)"},
         {"calib-tokens", LS_ARG_I64, &calib_tokens, "N",
          "calibration tokens (default 16384, kl 4096; 0: the whole split)", 0, LS_MIN(0)},
     };
@@ -128,6 +132,9 @@ static int plan_indicator(int argc, char **argv) {
         rc = ls_usage_err("plan indicator", "--method kl measures on text: give --calib-data PATH");
     else if (rc < 0 && calib.n && strcmp(how, "variance") && strcmp(how, "measured") && !kl)
         rc = ls_usage_err("plan indicator", "--calib-data takes --method variance, measured or kl, not '%s'", how);
+    else if (rc < 0 && relative && (!calib.n || kl))
+        rc = ls_usage_err("plan indicator", "--relative scales a calibrated variance or measured indicator: give "
+                                            "--calib-data, and not --method kl");
     else if (rc < 0 && calib.n && !ls_is_file(model))
         rc = ls_usage_err("plan indicator", "--calib-data needs --model to be an llmsys checkpoint path, got '%s'",
                           model);
@@ -146,7 +153,9 @@ static int plan_indicator(int argc, char **argv) {
         const char *const *cv = (const char *const *)calib.v;
         int st = kl        ? ls_quant_indicator_kl(model, cv, calib.n, (size_t)calib_tokens, &arch, om)
                  : calib.n ? ls_plan_quality_calibrated(model, cv, calib.n, (size_t)calib_tokens, &arch, om,
-                                                        !strcmp(how, "measured"), &cr)
+                                                        (!strcmp(how, "measured") ? LS_PLAN_QUALITY_MEASURED : 0) |
+                                                            (relative ? LS_PLAN_QUALITY_RELATIVE : 0),
+                                                        &cr)
                            : ls_plan_quality_method(how, model, &arch, om);
         if (st == LS_OK) st = ls_plan_quality_write(out, &arch, om);
         if (st) {

@@ -308,6 +308,13 @@ const float *ls_model_lin_input(const ls_model *m, int l, int kind, int *rows, i
     return x[kind];
 }
 
+const float *ls_model_ln_rstd(const ls_model *m, int l, int which, int *rows) {
+    if (!m->acts || !m->layers || l < 0 || l > m->cfg.n_layer || which < 0 || which > 1) return NULL;
+    *rows = m->B * m->T;
+    if (l == m->cfg.n_layer) return m->lnf_rstd;
+    return which ? m->layers[l].ln2_rstd : m->layers[l].ln1_rstd;
+}
+
 float ls_model_forward(ls_model *m, const int *tokens, const int *targets, int B, int T) {
     const ls_model_config *c = &m->cfg;
     int V = c->vocab, C = c->d_model, F = c->d_ff, NH = c->n_head, L = c->n_layer;

@@ -176,6 +176,7 @@ int ls_plan_quality_measured(const char *path, const ls_plan_arch *a, double *om
 typedef struct {
     int L, C, F;
     double *sum, *sq; /* per layer 3C + F features */
+    double *rs;       /* sums of 1/sigma^2 of the LayerNorms' input rows: ln1, ln2 per layer, then lnf */
     double rows;
 } calib_acc;
 
@@ -199,48 +200,72 @@ static int calib_add(const ls_model *m, void *ctx) {
             off += (size_t)in;
         }
     }
+    for (int l = 0; l <= c->L; l++)
+        for (int w = 0; w < (l < c->L ? 2 : 1); w++) {
+            const float *r = ls_model_ln_rstd(m, l, w, &rows);
+            if (!r) return ls_err(LS_ESTATE, "calibration: no activations after a forward");
+            for (int i = 0; i < rows; i++) c->rs[2 * l + w] += (double)r[i] * r[i];
+        }
     c->rows += rows;
     return LS_OK;
 }
 
 int ls_plan_calib_var(ls_model *m, const uint16_t *tok, size_t n, int T, int B, size_t max_tokens, double *var,
-                      ls_eval_result *r) {
+                      double *rstd2, ls_eval_result *r) {
     const ls_model_config *mc = ls_model_cfg(m);
-    size_t S = (size_t)3 * mc->d_model + mc->d_ff, NV = (size_t)mc->n_layer * S;
-    calib_acc c = {mc->n_layer, mc->d_model, mc->d_ff, calloc(NV, sizeof(double)), calloc(NV, sizeof(double)), 0};
-    int rc = c.sum && c.sq ? ls_eval_tokens_each(m, tok, n, T, B, max_tokens, calib_add, &c, r)
-                           : ls_err(LS_ENOMEM, "calibration sums");
+    size_t S = (size_t)3 * mc->d_model + mc->d_ff, NV = (size_t)mc->n_layer * S, NR = 2 * (size_t)mc->n_layer + 1;
+    calib_acc c = {mc->n_layer,
+                   mc->d_model,
+                   mc->d_ff,
+                   calloc(NV, sizeof(double)),
+                   calloc(NV, sizeof(double)),
+                   calloc(NR, sizeof(double)),
+                   0};
+    int rc = c.sum && c.sq && c.rs ? ls_eval_tokens_each(m, tok, n, T, B, max_tokens, calib_add, &c, r)
+                                   : ls_err(LS_ENOMEM, "calibration sums");
     if (rc == LS_OK && !(c.rows > 1)) rc = ls_err(LS_EINVAL, "calibration: fewer than 2 tokens forwarded");
     for (size_t i = 0; i < NV && rc == LS_OK; i++) {
         double mean = c.sum[i] / c.rows, v = c.sq[i] / c.rows - mean * mean;
         var[i] = v > 0 ? v : 0; /* rounding can leave -0 for a constant input */
     }
+    for (size_t i = 0; i < NR && rc == LS_OK && rstd2; i++) rstd2[i] = c.rs[i] / c.rows;
     free(c.sum);
     free(c.sq);
+    free(c.rs);
     return rc;
 }
 
 int ls_plan_quality_calibrated(const char *path, const char *const *paths, int n_paths, size_t max_tokens,
-                               const ls_plan_arch *a, double *omega, int measured, ls_eval_result *r) {
+                               const ls_plan_arch *a, double *omega, int flags, ls_eval_result *r) {
     ls_model *m = NULL;
     ls_bpe *bpe = NULL;
     ls_corpus *c = NULL;
-    double *var = NULL;
+    double *var = NULL, *rstd2 = NULL;
     int rc = ls_ckpt_load(path, LS_CKPT_WEIGHTS, &m, NULL); /* fp32 only */
     if (rc == LS_OK) rc = ls_corpus_load_for(path, paths, n_paths, NULL, &c, &bpe);
     if (rc == LS_OK) {
         const ls_model_config *mc = ls_model_cfg(m);
-        var = malloc(sizeof(double) * (size_t)mc->n_layer * (3 * (size_t)mc->d_model + mc->d_ff));
+        size_t L = (size_t)mc->n_layer, S = 3 * (size_t)mc->d_model + mc->d_ff;
+        var = malloc(sizeof(double) * L * S);
+        rstd2 = malloc(sizeof(double) * (2 * L + 1));
         size_t n;
         const uint16_t *tok = ls_corpus_tokens(c, LS_SPLIT_TRAIN, &n); /* the held-out text stays unseen */
-        rc = var ? ls_plan_calib_var(m, tok, n, mc->n_ctx, 8, max_tokens, var, r) : ls_err(LS_ENOMEM, "calibration");
+        rc = var && rstd2 ? ls_plan_calib_var(m, tok, n, mc->n_ctx, 8, max_tokens, var, rstd2, r)
+                          : ls_err(LS_ENOMEM, "calibration");
         if (rc < 0) rc = ls_err_wrap(rc, "calibration on the train split");
+        /* relative: each linear's error as a share of the residual stream it is added to,
+         * through the LayerNorm that reads it first (1/sigma^2 of that LN's input) */
+        for (size_t l = 0; l < L && rc == LS_OK && (flags & LS_PLAN_QUALITY_RELATIVE); l++) {
+            double w_att = rstd2[2 * l + 1], w_mlp = rstd2[2 * l + 2]; /* ln2 of l; ln1 of l+1, or lnf */
+            for (size_t k = 0; k < S; k++) var[l * S + k] *= k < 2 * (size_t)mc->d_model ? w_att : w_mlp;
+        }
     }
     if (m) ls_model_free(m);
     ls_corpus_free(c);
     ls_bpe_free(bpe);
-    if (rc == LS_OK) rc = checkpoint_indicator(path, a, omega, measured, var);
+    if (rc == LS_OK) rc = checkpoint_indicator(path, a, omega, flags & LS_PLAN_QUALITY_MEASURED, var);
     free(var);
+    free(rstd2);
     return rc;
 }
 

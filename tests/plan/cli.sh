@@ -46,6 +46,11 @@ expect 0 "plan serve with it" -- "$BIN" plan serve --cluster "$T/c4.json" --mode
 expect 0 "indicator kl" -- "$BIN" plan indicator --model "$T/m.safetensors" --method kl \
   --calib-data /usr/share/common-licenses --calib-tokens 500 --out "$T/ik.json"
 grep -q "measured on the train split" "$T/out" || fail "kl indicator output: $(cat "$T/out")"
+expect 0 "indicator relative" -- "$BIN" plan indicator --model "$T/m.safetensors" --method measured \
+  --calib-data /usr/share/common-licenses \
+  --calib-tokens 2000 --relative --out "$T/ir.json"
+cmp -s "$T/ir.json" "$T/ic.json" && fail "--relative wrote the same indicator as without it"
+expect 2 "relative without calib data" -- "$BIN" plan indicator --model "$T/m.safetensors" --relative --out "$T/ib.json"
 expect 2 "kl without calib data" -- "$BIN" plan indicator --model "$T/m.safetensors" --method kl --out "$T/ib.json"
 expect 2 "calib with method default" -- "$BIN" plan indicator --model "$T/m.safetensors" --method default \
   --calib-data /usr/share/common-licenses --out "$T/ib.json"

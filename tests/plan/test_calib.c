@@ -31,6 +31,14 @@ static void ln(const double *x, const float *w, const float *b, int C, double *o
     for (int c = 0; c < C; c++) o[c] = (x[c] - mu) / sqrt(v + 1e-5) * w[c] + b[c];
 }
 
+/* The biased variance of the C entries of x (what a LayerNorm divides by). */
+static double rowvar(const double *x, int C) {
+    double mu = 0, v = 0;
+    for (int c = 0; c < C; c++) mu += x[c] / C;
+    for (int c = 0; c < C; c++) v += (x[c] - mu) * (x[c] - mu) / C;
+    return v;
+}
+
 /* o (out) = W (out, in) x + b. */
 static void lin(const float *w, const float *b, const double *x, int out, int in, double *o) {
     for (int r = 0; r < out; r++) {
@@ -74,24 +82,27 @@ static void test_layer0(void) {
     double *var = malloc(sizeof(double) * L * S);
     ls_eval_result r, re;
     /* one-token windows: the attention output is V */
-    CHECK(ls_plan_calib_var(m, tok, n, 1, 7, 0, var, &r) == LS_OK);
+    double rs[2 * 2 + 1];
+    CHECK(ls_plan_calib_var(m, tok, n, 1, 7, 0, var, rs, &r) == LS_OK);
     CHECK(ls_eval_tokens(m, tok, n, 1, 7, 0, &re) == LS_OK);
     CHECK_NEAR(r.loss, re.loss, 0);
     CHECK(r.tokens == re.tokens && r.tokens == n - 1);
     size_t avail, W = ls_eval_windows(n, 1, 0, &avail);
     double *x = malloc(sizeof(double) * C), *qkv = malloc(sizeof(double) * 3 * C), *res = malloc(sizeof(double) * C);
-    double *a[4], *ref = malloc(sizeof(double) * S);
+    double *a[4], *ref = malloc(sizeof(double) * S), want_rs[2] = {0, 0};
     for (int k = 0; k < 4; k++) a[k] = malloc(sizeof(double) * W * (k == 3 ? F : C));
     const float *wte = ls_model_tensor(m, 0).data, *wpe = ls_model_tensor(m, 1).data;
     for (size_t w = 0; w < W; w++) {
         int t = tok[ls_eval_window_start(w, W, avail, 1)];
         for (int c = 0; c < C; c++) x[c] = (double)wte[(size_t)t * C + c] + wpe[c];
         ln(x, P(0, LS_LT_LN1W), P(0, LS_LT_LN1B), C, a[0] + w * C);
+        want_rs[0] += 1 / (rowvar(x, C) + 1e-5) / (double)W;
         lin(P(0, LS_LT_QKVW), P(0, LS_LT_QKVB), a[0] + w * C, 3 * C, C, qkv);
         memcpy(a[1] + w * C, qkv + 2 * C, sizeof(double) * C); /* softmax over one position */
         lin(P(0, LS_LT_PROJW), P(0, LS_LT_PROJB), a[1] + w * C, C, C, res);
         for (int c = 0; c < C; c++) res[c] += x[c];
         ln(res, P(0, LS_LT_LN2W), P(0, LS_LT_LN2B), C, a[2] + w * C);
+        want_rs[1] += 1 / (rowvar(res, C) + 1e-5) / (double)W;
         double *h = a[3] + w * F;
         lin(P(0, LS_LT_FCW), P(0, LS_LT_FCB), a[2] + w * C, F, C, h);
         for (int k = 0; k < F; k++)
@@ -102,6 +113,10 @@ static void test_layer0(void) {
         colvar(a[k], (int)W, k == 3 ? F : C, ref);
         check_var(names[k], var + off, ref, k == 3 ? F : C);
     }
+    /* the mean 1/σ² of layer 0's two LayerNorms' inputs; the others measured */
+    CHECK_NEAR(rs[0], want_rs[0], 1e-4 * want_rs[0]);
+    CHECK_NEAR(rs[1], want_rs[1], 1e-4 * want_rs[1]);
+    for (int i = 2; i < 5; i++) CHECK(isfinite(rs[i]) && rs[i] > 0);
     int pos = 0;
     for (size_t i = S; i < L * S; i++) {
         CHECK(isfinite(var[i]) && var[i] >= 0);
@@ -110,7 +125,7 @@ static void test_layer0(void) {
     CHECK(pos > (int)S / 2); /* layer 1 measured too */
 
     /* windows of 5 tokens, 3 per forward, at most 100 tokens: the LayerNorm input of layer 0 */
-    CHECK(ls_plan_calib_var(m, tok, n, 5, 3, 100, var, &r) == LS_OK);
+    CHECK(ls_plan_calib_var(m, tok, n, 5, 3, 100, var, NULL, &r) == LS_OK);
     W = ls_eval_windows(n, 5, 100, &avail);
     CHECK(W == 20 && r.tokens == 100);
     double *b = malloc(sizeof(double) * W * 5 * C);
@@ -124,7 +139,7 @@ static void test_layer0(void) {
     check_var("qkv input, 5-token windows", var, ref, C);
 
     /* too little text: one clear error */
-    CHECK(ls_plan_calib_var(m, tok, 3, 5, 1, 0, var, &r) == LS_EINVAL);
+    CHECK(ls_plan_calib_var(m, tok, 3, 5, 1, 0, var, NULL, &r) == LS_EINVAL);
     for (int k = 0; k < 4; k++) free(a[k]);
     free(b);
     free(ref);
@@ -180,18 +195,21 @@ static void test_indicator(void) {
     const uint16_t *tok = ls_corpus_tokens(c, LS_SPLIT_TRAIN, &n);
     int C = cfg.d_model, F = cfg.d_ff, k4 = ls_plan_bits_index(4), k3 = ls_plan_bits_index(3);
     size_t S = (size_t)3 * C + F;
-    double *var = malloc(sizeof(double) * 2 * S), w[2], sum = 0;
-    CHECK(ls_plan_calib_var(m, tok, n, cfg.n_ctx, 8, 2000, var, &re) == LS_OK);
+    double *var = malloc(sizeof(double) * 2 * S), w[2], wr[2], sum = 0, sumr = 0, rs[5], omr[2 * LS_PLAN_NBITS];
+    CHECK(ls_plan_calib_var(m, tok, n, cfg.n_ctx, 8, 2000, var, rs, &re) == LS_OK);
     CHECK_NEAR(er.loss, re.loss, 0);
+    CHECK(ls_plan_quality_calibrated(ck, paths, 1, 2000, &a, omr, LS_PLAN_QUALITY_RELATIVE, &er) == LS_OK);
     for (int l = 0; l < 2; l++) {
         const double *v = var + l * S;
-        w[l] = term(P(l, LS_LT_QKVW), 3 * C, C, v) + term(P(l, LS_LT_PROJW), C, C, v + C) +
-               term(P(l, LS_LT_FCW), F, C, v + 2 * C) + term(P(l, LS_LT_FCPW), C, F, v + 3 * C);
-        sum += w[l];
+        double att = term(P(l, LS_LT_QKVW), 3 * C, C, v) + term(P(l, LS_LT_PROJW), C, C, v + C);
+        double mlp = term(P(l, LS_LT_FCW), F, C, v + 2 * C) + term(P(l, LS_LT_FCPW), C, F, v + 3 * C);
+        w[l] = att + mlp, sum += w[l];
+        wr[l] = att * rs[2 * l + 1] + mlp * rs[2 * l + 2], sumr += wr[l]; /* ln2 of l; ln1 of l+1 or lnf */
     }
     for (int l = 0; l < 2; l++) {
         CHECK_NEAR(om[l * LS_PLAN_NBITS + k4], w[l] / sum, 1e-9);
         CHECK_NEAR(om[l * LS_PLAN_NBITS + k3] / om[l * LS_PLAN_NBITS + k4], 49.0 / 9.0, 1e-9); /* (7/3)^2 */
+        CHECK_NEAR(omr[l * LS_PLAN_NBITS + k4], wr[l] / sumr, 1e-9);
     }
     /* measured, not propagated: the two differ on this model */
     CHECK(fabs(om[k4] - om0[k4]) > 1e-3);
