@@ -116,8 +116,8 @@ static int plan_indicator(int argc, char **argv) {
         {"out", LS_ARG_PATH, &out, "FILE", "write the indicator (llmsys-indicator JSON)", 1},
         {"data", LS_ARG_PATH, &data, "DIR", "catalog directory"},
         {"calib-data", LS_ARG_PATH_LIST, &calib, "PATH",
-         "variance, measured: the Linear inputs' variances measured on this text (its train split) by forward passes "
-         "of the fp32 checkpoint, instead of propagated from the weights"},
+         "text (its train split) the indicator is measured on: variance, measured: the Linear inputs' variances, by "
+         "forward passes of the fp32 checkpoint, instead of propagated from the weights; kl: the KL divergences"},
         {"relative", LS_ARG_FLAG, &relative, NULL,
          "with --calib-data: each layer's error relative to the residual stream it is added to (the next "
          "LayerNorm's measured 1/sigma^2)"},
