@@ -81,6 +81,24 @@ int ls_quant_layer_kl(const char *model, const uint16_t *tok, size_t n, size_t m
  * bits, the reference) on the train split of the corpus paths, normalised as every indicator. */
 int ls_quant_indicator_kl(const char *model, const char *const *paths, int n_paths, size_t max_tokens,
                           const ls_plan_arch *a, double *omega);
+/* `llmsys plan indicator`: which indicator of which model, measured on what. */
+typedef struct {
+    const char *model;        /* an llmsys checkpoint path, or a catalog name (method "default" only) */
+    const char *method;       /* "variance" (LLM-PQ; NULL too), "measured", "default" or "kl" */
+    const char *const *calib; /* corpus paths the indicator is measured on (n_calib), or none */
+    int n_calib;
+    int64_t calib_tokens; /* about this many tokens of their train split; 0 all; < 0 the
+                             method's default (16 384; kl 4 096, it runs 1 + 3·n_layer passes) */
+    int relative;         /* LS_PLAN_QUALITY_RELATIVE (calibrated variance or measured only) */
+} ls_indicator_opts;
+/* What ls_indicator_compute would refuse about o's combination of options, before any work:
+ * LS_EINVAL naming the flag (--method, --calib-data, --relative). */
+int ls_indicator_check(const ls_indicator_opts *o);
+/* The indicator o asks for, of the model a describes, in omega (a->n_layer·LS_PLAN_NBITS):
+ * kl (ls_quant_indicator_kl), calibrated (ls_plan_quality_calibrated; calib gets the
+ * calibration text's tokens and loss, zero otherwise) or from the weights alone
+ * (ls_plan_quality_method). */
+int ls_indicator_compute(const ls_indicator_opts *o, const ls_plan_arch *a, double *omega, ls_eval_result *calib);
 /* `llmsys eval`: the checkpoint at path, fp32 (ls_eval_tokens, B windows per pass) or
  * quantized (the engine), on split s of the corpus (paths, co) in windows of T tokens (0: the
  * model's context), at most max_tokens (0: all). wall_s times the evaluation alone. */
@@ -187,6 +205,7 @@ typedef struct ls_server ls_server;
 typedef struct {
     const char *model;      /* checkpoint (fp32 or quantized) */
     const ls_plan *plan;    /* NULL: one stage, the checkpoint's own bits */
+    const char *plan_path;  /* or a plan file, read at start (ls_plan_read) when plan is NULL */
     const char *self;       /* llmsys binary, launched as `serve --worker` per stage */
     const char *host;       /* HTTP bind address, IPv4 or IPv6 (default 127.0.0.1) */
     int port;               /* 0: any free port (see ls_server_port) */

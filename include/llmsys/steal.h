@@ -213,6 +213,8 @@ int ls_victim_load(const char *path, ls_victim **out);
 int ls_shapiro_wilk(const double *x, int n, double *w, double *pval);
 
 typedef enum { LS_PRADA_OFF = 0, LS_PRADA_LOG, LS_PRADA_THROTTLE, LS_PRADA_REFUSE } ls_prada_mode;
+/* Their names, in that order (ls_prada_mode_parse takes one of them). */
+#define LS_DETECTOR_MODES "off|log|throttle|refuse"
 const char *ls_prada_mode_name(int mode);
 int ls_prada_mode_parse(const char *s);
 
@@ -330,6 +332,10 @@ void ls_victim_server_opts_default(ls_victim_server_opts *o);
  * lie in [lo, hi] ("model").
  *   GET  /stats    per-client queries, budget left, PRADA W and flag (admin key only, else 401)
  * Bad requests get a 4xx JSON {"error": "..."}; the server keeps serving. */
+/* What ls_victim_server_start refuses about o before anything starts: LS_EINVAL naming the
+ * flag (port, --max-batch, --prada-delta in (0, 1), --burst >= 1, --throttle >= 0, an empty
+ * --admin-key). */
+int ls_victim_server_opts_check(const ls_victim_server_opts *o);
 int ls_victim_server_start(const ls_victim *v, const ls_victim_server_opts *o, ls_victim_server **out);
 int ls_victim_server_port(const ls_victim_server *s);
 /* The input range the API takes (GET /info's input_range): the span of the training data's
@@ -565,6 +571,9 @@ int ls_victim_train_file(const ls_victim_opts *o, const char *data, int64_t trai
  * duration seconds (> 0) pass; then prints the final /stats and stops. With so->monitor_mode
  * on, the query monitor's profile is fitted (mo) to the training split of dataset spec
  * monitor_data first. */
+/* What ls_victim_serve_file refuses before it reads anything: ls_victim_server_opts_check,
+ * a monitor without monitor_data, a monitor z <= 0. */
+int ls_victim_serve_check(const ls_victim_server_opts *so, const char *monitor_data, const ls_qmon_opts *mo);
 int ls_victim_serve_file(const char *model, const ls_victim_server_opts *so, const char *monitor_data,
                          const ls_qmon_opts *mo, const char *port_file, double duration, const volatile int *stop,
                          FILE *out);
@@ -576,7 +585,8 @@ int ls_steal_attack_url(const ls_steal_opts *o, const char *target, const char *
 /* LS_OK when the memory attack o sizes by its options fits this machine: it keeps every query
  * it spends (its input, c·h·w floats, and its answer, k probabilities and a label), and holds
  * the answers of one request of o->batch inputs. Else LS_EINVAL naming --budget or --batch and
- * its bound; checked before anything is allocated or sent. */
+ * its bound; likewise for --distill outside [0, 8], --cnn-weight outside (0, 10] and
+ * --cnn-rank without the CNN member. Checked before anything is allocated or sent. */
 int ls_steal_opts_fit(const ls_steal_opts *o);
 
 typedef struct {
@@ -599,6 +609,10 @@ typedef struct {
     double base_agree[2], base_acc[2];
 } ls_steal_eval_result;
 void ls_steal_eval_opts_default(ls_steal_eval_opts *o);
+/* What ls_steal_eval refuses about eo before it reads anything: LS_EINVAL naming the flag
+ * (--test-split outside [0, 1) or with a named dataset, --timeout outside (0, 86400] s, a
+ * --report that would replace the replica or the test data). */
+int ls_steal_eval_opts_check(const ls_steal_eval_opts *eo);
 /* `steal eval`: agreement of a replica file with the target on test rows, replica and victim
  * accuracy, optional random/natural baselines with the same budget, JSON report. LS_EINVAL is
  * for what the caller gave (a bad target URL, a replica that does not fit the test data, a

@@ -40,6 +40,29 @@ static int arg_range(const ls_arg *a, int64_t *lo, int64_t *hi) {
     return *lo || *hi;
 }
 
+int ls_args_choice(const char *choices, const char *s) {
+    size_t n = strlen(s);
+    for (int i = 0; choices && *choices; i++) {
+        size_t len = strcspn(choices, "|");
+        if (len == n && !strncmp(choices, s, n)) return i;
+        choices += len + (choices[len] == '|');
+    }
+    return -1;
+}
+
+/* "--name must be a, b or c, got 'x'" for a value not among a's choices. */
+static int choice_err(const char *prog, const ls_arg *a, const char *val) {
+    fprintf(stderr, "llmsys %s: --%s must be ", prog, a->name);
+    for (const char *c = a->choices; *c;) {
+        size_t len = strcspn(c, "|");
+        const char *next = c + len + (c[len] == '|');
+        fprintf(stderr, "%s%.*s", c == a->choices ? "" : *next ? ", " : " or ", (int)len, c);
+        c = next;
+    }
+    fprintf(stderr, ", got '%s'\n", val);
+    return LS_ARGS_USAGE;
+}
+
 static int parse_value(const char *prog, const ls_arg *a, const char *val) {
     char *end;
     int64_t lo, hi;
@@ -91,6 +114,8 @@ static int parse_value(const char *prog, const ls_arg *a, const char *val) {
         }
         break;
     case LS_ARG_STR:
+        if (a->choices && ls_args_choice(a->choices, val) < 0) return choice_err(prog, a, val);
+        break;
     case LS_ARG_STR_LIST:
         break;
     case LS_ARG_FLAG:

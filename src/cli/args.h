@@ -33,12 +33,18 @@ typedef struct {
     const char *help;
     int required;
     int64_t min, max; /* LS_ARG_INT, LS_ARG_I64: the range a value must lie in (both 0: any); LS_RANGE */
+    const char *choices; /* LS_ARG_STR: the values it takes, "|"-separated (NULL: any); LS_CHOICES */
 } ls_arg;
 
 /* The range of an integer option, after its `required`: {"n", LS_ARG_INT, &n, "N", "help", LS_RANGE(1, 64)}.
  * LS_MIN(lo): at least lo. A value outside is refused as "--n must be in [1, 64], got 65". */
 #define LS_RANGE(lo, hi) .min = (lo), .max = (hi)
 #define LS_MIN(lo) LS_RANGE(lo, INT64_MAX)
+/* The values a string option takes, after its `required`: {"output", LS_ARG_STR, &out, "KIND", "help", 0,
+ * LS_CHOICES("label|proba")}. Another is refused as "--output must be label or proba, got 'x'". */
+#define LS_CHOICES(list) .choices = (list)
+/* Index of s among the "|"-separated choices, or -1. */
+int ls_args_choice(const char *choices, const char *s);
 
 enum { LS_ARGS_OK = 0, LS_ARGS_HELP = 1, LS_ARGS_USAGE = 2 };
 

@@ -115,14 +115,13 @@ static int loader_serve(int argc, char **argv) {
 static int loader_worker(int argc, char **argv) {
     const char *role = NULL, *source = NULL, *constructor = NULL;
     ls_arg spec[] = {
-        {"role", LS_ARG_STR, &role, "source", "the role to run (source: one source loader)", 1},
+        {"role", LS_ARG_STR, &role, "source", "the role to run (source: one source loader)", 1, LS_CHOICES("source")},
         {"source", LS_ARG_STR, &source, "NAME", "the mix's source to read and preprocess", 1},
         {"constructor", LS_ARG_STR, &constructor, "URL", "the constructor's worker link, tcp://host:port", 1},
     };
     int rc = ls_args("loader worker", "Runs a source loader for a constructor (loader serve --source-workers).", spec,
                      LS_NARGS(spec), argc, argv);
     if (rc >= 0) return rc;
-    if (strcmp(role, "source")) return ls_usage_err("loader worker", "--role must be source");
     if ((rc = ls_zsec_check(constructor, 0, "loader source worker"))) return ls_cli_fail_rc(rc);
     /* its source and what to read come from the constructor: the run's */
     return ls_loader_worker_run(constructor, source) < 0 ? ls_cli_fail() : 0;
@@ -194,18 +193,15 @@ static int loader_tokenize(int argc, char **argv) {
     ls_arg spec[] = {
         {"in", LS_ARG_PATH, &in, "PATH", "text file/directory or JSON Lines file", 1},
         {"out", LS_ARG_PATH, &out, "FILE", "the .lstok file to write", 1},
-        {"type", LS_ARG_STR, &type, "T", "text (default) or jsonl"},
+        {"type", LS_ARG_STR, &type, "T", "text (default) or jsonl", 0, LS_CHOICES("text|jsonl")},
         {"field", LS_ARG_STR, &field, "NAME", "JSONL text field (default text)"},
-        {"split", LS_ARG_STR, &split, "S", "text: file (default) or blank (blank-line blocks)"},
+        {"split", LS_ARG_STR, &split, "S", "text: file (default) or blank (blank-line blocks)", 0,
+         LS_CHOICES("file|blank")},
         {"strict", LS_ARG_FLAG, &strict, NULL, "malformed JSON lines are an error, not skipped"},
     };
     int rc = ls_args("loader tokenize", "Writes a pre-tokenized .lstok file (tokens + document index, checksummed).",
                      spec, LS_NARGS(spec), argc, argv);
     if (rc >= 0) return rc;
-    if (strcmp(type, "text") && strcmp(type, "jsonl"))
-        return ls_usage_err("loader tokenize", "--type must be text or jsonl, got '%s'", type);
-    if (strcmp(split, "file") && strcmp(split, "blank"))
-        return ls_usage_err("loader tokenize", "--split must be file or blank, got '%s'", split);
     if (!*field) return ls_usage_err("loader tokenize", "--field must name a JSON field, got ''");
     if (ls_out_path_check("out", out)) return ls_cli_fail(); /* before the work */
     ls_loader_mix mix;

@@ -40,7 +40,8 @@ static int plan_serve(int argc, char **argv) {
          "ILP time limit in seconds over all candidates (default 10)"},
         {"select", LS_ARG_STR, &select, "HOW",
          "splitquant: objective (default; the LLM-PQ closed form) | replay (top plans re-ranked by the replay of "
-         "serve's schedule on the cluster's host)"},
+         "serve's schedule on the cluster's host)",
+         0, LS_CHOICES("objective|replay")},
         {"out", LS_ARG_PATH, &out, "FILE", "write the plan (llmsys-plan v1)"},
         {"report", LS_ARG_PATH, &report, "FILE", "write the plan with per-device memory, solve time and vLLM export"},
         {"export-vllm", LS_ARG_PATH, &vllm, "FILE", "write vLLM launch lines and the per-layer quantization map"},
@@ -58,8 +59,6 @@ static int plan_serve(int argc, char **argv) {
         return ls_usage_err("plan serve", "unknown --algo '%s' (splitquant, ilp, uniform, pipeedge, adabits)", algo);
     if (!(rq.time_limit_s > 0) || rq.time_limit_s > 3600)
         return ls_usage_err("plan serve", "--time-limit must be in (0, 3600] seconds");
-    if (strcmp(select, "objective") && strcmp(select, "replay"))
-        return ls_usage_err("plan serve", "--select must be objective or replay, not '%s'", select);
     rq.replay_select = strcmp(select, "replay") ? 0 : 16;
     if (ls_plan_qtarget_parse(quality, &rq.quality)) return fail_input();
     /* the outputs can be written: checked before the solve (an ILP may take --time-limit) */
@@ -104,69 +103,50 @@ static int plan_list(int argc, char **argv) {
 }
 
 static int plan_indicator(int argc, char **argv) {
-    const char *model = NULL, *out = NULL, *how = "variance", *data = NULL;
+    const char *out = NULL, *data = NULL;
     ls_strlist calib = {0};
-    int64_t calib_tokens = LS_ARG_UNSET64; /* 16384; 4096 for kl (21 engine passes of them) */
-    int relative = 0;
+    ls_indicator_opts o = {.method = "variance", .calib_tokens = LS_ARG_UNSET64};
     ls_arg spec[] = {
-        {"model", LS_ARG_STR, &model, "PATH", "llmsys checkpoint (or a catalog name for the default profile)", 1},
-        {"method", LS_ARG_STR, &how, "M",
+        {"model", LS_ARG_STR, &o.model, "PATH", "llmsys checkpoint (or a catalog name for the default profile)", 1},
+        {"method", LS_ARG_STR, &o.method, "M",
          "variance (LLM-PQ, default) | measured | default | kl (each layer quantized alone, the KL divergence of "
-         "the output measured on --calib-data)"},
+         "the output measured on --calib-data)",
+         0, LS_CHOICES("variance|measured|default|kl")},
         {"out", LS_ARG_PATH, &out, "FILE", "write the indicator (llmsys-indicator JSON)", 1},
         {"data", LS_ARG_PATH, &data, "DIR", "catalog directory"},
         {"calib-data", LS_ARG_PATH_LIST, &calib, "PATH",
          "text (its train split) the indicator is measured on: variance, measured: the Linear inputs' variances, by "
          "forward passes of the fp32 checkpoint, instead of propagated from the weights; kl: the KL divergences"},
-        {"relative", LS_ARG_FLAG, &relative, NULL,
+        {"relative", LS_ARG_FLAG, &o.relative, NULL,
          "with --calib-data: each layer's error relative to the residual stream it is added to (the next "
          "LayerNorm's measured 1/sigma^2)"},
-        {"calib-tokens", LS_ARG_I64, &calib_tokens, "N",
+        {"calib-tokens", LS_ARG_I64, &o.calib_tokens, "N",
          "calibration tokens (default 16384, kl 4096; 0: the whole split)", 0, LS_MIN(0)},
     };
     int rc = ls_args("plan indicator", "Computes the per-layer, per-bit quality indicator of a model.", spec,
                      LS_NARGS(spec), argc, argv);
-    int kl = !strcmp(how, "kl");
-    if (calib_tokens == LS_ARG_UNSET64) calib_tokens = kl ? 4096 : 16384;
-    if (rc < 0 && kl && !calib.n)
-        rc = ls_usage_err("plan indicator", "--method kl measures on text: give --calib-data PATH");
-    else if (rc < 0 && calib.n && strcmp(how, "variance") && strcmp(how, "measured") && !kl)
-        rc = ls_usage_err("plan indicator", "--calib-data takes --method variance, measured or kl, not '%s'", how);
-    else if (rc < 0 && relative && (!calib.n || kl))
-        rc = ls_usage_err("plan indicator", "--relative scales a calibrated variance or measured indicator: give "
-                                            "--calib-data, and not --method kl");
-    else if (rc < 0 && calib.n && !ls_is_file(model))
-        rc = ls_usage_err("plan indicator", "--calib-data needs --model to be an llmsys checkpoint path, got '%s'",
-                          model);
+    o.calib = (const char *const *)calib.v, o.n_calib = calib.n;
+    if (o.calib_tokens == LS_ARG_UNSET64) o.calib_tokens = -1; /* the method's default */
+    if (rc < 0 && ls_indicator_check(&o))
+        rc = ls_usage_err("plan indicator", "%s", ls_errmsg());
     else if (rc < 0 && ls_out_path_check("out", out)) /* before the work */
         rc = ls_cli_fail();
     ls_plan_catalog *cat = NULL;
-    if (rc < 0 && ls_plan_catalog_load(data, &cat)) rc = fail_input();
     ls_plan_arch arch;
     double *om = rc < 0 ? malloc(sizeof(double) * LS_PLAN_MAX_LAYER * LS_PLAN_NBITS) : NULL;
-    ls_eval_result cr = {0};
-    if (rc < 0 && !om)
-        rc = ls_cli_fail_rc(ls_err(LS_ENOMEM, "indicator"));
-    else if (rc < 0 && ls_plan_resolve_model(cat, model, &arch))
-        rc = fail_input();
-    else if (rc < 0) {
-        const char *const *cv = (const char *const *)calib.v;
-        int st = kl        ? ls_quant_indicator_kl(model, cv, calib.n, (size_t)calib_tokens, &arch, om)
-                 : calib.n ? ls_plan_quality_calibrated(model, cv, calib.n, (size_t)calib_tokens, &arch, om,
-                                                        (!strcmp(how, "measured") ? LS_PLAN_QUALITY_MEASURED : 0) |
-                                                            (relative ? LS_PLAN_QUALITY_RELATIVE : 0),
-                                                        &cr)
-                           : ls_plan_quality_method(how, model, &arch, om);
-        if (st == LS_OK) st = ls_plan_quality_write(out, &arch, om);
-        if (st) {
-            rc = ls_cli_fail_rc(st);
-        } else {
-            rc = 0;
-            printf("indicator of %s (%d layers, %s) written to %s", arch.name, arch.n_layer, how, out);
-            if (calib.n && !kl) printf("; input variances measured on %zu tokens (loss %.4f)", cr.tokens, cr.loss);
-            if (kl) printf("; measured on the train split of --calib-data");
-            printf("\n");
-        }
+    ls_eval_result cr;
+    int st = rc >= 0 ? LS_OK : !om ? ls_err(LS_ENOMEM, "indicator") : ls_plan_catalog_load(data, &cat);
+    if (rc < 0 && st == LS_OK) st = ls_plan_resolve_model(cat, o.model, &arch);
+    if (rc < 0 && st == LS_OK) st = ls_indicator_compute(&o, &arch, om, &cr);
+    if (rc < 0 && st == LS_OK) st = ls_plan_quality_write(out, &arch, om);
+    if (rc < 0 && st == LS_OK) {
+        rc = 0;
+        printf("indicator of %s (%d layers, %s) written to %s", arch.name, arch.n_layer, o.method, out);
+        if (cr.tokens) printf("; input variances measured on %zu tokens (loss %.4f)", cr.tokens, cr.loss);
+        if (!strcmp(o.method, "kl")) printf("; measured on the train split of --calib-data");
+        printf("\n");
+    } else if (rc < 0) {
+        rc = ls_cli_fail_rc(st);
     }
     free(om);
     ls_plan_catalog_free(cat);
@@ -197,7 +177,8 @@ static int plan_validate(int argc, char **argv) {
         {"algos", LS_ARG_STR, &algos, "LIST", "planners whose plans are served (default splitquant,uniform)"},
         {"select", LS_ARG_STR, &select, "HOW",
          "how splitquant picks its plan: replay (default: top plans re-ranked by the replay on this host) | "
-         "objective (the closed form alone)"},
+         "objective (the closed form alone)",
+         0, LS_CHOICES("replay|objective")},
         {"threads", LS_ARG_INT, &o.threads, "N", "kernel threads per stage (default 1)", 0, LS_RANGE(1, 64)},
         {"runs", LS_ARG_INT, &o.runs, "R", "timed batches per plan after one warm-up (default 5)", 0,
          LS_RANGE(1, LS_VALIDATE_MAX_RUNS)},
@@ -219,8 +200,6 @@ static int plan_validate(int argc, char **argv) {
     const ls_plan_workload *wl = &o.wl;
     if (!(o.mem_gb > 0 && o.mem_gb <= 1e6))
         return ls_usage_err("plan validate", "--memory-gb must be in (0, 1e6], got %g", o.mem_gb);
-    if (strcmp(select, "objective") && strcmp(select, "replay"))
-        return ls_usage_err("plan validate", "--select must be objective or replay, not '%s'", select);
     o.replay_select = strcmp(select, "replay") ? 0 : 16;
     if (realtime && ls_sched_realtime() != LS_OK) { /* inherited by the profile, probes and stages */
         fprintf(stderr, "llmsys plan validate: --realtime: %s\n", ls_errmsg());

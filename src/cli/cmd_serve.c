@@ -134,19 +134,13 @@ int cmd_serve(int argc, char **argv) {
     if (rc >= 0) return rc;
     if (worker) return run_worker(&o, plan_path, stage, w_in, w_out);
     if (port_file && ls_out_path_check("port-file", port_file)) return ls_cli_fail(); /* before the stages start */
-    ls_model_config cfg;
-    int *bits = NULL;
-    if ((rc = ls_ckpt_info(o.model, &cfg, &bits, NULL)) != LS_OK) return ls_cli_fail_rc(rc);
-    free(bits);
-    ls_plan plan;
-    if (plan_path && (rc = ls_plan_read(plan_path, cfg.n_layer, &plan)) != LS_OK) return ls_cli_fail_rc(rc);
     /* block the stop signals in every thread; the main thread waits for them below */
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
-    o.plan = plan_path ? &plan : NULL;
+    o.plan_path = plan_path;
     o.self = ls_cli_self();
     o.max_body = (size_t)max_body;
     o.max_conns = (unsigned)conns, o.max_conns_per_ip = (unsigned)per_ip;

@@ -99,15 +99,17 @@ static int victim_serve(int argc, char **argv) {
         {"max-conns", LS_ARG_INT, &conns, "N", "open connections in total (default 512)", 0, LS_MIN(0)},
         {"max-conns-per-ip", LS_ARG_INT, &per_ip, "N", "open connections per client address (default 64)", 0,
          LS_MIN(0)},
-        {"output", LS_ARG_STR, &output, "KIND", "label (default) or proba"},
+        {"output", LS_ARG_STR, &output, "KIND", "label (default) or proba", 0, LS_CHOICES("label|proba")},
         {"budget", LS_ARG_I64, &so.budget, "Q", "query budget per key (--keys) or per address (default unlimited)"},
         {"rate", LS_ARG_FLOAT, &so.rate_qps, "QPS", "per-client rate limit in inputs/s (default unlimited)"},
         {"burst", LS_ARG_FLOAT, &so.burst, "N", "rate-limit bucket size in inputs (default 1024)"},
         {"max-batch", LS_ARG_INT, &so.max_batch, "N", "inputs per request (default 512)", 0, LS_MIN(1)},
         {"log", LS_ARG_PATH, &so.log_path, "FILE", "query log (JSON lines)"},
-        {"prada", LS_ARG_STR, &prada, "MODE", "extraction detector: off, log (default), throttle, refuse"},
+        {"prada", LS_ARG_STR, &prada, "MODE", "extraction detector: off, log (default), throttle, refuse", 0,
+         LS_CHOICES(LS_DETECTOR_MODES)},
         {"prada-delta", LS_ARG_FLOAT, &so.prada.delta, "W", "flag when Shapiro-Wilk W < W (default 0.95)"},
-        {"monitor", LS_ARG_STR, &monitor, "MODE", "query-distribution monitor: off (default), log, throttle, refuse"},
+        {"monitor", LS_ARG_STR, &monitor, "MODE", "query-distribution monitor: off (default), log, throttle, refuse", 0,
+         LS_CHOICES(LS_DETECTOR_MODES)},
         {"monitor-data", LS_ARG_PATH, &monitor_data, "D", "the victim's training data (as victim train --data)"},
         {"monitor-z", LS_ARG_FLOAT, &mo.z, "Z", "monitor: flag when the outlier z-score exceeds Z (default 4)"},
         {"monitor-stats", LS_ARG_INT, &mo.image_stats, "0|1",
@@ -126,26 +128,14 @@ static int victim_serve(int argc, char **argv) {
     so.output_proba = !strcmp(output, "proba");
     so.prada_mode = ls_prada_mode_parse(prada);
     so.monitor_mode = ls_prada_mode_parse(monitor);
-    /* each value refused by name (was: one line listing every rule, naming none) */
-    const char *vs = "victim serve", *modes = "off, log, throttle or refuse";
-    if (!so.output_proba && strcmp(output, "label"))
-        return ls_usage_err(vs, "--output must be label or proba, got '%s'", output);
-    if (so.prada_mode < 0) return ls_usage_err(vs, "--prada must be %s, got '%s'", modes, prada);
-    if (so.monitor_mode < 0) return ls_usage_err(vs, "--monitor must be %s, got '%s'", modes, monitor);
-    if (so.monitor_mode && !monitor_data) return ls_usage_err(vs, "--monitor %s needs --monitor-data", monitor);
-    if (!(mo.z > 0)) return ls_usage_err(vs, "--monitor-z must be > 0, got %g", mo.z);
-    if (!(so.prada.delta > 0 && so.prada.delta < 1))
-        return ls_usage_err(vs, "--prada-delta must be in (0, 1), got %g", so.prada.delta);
+    const char *vs = "victim serve";
+    if (ls_args_given64(vs, "budget", &so.budget, 1, 0)) return 2;
+    if (!isnan(so.rate_qps) && !(so.rate_qps > 0)) /* the library's 0 is "unlimited" */
+        return ls_usage_err(vs, "--rate must be > 0 inputs/s, got %g", so.rate_qps);
+    so.rate_qps = isnan(so.rate_qps) ? 0 : so.rate_qps;
+    if (duration < 0) return ls_usage_err(vs, "--duration must be >= 0, got %g", duration);
+    if (ls_victim_serve_check(&so, monitor_data, &mo)) return ls_usage_err(vs, "%s", ls_errmsg());
     if (port_file && ls_out_path_check("port-file", port_file)) return ls_cli_fail(); /* before it serves */
-    if (ls_args_given64("victim serve", "budget", &so.budget, 1, 0)) return 2;
-    if (isnan(so.rate_qps))
-        so.rate_qps = 0;
-    else if (!(so.rate_qps > 0))
-        return ls_usage_err("victim serve", "--rate must be > 0 inputs/s, got %g", so.rate_qps);
-    if (so.burst < 1 || so.throttle_s < 0 || duration < 0)
-        return ls_usage_err("victim serve", "--throttle and --duration must be >= 0, --burst >= 1");
-    if (so.admin_key && !*so.admin_key) /* an empty X-API-Key header would be the admin */
-        return ls_usage_err("victim serve", "--admin-key must not be empty");
     so.max_conns = (unsigned)conns, so.max_conns_per_ip = (unsigned)per_ip;
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
@@ -160,7 +150,8 @@ static int victim_make_data(int argc, char **argv) {
     int64_t n = 12000;
     int d = 20, k = 5, seed = 11;
     ls_arg spec[] = {
-        {"kind", LS_ARG_STR, &kind, "K", "blobs (make_classification-style) or rings (nonlinear)"},
+        {"kind", LS_ARG_STR, &kind, "K", "blobs (make_classification-style) or rings (nonlinear)", 0,
+         LS_CHOICES("blobs|rings")},
         {"n", LS_ARG_I64, &n, "N", "rows (default 12000)"},
         {"features", LS_ARG_INT, &d, "D", "features (default 20)", 0, LS_RANGE(2, LS_TABLE_MAX_DIM)},
         {"classes", LS_ARG_INT, &k, "K", "classes (default 5)", 0, LS_RANGE(2, LS_TABLE_MAX_DIM)},
@@ -170,8 +161,6 @@ static int victim_make_data(int argc, char **argv) {
     int rc = ls_args("victim make-data", "Writes a reproducible synthetic CSV table (features, label).", spec,
                      LS_NARGS(spec), argc, argv);
     if (rc >= 0) return rc;
-    if (strcmp(kind, "blobs") && strcmp(kind, "rings"))
-        return ls_usage_err("victim make-data", "unknown --kind '%s' (blobs, rings)", kind);
     int64_t max_n = ls_steal_table_max_rows(d); /* the library's bounds, named by flag before any work */
     if (n < 2 || n > max_n)
         return ls_usage_err("victim make-data", "--n must be in [2, %lld] for %d features here, got %lld",
@@ -237,7 +226,7 @@ int cmd_steal(int argc, char **argv) {
         {"out", LS_ARG_PATH, &out, "FILE", "replica (safetensors)", 1},
         {"report", LS_ARG_PATH, &report, "FILE", "JSON summary"},
         {"api-key", LS_ARG_STR, &key, "KEY", "sent as X-API-Key"},
-        {"strategy", LS_ARG_STR, &strategy, "S", "synth (default) or random (baseline)"},
+        {"strategy", LS_ARG_STR, &strategy, "S", "synth (default) or random (baseline)", 0, LS_CHOICES("synth|random")},
         {"label-only", LS_ARG_FLAG, &no_proba, NULL, "ignore probabilities even if the API gives them"},
         {"epochs", LS_ARG_INT, &o.final_epochs, "N", "final replica epochs (default 30)", 0, LS_MIN(1)},
         {"members", LS_ARG_INT, &o.members, "N", "replica networks averaged at prediction (default 3)", 0,
@@ -283,14 +272,6 @@ int cmd_steal(int argc, char **argv) {
         return ls_usage_err("steal", "--report %s would replace the replica --out", report);
     /* each value refused by name (was: one line listing every rule) */
     if (ls_steal_opts_fit(&o)) return ls_usage_err("steal", "%s", ls_errmsg());
-    if (!(o.distill >= 0 && o.distill <= 8))
-        return ls_usage_err("steal", "--distill must be in [0, 8], got %g", o.distill);
-    if (!(o.cnn_weight > 0 && o.cnn_weight <= 10))
-        return ls_usage_err("steal", "--cnn-weight must be in (0, 10], got %g", o.cnn_weight);
-    if (o.cnn_rank && !o.cnn_member)
-        return ls_usage_err("steal", "--cnn-rank ranks with the CNN: not with --cnn-member 0");
-    if (strcmp(strategy, "synth") && strcmp(strategy, "random"))
-        return ls_usage_err("steal", "--strategy must be synth or random, got '%s'", strategy);
     if (ls_steal_target_check(target)) return ls_usage_err("steal", "--%s", ls_errmsg());
     o.lo = (float)lo;
     o.hi = (float)hi;
@@ -336,15 +317,7 @@ static int steal_eval(int argc, char **argv) {
         ls_args("steal eval", "Agreement of a replica with the victim on held-out natural test data, and its accuracy.",
                 spec, LS_NARGS(spec), argc, argv);
     if (rc >= 0) return rc;
-    if (eo.test_split < 0 || eo.test_split >= 1 || (eo.test_split > 0 && ls_steal_dataset_is_named(eo.data)))
-        return ls_usage_err("steal eval",
-                            "--test-split takes a fraction in (0, 1) and a CSV file (%s has its own "
-                            "held-out split)",
-                            eo.data);
-    if (!(eo.timeout_s > 0 && eo.timeout_s <= 86400))
-        return ls_usage_err("steal eval", "--timeout must be in (0, 86400] s, got %g", eo.timeout_s);
-    if (ls_path_replaces(eo.replica, eo.report) || (ls_is_file(eo.data) && ls_path_replaces(eo.data, eo.report)))
-        return ls_usage_err("steal eval", "--report %s would replace an input (--replica or --test-data)", eo.report);
+    if (ls_steal_eval_opts_check(&eo)) return ls_usage_err("steal eval", "%s", ls_errmsg());
     ls_steal_eval_result r;
     int fail = ls_steal_eval(&eo, &r);
     if (r.evaluated)

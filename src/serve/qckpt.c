@@ -419,3 +419,32 @@ int ls_quant_indicator_kl(const char *model, const char *const *paths, int n_pat
     ls_bpe_free(bpe);
     return rc;
 }
+
+static int indicator_is(const ls_indicator_opts *o, const char *m) {
+    return !strcmp(o->method ? o->method : "variance", m);
+}
+
+int ls_indicator_check(const ls_indicator_opts *o) {
+    int kl = indicator_is(o, "kl"), calibrated = indicator_is(o, "variance") || indicator_is(o, "measured");
+    if (kl && !o->n_calib) return ls_err(LS_EINVAL, "--method kl measures on text: give --calib-data PATH");
+    if (o->n_calib && !kl && !calibrated)
+        return ls_err(LS_EINVAL, "--calib-data takes --method variance, measured or kl, not '%s'", o->method);
+    if (o->relative && (!o->n_calib || kl))
+        return ls_err(LS_EINVAL, "--relative scales a calibrated variance or measured indicator: give "
+                                 "--calib-data, and not --method kl");
+    if (o->n_calib && !ls_is_file(o->model))
+        return ls_err(LS_EINVAL, "--calib-data needs --model to be an llmsys checkpoint path, got '%s'", o->model);
+    return LS_OK;
+}
+
+int ls_indicator_compute(const ls_indicator_opts *o, const ls_plan_arch *a, double *omega, ls_eval_result *calib) {
+    memset(calib, 0, sizeof *calib);
+    LS_TRY(ls_indicator_check(o));
+    int kl = indicator_is(o, "kl");
+    size_t tokens = o->calib_tokens >= 0 ? (size_t)o->calib_tokens : kl ? 4096 : 16384;
+    if (kl) return ls_quant_indicator_kl(o->model, o->calib, o->n_calib, tokens, a, omega);
+    if (!o->n_calib) return ls_plan_quality_method(o->method ? o->method : "variance", o->model, a, omega);
+    int flags =
+        (indicator_is(o, "measured") ? LS_PLAN_QUALITY_MEASURED : 0) | (o->relative ? LS_PLAN_QUALITY_RELATIVE : 0);
+    return ls_plan_quality_calibrated(o->model, o->calib, o->n_calib, tokens, a, omega, flags, calib);
+}

@@ -1307,7 +1307,9 @@ int ls_server_start(ls_server **out, const ls_server_opts *opts) {
     else ls_oai_model_stem(opts->model, s->name, sizeof s->name);
     if ((rc = ls_ckpt_info(s->model, &s->cfg, &bits, NULL))) goto fail;
     if ((rc = ls_ckpt_tokenizer_load(s->model, &s->cfg, &s->tok))) goto fail;
-    if (opts->plan) {
+    if (!opts->plan && opts->plan_path) {
+        if ((rc = ls_plan_read(opts->plan_path, s->cfg.n_layer, &s->plan))) goto fail;
+    } else if (opts->plan) {
         if (opts->plan->n_layer != s->cfg.n_layer) {
             rc = ls_err(LS_EINVAL, "plan is for a model with %d layers, but %s has %d", opts->plan->n_layer, s->model,
                         s->cfg.n_layer);

@@ -74,13 +74,21 @@ static int monitor_profile(const char *spec, const ls_qmon_opts *mo, ls_qmon_ref
     return rc;
 }
 
+int ls_victim_serve_check(const ls_victim_server_opts *so, const char *monitor_data, const ls_qmon_opts *mo) {
+    LS_TRY(ls_victim_server_opts_check(so));
+    if (so->monitor_mode != LS_PRADA_OFF && !monitor_data)
+        return ls_err(LS_EINVAL, "--monitor needs the victim's training data (--monitor-data)");
+    if (!(mo->z > 0)) return ls_err(LS_EINVAL, "--monitor-z must be > 0, got %g", mo->z);
+    return LS_OK;
+}
+
 int ls_victim_serve_file(const char *model, const ls_victim_server_opts *so_in, const char *monitor_data,
                          const ls_qmon_opts *mo, const char *port_file, double duration, const volatile int *stop,
                          FILE *out) {
     ls_victim_server_opts so1 = *so_in, *so = &so1;
     ls_qmon_ref *prof = NULL;
+    LS_TRY(ls_victim_serve_check(so, monitor_data, mo));
     if (so->monitor_mode != LS_PRADA_OFF) {
-        if (!monitor_data) return ls_err(LS_EINVAL, "the query monitor needs the victim's training data (--monitor-data)");
         LS_TRY(monitor_profile(monitor_data, mo, &prof));
         so->monitor = prof;
     }
@@ -137,6 +145,12 @@ int ls_steal_opts_fit(const ls_steal_opts *o) {
     if (o->batch > max_b)
         return ls_err(LS_EINVAL, "--batch must be at most %lld here (a request's answers in memory), got %d",
                       (long long)max_b, o->batch);
+    if (!(o->distill >= 0 && o->distill <= 8))
+        return ls_err(LS_EINVAL, "--distill must be in [0, 8], got %g", o->distill);
+    if (!(o->cnn_weight > 0 && o->cnn_weight <= 10))
+        return ls_err(LS_EINVAL, "--cnn-weight must be in (0, 10], got %g", o->cnn_weight);
+    if (o->cnn_rank && !o->cnn_member)
+        return ls_err(LS_EINVAL, "--cnn-rank ranks with the CNN: not with --cnn-member 0");
     return LS_OK;
 }
 
@@ -211,9 +225,22 @@ static int eval_baselines(const ls_steal_eval_opts *eo, ls_steal_client *cl, con
     return LS_OK;
 }
 
+int ls_steal_eval_opts_check(const ls_steal_eval_opts *eo) {
+    if (eo->test_split < 0 || eo->test_split >= 1 || (eo->test_split > 0 && ls_steal_dataset_is_named(eo->data)))
+        return ls_err(LS_EINVAL,
+                      "--test-split takes a fraction in (0, 1) and a CSV file (%s has its own held-out split)",
+                      eo->data);
+    if (!(eo->timeout_s > 0 && eo->timeout_s <= 86400))
+        return ls_err(LS_EINVAL, "--timeout must be in (0, 86400] s, got %g", eo->timeout_s);
+    if (ls_path_replaces(eo->replica, eo->report) || (ls_is_file(eo->data) && ls_path_replaces(eo->data, eo->report)))
+        return ls_err(LS_EINVAL, "--report %s would replace an input (--replica or --test-data)", eo->report);
+    return LS_OK;
+}
+
 int ls_steal_eval(const ls_steal_eval_opts *eo, ls_steal_eval_result *r) {
     memset(r, 0, sizeof *r);
     r->units = "as given";
+    LS_TRY(ls_steal_eval_opts_check(eo));
     if (eo->report) LS_TRY(ls_out_path_check("report", eo->report)); /* before the queries */
     ls_replica *rep;
     LS_TRY(ls_replica_load(eo->replica, &rep));

@@ -535,11 +535,21 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
     }
 }
 
+int ls_victim_server_opts_check(const ls_victim_server_opts *o) {
+    if (o->port < 0 || o->port > 65535) return ls_err(LS_EINVAL, "--port must be in [0, 65535], got %d", o->port);
+    if (o->max_batch < 1) return ls_err(LS_EINVAL, "--max-batch must be >= 1, got %d", o->max_batch);
+    if (!(o->prada.delta > 0 && o->prada.delta < 1))
+        return ls_err(LS_EINVAL, "--prada-delta must be in (0, 1), got %g", o->prada.delta);
+    if (!(o->burst >= 1)) return ls_err(LS_EINVAL, "--burst must be >= 1 input, got %g", o->burst);
+    if (!(o->throttle_s >= 0)) return ls_err(LS_EINVAL, "--throttle must be >= 0 s, got %g", o->throttle_s);
+    if (o->admin_key && !*o->admin_key) /* an empty X-API-Key header would be the admin */
+        return ls_err(LS_EINVAL, "--admin-key must not be empty");
+    return LS_OK;
+}
+
 int ls_victim_server_start(const ls_victim *v, const ls_victim_server_opts *o, ls_victim_server **out) {
     *out = NULL;
-    if (o->port < 0 || o->port > 65535) return ls_err(LS_EINVAL, "victim serve: bad port %d", o->port);
-    if (o->max_batch < 1) return ls_err(LS_EINVAL, "victim serve: max batch must be >= 1");
-    if (o->admin_key && !*o->admin_key) return ls_err(LS_EINVAL, "victim serve: an empty admin key");
+    LS_TRY(ls_victim_server_opts_check(o));
     if (o->monitor) {
         int vd, vk, sh[3];
         float vlo, vhi;

@@ -46,6 +46,15 @@ expect2 "--out needs a path, got ''" -- "$bin" train --out ''
 expect2 "--data needs a path, got ''" -- "$bin" train --data a.txt '' # a list's second entry
 expect2 "--report needs a path, got ''" -- "$bin" rl plot --report a.json --report ''
 expect2 "--keys needs a path, got ''" -- "$bin" --keys '' keys gen --out k
+# a string option with a fixed set of values (LS_CHOICES) refuses another by listing them, before
+# its required options are looked for; a prefix, a longer word or '' is not one of them
+expect2 "--output must be label or proba, got 'prob'" -- "$bin" victim serve --output prob
+expect2 "--prada must be off, log, throttle or refuse, got 'logs'" -- "$bin" victim serve --prada=logs
+expect2 "--monitor must be off, log, throttle or refuse, got ''" -- "$bin" victim serve --monitor ''
+expect2 "--role must be source, got 'sourc'" -- "$bin" loader worker --role sourc
+expect2 "--split must be file or blank, got 'blank|file'" -- "$bin" loader tokenize --split 'blank|file'
+expect2 "--method must be variance, measured, default or kl, got 'KL'" -- "$bin" plan indicator --method KL
+expect2 "--select must be replay or objective, got 'x'" -- "$bin" plan validate --select x
 # every command's --help: a list option's metavar shows its "..." once; plan list names what it lists
 for c in "tokenizer train" "rl plot" "sim rl" "train" "eval" "loader serve" "plan list"; do
     # shellcheck disable=SC2086

@@ -151,6 +151,13 @@ expect 0 "victim train" -- "$BIN" victim train --type logreg --data t.csv --out 
 # meant none
 expect 2 "victim serve --admin-key ''" -- timeout 20 "$BIN" victim serve --model v.bin --port 0 --duration 0.1 --admin-key ''
 expect 2 "victim serve --budget -5" -- timeout 20 "$BIN" victim serve --model v.bin --port 0 --duration 0.1 --budget -5
+# each value the server refuses (ls_victim_serve_check, the library's own rule) is named by its flag
+for bad in "--prada-delta 1:--prada-delta" "--burst 0.5:--burst" "--throttle -1:--throttle" "--monitor-z 0:--monitor-z" \
+    "--monitor log:--monitor-data" "--rate 0:--rate" "--duration -1:--duration"; do
+    # shellcheck disable=SC2086
+    expect 2 "victim serve ${bad%%:*}" -- timeout 20 "$BIN" victim serve --model v.bin --port 0 --duration 0.1 ${bad%%:*}
+    grep -qF -- "${bad##*:}" "$T/err" || fail "victim serve ${bad%%:*}: $(cat "$T/err")"
+done
 # every HTTP service off loopback only with authentication (was: open to anyone reaching the port);
 # the flags ask for what is refused: 2
 expect 2 "victim serve --bind 0.0.0.0 without --keys" -- timeout 20 "$BIN" victim serve --model v.bin --port 0 --duration 0.1 --bind 0.0.0.0

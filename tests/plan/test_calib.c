@@ -213,6 +213,29 @@ static void test_indicator(void) {
     }
     /* measured, not propagated: the two differ on this model */
     CHECK(fabs(om[k4] - om0[k4]) > 1e-3);
+    /* ls_indicator_compute (`plan indicator`) is these functions, chosen by its options */
+    double oc[2 * LS_PLAN_NBITS];
+    ls_indicator_opts io = {.model = ck, .method = "variance", .calib = paths, .n_calib = 1, .calib_tokens = 2000};
+    CHECK(ls_indicator_compute(&io, &a, oc, &re) == LS_OK);
+    CHECK(memcmp(oc, om, sizeof oc) == 0 && re.tokens == er.tokens);
+    io.relative = 1;
+    CHECK(ls_indicator_compute(&io, &a, oc, &re) == LS_OK && memcmp(oc, omr, sizeof oc) == 0);
+    io.relative = 0, io.n_calib = 0;
+    CHECK(ls_indicator_compute(&io, &a, oc, &re) == LS_OK && memcmp(oc, om0, sizeof oc) == 0 && re.tokens == 0);
+    const struct {
+        const char *method, *flag;
+        int n_calib, relative;
+    } bad[] = {{"kl", "--calib-data", 0, 0},
+               {"default", "--calib-data", 1, 0},
+               {"variance", "--relative", 0, 1},
+               {"kl", "--relative", 1, 1}};
+    for (int i = 0; i < 4; i++) {
+        io.method = bad[i].method, io.n_calib = bad[i].n_calib, io.relative = bad[i].relative;
+        CHECK(ls_indicator_check(&io) == LS_EINVAL && strstr(ls_errmsg(), bad[i].flag));
+        CHECK(ls_indicator_compute(&io, &a, oc, &re) == LS_EINVAL);
+    }
+    io = (ls_indicator_opts){.model = "opt-30b", .method = "variance", .calib = paths, .n_calib = 1};
+    CHECK(ls_indicator_check(&io) == LS_EINVAL && strstr(ls_errmsg(), "checkpoint path"));
     /* a quantized checkpoint, and a file that is no checkpoint, are refused */
     char q8[140];
     snprintf(q8, sizeof q8, "%s/q8.safetensors", dir);

@@ -51,6 +51,12 @@ static int client_for(ls_victim_server *s, const char *key, ls_steal_client **c)
     return ls_steal_client_init(url, key, 5, te.d, te.k, c);
 }
 
+static void set_delta_one(ls_victim_server_opts *o) { o->prada.delta = 1; }
+static void set_burst_half(ls_victim_server_opts *o) { o->burst = 0.5; }
+static void set_throttle_neg(ls_victim_server_opts *o) { o->throttle_s = -1; }
+static void set_admin_empty(ls_victim_server_opts *o) { o->admin_key = ""; }
+static void set_batch_zero(ls_victim_server_opts *o) { o->max_batch = 0; }
+
 static void test_validation(void) {
     ls_victim_server_opts so = scaled_server_opts();
     so.max_batch = 8;
@@ -555,9 +561,69 @@ static void test_bind_v6(void) {
     }
 }
 
+/* The library refuses what the CLI refuses (ls_victim_server_opts_check, ls_victim_serve_check,
+ * ls_steal_opts_fit, ls_steal_eval_opts_check), each naming the flag, with nothing started. */
+static void test_option_checks(void) {
+    struct {
+        const char *flag;
+        void (*set)(ls_victim_server_opts *);
+    } bad[] = {{"--prada-delta", set_delta_one},
+               {"--burst", set_burst_half},
+               {"--throttle", set_throttle_neg},
+               {"--admin-key", set_admin_empty},
+               {"--max-batch", set_batch_zero}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ls_victim_server_opts so = scaled_server_opts();
+        bad[i].set(&so);
+        ls_victim_server *s = (ls_victim_server *)&so; /* must come back NULL */
+        CHECK_EQ_INT(ls_victim_server_start(victim, &so, &s), LS_EINVAL);
+        CHECK(s == NULL);
+        CHECK_MSG(strstr(ls_errmsg(), bad[i].flag) != NULL, "%s: %s", bad[i].flag, ls_errmsg());
+    }
+    ls_victim_server_opts so = scaled_server_opts();
+    ls_qmon_opts mo;
+    ls_qmon_opts_default(&mo);
+    CHECK_EQ_INT(ls_victim_serve_check(&so, NULL, &mo), LS_OK);
+    so.monitor_mode = LS_PRADA_LOG;
+    CHECK_EQ_INT(ls_victim_serve_check(&so, NULL, &mo), LS_EINVAL);
+    CHECK(strstr(ls_errmsg(), "--monitor-data") != NULL);
+    CHECK_EQ_INT(ls_victim_serve_check(&so, "blobs", &mo), LS_OK);
+    mo.z = 0;
+    CHECK_EQ_INT(ls_victim_serve_check(&so, "blobs", &mo), LS_EINVAL);
+
+    ls_steal_opts o;
+    ls_steal_opts_default(&o);
+    o.budget = 100;
+    CHECK_EQ_INT(ls_steal_opts_fit(&o), LS_OK);
+    o.distill = 8.5;
+    CHECK_EQ_INT(ls_steal_opts_fit(&o), LS_EINVAL);
+    CHECK(strstr(ls_errmsg(), "--distill") != NULL);
+    o.distill = 1, o.cnn_weight = 0;
+    CHECK_EQ_INT(ls_steal_opts_fit(&o), LS_EINVAL);
+    CHECK(strstr(ls_errmsg(), "--cnn-weight") != NULL);
+    o.cnn_weight = 1, o.cnn_rank = 2, o.cnn_member = 0;
+    CHECK_EQ_INT(ls_steal_opts_fit(&o), LS_EINVAL);
+    CHECK(strstr(ls_errmsg(), "--cnn-rank") != NULL);
+
+    ls_steal_eval_opts eo;
+    ls_steal_eval_opts_default(&eo);
+    eo.replica = "r.safetensors", eo.data = "blobs", eo.target = "http://127.0.0.1:9/predict";
+    CHECK_EQ_INT(ls_steal_eval_opts_check(&eo), LS_OK);
+    eo.test_split = 0.2; /* a named dataset has its own held-out split */
+    CHECK_EQ_INT(ls_steal_eval_opts_check(&eo), LS_EINVAL);
+    CHECK(strstr(ls_errmsg(), "--test-split") != NULL);
+    eo.test_split = 0, eo.report = "r.safetensors";
+    CHECK_EQ_INT(ls_steal_eval_opts_check(&eo), LS_EINVAL);
+    CHECK(strstr(ls_errmsg(), "--report") != NULL);
+    ls_steal_eval_result r;
+    CHECK_EQ_INT(ls_steal_eval(&eo, &r), LS_EINVAL); /* before the replica is read */
+    CHECK(!r.queried);
+}
+
 int main(void) {
     openblas_set_num_threads(1); /* small matmuls; threads only spin on shared cores */
     setup();
+    RUN(test_option_checks);
     RUN(test_validation);
     RUN(test_budget_rate);
     RUN(test_prada_modes);
