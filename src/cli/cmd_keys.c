@@ -6,15 +6,7 @@
 #include "cli/cli.h"
 #include "llmsys/zsec.h"
 
-int cmd_keys(int argc, char **argv) {
-    if (argc < 2 || strcmp(argv[1], "gen")) {
-        int help = argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"));
-        if (argc >= 2 && !help) return ls_usage_err("keys", "unknown subcommand '%s' (gen)", argv[1]);
-        fprintf(help ? stdout : stderr,
-                "usage: llmsys keys gen --out DIR [--force]\n"
-                "  writes a CURVE server and client key pair: DIR/server.key, DIR/client.key\n");
-        return help ? 0 : 2;
-    }
+static int keys_gen(int argc, char **argv) {
     const char *out = NULL;
     int force = 0;
     ls_arg spec[] = {
@@ -22,11 +14,18 @@ int cmd_keys(int argc, char **argv) {
         {"force", LS_ARG_FLAG, &force, NULL, "replace existing key files", 0},
     };
     int rc = ls_args("keys gen", "Generate ZeroMQ CURVE keys for the loader service and pipeline stages.", spec,
-                     LS_NARGS(spec), argc - 1, argv + 1);
+                     LS_NARGS(spec), argc, argv);
     if (rc >= 0) return rc;
     if ((rc = ls_zsec_keygen(out, force))) return ls_cli_fail_rc(rc); /* existing keys: 2; a write: LS_EIO */
     printf("wrote %s/server.key and %s/client.key (use: llmsys --keys %s COMMAND ...)\n", out, out, out);
     return 0;
+}
+
+int cmd_keys(int argc, char **argv) {
+    static const ls_subcmd subs[] = {{"gen", keys_gen}};
+    return ls_args_subcommand("keys", subs, LS_NARGS(subs), argc, argv,
+                              "usage: llmsys keys gen --out DIR [--force]\n"
+                              "  writes a CURVE server and client key pair: DIR/server.key, DIR/client.key\n");
 }
 
 int cli_security_options(int argc, char **argv) {
