@@ -9,7 +9,8 @@
  * planner adds up); the default profile, which reads no weights, is the baseline.
  *
  * Usage: bench_indicator [--model CKPT] [--data PATH ...] [--calib-tokens N] [--eval-tokens N]
- *                        [--quick] [--out FILE]
+ *                        [--threads N] [--quick] [--out FILE]
+ * --threads: the engine's kernel threads for the KL indicator and the truth (default 1).
  * CKPT is an fp32 checkpoint trained on the corpus (default /usr/share/common-licenses).
  * Without it, the benchmark first trains one here: the small config for 400 steps (about
  * 10 minutes on 2 cores), or with --quick the tiny config (2 layers) for 100 steps, calibrated
@@ -89,7 +90,7 @@ static int train(const char *config, int steps, const char *const *data, int nd,
 
 int main(int argc, char **argv) {
     const char *model = NULL, *out = "bench-out/bench_indicator.json", *data[MAXDATA];
-    int nd = 0, quick = 0;
+    int nd = 0, quick = 0, threads = 1;
     size_t calib_tokens = 16384, eval_tokens = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--model") && i + 1 < argc)
@@ -100,13 +101,15 @@ int main(int argc, char **argv) {
             calib_tokens = (size_t)atoll(argv[++i]);
         else if (!strcmp(argv[i], "--eval-tokens") && i + 1 < argc)
             eval_tokens = (size_t)atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc && atoi(argv[i + 1]) > 0)
+            threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--out") && i + 1 < argc)
             out = argv[++i];
         else if (!strcmp(argv[i], "--quick"))
             quick = 1, calib_tokens = eval_tokens = 2048;
         else {
             fprintf(stderr, "usage: bench_indicator [--model CKPT] [--data PATH ...] [--calib-tokens N] "
-                            "[--eval-tokens N] [--quick] [--out FILE]\n");
+                            "[--eval-tokens N] [--threads N] [--quick] [--out FILE]\n");
             return !strcmp(argv[i], "--help") ? 0 : 2;
         }
     }
@@ -154,7 +157,7 @@ int main(int argc, char **argv) {
         rc = k == 0   ? ls_plan_quality_default(&a, o)
              : k == 1 ? ls_plan_quality_from_checkpoint(model, &a, o)
              : k == 3 ? ls_plan_quality_measured(model, &a, o)
-             : k == 7 ? ls_quant_indicator_kl(model, data, nd, calib_tokens, &a, o)
+             : k == 7 ? ls_quant_indicator_kl(model, data, nd, calib_tokens, threads, &a, o)
                       : ls_plan_quality_calibrated(model, data, nd, calib_tokens, &a, o,
                                                    (k == 4 || k == 6 ? LS_PLAN_QUALITY_MEASURED : 0) |
                                                        (k >= 5 ? LS_PLAN_QUALITY_RELATIVE : 0),
@@ -168,7 +171,7 @@ int main(int argc, char **argv) {
     size_t windows = ls_eval_windows(n, mc.n_ctx, eval_tokens, &avail);
     double *kl = calloc((size_t)L * NTRUE, sizeof(double)), *dl = calloc((size_t)L * NTRUE + 1, sizeof(double));
     double t0 = ls_now();
-    if (rc == LS_OK) rc = ls_quant_layer_kl(model, tok, n, eval_tokens, true_bits, NTRUE, kl, dl);
+    if (rc == LS_OK) rc = ls_quant_layer_kl(model, tok, n, eval_tokens, threads, true_bits, NTRUE, kl, dl);
     double truth_s = ls_now() - t0, base = dl[L * NTRUE];
     for (int i = 0; i < L * NTRUE; i++) dl[i] -= base;
     if (rc != LS_OK) {
@@ -204,6 +207,7 @@ int main(int argc, char **argv) {
     cJSON_AddNumberToObject(j, "heldout_tokens", (double)n);
     cJSON_AddNumberToObject(j, "truth_seconds", truth_s);
     cJSON_AddNumberToObject(j, "calib_tokens", (double)cr.tokens);
+    cJSON_AddNumberToObject(j, "engine_threads", threads);
     cJSON_AddNumberToObject(j, "heldout_windows", (double)windows);
     cJSON_AddItemToObject(j, "truth_bits", cJSON_CreateIntArray(true_bits, NTRUE));
     cJSON *jk = cJSON_AddArrayToObject(j, "kl"), *jd = cJSON_AddArrayToObject(j, "dloss");

@@ -74,12 +74,12 @@ int ls_quant_eval_check(const char *fp32_path, const char *const *paths, int n_p
  * the model's context, about max_tokens, 0 all), in kl[l*nb + j]. nll (may be NULL) gets each
  * one's mean next-token NLL, and nll[n_layer*nb] the all-16-bit model's. The reference
  * distributions are held in memory: LS_EINVAL when they would pass 1 GiB (lower max_tokens). */
-int ls_quant_layer_kl(const char *model, const uint16_t *tok, size_t n, size_t max_tokens, const int *bits, int nb,
-                      double *kl, double *nll);
+int ls_quant_layer_kl(const char *model, const uint16_t *tok, size_t n, size_t max_tokens, int nthreads,
+                      const int *bits, int nb, double *kl, double *nll);
 /* The quality indicator measured end to end (`llmsys plan indicator --method kl`):
  * omega[l*4 + k] = ls_quant_layer_kl of the fp32 checkpoint model at ls_plan_bits[k] (0 at 16
  * bits, the reference) on the train split of the corpus paths, normalised as every indicator. */
-int ls_quant_indicator_kl(const char *model, const char *const *paths, int n_paths, size_t max_tokens,
+int ls_quant_indicator_kl(const char *model, const char *const *paths, int n_paths, size_t max_tokens, int nthreads,
                           const ls_plan_arch *a, double *omega);
 /* `llmsys plan indicator`: which indicator of which model, measured on what. */
 typedef struct {
@@ -90,6 +90,7 @@ typedef struct {
     int64_t calib_tokens; /* about this many tokens of their train split; 0 all; < 0 the
                              method's default (16 384; kl 4 096, it runs 1 + 3·n_layer passes) */
     int relative;         /* LS_PLAN_QUALITY_RELATIVE (calibrated variance or measured only) */
+    int nthreads;         /* kl: the engine's kernel threads (0: 1) */
 } ls_indicator_opts;
 /* What ls_indicator_compute would refuse about o's combination of options, before any work:
  * LS_EINVAL naming the flag (--method, --calib-data, --relative). */

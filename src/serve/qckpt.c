@@ -318,12 +318,13 @@ int ls_quantize_report_write(const char *report, const char *model, const char *
 /* ---------------------------------------------------------------- sensitivity */
 
 /* An engine of model with layer `one` at b bits and the others at 16 (one < 0: all at 16). */
-static int engine_one_layer(const char *model, int L, int one, int b, ls_engine **e) {
+static int engine_one_layer(const char *model, int L, int one, int b, int nthreads, ls_engine **e) {
     int *bits = malloc(sizeof(int) * (size_t)L);
     if (!bits) return ls_err(LS_ENOMEM, "sensitivity: out of memory");
     for (int l = 0; l < L; l++) bits[l] = l == one ? b : 16;
     ls_engine_opts eo = ls_engine_defaults();
     eo.bits = bits;
+    eo.nthreads = nthreads;
     int rc = ls_engine_open(e, model, &eo);
     free(bits);
     return rc;
@@ -367,8 +368,8 @@ static int engine_pass(ls_engine *e, const uint16_t *tok, int T, size_t windows,
     return rc;
 }
 
-int ls_quant_layer_kl(const char *model, const uint16_t *tok, size_t n, size_t max_tokens, const int *bits, int nb,
-                      double *kl, double *nll) {
+int ls_quant_layer_kl(const char *model, const uint16_t *tok, size_t n, size_t max_tokens, int nthreads,
+                      const int *bits, int nb, double *kl, double *nll) {
     ls_model_config cfg;
     int *qb = NULL;
     LS_TRY(ls_ckpt_info(model, &cfg, &qb, NULL));
@@ -383,13 +384,13 @@ int ls_quant_layer_kl(const char *model, const uint16_t *tok, size_t n, size_t m
                       windows * T, T, windows * T, V, cap / V);
     double *ref = malloc(sizeof(double) * windows * T * V);
     ls_engine *e = NULL;
-    int rc = ref ? engine_one_layer(model, L, -1, 16, &e) : ls_err(LS_ENOMEM, "sensitivity: reference");
+    int rc = ref ? engine_one_layer(model, L, -1, 16, nthreads, &e) : ls_err(LS_ENOMEM, "sensitivity: reference");
     if (rc == LS_OK) rc = engine_pass(e, tok, T, windows, avail, ref, NULL, NULL, nll ? nll + L * nb : NULL);
     ls_engine_free(e);
     for (int l = 0; l < L && rc == LS_OK; l++)
         for (int j = 0; j < nb && rc == LS_OK; j++) {
             e = NULL;
-            rc = engine_one_layer(model, L, l, bits[j], &e);
+            rc = engine_one_layer(model, L, l, bits[j], nthreads, &e);
             if (rc == LS_OK)
                 rc = engine_pass(e, tok, T, windows, avail, NULL, ref, &kl[l * nb + j], nll ? &nll[l * nb + j] : NULL);
             ls_engine_free(e);
@@ -398,20 +399,22 @@ int ls_quant_layer_kl(const char *model, const uint16_t *tok, size_t n, size_t m
     return rc;
 }
 
-int ls_quant_indicator_kl(const char *model, const char *const *paths, int n_paths, size_t max_tokens,
+int ls_quant_indicator_kl(const char *model, const char *const *paths, int n_paths, size_t max_tokens, int nthreads,
                           const ls_plan_arch *a, double *omega) {
     ls_corpus *c;
     ls_bpe *bpe;
     LS_TRY(ls_corpus_load_for(model, paths, n_paths, NULL, &c, &bpe));
     size_t n;
     const uint16_t *tok = ls_corpus_tokens(c, LS_SPLIT_TRAIN, &n); /* the held-out text stays unseen */
-    int L = a->n_layer, nb = LS_PLAN_NBITS - 1;                    /* every width but 16, the reference */
+    int L = a->n_layer, nb = 0, bits[LS_PLAN_NBITS], at[LS_PLAN_NBITS]; /* every width but 16, the reference */
+    for (int k = 0; k < LS_PLAN_NBITS; k++)
+        if (ls_plan_bits[k] != 16) bits[nb] = ls_plan_bits[k], at[nb++] = k;
     double *kl = malloc(sizeof(double) * (size_t)L * nb);
-    int rc =
-        kl ? ls_quant_layer_kl(model, tok, n, max_tokens, ls_plan_bits, nb, kl, NULL) : ls_err(LS_ENOMEM, "indicator");
+    int rc = kl ? ls_quant_layer_kl(model, tok, n, max_tokens, nthreads, bits, nb, kl, NULL)
+                : ls_err(LS_ENOMEM, "indicator");
     for (int l = 0; l < L && rc == LS_OK; l++) {
-        for (int k = 0; k < nb; k++) omega[l * LS_PLAN_NBITS + k] = kl[l * nb + k];
-        omega[l * LS_PLAN_NBITS + nb] = 0;
+        for (int k = 0; k < LS_PLAN_NBITS; k++) omega[l * LS_PLAN_NBITS + k] = 0; /* 16 bits: the reference */
+        for (int j = 0; j < nb; j++) omega[l * LS_PLAN_NBITS + at[j]] = kl[l * nb + j];
     }
     if (rc == LS_OK) rc = ls_plan_quality_normalise(a, omega);
     free(kl);
@@ -442,7 +445,7 @@ int ls_indicator_compute(const ls_indicator_opts *o, const ls_plan_arch *a, doub
     LS_TRY(ls_indicator_check(o));
     int kl = indicator_is(o, "kl");
     size_t tokens = o->calib_tokens >= 0 ? (size_t)o->calib_tokens : kl ? 4096 : 16384;
-    if (kl) return ls_quant_indicator_kl(o->model, o->calib, o->n_calib, tokens, a, omega);
+    if (kl) return ls_quant_indicator_kl(o->model, o->calib, o->n_calib, tokens, o->nthreads, a, omega);
     if (!o->n_calib) return ls_plan_quality_method(o->method ? o->method : "variance", o->model, a, omega);
     int flags =
         (indicator_is(o, "measured") ? LS_PLAN_QUALITY_MEASURED : 0) | (o->relative ? LS_PLAN_QUALITY_RELATIVE : 0);

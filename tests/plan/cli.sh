@@ -46,6 +46,10 @@ expect 0 "plan serve with it" -- "$BIN" plan serve --cluster "$T/c4.json" --mode
 expect 0 "indicator kl" -- "$BIN" plan indicator --model "$T/m.safetensors" --method kl \
   --calib-data /usr/share/common-licenses --calib-tokens 500 --out "$T/ik.json"
 grep -q "measured on the train split" "$T/out" || fail "kl indicator output: $(cat "$T/out")"
+# on two engine threads: the same rows computed, split between threads; the same file
+expect 0 "indicator kl, 2 threads" -- "$BIN" plan indicator --model "$T/m.safetensors" --method kl \
+  --calib-data /usr/share/common-licenses --calib-tokens 500 --threads 2 --out "$T/ik2.json"
+cmp -s "$T/ik.json" "$T/ik2.json" || fail "kl indicator on 2 threads differs from 1"
 expect 0 "indicator relative" -- "$BIN" plan indicator --model "$T/m.safetensors" --method measured \
   --calib-data /usr/share/common-licenses \
   --calib-tokens 2000 --relative --out "$T/ir.json"

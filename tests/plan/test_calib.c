@@ -268,7 +268,7 @@ static void test_layer_kl(void) {
     uint16_t *tok = tokens(n, 7);
     const int bits[3] = {16, 3, 8};
     double kl[2 * 3], nll[2 * 3 + 1];
-    CHECK(ls_quant_layer_kl(ck, tok, n, 0, bits, 3, kl, nll) == LS_OK);
+    CHECK(ls_quant_layer_kl(ck, tok, n, 0, 1, bits, 3, kl, nll) == LS_OK);
     for (int l = 0; l < L; l++) {
         CHECK(kl[l * 3] == 0); /* at 16 bits the layer is the reference's */
         CHECK_MSG(kl[l * 3 + 1] > kl[l * 3 + 2] && kl[l * 3 + 2] > 0, "layer %d: KL at 3 bits %g, at 8 %g", l,
@@ -286,7 +286,7 @@ static void test_layer_kl(void) {
     CHECK_NEAR(nll[L * 3], r.loss, 1e-5);
     /* one window, by hand: layer 1 at 3 bits against all at 16 */
     double k1;
-    CHECK(ls_quant_layer_kl(ck, tok, n, (size_t)T, one3 + 1, 1, kl, NULL) == LS_OK);
+    CHECK(ls_quant_layer_kl(ck, tok, n, (size_t)T, 2, one3 + 1, 1, kl, NULL) == LS_OK);
     k1 = kl[1];
     eo.bits = one3;
     CHECK(ls_engine_open(&e3, ck, &eo) == LS_OK);
@@ -307,7 +307,7 @@ static void test_layer_kl(void) {
     CHECK_NEAR(k1, want, 1e-9 + 1e-6 * want);
     CHECK(want > 0);
     /* too little text: one clear error */
-    CHECK(ls_quant_layer_kl(ck, tok, 10, 0, bits, 3, kl, NULL) == LS_EINVAL);
+    CHECK(ls_quant_layer_kl(ck, tok, 10, 0, 1, bits, 3, kl, NULL) == LS_EINVAL);
 
     /* the kl indicator: 0 at 16 bits, normalised, cheaper with more bits */
     FILE *f = fopen(txt, "w");
@@ -319,7 +319,7 @@ static void test_layer_kl(void) {
     CHECK(ls_plan_resolve_model(cat, ck, &a) == LS_OK);
     double om[2 * LS_PLAN_NBITS], sum4 = 0;
     const char *paths[1] = {txt};
-    CHECK(ls_quant_indicator_kl(ck, paths, 1, 1000, &a, om) == LS_OK);
+    CHECK(ls_quant_indicator_kl(ck, paths, 1, 1000, 1, &a, om) == LS_OK);
     for (int l = 0; l < L; l++) {
         const double *o = om + l * LS_PLAN_NBITS; /* 3, 4, 8, 16 bits */
         CHECK(o[3] == 0 && o[0] > o[1] && o[1] > o[2] && o[2] > 0);
