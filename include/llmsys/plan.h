@@ -216,9 +216,11 @@ int ls_plan_calib_var(ls_model *m, const uint16_t *tok, size_t n, int T, int B, 
                       double *rstd2, ls_eval_result *r);
 enum {
     LS_PLAN_QUALITY_MEASURED = 1, /* the quantization-error term instead of the variance term */
-    LS_PLAN_QUALITY_RELATIVE = 2  /* each layer's attention terms times its ln2's mean 1/σ², its MLP
-                                     terms times the next LayerNorm's: errors relative to the
-                                     residual stream they are added to */
+    LS_PLAN_QUALITY_RELATIVE = 2  /* each layer's terms times the mean 1/σ² of the LayerNorms after
+                                     them (from ln2 of the layer for attention, from ln1 of the next
+                                     for the MLP, the final one included): an error stays in the
+                                     residual stream, and each of those reads it relative to the
+                                     stream there */
 };
 /* The variance indicator or (flags LS_PLAN_QUALITY_MEASURED) the quantization-error one of
  * the fp32 checkpoint at path with its input variances measured by ls_plan_calib_var on the

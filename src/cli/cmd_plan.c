@@ -118,8 +118,8 @@ static int plan_indicator(int argc, char **argv) {
          "text (its train split) the indicator is measured on: variance, measured: the Linear inputs' variances, by "
          "forward passes of the fp32 checkpoint, instead of propagated from the weights; kl: the KL divergences"},
         {"relative", LS_ARG_FLAG, &o.relative, NULL,
-         "with --calib-data: each layer's error relative to the residual stream it is added to (the next "
-         "LayerNorm's measured 1/sigma^2)"},
+         "with --calib-data: each layer's error relative to the residual stream it stays in (the mean measured "
+         "1/sigma^2 of the LayerNorms after it)"},
         {"calib-tokens", LS_ARG_I64, &o.calib_tokens, "N",
          "calibration tokens (default 16384, kl 4096; 0: the whole split)", 0, LS_MIN(0)},
         {"threads", LS_ARG_INT, &o.nthreads, "N", "kl: the engine's kernel threads (default 1)", 0,

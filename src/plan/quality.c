@@ -253,10 +253,14 @@ int ls_plan_quality_calibrated(const char *path, const char *const *paths, int n
         rc = var && rstd2 ? ls_plan_calib_var(m, tok, n, mc->n_ctx, 8, max_tokens, var, rstd2, r)
                           : ls_err(LS_ENOMEM, "calibration");
         if (rc < 0) rc = ls_err_wrap(rc, "calibration on the train split");
-        /* relative: each linear's error as a share of the residual stream it is added to,
-         * through the LayerNorm that reads it first (1/sigma^2 of that LN's input) */
-        for (size_t l = 0; l < L && rc == LS_OK && (flags & LS_PLAN_QUALITY_RELATIVE); l++) {
-            double w_att = rstd2[2 * l + 1], w_mlp = rstd2[2 * l + 2]; /* ln2 of l; ln1 of l+1, or lnf */
+        /* relative: an error added to the residual stream stays in it, and every LayerNorm
+         * after it reads it divided by that LayerNorm's sigma; each linear's error is weighted by
+         * the mean 1/sigma^2 of those readers (rstd2[i] for the i-th LayerNorm, lnf last) */
+        int relative = rc == LS_OK && (flags & LS_PLAN_QUALITY_RELATIVE);
+        for (size_t i = 2 * L; relative && i-- > 0;) rstd2[i] += rstd2[i + 1]; /* suffix sums */
+        for (size_t l = 0; relative && l < L; l++) {
+            size_t a = 2 * l + 1, m = 2 * l + 2; /* the attention's first reader is ln2 of l; the MLP's ln1 of l+1 */
+            double w_att = rstd2[a] / (double)(2 * L + 1 - a), w_mlp = rstd2[m] / (double)(2 * L + 1 - m);
             for (size_t k = 0; k < S; k++) var[l * S + k] *= k < 2 * (size_t)mc->d_model ? w_att : w_mlp;
         }
     }

@@ -204,7 +204,10 @@ static void test_indicator(void) {
         double att = term(P(l, LS_LT_QKVW), 3 * C, C, v) + term(P(l, LS_LT_PROJW), C, C, v + C);
         double mlp = term(P(l, LS_LT_FCW), F, C, v + 2 * C) + term(P(l, LS_LT_FCPW), C, F, v + 3 * C);
         w[l] = att + mlp, sum += w[l];
-        wr[l] = att * rs[2 * l + 1] + mlp * rs[2 * l + 2], sumr += wr[l]; /* ln2 of l; ln1 of l+1 or lnf */
+        /* every LayerNorm after it: attention ln2 of l onwards, the MLP ln1 of l+1 onwards (rs[4]: lnf) */
+        double ra = l == 0 ? (rs[1] + rs[2] + rs[3] + rs[4]) / 4 : (rs[3] + rs[4]) / 2;
+        double rm = l == 0 ? (rs[2] + rs[3] + rs[4]) / 3 : rs[4];
+        wr[l] = att * ra + mlp * rm, sumr += wr[l];
     }
     for (int l = 0; l < 2; l++) {
         CHECK_NEAR(om[l * LS_PLAN_NBITS + k4], w[l] / sum, 1e-9);
