@@ -10,7 +10,7 @@
  *
  * Usage: bench_indicator [--model CKPT] [--data PATH ...] [--calib-tokens N] [--eval-tokens N]
  *                        [--threads N] [--quick] [--out FILE]
- * --threads: the engine's kernel threads for the KL indicator and the truth (default 1).
+ * --threads: engine passes at a time for the KL indicator and the truth (default 1).
  * CKPT is an fp32 checkpoint trained on the corpus (default /usr/share/common-licenses).
  * Without it, the benchmark first trains one here: the small config for 400 steps (about
  * 10 minutes on 2 cores), or with --quick the tiny config (2 layers) for 100 steps, calibrated

@@ -67,7 +67,8 @@ int ls_quant_eval_heldout(const char *fp32_path, const char *qpath, const char *
  * window of the model's context. */
 int ls_quant_eval_check(const char *fp32_path, const char *const *paths, int n_paths, double heldout,
                         size_t max_tokens);
-/* Measured sensitivity of each layer to quantization, through the serving engine's kernels:
+/* Measured sensitivity of each layer to quantization, through the serving engine's kernels
+ * (nthreads passes at a time, each on its own engine; OpenBLAS on one thread throughout):
  * for layer l and width bits[j] (nb widths), the mean KL divergence of the next-token
  * distribution of the fp32 checkpoint model with layer l at bits[j] and every other layer at 16
  * from the all-16-bit model's, over the windows ls_eval_tokens would score of tok (windows of
@@ -90,7 +91,7 @@ typedef struct {
     int64_t calib_tokens; /* about this many tokens of their train split; 0 all; < 0 the
                              method's default (16 384; kl 4 096, it runs 1 + 3·n_layer passes) */
     int relative;         /* LS_PLAN_QUALITY_RELATIVE (calibrated variance or measured only) */
-    int nthreads;         /* kl: the engine's kernel threads (0: 1) */
+    int nthreads;         /* kl: engine passes at a time, one thread each (0: 1) */
 } ls_indicator_opts;
 /* What ls_indicator_compute would refuse about o's combination of options, before any work:
  * LS_EINVAL naming the flag (--method, --calib-data, --relative). */

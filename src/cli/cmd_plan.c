@@ -122,7 +122,7 @@ static int plan_indicator(int argc, char **argv) {
          "1/sigma^2 of the LayerNorms after it)"},
         {"calib-tokens", LS_ARG_I64, &o.calib_tokens, "N",
          "calibration tokens (default 16384, kl 4096; 0: the whole split)", 0, LS_MIN(0)},
-        {"threads", LS_ARG_INT, &o.nthreads, "N", "kl: the engine's kernel threads (default 1)", 0,
+        {"threads", LS_ARG_INT, &o.nthreads, "N", "kl: engine passes run N at a time, one per thread (default 1)", 0,
          LS_RANGE(1, LS_MODEL_MAX_THREADS)},
     };
     int rc = ls_args("plan indicator", "Computes the per-layer, per-bit quality indicator of a model.", spec,
