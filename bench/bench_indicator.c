@@ -207,7 +207,7 @@ int main(int argc, char **argv) {
     cJSON_AddNumberToObject(j, "heldout_tokens", (double)n);
     cJSON_AddNumberToObject(j, "truth_seconds", truth_s);
     cJSON_AddNumberToObject(j, "calib_tokens", (double)cr.tokens);
-    cJSON_AddNumberToObject(j, "engine_threads", threads);
+    cJSON_AddNumberToObject(j, "kl_threads", threads); /* KL passes at a time */
     cJSON_AddNumberToObject(j, "heldout_windows", (double)windows);
     cJSON_AddItemToObject(j, "truth_bits", cJSON_CreateIntArray(true_bits, NTRUE));
     cJSON *jk = cJSON_AddArrayToObject(j, "kl"), *jd = cJSON_AddArrayToObject(j, "dloss");

@@ -40,7 +40,8 @@ static int arg_range(const ls_arg *a, int64_t *lo, int64_t *hi) {
     return *lo || *hi;
 }
 
-int ls_args_choice(const char *choices, const char *s) {
+/* Index of s among the "|"-separated choices, or -1. */
+static int choice_index(const char *choices, const char *s) {
     size_t n = strlen(s);
     for (int i = 0; choices && *choices; i++) {
         size_t len = strcspn(choices, "|");
@@ -114,7 +115,7 @@ static int parse_value(const char *prog, const ls_arg *a, const char *val) {
         }
         break;
     case LS_ARG_STR:
-        if (a->choices && ls_args_choice(a->choices, val) < 0) return choice_err(prog, a, val);
+        if (a->choices && choice_index(a->choices, val) < 0) return choice_err(prog, a, val);
         break;
     case LS_ARG_STR_LIST:
         break;

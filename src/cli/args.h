@@ -43,8 +43,6 @@ typedef struct {
 /* The values a string option takes, after its `required`: {"output", LS_ARG_STR, &out, "KIND", "help", 0,
  * LS_CHOICES("label|proba")}. Another is refused as "--output must be label or proba, got 'x'". */
 #define LS_CHOICES(list) .choices = (list)
-/* Index of s among the "|"-separated choices, or -1. */
-int ls_args_choice(const char *choices, const char *s);
 
 enum { LS_ARGS_OK = 0, LS_ARGS_HELP = 1, LS_ARGS_USAGE = 2 };
 
