@@ -53,9 +53,25 @@ typedef struct {
     size_t weight_bytes;
     double fp32_bytes, seconds;
 } ls_quantize_result;
-/* Quantizes the fp32 checkpoint model into out at the bits of the bits_map file, or (bits_map
- * NULL) at bits for every layer, group columns per group. */
-int ls_quantize(const char *model, const char *out, const char *bits_map, int bits, int group, ls_quantize_result *r);
+/* `llmsys quantize`: the fp32 checkpoint model into out, at the widths of the bits_map file
+ * (ls_quant_read_bits_map) or at bits (16, 8, 4 or 3) for every layer, exactly one of the two;
+ * group columns per group (32, 64, 128 or 256). eval (n_eval paths, may be none) is the corpus
+ * whose held-out share (heldout, in (0, 0.5], as in training; at most eval_tokens tokens, 0 all)
+ * ls_quant_eval_heldout will score, report the JSON summary ls_quantize_report_write will write. */
+typedef struct {
+    const char *model, *out, *bits_map, *report;
+    int bits, group;
+    const char *const *eval;
+    int n_eval;
+    double heldout;
+    size_t eval_tokens;
+} ls_quantize_opts;
+ls_quantize_opts ls_quantize_defaults(void); /* group 64, held-out share 0.05 */
+/* What would fail once out is written, checked before: the options (LS_EINVAL, naming the
+ * flag), the eval corpus (ls_quant_eval_check) and the directories of report and out. */
+int ls_quantize_check(const ls_quantize_opts *o);
+/* ls_quantize_check, then the quantization: out is written atomically. */
+int ls_quantize(const ls_quantize_opts *o, ls_quantize_result *r);
 void ls_quantize_result_free(ls_quantize_result *r);
 /* Held-out bits/byte over the corpus paths (heldout share as in training, at most max_tokens
  * tokens, 0 all) of the quantized checkpoint qpath (engine) and, when bpb_f != NULL, of the
@@ -340,7 +356,7 @@ typedef struct ls_validate ls_validate;
 ls_validate_opts ls_validate_defaults(void);
 /* Checks the options, reads and checks opts.profile (errors name that path), makes the work
  * directory and the checkpoint (or reads the given one's config). LS_EINVAL for options out of
- * range. (A workload beyond the model context is refused by _cluster.) */
+ * range (--memory-gb and an empty --algos named) and for a workload beyond the model context. */
 int ls_validate_open(ls_validate **out, const ls_validate_opts *o);
 /* Measures the device profile over a grid that brackets the workload, or writes the opts.profile
  * _open read, to <dir>/profile.json. */

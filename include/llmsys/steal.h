@@ -561,9 +561,10 @@ typedef struct {
 /* The defaults of type, overridden by the fields of g that were given (epochs, trees,
  * max_depth, knn_ref, conv1, conv2, kernel > 0; hidden >= 0). */
 void ls_victim_opts_given(ls_victim_opts *o, int type, const ls_victim_opts *g);
-/* `victim train`: opens data (ls_steal_dataset_open, at most train_n rows), trains a victim
- * with o, measures train and test accuracy, saves it to out and, when report is non-NULL,
- * writes a JSON summary there. */
+/* `victim train`: refuses an out that would replace data or report, and o past
+ * ls_victim_opts_fit, before anything is read; opens data (ls_steal_dataset_open, at most train_n rows), trains a
+ * victim with o, measures train and test accuracy, saves it to out and, when report is non-NULL, writes a JSON summary
+ * there. */
 int ls_victim_train_file(const ls_victim_opts *o, const char *data, int64_t train_n, const char *out,
                          const char *report, ls_victim_train_summary *s);
 /* `victim serve`: loads model and serves it with so, prints the serving line to out, writes

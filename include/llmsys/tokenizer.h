@@ -26,7 +26,8 @@ typedef struct {
     int min_freq;                /* stop when the most frequent pair occurs fewer times (0: 2) */
     const char *const *specials; /* added tokens such as "<|endoftext|>": ids 256.., before the merges; each once */
     int n_specials;
-    int progress; /* progress bar on stderr */
+    int progress;       /* progress bar on stderr */
+    int model_specials; /* 1: LS_BPE_SPECIALS take ids 256-258 and `specials` follow them */
 } ls_bpe_train_opts;
 
 /* Trains on n texts (bytes, any content). Deterministic: ties go to the smaller pair of ids. */

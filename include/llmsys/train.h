@@ -92,7 +92,8 @@ int ls_ckpt_load(const char *path, int flags, ls_model **out, ls_ckpt_state *st)
 /* Same into an existing model whose config must equal the file's. */
 int ls_ckpt_load_into(const char *path, ls_model *m, int flags, ls_ckpt_state *st);
 void ls_ckpt_state_free(ls_ckpt_state *st);
-/* `llmsys generate`: loads the checkpoint at path (weights), samples up to n_new tokens after
+/* `llmsys generate`: checks s (temperature in [0, 100], top_p in (0, 1]) and report's
+ * directory, loads the checkpoint at path (weights), samples up to n_new tokens after
  * prompt with s and seed (ls_model_generate_text), writes prompt and continuation to out (the
  * bytes as they are; specials are not text), and the JSON summary to report (may be NULL). */
 int ls_generate_checkpoint(const char *path, const char *prompt, int n_new, const ls_sample_config *s, uint64_t seed,

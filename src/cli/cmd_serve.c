@@ -17,54 +17,39 @@
 /* ---------------------------------------------------------------- quantize */
 
 int cmd_quantize(int argc, char **argv) {
-    const char *model = NULL, *out = NULL, *bits_map = NULL, *report = NULL;
+    ls_quantize_opts o = ls_quantize_defaults();
     ls_strlist eval = {0};
-    int bits = 0, group = 64;
     int64_t eval_tokens = 0;
-    double heldout = 0.05, bpb_f = 0, bpb_q = 0;
+    double bpb_f = 0, bpb_q = 0;
     ls_arg spec[] = {
-        {"model", LS_ARG_PATH, &model, "PATH", "fp32 checkpoint to quantize", 1},
-        {"out", LS_ARG_PATH, &out, "PATH", "quantized checkpoint to write", 1},
-        {"bits", LS_ARG_INT, &bits, "B", "one width for every layer: 16, 8, 4 or 3"},
-        {"bits-map", LS_ARG_PATH, &bits_map, "FILE", "per-layer widths: JSON {\"bits\":[..]} or a list of integers"},
-        {"group", LS_ARG_INT, &group, "G", "columns per quantization group: 32, 64, 128, 256 (default 64)"},
+        {"model", LS_ARG_PATH, &o.model, "PATH", "fp32 checkpoint to quantize", 1},
+        {"out", LS_ARG_PATH, &o.out, "PATH", "quantized checkpoint to write", 1},
+        {"bits", LS_ARG_INT, &o.bits, "B", "one width for every layer: 16, 8, 4 or 3"},
+        {"bits-map", LS_ARG_PATH, &o.bits_map, "FILE", "per-layer widths: JSON {\"bits\":[..]} or a list of integers"},
+        {"group", LS_ARG_INT, &o.group, "G", "columns per quantization group: 32, 64, 128, 256 (default 64)"},
         {"eval", LS_ARG_PATH_LIST, &eval, "PATH", "also report held-out bits/byte on this corpus, fp32 vs quantized"},
-        {"heldout", LS_ARG_FLOAT, &heldout, "FRAC", "held-out share of the corpus, as in training (default 0.05)"},
+        {"heldout", LS_ARG_FLOAT, &o.heldout, "FRAC", "held-out share of the corpus, as in training (default 0.05)"},
         {"eval-tokens", LS_ARG_I64, &eval_tokens, "N", "evaluate at most N tokens (default all)", 0, LS_MIN(0)},
-        {"report", LS_ARG_PATH, &report, "FILE", "write a JSON summary"},
+        {"report", LS_ARG_PATH, &o.report, "FILE", "write a JSON summary"},
     };
     int rc = ls_args("quantize", "Quantizes a checkpoint, each layer at its own bit width (group-wise RTN).", spec,
                      LS_NARGS(spec), argc, argv);
-    if (rc < 0 && (bits != 0) == (bits_map != NULL))
-        rc = ls_usage_err("quantize", "give exactly one of --bits B or --bits-map FILE");
-    else if (rc < 0 && bits && bits != 16 && bits != 8 && bits != 4 && bits != 3)
-        rc = ls_usage_err("quantize", "--bits must be 16, 8, 4 or 3, got %d", bits);
-    else if (rc < 0 && !ls_quant_group_valid(group))
-        rc = ls_usage_err("quantize", "--group must be 32, 64, 128 or 256, got %d", group);
-    else if (rc < 0 && !(heldout > 0 && heldout <= 0.5))
-        rc = ls_usage_err("quantize", "--heldout must be in (0, 0.5], got %g", heldout);
-    else if (rc < 0 && ls_path_replaces(model, out))
-        rc = ls_usage_err("quantize", "--out %s is the --model checkpoint; write the quantized one elsewhere", out);
-    /* what could fail after the quantized checkpoint is written is checked before it is */
-    int st = LS_OK;
-    if (rc < 0 && eval.n && (st = ls_quant_eval_check(model, eval.v, eval.n, heldout, (size_t)eval_tokens)) != LS_OK)
-        rc = ls_cli_fail_rc(st);
-    else if (rc < 0 && report && ls_out_path_check("report", report) != LS_OK)
-        rc = ls_cli_fail();
-    else if (rc < 0 && ls_out_path_check("out", out) != LS_OK)
-        rc = ls_cli_fail();
+    o.eval = (const char *const *)eval.v, o.n_eval = eval.n, o.eval_tokens = (size_t)eval_tokens;
     ls_quantize_result q = {0};
-    /* reads --model and --bits-map, quantizes, writes --out (LS_EIO) */
-    if (rc < 0 && (st = ls_quantize(model, out, bits_map, bits, group, &q)) != LS_OK) rc = ls_cli_fail_rc(st);
+    int st = rc < 0 ? ls_quantize(&o, &q) : LS_OK; /* checks all first; reads --model, writes --out */
+    if (st != LS_OK) rc = ls_cli_fail_rc(st);
     if (rc < 0) { /* quantized and written */
         rc = 0;
-        printf("quantized %s -> %s in %.2f s: %d layers, group %d, bits [", model, out, q.seconds, q.n_layer, group);
+        printf("quantized %s -> %s in %.2f s: %d layers, group %d, bits [", o.model, o.out, q.seconds, q.n_layer,
+               o.group);
         for (int l = 0; l < q.n_layer; l++) printf("%s%d", l ? "," : "", q.bits[l]);
         printf("], layer weights %.2f MiB (fp32 %.2f MiB)\n", q.weight_bytes / 1048576.0, q.fp32_bytes / 1048576.0);
-        if (eval.n) rc = ls_quant_eval_heldout(model, out, eval.v, eval.n, heldout, (size_t)eval_tokens, &bpb_f, &bpb_q);
+        if (eval.n)
+            rc = ls_quant_eval_heldout(o.model, o.out, o.eval, eval.n, o.heldout, o.eval_tokens, &bpb_f, &bpb_q);
         if (eval.n && rc == LS_OK)
             printf("held-out bits/byte: fp32 %.4f, quantized %.4f (%+.4f)\n", bpb_f, bpb_q, bpb_q - bpb_f);
-        if (rc == LS_OK && report) rc = ls_quantize_report_write(report, model, out, group, &q, eval.n > 0, bpb_f, bpb_q);
+        if (rc == LS_OK && o.report)
+            rc = ls_quantize_report_write(o.report, o.model, o.out, o.group, &q, eval.n > 0, bpb_f, bpb_q);
         if (rc < 0) rc = ls_cli_fail(); /* after --out is written: the run's */
     }
     ls_quantize_result_free(&q);

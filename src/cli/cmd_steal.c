@@ -26,7 +26,8 @@ static int victim_train(int argc, char **argv) {
      * below refuse a given size under its minimum */
     ls_victim_opts g = {.hidden = LS_ARG_UNSET};
     ls_arg spec[] = {
-        {"type", LS_ARG_STR, &type_s, "T", "logreg, svm, tree, forest, knn, nb, mlp or cnn (images only)", 1},
+        {"type", LS_ARG_STR, &type_s, "T", "logreg, svm, tree, forest, knn, nb, mlp or cnn (images only)", 1,
+         LS_CHOICES("logreg|svm|tree|forest|knn|nb|mlp|cnn")},
         {"data", LS_ARG_PATH, &data, "D",
          "fmnist[:DIR], blobs, rings, wine, cancer, digits or a CSV path (features, label; .gz ok)", 1},
         {"out", LS_ARG_PATH, &out, "FILE", "victim file to write (victim.bin)", 1},
@@ -47,20 +48,12 @@ static int victim_train(int argc, char **argv) {
     int rc = ls_args("victim train", "Trains a black-box victim classifier and reports its test accuracy.", spec,
                      LS_NARGS(spec), argc, argv);
     if (rc >= 0) return rc;
-    int type = ls_victim_type_parse(type_s);
-    if (type < 0)
-        return ls_usage_err("victim train", "unknown --type '%s' (logreg, svm, tree, forest, knn, nb, mlp, cnn)",
-                            type_s);
-    int replaces_data = ls_is_file(data) && ls_path_replaces(data, out); /* not a dataset's name */
-    if (replaces_data) return ls_usage_err("victim train", "--out %s would replace the --data file", out);
-    if (ls_path_replaces(out, report))
-        return ls_usage_err("victim train", "--out and --report name the same file %s", out);
+    int type = ls_victim_type_parse(type_s); /* one of its names: the parser checked */
     ls_victim_opts o;
     ls_victim_opts_given(&o, type, &g);
-    if (ls_victim_opts_fit(&o)) return ls_usage_err("victim train", "%s", ls_errmsg());
     o.seed = (uint64_t)seed;
     o.verbose = !quiet;
-    ls_victim_train_summary sm; /* reads --data, trains here, writes --out and --report (LS_EIO) */
+    ls_victim_train_summary sm; /* checks, reads --data, trains here, writes --out and --report (LS_EIO) */
     if ((rc = ls_victim_train_file(&o, data, train_n, out, report, &sm))) return ls_cli_fail_rc(rc);
     printf("victim %s on %s: %lld train rows, %d features, %d classes; train accuracy %.4f, test accuracy %.4f "
            "(%lld test rows); trained in %.1f s -> %s\n",
@@ -161,11 +154,8 @@ static int victim_make_data(int argc, char **argv) {
     int rc = ls_args("victim make-data", "Writes a reproducible synthetic CSV table (features, label).", spec,
                      LS_NARGS(spec), argc, argv);
     if (rc >= 0) return rc;
-    int64_t max_n = ls_steal_table_max_rows(d); /* the library's bounds, named by flag before any work */
-    if (n < 2 || n > max_n)
-        return ls_usage_err("victim make-data", "--n must be in [2, %lld] for %d features here, got %lld",
-                            (long long)max_n, d, (long long)n);
-    if (ls_steal_write_table(kind, n, d, k, (uint64_t)seed, out)) return ls_cli_fail();
+    /* the sizes checked before any work (2: --n past the bound), then the CSV written (1) */
+    if ((rc = ls_steal_write_table(kind, n, d, k, (uint64_t)seed, out))) return ls_cli_fail_rc(rc);
     printf("wrote %s: %lld rows, %d features, %d classes (%s)\n", out, (long long)n, d, k, kind);
     return 0;
 }

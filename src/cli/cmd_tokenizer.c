@@ -1,5 +1,6 @@
 /* cmd_tokenizer.c - `llmsys tokenizer train|encode|decode`: byte-level BPE vocabularies in the
  * Hugging Face tokenizer.json format. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,8 @@ static int tok_train(int argc, char **argv) {
         {"input", LS_ARG_PATH_LIST, &inputs, "FILE", "training text files", 1},
         {"vocab-size", LS_ARG_INT, &vocab, "N", "tokens in all: 256 bytes + 3 model specials + added + merges", 1,
          LS_RANGE(259, LS_BPE_MAX_VOCAB)},
-        {"min-freq", LS_ARG_INT, &min_freq, "N", "stop when the best pair occurs fewer times (default 2)"},
+        {"min-freq", LS_ARG_INT, &min_freq, "N", "stop when the best pair occurs fewer times (default 2)", 0,
+         LS_RANGE(1, INT_MAX)},
         {"special", LS_ARG_STR_LIST, &specials, "TOKEN",
          "more added tokens, e.g. '<|endoftext|>' (ids 256-258 are always <|bos|> <|eos|> <|pad|>)"},
         {"out", LS_ARG_PATH, &out, "FILE", "tokenizer.json to write", 1},
@@ -25,16 +27,7 @@ static int tok_train(int argc, char **argv) {
     int rc = ls_args("tokenizer train", "Trains a byte-level BPE vocabulary (GPT-2 pre-tokenizer).", spec,
                      LS_NARGS(spec), argc, argv);
     if (rc >= 0) return rc;
-    const char *model_specials[] = LS_BPE_SPECIALS, **all = calloc((size_t)specials.n + 3, sizeof *all);
-    if (vocab < 259 + specials.n || min_freq < 1 || !all) {
-        fprintf(stderr, "llmsys tokenizer train: --vocab-size must be >= 259 + added tokens, --min-freq >= 1\n");
-        ls_strlist_free(&inputs);
-        ls_strlist_free(&specials);
-        free(all);
-        return 2;
-    }
-    for (int i = 0; i < 3 + specials.n; i++) all[i] = i < 3 ? model_specials[i] : specials.v[i - 3];
-    ls_bpe_train_opts o = {vocab, min_freq, all, specials.n + 3, 1};
+    ls_bpe_train_opts o = {vocab, min_freq, (const char *const *)specials.v, specials.n, 1, 1};
     ls_bpe *t = NULL;
     double t0 = ls_now();
     if (ls_out_path_check("out", out)) /* before the training */
@@ -49,7 +42,6 @@ static int tok_train(int argc, char **argv) {
     ls_bpe_free(t);
     ls_strlist_free(&inputs);
     ls_strlist_free(&specials);
-    free(all);
     return rc;
 }
 

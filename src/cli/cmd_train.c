@@ -127,7 +127,7 @@ int cmd_eval(int argc, char **argv) {
     ls_arg spec[] = {
         {"model", LS_ARG_PATH, &model, "CKPT", "checkpoint (.safetensors)", 1},
         {"data", LS_ARG_PATH_LIST, &data, "PATH", "text files or directories", 1},
-        {"split", LS_ARG_STR, &split_name, "S", "heldout (default), train or all"},
+        {"split", LS_ARG_STR, &split_name, "S", "heldout (default), train or all", 0, LS_CHOICES("heldout|train|all")},
         {"seq", LS_ARG_INT, &seq, "T", "window length (default: the model's context)", 0, LS_MIN(0)},
         {"batch", LS_ARG_INT, &batch, "B", "windows per forward pass (default 8)", 0, LS_MIN(1)},
         {"max-tokens", LS_ARG_I64, &max_tokens, "N", "evaluate at most N tokens (default all)", 0, LS_MIN(0)},
@@ -142,11 +142,8 @@ int cmd_eval(int argc, char **argv) {
                      spec, LS_NARGS(spec), argc, argv);
     ls_split split = LS_SPLIT_HELDOUT;
     ls_eval_ckpt_result r;
-    if (rc < 0 && ls_split_parse(split_name, &split) < 0)
-        rc = ls_usage_err("eval", "%s", ls_errmsg());
-    else if (rc < 0 && !(co.heldout_frac > 0 && co.heldout_frac <= 0.5))
-        rc = ls_usage_err("eval", "--heldout must be in (0, 0.5], got %g", co.heldout_frac);
-    else if (rc < 0 && report && ls_out_path_check("report", report)) /* before the work */
+    ls_split_parse(split_name, &split);                          /* one of its names: the parser checked */
+    if (rc < 0 && report && ls_out_path_check("report", report)) /* before the work */
         rc = ls_cli_fail();
     if (rc >= 0) {
         ls_strlist_free(&data);
@@ -185,9 +182,6 @@ int cmd_generate(int argc, char **argv) {
     int rc = ls_args("generate", "Samples text from a checkpoint: the prompt, then its continuation.", spec,
                      LS_NARGS(spec), argc, argv);
     if (rc >= 0) return rc;
-    if (!(temperature >= 0 && temperature <= 100)) return ls_usage_err("generate", "--temperature must be in [0, 100]");
-    if (!(top_p > 0 && top_p <= 1)) return ls_usage_err("generate", "--top-p must be in (0, 1]");
-    if (report && ls_out_path_check("report", report)) return ls_cli_fail(); /* before the work */
     ls_model_set_threads(threads);
     ls_sample_config s = {(float)temperature, top_k, (float)top_p};
     rc = ls_generate_checkpoint(model, prompt, tokens, &s, (uint64_t)seed, stdout, report);

@@ -165,25 +165,44 @@ done:
     return rc;
 }
 
-int ls_quantize(const char *model, const char *out, const char *bits_map, int bits, int group, ls_quantize_result *r) {
+ls_quantize_opts ls_quantize_defaults(void) { return (ls_quantize_opts){.group = 64, .heldout = 0.05}; }
+
+int ls_quantize_check(const ls_quantize_opts *o) {
+    if ((o->bits != 0) == (o->bits_map != NULL))
+        return ls_err(LS_EINVAL, "give exactly one of --bits B or --bits-map FILE");
+    if (o->bits && o->bits != 16 && o->bits != 8 && o->bits != 4 && o->bits != 3)
+        return ls_err(LS_EINVAL, "--bits must be 16, 8, 4 or 3, got %d", o->bits);
+    if (!ls_quant_group_valid(o->group))
+        return ls_err(LS_EINVAL, "--group must be 32, 64, 128 or 256, got %d", o->group);
+    if (!(o->heldout > 0 && o->heldout <= 0.5))
+        return ls_err(LS_EINVAL, "--heldout must be in (0, 0.5], got %g", o->heldout);
+    if (ls_path_replaces(o->model, o->out))
+        return ls_err(LS_EINVAL, "--out %s is the --model checkpoint; write the quantized one elsewhere", o->out);
+    if (o->n_eval) LS_TRY(ls_quant_eval_check(o->model, o->eval, o->n_eval, o->heldout, o->eval_tokens));
+    if (o->report) LS_TRY(ls_out_path_check("report", o->report));
+    return ls_out_path_check("out", o->out);
+}
+
+int ls_quantize(const ls_quantize_opts *o, ls_quantize_result *r) {
     memset(r, 0, sizeof *r);
+    LS_TRY(ls_quantize_check(o));
     ls_model_config cfg;
     int *fbits = NULL;
-    LS_TRY(ls_ckpt_info(model, &cfg, &fbits, NULL));
+    LS_TRY(ls_ckpt_info(o->model, &cfg, &fbits, NULL));
     free(fbits);
-    if (bits_map) {
-        LS_TRY(ls_quant_read_bits_map(bits_map, &r->bits, &r->n_layer));
+    if (o->bits_map) {
+        LS_TRY(ls_quant_read_bits_map(o->bits_map, &r->bits, &r->n_layer));
     } else {
         r->n_layer = cfg.n_layer;
         r->bits = malloc(sizeof(int) * (size_t)cfg.n_layer);
         if (!r->bits) return ls_err(LS_ENOMEM, "out of memory");
-        for (int l = 0; l < cfg.n_layer; l++) r->bits[l] = bits;
+        for (int l = 0; l < cfg.n_layer; l++) r->bits[l] = o->bits;
     }
     double t0 = ls_now();
     ls_engine *e = NULL;
-    int rc = ls_quant_checkpoint(model, r->bits, r->n_layer, group, out);
+    int rc = ls_quant_checkpoint(o->model, r->bits, r->n_layer, o->group, o->out);
     r->seconds = ls_now() - t0;
-    if (rc == LS_OK) rc = ls_engine_open(&e, out, NULL);
+    if (rc == LS_OK) rc = ls_engine_open(&e, o->out, NULL);
     if (rc == LS_OK) r->weight_bytes = ls_engine_weight_bytes(e);
     ls_engine_free(e);
     r->fp32_bytes = (double)cfg.n_layer * (4.0 * cfg.d_model * cfg.d_model + 2.0 * cfg.d_model * cfg.d_ff) * 4;
@@ -252,6 +271,8 @@ int ls_quant_eval_heldout(const char *fp32_path, const char *qpath, const char *
 
 int ls_eval_checkpoint(const char *path, const char *const *paths, int n_paths, const ls_corpus_opts *co, ls_split s,
                        int T, int B, size_t max_tokens, ls_eval_ckpt_result *out) {
+    if (!(co->heldout_frac > 0 && co->heldout_frac <= 0.5)) /* before the inputs are read */
+        return ls_err(LS_EINVAL, "--heldout must be in (0, 0.5], got %g", co->heldout_frac);
     ls_model *m = NULL;
     ls_engine *qe = NULL; /* quantized checkpoints run on the engine */
     ls_corpus *c = NULL;

@@ -64,6 +64,9 @@ static int make_ckpt(const char *config, uint64_t seed, const char *path) {
 int ls_validate_open(ls_validate **out, const ls_validate_opts *o) {
     *out = NULL;
     const ls_plan_workload *wl = &o->wl;
+    if (!(o->mem_gb > 0 && o->mem_gb <= 1e6))
+        return ls_err(LS_EINVAL, "--memory-gb must be in (0, 1e6], got %g", o->mem_gb);
+    if (o->n_algos < 1) return ls_err(LS_EINVAL, "--algos is empty");
     if (o->stages < 1 || o->stages > LS_SERVE_MAX_STAGES || wl->batch < 1 || wl->batch > 256 || wl->prompt < 2 ||
         wl->gen < 1 || o->threads < 1 || o->threads > 64 || o->runs < 1 || o->runs > LS_VALIDATE_MAX_RUNS ||
         o->reps < 1 || o->reps > 100 || !(o->mem_gb > 0) || o->n_algos < 1 || o->n_algos > LS_PLAN_ALGO_COUNT ||
@@ -105,6 +108,8 @@ int ls_validate_open(ls_validate **out, const ls_validate_opts *o) {
     }
     LS_TRY(ls_ckpt_info(r->ckpt, &r->cfg, &fbits, NULL));
     free(fbits);
+    if (wl->prompt + wl->gen > r->cfg.n_ctx)
+        return ls_err(LS_EINVAL, "prompt + gen = %d exceeds the model context %d", wl->prompt + wl->gen, r->cfg.n_ctx);
     return LS_OK;
 }
 

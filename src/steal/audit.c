@@ -26,6 +26,10 @@ void ls_victim_opts_given(ls_victim_opts *o, int type, const ls_victim_opts *g) 
 int ls_victim_train_file(const ls_victim_opts *o, const char *data, int64_t train_n, const char *out,
                          const char *report, ls_victim_train_summary *s) {
     memset(s, 0, sizeof *s);
+    if (ls_is_file(data) && ls_path_replaces(data, out)) /* a path, not a dataset's name */
+        return ls_err(LS_EINVAL, "--out %s would replace the --data file", out);
+    if (ls_path_replaces(out, report)) return ls_err(LS_EINVAL, "--out and --report name the same file %s", out);
+    LS_TRY(ls_victim_opts_fit(o));
     LS_TRY(ls_out_path_check("out", out)); /* before the training, not after it */
     if (report) LS_TRY(ls_out_path_check("report", report));
     ls_steal_data tr, te;

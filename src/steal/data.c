@@ -482,15 +482,17 @@ int64_t ls_steal_table_max_rows(int d) {
 }
 
 int ls_steal_make_table(const char *kind, int64_t n, int d, int k, uint64_t seed, ls_steal_data *out) {
-    if (k < 2 || d < 2 || n < 2) return ls_err(LS_EINVAL, "make_table: need n, d, k >= 2");
     if (strcmp(kind, "blobs") && strcmp(kind, "rings")) /* before the rows are allocated */
         return ls_err(LS_EINVAL, "make_table: unknown kind '%s' (blobs, rings)", kind);
-    /* bounds keep n·d and 2k (the blobs' clusters) in range, and the rows in memory */
-    if (d > LS_TABLE_MAX_DIM || k > LS_TABLE_MAX_DIM)
-        return ls_err(LS_EINVAL, "make_table: at most 65536 features and 65536 classes");
-    if (n > ls_steal_table_max_rows(d))
-        return ls_err(LS_EINVAL, "make_table: at most %lld rows of %d features here",
-                      (long long)ls_steal_table_max_rows(d), d);
+    /* bounds keep n·d and 2k (the blobs' clusters) in range, and the rows in memory; named by
+     * the flags of `llmsys victim make-data` */
+    if (d < 2 || d > LS_TABLE_MAX_DIM)
+        return ls_err(LS_EINVAL, "--features must be in [2, %d], got %d", LS_TABLE_MAX_DIM, d);
+    if (k < 2 || k > LS_TABLE_MAX_DIM)
+        return ls_err(LS_EINVAL, "--classes must be in [2, %d], got %d", LS_TABLE_MAX_DIM, k);
+    if (n < 2 || n > ls_steal_table_max_rows(d))
+        return ls_err(LS_EINVAL, "--n must be in [2, %lld] for %d features here, got %lld",
+                      (long long)ls_steal_table_max_rows(d), d, (long long)n);
     LS_TRY(ls_steal_data_alloc(out, n, d, k));
     ls_rng r;
     ls_rng_seed(&r, seed);

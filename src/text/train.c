@@ -211,15 +211,26 @@ static int apply_merge(trainer *tr, pair *pp, int32_t to) {
     return rc;
 }
 
+/* The added tokens in id order: the model's own first when asked for, then the caller's. */
+static int n_specials(const ls_bpe_train_opts *o) { return o->n_specials + (o->model_specials ? 3 : 0); }
+
+static const char *special(const ls_bpe_train_opts *o, int i) {
+    static const char *const model[] = LS_BPE_SPECIALS;
+    int k = o->model_specials ? 3 : 0;
+    return i < k ? model[i] : o->specials[i - k];
+}
+
 /* The options' sizes, and each added token once (a token given twice would take two ids). */
 static int check_opts(const ls_bpe_train_opts *o) {
-    if (o->vocab_size < 256 + o->n_specials || o->vocab_size > LS_BPE_MAX_VOCAB)
-        return ls_err(LS_EINVAL, "tokenizer: vocabulary size %d outside [%d, %d]", o->vocab_size, 256 + o->n_specials,
-                      LS_BPE_MAX_VOCAB);
-    for (int s = 1; s < o->n_specials; s++)
+    int ns = n_specials(o);
+    if (o->vocab_size < 256 + ns || o->vocab_size > LS_BPE_MAX_VOCAB)
+        return ls_err(LS_EINVAL, "tokenizer: vocabulary size %d outside [%d, %d] (256 bytes + %d added tokens)",
+                      o->vocab_size, 256 + ns, LS_BPE_MAX_VOCAB, ns);
+    if (o->min_freq < 0) return ls_err(LS_EINVAL, "tokenizer: minimum pair count %d is negative", o->min_freq);
+    for (int s = 1; s < ns; s++)
         for (int k = 0; k < s; k++)
-            if (!strcmp(o->specials[k], o->specials[s]))
-                return ls_err(LS_EINVAL, "tokenizer: added token '%s' is given twice (ids %d and %d)", o->specials[s],
+            if (!strcmp(special(o, k), special(o, s)))
+                return ls_err(LS_EINVAL, "tokenizer: added token '%s' is given twice (ids %d and %d)", special(o, s),
                               256 + k, 256 + s);
     return LS_OK;
 }
@@ -235,9 +246,9 @@ int ls_bpe_train(const char *const *texts, const size_t *lens, int n, const ls_b
         uint8_t c = (uint8_t)b;
         rc = ls_bpe_set_token(t, b, &c, 1, 0);
     }
-    for (int s = 0; s < o->n_specials && rc == LS_OK; s++) /* ids 256.. (llmsys's BOS, EOS, PAD when given first) */
-        rc = ls_bpe_set_token(t, t->n_tok, o->specials[s], strlen(o->specials[s]), 1);
-    int want = o->vocab_size - 256 - o->n_specials;
+    for (int s = 0; s < n_specials(o) && rc == LS_OK; s++) /* ids 256.. (llmsys's BOS, EOS, PAD when asked for) */
+        rc = ls_bpe_set_token(t, t->n_tok, special(o, s), strlen(special(o, s)), 1);
+    int want = o->vocab_size - 256 - n_specials(o);
     if (rc == LS_OK && !(t->merge = malloc(sizeof(ls_bpe_merge) * (size_t)(want > 0 ? want : 1))))
         rc = ls_err(LS_ENOMEM, "tokenizer merges");
     for (int f = 0; f < n && rc == LS_OK; f++)

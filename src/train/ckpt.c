@@ -170,6 +170,10 @@ void ls_ckpt_state_free(ls_ckpt_state *st) {
 
 int ls_generate_checkpoint(const char *path, const char *prompt, int n_new, const ls_sample_config *s, uint64_t seed,
                            FILE *out, const char *report) {
+    if (!(s->temperature >= 0 && s->temperature <= 100))
+        return ls_err(LS_EINVAL, "--temperature must be in [0, 100], got %g", s->temperature);
+    if (!(s->top_p > 0 && s->top_p <= 1)) return ls_err(LS_EINVAL, "--top-p must be in (0, 1], got %g", s->top_p);
+    if (report) LS_TRY(ls_out_path_check("report", report)); /* before the work */
     ls_model *m;
     LS_TRY(ls_ckpt_load(path, LS_CKPT_WEIGHTS, &m, NULL));
     int *ids = malloc((size_t)n_new * sizeof(int)), got = 0;

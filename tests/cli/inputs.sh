@@ -58,6 +58,10 @@ grep -q "a quantized checkpoint" "$T/err" || fail "train --resume: $(cat "$T/err
 # the quantized one); a symlink as --out is replaced, not followed, so that one is fine
 ln -s m.safetensors link.safetensors
 sum=$(cksum < m.safetensors)
+expect 2 "quantize --bits 5" -- "$BIN" quantize --model m.safetensors --bits 5 --out x.safetensors
+grep -qF -- "--bits must be 16, 8, 4 or 3, got 5" "$T/err" || fail "quantize --bits 5: $(cat "$T/err")"
+expect 2 "quantize without --bits or --bits-map" -- "$BIN" quantize --model m.safetensors --out x.safetensors
+[ -e x.safetensors ] && fail "a refused quantize wrote x.safetensors"
 expect 2 "quantize --out = --model" -- "$BIN" quantize --model m.safetensors --bits 4 --out ./m.safetensors
 expect 2 "quantize --model through a link, --out the file" -- "$BIN" quantize --model link.safetensors --bits 4 --out "$T/m.safetensors"
 [ "$(cksum < m.safetensors)" = "$sum" ] || fail "quantize replaced its fp32 input"
@@ -132,6 +136,8 @@ expect 1 "sim rl --out in a missing directory" -- "$BIN" sim rl --models qwen2.5
 # tokenizer train: a token added twice (was: two ids for it)
 expect 2 "tokenizer train --special a a" -- "$BIN" tokenizer train --input corpus.txt --vocab-size 300 --special a a --out x.json
 expect 2 "tokenizer train --special of a model special" -- "$BIN" tokenizer train --input corpus.txt --vocab-size 300 --special '<|eos|>' --out x.json
+expect 2 "tokenizer train --vocab-size below the added tokens" -- "$BIN" tokenizer train --input corpus.txt --vocab-size 260 --special a b --out x.json
+grep -qF "vocabulary size 260 outside [261," "$T/err" || fail "tokenizer train --vocab-size 260: $(cat "$T/err")"
 [ -e x.json ] && fail "a refused command wrote x.json"
 expect 2 "keys: an unknown subcommand in one line" -- "$BIN" keys bogus
 
@@ -313,6 +319,8 @@ done
 # work (was: refused after profiling, naming a temporary cluster.json; the workdir read as the profile)
 expect 2 "plan validate --memory-gb 1e20" -- "$BIN" plan validate --config tiny --memory-gb 1e20
 expect 2 "plan validate --profile ''" -- "$BIN" plan validate --config tiny --profile ''
+expect 2 "plan validate past the model context" -- "$BIN" plan validate --config tiny --prompt 4000 --gen 200
+grep -qF "prompt + gen = 4200 exceeds the model context" "$T/err" || fail "plan validate --prompt 4000: $(cat "$T/err")"
 
 # one rule for every bind address, port and path (the parser's: src/cli/args.c): refused before
 # any work, the same line and exit 2 from each command (was: serve and victim serve exit 1 from the

@@ -243,7 +243,30 @@ static void test_indicator(void) {
     char q8[140];
     snprintf(q8, sizeof q8, "%s/q8.safetensors", dir);
     ls_quantize_result qr;
-    CHECK(ls_quantize(ck, q8, NULL, 8, 64, &qr) == LS_OK);
+    ls_quantize_opts qo = ls_quantize_defaults(), qb;
+    qo.model = ck, qo.out = q8, qo.bits = 8;
+    /* each refusal names its flag and comes before anything is written */
+    struct {
+        int bits, group;
+        const char *map, *out, *report, *flag;
+        double heldout;
+    } qbad[] = {{0, 64, NULL, q8, NULL, "exactly one of --bits", 0.05},
+                {8, 64, txt, q8, NULL, "exactly one of --bits", 0.05},
+                {5, 64, NULL, q8, NULL, "--bits must be", 0.05},
+                {8, 48, NULL, q8, NULL, "--group must be", 0.05},
+                {8, 64, NULL, q8, NULL, "--heldout must be", 0.6},
+                {8, 64, NULL, ck, NULL, "--out", 0.05},
+                {8, 64, NULL, q8, "/nonexistent/r.json", "--report", 0.05},
+                {8, 64, NULL, "/nonexistent/q.safetensors", NULL, "--out", 0.05}};
+    for (size_t i = 0; i < sizeof qbad / sizeof qbad[0]; i++) {
+        qb = qo, qb.bits = qbad[i].bits, qb.group = qbad[i].group, qb.bits_map = qbad[i].map, qb.out = qbad[i].out;
+        qb.report = qbad[i].report, qb.heldout = qbad[i].heldout;
+        CHECK_MSG(ls_quantize(&qb, &qr) != LS_OK && strstr(ls_errmsg(), qbad[i].flag) && !qr.bits && !ls_is_file(q8),
+                  "quantize refusal %zu: %s", i, ls_errmsg());
+    }
+    qb = qo, qb.eval = paths, qb.n_eval = 1, qb.heldout = 1e-6; /* no whole window held out */
+    CHECK(ls_quantize(&qb, &qr) == LS_EINVAL && strstr(ls_errmsg(), "too little held-out") && !ls_is_file(q8));
+    CHECK(ls_quantize(&qo, &qr) == LS_OK && qr.n_layer > 0 && qr.bits[0] == 8);
     ls_quantize_result_free(&qr);
     CHECK(ls_plan_quality_calibrated(q8, paths, 1, 2000, &a, om, 0, &er) != LS_OK);
     CHECK(ls_plan_quality_calibrated(txt, paths, 1, 2000, &a, om, 0, &er) != LS_OK);

@@ -109,6 +109,19 @@ static void test_train_by_hand(void) {
     ls_bpe_train_opts o2 = {300, 5, NULL, 0, 0};
     CHECK_MSG(ls_bpe_train(&text, &len, 1, &o2, &t2) == LS_OK && ls_bpe_n_merges(t2) == 0, "min_freq 5: no merge");
     ls_bpe_free(t2);
+    /* the model's specials first (ids 256-258), the caller's after them, the merges after those */
+    const char *added[] = {"<|x|>"};
+    ls_bpe_train_opts o3 = {256 + 3 + 1 + 3, 2, added, 1, 0, 1};
+    CHECK_MSG(ls_bpe_train(&text, &len, 1, &o3, &t2) == LS_OK && ls_bpe_n_merges(t2) == 3, "model specials: train");
+    CHECK_MSG((b = ls_bpe_token(t2, 256, &n)) && n == 7 && !memcmp(b, "<|bos|>", 7), "model specials: 256 = <|bos|>");
+    CHECK_MSG((b = ls_bpe_token(t2, 258, &n)) && n == 7 && !memcmp(b, "<|pad|>", 7), "model specials: 258 = <|pad|>");
+    CHECK_MSG((b = ls_bpe_token(t2, 259, &n)) && n == 5 && !memcmp(b, "<|x|>", 5), "model specials: 259 = <|x|>");
+    CHECK_MSG((b = ls_bpe_token(t2, 260, &n)) && n == 2 && !memcmp(b, "aa", 2), "model specials: 260 = aa");
+    ls_bpe_free(t2);
+    /* the model's specials count in the size, and the caller may not give one of them again */
+    ls_bpe_train_opts small = {256 + 3, 2, added, 1, 0, 1}, twice = {300, 2, (const char *[]){"<|eos|>"}, 1, 0, 1};
+    CHECK_MSG(ls_bpe_train(&text, &len, 1, &small, &t2) == LS_EINVAL && !t2, "model specials: 259 tokens refused");
+    CHECK_MSG(ls_bpe_train(&text, &len, 1, &twice, &t2) == LS_EINVAL && !t2, "model specials: <|eos|> twice refused");
     ls_bpe_free(t);
 }
 

@@ -94,6 +94,7 @@ fi
 grep -q "bits/byte" "$T/eval.txt" || fail "eval prints no bits/byte"
 grep -q '"perplexity"' "$T/e.json" || fail "eval report lacks perplexity"
 expect_out 2 "$T/e2.json" "--split must be" -- "$BIN" eval --model "$T/a.st" --data "$T/corpus.txt" --split dev --report "$T/e2.json"
+expect_out 2 "$T/e2.json" "--heldout must be in (0, 0.5], got 0.7" -- "$BIN" eval --model "$T/a.st" --data "$T/corpus.txt" --heldout 0.7 --report "$T/e2.json"
 expect_out 2 "$T/e2.json" "/nonexistent.st" -- "$BIN" eval --model /nonexistent.st --data "$T/corpus.txt" --report "$T/e2.json"
 head -c 5000 "$T/a.st" > "$T/trunc.st"
 expect_out 2 "$T/e2.json" "trunc.st" -- "$BIN" eval --model "$T/trunc.st" --data "$T/corpus.txt" --report "$T/e2.json"
