@@ -334,6 +334,13 @@ static void test_layer_kl(void) {
     CHECK(want > 0);
     /* too little text: one clear error */
     CHECK(ls_quant_layer_kl(ck, tok, 10, 0, 1, bits, 3, kl, NULL) == LS_EINVAL);
+    /* a pass that fails mid-run (a width the engine refuses, every other job) fails the call with
+     * that pass's error, on one thread and with passes in parallel */
+    const int bad[2] = {8, 5};
+    for (int th = 1; th <= 2; th++) {
+        CHECK_MSG(ls_quant_layer_kl(ck, tok, n, (size_t)T, th, bad, 2, kl, NULL) == LS_EINVAL, "%d thread(s)", th);
+        CHECK_MSG(strstr(ls_errmsg(), "unsupported bit width 5"), "%d thread(s): %s", th, ls_errmsg());
+    }
 
     /* the kl indicator: 0 at 16 bits, normalised, cheaper with more bits */
     FILE *f = fopen(txt, "w");
