@@ -67,10 +67,9 @@ typedef struct {
     size_t eval_tokens;
 } ls_quantize_opts;
 ls_quantize_opts ls_quantize_defaults(void); /* group 64, held-out share 0.05 */
-/* What would fail once out is written, checked before: the options (LS_EINVAL, naming the
- * flag), the eval corpus (ls_quant_eval_check) and the directories of report and out. */
-int ls_quantize_check(const ls_quantize_opts *o);
-/* ls_quantize_check, then the quantization: out is written atomically. */
+/* Checks first what would fail once out is written: the options (LS_EINVAL, naming the flag),
+ * the eval corpus (ls_quant_eval_check) and the directories of report and out. Then quantizes;
+ * out is written atomically. */
 int ls_quantize(const ls_quantize_opts *o, ls_quantize_result *r);
 void ls_quantize_result_free(ls_quantize_result *r);
 /* Held-out bits/byte over the corpus paths (heldout share as in training, at most max_tokens

@@ -167,7 +167,8 @@ done:
 
 ls_quantize_opts ls_quantize_defaults(void) { return (ls_quantize_opts){.group = 64, .heldout = 0.05}; }
 
-int ls_quantize_check(const ls_quantize_opts *o) {
+/* What would fail once out is written, before it is. */
+static int quantize_check(const ls_quantize_opts *o) {
     if ((o->bits != 0) == (o->bits_map != NULL))
         return ls_err(LS_EINVAL, "give exactly one of --bits B or --bits-map FILE");
     if (o->bits && o->bits != 16 && o->bits != 8 && o->bits != 4 && o->bits != 3)
@@ -185,7 +186,7 @@ int ls_quantize_check(const ls_quantize_opts *o) {
 
 int ls_quantize(const ls_quantize_opts *o, ls_quantize_result *r) {
     memset(r, 0, sizeof *r);
-    LS_TRY(ls_quantize_check(o));
+    LS_TRY(quantize_check(o));
     ls_model_config cfg;
     int *fbits = NULL;
     LS_TRY(ls_ckpt_info(o->model, &cfg, &fbits, NULL));

@@ -69,8 +69,7 @@ int ls_validate_open(ls_validate **out, const ls_validate_opts *o) {
     if (o->n_algos < 1) return ls_err(LS_EINVAL, "--algos is empty");
     if (o->stages < 1 || o->stages > LS_SERVE_MAX_STAGES || wl->batch < 1 || wl->batch > 256 || wl->prompt < 2 ||
         wl->gen < 1 || o->threads < 1 || o->threads > 64 || o->runs < 1 || o->runs > LS_VALIDATE_MAX_RUNS ||
-        o->reps < 1 || o->reps > 100 || !(o->mem_gb > 0) || o->n_algos < 1 || o->n_algos > LS_PLAN_ALGO_COUNT ||
-        !o->self)
+        o->reps < 1 || o->reps > 100 || o->n_algos > LS_PLAN_ALGO_COUNT || !o->self)
         return ls_err(LS_EINVAL, "validate: options out of range");
     ls_validate *v = calloc(1, sizeof *v);
     if (!v) return ls_err(LS_ENOMEM, "out of memory");

@@ -122,6 +122,8 @@ static void test_train_by_hand(void) {
     ls_bpe_train_opts small = {256 + 3, 2, added, 1, 0, 1}, twice = {300, 2, (const char *[]){"<|eos|>"}, 1, 0, 1};
     CHECK_MSG(ls_bpe_train(&text, &len, 1, &small, &t2) == LS_EINVAL && !t2, "model specials: 259 tokens refused");
     CHECK_MSG(ls_bpe_train(&text, &len, 1, &twice, &t2) == LS_EINVAL && !t2, "model specials: <|eos|> twice refused");
+    ls_bpe_train_opts negative = {300, -1, NULL, 0, 0, 0}; /* 0 is the default (2); below it is no count */
+    CHECK_MSG(ls_bpe_train(&text, &len, 1, &negative, &t2) == LS_EINVAL && !t2, "min_freq -1 refused");
     ls_bpe_free(t);
 }
 
