@@ -81,4 +81,18 @@ static inline int test_rmtree(const char *dir) {
  * failed too). */
 #define TEST_RESULT_RMTREE(dir) (test_rmtree(dir) | TEST_RESULT())
 
+/* A "|"-separated list of names a CLI option takes (LS_CHOICES): every name passes parses(),
+ * and the list has n of them (the library's table and its list agree). */
+static inline void test_choice_list(const char *list, int n, int (*parses)(const char *)) {
+    int k = 0;
+    for (const char *p = list; *p; k++) {
+        size_t len = strcspn(p, "|");
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", (int)len, p);
+        CHECK_MSG(parses(name), "'%s' of \"%s\" does not parse", name, list);
+        p += len + (p[len] == '|');
+    }
+    CHECK_MSG(k == n, "\"%s\": %d names, want %d", list, k, n);
+}
+
 #endif

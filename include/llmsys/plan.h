@@ -273,8 +273,9 @@ typedef enum {
 } ls_plan_algo;
 
 const char *ls_plan_algo_name(ls_plan_algo a);
-/* -1 when unknown. */
+/* -1 when unknown. LS_PLAN_SERVE_ALGOS: the serving planners' names (no "brute"), "|"-separated. */
 int ls_plan_algo_parse(const char *s);
+#define LS_PLAN_SERVE_ALGOS "splitquant|ilp|uniform|pipeedge|adabits"
 /* Parses a comma-separated list of serving planners (no "brute") into algos (at most max);
  * returns the count, or LS_EINVAL naming the entry that is not one (or one too many). */
 int ls_plan_algos_parse(const char *list, int *algos, int max);

@@ -153,7 +153,8 @@ typedef enum {
     LS_VICTIM_COUNT
 } ls_victim_type;
 
-/* "logreg", "svm", ... and back (-1 when unknown). */
+/* "logreg", "svm", ... and back (-1 when unknown). LS_VICTIM_TYPES: every name, "|"-separated. */
+#define LS_VICTIM_TYPES "logreg|svm|tree|forest|knn|nb|mlp|cnn"
 const char *ls_victim_type_name(int type);
 int ls_victim_type_parse(const char *s);
 

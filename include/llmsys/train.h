@@ -139,7 +139,9 @@ size_t ls_corpus_num_bytes(const ls_corpus *c, ls_split s);
 double ls_corpus_unigram_entropy(const ls_corpus *c, ls_split s);
 /* XXH3 fingerprint of all tokens (recorded in checkpoints; a resume on other data warns). */
 uint64_t ls_corpus_hash(const ls_corpus *c);
-/* "train", "heldout", "all", and back (LS_EINVAL naming --split for any other name). */
+/* "train", "heldout", "all", and back (LS_EINVAL naming --split for any other name). LS_SPLITS:
+ * every name, "|"-separated, the default first. */
+#define LS_SPLITS "heldout|train|all"
 const char *ls_split_name(ls_split s);
 int ls_split_parse(const char *name, ls_split *out);
 

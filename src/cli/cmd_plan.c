@@ -35,7 +35,7 @@ static int plan_serve(int argc, char **argv) {
         {"indicator", LS_ARG_PATH, &rq.indicator, "I",
          "default | variance | measured (checkpoint models) | FILE (llmsys-indicator JSON)"},
         {"algo", LS_ARG_STR, &algo, "A", "splitquant (default) | ilp | uniform | pipeedge | adabits", 0,
-         LS_CHOICES("splitquant|ilp|uniform|pipeedge|adabits")},
+         LS_CHOICES(LS_PLAN_SERVE_ALGOS)},
         {"bits", LS_ARG_STR, &rq.bits, "LIST", "allowed bit widths, e.g. 4,8,16 (default 3,4,8,16)"},
         {"time-limit", LS_ARG_FLOAT, &rq.time_limit_s, "S",
          "ILP time limit in seconds over all candidates (default 10)"},

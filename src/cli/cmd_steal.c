@@ -27,7 +27,7 @@ static int victim_train(int argc, char **argv) {
     ls_victim_opts g = {.hidden = LS_ARG_UNSET};
     ls_arg spec[] = {
         {"type", LS_ARG_STR, &type_s, "T", "logreg, svm, tree, forest, knn, nb, mlp or cnn (images only)", 1,
-         LS_CHOICES("logreg|svm|tree|forest|knn|nb|mlp|cnn")},
+         LS_CHOICES(LS_VICTIM_TYPES)},
         {"data", LS_ARG_PATH, &data, "D",
          "fmnist[:DIR], blobs, rings, wine, cancer, digits or a CSV path (features, label; .gz ok)", 1},
         {"out", LS_ARG_PATH, &out, "FILE", "victim file to write (victim.bin)", 1},

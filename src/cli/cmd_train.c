@@ -127,7 +127,7 @@ int cmd_eval(int argc, char **argv) {
     ls_arg spec[] = {
         {"model", LS_ARG_PATH, &model, "CKPT", "checkpoint (.safetensors)", 1},
         {"data", LS_ARG_PATH_LIST, &data, "PATH", "text files or directories", 1},
-        {"split", LS_ARG_STR, &split_name, "S", "heldout (default), train or all", 0, LS_CHOICES("heldout|train|all")},
+        {"split", LS_ARG_STR, &split_name, "S", "heldout (default), train or all", 0, LS_CHOICES(LS_SPLITS)},
         {"seq", LS_ARG_INT, &seq, "T", "window length (default: the model's context)", 0, LS_MIN(0)},
         {"batch", LS_ARG_INT, &batch, "B", "windows per forward pass (default 8)", 0, LS_MIN(1)},
         {"max-tokens", LS_ARG_I64, &max_tokens, "N", "evaluate at most N tokens (default all)", 0, LS_MIN(0)},

@@ -1053,6 +1053,12 @@ static void test_replay_select(void) {
     ls_plan_cluster_free(cl);
 }
 
+/* the serving planners: every one but brute */
+static int serve_algo_parses(const char *s) {
+    int a = ls_plan_algo_parse(s);
+    return a >= 0 && a != LS_PLAN_ALGO_BRUTE;
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/llmsys-plan-test-%d", (int)getpid());
     LS_ASSERT(ls_mkdirs(tmpdir) == LS_OK);
@@ -1060,6 +1066,7 @@ int main(void) {
         fprintf(stderr, "catalog: %s\n", ls_errmsg());
         return 1;
     }
+    test_choice_list(LS_PLAN_SERVE_ALGOS, LS_PLAN_ALGO_COUNT - 1, serve_algo_parses);
     RUN(test_terms_one_layer);
     RUN(test_stage_memory);
     RUN(test_plans_valid);

@@ -407,12 +407,15 @@ static void test_testset(void) {
     ls_steal_data_free(&tr), ls_steal_data_free(&te);
 }
 
+static int victim_type_parses(const char *s) { return ls_victim_type_parse(s) >= 0; }
+
 int main(void) {
     openblas_set_num_threads(1);
     snprintf(dir, sizeof dir, "/tmp/llmsys-steal-units-%d", (int)getpid());
     ls_mkdirs(dir);
     snprintf(csv, sizeof csv, "%s/table.csv", dir);
     write_table();
+    test_choice_list(LS_VICTIM_TYPES, LS_VICTIM_COUNT, victim_type_parses);
     RUN(test_scaler_recorded);
     RUN(test_victim_raw_api);
     RUN(test_version1_loads);

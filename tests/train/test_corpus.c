@@ -244,8 +244,14 @@ static void test_batch_source(void) {
     free(a);
 }
 
+static int split_parses(const char *s) {
+    ls_split sp;
+    return ls_split_parse(s, &sp) == LS_OK;
+}
+
 int main(void) {
     if (!mkdtemp(dir)) return 1;
+    test_choice_list(LS_SPLITS, 3, split_parses);
     RUN(test_split_and_tokens);
     RUN(test_files_and_bad_input);
     RUN(test_batch_source);
