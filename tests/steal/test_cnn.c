@@ -1,6 +1,6 @@
 /* test_cnn.c - the cnn victim's network (src/steal/cnn.c): im2col + sgemm convolution against
- * direct loops, every gradient (each parameter tensor and the input) against central finite
- * differences, image shifts and the shifted fit, and victim.bin shape checks for a cnn. */
+ * direct loops, every gradient (each parameter tensor and the input) against central differences
+ * of a float64 forward, image shifts and the shifted fit, and victim.bin shape checks for a cnn. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,9 +77,79 @@ static void test_conv_matches_naive(void) {
     }
 }
 
-/* Analytic gradient of the mean cross-entropy against central differences, tensor by tensor.
- * Float32 throughout, so the tolerance is |a - fd| <= 2e-3 + 2e-2 |fd| with step 1e-3 (the
- * forward's rounding, ~1e-7 of the loss, becomes ~1e-4 in the quotient). */
+/* The network's mean cross-entropy in float64, by direct loops: the reference the float32
+ * analytic gradient is checked against. P holds the parameters in m's layout (W[l], b[l] in
+ * m.p order), X the N CHW rows. */
+static double loss_f64(const ls_cnn *m, const double *P, const double *X, int n, const int32_t *y) {
+    int c = m->c, h = m->h, w = m->w, ks = m->ks, pad = ks / 2, c1 = m->c1, c2 = m->c2, k = m->k;
+    int h4 = h / 2 / 2, w4 = w / 2 / 2;
+    const double *W[4], *b[4];
+    for (int l = 0; l < 2 + m->nfc; l++) {
+        W[l] = P + (m->W[l] - m->p);
+        b[l] = P + (m->b[l] - m->p);
+    }
+    int big = h * w * (c > c1 ? c : c1) + h * w * (c1 > c2 ? c1 : c2) + m->hidden + k + 16;
+    double *buf = malloc(sizeof(double) * (size_t)big * 2), total = 0;
+    for (int bi = 0; bi < n; bi++) {
+        double *in = buf, *out = buf + big; /* NHWC planes, ping-pong */
+        for (int ch = 0; ch < c; ch++)
+            for (int i = 0; i < h * w; i++) in[i * c + ch] = X[((size_t)bi * c + ch) * h * w + i];
+        int hh = h, ww = w, cin = c;
+        for (int l = 0; l < 2; l++) { /* conv (same padding) -> ReLU -> 2x2 max-pool */
+            int cout = l ? c2 : c1;
+            double *a = out, *pool = in; /* the pool overwrites the conv's input once it is used */
+            for (int oy = 0; oy < hh; oy++)
+                for (int ox = 0; ox < ww; ox++)
+                    for (int co = 0; co < cout; co++) {
+                        double s = b[l][co];
+                        for (int ky = 0; ky < ks; ky++)
+                            for (int kx = 0; kx < ks; kx++) {
+                                int iy = oy + ky - pad, ix = ox + kx - pad;
+                                if (iy < 0 || iy >= hh || ix < 0 || ix >= ww) continue;
+                                for (int ci = 0; ci < cin; ci++)
+                                    s += W[l][((co * ks + ky) * ks + kx) * cin + ci] * in[(iy * ww + ix) * cin + ci];
+                            }
+                        a[(oy * ww + ox) * cout + co] = s > 0 ? s : 0;
+                    }
+            for (int oy = 0; oy < hh / 2; oy++)
+                for (int ox = 0; ox < ww / 2; ox++)
+                    for (int co = 0; co < cout; co++) {
+                        double v = a[((2 * oy) * ww + 2 * ox) * cout + co];
+                        for (int t = 1; t < 4; t++) {
+                            double u = a[((2 * oy + t / 2) * ww + 2 * ox + t % 2) * cout + co];
+                            v = u > v ? u : v;
+                        }
+                        pool[(oy * (ww / 2) + ox) * cout + co] = v;
+                    }
+            hh /= 2;
+            ww /= 2;
+            cin = cout;
+        }
+        int din = h4 * w4 * c2;
+        for (int l = 2; l < 2 + m->nfc; l++) { /* fc layers, ReLU but after the last */
+            int last = l == 1 + m->nfc, dout = last ? k : m->hidden;
+            for (int j = 0; j < dout; j++) {
+                double s = b[l][j];
+                for (int i = 0; i < din; i++) s += W[l][(size_t)j * din + i] * in[i];
+                out[j] = last || s > 0 ? s : 0;
+            }
+            memcpy(in, out, sizeof(double) * (size_t)dout);
+            din = dout;
+        }
+        double mx = in[0], sum = 0;
+        for (int j = 1; j < k; j++) mx = in[j] > mx ? in[j] : mx;
+        for (int j = 0; j < k; j++) sum += exp(in[j] - mx);
+        total += mx + log(sum) - in[y[bi]];
+    }
+    free(buf);
+    return total / n;
+}
+
+/* The float32 analytic gradient (each parameter tensor and the input) against central
+ * differences of loss_f64. In float64 a step of 1e-6 crosses a ReLU or max-pool kink about a
+ * thousand times less often than float32's usable 1e-3 (which crossed one at most seeds), and its
+ * rounding (~1e-10 in the quotient) is negligible, so the tolerance is the float32 gradient's own:
+ * |a - fd| <= 2e-5 + 1e-4 |fd|. */
 static void gradcheck(int c, int h, int w, int k, int c1, int c2, int ks, int hidden, uint64_t seed) {
     ls_cnn m;
     CHECK_EQ_INT(ls_cnn_init(&m, c, h, w, k, c1, c2, ks, hidden, seed), LS_OK);
@@ -94,44 +164,45 @@ static void gradcheck(int c, int h, int w, int k, int c1, int c2, int ks, int hi
     enum { N = 3 };
     int d = c * h * w;
     float *x = malloc(sizeof(float) * N * d), *dx = malloc(sizeof(float) * N * d);
-    float *g = malloc(sizeof(float) * (size_t)m.np);
+    double *P = malloc(sizeof(double) * (size_t)m.np), *X = malloc(sizeof(double) * N * d);
     int32_t y[N];
     for (int i = 0; i < N * d; i++) x[i] = ls_rng_uniform(&r);
     for (int i = 0; i < N; i++) y[i] = (int32_t)ls_rng_below(&r, (uint64_t)k);
     double loss;
     CHECK_EQ_INT(ls_cnn_loss_grad(&m, x, N, y, &loss, dx), LS_OK);
-    memcpy(g, m.g, sizeof(float) * (size_t)m.np);
-    const float eps = 1e-3f;
+    for (int64_t i = 0; i < m.np; i++) P[i] = m.p[i];
+    for (int i = 0; i < N * d; i++) X[i] = x[i];
+    CHECK_NEAR(loss, loss_f64(&m, P, X, N, y), 1e-5);
+    const double eps = 1e-6;
     /* Each parameter tensor by its place in m.p, then the input. */
     const char *names[9] = {"conv1.W", "conv1.b", "conv2.W", "conv2.b", "fc1.W", "fc1.b", "fc2.W", "fc2.b", "input"};
     int ntens = 2 * (2 + m.nfc);
-    float *start[9];
+    int64_t start[9];
     for (int l = 0; l < 2 + m.nfc; l++) {
-        start[2 * l] = m.W[l];
-        start[2 * l + 1] = m.b[l];
+        start[2 * l] = m.W[l] - m.p;
+        start[2 * l + 1] = m.b[l] - m.p;
     }
-    start[ntens] = m.p + m.np; /* the tensors lie in this order in m.p */
+    start[ntens] = m.np; /* the tensors lie in this order in m.p */
     for (int t = 0; t <= ntens; t++) {
         int is_input = t == ntens;
-        float *base = is_input ? x : start[t];
+        double *base = is_input ? X : P + start[t];
         int64_t len = is_input ? N * d : start[t + 1] - start[t];
-        const float *ana = is_input ? dx : g + (base - m.p);
+        const float *ana = is_input ? dx : m.g + start[t];
         int bad = 0;
         double worst = 0, maxg = 0;
         for (int64_t i = 0; i < len; i++) {
-            float keep = base[i];
-            double lp, lm;
+            double keep = base[i];
             base[i] = keep + eps;
-            ls_cnn_loss_grad(&m, x, N, y, &lp, NULL);
+            double lp = loss_f64(&m, P, X, N, y);
             base[i] = keep - eps;
-            ls_cnn_loss_grad(&m, x, N, y, &lm, NULL);
+            double lm = loss_f64(&m, P, X, N, y);
             base[i] = keep;
             double fd = (lp - lm) / (2.0 * eps), err = fabs(fd - ana[i]);
             if (err > worst) worst = err;
             if (fabs(fd) > maxg) maxg = fabs(fd);
-            if (err > 2e-3 + 2e-2 * fabs(fd)) {
+            if (err > 2e-5 + 1e-4 * fabs(fd)) {
                 if (bad < 3)
-                    fprintf(stderr, "  %s[%lld]: analytic %.6g, finite difference %.6g\n", names[is_input ? 8 : t],
+                    fprintf(stderr, "  %s[%lld]: analytic %.8g, finite difference %.8g\n", names[is_input ? 8 : t],
                             (long long)i, ana[i], fd);
                 bad++;
             }
@@ -144,7 +215,8 @@ static void gradcheck(int c, int h, int w, int k, int c1, int c2, int ks, int hi
     }
     free(x);
     free(dx);
-    free(g);
+    free(P);
+    free(X);
     ls_cnn_free(&m);
 }
 
