@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int test_failures_ = 0, test_checks_ = 0, test_ran_ = 0;
 
@@ -57,12 +58,20 @@ static int test_failures_ = 0, test_checks_ = 0, test_ran_ = 0;
         }                                                                                    \
     } while (0)
 
-#define RUN(fn)                                                              \
-    do {                                                                     \
-        int before_ = test_failures_;                                        \
-        fn();                                                                \
-        test_ran_++;                                                         \
-        fprintf(stderr, "%s %s\n", test_failures_ == before_ ? "ok  " : "FAIL", #fn); \
+/* Seconds on the monotonic clock, for RUN's per-function times. */
+static inline double test_now_(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+#define RUN(fn)                                                                                                        \
+    do {                                                                                                               \
+        int before_ = test_failures_;                                                                                  \
+        double t0_ = test_now_();                                                                                      \
+        fn();                                                                                                          \
+        test_ran_++;                                                                                                   \
+        fprintf(stderr, "%s %s (%.2f s)\n", test_failures_ == before_ ? "ok  " : "FAIL", #fn, test_now_() - t0_);      \
     } while (0)
 
 #define TEST_RESULT()                                                                         \
