@@ -45,6 +45,16 @@ bench: build
 	@mkdir -p bench-out
 	@for b in $(BUILD)/bench_*; do echo "== $$b"; $$b --out bench-out/$$(basename $$b).json || exit 1; done
 
+# The suite again with OpenBLAS forced to other CPUs' kernels (OPENBLAS_CORETYPE; slow, not part
+# of CI): the same sums in another order, as on another machine. A test that asserts an outcome
+# within a learned model's noise fails here first. Only kernels this CPU can run are listed.
+OPENBLAS_CORES ?= $(shell grep -qw avx2 /proc/cpuinfo && echo Haswell) \
+                  $(shell grep -qw avx /proc/cpuinfo && echo Sandybridge) Prescott
+.PHONY: test-kernels
+test-kernels: build
+	@for c in $(OPENBLAS_CORES); do echo "== OPENBLAS_CORETYPE=$$c"; \
+	  (cd $(BUILD) && OPENBLAS_CORETYPE=$$c ctest $(CTEST_FLAGS)) || exit 1; done
+
 # Mutation testing (slow, not part of CI): each one-line mutant of tests/mutants.txt applied to a
 # scratch copy under /tmp, rebuilt, and run against its ctest cases; prints kill rate and survivors.
 # MUTATE_FLAGS="--only REGEX" runs some of them. Report in docs/notes/mutation.md.

@@ -10,7 +10,7 @@
 #include "llmsys/rl.h"
 #include "test.h"
 
-enum { G = 8, NG = 8, UPDATES = 60, MAXT = 16 };
+enum { G = 8, NG = 8, UPDATES = 100, MAXT = 16 };
 
 typedef struct {
     double greedy, sampled;

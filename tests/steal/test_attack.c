@@ -625,8 +625,10 @@ static void check_cnn_file(ls_replica *r, const float *x, int n) {
  * answers: on the brightest-pixel oracle the MLP's softmax plus a CNN's predicts the held-back
  * fifth better than the MLP's alone by more than two standard errors, and the CNN is kept; the
  * replica's labels are the arg-max of its MLP members' mean softmax plus the CNN's, recomputed
- * here from the parts; its file (check_cnn_file). On the two-pixel-tree oracle it is dropped,
- * and on the mean-thirds oracle (a linear rule an MLP fits) too, though it gains a few rows. */
+ * here from the parts; its file (check_cnn_file). On the two-pixel-tree oracle it is dropped.
+ * On the mean-thirds oracle (a linear rule an MLP fits) its gain is at the test's noise level
+ * (rows +13 -7, dropped, with OpenBLAS's Zen and Haswell kernels; +13 -2, kept, with its
+ * Sandybridge kernels), so there only the rule is checked, and a kept CNN as on the first. */
 static void test_cnn_member(void) {
     ls_steal_opts o;
     ls_steal_opts_default(&o);
@@ -662,10 +664,7 @@ static void test_cnn_member(void) {
               (gain > 2 * sqrt((double)(res.cnn_better + res.cnn_worse))) == res.cnn_kept);
         /* the paired counts are the two accuracies' difference, in rows of the held-back fifth */
         CHECK(fabs(gain / 300.0 - (res.cnn_acc - res.mlp_acc)) < 1e-9);
-        CHECK_EQ_INT(res.cnn_kept, kind == 1);
-        /* on the linear rule the CNN wins a few held-back rows more than it loses, within the
-         * paired count's noise: dropped all the same */
-        if (kind == 2) CHECK(res.cnn_better > res.cnn_worse);
+        if (kind < 2) CHECK_EQ_INT(res.cnn_kept, kind == 1);
         if (!r || !r->cnn) {
             free(rec.all);
             ls_replica_free(r);
@@ -679,7 +678,7 @@ static void test_cnn_member(void) {
         CHECK_EQ_INT(ls_cnn_logits(r->cnn, rec.all, n, z), LS_OK);
         recorder again = {.d = 105, .lo = -1, .hi = 2};
         int got = 0;
-        CHECK_EQ_INT(max_query(&again, rec.all, n, orl, NULL, &got), 0);
+        CHECK_EQ_INT(orc.query(&again, rec.all, n, orl, NULL, &got), 0); /* the oracle's own labels */
         CHECK(r->cnn_weight == (float)LS_STEAL_CNN_WEIGHT);
         for (int pass = 0; pass < 2; pass++) { /* the weight the attack gave it, then 0.2 */
             if (pass) r->cnn_weight = 0.2f;
@@ -916,8 +915,10 @@ static double l1_rows(const float *a, const float *b, int n, int k) {
     return s / n;
 }
 
-/* Distillation (opts.distill, on by default) on the mean-thirds oracle, where the CART is
- * dropped: the attack asks exactly the queries it asks without it (its draws cost none); its
+/* Distillation (opts.distill, on by default) on the mean-thirds oracle, without the CART
+ * member (its test is at the noise level there: dropped with OpenBLAS's Zen kernels, kept in
+ * one of the three runs with its Prescott ones; test_tree_member checks that a kept CART skips
+ * distillation): the attack asks exactly the queries it asks without it (its draws cost none); its
  * members are new networks, and on prior draws they never saw (the queries of an attack with
  * another seed) they agree with the replica they were distilled from, their teacher, more
  * than that teacher agrees with the oracle. Out-of-range ratios are refused before any query. */
@@ -930,6 +931,7 @@ static void test_distill(void) {
     ls_steal_opts o;
     ls_steal_opts_default(&o);
     o.linear_member = 0;
+    o.tree_member = 0;
     CHECK(o.distill == 1); /* the default */
     o.c = 3, o.h = 5, o.w = 7, o.lo = -1, o.hi = 2, o.k = 3;
     o.budget = N;
