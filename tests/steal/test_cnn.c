@@ -18,9 +18,10 @@ static void fill_normal(float *a, size_t n, ls_rng *r, float s) {
     for (size_t i = 0; i < n; i++) a[i] = s * ls_rng_normal(r);
 }
 
-/* Direct same-padded convolution, NHWC, W (cout, ks, ks, cin): the oracle for ls_cnn_conv2d. */
-static void conv_naive(const float *x, int n, int h, int w, int cin, const float *W, const float *b, int cout, int ks,
-                       float *y) {
+/* Direct same-padded convolution in float64, NHWC, W (cout, ks, ks, cin): the oracle for
+ * ls_cnn_conv2d, and the convolutions of loss_f64. */
+static void conv_f64(const double *x, int n, int h, int w, int cin, const double *W, const double *b, int cout, int ks,
+                     double *y) {
     int pad = ks / 2;
     for (int bi = 0; bi < n; bi++)
         for (int oy = 0; oy < h; oy++)
@@ -32,11 +33,18 @@ static void conv_naive(const float *x, int n, int h, int w, int cin, const float
                             int iy = oy + ky - pad, ix = ox + kx - pad;
                             if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
                             for (int ci = 0; ci < cin; ci++)
-                                s += (double)W[((co * ks + ky) * ks + kx) * cin + ci] *
+                                s += W[((co * ks + ky) * ks + kx) * cin + ci] *
                                      x[(((size_t)bi * h + iy) * w + ix) * cin + ci];
                         }
-                    y[(((size_t)bi * h + oy) * w + ox) * cout + co] = (float)s;
+                    y[(((size_t)bi * h + oy) * w + ox) * cout + co] = s;
                 }
+}
+
+/* A float64 copy of n floats (the caller frees it). */
+static double *to_f64(const float *a, size_t n) {
+    double *d = malloc(sizeof(double) * n);
+    for (size_t i = 0; d && i < n; i++) d[i] = a[i];
+    return d;
 }
 
 static void test_conv_matches_naive(void) {
@@ -53,13 +61,16 @@ static void test_conv_matches_naive(void) {
         int n = cases[t][0], h = cases[t][1], w = cases[t][2], cin = cases[t][3], cout = cases[t][4], ks = cases[t][5];
         size_t nx = (size_t)n * h * w * cin, ny = (size_t)n * h * w * cout, nw = (size_t)cout * ks * ks * cin;
         float *x = malloc(sizeof(float) * nx), *W = malloc(sizeof(float) * nw), *b = malloc(sizeof(float) * cout);
-        float *y = malloc(sizeof(float) * ny), *yr = malloc(sizeof(float) * ny);
+        float *y = malloc(sizeof(float) * ny);
+        double *yr = malloc(sizeof(double) * ny);
         float *cols = malloc(sizeof(float) * (size_t)n * h * w * ks * ks * cin);
         fill_normal(x, nx, &r, 1.0f);
         fill_normal(W, nw, &r, 0.5f);
         fill_normal(b, (size_t)cout, &r, 0.5f);
         ls_cnn_conv2d(x, n, h, w, cin, W, b, cout, ks, cols, y);
-        conv_naive(x, n, h, w, cin, W, b, cout, ks, yr);
+        double *xd = to_f64(x, nx), *Wd = to_f64(W, nw), *bd = to_f64(b, (size_t)cout);
+        conv_f64(xd, n, h, w, cin, Wd, bd, cout, ks, yr);
+        free(xd), free(Wd), free(bd);
         double maxd = 0, maxv = 0;
         for (size_t i = 0; i < ny; i++) {
             double dd = fabs((double)y[i] - yr[i]);
@@ -81,7 +92,7 @@ static void test_conv_matches_naive(void) {
  * analytic gradient is checked against. P holds the parameters in m's layout (W[l], b[l] in
  * m.p order), X the N CHW rows. */
 static double loss_f64(const ls_cnn *m, const double *P, const double *X, int n, const int32_t *y) {
-    int c = m->c, h = m->h, w = m->w, ks = m->ks, pad = ks / 2, c1 = m->c1, c2 = m->c2, k = m->k;
+    int c = m->c, h = m->h, w = m->w, ks = m->ks, c1 = m->c1, c2 = m->c2, k = m->k;
     int h4 = h / 2 / 2, w4 = w / 2 / 2;
     const double *W[4], *b[4];
     for (int l = 0; l < 2 + m->nfc; l++) {
@@ -98,19 +109,8 @@ static double loss_f64(const ls_cnn *m, const double *P, const double *X, int n,
         for (int l = 0; l < 2; l++) { /* conv (same padding) -> ReLU -> 2x2 max-pool */
             int cout = l ? c2 : c1;
             double *a = out, *pool = in; /* the pool overwrites the conv's input once it is used */
-            for (int oy = 0; oy < hh; oy++)
-                for (int ox = 0; ox < ww; ox++)
-                    for (int co = 0; co < cout; co++) {
-                        double s = b[l][co];
-                        for (int ky = 0; ky < ks; ky++)
-                            for (int kx = 0; kx < ks; kx++) {
-                                int iy = oy + ky - pad, ix = ox + kx - pad;
-                                if (iy < 0 || iy >= hh || ix < 0 || ix >= ww) continue;
-                                for (int ci = 0; ci < cin; ci++)
-                                    s += W[l][((co * ks + ky) * ks + kx) * cin + ci] * in[(iy * ww + ix) * cin + ci];
-                            }
-                        a[(oy * ww + ox) * cout + co] = s > 0 ? s : 0;
-                    }
+            conv_f64(in, 1, hh, ww, cin, W[l], b[l], cout, ks, a);
+            for (int i = 0; i < hh * ww * cout; i++) a[i] = a[i] > 0 ? a[i] : 0;
             for (int oy = 0; oy < hh / 2; oy++)
                 for (int ox = 0; ox < ww / 2; ox++)
                     for (int co = 0; co < cout; co++) {
