@@ -847,6 +847,9 @@ static int localize_by_stacks(ctl *c, fault_t *f, int *bad, int maxbad) {
 static int write_report(ctl *c, ls_robust_result *res);
 static void set_peers(ctl *c);
 
+/* SIGINT/SIGTERM to the controller: stop the job, keep its last good state, report. */
+static volatile sig_atomic_t interrupted;
+
 /* Evicted nodes whose repair time has passed rejoin the warm standbys. Called from the
  * main loop and again right before a standby is chosen, since localization (a replay, stack
  * dumps) can hold the loop for longer than a repair takes. */
@@ -882,6 +885,26 @@ static int evict_and_promote(ctl *c, fault_t *f, int node) {
         for (double t = ls_now(); !c->node[sb].registered && ls_now() - t < 20;) pump(c, 5);
         if (!c->node[sb].registered) return LS_EBUSY;
         tl(c, "start", "cold restart: new node %d started", sb);
+    }
+    if (sb < 0 && c->o->repair_s > 0) {
+        /* no warm standby, but nodes come back from repair (--repair): wait for the first one
+         * (the node just evicted at the latest, --repair from now) rather than stop the job */
+        int first = -1;
+        for (int n = 0; n < c->n_nodes; n++)
+            if (c->node[n].state == NODE_EVICTED && c->node[n].registered &&
+                (first < 0 || c->node[n].evicted_at < c->node[first].evicted_at))
+                first = n;
+        if (first >= 0) {
+            double due = c->node[first].evicted_at + c->o->repair_s;
+            tl(c, "wait", "no warm standby: waiting %.1f s for node %d to come back from repair", due - ls_now(),
+               first);
+            while (sb < 0 && !interrupted && ls_now() < due + 5) {
+                pump(c, 20);
+                repair_due(c);
+                for (int n = 0; n < c->n_nodes && sb < 0; n++)
+                    if (c->node[n].state == NODE_STANDBY && c->node[n].registered) sb = n;
+            }
+        }
     }
     if (sb < 0) {
         f->promoted = -1;
@@ -1336,8 +1359,6 @@ static void update_status(ctl *c, const char *state) {
     lsr_status_update(c->status, &v);
 }
 
-/* SIGINT/SIGTERM to the controller: stop the job, keep its last good state, report. */
-static volatile sig_atomic_t interrupted;
 static void on_interrupt(int sig) { interrupted = sig; }
 
 static int run_loop(ctl *c) {

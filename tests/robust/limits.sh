@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# limits.sh - `llmsys robust run` at its limits: standbys exhausted by two node faults, the
-# restart bound with its back-off, a SIGKILLed agent, SIGTERM to the controller, a step
-# report of an earlier launch (forged: limits.sh BIN FORGE_STEP), malformed plans and flags.
+# limits.sh - `llmsys robust run` at its limits: standbys exhausted by two node faults (and
+# waited for with --repair), the restart bound with its back-off, a SIGKILLed agent, SIGTERM to
+# the controller, a step report of an earlier launch (forged: limits.sh BIN FORGE_STEP),
+# malformed plans and flags.
 # Tiny model, 1 rank per node, few steps; every run under `timeout`, every process ours killed.
 . "$(dirname "$0")/lib.sh" "$1"
 FORGE=$2
@@ -72,6 +73,35 @@ else
   fail "exhausted: last good checkpoint $X missing"
   ls "$T/xck"
 fi
+
+# 1b. the same faults with --repair 2: the second finds no standby, but node 0 (evicted at the
+#     first) is back from repair 2 s after its eviction; the controller waits for it (one "wait"
+#     event, then node 0's "repair") and the job completes: exit 0, the final --out at step 40
+t0=$SECONDS
+timeout 60 "$BIN" robust run --quiet --nodes 2 --ranks-per-node 1 --standby 1 --repair 2 --inject "$T/x.plan" \
+  --ckpt-dir "$T/rck" --report "$T/r.json" -- llmsys train "${TA[@]}" --steps 40 --out "$T/r.st" \
+  > /dev/null 2> "$T/r.err"
+rc=$?
+echo "repair wait: exit $rc in $((SECONDS - t0)) s"
+[ $rc -eq 0 ] || { fail "repair wait: exit $rc, expected 0"; cat "$T/r.err"; }
+grep -q 'standbys exhausted' "$T/r.err" && fail "repair wait: stopped for want of a standby"
+[ "$(ckpt_step "$T/r.st" 2> /dev/null)" = 40 ] || fail "repair wait: final --out is not at step 40"
+python3 - "$T/r.json" << 'PY' || fail "repair wait: report's timeline (above) is not wait -> repair of node 0 -> node 0 takes a slot"
+import json, re, sys
+r = json.load(open(sys.argv[1]))
+ev = [(e["event"], e["detail"]) for e in r["timeline"]]
+w = [i for i, (k, d) in enumerate(ev) if k == "wait"]
+ok = r["completed"] and r["restarts"] == 2 and len(w) == 1
+if ok:
+    m = re.search(r"waiting ([0-9.]+) s for node 0 ", ev[w[0]][1])
+    nxt = [e for e in ev[w[0] + 1 :] if e[0] in ("repair", "evict")][:2]  # (a world may park meanwhile)
+    ok = (m is not None and 0 <= float(m.group(1)) <= 2 and len(nxt) == 2
+          and nxt[0] == ("repair", "node 0 repaired: back among the warm standbys")
+          and nxt[1][0] == "evict" and "warm standby node 0 takes slot" in nxt[1][1])
+if not ok:
+    print("\n".join("%s %s" % e for e in ev), file=sys.stderr)
+sys.exit(0 if ok else 1)
+PY
 
 # 2. restart bound and back-off: the data disappears after a few steps and a rank is killed;
 #    every relaunch then fails before its first step. --max-restarts 3: restart 1 at once,
