@@ -48,7 +48,9 @@ bench: build
 # The suite again with OpenBLAS forced to other CPUs' kernels (OPENBLAS_CORETYPE; slow, not part
 # of CI): the same sums in another order, as on another machine. A test that asserts an outcome
 # within a learned model's noise fails here first. Only kernels this CPU can run are listed.
-OPENBLAS_CORES ?= $(shell grep -qw avx2 /proc/cpuinfo && echo Haswell) \
+OPENBLAS_CORES ?= $(shell grep -qw avx512_bf16 /proc/cpuinfo && echo Cooperlake) \
+                  $(shell grep -w avx512f /proc/cpuinfo | grep -w avx512bw | grep -qw avx512vl && echo SkylakeX) \
+                  $(shell grep -qw avx2 /proc/cpuinfo && echo Haswell) \
                   $(shell grep -qw avx /proc/cpuinfo && echo Sandybridge) Prescott
 .PHONY: test-kernels
 test-kernels: build

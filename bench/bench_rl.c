@@ -76,7 +76,7 @@ static void stats(double *v, int n, double *mn, double *md, double *mx) {
 }
 
 int main(int argc, char **argv) {
-    ls_omp_passive_reexec(argv);
+    ls_runtime_reexec(argv, LS_REEXEC_ALL);
     ls_model_set_threads(1);
     int quick = 0, reps = 5, updates = 48, keep = 0, bgroups = 3, noscale = 0;
     const char *out = NULL, *reuse = NULL;

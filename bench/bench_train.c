@@ -211,7 +211,7 @@ static int usage(void) {
 
 int main(int argc, char **argv) {
     /* ranks and other processes share the cores: spinning OpenMP workers would steal them */
-    ls_omp_passive_reexec(argv);
+    ls_runtime_reexec(argv, LS_REEXEC_ALL);
     bench_opts o = {"small", 8, 0, 6};
     const char *out = NULL, *ranks = "1,2", *result = NULL, *params = NULL;
     int worker = 0;

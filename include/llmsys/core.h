@@ -337,10 +337,23 @@ const char *ls_isa_name(ls_isa isa);
 /* The CPU's family (cpuid leaf 1: base + extended family; 0x19 Zen 3/4, 0x1a Zen 5) when its
  * vendor is AMD, else 0 (probed once). */
 int ls_cpu_amd_family(void);
-/* Unless OMP_WAIT_POLICY is set, sets it to passive and re-executes this program
- * (/proc/self/exe, same argv and PID) so OpenMP workers sleep between parallel regions
- * instead of spinning. Call first thing in main; returns only when no re-exec happened. */
-void ls_omp_passive_reexec(char **argv);
+/* The OpenBLAS kernels to force (OPENBLAS_CORETYPE) when OpenBLAS picked PICKED on a CPU
+ * with features F: "SkylakeX" or "Haswell" where it fell back to "Prescott" (SSE3) on a CPU
+ * with AVX-512 (F, BW, VL) or AVX2 + FMA; else NULL (its pick stands). */
+const char *ls_cpu_blas_core(const char *picked, unsigned f);
+/* The kernels OpenBLAS runs in this process (its core name, e.g. "Haswell"). */
+const char *ls_cpu_blas_core_picked(void);
+/* What ls_runtime_reexec sets. */
+enum {
+    LS_REEXEC_OMP_PASSIVE = 1u << 0, /* OMP_WAIT_POLICY=passive: OpenMP workers sleep between
+                                      * parallel regions instead of spinning */
+    LS_REEXEC_BLAS_CORE = 1u << 1,   /* OPENBLAS_CORETYPE, where ls_cpu_blas_core names one */
+    LS_REEXEC_ALL = LS_REEXEC_OMP_PASSIVE | LS_REEXEC_BLAS_CORE
+};
+/* Re-executes this program (/proc/self/exe, same argv and PID) with the settings of WHAT that
+ * libraries read only as they load, unless the user set them. Call first thing in main;
+ * returns only when no re-exec happened. */
+void ls_runtime_reexec(char **argv, unsigned what);
 
 /* ---------------------------------------------------------------- child processes */
 

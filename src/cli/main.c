@@ -65,7 +65,7 @@ int main(int argc, char **argv) {
     if (n > 0) self_path[n] = '\0';
     else snprintf(self_path, sizeof self_path, "%s", argv[0]);
 
-    ls_omp_passive_reexec(argv); /* unless the user chose an OpenMP wait policy */
+    ls_runtime_reexec(argv, LS_REEXEC_ALL); /* OpenMP wait policy and OpenBLAS kernels, unless the user set them */
     int shift = cli_security_options(argc, argv); /* --keys PATH, --curve (llmsys keys) */
     if (shift < 0) return -shift;
     argc -= shift;
@@ -79,7 +79,10 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (!strcmp(argv[1], "--version")) {
-        printf("llmsys 0.1.0\n");
+        char f[160]; /* what a bug report needs: the CPU's features and the kernels they chose */
+        printf("llmsys 0.1.0\ncpu: %s; llmsys kernels: %s; OpenBLAS kernels: %s\n",
+               ls_cpu_features_str(ls_cpu_features(), f, sizeof f), ls_isa_name(ls_cpu_isa()),
+               ls_cpu_blas_core_picked());
         return 0;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

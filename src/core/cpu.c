@@ -9,6 +9,8 @@
 
 #include "llmsys/core.h"
 
+char *openblas_get_corename(void); /* OpenBLAS (dynamic-arch builds): the kernels it runs */
+
 /* AMX-TILE and AMX-INT8 (cpuid leaf 7, EDX bits 24 and 25) and the kernel's leave to use the
  * tile data (Linux: arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) once per process;
  * then XCR0 bits 17-18). 0 when any step fails; ls_cpu_features asks once and keeps it. */
@@ -113,3 +115,18 @@ ls_isa ls_cpu_isa(void) {
         if (!strcmp(e, ls_isa_name((ls_isa)i))) return (ls_isa)i <= best ? (ls_isa)i : best;
     return best; /* unknown names are ignored: the best level is always safe */
 }
+
+/* OpenBLAS picks its kernels once, as it loads, from the CPU's model number. A model newer
+ * than the library gets its generic fallback, the Prescott (SSE3) kernels: Debian 12's
+ * OpenBLAS 0.3.21 does this on a 5th-generation Xeon (family 6, model 207), where its sgemm
+ * then runs at a fraction of the AVX-512 kernels' speed (docs/model.md). The kernels this
+ * CPU's features can run instead, or NULL where OpenBLAS's own pick stands. */
+const char *ls_cpu_blas_core(const char *picked, unsigned f) {
+    if (!picked || strcmp(picked, "Prescott")) return NULL;
+    unsigned avx512 = LS_CPU_AVX512F | LS_CPU_AVX512BW | LS_CPU_AVX512VL;
+    if ((f & avx512) == avx512) return "SkylakeX";
+    if ((f & (LS_CPU_AVX2 | LS_CPU_FMA)) == (LS_CPU_AVX2 | LS_CPU_FMA)) return "Haswell";
+    return NULL;
+}
+
+const char *ls_cpu_blas_core_picked(void) { return openblas_get_corename(); }

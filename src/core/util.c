@@ -468,15 +468,29 @@ int64_t ls_mem_max_items(double item_bytes) {
     return n < 1 ? 1 : n > 9e18 ? (int64_t)9e18 : (int64_t)n;
 }
 
-/* libgomp reads OMP_WAIT_POLICY once, as it loads (before main), so only a fresh start can
- * change it. Its default spin-wait halves training speed when the cores are shared with
- * other processes: spinning workers burn the time slices the thread they wait for needs
- * (measured in docs/model.md and docs/training.md). If exec fails we simply run as we
- * are; the variable stays set, so programs we start still get the passive policy. */
-void ls_omp_passive_reexec(char **argv) {
-    if (getenv("OMP_WAIT_POLICY")) return; /* the user chose a policy, or this is the re-exec */
-    setenv("OMP_WAIT_POLICY", "passive", 1);
-    execv("/proc/self/exe", argv);
+/* Two libraries read their settings once, as they load (before main), so only a fresh start
+ * can change them:
+ * - libgomp's OMP_WAIT_POLICY (LS_REEXEC_OMP_PASSIVE). Its default spin-wait halves training speed when the cores are
+ *   shared with other processes: spinning workers burn the time slices the thread they wait
+ *   for needs (measured in docs/model.md and docs/training.md). We set it to passive.
+ * - OpenBLAS's OPENBLAS_CORETYPE (LS_REEXEC_BLAS_CORE), where OpenBLAS fell back to its slowest kernels on a CPU it
+ *   does not know (ls_cpu_blas_core).
+ * A setting the user made is kept. If exec fails we simply run as we are; the variables stay
+ * set, so programs we start still get them. */
+void ls_runtime_reexec(char **argv, unsigned what) {
+    int again = 0;
+    if ((what & LS_REEXEC_OMP_PASSIVE) && !getenv("OMP_WAIT_POLICY")) {
+        setenv("OMP_WAIT_POLICY", "passive", 1);
+        again = 1;
+    }
+    const char *core = !(what & LS_REEXEC_BLAS_CORE) || getenv("OPENBLAS_CORETYPE")
+                           ? NULL
+                           : ls_cpu_blas_core(ls_cpu_blas_core_picked(), ls_cpu_features());
+    if (core) {
+        setenv("OPENBLAS_CORETYPE", core, 1);
+        again = 1;
+    }
+    if (again) execv("/proc/self/exe", argv);
 }
 
 const char *ls_fmt_bytes(double bytes, char *buf, size_t n) {

@@ -82,4 +82,15 @@ expect2 "missing required option --vocab-size" -- "$bin" tokenizer train --input
 env -u OMP_WAIT_POLICY OMP_DISPLAY_ENV=verbose "$bin" --help > /dev/null 2> "$T/omp"
 spins=$(grep -o "GOMP_SPINCOUNT = '[0-9]*'" "$T/omp" | tr -dc "0-9\n" | paste -sd, -)
 [ "${spins##*,}" = 0 ] && [ "$spins" != 0 ] || fail "no re-exec with OMP_WAIT_POLICY=passive: spin counts '$spins'"
+# OpenBLAS's kernels: the user's choice is kept and named by --version; with none, a CPU with
+# AVX2 + FMA never runs the Prescott (SSE3) fallback (OpenBLAS picked better, or the CLI
+# re-executed itself with better: a CPU newer than the OpenBLAS)
+OPENBLAS_CORETYPE=Sandybridge "$bin" --version > "$T/ver" 2>&1
+grep -q "OpenBLAS kernels: Sandybridge$" "$T/ver" || fail "--version with OPENBLAS_CORETYPE=Sandybridge: $(cat "$T/ver")"
+env -u OPENBLAS_CORETYPE "$bin" --version > "$T/ver" 2>&1
+grep -q "^cpu: .*avx2,fma.*; llmsys kernels: [a-z0-9]*; OpenBLAS kernels: [A-Za-z0-9]*$" "$T/ver" \
+  || fail "--version: no cpu/kernels line: $(cat "$T/ver")"
+if grep -q "avx2,fma" "$T/ver" && grep -q "OpenBLAS kernels: Prescott" "$T/ver"; then
+  fail "--version: OpenBLAS runs its Prescott fallback on a CPU with AVX2 + FMA"
+fi
 finish cli.args

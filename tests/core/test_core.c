@@ -245,6 +245,26 @@ static void test_mem_cgroup(void) {
     CHECK(test_rmtree(dir) == 0);
 }
 
+/* OpenBLAS's Prescott fallback is replaced by the best kernels the features run; any other
+ * pick, and a CPU without AVX2 + FMA, are left alone */
+static void test_blas_core(void) {
+    unsigned avx2 = LS_CPU_AVX2 | LS_CPU_FMA | LS_CPU_F16C;
+    unsigned avx512 = avx2 | LS_CPU_AVX512F | LS_CPU_AVX512BW | LS_CPU_AVX512VL;
+    CHECK(!strcmp(ls_cpu_blas_core("Prescott", avx512 | LS_CPU_AVX512VNNI | LS_CPU_AVX512BF16), "SkylakeX"));
+    CHECK(!strcmp(ls_cpu_blas_core("Prescott", avx512), "SkylakeX"));
+    CHECK(!strcmp(ls_cpu_blas_core("Prescott", avx2 | LS_CPU_AVX512F), "Haswell")); /* no BW/VL */
+    CHECK(!strcmp(ls_cpu_blas_core("Prescott", avx2), "Haswell"));
+    CHECK(ls_cpu_blas_core("Prescott", LS_CPU_AVX2) == NULL); /* AVX2 without FMA */
+    CHECK(ls_cpu_blas_core("Prescott", 0) == NULL);
+    CHECK(ls_cpu_blas_core("Haswell", avx512) == NULL);
+    CHECK(ls_cpu_blas_core("Zen", avx2) == NULL);
+    CHECK(ls_cpu_blas_core("SkylakeX", avx512) == NULL);
+    CHECK(ls_cpu_blas_core(NULL, avx512) == NULL);
+    /* this process: OpenBLAS names its kernels */
+    const char *k = ls_cpu_blas_core_picked();
+    CHECK(k && *k);
+}
+
 int main(void) {
     RUN(test_errors);
     RUN(test_rng);
@@ -254,5 +274,6 @@ int main(void) {
     RUN(test_loopback);
     RUN(test_ip_parse);
     RUN(test_mem_cgroup);
+    RUN(test_blas_core);
     return TEST_RESULT();
 }
