@@ -20,6 +20,29 @@ void ls_strlist_free(ls_strlist *l) {
     l->n = 0;
 }
 
+/* Whether help names word as a whole word (not inside a longer name). */
+static int names_word(const char *help, const char *word, size_t len) {
+    for (const char *p = help; *p; p++) {
+        if (strncmp(p, word, len)) continue;
+        int before = p > help && (isalnum((unsigned char)p[-1]) || p[-1] == '_' || p[-1] == '-');
+        int after = isalnum((unsigned char)p[len]) || p[len] == '_' || p[len] == '-';
+        if (!before && !after) return 1;
+    }
+    return 0;
+}
+
+/* A choice its help text does not name (the list grew, the hand-written help did not) is still
+ * shown: " (also: x, y)". tests/cli/args.sh fails on any such line. */
+static void print_unnamed_choices(const ls_arg *a) {
+    int shown = 0;
+    for (const char *c = a->choices; c && *c;) {
+        size_t len = strcspn(c, "|");
+        if (!a->help || !names_word(a->help, c, len)) printf("%s%.*s", shown++ ? ", " : " (also: ", (int)len, c);
+        c += len + (c[len] == '|');
+    }
+    if (shown) printf(")");
+}
+
 void ls_args_usage(const char *prog, const char *summary, const ls_arg *spec, int n) {
     printf("usage: llmsys %s [options]\n", prog);
     if (summary) printf("\n%s\n", summary);
@@ -28,7 +51,9 @@ void ls_args_usage(const char *prog, const char *summary, const ls_arg *spec, in
         char left[64];
         snprintf(left, sizeof left, "--%s%s%s%s", spec[i].name, spec[i].metavar ? " " : "",
                  spec[i].metavar ? spec[i].metavar : "", is_list(&spec[i]) ? "..." : "");
-        printf("  %-26s %s%s\n", left, spec[i].help ? spec[i].help : "", spec[i].required ? " (required)" : "");
+        printf("  %-26s %s", left, spec[i].help ? spec[i].help : "");
+        print_unnamed_choices(&spec[i]);
+        printf("%s\n", spec[i].required ? " (required)" : "");
     }
     printf("  %-26s %s\n", "--help", "show this help and exit");
 }

@@ -61,6 +61,21 @@ for c in "tokenizer train" "rl plot" "sim rl" "train" "eval" "loader serve" "pla
     "$bin" $c --help > "$T/help" 2>&1
     if grep -q '\.\.\.\.' "$T/help"; then fail "$c --help: $(grep '\.\.\.\.' "$T/help")"; fi
 done
+# every command's and subcommand's --help exits 0 and names every value an option with a fixed
+# list takes in its own words: the printer shows a value its help leaves out as "(also: ...)"
+# (a command with subcommands lists them as "  name   what it does"; three the lists leave out)
+pages=("steal eval" "keys gen" "robust run")
+for c in $("$bin" --help | awk '/^commands:/ {on = 1; next} on && NF {print $1}'); do
+    pages+=("$c")
+    "$bin" "$c" --help 2> /dev/null | head -1 | grep -q "^usage: llmsys $c \[options\]" && continue
+    for s in $("$bin" "$c" --help 2> /dev/null | awk '/^  [a-z][a-z-]*  +[^ -]/ {print $1}'); do pages+=("$c $s"); done
+done
+for p in "${pages[@]}"; do
+    # shellcheck disable=SC2086
+    "$bin" $p --help > "$T/help" 2>&1 || fail "$p --help: exit $?"
+    if grep -q '(also: ' "$T/help"; then fail "$p --help leaves values unnamed: $(grep '(also: ' "$T/help")"; fi
+done
+[ "${#pages[@]}" -ge 43 ] || fail "only ${#pages[@]} --help pages found: ${pages[*]}"
 "$bin" plan list > "$T/list" 2>&1
 if "$bin" plan list --help | grep -qi 'gpu' && ! grep -qi 'gpu' "$T/list"; then
     fail "plan list --help promises GPUs that plan list does not print"
