@@ -74,11 +74,11 @@ else
   ls "$T/xck"
 fi
 
-# 1b. with --repair 6 and the second crash one step after the first restart (so before node 0,
-#     evicted at the first, is back from repair even under ASan): the second finds no standby;
-#     the controller waits for node 0 (one "wait" event, then node 0's "repair") and the job
-#     completes: exit 0, the final --out at step 40
-echo '{"faults": [{"kind": "crash", "step": 4, "rank": 0}, {"kind": "crash", "step": 6, "rank": 1}]}' > "$T/r.plan"
+# 1b. with --repair 6 and the second crash a few steps after the first restart (so before the
+#     node evicted at the first is back from repair, even under ASan): the second finds no
+#     standby; the controller waits for that node (one "wait" event, then its "repair", then it
+#     takes the free slot) and the job completes: exit 0, the final --out at step 40
+echo '{"faults": [{"kind": "crash", "step": 4, "rank": 0}, {"kind": "crash", "step": 10, "rank": 1}]}' > "$T/r.plan"
 t0=$SECONDS
 timeout 60 "$BIN" robust run --quiet --nodes 2 --ranks-per-node 1 --standby 1 --repair 6 --inject "$T/r.plan" \
   --ckpt-dir "$T/rck" --report "$T/r.json" -- llmsys train "${TA[@]}" --steps 40 --out "$T/r.st" \
@@ -88,18 +88,18 @@ echo "repair wait: exit $rc in $((SECONDS - t0)) s"
 [ $rc -eq 0 ] || { fail "repair wait: exit $rc, expected 0"; cat "$T/r.err"; }
 grep -q 'standbys exhausted' "$T/r.err" && fail "repair wait: stopped for want of a standby"
 [ "$(ckpt_step "$T/r.st" 2> /dev/null)" = 40 ] || fail "repair wait: final --out is not at step 40"
-python3 - "$T/r.json" << 'PY' || fail "repair wait: report's timeline (above) is not wait -> repair of node 0 -> node 0 takes a slot"
+python3 - "$T/r.json" << 'PY' || fail "repair wait: report's timeline (above) is not wait for node N -> its repair -> it takes a slot"
 import json, re, sys
 r = json.load(open(sys.argv[1]))
 ev = [(e["event"], e["detail"]) for e in r["timeline"]]
 w = [i for i, (k, d) in enumerate(ev) if k == "wait"]
 ok = r["completed"] and r["restarts"] == 2 and len(w) == 1
 if ok:
-    m = re.search(r"waiting ([0-9.]+) s for node 0 ", ev[w[0]][1])
+    m = re.search(r"waiting ([0-9.]+) s for node ([0-9]+) ", ev[w[0]][1])
     nxt = [e for e in ev[w[0] + 1 :] if e[0] in ("repair", "evict")][:2]  # (a world may park meanwhile)
     ok = (m is not None and 0 <= float(m.group(1)) <= 6 and len(nxt) == 2
-          and nxt[0] == ("repair", "node 0 repaired: back among the warm standbys")
-          and nxt[1][0] == "evict" and "warm standby node 0 takes slot" in nxt[1][1])
+          and nxt[0] == ("repair", "node %s repaired: back among the warm standbys" % m.group(2))
+          and nxt[1][0] == "evict" and "warm standby node %s takes slot" % m.group(2) in nxt[1][1])
 if not ok:
     print("\n".join("%s %s" % e for e in ev), file=sys.stderr)
 sys.exit(0 if ok else 1)
