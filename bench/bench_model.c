@@ -138,8 +138,10 @@ int main(int argc, char **argv) {
     ls_load_avg(la);
     double load = la[0];
     const char *wait = getenv("OMP_WAIT_POLICY");
-    printf("model %s (%zu params), B=%d T=%d, %d threads, %d cores, OMP_WAIT_POLICY=%s, load average %.2f at start\n\n",
-           cfgname, ls_model_config_num_params(&cfg), B, T, nth, ls_num_cores(), wait ? wait : "(default)", load);
+    printf("model %s (%zu params), B=%d T=%d, %d threads, %d cores, OMP_WAIT_POLICY=%s, OpenBLAS kernels %s, load "
+           "average %.2f at start\n\n",
+           cfgname, ls_model_config_num_params(&cfg), B, T, nth, ls_num_cores(), wait ? wait : "(default)",
+           ls_cpu_blas_core_picked(), load);
     printf("%-14s %6s %6s %6s %5s %12s %12s\n", "sgemm shape", "M", "N", "K", "x/step", "OpenBLAS GF/s",
            "row-split GF/s");
     for (int i = 0; i < nsh; i++) {
@@ -302,6 +304,7 @@ int main(int argc, char **argv) {
         cJSON_AddNumberToObject(j, "seq", T);
         cJSON_AddNumberToObject(j, "threads", nth);
         cJSON_AddNumberToObject(j, "cores", ls_num_cores());
+        cJSON_AddStringToObject(j, "openblas_core", ls_cpu_blas_core_picked());
         cJSON_AddNumberToObject(j, "load_average_at_start", load);
         cJSON_AddStringToObject(j, "omp_wait_policy", wait ? wait : "default");
         cJSON_AddNumberToObject(j, "sgemm_replay_ms", replay * 1e3);

@@ -178,11 +178,12 @@ int main(int argc, char **argv) {
     int batch = 8, seq = quick ? 32 : mc.n_ctx;
     double load0 = load_avg();
     printf("bench_qsync: config %s, global batch %d x seq %d, 2 ranks x 1 thread, %d steps per run; cores %d, load "
-           "average %.2f; CPU avx512_bf16=%d avx512_vnni=%d avx2=%d\n\n",
+           "average %.2f; CPU avx512_bf16=%d avx512_vnni=%d avx2=%d; OpenBLAS kernels %s\n\n",
            config, batch, seq, steps, ls_num_cores(), load0, !!__builtin_cpu_supports("avx512bf16"),
-           !!__builtin_cpu_supports("avx512vnni"), !!__builtin_cpu_supports("avx2"));
+           !!__builtin_cpu_supports("avx512vnni"), !!__builtin_cpu_supports("avx2"), ls_cpu_blas_core_picked());
     cJSON *J = cJSON_CreateObject();
     cJSON_AddStringToObject(J, "bench", "qsync");
+    cJSON_AddStringToObject(J, "openblas_core", ls_cpu_blas_core_picked());
     cJSON_AddStringToObject(J, "config", config);
     cJSON_AddNumberToObject(J, "load_start", load0);
     cJSON_AddItemToObject(J, "gemm", gemm_table(&mc, batch / 2 * seq, quick ? 5 : 15));

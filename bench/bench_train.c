@@ -261,8 +261,10 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (o.seq == 0) o.seq = mc.n_ctx;
-    printf("bench_train: %s (%zu params), global batch %d x %d tokens, %d timed steps, %d cores, load average %.2f\n\n",
-           o.config, ls_model_config_num_params(&mc), o.batch, o.seq, o.steps, ls_num_cores(), load);
+    printf("bench_train: %s (%zu params), global batch %d x %d tokens, %d timed steps, %d cores, OpenBLAS kernels %s, "
+           "load average %.2f\n\n",
+           o.config, ls_model_config_num_params(&mc), o.batch, o.seq, o.steps, ls_num_cores(),
+           ls_cpu_blas_core_picked(), load);
     printf("%6s %8s %9s %10s %8s %9s %14s %7s %8s %14s\n", "ranks", "threads", "step s", "tokens/s", "speedup",
            "fwd+bwd s", "allreduce+wait", "share", "adamw s", "max|dp| vs 1");
     cJSON *jr = cJSON_CreateArray();
@@ -328,6 +330,7 @@ int main(int argc, char **argv) {
         cJSON_AddNumberToObject(j, "seq", o.seq);
         cJSON_AddNumberToObject(j, "steps", o.steps);
         cJSON_AddNumberToObject(j, "cores", ls_num_cores());
+        cJSON_AddStringToObject(j, "openblas_core", ls_cpu_blas_core_picked());
         cJSON_AddNumberToObject(j, "load_average", load);
         cJSON_AddItemToObject(j, "runs", jr);
         jr = NULL;
