@@ -71,7 +71,7 @@ static int usage(void) {
 }
 
 int main(int argc, char **argv) {
-    ls_runtime_reexec(argv, LS_REEXEC_ALL); /* OpenMP wait policy and OpenBLAS kernels, unless the caller set them */
+    ls_runtime_reexec(argv, LS_REEXEC_ALL); /* OpenMP wait policy, OpenBLAS kernels */
     const char *cfgname = "small", *out = NULL;
     int B = 8, T = 0, steps = 5, threads = 0;
     for (int i = 1; i < argc; i++) {

@@ -129,7 +129,7 @@ static cJSON *gemm_table(const ls_model_config *c, int N, int reps) {
 }
 
 int main(int argc, char **argv) {
-    ls_runtime_reexec(argv, LS_REEXEC_BLAS_CORE); /* OpenBLAS's best kernels, even on a CPU it does not know */
+    ls_runtime_reexec(argv, LS_REEXEC_BLAS_CORE); /* OpenBLAS kernels, even on a CPU it does not know */
     int quick = 0, steps = 10, reps = 8, gemm_only = 0, repeats = 6, reprofile = 1;
     const char *config = "small", *out = NULL, *share_arg = "auto";
     for (int i = 1; i < argc; i++) {

@@ -384,7 +384,7 @@ static void small_batches(int n, int rounds, int reps, ls_rng *rng, sb_res res[3
 }
 
 int main(int argc, char **argv) {
-    ls_runtime_reexec(argv, LS_REEXEC_BLAS_CORE); /* OpenBLAS's best kernels, even on a CPU it does not know */
+    ls_runtime_reexec(argv, LS_REEXEC_BLAS_CORE); /* OpenBLAS kernels, even on a CPU it does not know */
     const char *out = NULL, *ggml_dir = getenv("LLMSYS_GGML_DIR");
     int rows = 16384, cols = 8192, threads = omp_get_num_procs(), reps = 3, rounds = 5, quick = 0;
     int do_dec = 1, do_pf = 1, do_sb = 1;

@@ -426,7 +426,7 @@ static int run_set(const char *set, char **dl, int nd, char **vl, int nv, const 
 }
 
 int main(int argc, char **argv) {
-    ls_runtime_reexec(argv, LS_REEXEC_BLAS_CORE); /* OpenBLAS's best kernels, even on a CPU it does not know */
+    ls_runtime_reexec(argv, LS_REEXEC_BLAS_CORE); /* OpenBLAS kernels, even on a CPU it does not know */
     const char *out = NULL, *victims_s = "logreg,svm,tree,forest,knn,nb,mlp,cnn";
     const char *dev_s = "fmnist,blobs,rings,wine,cancer,digits";
     const char *held_s = "glyphs,shapes,textures,fmnist-inv,moons,checker,skewed";

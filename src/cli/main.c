@@ -65,7 +65,7 @@ int main(int argc, char **argv) {
     if (n > 0) self_path[n] = '\0';
     else snprintf(self_path, sizeof self_path, "%s", argv[0]);
 
-    ls_runtime_reexec(argv, LS_REEXEC_ALL); /* OpenMP wait policy and OpenBLAS kernels, unless the user set them */
+    ls_runtime_reexec(argv, LS_REEXEC_ALL);       /* OpenMP wait policy, OpenBLAS kernels */
     int shift = cli_security_options(argc, argv); /* --keys PATH, --curve (llmsys keys) */
     if (shift < 0) return -shift;
     argc -= shift;

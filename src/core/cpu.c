@@ -119,7 +119,7 @@ ls_isa ls_cpu_isa(void) {
 /* OpenBLAS picks its kernels once, as it loads, from the CPU's model number. A model newer
  * than the library gets its generic fallback, the Prescott (SSE3) kernels: Debian 12's
  * OpenBLAS 0.3.21 does this on a 5th-generation Xeon (family 6, model 207), where its sgemm
- * then runs at a fraction of the AVX-512 kernels' speed (docs/model.md). The kernels this
+ * then runs at a fifth of the AVX-512 kernels' speed (docs/training.md). The kernels this
  * CPU's features can run instead, or NULL where OpenBLAS's own pick stands. */
 const char *ls_cpu_blas_core(const char *picked, unsigned f) {
     if (!picked || strcmp(picked, "Prescott")) return NULL;

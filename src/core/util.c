@@ -470,11 +470,12 @@ int64_t ls_mem_max_items(double item_bytes) {
 
 /* Two libraries read their settings once, as they load (before main), so only a fresh start
  * can change them:
- * - libgomp's OMP_WAIT_POLICY (LS_REEXEC_OMP_PASSIVE). Its default spin-wait halves training speed when the cores are
- *   shared with other processes: spinning workers burn the time slices the thread they wait
- *   for needs (measured in docs/model.md and docs/training.md). We set it to passive.
- * - OpenBLAS's OPENBLAS_CORETYPE (LS_REEXEC_BLAS_CORE), where OpenBLAS fell back to its slowest kernels on a CPU it
- *   does not know (ls_cpu_blas_core).
+ * - libgomp's OMP_WAIT_POLICY (LS_REEXEC_OMP_PASSIVE). Its default spin-wait halves training
+ *   speed when the cores are shared with other processes: spinning workers burn the time
+ *   slices the thread they wait for needs (measured in docs/model.md and docs/training.md).
+ *   We set it to passive.
+ * - OpenBLAS's OPENBLAS_CORETYPE (LS_REEXEC_BLAS_CORE), where OpenBLAS fell back to its
+ *   slowest kernels on a CPU it does not know (ls_cpu_blas_core; docs/training.md).
  * A setting the user made is kept. If exec fails we simply run as we are; the variables stay
  * set, so programs we start still get them. */
 void ls_runtime_reexec(char **argv, unsigned what) {

@@ -849,6 +849,10 @@ static void set_peers(ctl *c);
 
 /* SIGINT/SIGTERM to the controller: stop the job, keep its last good state, report. */
 static volatile sig_atomic_t interrupted;
+static void diagnose_interrupt(ctl *c) {
+    snprintf(c->diagnosis, sizeof c->diagnosis,
+             "interrupted (signal %d); the job is stopped with its last good checkpoint on disk", (int)interrupted);
+}
 
 /* Evicted nodes whose repair time has passed rejoin the warm standbys. Called from the
  * main loop and again right before a standby is chosen, since localization (a replay, stack
@@ -1165,10 +1169,13 @@ static int handle_fault(ctl *c, int kind, int rank, int64_t step, double t_detec
             if (nd < 0 || done[nd]) continue;
             done[nd] = 1;
             if (evict_and_promote(c, f, nd) == LS_EBUSY) {
-                snprintf(c->diagnosis, sizeof c->diagnosis,
-                         "standbys exhausted: node %d is faulty (%s on rank %d) and no warm standby is left; "
-                         "the job is stopped with its last good checkpoint on disk",
-                         nd, ls_fault_name(kind), bad[i]);
+                if (interrupted) /* while it waited for a repair */
+                    diagnose_interrupt(c);
+                else
+                    snprintf(c->diagnosis, sizeof c->diagnosis,
+                             "standbys exhausted: node %d is faulty (%s on rank %d) and no warm standby is left; "
+                             "the job is stopped with its last good checkpoint on disk",
+                             nd, ls_fault_name(kind), bad[i]);
                 save_last_good(c, limit);
                 f->open = 0;
                 return 1;
@@ -1369,9 +1376,7 @@ static int run_loop(ctl *c) {
         if (interrupted) {
             tl(c, "stop", "signal %d received", (int)interrupted);
             stop_job(c);
-            snprintf(c->diagnosis, sizeof c->diagnosis,
-                     "interrupted (signal %d); the job is stopped with its last good checkpoint on disk",
-                     (int)interrupted);
+            diagnose_interrupt(c);
             save_last_good(c, INT64_MAX);
             return 1;
         }

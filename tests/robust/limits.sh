@@ -105,6 +105,20 @@ if not ok:
 sys.exit(0 if ok else 1)
 PY
 
+# 1c. the same with --repair 60, and SIGTERM to the controller while it waits: it stops at once
+#     (not after the repair) with the interrupt's diagnosis, exit 1
+t0=$SECONDS
+timeout 90 "$BIN" robust run --nodes 2 --ranks-per-node 1 --standby 1 --repair 60 --inject "$T/r.plan" \
+  --ckpt-dir "$T/wck" --report "$T/w.json" -- llmsys train "${TA[@]}" --steps 40 --out "$T/w.st" \
+  > /dev/null 2> "$T/w.err" &
+wpid=$!
+for _ in $(seq 1 600); do grep -q '\] wait ' "$T/w.err" && break; sleep 0.1; done
+grep -q '\] wait ' "$T/w.err" || fail "repair wait, interrupted: no wait within 60 s"
+kill -TERM "$(pgrep -P $wpid -f 'robust run')"
+reap $wpid "repair wait, interrupted" 1 "$T/w.err"
+[ $((SECONDS - t0)) -lt 50 ] || fail "repair wait, interrupted: took $((SECONDS - t0)) s: the wait ignored SIGTERM"
+grep -q 'stopped at step [0-9]*: interrupted (signal 15)' "$T/w.err" || { fail "repair wait, interrupted: no interrupt diagnosis"; cat "$T/w.err"; }
+
 # 2. restart bound and back-off: the data disappears after a few steps and a rank is killed;
 #    every relaunch then fails before its first step. --max-restarts 3: restart 1 at once,
 #    then 0.5 s and 1 s of back-off (doubling), then the limit: exit 1, last good state on disk.
