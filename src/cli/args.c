@@ -20,14 +20,12 @@ void ls_strlist_free(ls_strlist *l) {
     l->n = 0;
 }
 
+static int is_name_char(char c) { return isalnum((unsigned char)c) || c == '_' || c == '-'; }
+
 /* Whether help names word as a whole word (not inside a longer name). */
 static int names_word(const char *help, const char *word, size_t len) {
-    for (const char *p = help; *p; p++) {
-        if (strncmp(p, word, len)) continue;
-        int before = p > help && (isalnum((unsigned char)p[-1]) || p[-1] == '_' || p[-1] == '-');
-        int after = isalnum((unsigned char)p[len]) || p[len] == '_' || p[len] == '-';
-        if (!before && !after) return 1;
-    }
+    for (const char *p = help; *p; p++)
+        if (!strncmp(p, word, len) && !(p > help && is_name_char(p[-1])) && !is_name_char(p[len])) return 1;
     return 0;
 }
 
