@@ -892,7 +892,8 @@ static int evict_and_promote(ctl *c, fault_t *f, int node) {
     }
     if (sb < 0 && c->o->repair_s > 0) {
         /* no warm standby, but nodes come back from repair (--repair): wait for the first one
-         * (the node just evicted at the latest, --repair from now) rather than stop the job */
+         * (the node just evicted at the latest, --repair from now) rather than stop the job;
+         * 5 s past its due time we give up (its agent gone) and the job stops as before */
         int first = -1;
         for (int n = 0; n < c->n_nodes; n++)
             if (c->node[n].state == NODE_EVICTED && c->node[n].registered &&
