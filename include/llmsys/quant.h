@@ -92,8 +92,8 @@ int ls_quant_have_fast(void);
 ls_isa ls_quant_isa(void);
 /* "amx-int8+avx512", "avx512+vnni", "avx2+fma+f16c" or "scalar": what LS_QIMPL_AUTO uses. */
 const char *ls_quant_impl_name(void);
-/* The tile of the AVX-512 VNNI prefill GEMM here, rows x 16-token blocks: "32x2" on AMD
- * Zen 5 (family 0x1a on), else "6x2"; LLMSYS_PF_TILE=6x2|32x2 forces one. The two give
+/* The tile of the AVX-512 VNNI prefill GEMM here, rows x 16-token blocks: "32x2" unless
+ * LLMSYS_PF_TILE=6x2 forces the other (LLMSYS_PF_TILE=32x2 is the default). The two give
  * bit-identical outputs. */
 const char *ls_quant_prefill_tile(void);
 /* Reads LLMSYS_NO_SIMD, LLMSYS_ISA and LLMSYS_PF_TILE again and picks the AUTO level and

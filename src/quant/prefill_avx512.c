@@ -8,7 +8,7 @@
  * in the same order (bit-identical outputs): 6 weight rows x 2 token blocks, the 12 int32
  * sums and the 12 fp32 outputs in registers (the outputs updated once per group, stored
  * once per tile); and 32 rows x 2 token blocks, four passes of 8 rows whose 16 fp32
- * outputs live in out (updated once per group), for AMD Zen 5 (ls_quant_pf_avx512_level in
+ * outputs live in out (updated once per group), the default (ls_quant_pf_avx512_level in
  * quant.c). */
 #include <immintrin.h>
 #include <string.h>

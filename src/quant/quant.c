@@ -34,7 +34,7 @@ static _Atomic int env_picks;
 static int read_env(void) {
     const char *e = getenv("LLMSYS_NO_SIMD"), *t = getenv("LLMSYS_PF_TILE");
     int isa = e && *e && strcmp(e, "0") != 0 ? LS_ISA_SCALAR : ls_cpu_isa();
-    int w = t && !strcmp(t, "6x2") ? 0 : t && !strcmp(t, "32x2") ? 1 : ls_cpu_amd_family() >= 0x1a;
+    int w = !(t && !strcmp(t, "6x2")); /* 32x2 unless 6x2 is asked for; other values ignored */
     return ENV_READ | isa | (w ? ENV_TILE32 : 0);
 }
 

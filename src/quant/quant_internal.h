@@ -88,9 +88,9 @@ int ls_quant_prefill_run(const ls_qmat *q, const float *X, int M, float *Y, cons
 /* The integer prefill levels: AMX-INT8 (prefill_amx.c), AVX-512 VNNI (prefill_avx512.c) and
  * AVX2 (prefill_avx2.c). */
 extern const ls_quant_pf_level ls_quant_pf_amx, ls_quant_pf_avx512, ls_quant_pf_avx2;
-/* The AVX-512 VNNI level with its 32 x 2 tile, and the one the avx512 level runs here: that
- * on AMD family 0x1a on (Zen 5: measured faster), else ls_quant_pf_avx512 (6 x 2);
- * LLMSYS_PF_TILE=6x2|32x2 forces one (other values are ignored); the choice is made once, by
+/* The AVX-512 VNNI level with its 32 x 2 tile, and the one the avx512 level runs: that one
+ * (measured faster on AMD Zen 5 and on a 5th-generation Intel Xeon), or ls_quant_pf_avx512
+ * (6 x 2) with LLMSYS_PF_TILE=6x2 (other values are ignored); the choice is made once, by
  * quant.c with the AUTO level (ls_quant_reselect makes it again). */
 extern const ls_quant_pf_level ls_quant_pf_avx512w;
 const ls_quant_pf_level *ls_quant_pf_avx512_level(void);

@@ -414,8 +414,8 @@ static void test_prefill(void) {
     if (tiles) fprintf(stderr, "  avx512 prefill: %d cases, 6x2 and 32x2 tiles bit-identical\n", tiles);
 }
 
-/* The AVX-512 prefill tile: 32x2 on AMD family 0x1a on, else 6x2; LLMSYS_PF_TILE forces
- * either, other values are ignored, read by ls_quant_reselect only (the caller's value
+/* The AVX-512 prefill tile: 32x2 on every CPU unless LLMSYS_PF_TILE forces either, other
+ * values are ignored, read by ls_quant_reselect only (the caller's value
  * restored). */
 static void test_prefill_tile(void) {
     char saved[64] = "";
@@ -434,10 +434,9 @@ static void test_prefill_tile(void) {
         fclose(f);
         if (amd >= 0 && fam >= 0) CHECK(ls_cpu_amd_family() == (amd ? fam : 0));
     }
-    const char *def = ls_cpu_amd_family() >= 0x1a ? "32x2" : "6x2";
+    const char *def = "32x2", *other = "6x2";
     CHECK(strcmp(ls_quant_prefill_tile(), def) == 0);
-    fprintf(stderr, "  AMD family 0x%x: default tile %s\n", ls_cpu_amd_family(), ls_quant_prefill_tile());
-    const char *other = strcmp(def, "6x2") ? "6x2" : "32x2";
+    fprintf(stderr, "  default tile %s (AMD family 0x%x)\n", ls_quant_prefill_tile(), ls_cpu_amd_family());
     setenv("LLMSYS_PF_TILE", other, 1); /* not read until ls_quant_reselect */
     CHECK(strcmp(ls_quant_prefill_tile(), def) == 0);
     ls_quant_reselect();
