@@ -137,7 +137,12 @@ int ls_plan_result_read(const char *path, const ls_plan_problem *p, ls_plan_resu
 void ls_plan_print(FILE *f, const ls_plan_problem *pb, const ls_plan_result *pl) {
     fprintf(f, "plan (%s) for %s on %s, batch %d, prompt %d, gen %d:\n", ls_plan_algo_name(pl->algo), pb->arch->name,
             pb->cl->name, pb->wl.batch, pb->wl.prompt, pb->wl.gen);
-    fprintf(f, "  %-5s %-12s %-9s %-22s %9s %9s %9s\n", "stage", "device", "layers", "bits (3/4/8/16)", "mem GB",
+    int dw = 12; /* the device column: as wide as its longest name (a CPU's profile names its model) */
+    for (int s = 0; s < pl->n_stage; s++) {
+        int n = (int)strlen(pb->cl->dev[pl->dev[s]].name);
+        if (n > dw) dw = n;
+    }
+    fprintf(f, "  %-5s %-*s %-9s %-15s %9s %9s %9s\n", "stage", dw, "device", "layers", "bits (3/4/8/16)", "mem GB",
             "free GB", "decode ms");
     for (int s = 0; s < pl->n_stage; s++) {
         int cnt[LS_PLAN_NBITS] = {0};
@@ -145,7 +150,7 @@ void ls_plan_print(FILE *f, const ls_plan_problem *pb, const ls_plan_result *pl)
         char lay[24], bits[32];
         snprintf(lay, sizeof lay, "%d-%d", pl->begin[s], pl->begin[s + 1] - 1);
         snprintf(bits, sizeof bits, "%d/%d/%d/%d", cnt[0], cnt[1], cnt[2], cnt[3]);
-        fprintf(f, "  %-5d %-12s %-9s %-22s %9.2f %9.2f %9.2f\n", s, pb->cl->dev[pl->dev[s]].name, lay, bits,
+        fprintf(f, "  %-5d %-*s %-9s %-15s %9.3f %9.3f %9.2f\n", s, dw, pb->cl->dev[pl->dev[s]].name, lay, bits,
                 pl->stage_mem[s] / 1e9, (pl->stage_usable[s] - pl->stage_mem[s]) / 1e9, pl->stage_decode_s[s] * 1e3);
     }
     fprintf(f, "  micro-batch prefill %d, decode %d\n", pl->mb_prefill, pl->mb_decode);
