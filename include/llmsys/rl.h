@@ -102,6 +102,21 @@ typedef struct {
     int *tokens, *targets;   /* (B,T) */
     float *logp_behav, *adv; /* (B,T), meaningful where targets != -1 */
 } ls_rl_batch;
+/* One sampled trajectory as the trainer holds it: its id, the weights' version that sampled
+ * it, n_prompt tokens (BOS + prompt) then n_gen response tokens in tok, the behaviour policy's
+ * log-prob of each response token in lp (n_gen), its reward and advantage. */
+typedef struct {
+    int64_t id;
+    int version, n_prompt, n_gen;
+    float reward, adv;
+    int *tok;
+    float *lp;
+} ls_rl_traj;
+/* Packs n trajectories into b: T = the longest (at least 2); row i's target at position j is
+ * tok[j + 1] where j + 1 is a response position (n_prompt <= j + 1 < n_prompt + n_gen), else
+ * -1; there logp_behav = lp[j + 1 - n_prompt] and adv = the trajectory's. LS_EINVAL for an
+ * empty batch or a trajectory longer than n_ctx, LS_ENOMEM. */
+int ls_rl_batch_pack(const ls_rl_traj *tr, int n, int n_ctx, ls_rl_batch *b);
 void ls_rl_batch_free(ls_rl_batch *b);
 
 /* The largest seed (--seed): seeds travel as JSON numbers (the run config). */

@@ -111,6 +111,39 @@ int ls_rl_eval(ls_model *m, const ls_rl_task *t, int n, float temperature, int s
     return rc;
 }
 
+int ls_rl_batch_pack(const ls_rl_traj *tr, int n, int n_ctx, ls_rl_batch *b) {
+    memset(b, 0, sizeof *b);
+    if (n < 1) return ls_err(LS_EINVAL, "rl batch: empty batch");
+    int T = 2;
+    for (int i = 0; i < n; i++) {
+        int L = tr[i].n_prompt + tr[i].n_gen;
+        if (L > n_ctx)
+            return ls_err(LS_EINVAL, "rl batch: trajectory %lld of %d tokens exceeds the context", (long long)tr[i].id,
+                          L);
+        T = L > T ? L : T;
+    }
+    size_t N = (size_t)n * T;
+    b->B = n, b->T = T;
+    b->tokens = malloc(sizeof(int) * N), b->targets = malloc(sizeof(int) * N);
+    b->logp_behav = calloc(N, sizeof(float)), b->adv = calloc(N, sizeof(float));
+    if (!b->tokens || !b->targets || !b->logp_behav || !b->adv) {
+        ls_rl_batch_free(b);
+        return ls_err(LS_ENOMEM, "rl batch: out of memory");
+    }
+    for (int i = 0; i < n; i++) {
+        const ls_rl_traj *x = &tr[i];
+        int L = x->n_prompt + x->n_gen;
+        for (int j = 0; j < T; j++) {
+            size_t k = (size_t)i * T + j;
+            b->tokens[k] = j < L ? x->tok[j] : LS_TOK_PAD;
+            int y = j + 1;
+            b->targets[k] = (y < L && y >= x->n_prompt) ? x->tok[y] : -1;
+            if (b->targets[k] >= 0) b->logp_behav[k] = x->lp[y - x->n_prompt], b->adv[k] = x->adv;
+        }
+    }
+    return LS_OK;
+}
+
 void ls_rl_batch_free(ls_rl_batch *b) {
     free(b->tokens), free(b->targets), free(b->logp_behav), free(b->adv);
     memset(b, 0, sizeof *b);

@@ -14,14 +14,6 @@
 #include "rl/internal.h"
 
 typedef struct {
-    int64_t id;
-    int version, n_prompt, n_gen;
-    float reward, adv;
-    int *tok; /* prompt then response */
-    float *lp;
-} ttraj;
-
-typedef struct {
     rl_config cfg;
     void *zctx, *msock, *rsock;
     char master[256];
@@ -33,7 +25,7 @@ typedef struct {
 } trainer;
 
 /* One GET_BATCH round: *got receives the trajectories when the manager had enough. */
-static int get_batch(trainer *t, int want, ttraj **out, int *got, int *stop) {
+static int get_batch(trainer *t, int want, ls_rl_traj **out, int *got, int *stop) {
     *out = NULL;
     *got = 0;
     rl_buf b = {0};
@@ -63,13 +55,13 @@ static int get_batch(trainer *t, int want, ttraj **out, int *got, int *stop) {
         }
     }
     int ng = rl_get_i32(&r), G = rl_get_i32(&r);
-    ttraj *tr = ng > 0 ? calloc((size_t)ng * G, sizeof *tr) : NULL;
+    ls_rl_traj *tr = ng > 0 ? calloc((size_t)ng * G, sizeof *tr) : NULL;
     if (ng > 0 && !tr) rc = ls_err(LS_ENOMEM, "trainer: out of memory");
     int n = 0;
     for (int g = 0; rc == LS_OK && g < ng && !r.bad; g++) {
         rl_get_i32(&r);
         for (int k = 0; k < G && !r.bad; k++, n++) {
-            ttraj *x = &tr[n];
+            ls_rl_traj *x = &tr[n];
             x->id = rl_get_i64(&r);
             x->version = rl_get_i32(&r);
             x->reward = (float)rl_get_f64(&r);
@@ -116,45 +108,12 @@ static int get_batch(trainer *t, int want, ttraj **out, int *got, int *stop) {
     return LS_OK;
 }
 
-static void free_traj(ttraj *tr, int n) {
+static void free_traj(ls_rl_traj *tr, int n) {
     for (int i = 0; i < n; i++) free(tr[i].tok), free(tr[i].lp);
     free(tr);
 }
 
 /* Packs trajectories into a PG batch (rows padded to the longest). */
-static int pack(const ttraj *tr, int n, int n_ctx, ls_rl_batch *b) {
-    memset(b, 0, sizeof *b);
-    if (n < 1) return ls_err(LS_EINVAL, "trainer: empty batch");
-    int T = 2;
-    for (int i = 0; i < n; i++) {
-        int L = tr[i].n_prompt + tr[i].n_gen;
-        if (L > n_ctx)
-            return ls_err(LS_EINVAL, "trainer: trajectory %lld of %d tokens exceeds the context", (long long)tr[i].id,
-                          L);
-        T = L > T ? L : T;
-    }
-    size_t N = (size_t)n * T;
-    b->B = n, b->T = T;
-    b->tokens = malloc(sizeof(int) * N), b->targets = malloc(sizeof(int) * N);
-    b->logp_behav = calloc(N, sizeof(float)), b->adv = calloc(N, sizeof(float));
-    if (!b->tokens || !b->targets || !b->logp_behav || !b->adv) {
-        ls_rl_batch_free(b);
-        return ls_err(LS_ENOMEM, "trainer: out of memory");
-    }
-    for (int i = 0; i < n; i++) {
-        const ttraj *x = &tr[i];
-        int L = x->n_prompt + x->n_gen;
-        for (int j = 0; j < T; j++) {
-            size_t k = (size_t)i * T + j;
-            b->tokens[k] = j < L ? x->tok[j] : LS_TOK_PAD;
-            int y = j + 1;
-            b->targets[k] = (y < L && y >= x->n_prompt) ? x->tok[y] : -1;
-            if (b->targets[k] >= 0) b->logp_behav[k] = x->lp[y - x->n_prompt], b->adv[k] = x->adv;
-        }
-    }
-    return LS_OK;
-}
-
 static int publish(trainer *t, ls_model *m, double *stall) {
     double t0 = ls_now();
     int rc = LS_OK;
@@ -199,7 +158,7 @@ int rl_trainer_main(const ls_rl_worker_opts *o) {
     double t_start = ls_now();
     for (int u = 0; rc == LS_OK && u < t->cfg.updates && !stop; u++) {
         double tw = ls_now();
-        ttraj *tr = NULL;
+        ls_rl_traj *tr = NULL;
         int n = 0;
         while (rc == LS_OK && n == 0 && !stop) {
             rc = get_batch(t, want, &tr, &n, &stop);
@@ -218,7 +177,7 @@ int rl_trainer_main(const ls_rl_worker_opts *o) {
             for (int k = 0; k < G; k++) tr[g * G + k].adv = adv[k];
         }
         ls_rl_batch b;
-        rc = pack(tr, n, ls_model_cfg(m)->n_ctx, &b);
+        rc = ls_rl_batch_pack(tr, n, ls_model_cfg(m)->n_ctx, &b);
         free_traj(tr, n);
         if (rc) break;
         float *prox = malloc(sizeof(float) * (size_t)b.B * b.T);
@@ -246,7 +205,7 @@ int rl_trainer_main(const ls_rl_worker_opts *o) {
     }
     double wall = ls_now() - t_start;
     if (rc == LS_OK && !stop) { /* hand in the last update's figures */
-        ttraj *tr;
+        ls_rl_traj *tr;
         int n;
         rc = get_batch(t, 0, &tr, &n, &stop);
         free_traj(tr, n);

@@ -49,6 +49,10 @@ void ls_mlp_free(ls_mlp *m);
  * optional per-row weights (NULL = 1). Returns the mean loss of the last epoch in *loss. */
 int ls_mlp_fit(ls_mlp *m, const float *x, const float *targets, const float *weights, int64_t n,
                const ls_mlp_fit_opts *o, double *loss);
+/* The loss ls_mlp_fit minimises on n rows (soft cross-entropy, weighted mean; weights NULL =
+ * 1) into *loss, its gradient into m->g, and the input gradient into dx (n*d) when non-NULL. */
+int ls_mlp_loss_grad(ls_mlp *m, const float *x, int n, const float *targets, const float *weights, double *loss,
+                     float *dx);
 /* Logits (n*k), chunked; reentrant. */
 int ls_mlp_logits(const ls_mlp *m, const float *x, int64_t n, float *logits);
 /* dx (n*d) = d(sum_i dlogits_i . logits_i)/dx for n rows. */

@@ -214,11 +214,13 @@ int ls_fit_run(const ls_fit_net *net, const float *x, int d, int64_t n, int bs, 
     return rc;
 }
 
-/* ls_fit_net.grad of the MLP: softmax cross-entropy on soft targets, rows weighted. */
+/* ls_fit_net.grad of the MLP: softmax cross-entropy on soft targets, rows weighted; the input
+ * gradient into dx too when it is set. */
 typedef struct {
     ls_mlp *m;
     workspace w;
     const float *targets, *weights;
+    float *dx;
 } mlp_fit;
 
 static int mlp_grad(void *ctx, const float *xb, const int *rows, int b, double *loss, double *weight) {
@@ -245,8 +247,23 @@ static int mlp_grad(void *ctx, const float *xb, const int *rows, int b, double *
     }
     *weight += bw;
     memset(m->g, 0, sizeof(float) * (size_t)m->np);
-    backward(m, b, f->w.acts, f->w.dlog, f->w.scratch, NULL, 1);
+    backward(m, b, f->w.acts, f->w.dlog, f->w.scratch, f->dx, 1);
     return LS_OK;
+}
+
+int ls_mlp_loss_grad(ls_mlp *m, const float *x, int n, const float *targets, const float *weights, double *loss,
+                     float *dx) {
+    if (n <= 0) return ls_err(LS_EINVAL, "mlp: no rows");
+    int *rows = malloc(sizeof(int) * (size_t)n);
+    mlp_fit f = {m, {0}, targets, weights, dx};
+    int rc = rows ? ws_init(&f.w, m, n) : ls_err(LS_ENOMEM, "mlp: out of memory");
+    double sum = 0, wsum = 0;
+    for (int i = 0; rc == LS_OK && i < n; i++) rows[i] = i;
+    if (rc == LS_OK) rc = mlp_grad(&f, x, rows, n, &sum, &wsum);
+    if (rc == LS_OK) *loss = wsum > 0 ? sum / wsum : 0;
+    free(rows);
+    free(f.w.buf);
+    return rc;
 }
 
 int ls_mlp_fit(ls_mlp *m, const float *x, const float *targets, const float *weights, int64_t n,
@@ -254,7 +271,7 @@ int ls_mlp_fit(ls_mlp *m, const float *x, const float *targets, const float *wei
     if (n <= 0) return ls_err(LS_EINVAL, "mlp: no training rows");
     int bs = o->batch > 0 ? o->batch : 128;
     if (bs > n) bs = (int)n;
-    mlp_fit f = {m, {0}, targets, weights};
+    mlp_fit f = {m, {0}, targets, weights, NULL};
     LS_TRY(ws_init(&f.w, m, bs));
     ls_fit_net net = {m->p, m->g, m->m, m->v, m->np, &m->step, mlp_grad, &f};
     int rc = ls_fit_run(&net, x, m->sizes[0], n, bs, o, "train", loss);

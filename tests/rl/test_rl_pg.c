@@ -1,7 +1,7 @@
 /* test_rl_pg.c - the policy-gradient loss: per-token terms and clipping by hand, the
  * gradient of the whole tiny model against finite differences of a float64 reference,
- * importance weights against float64, GRPO advantages, and the engine's in-memory weight
- * load against the training model's forward. */
+ * importance weights against float64, GRPO advantages, trajectories packed into a batch,
+ * and the engine's in-memory weight load against the training model's forward. */
 #include "llmsys/model.h"
 #include "llmsys/rl.h"
 #include "llmsys/serve.h"
@@ -185,8 +185,36 @@ static void test_engine_params(void) {
     ls_model_free(a), ls_model_free(b);
 }
 
+/* Trajectories into a batch, every cell written out by hand: two rows of different lengths,
+ * targets exactly at the response positions (the first response token included), each with
+ * its own behaviour log-prob and the row's advantage, PAD past a row's end; refusals. */
+static void test_batch_pack(void) {
+    int t0[] = {LS_TOK_BOS, 'a', 'b', 'X', 'Y', 'Z'}, t1[] = {LS_TOK_BOS, 'c', 'Q'};
+    float l0[] = {-0.5f, -1.5f, -2.5f}, l1[] = {-3.0f};
+    ls_rl_traj tr[2] = {{.id = 7, .n_prompt = 3, .n_gen = 3, .adv = 0.25f, .tok = t0, .lp = l0},
+                        {.id = 8, .n_prompt = 2, .n_gen = 1, .adv = -1.0f, .tok = t1, .lp = l1}};
+    ls_rl_batch b;
+    CHECK_EQ_INT(ls_rl_batch_pack(tr, 2, 16, &b), LS_OK);
+    CHECK_EQ_INT(b.B, 2);
+    CHECK_EQ_INT(b.T, 6);
+    const int tok[12] = {LS_TOK_BOS, 'a', 'b', 'X', 'Y', 'Z', LS_TOK_BOS, 'c', 'Q', LS_TOK_PAD, LS_TOK_PAD, LS_TOK_PAD};
+    const int tgt[12] = {-1, -1, 'X', 'Y', 'Z', -1, -1, 'Q', -1, -1, -1, -1};
+    const float lp[12] = {0, 0, -0.5f, -1.5f, -2.5f, 0, 0, -3.0f, 0, 0, 0, 0};
+    const float adv[12] = {0, 0, 0.25f, 0.25f, 0.25f, 0, 0, -1.0f, 0, 0, 0, 0};
+    int bad = 0;
+    for (int k = 0; k < 12; k++)
+        bad += b.tokens[k] != tok[k] || b.targets[k] != tgt[k] ||
+               (tgt[k] >= 0 && (b.logp_behav[k] != lp[k] || b.adv[k] != adv[k]));
+    CHECK_MSG(bad == 0, "%d of 12 cells differ from the hand-written batch", bad);
+    ls_rl_batch_free(&b);
+    CHECK_EQ_INT(ls_rl_batch_pack(tr, 2, 5, &b), LS_EINVAL); /* the 6-token row exceeds n_ctx 5 */
+    CHECK(b.tokens == NULL);
+    CHECK_EQ_INT(ls_rl_batch_pack(tr, 0, 16, &b), LS_EINVAL);
+}
+
 int main(void) {
     ls_model_set_threads(1);
+    RUN(test_batch_pack);
     RUN(test_token_terms);
     RUN(test_is_weights);
     RUN(test_advantages);
