@@ -3,7 +3,10 @@
  * of one of them its share goes to the other, and a worker started again joins; a service restarted
  * from a saved state with the same workers resumes identically. With a BPE tokenizer every segment
  * is its document's encoding, cut where the loader says, and the service (its workers included) serves
- * the in-process loader's batches. Every process is a forked child that is always killed and reaped. */
+ * the in-process loader's batches. A hub in the test's process: two workers of one source take every
+ * other document (a stopped second worker holds position 1), and a budget of 4 workers splits 2 and 2
+ * between two sources of equal weight × cost. Every process is a forked child that is always killed
+ * and reaped. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -11,6 +14,7 @@
 #include "llmsys/loader.h"
 #include "llmsys/model.h"
 #include "llmsys/tokenizer.h"
+#include "loader/loader_internal.h"
 #include "loader_util.h"
 #include "test.h"
 
@@ -20,6 +24,12 @@ static char dir[256];
 static const char *MIX = "{\"n_ctx\": 48, \"tokens_per_rank\": 160, \"micro_batches\": 2, \"seed\": 11,"
                          " \"sources\": [{\"name\": \"a\", \"path\": \"a\", \"split\": \"blank\", \"weight\": 0.6},"
                          " {\"name\": \"b\", \"type\": \"jsonl\", \"path\": \"b.jsonl\", \"weight\": 0.4}]}";
+/* two sources on the same uniform documents whose weight × cost is equal (0.75 × 200 us = 0.25 × 600 us
+ * per document): the hub's sizing, test_sizing */
+static const char *MIX_COST = "{\"n_ctx\": 48, \"tokens_per_rank\": 160, \"micro_batches\": 2, \"seed\": 5,"
+                              " \"sources\": [{\"name\": \"x\", \"type\": \"jsonl\", \"path\": \"u.jsonl\","
+                              " \"weight\": 0.75, \"preprocess_us\": 200}, {\"name\": \"y\", \"type\": \"jsonl\","
+                              " \"path\": \"u.jsonl\", \"weight\": 0.25, \"preprocess_us\": 600}]}";
 enum { R = 2 };
 
 /* every document's text, in index order (a: file by file, block by block; b: line by line) */
@@ -62,6 +72,14 @@ static void make_data(void) {
     CHECK_EQ_INT(ls_file_write_atomic(p, buf, n), 0);
     snprintf(p, sizeof p, "%s/mix.json", dir);
     CHECK_EQ_INT(ls_file_write_atomic(p, MIX, strlen(MIX)), 0);
+    n = 0; /* 40 documents of 40 bytes each: every prefix a worker measures costs the same per token */
+    for (int d = 0; d < 40; d++)
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "{\"text\": \"u%02d %.36s\"}\n", d,
+                              "abcdefghijklmnopqrstuvwxyzabcdefghijklm");
+    snprintf(p, sizeof p, "%s/u.jsonl", dir);
+    CHECK_EQ_INT(ls_file_write_atomic(p, buf, n), 0);
+    snprintf(p, sizeof p, "%s/mix-cost.json", dir);
+    CHECK_EQ_INT(ls_file_write_atomic(p, MIX_COST, strlen(MIX_COST)), 0);
 }
 
 /* Fetches steps [from, to) for every rank and compares them with the reference loader. */
@@ -166,6 +184,118 @@ static void test_workers(void) {
     ls_loader_mix_free(&mix);
 }
 
+/* A hub in this process that starts no worker (budget: worker processes in all; a worker silent for
+ * timeout_ms with work outstanding is dead), on a free port of 127.0.0.1 whose endpoint goes to link,
+ * with one worker forked for each of the n sources srcs into slots 1..n; NULL when it did not open. */
+static ls_loader_hub *open_hub(const ls_loader_mix *mix, int budget, int timeout_ms, const char *const *srcs, int n,
+                               char *link, size_t cap) {
+    int wport = lu_free_port();
+    CHECK(wport > 0);
+    snprintf(link, cap, "tcp://127.0.0.1:%d", wport);
+    for (int i = 0; i < n; i++) lu_worker(1 + i, link, srcs[i]);
+    ls_loader_hub_opts ho = {NULL, wport, budget, NULL, timeout_ms, 20000, NULL};
+    ls_loader_hub *h = NULL;
+    int rc = ls_loader_hub_open(&h, mix, &ho);
+    CHECK_MSG(rc == LS_OK, "hub: %s", ls_errmsg());
+    return rc == LS_OK ? h : NULL;
+}
+
+/* Takes document q of source i (position q % ndocs of epoch q / ndocs, the loader's order) from the
+ * hub, waiting for it, and drops it; 1 when it came. */
+static int take_doc(ls_loader_hub *h, const ls_loader_mix *mix, int i, uint64_t q) {
+    ls_loader_hub_source hs;
+    ls_loader_hub_source_info(h, i, &hs);
+    uint32_t nd = (uint32_t)hs.docs, *perm = malloc((size_t)nd * sizeof *perm), len = 0;
+    const int32_t *tok;
+    int ok = perm != NULL;
+    if (ok) ls_loader_perm(mix->seed, i, q / nd, perm, nd);
+    ok = ok && ls_hub_doc(h, i, q / nd, q % nd, perm[q % nd], &tok, &len) == LS_OK && len > 0;
+    if (ok) ls_hub_consumed(h, i);
+    if (!ok) fprintf(stderr, "source %d document %llu: %s\n", i, (unsigned long long)q, ls_errmsg());
+    free(perm);
+    return ok;
+}
+
+/* Two ready workers on one source share its documents: the hub asks the one with the fewest
+ * outstanding, so worker k gets positions k, k + 2, ... (docs/loader.md). The second worker of a
+ * joins after the first (a higher slot), then is stopped (SIGSTOP, waited for): position 1 is granted
+ * to it, so it comes only once the hub has declared that worker dead (lost 1). Deterministic: a stopped
+ * process sends nothing. Were the documents granted to one worker up to its credit, positions 0..3
+ * would be the first worker's and position 1 would come without a loss (unless that live worker
+ * were slower than the 1 s timeout). */
+static void test_grant(void) {
+    char p[512], link[64];
+    snprintf(p, sizeof p, "%s/mix.json", dir);
+    ls_loader_mix mix;
+    CHECK_EQ_INT(ls_loader_mix_load(p, &mix), 0);
+    const char *srcs[] = {"a", "b"};
+    ls_loader_hub *h = open_hub(&mix, 3, 1000, srcs, 2, link, sizeof link);
+    if (!h) {
+        lu_kill_all();
+        ls_loader_mix_free(&mix);
+        return;
+    }
+    /* the hub hears workers only while it serves: serve b until a's second worker is ready (a
+     * forked worker may start late on a loaded machine: up to 30 s) */
+    lu_worker(3, link, "a");
+    ls_loader_hub_source hs = {0};
+    uint64_t qb = 0;
+    for (double t0 = ls_now(); ls_now() - t0 < 30; ls_sleep_ms(5)) {
+        ls_loader_hub_source_info(h, 0, &hs);
+        if (hs.live == 2 || !take_doc(h, &mix, 1, qb++)) break;
+    }
+    CHECK_EQ_INT(hs.live, 2);
+    int st = 0;
+    CHECK(lu_kid[3] > 0 && kill(lu_kid[3], SIGSTOP) == 0); /* never kill(-1, ...) */
+    CHECK(lu_kid[3] > 0 && waitpid(lu_kid[3], &st, WUNTRACED) == lu_kid[3] && WIFSTOPPED(st));
+    CHECK(take_doc(h, &mix, 0, 0));
+    CHECK(take_doc(h, &mix, 0, 1));
+    ls_loader_hub_source_info(h, 0, &hs);
+    CHECK_MSG(hs.lost == 1, "position 1 is the stopped second worker's, so it comes after its loss: lost %lld, live %d",
+              (long long)hs.lost, hs.live);
+    /* the first worker now takes the whole share */
+    for (uint64_t q = 2; q < 12; q++) CHECK_MSG(take_doc(h, &mix, 0, q), "position %llu", (unsigned long long)q);
+    ls_loader_hub_close(h);
+    lu_kill_all();
+    ls_loader_mix_free(&mix);
+}
+
+/* The hub's budget of 4 workers for two sources whose weight × seconds per token is equal (x: 0.75 ×
+ * 200 us, y: 0.25 × 600 us per document, the same documents) splits 2 and 2: one each, then the
+ * spare ones one at a time to the source with the largest cost per worker (the first to either, then
+ * c / 2 < c gives the next to the other). All to the costliest source, or by weight or cost alone,
+ * would be 3 and 1. Robust: the costs are CPU time burnt by the workers (not wall time), equal to a
+ * few percent where the split changes only past a factor of 2. The same rule, applied here to the
+ * rates the workers measured (what the hub sized by: no document was served since), agrees. */
+static void test_sizing(void) {
+    char p[512], link[64];
+    snprintf(p, sizeof p, "%s/mix-cost.json", dir);
+    ls_loader_mix mix;
+    CHECK_EQ_INT(ls_loader_mix_load(p, &mix), 0);
+    const char *srcs[] = {"x", "y"};
+    ls_loader_hub *h = open_hub(&mix, 4, 3000, srcs, 2, link, sizeof link);
+    if (h) {
+        ls_loader_hub_source hs[2];
+        double c[2];
+        int want[2] = {1, 1};
+        for (int i = 0; i < 2; i++) {
+            ls_loader_hub_source_info(h, i, &hs[i]);
+            c[i] = hs[i].tokens_per_s > 0 ? mix.src[i].weight / hs[i].tokens_per_s : 0;
+        }
+        for (int spare = 4 - 2; spare > 0; spare--) want[c[1] / want[1] > c[0] / want[0]]++;
+        for (int i = 0; i < 2; i++) {
+            CHECK_MSG(hs[i].want == 2, "source %s wants %d workers of 4, expected 2 (weight x s/token %.3g vs %.3g)",
+                      srcs[i], hs[i].want, c[0], c[1]);
+            CHECK_MSG(hs[i].want == want[i], "source %s wants %d workers, the rule on its measured cost %d", srcs[i],
+                      hs[i].want, want[i]);
+            CHECK_EQ_INT(hs[i].live, 1); /* the hub starts none itself here */
+        }
+        ls_loader_hub_close(h);
+    }
+    lu_kill_all();
+    ls_loader_mix_free(&mix);
+}
+
 /* Every item's tokens are the slice [doc_off, doc_off + len) of its document's encoding + EOS. */
 static int items_match(const ls_loader_step *st, const ls_bpe *tok) {
     int ok = 1;
@@ -245,6 +375,8 @@ int main(void) {
     ls_log_set_level(LS_LOG_ERROR);
     make_data();
     RUN(test_workers);
+    RUN(test_grant);
+    RUN(test_sizing);
     RUN(test_bpe);
     lu_kill_all();
     for (int s = 0; s < 2; s++)
