@@ -522,8 +522,9 @@ static int live_workers(const ls_loader_hub *h, int i) {
     return n;
 }
 
-/* Sizes every source's workers: the budget split in proportion to weight × seconds per token (at
- * least one each), by largest remainders; starts the missing ones when the hub starts workers. */
+/* Sizes every source's workers: one each, then each spare worker of the budget to the source with
+ * the largest weight × seconds per token per worker (about in proportion to that product); starts
+ * the missing ones when the hub starts workers. */
 static void size_workers(ls_loader_hub *h, const double *wt) {
     int n = h->mix->n_sources, spare = h->budget - n;
     double c[LS_LOADER_MAX_SOURCES], tot = 0;
