@@ -31,9 +31,16 @@ grep -q "<svg" "$T/c.svg" && grep -q '"imbalance"' "$T/r.json" || die "stats out
 # than naive, and every source within 0.6 points of its target share
 awk '$1 == "naive" && NF == 3 { nm = $2; nw = $3 } $1 == "kk" && NF == 3 { km = $2; kw = $3 }
      $1 ~ /^(docs|math)$/ { d = $3 - $4; if (d < 0) d = -d; if (d > dmax) dmax = d; ns++ }
-     END { if (km == "" || nm == "" || ns != 2 || kw > 1.06 || km > kw || km >= nm || kw >= nw || dmax > 0.6) {
+     END { if (km == "" || nm == "" || ns != 2 || km < 1 || nm < 1 || kw > 1.06 || km > kw || km >= nm || kw >= nw || dmax > 0.6) {
              printf "kk %s/%s, naive %s/%s, %d sources, worst share miss %.2f points\n", km, kw, nm, nw, ns, dmax; exit 1 } }' \
     "$T/stats" || die "stats figures out of bounds: $(cat "$T/stats")"
+# the first and last fifths are steps [0, 4) and [16, 20): with docs' weight 0.9 to step 16, then
+# linear to 0.1 at step 19, docs' target shares there are 90% and (0.9 + 0.633 + 0.367 + 0.1) / 4 = 50%
+sed 's/"schedule": .*/"schedule": [{"step": 16, "weights": {"docs": 0.9, "math": 0.1}}, {"step": 19, "weights": {"docs": 0.1, "math": 0.9}}]}/' \
+    "$T/mix.json" > "$T/mix2.json"
+"$LLMSYS" loader stats --mix "$T/mix2.json" --ranks 4 --steps 20 > "$T/stats2" || die "stats, second schedule"
+awk '$1 == "docs" { ok = $7 == "90.00%" && $10 == "50.00%" } END { exit !ok }' "$T/stats2" ||
+    die "first and last fifths' targets: $(grep docs "$T/stats2")"
 
 # bad input: clear one-line errors, exit 2 (a bad mix or flag) or 1 (the service, at run time)
 echo '{"sources": [{"name": "a", "path": "docs", "weight": -1}]}' > "$T/neg.json"

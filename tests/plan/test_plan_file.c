@@ -75,6 +75,7 @@ static void test_bad(void) {
     expect_fail(HDR "\"stages\":[{\"layers\":[0,4],\"bits\":[4,4,5,4]}]}", 4, "unsupported bit width 5");
     expect_fail(HDR "\"stages\":[{\"layers\":[0,4],\"bits\":[4,\"4\",4,4]}]}", 4, "(not a number)");
     expect_fail(HDR "\"stages\":[{\"layers\":[0,4],\"bits\":[4,4,4]}]}", 4, "one width per layer");
+    expect_fail(HDR "\"stages\":[{\"layers\":[0,4],\"bits\":[4,4,4,4,4]}]}", 4, "one width per layer");
     expect_fail(HDR "\"stages\":[{\"layers\":[0,4],\"bits\":[4,4,4,4]}]}", 6, "checkpoint has 6");
     expect_fail(HDR "\"stages\":[{\"layers\":[2,2],\"bits\":[]}]}", 4, "empty");
     expect_fail(HDR "\"stages\":[{\"layers\":[0.5,4],\"bits\":[4,4,4,4]}]}", 4, "integers");

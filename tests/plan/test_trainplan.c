@@ -431,8 +431,24 @@ static void test_catalog_and_file(void) {
     ls_plan_catalog_free(cat);
 }
 
+/* --cluster lists: catalog names with xN repeats, local:SHARE,..., and every malformed list
+ * refused (LS_EINVAL), the trailing comma included. */
+static void test_cluster_lists(void) {
+    double sh[LS_TPLAN_MAX_RANK];
+    char nm[LS_TPLAN_MAX_RANK][LS_PLAN_NAME];
+    int local = -1;
+    CHECK_EQ_INT(ls_tplan_parse_cluster("A100x3,T4", sh, nm, &local), 4);
+    CHECK(local == 0 && !strcmp(nm[0], "A100") && !strcmp(nm[2], "A100") && !strcmp(nm[3], "T4"));
+    CHECK_EQ_INT(ls_tplan_parse_cluster("local:1,0.5", sh, nm, &local), 2);
+    CHECK(local == 1 && sh[0] == 1.0 && sh[1] == 0.5);
+    const char *bad[] = {"", "A100,T4,", ",A100", "A100,,T4", "A100x0", "A100x17", "local:1,0", "local:", "local:1,x"};
+    for (int i = 0; i < (int)(sizeof bad / sizeof *bad); i++)
+        CHECK_MSG(ls_tplan_parse_cluster(bad[i], sh, nm, &local) == LS_EINVAL, "'%s' accepted", bad[i]);
+}
+
 int main(void) {
     ls_model_set_threads(1);
+    RUN(test_cluster_lists);
     RUN(test_replay_hand);
     RUN(test_predict_hand);
     RUN(test_expected_max);
