@@ -1,6 +1,7 @@
 /* test_precision.c - mixed-precision Linear layers: each precision's GEMM against a float64
  * product, the model's forward and backward with every Linear layer in that precision
- * against fp32, and its gradient against central finite differences of the fp32 loss.
+ * against fp32, and its gradient against central finite differences of the fp32 loss; the
+ * 16-bit casts round ties to even.
  * Tolerances are about 3x the errors observed on this machine (printed). */
 #include <stdint.h>
 
@@ -192,6 +193,33 @@ static void test_model(void) {
  * [-127, 127] with 127 in every row; op(B) in {-8001, 0, 8001}, 8001 = 127 x 63 being a whole
  * number of steps at 8 bits (63 of them) and at 7 (127). With 8-bit op(B) on the int16 path
  * the pair sums saturate and this product was off by up to 6 %. */
+/* The 16-bit casts round to nearest, ties to even: a 1 x 6 x 1 GEMM of 1 by values halfway
+ * between two bf16 (fp16) neighbours gives the even one exactly, and just past halfway the
+ * upper one. u = the format's unit in the last place at 1 (2^-7 bf16, 2^-10 fp16). */
+static void test_cast_rounding(void) {
+    ls_prec_ctx *c;
+    CHECK_EQ_INT(ls_prec_ctx_new(&c), LS_OK);
+    for (int p = LS_PREC_BF16; p <= LS_PREC_FP16; p++) {
+        double u = p == LS_PREC_BF16 ? 0x1p-7 : 0x1p-10;
+        /* 1 + u/2: a tie, to 1 (even); 1 + 3u/2: a tie, to 1 + 2u (even); 1 + u/2 + u/64: up; the
+         * same negated, and 2 + u (a tie at 2, to 2) */
+        const double x[6] = {1 + u / 2, 1 + 1.5 * u, 1 + u / 2 + u / 64, -(1 + u / 2), -(1 + 1.5 * u), 2 + u};
+        const double want[6] = {1, 1 + 2 * u, 1 + u, -1, -(1 + 2 * u), 2};
+        float one = 1.0f, B[6], C[6];
+        for (int j = 0; j < 6; j++) B[j] = (float)x[j];
+        CHECK_EQ_INT(ls_prec_gemm(c, (ls_prec)p, 0, 0, 0, 1, 6, 1, &one, 1, B, 6, 0.0f, C, 6), LS_OK);
+        int bad = 0;
+        for (int j = 0; j < 6; j++)
+            if ((double)C[j] != want[j]) {
+                fprintf(stderr, "  %s: %.10g cast to %.10g, expected %.10g\n", ls_prec_name(p), x[j], C[j], want[j]);
+                bad++;
+            }
+        CHECK_MSG(bad == 0, "%s: %d of 6 casts not rounded to nearest even (%s)", ls_prec_name(p), bad,
+                  ls_prec_kernel(c, (ls_prec)p));
+    }
+    ls_prec_ctx_free(c);
+}
+
 static void test_int8_exact(void) {
     enum { M = 37, N = 45, K = 70 };
     ls_prec_ctx *c;
@@ -273,6 +301,7 @@ int main(void) {
     RUN(test_timer);
     RUN(test_names);
     RUN(test_gemm);
+    RUN(test_cast_rounding);
     RUN(test_int8_exact);
     RUN(test_model);
     return TEST_RESULT();

@@ -41,6 +41,11 @@ expect 0 "areal run, staleness 0" -- timeout 120 "$BIN" rl run --tasks "$T/t.jso
     --eval-n 8 --timeout 40 --workdir "$T/ar" --quiet
 python3 -c "import json,sys; h=json.load(open('$T/ar/report.json'))['staleness_hist']; print('  staleness hist', h[:4]); sys.exit(0 if sum(h) == 64 and sum(h[2:]) == 0 and h[0] >= 32 else 1)" ||
     fail "areal staleness at bound 0"
+# the rollouts record each sampled token's log-probability under the weights that sampled it, so
+# where a trajectory is trained on by that same version the importance weight is 1 (observed
+# 0.99999997 with every trajectory at staleness 0; a version-old one moves it by about 1 %)
+python3 -c "import json,sys; w=json.load(open('$T/ar/report.json'))['is_weight_mean']; print('  is_weight_mean', w); sys.exit(0 if 0.95 <= w <= 1.05 else 1)" ||
+    fail "importance weight at staleness 0"
 # Laminar-style with a waiting queue (a rollout batch of 2 x max-seqs): a running rollout takes new
 # groups into the slots its finished trajectories free; with the default batch (max-seqs) it never does
 for rb in 0 8; do # 0: not given (the default, max-seqs)
