@@ -301,6 +301,8 @@ static void brute_case(const char *cluster_json, ls_plan_arch a, ls_plan_workloa
     int rs = ls_plan_solve(pb, LS_PLAN_ALGO_SPLITQUANT, sq);
     CHECK_MSG(rb == LS_OK && ri == LS_OK && rs == LS_OK, "brute %d ilp %d sq %d: %s", rb, ri, rs, ls_errmsg());
     if (rb == LS_OK && ri == LS_OK && rs == LS_OK) {
+        check_valid(pb, il, "ilp");
+        check_valid(pb, sq, "splitquant");
         CHECK(il->ilp_optimal);
         CHECK_NEAR(il->objective, bf->objective, 1e-6 * bf->objective);
         CHECK_MSG(sq->objective <= bf->objective * 1.01, "splitquant %.6g vs optimum %.6g", sq->objective,
@@ -339,6 +341,75 @@ static void test_agree_brute_force(void) {
     brute_case(c2, a, (ls_plan_workload){64, 1024, 32}, (ls_plan_qtarget){LS_PLAN_Q_BITS, 4});
 }
 
+/* splitquant's DP where a weight on quality trades against time and memory binds: on two
+ * and three small GPUs (5-6 layers of a 70B-sized block, the default indicator, explicit
+ * usable memory), the DP alone (ls_plan_splitquant with no incumbent, the screening the ILP
+ * also runs) and splitquant as ls_plan_solve runs it (seeded by the baselines) must
+ * reach the brute force's optimum, both priced by ls_plan_evaluate (relative 1e-9). Its
+ * labels must keep the quality: a label that is faster but of worse quality does not
+ * dominate, and the partial objective that ranks and keeps the best labels includes
+ * theta * Q (without either, the DP keeps fast low-quality prefixes, and polishing the
+ * widths inside their stages cannot move the stage boundaries back). */
+static void test_dp_quality_brute(void) {
+    ls_plan_arch a = test_arch();
+    a.d_model = 8192, a.n_head = 64, a.n_kv_head = 64, a.d_ff = 28672, a.vocab = 32000;
+    const char *c2 = "{\"format\":\"llmsys-cluster\",\"version\":1,\"name\":\"tiny2\",\"nodes\":["
+                     "{\"gpu\":\"T4\",\"count\":1},{\"gpu\":\"A10\",\"count\":1}]}",
+               *c3 = "{\"format\":\"llmsys-cluster\",\"version\":1,\"name\":\"tiny3\",\"nodes\":["
+                     "{\"gpu\":\"T4\",\"count\":1},{\"gpu\":\"V100-16G\",\"count\":1},"
+                     "{\"gpu\":\"P100-12G\",\"count\":1}]}";
+    static const struct {
+        int n_dev;
+        ls_plan_workload w;
+        double gb[3]; /* usable GB per device, in the cluster's order */
+        double theta;
+    } cases[] = {
+        {2, {16, 1024, 32}, {4.35, 4.20}, 0.8},
+        {2, {2, 1024, 8}, {4.40, 2.00}, 6},
+        {3, {8, 512, 32}, {6.95, 1.45, 6.85}, 0.2},
+        {3, {8, 1024, 8}, {4.45, 2.40, 3.90}, 1.9},
+    };
+    ls_plan_problem *pb = malloc(sizeof *pb);
+    ls_plan_result *bf = malloc(sizeof *bf), *dp = malloc(sizeof *dp), *sq = malloc(sizeof *sq),
+                   *fast = malloc(sizeof *fast);
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        int N = cases[c].n_dev;
+        ls_plan_cluster *cl = tiny_cluster(N == 2 ? c2 : c3);
+        if (!cl) continue;
+        for (int d = 0; d < N; d++) cl->dev[d].usable_bytes = cases[c].gb[d] * 1e9;
+        a.n_layer = N == 2 ? 6 : 5;
+        CHECK(ls_plan_problem_init(pb, &a, cl, cases[c].w) == LS_OK);
+        CHECK(ls_plan_problem_set_quality(pb, (ls_plan_qtarget){LS_PLAN_Q_THETA, cases[c].theta}) == LS_OK);
+        char what[64];
+        snprintf(what, sizeof what, "case %d (theta %g)", (int)c, cases[c].theta);
+        int rb = ls_plan_solve(pb, LS_PLAN_ALGO_BRUTE, bf);
+        int rd = ls_plan_splitquant(pb, dp, 0, NULL, NULL, NULL, NULL, INFINITY);
+        int rs = ls_plan_solve(pb, LS_PLAN_ALGO_SPLITQUANT, sq);
+        CHECK_MSG(rb == LS_OK && rd == LS_OK && rs == LS_OK, "%s: brute %d dp %d splitquant %d: %s", what, rb, rd, rs,
+                  ls_errmsg());
+        if (rb == LS_OK && rd == LS_OK && rs == LS_OK) {
+            check_valid(pb, dp, what);
+            check_valid(pb, sq, what);
+            CHECK_MSG(fabs(dp->objective - bf->objective) <= 1e-9 * bf->objective, "%s: DP %.9g, brute force %.9g",
+                      what, dp->objective, bf->objective);
+            CHECK_MSG(fabs(sq->objective - bf->objective) <= 1e-9 * bf->objective,
+                      "%s: splitquant %.9g, brute force %.9g", what, sq->objective, bf->objective);
+            /* the weight on quality moves the optimum: the fastest plan (theta 0) is another one */
+            double theta = pb->theta;
+            pb->theta = 0;
+            CHECK(ls_plan_solve(pb, LS_PLAN_ALGO_BRUTE, fast) == LS_OK);
+            pb->theta = theta;
+            CHECK(ls_plan_evaluate(pb, fast) == LS_OK);
+            CHECK_MSG(fast->objective > bf->objective * (1 + 1e-9), "%s: the fastest plan %.9g is the optimum %.9g",
+                      what, fast->objective, bf->objective);
+            fprintf(stderr, "  %s: optimum %.6g s (theta * Q %.3g s; the fastest plan %.6g s), DP %.6g s\n", what,
+                    bf->objective, pb->theta * bf->quality, fast->objective, dp->objective);
+        }
+        ls_plan_cluster_free(cl);
+    }
+    free(pb), free(bf), free(dp), free(sq), free(fast);
+}
+
 /* The ILP against the brute force on pb (the brute force's plan left in bf), then the exact
  * search alone, without a cutoff, on the optimum's candidate: its least is the optimum (with a
  * plan at it when exact; only a lower bound where it can only bound the quality). Returns 1
@@ -349,6 +420,7 @@ static int check_brute_ilp_exact(ls_plan_problem *pb, ls_plan_result *bf, int ex
     CHECK_MSG(rb == ri, "%s: brute %d ilp %d: %s", what, rb, ri, ls_errmsg());
     if (rb == LS_OK && ri == LS_OK) {
         both = 1;
+        check_valid(pb, il, what);
         CHECK_MSG(il->ilp_optimal, "%s: the ILP did not prove its plan", what);
         CHECK_NEAR(il->objective, bf->objective, tol * bf->objective);
         ls_plan_cand_cost cc;
@@ -407,6 +479,82 @@ static void test_exact_random_brute(void) {
     }
     free(pb);
     free(bf);
+    ls_plan_cluster_free(cl);
+}
+
+/* The MIP's own rows (ilp.c) where CBC must solve candidates: indicators with no gains
+ * order (the exact search then only bounds a stage's quality and closes no candidate with a
+ * plan) on three small GPUs with 15-21% of their memory usable; batch 4, so the decode
+ * micro-batch is 2 and m_d = 2 < 3 stages: a decode round costs the sum of the stages'
+ * decode times (the row R >= sum_j D_j, the stages' link and head times in its right-hand
+ * side). Trials with a weight on quality (theta) where memory binds (twice the memory gives
+ * a better optimum), and with a quality target that binds (without it the optimum is
+ * faster). The ILP must prove the brute force's optimum with a plan that fits memory and
+ * meets the target (check_brute_ilp_exact). */
+static void test_ilp_rows_brute(void) {
+    ls_plan_arch a = test_arch();
+    a.d_model = 8192, a.n_head = 64, a.n_kv_head = 64, a.d_ff = 28672, a.vocab = 32000, a.n_layer = 5;
+    ls_plan_cluster *cl = tiny_cluster("{\"format\":\"llmsys-cluster\",\"version\":1,\"name\":\"tiny3\",\"nodes\":["
+                                       "{\"gpu\":\"T4\",\"count\":1},{\"gpu\":\"V100-16G\",\"count\":1},"
+                                       "{\"gpu\":\"P100-12G\",\"count\":1}]}");
+    if (!cl) return;
+    double cap[3];
+    for (int d = 0; d < 3; d++) cap[d] = cl->dev[d].usable_bytes;
+    static const struct {
+        int seed;     /* of the indicator */
+        double share; /* of each device's usable memory */
+        double theta; /* the weight on quality, or 0 and */
+        double qfrac; /* the target: this fraction of the indicator of all layers at 4 bits */
+    } trials[] = {{1, 0.15, 3, 0},   {2, 0.18, 10, 0},  {3, 0.21, 3, 0},
+                  {1, 0.18, 0, 0.8}, {2, 0.21, 0, 0.5}, {3, 0.18, 0, 1.1}};
+    ls_plan_problem *pb = malloc(sizeof *pb);
+    ls_plan_result *bf = malloc(sizeof *bf), *rx = malloc(sizeof *rx);
+    int n_sum = 0;
+    for (int t = 0; t < (int)(sizeof trials / sizeof *trials); t++) {
+        for (int d = 0; d < 3; d++) cl->dev[d].usable_bytes = trials[t].share * cap[d];
+        CHECK(ls_plan_problem_init(pb, &a, cl, (ls_plan_workload){4, 1024, 64}) == LS_OK);
+        ls_rng r;
+        ls_rng_seed(&r, trials[t].seed);
+        double q4 = 0; /* all layers at 4 bits */
+        for (int i = 0; i < a.n_layer; i++) {
+            double s = 0.5 + ls_rng_uniform(&r);
+            for (int k = 0; k < LS_PLAN_NBITS; k++) {
+                double base = 1.0 / ((1 << (ls_plan_bits[k] - 1)) - 1.0);
+                pb->omega[i * LS_PLAN_NBITS + k] = s * base * base * (0.3 + ls_rng_uniform(&r));
+            }
+            q4 += pb->omega[i * LS_PLAN_NBITS + ls_plan_bits_index(4)];
+        }
+        int weigh = trials[t].theta > 0;
+        CHECK(ls_plan_problem_set_quality(pb, weigh ? (ls_plan_qtarget){LS_PLAN_Q_THETA, trials[t].theta}
+                                                    : (ls_plan_qtarget){LS_PLAN_Q_MAX, trials[t].qfrac * q4}) == LS_OK);
+        pb->time_limit_s = 20;
+        char what[32];
+        snprintf(what, sizeof what, "rows trial %d", t);
+        if (!check_brute_ilp_exact(pb, bf, 0, 1e-6, what)) {
+            CHECK_MSG(0, "%s: no plan: %s", what, ls_errmsg());
+            continue;
+        }
+        double sumD = 0, maxD = 0;
+        for (int j = 0; j < bf->n_stage; j++) {
+            sumD += bf->stage_decode_s[j];
+            if (bf->stage_decode_s[j] > maxD) maxD = bf->stage_decode_s[j];
+        }
+        int md = (pb->wl.batch + bf->mb_decode - 1) / bf->mb_decode;
+        n_sum += md < 3 && sumD > md * maxD;
+        /* the constraint the trial is about binds: relaxed, the brute force finds a better plan */
+        if (weigh)
+            for (int d = 0; d < 3; d++) cl->dev[d].usable_bytes *= 2;
+        else
+            pb->qmax = INFINITY;
+        CHECK(ls_plan_solve(pb, LS_PLAN_ALGO_BRUTE, rx) == LS_OK);
+        CHECK_MSG(rx->objective < bf->objective * (1 - 1e-9), "%s: the %s does not bind (%.9g relaxed, %.9g)", what,
+                  weigh ? "memory" : "quality target", rx->objective, bf->objective);
+        fprintf(stderr, "  %s: optimum %.6g s (with %s relaxed %.6g s), m_d %d, decode round %s\n", what, bf->objective,
+                weigh ? "memory" : "the target", rx->objective, md,
+                sumD > md * maxD ? "the sum of the stages" : "m_d x the slowest");
+    }
+    CHECK_MSG(n_sum > 0, "no optimum where a decode round is the sum of the stages: the case means nothing");
+    free(pb), free(bf), free(rx);
     ls_plan_cluster_free(cl);
 }
 
@@ -1073,7 +1221,9 @@ int main(void) {
     RUN(test_never_worse_than_baselines);
     RUN(test_llmpq3_near_ilp);
     RUN(test_agree_brute_force);
+    RUN(test_dp_quality_brute);
     RUN(test_exact_random_brute);
+    RUN(test_ilp_rows_brute);
     RUN(test_exact_keeps_known_plans);
     RUN(test_exact_each_candidate);
     RUN(test_exact_full_stage);
