@@ -17,6 +17,7 @@ typedef struct {
     rl_config cfg;
     void *zctx, *msock, *rsock;
     char master[256];
+    int resend; /* a master relay newly named: hand it the current version (publish) */
     int version;
     double stats[7];
     int has_stats;
@@ -52,6 +53,7 @@ static int get_batch(trainer *t, int want, ls_rl_traj **out, int *got, int *stop
         if (ep[0]) {
             t->rsock = rl_socket(t->zctx, ZMQ_DEALER);
             rc = t->rsock ? ls_zsec_connect(t->rsock, ep, "trainer's relay link") : LS_ENET;
+            t->resend = rc == LS_OK;
         }
     }
     int ng = rl_get_i32(&r), G = rl_get_i32(&r);
@@ -113,7 +115,8 @@ static void free_traj(ls_rl_traj *tr, int n) {
     free(tr);
 }
 
-/* Packs trajectories into a PG batch (rows padded to the longest). */
+/* Hands version t->version (the model's weights now) to the master relay; with none named yet it
+ * goes when one is (get_batch sets resend). */
 static int publish(trainer *t, ls_model *m, double *stall) {
     double t0 = ls_now();
     int rc = LS_OK;
@@ -162,6 +165,15 @@ int rl_trainer_main(const ls_rl_worker_opts *o) {
         int n = 0;
         while (rc == LS_OK && n == 0 && !stop) {
             rc = get_batch(t, want, &tr, &n, &stop);
+            /* A master relay named for the first time or anew gets the current version: one
+             * published before any relay had joined went nowhere, and one the old master did not
+             * pass on is missing down the new chain. Without it a design that waits for the
+             * version (sync, AReaL-like at staleness 0) would wait for ever. */
+            if (rc == LS_OK && t->resend) {
+                double s;
+                t->resend = 0;
+                if (t->version > 0) rc = publish(t, m, &s);
+            }
             if (rc == LS_OK && n == 0) ls_sleep_ms(RL_TRAINER_POLL_MS);
         }
         if (rc || stop) {

@@ -24,6 +24,16 @@ expect 1 "unreachable manager (relay)" -- timeout 20 "$BIN" rl worker --role rel
 expect 0 "sim rl" -- "$BIN" sim rl --models qwen2.5-7b --gpus 64,256 --updates 2 --batch 256 --out "$T/s.json"
 python3 -c "import json; r=json.load(open('$T/s.json'))['rows']; assert len(r) == 8 and all(x['traj_per_s'] > 0 for x in r)" ||
     fail "sim rows"
+# each row's speed-ups are its traj/s over the sync and (Laminar-style only) the AReaL-like row's at its GPU count
+python3 -c "
+import json
+r = json.load(open('$T/s.json'))['rows']
+by = {(x['gpus'], x['design']): x['traj_per_s'] for x in r}
+for x in r:
+    g = x['gpus']
+    assert abs(x['speedup_vs_sync'] - x['traj_per_s'] / by[(g, 'sync')]) < 1e-9 * x['speedup_vs_sync'], x
+    want = x['traj_per_s'] / by[(g, 'areal')] if x['design'] == 'laminar' else 0
+    assert abs(x['speedup_vs_areal'] - want) <= 1e-9 * want, x" || fail "sim speed-ups"
 expect 2 "plot of a non-report" -- "$BIN" rl plot --report "$T/t.jsonl" --out "$T/p.svg"
 expect 2 "sim unknown model" -- "$BIN" sim rl --models gpt-9 --gpus 64
 expect 2 "sim calibrate on a non-report" -- "$BIN" sim rl --calibrate "$T/t.jsonl"

@@ -36,4 +36,31 @@ if "$BIN" rl run "${COMMON[@]}" --rollouts 2 --relays 3 --kill-relay-at 1.0 --wo
 else
     echo "FAIL kill relay run"; cat "$T/kl.err"; tail -n 5 "$T"/kl/logs/*.log; fails=$((fails + 1))
 fi
+# 3. a relay that joins after the trainer's first update (workers started by hand): that version
+# had no relay to go to, and an AReaL-like run at staleness 0 needs it before it issues more; the
+# trainer hands the current version to the master relay once one is named
+if [ -f "$T/kr/config.json" ]; then
+    python3 -c "import json,sys; c=json.load(open(sys.argv[1])); c.update(mode='areal', staleness=0, rollouts=1,
+relays=1, updates=3, max_new=8, step_ms=0, report=sys.argv[2], workdir=sys.argv[3]); json.dump(c, open(sys.argv[4], 'w'))" \
+        "$T/kr/config.json" "$T/late.json" "$T/late" "$T/late.cfg"
+    mkdir -p "$T/late"
+    "$BIN" rl worker --role manager --config "$T/late.cfg" --port-file "$T/late.ep" > "$T/late-m.log" 2>&1 &
+    lm=$!
+    if wait_file "$T/late.ep" $lm; then
+        M=$(cat "$T/late.ep")
+        "$BIN" rl worker --role rollout --manager "$M" > "$T/late-o.log" 2>&1 &
+        timeout 60 "$BIN" rl worker --role trainer --manager "$M" > "$T/late-t.log" 2>&1 &
+        lt=$!
+        for i in $(seq 300); do grep -q "update 1/3" "$T/late-t.log" && break; sleep 0.1; done
+        grep -q "update 1/3" "$T/late-t.log" || echo "FAIL late relay: no first update in 30 s"
+        "$BIN" rl worker --role relay --manager "$M" > "$T/late-r.log" 2>&1 &
+        if wait $lt && timeout 30 tail --pid=$lm -f /dev/null; then
+            check "$T/late.json" "r['updates'] == 3 and r['relay_versions'][0] == 3" "late relay: every update, the relay holds each version"
+        else
+            echo "FAIL late relay: the run did not finish"; tail -n 3 "$T"/late-*.log; fails=$((fails + 1))
+        fi
+    else
+        echo "FAIL late relay: manager did not start"; cat "$T/late-m.log"; fails=$((fails + 1))
+    fi
+fi
 finish rl.faults

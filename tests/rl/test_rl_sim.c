@@ -2,7 +2,7 @@
  * hand-computed timelines (calibrated costs, fixed lengths, with and without the per-batch refill term,
  * Laminar's waiting queue, complete groups, poll periods; catalog costs from a catalog of round figures
  * for an AReaL interrupt's KV recompute), the best-split search against its fixed splits, and the
- * round-trip micro-measurement's bounds. */
+ * round-trip micro-measurement's bounds, and the options read off a run's report for calibration. */
 #include <math.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -261,6 +261,53 @@ static void test_rtt(void) {
     CHECK(rtt > 0 && rtt < 0.5);
 }
 
+/* The simulator's options from a run's report (`sim rl --calibrate`), field by field by hand: one
+ * GPU per rollout plus the trainer's, batch = group x batch groups, the decode step measured plus
+ * the run's manager round trip, the issued lengths replayed in order (0 as 1), the polls' and the
+ * trainer's extra costs; the round trip measured apart where the report has none; a report of a
+ * run without --step-ms refused. */
+static void test_calibration_opts(void) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/report.json", dir);
+    const char *rep = "{\"mode\": \"areal\", \"step_ms\": 20, \"train_mean_s\": 0.05, \"rollouts\": 3, \"group\": 4,"
+                      " \"batch_groups\": 2, \"traj_per_s\": 12.5, \"updates\": 9, \"max_seqs\": 6,"
+                      " \"decode_step_mean_s\": 0.021, \"pull_mean_s\": 0.003, \"repack_enabled\": 0,"
+                      " \"staleness_bound\": 2, \"poll_rtt_mean_s\": 0.0004, \"trainer_stall_mean_s\": 0.001,"
+                      " \"rollout_batch\": 12, \"issued_response_lengths\": [3, 5, 0, 7]}";
+    CHECK_EQ_INT(ls_file_write_atomic(path, rep, strlen(rep)), LS_OK);
+    ls_rl_sim_opts o;
+    int *lens = NULL, nl = 0;
+    double tps = 0;
+    CHECK_EQ_INT(ls_rl_sim_opts_from_report(path, NULL, 0, 0.0009, &o, &lens, &nl, &tps), LS_OK);
+    CHECK(o.mode == LS_RL_MODE_AREAL && o.gpus == 4 && o.batch == 8 && o.group == 4 && o.updates == 9);
+    CHECK(o.max_batch == 6 && o.rollout_batch == 12 && o.staleness == 2 && o.repack == 0 && o.batch_refill == 1);
+    CHECK_NEAR(o.step_s, 0.021 + 0.0004, 1e-12);
+    CHECK_NEAR(o.repack_s, o.step_s, 0);
+    CHECK_NEAR(o.train_s, 0.05, 0);
+    CHECK_NEAR(o.pull_s, 0.003, 0);
+    CHECK_NEAR(o.refill_s, 0.0004, 0);
+    CHECK_NEAR(o.idle_poll_s, 0.010 + 0.0004, 1e-12);    /* the rollouts' idle poll, 10 ms */
+    CHECK_NEAR(o.trainer_poll_s, 0.005 + 0.0004, 1e-12); /* the trainer's, 5 ms */
+    CHECK_NEAR(o.trainer_extra_s, 0.001 + 0.0004, 1e-12);
+    CHECK_NEAR(tps, 12.5, 0);
+    CHECK(nl == 4 && o.trace == lens && o.n_trace == 4 && o.trace_replay == 1);
+    CHECK(lens && lens[0] == 3 && lens[1] == 5 && lens[2] == 1 && lens[3] == 7);
+    free(lens);
+    /* no round trip in the report: the one measured apart; the decode step from --step-ms */
+    const char *rep2 = "{\"step_ms\": 20, \"rollouts\": 2, \"updates\": 3, \"traj_per_s\": 4,"
+                       " \"response_lengths\": [2, 4]}";
+    CHECK_EQ_INT(ls_file_write_atomic(path, rep2, strlen(rep2)), LS_OK);
+    CHECK_EQ_INT(ls_rl_sim_opts_from_report(path, NULL, 0, 0.0009, &o, &lens, &nl, &tps), LS_OK);
+    CHECK(o.mode == LS_RL_MODE_LAMINAR && o.gpus == 3 && o.batch == 16 && o.max_batch == 8 && nl == 2);
+    CHECK_NEAR(o.step_s, 0.020 + 0.0009, 1e-12);
+    CHECK_NEAR(o.refill_s, 0.0009, 0);
+    free(lens);
+    const char *rep3 = "{\"rollouts\": 2, \"updates\": 3, \"response_lengths\": [2, 4]}";
+    CHECK_EQ_INT(ls_file_write_atomic(path, rep3, strlen(rep3)), LS_OK);
+    CHECK_EQ_INT(ls_rl_sim_opts_from_report(path, NULL, 0, 0.0009, &o, &lens, &nl, &tps), LS_EINVAL);
+    free(lens);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/llmsys-rl-sim-XXXXXX");
     if (!mkdtemp(dir)) return 1;
@@ -274,5 +321,6 @@ int main(void) {
     RUN(test_poll_periods);
     RUN(test_staleness_bounds);
     RUN(test_rtt);
+    RUN(test_calibration_opts);
     return TEST_RESULT_RMTREE(dir);
 }
