@@ -34,6 +34,14 @@ expect 2 "profile --bits 5" -- "$BIN" profile --model m.safetensors --out x.json
 grep -q -- "--bits must be" "$T/err" || fail "profile --bits 5: $(cat "$T/err")"
 expect 2 "profile --ctxs 0" -- "$BIN" profile --model m.safetensors --out x.json --ctxs 4,0
 expect 2 "serve --threads 100000" -- timeout 20 "$BIN" serve --model m.safetensors --port 0 --threads 100000
+# a pipeline stage started by hand (serve --worker) checks its plan against the checkpoint
+# before it binds: stage 0 of a plan for a 4-layer model fits the 2-layer one's layers but is
+# refused, naming both counts
+printf '{"format":"llmsys-plan","version":1,"model":{"name":"x","n_layer":4},"stages":[{"layers":[0,2],"bits":[4,4]},{"layers":[2,4],"bits":[4,4]}]}' > plan4.json
+expect 1 "serve --worker, a plan for another model" -- timeout 20 "$BIN" serve --worker --model m.safetensors \
+    --plan plan4.json --stage 0 --in "tcp://127.0.0.1:$(freeport)" --out "tcp://127.0.0.1:$(freeport)"
+grep -q "plan is for a model with 4 layers, but m.safetensors has 2" "$T/err" ||
+    fail "serve --worker, other model: $(cat "$T/err")"
 expect 2 "plan train --threads 100000" -- "$BIN" plan train --model tiny --cluster local:1 --threads 100000 --out x.json
 ls x.* > /dev/null 2>&1 && fail "a refused command wrote x.*"
 

@@ -9,6 +9,19 @@ grep -q 'headroom_GB' "$T/r.json" || fail "report memory"
 grep -q -- '--pipeline-parallel-size 4' "$T/v.sh" || fail "vllm export"
 expect 0 "case-insensitive names" -- "$BIN" plan serve --cluster LLMPQ-8 --model OPT-30B --algo pipeedge --quiet
 expect 0 "ilp" -- "$BIN" plan serve --cluster llmpq-2 --algo ilp --time-limit 2 --quiet
+expect 2 "ilp time limit 0" -- "$BIN" plan serve --cluster llmpq-2 --algo ilp --time-limit 0 --quiet
+# an output that cannot be written is found before the solve (this ILP alone runs its 20 s)
+expect 1 "unwritable --out before the solve" -- timeout 10 "$BIN" plan serve --cluster mixed-64 --algo ilp \
+    --time-limit 20 --quiet --out "$T/no/such/p.json"
+grep -q -- "--out" "$T/err" || fail "unwritable --out: $(cat "$T/err")"
+# --select replay re-ranks splitquant's best plans by the replay of serve's schedule: on llmpq-2
+# (defaults) it picks one whose replay beats the objective's choice (160.3 and 172.4 tok/s here)
+expect 0 "select replay" -- "$BIN" plan serve --cluster llmpq-2 --select replay
+awk '/replay of serve/ { print $6 }' "$T/out" > "$T/rs"
+expect 0 "select objective" -- "$BIN" plan serve --cluster llmpq-2
+awk '/replay of serve/ { print $6 }' "$T/out" >> "$T/rs"
+awk 'NR == 1 { r = $1 } NR == 2 { o = $1 } END { exit !(NR == 2 && r > o) }' "$T/rs" ||
+    fail "--select replay: replay $(head -1 "$T/rs") tok/s, not above the objective's $(tail -1 "$T/rs")"
 expect 2 "unknown model" -- "$BIN" plan serve --cluster llmpq-2 --model gpt-9
 grep -q "opt-30b" "$T/err" || fail "unknown model lists known"
 expect 2 "unknown cluster" -- "$BIN" plan serve --cluster nowhere-7

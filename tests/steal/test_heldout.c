@@ -1,4 +1,4 @@
-/* test_heldout.c - the held-out tasks (determinism by seed, ranges, classes, the idx / CSV
+/* test_heldout.c - the held-out tasks (determinism by seed, ranges, classes, plus and cross upright, the idx / CSV
  * files victim make-task writes read back bit for bit) and the query-distribution monitor
  * (its score against a float64 Mahalanobis distance; natural clients not flagged, uniform
  * queries and a scripted attack through ls_steal_run flagged; the image statistics view on
@@ -52,6 +52,42 @@ static void test_task_determinism(void) {
     }
     ls_steal_data x;
     CHECK(ls_steal_make_task("nope", 1, 10, &x) == LS_EINVAL);
+}
+
+/* `shapes` draws the plus (class 5) and the cross (6) upright, within 20 degrees: a plus turned
+ * 45 degrees is a cross. Read off the images: the foreground (above the midpoint of the image's
+ * range) lies mostly along the axes through its centroid for a plus, along the diagonals for a
+ * cross (each pixel at least 1.5 pixels out, counted by the nearer of the two). */
+static void test_shapes_plus_cross(void) {
+    ls_steal_data a;
+    CHECK_EQ_INT(ls_steal_make_task("shapes", 5, 2000, &a), LS_OK);
+    int right[2] = {0}, total[2] = {0};
+    for (int64_t i = 0; i < a.n; i++) {
+        int cls = a.y[i];
+        if (cls != 5 && cls != 6) continue;
+        const float *x = a.x + i * a.d;
+        float lo = 1, hi = 0;
+        for (int j = 0; j < a.d; j++) lo = x[j] < lo ? x[j] : lo, hi = x[j] > hi ? x[j] : hi;
+        double sx = 0, sy = 0, sw = 0, axis = 0, diag = 0;
+        for (int j = 0; j < a.d; j++)
+            if (x[j] > 0.5f * (lo + hi)) sx += j % 28, sy += j / 28, sw += 1;
+        for (int j = 0; sw > 0 && j < a.d; j++) {
+            double dx = j % 28 - sx / sw, dy = j / 28 - sy / sw;
+            if (x[j] <= 0.5f * (lo + hi) || dx * dx + dy * dy < 2.25) continue;
+            double t = fmod(atan2(dy, dx) + 2 * M_PI, M_PI / 2); /* 0..90 degrees */
+            if (t < M_PI / 8 || t > 3 * M_PI / 8)
+                axis += 1;
+            else
+                diag += 1;
+        }
+        total[cls - 5]++;
+        right[cls - 5] += cls == 5 ? axis > diag : diag > axis;
+    }
+    fprintf(stderr, "  shapes: %d of %d pluses along the axes, %d of %d crosses along the diagonals\n", right[0],
+            total[0], right[1], total[1]);
+    CHECK(total[0] >= 100 && total[1] >= 100);
+    CHECK_MSG(right[0] >= 0.95 * total[0] && right[1] >= 0.95 * total[1], "plus and cross are not told apart");
+    ls_steal_data_free(&a);
 }
 
 /* victim make-task's files read back as the dataset the name opens. */
@@ -343,6 +379,7 @@ static void test_qmon_image_stats(void) {
 int main(void) {
     openblas_set_num_threads(1); /* small matmuls; threads only spin on shared cores */
     RUN(test_task_determinism);
+    RUN(test_shapes_plus_cross);
     RUN(test_task_files);
     RUN(test_qmon_score);
     RUN(test_qmon_residual);
