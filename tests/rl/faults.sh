@@ -55,7 +55,7 @@ relays=1, updates=3, max_new=8, step_ms=0, report=sys.argv[2], workdir=sys.argv[
         grep -q "update 1/3" "$T/late-t.log" || echo "FAIL late relay: no first update in 30 s"
         "$BIN" rl worker --role relay --manager "$M" > "$T/late-r.log" 2>&1 &
         if wait $lt && timeout 30 tail --pid=$lm -f /dev/null; then
-            check "$T/late.json" "r['updates'] == 3 and r['relay_versions'][0] == 3" "late relay: every update, the relay holds each version"
+            check "$T/late.json" "r['updates'] == 3 and r['relay_versions'][0] == 3" "late relay: every update, the relay holds the last version"
         else
             echo "FAIL late relay: the run did not finish"; tail -n 3 "$T"/late-*.log; fails=$((fails + 1))
         fi
