@@ -35,6 +35,20 @@ static ls_plan_arch test_arch(void) {
     return a;
 }
 
+/* n_layer layers of a 70B-sized block (d 8192, 64 heads, d_ff 28672) on small unequal GPUs
+ * (TINY3: a T4, a V100-16G and a P100-12G; TINY2: a T4 and an A10): memory binds, so the
+ * optimum mixes bit widths and uneven stages, and the brute force can still enumerate it. */
+static ls_plan_arch block70b(int n_layer) {
+    ls_plan_arch a = test_arch();
+    a.d_model = 8192, a.n_head = 64, a.n_kv_head = 64, a.d_ff = 28672, a.vocab = 32000, a.n_layer = n_layer;
+    return a;
+}
+static const char *const TINY3 = "{\"format\":\"llmsys-cluster\",\"version\":1,\"name\":\"tiny3\",\"nodes\":["
+                                 "{\"gpu\":\"T4\",\"count\":1},{\"gpu\":\"V100-16G\",\"count\":1},"
+                                 "{\"gpu\":\"P100-12G\",\"count\":1}]}";
+static const char *const TINY2 = "{\"format\":\"llmsys-cluster\",\"version\":1,\"name\":\"tiny2\",\"nodes\":["
+                                 "{\"gpu\":\"T4\",\"count\":1},{\"gpu\":\"A10\",\"count\":1}]}";
+
 /* Two T4s on n_node nodes (1 or 2) joined by a 12.5 GB/s, 20 us network; the caller frees it. */
 static ls_plan_cluster *two_t4(int n_node) {
     ls_plan_cluster *cl = calloc(1, sizeof *cl);
@@ -324,21 +338,11 @@ static void brute_case(const char *cluster_json, ls_plan_arch a, ls_plan_workloa
 static void test_agree_brute_force(void) {
     /* 4 layers of a 70B-sized block on three small unequal GPUs: memory binds, so the
      * optimum mixes bit widths and uneven stages */
-    ls_plan_arch a = test_arch();
-    a.d_model = 8192;
-    a.n_head = 64;
-    a.n_kv_head = 64;
-    a.d_ff = 28672;
-    a.vocab = 32000;
-    const char *c3 =
-        "{\"format\":\"llmsys-cluster\",\"version\":1,\"name\":\"tiny3\",\"nodes\":["
-        "{\"gpu\":\"T4\",\"count\":1},{\"gpu\":\"V100-16G\",\"count\":1},{\"gpu\":\"P100-12G\",\"count\":1}]}";
-    brute_case(c3, a, (ls_plan_workload){96, 1024, 64}, (ls_plan_qtarget){LS_PLAN_Q_BITS, 8});
-    brute_case(c3, a, (ls_plan_workload){96, 1024, 64}, (ls_plan_qtarget){LS_PLAN_Q_THETA, 2.0});
+    ls_plan_arch a = block70b(4);
+    brute_case(TINY3, a, (ls_plan_workload){96, 1024, 64}, (ls_plan_qtarget){LS_PLAN_Q_BITS, 8});
+    brute_case(TINY3, a, (ls_plan_workload){96, 1024, 64}, (ls_plan_qtarget){LS_PLAN_Q_THETA, 2.0});
     a.n_layer = 6;
-    const char *c2 = "{\"format\":\"llmsys-cluster\",\"version\":1,\"name\":\"tiny2\",\"nodes\":["
-                     "{\"gpu\":\"T4\",\"count\":1},{\"gpu\":\"A10\",\"count\":1}]}";
-    brute_case(c2, a, (ls_plan_workload){64, 1024, 32}, (ls_plan_qtarget){LS_PLAN_Q_BITS, 4});
+    brute_case(TINY2, a, (ls_plan_workload){64, 1024, 32}, (ls_plan_qtarget){LS_PLAN_Q_BITS, 4});
 }
 
 /* splitquant's DP where a weight on quality trades against time and memory binds: on two
@@ -351,13 +355,7 @@ static void test_agree_brute_force(void) {
  * theta * Q (without either, the DP keeps fast low-quality prefixes, and polishing the
  * widths inside their stages cannot move the stage boundaries back). */
 static void test_dp_quality_brute(void) {
-    ls_plan_arch a = test_arch();
-    a.d_model = 8192, a.n_head = 64, a.n_kv_head = 64, a.d_ff = 28672, a.vocab = 32000;
-    const char *c2 = "{\"format\":\"llmsys-cluster\",\"version\":1,\"name\":\"tiny2\",\"nodes\":["
-                     "{\"gpu\":\"T4\",\"count\":1},{\"gpu\":\"A10\",\"count\":1}]}",
-               *c3 = "{\"format\":\"llmsys-cluster\",\"version\":1,\"name\":\"tiny3\",\"nodes\":["
-                     "{\"gpu\":\"T4\",\"count\":1},{\"gpu\":\"V100-16G\",\"count\":1},"
-                     "{\"gpu\":\"P100-12G\",\"count\":1}]}";
+    ls_plan_arch a = block70b(6);
     static const struct {
         int n_dev;
         ls_plan_workload w;
@@ -374,7 +372,7 @@ static void test_dp_quality_brute(void) {
                    *fast = malloc(sizeof *fast);
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         int N = cases[c].n_dev;
-        ls_plan_cluster *cl = tiny_cluster(N == 2 ? c2 : c3);
+        ls_plan_cluster *cl = tiny_cluster(N == 2 ? TINY2 : TINY3);
         if (!cl) continue;
         for (int d = 0; d < N; d++) cl->dev[d].usable_bytes = cases[c].gb[d] * 1e9;
         a.n_layer = N == 2 ? 6 : 5;
@@ -444,12 +442,8 @@ static int check_brute_ilp_exact(ls_plan_problem *pb, ls_plan_result *bf, int ex
  * ones where it only bounds a stage's quality (random, not ordered by gains): the ILP with
  * it must still reach the brute-force optimum and prove it. */
 static void test_exact_random_brute(void) {
-    ls_plan_arch a = test_arch();
-    a.d_model = 8192, a.n_head = 64, a.n_kv_head = 64, a.d_ff = 28672, a.vocab = 32000, a.n_layer = 5;
-    const char *c3 =
-        "{\"format\":\"llmsys-cluster\",\"version\":1,\"name\":\"tiny3\",\"nodes\":["
-        "{\"gpu\":\"T4\",\"count\":1},{\"gpu\":\"V100-16G\",\"count\":1},{\"gpu\":\"P100-12G\",\"count\":1}]}";
-    ls_plan_cluster *cl = tiny_cluster(c3);
+    ls_plan_arch a = block70b(5);
+    ls_plan_cluster *cl = tiny_cluster(TINY3);
     if (!cl) return;
     ls_plan_problem *pb = malloc(sizeof *pb);
     ls_plan_result *bf = malloc(sizeof *bf);
@@ -492,11 +486,8 @@ static void test_exact_random_brute(void) {
  * faster). The ILP must prove the brute force's optimum with a plan that fits memory and
  * meets the target (check_brute_ilp_exact). */
 static void test_ilp_rows_brute(void) {
-    ls_plan_arch a = test_arch();
-    a.d_model = 8192, a.n_head = 64, a.n_kv_head = 64, a.d_ff = 28672, a.vocab = 32000, a.n_layer = 5;
-    ls_plan_cluster *cl = tiny_cluster("{\"format\":\"llmsys-cluster\",\"version\":1,\"name\":\"tiny3\",\"nodes\":["
-                                       "{\"gpu\":\"T4\",\"count\":1},{\"gpu\":\"V100-16G\",\"count\":1},"
-                                       "{\"gpu\":\"P100-12G\",\"count\":1}]}");
+    ls_plan_arch a = block70b(5);
+    ls_plan_cluster *cl = tiny_cluster(TINY3);
     if (!cl) return;
     double cap[3];
     for (int d = 0; d < 3; d++) cap[d] = cl->dev[d].usable_bytes;
@@ -614,11 +605,8 @@ static void test_exact_keeps_known_plans(void) {
  * times a width term), with a bits target and with a weight on quality, the last also
  * prefill-heavy (2 tokens generated). */
 static void test_exact_each_candidate(void) {
-    ls_plan_arch a = test_arch();
-    a.d_model = 8192, a.n_head = 64, a.n_kv_head = 64, a.d_ff = 28672, a.vocab = 32000, a.n_layer = 5;
-    ls_plan_cluster *cl = tiny_cluster("{\"format\":\"llmsys-cluster\",\"version\":1,\"name\":\"tiny3\",\"nodes\":["
-                                       "{\"gpu\":\"T4\",\"count\":1},{\"gpu\":\"V100-16G\",\"count\":1},"
-                                       "{\"gpu\":\"P100-12G\",\"count\":1}]}");
+    ls_plan_arch a = block70b(5);
+    ls_plan_cluster *cl = tiny_cluster(TINY3);
     if (!cl) return;
     ls_plan_problem *pb = malloc(sizeof *pb);
     ls_plan_result *pl = calloc(1, sizeof *pl);
