@@ -334,9 +334,6 @@ ls_isa ls_cpu_isa_upto(ls_isa top);
 ls_isa ls_cpu_isa(void);
 /* "scalar", "avx2", "avx512" or "amx". */
 const char *ls_isa_name(ls_isa isa);
-/* The CPU's family (cpuid leaf 1: base + extended family; 0x19 Zen 3/4, 0x1a Zen 5) when its
- * vendor is AMD, else 0 (probed once). */
-int ls_cpu_amd_family(void);
 /* The OpenBLAS kernels to force (OPENBLAS_CORETYPE) when OpenBLAS picked PICKED on a CPU
  * with features F: "SkylakeX" or "Haswell" where it fell back to "Prescott" (SSE3) on a CPU
  * with AVX-512 (F, BW, VL) or AVX2 + FMA; else NULL (its pick stands). */

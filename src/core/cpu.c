@@ -52,19 +52,6 @@ unsigned ls_cpu_features(void) {
     return f;
 }
 
-int ls_cpu_amd_family(void) {
-    static _Atomic int known; /* the family + 1 once probed */
-    int k = known;
-    if (k) return k - 1;
-    unsigned a, b, c, d, fam = 0;
-    /* "AuthenticAMD" in ebx, edx, ecx of leaf 0 */
-    if (__get_cpuid(0, &a, &b, &c, &d) && b == 0x68747541 && d == 0x69746e65 && c == 0x444d4163 &&
-        __get_cpuid(1, &a, &b, &c, &d))
-        fam = ((a >> 8) & 0xf) == 0xf ? 0xf + ((a >> 20) & 0xff) : (a >> 8) & 0xf;
-    known = (int)fam + 1;
-    return (int)fam;
-}
-
 const char *ls_cpu_features_str(unsigned f, char *buf, size_t n) {
     static const char *const names[] = {"avx2",     "fma",      "f16c",       "avx512f",
                                         "avx512bw", "avx512vl", "avx512vnni", "avx512bf16", "amx-int8"};
