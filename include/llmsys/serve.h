@@ -152,6 +152,11 @@ ls_engine_opts ls_engine_defaults(void);
  * Bits that differ from a quantized checkpoint's own are refused (LS_EINVAL); an fp32
  * checkpoint is quantized on load. */
 int ls_engine_open(ls_engine **out, const char *path, const ls_engine_opts *o);
+/* A whole-model fp32 engine from parameters in memory: n = ls_model_config_num_params(cfg)
+ * floats in model.h's tensor order (ls_model_params), or NULL for zeros until
+ * ls_engine_load_params (an RL rollout's engine before its first weight version). The byte
+ * vocabulary; o's max_seqs and nthreads apply, a layer range or bits are refused (LS_EINVAL). */
+int ls_engine_new(ls_engine **out, const ls_model_config *cfg, const float *params, const ls_engine_opts *o);
 void ls_engine_free(ls_engine *e);
 const ls_model_config *ls_engine_config(const ls_engine *e);
 /* Bits of layer l (must be held), weight bytes held, and the held range. */

@@ -101,6 +101,9 @@ typedef struct {
     int rollout_batch; /* laminar: trajectories a rollout takes at one version (a multiple of group) */
     double lr, clip_eps, is_cap, step_ms, train_ms, hb_timeout_s;
     uint64_t seed;
+    /* the initial checkpoint's model: rollouts build their engine from it and take every weight
+     * version, the first (0) included, from their relay; only the trainer reads init */
+    ls_model_config model;
 } rl_config;
 
 char *rl_config_to_json(const rl_config *c);

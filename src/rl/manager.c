@@ -655,7 +655,7 @@ static void handle_hello(mgr *m, const uint8_t *ident, size_t identn, rl_rd *r) 
         memset(ro, 0, sizeof *ro);
         ro->drops = d, ro->assign = a, ro->cap_drops = cd, ro->cap_assign = ca;
         ro->used = ro->alive = 1;
-        ro->version = 0; /* rollouts start from the initial checkpoint: version 0 */
+        ro->version = -1; /* no weights until it pulls version 0 from its relay */
         ro->base_busy = bb, ro->base_idle = bi, ro->base_pull = bp, ro->base_steps = bs, ro->base_pulls = bpl;
         ro->base_rtt_s = brt, ro->base_rtts = brn;
         memcpy(ro->ident, ident, identn);

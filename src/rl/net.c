@@ -296,6 +296,7 @@ char *rl_config_to_json(const rl_config *c) {
     N(lr), N(clip_eps), N(is_cap), N(step_ms), N(train_ms), N(hb_timeout_s), N(seed);
 #undef S
 #undef N
+    if (c->model.vocab > 0) cJSON_AddItemToObject(j, "model", ls_model_config_json(&c->model));
     char *s = cJSON_PrintUnformatted(j);
     cJSON_Delete(j);
     return s;
@@ -334,6 +335,11 @@ int rl_config_from_json(const char *s, size_t n, rl_config *c) {
         else
             rc = ls_err(LS_EINVAL, "\"seed\" must be an integer in [0, 2^53]");
     }
+    /* "model" is optional here: a manager whose config lacks it reads it off init */
+    const cJSON *mj = cJSON_GetObjectItemCaseSensitive(j, "model");
+    char *ms = rc == LS_OK && mj ? cJSON_PrintUnformatted(mj) : NULL;
+    if (rc == LS_OK && mj) rc = ms ? ls_model_config_from_json(ms, &c->model) : ls_err(LS_ENOMEM, "out of memory");
+    free(ms);
     cJSON_Delete(j);
     if (rc) return ls_err_wrap(LS_EINVAL, "rl config");
     return LS_OK;

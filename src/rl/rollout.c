@@ -1,7 +1,8 @@
 /* rollout.c - a rollout worker: continuous-batching generation with the serve engine's
  * slot KV cache, streaming every new token (and its behaviour log-prob) to the manager at
  * each poll, and pulling the newest complete weight version from its relay whenever its
- * batch is finished. */
+ * batch is finished. It reads no file: its model comes with the run config, its first weights
+ * (version 0) from its relay. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,6 +139,7 @@ static int pull(roll *w, const char *ep) {
             int64_t v = ls_rl_asm_latest(w->as, &data, &n);
             rc = ls_engine_load_params(w->e, data, n / sizeof(float));
             if (rc == LS_OK) w->version = (int)v;
+            if (rc == LS_OK) LS_INFO("rollout %d: version %d from relay %s", w->id, w->version, ep);
         }
     }
     w->pull_s += ls_now() - t0;
@@ -256,7 +258,9 @@ int rl_rollout_main(const ls_rl_worker_opts *o) {
         ls_engine_opts eo = ls_engine_defaults();
         eo.max_seqs = w->cfg.max_seqs;
         eo.nthreads = 1;
-        rc = ls_engine_open(&w->e, w->cfg.init, &eo);
+        /* no weights yet (version -1): the manager gives work only once version 0 is pulled */
+        rc = ls_engine_new(&w->e, &w->cfg.model, NULL, &eo);
+        w->version = -1;
     }
     if (rc == LS_OK) rc = ls_rl_asm_init(&w->as);
     if (rc == LS_OK) {

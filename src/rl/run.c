@@ -54,6 +54,14 @@ void ls_rl_inputs_free(ls_rl_inputs *in) {
     free(in);
 }
 
+/* The model of the checkpoint at path, from its header. */
+static int ckpt_model(const char *path, ls_model_config *mc) {
+    ls_st_file *f;
+    LS_TRY(ls_ckpt_open(path, &f, mc));
+    ls_st_close(f);
+    return LS_OK;
+}
+
 static int worker_check(const ls_rl_worker_opts *o, ls_rl_inputs *in) {
     static const char *const roles[] = {"manager", "trainer", "rollout", "relay"};
     if (!o->role) return ls_err(LS_EINVAL, "worker: --role is required (manager, trainer, rollout, relay)");
@@ -72,6 +80,9 @@ static int worker_check(const ls_rl_worker_opts *o, ls_rl_inputs *in) {
     int rc = ls_file_read(o->config, &cj, &cn);
     if (rc == LS_OK && (rc = rl_config_from_json(cj, cn, &in->cfg)) != LS_OK) ls_err_wrap(rc, "%s", o->config);
     free(cj);
+    /* a config without "model" (written by hand): the manager's host reads it off init */
+    if (rc == LS_OK && in->cfg.model.vocab == 0 && (rc = ckpt_model(in->cfg.init, &in->cfg.model)) != LS_OK)
+        ls_err_wrap(rc, "%s has no \"model\", and its init", o->config);
     return rc == LS_OK ? ls_rl_tasks_read(in->cfg.tasks, &in->tasks, &in->n_tasks) : rc;
 }
 
@@ -226,12 +237,8 @@ static int run_values(const ls_rl_run_opts *o) {
 static int run_inputs(const ls_rl_run_opts *o, ls_rl_inputs *in) {
     LS_TRY(ls_rl_tasks_read(o->tasks, &in->tasks, &in->n_tasks));
     if (o->heldout) LS_TRY(ls_rl_tasks_read(o->heldout, &in->heldout, &in->n_heldout));
-    if (o->init) {
-        ls_st_file *ck;
-        ls_model_config mc;
-        LS_TRY(ls_ckpt_open(o->init, &ck, &mc));
-        ls_st_close(ck);
-    }
+    ls_model_config mc;
+    if (o->init) LS_TRY(ckpt_model(o->init, &mc));
     return LS_OK;
 }
 
@@ -272,6 +279,7 @@ static int run(const ls_rl_run_opts *o, const ls_rl_inputs *in) {
     if (!rp) return ls_err(LS_ENOTFOUND, "%s: %s", o->init ? o->init : init, strerror(errno));
     snprintf(c.init, sizeof c.init, "%s", rp);
     free(rp);
+    LS_TRY(ckpt_model(c.init, &c.model));
     snprintf(c.workdir, sizeof c.workdir, "%s", o->workdir);
     if (o->report)
         snprintf(c.report, sizeof c.report, "%s", o->report);

@@ -126,6 +126,18 @@ static int publish(trainer *t, ls_model *m, double *stall) {
     return rc;
 }
 
+/* A master relay named for the first time or anew gets the current version: the rollouts' first
+ * weights (version 0) go this way, and a version published before any relay had joined, or one
+ * the old master did not pass on, would be missing down the chain. Without it every rollout
+ * would wait for ever. */
+static int resend(trainer *t, ls_model *m, int quiet) {
+    if (!t->resend) return LS_OK;
+    double s;
+    t->resend = 0;
+    if (!quiet) LS_INFO("trainer: version %d handed to the master relay %s", t->version, t->master);
+    return publish(t, m, &s);
+}
+
 static int read_heldout(const rl_config *c, ls_rl_task **t, int *n, int *off) {
     *off = 0;
     if (c->heldout[0]) return ls_rl_tasks_read(c->heldout, t, n);
@@ -141,10 +153,19 @@ int rl_trainer_main(const ls_rl_worker_opts *o) {
     ls_model_set_threads(1);
     ls_model *m = NULL;
     ls_rl_task *ho = NULL;
-    int nho = 0, off = 0;
+    int nho = 0, off = 0, stop = 0;
     t->zctx = zmq_ctx_new();
     int rc = t->zctx ? rl_join(t->zctx, o->manager, "trainer", 0, NULL, &t->msock, &t->cfg) : LS_ENET;
     if (rc == LS_OK) rc = ls_ckpt_load(t->cfg.init, LS_CKPT_WEIGHTS, &m, NULL);
+    if (rc == LS_OK && memcmp(ls_model_cfg(m), &t->cfg.model, sizeof t->cfg.model) != 0)
+        rc = ls_err(LS_EINVAL, "trainer: %s is not the model the run config names (its \"model\")", t->cfg.init);
+    if (rc == LS_OK) { /* version 0 to the rollouts (through the relays) before the held-out evaluation */
+        ls_rl_traj *tr;
+        int n;
+        rc = get_batch(t, 0, &tr, &n, &stop);
+        free_traj(tr, n);
+        if (rc == LS_OK) rc = resend(t, m, o->port_file != NULL);
+    }
     if (rc == LS_OK) rc = read_heldout(&t->cfg, &ho, &nho, &off);
     int neval = nho - off < t->cfg.eval_n ? nho - off : t->cfg.eval_n;
     double before = 0, after = 0, ex_before = 0, ex_after = 0, sb = 0, sa = 0, sxb = 0, sxa = 0;
@@ -157,7 +178,7 @@ int rl_trainer_main(const ls_rl_worker_opts *o) {
     oc.total_steps = 0;
     oc.weight_decay = 0.0f;
     ls_pg_config pc = {(float)t->cfg.clip_eps, (float)t->cfg.is_cap};
-    int G = t->cfg.group, want = t->cfg.batch_groups, stop = 0, opt_step = 0;
+    int G = t->cfg.group, want = t->cfg.batch_groups, opt_step = 0;
     double t_start = ls_now();
     for (int u = 0; rc == LS_OK && u < t->cfg.updates && !stop; u++) {
         double tw = ls_now();
@@ -165,15 +186,7 @@ int rl_trainer_main(const ls_rl_worker_opts *o) {
         int n = 0;
         while (rc == LS_OK && n == 0 && !stop) {
             rc = get_batch(t, want, &tr, &n, &stop);
-            /* A master relay named for the first time or anew gets the current version: one
-             * published before any relay had joined went nowhere, and one the old master did not
-             * pass on is missing down the new chain. Without it a design that waits for the
-             * version (sync, AReaL-like at staleness 0) would wait for ever. */
-            if (rc == LS_OK && t->resend) {
-                double s;
-                t->resend = 0;
-                if (t->version > 0) rc = publish(t, m, &s);
-            }
+            if (rc == LS_OK) rc = resend(t, m, o->port_file != NULL);
             if (rc == LS_OK && n == 0) ls_sleep_ms(RL_TRAINER_POLL_MS);
         }
         if (rc || stop) {

@@ -27,7 +27,7 @@ struct ls_engine {
     ls_qmat head;                   /* wte as an F32 qmat for batch-invariant logits */
     ls_gpt_weights w;               /* what ls_gpt_forward runs */
     ls_gpt_scratch scratch;
-    ls_bpe *tok;                    /* the checkpoint's BPE vocabulary (NULL: bytes): bytes per token */
+    ls_bpe *tok; /* the checkpoint's BPE vocabulary (NULL: bytes): bytes per token */
 };
 
 ls_engine_opts ls_engine_defaults(void) {
@@ -74,7 +74,8 @@ static int load_linear(ls_st_file *f, const char *name, int rows, int cols, int 
         return ls_qmat_quantize(q, (const float *)t->data, rows, cols, bits, group);
     }
     if (bits != file_bits)
-        return ls_err(LS_EINVAL, "%s: %s is stored at %d bits, cannot serve it at %d bits (quantize from the fp32 checkpoint)",
+        return ls_err(LS_EINVAL,
+                      "%s: %s is stored at %d bits, cannot serve it at %d bits (quantize from the fp32 checkpoint)",
                       ls_st_path(f), name, file_bits, bits);
     LS_TRY(ls_qmat_alloc(q, rows, cols, bits, group));
     const ls_st_tensor *t;
@@ -82,7 +83,8 @@ static int load_linear(ls_st_file *f, const char *name, int rows, int cols, int 
         int64_t shape[2] = {rows, cols};
         if (ls_st_expect(f, name, LS_DT_F16, 2, shape, &t) != LS_OK) goto fail;
         for (int r = 0; r < rows; r++)
-            memcpy(q->data + (size_t)r * q->row_bytes, (const uint8_t *)t->data + (size_t)r * cols * 2, (size_t)cols * 2);
+            memcpy(q->data + (size_t)r * q->row_bytes, (const uint8_t *)t->data + (size_t)r * cols * 2,
+                   (size_t)cols * 2);
         return LS_OK;
     }
     int64_t qs[2] = {rows, (int64_t)q->row_bytes}, ss[2] = {rows, q->ngroups};
@@ -124,8 +126,26 @@ void ls_engine_free(ls_engine *e) {
 
 /* Where a layer's LayerNorm or bias vector of tensor kind k (not a Linear weight) lives. */
 static float **layer_vector(eng_layer *L, int k) {
-    return k == LS_LT_LN1W ? &L->ln1w : k == LS_LT_LN1B ? &L->ln1b : k == LS_LT_LN2W ? &L->ln2w
-         : k == LS_LT_LN2B ? &L->ln2b : &L->bias[ls_model_linear_of(k - 1)];
+    return k == LS_LT_LN1W   ? &L->ln1w
+           : k == LS_LT_LN1B ? &L->ln1b
+           : k == LS_LT_LN2W ? &L->ln2w
+           : k == LS_LT_LN2B ? &L->ln2b
+                             : &L->bias[ls_model_linear_of(k - 1)];
+}
+
+/* Points held layer l's ls_gpt_block view at its storage and gives it a KV cache. */
+static int bind_block(ls_engine *e, int l) {
+    const ls_model_config *c = &e->cfg;
+    eng_layer *L = &e->layers[l - e->lb];
+    ls_gpt_block *B = &e->blocks[l - e->lb];
+    *B = (ls_gpt_block){L->ln1w, L->ln1b, L->ln2w, L->ln2b, {{0}}, NULL, NULL};
+    for (int j = 0; j < LS_LIN_COUNT; j++)
+        B->lin[j] = (ls_linear){NULL, &L->lin[j], L->bias[j], L->lin[j].rows, L->lin[j].cols};
+    size_t kv = (size_t)e->max_seqs * c->n_ctx * c->d_model * sizeof(float);
+    B->kcache = ls_aligned_calloc(64, kv);
+    B->vcache = ls_aligned_calloc(64, kv);
+    if (!B->kcache || !B->vcache) return ls_err(LS_ENOMEM, "engine: out of memory for the KV cache");
+    return LS_OK;
 }
 
 /* Loads the tensors of layer l in layout order: LayerNorm and bias vectors as fp32, the
@@ -133,7 +153,6 @@ static float **layer_vector(eng_layer *L, int k) {
 static int load_layer(ls_engine *e, ls_st_file *f, int l, int file_bits, int group, int bits) {
     const ls_model_config *c = &e->cfg;
     eng_layer *L = &e->layers[l - e->lb];
-    ls_gpt_block *B = &e->blocks[l - e->lb];
     L->bits = bits;
     for (int k = 0; k < LS_LT_COUNT; k++) {
         int i = ls_model_layout_index(c, l, k), lin = ls_model_linear_of(k);
@@ -145,14 +164,15 @@ static int load_layer(ls_engine *e, ls_st_file *f, int l, int file_bits, int gro
         }
         LS_TRY(copy_f32(f, c, i, layer_vector(L, k)));
     }
-    *B = (ls_gpt_block){L->ln1w, L->ln1b, L->ln2w, L->ln2b, {{0}}, NULL, NULL};
-    for (int j = 0; j < LS_LIN_COUNT; j++)
-        B->lin[j] = (ls_linear){NULL, &L->lin[j], L->bias[j], L->lin[j].rows, L->lin[j].cols};
-    size_t kv = (size_t)e->max_seqs * c->n_ctx * c->d_model * sizeof(float);
-    B->kcache = ls_aligned_calloc(64, kv);
-    B->vcache = ls_aligned_calloc(64, kv);
-    if (!B->kcache || !B->vcache) return ls_err(LS_ENOMEM, "engine: out of memory for the KV cache");
-    return LS_OK;
+    return bind_block(e, l);
+}
+
+/* What ls_gpt_forward runs: the held blocks, the embeddings and the LM head. */
+static void set_view(ls_engine *e) {
+    const ls_model_config *c = &e->cfg;
+    ls_linear head = {NULL, &e->head, NULL, c->vocab, c->d_model};
+    e->w = (ls_gpt_weights){*c,      e->lb,   e->le, e->blocks,   e->wte,      e->wpe,
+                            e->lnfw, e->lnfb, head,  e->max_seqs, e->nthreads, 0};
 }
 
 int ls_engine_open(ls_engine **out, const char *path, const ls_engine_opts *o) {
@@ -171,16 +191,26 @@ int ls_engine_open(ls_engine **out, const char *path, const ls_engine_opts *o) {
     e->cfg = cfg;
     const ls_model_config *c = &e->cfg;
     fbits = malloc(sizeof(int) * c->n_layer);
-    if (!fbits) { rc = ls_err(LS_ENOMEM, "engine: out of memory"); goto done; }
+    if (!fbits) {
+        rc = ls_err(LS_ENOMEM, "engine: out of memory");
+        goto done;
+    }
     int file_quant = ls_ckpt_quant_meta(f, c->n_layer, &group, fbits);
-    if (file_quant < 0) { rc = file_quant; goto done; }
+    if (file_quant < 0) {
+        rc = file_quant;
+        goto done;
+    }
     if ((rc = ls_ckpt_tokenizer(f, c, &e->tok))) goto done;
     if (!file_quant) group = o->group > 0 ? o->group : 64;
-    if (!ls_quant_group_valid(group)) { rc = ls_err(LS_EINVAL, "engine: unsupported group size %d", group); goto done; }
+    if (!ls_quant_group_valid(group)) {
+        rc = ls_err(LS_EINVAL, "engine: unsupported group size %d", group);
+        goto done;
+    }
     e->lb = o->layer_begin;
     e->le = o->layer_end > 0 ? o->layer_end : c->n_layer;
     if (e->lb < 0 || e->le > c->n_layer || e->lb >= e->le) {
-        rc = ls_err(LS_EINVAL, "%s: layer range [%d, %d) is outside the model's %d layers", path, e->lb, e->le, c->n_layer);
+        rc = ls_err(LS_EINVAL, "%s: layer range [%d, %d) is outside the model's %d layers", path, e->lb, e->le,
+                    c->n_layer);
         goto done;
     }
     e->max_seqs = o->max_seqs > 0 ? o->max_seqs : 8;
@@ -188,10 +218,16 @@ int ls_engine_open(ls_engine **out, const char *path, const ls_engine_opts *o) {
     int C = c->d_model, V = c->vocab;
     e->layers = calloc((size_t)(e->le - e->lb), sizeof(eng_layer));
     e->blocks = calloc((size_t)(e->le - e->lb), sizeof(ls_gpt_block));
-    if (!e->layers || !e->blocks) { rc = ls_err(LS_ENOMEM, "engine: out of memory"); goto done; }
+    if (!e->layers || !e->blocks) {
+        rc = ls_err(LS_ENOMEM, "engine: out of memory");
+        goto done;
+    }
     for (int l = e->lb; l < e->le; l++) {
         int bits = o->bits ? o->bits[l - e->lb] : fbits[l];
-        if (!ls_quant_bits_valid(bits)) { rc = ls_err(LS_EINVAL, "layer %d: unsupported bit width %d (use 3, 4, 8 or 16)", l, bits); goto done; }
+        if (!ls_quant_bits_valid(bits)) {
+            rc = ls_err(LS_EINVAL, "layer %d: unsupported bit width %d (use 3, 4, 8 or 16)", l, bits);
+            goto done;
+        }
         if ((rc = load_layer(e, f, l, fbits[l], group, bits))) goto done;
     }
     if (e->lb == 0 && (rc = copy_f32(f, c, ls_model_layout_index(c, -1, LS_GT_WPE), &e->wpe))) goto done;
@@ -203,8 +239,7 @@ int ls_engine_open(ls_engine **out, const char *path, const ls_engine_opts *o) {
             goto done;
         if ((rc = ls_qmat_quantize(&e->head, e->wte, V, C, 32, 32))) goto done;
     }
-    e->w = (ls_gpt_weights){*c, e->lb, e->le, e->blocks, e->wte, e->wpe, e->lnfw, e->lnfb,
-                            {NULL, &e->head, NULL, V, C}, e->max_seqs, e->nthreads, 0};
+    set_view(e);
 done:
     free(fbits);
     ls_st_close(f);
@@ -212,6 +247,45 @@ done:
         ls_engine_free(e);
         return rc;
     }
+    *out = e;
+    return LS_OK;
+}
+
+int ls_engine_new(ls_engine **out, const ls_model_config *cfg, const float *params, const ls_engine_opts *o) {
+    *out = NULL;
+    ls_engine_opts d = ls_engine_defaults();
+    if (!o) o = &d;
+    LS_TRY(ls_model_config_validate(cfg));
+    if (o->layer_begin != 0 || o->layer_end > 0 || o->bits)
+        return ls_err(LS_EINVAL, "engine: one from parameters in memory holds the whole model at fp32");
+    ls_engine *e = calloc(1, sizeof *e);
+    if (!e) return ls_err(LS_ENOMEM, "engine: out of memory");
+    e->cfg = *cfg;
+    e->lb = 0, e->le = cfg->n_layer;
+    e->max_seqs = o->max_seqs > 0 ? o->max_seqs : 8;
+    e->nthreads = o->nthreads > 0 ? o->nthreads : 1;
+    size_t n = ls_model_config_num_params(cfg);
+    float *zero = params ? NULL : calloc(n, sizeof(float));
+    e->layers = calloc((size_t)cfg->n_layer, sizeof(eng_layer));
+    e->blocks = calloc((size_t)cfg->n_layer, sizeof(ls_gpt_block));
+    int rc = e->layers && e->blocks && (params || zero) ? LS_OK : ls_err(LS_ENOMEM, "engine: out of memory");
+    /* storage for every tensor but the Linear weights, which ls_engine_load_params quantizes */
+    for (int i = 0; rc == LS_OK && i < ls_model_layout_count(cfg); i++) {
+        ls_tensor_spec s;
+        if ((rc = ls_model_layout(cfg, i, &s)) || s.linear >= 0) continue;
+        float **const glob[4] = {&e->wte, &e->wpe, &e->lnfw, &e->lnfb};
+        float **p = s.layer < 0 ? glob[s.kind] : layer_vector(&e->layers[s.layer], s.kind);
+        if (!(*p = malloc(sizeof(float) * s.numel))) rc = ls_err(LS_ENOMEM, "engine: out of memory for %s", s.name);
+    }
+    for (int l = 0; e->layers && l < cfg->n_layer; l++) e->layers[l].bits = 32;
+    if (rc == LS_OK) rc = ls_engine_load_params(e, params ? params : zero, n);
+    for (int l = 0; rc == LS_OK && l < cfg->n_layer; l++) rc = bind_block(e, l);
+    free(zero);
+    if (rc) {
+        ls_engine_free(e);
+        return rc;
+    }
+    set_view(e);
     *out = e;
     return LS_OK;
 }
@@ -242,7 +316,8 @@ int ls_engine_forward(ls_engine *e, const ls_engine_seq *seqs, int nseq, const i
 /* ---------------------------------------------------------------- whole-model helpers */
 
 static int require_whole(const ls_engine *e, const char *what) {
-    if (e->lb != 0 || e->le != e->cfg.n_layer) return ls_err(LS_EINVAL, "%s needs an engine holding the whole model", what);
+    if (e->lb != 0 || e->le != e->cfg.n_layer)
+        return ls_err(LS_EINVAL, "%s needs an engine holding the whole model", what);
     return LS_OK;
 }
 
@@ -275,7 +350,8 @@ int ls_engine_generate(ls_engine *e, const int *prompt, int n_prompt, int n_new,
     LS_TRY(require_whole(e, "generate"));
     *n_out = 0;
     int T = e->cfg.n_ctx, V = e->cfg.vocab;
-    if (n_prompt < 1 || n_prompt > T) return ls_err(LS_EINVAL, "generate: prompt of %d tokens (need 1..%d)", n_prompt, T);
+    if (n_prompt < 1 || n_prompt > T)
+        return ls_err(LS_EINVAL, "generate: prompt of %d tokens (need 1..%d)", n_prompt, T);
     float *lg = malloc(sizeof(float) * V);
     if (!lg) return ls_err(LS_ENOMEM, "generate: out of memory");
     ls_engine_seq s = {0, 0, n_prompt};

@@ -56,6 +56,19 @@ python3 -c "import json,sys; h=json.load(open('$T/ar/report.json'))['staleness_h
 # 0.99999997 with every trajectory at staleness 0; a version-old one moves it by about 1 %)
 python3 -c "import json,sys; w=json.load(open('$T/ar/report.json'))['is_weight_mean']; print('  is_weight_mean', w); sys.exit(0 if 0.95 <= w <= 1.05 else 1)" ||
     fail "importance weight at staleness 0"
+# the run config names the model the rollouts build (they read no checkpoint): a trainer whose
+# init is not that model is refused before the run starts
+python3 -c "import json,sys; c=json.load(open(sys.argv[1])); c['model']['d_ff'] *= 2; json.dump(c, open(sys.argv[2], 'w'))" \
+    "$T/ar/config.json" "$T/mm.cfg"
+"$BIN" rl worker --role manager --config "$T/mm.cfg" --port-file "$T/mm.ep" > "$T/mm.log" 2>&1 &
+mm=$!
+if wait_file "$T/mm.ep" $mm; then
+    expect 1 "a trainer whose init is not the config's model" -- timeout 20 "$BIN" rl worker --role trainer --manager "$(cat "$T/mm.ep")"
+    grep -q "is not the model the run config names" "$T/err" || fail "model mismatch message: $(cat "$T/err")"
+else
+    fail "manager (model mismatch) did not start: $(cat "$T/mm.log")"
+fi
+kill $mm 2> /dev/null
 # Laminar-style with a waiting queue (a rollout batch of 2 x max-seqs): a running rollout takes new
 # groups into the slots its finished trajectories free; with the default batch (max-seqs) it never does
 for rb in 0 8; do # 0: not given (the default, max-seqs)

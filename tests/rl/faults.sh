@@ -36,28 +36,37 @@ if "$BIN" rl run "${COMMON[@]}" --rollouts 2 --relays 3 --kill-relay-at 1.0 --wo
 else
     echo "FAIL kill relay run"; cat "$T/kl.err"; tail -n 5 "$T"/kl/logs/*.log; fails=$((fails + 1))
 fi
-# 3. a relay that joins after the trainer's first update (workers started by hand): that version
-# had no relay to go to, and an AReaL-like run at staleness 0 needs it before it issues more; the
-# trainer hands the current version to the master relay once one is named
+# 3. workers started by hand: the relay joins after the trainer, and the rollout starts only once
+# the checkpoint is gone. The trainer hands its version 0 to the master relay once one is named,
+# and the rollout takes its first weights from the relay: it reads no file. An AReaL-like run at
+# staleness 0 needs every version at the rollouts before it issues more.
 if [ -f "$T/kr/config.json" ]; then
     python3 -c "import json,sys; c=json.load(open(sys.argv[1])); c.update(mode='areal', staleness=0, rollouts=1,
-relays=1, updates=3, max_new=8, step_ms=0, report=sys.argv[2], workdir=sys.argv[3]); json.dump(c, open(sys.argv[4], 'w'))" \
-        "$T/kr/config.json" "$T/late.json" "$T/late" "$T/late.cfg"
+relays=1, updates=3, max_new=8, step_ms=0, report=sys.argv[2], workdir=sys.argv[3], init=sys.argv[5]); json.dump(c, open(sys.argv[4], 'w'))" \
+        "$T/kr/config.json" "$T/late.json" "$T/late" "$T/late.cfg" "$T/late-init.safetensors"
+    cp "$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['init'])" "$T/kr/config.json")" "$T/late-init.safetensors"
     mkdir -p "$T/late"
     "$BIN" rl worker --role manager --config "$T/late.cfg" --port-file "$T/late.ep" > "$T/late-m.log" 2>&1 &
     lm=$!
     if wait_file "$T/late.ep" $lm; then
         M=$(cat "$T/late.ep")
-        "$BIN" rl worker --role rollout --manager "$M" > "$T/late-o.log" 2>&1 &
         timeout 60 "$BIN" rl worker --role trainer --manager "$M" > "$T/late-t.log" 2>&1 &
         lt=$!
-        for i in $(seq 300); do grep -q "update 1/3" "$T/late-t.log" && break; sleep 0.1; done
-        grep -q "update 1/3" "$T/late-t.log" || echo "FAIL late relay: no first update in 30 s"
+        sleep 1
         "$BIN" rl worker --role relay --manager "$M" > "$T/late-r.log" 2>&1 &
-        if wait $lt && timeout 30 tail --pid=$lm -f /dev/null; then
-            check "$T/late.json" "r['updates'] == 3 and r['relay_versions'][0] == 3" "late relay: every update, the relay holds the last version"
+        for i in $(seq 300); do grep -q "version 0 handed to the master relay" "$T/late-t.log" && break; sleep 0.1; done
+        if grep -q "version 0 handed to the master relay" "$T/late-t.log"; then
+            rm "$T/late-init.safetensors"
+            "$BIN" rl worker --role rollout --manager "$M" > "$T/late-o.log" 2>&1 &
+            if wait $lt && timeout 30 tail --pid=$lm -f /dev/null; then
+                check "$T/late.json" "r['updates'] == 3 and r['relay_versions'][0] == 3 and r['rollout_joins'] == 1" "late relay, no checkpoint at the rollout: every update, the relay holds the last version"
+                grep -q "rollout 0: version 0 from relay" "$T/late-o.log" && echo "ok   the rollout's first weights (version 0) came from its relay" ||
+                    fail "the rollout never pulled version 0: $(cat "$T/late-o.log")"
+            else
+                echo "FAIL late relay: the run did not finish"; tail -n 3 "$T"/late-*.log; fails=$((fails + 1))
+            fi
         else
-            echo "FAIL late relay: the run did not finish"; tail -n 3 "$T"/late-*.log; fails=$((fails + 1))
+            echo "FAIL late relay: the trainer never handed version 0 to the relay"; tail -n 3 "$T"/late-*.log; fails=$((fails + 1))
         fi
     else
         echo "FAIL late relay: manager did not start"; cat "$T/late-m.log"; fails=$((fails + 1))

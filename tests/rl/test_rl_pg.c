@@ -179,6 +179,29 @@ static void test_engine_params(void) {
         for (int i = 0; i < 9 * LS_VOCAB; i++) worst = fmax(worst, fabs(out[i] - ref[i]));
         fprintf(stderr, "  engine after load_params vs model forward: max |logit diff| %.3g\n", worst);
         CHECK(worst < 1e-4);
+        /* a rollout's engine: built from the config alone (zeros), then given b's params, or from
+         * them at once; both must give the opened engine's logits bit for bit */
+        ls_engine *z = NULL, *d = NULL;
+        CHECK(ls_engine_new(&z, &cfg, NULL, &o) == LS_OK && ls_engine_new(&d, &cfg, ls_model_params(b), &o) == LS_OK);
+        if (z && d) {
+            float zo[9 * LS_VOCAB], dout[9 * LS_VOCAB];
+            CHECK(ls_engine_forward(z, &s, 1, tok, NULL, zo, 1) == LS_OK);
+            int zeros = 1;
+            for (int i = 0; i < 9 * LS_VOCAB; i++) zeros &= zo[i] == 0.0f;
+            CHECK_MSG(zeros, "an engine without params must hold zeros");
+            CHECK(ls_engine_load_params(z, ls_model_params(b), ls_model_num_params(b)) == LS_OK);
+            CHECK(ls_engine_forward(z, &s, 1, tok, NULL, zo, 1) == LS_OK);
+            CHECK(ls_engine_forward(d, &s, 1, tok, NULL, dout, 1) == LS_OK);
+            CHECK(!memcmp(zo, out, sizeof out) && !memcmp(dout, out, sizeof out));
+            CHECK_EQ_INT(ls_engine_max_seqs(d), 2);
+        }
+        ls_engine_free(z), ls_engine_free(d);
+        ls_engine_opts bad = o;
+        bad.layer_end = 1;
+        CHECK(ls_engine_new(&z, &cfg, NULL, &bad) == LS_EINVAL && !z);
+        ls_model_config wrong = cfg;
+        wrong.d_model = 63;
+        CHECK(ls_engine_new(&z, &wrong, NULL, &o) == LS_EINVAL && !z);
         ls_engine_free(e);
     }
     remove(path);

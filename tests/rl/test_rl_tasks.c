@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include "llmsys/rl.h"
+#include "llmsys/train.h"
+#include "rl/internal.h"
 #include "test.h"
 
 static void test_rewards(void) {
@@ -143,15 +145,38 @@ static void test_files(void) {
 }
 
 /* The manager runs on the config and task file its check read: both removed after the check, it
- * still starts (binds and writes its endpoint); it used to read them again and fail. */
+ * still starts (binds and writes its endpoint); it used to read them again and fail. The config
+ * names the model its rollouts build; without "model" the manager reads it off init, and a config
+ * with neither, or with a bad model, is refused. */
 static void test_manager_reads_once(void) {
     const char *cfg = "test_rl_mgr.json", *tasks = "test_rl_mgr.jsonl", *port = "test_rl_mgr.endpoint";
     write_file(tasks, "{\"prompt\":\"a=\",\"answer\":\"b\"}\n");
-    write_file(cfg, "{\"tasks\":\"test_rl_mgr.jsonl\",\"updates\":1}");
-    remove(port);
     ls_rl_worker_opts w = {.role = "manager", .config = cfg, .port_file = port};
     ls_rl_inputs *in = NULL;
+    write_file(cfg, "{\"tasks\":\"test_rl_mgr.jsonl\",\"init\":\"no/such.safetensors\"}");
+    CHECK(ls_rl_worker_check(&w, &in) == LS_ENOTFOUND && !in);
+    CHECK_MSG(strstr(ls_errmsg(), "has no \"model\", and its init") && strstr(ls_errmsg(), "no/such.safetensors"), "%s",
+              ls_errmsg());
+    write_file(cfg, "{\"tasks\":\"test_rl_mgr.jsonl\",\"model\":{\"vocab\":259,\"n_ctx\":128}}");
+    CHECK(ls_rl_worker_check(&w, &in) == LS_EINVAL && !in);
+    CHECK_MSG(strstr(ls_errmsg(), "missing key 'n_layer'"), "%s", ls_errmsg());
+    ls_model_config mc = ls_rl_model_config();
+    ls_model *m;
+    CHECK(ls_model_init(&m, &mc, 1) == LS_OK);
+    CHECK(ls_ckpt_save("test_rl_mgr.safetensors", m, 0, NULL, 0) == LS_OK);
+    ls_model_free(m);
+    write_file(cfg, "{\"tasks\":\"test_rl_mgr.jsonl\",\"init\":\"test_rl_mgr.safetensors\",\"updates\":1}");
     CHECK_MSG(ls_rl_worker_check(&w, &in) == LS_OK && in, "%s", ls_errmsg());
+    CHECK(in && !memcmp(&in->cfg.model, &mc, sizeof mc));
+    ls_rl_inputs_free(in);
+    remove("test_rl_mgr.safetensors");
+    char *mj = ls_model_config_to_json(&mc), js[512];
+    snprintf(js, sizeof js, "{\"tasks\":\"test_rl_mgr.jsonl\",\"updates\":1,\"model\":%s}", mj ? mj : "");
+    free(mj);
+    write_file(cfg, js);
+    remove(port);
+    CHECK_MSG(ls_rl_worker_check(&w, &in) == LS_OK && in, "%s", ls_errmsg());
+    CHECK(in && !memcmp(&in->cfg.model, &mc, sizeof mc));
     remove(cfg);
     write_file(tasks, "not a task file\n");
     pid_t pid = fork();
