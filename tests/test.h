@@ -13,6 +13,28 @@
 #include <string.h>
 #include <time.h>
 
+#include "llmsys/core.h"
+
+/* Every test binary runs OpenBLAS's kernels as the CLI does: where this OpenBLAS does not know
+ * the CPU and falls back to its SSE3 kernels, the process re-executes itself once, before main,
+ * with the OPENBLAS_CORETYPE the CLI would set (ls_runtime_reexec, core.h). Its arguments are
+ * rebuilt from /proc; a command line too long to rebuild runs as it is. */
+__attribute__((constructor)) static void test_blas_core_(void) {
+    static char args[16384];
+    char *argv[128];
+    FILE *f = fopen("/proc/self/cmdline", "rb");
+    size_t n = f ? fread(args, 1, sizeof args - 1, f) : 0;
+    if (f) fclose(f);
+    int argc = 0;
+    for (size_t i = 0; i < n; i += strlen(args + i) + 1) {
+        if (argc == 127) return;
+        argv[argc++] = args + i;
+    }
+    if (argc == 0 || n == sizeof args - 1) return;
+    argv[argc] = NULL;
+    ls_runtime_reexec(argv, LS_REEXEC_BLAS_CORE);
+}
+
 static int test_failures_ = 0, test_checks_ = 0, test_ran_ = 0;
 
 #define CHECK(cond)                                                                  \

@@ -263,6 +263,10 @@ static void test_blas_core(void) {
     /* this process: OpenBLAS names its kernels */
     const char *k = ls_cpu_blas_core_picked();
     CHECK(k && *k);
+    /* test binaries run the kernels the CLI runs (test.h): a Prescott fallback was replaced */
+    fprintf(stderr, "  OpenBLAS kernels in this test: %s\n", k ? k : "?");
+    CHECK_MSG(getenv("OPENBLAS_CORETYPE") || ls_cpu_blas_core(k, ls_cpu_features()) == NULL,
+              "OpenBLAS runs %s here; the CLI would run %s", k, ls_cpu_blas_core(k, ls_cpu_features()));
 }
 
 int main(void) {

@@ -142,6 +142,11 @@ static void test_place(void) {
         }
     }
     CHECK(total == b.n_tokens);
+    /* the width is the longest shard any CP rank holds of any row: some shard fills it */
+    int full = 0;
+    for (int c = 0; c < C; c++)
+        for (int r = 0; r < b.n_rows; r++) full |= sh[c].positions[(size_t)r * sh[c].n_ctx + sh[c].n_ctx - 1] >= 0;
+    CHECK_MSG(full, "no shard fills the width %d", sh[0].n_ctx);
     /* zigzag within 2% of the mean cost (segments of >= 37 tokens in 8 chunks); contiguous: the last
      * quarter of a segment costs 7/4 of the mean */
     CHECK_MSG(worst_zig < 1.02, "zigzag max/mean %.4f", worst_zig);

@@ -57,7 +57,7 @@ static void test_table(void) {
 }
 
 /* Writes a weightless file with the given metadata (NULL values are left out). */
-static void write_meta(const char *path, const char *cfg, const char *ver, const char *quant) {
+static void write_meta(const char *path, const char *cfg, const char *ver, const char *quant, const char *tok) {
     ls_st_writer *w;
     float x = 1.0f;
     int64_t one = 1;
@@ -65,6 +65,7 @@ static void write_meta(const char *path, const char *cfg, const char *ver, const
     if (cfg) CHECK(ls_st_writer_meta(w, "llmsys.config", cfg) == LS_OK);
     if (ver) CHECK(ls_st_writer_meta(w, "llmsys.ckpt", ver) == LS_OK);
     if (quant) CHECK(ls_st_writer_meta(w, "llmsys.quant", quant) == LS_OK);
+    if (tok) CHECK(ls_st_writer_meta(w, "llmsys.tokenizer", tok) == LS_OK);
     CHECK(ls_st_writer_add(w, "x", LS_DT_F32, 1, &one, &x) == LS_OK);
     CHECK(ls_st_writer_write(w, path) == LS_OK);
     ls_st_writer_free(w);
@@ -77,33 +78,61 @@ static void test_opener(void) {
     ls_st_file *f;
     ls_model_config c;
     int bits[3], group;
-    write_meta(path, cfg, "1", NULL);
+    write_meta(path, cfg, "1", NULL, NULL);
     CHECK(ls_ckpt_open(path, &f, &c) == LS_OK && c.n_layer == 3 && c.d_ff == 32);
     CHECK_EQ_INT(ls_ckpt_quant_meta(f, 3, &group, bits), 0);
     CHECK(group == 64 && bits[0] == 32 && bits[2] == 32);
     const float *d;
     CHECK(ls_ckpt_tensor(f, &c, 0, &d) == LS_EFORMAT); /* no "wte" */
     ls_st_close(f);
-    write_meta(path, cfg, NULL, "{\"version\":1,\"group\":32,\"bits\":[8,4,3]}");
+    write_meta(path, cfg, NULL, "{\"version\":1,\"group\":32,\"bits\":[8,4,3]}", NULL);
     CHECK(ls_ckpt_open(path, &f, &c) == LS_OK);
     CHECK_EQ_INT(ls_ckpt_quant_meta(f, 3, &group, bits), 1);
     CHECK(group == 32 && bits[0] == 8 && bits[1] == 4 && bits[2] == 3);
     CHECK(ls_ckpt_quant_meta(f, 2, &group, bits) == LS_EFORMAT);
     ls_st_close(f);
-    write_meta(path, cfg, NULL, "{\"version\":3,\"group\":32,\"bits\":[8,4,3]}");
+    write_meta(path, cfg, NULL, "{\"version\":3,\"group\":32,\"bits\":[8,4,3]}", NULL);
     CHECK(ls_ckpt_open(path, &f, &c) == LS_OK);
     CHECK(ls_ckpt_quant_meta(f, 3, &group, bits) == LS_EFORMAT && strstr(ls_errmsg(), "format version 3"));
     ls_st_close(f);
-    write_meta(path, cfg, NULL, "{\"version\":1,\"group\":32,\"bits\":[8,5,3]}");
+    write_meta(path, cfg, NULL, "{\"version\":0,\"group\":32,\"bits\":[8,4,3]}", NULL);
+    CHECK(ls_ckpt_open(path, &f, &c) == LS_OK);
+    CHECK(ls_ckpt_quant_meta(f, 3, &group, bits) == LS_EFORMAT && strstr(ls_errmsg(), "format version 0"));
+    ls_st_close(f);
+    write_meta(path, cfg, NULL, "{\"version\":1,\"group\":32,\"bits\":[8,5,3]}", NULL);
     CHECK(ls_ckpt_open(path, &f, &c) == LS_OK);
     CHECK(ls_ckpt_quant_meta(f, 3, &group, bits) == LS_EFORMAT && strstr(ls_errmsg(), "bits[1]"));
     ls_st_close(f);
-    write_meta(path, cfg, "2", NULL);
+    write_meta(path, cfg, "2", NULL, NULL);
     CHECK(ls_ckpt_open(path, &f, &c) == LS_EUNSUPPORTED && strstr(ls_errmsg(), "version 2"));
-    write_meta(path, NULL, "1", NULL);
+    write_meta(path, NULL, "1", NULL, NULL);
     CHECK(ls_ckpt_open(path, &f, &c) == LS_EFORMAT && strstr(ls_errmsg(), "not an llmsys checkpoint"));
-    write_meta(path, "{\"vocab\":259,\"n_ctx\":16,\"n_layer\":3,\"n_head\":3,\"d_model\":8,\"d_ff\":32}", NULL, NULL);
+    write_meta(path, "{\"vocab\":259,\"n_ctx\":16,\"n_layer\":3,\"n_head\":3,\"d_model\":8,\"d_ff\":32}", NULL, NULL,
+               NULL);
     CHECK(ls_ckpt_open(path, &f, &c) == LS_EFORMAT);
+    /* the vocabulary: bytes need no tokenizer; any other size needs one of exactly that size */
+    const char *text = "abababab cdcdcdcd abcdabcd";
+    size_t tl = strlen(text);
+    ls_bpe_train_opts bo = {.vocab_size = 262, .model_specials = 1};
+    ls_bpe *bpe = NULL, *got = (ls_bpe *)&got;
+    CHECK(ls_bpe_train(&text, &tl, 1, &bo, &bpe) == LS_OK && bpe);
+    char *tj = bpe ? ls_bpe_to_json(bpe) : NULL;
+    const int V = bpe ? ls_bpe_vocab_size(bpe) : 0;
+    char vcfg[160], ocfg[160];
+    snprintf(vcfg, sizeof vcfg, "{\"vocab\":%d,\"n_ctx\":16,\"n_layer\":3,\"n_head\":2,\"d_model\":8,\"d_ff\":32}", V);
+    snprintf(ocfg, sizeof ocfg, "{\"vocab\":%d,\"n_ctx\":16,\"n_layer\":3,\"n_head\":2,\"d_model\":8,\"d_ff\":32}",
+             V + 1);
+    write_meta(path, cfg, NULL, NULL, NULL);
+    CHECK(ls_ckpt_tokenizer_load(path, NULL, &got) == LS_OK && got == NULL);
+    write_meta(path, vcfg, NULL, NULL, tj);
+    CHECK(ls_ckpt_tokenizer_load(path, NULL, &got) == LS_OK && got && ls_bpe_vocab_size(got) == V);
+    ls_bpe_free(got);
+    write_meta(path, vcfg, NULL, NULL, NULL);
+    CHECK(ls_ckpt_tokenizer_load(path, NULL, &got) == LS_EFORMAT && !got && strstr(ls_errmsg(), "no llmsys.tokenizer"));
+    write_meta(path, ocfg, NULL, NULL, tj);
+    CHECK(ls_ckpt_tokenizer_load(path, NULL, &got) == LS_EFORMAT && !got && strstr(ls_errmsg(), "for a vocabulary of"));
+    free(tj);
+    ls_bpe_free(bpe);
     unlink(path);
 }
 

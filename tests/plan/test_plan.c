@@ -857,6 +857,8 @@ static void test_indicators(void) {
     CHECK(ls_plan_resolve_model(cat, ck, &a) == LS_OK);
     CHECK_EQ_INT(a.n_layer, 3);
     CHECK_EQ_INT(a.d_model, 32);
+    /* an llmsys GPT: the LM head is the token embedding, positions a learned table, no GQA */
+    CHECK(a.tied == 1 && a.pos_embed == 1 && !a.gated && a.n_kv_head == a.n_head);
     double om[3 * 4], om2[3 * 4], ms[3 * 4];
     CHECK(ls_plan_quality_from_checkpoint(ck, &a, om) == LS_OK);
     CHECK(ls_plan_quality_measured(ck, &a, ms) == LS_OK);

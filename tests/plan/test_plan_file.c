@@ -175,12 +175,80 @@ static void test_planner_files(void) {
     ls_plan_catalog_free(cat);
 }
 
+static void put(const char *dir, const char *name, const char *text) {
+    char p[400];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    CHECK(ls_file_write_atomic(p, text, strlen(text)) == LS_OK);
+}
+
+/* A catalog of one's own: the defaults of fields a GPU or model leaves out, which nodes of a
+ * cluster are interchangeable, a host without hop_us, and the clusters listed in natural order. */
+static void test_own_catalog(void) {
+    char dir[300], cdir[320];
+    snprintf(dir, sizeof dir, "%s/cat", tmpdir);
+    snprintf(cdir, sizeof cdir, "%s/clusters", dir);
+    CHECK(ls_mkdirs(cdir) == LS_OK);
+    put(dir, "gpus.json",
+        "{\"format\":\"llmsys-gpus\",\"version\":1,\"gpus\":[{\"name\":\"G\",\"memory_GB\":16,"
+        "\"bandwidth_GBps\":300,\"fp16_tflops\":60}]}");
+    put(dir, "models.json",
+        "{\"format\":\"llmsys-models\",\"version\":1,\"models\":[{\"name\":\"m\",\"n_layer\":4,\"d_model\":64,"
+        "\"n_head\":8,\"d_ff\":256,\"vocab\":1000,\"n_ctx\":128}]}");
+    const char *cl_text = "{\"format\":\"llmsys-cluster\",\"version\":1,\"host\":{\"capacity\":2},\"nodes\":["
+                          "{\"gpu\":\"G\",\"count\":2},{\"gpu\":\"G\",\"count\":1},{\"gpu\":\"G\",\"count\":2,"
+                          "\"link_GBps\":50},{\"gpu\":\"G\",\"count\":0},{\"gpu\":\"G\",\"count\":2}]}";
+    put(cdir, "c10.json", cl_text);
+    put(cdir, "c2.json", cl_text);
+    put(cdir, "c1.json", cl_text);
+    /* a profile named relative to its cluster file's directory */
+    char prof[400], src[400];
+    snprintf(prof, sizeof prof, "%s/prof", cdir);
+    CHECK(ls_mkdirs(prof) == LS_OK);
+    snprintf(prof, sizeof prof, "%s/prof/p.json", cdir);
+    snprintf(src, sizeof src, "%s/data/profiles/h200-llama-2-7b.json", LLMSYS_SOURCE_DIR);
+    CHECK(ls_file_copy(src, prof, 1 << 24) == LS_OK);
+    put(cdir, "cp.json",
+        "{\"format\":\"llmsys-cluster\",\"version\":1,\"nodes\":[{\"profile\":\"prof/p.json\",\"memory_GB\":80,"
+        "\"count\":1}]}");
+    ls_plan_catalog *cat = NULL;
+    CHECK_MSG(ls_plan_catalog_load(dir, &cat) == LS_OK, "%s", ls_errmsg());
+    if (!cat) return;
+    ls_plan_gpu g;
+    ls_plan_arch a;
+    CHECK(ls_plan_catalog_gpu(cat, "g", &g) == LS_OK && g.link_Bps == 12e9 && g.int8_ops == 0);
+    CHECK(ls_plan_catalog_model(cat, "m", &a) == LS_OK && a.n_kv_head == 8 && !a.gated);
+    ls_plan_cluster *cl = NULL;
+    CHECK_MSG(ls_plan_cluster_load(cat, "c2", &cl) == LS_OK, "%s", ls_errmsg());
+    if (cl) {
+        /* nodes of the same GPU, link and count share a kind; a node of no devices is none */
+        CHECK_EQ_INT(cl->n_dev, 7);
+        CHECK_EQ_INT(cl->n_node, 4);
+        CHECK(cl->node_kind[0] == 0 && cl->node_kind[1] == 1 && cl->node_kind[2] == 2 && cl->node_kind[3] == 0);
+        CHECK(cl->dev[3].gpu.link_Bps == 50e9 && cl->dev[5].gpu.link_Bps == 12e9);
+        CHECK(cl->host_capacity == 2 && cl->host_hop_s == -1); /* no hop_us: the link's own figure */
+        ls_plan_cluster_free(cl);
+    }
+    cl = NULL;
+    CHECK_MSG(ls_plan_cluster_load(cat, "cp", &cl) == LS_OK, "%s", ls_errmsg());
+    CHECK(cl && cl->n_dev == 1 && cl->dev[0].prof == 0 && cl->n_prof == 1);
+    ls_plan_cluster_free(cl);
+    char **names = NULL;
+    int n = 0;
+    CHECK(ls_plan_catalog_clusters(cat, &names, &n) == LS_OK && n == 4);
+    CHECK(n == 4 && !strcmp(names[0], "c1") && !strcmp(names[1], "c2") && !strcmp(names[2], "c10") &&
+          !strcmp(names[3], "cp"));
+    ls_plan_names_free(names, n);
+    ls_plan_catalog_free(cat);
+    CHECK(test_rmtree(dir) == 0);
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/llmsys-plan-file-test-%d", (int)getpid());
     LS_ASSERT(ls_mkdirs(tmpdir) == LS_OK);
     RUN(test_good);
     RUN(test_bad);
     RUN(test_planner_files);
+    RUN(test_own_catalog);
     static const char *const made[] = {"plan.json", "planner.json", "vllm.sh"};
     for (int i = 0; i < 3; i++) {
         char f[300];

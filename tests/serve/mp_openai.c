@@ -298,6 +298,25 @@ static void test_stem(void) {
     CHECK(!strcmp(ls_oai_model_stem("/x/.hidden", b, sizeof b), ".hidden"));
 }
 
+/* The chat template, written out by hand: one "Role: text" line per message (system and
+ * developer both "System", text parts joined), then "Assistant:". */
+static void test_chat_template(void) {
+    cJSON *m = cJSON_Parse("[{\"role\":\"system\",\"content\":\"a\"},{\"role\":\"developer\",\"content\":\"b\"},"
+                           "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"c\"},"
+                           "{\"type\":\"text\",\"text\":\"d\"}]},{\"role\":\"assistant\",\"content\":\"e\"}]");
+    char err[200];
+    char *p = m ? ls_oai_chat_prompt(m, err, sizeof err) : NULL;
+    CHECK_MSG(p && !strcmp(p, "System: a\nSystem: b\nUser: cd\nAssistant: e\nAssistant:"), "prompt '%s' (%s)",
+              p ? p : "", err);
+    free(p);
+    cJSON_Delete(m);
+    m = cJSON_Parse("[{\"role\":\"user\",\"content\":[{\"type\":\"image\",\"text\":\"c\"}]}]");
+    p = m ? ls_oai_chat_prompt(m, err, sizeof err) : NULL;
+    CHECK_MSG(!p && strstr(err, "messages[0].content[0]"), "a part of type image: '%s'", err);
+    free(p);
+    cJSON_Delete(m);
+}
+
 static void test_default_name(void) {
     CHECK(start_server(NULL, NULL) == 0);
     if (server_pid < 0) return;
@@ -420,6 +439,7 @@ int main(int argc, char **argv) {
     ls_model_free(m);
     make_reference();
     RUN(test_stem);
+    RUN(test_chat_template);
     RUN(test_default_name);
     RUN(test_served_name);
     RUN(test_api_key);
