@@ -73,7 +73,8 @@ def configs():
         {"mode": "laminar", "tasks": "t.jsonl", "heldout": "h.jsonl", "init": "", "report": "r.json", "workdir": "w",
          "rollouts": 2, "relays": 2, "updates": 10, "group": 4, "batch_groups": 4, "max_seqs": 8, "max_new": 64,
          "staleness": 2, "repack": 1, "eval_n": 64, "ppo_epochs": 2, "lr": 1e-4, "clip_eps": 0.2, "is_cap": 5.0,
-         "step_ms": 0, "train_ms": 0, "hb_timeout_s": 1.5, "seed": 1}))
+         "step_ms": 0, "train_ms": 0, "hb_timeout_s": 1.5, "seed": 1,
+         "model": {"vocab": 259, "n_ctx": 128, "n_layer": 2, "n_head": 4, "d_model": 64, "d_ff": 256}}))
     put("fuzz_config_tplan", "empty", "{}")
     # a real training precision plan, when a built llmsys is at hand (modelled on catalog GPUs: fast)
     llmsys = os.path.join(ROOT, "build", "llmsys")
