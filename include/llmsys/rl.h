@@ -155,6 +155,8 @@ void ls_rl_asm_free(ls_rl_asm *a);
 int ls_rl_asm_add(ls_rl_asm *a, const ls_rl_chunk_hdr *h, const void *data);
 /* The newest complete version (-1 if none) and its bytes (owned by a). */
 int64_t ls_rl_asm_latest(const ls_rl_asm *a, const void **data, size_t *len);
+/* The version being assembled (some of its chunks held), or -1. */
+int64_t ls_rl_asm_partial(const ls_rl_asm *a);
 /* Splits a blob into chunk headers (count = ceil(len/chunk)), *hdrs malloc'd. */
 int ls_rl_chunk_split(int64_t version, const void *data, size_t len, size_t chunk, ls_rl_chunk_hdr **hdrs, int *n);
 

@@ -38,6 +38,8 @@ int64_t ls_rl_asm_latest(const ls_rl_asm *a, const void **data, size_t *len) {
     return a->latest;
 }
 
+int64_t ls_rl_asm_partial(const ls_rl_asm *a) { return a->cur; }
+
 static void drop_partial(ls_rl_asm *a) {
     free(a->buf), free(a->have);
     a->buf = a->have = NULL;

@@ -1,6 +1,7 @@
 /* relay.c - a relay worker: holds the newest complete weight version in memory, forwards
  * every checked chunk to its successor in the chain as it arrives (pipelined), re-sends
- * its newest version when the chain is rebuilt under it, and serves rollouts' pulls. */
+ * its newest version when the chain is rebuilt under it (and the version it was assembling then,
+ * once complete: its earlier chunks went to no successor), and serves rollouts' pulls. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,7 @@ int rl_relay_main(const ls_rl_worker_opts *o) {
     /* fault injection for tests: LLMSYS_RL_CORRUPT=N flips a byte of every Nth chunk received */
     const char *ce = getenv("LLMSYS_RL_CORRUPT");
     int corrupt_every = ce ? atoi(ce) : 0, n_chunks = 0, bad = 0;
+    int64_t owed = -1; /* a version partly received when the successor changed: it gets it whole */
     double last_hb = 0;
     int stop = 0;
     while (rc == LS_OK && !stop) {
@@ -54,6 +56,17 @@ int rl_relay_main(const ls_rl_worker_opts *o) {
                     } else {
                         if (succ) rl_send(succ, msg, len, 0); /* pipelined: forward before the version completes */
                         if (a == 1) last_hb = 0; /* a complete version: tell the manager now, not at the next beat */
+                        if (a == 1 && owed >= 0 && h.version >= owed) {
+                            /* the version partly received when the successor changed is whole: it
+                             * goes whole (a newer one was forwarded whole already) */
+                            const void *data;
+                            size_t n;
+                            ls_rl_asm_latest(as, &data, &n);
+                            if (succ && h.version == owed &&
+                                rl_send_version(succ, NULL, 0, h.version, data, n) != LS_OK)
+                                LS_WARN("relay %d: %s", o->id, ls_errmsg());
+                            owed = -1;
+                        }
                     }
                 }
             } else if (rd.type == M_PULL) {
@@ -107,6 +120,7 @@ int rl_relay_main(const ls_rl_worker_opts *o) {
                     size_t n;
                     int64_t v = rc == LS_OK ? ls_rl_asm_latest(as, &data, &n) : -1;
                     if (v >= 0) rl_send_version(succ, NULL, 0, v, data, n);
+                    owed = ls_rl_asm_partial(as);
                 }
             }
         }

@@ -18,6 +18,12 @@ expect 0 "rl run under CURVE" -- timeout 120 "$BIN" --keys "$T/a" --curve rl run
     --eval-n 4 --workdir "$T/run" --quiet
 python3 -c "import json,sys; r=json.load(open('$T/run/report.json')); sys.exit(0 if r['updates'] == 3 else 1)" ||
     fail "rl run under CURVE: report without its 3 updates"
+# each rollout's first weights are version 0, the second relay's through the chain (a relay that
+# learns its successor while a version is half received sends that version whole once complete)
+for r in 0 1; do
+    head -n 1 "$T/run/logs/rollout-$r.log" | grep -q "rollout $r: version 0 from relay" ||
+        fail "rollout $r's first weights were not version 0: $(head -n 2 "$T/run/logs/rollout-$r.log")"
+done
 
 # a manager alone, CURVE forced, its config from that run
 "$BIN" --keys "$T/a" --curve rl worker --role manager --config "$T/run/config.json" \

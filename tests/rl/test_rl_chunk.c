@@ -27,10 +27,12 @@ static void test_reassembly(void) {
     ls_rng_seed(&r, 9);
     ls_rng_shuffle_int(&r, order, (size_t)k);
     int done = 0;
+    CHECK_EQ_INT(ls_rl_asm_partial(a), -1);
     for (int i = 0; i < k; i++) {
         int rc = ls_rl_asm_add(a, &h[order[i]], blob + h[order[i]].offset);
         CHECK(rc >= 0);
         if (i < k - 1) CHECK_EQ_INT(rc, 0);
+        CHECK_EQ_INT(ls_rl_asm_partial(a), i < k - 1 ? 3 : -1); /* assembling version 3 until it completes */
         if (i == 2) CHECK_EQ_INT(ls_rl_asm_add(a, &h[order[0]], blob + h[order[0]].offset), 0); /* repeat */
         done |= rc == 1;
     }
