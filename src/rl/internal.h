@@ -111,7 +111,7 @@ int rl_config_from_json(const char *s, size_t n, rl_config *c);
 
 /* What an rl command read at its start-up (rl.h). */
 struct ls_rl_inputs {
-    rl_config cfg;       /* a manager's --config */
+    rl_config cfg;       /* a manager's --config; rl run's: only the --init checkpoint's model */
     ls_rl_task *tasks;   /* rl run's --tasks; a manager's: the task file its config names */
     ls_rl_task *heldout; /* rl run's --heldout (NULL: none) */
     int n_tasks, n_heldout;

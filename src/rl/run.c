@@ -237,8 +237,7 @@ static int run_values(const ls_rl_run_opts *o) {
 static int run_inputs(const ls_rl_run_opts *o, ls_rl_inputs *in) {
     LS_TRY(ls_rl_tasks_read(o->tasks, &in->tasks, &in->n_tasks));
     if (o->heldout) LS_TRY(ls_rl_tasks_read(o->heldout, &in->heldout, &in->n_heldout));
-    ls_model_config mc;
-    if (o->init) LS_TRY(ckpt_model(o->init, &mc));
+    if (o->init) LS_TRY(ckpt_model(o->init, &in->cfg.model));
     return LS_OK;
 }
 
@@ -279,7 +278,7 @@ static int run(const ls_rl_run_opts *o, const ls_rl_inputs *in) {
     if (!rp) return ls_err(LS_ENOTFOUND, "%s: %s", o->init ? o->init : init, strerror(errno));
     snprintf(c.init, sizeof c.init, "%s", rp);
     free(rp);
-    LS_TRY(ckpt_model(c.init, &c.model));
+    c.model = o->init ? in->cfg.model : ls_rl_model_config(); /* the warm start's model */
     snprintf(c.workdir, sizeof c.workdir, "%s", o->workdir);
     if (o->report)
         snprintf(c.report, sizeof c.report, "%s", o->report);
