@@ -1,5 +1,5 @@
 /* plot.c - an SVG figure of one or more rl run reports: reward per update (one line per
- * report) and the staleness histogram of each. */
+ * report) and the staleness histogram of each, its axis up to the tallest bar's share. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +13,7 @@ int ls_rl_report_svg(const char *const *reports, int n, const char *out) {
     if (n < 1 || n > 6) return ls_err(LS_EINVAL, "plot: 1 to 6 reports");
     cJSON *j[6] = {0};
     int rc = LS_OK, maxu = 1;
-    double maxh = 1;
+    double maxh = 0; /* the tallest bar's share over all reports: the histogram's axis ends there */
     for (int i = 0; i < n && rc == LS_OK; i++) {
         rc = ls_json_read_file(reports[i], &j[i]);
         if (rc) break;
@@ -29,6 +29,7 @@ int ls_rl_report_svg(const char *const *reports, int n, const char *out) {
         cJSON_ArrayForEach(e, h) tot += e->valuedouble;
         cJSON_ArrayForEach(e, h) if (tot > 0 && e->valuedouble / tot > maxh) maxh = e->valuedouble / tot;
     }
+    if (!(maxh > 0)) maxh = 1; /* no trajectory consumed: empty bars on a 0..1 axis */
     ls_atomic_file af;
     if (rc == LS_OK) rc = ls_atomic_open(&af, out);
     if (rc) {
@@ -50,6 +51,8 @@ int ls_rl_report_svg(const char *const *reports, int n, const char *out) {
     for (int k = 0; k <= 4; k++) {
         double v = k / 4.0;
         fprintf(f, "<text x=\"%d\" y=\"%.0f\" text-anchor=\"end\">%.2f</text>\n", px - 4, py + ph - v * ph + 4, v);
+        fprintf(f, "<text x=\"%d\" y=\"%.0f\" text-anchor=\"end\">%.2f</text>\n", hx - 4, py + ph - v * ph + 4,
+                v * maxh);
     }
     fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">update (1..%d)</text>\n", px + pw / 2, py + ph + 16,
             maxu);

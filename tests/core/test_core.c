@@ -15,6 +15,11 @@ static void test_errors(void) {
     CHECK(strcmp(ls_errmsg(), "steps must be > 0, got -3") == 0);
     ls_err_wrap(rc, "config");
     CHECK(strcmp(ls_errmsg(), "config: steps must be > 0, got -3") == 0);
+    ls_err(LS_ENOTFOUND, "%s", ""); /* no message yet: the wrap names the status */
+    ls_err_wrap(LS_ENOTFOUND, "model.st");
+    char want[128];
+    snprintf(want, sizeof want, "model.st: %s", ls_strerror(LS_ENOTFOUND));
+    CHECK_MSG(strcmp(ls_errmsg(), want) == 0 && strlen(want) > 12, "%s", ls_errmsg());
     CHECK(strcmp(ls_err_name(LS_ECHECKSUM), "ECHECKSUM") == 0);
     CHECK(strcmp(ls_strerror(LS_OK), "success") == 0);
 }

@@ -29,6 +29,7 @@ static void test_env_and_log(void) {
     snprintf(log, sizeof log, "%s/log.txt", dir);
     CHECK(ls_file_write_atomic(log, "old contents\n", 13) == LS_OK);
     setenv("LS_SPAWN_KEEP", "kept", 1);
+    setenv("LS_SPAWN_B", "the parent's", 1); /* env overrides what this process has */
     const char *env[] = {"LS_SPAWN_A", "one", "LS_SPAWN_B", "two words", NULL};
     const char *argv[] = {"sh", "-c", "echo \"$LS_SPAWN_A|$LS_SPAWN_B|$LS_SPAWN_KEEP\"; echo to-stderr >&2", NULL};
     ls_spawn_opts o = {.log = log, .env = env};
@@ -39,6 +40,8 @@ static void test_env_and_log(void) {
     CHECK_MSG(d && !strcmp(d, "one|two words|kept\nto-stderr\n"), "log: %s", d ? d : "(none)");
     free(d);
     CHECK(getenv("LS_SPAWN_A") == NULL); /* set in the child only */
+    CHECK(getenv("LS_SPAWN_B") && !strcmp(getenv("LS_SPAWN_B"), "the parent's"));
+    unsetenv("LS_SPAWN_B");
     o.log_append = 1;
     const char *argv2[] = {"sh", "-c", "echo again", NULL};
     CHECK(ls_spawn_self("/bin/sh", argv2, &o, &pid) == LS_OK);

@@ -156,5 +156,9 @@ A="tcp://127.0.0.1:$PORT"
 grep -q "tokenizes with a BPE tokenizer but this run.s model uses byte tokens" "$T/err" || die "tokenizer mismatch message: $(cat "$T/err")"
 "$LLMSYS" train --config tiny --loader "$A" --tokenizer "$T/tok.json" --seq 32 --batch 6 --steps 2 --out "$T/b.safetensors" > "$T/train.log" 2>&1 || die "train --loader --tokenizer: $(tail -3 "$T/train.log")"
 [ -s "$T/b.safetensors.loader-state" ] || die "no loader state beside the BPE checkpoint"
+# a run whose BPE tokenizer is not the service's (another vocabulary size) is refused too
+"$LLMSYS" tokenizer train --input "$T"/docs/d*.txt --vocab-size 320 --out "$T/tok2.json" > /dev/null 2>&1 || die "tokenizer train 2"
+"$LLMSYS" train --config tiny --loader "$A" --tokenizer "$T/tok2.json" --seq 32 --batch 6 --steps 2 --out "$T/c.safetensors" 2> "$T/err"; [ $? -eq 1 ] || die "another tokenizer's run took the service's batches"
+grep -q "tokenizes with another tokenizer" "$T/err" || die "other tokenizer message: $(cat "$T/err")"
 "$LLMSYS" loader control --addr "$A" --shutdown > /dev/null
 echo "loader cli: ok"

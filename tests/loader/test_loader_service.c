@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include "llmsys/loader.h"
+#include "llmsys/model.h"
+#include "llmsys/train.h"
 #include "loader_util.h"
 #include "test.h"
 
@@ -262,6 +264,79 @@ static void test_journal_resume(void) {
     ls_loader_mix_free(&mix);
 }
 
+/* The trainer's batch source on the service (trainsrc.c): rank 0's rows of a step as the
+ * service sends them, padded to the trainer's sequence length and batch rows; each target the
+ * next token of the same packed document (none across a document boundary, on padding or at
+ * a row's end); the resume state of the step after; and the refusals of a run that does not
+ * match the service. */
+static void test_batch_source(void) {
+    ls_loader_mix mix;
+    CHECK_EQ_INT(ls_loader_mix_parse(MIX, dir, &mix), 0);
+    int port = start_server(&mix, NULL, 0);
+    CHECK(port > 0);
+    if (port <= 0) {
+        ls_loader_mix_free(&mix);
+        return;
+    }
+    char ep[64];
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
+    ls_batch_source *src = NULL;
+    CHECK_MSG(ls_loader_batch_source(&src, ep, 0, R, NULL, 5000) == LS_OK, "%s", ls_errmsg());
+    ls_loader_client *c;
+    CHECK_EQ_INT(ls_loader_client_open(&c, ep, 0, 5000, 1), 0);
+    enum { T = 40, ROWS = 6 };
+    int tok[ROWS * T], tgt[ROWS * T], bounds = 0, pads = 0;
+    for (int step = 0; src && step < 3; step++) {
+        CHECK_MSG(src->fill(src, step, 0, ROWS, T, tok, tgt) == LS_OK, "%s", ls_errmsg());
+        ls_loader_batch b;
+        CHECK_EQ_INT(ls_loader_client_batch(c, step, &b), 0); /* the same step again: the same batch */
+        CHECK(b.n_ctx == 32 && b.n_rows >= 1 && b.n_rows <= ROWS);
+        for (int r = 0; r < ROWS; r++)
+            for (int t = 0; t < T; t++) {
+                int in = r < b.n_rows && t < b.n_ctx, i = r * b.n_ctx + t;
+                int want_tok = in ? b.tokens[i] : LS_TOK_PAD, want_tgt = -1;
+                if (in && t + 1 < b.n_ctx && b.doc_ids[i] >= 0 && b.doc_ids[i + 1] == b.doc_ids[i])
+                    want_tgt = b.tokens[i + 1];
+                bounds += in && t + 1 < b.n_ctx && b.doc_ids[i] >= 0 && b.doc_ids[i + 1] >= 0 &&
+                          b.doc_ids[i + 1] != b.doc_ids[i];
+                pads += in && t + 1 < b.n_ctx && b.doc_ids[i] < 0 && b.doc_ids[i + 1] < 0;
+                CHECK_MSG(tok[r * T + t] == want_tok && tgt[r * T + t] == want_tgt,
+                          "step %d row %d position %d: token %d target %d, want %d %d", step, r, t, tok[r * T + t],
+                          tgt[r * T + t], want_tok, want_tgt);
+            }
+        if (step == 2) { /* the state saved is the one to resume at step 3 */
+            char path[300];
+            snprintf(path, sizeof path, "%s/src.state", dir);
+            int64_t at = -1;
+            CHECK(ls_loader_batch_source_save_state(src, path, &at) == LS_OK);
+            CHECK_EQ_INT((int)at, 3);
+            char *blob = NULL;
+            size_t n = 0;
+            CHECK(ls_file_read(path, &blob, &n) == LS_OK && n == b.state_len && !memcmp(blob, b.state, n));
+            free(blob);
+            unlink(path);
+        }
+        ls_loader_batch_free(&b);
+    }
+    /* the checks above saw documents meet inside a row and padding after one */
+    CHECK_MSG(bounds > 0 && pads > 0, "%d boundaries, %d padding pairs", bounds, pads);
+    /* rows longer than the trainer's sequences, or more of them than it holds */
+    if (src) {
+        CHECK(src->fill(src, 3, 0, ROWS, 31, tok, tgt) == LS_EINVAL && strstr(ls_errmsg(), "--seq 32"));
+        CHECK(src->fill(src, 3, 0, 1, T, tok, tgt) == LS_EINVAL && strstr(ls_errmsg(), "--batch"));
+    }
+    ls_batch_source_free(src);
+    ls_loader_client_close(c);
+    /* a run with fewer or more ranks than the service serves */
+    for (int n = R - 1; n <= R + 1; n += 2) {
+        src = NULL;
+        CHECK(ls_loader_batch_source(&src, ep, 0, n, NULL, 5000) == LS_EINVAL && strstr(ls_errmsg(), "--ranks"));
+        CHECK(src == NULL);
+    }
+    kill_child();
+    ls_loader_mix_free(&mix);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/llmsys-loader-svc-%d", (int)getpid());
     CHECK_EQ_INT(ls_mkdirs(dir), 0);
@@ -271,6 +346,8 @@ int main(void) {
     RUN(test_service);
     kill_child();
     RUN(test_journal_resume);
+    kill_child();
+    RUN(test_batch_source);
     kill_child();
     if (test_rmtree(dir)) fprintf(stderr, "could not remove %s\n", dir);
     return TEST_RESULT();

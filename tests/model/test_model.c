@@ -50,6 +50,13 @@ static void test_config(void) {
     CHECK(ls_model_config_validate(&bad) == LS_EINVAL && strstr(ls_errmsg(), "vocab"));
     bad.vocab = 4096; /* a BPE vocabulary */
     CHECK(ls_model_config_validate(&bad) == LS_OK);
+    bad = t;
+    bad.d_ff = 65536; /* the largest hidden width, inside the parameter bound at tiny's other sizes */
+    CHECK(ls_model_config_validate(&bad) == LS_OK);
+    bad.d_ff = 65537;
+    CHECK(ls_model_config_validate(&bad) == LS_EINVAL && strstr(ls_errmsg(), "d_ff"));
+    bad.d_ff = 0;
+    CHECK(ls_model_config_validate(&bad) == LS_EINVAL && strstr(ls_errmsg(), "d_ff"));
 
     ls_model *m = tiny(1);
     CHECK_EQ_INT(ls_model_num_params(m), nt);

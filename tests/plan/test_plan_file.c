@@ -110,18 +110,41 @@ static void test_bad(void) {
 
 /* The planner's plan file is read back by the codec serve uses: the same stages, devices and
  * bits, and the planner's own reader rebuilds the same plan and prediction. */
-static void test_planner_files(void) {
+/* opt-30b on llmpq-2 (3 T4s, a V100), batch 32, prompt 512, 100 generated: the problem and
+ * splitquant's plan. */
+typedef struct {
     ls_plan_catalog *cat;
     ls_plan_cluster *cl;
     ls_plan_arch a;
-    CHECK(ls_plan_catalog_load(NULL, &cat) == LS_OK);
-    CHECK(ls_plan_cluster_load(cat, "llmpq-2", &cl) == LS_OK);
-    CHECK(ls_plan_catalog_model(cat, "opt-30b", &a) == LS_OK);
-    ls_plan_problem *pb = malloc(sizeof *pb);
-    ls_plan_result *pl = malloc(sizeof *pl), *back = malloc(sizeof *back);
+    ls_plan_problem *pb;
+    ls_plan_result *pl;
+} llmpq2;
+
+static void llmpq2_open(llmpq2 *f) {
+    CHECK(ls_plan_catalog_load(NULL, &f->cat) == LS_OK);
+    CHECK(ls_plan_cluster_load(f->cat, "llmpq-2", &f->cl) == LS_OK);
+    CHECK(ls_plan_catalog_model(f->cat, "opt-30b", &f->a) == LS_OK);
+    f->pb = malloc(sizeof *f->pb);
+    f->pl = malloc(sizeof *f->pl);
+    CHECK(ls_plan_problem_init(f->pb, &f->a, f->cl, (ls_plan_workload){32, 512, 100}) == LS_OK);
+    CHECK(ls_plan_solve(f->pb, LS_PLAN_ALGO_SPLITQUANT, f->pl) == LS_OK);
+}
+
+static void llmpq2_close(llmpq2 *f) {
+    free(f->pb);
+    free(f->pl);
+    ls_plan_cluster_free(f->cl);
+    ls_plan_catalog_free(f->cat);
+}
+
+static void test_planner_files(void) {
+    llmpq2 f;
+    llmpq2_open(&f);
+    const ls_plan_arch a = f.a;
+    const ls_plan_cluster *cl = f.cl;
+    ls_plan_problem *pb = f.pb;
+    ls_plan_result *pl = f.pl, *back = malloc(sizeof *back);
     ls_plan *file = malloc(sizeof *file);
-    CHECK(ls_plan_problem_init(pb, &a, cl, (ls_plan_workload){32, 512, 100}) == LS_OK);
-    CHECK(ls_plan_solve(pb, LS_PLAN_ALGO_SPLITQUANT, pl) == LS_OK);
     char path[300], vl[300];
     snprintf(path, sizeof path, "%s/planner.json", tmpdir);
     snprintf(vl, sizeof vl, "%s/vllm.sh", tmpdir);
@@ -168,11 +191,8 @@ static void test_planner_files(void) {
     free(txt);
     free(pb2);
     free(file);
-    free(pb);
-    free(pl);
     free(back);
-    ls_plan_cluster_free(cl);
-    ls_plan_catalog_free(cat);
+    llmpq2_close(&f);
 }
 
 static void put(const char *dir, const char *name, const char *text) {
@@ -242,6 +262,112 @@ static void test_own_catalog(void) {
     CHECK(test_rmtree(dir) == 0);
 }
 
+/* The report (`plan serve --report`), the vLLM export and the printed table, field by field,
+ * for a plan whose stages sit on the devices in reverse order with mixed bits per layer (the
+ * planner's own plan on llmpq-2 runs the devices in order at 4 bits everywhere, where a field
+ * taken from the wrong index would look right). */
+static void test_report(void) {
+    llmpq2 f;
+    llmpq2_open(&f);
+    ls_plan_problem *pb = f.pb;
+    ls_plan_result *pl = f.pl;
+    CHECK_EQ_INT(pl->n_stage, 4);
+    static const int bits[4] = {3, 4, 8, 16};
+    for (int i = 0; i < 48; i++) pl->bits[i] = (unsigned char)bits[(i / 5) % 4];
+    for (int s = 0; s < 4; s++) {
+        pl->dev[s] = 3 - s; /* the V100 (node 1) first */
+        pl->stage_mem[s] = 1e9 * (s + 1), pl->stage_usable[s] = 1e9 * (2 * s + 5);
+        pl->stage_decode_s[s] = 1e-3 * (s + 11);
+    }
+    pl->prefill_s = 7.5, pl->decode_s = 8.25;
+    char path[300], vl[300];
+    snprintf(path, sizeof path, "%s/report.json", tmpdir);
+    snprintf(vl, sizeof vl, "%s/vllm.sh", tmpdir);
+    CHECK_MSG(ls_plan_report_write(pb, pl, path) == LS_OK, "%s", ls_errmsg());
+    cJSON *j;
+    CHECK(ls_json_read_file(path, &j) == LS_OK);
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(j, "stages"),
+                *dv = cJSON_GetObjectItemCaseSensitive(j, "devices");
+    CHECK_EQ_INT(cJSON_GetArraySize(st), 4);
+    CHECK_EQ_INT(cJSON_GetArraySize(dv), 4);
+    for (int s = 0; s < 4 && cJSON_GetArraySize(st) == 4 && cJSON_GetArraySize(dv) == 4; s++) {
+        const cJSON *o = cJSON_GetArrayItem(st, s), *d = cJSON_GetArrayItem(dv, s);
+        CHECK_EQ_INT(cJSON_GetObjectItemCaseSensitive(o, "device_index")->valueint, 3 - s);
+        CHECK_EQ_INT(cJSON_GetObjectItemCaseSensitive(o, "node")->valueint, s == 0 ? 1 : 0);
+        CHECK(!strcmp(cJSON_GetObjectItemCaseSensitive(d, "device")->valuestring, s == 0 ? "V100-32G" : "T4-16G"));
+        CHECK_NEAR(cJSON_GetObjectItemCaseSensitive(d, "memory_GB")->valuedouble, s + 1, 1e-12);
+        CHECK_NEAR(cJSON_GetObjectItemCaseSensitive(d, "usable_GB")->valuedouble, 2 * s + 5, 1e-12);
+        CHECK_NEAR(cJSON_GetObjectItemCaseSensitive(d, "headroom_GB")->valuedouble, s + 4, 1e-12);
+    }
+    const cJSON *pr = cJSON_GetObjectItemCaseSensitive(j, "predicted");
+    CHECK_NEAR(cJSON_GetObjectItemCaseSensitive(pr, "prefill_s")->valuedouble, 7.5, 1e-12);
+    CHECK_NEAR(cJSON_GetObjectItemCaseSensitive(pr, "decode_s")->valuedouble, 8.25, 1e-12);
+    CHECK(!cJSON_GetObjectItemCaseSensitive(pr, "ilp_optimal")); /* splitquant: no ILP fields */
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "vllm");
+    char part[64];
+    snprintf(part, sizeof part, "%d,%d,%d,%d", pl->begin[1], pl->begin[2] - pl->begin[1], pl->begin[3] - pl->begin[2],
+             48 - pl->begin[3]);
+    CHECK_MSG(!strcmp(cJSON_GetObjectItemCaseSensitive(v, "VLLM_PP_LAYER_PARTITION")->valuestring, part),
+              "partition %s, want %s", cJSON_GetObjectItemCaseSensitive(v, "VLLM_PP_LAYER_PARTITION")->valuestring,
+              part);
+    const cJSON *lb = cJSON_GetObjectItemCaseSensitive(v, "layer_bits");
+    CHECK_EQ_INT(cJSON_GetArraySize(lb), 48);
+    for (int i = 0; i < 48 && cJSON_GetArraySize(lb) == 48; i++)
+        CHECK_EQ_INT(cJSON_GetArrayItem(lb, i)->valueint, bits[(i / 5) % 4]);
+    cJSON_Delete(j);
+    /* the export names each layer's bits, stage and device */
+    CHECK(ls_plan_export_vllm(pb, pl, vl) == LS_OK);
+    char *txt;
+    size_t n;
+    CHECK(ls_file_read(vl, &txt, &n) == LS_OK);
+    char want[160];
+    snprintf(want, sizeof want, "export VLLM_PP_LAYER_PARTITION=%s\n", part);
+    CHECK(strstr(txt, want) != NULL);
+    for (int s = 0; s < 4; s++)
+        for (int i = pl->begin[s]; i < pl->begin[s + 1]; i++) {
+            snprintf(want, sizeof want, "#   layer %d: %d bits, stage %d (%s)\n", i, bits[(i / 5) % 4], s,
+                     s == 0 ? "V100-32G" : "T4-16G");
+            CHECK_MSG(strstr(txt, want) != NULL, "export lacks '%s'", want);
+        }
+    free(txt);
+    /* the printed table: each stage's device, layers, bits per width, memory, free memory, decode ms */
+    char *buf = NULL;
+    size_t blen = 0;
+    FILE *mf = open_memstream(&buf, &blen);
+    CHECK(mf != NULL);
+    if (mf) {
+        ls_plan_print(mf, pb, pl);
+        fclose(mf);
+        for (int s = 0; s < 4; s++) {
+            int cnt[4] = {0};
+            for (int i = pl->begin[s]; i < pl->begin[s + 1]; i++) cnt[(i / 5) % 4]++;
+            char lay[24], bw[32];
+            snprintf(lay, sizeof lay, "%d-%d", pl->begin[s], pl->begin[s + 1] - 1);
+            snprintf(bw, sizeof bw, "%d/%d/%d/%d", cnt[0], cnt[1], cnt[2], cnt[3]);
+            snprintf(want, sizeof want, "  %-5d %-12s %-9s %-15s %9.3f %9.3f %9.2f\n", s,
+                     s == 0 ? "V100-32G" : "T4-16G", lay, bw, (double)(s + 1), (double)(s + 4), 11.0 + s);
+            CHECK_MSG(strstr(buf, want) != NULL, "table lacks '%s':\n%s", want, buf);
+        }
+        free(buf);
+    }
+    /* an ILP plan says whether it was proven optimal, and its gap */
+    pb->time_limit_s = 2;
+    CHECK(ls_plan_solve(pb, LS_PLAN_ALGO_ILP, pl) == LS_OK);
+    cJSON *ji = ls_plan_to_json(pb, pl, 1);
+    const cJSON *pi = cJSON_GetObjectItemCaseSensitive(ji, "predicted");
+    CHECK(cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(pi, "ilp_optimal")) &&
+          cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pi, "ilp_optimal")) == pl->ilp_optimal);
+    CHECK_NEAR(cJSON_GetObjectItemCaseSensitive(pi, "ilp_gap")->valuedouble, pl->ilp_gap, 1e-12);
+    pl->ilp_optimal = !pl->ilp_optimal; /* the other answer is written as it is */
+    cJSON_Delete(ji);
+    ji = ls_plan_to_json(pb, pl, 1);
+    pi = cJSON_GetObjectItemCaseSensitive(ji, "predicted");
+    CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pi, "ilp_optimal")) == pl->ilp_optimal);
+    cJSON_Delete(ji);
+    unlink(path);
+    llmpq2_close(&f);
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/llmsys-plan-file-test-%d", (int)getpid());
     LS_ASSERT(ls_mkdirs(tmpdir) == LS_OK);
@@ -249,6 +375,7 @@ int main(void) {
     RUN(test_bad);
     RUN(test_planner_files);
     RUN(test_own_catalog);
+    RUN(test_report);
     static const char *const made[] = {"plan.json", "planner.json", "vllm.sh"};
     for (int i = 0; i < 3; i++) {
         char f[300];

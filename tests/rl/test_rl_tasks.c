@@ -1,5 +1,6 @@
 /* test_rl_tasks.c - rewards on hand-made cases, generators checked against independent
- * solutions, the long-tail length law, and the JSONL task file (round trip, bad files). */
+ * solutions, the long-tail length law, the JSONL task file (round trip, bad files), and the
+ * figure `rl plot` draws of run reports. */
 #include <signal.h>
 #include <stdio.h>
 #include <sys/wait.h>
@@ -196,11 +197,47 @@ static void test_manager_reads_once(void) {
     remove(port);
 }
 
+/* `rl plot`: each report's reward curve and staleness shares where hand-worked geometry puts
+ * them (plot area 340 x 220 at (50, 30), histogram at x 450; bars scaled to the tallest share). */
+static void test_plot(void) {
+    write_file("test_rl_plot_a.json", "{\"mode\":\"laminar\",\"reward_curve\":[0.1,0.5,0.9],\"staleness_hist\":[2,6]}");
+    write_file("test_rl_plot_b.json", "{\"mode\":\"sync\",\"reward_curve\":[1.2,-0.5],\"staleness_hist\":[1,1]}");
+    const char *rep[] = {"test_rl_plot_a.json", "test_rl_plot_b.json"};
+    CHECK_MSG(ls_rl_report_svg(rep, 2, "test_rl_plot.svg") == LS_OK, "%s", ls_errmsg());
+    char *svg = NULL;
+    size_t n;
+    CHECK(ls_file_read("test_rl_plot.svg", &svg, &n) == LS_OK);
+    static const char *const want[] = {
+        /* a: 3 updates over the width; b: 2 of the 3, clamped to [0, 1] */
+        "points=\"50.0,228.0 220.0,140.0 390.0,52.0 \"", "points=\"50.0,30.0 220.0,250.0 \"",
+        /* shares 0.25 and 0.75 of a, 0.5 and 0.5 of b, over the tallest (0.75); each bar 85 wide */
+        "<rect x=\"450.0\" y=\"176.7\" width=\"85.0\" height=\"73.3\"",
+        "<rect x=\"620.0\" y=\"30.0\" width=\"85.0\" height=\"220.0\"",
+        "<rect x=\"535.0\" y=\"103.3\" width=\"85.0\" height=\"146.7\"",
+        "<rect x=\"705.0\" y=\"103.3\" width=\"85.0\" height=\"146.7\"",
+        /* the histogram's axis ends at the tallest share; the curves' at 1 */
+        "<text x=\"446\" y=\"34\" text-anchor=\"end\">0.75</text>",
+        "<text x=\"46\" y=\"34\" text-anchor=\"end\">1.00</text>", ">laminar</text>", ">sync</text>"};
+    for (size_t i = 0; svg && i < sizeof want / sizeof *want; i++)
+        CHECK_MSG(strstr(svg, want[i]) != NULL, "the figure lacks %s", want[i]);
+    free(svg);
+    /* not a report: refused, and the figure already written is kept */
+    const char *bad[] = {"test_rl_plot_a.json", "test_rl_tasks.jsonl"};
+    write_file("test_rl_tasks.jsonl", "{\"prompt\":\"a=\",\"answer\":\"b\"}\n");
+    CHECK(ls_rl_report_svg(bad, 2, "test_rl_plot.svg") < 0);
+    CHECK(ls_file_read("test_rl_plot.svg", &svg, &n) == LS_OK && svg && strstr(svg, ">sync</text>"));
+    free(svg);
+    CHECK(ls_rl_report_svg(rep, 0, "test_rl_plot.svg") == LS_EINVAL);
+    remove("test_rl_plot_a.json"), remove("test_rl_plot_b.json"), remove("test_rl_plot.svg");
+    remove("test_rl_tasks.jsonl");
+}
+
 int main(void) {
     RUN(test_rewards);
     RUN(test_generators);
     RUN(test_lengths);
     RUN(test_files);
     RUN(test_manager_reads_once);
+    RUN(test_plot);
     return TEST_RESULT();
 }

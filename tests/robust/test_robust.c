@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
+#include <zmq.h>
 
 #include "http_test.h"
 #include "llmsys/http.h"
@@ -358,6 +359,89 @@ static void test_plans(void) {
     }
 }
 
+/* The robust processes' framing (lsr_send / lsr_recv) over a ROUTER and a DEALER in one
+ * process: the sender's identity, the JSON and the binary attachment arrive; a message
+ * without the magic is refused; frames past the fourth are dropped, not taken as the next
+ * message; an identity of 64 bytes or more is not copied. */
+static void test_wire(void) {
+    void *z = zmq_ctx_new(), *r = NULL, *d = NULL, *d2 = NULL;
+    char ep[256] = "";
+    CHECK(lsr_socket(z, ZMQ_ROUTER, NULL, "tcp://127.0.0.1:0", NULL, &r, ep) == LS_OK && ep[0]);
+    CHECK(lsr_socket(z, ZMQ_DEALER, "rank-3", NULL, ep, &d, NULL) == LS_OK);
+    char big[80];
+    memset(big, 'x', sizeof big - 1), big[sizeof big - 1] = '\0';
+    CHECK(lsr_socket(z, ZMQ_DEALER, big, NULL, ep, &d2, NULL) == LS_OK);
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "type", "beat");
+    cJSON_AddNumberToObject(j, "step", 17);
+    static const unsigned char blob[5] = {1, 0, 2, 0, 3};
+    CHECK(lsr_send(d, NULL, j, blob, sizeof blob) == LS_OK);
+    char from[64];
+    cJSON *got = NULL;
+    void *bin = NULL;
+    size_t bl = 0;
+    int rc = 0;
+    for (int i = 0; i < 200 && rc == 0; i++) { /* lsr_recv does not wait */
+        rc = lsr_recv(r, from, &got, &bin, &bl);
+        if (rc == 0) usleep(10000);
+    }
+    CHECK_MSG(rc == 1, "recv gave %d: %s", rc, ls_errmsg());
+    CHECK(!strcmp(from, "rank-3"));
+    CHECK(!strcmp(lsr_str(got, "type"), "beat") && !strcmp(lsr_str(got, "none"), ""));
+    CHECK_NEAR(lsr_num(got, "step", -1), 17, 0);
+    CHECK_NEAR(lsr_num(got, "none", -1), -1, 0);
+    CHECK_NEAR(lsr_num(got, "type", 2.5), 2.5, 0); /* a string is not a number */
+    CHECK(bl == sizeof blob && bin && !memcmp(bin, blob, sizeof blob));
+    cJSON_Delete(got), free(bin);
+    /* the router answers by identity; the dealer reads it without a sender frame */
+    CHECK(lsr_send(r, "rank-3", j, NULL, 0) == LS_OK);
+    rc = 0;
+    for (int i = 0; i < 200 && rc == 0; i++) {
+        rc = lsr_recv(d, NULL, &got, &bin, &bl);
+        if (rc == 0) usleep(10000);
+    }
+    CHECK(rc == 1 && got && lsr_num(got, "step", -1) == 17 && !bin && bl == 0);
+    cJSON_Delete(got);
+    /* no magic; then six frames; then a good message, which must come through whole */
+    zmq_send(d, "JSON{}", 6, 0);
+    for (int k = 0; k < 6; k++) zmq_send(d, "LSR1{\"k\":1}", 11, k < 5 ? ZMQ_SNDMORE : 0);
+    CHECK(lsr_send(d, NULL, j, NULL, 0) == LS_OK);
+    int seen[3] = {0, 0, 0}, good_from = 0;
+    for (int i = 0; i < 300 && seen[1] + seen[2] < 3; i++) {
+        got = NULL, bin = NULL;
+        rc = lsr_recv(r, from, &got, &bin, &bl);
+        if (rc == 0) {
+            usleep(10000);
+            continue;
+        }
+        if (rc < 0) {
+            seen[1]++;
+            CHECK_MSG(strstr(ls_errmsg(), "LSR1 magic") != NULL, "%s", ls_errmsg());
+        } else {
+            seen[2]++;
+            good_from += !strcmp(from, "rank-3");
+            CHECK(lsr_num(got, "k", 0) == 1 || lsr_num(got, "step", 0) == 17);
+        }
+        cJSON_Delete(got), free(bin);
+    }
+    CHECK_EQ_INT(seen[1], 1);
+    CHECK_EQ_INT(seen[2], 2); /* the six-frame message (its first JSON) and the good one */
+    CHECK_EQ_INT(good_from, 2);
+    /* a long identity: the message arrives, its sender is not copied */
+    CHECK(lsr_send(d2, NULL, j, NULL, 0) == LS_OK);
+    rc = 0;
+    strcpy(from, "unchanged");
+    for (int i = 0; i < 200 && rc == 0; i++) {
+        rc = lsr_recv(r, from, &got, NULL, NULL);
+        if (rc == 0) usleep(10000);
+    }
+    CHECK(rc == 1 && from[0] == '\0');
+    cJSON_Delete(got);
+    cJSON_Delete(j);
+    zmq_close(d), zmq_close(d2), zmq_close(r);
+    zmq_ctx_term(z);
+}
+
 /* The restart back-off: the first delay, doubling per failed restart, capped at 8 s. */
 static void test_backoff(void) {
     CHECK(ls_robust_backoff(0.5, 0) == 0);
@@ -569,6 +653,82 @@ static void test_status_page_key(void) {
     CHECK_MSG(ls_robust_opts_check(&o) == LS_OK, "keyed status page off loopback: %s", ls_errmsg());
 }
 
+/* Runs ls_sim_table with o (2 trials), returning what it printed (malloc'd) and its JSON. */
+static char *sim_table(ls_sim_table_opts *o, cJSON **json) {
+    static int k;
+    char path[64], *text = NULL;
+    size_t n = 0;
+    snprintf(path, sizeof path, "/tmp/llmsys-simtable-%d-%d.json", (int)getpid(), k++);
+    o->c.trials = 2;
+    o->out = path;
+    FILE *f = open_memstream(&text, &n);
+    CHECK(f != NULL);
+    if (!f) return NULL;
+    int rc = ls_sim_table(o, f);
+    fclose(f);
+    CHECK_MSG(rc == LS_OK, "%s", ls_errmsg());
+    *json = NULL;
+    if (rc == LS_OK) CHECK(ls_json_read_file(path, json) == LS_OK);
+    unlink(path);
+    return text;
+}
+
+static int same_policies(const cJSON *a, const cJSON *b) {
+    return a && b &&
+           cJSON_Compare(cJSON_GetObjectItemCaseSensitive(a, "policies"),
+                         cJSON_GetObjectItemCaseSensitive(b, "policies"), 1);
+}
+
+/* `llmsys sim robust` as a library call: the training state a catalog model or a parameter
+ * count makes (16 bytes per parameter), the llama3 preset as the settings it stands for, the
+ * failure rate from a count of interruptions, and the warm restart's default. */
+static void test_sim_table(void) {
+    ls_sim_table_opts o;
+    cJSON *a, *b;
+    /* Llama 3 70B (70.6 B parameters by its model card), untied embeddings, on the default
+     * 9,600 GPUs */
+    ls_sim_table_defaults(&o);
+    char *t = sim_table(&o, &a);
+    CHECK_MSG(t && strstr(t, "9600 GPUs (1200 machines)") && strstr(t, "state 1.13 TB (71B params x 16 B)"), "%s", t);
+    free(t), cJSON_Delete(a);
+    /* the preset: 16,384 GPUs, 54 days, 466 interruptions (4.21 per 1,000 machine-days at 8
+     * GPUs a machine), a 405 B model, 1 GB/s of storage per machine */
+    ls_sim_table_defaults(&o);
+    o.preset = "llama3";
+    t = sim_table(&o, &a);
+    CHECK_MSG(t && strstr(t, "state 6.48 TB (405B params x 16 B)"), "%s", t);
+    CHECK_NEAR(cJSON_GetObjectItemCaseSensitive(a, "fail_per_1000_node_days")->valuedouble,
+               466.0 / (16384 / 8 * 54) * 1000, 1e-12);
+    free(t);
+    ls_sim_table_defaults(&o);
+    o.c.gpus = 16384, o.c.days = 54, o.interruptions = 466, o.model = "405e9", o.c.disk_GBps = 1.0;
+    t = sim_table(&o, &b);
+    CHECK_MSG(same_policies(a, b), "the llama3 preset differs from its settings given one by one");
+    free(t), cJSON_Delete(a), cJSON_Delete(b);
+    /* a warm restart defaults to 1/10.9 of a cold requeue, and it matters to the standby policy */
+    ls_sim_table_defaults(&o);
+    o.policy = "standby";
+    t = sim_table(&o, &a);
+    free(t);
+    ls_sim_table_defaults(&o);
+    o.policy = "standby", o.c.warm_restart_s = o.c.requeue_s / 10.9;
+    t = sim_table(&o, &b);
+    CHECK(same_policies(a, b));
+    free(t), cJSON_Delete(b);
+    ls_sim_table_defaults(&o);
+    o.policy = "standby", o.c.warm_restart_s = o.c.requeue_s;
+    t = sim_table(&o, &b);
+    CHECK(!same_policies(a, b) && cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(b, "policies")) == 1);
+    free(t), cJSON_Delete(a), cJSON_Delete(b);
+    /* bad options name their flag; nothing is written */
+    ls_sim_table_defaults(&o);
+    o.policy = "cloud";
+    CHECK(ls_sim_table(&o, stderr) == LS_EINVAL && strstr(ls_errmsg(), "--policy"));
+    ls_sim_table_defaults(&o);
+    o.preset = "gpt4";
+    CHECK(ls_sim_table(&o, stderr) == LS_EINVAL && strstr(ls_errmsg(), "--preset"));
+}
+
 int main(void) {
     RUN(test_status_page_flood);
     RUN(test_status_page_key);
@@ -579,6 +739,8 @@ int main(void) {
     RUN(test_stack_grouping);
     RUN(test_plans);
     RUN(test_backoff);
+    RUN(test_wire);
     RUN(test_sim_hand_cases);
+    RUN(test_sim_table);
     return TEST_RESULT();
 }

@@ -4,6 +4,7 @@
  * serving; a stage killed mid-request fails that request clearly, is restarted and serves the
  * same tokens again (with --stage-restarts 0 it stays dead and shows in /health).
  * Every child is killed on the way out, even on failure. */
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -297,6 +298,54 @@ static void stage_death(const char *restarts) {
     server_stop_checked();
 }
 
+/* The load generator and the one-completion client (httpc.c) that the demo, the benchmarks
+ * and `plan validate` use: ls_http_complete returns the greedy tokens of a text prompt (its
+ * bytes after BOS) and ls_http_load sends every request, round robin over the prompts, with the tokens
+ * each returns counted and the time per output token averaged over requests. */
+static void test_load_generator(void) {
+    static const char *const text[3] = {"ab", "hello", "xyz!"};
+    int want[3][NNEW], want_n[3], total = 0;
+    ls_engine_opts o = ls_engine_defaults();
+    o.bits = BITS;
+    ls_engine *e;
+    CHECK(ls_engine_open(&e, ckpt, &o) == LS_OK);
+    for (int i = 0; i < 3; i++) {
+        int in[8] = {LS_TOK_BOS}, n = 1 + (int)strlen(text[i]); /* the server starts a text with BOS */
+        for (int k = 1; k < n; k++) in[k] = (unsigned char)text[i][k - 1];
+        CHECK(ls_engine_generate(e, in, n, NNEW, want[i], &want_n[i]) == LS_OK);
+        int got[NNEW];
+        char out[256];
+        for (int k = 0; k < NNEW; k++) got[k] = -1;
+        CHECK_MSG(ls_http_complete("127.0.0.1", port, text[i], NNEW, 30, out, sizeof out, got) == LS_OK, "%s",
+                  ls_errmsg());
+        int m = 0;
+        while (m < NNEW && got[m] >= 0) m++;
+        CHECK_MSG(m == want_n[i] && !memcmp(got, want[i], sizeof(int) * (size_t)m), "prompt '%s': %d tokens, want %d",
+                  text[i], m, want_n[i]);
+    }
+    ls_engine_free(e);
+    /* 7 requests from 3 clients: 3, 2 and 2, client c's k-th on prompt (c + k) % 3 */
+    for (int c = 0; c < 3; c++)
+        for (int k = 0; k < 7 / 3 + (c < 7 % 3); k++) total += want_n[(c + k) % 3];
+    ls_load_result r;
+    CHECK_MSG(ls_http_load("127.0.0.1", port, text, 3, 3, 7, NNEW, &r) == LS_OK, "%s", ls_errmsg());
+    CHECK_EQ_INT(r.ok, 7);
+    CHECK_EQ_INT(r.failed, 0);
+    CHECK_EQ_INT(r.tokens, total);
+    CHECK(r.seconds > 0 && fabs(r.tokens_per_s - total / r.seconds) <= 1e-9 * r.tokens_per_s);
+    /* each request's latency over its own tokens: between the mean latency over the most and
+     * over the fewest tokens a request gets */
+    int lo = NNEW, hi = 1;
+    for (int i = 0; i < 3; i++) lo = want_n[i] < lo ? want_n[i] : lo, hi = want_n[i] > hi ? want_n[i] : hi;
+    CHECK_MSG(lo > 0 && r.mean_tpot_s >= r.mean_latency_s / hi * (1 - 1e-9) &&
+                  r.mean_tpot_s <= r.mean_latency_s / lo * (1 + 1e-9),
+              "time per token %.6f s, mean latency %.6f s, %d to %d tokens", r.mean_tpot_s, r.mean_latency_s, lo, hi);
+    /* fewer requests than clients is refused; a dead port fails every request */
+    CHECK(ls_http_load("127.0.0.1", port, text, 3, 4, 3, NNEW, &r) == LS_EINVAL);
+    CHECK(ls_http_load("127.0.0.1", 1, text, 3, 2, 2, NNEW, &r) == LS_EPEER && r.ok == 0 && r.failed == 2 &&
+          strstr(ls_errmsg(), "2 of 2 requests failed"));
+}
+
 static void test_stage_death(void) { stage_death(NULL); }
 static void test_stage_death_no_restart(void) { stage_death("0"); }
 
@@ -338,6 +387,7 @@ int main(int argc, char **argv) {
     RUN(test_identical_greedy);
     RUN(test_context_end);
     RUN(test_bad_requests);
+    RUN(test_load_generator);
     server_stop_checked();
     RUN(test_stage_death);
     RUN(test_stage_death_no_restart);

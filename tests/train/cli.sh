@@ -112,4 +112,17 @@ expect_out 2 "$o" "--temperature must be" -- "$BIN" generate --model "$T/a.st" -
 expect_out 2 "$o" "--tokens must be" -- "$BIN" generate --model "$T/a.st" --tokens 0
 expect_out 2 "$o" "binary.dat" -- "$BIN" generate --model "$T/binary.dat"
 
+# LLMSYS_LOG: the info line a run starts with is shown by default and at debug, hidden at warn
+# (in any case) and above
+for lv in "" debug warn WARN error off; do
+  LLMSYS_LOG=$lv "$BIN" train --config tiny --data "$T/corpus.txt" --steps 1 --batch 2 --seq 16 \
+    --out "$T/log.st" > /dev/null 2> "$T/log.err" || fail "LLMSYS_LOG=$lv: train failed"
+  n=$(grep -c '^\[llmsys \(info\|debug\|warn\|error\)' "$T/log.err")
+  case "$lv" in
+    "") grep -q '^\[llmsys info\] train: ' "$T/log.err" || fail "LLMSYS_LOG unset: no info line" ;;
+    debug) grep -q '^\[llmsys info\] train: ' "$T/log.err" || fail "LLMSYS_LOG=debug: no info line" ;;
+    *) [ "$n" -eq 0 ] || fail "LLMSYS_LOG=$lv: $n log lines: $(head -2 "$T/log.err")" ;;
+  esac
+done
+
 finish train.cli
