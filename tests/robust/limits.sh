@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # limits.sh - `llmsys robust run` at its limits: standbys exhausted by two node faults (and
-# waited for with --repair), the restart bound with its back-off, a SIGKILLed agent, SIGTERM to
+# waited for with --repair), the restart bound with its back-off, a SIGKILLed agent (and one
+# whose node's only other copy of the state is the standby's replica), SIGTERM to
 # the controller, a step report of an earlier launch (forged: limits.sh BIN FORGE_STEP),
 # malformed plans and flags.
 # Tiny model, 1 rank per node, few steps; every run under `timeout`, every process ours killed.
@@ -198,6 +199,35 @@ lost = [e["detail"] for e in a["timeline"] if "silent" in e["detail"] and "node 
 assert not lost and a["node_states"] == ["evicted", "active", "active"], "%s, node states %s" % (lost, a["node_states"])
 la, lr = a["losses"], ref["losses"]
 assert len(la) == 100 and la == lr, "losses differ from the uninterrupted run: %d vs %d steps, first difference at index %s; recomputed mismatches %s" % (len(la), len(lr), next((i for i, (x, y) in enumerate(zip(la, lr)) if x != y), None), a.get("recomputed_loss_mismatches"))
+EOF
+
+# 3b. a node's own snapshots lost with it: 1 node x 2 ranks and 1 standby, a snapshot in memory
+#    every step and no disk checkpoints. The agent of node 0 is SIGKILLed (its ranks go with
+#    it); the only state left is the replica node 0 sent the standby, so the job must resume
+#    on the standby from memory at a step past 0 (not from scratch), with the losses of the
+#    uninterrupted run (the same 2 ranks as case 3's reference).
+PORT=$(freeport)
+t0=$SECONDS
+timeout 240 "$BIN" robust run --nodes 1 --ranks-per-node 2 --standby 1 --status-port "$PORT" \
+  --inject "$T/a.plan" --slow-window 0 --ckpt-every 1 --disk-every 0 --ckpt-dir "$T/repck" --report "$T/rep.json" -- llmsys train "${TA[@]}" --steps 100 --out "$T/rep.st" > /dev/null 2> "$T/rep.err" &
+apid=$!
+if wait_step "$PORT" 3; then
+  cpid=$(pgrep -P $apid -f 'robust run')
+  ag=$(pgrep -P "$cpid" -f 'robust agent --id 0 ')
+  [ -n "$ag" ] && kill -9 "$ag" || fail "replica: agent of node 0 not found"
+else
+  fail "replica: the job never reached step 3"
+fi
+reap $apid replica 0 "$T/rep.err"
+python3 - "$T/rep.json" "$T/ref.json" << 'EOF' || { fail "replica: report check"; cat "$T/rep.err"; }
+import json, sys
+a, ref = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+f = [x for x in a["faults"] if x["kind"] == "agent"]
+assert a["completed"], "not completed"
+assert len(f) == 1 and f[0]["node"] == 0 and f[0]["promoted_node"] == 1, "no agent fault on node 0 with node 1 promoted: %s" % a["faults"]
+assert f[0]["resumed_from"] == "memory" and f[0]["resumed_step"] >= 3, "resumed from %s at step %s, not from the standby's replica" % (f[0].get("resumed_from"), f[0].get("resumed_step"))
+assert a["node_states"] == ["evicted", "active"], "node states %s" % a["node_states"]
+assert a["losses"] == ref["losses"], "losses differ from the uninterrupted run"
 EOF
 
 # 4. SIGTERM to the controller (Ctrl-C alike): the job stopped, exit 1, one diagnosis line,
