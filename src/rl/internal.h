@@ -108,6 +108,10 @@ typedef struct {
 
 char *rl_config_to_json(const rl_config *c);
 int rl_config_from_json(const char *s, size_t n, rl_config *c);
+/* LS_OK for a model RL can run: tasks, prompts and rewards are bytes, so its vocabulary must be
+ * bytes too (a BPE model would read its prompts as byte tokens and have its merged tokens
+ * scored as no text); else LS_EINVAL naming what (a file or "model"). */
+int rl_model_check(const ls_model_config *mc, const char *what);
 
 /* What an rl command read at its start-up (rl.h). */
 struct ls_rl_inputs {

@@ -302,6 +302,14 @@ char *rl_config_to_json(const rl_config *c) {
     return s;
 }
 
+int rl_model_check(const ls_model_config *mc, const char *what) {
+    if (mc->vocab == LS_VOCAB) return LS_OK;
+    return ls_err(LS_EINVAL,
+                  "%s: a model of %d tokens (a BPE vocabulary); RL tasks, prompts and rewards are bytes: give a "
+                  "byte-level model (%d tokens)",
+                  what, mc->vocab, LS_VOCAB);
+}
+
 int rl_config_from_json(const char *s, size_t n, rl_config *c) {
     cJSON *j;
     LS_TRY(ls_json_parse(s, n, "rl config", &j));
@@ -339,6 +347,7 @@ int rl_config_from_json(const char *s, size_t n, rl_config *c) {
     const cJSON *mj = cJSON_GetObjectItemCaseSensitive(j, "model");
     char *ms = rc == LS_OK && mj ? cJSON_PrintUnformatted(mj) : NULL;
     if (rc == LS_OK && mj) rc = ms ? ls_model_config_from_json(ms, &c->model) : ls_err(LS_ENOMEM, "out of memory");
+    if (rc == LS_OK && mj) rc = rl_model_check(&c->model, "\"model\"");
     free(ms);
     cJSON_Delete(j);
     if (rc) return ls_err_wrap(LS_EINVAL, "rl config");

@@ -59,7 +59,7 @@ static int ckpt_model(const char *path, ls_model_config *mc) {
     ls_st_file *f;
     LS_TRY(ls_ckpt_open(path, &f, mc));
     ls_st_close(f);
-    return LS_OK;
+    return rl_model_check(mc, path);
 }
 
 static int worker_check(const ls_rl_worker_opts *o, ls_rl_inputs *in) {

@@ -69,6 +69,17 @@ else
     fail "manager (model mismatch) did not start: $(cat "$T/mm.log")"
 fi
 kill $mm 2> /dev/null
+# RL tasks, prompts and rewards are bytes: a BPE model is refused as --init and as a config's model
+"$BIN" tokenizer train --input "$T/t.jsonl" --vocab-size 300 --out "$T/tok.json" > /dev/null 2>&1 || fail "tokenizer train"
+"$BIN" train --config tiny --tokenizer "$T/tok.json" --data "$T/t.jsonl" --steps 1 --batch 2 --seq 16 \
+    --out "$T/bpe.safetensors" > /dev/null 2>&1 || fail "train a BPE model"
+expect 2 "a BPE --init" -- "$BIN" rl run --tasks "$T/t.jsonl" --init "$T/bpe.safetensors" --workdir "$T/wb" --quiet
+grep -q "bpe.safetensors: a model of 300 tokens (a BPE vocabulary)" "$T/err" || fail "BPE --init message: $(cat "$T/err")"
+[ -e "$T/wb" ] && fail "a refused BPE --init left its workdir"
+python3 -c "import json,sys; c=json.load(open(sys.argv[1])); c['model']['vocab'] = 300; json.dump(c, open(sys.argv[2], 'w'))" \
+    "$T/ar/config.json" "$T/mb.cfg"
+expect 2 "a config naming a BPE model" -- timeout 20 "$BIN" rl worker --role manager --config "$T/mb.cfg" --port-file "$T/mb.ep"
+grep -q '"model": a model of 300 tokens' "$T/err" || fail "BPE config message: $(cat "$T/err")"
 # Laminar-style with a waiting queue (a rollout batch of 2 x max-seqs): a running rollout takes new
 # groups into the slots its finished trajectories free; with the default batch (max-seqs) it never does
 for rb in 0 8; do # 0: not given (the default, max-seqs)
