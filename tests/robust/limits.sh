@@ -173,19 +173,26 @@ n=$(ls "$T/rck"/ckpt-*.safetensors 2> /dev/null | tail -1)
 echo '{"faults": [{"kind": "slow", "step": 1, "rank": 1, "share": 0.05}]}' > "$T/a.plan"
 timeout 180 mpirun -q -np 2 "${root[@]}" --oversubscribe --bind-to none "$BIN" train "${TA[@]}" --steps 100 \
   --out "$T/ref.st" --report "$T/ref.json" > /dev/null 2> "$T/ref.err" || { fail "reference run"; cat "$T/ref.err"; }
-PORT=$(freeport)
-t0=$SECONDS
-timeout 240 "$BIN" robust run --nodes 2 --ranks-per-node 1 --standby 1 --status-port "$PORT" \
-  --inject "$T/a.plan" --slow-window 0 --ckpt-every 0 --disk-every 1 --ckpt-dir "$T/ack" --report "$T/a.json" -- llmsys train "${TA[@]}" --steps 100 --out "$T/a.st" > /dev/null 2> "$T/a.err" &
-apid=$!
-if wait_step "$PORT" 2; then
-  cpid=$(pgrep -P $apid -f 'robust run')
-  ag=$(pgrep -P "$cpid" -f 'robust agent --id 0 ')
-  [ -n "$ag" ] && kill -9 "$ag" || fail "agent: agent of node 0 not found"
-else
-  fail "agent: the job never reached step 2"
-fi
-reap $apid agent 0 "$T/a.err"
+# kill_agent NAME STEP ERRFILE -- ROBUST-RUN-ARGS...: the job in the background with a status
+# page; once it has reported STEP, the agent of node 0 is SIGKILLed; the job must exit 0
+kill_agent() {
+  local name=$1 step=$2 err=$3 apid cpid ag
+  shift 4
+  PORT=$(freeport)
+  t0=$SECONDS
+  timeout 240 "$BIN" robust run --status-port "$PORT" "$@" > /dev/null 2> "$err" &
+  apid=$!
+  if wait_step "$PORT" "$step"; then
+    cpid=$(pgrep -P $apid -f 'robust run')
+    ag=$(pgrep -P "$cpid" -f 'robust agent --id 0 ')
+    [ -n "$ag" ] && kill -9 "$ag" || fail "$name: agent of node 0 not found"
+  else
+    fail "$name: the job never reached step $step"
+  fi
+  reap $apid "$name" 0 "$err"
+}
+kill_agent agent 2 "$T/a.err" -- --nodes 2 --ranks-per-node 1 --standby 1 --inject "$T/a.plan" --slow-window 0 \
+  --ckpt-every 0 --disk-every 1 --ckpt-dir "$T/ack" --report "$T/a.json" -- llmsys train "${TA[@]}" --steps 100 --out "$T/a.st"
 python3 - "$T/a.json" "$T/ref.json" << 'EOF' || { fail "agent: report check"; cat "$T/a.err"; }
 import json, sys
 a, ref = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
@@ -206,19 +213,8 @@ EOF
 #    it); the only state left is the replica node 0 sent the standby, so the job must resume
 #    on the standby from memory at a step past 0 (not from scratch), with the losses of the
 #    uninterrupted run (the same 2 ranks as case 3's reference).
-PORT=$(freeport)
-t0=$SECONDS
-timeout 240 "$BIN" robust run --nodes 1 --ranks-per-node 2 --standby 1 --status-port "$PORT" \
-  --inject "$T/a.plan" --slow-window 0 --ckpt-every 1 --disk-every 0 --ckpt-dir "$T/repck" --report "$T/rep.json" -- llmsys train "${TA[@]}" --steps 100 --out "$T/rep.st" > /dev/null 2> "$T/rep.err" &
-apid=$!
-if wait_step "$PORT" 3; then
-  cpid=$(pgrep -P $apid -f 'robust run')
-  ag=$(pgrep -P "$cpid" -f 'robust agent --id 0 ')
-  [ -n "$ag" ] && kill -9 "$ag" || fail "replica: agent of node 0 not found"
-else
-  fail "replica: the job never reached step 3"
-fi
-reap $apid replica 0 "$T/rep.err"
+kill_agent replica 3 "$T/rep.err" -- --nodes 1 --ranks-per-node 2 --standby 1 --inject "$T/a.plan" --slow-window 0 \
+  --ckpt-every 1 --disk-every 0 --ckpt-dir "$T/repck" --report "$T/rep.json" -- llmsys train "${TA[@]}" --steps 100 --out "$T/rep.st"
 python3 - "$T/rep.json" "$T/ref.json" << 'EOF' || { fail "replica: report check"; cat "$T/rep.err"; }
 import json, sys
 a, ref = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
