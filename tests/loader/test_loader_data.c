@@ -434,6 +434,95 @@ static void test_batch_layout(void) {
     ls_loader_mix_free(&mix);
 }
 
+/* A hand-made batch of 2 rows x 8 (two documents in row 0, one in row 1, 2 micro-batches): its
+ * wire form decodes, and each inconsistency a peer could send is refused. */
+typedef struct {
+    int32_t tok[16], doc[16], pos[16], micro[2];
+    ls_loader_seg seg[3];
+    uint8_t state[4];
+    ls_loader_batch b;
+} hand_batch;
+
+static void hand_make(hand_batch *h) {
+    memset(h, 0, sizeof *h);
+    static const ls_loader_seg segs[3] = {{0, 0, 0, 5, 0, 1, 0}, {1, 0, 5, 3, 0, 2, 0}, {0, 1, 0, 4, 0, 3, 0}};
+    memcpy(h->seg, segs, sizeof segs);
+    for (int i = 0; i < 16; i++) {
+        int row = i / 8, col = i % 8, in = row == 0 || col < 4;
+        h->tok[i] = in ? 'a' + i : LS_TOK_PAD;
+        h->doc[i] = in ? (row == 0 && col >= 5) : -1;
+        h->pos[i] = in ? col : -1;
+    }
+    h->micro[1] = 1;
+    h->b = (ls_loader_batch){.step = 3,
+                             .rank = 1,
+                             .n_ranks = 2,
+                             .n_ctx = 8,
+                             .n_rows = 2,
+                             .micro_batches = 2,
+                             .tokens = h->tok,
+                             .doc_ids = h->doc,
+                             .row_micro = h->micro,
+                             .n_segs = 3,
+                             .segs = h->seg,
+                             .cost = 1.5,
+                             .n_tokens = 12,
+                             .state = h->state,
+                             .state_len = sizeof h->state};
+}
+
+/* Decodes h's encoding (after edit, when not NULL, on the bytes); LS_OK or the error, its message
+ * checked for needle. */
+static int hand_decode(const hand_batch *h, void (*edit)(uint8_t *, size_t, size_t), const char *needle) {
+    uint8_t *enc;
+    size_t len;
+    CHECK_EQ_INT(ls_loader_batch_encode(&h->b, &enc, &len), 0);
+    /* the header's size: what the arrays after it leave */
+    size_t cells = 16,
+           hdr = len - (cells * 2 + 2 * 4 + 3 * 28 + sizeof h->state) - (h->b.positions ? 8 + cells * 8 : 0);
+    if (edit) edit(enc, len, hdr);
+    ls_loader_batch d;
+    int rc = ls_loader_batch_decode(enc, len, &d);
+    if (rc == LS_OK) {
+        CHECK(!memcmp(d.tokens, h->tok, sizeof h->tok) && !memcmp(d.row_micro, h->micro, sizeof h->micro));
+        if (h->b.positions) CHECK(!memcmp(d.positions, h->pos, sizeof h->pos));
+        ls_loader_batch_free(&d);
+    } else {
+        CHECK_MSG(strstr(ls_errmsg(), needle) != NULL, "message '%s' lacks '%s'", ls_errmsg(), needle);
+    }
+    free(enc);
+    return rc;
+}
+
+static void token_300(uint8_t *enc, size_t len, size_t hdr) {
+    (void)len;
+    uint16_t t = 300;
+    memcpy(enc + hdr, &t, 2);
+}
+
+static void test_batch_refusals(void) {
+    hand_batch h;
+    hand_make(&h);
+    CHECK_EQ_INT(hand_decode(&h, NULL, ""), LS_OK);
+    /* a token of a BPE vocabulary in a batch not marked so (the mark comes from the tokens) */
+    CHECK_EQ_INT(hand_decode(&h, token_300, "token 300 out of range"), LS_EFORMAT);
+    h.tok[0] = 300;
+    CHECK_EQ_INT(hand_decode(&h, NULL, ""), LS_OK);
+    /* a gap between a row's segments; a row in a micro-batch past the count */
+    hand_make(&h);
+    h.seg[1].col = 6, h.seg[1].len = 2;
+    CHECK_EQ_INT(hand_decode(&h, NULL, "segment 1 out of place"), LS_EFORMAT);
+    hand_make(&h);
+    h.micro[1] = 2;
+    CHECK_EQ_INT(hand_decode(&h, NULL, "micro-batch 2 of 2"), LS_EFORMAT);
+    /* a CP shard: its positions travel; its real tokens must be the header's count */
+    hand_make(&h);
+    h.b.positions = h.pos, h.b.cp_rank = 1, h.b.cp_size = 2;
+    CHECK_EQ_INT(hand_decode(&h, NULL, ""), LS_OK);
+    h.b.n_tokens = 11;
+    CHECK_EQ_INT(hand_decode(&h, NULL, "token count mismatch"), LS_EFORMAT);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/llmsys-loader-test-%d", (int)getpid());
     CHECK_EQ_INT(ls_mkdirs(dir), 0);
@@ -446,6 +535,7 @@ int main(void) {
     RUN(test_mixing_and_resume);
     RUN(test_epochs);
     RUN(test_batch_layout);
+    RUN(test_batch_refusals);
     if (test_rmtree(dir)) fprintf(stderr, "could not remove %s\n", dir);
     return TEST_RESULT();
 }

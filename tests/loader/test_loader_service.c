@@ -264,6 +264,20 @@ static void test_journal_resume(void) {
     ls_loader_mix_free(&mix);
 }
 
+/* Parses MIX into mix and starts a fresh server, its endpoint into ep; 0 (mix freed) when it
+ * did not start. */
+static int serve_mix(ls_loader_mix *mix, char ep[64]) {
+    CHECK_EQ_INT(ls_loader_mix_parse(MIX, dir, mix), 0);
+    int port = start_server(mix, NULL, 0);
+    CHECK(port > 0);
+    if (port <= 0) {
+        ls_loader_mix_free(mix);
+        return 0;
+    }
+    snprintf(ep, 64, "tcp://127.0.0.1:%d", port);
+    return 1;
+}
+
 /* The trainer's batch source on the service (trainsrc.c): rank 0's rows of a step as the
  * service sends them, padded to the trainer's sequence length and batch rows; each target the
  * next token of the same packed document (none across a document boundary, on padding or at
@@ -271,15 +285,8 @@ static void test_journal_resume(void) {
  * match the service. */
 static void test_batch_source(void) {
     ls_loader_mix mix;
-    CHECK_EQ_INT(ls_loader_mix_parse(MIX, dir, &mix), 0);
-    int port = start_server(&mix, NULL, 0);
-    CHECK(port > 0);
-    if (port <= 0) {
-        ls_loader_mix_free(&mix);
-        return;
-    }
     char ep[64];
-    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
+    if (!serve_mix(&mix, ep)) return;
     ls_batch_source *src = NULL;
     CHECK_MSG(ls_loader_batch_source(&src, ep, 0, R, NULL, 5000) == LS_OK, "%s", ls_errmsg());
     ls_loader_client *c;
@@ -337,6 +344,44 @@ static void test_batch_source(void) {
     ls_loader_mix_free(&mix);
 }
 
+/* The window (prefetch 2 + history 2 = 4 steps): a step leaves it only once every rank has it,
+ * a rank at least a window ahead of the slowest is refused at once (not parked), and a weight
+ * change without a step applies from the next step the service builds. */
+static void test_window(void) {
+    ls_loader_mix mix;
+    char ep[64];
+    if (!serve_mix(&mix, ep)) return;
+    ls_loader_client *c[R];
+    for (int r = 0; r < R; r++) CHECK_EQ_INT(ls_loader_client_open(&c[r], ep, r, 2000, 0), 0);
+    ls_loader_batch b;
+    for (int s = 0; s < 4; s++) { /* rank 0 alone through a whole window */
+        CHECK_EQ_INT(ls_loader_client_batch(c[0], s, &b), 0);
+        CHECK(batch_hash(&b) == ref[s][0]);
+        ls_loader_batch_free(&b);
+    }
+    double t0 = ls_now();
+    CHECK(ls_loader_client_batch(c[0], 4, &b) == LS_ERANGE && strstr(ls_errmsg(), "too far ahead"));
+    CHECK_MSG(ls_now() - t0 < 1.5, "refused after %.2f s", ls_now() - t0);
+    /* {"weights": null} (the schedule, unchanged) from the next step built: past the 4 built */
+    char *reply = NULL;
+    CHECK_EQ_INT(ls_loader_client_control(c[0], "{\"weights\": null}", &reply), 0);
+    const char *f = reply ? strstr(reply, "\"from_step\":") : NULL;
+    CHECK_MSG(f && atoi(f + 12) >= 4, "reply %s", reply ? reply : "(none)");
+    free(reply);
+    /* the others still get step 0, the same batch; then the window slides and rank 0 goes on */
+    for (int r = 1; r < R; r++) {
+        CHECK_EQ_INT(ls_loader_client_batch(c[r], 0, &b), 0);
+        CHECK(batch_hash(&b) == ref[0][r]);
+        ls_loader_batch_free(&b);
+    }
+    CHECK_EQ_INT(ls_loader_client_batch(c[0], 4, &b), 0);
+    CHECK(batch_hash(&b) == ref[4][0]);
+    ls_loader_batch_free(&b);
+    for (int r = 0; r < R; r++) ls_loader_client_close(c[r]);
+    kill_child();
+    ls_loader_mix_free(&mix);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/llmsys-loader-svc-%d", (int)getpid());
     CHECK_EQ_INT(ls_mkdirs(dir), 0);
@@ -348,6 +393,8 @@ int main(void) {
     RUN(test_journal_resume);
     kill_child();
     RUN(test_batch_source);
+    kill_child();
+    RUN(test_window);
     kill_child();
     if (test_rmtree(dir)) fprintf(stderr, "could not remove %s\n", dir);
     return TEST_RESULT();
