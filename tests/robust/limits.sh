@@ -79,7 +79,11 @@ fi
 #     node evicted at the first is back from repair, even under ASan): the second finds no
 #     standby; the controller waits for that node (one "wait" event, then its "repair", then it
 #     takes the free slot) and the job completes: exit 0, the final --out at step 40
+#     The checkpoint directory holds a checkpoint of a later step from an earlier run: the
+#     job's own disk checkpoints (every 10 steps, --keep 2) are pruned to steps 30 and 40, and
+#     that file is neither taken nor counted among them.
 echo '{"faults": [{"kind": "crash", "step": 4, "rank": 0}, {"kind": "crash", "step": 10, "rank": 1}]}' > "$T/r.plan"
+mkdir -p "$T/rck" && echo "an earlier run's" > "$T/rck/ckpt-00000999.safetensors"
 t0=$SECONDS
 timeout 60 "$BIN" robust run --quiet --nodes 2 --ranks-per-node 1 --standby 1 --repair 6 --inject "$T/r.plan" \
   --ckpt-dir "$T/rck" --report "$T/r.json" -- llmsys train "${TA[@]}" --steps 40 --out "$T/r.st" \
@@ -87,6 +91,10 @@ timeout 60 "$BIN" robust run --quiet --nodes 2 --ranks-per-node 1 --standby 1 --
 rc=$?
 echo "repair wait: exit $rc in $((SECONDS - t0)) s"
 [ $rc -eq 0 ] || { fail "repair wait: exit $rc, expected 0"; cat "$T/r.err"; }
+kept=$(cd "$T/rck" && echo ckpt-*.safetensors)
+[ "$kept" = "ckpt-00000030.safetensors ckpt-00000040.safetensors ckpt-00000999.safetensors" ] ||
+  fail "repair wait: checkpoints kept: $kept"
+rm -f "$T/rck/ckpt-00000999.safetensors"
 grep -q 'standbys exhausted' "$T/r.err" && fail "repair wait: stopped for want of a standby"
 [ "$(ckpt_step "$T/r.st" 2> /dev/null)" = 40 ] || fail "repair wait: final --out is not at step 40"
 python3 - "$T/r.json" << 'PY' || fail "repair wait: report's timeline (above) is not wait for node N -> its repair -> it takes a slot"
@@ -131,7 +139,7 @@ SN=120
 PORT=$(freeport)
 t0=$SECONDS
 timeout 90 "$BIN" robust run --nodes 1 --ranks-per-node 1 --standby 4 --max-restarts 3 --no-prestart \
-  --status-port "$PORT" --ckpt-dir "$T/rck" --report "$T/r.json" \
+  --status-port "$PORT" --ckpt-dir "$T/bck" --report "$T/r.json" \
   -- llmsys train "${TA[@]}" --data "$T/corpus2.txt" --steps 100000 --out "$T/r.st" > /dev/null 2> "$T/r.err" &
 rpid=$!
 cp "$T/corpus.txt" "$T/corpus2.txt"
@@ -159,8 +167,9 @@ for i, e in enumerate(tl):
         if not nxt or nxt[0]["t"] - e["t"] < float(e["detail"].split()[0]) - 0.01: ok = False
 print(" ".join("%g" % x for x in b), "ok" if ok else "BAD")' "$T/r.json" 2>&1)
 [ "$bo" = "0.5 1 ok" ] || fail "restarts: back-off delays '$bo', expected '0.5 1 ok'"
-n=$(ls "$T/rck"/ckpt-*.safetensors 2> /dev/null | tail -1)
-[ -n "$n" ] && [ "$(ckpt_step "$n")" -ge 3 ] || { fail "restarts: no last good checkpoint (step >= 3) on disk"; ls "$T/rck"; }
+# (its own directory: case 1b's checkpoints of steps 30 and 40 would pass this check by themselves)
+n=$(ls "$T/bck"/ckpt-*.safetensors 2> /dev/null | tail -1)
+[ -n "$n" ] && [ "$(ckpt_step "$n")" -ge 3 ] || { fail "restarts: no last good checkpoint (step >= 3) on disk"; ls "$T/bck"; }
 
 # 3. a SIGKILLed agent: silent for 3 s -> its node is lost, evicted, the standby promoted,
 #    the job resumed and completed with the losses of an uninterrupted run. Rank 1 runs at 5%

@@ -440,6 +440,13 @@ static void test_wire(void) {
     cJSON_Delete(j);
     zmq_close(d), zmq_close(d2), zmq_close(r);
     zmq_ctx_term(z);
+    /* a rank's agent list (--robust-agent) must split the ranks evenly, and name each agent */
+    ls_robust_client *c = NULL;
+    CHECK(ls_robust_client_open(&c, "tcp://127.0.0.1:1,tcp://127.0.0.1:2", 0, 3) == LS_EINVAL &&
+          strstr(ls_errmsg(), "2 endpoint(s) do not split 3 ranks evenly") && !c);
+    CHECK(ls_robust_client_open(&c, "tcp://127.0.0.1:1,,tcp://127.0.0.1:2", 0, 2) == LS_EINVAL &&
+          strstr(ls_errmsg(), "bad endpoint list") && !c);
+    CHECK(ls_robust_client_open(&c, "", 0, 2) == LS_EINVAL && !c);
 }
 
 /* The restart back-off: the first delay, doubling per failed restart, capped at 8 s. */
