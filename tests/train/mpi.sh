@@ -5,6 +5,7 @@
 . "$(dirname "$0")/../lib.sh" "$1"
 CMP=$2
 MASK=$3
+AGREE=$4
 if ! command -v mpirun > /dev/null; then echo "mpirun not found (openmpi-bin)"; exit 1; fi
 
 corpus "$T/corpus.txt" 1500
@@ -36,6 +37,9 @@ l2=$(tr -d ' \n\t' < "$T/two.json" | grep -o '"final_loss":[0-9.]*' | cut -c14-1
 timeout 60 "$MASK" "$T/m1.st" > /dev/null 2> "$T/err" || { fail "mask, 1 rank"; cat "$T/err"; }
 timeout 60 mpirun -q -np 2 "${root[@]}" --oversubscribe --bind-to none "$MASK" "$T/m2.st" > /dev/null 2> "$T/err" || { fail "mask, 2 ranks"; cat "$T/err"; }
 "$CMP" "$T/m1.st" "$T/m2.st" "$TOL" || fail "masked targets: 1 rank vs 2 ranks"
+
+# a failure on one rank reaches the other as the peer's, naming the rank that failed first
+timeout 30 mpirun -q -np 2 "${root[@]}" --oversubscribe --bind-to none "$AGREE" > /dev/null 2> "$T/err" || { fail "agree"; cat "$T/err"; }
 
 # a resumed 2-rank run ends where the uninterrupted 2-rank run did
 timeout 60 "$BIN" "${args[@]}" --ranks 2 --stop-at 3 --out "$T/half.st" > /dev/null 2>&1 || fail "2 ranks, stop at 3"
