@@ -262,6 +262,52 @@ static void test_never_worse_than_baselines(void) {
     ls_plan_names_free(names, n);
 }
 
+/* The baselines' own rules on llmpq-2 (3 T4s, then a V100; 48 layers; batch 30): one
+ * micro-batch of ceil(30 / 4) = 8 for both phases; uniform splits the layers evenly at one
+ * width, the highest that fits, whatever the quality target; AdaBits splits them in
+ * proportion to each device's usable memory, rounded to the nearest layer. */
+static void test_baselines(void) {
+    ls_plan_cluster *cl;
+    ls_plan_arch a;
+    CHECK(ls_plan_cluster_load(cat, "llmpq-2", &cl) == LS_OK);
+    CHECK(ls_plan_catalog_model(cat, "opt-30b", &a) == LS_OK);
+    ls_plan_problem *pb = malloc(sizeof *pb);
+    ls_plan_result *pl = malloc(sizeof *pl);
+    CHECK(ls_plan_problem_init(pb, &a, cl, (ls_plan_workload){30, 512, 100}) == LS_OK);
+    CHECK_EQ_INT(cl->n_dev, 4);
+    pb->qmax = 0; /* no plan below 16 bits meets it, and 16 bits do not fit */
+    CHECK_EQ_INT(ls_plan_solve(pb, LS_PLAN_ALGO_SPLITQUANT, pl), LS_EINFEASIBLE);
+    CHECK_MSG(ls_plan_solve(pb, LS_PLAN_ALGO_UNIFORM, pl) == LS_OK, "%s", ls_errmsg());
+    CHECK(pl->n_stage == 4 && pl->mb_prefill == 8 && pl->mb_decode == 8);
+    for (int j = 0; j <= 4; j++) CHECK_EQ_INT(pl->begin[j], 12 * j);
+    for (int i = 1; i < 48; i++) CHECK_EQ_INT(pl->bits[i], pl->bits[0]);
+    int uni = pl->bits[0];
+    CHECK(uni == 3 || uni == 4 || uni == 8);
+    fprintf(stderr, "  uniform: %d bits\n", uni);
+    /* the next width up does not fit the even split */
+    ls_plan_result *up = malloc(sizeof *up);
+    *up = *pl;
+    static const int next_width[17] = {[3] = 4, [4] = 8, [8] = 16};
+    for (int i = 0; i < 48; i++) up->bits[i] = (unsigned char)next_width[uni];
+    ls_plan_problem q = *pb;
+    q.qmax = INFINITY;
+    CHECK_EQ_INT(ls_plan_evaluate(&q, up), LS_EINFEASIBLE);
+    free(up);
+    pb->qmax = INFINITY;
+    CHECK_MSG(ls_plan_solve(pb, LS_PLAN_ALGO_ADABITS, pl) == LS_OK, "%s", ls_errmsg());
+    CHECK(pl->n_stage == 4 && pl->mb_prefill == 8 && pl->mb_decode == 8);
+    double tot = 0, acc = 0;
+    for (int j = 0; j < 4; j++) tot += cl->dev[j].usable_bytes;
+    for (int j = 0; j < 4; j++) {
+        acc += cl->dev[j].usable_bytes;
+        int want = j == 3 ? 48 : (int)lround(48 * acc / tot);
+        CHECK_MSG(pl->begin[j + 1] == want, "AdaBits stage %d ends at %d, want %d", j, pl->begin[j + 1], want);
+    }
+    free(pb);
+    free(pl);
+    ls_plan_cluster_free(cl);
+}
+
 /* llmpq-3 (OPT-30B on 3xP100 + V100): a hand-built plan of the kind the exact ILP proves
  * optimal there -- 30/6/6/6 layers, three layers of the V100 stage at 3 bits so that two
  * P100 stages can run 8 bits, micro-batches 1/8 -- and splitquant must come within 0.5% of
@@ -1209,6 +1255,7 @@ int main(void) {
     RUN(test_stage_memory);
     RUN(test_plans_valid);
     RUN(test_never_worse_than_baselines);
+    RUN(test_baselines);
     RUN(test_llmpq3_near_ilp);
     RUN(test_agree_brute_force);
     RUN(test_dp_quality_brute);
