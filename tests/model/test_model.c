@@ -4,6 +4,7 @@
 #include "llmsys/model.h"
 #include "test.h"
 
+#include <limits.h>
 #include <stdint.h>
 
 static ls_model *tiny(uint64_t seed) {
@@ -57,6 +58,17 @@ static void test_config(void) {
     CHECK(ls_model_config_validate(&bad) == LS_EINVAL && strstr(ls_errmsg(), "d_ff"));
     bad.d_ff = 0;
     CHECK(ls_model_config_validate(&bad) == LS_EINVAL && strstr(ls_errmsg(), "d_ff"));
+    /* the batch that fits this machine's memory is per rank: n rows alone, 2n over 2 ranks */
+    CHECK(ls_model_batch_fit(&s, INT_MAX, 1, 128) == LS_EINVAL);
+    const char *most = strstr(ls_errmsg(), "at most ");
+    long long n1 = most ? atoll(most + 8) : 0;
+    CHECK_MSG(n1 >= 1 && n1 < INT_MAX / 4, "%s", ls_errmsg());
+    if (n1 >= 1 && n1 < INT_MAX / 4) {
+        CHECK(ls_model_batch_fit(&s, (int)n1, 1, 128) == LS_OK);
+        CHECK(ls_model_batch_fit(&s, (int)n1 + 1, 1, 128) == LS_EINVAL);
+        CHECK(ls_model_batch_fit(&s, 2 * (int)n1, 2, 128) == LS_OK);
+        CHECK(ls_model_batch_fit(&s, 2 * (int)n1 + 2, 2, 128) == LS_EINVAL);
+    }
 
     ls_model *m = tiny(1);
     CHECK_EQ_INT(ls_model_num_params(m), nt);
