@@ -69,6 +69,9 @@ size_t ls_model_config_num_params(const ls_model_config *cfg);
  * and token ids within the memory the process may use (ls_mem_total), and B·T within an int (the kernels count tokens
  * with int). Else LS_EINVAL "--batch must be at most N here (...)", before anything is allocated. */
 int ls_model_batch_fit(const ls_model_config *cfg, int batch, int ranks, int T);
+/* Floats of the activation and backward buffers a step of B sequences of T tokens allocates
+ * (one allocation; the training planner's memory model counts them too). */
+size_t ls_model_acts_floats(const ls_model_config *cfg, int B, int T);
 /* Config <-> compact JSON string (stored in checkpoint metadata as "llmsys.config").
  * to_json returns a malloc'd string (caller frees). */
 char *ls_model_config_to_json(const ls_model_config *cfg);
@@ -467,6 +470,9 @@ void ls_prec_ctx_split(ls_prec_ctx *c, double out[3]);
 /* 1: int8 GEMMs through a cached oneDNN matmul primitive (s8 x s8, one scale for op(A), output
  * scales applied by oneDNN) even where the u8 x s8 GEMM would run; 0: the default choice. */
 void ls_prec_ctx_set_int8_matmul(ls_prec_ctx *c, int on);
+/* Bytes of low-precision GEMM scratch m holds: each buffer grown to the largest operand cast
+ * so far, int8 scales included (0 before any low-precision GEMM). */
+size_t ls_model_prec_scratch_bytes(const ls_model *m);
 
 #ifdef __cplusplus
 }

@@ -502,7 +502,8 @@ double ls_tplan_expected_max(const double *mu, double cv, int n);
  * layer's GEMMs and the casts its neighbours and master weight require. Seconds. */
 double ls_tplan_replay(const ls_tplan_device *d, const uint8_t *prec, int n_lin);
 /* Memory of one rank (bytes): fp32 weights, gradients, AdamW moments, activations of
- * batch/ranks sequences, and the largest low-precision GEMM scratch of the plan. */
+ * batch/ranks sequences (ls_model_acts_floats), and the low-precision GEMM scratch the plan
+ * grows (what ls_model_prec_scratch_bytes reads after a step where oneDNN runs the 16-bit formats). */
 double ls_tplan_memory(const ls_model_config *cfg, int rows, int seq, const uint8_t *prec, int n_lin);
 
 /* The sensitivity indicator, accumulated over backward passes by a Linear-layer observer

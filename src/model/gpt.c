@@ -191,8 +191,8 @@ void ls_model_set_threads(int n) {
 
 /* ---------------------------------------------------------------- activations */
 
-/* Floats of the activation and backward buffers of a (B, T) step (ensure_acts carves them). */
-static size_t acts_floats(const ls_model_config *c, int B, int T) {
+/* ensure_acts carves these floats. */
+size_t ls_model_acts_floats(const ls_model_config *c, int B, int T) {
     size_t N = (size_t)B * T, C = (size_t)c->d_model, F = (size_t)c->d_ff, V = (size_t)c->vocab;
     size_t L = (size_t)c->n_layer, A = (size_t)B * c->n_head * T * T;
     size_t per_layer = N * C + 2 * N + 3 * N * C + A + N * C + N * C + N * C + 2 * N + 2 * N * F + N * C;
@@ -202,7 +202,7 @@ static size_t acts_floats(const ls_model_config *c, int B, int T) {
 
 int ls_model_batch_fit(const ls_model_config *c, int batch, int ranks, int T) {
     if (T < 1) T = 1;
-    int64_t rows = ls_mem_max_items(4.0 * (double)acts_floats(c, 1, T) + 2.0 * T * sizeof(int));
+    int64_t rows = ls_mem_max_items(4.0 * (double)ls_model_acts_floats(c, 1, T) + 2.0 * T * sizeof(int));
     if (rows > INT_MAX / T) rows = INT_MAX / T;
     if (batch / ranks <= rows) return LS_OK;
     char mem[32];
@@ -218,7 +218,7 @@ static int ensure_acts(ls_model *m, int B, int T) {
     if (m->B == B && m->T == T && m->acts) return LS_OK;
     size_t N = (size_t)B * T, C = (size_t)m->cfg.d_model, F = (size_t)m->cfg.d_ff, V = (size_t)m->cfg.vocab;
     size_t L = (size_t)m->cfg.n_layer, A = (size_t)B * m->cfg.n_head * T * T;
-    size_t need = acts_floats(&m->cfg, B, T);
+    size_t need = ls_model_acts_floats(&m->cfg, B, T);
     if (!m->layers) {
         m->layers = calloc(L, sizeof *m->layers);
         if (!m->layers) return ls_err(LS_ENOMEM, "model: out of memory");

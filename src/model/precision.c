@@ -307,6 +307,8 @@ void ls_prec_ctx_split(ls_prec_ctx *c, double out[3]) {
 
 void ls_prec_ctx_set_int8_matmul(ls_prec_ctx *c, int on) { c->int8_matmul = on; }
 
+static size_t ctx_bytes(const ls_prec_ctx *c) { return c->cap_a + c->cap_b + c->cap_c + 4 * c->cap_s * sizeof(float); }
+
 int ls_prec_ctx_new(ls_prec_ctx **out) {
     *out = NULL;
     ls_prec_ctx *c = calloc(1, sizeof *c);
@@ -643,6 +645,11 @@ int ls_model_set_precision(ls_model *m, const uint8_t *prec, int n, int int8_per
     for (int i = 0; i < mp->n; i++) mp->prec[i] = prec ? prec[i] : LS_PREC_FP32;
     mp->per_channel = int8_per_channel != 0;
     return LS_OK;
+}
+
+size_t ls_model_prec_scratch_bytes(const ls_model *m) {
+    ls_model_prec *mp = *ls_model_prec_slot((ls_model *)m);
+    return mp && mp->ctx ? ctx_bytes(mp->ctx) : 0;
 }
 
 ls_prec ls_model_precision(const ls_model *m, int i) {

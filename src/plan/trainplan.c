@@ -71,21 +71,24 @@ double ls_tplan_expected_max(const double *mu, double cv, int n) {
 }
 
 double ls_tplan_memory(const ls_model_config *c, int rows, int seq, const uint8_t *prec, int n_lin) {
-    double N = (double)rows * seq, C = c->d_model, F = c->d_ff, V = c->vocab, L = c->n_layer;
-    double A = (double)rows * c->n_head * seq * seq;
-    double per_layer = N * C + 2 * N + 3 * N * C + A + N * C + N * C + N * C + 2 * N + 2 * N * F + N * C;
-    double acts =
-        N * C + L * per_layer + N * C + 2 * N + 2 * N * V + N + N * C + N * C + 3 * N * C + N * C + N * F + A + N * V;
-    double scratch = 0;
+    /* The scratch of ls_prec_gemm over a layer's three GEMMs (forward, input and weight
+     * gradients): operand A is the input or dY, (N, max(IC, OC)); B the weight or the input;
+     * int8 adds its int32 result and four arrays of scales. One scratch serves every layer,
+     * each buffer grown to its largest. */
+    double N = (double)rows * seq, a = 0, b = 0, acc = 0, sc = 0;
     for (int i = 0; prec && i < n_lin; i++) {
         if (prec[i] == LS_PREC_FP32) continue;
         int IC, OC;
         lin_shape(c, i, &IC, &OC);
-        double mx = IC > OC ? IC : OC;
-        double s = (N * mx + fmax((double)IC * OC, N * IC)) * prec_bytes[prec[i]] + 4.0 * fmax(N * mx, (double)IC * OC);
-        scratch = fmax(scratch, s);
+        double mx = IC > OC ? IC : OC, by = prec_bytes[prec[i]];
+        a = fmax(a, N * mx * by);
+        b = fmax(b, fmax((double)IC * OC, N * IC) * by);
+        if (prec[i] != LS_PREC_INT8) continue;
+        acc = fmax(acc, 4.0 * fmax(N * mx, (double)IC * OC));
+        sc = fmax(sc, 16.0 * fmax(N, mx));
     }
-    return 16.0 * (double)ls_model_config_num_params(c) + 4.0 * acts + scratch;
+    return 16.0 * (double)ls_model_config_num_params(c) + 4.0 * (double)ls_model_acts_floats(c, rows, seq) + a + b +
+           acc + sc;
 }
 
 /* ---------------------------------------------------------------- indicator */

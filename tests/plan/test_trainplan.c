@@ -59,6 +59,8 @@ static void test_predict_hand(void) {
     CHECK_NEAR(st[0], 2 * r0, 1e-12);
     CHECK_NEAR(st[1], 0.122, 1e-12);
     CHECK_NEAR(ls_tplan_predict_at(p, sh, 0.030, NULL), 0.152, 1e-12); /* a measured 30 ms at the syncs */
+    /* each rank holds batch / ranks sequences: one here */
+    for (int r = 0; r < 2; r++) CHECK_NEAR(p->mem_need[r], ls_tplan_memory(&p->cfg, 1, 16, p->prec[r], 2), 0);
     d1->mem_bytes = 1;
     CHECK(ls_tplan_predict(p) == LS_EINFEASIBLE);
     free(p);
@@ -162,6 +164,14 @@ static void test_allocator_hand(void) {
         CHECK_EQ_INT(p->prec[1][2], LS_PREC_FP32);
         CHECK_NEAR(p->quality, 1.0, 1e-12);
     }
+    /* Two moves gain as much per second: layer 0's 0.5 for 0.5 s, layer 1's 1 for 1 s. With 1 s
+     * to spend the greedy takes the larger gain (in binary fractions, so the scores tie exactly). */
+    const double lin3[2][2] = {{1.5, 1.0}, {2.0, 1.0}}, om8c[2] = {0.5, 1.0};
+    hand_problem(p, 2, lin3, om8c, NULL, 3.0);
+    CHECK_EQ_INT(ls_tplan_allocate(p, LS_TPLAN_GREEDY, -1), LS_OK);
+    CHECK_EQ_INT(p->prec[1][0], LS_PREC_INT8);
+    CHECK_EQ_INT(p->prec[1][1], LS_PREC_FP32);
+    CHECK_NEAR(p->quality, 0.5, 0);
     /* layer 0's int8 is 1 ms slower than its fp32 (indicator 0 against 0.5): fp32 stays */
     const double lin2[2][2] = {{0.010, 0.011}, {0.010, 0.002}}, om8b[2] = {0, 1}, om32b[2] = {0.5, 0};
     for (int s = 0; s < 2; s++) {
@@ -191,6 +201,16 @@ static void test_allocator_brute(void) {
         cases++;
         if (!isfinite(bf)) { /* infeasible: the allocator runs each layer at its fastest */
             CHECK(!p->keeps_pace[1]);
+            for (int i = 0; i < 8; i++) {
+                const ls_tplan_device *d = &p->dev[1];
+                int got = p->prec[1][i];
+                double own = d->lin_s[i][got] + (got ? d->cast_in_s[i][got] + d->cast_w_s[i][got] : 0);
+                CHECK(d->supported[got]);
+                for (int q = 0; q < LS_PREC_COUNT; q++)
+                    CHECK_MSG(!d->supported[q] ||
+                                  own <= d->lin_s[i][q] + (q ? d->cast_in_s[i][q] + d->cast_w_s[i][q] : 0),
+                              "case %d layer %d: %s is not its fastest", t, i, ls_prec_name(got));
+            }
             continue;
         }
         feasible++;
@@ -446,6 +466,72 @@ static void test_cluster_lists(void) {
         CHECK_MSG(ls_tplan_parse_cluster(bad[i], sh, nm, &local) == LS_EINVAL, "'%s' accepted", bad[i]);
 }
 
+/* Scratch bytes a fresh tiny model holds after one step of (B, T) with plan pl. */
+static double measured_scratch(const ls_model_config *cfg, const uint8_t *pl, int pc, int B, int T) {
+    ls_model *m;
+    CHECK_EQ_INT(ls_model_init(&m, cfg, 7), LS_OK);
+    int n = cfg->n_layer * LS_LIN_COUNT, *tok = malloc(sizeof(int) * B * T * 2), *tgt = tok + B * T;
+    CHECK_EQ_INT(ls_model_set_precision(m, pl, n, pc), LS_OK);
+    for (int i = 0; i < B * T; i++) tok[i] = i % 251, tgt[i] = (i * 7) % 251;
+    ls_model_zero_grad(m);
+    ls_model_forward(m, tok, tgt, B, T);
+    ls_model_backward(m);
+    double got = (double)ls_model_prec_scratch_bytes(m);
+    ls_model_free(m);
+    free(tok);
+    return got;
+}
+
+/* A rank's memory: with every layer fp32, exactly fp32 weights, gradients and both AdamW
+ * moments (16 bytes a parameter) and the model's own activation buffers; each low-precision
+ * plan adds what the model's GEMM scratch grows to in a real step, at a batch smaller and
+ * one larger than the layers' widths (the tiny model: QKV 64 -> 192, proj 64 -> 64, FC
+ * 64 -> 256, its projection 256 -> 64). */
+static void test_memory(void) {
+    ls_model_config cfg;
+    ls_model_config_named("tiny", &cfg);
+    enum { NL = 2 * LS_LIN_COUNT };
+    uint8_t fp32[NL] = {0}, pl[NL];
+    double base = 16.0 * (double)ls_model_config_num_params(&cfg) + 4.0 * (double)ls_model_acts_floats(&cfg, 3, 20);
+    CHECK_NEAR(ls_tplan_memory(&cfg, 3, 20, NULL, NL), base, 0);
+    CHECK_NEAR(ls_tplan_memory(&cfg, 3, 20, fp32, NL), base, 0);
+    ls_prec_ctx *c;
+    CHECK_EQ_INT(ls_prec_ctx_new(&c), LS_OK);
+    int bf16_kernel = !strncmp(ls_prec_kernel(c, LS_PREC_BF16), "onednn", 6);
+    ls_prec_ctx_free(c);
+    const int shapes[2][2] = {{1, 32}, {5, 64}};
+    for (int k = 0; k < 2 * LS_LIN_COUNT + 4; k++) {
+        memset(pl, LS_PREC_FP32, NL);
+        const char *what = "int8 at one layer";
+        if (k < LS_LIN_COUNT) { /* int8 at one layer of each kind */
+            pl[k] = LS_PREC_INT8;
+        } else if (k < 2 * LS_LIN_COUNT) { /* the same in the second block */
+            pl[k] = LS_PREC_INT8;
+        } else if (k == 2 * LS_LIN_COUNT) {
+            what = "int8 at the FC layer and the last projection";
+            pl[LS_LIN(0, LS_LIN_FC)] = pl[LS_LIN(1, LS_LIN_MPROJ)] = LS_PREC_INT8;
+        } else if (k == 2 * LS_LIN_COUNT + 1) {
+            what = "int8 everywhere";
+            memset(pl, LS_PREC_INT8, NL);
+        } else if (!bf16_kernel) {
+            continue; /* emulated 16-bit formats round in fp32 buffers: not what the model counts */
+        } else if (k == 2 * LS_LIN_COUNT + 2) {
+            what = "bf16 everywhere";
+            memset(pl, LS_PREC_BF16, NL);
+        } else {
+            what = "bf16 at QKV, int8 at the FC layer";
+            pl[LS_LIN(0, LS_LIN_QKV)] = LS_PREC_BF16, pl[LS_LIN(1, LS_LIN_FC)] = LS_PREC_INT8;
+        }
+        for (int s = 0; s < 2; s++) {
+            int B = shapes[s][0], T = shapes[s][1];
+            double model = ls_tplan_memory(&cfg, B, T, pl, NL) - ls_tplan_memory(&cfg, B, T, NULL, NL);
+            double got = measured_scratch(&cfg, pl, k & 1, B, T);
+            CHECK_MSG(model == got, "%s (case %d), %d x %d tokens: modelled %.0f bytes of scratch, the step held %.0f",
+                      what, k, B, T, model, got);
+        }
+    }
+}
+
 int main(void) {
     ls_model_set_threads(1);
     RUN(test_cluster_lists);
@@ -454,6 +540,7 @@ int main(void) {
     RUN(test_expected_max);
     RUN(test_allocator_hand);
     RUN(test_allocator_brute);
+    RUN(test_memory);
     RUN(test_indicator_f64);
     RUN(test_catalog_and_file);
     return TEST_RESULT();
