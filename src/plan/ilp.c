@@ -96,6 +96,7 @@ typedef struct {
     double bound; /* proven lower bound */
     int optimal;  /* proven optimal or proven no better than the cutoff */
     int has_sol;
+    double mip_obj; /* the MIP's own objective for plan (CBC's, with the stages' fixed prefill) */
     ls_plan_result plan;
 } ilp_result;
 
@@ -414,6 +415,7 @@ static int solve_one(const ls_plan_problem *p, const ls_plan_cand_cost *cc, doub
             if (ls_plan_evaluate(p, pl) == LS_OK) {
                 res->has_sol = 1;
                 res->obj = pl->objective;
+                res->mip_obj = Cbc_getObjValue(m) + off;
             }
         }
         double bp = Cbc_getBestPossibleObjValue(m) + off;
@@ -442,6 +444,17 @@ done:
     free(zm.col);
     free(r.idx);
     free(r.val);
+    return rc;
+}
+
+int ls_plan_ilp_candidate(const ls_plan_problem *p, const ls_plan_cand_cost *cc, double limit_s, ls_plan_result *plan,
+                          int *optimal, double *mip_obj) {
+    ilp_result *res = malloc(sizeof *res);
+    if (!res) return ls_err(LS_ENOMEM, "ILP");
+    int rc = solve_one(p, cc, limit_s, INFINITY, NULL, res);
+    if (rc == LS_OK && !res->has_sol) rc = ls_err(LS_EINFEASIBLE, "ILP: the candidate's MIP gave no plan");
+    if (rc == LS_OK) *plan = res->plan, *optimal = res->optimal, *mip_obj = res->mip_obj;
+    free(res);
     return rc;
 }
 

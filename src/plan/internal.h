@@ -60,5 +60,10 @@ int ls_plan_exact(const ls_plan_problem *p, const ls_plan_cand_cost *cc, double 
 
 /* The LLM-PQ MIP with CBC (ilp.c). */
 int ls_plan_ilp(const ls_plan_problem *p, ls_plan_result *out);
+/* One candidate's MIP alone, with no start and no cutoff (tests read the MIP's rows through
+ * it): its plan, evaluated; whether CBC proved it optimal; and the MIP's own objective for
+ * it, which equals the plan's objective where the rows price it exactly. */
+int ls_plan_ilp_candidate(const ls_plan_problem *p, const ls_plan_cand_cost *cc, double limit_s, ls_plan_result *plan,
+                          int *optimal, double *mip_obj);
 
 #endif

@@ -522,6 +522,29 @@ static void test_exact_random_brute(void) {
     ls_plan_cluster_free(cl);
 }
 
+/* One candidate's MIP alone: proven optimal, its plan priced by the MIP exactly as
+ * ls_plan_evaluate prices it, and (optimum finite) at the optimum. */
+static void mip_alone(const ls_plan_problem *pb, const int *order, int mb_pre, int mb_dec, double optimum,
+                      const char *what) {
+    ls_plan_cand_cost cc;
+    ls_plan_result *pl = malloc(sizeof *pl);
+    int optimal = 0;
+    double mip = NAN;
+    CHECK(ls_plan_cand_cost_init(pb, order, mb_pre, mb_dec, &cc) == LS_OK);
+    int rc = ls_plan_ilp_candidate(pb, &cc, 20, pl, &optimal, &mip);
+    CHECK_MSG(rc == LS_OK || (rc == LS_EINFEASIBLE && isnan(optimum)), "%s: the MIP alone: %s", what, ls_errmsg());
+    if (rc == LS_OK) {
+        CHECK_MSG(optimal, "%s: the MIP alone did not prove its plan", what);
+        CHECK_MSG(fabs(mip - pl->objective) <= 1e-6 * pl->objective,
+                  "%s: the MIP priced its plan at %.9g, it costs %.9g", what, mip, pl->objective);
+        if (!isnan(optimum))
+            CHECK_MSG(fabs(pl->objective - optimum) <= 1e-6 * optimum, "%s: the MIP alone %.9g, brute force %.9g", what,
+                      pl->objective, optimum);
+    }
+    ls_plan_cand_cost_free(&cc);
+    free(pl);
+}
+
 /* The MIP's own rows (ilp.c) where CBC must solve candidates: indicators with no gains
  * order (the exact search then only bounds a stage's quality and closes no candidate with a
  * plan) on three small GPUs with 15-21% of their memory usable; batch 4, so the decode
@@ -571,6 +594,9 @@ static void test_ilp_rows_brute(void) {
             CHECK_MSG(0, "%s: no plan: %s", what, ls_errmsg());
             continue;
         }
+        /* the MIP alone on the optimum's candidate (no start from the DP, no cutoff): it must
+         * find and prove the optimum itself, and price its plan exactly */
+        mip_alone(pb, bf->dev, bf->mb_prefill, bf->mb_decode, bf->objective, what);
         double sumD = 0, maxD = 0;
         for (int j = 0; j < bf->n_stage; j++) {
             sumD += bf->stage_decode_s[j];
@@ -591,6 +617,16 @@ static void test_ilp_rows_brute(void) {
                 sumD > md * maxD ? "the sum of the stages" : "m_d x the slowest");
     }
     CHECK_MSG(n_sum > 0, "no optimum where a decode round is the sum of the stages: the case means nothing");
+    /* batch 5: the prefill micro-batch of 2 runs 3 rounds, the last one short; every candidate */
+    for (int d = 0; d < 3; d++) cl->dev[d].usable_bytes = 0.21 * cap[d];
+    CHECK(ls_plan_problem_init(pb, &a, cl, (ls_plan_workload){5, 1024, 64}) == LS_OK);
+    CHECK(ls_plan_problem_set_quality(pb, (ls_plan_qtarget){LS_PLAN_Q_THETA, 3}) == LS_OK);
+    int orders[6][LS_PLAN_MAX_DEV], mbs[8][2], no, nm;
+    ls_plan_orders(cl, 6, orders, &no);
+    ls_plan_microbatches(pb, 3, mbs, &nm);
+    CHECK(no >= 1 && nm == 2 && mbs[1][0] == 2);
+    for (int o = 0; o < no; o++)
+        for (int q = 0; q < nm; q++) mip_alone(pb, orders[o], mbs[q][0], mbs[q][1], NAN, "batch 5");
     free(pb), free(bf), free(rx);
     ls_plan_cluster_free(cl);
 }
