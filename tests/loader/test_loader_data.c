@@ -1,5 +1,6 @@
 /* test_loader_data.c - sources, mix configs, mixing exactness, no loss / no repeat across
  * weight changes and resume, batch layout and encoding, bad input. */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -500,6 +501,199 @@ static void token_300(uint8_t *enc, size_t len, size_t hdr) {
     memcpy(enc + hdr, &t, 2);
 }
 
+/* Bounds and defaults of a mix config, each at its edge: the largest n_ctx, tokens per rank,
+ * micro-batches and preprocessing cost are accepted and one more refused; a weight of 0 is
+ * allowed next to a positive one; seed 1234, cost a = 1, b = 950 and strict off when absent. */
+static void test_config_edges(void) {
+    static const struct {
+        const char *key;
+        long long ok, bad;
+    } edge[] = {{"n_ctx", 65536, 65537}, {"tokens_per_rank", 1 << 26, (1 << 26) + 1}, {"micro_batches", 1024, 1025}};
+    ls_loader_mix m;
+    char js[512];
+    for (int i = 0; i < 3; i++) {
+        snprintf(js, sizeof js, "{\"%s\": %lld, \"sources\": [{\"name\": \"a\", \"path\": \"code\"}]}", edge[i].key,
+                 edge[i].ok);
+        CHECK_MSG(ls_loader_mix_parse(js, dir, &m) == LS_OK, "%s = %lld refused: %s", edge[i].key, edge[i].ok,
+                  ls_errmsg());
+        long long got = i == 0 ? m.n_ctx : i == 1 ? m.tokens_per_rank : m.micro_batches;
+        CHECK_MSG(got == edge[i].ok, "%s: %lld", edge[i].key, got);
+        ls_loader_mix_free(&m);
+        snprintf(js, sizeof js, "{\"%s\": %lld, \"sources\": [{\"name\": \"a\", \"path\": \"code\"}]}", edge[i].key,
+                 edge[i].bad);
+        CHECK_MSG(ls_loader_mix_parse(js, dir, &m) == LS_EINVAL, "%s = %lld accepted", edge[i].key, edge[i].bad);
+    }
+    CHECK_EQ_INT(
+        ls_loader_mix_parse("{\"sources\": [{\"name\": \"a\", \"path\": \"code\", \"preprocess_us\": 1e7}]}", dir, &m),
+        LS_OK);
+    CHECK(m.src[0].preprocess_us == 1e7);
+    ls_loader_mix_free(&m);
+    CHECK_EQ_INT(ls_loader_mix_parse(
+                     "{\"sources\": [{\"name\": \"a\", \"path\": \"code\", \"preprocess_us\": 10000001}]}", dir, &m),
+                 LS_EINVAL);
+    /* defaults; a weight of 0 beside 1 gives that source no share; an absolute path is kept as it is */
+    int rc = ls_loader_mix_parse("{\"sources\": [{\"name\": \"a\", \"path\": \"code\"}, {\"name\": \"b\", \"path\": "
+                                 "\"/abs/b\", \"weight\": 0}]}",
+                                 dir, &m);
+    CHECK_MSG(rc == LS_OK, "a weight of 0 beside 1 refused: %s", ls_errmsg());
+    if (rc != LS_OK) return;
+    CHECK(m.seed == 1234 && m.cost_a == 1.0 && m.cost_b == 950.0 && m.strict == 0 && m.n_ctx == 512);
+    CHECK_EQ_INT(m.tokens_per_rank, 4 * 512);
+    double w[2];
+    ls_loader_mix_weights_at(&m, 0, w);
+    CHECK(w[0] == 1.0 && w[1] == 0.0);
+    CHECK_MSG(!strcmp(m.src[1].path, "/abs/b"), "absolute path became %s", m.src[1].path);
+    char want[600];
+    snprintf(want, sizeof want, "%s/code", dir);
+    CHECK_MSG(!strcmp(m.src[0].path, want), "relative path became %s", m.src[0].path);
+    ls_loader_mix_free(&m);
+    CHECK_EQ_INT(ls_loader_mix_parse("{\"strict\": true, \"sources\": [{\"name\": \"a\", \"path\": \"code\"}],"
+                                     " \"schedule\": [{\"step\": 0, \"weights\": {\"a\": 0.5}}]}",
+                                     dir, &m),
+                 LS_OK);
+    CHECK_EQ_INT(m.strict, 1);
+    ls_loader_mix_free(&m);
+}
+
+/* A schedule of four points (steps 0, 10, 20, 40; shares of a 1/2, 3/4, 1/4, 1): at a point its
+ * own shares, the last point included; between two, the shares moved linearly from one to the
+ * next, in whichever segment the step falls (15: 1/2; 30: halfway from 1/4 to 1, 5/8). */
+static void test_schedule_points(void) {
+    const char *js =
+        "{\"sources\": [{\"name\": \"a\", \"path\": \"code\"}, {\"name\": \"b\", \"path\": \"code\"}],"
+        " \"schedule\": [{\"step\": 20, \"weights\": {\"a\": 1, \"b\": 3}},"
+        " {\"step\": 40, \"weights\": {\"a\": 2, \"b\": 0}}, {\"step\": 0, \"weights\": {\"a\": 1, \"b\": 1}},"
+        " {\"step\": 10, \"weights\": {\"a\": 3, \"b\": 1}}]}";
+    ls_loader_mix m;
+    int rc = ls_loader_mix_parse(js, dir, &m);
+    CHECK_MSG(rc == LS_OK, "schedule refused: %s", ls_errmsg());
+    if (rc != LS_OK) return;
+    static const struct {
+        int64_t step;
+        double a;
+    } at[] = {{0, 0.5}, {5, 0.625}, {10, 0.75}, {15, 0.5}, {20, 0.25}, {30, 0.625}, {35, 0.8125}, {40, 1.0}, {99, 1.0}};
+    for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+        double w[2] = {-1, -1};
+        ls_loader_mix_weights_at(&m, at[i].step, w);
+        CHECK_MSG(fabs(w[0] - at[i].a) < 1e-12 && fabs(w[1] - (1 - at[i].a)) < 1e-12,
+                  "step %lld: shares %.6f %.6f, expected %.6f", (long long)at[i].step, w[0], w[1], at[i].a);
+    }
+    ls_loader_mix_free(&m);
+}
+
+/* The tokens of document doc of s: its bytes, then EOS. */
+static int doc_is(const ls_src *s, uint32_t doc, const char *text) {
+    ls_src_reader r;
+    ls_src_reader_init(&r);
+    int len = -1, n = (int)strlen(text), ok = ls_src_read_doc(s, &r, doc, &len) == LS_OK && len == n + 1;
+    for (int i = 0; ok && i < n; i++) ok = r.tok[i] == (unsigned char)text[i];
+    ok = ok && r.tok[n] == LS_TOK_EOS && ls_src_doc_tokens(s, doc) == (uint32_t)n + 1;
+    if (!ok) fprintf(stderr, "document %u: %d tokens, expected \"%s\" and EOS\n", doc, len, text);
+    ls_src_reader_free(&r);
+    return ok;
+}
+
+static int open_src(ls_src **s, ls_loader_src_type type, const char *path, ls_loader_split split) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", dir, path);
+    ls_loader_source_spec sp = {.name = "t", .type = type, .path = p, .field = "text", .split = split};
+    return ls_src_open(s, &sp, 0);
+}
+
+/* Text sources read byte for byte: blank-line blocks keep their last newline, and a line of
+ * spaces, tabs and CRs is blank (CRLF files); a directory is read in name order, without hidden
+ * files, whitespace-only files or binary ones, while a binary file named alone is refused. */
+static void test_text_sources(void) {
+    write_file("crlf.txt", "one\r\ntwo\r\n\r\n\t \r\nthree\n\n");
+    ls_src *s;
+    CHECK_EQ_INT(open_src(&s, LS_SRC_TEXT, "crlf.txt", LS_SPLIT_BLANK), LS_OK);
+    if (s) {
+        CHECK_EQ_INT(ls_src_ndocs(s), 2);
+        CHECK(doc_is(s, 0, "one\r\ntwo\r\n"));
+        CHECK(doc_is(s, 1, "three\n"));
+        ls_src_close(s);
+    }
+    char p[512];
+    snprintf(p, sizeof p, "%s/files", dir);
+    CHECK_EQ_INT(ls_mkdirs(p), 0);
+    /* written against name order, so an unsorted listing shows */
+    static const char *const name[] = {"f5", "f4", "f3", "f2", "f1", "f0"};
+    for (int i = 0; i < 6; i++) {
+        char f[64], t[64];
+        snprintf(f, sizeof f, "files/%s", name[i]), snprintf(t, sizeof t, "text of %s", name[i]);
+        write_file(f, t);
+    }
+    write_file("files/blank", "\t\r\n \n");
+    write_file("files/.hidden", "hidden");
+    char bin[600];
+    snprintf(bin, sizeof bin, "%s/files/bin", dir);
+    CHECK_EQ_INT(ls_file_write_atomic(bin, "a\0b", 3), 0);
+    CHECK_EQ_INT(open_src(&s, LS_SRC_TEXT, "files", LS_SPLIT_FILE), LS_OK);
+    if (s) {
+        CHECK_EQ_INT(ls_src_ndocs(s), 6);
+        for (uint32_t d = 0; d < 6; d++) {
+            char t[64];
+            snprintf(t, sizeof t, "text of f%u", d);
+            CHECK_MSG(doc_is(s, d, t), "document %u", d);
+        }
+        ls_src_close(s);
+    }
+    CHECK_EQ_INT(open_src(&s, LS_SRC_TEXT, "files/bin", LS_SPLIT_FILE), LS_EFORMAT);
+    CHECK_MSG(strstr(ls_errmsg(), "binary data") != NULL, "%s", ls_errmsg());
+}
+
+/* Writes a .lstok file by the format (docs/loader.md) from tokens and document offsets, with
+ * `extra` zero bytes after it. */
+static void write_lstok(const char *name, const uint16_t *tok, uint64_t ntok, const uint64_t *index, uint64_t ndocs,
+                        size_t extra) {
+    struct {
+        char magic[8];
+        uint32_t version, token_bytes;
+        uint64_t n_docs, n_tokens, index_off, tok_hash, idx_hash, hdr_hash;
+    } h = {"LSTOKv0", 1, 2, ndocs, ntok, 64 + 2 * ntok, ls_hash64(tok, ntok * 2), ls_hash64(index, (ndocs + 1) * 8), 0};
+    memcpy(h.magic, "LSTOKv01", 8);
+    h.hdr_hash = ls_hash64(&h, 56);
+    size_t n = 64 + ntok * 2 + (ndocs + 1) * 8 + extra;
+    char *buf = calloc(1, n), p[512];
+    memcpy(buf, &h, 64);
+    memcpy(buf + 64, tok, ntok * 2);
+    memcpy(buf + 64 + ntok * 2, index, (ndocs + 1) * 8);
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    CHECK_EQ_INT(ls_file_write_atomic(p, buf, n), 0);
+    free(buf);
+}
+
+/* .lstok files written here by the format: a well-formed one opens with its documents; a token
+ * past the byte vocabulary (259), an empty document or bytes after the index are refused. */
+static void test_lstok_checks(void) {
+    uint16_t tok[5] = {'h', 'i', LS_TOK_PAD, 'x', LS_TOK_EOS};
+    uint64_t idx[3] = {0, 3, 5}, empty[4] = {0, 3, 3, 5};
+    ls_src *s;
+    write_lstok("ok.lstok", tok, 5, idx, 2, 0);
+    CHECK_EQ_INT(open_src(&s, LS_SRC_TOKENS, "ok.lstok", LS_SPLIT_FILE), LS_OK);
+    if (s) {
+        ls_src_reader r;
+        ls_src_reader_init(&r);
+        int len = 0;
+        CHECK_EQ_INT(ls_src_ndocs(s), 2);
+        CHECK(ls_src_read_doc(s, &r, 1, &len) == LS_OK && len == 2 && r.tok[0] == 'x' && r.tok[1] == LS_TOK_EOS);
+        CHECK_EQ_INT(ls_src_doc_tokens(s, 0), 3);
+        ls_src_reader_free(&r);
+        ls_src_close(s);
+    }
+    tok[2] = LS_VOCAB;
+    write_lstok("vocab.lstok", tok, 5, idx, 2, 0);
+    CHECK_EQ_INT(open_src(&s, LS_SRC_TOKENS, "vocab.lstok", LS_SPLIT_FILE), LS_EFORMAT);
+    CHECK_MSG(strstr(ls_errmsg(), "token 2 out of range (259)") != NULL, "%s", ls_errmsg());
+    tok[2] = LS_TOK_PAD;
+    write_lstok("empty.lstok", tok, 5, empty, 3, 0);
+    CHECK_EQ_INT(open_src(&s, LS_SRC_TOKENS, "empty.lstok", LS_SPLIT_FILE), LS_EFORMAT);
+    CHECK_MSG(strstr(ls_errmsg(), "index entry 1 is not increasing") != NULL, "%s", ls_errmsg());
+    write_lstok("tail.lstok", tok, 5, idx, 2, 8);
+    CHECK_EQ_INT(open_src(&s, LS_SRC_TOKENS, "tail.lstok", LS_SPLIT_FILE), LS_EFORMAT);
+    CHECK_MSG(strstr(ls_errmsg(), "inconsistent .lstok sizes") != NULL, "%s", ls_errmsg());
+}
+
 static void test_batch_refusals(void) {
     hand_batch h;
     hand_make(&h);
@@ -531,6 +725,10 @@ int main(void) {
     RUN(test_sources_and_config);
     RUN(test_bad_configs);
     RUN(test_schedule);
+    RUN(test_config_edges);
+    RUN(test_schedule_points);
+    RUN(test_text_sources);
+    RUN(test_lstok_checks);
     RUN(test_perm_uniform);
     RUN(test_mixing_and_resume);
     RUN(test_epochs);

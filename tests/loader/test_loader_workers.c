@@ -5,8 +5,10 @@
  * is its document's encoding, cut where the loader says, and the service (its workers included) serves
  * the in-process loader's batches. A hub in the test's process: two workers of one source take every
  * other document (a stopped second worker holds position 1), and a budget of 4 workers splits 2 and 2
- * between two sources of equal weight × cost. Every process is a forked child that is always killed
- * and reaped. */
+ * between two sources of equal weight × cost; a worker declared dead that goes on joins again; jumps of
+ * the loader's state do not leak the workers' credit. A worker gets its source's own field and strict
+ * setting, and one that counts other documents than the first is refused. Every process is a forked
+ * child that is always killed and reaped. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -40,6 +42,16 @@ static void keep(int s, int d, const char *t, size_t n) {
     texts[s][d] = malloc(n + 1);
     if (texts[s][d]) memcpy(texts[s][d], t, n), texts[s][d][n] = '\0';
     text_len[s][d] = n;
+}
+
+/* f.jsonl: n documents whose "body" is "body NN" and whose "text" is something else */
+static void write_body(int n) {
+    char p[512], buf[2048];
+    size_t o = 0;
+    for (int d = 0; d < n; d++)
+        o += (size_t)snprintf(buf + o, sizeof buf - o, "{\"text\": \"wrong %d\", \"body\": \"body %02d\"}\n", d, d);
+    snprintf(p, sizeof p, "%s/f.jsonl", dir);
+    CHECK_EQ_INT(ls_file_write_atomic(p, buf, o), 0);
 }
 
 static void make_data(void) {
@@ -80,6 +92,10 @@ static void make_data(void) {
     CHECK_EQ_INT(ls_file_write_atomic(p, buf, n), 0);
     snprintf(p, sizeof p, "%s/mix-cost.json", dir);
     CHECK_EQ_INT(ls_file_write_atomic(p, MIX_COST, strlen(MIX_COST)), 0);
+    write_body(12);
+    const char *bad = "{\"text\": \"fine\"}\n{\"text\": 7}\n";
+    snprintf(p, sizeof p, "%s/bad.jsonl", dir);
+    CHECK_EQ_INT(ls_file_write_atomic(p, bad, strlen(bad)), 0);
 }
 
 /* Fetches steps [from, to) for every rank and compares them with the reference loader. */
@@ -200,9 +216,22 @@ static ls_loader_hub *open_hub(const ls_loader_mix *mix, int budget, int timeout
     return rc == LS_OK ? h : NULL;
 }
 
+/* The text of document d: of MIX_COST's sources (both on u.jsonl), and of test_spec's f (its "body"). */
+static void text_u(int i, uint32_t d, char *out, size_t cap) {
+    (void)i;
+    snprintf(out, cap, "u%02u %.36s", d, "abcdefghijklmnopqrstuvwxyzabcdefghijklm");
+}
+
+static void text_body(int i, uint32_t d, char *out, size_t cap) {
+    (void)i;
+    snprintf(out, cap, "body %02u", d);
+}
+
 /* Takes document q of source i (position q % ndocs of epoch q / ndocs, the loader's order) from the
- * hub, waiting for it, and drops it; 1 when it came. */
-static int take_doc(ls_loader_hub *h, const ls_loader_mix *mix, int i, uint64_t q) {
+ * hub, waiting for it, and drops it; 1 when it came (and, given text, holds that document's bytes
+ * and EOS). */
+static int take_text(ls_loader_hub *h, const ls_loader_mix *mix, int i, uint64_t q,
+                     void (*text)(int, uint32_t, char *, size_t)) {
     ls_loader_hub_source hs;
     ls_loader_hub_source_info(h, i, &hs);
     uint32_t nd = (uint32_t)hs.docs, *perm = malloc((size_t)nd * sizeof *perm), len = 0;
@@ -210,10 +239,22 @@ static int take_doc(ls_loader_hub *h, const ls_loader_mix *mix, int i, uint64_t 
     int ok = perm != NULL;
     if (ok) ls_loader_perm(mix->seed, i, q / nd, perm, nd);
     ok = ok && ls_hub_doc(h, i, q / nd, q % nd, perm[q % nd], &tok, &len) == LS_OK && len > 0;
+    if (ok && text) {
+        char want[128];
+        text(i, perm[q % nd], want, sizeof want);
+        ok = len == strlen(want) + 1 && tok[len - 1] == LS_TOK_EOS;
+        for (uint32_t t = 0; ok && t + 1 < len; t++) ok = tok[t] == (unsigned char)want[t];
+        if (!ok)
+            fprintf(stderr, "source %d document %u: %u tokens, expected \"%s\" and EOS\n", i, perm[q % nd], len, want);
+    }
     if (ok) ls_hub_consumed(h, i);
     if (!ok) fprintf(stderr, "source %d document %llu: %s\n", i, (unsigned long long)q, ls_errmsg());
     free(perm);
     return ok;
+}
+
+static int take_doc(ls_loader_hub *h, const ls_loader_mix *mix, int i, uint64_t q) {
+    return take_text(h, mix, i, q, NULL);
 }
 
 /* Two ready workers on one source share its documents: the hub asks the one with the fewest
@@ -255,9 +296,27 @@ static void test_grant(void) {
               (long long)hs.lost, hs.live);
     /* the first worker now takes the whole share */
     for (uint64_t q = 2; q < 12; q++) CHECK_MSG(take_doc(h, &mix, 0, q), "position %llu", (unsigned long long)q);
+    /* the worker declared dead goes on: the hub no longer knows it, so it is told to join again,
+     * and joins as a new worker (no further loss) */
+    CHECK(lu_kid[3] > 0 && kill(lu_kid[3], SIGCONT) == 0);
+    uint64_t q = 12;
+    for (double t0 = ls_now(); ls_now() - t0 < 30; ls_sleep_ms(5)) {
+        ls_loader_hub_source_info(h, 0, &hs);
+        if (hs.live == 2 || !take_doc(h, &mix, 0, q++)) break;
+    }
+    CHECK_MSG(hs.live == 2 && hs.lost == 1, "the stopped worker, resumed, joins again: live %d, lost %lld", hs.live,
+              (long long)hs.lost);
     ls_loader_hub_close(h);
     lu_kill_all();
     ls_loader_mix_free(&mix);
+}
+
+static void on_stuck(int sig) {
+    static const char m[] =
+        "  FAIL test_sizing: no document 15 s after a jump (the hub kept the dropped requests' credit)\n";
+    ssize_t r = write(2, m, sizeof m - 1);
+    (void)r;
+    lu_on_alarm(sig);
 }
 
 /* The hub's budget of 4 workers for two sources whose weight × seconds per token is equal (x: 0.75 ×
@@ -290,8 +349,70 @@ static void test_sizing(void) {
                       hs[i].want, want[i]);
             CHECK_EQ_INT(hs[i].live, 1); /* the hub starts none itself here */
         }
+        /* the loader's state set again and again (a jump at every document): what was asked of the
+         * worker before is dropped with the credit it held, so y's one worker (600 us a document:
+         * some are always in flight) is still asked for the next ones */
+        unsigned left = alarm(0); /* credit held forever is a hang: 15 s bound it (ms when right) */
+        signal(SIGALRM, on_stuck);
+        alarm(15);
+        for (uint64_t q = 0; q < 8 * 7; q += 7)
+            CHECK_MSG(take_text(h, &mix, 1, q, text_u), "y at %llu after a jump", (unsigned long long)q);
+        alarm(0);
+        signal(SIGALRM, lu_on_alarm);
+        alarm(left ? left : 1);
         ls_loader_hub_close(h);
     }
+    lu_kill_all();
+    ls_loader_mix_free(&mix);
+}
+
+/* What the hub sends a worker of a source (SPEC) is that source's own settings: a JSON Lines field
+ * other than "text" (the worker reads "body"), and strict, under which a malformed line stops the
+ * worker (the hub then has none: it waits 1 s here). A worker that counts other documents than the
+ * source's first worker (the file was rewritten) is refused and exits with 1, the first one serving
+ * on. */
+static void test_spec(void) {
+    const char *js = "{\"seed\": 3, \"sources\": [{\"name\": \"f\", \"type\": \"jsonl\", \"path\": \"f.jsonl\","
+                     " \"field\": \"body\"}]}";
+    ls_loader_mix mix;
+    char link[64];
+    CHECK_EQ_INT(ls_loader_mix_parse(js, dir, &mix), 0);
+    const char *srcs[] = {"f"};
+    ls_loader_hub *h = open_hub(&mix, 2, 3000, srcs, 1, link, sizeof link);
+    if (h) {
+        uint64_t q = 0;
+        for (; q < 30; q++) CHECK_MSG(take_text(h, &mix, 0, q, text_body), "f at %llu", (unsigned long long)q);
+        write_body(13);
+        lu_worker(2, link, "f");
+        int st = 0;
+        pid_t got = 0;
+        for (double t0 = ls_now(); ls_now() - t0 < 30 && got == 0; ls_sleep_ms(5))
+            if ((got = waitpid(lu_kid[2], &st, WNOHANG)) == 0) CHECK(take_text(h, &mix, 0, q++, text_body));
+        CHECK_MSG(got == lu_kid[2] && WIFEXITED(st) && WEXITSTATUS(st) == 1,
+                  "a worker counting 13 documents where the source has 12 exits with 1");
+        if (got == lu_kid[2]) lu_kid[2] = -1;
+        ls_loader_hub_source hs;
+        ls_loader_hub_source_info(h, 0, &hs);
+        CHECK(hs.live == 1 && hs.docs == 12);
+        ls_loader_hub_close(h);
+    }
+    lu_kill_all();
+    ls_loader_mix_free(&mix);
+    js = "{\"strict\": true, \"sources\": [{\"name\": \"s\", \"type\": \"jsonl\", \"path\": \"bad.jsonl\"}]}";
+    CHECK_EQ_INT(ls_loader_mix_parse(js, dir, &mix), 0);
+    int wport = lu_free_port();
+    snprintf(link, sizeof link, "tcp://127.0.0.1:%d", wport);
+    lu_worker(1, link, "s");
+    ls_loader_hub_opts ho = {NULL, wport, 1, NULL, 3000, 1000, NULL};
+    h = NULL;
+    CHECK_EQ_INT(ls_loader_hub_open(&h, &mix, &ho), LS_ETIMEDOUT);
+    ls_loader_hub_close(h);
+    int st = 0;
+    pid_t got = 0;
+    for (double t0 = ls_now(); ls_now() - t0 < 30 && got == 0; ls_sleep_ms(5)) got = waitpid(lu_kid[1], &st, WNOHANG);
+    CHECK_MSG(got == lu_kid[1] && WIFEXITED(st) && WEXITSTATUS(st) == 1,
+              "a strict worker on a malformed line exits with 1");
+    if (got == lu_kid[1]) lu_kid[1] = -1;
     lu_kill_all();
     ls_loader_mix_free(&mix);
 }
@@ -377,6 +498,7 @@ int main(void) {
     RUN(test_workers);
     RUN(test_grant);
     RUN(test_sizing);
+    RUN(test_spec);
     RUN(test_bpe);
     lu_kill_all();
     for (int s = 0; s < 2; s++)

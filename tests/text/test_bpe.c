@@ -386,6 +386,18 @@ static void test_prefix_space(void) {
         CHECK(ls_bpe_encode(u, " hi", 3, &a, &na) == LS_OK && ls_bpe_encode(t, " hi", 3, &b, &nb) == LS_OK);
         CHECK_MSG(na == nb && !memcmp(a, b, na * sizeof *a), "a leading space is not doubled: %zu ids vs %zu", na, nb);
         free(a), free(b);
+        /* the setting is written out with the tokenizer: its copy prefixes too */
+        char *js2 = ls_bpe_to_json(u);
+        ls_bpe *v = NULL;
+        CHECK(js2 && ls_bpe_parse(js2, strlen(js2), &v) == LS_OK);
+        if (v) {
+            CHECK(ls_bpe_encode(v, "hi there", 8, &a, &na) == LS_OK &&
+                  ls_bpe_encode(t, " hi there", 9, &b, &nb) == LS_OK);
+            CHECK_MSG(na == nb && !memcmp(a, b, na * sizeof *a), "copy prefixed: %zu ids vs %zu", na, nb);
+            free(a), free(b);
+            ls_bpe_free(v);
+        }
+        free(js2);
         ls_bpe_free(u);
     }
     free(js);
@@ -416,6 +428,100 @@ static void test_utf8_stream(void) {
     CHECK_EQ_INT(ls_text_utf8_ready(NULL, bad, 0, 3, 0), 3);
 }
 
+/* js with the first `from` replaced by `to` (malloc'd), or NULL when js lacks it. */
+static char *edit(const char *js, const char *from, const char *to) {
+    const char *at = js ? strstr(js, from) : NULL;
+    if (!at) return NULL;
+    size_t a = (size_t)(at - js), fl = strlen(from), tl = strlen(to), n = strlen(js) - fl + tl;
+    char *out = malloc(n + 1);
+    memcpy(out, js, a);
+    memcpy(out + a, to, tl);
+    memcpy(out + a + tl, at + fl, strlen(at + fl) + 1);
+    return out;
+}
+
+/* The vocab of js has key (a token as shown) with id. */
+static int has_entry(const char *js, const char *key, int id) {
+    char want[64];
+    snprintf(want, sizeof want, "\"%s\":%d", key, id);
+    const char *at = js ? strstr(js, want) : NULL;
+    return at && (at[-1] == '{' || at[-1] == ',') && (at[strlen(want)] == ',' || at[strlen(want)] == '}');
+}
+
+/* The vocab of js with entries inserted first (a "key":id list ending with a comma), and merges and
+ * added tokens replaced; parsed into *t (NULL on failure). */
+static int parse_edited(const char *js, const char *entries, const char *merges, const char *added, ls_bpe **t) {
+    char *a = edit(js, "\"vocab\":{", entries), *b = edit(a, "\"merges\":[]", merges),
+         *c = edit(b, "\"added_tokens\":[]", added);
+    *t = NULL;
+    int rc = c ? ls_bpe_parse(c, strlen(c), t) : LS_ENOMEM;
+    free(a), free(b), free(c);
+    return rc;
+}
+
+/* The tokenizer.json codec against GPT-2's byte-to-character table (bytes 0x21-0x7E, 0xA1-0xAC
+ * and 0xAE-0xFF shown as themselves, the other 68 as U+0100 onwards in byte order: 0x00 Ā, 0x0A
+ * Ċ, 0x20 Ġ, 0x7F ġ, 0xA0 ł, 0xAD Ń), and the edges of what it reads: a token of 4096 bytes
+ * is taken and one of 4097 refused, as is a merge whose two sides make more than 4096; ByteLevel
+ * with use_regex false and BPE dropout are refused; an added token equal to its vocab entry
+ * marks it special, one that only starts like it is refused. */
+static void test_json_codec(void) {
+    const char *text = "ab";
+    size_t len = 2;
+    ls_bpe_train_opts o = {256, 2, NULL, 0, 0};
+    ls_bpe *t, *u;
+    CHECK_MSG(ls_bpe_train(&text, &len, 1, &o, &t) == LS_OK, "train");
+    char *js = ls_bpe_to_json(t);
+    ls_bpe_free(t);
+    static const struct {
+        const char *shown;
+        int byte;
+    } table[] = {{"\xc4\x80", 0x00}, {"\xc4\x8a", 0x0A}, {"\xc4\xa0", 0x20}, {"!", 0x21},        {"~", 0x7E},
+                 {"\xc4\xa1", 0x7F}, {"\xc4\xa2", 0x80}, {"\xc5\x82", 0xA0}, {"\xc2\xa1", 0xA1}, {"\xc2\xac", 0xAC},
+                 {"\xc5\x83", 0xAD}, {"\xc2\xae", 0xAE}, {"\xc3\xbf", 0xFF}};
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        CHECK_MSG(has_entry(js, table[i].shown, table[i].byte), "byte 0x%02X not shown as \"%s\"", table[i].byte,
+                  table[i].shown);
+    /* 4096 bytes in a token; a merge of 4000 + 96 bytes */
+    char *a4096 = malloc(4098), *entries = malloc(20000), *merges = malloc(10000);
+    memset(a4096, 'a', 4097), a4096[4097] = '\0';
+    snprintf(entries, 20000, "\"vocab\":{\"%.4000s\":256,\"%.96s\":257,\"%.4096s\":258,\"%.97s\":259,", a4096, a4096,
+             a4096, a4096);
+    snprintf(merges, 10000, "\"merges\":[\"%.4000s %.96s\"]", a4096, a4096);
+    CHECK_MSG(parse_edited(js, entries, merges, "\"added_tokens\":[]", &u) == LS_OK, "4096 bytes: %s", ls_errmsg());
+    size_t tl = 0;
+    CHECK(u && ls_bpe_token(u, 258, &tl) && tl == 4096 && ls_bpe_n_merges(u) == 1);
+    ls_bpe_free(u);
+    snprintf(merges, 10000, "\"merges\":[\"%.4000s %.97s\"]", a4096, a4096);
+    CHECK(parse_edited(js, entries, merges, "\"added_tokens\":[]", &u) == LS_EFORMAT && !u);
+    CHECK_MSG(strstr(ls_errmsg(), "merge 0 (") && strstr(ls_errmsg(), "names a token not in the vocab"), "%s",
+              ls_errmsg());
+    snprintf(entries, 20000, "\"vocab\":{\"%s\":256,", a4096);
+    CHECK(parse_edited(js, entries, "\"merges\":[]", "\"added_tokens\":[]", &u) == LS_EFORMAT && !u);
+    CHECK_MSG(strstr(ls_errmsg(), "is not byte-level (or too long)"), "%s", ls_errmsg());
+    free(a4096), free(entries), free(merges);
+    /* added tokens over vocab entries */
+    const char *end = "\"added_tokens\":[{\"id\":256,\"content\":\"<|end|>\"}]";
+    CHECK_MSG(parse_edited(js, "\"vocab\":{\"<|end|>\":256,", "\"merges\":[]", end, &u) == LS_OK, "%s", ls_errmsg());
+    if (u) {
+        int32_t *ids = NULL;
+        size_t n = 0;
+        CHECK(ls_bpe_encode(u, "x<|end|>", 8, &ids, &n) == LS_OK && n == 2 && ids[0] == 'x' && ids[1] == 256);
+        free(ids);
+        ls_bpe_free(u);
+    }
+    CHECK(parse_edited(js, "\"vocab\":{\"<|end\":256,", "\"merges\":[]", end, &u) == LS_EFORMAT && !u);
+    CHECK_MSG(strstr(ls_errmsg(), "added token 256 differs from vocab entry 256"), "%s", ls_errmsg());
+    /* settings outside byte-level BPE */
+    char *re = edit(js, "\"use_regex\":true", "\"use_regex\":false"),
+         *drop = edit(js, "\"dropout\":null", "\"dropout\":0.1");
+    CHECK(re && drop);
+    if (re) expect_refused(re, "pre_tokenizer with use_regex false not supported");
+    if (drop) expect_refused(drop, "dropout");
+    free(re), free(drop);
+    free(js);
+}
+
 int main(void) {
     const char *dir = getenv("LLMSYS_SOURCE_DIR") ? getenv("LLMSYS_SOURCE_DIR") : LLMSYS_SOURCE_DIR;
     test_pieces();
@@ -426,5 +532,6 @@ int main(void) {
     test_specials_and_ids();
     test_prefix_space();
     test_utf8_stream();
+    test_json_codec();
     return TEST_RESULT();
 }
