@@ -2,7 +2,8 @@
 # validate.sh - `llmsys plan validate` reduced (tiny model, 2 CPU stages, one timed batch):
 # parses the report and checks its figures against values computed here: the tokens the
 # served run returned (batch x gen), tok/s from tokens and seconds, the errors from the
-# measured, replayed and predicted rates, busy time on every stage, overlap in (0, stages], the
+# measured, replayed and predicted rates, busy time on every stage, overlap in (0, stages] and
+# from the busy times, micro-batch counts from the plan files, the ratios between the plans, the
 # host probe's re-take rule (stage overlap measured vs replayed), and the front's cost.
 . "$(dirname "$0")/../lib.sh" "$1"
 "$BIN" plan validate --config tiny --stages 2 --batch 2 --prompt 8 --gen 4 --runs 1 --reps 1 --algos splitquant,uniform \
@@ -56,6 +57,23 @@ for p in plans:
         bad.append("%s: stage overlap %s" % (a, p["stage_overlap"]))
     if p["predicted_mb_prefill"] > 2 or p["predicted_mb_decode"] > 2 * 4 or p["predicted_mb_prefill"] < 1:
         bad.append("%s: micro-batches %s/%s for batch 2" % (a, p["predicted_mb_prefill"], p["predicted_mb_decode"]))
+    # the plan file's micro-batch sizes: ceil(2 / prefill) prefill micro-batches, and ceil(2 / decode)
+    # for each of gen - 1 = 3 decode steps, in the replay as in the closed form
+    mb = json.load(open(p["plan"]))["micro_batch"]
+    want = (-(-2 // mb["prefill"]), 3 * -(-2 // mb["decode"]))
+    for k in ("predicted", "replay"):
+        if (p[k + "_mb_prefill"], p[k + "_mb_decode"]) != want:
+            bad.append("%s: %s micro-batches %s/%s, want %s/%s" % (a, k, p[k + "_mb_prefill"], p[k + "_mb_decode"], *want))
+    # one run: the batch is its seconds, the overlap the stages' busy seconds summed over them
+    busy = sum(s["measured_busy_s"] for s in p["stages"])
+    if not (near(p["measured_batch_s"], p["runs"][0]["seconds"]) and near(p["stage_overlap"], busy / p["measured_batch_s"])):
+        bad.append("%s: overlap %s, batch %s s; busy %s s over run %s s" % (a, p["stage_overlap"], p["measured_batch_s"], busy, p["runs"][0]["seconds"]))
+# the first plan over the second, per rate: one run, so the measured ratio is that run's
+first, second = plans
+for k, get in (("predicted", lambda p: p["predicted_tok_s"]), ("replay", lambda p: p["replay_tok_s"]),
+               ("measured", lambda p: p["runs"][0]["tok_s"])):
+    if not near(second[k + "_ratio_first_over_this"], get(first) / get(second)):
+        bad.append("%s ratio %s, want %s / %s" % (k, second[k + "_ratio_first_over_this"], get(first), get(second)))
 # the probe check: without a re-take every plan's measured overlap is within 10% of its replay's;
 # with one, the first probe and the first replays are kept beside the recomputed ones
 if r["probe_retaken"] is False:
@@ -68,11 +86,11 @@ if r["probe_retaken"] is False:
             bad.append("%s: first replay %s differs without a re-take" % (p["algo"], p["replay_first_probe_tok_s"]))
 elif r["probe_retaken"] is not True or not (r["host_capacity_first_probe"] > 0 and all(p["replay_first_probe_tok_s"] > 0 for p in plans)):
     bad.append("probe fields %s %s" % (r.get("probe_retaken"), r.get("host_capacity_first_probe")))
-# the front's CPU per micro-batch, measured in the warm-up, only lengthens the replay
+# the front's CPU per micro-batch, measured in the warm-up, lengthens every replay
 if not (r["front_s_per_microbatch"] > 0):
     bad.append("front %s s per micro-batch" % r.get("front_s_per_microbatch"))
 for p in plans:
-    if not (0 < p["replay_tok_s"] <= p["replay_without_front_tok_s"]):
+    if not (0 < p["replay_tok_s"] < p["replay_without_front_tok_s"]):
         bad.append("%s: replay %s with the front, %s without" % (p["algo"], p["replay_tok_s"], p["replay_without_front_tok_s"]))
 if not (r["host_capacity_cores"] > 0 and r["idle_hop_s"] > 0):
     bad.append("host capacity %s, hop %s" % (r["host_capacity_cores"], r["idle_hop_s"]))

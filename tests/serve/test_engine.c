@@ -21,6 +21,40 @@ static void run_all(ls_engine *e, const int *tok, int T, float *out) {
     CHECK(ls_engine_forward(e, &s, 1, tok, NULL, out, 1) == LS_OK);
 }
 
+/* ls_engine_score: nll[t] = log sum exp(logits[t]) - logits[t][tok[t+1]] over the reference
+ * model's logits, for the n - 1 positions with a next token (nll[n - 1] untouched); greedy
+ * generation picks at each step the argmax of an all-logits prefill of what it has so far */
+static void score_and_greedy(ls_engine *e, const int *tok, int T, const float *ref) {
+    int V = cfg.vocab;
+    float nll[25];
+    nll[T - 1] = 12345.0f;
+    CHECK(ls_engine_score(e, tok, T, nll) == LS_OK);
+    double worst = 0;
+    for (int t = 0; t < T - 1; t++) {
+        const float *r = ref + (size_t)t * V;
+        double s = 0;
+        for (int v = 0; v < V; v++) s += exp((double)r[v]);
+        worst = fmax(worst, fabs(nll[t] - (log(s) - r[tok[t + 1]])));
+    }
+    CHECK_MSG(worst < 1e-4, "score off by %g", worst);
+    CHECK(nll[T - 1] == 12345.0f);
+    CHECK(ls_engine_score(e, tok, 1, nll) == LS_EINVAL);
+    int out[12], n_out = 0, all[16];
+    CHECK(ls_engine_generate(e, tok, 4, 12, out, &n_out) == LS_OK);
+    CHECK_EQ_INT(n_out, 12);
+    memcpy(all, tok, 4 * sizeof(int));
+    memcpy(all + 4, out, 11 * sizeof(int));
+    float *lg = malloc(sizeof(float) * 15 * V);
+    run_all(e, all, 15, lg);
+    for (int i = 0; i < 12; i++) {
+        const float *r = lg + (size_t)(3 + i) * V;
+        int best = 0;
+        for (int v = 1; v < V; v++) best = r[v] > r[best] ? v : best;
+        CHECK_MSG(out[i] == best, "token %d: generated %d, prefill's argmax %d", i, out[i], best);
+    }
+    free(lg);
+}
+
 static void test_vs_model(void) {
     ls_model *m = make_model(&cfg, 42, 3.0f);
     CHECK(m != NULL);
@@ -45,6 +79,7 @@ static void test_vs_model(void) {
         for (int i = 0; i < T * V; i++) mag = fmaxf(mag, fabsf(ref[i]));
         fprintf(stderr, "  bits %d: max |logit diff| %.3g (max |logit| %.3g, tol %.3g)\n", bl[k], d, mag, tol[k]);
         CHECK_NEAR(d, 0, tol[k]);
+        if (k == 0) score_and_greedy(e, tok, T, ref);
         ls_engine_free(e);
     }
     free(out);
@@ -190,6 +225,69 @@ static void test_qckpt_and_stages(void) {
     ls_engine_free(eq), ls_engine_free(el), ls_engine_free(a), ls_engine_free(b);
 }
 
+/* Stage engines: the widths given are the stage's own, indexed from its first layer; layers
+ * outside it report 0. The weight bytes, by hand: per layer qkv 192x64 + proj 64x64 + fc
+ * 160x64 + mproj 64x160 = 36864 weights, 2 bytes each at 16 bits, 4 at 32. A range below 0
+ * is refused by name; load_params only into an all-fp32 engine. */
+static void test_stage_bits_and_bytes(void) {
+    int bits[8] = {16, 32, 16, 32}, sb[4] = {32, 16, 4, 4}; /* the stage [1, 3) takes sb[0], sb[1] */
+    ls_engine_opts o = ls_engine_defaults(), os = ls_engine_defaults();
+    o.bits = bits;
+    os.layer_begin = 1, os.layer_end = 3, os.bits = sb;
+    ls_engine *e, *s, *bad;
+    CHECK(ls_engine_open(&e, ckpt, &o) == LS_OK);
+    CHECK(ls_engine_open(&s, ckpt, &os) == LS_OK);
+    CHECK_EQ_INT(ls_engine_weight_bytes(e), 36864 * (2 + 4 + 2 + 4));
+    CHECK_EQ_INT(ls_engine_weight_bytes(s), 36864 * (4 + 2));
+    CHECK_EQ_INT(ls_engine_layer_bits(s, 0), 0);
+    CHECK_EQ_INT(ls_engine_layer_bits(s, 1), 32);
+    CHECK_EQ_INT(ls_engine_layer_bits(s, 2), 16);
+    CHECK_EQ_INT(ls_engine_layer_bits(s, 3), 0);
+    CHECK_EQ_INT(ls_engine_layer_bits(e, 4), 0);
+    int b = -1, en = -1;
+    ls_engine_range(s, &b, &en);
+    CHECK(b == 1 && en == 3);
+    size_t n = ls_model_config_num_params(&cfg);
+    float *zero = calloc(n, sizeof(float));
+    CHECK(ls_engine_load_params(e, zero, n) == LS_EUNSUPPORTED); /* layers held at 16 bits */
+    free(zero);
+    os.layer_begin = -1, os.layer_end = 2, os.bits = NULL;
+    CHECK(ls_engine_open(&bad, ckpt, &os) == LS_EINVAL && strstr(ls_errmsg(), "layer range [-1, 2)"));
+    ls_engine_free(e), ls_engine_free(s);
+}
+
+/* Greedy generation stops at EOS, and at the context. Zero blocks, a zero final LayerNorm
+ * weight and bias e_0: every position's logits are wte[:, 0], so 0 everywhere but EOS's row
+ * (wte[EOS][0] = w). w = 1: EOS at once; w = -1: token 0 until the context is full (a
+ * 30-token prompt in 32 positions: 3 tokens, the last predicted at position 31). */
+static void test_generate_stops(void) {
+    size_t n = ls_model_config_num_params(&cfg);
+    for (int w = 1; w >= -1; w -= 2) {
+        float *p = calloc(n, sizeof(float)), *q = p;
+        for (int i = 0; i < ls_model_layout_count(&cfg); i++) {
+            ls_tensor_spec s;
+            CHECK(ls_model_layout(&cfg, i, &s) == LS_OK);
+            if (s.layer < 0 && s.kind == LS_GT_WTE) q[(size_t)LS_TOK_EOS * cfg.d_model] = (float)w;
+            if (s.layer < 0 && s.kind == LS_GT_LNFB) q[0] = 1;
+            q += s.numel;
+        }
+        ls_engine *e;
+        CHECK(ls_engine_new(&e, &cfg, p, NULL) == LS_OK);
+        int prompt[30], out[8] = {0}, n_out = -1;
+        for (int i = 0; i < 30; i++) prompt[i] = 'a' + i % 26;
+        CHECK(ls_engine_generate(e, prompt, w > 0 ? 3 : 30, 8, out, &n_out) == LS_OK);
+        if (w > 0) {
+            CHECK_EQ_INT(n_out, 1);
+            CHECK_EQ_INT(out[0], LS_TOK_EOS);
+        } else {
+            CHECK_EQ_INT(n_out, 3);
+            CHECK(out[0] == 0 && out[1] == 0 && out[2] == 0);
+        }
+        ls_engine_free(e);
+        free(p);
+    }
+}
+
 /* eval through the engine (fp32 weights) == the training module's evaluator */
 static void test_eval_matches_train(void) {
     const char *docs[2] = {"the quick brown fox jumps over the lazy dog. the end of one document.",
@@ -237,6 +335,13 @@ static void test_eval_matches_train(void) {
     } else {
         CHECK_MSG(0, "corpus of %zu tokens too short for the max_tokens check", n);
     }
+    /* windows of the whole context (32) are allowed, and agree too */
+    ls_eval_result rc32, rf32;
+    CHECK(ls_engine_eval_tokens(e, tok, n, 32, 0, &rc32) == LS_OK);
+    CHECK(ls_eval_tokens(m, tok, n, 32, 4, 0, &rf32) == LS_OK);
+    CHECK(rc32.tokens > 0 && rc32.tokens == rf32.tokens);
+    CHECK_NEAR(rc32.bits_per_byte, rf32.bits_per_byte, 1e-4);
+    CHECK(ls_engine_eval_tokens(e, tok, n, 33, 0, &rc32) == LS_EINVAL);
     CHECK_EQ_INT(ls_ckpt_is_quantized(ckpt), 0);
     ls_engine_free(e), ls_engine_free(e4);
     ls_model_free(m);
@@ -251,6 +356,8 @@ int main(void) {
     RUN(test_vs_model);
     RUN(test_decode_batch);
     RUN(test_qckpt_and_stages);
+    RUN(test_stage_bits_and_bytes);
+    RUN(test_generate_stops);
     RUN(test_eval_matches_train);
     unlink(ckpt);
     unlink(qckpt);
