@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cblas.h>
+#include <cjson/cJSON.h>
 
 #include "llmsys/core.h"
 #include "llmsys/steal.h"
@@ -97,6 +98,28 @@ static void test_validation(void) {
         CHECK_MSG(st == codes[i], "body %d: status %d, expected %d (%s)", i, st, codes[i], out);
         CHECK(strstr(out, "\"error\"") != NULL);
     }
+    /* The range's tolerance is 1e-4 of its span: a value inside it is answered as the bound
+     * itself (probabilities and all), one twice as far out is refused. */
+    float lo, hi;
+    CHECK_EQ_INT(ls_victim_server_input_range(s, &lo, &hi), 0);
+    double eps = 1e-4 * (hi - lo);
+    char at[2048], near[2048], far[2048], got_at[65536];
+    int la = 0, ln = 0, lf = 0;
+    la += snprintf(at, sizeof at, "{\"inputs\":[["), ln += snprintf(near, sizeof near, "{\"inputs\":[[");
+    lf += snprintf(far, sizeof far, "{\"inputs\":[[");
+    for (int j = 0; j < 20; j++) {
+        la += snprintf(at + la, sizeof at - (size_t)la, "%s%.9g", j ? "," : "", (double)hi);
+        ln += snprintf(near + ln, sizeof near - (size_t)ln, "%s%.9g", j ? "," : "", hi + 0.5 * eps);
+        lf += snprintf(far + lf, sizeof far - (size_t)lf, "%s%.9g", j ? "," : "", hi + 2 * eps);
+    }
+    la += snprintf(at + la, sizeof at - (size_t)la, "]]}"), ln += snprintf(near + ln, sizeof near - (size_t)ln, "]]}");
+    lf += snprintf(far + lf, sizeof far - (size_t)lf, "]]}");
+    CHECK_EQ_INT(raw_post(port, "/predict", at, (size_t)la, got_at, sizeof got_at), 200);
+    CHECK_EQ_INT(raw_post(port, "/predict", near, (size_t)ln, out, sizeof out), 200);
+    const char *pa = strstr(got_at, "{\"labels\""), *pn = strstr(out, "{\"labels\"");
+    CHECK_MSG(pa && pn && !strcmp(pa, pn), "%.9g answered otherwise than the bound %.9g: %s against %s", hi + 0.5 * eps,
+              (double)hi, pn ? pn : out, pa ? pa : got_at);
+    CHECK_EQ_INT(raw_post(port, "/predict", far, (size_t)lf, out, sizeof out), 422);
     /* Too many inputs (413), oversized body (413), unknown endpoint (404). */
     char big[4096];
     int n = rows_body(big, sizeof big, 9);
@@ -150,6 +173,21 @@ static void test_budget_rate(void) {
     int64_t q;
     CHECK_EQ_INT(ls_victim_server_client(s, "key:bob", &q, NULL, NULL), LS_OK);
     CHECK_EQ_INT(q, 100);
+    /* the admin's view: bob asked 4 times, was refused twice and has none left; carol once */
+    cJSON *stats = ls_victim_server_stats(s), *cl;
+    int seen = 0;
+    cJSON_ArrayForEach(cl, cJSON_GetObjectItem(stats, "clients")) {
+        const char *id = cJSON_GetStringValue(cJSON_GetObjectItem(cl, "client"));
+        int bob = id && !strcmp(id, "key:bob"), carol = id && !strcmp(id, "key:carol");
+        if (!bob && !carol) continue;
+        seen++;
+        CHECK_EQ_INT((int)cJSON_GetNumberValue(cJSON_GetObjectItem(cl, "queries")), 100);
+        CHECK_EQ_INT((int)cJSON_GetNumberValue(cJSON_GetObjectItem(cl, "requests")), bob ? 4 : 1);
+        CHECK_EQ_INT((int)cJSON_GetNumberValue(cJSON_GetObjectItem(cl, "rejected")), bob ? 2 : 0);
+        CHECK_EQ_INT((int)cJSON_GetNumberValue(cJSON_GetObjectItem(cl, "budget_left")), 0);
+    }
+    CHECK_EQ_INT(seen, 2);
+    cJSON_Delete(stats);
     ls_steal_client_free(c);
     ls_steal_client_free(c2);
     ls_steal_client_free(adm);
@@ -173,12 +211,25 @@ static void test_budget_rate(void) {
     CHECK_EQ_INT(raw_post(port, "/predict", body, (size_t)n, out, sizeof out), 200);
     CHECK_EQ_INT(raw_post(port, "/predict", body, (size_t)n, out, sizeof out), 429);
     CHECK(strstr(out, "Retry-After") != NULL);
+    /* at least 40 of the 100 are left, so the 60 need at most 0.2 s more */
+    const char *ra = strstr(out, "retry after ");
+    CHECK_MSG(ra && atof(ra + 12) <= 0.2 + 1e-9, "%s", out);
     /* The client waits as told and gets through. */
     CHECK_EQ_INT(client_for(s, "raw", &c), LS_OK);
     double t0 = ls_now();
     CHECK_EQ_INT(ls_steal_client_query(c, te.x, 60, lab, NULL, NULL), LS_OK);
     CHECK(ls_now() - t0 < 5);
     ls_steal_client_free(c);
+    ls_victim_server_stop(s);
+    /* a request larger than the bucket (30 inputs, bucket 10) is not refused for ever: the
+     * bucket fills up to the request's size (100 inputs/s: 0.2 s) */
+    so.burst = 10;
+    CHECK_EQ_INT(ls_victim_server_start(victim, &so, &s), LS_OK);
+    port = ls_victim_server_port(s);
+    n = rows_body(body, sizeof body, 30);
+    CHECK_EQ_INT(raw_post(port, "/predict", body, (size_t)n, out, sizeof out), 429);
+    ls_sleep_ms(350);
+    CHECK_EQ_INT(raw_post(port, "/predict", body, (size_t)n, out, sizeof out), 200);
     ls_victim_server_stop(s);
 }
 
@@ -192,6 +243,9 @@ static void test_prada_modes(void) {
         ls_victim_server_opts so = scaled_server_opts();
         so.prada_mode = modes[m];
         so.throttle_s = 1.0;
+        if (modes[m] == LS_PRADA_THROTTLE) /* flagged: a tenth of 20/s, under 1 / 0.25 s */
+            so.rate_qps = 20, so.throttle_s = 0.25;
+        so.admin_key = "adm";
         /* On a table, natural traffic's W runs 0.92-0.95 here (PRADA's published 0.95 flags
          * most natural table clients, see docs/steal.md); 0.90 still separates the bimodal
          * stream below (W 0.73-0.79) from the natural one. */
@@ -217,6 +271,21 @@ static void test_prada_modes(void) {
             ls_victim_server_client(s, "key:raw", NULL, &fa0, NULL);
         }
         CHECK_EQ_INT(rc, LS_OK); /* the request that gets a client flagged is still answered */
+        if (m == 0) {            /* the admin's queries are not watched: the same stream leaves it unflagged */
+            ls_steal_client *adm;
+            CHECK_EQ_INT(client_for(s, "adm", &adm), LS_OK);
+            ls_rng_seed(&r, 9);
+            for (int req = 0; req < 8; req++) {
+                for (int i = 0; i < 50; i++)
+                    for (int j = 0; j < te.d; j++)
+                        x[i * te.d + j] = i % 2 ? ls_rng_uniform(&r) : 0.5f + 0.001f * ls_rng_uniform(&r);
+                CHECK_EQ_INT(ls_steal_client_query(adm, x, 50, lab, NULL, NULL), LS_OK);
+            }
+            int64_t fa_adm = 0;
+            CHECK_EQ_INT(ls_victim_server_client(s, "admin", NULL, &fa_adm, NULL), LS_OK);
+            CHECK_EQ_INT(fa_adm, -1);
+            ls_steal_client_free(adm);
+        }
         /* One more request after the flag (THROTTLE is checked raw below: the client would wait). */
         if (modes[m] != LS_PRADA_THROTTLE) rc = ls_steal_client_query(c, x, 50, lab, NULL, NULL);
         for (int64_t s0 = 0; s0 + 50 <= 300; s0 += 50)
@@ -242,7 +311,7 @@ static void test_prada_modes(void) {
             }
             n += snprintf(body + n, sizeof body - (size_t)n, "]}");
             CHECK_EQ_INT(raw_post(ls_victim_server_port(s), "/predict", body, (size_t)n, out, sizeof out), 429);
-            CHECK(strstr(out, "throttled") != NULL);
+            CHECK_MSG(strstr(out, "rate limit: 2 inputs/s (throttled") != NULL, "%s", out);
         }
         ls_steal_client_free(c);
         ls_steal_client_free(good);
@@ -620,6 +689,51 @@ static void test_option_checks(void) {
     CHECK(!r.queried);
 }
 
+/* The label is the first class of the highest probability, as the victim's own predict
+ * gives it: a tree trained on four rows, two of class 3 and two of class 1, is one leaf of
+ * probability 1/2 for each (too few rows to split), so every answer is a tie. */
+static void test_tied_labels(void) {
+    ls_victim_opts o;
+    ls_victim_opts_default(&o, LS_VICTIM_TREE);
+    ls_steal_data few = tr; /* the first four rows, borrowed, with labels of our own */
+    int32_t y4[4] = {3, 1, 3, 1};
+    few.n = 4, few.y = y4;
+    ls_victim *f;
+    CHECK_EQ_INT(ls_victim_train(&o, &few, &f), LS_OK);
+    enum { N = 200 };
+    float *p = malloc(sizeof(float) * N * (size_t)te.k);
+    int32_t want[N], got[N];
+    CHECK_EQ_INT(ls_victim_predict_proba(f, te.x, N, p), LS_OK);
+    ls_victim_predict(f, te.x, N, want);
+    int ties = 0;
+    for (int i = 0; i < N; i++) {
+        float best = p[i * te.k + want[i]];
+        for (int j = want[i] + 1; j < te.k; j++) ties += p[i * te.k + j] == best;
+    }
+    ls_victim_server_opts so = scaled_server_opts();
+    ls_victim_server *s;
+    CHECK_EQ_INT(ls_victim_server_start(f, &so, &s), LS_OK);
+    ls_steal_client *c;
+    CHECK_EQ_INT(client_for(s, "tie", &c), LS_OK);
+    CHECK_EQ_INT(ls_steal_client_query(c, te.x, N, got, NULL, NULL), LS_OK);
+    CHECK(memcmp(got, want, sizeof got) == 0 && want[0] == 1);
+    CHECK_MSG(ties == N, "%d ties among %d rows", ties, N);
+    ls_steal_client_free(c);
+    ls_victim_server_stop(s);
+    /* in the training data's units the range spans every feature's */
+    ls_victim_server_opts_default(&so);
+    CHECK_EQ_INT(ls_victim_server_start(f, &so, &s), LS_OK);
+    const float *mn, *mx;
+    ls_victim_scaler(f, &mn, &mx);
+    float lo = mn[0], hi = mx[0], rlo, rhi;
+    for (int j = 1; j < te.d; j++) lo = mn[j] < lo ? mn[j] : lo, hi = mx[j] > hi ? mx[j] : hi;
+    CHECK_EQ_INT(ls_victim_server_input_range(s, &rlo, &rhi), 1);
+    CHECK_MSG(rlo == lo && rhi == hi && hi > mx[0], "range [%g, %g], features span [%g, %g]", rlo, rhi, lo, hi);
+    ls_victim_server_stop(s);
+    free(p);
+    ls_victim_free(f);
+}
+
 int main(void) {
     openblas_set_num_threads(1); /* small matmuls; threads only spin on shared cores */
     setup();
@@ -627,6 +741,7 @@ int main(void) {
     RUN(test_validation);
     RUN(test_budget_rate);
     RUN(test_prada_modes);
+    RUN(test_tied_labels);
     RUN(test_bad_targets);
     RUN(test_keys);
     RUN(test_no_key_multiplying);
