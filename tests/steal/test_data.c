@@ -79,6 +79,24 @@ static void test_idx(void) {
     CHECK_EQ_INT(ls_steal_idx_load(img, lab, 0, &d), LS_EFORMAT);
     CHECK(strstr(ls_errmsg(), "labels") != NULL);
     CHECK_EQ_INT(ls_steal_idx_load("/nonexistent/x.gz", lab, 0, &d), LS_ENOTFOUND);
+    /* labels up to 63 (64 classes), 64 refused; an image side over 4096 is implausible */
+    unsigned char l[13];
+    put_be32(l, 0x00000801), put_be32(l + 4, 5);
+    const unsigned char labs[2][5] = {{0, 1, 2, 63, 0}, {0, 1, 2, 64, 0}};
+    write_idx(img, lab, 5, 4, 3, 0x00000803, 5, 0);
+    for (int t = 0; t < 2; t++) {
+        memcpy(l + 8, labs[t], 5);
+        write_gz(lab, l, 13);
+        CHECK_EQ_INT(ls_steal_idx_load(img, lab, 0, &d), t ? LS_EFORMAT : LS_OK);
+        if (t == 0) {
+            CHECK_EQ_INT(d.k, 64);
+            ls_steal_data_free(&d);
+        }
+        if (t == 1) CHECK(strstr(ls_errmsg(), "label 64 of row 3") != NULL);
+    }
+    write_idx(img, lab, 1, 4097, 1, 0x00000803, 1, 0);
+    CHECK_EQ_INT(ls_steal_idx_load(img, lab, 0, &d), LS_EFORMAT);
+    CHECK(strstr(ls_errmsg(), "implausible") != NULL);
 }
 
 static void test_fmnist(void) {
@@ -144,6 +162,30 @@ static void test_csv(void) {
     CHECK(strstr(ls_errmsg(), ":2:") != NULL);
     write_text(p, "a,b\n1\n"); /* the first data row sets the width */
     CHECK_EQ_INT(ls_steal_csv_load(p, &d), LS_EFORMAT);
+    /* quoted fields, semicolons and tabs */
+    const char *seps[] = {"\"a\",\"b\",\"y\"\n\"1\",\"2\",\"0\"\n\"3\", \"4\",\"1\"\n", "1;2;0\n3;4;1\n",
+                          "1\t2\t0\n3\t4\t1\n"};
+    for (int i = 0; i < 3; i++) {
+        write_text(p, seps[i]);
+        CHECK_MSG(ls_steal_csv_load(p, &d) == LS_OK, "%s", seps[i]);
+        CHECK(d.n == 2 && d.d == 2 && d.k == 2 && d.x[0] == 1 && d.x[3] == 4 && d.y[1] == 1);
+        ls_steal_data_free(&d);
+    }
+    write_text(p, "a,b,y\n1,2,0\n"); /* one data row */
+    CHECK_EQ_INT(ls_steal_csv_load(p, &d), LS_EFORMAT);
+    CHECK(strstr(ls_errmsg(), "fewer than 2 data rows") != NULL);
+    /* 64 classes, and 65 refused */
+    char many[2048];
+    for (int k = 64; k <= 65; k++) {
+        int o = 0;
+        for (int i = 0; i < k; i++) o += snprintf(many + o, sizeof many - (size_t)o, "%d,%d\n", i, 100 + i);
+        write_text(p, many);
+        CHECK_EQ_INT(ls_steal_csv_load(p, &d), k == 64 ? LS_OK : LS_EFORMAT);
+        if (k == 64) {
+            CHECK(d.k == 64 && d.y[63] == 63);
+            ls_steal_data_free(&d);
+        }
+    }
     /* Gzipped CSV, as zlib writes it; a corrupt gzip stream is an error, not a table. */
     char pz[310];
     snprintf(pz, sizeof pz, "%s/t.csv.gz", dir);
@@ -203,6 +245,31 @@ static void test_real_tables(void) {
     }
 }
 
+/* Rows whose every value is their index: a split's two sides together hold every row once,
+ * a subset is drawn at random (not the first rows), and the scaler spans the last row too. */
+static void test_rows_by_id(void) {
+    enum { N = 40 };
+    ls_steal_data all, tr, te, sub;
+    CHECK_EQ_INT(ls_steal_data_alloc(&all, N, 3, 2), LS_OK);
+    for (int i = 0; i < N * 3; i++) all.x[i] = (float)(i / 3);
+    for (int i = 0; i < N; i++) all.y[i] = i % 2;
+    CHECK_EQ_INT(ls_steal_data_split(&all, 0.25, 4, &tr, &te), LS_OK);
+    CHECK(tr.n == 30 && te.n == 10);
+    int seen[N] = {0};
+    for (int64_t i = 0; i < tr.n; i++) seen[(int)tr.x[i * 3]]++;
+    for (int64_t i = 0; i < te.n; i++) seen[(int)te.x[i * 3]]++;
+    for (int i = 0; i < N; i++) CHECK_MSG(seen[i] == 1, "row %d in the split %d times", i, seen[i]);
+    CHECK_EQ_INT(ls_steal_data_subset(&all, 5, 4, &sub), LS_OK);
+    int first = 1;
+    for (int64_t i = 0; i < sub.n; i++) first &= (int)sub.x[i * 3] == i;
+    CHECK_MSG(sub.n == 5 && !first, "a subset of 5 of 40 rows was rows 0-4");
+    ls_steal_data_free(&sub);
+    ls_steal_data_free(&tr), ls_steal_data_free(&te);
+    CHECK_EQ_INT(ls_steal_data_normalize(&all, NULL, 0, 1), LS_OK);
+    CHECK(all.raw_min[0] == 0 && all.raw_max[2] == N - 1 && all.x[(N - 1) * 3] == 1);
+    ls_steal_data_free(&all);
+}
+
 static void test_split_norm_tables(void) {
     ls_steal_data all, tr, te;
     CHECK_EQ_INT(ls_steal_make_table("blobs", 1000, 12, 4, 5, &all), LS_OK);
@@ -258,6 +325,7 @@ int main(void) {
     RUN(test_fmnist);
     RUN(test_csv);
     RUN(test_split_norm_tables);
+    RUN(test_rows_by_id);
     RUN(test_real_tables);
     return TEST_RESULT_RMTREE(dir);
 }
