@@ -55,7 +55,10 @@ int rl_relay_main(const ls_rl_worker_opts *o) {
                         bad++;
                     } else {
                         if (succ) rl_send(succ, msg, len, 0); /* pipelined: forward before the version completes */
-                        if (a == 1) last_hb = 0; /* a complete version: tell the manager now, not at the next beat */
+                        if (a == 1) {
+                            last_hb = 0; /* a complete version: tell the manager now, not at the next beat */
+                            LS_INFO("relay %d: version %lld whole", o->id, (long long)h.version);
+                        }
                         if (a == 1 && owed >= 0 && h.version >= owed) {
                             /* the version partly received when the successor changed is whole: it
                              * goes whole (a newer one was forwarded whole already) */

@@ -18,11 +18,17 @@ expect 0 "rl run under CURVE" -- timeout 120 "$BIN" --keys "$T/a" --curve rl run
     --eval-n 4 --workdir "$T/run" --quiet
 python3 -c "import json,sys; r=json.load(open('$T/run/report.json')); sys.exit(0 if r['updates'] == 3 else 1)" ||
     fail "rl run under CURVE: report without its 3 updates"
-# each rollout's first weights are version 0, the second relay's through the chain (a relay that
-# learns its successor while a version is half received sends that version whole once complete)
+# each relay's first whole version is version 0, the second's through the chain (a relay that
+# learns its successor while a version is half received sends that version whole once complete);
+# the relays start before the trainer, which hands version 0 over only after its warm start
 for r in 0 1; do
-    head -n 1 "$T/run/logs/rollout-$r.log" | grep -q "rollout $r: version 0 from relay" ||
-        fail "rollout $r's first weights were not version 0: $(head -n 2 "$T/run/logs/rollout-$r.log")"
+    first=$(grep -m 1 "relay $r: version .* whole" "$T/run/logs/relay-$r.log")
+    case "$first" in *"relay $r: version 0 whole") ;; *) fail "relay $r's first whole version was not 0: '$first'" ;; esac
+done
+# every rollout got weights from its relay (a rollout slow to start may first see a later version)
+for r in 0 1; do
+    grep -q "rollout $r: version [0-9]* from relay" "$T/run/logs/rollout-$r.log" ||
+        fail "rollout $r never got weights: $(head -n 2 "$T/run/logs/rollout-$r.log")"
 done
 
 # a manager alone, CURVE forced, its config from that run
