@@ -360,7 +360,9 @@ typedef struct ls_validate ls_validate;
 ls_validate_opts ls_validate_defaults(void);
 /* Checks the options, reads and checks opts.profile (errors name that path), makes the work
  * directory and the checkpoint (or reads the given one's config). LS_EINVAL for options out of
- * range (--memory-gb and an empty --algos named) and for a workload beyond the model context. */
+ * range (--memory-gb and an empty --algos named) and for a workload beyond the model context.
+ * A failure once the work directory exists (the checkpoint, the workload) still sets *out, so
+ * that ls_validate_free removes a temporary directory: free *out whatever the result. */
 int ls_validate_open(ls_validate **out, const ls_validate_opts *o);
 /* Measures the device profile over a grid that brackets the workload, or writes the opts.profile
  * _open read, to <dir>/profile.json. */

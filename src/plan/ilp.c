@@ -452,7 +452,9 @@ int ls_plan_ilp_candidate(const ls_plan_problem *p, const ls_plan_cand_cost *cc,
     ilp_result *res = malloc(sizeof *res);
     if (!res) return ls_err(LS_ENOMEM, "ILP");
     int rc = solve_one(p, cc, limit_s, INFINITY, NULL, res);
-    if (rc == LS_OK && !res->has_sol) rc = ls_err(LS_EINFEASIBLE, "ILP: the candidate's MIP gave no plan");
+    /* solve_one returns a bare LS_EINFEASIBLE when a layer or a device has no placement */
+    if (rc == LS_EINFEASIBLE || (rc == LS_OK && !res->has_sol))
+        rc = ls_err(LS_EINFEASIBLE, "ILP: the candidate's MIP has no plan");
     if (rc == LS_OK) *plan = res->plan, *optimal = res->optimal, *mip_obj = res->mip_obj;
     free(res);
     return rc;

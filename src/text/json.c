@@ -109,9 +109,15 @@ static int parse_model(ls_bpe *t, const cJSON *model, const int *inv) {
         int a = nl > 0 ? ls_bpe_find(t, buf, (size_t)nl) : -1;
         long nr = shown_to_bytes(r, buf, LS_BPE_MAX_TOKEN, inv);
         int b = nr > 0 ? ls_bpe_find(t, buf, (size_t)nr) : -1;
-        if (a < 0 || b < 0 || nl + nr > LS_BPE_MAX_TOKEN) {
+        if (a < 0 || b < 0) {
             rc = ls_err(LS_EFORMAT, "tokenizer.json: merge %d (\"%.40s\" \"%.40s\") names a token not in the vocab",
                         t->n_merge, l, r);
+            break;
+        }
+        if (nl + nr > LS_BPE_MAX_TOKEN) {
+            rc = ls_err(LS_EFORMAT,
+                        "tokenizer.json: merge %d (\"%.40s\" \"%.40s\") makes a token of %ld bytes (at most %d)",
+                        t->n_merge, l, r, nl + nr, LS_BPE_MAX_TOKEN);
             break;
         }
         memcpy(buf, t->tok[a].bytes, t->tok[a].len);
