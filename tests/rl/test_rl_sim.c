@@ -51,22 +51,27 @@ static void test_issue_rule(void) {
 }
 
 /* Synchronous, one rollout of 4 slots, every response 10 tokens, step 10 ms, train 50 ms, no pull:
- * each update is refill + 10 steps + train, so 3 updates of 4 take 3 (refill + 0.1 + 0.05) s. */
+ * each update is refill + 10 steps + train, so 3 updates of 4 take 3 (refill + 0.1 + 0.05) s.
+ * With a pull of 3 ms and a hand-over of 10 ms (k = 2), as the runtime runs it (batch refill: the
+ * rollout pulls from its relay, no global sync): the relay holds version v + 1 10 ms after the
+ * update ends; the poll that names it (refill), the pull, and the poll that brings the batch
+ * (refill) follow: updates 2 and 3 take 0.01 + 0.007 + 0.1 + 0.05 s each. */
 static void test_sync_timeline(void) {
     static const int len[1] = {10};
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 3; k++) {
         double refill = k ? 0.002 : 0;
         ls_rl_sim_opts o = ls_rl_sim_defaults();
         o.mode = LS_RL_MODE_SYNC, o.gpus = 2, o.batch = 4, o.max_batch = 4, o.updates = 3, o.prompt_len = 8;
         o.step_s = 0.01, o.train_s = 0.05, o.trace = len, o.n_trace = 1, o.refill_s = refill, o.batch_refill = 1;
+        if (k == 2) o.pull_s = 0.003, o.trainer_extra_s = 0.01;
         ls_rl_sim_result r;
         CHECK(ls_rl_simulate(&o, &r) == LS_OK);
-        double span = 3 * (refill + 10 * 0.01 + 0.05);
+        double span = 3 * (refill + 10 * 0.01 + 0.05) + (k == 2 ? 2 * (0.01 + 0.002 + 0.003) : 0);
         CHECK_NEAR(r.traj_per_s, 12 / span, 1e-6 * 12 / span);
         CHECK_NEAR(r.tokens_per_s, 120 / span, 1e-6 * 120 / span);
         CHECK_EQ_INT(r.max_staleness, 0);
-        /* idle: the refill pauses and the training time, out of the whole span */
-        CHECK_NEAR(r.idle_frac, 3 * (refill + 0.05) / span, 1e-6);
+        /* idle: everything but the 30 decode steps, out of the whole span */
+        CHECK_NEAR(r.idle_frac, (span - 0.3) / span, 1e-6);
     }
 }
 
@@ -120,10 +125,13 @@ static char dir[64]; /* the test's work directory (a catalog) */
 static int write_catalog(void) {
     static const char *const files[2][2] = {
         {"gpus.json", "{\"format\": \"llmsys-gpus\", \"version\": 1, \"gpus\": [{\"name\": \"unit-gpu\", "
-                      "\"memory_GB\": 1, \"bandwidth_GBps\": 1, \"fp16_tflops\": 0.01}]}\n"},
+                      "\"memory_GB\": 1, \"bandwidth_GBps\": 1, \"fp16_tflops\": 0.01}, {\"name\": \"unit-gpu-2\", "
+                      "\"memory_GB\": 1, \"bandwidth_GBps\": 2, \"fp16_tflops\": 0.02, \"link_GBps\": 4}]}\n"},
         {"models.json", "{\"format\": \"llmsys-models\", \"version\": 1, \"models\": [{\"name\": \"unit-model\", "
                         "\"n_layer\": 1, \"d_model\": 64, \"n_head\": 1, \"n_kv_head\": 1, \"d_ff\": 64, "
-                        "\"vocab\": 128, \"n_ctx\": 64, \"tied\": true}]}\n"}};
+                        "\"vocab\": 128, \"n_ctx\": 64, \"tied\": true}, {\"name\": \"gqa-model\", \"n_layer\": 24, "
+                        "\"d_model\": 1024, \"n_head\": 16, \"n_kv_head\": 4, \"d_ff\": 4096, \"vocab\": 32000, "
+                        "\"n_ctx\": 2048}]}\n"}};
     for (int i = 0; i < 2; i++) {
         char path[512];
         snprintf(path, sizeof path, "%s/%s", dir, files[i][0]);
@@ -178,6 +186,107 @@ static void test_areal_prefill(void) {
     /* the replica idles only while paused */
     CHECK_NEAR(r.idle_frac, pause / end, 1e-9);
     CHECK_EQ_INT(r.max_staleness, 0);
+    /* with batch refill (as the runtime runs AReaL-like) the interrupted replica still takes unit
+     * 2 into its free slot at once: the same timeline */
+    o.batch_refill = 1;
+    CHECK(ls_rl_simulate(&o, &r) == LS_OK);
+    CHECK_NEAR(r.wall_s, end, 1e-9);
+}
+
+/* Laminar repack, calibrated, by hand: 2 replicas of 4 slots, step 10 ms, train 50 ms, one update of
+ * 8; responses by issue order 1, 1, 1, 20 on each replica (then 50s). After one step each replica
+ * holds one 20-token trajectory (falling); the repack at 20 ms moves one onto the other, where it
+ * arrives at the destination's next poll, one step later: it ends at 0.21 s instead of 0.20 s
+ * (the freed replica takes new 50-token work, which the first batch does not wait for). */
+static void test_laminar_repack(void) {
+    static const int len[12] = {1, 1, 1, 20, 1, 1, 1, 20, 50, 50, 50, 50};
+    for (int k = 0; k < 2; k++) {
+        ls_rl_sim_opts o = ls_rl_sim_defaults();
+        o.mode = LS_RL_MODE_LAMINAR, o.gpus = 3, o.batch = 8, o.max_batch = 4, o.updates = 1, o.prompt_len = 8;
+        o.step_s = 0.01, o.train_s = 0.05, o.trace = len, o.n_trace = 12, o.trace_replay = 1, o.batch_refill = 1;
+        o.repack = k, o.repack_s = 0.02;
+        ls_rl_sim_result r;
+        CHECK(ls_rl_simulate(&o, &r) == LS_OK);
+        CHECK_NEAR(r.wall_s, (k ? 0.21 : 0.20) + 0.05, 1e-9);
+        CHECK_EQ_INT(r.repacks, k);
+    }
+}
+
+/* The catalog cost model by hand, on a model whose weights need two GPUs: 24 layers, d 1024, 16
+ * heads of 64 sharing 4 KV heads (KV width 256), d_ff 4096, vocab 32000 untied: 24 (1024 (1024 +
+ * 512) + 1024^2 + 2 1024 4096) + 2 32000 1024 = 329 777 152 parameters, W = 659 554 304 bytes in
+ * bf16. The GPU: 1 GB, 2 GB/s (1.4 effective), 0.02 TFLOPS (0.35 effective), links of 4 GB/s.
+ * W is over half the card and W / 2 is not: tp 2. Per step a = (W / 2) / 1.4 GB/s + 2 ms, per KV
+ * token c = 2 x 24 layers x 256 x 2 B / (2 x 1.4 GB/s); training 8 x params FLOPs a token.
+ * Synchronous (colocated, verl-style): 4 GPUs make 2 replicas of one slot, and all 4 train; batch
+ * 2 of 10-token responses after 16-token prompts: each replica ends its trajectory after 10 steps
+ * of a + 16 c, then every GPU trains for T. The replicas are never idle: while they wait they
+ * train (the idle share leaves that time out). Laminar-style, 25 % of 8 GPUs train: 3 replicas;
+ * the figures the timeline uses are those of the relays: a pull of W / 2 over 25 GB/s, the
+ * trainer's hand-over W / (8 x 25 GB/s), and a global sync for comparison. */
+static void test_catalog_costs(void) {
+    static const int len[1] = {10};
+    CHECK(write_catalog() == 0);
+    const double params = 24.0 * (1024.0 * (1024 + 512) + 1024.0 * 1024 + 2.0 * 1024 * 4096) + 2.0 * 32000 * 1024;
+    const double W = 2 * params, bw = 1.4e9, fl = 0.35 * 0.02e12, net = 25e9;
+    CHECK(W > 0.5e9 && W / 2 <= 0.5e9);
+    const double a = W / 2 / bw + 2e-3, c = 2.0 * 24 * 256 * 2 / (2 * bw);
+    ls_rl_sim_opts o = ls_rl_sim_defaults();
+    o.data_dir = dir, o.model = "gqa-model", o.gpu = "unit-gpu-2";
+    o.mode = LS_RL_MODE_SYNC, o.gpus = 4, o.batch = 2, o.max_batch = 1, o.updates = 1, o.prompt_len = 16;
+    o.mean_len = 10, o.trace = len, o.n_trace = 1, o.trace_replay = 1;
+    ls_rl_sim_result r;
+    CHECK(ls_rl_simulate(&o, &r) == LS_OK);
+    double T = 2.0 * (16 + 10) * 8 * params / (4 * fl), end = 10 * (a + 16 * c) + T;
+    CHECK_EQ_INT(r.tp, 2);
+    CHECK_EQ_INT(r.replicas, 2);
+    CHECK_EQ_INT(r.train_pct, 100);
+    CHECK_NEAR(r.step_s, a, 1e-12);
+    CHECK_NEAR(r.train_s, T, 1e-9 * T);
+    CHECK_NEAR(r.bcast_s, W / 2 / 4e9, 1e-12); /* re-sharded over the GPUs' own links */
+    CHECK_NEAR(r.wall_s, end, 1e-9 * end);
+    CHECK_NEAR(r.traj_per_s, 2 / end, 1e-9 * 2 / end);
+    CHECK_NEAR(r.idle_frac, 0, 1e-12);
+    o.mode = LS_RL_MODE_LAMINAR, o.gpus = 8, o.train_frac_pct = 25, o.updates = 2;
+    CHECK(ls_rl_simulate(&o, &r) == LS_OK);
+    CHECK_EQ_INT(r.tp, 2);
+    CHECK_EQ_INT(r.replicas, 3);
+    CHECK_EQ_INT(r.train_pct, 25);
+    CHECK_NEAR(r.train_s, 2.0 * (16 + 10) * 8 * params / (2 * fl), 1e-9 * r.train_s);
+    CHECK_NEAR(r.pull_s, W / 2 / net, 1e-12);
+    CHECK_NEAR(r.stall_s, W / (8 * net), 1e-12);
+    CHECK_NEAR(r.bcast_s, W / 2 / net + W / (2 * net) + 2e-3, 1e-12);
+}
+
+/* Response lengths are log-normal with the mean asked for: 4096 draws at mean 50, CV 1 (one
+ * synchronous batch, every trajectory of it trained on, prompts of 0 tokens, so the tokens per
+ * trajectory are the mean length: whole tokens, so 49.5 expected; 50.06 drawn); under a cap
+ * of 20 at mean 1000 every response is 20 tokens. */
+static void test_length_draws(void) {
+    ls_rl_sim_opts o = ls_rl_sim_defaults();
+    o.mode = LS_RL_MODE_SYNC, o.gpus = 2, o.batch = 4096, o.max_batch = 4096, o.updates = 1, o.prompt_len = 0;
+    o.step_s = 1e-3, o.train_s = 1e-3, o.mean_len = 50, o.cv = 1, o.max_len = 100000;
+    ls_rl_sim_result r;
+    CHECK(ls_rl_simulate(&o, &r) == LS_OK);
+    double mean = r.tokens_per_s / r.traj_per_s;
+    fprintf(stderr, "  mean 50, CV 1: %.2f tokens a response over 4096\n", mean);
+    CHECK(mean > 49.5 * 0.96 && mean < 49.5 * 1.04); /* the standard error is 1.6 % */
+    o.mean_len = 1000, o.max_len = 20;
+    CHECK(ls_rl_simulate(&o, &r) == LS_OK);
+    CHECK_NEAR(r.tokens_per_s / r.traj_per_s, 20, 1e-9);
+}
+
+/* The GPU-count list of `sim rl --gpus`: counts in [2, 2^20], at most 16. */
+static void test_gpus_list(void) {
+    int gl[16];
+    CHECK_EQ_INT(ls_rl_sim_gpus_parse("2,1048576", gl), 2);
+    CHECK(gl[0] == 2 && gl[1] == 1048576);
+    CHECK(ls_rl_sim_gpus_parse("1", gl) < 0);
+    CHECK(ls_rl_sim_gpus_parse("1048577", gl) < 0);
+    CHECK_EQ_INT(ls_rl_sim_gpus_parse("2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17", gl), 16);
+    CHECK_EQ_INT(gl[15], 17);
+    CHECK(ls_rl_sim_gpus_parse("2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18", gl) < 0);
+    CHECK(ls_rl_sim_gpus_parse("2,", gl) < 0 && ls_rl_sim_gpus_parse("2,,3", gl) < 0);
 }
 
 /* The best split is at least as good as every fixed split of its coarse pass, and is what a
@@ -197,6 +306,25 @@ static void test_best_split(void) {
     o.train_frac_pct = best.train_pct;
     CHECK(ls_rl_simulate(&o, &r) == LS_OK);
     CHECK_NEAR(best.traj_per_s, r.traj_per_s, 1e-9 * r.traj_per_s);
+    /* the refinement: 5 points either side of the coarse best, then 2 either side of that */
+    int at = 0;
+    double top = 0;
+    for (int pct = 20; pct <= 80; pct += 10) {
+        o.train_frac_pct = pct;
+        CHECK(ls_rl_simulate(&o, &r) == LS_OK);
+        if (r.traj_per_s > top) top = r.traj_per_s, at = pct;
+    }
+    for (int step = 5; step >= 2; step -= 3) {
+        int c0 = at;
+        for (int d = -1; d <= 1; d += 2) {
+            o.train_frac_pct = c0 + d * step;
+            CHECK(ls_rl_simulate(&o, &r) == LS_OK);
+            fprintf(stderr, "  split %d %%: %.4f traj/s\n", o.train_frac_pct, r.traj_per_s);
+            CHECK(best.traj_per_s >= r.traj_per_s * (1 - 1e-9));
+            if (r.traj_per_s > top) top = r.traj_per_s, at = o.train_frac_pct;
+        }
+    }
+    CHECK_EQ_INT(best.train_pct, at);
 }
 
 /* The trainer takes complete groups only: one rollout of 4 slots, responses 1, 5, 5, 1 tokens,
@@ -229,6 +357,12 @@ static void test_poll_periods(void) {
     ls_rl_sim_result r;
     CHECK(ls_rl_simulate(&o, &r) == LS_OK);
     CHECK_NEAR(r.traj_per_s, 8 / 0.34, 1e-6 * 8 / 0.34);
+    /* the trainer asking every 50 ms: its poll at 0.10 finds batch 1 just done (train to 0.15);
+     * the rollout (asking since 0.10) starts batch 2 at 0.18, done at 0.28; the trainer (asking
+     * since 0.15) starts at 0.30 and ends at 0.35 */
+    o.trainer_poll_s = 0.05;
+    CHECK(ls_rl_simulate(&o, &r) == LS_OK);
+    CHECK_NEAR(r.traj_per_s, 8 / 0.35, 1e-6 * 8 / 0.35);
 }
 
 /* The staleness bounds, with generation much faster than training (step 1 ms, 10-token
@@ -315,7 +449,11 @@ int main(void) {
     RUN(test_sync_timeline);
     RUN(test_laminar_refill);
     RUN(test_laminar_queue);
+    RUN(test_laminar_repack);
     RUN(test_areal_prefill);
+    RUN(test_catalog_costs);
+    RUN(test_length_draws);
+    RUN(test_gpus_list);
     RUN(test_best_split);
     RUN(test_groups);
     RUN(test_poll_periods);
