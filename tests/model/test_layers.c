@@ -314,6 +314,85 @@ static void test_fused_mlp(void) {
     }
 }
 
+/* The backward passes add to the gradients they are given (dinp, dw, dbias of a matmul, GELU's
+ * dinp, the cross-entropy's dlogits: gradient accumulation over micro-batches relies on it); a
+ * matmul forward with a residual but no bias starts from the residual; softmax probabilities to
+ * float64 within 1e-6 relative, down to e^-86 and at the points where the exponential's
+ * polynomial is least exact (r = ±ln2 / 2), and finite when the largest logit is last and far
+ * above the rest. */
+static void test_accumulate(void) {
+    ls_rng r;
+    ls_rng_seed(&r, 8);
+    int N = 6, IC = 10, OC = 12;
+    float *inp = rnd(&r, N * IC, 1), *w = rnd(&r, OC * IC, 1), *dout = rnd(&r, N * OC, 1), *base = rnd(&r, N * OC, 1);
+    float *out = zeros(N * OC);
+    ls_matmul_forward(out, inp, w, NULL, base, N, IC, OC);
+    double maxd = 0;
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < OC; o++) {
+            double y = base[n * OC + o];
+            for (int i = 0; i < IC; i++) y += (double)inp[n * IC + i] * w[o * IC + i];
+            maxd = fmax(maxd, fabs(y - out[n * OC + o]));
+        }
+    CHECK_MSG(maxd < 1e-5, "matmul with a residual and no bias: max |diff| %.3g", maxd);
+    /* each gradient once from zeros, once on top of g0: the second is g0 + the first */
+    float *g0[3] = {rnd(&r, N * IC, 1), rnd(&r, OC * IC, 1), rnd(&r, OC, 1)};
+    float *z[3] = {zeros(N * IC), zeros(OC * IC), zeros(OC)}, *a[3];
+    int len[3] = {N * IC, OC * IC, OC};
+    for (int k = 0; k < 3; k++)
+        a[k] = malloc(sizeof(float) * (size_t)len[k]), memcpy(a[k], g0[k], sizeof(float) * (size_t)len[k]);
+    ls_matmul_backward(z[0], z[1], z[2], dout, inp, w, N, IC, OC);
+    ls_matmul_backward(a[0], a[1], a[2], dout, inp, w, N, IC, OC);
+    double e = 0;
+    for (int k = 0; k < 3; k++)
+        for (int i = 0; i < len[k]; i++) e = fmax(e, fabs(a[k][i] - (g0[k][i] + z[k][i])));
+    CHECK_MSG(e < 1e-5, "matmul backward does not accumulate: %.3g", e);
+    float *gz = zeros(N * IC), *ga = malloc(sizeof(float) * (size_t)(N * IC));
+    memcpy(ga, g0[0], sizeof(float) * (size_t)(N * IC));
+    ls_gelu_backward(gz, inp, inp, N * IC);
+    ls_gelu_backward(ga, inp, inp, N * IC);
+    e = 0;
+    for (int i = 0; i < N * IC; i++) e = fmax(e, fabs(ga[i] - (g0[0][i] + gz[i])));
+    CHECK_MSG(e < 1e-6, "GELU backward does not accumulate: %.3g", e);
+    int tgt[6] = {0, 3, -1, 11, 5, 2};
+    float *probs = zeros(N * OC), *losses = zeros(N), *dz = zeros(N * OC),
+          *da = malloc(sizeof(float) * (size_t)(N * OC));
+    memcpy(da, base, sizeof(float) * (size_t)(N * OC));
+    ls_softmax_xent_forward(probs, losses, out, tgt, N, OC, NULL);
+    ls_softmax_xent_backward(dz, probs, tgt, 0.2f, N, OC);
+    ls_softmax_xent_backward(da, probs, tgt, 0.2f, N, OC);
+    e = 0;
+    for (int i = 0; i < N * OC; i++) e = fmax(e, fabs(da[i] - (base[i] + dz[i])));
+    CHECK_MSG(e < 1e-6, "cross-entropy backward does not accumulate: %.3g", e);
+    /* softmax accuracy */
+    const double h = 0.5 * log(2.0);
+    float lg[2][12] = {{0, -h, -3 * h, -7 * h, -1, -5, -20, -40, -60, -80, -86, -11 * h},
+                       {0, 1, 2, -3, 0.5f, 1.5f, -1, 0, 0, 0, 0, 200}};
+    int t2[2] = {4, 11};
+    float p2[24], l2[2];
+    ls_softmax_xent_forward(p2, l2, &lg[0][0], t2, 2, 12, NULL);
+    double worst = 0;
+    for (int row = 0; row < 2; row++) {
+        double mx = -INFINITY, zsum = 0;
+        for (int i = 0; i < 12; i++) mx = fmax(mx, lg[row][i]);
+        for (int i = 0; i < 12; i++) zsum += exp((double)lg[row][i] - mx);
+        for (int i = 0; i < 12; i++) {
+            double want = exp((double)lg[row][i] - mx) / zsum;
+            CHECK_MSG(isfinite(p2[row * 12 + i]), "softmax row %d entry %d: %g", row, i, p2[row * 12 + i]);
+            if (want > 1e-37)
+                worst = fmax(worst, fabs(p2[row * 12 + i] - want) / want);
+            else
+                CHECK(p2[row * 12 + i] < 1e-37f);
+        }
+        CHECK_NEAR(l2[row], log(zsum) + mx - lg[row][t2[row]], 1e-5);
+    }
+    fprintf(stderr, "  softmax vs float64: worst relative error %.3g\n", worst);
+    CHECK_MSG(worst < 1e-6, "softmax relative error %.3g", worst);
+    for (int k = 0; k < 3; k++) free(g0[k]), free(z[k]), free(a[k]);
+    free(inp), free(w), free(dout), free(base), free(out), free(gz), free(ga), free(probs), free(losses), free(dz),
+        free(da);
+}
+
 int main(void) {
     RUN(test_encoder);
     RUN(test_layernorm);
@@ -322,5 +401,6 @@ int main(void) {
     RUN(test_gelu);
     RUN(test_softmax_xent);
     RUN(test_fused_mlp);
+    RUN(test_accumulate);
     return TEST_RESULT();
 }
