@@ -1,7 +1,8 @@
 /* test_layers.c - finite-difference gradient check of every layer alone. Each layer's
  * output is reduced to a scalar L = Σ r·out with fixed random r (in double), every input
  * element x is perturbed by ±eps, and (L(x+eps) - L(x-eps)) / 2eps is compared with the
- * analytical gradient from the layer's backward (called with dout = r). */
+ * analytical gradient from the layer's backward (called with dout = r). Also: the backward
+ * passes that accumulate do (test_accumulate), and softmax against float64. */
 #include "llmsys/core.h"
 #include "model/layers.h"
 #include "test.h"
