@@ -6,6 +6,8 @@
 #include <stdint.h>
 
 #include "llmsys/model.h"
+#include "model/layers.h"
+#include "model/precision.h"
 #include "test.h"
 
 static void fill(float *x, size_t n, float sd, ls_rng *r) {
@@ -296,6 +298,39 @@ static void test_timer(void) {
     ls_model_free(m);
 }
 
+/* The Linear call sites' contracts at each low precision (layers.h): the backward adds to the
+ * dinp, dw and dbias it is given (a run from zeros, added to the given values, to float
+ * rounding: the quantised operands are the same both times); the fused fc + GELU forward's
+ * output is GELU of its pre-activation, every element; the layer timer adds to what it holds. */
+static void test_lin_contracts(void) {
+    enum { N = 9, IC = 16, OC = 24 };
+    ls_rng r;
+    ls_rng_seed(&r, 23);
+    float inp[N * IC], w[OC * IC], b[OC], dout[N * OC], pre[N * OC], out[N * OC], ref[N * OC];
+    fill(inp, N * IC, 1.0f, &r), fill(w, OC * IC, 0.3f, &r), fill(b, OC, 0.3f, &r), fill(dout, N * OC, 1.0f, &r);
+    for (int p = LS_PREC_BF16; p < LS_PREC_COUNT; p++) {
+        uint8_t prec = (uint8_t)p;
+        double timer = 1000.0;
+        ls_model_prec mp = {.prec = &prec, .n = 1, .timer = &timer};
+        CHECK_EQ_INT(ls_prec_ctx_new(&mp.ctx), LS_OK);
+        float g0[3][OC * IC], z[3][OC * IC] = {{0}}, a[3][OC * IC];
+        for (int k = 0; k < 3; k++) fill(g0[k], OC * IC, 1.0f, &r), memcpy(a[k], g0[k], sizeof a[k]);
+        ls_lin_backward(&mp, 0, z[0], z[1], z[2], dout, inp, w, N, IC, OC);
+        ls_lin_backward(&mp, 0, a[0], a[1], a[2], dout, inp, w, N, IC, OC);
+        const int len[3] = {N * IC, OC * IC, OC};
+        double e = 0;
+        for (int k = 0; k < 3; k++)
+            for (int i = 0; i < len[k]; i++) e = fmax(e, fabs(a[k][i] - (g0[k][i] + z[k][i])));
+        CHECK_MSG(e < 1e-5, "%s backward does not accumulate: %.3g", ls_prec_name(p), e);
+        CHECK_MSG(timer > 1000.0, "%s: the timer was overwritten (%g)", ls_prec_name(p), timer);
+        ls_lin_gelu_forward(&mp, 0, pre, out, inp, w, b, N, IC, OC);
+        ls_gelu_forward(ref, pre, N * OC);
+        CHECK_MSG(!memcmp(out, ref, sizeof out), "%s: the fused forward's output is not GELU of its pre-activation",
+                  ls_prec_name(p));
+        ls_prec_ctx_free(mp.ctx);
+    }
+}
+
 int main(void) {
     ls_model_set_threads(1);
     RUN(test_timer);
@@ -303,6 +338,7 @@ int main(void) {
     RUN(test_gemm);
     RUN(test_cast_rounding);
     RUN(test_int8_exact);
+    RUN(test_lin_contracts);
     RUN(test_model);
     return TEST_RESULT();
 }
