@@ -1,7 +1,7 @@
 /* test_precision.c - mixed-precision Linear layers: each precision's GEMM against a float64
  * product, the model's forward and backward with every Linear layer in that precision
  * against fp32, and its gradient against central finite differences of the fp32 loss; the
- * 16-bit casts round ties to even.
+ * 16-bit casts round ties to even; the Linear call sites' contracts at each low precision.
  * Tolerances are about 3x the errors observed on this machine (printed). */
 #include <stdint.h>
 
