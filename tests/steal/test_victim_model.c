@@ -67,6 +67,14 @@ static int load_edited(const unsigned char *buf, size_t len) {
     return rc;
 }
 
+/* Saves v as dir/name and reads the file's bytes back (NULL on failure). */
+static unsigned char *saved_bytes(const ls_victim *v, const char *name, size_t *len) {
+    char p[300];
+    path_of(p, sizeof p, name);
+    CHECK_EQ_INT(ls_victim_save(v, p), LS_OK);
+    return read_bytes(p, len);
+}
+
 static int64_t get_i64(const unsigned char *p) {
     int64_t v;
     memcpy(&v, p, 8);
@@ -289,11 +297,8 @@ static void test_forest_mean(void) {
     int nt = 8;
     ls_victim *v = train(LS_VICTIM_FOREST, &t, set_forest, FOREST(nt, 5));
     if (!v) return;
-    char p[300];
-    path_of(p, sizeof p, "forest.bin");
-    CHECK_EQ_INT(ls_victim_save(v, p), LS_OK);
     size_t len;
-    unsigned char *buf = read_bytes(p, &len);
+    unsigned char *buf = saved_bytes(v, "forest.bin", &len);
     forest_file f = {0};
     CHECK_EQ_INT(read_forest(buf, len, 3, &f), 0);
     CHECK_EQ_INT(f.ntrees, nt);
@@ -339,11 +344,8 @@ static void test_forest_mtry(void) {
     }
     ls_victim *v = train(LS_VICTIM_FOREST, &t, set_forest, FOREST(nt, 1));
     if (!v) return;
-    char p[300];
-    path_of(p, sizeof p, "mtry.bin");
-    CHECK_EQ_INT(ls_victim_save(v, p), LS_OK);
     size_t len;
-    unsigned char *buf = read_bytes(p, &len);
+    unsigned char *buf = saved_bytes(v, "mtry.bin", &len);
     forest_file f = {0};
     CHECK_EQ_INT(read_forest(buf, len, 2, &f), 0);
     int on0 = 0, split = 0;
@@ -376,11 +378,8 @@ static void test_svm(void) {
     }
     ls_victim *v = train(LS_VICTIM_SVM, &t, NULL, 0);
     if (!v) return;
-    char p[300];
-    path_of(p, sizeof p, "svm.bin");
-    CHECK_EQ_INT(ls_victim_save(v, p), LS_OK);
     size_t len;
-    unsigned char *buf = read_bytes(p, &len);
+    unsigned char *buf = saved_bytes(v, "svm.bin", &len);
     size_t off = OFF_BODY;
     CHECK_EQ_INT(get_i64(buf + off), 1);
     off += 8;
