@@ -179,7 +179,8 @@ typedef struct ls_victim ls_victim;
 void ls_victim_opts_default(ls_victim_opts *o, int type);
 /* LS_OK when what o sizes before training fits this machine: a forest's trees (each at least a
  * root node of up to 64 classes) within the memory the process may use, an mlp's hidden
- * layer within the network's width. Else LS_EINVAL naming --trees or --hidden and its bound;
+ * layer within the network's width, a knn's k at most 64. Else LS_EINVAL naming --trees,
+ * --hidden or knn_k and its bound;
  * ls_victim_train checks it before allocating. */
 int ls_victim_opts_fit(const ls_victim_opts *o);
 /* Trains a victim on train (rows in [lo,hi]); *out is owned by the caller. LS_EINVAL for a

@@ -79,6 +79,9 @@ int ls_victim_opts_fit(const ls_victim_opts *o) {
     if (o->type == LS_VICTIM_FOREST && o->trees > max_trees)
         return ls_err(LS_EINVAL, "--trees must be at most %lld here (every tree in memory), got %d",
                       (long long)max_trees, o->trees);
+    /* knn_proba keeps the nearest neighbours in tables of 64, as victim.bin's loader bounds k */
+    if (o->type == LS_VICTIM_KNN && o->knn_k > 64)
+        return ls_err(LS_EINVAL, "knn_k must be at most 64, got %d", o->knn_k);
     if (o->type == LS_VICTIM_MLP && o->hidden > MLP_MAX_WIDTH)
         return ls_err(LS_EINVAL, "--hidden must be at most %d for an mlp, got %d", MLP_MAX_WIDTH, o->hidden);
     return LS_OK;

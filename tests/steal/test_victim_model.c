@@ -559,7 +559,8 @@ static void test_predict_chunks(void) {
     ls_steal_data_free(&t);
 }
 
-/* Training needs at least two rows. */
+/* Training needs at least two rows; a k-NN at most 64 neighbours (its tables' size, as
+ * victim.bin's loader bounds k), however many reference rows it keeps. */
 static void test_train_rows(void) {
     for (int n = 1; n <= 2; n++) {
         ls_steal_data t = table(n, 2, 2);
@@ -573,6 +574,19 @@ static void test_train_rows(void) {
         ls_victim_free(v);
         ls_steal_data_free(&t);
     }
+    ls_steal_data t = table(100, 1, 2);
+    for (int i = 0; i < 100; i++) t.x[i] = (float)i / 100, t.y[i] = i % 2;
+    for (int kk = 64; kk <= 65; kk++) {
+        ls_victim_opts o;
+        ls_victim_opts_default(&o, LS_VICTIM_KNN);
+        o.knn_k = kk;
+        ls_victim *v = NULL;
+        CHECK_EQ_INT(ls_victim_train(&o, &t, &v), kk <= 64 ? LS_OK : LS_EINVAL);
+        float q = 0.5f, pr[2];
+        if (v) CHECK_EQ_INT(ls_victim_predict_proba(v, &q, 1, pr), LS_OK);
+        ls_victim_free(v);
+    }
+    ls_steal_data_free(&t);
 }
 
 /* ---------------------------------------------------------------- victim.bin refusals */
