@@ -17,6 +17,9 @@
  * a lower test accuracy; docs/steal.md has the measurements). */
 enum { CNN_CONV1 = 16, CNN_CONV2 = 32, CNN_KERNEL = 3, CNN_HIDDEN = 128, CNN_EPOCHS = 6 };
 
+/* the most neighbours a k-NN victim votes with: knn_proba's tables hold this many */
+enum { KNN_MAX_K = 64 };
+
 static const char *type_names[LS_VICTIM_COUNT] = {"logreg", "svm", "tree", "forest", "knn", "nb", "mlp", "cnn"};
 
 const char *ls_victim_type_name(int t) { return t >= 0 && t < LS_VICTIM_COUNT ? type_names[t] : "?"; }
@@ -79,9 +82,8 @@ int ls_victim_opts_fit(const ls_victim_opts *o) {
     if (o->type == LS_VICTIM_FOREST && o->trees > max_trees)
         return ls_err(LS_EINVAL, "--trees must be at most %lld here (every tree in memory), got %d",
                       (long long)max_trees, o->trees);
-    /* knn_proba keeps the nearest neighbours in tables of 64, as victim.bin's loader bounds k */
-    if (o->type == LS_VICTIM_KNN && o->knn_k > 64)
-        return ls_err(LS_EINVAL, "knn_k must be at most 64, got %d", o->knn_k);
+    if (o->type == LS_VICTIM_KNN && o->knn_k > KNN_MAX_K)
+        return ls_err(LS_EINVAL, "knn_k must be at most %d, got %d", KNN_MAX_K, o->knn_k);
     if (o->type == LS_VICTIM_MLP && o->hidden > MLP_MAX_WIDTH)
         return ls_err(LS_EINVAL, "--hidden must be at most %d for an mlp, got %d", MLP_MAX_WIDTH, o->hidden);
     return LS_OK;
@@ -584,8 +586,8 @@ static int knn_proba(const ls_victim *v, const float *x, int64_t n, float *proba
                     dist, (int)v->nref);
         for (int i = 0; i < b; i++) {
             float *di = dist + (size_t)i * v->nref;
-            float bd[64];
-            int bi[64], m = 0;
+            float bd[KNN_MAX_K];
+            int bi[KNN_MAX_K], m = 0;
             for (int64_t r = 0; r < v->nref; r++) {
                 float dv = di[r] + v->ref_sq[r];
                 if (m < kk || dv < bd[m - 1]) {
@@ -959,7 +961,7 @@ static int load_body(rd_t *r, ls_victim *v) {
         memcpy(&cnt, r->p + r->off, 8);
         if (cnt <= 0 || cnt % v->d) return ls_err(LS_EFORMAT, "%s: bad reference set", r->path);
         v->nref = cnt / v->d;
-        if (kk < 1 || kk > 64 || kk > v->nref) return ls_err(LS_EFORMAT, "%s: k=%lld", r->path, (long long)kk);
+        if (kk < 1 || kk > KNN_MAX_K || kk > v->nref) return ls_err(LS_EFORMAT, "%s: k=%lld", r->path, (long long)kk);
         v->knn_k = (int)kk;
         LS_TRY(get_arr(r, (void **)&v->ref, cnt, 4));
         LS_TRY(get_arr(r, (void **)&v->ref_y, v->nref, 4));

@@ -273,6 +273,17 @@ static int read_forest(const unsigned char *buf, size_t len, int k, forest_file 
     return 0;
 }
 
+/* v saved as dir/name, its trees read back into f (views into the returned bytes, which the
+ * caller frees with f->t); checks there are ntrees of them. */
+static unsigned char *saved_forest(const ls_victim *v, const char *name, int k, int ntrees, forest_file *f) {
+    size_t len;
+    unsigned char *buf = saved_bytes(v, name, &len);
+    *f = (forest_file){0};
+    CHECK_EQ_INT(buf ? read_forest(buf, len, k, f) : -1, 0);
+    CHECK_EQ_INT(f->ntrees, ntrees);
+    return buf;
+}
+
 static int same_tree(const ls_tree_view *a, const ls_tree_view *b, int k) {
     return a->nnodes == b->nnodes && a->nleaves == b->nleaves && !memcmp(a->feat, b->feat, 4 * (size_t)a->nnodes) &&
            !memcmp(a->thr, b->thr, 4 * (size_t)a->nnodes) && !memcmp(a->probs, b->probs, 4 * (size_t)a->nleaves * k);
@@ -297,11 +308,8 @@ static void test_forest_mean(void) {
     int nt = 8;
     ls_victim *v = train(LS_VICTIM_FOREST, &t, set_forest, FOREST(nt, 5));
     if (!v) return;
-    size_t len;
-    unsigned char *buf = saved_bytes(v, "forest.bin", &len);
-    forest_file f = {0};
-    CHECK_EQ_INT(read_forest(buf, len, 3, &f), 0);
-    CHECK_EQ_INT(f.ntrees, nt);
+    forest_file f;
+    unsigned char *buf = saved_forest(v, "forest.bin", 3, nt, &f);
     if (f.ntrees == nt) {
         int nq = 101, distinct = 0;
         float q[101], pr[101 * 3];
@@ -344,13 +352,10 @@ static void test_forest_mtry(void) {
     }
     ls_victim *v = train(LS_VICTIM_FOREST, &t, set_forest, FOREST(nt, 1));
     if (!v) return;
-    size_t len;
-    unsigned char *buf = saved_bytes(v, "mtry.bin", &len);
-    forest_file f = {0};
-    CHECK_EQ_INT(read_forest(buf, len, 2, &f), 0);
+    forest_file f;
+    unsigned char *buf = saved_forest(v, "mtry.bin", 2, nt, &f);
     int on0 = 0, split = 0;
     for (int i = 0; i < f.ntrees; i++) on0 += f.t[i].feat[0] == 0, split += f.t[i].feat[0] >= 0;
-    CHECK_EQ_INT(f.ntrees, nt);
     CHECK_MSG(on0 >= 30 && on0 <= 70, "%d of %d roots on the informative feature, expected about 50", on0, nt);
     CHECK_MSG(split > on0, "every split root is on feature 0 (%d)", on0);
     free(f.t);
